@@ -1,0 +1,308 @@
+import { BehaviorSubject, Subject, filter, firstValueFrom, map } from 'rxjs';
+import type { Observable } from 'rxjs';
+import { silentLogger } from '../peer/logger.js';
+import type { Logger } from '../peer/logger.js';
+import type { MethodDescriptor, NotificationDescriptor } from '../peer/method-descriptor.js';
+import { MethodRegistry } from '../peer/method-registry.js';
+import type { Handler } from '../peer/method-registry.js';
+import { Peer } from '../peer/peer.js';
+import type { BatchEntry, IncomingNotification } from '../peer/peer.js';
+import type { CallOptions } from '../peer/pending-calls.js';
+import { NotConnectedError } from '../protocol/local-errors.js';
+import { ReservedMethod } from '../protocol/reserved.js';
+import type { Params } from '../protocol/types.js';
+import { WebSocketTransport } from '../transport/websocket-transport.js';
+import type { WebSocketConstructor, WebSocketLike } from '../transport/websocket-transport.js';
+import { backoffDelay, defaultBackoff } from './backoff.js';
+import type { BackoffOptions } from './backoff.js';
+import type { ConnectionState } from './connection-state.js';
+import { OfflineQueue } from './offline-queue.js';
+
+export interface ClientOptions {
+  /** Gateway URL, or several: on failure the client moves on to the next one. */
+  url: string | readonly string[];
+  /** WebSocket class. Default `globalThis.WebSocket`; in Node 20 pass `WebSocket` from `ws`. */
+  WebSocket?: WebSocketConstructor;
+  /** Subprotocols to offer (e.g. a token, since browsers cannot set headers). */
+  protocols?: string | string[];
+  /** Reconnect with capped exponential backoff; `false` to stay closed after a drop. */
+  reconnect?: Partial<BackoffOptions> | false;
+  /** Give up on a connection attempt after this many ms. Default 10 000. */
+  connectTimeoutMs?: number;
+  /** Default timeout of calls in ms; 0 waits forever. Default 30 000. */
+  callTimeout?: number;
+  /** Calls made while not connected: queue them until the next connection (default) or reject at once. */
+  whenDisconnected?: 'queue' | 'reject';
+  /** Most calls and notifications queued while disconnected. Default 100. */
+  maxQueued?: number;
+  /** Most calls awaiting a response at once. Default 1 024. */
+  maxPendingCalls?: number;
+  logger?: Logger;
+}
+
+/**
+ * A JSON-RPC 2.0 client over WebSocket for browsers and Node. It connects on
+ * construction, reconnects by itself, answers the server's calls from its own
+ * registry, and exposes notifications and its connection state as Observables
+ * that live across reconnects.
+ */
+export class RpcClient {
+  readonly registry = new MethodRegistry<RpcClient>();
+  private readonly urls: readonly string[];
+  private readonly WebSocketImpl: WebSocketConstructor;
+  private readonly backoff: BackoffOptions | false;
+  private readonly logger: Logger;
+  private readonly queue: OfflineQueue;
+  private readonly stateSubject = new BehaviorSubject<ConnectionState>('connecting');
+  private readonly notificationSubject = new Subject<IncomingNotification>();
+  private peer: Peer<RpcClient> | undefined;
+  private socket: WebSocketLike | undefined;
+  private attempt = 0;
+  private everOpened = false;
+  private urlIndex = 0;
+  private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
+  private connectTimer: ReturnType<typeof setTimeout> | undefined;
+
+  /** The connection state; replays the current one to each new subscriber. */
+  readonly state$: Observable<ConnectionState> = this.stateSubject.asObservable();
+  /** Every notification the server sends, across reconnects. */
+  readonly notifications$: Observable<IncomingNotification> =
+    this.notificationSubject.asObservable();
+
+  constructor(private readonly options: ClientOptions) {
+    this.urls = typeof options.url === 'string' ? [options.url] : [...options.url];
+    if (this.urls.length === 0) throw new TypeError('At least one URL is required');
+    const impl =
+      options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
+    if (!impl) {
+      throw new TypeError(
+        'No WebSocket implementation: pass { WebSocket } (in Node 20: import { WebSocket } from "ws")',
+      );
+    }
+    this.WebSocketImpl = impl;
+    this.backoff =
+      options.reconnect === false ? false : { ...defaultBackoff, ...options.reconnect };
+    this.logger = options.logger ?? silentLogger;
+    this.queue = new OfflineQueue(options.maxQueued ?? 100);
+    this.connect();
+  }
+
+  get state(): ConnectionState {
+    return this.stateSubject.value;
+  }
+
+  /** The URL of the current (or next) connection. */
+  get url(): string {
+    return this.urls[this.urlIndex % this.urls.length]!;
+  }
+
+  /** Resolves when the client is connected; rejects if it is closed first. */
+  async opened(): Promise<void> {
+    const state = await firstValueFrom(
+      this.state$.pipe(filter((s) => s === 'open' || s === 'closed')),
+    );
+    if (state === 'closed') throw new NotConnectedError('Client closed');
+  }
+
+  /** Register a handler the server can call (`session.call(...)`). */
+  method<P extends Params | undefined, R>(
+    descriptor: MethodDescriptor<P, R> | string,
+    handler: Handler<RpcClient, P, R>,
+  ): () => void {
+    return this.registry.method(descriptor, handler);
+  }
+
+  notificationsOf<P extends Params | undefined>(
+    descriptor: NotificationDescriptor<P> | string,
+  ): Observable<P> {
+    const name = typeof descriptor === 'string' ? descriptor : descriptor.name;
+    return this.notificationSubject.pipe(
+      filter((n) => n.method === name),
+      map((n) => n.params as P),
+    );
+  }
+
+  call<P extends Params | undefined, R>(
+    descriptor: MethodDescriptor<P, R>,
+    params: P,
+    options?: CallOptions,
+  ): Promise<R>;
+  call(method: string, params?: Params, options?: CallOptions): Promise<unknown>;
+  call(
+    target: MethodDescriptor<Params | undefined, unknown> | string,
+    params?: Params,
+    options: CallOptions = {},
+  ): Promise<unknown> {
+    const method = typeof target === 'string' ? target : target.name;
+    const peer = this.livePeer();
+    if (peer) return peer.call(method, params, options);
+    return this.whileDisconnected(method, options, (timeout) =>
+      this.requirePeer().call(method, params, { ...options, timeout }),
+    );
+  }
+
+  /** Send a notification; while disconnected it is queued (or throws, with `whenDisconnected: 'reject'`). */
+  notify<P extends Params | undefined>(descriptor: NotificationDescriptor<P>, params: P): void;
+  notify(method: string, params?: Params): void;
+  notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {
+    const method = typeof target === 'string' ? target : target.name;
+    const peer = this.livePeer();
+    if (peer) return peer.notify(method, params);
+    this.assertMayQueue();
+    // A notification has no caller waiting, so a failure to queue or send is only logged.
+    this.queue
+      .enqueue(method, { timeout: 0 }, 0, () => {
+        this.requirePeer().notify(method, params);
+        return Promise.resolve();
+      })
+      .catch((err: unknown) => this.logger.warn({ err, method }, 'queued notification dropped'));
+  }
+
+  /** Send calls and notifications in one frame; one settled result per entry, in order. */
+  batch(
+    entries: readonly BatchEntry[],
+    options: CallOptions = {},
+  ): Promise<PromiseSettledResult<unknown>[]> {
+    const peer = this.livePeer();
+    if (peer) return peer.batch(entries, options);
+    return this.whileDisconnected('batch', options, (timeout) =>
+      this.requirePeer().batch(entries, { ...options, timeout }),
+    );
+  }
+
+  /** Close for good: pending and queued calls reject, no reconnect follows. */
+  async close(): Promise<void> {
+    if (this.state === 'closed') return;
+    clearTimeout(this.reconnectTimer);
+    clearTimeout(this.connectTimer);
+    this.stateSubject.next('closed');
+    this.queue.failAll(new NotConnectedError('Client closed'));
+    const peer = this.peer;
+    const socket = this.socket;
+    this.peer = undefined;
+    this.socket = undefined;
+    if (peer) {
+      peer.close(1000, 'client closed');
+      await peer.closed;
+    } else if (socket) {
+      socket.onopen = null;
+      socket.close();
+    }
+    this.stateSubject.complete();
+    this.notificationSubject.complete();
+  }
+
+  private livePeer(): Peer<RpcClient> | undefined {
+    const peer = this.peer;
+    return peer && !peer.isClosed ? peer : undefined;
+  }
+
+  private requirePeer(): Peer<RpcClient> {
+    const peer = this.livePeer();
+    if (!peer) throw new NotConnectedError('Not connected');
+    return peer;
+  }
+
+  private assertMayQueue(): void {
+    if (this.state === 'closed') throw new NotConnectedError('Client closed');
+    if (this.options.whenDisconnected === 'reject') throw new NotConnectedError('Not connected');
+  }
+
+  private whileDisconnected<T>(
+    method: string,
+    options: CallOptions,
+    send: (timeout: number) => Promise<T>,
+  ): Promise<T> {
+    try {
+      this.assertMayQueue();
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+    return this.queue.enqueue(method, options, this.options.callTimeout ?? 30_000, send);
+  }
+
+  private connect(): void {
+    if (this.state === 'closed') return;
+    const url = this.url;
+    let socket: WebSocketLike;
+    try {
+      socket = new this.WebSocketImpl(url, this.options.protocols) as WebSocketLike;
+    } catch (err) {
+      this.logger.warn({ err, url }, 'could not create WebSocket');
+      this.scheduleReconnect();
+      return;
+    }
+    this.socket = socket;
+    this.connectTimer = setTimeout(() => {
+      this.logger.warn({ url }, 'connection attempt timed out');
+      socket.close();
+    }, this.options.connectTimeoutMs ?? 10_000);
+    socket.onerror = () => undefined;
+    socket.onclose = (event) => {
+      // Only reached when the socket never opened: afterwards the transport owns onclose.
+      clearTimeout(this.connectTimer);
+      if (this.socket !== socket) return;
+      this.socket = undefined;
+      this.logger.debug({ url, code: event.code }, 'connection attempt failed');
+      this.urlIndex++;
+      this.scheduleReconnect();
+    };
+    socket.onopen = () => {
+      clearTimeout(this.connectTimer);
+      if (this.socket !== socket || this.state === 'closed') return;
+      this.onOpen(socket);
+    };
+  }
+
+  private onOpen(socket: WebSocketLike): void {
+    const peer = new Peer<RpcClient>(new WebSocketTransport(socket), {
+      registry: this.registry,
+      session: this,
+      logger: this.logger,
+      callTimeout: this.options.callTimeout,
+      maxPendingCalls: this.options.maxPendingCalls,
+      onReservedNotification: (method, params) => this.onReservedNotification(method, params),
+    });
+    this.peer = peer;
+    this.attempt = 0;
+    this.everOpened = true;
+    peer.notifications$.subscribe((n) => this.notificationSubject.next(n));
+    void peer.closed.then(({ code, reason }) => {
+      if (this.peer !== peer) return;
+      this.peer = undefined;
+      this.socket = undefined;
+      this.logger.info({ code, reason }, 'connection lost');
+      this.scheduleReconnect();
+    });
+    this.stateSubject.next('open');
+    this.queue.flush();
+  }
+
+  private onReservedNotification(method: string, params: Params | undefined): void {
+    if (method !== ReservedMethod.Reconnect) return;
+    // The server is draining: go elsewhere now rather than wait for the close.
+    const target = params && !Array.isArray(params) ? (params as { url?: unknown }).url : undefined;
+    if (typeof target === 'string' && !this.urls.includes(target)) {
+      this.logger.info({ url: target }, 'server asked to reconnect elsewhere');
+    }
+    this.urlIndex++;
+    this.attempt = 0;
+    this.peer?.close(1000, 'reconnecting on server request');
+  }
+
+  private scheduleReconnect(): void {
+    if (this.state === 'closed') return;
+    if (this.backoff === false) {
+      void this.close();
+      return;
+    }
+    this.stateSubject.next(this.everOpened ? 'reconnecting' : 'connecting');
+    const delay = backoffDelay(this.attempt++, this.backoff);
+    this.reconnectTimer = setTimeout(() => this.connect(), delay);
+  }
+}
+
+/** Create a client; it starts connecting at once. */
+export function createClient(options: ClientOptions): RpcClient {
+  return new RpcClient(options);
+}

@@ -1,0 +1,18 @@
+// Browser-safe entry: nothing here may import Node built-ins or `ws`.
+export { RpcClient, createClient } from './client.js';
+export type { ClientOptions } from './client.js';
+export type { ConnectionState } from './connection-state.js';
+export type { BackoffOptions } from './backoff.js';
+export { method, notification } from '../peer/method-descriptor.js';
+export type {
+  MethodDescriptor,
+  NotificationDescriptor,
+  ParamsOf,
+  ResultOf,
+} from '../peer/method-descriptor.js';
+export type { HandlerContext } from '../peer/handler-context.js';
+export type { CallOptions } from '../peer/pending-calls.js';
+export type { BatchEntry, IncomingNotification } from '../peer/peer.js';
+export type { Logger } from '../peer/logger.js';
+export type { WebSocketConstructor } from '../transport/websocket-transport.js';
+export * from '../protocol/index.js';

@@ -1,0 +1,92 @@
+import { CancelledError, NotConnectedError, TimeoutError } from '../protocol/local-errors.js';
+import type { CallOptions } from '../peer/pending-calls.js';
+
+/** Work deferred until the next connection opens. */
+interface Deferred {
+  /** Epoch ms after which the call has timed out; undefined for none. */
+  deadline: number | undefined;
+  run: (remainingTimeout: number) => void;
+  fail: (err: unknown) => void;
+}
+
+/**
+ * Calls made while disconnected wait here, bounded in number. Each keeps its
+ * own timeout and AbortSignal running while it waits, so a queued call settles
+ * exactly once: sent on reconnect, timed out, cancelled, or failed on close.
+ */
+export class OfflineQueue {
+  private readonly items = new Set<Deferred>();
+
+  constructor(private readonly limit: number) {}
+
+  get size(): number {
+    return this.items.size;
+  }
+
+  /**
+   * Queue `send`, to be run with the time left of its timeout once connected.
+   * Rejects at once with NotConnectedError when the queue is full.
+   */
+  enqueue<T>(
+    method: string,
+    options: CallOptions,
+    defaultTimeout: number,
+    send: (remainingTimeout: number) => Promise<T>,
+  ): Promise<T> {
+    if (this.items.size >= this.limit) {
+      return Promise.reject(
+        new NotConnectedError(`Not connected and ${this.limit} calls are already queued`),
+      );
+    }
+    if (options.signal?.aborted)
+      return Promise.reject(new CancelledError(method, options.signal.reason));
+    const timeout = options.timeout ?? defaultTimeout;
+    const deadline = timeout > 0 && Number.isFinite(timeout) ? Date.now() + timeout : undefined;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let onAbort: (() => void) | undefined;
+    let resolveOuter!: (value: T) => void;
+    let rejectOuter!: (err: unknown) => void;
+    const promise = new Promise<T>((res, rej) => {
+      resolveOuter = res;
+      rejectOuter = rej;
+    });
+    const cleanup = (): void => {
+      this.items.delete(item);
+      clearTimeout(timer);
+      if (onAbort) options.signal?.removeEventListener('abort', onAbort);
+    };
+    const item: Deferred = {
+      deadline,
+      run: (remaining) => {
+        cleanup();
+        send(remaining).then(resolveOuter, rejectOuter);
+      },
+      fail: (err) => {
+        cleanup();
+        rejectOuter(err);
+      },
+    };
+    if (deadline !== undefined)
+      timer = setTimeout(() => item.fail(new TimeoutError(method, timeout)), timeout);
+    if (options.signal) {
+      const signal = options.signal;
+      onAbort = () => item.fail(new CancelledError(method, signal.reason));
+      signal.addEventListener('abort', onAbort, { once: true });
+    }
+    this.items.add(item);
+    return promise;
+  }
+
+  /** Run everything queued, in order. */
+  flush(): void {
+    const now = Date.now();
+    // 0 means "no timeout" to the peer, so a nearly expired call keeps at least 1 ms.
+    for (const item of [...this.items]) {
+      item.run(item.deadline === undefined ? 0 : Math.max(1, item.deadline - now));
+    }
+  }
+
+  failAll(err: unknown): void {
+    for (const item of [...this.items]) item.fail(err);
+  }
+}

@@ -1,0 +1,18 @@
+// Server-side public surface. The browser-safe client lives at "<package>/client".
+export { Gateway, createGateway } from './server/gateway.js';
+export type { CloseOptions } from './server/gateway.js';
+export { Session } from './server/session.js';
+export type { GatewayOptions, GatewayLimits, UpgradeRequest } from './server/options.js';
+export { defaultLimits } from './server/options.js';
+export { UpgradeRejection } from './server/upgrade-rejection.js';
+export * from './peer/index.js';
+export { createInMemoryPair, InMemoryTransport } from './transport/in-memory-transport.js';
+export { WsTransport } from './transport/ws-transport.js';
+export { WebSocketTransport } from './transport/websocket-transport.js';
+export type { WebSocketConstructor, WebSocketLike } from './transport/websocket-transport.js';
+export { CloseCode } from './transport/transport.js';
+export type { Transport, TransportListener } from './transport/transport.js';
+export { RpcClient, createClient } from './client/client.js';
+export type { ClientOptions } from './client/client.js';
+export type { ConnectionState } from './client/connection-state.js';
+export * from './protocol/index.js';

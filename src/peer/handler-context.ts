@@ -1,0 +1,47 @@
+import type { RequestId } from '../protocol/types.js';
+import type { Logger } from './logger.js';
+
+/** What a handler receives besides its params. */
+export interface HandlerContext<S> {
+  /** The session (server side) or client (client side) the call arrived on. */
+  readonly session: S;
+  /** Fires when the caller cancels, or the connection closes, before the handler finishes. */
+  readonly signal: AbortSignal;
+  /** The connection's child logger. */
+  readonly logger: Logger;
+  /** The request id; undefined for a notification. */
+  readonly id: RequestId | undefined;
+  readonly method: string;
+}
+
+/**
+ * One running incoming call. The AbortController is made only when a handler
+ * reads `signal`: most handlers never do, and the hot path stays allocation-light.
+ */
+export class RunningCall<S> implements HandlerContext<S> {
+  private controller: AbortController | undefined;
+  private abortReason: unknown;
+  aborted = false;
+
+  constructor(
+    readonly session: S,
+    readonly logger: Logger,
+    readonly id: RequestId | undefined,
+    readonly method: string,
+  ) {}
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.aborted) this.controller.abort(this.abortReason);
+    }
+    return this.controller.signal;
+  }
+
+  abort(reason: unknown): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.abortReason = reason;
+    this.controller?.abort(reason);
+  }
+}

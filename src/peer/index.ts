@@ -1,0 +1,15 @@
+export { Peer } from './peer.js';
+export type { PeerOptions, IncomingNotification, BatchEntry, CloseInfo } from './peer.js';
+export { MethodRegistry } from './method-registry.js';
+export type { Handler } from './method-registry.js';
+export { method, notification } from './method-descriptor.js';
+export type {
+  MethodDescriptor,
+  NotificationDescriptor,
+  ParamsOf,
+  ResultOf,
+} from './method-descriptor.js';
+export type { HandlerContext } from './handler-context.js';
+export type { CallOptions } from './pending-calls.js';
+export { silentLogger } from './logger.js';
+export type { Logger, LogFn } from './logger.js';

@@ -1,0 +1,40 @@
+import type { Params } from '../protocol/types.js';
+
+/**
+ * A method's name together with its params and result types, so the caller
+ * (`peer.call(Subtract, [42, 23])`) and the handler (`registry.method(Subtract, ...)`)
+ * are checked against one declaration.
+ */
+export interface MethodDescriptor<P extends Params | undefined = Params | undefined, R = unknown> {
+  readonly kind: 'method';
+  readonly name: string;
+  /** Type-only marker; never set at run time. */
+  readonly types?: { params: P; result: R };
+}
+
+/** A notification's name with the type of its params. */
+export interface NotificationDescriptor<P extends Params | undefined = Params | undefined> {
+  readonly kind: 'notification';
+  readonly name: string;
+  readonly types?: { params: P };
+}
+
+export function method<P extends Params | undefined = undefined, R = unknown>(
+  name: string,
+): MethodDescriptor<P, R> {
+  return { kind: 'method', name };
+}
+
+export function notification<P extends Params | undefined = undefined>(
+  name: string,
+): NotificationDescriptor<P> {
+  return { kind: 'notification', name };
+}
+
+export type ParamsOf<D> =
+  D extends MethodDescriptor<infer P, unknown>
+    ? P
+    : D extends NotificationDescriptor<infer P>
+      ? P
+      : never;
+export type ResultOf<D> = D extends MethodDescriptor<Params | undefined, infer R> ? R : never;

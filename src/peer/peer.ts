@@ -1,0 +1,439 @@
+import type { Observable } from 'rxjs';
+import { Subject, filter, map } from 'rxjs';
+import { parseFrame } from '../protocol/classify.js';
+import type { ClassifyOptions, Incoming } from '../protocol/classify.js';
+import {
+  encodeBatch,
+  encodeFailure,
+  encodeNotification,
+  encodeRequest,
+  encodeSuccess,
+} from '../protocol/encode.js';
+import { ErrorCode, defaultErrorMessage } from '../protocol/error-codes.js';
+import { JsonRpcError, toWireError } from '../protocol/errors.js';
+import { ConnectionClosedError } from '../protocol/local-errors.js';
+import { ReservedMethod, isReservedMethod } from '../protocol/reserved.js';
+import type { Params, ProtocolVersion, RequestId } from '../protocol/types.js';
+import type { Transport } from '../transport/transport.js';
+import { RunningCall } from './handler-context.js';
+import { silentLogger } from './logger.js';
+import type { Logger } from './logger.js';
+import type { MethodDescriptor, NotificationDescriptor } from './method-descriptor.js';
+import { MethodRegistry } from './method-registry.js';
+import { PendingCalls } from './pending-calls.js';
+import type { CallOptions } from './pending-calls.js';
+
+export interface PeerOptions<S> {
+  /** Handlers for incoming calls; may be shared by many peers. */
+  registry?: MethodRegistry<S>;
+  /** Passed to handlers as `ctx.session`. */
+  session: S;
+  logger?: Logger;
+  /** Default timeout for outgoing calls in ms; 0 waits forever. Default 30 000. */
+  callTimeout?: number;
+  /** Most outgoing calls awaiting a response at once. Default 1 024. */
+  maxPendingCalls?: number;
+  /** Most incoming calls running at once; beyond it calls get -32000 Server busy. Default 256. */
+  maxInFlight?: number;
+  /** Put internal error messages and stacks in `error.data` (debug only). Default false. */
+  exposeErrorDetails?: boolean;
+  /** Parsing limits and the JSON-RPC 1.0 switch. */
+  parse?: ClassifyOptions;
+  /** Reserved (`rpc.`) notifications other than cancel, for the layer above. */
+  onReservedNotification?: (method: string, params: Params | undefined) => void;
+}
+
+export interface IncomingNotification {
+  method: string;
+  params: Params | undefined;
+}
+
+export interface BatchEntry {
+  method: string;
+  params?: Params;
+  /** Send as a notification: no id, no response. */
+  notification?: boolean;
+}
+
+export interface CloseInfo {
+  code: number;
+  reason: string;
+}
+
+type Reply = string | undefined;
+
+function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
+  return (
+    value !== null &&
+    (typeof value === 'object' || typeof value === 'function') &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
+}
+
+function failure(id: RequestId, code: number, version: ProtocolVersion, data?: unknown): string {
+  const message = defaultErrorMessage[code] ?? 'Server error';
+  return encodeFailure(
+    id,
+    data === undefined ? { code, message } : { code, message, data },
+    version,
+  );
+}
+
+/**
+ * One end of a JSON-RPC connection, the same on server and client: it answers
+ * incoming calls from its registry, makes outgoing calls, and exposes incoming
+ * notifications as Observables. It owns nothing but the transport it is given;
+ * `teardown` is the single place where a connection's state is released.
+ */
+export class Peer<S = unknown> {
+  readonly registry: MethodRegistry<S>;
+  readonly session: S;
+  readonly logger: Logger;
+  private readonly pending: PendingCalls;
+  private readonly running = new Set<RunningCall<S>>();
+  private readonly runningById = new Map<RequestId, RunningCall<S>>();
+  private readonly notificationSubject = new Subject<IncomingNotification>();
+  private readonly maxInFlight: number;
+  private readonly exposeErrorDetails: boolean;
+  private readonly parseOptions: ClassifyOptions;
+  private readonly onReservedNotification: PeerOptions<S>['onReservedNotification'];
+  private closeInfo: CloseInfo | undefined;
+  private resolveClosed!: (info: CloseInfo) => void;
+
+  /** Settles once, when the connection has closed and every call has settled. */
+  readonly closed: Promise<CloseInfo>;
+  /** Every incoming notification (reserved `rpc.` ones excluded). Completes on close. */
+  readonly notifications$: Observable<IncomingNotification>;
+
+  constructor(
+    private readonly transport: Transport,
+    options: PeerOptions<S>,
+  ) {
+    this.registry = options.registry ?? new MethodRegistry<S>();
+    this.session = options.session;
+    this.logger = options.logger ?? silentLogger;
+    this.maxInFlight = options.maxInFlight ?? 256;
+    this.exposeErrorDetails = options.exposeErrorDetails ?? false;
+    this.parseOptions = options.parse ?? {};
+    this.onReservedNotification = options.onReservedNotification;
+    this.pending = new PendingCalls(
+      options.maxPendingCalls ?? 1024,
+      options.callTimeout ?? 30_000,
+      (id) => this.sendCancel(id),
+    );
+    this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
+    this.notifications$ = this.notificationSubject.asObservable();
+    transport.listen({
+      message: (text) => this.receive(text),
+      close: (code, reason) => this.teardown(code, reason),
+    });
+  }
+
+  get isClosed(): boolean {
+    return this.closeInfo !== undefined;
+  }
+
+  /** Outgoing calls awaiting a response. */
+  get pendingCount(): number {
+    return this.pending.size;
+  }
+
+  /** Incoming calls whose handlers are still running. */
+  get inFlightCount(): number {
+    return this.running.size;
+  }
+
+  get bufferedAmount(): number {
+    return this.transport.bufferedAmount;
+  }
+
+  /** Notifications of one method, as their params. */
+  notificationsOf<P extends Params | undefined>(
+    descriptor: NotificationDescriptor<P> | string,
+  ): Observable<P> {
+    const name = typeof descriptor === 'string' ? descriptor : descriptor.name;
+    return this.notificationSubject.pipe(
+      filter((n) => n.method === name),
+      map((n) => n.params as P),
+    );
+  }
+
+  /** Call a method on the other side and await its result. */
+  call<P extends Params | undefined, R>(
+    descriptor: MethodDescriptor<P, R>,
+    params: P,
+    options?: CallOptions,
+  ): Promise<R>;
+  call(method: string, params?: Params, options?: CallOptions): Promise<unknown>;
+  call(
+    target: MethodDescriptor<Params | undefined, unknown> | string,
+    params?: Params,
+    options?: CallOptions,
+  ): Promise<unknown> {
+    const method = typeof target === 'string' ? target : target.name;
+    if (this.closeInfo) return Promise.reject(this.closedError());
+    let opened: { id: number; promise: Promise<unknown> };
+    try {
+      opened = this.pending.open(method, options);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+    let frame: string;
+    try {
+      frame = encodeRequest(opened.id, method, params);
+    } catch (err) {
+      this.pending.fail(opened.id, err);
+      return opened.promise;
+    }
+    this.transport.send(frame);
+    return opened.promise;
+  }
+
+  /** Send a notification. Throws ConnectionClosedError when the connection is closed. */
+  notify<P extends Params | undefined>(descriptor: NotificationDescriptor<P>, params: P): void;
+  notify(method: string, params?: Params): void;
+  notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {
+    if (this.closeInfo) throw this.closedError();
+    const method = typeof target === 'string' ? target : target.name;
+    this.transport.send(encodeNotification(method, params));
+  }
+
+  /** Send pre-encoded frame text as is (used by fan-out, which encodes once for many). */
+  sendRaw(frame: string): void {
+    if (!this.closeInfo) this.transport.send(frame);
+  }
+
+  /**
+   * Send several calls and notifications in one frame. Resolves with one
+   * settled result per entry, in order; notifications are fulfilled with undefined.
+   */
+  async batch(
+    entries: readonly BatchEntry[],
+    options?: CallOptions,
+  ): Promise<PromiseSettledResult<unknown>[]> {
+    if (this.closeInfo) throw this.closedError();
+    if (entries.length === 0) return [];
+    const parts: string[] = [];
+    const promises: Promise<unknown>[] = [];
+    const opened: number[] = [];
+    try {
+      for (const entry of entries) {
+        if (entry.notification) {
+          parts.push(encodeNotification(entry.method, entry.params));
+          promises.push(Promise.resolve(undefined));
+        } else {
+          const call = this.pending.open(entry.method, options);
+          opened.push(call.id);
+          parts.push(encodeRequest(call.id, entry.method, entry.params));
+          promises.push(call.promise);
+        }
+      }
+    } catch (err) {
+      for (const id of opened) this.pending.fail(id, err);
+      await Promise.allSettled(promises);
+      throw err;
+    }
+    this.transport.send(encodeBatch(parts));
+    return Promise.allSettled(promises);
+  }
+
+  /** Close the connection. Pending calls reject and running handlers are aborted at once. */
+  close(code = 1000, reason = ''): void {
+    if (this.closeInfo) return;
+    this.transport.close(code, reason);
+    this.teardown(code, reason);
+  }
+
+  /** Handle one incoming frame. Public so a transport-less host can feed text in. */
+  receive(text: string): void {
+    if (this.closeInfo) return;
+    const frame = parseFrame(text, this.parseOptions);
+    if (!frame.batch) {
+      const reply = this.handle(frame.messages[0]!);
+      if (reply === undefined) return;
+      if (typeof reply === 'string') this.transport.send(reply);
+      else void reply.then((r) => r !== undefined && this.sendReply(r));
+      return;
+    }
+    this.handleBatch(frame.messages);
+  }
+
+  private handleBatch(messages: Incoming[]): void {
+    const replies = messages.map((m) => this.handle(m));
+    const sync: Reply[] = [];
+    for (const reply of replies) {
+      if (typeof reply === 'object') {
+        // Members run concurrently; the one reply waits for the slowest.
+        void Promise.all(replies.map((r) => Promise.resolve(r))).then((settled) =>
+          this.sendBatchReply(settled),
+        );
+        return;
+      }
+      sync.push(reply);
+    }
+    this.sendBatchReply(sync);
+  }
+
+  private sendBatchReply(replies: Reply[]): void {
+    const parts = replies.filter((r): r is string => r !== undefined);
+    // Spec 6: nothing at all is returned for a batch of notifications only.
+    if (parts.length > 0) this.sendReply(encodeBatch(parts));
+  }
+
+  private sendReply(frame: string): void {
+    if (!this.closeInfo) this.transport.send(frame);
+  }
+
+  /** Returns the reply text, a promise of it, or undefined when nothing is to be sent. */
+  private handle(message: Incoming): Reply | Promise<Reply> {
+    switch (message.kind) {
+      case 'request':
+        return this.handleRequest(message.id, message.method, message.params, message.version);
+      case 'notification':
+        this.handleNotification(message.method, message.params);
+        return undefined;
+      case 'success':
+        if (!this.pending.resolve(message.id, message.result)) this.logUnmatched(message.id);
+        return undefined;
+      case 'failure':
+        if (!this.pending.reject(message.id, message.error))
+          this.logUnmatched(message.id, message.error);
+        return undefined;
+      case 'invalid':
+        return encodeFailure(message.id, message.error, message.version);
+      case 'bad-response':
+        this.logger.warn({ reason: message.reason }, 'dropped a malformed response');
+        return undefined;
+    }
+  }
+
+  private handleRequest(
+    id: RequestId,
+    method: string,
+    params: Params | undefined,
+    version: ProtocolVersion,
+  ): Reply | Promise<Reply> {
+    if (isReservedMethod(method)) {
+      if (method === ReservedMethod.Ping) return encodeSuccess(id, 'pong', version);
+      return failure(id, ErrorCode.MethodNotFound, version);
+    }
+    const handler = this.registry.get(method);
+    if (!handler) return failure(id, ErrorCode.MethodNotFound, version);
+    if (this.running.size >= this.maxInFlight) {
+      return failure(id, ErrorCode.ServerBusy, version, { maxInFlight: this.maxInFlight });
+    }
+    const call = new RunningCall(this.session, this.logger, id, method);
+    this.running.add(call);
+    if (!this.runningById.has(id)) this.runningById.set(id, call);
+    let result: unknown;
+    try {
+      result = handler(params, call);
+    } catch (err) {
+      this.finish(call);
+      return this.encodeError(call, err, version);
+    }
+    if (!isPromiseLike(result)) {
+      this.finish(call);
+      return call.aborted
+        ? failure(id, ErrorCode.RequestCancelled, version)
+        : encodeSuccess(id, result, version);
+    }
+    return Promise.resolve(result).then(
+      (value) => {
+        this.finish(call);
+        if (this.closeInfo) return undefined;
+        return call.aborted
+          ? failure(id, ErrorCode.RequestCancelled, version)
+          : encodeSuccess(id, value, version);
+      },
+      (err: unknown) => {
+        this.finish(call);
+        if (this.closeInfo) return undefined;
+        return this.encodeError(call, err, version);
+      },
+    );
+  }
+
+  private encodeError(call: RunningCall<S>, err: unknown, version: ProtocolVersion): string {
+    const id = call.id ?? null;
+    if (call.aborted) return failure(id, ErrorCode.RequestCancelled, version);
+    if (!(err instanceof JsonRpcError)) {
+      this.logger.error({ err, method: call.method }, 'handler failed');
+    }
+    return encodeFailure(id, toWireError(err, this.exposeErrorDetails), version);
+  }
+
+  private finish(call: RunningCall<S>): void {
+    this.running.delete(call);
+    if (call.id !== undefined && this.runningById.get(call.id) === call)
+      this.runningById.delete(call.id);
+  }
+
+  private handleNotification(method: string, params: Params | undefined): void {
+    if (isReservedMethod(method)) {
+      if (method === ReservedMethod.Cancel) this.cancelRunning(params);
+      else this.onReservedNotification?.(method, params);
+      return;
+    }
+    // A notification is a call whose caller wants no answer: run its handler if there is one.
+    const handler = this.registry.get(method);
+    if (handler) this.runForNotification(handler, method, params);
+    this.notificationSubject.next({ method, params });
+  }
+
+  private runForNotification(
+    handler: (params: unknown, ctx: RunningCall<S>) => unknown,
+    method: string,
+    params: Params | undefined,
+  ): void {
+    const call = new RunningCall(this.session, this.logger, undefined, method);
+    this.running.add(call);
+    const report = (err: unknown): void => {
+      this.finish(call);
+      if (!call.aborted) this.logger.warn({ err, method }, 'notification handler failed');
+    };
+    try {
+      const result = handler(params, call);
+      if (isPromiseLike(result)) Promise.resolve(result).then(() => this.finish(call), report);
+      else this.finish(call);
+    } catch (err) {
+      report(err);
+    }
+  }
+
+  private cancelRunning(params: Params | undefined): void {
+    const id = params && !Array.isArray(params) ? (params as { id?: unknown }).id : undefined;
+    if (typeof id !== 'string' && typeof id !== 'number') return;
+    this.runningById.get(id)?.abort(new Error('Cancelled by caller'));
+  }
+
+  private sendCancel(id: number): void {
+    if (!this.closeInfo) this.transport.send(encodeNotification(ReservedMethod.Cancel, { id }));
+  }
+
+  private logUnmatched(id: RequestId, error?: unknown): void {
+    if (this.pending.wasAbandoned(id)) {
+      this.logger.debug({ id }, 'late response to a call given up locally');
+    } else {
+      this.logger.warn({ id, error }, 'dropped a response that matches no pending call');
+    }
+  }
+
+  private closedError(): ConnectionClosedError {
+    const info = this.closeInfo;
+    return new ConnectionClosedError('Connection closed', info?.code, info?.reason);
+  }
+
+  /** The one place a connection's state is released; runs once. */
+  private teardown(code: number, reason: string): void {
+    if (this.closeInfo) return;
+    this.closeInfo = { code, reason };
+    const error = this.closedError();
+    this.pending.rejectAll(error);
+    for (const call of this.running) call.abort(error);
+    this.running.clear();
+    this.runningById.clear();
+    this.notificationSubject.complete();
+    this.resolveClosed(this.closeInfo);
+  }
+}

@@ -1,0 +1,145 @@
+import { JsonRpcError } from '../protocol/errors.js';
+import {
+  CancelledError,
+  TimeoutError,
+  TooManyPendingCallsError,
+} from '../protocol/local-errors.js';
+import type { ErrorObject, RequestId } from '../protocol/types.js';
+
+export interface CallOptions {
+  /** Milliseconds to wait for the response; 0 waits forever. Defaults to the peer's callTimeout. */
+  timeout?: number;
+  /** Aborting it rejects the call with CancelledError and tells the other side (rpc.cancel). */
+  signal?: AbortSignal;
+}
+
+interface Entry {
+  method: string;
+  resolve: (value: unknown) => void;
+  reject: (reason: unknown) => void;
+  timer: ReturnType<typeof setTimeout> | undefined;
+  signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+}
+
+/** How many ids given up locally (timeout, cancel) to remember, to log their late answers quietly. */
+const ABANDONED_MEMORY = 256;
+
+/**
+ * Outgoing calls awaiting a response. Ids come from a counter, so none is
+ * reused while pending. Every entry settles exactly once: response, timeout,
+ * cancellation or `rejectAll` on close; each path clears its timer and listener.
+ */
+export class PendingCalls {
+  private readonly entries = new Map<number, Entry>();
+  private nextId = 1;
+  private readonly abandoned = new Set<RequestId>();
+  private readonly abandonedOrder: RequestId[] = [];
+
+  constructor(
+    private readonly limit: number,
+    private readonly defaultTimeout: number,
+    /** Called when the caller cancels, so the peer can send rpc.cancel. */
+    private readonly onCancel: (id: number) => void,
+  ) {}
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** Reserve an id and a settle-once entry. Throws TooManyPendingCallsError when full. */
+  open(method: string, options: CallOptions = {}): { id: number; promise: Promise<unknown> } {
+    if (this.entries.size >= this.limit) throw new TooManyPendingCallsError(this.limit);
+    if (options.signal?.aborted) throw new CancelledError(method, options.signal.reason);
+    const id = this.allocateId();
+    let resolve!: (value: unknown) => void;
+    let reject!: (reason: unknown) => void;
+    const promise = new Promise<unknown>((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+    const entry: Entry = {
+      method,
+      resolve,
+      reject,
+      timer: undefined,
+      signal: options.signal,
+      onAbort: undefined,
+    };
+    const timeout = options.timeout ?? this.defaultTimeout;
+    if (timeout > 0 && Number.isFinite(timeout)) {
+      entry.timer = setTimeout(() => {
+        this.giveUp(id);
+        this.settle(id)?.reject(new TimeoutError(method, timeout));
+      }, timeout);
+    }
+    if (options.signal) {
+      const signal = options.signal;
+      entry.onAbort = () => {
+        if (!this.entries.has(id)) return;
+        this.giveUp(id);
+        this.settle(id)?.reject(new CancelledError(method, signal.reason));
+        this.onCancel(id);
+      };
+      signal.addEventListener('abort', entry.onAbort, { once: true });
+    }
+    this.entries.set(id, entry);
+    return { id, promise };
+  }
+
+  /** Settle with a response. Returns false when no call is waiting for this id. */
+  resolve(id: RequestId, result: unknown): boolean {
+    const entry = typeof id === 'number' ? this.settle(id) : undefined;
+    if (!entry) return false;
+    entry.resolve(result);
+    return true;
+  }
+
+  /** Settle with an error response. Returns false when no call is waiting for this id. */
+  reject(id: RequestId, error: ErrorObject): boolean {
+    const entry = typeof id === 'number' ? this.settle(id) : undefined;
+    if (!entry) return false;
+    entry.reject(JsonRpcError.fromErrorObject(error));
+    return true;
+  }
+
+  /** Settle one entry locally (e.g. its frame could not be sent). */
+  fail(id: number, reason: unknown): void {
+    this.settle(id)?.reject(reason);
+  }
+
+  /** Reject every pending call; used once, on close. */
+  rejectAll(reason: unknown): void {
+    for (const id of [...this.entries.keys()]) this.settle(id)?.reject(reason);
+  }
+
+  /** True when this id was given up locally (timed out or cancelled). */
+  wasAbandoned(id: RequestId): boolean {
+    return this.abandoned.has(id);
+  }
+
+  private settle(id: number): Entry | undefined {
+    const entry = this.entries.get(id);
+    if (!entry) return undefined;
+    this.entries.delete(id);
+    if (entry.timer !== undefined) clearTimeout(entry.timer);
+    if (entry.onAbort) entry.signal?.removeEventListener('abort', entry.onAbort);
+    return entry;
+  }
+
+  private giveUp(id: RequestId): void {
+    this.abandoned.add(id);
+    this.abandonedOrder.push(id);
+    if (this.abandonedOrder.length > ABANDONED_MEMORY)
+      this.abandoned.delete(this.abandonedOrder.shift()!);
+  }
+
+  private allocateId(): number {
+    // Wraps long before precision is lost; skips ids still pending.
+    for (;;) {
+      const id = this.nextId;
+      this.nextId = id >= Number.MAX_SAFE_INTEGER ? 1 : id + 1;
+      if (!this.entries.has(id)) return id;
+    }
+  }
+}

@@ -1,0 +1,72 @@
+import { ErrorCode } from './error-codes.js';
+import type { ErrorObject, Params, ProtocolVersion, RequestId } from './types.js';
+
+/**
+ * Encoders build the text of each frame directly, so a reply costs one
+ * JSON.stringify of its payload and nothing else. They never throw: a result
+ * that cannot be serialized (BigInt, cycles) becomes an Internal error reply.
+ */
+
+function stringifyOrNull(value: unknown): string | undefined {
+  try {
+    // `undefined` (a handler that returned nothing) is sent as null: `result` is REQUIRED.
+    return JSON.stringify(value === undefined ? null : value) ?? 'null';
+  } catch {
+    return undefined;
+  }
+}
+
+export function encodeId(id: RequestId): string {
+  return typeof id === 'string' ? JSON.stringify(id) : String(id);
+}
+
+export function encodeSuccess(
+  id: RequestId,
+  result: unknown,
+  version: ProtocolVersion = '2.0',
+): string {
+  const text = stringifyOrNull(result);
+  if (text === undefined) {
+    return encodeFailure(
+      id,
+      {
+        code: ErrorCode.InternalError,
+        message: 'Internal error',
+        data: 'result is not serializable as JSON',
+      },
+      version,
+    );
+  }
+  if (version === '1.0') return `{"result":${text},"error":null,"id":${encodeId(id)}}`;
+  return `{"jsonrpc":"2.0","result":${text},"id":${encodeId(id)}}`;
+}
+
+export function encodeFailure(
+  id: RequestId,
+  error: ErrorObject,
+  version: ProtocolVersion = '2.0',
+): string {
+  let text: string;
+  try {
+    text = JSON.stringify(error);
+  } catch {
+    text = JSON.stringify({ code: error.code, message: String(error.message) });
+  }
+  if (version === '1.0') return `{"result":null,"error":${text},"id":${encodeId(id)}}`;
+  return `{"jsonrpc":"2.0","error":${text},"id":${encodeId(id)}}`;
+}
+
+/** Throws a TypeError when params cannot be serialized: that is the caller's own bug. */
+export function encodeRequest(id: RequestId, method: string, params?: Params): string {
+  const p = params === undefined ? '' : `,"params":${JSON.stringify(params)}`;
+  return `{"jsonrpc":"2.0","method":${JSON.stringify(method)}${p},"id":${encodeId(id)}}`;
+}
+
+export function encodeNotification(method: string, params?: Params): string {
+  const p = params === undefined ? '' : `,"params":${JSON.stringify(params)}`;
+  return `{"jsonrpc":"2.0","method":${JSON.stringify(method)}${p}}`;
+}
+
+export function encodeBatch(parts: readonly string[]): string {
+  return `[${parts.join(',')}]`;
+}

@@ -1,0 +1,53 @@
+/**
+ * Error codes used on the wire. The first five are the specification's own;
+ * the rest sit in the range it leaves to implementations (-32000..-32099).
+ */
+export const ErrorCode = {
+  ParseError: -32700,
+  InvalidRequest: -32600,
+  MethodNotFound: -32601,
+  InvalidParams: -32602,
+  InternalError: -32603,
+
+  /** Too many calls in flight on this connection; retry later. */
+  ServerBusy: -32000,
+  /** The caller cancelled the request (rpc.cancel) before it finished. */
+  RequestCancelled: -32001,
+  /** A batch longer than the server's limit. */
+  BatchTooLarge: -32002,
+  /** The per-connection rate limit was exceeded. */
+  RateLimited: -32003,
+  /** The session may not call this method or subscribe to this topic. */
+  Unauthorized: -32004,
+  /** The connection already holds its maximum number of subscriptions. */
+  TooManySubscriptions: -32005,
+  /** The server is shutting down and takes no new work. */
+  ShuttingDown: -32006,
+  /** The JSON nests deeper than the server allows. */
+  TooDeep: -32007,
+  /** The requested operation needs a transport this one is not (e.g. subscribe over HTTP). */
+  UnsupportedTransport: -32008,
+} as const;
+
+export type ErrorCodeName = keyof typeof ErrorCode;
+
+export const SERVER_ERROR_MIN = -32099;
+export const SERVER_ERROR_MAX = -32000;
+
+/** The default message for each code, used when a handler gives none. */
+export const defaultErrorMessage: Readonly<Record<number, string>> = {
+  [ErrorCode.ParseError]: 'Parse error',
+  [ErrorCode.InvalidRequest]: 'Invalid Request',
+  [ErrorCode.MethodNotFound]: 'Method not found',
+  [ErrorCode.InvalidParams]: 'Invalid params',
+  [ErrorCode.InternalError]: 'Internal error',
+  [ErrorCode.ServerBusy]: 'Server busy',
+  [ErrorCode.RequestCancelled]: 'Request cancelled',
+  [ErrorCode.BatchTooLarge]: 'Batch too large',
+  [ErrorCode.RateLimited]: 'Rate limit exceeded',
+  [ErrorCode.Unauthorized]: 'Unauthorized',
+  [ErrorCode.TooManySubscriptions]: 'Too many subscriptions',
+  [ErrorCode.ShuttingDown]: 'Server shutting down',
+  [ErrorCode.TooDeep]: 'Message nested too deeply',
+  [ErrorCode.UnsupportedTransport]: 'Not supported on this transport',
+};

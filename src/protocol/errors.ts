@@ -1,0 +1,96 @@
+import { ErrorCode, defaultErrorMessage } from './error-codes.js';
+import type { ErrorObject } from './types.js';
+
+/**
+ * An error that travels on the wire as a JSON-RPC error object.
+ * Throw it (or a subclass) from a handler to answer with that code, message and data.
+ */
+export class JsonRpcError extends Error {
+  override name = 'JsonRpcError';
+  readonly code: number;
+  readonly data: unknown;
+
+  constructor(code: number, message?: string, data?: unknown) {
+    super(message ?? defaultErrorMessage[code] ?? 'Server error');
+    this.code = code;
+    this.data = data;
+  }
+
+  toErrorObject(): ErrorObject {
+    const obj: ErrorObject = { code: this.code, message: this.message };
+    if (this.data !== undefined) obj.data = this.data;
+    return obj;
+  }
+
+  /** Rebuild the error a remote peer sent, keeping the class for known codes. */
+  static fromErrorObject(obj: ErrorObject): JsonRpcError {
+    const Known = errorClassByCode.get(obj.code);
+    if (Known) return new Known(obj.message, obj.data);
+    return new JsonRpcError(obj.code, obj.message, obj.data);
+  }
+}
+
+export class ParseError extends JsonRpcError {
+  override name = 'ParseError';
+  constructor(message?: string, data?: unknown) {
+    super(ErrorCode.ParseError, message, data);
+  }
+}
+
+export class InvalidRequestError extends JsonRpcError {
+  override name = 'InvalidRequestError';
+  constructor(message?: string, data?: unknown) {
+    super(ErrorCode.InvalidRequest, message, data);
+  }
+}
+
+export class MethodNotFoundError extends JsonRpcError {
+  override name = 'MethodNotFoundError';
+  constructor(message?: string, data?: unknown) {
+    super(ErrorCode.MethodNotFound, message, data);
+  }
+}
+
+export class InvalidParamsError extends JsonRpcError {
+  override name = 'InvalidParamsError';
+  constructor(message?: string, data?: unknown) {
+    super(ErrorCode.InvalidParams, message, data);
+  }
+}
+
+export class InternalError extends JsonRpcError {
+  override name = 'InternalError';
+  constructor(message?: string, data?: unknown) {
+    super(ErrorCode.InternalError, message, data);
+  }
+}
+
+/** An implementation-defined error in the reserved -32000..-32099 range. */
+export class ServerError extends JsonRpcError {
+  override name = 'ServerError';
+}
+
+const errorClassByCode = new Map<number, new (message?: string, data?: unknown) => JsonRpcError>([
+  [ErrorCode.ParseError, ParseError],
+  [ErrorCode.InvalidRequest, InvalidRequestError],
+  [ErrorCode.MethodNotFound, MethodNotFoundError],
+  [ErrorCode.InvalidParams, InvalidParamsError],
+  [ErrorCode.InternalError, InternalError],
+]);
+
+/**
+ * Turn anything a handler threw into the error object to send.
+ * Unknown failures become -32603 without their message or stack, unless
+ * `exposeInternals` (a debug option) asks for them in `data`.
+ */
+export function toWireError(err: unknown, exposeInternals = false): ErrorObject {
+  if (err instanceof JsonRpcError) return err.toErrorObject();
+  const obj: ErrorObject = { code: ErrorCode.InternalError, message: 'Internal error' };
+  if (exposeInternals) {
+    obj.data =
+      err instanceof Error
+        ? { name: err.name, message: err.message, stack: err.stack }
+        : { message: String(err) };
+  }
+  return obj;
+}

@@ -1,0 +1,38 @@
+export type * from './types.js';
+export {
+  ErrorCode,
+  SERVER_ERROR_MIN,
+  SERVER_ERROR_MAX,
+  defaultErrorMessage,
+} from './error-codes.js';
+export type { ErrorCodeName } from './error-codes.js';
+export {
+  JsonRpcError,
+  ParseError,
+  InvalidRequestError,
+  MethodNotFoundError,
+  InvalidParamsError,
+  InternalError,
+  ServerError,
+  toWireError,
+} from './errors.js';
+export {
+  RpcLocalError,
+  ConnectionClosedError,
+  TimeoutError,
+  CancelledError,
+  TooManyPendingCallsError,
+  NotConnectedError,
+} from './local-errors.js';
+export { parseFrame, classifyValue, classifyMessage, isRequestId } from './classify.js';
+export type { Incoming, Frame, ClassifyOptions } from './classify.js';
+export { safeJsonParse, exceedsDepth } from './safe-json.js';
+export {
+  encodeSuccess,
+  encodeFailure,
+  encodeRequest,
+  encodeNotification,
+  encodeBatch,
+  encodeId,
+} from './encode.js';
+export { RESERVED_PREFIX, ReservedMethod, isReservedMethod } from './reserved.js';

@@ -1,0 +1,54 @@
+/**
+ * Errors that never go on the wire: they describe what happened to a call on
+ * this side (the connection closed, the call timed out, the caller cancelled).
+ */
+export class RpcLocalError extends Error {
+  override name = 'RpcLocalError';
+}
+
+/** The connection closed (or was never open) before the call settled. */
+export class ConnectionClosedError extends RpcLocalError {
+  override name = 'ConnectionClosedError';
+  constructor(
+    message = 'Connection closed',
+    readonly closeCode?: number,
+    readonly closeReason?: string,
+  ) {
+    super(message);
+  }
+}
+
+/** No response arrived within the call's timeout. */
+export class TimeoutError extends RpcLocalError {
+  override name = 'TimeoutError';
+  constructor(
+    readonly method: string,
+    readonly timeoutMs: number,
+  ) {
+    super(`Call to "${method}" timed out after ${timeoutMs} ms`);
+  }
+}
+
+/** The caller aborted the call through its AbortSignal. */
+export class CancelledError extends RpcLocalError {
+  override name = 'CancelledError';
+  constructor(
+    readonly method: string,
+    readonly reason?: unknown,
+  ) {
+    super(`Call to "${method}" was cancelled`);
+  }
+}
+
+/** The table of calls awaiting a response is full. */
+export class TooManyPendingCallsError extends RpcLocalError {
+  override name = 'TooManyPendingCallsError';
+  constructor(readonly limit: number) {
+    super(`Too many pending calls (limit ${limit})`);
+  }
+}
+
+/** A call was made while disconnected and the client is set to reject, or its queue is full. */
+export class NotConnectedError extends RpcLocalError {
+  override name = 'NotConnectedError';
+}

@@ -1,0 +1,16 @@
+/** Method names starting with this prefix belong to the gateway itself (spec 4). */
+export const RESERVED_PREFIX = 'rpc.';
+
+/** Names of the gateway's own methods and notifications in the reserved space. */
+export const ReservedMethod = {
+  /** Notification: `{ id }` of a request the sender no longer wants answered. */
+  Cancel: 'rpc.cancel',
+  /** Request: liveness probe a browser client can send (it cannot send WebSocket pings). */
+  Ping: 'rpc.ping',
+  /** Notification from server: reconnect elsewhere, the server is draining. */
+  Reconnect: 'rpc.reconnect',
+} as const;
+
+export function isReservedMethod(method: string): boolean {
+  return method.startsWith(RESERVED_PREFIX);
+}

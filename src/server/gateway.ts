@@ -1,0 +1,255 @@
+import { createServer } from 'node:http';
+import type { IncomingMessage, Server as HttpServer, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { nanoid } from 'nanoid';
+import { pino } from 'pino';
+import { Subject } from 'rxjs';
+import type { Observable } from 'rxjs';
+import { WebSocketServer } from 'ws';
+import type { WebSocket } from 'ws';
+import type { Logger } from '../peer/logger.js';
+import type { MethodDescriptor } from '../peer/method-descriptor.js';
+import { MethodRegistry } from '../peer/method-registry.js';
+import type { Handler } from '../peer/method-registry.js';
+import { Peer } from '../peer/peer.js';
+import type { Params } from '../protocol/types.js';
+import { CloseCode } from '../transport/transport.js';
+import { WsTransport } from '../transport/ws-transport.js';
+import { Heartbeat } from './heartbeat.js';
+import { sendText, serveHealth } from './http-routes.js';
+import { defaultLimits } from './options.js';
+import type { GatewayLimits, GatewayOptions, UpgradeRequest } from './options.js';
+import { Session } from './session.js';
+import { UpgradeRejection, rejectUpgrade } from './upgrade-rejection.js';
+import { describeUpgrade } from './upgrade-request.js';
+
+export interface CloseOptions {
+  /** Close code sent to every client. Default 1001 (going away). */
+  code?: number;
+  reason?: string;
+  /** How long to wait for clients to finish the closing handshake before cutting them off. Default 5 000 ms. */
+  timeoutMs?: number;
+}
+
+/**
+ * The gateway: one HTTP server, `ws` in noServer mode on it, one Session per
+ * WebSocket. Handlers are registered once, on the gateway, and serve every session.
+ */
+export class Gateway<C = unknown> {
+  readonly httpServer: HttpServer;
+  readonly logger: Logger;
+  readonly registry = new MethodRegistry<Session<C>>();
+  private readonly wss: WebSocketServer;
+  private readonly path: string;
+  private readonly limits: Required<GatewayLimits>;
+  private readonly heartbeat: Heartbeat;
+  private readonly liveSessions = new Map<string, Session<C>>();
+  private readonly sockets = new Map<Session<C>, WebSocket>();
+  private readonly connectedSubject = new Subject<Session<C>>();
+  private readonly disconnectedSubject = new Subject<Session<C>>();
+  private readonly ownsServer: boolean;
+  private closing = false;
+
+  /** Emits each session once it is open. */
+  readonly connected$: Observable<Session<C>> = this.connectedSubject.asObservable();
+  /** Emits each session once it has closed and all its calls have settled. */
+  readonly disconnected$: Observable<Session<C>> = this.disconnectedSubject.asObservable();
+
+  constructor(private readonly options: GatewayOptions<C> = {}) {
+    this.logger = options.logger ?? pino({ level: process.env['LOG_LEVEL'] ?? 'info' });
+    this.path = options.path ?? '/rpc';
+    this.limits = { ...defaultLimits, ...options.limits };
+    this.wss = new WebSocketServer({
+      noServer: true,
+      maxPayload: this.limits.maxMessageBytes,
+      clientTracking: false,
+      perMessageDeflate: false,
+      handleProtocols: (offered, request) => this.pickProtocol(offered, request),
+    });
+    this.heartbeat = new Heartbeat(options.heartbeatInterval ?? 30_000, (socket) => {
+      this.logger.info('terminating a connection that missed its pong');
+      socket.terminate();
+    });
+    this.ownsServer = !options.server;
+    this.httpServer = options.server ?? createServer();
+    this.httpServer.on('request', (req, res) => void this.onHttpRequest(req, res));
+    this.httpServer.on('upgrade', (req, socket, head) => void this.onUpgrade(req, socket, head));
+  }
+
+  /** Register a handler for calls from clients. `ctx.session` is the calling Session. */
+  method<P extends Params | undefined, R>(
+    descriptor: MethodDescriptor<P, R> | string,
+    handler: Handler<Session<C>, P, R>,
+  ): () => void {
+    return this.registry.method(descriptor, handler);
+  }
+
+  /** Open sessions by id. */
+  get sessions(): ReadonlyMap<string, Session<C>> {
+    return this.liveSessions;
+  }
+
+  get isReady(): boolean {
+    return !this.closing && this.httpServer.listening;
+  }
+
+  /** Start listening (only when the gateway created its own HTTP server). */
+  listen(port = 8080, host = '127.0.0.1'): Promise<AddressInfo> {
+    return new Promise((resolve, reject) => {
+      const onError = (err: Error): void => reject(err);
+      this.httpServer.once('error', onError);
+      this.httpServer.listen(port, host, () => {
+        this.httpServer.off('error', onError);
+        const address = this.httpServer.address() as AddressInfo;
+        this.logger.info(
+          { host: address.address, port: address.port, path: this.path },
+          'gateway listening',
+        );
+        resolve(address);
+      });
+    });
+  }
+
+  /**
+   * Stop: refuse new connections, close every session with `code`, wait for
+   * them (up to `timeoutMs`, then cut them off), and close the HTTP server.
+   */
+  async close(options: CloseOptions = {}): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    const code = options.code ?? CloseCode.GoingAway;
+    const sockets = [...this.sockets.values()];
+    for (const session of [...this.liveSessions.values()]) {
+      session.close(code, options.reason ?? 'server shutting down');
+    }
+    await this.waitForSockets(sockets, options.timeoutMs ?? 5_000);
+    this.heartbeat.stop();
+    this.wss.close();
+    this.connectedSubject.complete();
+    this.disconnectedSubject.complete();
+    if (this.ownsServer && this.httpServer.listening) {
+      await new Promise<void>((resolve) => {
+        this.httpServer.close(() => resolve());
+        this.httpServer.closeAllConnections();
+      });
+    }
+    this.logger.info('gateway closed');
+  }
+
+  private async waitForSockets(sockets: WebSocket[], timeoutMs: number): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
+    const allClosed = Promise.all(
+      sockets.map((socket) => {
+        if (socket.readyState === socket.CLOSED) return Promise.resolve();
+        return new Promise<void>((resolve) => socket.once('close', () => resolve()));
+      }),
+    );
+    await Promise.race([allClosed, deadline]);
+    clearTimeout(timer);
+    for (const socket of sockets) if (socket.readyState !== socket.CLOSED) socket.terminate();
+  }
+
+  private pickProtocol(offered: Set<string>, request: IncomingMessage): string | false {
+    const list = [...offered];
+    if (this.options.selectProtocol)
+      return this.options.selectProtocol(list, describeUpgrade(request));
+    return list[0] ?? false;
+  }
+
+  private async onHttpRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    try {
+      if (serveHealth(req, res, { ready: this.isReady, sessions: this.liveSessions.size })) return;
+      const path = (req.url ?? '/').split('?', 1)[0];
+      if (path === this.path) {
+        res.setHeader('upgrade', 'websocket');
+        sendText(
+          res,
+          426,
+          'This endpoint speaks JSON-RPC over WebSocket: send an Upgrade request.\n',
+        );
+        return;
+      }
+      if (this.options.httpHandler && (await this.options.httpHandler(req, res))) return;
+      sendText(res, 404, 'Not found\n');
+    } catch (err) {
+      this.logger.error({ err }, 'http handler failed');
+      if (!res.headersSent) sendText(res, 500, 'Internal server error\n');
+      else res.destroy();
+    }
+  }
+
+  private async onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    socket.on('error', () => socket.destroy());
+    const path = (request.url ?? '/').split('?', 1)[0];
+    if (path !== this.path) return rejectUpgrade(socket, 404);
+    if (this.closing)
+      return rejectUpgrade(socket, 503, 'Server shutting down', { 'Retry-After': '1' });
+    const upgrade = describeUpgrade(request);
+    let context: C;
+    try {
+      context = this.options.authenticate
+        ? await this.options.authenticate(upgrade)
+        : (undefined as C);
+    } catch (err) {
+      return this.refuse(socket, upgrade, err);
+    }
+    if (this.closing) return rejectUpgrade(socket, 503, 'Server shutting down');
+    if (socket.destroyed) return;
+    this.wss.handleUpgrade(request, socket, head, (ws) => this.openSession(ws, context, upgrade));
+  }
+
+  private refuse(socket: Duplex, upgrade: UpgradeRequest, err: unknown): void {
+    if (err instanceof UpgradeRejection) {
+      this.logger.info(
+        { status: err.status, remoteAddress: upgrade.remoteAddress },
+        'upgrade rejected',
+      );
+      return rejectUpgrade(socket, err.status, err.message, err.headers);
+    }
+    this.logger.error({ err }, 'authenticate hook failed');
+    rejectUpgrade(socket, 500);
+  }
+
+  private openSession(ws: WebSocket, context: C, upgrade: UpgradeRequest): void {
+    const id = nanoid();
+    const logger = this.logger.child({ session: id });
+    const session = new Session<C>(id, context, upgrade.remoteAddress, logger);
+    const transport = new WsTransport(ws);
+    const peer = new Peer<Session<C>>(transport, {
+      registry: this.registry,
+      session,
+      logger,
+      callTimeout: this.options.callTimeout,
+      maxPendingCalls: this.limits.maxPendingCalls,
+      maxInFlight: this.limits.maxInFlight,
+      exposeErrorDetails: this.options.exposeErrorDetails,
+      parse: {
+        acceptV1: this.options.acceptV1 ?? false,
+        maxBatch: this.limits.maxBatch,
+        maxDepth: this.limits.maxDepth,
+      },
+    });
+    session.peer = peer;
+    this.liveSessions.set(id, session);
+    this.sockets.set(session, ws);
+    this.heartbeat.watch(ws);
+    logger.info(
+      { remoteAddress: upgrade.remoteAddress, protocol: ws.protocol || undefined },
+      'connected',
+    );
+    void peer.closed.then(({ code, reason }) => {
+      this.liveSessions.delete(id);
+      this.sockets.delete(session);
+      logger.info({ code, reason: reason || undefined }, 'disconnected');
+      this.disconnectedSubject.next(session);
+    });
+    this.connectedSubject.next(session);
+  }
+}
+
+/** Create a gateway; call `listen()` to start it. */
+export function createGateway<C = unknown>(options: GatewayOptions<C> = {}): Gateway<C> {
+  return new Gateway<C>(options);
+}

@@ -1,0 +1,61 @@
+import type { IncomingMessage, Server as HttpServer, ServerResponse } from 'node:http';
+import type { Logger } from '../peer/logger.js';
+
+/** What the authenticate hook sees of an upgrade request. */
+export interface UpgradeRequest {
+  readonly request: IncomingMessage;
+  readonly headers: IncomingMessage['headers'];
+  readonly url: URL;
+  readonly query: URLSearchParams;
+  readonly cookies: Readonly<Record<string, string>>;
+  /** Subprotocols the client offered (Sec-WebSocket-Protocol), in order. */
+  readonly protocols: readonly string[];
+  readonly remoteAddress: string | undefined;
+}
+
+export interface GatewayLimits {
+  /** Largest incoming message in bytes; larger ones close the socket with 1009. Default 1 MiB. */
+  maxMessageBytes?: number;
+  /** Longest batch; longer ones get one -32002 error. Default 100. */
+  maxBatch?: number;
+  /** Deepest JSON nesting; deeper messages get -32007. Default 64. */
+  maxDepth?: number;
+  /** Incoming calls running at once per connection; beyond it -32000 Server busy. Default 128. */
+  maxInFlight?: number;
+  /** Server-to-client calls awaiting an answer per connection. Default 256. */
+  maxPendingCalls?: number;
+}
+
+export interface GatewayOptions<C> {
+  /** WebSocket endpoint path. Default "/rpc". */
+  path?: string;
+  /** Bring your own HTTP(S) server; otherwise one is created. */
+  server?: HttpServer;
+  /**
+   * Decide who may connect: return the session's context, or throw
+   * `new UpgradeRejection(401)` (any 4xx/5xx) to refuse before the upgrade completes.
+   */
+  authenticate?: (request: UpgradeRequest) => C | Promise<C>;
+  /** Pick the subprotocol to answer with. Default: the first one offered. */
+  selectProtocol?: (offered: readonly string[], request: UpgradeRequest) => string | false;
+  /** Handles plain HTTP requests the gateway does not serve itself; return false for 404. */
+  httpHandler?: (req: IncomingMessage, res: ServerResponse) => boolean | Promise<boolean>;
+  logger?: Logger;
+  limits?: GatewayLimits;
+  /** Default timeout of server-to-client calls in ms. Default 30 000. */
+  callTimeout?: number;
+  /** Ping every this many ms; a client that has not answered the previous ping is dropped. Default 30 000; 0 disables. */
+  heartbeatInterval?: number;
+  /** Answer JSON-RPC 1.0 peers in their own shape. Default false. */
+  acceptV1?: boolean;
+  /** Put internal error messages and stacks in error.data (debug only). Default false. */
+  exposeErrorDetails?: boolean;
+}
+
+export const defaultLimits: Required<GatewayLimits> = {
+  maxMessageBytes: 1024 * 1024,
+  maxBatch: 100,
+  maxDepth: 64,
+  maxInFlight: 128,
+  maxPendingCalls: 256,
+};

@@ -1,0 +1,71 @@
+import type { Observable } from 'rxjs';
+import type { Logger } from '../peer/logger.js';
+import type { MethodDescriptor, NotificationDescriptor } from '../peer/method-descriptor.js';
+import type { CallOptions } from '../peer/pending-calls.js';
+import type { BatchEntry, CloseInfo, IncomingNotification, Peer } from '../peer/peer.js';
+import type { Params } from '../protocol/types.js';
+
+/**
+ * One WebSocket connection as the server sees it: who it is (`context`, from
+ * the authenticate hook), and a way to call, notify and close it.
+ */
+export class Session<C = unknown> {
+  /** Set by the gateway right after construction. */
+  peer!: Peer<Session<C>>;
+  readonly connectedAt = Date.now();
+
+  constructor(
+    readonly id: string,
+    readonly context: C,
+    readonly remoteAddress: string | undefined,
+    readonly logger: Logger,
+  ) {}
+
+  /** Call a method the client registered, and await its answer. */
+  call<P extends Params | undefined, R>(
+    descriptor: MethodDescriptor<P, R>,
+    params: P,
+    options?: CallOptions,
+  ): Promise<R>;
+  call(method: string, params?: Params, options?: CallOptions): Promise<unknown>;
+  call(
+    target: MethodDescriptor<Params | undefined, unknown> | string,
+    params?: Params,
+    options?: CallOptions,
+  ) {
+    return typeof target === 'string'
+      ? this.peer.call(target, params, options)
+      : this.peer.call(target, params, options);
+  }
+
+  notify<P extends Params | undefined>(descriptor: NotificationDescriptor<P>, params: P): void;
+  notify(method: string, params?: Params): void;
+  notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {
+    if (typeof target === 'string') this.peer.notify(target, params);
+    else this.peer.notify(target, params);
+  }
+
+  batch(
+    entries: readonly BatchEntry[],
+    options?: CallOptions,
+  ): Promise<PromiseSettledResult<unknown>[]> {
+    return this.peer.batch(entries, options);
+  }
+
+  /** Notifications this client sent. */
+  get notifications$(): Observable<IncomingNotification> {
+    return this.peer.notifications$;
+  }
+
+  get isClosed(): boolean {
+    return this.peer.isClosed;
+  }
+
+  get closed(): Promise<CloseInfo> {
+    return this.peer.closed;
+  }
+
+  close(code = 1000, reason = ''): void {
+    this.peer.close(code, reason);
+  }
+}

@@ -1,0 +1,38 @@
+import type { IncomingMessage } from 'node:http';
+import type { UpgradeRequest } from './options.js';
+
+function parseCookies(header: string | undefined): Record<string, string> {
+  const cookies: Record<string, string> = Object.create(null) as Record<string, string>;
+  if (!header) return cookies;
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq < 0) continue;
+    const name = part.slice(0, eq).trim();
+    const raw = part.slice(eq + 1).trim();
+    try {
+      cookies[name] = decodeURIComponent(raw);
+    } catch {
+      cookies[name] = raw;
+    }
+  }
+  return cookies;
+}
+
+export function describeUpgrade(request: IncomingMessage): UpgradeRequest {
+  const url = new URL(request.url ?? '/', 'http://localhost');
+  const offered = request.headers['sec-websocket-protocol'];
+  return {
+    request,
+    headers: request.headers,
+    url,
+    query: url.searchParams,
+    cookies: parseCookies(request.headers.cookie),
+    protocols: offered
+      ? offered
+          .split(',')
+          .map((p) => p.trim())
+          .filter(Boolean)
+      : [],
+    remoteAddress: request.socket.remoteAddress,
+  };
+}

@@ -1,0 +1,35 @@
+/**
+ * The one seam between the RPC engine and a socket. A transport carries whole
+ * text frames; it does not parse them. Implementations: the in-memory pair
+ * (tests), the `ws` adapter (server side) and the WebSocket adapter (browser
+ * and Node clients).
+ */
+export interface Transport {
+  /** Queue one text frame. Never throws; a closed transport drops it. */
+  send(frame: string): void;
+  /** Start closing; `listener.close` fires once the close is complete. */
+  close(code?: number, reason?: string): void;
+  /** Bytes queued but not yet written to the network. */
+  readonly bufferedAmount: number;
+  /** Attach the single consumer. Called once, right after construction. */
+  listen(listener: TransportListener): void;
+}
+
+export interface TransportListener {
+  message(text: string): void;
+  close(code: number, reason: string): void;
+}
+
+/** WebSocket close codes this project uses; see README "Close codes". */
+export const CloseCode = {
+  Normal: 1000,
+  GoingAway: 1001,
+  UnsupportedData: 1003,
+  NoStatus: 1005,
+  Abnormal: 1006,
+  PolicyViolation: 1008,
+  MessageTooBig: 1009,
+  InternalError: 1011,
+  ServiceRestart: 1012,
+  TryAgainLater: 1013,
+} as const;
