@@ -1,0 +1,49 @@
+import { Peer } from '../../src/peer/peer.js';
+import type { PeerOptions } from '../../src/peer/peer.js';
+import { MethodRegistry } from '../../src/peer/method-registry.js';
+import { createInMemoryPair } from '../../src/transport/in-memory-transport.js';
+import type { InMemoryTransport } from '../../src/transport/in-memory-transport.js';
+
+export interface PeerPair {
+  a: Peer<string>;
+  b: Peer<string>;
+  ta: InMemoryTransport;
+  tb: InMemoryTransport;
+}
+
+/** Two peers over the in-memory linked pair; `a` has session "a", `b` has "b". */
+export function createPeerPair(
+  optionsA: Partial<PeerOptions<string>> = {},
+  optionsB: Partial<PeerOptions<string>> = {},
+): PeerPair {
+  const [ta, tb] = createInMemoryPair();
+  const a = new Peer<string>(ta, { registry: new MethodRegistry(), ...optionsA, session: 'a' });
+  const b = new Peer<string>(tb, { registry: new MethodRegistry(), ...optionsB, session: 'b' });
+  return { a, b, ta, tb };
+}
+
+/**
+ * A peer whose other end is driven by hand: `send(text)` delivers raw text to
+ * the peer and resolves with every frame the peer wrote back within a few ticks.
+ */
+export function createRawPeer(options: Partial<PeerOptions<string>> = {}) {
+  const [ta, tb] = createInMemoryPair();
+  const peer = new Peer<string>(ta, { registry: new MethodRegistry(), ...options, session: 'raw' });
+  const received: string[] = [];
+  tb.listen({ message: (text) => received.push(text), close: () => undefined });
+  return {
+    peer,
+    received,
+    async send(text: string, ticks = 5): Promise<string[]> {
+      const start = received.length;
+      tb.send(text);
+      await settle(ticks);
+      return received.slice(start);
+    },
+  };
+}
+
+/** Let queued microtasks and a few macrotasks run. */
+export async function settle(ticks = 5): Promise<void> {
+  for (let i = 0; i < ticks; i++) await new Promise((r) => setImmediate(r));
+}
