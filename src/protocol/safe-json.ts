@@ -52,7 +52,10 @@ export function safeJsonParse(text: string, maxDepth = Infinity): SafeParseResul
   } catch (err) {
     return { ok: false, reason: 'syntax', message: (err as Error).message };
   }
-  if (text.includes('__proto__') || text.includes('constructor')) stripDangerousKeys(value);
+  // A key can also be spelled with \u escapes ("\u005f_proto__"), which only JSON.parse decodes.
+  if (text.includes('__proto__') || text.includes('constructor') || text.includes('\\u')) {
+    stripDangerousKeys(value);
+  }
   return { ok: true, value };
 }
 
