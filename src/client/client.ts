@@ -98,6 +98,8 @@ export class RpcClient {
 
   /** Resolves when the client is connected; rejects if it is closed first. */
   async opened(): Promise<void> {
+    // state$ has completed once closed, so it must not be awaited then.
+    if (this.state === 'closed') throw new NotConnectedError('Client closed');
     const state = await firstValueFrom(
       this.state$.pipe(filter((s) => s === 'open' || s === 'closed')),
     );

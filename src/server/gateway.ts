@@ -50,6 +50,7 @@ export class Gateway<C = unknown> {
   private readonly disconnectedSubject = new Subject<Session<C>>();
   private readonly ownsServer: boolean;
   private closing = false;
+  private closePromise: Promise<void> | undefined;
 
   /** Emits each session once it is open. */
   readonly connected$: Observable<Session<C>> = this.connectedSubject.asObservable();
@@ -115,8 +116,13 @@ export class Gateway<C = unknown> {
    * Stop: refuse new connections, close every session with `code`, wait for
    * them (up to `timeoutMs`, then cut them off), and close the HTTP server.
    */
-  async close(options: CloseOptions = {}): Promise<void> {
-    if (this.closing) return;
+  close(options: CloseOptions = {}): Promise<void> {
+    // Every caller, first or later, waits for the same complete shutdown.
+    this.closePromise ??= this.shutdown(options);
+    return this.closePromise;
+  }
+
+  private async shutdown(options: CloseOptions): Promise<void> {
     this.closing = true;
     const code = options.code ?? CloseCode.GoingAway;
     const sockets = [...this.sockets.values()];
