@@ -126,7 +126,7 @@ export class RpcClient {
 
   call<P extends Params | undefined, R>(
     descriptor: MethodDescriptor<P, R>,
-    params: P,
+    params: NoInfer<P>,
     options?: CallOptions,
   ): Promise<R>;
   call(method: string, params?: Params, options?: CallOptions): Promise<unknown>;
@@ -144,7 +144,10 @@ export class RpcClient {
   }
 
   /** Send a notification; while disconnected it is queued (or throws, with `whenDisconnected: 'reject'`). */
-  notify<P extends Params | undefined>(descriptor: NotificationDescriptor<P>, params: P): void;
+  notify<P extends Params | undefined>(
+    descriptor: NotificationDescriptor<P>,
+    params: NoInfer<P>,
+  ): void;
   notify(method: string, params?: Params): void;
   notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {
     const method = typeof target === 'string' ? target : target.name;

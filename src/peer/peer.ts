@@ -161,7 +161,7 @@ export class Peer<S = unknown> {
   /** Call a method on the other side and await its result. */
   call<P extends Params | undefined, R>(
     descriptor: MethodDescriptor<P, R>,
-    params: P,
+    params: NoInfer<P>,
     options?: CallOptions,
   ): Promise<R>;
   call(method: string, params?: Params, options?: CallOptions): Promise<unknown>;
@@ -190,7 +190,10 @@ export class Peer<S = unknown> {
   }
 
   /** Send a notification. Throws ConnectionClosedError when the connection is closed. */
-  notify<P extends Params | undefined>(descriptor: NotificationDescriptor<P>, params: P): void;
+  notify<P extends Params | undefined>(
+    descriptor: NotificationDescriptor<P>,
+    params: NoInfer<P>,
+  ): void;
   notify(method: string, params?: Params): void;
   notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {
     if (this.closeInfo) throw this.closedError();

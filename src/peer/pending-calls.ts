@@ -39,7 +39,7 @@ export class PendingCalls {
   constructor(
     private readonly limit: number,
     private readonly defaultTimeout: number,
-    /** Called when the caller cancels, so the peer can send rpc.cancel. */
+    /** Called when a call is given up (cancelled or timed out), so the peer can send rpc.cancel. */
     private readonly onCancel: (id: number) => void,
   ) {}
 
@@ -71,6 +71,8 @@ export class PendingCalls {
       entry.timer = setTimeout(() => {
         this.giveUp(id);
         this.settle(id)?.reject(new TimeoutError(method, timeout));
+        // Nobody waits for the answer any more: let the other side stop working on it.
+        this.onCancel(id);
       }, timeout);
     }
     if (options.signal) {

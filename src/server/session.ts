@@ -24,7 +24,7 @@ export class Session<C = unknown> {
   /** Call a method the client registered, and await its answer. */
   call<P extends Params | undefined, R>(
     descriptor: MethodDescriptor<P, R>,
-    params: P,
+    params: NoInfer<P>,
     options?: CallOptions,
   ): Promise<R>;
   call(method: string, params?: Params, options?: CallOptions): Promise<unknown>;
@@ -38,7 +38,10 @@ export class Session<C = unknown> {
       : this.peer.call(target, params, options);
   }
 
-  notify<P extends Params | undefined>(descriptor: NotificationDescriptor<P>, params: P): void;
+  notify<P extends Params | undefined>(
+    descriptor: NotificationDescriptor<P>,
+    params: NoInfer<P>,
+  ): void;
   notify(method: string, params?: Params): void;
   notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {
     if (typeof target === 'string') this.peer.notify(target, params);

@@ -155,10 +155,12 @@ describe('Node client <-> gateway calls', () => {
     expect(await client.call('slow')).toBe('done');
   });
 
-  it('times out a call locally with TimeoutError; the connection stays usable', async () => {
+  it('times out a call with TimeoutError, cancels the server handler; the connection stays usable', async () => {
     const { url, gateway } = await res.demoGateway();
     const started = deferred();
+    const aborted = deferred();
     gateway.method('hang', (_params, ctx) => {
+      ctx.signal.addEventListener('abort', () => aborted.resolve());
       started.resolve();
       return untilAborted(ctx.signal);
     });
@@ -169,6 +171,8 @@ describe('Node client <-> gateway calls', () => {
     expect(err).toBeInstanceOf(TimeoutError);
     expect(err).toMatchObject({ method: 'hang', timeoutMs: 50 });
     await started.promise;
+    // The timeout sent rpc.cancel: the handler's signal fires on the server.
+    await aborted.promise;
     expect(await client.call(Subtract, [5, 2])).toBe(3);
     expect(client.state).toBe('open');
   });

@@ -1,0 +1,123 @@
+import { describe, it, expect, vi, afterEach } from 'vitest';
+import { PendingCalls } from '../../src/peer/pending-calls.js';
+import { InvalidParamsError } from '../../src/protocol/errors.js';
+import {
+  CancelledError,
+  ConnectionClosedError,
+  TimeoutError,
+  TooManyPendingCallsError,
+} from '../../src/protocol/local-errors.js';
+import { cleanup, rejectionOf } from './helpers.js';
+
+afterEach(cleanup);
+
+/** Reach the private id counter, to test the wrap-around without 2^53 calls. */
+function setNextId(calls: PendingCalls, id: number): void {
+  (calls as unknown as { nextId: number }).nextId = id;
+}
+
+describe('PendingCalls', () => {
+  it('hands out increasing ids and settles each entry exactly once', async () => {
+    const calls = new PendingCalls(10, 0, () => undefined);
+    const one = calls.open('m');
+    const two = calls.open('m');
+    expect([one.id, two.id]).toEqual([1, 2]);
+    expect(calls.size).toBe(2);
+
+    expect(calls.resolve(1, 'result')).toBe(true);
+    expect(calls.resolve(1, 'again')).toBe(false);
+    expect(calls.reject(1, { code: 1, message: 'x' })).toBe(false);
+    expect(await one.promise).toBe('result');
+
+    expect(calls.reject(2, { code: -32602, message: 'bad', data: 1 })).toBe(true);
+    const err = await rejectionOf(two.promise);
+    expect(err).toBeInstanceOf(InvalidParamsError);
+    expect(calls.size).toBe(0);
+  });
+
+  it('does not match string ids to numeric entries', async () => {
+    const calls = new PendingCalls(10, 0, () => undefined);
+    const call = calls.open('m');
+    expect(calls.resolve('1', 'no')).toBe(false);
+    expect(calls.resolve(null, 'no')).toBe(false);
+    expect(calls.size).toBe(1);
+    calls.resolve(call.id, 'yes');
+    expect(await call.promise).toBe('yes');
+  });
+
+  it('wraps the id counter and skips ids that are still pending', async () => {
+    const calls = new PendingCalls(10, 0, () => undefined);
+    const one = calls.open('m');
+    const two = calls.open('m');
+    setNextId(calls, Number.MAX_SAFE_INTEGER);
+    const last = calls.open('m');
+    expect(last.id).toBe(Number.MAX_SAFE_INTEGER);
+    const wrapped = calls.open('m');
+    // 1 and 2 are still pending, so the counter must skip them.
+    expect(wrapped.id).toBe(3);
+    expect(new Set([one.id, two.id, last.id, wrapped.id]).size).toBe(4);
+
+    calls.rejectAll(new ConnectionClosedError());
+    for (const p of [one, two, last, wrapped]) {
+      expect(await rejectionOf(p.promise)).toBeInstanceOf(ConnectionClosedError);
+    }
+  });
+
+  it('throws TooManyPendingCallsError when full', () => {
+    const calls = new PendingCalls(1, 0, () => undefined);
+    const first = calls.open('m');
+    expect(() => calls.open('m')).toThrow(TooManyPendingCallsError);
+    calls.resolve(first.id, null);
+    expect(calls.open('m').id).toBe(2);
+  });
+
+  it('remembers timed-out and cancelled ids as abandoned, answered ones not', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const onCancel = vi.fn();
+    const calls = new PendingCalls(10, 100, onCancel);
+    const timed = calls.open('t');
+    const controller = new AbortController();
+    const cancelled = calls.open('c', { signal: controller.signal, timeout: 0 });
+    const answered = calls.open('a', { timeout: 0 });
+
+    vi.advanceTimersByTime(100);
+    expect(await rejectionOf(timed.promise)).toBeInstanceOf(TimeoutError);
+    controller.abort('why');
+    const err = await rejectionOf(cancelled.promise);
+    expect(err).toBeInstanceOf(CancelledError);
+    expect(err).toMatchObject({ method: 'c', reason: 'why' });
+    // Both a timeout and an abort give the call up, and each tells the other side once.
+    expect(onCancel.mock.calls).toEqual([[timed.id], [cancelled.id]]);
+
+    calls.resolve(answered.id, 1);
+    expect(await answered.promise).toBe(1);
+
+    expect(calls.wasAbandoned(timed.id)).toBe(true);
+    expect(calls.wasAbandoned(cancelled.id)).toBe(true);
+    expect(calls.wasAbandoned(answered.id)).toBe(false);
+    expect(calls.wasAbandoned(999)).toBe(false);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('rejectAll clears every timer and abort listener', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const onCancel = vi.fn();
+    const calls = new PendingCalls(10, 1_000, onCancel);
+    const controller = new AbortController();
+    const opened = [
+      calls.open('a'),
+      calls.open('b', { timeout: 5 }),
+      calls.open('c', { signal: controller.signal }),
+    ];
+    expect(vi.getTimerCount()).toBe(3);
+
+    calls.rejectAll(new ConnectionClosedError('gone', 1006));
+    expect(vi.getTimerCount()).toBe(0);
+    expect(calls.size).toBe(0);
+    for (const p of opened) {
+      expect(await rejectionOf(p.promise)).toMatchObject({ closeCode: 1006 });
+    }
+    controller.abort();
+    expect(onCancel).not.toHaveBeenCalled();
+  });
+});
