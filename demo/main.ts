@@ -1,6 +1,7 @@
 import { pino } from 'pino';
 import { createGateway } from '../src/index.js';
 import type { Logger } from '../src/index.js';
+import { registerDemoPubSub } from './pubsub.js';
 import { registerDemoService } from './service.js';
 
 const logger = pino({ level: process.env['LOG_LEVEL'] ?? 'info' }) as Logger;
@@ -9,6 +10,7 @@ const host = process.env['HOST'] ?? '127.0.0.1';
 
 const gateway = createGateway({ logger });
 registerDemoService(gateway);
+const stopTicker = registerDemoPubSub(gateway);
 
 let stopping = false;
 async function stop(signal: string): Promise<void> {
@@ -18,6 +20,7 @@ async function stop(signal: string): Promise<void> {
   }
   stopping = true;
   logger.info({ signal }, 'shutting down');
+  stopTicker();
   await gateway.close();
   process.exit(0);
 }

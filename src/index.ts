@@ -5,6 +5,14 @@ export { Session } from './server/session.js';
 export type { GatewayOptions, GatewayLimits, UpgradeRequest } from './server/options.js';
 export { defaultLimits } from './server/options.js';
 export { UpgradeRejection } from './server/upgrade-rejection.js';
+export { PubSubService, defaultSubscriptionMethods } from './server/pubsub-service.js';
+export type {
+  SubscriptionMethods,
+  TopicOptions,
+  StreamHandler,
+  PubSubStats,
+} from './server/pubsub-service.js';
+export * from './pubsub/index.js';
 export * from './peer/index.js';
 export { createInMemoryPair, InMemoryTransport } from './transport/in-memory-transport.js';
 export { WsTransport } from './transport/ws-transport.js';
@@ -15,4 +23,5 @@ export type { Transport, TransportListener } from './transport/transport.js';
 export { RpcClient, createClient } from './client/client.js';
 export type { ClientOptions } from './client/client.js';
 export type { ConnectionState } from './client/connection-state.js';
+export type { SubscriptionEvent, ClientSubscriptionMethods } from './client/subscriptions.js';
 export * from './protocol/index.js';

@@ -2,7 +2,11 @@ import { BehaviorSubject, Subject, filter, firstValueFrom, map } from 'rxjs';
 import type { Observable } from 'rxjs';
 import { silentLogger } from '../peer/logger.js';
 import type { Logger } from '../peer/logger.js';
-import type { MethodDescriptor, NotificationDescriptor } from '../peer/method-descriptor.js';
+import type {
+  MethodDescriptor,
+  NotificationDescriptor,
+  SubscriptionDescriptor,
+} from '../peer/method-descriptor.js';
 import { MethodRegistry } from '../peer/method-registry.js';
 import type { Handler } from '../peer/method-registry.js';
 import { Peer } from '../peer/peer.js';
@@ -17,6 +21,8 @@ import { backoffDelay, defaultBackoff } from './backoff.js';
 import type { BackoffOptions } from './backoff.js';
 import type { ConnectionState } from './connection-state.js';
 import { OfflineQueue } from './offline-queue.js';
+import { ClientSubscriptions } from './subscriptions.js';
+import type { ClientSubscriptionMethods, SubscriptionEvent } from './subscriptions.js';
 
 export interface ClientOptions {
   /** Gateway URL, or several: on failure the client moves on to the next one. */
@@ -37,6 +43,8 @@ export interface ClientOptions {
   maxQueued?: number;
   /** Most calls awaiting a response at once. Default 1 024. */
   maxPendingCalls?: number;
+  /** Must match the gateway's `subscriptionMethods`. Default subscribe / subscription / unsubscribe. */
+  subscriptionMethods?: Partial<ClientSubscriptionMethods>;
   logger?: Logger;
 }
 
@@ -55,6 +63,7 @@ export class RpcClient {
   private readonly queue: OfflineQueue;
   private readonly stateSubject = new BehaviorSubject<ConnectionState>('connecting');
   private readonly notificationSubject = new Subject<IncomingNotification>();
+  private readonly subscriptions: ClientSubscriptions;
   private peer: Peer<RpcClient> | undefined;
   private socket: WebSocketLike | undefined;
   private attempt = 0;
@@ -80,10 +89,27 @@ export class RpcClient {
       );
     }
     this.WebSocketImpl = impl;
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- read by the getter below
+    const client = this;
     this.backoff =
       options.reconnect === false ? false : { ...defaultBackoff, ...options.reconnect };
     this.logger = options.logger ?? silentLogger;
     this.queue = new OfflineQueue(options.maxQueued ?? 100);
+    this.subscriptions = new ClientSubscriptions(
+      {
+        call: (method, params) => this.call(method, params),
+        get isOpen() {
+          return client.livePeer() !== undefined;
+        },
+      },
+      {
+        subscribe: 'subscribe',
+        notification: 'subscription',
+        unsubscribe: 'unsubscribe',
+        ...options.subscriptionMethods,
+      },
+      this.logger,
+    );
     this.connect();
   }
 
@@ -163,6 +189,29 @@ export class RpcClient {
       .catch((err: unknown) => this.logger.warn({ err, method }, 'queued notification dropped'));
   }
 
+  /**
+   * Subscribe to a topic or per-subscriber stream. The Observable is cold and
+   * shared: the first Observer subscribes on the server, the last one's
+   * unsubscribe ends it there, and it is re-established after every reconnect.
+   * A rejected subscribe arrives as an error (a JsonRpcError); a stream's end
+   * as completion.
+   */
+  subscribe<P, T>(descriptor: SubscriptionDescriptor<P, T>, params?: NoInfer<P>): Observable<T>;
+  subscribe<T = unknown>(topic: string, params?: unknown): Observable<T>;
+  subscribe(target: SubscriptionDescriptor | string, params?: unknown): Observable<unknown> {
+    return this.subscribeWithMeta(typeof target === 'string' ? target : target.name, params).pipe(
+      map((event) => event.data),
+    );
+  }
+
+  /** Like `subscribe`, with each message's sequence number and missed count. */
+  subscribeWithMeta<T = unknown>(
+    topic: string,
+    params?: unknown,
+  ): Observable<SubscriptionEvent<T>> {
+    return this.subscriptions.observe<T>(topic, params);
+  }
+
   /** Send calls and notifications in one frame; one settled result per entry, in order. */
   batch(
     entries: readonly BatchEntry[],
@@ -182,6 +231,7 @@ export class RpcClient {
     clearTimeout(this.connectTimer);
     this.stateSubject.next('closed');
     this.queue.failAll(new NotConnectedError('Client closed'));
+    this.subscriptions.closeAll();
     const peer = this.peer;
     const socket = this.socket;
     this.peer = undefined;
@@ -271,15 +321,22 @@ export class RpcClient {
     this.peer = peer;
     this.attempt = 0;
     this.everOpened = true;
-    peer.notifications$.subscribe((n) => this.notificationSubject.next(n));
+    const subscriptionNotification = this.subscriptions.methods.notification;
+    peer.notifications$.subscribe((n) => {
+      if (n.method === subscriptionNotification && this.subscriptions.handleNotification(n.params))
+        return;
+      this.notificationSubject.next(n);
+    });
     void peer.closed.then(({ code, reason }) => {
       if (this.peer !== peer) return;
       this.peer = undefined;
       this.socket = undefined;
       this.logger.info({ code, reason }, 'connection lost');
+      this.subscriptions.connectionLost();
       this.scheduleReconnect();
     });
     this.stateSubject.next('open');
+    this.subscriptions.connectionOpened();
     this.queue.flush();
   }
 

@@ -3,7 +3,8 @@ export { RpcClient, createClient } from './client.js';
 export type { ClientOptions } from './client.js';
 export type { ConnectionState } from './connection-state.js';
 export type { BackoffOptions } from './backoff.js';
-export { method, notification } from '../peer/method-descriptor.js';
+export { method, notification, subscription } from '../peer/method-descriptor.js';
+export type { SubscriptionEvent, ClientSubscriptionMethods } from './subscriptions.js';
 export type {
   MethodDescriptor,
   NotificationDescriptor,

@@ -12,6 +12,12 @@ export interface HandlerContext<S> {
   /** The request id; undefined for a notification. */
   readonly id: RequestId | undefined;
   readonly method: string;
+  /**
+   * Run `hook` right after the success reply has been handed to the transport,
+   * so anything it sends (a subscription's first message) follows the reply.
+   * Not run when the call fails or the connection closes first.
+   */
+  afterReply(hook: () => void): void;
 }
 
 /**
@@ -20,6 +26,7 @@ export interface HandlerContext<S> {
  */
 export class RunningCall<S> implements HandlerContext<S> {
   private controller: AbortController | undefined;
+  afterSend: (() => void) | undefined;
   private abortReason: unknown;
   aborted = false;
 
@@ -36,6 +43,16 @@ export class RunningCall<S> implements HandlerContext<S> {
       if (this.aborted) this.controller.abort(this.abortReason);
     }
     return this.controller.signal;
+  }
+
+  afterReply(hook: () => void): void {
+    const previous = this.afterSend;
+    this.afterSend = previous
+      ? () => {
+          previous();
+          hook();
+        }
+      : hook;
   }
 
   abort(reason: unknown): void {

@@ -2,10 +2,11 @@ export { Peer } from './peer.js';
 export type { PeerOptions, IncomingNotification, BatchEntry, CloseInfo } from './peer.js';
 export { MethodRegistry } from './method-registry.js';
 export type { Handler } from './method-registry.js';
-export { method, notification } from './method-descriptor.js';
+export { method, notification, subscription } from './method-descriptor.js';
 export type {
   MethodDescriptor,
   NotificationDescriptor,
+  SubscriptionDescriptor,
   ParamsOf,
   ResultOf,
 } from './method-descriptor.js';

@@ -19,6 +19,19 @@ export interface NotificationDescriptor<P extends Params | undefined = Params | 
   readonly types?: { params: P };
 }
 
+/** A subscription's topic or stream name with the types of its params and of each message. */
+export interface SubscriptionDescriptor<P = unknown, T = unknown> {
+  readonly kind: 'subscription';
+  readonly name: string;
+  readonly types?: { params: P; data: T };
+}
+
+export function subscription<P = undefined, T = unknown>(
+  name: string,
+): SubscriptionDescriptor<P, T> {
+  return { kind: 'subscription', name };
+}
+
 export function method<P extends Params | undefined = undefined, R = unknown>(
   name: string,
 ): MethodDescriptor<P, R> {

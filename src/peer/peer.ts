@@ -60,7 +60,12 @@ export interface CloseInfo {
   reason: string;
 }
 
-type Reply = string | undefined;
+/** A reply, plus work to run once its text is on the wire (ctx.afterReply). */
+interface HookedReply {
+  text: string;
+  afterSend: () => void;
+}
+type Reply = string | HookedReply | undefined;
 
 function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
   return (
@@ -254,8 +259,8 @@ export class Peer<S = unknown> {
     if (!frame.batch) {
       const reply = this.handle(frame.messages[0]!);
       if (reply === undefined) return;
-      if (typeof reply === 'string') this.transport.send(reply);
-      else void reply.then((r) => r !== undefined && this.sendReply(r));
+      if (isPromiseLike(reply)) void reply.then((r) => r !== undefined && this.sendReply(r));
+      else this.sendReply(reply);
       return;
     }
     this.handleBatch(frame.messages);
@@ -265,7 +270,7 @@ export class Peer<S = unknown> {
     const replies = messages.map((m) => this.handle(m));
     const sync: Reply[] = [];
     for (const reply of replies) {
-      if (typeof reply === 'object') {
+      if (isPromiseLike(reply)) {
         // Members run concurrently; the one reply waits for the slowest.
         void Promise.all(replies.map((r) => Promise.resolve(r))).then((settled) =>
           this.sendBatchReply(settled),
@@ -278,13 +283,46 @@ export class Peer<S = unknown> {
   }
 
   private sendBatchReply(replies: Reply[]): void {
-    const parts = replies.filter((r): r is string => r !== undefined);
+    const parts: string[] = [];
+    const hooks: (() => void)[] = [];
+    for (const reply of replies) {
+      if (reply === undefined) continue;
+      if (typeof reply === 'string') {
+        parts.push(reply);
+      } else {
+        parts.push(reply.text);
+        hooks.push(reply.afterSend);
+      }
+    }
     // Spec 6: nothing at all is returned for a batch of notifications only.
-    if (parts.length > 0) this.sendReply(encodeBatch(parts));
+    if (parts.length === 0 || this.closeInfo) return;
+    this.transport.send(encodeBatch(parts));
+    for (const hook of hooks) this.runAfterSend(hook);
   }
 
-  private sendReply(frame: string): void {
-    if (!this.closeInfo) this.transport.send(frame);
+  private sendReply(reply: string | HookedReply): void {
+    if (this.closeInfo) return;
+    if (typeof reply === 'string') {
+      this.transport.send(reply);
+      return;
+    }
+    this.transport.send(reply.text);
+    this.runAfterSend(reply.afterSend);
+  }
+
+  private runAfterSend(hook: () => void): void {
+    try {
+      hook();
+    } catch (err) {
+      this.logger.error({ err }, 'afterReply hook failed');
+    }
+  }
+
+  private success(call: RunningCall<S>, result: unknown, version: ProtocolVersion): Reply {
+    const id = call.id ?? null;
+    if (call.aborted) return failure(id, ErrorCode.RequestCancelled, version);
+    const text = encodeSuccess(id, result, version);
+    return call.afterSend ? { text, afterSend: call.afterSend } : text;
   }
 
   /** Returns the reply text, a promise of it, or undefined when nothing is to be sent. */
@@ -337,17 +375,13 @@ export class Peer<S = unknown> {
     }
     if (!isPromiseLike(result)) {
       this.finish(call);
-      return call.aborted
-        ? failure(id, ErrorCode.RequestCancelled, version)
-        : encodeSuccess(id, result, version);
+      return this.success(call, result, version);
     }
     return Promise.resolve(result).then(
       (value) => {
         this.finish(call);
         if (this.closeInfo) return undefined;
-        return call.aborted
-          ? failure(id, ErrorCode.RequestCancelled, version)
-          : encodeSuccess(id, value, version);
+        return this.success(call, value, version);
       },
       (err: unknown) => {
         this.finish(call);

@@ -5,7 +5,7 @@ import type { Duplex } from 'node:stream';
 import { nanoid } from 'nanoid';
 import { pino } from 'pino';
 import { Subject } from 'rxjs';
-import type { Observable } from 'rxjs';
+import type { Observable, Subscription } from 'rxjs';
 import { WebSocketServer } from 'ws';
 import type { WebSocket } from 'ws';
 import type { Logger } from '../peer/logger.js';
@@ -14,12 +14,18 @@ import { MethodRegistry } from '../peer/method-registry.js';
 import type { Handler } from '../peer/method-registry.js';
 import { Peer } from '../peer/peer.js';
 import type { Params } from '../protocol/types.js';
+import type { Broker } from '../pubsub/broker.js';
+import type { FlowControl } from '../pubsub/delivery.js';
+import { MemoryBroker } from '../pubsub/memory-broker.js';
+import type { Sink } from '../pubsub/sink.js';
 import { CloseCode } from '../transport/transport.js';
 import { WsTransport } from '../transport/ws-transport.js';
 import { Heartbeat } from './heartbeat.js';
 import { sendText, serveHealth } from './http-routes.js';
 import { defaultLimits } from './options.js';
 import type { GatewayLimits, GatewayOptions, UpgradeRequest } from './options.js';
+import { PubSubService, defaultSubscriptionMethods } from './pubsub-service.js';
+import type { StreamHandler, TopicOptions } from './pubsub-service.js';
 import { Session } from './session.js';
 import { UpgradeRejection, rejectUpgrade } from './upgrade-rejection.js';
 import { describeUpgrade } from './upgrade-request.js';
@@ -49,6 +55,9 @@ export class Gateway<C = unknown> {
   private readonly connectedSubject = new Subject<Session<C>>();
   private readonly disconnectedSubject = new Subject<Session<C>>();
   private readonly ownsServer: boolean;
+  private readonly ownsBroker: boolean;
+  /** Topics, streams and the subscribe/unsubscribe methods. */
+  readonly pubsub: PubSubService<C>;
   private closing = false;
   private closePromise: Promise<void> | undefined;
 
@@ -72,6 +81,15 @@ export class Gateway<C = unknown> {
       this.logger.info('terminating a connection that missed its pong');
       socket.terminate();
     });
+    this.ownsBroker = !options.broker;
+    this.pubsub = new PubSubService<C>(
+      options.broker ?? new MemoryBroker(),
+      { ...defaultSubscriptionMethods, ...options.subscriptionMethods },
+      this.limits.maxSubscriptions,
+      this.logger,
+      options.exposeErrorDetails ?? false,
+    );
+    this.pubsub.install(this.registry);
     this.ownsServer = !options.server;
     this.httpServer = options.server ?? createServer();
     this.httpServer.on('request', (req, res) => void this.onHttpRequest(req, res));
@@ -84,6 +102,31 @@ export class Gateway<C = unknown> {
     handler: Handler<Session<C>, P, R>,
   ): () => void {
     return this.registry.method(descriptor, handler);
+  }
+
+  /** Declare a topic (exact name, or prefix ending in `*`) that clients may subscribe to. */
+  topic(pattern: string, options?: TopicOptions<C>): void {
+    this.pubsub.topic(pattern, options);
+  }
+
+  /** Declare a per-subscriber stream: `handler` returns an Observable for each subscriber. */
+  stream<P, T>(name: string, handler: StreamHandler<C, P, T>, flow?: Partial<FlowControl>): void {
+    this.pubsub.stream(name, handler, flow);
+  }
+
+  /** Publish to every subscriber of `topic` (on every node sharing the broker). Resolves with the sequence number. */
+  publish(topic: string, data: unknown): Promise<number> {
+    return this.pubsub.publish(topic, data);
+  }
+
+  /** Publish every value of an Observable to `topic`. */
+  publishFrom(topic: string, source: Observable<unknown>): Subscription {
+    return this.pubsub.publishFrom(topic, source);
+  }
+
+  /** The broker topics live on. */
+  get broker(): Broker {
+    return this.pubsub.broker;
   }
 
   /** Open sessions by id. */
@@ -134,6 +177,7 @@ export class Gateway<C = unknown> {
     this.wss.close();
     this.connectedSubject.complete();
     this.disconnectedSubject.complete();
+    if (this.ownsBroker) await this.pubsub.broker.close();
     if (this.ownsServer && this.httpServer.listening) {
       await new Promise<void>((resolve) => {
         this.httpServer.close(() => resolve());
@@ -240,6 +284,15 @@ export class Gateway<C = unknown> {
     session.peer = peer;
     this.liveSessions.set(id, session);
     this.sockets.set(session, ws);
+    const sink: Sink = {
+      send: (frame) => peer.sendRaw(frame),
+      get bufferedAmount() {
+        return ws.bufferedAmount;
+      },
+      close: (code, reason) => session.close(code, reason),
+      onDrain: (listener) => transport.onDrain(listener),
+    };
+    this.pubsub.attach(session, sink);
     this.heartbeat.watch(ws);
     logger.info(
       { remoteAddress: upgrade.remoteAddress, protocol: ws.protocol || undefined },
@@ -248,6 +301,7 @@ export class Gateway<C = unknown> {
     void peer.closed.then(({ code, reason }) => {
       this.liveSessions.delete(id);
       this.sockets.delete(session);
+      this.pubsub.detach(session);
       logger.info({ code, reason: reason || undefined }, 'disconnected');
       this.disconnectedSubject.next(session);
     });

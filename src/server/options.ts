@@ -1,5 +1,7 @@
 import type { IncomingMessage, Server as HttpServer, ServerResponse } from 'node:http';
 import type { Logger } from '../peer/logger.js';
+import type { Broker } from '../pubsub/broker.js';
+import type { SubscriptionMethods } from './pubsub-service.js';
 
 /** What the authenticate hook sees of an upgrade request. */
 export interface UpgradeRequest {
@@ -24,6 +26,8 @@ export interface GatewayLimits {
   maxInFlight?: number;
   /** Server-to-client calls awaiting an answer per connection. Default 256. */
   maxPendingCalls?: number;
+  /** Subscriptions (topics and streams) open at once per connection; beyond it -32005. Default 100. */
+  maxSubscriptions?: number;
 }
 
 export interface GatewayOptions<C> {
@@ -46,6 +50,10 @@ export interface GatewayOptions<C> {
   callTimeout?: number;
   /** Ping every this many ms; a client that has not answered the previous ping is dropped. Default 30 000; 0 disables. */
   heartbeatInterval?: number;
+  /** Where topics live. Default: a MemoryBroker (one node, nothing else needed). */
+  broker?: Broker;
+  /** Names of the subscribe, notification and unsubscribe methods (e.g. eth_subscribe, eth_subscription, eth_unsubscribe). */
+  subscriptionMethods?: Partial<SubscriptionMethods>;
   /** Answer JSON-RPC 1.0 peers in their own shape. Default false. */
   acceptV1?: boolean;
   /** Put internal error messages and stacks in error.data (debug only). Default false. */
@@ -58,4 +66,5 @@ export const defaultLimits: Required<GatewayLimits> = {
   maxDepth: 64,
   maxInFlight: 128,
   maxPendingCalls: 256,
+  maxSubscriptions: 100,
 };

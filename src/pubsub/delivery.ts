@@ -1,0 +1,108 @@
+import { missedPart } from './frames.js';
+import type { Sink } from './sink.js';
+
+/**
+ * What to do when a subscriber's socket has more than `highWaterMark` bytes
+ * waiting: skip messages and report how many were missed (`drop`), hold only
+ * the newest and send it when the socket drains (`keep-latest`), or close the
+ * connection with 1013 (`disconnect`).
+ */
+export type SlowConsumerPolicy = 'drop' | 'keep-latest' | 'disconnect';
+
+export interface FlowControl {
+  slowConsumer: SlowConsumerPolicy;
+  /** Bytes buffered for the socket beyond which the policy applies. */
+  highWaterMark: number;
+}
+
+export const defaultFlowControl: FlowControl = { slowConsumer: 'drop', highWaterMark: 1024 * 1024 };
+
+export const SLOW_CONSUMER_CLOSE_CODE = 1013;
+
+/**
+ * One subscription's outbound path. The socket's buffered bytes are checked
+ * before every frame, so a stalled subscriber costs at most one high-water
+ * mark of memory (plus one held message) and never delays anyone else.
+ */
+export class Delivery {
+  /** Messages skipped since the last one sent; reported on the next. */
+  missed = 0;
+  /** Total messages skipped over the subscription's life. */
+  droppedTotal = 0;
+  private held: string | undefined;
+  private cancelDrain: (() => void) | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly sink: Sink,
+    private readonly head: string,
+    private readonly quotedId: string,
+    private readonly flow: FlowControl,
+    /** Told of each message skipped, and of a disconnect, for metrics. */
+    private readonly onSlowConsumer: (event: 'dropped' | 'disconnected') => void = () => undefined,
+  ) {}
+
+  /** Offer one message (its shared tail); sent now, held, skipped or fatal, by policy. */
+  offer(tail: string): void {
+    if (this.stopped) return;
+    if (this.sink.bufferedAmount < this.flow.highWaterMark) {
+      if (this.held !== undefined) {
+        // Something newer is here: the held message is superseded.
+        this.held = undefined;
+        this.skip();
+      }
+      this.write(tail);
+      return;
+    }
+    switch (this.flow.slowConsumer) {
+      case 'drop':
+        this.skip();
+        return;
+      case 'keep-latest':
+        if (this.held !== undefined) this.skip();
+        this.held = tail;
+        this.cancelDrain ??= this.sink.onDrain(() => this.flushHeld());
+        return;
+      case 'disconnect':
+        this.stop();
+        this.onSlowConsumer('disconnected');
+        this.sink.close(SLOW_CONSUMER_CLOSE_CODE, 'slow consumer');
+        return;
+    }
+  }
+
+  /** Send a last frame regardless of pressure (a stream's completion): it is one small frame. */
+  finish(tail: string): void {
+    if (this.stopped) return;
+    if (this.held !== undefined) this.write(this.held);
+    this.held = undefined;
+    this.write(tail);
+    this.stop();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.held = undefined;
+    this.cancelDrain?.();
+    this.cancelDrain = undefined;
+  }
+
+  private flushHeld(): void {
+    this.cancelDrain = undefined;
+    const held = this.held;
+    if (held === undefined || this.stopped) return;
+    this.held = undefined;
+    this.write(held);
+  }
+
+  private skip(): void {
+    this.missed++;
+    this.droppedTotal++;
+    this.onSlowConsumer('dropped');
+  }
+
+  private write(tail: string): void {
+    this.sink.send(this.head + this.quotedId + missedPart(this.missed) + tail);
+    this.missed = 0;
+  }
+}

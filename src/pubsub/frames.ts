@@ -1,0 +1,26 @@
+import type { ErrorObject } from '../protocol/types.js';
+
+/**
+ * Subscription notifications are assembled from fixed pieces so a payload is
+ * serialized once per publish, however many subscribers receive it:
+ *
+ *   head(method) + quotedId + [',"missed":N'] + tail
+ *   {"jsonrpc":"2.0","method":"subscription","params":{"subscription":"id" ,"seq":7,"result":<payload>}}
+ */
+export function notificationHead(method: string): string {
+  return `{"jsonrpc":"2.0","method":${JSON.stringify(method)},"params":{"subscription":`;
+}
+
+/** The per-message part shared by every subscriber; `seq` is omitted for per-subscriber streams. */
+export function messageTail(payload: string, seq?: number): string {
+  return seq === undefined ? `,"result":${payload}}}` : `,"seq":${seq},"result":${payload}}}`;
+}
+
+export function missedPart(missed: number): string {
+  return missed > 0 ? `,"missed":${missed}` : '';
+}
+
+/** The last notification of a per-subscriber stream: it completed, or failed with `error`. */
+export function finalTail(error?: ErrorObject): string {
+  return error === undefined ? `,"complete":true}}` : `,"error":${JSON.stringify(error)}}}`;
+}

@@ -1,0 +1,5 @@
+export type { Broker, BrokerMessage } from './broker.js';
+export { MemoryBroker } from './memory-broker.js';
+export { defaultFlowControl, SLOW_CONSUMER_CLOSE_CODE } from './delivery.js';
+export type { FlowControl, SlowConsumerPolicy } from './delivery.js';
+export type { Sink } from './sink.js';

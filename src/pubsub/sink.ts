@@ -1,0 +1,9 @@
+/** Where a subscription's frames go: one connection, seen only as much as fan-out needs. */
+export interface Sink {
+  send(frame: string): void;
+  /** Bytes written but not yet on the network. */
+  readonly bufferedAmount: number;
+  close(code: number, reason: string): void;
+  /** Call `listener` once the socket's write buffer has emptied; returns a function that cancels. */
+  onDrain(listener: () => void): () => void;
+}
