@@ -101,6 +101,9 @@ export class RpcClient {
         get isOpen() {
           return client.livePeer() !== undefined;
         },
+        get isClosed() {
+          return client.state === 'closed';
+        },
       },
       {
         subscribe: 'subscribe',

@@ -23,6 +23,8 @@ export interface ClientSubscriptionMethods {
 export interface SubscriptionCaller {
   call(method: string, params?: Params): Promise<unknown>;
   readonly isOpen: boolean;
+  /** Closed for good: nothing will reconnect. */
+  readonly isClosed: boolean;
 }
 
 interface Shared {
@@ -147,7 +149,8 @@ export class ClientSubscriptions {
       },
       (err: unknown) => {
         if (generation !== shared.generation || shared.observers === 0) return;
-        if (err instanceof ConnectionClosedError || err instanceof NotConnectedError) {
+        const retryable = err instanceof ConnectionClosedError || err instanceof NotConnectedError;
+        if (retryable && !this.caller.isClosed) {
           // Lost with the connection; the next open resubscribes.
           shared.resubscribe = true;
           return;
