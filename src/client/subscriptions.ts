@@ -134,8 +134,9 @@ export class ClientSubscriptions {
     const generation = ++shared.generation;
     this.caller.call(this.methods.subscribe, shared.params).then(
       (id) => {
-        if (generation !== shared.generation || typeof id !== 'string') return;
-        if (shared.observers === 0) {
+        if (typeof id !== 'string') return;
+        if (generation !== shared.generation || shared.observers === 0) {
+          // Everyone left before the reply: end it on the server rather than leak it.
           this.sendUnsubscribe(id);
           return;
         }

@@ -183,6 +183,8 @@ export class PubSubService<C> {
     ctx: HandlerContext<Session<C>>,
   ) {
     const request = readSubscribeParams(params);
+    // Sent as a notification there is no reply to carry an id: nothing could ever use it.
+    if (ctx.id === undefined) return undefined;
     const session = ctx.session;
     const table = this.requireTable(session);
     const stream = this.streams.get(request.name);
@@ -206,7 +208,13 @@ export class PubSubService<C> {
       this.registry.release(request.name);
       throw new ConnectionClosedError();
     }
-    return this.startTopic(request.name, table, definition.flow, ctx);
+    try {
+      return this.startTopic(request.name, table, definition.flow, ctx);
+    } catch (err) {
+      // Another subscribe took the last slot while the broker was subscribing.
+      this.registry.release(request.name);
+      throw err;
+    }
   }
 
   private startTopic(
