@@ -1,4 +1,5 @@
 import { missedPart } from './frames.js';
+import type { SharedFrame } from './frames.js';
 import type { Sink } from './sink.js';
 
 /**
@@ -42,14 +43,21 @@ export class Delivery {
     private readonly onSlowConsumer: (event: 'dropped' | 'disconnected') => void = () => undefined,
   ) {}
 
-  /** Offer one message (its shared tail); sent now, held, skipped or fatal, by policy. */
-  offer(tail: string): void {
+  /**
+   * Offer one message (its shared tail, and the whole frame when this
+   * subscription uses the topic's shared id); sent now, held, skipped or fatal, by policy.
+   */
+  offer(tail: string, shared?: SharedFrame): void {
     if (this.stopped) return;
     if (this.sink.bufferedAmount < this.flow.highWaterMark) {
       if (this.held !== undefined) {
         // Something newer is here: the held message is superseded.
         this.held = undefined;
         this.skip();
+      }
+      if (shared !== undefined && this.missed === 0 && shared.quotedId === this.quotedId) {
+        this.sink.send(shared.bytes);
+        return;
       }
       this.write(tail);
       return;

@@ -24,3 +24,24 @@ export function missedPart(missed: number): string {
 export function finalTail(error?: ErrorObject): string {
   return error === undefined ? `,"complete":true}}` : `,"error":${JSON.stringify(error)}}}`;
 }
+
+const encoder = new TextEncoder();
+
+/**
+ * The frame most subscribers of a topic receive: the same subscription id
+ * (each topic has one it hands to every session's first subscription), the
+ * same message. Encoded to bytes at most once per publish, then written to
+ * every such socket without another copy.
+ */
+export class SharedFrame {
+  private encoded: Uint8Array | undefined;
+
+  constructor(
+    readonly quotedId: string,
+    readonly text: string,
+  ) {}
+
+  get bytes(): Uint8Array {
+    return (this.encoded ??= encoder.encode(this.text));
+  }
+}

@@ -1,12 +1,15 @@
 import type { Broker, BrokerMessage } from './broker.js';
 import type { Delivery } from './delivery.js';
-import { messageTail } from './frames.js';
+import { SharedFrame, messageTail } from './frames.js';
 
 interface TopicState {
   deliveries: Set<Delivery>;
   /** Holders (deliveries plus accepted-but-not-started subscriptions) keeping the broker subscription. */
   holds: number;
   lastSeq: number;
+  /** The id every session's first subscription to the topic gets, plain and JSON-quoted. */
+  sharedId: string;
+  sharedQuotedId: string;
 }
 
 /**
@@ -19,14 +22,30 @@ export class TopicRegistry {
 
   constructor(
     private readonly broker: Broker,
+    /** The notification frame's fixed start (notificationHead). */
+    private readonly head: string,
+    /** Hands out subscription ids; the registry takes one per topic to share. */
+    private readonly newId: () => string,
     private readonly onBrokerError: (err: unknown, topic: string) => void,
   ) {}
+
+  /** The id shared by the first subscription of each session to `topic`; undefined if not held. */
+  sharedId(topic: string): string | undefined {
+    return this.topics.get(topic)?.sharedId;
+  }
 
   /** Keep `topic` subscribed on the broker; resolves once the broker has it. */
   async hold(topic: string): Promise<void> {
     let state = this.topics.get(topic);
     if (!state) {
-      state = { deliveries: new Set(), holds: 0, lastSeq: 0 };
+      const sharedId = this.newId();
+      state = {
+        deliveries: new Set(),
+        holds: 0,
+        lastSeq: 0,
+        sharedId,
+        sharedQuotedId: JSON.stringify(sharedId),
+      };
       this.topics.set(topic, state);
       state.holds++;
       try {
@@ -81,6 +100,7 @@ export class TopicRegistry {
     state.lastSeq = message.seq;
     // The payload was serialized once at publish; the tail is built once per message.
     const tail = messageTail(message.payload, message.seq);
-    for (const delivery of state.deliveries) delivery.offer(tail);
+    const shared = new SharedFrame(state.sharedQuotedId, this.head + state.sharedQuotedId + tail);
+    for (const delivery of state.deliveries) delivery.offer(tail, shared);
   }
 }

@@ -285,7 +285,9 @@ export class Gateway<C = unknown> {
     this.liveSessions.set(id, session);
     this.sockets.set(session, ws);
     const sink: Sink = {
-      send: (frame) => peer.sendRaw(frame),
+      send: (frame) => {
+        if (!peer.isClosed) transport.send(frame);
+      },
       get bufferedAmount() {
         return ws.bufferedAmount;
       },

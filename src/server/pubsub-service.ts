@@ -92,8 +92,11 @@ export class PubSubService<C> {
     private readonly exposeErrorDetails: boolean,
   ) {
     this.head = notificationHead(methods.notification);
-    this.registry = new TopicRegistry(broker, (err, topic) =>
-      logger.warn({ err, topic }, 'broker unsubscribe failed'),
+    this.registry = new TopicRegistry(
+      broker,
+      this.head,
+      () => this.newId(),
+      (err, topic) => logger.warn({ err, topic }, 'broker unsubscribe failed'),
     );
   }
 
@@ -224,7 +227,10 @@ export class PubSubService<C> {
     ctx: HandlerContext<Session<C>>,
   ): string {
     this.checkLimit(table);
-    const id = this.newId();
+    // Sharing the topic's id lets one encoded frame serve every such subscriber.
+    const sharedId = this.registry.sharedId(topic);
+    const id =
+      sharedId !== undefined && !table.subscriptions.has(sharedId) ? sharedId : this.newId();
     const delivery = this.newDelivery(table.sink, id, flow);
     const subscription: SessionSubscription = {
       topic,

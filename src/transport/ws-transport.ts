@@ -2,12 +2,16 @@ import type { Duplex } from 'node:stream';
 import type { RawData, WebSocket } from 'ws';
 import { CloseCode } from './transport.js';
 import type { Transport, TransportListener } from './transport.js';
+import { atEndOfTurn } from './turn-coalescer.js';
 
 function toText(data: RawData): string {
   if (Buffer.isBuffer(data)) return data.toString('utf8');
   if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
   return Buffer.from(data).toString('utf8');
 }
+
+/** Bytes held in one corked turn before they are written anyway. */
+const MAX_CORKED_BYTES = 64 * 1024;
 
 /**
  * Server-side adapter over a `ws` WebSocket. Binary frames are read as UTF-8 text.
@@ -19,6 +23,13 @@ export class WsTransport implements Transport {
   private listener: TransportListener | undefined;
   private early: string[] = [];
   private closeTimer: ReturnType<typeof setTimeout> | undefined;
+  private readonly raw: Duplex | undefined;
+  private corkedTurn = false;
+  private readonly endTurn = (): void => {
+    if (!this.corkedTurn) return;
+    this.corkedTurn = false;
+    this.raw?.uncork();
+  };
 
   constructor(
     readonly socket: WebSocket,
@@ -35,6 +46,8 @@ export class WsTransport implements Transport {
     });
     // 'close' always follows 'error'; the listener is what keeps ws from throwing.
     socket.on('error', () => undefined);
+    // ws keeps its net.Socket private; corking it is how frames of one turn share a write.
+    this.raw = (socket as unknown as { _socket?: Duplex })._socket;
   }
 
   get bufferedAmount(): number {
@@ -48,8 +61,19 @@ export class WsTransport implements Transport {
     for (const text of early) listener.message(text);
   }
 
-  send(frame: string): void {
-    if (this.socket.readyState === this.socket.OPEN) this.socket.send(frame);
+  send(frame: string | Uint8Array): void {
+    if (this.socket.readyState !== this.socket.OPEN) return;
+    if (!this.corkedTurn && this.raw) {
+      this.corkedTurn = true;
+      this.raw.cork();
+      atEndOfTurn(this.endTurn);
+    }
+    // A Uint8Array is a frame pre-encoded once for many sockets: sent as text, not copied.
+    if (typeof frame === 'string') this.socket.send(frame);
+    else this.socket.send(frame, { binary: false });
+    // Coalescing pays off for small frames; large bursts go to the kernel at once, so
+    // bufferedAmount keeps meaning "what this peer has not read" to the slow-consumer check.
+    if (this.corkedTurn && this.raw && this.raw.writableLength >= MAX_CORKED_BYTES) this.endTurn();
   }
 
   close(code: number = CloseCode.Normal, reason = ''): void {
@@ -69,7 +93,7 @@ export class WsTransport implements Transport {
   /** Call `listener` once the socket's write buffer has emptied. */
   onDrain(listener: () => void): () => void {
     // ws keeps its net.Socket private; 'drain' on it is the only signal that buffered bytes went out.
-    const raw = (this.socket as unknown as { _socket?: Duplex })._socket;
+    const raw = this.raw;
     if (!raw || this.socket.bufferedAmount === 0) {
       const timer = setTimeout(listener, 0);
       return () => clearTimeout(timer);

@@ -393,3 +393,24 @@ describe('topics', () => {
     expect(client.notifications(id)[3]).toEqual({ subscription: id, seq: 4, result: 'direct' });
   });
 });
+
+describe('subscription ids', () => {
+  it('are unique within a connection even for the same topic twice', async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.topic('twice');
+    const raw = await RawRpc.open(url);
+    res.track(raw.socket);
+    const first = (await raw.request('subscribe', ['twice'])).result as string;
+    const second = (await raw.request('subscribe', ['twice'])).result as string;
+    expect(first).not.toBe(second);
+    await gateway.publish('twice', 7);
+    await raw.until(
+      () => raw.notifications(first).length === 1 && raw.notifications(second).length === 1,
+      'both subscriptions to get the message',
+    );
+    expect(raw.notifications(first)[0]!.result).toBe(7);
+    expect(raw.notifications(second)[0]!.result).toBe(7);
+    expect((await raw.request('unsubscribe', [first])).result).toBe(true);
+    expect(gateway.pubsub.topics()).toEqual({ twice: 1 });
+  });
+});

@@ -1,0 +1,68 @@
+// The load generator's client for every contestant that speaks JSON-RPC 2.0 on the wire:
+// a raw `ws` socket, request frames written as template strings, replies JSON.parse'd.
+// Fan-out frames are recognized (and their payload counter read) without parsing them.
+import WebSocket from 'ws';
+import { sendCoalesced } from '../cork.mjs';
+
+const SUBSCRIBE_ID = -1;
+
+/** Read the non-negative integer that starts at `pos` in `text`. */
+function readInt(text, pos) {
+  let n = 0;
+  for (let c = text.charCodeAt(pos); c >= 48 && c <= 57; c = text.charCodeAt(++pos)) n = n * 10 + c - 48;
+  return n;
+}
+
+class JsonRpcConnection {
+  constructor(ws, subscribe) {
+    this.ws = ws;
+    this.subscribeRequest = subscribe;
+    /** (id, result) for each reply to call(). */
+    this.onReply = () => undefined;
+    /** (k) for each fan-out message: k is the payload's counter. */
+    this.onData = () => undefined;
+    this.subscribed = undefined;
+    ws.on('message', (data) => this.receive(data.toString()));
+  }
+
+  receive(text) {
+    // Every contestant's fan-out frame carries the payload {"k":N,...}; no reply has a "k" key.
+    const at = text.indexOf('"k":');
+    if (at !== -1) return this.onData(readInt(text, at + 4));
+    const msg = JSON.parse(text);
+    if (msg.id === SUBSCRIBE_ID) return this.subscribed?.(msg);
+    this.onReply(msg.id, msg.error ? undefined : msg.result);
+  }
+
+  /** Send sum([a, b]) with this id; with `coalesce`, frames written in one turn leave together. */
+  call(id, a, b, coalesce) {
+    const frame = `{"jsonrpc":"2.0","method":"sum","params":[${a},${b}],"id":${id}}`;
+    if (coalesce) sendCoalesced(this.ws, frame);
+    else this.ws.send(frame);
+  }
+
+  /** Subscribe to the "bench" topic; resolves once the server accepted. */
+  subscribe() {
+    const { method, params } = this.subscribeRequest;
+    return new Promise((resolve, reject) => {
+      this.subscribed = (msg) => (msg.error ? reject(new Error(JSON.stringify(msg.error))) : resolve());
+      this.ws.send(JSON.stringify({ jsonrpc: '2.0', method, params, id: SUBSCRIBE_ID }));
+    });
+  }
+
+  close() {
+    if (this.ws.readyState === WebSocket.CLOSED) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.ws.once('close', resolve);
+      this.ws.close();
+    });
+  }
+}
+
+export function open(url, client) {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, { perMessageDeflate: false });
+    ws.once('open', () => resolve(new JsonRpcConnection(ws, client.subscribe)));
+    ws.once('error', reject);
+  });
+}

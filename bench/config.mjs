@@ -1,0 +1,39 @@
+// How long and how much: the full run and the quick one (`--quick`, about 3 minutes).
+// Every count here bounds a loop; every duration bounds a wait.
+
+const full = {
+  rounds: 5,
+  // Request/response slices: load runs warmupMs unmeasured, then windowMs measured.
+  requests: { warmupMs: 500, windowMs: 2_000 },
+  // Fan-out: per subscriber count, a burst run (`burst` publishes per event-loop turn,
+  // turns back to back) and a paced run (one publish per turn, intervalMs apart).
+  fanout: {
+    100: { burst: { n: 2_000, burst: 10 }, paced: { n: 500, intervalMs: 2 } },
+    1000: { burst: { n: 400, burst: 10 }, paced: { n: 150, intervalMs: 10 } },
+  },
+  memory: { connections: 2_000 },
+  // Before the first round: a short unmeasured run of every contestant, so round 1 is not
+  // the only one that pays for JIT compilation.
+  warmup: { requestMs: 500, fanoutMessages: 100 },
+  watchdogMs: 45 * 60_000,
+};
+
+const quick = {
+  rounds: 3,
+  requests: { warmupMs: 150, windowMs: 500 },
+  fanout: {
+    100: { burst: { n: 400, burst: 10 }, paced: { n: 100, intervalMs: 2 } },
+    1000: { burst: { n: 80, burst: 10 }, paced: { n: 30, intervalMs: 10 } },
+  },
+  memory: { connections: 2_000 },
+  warmup: { requestMs: 200, fanoutMessages: 50 },
+  watchdogMs: 8 * 60_000,
+};
+
+export function settingsFor({ quick: isQuick, rounds }) {
+  const settings = structuredClone(isQuick ? quick : full);
+  if (rounds) settings.rounds = rounds;
+  return settings;
+}
+
+export const HOST = '127.0.0.1';

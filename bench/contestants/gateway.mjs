@@ -1,0 +1,26 @@
+// (4) This gateway, imported as the built package (dist/src/index.js through the package's
+// own "exports"), with its defaults: createGateway, gateway.method, gateway.topic,
+// gateway.publish. Only the logger is quieted to "warn" (it logs one line per connect
+// and disconnect at "info", which would write 2,000 lines in the memory scenario).
+export default {
+  id: 'gateway',
+  name: 'wsrpc-gateway (this)',
+  client: { kind: 'jsonrpc', path: '/rpc', subscribe: { method: 'subscribe', params: ['bench'] } },
+  async start(host) {
+    const { createGateway } = await import('wsrpc-gateway');
+    const { pino } = await import('pino');
+    const gateway = createGateway({ logger: pino({ level: 'warn' }) });
+    gateway.method('sum', ([a, b]) => a + b);
+    gateway.topic('bench');
+    const { port } = await gateway.listen(0, host);
+    let failure;
+    return {
+      port,
+      publish(data) {
+        gateway.publish('bench', data).catch((err) => (failure ??= err));
+        if (failure) throw failure;
+      },
+      close: () => gateway.close({ timeoutMs: 1_000 }),
+    };
+  },
+};

@@ -1,0 +1,22 @@
+// The contestants, in report order. To add one: write an adapter next to these (an object
+// with id, name, client and start(host) -> { port, publish(data), close() }) and list it here.
+// The first one is the baseline every ratio is taken against.
+import wsEcho from './ws-echo.mjs';
+import wsCoalesced from './ws-coalesced.mjs';
+import minimalJsonRpc from './minimal-jsonrpc.mjs';
+import gateway from './gateway.mjs';
+import rpcWebsockets from './rpc-websockets.mjs';
+import jsonRpc2 from './json-rpc-2.0.mjs';
+import socketIo from './socket-io.mjs';
+
+export const contestants = [
+  wsEcho,
+  wsCoalesced,
+  minimalJsonRpc,
+  gateway,
+  rpcWebsockets,
+  jsonRpc2,
+  socketIo,
+];
+
+export const baseline = wsEcho;

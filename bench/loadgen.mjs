@@ -1,0 +1,214 @@
+// The load generator: a child process of the runner, driven over IPC. It opens raw
+// clients (bench/clients), runs closed-loop request/response load, counts and checks
+// fan-out messages, and holds idle connections. It never decides timing itself: the
+// runner marks the start and end of each measured window.
+import { nowMs, serve } from './ipc.mjs';
+import * as jsonrpc from './clients/jsonrpc.mjs';
+import * as socketio from './clients/socketio.mjs';
+import { percentile } from './stats.mjs';
+
+const clientKinds = { jsonrpc, 'socket.io': socketio };
+const OPEN_CONCURRENCY = 50;
+const MAX_LATENCIES = 1_000_000;
+
+/** Open `count` connections, at most OPEN_CONCURRENCY handshakes at a time. */
+async function openMany({ url, client, count }) {
+  const kind = clientKinds[client.kind];
+  const conns = [];
+  for (let i = 0; i < count; i += OPEN_CONCURRENCY) {
+    const batch = Math.min(OPEN_CONCURRENCY, count - i);
+    const settled = await Promise.allSettled(
+      Array.from({ length: batch }, () => kind.open(url, client)),
+    );
+    for (const s of settled) if (s.status === 'fulfilled') conns.push(s.value);
+    const failed = settled.find((s) => s.status === 'rejected');
+    if (failed) {
+      await closeAll(conns);
+      throw new Error(`opened ${conns.length} of ${count} connections: ${failed.reason}`);
+    }
+  }
+  return conns;
+}
+
+async function closeAll(conns, timeoutMs = 10_000) {
+  let timer;
+  const deadline = new Promise((resolve) => (timer = setTimeout(resolve, timeoutMs)));
+  await Promise.race([Promise.all(conns.map((c) => c.close())), deadline]);
+  clearTimeout(timer);
+}
+
+// ---- request/response: `conns` connections, each keeping `inflight` calls outstanding.
+let rr;
+
+function startRequests({ url, client, conns: count, inflight, maxMs }) {
+  return openMany({ url, client, count }).then((conns) => {
+    // Batch the sends of one turn per socket when pipelining, so the load generator
+    // spends its CPU on frames, not on syscalls; a lone call is sent at once.
+    const coalesce = inflight > 1;
+    const state = {
+      conns,
+      running: true,
+      completed: 0,
+      wrong: 0,
+      outstanding: 0,
+      recording: false,
+      latencies: new Float64Array(MAX_LATENCIES),
+      recorded: 0,
+      stopTimer: setTimeout(() => (state.running = false), maxMs),
+    };
+    for (const conn of conns) {
+      const sentAt = new Map();
+      let nextId = 0;
+      const send = () => {
+        const id = ++nextId;
+        sentAt.set(id, performance.now());
+        state.outstanding++;
+        conn.call(id, id, 1, coalesce);
+      };
+      conn.onReply = (id, result) => {
+        const t0 = sentAt.get(id);
+        sentAt.delete(id);
+        state.outstanding--;
+        state.completed++;
+        if (result !== id + 1) state.wrong++;
+        if (state.recording && state.recorded < MAX_LATENCIES && t0 !== undefined)
+          state.latencies[state.recorded++] = performance.now() - t0;
+        if (state.running) send();
+      };
+      for (let i = 0; i < inflight; i++) send();
+    }
+    rr = state;
+    return { opened: conns.length };
+  });
+}
+
+/** A mark: the time and the count of completed calls; the first mark starts latency recording. */
+function mark() {
+  const t = nowMs();
+  const completed = rr.completed;
+  if (!rr.recording && rr.recorded === 0) {
+    rr.recording = true;
+    return { t, completed, wrong: rr.wrong };
+  }
+  rr.recording = false;
+  const count = rr.recorded;
+  const p50 = percentile(rr.latencies, count, 50);
+  const p99 = percentile(rr.latencies, count, 99);
+  return { t, completed, wrong: rr.wrong, p50, p99, samples: count };
+}
+
+async function stopRequests() {
+  const state = rr;
+  state.running = false;
+  clearTimeout(state.stopTimer);
+  const deadline = performance.now() + 5_000;
+  while (state.outstanding > 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+  await closeAll(state.conns);
+  rr = undefined;
+  return { unanswered: state.outstanding, wrong: state.wrong };
+}
+
+// ---- fan-out: subscribers that count and order-check every message.
+let subs;
+
+async function openSubscribers({ url, client, count }) {
+  const conns = await openMany({ url, client, count });
+  await Promise.all(conns.map((c) => c.subscribe()));
+  subs = { conns, trackers: conns.map((conn) => track(conn)), done: 0, onDone: undefined };
+  return { subscribed: conns.length };
+}
+
+function track(conn) {
+  const tracker = { first: 0, last: -1, expected: 0, received: 0, outOfOrder: 0, stray: 0, lastAt: 0, complete: false };
+  conn.onData = (k) => {
+    if (k < tracker.first || k > tracker.last) {
+      tracker.stray++;
+      return;
+    }
+    tracker.received++;
+    if (k !== tracker.expected) tracker.outOfOrder++;
+    tracker.expected = k + 1;
+    if (k === tracker.last && !tracker.complete) {
+      tracker.complete = true;
+      tracker.lastAt = nowMs();
+      if (++subs.done === subs.trackers.length) subs.onDone?.();
+    }
+  };
+  return tracker;
+}
+
+/** Expect messages first..first+n-1 on every subscriber. Must be acknowledged before publishing. */
+function arm({ first, n }) {
+  for (const t of subs.trackers) {
+    Object.assign(t, { first, last: first + n - 1, expected: first, received: 0, outOfOrder: 0, stray: 0 });
+    Object.assign(t, { lastAt: 0, complete: false });
+  }
+  subs.done = 0;
+  return { armed: subs.trackers.length };
+}
+
+/** Wait until every subscriber has the last message (or the timeout), then report. */
+async function awaitDelivery({ n, timeoutMs }) {
+  if (subs.done < subs.trackers.length) {
+    let timer;
+    await new Promise((resolve) => {
+      subs.onDone = resolve;
+      timer = setTimeout(resolve, timeoutMs);
+    });
+    clearTimeout(timer);
+    subs.onDone = undefined;
+  }
+  const trackers = subs.trackers;
+  let received = 0;
+  let outOfOrder = 0;
+  let stray = 0;
+  let lastAt = 0;
+  for (const t of trackers) {
+    received += t.received;
+    outOfOrder += t.outOfOrder;
+    stray += t.stray;
+    if (t.lastAt > lastAt) lastAt = t.lastAt;
+  }
+  const expected = n * trackers.length;
+  return {
+    expected,
+    received,
+    lost: expected - received,
+    outOfOrder,
+    stray,
+    incomplete: trackers.length - subs.done,
+    lastAt,
+  };
+}
+
+async function closeSubscribers() {
+  await closeAll(subs.conns);
+  subs = undefined;
+  return {};
+}
+
+// ---- idle connections for the memory scenario.
+let idle;
+
+async function openIdle({ url, client, count }) {
+  idle = await openMany({ url, client, count });
+  return { opened: idle.length };
+}
+
+async function closeIdle() {
+  await closeAll(idle, 20_000);
+  idle = undefined;
+  return {};
+}
+
+serve({
+  startRequests,
+  mark,
+  stopRequests,
+  openSubscribers,
+  arm,
+  awaitDelivery,
+  closeSubscribers,
+  openIdle,
+  closeIdle,
+});

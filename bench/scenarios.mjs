@@ -1,0 +1,219 @@
+// The scenarios, run from the runner's side: each drives one contestant's server and
+// the load generator over IPC for one slice, and returns the figures of that slice.
+// A slice's server CPU time is the delta of process.cpuUsage() (user + system) in the
+// server process across the measured window.
+import { sleep } from './ipc.mjs';
+
+const requestFigures = [
+  { key: 'cpuUs', label: 'server CPU µs/req', format: 'sig' },
+  { key: 'rps', label: 'req/s', format: 'int' },
+];
+const latencyFigures = [
+  { key: 'p50Ms', label: 'p50 ms', format: 'sig' },
+  { key: 'p99Ms', label: 'p99 ms', format: 'sig' },
+];
+const fanoutFigures = [
+  { key: 'cpuUsPerMsg', label: 'server CPU µs/published msg', format: 'sig' },
+  { key: 'deliveredPerSec', label: 'delivered msg/s', format: 'int' },
+  { key: 'lastMs', label: 'last msg to last subscriber, ms', format: 'sig' },
+];
+const memoryFigures = [
+  { key: 'rssKiB', label: 'RSS KiB/conn', format: 'sig' },
+  { key: 'heapKiB', label: 'heap+external KiB/conn', format: 'sig' },
+];
+
+function requestScenario(conns, inflight, title) {
+  const id = `rr-${conns}x${inflight}`;
+  const latency = conns === 1 && inflight === 1;
+  return {
+    id,
+    tables: [
+      {
+        id,
+        title,
+        about:
+          `${conns} connection${conns > 1 ? 's' : ''}, each keeping ${inflight} call${inflight > 1 ? 's' : ''} ` +
+          'of `sum([a, b])` outstanding (closed loop).' +
+          (latency ? ' Latency is measured in the load generator, send to reply.' : ''),
+        figures: latency ? [...requestFigures, ...latencyFigures] : requestFigures,
+      },
+    ],
+    run: (ctx, contestant) => runRequests(ctx, contestant, { id, conns, inflight, latency }),
+  };
+}
+
+async function runRequests(ctx, contestant, { id, conns, inflight, latency }) {
+  const { loadgen, settings } = ctx;
+  const { child, url } = ctx.server(contestant);
+  const { warmupMs, windowMs } = settings.requests;
+  const problems = [];
+  const maxMs = warmupMs + windowMs + 10_000;
+  await loadgen.request('startRequests', { url, client: contestant.client, conns, inflight, maxMs });
+  let m0, m1, c0, c1;
+  try {
+    await sleep(warmupMs);
+    [m0, c0] = await Promise.all([loadgen.request('mark'), child.request('cpu')]);
+    await sleep(windowMs);
+    [m1, c1] = await Promise.all([loadgen.request('mark'), child.request('cpu')]);
+  } finally {
+    const stop = await loadgen.request('stopRequests', {}, 20_000);
+    if (stop.unanswered > 0) problems.push(`${stop.unanswered} calls never answered`);
+    if (stop.wrong > 0) problems.push(`${stop.wrong} wrong or error replies`);
+  }
+  const requests = m1.completed - m0.completed;
+  if (requests <= 0) problems.push('no call completed in the measured window');
+  const values = {
+    cpuUs: (c1.us - c0.us) / requests,
+    rps: requests / ((m1.t - m0.t) / 1000),
+  };
+  if (latency) Object.assign(values, { p50Ms: m1.p50, p99Ms: m1.p99 });
+  return [{ table: id, values, problems }];
+}
+
+function fanoutScenario(subscribers) {
+  const id = `fanout-${subscribers}`;
+  const table = (mode, title, about) => ({
+    id: `${id}-${mode}`,
+    title,
+    about,
+    figures: fanoutFigures,
+    checksDelivery: true,
+  });
+  return {
+    id,
+    tables: [
+      table(
+        'burst',
+        `Fan-out to ${subscribers.toLocaleString('en-US')} subscribers, bursts`,
+        `One topic, ${subscribers} subscriber connections; the server publishes 10 messages per ` +
+          'event-loop turn, turns back to back (setImmediate).',
+      ),
+      table(
+        'paced',
+        `Fan-out to ${subscribers.toLocaleString('en-US')} subscribers, paced single messages`,
+        `One topic, ${subscribers} subscriber connections; the server publishes one message per ` +
+          'turn on a fixed interval (see the parameters above), so delivered msg/s is the offered rate ' +
+          'unless the contestant falls behind.',
+      ),
+    ],
+    run: (ctx, contestant) => runFanout(ctx, contestant, subscribers),
+  };
+}
+
+async function fanoutRun(ctx, contestant, { table, n, burst, intervalMs, subscribers }) {
+  const { loadgen } = ctx;
+  const { child } = ctx.server(contestant);
+  const first = ctx.takeSequence(n);
+  await loadgen.request('arm', { first, n });
+  const c0 = await child.request('cpu');
+  const published = await child.request('publish', { first, n, burst, intervalMs }, 120_000);
+  const timeoutMs = 5_000 + n * subscribers * 0.05;
+  const got = await loadgen.request('awaitDelivery', { n, timeoutMs }, timeoutMs + 10_000);
+  const c1 = await child.request('cpu');
+  const problems = [];
+  if (got.lost > 0)
+    problems.push(`LOST ${got.lost} of ${got.expected} messages (${got.incomplete} subscribers incomplete)`);
+  if (got.outOfOrder > 0) problems.push(`${got.outOfOrder} messages out of order`);
+  if (got.stray > 0) problems.push(`${got.stray} messages outside the expected range`);
+  const values = {
+    cpuUsPerMsg: (c1.us - c0.us) / n,
+    deliveredPerSec: got.received / ((got.lastAt - published.startedAt) / 1000),
+    lastMs: got.lastAt - published.lastAt,
+    lost: got.lost + got.outOfOrder + got.stray,
+  };
+  return { table, values, problems };
+}
+
+async function runFanout(ctx, contestant, subscribers) {
+  const { loadgen, settings } = ctx;
+  const { url } = ctx.server(contestant);
+  const { burst, paced } = settings.fanout[subscribers];
+  const id = `fanout-${subscribers}`;
+  await loadgen.request('openSubscribers', { url, client: contestant.client, count: subscribers }, 120_000);
+  try {
+    return [
+      await fanoutRun(ctx, contestant, { table: `${id}-burst`, ...burst, intervalMs: 0, subscribers }),
+      await fanoutRun(ctx, contestant, { table: `${id}-paced`, ...paced, burst: 1, subscribers }),
+    ];
+  } finally {
+    await loadgen.request('closeSubscribers', {}, 60_000);
+  }
+}
+
+function memoryScenario(connections) {
+  const id = `memory-${connections}`;
+  return {
+    id,
+    tables: [
+      {
+        id,
+        title: `Memory per idle connection, ${connections.toLocaleString('en-US')} connections`,
+        about:
+          `A fresh server process (run with --expose-gc); memory read after GC before and after ` +
+          `${connections} connections are open and idle; the delta divided by ${connections}.`,
+        figures: memoryFigures,
+      },
+    ],
+    run: (ctx, contestant) => runMemory(ctx, contestant, { id, connections }),
+  };
+}
+
+async function runMemory(ctx, contestant, { id, connections }) {
+  const { loadgen } = ctx;
+  const fresh = await ctx.freshServer(contestant);
+  let m0, m1;
+  try {
+    m0 = await fresh.child.request('memory', { gc: true });
+    await loadgen.request('openIdle', { url: fresh.url, client: contestant.client, count: connections }, 120_000);
+    try {
+      await sleep(100);
+      m1 = await fresh.child.request('memory', { gc: true });
+    } finally {
+      await loadgen.request('closeIdle', {}, 60_000);
+    }
+  } finally {
+    await fresh.child.stop();
+  }
+  const problems = m1.collected ? [] : ['no GC before the reading (gc() unavailable)'];
+  const heap = (m) => m.heapUsed + m.external;
+  const values = {
+    rssKiB: (m1.rss - m0.rss) / connections / 1024,
+    heapKiB: (heap(m1) - heap(m0)) / connections / 1024,
+  };
+  return [{ table: id, values, problems }];
+}
+
+/** Unmeasured: a short request load and a small fan-out, so JIT warm-up is not all in round 1. */
+export async function warmUp(ctx, contestant) {
+  const { loadgen, settings } = ctx;
+  const { url } = ctx.server(contestant);
+  const { requestMs, fanoutMessages } = settings.warmup;
+  await loadgen.request('startRequests', {
+    url,
+    client: contestant.client,
+    conns: 2,
+    inflight: 16,
+    maxMs: requestMs + 10_000,
+  });
+  await sleep(requestMs);
+  await loadgen.request('stopRequests', {}, 20_000);
+  await loadgen.request('openSubscribers', { url, client: contestant.client, count: 100 }, 60_000);
+  try {
+    const run = { table: 'warm-up', n: fanoutMessages, burst: 10, intervalMs: 0, subscribers: 100 };
+    const { problems } = await fanoutRun(ctx, contestant, run);
+    return problems;
+  } finally {
+    await loadgen.request('closeSubscribers', {}, 60_000);
+  }
+}
+
+export function scenariosFor(settings) {
+  return [
+    requestScenario(1, 1, 'Request/response: 1 connection × 1 in flight'),
+    requestScenario(1, 64, 'Request/response: 1 connection × 64 pipelined'),
+    requestScenario(32, 16, 'Request/response: 32 connections × 16 in flight'),
+    fanoutScenario(100),
+    fanoutScenario(1000),
+    memoryScenario(settings.memory.connections),
+  ];
+}
