@@ -43,6 +43,12 @@ export interface ClientOptions {
   maxQueued?: number;
   /** Most calls awaiting a response at once. Default 1 024. */
   maxPendingCalls?: number;
+  /**
+   * Gather the calls and notifications made in one turn into one JSON-RPC batch
+   * of up to this many (fewer frames; meant for browsers, where a WebSocket
+   * cannot be corked). Default 0: off. Keep it at or below the server's maxBatch.
+   */
+  batchCalls?: number;
   /** Must match the gateway's `subscriptionMethods`. Default subscribe / subscription / unsubscribe. */
   subscriptionMethods?: Partial<ClientSubscriptionMethods>;
   logger?: Logger;
@@ -319,6 +325,7 @@ export class RpcClient {
       logger: this.logger,
       callTimeout: this.options.callTimeout,
       maxPendingCalls: this.options.maxPendingCalls,
+      batchOutgoing: this.options.batchCalls,
       onReservedNotification: (method, params) => this.onReservedNotification(method, params),
     });
     this.peer = peer;

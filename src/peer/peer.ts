@@ -39,6 +39,13 @@ export interface PeerOptions<S> {
   exposeErrorDetails?: boolean;
   /** Parsing limits and the JSON-RPC 1.0 switch. */
   parse?: ClassifyOptions;
+  /**
+   * Gather the calls and notifications made in one turn into one JSON-RPC batch
+   * frame of at most this many members (for browsers, where a WebSocket cannot
+   * be corked). 0 or undefined sends each on its own. Keep it at or below the
+   * server's maxBatch.
+   */
+  batchOutgoing?: number;
   /** Reserved (`rpc.`) notifications other than cancel, for the layer above. */
   onReservedNotification?: (method: string, params: Params | undefined) => void;
 }
@@ -101,6 +108,8 @@ export class Peer<S = unknown> {
   private readonly maxInFlight: number;
   private readonly exposeErrorDetails: boolean;
   private readonly parseOptions: ClassifyOptions;
+  private readonly batchOutgoing: number;
+  private outbox: string[] = [];
   private readonly onReservedNotification: PeerOptions<S>['onReservedNotification'];
   private closeInfo: CloseInfo | undefined;
   private resolveClosed!: (info: CloseInfo) => void;
@@ -120,6 +129,7 @@ export class Peer<S = unknown> {
     this.maxInFlight = options.maxInFlight ?? 256;
     this.exposeErrorDetails = options.exposeErrorDetails ?? false;
     this.parseOptions = options.parse ?? {};
+    this.batchOutgoing = options.batchOutgoing ?? 0;
     this.onReservedNotification = options.onReservedNotification;
     this.pending = new PendingCalls(
       options.maxPendingCalls ?? 1024,
@@ -190,7 +200,7 @@ export class Peer<S = unknown> {
       this.pending.fail(opened.id, err);
       return opened.promise;
     }
-    this.transport.send(frame);
+    this.sendOutgoing(frame);
     return opened.promise;
   }
 
@@ -203,7 +213,7 @@ export class Peer<S = unknown> {
   notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {
     if (this.closeInfo) throw this.closedError();
     const method = typeof target === 'string' ? target : target.name;
-    this.transport.send(encodeNotification(method, params));
+    this.sendOutgoing(encodeNotification(method, params));
   }
 
   /** Send pre-encoded frame text as is (used by fan-out, which encodes once for many). */
@@ -445,7 +455,24 @@ export class Peer<S = unknown> {
   }
 
   private sendCancel(id: number): void {
-    if (!this.closeInfo) this.transport.send(encodeNotification(ReservedMethod.Cancel, { id }));
+    if (!this.closeInfo) this.sendOutgoing(encodeNotification(ReservedMethod.Cancel, { id }));
+  }
+
+  /** Requests and notifications go through here, to be gathered into a batch when asked. */
+  private sendOutgoing(frame: string): void {
+    if (this.batchOutgoing <= 1) {
+      this.transport.send(frame);
+      return;
+    }
+    if (this.outbox.push(frame) === 1) queueMicrotask(() => this.flushOutbox());
+    else if (this.outbox.length >= this.batchOutgoing) this.flushOutbox();
+  }
+
+  private flushOutbox(): void {
+    const frames = this.outbox;
+    if (frames.length === 0 || this.closeInfo) return;
+    this.outbox = [];
+    this.transport.send(frames.length === 1 ? frames[0]! : encodeBatch(frames));
   }
 
   private logUnmatched(id: RequestId, error?: unknown): void {

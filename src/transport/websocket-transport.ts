@@ -1,4 +1,5 @@
 import type { Transport, TransportListener } from './transport.js';
+import { atEndOfTurn } from './turn-coalescer.js';
 
 /**
  * The part of the WHATWG WebSocket API the client uses. The browser's native
@@ -30,11 +31,31 @@ function toText(data: unknown): string {
   return String(data);
 }
 
-/** Client-side adapter over an already-open WHATWG-style WebSocket. */
+interface Corkable {
+  cork(): void;
+  uncork(): void;
+}
+
+/**
+ * Client-side adapter over an already-open WHATWG-style WebSocket. Under Node
+ * (`ws`), it corks the socket per turn as the server does; a browser's
+ * WebSocket cannot be corked (see the client's `batchCalls`).
+ */
 export class WebSocketTransport implements Transport {
   private listener: TransportListener | undefined;
+  private readonly raw: Corkable | undefined;
+  private corkedTurn = false;
+  private readonly endTurn = (): void => {
+    this.corkedTurn = false;
+    this.raw?.uncork();
+  };
 
   constructor(readonly socket: WebSocketLike) {
+    const raw = (socket as { _socket?: Partial<Corkable> })._socket;
+    this.raw =
+      typeof raw?.cork === 'function' && typeof setImmediate === 'function'
+        ? (raw as Corkable)
+        : undefined;
     socket.binaryType = 'arraybuffer';
     socket.onmessage = (event) => this.listener?.message(toText(event.data));
     socket.onclose = (event) => this.listener?.close(event.code, event.reason);
@@ -50,7 +71,13 @@ export class WebSocketTransport implements Transport {
   }
 
   send(frame: string): void {
-    if (this.socket.readyState === OPEN) this.socket.send(frame);
+    if (this.socket.readyState !== OPEN) return;
+    if (this.raw && !this.corkedTurn) {
+      this.corkedTurn = true;
+      this.raw.cork();
+      atEndOfTurn(this.endTurn);
+    }
+    this.socket.send(frame);
   }
 
   close(code = 1000, reason = ''): void {

@@ -1,0 +1,75 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { WebSocket } from 'ws';
+import type { Gateway } from '../../src/server/gateway.js';
+import type { Session } from '../../src/server/session.js';
+import type { RpcClient } from '../../src/client/client.js';
+import { waitUntil } from '../pubsub/helpers.js';
+import { Resources } from './harness.js';
+
+const res = new Resources();
+afterEach(() => res.cleanup());
+
+/** Record every WebSocket message the server receives on its only session. */
+async function recordIncoming(gateway: Gateway) {
+  await waitUntil(() => gateway.sessions.size === 1, 'the session to open');
+  const session = [...gateway.sessions.values()][0]!;
+  const ws = (gateway as unknown as { sockets: Map<Session, WebSocket> }).sockets.get(session)!;
+  const seen = { messages: [] as string[] };
+  ws.on('message', (data: Buffer) => seen.messages.push(data.toString('utf8')));
+  return seen;
+}
+
+/** Count the write system calls of the client's current socket. */
+function countClientWrites(client: RpcClient): { count: number } {
+  const socket = (client as unknown as { socket: { _socket: Record<string, unknown> } }).socket;
+  const raw = socket._socket;
+  const counter = { count: 0 };
+  for (const name of ['_write', '_writev'] as const) {
+    const original = raw[name] as (...args: unknown[]) => unknown;
+    raw[name] = function (this: unknown, ...args: unknown[]) {
+      counter.count++;
+      return original.apply(this, args);
+    };
+  }
+  return counter;
+}
+
+describe('client write coalescing', () => {
+  it('in Node, corks per turn: 64 calls made in one turn leave in one write', async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.method('echo', (params) => params);
+    const client = res.client(url);
+    await client.opened();
+    const seen = await recordIncoming(gateway);
+    const writes = countClientWrites(client);
+
+    const results = await Promise.all(
+      Array.from({ length: 64 }, (_, i) => client.call('echo', [i])),
+    );
+
+    expect(results).toEqual(Array.from({ length: 64 }, (_, i) => [i]));
+    expect(seen.messages).toHaveLength(64);
+    // One write per call without corking.
+    expect(writes.count).toBe(1);
+  });
+
+  it('with batchCalls, gathers the calls and notifications of one turn into batch frames', async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.method('echo', (params) => params);
+    const client = res.client(url, { batchCalls: 10 });
+    await client.opened();
+    const seen = await recordIncoming(gateway);
+
+    const calls = Array.from({ length: 25 }, (_, i) => client.call('echo', [i]));
+    client.notify('note', [1]);
+    const results = await Promise.all(calls);
+
+    expect(results).toEqual(Array.from({ length: 25 }, (_, i) => [i]));
+    // 26 members, at most 10 per frame: three batch frames.
+    const frames = seen.messages.map((m) => JSON.parse(m) as unknown);
+    expect(frames.map((f) => (Array.isArray(f) ? f.length : 1))).toEqual([10, 10, 6]);
+    // A call alone in its turn still goes out as a plain request.
+    expect(await client.call('echo', ['solo'])).toEqual(['solo']);
+    expect(Array.isArray(JSON.parse(seen.messages.at(-1)!))).toBe(false);
+  });
+});
