@@ -126,8 +126,10 @@ function track(conn) {
       return;
     }
     tracker.received++;
-    if (k !== tracker.expected) tracker.outOfOrder++;
-    tracker.expected = k + 1;
+    // A k above the expected one is a gap (counted as lost at the end); below it, a
+    // message that arrived after a later one, or twice.
+    if (k < tracker.expected) tracker.outOfOrder++;
+    else tracker.expected = k + 1;
     if (k === tracker.last && !tracker.complete) {
       tracker.complete = true;
       tracker.lastAt = nowMs();

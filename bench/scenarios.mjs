@@ -115,11 +115,13 @@ async function fanoutRun(ctx, contestant, { table, n, burst, intervalMs, subscri
     problems.push(`LOST ${got.lost} of ${got.expected} messages (${got.incomplete} subscribers incomplete)`);
   if (got.outOfOrder > 0) problems.push(`${got.outOfOrder} messages out of order`);
   if (got.stray > 0) problems.push(`${got.stray} messages outside the expected range`);
+  // Without every last message there is no "last subscriber has the last message".
+  const complete = got.incomplete === 0;
   const values = {
     cpuUsPerMsg: (c1.us - c0.us) / n,
-    deliveredPerSec: got.received / ((got.lastAt - published.startedAt) / 1000),
-    lastMs: got.lastAt - published.lastAt,
-    lost: got.lost + got.outOfOrder + got.stray,
+    deliveredPerSec: complete ? got.received / ((got.lastAt - published.startedAt) / 1000) : undefined,
+    lastMs: complete ? got.lastAt - published.lastAt : undefined,
+    lost: Math.max(0, got.lost) + got.outOfOrder + got.stray,
   };
   return { table, values, problems };
 }

@@ -374,19 +374,17 @@ export class Peer<S = unknown> {
       return failure(id, ErrorCode.ServerBusy, version, { maxInFlight: this.maxInFlight });
     }
     const call = new RunningCall(this.session, this.logger, id, method);
-    this.running.add(call);
-    if (!this.runningById.has(id)) this.runningById.set(id, call);
     let result: unknown;
     try {
       result = handler(params, call);
     } catch (err) {
-      this.finish(call);
       return this.encodeError(call, err, version);
     }
-    if (!isPromiseLike(result)) {
-      this.finish(call);
-      return this.success(call, result, version);
-    }
+    // A synchronous handler is over before anything could cancel it: no bookkeeping needed.
+    if (!isPromiseLike(result)) return this.success(call, result, version);
+    this.running.add(call);
+    if (!this.runningById.has(id)) this.runningById.set(id, call);
+    if (this.closeInfo) call.abort(this.closedError()); // the handler closed the connection itself
     return Promise.resolve(result).then(
       (value) => {
         this.finish(call);
