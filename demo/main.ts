@@ -1,10 +1,8 @@
-import { pino } from 'pino';
-import { createGateway } from '../src/index.js';
-import type { Logger } from '../src/index.js';
+import { createGateway, createLogger } from '../src/index.js';
 import { registerDemoPubSub } from './pubsub.js';
 import { registerDemoService } from './service.js';
 
-const logger = pino({ level: process.env['LOG_LEVEL'] ?? 'info' }) as Logger;
+const logger = createLogger();
 const port = Number(process.env['PORT'] ?? 8080);
 const host = process.env['HOST'] ?? '127.0.0.1';
 
@@ -21,7 +19,9 @@ async function stop(signal: string): Promise<void> {
   stopping = true;
   logger.info({ signal }, 'shutting down');
   stopTicker();
-  await gateway.close();
+  // Clients are told to reconnect elsewhere; in-flight calls finish; sessions close with 1012.
+  await gateway.drain({ deadlineMs: Number(process.env['DRAIN_DEADLINE_MS'] ?? 10_000) });
+  logger.flush();
   process.exit(0);
 }
 process.on('SIGINT', (s) => void stop(s));

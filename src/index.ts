@@ -1,10 +1,13 @@
 // Server-side public surface. The browser-safe client lives at "<package>/client".
 export { Gateway, createGateway } from './server/gateway.js';
-export type { CloseOptions } from './server/gateway.js';
+export type { CloseOptions, DrainOptions } from './server/gateway.js';
 export { Session } from './server/session.js';
 export type { GatewayOptions, GatewayLimits, UpgradeRequest } from './server/options.js';
 export { defaultLimits } from './server/options.js';
 export { UpgradeRejection } from './server/upgrade-rejection.js';
+export { createLogger, REDACTED_PATHS } from './server/logger.js';
+export { GatewayMetrics } from './server/metrics.js';
+export { TokenBucket } from './server/token-bucket.js';
 export { PubSubService, defaultSubscriptionMethods } from './server/pubsub-service.js';
 export type {
   SubscriptionMethods,

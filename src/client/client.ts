@@ -12,7 +12,7 @@ import type { Handler } from '../peer/method-registry.js';
 import { Peer } from '../peer/peer.js';
 import type { BatchEntry, IncomingNotification } from '../peer/peer.js';
 import type { CallOptions } from '../peer/pending-calls.js';
-import { NotConnectedError } from '../protocol/local-errors.js';
+import { NotConnectedError, TimeoutError } from '../protocol/local-errors.js';
 import { ReservedMethod } from '../protocol/reserved.js';
 import type { Params } from '../protocol/types.js';
 import { WebSocketTransport } from '../transport/websocket-transport.js';
@@ -23,6 +23,9 @@ import type { ConnectionState } from './connection-state.js';
 import { OfflineQueue } from './offline-queue.js';
 import { ClientSubscriptions } from './subscriptions.js';
 import type { ClientSubscriptionMethods, SubscriptionEvent } from './subscriptions.js';
+
+/** The close code the client uses when it gives up on a silent server. */
+export const HEARTBEAT_CLOSE_CODE = 4000;
 
 export interface ClientOptions {
   /** Gateway URL, or several: on failure the client moves on to the next one. */
@@ -49,6 +52,12 @@ export interface ClientOptions {
    * cannot be corked). Default 0: off. Keep it at or below the server's maxBatch.
    */
   batchCalls?: number;
+  /**
+   * Liveness probe: every `intervalMs` the client sends `rpc.ping`; no answer within
+   * `timeoutMs` means the server is gone silent, and the client reconnects (a browser
+   * cannot send WebSocket pings). `false` disables. Default { intervalMs: 20 000, timeoutMs: 10 000 }.
+   */
+  heartbeat?: { intervalMs?: number; timeoutMs?: number } | false;
   /** Must match the gateway's `subscriptionMethods`. Default subscribe / subscription / unsubscribe. */
   subscriptionMethods?: Partial<ClientSubscriptionMethods>;
   logger?: Logger;
@@ -77,6 +86,10 @@ export class RpcClient {
   private urlIndex = 0;
   private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
   private connectTimer: ReturnType<typeof setTimeout> | undefined;
+  private heartbeatTimer: ReturnType<typeof setInterval> | undefined;
+  /** A connection the server asked us to leave: it finishes its calls but takes no new ones. */
+  private retiring: Peer<RpcClient> | undefined;
+  private reconnectNow = false;
 
   /** The connection state; replays the current one to each new subscriber. */
   readonly state$: Observable<ConnectionState> = this.stateSubject.asObservable();
@@ -238,6 +251,7 @@ export class RpcClient {
     if (this.state === 'closed') return;
     clearTimeout(this.reconnectTimer);
     clearTimeout(this.connectTimer);
+    clearInterval(this.heartbeatTimer);
     this.stateSubject.next('closed');
     this.queue.failAll(new NotConnectedError('Client closed'));
     this.subscriptions.closeAll();
@@ -258,7 +272,7 @@ export class RpcClient {
 
   private livePeer(): Peer<RpcClient> | undefined {
     const peer = this.peer;
-    return peer && !peer.isClosed ? peer : undefined;
+    return peer && !peer.isClosed && peer !== this.retiring ? peer : undefined;
   }
 
   private requirePeer(): Peer<RpcClient> {
@@ -337,7 +351,9 @@ export class RpcClient {
         return;
       this.notificationSubject.next(n);
     });
+    this.startHeartbeat(peer);
     void peer.closed.then(({ code, reason }) => {
+      clearInterval(this.heartbeatTimer);
       if (this.peer !== peer) return;
       this.peer = undefined;
       this.socket = undefined;
@@ -350,6 +366,21 @@ export class RpcClient {
     this.queue.flush();
   }
 
+  private startHeartbeat(peer: Peer<RpcClient>): void {
+    const options = this.options.heartbeat;
+    if (options === false) return;
+    const intervalMs = options?.intervalMs ?? 20_000;
+    const timeoutMs = options?.timeoutMs ?? 10_000;
+    clearInterval(this.heartbeatTimer);
+    this.heartbeatTimer = setInterval(() => {
+      peer.call(ReservedMethod.Ping, undefined, { timeout: timeoutMs }).catch((err: unknown) => {
+        if (!(err instanceof TimeoutError) || peer.isClosed) return;
+        this.logger.warn({ timeoutMs }, 'server did not answer rpc.ping: reconnecting');
+        peer.close(HEARTBEAT_CLOSE_CODE, 'heartbeat timeout');
+      });
+    }, intervalMs);
+  }
+
   private onReservedNotification(method: string, params: Params | undefined): void {
     if (method !== ReservedMethod.Reconnect) return;
     // The server is draining: go elsewhere now rather than wait for the close.
@@ -357,9 +388,21 @@ export class RpcClient {
     if (typeof target === 'string' && !this.urls.includes(target)) {
       this.logger.info({ url: target }, 'server asked to reconnect elsewhere');
     }
+    const peer = this.peer;
+    if (!peer || peer.isClosed || this.retiring === peer) return;
+    // The server is draining. New calls queue for the next connection; the calls
+    // this one carries finish first; then it is closed and replaced at once.
+    this.retiring = peer;
     this.urlIndex++;
     this.attempt = 0;
-    this.peer?.close(1000, 'reconnecting on server request');
+    this.reconnectNow = true;
+    this.stateSubject.next('reconnecting');
+    const closeWhenSettled = (): void => {
+      if (peer.isClosed) return;
+      if (peer.pendingCount === 0) peer.close(1000, 'reconnecting on server request');
+      else setTimeout(closeWhenSettled, 10);
+    };
+    closeWhenSettled();
   }
 
   private scheduleReconnect(): void {
@@ -369,7 +412,9 @@ export class RpcClient {
       return;
     }
     this.stateSubject.next(this.everOpened ? 'reconnecting' : 'connecting');
-    const delay = backoffDelay(this.attempt++, this.backoff);
+    // Asked by the server to move: no backoff, the server is not failing.
+    const delay = this.reconnectNow ? 0 : backoffDelay(this.attempt++, this.backoff);
+    this.reconnectNow = false;
     this.reconnectTimer = setTimeout(() => this.connect(), delay);
   }
 }

@@ -20,6 +20,7 @@ import { silentLogger } from './logger.js';
 import type { Logger } from './logger.js';
 import type { MethodDescriptor, NotificationDescriptor } from './method-descriptor.js';
 import { MethodRegistry } from './method-registry.js';
+import type { Handler } from './method-registry.js';
 import { PendingCalls } from './pending-calls.js';
 import type { CallOptions } from './pending-calls.js';
 
@@ -46,9 +47,28 @@ export interface PeerOptions<S> {
    * server's maxBatch.
    */
   batchOutgoing?: number;
+  /**
+   * Decide whether an incoming call or notification may run; false answers -32004
+   * Unauthorized (a notification is dropped). Runs after the method is found.
+   */
+  authorize?: (
+    method: string,
+    params: Params | undefined,
+    session: S,
+  ) => boolean | Promise<boolean>;
+  /**
+   * Rate limit: called for each incoming request and notification; false answers
+   * -32003 Rate limited (a notification is dropped).
+   */
+  admit?: () => boolean;
+  /** Told of every incoming call once it is answered, for metrics. */
+  onCallSettled?: (method: string, outcome: CallOutcome, durationMs: number) => void;
   /** Reserved (`rpc.`) notifications other than cancel, for the layer above. */
   onReservedNotification?: (method: string, params: Params | undefined) => void;
 }
+
+/** How an incoming call ended, as metrics see it. */
+export type CallOutcome = 'ok' | 'error' | 'not_found' | 'rejected';
 
 export interface IncomingNotification {
   method: string;
@@ -109,6 +129,9 @@ export class Peer<S = unknown> {
   private readonly exposeErrorDetails: boolean;
   private readonly parseOptions: ClassifyOptions;
   private readonly batchOutgoing: number;
+  private readonly authorize: PeerOptions<S>['authorize'];
+  private readonly admit: PeerOptions<S>['admit'];
+  private readonly onCallSettled: PeerOptions<S>['onCallSettled'];
   private outbox: string[] = [];
   private readonly onReservedNotification: PeerOptions<S>['onReservedNotification'];
   private closeInfo: CloseInfo | undefined;
@@ -130,6 +153,9 @@ export class Peer<S = unknown> {
     this.exposeErrorDetails = options.exposeErrorDetails ?? false;
     this.parseOptions = options.parse ?? {};
     this.batchOutgoing = options.batchOutgoing ?? 0;
+    this.authorize = options.authorize;
+    this.admit = options.admit;
+    this.onCallSettled = options.onCallSettled;
     this.onReservedNotification = options.onReservedNotification;
     this.pending = new PendingCalls(
       options.maxPendingCalls ?? 1024,
@@ -364,35 +390,83 @@ export class Peer<S = unknown> {
     params: Params | undefined,
     version: ProtocolVersion,
   ): Reply | Promise<Reply> {
+    if (this.admit && !this.admit()) {
+      this.onCallSettled?.(method, 'rejected', 0);
+      return failure(id, ErrorCode.RateLimited, version);
+    }
     if (isReservedMethod(method)) {
       if (method === ReservedMethod.Ping) return encodeSuccess(id, 'pong', version);
       return failure(id, ErrorCode.MethodNotFound, version);
     }
     const handler = this.registry.get(method);
-    if (!handler) return failure(id, ErrorCode.MethodNotFound, version);
+    if (!handler) {
+      this.onCallSettled?.(method, 'not_found', 0);
+      return failure(id, ErrorCode.MethodNotFound, version);
+    }
     if (this.running.size >= this.maxInFlight) {
+      this.onCallSettled?.(method, 'rejected', 0);
       return failure(id, ErrorCode.ServerBusy, version, { maxInFlight: this.maxInFlight });
     }
+    if (!this.authorize) return this.runHandler(handler, id, method, params, version);
+    const verdict = this.authorize(method, params, this.session);
+    if (!isPromiseLike(verdict)) {
+      return verdict
+        ? this.runHandler(handler, id, method, params, version)
+        : this.unauthorized(id, method, version);
+    }
+    return Promise.resolve(verdict).then(
+      (allowed) =>
+        allowed
+          ? this.runHandler(handler, id, method, params, version)
+          : this.unauthorized(id, method, version),
+      (err: unknown) => {
+        this.logger.error({ err, method }, 'authorize hook failed');
+        return failure(id, ErrorCode.InternalError, version);
+      },
+    );
+  }
+
+  private unauthorized(id: RequestId, method: string, version: ProtocolVersion): string {
+    this.onCallSettled?.(method, 'rejected', 0);
+    return failure(id, ErrorCode.Unauthorized, version);
+  }
+
+  private runHandler(
+    handler: Handler<S>,
+    id: RequestId,
+    method: string,
+    params: Params | undefined,
+    version: ProtocolVersion,
+  ): Reply | Promise<Reply> {
+    const started = this.onCallSettled ? performance.now() : 0;
+    const settled = (outcome: CallOutcome): void =>
+      this.onCallSettled?.(method, outcome, performance.now() - started);
     const call = new RunningCall(this.session, this.logger, id, method);
     let result: unknown;
     try {
       result = handler(params, call);
     } catch (err) {
+      settled('error');
       return this.encodeError(call, err, version);
     }
     // A synchronous handler is over before anything could cancel it: no bookkeeping needed.
-    if (!isPromiseLike(result)) return this.success(call, result, version);
+    if (!isPromiseLike(result)) {
+      settled('ok');
+      return this.success(call, result, version);
+    }
     this.running.add(call);
     if (!this.runningById.has(id)) this.runningById.set(id, call);
     if (this.closeInfo) call.abort(this.closedError()); // the handler closed the connection itself
     return Promise.resolve(result).then(
       (value) => {
         this.finish(call);
+        settled('ok');
         if (this.closeInfo) return undefined;
         return this.success(call, value, version);
       },
       (err: unknown) => {
         this.finish(call);
+        settled('error');
         if (this.closeInfo) return undefined;
         return this.encodeError(call, err, version);
       },
@@ -420,6 +494,26 @@ export class Peer<S = unknown> {
       else this.onReservedNotification?.(method, params);
       return;
     }
+    if (this.admit && !this.admit()) {
+      this.logger.debug({ method }, 'notification dropped: rate limited');
+      return;
+    }
+    if (!this.authorize) {
+      this.deliverNotification(method, params);
+      return;
+    }
+    const verdict = this.authorize(method, params, this.session);
+    if (!isPromiseLike(verdict)) {
+      if (verdict) this.deliverNotification(method, params);
+      return;
+    }
+    Promise.resolve(verdict).then(
+      (allowed) => allowed && !this.closeInfo && this.deliverNotification(method, params),
+      (err: unknown) => this.logger.error({ err, method }, 'authorize hook failed'),
+    );
+  }
+
+  private deliverNotification(method: string, params: Params | undefined): void {
     // A notification is a call whose caller wants no answer: run its handler if there is one.
     const handler = this.registry.get(method);
     if (handler) this.runForNotification(handler, method, params);

@@ -3,7 +3,6 @@ import type { IncomingMessage, Server as HttpServer, ServerResponse } from 'node
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { nanoid } from 'nanoid';
-import { pino } from 'pino';
 import { Subject } from 'rxjs';
 import type { Observable, Subscription } from 'rxjs';
 import { WebSocketServer } from 'ws';
@@ -13,6 +12,7 @@ import type { MethodDescriptor } from '../peer/method-descriptor.js';
 import { MethodRegistry } from '../peer/method-registry.js';
 import type { Handler } from '../peer/method-registry.js';
 import { Peer } from '../peer/peer.js';
+import { ReservedMethod } from '../protocol/reserved.js';
 import type { Params } from '../protocol/types.js';
 import type { Broker } from '../pubsub/broker.js';
 import type { FlowControl } from '../pubsub/delivery.js';
@@ -22,13 +22,24 @@ import { CloseCode } from '../transport/transport.js';
 import { WsTransport } from '../transport/ws-transport.js';
 import { Heartbeat } from './heartbeat.js';
 import { sendText, serveHealth } from './http-routes.js';
-import { defaultLimits } from './options.js';
+import { Admission } from './admission.js';
+import { createLogger } from './logger.js';
+import { GatewayMetrics } from './metrics.js';
+import { PREFERRED_SUBPROTOCOL, defaultLimits } from './options.js';
+import { TokenBucket } from './token-bucket.js';
 import type { GatewayLimits, GatewayOptions, UpgradeRequest } from './options.js';
 import { PubSubService, defaultSubscriptionMethods } from './pubsub-service.js';
 import type { StreamHandler, TopicOptions } from './pubsub-service.js';
 import { Session } from './session.js';
 import { UpgradeRejection, rejectUpgrade } from './upgrade-rejection.js';
 import { describeUpgrade } from './upgrade-request.js';
+
+export interface DrainOptions {
+  /** How long in-flight calls may take to finish before their sessions are closed anyway. Default 10 000 ms. */
+  deadlineMs?: number;
+  /** Sent in the rpc.reconnect notice: where clients should go instead (optional). */
+  reconnectUrl?: string;
+}
 
 export interface CloseOptions {
   /** Close code sent to every client. Default 1001 (going away). */
@@ -59,6 +70,9 @@ export class Gateway<C = unknown> {
   /** Topics, streams and the subscribe/unsubscribe methods. */
   readonly pubsub: PubSubService<C>;
   private closing = false;
+  private readonly admission: Admission;
+  /** Prometheus metrics, served at /metrics. */
+  readonly metrics: GatewayMetrics;
   private closePromise: Promise<void> | undefined;
 
   /** Emits each session once it is open. */
@@ -67,7 +81,7 @@ export class Gateway<C = unknown> {
   readonly disconnected$: Observable<Session<C>> = this.disconnectedSubject.asObservable();
 
   constructor(private readonly options: GatewayOptions<C> = {}) {
-    this.logger = options.logger ?? pino({ level: process.env['LOG_LEVEL'] ?? 'info' });
+    this.logger = options.logger ?? createLogger();
     this.path = options.path ?? '/rpc';
     this.limits = { ...defaultLimits, ...options.limits };
     this.wss = new WebSocketServer({
@@ -80,6 +94,14 @@ export class Gateway<C = unknown> {
     this.heartbeat = new Heartbeat(options.heartbeatInterval ?? 30_000, (socket) => {
       this.logger.info('terminating a connection that missed its pong');
       socket.terminate();
+    });
+    this.admission = new Admission(this.limits, options.allowedOrigins);
+    this.metrics = new GatewayMetrics({
+      connections: () => this.liveSessions.size,
+      subscriptionsByTopic: () => this.pubsub.topics(),
+      dropped: () => this.pubsub.stats.dropped,
+      slowConsumerDisconnects: () => this.pubsub.stats.slowConsumerDisconnects,
+      isKnownMethod: (method) => this.registry.has(method),
     });
     this.ownsBroker = !options.broker;
     this.pubsub = new PubSubService<C>(
@@ -156,6 +178,34 @@ export class Gateway<C = unknown> {
   }
 
   /**
+   * Graceful drain (what SIGTERM should do): readiness turns 503, new upgrades
+   * are refused, every client gets an `rpc.reconnect` notice, and each session
+   * is closed with 1012 once its in-flight calls have finished (or the deadline
+   * passed). Then the gateway closes as `close()` does, broker included.
+   */
+  async drain(options: DrainOptions = {}): Promise<void> {
+    if (this.closePromise) return this.closePromise;
+    this.closing = true;
+    const deadline = Date.now() + (options.deadlineMs ?? 10_000);
+    const notice = options.reconnectUrl ? { url: options.reconnectUrl } : {};
+    const sessions = [...this.liveSessions.values()];
+    this.logger.info({ sessions: sessions.length }, 'draining');
+    for (const session of sessions) {
+      if (!session.isClosed) session.notify(ReservedMethod.Reconnect, notice);
+    }
+    await Promise.all(sessions.map((session) => this.closeWhenIdle(session, deadline)));
+    return this.close({ code: CloseCode.ServiceRestart, reason: 'service restart' });
+  }
+
+  private async closeWhenIdle(session: Session<C>, deadline: number): Promise<void> {
+    // Polling is enough here: it runs once per shutdown, for at most the deadline.
+    while (!session.isClosed && session.peer.inFlightCount > 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    session.close(CloseCode.ServiceRestart, 'service restart');
+  }
+
+  /**
    * Stop: refuse new connections, close every session with `code`, wait for
    * them (up to `timeoutMs`, then cut them off), and close the HTTP server.
    */
@@ -205,13 +255,23 @@ export class Gateway<C = unknown> {
     const list = [...offered];
     if (this.options.selectProtocol)
       return this.options.selectProtocol(list, describeUpgrade(request));
-    return list[0] ?? false;
+    // Never echo a token a browser sent as a subprotocol when a real protocol name is there.
+    return offered.has(PREFERRED_SUBPROTOCOL) ? PREFERRED_SUBPROTOCOL : (list[0] ?? false);
   }
 
   private async onHttpRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
     try {
       if (serveHealth(req, res, { ready: this.isReady, sessions: this.liveSessions.size })) return;
       const path = (req.url ?? '/').split('?', 1)[0];
+      if (path === '/metrics' && this.options.metrics !== false) {
+        const text = await this.metrics.render();
+        res.writeHead(200, {
+          'content-type': this.metrics.contentType,
+          'cache-control': 'no-store',
+        });
+        res.end(text);
+        return;
+      }
       if (path === this.path) {
         res.setHeader('upgrade', 'websocket');
         sendText(
@@ -233,40 +293,76 @@ export class Gateway<C = unknown> {
   private async onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
     socket.on('error', () => socket.destroy());
     const path = (request.url ?? '/').split('?', 1)[0];
-    if (path !== this.path) return rejectUpgrade(socket, 404);
+    if (path !== this.path) return this.refuse(socket, 'path', 404);
     if (this.closing)
-      return rejectUpgrade(socket, 503, 'Server shutting down', { 'Retry-After': '1' });
+      return this.refuse(socket, 'draining', 503, 'Server shutting down', { 'Retry-After': '1' });
     const upgrade = describeUpgrade(request);
+    const admitted = this.admission.admit(upgrade);
+    if (typeof admitted !== 'function') {
+      return this.refuse(
+        socket,
+        admitted.reason,
+        admitted.status,
+        admitted.message,
+        admitted.headers,
+        upgrade,
+      );
+    }
+    const release = admitted;
     let context: C;
     try {
       context = this.options.authenticate
         ? await this.options.authenticate(upgrade)
         : (undefined as C);
     } catch (err) {
-      return this.refuse(socket, upgrade, err);
+      release();
+      if (err instanceof UpgradeRejection) {
+        return this.refuse(
+          socket,
+          'unauthenticated',
+          err.status,
+          err.message,
+          err.headers,
+          upgrade,
+        );
+      }
+      this.logger.error({ err }, 'authenticate hook failed');
+      return this.refuse(socket, 'auth-error', 500);
     }
-    if (this.closing) return rejectUpgrade(socket, 503, 'Server shutting down');
-    if (socket.destroyed) return;
+    if (this.closing) {
+      release();
+      return this.refuse(socket, 'draining', 503, 'Server shutting down');
+    }
+    if (socket.destroyed) return release();
+    socket.once('close', release);
     this.wss.handleUpgrade(request, socket, head, (ws) => this.openSession(ws, context, upgrade));
   }
 
-  private refuse(socket: Duplex, upgrade: UpgradeRequest, err: unknown): void {
-    if (err instanceof UpgradeRejection) {
+  private refuse(
+    socket: Duplex,
+    reason: string,
+    status: number,
+    message?: string,
+    headers?: Record<string, string>,
+    upgrade?: UpgradeRequest,
+  ): void {
+    this.metrics.upgradeRejected(reason);
+    if (upgrade)
       this.logger.info(
-        { status: err.status, remoteAddress: upgrade.remoteAddress },
+        { status, reason, remoteAddress: upgrade.remoteAddress },
         'upgrade rejected',
       );
-      return rejectUpgrade(socket, err.status, err.message, err.headers);
-    }
-    this.logger.error({ err }, 'authenticate hook failed');
-    rejectUpgrade(socket, 500);
+    rejectUpgrade(socket, status, message, headers);
   }
 
   private openSession(ws: WebSocket, context: C, upgrade: UpgradeRequest): void {
     const id = nanoid();
     const logger = this.logger.child({ session: id });
     const session = new Session<C>(id, context, upgrade.remoteAddress, logger);
-    const transport = new WsTransport(ws);
+    const transport = new WsTransport(ws, this.metrics);
+    const { ratePerSecond, rateBurst } = this.limits;
+    const bucket = ratePerSecond > 0 ? new TokenBucket(ratePerSecond, rateBurst) : undefined;
+    const authorize = this.options.authorize;
     const peer = new Peer<Session<C>>(transport, {
       registry: this.registry,
       session,
@@ -275,6 +371,9 @@ export class Gateway<C = unknown> {
       maxPendingCalls: this.limits.maxPendingCalls,
       maxInFlight: this.limits.maxInFlight,
       exposeErrorDetails: this.options.exposeErrorDetails,
+      admit: bucket && (() => bucket.take()),
+      authorize: authorize && ((method, params) => authorize({ session, method, params })),
+      onCallSettled: (method, outcome, ms) => this.metrics.callSettled(method, outcome, ms),
       parse: {
         acceptV1: this.options.acceptV1 ?? false,
         maxBatch: this.limits.maxBatch,

@@ -1,7 +1,9 @@
 import type { IncomingMessage, Server as HttpServer, ServerResponse } from 'node:http';
 import type { Logger } from '../peer/logger.js';
 import type { Broker } from '../pubsub/broker.js';
+import type { Params } from '../protocol/types.js';
 import type { SubscriptionMethods } from './pubsub-service.js';
+import type { Session } from './session.js';
 
 /** What the authenticate hook sees of an upgrade request. */
 export interface UpgradeRequest {
@@ -28,6 +30,14 @@ export interface GatewayLimits {
   maxPendingCalls?: number;
   /** Subscriptions (topics and streams) open at once per connection; beyond it -32005. Default 100. */
   maxSubscriptions?: number;
+  /** Open connections in total; beyond it upgrades get 503. Default 10 000. */
+  maxConnections?: number;
+  /** Open connections from one IP address; beyond it upgrades get 429. Default 100. */
+  maxConnectionsPerIp?: number;
+  /** Incoming requests and notifications per second per connection (token bucket); beyond it -32003. 0 disables. Default 1 000. */
+  ratePerSecond?: number;
+  /** Bucket size: how many may arrive at once before the rate applies. Default 2 000. */
+  rateBurst?: number;
 }
 
 export interface GatewayOptions<C> {
@@ -40,7 +50,25 @@ export interface GatewayOptions<C> {
    * `new UpgradeRejection(401)` (any 4xx/5xx) to refuse before the upgrade completes.
    */
   authenticate?: (request: UpgradeRequest) => C | Promise<C>;
-  /** Pick the subprotocol to answer with. Default: the first one offered. */
+  /**
+   * Origins allowed to open a WebSocket (exact strings such as "https://app.example.com",
+   * or a predicate); others get 403. Requests without an Origin header (non-browser
+   * clients) are not affected. Default: any origin.
+   */
+  allowedOrigins?: readonly string[] | ((origin: string) => boolean);
+  /**
+   * Decide per call whether a session may call a method (or send a notification);
+   * false answers -32004 Unauthorized and the connection stays open.
+   */
+  authorize?: (request: {
+    session: Session<C>;
+    method: string;
+    params: Params | undefined;
+  }) => boolean | Promise<boolean>;
+  /**
+   * Pick the subprotocol to answer with. Default: "jsonrpc-2.0" when offered, else the
+   * first one offered (so a token sent as a second subprotocol is never echoed).
+   */
   selectProtocol?: (offered: readonly string[], request: UpgradeRequest) => string | false;
   /** Handles plain HTTP requests the gateway does not serve itself; return false for 404. */
   httpHandler?: (req: IncomingMessage, res: ServerResponse) => boolean | Promise<boolean>;
@@ -54,6 +82,8 @@ export interface GatewayOptions<C> {
   broker?: Broker;
   /** Names of the subscribe, notification and unsubscribe methods (e.g. eth_subscribe, eth_subscription, eth_unsubscribe). */
   subscriptionMethods?: Partial<SubscriptionMethods>;
+  /** Serve Prometheus metrics at GET /metrics. Default true. */
+  metrics?: boolean;
   /** Answer JSON-RPC 1.0 peers in their own shape. Default false. */
   acceptV1?: boolean;
   /** Put internal error messages and stacks in error.data (debug only). Default false. */
@@ -67,4 +97,11 @@ export const defaultLimits: Required<GatewayLimits> = {
   maxInFlight: 128,
   maxPendingCalls: 256,
   maxSubscriptions: 100,
+  maxConnections: 10_000,
+  maxConnectionsPerIp: 100,
+  ratePerSecond: 1_000,
+  rateBurst: 2_000,
 };
+
+/** The subprotocol the gateway prefers to answer with. */
+export const PREFERRED_SUBPROTOCOL = 'jsonrpc-2.0';

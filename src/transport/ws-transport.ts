@@ -33,9 +33,15 @@ export class WsTransport implements Transport {
 
   constructor(
     readonly socket: WebSocket,
+    /** Message counts, shared by all of a server's transports, for metrics. */
+    private readonly counters: { messagesIn: number; messagesOut: number } = {
+      messagesIn: 0,
+      messagesOut: 0,
+    },
     private readonly closeGraceMs = 2_000,
   ) {
     socket.on('message', (data) => {
+      counters.messagesIn++;
       const text = toText(data);
       if (this.listener) this.listener.message(text);
       else this.early.push(text);
@@ -68,6 +74,7 @@ export class WsTransport implements Transport {
       this.raw.cork();
       atEndOfTurn(this.endTurn);
     }
+    this.counters.messagesOut++;
     // A Uint8Array is a frame pre-encoded once for many sockets: sent as text, not copied.
     if (typeof frame === 'string') this.socket.send(frame);
     else this.socket.send(frame, { binary: false });

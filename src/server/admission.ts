@@ -1,0 +1,78 @@
+import type { UpgradeRequest } from './options.js';
+
+export interface AdmissionLimits {
+  maxConnections: number;
+  maxConnectionsPerIp: number;
+}
+
+export interface Refusal {
+  status: number;
+  message: string;
+  /** Why, for the rejected-upgrades metric and the log. */
+  reason: 'origin' | 'capacity' | 'ip-limit';
+  headers?: Record<string, string>;
+}
+
+/** Which Origins may open a WebSocket: a list of exact origins, or a predicate. */
+export type OriginPolicy = readonly string[] | ((origin: string) => boolean);
+
+/**
+ * Who gets past the door before authentication runs: origin allow-list and
+ * connection counts (total and per IP). A slot is held from admission until
+ * the returned release function is called (socket closed or upgrade failed).
+ */
+export class Admission {
+  private total = 0;
+  private readonly perIp = new Map<string, number>();
+
+  constructor(
+    private readonly limits: AdmissionLimits,
+    private readonly origins: OriginPolicy | undefined,
+  ) {}
+
+  get connections(): number {
+    return this.total;
+  }
+
+  admit(upgrade: UpgradeRequest): Refusal | (() => void) {
+    const origin = upgrade.headers.origin;
+    // Browsers always send Origin; programs that send none are not subject to the browser's rules.
+    if (this.origins && origin !== undefined && !this.originAllowed(origin)) {
+      return { status: 403, message: 'Origin not allowed', reason: 'origin' };
+    }
+    if (this.total >= this.limits.maxConnections) {
+      return {
+        status: 503,
+        message: 'Too many connections',
+        reason: 'capacity',
+        headers: { 'Retry-After': '5' },
+      };
+    }
+    const ip = upgrade.remoteAddress ?? 'unknown';
+    const fromIp = this.perIp.get(ip) ?? 0;
+    if (fromIp >= this.limits.maxConnectionsPerIp) {
+      return {
+        status: 429,
+        message: 'Too many connections from this address',
+        reason: 'ip-limit',
+        headers: { 'Retry-After': '5' },
+      };
+    }
+    this.total++;
+    this.perIp.set(ip, fromIp + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.total--;
+      const left = (this.perIp.get(ip) ?? 1) - 1;
+      if (left > 0) this.perIp.set(ip, left);
+      else this.perIp.delete(ip);
+    };
+  }
+
+  private originAllowed(origin: string): boolean {
+    const policy = this.origins!;
+    return typeof policy === 'function' ? policy(origin) : policy.includes(origin);
+  }
+}

@@ -1,0 +1,188 @@
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import type { CallOutcome } from '../peer/peer.js';
+
+/** Upper bounds (seconds) of the call latency histogram's buckets. */
+const LATENCY_BUCKETS = [
+  0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+];
+
+const OUTCOMES: readonly CallOutcome[] = ['ok', 'error', 'not_found', 'rejected'];
+
+/** Method label for calls to methods that are not registered: names from the wire are unbounded. */
+const UNKNOWN_METHOD = '(unknown)';
+
+interface MethodStats {
+  outcomes: Record<CallOutcome, number>;
+  /** Cumulative-free bucket counts; index LATENCY_BUCKETS.length is +Inf. */
+  buckets: number[];
+  sum: number;
+  count: number;
+}
+
+export interface MetricsSources {
+  connections(): number;
+  subscriptionsByTopic(): Record<string, number>;
+  dropped(): number;
+  slowConsumerDisconnects(): number;
+  isKnownMethod(method: string): boolean;
+}
+
+function escapeLabel(value: string): string {
+  return value.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
+}
+
+/**
+ * The gateway's Prometheus metrics. The hot path only bumps plain numbers
+ * (a prom-client label lookup per call would cost more than the call); the
+ * values are copied into prom-client metrics when /metrics is scraped, and the
+ * per-method latency histogram is rendered here directly.
+ */
+export class GatewayMetrics {
+  readonly registry = new Registry();
+  messagesIn = 0;
+  messagesOut = 0;
+  private readonly methods = new Map<string, MethodStats>();
+  private readonly rejectedUpgrades: Counter<'reason'>;
+
+  constructor(
+    private readonly sources: MetricsSources,
+    options: { defaultMetrics?: boolean } = {},
+  ) {
+    const registers = [this.registry];
+    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- prom-client binds `this` in collect() to the metric
+    const stats = this;
+    new Gauge({
+      name: 'rpc_connections',
+      help: 'Open WebSocket sessions.',
+      registers,
+      collect() {
+        this.set(sources.connections());
+      },
+    });
+    new Counter({
+      name: 'rpc_messages_received_total',
+      help: 'WebSocket messages received from clients.',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(stats.messagesIn);
+      },
+    });
+    new Counter({
+      name: 'rpc_messages_sent_total',
+      help: 'WebSocket messages sent to clients.',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(stats.messagesOut);
+      },
+    });
+    new Counter({
+      name: 'rpc_calls_total',
+      help: 'Incoming calls by method and outcome (ok, error, not_found, rejected).',
+      labelNames: ['method', 'outcome'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [method, entry] of stats.methods) {
+          for (const outcome of OUTCOMES) {
+            if (entry.outcomes[outcome] > 0) this.inc({ method, outcome }, entry.outcomes[outcome]);
+          }
+        }
+      },
+    });
+    new Gauge({
+      name: 'rpc_subscriptions',
+      help: 'Local subscriptions by topic.',
+      labelNames: ['topic'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [topic, count] of Object.entries(sources.subscriptionsByTopic()))
+          this.set({ topic }, count);
+      },
+    });
+    new Counter({
+      name: 'rpc_dropped_messages_total',
+      help: 'Topic or stream messages not delivered to a slow subscriber.',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(sources.dropped());
+      },
+    });
+    new Counter({
+      name: 'rpc_slow_consumer_disconnects_total',
+      help: 'Connections closed with 1013 because a subscriber could not keep up.',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(sources.slowConsumerDisconnects());
+      },
+    });
+    this.rejectedUpgrades = new Counter({
+      name: 'rpc_rejected_upgrades_total',
+      help: 'WebSocket upgrades refused, by reason.',
+      labelNames: ['reason'],
+      registers,
+    });
+  }
+
+  /** Called by every session's peer once an incoming call is answered. */
+  callSettled(method: string, outcome: CallOutcome, durationMs: number): void {
+    const name = this.sources.isKnownMethod(method) ? method : UNKNOWN_METHOD;
+    let entry = this.methods.get(name);
+    if (!entry) {
+      entry = {
+        outcomes: { ok: 0, error: 0, not_found: 0, rejected: 0 },
+        buckets: new Array<number>(LATENCY_BUCKETS.length + 1).fill(0),
+        sum: 0,
+        count: 0,
+      };
+      this.methods.set(name, entry);
+    }
+    entry.outcomes[outcome]++;
+    if (outcome !== 'ok' && outcome !== 'error') return; // refused before running: no latency
+    const seconds = durationMs / 1000;
+    let i = 0;
+    while (i < LATENCY_BUCKETS.length && seconds > LATENCY_BUCKETS[i]!) i++;
+    entry.buckets[i]!++;
+    entry.sum += seconds;
+    entry.count++;
+  }
+
+  upgradeRejected(reason: string): void {
+    this.rejectedUpgrades.inc({ reason });
+  }
+
+  /** The Prometheus text exposition: prom-client's metrics plus the latency histogram. */
+  async render(): Promise<string> {
+    return (await this.registry.metrics()) + this.renderLatency();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  private renderLatency(): string {
+    const name = 'rpc_call_duration_seconds';
+    const lines = [
+      `# HELP ${name} Time from a call's arrival to its answer, by method.`,
+      `# TYPE ${name} histogram`,
+    ];
+    for (const [method, entry] of this.methods) {
+      if (entry.count === 0) continue;
+      const label = escapeLabel(method);
+      let cumulative = 0;
+      LATENCY_BUCKETS.forEach((bound, i) => {
+        cumulative += entry.buckets[i]!;
+        lines.push(`${name}_bucket{le="${bound}",method="${label}"} ${cumulative}`);
+      });
+      lines.push(`${name}_bucket{le="+Inf",method="${label}"} ${entry.count}`);
+      lines.push(`${name}_sum{method="${label}"} ${entry.sum}`);
+      lines.push(`${name}_count{method="${label}"} ${entry.count}`);
+    }
+    return `${lines.join('\n')}\n`;
+  }
+}
