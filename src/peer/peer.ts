@@ -129,6 +129,7 @@ export class Peer<S = unknown> {
   private readonly exposeErrorDetails: boolean;
   private readonly parseOptions: ClassifyOptions;
   private readonly batchOutgoing: number;
+  private acceptingCalls = true;
   private readonly authorize: PeerOptions<S>['authorize'];
   private readonly admit: PeerOptions<S>['admit'];
   private readonly onCallSettled: PeerOptions<S>['onCallSettled'];
@@ -281,6 +282,14 @@ export class Peer<S = unknown> {
     return Promise.allSettled(promises);
   }
 
+  /**
+   * From now on answer incoming requests with -32006 Shutting down (used while
+   * draining: the calls already running finish, new ones are refused).
+   */
+  stopAcceptingCalls(): void {
+    this.acceptingCalls = false;
+  }
+
   /** Close the connection. Pending calls reject and running handlers are aborted at once. */
   close(code = 1000, reason = ''): void {
     if (this.closeInfo) return;
@@ -390,6 +399,10 @@ export class Peer<S = unknown> {
     params: Params | undefined,
     version: ProtocolVersion,
   ): Reply | Promise<Reply> {
+    if (!this.acceptingCalls) {
+      this.onCallSettled?.(method, 'rejected', 0);
+      return failure(id, ErrorCode.ShuttingDown, version);
+    }
     if (this.admit && !this.admit()) {
       this.onCallSettled?.(method, 'rejected', 0);
       return failure(id, ErrorCode.RateLimited, version);

@@ -179,9 +179,9 @@ export class Gateway<C = unknown> {
 
   /**
    * Graceful drain (what SIGTERM should do): readiness turns 503, new upgrades
-   * are refused, every client gets an `rpc.reconnect` notice, and each session
-   * is closed with 1012 once its in-flight calls have finished (or the deadline
-   * passed). Then the gateway closes as `close()` does, broker included.
+   * are refused, every client gets an `rpc.reconnect` notice, calls arriving
+   * after it are answered -32006, and each session is closed with 1012 once its
+   * in-flight calls have finished (or the deadline passed). Then the gateway closes as `close()` does, broker included.
    */
   async drain(options: DrainOptions = {}): Promise<void> {
     if (this.closePromise) return this.closePromise;
@@ -191,7 +191,9 @@ export class Gateway<C = unknown> {
     const sessions = [...this.liveSessions.values()];
     this.logger.info({ sessions: sessions.length }, 'draining');
     for (const session of sessions) {
-      if (!session.isClosed) session.notify(ReservedMethod.Reconnect, notice);
+      if (session.isClosed) continue;
+      session.peer.stopAcceptingCalls();
+      session.notify(ReservedMethod.Reconnect, notice);
     }
     await Promise.all(sessions.map((session) => this.closeWhenIdle(session, deadline)));
     return this.close({ code: CloseCode.ServiceRestart, reason: 'service restart' });
