@@ -20,10 +20,10 @@ const full = {
 
 const quick = {
   rounds: 3,
-  requests: { warmupMs: 150, windowMs: 500 },
+  requests: { warmupMs: 200, windowMs: 700 },
   fanout: {
-    100: { burst: { n: 400, burst: 10 }, paced: { n: 100, intervalMs: 2 } },
-    1000: { burst: { n: 80, burst: 10 }, paced: { n: 30, intervalMs: 10 } },
+    100: { burst: { n: 600, burst: 10 }, paced: { n: 150, intervalMs: 2 } },
+    1000: { burst: { n: 120, burst: 10 }, paced: { n: 40, intervalMs: 10 } },
   },
   memory: { connections: 2_000 },
   warmup: { requestMs: 200, fanoutMessages: 50 },

@@ -10,6 +10,8 @@ import { percentile } from './stats.mjs';
 const clientKinds = { jsonrpc, 'socket.io': socketio };
 const OPEN_CONCURRENCY = 50;
 const MAX_LATENCIES = 1_000_000;
+/** Send-to-reply times (ms) of the calls completed in the measured window; reused by every slice. */
+const latencies = new Float64Array(MAX_LATENCIES);
 
 /** Open `count` connections, at most OPEN_CONCURRENCY handshakes at a time. */
 async function openMany({ url, client, count }) {
@@ -50,9 +52,9 @@ function startRequests({ url, client, conns: count, inflight, maxMs }) {
       running: true,
       completed: 0,
       wrong: 0,
+      wrongSample: undefined,
       outstanding: 0,
       recording: false,
-      latencies: new Float64Array(MAX_LATENCIES),
       recorded: 0,
       stopTimer: setTimeout(() => (state.running = false), maxMs),
     };
@@ -65,14 +67,17 @@ function startRequests({ url, client, conns: count, inflight, maxMs }) {
         state.outstanding++;
         conn.call(id, id, 1, coalesce);
       };
-      conn.onReply = (id, result) => {
+      conn.onReply = (id, result, error) => {
         const t0 = sentAt.get(id);
         sentAt.delete(id);
         state.outstanding--;
         state.completed++;
-        if (result !== id + 1) state.wrong++;
+        if (result !== id + 1 || error !== undefined) {
+          state.wrong++;
+          state.wrongSample ??= JSON.stringify(error ?? { result, expected: id + 1 });
+        }
         if (state.recording && state.recorded < MAX_LATENCIES && t0 !== undefined)
-          state.latencies[state.recorded++] = performance.now() - t0;
+          latencies[state.recorded++] = performance.now() - t0;
         if (state.running) send();
       };
       for (let i = 0; i < inflight; i++) send();
@@ -92,8 +97,8 @@ function mark() {
   }
   rr.recording = false;
   const count = rr.recorded;
-  const p50 = percentile(rr.latencies, count, 50);
-  const p99 = percentile(rr.latencies, count, 99);
+  const p50 = percentile(latencies, count, 50);
+  const p99 = percentile(latencies, count, 99);
   return { t, completed, wrong: rr.wrong, p50, p99, samples: count };
 }
 
@@ -102,10 +107,11 @@ async function stopRequests() {
   state.running = false;
   clearTimeout(state.stopTimer);
   const deadline = performance.now() + 5_000;
-  while (state.outstanding > 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+  while (state.outstanding > 0 && performance.now() < deadline)
+    await new Promise((r) => setTimeout(r, 5));
   await closeAll(state.conns);
   rr = undefined;
-  return { unanswered: state.outstanding, wrong: state.wrong };
+  return { unanswered: state.outstanding, wrong: state.wrong, wrongSample: state.wrongSample };
 }
 
 // ---- fan-out: subscribers that count and order-check every message.
@@ -119,7 +125,16 @@ async function openSubscribers({ url, client, count }) {
 }
 
 function track(conn) {
-  const tracker = { first: 0, last: -1, expected: 0, received: 0, outOfOrder: 0, stray: 0, lastAt: 0, complete: false };
+  const tracker = {
+    first: 0,
+    last: -1,
+    expected: 0,
+    received: 0,
+    outOfOrder: 0,
+    stray: 0,
+    lastAt: 0,
+    complete: false,
+  };
   conn.onData = (k) => {
     if (k < tracker.first || k > tracker.last) {
       tracker.stray++;
@@ -142,7 +157,14 @@ function track(conn) {
 /** Expect messages first..first+n-1 on every subscriber. Must be acknowledged before publishing. */
 function arm({ first, n }) {
   for (const t of subs.trackers) {
-    Object.assign(t, { first, last: first + n - 1, expected: first, received: 0, outOfOrder: 0, stray: 0 });
+    Object.assign(t, {
+      first,
+      last: first + n - 1,
+      expected: first,
+      received: 0,
+      outOfOrder: 0,
+      stray: 0,
+    });
     Object.assign(t, { lastAt: 0, complete: false });
   }
   subs.done = 0;

@@ -5,14 +5,20 @@ import { nowMs, serve } from './ipc.mjs';
 
 let server;
 
-/** Publish messages first..first+n-1: `burst` per event-loop turn, turns `intervalMs` apart (0: back to back). */
+/**
+ * Publish messages first..first+n-1: `burst` per event-loop turn, the turns back to back
+ * (setImmediate) or, with `intervalMs`, on a fixed schedule (turn i at start + i × intervalMs,
+ * so the offered rate does not depend on how long a publish takes).
+ */
 function publish({ first, n, burst, intervalMs }) {
   const end = first + n;
   let k = first;
+  let turns = 0;
   let lastAt = 0;
   const startedAt = nowMs();
   return new Promise((resolve, reject) => {
     const turn = () => {
+      turns++;
       try {
         for (let i = 0; i < burst && k < end; i++, k++) {
           if (k === end - 1) lastAt = nowMs();
@@ -23,7 +29,8 @@ function publish({ first, n, burst, intervalMs }) {
         return;
       }
       if (k >= end) resolve({ startedAt, lastAt, endedAt: nowMs() });
-      else if (intervalMs > 0) setTimeout(turn, intervalMs);
+      else if (intervalMs > 0)
+        setTimeout(turn, Math.max(0, startedAt + turns * intervalMs - nowMs()));
       else setImmediate(turn);
     };
     turn();

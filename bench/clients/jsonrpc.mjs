@@ -9,7 +9,8 @@ const SUBSCRIBE_ID = -1;
 /** Read the non-negative integer that starts at `pos` in `text`. */
 function readInt(text, pos) {
   let n = 0;
-  for (let c = text.charCodeAt(pos); c >= 48 && c <= 57; c = text.charCodeAt(++pos)) n = n * 10 + c - 48;
+  for (let c = text.charCodeAt(pos); c >= 48 && c <= 57; c = text.charCodeAt(++pos))
+    n = n * 10 + c - 48;
   return n;
 }
 
@@ -17,7 +18,7 @@ class JsonRpcConnection {
   constructor(ws, subscribe) {
     this.ws = ws;
     this.subscribeRequest = subscribe;
-    /** (id, result) for each reply to call(). */
+    /** (id, result, error) for each reply to call(). */
     this.onReply = () => undefined;
     /** (k) for each fan-out message: k is the payload's counter. */
     this.onData = () => undefined;
@@ -31,7 +32,7 @@ class JsonRpcConnection {
     if (at !== -1) return this.onData(readInt(text, at + 4));
     const msg = JSON.parse(text);
     if (msg.id === SUBSCRIBE_ID) return this.subscribed?.(msg);
-    this.onReply(msg.id, msg.error ? undefined : msg.result);
+    this.onReply(msg.id, msg.result, msg.error);
   }
 
   /** Send sum([a, b]) with this id; with `coalesce`, frames written in one turn leave together. */
@@ -45,7 +46,8 @@ class JsonRpcConnection {
   subscribe() {
     const { method, params } = this.subscribeRequest;
     return new Promise((resolve, reject) => {
-      this.subscribed = (msg) => (msg.error ? reject(new Error(JSON.stringify(msg.error))) : resolve());
+      this.subscribed = (msg) =>
+        msg.error ? reject(new Error(JSON.stringify(msg.error))) : resolve();
       this.ws.send(JSON.stringify({ jsonrpc: '2.0', method, params, id: SUBSCRIBE_ID }));
     });
   }

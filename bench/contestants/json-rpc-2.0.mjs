@@ -40,7 +40,8 @@ export default {
     return {
       port: wss.address().port,
       publish(data) {
-        for (const peer of subscribers) peer.notify('subscription', { subscription: '0x1', result: data });
+        for (const peer of subscribers)
+          peer.notify('subscription', { subscription: '0x1', result: data });
       },
       close() {
         for (const ws of wss.clients) ws.terminate();

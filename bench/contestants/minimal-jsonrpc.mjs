@@ -4,17 +4,25 @@
 // subscriber gets its own subscription id; the payload is serialized once per message.
 import { WebSocketServer } from 'ws';
 
-const error = (id, code, message) => JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id });
+const error = (id, code, message) =>
+  JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id });
 
 async function dispatch(methods, msg, ctx) {
-  if (msg === null || typeof msg !== 'object' || msg.jsonrpc !== '2.0' || typeof msg.method !== 'string')
+  if (
+    msg === null ||
+    typeof msg !== 'object' ||
+    msg.jsonrpc !== '2.0' ||
+    typeof msg.method !== 'string'
+  )
     return error(msg?.id ?? null, -32600, 'Invalid Request');
   const isCall = msg.id !== undefined;
   const fn = methods.get(msg.method);
   if (!fn) return isCall ? error(msg.id, -32601, 'Method not found') : undefined;
   try {
     const result = await fn(msg.params, ctx);
-    return isCall ? JSON.stringify({ jsonrpc: '2.0', result: result ?? null, id: msg.id }) : undefined;
+    return isCall
+      ? JSON.stringify({ jsonrpc: '2.0', result: result ?? null, id: msg.id })
+      : undefined;
   } catch {
     return isCall ? error(msg.id, -32603, 'Internal error') : undefined;
   }
@@ -46,10 +54,13 @@ export default {
     let nextId = 0;
     const methods = new Map([
       ['sum', ([a, b]) => a + b],
-      ['subscribe', (_params, { ws }) => {
-        if (!subscribers.has(ws)) subscribers.set(ws, '0x' + (++nextId).toString(16));
-        return subscribers.get(ws);
-      }],
+      [
+        'subscribe',
+        (_params, { ws }) => {
+          if (!subscribers.has(ws)) subscribers.set(ws, '0x' + (++nextId).toString(16));
+          return subscribers.get(ws);
+        },
+      ],
     ]);
     const wss = new WebSocketServer({ host, port: 0, perMessageDeflate: false });
     await new Promise((resolve) => wss.once('listening', resolve));
@@ -62,7 +73,9 @@ export default {
       publish(data) {
         const tail = '","result":' + JSON.stringify(data) + '}}';
         for (const [ws, id] of subscribers)
-          ws.send('{"jsonrpc":"2.0","method":"subscription","params":{"subscription":"' + id + tail);
+          ws.send(
+            '{"jsonrpc":"2.0","method":"subscription","params":{"subscription":"' + id + tail,
+          );
       },
       close() {
         for (const ws of wss.clients) ws.terminate();

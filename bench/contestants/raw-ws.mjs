@@ -25,7 +25,10 @@ export async function startRawWs(host, send) {
         send(ws, '{"jsonrpc":"2.0","result":"0x1","id":' + id + '}');
         return;
       }
-      send(ws, '{"jsonrpc":"2.0","result":' + (msg.params[0] + msg.params[1]) + ',"id":' + id + '}');
+      send(
+        ws,
+        '{"jsonrpc":"2.0","result":' + (msg.params[0] + msg.params[1]) + ',"id":' + id + '}',
+      );
     });
     ws.on('close', () => subscribers.delete(ws));
   });

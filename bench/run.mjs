@@ -1,0 +1,240 @@
+// The benchmark runner: `node bench/run.mjs [--quick] [--rounds N] [--contestants a,b]
+// [--scenarios x,y] [--no-write]`. It forks one server process per contestant and one
+// load generator, interleaves the contestants round-robin through every scenario for
+// R rounds, prints one markdown table per scenario and writes them to BENCHMARKS.md.
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { HOST, settingsFor } from './config.mjs';
+import { baseline, contestants as allContestants } from './contestants/index.mjs';
+import { Child } from './ipc.mjs';
+import { formatForConsole, machineInfo, renderResults, writeResults } from './report.mjs';
+import { scenariosFor, warmUp } from './scenarios.mjs';
+
+const here = (path) => fileURLToPath(new URL(path, import.meta.url));
+const BENCHMARKS = here('../BENCHMARKS.md');
+// Pure-JS `ws` in every process: the native bufferutil/utf-8-validate addons are optional
+// dependencies that some installs have and others do not.
+const CHILD_ENV = { WS_NO_BUFFER_UTIL: '1', WS_NO_UTF_8_VALIDATE: '1' };
+
+const { values: opts } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    rounds: { type: 'string' },
+    contestants: { type: 'string' },
+    scenarios: { type: 'string' },
+    'no-write': { type: 'boolean', default: false },
+    help: { type: 'boolean', default: false },
+  },
+});
+
+if (opts.help) {
+  console.log(
+    'node bench/run.mjs [--quick] [--rounds N] [--contestants id,id] [--scenarios id,id] [--no-write]\n' +
+      `contestants: ${allContestants.map((c) => c.id).join(', ')}\n` +
+      'scenarios: rr-1x1, rr-1x64, rr-32x16, fanout-100, fanout-1000, memory-2000',
+  );
+  process.exit(0);
+}
+if (!existsSync(here('../dist/src/index.js'))) {
+  console.error(
+    'bench: dist/src/index.js is missing: run `npm run build` first (npm run bench does).',
+  );
+  process.exit(2);
+}
+
+const settings = settingsFor({ quick: opts.quick, rounds: opts.rounds && Number(opts.rounds) });
+const pick = (list, ids) => (ids ? list.filter((x) => ids.split(',').includes(x.id)) : list);
+// The baseline always runs: every ratio is taken against it.
+const contestants = pick(allContestants, opts.contestants);
+if (!contestants.includes(baseline)) contestants.unshift(baseline);
+const scenarios = pick(scenariosFor(settings), opts.scenarios);
+const tables = scenarios.flatMap((s) => s.tables);
+
+/** results: table id -> contestant id -> { values: { figure: [per round] }, lost } */
+const results = new Map(
+  tables.map((t) => [t.id, new Map(contestants.map((c) => [c.id, { values: {}, lost: 0 }]))]),
+);
+const failures = [];
+const startedAt = performance.now();
+const log = (line) => process.stderr.write(line + '\n');
+
+function fail(message) {
+  failures.push(message);
+  log(`\n!!!!!!!! FAILURE: ${message}\n`);
+}
+
+// ---- processes
+const newLoadgen = () => new Child('load generator', here('./loadgen.mjs'), { env: CHILD_ENV });
+let loadgen = newLoadgen();
+const servers = new Map();
+
+function urlFor(contestant, port) {
+  return contestant.client.kind === 'socket.io'
+    ? `http://${HOST}:${port}`
+    : `ws://${HOST}:${port}${contestant.client.path}`;
+}
+
+async function startServer(contestant) {
+  const child = new Child(`${contestant.name} server`, here('./server.mjs'), {
+    execArgv: ['--expose-gc'],
+    env: CHILD_ENV,
+  });
+  try {
+    const { port } = await child.request('start', { id: contestant.id, host: HOST }, 30_000);
+    return { child, url: urlFor(contestant, port) };
+  } catch (err) {
+    await child.stop();
+    throw err;
+  }
+}
+
+async function stopAll() {
+  await Promise.all([loadgen.stop(), ...[...servers.values()].map((s) => s.child.stop())]);
+}
+
+const watchdog = setTimeout(() => {
+  log(`bench: watchdog: the run exceeded ${settings.watchdogMs / 60_000} minutes; stopping.`);
+  loadgen.proc.kill('SIGKILL');
+  for (const s of servers.values()) s.child.proc.kill('SIGKILL');
+  process.exit(2);
+}, settings.watchdogMs);
+watchdog.unref();
+process.once('SIGINT', () => {
+  log('bench: interrupted');
+  void stopAll().then(() => process.exit(130));
+});
+
+let nextSequence = 1;
+const ctx = {
+  settings,
+  get loadgen() {
+    return loadgen;
+  },
+  server(contestant) {
+    const server = servers.get(contestant.id);
+    if (!server) throw new Error(`${contestant.name}: no server running`);
+    return server;
+  },
+  freshServer: startServer,
+  /** Fan-out payload counters never repeat within a run, so a late message cannot pass as a new one. */
+  takeSequence(n) {
+    const first = nextSequence;
+    nextSequence += n;
+    return first;
+  },
+};
+
+/** After a failed slice: a fresh load generator, and a fresh server if it died. */
+async function recover(contestant) {
+  await loadgen.stop();
+  loadgen = newLoadgen();
+  const server = servers.get(contestant.id);
+  if (server && !server.child.alive) {
+    servers.delete(contestant.id);
+    try {
+      servers.set(contestant.id, await startServer(contestant));
+    } catch (err) {
+      fail(`${contestant.name}: server could not be restarted: ${err.message}`);
+    }
+  }
+}
+
+function record(round, contestant, outcomes) {
+  for (const { table, values, problems } of outcomes) {
+    const entry = results.get(table)?.get(contestant.id);
+    if (!entry) continue;
+    // A slice that went wrong measured something else: only its loss count is kept.
+    for (const [key, value] of Object.entries(values)) {
+      if (key === 'lost') entry.lost += value;
+      else if (problems.length === 0) (entry.values[key] ??= [])[round] = value;
+    }
+    const title = tables.find((t) => t.id === table)?.title ?? table;
+    for (const p of problems) fail(`round ${round + 1}, ${contestant.name}, ${title}: ${p}`);
+    const summary = Object.entries(values)
+      .filter(([key]) => key !== 'lost')
+      .map(([key, v]) => `${key} ${typeof v === 'number' ? Number(v.toPrecision(4)) : v}`)
+      .join(', ');
+    log(`  ${table.padEnd(18)} ${contestant.name.padEnd(28)} ${summary}`);
+  }
+}
+
+function formatDuration(ms) {
+  const s = Math.round(ms / 1000);
+  return s >= 60 ? `${Math.floor(s / 60)} min ${s % 60} s` : `${s} s`;
+}
+
+// ---- the run
+log(
+  `bench: ${contestants.length} contestants × ${scenarios.length} scenarios × ${settings.rounds} rounds` +
+    (opts.quick ? ' (quick)' : ''),
+);
+for (const c of contestants) {
+  try {
+    servers.set(c.id, await startServer(c));
+  } catch (err) {
+    fail(`${c.name}: server did not start: ${err.message}`);
+  }
+}
+
+log('warm-up (unmeasured)');
+for (const c of contestants) {
+  if (!servers.has(c.id)) continue;
+  try {
+    for (const p of await warmUp(ctx, c)) fail(`warm-up, ${c.name}: ${p}`);
+  } catch (err) {
+    fail(`warm-up, ${c.name}: ${err.message}`);
+    await recover(c);
+  }
+}
+
+for (let round = 0; round < settings.rounds; round++) {
+  const shift = round % contestants.length;
+  const order = [...contestants.slice(shift), ...contestants.slice(0, shift)];
+  log(
+    `round ${round + 1}/${settings.rounds} (${formatDuration(performance.now() - startedAt)} so far)`,
+  );
+  for (const scenario of scenarios) {
+    for (const c of order) {
+      try {
+        record(round, c, await scenario.run(ctx, c));
+      } catch (err) {
+        fail(`round ${round + 1}, ${c.name}, ${scenario.id}: ${err.message}`);
+        await recover(c);
+      }
+    }
+  }
+}
+
+await stopAll();
+clearTimeout(watchdog);
+
+const durationMs = performance.now() - startedAt;
+const args = process.argv.slice(2).join(' ');
+const script = process.env.npm_lifecycle_event;
+const command =
+  script === 'bench:quick' || script === 'bench'
+    ? `npm run ${script}${args && !(script === 'bench:quick' && args === '--quick') ? ` -- ${args}` : ''}`
+    : `node bench/run.mjs${args ? ` ${args}` : ''}`;
+const section = renderResults({
+  command,
+  date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+  durationText: formatDuration(durationMs),
+  machine: machineInfo(),
+  settings,
+  contestants,
+  baselineId: baseline.id,
+  tables,
+  results,
+  failures,
+});
+process.stdout.write('\n' + (await formatForConsole(section, BENCHMARKS)));
+if (!opts['no-write']) {
+  await writeResults(BENCHMARKS, section);
+  log(`\nbench: results written to BENCHMARKS.md`);
+}
+log(`bench: done in ${formatDuration(durationMs)}`);
+if (failures.length > 0) {
+  log(`\n!!!!!!!! ${failures.length} FAILURE(S):\n${failures.map((f) => `  - ${f}`).join('\n')}`);
+  process.exitCode = 1;
+}
