@@ -14,7 +14,7 @@ import { JsonRpcError, toWireError } from '../protocol/errors.js';
 import { ConnectionClosedError } from '../protocol/local-errors.js';
 import { ReservedMethod, isReservedMethod } from '../protocol/reserved.js';
 import type { Params, ProtocolVersion, RequestId } from '../protocol/types.js';
-import type { Transport } from '../transport/transport.js';
+import type { Transport, TransportListener } from '../transport/transport.js';
 import { RunningCall } from './handler-context.js';
 import { silentLogger } from './logger.js';
 import type { Logger } from './logger.js';
@@ -57,10 +57,12 @@ export interface PeerOptions<S> {
     session: S,
   ) => boolean | Promise<boolean>;
   /**
-   * Rate limit: called for each incoming request and notification; false answers
+   * Rate limit: `take()` is called for each incoming request and notification; false answers
    * -32003 Rate limited (a notification is dropped).
    */
-  admit?: () => boolean;
+  admit?: { take(): boolean };
+  /** Told once the connection has closed and everything has settled (an alternative to `closed` that allocates nothing). */
+  onClosed?: (peer: Peer<S>, info: CloseInfo) => void;
   /** Told of every incoming call once it is answered, for metrics. */
   onCallSettled?: (method: string, outcome: CallOutcome, durationMs: number) => void;
   /** Reserved (`rpc.`) notifications other than cancel, for the layer above. */
@@ -117,14 +119,18 @@ function failure(id: RequestId, code: number, version: ProtocolVersion, data?: u
  * notifications as Observables. It owns nothing but the transport it is given;
  * `teardown` is the single place where a connection's state is released.
  */
-export class Peer<S = unknown> {
+export class Peer<S = unknown> implements TransportListener {
   readonly registry: MethodRegistry<S>;
   readonly session: S;
   readonly logger: Logger;
-  private readonly pending: PendingCalls;
-  private readonly running = new Set<RunningCall<S>>();
-  private readonly runningById = new Map<RequestId, RunningCall<S>>();
-  private readonly notificationSubject = new Subject<IncomingNotification>();
+  private pendingTable: PendingCalls | undefined;
+  private readonly maxPendingCalls: number;
+  private readonly callTimeout: number;
+  // Allocated on first use: most connections never need them, and a gateway holds thousands.
+  private running: Set<RunningCall<S>> | undefined;
+  private runningById: Map<RequestId, RunningCall<S>> | undefined;
+  private subject: Subject<IncomingNotification> | undefined;
+  private closedPromise: Promise<CloseInfo> | undefined;
   private readonly maxInFlight: number;
   private readonly exposeErrorDetails: boolean;
   private readonly parseOptions: ClassifyOptions;
@@ -133,15 +139,11 @@ export class Peer<S = unknown> {
   private readonly authorize: PeerOptions<S>['authorize'];
   private readonly admit: PeerOptions<S>['admit'];
   private readonly onCallSettled: PeerOptions<S>['onCallSettled'];
-  private outbox: string[] = [];
+  private readonly onClosed: PeerOptions<S>['onClosed'];
+  private outbox: string[] | undefined;
   private readonly onReservedNotification: PeerOptions<S>['onReservedNotification'];
   private closeInfo: CloseInfo | undefined;
-  private resolveClosed!: (info: CloseInfo) => void;
-
-  /** Settles once, when the connection has closed and every call has settled. */
-  readonly closed: Promise<CloseInfo>;
-  /** Every incoming notification (reserved `rpc.` ones excluded). Completes on close. */
-  readonly notifications$: Observable<IncomingNotification>;
+  private resolveClosed: ((info: CloseInfo) => void) | undefined;
 
   constructor(
     private readonly transport: Transport,
@@ -157,18 +159,12 @@ export class Peer<S = unknown> {
     this.authorize = options.authorize;
     this.admit = options.admit;
     this.onCallSettled = options.onCallSettled;
+    this.onClosed = options.onClosed;
     this.onReservedNotification = options.onReservedNotification;
-    this.pending = new PendingCalls(
-      options.maxPendingCalls ?? 1024,
-      options.callTimeout ?? 30_000,
-      (id) => this.sendCancel(id),
-    );
-    this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
-    this.notifications$ = this.notificationSubject.asObservable();
-    transport.listen({
-      message: (text) => this.receive(text),
-      close: (code, reason) => this.teardown(code, reason),
-    });
+    this.maxPendingCalls = options.maxPendingCalls ?? 1024;
+    this.callTimeout = options.callTimeout ?? 30_000;
+    // The peer is its transport's listener: no closures per connection.
+    transport.listen(this);
   }
 
   get isClosed(): boolean {
@@ -177,12 +173,47 @@ export class Peer<S = unknown> {
 
   /** Outgoing calls awaiting a response. */
   get pendingCount(): number {
-    return this.pending.size;
+    return this.pendingTable?.size ?? 0;
+  }
+
+  /** Outgoing calls awaiting a response; the table is made on the first call out. */
+  private get pending(): PendingCalls {
+    return (this.pendingTable ??= new PendingCalls(this.maxPendingCalls, this.callTimeout, (id) =>
+      this.sendCancel(id),
+    ));
+  }
+
+  /** TransportListener: the transport has closed. */
+  transportClosed(code: number, reason: string): void {
+    this.teardown(code, reason);
+  }
+
+  /** Settles once, when the connection has closed and every call has settled. */
+  get closed(): Promise<CloseInfo> {
+    if (!this.closedPromise) {
+      this.closedPromise = this.closeInfo
+        ? Promise.resolve(this.closeInfo)
+        : new Promise((resolve) => (this.resolveClosed = resolve));
+    }
+    return this.closedPromise;
+  }
+
+  /** Every incoming notification (reserved `rpc.` ones excluded). Completes on close. */
+  get notifications$(): Observable<IncomingNotification> {
+    return this.notificationSubject().asObservable();
+  }
+
+  private notificationSubject(): Subject<IncomingNotification> {
+    if (!this.subject) {
+      this.subject = new Subject();
+      if (this.closeInfo) this.subject.complete();
+    }
+    return this.subject;
   }
 
   /** Incoming calls whose handlers are still running. */
   get inFlightCount(): number {
-    return this.running.size;
+    return this.running?.size ?? 0;
   }
 
   get bufferedAmount(): number {
@@ -194,7 +225,7 @@ export class Peer<S = unknown> {
     descriptor: NotificationDescriptor<P> | string,
   ): Observable<P> {
     const name = typeof descriptor === 'string' ? descriptor : descriptor.name;
-    return this.notificationSubject.pipe(
+    return this.notificationSubject().pipe(
       filter((n) => n.method === name),
       map((n) => n.params as P),
     );
@@ -379,10 +410,10 @@ export class Peer<S = unknown> {
         this.handleNotification(message.method, message.params);
         return undefined;
       case 'success':
-        if (!this.pending.resolve(message.id, message.result)) this.logUnmatched(message.id);
+        if (!this.pendingTable?.resolve(message.id, message.result)) this.logUnmatched(message.id);
         return undefined;
       case 'failure':
-        if (!this.pending.reject(message.id, message.error))
+        if (!this.pendingTable?.reject(message.id, message.error))
           this.logUnmatched(message.id, message.error);
         return undefined;
       case 'invalid':
@@ -399,29 +430,28 @@ export class Peer<S = unknown> {
     params: Params | undefined,
     version: ProtocolVersion,
   ): Reply | Promise<Reply> {
+    // Liveness probes are answered even while draining or rate limited: they cost nothing.
+    if (method === ReservedMethod.Ping) return encodeSuccess(id, 'pong', version);
     if (!this.acceptingCalls) {
       this.onCallSettled?.(method, 'rejected', 0);
       return failure(id, ErrorCode.ShuttingDown, version);
     }
-    if (this.admit && !this.admit()) {
+    if (this.admit && !this.admit.take()) {
       this.onCallSettled?.(method, 'rejected', 0);
       return failure(id, ErrorCode.RateLimited, version);
     }
-    if (isReservedMethod(method)) {
-      if (method === ReservedMethod.Ping) return encodeSuccess(id, 'pong', version);
-      return failure(id, ErrorCode.MethodNotFound, version);
-    }
+    if (isReservedMethod(method)) return failure(id, ErrorCode.MethodNotFound, version);
     const handler = this.registry.get(method);
     if (!handler) {
       this.onCallSettled?.(method, 'not_found', 0);
       return failure(id, ErrorCode.MethodNotFound, version);
     }
-    if (this.running.size >= this.maxInFlight) {
+    if (this.inFlightCount >= this.maxInFlight) {
       this.onCallSettled?.(method, 'rejected', 0);
       return failure(id, ErrorCode.ServerBusy, version, { maxInFlight: this.maxInFlight });
     }
     if (!this.authorize) return this.runHandler(handler, id, method, params, version);
-    const verdict = this.authorize(method, params, this.session);
+    const verdict = this.askAuthorize(method, params);
     if (!isPromiseLike(verdict)) {
       return verdict
         ? this.runHandler(handler, id, method, params, version)
@@ -437,6 +467,15 @@ export class Peer<S = unknown> {
         return failure(id, ErrorCode.InternalError, version);
       },
     );
+  }
+
+  /** The authorize hook's verdict; a hook that throws counts as a failed (rejected) promise. */
+  private askAuthorize(method: string, params: Params | undefined): boolean | PromiseLike<boolean> {
+    try {
+      return this.authorize!(method, params, this.session);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
   }
 
   private unauthorized(id: RequestId, method: string, version: ProtocolVersion): string {
@@ -467,8 +506,7 @@ export class Peer<S = unknown> {
       settled('ok');
       return this.success(call, result, version);
     }
-    this.running.add(call);
-    if (!this.runningById.has(id)) this.runningById.set(id, call);
+    this.track(call);
     if (this.closeInfo) call.abort(this.closedError()); // the handler closed the connection itself
     return Promise.resolve(result).then(
       (value) => {
@@ -495,10 +533,17 @@ export class Peer<S = unknown> {
     return encodeFailure(id, toWireError(err, this.exposeErrorDetails), version);
   }
 
+  private track(call: RunningCall<S>): void {
+    (this.running ??= new Set()).add(call);
+    const byId = (this.runningById ??= new Map());
+    if (call.id !== undefined && !byId.has(call.id)) byId.set(call.id, call);
+  }
+
   private finish(call: RunningCall<S>): void {
-    this.running.delete(call);
-    if (call.id !== undefined && this.runningById.get(call.id) === call)
+    this.running?.delete(call);
+    if (call.id !== undefined && this.runningById?.get(call.id) === call) {
       this.runningById.delete(call.id);
+    }
   }
 
   private handleNotification(method: string, params: Params | undefined): void {
@@ -507,7 +552,7 @@ export class Peer<S = unknown> {
       else this.onReservedNotification?.(method, params);
       return;
     }
-    if (this.admit && !this.admit()) {
+    if (this.admit && !this.admit.take()) {
       this.logger.debug({ method }, 'notification dropped: rate limited');
       return;
     }
@@ -515,7 +560,7 @@ export class Peer<S = unknown> {
       this.deliverNotification(method, params);
       return;
     }
-    const verdict = this.authorize(method, params, this.session);
+    const verdict = this.askAuthorize(method, params);
     if (!isPromiseLike(verdict)) {
       if (verdict) this.deliverNotification(method, params);
       return;
@@ -529,8 +574,12 @@ export class Peer<S = unknown> {
   private deliverNotification(method: string, params: Params | undefined): void {
     // A notification is a call whose caller wants no answer: run its handler if there is one.
     const handler = this.registry.get(method);
+    if (handler && this.inFlightCount >= this.maxInFlight) {
+      this.logger.debug({ method }, 'notification dropped: too many calls in flight');
+      return;
+    }
     if (handler) this.runForNotification(handler, method, params);
-    this.notificationSubject.next({ method, params });
+    this.subject?.next({ method, params });
   }
 
   private runForNotification(
@@ -539,7 +588,7 @@ export class Peer<S = unknown> {
     params: Params | undefined,
   ): void {
     const call = new RunningCall(this.session, this.logger, undefined, method);
-    this.running.add(call);
+    this.track(call);
     const report = (err: unknown): void => {
       this.finish(call);
       if (!call.aborted) this.logger.warn({ err, method }, 'notification handler failed');
@@ -556,7 +605,7 @@ export class Peer<S = unknown> {
   private cancelRunning(params: Params | undefined): void {
     const id = params && !Array.isArray(params) ? (params as { id?: unknown }).id : undefined;
     if (typeof id !== 'string' && typeof id !== 'number') return;
-    this.runningById.get(id)?.abort(new Error('Cancelled by caller'));
+    this.runningById?.get(id)?.abort(new Error('Cancelled by caller'));
   }
 
   private sendCancel(id: number): void {
@@ -569,19 +618,20 @@ export class Peer<S = unknown> {
       this.transport.send(frame);
       return;
     }
-    if (this.outbox.push(frame) === 1) queueMicrotask(() => this.flushOutbox());
-    else if (this.outbox.length >= this.batchOutgoing) this.flushOutbox();
+    const outbox = (this.outbox ??= []);
+    if (outbox.push(frame) === 1) queueMicrotask(() => this.flushOutbox());
+    else if (outbox.length >= this.batchOutgoing) this.flushOutbox();
   }
 
   private flushOutbox(): void {
     const frames = this.outbox;
-    if (frames.length === 0 || this.closeInfo) return;
-    this.outbox = [];
+    if (!frames || frames.length === 0 || this.closeInfo) return;
+    this.outbox = undefined;
     this.transport.send(frames.length === 1 ? frames[0]! : encodeBatch(frames));
   }
 
   private logUnmatched(id: RequestId, error?: unknown): void {
-    if (this.pending.wasAbandoned(id)) {
+    if (this.pendingTable?.wasAbandoned(id)) {
       this.logger.debug({ id }, 'late response to a call given up locally');
     } else {
       this.logger.warn({ id, error }, 'dropped a response that matches no pending call');
@@ -598,11 +648,12 @@ export class Peer<S = unknown> {
     if (this.closeInfo) return;
     this.closeInfo = { code, reason };
     const error = this.closedError();
-    this.pending.rejectAll(error);
-    for (const call of this.running) call.abort(error);
-    this.running.clear();
-    this.runningById.clear();
-    this.notificationSubject.complete();
-    this.resolveClosed(this.closeInfo);
+    this.pendingTable?.rejectAll(error);
+    if (this.running) for (const call of this.running) call.abort(error);
+    this.running = undefined;
+    this.runningById = undefined;
+    this.subject?.complete();
+    this.resolveClosed?.(this.closeInfo);
+    this.onClosed?.(this, this.closeInfo);
   }
 }

@@ -31,10 +31,11 @@ const ABANDONED_MEMORY = 256;
  * cancellation or `rejectAll` on close; each path clears its timer and listener.
  */
 export class PendingCalls {
-  private readonly entries = new Map<number, Entry>();
+  // Made on first use: a server holds one table per connection, and most never call out.
+  private entriesMap: Map<number, Entry> | undefined;
   private nextId = 1;
-  private readonly abandoned = new Set<RequestId>();
-  private readonly abandonedOrder: RequestId[] = [];
+  private abandoned: Set<RequestId> | undefined;
+  private abandonedOrder: RequestId[] | undefined;
 
   constructor(
     private readonly limit: number,
@@ -44,12 +45,16 @@ export class PendingCalls {
   ) {}
 
   get size(): number {
-    return this.entries.size;
+    return this.entriesMap?.size ?? 0;
+  }
+
+  private get entries(): Map<number, Entry> {
+    return (this.entriesMap ??= new Map());
   }
 
   /** Reserve an id and a settle-once entry. Throws TooManyPendingCallsError when full. */
   open(method: string, options: CallOptions = {}): { id: number; promise: Promise<unknown> } {
-    if (this.entries.size >= this.limit) throw new TooManyPendingCallsError(this.limit);
+    if (this.size >= this.limit) throw new TooManyPendingCallsError(this.limit);
     if (options.signal?.aborted) throw new CancelledError(method, options.signal.reason);
     const id = this.allocateId();
     let resolve!: (value: unknown) => void;
@@ -112,28 +117,30 @@ export class PendingCalls {
 
   /** Reject every pending call; used once, on close. */
   rejectAll(reason: unknown): void {
-    for (const id of [...this.entries.keys()]) this.settle(id)?.reject(reason);
+    if (!this.entriesMap) return;
+    for (const id of [...this.entriesMap.keys()]) this.settle(id)?.reject(reason);
   }
 
   /** True when this id was given up locally (timed out or cancelled). */
   wasAbandoned(id: RequestId): boolean {
-    return this.abandoned.has(id);
+    return this.abandoned?.has(id) ?? false;
   }
 
   private settle(id: number): Entry | undefined {
-    const entry = this.entries.get(id);
+    const entry = this.entriesMap?.get(id);
     if (!entry) return undefined;
-    this.entries.delete(id);
+    this.entriesMap!.delete(id);
     if (entry.timer !== undefined) clearTimeout(entry.timer);
     if (entry.onAbort) entry.signal?.removeEventListener('abort', entry.onAbort);
     return entry;
   }
 
   private giveUp(id: RequestId): void {
-    this.abandoned.add(id);
-    this.abandonedOrder.push(id);
-    if (this.abandonedOrder.length > ABANDONED_MEMORY)
-      this.abandoned.delete(this.abandonedOrder.shift()!);
+    const abandoned = (this.abandoned ??= new Set());
+    const order = (this.abandonedOrder ??= []);
+    abandoned.add(id);
+    order.push(id);
+    if (order.length > ABANDONED_MEMORY) abandoned.delete(order.shift()!);
   }
 
   private allocateId(): number {
@@ -141,7 +148,7 @@ export class PendingCalls {
     for (;;) {
       const id = this.nextId;
       this.nextId = id >= Number.MAX_SAFE_INTEGER ? 1 : id + 1;
-      if (!this.entries.has(id)) return id;
+      if (!this.entriesMap?.has(id)) return id;
     }
   }
 }

@@ -11,13 +11,14 @@ import type { Logger } from '../peer/logger.js';
 import type { MethodDescriptor } from '../peer/method-descriptor.js';
 import { MethodRegistry } from '../peer/method-registry.js';
 import type { Handler } from '../peer/method-registry.js';
+import { LazyChildLogger } from '../peer/lazy-child-logger.js';
 import { Peer } from '../peer/peer.js';
+import type { CloseInfo, PeerOptions } from '../peer/peer.js';
 import { ReservedMethod } from '../protocol/reserved.js';
 import type { Params } from '../protocol/types.js';
 import type { Broker } from '../pubsub/broker.js';
 import type { FlowControl } from '../pubsub/delivery.js';
 import { MemoryBroker } from '../pubsub/memory-broker.js';
-import type { Sink } from '../pubsub/sink.js';
 import { CloseCode } from '../transport/transport.js';
 import { WsTransport } from '../transport/ws-transport.js';
 import { Heartbeat } from './heartbeat.js';
@@ -62,7 +63,6 @@ export class Gateway<C = unknown> {
   private readonly limits: Required<GatewayLimits>;
   private readonly heartbeat: Heartbeat;
   private readonly liveSessions = new Map<string, Session<C>>();
-  private readonly sockets = new Map<Session<C>, WebSocket>();
   private readonly connectedSubject = new Subject<Session<C>>();
   private readonly disconnectedSubject = new Subject<Session<C>>();
   private readonly ownsServer: boolean;
@@ -70,6 +70,10 @@ export class Gateway<C = unknown> {
   /** Topics, streams and the subscribe/unsubscribe methods. */
   readonly pubsub: PubSubService<C>;
   private closing = false;
+  private readonly idPrefix = `${nanoid(10)}-`;
+  private sessionCounter = 0;
+  /** Peer options every session shares (one object, one set of closures, for all of them). */
+  private readonly peerOptions: Omit<PeerOptions<Session<C>>, 'session'>;
   private readonly admission: Admission;
   /** Prometheus metrics, served at /metrics. */
   readonly metrics: GatewayMetrics;
@@ -103,6 +107,21 @@ export class Gateway<C = unknown> {
       slowConsumerDisconnects: () => this.pubsub.stats.slowConsumerDisconnects,
       isKnownMethod: (method) => this.registry.has(method),
     });
+    const authorize = options.authorize;
+    this.peerOptions = {
+      registry: this.registry,
+      callTimeout: options.callTimeout,
+      maxPendingCalls: this.limits.maxPendingCalls,
+      maxInFlight: this.limits.maxInFlight,
+      exposeErrorDetails: options.exposeErrorDetails,
+      authorize: authorize && ((method, params, session) => authorize({ session, method, params })),
+      onCallSettled: (method, outcome, ms) => this.metrics.callSettled(method, outcome, ms),
+      parse: {
+        acceptV1: options.acceptV1 ?? false,
+        maxBatch: this.limits.maxBatch,
+        maxDepth: this.limits.maxDepth,
+      },
+    };
     this.ownsBroker = !options.broker;
     this.pubsub = new PubSubService<C>(
       options.broker ?? new MemoryBroker(),
@@ -115,7 +134,13 @@ export class Gateway<C = unknown> {
     this.ownsServer = !options.server;
     this.httpServer = options.server ?? createServer();
     this.httpServer.on('request', (req, res) => void this.onHttpRequest(req, res));
-    this.httpServer.on('upgrade', (req, socket, head) => void this.onUpgrade(req, socket, head));
+    this.httpServer.on('upgrade', (req, socket: Duplex, head: Buffer) => {
+      this.onUpgrade(req, socket, head).catch((err: unknown) => {
+        // A hook (origin predicate, selectProtocol) threw: answer rather than leave the socket hanging.
+        this.logger.error({ err }, 'upgrade failed');
+        this.refuse(socket, 'error', 500);
+      });
+    });
   }
 
   /** Register a handler for calls from clients. `ctx.session` is the calling Session. */
@@ -220,7 +245,7 @@ export class Gateway<C = unknown> {
   private async shutdown(options: CloseOptions): Promise<void> {
     this.closing = true;
     const code = options.code ?? CloseCode.GoingAway;
-    const sockets = [...this.sockets.values()];
+    const sockets = [...this.liveSessions.values()].map((session) => session.transport.socket);
     for (const session of [...this.liveSessions.values()]) {
       session.close(code, options.reason ?? 'server shutting down');
     }
@@ -337,7 +362,10 @@ export class Gateway<C = unknown> {
     }
     if (socket.destroyed) return release();
     socket.once('close', release);
-    this.wss.handleUpgrade(request, socket, head, (ws) => this.openSession(ws, context, upgrade));
+    const { remoteAddress } = upgrade;
+    this.wss.handleUpgrade(request, socket, head, (ws) =>
+      this.openSession(ws, context, remoteAddress),
+    );
   }
 
   private refuse(
@@ -357,59 +385,40 @@ export class Gateway<C = unknown> {
     rejectUpgrade(socket, status, message, headers);
   }
 
-  private openSession(ws: WebSocket, context: C, upgrade: UpgradeRequest): void {
-    const id = nanoid();
-    const logger = this.logger.child({ session: id });
-    const session = new Session<C>(id, context, upgrade.remoteAddress, logger);
+  private openSession(ws: WebSocket, context: C, remoteAddress: string | undefined): void {
+    // Unique across gateways (a random prefix per process) without a random draw per connection.
+    const id = `${this.idPrefix}${(++this.sessionCounter).toString(36)}`;
+    const logger = new LazyChildLogger(this.logger, { session: id });
     const transport = new WsTransport(ws, this.metrics);
+    const session = new Session<C>(id, context, remoteAddress, logger, transport);
     const { ratePerSecond, rateBurst } = this.limits;
-    const bucket = ratePerSecond > 0 ? new TokenBucket(ratePerSecond, rateBurst) : undefined;
-    const authorize = this.options.authorize;
+    // Everything but the session, its transport and its bucket is shared by all sessions.
     const peer = new Peer<Session<C>>(transport, {
-      registry: this.registry,
+      ...this.peerOptions,
       session,
       logger,
-      callTimeout: this.options.callTimeout,
-      maxPendingCalls: this.limits.maxPendingCalls,
-      maxInFlight: this.limits.maxInFlight,
-      exposeErrorDetails: this.options.exposeErrorDetails,
-      admit: bucket && (() => bucket.take()),
-      authorize: authorize && ((method, params) => authorize({ session, method, params })),
-      onCallSettled: (method, outcome, ms) => this.metrics.callSettled(method, outcome, ms),
-      parse: {
-        acceptV1: this.options.acceptV1 ?? false,
-        maxBatch: this.limits.maxBatch,
-        maxDepth: this.limits.maxDepth,
-      },
+      admit: ratePerSecond > 0 ? new TokenBucket(ratePerSecond, rateBurst) : undefined,
+      onClosed: this.onSessionClosed,
     });
     session.peer = peer;
     this.liveSessions.set(id, session);
-    this.sockets.set(session, ws);
-    const sink: Sink = {
-      send: (frame) => {
-        if (!peer.isClosed) transport.send(frame);
-      },
-      get bufferedAmount() {
-        return ws.bufferedAmount;
-      },
-      close: (code, reason) => session.close(code, reason),
-      onDrain: (listener) => transport.onDrain(listener),
-    };
-    this.pubsub.attach(session, sink);
     this.heartbeat.watch(ws);
     logger.info(
-      { remoteAddress: upgrade.remoteAddress, protocol: ws.protocol || undefined },
+      // A subprotocol other than ours may be a token (a browser's only way to send one).
+      { remoteAddress, protocol: ws.protocol === PREFERRED_SUBPROTOCOL ? ws.protocol : undefined },
       'connected',
     );
-    void peer.closed.then(({ code, reason }) => {
-      this.liveSessions.delete(id);
-      this.sockets.delete(session);
-      this.pubsub.detach(session);
-      logger.info({ code, reason: reason || undefined }, 'disconnected');
-      this.disconnectedSubject.next(session);
-    });
     this.connectedSubject.next(session);
   }
+
+  private readonly onSessionClosed = (peer: Peer<Session<C>>, info: CloseInfo): void => {
+    const session = peer.session;
+    this.liveSessions.delete(session.id);
+    this.heartbeat.unwatch(session.transport.socket);
+    this.pubsub.detach(session);
+    session.logger.info({ code: info.code, reason: info.reason || undefined }, 'disconnected');
+    this.disconnectedSubject.next(session);
+  };
 }
 
 /** Create a gateway; call `listen()` to start it. */

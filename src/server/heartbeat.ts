@@ -1,12 +1,19 @@
 import type { WebSocket } from 'ws';
 
+const ALIVE = Symbol('alive');
+type Watched = WebSocket & { [ALIVE]: boolean };
+
+// One shared listener (ws calls it with `this` = the socket), not a closure per connection.
+function onPong(this: WebSocket): void {
+  (this as Watched)[ALIVE] = true;
+}
+
 /**
  * Pings every socket on an interval and terminates those that did not answer
  * the previous ping (the `ws` sweep): a half-open TCP connection is found
  * within two intervals.
  */
 export class Heartbeat {
-  private readonly alive = new WeakMap<WebSocket, boolean>();
   private readonly sockets = new Set<WebSocket>();
   private timer: ReturnType<typeof setInterval> | undefined;
 
@@ -23,9 +30,13 @@ export class Heartbeat {
   watch(socket: WebSocket): void {
     if (!this.timer) return;
     this.sockets.add(socket);
-    this.alive.set(socket, true);
-    socket.on('pong', () => this.alive.set(socket, true));
-    socket.once('close', () => this.sockets.delete(socket));
+    (socket as Watched)[ALIVE] = true;
+    socket.on('pong', onPong);
+  }
+
+  /** Stop watching a closed socket. */
+  unwatch(socket: WebSocket): void {
+    this.sockets.delete(socket);
   }
 
   stop(): void {
@@ -36,12 +47,12 @@ export class Heartbeat {
 
   private sweep(): void {
     for (const socket of this.sockets) {
-      if (!this.alive.get(socket)) {
+      if (!(socket as Watched)[ALIVE]) {
         this.sockets.delete(socket);
         this.onDead(socket);
         continue;
       }
-      this.alive.set(socket, false);
+      (socket as Watched)[ALIVE] = false;
       socket.ping();
     }
   }

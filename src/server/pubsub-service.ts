@@ -65,6 +65,7 @@ interface SessionSubscription {
 }
 
 interface SessionTable {
+  /** The session, as the socket fan-out writes to. */
   sink: Sink;
   subscriptions: Map<string, SessionSubscription>;
 }
@@ -168,10 +169,6 @@ export class PubSubService<C> {
     return this.tables.get(session)?.subscriptions.size ?? 0;
   }
 
-  attach(session: Session<C>, sink: Sink): void {
-    this.tables.set(session, { sink, subscriptions: new Map() });
-  }
-
   /** Release everything a closed session held. */
   detach(session: Session<C>): void {
     const table = this.tables.get(session);
@@ -192,6 +189,7 @@ export class PubSubService<C> {
     const table = this.requireTable(session);
     const stream = this.streams.get(request.name);
     if (stream) {
+      this.checkLimit(table); // before the handler, so a refused subscribe has no side effects
       const returned = stream.handler(request.params, ctx);
       const source = isObservable(returned) ? returned : from(await returned);
       return this.startStream(session, this.requireTable(session), source, stream.flow, ctx);
@@ -324,9 +322,14 @@ export class PubSubService<C> {
     return this.prefixes.find((d) => name.startsWith(d.pattern.slice(0, -1)));
   }
 
+  /** The session's subscriptions, made on its first subscribe; throws once it has closed. */
   private requireTable(session: Session<C>): SessionTable {
-    const table = this.tables.get(session);
-    if (!table) throw new ConnectionClosedError();
+    if (session.isClosed) throw new ConnectionClosedError();
+    let table = this.tables.get(session);
+    if (!table) {
+      table = { sink: session, subscriptions: new Map() };
+      this.tables.set(session, table);
+    }
     return table;
   }
 

@@ -4,12 +4,14 @@ import type { MethodDescriptor, NotificationDescriptor } from '../peer/method-de
 import type { CallOptions } from '../peer/pending-calls.js';
 import type { BatchEntry, CloseInfo, IncomingNotification, Peer } from '../peer/peer.js';
 import type { Params } from '../protocol/types.js';
+import type { Sink } from '../pubsub/sink.js';
+import type { WsTransport } from '../transport/ws-transport.js';
 
 /**
  * One WebSocket connection as the server sees it: who it is (`context`, from
  * the authenticate hook), and a way to call, notify and close it.
  */
-export class Session<C = unknown> {
+export class Session<C = unknown> implements Sink {
   /** Set by the gateway right after construction. */
   peer!: Peer<Session<C>>;
   readonly connectedAt = Date.now();
@@ -19,7 +21,24 @@ export class Session<C = unknown> {
     readonly context: C,
     readonly remoteAddress: string | undefined,
     readonly logger: Logger,
+    /** The socket's adapter; fan-out writes through it directly (Sink). */
+    readonly transport: WsTransport,
   ) {}
+
+  /** Sink: write a pre-built frame (fan-out), unless the session has closed. */
+  send(frame: string | Uint8Array): void {
+    if (!this.peer.isClosed) this.transport.send(frame);
+  }
+
+  /** Sink: bytes written to this session's socket but not yet sent. */
+  get bufferedAmount(): number {
+    return this.transport.bufferedAmount;
+  }
+
+  /** Sink: call `listener` once the socket's write buffer has emptied. */
+  onDrain(listener: () => void): () => void {
+    return this.transport.onDrain(listener);
+  }
 
   /** Call a method the client registered, and await its answer. */
   call<P extends Params | undefined, R>(

@@ -29,7 +29,7 @@ export class InMemoryTransport implements Transport {
     this.listener = listener;
     const early = this.early;
     this.early = [];
-    for (const text of early) listener.message(text);
+    for (const text of early) listener.receive(text);
   }
 
   send(frame: string): void {
@@ -44,20 +44,20 @@ export class InMemoryTransport implements Transport {
     this.closed = true;
     const remote = this.remote;
     queueMicrotask(() => {
-      this.listener?.close(code, reason);
+      this.listener?.transportClosed(code, reason);
       remote?.remoteClosed(code, reason);
     });
   }
 
   private deliver(text: string): void {
     if (this.closed) return;
-    if (this.listener) this.listener.message(text);
+    if (this.listener) this.listener.receive(text);
     else this.early.push(text);
   }
 
   private remoteClosed(code: number, reason: string): void {
     if (this.closed) return;
     this.closed = true;
-    this.listener?.close(code, reason);
+    this.listener?.transportClosed(code, reason);
   }
 }

@@ -7,7 +7,7 @@
 export interface Transport {
   /** Queue one text frame. Never throws; a closed transport drops it. */
   send(frame: string): void;
-  /** Start closing; `listener.close` fires once the close is complete. */
+  /** Start closing; `listener.transportClosed` fires once the close is complete. */
   close(code?: number, reason?: string): void;
   /** Bytes queued but not yet written to the network. */
   readonly bufferedAmount: number;
@@ -16,8 +16,10 @@ export interface Transport {
 }
 
 export interface TransportListener {
-  message(text: string): void;
-  close(code: number, reason: string): void;
+  /** One whole incoming text frame. */
+  receive(text: string): void;
+  /** The transport has closed; called once. */
+  transportClosed(code: number, reason: string): void;
 }
 
 /** WebSocket close codes this project uses; see README "Close codes". */

@@ -5,19 +5,24 @@
  * turn then leaves in one writev instead of one syscall each; order is unchanged.
  * One setImmediate serves every socket written in the turn.
  */
-let tasks: (() => void)[] = [];
+/** Something corked this turn; `endTurn` uncorks it. */
+export interface TurnTarget {
+  endTurn(): void;
+}
+
+let tasks: TurnTarget[] = [];
 let scheduled = false;
 
 function runAll(): void {
   scheduled = false;
   const due = tasks;
   tasks = [];
-  for (const task of due) task();
+  for (const target of due) target.endTurn();
 }
 
-/** Run `task` at the end of this turn (in the check phase, after pending I/O callbacks). */
-export function atEndOfTurn(task: () => void): void {
-  tasks.push(task);
+/** Call `target.endTurn()` at the end of this turn (in the check phase, after pending I/O callbacks). */
+export function atEndOfTurn(target: TurnTarget): void {
+  tasks.push(target);
   if (!scheduled) {
     scheduled = true;
     setImmediate(runAll);

@@ -45,10 +45,12 @@ export class WebSocketTransport implements Transport {
   private listener: TransportListener | undefined;
   private readonly raw: Corkable | undefined;
   private corkedTurn = false;
-  private readonly endTurn = (): void => {
+
+  /** Uncork at the end of the turn (called by turn-coalescer). */
+  endTurn(): void {
     this.corkedTurn = false;
     this.raw?.uncork();
-  };
+  }
 
   constructor(readonly socket: WebSocketLike) {
     const raw = (socket as { _socket?: Partial<Corkable> })._socket;
@@ -57,8 +59,8 @@ export class WebSocketTransport implements Transport {
         ? (raw as Corkable)
         : undefined;
     socket.binaryType = 'arraybuffer';
-    socket.onmessage = (event) => this.listener?.message(toText(event.data));
-    socket.onclose = (event) => this.listener?.close(event.code, event.reason);
+    socket.onmessage = (event) => this.listener?.receive(toText(event.data));
+    socket.onclose = (event) => this.listener?.transportClosed(event.code, event.reason);
     socket.onerror = () => undefined;
   }
 
@@ -75,7 +77,7 @@ export class WebSocketTransport implements Transport {
     if (this.raw && !this.corkedTurn) {
       this.corkedTurn = true;
       this.raw.cork();
-      atEndOfTurn(this.endTurn);
+      atEndOfTurn(this);
     }
     this.socket.send(frame);
   }

@@ -10,6 +10,19 @@ function toText(data: RawData): string {
   return Buffer.from(data).toString('utf8');
 }
 
+const TRANSPORT = Symbol('transport');
+type SocketWithTransport = WebSocket & { [TRANSPORT]: WsTransport };
+
+function onMessage(this: WebSocket, data: RawData): void {
+  (this as SocketWithTransport)[TRANSPORT].onSocketMessage(data);
+}
+
+function onClose(this: WebSocket, code: number, reason: Buffer): void {
+  (this as SocketWithTransport)[TRANSPORT].onSocketClose(code, reason);
+}
+
+function ignore(): void {}
+
 /** Bytes held in one corked turn before they are written anyway. */
 const MAX_CORKED_BYTES = 64 * 1024;
 
@@ -21,15 +34,17 @@ const MAX_CORKED_BYTES = 64 * 1024;
  */
 export class WsTransport implements Transport {
   private listener: TransportListener | undefined;
-  private early: string[] = [];
+  private early: string[] | undefined;
   private closeTimer: ReturnType<typeof setTimeout> | undefined;
   private readonly raw: Duplex | undefined;
   private corkedTurn = false;
-  private readonly endTurn = (): void => {
+
+  /** Uncork at the end of the turn (called by turn-coalescer). */
+  endTurn(): void {
     if (!this.corkedTurn) return;
     this.corkedTurn = false;
     this.raw?.uncork();
-  };
+  }
 
   constructor(
     readonly socket: WebSocket,
@@ -40,20 +55,29 @@ export class WsTransport implements Transport {
     },
     private readonly closeGraceMs = 2_000,
   ) {
-    socket.on('message', (data) => {
-      counters.messagesIn++;
-      const text = toText(data);
-      if (this.listener) this.listener.message(text);
-      else this.early.push(text);
-    });
-    socket.on('close', (code, reason) => {
-      clearTimeout(this.closeTimer);
-      this.listener?.close(code, reason.toString('utf8'));
-    });
+    // Shared listener functions (ws calls them with `this` = the socket) instead of three
+    // closures per connection: a gateway holds thousands of these.
+    (socket as SocketWithTransport)[TRANSPORT] = this;
+    socket.on('message', onMessage);
+    socket.on('close', onClose);
     // 'close' always follows 'error'; the listener is what keeps ws from throwing.
-    socket.on('error', () => undefined);
+    socket.on('error', ignore);
     // ws keeps its net.Socket private; corking it is how frames of one turn share a write.
     this.raw = (socket as unknown as { _socket?: Duplex })._socket;
+  }
+
+  /** @internal */
+  onSocketMessage(data: RawData): void {
+    this.counters.messagesIn++;
+    const text = toText(data);
+    if (this.listener) this.listener.receive(text);
+    else (this.early ??= []).push(text);
+  }
+
+  /** @internal */
+  onSocketClose(code: number, reason: Buffer): void {
+    clearTimeout(this.closeTimer);
+    this.listener?.transportClosed(code, reason.toString('utf8'));
   }
 
   get bufferedAmount(): number {
@@ -63,8 +87,8 @@ export class WsTransport implements Transport {
   listen(listener: TransportListener): void {
     this.listener = listener;
     const early = this.early;
-    this.early = [];
-    for (const text of early) listener.message(text);
+    this.early = undefined;
+    if (early) for (const text of early) listener.receive(text);
   }
 
   send(frame: string | Uint8Array): void {
@@ -72,7 +96,7 @@ export class WsTransport implements Transport {
     if (!this.corkedTurn && this.raw) {
       this.corkedTurn = true;
       this.raw.cork();
-      atEndOfTurn(this.endTurn);
+      atEndOfTurn(this);
     }
     this.counters.messagesOut++;
     // A Uint8Array is a frame pre-encoded once for many sockets: sent as text, not copied.

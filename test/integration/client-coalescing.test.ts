@@ -1,7 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { WebSocket } from 'ws';
 import type { Gateway } from '../../src/server/gateway.js';
-import type { Session } from '../../src/server/session.js';
 import type { RpcClient } from '../../src/client/client.js';
 import { waitUntil } from '../pubsub/helpers.js';
 import { Resources } from './harness.js';
@@ -13,7 +11,7 @@ afterEach(() => res.cleanup());
 async function recordIncoming(gateway: Gateway) {
   await waitUntil(() => gateway.sessions.size === 1, 'the session to open');
   const session = [...gateway.sessions.values()][0]!;
-  const ws = (gateway as unknown as { sockets: Map<Session, WebSocket> }).sockets.get(session)!;
+  const ws = session.transport.socket;
   const seen = { messages: [] as string[] };
   ws.on('message', (data: Buffer) => seen.messages.push(data.toString('utf8')));
   return seen;

@@ -1,6 +1,5 @@
 import type { Duplex } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { WebSocket } from 'ws';
 import type { Gateway } from '../../src/server/gateway.js';
 import type { Session } from '../../src/server/session.js';
 import { RawRpc, waitUntil } from '../pubsub/helpers.js';
@@ -11,8 +10,7 @@ afterEach(() => res.cleanup());
 
 /** Count the write system calls Node makes for one session's socket. */
 function countWrites(gateway: Gateway, session: Session): { writes: number } {
-  const sockets = (gateway as unknown as { sockets: Map<Session, WebSocket> }).sockets;
-  const raw = (sockets.get(session) as unknown as { _socket: Record<string, unknown> })._socket;
+  const raw = (session.transport.socket as unknown as { _socket: Record<string, unknown> })._socket;
   const counter = { writes: 0 };
   for (const name of ['_write', '_writev'] as const) {
     const original = raw[name] as (...args: unknown[]) => unknown;

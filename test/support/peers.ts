@@ -30,7 +30,7 @@ export function createRawPeer(options: Partial<PeerOptions<string>> = {}) {
   const [ta, tb] = createInMemoryPair();
   const peer = new Peer<string>(ta, { registry: new MethodRegistry(), ...options, session: 'raw' });
   const received: string[] = [];
-  tb.listen({ message: (text) => received.push(text), close: () => undefined });
+  tb.listen({ receive: (text) => received.push(text), transportClosed: () => undefined });
   return {
     peer,
     received,

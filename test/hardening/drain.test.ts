@@ -1,0 +1,142 @@
+import { WebSocket } from 'ws';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ErrorCode } from '../../src/index.js';
+import {
+  Resources,
+  deferred,
+  recordStates,
+  untilAborted,
+  upgradeRefusal,
+  waitForState,
+} from '../integration/harness.js';
+import { waitUntil } from '../pubsub/helpers.js';
+import { openRaw } from './helpers.js';
+
+const res = new Resources();
+afterEach(() => res.cleanup());
+
+const NOTICE = { jsonrpc: '2.0', method: 'rpc.reconnect', params: {} };
+
+describe('gateway.drain() (in process)', () => {
+  it('readiness 503, upgrades 503, notice to everyone, in-flight calls finish, then 1012', async () => {
+    const gate = deferred();
+    const { url, httpUrl, gateway } = await res.demoGateway();
+    gateway.method('slow', async () => {
+      await gate.promise;
+      return 'finished';
+    });
+    const busy = await openRaw(res, url);
+    const idle = await openRaw(res, url);
+    busy.send({ jsonrpc: '2.0', method: 'slow', id: 'in-flight' });
+    await waitUntil(
+      () => [...gateway.sessions.values()].some((s) => s.peer.inFlightCount === 1),
+      'the call to start',
+    );
+
+    let drained = false;
+    const draining = gateway.drain({ deadlineMs: 15_000 }).then(() => (drained = true));
+
+    await busy.until(() => busy.frames.some((f) => f.method === 'rpc.reconnect'), 'the notice');
+    await idle.until(() => idle.frames.some((f) => f.method === 'rpc.reconnect'), 'the notice');
+    expect(busy.frames).toEqual([NOTICE]);
+    expect(idle.frames).toEqual([NOTICE]);
+
+    // The idle session goes at once; the busy one waits for its call.
+    expect(await idle.closed).toEqual({ code: 1012, reason: 'service restart' });
+    expect(busy.socket.readyState).toBe(WebSocket.OPEN);
+
+    const ready = await fetch(`${httpUrl}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(await ready.json()).toEqual({ status: 'draining', sessions: 1 });
+    const refused = await upgradeRefusal(res, url);
+    expect(refused.status).toBe(503);
+    expect(refused.headers['retry-after']).toBe('1');
+    expect(refused.body).toBe('Server shutting down\n');
+
+    // A call arriving after the notice is refused; the one in flight is not affected.
+    expect((await busy.request('sum', [1, 2])).error).toEqual({
+      code: ErrorCode.ShuttingDown,
+      message: 'Server shutting down',
+    });
+    expect(drained).toBe(false);
+
+    gate.resolve();
+    expect(await busy.response('in-flight')).toEqual({
+      jsonrpc: '2.0',
+      result: 'finished',
+      id: 'in-flight',
+    });
+    expect(await busy.closed).toEqual({ code: 1012, reason: 'service restart' });
+    await draining;
+    expect(gateway.httpServer.listening).toBe(false);
+    expect(gateway.sessions.size).toBe(0);
+  });
+
+  it('closes a session whose call outlives the deadline anyway, with 1012', async () => {
+    const { url, gateway } = await res.demoGateway();
+    const aborted = deferred<unknown>();
+    gateway.method('forever', (_params, ctx) => {
+      ctx.signal.addEventListener('abort', () => aborted.resolve(ctx.signal.reason));
+      return untilAborted(ctx.signal);
+    });
+    const raw = await openRaw(res, url);
+    raw.send({ jsonrpc: '2.0', method: 'forever', id: 1 });
+    await waitUntil(
+      () => [...gateway.sessions.values()].some((s) => s.peer.inFlightCount === 1),
+      'the call to start',
+    );
+    await gateway.drain({ deadlineMs: 100 });
+    expect(await raw.closed).toEqual({ code: 1012, reason: 'service restart' });
+    // The handler was told; no answer went out for the abandoned call.
+    await aborted.promise;
+    expect(raw.frames).toEqual([NOTICE]);
+  });
+
+  it('puts reconnectUrl in the notice', async () => {
+    const { url, gateway } = await res.demoGateway();
+    const raw = await openRaw(res, url);
+    await gateway.drain({ reconnectUrl: 'ws://other.example/rpc' });
+    expect(raw.frames).toEqual([{ ...NOTICE, params: { url: 'ws://other.example/rpc' } }]);
+    expect((await raw.closed).code).toBe(1012);
+  });
+
+  it('an RpcClient with two URLs finishes its call, then moves to the second gateway where queued calls succeed', async () => {
+    const gate = deferred();
+    const a = await res.demoGateway();
+    const b = await res.demoGateway();
+    a.gateway.method('where', () => 'A');
+    b.gateway.method('where', () => 'B');
+    a.gateway.method('slow', async () => {
+      await gate.promise;
+      return 'A finished';
+    });
+
+    const client = res.client([a.url, b.url]);
+    const { states } = recordStates(client);
+    const notices: unknown[] = [];
+    client.notifications$.subscribe((n) => notices.push(n));
+    expect(await client.call('where')).toBe('A');
+    const inFlight = client.call('slow');
+    await waitUntil(
+      () => [...a.gateway.sessions.values()].some((s) => s.peer.inFlightCount === 1),
+      'the call to start',
+    );
+
+    const drained = a.gateway.drain({ reconnectUrl: b.url, deadlineMs: 15_000 });
+    await waitForState(client, 'reconnecting');
+    // Calls made now wait for the next connection instead of going to the draining one.
+    const queued = [client.call('where'), client.call('sum', [20, 22])];
+    expect(a.gateway.sessions.size).toBe(1);
+
+    gate.resolve();
+    expect(await inFlight).toBe('A finished');
+    expect(await Promise.all(queued)).toEqual(['B', 42]);
+    await drained;
+    expect(client.url).toBe(b.url);
+    expect(client.state).toBe('open');
+    expect(b.gateway.sessions.size).toBe(1);
+    expect(states).toEqual(['connecting', 'open', 'reconnecting', 'open']);
+    // The reserved notice is handled by the client itself, not passed on.
+    expect(notices).toEqual([]);
+  });
+});

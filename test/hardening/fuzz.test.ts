@@ -1,0 +1,1361 @@
+/**
+ * Property-based fuzzing of a live gateway over real WebSockets.
+ *
+ * Every generated frame is sent on a raw `ws` socket, each followed by an
+ * `rpc.ping` (pipelined: a run sends all its frames and pings at once). The
+ * replies are then checked against an independent model of the
+ * specification: every reply is a well-formed Response (or a non-empty array
+ * of them), every request with a valid id gets exactly one reply with that id
+ * and the expected result or error code, notifications and responses get
+ * nothing, and the only frames besides those are the pongs, in order. Frames
+ * over maxMessageBytes must close the socket with 1009 and invalid UTF-8 in a
+ * text frame with 1007; the socket is then replaced by a new one.
+ */
+import fc from 'fast-check';
+import { WebSocket } from 'ws';
+import type { RawData } from 'ws';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InvalidParamsError, JsonRpcError } from '../../src/protocol/errors.js';
+import type { Gateway } from '../../src/server/gateway.js';
+import { Resources, sleep } from '../integration/harness.js';
+import { waitUntil } from '../pubsub/helpers.js';
+
+const MAX_BYTES = 64 * 1024;
+const MAX_DEPTH = 32;
+const MAX_BATCH = 20;
+/** The property a successful prototype-pollution attempt would add to every object. */
+const CANARY = 'fuzzPolluted';
+/** In the message of the Error `boom` throws: it must never reach the wire. */
+const SECRET = 'SECRET-boom-detail';
+/** Ids of the test's own pings; generated ids never start with a NUL. */
+const PING_PREFIX = '\u0000fuzz-ping:';
+/** A hang guard, not a performance threshold: a reply that never comes fails the run. */
+const WAIT_MS = 10_000;
+
+type Id = string | number | null;
+type Json = unknown;
+
+// ---------------------------------------------------------------------------
+// The gateway under test
+// ---------------------------------------------------------------------------
+
+const res = new Resources();
+let gateway: Gateway;
+let url = '';
+let httpUrl = '';
+let connectedCount = 0;
+let disconnectedCount = 0;
+/** Handler params that still held a `__proto__` key or a `constructor` with a `prototype`. */
+let dangerousSeen = 0;
+const unhandled: unknown[] = [];
+const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+const prototypeNames = Object.getOwnPropertyNames(Object.prototype).sort();
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+function own(value: object, key: string): boolean {
+  return Object.prototype.hasOwnProperty.call(value, key);
+}
+
+/** Counts what safe parsing should have removed before a handler sees the params. */
+function inspect(params: unknown): void {
+  const stack: unknown[] = [params];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (node === null || typeof node !== 'object') continue;
+    if (Array.isArray(node)) {
+      stack.push(...(node as unknown[]));
+      continue;
+    }
+    if (own(node, '__proto__')) dangerousSeen++;
+    const ctor = own(node, 'constructor') ? (node as { constructor: unknown }).constructor : null;
+    if (ctor !== null && typeof ctor === 'object' && 'prototype' in ctor) dangerousSeen++;
+    for (const key of Object.keys(node)) stack.push((node as Record<string, unknown>)[key]);
+  }
+}
+
+/**
+ * The classic vulnerable deep merge: it reads `target[key]` through the
+ * prototype chain, so a surviving `__proto__` key would write to Object.prototype.
+ */
+function naiveMerge(target: Record<string, unknown>, source: Record<string, unknown>) {
+  for (const key of Object.keys(source)) {
+    const value = source[key];
+    if (isPlainObject(value)) {
+      const existing = target[key];
+      const base = existing !== null && typeof existing === 'object' ? existing : {};
+      target[key] = naiveMerge(base as Record<string, unknown>, value);
+    } else {
+      target[key] = value;
+    }
+  }
+  return target;
+}
+
+function delayOf(params: unknown): number {
+  return (JSON.stringify(params ?? null)?.length ?? 0) % 3;
+}
+
+beforeAll(async () => {
+  process.on('unhandledRejection', onUnhandled);
+  const running = await res.gateway({
+    limits: {
+      maxMessageBytes: MAX_BYTES,
+      maxDepth: MAX_DEPTH,
+      maxBatch: MAX_BATCH,
+      ratePerSecond: 0,
+      maxInFlight: 100_000,
+      maxConnectionsPerIp: 10_000,
+    },
+  });
+  gateway = running.gateway;
+  url = running.url;
+  httpUrl = running.httpUrl;
+  gateway.connected$.subscribe(() => connectedCount++);
+  gateway.disconnected$.subscribe(() => disconnectedCount++);
+  gateway.method('echo', (params: unknown) => {
+    inspect(params);
+    return params;
+  });
+  gateway.method('merge', (params: unknown) => {
+    inspect(params);
+    return isPlainObject(params) ? naiveMerge({}, params) : params;
+  });
+  gateway.method('boom', () => {
+    throw new Error(SECRET);
+  });
+  gateway.method('later', async (params: unknown) => {
+    inspect(params);
+    await sleep(delayOf(params));
+    return params;
+  });
+  gateway.method('laterFail', async (params: unknown) => {
+    await sleep(delayOf(params));
+    throw new InvalidParamsError('laterFail always fails');
+  });
+});
+
+afterAll(async () => {
+  process.off('unhandledRejection', onUnhandled);
+  live?.discard();
+  await res.cleanup();
+});
+
+// ---------------------------------------------------------------------------
+// Raw sockets: one live at a time, replaced when the server closes it
+// ---------------------------------------------------------------------------
+
+interface Arrival {
+  text: string;
+  binary: boolean;
+  value: unknown;
+  parsed: boolean;
+}
+
+const stats = {
+  runs: 0,
+  frames: 0,
+  replies: 0,
+  sockets: 0,
+  closes: new Map<number, number>(),
+  /** What the model expected, by kind: coverage of the generators. */
+  expected: new Map<string, number>(),
+};
+
+function count(kind: string): void {
+  stats.expected.set(kind, (stats.expected.get(kind) ?? 0) + 1);
+}
+
+class FuzzSocket {
+  readonly inbox: Arrival[] = [];
+  pongs = 0;
+  closeInfo: { code: number; reason: string } | undefined;
+  private discarded = false;
+  private readonly waiters = new Set<() => void>();
+
+  constructor(readonly socket: WebSocket) {
+    socket.on('message', (data: RawData, isBinary: boolean) => {
+      const buffer = Buffer.isBuffer(data)
+        ? data
+        : Array.isArray(data)
+          ? Buffer.concat(data)
+          : Buffer.from(data);
+      const text = buffer.toString('utf8');
+      let value: unknown;
+      let parsed = true;
+      try {
+        value = JSON.parse(text);
+      } catch {
+        parsed = false;
+      }
+      if (isPong(value)) this.pongs++;
+      this.inbox.push({ text, binary: isBinary, value, parsed });
+      this.wake();
+    });
+    socket.on('error', () => undefined);
+    socket.on('close', (code: number, reason: Buffer) => {
+      this.closeInfo = { code, reason: reason.toString('utf8') };
+      if (!this.discarded) stats.closes.set(code, (stats.closes.get(code) ?? 0) + 1);
+      this.wake();
+    });
+  }
+
+  static open(): Promise<FuzzSocket> {
+    const socket = res.track(new WebSocket(url, { perMessageDeflate: false }));
+    stats.sockets++;
+    return new Promise((resolve, reject) => {
+      socket.once('open', () => resolve(new FuzzSocket(socket)));
+      socket.once('error', reject);
+    });
+  }
+
+  get isOpen(): boolean {
+    return this.closeInfo === undefined && this.socket.readyState === WebSocket.OPEN;
+  }
+
+  /** Cut the socket off after a failed run, so shrinking starts from a clean state. */
+  discard(): void {
+    this.discarded = true;
+    this.socket.terminate();
+  }
+
+  until(predicate: () => boolean, what: string): Promise<void> {
+    if (predicate()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const check = (): void => {
+        if (!predicate()) return;
+        clearTimeout(timer);
+        this.waiters.delete(check);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.waiters.delete(check);
+        reject(new Error(`timed out waiting for ${what}; got ${preview(this.inbox)}`));
+      }, WAIT_MS);
+      this.waiters.add(check);
+    });
+  }
+
+  private wake(): void {
+    for (const waiter of [...this.waiters]) waiter();
+  }
+}
+
+let live: FuzzSocket | undefined;
+
+async function liveSocket(): Promise<FuzzSocket> {
+  if (!live?.isOpen) live = await FuzzSocket.open();
+  return live;
+}
+
+function isPong(value: unknown): boolean {
+  return (
+    isPlainObject(value) && typeof value['id'] === 'string' && value['id'].startsWith(PING_PREFIX)
+  );
+}
+
+function preview(arrivals: readonly Arrival[]): string {
+  const texts = arrivals.map((a) => (a.text.length > 300 ? `${a.text.slice(0, 300)}...` : a.text));
+  return `${arrivals.length} frame(s): ${texts.join(' | ')}`;
+}
+
+// ---------------------------------------------------------------------------
+// The model: what the specification (and the README's limits) say a frame gets
+// ---------------------------------------------------------------------------
+
+/** One outgoing WebSocket message, optionally split into fragments. */
+interface Outgoing {
+  bytes: Uint8Array;
+  binary: boolean;
+  /** Fragment boundaries (byte offsets); empty sends one frame. */
+  cuts: number[];
+  /** Send a WebSocket ping between fragments. */
+  controlPings: boolean;
+  /** For failure reports. */
+  label: string;
+}
+
+type Outcome = { result: Json } | { code: number };
+interface MemberExpect {
+  id: Id;
+  outcomes: Outcome[];
+}
+type Unit = { batch: false; member: MemberExpect } | { batch: true; members: MemberExpect[] };
+
+type Analysed = { close: number } | { errors: number[] } | { value: Json };
+
+type Classified =
+  | { kind: 'invalid'; id: Id }
+  | { kind: 'ignored' }
+  | { kind: 'notification'; method: string; params: Json }
+  | { kind: 'request'; id: Id; method: string; params: Json };
+
+const fatalUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+function isValidUtf8(bytes: Uint8Array): boolean {
+  try {
+    fatalUtf8.decode(bytes);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Spec 4: an id is a String, a Number or Null (JSON has no infinities). */
+function isValidId(value: unknown): value is Id {
+  return (
+    value === null ||
+    typeof value === 'string' ||
+    (typeof value === 'number' && Number.isFinite(value))
+  );
+}
+
+/** Nesting of the raw text, brackets inside strings excluded (for text that is not JSON). */
+function rawDepth(text: string): number {
+  let depth = 0;
+  let max = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (inString) {
+      if (c === '\\') i++;
+      else if (c === '"') inString = false;
+    } else if (c === '"') inString = true;
+    else if (c === '[' || c === '{') max = Math.max(max, ++depth);
+    else if (c === ']' || c === '}') depth--;
+  }
+  return max;
+}
+
+/** Nesting of a parsed value (iterative: generated values nest 20 000 deep). */
+function valueDepth(value: Json): number {
+  let deepest = 0;
+  const stack: [Json, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop()!;
+    if (node === null || typeof node !== 'object') continue;
+    deepest = Math.max(deepest, depth + 1);
+    for (const child of Object.values(node)) stack.push([child, depth + 1]);
+  }
+  return deepest;
+}
+
+/** What safe parsing leaves of a parsed value: no own `__proto__`, no `constructor` with a `prototype`. */
+function stripped(value: Json): Json {
+  if (Array.isArray(value)) return value.map(stripped);
+  if (!isPlainObject(value)) return value;
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(value)) {
+    if (key === '__proto__') continue;
+    const v = value[key];
+    if (key === 'constructor' && isPlainObject(v) && own(v, 'prototype')) continue;
+    Object.defineProperty(out, key, {
+      value: stripped(v),
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  }
+  return out;
+}
+
+/** The value as it comes back through JSON (-0 becomes 0, undefined becomes null). */
+function roundTrip(value: Json): Json {
+  return JSON.parse(JSON.stringify(value === undefined ? null : value)) as Json;
+}
+
+function jsonEqual(a: Json, b: Json): boolean {
+  if (a === b) return true;
+  if (a === null || b === null || typeof a !== 'object' || typeof b !== 'object') return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
+  if (ka.length !== kb.length) return false;
+  const ra = a as Record<string, unknown>;
+  const rb = b as Record<string, unknown>;
+  return ka.every((k) => own(rb, k) && jsonEqual(ra[k], rb[k]));
+}
+
+function analyse(frame: Outgoing): Analysed {
+  if (frame.bytes.length > MAX_BYTES) return { close: 1009 };
+  if (!frame.binary && !isValidUtf8(frame.bytes)) return { close: 1007 };
+  // Binary frames are read as UTF-8 too (invalid sequences become U+FFFD).
+  const text = Buffer.from(frame.bytes.buffer, frame.bytes.byteOffset, frame.bytes.length).toString(
+    'utf8',
+  );
+  let value: Json;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    // Not JSON: a parse error, or "too deep" when the raw text already nests too deeply.
+    return { errors: rawDepth(text) > MAX_DEPTH ? [-32700, -32007] : [-32700] };
+  }
+  if (valueDepth(value) > MAX_DEPTH) return { errors: [-32007] };
+  return { value: stripped(value) };
+}
+
+function classify(m: Json): Classified {
+  if (!isPlainObject(m)) return { kind: 'invalid', id: null };
+  const hasId = own(m, 'id');
+  const id = m['id'];
+  const idIfValid = hasId && isValidId(id) ? id : null;
+  if (!own(m, 'jsonrpc') || m['jsonrpc'] !== '2.0') {
+    // Looks like a response: there is no one to answer.
+    if (!own(m, 'method') && (own(m, 'result') || own(m, 'error'))) return { kind: 'ignored' };
+    return { kind: 'invalid', id: idIfValid };
+  }
+  if (own(m, 'method')) {
+    const method = m['method'];
+    if (typeof method !== 'string') return { kind: 'invalid', id: idIfValid };
+    if (hasId && !isValidId(id)) return { kind: 'invalid', id: null };
+    const params = m['params'];
+    if (own(m, 'params') && (params === null || typeof params !== 'object')) {
+      return { kind: 'invalid', id: idIfValid };
+    }
+    if (!hasId) return { kind: 'notification', method, params };
+    return { kind: 'request', id: id as Id, method, params };
+  }
+  if (own(m, 'result') || own(m, 'error')) return { kind: 'ignored' };
+  return { kind: 'invalid', id: idIfValid };
+}
+
+/** The members a frame's value carries, as the server runs them (none for refused batches). */
+function members(value: Json): Json[] {
+  if (!Array.isArray(value)) return [value];
+  if (value.length === 0 || value.length > MAX_BATCH) return [];
+  return value;
+}
+
+/** Ids named by `rpc.cancel` notifications: those calls may answer -32001 instead. */
+function cancelledIds(analysed: readonly Analysed[]): Set<Id> {
+  const ids = new Set<Id>();
+  for (const a of analysed) {
+    if (!('value' in a)) continue;
+    for (const m of members(a.value)) {
+      const c = classify(m);
+      if (c.kind !== 'notification' || c.method !== 'rpc.cancel' || !isPlainObject(c.params))
+        continue;
+      const id = c.params['id'];
+      if (typeof id === 'string' || typeof id === 'number') ids.add(id);
+    }
+  }
+  return ids;
+}
+
+function requestOutcomes(method: string, params: Json, cancellable: boolean): Outcome[] {
+  const maybeCancelled = (outcomes: Outcome[]): Outcome[] =>
+    cancellable ? [...outcomes, { code: -32001 }] : outcomes;
+  switch (method) {
+    case 'rpc.ping':
+      return [{ result: 'pong' }];
+    case 'echo':
+    case 'merge':
+      return [{ result: roundTrip(params) }];
+    case 'boom':
+      return [{ code: -32603 }];
+    case 'later':
+      return maybeCancelled([{ result: roundTrip(params) }]);
+    case 'laterFail':
+      return maybeCancelled([{ code: -32602 }]);
+    case 'subscribe':
+      // No topic or stream is declared: every subscribe is refused (its handler is async).
+      return maybeCancelled([{ code: -32602 }]);
+    case 'unsubscribe': {
+      const sid = Array.isArray(params)
+        ? (params as unknown[])[0]
+        : isPlainObject(params)
+          ? params['subscription']
+          : undefined;
+      return typeof sid === 'string' ? [{ result: false }] : [{ code: -32602 }];
+    }
+    default:
+      // Unknown methods, and every other rpc.* name.
+      return [{ code: -32601 }];
+  }
+}
+
+function memberExpect(m: Json, cancelled: Set<Id>): MemberExpect | undefined {
+  const c = classify(m);
+  switch (c.kind) {
+    case 'invalid':
+      return { id: c.id, outcomes: [{ code: -32600 }] };
+    case 'ignored':
+    case 'notification':
+      return undefined;
+    case 'request':
+      return {
+        id: c.id,
+        outcomes: requestOutcomes(c.method, c.params, cancelled.has(c.id)),
+      };
+  }
+}
+
+function unitFor(a: Analysed, cancelled: Set<Id>): Unit | undefined {
+  if ('close' in a) return undefined;
+  if ('errors' in a) {
+    return { batch: false, member: { id: null, outcomes: a.errors.map((code) => ({ code })) } };
+  }
+  const value = a.value;
+  if (!Array.isArray(value)) {
+    const member = memberExpect(value, cancelled);
+    return member && { batch: false, member };
+  }
+  if (value.length === 0)
+    return { batch: false, member: { id: null, outcomes: [{ code: -32600 }] } };
+  if (value.length > MAX_BATCH) {
+    return { batch: false, member: { id: null, outcomes: [{ code: -32002 }] } };
+  }
+  const expected = value
+    .map((m) => memberExpect(m, cancelled))
+    .filter((m): m is MemberExpect => m !== undefined);
+  // Spec 6: a batch of notifications only gets nothing back.
+  return expected.length > 0 ? { batch: true, members: expected } : undefined;
+}
+
+// ---------------------------------------------------------------------------
+// Checking what came back
+// ---------------------------------------------------------------------------
+
+function fail(message: string, arrival?: Arrival): never {
+  throw new Error(arrival ? `${message}: ${preview([arrival])}` : message);
+}
+
+const RESPONSE_KEYS = new Set(['jsonrpc', 'result', 'error', 'id']);
+const ERROR_KEYS = new Set(['code', 'message', 'data']);
+
+/** Spec 5 / 5.1: the shape of one Response object. */
+function checkResponse(r: unknown, arrival: Arrival): void {
+  if (!isPlainObject(r)) fail('a reply member is not an object', arrival);
+  for (const key of Object.keys(r)) {
+    if (!RESPONSE_KEYS.has(key)) fail(`a response has the member "${key}"`, arrival);
+  }
+  if (r['jsonrpc'] !== '2.0') fail('jsonrpc is not "2.0"', arrival);
+  if (!own(r, 'id') || !isValidId(r['id'])) fail('missing or invalid id', arrival);
+  if (own(r, 'result') === own(r, 'error')) fail('not exactly one of result and error', arrival);
+  if (own(r, 'error')) {
+    const e = r['error'];
+    if (!isPlainObject(e)) fail('error is not an object', arrival);
+    for (const key of Object.keys(e)) {
+      if (!ERROR_KEYS.has(key)) fail(`an error has the member "${key}"`, arrival);
+    }
+    if (!Number.isInteger(e['code'])) fail('error.code is not an integer', arrival);
+    if (typeof e['message'] !== 'string') fail('error.message is not a string', arrival);
+    if (e['code'] === -32603 && (e['message'] !== 'Internal error' || own(e, 'data'))) {
+      fail('an internal error carries details', arrival);
+    }
+  }
+}
+
+/** Every frame is JSON text, and is a Response or a non-empty array of Responses. */
+function checkWellFormed(arrival: Arrival): void {
+  if (arrival.binary) fail('a reply came as a binary frame', arrival);
+  if (!arrival.parsed) fail('a reply is not JSON', arrival);
+  if (arrival.text.includes(SECRET)) fail('a reply leaks an internal error message', arrival);
+  const value = arrival.value;
+  if (Array.isArray(value)) {
+    if (value.length === 0) fail('an empty array reply', arrival);
+    for (const item of value) checkResponse(item, arrival);
+  } else {
+    checkResponse(value, arrival);
+  }
+}
+
+function memberMatches(r: unknown, m: MemberExpect): boolean {
+  if (!isPlainObject(r) || r['id'] !== m.id) return false;
+  return m.outcomes.some((o) =>
+    'result' in o
+      ? own(r, 'result') && jsonEqual(r['result'], o.result)
+      : own(r, 'error') && (r['error'] as { code: unknown }).code === o.code,
+  );
+}
+
+function unitMatches(value: unknown, unit: Unit): boolean {
+  if (!unit.batch) return !Array.isArray(value) && memberMatches(value, unit.member);
+  if (!Array.isArray(value) || value.length !== unit.members.length) return false;
+  // Spec 6: batch responses may come in any order.
+  return perfectMatching(value.length, (i, j) => memberMatches(value[i], unit.members[j]!));
+}
+
+/** Kuhn's algorithm: can every left item i be paired with a distinct right item j that fits? */
+function perfectMatching(n: number, fits: (i: number, j: number) => boolean): boolean {
+  const table = Array.from({ length: n }, (_, i) =>
+    Array.from({ length: n }, (_, j) => fits(i, j)),
+  );
+  const owner = new Array<number>(n).fill(-1);
+  const assign = (i: number, seen: boolean[]): boolean => {
+    for (let j = 0; j < n; j++) {
+      if (seen[j] || !table[i]![j]) continue;
+      seen[j] = true;
+      if (owner[j] === -1 || assign(owner[j]!, seen)) {
+        owner[j] = i;
+        return true;
+      }
+    }
+    return false;
+  };
+  for (let i = 0; i < n; i++) if (!assign(i, new Array<boolean>(n).fill(false))) return false;
+  return true;
+}
+
+function checkNotPolluted(): void {
+  if (CANARY in {}) fail(`Object.prototype.${CANARY} exists: the prototype was polluted`);
+  const names = Object.getOwnPropertyNames(Object.prototype).sort();
+  if (names.join() !== prototypeNames.join()) fail(`Object.prototype changed: ${names.join()}`);
+  if (dangerousSeen > 0) fail(`${dangerousSeen} handler params kept a dangerous key`);
+}
+
+// ---------------------------------------------------------------------------
+// Sending
+// ---------------------------------------------------------------------------
+
+let pingCounter = 0;
+
+function sendFrame(socket: WebSocket, frame: Outgoing): void {
+  const length = frame.bytes.length;
+  const bounds = [...new Set([0, ...frame.cuts.map((c) => c % (length + 1)), length])].sort(
+    (a, b) => a - b,
+  );
+  if (bounds.length <= 2) {
+    socket.send(frame.bytes, { binary: frame.binary });
+    return;
+  }
+  for (let i = 0; i + 1 < bounds.length; i++) {
+    const last = i + 2 === bounds.length;
+    socket.send(frame.bytes.subarray(bounds[i], bounds[i + 1]), {
+      binary: frame.binary,
+      fin: last,
+    });
+    if (frame.controlPings && !last) socket.ping();
+  }
+}
+
+/**
+ * Send `frames` pipelined, each followed by an rpc.ping, and check every
+ * frame that comes back. A frame the model says closes the connection is sent
+ * in a run of its own.
+ */
+async function exchange(frames: readonly Outgoing[]): Promise<void> {
+  const analysed = frames.map(analyse);
+  const closing = analysed.findIndex((a) => 'close' in a);
+  if (closing >= 0 && frames.length > 1) {
+    await exchange(frames.slice(0, closing));
+    await exchange([frames[closing]!]);
+    await exchange(frames.slice(closing + 1));
+    return;
+  }
+  if (frames.length === 0) return;
+  const conn = await liveSocket();
+  try {
+    if (conn.inbox.length > 0) fail(`unexpected frames between runs: ${preview(conn.inbox)}`);
+    stats.runs++;
+    stats.frames += frames.length;
+    const pings: string[] = [];
+    conn.pongs = 0;
+    for (const frame of frames) {
+      sendFrame(conn.socket, frame);
+      const id = `${PING_PREFIX}${++pingCounter}`;
+      pings.push(id);
+      conn.socket.send(`{"jsonrpc":"2.0","method":"rpc.ping","id":${JSON.stringify(id)}}`);
+    }
+    const only = analysed[0]!;
+    if ('close' in only) {
+      await conn.until(() => conn.closeInfo !== undefined, `close ${only.close}`);
+      if (conn.closeInfo!.code !== only.close) {
+        fail(`closed with ${conn.closeInfo!.code} instead of ${only.close} (${frames[0]!.label})`);
+      }
+      if (conn.inbox.length > 0)
+        fail(`replies before a ${only.close} close: ${preview(conn.inbox)}`);
+      return;
+    }
+    const cancelled = cancelledIds(analysed);
+    const units = analysed
+      .map((a) => unitFor(a, cancelled))
+      .filter((u): u is Unit => u !== undefined);
+    await conn.until(
+      () =>
+        conn.closeInfo !== undefined ||
+        (conn.pongs >= pings.length && conn.inbox.length - conn.pongs >= units.length),
+      `${pings.length} pong(s) and ${units.length} reply(ies)`,
+    );
+    if (conn.closeInfo) {
+      fail(`the server closed the socket with ${conn.closeInfo.code}: ${preview(conn.inbox)}`);
+    }
+    for (const arrival of conn.inbox) checkWellFormed(arrival);
+    const pongs = conn.inbox.filter((a) => isPong(a.value));
+    const replies = conn.inbox.filter((a) => !isPong(a.value));
+    pongs.forEach((pong, i) => {
+      const r = pong.value as Record<string, unknown>;
+      if (r['id'] !== pings[i] || r['result'] !== 'pong') fail(`pong ${i} is wrong`, pong);
+    });
+    if (replies.length !== units.length) {
+      fail(`${replies.length} reply frame(s) where ${units.length} were due: ${preview(replies)}`);
+    }
+    if (!perfectMatching(units.length, (i, j) => unitMatches(replies[i]!.value, units[j]!))) {
+      fail(
+        `replies do not match the model.\nexpected: ${JSON.stringify(units).slice(0, 2000)}\n` +
+          `got: ${preview(replies)}`,
+      );
+    }
+    stats.replies += replies.length;
+    for (const reply of replies) {
+      for (const r of [reply.value].flat() as Record<string, { code?: number } | undefined>[]) {
+        if (r['error']?.code === -32001) count('cancelled (-32001 received)');
+      }
+    }
+    for (const a of analysed) {
+      const unit = unitFor(a, cancelled);
+      if (!unit) count('no reply');
+      else if (unit.batch)
+        count(`batch of ${unit.members.length > 5 ? '6+' : unit.members.length}`);
+      else {
+        const first = unit.member.outcomes[0]!;
+        count('result' in first ? 'result' : String(first.code));
+      }
+    }
+    checkNotPolluted();
+    conn.inbox.length = 0;
+    conn.pongs = 0;
+  } catch (err) {
+    conn.discard();
+    if (live === conn) live = undefined;
+    throw err;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Generators
+// ---------------------------------------------------------------------------
+
+function frameOf(text: string | Uint8Array, binary = false, label = 'frame'): Outgoing {
+  const bytes = typeof text === 'string' ? Buffer.from(text, 'utf8') : text;
+  return printable({ bytes, binary, cuts: [], controlPings: false, label });
+}
+
+/** How fast-check prints a frame in a counterexample: short, readable. */
+function describeFrame(this: Outgoing): string {
+  const text = Buffer.from(this.bytes.buffer, this.bytes.byteOffset, this.bytes.length).toString(
+    'utf8',
+  );
+  const shown = text.length > 200 ? `${text.slice(0, 200)}...(${this.bytes.length} bytes)` : text;
+  const how = `${this.binary ? 'binary' : 'text'}${this.cuts.length > 0 ? ` cut at ${this.cuts.join(',')}` : ''}`;
+  return `${this.label} [${how}] ${JSON.stringify(shown)}`;
+}
+
+function printable(frame: Outgoing): Outgoing {
+  return Object.defineProperty(frame, fc.toStringMethod, { value: describeFrame });
+}
+
+/** Sometimes binary, sometimes fragmented (with control frames in between). */
+function transported(
+  payload: fc.Arbitrary<string | Uint8Array>,
+  label: string,
+  binaryWeight = 1,
+): fc.Arbitrary<Outgoing> {
+  return fc
+    .record({
+      payload,
+      binary: fc.oneof(
+        { arbitrary: fc.constant(false), weight: 5 },
+        { arbitrary: fc.constant(true), weight: binaryWeight },
+      ),
+      cuts: fc.oneof(
+        { arbitrary: fc.constant<number[]>([]), weight: 5 },
+        { arbitrary: fc.array(fc.nat(), { minLength: 1, maxLength: 3 }), weight: 1 },
+      ),
+      controlPings: fc.boolean(),
+    })
+    .map(({ payload, binary, cuts, controlPings }) =>
+      printable({ ...frameOf(payload, binary, label), cuts, controlPings }),
+    );
+}
+
+function burst(frame: fc.Arbitrary<Outgoing>, maxLength = 6): fc.Arbitrary<Outgoing[]> {
+  return fc.array(frame, { minLength: 1, maxLength });
+}
+
+function put(target: Record<string, unknown>, key: string, value: unknown): void {
+  Object.defineProperty(target, key, {
+    value,
+    enumerable: true,
+    writable: true,
+    configurable: true,
+  });
+}
+
+const METHODS = [
+  'echo',
+  'merge',
+  'boom',
+  'later',
+  'laterFail',
+  'subscribe',
+  'unsubscribe',
+  'missing',
+  'rpc.ping',
+  'rpc.cancel',
+  'rpc.reconnect',
+  'rpc.x',
+  'constructor',
+  '__proto__',
+  'toString',
+  'hasOwnProperty',
+  '',
+  'ECHO',
+  'echo ',
+];
+
+const smallJson = fc.jsonValue({ maxDepth: 2 });
+/** A few ids, so that duplicates and rpc.cancel targets are common. */
+const poolId = fc.constantFrom<Id>(1, 2, 3, 0, -1, 'a', 'b', '', null);
+const edgeId = fc.constantFrom<Id>(
+  Number.MAX_SAFE_INTEGER,
+  Number.MAX_SAFE_INTEGER + 2,
+  2 ** 64,
+  1e308,
+  -1e308,
+  Number.MIN_VALUE,
+  -0,
+  0.1,
+  -123.456,
+  1e-7,
+);
+const idArb: fc.Arbitrary<Id> = fc.oneof(
+  { arbitrary: poolId, weight: 4 },
+  { arbitrary: fc.integer(), weight: 3 },
+  { arbitrary: fc.string({ maxLength: 16 }), weight: 2 },
+  { arbitrary: fc.double({ noNaN: true, noDefaultInfinity: true }), weight: 1 },
+  { arbitrary: edgeId, weight: 1 },
+  { arbitrary: fc.integer({ min: 100, max: 20_000 }).map((n) => 'i'.repeat(n)), weight: 1 },
+);
+const wrongType = fc.oneof(
+  fc.boolean(),
+  fc.constantFrom<Json>({}, [], '2.0 ', '', '1.0', '2', 2, 2.0, null, 'echo', 0),
+  fc.array(fc.integer(), { maxLength: 2 }),
+  fc.dictionary(fc.string({ maxLength: 3 }), fc.integer(), { maxKeys: 2 }),
+  smallJson,
+);
+
+/** Params nested `levels` deep, alternating arrays and objects. */
+function nestedValue(levels: number): Json {
+  let value: Json = levels;
+  for (let i = 0; i < levels; i++) value = i % 2 === 0 ? [value] : { k: value };
+  return value;
+}
+
+const paramsArb: fc.Arbitrary<Json> = fc.oneof(
+  { arbitrary: fc.array(smallJson, { maxLength: 4 }), weight: 3 },
+  { arbitrary: fc.dictionary(fc.string({ maxLength: 8 }), smallJson, { maxKeys: 4 }), weight: 3 },
+  { arbitrary: fc.integer({ min: 1, max: MAX_DEPTH + 2 }).map(nestedValue), weight: 1 },
+  {
+    arbitrary: fc
+      .tuple(fc.constantFrom('', 'topic', 'x'), smallJson)
+      .map(([name, extra]) => [name, extra]),
+    weight: 1,
+  },
+  { arbitrary: fc.record({ subscription: fc.oneof(fc.string(), smallJson) }), weight: 1 },
+);
+
+const methodArb = fc.oneof(
+  { arbitrary: fc.constantFrom(...METHODS), weight: 8 },
+  { arbitrary: fc.string({ maxLength: 12 }), weight: 1 },
+);
+
+const validRequest = fc.record(
+  { jsonrpc: fc.constant('2.0'), method: methodArb, params: paramsArb, id: idArb },
+  { requiredKeys: ['jsonrpc', 'method'] },
+);
+
+const cancelNotification = fc
+  .oneof(fc.record({ id: poolId }), fc.array(poolId, { maxLength: 2 }), smallJson)
+  .map((params) => ({ jsonrpc: '2.0', method: 'rpc.cancel', params }));
+
+const responseLike = fc.record(
+  {
+    jsonrpc: fc.constantFrom<Json>('2.0', '1.0', 2),
+    result: smallJson,
+    error: fc.oneof(
+      fc.record({ code: fc.integer(), message: fc.string({ maxLength: 8 }) }),
+      smallJson,
+    ),
+    id: fc.oneof(idArb, wrongType),
+  },
+  { requiredKeys: [] },
+);
+
+const pollutionValue = fc.constantFrom<Json>(
+  { [CANARY]: true },
+  { toString: 'x', [CANARY]: 1 },
+  [{ [CANARY]: true }],
+  'scalar',
+  null,
+);
+
+type Mutation =
+  | { op: 'set'; key: string; value: Json }
+  | { op: 'delete'; key: string }
+  | { op: 'extra'; key: string; value: Json }
+  | { op: 'proto'; where: 'top' | 'params'; value: Json }
+  | { op: 'ctor'; where: 'top' | 'params' }
+  | { op: 'id'; value: Json };
+
+const FIELDS = ['jsonrpc', 'method', 'params', 'id'] as const;
+
+const mutationArb: fc.Arbitrary<Mutation> = fc.oneof(
+  fc.record({ op: fc.constant('set' as const), key: fc.constantFrom(...FIELDS), value: wrongType }),
+  fc.record({ op: fc.constant('delete' as const), key: fc.constantFrom(...FIELDS) }),
+  fc.record({
+    op: fc.constant('extra' as const),
+    key: fc.oneof(
+      fc.constantFrom('result', 'error', 'Jsonrpc', 'ID', 'meta', 'toString', 'constructor'),
+      fc.string({ maxLength: 8 }),
+    ),
+    value: smallJson,
+  }),
+  fc.record({
+    op: fc.constant('proto' as const),
+    where: fc.constantFrom('top' as const, 'params' as const),
+    value: pollutionValue,
+  }),
+  fc.record({
+    op: fc.constant('ctor' as const),
+    where: fc.constantFrom('top' as const, 'params' as const),
+  }),
+  fc.record({ op: fc.constant('id' as const), value: fc.oneof(idArb, wrongType) }),
+);
+
+function applyMutations(base: Record<string, unknown>, mutations: readonly Mutation[]) {
+  const msg: Record<string, unknown> = { ...base };
+  const paramsObject = (): Record<string, unknown> => {
+    const current = msg['params'];
+    const copy: Record<string, unknown> = isPlainObject(current) ? { ...current } : {};
+    put(msg, 'params', copy);
+    return copy;
+  };
+  for (const m of mutations) {
+    switch (m.op) {
+      case 'set':
+      case 'extra':
+        put(msg, m.key, m.value);
+        break;
+      case 'id':
+        put(msg, 'id', m.value);
+        break;
+      case 'delete':
+        delete msg[m.key];
+        break;
+      case 'proto':
+        put(m.where === 'top' ? msg : paramsObject(), '__proto__', m.value);
+        break;
+      case 'ctor':
+        put(m.where === 'top' ? msg : paramsObject(), 'constructor', {
+          prototype: { [CANARY]: true },
+        });
+        break;
+    }
+  }
+  return msg;
+}
+
+const mutatedRequest = fc
+  .tuple(validRequest, fc.array(mutationArb, { maxLength: 3 }))
+  .map(([base, mutations]) => applyMutations(base, mutations));
+
+const batchMember: fc.Arbitrary<Json> = fc.oneof(
+  { arbitrary: validRequest, weight: 4 },
+  { arbitrary: mutatedRequest, weight: 4 },
+  { arbitrary: validRequest.map(({ id: _id, ...notification }) => notification), weight: 2 },
+  { arbitrary: cancelNotification, weight: 1 },
+  { arbitrary: responseLike, weight: 1 },
+  { arbitrary: smallJson, weight: 1 },
+);
+
+const requestOrBatch: fc.Arbitrary<string> = fc.oneof(
+  { arbitrary: mutatedRequest.map((m) => JSON.stringify(m)), weight: 3 },
+  { arbitrary: validRequest.map((m) => JSON.stringify(m)), weight: 1 },
+  {
+    arbitrary: fc.array(batchMember, { maxLength: 8 }).map((b) => JSON.stringify(b)),
+    weight: 3,
+  },
+  {
+    // Around maxBatch: the longest accepted batch, and one error for a longer one.
+    arbitrary: fc
+      .array(batchMember, { minLength: MAX_BATCH - 1, maxLength: MAX_BATCH + 2 })
+      .map((b) => JSON.stringify(b)),
+    weight: 1,
+  },
+);
+
+type TextMutation =
+  | { op: 'truncate'; at: number }
+  | { op: 'delete'; at: number; length: number }
+  | { op: 'insert'; at: number; text: string }
+  | { op: 'duplicateId'; value: string };
+
+const textMutation: fc.Arbitrary<TextMutation> = fc.oneof(
+  fc.record({ op: fc.constant('truncate' as const), at: fc.nat() }),
+  fc.record({
+    op: fc.constant('delete' as const),
+    at: fc.nat(),
+    length: fc.integer({ min: 1, max: 4 }),
+  }),
+  fc.record({
+    op: fc.constant('insert' as const),
+    at: fc.nat(),
+    text: fc.constantFrom(
+      ',',
+      '}',
+      ']',
+      '{',
+      '[',
+      '"',
+      '\\',
+      ':',
+      'x',
+      'null',
+      '\u0000',
+      ' ',
+      '\uFEFF',
+      '\ud800',
+      '1e999',
+    ),
+  }),
+  fc.record({
+    op: fc.constant('duplicateId' as const),
+    value: fc.constantFrom('"dup"', 'null', '7', '{}'),
+  }),
+);
+
+function mutateText(text: string, mutations: readonly TextMutation[]): string {
+  let out = text;
+  for (const m of mutations) {
+    const at = m.op === 'duplicateId' ? 0 : m.at % (out.length + 1);
+    if (m.op === 'truncate') out = out.slice(0, at);
+    else if (m.op === 'delete') out = out.slice(0, at) + out.slice(at + m.length);
+    else if (m.op === 'insert') out = out.slice(0, at) + m.text + out.slice(at);
+    else out = out.replace('"id":', `"id":${m.value},"id":`);
+  }
+  return out;
+}
+
+/** Id literals only raw text can carry: out of double range, -0, long mantissas. */
+const rawIdLiteral = fc.constantFrom(
+  '1e400',
+  '-1e400',
+  '1.5e-400',
+  '-0',
+  '0.0',
+  '1E+2',
+  '123456789012345678901234567890',
+  '0.30000000000000004',
+  '9007199254740993',
+  '"\\u0000"',
+  '"\\ud800"',
+  '"\\u005f_proto__"',
+);
+
+const rawIdRequest = fc
+  .tuple(rawIdLiteral, fc.constantFrom('echo', 'later', 'boom', 'rpc.ping', 'nope'))
+  .map(([id, method]) => `{"jsonrpc":"2.0","method":"${method}","params":[${id}],"id":${id}}`);
+
+/** A request, notification or batch of exactly `size` bytes, padded with `pad` characters. */
+function sized(kind: string, size: number, pad: string): string {
+  const make = (fill: string): string => {
+    switch (kind) {
+      case 'request':
+        return JSON.stringify({ jsonrpc: '2.0', method: 'echo', params: [fill], id: 7 });
+      case 'notification':
+        return JSON.stringify({ jsonrpc: '2.0', method: 'echo', params: [fill] });
+      case 'hugeId':
+        return JSON.stringify({ jsonrpc: '2.0', method: 'rpc.ping', id: `h${fill}` });
+      case 'batch':
+        return JSON.stringify([
+          { jsonrpc: '2.0', method: 'later', params: { fill }, id: 'big' },
+          { jsonrpc: '2.0', method: 'echo', params: [1] },
+          { jsonrpc: '2.0', method: 'boom', id: 2 },
+        ]);
+      default:
+        return `not json ${fill}`;
+    }
+  };
+  const room = size - Buffer.byteLength(make(''));
+  if (room < 0) return make('');
+  const unit = Buffer.byteLength(pad);
+  const wide = Math.floor(room / unit / 2);
+  return make(pad.repeat(wide) + 'x'.repeat(room - wide * unit));
+}
+
+const hugeFrame: fc.Arbitrary<Outgoing> = fc
+  .record({
+    kind: fc.constantFrom('request', 'notification', 'hugeId', 'batch', 'garbage'),
+    offset: fc.oneof(
+      { arbitrary: fc.integer({ min: -3, max: 3 }), weight: 4 },
+      { arbitrary: fc.constantFrom(-1000, 1000, MAX_BYTES), weight: 1 },
+    ),
+    pad: fc.constantFrom('x', '\u00e9', '\u20ac', '\u{1F600}'),
+    binary: fc.boolean(),
+    cuts: fc.oneof(fc.constant<number[]>([]), fc.array(fc.nat(), { maxLength: 3 })),
+  })
+  .map(({ kind, offset, pad, binary, cuts }) =>
+    printable({
+      ...frameOf(sized(kind, MAX_BYTES + offset, pad), binary, `${kind} ${MAX_BYTES + offset}`),
+      cuts,
+      controlPings: cuts.length > 0,
+    }),
+  );
+
+/** Text nesting `levels` deep, alternating arrays and objects, innermost a number. */
+function nestedText(levels: number): string {
+  let open = '';
+  let close = '';
+  for (let i = 0; i < levels; i++) {
+    open += i % 2 === 0 ? '[' : '{"k":';
+    close = (i % 2 === 0 ? ']' : '}') + close;
+  }
+  return `${open}0${close}`;
+}
+
+function deepText(shape: string, depth: number, id: Id): string {
+  const head = `{"jsonrpc":"2.0","method":"echo","id":${JSON.stringify(id)}`;
+  switch (shape) {
+    case 'arrays':
+      return '['.repeat(depth) + '1' + ']'.repeat(depth);
+    case 'objects':
+      return '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
+    case 'params':
+      return `${head},"params":${nestedText(depth - 1)}}`;
+    case 'notification':
+      return `{"jsonrpc":"2.0","method":"echo","params":${nestedText(depth - 1)}}`;
+    case 'batchMember':
+      return `[${head},"params":${nestedText(depth - 2)}}]`;
+    case 'unclosed':
+      return '['.repeat(depth);
+    case 'closedFirst':
+      return ']'.repeat(depth) + '['.repeat(depth);
+    case 'inString':
+      return `${head},"params":["${'['.repeat(depth)}"]}`;
+    case 'escapedQuote':
+      return `${head},"params":["\\"${'{'.repeat(depth)}"]}`;
+    default:
+      // A string ending in an escaped backslash, then real nesting.
+      return `${head},"params":["\\\\",${nestedText(depth - 2)}]}`;
+  }
+}
+
+const deepFrame: fc.Arbitrary<Outgoing> = fc
+  .record({
+    shape: fc.constantFrom(
+      'arrays',
+      'objects',
+      'params',
+      'notification',
+      'batchMember',
+      'unclosed',
+      'closedFirst',
+      'inString',
+      'escapedQuote',
+      'backslashes',
+    ),
+    depth: fc.oneof(
+      { arbitrary: fc.integer({ min: MAX_DEPTH - 3, max: MAX_DEPTH + 3 }), weight: 6 },
+      { arbitrary: fc.constantFrom(2, 100, 1000, 20_000), weight: 1 },
+    ),
+    id: poolId,
+  })
+  .map(({ shape, depth, id }) => frameOf(deepText(shape, depth, id), false, `${shape} ${depth}`));
+
+/** Byte sequences that are not UTF-8. */
+const badUtf8 = fc.constantFrom(
+  [0xff],
+  [0xc3],
+  [0x80],
+  [0xc0, 0x80],
+  [0xed, 0xa0, 0x80],
+  [0xf4, 0x90, 0x80, 0x80],
+  [0xf0, 0x9f, 0x98],
+  [0xe2, 0x82],
+  [0xfe, 0xfe, 0xff],
+);
+
+const invalidUtf8Frame: fc.Arbitrary<Outgoing> = fc
+  .record({
+    payload: fc.oneof(
+      fc.tuple(validRequest, badUtf8, fc.nat()).map(([request, bad, at]) => {
+        const text = Buffer.from(JSON.stringify(request));
+        const cut = at % (text.length + 1);
+        return Buffer.concat([text.subarray(0, cut), Buffer.from(bad), text.subarray(cut)]);
+      }),
+      fc.uint8Array({ minLength: 1, maxLength: 64 }),
+    ),
+    cuts: fc.oneof(fc.constant<number[]>([]), fc.array(fc.nat(), { maxLength: 3 })),
+  })
+  .map(({ payload, cuts }) =>
+    printable({ ...frameOf(payload, false, 'invalid utf-8'), cuts, controlPings: true }),
+  );
+
+/** Keys and spellings aimed at Object.prototype. */
+const pollutionText: fc.Arbitrary<string> = fc
+  .record({
+    method: fc.constantFrom('echo', 'merge', 'later'),
+    id: fc.option(poolId, { nil: undefined }),
+    where: fc.constantFrom('params', 'nested', 'array', 'top'),
+    key: fc.constantFrom('__proto__', 'constructor'),
+    spelling: fc.constantFrom('plain', 'escaped', 'escapedLate'),
+    batch: fc.boolean(),
+  })
+  .map(({ method, id, where, key, spelling, batch }) => {
+    const payload: Json =
+      key === '__proto__'
+        ? { [CANARY]: true, toString: 'polluted' }
+        : { prototype: { [CANARY]: true } };
+    const evil: Record<string, unknown> = { safe: 1 };
+    put(evil, key, payload);
+    const params =
+      where === 'nested' ? { a: { b: evil } } : where === 'array' ? [evil, [evil]] : evil;
+    const msg: Record<string, unknown> = { jsonrpc: '2.0', method, params };
+    if (where === 'top') put(msg, key, payload);
+    if (id !== undefined) msg['id'] = id;
+    let text = JSON.stringify(batch ? [msg, { ...msg, id: 'second' }] : msg);
+    if (spelling === 'escaped') {
+      text = text
+        .replaceAll('"__proto__"', '"\\u005f_proto__"')
+        .replaceAll('"constructor"', '"\\u0063onstructor"');
+    } else if (spelling === 'escapedLate') {
+      text = text
+        .replaceAll('"__proto__"', '"__proto\\u005f_"')
+        .replaceAll('"prototype"', '"\\u0070rototype"');
+    }
+    return text;
+  });
+
+const stringArb = fc.oneof(
+  fc.string({ unit: 'binary', maxLength: 64 }),
+  fc.string({ unit: 'grapheme', maxLength: 32 }),
+  fc.string({
+    unit: fc.constantFrom(
+      '[',
+      ']',
+      '{',
+      '}',
+      '"',
+      '\\',
+      ',',
+      ':',
+      '1',
+      'e',
+      '-',
+      '.',
+      ' ',
+      'a',
+      'u',
+    ),
+    maxLength: 80,
+  }),
+  fc.json({ maxDepth: 3 }).map((t) => `${t} `),
+);
+
+// ---------------------------------------------------------------------------
+// The properties
+// ---------------------------------------------------------------------------
+
+const asyncRun = (frames: Outgoing[]): Promise<void> => exchange(frames);
+
+describe('fuzzing a live gateway over WebSockets', () => {
+  it('random bytes as binary frames', async () => {
+    const frame = transported(fc.uint8Array({ maxLength: 512 }), 'random bytes', 1000);
+    await fc.assert(fc.asyncProperty(burst(frame, 8), asyncRun), { numRuns: 300 });
+  });
+
+  it('invalid UTF-8 in text frames closes with 1007', async () => {
+    await fc.assert(fc.asyncProperty(burst(invalidUtf8Frame, 1), asyncRun), { numRuns: 150 });
+    expect(stats.closes.get(1007) ?? 0).toBeGreaterThan(0);
+  });
+
+  it('random strings as text frames', async () => {
+    await fc.assert(fc.asyncProperty(burst(transported(stringArb, 'string')), asyncRun), {
+      numRuns: 500,
+    });
+  });
+
+  it('random JSON values', async () => {
+    const json = fc.jsonValue({ maxDepth: 5 }).map((v) => JSON.stringify(v));
+    await fc.assert(fc.asyncProperty(burst(transported(json, 'json')), asyncRun), {
+      numRuns: 500,
+    });
+  });
+
+  it('mutated requests and batches of mixed members', async () => {
+    await fc.assert(fc.asyncProperty(burst(transported(requestOrBatch, 'request')), asyncRun), {
+      numRuns: 1000,
+    });
+  });
+
+  it('text-level mutations of requests, and raw id literals', async () => {
+    const mutated = fc.oneof(
+      fc
+        .tuple(requestOrBatch, fc.array(textMutation, { minLength: 1, maxLength: 3 }))
+        .map(([text, mutations]) => mutateText(text, mutations)),
+      rawIdRequest,
+    );
+    await fc.assert(fc.asyncProperty(burst(transported(mutated, 'mutated text')), asyncRun), {
+      numRuns: 500,
+    });
+  });
+
+  it('values close to and over maxMessageBytes', async () => {
+    await fc.assert(fc.asyncProperty(burst(hugeFrame, 1), asyncRun), { numRuns: 150 });
+    expect(stats.closes.get(1009) ?? 0).toBeGreaterThan(0);
+  });
+
+  it('nesting around maxDepth', async () => {
+    await fc.assert(fc.asyncProperty(burst(deepFrame, 4), asyncRun), { numRuns: 300 });
+  });
+
+  it('prototype-pollution payloads', async () => {
+    await fc.assert(fc.asyncProperty(burst(transported(pollutionText, 'pollution'), 4), asyncRun), {
+      numRuns: 300,
+    });
+  });
+
+  it('afterwards: alive, unpolluted, sessions accounted for, and a fresh client works', async () => {
+    // Nothing late is still on its way: a last round trip on the fuzzing socket.
+    await sleep(20);
+    await exchange([frameOf('{"jsonrpc":"2.0","method":"echo","params":["last"],"id":"last"}')]);
+
+    expect(unhandled).toEqual([]);
+    checkNotPolluted();
+    expect(({} as Record<string, unknown>)[CANARY]).toBeUndefined();
+
+    // Only documented close codes, each where the model expected it.
+    for (const code of stats.closes.keys()) expect([1000, 1007, 1009]).toContain(code);
+
+    // The process and the gateway still serve.
+    expect(gateway.isReady).toBe(true);
+    expect((await fetch(`${httpUrl}/livez`)).status).toBe(200);
+    expect((await fetch(`${httpUrl}/readyz`)).status).toBe(200);
+
+    // Sessions: the one fuzzing socket is open; every other one has been released.
+    await waitUntil(() => gateway.sessions.size === 1, 'one session left');
+    await waitUntil(
+      () => disconnectedCount === connectedCount - 1,
+      'every closed socket disconnected',
+    );
+    expect(connectedCount).toBe(stats.sockets);
+
+    const client = res.client(url);
+    expect(await client.call('echo', [1, 'two', { three: 3 }])).toEqual([1, 'two', { three: 3 }]);
+    await expect(client.call('boom')).rejects.toBeInstanceOf(JsonRpcError);
+    expect(gateway.sessions.size).toBe(2);
+    await client.close();
+    live!.socket.close(1000);
+    await waitUntil(() => gateway.sessions.size === 0, 'no session left');
+    expect(disconnectedCount).toBe(connectedCount);
+
+    console.log(
+      `fuzz: ${stats.runs} runs, ${stats.frames} frames, ${stats.replies} reply frames, ` +
+        `${stats.sockets} sockets, closes ${JSON.stringify(Object.fromEntries(stats.closes))}; ` +
+        `expected ${JSON.stringify(Object.fromEntries([...stats.expected].sort()))}`,
+    );
+  });
+});

@@ -1,0 +1,152 @@
+import { firstValueFrom } from 'rxjs';
+import { WebSocket, WebSocketServer } from 'ws';
+import { afterEach, describe, expect, it } from 'vitest';
+import { HEARTBEAT_CLOSE_CODE } from '../../src/client/client.js';
+import { Resources, closeOf, recordStates, waitForState } from '../integration/harness.js';
+import { waitUntil, within } from '../pubsub/helpers.js';
+import { openSocket } from './helpers.js';
+
+const res = new Resources();
+const servers: WebSocketServer[] = [];
+afterEach(async () => {
+  await res.cleanup();
+  await Promise.all(
+    servers.splice(0).map(
+      (wss) =>
+        new Promise<void>((resolve) => {
+          for (const client of wss.clients) client.terminate();
+          wss.close(() => resolve());
+        }),
+    ),
+  );
+});
+
+/** Resolves once `socket` has received `count` pings in total. */
+function pingCounter(socket: WebSocket): {
+  count: () => number;
+  reach: (n: number) => Promise<void>;
+} {
+  let pings = 0;
+  const waiters: { n: number; resolve: () => void }[] = [];
+  socket.on('ping', () => {
+    pings++;
+    for (const w of waiters.filter((w) => pings >= w.n)) {
+      waiters.splice(waiters.indexOf(w), 1);
+      w.resolve();
+    }
+  });
+  return {
+    count: () => pings,
+    reach: (n) =>
+      pings >= n ? Promise.resolve() : new Promise((resolve) => waiters.push({ n, resolve })),
+  };
+}
+
+describe('server heartbeat', () => {
+  it('terminates a client that does not answer pings (1006) while a normal client stays across several intervals', async () => {
+    const { url, gateway } = await res.demoGateway({ heartbeatInterval: 50 });
+    const live = await openSocket(res, url);
+    const livePings = pingCounter(live);
+    const [liveSession] = [...gateway.sessions.values()];
+
+    const gone = firstValueFrom(gateway.disconnected$);
+    const mute = await openSocket(res, url, undefined, { autoPong: false });
+    const mutePings = pingCounter(mute);
+    const muteClosed = closeOf(mute);
+
+    expect((await within(muteClosed, 'the mute client to be cut off')).code).toBe(1006);
+    const goneSession = await gone;
+    expect(goneSession).not.toBe(liveSession);
+    expect(await goneSession.closed).toMatchObject({ code: 1006 });
+    // It was pinged (and said nothing) before it was cut off.
+    expect(mutePings.count()).toBeGreaterThanOrEqual(1);
+
+    // The live client answers every ping (ws does so by itself) and is still there
+    // after several more intervals.
+    const seen = livePings.count();
+    await within(livePings.reach(seen + 4), 'four more pings');
+    expect(live.readyState).toBe(WebSocket.OPEN);
+    expect([...gateway.sessions.values()]).toEqual([liveSession]);
+  });
+
+  it('traffic is not an answer: a client sending messages but no pongs is still cut off', async () => {
+    const { url, gateway } = await res.demoGateway({ heartbeatInterval: 50 });
+    const chatty = await openSocket(res, url, undefined, { autoPong: false });
+    let id = 0;
+    chatty.on('ping', () =>
+      chatty.send(JSON.stringify({ jsonrpc: '2.0', method: 'sum', params: [1], id: ++id })),
+    );
+    expect((await within(closeOf(chatty), 'the chatty client to be cut off')).code).toBe(1006);
+    // It did send a request for every ping it got.
+    expect(id).toBeGreaterThanOrEqual(1);
+    await waitUntil(() => gateway.sessions.size === 0, 'the session to end');
+  });
+
+  it('a client that answers pings by hand is kept', async () => {
+    const { url, gateway } = await res.demoGateway({ heartbeatInterval: 50 });
+    const manual = await openSocket(res, url, undefined, { autoPong: false });
+    const pings = pingCounter(manual);
+    manual.on('ping', (data) => manual.pong(data));
+    await within(pings.reach(5), 'five pings');
+    expect(manual.readyState).toBe(WebSocket.OPEN);
+    expect(gateway.sessions.size).toBe(1);
+  });
+});
+
+describe('client heartbeat (rpc.ping)', () => {
+  it('an RpcClient facing a server that never answers closes with 4000 and reconnects by itself', async () => {
+    const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+    servers.push(wss);
+    await new Promise<void>((resolve) => wss.once('listening', () => resolve()));
+    const address = wss.address();
+    const port = typeof address === 'object' && address ? address.port : 0;
+
+    const received: string[] = [];
+    const closes: { code: number; reason: string }[] = [];
+    let connections = 0;
+    const firstClosed = new Promise<void>((resolve) => {
+      wss.on('connection', (socket) => {
+        connections++;
+        socket.on('message', (data) => received.push((data as Buffer).toString('utf8')));
+        socket.on('close', (code, reason) => {
+          closes.push({ code, reason: reason.toString('utf8') });
+          resolve();
+        });
+      });
+    });
+
+    const client = res.client(`ws://127.0.0.1:${port}`, {
+      heartbeat: { intervalMs: 50, timeoutMs: 50 },
+      reconnect: { initialDelayMs: 20, maxDelayMs: 200 },
+    });
+    const { states } = recordStates(client);
+    await waitForState(client, 'open');
+    await within(waitForState(client, 'reconnecting'), 'the client to give up on the server');
+    expect(states.slice(0, 3)).toEqual(['connecting', 'open', 'reconnecting']);
+
+    await within(firstClosed, 'the server to see the close');
+    expect(closes[0]).toEqual({ code: HEARTBEAT_CLOSE_CODE, reason: 'heartbeat timeout' });
+    expect(HEARTBEAT_CLOSE_CODE).toBe(4000);
+    const pings = received.map((text) => JSON.parse(text) as { method?: string; id?: unknown });
+    expect(pings[0]).toMatchObject({ jsonrpc: '2.0', method: 'rpc.ping' });
+    expect(typeof pings[0]!.id).toBe('number');
+
+    // It comes back by itself.
+    await waitUntil(() => connections >= 2, 'a new connection');
+    await waitForState(client, 'open');
+  });
+
+  it('stays open against a gateway that answers rpc.ping', async () => {
+    const { url, gateway } = await res.demoGateway();
+    const client = res.client(url, { heartbeat: { intervalMs: 50, timeoutMs: 50 } });
+    const { states } = recordStates(client);
+    await waitForState(client, 'open');
+    const before = gateway.metrics.messagesIn;
+    // Five pings went out and were answered; the connection was never replaced.
+    await waitUntil(() => gateway.metrics.messagesIn >= before + 5, 'five pings');
+    expect(gateway.metrics.messagesOut).toBeGreaterThanOrEqual(4);
+    expect(states).toEqual(['connecting', 'open']);
+    expect(gateway.sessions.size).toBe(1);
+    expect(await client.call('sum', [2, 2])).toBe(4);
+  });
+});
