@@ -1,5 +1,5 @@
 import { createGateway, createLogger } from '../src/index.js';
-import { registerDemoPubSub } from './pubsub.js';
+import { startTicker } from './pubsub.js';
 import { registerDemoService } from './service.js';
 
 const logger = createLogger();
@@ -8,7 +8,7 @@ const host = process.env['HOST'] ?? '127.0.0.1';
 
 const gateway = createGateway({ logger });
 registerDemoService(gateway);
-const stopTicker = registerDemoPubSub(gateway);
+const stopTicker = startTicker(gateway);
 
 let stopping = false;
 async function stop(signal: string): Promise<void> {

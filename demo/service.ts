@@ -1,7 +1,9 @@
-import { InvalidParamsError, method, notification } from '../src/index.js';
-import type { Gateway, Params } from '../src/index.js';
+import { map, take, timer } from 'rxjs';
+import { clientApi, implementContract, method, notification } from '../src/index.js';
+import type { Gateway } from '../src/index.js';
+import { demoContract } from './contract.js';
 
-/** Typed descriptors: shared by the handlers below and by any typed client. */
+/** Typed descriptors for code that calls by name (the contract's `useContract` is the other way). */
 export const Subtract = method<[number, number] | { minuend: number; subtrahend: number }, number>(
   'subtract',
 );
@@ -12,56 +14,41 @@ export const AskClient = method<{ question: string } | [string], unknown>('ask_c
 export const ClientConfirm = method<{ question: string }, unknown>('client.confirm');
 export const Hello = notification<[number]>('hello');
 
-function isNumber(value: unknown): value is number {
-  return typeof value === 'number' && Number.isFinite(value);
-}
-
-function numbersFrom(params: Params | undefined, name: string): number[] {
-  if (!Array.isArray(params) || !params.every(isNumber)) {
-    throw new InvalidParamsError(`${name} takes an array of numbers`);
-  }
-  return params;
-}
-
 /**
  * The JSON-RPC 2.0 specification's example methods, so its examples can be
- * pasted as they are, plus one that calls back into the connected client.
+ * pasted as they are, plus one that calls back into the connected client,
+ * a chat and a countdown stream, all implementing `demoContract`.
  */
 export function registerDemoService(gateway: Gateway): void {
-  gateway.method(Subtract, (params) => {
-    if (Array.isArray(params)) {
-      const [minuend, subtrahend] = params;
-      if (params.length !== 2 || !isNumber(minuend) || !isNumber(subtrahend)) {
-        throw new InvalidParamsError('subtract takes [minuend, subtrahend]');
-      }
-      return minuend - subtrahend;
-    }
-    const { minuend, subtrahend } = (params ?? {}) as { minuend?: unknown; subtrahend?: unknown };
-    if (!isNumber(minuend) || !isNumber(subtrahend)) {
-      throw new InvalidParamsError('subtract takes { minuend, subtrahend }');
-    }
-    return minuend - subtrahend;
-  });
-
-  gateway.method(Sum, (params) => numbersFrom(params, 'sum').reduce((a, b) => a + b, 0));
-
-  // The spec sends these as notifications; they do their work and answer nothing.
-  gateway.method('update', (params, ctx) => {
-    ctx.logger.debug({ params }, 'update');
-    return null;
-  });
-  gateway.method('notify_hello', (params, ctx) => {
-    const [n] = numbersFrom(params, 'notify_hello');
-    ctx.session.notify(Hello, [n ?? 0]);
-    return null;
-  });
-
-  gateway.method(GetData, () => ['hello', 5]);
-
-  gateway.method(AskClient, async (params, ctx) => {
-    const question = Array.isArray(params) ? params[0] : params?.question;
-    if (typeof question !== 'string') throw new InvalidParamsError('ask_client takes { question }');
-    const answer = await ctx.session.call(ClientConfirm, { question }, { signal: ctx.signal });
-    return { question, answer };
+  implementContract(gateway, demoContract, {
+    methods: {
+      subtract: ({ minuend, subtrahend }) => minuend - subtrahend,
+      sum: (numbers) => numbers.reduce((a, b) => a + b, 0),
+      // The spec sends these as notifications; they do their work and answer nothing.
+      update: () => null,
+      notify_hello: ([n], ctx) => {
+        ctx.session.notify(Hello, [n]);
+        return null;
+      },
+      get_data: (): [string, number] => ['hello', 5],
+      ask_client: async ({ question }, ctx) => {
+        const answer = await clientApi(ctx.session, demoContract)['client.confirm'](
+          { question },
+          { signal: ctx.signal },
+        );
+        return { question, answer };
+      },
+      'chat.send': ({ text, from }, ctx) =>
+        gateway.publish('chat', { from: from || ctx.session.id, text, at: Date.now() }),
+    },
+    // A slow ticker subscriber only ever needs the newest price.
+    topics: { ticker: { slowConsumer: 'keep-latest' } },
+    streams: {
+      countdown: ({ from }) =>
+        timer(0, 200).pipe(
+          take(from + 1),
+          map((i) => from - i),
+        ),
+    },
   });
 }

@@ -16,6 +16,30 @@ export type {
   PubSubStats,
 } from './server/pubsub-service.js';
 export * from './pubsub/index.js';
+export { defineContract } from './contract/contract.js';
+export type {
+  Contract,
+  MethodSpec,
+  NotificationSpec,
+  SubscriptionSpec,
+  Schema,
+  CallParams,
+  CallResult,
+  HandlerParams,
+  HandlerResult,
+  SubscriptionData,
+  SubscriptionParams,
+} from './contract/contract.js';
+export { toOpenRpc } from './contract/openrpc.js';
+export type { OpenRpcDocument } from './contract/openrpc.js';
+export { validateParams, validateResult, normalizeParams } from './contract/validate.js';
+export type { ValidationIssues } from './contract/validate.js';
+export { bindMethods } from './contract/bind.js';
+export type { MethodsApi, Caller } from './contract/bind.js';
+export { implementContract, clientApi } from './server/contract-server.js';
+export type { ContractImplementation, ImplementOptions } from './server/contract-server.js';
+export { useContract } from './client/contract-client.js';
+export type { ContractClient, ClientImplementation } from './client/contract-client.js';
 export * from './peer/index.js';
 export { createInMemoryPair, InMemoryTransport } from './transport/in-memory-transport.js';
 export { WsTransport } from './transport/ws-transport.js';

@@ -17,3 +17,20 @@ export type { BatchEntry, IncomingNotification } from '../peer/peer.js';
 export type { Logger } from '../peer/logger.js';
 export type { WebSocketConstructor } from '../transport/websocket-transport.js';
 export * from '../protocol/index.js';
+export { defineContract } from '../contract/contract.js';
+export type {
+  Contract,
+  MethodSpec,
+  NotificationSpec,
+  SubscriptionSpec,
+  CallParams,
+  CallResult,
+  HandlerParams,
+  HandlerResult,
+  SubscriptionData,
+  SubscriptionParams,
+} from '../contract/contract.js';
+export type { MethodsApi } from '../contract/bind.js';
+export { useContract } from './contract-client.js';
+export type { ContractClient, ClientImplementation } from './contract-client.js';
+export type { ValidationIssues } from '../contract/validate.js';

@@ -65,6 +65,8 @@ export interface PeerOptions<S> {
   onClosed?: (peer: Peer<S>, info: CloseInfo) => void;
   /** Told of every incoming call once it is answered, for metrics. */
   onCallSettled?: (method: string, outcome: CallOutcome, durationMs: number) => void;
+  /** Handlers for reserved `rpc.` methods the layer above provides (e.g. rpc.discover). */
+  reservedMethods?: ReadonlyMap<string, Handler<S>>;
   /** Reserved (`rpc.`) notifications other than cancel, for the layer above. */
   onReservedNotification?: (method: string, params: Params | undefined) => void;
 }
@@ -140,6 +142,7 @@ export class Peer<S = unknown> implements TransportListener {
   private readonly admit: PeerOptions<S>['admit'];
   private readonly onCallSettled: PeerOptions<S>['onCallSettled'];
   private readonly onClosed: PeerOptions<S>['onClosed'];
+  private readonly reservedMethods: PeerOptions<S>['reservedMethods'];
   private outbox: string[] | undefined;
   private readonly onReservedNotification: PeerOptions<S>['onReservedNotification'];
   private closeInfo: CloseInfo | undefined;
@@ -160,6 +163,7 @@ export class Peer<S = unknown> implements TransportListener {
     this.admit = options.admit;
     this.onCallSettled = options.onCallSettled;
     this.onClosed = options.onClosed;
+    this.reservedMethods = options.reservedMethods;
     this.onReservedNotification = options.onReservedNotification;
     this.maxPendingCalls = options.maxPendingCalls ?? 1024;
     this.callTimeout = options.callTimeout ?? 30_000;
@@ -440,7 +444,11 @@ export class Peer<S = unknown> implements TransportListener {
       this.onCallSettled?.(method, 'rejected', 0);
       return failure(id, ErrorCode.RateLimited, version);
     }
-    if (isReservedMethod(method)) return failure(id, ErrorCode.MethodNotFound, version);
+    if (isReservedMethod(method)) {
+      const internal = this.reservedMethods?.get(method);
+      if (internal) return this.runHandler(internal, id, method, params, version);
+      return failure(id, ErrorCode.MethodNotFound, version);
+    }
     const handler = this.registry.get(method);
     if (!handler) {
       this.onCallSettled?.(method, 'not_found', 0);

@@ -9,6 +9,8 @@ export const ReservedMethod = {
   Ping: 'rpc.ping',
   /** Notification from server: reconnect elsewhere, the server is draining. */
   Reconnect: 'rpc.reconnect',
+  /** Request: the service's OpenRPC document (when it was defined as a contract). */
+  Discover: 'rpc.discover',
 } as const;
 
 export function isReservedMethod(method: string): boolean {

@@ -72,6 +72,9 @@ export class Gateway<C = unknown> {
   private closing = false;
   private readonly idPrefix = `${nanoid(10)}-`;
   private sessionCounter = 0;
+  private discovery: string | undefined;
+  /** Reserved `rpc.` methods the gateway itself answers (shared by every session's peer). */
+  private readonly reservedMethods = new Map<string, Handler<Session<C>>>();
   /** Peer options every session shares (one object, one set of closures, for all of them). */
   private readonly peerOptions: Omit<PeerOptions<Session<C>>, 'session'>;
   private readonly admission: Admission;
@@ -116,6 +119,7 @@ export class Gateway<C = unknown> {
       exposeErrorDetails: options.exposeErrorDetails,
       authorize: authorize && ((method, params, session) => authorize({ session, method, params })),
       onCallSettled: (method, outcome, ms) => this.metrics.callSettled(method, outcome, ms),
+      reservedMethods: this.reservedMethods,
       parse: {
         acceptV1: options.acceptV1 ?? false,
         maxBatch: this.limits.maxBatch,
@@ -174,6 +178,15 @@ export class Gateway<C = unknown> {
   /** The broker topics live on. */
   get broker(): Broker {
     return this.pubsub.broker;
+  }
+
+  /**
+   * Serve an OpenRPC document at `rpc.discover` and `GET /openrpc.json`
+   * (`implementContract` does this with the contract's document).
+   */
+  serveDiscovery(document: unknown): void {
+    this.discovery = JSON.stringify(document);
+    this.reservedMethods.set(ReservedMethod.Discover, () => document);
   }
 
   /** Open sessions by id. */
@@ -290,6 +303,14 @@ export class Gateway<C = unknown> {
     try {
       if (serveHealth(req, res, { ready: this.isReady, sessions: this.liveSessions.size })) return;
       const path = (req.url ?? '/').split('?', 1)[0];
+      if (path === '/openrpc.json' && this.discovery !== undefined) {
+        res.writeHead(200, {
+          'content-type': 'application/json; charset=utf-8',
+          'access-control-allow-origin': '*',
+        });
+        res.end(this.discovery);
+        return;
+      }
       if (path === '/metrics' && this.options.metrics !== false) {
         const text = await this.metrics.render();
         res.writeHead(200, {

@@ -2,7 +2,8 @@ import { firstValueFrom, take, toArray } from 'rxjs';
 import type { Subscription } from 'rxjs';
 import { WebSocket } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Chat, ChatSend, Countdown, Ticker, registerDemoPubSub } from '../../demo/pubsub.js';
+import { Chat, ChatSend, Countdown, Ticker, startTicker } from '../../demo/pubsub.js';
+import { registerDemoService } from '../../demo/service.js';
 import type { ChatMessage } from '../../demo/pubsub.js';
 import {
   ErrorCode,
@@ -279,7 +280,8 @@ describe('client subscriptions', () => {
 describe('demo pub/sub', () => {
   it('ticker, chat and countdown work for two clients', async () => {
     const { gateway, url } = await res.gateway();
-    const stopTicker = registerDemoPubSub(gateway, 20);
+    registerDemoService(gateway);
+    const stopTicker = startTicker(gateway, 20);
     try {
       const alice = res.client(url);
       const bob = res.client(url);

@@ -1,0 +1,68 @@
+import type { StandardSchemaV1 } from '@standard-schema/spec';
+
+/** Any Standard Schema (zod 4, valibot, arktype...). */
+export type Schema = StandardSchemaV1;
+
+/** One method: its params and result schemas, and how positional params map onto named ones. */
+export interface MethodSpec {
+  /** Schema of the params: an object for named params, a tuple or array for positional ones. */
+  params?: Schema;
+  /**
+   * For an object `params` schema: the order of its members when the caller sends them by
+   * position, so `[42, 23]` and `{"minuend": 42, "subtrahend": 23}` both reach the handler as the object.
+   */
+  paramOrder?: readonly string[];
+  result?: Schema;
+  description?: string;
+}
+
+export interface NotificationSpec {
+  params?: Schema;
+  paramOrder?: readonly string[];
+  description?: string;
+}
+
+/** A subscription: a topic (no handler on the server) or a per-subscriber stream. */
+export interface SubscriptionSpec {
+  /** Params of a per-subscriber stream. */
+  params?: Schema;
+  /** Each message's payload. */
+  data?: Schema;
+  description?: string;
+}
+
+/** A service defined once: both ends' types, server-side validation, and the OpenRPC document come from it. */
+export interface Contract {
+  name: string;
+  version: string;
+  description?: string;
+  /** Methods the server implements. */
+  methods: Record<string, MethodSpec>;
+  /** Notifications the server sends to clients. */
+  notifications?: Record<string, NotificationSpec>;
+  /** Methods the client implements and the server calls. */
+  clientMethods?: Record<string, MethodSpec>;
+  subscriptions?: Record<string, SubscriptionSpec>;
+}
+
+/** Declare a contract; returns it as is, with its literal types kept for inference. */
+export function defineContract<const C extends Contract>(contract: C): C {
+  return contract;
+}
+
+type InputOf<S> = S extends StandardSchemaV1 ? StandardSchemaV1.InferInput<S> : undefined;
+type OutputOf<S> = S extends StandardSchemaV1 ? StandardSchemaV1.InferOutput<S> : undefined;
+type Positional<M> = M extends { paramOrder: readonly string[] } ? unknown[] : never;
+
+/** What a caller may send: the schema's input type, or (with paramOrder) the same values by position. */
+export type CallParams<M> = M extends { params: infer S } ? InputOf<S> | Positional<M> : undefined;
+/** What a handler receives: the schema's output type (after validation, positional params mapped to names). */
+export type HandlerParams<M> = M extends { params: infer S } ? OutputOf<S> : undefined;
+/** What a handler returns. */
+export type HandlerResult<M> = M extends { result: infer S } ? InputOf<S> : unknown;
+/** What a caller gets back. */
+export type CallResult<M> = M extends { result: infer S } ? OutputOf<S> : unknown;
+/** A subscription's message payload. */
+export type SubscriptionData<M> = M extends { data: infer S } ? OutputOf<S> : unknown;
+/** A stream's params as the client sends them. */
+export type SubscriptionParams<M> = M extends { params: infer S } ? InputOf<S> : undefined;
