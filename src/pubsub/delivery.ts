@@ -56,7 +56,7 @@ export class Delivery {
         this.skip();
       }
       if (shared !== undefined && this.missed === 0 && shared.quotedId === this.quotedId) {
-        this.sink.send(shared.bytes);
+        this.sink.send(shared);
         return;
       }
       this.write(tail);

@@ -1,4 +1,5 @@
 import type { ErrorObject } from '../protocol/types.js';
+import type { EncodedFrame } from '../transport/transport.js';
 
 /**
  * Subscription notifications are assembled from fixed pieces so a payload is
@@ -33,8 +34,9 @@ const encoder = new TextEncoder();
  * same message. Encoded to bytes at most once per publish, then written to
  * every such socket without another copy.
  */
-export class SharedFrame {
+export class SharedFrame implements EncodedFrame {
   private encoded: Uint8Array | undefined;
+  private framed: unknown;
 
   constructor(
     readonly quotedId: string,
@@ -43,5 +45,13 @@ export class SharedFrame {
 
   get bytes(): Uint8Array {
     return (this.encoded ??= encoder.encode(this.text));
+  }
+
+  /**
+   * The frame as a transport puts it on the wire (e.g. WebSocket header and
+   * payload in one buffer), built by the first transport that asks, once per publish.
+   */
+  wire<T>(build: (bytes: Uint8Array) => T): T {
+    return (this.framed ??= build(this.bytes)) as T;
   }
 }

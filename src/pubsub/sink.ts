@@ -1,7 +1,9 @@
+import type { EncodedFrame } from '../transport/transport.js';
+
 /** Where a subscription's frames go: one connection, seen only as much as fan-out needs. */
 export interface Sink {
-  /** A Uint8Array is UTF-8 text encoded once for many sinks; send it as a text frame. */
-  send(frame: string | Uint8Array): void;
+  /** An EncodedFrame is one message encoded once for many sinks; send it as a text frame. */
+  send(frame: string | EncodedFrame): void;
   /** Bytes written but not yet on the network. */
   readonly bufferedAmount: number;
   close(code: number, reason: string): void;

@@ -5,6 +5,7 @@ import type { CallOptions } from '../peer/pending-calls.js';
 import type { BatchEntry, CloseInfo, IncomingNotification, Peer } from '../peer/peer.js';
 import type { Params } from '../protocol/types.js';
 import type { Sink } from '../pubsub/sink.js';
+import type { EncodedFrame } from '../transport/transport.js';
 import type { WsTransport } from '../transport/ws-transport.js';
 
 /**
@@ -26,7 +27,7 @@ export class Session<C = unknown> implements Sink {
   ) {}
 
   /** Sink: write a pre-built frame (fan-out), unless the session has closed. */
-  send(frame: string | Uint8Array): void {
+  send(frame: string | EncodedFrame): void {
     if (!this.peer.isClosed) this.transport.send(frame);
   }
 

@@ -15,6 +15,15 @@ export interface Transport {
   listen(listener: TransportListener): void;
 }
 
+/**
+ * One message encoded once and sent on many transports (fan-out): its UTF-8
+ * bytes, and a per-transport-kind wire form built by the first that asks.
+ */
+export interface EncodedFrame {
+  readonly bytes: Uint8Array;
+  wire<T>(build: (bytes: Uint8Array) => T): T;
+}
+
 export interface TransportListener {
   /** One whole incoming text frame. */
   receive(text: string): void;

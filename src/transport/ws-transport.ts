@@ -1,7 +1,7 @@
 import type { Duplex } from 'node:stream';
 import type { RawData, WebSocket } from 'ws';
 import { CloseCode } from './transport.js';
-import type { Transport, TransportListener } from './transport.js';
+import type { EncodedFrame, Transport, TransportListener } from './transport.js';
 import { atEndOfTurn } from './turn-coalescer.js';
 
 function toText(data: RawData): string {
@@ -22,6 +22,32 @@ function onClose(this: WebSocket, code: number, reason: Buffer): void {
 }
 
 function ignore(): void {}
+
+/** ws's sender has nothing queued (it queues only while compressing or reading a Blob, which we never do). */
+function senderIdle(socket: WebSocket): boolean {
+  const sender = (socket as unknown as { _sender?: { _queue?: unknown[] } })._sender;
+  return sender?._queue?.length === 0;
+}
+
+/** An unmasked, final text frame (RFC 6455 5.2): what a server sends. */
+function textFrame(payload: Uint8Array): Buffer {
+  const length = payload.length;
+  const headerLength = length < 126 ? 2 : length < 65_536 ? 4 : 10;
+  const frame = Buffer.allocUnsafe(headerLength + length);
+  frame[0] = 0x81; // FIN + text
+  if (length < 126) {
+    frame[1] = length;
+  } else if (length < 65_536) {
+    frame[1] = 126;
+    frame.writeUInt16BE(length, 2);
+  } else {
+    frame[1] = 127;
+    frame.writeUInt32BE(Math.floor(length / 2 ** 32), 2);
+    frame.writeUInt32BE(length >>> 0, 6);
+  }
+  frame.set(payload, headerLength);
+  return frame;
+}
 
 /** Bytes held in one corked turn before they are written anyway. */
 const MAX_CORKED_BYTES = 64 * 1024;
@@ -91,17 +117,24 @@ export class WsTransport implements Transport {
     if (early) for (const text of early) listener.receive(text);
   }
 
-  send(frame: string | Uint8Array): void {
+  send(frame: string | EncodedFrame): void {
     if (this.socket.readyState !== this.socket.OPEN) return;
-    if (!this.corkedTurn && this.raw) {
+    const raw = this.raw;
+    if (!this.corkedTurn && raw) {
       this.corkedTurn = true;
-      this.raw.cork();
+      raw.cork();
       atEndOfTurn(this);
     }
     this.counters.messagesOut++;
-    // A Uint8Array is a frame pre-encoded once for many sockets: sent as text, not copied.
-    if (typeof frame === 'string') this.socket.send(frame);
-    else this.socket.send(frame, { binary: false });
+    if (typeof frame === 'string') {
+      this.socket.send(frame);
+    } else if (raw && senderIdle(this.socket)) {
+      // One message for many sockets: its whole WebSocket frame is built once per publish
+      // and the same buffer is written to each socket, with no copy and no framing per socket.
+      raw.write(frame.wire(textFrame));
+    } else {
+      this.socket.send(frame.bytes, { binary: false });
+    }
     // Coalescing pays off for small frames; large bursts go to the kernel at once, so
     // bufferedAmount keeps meaning "what this peer has not read" to the slow-consumer check.
     if (this.corkedTurn && this.raw && this.raw.writableLength >= MAX_CORKED_BYTES) this.endTurn();
