@@ -29,23 +29,32 @@ function senderIdle(socket: WebSocket): boolean {
   return sender?._queue?.length === 0;
 }
 
-/** An unmasked, final text frame (RFC 6455 5.2): what a server sends. */
-function textFrame(payload: Uint8Array): Buffer {
-  const length = payload.length;
-  const headerLength = length < 126 ? 2 : length < 65_536 ? 4 : 10;
-  const frame = Buffer.allocUnsafe(headerLength + length);
-  frame[0] = 0x81; // FIN + text
+function headerLength(payloadLength: number): number {
+  return payloadLength < 126 ? 2 : payloadLength < 65_536 ? 4 : 10;
+}
+
+/** Write the header of an unmasked, final text frame (RFC 6455 5.2); returns the offset after it. */
+function writeHeader(buffer: Buffer, offset: number, length: number): number {
+  buffer[offset] = 0x81; // FIN + text
   if (length < 126) {
-    frame[1] = length;
-  } else if (length < 65_536) {
-    frame[1] = 126;
-    frame.writeUInt16BE(length, 2);
-  } else {
-    frame[1] = 127;
-    frame.writeUInt32BE(Math.floor(length / 2 ** 32), 2);
-    frame.writeUInt32BE(length >>> 0, 6);
+    buffer[offset + 1] = length;
+    return offset + 2;
   }
-  frame.set(payload, headerLength);
+  if (length < 65_536) {
+    buffer[offset + 1] = 126;
+    buffer.writeUInt16BE(length, offset + 2);
+    return offset + 4;
+  }
+  buffer[offset + 1] = 127;
+  buffer.writeUInt32BE(Math.floor(length / 2 ** 32), offset + 2);
+  buffer.writeUInt32BE(length >>> 0, offset + 6);
+  return offset + 10;
+}
+
+/** A whole text frame (what a server sends: unmasked, final) around `payload`. */
+function textFrame(payload: Uint8Array): Buffer {
+  const frame = Buffer.allocUnsafe(headerLength(payload.length) + payload.length);
+  frame.set(payload, writeHeader(frame, 0, payload.length));
   return frame;
 }
 
@@ -64,12 +73,35 @@ export class WsTransport implements Transport {
   private closeTimer: ReturnType<typeof setTimeout> | undefined;
   private readonly raw: Duplex | undefined;
   private corkedTurn = false;
+  /** Text frames of this turn, joined into one buffer when the turn ends. */
+  private textQueue: string[] | undefined;
+  private textQueueLength = 0;
 
   /** Uncork at the end of the turn (called by turn-coalescer). */
   endTurn(): void {
+    this.flushText();
     if (!this.corkedTurn) return;
     this.corkedTurn = false;
     this.raw?.uncork();
+  }
+
+  /** Frame every text queued this turn into one buffer and write it: one allocation, one chunk. */
+  private flushText(): void {
+    const queue = this.textQueue;
+    if (!queue) return;
+    this.textQueue = undefined;
+    this.textQueueLength = 0;
+    if (this.socket.readyState !== this.socket.OPEN || !this.raw) return;
+    const lengths = queue.map((text) => Buffer.byteLength(text));
+    let total = 0;
+    for (const length of lengths) total += headerLength(length) + length;
+    const buffer = Buffer.allocUnsafe(total);
+    let offset = 0;
+    queue.forEach((text, i) => {
+      offset = writeHeader(buffer, offset, lengths[i]!);
+      offset += buffer.write(text, offset, 'utf8');
+    });
+    this.raw.write(buffer);
   }
 
   constructor(
@@ -107,7 +139,7 @@ export class WsTransport implements Transport {
   }
 
   get bufferedAmount(): number {
-    return this.socket.bufferedAmount;
+    return this.socket.bufferedAmount + this.textQueueLength;
   }
 
   listen(listener: TransportListener): void {
@@ -126,9 +158,16 @@ export class WsTransport implements Transport {
       atEndOfTurn(this);
     }
     this.counters.messagesOut++;
+    const direct = raw !== undefined && senderIdle(this.socket);
     if (typeof frame === 'string') {
-      this.socket.send(frame);
-    } else if (raw && senderIdle(this.socket)) {
+      if (direct) {
+        (this.textQueue ??= []).push(frame);
+        this.textQueueLength += frame.length;
+      } else {
+        this.socket.send(frame);
+      }
+    } else if (direct) {
+      this.flushText(); // keep the order of frames
       // One message for many sockets: its whole WebSocket frame is built once per publish
       // and the same buffer is written to each socket, with no copy and no framing per socket.
       raw.write(frame.wire(textFrame));
@@ -137,12 +176,17 @@ export class WsTransport implements Transport {
     }
     // Coalescing pays off for small frames; large bursts go to the kernel at once, so
     // bufferedAmount keeps meaning "what this peer has not read" to the slow-consumer check.
-    if (this.corkedTurn && this.raw && this.raw.writableLength >= MAX_CORKED_BYTES) this.endTurn();
+    if (this.corkedTurn && this.bufferedAmountThisTurn() >= MAX_CORKED_BYTES) this.endTurn();
+  }
+
+  private bufferedAmountThisTurn(): number {
+    return (this.raw?.writableLength ?? 0) + this.textQueueLength;
   }
 
   close(code: number = CloseCode.Normal, reason = ''): void {
     const state = this.socket.readyState;
     if (state === this.socket.CLOSING || state === this.socket.CLOSED) return;
+    this.flushText(); // what was sent before the close goes before the close frame
     try {
       this.socket.close(code, reason);
     } catch {
