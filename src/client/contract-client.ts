@@ -29,13 +29,13 @@ export type ClientImplementation<K extends Contract> = {
 export interface ContractClient<K extends Contract> {
   /** `api.subtract({ minuend: 42, subtrahend: 23 })`: wrong params are compile errors. */
   readonly api: MethodsApi<K['methods']>;
-  subscribe<N extends keyof SubscriptionsOf<K> & string>(
+  readonly subscribe: <N extends keyof SubscriptionsOf<K> & string>(
     name: N,
     params?: SubscriptionParams<SubscriptionsOf<K>[N]>,
-  ): Observable<SubscriptionData<SubscriptionsOf<K>[N]>>;
-  notifications<N extends keyof NotificationsOf<K> & string>(
+  ) => Observable<SubscriptionData<SubscriptionsOf<K>[N]>>;
+  readonly notifications: <N extends keyof NotificationsOf<K> & string>(
     name: N,
-  ): Observable<HandlerParams<NotificationsOf<K>[N]>>;
+  ) => Observable<HandlerParams<NotificationsOf<K>[N]>>;
 }
 
 /**

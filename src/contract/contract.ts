@@ -52,10 +52,23 @@ export function defineContract<const C extends Contract>(contract: C): C {
 
 type InputOf<S> = S extends StandardSchemaV1 ? StandardSchemaV1.InferInput<S> : undefined;
 type OutputOf<S> = S extends StandardSchemaV1 ? StandardSchemaV1.InferOutput<S> : undefined;
-type Positional<M> = M extends { paramOrder: readonly string[] } ? unknown[] : never;
+type Get<T, K> = K extends keyof T ? T[K] : undefined;
+type Values<T, O extends readonly unknown[]> = { -readonly [I in keyof O]: Get<T, O[I]> };
+type IsOptional<T, K> = K extends keyof T ? (object extends Pick<T, K> ? true : false) : true;
+/** The members of `T` as a tuple in `paramOrder` order; trailing optional members may be left out. */
+type ByPosition<T, O extends readonly unknown[]> = O extends readonly [...infer Init, infer Last]
+  ? IsOptional<T, Last> extends true
+    ? ByPosition<T, Init> | [...Values<T, Init>, Get<T, Last>]
+    : [...Values<T, Init>, Get<T, Last>]
+  : [];
+type Positional<M, In> = M extends { paramOrder: infer O extends readonly string[] }
+  ? ByPosition<In, O>
+  : never;
 
 /** What a caller may send: the schema's input type, or (with paramOrder) the same values by position. */
-export type CallParams<M> = M extends { params: infer S } ? InputOf<S> | Positional<M> : undefined;
+export type CallParams<M> = M extends { params: infer S }
+  ? InputOf<S> | Positional<M, InputOf<S>>
+  : undefined;
 /** What a handler receives: the schema's output type (after validation, positional params mapped to names). */
 export type HandlerParams<M> = M extends { params: infer S } ? OutputOf<S> : undefined;
 /** What a handler returns. */

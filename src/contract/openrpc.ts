@@ -87,7 +87,21 @@ function paramsOf(spec: { params?: Schema; paramOrder?: readonly string[] }): {
       structure: 'by-position',
     };
   }
-  return { params: [{ name: 'params', required: true, schema }], structure: 'either' };
+  // Neither an object nor a tuple (a variadic array, a union): one param named "params",
+  // sent by name as {"params": ...}; the server unwraps it (see paramsShape).
+  return { params: [{ name: 'params', required: true, schema }], structure: 'by-name' };
+}
+
+/**
+ * How a method's params are laid out in its OpenRPC description: members of an
+ * object, positions of a tuple, or (anything else) one param named "params".
+ */
+export function paramsShape(schema: Schema | undefined): 'object' | 'tuple' | 'wrapped' | 'none' {
+  if (!schema) return 'none';
+  const json = jsonSchemaOf(schema);
+  if (json['type'] === 'object' && json['properties']) return 'object';
+  if (json['type'] === 'array' && Array.isArray(json['items'])) return 'tuple';
+  return 'wrapped';
 }
 
 function methodObject(name: string, spec: MethodSpec): MethodObject {

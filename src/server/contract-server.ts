@@ -8,7 +8,7 @@ import type {
   MethodSpec,
   SubscriptionData,
 } from '../contract/contract.js';
-import { toOpenRpc } from '../contract/openrpc.js';
+import { paramsShape, toOpenRpc } from '../contract/openrpc.js';
 import type { OpenRpcDocument } from '../contract/openrpc.js';
 import { andThen, validateParams, validateResult } from '../contract/validate.js';
 import type { HandlerContext } from '../peer/handler-context.js';
@@ -68,9 +68,11 @@ export function implementContract<K extends Contract, C>(
   for (const [name, spec] of Object.entries(contract.methods)) {
     const handler = handlers[name];
     if (!handler) throw new Error(`The contract's method "${name}" has no handler`);
+    // The document describes such params as one member named "params": accept that form too.
+    const wrapped = paramsShape(spec.params) === 'wrapped';
     // Stays synchronous when the schemas and the handler are, as a plain method would be.
     gateway.method(name, (params: Params | undefined, ctx) =>
-      andThen(validateParams(spec, params), (valid) => {
+      andThen(validateParams(spec, wrapped ? unwrap(params) : params), (valid) => {
         const result = handler(valid, ctx);
         return options.validateResults
           ? andThen(result, (value) => validateResult(spec, name, value))
@@ -100,6 +102,15 @@ export function implementContract<K extends Contract, C>(
   const document = toOpenRpc(contract, gateway.pubsub.methods);
   gateway.serveDiscovery(document);
   return document;
+}
+
+/** `{"params": X}` becomes X: how the OpenRPC document tells clients to send non-object params by name. */
+function unwrap(params: Params | undefined): Params | undefined {
+  if (!params || Array.isArray(params)) return params;
+  const keys = Object.keys(params);
+  return keys.length === 1 && keys[0] === 'params'
+    ? ((params as { params: Params }).params ?? params)
+    : params;
 }
 
 /** The client's methods of a contract, typed, for calling from the server: `clientApi(session, contract).confirm(...)`. */
