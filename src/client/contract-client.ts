@@ -29,9 +29,12 @@ export type ClientImplementation<K extends Contract> = {
 export interface ContractClient<K extends Contract> {
   /** `api.subtract({ minuend: 42, subtrahend: 23 })`: wrong params are compile errors. */
   readonly api: MethodsApi<K['methods']>;
+  /** Params may be left out only when the subscription takes none (or all are optional). */
   readonly subscribe: <N extends keyof SubscriptionsOf<K> & string>(
     name: N,
-    params?: SubscriptionParams<SubscriptionsOf<K>[N]>,
+    ...params: undefined extends SubscriptionParams<SubscriptionsOf<K>[N]>
+      ? [params?: SubscriptionParams<SubscriptionsOf<K>[N]>]
+      : [params: SubscriptionParams<SubscriptionsOf<K>[N]>]
   ) => Observable<SubscriptionData<SubscriptionsOf<K>[N]>>;
   readonly notifications: <N extends keyof NotificationsOf<K> & string>(
     name: N,
@@ -62,7 +65,7 @@ export function useContract<K extends Contract>(
   }
   return {
     api: bindMethods(client, contract.methods),
-    subscribe: (name, params) => client.subscribe(name, params),
+    subscribe: (name, ...params) => client.subscribe(name, params[0]),
     notifications: (name) => client.notificationsOf(name),
   };
 }

@@ -22,6 +22,7 @@ import { clientApi, implementContract } from '../../src/server/contract-server.j
 import type { Gateway } from '../../src/server/gateway.js';
 import type { Session } from '../../src/server/session.js';
 import { Resources } from '../integration/harness.js';
+import { calc } from './contracts.js';
 
 /*
  * Compile-time checks: `npx tsc --noEmit -p .` is what runs them. Each
@@ -525,5 +526,20 @@ describe('positional params (paramOrder) at compile time', { timeout: 60_000 }, 
   it('rejects more positional params than paramOrder names', () => {
     const errors = typeErrors(`${snippetHead}void api.subtract([1, 2, 3]);\n`);
     expect(errors, 'api.subtract([1, 2, 3]) compiled').not.toEqual([]);
+  });
+});
+
+describe('subscribe params at compile time', () => {
+  it('are required when the stream has required params, optional when it has none', () => {
+    compileOnly(() => {
+      const bound = useContract({} as RpcClient, calc);
+      // @ts-expect-error count needs { upTo }
+      bound.subscribe('count');
+      bound.subscribe('count', { upTo: 3 });
+      const demo = useContract({} as RpcClient, demoContract);
+      demo.subscribe('ticker');
+      demo.subscribe('countdown'); // its params have a default
+    });
+    expect(typeof useContract).toBe('function');
   });
 });
