@@ -222,6 +222,7 @@ export class RpcClient {
   subscribe<T = unknown>(topic: string, params?: unknown): Observable<T>;
   subscribe(target: SubscriptionDescriptor | string, params?: unknown): Observable<unknown> {
     return this.subscribeWithMeta(typeof target === 'string' ? target : target.name, params).pipe(
+      filter((event) => event.gap === undefined), // gaps are told through subscribeWithMeta
       map((event) => event.data),
     );
   }

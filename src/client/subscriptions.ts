@@ -11,6 +11,11 @@ export interface SubscriptionEvent<T> {
   seq?: number;
   /** How many messages the server skipped for this subscriber just before this one (slow consumer). */
   missed?: number;
+  /**
+   * Set on a gap signal (then `data` is undefined): after a resume, history no longer held
+   * this many of the messages missed while disconnected (`null`: unknown how many).
+   */
+  gap?: number | null;
 }
 
 export interface ClientSubscriptionMethods {
@@ -29,7 +34,8 @@ export interface SubscriptionCaller {
 
 interface Shared {
   key: string;
-  params: Params;
+  /** `[topic]` or `[topic, params]`, as sent. */
+  params: unknown[];
   subject: Subject<SubscriptionEvent<unknown>>;
   observers: number;
   serverId: string | undefined;
@@ -62,7 +68,7 @@ export class ClientSubscriptions {
   ) {}
 
   observe<T>(topic: string, params?: unknown): Observable<SubscriptionEvent<T>> {
-    const wireParams: Params = params === undefined ? [topic] : [topic, params];
+    const wireParams: unknown[] = params === undefined ? [topic] : [topic, params];
     const key = JSON.stringify(wireParams);
     return new Observable<SubscriptionEvent<T>>((subscriber) => {
       let shared = this.shared.get(key);
@@ -132,7 +138,12 @@ export class ClientSubscriptions {
   private start(shared: Shared): void {
     shared.resubscribe = false;
     const generation = ++shared.generation;
-    this.caller.call(this.methods.subscribe, shared.params).then(
+    // After a reconnect, ask for what came after the last message seen (gap-free resume).
+    const params: Params =
+      shared.lastSeq === undefined
+        ? shared.params
+        : [shared.params[0], shared.params[1] ?? null, { since: shared.lastSeq }];
+    this.caller.call(this.methods.subscribe, params).then(
       (id) => {
         if (typeof id !== 'string') return;
         if (generation !== shared.generation || shared.observers === 0) {
@@ -189,6 +200,12 @@ export class ClientSubscriptions {
       if ('error' in message)
         shared.subject.error(JsonRpcError.fromErrorObject(message['error'] as ErrorObject));
       else shared.subject.complete();
+      return;
+    }
+    if ('gap' in message) {
+      const gap = message['gap'];
+      this.logger.warn({ gap }, 'resumed subscription: messages lost beyond history');
+      shared.subject.next({ data: undefined, gap: typeof gap === 'number' ? gap : null });
       return;
     }
     const event: SubscriptionEvent<unknown> = { data: message['result'] };

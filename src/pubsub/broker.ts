@@ -1,25 +1,55 @@
 /** One published message as a broker hands it back: JSON text plus its per-topic sequence number. */
 export interface BrokerMessage {
   topic: string;
-  /** Increases by one per message on the topic; the same on every node that sees it. */
+  /**
+   * 1, 2, 3, ... per topic, without holes, assigned by the broker: the same on every
+   * node that sees the message (a client may resume on any node with it).
+   */
   seq: number;
   /** The payload, already serialized as JSON text (serialized once, at publish). */
   payload: string;
+}
+
+/** How much of a topic the broker keeps for clients that resume. */
+export interface Retention {
+  /** Most recent messages kept per topic. Default 1 000. */
+  maxLength: number;
+  /** Messages older than this are dropped from history. Default 600 000 ms (10 minutes). */
+  maxAgeMs: number;
+}
+
+export const defaultRetention: Retention = { maxLength: 1_000, maxAgeMs: 600_000 };
+
+/** What history still holds after a sequence number. */
+export interface History {
+  /** Messages with seq greater than the one asked for, oldest first, all still retained. */
+  messages: BrokerMessage[];
+  /** The topic's latest sequence number (0 when nothing was ever published). */
+  lastSeq: number;
 }
 
 /**
  * Where topics live. The gateway subscribes a topic on the broker while it
  * has at least one local subscriber, and publishes through it, so every node
  * sharing a broker shares one topic space. The in-memory broker is the
- * embedded default.
+ * embedded default; Redis and NATS brokers share one across nodes.
  */
 export interface Broker {
-  /** Publish JSON text; resolves with the message's sequence number once the broker has it. */
-  publish(topic: string, payload: string): Promise<number>;
-  /** Deliver the topic's messages, in sequence order, until `unsubscribe`. */
+  /**
+   * Publish JSON text; resolves with the message's sequence number once the broker has
+   * stored it (and trimmed the topic's history to `retention`). Rejects, never drops
+   * silently, when the broker is unavailable.
+   */
+  publish(topic: string, payload: string, retention?: Retention): Promise<number>;
+  /**
+   * Deliver the topic's messages, in sequence order, each exactly once, until
+   * `unsubscribe`. After an outage the broker delivers what it missed from history.
+   */
   subscribe(topic: string, deliver: (message: BrokerMessage) => void): Promise<void>;
   unsubscribe(topic: string): Promise<void>;
-  /** True while the broker can take publishes. */
+  /** The retained messages after `afterSeq`, and the topic's latest sequence number. */
+  history(topic: string, afterSeq: number): Promise<History>;
+  /** True while the broker can take publishes (readiness follows it). */
   readonly ready: boolean;
   close(): Promise<void>;
 }

@@ -20,6 +20,9 @@ export const defaultFlowControl: FlowControl = { slowConsumer: 'drop', highWater
 
 export const SLOW_CONSUMER_CLOSE_CODE = 1013;
 
+/** Live messages held for one subscription while its history is replayed. */
+const MAX_WAITING = 10_000;
+
 /**
  * One subscription's outbound path. The socket's buffered bytes are checked
  * before every frame, so a stalled subscriber costs at most one high-water
@@ -33,6 +36,11 @@ export class Delivery {
   private held: string | undefined;
   private cancelDrain: (() => void) | undefined;
   private stopped = false;
+  /** Sequence numbers up to this one were already sent (resume): later duplicates are dropped. */
+  private floorSeq = 0;
+  /** Live messages that arrive while history is being replayed, sent after it. */
+  private waiting:
+    { tail: string; shared: SharedFrame | undefined; seq: number | undefined }[] | undefined;
 
   constructor(
     private readonly sink: Sink,
@@ -47,8 +55,17 @@ export class Delivery {
    * Offer one message (its shared tail, and the whole frame when this
    * subscription uses the topic's shared id); sent now, held, skipped or fatal, by policy.
    */
-  offer(tail: string, shared?: SharedFrame): void {
+  offer(tail: string, shared?: SharedFrame, seq?: number): void {
     if (this.stopped) return;
+    if (seq !== undefined && seq <= this.floorSeq) return;
+    if (this.waiting) {
+      if (this.waiting.length >= MAX_WAITING) {
+        this.waiting.shift(); // bounded: the oldest waiting message is lost, and counted
+        this.skip();
+      }
+      this.waiting.push({ tail, shared, seq });
+      return;
+    }
     if (this.sink.bufferedAmount < this.flow.highWaterMark) {
       if (this.held !== undefined) {
         // Something newer is here: the held message is superseded.
@@ -77,6 +94,40 @@ export class Delivery {
         this.sink.close(SLOW_CONSUMER_CLOSE_CODE, 'slow consumer');
         return;
     }
+  }
+
+  /** The subscription id as it appears in frames (JSON-quoted). */
+  get quotedIdText(): string {
+    return this.quotedId;
+  }
+
+  /** The client already has everything up to `afterSeq`: hold live messages back until `resume`. */
+  pauseForReplay(afterSeq: number): void {
+    this.floorSeq = afterSeq;
+    this.waiting ??= [];
+  }
+
+  /**
+   * Replay history after a reconnect: first the gap (how many messages history no
+   * longer had), then the retained messages, then the live ones that arrived
+   * meanwhile, each sequence number once and in order.
+   */
+  resume(
+    gap: number,
+    history: readonly { tail: string; seq: number }[],
+    gapFrame: (missed: number) => string,
+    /** Where numbering restarts from, when the broker's numbering was reset. */
+    floorSeq = this.floorSeq,
+  ): void {
+    if (this.stopped) return;
+    const waiting = this.waiting ?? [];
+    this.waiting = undefined;
+    this.floorSeq = floorSeq;
+    if (gap > 0) this.sink.send(this.head + this.quotedId + gapFrame(gap));
+    for (const message of history) this.offer(message.tail, undefined, message.seq);
+    const last = history.at(-1)?.seq;
+    if (last !== undefined) this.floorSeq = Math.max(this.floorSeq, last);
+    for (const message of waiting) this.offer(message.tail, message.shared, message.seq);
   }
 
   /** Send a last frame regardless of pressure (a stream's completion): it is one small frame. */

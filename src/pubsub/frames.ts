@@ -21,6 +21,11 @@ export function missedPart(missed: number): string {
   return missed > 0 ? `,"missed":${missed}` : '';
 }
 
+/** Tells a resuming subscriber that history no longer held `missed` of the messages it asked for. */
+export function gapTail(missed: number): string {
+  return `,"gap":${missed}}}`;
+}
+
 /** The last notification of a per-subscriber stream: it completed, or failed with `error`. */
 export function finalTail(error?: ErrorObject): string {
   return error === undefined ? `,"complete":true}}` : `,"error":${JSON.stringify(error)}}}`;

@@ -6,19 +6,35 @@ export interface SubscribeRequest {
   name: string;
   /** Parameters for a per-subscriber stream (or for the topic's authorize hook). */
   params: unknown;
+  /** Resume: the last sequence number the client has; it gets what came after, from history. */
+  since?: number;
+}
+
+function sinceOf(options: unknown): number | undefined {
+  const since = (options as { since?: unknown } | null | undefined)?.since;
+  if (since === undefined) return undefined;
+  if (typeof since !== 'number' || !Number.isSafeInteger(since) || since < 0) {
+    throw new InvalidParamsError('"since" must be a non-negative integer sequence number');
+  }
+  return since;
 }
 
 /**
  * Read the subscribe method's params. Positional, as Ethereum clients send
- * them: `["newHeads"]`, `["logs", {...}]`; or named: `{ "topic": "...", "params": ... }`.
+ * them: `["newHeads"]`, `["logs", {...}]`, with resume options third:
+ * `["prices", null, { "since": 41 }]`; or named: `{ "topic": "...", "params": ..., "since": 41 }`.
  */
 export function readSubscribeParams(params: Params | undefined): SubscribeRequest {
   if (Array.isArray(params)) {
-    const [name, extra] = params as unknown[];
-    if (typeof name === 'string' && name.length > 0) return { name, params: extra };
+    const [name, extra, options] = params as unknown[];
+    if (typeof name === 'string' && name.length > 0) {
+      return { name, params: extra ?? undefined, since: sinceOf(options) };
+    }
   } else if (params) {
     const { topic, params: extra } = params as { topic?: unknown; params?: unknown };
-    if (typeof topic === 'string' && topic.length > 0) return { name: topic, params: extra };
+    if (typeof topic === 'string' && topic.length > 0) {
+      return { name: topic, params: extra, since: sinceOf(params) };
+    }
   }
   throw new InvalidParamsError('Subscribe takes [topic, params?] or { topic, params? }');
 }

@@ -101,6 +101,6 @@ export class TopicRegistry {
     // The payload was serialized once at publish; the tail is built once per message.
     const tail = messageTail(message.payload, message.seq);
     const shared = new SharedFrame(state.sharedQuotedId, this.head + state.sharedQuotedId + tail);
-    for (const delivery of state.deliveries) delivery.offer(tail, shared);
+    for (const delivery of state.deliveries) delivery.offer(tail, shared, message.seq);
   }
 }

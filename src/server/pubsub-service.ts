@@ -6,10 +6,11 @@ import type { MethodRegistry } from '../peer/method-registry.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { InvalidParamsError, JsonRpcError, ServerError, toWireError } from '../protocol/errors.js';
 import { ConnectionClosedError } from '../protocol/local-errors.js';
-import type { Broker } from '../pubsub/broker.js';
+import { defaultRetention } from '../pubsub/broker.js';
+import type { Broker, Retention } from '../pubsub/broker.js';
 import { Delivery, defaultFlowControl } from '../pubsub/delivery.js';
 import type { FlowControl } from '../pubsub/delivery.js';
-import { finalTail, messageTail, notificationHead } from '../pubsub/frames.js';
+import { finalTail, gapTail, messageTail, notificationHead } from '../pubsub/frames.js';
 import type { Sink } from '../pubsub/sink.js';
 import { readSubscribeParams, readUnsubscribeParams } from '../pubsub/subscribe-params.js';
 import { TopicRegistry } from '../pubsub/topic-registry.js';
@@ -37,6 +38,8 @@ export interface TopicOptions<C> extends Partial<FlowControl> {
     topic: string;
     params: unknown;
   }) => boolean | Promise<boolean>;
+  /** What the broker keeps for clients that resume (default 1 000 messages, 10 minutes). */
+  history?: Partial<Retention>;
 }
 
 export type StreamHandler<C, P = unknown, T = unknown> = (
@@ -55,6 +58,7 @@ interface TopicDefinition<C> {
   pattern: string;
   options: TopicOptions<C>;
   flow: FlowControl;
+  retention: Retention;
 }
 
 interface SessionSubscription {
@@ -115,7 +119,12 @@ export class PubSubService<C> {
    */
   topic(pattern: string, options: TopicOptions<C> = {}): void {
     if (this.definitions.has(pattern)) throw new Error(`Topic "${pattern}" is already declared`);
-    const definition = { pattern, options, flow: { ...defaultFlowControl, ...options } };
+    const definition = {
+      pattern,
+      options,
+      flow: { ...defaultFlowControl, ...options },
+      retention: { ...defaultRetention, ...options.history },
+    };
     this.definitions.set(pattern, definition);
     if (pattern.endsWith('*')) {
       this.prefixes.push(definition);
@@ -145,7 +154,8 @@ export class PubSubService<C> {
     } catch (err) {
       return Promise.reject(err as Error);
     }
-    return this.broker.publish(topic, payload);
+    const retention = this.resolveTopic(topic)?.retention ?? defaultRetention;
+    return this.broker.publish(topic, payload, retention);
   }
 
   /** Publish every value of `source` to `topic`; unsubscribe the result to stop. */
@@ -210,7 +220,7 @@ export class PubSubService<C> {
       throw new ConnectionClosedError();
     }
     try {
-      return this.startTopic(request.name, table, definition.flow, ctx);
+      return this.startTopic(request.name, table, definition.flow, ctx, request.since);
     } catch (err) {
       // Another subscribe took the last slot while the broker was subscribing.
       this.registry.release(request.name);
@@ -223,6 +233,7 @@ export class PubSubService<C> {
     table: SessionTable,
     flow: FlowControl,
     ctx: HandlerContext<Session<C>>,
+    since: number | undefined,
   ): string {
     this.checkLimit(table);
     // Sharing the topic's id lets one encoded frame serve every such subscriber.
@@ -241,9 +252,39 @@ export class PubSubService<C> {
     };
     table.subscriptions.set(id, subscription);
     ctx.afterReply(() => {
-      if (table.subscriptions.get(id) === subscription) this.registry.attach(topic, delivery);
+      if (table.subscriptions.get(id) !== subscription) return;
+      if (since !== undefined) this.replay(topic, since, delivery, table.sink);
+      this.registry.attach(topic, delivery);
     });
     return id;
+  }
+
+  /**
+   * Resume: live messages wait while history after `since` is fetched; then the
+   * subscriber gets a gap signal if history no longer reaches back that far, the
+   * retained messages, and the live ones, each sequence number once.
+   */
+  private replay(topic: string, since: number, delivery: Delivery, sink: Sink): void {
+    delivery.pauseForReplay(since);
+    this.broker.history(topic, since).then(
+      ({ messages, lastSeq }) => {
+        if (since > lastSeq) {
+          // The topic's numbering restarted (a broker that lost its state): nothing to replay.
+          delivery.resume(0, [], gapTail, lastSeq);
+          return;
+        }
+        const firstAvailable = messages[0]?.seq ?? lastSeq + 1;
+        const gap = Math.max(0, firstAvailable - (since + 1));
+        const history = messages.map((m) => ({ tail: messageTail(m.payload, m.seq), seq: m.seq }));
+        delivery.resume(gap, history, gapTail);
+      },
+      (err: unknown) => {
+        this.logger.warn({ err, topic }, 'history unavailable: resuming live only');
+        // How much was lost is unknown: say so rather than pretend nothing was.
+        sink.send(`${this.head}${delivery.quotedIdText},"gap":null}}`);
+        delivery.resume(0, [], gapTail);
+      },
+    );
   }
 
   private startStream(
