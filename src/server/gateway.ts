@@ -32,6 +32,7 @@ import type { GatewayLimits, GatewayOptions, UpgradeRequest } from './options.js
 import { PubSubService, defaultSubscriptionMethods } from './pubsub-service.js';
 import type { StreamHandler, TopicOptions } from './pubsub-service.js';
 import { Session } from './session.js';
+import { SessionRouter } from './session-router.js';
 import { UpgradeRejection, rejectUpgrade } from './upgrade-rejection.js';
 import { describeUpgrade } from './upgrade-request.js';
 
@@ -70,7 +71,12 @@ export class Gateway<C = unknown> {
   /** Topics, streams and the subscribe/unsubscribe methods. */
   readonly pubsub: PubSubService<C>;
   private closing = false;
-  private readonly idPrefix = `${nanoid(10)}-`;
+  /** This gateway's id among its peers: the prefix of its session ids. */
+  readonly nodeId = nanoid(10);
+  private readonly idPrefix = `${this.nodeId}-`;
+  private readonly router: SessionRouter;
+  /** Local sessions by user (GatewayOptions.userOf), for notifyUser. */
+  private readonly sessionsByUser = new Map<string, Set<Session<C>>>();
   private sessionCounter = 0;
   private discovery: string | undefined;
   /** Reserved `rpc.` methods the gateway itself answers (shared by every session's peer). */
@@ -135,6 +141,24 @@ export class Gateway<C = unknown> {
       options.exposeErrorDetails ?? false,
     );
     this.pubsub.install(this.registry);
+    this.router = new SessionRouter(
+      this.pubsub.broker,
+      this.nodeId,
+      {
+        notifySession: (id, method, params) => {
+          const session = this.liveSessions.get(id);
+          if (!session || session.isClosed) return false;
+          session.notify(method, params);
+          return true;
+        },
+        notifyUser: (user, method, params) => {
+          const sessions = [...(this.sessionsByUser.get(user) ?? [])];
+          for (const session of sessions) if (!session.isClosed) session.notify(method, params);
+          return sessions.length;
+        },
+      },
+      this.logger,
+    );
     this.ownsServer = !options.server;
     this.httpServer = options.server ?? createServer();
     this.httpServer.on('request', (req, res) => void this.onHttpRequest(req, res));
@@ -189,17 +213,32 @@ export class Gateway<C = unknown> {
     this.reservedMethods.set(ReservedMethod.Discover, () => document);
   }
 
+  /**
+   * Notify a session by id, on whichever gateway it is connected (through the broker).
+   * Resolves false when the session is not known here and its id names no other gateway.
+   */
+  notifySession(sessionId: string, method: string, params?: Params): Promise<boolean> {
+    return this.router.notifySession(sessionId, method, params);
+  }
+
+  /** Notify every session of a user (GatewayOptions.userOf), on every gateway sharing the broker. */
+  notifyUser(user: string, method: string, params?: Params): Promise<void> {
+    return this.router.notifyUser(user, method, params);
+  }
+
   /** Open sessions by id. */
   get sessions(): ReadonlyMap<string, Session<C>> {
     return this.liveSessions;
   }
 
   get isReady(): boolean {
-    return !this.closing && this.httpServer.listening;
+    // A gateway whose broker is down cannot publish: the load balancer should send clients elsewhere.
+    return !this.closing && this.httpServer.listening && this.pubsub.broker.ready;
   }
 
   /** Start listening (only when the gateway created its own HTTP server). */
-  listen(port = 8080, host = '127.0.0.1'): Promise<AddressInfo> {
+  async listen(port = 8080, host = '127.0.0.1'): Promise<AddressInfo> {
+    await this.router.start();
     return new Promise((resolve, reject) => {
       const onError = (err: Error): void => reject(err);
       this.httpServer.once('error', onError);
@@ -267,6 +306,7 @@ export class Gateway<C = unknown> {
     this.wss.close();
     this.connectedSubject.complete();
     this.disconnectedSubject.complete();
+    await this.router.stop();
     if (this.ownsBroker) await this.pubsub.broker.close();
     if (this.ownsServer && this.httpServer.listening) {
       await new Promise<void>((resolve) => {
@@ -429,6 +469,14 @@ export class Gateway<C = unknown> {
       { remoteAddress, protocol: ws.protocol === PREFERRED_SUBPROTOCOL ? ws.protocol : undefined },
       'connected',
     );
+    const user = this.options.userOf?.(context);
+    if (user !== undefined) {
+      session.user = user;
+      let sessions = this.sessionsByUser.get(user);
+      if (!sessions) this.sessionsByUser.set(user, (sessions = new Set()));
+      sessions.add(session);
+      this.router.userConnected(user);
+    }
     this.connectedSubject.next(session);
   }
 
@@ -437,6 +485,12 @@ export class Gateway<C = unknown> {
     this.liveSessions.delete(session.id);
     this.heartbeat.unwatch(session.transport.socket);
     this.pubsub.detach(session);
+    if (session.user !== undefined) {
+      const sessions = this.sessionsByUser.get(session.user);
+      sessions?.delete(session);
+      if (sessions?.size === 0) this.sessionsByUser.delete(session.user);
+      this.router.userDisconnected(session.user);
+    }
     session.logger.info({ code: info.code, reason: info.reason || undefined }, 'disconnected');
     this.disconnectedSubject.next(session);
   };

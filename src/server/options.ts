@@ -78,6 +78,8 @@ export interface GatewayOptions<C> {
   callTimeout?: number;
   /** Ping every this many ms; a client that has not answered the previous ping is dropped. Default 30 000; 0 disables. */
   heartbeatInterval?: number;
+  /** The user a session belongs to, from its context, so `gateway.notifyUser` can reach it on any node. */
+  userOf?: (context: C) => string | undefined;
   /** Where topics live. Default: a MemoryBroker (one node, nothing else needed). */
   broker?: Broker;
   /** Names of the subscribe, notification and unsubscribe methods (e.g. eth_subscribe, eth_subscription, eth_unsubscribe). */

@@ -119,6 +119,8 @@ export class PubSubService<C> {
    */
   topic(pattern: string, options: TopicOptions<C> = {}): void {
     if (this.definitions.has(pattern)) throw new Error(`Topic "${pattern}" is already declared`);
+    if (pattern.startsWith('$'))
+      throw new Error(`Topic names starting with "$" are reserved: "${pattern}"`);
     const definition = {
       pattern,
       options,
@@ -358,6 +360,8 @@ export class PubSubService<C> {
   }
 
   private resolveTopic(name: string): TopicDefinition<C> | undefined {
+    // "$node.*" and "$user.*" carry messages addressed to sessions: never subscribable.
+    if (name.startsWith('$')) return undefined;
     const exact = this.definitions.get(name);
     if (exact && !exact.pattern.endsWith('*')) return exact;
     return this.prefixes.find((d) => name.startsWith(d.pattern.slice(0, -1)));

@@ -16,6 +16,8 @@ export class Session<C = unknown> implements Sink {
   /** Set by the gateway right after construction. */
   peer!: Peer<Session<C>>;
   readonly connectedAt = Date.now();
+  /** The user this session belongs to (GatewayOptions.userOf), if any. */
+  user: string | undefined;
 
   constructor(
     readonly id: string,
