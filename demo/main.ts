@@ -1,4 +1,4 @@
-import { createGateway, createLogger } from '../src/index.js';
+import { brokerFromEnv, createGateway, createLogger } from '../src/index.js';
 import { startTicker } from './pubsub.js';
 import { registerDemoService } from './service.js';
 
@@ -6,7 +6,9 @@ const logger = createLogger();
 const port = Number(process.env['PORT'] ?? 8080);
 const host = process.env['HOST'] ?? '127.0.0.1';
 
-const gateway = createGateway({ logger });
+// BROKER=memory (default) | redis | nats: several gateways on one broker share one topic space.
+const broker = await brokerFromEnv(process.env, logger);
+const gateway = createGateway({ logger, broker });
 registerDemoService(gateway);
 const stopTicker = startTicker(gateway);
 
@@ -21,6 +23,7 @@ async function stop(signal: string): Promise<void> {
   stopTicker();
   // Clients are told to reconnect elsewhere; in-flight calls finish; sessions close with 1012.
   await gateway.drain({ deadlineMs: Number(process.env['DRAIN_DEADLINE_MS'] ?? 10_000) });
+  await broker?.close();
   logger.flush();
   process.exit(0);
 }
