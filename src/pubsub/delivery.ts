@@ -128,6 +128,9 @@ export class Delivery {
     const last = history.at(-1)?.seq;
     if (last !== undefined) this.floorSeq = Math.max(this.floorSeq, last);
     for (const message of waiting) this.offer(message.tail, message.shared, message.seq);
+    // From here on the broker delivers each message once and in order; a broker that lost its
+    // state and numbers from 1 again must not have its messages taken for duplicates.
+    this.floorSeq = 0;
   }
 
   /** Send a last frame regardless of pressure (a stream's completion): it is one small frame. */

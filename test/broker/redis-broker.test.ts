@@ -1,0 +1,453 @@
+import { spawn, spawnSync } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import type { BrokerMessage } from '../../src/pubsub/broker.js';
+import { RedisBroker, redisTopicKeys } from '../../src/pubsub/redis-broker.js';
+import type { RedisBrokerOptions } from '../../src/pubsub/redis-broker.js';
+
+const REDIS_URL = 'redis://127.0.0.1:6379';
+
+function canConnect(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    const done = (ok: boolean): void => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(1_000, () => done(false));
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+  });
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitFor(condition: () => boolean | Promise<boolean>, what: string): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+const range = (from: number, to: number): number[] =>
+  Array.from({ length: to - from + 1 }, (_, i) => from + i);
+
+const reachable = await canConnect(6379);
+const mustRun = process.env.CI === 'true';
+const hasRedisServer = spawnSync('redis-server', ['--version']).status === 0;
+if (!reachable && !mustRun) {
+  console.warn('Skipping RedisBroker tests: no Redis on 127.0.0.1:6379 (set CI=true to fail)');
+}
+
+const runPrefix = `wsrpc-test:${randomBytes(6).toString('hex')}:`;
+
+describe.skipIf(!reachable && !mustRun)(
+  reachable ? 'RedisBroker' : 'RedisBroker (skipped: no Redis on 127.0.0.1:6379)',
+  () => {
+    const brokers: RedisBroker[] = [];
+    const children: ChildProcess[] = [];
+    const tempDirs: string[] = [];
+    let testCount = 0;
+
+    function broker(options: Partial<RedisBrokerOptions> = {}): RedisBroker {
+      const created = new RedisBroker({ url: REDIS_URL, prefix: runPrefix, ...options });
+      brokers.push(created);
+      return created;
+    }
+
+    async function connected(options: Partial<RedisBrokerOptions> = {}): Promise<RedisBroker> {
+      const created = broker(options);
+      await created.connect();
+      return created;
+    }
+
+    /** Subscribes and collects what the broker delivers. */
+    async function collect(on: RedisBroker, topic: string): Promise<BrokerMessage[]> {
+      const received: BrokerMessage[] = [];
+      await on.subscribe(topic, (message) => received.push(message));
+      return received;
+    }
+
+    function topicName(): string {
+      testCount += 1;
+      return `topic-${testCount}`;
+    }
+
+    /** A redis-server of the test's own, on `port`; resolves once it accepts connections. */
+    async function startRedis(port: number, extra: string[] = []): Promise<ChildProcess> {
+      const dir = mkdtempSync(join(tmpdir(), 'wsrpc-redis-'));
+      tempDirs.push(dir);
+      const child = spawn(
+        'redis-server',
+        ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no']
+          .concat(['--daemonize', 'no', '--dir', dir])
+          .concat(extra),
+        { stdio: 'ignore' },
+      );
+      children.push(child);
+      await waitFor(() => child.exitCode !== null || canConnect(port), 'redis-server to listen');
+      if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode}`);
+      return child;
+    }
+
+    async function kill(child: ChildProcess): Promise<void> {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGKILL');
+      await exited;
+    }
+
+    afterEach(async () => {
+      await Promise.all(brokers.splice(0).map((b) => b.close()));
+      await Promise.all(children.splice(0).map(kill));
+      for (const dir of tempDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+    });
+
+    afterAll(async () => {
+      // Delete this run's keys; give up quietly when there is no Redis to clean.
+      const admin = new Redis(REDIS_URL, { retryStrategy: () => null, maxRetriesPerRequest: 0 });
+      admin.on('error', () => undefined);
+      try {
+        let cursor = '0';
+        do {
+          const [next, keys] = await admin.scan(cursor, 'MATCH', `${runPrefix}*`, 'COUNT', 500);
+          cursor = next;
+          if (keys.length > 0) await admin.del(...keys);
+        } while (cursor !== '0');
+      } catch {
+        // Nothing reachable to clean.
+      } finally {
+        admin.disconnect();
+      }
+    });
+
+    it('numbers concurrent publishes from two nodes 1..N, and both nodes deliver all in order once', async () => {
+      const topic = topicName();
+      const [a, b] = await Promise.all([connected(), connected()]);
+      const [atA, atB] = await Promise.all([collect(a, topic), collect(b, topic)]);
+
+      const perNode = 60;
+      const published = await Promise.all([
+        ...range(1, perNode).map(async (i) => ({
+          payload: `"a${i}"`,
+          seq: await a.publish(topic, `"a${i}"`),
+        })),
+        ...range(1, perNode).map(async (i) => ({
+          payload: `"b${i}"`,
+          seq: await b.publish(topic, `"b${i}"`),
+        })),
+      ]);
+      const total = perNode * 2;
+      expect(published.map((p) => p.seq).sort((x, y) => x - y)).toEqual(range(1, total));
+
+      await waitFor(() => atA.length >= total && atB.length >= total, 'both nodes to receive all');
+      const bySeq = new Map(published.map((p) => [p.seq, p.payload]));
+      for (const received of [atA, atB]) {
+        expect(received.map((m) => m.seq)).toEqual(range(1, total));
+        for (const message of received) {
+          expect(message.topic).toBe(topic);
+          expect(message.payload).toBe(bySeq.get(message.seq));
+        }
+      }
+      // Each node's own publishes keep their relative order.
+      const order = (prefix: string): string[] =>
+        atB.map((m) => m.payload).filter((p) => p.startsWith(`"${prefix}`));
+      expect(order('a')).toEqual(range(1, perNode).map((i) => `"a${i}"`));
+      await sleep(50);
+      expect(atA).toHaveLength(total); // nothing delivered twice later on
+      expect(atB).toHaveLength(total);
+    });
+
+    it('returns history after a seq, with the latest seq', async () => {
+      const topic = topicName();
+      const a = await connected();
+      for (const i of range(1, 10)) expect(await a.publish(topic, `{"n":${i}}`)).toBe(i);
+
+      const after4 = await a.history(topic, 4);
+      expect(after4.lastSeq).toBe(10);
+      expect(after4.messages.map((m) => m.seq)).toEqual(range(5, 10));
+      expect(after4.messages.map((m) => m.payload)).toEqual(range(5, 10).map((i) => `{"n":${i}}`));
+      expect(after4.messages.every((m) => m.topic === topic)).toBe(true);
+
+      expect(await a.history(topic, 10)).toEqual({ messages: [], lastSeq: 10 });
+      expect(await a.history(topic, 0)).toMatchObject({ lastSeq: 10 });
+      expect((await a.history(topic, 0)).messages).toHaveLength(10);
+      expect(await a.history(`${topic}-never-published`, 0)).toEqual({ messages: [], lastSeq: 0 });
+
+      // Another node reads the same history.
+      const b = await connected();
+      expect(await b.history(topic, 4)).toEqual(after4);
+    });
+
+    it('trims history to maxLength, so a resume from before it sees the gap', async () => {
+      const topic = topicName();
+      const a = await connected();
+      for (const i of range(1, 20))
+        await a.publish(topic, String(i), { maxLength: 5, maxAgeMs: 60_000 });
+
+      const history = await a.history(topic, 2);
+      expect(history.lastSeq).toBe(20);
+      expect(history.messages.map((m) => m.seq)).toEqual(range(16, 20));
+      expect(history.messages[0]!.seq).toBeGreaterThan(2 + 1); // the caller's gap signal
+      expect(await a.history(topic, 17)).toMatchObject({ lastSeq: 20 });
+      expect((await a.history(topic, 17)).messages.map((m) => m.seq)).toEqual([18, 19, 20]);
+    });
+
+    it('trims history by age on publish, and lets the stream expire', async () => {
+      const topic = topicName();
+      const a = await connected();
+      await a.publish(topic, '1', { maxLength: 100, maxAgeMs: 1 });
+      await a.publish(topic, '2', { maxLength: 100, maxAgeMs: 1 });
+      await sleep(20); // Redis's clock moves past the 1 ms age limit
+      await a.publish(topic, '3', { maxLength: 100, maxAgeMs: 60_000 });
+      expect(await a.history(topic, 0)).toEqual({
+        messages: [{ topic, seq: 3, payload: '3' }],
+        lastSeq: 3,
+      });
+      const admin = new Redis(REDIS_URL);
+      try {
+        const ttl = await admin.pttl(redisTopicKeys(runPrefix, topic).log);
+        expect(ttl).toBeGreaterThan(0);
+        expect(ttl).toBeLessThanOrEqual(60_000);
+      } finally {
+        admin.disconnect();
+      }
+    });
+
+    it('fills a gap from the stream when live messages were missed', async () => {
+      const topic = topicName();
+      const [a, b] = await Promise.all([connected(), connected()]);
+      const atB = await collect(b, topic);
+      await a.publish(topic, '"one"');
+      await waitFor(() => atB.length === 1, 'the first message');
+
+      // Store seqs 2 and 3 without publishing them on the channel, as if B missed them.
+      const keys = redisTopicKeys(runPrefix, topic);
+      const admin = new Redis(REDIS_URL);
+      try {
+        for (const payload of ['"two"', '"three"']) {
+          const seq = await admin.hincrby(keys.meta, 'n', 1);
+          await admin.xadd(keys.log, `${seq}-0`, 't', String(Date.now()), 'p', payload);
+        }
+      } finally {
+        admin.disconnect();
+      }
+      expect(await a.publish(topic, '"four"')).toBe(4);
+      await waitFor(() => atB.length >= 4, 'the missed messages');
+      expect(atB.map((m) => [m.seq, m.payload])).toEqual([
+        [1, '"one"'],
+        [2, '"two"'],
+        [3, '"three"'],
+        [4, '"four"'],
+      ]);
+    });
+
+    it('delivers what was published after subscribe was called, and stops after unsubscribe', async () => {
+      const topic = topicName();
+      const [a, b] = await Promise.all([connected(), connected()]);
+      await a.publish(topic, '"before"');
+      const atB = await collect(b, topic);
+      await a.publish(topic, '"after"');
+      await waitFor(() => atB.length === 1, 'the message after subscribe');
+      expect(atB).toEqual([{ topic, seq: 2, payload: '"after"' }]);
+
+      await b.unsubscribe(topic);
+      await a.publish(topic, '"unsubscribed"');
+      const again = await collect(b, `${topic}-other`);
+      await a.publish(`${topic}-other`, '"other"');
+      await waitFor(() => again.length === 1, 'a message on another topic');
+      expect(atB).toHaveLength(1);
+    });
+
+    it.skipIf(!hasRedisServer && !mustRun)(
+      'catches up from the stream after its subscriber connection was cut',
+      async () => {
+        const port = await freePort();
+        await startRedis(port);
+        const url = `redis://127.0.0.1:${port}`;
+        const topic = topicName();
+        const a = await connected({ url });
+        // A slow reconnect leaves a window in which A's publishes miss B's subscriber.
+        const b = await connected({ url, reconnectMaxDelayMs: 500 });
+        const atB = await collect(b, topic);
+        await a.publish(topic, '1');
+        await waitFor(() => atB.length === 1, 'the first message');
+
+        const admin = new Redis(url);
+        try {
+          await admin.call('CLIENT', 'KILL', 'TYPE', 'pubsub');
+        } finally {
+          admin.disconnect();
+        }
+        for (const i of range(2, 6)) await a.publish(topic, String(i));
+        await waitFor(() => atB.length >= 6, 'the messages published while cut off');
+        await a.publish(topic, '7');
+        await waitFor(() => atB.length >= 7, 'a live message after the reconnect');
+        expect(atB.map((m) => m.seq)).toEqual(range(1, 7));
+        expect(atB.map((m) => m.payload)).toEqual(range(1, 7).map(String));
+      },
+    );
+
+    it.skipIf(!hasRedisServer && !mustRun)(
+      'rejects a publish that gets no reply within commandTimeoutMs',
+      async () => {
+        const port = await freePort();
+        await startRedis(port);
+        const url = `redis://127.0.0.1:${port}`;
+        const topic = topicName();
+        const a = await connected({ url, commandTimeoutMs: 200 });
+        expect(await a.publish(topic, '1')).toBe(1);
+        const admin = new Redis(url);
+        try {
+          await admin.client('PAUSE', 60_000, 'WRITE'); // the publish script waits
+          await expect(a.publish(topic, '2')).rejects.toThrow(
+            /Redis broker unavailable.*timed out/i,
+          );
+          await admin.client('UNPAUSE');
+        } finally {
+          admin.disconnect();
+        }
+        // The timed-out publish was sent, so Redis ran it once unpaused: a rejected publish
+        // may still have been stored.
+        expect(await a.publish(topic, '3')).toBe(3);
+        expect((await a.history(topic, 0)).messages.map((m) => m.payload)).toEqual(['1', '2', '3']);
+      },
+    );
+
+    it('is not ready and rejects clearly when nothing listens', async () => {
+      const port = await freePort();
+      const errors: Error[] = [];
+      const b = broker({
+        url: `redis://127.0.0.1:${port}`,
+        onError: (error) => errors.push(error),
+      });
+      expect(b.ready).toBe(false);
+      await expect(b.publish('t', '1')).rejects.toThrow(/Redis broker unavailable/);
+      await expect(b.subscribe('t', () => undefined)).rejects.toThrow(/Redis broker unavailable/);
+      await expect(b.history('t', 0)).rejects.toThrow(/Redis broker unavailable/);
+      await expect(b.connect(300)).rejects.toThrow(/Redis broker unavailable/);
+      await waitFor(() => errors.length > 0, 'a connection error report');
+      expect(b.ready).toBe(false);
+      await expect(
+        RedisBroker.create({ url: `redis://127.0.0.1:${port}`, connectTimeoutMs: 300 }),
+      ).rejects.toThrow(/Redis broker unavailable/);
+      await b.close();
+      await expect(b.publish('t', '1')).rejects.toThrow(/closed/);
+    });
+
+    it.skipIf(!hasRedisServer && !mustRun)(
+      'survives its Redis being killed and restarted empty: rejects meanwhile, then recovers',
+      async () => {
+        const port = await freePort();
+        const server = await startRedis(port);
+        const url = `redis://127.0.0.1:${port}`;
+        const topic = topicName();
+        const a = await connected({ url, commandTimeoutMs: 1_000, reconnectMaxDelayMs: 200 });
+        const b = await connected({ url, commandTimeoutMs: 1_000, reconnectMaxDelayMs: 200 });
+        const atB = await collect(b, topic);
+        for (const i of range(1, 3)) expect(await a.publish(topic, `"before-${i}"`)).toBe(i);
+        await waitFor(() => atB.length === 3, 'the messages before the outage');
+
+        await kill(server);
+        await waitFor(() => !a.ready && !b.ready, 'both brokers to notice');
+        await expect(a.publish(topic, '"lost"')).rejects.toThrow(/Redis broker unavailable/);
+        await expect(a.history(topic, 0)).rejects.toThrow(/Redis broker unavailable/);
+        await sleep(300); // a few failed reconnects: nothing throws out of the brokers
+
+        await startRedis(port);
+        await waitFor(() => a.ready && b.ready, 'both brokers to reconnect');
+        // Without persistence Redis comes back empty: the topic starts a new epoch at seq 1.
+        const seqs: number[] = [];
+        for (const i of range(1, 3)) seqs.push(await a.publish(topic, `"after-${i}"`));
+        expect(seqs).toEqual([1, 2, 3]);
+        await waitFor(() => atB.length >= 6, 'the messages after the restart');
+        expect(atB.map((m) => m.payload)).toEqual([
+          '"before-1"',
+          '"before-2"',
+          '"before-3"',
+          '"after-1"',
+          '"after-2"',
+          '"after-3"',
+        ]);
+        expect(atB.map((m) => m.seq)).toEqual([1, 2, 3, 1, 2, 3]);
+        expect((await b.history(topic, 0)).messages.map((m) => m.payload)).toEqual([
+          '"after-1"',
+          '"after-2"',
+          '"after-3"',
+        ]);
+      },
+    );
+
+    it.skipIf(!hasRedisServer && !mustRun)(
+      'keeps seqs and history across a restart of a Redis with an append-only file',
+      async () => {
+        const port = await freePort();
+        const persistent = ['--appendonly', 'yes', '--appendfsync', 'always'];
+        const server = await startRedis(port, persistent);
+        const url = `redis://127.0.0.1:${port}`;
+        const topic = topicName();
+        const a = await connected({ url, commandTimeoutMs: 1_000, reconnectMaxDelayMs: 200 });
+        const b = await connected({ url, commandTimeoutMs: 1_000, reconnectMaxDelayMs: 200 });
+        const atB = await collect(b, topic);
+        for (const i of range(1, 3)) await a.publish(topic, String(i));
+        await waitFor(() => atB.length === 3, 'the messages before the outage');
+
+        // The restarted server reuses the same --dir, so it reloads the append-only file.
+        const dir = tempDirs[tempDirs.length - 1]!;
+        await kill(server);
+        await waitFor(() => !a.ready, 'A to notice');
+        await expect(a.publish(topic, '0')).rejects.toThrow(/Redis broker unavailable/);
+        const restarted = spawn(
+          'redis-server',
+          ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--daemonize', 'no']
+            .concat(['--dir', dir])
+            .concat(persistent),
+          { stdio: 'ignore' },
+        );
+        children.push(restarted);
+        await waitFor(() => a.ready && b.ready, 'both brokers to reconnect');
+
+        expect(await a.publish(topic, '4')).toBe(4);
+        await waitFor(() => atB.length >= 4, 'the message after the restart');
+        expect(atB.map((m) => m.seq)).toEqual([1, 2, 3, 4]);
+        expect((await b.history(topic, 1)).messages.map((m) => m.seq)).toEqual([2, 3, 4]);
+      },
+    );
+
+    it('reports exceptions thrown by deliver and keeps delivering', async () => {
+      const topic = topicName();
+      const errors: Error[] = [];
+      const [a, b] = await Promise.all([
+        connected(),
+        connected({ onError: (e) => errors.push(e) }),
+      ]);
+      const seen: number[] = [];
+      await b.subscribe(topic, (message) => {
+        seen.push(message.seq);
+        if (message.seq === 1) throw new Error('subscriber bug');
+      });
+      await a.publish(topic, '1');
+      await a.publish(topic, '2');
+      await waitFor(() => seen.length === 2, 'both messages');
+      expect(errors.map((e) => e.message)).toContain('subscriber bug');
+    });
+  },
+);
