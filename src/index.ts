@@ -6,6 +6,11 @@ export type { GatewayOptions, GatewayLimits, UpgradeRequest } from './server/opt
 export { defaultLimits } from './server/options.js';
 export { UpgradeRejection } from './server/upgrade-rejection.js';
 export { createLogger, REDACTED_PATHS } from './server/logger.js';
+export { brokerFromEnv } from './server/broker-from-env.js';
+export { RedisBroker } from './pubsub/redis-broker.js';
+export type { RedisBrokerOptions } from './pubsub/redis-broker.js';
+export { NatsBroker } from './pubsub/nats-broker.js';
+export type { NatsBrokerOptions } from './pubsub/nats-broker.js';
 export { GatewayMetrics } from './server/metrics.js';
 export { TokenBucket } from './server/token-bucket.js';
 export { PubSubService, defaultSubscriptionMethods } from './server/pubsub-service.js';

@@ -1,4 +1,5 @@
-export type { Broker, BrokerMessage } from './broker.js';
+export type { Broker, BrokerMessage, Retention, History } from './broker.js';
+export { defaultRetention } from './broker.js';
 export { MemoryBroker } from './memory-broker.js';
 export { defaultFlowControl, SLOW_CONSUMER_CLOSE_CODE } from './delivery.js';
 export type { FlowControl, SlowConsumerPolicy } from './delivery.js';
