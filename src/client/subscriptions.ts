@@ -139,10 +139,10 @@ export class ClientSubscriptions {
     shared.resubscribe = false;
     const generation = ++shared.generation;
     // After a reconnect, ask for what came after the last message seen (gap-free resume).
-    const params: Params =
-      shared.lastSeq === undefined
-        ? shared.params
-        : [shared.params[0], shared.params[1] ?? null, { since: shared.lastSeq }];
+    // Streams have no sequence; a topic subscription asks where it starts (position), so that
+    // even before its first message a reconnect can resume from there.
+    const options = shared.lastSeq === undefined ? { position: true } : { since: shared.lastSeq };
+    const params: Params = [shared.params[0], shared.params[1] ?? null, options];
     this.caller.call(this.methods.subscribe, params).then(
       (id) => {
         if (typeof id !== 'string') return;
@@ -206,6 +206,11 @@ export class ClientSubscriptions {
       const gap = message['gap'];
       this.logger.warn({ gap }, 'resumed subscription: messages lost beyond history');
       shared.subject.next({ data: undefined, gap: typeof gap === 'number' ? gap : null });
+      return;
+    }
+    if (!('result' in message)) {
+      // The starting point (position) of a topic subscription: nothing to emit.
+      if (typeof message['seq'] === 'number') shared.lastSeq = message['seq'];
       return;
     }
     const event: SubscriptionEvent<unknown> = { data: message['result'] };

@@ -127,9 +127,23 @@ export class Delivery {
     for (const message of history) this.offer(message.tail, undefined, message.seq);
     const last = history.at(-1)?.seq;
     if (last !== undefined) this.floorSeq = Math.max(this.floorSeq, last);
+    // The floor stays: a live copy of the last replayed message may still be on its way
+    // (history and live delivery can travel on different broker connections).
     for (const message of waiting) this.offer(message.tail, message.shared, message.seq);
-    // From here on the broker delivers each message once and in order; a broker that lost its
-    // state and numbers from 1 again must not have its messages taken for duplicates.
+  }
+
+  /** Sequence number of the first live message held back during a replay, if any. */
+  get firstWaitingSeq(): number | undefined {
+    return this.waiting?.[0]?.seq;
+  }
+
+  /** Send a frame for this subscription made of the head, its id and `tail`, regardless of policy. */
+  sendRaw(tail: string): void {
+    if (!this.stopped) this.sink.send(this.head + this.quotedId + tail);
+  }
+
+  /** The broker numbers the topic from 1 again (it lost its state): forget what was seen. */
+  resetFloor(): void {
     this.floorSeq = 0;
   }
 

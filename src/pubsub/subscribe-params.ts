@@ -8,6 +8,16 @@ export interface SubscribeRequest {
   params: unknown;
   /** Resume: the last sequence number the client has; it gets what came after, from history. */
   since?: number;
+  /**
+   * Ask for the subscription's starting point: right after accepting, the server sends
+   * `{"subscription": id, "seq": N}` (no result), so a client that sees no message before
+   * a disconnect can still resume from N. Opt-in: third-party clients expect a result.
+   */
+  position?: boolean;
+}
+
+function positionOf(options: unknown): boolean {
+  return (options as { position?: unknown } | null | undefined)?.position === true;
 }
 
 function sinceOf(options: unknown): number | undefined {
@@ -28,12 +38,17 @@ export function readSubscribeParams(params: Params | undefined): SubscribeReques
   if (Array.isArray(params)) {
     const [name, extra, options] = params as unknown[];
     if (typeof name === 'string' && name.length > 0) {
-      return { name, params: extra ?? undefined, since: sinceOf(options) };
+      return {
+        name,
+        params: extra ?? undefined,
+        since: sinceOf(options),
+        position: positionOf(options),
+      };
     }
   } else if (params) {
     const { topic, params: extra } = params as { topic?: unknown; params?: unknown };
     if (typeof topic === 'string' && topic.length > 0) {
-      return { name: topic, params: extra, since: sinceOf(params) };
+      return { name: topic, params: extra, since: sinceOf(params), position: positionOf(params) };
     }
   }
   throw new InvalidParamsError('Subscribe takes [topic, params?] or { topic, params? }');

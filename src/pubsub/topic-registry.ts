@@ -97,6 +97,10 @@ export class TopicRegistry {
   private fanOut(message: BrokerMessage): void {
     const state = this.topics.get(message.topic);
     if (!state) return;
+    if (message.seq <= state.lastSeq) {
+      // Numbering restarted (a broker that lost its data): earlier sequence numbers mean nothing now.
+      for (const delivery of state.deliveries) delivery.resetFloor();
+    }
     state.lastSeq = message.seq;
     // The payload was serialized once at publish; the tail is built once per message.
     const tail = messageTail(message.payload, message.seq);

@@ -222,7 +222,14 @@ export class PubSubService<C> {
       throw new ConnectionClosedError();
     }
     try {
-      return this.startTopic(request.name, table, definition.flow, ctx, request.since);
+      return this.startTopic(
+        request.name,
+        table,
+        definition.flow,
+        ctx,
+        request.since,
+        request.position,
+      );
     } catch (err) {
       // Another subscribe took the last slot while the broker was subscribing.
       this.registry.release(request.name);
@@ -236,6 +243,7 @@ export class PubSubService<C> {
     flow: FlowControl,
     ctx: HandlerContext<Session<C>>,
     since: number | undefined,
+    position = false,
   ): string {
     this.checkLimit(table);
     // Sharing the topic's id lets one encoded frame serve every such subscriber.
@@ -256,9 +264,30 @@ export class PubSubService<C> {
     ctx.afterReply(() => {
       if (table.subscriptions.get(id) !== subscription) return;
       if (since !== undefined) this.replay(topic, since, delivery, table.sink);
+      else if (position) this.sendPosition(topic, delivery);
       this.registry.attach(topic, delivery);
     });
     return id;
+  }
+
+  /**
+   * Tell the subscriber where it starts: `{"subscription": id, "seq": N}`, N being the last
+   * message it will not get. Live messages wait meanwhile, so N is exact.
+   */
+  private sendPosition(topic: string, delivery: Delivery): void {
+    delivery.pauseForReplay(0);
+    this.broker.history(topic, Number.MAX_SAFE_INTEGER).then(
+      ({ lastSeq }) => {
+        // Messages that arrived while asking are delivered: the position is just before them.
+        const position = Math.min(lastSeq, (delivery.firstWaitingSeq ?? lastSeq + 1) - 1);
+        delivery.sendRaw(`,"seq":${position}}}`);
+        delivery.resume(0, [], gapTail, position);
+      },
+      (err: unknown) => {
+        this.logger.warn({ err, topic }, 'could not read the topic position');
+        delivery.resume(0, [], gapTail, 0);
+      },
+    );
   }
 
   /**

@@ -74,7 +74,10 @@ describe('client subscriptions', () => {
     const got: string[] = [];
     subscriptions.push(news$.subscribe((v) => got.push(v)));
     await waitUntil(() => topicsOf(gateway)['news'] === 1, 'the server subscription');
-    expect(framesOf(sent, 'subscribe').map((f) => f.params)).toEqual([['news']]);
+    // The client asks for its starting point, so it can resume even before a first message.
+    expect(framesOf(sent, 'subscribe').map((f) => f.params)).toEqual([
+      ['news', null, { position: true }],
+    ]);
     await gateway.publish('news', 'first');
     await waitUntil(() => got.length === 1, 'the first message');
     expect(got).toEqual(['first']);
@@ -135,8 +138,8 @@ describe('client subscriptions', () => {
     await waitUntil(() => topicsOf(gateway)['news'] === 2, 'two server subscriptions');
     expect(gateway.pubsub.subscriptionCount(session)).toBe(2);
     expect(framesOf(sent, 'subscribe').map((f) => f.params)).toEqual([
-      ['news', { lang: 'en' }],
-      ['news', { lang: 'fr' }],
+      ['news', { lang: 'en' }, { position: true }],
+      ['news', { lang: 'fr' }, { position: true }],
     ]);
     expect(seen).toEqual([{ lang: 'en' }, { lang: 'fr' }]);
   });
@@ -246,7 +249,9 @@ describe('client subscriptions', () => {
     const sub = client.subscribe<number>('newHeads').subscribe((h) => heads.push(h));
     subscriptions.push(sub);
     await waitUntil(() => topicsOf(gateway)['newHeads'] === 1, 'the server subscription');
-    expect(framesOf(sent, 'eth_subscribe').map((f) => f.params)).toEqual([['newHeads']]);
+    expect(framesOf(sent, 'eth_subscribe').map((f) => f.params)).toEqual([
+      ['newHeads', null, { position: true }],
+    ]);
     await gateway.publish('newHeads', 17);
     await gateway.publish('newHeads', 18);
     await waitUntil(() => heads.length === 2, 'two heads');
