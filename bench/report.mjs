@@ -45,23 +45,25 @@ export function renderTable(table, contestants, baselineId, results) {
   const header = ['Contestant'];
   for (const f of table.figures) header.push(f.label, 'min–max', '× ws');
   if (table.checksDelivery) header.push('lost or misordered');
-  const rows = contestants.map((c) => {
-    const entry = byContestant.get(c.id);
-    const cells = [c.name];
-    for (const f of table.figures) {
-      const values = entry.values[f.key] ?? [];
-      const s = summarize(values);
-      const ratio = ratioSummary(values, baseline.values[f.key] ?? []);
-      cells.push(
-        formatNumber(s.median, f.format),
-        s.n ? `${formatNumber(s.min, f.format)}–${formatNumber(s.max, f.format)}` : '—',
-        formatRatio(ratio.median),
-      );
-    }
-    if (table.checksDelivery)
-      cells.push(entry.lost ? `**${entry.lost.toLocaleString('en-US')}**` : '0');
-    return cells;
-  });
+  const rows = contestants
+    .filter((c) => byContestant.has(c.id))
+    .map((c) => {
+      const entry = byContestant.get(c.id);
+      const cells = [c.name];
+      for (const f of table.figures) {
+        const values = entry.values[f.key] ?? [];
+        const s = summarize(values);
+        const ratio = ratioSummary(values, baseline.values[f.key] ?? []);
+        cells.push(
+          formatNumber(s.median, f.format),
+          s.n ? `${formatNumber(s.min, f.format)}–${formatNumber(s.max, f.format)}` : '—',
+          formatRatio(ratio.median),
+        );
+      }
+      if (table.checksDelivery)
+        cells.push(entry.lost ? `**${entry.lost.toLocaleString('en-US')}**` : '0');
+      return cells;
+    });
   return markdownTable(header, rows);
 }
 

@@ -9,7 +9,7 @@ import { HOST, settingsFor } from './config.mjs';
 import { baseline, contestants as allContestants } from './contestants/index.mjs';
 import { Child } from './ipc.mjs';
 import { formatForConsole, machineInfo, renderResults, writeResults } from './report.mjs';
-import { scenariosFor, warmUp } from './scenarios.mjs';
+import { scenariosFor, takesPart, warmUp } from './scenarios.mjs';
 
 const here = (path) => fileURLToPath(new URL(path, import.meta.url));
 const BENCHMARKS = here('../BENCHMARKS.md');
@@ -51,9 +51,17 @@ if (!contestants.includes(baseline)) contestants.unshift(baseline);
 const scenarios = pick(scenariosFor(settings), opts.scenarios);
 const tables = scenarios.flatMap((s) => s.tables);
 
-/** results: table id -> contestant id -> { values: { figure: [per round] }, lost } */
+/** results: table id -> contestant id -> { values: { figure: [per round] }, lost }, only for
+ *  the contestants that take part in the table's scenario (a table shows only those rows). */
 const results = new Map(
-  tables.map((t) => [t.id, new Map(contestants.map((c) => [c.id, { values: {}, lost: 0 }]))]),
+  scenarios.flatMap((s) =>
+    s.tables.map((t) => [
+      t.id,
+      new Map(
+        contestants.filter((c) => takesPart(c, s)).map((c) => [c.id, { values: {}, lost: 0 }]),
+      ),
+    ]),
+  ),
 );
 const failures = [];
 const startedAt = performance.now();
@@ -196,6 +204,7 @@ for (let round = 0; round < settings.rounds; round++) {
   );
   for (const scenario of scenarios) {
     for (const c of order) {
+      if (!takesPart(c, scenario)) continue;
       try {
         record(round, c, await scenario.run(ctx, c));
       } catch (err) {

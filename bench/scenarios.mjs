@@ -33,6 +33,7 @@ function requestScenario(conns, inflight, title) {
   const latency = conns === 1 && inflight === 1;
   return {
     id,
+    kind: 'requests',
     tables: [
       {
         id,
@@ -94,6 +95,7 @@ function fanoutScenario(subscribers, { burst, paced }) {
   });
   return {
     id,
+    kind: 'fanout',
     tables: [
       table(
         'burst',
@@ -182,6 +184,7 @@ function memoryScenario(connections) {
   const id = `memory-${connections}`;
   return {
     id,
+    kind: 'memory',
     tables: [
       {
         id,
@@ -225,20 +228,26 @@ async function runMemory(ctx, contestant, { id, connections }) {
   return [{ table: id, values, problems }];
 }
 
+/** Whether a contestant runs a scenario: all do, except those limited to one kind (`only`). */
+export const takesPart = (contestant, scenario) =>
+  !contestant.only || contestant.only === scenario.kind;
+
 /** Unmeasured: a short request load and a small fan-out, so JIT warm-up is not all in round 1. */
 export async function warmUp(ctx, contestant) {
   const { loadgen, settings } = ctx;
   const { url } = ctx.server(contestant);
   const { requestMs, fanoutMessages } = settings.warmup;
-  await loadgen.request('startRequests', {
-    url,
-    client: contestant.client,
-    conns: 2,
-    inflight: 16,
-    maxMs: requestMs + 10_000,
-  });
-  await sleep(requestMs);
-  await loadgen.request('stopRequests', {}, 20_000);
+  if (takesPart(contestant, { kind: 'requests' })) {
+    await loadgen.request('startRequests', {
+      url,
+      client: contestant.client,
+      conns: 2,
+      inflight: 16,
+      maxMs: requestMs + 10_000,
+    });
+    await sleep(requestMs);
+    await loadgen.request('stopRequests', {}, 20_000);
+  }
   await loadgen.request('openSubscribers', { url, client: contestant.client, count: 100 }, 60_000);
   try {
     const run = { table: 'warm-up', mode: 'burst', n: fanoutMessages, burst: 10, intervalMs: 0 };

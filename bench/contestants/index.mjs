@@ -1,10 +1,13 @@
 // The contestants, in report order. To add one: write an adapter next to these (an object
 // with id, name, client and start(host) -> { port, publish(data), close() }) and list it here.
-// The first one is the baseline every ratio is taken against.
+// The first one is the baseline every ratio is taken against. An adapter with `only: 'fanout'`
+// takes part in the fan-out scenarios only (see takesPart in scenarios.mjs).
 import wsEcho from './ws-echo.mjs';
 import wsCoalesced from './ws-coalesced.mjs';
 import minimalJsonRpc from './minimal-jsonrpc.mjs';
 import gateway from './gateway.mjs';
+import gatewayRedis from './gateway-redis.mjs';
+import gatewayNats from './gateway-nats.mjs';
 import rpcWebsockets from './rpc-websockets.mjs';
 import jsonRpc2 from './json-rpc-2.0.mjs';
 import socketIo from './socket-io.mjs';
@@ -14,6 +17,8 @@ export const contestants = [
   wsCoalesced,
   minimalJsonRpc,
   gateway,
+  gatewayRedis,
+  gatewayNats,
   rpcWebsockets,
   jsonRpc2,
   socketIo,
