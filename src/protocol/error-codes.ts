@@ -27,6 +27,8 @@ export const ErrorCode = {
   TooDeep: -32007,
   /** The requested operation needs a transport this one is not (e.g. subscribe over HTTP). */
   UnsupportedTransport: -32008,
+  /** The broker (Redis, NATS) is unreachable: the publish was not taken. */
+  BrokerUnavailable: -32009,
 } as const;
 
 export type ErrorCodeName = keyof typeof ErrorCode;
@@ -50,4 +52,5 @@ export const defaultErrorMessage: Readonly<Record<number, string>> = {
   [ErrorCode.ShuttingDown]: 'Server shutting down',
   [ErrorCode.TooDeep]: 'Message nested too deeply',
   [ErrorCode.UnsupportedTransport]: 'Not supported on this transport',
+  [ErrorCode.BrokerUnavailable]: 'Broker unavailable',
 };

@@ -157,7 +157,17 @@ export class PubSubService<C> {
       return Promise.reject(err as Error);
     }
     const retention = this.resolveTopic(topic)?.retention ?? defaultRetention;
-    return this.broker.publish(topic, payload, retention);
+    // A JsonRpcError, so a handler that returns this promise answers its caller precisely.
+    return this.broker.publish(topic, payload, retention).catch((err: unknown) => {
+      throw new ServerError(
+        ErrorCode.BrokerUnavailable,
+        'Broker unavailable: the message was not published',
+        {
+          topic,
+          reason: err instanceof Error ? err.message : String(err),
+        },
+      );
+    });
   }
 
   /** Publish every value of `source` to `topic`; unsubscribe the result to stop. */

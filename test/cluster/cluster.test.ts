@@ -405,8 +405,9 @@ describe.skipIf(skipRedis)(
         );
         expect(failed).toBeInstanceOf(JsonRpcError);
         expect(failed).toMatchObject({
-          code: -32603,
-          data: { message: expect.stringMatching(/Redis broker unavailable/) },
+          code: -32009,
+          message: 'Broker unavailable: the message was not published',
+          data: { topic: 'feed', reason: expect.stringMatching(/Redis broker unavailable/) },
         });
         // Connected sessions still answer.
         expect(await Promise.all(subscribers.map((sub) => sub.node()))).toEqual(['A', 'B']);
@@ -431,8 +432,9 @@ describe.skipIf(skipRedis)(
         const failures = outcomes.filter((o) => o.error !== undefined);
         for (const { error } of failures) {
           expect(error).toBeInstanceOf(JsonRpcError);
+          expect(error).toMatchObject({ code: -32009 });
           expect((error as JsonRpcError).data).toMatchObject({
-            message: expect.stringMatching(/Redis broker unavailable/),
+            reason: expect.stringMatching(/Redis broker unavailable/),
           });
         }
         expect(count('before', true)).toBeGreaterThan(0);
