@@ -2,6 +2,7 @@ import { BehaviorSubject, Subject, filter, firstValueFrom, map } from 'rxjs';
 import type { Observable } from 'rxjs';
 import { silentLogger } from '../peer/logger.js';
 import type { Logger } from '../peer/logger.js';
+import { nameOf } from '../peer/method-descriptor.js';
 import type {
   MethodDescriptor,
   NotificationDescriptor,
@@ -9,6 +10,7 @@ import type {
 } from '../peer/method-descriptor.js';
 import { MethodRegistry } from '../peer/method-registry.js';
 import type { Handler } from '../peer/method-registry.js';
+import { notificationsNamed } from '../peer/notifications.js';
 import { Peer } from '../peer/peer.js';
 import type { BatchEntry, IncomingNotification } from '../peer/peer.js';
 import type { CallOptions } from '../peer/pending-calls.js';
@@ -165,11 +167,7 @@ export class RpcClient {
   notificationsOf<P extends Params | undefined>(
     descriptor: NotificationDescriptor<P> | string,
   ): Observable<P> {
-    const name = typeof descriptor === 'string' ? descriptor : descriptor.name;
-    return this.notificationSubject.pipe(
-      filter((n) => n.method === name),
-      map((n) => n.params as P),
-    );
+    return notificationsNamed(this.notificationSubject, descriptor);
   }
 
   call<P extends Params | undefined, R>(
@@ -183,7 +181,7 @@ export class RpcClient {
     params?: Params,
     options: CallOptions = {},
   ): Promise<unknown> {
-    const method = typeof target === 'string' ? target : target.name;
+    const method = nameOf(target);
     const peer = this.livePeer();
     if (peer) return peer.call(method, params, options);
     return this.whileDisconnected(method, options, (timeout) =>
@@ -198,7 +196,7 @@ export class RpcClient {
   ): void;
   notify(method: string, params?: Params): void;
   notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {
-    const method = typeof target === 'string' ? target : target.name;
+    const method = nameOf(target);
     const peer = this.livePeer();
     if (peer) return peer.notify(method, params);
     this.assertMayQueue();
@@ -221,7 +219,7 @@ export class RpcClient {
   subscribe<P, T>(descriptor: SubscriptionDescriptor<P, T>, params?: NoInfer<P>): Observable<T>;
   subscribe<T = unknown>(topic: string, params?: unknown): Observable<T>;
   subscribe(target: SubscriptionDescriptor | string, params?: unknown): Observable<unknown> {
-    return this.subscribeWithMeta(typeof target === 'string' ? target : target.name, params).pipe(
+    return this.subscribeWithMeta(nameOf(target), params).pipe(
       filter((event) => event.gap === undefined), // gaps are told through subscribeWithMeta
       map((event) => event.data),
     );

@@ -51,3 +51,8 @@ export type ParamsOf<D> =
       ? P
       : never;
 export type ResultOf<D> = D extends MethodDescriptor<Params | undefined, infer R> ? R : never;
+
+/** The wire name of a descriptor, or the name itself. */
+export function nameOf(target: { readonly name: string } | string): string {
+  return typeof target === 'string' ? target : target.name;
+}

@@ -1,6 +1,7 @@
 import { isReservedMethod } from '../protocol/reserved.js';
 import type { Params } from '../protocol/types.js';
 import type { HandlerContext } from './handler-context.js';
+import { nameOf } from './method-descriptor.js';
 import type { MethodDescriptor } from './method-descriptor.js';
 
 export type Handler<S, P = unknown, R = unknown> = (
@@ -21,7 +22,7 @@ export class MethodRegistry<S> {
     descriptor: MethodDescriptor<P, R> | string,
     handler: Handler<S, P, R>,
   ): () => void {
-    const name = typeof descriptor === 'string' ? descriptor : descriptor.name;
+    const name = nameOf(descriptor);
     if (isReservedMethod(name)) {
       throw new Error(`Method names starting with "rpc." are reserved: "${name}"`);
     }

@@ -1,5 +1,5 @@
 import type { Observable } from 'rxjs';
-import { Subject, filter, map } from 'rxjs';
+import { Subject } from 'rxjs';
 import { parseFrame } from '../protocol/classify.js';
 import type { ClassifyOptions, Incoming } from '../protocol/classify.js';
 import {
@@ -18,7 +18,10 @@ import type { Transport, TransportListener } from '../transport/transport.js';
 import { RunningCall } from './handler-context.js';
 import { silentLogger } from './logger.js';
 import type { Logger } from './logger.js';
+import { nameOf } from './method-descriptor.js';
 import type { MethodDescriptor, NotificationDescriptor } from './method-descriptor.js';
+import { notificationsNamed } from './notifications.js';
+import type { IncomingNotification } from './notifications.js';
 import { MethodRegistry } from './method-registry.js';
 import type { Handler } from './method-registry.js';
 import { PendingCalls } from './pending-calls.js';
@@ -74,10 +77,7 @@ export interface PeerOptions<S> {
 /** How an incoming call ended, as metrics see it. */
 export type CallOutcome = 'ok' | 'error' | 'not_found' | 'rejected';
 
-export interface IncomingNotification {
-  method: string;
-  params: Params | undefined;
-}
+export type { IncomingNotification } from './notifications.js';
 
 export interface BatchEntry {
   method: string;
@@ -228,11 +228,7 @@ export class Peer<S = unknown> implements TransportListener {
   notificationsOf<P extends Params | undefined>(
     descriptor: NotificationDescriptor<P> | string,
   ): Observable<P> {
-    const name = typeof descriptor === 'string' ? descriptor : descriptor.name;
-    return this.notificationSubject().pipe(
-      filter((n) => n.method === name),
-      map((n) => n.params as P),
-    );
+    return notificationsNamed(this.notificationSubject(), descriptor);
   }
 
   /** Call a method on the other side and await its result. */
@@ -247,7 +243,7 @@ export class Peer<S = unknown> implements TransportListener {
     params?: Params,
     options?: CallOptions,
   ): Promise<unknown> {
-    const method = typeof target === 'string' ? target : target.name;
+    const method = nameOf(target);
     if (this.closeInfo) return Promise.reject(this.closedError());
     let opened: { id: number; promise: Promise<unknown> };
     try {
@@ -274,13 +270,8 @@ export class Peer<S = unknown> implements TransportListener {
   notify(method: string, params?: Params): void;
   notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {
     if (this.closeInfo) throw this.closedError();
-    const method = typeof target === 'string' ? target : target.name;
+    const method = nameOf(target);
     this.sendOutgoing(encodeNotification(method, params));
-  }
-
-  /** Send pre-encoded frame text as is (used by fan-out, which encodes once for many). */
-  sendRaw(frame: string): void {
-    if (!this.closeInfo) this.transport.send(frame);
   }
 
   /**

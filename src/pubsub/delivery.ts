@@ -1,4 +1,4 @@
-import { missedPart } from './frames.js';
+import { gapTail, missedPart } from './frames.js';
 import type { SharedFrame } from './frames.js';
 import type { Sink } from './sink.js';
 
@@ -96,11 +96,6 @@ export class Delivery {
     }
   }
 
-  /** The subscription id as it appears in frames (JSON-quoted). */
-  get quotedIdText(): string {
-    return this.quotedId;
-  }
-
   /** The client already has everything up to `afterSeq`: hold live messages back until `resume`. */
   pauseForReplay(afterSeq: number): void {
     this.floorSeq = afterSeq;
@@ -113,9 +108,9 @@ export class Delivery {
    * meanwhile, each sequence number once and in order.
    */
   resume(
-    gap: number,
+    /** Messages history no longer held (0: none; null: unknown). */
+    gap: number | null,
     history: readonly { tail: string; seq: number }[],
-    gapFrame: (missed: number) => string,
     /** Where numbering restarts from, when the broker's numbering was reset. */
     floorSeq = this.floorSeq,
   ): void {
@@ -123,7 +118,7 @@ export class Delivery {
     const waiting = this.waiting ?? [];
     this.waiting = undefined;
     this.floorSeq = floorSeq;
-    if (gap > 0) this.sink.send(this.head + this.quotedId + gapFrame(gap));
+    if (gap !== 0) this.sendRaw(gapTail(gap));
     for (const message of history) this.offer(message.tail, undefined, message.seq);
     const last = history.at(-1)?.seq;
     if (last !== undefined) this.floorSeq = Math.max(this.floorSeq, last);

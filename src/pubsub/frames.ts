@@ -21,8 +21,11 @@ export function missedPart(missed: number): string {
   return missed > 0 ? `,"missed":${missed}` : '';
 }
 
-/** Tells a resuming subscriber that history no longer held `missed` of the messages it asked for. */
-export function gapTail(missed: number): string {
+/**
+ * Tells a resuming subscriber that history no longer held `missed` of the messages it
+ * asked for (`null`: the broker could not say how many).
+ */
+export function gapTail(missed: number | null): string {
   return `,"gap":${missed}}}`;
 }
 

@@ -10,7 +10,7 @@ import { defaultRetention } from '../pubsub/broker.js';
 import type { Broker, Retention } from '../pubsub/broker.js';
 import { Delivery, defaultFlowControl } from '../pubsub/delivery.js';
 import type { FlowControl } from '../pubsub/delivery.js';
-import { finalTail, gapTail, messageTail, notificationHead } from '../pubsub/frames.js';
+import { finalTail, messageTail, notificationHead } from '../pubsub/frames.js';
 import type { Sink } from '../pubsub/sink.js';
 import { readSubscribeParams, readUnsubscribeParams } from '../pubsub/subscribe-params.js';
 import { TopicRegistry } from '../pubsub/topic-registry.js';
@@ -273,7 +273,7 @@ export class PubSubService<C> {
     table.subscriptions.set(id, subscription);
     ctx.afterReply(() => {
       if (table.subscriptions.get(id) !== subscription) return;
-      if (since !== undefined) this.replay(topic, since, delivery, table.sink);
+      if (since !== undefined) this.replay(topic, since, delivery);
       else if (position) this.sendPosition(topic, delivery);
       this.registry.attach(topic, delivery);
     });
@@ -291,11 +291,11 @@ export class PubSubService<C> {
         // Messages that arrived while asking are delivered: the position is just before them.
         const position = Math.min(lastSeq, (delivery.firstWaitingSeq ?? lastSeq + 1) - 1);
         delivery.sendRaw(`,"seq":${position}}}`);
-        delivery.resume(0, [], gapTail, position);
+        delivery.resume(0, [], position);
       },
       (err: unknown) => {
         this.logger.warn({ err, topic }, 'could not read the topic position');
-        delivery.resume(0, [], gapTail, 0);
+        delivery.resume(0, [], 0);
       },
     );
   }
@@ -305,25 +305,24 @@ export class PubSubService<C> {
    * subscriber gets a gap signal if history no longer reaches back that far, the
    * retained messages, and the live ones, each sequence number once.
    */
-  private replay(topic: string, since: number, delivery: Delivery, sink: Sink): void {
+  private replay(topic: string, since: number, delivery: Delivery): void {
     delivery.pauseForReplay(since);
     this.broker.history(topic, since).then(
       ({ messages, lastSeq }) => {
         if (since > lastSeq) {
           // The topic's numbering restarted (a broker that lost its state): nothing to replay.
-          delivery.resume(0, [], gapTail, lastSeq);
+          delivery.resume(0, [], lastSeq);
           return;
         }
         const firstAvailable = messages[0]?.seq ?? lastSeq + 1;
         const gap = Math.max(0, firstAvailable - (since + 1));
         const history = messages.map((m) => ({ tail: messageTail(m.payload, m.seq), seq: m.seq }));
-        delivery.resume(gap, history, gapTail);
+        delivery.resume(gap, history);
       },
       (err: unknown) => {
         this.logger.warn({ err, topic }, 'history unavailable: resuming live only');
         // How much was lost is unknown: say so rather than pretend nothing was.
-        sink.send(`${this.head}${delivery.quotedIdText},"gap":null}}`);
-        delivery.resume(0, [], gapTail);
+        delivery.resume(null, []);
       },
     );
   }
