@@ -10,36 +10,12 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { BrokerMessage } from '../../src/pubsub/broker.js';
 import { NatsBroker, encodeTopic } from '../../src/pubsub/nats-broker.js';
+import { canConnect, freePort } from '../support/network.js';
 
 const NATS_URL = 'nats://127.0.0.1:4222';
 const inCi = process.env.CI === 'true';
 /** Every stream this run creates starts with it; deleted in afterAll. */
 const prefix = `wsrpctest${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
-
-function canConnect(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = createConnection({ host: '127.0.0.1', port });
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => {
-        if (address && typeof address === 'object') resolve(address.port);
-        else reject(new Error('no port'));
-      });
-    });
-  });
-}
 
 /** Poll until `condition` holds; the deadline only turns a hang into a readable failure. */
 async function waitFor(condition: () => boolean | Promise<boolean>, what: string): Promise<void> {

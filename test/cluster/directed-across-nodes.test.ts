@@ -1,21 +1,10 @@
-import { connect } from 'node:net';
 import { firstValueFrom } from 'rxjs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import { UpgradeRejection } from '../../src/server/upgrade-rejection.js';
 import { Resources } from '../integration/harness.js';
 import { waitUntil } from '../pubsub/helpers.js';
-
-function canConnect(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
-}
+import { canConnect } from '../support/network.js';
 
 const reachable = await canConnect(6379);
 const mustRun = process.env['CI'] === 'true';

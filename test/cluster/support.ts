@@ -17,6 +17,8 @@ import { RpcClient } from '../../src/client/client.js';
 import type { ClientOptions } from '../../src/client/client.js';
 import type { ConnectionState } from '../../src/client/connection-state.js';
 import type { SubscriptionEvent } from '../../src/client/subscriptions.js';
+import { canConnect } from '../support/network.js';
+export { canConnect };
 
 export const root = fileURLToPath(new URL('../../', import.meta.url));
 export const REDIS_URL = 'redis://127.0.0.1:6379';
@@ -27,20 +29,6 @@ export type BrokerKind = 'redis' | 'nats';
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** True when something accepts TCP connections on 127.0.0.1:`port`. */
-export function canConnect(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect({ host: '127.0.0.1', port });
-    const done = (ok: boolean): void => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.setTimeout(1_000, () => done(false));
-    socket.once('connect', () => done(true));
-    socket.once('error', () => done(false));
-  });
 }
 
 /** Poll until `condition` holds; the deadline only turns a hang into a readable failure. */

@@ -1,5 +1,5 @@
-import { connect, createServer } from 'node:net';
-import type { Socket } from 'node:net';
+import { connect } from 'node:net';
+import type { Socket, createServer } from 'node:net';
 import type { ChildProcess } from 'node:child_process';
 import { distinctUntilChanged, filter, firstValueFrom, tap, toArray } from 'rxjs';
 import { WebSocket } from 'ws';
@@ -11,6 +11,7 @@ import type { GatewayOptions } from '../../src/server/options.js';
 import { registerDemoService } from '../../demo/service.js';
 import { connectClient, openRawSocket, startGateway } from '../support/gateway.js';
 import type { RunningGateway } from '../support/gateway.js';
+export { freePort } from '../support/network.js';
 
 type RawSocket = Awaited<ReturnType<typeof openRawSocket>>;
 
@@ -120,16 +121,6 @@ export function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
     },
     (err: unknown) => err,
   );
-}
-
-/** A port nothing listens on (it was free a moment ago). */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : 0;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 export function sleep(ms: number): Promise<void> {
