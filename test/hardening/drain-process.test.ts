@@ -1,52 +1,15 @@
-import { execFile, spawn } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { spawn } from 'node:child_process';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Resources, freePort, sleep, upgradeRefusal } from '../integration/harness.js';
+import { ensureBuilt, exitOf, mainJs, root, waitForLivez } from '../support/demo-process.js';
+import { Resources, freePort, upgradeRefusal } from '../integration/harness.js';
 import type { RawRpc } from '../pubsub/helpers.js';
 import { within } from '../pubsub/helpers.js';
 import { openRaw } from './helpers.js';
 
-const root = fileURLToPath(new URL('../../', import.meta.url));
-const mainJs = fileURLToPath(new URL('../../dist/demo/main.js', import.meta.url));
-
 const res = new Resources();
 afterEach(() => res.cleanup());
 
-beforeAll(async () => {
-  if (existsSync(mainJs)) return;
-  await new Promise<void>((resolve, reject) => {
-    execFile('npm', ['run', 'build'], { cwd: root }, (err, _stdout, stderr) =>
-      err ? reject(new Error(`npm run build failed: ${stderr}`)) : resolve(),
-    );
-  });
-}, 120_000);
-
-function exitOf(child: ChildProcess): Promise<{ code: number | null; signal: string | null }> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null)
-      return resolve({ code: child.exitCode, signal: child.signalCode });
-    child.once('exit', (code, signal) => resolve({ code, signal }));
-  });
-}
-
-/** Poll /livez until the process answers; fail if it exits first. */
-async function waitForLivez(child: ChildProcess, httpUrl: string): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`demo exited early with ${child.exitCode}`);
-    try {
-      const response = await fetch(`${httpUrl}/livez`);
-      await response.arrayBuffer();
-      if (response.status === 200) return;
-    } catch {
-      // Not listening yet.
-    }
-    if (Date.now() > deadline) throw new Error('the demo never answered /livez');
-    await sleep(50);
-  }
-}
+beforeAll(ensureBuilt, 120_000);
 
 const hasNotice = (raw: RawRpc) => () =>
   raw.frames.some((f) => f.method === 'rpc.reconnect' && f.id === undefined);

@@ -1,50 +1,13 @@
-import { execFile, spawn } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { spawn } from 'node:child_process';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { ensureBuilt, exitOf, mainJs, root, waitForLivez } from '../support/demo-process.js';
 import { AskClient, ClientConfirm, Subtract } from '../../demo/service.js';
-import { Resources, freePort, recordStates, sleep, waitForState } from './harness.js';
-
-const root = fileURLToPath(new URL('../../', import.meta.url));
-const mainJs = fileURLToPath(new URL('../../dist/demo/main.js', import.meta.url));
+import { Resources, freePort, recordStates, waitForState } from './harness.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
 
-beforeAll(async () => {
-  if (existsSync(mainJs)) return;
-  await new Promise<void>((resolve, reject) => {
-    execFile('npm', ['run', 'build'], { cwd: root }, (err, _stdout, stderr) =>
-      err ? reject(new Error(`npm run build failed: ${stderr}`)) : resolve(),
-    );
-  });
-}, 120_000);
-
-/** Poll /livez until the process answers (or exits). */
-async function waitForLivez(child: ChildProcess, httpUrl: string): Promise<void> {
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`demo exited early with ${child.exitCode}`);
-    try {
-      const response = await fetch(`${httpUrl}/livez`);
-      if (response.status === 200) {
-        await response.arrayBuffer();
-        return;
-      }
-    } catch {
-      // Not listening yet.
-    }
-    await sleep(50);
-  }
-}
-
-function exitOf(child: ChildProcess): Promise<{ code: number | null; signal: string | null }> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null)
-      return resolve({ code: child.exitCode, signal: child.signalCode });
-    child.once('exit', (code, signal) => resolve({ code, signal }));
-  });
-}
+beforeAll(ensureBuilt, 120_000);
 
 describe('the demo process (dist/demo/main.js)', () => {
   it('serves calls on PORT and drains and exits 0 on SIGTERM', async () => {
