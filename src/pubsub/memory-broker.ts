@@ -30,6 +30,12 @@ export class MemoryBroker implements Broker {
     retention: Retention = defaultRetention,
   ): Promise<number> {
     if (this.closed) return Promise.reject(new Error('Broker closed'));
+    if (topic.startsWith('$')) {
+      // Addressed to a node or user (SessionRouter): delivered now or never, so no log is kept
+      // (one per user name ever notified would grow without bound).
+      this.listeners.get(topic)?.({ topic, seq: 0, payload });
+      return Promise.resolve(0);
+    }
     let log = this.logs.get(topic);
     if (!log) {
       log = { lastSeq: 0, retention, messages: [] };
