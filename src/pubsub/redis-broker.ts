@@ -201,6 +201,11 @@ function describeTarget(url: string): string {
  * connections reconnect by themselves. Errors are reported to `onError`, never thrown from
  * event handlers.
  */
+/** Topics starting with `$` carry messages addressed to a node or a user (see SessionRouter). */
+function isDirect(topic: string): boolean {
+  return topic.startsWith('$');
+}
+
 export class RedisBroker implements Broker {
   private readonly prefix: string;
   private readonly target: string;
@@ -209,6 +214,11 @@ export class RedisBroker implements Broker {
   private readonly subscriber: Redis;
   private readonly topics = new Map<string, TopicState>();
   private readonly channels = new Map<string, string>();
+  /** `$`-topics (messages addressed to a node or user): plain channels, no history. */
+  private readonly direct = new Map<
+    string,
+    { topic: string; deliver: (message: BrokerMessage) => void }
+  >();
   private readonly connectTimeoutMs: number;
   private closed = false;
   private closing: Promise<void> | undefined;
@@ -302,6 +312,11 @@ export class RedisBroker implements Broker {
     retention: Retention = defaultRetention,
   ): Promise<number> {
     this.assertUsable();
+    if (isDirect(topic)) {
+      // Addressed to a node or user: a plain channel message, no counter or stream to keep.
+      await this.command.publish(this.directChannel(topic), payload);
+      return 0;
+    }
     const keys = redisTopicKeys(this.prefix, topic);
     const maxLength = Number.isFinite(retention.maxLength)
       ? Math.max(0, Math.floor(retention.maxLength))
@@ -320,6 +335,13 @@ export class RedisBroker implements Broker {
 
   async subscribe(topic: string, deliver: (message: BrokerMessage) => void): Promise<void> {
     this.assertUsable();
+    if (isDirect(topic)) {
+      if (this.subscriber.status !== 'ready') throw this.unavailable();
+      const channel = this.directChannel(topic);
+      this.direct.set(channel, { topic, deliver });
+      await this.subscriber.subscribe(channel);
+      return;
+    }
     const existing = this.topics.get(topic);
     if (existing) {
       existing.deliver = deliver;
@@ -350,6 +372,14 @@ export class RedisBroker implements Broker {
   }
 
   async unsubscribe(topic: string): Promise<void> {
+    if (isDirect(topic)) {
+      const channel = this.directChannel(topic);
+      if (!this.direct.delete(channel) || this.subscriber.status !== 'ready') return;
+      await this.subscriber
+        .unsubscribe(channel)
+        .catch((error: unknown) => this.onError(toError(error)));
+      return;
+    }
     const state = this.topics.get(topic);
     if (!state) return;
     this.forget(state);
@@ -523,7 +553,13 @@ export class RedisBroker implements Broker {
       .catch((error: unknown) => this.onError(toError(error)));
   }
 
+  private directChannel(topic: string): string {
+    return `${this.prefix}direct:${topic}`;
+  }
+
   private async resubscribe(): Promise<void> {
+    if (this.direct.size > 0 && !this.closed)
+      await this.subscriber.subscribe(...this.direct.keys());
     const states = [...this.topics.values()].filter((state) => state.started);
     if (states.length === 0 || this.closed) return;
     await this.subscriber.subscribe(...states.map((state) => state.keys.channel));
@@ -531,6 +567,11 @@ export class RedisBroker implements Broker {
   }
 
   private onLive(channel: string, message: string): void {
+    const direct = this.direct.get(channel);
+    if (direct) {
+      direct.deliver({ topic: direct.topic, seq: 0, payload: message });
+      return;
+    }
     const topic = this.channels.get(channel);
     const state = topic === undefined ? undefined : this.topics.get(topic);
     if (!state?.started) return;

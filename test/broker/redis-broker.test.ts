@@ -252,6 +252,26 @@ describe.skipIf(!reachable && !mustRun)(
       expect(atB).toHaveLength(1);
     });
 
+    it('carries $-topics (addressed messages) on a plain channel, keeping no keys for them', async () => {
+      const topic = `$user.${topicName()}`;
+      const [a, b] = await Promise.all([connected(), connected()]);
+      const atB = await collect(b, topic);
+      expect(await a.publish(topic, '"hello"')).toBe(0);
+      await waitFor(() => atB.length === 1, 'the addressed message');
+      expect(atB).toEqual([{ topic, seq: 0, payload: '"hello"' }]);
+      const keys = redisTopicKeys(runPrefix, topic);
+      const probe = new Redis(REDIS_URL);
+      try {
+        expect(await probe.exists(keys.meta, keys.log)).toBe(0);
+      } finally {
+        probe.disconnect();
+      }
+      await b.unsubscribe(topic);
+      await a.publish(topic, '"after unsubscribe"');
+      await a.publish(topicName(), '"flush"');
+      expect(atB).toHaveLength(1);
+    });
+
     it.skipIf(!hasRedisServer && !mustRun)(
       'catches up from the stream after its subscriber connection was cut',
       async () => {
