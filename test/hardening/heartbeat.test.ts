@@ -50,7 +50,8 @@ describe('server heartbeat', () => {
     const [liveSession] = [...gateway.sessions.values()];
 
     const gone = firstValueFrom(gateway.disconnected$);
-    const mute = await openSocket(res, url, undefined, { autoPong: false });
+    // Counters attach before the handshake: the first ping can arrive in the same read as it.
+    const mute = res.track(new WebSocket(url, undefined, { autoPong: false }));
     const mutePings = pingCounter(mute);
     const muteClosed = closeOf(mute);
 
