@@ -239,6 +239,9 @@ function clusterTests(kind: BrokerKind): void {
     const b = await c.node('B', { port: portB, history });
     await c.subscribersOn([b], 1);
     expect(await subscriber.node()).toBe('B');
+    // Publishing 24 before the catch-up has been read would evict 19 from the 5-message history
+    // (a correct gap of 16): wait until S has the retained messages first.
+    await waitFor(() => subscriber.events.length >= 9, 'S to catch up from history on B');
     expect(await publish(publisher, data(24))).toBe(24);
     const expected: Expected[] = [
       ...range(1, 3).map((seq) => ({ seq, data: data(seq) })),
