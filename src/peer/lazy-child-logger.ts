@@ -1,40 +1,48 @@
 import type { Logger } from './logger.js';
 
+type Level = 'trace' | 'debug' | 'info' | 'warn' | 'error';
+/** pino's `isLevelEnabled`, when the parent has it. */
+type LevelAware = Logger & { isLevelEnabled?: (level: Level) => boolean };
+
 /**
- * A child logger made on first use. A gateway holds one per session, and most
- * sessions never log past "connected": a real pino child for each would be
- * memory spent for nothing.
+ * A child logger (`{ [key]: value }` bound) made on first use. A gateway holds
+ * one per session, and most sessions log nothing their logger's level lets
+ * through: a real pino child for each would be memory spent for nothing. So a
+ * line below the parent's level is dropped without making the child.
  */
 export class LazyChildLogger implements Logger {
   private real: Logger | undefined;
 
   constructor(
-    private readonly parent: Logger,
-    private readonly bindings: Record<string, unknown>,
+    private readonly parent: LevelAware,
+    private readonly key: string,
+    private readonly value: string,
   ) {}
 
-  private get target(): Logger {
-    return (this.real ??= this.parent.child(this.bindings));
+  private target(level: Level): Logger | undefined {
+    if (this.real) return this.real;
+    if (this.parent.isLevelEnabled?.(level) === false) return undefined;
+    return (this.real = this.parent.child({ [this.key]: this.value }));
   }
 
   // Methods, not arrow fields: five closures per session would cost more than the child.
   trace(obj: unknown, msg?: string): void {
-    this.target.trace(obj, msg);
+    this.target('trace')?.trace(obj, msg);
   }
   debug(obj: unknown, msg?: string): void {
-    this.target.debug(obj, msg);
+    this.target('debug')?.debug(obj, msg);
   }
   info(obj: unknown, msg?: string): void {
-    this.target.info(obj, msg);
+    this.target('info')?.info(obj, msg);
   }
   warn(obj: unknown, msg?: string): void {
-    this.target.warn(obj, msg);
+    this.target('warn')?.warn(obj, msg);
   }
   error(obj: unknown, msg?: string): void {
-    this.target.error(obj, msg);
+    this.target('error')?.error(obj, msg);
   }
 
   child(bindings: Record<string, unknown>): Logger {
-    return this.target.child(bindings);
+    return (this.real ??= this.parent.child({ [this.key]: this.value })).child(bindings);
   }
 }

@@ -74,6 +74,40 @@ export interface PeerOptions<S> {
   onReservedNotification?: (method: string, params: Params | undefined) => void;
 }
 
+/** The options every peer made from them shares, with their defaults filled in. */
+export interface PeerConfig<S> {
+  readonly registry: MethodRegistry<S>;
+  readonly callTimeout: number;
+  readonly maxPendingCalls: number;
+  readonly maxInFlight: number;
+  readonly exposeErrorDetails: boolean;
+  readonly parse: ClassifyOptions;
+  readonly batchOutgoing: number;
+  readonly authorize: PeerOptions<S>['authorize'];
+  readonly onClosed: PeerOptions<S>['onClosed'];
+  readonly onCallSettled: PeerOptions<S>['onCallSettled'];
+  readonly reservedMethods: PeerOptions<S>['reservedMethods'];
+  readonly onReservedNotification: PeerOptions<S>['onReservedNotification'];
+}
+
+/** Resolve the shared part of `options` (everything but session, logger and admit). */
+export function peerConfig<S>(options: Omit<PeerOptions<S>, 'session'>): PeerConfig<S> {
+  return {
+    registry: options.registry ?? new MethodRegistry<S>(),
+    callTimeout: options.callTimeout ?? 30_000,
+    maxPendingCalls: options.maxPendingCalls ?? 1024,
+    maxInFlight: options.maxInFlight ?? 256,
+    exposeErrorDetails: options.exposeErrorDetails ?? false,
+    parse: options.parse ?? {},
+    batchOutgoing: options.batchOutgoing ?? 0,
+    authorize: options.authorize,
+    onClosed: options.onClosed,
+    onCallSettled: options.onCallSettled,
+    reservedMethods: options.reservedMethods,
+    onReservedNotification: options.onReservedNotification,
+  };
+}
+
 /** How an incoming call ended, as metrics see it. */
 export type CallOutcome = 'ok' | 'error' | 'not_found' | 'rejected';
 
@@ -122,53 +156,43 @@ function failure(id: RequestId, code: number, version: ProtocolVersion, data?: u
  * `teardown` is the single place where a connection's state is released.
  */
 export class Peer<S = unknown> implements TransportListener {
-  readonly registry: MethodRegistry<S>;
   readonly session: S;
   readonly logger: Logger;
+  /** Settings shared by every peer made from the same options (one object for thousands). */
+  private readonly config: PeerConfig<S>;
+  private readonly admit: PeerOptions<S>['admit'];
   private pendingTable: PendingCalls | undefined;
-  private readonly maxPendingCalls: number;
-  private readonly callTimeout: number;
   // Allocated on first use: most connections never need them, and a gateway holds thousands.
   private running: Set<RunningCall<S>> | undefined;
   private runningById: Map<RequestId, RunningCall<S>> | undefined;
   private subject: Subject<IncomingNotification> | undefined;
   private closedPromise: Promise<CloseInfo> | undefined;
-  private readonly maxInFlight: number;
-  private readonly exposeErrorDetails: boolean;
-  private readonly parseOptions: ClassifyOptions;
-  private readonly batchOutgoing: number;
   private acceptingCalls = true;
-  private readonly authorize: PeerOptions<S>['authorize'];
-  private readonly admit: PeerOptions<S>['admit'];
-  private readonly onCallSettled: PeerOptions<S>['onCallSettled'];
-  private readonly onClosed: PeerOptions<S>['onClosed'];
-  private readonly reservedMethods: PeerOptions<S>['reservedMethods'];
   private outbox: string[] | undefined;
-  private readonly onReservedNotification: PeerOptions<S>['onReservedNotification'];
   private closeInfo: CloseInfo | undefined;
   private resolveClosed: ((info: CloseInfo) => void) | undefined;
 
+  /**
+   * `config` is what `peerConfig(options)` returns; a server making a peer per connection
+   * resolves it once and passes it to each, so only `session`, `logger` and `admit` are read
+   * from `options` per peer.
+   */
   constructor(
     private readonly transport: Transport,
     options: PeerOptions<S>,
+    config: PeerConfig<S> = peerConfig(options),
   ) {
-    this.registry = options.registry ?? new MethodRegistry<S>();
+    this.config = config;
     this.session = options.session;
     this.logger = options.logger ?? silentLogger;
-    this.maxInFlight = options.maxInFlight ?? 256;
-    this.exposeErrorDetails = options.exposeErrorDetails ?? false;
-    this.parseOptions = options.parse ?? {};
-    this.batchOutgoing = options.batchOutgoing ?? 0;
-    this.authorize = options.authorize;
     this.admit = options.admit;
-    this.onCallSettled = options.onCallSettled;
-    this.onClosed = options.onClosed;
-    this.reservedMethods = options.reservedMethods;
-    this.onReservedNotification = options.onReservedNotification;
-    this.maxPendingCalls = options.maxPendingCalls ?? 1024;
-    this.callTimeout = options.callTimeout ?? 30_000;
     // The peer is its transport's listener: no closures per connection.
     transport.listen(this);
+  }
+
+  /** Handlers for incoming calls. */
+  get registry(): MethodRegistry<S> {
+    return this.config.registry;
   }
 
   get isClosed(): boolean {
@@ -182,8 +206,10 @@ export class Peer<S = unknown> implements TransportListener {
 
   /** Outgoing calls awaiting a response; the table is made on the first call out. */
   private get pending(): PendingCalls {
-    return (this.pendingTable ??= new PendingCalls(this.maxPendingCalls, this.callTimeout, (id) =>
-      this.sendCancel(id),
+    return (this.pendingTable ??= new PendingCalls(
+      this.config.maxPendingCalls,
+      this.config.callTimeout,
+      (id) => this.sendCancel(id),
     ));
   }
 
@@ -326,7 +352,7 @@ export class Peer<S = unknown> implements TransportListener {
   /** Handle one incoming frame. Public so a transport-less host can feed text in. */
   receive(text: string): void {
     if (this.closeInfo) return;
-    const frame = parseFrame(text, this.parseOptions);
+    const frame = parseFrame(text, this.config.parse);
     if (!frame.batch) {
       const reply = this.handle(frame.messages[0]!);
       if (reply === undefined) return;
@@ -428,28 +454,28 @@ export class Peer<S = unknown> implements TransportListener {
     // Liveness probes are answered even while draining or rate limited: they cost nothing.
     if (method === ReservedMethod.Ping) return encodeSuccess(id, 'pong', version);
     if (!this.acceptingCalls) {
-      this.onCallSettled?.(method, 'rejected', 0);
+      this.config.onCallSettled?.(method, 'rejected', 0);
       return failure(id, ErrorCode.ShuttingDown, version);
     }
     if (this.admit && !this.admit.take()) {
-      this.onCallSettled?.(method, 'rejected', 0);
+      this.config.onCallSettled?.(method, 'rejected', 0);
       return failure(id, ErrorCode.RateLimited, version);
     }
     if (isReservedMethod(method)) {
-      const internal = this.reservedMethods?.get(method);
+      const internal = this.config.reservedMethods?.get(method);
       if (internal) return this.runHandler(internal, id, method, params, version);
       return failure(id, ErrorCode.MethodNotFound, version);
     }
-    const handler = this.registry.get(method);
+    const handler = this.config.registry.get(method);
     if (!handler) {
-      this.onCallSettled?.(method, 'not_found', 0);
+      this.config.onCallSettled?.(method, 'not_found', 0);
       return failure(id, ErrorCode.MethodNotFound, version);
     }
-    if (this.inFlightCount >= this.maxInFlight) {
-      this.onCallSettled?.(method, 'rejected', 0);
-      return failure(id, ErrorCode.ServerBusy, version, { maxInFlight: this.maxInFlight });
+    if (this.inFlightCount >= this.config.maxInFlight) {
+      this.config.onCallSettled?.(method, 'rejected', 0);
+      return failure(id, ErrorCode.ServerBusy, version, { maxInFlight: this.config.maxInFlight });
     }
-    if (!this.authorize) return this.runHandler(handler, id, method, params, version);
+    if (!this.config.authorize) return this.runHandler(handler, id, method, params, version);
     const verdict = this.askAuthorize(method, params);
     if (!isPromiseLike(verdict)) {
       return verdict
@@ -471,14 +497,14 @@ export class Peer<S = unknown> implements TransportListener {
   /** The authorize hook's verdict; a hook that throws counts as a failed (rejected) promise. */
   private askAuthorize(method: string, params: Params | undefined): boolean | PromiseLike<boolean> {
     try {
-      return this.authorize!(method, params, this.session);
+      return this.config.authorize!(method, params, this.session);
     } catch (err) {
       return Promise.reject(err as Error);
     }
   }
 
   private unauthorized(id: RequestId, method: string, version: ProtocolVersion): string {
-    this.onCallSettled?.(method, 'rejected', 0);
+    this.config.onCallSettled?.(method, 'rejected', 0);
     return failure(id, ErrorCode.Unauthorized, version);
   }
 
@@ -489,9 +515,9 @@ export class Peer<S = unknown> implements TransportListener {
     params: Params | undefined,
     version: ProtocolVersion,
   ): Reply | Promise<Reply> {
-    const started = this.onCallSettled ? performance.now() : 0;
+    const started = this.config.onCallSettled ? performance.now() : 0;
     const settled = (outcome: CallOutcome): void =>
-      this.onCallSettled?.(method, outcome, performance.now() - started);
+      this.config.onCallSettled?.(method, outcome, performance.now() - started);
     const call = new RunningCall(this.session, this.logger, id, method);
     let result: unknown;
     try {
@@ -529,7 +555,7 @@ export class Peer<S = unknown> implements TransportListener {
     if (!(err instanceof JsonRpcError)) {
       this.logger.error({ err, method: call.method }, 'handler failed');
     }
-    return encodeFailure(id, toWireError(err, this.exposeErrorDetails), version);
+    return encodeFailure(id, toWireError(err, this.config.exposeErrorDetails), version);
   }
 
   private track(call: RunningCall<S>): void {
@@ -548,14 +574,14 @@ export class Peer<S = unknown> implements TransportListener {
   private handleNotification(method: string, params: Params | undefined): void {
     if (isReservedMethod(method)) {
       if (method === ReservedMethod.Cancel) this.cancelRunning(params);
-      else this.onReservedNotification?.(method, params);
+      else this.config.onReservedNotification?.(method, params);
       return;
     }
     if (this.admit && !this.admit.take()) {
       this.logger.debug({ method }, 'notification dropped: rate limited');
       return;
     }
-    if (!this.authorize) {
+    if (!this.config.authorize) {
       this.deliverNotification(method, params);
       return;
     }
@@ -572,8 +598,8 @@ export class Peer<S = unknown> implements TransportListener {
 
   private deliverNotification(method: string, params: Params | undefined): void {
     // A notification is a call whose caller wants no answer: run its handler if there is one.
-    const handler = this.registry.get(method);
-    if (handler && this.inFlightCount >= this.maxInFlight) {
+    const handler = this.config.registry.get(method);
+    if (handler && this.inFlightCount >= this.config.maxInFlight) {
       this.logger.debug({ method }, 'notification dropped: too many calls in flight');
       return;
     }
@@ -613,13 +639,13 @@ export class Peer<S = unknown> implements TransportListener {
 
   /** Requests and notifications go through here, to be gathered into a batch when asked. */
   private sendOutgoing(frame: string): void {
-    if (this.batchOutgoing <= 1) {
+    if (this.config.batchOutgoing <= 1) {
       this.transport.send(frame);
       return;
     }
     const outbox = (this.outbox ??= []);
     if (outbox.push(frame) === 1) queueMicrotask(() => this.flushOutbox());
-    else if (outbox.length >= this.batchOutgoing) this.flushOutbox();
+    else if (outbox.length >= this.config.batchOutgoing) this.flushOutbox();
   }
 
   private flushOutbox(): void {
@@ -653,6 +679,6 @@ export class Peer<S = unknown> implements TransportListener {
     this.runningById = undefined;
     this.subject?.complete();
     this.resolveClosed?.(this.closeInfo);
-    this.onClosed?.(this, this.closeInfo);
+    this.config.onClosed?.(this, this.closeInfo);
   }
 }

@@ -19,7 +19,8 @@ export type OriginPolicy = readonly string[] | ((origin: string) => boolean);
 /**
  * Who gets past the door before authentication runs: origin allow-list and
  * connection counts (total and per IP). A slot is held from admission until
- * the returned release function is called (socket closed or upgrade failed).
+ * the returned release function (socket closed or upgrade failed) or `release`
+ * (session closed) is called.
  */
 export class Admission {
   private total = 0;
@@ -64,11 +65,21 @@ export class Admission {
     return () => {
       if (released) return;
       released = true;
-      this.total--;
-      const left = (this.perIp.get(ip) ?? 1) - 1;
-      if (left > 0) this.perIp.set(ip, left);
-      else this.perIp.delete(ip);
+      this.release(upgrade.remoteAddress);
     };
+  }
+
+  /**
+   * Free the slot of a connection from `remoteAddress`. For a connection that became a session
+   * the gateway calls this itself when the session closes (once), instead of keeping the
+   * release closure and a 'close' listener alive for the whole life of every connection.
+   */
+  release(remoteAddress: string | undefined): void {
+    const ip = remoteAddress ?? 'unknown';
+    this.total--;
+    const left = (this.perIp.get(ip) ?? 1) - 1;
+    if (left > 0) this.perIp.set(ip, left);
+    else this.perIp.delete(ip);
   }
 
   private originAllowed(origin: string): boolean {

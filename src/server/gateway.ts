@@ -13,14 +13,15 @@ import { MethodRegistry } from '../peer/method-registry.js';
 import type { Handler } from '../peer/method-registry.js';
 import { LazyChildLogger } from '../peer/lazy-child-logger.js';
 import { Peer } from '../peer/peer.js';
-import type { CloseInfo, PeerOptions } from '../peer/peer.js';
+import { peerConfig } from '../peer/peer.js';
+import type { CloseInfo, PeerConfig } from '../peer/peer.js';
 import { ReservedMethod } from '../protocol/reserved.js';
 import type { Params } from '../protocol/types.js';
 import type { Broker } from '../pubsub/broker.js';
 import type { FlowControl } from '../pubsub/delivery.js';
 import { MemoryBroker } from '../pubsub/memory-broker.js';
 import { CloseCode } from '../transport/transport.js';
-import { WsTransport } from '../transport/ws-transport.js';
+import { TransportSocket, WsTransport } from '../transport/ws-transport.js';
 import { Heartbeat } from './heartbeat.js';
 import { sendText, serveHealth } from './http-routes.js';
 import { Admission } from './admission.js';
@@ -81,8 +82,8 @@ export class Gateway<C = unknown> {
   private discovery: string | undefined;
   /** Reserved `rpc.` methods the gateway itself answers (shared by every session's peer). */
   private readonly reservedMethods = new Map<string, Handler<Session<C>>>();
-  /** Peer options every session shares (one object, one set of closures, for all of them). */
-  private readonly peerOptions: Omit<PeerOptions<Session<C>>, 'session'>;
+  /** Peer settings every session shares (one object, one set of closures, for all of them). */
+  private readonly peerConfig: PeerConfig<Session<C>>;
   private readonly admission: Admission;
   /** Prometheus metrics, served at /metrics. */
   readonly metrics: GatewayMetrics;
@@ -102,12 +103,17 @@ export class Gateway<C = unknown> {
       maxPayload: this.limits.maxMessageBytes,
       clientTracking: false,
       perMessageDeflate: false,
+      WebSocket: TransportSocket,
       handleProtocols: (offered, request) => this.pickProtocol(offered, request),
     });
-    this.heartbeat = new Heartbeat(options.heartbeatInterval ?? 30_000, (socket) => {
-      this.logger.info('terminating a connection that missed its pong');
-      socket.terminate();
-    });
+    this.heartbeat = new Heartbeat(
+      options.heartbeatInterval ?? 30_000,
+      this.liveSessions,
+      (transport) => {
+        this.logger.info('terminating a connection that missed its pong');
+        transport.socket.terminate();
+      },
+    );
     this.admission = new Admission(this.limits, options.allowedOrigins);
     this.metrics = new GatewayMetrics({
       connections: () => this.liveSessions.size,
@@ -117,7 +123,7 @@ export class Gateway<C = unknown> {
       isKnownMethod: (method) => this.registry.has(method),
     });
     const authorize = options.authorize;
-    this.peerOptions = {
+    this.peerConfig = peerConfig({
       registry: this.registry,
       callTimeout: options.callTimeout,
       maxPendingCalls: this.limits.maxPendingCalls,
@@ -131,7 +137,8 @@ export class Gateway<C = unknown> {
         maxBatch: this.limits.maxBatch,
         maxDepth: this.limits.maxDepth,
       },
-    };
+      onClosed: this.onSessionClosed,
+    });
     this.ownsBroker = !options.broker;
     this.pubsub = new PubSubService<C>(
       options.broker ?? new MemoryBroker(),
@@ -379,7 +386,7 @@ export class Gateway<C = unknown> {
   }
 
   private async onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
-    socket.on('error', () => socket.destroy());
+    socket.on('error', destroySocket);
     const path = (request.url ?? '/').split('?', 1)[0];
     if (path !== this.path) return this.refuse(socket, 'path', 404);
     if (this.closing)
@@ -422,11 +429,17 @@ export class Gateway<C = unknown> {
       return this.refuse(socket, 'draining', 503, 'Server shutting down');
     }
     if (socket.destroyed) return release();
-    socket.once('close', release);
     const { remoteAddress } = upgrade;
-    this.wss.handleUpgrade(request, socket, head, (ws) =>
-      this.openSession(ws, context, remoteAddress),
-    );
+    let opened = false;
+    this.wss.handleUpgrade(request, socket, head, (ws) => {
+      opened = true;
+      socket.removeListener('error', destroySocket); // ws has its own from here
+      // The server's `WebSocket` option makes every socket a TransportSocket.
+      this.openSession(ws as TransportSocket, context, remoteAddress);
+    });
+    // ws calls back synchronously or not at all (it refused or destroyed the socket). Once open,
+    // the session frees the slot when it closes (onSessionClosed): no listener per connection.
+    if (!opened) release();
   }
 
   private refuse(
@@ -446,24 +459,25 @@ export class Gateway<C = unknown> {
     rejectUpgrade(socket, status, message, headers);
   }
 
-  private openSession(ws: WebSocket, context: C, remoteAddress: string | undefined): void {
+  private openSession(ws: TransportSocket, context: C, remoteAddress: string | undefined): void {
     // Unique across gateways (a random prefix per process) without a random draw per connection.
     const id = `${this.idPrefix}${(++this.sessionCounter).toString(36)}`;
-    const logger = new LazyChildLogger(this.logger, { session: id });
+    const logger = new LazyChildLogger(this.logger, 'session', id);
     const transport = new WsTransport(ws, this.metrics);
     const session = new Session<C>(id, context, remoteAddress, logger, transport);
     const { ratePerSecond, rateBurst } = this.limits;
     // Everything but the session, its transport and its bucket is shared by all sessions.
-    const peer = new Peer<Session<C>>(transport, {
-      ...this.peerOptions,
-      session,
-      logger,
-      admit: ratePerSecond > 0 ? new TokenBucket(ratePerSecond, rateBurst) : undefined,
-      onClosed: this.onSessionClosed,
-    });
+    const peer = new Peer<Session<C>>(
+      transport,
+      {
+        session,
+        logger,
+        admit: ratePerSecond > 0 ? new TokenBucket(ratePerSecond, rateBurst) : undefined,
+      },
+      this.peerConfig,
+    );
     session.peer = peer;
     this.liveSessions.set(id, session);
-    this.heartbeat.watch(ws);
     logger.info(
       // A subprotocol other than ours may be a token (a browser's only way to send one).
       { remoteAddress, protocol: ws.protocol === PREFERRED_SUBPROTOCOL ? ws.protocol : undefined },
@@ -483,7 +497,7 @@ export class Gateway<C = unknown> {
   private readonly onSessionClosed = (peer: Peer<Session<C>>, info: CloseInfo): void => {
     const session = peer.session;
     this.liveSessions.delete(session.id);
-    this.heartbeat.unwatch(session.transport.socket);
+    this.admission.release(session.remoteAddress);
     this.pubsub.detach(session);
     if (session.user !== undefined) {
       const sessions = this.sessionsByUser.get(session.user);
@@ -494,6 +508,11 @@ export class Gateway<C = unknown> {
     session.logger.info({ code: info.code, reason: info.reason || undefined }, 'disconnected');
     this.disconnectedSubject.next(session);
   };
+}
+
+// Shared by every upgrading socket (`this` is the socket): no closure per connection.
+function destroySocket(this: Duplex): void {
+  this.destroy();
 }
 
 /** Create a gateway; call `listen()` to start it. */

@@ -1,5 +1,6 @@
 import type { Duplex } from 'node:stream';
-import type { RawData, WebSocket } from 'ws';
+import { WebSocket } from 'ws';
+import type { RawData } from 'ws';
 import { CloseCode } from './transport.js';
 import type { EncodedFrame, Transport, TransportListener } from './transport.js';
 import { atEndOfTurn } from './turn-coalescer.js';
@@ -10,18 +11,28 @@ function toText(data: RawData): string {
   return Buffer.from(data).toString('utf8');
 }
 
-const TRANSPORT = Symbol('transport');
-type SocketWithTransport = WebSocket & { [TRANSPORT]: WsTransport };
+/**
+ * The WebSocket class a gateway's server makes (WebSocketServer's `WebSocket` option). ws
+ * reports everything through `emit`; this class hands message, close, pong and error
+ * straight to its transport instead of through listeners, so a connection carries no
+ * listener entries at all (each costs memory in every socket's event table) and a message
+ * costs no listener dispatch. Listeners someone adds still run.
+ */
+export class TransportSocket extends WebSocket {
+  rpcTransport: WsTransport | undefined = undefined;
 
-function onMessage(this: WebSocket, data: RawData): void {
-  (this as SocketWithTransport)[TRANSPORT].onSocketMessage(data);
+  override emit(event: string | symbol, first?: unknown, second?: unknown): boolean {
+    const transport = this.rpcTransport;
+    if (transport) {
+      if (event === 'message') transport.onSocketMessage(first as RawData);
+      else if (event === 'close') transport.onSocketClose(first as number, second as Buffer);
+      else if (event === 'pong') transport.alive = true;
+      // 'close' always follows 'error'; handling it here is what keeps ws's emit from throwing.
+      else if (event === 'error' && this.listenerCount('error') === 0) return true;
+    }
+    return super.emit(event, first, second);
+  }
 }
-
-function onClose(this: WebSocket, code: number, reason: Buffer): void {
-  (this as SocketWithTransport)[TRANSPORT].onSocketClose(code, reason);
-}
-
-function ignore(): void {}
 
 /** ws's sender has nothing queued (it queues only while compressing or reading a Blob, which we never do). */
 function senderIdle(socket: WebSocket): boolean {
@@ -76,6 +87,8 @@ export class WsTransport implements Transport {
   /** Text frames of this turn, joined into one buffer when the turn ends. */
   private textQueue: string[] | undefined;
   private textQueueLength = 0;
+  /** Cleared when the heartbeat pings, set again by the pong. */
+  alive = true;
 
   /** Uncork at the end of the turn (called by turn-coalescer). */
   endTurn(): void {
@@ -105,7 +118,7 @@ export class WsTransport implements Transport {
   }
 
   constructor(
-    readonly socket: WebSocket,
+    readonly socket: TransportSocket,
     /** Message counts, shared by all of a server's transports, for metrics. */
     private readonly counters: { messagesIn: number; messagesOut: number } = {
       messagesIn: 0,
@@ -113,13 +126,8 @@ export class WsTransport implements Transport {
     },
     private readonly closeGraceMs = 2_000,
   ) {
-    // Shared listener functions (ws calls them with `this` = the socket) instead of three
-    // closures per connection: a gateway holds thousands of these.
-    (socket as SocketWithTransport)[TRANSPORT] = this;
-    socket.on('message', onMessage);
-    socket.on('close', onClose);
-    // 'close' always follows 'error'; the listener is what keeps ws from throwing.
-    socket.on('error', ignore);
+    // The socket reports to this transport through its own emit (TransportSocket).
+    socket.rpcTransport = this;
     // ws keeps its net.Socket private; corking it is how frames of one turn share a write.
     this.raw = (socket as unknown as { _socket?: Duplex })._socket;
   }

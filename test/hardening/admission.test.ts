@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { UpgradeRejection } from '../../src/index.js';
@@ -211,6 +212,39 @@ describe('connection limits', () => {
     expect(gateway.sessions.size).toBe(1);
   });
 });
+
+describe('slots of handshakes ws itself refuses', () => {
+  it('a malformed WebSocket handshake gets 400 from ws and does not keep its slot', async () => {
+    const { url, gateway } = await res.gateway({
+      limits: { maxConnections: 1, maxConnectionsPerIp: 1 },
+    });
+    const { port } = new URL(url);
+    // Past admission (and the absent authenticate hook), ws refuses a handshake with an
+    // unsupported Sec-WebSocket-Version: the gateway must free the slot it admitted.
+    for (let i = 0; i < 3; i++) {
+      const response = await rawHttp(
+        Number(port),
+        'GET /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n' +
+          'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 99\r\n\r\n',
+      );
+      expect(response.split('\r\n', 1)[0]).toBe('HTTP/1.1 400 Bad Request');
+    }
+    expect(await attemptUpgrade(res, url)).toBe('open');
+    expect(gateway.sessions.size).toBe(1);
+  });
+});
+
+/** Send `request` on a plain TCP connection and resolve with everything the server wrote before closing. */
+function rawHttp(port: number, request: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(request));
+    let text = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (text += chunk));
+    socket.on('error', reject);
+    socket.on('close', () => resolve(text));
+  });
+}
 
 describe('rpc_rejected_upgrades_total', () => {
   it('counts each refusal under its reason', async () => {
