@@ -52,6 +52,11 @@ export const demoContract = defineContract({
       paramOrder: ['text', 'from'],
       result: z.number(),
     },
+    'demo.drop': {
+      description:
+        'Answers true, then closes this connection (code 4001) so the client shows its reconnect and resume.',
+      result: z.literal(true),
+    },
   },
   notifications: {
     hello: { params: z.tuple([z.number()]) },
@@ -64,7 +69,7 @@ export const demoContract = defineContract({
     },
   },
   subscriptions: {
-    ticker: { description: 'A random walk, published every second.', data: Tick },
+    ticker: { description: 'A random walk, published every 500 ms (TICK_MS).', data: Tick },
     chat: { description: 'Every chat.send message.', data: ChatMessage },
     countdown: {
       description: 'A per-subscriber stream: from, from-1, ... 0, then completes.',

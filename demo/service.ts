@@ -13,6 +13,8 @@ export const AskClient = method<{ question: string } | [string], unknown>('ask_c
 /** Implemented by the client: the server calls it from `ask_client`. */
 export const ClientConfirm = method<{ question: string }, unknown>('client.confirm');
 export const Hello = notification<[number]>('hello');
+/** The close code of `demo.drop` (4000-4999: for applications). */
+export const DROP_CLOSE_CODE = 4001;
 
 /**
  * The JSON-RPC 2.0 specification's example methods, so its examples can be
@@ -37,6 +39,11 @@ export function registerDemoService(gateway: Gateway): void {
           { signal: ctx.signal },
         );
         return { question, answer };
+      },
+      'demo.drop': (_params, ctx) => {
+        // After the reply is on the wire: the caller sees `true`, then the close.
+        ctx.afterReply(() => ctx.session.close(DROP_CLOSE_CODE, 'dropped on request'));
+        return true as const;
       },
       'chat.send': ({ text, from }, ctx) =>
         gateway.publish('chat', { from: from || ctx.session.id, text, at: Date.now() }),

@@ -1,0 +1,245 @@
+// The demo page. It imports the client from the package's browser build: the page's build
+// (scripts/build-demo-web.mjs) maps this import to /client.js, dist/browser/client.js as served.
+import { createClient } from '../../src/client/index.js';
+import type { ConnectionState, SubscriptionEvent } from '../../src/client/index.js';
+import { Sparkline } from './chart.js';
+import { startConsole } from './console.js';
+import { byId, clock, logEvent } from './dom.js';
+
+interface Tick {
+  symbol: string;
+  price: number;
+  at: number;
+}
+
+interface ChatMessage {
+  from: string;
+  text: string;
+  at: number;
+}
+
+const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/rpc`;
+// A short backoff cap: a restarted demo server is found again within about two seconds.
+const client = createClient({ url, reconnect: { initialDelayMs: 250, maxDelayMs: 2_000 } });
+
+// --- Connection state, reconnects, latency ------------------------------------------------
+
+let reconnects = 0;
+let lastState: ConnectionState = 'connecting';
+/** Where the ticker was when the connection dropped, and when it came back. */
+let resume:
+  | { afterSeq: number | undefined; droppedAt: number; backAt?: number; nextSeq?: number }
+  | undefined;
+
+client.state$.subscribe((state) => {
+  const badge = byId('state');
+  badge.textContent = state;
+  badge.dataset['state'] = state;
+  if (state === 'open') {
+    if (lastState === 'reconnecting') {
+      reconnects++;
+      byId('reconnects').textContent = String(reconnects);
+      if (resume) resume.backAt = Date.now();
+      logEvent('reconnected; the client resubscribes to ticker and chat by itself', 'good');
+    } else {
+      logEvent(`connected to ${url}`, 'good');
+    }
+  } else if (state === 'reconnecting') {
+    resume = { afterSeq: ticker.lastSeq, droppedAt: Date.now() };
+    ticker.replayed = 0;
+    logEvent(`connection lost after ticker #${ticker.lastSeq ?? '–'}; reconnecting…`, 'warn');
+  } else if (state === 'closed') {
+    logEvent('client closed', 'warn');
+  }
+  lastState = state;
+});
+
+async function measureLatency(): Promise<void> {
+  if (client.state !== 'open') return;
+  const started = performance.now();
+  try {
+    await client.call('get_data', undefined, { timeout: 5_000 });
+    byId('latency').textContent = `${(performance.now() - started).toFixed(1)} ms`;
+  } catch {
+    byId('latency').textContent = '–';
+  }
+}
+setInterval(() => void measureLatency(), 2_000);
+client.state$.subscribe((state) => {
+  if (state === 'open') void measureLatency();
+});
+
+byId('drop').addEventListener('click', () => {
+  client.call('demo.drop').catch(() => undefined); // the answer races the close; either is fine
+});
+
+// --- Ticker -------------------------------------------------------------------------------
+
+const ticker = {
+  chart: new Sparkline(60),
+  count: 0,
+  lost: 0,
+  lastSeq: undefined as number | undefined,
+  lastPrice: undefined as number | undefined,
+  /** Ticks published while the connection was down, replayed by the resume. */
+  replayed: 0,
+};
+
+function setResumeNote(text: string, tone: 'good' | 'warn'): void {
+  const note = byId('resume-info');
+  note.textContent = text;
+  note.className = `note ${tone}`;
+}
+
+function showTick(event: SubscriptionEvent<Tick>): void {
+  if (event.gap !== undefined) {
+    // History no longer reached back to where we left off.
+    ticker.lost += event.gap ?? 0;
+    byId('ticker-lost').textContent = String(ticker.lost);
+    setResumeNote(
+      `Resumed, but ${event.gap ?? 'an unknown number of'} tick(s) were beyond the server's history.`,
+      'warn',
+    );
+    return;
+  }
+  const { data: tick, seq } = event;
+  if (seq !== undefined && ticker.lastSeq !== undefined) {
+    if (seq <= ticker.lastSeq) {
+      logEvent(`ticker numbering restarted at #${seq} (the server restarted)`, 'warn');
+      setResumeNote(
+        `The server restarted: with the in-memory broker its topic history starts over, so the ticker goes on from #${seq}.`,
+        'warn',
+      );
+      resume = undefined;
+    } else if (seq > ticker.lastSeq + 1) {
+      ticker.lost += seq - ticker.lastSeq - 1;
+      byId('ticker-lost').textContent = String(ticker.lost);
+    }
+  }
+  if (resume?.backAt !== undefined && resume.afterSeq !== undefined && seq !== undefined) {
+    // Published while we were away (the demo's server and page share a clock).
+    if (seq > resume.afterSeq && tick.at < resume.backAt) ticker.replayed++;
+    resume.nextSeq ??= seq;
+    setResumeNote(
+      `Resumed after #${resume.afterSeq}, next came #${resume.nextSeq}: ${ticker.replayed} tick(s) published while away were replayed, in order; lost: ${ticker.lost}.`,
+      ticker.lost === 0 ? 'good' : 'warn',
+    );
+  }
+  ticker.count++;
+  if (seq !== undefined) ticker.lastSeq = seq;
+  const previous = ticker.lastPrice;
+  ticker.lastPrice = tick.price;
+  byId('ticker-symbol').textContent = tick.symbol;
+  byId('ticker-price').textContent = tick.price.toFixed(2);
+  const change = byId('ticker-change');
+  if (previous !== undefined) {
+    const delta = tick.price - previous;
+    change.textContent = `${delta >= 0 ? '▲' : '▼'} ${Math.abs(delta).toFixed(2)}`;
+    change.className = `change ${delta >= 0 ? 'up' : 'down'}`;
+  }
+  byId('ticker-count').textContent = String(ticker.count);
+  byId('ticker-seq').textContent = seq === undefined ? '–' : `#${seq}`;
+  ticker.chart.push(tick.price);
+}
+
+client.subscribeWithMeta<Tick>('ticker').subscribe({
+  next: showTick,
+  error: (err: unknown) =>
+    logEvent(`ticker subscription failed: ${(err as Error).message}`, 'warn'),
+});
+
+// --- Chat ---------------------------------------------------------------------------------
+
+const nameInput = byId<HTMLInputElement>('chat-name');
+nameInput.value =
+  sessionStorage.getItem('chat-name') ?? `guest-${Math.random().toString(36).slice(2, 6)}`;
+nameInput.addEventListener('change', () => sessionStorage.setItem('chat-name', nameInput.value));
+
+client.subscribe<ChatMessage>('chat').subscribe({
+  next: (message) => {
+    const item = document.createElement('li');
+    if (message.from === nameInput.value) item.className = 'mine';
+    const from = document.createElement('span');
+    from.className = 'from';
+    from.textContent = message.from;
+    const text = document.createElement('span');
+    text.className = 'text';
+    text.textContent = message.text;
+    const time = document.createElement('time');
+    time.textContent = clock(message.at);
+    item.append(from, text, time);
+    const list = byId<HTMLUListElement>('chat-list');
+    list.append(item);
+    while (list.children.length > 100) list.firstElementChild?.remove();
+    list.scrollTop = list.scrollHeight;
+  },
+  error: (err: unknown) => logEvent(`chat subscription failed: ${(err as Error).message}`, 'warn'),
+});
+
+byId<HTMLFormElement>('chat-form').addEventListener('submit', (event) => {
+  event.preventDefault();
+  const input = byId<HTMLInputElement>('chat-input');
+  const text = input.value.trim();
+  if (!text) return;
+  input.value = '';
+  // While reconnecting the call waits in the client's offline queue and goes out on reconnect.
+  client
+    .call('chat.send', { text, from: nameInput.value.trim() || undefined })
+    .catch((err: unknown) => logEvent(`chat.send failed: ${(err as Error).message}`, 'warn'));
+});
+
+// --- Server-to-browser call ---------------------------------------------------------------
+
+/** The server calls this; it resolves when the user clicks Yes or No. */
+client.method<{ question: string }, 'yes' | 'no'>('client.confirm', ({ question }, ctx) => {
+  const overlay = byId('confirm-dialog');
+  byId('confirm-question').textContent = question;
+  overlay.hidden = false;
+  logEvent(`the server called client.confirm("${question}") and is waiting for you`);
+  return new Promise((resolve, reject) => {
+    const done = (answer: 'yes' | 'no') => {
+      overlay.hidden = true;
+      yes.removeEventListener('click', onYes);
+      no.removeEventListener('click', onNo);
+      resolve(answer);
+    };
+    const yes = byId('confirm-yes');
+    const no = byId('confirm-no');
+    const onYes = () => done('yes');
+    const onNo = () => done('no');
+    yes.addEventListener('click', onYes);
+    no.addEventListener('click', onNo);
+    // The server may give up (timeout, cancel, disconnect): close the question with it.
+    ctx.signal.addEventListener('abort', () => {
+      overlay.hidden = true;
+      reject(new Error('the server stopped waiting'));
+    });
+  });
+});
+
+byId('ask').addEventListener('click', () => {
+  const question = byId<HTMLInputElement>('ask-question').value.trim() || 'Are you there?';
+  const result = byId('ask-result');
+  const button = byId<HTMLButtonElement>('ask');
+  button.disabled = true;
+  result.className = 'result';
+  result.textContent = 'Waiting for the server to call this page…';
+  const started = performance.now();
+  client
+    .call('ask_client', { question }, { timeout: 120_000 })
+    .then((reply) => {
+      const { answer } = reply as { question: string; answer: unknown };
+      const seconds = ((performance.now() - started) / 1000).toFixed(1);
+      result.className = 'result good';
+      result.textContent = `The server asked, awaited your click, and got back: ${JSON.stringify(answer)} (${seconds} s round trip).`;
+    })
+    .catch((err: unknown) => {
+      result.className = 'result bad';
+      result.textContent = `The call failed: ${(err as Error).message}`;
+    })
+    .finally(() => (button.disabled = false));
+});
+
+// --- Raw console --------------------------------------------------------------------------
+
+startConsole(url);
