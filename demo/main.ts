@@ -1,11 +1,16 @@
-import { brokerFromEnv, createGateway, createLogger } from '../src/index.js';
+import { pino } from 'pino';
+import { brokerFromEnv, createGateway, createLogger, tlsFromEnv } from '../src/index.js';
 import { startTicker } from './pubsub.js';
 import { demoPageHandler } from './static-files.js';
 import { registerDemoService } from './service.js';
 
-const logger = createLogger();
+// STDIO=1: serve one connection on stdin/stdout (newline-delimited JSON), so stdout is the
+// protocol's and the log goes to stderr. The process ends when stdin does.
+const stdio = process.env['STDIO'] === '1';
+const logger = createLogger({}, stdio ? pino.destination(2) : undefined);
 const port = Number(process.env['PORT'] ?? 8080);
 const host = process.env['HOST'] ?? '127.0.0.1';
+const tcpPort = process.env['TCP_PORT'];
 
 // BROKER=memory (default) | redis | nats: several gateways on one broker share one topic space.
 const broker = await brokerFromEnv(process.env, logger);
@@ -13,7 +18,9 @@ const broker = await brokerFromEnv(process.env, logger);
 const page = demoPageHandler();
 if (page.missing.length > 0)
   logger.warn({ missing: page.missing }, 'demo page files missing: run `npm run build`');
-const gateway = createGateway({ logger, broker, httpHandler: page.handler });
+// TLS_CERT_FILE + TLS_KEY_FILE: https:// and wss:// (and TLS on TCP_PORT).
+const tls = tlsFromEnv(process.env);
+const gateway = createGateway({ logger, broker, httpHandler: page.handler, tls });
 registerDemoService(gateway);
 const stopTicker = startTicker(gateway, Number(process.env['TICK_MS'] ?? 500));
 
@@ -36,9 +43,20 @@ process.on('SIGINT', (s) => void stop(s));
 process.on('SIGTERM', (s) => void stop(s));
 
 try {
-  const address = await gateway.listen(port, host);
-  logger.info(`JSON-RPC over WebSocket at ws://${address.address}:${address.port}/rpc`);
-  logger.info(`demo page at http://${address.address}:${address.port}/`);
+  if (stdio) {
+    const session = await gateway.serveStream(process.stdin, process.stdout);
+    void session.closed.then(() => stop('end of stdin'));
+  } else {
+    const address = await gateway.listen(port, host);
+    const [http, ws] = tls ? ['https', 'wss'] : ['http', 'ws'];
+    logger.info(`JSON-RPC over WebSocket at ${ws}://${address.address}:${address.port}/rpc`);
+    logger.info(`JSON-RPC over HTTP POST at ${http}://${address.address}:${address.port}/rpc`);
+    logger.info(`demo page at ${http}://${address.address}:${address.port}/`);
+    if (tcpPort !== undefined) {
+      const tcp = await gateway.listenTcp(Number(tcpPort), host);
+      logger.info(`JSON-RPC over ${tls ? 'TLS' : 'TCP'} (NDJSON) at ${tcp.address}:${tcp.port}`);
+    }
+  }
 } catch (err) {
   logger.error({ err }, 'could not start the gateway');
   process.exit(1);

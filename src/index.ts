@@ -2,7 +2,13 @@
 export { Gateway, createGateway } from './server/gateway.js';
 export type { CloseOptions, DrainOptions } from './server/gateway.js';
 export { Session } from './server/session.js';
-export type { GatewayOptions, GatewayLimits, UpgradeRequest } from './server/options.js';
+export type {
+  GatewayOptions,
+  GatewayLimits,
+  TlsOptions,
+  UpgradeRequest,
+} from './server/options.js';
+export { tlsFromEnv } from './server/tls-from-env.js';
 export { defaultLimits } from './server/options.js';
 export { UpgradeRejection } from './server/upgrade-rejection.js';
 export { createLogger, REDACTED_PATHS } from './server/logger.js';
@@ -48,10 +54,18 @@ export type { ContractClient, ClientImplementation } from './client/contract-cli
 export * from './peer/index.js';
 export { createInMemoryPair, InMemoryTransport } from './transport/in-memory-transport.js';
 export { WsTransport } from './transport/ws-transport.js';
+export { NdjsonTransport } from './transport/ndjson-transport.js';
+export { streamSocket, tcpSocket } from './transport/ndjson-socket.js';
+export type { TcpSocketOptions } from './transport/ndjson-socket.js';
 export { WebSocketTransport } from './transport/websocket-transport.js';
 export type { WebSocketConstructor, WebSocketLike } from './transport/websocket-transport.js';
 export { CloseCode } from './transport/transport.js';
-export type { Transport, TransportListener } from './transport/transport.js';
+export type {
+  ServerTransport,
+  Transport,
+  TransportKind,
+  TransportListener,
+} from './transport/transport.js';
 export { RpcClient, createClient } from './client/client.js';
 export type { ClientOptions } from './client/client.js';
 export type { ConnectionState } from './client/connection-state.js';

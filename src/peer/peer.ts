@@ -363,6 +363,31 @@ export class Peer<S = unknown> implements TransportListener {
     this.handleBatch(frame.messages);
   }
 
+  /**
+   * Answer one frame instead of sending the answer: resolves with the reply text, or
+   * undefined when none is due (a notification, a batch of notifications only). For hosts
+   * where a request carries its own response (HTTP POST). `afterReply` hooks run once the
+   * reply is known.
+   */
+  async answer(text: string): Promise<string | undefined> {
+    if (this.closeInfo) return undefined;
+    const frame = parseFrame(text, this.config.parse);
+    const replies = await Promise.all(frame.messages.map((m) => this.handle(m)));
+    const parts: string[] = [];
+    const hooks: (() => void)[] = [];
+    for (const reply of replies) {
+      if (reply === undefined) continue;
+      if (typeof reply === 'string') parts.push(reply);
+      else {
+        parts.push(reply.text);
+        hooks.push(reply.afterSend);
+      }
+    }
+    for (const hook of hooks) this.runAfterSend(hook);
+    if (parts.length === 0) return undefined;
+    return frame.batch ? encodeBatch(parts) : parts[0];
+  }
+
   private handleBatch(messages: Incoming[]): void {
     const replies = messages.map((m) => this.handle(m));
     const sync: Reply[] = [];

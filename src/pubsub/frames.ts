@@ -45,6 +45,8 @@ const encoder = new TextEncoder();
 export class SharedFrame implements EncodedFrame {
   private encoded: Uint8Array | undefined;
   private framed: unknown;
+  private framedBy: ((bytes: Uint8Array) => unknown) | undefined;
+  private others: Map<(bytes: Uint8Array) => unknown, unknown> | undefined;
 
   constructor(
     readonly quotedId: string,
@@ -60,6 +62,16 @@ export class SharedFrame implements EncodedFrame {
    * payload in one buffer), built by the first transport that asks, once per publish.
    */
   wire<T>(build: (bytes: Uint8Array) => T): T {
-    return (this.framed ??= build(this.bytes)) as T;
+    // One cached form per publish is the common case (all subscribers on one kind of
+    // transport); a second kind (TCP beside WebSocket) builds its own, cached as well.
+    if (this.framedBy === build) return this.framed as T;
+    if (this.framedBy === undefined) {
+      this.framedBy = build;
+      return (this.framed = build(this.bytes)) as T;
+    }
+    this.others ??= new Map();
+    let framed = this.others.get(build);
+    if (framed === undefined) this.others.set(build, (framed = build(this.bytes)));
+    return framed as T;
   }
 }

@@ -1,4 +1,9 @@
 import { createServer } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { createServer as createTcpServer } from 'node:net';
+import type { Server as TcpServer, Socket } from 'node:net';
+import type { Readable, Writable } from 'node:stream';
+import { createServer as createTlsServer } from 'node:tls';
 import type { IncomingMessage, Server as HttpServer, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -20,7 +25,9 @@ import type { Params } from '../protocol/types.js';
 import type { Broker } from '../pubsub/broker.js';
 import type { FlowControl } from '../pubsub/delivery.js';
 import { MemoryBroker } from '../pubsub/memory-broker.js';
+import { NdjsonTransport } from '../transport/ndjson-transport.js';
 import { CloseCode } from '../transport/transport.js';
+import type { ServerTransport } from '../transport/transport.js';
 import { TransportSocket, WsTransport } from '../transport/ws-transport.js';
 import { Heartbeat } from './heartbeat.js';
 import { sendText, serveHealth } from './http-routes.js';
@@ -35,7 +42,9 @@ import type { StreamHandler, TopicOptions } from './pubsub-service.js';
 import { Session } from './session.js';
 import { SessionRouter } from './session-router.js';
 import { UpgradeRejection, rejectUpgrade } from './upgrade-rejection.js';
-import { describeUpgrade } from './upgrade-request.js';
+import { describeStream, describeUpgrade } from './upgrade-request.js';
+import { HttpRpc } from './http-rpc.js';
+import { streamRefusal } from './stream-refusal.js';
 
 export interface DrainOptions {
   /** How long in-flight calls may take to finish before their sessions are closed anyway. Default 10 000 ms. */
@@ -85,6 +94,11 @@ export class Gateway<C = unknown> {
   /** Peer settings every session shares (one object, one set of closures, for all of them). */
   private readonly peerConfig: PeerConfig<Session<C>>;
   private readonly admission: Admission;
+  /** POST /rpc: one ephemeral session per request. */
+  private readonly httpRpc: HttpRpc<C>;
+  /** The shared peer config, minus the close hook: HTTP exchanges are not connections. */
+  private readonly httpPeerConfig: PeerConfig<Session<C>>;
+  private readonly tcpServers = new Set<TcpServer>();
   /** Prometheus metrics, served at /metrics. */
   readonly metrics: GatewayMetrics;
   private closePromise: Promise<void> | undefined;
@@ -139,6 +153,7 @@ export class Gateway<C = unknown> {
       },
       onClosed: this.onSessionClosed,
     });
+    this.httpPeerConfig = { ...this.peerConfig, onClosed: undefined };
     this.ownsBroker = !options.broker;
     this.pubsub = new PubSubService<C>(
       options.broker ?? new MemoryBroker(),
@@ -167,7 +182,17 @@ export class Gateway<C = unknown> {
       this.logger,
     );
     this.ownsServer = !options.server;
-    this.httpServer = options.server ?? createServer();
+    this.httpServer =
+      options.server ?? (options.tls ? createHttpsServer(options.tls) : createServer());
+    this.httpRpc = new HttpRpc<C>({
+      admission: this.admission,
+      authenticate: options.authenticate,
+      limits: this.limits,
+      logger: this.logger,
+      isClosing: () => this.closing,
+      newSession: (context, remoteAddress, transport, admit) =>
+        this.newSession(transport, context, remoteAddress, admit, this.httpPeerConfig),
+    });
     this.httpServer.on('request', (req, res) => void this.onHttpRequest(req, res));
     this.httpServer.on('upgrade', (req, socket: Duplex, head: Buffer) => {
       this.onUpgrade(req, socket, head).catch((err: unknown) => {
@@ -262,6 +287,96 @@ export class Gateway<C = unknown> {
   }
 
   /**
+   * Serve the same methods over TCP, one JSON-RPC message per line (newline-delimited JSON),
+   * in both directions, subscriptions included; with the `tls` option, over TLS. Connections
+   * go through the same admission (limits per address) and `authenticate` hook, called with
+   * `transport: 'tcp'` and no headers. Resolves once listening.
+   */
+  async listenTcp(port = 0, host = '127.0.0.1'): Promise<AddressInfo> {
+    const onSocket = (socket: Socket): void => {
+      socket.on('error', () => socket.destroy());
+      void this.acceptStream(socket, socket, 'tcp', socket.remoteAddress);
+    };
+    const tls = this.options.tls;
+    // Half-open allowed: a client may end its side after its requests and still get the replies.
+    const server = tls
+      ? createTlsServer({ ...tls, allowHalfOpen: true }, onSocket)
+      : createTcpServer({ allowHalfOpen: true }, onSocket);
+    this.tcpServers.add(server);
+    server.on('close', () => this.tcpServers.delete(server));
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        const address = server.address() as AddressInfo;
+        this.logger.info(
+          { host: address.address, port: address.port, tls: !!tls },
+          'tcp listening',
+        );
+        resolve(address);
+      });
+    });
+  }
+
+  /**
+   * Serve one connection over a pair of streams, newline-delimited JSON: a process's own
+   * stdin and stdout (`gateway.serveStream(process.stdin, process.stdout)`, the way language
+   * servers and MCP servers talk; log to stderr then), or a child's. `authenticate` is called
+   * with `transport: 'stdio'`. Resolves with the session, or rejects if it was refused.
+   */
+  async serveStream(
+    input: Readable,
+    output: Writable,
+    kind: 'stdio' | 'tcp' = 'stdio',
+  ): Promise<Session<C>> {
+    const session = await this.acceptStream(input, output, kind, undefined);
+    if (!session) throw new Error('the stream connection was refused (see the log)');
+    return session;
+  }
+
+  private async acceptStream(
+    input: Readable,
+    output: Writable,
+    kind: 'stdio' | 'tcp',
+    remoteAddress: string | undefined,
+  ): Promise<Session<C> | undefined> {
+    const refuse = (status: number, message: string): undefined => {
+      this.logger.info({ transport: kind, remoteAddress, status, message }, 'connection refused');
+      output.end(streamRefusal(status, message));
+      return undefined;
+    };
+    if (this.closing) return refuse(503, 'Server shutting down');
+    const request = describeStream(kind, remoteAddress);
+    const admitted = this.admission.admit(request);
+    if (typeof admitted !== 'function') return refuse(admitted.status, admitted.message);
+    let context: C;
+    try {
+      context = this.options.authenticate
+        ? await this.options.authenticate(request)
+        : (undefined as C);
+    } catch (err) {
+      admitted();
+      if (err instanceof UpgradeRejection) return refuse(err.status, err.message);
+      this.logger.error({ err }, 'authenticate hook failed');
+      return refuse(500, 'Internal server error');
+    }
+    if (this.closing || input.destroyed) {
+      admitted();
+      return this.closing ? refuse(503, 'Server shutting down') : undefined;
+    }
+    let session: Session<C> | undefined;
+    const transport = new NdjsonTransport(input, output, {
+      kind,
+      maxLineBytes: this.limits.maxMessageBytes,
+      // `echo request | server` or a half-closed socket: answer what came, then close.
+      onInputEnd: () => void this.closeWhenIdle(session!, Date.now() + 30_000, CloseCode.Normal),
+    });
+    session = this.attach(transport, context, remoteAddress);
+    session.logger.info({ transport: kind, remoteAddress }, 'connected');
+    return session;
+  }
+
+  /**
    * Graceful drain (what SIGTERM should do): readiness turns 503, new upgrades
    * are refused, every client gets an `rpc.reconnect` notice, calls arriving
    * after it are answered -32006, and each session is closed with 1012 once its
@@ -283,12 +398,16 @@ export class Gateway<C = unknown> {
     return this.close({ code: CloseCode.ServiceRestart, reason: 'service restart' });
   }
 
-  private async closeWhenIdle(session: Session<C>, deadline: number): Promise<void> {
-    // Polling is enough here: it runs once per shutdown, for at most the deadline.
+  private async closeWhenIdle(
+    session: Session<C>,
+    deadline: number,
+    code: number = CloseCode.ServiceRestart,
+  ): Promise<void> {
+    // Polling is enough here: it runs once per session close, for at most the deadline.
     while (!session.isClosed && session.peer.inFlightCount > 0 && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
-    session.close(CloseCode.ServiceRestart, 'service restart');
+    session.close(code, code === CloseCode.ServiceRestart ? 'service restart' : 'input ended');
   }
 
   /**
@@ -304,10 +423,14 @@ export class Gateway<C = unknown> {
   private async shutdown(options: CloseOptions): Promise<void> {
     this.closing = true;
     const code = options.code ?? CloseCode.GoingAway;
-    const sockets = [...this.liveSessions.values()].map((session) => session.transport.socket);
-    for (const session of [...this.liveSessions.values()]) {
-      session.close(code, options.reason ?? 'server shutting down');
-    }
+    for (const server of this.tcpServers) server.close();
+    const sessions = [...this.liveSessions.values()];
+    // WebSockets finish their closing handshake; waiting for it lets clients see the code.
+    const sockets = sessions
+      .map((session) => session.transport)
+      .filter((transport) => transport instanceof WsTransport)
+      .map((transport) => transport.socket);
+    for (const session of sessions) session.close(code, options.reason ?? 'server shutting down');
     await this.waitForSockets(sockets, options.timeoutMs ?? 5_000);
     this.heartbeat.stop();
     this.wss.close();
@@ -368,11 +491,21 @@ export class Gateway<C = unknown> {
         return;
       }
       if (path === this.path) {
+        if (req.method === 'POST') return await this.httpRpc.handle(req, res);
+        if (req.method !== 'GET' && req.method !== 'HEAD') {
+          res.setHeader('allow', 'GET, POST');
+          sendText(
+            res,
+            405,
+            'Use POST for JSON-RPC over HTTP, or GET with an Upgrade for WebSocket.\n',
+          );
+          return;
+        }
         res.setHeader('upgrade', 'websocket');
         sendText(
           res,
           426,
-          'This endpoint speaks JSON-RPC over WebSocket: send an Upgrade request.\n',
+          'This endpoint speaks JSON-RPC over WebSocket (send an Upgrade request) or over HTTP POST.\n',
         );
         return;
       }
@@ -460,29 +593,40 @@ export class Gateway<C = unknown> {
   }
 
   private openSession(ws: TransportSocket, context: C, remoteAddress: string | undefined): void {
-    // Unique across gateways (a random prefix per process) without a random draw per connection.
-    const id = `${this.idPrefix}${(++this.sessionCounter).toString(36)}`;
-    const logger = new LazyChildLogger(this.logger, 'session', id);
-    const transport = new WsTransport(ws, this.metrics);
-    const session = new Session<C>(id, context, remoteAddress, logger, transport);
-    const { ratePerSecond, rateBurst } = this.limits;
-    // Everything but the session, its transport and its bucket is shared by all sessions.
-    const peer = new Peer<Session<C>>(
-      transport,
-      {
-        session,
-        logger,
-        admit: ratePerSecond > 0 ? new TokenBucket(ratePerSecond, rateBurst) : undefined,
-      },
-      this.peerConfig,
-    );
-    session.peer = peer;
-    this.liveSessions.set(id, session);
-    logger.info(
+    const session = this.attach(new WsTransport(ws, this.metrics), context, remoteAddress);
+    session.logger.info(
       // A subprotocol other than ours may be a token (a browser's only way to send one).
       { remoteAddress, protocol: ws.protocol === PREFERRED_SUBPROTOCOL ? ws.protocol : undefined },
       'connected',
     );
+  }
+
+  /** A session and its peer over `transport`. Everything but these, the logger and the bucket is shared. */
+  private newSession(
+    transport: ServerTransport,
+    context: C,
+    remoteAddress: string | undefined,
+    admit: { take(): boolean } | undefined,
+    config: PeerConfig<Session<C>>,
+  ): Session<C> {
+    // Unique across gateways (a random prefix per process) without a random draw per connection.
+    const id = `${this.idPrefix}${(++this.sessionCounter).toString(36)}`;
+    const logger = new LazyChildLogger(this.logger, 'session', id);
+    const session = new Session<C>(id, context, remoteAddress, logger, transport);
+    session.peer = new Peer<Session<C>>(transport, { session, logger, admit }, config);
+    return session;
+  }
+
+  /** Open a session (a connection the gateway keeps) over an admitted transport of any kind. */
+  private attach(
+    transport: ServerTransport,
+    context: C,
+    remoteAddress: string | undefined,
+  ): Session<C> {
+    const { ratePerSecond, rateBurst } = this.limits;
+    const bucket = ratePerSecond > 0 ? new TokenBucket(ratePerSecond, rateBurst) : undefined;
+    const session = this.newSession(transport, context, remoteAddress, bucket, this.peerConfig);
+    this.liveSessions.set(session.id, session);
     const user = this.options.userOf?.(context);
     if (user !== undefined) {
       session.user = user;
@@ -492,6 +636,7 @@ export class Gateway<C = unknown> {
       this.router.userConnected(user);
     }
     this.connectedSubject.next(session);
+    return session;
   }
 
   private readonly onSessionClosed = (peer: Peer<Session<C>>, info: CloseInfo): void => {

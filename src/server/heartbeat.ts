@@ -1,4 +1,5 @@
-import type { WsTransport } from '../transport/ws-transport.js';
+import type { ServerTransport } from '../transport/transport.js';
+import { WsTransport } from '../transport/ws-transport.js';
 
 /**
  * Pings every watched socket on an interval and terminates those that did not
@@ -11,7 +12,7 @@ export class Heartbeat {
 
   constructor(
     intervalMs: number,
-    private readonly watched: ReadonlyMap<unknown, { readonly transport: WsTransport }>,
+    private readonly watched: ReadonlyMap<unknown, { readonly transport: ServerTransport }>,
     private readonly onDead: (transport: WsTransport) => void,
   ) {
     if (intervalMs > 0) {
@@ -27,6 +28,8 @@ export class Heartbeat {
 
   private sweep(): void {
     for (const { transport } of this.watched.values()) {
+      // TCP and stdio have no ping frame (their clients send rpc.ping); HTTP exchanges are brief.
+      if (!(transport instanceof WsTransport)) continue;
       if (!transport.alive) {
         this.onDead(transport);
         continue;

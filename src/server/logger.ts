@@ -1,5 +1,5 @@
 import { pino } from 'pino';
-import type { Logger as PinoLogger, LoggerOptions } from 'pino';
+import type { DestinationStream, Logger as PinoLogger, LoggerOptions } from 'pino';
 
 /**
  * Paths pino blanks out in every log line, wherever a hook or handler logs
@@ -27,10 +27,15 @@ export const REDACTED_PATHS = [
 ];
 
 /** The gateway's default logger: pino at LOG_LEVEL (default info), with credentials redacted. */
-export function createLogger(options: LoggerOptions = {}): PinoLogger {
-  return pino({
+export function createLogger(
+  options: LoggerOptions = {},
+  /** Where lines go; default stdout. Pass `pino.destination(2)` when stdout carries NDJSON (stdio). */
+  destination?: DestinationStream,
+): PinoLogger {
+  const settings = {
     level: process.env['LOG_LEVEL'] ?? 'info',
     redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
     ...options,
-  });
+  };
+  return destination ? pino(settings, destination) : pino(settings);
 }

@@ -1,3 +1,4 @@
+import type { TransportKind } from '../transport/transport.js';
 import type { IncomingMessage, Server as HttpServer, ServerResponse } from 'node:http';
 import type { Logger } from '../peer/logger.js';
 import type { Broker } from '../pubsub/broker.js';
@@ -7,7 +8,10 @@ import type { Session } from './session.js';
 
 /** What the authenticate hook sees of an upgrade request. */
 export interface UpgradeRequest {
-  readonly request: IncomingMessage;
+  /** How the client is connecting: a WebSocket upgrade, an HTTP POST, TCP or stdio. */
+  readonly transport: TransportKind;
+  /** The HTTP request (WebSocket upgrade or POST); absent for TCP and stdio, which have no headers. */
+  readonly request: IncomingMessage | undefined;
   readonly headers: IncomingMessage['headers'];
   readonly url: URL;
   readonly query: URLSearchParams;
@@ -15,6 +19,15 @@ export interface UpgradeRequest {
   /** Subprotocols the client offered (Sec-WebSocket-Protocol), in order. */
   readonly protocols: readonly string[];
   readonly remoteAddress: string | undefined;
+}
+
+export interface TlsOptions {
+  cert: string | Buffer;
+  key: string | Buffer;
+  /** Passphrase of an encrypted key. */
+  passphrase?: string;
+  /** Extra certificate authorities (PEM), e.g. for an intermediate chain. */
+  ca?: string | Buffer | (string | Buffer)[];
 }
 
 export interface GatewayLimits {
@@ -70,6 +83,11 @@ export interface GatewayOptions<C> {
    * first one offered (so a token sent as a second subprotocol is never echoed).
    */
   selectProtocol?: (offered: readonly string[], request: UpgradeRequest) => string | false;
+  /**
+   * Serve https:// and wss:// (and TLS on `listenTcp`) with this certificate and key (PEM).
+   * `tlsFromEnv` reads them from TLS_CERT_FILE and TLS_KEY_FILE. Ignored with `server`.
+   */
+  tls?: TlsOptions;
   /** Handles plain HTTP requests the gateway does not serve itself; return false for 404. */
   httpHandler?: (req: IncomingMessage, res: ServerResponse) => boolean | Promise<boolean>;
   logger?: Logger;

@@ -15,6 +15,7 @@ import type { Sink } from '../pubsub/sink.js';
 import { readSubscribeParams, readUnsubscribeParams } from '../pubsub/subscribe-params.js';
 import { TopicRegistry } from '../pubsub/topic-registry.js';
 import type { Session } from './session.js';
+import { pushUnsupported } from './session.js';
 
 export interface SubscriptionMethods {
   /** Default "subscribe". */
@@ -208,6 +209,7 @@ export class PubSubService<C> {
     // Sent as a notification there is no reply to carry an id: nothing could ever use it.
     if (ctx.id === undefined) return undefined;
     const session = ctx.session;
+    if (!session.transport.canPush) throw pushUnsupported('Subscriptions');
     const table = this.requireTable(session);
     const stream = this.streams.get(request.name);
     if (stream) {

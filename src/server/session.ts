@@ -5,11 +5,20 @@ import type { CallOptions } from '../peer/pending-calls.js';
 import type { BatchEntry, CloseInfo, IncomingNotification, Peer } from '../peer/peer.js';
 import type { Params } from '../protocol/types.js';
 import type { Sink } from '../pubsub/sink.js';
-import type { EncodedFrame } from '../transport/transport.js';
-import type { WsTransport } from '../transport/ws-transport.js';
+import { ErrorCode } from '../protocol/error-codes.js';
+import { JsonRpcError } from '../protocol/errors.js';
+import type { EncodedFrame, ServerTransport } from '../transport/transport.js';
+
+/** The error for what needs a connection the server can push on, asked of an HTTP exchange. */
+export function pushUnsupported(what: string): JsonRpcError {
+  return new JsonRpcError(
+    ErrorCode.UnsupportedTransport,
+    `${what} need a connection the server can send on: use the WebSocket (ws:// or wss://), TCP or stdio, not HTTP POST`,
+  );
+}
 
 /**
- * One WebSocket connection as the server sees it: who it is (`context`, from
+ * One connection as the server sees it: who it is (`context`, from
  * the authenticate hook), and a way to call, notify and close it.
  */
 export class Session<C = unknown> implements Sink {
@@ -24,8 +33,8 @@ export class Session<C = unknown> implements Sink {
     readonly context: C,
     readonly remoteAddress: string | undefined,
     readonly logger: Logger,
-    /** The socket's adapter; fan-out writes through it directly (Sink). */
-    readonly transport: WsTransport,
+    /** The connection's adapter (WebSocket, TCP, stdio or an HTTP exchange); fan-out writes through it directly (Sink). */
+    readonly transport: ServerTransport,
   ) {}
 
   /** Sink: write a pre-built frame (fan-out), unless the session has closed. */
@@ -55,6 +64,7 @@ export class Session<C = unknown> implements Sink {
     params?: Params,
     options?: CallOptions,
   ) {
+    if (!this.transport.canPush) return Promise.reject(pushUnsupported('Server-to-client calls'));
     return typeof target === 'string'
       ? this.peer.call(target, params, options)
       : this.peer.call(target, params, options);
@@ -66,6 +76,8 @@ export class Session<C = unknown> implements Sink {
   ): void;
   notify(method: string, params?: Params): void;
   notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {
+    // An HTTP exchange has nowhere to put a message the client did not ask for: dropped.
+    if (!this.transport.canPush) return;
     if (typeof target === 'string') this.peer.notify(target, params);
     else this.peer.notify(target, params);
   }

@@ -18,10 +18,14 @@ function parseCookies(header: string | undefined): Record<string, string> {
   return cookies;
 }
 
-export function describeUpgrade(request: IncomingMessage): UpgradeRequest {
+export function describeUpgrade(
+  request: IncomingMessage,
+  transport: 'websocket' | 'http' = 'websocket',
+): UpgradeRequest {
   const url = new URL(request.url ?? '/', 'http://localhost');
   const offered = request.headers['sec-websocket-protocol'];
   return {
+    transport,
     request,
     headers: request.headers,
     url,
@@ -34,5 +38,22 @@ export function describeUpgrade(request: IncomingMessage): UpgradeRequest {
           .filter(Boolean)
       : [],
     remoteAddress: request.socket.remoteAddress,
+  };
+}
+
+/** What a TCP or stdio connection can tell about itself: no headers, no URL. */
+export function describeStream(
+  transport: 'tcp' | 'stdio',
+  remoteAddress: string | undefined,
+): UpgradeRequest {
+  return {
+    transport,
+    request: undefined,
+    headers: {},
+    url: new URL(`${transport}://${remoteAddress ?? 'local'}/`),
+    query: new URLSearchParams(),
+    cookies: {},
+    protocols: [],
+    remoteAddress,
   };
 }

@@ -24,6 +24,23 @@ export interface EncodedFrame {
   wire<T>(build: (bytes: Uint8Array) => T): T;
 }
 
+/** What a server session runs on. */
+export type TransportKind = 'websocket' | 'http' | 'tcp' | 'stdio';
+
+/**
+ * What a server session needs from its transport beyond `Transport`: pre-built fan-out
+ * frames, flow control for slow consumers, and whether it can carry messages the server
+ * sends on its own (a plain HTTP exchange cannot).
+ */
+export interface ServerTransport extends Transport {
+  readonly kind: TransportKind;
+  /** False for request/response transports (HTTP POST): no server-to-client calls, notifications or subscriptions. */
+  readonly canPush: boolean;
+  send(frame: string | EncodedFrame): void;
+  /** Call `listener` once the write buffer has emptied; returns a function that cancels it. */
+  onDrain(listener: () => void): () => void;
+}
+
 export interface TransportListener {
   /** One whole incoming text frame. */
   receive(text: string): void;

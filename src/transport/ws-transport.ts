@@ -2,7 +2,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocket } from 'ws';
 import type { RawData } from 'ws';
 import { CloseCode } from './transport.js';
-import type { EncodedFrame, Transport, TransportListener } from './transport.js';
+import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
 import { atEndOfTurn } from './turn-coalescer.js';
 
 function toText(data: RawData): string {
@@ -78,7 +78,14 @@ const MAX_CORKED_BYTES = 64 * 1024;
  * stopped reading never sees our close frame) ends in `terminate()`, so a
  * stalled socket's buffers are freed in bounded time.
  */
-export class WsTransport implements Transport {
+export class WsTransport implements ServerTransport {
+  // Getters, not fields: nothing more to store per connection.
+  get kind(): 'websocket' {
+    return 'websocket';
+  }
+  get canPush(): boolean {
+    return true;
+  }
   private listener: TransportListener | undefined;
   private early: string[] | undefined;
   private closeTimer: ReturnType<typeof setTimeout> | undefined;

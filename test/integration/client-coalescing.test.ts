@@ -1,3 +1,4 @@
+import type { WsTransport } from '../../src/transport/ws-transport.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Gateway } from '../../src/server/gateway.js';
 import type { RpcClient } from '../../src/client/client.js';
@@ -11,7 +12,7 @@ afterEach(() => res.cleanup());
 async function recordIncoming(gateway: Gateway) {
   await waitUntil(() => gateway.sessions.size === 1, 'the session to open');
   const session = [...gateway.sessions.values()][0]!;
-  const ws = session.transport.socket;
+  const ws = (session.transport as WsTransport).socket;
   const seen = { messages: [] as string[] };
   ws.on('message', (data: Buffer) => seen.messages.push(data.toString('utf8')));
   return seen;

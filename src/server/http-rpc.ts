@@ -1,0 +1,160 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from '../peer/logger.js';
+import type { ServerTransport, TransportListener } from '../transport/transport.js';
+import type { Admission } from './admission.js';
+import type { GatewayLimits, UpgradeRequest } from './options.js';
+import type { Session } from './session.js';
+import { TokenBucket } from './token-bucket.js';
+import { UpgradeRejection } from './upgrade-rejection.js';
+import { describeUpgrade } from './upgrade-request.js';
+
+/** Media types a JSON-RPC POST may carry (the JSON-RPC over HTTP description lists all three). */
+const JSON_TYPES = new Set(['application/json', 'application/json-rpc', 'application/jsonrequest']);
+/** Per-address rate buckets kept for HTTP callers; the oldest are forgotten past this. */
+const MAX_BUCKETS = 10_000;
+
+/**
+ * The transport of one HTTP exchange: the reply travels in the HTTP response (Peer.answer),
+ * so nothing is ever sent on it, and nothing can be pushed (canPush false).
+ */
+class HttpExchangeTransport implements ServerTransport {
+  readonly kind = 'http';
+  readonly canPush = false;
+  readonly bufferedAmount = 0;
+  send(): void {}
+  close(): void {}
+  listen(_listener: TransportListener): void {}
+  onDrain(listener: () => void): () => void {
+    const timer = setTimeout(listener, 0);
+    return () => clearTimeout(timer);
+  }
+}
+
+export interface HttpRpcDeps<C> {
+  admission: Admission;
+  authenticate: ((request: UpgradeRequest) => C | Promise<C>) | undefined;
+  limits: Required<GatewayLimits>;
+  logger: Logger;
+  isClosing: () => boolean;
+  newSession(
+    context: C,
+    remoteAddress: string | undefined,
+    transport: ServerTransport,
+    admit: { take(): boolean } | undefined,
+  ): Session<C>;
+}
+
+function send(
+  res: ServerResponse,
+  status: number,
+  body?: string,
+  headers: Readonly<Record<string, string>> = {},
+  type = 'text/plain; charset=utf-8',
+): void {
+  if (res.headersSent) return;
+  res.writeHead(status, {
+    ...(body === undefined
+      ? {}
+      : { 'content-type': type, 'content-length': String(Buffer.byteLength(body)) }),
+    'cache-control': 'no-store',
+    ...headers,
+  });
+  res.end(body);
+}
+
+/**
+ * JSON-RPC over HTTP POST on the gateway's path: the same methods, authenticate hook,
+ * authorization, limits and call metrics as the WebSocket. A JSON-RPC response (errors
+ * included) is 200 with the response as body; a notification or a batch of them is 204.
+ * Other statuses mean the request never reached JSON-RPC (see README "HTTP").
+ */
+export class HttpRpc<C> {
+  private readonly buckets = new Map<string, TokenBucket>();
+
+  constructor(private readonly deps: HttpRpcDeps<C>) {}
+
+  async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const { deps } = this;
+    if (deps.isClosing()) return send(res, 503, 'Server shutting down\n', { 'retry-after': '1' });
+    const type = (req.headers['content-type'] ?? '').split(';', 1)[0]!.trim().toLowerCase();
+    if (!JSON_TYPES.has(type)) {
+      return send(res, 415, 'POST a JSON-RPC request with Content-Type: application/json\n');
+    }
+    const declared = Number(req.headers['content-length'] ?? 0);
+    if (declared > deps.limits.maxMessageBytes) return this.tooLarge(req, res);
+
+    const upgrade = describeUpgrade(req, 'http');
+    const admitted = deps.admission.admit(upgrade);
+    if (typeof admitted !== 'function') {
+      return send(res, admitted.status, `${admitted.message}\n`, admitted.headers);
+    }
+    res.once('close', admitted);
+    let context: C;
+    try {
+      context = deps.authenticate ? await deps.authenticate(upgrade) : (undefined as C);
+    } catch (err) {
+      if (err instanceof UpgradeRejection) {
+        return send(res, err.status, `${err.message}\n`, err.headers);
+      }
+      deps.logger.error({ err }, 'authenticate hook failed');
+      return send(res, 500, 'Internal server error\n');
+    }
+    const body = await this.readBody(req, res);
+    if (body === undefined) return;
+    const session = deps.newSession(
+      context,
+      upgrade.remoteAddress,
+      new HttpExchangeTransport(),
+      this.bucketFor(upgrade.remoteAddress),
+    );
+    const reply = await session.peer.answer(body);
+    if (reply === undefined) return send(res, 204);
+    send(res, 200, reply, {}, 'application/json; charset=utf-8');
+  }
+
+  /** The whole body as text, or undefined once a 413 has been sent. */
+  private readBody(req: IncomingMessage, res: ServerResponse): Promise<string | undefined> {
+    const limit = this.deps.limits.maxMessageBytes;
+    return new Promise((resolve) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      req.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > limit) {
+          req.removeAllListeners('data');
+          this.tooLarge(req, res);
+          resolve(undefined);
+          return;
+        }
+        chunks.push(chunk);
+      });
+      req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+      req.on('error', () => resolve(undefined));
+    });
+  }
+
+  private tooLarge(req: IncomingMessage, res: ServerResponse): void {
+    const limit = this.deps.limits.maxMessageBytes;
+    send(res, 413, `Request body larger than ${limit} bytes\n`, { connection: 'close' });
+    req.resume();
+  }
+
+  /** Rate limiting per address: each HTTP request is a new session, so the bucket outlives it. */
+  private bucketFor(remoteAddress: string | undefined): TokenBucket | undefined {
+    const { ratePerSecond, rateBurst } = this.deps.limits;
+    if (ratePerSecond <= 0) return undefined;
+    const key = remoteAddress ?? 'unknown';
+    let bucket = this.buckets.get(key);
+    if (bucket) {
+      // Most recently used last, so the oldest go first when the map is full.
+      this.buckets.delete(key);
+    } else {
+      bucket = new TokenBucket(ratePerSecond, rateBurst);
+      if (this.buckets.size >= MAX_BUCKETS) {
+        this.buckets.delete(this.buckets.keys().next().value!);
+      }
+    }
+    this.buckets.set(key, bucket);
+    return bucket;
+  }
+}
