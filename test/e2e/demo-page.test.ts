@@ -11,6 +11,7 @@ import { browserMissing, launchChromium } from '../support/browser.js';
 import { ensureBuilt, root } from '../support/demo-process.js';
 import { DemoServer } from '../support/demo-server.js';
 import { freePort } from '../support/network.js';
+import { essence, expectedReplies } from '../support/spec-expectations.js';
 
 const missing = browserMissing();
 if (missing) console.warn(`[e2e] demo page tests skipped: ${missing}`);
@@ -21,42 +22,6 @@ export const SCREENSHOT = join(root, 'test-results', 'demo-page.png');
 const WAIT = { timeout: 15_000 };
 // Poll on a timer: a page in a background tab gets no animation frames to poll on.
 const POLL = { timeout: 15_000, polling: 50 };
-
-/** A reply reduced to what the specification fixes: result or error code, and id. */
-function essence(reply: unknown): unknown {
-  if (Array.isArray(reply))
-    return reply
-      .map(essence)
-      .map((x) => JSON.stringify(x))
-      .sort();
-  const r = reply as { result?: unknown; error?: { code: number }; id: unknown; jsonrpc: string };
-  return r.error
-    ? { jsonrpc: r.jsonrpc, code: r.error.code, id: r.id }
-    : { jsonrpc: r.jsonrpc, result: r.result, id: r.id };
-}
-
-const ok = (result: unknown, id: unknown) => ({ jsonrpc: '2.0', result, id });
-const err = (code: number, id: unknown) => ({ jsonrpc: '2.0', code, id });
-const batch = (...replies: unknown[]) => replies.map((x) => JSON.stringify(x)).sort();
-
-/** What the specification's section 7 says each preset gets back (by preset label). */
-const expectedReplies: Record<string, unknown> = {
-  'positional parameters': ok(19, 1),
-  'positional parameters, swapped': ok(-19, 2),
-  'named parameters': ok(19, 3),
-  'named parameters, reordered': ok(19, 4),
-  'a notification': 'no reply',
-  'a notification, no params': 'no reply',
-  'non-existent method': err(-32601, '1'),
-  'invalid JSON': err(-32700, null),
-  'invalid Request object': err(-32600, null),
-  'batch, invalid JSON': err(-32700, null),
-  'empty array': err(-32600, null),
-  'invalid batch (but not empty)': batch(err(-32600, null)),
-  'invalid batch': batch(err(-32600, null), err(-32600, null), err(-32600, null)),
-  batch: batch(ok(7, '1'), ok(19, '2'), err(-32600, null), err(-32601, '5'), ok(['hello', 5], '9')),
-  'batch of notifications only': 'no reply',
-};
 
 const text = (page: Page, selector: string) => page.locator(selector).innerText();
 const count = async (page: Page, selector: string) => Number(await text(page, selector));

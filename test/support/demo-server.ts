@@ -10,7 +10,11 @@ export class DemoServer {
   private child: ChildProcess | undefined;
   output = '';
 
-  constructor(readonly port: number) {}
+  constructor(
+    readonly port: number,
+    /** More environment for the process (TCP_PORT, TLS_CERT_FILE, ...). */
+    private readonly env: Record<string, string> = {},
+  ) {}
 
   get httpUrl(): string {
     return `http://127.0.0.1:${this.port}`;
@@ -26,6 +30,7 @@ export class DemoServer {
         LOG_LEVEL: 'warn',
         // Restarts in tests need not wait for the default drain deadline.
         DRAIN_DEADLINE_MS: '1000',
+        ...this.env,
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
