@@ -82,6 +82,11 @@ export class Admission {
     else this.perIp.delete(ip);
   }
 
+  /** Whether cross-origin browsers may use HTTP POST from `origin`: only origins on an allow-list. */
+  corsAllows(origin: string): boolean {
+    return this.origins !== undefined && this.originAllowed(origin);
+  }
+
   private originAllowed(origin: string): boolean {
     const policy = this.origins!;
     return typeof policy === 'function' ? policy(origin) : policy.includes(origin);

@@ -492,8 +492,9 @@ export class Gateway<C = unknown> {
       }
       if (path === this.path) {
         if (req.method === 'POST') return await this.httpRpc.handle(req, res);
+        if (req.method === 'OPTIONS') return this.httpRpc.preflight(req, res);
         if (req.method !== 'GET' && req.method !== 'HEAD') {
-          res.setHeader('allow', 'GET, POST');
+          res.setHeader('allow', 'GET, POST, OPTIONS');
           sendText(
             res,
             405,

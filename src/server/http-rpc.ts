@@ -89,6 +89,7 @@ export class HttpRpc<C> {
       return send(res, admitted.status, `${admitted.message}\n`, admitted.headers);
     }
     res.once('close', admitted);
+    this.allowOrigin(req, res);
     let context: C;
     try {
       context = deps.authenticate ? await deps.authenticate(upgrade) : (undefined as C);
@@ -110,6 +111,32 @@ export class HttpRpc<C> {
     const reply = await session.peer.answer(body);
     if (reply === undefined) return send(res, 204);
     send(res, 200, reply, {}, 'application/json; charset=utf-8');
+  }
+
+  /**
+   * CORS preflight (OPTIONS) for browsers on other origins: granted to origins on the gateway's
+   * `allowedOrigins` list, refused (403) otherwise. Without a list only same-origin pages (which
+   * send no preflight) can POST.
+   */
+  preflight(req: IncomingMessage, res: ServerResponse): void {
+    const origin = req.headers.origin;
+    if (origin === undefined || !this.deps.admission.corsAllows(origin)) {
+      return send(res, 403, 'Origin not allowed\n');
+    }
+    this.allowOrigin(req, res);
+    send(res, 204, undefined, {
+      'access-control-allow-methods': 'POST',
+      'access-control-allow-headers':
+        req.headers['access-control-request-headers'] ?? 'content-type, authorization',
+      'access-control-max-age': '600',
+    });
+  }
+
+  private allowOrigin(req: IncomingMessage, res: ServerResponse): void {
+    const origin = req.headers.origin;
+    if (origin === undefined || !this.deps.admission.corsAllows(origin)) return;
+    res.setHeader('access-control-allow-origin', origin);
+    res.setHeader('vary', 'Origin');
   }
 
   /** The whole body as text, or undefined once a 413 has been sent. */

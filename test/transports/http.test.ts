@@ -106,7 +106,7 @@ describe('POST /rpc', () => {
 
     const put = await fetch(`${httpUrl}/rpc`, { method: 'PUT', body: call });
     expect(put.status).toBe(405);
-    expect(put.headers.get('allow')).toBe('GET, POST');
+    expect(put.headers.get('allow')).toBe('GET, POST, OPTIONS');
     await put.arrayBuffer();
     const get = await fetch(`${httpUrl}/rpc`);
     expect(get.status).toBe(426);
@@ -183,6 +183,35 @@ describe('POST /rpc', () => {
       origin: 'https://evil.example',
     });
     expect(foreign.status).toBe(403);
+  });
+
+  it('answers CORS preflights for origins on the allow-list only, and marks their responses', async () => {
+    const { httpUrl } = await res.demoGateway({ allowedOrigins: ['https://app.example'] });
+    const preflight = (origin: string) =>
+      fetch(`${httpUrl}/rpc`, {
+        method: 'OPTIONS',
+        headers: {
+          origin,
+          'access-control-request-method': 'POST',
+          'access-control-request-headers': 'content-type',
+        },
+      });
+    const granted = await preflight('https://app.example');
+    expect(granted.status).toBe(204);
+    expect(granted.headers.get('access-control-allow-origin')).toBe('https://app.example');
+    expect(granted.headers.get('access-control-allow-methods')).toBe('POST');
+    expect(granted.headers.get('access-control-allow-headers')).toBe('content-type');
+    expect((await preflight('https://evil.example')).status).toBe(403);
+
+    const call = await post(httpUrl, '{"jsonrpc":"2.0","method":"sum","params":[1,2],"id":1}', {
+      'content-type': 'application/json',
+      origin: 'https://app.example',
+    });
+    expect(call.body).toBe('{"jsonrpc":"2.0","result":3,"id":1}');
+    expect(call.headers.get('access-control-allow-origin')).toBe('https://app.example');
+    // Same-origin callers send no Origin and need no CORS header.
+    const plain = await post(httpUrl, '{"jsonrpc":"2.0","method":"sum","params":[1,2],"id":1}');
+    expect(plain.headers.get('access-control-allow-origin')).toBeNull();
   });
 
   it('counts HTTP calls in the same metrics as WebSocket calls', async () => {
