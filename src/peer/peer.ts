@@ -372,7 +372,7 @@ export class Peer<S = unknown> implements TransportListener {
   async answer(text: string): Promise<string | undefined> {
     if (this.closeInfo) return undefined;
     const frame = parseFrame(text, this.config.parse);
-    const replies = await Promise.all(frame.messages.map((m) => this.handle(m)));
+    const replies = await Promise.all(frame.messages.map((m) => Promise.resolve(this.handle(m))));
     const parts: string[] = [];
     const hooks: (() => void)[] = [];
     for (const reply of replies) {

@@ -1,3 +1,4 @@
+import type { TransportKind } from '../transport/transport.js';
 import type { UpgradeRequest } from './options.js';
 
 export interface AdmissionLimits {
@@ -15,6 +16,18 @@ export interface Refusal {
 
 /** Which Origins may open a WebSocket: a list of exact origins, or a predicate. */
 export type OriginPolicy = readonly string[] | ((origin: string) => boolean);
+
+/**
+ * The key a connection counts under for the per-address limit. Pipes (stdio) have no address:
+ * a process serving many children's pipes must not have them all share one "unknown" slot.
+ */
+function addressKey(
+  transport: TransportKind,
+  remoteAddress: string | undefined,
+): string | undefined {
+  if (transport === 'stdio') return undefined;
+  return remoteAddress ?? 'unknown';
+}
 
 /**
  * Who gets past the door before authentication runs: origin allow-list and
@@ -49,8 +62,8 @@ export class Admission {
         headers: { 'Retry-After': '5' },
       };
     }
-    const ip = upgrade.remoteAddress ?? 'unknown';
-    const fromIp = this.perIp.get(ip) ?? 0;
+    const ip = addressKey(upgrade.transport, upgrade.remoteAddress);
+    const fromIp = ip === undefined ? 0 : (this.perIp.get(ip) ?? 0);
     if (fromIp >= this.limits.maxConnectionsPerIp) {
       return {
         status: 429,
@@ -60,12 +73,12 @@ export class Admission {
       };
     }
     this.total++;
-    this.perIp.set(ip, fromIp + 1);
+    if (ip !== undefined) this.perIp.set(ip, fromIp + 1);
     let released = false;
     return () => {
       if (released) return;
       released = true;
-      this.release(upgrade.remoteAddress);
+      this.release(upgrade.transport, upgrade.remoteAddress);
     };
   }
 
@@ -74,9 +87,10 @@ export class Admission {
    * the gateway calls this itself when the session closes (once), instead of keeping the
    * release closure and a 'close' listener alive for the whole life of every connection.
    */
-  release(remoteAddress: string | undefined): void {
-    const ip = remoteAddress ?? 'unknown';
+  release(transport: TransportKind, remoteAddress: string | undefined): void {
     this.total--;
+    const ip = addressKey(transport, remoteAddress);
+    if (ip === undefined) return;
     const left = (this.perIp.get(ip) ?? 1) - 1;
     if (left > 0) this.perIp.set(ip, left);
     else this.perIp.delete(ip);

@@ -364,14 +364,13 @@ export class Gateway<C = unknown> {
       admitted();
       return this.closing ? refuse(503, 'Server shutting down') : undefined;
     }
-    let session: Session<C> | undefined;
     const transport = new NdjsonTransport(input, output, {
       kind,
       maxLineBytes: this.limits.maxMessageBytes,
       // `echo request | server` or a half-closed socket: answer what came, then close.
-      onInputEnd: () => void this.closeWhenIdle(session!, Date.now() + 30_000, CloseCode.Normal),
+      onInputEnd: () => void this.closeWhenIdle(session, Date.now() + 30_000, CloseCode.Normal),
     });
-    session = this.attach(transport, context, remoteAddress);
+    const session = this.attach(transport, context, remoteAddress);
     session.logger.info({ transport: kind, remoteAddress }, 'connected');
     return session;
   }
@@ -643,7 +642,7 @@ export class Gateway<C = unknown> {
   private readonly onSessionClosed = (peer: Peer<Session<C>>, info: CloseInfo): void => {
     const session = peer.session;
     this.liveSessions.delete(session.id);
-    this.admission.release(session.remoteAddress);
+    this.admission.release(session.transport.kind, session.remoteAddress);
     this.pubsub.detach(session);
     if (session.user !== undefined) {
       const sessions = this.sessionsByUser.get(session.user);

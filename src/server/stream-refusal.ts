@@ -9,8 +9,10 @@ export function streamRefusal(status: number, message: string): string {
   const code =
     status === 401 || status === 403
       ? ErrorCode.Unauthorized
-      : status === 503 && /shutting down/i.test(message)
-        ? ErrorCode.ShuttingDown
-        : ErrorCode.ServerBusy;
+      : status >= 500 && status !== 503
+        ? ErrorCode.InternalError
+        : status === 503 && /shutting down/i.test(message)
+          ? ErrorCode.ShuttingDown
+          : ErrorCode.ServerBusy;
   return `${JSON.stringify({ jsonrpc: '2.0', error: { code, message, data: { status } }, id: null })}\n`;
 }

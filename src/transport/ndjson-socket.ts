@@ -1,4 +1,4 @@
-import { connect as connectTcp } from 'node:net';
+import { connect as connectTcp, isIP } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import { connect as connectTls } from 'node:tls';
 import type { ConnectionOptions } from 'node:tls';
@@ -34,7 +34,10 @@ class NdjsonSocket implements WebSocketLike {
     input.on('data', (chunk: string) => this.onData(chunk));
     input.on('error', (err) => this.onerror?.(err));
     input.on('close', () => this.finish());
-    input.on('end', () => this.finish());
+    input.on('end', () => {
+      this.onData('\n'); // a last line without its newline is still a message
+      this.finish();
+    });
     if ((output as unknown) !== (input as unknown)) output.on('error', () => undefined);
   }
 
@@ -98,7 +101,13 @@ export function tcpSocket(options: TcpSocketOptions = {}): WebSocketConstructor 
       const host = hostname.replace(/^\[|\]$/g, '');
       const socket =
         protocol === 'tls:'
-          ? connectTls({ host, port: Number(port), servername: host, ...options })
+          ? connectTls({
+              host,
+              port: Number(port),
+              // SNI carries host names only (RFC 6066): none for an IP address.
+              ...(isIP(host) === 0 ? { servername: host } : {}),
+              ...options,
+            })
           : connectTcp({ host, port: Number(port) });
       super(socket, socket);
       socket.setNoDelay?.(true);

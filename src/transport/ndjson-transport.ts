@@ -53,6 +53,7 @@ export class NdjsonTransport implements ServerTransport {
     readable.on('data', (chunk: string) => this.onData(chunk));
     readable.on('end', () => {
       this.inputEnded = true;
+      this.flushPartial(); // a last line without its newline is still a message
       // Half-closed: the other side sent everything (`echo request | server`) and waits for
       // the replies. The owner lets the calls finish, then closes.
       if (options.onInputEnd) options.onInputEnd();
@@ -139,6 +140,12 @@ export class NdjsonTransport implements ServerTransport {
     }
     this.partial = text;
     if (Buffer.byteLength(this.partial) > this.options.maxLineBytes) this.tooLarge();
+  }
+
+  private flushPartial(): void {
+    const line = this.partial.trim();
+    this.partial = '';
+    if (line.length > 0 && !this.closing && !this.closed) this.deliver(line);
   }
 
   /** A line over the limit: say why on the wire (there is no close code to carry it), then close. */

@@ -11,7 +11,9 @@ afterEach(() => res.cleanup());
 
 /** Count the write system calls Node makes for one session's socket. */
 function countWrites(gateway: Gateway, session: Session): { writes: number } {
-  const raw = ((session.transport as WsTransport).socket as unknown as { _socket: Record<string, unknown> })._socket;
+  const raw = (
+    (session.transport as WsTransport).socket as unknown as { _socket: Record<string, unknown> }
+  )._socket;
   const counter = { writes: 0 };
   for (const name of ['_write', '_writev'] as const) {
     const original = raw[name] as (...args: unknown[]) => unknown;

@@ -216,4 +216,3 @@ describe('TCP (newline-delimited JSON)', () => {
     expect(await again.call('ping')).toBe('pong');
   });
 });
-

@@ -1,0 +1,233 @@
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import type { Params } from '../protocol/types.js';
+import type { ConnectOptions } from './connection.js';
+import { endpointOf } from './endpoint.js';
+import type { Endpoint } from './endpoint.js';
+import { UsageError } from './errors.js';
+
+export const commandNames = ['call', 'notify', 'subscribe', 'discover'] as const;
+export type CommandName = (typeof commandNames)[number];
+
+export const DEFAULT_TIMEOUT_MS = 10_000;
+
+export type Invocation =
+  | { kind: 'help'; command: CommandName | undefined }
+  | { kind: 'version' }
+  | {
+      kind: 'run';
+      command: CommandName;
+      endpoint: Endpoint;
+      /** The method (call, notify, discover) or topic (subscribe). */
+      target: string;
+      params: Params | undefined;
+      connect: ConnectOptions;
+      timeoutMs: number;
+    };
+
+const optionSpec = {
+  header: { type: 'string', short: 'H', multiple: true },
+  protocol: { type: 'string', multiple: true },
+  timeout: { type: 'string' },
+  insecure: { type: 'boolean', short: 'k' },
+  cacert: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+  version: { type: 'boolean' },
+} as const;
+
+/** Positional arguments of each command, after the command name. */
+const positionalsOf: Readonly<Record<CommandName, { required: string[]; optional?: string }>> = {
+  call: { required: ['URL', 'METHOD'], optional: 'PARAMS' },
+  notify: { required: ['URL', 'METHOD'], optional: 'PARAMS' },
+  subscribe: { required: ['URL', 'TOPIC'], optional: 'PARAMS' },
+  discover: { required: ['URL'] },
+};
+
+function isCommand(name: string | undefined): name is CommandName {
+  return (commandNames as readonly string[]).includes(name ?? '');
+}
+
+export function usageLine(command: CommandName): string {
+  const { required, optional } = positionalsOf[command];
+  return `wsrpc ${command} ${required.join(' ')}${optional ? ` [${optional}]` : ''} [OPTIONS]`;
+}
+
+/** Read PARAMS: JSON text holding an array (positional) or an object (named). */
+export function parseParams(text: string, command: CommandName): Params {
+  const example = `e.g. '[42, 23]' or '{"minuend": 42, "subtrahend": 23}' (quote it for the shell)`;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    const why = err instanceof Error ? err.message : String(err);
+    throw new UsageError(
+      `PARAMS is not valid JSON (${why}): ${text}\nGive a JSON array or object, ${example}`,
+      command,
+    );
+  }
+  if (typeof value !== 'object' || value === null) {
+    const kind = value === null ? 'null' : typeof value;
+    throw new UsageError(
+      `PARAMS must be a JSON array (positional params) or object (named params), not ${kind}: ${text}\nWrap a single value in an array, ${example}`,
+      command,
+    );
+  }
+  return value as Params;
+}
+
+/** `-H "Name: value"` into a header name (lower case) and value. */
+export function parseHeader(text: string, command: CommandName): [string, string] {
+  const colon = text.indexOf(':');
+  const name = colon > 0 ? text.slice(0, colon).trim() : '';
+  if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) {
+    throw new UsageError(
+      `-H takes "Name: value", got "${text}"; e.g. -H 'Authorization: Bearer TOKEN'`,
+      command,
+    );
+  }
+  return [name.toLowerCase(), text.slice(colon + 1).trim()];
+}
+
+function parseHeaders(list: readonly string[], command: CommandName): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const text of list) {
+    const [name, value] = parseHeader(text, command);
+    const before = headers[name];
+    // A repeated header is one header with the values joined (cookies with "; ").
+    headers[name] =
+      before === undefined ? value : `${before}${name === 'cookie' ? '; ' : ', '}${value}`;
+  }
+  return headers;
+}
+
+function parseTimeout(text: string | undefined, command: CommandName): number {
+  if (text === undefined) return DEFAULT_TIMEOUT_MS;
+  const value = Number(text);
+  if (text.trim() === '' || !Number.isSafeInteger(value) || value < 0) {
+    throw new UsageError(
+      `--timeout takes a whole number of milliseconds (0: no limit), got "${text}"; e.g. --timeout 30000`,
+      command,
+    );
+  }
+  return value;
+}
+
+function readCa(file: string, command: CommandName): string {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? String(err);
+    throw new UsageError(`cannot read --cacert ${file} (${code})`, command);
+  }
+  if (!text.includes('-----BEGIN CERTIFICATE-----')) {
+    throw new UsageError(
+      `--cacert ${file} holds no PEM certificate (no "-----BEGIN CERTIFICATE-----" line)`,
+      command,
+    );
+  }
+  return text;
+}
+
+function parseEndpoint(text: string, command: CommandName): Endpoint {
+  const example = 'e.g. ws://localhost:8080/rpc or http://localhost:8080/rpc';
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new UsageError(`"${text}" is not a URL; give the full endpoint, ${example}`, command);
+  }
+  const endpoint = endpointOf(url);
+  if (!endpoint) {
+    throw new UsageError(
+      `the URL must start with ws://, wss://, http:// or https:// (got "${text}"); ${example}`,
+      command,
+    );
+  }
+  return endpoint;
+}
+
+function parseOptions(argv: readonly string[]) {
+  try {
+    return parseArgs({
+      args: [...argv],
+      options: optionSpec,
+      allowPositionals: true,
+      strict: true,
+    });
+  } catch (err) {
+    const command = argv.find((arg) => isCommand(arg)) as CommandName | undefined;
+    const { code, message } = err as { code?: string; message?: string };
+    const option = /'(-[^' ]*)/.exec(message ?? '')?.[1];
+    if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && option) {
+      throw new UsageError(`unknown option ${option}`, command);
+    }
+    throw new UsageError(message ?? String(err), command);
+  }
+}
+
+/** Turn the command line (without `node` and the script) into what to do; throws UsageError. */
+export function parseCommandLine(argv: readonly string[]): Invocation {
+  const { values, positionals } = parseOptions(argv);
+  const [first, ...rest] = positionals;
+  if (first === 'help') {
+    const topic = rest[0];
+    if (topic !== undefined && !isCommand(topic)) throw unknownCommand(topic);
+    return { kind: 'help', command: topic };
+  }
+  if (values.version) return { kind: 'version' };
+  if (first !== undefined && !isCommand(first)) throw unknownCommand(first);
+  if (values.help) return { kind: 'help', command: first };
+  if (first === undefined)
+    throw new UsageError(`no command given; the commands are ${commandNames.join(', ')}`);
+  const command = first;
+
+  const { required, optional } = positionalsOf[command];
+  if (rest.length < required.length) {
+    const missing = required.slice(rest.length).join(' and ');
+    throw new UsageError(`${command} needs ${missing}: ${usageLine(command)}`, command);
+  }
+  const most = required.length + (optional ? 1 : 0);
+  if (rest.length > most) {
+    const extra = rest.slice(most).join(' ');
+    const hint = optional ? ` (PARAMS is one argument: quote the JSON, e.g. '[42, 23]')` : '';
+    throw new UsageError(`too many arguments: ${extra}${hint}`, command);
+  }
+
+  const endpoint = parseEndpoint(rest[0]!, command);
+  if (command === 'subscribe' && endpoint.kind === 'http') {
+    throw new UsageError(
+      `subscriptions need a WebSocket: use ws:// or wss:// instead of ${endpoint.url.protocol}// (e.g. ws://${endpoint.url.host}${endpoint.url.pathname})`,
+      command,
+    );
+  }
+  const protocols = values.protocol ?? [];
+  if (protocols.length > 0 && endpoint.kind === 'http') {
+    throw new UsageError(
+      `--protocol is a WebSocket subprotocol and needs a ws:// or wss:// URL; over HTTP send credentials with -H 'Authorization: Bearer TOKEN'`,
+      command,
+    );
+  }
+  const target = command === 'discover' ? 'rpc.discover' : rest[1]!;
+  if (target === '') throw new UsageError(`${required[1]} must not be empty`, command);
+  const paramsText = command === 'discover' ? undefined : rest[2];
+
+  return {
+    kind: 'run',
+    command,
+    endpoint,
+    target,
+    params: paramsText === undefined ? undefined : parseParams(paramsText, command),
+    timeoutMs: parseTimeout(values.timeout, command),
+    connect: {
+      headers: parseHeaders(values.header ?? [], command),
+      protocols,
+      insecure: values.insecure ?? false,
+      ca: values.cacert === undefined ? undefined : readCa(values.cacert, command),
+    },
+  };
+}
+
+function unknownCommand(name: string): UsageError {
+  return new UsageError(`unknown command "${name}"; the commands are ${commandNames.join(', ')}`);
+}

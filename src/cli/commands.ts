@@ -1,0 +1,48 @@
+import { MethodNotFoundError } from '../protocol/errors.js';
+import type { Params } from '../protocol/types.js';
+import type { RpcConnection } from './connection.js';
+import type { Deadline } from './deadline.js';
+import { withHint } from './errors.js';
+import type { Output } from './errors.js';
+
+function printJson(value: unknown, stdout: Output): void {
+  // A result is never absent on the wire; print null rather than nothing if it were.
+  stdout.write(`${JSON.stringify(value ?? null, null, 2)}\n`);
+}
+
+/** `call`: print the result as pretty JSON. */
+export async function runCall(
+  connection: RpcConnection,
+  method: string,
+  params: Params | undefined,
+  deadline: Deadline,
+  stdout: Output,
+): Promise<void> {
+  printJson(await connection.call(method, params, deadline), stdout);
+}
+
+/** `notify`: send, make sure it left, print nothing. */
+export async function runNotify(
+  connection: RpcConnection,
+  method: string,
+  params: Params | undefined,
+  deadline: Deadline,
+): Promise<void> {
+  await connection.notify(method, params, deadline);
+}
+
+/** `discover`: the OpenRPC document from `rpc.discover`, as pretty JSON. */
+export async function runDiscover(
+  connection: RpcConnection,
+  deadline: Deadline,
+  stdout: Output,
+): Promise<void> {
+  try {
+    printJson(await connection.call('rpc.discover', undefined, deadline), stdout);
+  } catch (err) {
+    if (err instanceof MethodNotFoundError) {
+      throw withHint(err, 'this server publishes no OpenRPC document (rpc.discover)');
+    }
+    throw err;
+  }
+}

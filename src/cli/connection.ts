@@ -1,0 +1,26 @@
+import type { Params } from '../protocol/types.js';
+import type { Deadline } from './deadline.js';
+
+/** TLS and HTTP settings from the command line, for either transport. */
+export interface ConnectOptions {
+  /** Extra request headers (-H), by lower-case name. */
+  readonly headers: Readonly<Record<string, string>>;
+  /** Subprotocols to offer (--protocol); WebSocket only. */
+  readonly protocols: readonly string[];
+  /** Skip certificate verification (-k). */
+  readonly insecure: boolean;
+  /** PEM text of the certificate(s) to trust (--cacert). */
+  readonly ca: string | undefined;
+}
+
+/**
+ * One conversation with the server, over WebSocket or HTTP. `call` rejects with a
+ * JsonRpcError when the server answers with an error, and with a ConnectionError
+ * when it cannot be reached or talked to.
+ */
+export interface RpcConnection {
+  call(method: string, params: Params | undefined, deadline: Deadline): Promise<unknown>;
+  /** Resolves once the notification has left (WebSocket) or was accepted (HTTP). */
+  notify(method: string, params: Params | undefined, deadline: Deadline): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,111 @@
+import { DEFAULT_TIMEOUT_MS, usageLine } from './args.js';
+import type { CommandName } from './args.js';
+
+const options = `Options:
+  -H, --header "Name: value"  Send this header on the WebSocket upgrade or the HTTP POST
+                              (repeatable), e.g. -H 'Authorization: Bearer TOKEN'
+      --protocol NAME         Offer this WebSocket subprotocol, e.g. a token (repeatable;
+                              offered after jsonrpc-2.0, so the server answers with that)
+      --timeout MS            Give up when connecting and getting the answer take longer
+                              (default ${DEFAULT_TIMEOUT_MS}; 0: no limit)
+  -k, --insecure              Accept any TLS certificate (no verification)
+      --cacert FILE           Trust the PEM certificate(s) in FILE, e.g. a self-signed server's
+  -h, --help                  Show help (also per command: wsrpc call --help)
+      --version               Print the version`;
+
+const exitCodes = `Exit codes:
+  0  success
+  1  the server answered with a JSON-RPC error (stderr: "error CODE: MESSAGE" and "data: JSON")
+  2  usage error: wrong arguments
+  3  could not reach or talk to the server: refused, unknown host, timeout, TLS,
+     authentication rejected, unexpected HTTP status, connection closed`;
+
+const urlAndParams = `URL     The full endpoint: ws://, wss://, http:// or https://, e.g. ws://localhost:8080/rpc
+PARAMS  JSON text, one argument: an array (positional) or an object (named),
+        e.g. '[42, 23]' or '{"minuend": 42, "subtrahend": 23}'`;
+
+const commandHelp: Readonly<
+  Record<CommandName, { summary: string; details: string; examples: string[] }>
+> = {
+  call: {
+    summary: 'Call METHOD and print its result as JSON on stdout.',
+    details: urlAndParams,
+    examples: [
+      `wsrpc call ws://localhost:8080/rpc subtract '[42, 23]'`,
+      `wsrpc call http://localhost:8080/rpc subtract '{"minuend": 42, "subtrahend": 23}'`,
+      `wsrpc call wss://gw.example.com/rpc whoami -H 'Authorization: Bearer TOKEN'`,
+      `wsrpc call wss://localhost:8443/rpc rpc.ping --cacert ./cert.pem`,
+    ],
+  },
+  notify: {
+    summary: 'Send a notification: no answer is expected and nothing is printed.',
+    details: urlAndParams,
+    examples: [
+      `wsrpc notify ws://localhost:8080/rpc update '[1, 2, 3]'`,
+      `wsrpc notify http://localhost:8080/rpc log '{"level": "info", "text": "hello"}'`,
+    ],
+  },
+  subscribe: {
+    summary: `Subscribe to a topic or per-subscriber stream and print each message's data as one
+line of compact JSON, until Ctrl+C (unsubscribes, exit 0) or the server ends the stream
+(exit 0; ended with an error: exit 1). Gaps and skipped messages are told on stderr.`,
+    details: `URL     ws:// or wss:// (subscriptions need a WebSocket), e.g. ws://localhost:8080/rpc
+TOPIC   A topic or stream name, e.g. prices.BTC
+PARAMS  JSON text for a stream, an array or an object, e.g. '{"from": 3}'`,
+    examples: [
+      `wsrpc subscribe ws://localhost:8080/rpc prices.BTC`,
+      `wsrpc subscribe ws://localhost:8080/rpc countdown '{"from": 3}'`,
+      `wsrpc subscribe wss://gw.example.com/rpc chat.lobby --protocol token.SECRET | jq .text`,
+    ],
+  },
+  discover: {
+    summary: "Print the server's OpenRPC document (the rpc.discover method) as JSON.",
+    details: `URL     The full endpoint: ws://, wss://, http:// or https://, e.g. ws://localhost:8080/rpc`,
+    examples: [
+      `wsrpc discover ws://localhost:8080/rpc`,
+      `wsrpc discover https://gw.example.com/rpc -k | jq '.methods[].name'`,
+    ],
+  },
+};
+
+export function generalHelp(): string {
+  return `wsrpc: a command-line client for JSON-RPC 2.0 gateways (WebSocket or HTTP)
+
+Usage:
+  wsrpc call URL METHOD [PARAMS]      Call METHOD and print its result as JSON
+  wsrpc notify URL METHOD [PARAMS]    Send a notification (no answer, prints nothing)
+  wsrpc subscribe URL TOPIC [PARAMS]  Print each message of a topic or stream, one JSON line each,
+                                      until Ctrl+C or the server ends it (ws:// and wss:// only)
+  wsrpc discover URL                  Print the server's OpenRPC document (rpc.discover)
+  wsrpc COMMAND --help                Help on one command
+
+${urlAndParams}
+
+${options}
+
+Examples:
+  wsrpc call ws://localhost:8080/rpc subtract '[42, 23]'
+  wsrpc call http://localhost:8080/rpc subtract '{"minuend": 42, "subtrahend": 23}'
+  wsrpc subscribe wss://gw.example.com/rpc prices.BTC -H 'Authorization: Bearer TOKEN'
+  wsrpc discover wss://localhost:8443/rpc --cacert ./cert.pem
+
+${exitCodes}
+`;
+}
+
+export function commandUsage(command: CommandName): string {
+  const help = commandHelp[command];
+  return `Usage: ${usageLine(command)}
+
+${help.summary}
+
+${help.details}
+
+${options}
+
+Examples:
+${help.examples.map((line) => `  ${line}`).join('\n')}
+
+${exitCodes}
+`;
+}

@@ -1,0 +1,132 @@
+import { request as httpRequest } from 'node:http';
+import type { IncomingMessage, RequestOptions } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { JsonRpcError } from '../protocol/errors.js';
+import type { ErrorObject, Params } from '../protocol/types.js';
+import type { ConnectOptions, RpcConnection } from './connection.js';
+import type { Deadline } from './deadline.js';
+import type { Endpoint } from './endpoint.js';
+import { ConnectionError } from './errors.js';
+import type { HttpAnswer } from './network-messages.js';
+import { describeHttpStatus, describeNetworkError, timeoutMessage } from './network-messages.js';
+import { readBody } from './read-body.js';
+
+/** Largest response body read (an OpenRPC document can be large). */
+const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
+
+interface JsonRpcResponse {
+  result?: unknown;
+  error?: ErrorObject;
+}
+
+function isErrorObject(value: unknown): value is ErrorObject {
+  const error = value as Partial<ErrorObject> | null;
+  return (
+    typeof error === 'object' &&
+    error !== null &&
+    typeof error.code === 'number' &&
+    typeof error.message === 'string'
+  );
+}
+
+function asResponse(value: unknown): JsonRpcResponse | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  const response = value as Record<string, unknown>;
+  if ('error' in response && isErrorObject(response['error'])) {
+    return { error: response['error'] };
+  }
+  if ('result' in response) return { result: response['result'] };
+  return undefined;
+}
+
+/** JSON-RPC over HTTP: each call or notification is one POST to the endpoint URL. */
+export class HttpConnection implements RpcConnection {
+  private nextId = 1;
+
+  constructor(
+    readonly endpoint: Endpoint,
+    private readonly options: ConnectOptions,
+  ) {}
+
+  async call(method: string, params: Params | undefined, deadline: Deadline): Promise<unknown> {
+    const id = this.nextId++;
+    const answer = await this.post({ jsonrpc: '2.0', method, params, id }, deadline);
+    if (answer.status !== 200) throw new ConnectionError(describeHttpStatus(answer, this.endpoint));
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(answer.body);
+    } catch {
+      parsed = undefined;
+    }
+    const response = asResponse(parsed);
+    if (!response) {
+      const snippet = answer.body.replace(/\s+/g, ' ').trim().slice(0, 200);
+      throw new ConnectionError(
+        `${this.endpoint.hostPort} answered 200 but not with a JSON-RPC response${snippet ? `: ${snippet}` : ' (empty body)'}; is ${this.endpoint.url.pathname} a JSON-RPC endpoint?`,
+      );
+    }
+    if (response.error) throw JsonRpcError.fromErrorObject(response.error);
+    return response.result;
+  }
+
+  async notify(method: string, params: Params | undefined, deadline: Deadline): Promise<void> {
+    const answer = await this.post({ jsonrpc: '2.0', method, params }, deadline);
+    // 204 is the answer to a notification; any other 2xx also means it was taken.
+    if (answer.status < 200 || answer.status >= 300) {
+      throw new ConnectionError(describeHttpStatus(answer, this.endpoint));
+    }
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  private post(message: Record<string, unknown>, deadline: Deadline): Promise<HttpAnswer> {
+    const body = JSON.stringify(message);
+    const { endpoint, options } = this;
+    const attempt = { endpoint, timeoutMs: deadline.timeoutMs };
+    const requestOptions: RequestOptions & { rejectUnauthorized?: boolean; ca?: string } = {
+      method: 'POST',
+      headers: {
+        ...options.headers,
+        'content-type': 'application/json',
+        accept: 'application/json',
+        'content-length': Buffer.byteLength(body),
+      },
+      agent: false,
+    };
+    if (endpoint.secure) {
+      requestOptions.rejectUnauthorized = !options.insecure;
+      if (options.ca !== undefined) requestOptions.ca = options.ca;
+    }
+    const request = endpoint.secure ? httpsRequest : httpRequest;
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const remaining = deadline.remaining();
+      const timer =
+        remaining === undefined
+          ? undefined
+          : setTimeout(() => fail(new ConnectionError(timeoutMessage(attempt))), remaining);
+      const req = request(endpoint.url, requestOptions, (response: IncomingMessage) => {
+        readBody(response, MAX_RESPONSE_BYTES).then(
+          (text) => {
+            if (settled) return;
+            settled = true;
+            clearTimeout(timer);
+            resolve({ status: response.statusCode ?? 0, body: text, headers: response.headers });
+          },
+          (err: Error) => fail(new ConnectionError(describeNetworkError(err, attempt))),
+        );
+      });
+      function fail(err: ConnectionError): void {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        reject(err);
+        req.destroy();
+      }
+      req.on('error', (err) => fail(new ConnectionError(describeNetworkError(err, attempt))));
+      req.end(body);
+    });
+  }
+}
