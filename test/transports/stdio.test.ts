@@ -257,6 +257,28 @@ describe('serveStream in-process', () => {
     await waitFor(() => gateway.sessions.size === 0, 'the session to be gone');
   });
 
+  it('answers a last line that has no newline, once the input ends', async () => {
+    const gateway = streamGateway();
+    const input = new PassThrough();
+    const output = new PassThrough();
+    let written = '';
+    output.on('data', (chunk: Buffer) => (written += chunk.toString()));
+    const ended = new Promise<void>((resolve) => output.once('end', () => resolve()));
+    await gateway.serveStream(input, output);
+    input.end('{"jsonrpc":"2.0","method":"subtract","params":[42,23],"id":1}');
+    await ended;
+    expect(written).toBe(`${SUBTRACT_REPLY}\n`);
+  });
+
+  it('pipes have no address: many stdio connections are not held to the per-address limit', async () => {
+    const gateway = streamGateway({ limits: { maxConnectionsPerIp: 1 } });
+    const sessions = [];
+    for (let i = 0; i < 3; i++)
+      sessions.push(await gateway.serveStream(new PassThrough(), new PassThrough()));
+    expect(gateway.sessions.size).toBe(3);
+    for (const session of sessions) session.close();
+  });
+
   it('authenticate sees transport "stdio"; a refusal is one error line and the output ends', async () => {
     const transports: TransportKind[] = [];
     const gateway = streamGateway({

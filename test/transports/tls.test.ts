@@ -368,6 +368,17 @@ describe('tlsFromEnv', () => {
     ).toEqual({ cert: certificate.cert, key: certificate.key, passphrase: 'sesame' });
   });
 
+  it('treats empty TLS_CERT / TLS_KEY as unset, so the _FILE variables still count', () => {
+    expect(
+      tlsFromEnv({
+        TLS_CERT: '',
+        TLS_KEY: '',
+        TLS_CERT_FILE: certificate.certFile,
+        TLS_KEY_FILE: certificate.keyFile,
+      }),
+    ).toEqual({ cert: certificate.cert, key: certificate.key });
+  });
+
   it('is undefined when nothing is set', () => {
     expect(tlsFromEnv({})).toBeUndefined();
     expect(tlsFromEnv({ PORT: '8080' })).toBeUndefined();
