@@ -5,6 +5,8 @@ import type { ConnectOptions } from './connection.js';
 import { endpointOf } from './endpoint.js';
 import type { Endpoint } from './endpoint.js';
 import { UsageError } from './errors.js';
+import { DEFAULT_SUBSCRIPTION_METHODS, METHODS_EXAMPLE } from './subscribe.js';
+import type { SubscriptionMethodNames } from './subscribe.js';
 
 export const commandNames = ['call', 'notify', 'subscribe', 'discover'] as const;
 export type CommandName = (typeof commandNames)[number];
@@ -23,6 +25,8 @@ export type Invocation =
       params: Params | undefined;
       connect: ConnectOptions;
       timeoutMs: number;
+      /** subscribe: the server's subscription method names (--methods; the defaults otherwise). */
+      subscriptionMethods: SubscriptionMethodNames;
     };
 
 const optionSpec = {
@@ -31,6 +35,7 @@ const optionSpec = {
   timeout: { type: 'string' },
   insecure: { type: 'boolean', short: 'k' },
   cacert: { type: 'string' },
+  methods: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean' },
 } as const;
@@ -112,6 +117,19 @@ function parseTimeout(text: string | undefined, command: CommandName): number {
   return value;
 }
 
+/** `--methods SUBSCRIBE,NOTIFICATION,UNSUBSCRIBE`: exactly three non-empty names. */
+export function parseMethods(text: string, command: CommandName): SubscriptionMethodNames {
+  const names = text.split(',').map((name) => name.trim());
+  if (names.length !== 3 || names.some((name) => name === '')) {
+    throw new UsageError(
+      `--methods takes three comma-separated names, SUBSCRIBE,NOTIFICATION,UNSUBSCRIBE, got "${text}"; e.g. ${METHODS_EXAMPLE}`,
+      command,
+    );
+  }
+  const [subscribe, notification, unsubscribe] = names as [string, string, string];
+  return { subscribe, notification, unsubscribe };
+}
+
 function readCa(file: string, command: CommandName): string {
   let text: string;
   try {
@@ -181,6 +199,12 @@ export function parseCommandLine(argv: readonly string[]): Invocation {
   if (first === undefined)
     throw new UsageError(`no command given; the commands are ${commandNames.join(', ')}`);
   const command = first;
+  if (values.methods !== undefined && command !== 'subscribe') {
+    throw new UsageError(
+      `--methods names the subscription methods and is only for subscribe, not ${command}`,
+      command,
+    );
+  }
 
   const { required, optional } = positionalsOf[command];
   if (rest.length < required.length) {
@@ -219,6 +243,10 @@ export function parseCommandLine(argv: readonly string[]): Invocation {
     target,
     params: paramsText === undefined ? undefined : parseParams(paramsText, command),
     timeoutMs: parseTimeout(values.timeout, command),
+    subscriptionMethods:
+      values.methods === undefined
+        ? { ...DEFAULT_SUBSCRIPTION_METHODS }
+        : parseMethods(values.methods, command),
     connect: {
       headers: parseHeaders(values.header ?? [], command),
       protocols,

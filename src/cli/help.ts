@@ -1,7 +1,18 @@
 import { DEFAULT_TIMEOUT_MS, usageLine } from './args.js';
 import type { CommandName } from './args.js';
+import { DEFAULT_SUBSCRIPTION_METHODS, METHODS_EXAMPLE } from './subscribe.js';
 
-const options = `Options:
+const { subscribe, notification, unsubscribe } = DEFAULT_SUBSCRIPTION_METHODS;
+
+const methodsOption = `      --methods SUBSCRIBE,NOTIFICATION,UNSUBSCRIBE
+                              (subscribe only) The server's subscription method names, for a
+                              gateway configured with other names (default
+                              ${subscribe},${notification},${unsubscribe}), e.g.
+                              ${METHODS_EXAMPLE}`;
+
+/** The options, with --methods in the general help and subscribe's only. */
+function options(withMethods: boolean): string {
+  return `Options:
   -H, --header "Name: value"  Send this header on the WebSocket upgrade or the HTTP POST
                               (repeatable), e.g. -H 'Authorization: Bearer TOKEN'
       --protocol NAME         Offer this WebSocket subprotocol, e.g. a token (repeatable;
@@ -10,8 +21,9 @@ const options = `Options:
                               (default ${DEFAULT_TIMEOUT_MS}; 0: no limit)
   -k, --insecure              Accept any TLS certificate (no verification)
       --cacert FILE           Trust the PEM certificate(s) in FILE, e.g. a self-signed server's
-  -h, --help                  Show help (also per command: wsrpc call --help)
+${withMethods ? `${methodsOption}\n` : ''}  -h, --help                  Show help (also per command: wsrpc call --help)
       --version               Print the version`;
+}
 
 const exitCodes = `Exit codes:
   0  success
@@ -56,6 +68,7 @@ PARAMS  JSON text for a stream, an array or an object, e.g. '{"from": 3}'`,
       `wsrpc subscribe ws://localhost:8080/rpc prices.BTC`,
       `wsrpc subscribe ws://localhost:8080/rpc countdown '{"from": 3}'`,
       `wsrpc subscribe wss://gw.example.com/rpc chat.lobby --protocol token.SECRET | jq .text`,
+      `wsrpc subscribe ws://localhost:8080/rpc newHeads ${METHODS_EXAMPLE}`,
     ],
   },
   discover: {
@@ -81,7 +94,7 @@ Usage:
 
 ${urlAndParams}
 
-${options}
+${options(true)}
 
 Examples:
   wsrpc call ws://localhost:8080/rpc subtract '[42, 23]'
@@ -101,7 +114,7 @@ ${help.summary}
 
 ${help.details}
 
-${options}
+${options(command === 'subscribe')}
 
 Examples:
 ${help.examples.map((line) => `  ${line}`).join('\n')}

@@ -41,8 +41,8 @@ async function execute(run: Run): Promise<void> {
         throw err;
       }
       connection = ws;
-      const { target: topic, params } = run;
-      await runSubscribe(ws, { topic, params, deadline, stop, stdout, stderr });
+      const { target: topic, params, subscriptionMethods: methods } = run;
+      await runSubscribe(ws, { topic, params, methods, deadline, stop, stdout, stderr });
       return;
     }
     connection =

@@ -1,14 +1,26 @@
-import { JsonRpcError } from '../protocol/errors.js';
+import { JsonRpcError, MethodNotFoundError } from '../protocol/errors.js';
 import type { ErrorObject, Params } from '../protocol/types.js';
 import { Deadline } from './deadline.js';
-import { ConnectionError } from './errors.js';
+import { ConnectionError, withHint } from './errors.js';
 import type { Output } from './errors.js';
 import type { WsConnection } from './ws-connection.js';
 
+/** The three method names of the subscription protocol (`--methods SUBSCRIBE,NOTIFICATION,UNSUBSCRIBE`). */
+export interface SubscriptionMethodNames {
+  subscribe: string;
+  /** The notification that carries the messages. */
+  notification: string;
+  unsubscribe: string;
+}
+
 /** The gateway's default subscription method names (README, Pub/sub "Wire format"). */
-const SUBSCRIBE = 'subscribe';
-const NOTIFICATION = 'subscription';
-const UNSUBSCRIBE = 'unsubscribe';
+export const DEFAULT_SUBSCRIPTION_METHODS: Readonly<SubscriptionMethodNames> = {
+  subscribe: 'subscribe',
+  notification: 'subscription',
+  unsubscribe: 'unsubscribe',
+};
+/** Shown with a -32601 answer to the subscribe call. */
+export const METHODS_EXAMPLE = '--methods eth_subscribe,eth_subscription,eth_unsubscribe';
 /** Longest wait for the unsubscribe answer on Ctrl+C. */
 const UNSUBSCRIBE_TIMEOUT_MS = 2_000;
 /** Messages kept while the subscribe answer is still on its way up the stack. */
@@ -26,6 +38,8 @@ type Outcome =
 export interface SubscribeRun {
   topic: string;
   params: Params | undefined;
+  /** The subscribe, notification and unsubscribe method names the server uses. */
+  methods: SubscriptionMethodNames;
   deadline: Deadline;
   /** Aborted on Ctrl+C (SIGINT, SIGTERM) or when stdout is gone: unsubscribe and end with success. */
   stop: AbortSignal;
@@ -45,6 +59,7 @@ function isErrorObject(value: unknown): value is ErrorObject {
  * ConnectionError (the connection closed under it).
  */
 export async function runSubscribe(connection: WsConnection, run: SubscribeRun): Promise<void> {
+  const { methods } = run;
   let id: SubscriptionId | undefined;
   const early: Message[] = [];
   let finish!: (outcome: Outcome) => void;
@@ -85,7 +100,7 @@ export async function runSubscribe(connection: WsConnection, run: SubscribeRun):
 
   const notifications = connection.notifications$.subscribe((notification) => {
     const message = notification.params;
-    if (notification.method !== NOTIFICATION) return;
+    if (notification.method !== methods.notification) return;
     if (typeof message !== 'object' || message === null || Array.isArray(message)) return;
     if (id !== undefined) handle(message as Message);
     else if (early.length < MAX_EARLY_MESSAGES) early.push(message as Message);
@@ -96,13 +111,13 @@ export async function runSubscribe(connection: WsConnection, run: SubscribeRun):
   void connection.closed.then(({ code, reason }) => finish({ kind: 'closed', code, reason }));
 
   const wireParams: Params = run.params === undefined ? [run.topic] : [run.topic, run.params];
-  connection.call(SUBSCRIBE, wireParams, run.deadline).then(
+  connection.call(methods.subscribe, wireParams, run.deadline).then(
     (result) => {
       if (typeof result !== 'string' && typeof result !== 'number') {
         finish({
           kind: 'failed',
           error: new ConnectionError(
-            `${connection.endpoint.hostPort} answered "${SUBSCRIBE}" with ${JSON.stringify(result)} instead of a subscription id`,
+            `${connection.endpoint.hostPort} answered "${methods.subscribe}" with ${JSON.stringify(result)} instead of a subscription id`,
           ),
         });
         return;
@@ -110,7 +125,7 @@ export async function runSubscribe(connection: WsConnection, run: SubscribeRun):
       id = result;
       for (const message of early.splice(0)) handle(message);
     },
-    (error: unknown) => finish({ kind: 'failed', error }),
+    (error: unknown) => finish({ kind: 'failed', error: explainRefusal(error, methods) }),
   );
 
   const outcome = await done;
@@ -120,7 +135,7 @@ export async function runSubscribe(connection: WsConnection, run: SubscribeRun):
     case 'complete':
       return;
     case 'stopped':
-      if (id !== undefined) await unsubscribe(connection, id);
+      if (id !== undefined) await unsubscribe(connection, methods.unsubscribe, id);
       return;
     case 'failed':
       throw outcome.error;
@@ -129,10 +144,23 @@ export async function runSubscribe(connection: WsConnection, run: SubscribeRun):
   }
 }
 
+/** A server without the subscribe method may just name it differently: say how to give its names. */
+function explainRefusal(error: unknown, methods: SubscriptionMethodNames): unknown {
+  if (!(error instanceof MethodNotFoundError)) return error;
+  return withHint(
+    error,
+    `the server has no "${methods.subscribe}" method; if it names its subscription methods differently, give them with --methods SUBSCRIBE,NOTIFICATION,UNSUBSCRIBE, e.g. ${METHODS_EXAMPLE}`,
+  );
+}
+
 /** Best effort: the server also drops the subscription when the connection closes. */
-async function unsubscribe(connection: WsConnection, id: SubscriptionId): Promise<void> {
+async function unsubscribe(
+  connection: WsConnection,
+  method: string,
+  id: SubscriptionId,
+): Promise<void> {
   try {
-    await connection.call(UNSUBSCRIBE, [id], new Deadline(UNSUBSCRIBE_TIMEOUT_MS));
+    await connection.call(method, [id], new Deadline(UNSUBSCRIBE_TIMEOUT_MS));
   } catch {
     // Closing the connection ends it anyway.
   }

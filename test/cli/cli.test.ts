@@ -22,6 +22,13 @@ function subtract(params: unknown): number {
   return minuend - subtrahend;
 }
 
+const ETH_METHODS = {
+  subscribe: 'eth_subscribe',
+  notification: 'eth_subscription',
+  unsubscribe: 'eth_unsubscribe',
+};
+const ETH_METHODS_EXAMPLE = '--methods eth_subscribe,eth_subscription,eth_unsubscribe';
+
 async function gatewayWithSubtract(): Promise<{ gateway: Gateway<unknown>; url: string }> {
   const { gateway, port } = await resources.gateway();
   gateway.method('subtract', subtract);
@@ -36,6 +43,8 @@ describe('wsrpc --help and --version', () => {
       expect(result.stdout).toContain(word);
     }
     expect(result.stdout).toContain('Exit codes');
+    expect(result.stdout).toContain('--methods SUBSCRIBE,NOTIFICATION,UNSUBSCRIBE');
+    expect(result.stdout).toContain(ETH_METHODS_EXAMPLE);
     expect(result.stderr).toBe('');
   });
 
@@ -43,6 +52,12 @@ describe('wsrpc --help and --version', () => {
     const result = await resources.run(['subscribe', '--help']);
     expect(result.code).toBe(0);
     expect(result.stdout).toContain('Usage: wsrpc subscribe URL TOPIC [PARAMS]');
+    expect(result.stdout).toContain('--methods SUBSCRIBE,NOTIFICATION,UNSUBSCRIBE');
+    expect(result.stdout).toContain(ETH_METHODS_EXAMPLE);
+    // --methods is for subscribe only, so the other commands' help leaves it out.
+    const call = await resources.run(['call', '--help']);
+    expect(call.code).toBe(0);
+    expect(call.stdout).not.toContain('--methods');
   });
 
   it('--version prints the version from package.json', async () => {
@@ -328,6 +343,82 @@ describe('wsrpc subscribe over ws://', () => {
     expect(result.code).toBe(3);
     expect(result.stderr).toContain('closed the connection');
     expect(result.stderr).toContain('1001');
+  });
+});
+
+describe('wsrpc subscribe --methods', () => {
+  async function ethGateway(): Promise<{ gateway: Gateway<unknown>; url: string }> {
+    const { gateway, port } = await resources.gateway({ subscriptionMethods: ETH_METHODS });
+    gateway.topic('newHeads');
+    return { gateway, url: `ws://127.0.0.1:${port}/rpc` };
+  }
+
+  it('uses the given names: prints published messages, and on SIGINT unsubscribes and exits 0', async () => {
+    const { gateway, url } = await ethGateway();
+    const cli = resources.start([
+      'subscribe',
+      url,
+      'newHeads',
+      '--methods',
+      'eth_subscribe,eth_subscription,eth_unsubscribe',
+    ]);
+    await waitFor(() => gateway.pubsub.topics()['newHeads'] === 1, 'the CLI to subscribe');
+
+    await gateway.publish('newHeads', { number: '0x1' });
+    await gateway.publish('newHeads', { number: '0x2' });
+    await waitFor(() => cli.lines().length === 2, 'two lines on stdout');
+    expect(cli.lines()).toEqual(['{"number":"0x1"}', '{"number":"0x2"}']);
+
+    cli.child.kill('SIGINT');
+    const result = await cli.exited;
+    expect(result).toMatchObject({ code: 0, stderr: '' });
+    await waitFor(
+      () => (gateway.pubsub.topics()['newHeads'] ?? 0) === 0,
+      'the subscription to end',
+    );
+    // It said eth_unsubscribe before closing (the server answered it), not unsubscribe.
+    const calls = await gateway.metrics.registry.getSingleMetricAsString('rpc_calls_total');
+    expect(calls).toMatch(/rpc_calls_total\{method="eth_subscribe",outcome="ok"\} 1/);
+    expect(calls).toMatch(/rpc_calls_total\{method="eth_unsubscribe",outcome="ok"\} 1/);
+    expect(calls).not.toMatch(/method="unsubscribe"/);
+  });
+
+  it('without --methods, exits 1 with -32601 and a hint naming --methods', async () => {
+    const { url } = await ethGateway();
+    const result = await resources.run(['subscribe', url, 'newHeads']);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toMatch(/^error -32601: /m);
+    expect(result.stderr).toContain('--methods');
+  });
+
+  it('exits 2 for a malformed --methods, or --methods on another command', async () => {
+    const { gateway, url } = await ethGateway();
+    gateway.method('subtract', subtract);
+    for (const methods of [
+      'eth_subscribe,eth_subscription',
+      'eth_subscribe,eth_subscription,eth_unsubscribe,extra',
+      'eth_subscribe,,eth_unsubscribe',
+      'eth_subscribe,eth_subscription,',
+      ' , , ',
+      '',
+    ]) {
+      const result = await resources.run(['subscribe', url, 'newHeads', '--methods', methods]);
+      expect(result.code, `--methods "${methods}"`).toBe(2);
+      expect(result.stderr, `--methods "${methods}"`).toContain(ETH_METHODS_EXAMPLE);
+      expect(result.stderr, `--methods "${methods}"`).toContain('wsrpc subscribe --help');
+    }
+    const other = await resources.run([
+      'call',
+      url,
+      'subtract',
+      '[42, 23]',
+      '--methods',
+      'eth_subscribe,eth_subscription,eth_unsubscribe',
+    ]);
+    expect(other).toMatchObject({ code: 2, stdout: '' });
+    expect(other.stderr).toContain('only for subscribe');
+    expect(gateway.pubsub.topics()['newHeads'] ?? 0).toBe(0);
   });
 });
 
