@@ -135,6 +135,8 @@ export class NatsBroker implements Broker {
   private directSeq = 0;
   /** Topics whose stream this node created or updated, with the limits it applied. */
   private readonly ensured = new Map<string, string>();
+  /** Stream set-ups in flight, by topic and limits: concurrent publishes wait on one. */
+  private readonly ensuring = new Map<string, Promise<void>>();
 
   private constructor(options: NatsBrokerOptions) {
     this.servers = options.servers ?? 'nats://127.0.0.1:4222';
@@ -483,10 +485,33 @@ export class NatsBroker implements Broker {
   }
 
   /** Create the topic's stream with `retention`, or bring an existing one to it. */
-  private async ensureStream(link: Link, topic: string, retention: Retention): Promise<void> {
+  /**
+   * Make sure the topic's stream exists with `retention`. Concurrent callers for one topic share
+   * one attempt: publishes made in one turn then reach `js.publish` in the order they were
+   * made, so the stream numbers them in publish order (separate attempts finishing in any
+   * order would reorder the first burst on a new topic).
+   */
+  private ensureStream(link: Link, topic: string, retention: Retention): Promise<void> {
     const config = this.streamConfig(topic, retention);
     const limits = `${config.max_msgs}/${config.max_age}`;
-    if (this.ensured.get(topic) === limits) return;
+    if (this.ensured.get(topic) === limits) return Promise.resolve();
+    const key = `${topic}\u0000${limits}`;
+    let pending = this.ensuring.get(key);
+    if (!pending) {
+      pending = this.addOrUpdateStream(link, topic, config, limits).finally(() =>
+        this.ensuring.delete(key),
+      );
+      this.ensuring.set(key, pending);
+    }
+    return pending;
+  }
+
+  private async addOrUpdateStream(
+    link: Link,
+    topic: string,
+    config: ReturnType<NatsBroker['streamConfig']>,
+    limits: string,
+  ): Promise<void> {
     try {
       // Idempotent: a node racing us with the same configuration gets the same stream.
       await link.jsm.streams.add(config);

@@ -10,6 +10,8 @@ interface TopicState {
   /** The id every session's first subscription to the topic gets, plain and JSON-quoted. */
   sharedId: string;
   sharedQuotedId: string;
+  /** The broker subscription, settled once the broker has the topic. */
+  ready: Promise<void> | undefined;
 }
 
 /**
@@ -34,7 +36,11 @@ export class TopicRegistry {
     return this.topics.get(topic)?.sharedId;
   }
 
-  /** Keep `topic` subscribed on the broker; resolves once the broker has it. */
+  /**
+   * Keep `topic` subscribed on the broker; resolves once the broker has it, for every caller:
+   * one that comes while the first is still subscribing waits for the same subscription
+   * (accepting its subscriber earlier could let it miss what is published meanwhile).
+   */
   async hold(topic: string): Promise<void> {
     let state = this.topics.get(topic);
     if (!state) {
@@ -45,18 +51,18 @@ export class TopicRegistry {
         lastSeq: 0,
         sharedId,
         sharedQuotedId: JSON.stringify(sharedId),
+        ready: undefined,
       };
       this.topics.set(topic, state);
-      state.holds++;
-      try {
-        await this.broker.subscribe(topic, (message) => this.fanOut(message));
-      } catch (err) {
-        this.release(topic);
-        throw err;
-      }
-      return;
+      state.ready = this.broker.subscribe(topic, (message) => this.fanOut(message));
     }
     state.holds++;
+    try {
+      await state.ready;
+    } catch (err) {
+      this.release(topic);
+      throw err;
+    }
   }
 
   /** Undo one `hold`. */

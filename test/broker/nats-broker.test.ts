@@ -170,6 +170,28 @@ describe.skipIf(skipShared)(
       }
     });
 
+    it('numbers the first burst of publishes to a topic in the order they were made', async () => {
+      // The subscriber's node creates the stream; the publisher's first publishes then set it
+      // up on their side, all in one turn (what a gateway publishing a burst does).
+      const topic = newTopic('first-burst');
+      const subscriberNode = await open();
+      const publisherNode = await open();
+      const seen = collector();
+      await subscriberNode.subscribe(topic, seen.deliver);
+      // Three bursts of ten, one per turn, none awaited: the second and third start while the
+      // first burst's stream set-up is still in flight.
+      const publishes: Promise<number>[] = [];
+      for (let burst = 0; burst < 3; burst++) {
+        for (let i = 1; i <= 10; i++) {
+          publishes.push(publisherNode.publish(topic, JSON.stringify(burst * 10 + i)));
+        }
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      expect(await Promise.all(publishes)).toEqual(range(1, 30));
+      await waitFor(() => seen.messages.length >= 30, 'all 30');
+      expect(seen.messages.map((m) => JSON.parse(m.payload) as number)).toEqual(range(1, 30));
+    });
+
     it('numbers a topic 1..N across two nodes publishing at once; both subscribers get each message once, in order', async () => {
       const topic = newTopic('concurrent');
       const a = await open();
