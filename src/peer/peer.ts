@@ -126,11 +126,11 @@ export interface CloseInfo {
 }
 
 /** A reply, plus work to run once its text is on the wire (ctx.afterReply). */
-interface HookedReply {
+export interface HookedReply {
   text: string;
   afterSend: () => void;
 }
-type Reply = string | HookedReply | undefined;
+export type Reply = string | HookedReply | undefined;
 
 function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
   return (
@@ -159,7 +159,7 @@ export class Peer<S = unknown> implements TransportListener {
   readonly session: S;
   readonly logger: Logger;
   /** Settings shared by every peer made from the same options (one object for thousands). */
-  private readonly config: PeerConfig<S>;
+  protected readonly config: PeerConfig<S>;
   private readonly admit: PeerOptions<S>['admit'];
   private pendingTable: PendingCalls | undefined;
   // Allocated on first use: most connections never need them, and a gateway holds thousands.
@@ -169,7 +169,7 @@ export class Peer<S = unknown> implements TransportListener {
   private closedPromise: Promise<CloseInfo> | undefined;
   private acceptingCalls = true;
   private outbox: string[] | undefined;
-  private closeInfo: CloseInfo | undefined;
+  protected closeInfo: CloseInfo | undefined;
   private resolveClosed: ((info: CloseInfo) => void) | undefined;
 
   /**
@@ -363,31 +363,6 @@ export class Peer<S = unknown> implements TransportListener {
     this.handleBatch(frame.messages);
   }
 
-  /**
-   * Answer one frame instead of sending the answer: resolves with the reply text, or
-   * undefined when none is due (a notification, a batch of notifications only). For hosts
-   * where a request carries its own response (HTTP POST). `afterReply` hooks run once the
-   * reply is known.
-   */
-  async answer(text: string): Promise<string | undefined> {
-    if (this.closeInfo) return undefined;
-    const frame = parseFrame(text, this.config.parse);
-    const replies = await Promise.all(frame.messages.map((m) => Promise.resolve(this.handle(m))));
-    const parts: string[] = [];
-    const hooks: (() => void)[] = [];
-    for (const reply of replies) {
-      if (reply === undefined) continue;
-      if (typeof reply === 'string') parts.push(reply);
-      else {
-        parts.push(reply.text);
-        hooks.push(reply.afterSend);
-      }
-    }
-    for (const hook of hooks) this.runAfterSend(hook);
-    if (parts.length === 0) return undefined;
-    return frame.batch ? encodeBatch(parts) : parts[0];
-  }
-
   private handleBatch(messages: Incoming[]): void {
     const replies = messages.map((m) => this.handle(m));
     const sync: Reply[] = [];
@@ -432,7 +407,7 @@ export class Peer<S = unknown> implements TransportListener {
     this.runAfterSend(reply.afterSend);
   }
 
-  private runAfterSend(hook: () => void): void {
+  protected runAfterSend(hook: () => void): void {
     try {
       hook();
     } catch (err) {
@@ -448,7 +423,7 @@ export class Peer<S = unknown> implements TransportListener {
   }
 
   /** Returns the reply text, a promise of it, or undefined when nothing is to be sent. */
-  private handle(message: Incoming): Reply | Promise<Reply> {
+  protected handle(message: Incoming): Reply | Promise<Reply> {
     switch (message.kind) {
       case 'request':
         return this.handleRequest(message.id, message.method, message.params, message.version);

@@ -17,6 +17,7 @@ import type { MethodDescriptor } from '../peer/method-descriptor.js';
 import { MethodRegistry } from '../peer/method-registry.js';
 import type { Handler } from '../peer/method-registry.js';
 import { LazyChildLogger } from '../peer/lazy-child-logger.js';
+import { AnsweringPeer } from '../peer/answering-peer.js';
 import { Peer } from '../peer/peer.js';
 import { peerConfig } from '../peer/peer.js';
 import type { CloseInfo, PeerConfig } from '../peer/peer.js';
@@ -613,7 +614,9 @@ export class Gateway<C = unknown> {
     const id = `${this.idPrefix}${(++this.sessionCounter).toString(36)}`;
     const logger = new LazyChildLogger(this.logger, 'session', id);
     const session = new Session<C>(id, context, remoteAddress, logger, transport);
-    session.peer = new Peer<Session<C>>(transport, { session, logger, admit }, config);
+    // An HTTP exchange answers in its response (AnsweringPeer.answer); connections send.
+    const PeerClass = transport.canPush ? Peer : AnsweringPeer;
+    session.peer = new PeerClass<Session<C>>(transport, { session, logger, admit }, config);
     return session;
   }
 

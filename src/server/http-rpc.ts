@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AnsweringPeer } from '../peer/answering-peer.js';
 import type { Logger } from '../peer/logger.js';
 import type { ServerTransport, TransportListener } from '../transport/transport.js';
 import type { Admission } from './admission.js';
@@ -108,7 +109,8 @@ export class HttpRpc<C> {
       new HttpExchangeTransport(),
       this.bucketFor(upgrade.remoteAddress),
     );
-    const reply = await session.peer.answer(body);
+    // newSession makes an AnsweringPeer for a transport that cannot push.
+    const reply = await (session.peer as AnsweringPeer<Session<C>>).answer(body);
     if (reply === undefined) return send(res, 204);
     send(res, 200, reply, {}, 'application/json; charset=utf-8');
   }

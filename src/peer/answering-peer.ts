@@ -1,0 +1,33 @@
+import { parseFrame } from '../protocol/classify.js';
+import { encodeBatch } from '../protocol/encode.js';
+import { Peer } from './peer.js';
+
+/**
+ * A peer for hosts where each request carries its own response (HTTP POST): `answer` returns
+ * the reply instead of sending it. A subclass so that the browser client, which never answers
+ * this way, does not carry it.
+ */
+export class AnsweringPeer<S = unknown> extends Peer<S> {
+  /**
+   * Answer one frame: resolves with the reply text, or undefined when none is due (a
+   * notification, a batch of notifications only). `afterReply` hooks run once the reply is known.
+   */
+  async answer(text: string): Promise<string | undefined> {
+    if (this.closeInfo) return undefined;
+    const frame = parseFrame(text, this.config.parse);
+    const replies = await Promise.all(frame.messages.map((m) => Promise.resolve(this.handle(m))));
+    const parts: string[] = [];
+    const hooks: (() => void)[] = [];
+    for (const reply of replies) {
+      if (reply === undefined) continue;
+      if (typeof reply === 'string') parts.push(reply);
+      else {
+        parts.push(reply.text);
+        hooks.push(reply.afterSend);
+      }
+    }
+    for (const hook of hooks) this.runAfterSend(hook);
+    if (parts.length === 0) return undefined;
+    return frame.batch ? encodeBatch(parts) : parts[0];
+  }
+}
