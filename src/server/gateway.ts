@@ -296,6 +296,10 @@ export class Gateway<C = unknown> {
   async listenTcp(port = 0, host = '127.0.0.1'): Promise<AddressInfo> {
     const onSocket = (socket: Socket): void => {
       socket.on('error', () => socket.destroy());
+      // Writes are already gathered per turn: no Nagle delay on top. TCP has no ping frame,
+      // so the kernel's keepalive finds peers that vanished without a FIN.
+      socket.setNoDelay(true);
+      socket.setKeepAlive(true, this.options.heartbeatInterval || 30_000);
       void this.acceptStream(socket, socket, 'tcp', socket.remoteAddress);
     };
     const tls = this.options.tls;
