@@ -398,7 +398,10 @@ export class Gateway<C = unknown> {
       session.peer.stopAcceptingCalls();
       session.notify(ReservedMethod.Reconnect, notice);
     }
-    await Promise.all(sessions.map((session) => this.closeWhenIdle(session, deadline)));
+    await Promise.all([
+      ...sessions.map((session) => this.closeWhenIdle(session, deadline)),
+      this.httpRpc.settled(deadline - Date.now()),
+    ]);
     return this.close({ code: CloseCode.ServiceRestart, reason: 'service restart' });
   }
 
@@ -440,14 +443,17 @@ export class Gateway<C = unknown> {
     this.wss.close();
     this.connectedSubject.complete();
     this.disconnectedSubject.complete();
-    await this.router.stop();
-    if (this.ownsBroker) await this.pubsub.broker.close();
+    // HTTP requests already taken finish (their handlers may still publish) before the
+    // server and the broker go; new ones have been answered 503 since `closing` was set.
+    await this.httpRpc.settled(options.timeoutMs ?? 5_000);
     if (this.ownsServer && this.httpServer.listening) {
       await new Promise<void>((resolve) => {
         this.httpServer.close(() => resolve());
         this.httpServer.closeAllConnections();
       });
     }
+    await this.router.stop();
+    if (this.ownsBroker) await this.pubsub.broker.close();
     this.logger.info('gateway closed');
   }
 

@@ -74,7 +74,28 @@ export class HttpRpc<C> {
 
   constructor(private readonly deps: HttpRpcDeps<C>) {}
 
+  /** Requests being handled now; a drain waits for them. */
+  private inFlight = 0;
+
   async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    this.inFlight++;
+    try {
+      await this.exchange(req, res);
+    } finally {
+      this.inFlight--;
+    }
+  }
+
+  /** Resolve once no request is being handled, or after `timeoutMs`. */
+  async settled(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    // Polling is enough: it runs once per shutdown, for at most the deadline.
+    while (this.inFlight > 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+
+  private async exchange(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { deps } = this;
     if (deps.isClosing()) return send(res, 503, 'Server shutting down\n', { 'retry-after': '1' });
     const type = (req.headers['content-type'] ?? '').split(';', 1)[0]!.trim().toLowerCase();

@@ -225,6 +225,32 @@ describe('POST /rpc', () => {
     expect(sampleValue(text, 'rpc_calls_total', { method: 'subtract', outcome: 'error' })).toBe(1);
   });
 
+  for (const how of ['close', 'drain'] as const) {
+    it(`lets an HTTP call already taken finish when the gateway is told to ${how}`, async () => {
+      const { httpUrl, gateway } = await res.gateway();
+      const started = deferred();
+      const release = deferred();
+      gateway.method('slow', async () => {
+        started.resolve();
+        await release.promise;
+        return 'done';
+      });
+      const answer = post(httpUrl, '{"jsonrpc":"2.0","method":"slow","id":1}');
+      await started.promise;
+      const stopping =
+        how === 'close'
+          ? gateway.close({ timeoutMs: 10_000 })
+          : gateway.drain({ deadlineMs: 10_000 });
+      // New requests are refused meanwhile; the one in flight is not cut off.
+      expect((await post(httpUrl, '{"jsonrpc":"2.0","method":"slow","id":2}')).status).toBe(503);
+      release.resolve();
+      const reply = await answer;
+      expect(reply.status).toBe(200);
+      expect(reply.body).toBe('{"jsonrpc":"2.0","result":"done","id":1}');
+      await stopping;
+    });
+  }
+
   it('refuses new requests with 503 once the gateway is draining', async () => {
     const { httpUrl, url, gateway } = await res.gateway();
     const release = deferred();
