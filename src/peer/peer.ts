@@ -168,6 +168,8 @@ export class Peer<S = unknown> implements TransportListener {
   private subject: Subject<IncomingNotification> | undefined;
   private closedPromise: Promise<CloseInfo> | undefined;
   private acceptingCalls = true;
+  /** Calls waiting for an async authorize hook (counted in flight). */
+  private authorizing = 0;
   private outbox: string[] | undefined;
   protected closeInfo: CloseInfo | undefined;
   private resolveClosed: ((info: CloseInfo) => void) | undefined;
@@ -242,8 +244,9 @@ export class Peer<S = unknown> implements TransportListener {
   }
 
   /** Incoming calls whose handlers are still running. */
+  /** Incoming calls being authorized or run: what a drain or a half-close waits for. */
   get inFlightCount(): number {
-    return this.running?.size ?? 0;
+    return (this.running?.size ?? 0) + this.authorizing;
   }
 
   get bufferedAmount(): number {
@@ -482,12 +485,16 @@ export class Peer<S = unknown> implements TransportListener {
         ? this.runHandler(handler, id, method, params, version)
         : this.unauthorized(id, method, version);
     }
+    this.authorizing++;
     return Promise.resolve(verdict).then(
-      (allowed) =>
-        allowed
+      (allowed) => {
+        this.authorizing--;
+        return allowed
           ? this.runHandler(handler, id, method, params, version)
-          : this.unauthorized(id, method, version),
+          : this.unauthorized(id, method, version);
+      },
       (err: unknown) => {
+        this.authorizing--;
         this.logger.error({ err, method }, 'authorize hook failed');
         return failure(id, ErrorCode.InternalError, version);
       },

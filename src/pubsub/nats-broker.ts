@@ -498,8 +498,17 @@ export class NatsBroker implements Broker {
     const key = `${topic}\u0000${limits}`;
     let pending = this.ensuring.get(key);
     if (!pending) {
-      pending = this.addOrUpdateStream(link, topic, config, limits).finally(() =>
-        this.ensuring.delete(key),
+      // `ensured` is set in the very reaction that settles `pending`, so every caller already
+      // waiting continues before any later caller that finds the stream ensured.
+      pending = this.addOrUpdateStream(link, config).then(
+        () => {
+          this.ensuring.delete(key);
+          this.ensured.set(topic, limits);
+        },
+        (err: unknown) => {
+          this.ensuring.delete(key);
+          throw err;
+        },
       );
       this.ensuring.set(key, pending);
     }
@@ -508,9 +517,7 @@ export class NatsBroker implements Broker {
 
   private async addOrUpdateStream(
     link: Link,
-    topic: string,
     config: ReturnType<NatsBroker['streamConfig']>,
-    limits: string,
   ): Promise<void> {
     try {
       // Idempotent: a node racing us with the same configuration gets the same stream.
@@ -524,7 +531,6 @@ export class NatsBroker implements Broker {
         discard: config.discard,
       });
     }
-    this.ensured.set(topic, limits);
   }
 
   /** The topic's stream, created with the default retention if nobody published yet. */

@@ -54,13 +54,16 @@ export class TopicRegistry {
         ready: undefined,
       };
       this.topics.set(topic, state);
-      state.ready = this.broker.subscribe(topic, (message) => this.fanOut(message));
+      // Through a promise, so a broker that throws synchronously fails like one that rejects.
+      state.ready = Promise.resolve().then(() =>
+        this.broker.subscribe(topic, (message) => this.fanOut(message)),
+      );
     }
     state.holds++;
     try {
       await state.ready;
     } catch (err) {
-      this.release(topic);
+      if (this.topics.get(topic) === state) this.release(topic);
       throw err;
     }
   }

@@ -347,7 +347,11 @@ export class Gateway<C = unknown> {
   ): Promise<Session<C> | undefined> {
     const refuse = (status: number, message: string): undefined => {
       this.logger.info({ transport: kind, remoteAddress, status, message }, 'connection refused');
-      output.end(streamRefusal(status, message));
+      input.resume(); // whatever else it sends is thrown away
+      // The line, then the end; a socket whose peer keeps its side open is destroyed soon after.
+      output.end(streamRefusal(status, message), () => {
+        if (kind === 'tcp') setTimeout(() => input.destroy(), 1_000).unref();
+      });
       return undefined;
     };
     if (this.closing) return refuse(503, 'Server shutting down');
@@ -446,6 +450,7 @@ export class Gateway<C = unknown> {
     // HTTP requests already taken finish (their handlers may still publish) before the
     // server and the broker go; new ones have been answered 503 since `closing` was set.
     await this.httpRpc.settled(options.timeoutMs ?? 5_000);
+    this.httpRpc.closeAll();
     if (this.ownsServer && this.httpServer.listening) {
       await new Promise<void>((resolve) => {
         this.httpServer.close(() => resolve());

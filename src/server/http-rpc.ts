@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AnsweringPeer } from '../peer/answering-peer.js';
 import type { Logger } from '../peer/logger.js';
+import { CloseCode } from '../transport/transport.js';
 import type { ServerTransport, TransportListener } from '../transport/transport.js';
 import type { Admission } from './admission.js';
 import type { GatewayLimits, UpgradeRequest } from './options.js';
@@ -28,6 +29,17 @@ class HttpExchangeTransport implements ServerTransport {
   onDrain(listener: () => void): () => void {
     const timer = setTimeout(listener, 0);
     return () => clearTimeout(timer);
+  }
+}
+
+/** Resolves once the session's peer has no call or notification handler running (or it closed). */
+async function untilIdle(session: {
+  readonly isClosed: boolean;
+  readonly peer: { readonly inFlightCount: number };
+}): Promise<void> {
+  // Polling: only exchanges whose notification handlers outlive the response get here.
+  while (!session.isClosed && session.peer.inFlightCount > 0) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }
 
@@ -76,6 +88,8 @@ export class HttpRpc<C> {
 
   /** Requests being handled now; a drain waits for them. */
   private inFlight = 0;
+  /** Sessions of the exchanges in progress, so a shutdown can end them. */
+  private readonly sessions = new Set<Session<C>>();
 
   async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     this.inFlight++;
@@ -110,7 +124,21 @@ export class HttpRpc<C> {
     if (typeof admitted !== 'function') {
       return send(res, admitted.status, `${admitted.message}\n`, admitted.headers);
     }
-    res.once('close', admitted);
+    try {
+      await this.answer(req, res, upgrade);
+    } finally {
+      // Held until the work is done, not until the response is: a notification's handler runs
+      // on after its 204, and counts against the limits until it ends.
+      admitted();
+    }
+  }
+
+  private async answer(
+    req: IncomingMessage,
+    res: ServerResponse,
+    upgrade: UpgradeRequest,
+  ): Promise<void> {
+    const { deps } = this;
     this.allowOrigin(req, res);
     let context: C;
     try {
@@ -130,10 +158,27 @@ export class HttpRpc<C> {
       new HttpExchangeTransport(),
       this.bucketFor(upgrade.remoteAddress),
     );
-    // newSession makes an AnsweringPeer for a transport that cannot push.
-    const reply = await (session.peer as AnsweringPeer<Session<C>>).answer(body);
-    if (reply === undefined) return send(res, 204);
-    send(res, 200, reply, {}, 'application/json; charset=utf-8');
+    this.sessions.add(session);
+    // A caller gone before its answer: stop the work done for it (handlers see ctx.signal).
+    const abandon = (): void => {
+      if (!res.writableFinished) session.close(CloseCode.GoingAway, 'client went away');
+    };
+    res.once('close', abandon);
+    try {
+      // newSession makes an AnsweringPeer for a transport that cannot push.
+      const reply = await (session.peer as AnsweringPeer<Session<C>>).answer(body);
+      if (reply === undefined) send(res, 204);
+      else send(res, 200, reply, {}, 'application/json; charset=utf-8');
+      await untilIdle(session);
+    } finally {
+      res.off('close', abandon);
+      this.sessions.delete(session);
+    }
+  }
+
+  /** End every exchange still running (their handlers are aborted): the last step of a shutdown. */
+  closeAll(): void {
+    for (const session of [...this.sessions]) session.close(CloseCode.GoingAway, 'server closed');
   }
 
   /**
@@ -180,6 +225,8 @@ export class HttpRpc<C> {
       });
       req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
       req.on('error', () => resolve(undefined));
+      // Aborted before the end (a no-op once 'end' has resolved it).
+      req.on('close', () => resolve(undefined));
     });
   }
 

@@ -23,6 +23,7 @@ class NdjsonSocket implements WebSocketLike {
   onclose: ((event: { code: number; reason: string }) => void) | null = null;
   onerror: ((event: unknown) => void) | null = null;
   private partial = '';
+  private early: string[] | undefined;
   private closeCode = 1006;
   private closeReason = 'connection lost';
 
@@ -63,6 +64,9 @@ class NdjsonSocket implements WebSocketLike {
     if (this.readyState !== CONNECTING) return;
     this.readyState = OPEN;
     this.onopen?.({});
+    const early = this.early;
+    this.early = undefined;
+    for (const line of early ?? []) if (this.readyState === OPEN) this.onmessage?.({ data: line });
   }
 
   private onData(chunk: string): void {
@@ -72,6 +76,8 @@ class NdjsonSocket implements WebSocketLike {
       const line = text.slice(0, newline).trim();
       text = text.slice(newline + 1);
       if (line.length > 0 && this.readyState === OPEN) this.onmessage?.({ data: line });
+      // Written before the client attached (e.g. a greeting): kept for the open.
+      else if (line.length > 0 && this.readyState === CONNECTING) (this.early ??= []).push(line);
       newline = text.indexOf('\n');
     }
     this.partial = text;

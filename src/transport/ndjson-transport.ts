@@ -50,7 +50,7 @@ export class NdjsonTransport implements ServerTransport {
   ) {
     this.kind = options.kind;
     readable.setEncoding('utf8');
-    readable.on('data', (chunk: string) => this.onData(chunk));
+    readable.on('data', this.onChunk);
     readable.on('end', () => {
       this.inputEnded = true;
       this.flushPartial(); // a last line without its newline is still a message
@@ -129,7 +129,11 @@ export class NdjsonTransport implements ServerTransport {
     return () => this.writable.off('drain', listener);
   }
 
+  private readonly onChunk = (chunk: string): void => this.onData(chunk);
+
   private onData(chunk: string): void {
+    // Closing or closed: what still arrives is thrown away, not buffered.
+    if (this.closing || this.closed) return;
     let text = this.partial + chunk;
     let newline = text.indexOf('\n');
     while (newline >= 0 && !this.closing && !this.closed) {
@@ -168,6 +172,9 @@ export class NdjsonTransport implements ServerTransport {
     if (this.closed) return;
     this.closed = true;
     clearTimeout(this.closeTimer);
+    this.readable.off('data', this.onChunk);
+    // A pipe (stdio) has no other end to wait for: stop reading it so nothing more is held.
+    if (!this.sameStream) this.readable.destroy();
     this.listener?.transportClosed(code, reason);
   }
 }

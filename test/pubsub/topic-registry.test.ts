@@ -48,6 +48,29 @@ describe('TopicRegistry.hold', () => {
     await broker.close();
   });
 
+  it('a broker that throws synchronously leaves nothing held, and the next hold subscribes again', async () => {
+    const broker = new MemoryBroker();
+    let calls = 0;
+    const subscribe = broker.subscribe.bind(broker);
+    broker.subscribe = (topic, deliver) => {
+      if (++calls === 1) throw new Error('not connected');
+      return subscribe(topic, deliver);
+    };
+    const registry = new TopicRegistry(
+      broker,
+      'head',
+      () => 'id',
+      () => undefined,
+    );
+    await expect(registry.hold('t')).rejects.toThrow('not connected');
+    expect(registry.topicCount).toBe(0);
+    await registry.hold('t');
+    expect(calls).toBe(2);
+    expect(registry.topicCount).toBe(1);
+    registry.release('t');
+    await broker.close();
+  });
+
   it('when the broker refuses, every waiting holder fails and the topic is not left held', async () => {
     const broker = new MemoryBroker();
     broker.subscribe = () => Promise.reject(new Error('broker down'));

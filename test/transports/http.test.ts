@@ -251,6 +251,52 @@ describe('POST /rpc', () => {
     });
   }
 
+  it("a notification's handler keeps its connection slot until it ends, after the 204", async () => {
+    const { httpUrl, gateway } = await res.gateway({ limits: { maxConnections: 1 } });
+    const release = deferred();
+    const started = deferred();
+    gateway.method('background', async () => {
+      started.resolve();
+      await release.promise;
+    });
+    gateway.method('ping', () => 'pong');
+    const note = await post(httpUrl, '{"jsonrpc":"2.0","method":"background"}');
+    expect(note.status).toBe(204);
+    await started.promise;
+    expect((await post(httpUrl, '{"jsonrpc":"2.0","method":"ping","id":1}')).status).toBe(503);
+    release.resolve();
+    // Once the handler is done the slot is free again.
+    let answer: Answer | undefined;
+    for (let i = 0; i < 200 && answer?.status !== 200; i++) {
+      answer = await post(httpUrl, '{"jsonrpc":"2.0","method":"ping","id":2}');
+      if (answer.status !== 200) await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(answer?.body).toBe('{"jsonrpc":"2.0","result":"pong","id":2}');
+  });
+
+  it('aborts the handler of a caller that went away before its answer', async () => {
+    const { httpUrl, gateway } = await res.gateway();
+    const started = deferred();
+    const aborted = deferred();
+    gateway.method('long', async (_params, ctx) => {
+      ctx.signal.addEventListener('abort', () => aborted.resolve());
+      started.resolve();
+      await aborted.promise;
+      return 'never sent';
+    });
+    const controller = new AbortController();
+    const call = fetch(`${httpUrl}/rpc`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"jsonrpc":"2.0","method":"long","id":1}',
+      signal: controller.signal,
+    }).catch((err: unknown) => err);
+    await started.promise;
+    controller.abort();
+    await aborted.promise; // resolves only if the gateway aborted the handler
+    expect(await call).toBeInstanceOf(Error);
+  });
+
   it('refuses new requests with 503 once the gateway is draining', async () => {
     const { httpUrl, url, gateway } = await res.gateway();
     const release = deferred();

@@ -270,6 +270,36 @@ describe('serveStream in-process', () => {
     expect(written).toBe(`${SUBTRACT_REPLY}\n`);
   });
 
+  it('stops reading its input once the connection has closed', async () => {
+    const gateway = streamGateway();
+    const input = new PassThrough();
+    const output = new PassThrough();
+    output.resume();
+    const session = await gateway.serveStream(input, output);
+    session.close();
+    await session.closed;
+    expect(input.destroyed).toBe(true);
+  });
+
+  it('a streamSocket client gets what the server wrote before the client was made', async () => {
+    const gateway = streamGateway();
+    const toClient = new PassThrough();
+    const toServer = new PassThrough();
+    const session = await gateway.serveStream(toServer, toClient);
+    session.notify('welcome', ['early']);
+    await new Promise((resolve) => setImmediate(resolve));
+    const client = createClient({
+      url: 'stdio:',
+      WebSocket: streamSocket(toClient, toServer),
+      reconnect: false,
+      heartbeat: false,
+    });
+    const welcome = firstValueFrom(client.notificationsOf<[string]>('welcome'));
+    expect(await welcome).toEqual(['early']);
+    expect(await client.call('subtract', [42, 23])).toBe(19);
+    await client.close();
+  });
+
   it('pipes have no address: many stdio connections are not held to the per-address limit', async () => {
     const gateway = streamGateway({ limits: { maxConnectionsPerIp: 1 } });
     const sessions = [];

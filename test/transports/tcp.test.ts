@@ -192,6 +192,49 @@ describe('TCP (newline-delimited JSON)', () => {
     expect(requests[0]!.remoteAddress).toMatch(/127\.0\.0\.1/);
   });
 
+  it('closes a refused connection itself, even when the client keeps its side open', async () => {
+    const { port } = await tcpGateway({
+      authenticate: () => {
+        throw new UpgradeRejection(403);
+      },
+    });
+    const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+    cleanups.push(() => socket.destroy());
+    let received = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (received += chunk));
+    socket.on('error', () => undefined);
+    await new Promise<void>((resolve) => socket.once('end', () => resolve()));
+    expect(lines(received)).toMatchObject([{ error: { code: -32004, data: { status: 403 } } }]);
+    // Our side stays open and keeps writing: once the server has destroyed its socket, a write
+    // is answered with a reset and ours closes. (A server that kept it would read on forever.)
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    const writer = setInterval(() => socket.write('{"jsonrpc":"2.0","method":"x"}\n'), 50);
+    cleanups.push(() => clearInterval(writer));
+    await closed;
+    clearInterval(writer);
+    expect(socket.destroyed).toBe(true);
+  });
+
+  it('answers what a half-closed connection sent even while an async authorize hook decides', async () => {
+    const { gateway, port } = await tcpGateway({
+      authorize: async () => {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        return true;
+      },
+    });
+    gateway.method('sum', (numbers: number[]) => numbers.reduce((a, b) => a + b, 0));
+    const reply = await rawExchange(
+      port,
+      '{"jsonrpc":"2.0","method":"sum","params":[1,2],"id":1}\n{"jsonrpc":"2.0","method":"sum","params":[4],"id":2}\n',
+      true,
+    );
+    expect(lines(reply)).toEqual([
+      { jsonrpc: '2.0', result: 3, id: 1 },
+      { jsonrpc: '2.0', result: 4, id: 2 },
+    ]);
+  });
+
   it('counts TCP connections against the per-address limit', async () => {
     const { gateway, port, url } = await tcpGateway({ limits: { maxConnectionsPerIp: 1 } });
     gateway.method('ping', () => 'pong');
