@@ -148,7 +148,7 @@ function readCa(file: string, command: CommandName): string {
 }
 
 function parseEndpoint(text: string, command: CommandName): Endpoint {
-  const example = 'e.g. ws://localhost:8080/rpc or http://localhost:8080/rpc';
+  const example = 'e.g. ws://localhost:8080/rpc, http://localhost:8080/rpc or tcp://localhost:9000';
   let url: URL;
   try {
     url = new URL(text);
@@ -158,11 +158,38 @@ function parseEndpoint(text: string, command: CommandName): Endpoint {
   const endpoint = endpointOf(url);
   if (!endpoint) {
     throw new UsageError(
-      `the URL must start with ws://, wss://, http:// or https:// (got "${text}"); ${example}`,
+      `the URL must start with ws://, wss://, http://, https://, tcp:// or tls:// (got "${text}"); ${example}`,
+      command,
+    );
+  }
+  if (endpoint.kind === 'tcp' && (endpoint.port === undefined || endpoint.host === '')) {
+    throw new UsageError(
+      `${url.protocol}// URLs need a host and a port, e.g. ${url.protocol}//localhost:9000 (got "${text}")`,
       command,
     );
   }
   return endpoint;
+}
+
+/** -H and --protocol ride on the HTTP upgrade or POST: a tcp:// or tls:// connection has neither. */
+function checkNoHeaders(
+  endpoint: Endpoint,
+  values: { header?: string[] | undefined; protocol?: string[] | undefined },
+  command: CommandName,
+): void {
+  if (endpoint.kind !== 'tcp') return;
+  const option =
+    (values.header ?? []).length > 0
+      ? '-H/--header'
+      : (values.protocol ?? []).length > 0
+        ? '--protocol'
+        : undefined;
+  if (option === undefined) return;
+  const secure = endpoint.secure ? 'wss://' : 'ws://';
+  throw new UsageError(
+    `${option} cannot be used with ${endpoint.url.protocol}//: TCP carries no headers (no HTTP request, no WebSocket subprotocol), so there is nothing to send them in; the server decides by address. To send credentials, use the server's ${secure} or ${endpoint.secure ? 'https://' : 'http://'} endpoint`,
+    command,
+  );
 }
 
 function parseOptions(argv: readonly string[]) {
@@ -221,10 +248,11 @@ export function parseCommandLine(argv: readonly string[]): Invocation {
   const endpoint = parseEndpoint(rest[0]!, command);
   if (command === 'subscribe' && endpoint.kind === 'http') {
     throw new UsageError(
-      `subscriptions need a WebSocket: use ws:// or wss:// instead of ${endpoint.url.protocol}// (e.g. ws://${endpoint.url.host}${endpoint.url.pathname})`,
+      `subscriptions need a two-way connection: use ws:// or wss:// (or tcp://, tls://) instead of ${endpoint.url.protocol}// (e.g. ws://${endpoint.url.host}${endpoint.url.pathname})`,
       command,
     );
   }
+  checkNoHeaders(endpoint, values, command);
   const protocols = values.protocol ?? [];
   if (protocols.length > 0 && endpoint.kind === 'http') {
     throw new UsageError(

@@ -3,7 +3,7 @@ import type { Deadline } from './deadline.js';
 
 /** TLS and HTTP settings from the command line, for either transport. */
 export interface ConnectOptions {
-  /** Extra request headers (-H), by lower-case name. */
+  /** Extra request headers (-H), by lower-case name; none over tcp:// and tls://. */
   readonly headers: Readonly<Record<string, string>>;
   /** Subprotocols to offer (--protocol); WebSocket only. */
   readonly protocols: readonly string[];
@@ -14,13 +14,13 @@ export interface ConnectOptions {
 }
 
 /**
- * One conversation with the server, over WebSocket or HTTP. `call` rejects with a
+ * One conversation with the server, over WebSocket, HTTP, or NDJSON over TCP. `call` rejects with a
  * JsonRpcError when the server answers with an error, and with a ConnectionError
  * when it cannot be reached or talked to.
  */
 export interface RpcConnection {
   call(method: string, params: Params | undefined, deadline: Deadline): Promise<unknown>;
-  /** Resolves once the notification has left (WebSocket) or was accepted (HTTP). */
+  /** Resolves once the notification has left (WebSocket), was accepted (HTTP), or the server closed after it (TCP). */
   notify(method: string, params: Params | undefined, deadline: Deadline): Promise<void>;
   close(): Promise<void>;
 }

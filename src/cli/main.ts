@@ -2,12 +2,15 @@
 import { parseCommandLine } from './args.js';
 import type { Invocation } from './args.js';
 import { runCall, runDiscover, runNotify } from './commands.js';
-import type { RpcConnection } from './connection.js';
+import type { ConnectOptions, RpcConnection } from './connection.js';
 import { Deadline } from './deadline.js';
+import type { Endpoint } from './endpoint.js';
 import { ExitCode, reportFailure } from './errors.js';
 import { commandUsage, generalHelp } from './help.js';
 import { HttpConnection } from './http-connection.js';
+import type { PeerConnection } from './peer-connection.js';
 import { runSubscribe } from './subscribe.js';
+import { TcpConnection } from './tcp-connection.js';
 import { readVersion } from './version.js';
 import { WsConnection } from './ws-connection.js';
 
@@ -26,6 +29,18 @@ function stopSignal(): AbortSignal {
   return controller.signal;
 }
 
+/** A bidirectional connection: a WebSocket (ws://, wss://) or NDJSON over TCP (tcp://, tls://). */
+function openPeerConnection(
+  endpoint: Endpoint,
+  options: ConnectOptions,
+  deadline: Deadline,
+  signal?: AbortSignal,
+): Promise<PeerConnection> {
+  return endpoint.kind === 'tcp'
+    ? TcpConnection.open(endpoint, options, deadline, signal)
+    : WsConnection.open(endpoint, options, deadline, signal);
+}
+
 async function execute(run: Run): Promise<void> {
   const deadline = new Deadline(run.timeoutMs);
   const { stdout, stderr } = process;
@@ -33,22 +48,22 @@ async function execute(run: Run): Promise<void> {
   try {
     if (run.command === 'subscribe') {
       const stop = stopSignal(); // before connecting: Ctrl+C while connecting also exits 0
-      let ws: WsConnection;
+      let peer: PeerConnection;
       try {
-        ws = await WsConnection.open(run.endpoint, run.connect, deadline, stop);
+        peer = await openPeerConnection(run.endpoint, run.connect, deadline, stop);
       } catch (err) {
         if (stop.aborted) return;
         throw err;
       }
-      connection = ws;
+      connection = peer;
       const { target: topic, params, subscriptionMethods: methods } = run;
-      await runSubscribe(ws, { topic, params, methods, deadline, stop, stdout, stderr });
+      await runSubscribe(peer, { topic, params, methods, deadline, stop, stdout, stderr });
       return;
     }
     connection =
-      run.endpoint.kind === 'ws'
-        ? await WsConnection.open(run.endpoint, run.connect, deadline)
-        : new HttpConnection(run.endpoint, run.connect);
+      run.endpoint.kind === 'http'
+        ? new HttpConnection(run.endpoint, run.connect)
+        : await openPeerConnection(run.endpoint, run.connect, deadline);
     if (run.command === 'call') await runCall(connection, run.target, run.params, deadline, stdout);
     else if (run.command === 'notify')
       await runNotify(connection, run.target, run.params, deadline);

@@ -1,4 +1,5 @@
 import { STATUS_CODES } from 'node:http';
+import { schemeOf } from './endpoint.js';
 import type { Endpoint } from './endpoint.js';
 
 /** What the connection was trying to do when it failed, for the hints. */
@@ -27,7 +28,7 @@ const trustHint =
   'trust it with --cacert FILE (the PEM certificate) or skip verification with -k/--insecure';
 
 function plainScheme(endpoint: Endpoint): string {
-  return endpoint.kind === 'ws' ? 'ws://' : 'http://';
+  return schemeOf(endpoint.kind, false);
 }
 
 export function timeoutMessage(attempt: Attempt, what = 'answer'): string {
@@ -75,7 +76,7 @@ export function describeNetworkError(err: Error, attempt: Attempt): string {
   if (code === 'ECONNRESET' || err.message === 'socket hang up') {
     const hint = endpoint.secure
       ? 'check the URL and port (does the server take TLS connections there?)'
-      : `check the URL and port; if the server uses TLS, use ${endpoint.kind === 'ws' ? 'wss://' : 'https://'}`;
+      : `check the URL and port; if the server uses TLS, use ${schemeOf(endpoint.kind, true)}`;
     return `${where} closed the connection before answering; ${hint}`;
   }
   if (code.startsWith('ERR_TLS') || code.startsWith('ERR_SSL') || code.includes('CERT')) {
@@ -185,4 +186,44 @@ export function describeClose(
   const said = reason === meaning ? undefined : reason;
   const parts = [String(code), meaning, said].filter((p) => p !== undefined && p !== '');
   return `${endpoint.hostPort} closed the connection (${parts.join(', ')})`;
+}
+
+/** A refusal line from a TCP or TLS server: a JSON-RPC error with id null, its HTTP-like status in data. */
+export interface StreamRefusal {
+  readonly code: number;
+  readonly message: string;
+  readonly status: number;
+}
+
+/** The refusal a server sends on a tcp:// or tls:// connection it will not serve, or undefined. */
+export function streamRefusalOf(line: string): StreamRefusal | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  const { id, error } = value as { id?: unknown; error?: unknown };
+  if (id !== null || typeof error !== 'object' || error === null) return undefined;
+  const { code, message, data } = error as { code?: unknown; message?: unknown; data?: unknown };
+  const status = (data as { status?: unknown } | null | undefined)?.status;
+  if (typeof code !== 'number' || typeof status !== 'number') return undefined;
+  return { code, message: typeof message === 'string' ? message : '', status };
+}
+
+/** A tcp:// or tls:// server refused the connection (there is no HTTP status line to read). */
+export function describeStreamRefusal(refusal: StreamRefusal, endpoint: Endpoint): string {
+  const { status } = refusal;
+  const where = endpoint.hostPort;
+  const statusText = `${status} ${STATUS_CODES[status] ?? ''}`.trim();
+  const why = refusal.message === '' ? statusText : `"${refusal.message}"`;
+  const refused = `${where} refused the connection: ${why} (error ${refusal.code}, status ${statusText})`;
+  if (status === 401 || status === 403) {
+    const secure = schemeOf('ws', endpoint.secure);
+    return `${refused}; authentication rejected: ${endpoint.url.protocol}// carries no headers or tokens, so the server decides by address; ask for this address to be let in, or use the server's ${secure} endpoint with -H or --protocol`;
+  }
+  if (status === 429 || status === 503) return `${refused}; retry later`;
+  if (status >= 500) return `${refused}; see the server's log`;
+  return refused;
 }

@@ -3,7 +3,7 @@ import type { ErrorObject, Params } from '../protocol/types.js';
 import { Deadline } from './deadline.js';
 import { ConnectionError, withHint } from './errors.js';
 import type { Output } from './errors.js';
-import type { WsConnection } from './ws-connection.js';
+import type { PeerConnection } from './peer-connection.js';
 
 /** The three method names of the subscription protocol (`--methods SUBSCRIBE,NOTIFICATION,UNSUBSCRIBE`). */
 export interface SubscriptionMethodNames {
@@ -58,7 +58,7 @@ function isErrorObject(value: unknown): value is ErrorObject {
  * rejects with a JsonRpcError (refused, or the stream ended with an error) or a
  * ConnectionError (the connection closed under it).
  */
-export async function runSubscribe(connection: WsConnection, run: SubscribeRun): Promise<void> {
+export async function runSubscribe(connection: PeerConnection, run: SubscribeRun): Promise<void> {
   const { methods } = run;
   let id: SubscriptionId | undefined;
   const early: Message[] = [];
@@ -155,7 +155,7 @@ function explainRefusal(error: unknown, methods: SubscriptionMethodNames): unkno
 
 /** Best effort: the server also drops the subscription when the connection closes. */
 async function unsubscribe(
-  connection: WsConnection,
+  connection: PeerConnection,
   method: string,
   id: SubscriptionId,
 ): Promise<void> {

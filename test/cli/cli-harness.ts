@@ -51,6 +51,16 @@ export class CliResources {
     return { gateway, port };
   }
 
+  /** A gateway serving newline-delimited JSON on an ephemeral loopback TCP port (TLS with `tls`). */
+  async tcpGateway<C = unknown>(
+    options: GatewayOptions<C> = {},
+  ): Promise<{ gateway: Gateway<C>; port: number }> {
+    const gateway = createGateway<C>({ logger: silentLogger, heartbeatInterval: 0, ...options });
+    this.gateways.push(gateway as Gateway<unknown>);
+    const { port } = await gateway.listenTcp(0, '127.0.0.1');
+    return { gateway, port };
+  }
+
   /** Start `node dist/src/cli/main.js ...args`. */
   start(args: readonly string[], env: NodeJS.ProcessEnv = {}): CliProcess {
     const child = spawn(process.execPath, [cliJs, ...args], {

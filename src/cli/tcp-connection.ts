@@ -1,0 +1,162 @@
+import { connect as connectTcp, isIP } from 'node:net';
+import type { Socket } from 'node:net';
+import { connect as connectTls } from 'node:tls';
+import type { Params } from '../protocol/types.js';
+import { streamSocket } from '../transport/ndjson-socket.js';
+import type { WebSocketLike } from '../transport/websocket-transport.js';
+import type { ConnectOptions } from './connection.js';
+import type { Deadline } from './deadline.js';
+import type { Endpoint } from './endpoint.js';
+import { ConnectionError } from './errors.js';
+import {
+  describeNetworkError,
+  describeStreamRefusal,
+  streamRefusalOf,
+} from './network-messages.js';
+import { CLOSE_GRACE_MS, PeerConnection, connectWithin } from './peer-connection.js';
+
+/** Longest first line looked at for a refusal (a refusal is a short line). */
+const MAX_REFUSAL_LINE = 64 * 1024;
+
+/**
+ * Open a TCP (tcp://) or TLS (tls://) socket, turning each way it can fail into a
+ * ConnectionError a person can act on. Opened here rather than by `tcpSocket()` so a failed
+ * attempt can be cut at once and the raw lines watched for a refusal.
+ */
+function openSocket(
+  endpoint: Endpoint,
+  options: ConnectOptions,
+  deadline: Deadline,
+  signal: AbortSignal | undefined,
+): Promise<Socket> {
+  const attempt = { endpoint, timeoutMs: deadline.timeoutMs };
+  const host = endpoint.host.replace(/^\[|\]$/g, '');
+  const port = endpoint.port ?? 0;
+  return connectWithin<Socket>(attempt, deadline, signal, ({ opened, failed }) => {
+    const socket = endpoint.secure
+      ? connectTls({
+          host,
+          port,
+          // SNI carries host names only (RFC 6066): none for an IP address.
+          ...(isIP(host) === 0 ? { servername: host } : {}),
+          rejectUnauthorized: !options.insecure,
+          ...(options.ca === undefined ? {} : { ca: options.ca }),
+        })
+      : connectTcp({ host, port });
+    socket.on('error', (err: Error) =>
+      failed(new ConnectionError(describeNetworkError(err, attempt))),
+    );
+    socket.once(endpoint.secure ? 'secureConnect' : 'connect', () => {
+      socket.setNoDelay(true);
+      opened(socket);
+    });
+    return () => socket.destroy();
+  });
+}
+
+/**
+ * A JSON-RPC conversation over newline-delimited JSON on one TCP or TLS connection (the
+ * gateway's `listenTcp`), through the project's Peer: bidirectional, so subscriptions work.
+ */
+/** What the first line from the server said, when it refused the connection. */
+interface Refusal {
+  error?: ConnectionError;
+  /** Whether the server sent anything at all. */
+  answered?: boolean;
+}
+
+/**
+ * A refused connection gets one JSON-RPC error line with id null, and then the close. Look at
+ * the first line as it arrives, whatever state the socket is in (the Peer would drop it as a
+ * response to no call, and lines that come after our own close are not delivered at all).
+ * Attached before the NDJSON socket's listener, so it is seen before the close that follows.
+ */
+function watchForRefusal(raw: Socket, endpoint: Endpoint): Refusal {
+  const refusal: Refusal = {};
+  let text = '';
+  const onData = (chunk: string): void => {
+    text += chunk;
+    refusal.answered = true;
+    const newline = text.indexOf('\n');
+    if (newline < 0 && text.length < MAX_REFUSAL_LINE) return;
+    raw.off('data', onData);
+    const found = streamRefusalOf(newline < 0 ? text : text.slice(0, newline));
+    if (found) refusal.error = new ConnectionError(describeStreamRefusal(found, endpoint));
+  };
+  raw.setEncoding('utf8');
+  raw.on('data', onData);
+  return refusal;
+}
+
+/**
+ * A JSON-RPC conversation over newline-delimited JSON on one TCP or TLS connection (the
+ * gateway's `listenTcp`), through the project's Peer: bidirectional, so subscriptions work.
+ */
+export class TcpConnection extends PeerConnection {
+  private constructor(
+    endpoint: Endpoint,
+    socket: WebSocketLike,
+    private readonly raw: Socket,
+    private readonly refusal: Refusal,
+  ) {
+    super(endpoint, socket);
+  }
+
+  /** Connect; `signal` gives up on the attempt (Ctrl+C while connecting). */
+  static async open(
+    endpoint: Endpoint,
+    options: ConnectOptions,
+    deadline: Deadline,
+    signal?: AbortSignal,
+  ): Promise<TcpConnection> {
+    const raw = await openSocket(endpoint, options, deadline, signal);
+    // Errors after the open end in 'close', which the peer turns into ConnectionClosedError.
+    raw.on('error', () => undefined);
+    const refusal = watchForRefusal(raw, endpoint);
+    // The same newline-delimited JSON socket `tcpSocket()` gives, over the socket opened here.
+    // It opens on the next turn (sending nothing before): the Peer is attached first, so lines
+    // that arrived meanwhile reach it.
+    const StreamSocket = streamSocket(raw, raw);
+    const socket = new StreamSocket('') as WebSocketLike;
+    const opened = new Promise<void>((resolve) => (socket.onopen = () => resolve()));
+    const connection = new TcpConnection(endpoint, socket, raw, refusal);
+    await opened;
+    return connection;
+  }
+
+  /** The refusal when the server sent one; otherwise the close (TCP has no close codes). */
+  override closedError(): ConnectionError {
+    if (this.refusal.error) return this.refusal.error;
+    const where = this.endpoint.hostPort;
+    // A TLS server hangs up on a plain client that sent it JSON instead of a handshake.
+    const hint =
+      this.refusal.answered || this.endpoint.secure
+        ? ''
+        : ' without a word; if the server takes TLS connections there, use tls://';
+    return new ConnectionError(`${where} closed the connection${hint}`);
+  }
+
+  /**
+   * Send, then end our side and wait for the server to close: it handles what it was sent
+   * before closing, and a server that refused the connection has said so by then.
+   */
+  override async notify(
+    method: string,
+    params: Params | undefined,
+    deadline: Deadline,
+  ): Promise<void> {
+    await super.notify(method, params, deadline);
+    await this.close();
+    if (this.refusal.error) throw this.refusal.error;
+  }
+
+  /** End our side (TCP half-close) and wait for the server to close (cut the socket if it takes too long). */
+  async close(): Promise<void> {
+    if (this.raw.closed) return;
+    const closed = new Promise<void>((resolve) => this.raw.once('close', () => resolve()));
+    this.peer.close(1000, '');
+    const timer = setTimeout(() => this.raw.destroy(), CLOSE_GRACE_MS);
+    await closed;
+    clearTimeout(timer);
+  }
+}
