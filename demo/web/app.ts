@@ -19,8 +19,9 @@ interface ChatMessage {
 }
 
 const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/rpc`;
-// A short backoff cap: a restarted demo server is found again within about two seconds.
-const client = createClient({ url, reconnect: { initialDelayMs: 250, maxDelayMs: 2_000 } });
+// A short backoff cap: a restarted demo server is found again within about two seconds. The
+// first retry waits 0.5-1 s, so "Drop connection" misses a tick or two that the resume replays.
+const client = createClient({ url, reconnect: { initialDelayMs: 1_000, maxDelayMs: 2_000 } });
 
 // --- Connection state, reconnects, latency ------------------------------------------------
 
