@@ -42,7 +42,8 @@ import { PubSubService, defaultSubscriptionMethods } from './pubsub-service.js';
 import type { StreamHandler, TopicOptions } from './pubsub-service.js';
 import { Session } from './session.js';
 import { SessionRouter } from './session-router.js';
-import { UpgradeRejection, rejectUpgrade } from './upgrade-rejection.js';
+import { rejectUpgrade } from './upgrade-rejection.js';
+import { runAuthenticate } from './run-authenticate.js';
 import { describeStream, describeUpgrade } from './upgrade-request.js';
 import { HttpRpc } from './http-rpc.js';
 import { streamRefusal } from './stream-refusal.js';
@@ -358,17 +359,12 @@ export class Gateway<C = unknown> {
     const request = describeStream(kind, remoteAddress);
     const admitted = this.admission.admit(request);
     if (typeof admitted !== 'function') return refuse(admitted.status, admitted.message);
-    let context: C;
-    try {
-      context = this.options.authenticate
-        ? await this.options.authenticate(request)
-        : (undefined as C);
-    } catch (err) {
+    const auth = await runAuthenticate(this.options.authenticate, request, this.logger);
+    if (!auth.ok) {
       admitted();
-      if (err instanceof UpgradeRejection) return refuse(err.status, err.message);
-      this.logger.error({ err }, 'authenticate hook failed');
-      return refuse(500, 'Internal server error');
+      return refuse(auth.status, auth.message ?? 'Internal server error');
     }
+    const context = auth.context;
     if (this.closing || input.destroyed) {
       admitted();
       return this.closing ? refuse(503, 'Server shutting down') : undefined;
@@ -377,7 +373,8 @@ export class Gateway<C = unknown> {
       kind,
       maxLineBytes: this.limits.maxMessageBytes,
       // `echo request | server` or a half-closed socket: answer what came, then close.
-      onInputEnd: () => void this.closeWhenIdle(session, Date.now() + 30_000, CloseCode.Normal),
+      onInputEnd: () =>
+        void this.closeWhenIdle(session, Date.now() + 30_000, CloseCode.Normal, 'input ended'),
     });
     const session = this.attach(transport, context, remoteAddress);
     session.logger.info({ transport: kind, remoteAddress }, 'connected');
@@ -413,12 +410,13 @@ export class Gateway<C = unknown> {
     session: Session<C>,
     deadline: number,
     code: number = CloseCode.ServiceRestart,
+    reason = 'service restart',
   ): Promise<void> {
     // Polling is enough here: it runs once per session close, for at most the deadline.
     while (!session.isClosed && session.peer.inFlightCount > 0 && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
-    session.close(code, code === CloseCode.ServiceRestart ? 'service restart' : 'input ended');
+    session.close(code, reason);
   }
 
   /**
@@ -553,26 +551,15 @@ export class Gateway<C = unknown> {
       );
     }
     const release = admitted;
-    let context: C;
-    try {
-      context = this.options.authenticate
-        ? await this.options.authenticate(upgrade)
-        : (undefined as C);
-    } catch (err) {
+    const auth = await runAuthenticate(this.options.authenticate, upgrade, this.logger);
+    if (!auth.ok) {
       release();
-      if (err instanceof UpgradeRejection) {
-        return this.refuse(
-          socket,
-          'unauthenticated',
-          err.status,
-          err.message,
-          err.headers,
-          upgrade,
-        );
-      }
-      this.logger.error({ err }, 'authenticate hook failed');
-      return this.refuse(socket, 'auth-error', 500);
+      const { reason, status, message, headers } = auth;
+      // A failed hook is logged by runAuthenticate; a refusal is logged with its request.
+      const logged = reason === 'unauthenticated' ? upgrade : undefined;
+      return this.refuse(socket, reason, status, message, headers, logged);
     }
+    const context = auth.context;
     if (this.closing) {
       release();
       return this.refuse(socket, 'draining', 503, 'Server shutting down');

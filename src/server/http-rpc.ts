@@ -7,7 +7,7 @@ import type { Admission } from './admission.js';
 import type { GatewayLimits, UpgradeRequest } from './options.js';
 import type { Session } from './session.js';
 import { TokenBucket } from './token-bucket.js';
-import { UpgradeRejection } from './upgrade-rejection.js';
+import { runAuthenticate } from './run-authenticate.js';
 import { describeUpgrade } from './upgrade-request.js';
 
 /** Media types a JSON-RPC POST may carry (the JSON-RPC over HTTP description lists all three). */
@@ -140,16 +140,11 @@ export class HttpRpc<C> {
   ): Promise<void> {
     const { deps } = this;
     this.allowOrigin(req, res);
-    let context: C;
-    try {
-      context = deps.authenticate ? await deps.authenticate(upgrade) : (undefined as C);
-    } catch (err) {
-      if (err instanceof UpgradeRejection) {
-        return send(res, err.status, `${err.message}\n`, err.headers);
-      }
-      deps.logger.error({ err }, 'authenticate hook failed');
-      return send(res, 500, 'Internal server error\n');
+    const auth = await runAuthenticate(deps.authenticate, upgrade, deps.logger);
+    if (!auth.ok) {
+      return send(res, auth.status, `${auth.message ?? 'Internal server error'}\n`, auth.headers);
     }
+    const context = auth.context;
     const body = await this.readBody(req, res);
     if (body === undefined) return;
     const session = deps.newSession(

@@ -2,6 +2,7 @@ import { connect as connectTcp, isIP } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import { connect as connectTls } from 'node:tls';
 import type { ConnectionOptions } from 'node:tls';
+import { splitLines } from './ndjson-lines.js';
 import type { WebSocketConstructor, WebSocketLike } from './websocket-transport.js';
 
 const CONNECTING = 0;
@@ -70,17 +71,13 @@ class NdjsonSocket implements WebSocketLike {
   }
 
   private onData(chunk: string): void {
-    let text = this.partial + chunk;
-    let newline = text.indexOf('\n');
-    while (newline >= 0) {
-      const line = text.slice(0, newline).trim();
-      text = text.slice(newline + 1);
-      if (line.length > 0 && this.readyState === OPEN) this.onmessage?.({ data: line });
+    const { lines, rest } = splitLines(this.partial, chunk);
+    this.partial = rest;
+    for (const line of lines) {
+      if (this.readyState === OPEN) this.onmessage?.({ data: line });
       // Written before the client attached (e.g. a greeting): kept for the open.
-      else if (line.length > 0 && this.readyState === CONNECTING) (this.early ??= []).push(line);
-      newline = text.indexOf('\n');
+      else if (this.readyState === CONNECTING) (this.early ??= []).push(line);
     }
-    this.partial = text;
   }
 
   private finish(): void {

@@ -1,6 +1,7 @@
 import type { Readable, Writable } from 'node:stream';
 import { CloseCode } from './transport.js';
 import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
+import { splitLines } from './ndjson-lines.js';
 import { atEndOfTurn } from './turn-coalescer.js';
 
 const NEWLINE = 0x0a;
@@ -134,15 +135,12 @@ export class NdjsonTransport implements ServerTransport {
   private onData(chunk: string): void {
     // Closing or closed: what still arrives is thrown away, not buffered.
     if (this.closing || this.closed) return;
-    let text = this.partial + chunk;
-    let newline = text.indexOf('\n');
-    while (newline >= 0 && !this.closing && !this.closed) {
-      const line = text.slice(0, newline).trim();
-      text = text.slice(newline + 1);
-      if (line.length > 0) this.deliver(line);
-      newline = text.indexOf('\n');
+    const { lines, rest } = splitLines(this.partial, chunk);
+    this.partial = rest;
+    for (const line of lines) {
+      if (this.closing || this.closed) return; // a line closed it (too large): drop the rest
+      this.deliver(line);
     }
-    this.partial = text;
     if (Buffer.byteLength(this.partial) > this.options.maxLineBytes) this.tooLarge();
   }
 
