@@ -20,7 +20,13 @@ if (page.missing.length > 0)
   logger.warn({ missing: page.missing }, 'demo page files missing: run `npm run build`');
 // TLS_CERT_FILE + TLS_KEY_FILE: https:// and wss:// (and TLS on TCP_PORT).
 const tls = tlsFromEnv(process.env);
-const gateway = createGateway({ logger, broker, httpHandler: page.handler, tls });
+// TRUSTED_PROXIES=10.0.0.0/8,::1 (comma-separated addresses or subnets): reverse proxies whose
+// X-Forwarded-For names the client, for per-IP limits and logs. Unset: none is trusted.
+const trustedProxies = (process.env['TRUSTED_PROXIES'] ?? '')
+  .split(',')
+  .map((entry) => entry.trim())
+  .filter((entry) => entry !== '');
+const gateway = createGateway({ logger, broker, httpHandler: page.handler, tls, trustedProxies });
 registerDemoService(gateway);
 const stopTicker = startTicker(gateway, Number(process.env['TICK_MS'] ?? 500));
 

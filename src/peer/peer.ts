@@ -10,7 +10,7 @@ import {
   encodeSuccess,
 } from '../protocol/encode.js';
 import { ErrorCode, defaultErrorMessage } from '../protocol/error-codes.js';
-import { JsonRpcError, toWireError } from '../protocol/errors.js';
+import { isWireError, toWireError } from '../protocol/errors.js';
 import { ConnectionClosedError } from '../protocol/local-errors.js';
 import { ReservedMethod, isReservedMethod } from '../protocol/reserved.js';
 import type { Params, ProtocolVersion, RequestId } from '../protocol/types.js';
@@ -60,8 +60,12 @@ export interface PeerOptions<S> {
     session: S,
   ) => boolean | Promise<boolean>;
   /**
-   * Rate limit: `take()` is called for each incoming request and notification; false answers
-   * -32003 Rate limited (a notification is dropped).
+   * Rate limit: `take()` is called for each incoming message (each batch member); for a request
+   * false answers -32003 Rate limited, and a notification is dropped. Responses and invalid
+   * messages (parse errors included) take a token too, so garbage spends the same budget as
+   * calls, but are handled as usual whatever the answer: an invalid message still gets its
+   * -32700/-32600 error (the spec's answer, no larger than a -32003), and a response the peer
+   * is waiting for is still delivered.
    */
   admit?: { take(): boolean };
   /** Told once the connection has closed and everything has settled (an alternative to `closed` that allocates nothing). */
@@ -132,6 +136,12 @@ export interface HookedReply {
 }
 export type Reply = string | HookedReply | undefined;
 
+/**
+ * Lines about protocol noise from the other side (responses nobody waits for, malformed ones)
+ * logged at warn per connection; later ones go to debug, so a peer cannot flood the log.
+ */
+export const NOISE_WARN_LIMIT = 10;
+
 function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
   return (
     value !== null &&
@@ -171,6 +181,8 @@ export class Peer<S = unknown> implements TransportListener {
   /** Calls waiting for an async authorize hook (counted in flight). */
   private authorizing = 0;
   private outbox: string[] | undefined;
+  /** Protocol noise seen so far (see NOISE_WARN_LIMIT). */
+  private noise = 0;
   protected closeInfo: CloseInfo | undefined;
   private resolveClosed: ((info: CloseInfo) => void) | undefined;
 
@@ -434,16 +446,20 @@ export class Peer<S = unknown> implements TransportListener {
         this.handleNotification(message.method, message.params);
         return undefined;
       case 'success':
+        this.admit?.take();
         if (!this.pendingTable?.resolve(message.id, message.result)) this.logUnmatched(message.id);
         return undefined;
       case 'failure':
+        this.admit?.take();
         if (!this.pendingTable?.reject(message.id, message.error))
           this.logUnmatched(message.id, message.error);
         return undefined;
       case 'invalid':
+        this.admit?.take();
         return encodeFailure(message.id, message.error, message.version);
       case 'bad-response':
-        this.logger.warn({ reason: message.reason }, 'dropped a malformed response');
+        this.admit?.take();
+        this.logNoise({ reason: message.reason }, 'dropped a malformed response');
         return undefined;
     }
   }
@@ -559,7 +575,7 @@ export class Peer<S = unknown> implements TransportListener {
   private encodeError(call: RunningCall<S>, err: unknown, version: ProtocolVersion): string {
     const id = call.id ?? null;
     if (call.aborted) return failure(id, ErrorCode.RequestCancelled, version);
-    if (!(err instanceof JsonRpcError)) {
+    if (!isWireError(err)) {
       this.logger.error({ err, method: call.method }, 'handler failed');
     }
     return encodeFailure(id, toWireError(err, this.config.exposeErrorDetails), version);
@@ -666,8 +682,17 @@ export class Peer<S = unknown> implements TransportListener {
     if (this.pendingTable?.wasAbandoned(id)) {
       this.logger.debug({ id }, 'late response to a call given up locally');
     } else {
-      this.logger.warn({ id, error }, 'dropped a response that matches no pending call');
+      this.logNoise({ id, error }, 'dropped a response that matches no pending call');
     }
+  }
+
+  /** Log protocol noise: the first NOISE_WARN_LIMIT lines at warn, the rest at debug, counted. */
+  private logNoise(fields: Record<string, unknown>, msg: string): void {
+    const count = ++this.noise;
+    if (count < NOISE_WARN_LIMIT) this.logger.warn({ ...fields, count }, msg);
+    else if (count === NOISE_WARN_LIMIT)
+      this.logger.warn({ ...fields, count, moreAtDebug: true }, msg);
+    else this.logger.debug({ ...fields, count }, msg);
   }
 
   private closedError(): ConnectionClosedError {

@@ -7,7 +7,11 @@ import {
 import type { ErrorObject, RequestId } from '../protocol/types.js';
 
 export interface CallOptions {
-  /** Milliseconds to wait for the response; 0 waits forever. Defaults to the peer's callTimeout. */
+  /**
+   * Milliseconds to wait for the response; 0 (or Infinity) waits forever, and more than
+   * 2^31-1 (about 24.8 days, the longest a timer takes) waits that long. Defaults to the
+   * peer's callTimeout.
+   */
   timeout?: number;
   /** Aborting it rejects the call with CancelledError and tells the other side (rpc.cancel). */
   signal?: AbortSignal;
@@ -21,6 +25,12 @@ interface Entry {
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
 }
+
+/**
+ * The longest delay a Node or browser timer takes (2^31-1 ms, about 24.8 days); a longer one
+ * fires at once (Node warns TimeoutOverflowWarning). Longer timeouts are clamped to it.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** How many ids given up locally (timeout, cancel) to remember, to log their late answers quietly. */
 const ABANDONED_MEMORY = 256;
@@ -73,12 +83,15 @@ export class PendingCalls {
     };
     const timeout = options.timeout ?? this.defaultTimeout;
     if (timeout > 0 && Number.isFinite(timeout)) {
-      entry.timer = setTimeout(() => {
-        this.giveUp(id);
-        this.settle(id)?.reject(new TimeoutError(method, timeout));
-        // Nobody waits for the answer any more: let the other side stop working on it.
-        this.onCancel(id);
-      }, timeout);
+      entry.timer = setTimeout(
+        () => {
+          this.giveUp(id);
+          this.settle(id)?.reject(new TimeoutError(method, timeout));
+          // Nobody waits for the answer any more: let the other side stop working on it.
+          this.onCancel(id);
+        },
+        Math.min(timeout, MAX_TIMER_MS),
+      );
     }
     if (options.signal) {
       const signal = options.signal;

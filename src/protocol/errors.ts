@@ -1,4 +1,9 @@
-import { ErrorCode, defaultErrorMessage } from './error-codes.js';
+import {
+  ErrorCode,
+  SERVER_ERROR_MAX,
+  SERVER_ERROR_MIN,
+  defaultErrorMessage,
+} from './error-codes.js';
 import type { ErrorObject } from './types.js';
 
 /**
@@ -65,9 +70,22 @@ export class InternalError extends JsonRpcError {
   }
 }
 
-/** An implementation-defined error in the reserved -32000..-32099 range. */
+/**
+ * An implementation-defined error in the reserved -32000..-32099 range. Any other code throws
+ * a RangeError at construction (rather than being mapped): a wrong code is a programming
+ * error, best found where it is made. Use `JsonRpcError` for application codes outside it.
+ */
 export class ServerError extends JsonRpcError {
   override name = 'ServerError';
+
+  constructor(code: number, message?: string, data?: unknown) {
+    if (!Number.isInteger(code) || code < SERVER_ERROR_MIN || code > SERVER_ERROR_MAX) {
+      throw new RangeError(
+        `ServerError codes are integers from ${SERVER_ERROR_MIN} to ${SERVER_ERROR_MAX}, not ${code}`,
+      );
+    }
+    super(code, message, data);
+  }
 }
 
 const errorClassByCode = new Map<number, new (message?: string, data?: unknown) => JsonRpcError>([
@@ -78,13 +96,19 @@ const errorClassByCode = new Map<number, new (message?: string, data?: unknown) 
   [ErrorCode.InternalError, InternalError],
 ]);
 
+/** Whether `err` can go on the wire as it is: a JsonRpcError whose code is an integer (spec 5.1). */
+export function isWireError(err: unknown): err is JsonRpcError {
+  return err instanceof JsonRpcError && Number.isSafeInteger(err.code);
+}
+
 /**
  * Turn anything a handler threw into the error object to send.
- * Unknown failures become -32603 without their message or stack, unless
+ * Unknown failures, and JsonRpcErrors whose code is not an integer (NaN, 1.5: the spec says
+ * the code MUST be an integer), become -32603 without their message or stack, unless
  * `exposeInternals` (a debug option) asks for them in `data`.
  */
 export function toWireError(err: unknown, exposeInternals = false): ErrorObject {
-  if (err instanceof JsonRpcError) return err.toErrorObject();
+  if (isWireError(err)) return err.toErrorObject();
   const obj: ErrorObject = { code: ErrorCode.InternalError, message: 'Internal error' };
   if (exposeInternals) {
     obj.data =

@@ -1,10 +1,16 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
+/**
+ * What /readyz says: `ready` (200), or why not (503): `draining` (drain or close under way),
+ * `broker-unavailable` (the broker is down: new connections are refused), `not-listening`.
+ */
+export type Readiness = 'ready' | 'draining' | 'broker-unavailable' | 'not-listening';
+
 /** Health endpoints on the gateway's own port: a load balancer's view of it. */
 export function serveHealth(
   req: IncomingMessage,
   res: ServerResponse,
-  state: { ready: boolean; sessions: number },
+  state: { status: Readiness; sessions: number },
 ): boolean {
   const path = (req.url ?? '/').split('?', 1)[0];
   if (path === '/livez') {
@@ -12,8 +18,8 @@ export function serveHealth(
     return true;
   }
   if (path === '/readyz') {
-    sendJson(res, state.ready ? 200 : 503, {
-      status: state.ready ? 'ready' : 'draining',
+    sendJson(res, state.status === 'ready' ? 200 : 503, {
+      status: state.status,
       sessions: state.sessions,
     });
     return true;

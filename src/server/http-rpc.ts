@@ -9,6 +9,7 @@ import type { Session } from './session.js';
 import { TokenBucket } from './token-bucket.js';
 import { runAuthenticate } from './run-authenticate.js';
 import { describeUpgrade } from './upgrade-request.js';
+import type { TrustedProxies } from './client-address.js';
 
 /** Media types a JSON-RPC POST may carry (the JSON-RPC over HTTP description lists all three). */
 const JSON_TYPES = new Set(['application/json', 'application/json-rpc', 'application/jsonrequest']);
@@ -48,6 +49,8 @@ export interface HttpRpcDeps<C> {
   authenticate: ((request: UpgradeRequest) => C | Promise<C>) | undefined;
   limits: Required<GatewayLimits>;
   logger: Logger;
+  /** Proxies whose X-Forwarded-For names the client (rate buckets and limits are per client). */
+  proxies?: TrustedProxies | undefined;
   isClosing: () => boolean;
   newSession(
     context: C,
@@ -119,7 +122,7 @@ export class HttpRpc<C> {
     const declared = Number(req.headers['content-length'] ?? 0);
     if (declared > deps.limits.maxMessageBytes) return this.tooLarge(req, res);
 
-    const upgrade = describeUpgrade(req, 'http');
+    const upgrade = describeUpgrade(req, 'http', deps.proxies);
     const admitted = deps.admission.admit(upgrade);
     if (typeof admitted !== 'function') {
       return send(res, admitted.status, `${admitted.message}\n`, admitted.headers);

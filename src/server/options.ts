@@ -18,6 +18,10 @@ export interface UpgradeRequest {
   readonly cookies: Readonly<Record<string, string>>;
   /** Subprotocols the client offered (Sec-WebSocket-Protocol), in order. */
   readonly protocols: readonly string[];
+  /**
+   * The client's address: the socket's peer or, when that peer is one of `trustedProxies`,
+   * the address its X-Forwarded-For header names (`request.socket.remoteAddress` is the peer).
+   */
   readonly remoteAddress: string | undefined;
 }
 
@@ -47,10 +51,22 @@ export interface GatewayLimits {
   maxConnections?: number;
   /** Open connections from one IP address; beyond it upgrades get 429. Default 100. */
   maxConnectionsPerIp?: number;
-  /** Incoming requests and notifications per second per connection (token bucket); beyond it -32003. 0 disables. Default 1 000. */
+  /**
+   * Incoming messages per second per connection (token bucket): requests beyond it get -32003,
+   * notifications are dropped; responses and invalid messages take tokens too but are handled
+   * as usual. 0 disables. Default 1 000.
+   */
   ratePerSecond?: number;
   /** Bucket size: how many may arrive at once before the rate applies. Default 2 000. */
   rateBurst?: number;
+  /**
+   * Read-side back-pressure: once handling an incoming message leaves more than this many
+   * bytes queued for a connection (WebSocket, TCP, stdio) that is not reading its replies, the
+   * gateway stops reading from it until its write buffer has drained to half of this; nothing
+   * already received is lost. Keep topics' and streams' `highWaterMark` (default 1 MiB) below
+   * it, so slow-consumer policies act before reading stops. 0 disables. Default 4 MiB.
+   */
+  maxBufferedBytes?: number;
 }
 
 export interface GatewayOptions<C> {
@@ -66,9 +82,26 @@ export interface GatewayOptions<C> {
   /**
    * Origins allowed to open a WebSocket (exact strings such as "https://app.example.com",
    * or a predicate); others get 403. Requests without an Origin header (non-browser
-   * clients) are not affected. Default: any origin.
+   * clients) are not affected. Default: any origin. Set it when `authenticate` trusts
+   * cookies: browsers send them with upgrades from any site (cross-site WebSocket hijacking).
    */
   allowedOrigins?: readonly string[] | ((origin: string) => boolean);
+  /**
+   * Reverse proxies (addresses or CIDR subnets, IPv4 or IPv6: "10.0.0.0/8", "::1") whose
+   * X-Forwarded-For header is believed. When a WebSocket upgrade or HTTP POST comes from one,
+   * the client's address is the right-most X-Forwarded-For entry that is not itself a trusted
+   * proxy; it is what per-IP connection limits, HTTP rate buckets, `remoteAddress` and the logs
+   * use. Default: none, and X-Forwarded-For is ignored (anyone can send one). TCP connections
+   * carry no such header and always count their peer.
+   */
+  trustedProxies?: readonly string[];
+  /**
+   * Refuse new WebSocket upgrades and TCP connections with 503 + Retry-After while the broker
+   * is not ready (`broker.ready`, what /readyz reports), so a load balancer that does not poll
+   * /readyz retries them on another node. Sessions already open stay; HTTP POSTs are served
+   * as usual (a publish among them fails with -32009). Default true.
+   */
+  refuseWhileBrokerDown?: boolean;
   /**
    * Decide per call whether a session may call a method (or send a notification);
    * false answers -32004 Unauthorized and the connection stays open.
@@ -121,6 +154,7 @@ export const defaultLimits: Required<GatewayLimits> = {
   maxConnectionsPerIp: 100,
   ratePerSecond: 1_000,
   rateBurst: 2_000,
+  maxBufferedBytes: 4 * 1024 * 1024,
 };
 
 /** The subprotocol the gateway prefers to answer with. */

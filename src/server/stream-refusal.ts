@@ -13,6 +13,8 @@ export function streamRefusal(status: number, message: string): string {
         ? ErrorCode.InternalError
         : status === 503 && /shutting down/i.test(message)
           ? ErrorCode.ShuttingDown
-          : ErrorCode.ServerBusy;
+          : status === 503 && /broker unavailable/i.test(message)
+            ? ErrorCode.BrokerUnavailable
+            : ErrorCode.ServerBusy;
   return `${JSON.stringify({ jsonrpc: '2.0', error: { code, message, data: { status } }, id: null })}\n`;
 }

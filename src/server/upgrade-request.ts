@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import type { TrustedProxies } from './client-address.js';
 import type { UpgradeRequest } from './options.js';
 
 function parseCookies(header: string | undefined): Record<string, string> {
@@ -18,9 +19,14 @@ function parseCookies(header: string | undefined): Record<string, string> {
   return cookies;
 }
 
+/**
+ * What the authenticate hook sees of an HTTP request (upgrade or POST). `remoteAddress` is the
+ * client's, through trusted proxies' X-Forwarded-For (see TrustedProxies), else the socket's peer.
+ */
 export function describeUpgrade(
   request: IncomingMessage,
   transport: 'websocket' | 'http' = 'websocket',
+  proxies?: TrustedProxies,
 ): UpgradeRequest {
   const url = new URL(request.url ?? '/', 'http://localhost');
   const offered = request.headers['sec-websocket-protocol'];
@@ -37,7 +43,7 @@ export function describeUpgrade(
           .map((p) => p.trim())
           .filter(Boolean)
       : [],
-    remoteAddress: request.socket.remoteAddress,
+    remoteAddress: proxies ? proxies.clientAddress(request) : request.socket.remoteAddress,
   };
 }
 

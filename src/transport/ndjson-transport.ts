@@ -3,6 +3,7 @@ import { CloseCode } from './transport.js';
 import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
 import { splitLines } from './ndjson-lines.js';
 import { atEndOfTurn } from './turn-coalescer.js';
+import { whenDrained } from './when-drained.js';
 
 const NEWLINE = 0x0a;
 
@@ -25,16 +26,31 @@ export interface NdjsonTransportOptions {
    * transport closes at once; with it, the owner closes once the calls in flight are answered.
    */
   onInputEnd?: () => void;
+  /**
+   * Stop reading the input while more than this many bytes are queued on the output (a peer
+   * that sends but does not read), until the output has drained to half of it. 0 (default)
+   * never stops.
+   */
+  maxBufferedBytes?: number;
+  /** Message counts, shared by a server's transports, for metrics. */
+  counters?: { messagesIn: number; messagesOut: number };
 }
 
 /**
  * Newline-delimited JSON over a byte stream, one JSON-RPC message (or batch) per line, as
  * language servers' and MCP's stdio transports carry them: a TCP socket (readable and writable
  * are the same stream) or a process's stdin and stdout. Writes of one turn are corked into one.
+ * With `maxBufferedBytes`, reading pauses while the peer leaves too much of its output unread.
  */
 export class NdjsonTransport implements ServerTransport {
   private listener: TransportListener | undefined;
-  private early: string[] | undefined;
+  /** Lines not handled yet: before `listen`, or while reading is paused. */
+  private held: string[] | undefined;
+  private heldFrom = 0;
+  /** Set while reading is paused: stops the wait for the output to drain. */
+  private cancelResume: (() => void) | undefined;
+  /** The input ended while lines were still held: handled once they are. */
+  private endPending = false;
   private partial = '';
   private corkedTurn = false;
   private closed = false;
@@ -54,11 +70,9 @@ export class NdjsonTransport implements ServerTransport {
     readable.on('data', this.onChunk);
     readable.on('end', () => {
       this.inputEnded = true;
-      this.flushPartial(); // a last line without its newline is still a message
-      // Half-closed: the other side sent everything (`echo request | server`) and waits for
-      // the replies. The owner lets the calls finish, then closes.
-      if (options.onInputEnd) options.onInputEnd();
-      else this.finish(CloseCode.Normal, 'end of input');
+      // Lines still wait (paused, or not listened to yet): the end comes after them.
+      if (this.held || this.cancelResume) this.endPending = true;
+      else this.endOfInput();
     });
     readable.on('close', () => {
       if (!this.inputEnded || !options.onInputEnd || this.sameStream)
@@ -69,6 +83,15 @@ export class NdjsonTransport implements ServerTransport {
       writable.on('error', () => this.finish(CloseCode.Abnormal, 'write error'));
       writable.on('close', () => this.finish(CloseCode.Normal, 'closed'));
     }
+  }
+
+  private endOfInput(): void {
+    this.endPending = false;
+    this.flushPartial(); // a last line without its newline is still a message
+    // Half-closed: the other side sent everything (`echo request | server`) and waits for
+    // the replies. The owner lets the calls finish, then closes.
+    if (this.options.onInputEnd) this.options.onInputEnd();
+    else this.finish(CloseCode.Normal, 'end of input');
   }
 
   /** Uncork at the end of the turn (called by turn-coalescer). */
@@ -84,9 +107,12 @@ export class NdjsonTransport implements ServerTransport {
 
   listen(listener: TransportListener): void {
     this.listener = listener;
-    const early = this.early;
-    this.early = undefined;
-    if (early) for (const text of early) listener.receive(text);
+    this.deliverHeld();
+  }
+
+  /** True while reading is paused because the peer has not read what it was sent. */
+  get readingPaused(): boolean {
+    return this.cancelResume !== undefined;
   }
 
   send(frame: string | EncodedFrame): void {
@@ -97,6 +123,7 @@ export class NdjsonTransport implements ServerTransport {
       this.writable.cork();
       atEndOfTurn(this);
     }
+    if (this.options.counters) this.options.counters.messagesOut++;
     // JSON text never contains a raw newline (JSON.stringify escapes them), so a line is a message.
     this.writable.write(typeof frame === 'string' ? `${frame}\n` : frame.wire(ndjsonLine));
   }
@@ -109,6 +136,8 @@ export class NdjsonTransport implements ServerTransport {
   close(code: number = CloseCode.Normal, reason = ''): void {
     if (this.closed || this.closing) return;
     this.closing = true;
+    if (this.cancelResume) this.readable.resume(); // what still arrives is read and dropped
+    this.stopReadPause();
     this.endTurn();
     this.writable.end();
     // A peer that never finishes its side must not hold the stream forever.
@@ -121,13 +150,9 @@ export class NdjsonTransport implements ServerTransport {
     if (!this.sameStream) this.finish(code, reason); // stdio: nothing more to wait for
   }
 
+  /** Call `listener` once the output's buffer has emptied (this turn's writes included). */
   onDrain(listener: () => void): () => void {
-    if (this.writable.writableLength === 0) {
-      const timer = setTimeout(listener, 0);
-      return () => clearTimeout(timer);
-    }
-    this.writable.once('drain', listener);
-    return () => this.writable.off('drain', listener);
+    return whenDrained(this.writable, () => this.bufferedAmount, 0, listener);
   }
 
   private readonly onChunk = (chunk: string): void => this.onData(chunk);
@@ -139,9 +164,62 @@ export class NdjsonTransport implements ServerTransport {
     this.partial = rest;
     for (const line of lines) {
       if (this.closing || this.closed) return; // a line closed it (too large): drop the rest
-      this.deliver(line);
+      // Paused by an earlier line: the rest of this chunk waits, in order.
+      if (this.held !== undefined || this.cancelResume) (this.held ??= []).push(line);
+      else this.deliver(line);
     }
     if (Buffer.byteLength(this.partial) > this.options.maxLineBytes) this.tooLarge();
+  }
+
+  /** After a line was handled: stop reading if the peer has fallen too far behind. */
+  private checkBackPressure(): void {
+    const limit = this.options.maxBufferedBytes ?? 0;
+    if (limit <= 0 || this.cancelResume || this.closing || this.closed) return;
+    if (this.bufferedAmount <= limit) return;
+    this.readable.pause();
+    this.cancelResume = whenDrained(
+      this.writable,
+      () => this.bufferedAmount,
+      limit / 2,
+      () => this.resumeReading(),
+    );
+  }
+
+  private resumeReading(): void {
+    this.cancelResume = undefined;
+    if (this.closing || this.closed) return;
+    this.deliverHeld();
+    if (!this.cancelResume && !this.endPending && !this.closing && !this.closed)
+      this.readable.resume();
+  }
+
+  /** Closing: held lines are dropped and nothing waits for the output any more. */
+  private stopReadPause(): void {
+    this.cancelResume?.();
+    this.cancelResume = undefined;
+    this.held = undefined;
+    this.heldFrom = 0;
+  }
+
+  /** Handle held lines in order until none is left or reading pauses again. */
+  private deliverHeld(): void {
+    const held = this.held;
+    if (!this.listener) return;
+    if (!held) {
+      if (!this.cancelResume && this.endPending) this.endOfInput();
+      return;
+    }
+    while (this.heldFrom < held.length && !this.cancelResume) {
+      if (this.closing || this.closed) return;
+      const line = held[this.heldFrom]!;
+      held[this.heldFrom++] = '';
+      this.deliver(line);
+    }
+    if (this.held === held && this.heldFrom >= held.length) {
+      this.held = undefined;
+      this.heldFrom = 0;
+    }
+    if (!this.held && !this.cancelResume && this.endPending) this.endOfInput();
   }
 
   private flushPartial(): void {
@@ -162,14 +240,20 @@ export class NdjsonTransport implements ServerTransport {
 
   private deliver(line: string): void {
     if (Buffer.byteLength(line) > this.options.maxLineBytes) return this.tooLarge();
-    if (this.listener) this.listener.receive(line);
-    else (this.early ??= []).push(line);
+    if (!this.listener) {
+      (this.held ??= []).push(line);
+      return;
+    }
+    if (this.options.counters) this.options.counters.messagesIn++;
+    this.listener.receive(line);
+    this.checkBackPressure();
   }
 
   private finish(code: number, reason: string): void {
     if (this.closed) return;
     this.closed = true;
     clearTimeout(this.closeTimer);
+    this.stopReadPause();
     this.readable.off('data', this.onChunk);
     // A pipe (stdio) has no other end to wait for: stop reading it so nothing more is held.
     if (!this.sameStream) this.readable.destroy();

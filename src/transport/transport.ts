@@ -37,8 +37,16 @@ export interface ServerTransport extends Transport {
   /** False for request/response transports (HTTP POST): no server-to-client calls, notifications or subscriptions. */
   readonly canPush: boolean;
   send(frame: string | EncodedFrame): void;
-  /** Call `listener` once the write buffer has emptied; returns a function that cancels it. */
+  /**
+   * Call `listener` once the write buffer has emptied (what this turn wrote included), however
+   * little was queued; returns a function that cancels it.
+   */
   onDrain(listener: () => void): () => void;
+  /**
+   * True while the transport has stopped reading because its peer left more than the
+   * gateway's `maxBufferedBytes` unread (read-side back-pressure). Absent: it never stops.
+   */
+  readonly readingPaused?: boolean;
 }
 
 export interface TransportListener {

@@ -4,6 +4,7 @@ import type { RawData } from 'ws';
 import { CloseCode } from './transport.js';
 import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
 import { atEndOfTurn } from './turn-coalescer.js';
+import { whenDrained } from './when-drained.js';
 
 function toText(data: RawData): string {
   if (Buffer.isBuffer(data)) return data.toString('utf8');
@@ -77,6 +78,12 @@ const MAX_CORKED_BYTES = 64 * 1024;
  * A close whose handshake does not finish within `closeGraceMs` (a peer that
  * stopped reading never sees our close frame) ends in `terminate()`, so a
  * stalled socket's buffers are freed in bounded time.
+ *
+ * Read-side back-pressure: once handling an incoming message leaves more than
+ * `maxBufferedBytes` queued for the peer (a client that sends but does not read its
+ * replies), the transport stops reading the socket until its write buffer has drained
+ * to half of that. Messages `ws` had already parsed from the last chunk read are held
+ * and handled, in order, when reading resumes.
  */
 export class WsTransport implements ServerTransport {
   // Getters, not fields: nothing more to store per connection.
@@ -87,13 +94,17 @@ export class WsTransport implements ServerTransport {
     return true;
   }
   private listener: TransportListener | undefined;
-  private early: string[] | undefined;
   private closeTimer: ReturnType<typeof setTimeout> | undefined;
   private readonly raw: Duplex | undefined;
   private corkedTurn = false;
   /** Text frames of this turn, joined into one buffer when the turn ends. */
   private textQueue: string[] | undefined;
   private textQueueLength = 0;
+  /** Incoming texts not handled yet: before `listen`, or while reading is paused. */
+  private held: string[] | undefined;
+  private heldFrom = 0;
+  /** Set while reading is paused: stops the wait for the write buffer to drain. */
+  private cancelResume: (() => void) | undefined;
   /** Cleared when the heartbeat pings, set again by the pong. */
   alive = true;
 
@@ -132,6 +143,8 @@ export class WsTransport implements ServerTransport {
       messagesOut: 0,
     },
     private readonly closeGraceMs = 2_000,
+    /** Stop reading while more than this many bytes are queued for the peer; 0 never stops. */
+    private readonly maxBufferedBytes = 0,
   ) {
     // The socket reports to this transport through its own emit (TransportSocket).
     socket.rpcTransport = this;
@@ -143,14 +156,73 @@ export class WsTransport implements ServerTransport {
   onSocketMessage(data: RawData): void {
     this.counters.messagesIn++;
     const text = toText(data);
-    if (this.listener) this.listener.receive(text);
-    else (this.early ??= []).push(text);
+    // `ws` hands over every message of a chunk it has read, paused or not: keep them in order.
+    if (this.held !== undefined || !this.listener || this.cancelResume) {
+      (this.held ??= []).push(text);
+      return;
+    }
+    this.listener.receive(text);
+    this.checkBackPressure();
   }
 
   /** @internal */
   onSocketClose(code: number, reason: Buffer): void {
     clearTimeout(this.closeTimer);
+    this.stopWaitingToResume();
+    this.dropHeld();
     this.listener?.transportClosed(code, reason.toString('utf8'));
+  }
+
+  /** True while reading is paused because the peer has not read what it was sent. */
+  get readingPaused(): boolean {
+    return this.cancelResume !== undefined;
+  }
+
+  /** After a message was handled: stop reading if the peer has fallen too far behind. */
+  private checkBackPressure(): void {
+    const limit = this.maxBufferedBytes;
+    if (limit <= 0 || this.cancelResume || this.bufferedAmount <= limit) return;
+    if (this.socket.readyState !== this.socket.OPEN) return; // closing: nothing more is read anyway
+    const raw = this.raw;
+    if (!raw) return; // nothing to wait on: never pause what could not be resumed
+    this.socket.pause();
+    // Made only when pausing: a connection that keeps up allocates nothing for this.
+    this.cancelResume = whenDrained(
+      raw,
+      () => this.bufferedAmount,
+      limit / 2,
+      () => this.resumeReading(),
+    );
+  }
+
+  private resumeReading(): void {
+    this.cancelResume = undefined;
+    this.deliverHeld();
+    if (!this.cancelResume) this.socket.resume();
+  }
+
+  private stopWaitingToResume(): void {
+    this.cancelResume?.();
+    this.cancelResume = undefined;
+  }
+
+  /** Handle held messages in order until none is left or reading pauses again. */
+  private deliverHeld(): void {
+    const held = this.held;
+    if (!held) return;
+    while (this.heldFrom < held.length && !this.cancelResume && this.listener) {
+      const text = held[this.heldFrom]!;
+      held[this.heldFrom++] = '';
+      this.listener.receive(text);
+      if (this.held !== held) return; // closed meanwhile
+      this.checkBackPressure();
+    }
+    if (this.heldFrom >= held.length) this.dropHeld();
+  }
+
+  private dropHeld(): void {
+    this.held = undefined;
+    this.heldFrom = 0;
   }
 
   get bufferedAmount(): number {
@@ -159,9 +231,7 @@ export class WsTransport implements ServerTransport {
 
   listen(listener: TransportListener): void {
     this.listener = listener;
-    const early = this.early;
-    this.early = undefined;
-    if (early) for (const text of early) listener.receive(text);
+    this.deliverHeld();
   }
 
   send(frame: string | EncodedFrame): void {
@@ -202,6 +272,12 @@ export class WsTransport implements ServerTransport {
     const state = this.socket.readyState;
     if (state === this.socket.CLOSING || state === this.socket.CLOSED) return;
     this.flushText(); // what was sent before the close goes before the close frame
+    if (this.cancelResume) {
+      // Closing: what was held will not be handled, and the peer's close frame must be read.
+      this.stopWaitingToResume();
+      this.dropHeld();
+      this.socket.resume();
+    }
     try {
       this.socket.close(code, reason);
     } catch {
@@ -213,15 +289,17 @@ export class WsTransport implements ServerTransport {
     this.closeTimer.unref();
   }
 
-  /** Call `listener` once the socket's write buffer has emptied. */
+  /**
+   * Call `listener` once the socket's write buffer has emptied (this turn's writes included).
+   * Not a bare 'drain': Node emits that only after 16 KiB were queued (see whenDrained).
+   */
   onDrain(listener: () => void): () => void {
-    // ws keeps its net.Socket private; 'drain' on it is the only signal that buffered bytes went out.
+    // ws keeps its net.Socket private; its write progress is the only sign that bytes went out.
     const raw = this.raw;
-    if (!raw || this.socket.bufferedAmount === 0) {
+    if (!raw) {
       const timer = setTimeout(listener, 0);
       return () => clearTimeout(timer);
     }
-    raw.once('drain', listener);
-    return () => raw.off('drain', listener);
+    return whenDrained(raw, () => this.bufferedAmount, 0, listener);
   }
 }

@@ -1,7 +1,7 @@
 import { firstValueFrom } from 'rxjs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Sum } from '../../demo/service.js';
-import { ConnectionClosedError, ErrorCode, JsonRpcError, TimeoutError } from '../../src/index.js';
+import { ConnectionClosedError, ErrorCode, JsonRpcError } from '../../src/index.js';
 import {
   Resources,
   closeOf,
@@ -79,11 +79,11 @@ describe('limits', () => {
     expect(JSON.parse(third[2]!)).toEqual({ jsonrpc: '2.0', result: 8, id: 8 });
   });
 
-  it('client.batch beyond maxBatch: the id-less -32002 reply matches no call, so they time out', async () => {
-    // Documents a sharp edge: the single error for an over-long batch carries id null,
-    // which the client cannot correlate with the batch's calls.
+  it('client.batch beyond maxBatch: every member rejects with the -32002 the server sent', async () => {
+    // The single error for an over-long batch carries id null; the client matches it to the
+    // batch it sent (by data.received) instead of leaving the calls to time out.
     const { url } = await res.demoGateway({ limits: { maxBatch: 2 } });
-    const client = res.client(url, { callTimeout: 200 });
+    const client = res.client(url, { callTimeout: 60_000 });
     const results = await client.batch([
       { method: 'sum', params: [1] },
       { method: 'sum', params: [2] },
@@ -91,7 +91,9 @@ describe('limits', () => {
     ]);
     expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected']);
     for (const r of results) {
-      expect((r as PromiseRejectedResult).reason).toBeInstanceOf(TimeoutError);
+      const reason = (r as PromiseRejectedResult).reason as JsonRpcError;
+      expect(reason).toBeInstanceOf(JsonRpcError);
+      expect(reason.code).toBe(-32002);
     }
     expect(await client.call(Sum, [1, 1])).toBe(2);
   });

@@ -1,0 +1,83 @@
+import { BlockList, isIP } from 'node:net';
+import type { IncomingMessage } from 'node:http';
+
+const MAPPED_V4 = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i;
+
+/** `::ffff:1.2.3.4` (how a dual-stack socket reports an IPv4 peer) as `1.2.3.4`; others as they are. */
+function normalize(address: string): string {
+  return MAPPED_V4.exec(address)?.[1] ?? address;
+}
+
+/** One X-Forwarded-For entry as a bare address: ports and IPv6 brackets removed; undefined if not an IP. */
+function forwardedAddress(entry: string): string | undefined {
+  let address = entry.trim();
+  const bracketed = /^\[([^\]]+)\](?::\d+)?$/.exec(address);
+  if (bracketed) address = bracketed[1]!;
+  else if (/^\d{1,3}(?:\.\d{1,3}){3}:\d+$/.test(address)) address = address.split(':', 1)[0]!;
+  return isIP(address) === 0 ? undefined : normalize(address);
+}
+
+/**
+ * Which peers are proxies whose X-Forwarded-For header is believed (`trustedProxies`), and
+ * the client address that follows from it. Entries are addresses or CIDR subnets, IPv4 or
+ * IPv6 (`10.0.0.0/8`, `::1`, `fd00::/8`); an entry that is neither throws at construction.
+ */
+export class TrustedProxies {
+  private readonly list = new BlockList();
+  readonly size: number;
+
+  constructor(entries: readonly string[]) {
+    for (const raw of entries) {
+      const entry = raw.trim();
+      const slash = entry.indexOf('/');
+      const address = slash < 0 ? normalize(entry) : entry.slice(0, slash);
+      const family = isIP(address);
+      const prefix = slash < 0 ? undefined : Number(entry.slice(slash + 1));
+      const maxPrefix = family === 6 ? 128 : 32;
+      if (
+        family === 0 ||
+        (prefix !== undefined && !(Number.isInteger(prefix) && prefix >= 0 && prefix <= maxPrefix))
+      ) {
+        throw new TypeError(
+          `trustedProxies: "${raw}" is not an IP address or CIDR subnet (e.g. 10.0.0.0/8, fd00::/8)`,
+        );
+      }
+      const type = family === 6 ? 'ipv6' : 'ipv4';
+      if (prefix === undefined) this.list.addAddress(address, type);
+      else this.list.addSubnet(address, prefix, type);
+    }
+    this.size = entries.length;
+  }
+
+  /** Whether `address` (as a socket reports it) is one of the trusted proxies. */
+  trusts(address: string | undefined): boolean {
+    if (address === undefined || this.size === 0) return false;
+    const bare = normalize(address);
+    const family = isIP(bare);
+    if (family === 0) return false;
+    return this.list.check(bare, family === 6 ? 'ipv6' : 'ipv4');
+  }
+
+  /**
+   * The client's address: the socket's peer, unless that peer is a trusted proxy; then the
+   * right-most X-Forwarded-For entry that is not itself a trusted proxy (entries further left
+   * were written by the client or untrusted hops, and could be anything). When every entry is
+   * trusted, the left-most; when an entry is not an address, the last trusted hop before it.
+   */
+  clientAddress(request: IncomingMessage): string | undefined {
+    const peer = request.socket.remoteAddress;
+    if (!this.trusts(peer)) return peer;
+    const header = request.headers['x-forwarded-for'];
+    if (header === undefined) return peer;
+    const entries = (Array.isArray(header) ? header.join(',') : header).split(',');
+    let nearest = normalize(peer!);
+    for (let i = entries.length - 1; i >= 0; i--) {
+      if (entries[i]!.trim() === '') continue;
+      const address = forwardedAddress(entries[i]!);
+      if (address === undefined) return nearest;
+      if (!this.trusts(address)) return address;
+      nearest = address;
+    }
+    return nearest;
+  }
+}
