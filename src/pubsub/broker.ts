@@ -8,6 +8,11 @@ export interface BrokerMessage {
   seq: number;
   /** The payload, already serialized as JSON text (serialized once, at publish). */
   payload: string;
+  /**
+   * The numbering `seq` belongs to (see {@link History.epoch}); undefined when the broker
+   * cannot tell. A message with another epoch than the previous one starts a new numbering.
+   */
+  epoch?: string;
 }
 
 /** How much of a topic the broker keeps for clients that resume. */
@@ -26,6 +31,13 @@ export interface History {
   messages: BrokerMessage[];
   /** The topic's latest sequence number (0 when nothing was ever published). */
   lastSeq: number;
+  /**
+   * Names the topic's numbering: it changes when the broker loses the topic and numbers it
+   * from 1 again (a Redis restarted without persistence, a new in-memory broker, a NATS stream
+   * recreated), so a sequence number from another epoch means nothing here. Undefined when
+   * the broker cannot tell (or the topic does not exist yet).
+   */
+  epoch?: string;
 }
 
 /**

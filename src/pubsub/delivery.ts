@@ -1,4 +1,4 @@
-import { gapTail, missedPart } from './frames.js';
+import { epochTail, gapTail, missedPart } from './frames.js';
 import type { SharedFrame } from './frames.js';
 import type { Sink } from './sink.js';
 
@@ -20,8 +20,20 @@ export const defaultFlowControl: FlowControl = { slowConsumer: 'drop', highWater
 
 export const SLOW_CONSUMER_CLOSE_CODE = 1013;
 
-/** Live messages held for one subscription while its history is replayed. */
+/**
+ * Live messages held for one subscription while its history is replayed: at most this many,
+ * and at most the topic's `highWaterMark` in characters of frame text; beyond either, the
+ * topic's slow-consumer policy applies to the backlog.
+ */
 const MAX_WAITING = 10_000;
+
+interface Waiting {
+  tail: string;
+  shared: SharedFrame | undefined;
+  seq: number | undefined;
+  /** Messages dropped from the backlog just before this one (reported with it as `missed`). */
+  missedBefore: number;
+}
 
 /**
  * One subscription's outbound path. The socket's buffered bytes are checked
@@ -39,8 +51,24 @@ export class Delivery {
   /** Sequence numbers up to this one were already sent (resume): later duplicates are dropped. */
   private floorSeq = 0;
   /** Live messages that arrive while history is being replayed, sent after it. */
-  private waiting:
-    { tail: string; shared: SharedFrame | undefined; seq: number | undefined }[] | undefined;
+  private waiting: Waiting[] | undefined;
+  /** Characters of frame text in `waiting`. */
+  private waitingChars = 0;
+  /** The first live message held since `pauseForReplay` (even if dropped from the backlog since). */
+  private firstHeldSeq: number | undefined;
+  /** Set when the topic's numbering restarted during a replay: what was read is void. */
+  private restartedDuringReplay: { epoch: string | undefined } | undefined;
+  /** An epoch learned from live messages while a replay was going on (told at `resume`). */
+  private learnedEpoch: string | undefined;
+  /**
+   * The subscriber tracks positions (it subscribed with `since` or `position`): it is told
+   * which epoch its sequence numbers belong to, and, with a gap signal, when the broker's
+   * numbering restarts. Other clients of the convention expect every notification to carry
+   * a result, so they are told nothing.
+   */
+  resumable = false;
+  /** The epoch the subscriber's sequence numbers belong to, as it told us or we told it. */
+  clientEpoch: string | undefined;
 
   constructor(
     private readonly sink: Sink,
@@ -59,11 +87,7 @@ export class Delivery {
     if (this.stopped) return;
     if (seq !== undefined && seq <= this.floorSeq) return;
     if (this.waiting) {
-      if (this.waiting.length >= MAX_WAITING) {
-        this.waiting.shift(); // bounded: the oldest waiting message is lost, and counted
-        this.skip();
-      }
-      this.waiting.push({ tail, shared, seq });
+      this.hold(this.waiting, { tail, shared, seq, missedBefore: 0 });
       return;
     }
     if (this.sink.bufferedAmount < this.flow.highWaterMark) {
@@ -89,17 +113,46 @@ export class Delivery {
         this.cancelDrain ??= this.sink.onDrain(() => this.flushHeld());
         return;
       case 'disconnect':
-        this.stop();
-        this.onSlowConsumer('disconnected');
-        this.sink.close(SLOW_CONSUMER_CLOSE_CODE, 'slow consumer');
+        this.disconnect();
         return;
+    }
+  }
+
+  /**
+   * Keep a live message until the replay is over. The backlog is bounded like a socket
+   * buffer: past `highWaterMark` characters (or MAX_WAITING messages) the policy applies to
+   * it: the oldest are dropped (`drop`), only the newest is kept (`keep-latest`), or the
+   * connection is closed (`disconnect`). Dropped messages are reported, as `missed`, with
+   * the message that followed them.
+   */
+  private hold(waiting: Waiting[], entry: Waiting): void {
+    if (waiting.length === 0 && this.firstHeldSeq === undefined) this.firstHeldSeq = entry.seq;
+    waiting.push(entry);
+    this.waitingChars += entry.tail.length;
+    if (this.waitingChars <= this.flow.highWaterMark && waiting.length <= MAX_WAITING) return;
+    if (this.flow.slowConsumer === 'disconnect') {
+      this.disconnect();
+      return;
+    }
+    const keepOne = this.flow.slowConsumer === 'keep-latest';
+    while (
+      waiting.length > 1 &&
+      (keepOne || this.waitingChars > this.flow.highWaterMark || waiting.length > MAX_WAITING)
+    ) {
+      const dropped = waiting.shift()!;
+      this.waitingChars -= dropped.tail.length;
+      waiting[0]!.missedBefore += dropped.missedBefore + 1;
+      this.droppedTotal++;
+      this.onSlowConsumer('dropped');
     }
   }
 
   /** The client already has everything up to `afterSeq`: hold live messages back until `resume`. */
   pauseForReplay(afterSeq: number): void {
     this.floorSeq = afterSeq;
-    this.waiting ??= [];
+    if (this.waiting) return;
+    this.waiting = [];
+    this.firstHeldSeq = undefined;
   }
 
   /**
@@ -113,23 +166,101 @@ export class Delivery {
     history: readonly { tail: string; seq: number }[],
     /** Where numbering restarts from, when the broker's numbering was reset. */
     floorSeq = this.floorSeq,
+    /** The topic's epoch, sent with a gap signal. */
+    epoch?: string,
   ): void {
     if (this.stopped) return;
     const waiting = this.waiting ?? [];
     this.waiting = undefined;
-    this.floorSeq = floorSeq;
-    if (gap !== 0) this.sendRaw(gapTail(gap));
-    for (const message of history) this.offer(message.tail, undefined, message.seq);
-    const last = history.at(-1)?.seq;
-    if (last !== undefined) this.floorSeq = Math.max(this.floorSeq, last);
+    this.waitingChars = 0;
+    const learned = this.learnedEpoch;
+    this.learnedEpoch = undefined;
+    let restarted = this.restartedDuringReplay;
+    this.restartedDuringReplay = undefined;
+    if (!restarted && learned !== undefined && epoch !== undefined && learned !== epoch) {
+      // Live messages came in another numbering than the one history was read in.
+      restarted = { epoch: learned };
+    }
+    if (restarted) {
+      // The numbering restarted while history was read: what was read may be the old one's.
+      // Only the live messages of the new numbering, after saying that the rest is lost.
+      this.floorSeq = 0;
+      this.sendGap(null, restarted.epoch);
+    } else {
+      this.floorSeq = floorSeq;
+      if (gap !== 0) this.sendGap(gap, epoch);
+      // A subscriber that did not know the epoch (or the topic had none yet) learns it now.
+      this.tellEpoch(epoch ?? learned);
+      for (const message of history) this.offer(message.tail, undefined, message.seq);
+      const last = history.at(-1)?.seq;
+      if (last !== undefined) this.floorSeq = Math.max(this.floorSeq, last);
+    }
     // The floor stays: a live copy of the last replayed message may still be on its way
     // (history and live delivery can travel on different broker connections).
-    for (const message of waiting) this.offer(message.tail, message.shared, message.seq);
+    for (const message of waiting) {
+      this.missed += message.missedBefore;
+      this.offer(message.tail, message.shared, message.seq);
+    }
+  }
+
+  /**
+   * The topic's live messages carry another epoch than before (or one for the first time);
+   * `restarted`: the topic's numbering restarted. A subscriber whose positions belong to
+   * another numbering is told, with a gap signal of unknown size carrying the new epoch,
+   * before the new numbering's first message; one that had no epoch is told which it is.
+   */
+  epochSeen(epoch: string | undefined, restarted: boolean): void {
+    if (this.stopped) return;
+    if (this.waiting && !restarted) {
+      // Mid-replay, the replay compares the client's epoch with the broker's itself.
+      this.learnedEpoch = epoch ?? this.learnedEpoch;
+      return;
+    }
+    const other =
+      epoch !== undefined && this.clientEpoch !== undefined && epoch !== this.clientEpoch;
+    if (restarted || other) this.numberingRestarted(epoch);
+    else this.tellEpoch(epoch);
+  }
+
+  /** A position or gap signal told the subscriber this epoch. */
+  toldEpoch(epoch: string | undefined): void {
+    if (epoch !== undefined) this.clientEpoch = epoch;
+  }
+
+  private tellEpoch(epoch: string | undefined): void {
+    if (epoch === undefined || epoch === this.clientEpoch) return;
+    this.clientEpoch = epoch;
+    if (this.resumable) this.sendRaw(epochTail(epoch));
+  }
+
+  private sendGap(gap: number | null, epoch: string | undefined): void {
+    this.sendRaw(gapTail(gap, epoch));
+    this.toldEpoch(epoch);
+  }
+
+  /**
+   * The broker numbers the topic anew (it lost its data): earlier sequence numbers mean
+   * nothing now. A subscriber that tracks positions is told with a gap signal of unknown
+   * size carrying the new epoch, before the new numbering's first message.
+   */
+  private numberingRestarted(epoch: string | undefined): void {
+    this.floorSeq = 0;
+    if (this.waiting) {
+      // Mid-replay: the live messages held so far belong to the old numbering (the gap
+      // signal sent at resume covers them).
+      this.waiting = [];
+      this.waitingChars = 0;
+      this.firstHeldSeq = undefined;
+      this.restartedDuringReplay = { epoch };
+      return;
+    }
+    if (this.resumable) this.sendGap(null, epoch);
+    else this.toldEpoch(epoch);
   }
 
   /** Sequence number of the first live message held back during a replay, if any. */
   get firstWaitingSeq(): number | undefined {
-    return this.waiting?.[0]?.seq;
+    return this.waiting === undefined ? undefined : this.firstHeldSeq;
   }
 
   /** Send a frame for this subscription made of the head, its id and `tail`, regardless of policy. */
@@ -137,7 +268,10 @@ export class Delivery {
     if (!this.stopped) this.sink.send(this.head + this.quotedId + tail);
   }
 
-  /** The broker numbers the topic from 1 again (it lost its state): forget what was seen. */
+  /**
+   * Forget what was seen: live messages of any number are kept from now on (a resume whose
+   * position belongs to a numbering the broker no longer has).
+   */
   resetFloor(): void {
     this.floorSeq = 0;
   }
@@ -154,8 +288,15 @@ export class Delivery {
   stop(): void {
     this.stopped = true;
     this.held = undefined;
+    this.waiting = undefined;
     this.cancelDrain?.();
     this.cancelDrain = undefined;
+  }
+
+  private disconnect(): void {
+    this.stop();
+    this.onSlowConsumer('disconnected');
+    this.sink.close(SLOW_CONSUMER_CLOSE_CODE, 'slow consumer');
   }
 
   private flushHeld(): void {

@@ -21,12 +21,28 @@ export function missedPart(missed: number): string {
   return missed > 0 ? `,"missed":${missed}` : '';
 }
 
+/** `,"epoch":"..."` when the broker names its numbering, else nothing. */
+function epochPart(epoch: string | undefined): string {
+  return epoch === undefined ? '' : `,"epoch":${JSON.stringify(epoch)}`;
+}
+
 /**
  * Tells a resuming subscriber that history no longer held `missed` of the messages it
- * asked for (`null`: the broker could not say how many).
+ * asked for (`null`: the broker could not say how many, or lost the topic and numbers it
+ * anew), with the topic's epoch when the broker has one.
  */
-export function gapTail(missed: number | null): string {
-  return `,"gap":${missed}}}`;
+export function gapTail(missed: number | null, epoch?: string): string {
+  return `,"gap":${missed}${epochPart(epoch)}}}`;
+}
+
+/** Tells a subscriber that tracks positions which epoch its sequence numbers belong to. */
+export function epochTail(epoch: string): string {
+  return `${epochPart(epoch)}}}`;
+}
+
+/** A subscription's starting point: the last seq it will not get, and the topic's epoch. */
+export function positionTail(seq: number, epoch?: string): string {
+  return `,"seq":${seq}${epochPart(epoch)}}}`;
 }
 
 /** The last notification of a per-subscriber stream: it completed, or failed with `error`. */

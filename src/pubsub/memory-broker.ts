@@ -1,27 +1,71 @@
+import { nanoid } from 'nanoid';
 import { defaultRetention } from './broker.js';
 import type { Broker, BrokerMessage, History, Retention } from './broker.js';
+
+/** Options of {@link MemoryBroker}. */
+export interface MemoryBrokerOptions {
+  /** The clock history ages are measured with. Default `Date.now`. */
+  now?: () => number;
+  /**
+   * Topic logs kept for topics nobody here subscribes to (their history, for clients that
+   * resume). Beyond this many, the least recently published ones are dropped. Default 10 000.
+   */
+  maxIdleTopics?: number;
+  /** How often, at most, a publish looks for expired idle logs. Default 60 000 ms. */
+  sweepIntervalMs?: number;
+}
 
 interface TopicLog {
   lastSeq: number;
   retention: Retention;
   /** Retained messages, oldest first, with when they were published. */
   messages: { message: BrokerMessage; at: number }[];
+  /** Names this log's numbering: a log dropped and made again starts a new one. */
+  epoch: string;
+  /** Last publish (or creation), for dropping the least recently used idle logs first. */
+  touched: number;
 }
 
 /**
  * The embedded broker: one process, no network. Delivery is synchronous, so
  * a publish reaches every subscriber before `publish` returns, in order. Each
  * topic keeps a bounded history (length and age) for clients that resume.
+ *
+ * Every topic log has an epoch, random per broker instance (and new for a log made again
+ * after it was dropped), so a client resuming with a position from another gateway process
+ * (numbered from 1 again) is told, rather than handed the new numbering's later messages.
+ *
+ * Memory: a log is kept while its topic is subscribed here; an idle one (no subscriber) is
+ * dropped once all its messages have expired (checked on publish, at most every
+ * `sweepIntervalMs`), and at most `maxIdleTopics` idle logs are kept (least recently published
+ * dropped first), so distinct topic names published once do not accumulate.
  */
 export class MemoryBroker implements Broker {
   private readonly listeners = new Map<string, (message: BrokerMessage) => void>();
   private readonly logs = new Map<string, TopicLog>();
+  private readonly now: () => number;
+  private readonly maxIdleTopics: number;
+  private readonly sweepIntervalMs: number;
+  private readonly epochPrefix = nanoid(10);
+  private logsMade = 0;
+  private nextSweepAt: number;
   private closed = false;
 
-  constructor(private readonly now: () => number = Date.now) {}
+  constructor(options: MemoryBrokerOptions | (() => number) = {}) {
+    const settings = typeof options === 'function' ? { now: options } : options;
+    this.now = settings.now ?? Date.now;
+    this.maxIdleTopics = Math.max(0, settings.maxIdleTopics ?? 10_000);
+    this.sweepIntervalMs = settings.sweepIntervalMs ?? 60_000;
+    this.nextSweepAt = this.now() + this.sweepIntervalMs;
+  }
 
   get ready(): boolean {
     return !this.closed;
+  }
+
+  /** Topic logs held (subscribed topics, and idle ones kept for resuming clients). */
+  get retainedTopics(): number {
+    return this.logs.size;
   }
 
   publish(
@@ -36,16 +80,15 @@ export class MemoryBroker implements Broker {
       this.listeners.get(topic)?.({ topic, seq: 0, payload });
       return Promise.resolve(0);
     }
-    let log = this.logs.get(topic);
-    if (!log) {
-      log = { lastSeq: 0, retention, messages: [] };
-      this.logs.set(topic, log);
-    }
+    const now = this.now();
+    const log = this.logs.get(topic) ?? this.newLog(topic, retention, now);
     log.retention = retention;
-    const message: BrokerMessage = { topic, seq: ++log.lastSeq, payload };
-    if (retention.maxLength > 0) log.messages.push({ message, at: this.now() });
-    this.trim(log, retention);
+    log.touched = now;
+    const message: BrokerMessage = { topic, seq: ++log.lastSeq, payload, epoch: log.epoch };
+    if (retention.maxLength > 0) log.messages.push({ message, at: now });
+    this.trim(log, retention, now);
     this.listeners.get(topic)?.(message);
+    this.maybeSweep(now);
     return Promise.resolve(message.seq);
   }
 
@@ -62,25 +105,64 @@ export class MemoryBroker implements Broker {
   history(topic: string, afterSeq: number): Promise<History> {
     const log = this.logs.get(topic);
     if (!log) return Promise.resolve({ messages: [], lastSeq: 0 });
-    this.trimByAge(log, log.retention.maxAgeMs);
+    this.trimByAge(log, log.retention.maxAgeMs, this.now());
     const messages = log.messages.filter((m) => m.message.seq > afterSeq).map((m) => m.message);
-    return Promise.resolve({ messages, lastSeq: log.lastSeq });
+    return Promise.resolve({ messages, lastSeq: log.lastSeq, epoch: log.epoch });
   }
 
   close(): Promise<void> {
     this.closed = true;
     this.listeners.clear();
+    this.logs.clear();
     return Promise.resolve();
   }
 
-  private trim(log: TopicLog, retention: Retention): void {
-    const excess = log.messages.length - retention.maxLength;
-    if (excess > 0) log.messages.splice(0, excess);
-    this.trimByAge(log, retention.maxAgeMs);
+  private newLog(topic: string, retention: Retention, now: number): TopicLog {
+    const log: TopicLog = {
+      lastSeq: 0,
+      retention,
+      messages: [],
+      epoch: `${this.epochPrefix}.${(++this.logsMade).toString(36)}`,
+      touched: now,
+    };
+    this.logs.set(topic, log);
+    return log;
   }
 
-  private trimByAge(log: TopicLog, maxAgeMs: number): void {
-    const oldest = this.now() - maxAgeMs;
+  /**
+   * Sweep idle logs when it is time to, or when there are more of them than allowed (logs
+   * beyond the subscribed ones: `listeners` also counts `$`-topics, which have none).
+   */
+  private maybeSweep(now: number): void {
+    if (now >= this.nextSweepAt || this.logs.size > this.listeners.size + this.maxIdleTopics) {
+      this.sweep(now);
+    }
+  }
+
+  private sweep(now: number): void {
+    this.nextSweepAt = now + this.sweepIntervalMs;
+    const idle: [string, TopicLog][] = [];
+    for (const [topic, log] of this.logs) {
+      if (this.listeners.has(topic)) continue;
+      this.trimByAge(log, log.retention.maxAgeMs, now);
+      if (log.messages.length === 0) this.logs.delete(topic);
+      else idle.push([topic, log]);
+    }
+    if (idle.length <= this.maxIdleTopics) return;
+    // Down to 90 % of the bound, so a stream of new topics sweeps once per many of them.
+    const keep = Math.floor(this.maxIdleTopics * 0.9);
+    idle.sort((a, b) => a[1].touched - b[1].touched);
+    for (const [topic] of idle.slice(0, idle.length - keep)) this.logs.delete(topic);
+  }
+
+  private trim(log: TopicLog, retention: Retention, now: number): void {
+    const excess = log.messages.length - retention.maxLength;
+    if (excess > 0) log.messages.splice(0, excess);
+    this.trimByAge(log, retention.maxAgeMs, now);
+  }
+
+  private trimByAge(log: TopicLog, maxAgeMs: number, now: number): void {
+    const oldest = now - maxAgeMs;
     let drop = 0;
     while (drop < log.messages.length && log.messages[drop]!.at < oldest) drop++;
     if (drop > 0) log.messages.splice(0, drop);

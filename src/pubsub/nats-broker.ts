@@ -70,6 +70,8 @@ interface TopicSubscription {
   deliver: (message: BrokerMessage) => void;
   /** The last sequence number handed to `deliver`; the consumer resumes after it. */
   lastSeq: number;
+  /** The stream's creation time: a stream deleted and made again numbers from 1 anew. */
+  epoch?: string;
   active: boolean;
   /** Bumped on every (re)start, so a stale consumer's messages are ignored. */
   generation: number;
@@ -108,6 +110,10 @@ const noop = (): void => undefined;
  * Subscribers read through an ordered consumer starting after the last sequence
  * they were given; after a reconnect the consumer is recreated from there, so
  * what was published meanwhile (and is still retained) arrives, in order, once.
+ * A topic's epoch is its stream's creation time: a stream deleted and made again numbers
+ * from 1 anew, and a subscription that finds it so starts again from its first message.
+ * A `$`-topic subscribe resolves once the server has the interest (a flush), so what another
+ * node publishes after that reaches it.
  *
  * While disconnected, `ready` is false and every operation rejects at once with
  * {@link NatsBrokerUnavailableError}; operations that get no answer reject after
@@ -243,6 +249,15 @@ export class NatsBroker implements Broker {
         },
       });
       this.direct.set(topic, subscription);
+      // Resolve once the server has the interest (a round trip on this connection): a message
+      // published by another node after that reaches us.
+      try {
+        await this.bounded(what, () => link.nc.flush());
+      } catch (err) {
+        if (this.direct.get(topic) === subscription) this.direct.delete(topic);
+        subscription.unsubscribe();
+        throw err;
+      }
       return;
     }
     const sub: TopicSubscription = { topic, deliver, lastSeq: 0, active: true, generation: 0 };
@@ -250,7 +265,9 @@ export class NatsBroker implements Broker {
     try {
       await this.bounded(what, async () => {
         // New messages only: start after what the topic holds now.
-        sub.lastSeq = (await this.streamInfoOrCreate(link, topic)).state.last_seq;
+        const info = await this.streamInfoOrCreate(link, topic);
+        sub.lastSeq = info.state.last_seq;
+        sub.epoch = info.created;
         await this.startConsumer(link, sub);
       });
     } catch (err) {
@@ -290,10 +307,11 @@ export class NatsBroker implements Broker {
         throw err;
       }
       const lastSeq = info.state.last_seq;
+      const epoch = info.created;
       const messages: BrokerMessage[] = [];
       const after = Number.isFinite(afterSeq) ? Math.max(0, Math.floor(afterSeq)) : 0;
       let next = Math.max(after + 1, info.state.first_seq);
-      if (next > lastSeq || info.state.messages === 0) return { messages, lastSeq };
+      if (next > lastSeq || info.state.messages === 0) return { messages, lastSeq, epoch };
       const consumer = await link.js.consumers.get(stream, {
         deliver_policy: DeliverPolicy.StartSequence,
         opt_start_seq: next,
@@ -310,7 +328,7 @@ export class NatsBroker implements Broker {
           for await (const m of batch) {
             received++;
             if (m.seq > lastSeq) continue;
-            messages.push({ topic, seq: m.seq, payload: m.string() });
+            messages.push({ topic, seq: m.seq, payload: m.string(), epoch });
             next = m.seq + 1;
           }
           if (received === 0) break;
@@ -318,7 +336,7 @@ export class NatsBroker implements Broker {
       } finally {
         consumer.delete().catch(noop);
       }
-      return { messages, lastSeq };
+      return { messages, lastSeq, epoch };
     });
   }
 
@@ -592,7 +610,7 @@ export class NatsBroker implements Broker {
     if (!sub.active || sub.generation !== generation || m.seq <= sub.lastSeq) return;
     sub.lastSeq = m.seq;
     try {
-      sub.deliver({ topic: sub.topic, seq: m.seq, payload: m.string() });
+      sub.deliver({ topic: sub.topic, seq: m.seq, payload: m.string(), epoch: sub.epoch });
     } catch (err) {
       this.onError(err);
     }
@@ -645,7 +663,12 @@ export class NatsBroker implements Broker {
     try {
       await withTimeout(
         (async () => {
-          await this.streamInfoOrCreate(link, sub.topic);
+          const info = await this.streamInfoOrCreate(link, sub.topic);
+          if (sub.epoch !== undefined && info.created !== sub.epoch) {
+            // The stream was deleted and made again: its numbering starts from 1 anew.
+            sub.lastSeq = 0;
+          }
+          sub.epoch = info.created;
           await this.startConsumer(link, sub);
         })(),
         this.timeoutMs,

@@ -28,7 +28,10 @@ export interface RedisBrokerOptions {
 
 /** The Redis keys and channel of one topic. */
 export interface RedisTopicKeys {
-  /** Hash: `n` the topic's latest seq, `e` the topic's epoch (see {@link RedisBroker}). */
+  /**
+   * Hash: `n` the topic's latest seq, `e` the topic's epoch (see {@link RedisBroker}), `a` the
+   * history age limit in ms of the last publish (-1: none), which reads apply too.
+   */
   meta: string;
   /** Stream: the retained messages, id `<seq>-0`, fields `t` (server ms) and `p` (payload). */
   log: string;
@@ -57,6 +60,7 @@ if not epoch then
   redis.call('HSET', meta, 'e', epoch, 'n', 0)
 end
 local seq = redis.call('HINCRBY', meta, 'n', 1)
+redis.call('HSET', meta, 'a', ARGV[4])
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local id = string.format('%d-0', seq)
@@ -98,14 +102,39 @@ return seq
 
 // KEYS: meta, log. ARGV: first id, last id ('+' for the end), COUNT (0: all).
 // Returns { latest seq, epoch ('' when the topic does not exist), entries }, read atomically.
+// Entries older than the topic's age limit (meta `a`, set by each publish) are left out: a
+// publish trims them, but between publishes they would otherwise still be read.
 const HISTORY_LUA = `
-local state = redis.call('HMGET', KEYS[1], 'n', 'e')
+local state = redis.call('HMGET', KEYS[1], 'n', 'e', 'a')
 if not state[2] then return {0, '', {}} end
+local first, last = ARGV[1], ARGV[2]
+local maxAge = tonumber(state[3])
+if maxAge and maxAge >= 0 then
+  local time = redis.call('TIME')
+  local cutoff = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) - maxAge
+  -- Entries are in publish order, so the expired ones come first: start after them.
+  while true do
+    local batch = redis.call('XRANGE', KEYS[2], first, last, 'COUNT', 100)
+    if #batch == 0 then return {tonumber(state[1]), state[2], {}} end
+    local keep
+    for i = 1, #batch do
+      if tonumber(batch[i][2][2]) >= cutoff then
+        keep = batch[i][1]
+        break
+      end
+    end
+    if keep then
+      first = keep
+      break
+    end
+    first = '(' .. batch[#batch][1]
+  end
+end
 local entries
 if tonumber(ARGV[3]) > 0 then
-  entries = redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[2], 'COUNT', ARGV[3])
+  entries = redis.call('XRANGE', KEYS[2], first, last, 'COUNT', ARGV[3])
 else
-  entries = redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[2])
+  entries = redis.call('XRANGE', KEYS[2], first, last)
 end
 return {tonumber(state[1]), state[2], entries}
 `;
@@ -191,9 +220,14 @@ function describeTarget(url: string): string {
  * Retention is applied on publish: the stream is trimmed exactly (not `~`) to `maxLength`,
  * which costs one entry removed per publish once a topic is full; entries older
  * than `maxAgeMs` (by the Redis server's clock) are trimmed from its head, and the stream key
- * expires `maxAgeMs` after the last publish. Between two publishes a message may thus stay
- * readable for up to `maxAgeMs` past its age limit. The seq hash is kept forever (one small
- * hash per topic ever published), so seqs never restart while Redis keeps its data.
+ * expires `maxAgeMs` after the last publish. Reads (history, catch-up) leave out entries older
+ * than the topic's `maxAgeMs` too (the last publish's, kept in the meta hash), so a message
+ * past its age is not replayed between two publishes either. The seq hash is kept forever (one
+ * small hash per topic ever published), so seqs never restart while Redis keeps its data.
+ *
+ * Scripts run with EVALSHA; after Redis lost its script cache (a restart, SCRIPT FLUSH) the
+ * calls that fail with NOSCRIPT are sent again as EVAL, and later calls wait until they have
+ * been, so one node's publishes still run in the order they were made.
  *
  * Faults: while the command connection is down `ready` is false and publish, subscribe and
  * history reject at once with "Redis broker unavailable"; a command that gets no reply within
@@ -223,6 +257,10 @@ export class RedisBroker implements Broker {
   private closed = false;
   private closing: Promise<void> | undefined;
   private lastError: Error | undefined;
+  /** Script calls sent and not yet answered (or, after NOSCRIPT, not yet sent again as EVAL). */
+  private scriptCalls = 0;
+  /** Set from a NOSCRIPT reply until every earlier call is settled: new calls wait for it. */
+  private scriptRecovery: { done: Promise<void>; release: () => void } | undefined;
 
   /** Connects in the background; `connect()` waits for it. Never throws for network reasons. */
   constructor(options: RedisBrokerOptions) {
@@ -394,7 +432,9 @@ export class RedisBroker implements Broker {
   async history(topic: string, afterSeq: number): Promise<History> {
     this.assertUsable();
     const read = await this.read(redisTopicKeys(this.prefix, topic), topic, afterSeq, '+', 0);
-    return { messages: read.messages, lastSeq: read.lastSeq };
+    const history: History = { messages: read.messages, lastSeq: read.lastSeq };
+    if (read.epoch !== '') history.epoch = read.epoch;
+    return history;
   }
 
   close(): Promise<void> {
@@ -460,22 +500,54 @@ export class RedisBroker implements Broker {
     });
   }
 
-  /** EVALSHA, falling back to EVAL when Redis does not have the script (yet, or any more). */
+  /**
+   * EVALSHA, falling back to EVAL when Redis does not have the script (yet, or any more: a
+   * restart, SCRIPT FLUSH), without reordering: once a call fails with NOSCRIPT, later calls
+   * wait until every call sent before that failure has been answered or sent again as EVAL,
+   * so they reach Redis after those EVALs, in the order they were made.
+   */
   private async evalScript(which: Script, keys: string[], args: string[]): Promise<unknown> {
+    while (this.scriptRecovery) await this.scriptRecovery.done;
+    this.scriptCalls++;
+    let settled = false;
+    const settle = (): void => {
+      if (settled) return;
+      settled = true;
+      if (--this.scriptCalls === 0 && this.scriptRecovery) {
+        this.scriptRecovery.release();
+        this.scriptRecovery = undefined;
+      }
+    };
     try {
+      let reply: Promise<unknown>;
       try {
-        return await this.command.evalsha(which.sha, keys.length, ...keys, ...args);
+        reply = Promise.resolve(
+          await this.command.evalsha(which.sha, keys.length, ...keys, ...args),
+        );
       } catch (error) {
         if (!toError(error).message.startsWith('NOSCRIPT')) throw error;
-        return await this.command.eval(which.lua, keys.length, ...keys, ...args);
+        this.startScriptRecovery();
+        // Sent now, before this call counts as settled: later calls go after it.
+        reply = this.command.eval(which.lua, keys.length, ...keys, ...args);
       }
+      settle();
+      return await reply;
     } catch (error) {
       const err = toError(error);
       // An error reply from Redis itself (OOM, WRONGTYPE, ...) is not an outage.
       if (err.name === 'ReplyError')
         throw new Error(`Redis broker: ${err.message}`, { cause: error });
       throw this.unavailable(err);
+    } finally {
+      settle();
     }
+  }
+
+  private startScriptRecovery(): void {
+    if (this.scriptRecovery) return;
+    let release!: () => void;
+    const done = new Promise<void>((resolve) => (release = resolve));
+    this.scriptRecovery = { done, release };
   }
 
   /** Messages after `afterSeq` up to `toId`, with the topic's epoch and latest seq, atomically. */
@@ -663,7 +735,7 @@ export class RedisBroker implements Broker {
     if (seq <= state.lastSeq || !this.isCurrent(state)) return;
     state.lastSeq = seq;
     try {
-      state.deliver({ topic: state.topic, seq, payload });
+      state.deliver({ topic: state.topic, seq, payload, epoch: state.epoch || undefined });
     } catch (error) {
       this.onError(toError(error));
     }

@@ -7,6 +7,8 @@ interface TopicState {
   /** Holders (deliveries plus accepted-but-not-started subscriptions) keeping the broker subscription. */
   holds: number;
   lastSeq: number;
+  /** The epoch of the last message, when the broker names its numbering. */
+  epoch: string | undefined;
   /** The id every session's first subscription to the topic gets, plain and JSON-quoted. */
   sharedId: string;
   sharedQuotedId: string;
@@ -40,32 +42,35 @@ export class TopicRegistry {
    * Keep `topic` subscribed on the broker; resolves once the broker has it, for every caller:
    * one that comes while the first is still subscribing waits for the same subscription
    * (accepting its subscriber earlier could let it miss what is published meanwhile).
+   * When the broker refuses (it is down), every waiting caller rejects and the topic is
+   * forgotten at once: nothing stays held, and the next `hold` asks the broker again.
    */
   async hold(topic: string): Promise<void> {
     let state = this.topics.get(topic);
     if (!state) {
       const sharedId = this.newId();
-      state = {
+      const created: TopicState = {
         deliveries: new Set(),
         holds: 0,
         lastSeq: 0,
+        epoch: undefined,
         sharedId,
         sharedQuotedId: JSON.stringify(sharedId),
         ready: undefined,
       };
-      this.topics.set(topic, state);
+      this.topics.set(topic, created);
       // Through a promise, so a broker that throws synchronously fails like one that rejects.
-      state.ready = Promise.resolve().then(() =>
-        this.broker.subscribe(topic, (message) => this.fanOut(message)),
-      );
+      created.ready = Promise.resolve()
+        .then(() => this.broker.subscribe(topic, (message) => this.fanOut(message)))
+        .catch((err: unknown) => {
+          // The broker never had it: no unsubscribe to send, no holder to keep.
+          if (this.topics.get(topic) === created) this.topics.delete(topic);
+          throw err;
+        });
+      state = created;
     }
     state.holds++;
-    try {
-      await state.ready;
-    } catch (err) {
-      if (this.topics.get(topic) === state) this.release(topic);
-      throw err;
-    }
+    await state.ready;
   }
 
   /** Undo one `hold`. */
@@ -106,11 +111,17 @@ export class TopicRegistry {
   private fanOut(message: BrokerMessage): void {
     const state = this.topics.get(message.topic);
     if (!state) return;
-    if (message.seq <= state.lastSeq) {
-      // Numbering restarted (a broker that lost its data): earlier sequence numbers mean nothing now.
-      for (const delivery of state.deliveries) delivery.resetFloor();
+    const epoch = message.epoch;
+    // Numbering restarted (a broker that lost its data): earlier sequence numbers mean nothing now.
+    const restarted =
+      message.seq <= state.lastSeq ||
+      (epoch !== undefined && state.epoch !== undefined && epoch !== state.epoch);
+    if (restarted || (epoch !== undefined && state.epoch === undefined)) {
+      // Rare (once per held topic, and on a restart): each subscriber checks its own epoch.
+      for (const delivery of state.deliveries) delivery.epochSeen(epoch, restarted);
     }
     state.lastSeq = message.seq;
+    if (epoch !== undefined) state.epoch = epoch;
     // The payload was serialized once at publish; the tail is built once per message.
     const tail = messageTail(message.payload, message.seq);
     const shared = new SharedFrame(state.sharedQuotedId, this.head + state.sharedQuotedId + tail);

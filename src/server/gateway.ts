@@ -32,6 +32,7 @@ import type { ServerTransport } from '../transport/transport.js';
 import { TransportSocket, WsTransport } from '../transport/ws-transport.js';
 import { Heartbeat } from './heartbeat.js';
 import { sendText, serveHealth } from './http-routes.js';
+import type { Readiness } from './http-routes.js';
 import { Admission } from './admission.js';
 import { createLogger } from './logger.js';
 import { GatewayMetrics } from './metrics.js';
@@ -45,6 +46,7 @@ import { SessionRouter } from './session-router.js';
 import { rejectUpgrade } from './upgrade-rejection.js';
 import { runAuthenticate } from './run-authenticate.js';
 import { describeStream, describeUpgrade } from './upgrade-request.js';
+import { TrustedProxies } from './client-address.js';
 import { HttpRpc } from './http-rpc.js';
 import { streamRefusal } from './stream-refusal.js';
 
@@ -96,6 +98,8 @@ export class Gateway<C = unknown> {
   /** Peer settings every session shares (one object, one set of closures, for all of them). */
   private readonly peerConfig: PeerConfig<Session<C>>;
   private readonly admission: Admission;
+  /** Proxies whose X-Forwarded-For is believed (GatewayOptions.trustedProxies); none by default. */
+  private readonly proxies: TrustedProxies | undefined;
   /** POST /rpc: one ephemeral session per request. */
   private readonly httpRpc: HttpRpc<C>;
   /** The shared peer config, minus the close hook: HTTP exchanges are not connections. */
@@ -131,9 +135,15 @@ export class Gateway<C = unknown> {
       },
     );
     this.admission = new Admission(this.limits, options.allowedOrigins);
+    this.proxies =
+      options.trustedProxies && options.trustedProxies.length > 0
+        ? new TrustedProxies(options.trustedProxies)
+        : undefined;
     this.metrics = new GatewayMetrics({
       connections: () => this.liveSessions.size,
       subscriptionsByTopic: () => this.pubsub.topics(),
+      // Labelled by declared topic (`room.*`), not by the names clients choose under it.
+      subscriptionsByPattern: () => this.pubsub.subscriptionsByPattern(),
       dropped: () => this.pubsub.stats.dropped,
       slowConsumerDisconnects: () => this.pubsub.stats.slowConsumerDisconnects,
       isKnownMethod: (method) => this.registry.has(method),
@@ -191,6 +201,7 @@ export class Gateway<C = unknown> {
       authenticate: options.authenticate,
       limits: this.limits,
       logger: this.logger,
+      proxies: this.proxies,
       isClosing: () => this.closing,
       newSession: (context, remoteAddress, transport, admit) =>
         this.newSession(transport, context, remoteAddress, admit, this.httpPeerConfig),
@@ -215,12 +226,28 @@ export class Gateway<C = unknown> {
 
   /** Declare a topic (exact name, or prefix ending in `*`) that clients may subscribe to. */
   topic(pattern: string, options?: TopicOptions<C>): void {
+    this.checkHighWaterMark(pattern, options?.highWaterMark);
     this.pubsub.topic(pattern, options);
   }
 
   /** Declare a per-subscriber stream: `handler` returns an Observable for each subscriber. */
   stream<P, T>(name: string, handler: StreamHandler<C, P, T>, flow?: Partial<FlowControl>): void {
+    this.checkHighWaterMark(name, flow?.highWaterMark);
     this.pubsub.stream(name, handler, flow);
+  }
+
+  /**
+   * A slow-consumer high-water mark at or above `maxBufferedBytes` never acts: reading stops
+   * first. Not an error (messages still flow), but worth saying once.
+   */
+  private checkHighWaterMark(name: string, highWaterMark: number | undefined): void {
+    const { maxBufferedBytes } = this.limits;
+    if (highWaterMark === undefined || maxBufferedBytes <= 0) return;
+    if (highWaterMark < maxBufferedBytes) return;
+    this.logger.warn(
+      { name, highWaterMark, maxBufferedBytes },
+      'highWaterMark is not below limits.maxBufferedBytes: the slow-consumer policy may never apply',
+    );
   }
 
   /** Publish to every subscriber of `topic` (on every node sharing the broker). Resolves with the sequence number. */
@@ -266,8 +293,21 @@ export class Gateway<C = unknown> {
   }
 
   get isReady(): boolean {
+    return this.readiness === 'ready';
+  }
+
+  /** What /readyz reports: ready, or why not. */
+  get readiness(): Readiness {
+    if (this.closing) return 'draining';
+    if (!this.httpServer.listening) return 'not-listening';
     // A gateway whose broker is down cannot publish: the load balancer should send clients elsewhere.
-    return !this.closing && this.httpServer.listening && this.pubsub.broker.ready;
+    if (!this.pubsub.broker.ready) return 'broker-unavailable';
+    return 'ready';
+  }
+
+  /** New long-lived connections are refused while the broker is down (refuseWhileBrokerDown). */
+  private get refusingForBroker(): boolean {
+    return (this.options.refuseWhileBrokerDown ?? true) && !this.pubsub.broker.ready;
   }
 
   /** Start listening (only when the gateway created its own HTTP server). */
@@ -356,6 +396,8 @@ export class Gateway<C = unknown> {
       return undefined;
     };
     if (this.closing) return refuse(503, 'Server shutting down');
+    // A pipe (stdio) is the process's one connection: it is served, broker or not.
+    if (kind === 'tcp' && this.refusingForBroker) return refuse(503, 'Broker unavailable');
     const request = describeStream(kind, remoteAddress);
     const admitted = this.admission.admit(request);
     if (typeof admitted !== 'function') return refuse(admitted.status, admitted.message);
@@ -365,20 +407,45 @@ export class Gateway<C = unknown> {
       return refuse(auth.status, auth.message ?? 'Internal server error');
     }
     const context = auth.context;
-    if (this.closing || input.destroyed) {
-      admitted();
-      return this.closing ? refuse(503, 'Server shutting down') : undefined;
+    const user = await this.holdUser(context);
+    try {
+      if (this.closing || input.destroyed) {
+        admitted();
+        return this.closing ? refuse(503, 'Server shutting down') : undefined;
+      }
+      const transport = new NdjsonTransport(input, output, {
+        kind,
+        maxLineBytes: this.limits.maxMessageBytes,
+        maxBufferedBytes: this.limits.maxBufferedBytes,
+        counters: this.metrics,
+        // `echo request | server` or a half-closed socket: answer what came, then close.
+        onInputEnd: () =>
+          void this.closeWhenIdle(session, Date.now() + 30_000, CloseCode.Normal, 'input ended'),
+      });
+      const session = this.attach(transport, context, remoteAddress);
+      session.logger.info({ transport: kind, remoteAddress }, 'connected');
+      return session;
+    } finally {
+      this.releaseUser(user);
     }
-    const transport = new NdjsonTransport(input, output, {
-      kind,
-      maxLineBytes: this.limits.maxMessageBytes,
-      // `echo request | server` or a half-closed socket: answer what came, then close.
-      onInputEnd: () =>
-        void this.closeWhenIdle(session, Date.now() + 30_000, CloseCode.Normal, 'input ended'),
-    });
-    const session = this.attach(transport, context, remoteAddress);
-    session.logger.info({ transport: kind, remoteAddress }, 'connected');
-    return session;
+  }
+
+  /**
+   * Before a session of a user (`userOf`) opens: start listening for the user's messages on
+   * this node and wait until the broker has that subscription (or the attempt failed; it is
+   * retried), so a `notifyUser` sent after the session's first answer reaches it. The hold is
+   * released with `releaseUser` once the session took its own (in `attach`), or was refused.
+   */
+  private async holdUser(context: C): Promise<string | undefined> {
+    const user = this.options.userOf?.(context);
+    if (user === undefined) return undefined;
+    this.router.userConnected(user);
+    await this.router.listeningFor(user);
+    return user;
+  }
+
+  private releaseUser(user: string | undefined): void {
+    if (user !== undefined) this.router.userDisconnected(user);
   }
 
   /**
@@ -477,14 +544,15 @@ export class Gateway<C = unknown> {
   private pickProtocol(offered: Set<string>, request: IncomingMessage): string | false {
     const list = [...offered];
     if (this.options.selectProtocol)
-      return this.options.selectProtocol(list, describeUpgrade(request));
+      return this.options.selectProtocol(list, describeUpgrade(request, 'websocket', this.proxies));
     // Never echo a token a browser sent as a subprotocol when a real protocol name is there.
     return offered.has(PREFERRED_SUBPROTOCOL) ? PREFERRED_SUBPROTOCOL : (list[0] ?? false);
   }
 
   private async onHttpRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
     try {
-      if (serveHealth(req, res, { ready: this.isReady, sessions: this.liveSessions.size })) return;
+      if (serveHealth(req, res, { status: this.readiness, sessions: this.liveSessions.size }))
+        return;
       const path = (req.url ?? '/').split('?', 1)[0];
       if (path === '/openrpc.json' && this.discovery !== undefined) {
         res.writeHead(200, {
@@ -538,7 +606,18 @@ export class Gateway<C = unknown> {
     if (path !== this.path) return this.refuse(socket, 'path', 404);
     if (this.closing)
       return this.refuse(socket, 'draining', 503, 'Server shutting down', { 'Retry-After': '1' });
-    const upgrade = describeUpgrade(request);
+    const upgrade = describeUpgrade(request, 'websocket', this.proxies);
+    if (this.refusingForBroker) {
+      // Sessions already open stay; new ones go to a node whose broker works.
+      return this.refuse(
+        socket,
+        'broker-unavailable',
+        503,
+        'Broker unavailable',
+        { 'Retry-After': '5' },
+        upgrade,
+      );
+    }
     const admitted = this.admission.admit(upgrade);
     if (typeof admitted !== 'function') {
       return this.refuse(
@@ -560,22 +639,28 @@ export class Gateway<C = unknown> {
       return this.refuse(socket, reason, status, message, headers, logged);
     }
     const context = auth.context;
-    if (this.closing) {
-      release();
-      return this.refuse(socket, 'draining', 503, 'Server shutting down');
+    const user = await this.holdUser(context);
+    try {
+      if (this.closing) {
+        release();
+        return this.refuse(socket, 'draining', 503, 'Server shutting down');
+      }
+      if (socket.destroyed) return release();
+      const { remoteAddress } = upgrade;
+      let opened = false;
+      this.wss.handleUpgrade(request, socket, head, (ws) => {
+        opened = true;
+        socket.removeListener('error', destroySocket); // ws has its own from here
+        // The server's `WebSocket` option makes every socket a TransportSocket.
+        this.openSession(ws as TransportSocket, context, remoteAddress);
+      });
+      // ws calls back synchronously or not at all (it refused or destroyed the socket). Once
+      // open, the session frees the slot when it closes (onSessionClosed): no listener per
+      // connection.
+      if (!opened) release();
+    } finally {
+      this.releaseUser(user);
     }
-    if (socket.destroyed) return release();
-    const { remoteAddress } = upgrade;
-    let opened = false;
-    this.wss.handleUpgrade(request, socket, head, (ws) => {
-      opened = true;
-      socket.removeListener('error', destroySocket); // ws has its own from here
-      // The server's `WebSocket` option makes every socket a TransportSocket.
-      this.openSession(ws as TransportSocket, context, remoteAddress);
-    });
-    // ws calls back synchronously or not at all (it refused or destroyed the socket). Once open,
-    // the session frees the slot when it closes (onSessionClosed): no listener per connection.
-    if (!opened) release();
   }
 
   private refuse(
@@ -596,7 +681,8 @@ export class Gateway<C = unknown> {
   }
 
   private openSession(ws: TransportSocket, context: C, remoteAddress: string | undefined): void {
-    const session = this.attach(new WsTransport(ws, this.metrics), context, remoteAddress);
+    const transport = new WsTransport(ws, this.metrics, undefined, this.limits.maxBufferedBytes);
+    const session = this.attach(transport, context, remoteAddress);
     session.logger.info(
       // A subprotocol other than ours may be a token (a browser's only way to send one).
       { remoteAddress, protocol: ws.protocol === PREFERRED_SUBPROTOCOL ? ws.protocol : undefined },

@@ -21,7 +21,13 @@ interface MethodStats {
 
 export interface MetricsSources {
   connections(): number;
+  /** Local subscriptions by topic name (used only when `subscriptionsByPattern` is not given). */
   subscriptionsByTopic(): Record<string, number>;
+  /**
+   * Local subscriptions by declared topic (`room.*` once, not each room a client chose):
+   * the `topic` label's values stay as few as the declarations (PubSubService.subscriptionsByPattern).
+   */
+  subscriptionsByPattern?(): Record<string, number>;
   dropped(): number;
   slowConsumerDisconnects(): number;
   isKnownMethod(method: string): boolean;
@@ -54,7 +60,7 @@ export class GatewayMetrics {
     const stats = this;
     new Gauge({
       name: 'rpc_connections',
-      help: 'Open WebSocket sessions.',
+      help: 'Open sessions (WebSocket, TCP and stdio).',
       registers,
       collect() {
         this.set(sources.connections());
@@ -62,7 +68,7 @@ export class GatewayMetrics {
     });
     new Counter({
       name: 'rpc_messages_received_total',
-      help: 'WebSocket messages received from clients.',
+      help: 'Messages received from clients over WebSocket, TCP and stdio.',
       registers,
       collect() {
         this.reset();
@@ -71,7 +77,7 @@ export class GatewayMetrics {
     });
     new Counter({
       name: 'rpc_messages_sent_total',
-      help: 'WebSocket messages sent to clients.',
+      help: 'Messages sent to clients over WebSocket, TCP and stdio.',
       registers,
       collect() {
         this.reset();
@@ -94,13 +100,13 @@ export class GatewayMetrics {
     });
     new Gauge({
       name: 'rpc_subscriptions',
-      help: 'Local subscriptions by topic.',
+      help: 'Local subscriptions by declared topic (one series for a prefix such as room.*).',
       labelNames: ['topic'],
       registers,
       collect() {
         this.reset();
-        for (const [topic, count] of Object.entries(sources.subscriptionsByTopic()))
-          this.set({ topic }, count);
+        const counts = sources.subscriptionsByPattern?.() ?? sources.subscriptionsByTopic();
+        for (const [topic, count] of Object.entries(counts)) this.set({ topic }, count);
       },
     });
     new Counter({

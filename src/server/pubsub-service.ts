@@ -7,12 +7,13 @@ import { ErrorCode } from '../protocol/error-codes.js';
 import { InvalidParamsError, JsonRpcError, ServerError, toWireError } from '../protocol/errors.js';
 import { ConnectionClosedError } from '../protocol/local-errors.js';
 import { defaultRetention } from '../pubsub/broker.js';
-import type { Broker, Retention } from '../pubsub/broker.js';
+import type { Broker, BrokerMessage, Retention } from '../pubsub/broker.js';
 import { Delivery, defaultFlowControl } from '../pubsub/delivery.js';
 import type { FlowControl } from '../pubsub/delivery.js';
-import { finalTail, messageTail, notificationHead } from '../pubsub/frames.js';
+import { finalTail, messageTail, notificationHead, positionTail } from '../pubsub/frames.js';
 import type { Sink } from '../pubsub/sink.js';
 import { readSubscribeParams, readUnsubscribeParams } from '../pubsub/subscribe-params.js';
+import type { SubscribeRequest } from '../pubsub/subscribe-params.js';
 import { TopicRegistry } from '../pubsub/topic-registry.js';
 import type { Session } from './session.js';
 import { pushUnsupported } from './session.js';
@@ -160,14 +161,7 @@ export class PubSubService<C> {
     const retention = this.resolveTopic(topic)?.retention ?? defaultRetention;
     // A JsonRpcError, so a handler that returns this promise answers its caller precisely.
     return this.broker.publish(topic, payload, retention).catch((err: unknown) => {
-      throw new ServerError(
-        ErrorCode.BrokerUnavailable,
-        'Broker unavailable: the message was not published',
-        {
-          topic,
-          reason: err instanceof Error ? err.message : String(err),
-        },
-      );
+      throw this.brokerUnavailable(err, topic, 'the message was not published');
     });
   }
 
@@ -175,11 +169,35 @@ export class PubSubService<C> {
   publishFrom(topic: string, source: Observable<unknown>): Subscription {
     return source.subscribe({
       next: (value) =>
-        void this.publish(topic, value).catch((err: unknown) =>
-          this.logger.warn({ err, topic }, 'publish failed'),
-        ),
+        void this.publish(topic, value).catch((err: unknown) => {
+          // A broker failure was logged, with its cause, by publish.
+          if (!(err instanceof ServerError && err.code === ErrorCode.BrokerUnavailable))
+            this.logger.warn({ err, topic }, 'publish failed');
+        }),
       error: (err: unknown) => this.logger.warn({ err, topic }, 'published source failed'),
     });
+  }
+
+  /** Local subscriptions counted by declared topic (`room.*`, not each room): bounded by the declarations. */
+  subscriptionsByPattern(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const [topic, count] of Object.entries(this.registry.snapshot())) {
+      const pattern = this.resolveTopic(topic)?.pattern;
+      if (pattern !== undefined) out[pattern] = (out[pattern] ?? 0) + count;
+    }
+    return out;
+  }
+
+  /**
+   * -32009 for a broker operation that failed (the broker is down or refused). The cause
+   * (which may name the broker's host and port) goes to the log, and to the client only with
+   * `exposeErrorDetails`.
+   */
+  private brokerUnavailable(err: unknown, topic: string, what: string): ServerError {
+    this.logger.warn({ err, topic }, `broker unavailable: ${what}`);
+    const data: Record<string, unknown> = { topic };
+    if (this.exposeErrorDetails) data['reason'] = err instanceof Error ? err.message : String(err);
+    return new ServerError(ErrorCode.BrokerUnavailable, `Broker unavailable: ${what}`, data);
   }
 
   /** Local subscriber counts by topic; empty when nobody is subscribed. */
@@ -215,35 +233,45 @@ export class PubSubService<C> {
     if (stream) {
       this.checkLimit(table); // before the handler, so a refused subscribe has no side effects
       const returned = stream.handler(request.params, ctx);
-      const source = isObservable(returned) ? returned : from(await returned);
+      if (isObservable(returned)) {
+        return this.startStream(session, table, returned, stream.flow, ctx);
+      }
+      const source = from(await returned);
+      // Cancelled (rpc.cancel) or closed while the handler was building it: never started.
+      throwIfCancelled(ctx);
       return this.startStream(session, this.requireTable(session), source, stream.flow, ctx);
     }
     const definition = this.resolveTopic(request.name);
     if (!definition) throw new InvalidParamsError('Unknown topic', { topic: request.name });
     const { authorize } = definition.options;
-    if (authorize && !(await authorize({ session, topic: request.name, params: request.params }))) {
-      throw new ServerError(ErrorCode.Unauthorized, 'Not authorized for this topic', {
-        topic: request.name,
-      });
+    if (authorize) {
+      const allowed = await authorize({ session, topic: request.name, params: request.params });
+      throwIfCancelled(ctx);
+      if (!allowed) {
+        throw new ServerError(ErrorCode.Unauthorized, 'Not authorized for this topic', {
+          topic: request.name,
+        });
+      }
     }
     this.checkLimit(table);
-    await this.registry.hold(request.name);
+    try {
+      await this.registry.hold(request.name);
+    } catch (err) {
+      // The broker is down: worth retrying (-32009), unlike an Internal error.
+      throw this.brokerUnavailable(err, request.name, 'could not subscribe');
+    }
     if (this.tables.get(session) !== table) {
       // The connection closed while the broker was subscribing.
       this.registry.release(request.name);
       throw new ConnectionClosedError();
     }
     try {
-      return this.startTopic(
-        request.name,
-        table,
-        definition.flow,
-        ctx,
-        request.since,
-        request.position,
-      );
+      // Cancelled while the broker was subscribing: the caller is answered -32001, so nothing
+      // may stay behind.
+      throwIfCancelled(ctx);
+      return this.startTopic(request.name, table, definition.flow, ctx, request);
     } catch (err) {
-      // Another subscribe took the last slot while the broker was subscribing.
+      // Cancelled, or another subscribe took the last slot while the broker was subscribing.
       this.registry.release(request.name);
       throw err;
     }
@@ -254,8 +282,7 @@ export class PubSubService<C> {
     table: SessionTable,
     flow: FlowControl,
     ctx: HandlerContext<Session<C>>,
-    since: number | undefined,
-    position = false,
+    { since, epoch, position = false }: SubscribeRequest,
   ): string {
     this.checkLimit(table);
     // Sharing the topic's id lets one encoded frame serve every such subscriber.
@@ -263,6 +290,8 @@ export class PubSubService<C> {
     const id =
       sharedId !== undefined && !table.subscriptions.has(sharedId) ? sharedId : this.newId();
     const delivery = this.newDelivery(table.sink, id, flow);
+    delivery.resumable = since !== undefined || position;
+    delivery.clientEpoch = epoch;
     const subscription: SessionSubscription = {
       topic,
       delivery,
@@ -275,7 +304,7 @@ export class PubSubService<C> {
     table.subscriptions.set(id, subscription);
     ctx.afterReply(() => {
       if (table.subscriptions.get(id) !== subscription) return;
-      if (since !== undefined) this.replay(topic, since, delivery);
+      if (since !== undefined) this.replay(topic, since, epoch, delivery);
       else if (position) this.sendPosition(topic, delivery);
       this.registry.attach(topic, delivery);
     });
@@ -283,16 +312,18 @@ export class PubSubService<C> {
   }
 
   /**
-   * Tell the subscriber where it starts: `{"subscription": id, "seq": N}`, N being the last
-   * message it will not get. Live messages wait meanwhile, so N is exact.
+   * Tell the subscriber where it starts: `{"subscription": id, "seq": N, "epoch": E}`, N being
+   * the last message it will not get and E the broker's name for the topic's numbering (when
+   * it has one). Live messages wait meanwhile, so N is exact.
    */
   private sendPosition(topic: string, delivery: Delivery): void {
     delivery.pauseForReplay(0);
     this.broker.history(topic, Number.MAX_SAFE_INTEGER).then(
-      ({ lastSeq }) => {
+      ({ lastSeq, epoch }) => {
         // Messages that arrived while asking are delivered: the position is just before them.
         const position = Math.min(lastSeq, (delivery.firstWaitingSeq ?? lastSeq + 1) - 1);
-        delivery.sendRaw(`,"seq":${position}}}`);
+        delivery.sendRaw(positionTail(position, epoch));
+        delivery.toldEpoch(epoch);
         delivery.resume(0, [], position);
       },
       (err: unknown) => {
@@ -306,20 +337,23 @@ export class PubSubService<C> {
    * Resume: live messages wait while history after `since` is fetched; then the
    * subscriber gets a gap signal if history no longer reaches back that far, the
    * retained messages, and the live ones, each sequence number once.
+   *
+   * When `since` cannot belong to the broker's numbering (it is past the topic's last
+   * sequence number, or the client's epoch is not the topic's), the broker lost the topic and
+   * numbers it anew: the subscriber gets a gap signal of unknown size (`null`) with the new
+   * epoch, then everything history holds, then the live messages.
    */
-  private replay(topic: string, since: number, delivery: Delivery): void {
+  private replay(
+    topic: string,
+    since: number,
+    clientEpoch: string | undefined,
+    delivery: Delivery,
+  ): void {
     delivery.pauseForReplay(since);
-    this.broker.history(topic, since).then(
-      ({ messages, lastSeq }) => {
-        if (since > lastSeq) {
-          // The topic's numbering restarted (a broker that lost its state): nothing to replay.
-          delivery.resume(0, [], lastSeq);
-          return;
-        }
-        const firstAvailable = messages[0]?.seq ?? lastSeq + 1;
-        const gap = Math.max(0, firstAvailable - (since + 1));
+    void this.readReplay(topic, since, clientEpoch, delivery).then(
+      ({ gap, messages, floorSeq, epoch }) => {
         const history = messages.map((m) => ({ tail: messageTail(m.payload, m.seq), seq: m.seq }));
-        delivery.resume(gap, history);
+        delivery.resume(gap, history, floorSeq, epoch);
       },
       (err: unknown) => {
         this.logger.warn({ err, topic }, 'history unavailable: resuming live only');
@@ -327,6 +361,36 @@ export class PubSubService<C> {
         delivery.resume(null, []);
       },
     );
+  }
+
+  private async readReplay(
+    topic: string,
+    since: number,
+    clientEpoch: string | undefined,
+    delivery: Delivery,
+  ): Promise<{
+    gap: number | null;
+    messages: BrokerMessage[];
+    floorSeq: number | undefined;
+    epoch: string | undefined;
+  }> {
+    const { messages, lastSeq, epoch } = await this.broker.history(topic, since);
+    const otherEpoch = clientEpoch !== undefined && epoch !== undefined && clientEpoch !== epoch;
+    if (since <= lastSeq && !otherEpoch) {
+      const firstAvailable = messages[0]?.seq ?? lastSeq + 1;
+      return {
+        gap: Math.max(0, firstAvailable - (since + 1)),
+        messages,
+        floorSeq: undefined,
+        epoch,
+      };
+    }
+    // Another numbering: the client's position (and epoch) mean nothing here. Keep every live
+    // message from now on, and read history from its start.
+    delivery.resetFloor();
+    delivery.clientEpoch = undefined;
+    const all = await this.broker.history(topic, 0);
+    return { gap: null, messages: all.messages, floorSeq: 0, epoch: all.epoch };
   }
 
   private startStream(
@@ -430,4 +494,12 @@ export class PubSubService<C> {
     // Hex quantities, as Ethereum nodes use; unique for the life of the gateway.
     return `0x${(++this.nextId).toString(16)}`;
   }
+}
+
+/**
+ * A call cancelled (rpc.cancel) or whose connection closed while it awaited something: stop
+ * before taking anything. The peer answers a cancelled call -32001 whatever is thrown.
+ */
+function throwIfCancelled(ctx: HandlerContext<unknown>): void {
+  if (ctx.signal.aborted) throw new ServerError(ErrorCode.RequestCancelled, 'Request cancelled');
 }

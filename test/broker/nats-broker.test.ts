@@ -39,17 +39,23 @@ const natsServer = findNatsServer();
 const skipShared = !natsUp && !inCi;
 const skipFault = !natsServer && !inCi;
 
-/** A TCP pass-through to NATS that a test can cut, to take one node offline. */
+/**
+ * A TCP pass-through to NATS that a test can cut, to take one node offline, or whose
+ * client-to-server direction it can hold back for a while (`holdUpstream`).
+ */
 interface Proxy {
   url: string;
   cut(): void;
   restore(): void;
+  holdUpstream(): void;
+  releaseUpstream(): void;
   close(): Promise<void>;
 }
 
 async function startProxy(targetPort: number): Promise<Proxy> {
   const sockets = new Set<Socket>();
   let open = true;
+  let held: (() => void)[] | undefined;
   const server: Server = createServer((client) => {
     if (!open) {
       client.destroy();
@@ -61,7 +67,12 @@ async function startProxy(targetPort: number): Promise<Proxy> {
       [upstream, client],
     ] as const) {
       sockets.add(from);
-      from.pipe(to);
+      if (from === client) {
+        from.on('data', (data: Buffer) => {
+          if (held) held.push(() => to.write(data));
+          else to.write(data);
+        });
+      } else from.pipe(to);
       from.on('error', () => to.destroy());
       from.on('close', () => {
         sockets.delete(from);
@@ -84,6 +95,14 @@ async function startProxy(targetPort: number): Promise<Proxy> {
     cut,
     restore: () => {
       open = true;
+    },
+    holdUpstream: () => {
+      held ??= [];
+    },
+    releaseUpstream: () => {
+      const writes = held ?? [];
+      held = undefined;
+      for (const write of writes) write();
     },
     close: () => {
       cut();
@@ -240,7 +259,9 @@ describe.skipIf(skipShared)(
       await a.subscribe(topic, seen.deliver);
       await a.publish(topic, '"after"');
       await waitFor(() => seen.messages.length >= 1, 'the new message');
-      expect(seen.messages).toEqual([{ topic, seq: 2, payload: '"after"' }]);
+      expect(seen.messages).toEqual([
+        { topic, seq: 2, payload: '"after"', epoch: (await a.history(topic, 0)).epoch },
+      ]);
     });
 
     it('carries $-topics (messages addressed to a node or user) on core NATS, with no stream', async () => {
@@ -248,14 +269,32 @@ describe.skipIf(skipShared)(
       const a = await open();
       const b = await open();
       const seen = collector();
-      await b.subscribe(topic, seen.deliver);
-      // A round trip on b's connection makes sure its subscription reached the server.
-      await b.history(newTopic('flush'), 0);
+      await b.subscribe(topic, seen.deliver); // resolves once the server has the interest
       await a.publish(topic, '"hello"');
       await waitFor(() => seen.messages.length >= 1, 'the direct message');
       expect(seen.messages).toEqual([{ topic, seq: 1, payload: '"hello"' }]);
       // No JetStream stream was made for it: history knows nothing of the topic.
       expect(await a.history(topic, 0)).toEqual({ messages: [], lastSeq: 0 });
+    });
+
+    it('resolves a $-topic subscribe only once the server has it: what is published after reaches it', async () => {
+      const proxy = await startProxy(4222);
+      proxies.push(proxy);
+      const a = await open();
+      const b = await open(proxy.url);
+      const topic = `$user.${newTopic('interest')}`;
+      const seen = collector();
+      proxy.holdUpstream(); // b's SUB (and anything after it) waits in the proxy
+      let subscribed = false;
+      const subscribing = b.subscribe(topic, seen.deliver).then(() => (subscribed = true));
+      await a.publish(topic, '"before the server knew"');
+      await a.history(newTopic('round-trip'), 0); // the server has handled a's publish
+      expect(subscribed).toBe(false);
+      proxy.releaseUpstream();
+      await subscribing;
+      await a.publish(topic, '"after"');
+      await waitFor(() => seen.messages.length >= 1, 'the message published after subscribe');
+      expect(seen.messages.map((m) => m.payload)).toEqual(['"after"']);
     });
 
     it('returns history after a seq with the last seq (0 for an unknown topic)', async () => {
@@ -270,7 +309,10 @@ describe.skipIf(skipShared)(
       expect(after4.messages.map((m) => m.payload)).toEqual(range(5, 10).map((i) => `{"i":${i}}`));
       expect(after4.messages.every((m) => m.topic === topic)).toBe(true);
 
-      expect(await b.history(topic, 10)).toEqual({ messages: [], lastSeq: 10 });
+      // The epoch names the stream's numbering: the same from every node.
+      const { epoch } = await a.history(topic, 0);
+      expect(typeof epoch).toBe('string');
+      expect(await b.history(topic, 10)).toEqual({ messages: [], lastSeq: 10, epoch });
       expect((await b.history(topic, 0)).messages).toHaveLength(10);
       expect(await b.history(newTopic('never-published'), 0)).toEqual({
         messages: [],

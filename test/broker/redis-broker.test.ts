@@ -1,6 +1,8 @@
 import { spawn, spawnSync } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { connect, createServer } from 'node:net';
+import type { AddressInfo, Server, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -33,6 +35,78 @@ if (!reachable && !mustRun) {
 }
 
 const runPrefix = `wsrpc-test:${randomBytes(6).toString('hex')}:`;
+
+/**
+ * A TCP relay to a Redis whose replies the test can hold back and let through one line at
+ * a time (an error reply such as NOSCRIPT is one line), to order replies against new calls.
+ */
+class HoldingRelay {
+  private server: Server | undefined;
+  private readonly sockets = new Set<Socket>();
+  private holding = false;
+  private held: { to: Socket; data: Buffer }[] = [];
+  private toServer = '';
+
+  constructor(private readonly targetPort: number) {}
+
+  async start(): Promise<number> {
+    const server = createServer((inbound) => {
+      const outbound = connect({ host: '127.0.0.1', port: this.targetPort });
+      for (const socket of [inbound, outbound]) {
+        this.sockets.add(socket);
+        socket.on('error', () => undefined);
+        socket.once('close', () => {
+          inbound.destroy();
+          outbound.destroy();
+        });
+      }
+      inbound.on('data', (data: Buffer) => {
+        if (this.holding) this.toServer += data.toString('latin1');
+        outbound.write(data);
+      });
+      outbound.on('data', (data: Buffer) => {
+        if (this.holding) this.held.push({ to: inbound, data });
+        else inbound.write(data);
+      });
+    });
+    this.server = server;
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return (server.address() as AddressInfo).port;
+  }
+
+  hold(): void {
+    this.holding = true;
+  }
+
+  /** What clients sent since `hold()`. */
+  sentToServer(): string {
+    return this.toServer;
+  }
+
+  /** Let the first held line (one single-line reply) through. */
+  releaseLine(): void {
+    const first = this.held[0];
+    if (!first) throw new Error('no reply held');
+    const end = first.data.indexOf('\r\n') + 2;
+    if (end < 2) throw new Error('no complete line held');
+    first.to.write(first.data.subarray(0, end));
+    if (end === first.data.length) this.held.shift();
+    else first.data = first.data.subarray(end);
+  }
+
+  /** Let everything through and stop holding. */
+  release(): void {
+    this.holding = false;
+    for (const { to, data } of this.held.splice(0)) to.write(data);
+  }
+
+  async close(): Promise<void> {
+    for (const socket of this.sockets) socket.destroy();
+    const server = this.server;
+    if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+}
+const relays: HoldingRelay[] = [];
 
 describe.skipIf(!reachable && !mustRun)(
   reachable ? 'RedisBroker' : 'RedisBroker (skipped: no Redis on 127.0.0.1:6379)',
@@ -92,6 +166,7 @@ describe.skipIf(!reachable && !mustRun)(
 
     afterEach(async () => {
       await Promise.all(brokers.splice(0).map((b) => b.close()));
+      await Promise.all(relays.splice(0).map((r) => r.close()));
       await Promise.all(children.splice(0).map(kill));
       for (const dir of tempDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
     });
@@ -162,7 +237,10 @@ describe.skipIf(!reachable && !mustRun)(
       expect(after4.messages.map((m) => m.payload)).toEqual(range(5, 10).map((i) => `{"n":${i}}`));
       expect(after4.messages.every((m) => m.topic === topic)).toBe(true);
 
-      expect(await a.history(topic, 10)).toEqual({ messages: [], lastSeq: 10 });
+      // The epoch names the topic's numbering (a random id made with its first publish).
+      const { epoch } = await a.history(topic, 0);
+      expect(epoch).toMatch(/^[0-9a-f]{16}$/);
+      expect(await a.history(topic, 10)).toEqual({ messages: [], lastSeq: 10, epoch });
       expect(await a.history(topic, 0)).toMatchObject({ lastSeq: 10 });
       expect((await a.history(topic, 0)).messages).toHaveLength(10);
       expect(await a.history(`${topic}-never-published`, 0)).toEqual({ messages: [], lastSeq: 0 });
@@ -193,7 +271,7 @@ describe.skipIf(!reachable && !mustRun)(
       await a.publish(topic, '2', { maxLength: 100, maxAgeMs: 1 });
       await sleep(20); // Redis's clock moves past the 1 ms age limit
       await a.publish(topic, '3', { maxLength: 100, maxAgeMs: 60_000 });
-      expect(await a.history(topic, 0)).toEqual({
+      expect(await a.history(topic, 0)).toMatchObject({
         messages: [{ topic, seq: 3, payload: '3' }],
         lastSeq: 3,
       });
@@ -242,7 +320,8 @@ describe.skipIf(!reachable && !mustRun)(
       const atB = await collect(b, topic);
       await a.publish(topic, '"after"');
       await waitFor(() => atB.length === 1, 'the message after subscribe');
-      expect(atB).toEqual([{ topic, seq: 2, payload: '"after"' }]);
+      const { epoch } = await a.history(topic, 0);
+      expect(atB).toEqual([{ topic, seq: 2, payload: '"after"', epoch }]);
 
       await b.unsubscribe(topic);
       await a.publish(topic, '"unsubscribed"');
@@ -426,6 +505,66 @@ describe.skipIf(!reachable && !mustRun)(
         expect((await b.history(topic, 1)).messages.map((m) => m.seq)).toEqual([2, 3, 4]);
       },
     );
+
+    it.skipIf(!hasRedisServer && !mustRun)(
+      "keeps one node's publish order when Redis loses its script cache (SCRIPT FLUSH)",
+      async () => {
+        const port = await freePort();
+        await startRedis(port);
+        const relay = new HoldingRelay(port);
+        relays.push(relay);
+        const url = `redis://127.0.0.1:${await relay.start()}`;
+        const topic = topicName();
+        const a = await connected({ url });
+        expect(await a.publish(topic, '"warm-up"')).toBe(1); // the script is loaded
+        const admin = new Redis(`redis://127.0.0.1:${port}`);
+        try {
+          await admin.script('FLUSH');
+        } finally {
+          admin.disconnect();
+        }
+        // Replies from Redis are held, so the interleaving is the test's: 2 and 3 both fail
+        // with NOSCRIPT; 2's reply comes back first and 2 is sent again (as EVAL, which loads
+        // the script); then 4 is made, while 3's NOSCRIPT reply is still on its way.
+        relay.hold();
+        const made = [a.publish(topic, '2'), a.publish(topic, '3')];
+        await waitFor(() => relay.sentToServer().match(/evalsha/gi)?.length === 2, 'both sent');
+        relay.releaseLine();
+        await waitFor(() => /\beval\r\n/i.test(relay.sentToServer()), '2 sent again as EVAL');
+        // Without care, 4 goes out now as EVALSHA and Redis runs it before 3's EVAL.
+        made.push(a.publish(topic, '4'));
+        relay.release();
+        expect(await Promise.all(made)).toEqual([2, 3, 4]);
+        const stored = (await a.history(topic, 0)).messages.map((m) => m.payload);
+        expect(stored).toEqual(['"warm-up"', '2', '3', '4']);
+      },
+    );
+
+    it("history leaves out messages older than the topic's age limit, also between publishes", async () => {
+      const topic = topicName();
+      const a = await connected();
+      const b = await connected();
+      const retention = { maxLength: 100, maxAgeMs: 60_000 };
+      for (const i of range(1, 3)) await a.publish(topic, String(i), retention);
+      expect((await b.history(topic, 0)).messages.map((m) => m.seq)).toEqual([1, 2, 3]);
+      // The age limit is kept with the topic (meta `a`, set by each publish). Lower it, as a
+      // publish with a 1 ms limit would, but without the trim that publish would also do:
+      // what a read sees between two publishes once the messages are older than the limit.
+      const keys = redisTopicKeys(runPrefix, topic);
+      const admin = new Redis(REDIS_URL);
+      try {
+        expect(await admin.hget(keys.meta, 'a')).toBe('60000');
+        await admin.hset(keys.meta, 'a', '1');
+      } finally {
+        admin.disconnect();
+      }
+      await sleep(20); // Redis's clock moves past the 1 ms limit
+      const history = await b.history(topic, 0);
+      expect(history).toMatchObject({ messages: [], lastSeq: 3 });
+      expect((await b.history(topic, 2)).messages).toEqual([]);
+      // The numbering goes on.
+      expect(await a.publish(topic, '4', { maxLength: 100, maxAgeMs: 1 })).toBe(4);
+    });
 
     it('reports exceptions thrown by deliver and keeps delivering', async () => {
       const topic = topicName();

@@ -206,9 +206,12 @@ describe('client subscriptions', () => {
 
     await waitUntil(() => topicsOf(second.gateway)['news'] === 1, 'the resubscription');
     await second.gateway.publish('news', 'after');
-    await waitUntil(() => events.length === 2, 'the message after the restart');
+    await waitUntil(() => events.at(-1)?.data === 'after', 'the message after the restart');
+    // The new gateway's broker numbers the topic anew: the client is told that what it missed
+    // is unknown (a gap of unknown size), then gets the new numbering.
     expect(events).toEqual([
       { data: 'before', seq: 1 },
+      { data: undefined, gap: null },
       { data: 'after', seq: 1 },
     ]);
     expect(ended).toBeUndefined();

@@ -18,6 +18,10 @@ export interface SubscriptionParams {
   missed?: number;
   result?: unknown;
   complete?: true;
+  /** Gap signal: messages history no longer held (null: unknown). */
+  gap?: number | null;
+  /** The topic's epoch (position, gap signal, epoch notice). */
+  epoch?: string;
   error?: { code: number; message: string; data?: unknown };
 }
 
@@ -129,13 +133,13 @@ export class RawRpc {
 
 /** Poll `predicate` every few ms until it holds; reject after `timeoutMs`. Leaves no timer behind. */
 export async function waitUntil(
-  predicate: () => boolean,
+  predicate: () => boolean | Promise<boolean>,
   what: string,
   timeoutMs = 10_000,
   intervalMs = 5,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
+  while (!(await predicate())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise<void>((resolve) => setTimeout(resolve, intervalMs));
   }

@@ -11,6 +11,8 @@ import {
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode, InvalidParamsError, JsonRpcError } from '../../src/index.js';
 import type { Gateway } from '../../src/index.js';
+import type { BrokerMessage } from '../../src/pubsub/broker.js';
+import { MemoryBroker } from '../../src/pubsub/memory-broker.js';
 import { Resources, deferred, rejectionOf } from '../integration/harness.js';
 import { RawRpc, newSession, sessionIds, waitUntil, within } from './helpers.js';
 
@@ -31,6 +33,34 @@ async function rawWithSession<C>(gateway: Gateway<C>, url: string) {
 }
 
 const isEmpty = (o: object) => Object.keys(o).length === 0;
+
+/** A real MemoryBroker whose subscribe completes only when the test says so (a slow broker). */
+class GatedBroker extends MemoryBroker {
+  readonly unsubscribed: string[] = [];
+  private opens: (() => void)[] = [];
+
+  get waiting(): number {
+    return this.opens.length;
+  }
+
+  override async subscribe(
+    topic: string,
+    deliver: (message: BrokerMessage) => void,
+  ): Promise<void> {
+    if (topic.startsWith('$')) return super.subscribe(topic, deliver);
+    await new Promise<void>((resolve) => this.opens.push(resolve));
+    return super.subscribe(topic, deliver);
+  }
+
+  override unsubscribe(topic: string): Promise<void> {
+    this.unsubscribed.push(topic);
+    return super.unsubscribe(topic);
+  }
+
+  openAll(): void {
+    for (const open of this.opens.splice(0)) open();
+  }
+}
 
 describe('subscription lifecycle', () => {
   it('unsubscribe returns true, releases the topic, and returns false the second time', async () => {
@@ -321,6 +351,86 @@ describe('rejected subscriptions', () => {
     expect(gateway.pubsub.topics()).toEqual({});
     // ...nor use up the session's only slot.
     expect(typeof (await client.request('subscribe', ['a'])).result).toBe('string');
+  });
+});
+
+describe('cancelled subscribes', () => {
+  it('rpc.cancel while authorize is pending: -32001, and nothing held (registry empty, slot free)', async () => {
+    const { gateway, url } = await res.gateway({ limits: { maxSubscriptions: 1 } });
+    const verdict = deferred<boolean>();
+    const asked = deferred();
+    gateway.topic('slow', {
+      authorize: () => {
+        asked.resolve();
+        return verdict.promise;
+      },
+    });
+    gateway.topic('other');
+    const { client, session } = await rawWithSession(gateway, url);
+
+    const id = client.nextId();
+    client.send({ jsonrpc: '2.0', method: 'subscribe', params: ['slow'], id });
+    await within(asked.promise, 'authorize to be asked');
+    client.send({ jsonrpc: '2.0', method: 'rpc.cancel', params: { id } });
+    await client.barrier(); // the cancel has been handled
+    verdict.resolve(true);
+
+    expect((await client.response(id)).error).toMatchObject({ code: ErrorCode.RequestCancelled });
+    await client.barrier();
+    expect(gateway.pubsub.topics()).toEqual({});
+    expect(gateway.pubsub.subscriptionCount(session)).toBe(0);
+    // The only slot is free again.
+    expect(typeof (await client.request('subscribe', ['other'])).result).toBe('string');
+    await gateway.publish('slow', 'nobody');
+    await client.barrier();
+    expect(client.notifications()).toEqual([]);
+  });
+
+  it('rpc.cancel while the broker is subscribing: -32001, and the topic is released on the broker', async () => {
+    const broker = new GatedBroker();
+    const { gateway, url } = await res.gateway({ broker, limits: { maxSubscriptions: 1 } });
+    gateway.topic('gated');
+    const { client, session } = await rawWithSession(gateway, url);
+
+    const id = client.nextId();
+    client.send({ jsonrpc: '2.0', method: 'subscribe', params: ['gated'], id });
+    await waitUntil(() => broker.waiting === 1, 'the broker subscribe');
+    client.send({ jsonrpc: '2.0', method: 'rpc.cancel', params: { id } });
+    await client.barrier();
+    broker.openAll();
+
+    expect((await client.response(id)).error).toMatchObject({ code: ErrorCode.RequestCancelled });
+    expect(gateway.pubsub.topics()).toEqual({});
+    expect(gateway.pubsub.subscriptionCount(session)).toBe(0);
+    await waitUntil(() => broker.unsubscribed.includes('gated'), 'the broker unsubscribe');
+    const again = client.request('subscribe', ['gated']);
+    await waitUntil(() => broker.waiting === 1, 'the second broker subscribe');
+    broker.openAll();
+    expect(typeof (await again).result).toBe('string');
+  });
+
+  it('rpc.cancel while a stream handler is building its Observable: -32001, never started', async () => {
+    const { gateway, url } = await res.gateway({ limits: { maxSubscriptions: 1 } });
+    const built = deferred<Observable<number>>();
+    const asked = deferred();
+    let started = 0;
+    gateway.stream('later', () => {
+      asked.resolve();
+      return built.promise;
+    });
+    const { client, session } = await rawWithSession(gateway, url);
+
+    const id = client.nextId();
+    client.send({ jsonrpc: '2.0', method: 'subscribe', params: ['later'], id });
+    await within(asked.promise, 'the stream handler');
+    client.send({ jsonrpc: '2.0', method: 'rpc.cancel', params: { id } });
+    await client.barrier();
+    built.resolve(new Observable<number>(() => void started++));
+
+    expect((await client.response(id)).error).toMatchObject({ code: ErrorCode.RequestCancelled });
+    await client.barrier();
+    expect(started).toBe(0);
+    expect(gateway.pubsub.subscriptionCount(session)).toBe(0);
   });
 });
 

@@ -32,4 +32,62 @@ describe('MemoryBroker', () => {
     expect(await broker.history('$user.ann', 0)).toEqual({ messages: [], lastSeq: 0 });
     expect(await broker.history('$user.nobody', 0)).toEqual({ messages: [], lastSeq: 0 });
   });
+
+  it('drops the log of a topic nobody subscribes to once its messages have expired', async () => {
+    let now = 1_000;
+    const broker = new MemoryBroker({ now: () => now, sweepIntervalMs: 1_000 });
+    const short = { maxLength: 10, maxAgeMs: 500 };
+    for (let n = 0; n < 5_000; n++) await broker.publish(`room.${n}`, '"x"', short);
+    await broker.subscribe('kept', () => undefined);
+    await broker.publish('kept', '"y"', short);
+    expect(broker.retainedTopics).toBe(5_001);
+
+    now += 2_000; // every message has expired, and a sweep is due
+    await broker.publish('fresh', '"z"', short);
+    // Only the subscribed topic (whose numbering must go on) and the new one are left.
+    expect(broker.retainedTopics).toBe(2);
+    expect(await broker.history('room.1', 0)).toEqual({ messages: [], lastSeq: 0 });
+    expect(await broker.history('kept', 0)).toMatchObject({ messages: [], lastSeq: 1 });
+    expect(await broker.publish('kept', '"again"', short)).toBe(2);
+    await broker.close();
+  });
+
+  it('keeps at most maxIdleTopics idle logs, dropping the least recently published first', async () => {
+    let now = 0;
+    const broker = new MemoryBroker({ now: () => now, maxIdleTopics: 100 });
+    const long = { maxLength: 10, maxAgeMs: 3_600_000 };
+    await broker.subscribe('subscribed', () => undefined);
+    await broker.publish('subscribed', '"s"', long);
+    for (let n = 0; n < 1_000; n++) {
+      now++;
+      await broker.publish(`room.${n}`, `${n}`, long);
+    }
+    expect(broker.retainedTopics).toBeLessThanOrEqual(101);
+    // The most recent ones keep their history; the subscribed one is never dropped.
+    expect((await broker.history('room.999', 0)).messages.map((m) => m.payload)).toEqual(['999']);
+    expect(await broker.history('subscribed', 0)).toMatchObject({ lastSeq: 1 });
+    // A dropped topic published again numbers from 1 in a new epoch, so a position from before
+    // is recognized as another numbering.
+    const before = await broker.history('room.0', 0);
+    expect(before).toEqual({ messages: [], lastSeq: 0 });
+    expect(await broker.publish('room.0', '"again"', long)).toBe(1);
+    const again = await broker.history('room.0', 0);
+    expect(again.epoch).toBeDefined();
+    expect(again.epoch).not.toBe((await broker.history('room.999', 0)).epoch);
+    await broker.close();
+  });
+
+  it('names each numbering: a new broker (a restarted gateway) has other epochs', async () => {
+    const first = new MemoryBroker();
+    const second = new MemoryBroker();
+    await first.publish('t', '1');
+    await second.publish('t', '1');
+    const a = await first.history('t', 0);
+    const b = await second.history('t', 0);
+    expect(a.epoch).toEqual(expect.any(String));
+    expect(a.messages[0]!.epoch).toBe(a.epoch);
+    expect(b.epoch).not.toBe(a.epoch);
+    await first.close();
+    await second.close();
+  });
 });
