@@ -1,5 +1,11 @@
 import { map, take, timer } from 'rxjs';
-import { clientApi, implementContract, method, notification } from '../src/index.js';
+import {
+  clientApi,
+  contractEvents,
+  implementContract,
+  method,
+  notification,
+} from '../src/index.js';
 import type { Gateway } from '../src/index.js';
 import { demoContract } from './contract.js';
 
@@ -12,6 +18,7 @@ export const GetData = method<undefined, [string, number]>('get_data');
 export const AskClient = method<{ question: string } | [string], unknown>('ask_client');
 /** Implemented by the client: the server calls it from `ask_client`. */
 export const ClientConfirm = method<{ question: string }, unknown>('client.confirm');
+/** The contract's `hello` notification, for clients that do not use the contract. */
 export const Hello = notification<[number]>('hello');
 /** The close code of `demo.drop` (4000-4999: for applications). */
 export const DROP_CLOSE_CODE = 4001;
@@ -22,6 +29,8 @@ export const DROP_CLOSE_CODE = 4001;
  * a chat and a countdown stream, all implementing `demoContract`.
  */
 export function registerDemoService(gateway: Gateway): void {
+  // The contract's notifications and topics, typed by it: a wrong payload does not compile.
+  const { notify, publish } = contractEvents(gateway, demoContract);
   implementContract(gateway, demoContract, {
     methods: {
       subtract: ({ minuend, subtrahend }) => minuend - subtrahend,
@@ -29,7 +38,7 @@ export function registerDemoService(gateway: Gateway): void {
       // The spec sends these as notifications; they do their work and answer nothing.
       update: () => null,
       notify_hello: ([n], ctx) => {
-        ctx.session.notify(Hello, [n]);
+        notify(ctx.session, 'hello', [n]);
         return null;
       },
       get_data: (): [string, number] => ['hello', 5],
@@ -46,7 +55,7 @@ export function registerDemoService(gateway: Gateway): void {
         return true as const;
       },
       'chat.send': ({ text, from }, ctx) =>
-        gateway.publish('chat', { from: from || ctx.session.id, text, at: Date.now() }),
+        publish('chat', { from: from || ctx.session.id, text, at: Date.now() }),
     },
     // A slow ticker subscriber only ever needs the newest price.
     topics: { ticker: { slowConsumer: 'keep-latest' } },

@@ -1,4 +1,5 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
+import { memberNames } from './json-schema.js';
 
 /** Any Standard Schema (zod 4, valibot, arktype...). */
 export type Schema = StandardSchemaV1;
@@ -45,8 +46,58 @@ export interface Contract {
   subscriptions?: Record<string, SubscriptionSpec>;
 }
 
-/** Declare a contract; returns it as is, with its literal types kept for inference. */
-export function defineContract<const C extends Contract>(contract: C): C {
+/** The member names a `paramOrder` may use: the keys of the params' input type when it is an object. */
+type MemberNames<T> = T extends readonly unknown[]
+  ? string
+  : T extends object
+    ? keyof T & string
+    : never;
+type ParamNames<S> = [MemberNames<InputOf<S>>] extends [never] ? string : MemberNames<InputOf<S>>;
+type CheckedOrder<M> = M extends { params: infer S; paramOrder: readonly unknown[] }
+  ? { paramOrder: readonly ParamNames<S>[] }
+  : unknown;
+type CheckedSpecs<T> = { [K in keyof T]: CheckedOrder<T[K]> };
+type CheckedGroup<C, G extends string> = C extends { [K in G]: infer T }
+  ? { [K in G]: CheckedSpecs<T> }
+  : unknown;
+/** A contract whose `paramOrder` lists name members of their params schemas (`['minuendd']` is an error). */
+export type CheckedContract<C> = CheckedGroup<C, 'methods'> &
+  CheckedGroup<C, 'notifications'> &
+  CheckedGroup<C, 'clientMethods'>;
+
+/**
+ * Throws when a `paramOrder` names a member its params schema does not have (checked where
+ * the schema's JSON Schema lists the members; a schema without one is taken on trust).
+ */
+export function assertContract(contract: Contract): void {
+  const groups = {
+    method: contract.methods,
+    notification: contract.notifications,
+    'client method': contract.clientMethods,
+  };
+  for (const [kind, specs] of Object.entries(groups)) {
+    for (const [name, spec] of Object.entries(specs ?? {})) {
+      if (!spec.paramOrder) continue;
+      const members = memberNames(spec.params);
+      if (!members) continue;
+      const unknown = spec.paramOrder.filter((member) => !members.includes(member));
+      if (unknown.length > 0) {
+        throw new Error(
+          `The paramOrder of ${kind} "${name}" names ${unknown.map((m) => `"${m}"`).join(', ')}, ` +
+            `not a member of its params (${members.map((m) => `"${m}"`).join(', ')})`,
+        );
+      }
+    }
+  }
+}
+
+/**
+ * Declare a contract; returns it as is, with its literal types kept for inference.
+ * A `paramOrder` naming a member its params schema does not have is a compile error
+ * and throws here.
+ */
+export function defineContract<const C extends Contract>(contract: C & CheckedContract<C>): C {
+  assertContract(contract);
   return contract;
 }
 
@@ -75,7 +126,9 @@ export type HandlerParams<M> = M extends { params: infer S } ? OutputOf<S> : und
 export type HandlerResult<M> = M extends { result: infer S } ? InputOf<S> : unknown;
 /** What a caller gets back. */
 export type CallResult<M> = M extends { result: infer S } ? OutputOf<S> : unknown;
-/** A subscription's message payload. */
+/** A subscription's message payload, as subscribers get it (the data schema's output). */
 export type SubscriptionData<M> = M extends { data: infer S } ? OutputOf<S> : unknown;
+/** A subscription's message payload, as the server publishes it (the data schema's input). */
+export type PublishData<M> = M extends { data: infer S } ? InputOf<S> : unknown;
 /** A stream's params as the client sends them. */
 export type SubscriptionParams<M> = M extends { params: infer S } ? InputOf<S> : undefined;

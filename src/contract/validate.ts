@@ -1,7 +1,8 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { InternalError, InvalidParamsError } from '../protocol/errors.js';
 import type { Params } from '../protocol/types.js';
-import type { MethodSpec } from './contract.js';
+import type { MethodSpec, Schema } from './contract.js';
+import { paramsShape } from './json-schema.js';
 
 /**
  * The `data` of a -32602 reply from contract validation, a stable shape:
@@ -64,21 +65,71 @@ function checked(
   return result.value;
 }
 
+/** Absent params, `[]` or `{}`: what a method without a params schema accepts. */
+function isEmpty(params: Params | undefined): boolean {
+  if (params === undefined || params === null) return true;
+  return Array.isArray(params) ? params.length === 0 : Object.keys(params).length === 0;
+}
+
 /**
  * Validate incoming params; throws -32602 with the issues when they do not match.
  * Synchronous when the schema is (zod's usually are), so a plain handler stays a plain call.
+ * Without a params schema the method takes none: absent, `[]` or `{}` reach the handler as
+ * `undefined`, anything else is -32602.
  */
 export function validateParams(spec: MethodSpec, params: Params | undefined): unknown {
+  if (!spec.params) {
+    if (isEmpty(params)) return undefined;
+    throw new InvalidParamsError('Invalid params', {
+      issues: [{ path: [], message: 'Expected no params' }],
+    } satisfies ValidationIssues);
+  }
   const value = normalizeParams(spec, params);
-  if (!spec.params) return value;
   const fail = (issues: ValidationIssues) => new InvalidParamsError('Invalid params', issues);
   return andThen(spec.params['~standard'].validate(value), (result) => checked(result, fail));
 }
 
-/** Validate a handler's result (debug mode); a mismatch is the server's bug, so -32603. */
+/**
+ * `{"params": X}` becomes X: how the OpenRPC document tells clients to send params that are
+ * neither an object nor a tuple (a variadic array, a union) by name.
+ */
+function unwrap(params: Params | undefined): Params | undefined {
+  if (!params || Array.isArray(params)) return params;
+  const keys = Object.keys(params);
+  return keys.length === 1 && keys[0] === 'params'
+    ? ((params as { params: Params }).params ?? params)
+    : params;
+}
+
+/**
+ * `validateParams` for one method, its params shape worked out once: params the document
+ * describes as one member named "params" are accepted in that form too (`{"params": X}` is
+ * X). Only when the schema's JSON Schema is known: a schema without one may well take an
+ * object whose only member is `params`.
+ */
+export function paramsValidator(spec: MethodSpec): (params: Params | undefined) => unknown {
+  const wrapped = paramsShape(spec.params) === 'wrapped';
+  return (params) => validateParams(spec, wrapped ? unwrap(params) : params);
+}
+
+/** Parse `value` with `schema`: its output, or `fail(issues)` thrown. Synchronous when the schema is. */
+export function parseWith(
+  schema: Schema,
+  value: unknown,
+  fail: (issues: ValidationIssues) => Error,
+): unknown {
+  return andThen(schema['~standard'].validate(value), (result) => checked(result, fail));
+}
+
+/**
+ * Parse a result with the method's result schema: its output (defaults applied, transforms
+ * run), as the receiving side gets it. A mismatch is the other side's bug, so -32603.
+ */
 export function validateResult(spec: MethodSpec, method: string, value: unknown): unknown {
   if (!spec.result) return value;
-  const fail = (issues: ValidationIssues) =>
-    new InternalError('Result does not match the contract', { method, ...issues });
-  return andThen(spec.result['~standard'].validate(value), (result) => checked(result, fail));
+  return parseWith(
+    spec.result,
+    value,
+    (issues) => new InternalError('Result does not match the contract', { method, ...issues }),
+  );
 }

@@ -1,17 +1,28 @@
 import type { Observable } from 'rxjs';
 import { bindMethods } from '../contract/bind.js';
 import type { MethodsApi } from '../contract/bind.js';
+import { assertContract } from '../contract/contract.js';
 import type {
+  CallParams,
   Contract,
   HandlerParams,
   HandlerResult,
   MethodSpec,
+  PublishData,
   SubscriptionData,
 } from '../contract/contract.js';
-import { paramsShape, toOpenRpc } from '../contract/openrpc.js';
+import { toOpenRpc } from '../contract/openrpc.js';
 import type { OpenRpcDocument } from '../contract/openrpc.js';
-import { andThen, validateParams, validateResult } from '../contract/validate.js';
+import {
+  andThen,
+  normalizeParams,
+  paramsValidator,
+  parseWith,
+  validateResult,
+} from '../contract/validate.js';
+import type { ValidationIssues } from '../contract/validate.js';
 import type { HandlerContext } from '../peer/handler-context.js';
+import { InternalError } from '../protocol/errors.js';
 import type { Params } from '../protocol/types.js';
 import type { Gateway } from './gateway.js';
 import type { TopicOptions } from './pubsub-service.js';
@@ -21,6 +32,7 @@ type Ctx<C> = HandlerContext<Session<C>>;
 type MethodsOf<K extends Contract> = K['methods'];
 type SubscriptionsOf<K extends Contract> = NonNullable<K['subscriptions']>;
 type ClientMethodsOf<K extends Contract> = NonNullable<K['clientMethods']>;
+type NotificationsOf<K extends Contract> = NonNullable<K['notifications']>;
 
 /** The server's side of a contract: a handler per method, and a source per stream. */
 export interface ContractImplementation<K extends Contract, C> {
@@ -34,7 +46,7 @@ export interface ContractImplementation<K extends Contract, C> {
   topics?: { [S in keyof SubscriptionsOf<K>]?: TopicOptions<C> };
   /**
    * Per-subscriber streams by subscription name. A subscription of the contract
-   * without a stream here is a topic (publish to it with `gateway.publish`).
+   * without a stream here is a topic (publish to it with `contractEvents(...).publish`).
    */
   streams?: {
     [S in keyof SubscriptionsOf<K>]?: (
@@ -45,7 +57,11 @@ export interface ContractImplementation<K extends Contract, C> {
 }
 
 export interface ImplementOptions {
-  /** Also check every result against the contract (a mismatch answers -32603). Default false. */
+  /**
+   * Debug mode: also check every result against the contract (a mismatch answers -32603),
+   * and, given to `contractEvents`, every notification and published message. What goes
+   * out is still what the handler returned, not the schema's output. Default false.
+   */
   validateResults?: boolean;
 }
 
@@ -61,6 +77,7 @@ export function implementContract<K extends Contract, C>(
   implementation: ContractImplementation<K, C>,
   options: ImplementOptions = {},
 ): OpenRpcDocument {
+  assertContract(contract);
   const handlers = implementation.methods as Record<
     string,
     (params: unknown, ctx: Ctx<C>) => unknown
@@ -68,15 +85,15 @@ export function implementContract<K extends Contract, C>(
   for (const [name, spec] of Object.entries(contract.methods)) {
     const handler = handlers[name];
     if (!handler) throw new Error(`The contract's method "${name}" has no handler`);
-    // The document describes such params as one member named "params": accept that form too.
-    const wrapped = paramsShape(spec.params) === 'wrapped';
+    const validate = paramsValidator(spec);
     // Stays synchronous when the schemas and the handler are, as a plain method would be.
     gateway.method(name, (params: Params | undefined, ctx) =>
-      andThen(validateParams(spec, wrapped ? unwrap(params) : params), (valid) => {
+      andThen(validate(params), (valid) => {
         const result = handler(valid, ctx);
-        return options.validateResults
-          ? andThen(result, (value) => validateResult(spec, name, value))
-          : result;
+        if (!options.validateResults) return result;
+        // Checked, but sent as returned: the caller parses it with the same schema, and the
+        // schema's output (a transform's, say) need not be valid input to it.
+        return andThen(result, (value) => andThen(validateResult(spec, name, value), () => value));
       }),
     );
   }
@@ -93,10 +110,10 @@ export function implementContract<K extends Contract, C>(
       );
       continue;
     }
+    // Params documented as one member named "params" are accepted in that form, as for methods.
+    const validate = paramsValidator(spec as MethodSpec);
     gateway.stream(name, (params, ctx) =>
-      andThen(validateParams(spec as MethodSpec, params as Params | undefined), (valid) =>
-        stream(valid, ctx),
-      ),
+      andThen(validate(params as Params | undefined), (valid) => stream(valid, ctx)),
     );
   }
   const document = toOpenRpc(contract, gateway.pubsub.methods);
@@ -104,13 +121,75 @@ export function implementContract<K extends Contract, C>(
   return document;
 }
 
-/** `{"params": X}` becomes X: how the OpenRPC document tells clients to send non-object params by name. */
-function unwrap(params: Params | undefined): Params | undefined {
-  if (!params || Array.isArray(params)) return params;
-  const keys = Object.keys(params);
-  return keys.length === 1 && keys[0] === 'params'
-    ? ((params as { params: Params }).params ?? params)
-    : params;
+/** Arguments after the name: params may be left out when the schema allows `undefined`. */
+type ParamsArg<P> = undefined extends P ? [params?: P] : [params: P];
+
+/** What notifications can be sent through: a Session. */
+export interface Notifiable {
+  notify(method: string, params?: Params): void;
+}
+
+/** What the server sends, typed (and in debug mode checked) by the contract. */
+export interface ContractEvents<K extends Contract> {
+  /**
+   * Send one of the contract's notifications to a session, params as the schema's input
+   * (by position too, with paramOrder). In debug mode a mismatch throws -32603; with an
+   * async schema the notification is sent once checked, and a mismatch is logged and dropped.
+   */
+  readonly notify: <N extends keyof NotificationsOf<K> & string>(
+    session: Notifiable,
+    name: N,
+    ...params: ParamsArg<CallParams<NotificationsOf<K>[N]>>
+  ) => void;
+  /**
+   * Publish to one of the contract's topics, data as the schema's input. Resolves with the
+   * sequence number; in debug mode a mismatch rejects with -32603 and nothing is published.
+   */
+  readonly publish: <T extends keyof SubscriptionsOf<K> & string>(
+    topic: T,
+    data: PublishData<SubscriptionsOf<K>[T]>,
+  ) => Promise<number>;
+}
+
+/**
+ * Typed `notify` and `publish` for a contract's notifications and topics: a wrong name or
+ * payload is a compile error, and with `validateResults` (debug mode) a runtime error too.
+ * Create it before `implementContract` when the handlers use it.
+ */
+export function contractEvents<K extends Contract, C>(
+  gateway: Gateway<C>,
+  contract: K,
+  options: ImplementOptions = {},
+): ContractEvents<K> {
+  const notifications = (contract.notifications ?? {}) as Record<string, MethodSpec | undefined>;
+  const subscriptions = contract.subscriptions ?? {};
+  const mismatch = (what: string, about: Record<string, string>) => (issues: ValidationIssues) =>
+    new InternalError(`${what} does not match the contract`, { ...about, ...issues });
+  const events = {
+    notify: (session: Notifiable, name: string, params?: Params) => {
+      const spec = notifications[name];
+      const send = () => session.notify(name, params);
+      if (!options.validateResults || !spec?.params) return send();
+      // Checked as the client will read it (positional params mapped to names); sent as given.
+      const checked = parseWith(
+        spec.params,
+        normalizeParams(spec, params),
+        mismatch('Notification', { notification: name }),
+      );
+      if (!(checked instanceof Promise)) return send();
+      checked.then(send, (err: unknown) =>
+        gateway.logger.error({ err, notification: name }, 'notification not sent'),
+      );
+    },
+    publish: async (topic: string, data: unknown) => {
+      const schema = subscriptions[topic]?.data;
+      if (options.validateResults && schema) {
+        await parseWith(schema, data, mismatch('Published data', { topic }));
+      }
+      return gateway.publish(topic, data);
+    },
+  };
+  return events as ContractEvents<K>;
 }
 
 /** The client's methods of a contract, typed, for calling from the server: `clientApi(session, contract).confirm(...)`. */

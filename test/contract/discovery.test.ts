@@ -1,5 +1,9 @@
+import { Ajv } from 'ajv';
 import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { demoContract } from '../../demo/contract.js';
+import { defineContract } from '../../src/contract/contract.js';
+import { toOpenRpc } from '../../src/contract/openrpc.js';
 import type { OpenRpcDocument } from '../../src/contract/openrpc.js';
 import { Resources } from '../integration/harness.js';
 import { RawRpc } from '../pubsub/helpers.js';
@@ -229,7 +233,7 @@ describe('discovery', () => {
     ).toEqual([1, 2, 'end']);
   });
 
-  it('lists notifications under x-notifications and client methods under x-client-methods', async () => {
+  it('lists notifications under x-notifications (no result) and client methods under x-client-methods', async () => {
     const { url, httpUrl } = await calcGateway();
     const doc = (await discover(url, httpUrl)).reply.result as OpenRpcDocument;
 
@@ -239,7 +243,6 @@ describe('discovery', () => {
         description: 'How far along a job is.',
         paramStructure: 'by-name',
         params: [{ name: 'percent', required: true, schema: { type: 'number' } }],
-        result: { name: 'result', schema: {} },
       },
     ]);
     expect(doc['x-client-methods']).toStrictEqual([
@@ -280,6 +283,93 @@ describe('discovery', () => {
       ['hello', 'by-position'],
     ]);
     expect(doc['x-client-methods'].map((m) => m.name)).toEqual(['client.confirm']);
+  });
+});
+
+describe('schemas the document cannot inline', () => {
+  interface Tree {
+    value: number;
+    children: Tree[];
+  }
+  const Tree: z.ZodType<Tree> = z.lazy(() =>
+    z.object({ value: z.number(), children: z.array(Tree) }),
+  );
+  /** Refers to itself through a getter: zod gives `{"$ref": "#"}`. */
+  const Chain = z.object({
+    id: z.string(),
+    get next() {
+      return Chain.optional();
+    },
+  });
+  const forest = defineContract({
+    name: 'forest',
+    version: '1.0.0',
+    methods: {
+      plant: { params: z.object({ tree: Tree, label: z.string() }), result: Tree },
+      link: { params: z.object({ chain: Chain }), result: z.array(Tree) },
+    },
+    subscriptions: { growth: { data: Tree } },
+  });
+  const doc = () =>
+    JSON.parse(JSON.stringify(toOpenRpc(forest, subscriptionMethods))) as OpenRpcDocument;
+
+  /** ajv with the whole document loaded, so a schema in it is compiled with its refs resolved there. */
+  function compileFromDocument(document: unknown, pointer: string) {
+    const ajv = new Ajv({ strict: false });
+    ajv.addSchema(document as object, 'https://example.test/openrpc.json');
+    return ajv.compile({ $ref: `https://example.test/openrpc.json#${pointer}` });
+  }
+
+  it('recursive ones (z.lazy, getters) go to components.schemas, and their $refs resolve in the document', () => {
+    const document = doc();
+    expect(validate(document)).toBe(true);
+
+    const leaf = { value: 2, children: [] };
+    const tree = { value: 1, children: [leaf, { value: 3, children: [leaf] }] };
+    const badTree = { value: 1, children: [{ value: 'two', children: [] }] };
+    const treeParam = compileFromDocument(document, '/methods/0/params/0/schema');
+    expect(document.methods[0]!.params[0]!.name).toBe('tree');
+    expect(treeParam(tree)).toBe(true);
+    expect(treeParam(badTree)).toBe(false);
+    expect(compileFromDocument(document, '/methods/0/result/schema')(tree)).toBe(true);
+    expect(compileFromDocument(document, '/methods/0/result/schema')(badTree)).toBe(false);
+    const growth = compileFromDocument(document, '/x-subscriptions/subscriptions/0/data/schema');
+    expect(growth(badTree)).toBe(false);
+    expect(growth(tree)).toBe(true);
+
+    // The root of the params refers to itself ("#"): that is the chain schema, not the document.
+    const chainParam = compileFromDocument(document, '/methods/1/params/0/schema');
+    expect(chainParam({ id: 'a', next: { id: 'b', next: { id: 'c' } } })).toBe(true);
+    expect(chainParam({ id: 'a', next: { id: 'b', next: { id: 3 } } })).toBe(false);
+    expect(Object.keys(document.components?.schemas ?? {}).length).toBeGreaterThan(0);
+    expect(JSON.stringify(document)).not.toContain('#/definitions/');
+  });
+
+  it('a member JSON Schema cannot represent (z.date()) becomes {}, the others are still described', () => {
+    const calendar = defineContract({
+      name: 'calendar',
+      version: '1.0.0',
+      methods: {
+        schedule: {
+          params: z.object({ when: z.date(), title: z.string() }),
+          paramOrder: ['title', 'when'],
+          result: z.boolean(),
+        },
+      },
+    });
+    const document = JSON.parse(
+      JSON.stringify(toOpenRpc(calendar, subscriptionMethods)),
+    ) as OpenRpcDocument;
+    expect(validate(document)).toBe(true);
+    expect(document.methods[0]).toStrictEqual({
+      name: 'schedule',
+      paramStructure: 'either',
+      params: [
+        { name: 'title', required: true, schema: { type: 'string' } },
+        { name: 'when', required: true, schema: {} },
+      ],
+      result: { name: 'result', schema: { type: 'boolean' } },
+    });
   });
 });
 

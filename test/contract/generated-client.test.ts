@@ -154,10 +154,6 @@ describe('a client generated from /openrpc.json', () => {
     expect(sent.map((f) => f['params'])).toEqual([[5], undefined]);
   });
 
-  // BUG (src/contract/openrpc.ts, paramsOf): an array params schema that is not a tuple
-  // (sum's z.array(z.number())) is documented as ONE param named "params" with
-  // paramStructure "either". Read as OpenRPC says, that is `{"params": [...]}` by name
-  // or `[[...]]` by position; the server accepts neither, only `[1, 2, 4]`.
   it('calls sum from what the document says: [1, 2, 4] -> 7', async () => {
     // Either reading of "either" will do; the first is what the generated client does by default.
     const outcomes: unknown[] = [];

@@ -516,8 +516,6 @@ describe('positional params (paramOrder) at compile time', { timeout: 60_000 }, 
     expect(errors[0]).toMatch(new RegExp(`^${headLines}: `));
   });
 
-  // BUG (src/contract/contract.ts, Positional<M>): the positional form is `unknown[]`,
-  // so the compiler accepts any array; both calls below are -32602 at run time.
   it('rejects positional params of the wrong types', () => {
     const errors = typeErrors(`${snippetHead}void api.subtract(['42', '23']);\n`);
     expect(errors, 'api.subtract(["42", "23"]) compiled').not.toEqual([]);

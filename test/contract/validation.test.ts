@@ -1,6 +1,8 @@
-import { firstValueFrom, toArray } from 'rxjs';
+import { firstValueFrom, of, toArray } from 'rxjs';
 import { afterEach, describe, expect, expectTypeOf, it } from 'vitest';
+import { z } from 'zod';
 import { useContract } from '../../src/client/contract-client.js';
+import { defineContract } from '../../src/contract/contract.js';
 import { InvalidParamsError } from '../../src/protocol/errors.js';
 import type { JsonRpcError } from '../../src/protocol/errors.js';
 import { clientApi, implementContract } from '../../src/server/contract-server.js';
@@ -75,6 +77,29 @@ describe('invalid params', () => {
     expect(reply.error?.data).toStrictEqual({
       issues: [{ path: ['minuend'], message: 'Invalid input: expected number, received string' }],
     });
+  });
+});
+
+describe('a method without a params schema', () => {
+  it('takes none: absent, [] or {} reach the handler as undefined, anything else is -32602', async () => {
+    const { url, seen } = await calcGateway();
+    const rpc = await raw(url);
+    const none = {
+      code: -32602,
+      message: 'Invalid params',
+      data: { issues: [{ path: [], message: 'Expected no params' }] },
+    };
+    expect((await rpc.request('now', { evil: 1 })).error).toStrictEqual(none);
+    expect((await rpc.request('now', [1, 2])).error).toStrictEqual(none);
+    expect(seen).toEqual([]);
+    for (const params of [undefined, [], {}]) {
+      expect((await rpc.request('now', params)).result).toBe(1_700_000_000_000);
+    }
+    expect(seen).toStrictEqual([
+      { method: 'now', params: undefined },
+      { method: 'now', params: undefined },
+      { method: 'now', params: undefined },
+    ]);
   });
 });
 
@@ -164,6 +189,40 @@ describe('validateResults', () => {
     expect((await rpc.request('subtract', [5, 3])).result).toBe(2);
   });
 
+  it("true: checks the result but sends the handler's value, not the schema's output", async () => {
+    const formatting = defineContract({
+      name: 'formatting',
+      version: '1.0.0',
+      methods: {
+        format: {
+          params: z.object({ n: z.number() }),
+          result: z.number().transform((n) => n.toFixed(2)),
+        },
+        profile: { result: z.object({ name: z.string() }) },
+      },
+    });
+    const { gateway, url } = await res.gateway();
+    implementContract(
+      gateway,
+      formatting,
+      {
+        methods: {
+          format: ({ n }) => n,
+          profile: () => ({ name: 'ada', extra: 1 }) as { name: string },
+        },
+      },
+      { validateResults: true },
+    );
+    const rpc = await raw(url);
+    // On the wire: the handler's value (the schema's input), extra members and all.
+    expect((await rpc.request('format', { n: 1 })).result).toBe(1);
+    expect((await rpc.request('profile')).result).toStrictEqual({ name: 'ada', extra: 1 });
+    // The typed client parses it once: the output its type says.
+    const { api } = useContract(res.client(url), formatting);
+    expect(await api.format({ n: 1 })).toBe('1.00');
+    expect(await api.profile()).toStrictEqual({ name: 'ada' });
+  });
+
   it('false (the default): the result goes out as the handler returned it', async () => {
     for (const options of [{}, { validateResults: false }]) {
       const { url } = await calcGateway(options);
@@ -181,9 +240,6 @@ describe('validateResults', () => {
     expect(tally).toStrictEqual({ count: 0 });
   });
 
-  // BUG: CallResult is the result schema's OUTPUT, HandlerResult its INPUT, but nothing
-  // turns one into the other unless validateResults is on (src/server/contract-server.ts,
-  // implementContract) and the client never parses results (src/client/contract-client.ts).
   it('false: the caller still gets what its type says (the result schema output)', async () => {
     const { url } = await calcGateway();
     const { api } = useContract(res.client(url), calc);
@@ -218,6 +274,31 @@ describe('streams', () => {
     await rpc.until(() => rpc.notifications(id).some((n) => n.complete), 'the stream to end');
     expect(rpc.notifications(id).map((n) => n.result ?? 'end')).toEqual([1, 2, 3, 'end']);
     expect(seen).toStrictEqual([{ method: 'count', params: { upTo: 3 } }]);
+  });
+
+  it('take params documented as one member named "params" in that form, as methods do', async () => {
+    const summing = defineContract({
+      name: 'summing',
+      version: '1.0.0',
+      methods: {},
+      subscriptions: { total: { params: z.array(z.number()), data: z.number() } },
+    });
+    const { gateway, url } = await res.gateway();
+    const document = implementContract(gateway, summing, {
+      methods: {},
+      streams: { total: (numbers) => of(numbers.reduce((a, b) => a + b, 0)) },
+    });
+    expect(document['x-subscriptions'].subscriptions[0]!.params.map((p) => p.name)).toEqual([
+      'params',
+    ]);
+    const rpc = await raw(url);
+    for (const params of [{ params: [1, 2, 3] }, [1, 2, 3]]) {
+      const reply = await rpc.request('subscribe', ['total', params]);
+      expect(reply.error).toBeUndefined();
+      const id = reply.result as string;
+      await rpc.until(() => rpc.notifications(id).some((n) => n.complete), 'the stream to end');
+      expect(rpc.notifications(id).map((n) => n.result ?? 'end')).toEqual([6, 'end']);
+    }
   });
 
   it('with an async params schema, reject before anything is pushed as well', async () => {
@@ -317,6 +398,41 @@ describe("the client's methods (useContract)", () => {
     const client = res.client(url);
     expect(() => useContract(client, calc, { 'client.nope': () => true } as never)).toThrow(
       '"client.nope" is not a client method of the contract',
+    );
+  });
+});
+
+describe('paramOrder', () => {
+  it('naming a member the params schema does not have is a compile error and throws', async () => {
+    const params = z.object({ minuend: z.number(), subtrahend: z.number() });
+    expect(() =>
+      defineContract({
+        name: 'typo',
+        version: '1.0.0',
+        methods: {
+          subtract: {
+            params,
+            // @ts-expect-error minuendd is not a member of the params
+            paramOrder: ['minuendd', 'subtrahend'],
+            result: z.number(),
+          },
+        },
+      }),
+    ).toThrow(
+      'The paramOrder of method "subtract" names "minuendd", not a member of its params ("minuend", "subtrahend")',
+    );
+    // A contract not made by defineContract is checked when it is implemented.
+    const { gateway } = await res.gateway();
+    const contract = {
+      name: 'typo',
+      version: '1.0.0',
+      methods: {},
+      notifications: {
+        progress: { params: z.object({ percent: z.number() }), paramOrder: ['pct'] },
+      },
+    };
+    expect(() => implementContract(gateway, contract, { methods: {} })).toThrow(
+      'The paramOrder of notification "progress" names "pct", not a member of its params ("percent")',
     );
   });
 });
