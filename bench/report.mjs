@@ -67,7 +67,7 @@ export function renderTable(table, contestants, baselineId, results) {
   return markdownTable(header, rows);
 }
 
-function describeSettings(settings) {
+function describeSettings(settings, kinds) {
   const r = settings.requests;
   const fanout = Object.entries(settings.fanout)
     .map(
@@ -78,24 +78,35 @@ function describeSettings(settings) {
     .join('; ');
   return (
     `${settings.rounds} round${settings.rounds === 1 ? '' : 's'}; in each, every contestant runs once per scenario, ` +
-    `round-robin, the order rotated by one each round. ` +
-    `Request/response slices: ${r.warmupMs} ms unmeasured then ${r.windowMs} ms measured. ` +
-    `Fan-out per round: ${fanout}. Memory: ${settings.memory.connections.toLocaleString('en-US')} connections.`
+    `round-robin, the order rotated by one each round.` +
+    (kinds.has('requests')
+      ? ` Request/response slices: ${r.warmupMs} ms unmeasured then ${r.windowMs} ms measured.`
+      : '') +
+    (kinds.has('fanout') ? ` Fan-out per round: ${fanout}.` : '') +
+    (kinds.has('memory')
+      ? ` Memory: ${settings.memory.connections.toLocaleString('en-US')} connections.`
+      : '')
   );
 }
 
-/** The whole results section (markdown). */
-export function renderResults(run) {
+const RATIO_NOTE =
+  'Each figure: the median across rounds, the min–max across rounds, and × ws: the ' +
+  'figure divided by raw ws echo’s figure in the same round, median across rounds ' +
+  '(for CPU, latency and memory, above 1 is worse; for rates, below 1 is worse).';
+
+function runFacts(run) {
   const m = run.machine;
-  const facts = [
+  return [
     `- Command: \`${run.command}\``,
     `- Date: ${run.date}; run time ${run.durationText}`,
     `- Machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB.toFixed(1)} GiB, Node ${m.node}, ${m.os}`,
-    `- ${describeSettings(run.settings)}`,
-    '- Each figure: the median across rounds, the min–max across rounds, and × ws: the ' +
-      'figure divided by raw ws echo’s figure in the same round, median across rounds ' +
-      '(for CPU, latency and memory, above 1 is worse; for rates, below 1 is worse).',
+    `- ${describeSettings(run.settings, run.kinds)}`,
   ];
+}
+
+/** The whole results section (markdown), for a run of every scenario. */
+export function renderResults(run) {
+  const facts = [...runFacts(run), `- ${RATIO_NOTE}`];
   const parts = ['## Results', facts.join('\n')];
   for (const table of run.tables) {
     parts.push(`### ${table.title}`, table.about);
@@ -110,6 +121,82 @@ export function renderResults(run) {
   return parts.join('\n\n') + '\n';
 }
 
+const partialStart = (key) => `<!-- bench:partial:${key} -->`;
+const RERUN_MARK = 'From the re-run of';
+const EARLIER = 'earlier full run';
+const PARTIAL_END = '<!-- bench:partial:end -->';
+
+/**
+ * A run of some scenarios only (`--scenarios`): its facts, as a block of their own, and its
+ * tables, each saying which run it comes from. `mergePartial` puts them into the results
+ * section in place of the same tables of an earlier run, and keeps every other table.
+ */
+export function renderPartial(run) {
+  const key = run.scenarioIds.join(',');
+  const failures =
+    run.failures.length === 0
+      ? '- Failures: none: every subscriber got every message, in order.'
+      : ['- Failures:', ...run.failures.map((f) => `  - **${f}**`)].join('\n');
+  const ids = run.scenarioIds.map((id) => `\`${id}\``).join(', ');
+  const intro = [
+    partialStart(key),
+    '',
+    `**Re-run of ${ids} only` +
+      (run.complete ? '.** ' : `, ${run.contestants.length} contestants.** `) +
+      'Its tables (marked “from the re-run”) replace the earlier ones' +
+      (run.complete
+        ? ''
+        : `, which stay below them, titled “${EARLIER}”, for the contestants left out of the re-run`) +
+      '; every other table is from the run above.',
+    '',
+    [...runFacts(run), failures].join('\n'),
+    '',
+    PARTIAL_END,
+  ].join('\n');
+  const tables = run.tables.map((table) => ({
+    title: table.title,
+    block: [
+      `### ${table.title}`,
+      `${table.about} ${RERUN_MARK} ${ids} (${run.date.slice(0, 10)}).`,
+      renderTable(table, run.contestants, run.baselineId, run.results),
+    ].join('\n\n'),
+  }));
+  return { key, intro, tables, complete: run.complete };
+}
+
+/** The results section `current` (markdown, without the markers) with a partial run merged in. */
+export function mergePartial(current, partial) {
+  const [head, ...blocks] = current.split(/^(?=### )/m);
+  const start = partialStart(partial.key);
+  let cleaned = head;
+  const at = head.indexOf(start);
+  if (at !== -1) {
+    const end = head.indexOf(PARTIAL_END, at);
+    cleaned = head.slice(0, at) + (end === -1 ? '' : head.slice(end + PARTIAL_END.length));
+  }
+  const nextHead = `${cleaned.trimEnd()}\n\n${partial.intro}\n\n`;
+  const titleOf = (block) =>
+    block.slice(4, block.indexOf('\n') === -1 ? undefined : block.indexOf('\n')).trim();
+  const nextBlocks = [...blocks];
+  for (const table of partial.tables) {
+    const i = nextBlocks.findIndex((b) => titleOf(b) === table.title);
+    const block = `${table.block}\n\n`;
+    if (i !== -1) {
+      // A re-run of some contestants only keeps the full run's table (retitled) for the others.
+      const old = nextBlocks[i];
+      const keep = !partial.complete && !old.includes(RERUN_MARK);
+      const retitled = `### ${table.title}, ${EARLIER}${old.slice(old.indexOf('\n'))}`;
+      const earlier = nextBlocks.findIndex((b) => titleOf(b) === `${table.title}, ${EARLIER}`);
+      if (keep && earlier !== -1) nextBlocks.splice(earlier, 1);
+      nextBlocks.splice(nextBlocks.indexOf(old), 1, ...(keep ? [block, retitled] : [block]));
+    } else {
+      const failures = nextBlocks.findIndex((b) => titleOf(b) === 'Failures');
+      nextBlocks.splice(failures === -1 ? nextBlocks.length : failures, 0, block);
+    }
+  }
+  return nextHead + nextBlocks.join('');
+}
+
 async function formatMarkdown(text, filepath) {
   try {
     const prettier = await import('prettier');
@@ -120,7 +207,10 @@ async function formatMarkdown(text, filepath) {
   }
 }
 
-/** Replace the results section of `filepath` (between the markers) with `section`. */
+/**
+ * Replace the results section of `filepath` (between the markers) with `section`, or, for a
+ * partial run (`renderPartial`), merge its tables into the section that is there.
+ */
 export async function writeResults(filepath, section) {
   let current;
   try {
@@ -130,12 +220,22 @@ export async function writeResults(filepath, section) {
   }
   const start = current.indexOf(RESULTS_START);
   const end = current.indexOf(RESULTS_END);
-  const block = `${RESULTS_START}\n\n${section}\n${RESULTS_END}`;
-  const next =
-    start !== -1 && end > start
-      ? current.slice(0, start) + block + current.slice(end + RESULTS_END.length)
-      : `${current.trimEnd()}\n\n${block}\n`;
+  const found = start !== -1 && end > start;
+  let text = section;
+  if (typeof section !== 'string') {
+    const inner = found ? current.slice(start + RESULTS_START.length, end).trim() : '';
+    text = mergePartial(inner || '## Results\n', section);
+  }
+  const block = `${RESULTS_START}\n\n${text.trimEnd()}\n\n${RESULTS_END}`;
+  const next = found
+    ? current.slice(0, start) + block + current.slice(end + RESULTS_END.length)
+    : `${current.trimEnd()}\n\n${block}\n`;
   await writeFile(filepath, await formatMarkdown(next, filepath));
+}
+
+/** A partial run as it reads on its own (the console). */
+export function partialForConsole(partial) {
+  return [partial.intro, ...partial.tables.map((t) => t.block)].join('\n\n') + '\n';
 }
 
 /** The section as prettier would print it (for the console). */

@@ -1,14 +1,22 @@
 // The benchmark runner: `node bench/run.mjs [--quick] [--rounds N] [--contestants a,b]
 // [--scenarios x,y] [--no-write]`. It forks one server process per contestant and one
 // load generator, interleaves the contestants round-robin through every scenario for
-// R rounds, prints one markdown table per scenario and writes them to BENCHMARKS.md.
+// R rounds, prints one markdown table per scenario and writes them to BENCHMARKS.md
+// (a run of some scenarios only replaces those scenarios' tables there).
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { HOST, settingsFor } from './config.mjs';
 import { baseline, contestants as allContestants } from './contestants/index.mjs';
 import { Child } from './ipc.mjs';
-import { formatForConsole, machineInfo, renderResults, writeResults } from './report.mjs';
+import {
+  formatForConsole,
+  machineInfo,
+  partialForConsole,
+  renderPartial,
+  renderResults,
+  writeResults,
+} from './report.mjs';
 import { scenariosFor, takesPart, warmUp } from './scenarios.mjs';
 
 const here = (path) => fileURLToPath(new URL(path, import.meta.url));
@@ -32,7 +40,8 @@ if (opts.help) {
   console.log(
     'node bench/run.mjs [--quick] [--rounds N] [--contestants id,id] [--scenarios id,id] [--no-write]\n' +
       `contestants: ${allContestants.map((c) => c.id).join(', ')}\n` +
-      'scenarios: rr-1x1, rr-1x64, rr-32x16, fanout-100, fanout-1000, memory-2000',
+      'scenarios: rr-1x1, rr-1x64, rr-32x16, fanout-100, fanout-1000, memory-2000\n' +
+      'A run of some scenarios replaces only their tables in BENCHMARKS.md.',
   );
   process.exit(0);
 }
@@ -48,7 +57,10 @@ const pick = (list, ids) => (ids ? list.filter((x) => ids.split(',').includes(x.
 // The baseline always runs: every ratio is taken against it.
 const contestants = pick(allContestants, opts.contestants);
 if (!contestants.includes(baseline)) contestants.unshift(baseline);
-const scenarios = pick(scenariosFor(settings), opts.scenarios);
+const allScenarios = scenariosFor(settings);
+const scenarios = pick(allScenarios, opts.scenarios);
+// A run of some scenarios only replaces those scenarios' tables in BENCHMARKS.md and keeps the rest.
+const partial = scenarios.length < allScenarios.length;
 const tables = scenarios.flatMap((s) => s.tables);
 
 /** results: table id -> contestant id -> { values: { figure: [per round] }, lost }, only for
@@ -225,19 +237,25 @@ const command =
   script === 'bench:quick' || script === 'bench'
     ? `npm run ${script}${args && !(script === 'bench:quick' && args === '--quick') ? ` -- ${args}` : ''}`
     : `node bench/run.mjs${args ? ` ${args}` : ''}`;
-const section = renderResults({
+const run = {
   command,
   date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
   durationText: formatDuration(durationMs),
   machine: machineInfo(),
   settings,
+  kinds: new Set(scenarios.map((s) => s.kind)),
+  scenarioIds: scenarios.map((s) => s.id),
+  complete: contestants.length === allContestants.length,
   contestants,
   baselineId: baseline.id,
   tables,
   results,
   failures,
-});
-process.stdout.write('\n' + (await formatForConsole(section, BENCHMARKS)));
+};
+const section = partial ? renderPartial(run) : renderResults(run);
+process.stdout.write(
+  '\n' + (await formatForConsole(partial ? partialForConsole(section) : section, BENCHMARKS)),
+);
 if (!opts['no-write']) {
   await writeResults(BENCHMARKS, section);
   log(`\nbench: results written to BENCHMARKS.md`);

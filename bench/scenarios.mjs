@@ -1,7 +1,8 @@
 // The scenarios, run from the runner's side: each drives one contestant's server and
 // the load generator over IPC for one slice, and returns the figures of that slice.
 // A slice's server CPU time is the delta of process.cpuUsage() (user + system) in the
-// server process across the measured window.
+// server process across the measured window (plus, for the two-node contestants, the same
+// delta in node B's process: see bench/server.mjs).
 import { sleep } from './ipc.mjs';
 
 const requestFigures = [
@@ -16,8 +17,11 @@ const latencyFigures = [
 // publish (how long until everyone is up to date); paced, from the last publish (how long
 // one message takes to reach every subscriber). Measured from the last publish, a burst
 // would reward the slower servers, whose backlog builds up on their side, not the client's.
+// Server CPU per published message, and per delivered one (the same CPU divided by messages ×
+// subscribers: what one delivery to one subscriber costs).
 const fanoutFigures = (mode) => [
   { key: 'cpuUsPerMsg', label: 'server CPU µs/published msg', format: 'sig' },
+  { key: 'cpuUsPerDelivery', label: 'server CPU µs/delivered msg', format: 'sig' },
   { key: 'deliveredPerSec', label: 'delivered msg/s', format: 'int' },
   mode === 'burst'
     ? { key: 'lastMs', label: 'all delivered, ms after 1st publish', format: 'sig' }
@@ -137,6 +141,7 @@ async function fanoutRun(ctx, contestant, { table, n, burst, intervalMs, subscri
   const complete = got.incomplete === 0;
   const values = {
     cpuUsPerMsg: (c1.us - c0.us) / n,
+    cpuUsPerDelivery: (c1.us - c0.us) / (n * subscribers),
     deliveredPerSec: complete
       ? got.received / ((got.lastAt - published.startedAt) / 1000)
       : undefined,

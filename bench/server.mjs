@@ -1,6 +1,8 @@
 // A contestant's server process: loads one adapter from bench/contestants, and answers
 // the runner's control requests over IPC: its CPU time and memory, publish N messages
-// to the "bench" topic, exit.
+// to the "bench" topic, exit. An adapter that runs part of its server in processes of its
+// own (the two-node contestants) reports their CPU time through `helperCpuUs()`, and `cpu`
+// adds it: the server CPU of a slice is then every server process's.
 import { nowMs, serve } from './ipc.mjs';
 
 let server;
@@ -49,9 +51,11 @@ serve({
     server = await contestant.start(host);
     return { port: server.port, pid: process.pid };
   },
-  cpu() {
+  async cpu() {
     const { user, system } = process.cpuUsage();
-    return { us: user + system, t: nowMs() };
+    const t = nowMs();
+    const helpers = server?.helperCpuUs ? await server.helperCpuUs() : 0;
+    return { us: user + system + helpers, t };
   },
   async memory({ gc }) {
     // Let pending close/timer work settle, then collect before reading.

@@ -10,6 +10,8 @@ export type {
 } from './server/options.js';
 export { tlsFromEnv } from './server/tls-from-env.js';
 export { defaultLimits } from './server/options.js';
+export { TrustedProxies } from './server/client-address.js';
+export type { Readiness } from './server/http-routes.js';
 export { UpgradeRejection } from './server/upgrade-rejection.js';
 export { createLogger, REDACTED_PATHS } from './server/logger.js';
 export { brokerFromEnv } from './server/broker-from-env.js';
@@ -40,6 +42,8 @@ export type {
   HandlerResult,
   SubscriptionData,
   SubscriptionParams,
+  PublishData,
+  CheckedContract,
 } from './contract/contract.js';
 export { toOpenRpc } from './contract/openrpc.js';
 export type { OpenRpcDocument } from './contract/openrpc.js';
@@ -47,10 +51,19 @@ export { validateParams, validateResult, normalizeParams } from './contract/vali
 export type { ValidationIssues } from './contract/validate.js';
 export { bindMethods } from './contract/bind.js';
 export type { MethodsApi, Caller } from './contract/bind.js';
-export { implementContract, clientApi } from './server/contract-server.js';
-export type { ContractImplementation, ImplementOptions } from './server/contract-server.js';
+export { implementContract, clientApi, contractEvents } from './server/contract-server.js';
+export type {
+  ContractImplementation,
+  ImplementOptions,
+  ContractEvents,
+  Notifiable,
+} from './server/contract-server.js';
 export { useContract } from './client/contract-client.js';
-export type { ContractClient, ClientImplementation } from './client/contract-client.js';
+export type {
+  ContractClient,
+  ClientImplementation,
+  UseContractOptions,
+} from './client/contract-client.js';
 export * from './peer/index.js';
 export { createInMemoryPair, InMemoryTransport } from './transport/in-memory-transport.js';
 export { WsTransport } from './transport/ws-transport.js';

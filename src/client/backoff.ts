@@ -7,6 +7,12 @@ export interface BackoffOptions {
   factor: number;
   /** Fraction of each delay that is randomized (0 = none, 1 = full jitter). Default 0.5. */
   jitter: number;
+  /**
+   * A connection counts as good once it has stayed open this long, ms: only then does the
+   * backoff start again from `initialDelayMs`. One that drops sooner (a server that accepts
+   * and closes at once) counts as a failed attempt, so the delay keeps growing. Default 5 000.
+   */
+  resetAfterMs: number;
 }
 
 export const defaultBackoff: BackoffOptions = {
@@ -14,6 +20,7 @@ export const defaultBackoff: BackoffOptions = {
   maxDelayMs: 10_000,
   factor: 2,
   jitter: 0.5,
+  resetAfterMs: 5_000,
 };
 
 /**
@@ -22,7 +29,7 @@ export const defaultBackoff: BackoffOptions = {
  */
 export function backoffDelay(
   attempt: number,
-  options: BackoffOptions,
+  options: Pick<BackoffOptions, 'initialDelayMs' | 'maxDelayMs' | 'factor' | 'jitter'>,
   random: () => number = Math.random,
 ): number {
   const base = Math.min(options.maxDelayMs, options.initialDelayMs * options.factor ** attempt);

@@ -13,16 +13,21 @@ import type { Handler } from '../peer/method-registry.js';
 import { notificationsNamed } from '../peer/notifications.js';
 import { Peer } from '../peer/peer.js';
 import type { BatchEntry, IncomingNotification } from '../peer/peer.js';
+import { MAX_TIMER_MS } from '../peer/pending-calls.js';
 import type { CallOptions } from '../peer/pending-calls.js';
-import { NotConnectedError, TimeoutError } from '../protocol/local-errors.js';
+import { encodeNotification, encodeRequest } from '../protocol/encode.js';
+import type { JsonRpcError } from '../protocol/errors.js';
+import { CancelledError, NotConnectedError, TimeoutError } from '../protocol/local-errors.js';
 import { ReservedMethod } from '../protocol/reserved.js';
 import type { Params } from '../protocol/types.js';
 import { WebSocketTransport } from '../transport/websocket-transport.js';
 import type { WebSocketConstructor, WebSocketLike } from '../transport/websocket-transport.js';
 import { backoffDelay, defaultBackoff } from './backoff.js';
 import type { BackoffOptions } from './backoff.js';
+import { BatchWatchTransport } from './batch-watch.js';
 import type { ConnectionState } from './connection-state.js';
 import { OfflineQueue } from './offline-queue.js';
+import { redactErrorUrl, redactUrl } from './redact-url.js';
 import { ClientSubscriptions } from './subscriptions.js';
 import type { ClientSubscriptionMethods, SubscriptionEvent } from './subscriptions.js';
 
@@ -36,7 +41,12 @@ export interface ClientOptions {
   WebSocket?: WebSocketConstructor;
   /** Subprotocols to offer (e.g. a token, since browsers cannot set headers). */
   protocols?: string | string[];
-  /** Reconnect with capped exponential backoff; `false` to stay closed after a drop. */
+  /**
+   * Reconnect with capped exponential backoff; `false` to stay closed after a drop. The
+   * backoff starts again from `initialDelayMs` only once a connection has stayed open for
+   * `resetAfterMs` (default 5 s). The same backoff paces resubscribing after a transient
+   * subscribe error (-32009 Broker unavailable, a timeout).
+   */
   reconnect?: Partial<BackoffOptions> | false;
   /** Give up on a connection attempt after this many ms. Default 10 000. */
   connectTimeoutMs?: number;
@@ -82,6 +92,8 @@ export class RpcClient {
   private readonly notificationSubject = new Subject<IncomingNotification>();
   private readonly subscriptions: ClientSubscriptions;
   private peer: Peer<RpcClient> | undefined;
+  /** The transport under `peer`, which notices a batch the server refused as a whole. */
+  private watch: BatchWatchTransport | undefined;
   private socket: WebSocketLike | undefined;
   private attempt = 0;
   private everOpened = false;
@@ -119,6 +131,9 @@ export class RpcClient {
     this.subscriptions = new ClientSubscriptions(
       {
         call: (method, params) => this.call(method, params),
+        subscribe: (method, params) => this.callUntimedWhileQueued(method, params),
+        retryDelay: (attempt) =>
+          backoffDelay(attempt, this.backoff === false ? defaultBackoff : this.backoff),
         get isOpen() {
           return client.livePeer() !== undefined;
         },
@@ -184,8 +199,11 @@ export class RpcClient {
     const method = nameOf(target);
     const peer = this.livePeer();
     if (peer) return peer.call(method, params, options);
-    return this.whileDisconnected(method, options, (timeout) =>
-      this.requirePeer().call(method, params, { ...options, timeout }),
+    return this.whileDisconnected(
+      method,
+      options,
+      () => encodeRequest(0, method, params),
+      (timeout) => this.requirePeer().call(method, params, { ...options, timeout }),
     );
   }
 
@@ -200,6 +218,8 @@ export class RpcClient {
     const peer = this.livePeer();
     if (peer) return peer.notify(method, params);
     this.assertMayQueue();
+    // Params that cannot be encoded throw now, as they do while connected, not in the flush.
+    encodeNotification(method, params);
     // A notification has no caller waiting, so a failure to queue or send is only logged.
     this.queue
       .enqueue(method, { timeout: 0 }, 0, () => {
@@ -239,9 +259,14 @@ export class RpcClient {
     options: CallOptions = {},
   ): Promise<PromiseSettledResult<unknown>[]> {
     const peer = this.livePeer();
-    if (peer) return peer.batch(entries, options);
-    return this.whileDisconnected('batch', options, (timeout) =>
-      this.requirePeer().batch(entries, { ...options, timeout }),
+    if (peer) return this.sendBatch(peer, entries, options);
+    return this.whileDisconnected(
+      'batch',
+      options,
+      () => {
+        for (const entry of entries) encodeRequest(0, entry.method, entry.params);
+      },
+      (timeout) => this.sendBatch(this.requirePeer(), entries, { ...options, timeout }),
     );
   }
 
@@ -251,12 +276,13 @@ export class RpcClient {
     clearTimeout(this.reconnectTimer);
     clearTimeout(this.connectTimer);
     clearInterval(this.heartbeatTimer);
-    this.stateSubject.next('closed');
+    this.setState('closed');
     this.queue.failAll(new NotConnectedError('Client closed'));
     this.subscriptions.closeAll();
     const peer = this.peer;
     const socket = this.socket;
     this.peer = undefined;
+    this.watch = undefined;
     this.socket = undefined;
     if (peer) {
       peer.close(1000, 'client closed');
@@ -285,42 +311,121 @@ export class RpcClient {
     if (this.options.whenDisconnected === 'reject') throw new NotConnectedError('Not connected');
   }
 
+  /**
+   * Queue a call made while disconnected. `check` encodes it first, so params that cannot be
+   * serialised reject now, as they do while connected, instead of failing in the flush.
+   */
   private whileDisconnected<T>(
     method: string,
     options: CallOptions,
+    check: () => void,
     send: (timeout: number) => Promise<T>,
   ): Promise<T> {
     try {
       this.assertMayQueue();
+      check();
     } catch (err) {
       return Promise.reject(err as Error);
     }
     return this.queue.enqueue(method, options, this.options.callTimeout ?? 30_000, send);
   }
 
+  /**
+   * A subscribe: while disconnected it waits in the queue without a timeout (it is the
+   * resubscription the next connection needs, however long that takes); once sent, the
+   * default callTimeout applies.
+   */
+  private callUntimedWhileQueued(method: string, params: Params): Promise<unknown> {
+    const peer = this.livePeer();
+    if (peer) return peer.call(method, params);
+    return this.whileDisconnected(
+      method,
+      { timeout: 0 },
+      () => encodeRequest(0, method, params),
+      () => this.requirePeer().call(method, params),
+    );
+  }
+
+  /**
+   * Send a batch, watching for the server refusing it as a whole (-32002, id null): then
+   * every call in it rejects at once with that error rather than wait for its timeout.
+   */
+  private sendBatch(
+    peer: Peer<RpcClient>,
+    entries: readonly BatchEntry[],
+    options: CallOptions,
+  ): Promise<PromiseSettledResult<unknown>[]> {
+    const watch = this.watch;
+    if (!watch || !entries.some((entry) => !entry.notification)) {
+      return peer.batch(entries, options);
+    }
+    // The members are given up through their signal: the peer has no other way in.
+    const giveUp = new AbortController();
+    const signal = options.signal;
+    const forward = (): void => giveUp.abort(signal?.reason);
+    if (signal?.aborted) forward();
+    else signal?.addEventListener('abort', forward, { once: true });
+    let refusal: JsonRpcError | undefined;
+    const unwatch = watch.watch(entries.length, (err) => {
+      refusal = err;
+      giveUp.abort(err);
+    });
+    const done = (): void => {
+      unwatch();
+      signal?.removeEventListener('abort', forward);
+    };
+    return peer.batch(entries, { ...options, signal: giveUp.signal }).then(
+      (results) => {
+        done();
+        if (!refusal) return results;
+        const reason = refusal;
+        return results.map((result) =>
+          result.status === 'rejected' &&
+          result.reason instanceof CancelledError &&
+          result.reason.reason === reason
+            ? { status: 'rejected', reason }
+            : result,
+        );
+      },
+      (err: unknown) => {
+        done();
+        throw err;
+      },
+    );
+  }
+
   private connect(): void {
     if (this.state === 'closed') return;
     const url = this.url;
+    // Logged without query string or userinfo: tokens travel there.
+    const logUrl = redactUrl(url);
     let socket: WebSocketLike;
     try {
       socket = new this.WebSocketImpl(url, this.options.protocols) as WebSocketLike;
     } catch (err) {
-      this.logger.warn({ err, url }, 'could not create WebSocket');
+      this.logger.warn(
+        { err: redactErrorUrl(err, url), url: logUrl },
+        'could not create WebSocket',
+      );
+      this.urlIndex++; // a URL the WebSocket refuses will not get better: try the next one
       this.scheduleReconnect();
       return;
     }
     this.socket = socket;
-    this.connectTimer = setTimeout(() => {
-      this.logger.warn({ url }, 'connection attempt timed out');
-      socket.close();
-    }, this.options.connectTimeoutMs ?? 10_000);
+    this.connectTimer = setTimeout(
+      () => {
+        this.logger.warn({ url: logUrl }, 'connection attempt timed out');
+        socket.close();
+      },
+      Math.min(this.options.connectTimeoutMs ?? 10_000, MAX_TIMER_MS),
+    );
     socket.onerror = () => undefined;
     socket.onclose = (event) => {
       // Only reached when the socket never opened: afterwards the transport owns onclose.
       clearTimeout(this.connectTimer);
       if (this.socket !== socket) return;
       this.socket = undefined;
-      this.logger.debug({ url, code: event.code }, 'connection attempt failed');
+      this.logger.debug({ url: logUrl, code: event.code }, 'connection attempt failed');
       this.urlIndex++;
       this.scheduleReconnect();
     };
@@ -332,7 +437,8 @@ export class RpcClient {
   }
 
   private onOpen(socket: WebSocketLike): void {
-    const peer = new Peer<RpcClient>(new WebSocketTransport(socket), {
+    const watch = new BatchWatchTransport(new WebSocketTransport(socket));
+    const peer = new Peer<RpcClient>(watch, {
       registry: this.registry,
       session: this,
       logger: this.logger,
@@ -342,7 +448,11 @@ export class RpcClient {
       onReservedNotification: (method, params) => this.onReservedNotification(method, params),
     });
     this.peer = peer;
-    this.attempt = 0;
+    this.watch = watch;
+    // The backoff is not reset here: a server that accepts and closes at once would be
+    // redialled at the initial delay forever. It is reset when a connection that has
+    // stayed open long enough is lost.
+    const openedAt = Date.now();
     this.everOpened = true;
     const subscriptionNotification = this.subscriptions.methods.notification;
     peer.notifications$.subscribe((n) => {
@@ -355,12 +465,16 @@ export class RpcClient {
       clearInterval(this.heartbeatTimer);
       if (this.peer !== peer) return;
       this.peer = undefined;
+      this.watch = undefined;
       this.socket = undefined;
+      if (this.backoff !== false && Date.now() - openedAt >= this.backoff.resetAfterMs) {
+        this.attempt = 0;
+      }
       this.logger.info({ code, reason }, 'connection lost');
       this.subscriptions.connectionLost();
       this.scheduleReconnect();
     });
-    this.stateSubject.next('open');
+    this.setState('open');
     this.subscriptions.connectionOpened();
     this.queue.flush();
   }
@@ -382,20 +496,22 @@ export class RpcClient {
 
   private onReservedNotification(method: string, params: Params | undefined): void {
     if (method !== ReservedMethod.Reconnect) return;
-    // The server is draining: go elsewhere now rather than wait for the close.
+    // The server is draining: go elsewhere now rather than wait for the close. It may name
+    // where: one of our URLs is taken next; any other, or none, means our own next URL.
     const target = params && !Array.isArray(params) ? (params as { url?: unknown }).url : undefined;
-    if (typeof target === 'string' && !this.urls.includes(target)) {
-      this.logger.info({ url: target }, 'server asked to reconnect elsewhere');
+    const named = typeof target === 'string' ? this.urls.indexOf(target) : -1;
+    if (typeof target === 'string' && named < 0) {
+      this.logger.info({ url: redactUrl(target) }, 'server asked to reconnect elsewhere');
     }
     const peer = this.peer;
     if (!peer || peer.isClosed || this.retiring === peer) return;
     // The server is draining. New calls queue for the next connection; the calls
     // this one carries finish first; then it is closed and replaced at once.
     this.retiring = peer;
-    this.urlIndex++;
-    this.attempt = 0;
+    if (named >= 0) this.urlIndex = named;
+    else this.urlIndex++;
     this.reconnectNow = true;
-    this.stateSubject.next('reconnecting');
+    this.setState('reconnecting');
     const closeWhenSettled = (): void => {
       if (peer.isClosed) return;
       if (peer.pendingCount === 0) peer.close(1000, 'reconnecting on server request');
@@ -410,11 +526,18 @@ export class RpcClient {
       void this.close();
       return;
     }
-    this.stateSubject.next(this.everOpened ? 'reconnecting' : 'connecting');
+    this.setState(this.everOpened ? 'reconnecting' : 'connecting');
     // Asked by the server to move: no backoff, the server is not failing.
-    const delay = this.reconnectNow ? 0 : backoffDelay(this.attempt++, this.backoff);
+    const attempt = this.attempt;
+    const delayMs = this.reconnectNow ? 0 : backoffDelay(this.attempt++, this.backoff);
     this.reconnectNow = false;
-    this.reconnectTimer = setTimeout(() => this.connect(), delay);
+    this.logger.debug({ attempt, delayMs, url: redactUrl(this.url) }, 'reconnect scheduled');
+    this.reconnectTimer = setTimeout(() => this.connect(), delayMs);
+  }
+
+  /** Move to `state`; a state is never emitted twice in a row. */
+  private setState(state: ConnectionState): void {
+    if (this.stateSubject.value !== state) this.stateSubject.next(state);
   }
 }
 

@@ -29,8 +29,14 @@ export type {
   HandlerResult,
   SubscriptionData,
   SubscriptionParams,
+  PublishData,
+  CheckedContract,
 } from '../contract/contract.js';
 export type { MethodsApi } from '../contract/bind.js';
 export { useContract } from './contract-client.js';
-export type { ContractClient, ClientImplementation } from './contract-client.js';
+export type {
+  ContractClient,
+  ClientImplementation,
+  UseContractOptions,
+} from './contract-client.js';
 export type { ValidationIssues } from '../contract/validate.js';

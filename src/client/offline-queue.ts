@@ -1,4 +1,5 @@
 import { CancelledError, NotConnectedError, TimeoutError } from '../protocol/local-errors.js';
+import { MAX_TIMER_MS } from '../peer/pending-calls.js';
 import type { CallOptions } from '../peer/pending-calls.js';
 
 /** Work deferred until the next connection opens. */
@@ -13,6 +14,8 @@ interface Deferred {
  * Calls made while disconnected wait here, bounded in number. Each keeps its
  * own timeout and AbortSignal running while it waits, so a queued call settles
  * exactly once: sent on reconnect, timed out, cancelled, or failed on close.
+ * The caller checks that an entry can be encoded before queueing it; one that
+ * still fails when flushed is rejected alone and the flush goes on.
  */
 export class OfflineQueue {
   private readonly items = new Set<Deferred>();
@@ -59,7 +62,16 @@ export class OfflineQueue {
       deadline,
       run: (remaining) => {
         cleanup();
-        send(remaining).then(resolveOuter, rejectOuter);
+        let sent: Promise<T>;
+        try {
+          sent = send(remaining);
+        } catch (err) {
+          // A send that throws (e.g. params made unserialisable since they were queued)
+          // fails its own entry only.
+          rejectOuter(err);
+          return;
+        }
+        sent.then(resolveOuter, rejectOuter);
       },
       fail: (err) => {
         cleanup();
@@ -67,7 +79,11 @@ export class OfflineQueue {
       },
     };
     if (deadline !== undefined)
-      timer = setTimeout(() => item.fail(new TimeoutError(method, timeout)), timeout);
+      // Node fires a longer timer at once (TimeoutOverflowWarning); clamp as PendingCalls does.
+      timer = setTimeout(
+        () => item.fail(new TimeoutError(method, timeout)),
+        Math.min(timeout, MAX_TIMER_MS),
+      );
     if (options.signal) {
       const signal = options.signal;
       onAbort = () => item.fail(new CancelledError(method, signal.reason));
@@ -77,12 +93,16 @@ export class OfflineQueue {
     return promise;
   }
 
-  /** Run everything queued, in order. */
+  /** Run everything queued, in order. One entry that fails does not stop the others. */
   flush(): void {
     const now = Date.now();
     // 0 means "no timeout" to the peer, so a nearly expired call keeps at least 1 ms.
     for (const item of [...this.items]) {
-      item.run(item.deadline === undefined ? 0 : Math.max(1, item.deadline - now));
+      try {
+        item.run(item.deadline === undefined ? 0 : Math.max(1, item.deadline - now));
+      } catch (err) {
+        item.fail(err);
+      }
     }
   }
 

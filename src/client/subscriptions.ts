@@ -1,8 +1,14 @@
 import { Observable, Subject } from 'rxjs';
 import type { Logger } from '../peer/logger.js';
+import { ErrorCode } from '../protocol/error-codes.js';
 import { JsonRpcError } from '../protocol/errors.js';
-import { ConnectionClosedError, NotConnectedError } from '../protocol/local-errors.js';
+import {
+  ConnectionClosedError,
+  NotConnectedError,
+  TimeoutError,
+} from '../protocol/local-errors.js';
 import type { ErrorObject, Params } from '../protocol/types.js';
+import { canonicalJson } from './canonical-json.js';
 
 /** One message of a subscription, with what the server said about it. */
 export interface SubscriptionEvent<T> {
@@ -27,6 +33,10 @@ export interface ClientSubscriptionMethods {
 /** What the manager needs of the client: calls that queue while disconnected. */
 export interface SubscriptionCaller {
   call(method: string, params?: Params): Promise<unknown>;
+  /** A subscribe call: queued while disconnected without a timeout. */
+  subscribe(method: string, params: Params): Promise<unknown>;
+  /** How long to wait before the `attempt`-th retry (from 0) of a subscribe that failed transiently. */
+  retryDelay(attempt: number): number;
   readonly isOpen: boolean;
   /** Closed for good: nothing will reconnect. */
   readonly isClosed: boolean;
@@ -44,11 +54,54 @@ interface Shared {
   /** Bumped on each (re)subscribe, so a stale reply is recognized. */
   generation: number;
   lastSeq: number | undefined;
+  /** The numbering `lastSeq` belongs to (the topic's epoch), once the server said it. */
+  epoch: string | undefined;
+  /** Set while waiting to retry a subscribe that failed transiently. */
+  retryTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Transient failures in a row, for the retry backoff. */
+  retries: number;
 }
+
+/** Where a (re)subscribe asks to start. */
+type StartOptions = { position: true } | { since: number; epoch?: string };
 
 /** Notifications for ids not yet known: the subscribe reply may still be on its way up the stack. */
 const ORPHAN_IDS = 64;
 const ORPHANS_PER_ID = 256;
+/** Ids unsubscribed on this connection that the server may hand out again (a topic's shared id). */
+const RETIRED_IDS = 256;
+
+/** Lost with the connection: the next open resubscribes. */
+function lostWithConnection(err: unknown): boolean {
+  return err instanceof ConnectionClosedError || err instanceof NotConnectedError;
+}
+
+/** Refused by a server that is draining (-32006): it closes this connection with 1012 next. */
+function draining(err: unknown): boolean {
+  return err instanceof JsonRpcError && err.code === ErrorCode.ShuttingDown;
+}
+
+/**
+ * Worth retrying on the same connection: the broker behind the gateway is down
+ * (-32009), or no answer came in time. Any other error is the server's final word.
+ */
+function transient(err: unknown): boolean {
+  return (
+    err instanceof TimeoutError ||
+    (err instanceof JsonRpcError && err.code === ErrorCode.BrokerUnavailable)
+  );
+}
+
+/** A topic subscription's first notification: where it starts (`seq`, no data). */
+function isPosition(message: Record<string, unknown>): boolean {
+  return (
+    typeof message['seq'] === 'number' &&
+    !('result' in message) &&
+    !('error' in message) &&
+    !('gap' in message) &&
+    message['complete'] !== true
+  );
+}
 
 /**
  * Client-side subscriptions: cold Observables shared per (topic, params),
@@ -60,6 +113,7 @@ export class ClientSubscriptions {
   private readonly shared = new Map<string, Shared>();
   private readonly byServerId = new Map<string, Shared>();
   private readonly orphans = new Map<string, Record<string, unknown>[]>();
+  private readonly retired = new Set<string>();
 
   constructor(
     private readonly caller: SubscriptionCaller,
@@ -69,7 +123,8 @@ export class ClientSubscriptions {
 
   observe<T>(topic: string, params?: unknown): Observable<SubscriptionEvent<T>> {
     const wireParams: unknown[] = params === undefined ? [topic] : [topic, params];
-    const key = JSON.stringify(wireParams);
+    // Key order does not matter: { a, b } and { b, a } share one wire subscription.
+    const key = canonicalJson(wireParams);
     return new Observable<SubscriptionEvent<T>>((subscriber) => {
       let shared = this.shared.get(key);
       if (!shared) {
@@ -82,6 +137,9 @@ export class ClientSubscriptions {
           resubscribe: false,
           generation: 0,
           lastSeq: undefined,
+          epoch: undefined,
+          retryTimer: undefined,
+          retries: 0,
         };
         this.shared.set(key, shared);
       }
@@ -116,8 +174,16 @@ export class ClientSubscriptions {
       shared.serverId = undefined;
       shared.resubscribe = true;
     }
+    for (const shared of this.shared.values()) {
+      if (shared.retryTimer === undefined) continue;
+      // Waiting to retry: the next open does it.
+      clearTimeout(shared.retryTimer);
+      shared.retryTimer = undefined;
+      shared.resubscribe = true;
+    }
     this.byServerId.clear();
     this.orphans.clear();
+    this.retired.clear();
   }
 
   /** A connection opened: re-establish what was active before. */
@@ -129,21 +195,34 @@ export class ClientSubscriptions {
 
   /** The client closed for good: every subscription completes. */
   closeAll(): void {
-    for (const shared of [...this.shared.values()]) shared.subject.complete();
+    for (const shared of [...this.shared.values()]) {
+      clearTimeout(shared.retryTimer);
+      shared.retryTimer = undefined;
+      shared.subject.complete();
+    }
     this.shared.clear();
     this.byServerId.clear();
     this.orphans.clear();
+    this.retired.clear();
   }
 
   private start(shared: Shared): void {
     shared.resubscribe = false;
+    clearTimeout(shared.retryTimer);
+    shared.retryTimer = undefined;
     const generation = ++shared.generation;
     // After a reconnect, ask for what came after the last message seen (gap-free resume).
     // Streams have no sequence; a topic subscription asks where it starts (position), so that
     // even before its first message a reconnect can resume from there.
-    const options = shared.lastSeq === undefined ? { position: true } : { since: shared.lastSeq };
+    // With the epoch, a server whose broker lost the topic (and numbers it anew) can tell.
+    const options: StartOptions =
+      shared.lastSeq === undefined
+        ? { position: true }
+        : shared.epoch === undefined
+          ? { since: shared.lastSeq }
+          : { since: shared.lastSeq, epoch: shared.epoch };
     const params: Params = [shared.params[0], shared.params[1] ?? null, options];
-    this.caller.call(this.methods.subscribe, params).then(
+    this.caller.subscribe(this.methods.subscribe, params).then(
       (id) => {
         if (typeof id !== 'string') return;
         if (generation !== shared.generation || shared.observers === 0) {
@@ -151,20 +230,23 @@ export class ClientSubscriptions {
           this.sendUnsubscribe(id);
           return;
         }
+        shared.retries = 0;
         shared.serverId = id;
         this.byServerId.set(id, shared);
-        const early = this.orphans.get(id);
-        if (early) {
-          this.orphans.delete(id);
-          for (const message of early) this.deliver(shared, message);
-        }
+        let early = this.orphans.get(id);
+        this.orphans.delete(id);
+        if (early && this.retired.delete(id)) early = this.freshOrphans(early, options);
+        if (early) for (const message of early) this.deliver(shared, message);
       },
       (err: unknown) => {
         if (generation !== shared.generation || shared.observers === 0) return;
-        const retryable = err instanceof ConnectionClosedError || err instanceof NotConnectedError;
-        if (retryable && !this.caller.isClosed) {
-          // Lost with the connection; the next open resubscribes.
-          shared.resubscribe = true;
+        if (this.caller.isClosed) {
+          // closed for good: the Observable ends with the error below
+        } else if (draining(err)) {
+          shared.resubscribe = true; // on the connection that replaces this one
+          return;
+        } else if (lostWithConnection(err) || transient(err)) {
+          this.retry(shared);
           return;
         }
         this.forget(shared);
@@ -173,9 +255,47 @@ export class ClientSubscriptions {
     );
   }
 
+  /**
+   * Subscribe again after a transient failure: with the client's backoff while connected,
+   * else on the next open. Either way it resumes from the last message seen.
+   */
+  private retry(shared: Shared): void {
+    if (!this.caller.isOpen) {
+      shared.resubscribe = true;
+      return;
+    }
+    const delay = this.caller.retryDelay(shared.retries++);
+    this.logger.debug({ topic: shared.params[0], delay }, 'subscribe failed: retrying');
+    shared.retryTimer = setTimeout(() => {
+      shared.retryTimer = undefined;
+      if (shared.observers > 0 && this.shared.get(shared.key) === shared) this.start(shared);
+    }, delay);
+  }
+
+  /**
+   * The orphans of an id this connection had unsubscribed and the server handed out again
+   * (a topic's shared id): those still addressed to the old subscription are dropped.
+   */
+  private freshOrphans(
+    early: Record<string, unknown>[],
+    options: StartOptions,
+  ): Record<string, unknown>[] {
+    if ('since' in options) {
+      // Resumed: the new subscription sends nothing at or before `since`.
+      return early.filter(
+        (m) => !('result' in m && typeof m['seq'] === 'number' && m['seq'] <= options.since),
+      );
+    }
+    // The new subscription starts with its position: whatever came before it was the old one's.
+    for (let i = early.length - 1; i >= 0; i--) if (isPosition(early[i]!)) return early.slice(i);
+    return early.filter((m) => typeof m['seq'] !== 'number');
+  }
+
   private stop(shared: Shared): void {
     this.forget(shared);
     shared.generation++;
+    clearTimeout(shared.retryTimer);
+    shared.retryTimer = undefined;
     if (shared.serverId !== undefined) this.sendUnsubscribe(shared.serverId);
     shared.serverId = undefined;
   }
@@ -187,6 +307,15 @@ export class ClientSubscriptions {
 
   private sendUnsubscribe(id: string): void {
     if (!this.caller.isOpen) return; // the server dropped it with the connection
+    // Messages still on their way to this id are the old subscription's, even if the server
+    // hands the id out again (a topic's shared id): see freshOrphans.
+    this.orphans.delete(id);
+    this.retired.delete(id);
+    this.retired.add(id);
+    if (this.retired.size > RETIRED_IDS) {
+      const oldest = this.retired.values().next().value;
+      if (oldest !== undefined) this.retired.delete(oldest);
+    }
     this.caller
       .call(this.methods.unsubscribe, [id])
       .catch((err: unknown) => this.logger.debug({ err, id }, 'unsubscribe failed'));
@@ -202,9 +331,17 @@ export class ClientSubscriptions {
       else shared.subject.complete();
       return;
     }
+    if (typeof message['epoch'] === 'string') shared.epoch = message['epoch'];
     if ('gap' in message) {
       const gap = message['gap'];
       this.logger.warn({ gap }, 'resumed subscription: messages lost beyond history');
+      // Where the next message starts, should the connection drop before it arrives: past
+      // the lost ones, or (unknown gap: the topic is numbered anew) before the new first.
+      if (typeof gap === 'number') {
+        if (shared.lastSeq !== undefined) shared.lastSeq += gap;
+      } else {
+        shared.lastSeq = 0;
+      }
       shared.subject.next({ data: undefined, gap: typeof gap === 'number' ? gap : null });
       return;
     }

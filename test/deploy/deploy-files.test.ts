@@ -17,10 +17,30 @@ interface Service {
   healthcheck?: { test: string[] };
   volumes?: string[];
   stop_grace_period?: string;
+  networks?: string[];
 }
 
+interface Compose {
+  services: Record<string, Service>;
+  networks?: Record<string, { ipam?: { config?: { subnet?: string }[] } } | null>;
+}
+
+/** A compose duration ("30s", "1m30s", "1500ms") in milliseconds. */
+function durationMs(text: string): number {
+  const units: Record<string, number> = { h: 3_600_000, m: 60_000, s: 1_000, ms: 1, us: 1e-3 };
+  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|us|h|m|s)/g)];
+  expect(parts.map((p) => p[0]).join(''), `duration ${text}`).toBe(text);
+  return parts.reduce((sum, [, n, unit]) => sum + Number(n) * units[unit!]!, 0);
+}
+
+// What a SIGTERM may take, after the drain deadline (demo/main.ts: gateway.drain, which then
+// closes as gateway.close does): up to 5 s for the sessions' closing handshakes (close's
+// timeoutMs default), then closing the broker and flushing the log; 5 s more covers those.
+const CLOSE_WAIT_MS = 5_000;
+const HEADROOM_MS = 5_000;
+
 describe('docker-compose.yml', () => {
-  const compose = parse(read('docker-compose.yml')) as { services: Record<string, Service> };
+  const compose = parse(read('docker-compose.yml')) as Compose;
   const { services } = compose;
 
   it('runs two gateways, Redis and nginx', () => {
@@ -48,9 +68,33 @@ describe('docker-compose.yml', () => {
         PORT: '8080',
       });
       expect(gateway.depends_on).toEqual({ redis: { condition: 'service_healthy' } });
-      // Longer than the drain deadline's default, so SIGTERM ends in a drain, not a kill.
-      expect(parseInt(gateway.stop_grace_period!, 10)).toBeGreaterThan(10);
     }
+  });
+
+  it('gives a drain time to finish before Docker kills a gateway', () => {
+    for (const name of ['gateway-1', 'gateway-2']) {
+      const gateway = services[name]!;
+      // The deadline is set, not left to the default, so the grace period can be checked against it.
+      const deadline = Number(gateway.environment?.['DRAIN_DEADLINE_MS']);
+      expect(deadline, name).toBeGreaterThan(0);
+      expect(durationMs(gateway.stop_grace_period!), name).toBeGreaterThanOrEqual(
+        deadline + CLOSE_WAIT_MS + HEADROOM_MS,
+      );
+    }
+  });
+
+  it('puts every service on one network with a fixed subnet, which the gateways trust for X-Forwarded-For', () => {
+    const networks = Object.entries(compose.networks ?? {});
+    expect(networks).toHaveLength(1);
+    const [network, settings] = networks[0]!;
+    const subnets = (settings?.ipam?.config ?? []).map((c) => c.subnet);
+    expect(subnets).toHaveLength(1);
+    const subnet = subnets[0]!;
+    expect(subnet).toMatch(/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/);
+    for (const [name, service] of Object.entries(services))
+      expect(service.networks, name).toEqual([network]);
+    for (const name of ['gateway-1', 'gateway-2'])
+      expect(services[name]!.environment?.['TRUSTED_PROXIES'], name).toBe(subnet);
   });
 
   it('publishes only nginx, with the load balancer config mounted', () => {
@@ -80,6 +124,16 @@ describe('deploy/nginx.conf', () => {
     expect(conf).toMatch(
       /map \$http_upgrade \$connection_upgrade \{\s*default upgrade;\s*''\s+close;\s*\}/,
     );
+  });
+
+  it('does not serve /metrics through the load balancer', () => {
+    const metrics = /location\s+(=\s*)?\/metrics\s*\{([^}]*)\}/.exec(conf);
+    expect(metrics, 'a location block for /metrics').not.toBeNull();
+    const body = metrics![2]!;
+    expect(body).toMatch(/^\s*deny all;/m);
+    expect(body).not.toContain('proxy_pass');
+    // No allow rule opens it to the world again.
+    expect(body).not.toMatch(/allow\s+(all|0\.0\.0\.0\/0)/);
   });
 
   it('does not cut idle WebSockets and skips a draining gateway', () => {

@@ -1,0 +1,249 @@
+import type { Observable, Subscription } from 'rxjs';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  ErrorCode,
+  MemoryBroker,
+  ServerError,
+  TimeoutError,
+  type Gateway,
+  type SubscriptionEvent,
+} from '../../src/index.js';
+import type { ClientOptions } from '../../src/client/client.js';
+import { Resources, deferred, rejectionOf, waitForState } from '../integration/harness.js';
+import { RawRpc, newSession, sessionIds, waitUntil } from '../pubsub/helpers.js';
+import type { WireFrame } from '../pubsub/helpers.js';
+import { recordingWebSocket } from './support.js';
+
+const res = new Resources();
+const subscriptions: Subscription[] = [];
+afterEach(async () => {
+  for (const s of subscriptions.splice(0)) s.unsubscribe();
+  await res.cleanup();
+});
+
+const topicsOf = (gateway: Gateway<unknown>) => gateway.pubsub.topics();
+const framesOf = (sent: WireFrame[], method: string) => sent.filter((f) => f.method === method);
+
+/** Record what an Observer gets: events, and how it ended. */
+function observe(source: Observable<SubscriptionEvent<unknown>>) {
+  const seen = { events: [] as SubscriptionEvent<unknown>[], errors: [] as unknown[], done: false };
+  subscriptions.push(
+    source.subscribe({
+      next: (e) => seen.events.push(e),
+      error: (err: unknown) => seen.errors.push(err),
+      complete: () => (seen.done = true),
+    }),
+  );
+  return seen;
+}
+
+async function clientWithSession(
+  gateway: Gateway<unknown>,
+  url: string,
+  options: Partial<ClientOptions> = {},
+) {
+  const sent: WireFrame[] = [];
+  const before = sessionIds(gateway);
+  const client = res.client(url, { WebSocket: recordingWebSocket(sent), ...options });
+  await client.opened();
+  await waitUntil(() => gateway.sessions.size > before.size, 'the session to open');
+  return { client, sent, session: newSession(gateway, before) };
+}
+
+describe('client subscriptions: retries', () => {
+  it('a subscribe made while offline longer than callTimeout is established on reconnect', async () => {
+    const first = await res.gateway();
+    first.gateway.topic('news');
+    const client = res.client(first.url, { callTimeout: 200 });
+    await client.opened();
+    await first.gateway.close();
+    await waitForState(client, 'reconnecting');
+
+    const seen = observe(client.subscribeWithMeta('news'));
+    // A call queued just after it, with the same timeout, times out: so would the subscribe.
+    expect(await rejectionOf(client.call('anything'))).toBeInstanceOf(TimeoutError);
+    expect(seen.errors).toEqual([]);
+
+    const second = await res.gateway({}, first.port);
+    second.gateway.topic('news');
+    await waitUntil(() => topicsOf(second.gateway)['news'] === 1, 'the subscription');
+    await second.gateway.publish('news', 'hello');
+    await waitUntil(() => seen.events.length === 1, 'the message');
+    expect(seen.events).toEqual([{ data: 'hello', seq: 1 }]);
+    expect(seen.errors).toEqual([]);
+  });
+
+  it('a subscribe refused with -32009 Broker unavailable is retried, and resumes with since', async () => {
+    const broker = new MemoryBroker();
+    const first = await res.gateway({ broker });
+    first.gateway.topic('news');
+    const sent: WireFrame[] = [];
+    const client = res.client(first.url, { WebSocket: recordingWebSocket(sent) });
+    await client.opened();
+    const seen = observe(client.subscribeWithMeta('news'));
+    await waitUntil(() => topicsOf(first.gateway)['news'] === 1, 'the first subscription');
+    await first.gateway.publish('news', 'before');
+    await waitUntil(() => seen.events.length === 1, 'the first message');
+
+    await first.gateway.close();
+    await waitForState(client, 'reconnecting');
+    await broker.publish('news', JSON.stringify('while away'));
+
+    // The broker is "down" for the next two subscribes: the gateway answers -32009.
+    let refusals = 0;
+    const second = await res.gateway({ broker }, first.port);
+    second.gateway.topic('news', {
+      authorize: () => {
+        if (refusals === 2) return true;
+        refusals++;
+        throw new ServerError(ErrorCode.BrokerUnavailable, 'Broker unavailable');
+      },
+    });
+    await waitUntil(() => topicsOf(second.gateway)['news'] === 1, 'the resubscription');
+    await waitUntil(() => seen.events.length === 2, 'the message published while away');
+    expect(refusals).toBe(2);
+    expect(seen.events).toEqual([
+      { data: 'before', seq: 1 },
+      { data: 'while away', seq: 2 },
+    ]);
+    expect(seen.errors).toEqual([]);
+    // Retried on the same connection, each time from where it stopped.
+    // The epoch came with the first subscription's position (one memory broker throughout).
+    const epoch = expect.any(String) as unknown;
+    expect(framesOf(sent, 'subscribe').map((f) => f.params)).toEqual([
+      ['news', null, { position: true }],
+      ['news', null, { since: 1, epoch }],
+      ['news', null, { since: 1, epoch }],
+      ['news', null, { since: 1, epoch }],
+    ]);
+    expect(client.state).toBe('open');
+  });
+});
+
+describe('client subscriptions: epochs', () => {
+  it('resumes with the epoch, so a gateway whose new broker numbered past `since` says gap: null and replays', async () => {
+    const first = await res.gateway({ broker: new MemoryBroker() });
+    first.gateway.topic('news');
+    // Another gateway with a broker of its own: the same topic, numbered anew, already at 5.
+    const second = await res.gateway({ broker: new MemoryBroker() });
+    second.gateway.topic('news');
+    for (const n of [1, 2, 3, 4, 5]) await second.gateway.publish('news', `new ${n}`);
+
+    const sent: WireFrame[] = [];
+    const client = res.client([first.url, second.url], { WebSocket: recordingWebSocket(sent) });
+    await client.opened();
+    const seen = observe(client.subscribeWithMeta('news'));
+    await waitUntil(() => topicsOf(first.gateway)['news'] === 1, 'the first subscription');
+    for (const n of [1, 2, 3]) await first.gateway.publish('news', `old ${n}`);
+    await waitUntil(() => seen.events.length === 3, 'the old messages');
+
+    await first.gateway.close(); // the client moves to the second URL
+    await waitUntil(() => seen.events.length === 9, 'the gap and the new numbering');
+    expect(seen.events.slice(3)).toEqual([
+      { data: undefined, gap: null },
+      ...[1, 2, 3, 4, 5].map((n) => ({ data: `new ${n}`, seq: n })),
+    ]);
+    expect(seen.errors).toEqual([]);
+    const [, resume] = framesOf(sent, 'subscribe').map((f) => f.params as unknown[]);
+    expect(resume![2]).toMatchObject({ since: 3, epoch: expect.any(String) as unknown });
+
+    // And it resumes in the new numbering from then on.
+    await second.gateway.publish('news', 'new 6');
+    await waitUntil(() => seen.events.length === 10, 'the next live message');
+    expect(seen.events[9]).toEqual({ data: 'new 6', seq: 6 });
+  });
+});
+
+describe('client subscriptions: a draining server', () => {
+  it('a subscribe refused with -32006 Shutting down is sent again on the next connection, not on this one', async () => {
+    const { gateway, url } = await res.gateway();
+    let refusals = 0;
+    gateway.topic('news', {
+      authorize: () => {
+        if (refusals === 1) return true;
+        refusals++;
+        throw new ServerError(ErrorCode.ShuttingDown, 'Shutting down');
+      },
+    });
+    const sent: WireFrame[] = [];
+    const client = res.client(url, { WebSocket: recordingWebSocket(sent) });
+    await client.opened();
+    const seen = observe(client.subscribeWithMeta('news'));
+    await waitUntil(() => refusals === 1, 'the refusal');
+    // A round trip on the same connection: the refused subscribe was not sent again on it.
+    expect(await client.call('rpc.ping')).toBe('pong');
+    expect(framesOf(sent, 'subscribe')).toHaveLength(1);
+    expect(seen.errors).toEqual([]);
+
+    // The server closes the connection (as a drain does, with 1012); the next one resubscribes.
+    for (const session of gateway.sessions.values()) session.close(1012, 'restart');
+    await waitUntil(() => topicsOf(gateway)['news'] === 1, 'the resubscription');
+    await gateway.publish('news', 'after');
+    await waitUntil(() => seen.events.length === 1, 'the message');
+    expect(seen.events).toEqual([{ data: 'after', seq: 1 }]);
+    expect(seen.errors).toEqual([]);
+    expect(framesOf(sent, 'subscribe')).toHaveLength(2);
+  });
+});
+
+describe('client subscriptions: sharing and ids', () => {
+  it('params that differ only in key order share one wire subscription', async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.topic('news');
+    const { client, sent, session } = await clientWithSession(gateway, url);
+    const a = observe(
+      client.subscribeWithMeta('news', { lang: 'en', filter: { x: 1, y: [2, 3] } }),
+    );
+    const b = observe(
+      client.subscribeWithMeta('news', { filter: { y: [2, 3], x: 1 }, lang: 'en' }),
+    );
+    await waitUntil(() => topicsOf(gateway)['news'] === 1, 'the server subscription');
+    await gateway.publish('news', 'one');
+    await waitUntil(() => a.events.length === 1 && b.events.length === 1, 'both Observers');
+    expect(framesOf(sent, 'subscribe')).toHaveLength(1);
+    expect(gateway.pubsub.subscriptionCount(session)).toBe(1);
+  });
+
+  it('a new Observer given a reused id does not get messages sent before it subscribed', async () => {
+    const unsubscribeGate = deferred();
+    let gateUnsubscribe = false;
+    const { gateway, url } = await res.gateway({
+      // Holds the client's unsubscribe so that a message is on its way meanwhile.
+      authorize: async ({ method }) => {
+        if (method === 'unsubscribe' && gateUnsubscribe) await unsubscribeGate.promise;
+        return true;
+      },
+    });
+    gateway.topic('news');
+    gateway.method('echo', (params) => params);
+    // Another connection keeps the topic, and so its shared id, alive throughout.
+    const other = await RawRpc.open(url);
+    res.track(other.socket);
+    const sharedId = (await other.request('subscribe', ['news'])).result as string;
+
+    const { client, sent, session } = await clientWithSession(gateway, url);
+    const first = client.subscribeWithMeta('news').subscribe();
+    await waitUntil(() => gateway.pubsub.subscriptionCount(session) === 1, 'the subscription');
+    gateUnsubscribe = true;
+    first.unsubscribe();
+    await waitUntil(() => framesOf(sent, 'unsubscribe').length === 1, 'the unsubscribe');
+    expect(framesOf(sent, 'unsubscribe')[0]!.params).toEqual([sharedId]);
+    // Still subscribed on the server: this message goes to the id being unsubscribed.
+    await gateway.publish('news', 'old');
+    expect(await client.call('echo', ['barrier'])).toEqual(['barrier']);
+    unsubscribeGate.resolve();
+    await waitUntil(() => gateway.pubsub.subscriptionCount(session) === 0, 'the unsubscribe');
+
+    const seen = observe(client.subscribeWithMeta('news'));
+    await waitUntil(() => gateway.pubsub.subscriptionCount(session) === 1, 'the resubscription');
+    await gateway.publish('news', 'new');
+    await waitUntil(() => seen.events.length >= 1, 'a message');
+    expect(await client.call('echo', ['barrier'])).toEqual(['barrier']);
+    expect(seen.events).toEqual([{ data: 'new', seq: 2 }]);
+
+    // The server did reuse the id (the case under test): the second unsubscribe names it too.
+    subscriptions.pop()!.unsubscribe();
+    await waitUntil(() => framesOf(sent, 'unsubscribe').length === 2, 'the second unsubscribe');
+    expect(framesOf(sent, 'unsubscribe')[1]!.params).toEqual([sharedId]);
+  });
+});
