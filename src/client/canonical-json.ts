@@ -19,7 +19,14 @@ function sorted(value: unknown, ancestors: Set<object>): unknown {
   } else {
     const record = value as Record<string, unknown>;
     const copy: Record<string, unknown> = {};
-    for (const key of Object.keys(record).sort()) copy[key] = sorted(record[key], ancestors);
+    // defineProperty: an own "__proto__" key must stay a key, not become the prototype.
+    for (const key of Object.keys(record).sort())
+      Object.defineProperty(copy, key, {
+        value: sorted(record[key], ancestors),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
     out = copy;
   }
   ancestors.delete(value);

@@ -111,7 +111,11 @@ function parseEach<T>(
         pending++;
         tail = tail.then(() => step(value)).then(settled);
       },
-      error: (err: unknown) => subscriber.error(err),
+      // Behind the messages still being parsed, so none of them is lost to it.
+      error: (err: unknown) => {
+        if (pending === 0) subscriber.error(err);
+        else tail = tail.then(() => subscriber.error(err));
+      },
       complete: () => {
         sourceDone = true;
         if (pending === 0) subscriber.complete();

@@ -76,19 +76,16 @@ function lostWithConnection(err: unknown): boolean {
   return err instanceof ConnectionClosedError || err instanceof NotConnectedError;
 }
 
-/** Refused by a server that is draining (-32006): it closes this connection with 1012 next. */
-function draining(err: unknown): boolean {
-  return err instanceof JsonRpcError && err.code === ErrorCode.ShuttingDown;
-}
-
 /**
- * Worth retrying on the same connection: the broker behind the gateway is down
- * (-32009), or no answer came in time. Any other error is the server's final word.
+ * Worth retrying: the broker behind the gateway is down (-32009), the server is draining
+ * (-32006: it closes this connection next, and the retry then waits for the next one), or no
+ * answer came in time. Any other error is the server's final word.
  */
 function transient(err: unknown): boolean {
   return (
     err instanceof TimeoutError ||
-    (err instanceof JsonRpcError && err.code === ErrorCode.BrokerUnavailable)
+    (err instanceof JsonRpcError &&
+      (err.code === ErrorCode.BrokerUnavailable || err.code === ErrorCode.ShuttingDown))
   );
 }
 
@@ -240,12 +237,7 @@ export class ClientSubscriptions {
       },
       (err: unknown) => {
         if (generation !== shared.generation || shared.observers === 0) return;
-        if (this.caller.isClosed) {
-          // closed for good: the Observable ends with the error below
-        } else if (draining(err)) {
-          shared.resubscribe = true; // on the connection that replaces this one
-          return;
-        } else if (lostWithConnection(err) || transient(err)) {
+        if (!this.caller.isClosed && (lostWithConnection(err) || transient(err))) {
           this.retry(shared);
           return;
         }
@@ -337,9 +329,11 @@ export class ClientSubscriptions {
       this.logger.warn({ gap }, 'resumed subscription: messages lost beyond history');
       // Where the next message starts, should the connection drop before it arrives: past
       // the lost ones, or (unknown gap: the topic is numbered anew) before the new first.
+      // An unknown gap with an epoch is a topic numbered anew, replayed from its start; without
+      // one (the history could not be read) the numbering is unchanged.
       if (typeof gap === 'number') {
         if (shared.lastSeq !== undefined) shared.lastSeq += gap;
-      } else {
+      } else if (typeof message['epoch'] === 'string') {
         shared.lastSeq = 0;
       }
       shared.subject.next({ data: undefined, gap: typeof gap === 'number' ? gap : null });

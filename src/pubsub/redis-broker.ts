@@ -376,8 +376,18 @@ export class RedisBroker implements Broker {
     if (isDirect(topic)) {
       if (this.subscriber.status !== 'ready') throw this.unavailable();
       const channel = this.directChannel(topic);
-      this.direct.set(channel, { topic, deliver });
-      await this.subscriber.subscribe(channel);
+      const entry = { topic, deliver };
+      this.direct.set(channel, entry);
+      try {
+        await this.subscriber.subscribe(channel);
+      } catch (error) {
+        // Not kept for resubscription; the SUBSCRIBE may have run all the same, so undo it.
+        if (this.direct.get(channel) === entry) {
+          this.direct.delete(channel);
+          this.subscriber.unsubscribe(channel).catch(() => undefined);
+        }
+        throw error;
+      }
       return;
     }
     const existing = this.topics.get(topic);

@@ -31,8 +31,11 @@ export class TrustedProxies {
       const entry = raw.trim();
       const slash = entry.indexOf('/');
       const address = slash < 0 ? normalize(entry) : entry.slice(0, slash);
-      const family = isIP(address);
-      const prefix = slash < 0 ? undefined : Number(entry.slice(slash + 1));
+      let family = isIP(address);
+      const prefixText = slash < 0 ? undefined : entry.slice(slash + 1);
+      // Digits only: Number('') is 0, and "10.0.0.0/" must not trust every address.
+      if (prefixText !== undefined && !/^\d{1,3}$/.test(prefixText)) family = 0;
+      const prefix = prefixText === undefined ? undefined : Number(prefixText);
       const maxPrefix = family === 6 ? 128 : 32;
       if (
         family === 0 ||

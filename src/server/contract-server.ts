@@ -177,9 +177,12 @@ export function contractEvents<K extends Contract, C>(
         mismatch('Notification', { notification: name }),
       );
       if (!(checked instanceof Promise)) return send();
-      checked.then(send, (err: unknown) =>
-        gateway.logger.error({ err, notification: name }, 'notification not sent'),
-      );
+      // The session may close while an async schema runs: then send throws, logged too.
+      checked
+        .then(send)
+        .catch((err: unknown) =>
+          gateway.logger.error({ err, notification: name }, 'notification not sent'),
+        );
     },
     publish: async (topic: string, data: unknown) => {
       const schema = subscriptions[topic]?.data;

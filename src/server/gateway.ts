@@ -237,16 +237,18 @@ export class Gateway<C = unknown> {
   }
 
   /**
-   * A slow-consumer high-water mark at or above `maxBufferedBytes` never acts: reading stops
-   * first. Not an error (messages still flow), but worth saying once.
+   * A slow-consumer high-water mark at or above half of `maxBufferedBytes` may never act, and
+   * may keep a paused reader paused. Not an error (messages still flow), but worth saying once.
    */
   private checkHighWaterMark(name: string, highWaterMark: number | undefined): void {
     const { maxBufferedBytes } = this.limits;
     if (highWaterMark === undefined || maxBufferedBytes <= 0) return;
-    if (highWaterMark < maxBufferedBytes) return;
+    // Reading resumes once the buffer is back at half of maxBufferedBytes; a busy topic keeps
+    // it near its high-water mark, so that mark must sit below the half.
+    if (highWaterMark < maxBufferedBytes / 2) return;
     this.logger.warn(
       { name, highWaterMark, maxBufferedBytes },
-      'highWaterMark is not below limits.maxBufferedBytes: the slow-consumer policy may never apply',
+      'highWaterMark is not below half of limits.maxBufferedBytes: a paused reader may not resume, or the slow-consumer policy may never apply',
     );
   }
 
@@ -407,7 +409,12 @@ export class Gateway<C = unknown> {
       return refuse(auth.status, auth.message ?? 'Internal server error');
     }
     const context = auth.context;
-    const user = await this.holdUser(context);
+    const held = await this.holdUser(context);
+    if (!held.ok) {
+      admitted();
+      return refuse(500, 'Internal server error');
+    }
+    const { user } = held;
     try {
       if (this.closing || input.destroyed) {
         admitted();
@@ -422,7 +429,7 @@ export class Gateway<C = unknown> {
         onInputEnd: () =>
           void this.closeWhenIdle(session, Date.now() + 30_000, CloseCode.Normal, 'input ended'),
       });
-      const session = this.attach(transport, context, remoteAddress);
+      const session = this.attach(transport, context, remoteAddress, user);
       session.logger.info({ transport: kind, remoteAddress }, 'connected');
       return session;
     } finally {
@@ -436,12 +443,21 @@ export class Gateway<C = unknown> {
    * retried), so a `notifyUser` sent after the session's first answer reaches it. The hold is
    * released with `releaseUser` once the session took its own (in `attach`), or was refused.
    */
-  private async holdUser(context: C): Promise<string | undefined> {
-    const user = this.options.userOf?.(context);
-    if (user === undefined) return undefined;
+  private async holdUser(
+    context: C,
+  ): Promise<{ ok: true; user: string | undefined } | { ok: false }> {
+    let user: string | undefined;
+    try {
+      user = this.options.userOf?.(context);
+    } catch (err) {
+      // A failing hook refuses the connection (500), as a failing authenticate does.
+      this.logger.error({ err }, 'userOf failed');
+      return { ok: false };
+    }
+    if (user === undefined) return { ok: true, user };
     this.router.userConnected(user);
     await this.router.listeningFor(user);
-    return user;
+    return { ok: true, user };
   }
 
   private releaseUser(user: string | undefined): void {
@@ -639,7 +655,12 @@ export class Gateway<C = unknown> {
       return this.refuse(socket, reason, status, message, headers, logged);
     }
     const context = auth.context;
-    const user = await this.holdUser(context);
+    const held = await this.holdUser(context);
+    if (!held.ok) {
+      release();
+      return this.refuse(socket, 'auth-error', 500);
+    }
+    const { user } = held;
     try {
       if (this.closing) {
         release();
@@ -648,16 +669,19 @@ export class Gateway<C = unknown> {
       if (socket.destroyed) return release();
       const { remoteAddress } = upgrade;
       let opened = false;
-      this.wss.handleUpgrade(request, socket, head, (ws) => {
-        opened = true;
-        socket.removeListener('error', destroySocket); // ws has its own from here
-        // The server's `WebSocket` option makes every socket a TransportSocket.
-        this.openSession(ws as TransportSocket, context, remoteAddress);
-      });
-      // ws calls back synchronously or not at all (it refused or destroyed the socket). Once
-      // open, the session frees the slot when it closes (onSessionClosed): no listener per
-      // connection.
-      if (!opened) release();
+      try {
+        this.wss.handleUpgrade(request, socket, head, (ws) => {
+          opened = true;
+          socket.removeListener('error', destroySocket); // ws has its own from here
+          // The server's `WebSocket` option makes every socket a TransportSocket.
+          this.openSession(ws as TransportSocket, context, remoteAddress, user);
+        });
+      } finally {
+        // ws calls back synchronously or not at all (it refused or destroyed the socket, or a
+        // hook such as selectProtocol threw). Once open, the session frees the slot when it
+        // closes (onSessionClosed): no listener per connection.
+        if (!opened) release();
+      }
     } finally {
       this.releaseUser(user);
     }
@@ -680,9 +704,14 @@ export class Gateway<C = unknown> {
     rejectUpgrade(socket, status, message, headers);
   }
 
-  private openSession(ws: TransportSocket, context: C, remoteAddress: string | undefined): void {
+  private openSession(
+    ws: TransportSocket,
+    context: C,
+    remoteAddress: string | undefined,
+    user: string | undefined,
+  ): void {
     const transport = new WsTransport(ws, this.metrics, undefined, this.limits.maxBufferedBytes);
-    const session = this.attach(transport, context, remoteAddress);
+    const session = this.attach(transport, context, remoteAddress, user);
     session.logger.info(
       // A subprotocol other than ours may be a token (a browser's only way to send one).
       { remoteAddress, protocol: ws.protocol === PREFERRED_SUBPROTOCOL ? ws.protocol : undefined },
@@ -713,12 +742,13 @@ export class Gateway<C = unknown> {
     transport: ServerTransport,
     context: C,
     remoteAddress: string | undefined,
+    /** `userOf(context)`, worked out once by the caller (holdUser). */
+    user: string | undefined,
   ): Session<C> {
     const { ratePerSecond, rateBurst } = this.limits;
     const bucket = ratePerSecond > 0 ? new TokenBucket(ratePerSecond, rateBurst) : undefined;
     const session = this.newSession(transport, context, remoteAddress, bucket, this.peerConfig);
     this.liveSessions.set(session.id, session);
-    const user = this.options.userOf?.(context);
     if (user !== undefined) {
       session.user = user;
       let sessions = this.sessionsByUser.get(user);

@@ -46,6 +46,8 @@ export class SessionRouter {
   private retryTimer: NodeJS.Timeout | undefined;
   private retryDelay = RETRY_MIN_MS;
   private started = false;
+  /** After stop(): no retry is scheduled any more. */
+  private stopped = false;
 
   constructor(
     private readonly broker: Broker,
@@ -58,6 +60,7 @@ export class SessionRouter {
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
+    this.stopped = false;
     try {
       await this.broker.subscribe(`$node.${this.nodeId}`, (message) =>
         this.receive(message.payload),
@@ -69,6 +72,7 @@ export class SessionRouter {
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
     this.retrying.clear();
@@ -115,7 +119,8 @@ export class SessionRouter {
     if (!listener) return;
     if (--listener.sessions > 0) return;
     this.users.delete(user);
-    if (this.retrying.delete(user)) return; // never subscribed
+    this.retrying.delete(user);
+    // Even after a failed subscribe: it may have reached the broker all the same (idempotent).
     this.broker.unsubscribe(`$user.${user}`).catch(() => undefined);
   }
 
@@ -152,7 +157,7 @@ export class SessionRouter {
   }
 
   private scheduleRetry(): void {
-    if (this.retryTimer) return;
+    if (this.retryTimer || this.stopped || this.retrying.size === 0) return;
     this.retryTimer = setTimeout(() => {
       this.retryTimer = undefined;
       this.retryFailed();
@@ -162,6 +167,7 @@ export class SessionRouter {
   }
 
   private retryFailed(): void {
+    if (this.retrying.size === 0) return; // everyone it was for has left
     if (!this.broker.ready) {
       this.scheduleRetry();
       return;

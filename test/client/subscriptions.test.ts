@@ -154,8 +154,46 @@ describe('client subscriptions: epochs', () => {
   });
 });
 
+describe('client subscriptions: history unavailable', () => {
+  it('a gap of unknown size without an epoch keeps the position: the next resume replays nothing twice', async () => {
+    /** A memory broker whose next history read fails (as when Redis answers an error). */
+    class FlakyHistory extends MemoryBroker {
+      failNext = false;
+      override history(topic: string, afterSeq: number) {
+        if (!this.failNext) return super.history(topic, afterSeq);
+        this.failNext = false;
+        return Promise.reject(new Error('history unavailable'));
+      }
+    }
+    const broker = new FlakyHistory();
+    const { gateway, url } = await res.gateway({ broker });
+    gateway.topic('news');
+    const sent: WireFrame[] = [];
+    const client = res.client(url, { WebSocket: recordingWebSocket(sent) });
+    await client.opened();
+    const seen = observe(client.subscribeWithMeta('news'));
+    await waitUntil(() => topicsOf(gateway)['news'] === 1, 'the subscription');
+    for (const n of [1, 2, 3]) await gateway.publish('news', n);
+    await waitUntil(() => seen.events.length === 3, 'the messages');
+
+    broker.failNext = true;
+    for (const session of gateway.sessions.values()) session.close(1012, 'restart');
+    await waitUntil(() => seen.events.length === 4, 'the gap of unknown size');
+    expect(seen.events[3]).toEqual({ data: undefined, gap: null });
+
+    // Dropped again before anything new: the resume asks from 3 again, not from 0.
+    for (const session of gateway.sessions.values()) session.close(1012, 'restart');
+    await waitUntil(() => framesOf(sent, 'subscribe').length === 3, 'the second resume');
+    await waitUntil(() => topicsOf(gateway)['news'] === 1, 'the resubscription');
+    await gateway.publish('news', 4);
+    await waitUntil(() => seen.events.length === 5, 'the next message');
+    expect(seen.events[4]).toEqual({ data: 4, seq: 4 });
+    expect(framesOf(sent, 'subscribe')[2]!.params).toMatchObject(['news', null, { since: 3 }]);
+  });
+});
+
 describe('client subscriptions: a draining server', () => {
-  it('a subscribe refused with -32006 Shutting down is sent again on the next connection, not on this one', async () => {
+  it('a subscribe refused with -32006 Shutting down is retried, and lives on after the server closes', async () => {
     const { gateway, url } = await res.gateway();
     let refusals = 0;
     gateway.topic('news', {
@@ -170,19 +208,17 @@ describe('client subscriptions: a draining server', () => {
     await client.opened();
     const seen = observe(client.subscribeWithMeta('news'));
     await waitUntil(() => refusals === 1, 'the refusal');
-    // A round trip on the same connection: the refused subscribe was not sent again on it.
-    expect(await client.call('rpc.ping')).toBe('pong');
-    expect(framesOf(sent, 'subscribe')).toHaveLength(1);
     expect(seen.errors).toEqual([]);
 
-    // The server closes the connection (as a drain does, with 1012); the next one resubscribes.
+    // The server closes the connection (as a drain does, with 1012); the subscription is
+    // established again, on this connection's retry or on the next one.
     for (const session of gateway.sessions.values()) session.close(1012, 'restart');
     await waitUntil(() => topicsOf(gateway)['news'] === 1, 'the resubscription');
     await gateway.publish('news', 'after');
     await waitUntil(() => seen.events.length === 1, 'the message');
     expect(seen.events).toEqual([{ data: 'after', seq: 1 }]);
     expect(seen.errors).toEqual([]);
-    expect(framesOf(sent, 'subscribe')).toHaveLength(2);
+    expect(framesOf(sent, 'subscribe').length).toBeGreaterThanOrEqual(2);
   });
 });
 

@@ -1,11 +1,11 @@
-import { firstValueFrom, take, toArray } from 'rxjs';
+import { concat, firstValueFrom, of, take, throwError, toArray } from 'rxjs';
 import type { Observable, Subscription } from 'rxjs';
 import { afterEach, describe, expect, expectTypeOf, it } from 'vitest';
 import { z } from 'zod';
 import { useContract } from '../../src/client/contract-client.js';
 import { defineContract } from '../../src/contract/contract.js';
 import type { Logger } from '../../src/peer/logger.js';
-import { InternalError } from '../../src/protocol/errors.js';
+import { InternalError, ServerError } from '../../src/protocol/errors.js';
 import type { JsonRpcError } from '../../src/protocol/errors.js';
 import { contractEvents, implementContract } from '../../src/server/contract-server.js';
 import type { ImplementOptions } from '../../src/server/contract-server.js';
@@ -215,5 +215,63 @@ describe('contractEvents on the server', () => {
       // @ts-expect-error nope is not a subscription of the contract
       void events.publish('nope', {});
     });
+  });
+});
+
+describe('async schemas, in order and without loose ends', () => {
+  const slow = defineContract({
+    name: 'slow',
+    version: '1.0.0',
+    methods: {},
+    notifications: {
+      tick: { params: z.object({ n: z.number() }).refine(async () => Promise.resolve(true)) },
+    },
+    subscriptions: {
+      feed: { data: z.number().refine(async () => Promise.resolve(true)) },
+    },
+  });
+
+  it('a stream error waits behind the messages still being parsed', async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.stream('feed', () =>
+      concat(
+        of(3, 2, 1),
+        throwError(() => new ServerError(-32000, 'feed failed')),
+      ),
+    );
+    const client = res.client(url);
+    const bound = useContract(client, slow);
+    const got: unknown[] = [];
+    const failed = new Promise<unknown>((resolve) =>
+      subscriptions.push(
+        bound.subscribe('feed').subscribe({ next: (v) => got.push(v), error: resolve }),
+      ),
+    );
+    const error = await failed;
+    expect(got).toStrictEqual([3, 2, 1]);
+    expect((error as JsonRpcError).message).toBe('feed failed');
+  });
+
+  it('debug mode: a notification whose session closes during an async check is logged, not thrown', async () => {
+    const errors: unknown[] = [];
+    const noop = () => undefined;
+    const logger: Logger = {
+      trace: noop,
+      debug: noop,
+      info: noop,
+      warn: noop,
+      error: (obj, msg) => errors.push({ obj, msg }),
+      child: () => logger,
+    };
+    const { gateway, url } = await res.gateway({ logger });
+    const events = contractEvents(gateway, slow, { validateResults: true });
+    const sessionOpened = firstValueFrom(gateway.connected$);
+    const client = res.client(url);
+    await client.opened();
+    const session = await sessionOpened;
+    events.notify(session, 'tick', { n: 1 });
+    session.close(1000, 'bye'); // before the async check ends
+    await waitUntil(() => errors.length === 1, 'the log line');
+    expect(errors[0]).toMatchObject({ msg: 'notification not sent' });
   });
 });

@@ -124,10 +124,16 @@ describe('TrustedProxies', () => {
     expect(proxies.clientAddress(request('10.0.0.1', 'nonsense'))).toBe('10.0.0.1');
   });
 
-  it.each(['localhost', '10.0.0.0/33', 'fd00::/129', '10.0.0.0/x', ''])(
-    'refuses %j at construction',
-    (entry) => {
-      expect(() => new TrustedProxies([entry])).toThrow(TypeError);
-    },
-  );
+  it.each([
+    'localhost',
+    '10.0.0.0/33',
+    'fd00::/129',
+    '10.0.0.0/x',
+    '',
+    '10.0.0.0/',
+    '10.0.0.0/1e1',
+    '10.0.0.0/-0',
+  ])('refuses %j at construction', (entry) => {
+    expect(() => new TrustedProxies([entry])).toThrow(TypeError);
+  });
 });

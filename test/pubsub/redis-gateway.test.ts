@@ -17,6 +17,7 @@ import { silentLogger } from '../../src/peer/logger.js';
 import { RedisBroker, redisTopicKeys } from '../../src/pubsub/redis-broker.js';
 import { SessionRouter } from '../../src/server/session-router.js';
 import { Resources, rejectionOf } from '../integration/harness.js';
+import { deleteRedisKeys } from '../cluster/support.js';
 import { canConnect, freePort } from '../support/network.js';
 import { RawRpc, waitUntil } from './helpers.js';
 
@@ -46,19 +47,7 @@ afterEach(async () => {
 });
 
 afterAll(async () => {
-  if (!reachable) return;
-  const admin = new Redis(REDIS_URL, { retryStrategy: () => null, maxRetriesPerRequest: 0 });
-  admin.on('error', () => undefined);
-  try {
-    let cursor = '0';
-    do {
-      const [next, keys] = await admin.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500);
-      cursor = next;
-      if (keys.length > 0) await admin.del(...keys);
-    } while (cursor !== '0');
-  } finally {
-    admin.disconnect();
-  }
+  if (reachable) await deleteRedisKeys(REDIS_URL, prefix.slice(0, -1));
 });
 
 /** A redis-server of the test's own (no persistence), answering on `port`. */
