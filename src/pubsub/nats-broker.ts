@@ -1,32 +1,19 @@
-import { createHash } from 'node:crypto';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection, NodeConnectionOptions } from '@nats-io/transport-node';
-import {
-  DeliverPolicy,
-  DiscardPolicy,
-  JetStreamApiCodes,
-  JetStreamApiError,
-  RetentionPolicy,
-  StorageType,
-  jetstream,
-  jetstreamManager,
-} from '@nats-io/jetstream';
-import type {
-  Consumer,
-  ConsumerMessages,
-  JetStreamClient,
-  JetStreamManager,
-  JsMsg,
-  StreamConfig,
-  StreamInfo,
-} from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 
 import { defaultRetention } from './broker.js';
 import type { Broker, BrokerMessage, History, Retention } from './broker.js';
+import { NatsConsumers } from './nats-consumers.js';
+import { NatsDirectSubjects } from './nats-direct.js';
+import { readHistory } from './nats-history.js';
+import { NatsBrokerUnavailableError, bounded, noop, withTimeout } from './nats-link.js';
+import type { Link } from './nats-link.js';
+import { isDirect, natsTopicNames } from './nats-names.js';
+import { NatsStreams, isNoResponders } from './nats-streams.js';
 
-/** What the broker sets on a topic's stream; JetStream defaults the rest. */
-type TopicStreamConfig = Partial<StreamConfig> &
-  Pick<StreamConfig, 'name' | 'max_msgs' | 'max_age' | 'discard' | 'duplicate_window'>;
+export { NatsBrokerUnavailableError } from './nats-link.js';
+export { encodeTopic } from './nats-names.js';
 
 /** How to reach NATS and name what the broker creates there. */
 export interface NatsBrokerOptions {
@@ -58,44 +45,6 @@ export interface NatsBrokerOptions {
    */
   connection?: NodeConnectionOptions;
 }
-
-/** Thrown (as a rejection) when NATS cannot be reached or does not answer in time. */
-export class NatsBrokerUnavailableError extends Error {
-  override readonly name = 'NatsBrokerUnavailableError';
-}
-
-/** One live `subscribe`: where delivery stands and the consumer feeding it. */
-interface TopicSubscription {
-  readonly topic: string;
-  deliver: (message: BrokerMessage) => void;
-  /** The last sequence number handed to `deliver`; the consumer resumes after it. */
-  lastSeq: number;
-  /** The stream's creation time: a stream deleted and made again numbers from 1 anew. */
-  epoch?: string;
-  active: boolean;
-  /** Bumped on every (re)start, so a stale consumer's messages are ignored. */
-  generation: number;
-  consumer?: Consumer;
-  messages?: ConsumerMessages;
-  restartTimer?: NodeJS.Timeout;
-}
-
-/** The NATS handles valid for one connection. */
-interface Link {
-  nc: NatsConnection;
-  js: JetStreamClient;
-  jsm: JetStreamManager;
-}
-
-/** Topics starting with `$` carry messages addressed to a node or a user (see SessionRouter). */
-function isDirect(topic: string): boolean {
-  return topic.startsWith('$');
-}
-
-const NAME_LIMIT = 128;
-const DEFAULT_DUPLICATE_WINDOW = 120_000_000_000;
-const HISTORY_BATCH = 256;
-const noop = (): void => undefined;
 
 /**
  * A broker on NATS JetStream, shared by every gateway node connected to the same
@@ -135,14 +84,12 @@ export class NatsBroker implements Broker {
   private connecting: Promise<void> | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
   private wakeRetry: (() => void) | undefined;
-  private readonly subscriptions = new Map<string, TopicSubscription>();
+  /** Topic streams this node set up, and setting them up. */
+  private readonly streams: NatsStreams;
+  /** Stream-backed subscriptions: one ordered consumer per topic. */
+  private readonly consumers: NatsConsumers;
   /** `$`-topics (messages addressed to a node or user): core NATS, no stream, no history. */
-  private readonly direct = new Map<string, { unsubscribe(): void }>();
-  private directSeq = 0;
-  /** Topics whose stream this node created or updated, with the limits it applied. */
-  private readonly ensured = new Map<string, string>();
-  /** Stream set-ups in flight, by topic and limits: concurrent publishes wait on one. */
-  private readonly ensuring = new Map<string, Promise<void>>();
+  private readonly direct: NatsDirectSubjects;
 
   private constructor(options: NatsBrokerOptions) {
     this.servers = options.servers ?? 'nats://127.0.0.1:4222';
@@ -164,6 +111,16 @@ export class NatsBroker implements Broker {
       }
     };
     this.connection = options.connection ?? {};
+    this.streams = new NatsStreams(this.prefix, this.replicas);
+    this.direct = new NatsDirectSubjects(this.prefix, this.timeoutMs, this.onError);
+    this.consumers = new NatsConsumers({
+      prefix: this.prefix,
+      timeoutMs: this.timeoutMs,
+      streams: this.streams,
+      liveLink: () => (this.connected ? this.link : undefined),
+      isClosed: () => this.closed,
+      onError: this.onError,
+    });
   }
 
   /**
@@ -189,14 +146,9 @@ export class NatsBroker implements Broker {
     return !this.closed && this.connected && this.link !== undefined;
   }
 
-  private directSubject(topic: string): string {
-    return `${this.prefix}-direct.${encodeTopic(topic)}`;
-  }
-
   /** The stream and subject a topic lives on. */
   names(topic: string): { stream: string; subject: string } {
-    const token = encodeTopic(topic);
-    return { stream: `${this.prefix}_${token}`, subject: `${this.prefix}.${token}` };
+    return natsTopicNames(this.prefix, topic);
   }
 
   async publish(
@@ -206,138 +158,40 @@ export class NatsBroker implements Broker {
   ): Promise<number> {
     const what = `publish to "${topic}"`;
     const link = this.requireLink(what);
-    if (isDirect(topic)) {
-      // Addressed messages need no history: a stream per node or user would pile up.
-      link.nc.publish(this.directSubject(topic), payload);
-      return ++this.directSeq;
-    }
-    return this.bounded(what, async () => {
+    if (isDirect(topic)) return this.direct.publish(link, topic, payload);
+    return bounded(what, this.timeoutMs, async () => {
       const { subject } = this.names(topic);
-      await this.ensureStream(link, topic, retention);
+      await this.streams.ensureStream(link, topic, retention);
       try {
         return (await link.js.publish(subject, payload, { timeout: this.timeoutMs })).seq;
       } catch (err) {
         // No stream took the message: it was deleted behind our back. Recreate, retry once.
         if (!isNoResponders(err)) throw err;
-        this.ensured.delete(topic);
-        await this.ensureStream(link, topic, retention);
+        this.streams.forget(topic);
+        await this.streams.ensureStream(link, topic, retention);
         return (await link.js.publish(subject, payload, { timeout: this.timeoutMs })).seq;
       }
     });
   }
 
   async subscribe(topic: string, deliver: (message: BrokerMessage) => void): Promise<void> {
-    const existing = this.subscriptions.get(topic);
-    if (existing) {
-      existing.deliver = deliver;
-      return;
-    }
-    const what = `subscribe to "${topic}"`;
-    const link = this.requireLink(what);
-    if (isDirect(topic)) {
-      this.direct.get(topic)?.unsubscribe();
-      let seq = 0;
-      // Core subscriptions are re-established by the client after a reconnect.
-      const subscription = link.nc.subscribe(this.directSubject(topic), {
-        callback: (err, msg) => {
-          if (err) return this.onError(err);
-          try {
-            deliver({ topic, seq: ++seq, payload: msg.string() });
-          } catch (error) {
-            this.onError(error);
-          }
-        },
-      });
-      this.direct.set(topic, subscription);
-      // Resolve once the server has the interest (a round trip on this connection): a message
-      // published by another node after that reaches us.
-      try {
-        await this.bounded(what, () => link.nc.flush());
-      } catch (err) {
-        if (this.direct.get(topic) === subscription) this.direct.delete(topic);
-        subscription.unsubscribe();
-        throw err;
-      }
-      return;
-    }
-    const sub: TopicSubscription = { topic, deliver, lastSeq: 0, active: true, generation: 0 };
-    this.subscriptions.set(topic, sub);
-    try {
-      await this.bounded(what, async () => {
-        // New messages only: start after what the topic holds now.
-        const info = await this.streamInfoOrCreate(link, topic);
-        sub.lastSeq = info.state.last_seq;
-        sub.epoch = info.created;
-        await this.startConsumer(link, sub);
-      });
-    } catch (err) {
-      if (this.subscriptions.get(topic) === sub) this.subscriptions.delete(topic);
-      sub.active = false;
-      void this.stopConsumer(sub);
-      throw err;
-    }
+    if (this.consumers.redeliver(topic, deliver)) return;
+    const link = this.requireLink(`subscribe to "${topic}"`);
+    if (isDirect(topic)) return this.direct.subscribe(link, topic, deliver);
+    return this.consumers.subscribe(link, topic, deliver);
   }
 
   async unsubscribe(topic: string): Promise<void> {
-    const direct = this.direct.get(topic);
-    if (direct) {
-      this.direct.delete(topic);
-      direct.unsubscribe();
-      return;
-    }
-    const sub = this.subscriptions.get(topic);
-    if (!sub) return;
-    this.subscriptions.delete(topic);
-    sub.active = false;
-    await this.bounded(`unsubscribe from "${topic}"`, () => this.stopConsumer(sub)).catch(
-      this.onError,
-    );
+    if (this.direct.unsubscribe(topic)) return;
+    return this.consumers.unsubscribe(topic);
   }
 
   async history(topic: string, afterSeq: number): Promise<History> {
     const what = `read history of "${topic}"`;
     const link = this.requireLink(what);
-    return this.bounded(what, async () => {
-      const { stream } = this.names(topic);
-      let info: StreamInfo;
-      try {
-        info = await link.jsm.streams.info(stream);
-      } catch (err) {
-        if (isStreamNotFound(err)) return { messages: [], lastSeq: 0 };
-        throw err;
-      }
-      const lastSeq = info.state.last_seq;
-      const epoch = info.created;
-      const messages: BrokerMessage[] = [];
-      const after = Number.isFinite(afterSeq) ? Math.max(0, Math.floor(afterSeq)) : 0;
-      let next = Math.max(after + 1, info.state.first_seq);
-      if (next > lastSeq || info.state.messages === 0) return { messages, lastSeq, epoch };
-      const consumer = await link.js.consumers.get(stream, {
-        deliver_policy: DeliverPolicy.StartSequence,
-        opt_start_seq: next,
-      });
-      try {
-        // Batches until the last sequence seen in stream info; a batch that comes back
-        // short (older messages aged out meanwhile) ends at its expiry, not in a hang.
-        while (next <= lastSeq) {
-          const batch = await consumer.fetch({
-            max_messages: Math.min(lastSeq - next + 1, HISTORY_BATCH),
-            expires: 1_000,
-          });
-          let received = 0;
-          for await (const m of batch) {
-            received++;
-            if (m.seq > lastSeq) continue;
-            messages.push({ topic, seq: m.seq, payload: m.string(), epoch });
-            next = m.seq + 1;
-          }
-          if (received === 0) break;
-        }
-      } finally {
-        consumer.delete().catch(noop);
-      }
-      return { messages, lastSeq, epoch };
-    });
+    return bounded(what, this.timeoutMs, () =>
+      readHistory(link, this.names(topic).stream, topic, afterSeq),
+    );
   }
 
   close(): Promise<void> {
@@ -351,12 +205,7 @@ export class NatsBroker implements Broker {
     this.wakeRetry?.();
     const deadline = Date.now() + this.timeoutMs;
     const left = (): number => Math.max(0, deadline - Date.now());
-    const pending: Promise<void>[] = [];
-    for (const sub of this.subscriptions.values()) {
-      sub.active = false;
-      pending.push(this.stopConsumer(sub));
-    }
-    this.subscriptions.clear();
+    const pending = this.consumers.stopAll();
     if (this.connecting) pending.push(this.connecting);
     await withTimeout(Promise.all(pending), left(), 'close').catch(noop);
     this.connected = false;
@@ -428,16 +277,16 @@ export class NatsBroker implements Broker {
     }
     this.link = link;
     this.connected = true;
-    this.ensured.clear();
+    this.streams.forgetAll();
     void (async () => {
       for await (const status of nc.status()) {
         if (status.type === 'disconnect') {
           this.connected = false;
-          for (const sub of this.subscriptions.values()) this.suspend(sub);
+          this.consumers.suspendAll();
         } else if (status.type === 'reconnect') {
           this.connected = true;
           // The server may have restarted without our consumers: recreate them all.
-          for (const sub of this.subscriptions.values()) this.scheduleRestart(sub, 0);
+          this.consumers.restartAll();
         }
       }
     })().catch(this.onError);
@@ -450,7 +299,7 @@ export class NatsBroker implements Broker {
       this.onError(err ?? new Error('NATS connection closed'));
       this.scheduleConnect();
     }, this.onError);
-    for (const sub of this.subscriptions.values()) this.scheduleRestart(sub, 0);
+    this.consumers.restartAll();
   }
 
   private requireLink(what: string): Link {
@@ -463,266 +312,4 @@ export class NatsBroker implements Broker {
     }
     return link;
   }
-
-  /** Run `op` with the broker's time bound, turning failures into clear broker errors. */
-  private async bounded<T>(what: string, op: () => Promise<T>): Promise<T> {
-    try {
-      return await withTimeout(op(), this.timeoutMs, what);
-    } catch (err) {
-      if (err instanceof NatsBrokerUnavailableError) throw err;
-      if (err instanceof JetStreamApiError) {
-        throw new Error(`NATS broker: cannot ${what}: ${err.message}`, { cause: err });
-      }
-      const reason = err instanceof Error ? err.message : String(err);
-      throw new NatsBrokerUnavailableError(`NATS broker unavailable: cannot ${what}: ${reason}`, {
-        cause: err,
-      });
-    }
-  }
-
-  // --- streams --------------------------------------------------------------------------
-
-  private streamConfig(topic: string, retention: Retention): TopicStreamConfig {
-    const { stream, subject } = this.names(topic);
-    const maxAge = maxAgeNanos(retention.maxAgeMs);
-    return {
-      name: stream,
-      subjects: [subject],
-      retention: RetentionPolicy.Limits,
-      storage: StorageType.File,
-      discard: DiscardPolicy.Old,
-      num_replicas: this.replicas,
-      max_msgs: Number.isFinite(retention.maxLength)
-        ? Math.max(1, Math.floor(retention.maxLength))
-        : -1,
-      max_age: maxAge,
-      // JetStream's default (2 min) may not exceed max_age: set it so updates stay valid.
-      duplicate_window:
-        maxAge > 0 ? Math.min(maxAge, DEFAULT_DUPLICATE_WINDOW) : DEFAULT_DUPLICATE_WINDOW,
-    };
-  }
-
-  /** Create the topic's stream with `retention`, or bring an existing one to it. */
-  /**
-   * Make sure the topic's stream exists with `retention`. Concurrent callers for one topic share
-   * one attempt: publishes made in one turn then reach `js.publish` in the order they were
-   * made, so the stream numbers them in publish order (separate attempts finishing in any
-   * order would reorder the first burst on a new topic).
-   */
-  private ensureStream(link: Link, topic: string, retention: Retention): Promise<void> {
-    const config = this.streamConfig(topic, retention);
-    const limits = `${config.max_msgs}/${config.max_age}`;
-    if (this.ensured.get(topic) === limits) return Promise.resolve();
-    const key = `${topic}\u0000${limits}`;
-    let pending = this.ensuring.get(key);
-    if (!pending) {
-      // `ensured` is set in the very reaction that settles `pending`, so every caller already
-      // waiting continues before any later caller that finds the stream ensured.
-      pending = this.addOrUpdateStream(link, config).then(
-        () => {
-          this.ensuring.delete(key);
-          this.ensured.set(topic, limits);
-        },
-        (err: unknown) => {
-          this.ensuring.delete(key);
-          throw err;
-        },
-      );
-      this.ensuring.set(key, pending);
-    }
-    return pending;
-  }
-
-  private async addOrUpdateStream(
-    link: Link,
-    config: ReturnType<NatsBroker['streamConfig']>,
-  ): Promise<void> {
-    try {
-      // Idempotent: a node racing us with the same configuration gets the same stream.
-      await link.jsm.streams.add(config);
-    } catch (err) {
-      if (!(err instanceof JetStreamApiError) || err.code !== STREAM_NAME_IN_USE) throw err;
-      await link.jsm.streams.update(config.name, {
-        max_msgs: config.max_msgs,
-        max_age: config.max_age,
-        duplicate_window: config.duplicate_window,
-        discard: config.discard,
-      });
-    }
-  }
-
-  /** The topic's stream, created with the default retention if nobody published yet. */
-  private async streamInfoOrCreate(link: Link, topic: string): Promise<StreamInfo> {
-    const { stream } = this.names(topic);
-    try {
-      return await link.jsm.streams.info(stream);
-    } catch (err) {
-      if (!isStreamNotFound(err)) throw err;
-    }
-    try {
-      return await link.jsm.streams.add(this.streamConfig(topic, defaultRetention));
-    } catch (err) {
-      // Someone created it first, with other limits: theirs stand.
-      if (!(err instanceof JetStreamApiError) || err.code !== STREAM_NAME_IN_USE) throw err;
-      return link.jsm.streams.info(stream);
-    }
-  }
-
-  // --- subscriptions -------------------------------------------------------------------
-
-  /** (Re)start the subscription's ordered consumer right after its last delivered seq. */
-  private async startConsumer(link: Link, sub: TopicSubscription): Promise<void> {
-    const generation = ++sub.generation;
-    const stale = (): boolean => !sub.active || sub.generation !== generation || this.closed;
-    void this.retire(sub);
-    const { stream } = this.names(sub.topic);
-    const consumer = await link.js.consumers.get(stream, {
-      deliver_policy: DeliverPolicy.StartSequence,
-      opt_start_seq: sub.lastSeq + 1,
-    });
-    if (stale()) {
-      consumer.delete().catch(noop);
-      return;
-    }
-    const messages = await consumer.consume({
-      max_messages: 256,
-      // Also the idle-heartbeat period (half of it) that detects a consumer lost on the server.
-      expires: 10_000,
-      callback: (m) => this.receive(sub, generation, m),
-    });
-    if (stale()) {
-      messages.stop();
-      consumer.delete().catch(noop);
-      return;
-    }
-    sub.consumer = consumer;
-    sub.messages = messages;
-    void messages.closed().then((err) => {
-      // Ended on its own (not by us): recreate it from the last delivered seq.
-      if (!stale()) {
-        if (err) this.onError(err);
-        this.scheduleRestart(sub, 1);
-      }
-    }, this.onError);
-  }
-
-  private receive(sub: TopicSubscription, generation: number, m: JsMsg): void {
-    if (!sub.active || sub.generation !== generation || m.seq <= sub.lastSeq) return;
-    sub.lastSeq = m.seq;
-    try {
-      sub.deliver({ topic: sub.topic, seq: m.seq, payload: m.string(), epoch: sub.epoch });
-    } catch (err) {
-      this.onError(err);
-    }
-  }
-
-  /** Stop delivery for good (unsubscribe, close, failed subscribe). */
-  private stopConsumer(sub: TopicSubscription): Promise<void> {
-    clearTimeout(sub.restartTimer);
-    sub.restartTimer = undefined;
-    sub.generation++;
-    return this.retire(sub);
-  }
-
-  /** Stop the current consumer and delete it on the server (best effort, if connected). */
-  private retire(sub: TopicSubscription): Promise<void> {
-    const { messages, consumer } = sub;
-    sub.messages = undefined;
-    sub.consumer = undefined;
-    messages?.stop();
-    if (!consumer || !this.link || !this.connected) return Promise.resolve();
-    return consumer.delete().then(noop, noop);
-  }
-
-  /**
-   * Disconnected: stop the consumer locally, so the client library does not also try to
-   * recover it; the reconnect handler recreates it (and deletes the old one if it survived).
-   */
-  private suspend(sub: TopicSubscription): void {
-    clearTimeout(sub.restartTimer);
-    sub.restartTimer = undefined;
-    sub.generation++;
-    sub.messages?.stop();
-    sub.messages = undefined;
-  }
-
-  private scheduleRestart(sub: TopicSubscription, attempt: number): void {
-    if (!sub.active || this.closed) return;
-    clearTimeout(sub.restartTimer);
-    const delay = attempt === 0 ? 0 : Math.min(2_000, 100 * 2 ** attempt);
-    sub.restartTimer = setTimeout(() => {
-      sub.restartTimer = undefined;
-      void this.restart(sub, attempt);
-    }, delay);
-  }
-
-  private async restart(sub: TopicSubscription, attempt: number): Promise<void> {
-    const link = this.link;
-    // While disconnected, the reconnect handler restarts every subscription.
-    if (!sub.active || this.closed || !link || !this.connected) return;
-    try {
-      await withTimeout(
-        (async () => {
-          const info = await this.streamInfoOrCreate(link, sub.topic);
-          if (sub.epoch !== undefined && info.created !== sub.epoch) {
-            // The stream was deleted and made again: its numbering starts from 1 anew.
-            sub.lastSeq = 0;
-          }
-          sub.epoch = info.created;
-          await this.startConsumer(link, sub);
-        })(),
-        this.timeoutMs,
-        `resume "${sub.topic}"`,
-      );
-    } catch (err) {
-      this.onError(err);
-      this.scheduleRestart(sub, attempt + 1);
-    }
-  }
-}
-
-/** JetStream's "stream name already in use (with a different configuration)". */
-const STREAM_NAME_IN_USE = 10058;
-
-function isStreamNotFound(err: unknown): boolean {
-  return err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound;
-}
-
-/** A JetStream publish nobody answered: no stream listens on the subject. */
-function isNoResponders(err: unknown): boolean {
-  return err instanceof Error && /no responders|not enabled/i.test(err.message);
-}
-
-/** Stream max_age in nanoseconds: at least 100 ms; 0 (no limit) when not finite. */
-function maxAgeNanos(maxAgeMs: number): number {
-  if (!Number.isFinite(maxAgeMs)) return 0;
-  return Math.min(Math.round(Math.max(100, maxAgeMs) * 1e6), Number.MAX_SAFE_INTEGER);
-}
-
-/**
- * A topic as one subject token and stream-name part: `[A-Za-z0-9-]` kept, every
- * other UTF-8 byte (including `_`) written `_XX`, so distinct topics never collide;
- * `_` alone for the empty topic. Long names keep a readable head plus `__` and a hash.
- */
-export function encodeTopic(topic: string): string {
-  let out = '';
-  for (const byte of Buffer.from(topic, 'utf8')) {
-    const ch = String.fromCharCode(byte);
-    out += /[A-Za-z0-9-]/.test(ch) ? ch : `_${byte.toString(16).toUpperCase().padStart(2, '0')}`;
-  }
-  if (out === '') return '_';
-  if (out.length <= NAME_LIMIT) return out;
-  const hash = createHash('sha256').update(topic, 'utf8').digest('hex').slice(0, 32);
-  return `${out.slice(0, NAME_LIMIT - 34)}__${hash}`;
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new NatsBrokerUnavailableError(`NATS broker unavailable: ${what} timed out`)),
-      ms,
-    );
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }

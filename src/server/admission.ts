@@ -1,4 +1,5 @@
 import type { TransportKind } from '../transport/transport.js';
+import { addressGroup } from './address-group.js';
 import type { UpgradeRequest } from './options.js';
 
 export interface AdmissionLimits {
@@ -18,15 +19,16 @@ export interface Refusal {
 export type OriginPolicy = readonly string[] | ((origin: string) => boolean);
 
 /**
- * The key a connection counts under for the per-address limit. Pipes (stdio) have no address:
- * a process serving many children's pipes must not have them all share one "unknown" slot.
+ * The key a connection counts under for the per-address limit (an IPv6 address counts by its
+ * /64: see addressGroup). Pipes (stdio) have no address: a process serving many children's
+ * pipes must not have them all share one "unknown" slot.
  */
 function addressKey(
   transport: TransportKind,
   remoteAddress: string | undefined,
 ): string | undefined {
   if (transport === 'stdio') return undefined;
-  return remoteAddress ?? 'unknown';
+  return remoteAddress === undefined ? 'unknown' : addressGroup(remoteAddress);
 }
 
 /**

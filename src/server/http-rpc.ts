@@ -7,6 +7,7 @@ import type { Admission } from './admission.js';
 import type { GatewayLimits, UpgradeRequest } from './options.js';
 import type { Session } from './session.js';
 import { TokenBucket } from './token-bucket.js';
+import { addressGroup } from './address-group.js';
 import { runAuthenticate } from './run-authenticate.js';
 import { describeUpgrade } from './upgrade-request.js';
 import type { TrustedProxies } from './client-address.js';
@@ -238,7 +239,7 @@ export class HttpRpc<C> {
   private bucketFor(remoteAddress: string | undefined): TokenBucket | undefined {
     const { ratePerSecond, rateBurst } = this.deps.limits;
     if (ratePerSecond <= 0) return undefined;
-    const key = remoteAddress ?? 'unknown';
+    const key = remoteAddress === undefined ? 'unknown' : addressGroup(remoteAddress);
     let bucket = this.buckets.get(key);
     if (bucket) {
       // Most recently used last, so the oldest go first when the map is full.

@@ -275,6 +275,9 @@ describe('ethers v6 WebSocketProvider against the gateway', () => {
     await vi.waitFor(() => expect(gateway.pubsub.topics()).toEqual({ newHeads: 1 }), WAIT);
     await b.provider.removeAllListeners('block');
     await vi.waitFor(() => expect(gateway.pubsub.topics()).toEqual({}), WAIT);
+    // The reply has reached ethers too: destroying it in afterEach cancels no request in flight
+    // (ethers would reject that one where nobody listens).
+    await vi.waitFor(() => expect(b.resultOf('eth_unsubscribe')).toBe(true), WAIT);
     expect(a.errors).toEqual([]);
     expect(b.errors).toEqual([]);
   });

@@ -1,0 +1,182 @@
+/*
+ * The broker's two Lua scripts (publish, read) and the typed calls that run them. The scripts
+ * are what make a topic's seq, stream and channel agree on every node; this file is the only
+ * one that knows their KEYS, ARGV and reply layouts.
+ */
+import { randomBytes } from 'node:crypto';
+import type { BrokerMessage, Retention } from './broker.js';
+import type { RedisTopicKeys } from './redis-keys.js';
+import { script } from './redis-script-runner.js';
+import type { RedisScriptRunner } from './redis-script-runner.js';
+
+// KEYS: meta, log. ARGV: channel, payload, maxLength (-1: none), maxAgeMs (-1: none), new epoch.
+// Returns the message's seq. Everything happens in one script, so seq order is the order of
+// the stream and of the PUBLISHes that every subscriber sees.
+const PUBLISH_LUA = `
+local meta, log = KEYS[1], KEYS[2]
+local epoch = redis.call('HGET', meta, 'e')
+if not epoch then
+  epoch = ARGV[5]
+  redis.call('DEL', log)
+  redis.call('HSET', meta, 'e', epoch, 'n', 0)
+end
+local seq = redis.call('HINCRBY', meta, 'n', 1)
+redis.call('HSET', meta, 'a', ARGV[4])
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local id = string.format('%d-0', seq)
+local maxLength = tonumber(ARGV[3])
+local maxAge = tonumber(ARGV[4])
+if maxLength >= 0 then
+  redis.call('XADD', log, 'MAXLEN', maxLength, id, 't', string.format('%d', now), 'p', ARGV[2])
+else
+  redis.call('XADD', log, id, 't', string.format('%d', now), 'p', ARGV[2])
+end
+if maxAge >= 0 then
+  local cutoff = now - maxAge
+  local start, count, keep, seen = '-', 1, nil, false
+  while not keep do
+    local batch = redis.call('XRANGE', log, start, '+', 'COUNT', count)
+    if #batch == 0 then break end
+    seen = true
+    for i = 1, #batch do
+      if tonumber(batch[i][2][2]) >= cutoff then
+        keep = batch[i][1]
+        break
+      end
+    end
+    start = '(' .. batch[#batch][1]
+    count = 100
+  end
+  if keep then
+    redis.call('XTRIM', log, 'MINID', keep)
+  elseif seen then
+    redis.call('XTRIM', log, 'MAXLEN', 0)
+  end
+  redis.call('PEXPIRE', log, math.max(maxAge, 1))
+else
+  redis.call('PERSIST', log)
+end
+redis.call('PUBLISH', ARGV[1], epoch .. ':' .. string.format('%d', seq) .. ':' .. ARGV[2])
+return seq
+`;
+
+// KEYS: meta, log. ARGV: first id, last id ('+' for the end), COUNT (0: all).
+// Returns { latest seq, epoch ('' when the topic does not exist), entries }, read atomically.
+// Entries older than the topic's age limit (meta `a`, set by each publish) are left out: a
+// publish trims them, but between publishes they would otherwise still be read.
+const HISTORY_LUA = `
+local state = redis.call('HMGET', KEYS[1], 'n', 'e', 'a')
+if not state[2] then return {0, '', {}} end
+local first, last = ARGV[1], ARGV[2]
+local maxAge = tonumber(state[3])
+if maxAge and maxAge >= 0 then
+  local time = redis.call('TIME')
+  local cutoff = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) - maxAge
+  -- Entries are in publish order, so the expired ones come first: start after them.
+  while true do
+    local batch = redis.call('XRANGE', KEYS[2], first, last, 'COUNT', 100)
+    if #batch == 0 then return {tonumber(state[1]), state[2], {}} end
+    local keep
+    for i = 1, #batch do
+      if tonumber(batch[i][2][2]) >= cutoff then
+        keep = batch[i][1]
+        break
+      end
+    end
+    if keep then
+      first = keep
+      break
+    end
+    first = '(' .. batch[#batch][1]
+  end
+end
+local entries
+if tonumber(ARGV[3]) > 0 then
+  entries = redis.call('XRANGE', KEYS[2], first, last, 'COUNT', ARGV[3])
+else
+  entries = redis.call('XRANGE', KEYS[2], first, last)
+end
+return {tonumber(state[1]), state[2], entries}
+`;
+
+const publishScript = script(PUBLISH_LUA);
+const historyScript = script(HISTORY_LUA);
+
+/** One read of a topic: its epoch ('' when it does not exist), latest seq and entries. */
+export interface Read {
+  epoch: string;
+  lastSeq: number;
+  messages: BrokerMessage[];
+}
+
+/** Store and PUBLISH one message on a topic, trimming it to `retention`; resolves with its seq. */
+export async function publishToTopic(
+  runner: RedisScriptRunner,
+  keys: RedisTopicKeys,
+  payload: string,
+  retention: Retention,
+): Promise<number> {
+  const maxLength = Number.isFinite(retention.maxLength)
+    ? Math.max(0, Math.floor(retention.maxLength))
+    : -1;
+  const maxAgeMs = Number.isFinite(retention.maxAgeMs)
+    ? Math.max(0, Math.floor(retention.maxAgeMs))
+    : -1;
+  const seq = await runner.run(
+    publishScript,
+    [keys.meta, keys.log],
+    [keys.channel, payload, String(maxLength), String(maxAgeMs), randomBytes(8).toString('hex')],
+  );
+  if (typeof seq !== 'number') throw new Error(`Redis broker: unexpected publish reply`);
+  return seq;
+}
+
+/** Messages after `afterSeq` up to `toId`, with the topic's epoch and latest seq, atomically. */
+export async function readTopic(
+  runner: RedisScriptRunner,
+  keys: RedisTopicKeys,
+  topic: string,
+  afterSeq: number,
+  toId: string,
+  count: number,
+): Promise<Read> {
+  const after = Number.isFinite(afterSeq) ? Math.max(0, Math.floor(afterSeq)) : 0;
+  const reply = await runner.run(
+    historyScript,
+    [keys.meta, keys.log],
+    [`${after + 1}-0`, toId, String(count)],
+  );
+  if (!Array.isArray(reply) || reply.length !== 3) {
+    throw new Error('Redis broker: unexpected history reply');
+  }
+  const [lastSeq, epoch, entries] = reply as [unknown, unknown, unknown];
+  const messages: BrokerMessage[] = [];
+  if (Array.isArray(entries)) {
+    for (const entry of entries as unknown[]) {
+      const message = parseEntry(topic, entry);
+      if (message) messages.push(message);
+    }
+  }
+  return {
+    lastSeq: typeof lastSeq === 'number' ? lastSeq : Number(lastSeq),
+    epoch: typeof epoch === 'string' ? epoch : '',
+    messages,
+  };
+}
+
+function parseEntry(topic: string, entry: unknown): BrokerMessage | undefined {
+  if (!Array.isArray(entry) || entry.length < 2) return undefined;
+  const [id, fields] = entry as [unknown, unknown];
+  if (typeof id !== 'string' || !Array.isArray(fields)) return undefined;
+  const seq = Number(id.slice(0, id.indexOf('-')));
+  if (!Number.isSafeInteger(seq)) return undefined;
+  const list = fields as unknown[];
+  for (let i = 0; i + 1 < list.length; i += 2) {
+    if (list[i] === 'p') {
+      const payload = list[i + 1];
+      if (typeof payload === 'string') return { topic, seq, payload };
+    }
+  }
+  return undefined;
+}

@@ -1,0 +1,31 @@
+import { isIP } from 'node:net';
+
+/**
+ * What per-address limits count under. IPv4: the address. IPv6: its /64 prefix, since one
+ * subscriber (a home, a VM) is usually given a whole /64 and can pick a new address in it for
+ * each connection; counting single IPv6 addresses would let it step around the limit.
+ * IPv4-mapped IPv6 addresses (`::ffff:1.2.3.4`) count as their IPv4 address.
+ */
+export function addressGroup(address: string): string {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped) return mapped[1]!;
+  if (isIP(address) !== 6) return address;
+  const bare = address.split('%', 1)[0]!; // zone index (fe80::1%eth0)
+  const [head = '', tail] = bare.split('::');
+  const headParts = head === '' ? [] : head.split(':');
+  const tailParts = tail === undefined || tail === '' ? [] : tail.split(':');
+  // An embedded IPv4 tail (::1.2.3.4) takes two groups; only the first four groups matter here.
+  const groups =
+    tail === undefined
+      ? headParts
+      : [
+          ...headParts,
+          ...Array<string>(8 - headParts.length - tailParts.length).fill('0'),
+          ...tailParts,
+        ];
+  const prefix = groups
+    .slice(0, 4)
+    .map((group) => (Number.parseInt(group, 16) || 0).toString(16))
+    .join(':');
+  return `${prefix}::/64`;
+}

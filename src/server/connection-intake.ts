@@ -1,0 +1,327 @@
+import type { IncomingMessage } from 'node:http';
+import { createServer as createTcpServer } from 'node:net';
+import type { AddressInfo, Server as TcpServer, Socket } from 'node:net';
+import type { Duplex, Readable, Writable } from 'node:stream';
+import { createServer as createTlsServer } from 'node:tls';
+import { WebSocketServer } from 'ws';
+import type { Logger } from '../peer/logger.js';
+import type { Broker } from '../pubsub/broker.js';
+import { NdjsonTransport } from '../transport/ndjson-transport.js';
+import { CloseCode } from '../transport/transport.js';
+import type { ServerTransport } from '../transport/transport.js';
+import { TransportSocket, WsTransport } from '../transport/ws-transport.js';
+import type { Admission } from './admission.js';
+import type { TrustedProxies } from './client-address.js';
+import type { GatewayMetrics } from './metrics.js';
+import { PREFERRED_SUBPROTOCOL } from './options.js';
+import type { GatewayLimits, GatewayOptions, UpgradeRequest } from './options.js';
+import { runAuthenticate } from './run-authenticate.js';
+import type { Session } from './session.js';
+import type { SessionRouter } from './session-router.js';
+import { closeWhenIdle } from './shutdown.js';
+import { streamRefusal } from './stream-refusal.js';
+import { rejectUpgrade } from './upgrade-rejection.js';
+import { describeStream, describeUpgrade } from './upgrade-request.js';
+
+export interface IntakeDeps<C> {
+  /** Read when used (authenticate, userOf, selectProtocol, refuseWhileBrokerDown, tls, ...). */
+  options: GatewayOptions<C>;
+  /** The WebSocket endpoint's path. */
+  path: string;
+  limits: Required<GatewayLimits>;
+  logger: Logger;
+  metrics: GatewayMetrics;
+  admission: Admission;
+  proxies: TrustedProxies | undefined;
+  broker: Broker;
+  router: Pick<SessionRouter, 'userConnected' | 'userDisconnected' | 'listeningFor'>;
+  isClosing(): boolean;
+  /** Open a session over an admitted transport; `user` is `userOf(context)`, worked out here. */
+  attach(
+    transport: ServerTransport,
+    context: C,
+    remoteAddress: string | undefined,
+    user: string | undefined,
+  ): Session<C>;
+}
+
+/**
+ * Connection intake: every long-lived connection (a WebSocket upgrade, a TCP socket, a pair of
+ * stdio streams) passes the same gates in the same order before a session opens: closing,
+ * broker, admission (limits per address), `authenticate`, `userOf`. It exists so those gates
+ * and their refusals (an HTTP status for an upgrade, one JSON line for a stream) live in one
+ * place, apart from what the gateway does with a session once it is open.
+ */
+export class ConnectionIntake<C> {
+  private readonly wss: WebSocketServer;
+  private readonly tcpServers = new Set<TcpServer>();
+
+  constructor(private readonly deps: IntakeDeps<C>) {
+    this.wss = new WebSocketServer({
+      noServer: true,
+      maxPayload: deps.limits.maxMessageBytes,
+      clientTracking: false,
+      perMessageDeflate: false,
+      WebSocket: TransportSocket,
+      handleProtocols: (offered, request) => this.pickProtocol(offered, request),
+    });
+  }
+
+  /** The HTTP server's `upgrade` listener. */
+  upgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void {
+    this.onUpgrade(request, socket, head).catch((err: unknown) => {
+      // A hook (origin predicate, selectProtocol) threw: answer rather than leave the socket hanging.
+      this.deps.logger.error({ err }, 'upgrade failed');
+      this.refuse(socket, 'error', 500);
+    });
+  }
+
+  /** Gateway.listenTcp: a TCP (or, with the `tls` option, TLS) listener whose sockets come here. */
+  listenTcp(port: number, host: string): Promise<AddressInfo> {
+    const onSocket = (socket: Socket): void => {
+      socket.on('error', () => socket.destroy());
+      // Writes are already gathered per turn: no Nagle delay on top. TCP has no ping frame,
+      // so the kernel's keepalive finds peers that vanished without a FIN.
+      socket.setNoDelay(true);
+      socket.setKeepAlive(true, this.deps.options.heartbeatInterval || 30_000);
+      void this.acceptStream(socket, socket, 'tcp', socket.remoteAddress);
+    };
+    const tls = this.deps.options.tls;
+    // Half-open allowed: a client may end its side after its requests and still get the replies.
+    const server = tls
+      ? createTlsServer({ ...tls, allowHalfOpen: true }, onSocket)
+      : createTcpServer({ allowHalfOpen: true }, onSocket);
+    this.tcpServers.add(server);
+    server.on('close', () => this.tcpServers.delete(server));
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        const address = server.address() as AddressInfo;
+        this.deps.logger.info(
+          { host: address.address, port: address.port, tls: !!tls },
+          'tcp listening',
+        );
+        resolve(address);
+      });
+    });
+  }
+
+  /** Shutdown, first: no new TCP connections. */
+  closeTcpListeners(): void {
+    for (const server of this.tcpServers) server.close();
+  }
+
+  /** Shutdown, once the sessions are closed. */
+  closeWebSocketServer(): void {
+    this.wss.close();
+  }
+
+  /** New long-lived connections are refused while the broker is down (refuseWhileBrokerDown). */
+  private get refusingForBroker(): boolean {
+    return (this.deps.options.refuseWhileBrokerDown ?? true) && !this.deps.broker.ready;
+  }
+
+  private pickProtocol(offered: Set<string>, request: IncomingMessage): string | false {
+    const list = [...offered];
+    const { options, proxies } = this.deps;
+    if (options.selectProtocol)
+      return options.selectProtocol(list, describeUpgrade(request, 'websocket', proxies));
+    // Never echo a token a browser sent as a subprotocol when a real protocol name is there.
+    return offered.has(PREFERRED_SUBPROTOCOL) ? PREFERRED_SUBPROTOCOL : (list[0] ?? false);
+  }
+
+  private async onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    const { deps } = this;
+    socket.on('error', destroySocket);
+    const path = (request.url ?? '/').split('?', 1)[0];
+    if (path !== deps.path) return this.refuse(socket, 'path', 404);
+    if (deps.isClosing())
+      return this.refuse(socket, 'draining', 503, 'Server shutting down', { 'Retry-After': '1' });
+    const upgrade = describeUpgrade(request, 'websocket', deps.proxies);
+    if (this.refusingForBroker) {
+      // Sessions already open stay; new ones go to a node whose broker works.
+      return this.refuse(
+        socket,
+        'broker-unavailable',
+        503,
+        'Broker unavailable',
+        { 'Retry-After': '5' },
+        upgrade,
+      );
+    }
+    const admitted = deps.admission.admit(upgrade);
+    if (typeof admitted !== 'function') {
+      return this.refuse(
+        socket,
+        admitted.reason,
+        admitted.status,
+        admitted.message,
+        admitted.headers,
+        upgrade,
+      );
+    }
+    const release = admitted;
+    const auth = await runAuthenticate(deps.options.authenticate, upgrade, deps.logger);
+    if (!auth.ok) {
+      release();
+      const { reason, status, message, headers } = auth;
+      // A failed hook is logged by runAuthenticate; a refusal is logged with its request.
+      const logged = reason === 'unauthenticated' ? upgrade : undefined;
+      return this.refuse(socket, reason, status, message, headers, logged);
+    }
+    const context = auth.context;
+    const held = await this.holdUser(context);
+    if (!held.ok) {
+      release();
+      return this.refuse(socket, 'auth-error', 500);
+    }
+    const { user } = held;
+    try {
+      if (deps.isClosing()) {
+        release();
+        return this.refuse(socket, 'draining', 503, 'Server shutting down');
+      }
+      if (socket.destroyed) return release();
+      const { remoteAddress } = upgrade;
+      let opened = false;
+      try {
+        this.wss.handleUpgrade(request, socket, head, (ws) => {
+          opened = true;
+          socket.removeListener('error', destroySocket); // ws has its own from here
+          // The server's `WebSocket` option makes every socket a TransportSocket.
+          this.openSession(ws as TransportSocket, context, remoteAddress, user);
+        });
+      } finally {
+        // ws calls back synchronously or not at all (it refused or destroyed the socket, or a
+        // hook such as selectProtocol threw). Once open, the session frees the slot when it
+        // closes (SessionTable.onClosed): no listener per connection.
+        if (!opened) release();
+      }
+    } finally {
+      this.releaseUser(user);
+    }
+  }
+
+  private refuse(
+    socket: Duplex,
+    reason: string,
+    status: number,
+    message?: string,
+    headers?: Record<string, string>,
+    upgrade?: UpgradeRequest,
+  ): void {
+    this.deps.metrics.upgradeRejected(reason);
+    if (upgrade)
+      this.deps.logger.info(
+        { status, reason, remoteAddress: upgrade.remoteAddress },
+        'upgrade rejected',
+      );
+    rejectUpgrade(socket, status, message, headers);
+  }
+
+  private openSession(
+    ws: TransportSocket,
+    context: C,
+    remoteAddress: string | undefined,
+    user: string | undefined,
+  ): void {
+    const { metrics, limits } = this.deps;
+    const transport = new WsTransport(ws, metrics, undefined, limits.maxBufferedBytes);
+    const session = this.deps.attach(transport, context, remoteAddress, user);
+    session.logger.info(
+      // A subprotocol other than ours may be a token (a browser's only way to send one).
+      { remoteAddress, protocol: ws.protocol === PREFERRED_SUBPROTOCOL ? ws.protocol : undefined },
+      'connected',
+    );
+  }
+
+  /** A TCP socket or a pair of stdio streams: newline-delimited JSON once admitted. */
+  async acceptStream(
+    input: Readable,
+    output: Writable,
+    kind: 'stdio' | 'tcp',
+    remoteAddress: string | undefined,
+  ): Promise<Session<C> | undefined> {
+    const { deps } = this;
+    const refuse = (status: number, message: string): undefined => {
+      deps.logger.info({ transport: kind, remoteAddress, status, message }, 'connection refused');
+      input.resume(); // whatever else it sends is thrown away
+      // The line, then the end; a socket whose peer keeps its side open is destroyed soon after.
+      output.end(streamRefusal(status, message), () => {
+        if (kind === 'tcp') setTimeout(() => input.destroy(), 1_000).unref();
+      });
+      return undefined;
+    };
+    if (deps.isClosing()) return refuse(503, 'Server shutting down');
+    // A pipe (stdio) is the process's one connection: it is served, broker or not.
+    if (kind === 'tcp' && this.refusingForBroker) return refuse(503, 'Broker unavailable');
+    const request = describeStream(kind, remoteAddress);
+    const admitted = deps.admission.admit(request);
+    if (typeof admitted !== 'function') return refuse(admitted.status, admitted.message);
+    const auth = await runAuthenticate(deps.options.authenticate, request, deps.logger);
+    if (!auth.ok) {
+      admitted();
+      return refuse(auth.status, auth.message ?? 'Internal server error');
+    }
+    const context = auth.context;
+    const held = await this.holdUser(context);
+    if (!held.ok) {
+      admitted();
+      return refuse(500, 'Internal server error');
+    }
+    const { user } = held;
+    try {
+      if (deps.isClosing() || input.destroyed) {
+        admitted();
+        return deps.isClosing() ? refuse(503, 'Server shutting down') : undefined;
+      }
+      const transport = new NdjsonTransport(input, output, {
+        kind,
+        maxLineBytes: deps.limits.maxMessageBytes,
+        maxBufferedBytes: deps.limits.maxBufferedBytes,
+        counters: deps.metrics,
+        // `echo request | server` or a half-closed socket: answer what came, then close.
+        onInputEnd: () =>
+          void closeWhenIdle(session, Date.now() + 30_000, CloseCode.Normal, 'input ended'),
+      });
+      const session = deps.attach(transport, context, remoteAddress, user);
+      session.logger.info({ transport: kind, remoteAddress }, 'connected');
+      return session;
+    } finally {
+      this.releaseUser(user);
+    }
+  }
+
+  /**
+   * Before a session of a user (`userOf`) opens: start listening for the user's messages on
+   * this node and wait until the broker has that subscription (or the attempt failed; it is
+   * retried), so a `notifyUser` sent after the session's first answer reaches it. The hold is
+   * released with `releaseUser` once the session took its own (in `attach`), or was refused.
+   */
+  private async holdUser(
+    context: C,
+  ): Promise<{ ok: true; user: string | undefined } | { ok: false }> {
+    let user: string | undefined;
+    try {
+      user = this.deps.options.userOf?.(context);
+    } catch (err) {
+      // A failing hook refuses the connection (500), as a failing authenticate does.
+      this.deps.logger.error({ err }, 'userOf failed');
+      return { ok: false };
+    }
+    if (user === undefined) return { ok: true, user };
+    this.deps.router.userConnected(user);
+    await this.deps.router.listeningFor(user);
+    return { ok: true, user };
+  }
+
+  private releaseUser(user: string | undefined): void {
+    if (user !== undefined) this.deps.router.userDisconnected(user);
+  }
+}
+
+// Shared by every upgrading socket (`this` is the socket): no closure per connection.
+function destroySocket(this: Duplex): void {
+  this.destroy();
+}

@@ -1,0 +1,138 @@
+import { Subject } from 'rxjs';
+import type { Observable } from 'rxjs';
+import { AnsweringPeer } from '../peer/answering-peer.js';
+import { LazyChildLogger } from '../peer/lazy-child-logger.js';
+import type { Logger } from '../peer/logger.js';
+import { Peer } from '../peer/peer.js';
+import type { CloseInfo, PeerConfig } from '../peer/peer.js';
+import type { Params } from '../protocol/types.js';
+import type { ServerTransport } from '../transport/transport.js';
+import type { Admission } from './admission.js';
+import type { GatewayLimits } from './options.js';
+import { Session } from './session.js';
+import type { LocalSessions, SessionRouter } from './session-router.js';
+import { TokenBucket } from './token-bucket.js';
+
+export interface SessionTableDeps<C> {
+  /** This gateway's id among its peers: the prefix of its session ids. */
+  nodeId: string;
+  /** The gateway's logger: each session logs through a child of it. */
+  logger: Logger;
+  limits: Required<GatewayLimits>;
+  admission: Pick<Admission, 'release'>;
+  pubsub: { detach(session: Session<C>): void };
+  /**
+   * Told when a session of a user opens here and when it closes (the router listens for the
+   * user's messages meanwhile). The router is built on the table (LocalSessions), so the
+   * gateway hands it over lazily.
+   */
+  users: Pick<SessionRouter, 'userConnected' | 'userDisconnected'>;
+}
+
+/**
+ * The sessions this gateway keeps: their ids, the index by user (for notifyUser), and the
+ * connected/disconnected events. It exists so that opening and closing a session is done in
+ * one place, in one order, whatever the transport it came over; admitting the connection
+ * first is the intake's job.
+ */
+export class SessionTable<C> implements LocalSessions {
+  /** Open sessions by id. */
+  readonly live = new Map<string, Session<C>>();
+  /** Local sessions by user (GatewayOptions.userOf), for notifyUser. */
+  private readonly byUser = new Map<string, Set<Session<C>>>();
+  private readonly idPrefix: string;
+  private counter = 0;
+  private readonly connectedSubject = new Subject<Session<C>>();
+  private readonly disconnectedSubject = new Subject<Session<C>>();
+  /** Emits each session once it is open. */
+  readonly connected$: Observable<Session<C>> = this.connectedSubject.asObservable();
+  /** Emits each session once it has closed and all its calls have settled. */
+  readonly disconnected$: Observable<Session<C>> = this.disconnectedSubject.asObservable();
+
+  constructor(private readonly deps: SessionTableDeps<C>) {
+    this.idPrefix = `${deps.nodeId}-`;
+  }
+
+  /**
+   * A session and its peer over `transport`, not kept in the table (an HTTP exchange's, or
+   * one `open` is about to keep). Everything but these, the logger and the bucket is shared.
+   */
+  create(
+    transport: ServerTransport,
+    context: C,
+    remoteAddress: string | undefined,
+    admit: { take(): boolean } | undefined,
+    config: PeerConfig<Session<C>>,
+  ): Session<C> {
+    // Unique across gateways (a random prefix per process) without a random draw per connection.
+    const id = `${this.idPrefix}${(++this.counter).toString(36)}`;
+    const logger = new LazyChildLogger(this.deps.logger, 'session', id);
+    const session = new Session<C>(id, context, remoteAddress, logger, transport);
+    // An HTTP exchange answers in its response (AnsweringPeer.answer); connections send.
+    const PeerClass = transport.canPush ? Peer : AnsweringPeer;
+    session.peer = new PeerClass<Session<C>>(transport, { session, logger, admit }, config);
+    return session;
+  }
+
+  /**
+   * Open a session (a connection the gateway keeps) over an admitted transport of any kind.
+   * `config` must close through `onClosed`.
+   */
+  open(
+    transport: ServerTransport,
+    context: C,
+    remoteAddress: string | undefined,
+    /** `userOf(context)`, worked out once by the caller (holdUser). */
+    user: string | undefined,
+    config: PeerConfig<Session<C>>,
+  ): Session<C> {
+    const { ratePerSecond, rateBurst } = this.deps.limits;
+    const bucket = ratePerSecond > 0 ? new TokenBucket(ratePerSecond, rateBurst) : undefined;
+    const session = this.create(transport, context, remoteAddress, bucket, config);
+    this.live.set(session.id, session);
+    if (user !== undefined) {
+      session.user = user;
+      let sessions = this.byUser.get(user);
+      if (!sessions) this.byUser.set(user, (sessions = new Set()));
+      sessions.add(session);
+      this.deps.users.userConnected(user);
+    }
+    this.connectedSubject.next(session);
+    return session;
+  }
+
+  /** The peers' close hook (PeerConfig.onClosed) of every session `open` keeps. */
+  readonly onClosed = (peer: Peer<Session<C>>, info: CloseInfo): void => {
+    const session = peer.session;
+    this.live.delete(session.id);
+    this.deps.admission.release(session.transport.kind, session.remoteAddress);
+    this.deps.pubsub.detach(session);
+    if (session.user !== undefined) {
+      const sessions = this.byUser.get(session.user);
+      sessions?.delete(session);
+      if (sessions?.size === 0) this.byUser.delete(session.user);
+      this.deps.users.userDisconnected(session.user);
+    }
+    session.logger.info({ code: info.code, reason: info.reason || undefined }, 'disconnected');
+    this.disconnectedSubject.next(session);
+  };
+
+  notifySession(id: string, method: string, params: Params | undefined): boolean {
+    const session = this.live.get(id);
+    if (!session || session.isClosed) return false;
+    session.notify(method, params);
+    return true;
+  }
+
+  notifyUser(user: string, method: string, params: Params | undefined): number {
+    const sessions = [...(this.byUser.get(user) ?? [])];
+    for (const session of sessions) if (!session.isClosed) session.notify(method, params);
+    return sessions.length;
+  }
+
+  /** Shutdown: no more connected/disconnected events. */
+  complete(): void {
+    this.connectedSubject.complete();
+    this.disconnectedSubject.complete();
+  }
+}

@@ -1,0 +1,138 @@
+import type { Server as HttpServer } from 'node:http';
+import type { WebSocket } from 'ws';
+import type { Logger } from '../peer/logger.js';
+import { ReservedMethod } from '../protocol/reserved.js';
+import type { Broker } from '../pubsub/broker.js';
+import { CloseCode } from '../transport/transport.js';
+import { WsTransport } from '../transport/ws-transport.js';
+import type { ConnectionIntake } from './connection-intake.js';
+import type { Heartbeat } from './heartbeat.js';
+import type { HttpRpc } from './http-rpc.js';
+import type { Session } from './session.js';
+import type { SessionRouter } from './session-router.js';
+import type { SessionTable } from './session-table.js';
+
+/*
+ * Closing gracefully: one session once its calls are done, and the whole gateway (drain,
+ * then close). Kept apart because the order of the teardown is the point: what is stopped
+ * first decides what clients see (a reconnect notice, a close code, a 503) and what may
+ * still run (HTTP handlers that publish need the broker until they finish).
+ */
+
+export interface DrainOptions {
+  /** How long in-flight calls may take to finish before their sessions are closed anyway. Default 10 000 ms. */
+  deadlineMs?: number;
+  /** Sent in the rpc.reconnect notice: where clients should go instead (optional). */
+  reconnectUrl?: string;
+}
+
+export interface CloseOptions {
+  /** Close code sent to every client. Default 1001 (going away). */
+  code?: number;
+  reason?: string;
+  /** How long to wait for clients to finish the closing handshake before cutting them off. Default 5 000 ms. */
+  timeoutMs?: number;
+}
+
+/** Close `session` once it has no call in flight, or at `deadline` anyway. */
+export async function closeWhenIdle<C>(
+  session: Session<C>,
+  deadline: number,
+  code: number = CloseCode.ServiceRestart,
+  reason = 'service restart',
+): Promise<void> {
+  // Polling is enough here: it runs once per session close, for at most the deadline.
+  while (!session.isClosed && session.peer.inFlightCount > 0 && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  session.close(code, reason);
+}
+
+/**
+ * The first half of a drain (the caller has already set the gateway closing): tell every
+ * client to reconnect, stop taking calls, and close each session once its calls are done,
+ * while HTTP exchanges under way finish; all by the deadline.
+ */
+export async function drainSessions<C>(
+  live: ReadonlyMap<string, Session<C>>,
+  httpRpc: Pick<HttpRpc<C>, 'settled'>,
+  logger: Logger,
+  options: DrainOptions,
+): Promise<void> {
+  const deadline = Date.now() + (options.deadlineMs ?? 10_000);
+  const notice = options.reconnectUrl ? { url: options.reconnectUrl } : {};
+  const sessions = [...live.values()];
+  logger.info({ sessions: sessions.length }, 'draining');
+  for (const session of sessions) {
+    if (session.isClosed) continue;
+    session.peer.stopAcceptingCalls();
+    session.notify(ReservedMethod.Reconnect, notice);
+  }
+  await Promise.all([
+    ...sessions.map((session) => closeWhenIdle(session, deadline)),
+    httpRpc.settled(deadline - Date.now()),
+  ]);
+}
+
+/** What the gateway tears down, in `shutdown`'s order. */
+export interface ShutdownParts<C> {
+  logger: Logger;
+  intake: Pick<ConnectionIntake<C>, 'closeTcpListeners' | 'closeWebSocketServer'>;
+  sessions: Pick<SessionTable<C>, 'live' | 'complete'>;
+  heartbeat: Pick<Heartbeat, 'stop'>;
+  httpRpc: Pick<HttpRpc<C>, 'settled' | 'closeAll'>;
+  /** The HTTP server, when the gateway created it (one passed in is the application's to close). */
+  ownServer: HttpServer | undefined;
+  router: Pick<SessionRouter, 'stop'>;
+  /** The broker, when the gateway created it. */
+  ownBroker: Broker | undefined;
+}
+
+/**
+ * Stop (the caller has already set the gateway closing): refuse new connections, close every
+ * session with `code`, wait for them (up to `timeoutMs`, then cut them off), and close the
+ * HTTP server.
+ */
+export async function shutdown<C>(parts: ShutdownParts<C>, options: CloseOptions): Promise<void> {
+  const code = options.code ?? CloseCode.GoingAway;
+  parts.intake.closeTcpListeners();
+  const sessions = [...parts.sessions.live.values()];
+  // WebSockets finish their closing handshake; waiting for it lets clients see the code.
+  const sockets = sessions
+    .map((session) => session.transport)
+    .filter((transport) => transport instanceof WsTransport)
+    .map((transport) => transport.socket);
+  for (const session of sessions) session.close(code, options.reason ?? 'server shutting down');
+  await waitForSockets(sockets, options.timeoutMs ?? 5_000);
+  parts.heartbeat.stop();
+  parts.intake.closeWebSocketServer();
+  parts.sessions.complete();
+  // HTTP requests already taken finish (their handlers may still publish) before the
+  // server and the broker go; new ones have been answered 503 since `closing` was set.
+  await parts.httpRpc.settled(options.timeoutMs ?? 5_000);
+  parts.httpRpc.closeAll();
+  const server = parts.ownServer;
+  if (server?.listening) {
+    await new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+  }
+  await parts.router.stop();
+  if (parts.ownBroker) await parts.ownBroker.close();
+  parts.logger.info('gateway closed');
+}
+
+async function waitForSockets(sockets: WebSocket[], timeoutMs: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
+  const allClosed = Promise.all(
+    sockets.map((socket) => {
+      if (socket.readyState === socket.CLOSED) return Promise.resolve();
+      return new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    }),
+  );
+  await Promise.race([allClosed, deadline]);
+  clearTimeout(timer);
+  for (const socket of sockets) if (socket.readyState !== socket.CLOSED) socket.terminate();
+}

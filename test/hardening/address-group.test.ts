@@ -1,0 +1,41 @@
+import { describe, expect, it } from 'vitest';
+import { Admission } from '../../src/server/admission.js';
+import { addressGroup } from '../../src/server/address-group.js';
+import type { UpgradeRequest } from '../../src/server/options.js';
+
+describe('addressGroup (what per-address limits count under)', () => {
+  it.each([
+    ['203.0.113.7', '203.0.113.7'],
+    ['::ffff:203.0.113.7', '203.0.113.7'],
+    ['2001:db8:1:2:aaaa:bbbb:cccc:dddd', '2001:db8:1:2::/64'],
+    ['2001:db8:1:2::1', '2001:db8:1:2::/64'],
+    ['2001:0db8:0001:0002::ffff', '2001:db8:1:2::/64'],
+    ['2001:db8::1', '2001:db8:0:0::/64'],
+    ['::1', '0:0:0:0::/64'],
+    ['fe80::1%eth0', 'fe80:0:0:0::/64'],
+    ['::ffff:0:1.2.3.4', '0:0:0:0::/64'],
+  ])('%s counts as %s', (address, group) => {
+    expect(addressGroup(address)).toBe(group);
+  });
+
+  it('the per-address limit holds across the addresses of one IPv6 /64', () => {
+    const admission = new Admission({ maxConnections: 100, maxConnectionsPerIp: 2 }, undefined);
+    const upgrade = (remoteAddress: string): UpgradeRequest => ({
+      transport: 'websocket',
+      request: undefined,
+      headers: {},
+      url: new URL('ws://gateway/rpc'),
+      query: new URLSearchParams(),
+      cookies: {},
+      protocols: [],
+      remoteAddress,
+    });
+    expect(typeof admission.admit(upgrade('2001:db8:1:2::1'))).toBe('function');
+    expect(typeof admission.admit(upgrade('2001:db8:1:2::2'))).toBe('function');
+    expect(admission.admit(upgrade('2001:db8:1:2:ffff::3'))).toMatchObject({ status: 429 });
+    // Another /64 has its own count; releasing one address frees a slot of its group.
+    expect(typeof admission.admit(upgrade('2001:db8:1:3::1'))).toBe('function');
+    admission.release('websocket', '2001:db8:1:2::2');
+    expect(typeof admission.admit(upgrade('2001:db8:1:2::9'))).toBe('function');
+  });
+});
