@@ -1,121 +1,37 @@
 import type { Observable } from 'rxjs';
-import { Subject } from 'rxjs';
 import { parseFrame } from '../protocol/classify.js';
-import type { ClassifyOptions, Incoming } from '../protocol/classify.js';
+import type { Incoming } from '../protocol/classify.js';
 import {
   encodeBatch,
   encodeFailure,
   encodeNotification,
   encodeRequest,
-  encodeSuccess,
 } from '../protocol/encode.js';
-import { ErrorCode, defaultErrorMessage } from '../protocol/error-codes.js';
-import { isWireError, toWireError } from '../protocol/errors.js';
-import { ConnectionClosedError } from '../protocol/local-errors.js';
-import { ReservedMethod, isReservedMethod } from '../protocol/reserved.js';
-import type { Params, ProtocolVersion, RequestId } from '../protocol/types.js';
+import { ReservedMethod } from '../protocol/reserved.js';
+import type { Params, RequestId } from '../protocol/types.js';
 import type { Transport, TransportListener } from '../transport/transport.js';
-import { RunningCall } from './handler-context.js';
+import { IncomingDispatch } from './incoming-dispatch.js';
 import { silentLogger } from './logger.js';
 import type { Logger } from './logger.js';
 import { nameOf } from './method-descriptor.js';
 import type { MethodDescriptor, NotificationDescriptor } from './method-descriptor.js';
 import { notificationsNamed } from './notifications.js';
 import type { IncomingNotification } from './notifications.js';
-import { MethodRegistry } from './method-registry.js';
-import type { Handler } from './method-registry.js';
+import type { MethodRegistry } from './method-registry.js';
+import { logNoise } from './noise-log.js';
+import { closedError, peerConfig } from './peer-options.js';
+import type { CloseInfo, PeerConfig, PeerOptions } from './peer-options.js';
 import { PendingCalls } from './pending-calls.js';
 import type { CallOptions } from './pending-calls.js';
+import { isPromiseLike } from './replies.js';
+import type { HookedReply, Reply } from './replies.js';
 
-export interface PeerOptions<S> {
-  /** Handlers for incoming calls; may be shared by many peers. */
-  registry?: MethodRegistry<S>;
-  /** Passed to handlers as `ctx.session`. */
-  session: S;
-  logger?: Logger;
-  /** Default timeout for outgoing calls in ms; 0 waits forever. Default 30 000. */
-  callTimeout?: number;
-  /** Most outgoing calls awaiting a response at once. Default 1 024. */
-  maxPendingCalls?: number;
-  /** Most incoming calls running at once; beyond it calls get -32000 Server busy. Default 256. */
-  maxInFlight?: number;
-  /** Put internal error messages and stacks in `error.data` (debug only). Default false. */
-  exposeErrorDetails?: boolean;
-  /** Parsing limits and the JSON-RPC 1.0 switch. */
-  parse?: ClassifyOptions;
-  /**
-   * Gather the calls and notifications made in one turn into one JSON-RPC batch
-   * frame of at most this many members (for browsers, where a WebSocket cannot
-   * be corked). 0 or undefined sends each on its own. Keep it at or below the
-   * server's maxBatch.
-   */
-  batchOutgoing?: number;
-  /**
-   * Decide whether an incoming call or notification may run; false answers -32004
-   * Unauthorized (a notification is dropped). Runs after the method is found.
-   */
-  authorize?: (
-    method: string,
-    params: Params | undefined,
-    session: S,
-  ) => boolean | Promise<boolean>;
-  /**
-   * Rate limit: `take()` is called for each incoming message (each batch member); for a request
-   * false answers -32003 Rate limited, and a notification is dropped. Responses and invalid
-   * messages (parse errors included) take a token too, so garbage spends the same budget as
-   * calls, but are handled as usual whatever the answer: an invalid message still gets its
-   * -32700/-32600 error (the spec's answer, no larger than a -32003), and a response the peer
-   * is waiting for is still delivered.
-   */
-  admit?: { take(): boolean };
-  /** Told once the connection has closed and everything has settled (an alternative to `closed` that allocates nothing). */
-  onClosed?: (peer: Peer<S>, info: CloseInfo) => void;
-  /** Told of every incoming call once it is answered, for metrics. */
-  onCallSettled?: (method: string, outcome: CallOutcome, durationMs: number) => void;
-  /** Handlers for reserved `rpc.` methods the layer above provides (e.g. rpc.discover). */
-  reservedMethods?: ReadonlyMap<string, Handler<S>>;
-  /** Reserved (`rpc.`) notifications other than cancel, for the layer above. */
-  onReservedNotification?: (method: string, params: Params | undefined) => void;
-}
-
-/** The options every peer made from them shares, with their defaults filled in. */
-export interface PeerConfig<S> {
-  readonly registry: MethodRegistry<S>;
-  readonly callTimeout: number;
-  readonly maxPendingCalls: number;
-  readonly maxInFlight: number;
-  readonly exposeErrorDetails: boolean;
-  readonly parse: ClassifyOptions;
-  readonly batchOutgoing: number;
-  readonly authorize: PeerOptions<S>['authorize'];
-  readonly onClosed: PeerOptions<S>['onClosed'];
-  readonly onCallSettled: PeerOptions<S>['onCallSettled'];
-  readonly reservedMethods: PeerOptions<S>['reservedMethods'];
-  readonly onReservedNotification: PeerOptions<S>['onReservedNotification'];
-}
-
-/** Resolve the shared part of `options` (everything but session, logger and admit). */
-export function peerConfig<S>(options: Omit<PeerOptions<S>, 'session'>): PeerConfig<S> {
-  return {
-    registry: options.registry ?? new MethodRegistry<S>(),
-    callTimeout: options.callTimeout ?? 30_000,
-    maxPendingCalls: options.maxPendingCalls ?? 1024,
-    maxInFlight: options.maxInFlight ?? 256,
-    exposeErrorDetails: options.exposeErrorDetails ?? false,
-    parse: options.parse ?? {},
-    batchOutgoing: options.batchOutgoing ?? 0,
-    authorize: options.authorize,
-    onClosed: options.onClosed,
-    onCallSettled: options.onCallSettled,
-    reservedMethods: options.reservedMethods,
-    onReservedNotification: options.onReservedNotification,
-  };
-}
-
-/** How an incoming call ended, as metrics see it. */
-export type CallOutcome = 'ok' | 'error' | 'not_found' | 'rejected';
-
+// Moved out of this file; re-exported so `peer/peer.js` stays the one place to import them from.
+export { peerConfig } from './peer-options.js';
+export type { CallOutcome, CloseInfo, PeerConfig, PeerOptions } from './peer-options.js';
 export type { IncomingNotification } from './notifications.js';
+export { NOISE_WARN_LIMIT } from './noise-log.js';
+export type { HookedReply, Reply } from './replies.js';
 
 export interface BatchEntry {
   method: string;
@@ -124,46 +40,13 @@ export interface BatchEntry {
   notification?: boolean;
 }
 
-export interface CloseInfo {
-  code: number;
-  reason: string;
-}
-
-/** A reply, plus work to run once its text is on the wire (ctx.afterReply). */
-export interface HookedReply {
-  text: string;
-  afterSend: () => void;
-}
-export type Reply = string | HookedReply | undefined;
-
-/**
- * Lines about protocol noise from the other side (responses nobody waits for, malformed ones)
- * logged at warn per connection; later ones go to debug, so a peer cannot flood the log.
- */
-export const NOISE_WARN_LIMIT = 10;
-
-function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
-  return (
-    value !== null &&
-    (typeof value === 'object' || typeof value === 'function') &&
-    typeof (value as { then?: unknown }).then === 'function'
-  );
-}
-
-function failure(id: RequestId, code: number, version: ProtocolVersion, data?: unknown): string {
-  const message = defaultErrorMessage[code] ?? 'Server error';
-  return encodeFailure(
-    id,
-    data === undefined ? { code, message } : { code, message, data },
-    version,
-  );
-}
-
 /**
  * One end of a JSON-RPC connection, the same on server and client: it answers
  * incoming calls from its registry, makes outgoing calls, and exposes incoming
  * notifications as Observables. It owns nothing but the transport it is given;
- * `teardown` is the single place where a connection's state is released.
+ * `teardown` is the single place where a connection's state is released. This file keeps
+ * the frames in and out, responses and outgoing calls; answering the other side's calls
+ * and notifications is IncomingDispatch's (incoming-dispatch.ts).
  */
 export class Peer<S = unknown> implements TransportListener {
   readonly session: S;
@@ -171,15 +54,10 @@ export class Peer<S = unknown> implements TransportListener {
   /** Settings shared by every peer made from the same options (one object for thousands). */
   protected readonly config: PeerConfig<S>;
   private readonly admit: PeerOptions<S>['admit'];
-  private pendingTable: PendingCalls | undefined;
   // Allocated on first use: most connections never need them, and a gateway holds thousands.
-  private running: Set<RunningCall<S>> | undefined;
-  private runningById: Map<RequestId, RunningCall<S>> | undefined;
-  private subject: Subject<IncomingNotification> | undefined;
+  private pendingTable: PendingCalls | undefined;
+  private dispatch: IncomingDispatch<S> | undefined;
   private closedPromise: Promise<CloseInfo> | undefined;
-  private acceptingCalls = true;
-  /** Calls waiting for an async authorize hook (counted in flight). */
-  private authorizing = 0;
   private outbox: string[] | undefined;
   /** Protocol noise seen so far (see NOISE_WARN_LIMIT). */
   private noise = 0;
@@ -227,6 +105,17 @@ export class Peer<S = unknown> implements TransportListener {
     ));
   }
 
+  /** Incoming calls and notifications; made on the first one, or the first observer. */
+  private get incoming(): IncomingDispatch<S> {
+    return (this.dispatch ??= new IncomingDispatch(
+      this.session,
+      this.logger,
+      this.config,
+      this.admit,
+      this.closeInfo,
+    ));
+  }
+
   /** TransportListener: the transport has closed. */
   transportClosed(code: number, reason: string): void {
     this.teardown(code, reason);
@@ -244,21 +133,12 @@ export class Peer<S = unknown> implements TransportListener {
 
   /** Every incoming notification (reserved `rpc.` ones excluded). Completes on close. */
   get notifications$(): Observable<IncomingNotification> {
-    return this.notificationSubject().asObservable();
+    return this.incoming.notificationSubject().asObservable();
   }
 
-  private notificationSubject(): Subject<IncomingNotification> {
-    if (!this.subject) {
-      this.subject = new Subject();
-      if (this.closeInfo) this.subject.complete();
-    }
-    return this.subject;
-  }
-
-  /** Incoming calls whose handlers are still running. */
   /** Incoming calls being authorized or run: what a drain or a half-close waits for. */
   get inFlightCount(): number {
-    return (this.running?.size ?? 0) + this.authorizing;
+    return this.dispatch?.inFlightCount ?? 0;
   }
 
   get bufferedAmount(): number {
@@ -269,7 +149,7 @@ export class Peer<S = unknown> implements TransportListener {
   notificationsOf<P extends Params | undefined>(
     descriptor: NotificationDescriptor<P> | string,
   ): Observable<P> {
-    return notificationsNamed(this.notificationSubject(), descriptor);
+    return notificationsNamed(this.incoming.notificationSubject(), descriptor);
   }
 
   /** Call a method on the other side and await its result. */
@@ -285,7 +165,7 @@ export class Peer<S = unknown> implements TransportListener {
     options?: CallOptions,
   ): Promise<unknown> {
     const method = nameOf(target);
-    if (this.closeInfo) return Promise.reject(this.closedError());
+    if (this.closeInfo) return Promise.reject(closedError(this.closeInfo));
     let opened: { id: number; promise: Promise<unknown> };
     try {
       opened = this.pending.open(method, options);
@@ -310,7 +190,7 @@ export class Peer<S = unknown> implements TransportListener {
   ): void;
   notify(method: string, params?: Params): void;
   notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {
-    if (this.closeInfo) throw this.closedError();
+    if (this.closeInfo) throw closedError(this.closeInfo);
     const method = nameOf(target);
     this.sendOutgoing(encodeNotification(method, params));
   }
@@ -323,7 +203,7 @@ export class Peer<S = unknown> implements TransportListener {
     entries: readonly BatchEntry[],
     options?: CallOptions,
   ): Promise<PromiseSettledResult<unknown>[]> {
-    if (this.closeInfo) throw this.closedError();
+    if (this.closeInfo) throw closedError(this.closeInfo);
     if (entries.length === 0) return [];
     const parts: string[] = [];
     const promises: Promise<unknown>[] = [];
@@ -354,7 +234,7 @@ export class Peer<S = unknown> implements TransportListener {
    * draining: the calls already running finish, new ones are refused).
    */
   stopAcceptingCalls(): void {
-    this.acceptingCalls = false;
+    this.incoming.stopAcceptingCalls();
   }
 
   /** Close the connection. Pending calls reject and running handlers are aborted at once. */
@@ -430,20 +310,13 @@ export class Peer<S = unknown> implements TransportListener {
     }
   }
 
-  private success(call: RunningCall<S>, result: unknown, version: ProtocolVersion): Reply {
-    const id = call.id ?? null;
-    if (call.aborted) return failure(id, ErrorCode.RequestCancelled, version);
-    const text = encodeSuccess(id, result, version);
-    return call.afterSend ? { text, afterSend: call.afterSend } : text;
-  }
-
   /** Returns the reply text, a promise of it, or undefined when nothing is to be sent. */
   protected handle(message: Incoming): Reply | Promise<Reply> {
     switch (message.kind) {
       case 'request':
-        return this.handleRequest(message.id, message.method, message.params, message.version);
+        return this.incoming.request(message.id, message.method, message.params, message.version);
       case 'notification':
-        this.handleNotification(message.method, message.params);
+        this.incoming.notification(message.method, message.params);
         return undefined;
       case 'success':
         this.admit?.take();
@@ -459,201 +332,9 @@ export class Peer<S = unknown> implements TransportListener {
         return encodeFailure(message.id, message.error, message.version);
       case 'bad-response':
         this.admit?.take();
-        this.logNoise({ reason: message.reason }, 'dropped a malformed response');
+        this.noisy({ reason: message.reason }, 'dropped a malformed response');
         return undefined;
     }
-  }
-
-  private handleRequest(
-    id: RequestId,
-    method: string,
-    params: Params | undefined,
-    version: ProtocolVersion,
-  ): Reply | Promise<Reply> {
-    // Liveness probes are answered even while draining or rate limited: they cost nothing.
-    if (method === ReservedMethod.Ping) return encodeSuccess(id, 'pong', version);
-    if (!this.acceptingCalls) {
-      this.config.onCallSettled?.(method, 'rejected', 0);
-      return failure(id, ErrorCode.ShuttingDown, version);
-    }
-    if (this.admit && !this.admit.take()) {
-      this.config.onCallSettled?.(method, 'rejected', 0);
-      return failure(id, ErrorCode.RateLimited, version);
-    }
-    if (isReservedMethod(method)) {
-      const internal = this.config.reservedMethods?.get(method);
-      if (internal) return this.runHandler(internal, id, method, params, version);
-      return failure(id, ErrorCode.MethodNotFound, version);
-    }
-    const handler = this.config.registry.get(method);
-    if (!handler) {
-      this.config.onCallSettled?.(method, 'not_found', 0);
-      return failure(id, ErrorCode.MethodNotFound, version);
-    }
-    if (this.inFlightCount >= this.config.maxInFlight) {
-      this.config.onCallSettled?.(method, 'rejected', 0);
-      return failure(id, ErrorCode.ServerBusy, version, { maxInFlight: this.config.maxInFlight });
-    }
-    if (!this.config.authorize) return this.runHandler(handler, id, method, params, version);
-    const verdict = this.askAuthorize(method, params);
-    if (!isPromiseLike(verdict)) {
-      return verdict
-        ? this.runHandler(handler, id, method, params, version)
-        : this.unauthorized(id, method, version);
-    }
-    this.authorizing++;
-    return Promise.resolve(verdict).then(
-      (allowed) => {
-        this.authorizing--;
-        return allowed
-          ? this.runHandler(handler, id, method, params, version)
-          : this.unauthorized(id, method, version);
-      },
-      (err: unknown) => {
-        this.authorizing--;
-        this.logger.error({ err, method }, 'authorize hook failed');
-        return failure(id, ErrorCode.InternalError, version);
-      },
-    );
-  }
-
-  /** The authorize hook's verdict; a hook that throws counts as a failed (rejected) promise. */
-  private askAuthorize(method: string, params: Params | undefined): boolean | PromiseLike<boolean> {
-    try {
-      return this.config.authorize!(method, params, this.session);
-    } catch (err) {
-      return Promise.reject(err as Error);
-    }
-  }
-
-  private unauthorized(id: RequestId, method: string, version: ProtocolVersion): string {
-    this.config.onCallSettled?.(method, 'rejected', 0);
-    return failure(id, ErrorCode.Unauthorized, version);
-  }
-
-  private runHandler(
-    handler: Handler<S>,
-    id: RequestId,
-    method: string,
-    params: Params | undefined,
-    version: ProtocolVersion,
-  ): Reply | Promise<Reply> {
-    const started = this.config.onCallSettled ? performance.now() : 0;
-    const settled = (outcome: CallOutcome): void =>
-      this.config.onCallSettled?.(method, outcome, performance.now() - started);
-    const call = new RunningCall(this.session, this.logger, id, method);
-    let result: unknown;
-    try {
-      result = handler(params, call);
-    } catch (err) {
-      settled('error');
-      return this.encodeError(call, err, version);
-    }
-    // A synchronous handler is over before anything could cancel it: no bookkeeping needed.
-    if (!isPromiseLike(result)) {
-      settled('ok');
-      return this.success(call, result, version);
-    }
-    this.track(call);
-    if (this.closeInfo) call.abort(this.closedError()); // the handler closed the connection itself
-    return Promise.resolve(result).then(
-      (value) => {
-        this.finish(call);
-        settled('ok');
-        if (this.closeInfo) return undefined;
-        return this.success(call, value, version);
-      },
-      (err: unknown) => {
-        this.finish(call);
-        settled('error');
-        if (this.closeInfo) return undefined;
-        return this.encodeError(call, err, version);
-      },
-    );
-  }
-
-  private encodeError(call: RunningCall<S>, err: unknown, version: ProtocolVersion): string {
-    const id = call.id ?? null;
-    if (call.aborted) return failure(id, ErrorCode.RequestCancelled, version);
-    if (!isWireError(err)) {
-      this.logger.error({ err, method: call.method }, 'handler failed');
-    }
-    return encodeFailure(id, toWireError(err, this.config.exposeErrorDetails), version);
-  }
-
-  private track(call: RunningCall<S>): void {
-    (this.running ??= new Set()).add(call);
-    const byId = (this.runningById ??= new Map());
-    if (call.id !== undefined && !byId.has(call.id)) byId.set(call.id, call);
-  }
-
-  private finish(call: RunningCall<S>): void {
-    this.running?.delete(call);
-    if (call.id !== undefined && this.runningById?.get(call.id) === call) {
-      this.runningById.delete(call.id);
-    }
-  }
-
-  private handleNotification(method: string, params: Params | undefined): void {
-    if (isReservedMethod(method)) {
-      if (method === ReservedMethod.Cancel) this.cancelRunning(params);
-      else this.config.onReservedNotification?.(method, params);
-      return;
-    }
-    if (this.admit && !this.admit.take()) {
-      this.logger.debug({ method }, 'notification dropped: rate limited');
-      return;
-    }
-    if (!this.config.authorize) {
-      this.deliverNotification(method, params);
-      return;
-    }
-    const verdict = this.askAuthorize(method, params);
-    if (!isPromiseLike(verdict)) {
-      if (verdict) this.deliverNotification(method, params);
-      return;
-    }
-    Promise.resolve(verdict).then(
-      (allowed) => allowed && !this.closeInfo && this.deliverNotification(method, params),
-      (err: unknown) => this.logger.error({ err, method }, 'authorize hook failed'),
-    );
-  }
-
-  private deliverNotification(method: string, params: Params | undefined): void {
-    // A notification is a call whose caller wants no answer: run its handler if there is one.
-    const handler = this.config.registry.get(method);
-    if (handler && this.inFlightCount >= this.config.maxInFlight) {
-      this.logger.debug({ method }, 'notification dropped: too many calls in flight');
-      return;
-    }
-    if (handler) this.runForNotification(handler, method, params);
-    this.subject?.next({ method, params });
-  }
-
-  private runForNotification(
-    handler: (params: unknown, ctx: RunningCall<S>) => unknown,
-    method: string,
-    params: Params | undefined,
-  ): void {
-    const call = new RunningCall(this.session, this.logger, undefined, method);
-    this.track(call);
-    const report = (err: unknown): void => {
-      this.finish(call);
-      if (!call.aborted) this.logger.warn({ err, method }, 'notification handler failed');
-    };
-    try {
-      const result = handler(params, call);
-      if (isPromiseLike(result)) Promise.resolve(result).then(() => this.finish(call), report);
-      else this.finish(call);
-    } catch (err) {
-      report(err);
-    }
-  }
-
-  private cancelRunning(params: Params | undefined): void {
-    const id = params && !Array.isArray(params) ? (params as { id?: unknown }).id : undefined;
-    if (typeof id !== 'string' && typeof id !== 'number') return;
-    this.runningById?.get(id)?.abort(new Error('Cancelled by caller'));
   }
 
   private sendCancel(id: number): void {
@@ -682,34 +363,22 @@ export class Peer<S = unknown> implements TransportListener {
     if (this.pendingTable?.wasAbandoned(id)) {
       this.logger.debug({ id }, 'late response to a call given up locally');
     } else {
-      this.logNoise({ id, error }, 'dropped a response that matches no pending call');
+      this.noisy({ id, error }, 'dropped a response that matches no pending call');
     }
   }
 
-  /** Log protocol noise: the first NOISE_WARN_LIMIT lines at warn, the rest at debug, counted. */
-  private logNoise(fields: Record<string, unknown>, msg: string): void {
-    const count = ++this.noise;
-    if (count < NOISE_WARN_LIMIT) this.logger.warn({ ...fields, count }, msg);
-    else if (count === NOISE_WARN_LIMIT)
-      this.logger.warn({ ...fields, count, moreAtDebug: true }, msg);
-    else this.logger.debug({ ...fields, count }, msg);
-  }
-
-  private closedError(): ConnectionClosedError {
-    const info = this.closeInfo;
-    return new ConnectionClosedError('Connection closed', info?.code, info?.reason);
+  /** Log protocol noise, counted per connection (see noise-log.ts). */
+  private noisy(fields: Record<string, unknown>, msg: string): void {
+    logNoise(this.logger, ++this.noise, fields, msg);
   }
 
   /** The one place a connection's state is released; runs once. */
   private teardown(code: number, reason: string): void {
     if (this.closeInfo) return;
     this.closeInfo = { code, reason };
-    const error = this.closedError();
+    const error = closedError(this.closeInfo);
     this.pendingTable?.rejectAll(error);
-    if (this.running) for (const call of this.running) call.abort(error);
-    this.running = undefined;
-    this.runningById = undefined;
-    this.subject?.complete();
+    this.dispatch?.close(this.closeInfo, error);
     this.resolveClosed?.(this.closeInfo);
     this.config.onClosed?.(this, this.closeInfo);
   }

@@ -4,76 +4,44 @@ import type { HandlerContext } from '../peer/handler-context.js';
 import type { Logger } from '../peer/logger.js';
 import type { MethodRegistry } from '../peer/method-registry.js';
 import { ErrorCode } from '../protocol/error-codes.js';
-import { InvalidParamsError, JsonRpcError, ServerError, toWireError } from '../protocol/errors.js';
+import { InvalidParamsError, ServerError } from '../protocol/errors.js';
 import { ConnectionClosedError } from '../protocol/local-errors.js';
 import { defaultRetention } from '../pubsub/broker.js';
-import type { Broker, BrokerMessage, Retention } from '../pubsub/broker.js';
+import type { Broker, Retention } from '../pubsub/broker.js';
 import { Delivery, defaultFlowControl } from '../pubsub/delivery.js';
 import type { FlowControl } from '../pubsub/delivery.js';
-import { finalTail, messageTail, notificationHead, positionTail } from '../pubsub/frames.js';
+import { notificationHead } from '../pubsub/frames.js';
 import type { Sink } from '../pubsub/sink.js';
 import { readSubscribeParams, readUnsubscribeParams } from '../pubsub/subscribe-params.js';
 import type { SubscribeRequest } from '../pubsub/subscribe-params.js';
 import { TopicRegistry } from '../pubsub/topic-registry.js';
+import { replay, sendPosition } from './pubsub-resume.js';
+import { attachStream } from './pubsub-stream.js';
+import type {
+  PubSubStats,
+  SessionSubscription,
+  SessionTable,
+  StreamHandler,
+  SubscriptionMethods,
+  TopicOptions,
+} from './pubsub-types.js';
 import type { Session } from './session.js';
 import { pushUnsupported } from './session.js';
 
-export interface SubscriptionMethods {
-  /** Default "subscribe". */
-  subscribe: string;
-  /** The notification that carries messages. Default "subscription". */
-  notification: string;
-  /** Default "unsubscribe". */
-  unsubscribe: string;
-}
-
-export const defaultSubscriptionMethods: SubscriptionMethods = {
-  subscribe: 'subscribe',
-  notification: 'subscription',
-  unsubscribe: 'unsubscribe',
-};
-
-export interface TopicOptions<C> extends Partial<FlowControl> {
-  /** Decide whether `session` may subscribe; false rejects with -32004 Unauthorized. */
-  authorize?: (request: {
-    session: Session<C>;
-    topic: string;
-    params: unknown;
-  }) => boolean | Promise<boolean>;
-  /** What the broker keeps for clients that resume (default 1 000 messages, 10 minutes). */
-  history?: Partial<Retention>;
-}
-
-export type StreamHandler<C, P = unknown, T = unknown> = (
-  params: P,
-  ctx: HandlerContext<Session<C>>,
-) => Observable<T> | Promise<Observable<T>>;
-
-export interface PubSubStats {
-  /** Messages not delivered to some subscriber because it was slow (drop and keep-latest). */
-  dropped: number;
-  /** Connections closed with 1013 by the `disconnect` policy. */
-  slowConsumerDisconnects: number;
-}
+// The public shapes live in pubsub-types.ts; they are still imported from here.
+export { defaultSubscriptionMethods } from './pubsub-types.js';
+export type {
+  PubSubStats,
+  StreamHandler,
+  SubscriptionMethods,
+  TopicOptions,
+} from './pubsub-types.js';
 
 interface TopicDefinition<C> {
   pattern: string;
   options: TopicOptions<C>;
   flow: FlowControl;
   retention: Retention;
-}
-
-interface SessionSubscription {
-  topic: string | undefined;
-  delivery: Delivery;
-  /** Ends a stream's source, or detaches a topic delivery. */
-  teardown: () => void;
-}
-
-interface SessionTable {
-  /** The session, as the socket fan-out writes to. */
-  sink: Sink;
-  subscriptions: Map<string, SessionSubscription>;
 }
 
 /**
@@ -304,93 +272,11 @@ export class PubSubService<C> {
     table.subscriptions.set(id, subscription);
     ctx.afterReply(() => {
       if (table.subscriptions.get(id) !== subscription) return;
-      if (since !== undefined) this.replay(topic, since, epoch, delivery);
-      else if (position) this.sendPosition(topic, delivery);
+      if (since !== undefined) replay(this.broker, this.logger, topic, since, epoch, delivery);
+      else if (position) sendPosition(this.broker, this.logger, topic, delivery);
       this.registry.attach(topic, delivery);
     });
     return id;
-  }
-
-  /**
-   * Tell the subscriber where it starts: `{"subscription": id, "seq": N, "epoch": E}`, N being
-   * the last message it will not get and E the broker's name for the topic's numbering (when
-   * it has one). Live messages wait meanwhile, so N is exact.
-   */
-  private sendPosition(topic: string, delivery: Delivery): void {
-    delivery.pauseForReplay(0);
-    this.broker.history(topic, Number.MAX_SAFE_INTEGER).then(
-      ({ lastSeq, epoch }) => {
-        // Messages that arrived while asking are delivered: the position is just before them.
-        const position = Math.min(lastSeq, (delivery.firstWaitingSeq ?? lastSeq + 1) - 1);
-        delivery.sendRaw(positionTail(position, epoch));
-        delivery.toldEpoch(epoch);
-        delivery.resume(0, [], position);
-      },
-      (err: unknown) => {
-        this.logger.warn({ err, topic }, 'could not read the topic position');
-        delivery.resume(0, [], 0);
-      },
-    );
-  }
-
-  /**
-   * Resume: live messages wait while history after `since` is fetched; then the
-   * subscriber gets a gap signal if history no longer reaches back that far, the
-   * retained messages, and the live ones, each sequence number once.
-   *
-   * When `since` cannot belong to the broker's numbering (it is past the topic's last
-   * sequence number, or the client's epoch is not the topic's), the broker lost the topic and
-   * numbers it anew: the subscriber gets a gap signal of unknown size (`null`) with the new
-   * epoch, then everything history holds, then the live messages.
-   */
-  private replay(
-    topic: string,
-    since: number,
-    clientEpoch: string | undefined,
-    delivery: Delivery,
-  ): void {
-    delivery.pauseForReplay(since);
-    void this.readReplay(topic, since, clientEpoch, delivery).then(
-      ({ gap, messages, floorSeq, epoch }) => {
-        const history = messages.map((m) => ({ tail: messageTail(m.payload, m.seq), seq: m.seq }));
-        delivery.resume(gap, history, floorSeq, epoch);
-      },
-      (err: unknown) => {
-        this.logger.warn({ err, topic }, 'history unavailable: resuming live only');
-        // How much was lost is unknown: say so rather than pretend nothing was.
-        delivery.resume(null, []);
-      },
-    );
-  }
-
-  private async readReplay(
-    topic: string,
-    since: number,
-    clientEpoch: string | undefined,
-    delivery: Delivery,
-  ): Promise<{
-    gap: number | null;
-    messages: BrokerMessage[];
-    floorSeq: number | undefined;
-    epoch: string | undefined;
-  }> {
-    const { messages, lastSeq, epoch } = await this.broker.history(topic, since);
-    const otherEpoch = clientEpoch !== undefined && epoch !== undefined && clientEpoch !== epoch;
-    if (since <= lastSeq && !otherEpoch) {
-      const firstAvailable = messages[0]?.seq ?? lastSeq + 1;
-      return {
-        gap: Math.max(0, firstAvailable - (since + 1)),
-        messages,
-        floorSeq: undefined,
-        epoch,
-      };
-    }
-    // Another numbering: the client's position (and epoch) mean nothing here. Keep every live
-    // message from now on, and read history from its start.
-    delivery.resetFloor();
-    delivery.clientEpoch = undefined;
-    const all = await this.broker.history(topic, 0);
-    return { gap: null, messages: all.messages, floorSeq: 0, epoch: all.epoch };
   }
 
   private startStream(
@@ -403,46 +289,14 @@ export class PubSubService<C> {
     this.checkLimit(table);
     const id = this.newId();
     const delivery = this.newDelivery(table.sink, id, flow);
-    let running: Subscription | undefined;
-    let ended = false;
-    const subscription: SessionSubscription = {
-      topic: undefined,
+    attachStream({
+      session,
+      table,
+      id,
       delivery,
-      teardown: () => {
-        ended = true;
-        delivery.stop();
-        running?.unsubscribe();
-      },
-    };
-    const end = (tail: string): void => {
-      if (ended) return;
-      ended = true;
-      delivery.finish(tail);
-      if (table.subscriptions.get(id) === subscription) table.subscriptions.delete(id);
-    };
-    table.subscriptions.set(id, subscription);
-    ctx.afterReply(() => {
-      if (ended) return;
-      running = source.subscribe({
-        next: (value) => {
-          let payload: string;
-          try {
-            payload = JSON.stringify(value === undefined ? null : value);
-          } catch (err) {
-            session.logger.warn({ err }, 'stream value is not serializable; ending the stream');
-            end(finalTail(toWireError(err, this.exposeErrorDetails)));
-            running?.unsubscribe();
-            return;
-          }
-          delivery.offer(messageTail(payload));
-        },
-        error: (err: unknown) => {
-          if (!(err instanceof JsonRpcError)) session.logger.warn({ err }, 'stream failed');
-          end(finalTail(toWireError(err, this.exposeErrorDetails)));
-        },
-        complete: () => end(finalTail()),
-      });
-      if (ended) running.unsubscribe();
+      source,
+      ctx,
+      exposeErrorDetails: this.exposeErrorDetails,
     });
     return id;
   }

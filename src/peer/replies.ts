@@ -1,0 +1,67 @@
+import { encodeFailure, encodeSuccess } from '../protocol/encode.js';
+import { ErrorCode, defaultErrorMessage } from '../protocol/error-codes.js';
+import { isWireError, toWireError } from '../protocol/errors.js';
+import type { ProtocolVersion, RequestId } from '../protocol/types.js';
+import type { RunningCall } from './handler-context.js';
+
+/*
+ * What answering an incoming message produces, and the pure functions that encode it. Apart
+ * so that the dispatch (incoming-dispatch.ts) and the frame handling (peer.ts) share one
+ * notion of a reply without either owning the other's code.
+ */
+
+/** A reply, plus work to run once its text is on the wire (ctx.afterReply). */
+export interface HookedReply {
+  text: string;
+  afterSend: () => void;
+}
+export type Reply = string | HookedReply | undefined;
+
+export function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
+  return (
+    value !== null &&
+    (typeof value === 'object' || typeof value === 'function') &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
+}
+
+export function failure(
+  id: RequestId,
+  code: number,
+  version: ProtocolVersion,
+  data?: unknown,
+): string {
+  const message = defaultErrorMessage[code] ?? 'Server error';
+  return encodeFailure(
+    id,
+    data === undefined ? { code, message } : { code, message, data },
+    version,
+  );
+}
+
+/** The reply to a call whose handler returned `result` (-32800 if it was cancelled meanwhile). */
+export function successReply<S>(
+  call: RunningCall<S>,
+  result: unknown,
+  version: ProtocolVersion,
+): Reply {
+  const id = call.id ?? null;
+  if (call.aborted) return failure(id, ErrorCode.RequestCancelled, version);
+  const text = encodeSuccess(id, result, version);
+  return call.afterSend ? { text, afterSend: call.afterSend } : text;
+}
+
+/** The reply to a call whose handler threw `err`; anything but a wire error is logged. */
+export function errorReply<S>(
+  call: RunningCall<S>,
+  err: unknown,
+  version: ProtocolVersion,
+  exposeErrorDetails: boolean,
+): string {
+  const id = call.id ?? null;
+  if (call.aborted) return failure(id, ErrorCode.RequestCancelled, version);
+  if (!isWireError(err)) {
+    call.logger.error({ err, method: call.method }, 'handler failed');
+  }
+  return encodeFailure(id, toWireError(err, exposeErrorDetails), version);
+}

@@ -1,0 +1,60 @@
+// The shapes of pub/sub: what an application declares (methods, topic options, stream handlers)
+// and what the service keeps per session. Apart from the service so the options and gateway
+// modules can name these types without the service's code, and so its parts can share them.
+import type { Observable } from 'rxjs';
+import type { HandlerContext } from '../peer/handler-context.js';
+import type { Retention } from '../pubsub/broker.js';
+import type { Delivery, FlowControl } from '../pubsub/delivery.js';
+import type { Sink } from '../pubsub/sink.js';
+import type { Session } from './session.js';
+
+export interface SubscriptionMethods {
+  /** Default "subscribe". */
+  subscribe: string;
+  /** The notification that carries messages. Default "subscription". */
+  notification: string;
+  /** Default "unsubscribe". */
+  unsubscribe: string;
+}
+
+export const defaultSubscriptionMethods: SubscriptionMethods = {
+  subscribe: 'subscribe',
+  notification: 'subscription',
+  unsubscribe: 'unsubscribe',
+};
+
+export interface TopicOptions<C> extends Partial<FlowControl> {
+  /** Decide whether `session` may subscribe; false rejects with -32004 Unauthorized. */
+  authorize?: (request: {
+    session: Session<C>;
+    topic: string;
+    params: unknown;
+  }) => boolean | Promise<boolean>;
+  /** What the broker keeps for clients that resume (default 1 000 messages, 10 minutes). */
+  history?: Partial<Retention>;
+}
+
+export type StreamHandler<C, P = unknown, T = unknown> = (
+  params: P,
+  ctx: HandlerContext<Session<C>>,
+) => Observable<T> | Promise<Observable<T>>;
+
+export interface PubSubStats {
+  /** Messages not delivered to some subscriber because it was slow (drop and keep-latest). */
+  dropped: number;
+  /** Connections closed with 1013 by the `disconnect` policy. */
+  slowConsumerDisconnects: number;
+}
+
+export interface SessionSubscription {
+  topic: string | undefined;
+  delivery: Delivery;
+  /** Ends a stream's source, or detaches a topic delivery. */
+  teardown: () => void;
+}
+
+export interface SessionTable {
+  /** The session, as the socket fan-out writes to. */
+  sink: Sink;
+  subscriptions: Map<string, SessionSubscription>;
+}
