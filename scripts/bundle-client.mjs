@@ -21,16 +21,32 @@ const guard = {
   },
 };
 
-const result = await build({
-  entryPoints: ['src/client/index.ts'],
+/** How every bundle here is built: for browsers, ESM, minified, in memory. */
+const forBrowsers = {
   bundle: true,
   format: 'esm',
   platform: 'browser',
   target: 'es2022',
   minify: true,
+  write: false,
+};
+
+/** Bundle `contents` (a module's text) the same way: its minified and gzipped sizes. */
+async function sizeOf(contents, loader, options) {
+  const out = await build({
+    ...forBrowsers,
+    stdin: { contents, resolveDir: process.cwd(), loader },
+    ...options,
+  });
+  const bundled = out.outputFiles[0].contents;
+  return { bytes: bundled.length, gz: gzipSync(bundled).length };
+}
+
+const result = await build({
+  ...forBrowsers,
+  entryPoints: ['src/client/index.ts'],
   sourcemap: true,
   metafile: true,
-  write: false,
   outdir: 'dist/browser',
   entryNames: 'client',
   // rxjs ships an ES2015 build under this condition; the default one is ES5, with helpers.
@@ -55,46 +71,20 @@ console.log(
 
 // What an app that imports only createClient ships once its bundler drops the rest (contracts,
 // protocol helpers): the figure to set beside socket.io-client's `io`.
-const alone = await build({
-  stdin: {
-    contents: "export { createClient } from './src/client/index.ts';",
-    resolveDir: process.cwd(),
-    loader: 'ts',
-  },
-  bundle: true,
-  format: 'esm',
-  platform: 'browser',
-  target: 'es2022',
-  minify: true,
-  write: false,
+const alone = await sizeOf("export { createClient } from './src/client/index.ts';", 'ts', {
   conditions: ['es2015'],
   logLevel: 'warning',
 });
-const aloneJs = alone.outputFiles[0].contents;
-const aloneGz = gzipSync(aloneJs).length;
-console.log(`createClient alone (tree-shaken): ${kib(aloneJs.length)}, ${kib(aloneGz)} gzipped`);
+console.log(`createClient alone (tree-shaken): ${kib(alone.bytes)}, ${kib(alone.gz)} gzipped`);
 
 // The yardstick: socket.io-client bundled the same way (browser, ESM, minified), when installed.
 try {
-  const peer = await build({
-    stdin: {
-      contents: "export { io } from 'socket.io-client';",
-      resolveDir: process.cwd(),
-      loader: 'js',
-    },
-    bundle: true,
-    format: 'esm',
-    platform: 'browser',
-    target: 'es2022',
-    minify: true,
-    write: false,
+  const peer = await sizeOf("export { io } from 'socket.io-client';", 'js', {
     logLevel: 'silent',
   });
-  const peerJs = peer.outputFiles[0].contents;
-  const peerGz = gzipSync(peerJs).length;
-  const ratio = (ours) => `${(ours / peerGz).toFixed(2)}x`;
+  const ratio = (ours) => `${(ours / peer.gz).toFixed(2)}x`;
   console.log(
-    `socket.io-client, same build: ${kib(peerJs.length)}, ${kib(peerGz)} gzipped (whole client entry ${ratio(gz)}, createClient alone ${ratio(aloneGz)})`,
+    `socket.io-client, same build: ${kib(peer.bytes)}, ${kib(peer.gz)} gzipped (whole client entry ${ratio(gz)}, createClient alone ${ratio(alone.gz)})`,
   );
 } catch (err) {
   // socket.io-client is a devDependency; a production install has no yardstick.

@@ -4,12 +4,12 @@ import { afterEach, describe, expect, expectTypeOf, it } from 'vitest';
 import { z } from 'zod';
 import { useContract } from '../../src/client/contract-client.js';
 import { defineContract } from '../../src/contract/contract.js';
-import type { Logger } from '../../src/peer/logger.js';
 import { InternalError, ServerError } from '../../src/protocol/errors.js';
 import type { JsonRpcError } from '../../src/protocol/errors.js';
 import { contractEvents, implementContract } from '../../src/server/contract-server.js';
 import type { ImplementOptions } from '../../src/server/contract-server.js';
 import type { Session } from '../../src/server/session.js';
+import { captureLogger } from '../client/support.js';
 import { Resources, rejectionOf } from '../integration/harness.js';
 import { waitUntil } from '../pubsub/helpers.js';
 
@@ -42,20 +42,6 @@ const news = defineContract({
   },
 });
 
-/** A logger that keeps what is warned. */
-function recordingLogger(warnings: unknown[]): Logger {
-  const noop = () => undefined;
-  const logger: Logger = {
-    trace: noop,
-    debug: noop,
-    info: noop,
-    warn: (obj, msg) => warnings.push({ obj, msg }),
-    error: noop,
-    child: () => logger,
-  };
-  return logger;
-}
-
 const message = expect.stringMatching(/\S/);
 
 async function newsGateway(options: ImplementOptions = {}) {
@@ -63,12 +49,19 @@ async function newsGateway(options: ImplementOptions = {}) {
   implementContract(running.gateway, news, { methods: { ping: () => 'pong' as const } });
   const events = contractEvents(running.gateway, news, options);
   const sessionOpened = firstValueFrom(running.gateway.connected$);
-  const warnings: unknown[] = [];
+  const { logger, records } = captureLogger();
   const client = res.client(running.url);
-  const bound = useContract(client, news, undefined, { logger: recordingLogger(warnings) });
+  const bound = useContract(client, news, undefined, { logger });
   await client.opened();
   const session = await sessionOpened;
-  return { ...running, events, bound, session, warnings };
+  return {
+    ...running,
+    events,
+    bound,
+    session,
+    /** What the client warned, so far. */
+    warnings: () => records.filter((r) => r.level === 'warn').map(({ obj, msg }) => ({ obj, msg })),
+  };
 }
 
 describe('notifications on the client (useContract)', () => {
@@ -97,7 +90,7 @@ describe('notifications on the client (useContract)', () => {
     session.notify('done');
     expect(await progress).toStrictEqual({ percent: 70, label: '' });
     expect(await done).toBeUndefined();
-    expect(warnings).toStrictEqual([
+    expect(warnings()).toStrictEqual([
       {
         obj: { notification: 'progress', issues: [{ path: ['percent'], message }] },
         msg: 'notification does not match the contract: dropped',
@@ -188,7 +181,7 @@ describe('contractEvents on the server', () => {
     subscriptions.push(bound.notifications('progress').subscribe());
     expect(() => events.notify(session, 'progress', { percent: 'x' } as never)).not.toThrow();
     // It went out: the client is the one that drops it.
-    await waitUntil(() => warnings.length === 1, 'the client to drop it');
+    await waitUntil(() => warnings().length === 1, 'the client to drop it');
     expect(typeof (await events.publish('clock', { at: 'noon' } as never))).toBe('number');
   });
 
@@ -253,16 +246,7 @@ describe('async schemas, in order and without loose ends', () => {
   });
 
   it('debug mode: a notification whose session closes during an async check is logged, not thrown', async () => {
-    const errors: unknown[] = [];
-    const noop = () => undefined;
-    const logger: Logger = {
-      trace: noop,
-      debug: noop,
-      info: noop,
-      warn: noop,
-      error: (obj, msg) => errors.push({ obj, msg }),
-      child: () => logger,
-    };
+    const { logger, records } = captureLogger();
     const { gateway, url } = await res.gateway({ logger });
     const events = contractEvents(gateway, slow, { validateResults: true });
     const sessionOpened = firstValueFrom(gateway.connected$);
@@ -271,7 +255,8 @@ describe('async schemas, in order and without loose ends', () => {
     const session = await sessionOpened;
     events.notify(session, 'tick', { n: 1 });
     session.close(1000, 'bye'); // before the async check ends
-    await waitUntil(() => errors.length === 1, 'the log line');
-    expect(errors[0]).toMatchObject({ msg: 'notification not sent' });
+    const errors = () => records.filter((r) => r.level === 'error');
+    await waitUntil(() => errors().length === 1, 'the log line');
+    expect(errors()[0]).toMatchObject({ msg: 'notification not sent' });
   });
 });

@@ -1,6 +1,5 @@
 import { firstValueFrom, take, toArray } from 'rxjs';
 import type { Subscription } from 'rxjs';
-import { WebSocket } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Chat, ChatSend, Countdown, Ticker, startTicker } from '../../demo/pubsub.js';
 import { registerDemoService } from '../../demo/service.js';
@@ -13,11 +12,11 @@ import {
   type Gateway,
   type IncomingNotification,
   type SubscriptionEvent,
-  type WebSocketConstructor,
 } from '../../src/index.js';
 import { Resources, rejectionOf, waitForState } from '../integration/harness.js';
 import { RawRpc, newSession, sessionIds, waitUntil } from './helpers.js';
 import type { WireFrame } from './helpers.js';
+import { recordingWebSocket } from '../client/support.js';
 
 const res = new Resources();
 const subscriptions: Subscription[] = [];
@@ -25,20 +24,6 @@ afterEach(async () => {
   for (const s of subscriptions.splice(0)) s.unsubscribe();
   await res.cleanup();
 });
-
-/** A `ws` WebSocket class that records every frame the client sends. */
-function recordingWebSocket(sent: WireFrame[]): WebSocketConstructor {
-  return class RecordingWebSocket extends WebSocket {
-    constructor(url: string, protocols?: string | string[]) {
-      super(url, protocols);
-      const send = this.send.bind(this) as (data: string) => void;
-      this.send = ((data: string) => {
-        sent.push(JSON.parse(data) as WireFrame);
-        send(data);
-      }) as typeof this.send;
-    }
-  };
-}
 
 const topicsOf = (gateway: Gateway<unknown>) => gateway.pubsub.topics();
 
