@@ -11,6 +11,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { BrokerMessage } from '../../src/pubsub/broker.js';
 import { NatsBroker, encodeTopic } from '../../src/pubsub/nats-broker.js';
 import { canConnect, freePort } from '../support/network.js';
+import { killChild } from '../support/processes.js';
 
 const NATS_URL = 'nats://127.0.0.1:4222';
 const inCi = process.env.CI === 'true';
@@ -139,13 +140,7 @@ function range(from: number, to: number): number[] {
 afterEach(async () => {
   await Promise.all(brokers.splice(0).map((b) => b.close()));
   await Promise.all(proxies.splice(0).map((p) => p.close()));
-  for (const child of children.splice(0)) {
-    if (child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGKILL');
-      await exited;
-    }
-  }
+  for (const child of children.splice(0)) await killChild(child);
   await Promise.all(tempDirs.splice(0).map((dir) => rm(dir, { recursive: true, force: true })));
 });
 

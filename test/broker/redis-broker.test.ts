@@ -12,6 +12,7 @@ import type { BrokerMessage } from '../../src/pubsub/broker.js';
 import { RedisBroker, redisTopicKeys } from '../../src/pubsub/redis-broker.js';
 import type { RedisBrokerOptions } from '../../src/pubsub/redis-broker.js';
 import { canConnect, freePort } from '../support/network.js';
+import { killChild } from '../support/processes.js';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
 
@@ -157,12 +158,7 @@ describe.skipIf(!reachable && !mustRun)(
       return child;
     }
 
-    async function kill(child: ChildProcess): Promise<void> {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGKILL');
-      await exited;
-    }
+    const kill = (child: ChildProcess) => killChild(child);
 
     afterEach(async () => {
       await Promise.all(brokers.splice(0).map((b) => b.close()));

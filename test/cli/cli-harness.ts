@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { createGateway } from '../../src/index.js';
 import type { Gateway, GatewayOptions } from '../../src/index.js';
 import { silentLogger } from '../../src/peer/logger.js';
+import { killChild } from '../support/processes.js';
 
 export const root = fileURLToPath(new URL('../../', import.meta.url));
 export const cliJs = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
@@ -95,16 +96,7 @@ export class CliResources {
   }
 
   async cleanup(): Promise<void> {
-    await Promise.all(
-      this.children.splice(0).map(
-        (child) =>
-          new Promise<void>((resolve) => {
-            if (child.exitCode !== null || child.signalCode !== null) return resolve();
-            child.once('exit', () => resolve());
-            child.kill('SIGKILL');
-          }),
-      ),
-    );
+    await Promise.all(this.children.splice(0).map((child) => killChild(child)));
     await Promise.all(this.gateways.splice(0).map((g) => g.close({ timeoutMs: 1_000 })));
   }
 }

@@ -18,7 +18,8 @@ import type { ClientOptions } from '../../src/client/client.js';
 import type { ConnectionState } from '../../src/client/connection-state.js';
 import type { SubscriptionEvent } from '../../src/client/subscriptions.js';
 import { canConnect } from '../support/network.js';
-export { canConnect };
+import { killChild } from '../support/processes.js';
+export { canConnect, killChild };
 
 export const root = fileURLToPath(new URL('../../', import.meta.url));
 export const REDIS_URL = 'redis://127.0.0.1:6379';
@@ -385,17 +386,6 @@ export class Cluster {
 }
 
 /** Stop a child (if still running) with `signal`, SIGKILL after 3 s, and wait for it to be gone. */
-export function killChild(child: ChildProcess, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    const timer = signal === 'SIGKILL' ? undefined : setTimeout(() => child.kill('SIGKILL'), 3_000);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    child.kill(signal);
-  });
-}
 
 /** Delete every key under `prefix:` (as brokerFromEnv prefixes Redis keys). Returns how many. */
 export async function deleteRedisKeys(url: string, prefix: string): Promise<number> {

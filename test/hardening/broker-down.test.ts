@@ -17,6 +17,7 @@ import { Resources, deferred, upgradeRefusal } from '../integration/harness.js';
 import { canConnect, freePort } from '../support/network.js';
 import { waitUntil } from '../pubsub/helpers.js';
 import { attemptUpgrade, openRaw } from './helpers.js';
+import { killChild } from '../support/processes.js';
 
 const res = new Resources();
 const cleanups: (() => unknown)[] = [];
@@ -166,12 +167,7 @@ describe('broker down', () => {
           await new Promise((resolve) => setTimeout(resolve, 20));
         }
       };
-      const kill = async (child: ChildProcess): Promise<void> => {
-        if (child.exitCode !== null || child.signalCode !== null) return;
-        const exited = new Promise((resolve) => child.once('exit', resolve));
-        child.kill('SIGKILL');
-        await exited;
-      };
+      const kill = (child: ChildProcess) => killChild(child);
 
       const redis = await startRedis();
       const broker = await RedisBroker.create({

@@ -11,6 +11,7 @@ import type { GatewayOptions } from '../../src/server/options.js';
 import { registerDemoService } from '../../demo/service.js';
 import { connectClient, openRawSocket, startGateway } from '../support/gateway.js';
 import type { RunningGateway } from '../support/gateway.js';
+import { killChild } from '../support/processes.js';
 export { freePort } from '../support/network.js';
 
 type RawSocket = Awaited<ReturnType<typeof openRawSocket>>;
@@ -79,16 +80,7 @@ export class Resources {
         .map((server) => new Promise<void>((resolve) => server.close(() => resolve()))),
     );
     await Promise.all(this.gateways.splice(0).map((g) => g.close({ timeoutMs: 1_000 })));
-    await Promise.all(
-      this.children.splice(0).map(
-        (child) =>
-          new Promise<void>((resolve) => {
-            if (child.exitCode !== null || child.signalCode !== null) return resolve();
-            child.once('exit', () => resolve());
-            child.kill('SIGKILL');
-          }),
-      ),
-    );
+    await Promise.all(this.children.splice(0).map((child) => killChild(child)));
   }
 }
 

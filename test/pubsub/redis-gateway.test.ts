@@ -20,6 +20,7 @@ import { Resources, rejectionOf } from '../integration/harness.js';
 import { deleteRedisKeys } from '../cluster/support.js';
 import { canConnect, freePort } from '../support/network.js';
 import { RawRpc, waitUntil } from './helpers.js';
+import { killChild } from '../support/processes.js';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
 const reachable = await canConnect(6379);
@@ -32,12 +33,7 @@ const brokers: RedisBroker[] = [];
 const children: ChildProcess[] = [];
 const dirs: string[] = [];
 
-async function kill(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGKILL');
-  await exited;
-}
+const kill = (child: ChildProcess) => killChild(child);
 
 afterEach(async () => {
   await res.cleanup();
