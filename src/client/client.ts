@@ -95,7 +95,8 @@ export class RpcClient {
     this.subscriptions = new ClientSubscriptions(
       {
         call: (method, params) => this.call(method, params),
-        subscribe: (method, params) => this.callUntimedWhileQueued(method, params),
+        subscribe: (method, params, onAccepted) =>
+          this.callUntimedWhileQueued(method, params, onAccepted),
         retryDelay: (attempt) =>
           backoffDelay(attempt, backoff === false ? defaultBackoff : backoff),
         get isOpen() {
@@ -283,14 +284,18 @@ export class RpcClient {
    * resubscription the next connection needs, however long that takes); once sent, the
    * default callTimeout applies.
    */
-  private callUntimedWhileQueued(method: string, params: Params): Promise<unknown> {
+  private callUntimedWhileQueued(
+    method: string,
+    params: Params,
+    onResult: (result: unknown) => void,
+  ): Promise<unknown> {
     const peer = this.livePeer();
-    if (peer) return peer.call(method, params);
+    if (peer) return peer.call(method, params, { onResult });
     return this.whileDisconnected(
       method,
       { timeout: 0 },
       () => encodeRequest(0, method, params),
-      () => this.requirePeer().call(method, params),
+      () => this.requirePeer().call(method, params, { onResult }),
     );
   }
 

@@ -33,8 +33,15 @@ export interface ClientSubscriptionMethods {
 /** What the manager needs of the client: calls that queue while disconnected. */
 export interface SubscriptionCaller {
   call(method: string, params?: Params): Promise<unknown>;
-  /** A subscribe call: queued while disconnected without a timeout. */
-  subscribe(method: string, params: Params): Promise<unknown>;
+  /**
+   * A subscribe call: queued while disconnected without a timeout. `onAccepted` is called with
+   * the result as soon as the reply is read, before any notification read after it.
+   */
+  subscribe(
+    method: string,
+    params: Params,
+    onAccepted: (result: unknown) => void,
+  ): Promise<unknown>;
   /** How long to wait before the `attempt`-th retry (from 0) of a subscribe that failed transiently. */
   retryDelay(attempt: number): number;
   readonly isOpen: boolean;
@@ -54,6 +61,13 @@ interface Shared {
   /** Bumped on each (re)subscribe, so a stale reply is recognized. */
   generation: number;
   lastSeq: number | undefined;
+  /**
+   * `lastSeq` is a baseline the next message can be checked against: false until the first
+   * position or message, and after a gap of unknown size that named no numbering.
+   */
+  checked: boolean;
+  /** When the last resubscribes to fill a hole happened (at most RESYNC_BUDGET kept). */
+  resyncs: number[];
   /** The numbering `lastSeq` belongs to (the topic's epoch), once the server said it. */
   epoch: string | undefined;
   /** Set while waiting to retry a subscribe that failed transiently. */
@@ -65,9 +79,20 @@ interface Shared {
 /** Where a (re)subscribe asks to start. */
 type StartOptions = { position: true } | { since: number; epoch?: string };
 
-/** Notifications for ids not yet known: the subscribe reply may still be on its way up the stack. */
+/**
+ * Notifications for ids not yet known, kept for a server that sends them before the subscribe
+ * reply (this gateway never does). Bounded; a message lost here is a hole in the sequence that
+ * the continuity check finds and fills by resubscribing.
+ */
 const ORPHAN_IDS = 64;
 const ORPHANS_PER_ID = 256;
+/**
+ * A hole in a subscription's sequence (a message missing with no gap signal for it) is filled
+ * by resubscribing from the last message seen, at most this many times per window; beyond
+ * that the hole is reported as a gap signal of its size, so nothing is ever missed in silence.
+ */
+const RESYNC_BUDGET = 5;
+const RESYNC_WINDOW_MS = 60_000;
 /** Ids unsubscribed on this connection that the server may hand out again (a topic's shared id). */
 const RETIRED_IDS = 256;
 
@@ -86,17 +111,6 @@ function transient(err: unknown): boolean {
     err instanceof TimeoutError ||
     (err instanceof JsonRpcError &&
       (err.code === ErrorCode.BrokerUnavailable || err.code === ErrorCode.ShuttingDown))
-  );
-}
-
-/** A topic subscription's first notification: where it starts (`seq`, no data). */
-function isPosition(message: Record<string, unknown>): boolean {
-  return (
-    typeof message['seq'] === 'number' &&
-    !('result' in message) &&
-    !('error' in message) &&
-    !('gap' in message) &&
-    message['complete'] !== true
   );
 }
 
@@ -134,6 +148,8 @@ export class ClientSubscriptions {
           resubscribe: false,
           generation: 0,
           lastSeq: undefined,
+          checked: false,
+          resyncs: [],
           epoch: undefined,
           retryTimer: undefined,
           retries: 0,
@@ -159,9 +175,7 @@ export class ClientSubscriptions {
     const message = params as Record<string, unknown>;
     const id = message['subscription'];
     if (typeof id !== 'string') return false;
-    const shared = this.byServerId.get(id);
-    if (shared) this.deliver(shared, message);
-    else this.keepOrphan(id, message);
+    this.route(id, message);
     return true;
   }
 
@@ -219,23 +233,28 @@ export class ClientSubscriptions {
           ? { since: shared.lastSeq }
           : { since: shared.lastSeq, epoch: shared.epoch };
     const params: Params = [shared.params[0], shared.params[1] ?? null, options];
-    this.caller.subscribe(this.methods.subscribe, params).then(
-      (id) => {
-        if (typeof id !== 'string') return;
-        if (generation !== shared.generation || shared.observers === 0) {
-          // Everyone left before the reply: end it on the server rather than leak it.
-          this.sendUnsubscribe(id);
-          return;
-        }
-        shared.retries = 0;
-        shared.serverId = id;
-        this.byServerId.set(id, shared);
-        let early = this.orphans.get(id);
-        this.orphans.delete(id);
-        if (early && this.retired.delete(id)) early = this.freshOrphans(early, options);
-        if (early) for (const message of early) this.deliver(shared, message);
-      },
-      (err: unknown) => {
+    let answered = false;
+    // Runs as the reply is read, before the notifications read after it: the server sends the
+    // reply first, so from here on every message of the subscription finds its id.
+    const accepted = (id: unknown): void => {
+      if (answered || typeof id !== 'string') return;
+      answered = true;
+      if (generation !== shared.generation || shared.observers === 0) {
+        // Everyone left before the reply: end it on the server rather than leak it.
+        this.sendUnsubscribe(id);
+        return;
+      }
+      shared.retries = 0;
+      shared.serverId = id;
+      this.byServerId.set(id, shared);
+      this.retired.delete(id);
+      const early = this.orphans.get(id);
+      this.orphans.delete(id);
+      if (early) for (const message of early) this.route(id, message);
+    };
+    this.caller
+      .subscribe(this.methods.subscribe, params, accepted)
+      .then(accepted, (err: unknown) => {
         if (generation !== shared.generation || shared.observers === 0) return;
         if (!this.caller.isClosed && (lostWithConnection(err) || transient(err))) {
           this.retry(shared);
@@ -243,8 +262,7 @@ export class ClientSubscriptions {
         }
         this.forget(shared);
         shared.subject.error(err);
-      },
-    );
+      });
   }
 
   /**
@@ -264,25 +282,6 @@ export class ClientSubscriptions {
     }, delay);
   }
 
-  /**
-   * The orphans of an id this connection had unsubscribed and the server handed out again
-   * (a topic's shared id): those still addressed to the old subscription are dropped.
-   */
-  private freshOrphans(
-    early: Record<string, unknown>[],
-    options: StartOptions,
-  ): Record<string, unknown>[] {
-    if ('since' in options) {
-      // Resumed: the new subscription sends nothing at or before `since`.
-      return early.filter(
-        (m) => !('result' in m && typeof m['seq'] === 'number' && m['seq'] <= options.since),
-      );
-    }
-    // The new subscription starts with its position: whatever came before it was the old one's.
-    for (let i = early.length - 1; i >= 0; i--) if (isPosition(early[i]!)) return early.slice(i);
-    return early.filter((m) => typeof m['seq'] !== 'number');
-  }
-
   private stop(shared: Shared): void {
     this.forget(shared);
     shared.generation++;
@@ -300,7 +299,8 @@ export class ClientSubscriptions {
   private sendUnsubscribe(id: string): void {
     if (!this.caller.isOpen) return; // the server dropped it with the connection
     // Messages still on their way to this id are the old subscription's, even if the server
-    // hands the id out again (a topic's shared id): see freshOrphans.
+    // hands the id out again (a topic's shared id): until a subscribe reply names it again,
+    // they are dropped.
     this.orphans.delete(id);
     this.retired.delete(id);
     this.retired.add(id);
@@ -311,6 +311,13 @@ export class ClientSubscriptions {
     this.caller
       .call(this.methods.unsubscribe, [id])
       .catch((err: unknown) => this.logger.debug({ err, id }, 'unsubscribe failed'));
+  }
+
+  /** A notification for `id`: to its subscription, or kept until the subscribe reply names it. */
+  private route(id: string, message: Record<string, unknown>): void {
+    const shared = this.byServerId.get(id);
+    if (shared) this.deliver(shared, message);
+    else if (!this.retired.has(id)) this.keepOrphan(id, message);
   }
 
   private deliver(shared: Shared, message: Record<string, unknown>): void {
@@ -326,31 +333,89 @@ export class ClientSubscriptions {
     if (typeof message['epoch'] === 'string') shared.epoch = message['epoch'];
     if ('gap' in message) {
       const gap = message['gap'];
-      this.logger.warn({ gap }, 'resumed subscription: messages lost beyond history');
-      // Where the next message starts, should the connection drop before it arrives: past
-      // the lost ones, or (unknown gap: the topic is numbered anew) before the new first.
-      // An unknown gap with an epoch is a topic numbered anew, replayed from its start; without
-      // one (the history could not be read) the numbering is unchanged.
-      if (typeof gap === 'number') {
-        if (shared.lastSeq !== undefined) shared.lastSeq += gap;
-      } else if (typeof message['epoch'] === 'string') {
-        shared.lastSeq = 0;
-      }
-      shared.subject.next({ data: undefined, gap: typeof gap === 'number' ? gap : null });
+      this.logger.warn({ gap }, 'subscription: messages lost beyond history');
+      this.gapSeen(
+        shared,
+        typeof gap === 'number' ? gap : null,
+        typeof message['epoch'] === 'string',
+      );
       return;
     }
+    const seq = message['seq'];
     if (!('result' in message)) {
       // The starting point (position) of a topic subscription: nothing to emit.
-      if (typeof message['seq'] === 'number') shared.lastSeq = message['seq'];
+      if (typeof seq === 'number') {
+        shared.lastSeq = seq;
+        shared.checked = true;
+      }
       return;
     }
+    const missed = typeof message['missed'] === 'number' ? message['missed'] : undefined;
+    if (typeof seq === 'number' && !this.inSequence(shared, seq, missed ?? 0)) return;
     const event: SubscriptionEvent<unknown> = { data: message['result'] };
-    if (typeof message['seq'] === 'number') {
-      event.seq = message['seq'];
-      shared.lastSeq = message['seq'];
+    if (typeof seq === 'number') {
+      event.seq = seq;
+      shared.lastSeq = seq;
+      shared.checked = true;
     }
-    if (typeof message['missed'] === 'number') event.missed = message['missed'];
+    if (missed !== undefined) event.missed = missed;
     shared.subject.next(event);
+  }
+
+  /**
+   * A gap signal: `gap` messages are lost (null: unknown how many). Where the next message
+   * starts, should the connection drop before it arrives: past the lost ones, or (an unknown
+   * gap with an epoch: the topic is numbered anew, replayed from its start) before the new
+   * first. An unknown gap without one leaves no baseline to check the next message against.
+   */
+  private gapSeen(shared: Shared, gap: number | null, withEpoch: boolean): void {
+    if (gap !== null) {
+      if (shared.lastSeq !== undefined) shared.lastSeq += gap;
+    } else if (withEpoch) {
+      shared.lastSeq = 0;
+      shared.checked = true;
+    } else {
+      shared.checked = false;
+    }
+    shared.subject.next({ data: undefined, gap });
+  }
+
+  /**
+   * Continuity: a message's seq follows the last one seen, past the `missed` ones the server
+   * skipped for a slow consumer. A duplicate is dropped. A hole (messages missing with no
+   * signal) is filled by resubscribing from the last message seen, which replays it from
+   * history or says with a gap signal what history no longer has; past the budget, it is
+   * reported here as a gap signal of its size. False when the message must not be emitted.
+   */
+  private inSequence(shared: Shared, seq: number, missed: number): boolean {
+    if (!shared.checked || shared.lastSeq === undefined) return true;
+    if (seq <= shared.lastSeq) {
+      this.logger.debug({ seq, lastSeq: shared.lastSeq }, 'subscription: duplicate dropped');
+      return false;
+    }
+    const hole = seq - shared.lastSeq - 1 - missed;
+    if (hole <= 0) return true;
+    const now = Date.now();
+    shared.resyncs = shared.resyncs.filter((at) => now - at < RESYNC_WINDOW_MS);
+    const id = shared.serverId;
+    if (id !== undefined && this.caller.isOpen && shared.resyncs.length < RESYNC_BUDGET) {
+      shared.resyncs.push(now);
+      this.logger.warn(
+        { topic: shared.params[0], lastSeq: shared.lastSeq, seq },
+        'subscription: messages missing, resubscribing from the last one seen',
+      );
+      this.byServerId.delete(id);
+      shared.serverId = undefined;
+      this.sendUnsubscribe(id);
+      this.start(shared);
+      return false;
+    }
+    this.logger.warn(
+      { topic: shared.params[0], lastSeq: shared.lastSeq, seq, gap: hole },
+      'subscription: messages missing, reported as a gap',
+    );
+    this.gapSeen(shared, hole, false);
+    return true;
   }
 
   private keepOrphan(id: string, message: Record<string, unknown>): void {

@@ -15,12 +15,20 @@ export interface CallOptions {
   timeout?: number;
   /** Aborting it rejects the call with CancelledError and tells the other side (rpc.cancel). */
   signal?: AbortSignal;
+  /**
+   * Called with the result as soon as the response is read: before the promise settles, and
+   * so before any later message of the same read is handled. For state that notifications
+   * following the response depend on, such as a subscription id (a promise's callbacks run
+   * only after every message already read). An exception it throws is ignored.
+   */
+  onResult?: (result: unknown) => void;
 }
 
 interface Entry {
   method: string;
   resolve: (value: unknown) => void;
   reject: (reason: unknown) => void;
+  onResult: ((result: unknown) => void) | undefined;
   timer: ReturnType<typeof setTimeout> | undefined;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
@@ -77,6 +85,7 @@ export class PendingCalls {
       method,
       resolve,
       reject,
+      onResult: options.onResult,
       timer: undefined,
       signal: options.signal,
       onAbort: undefined,
@@ -111,6 +120,13 @@ export class PendingCalls {
   resolve(id: RequestId, result: unknown): boolean {
     const entry = typeof id === 'number' ? this.settle(id) : undefined;
     if (!entry) return false;
+    if (entry.onResult) {
+      try {
+        entry.onResult(result);
+      } catch {
+        // The caller's hook; the promise still settles with the result.
+      }
+    }
     entry.resolve(result);
     return true;
   }

@@ -120,6 +120,32 @@ describe('client subscriptions: retries', () => {
   });
 });
 
+describe('client subscriptions: resume replays', () => {
+  it('a replay of 600 messages read together with the subscribe reply arrives whole', async () => {
+    const broker = new MemoryBroker();
+    const first = await res.gateway({ broker });
+    first.gateway.topic('news');
+    const client = res.client(first.url);
+    await client.opened();
+    const seen = observe(client.subscribeWithMeta('news'));
+    await waitUntil(() => topicsOf(first.gateway)['news'] === 1, 'the first subscription');
+    await first.gateway.publish('news', 0);
+    await waitUntil(() => seen.events.length === 1, 'the first message');
+
+    await first.gateway.close();
+    await waitForState(client, 'reconnecting');
+    for (let n = 1; n <= 600; n++) await broker.publish('news', JSON.stringify(n));
+    // The resubscribe's reply and the 600 replayed messages leave in one write, so the client
+    // takes them off the socket in one read.
+    const second = await res.gateway({ broker }, first.port);
+    second.gateway.topic('news');
+    await waitUntil(() => seen.events.length >= 601, 'the 600 messages published while away');
+    expect(seen.events.map((e) => e.seq)).toEqual(Array.from({ length: 601 }, (_, i) => i + 1));
+    expect(seen.events.map((e) => e.data)).toEqual(Array.from({ length: 601 }, (_, i) => i));
+    expect(seen.errors).toEqual([]);
+  });
+});
+
 describe('client subscriptions: epochs', () => {
   it('resumes with the epoch, so a gateway whose new broker numbered past `since` says gap: null and replays', async () => {
     const first = await res.gateway({ broker: new MemoryBroker() });
