@@ -1,4 +1,4 @@
-import { epochTail, gapTail, missedPart } from './frames.js';
+import { epochTail, gapTail, missedPart, positionTail } from './frames.js';
 import type { SharedFrame } from './frames.js';
 import type { Sink } from './sink.js';
 
@@ -39,6 +39,13 @@ interface Waiting {
  * One subscription's outbound path. The socket's buffered bytes are checked
  * before every frame, so a stalled subscriber costs at most one high-water
  * mark of memory (plus one held message) and never delays anyone else.
+ *
+ * It also accounts for every sequence number: what it writes follows on from what the
+ * subscriber was told (its position, a resume's gap and history, the messages written), so a
+ * message whose seq skips past the last accounted one (+ the `missed` pending) reveals
+ * messages this node never received (its broker link was down longer than the topic's history
+ * reaches). A subscriber that tracks positions gets a gap signal for them before the message;
+ * any other one gets them counted in the message's `missed`. Nothing passes silently.
  */
 export class Delivery {
   /** Messages skipped since the last one sent; reported on the next. */
@@ -46,6 +53,15 @@ export class Delivery {
   /** Total messages skipped over the subscription's life. */
   droppedTotal = 0;
   private held: string | undefined;
+  /** The sequence number of the held message. */
+  private heldSeq: number | undefined;
+  /**
+   * The last sequence number the subscriber has accounted for: written to it, or covered by a
+   * gap signal, or (once the next message carries them) by `missed`. NaN while unknown (a
+   * subscriber that was told no position, an unknown gap): every comparison with it is false,
+   * so the next message written sets it without a check.
+   */
+  private lastSeq = Number.NaN;
   private cancelDrain: (() => void) | undefined;
   private stopped = false;
   /** Sequence numbers up to this one were already sent (resume): later duplicates are dropped. */
@@ -94,13 +110,21 @@ export class Delivery {
       if (this.held !== undefined) {
         // Something newer is here: the held message is superseded.
         this.held = undefined;
+        this.heldSeq = undefined;
         this.skip();
       }
-      if (shared !== undefined && this.missed === 0 && shared.quotedId === this.quotedId) {
+      // The common case: the next seq, nothing skipped, the topic's shared id.
+      if (
+        seq === this.lastSeq + 1 &&
+        this.missed === 0 &&
+        shared !== undefined &&
+        shared.quotedId === this.quotedId
+      ) {
+        this.lastSeq = seq;
         this.sink.send(shared);
         return;
       }
-      this.write(tail);
+      this.write(tail, seq, shared);
       return;
     }
     switch (this.flow.slowConsumer) {
@@ -110,6 +134,7 @@ export class Delivery {
       case 'keep-latest':
         if (this.held !== undefined) this.skip();
         this.held = tail;
+        this.heldSeq = seq;
         this.cancelDrain ??= this.sink.onDrain(() => this.flushHeld());
         return;
       case 'disconnect':
@@ -147,9 +172,14 @@ export class Delivery {
     }
   }
 
-  /** The client already has everything up to `afterSeq`: hold live messages back until `resume`. */
-  pauseForReplay(afterSeq: number): void {
-    this.floorSeq = afterSeq;
+  /**
+   * The client already has everything up to `afterSeq` (a resume's `since`): hold live
+   * messages back until `resume`. Without `afterSeq` (a position being read), the client has
+   * nothing yet and its position is unknown until `sendPosition`.
+   */
+  pauseForReplay(afterSeq?: number): void {
+    this.floorSeq = afterSeq ?? 0;
+    this.lastSeq = afterSeq ?? Number.NaN;
     if (this.waiting) return;
     this.waiting = [];
     this.firstHeldSeq = undefined;
@@ -198,9 +228,24 @@ export class Delivery {
     // The floor stays: a live copy of the last replayed message may still be on its way
     // (history and live delivery can travel on different broker connections).
     for (const message of waiting) {
-      this.missed += message.missedBefore;
+      // Messages dropped from the backlog before one the history already had were had too.
+      // (Of those before a later one, any the history had are discounted when it is written.)
+      if (message.seq === undefined || message.seq > this.floorSeq) {
+        this.missed += message.missedBefore;
+      }
       this.offer(message.tail, message.shared, message.seq);
     }
+  }
+
+  /**
+   * Tell the subscriber where it starts, `{"seq": N, "epoch": E}`: N is the last message it
+   * will not get, so its next one is N + 1.
+   */
+  sendPosition(seq: number, epoch: string | undefined): void {
+    if (this.stopped) return;
+    this.sendRaw(positionTail(seq, epoch));
+    this.toldEpoch(epoch);
+    this.lastSeq = seq;
   }
 
   /**
@@ -233,9 +278,21 @@ export class Delivery {
     if (this.resumable) this.sendRaw(epochTail(epoch));
   }
 
+  /**
+   * Send a gap signal and account for it as the subscriber does: `gap` more messages are
+   * lost; an unknown gap with an epoch starts that numbering from its beginning (before seq
+   * 1), one without leaves the position unknown until the next message. Skips not yet
+   * reported are part of an unknown gap.
+   */
   private sendGap(gap: number | null, epoch: string | undefined): void {
     this.sendRaw(gapTail(gap, epoch));
     this.toldEpoch(epoch);
+    if (gap !== null) {
+      this.lastSeq += gap;
+      return;
+    }
+    this.lastSeq = epoch === undefined ? Number.NaN : 0;
+    this.missed = 0;
   }
 
   /**
@@ -245,6 +302,12 @@ export class Delivery {
    */
   private numberingRestarted(epoch: string | undefined): void {
     this.floorSeq = 0;
+    if (this.held !== undefined) {
+      // The old numbering's: never to be sent now.
+      this.held = undefined;
+      this.heldSeq = undefined;
+      this.skip();
+    }
     if (this.waiting) {
       // Mid-replay: the live messages held so far belong to the old numbering (the gap
       // signal sent at resume covers them).
@@ -254,8 +317,13 @@ export class Delivery {
       this.restartedDuringReplay = { epoch };
       return;
     }
-    if (this.resumable) this.sendGap(null, epoch);
-    else this.toldEpoch(epoch);
+    if (this.resumable) {
+      this.sendGap(null, epoch);
+      return;
+    }
+    // Not told: its next message starts afresh (the skips pending are still reported).
+    this.toldEpoch(epoch);
+    this.lastSeq = Number.NaN;
   }
 
   /** Sequence number of the first live message held back during a replay, if any. */
@@ -279,15 +347,17 @@ export class Delivery {
   /** Send a last frame regardless of pressure (a stream's completion): it is one small frame. */
   finish(tail: string): void {
     if (this.stopped) return;
-    if (this.held !== undefined) this.write(this.held);
+    if (this.held !== undefined) this.write(this.held, this.heldSeq);
     this.held = undefined;
-    this.write(tail);
+    this.heldSeq = undefined;
+    this.write(tail, undefined);
     this.stop();
   }
 
   stop(): void {
     this.stopped = true;
     this.held = undefined;
+    this.heldSeq = undefined;
     this.waiting = undefined;
     this.cancelDrain?.();
     this.cancelDrain = undefined;
@@ -303,8 +373,10 @@ export class Delivery {
     this.cancelDrain = undefined;
     const held = this.held;
     if (held === undefined || this.stopped) return;
+    const seq = this.heldSeq;
     this.held = undefined;
-    this.write(held);
+    this.heldSeq = undefined;
+    this.write(held, seq);
   }
 
   private skip(): void {
@@ -313,8 +385,34 @@ export class Delivery {
     this.onSlowConsumer('dropped');
   }
 
-  private write(tail: string): void {
+  /** Write one message (with `missed`, and after a gap signal when it follows a hole). */
+  private write(tail: string, seq: number | undefined, shared?: SharedFrame): void {
+    if (seq !== undefined && !this.account(seq)) return;
+    if (shared !== undefined && this.missed === 0 && shared.quotedId === this.quotedId) {
+      this.sink.send(shared);
+      return;
+    }
     this.sink.send(this.head + this.quotedId + missedPart(this.missed) + tail);
     this.missed = 0;
+  }
+
+  /**
+   * Before message `seq` is written: the numbers between the last accounted one and `seq`
+   * are the `missed` pending and, if more, a hole (messages this node never received). A
+   * subscriber that tracks positions is told of the hole with a gap signal; another one gets
+   * it in `missed`. False when `seq` is accounted for already (a duplicate: not written).
+   */
+  private account(seq: number): boolean {
+    const between = seq - 1 - this.lastSeq; // NaN while the position is unknown
+    if (between < 0) return false;
+    // Skips the subscriber already has (a backlog dropped where the replayed history overlapped).
+    if (this.missed > between) this.missed = between;
+    const hole = between - this.missed;
+    if (hole > 0) {
+      if (this.resumable) this.sendGap(hole, this.clientEpoch);
+      else this.missed += hole;
+    }
+    this.lastSeq = seq;
+    return true;
   }
 }

@@ -27,9 +27,10 @@ function epochPart(epoch: string | undefined): string {
 }
 
 /**
- * Tells a resuming subscriber that history no longer held `missed` of the messages it
- * asked for (`null`: the broker could not say how many, or lost the topic and numbers it
- * anew), with the topic's epoch when the broker has one.
+ * Tells a subscriber that tracks positions that `missed` messages are lost to it: history no
+ * longer held them when it resumed, or this node never received them (its broker link was
+ * down longer than history reaches). `null`: the broker could not say how many, or lost the
+ * topic and numbers it anew. With the topic's epoch when the broker has one.
  */
 export function gapTail(missed: number | null, epoch?: string): string {
   return `,"gap":${missed}${epochPart(epoch)}}}`;

@@ -4,7 +4,7 @@
 import type { Logger } from '../peer/logger.js';
 import type { Broker, BrokerMessage } from '../pubsub/broker.js';
 import type { Delivery } from '../pubsub/delivery.js';
-import { messageTail, positionTail } from '../pubsub/frames.js';
+import { messageTail } from '../pubsub/frames.js';
 
 /**
  * Tell the subscriber where it starts: `{"subscription": id, "seq": N, "epoch": E}`, N being
@@ -17,17 +17,17 @@ export function sendPosition(
   topic: string,
   delivery: Delivery,
 ): void {
-  delivery.pauseForReplay(0);
+  delivery.pauseForReplay();
   broker.history(topic, Number.MAX_SAFE_INTEGER).then(
     ({ lastSeq, epoch }) => {
       // Messages that arrived while asking are delivered: the position is just before them.
       const position = Math.min(lastSeq, (delivery.firstWaitingSeq ?? lastSeq + 1) - 1);
-      delivery.sendRaw(positionTail(position, epoch));
-      delivery.toldEpoch(epoch);
+      delivery.sendPosition(position, epoch);
       delivery.resume(0, [], position);
     },
     (err: unknown) => {
       logger.warn({ err, topic }, 'could not read the topic position');
+      // Told no position, the subscriber starts from its first message (nothing is checked before).
       delivery.resume(0, [], 0);
     },
   );
