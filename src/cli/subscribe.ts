@@ -13,7 +13,7 @@ export interface SubscriptionMethodNames {
   unsubscribe: string;
 }
 
-/** The gateway's default subscription method names (README, Pub/sub "Wire format"). */
+/** The gateway's default subscription method names (docs/pubsub.md, "Wire format"). */
 export const DEFAULT_SUBSCRIPTION_METHODS: Readonly<SubscriptionMethodNames> = {
   subscribe: 'subscribe',
   notification: 'subscription',

@@ -83,7 +83,7 @@ function send(
  * JSON-RPC over HTTP POST on the gateway's path: the same methods, authenticate hook,
  * authorization, limits and call metrics as the WebSocket. A JSON-RPC response (errors
  * included) is 200 with the response as body; a notification or a batch of them is 204.
- * Other statuses mean the request never reached JSON-RPC (see README "HTTP").
+ * Other statuses mean the request never reached JSON-RPC (see docs/transports.md, "HTTP POST").
  */
 export class HttpRpc<C> {
   private readonly buckets = new Map<string, TokenBucket>();

@@ -56,7 +56,7 @@ export interface TransportListener {
   transportClosed(code: number, reason: string): void;
 }
 
-/** WebSocket close codes this project uses; see README "Close codes". */
+/** WebSocket close codes this project uses; see docs/wire-protocol.md, "Close codes". */
 export const CloseCode = {
   Normal: 1000,
   GoingAway: 1001,
