@@ -8,13 +8,26 @@
  *
  * It serves the `feed` topic, `feed.publish` (publishes its params to `feed`, returns the seq),
  * `node.info` (which node answered) and `GET /info` (local `feed` subscribers, readiness).
+ *
+ * For the chaos suite (test/chaos): TOPICS (`name:history,...`) declares more topics, each with
+ * its history maxLength; `topic.publish` ([topic, data]) publishes to any declared topic and
+ * returns the seq; `GET /info` also gives local subscribers by topic (`topics`); `POST /drain`
+ * drains the gateway (rpc.reconnect to every client, sessions closed once idle) and exits.
  */
 import { brokerFromEnv, createGateway, createLogger } from '../../src/index.js';
 import type { Gateway } from '../../src/index.js';
+import { InvalidParamsError } from '../../src/protocol/index.js';
 
 const logger = createLogger();
 const name = process.env['NODE_NAME'] ?? 'node';
 const history = Number(process.env['HISTORY'] ?? 1_000);
+const topics = (process.env['TOPICS'] ?? '')
+  .split(',')
+  .filter((entry) => entry !== '')
+  .map((entry) => {
+    const [topic = '', maxLength = String(history)] = entry.split(':');
+    return { topic, maxLength: Number(maxLength) };
+  });
 
 function info(gateway: Gateway): Record<string, unknown> {
   return {
@@ -23,6 +36,7 @@ function info(gateway: Gateway): Record<string, unknown> {
     subscribers: gateway.pubsub.topics()['feed'] ?? 0,
     ready: gateway.isReady,
     brokerReady: gateway.broker.ready,
+    topics: gateway.pubsub.topics(),
   };
 }
 
@@ -33,7 +47,16 @@ const gateway: Gateway = createGateway({
   // Errors of feed.publish carry the broker's message in error.data (the tests read it).
   exposeErrorDetails: true,
   httpHandler: (req, res) => {
-    if ((req.url ?? '/').split('?', 1)[0] !== '/info') return false;
+    const path = (req.url ?? '/').split('?', 1)[0];
+    if (path === '/drain' && req.method === 'POST') {
+      res.writeHead(202).end();
+      void gateway
+        .drain({ deadlineMs: 2_000 })
+        .then(() => broker?.close())
+        .finally(() => process.exit(0));
+      return true;
+    }
+    if (path !== '/info') return false;
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify(info(gateway)));
     return true;
@@ -42,6 +65,12 @@ const gateway: Gateway = createGateway({
 gateway.topic('feed', { history: { maxLength: history } });
 gateway.method('feed.publish', (params) => gateway.publish('feed', params));
 gateway.method('node.info', () => info(gateway));
+for (const { topic, maxLength } of topics) gateway.topic(topic, { history: { maxLength } });
+gateway.method('topic.publish', (params) => {
+  const [topic, data] = Array.isArray(params) ? params : [];
+  if (typeof topic !== 'string') throw new InvalidParamsError('expected [topic, data]');
+  return gateway.publish(topic, data);
+});
 
 process.on('SIGTERM', () => {
   void gateway

@@ -106,24 +106,31 @@ export interface NodeInfo {
   subscribers: number;
   ready: boolean;
   brokerReady: boolean;
+  /** Local subscribers by topic (every topic held). */
+  topics?: Record<string, number>;
 }
 
 /** One subscribeWithMeta('feed') of a client, every event recorded. */
 export class Subscriber {
   readonly events: SubscriptionEvent<unknown>[] = [];
+  /** When each event arrived (Date.now()), index for index with `events`. */
+  readonly times: number[] = [];
   readonly errors: unknown[] = [];
   readonly states: ConnectionState[] = [];
 
   constructor(
     readonly label: string,
     readonly client: RpcClient,
-    topic = 'feed',
+    readonly topic = 'feed',
   ) {
     client.state$.subscribe((state) => {
       if (this.states.at(-1) !== state) this.states.push(state);
     });
     client.subscribeWithMeta(topic).subscribe({
-      next: (event) => this.events.push(event),
+      next: (event) => {
+        this.events.push(event);
+        this.times.push(Date.now());
+      },
       error: (err: unknown) => this.errors.push(err),
     });
   }
