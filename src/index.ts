@@ -7,6 +7,7 @@ export type {
   GatewayLimits,
   TlsOptions,
   UpgradeRequest,
+  UserInboxOptions,
 } from './server/options.js';
 export { tlsFromEnv } from './server/tls-from-env.js';
 export { defaultLimits } from './server/options.js';
@@ -83,4 +84,5 @@ export { RpcClient, createClient } from './client/client.js';
 export type { ClientOptions } from './client/client.js';
 export type { ConnectionState } from './client/connection-state.js';
 export type { SubscriptionEvent, ClientSubscriptionMethods } from './client/subscriptions.js';
+export type { InboxGap } from './client/inbox.js';
 export * from './protocol/index.js';

@@ -42,6 +42,15 @@ export interface ClientOptions {
    * cannot send WebSocket pings). `false` disables. Default { intervalMs: 20 000, timeoutMs: 10 000 }.
    */
   heartbeat?: { intervalMs?: number; timeoutMs?: number } | false;
+  /**
+   * Keep the user's inbox (the gateway's `userInbox`): the client subscribes `$inbox` for its
+   * whole life, as its first call on every connection, and each message sent to its user
+   * (`gateway.notifyUser`) reaches `notifications$`, `notificationsOf` and the handler
+   * registered for it exactly once, in order, across reconnects to any node; messages lost
+   * past the server's retention are told on `inboxGaps$`. A server without an inbox refuses
+   * the subscribe: one warning in the log, and the client carries on without. Default false.
+   */
+  inbox?: boolean;
   /** Must match the gateway's `subscriptionMethods`. Default subscribe / subscription / unsubscribe. */
   subscriptionMethods?: Partial<ClientSubscriptionMethods>;
   logger?: Logger;

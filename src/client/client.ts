@@ -23,6 +23,8 @@ import { backoffDelay, defaultBackoff } from './backoff.js';
 import { ClientConnection } from './client-connection.js';
 import type { ClientOptions } from './client-options.js';
 import type { ConnectionState } from './connection-state.js';
+import { ClientInbox } from './inbox.js';
+import type { InboxGap } from './inbox.js';
 import { OfflineQueue } from './offline-queue.js';
 import { ClientSubscriptions } from './subscriptions.js';
 import type { SubscriptionEvent } from './subscriptions.js';
@@ -51,6 +53,13 @@ export class RpcClient {
   /** Every notification the server sends, across reconnects. */
   readonly notifications$: Observable<IncomingNotification> =
     this.notificationSubject.asObservable();
+  /**
+   * With `inbox: true`, messages to the user that will never arrive (lost past the server's
+   * retention): refetch. Completes when the client closes, or at once without an inbox.
+   */
+  readonly inboxGaps$: Observable<InboxGap>;
+  /** The `$inbox` subscription (ClientOptions.inbox). */
+  private readonly inbox: ClientInbox<RpcClient>;
 
   constructor(private readonly options: ClientOptions) {
     this.logger = options.logger ?? silentLogger;
@@ -114,6 +123,16 @@ export class RpcClient {
       },
       this.logger,
     );
+    this.inbox = new ClientInbox<RpcClient>({
+      subscribeWithMeta: (topic) => this.subscribeWithMeta(topic),
+      registry: this.registry,
+      session: this,
+      emit: (notification) => this.notificationSubject.next(notification),
+      logger: this.logger,
+    });
+    this.inboxGaps$ = this.inbox.gaps$;
+    // Before anything else, so that its subscribe is the first call of every connection.
+    this.inbox.start(options.inbox === true);
     this.connection.connect();
   }
 

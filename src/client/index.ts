@@ -5,6 +5,7 @@ export type { ConnectionState } from './connection-state.js';
 export type { BackoffOptions } from './backoff.js';
 export { method, notification, subscription } from '../peer/method-descriptor.js';
 export type { SubscriptionEvent, ClientSubscriptionMethods } from './subscriptions.js';
+export type { InboxGap } from './inbox.js';
 export type {
   MethodDescriptor,
   NotificationDescriptor,

@@ -26,12 +26,12 @@ import type { Readiness } from './http-routes.js';
 import { HttpRpc } from './http-rpc.js';
 import { createLogger } from './logger.js';
 import { GatewayMetrics } from './metrics.js';
-import { defaultLimits } from './options.js';
+import { defaultLimits, resolveUserInbox } from './options.js';
 import type { GatewayLimits, GatewayOptions } from './options.js';
 import { PubSubService, defaultSubscriptionMethods } from './pubsub-service.js';
 import type { StreamHandler, TopicOptions } from './pubsub-service.js';
 import type { Session } from './session.js';
-import { SessionRouter } from './session-router.js';
+import { SessionRouter, namesInbox } from './session-router.js';
 import { SessionTable } from './session-table.js';
 import { drainSessions, shutdown } from './shutdown.js';
 import type { CloseOptions, DrainOptions } from './shutdown.js';
@@ -94,12 +94,18 @@ export class Gateway<C = unknown> {
         ? new TrustedProxies(options.trustedProxies)
         : undefined;
     this.ownsBroker = !options.broker;
+    const inbox = resolveUserInbox(options.userInbox, options.userOf !== undefined);
     this.pubsub = new PubSubService<C>(
       options.broker ?? new MemoryBroker(),
       { ...defaultSubscriptionMethods, ...options.subscriptionMethods },
       this.limits.maxSubscriptions,
       this.logger,
       options.exposeErrorDetails ?? false,
+      inbox && {
+        retention: inbox.retention,
+        // The router is built on the table (below), so it is reached when a message comes.
+        received: (message) => this.router.inboxReceived(message),
+      },
     );
     this.pubsub.install(this.registry);
     this.sessionTable = new SessionTable<C>({
@@ -113,6 +119,7 @@ export class Gateway<C = unknown> {
         userConnected: (user) => this.router.userConnected(user),
         userDisconnected: (user) => this.router.userDisconnected(user),
       },
+      inbox: inbox && { holdMs: inbox.holdMs, maxHeld: inbox.retention.maxLength },
     });
     this.connected$ = this.sessionTable.connected$;
     this.disconnected$ = this.sessionTable.disconnected$;
@@ -121,6 +128,14 @@ export class Gateway<C = unknown> {
       this.nodeId,
       this.sessionTable,
       this.logger,
+      {
+        exposeErrorDetails: options.exposeErrorDetails ?? false,
+        inbox: inbox && {
+          retention: inbox.retention,
+          hold: (topic) => this.pubsub.holdTopic(topic),
+          release: (topic) => this.pubsub.releaseTopic(topic),
+        },
+      },
     );
     const live = this.sessionTable.live;
     this.heartbeat = new Heartbeat(options.heartbeatInterval ?? 30_000, live, (transport) => {
@@ -137,13 +152,26 @@ export class Gateway<C = unknown> {
       isKnownMethod: (method) => this.registry.has(method),
     });
     const authorize = options.authorize;
+    const appAuthorize: PeerConfig<Session<C>>['authorize'] =
+      authorize && ((method, params, session) => authorize({ session, method, params }));
+    const subscribeMethod = this.pubsub.methods.subscribe;
     this.peerConfig = peerConfig({
       registry: this.registry,
       callTimeout: options.callTimeout,
       maxPendingCalls: this.limits.maxPendingCalls,
       maxInFlight: this.limits.maxInFlight,
       exposeErrorDetails: options.exposeErrorDetails,
-      authorize: authorize && ((method, params, session) => authorize({ session, method, params })),
+      // With user inboxes, a session's first call also says how it takes its user's messages
+      // (SessionInbox): a `$inbox` subscribe, or anything else.
+      authorize: inbox
+        ? (method, params, session) => {
+            const sessionInbox = session.inbox;
+            if (sessionInbox?.undecided) {
+              sessionInbox.firstCall(method === subscribeMethod && namesInbox(params));
+            }
+            return appAuthorize ? appAuthorize(method, params, session) : true;
+          }
+        : appAuthorize,
       onCallSettled: (method, outcome, ms) => this.metrics.callSettled(method, outcome, ms),
       reservedMethods: this.reservedMethods,
       parse: {
@@ -256,15 +284,23 @@ export class Gateway<C = unknown> {
   }
 
   /**
-   * Notify a session by id, on whichever gateway it is connected (through the broker).
-   * Resolves false when the session is not known here and its id names no other gateway.
+   * Notify a session by id, on whichever gateway it is connected (through the broker), at
+   * most once: a session is one connection. Resolves false when the session is not known here
+   * and its id names no other gateway; rejects with -32009 Broker unavailable (a JsonRpcError)
+   * when the broker did not take the message.
    */
   notifySession(sessionId: string, method: string, params?: Params): Promise<boolean> {
     return this.router.notifySession(sessionId, method, params);
   }
 
-  /** Notify every session of a user (GatewayOptions.userOf), on every gateway sharing the broker. */
-  notifyUser(user: string, method: string, params?: Params): Promise<void> {
+  /**
+   * Notify every session of a user (GatewayOptions.userOf), on every gateway sharing the
+   * broker. With `userInbox`, the message is kept, numbered, in the user's inbox and resolves
+   * with its number there (clients that subscribe `$inbox` get it exactly once, even across
+   * reconnects); without, it reaches the sessions connected now and resolves undefined.
+   * Rejects with -32009 Broker unavailable (a JsonRpcError) when the broker did not take it.
+   */
+  notifyUser(user: string, method: string, params?: Params): Promise<number | undefined> {
     return this.router.notifyUser(user, method, params);
   }
 

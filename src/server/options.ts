@@ -1,7 +1,7 @@
 import type { TransportKind } from '../transport/transport.js';
 import type { IncomingMessage, Server as HttpServer, ServerResponse } from 'node:http';
 import type { Logger } from '../peer/logger.js';
-import type { Broker } from '../pubsub/broker.js';
+import type { Broker, Retention } from '../pubsub/broker.js';
 import type { Params } from '../protocol/types.js';
 import type { SubscriptionMethods } from './pubsub-service.js';
 import type { Session } from './session.js';
@@ -131,6 +131,13 @@ export interface GatewayOptions<C> {
   heartbeatInterval?: number;
   /** The user a session belongs to, from its context, so `gateway.notifyUser` can reach it on any node. */
   userOf?: (context: C) => string | undefined;
+  /**
+   * Keep each user's messages (`gateway.notifyUser`) numbered in a bounded history, so a
+   * client that subscribes `$inbox` gets every one exactly once, in order, across reconnects
+   * to any node (a gap signal past retention). `true` for the defaults. Needs `userOf`.
+   * Default off: `notifyUser` reaches the sessions connected at that moment, at most once.
+   */
+  userInbox?: boolean | UserInboxOptions;
   /** Where topics live. Default: a MemoryBroker (one node, nothing else needed). */
   broker?: Broker;
   /** Names of the subscribe, notification and unsubscribe methods (e.g. eth_subscribe, eth_subscription, eth_unsubscribe). */
@@ -141,6 +148,77 @@ export interface GatewayOptions<C> {
   acceptV1?: boolean;
   /** Put internal error messages and stacks in error.data (debug only). Default false. */
   exposeErrorDetails?: boolean;
+}
+
+/** What the broker keeps of each user's messages, and how new sessions are told apart. */
+export interface UserInboxOptions {
+  /** Most recent messages kept per user. Default 100 (1 to 100 000). */
+  maxLength?: number;
+  /** Messages older than this are not replayed. Default 600 000 ms (1 000 ms to 30 days). */
+  maxAgeMs?: number;
+  /**
+   * A new session of the user says with its first call how it takes the user's messages: a
+   * `$inbox` subscribe (through the inbox) or anything else (as plain notifications). Until it
+   * does, or for this long after it opened, the user's messages are held for it (at most
+   * `maxLength`) and then sent plain. Default 2 000 ms (0 to 60 000).
+   */
+  holdMs?: number;
+}
+
+/** `userInbox` checked and with its defaults filled in. */
+export interface ResolvedUserInbox {
+  retention: Retention;
+  holdMs: number;
+}
+
+export const defaultUserInbox: Required<UserInboxOptions> = {
+  maxLength: 100,
+  maxAgeMs: 600_000,
+  holdMs: 2_000,
+};
+
+const USER_INBOX_BOUNDS: Record<keyof UserInboxOptions, [number, number, string]> = {
+  maxLength: [1, 100_000, '1 to 100000'],
+  maxAgeMs: [1_000, 30 * 24 * 3_600_000, '1000 to 2592000000 (30 days)'],
+  holdMs: [0, 60_000, '0 to 60000'],
+};
+
+/**
+ * Check `GatewayOptions.userInbox` once, when the gateway is made: undefined when off; a
+ * TypeError or RangeError naming the option when it is not usable.
+ */
+export function resolveUserInbox(
+  value: unknown,
+  hasUserOf: boolean,
+): ResolvedUserInbox | undefined {
+  if (value === undefined || value === false) return undefined;
+  if (value !== true && (typeof value !== 'object' || value === null || Array.isArray(value))) {
+    throw new TypeError('userInbox must be true, false or { maxLength, maxAgeMs, holdMs }');
+  }
+  if (!hasUserOf) {
+    throw new TypeError('userInbox needs userOf: the inbox is per user, and a session has none');
+  }
+  const given = (value === true ? {} : value) as Record<string, unknown>;
+  const resolved = { ...defaultUserInbox };
+  for (const key of Object.keys(given)) {
+    if (!Object.hasOwn(USER_INBOX_BOUNDS, key)) {
+      throw new TypeError(`userInbox.${key} is not an option of userInbox`);
+    }
+    const option = given[key];
+    if (option === undefined) continue;
+    const [min, max, range] = USER_INBOX_BOUNDS[key as keyof UserInboxOptions];
+    if (typeof option !== 'number') {
+      throw new TypeError(`userInbox.${key} must be a number, not ${typeof option}`);
+    }
+    if (!Number.isInteger(option) || option < min || option > max) {
+      throw new RangeError(`userInbox.${key} must be an integer from ${range}, not ${option}`);
+    }
+    resolved[key as keyof UserInboxOptions] = option;
+  }
+  return {
+    retention: { maxLength: resolved.maxLength, maxAgeMs: resolved.maxAgeMs },
+    holdMs: resolved.holdMs,
+  };
 }
 
 export const defaultLimits: Required<GatewayLimits> = {

@@ -7,7 +7,7 @@ import { ErrorCode } from '../protocol/error-codes.js';
 import { InvalidParamsError, ServerError } from '../protocol/errors.js';
 import { ConnectionClosedError } from '../protocol/local-errors.js';
 import { defaultRetention } from '../pubsub/broker.js';
-import type { Broker, Retention } from '../pubsub/broker.js';
+import type { Broker, BrokerMessage, History, Retention } from '../pubsub/broker.js';
 import { Delivery, defaultFlowControl } from '../pubsub/delivery.js';
 import type { FlowControl } from '../pubsub/delivery.js';
 import { notificationHead } from '../pubsub/frames.js';
@@ -27,6 +27,12 @@ import type {
 } from './pubsub-types.js';
 import type { Session } from './session.js';
 import { pushUnsupported } from './session.js';
+import {
+  INBOX_SUBSCRIPTION,
+  INBOX_TOPIC_PREFIX,
+  brokerUnavailable,
+  inboxTopic,
+} from './session-router.js';
 
 // The public shapes live in pubsub-types.ts; they are still imported from here.
 export { defaultSubscriptionMethods } from './pubsub-types.js';
@@ -36,6 +42,61 @@ export type {
   SubscriptionMethods,
   TopicOptions,
 } from './pubsub-types.js';
+
+/** User inboxes (GatewayOptions.userInbox), as the service serves them. */
+export interface PubSubInbox {
+  /** What the broker keeps of each user's messages. */
+  retention: Retention;
+  /** Every message of an inbox topic this node holds, for the user's sessions that take it plain. */
+  received: (message: BrokerMessage) => void;
+}
+
+/**
+ * An inbox subscriber must not lose messages: past the high-water mark its connection is
+ * closed (1013) and the client resumes from the last message it has, from history.
+ */
+const INBOX_FLOW: FlowControl = { ...defaultFlowControl, slowConsumer: 'disconnect' };
+
+/**
+ * The broker as the topic registry sees it, when user inboxes are on: the messages of inbox
+ * topics also go to `received` (the user's plain sessions), after the registry's own
+ * subscribers, on the one broker subscription the registry holds per topic (a broker keeps
+ * one deliver callback per topic, so nobody else may subscribe those topics).
+ */
+class InboxTap implements Broker {
+  constructor(
+    private readonly inner: Broker,
+    private readonly received: (message: BrokerMessage) => void,
+  ) {}
+
+  get ready(): boolean {
+    return this.inner.ready;
+  }
+
+  publish(topic: string, payload: string, retention?: Retention): Promise<number> {
+    return this.inner.publish(topic, payload, retention);
+  }
+
+  subscribe(topic: string, deliver: (message: BrokerMessage) => void): Promise<void> {
+    if (!topic.startsWith(INBOX_TOPIC_PREFIX)) return this.inner.subscribe(topic, deliver);
+    return this.inner.subscribe(topic, (message) => {
+      deliver(message);
+      this.received(message);
+    });
+  }
+
+  unsubscribe(topic: string): Promise<void> {
+    return this.inner.unsubscribe(topic);
+  }
+
+  history(topic: string, afterSeq: number): Promise<History> {
+    return this.inner.history(topic, afterSeq);
+  }
+
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
 
 interface TopicDefinition<C> {
   pattern: string;
@@ -65,10 +126,12 @@ export class PubSubService<C> {
     private readonly maxPerSession: number,
     private readonly logger: Logger,
     private readonly exposeErrorDetails: boolean,
+    /** Set when the gateway keeps user inboxes (`$inbox` subscriptions). */
+    private readonly inbox?: PubSubInbox,
   ) {
     this.head = notificationHead(methods.notification);
     this.registry = new TopicRegistry(
-      broker,
+      inbox ? new InboxTap(broker, inbox.received) : broker,
       this.head,
       () => this.newId(),
       (err, topic) => logger.warn({ err, topic }, 'broker unsubscribe failed'),
@@ -89,8 +152,10 @@ export class PubSubService<C> {
    */
   topic(pattern: string, options: TopicOptions<C> = {}): void {
     if (this.definitions.has(pattern)) throw new Error(`Topic "${pattern}" is already declared`);
-    if (pattern.startsWith('$'))
-      throw new Error(`Topic names starting with "$" are reserved: "${pattern}"`);
+    if (pattern.startsWith('$') || pattern.startsWith(INBOX_TOPIC_PREFIX))
+      throw new Error(
+        `Topic names starting with "$" or "${INBOX_TOPIC_PREFIX}" are reserved: "${pattern}"`,
+      );
     const definition = {
       pattern,
       options,
@@ -150,7 +215,10 @@ export class PubSubService<C> {
   subscriptionsByPattern(): Record<string, number> {
     const out: Record<string, number> = {};
     for (const [topic, count] of Object.entries(this.registry.snapshot())) {
-      const pattern = this.resolveTopic(topic)?.pattern;
+      // Every user's inbox under one label: the label's values stay as few as the declarations.
+      const pattern = topic.startsWith(INBOX_TOPIC_PREFIX)
+        ? INBOX_SUBSCRIPTION
+        : this.resolveTopic(topic)?.pattern;
       if (pattern !== undefined) out[pattern] = (out[pattern] ?? 0) + count;
     }
     return out;
@@ -162,10 +230,20 @@ export class PubSubService<C> {
    * `exposeErrorDetails`.
    */
   private brokerUnavailable(err: unknown, topic: string, what: string): ServerError {
-    this.logger.warn({ err, topic }, `broker unavailable: ${what}`);
-    const data: Record<string, unknown> = { topic };
-    if (this.exposeErrorDetails) data['reason'] = err instanceof Error ? err.message : String(err);
-    return new ServerError(ErrorCode.BrokerUnavailable, `Broker unavailable: ${what}`, data);
+    return brokerUnavailable(this.logger, this.exposeErrorDetails, err, what, { topic });
+  }
+
+  /**
+   * Keep `topic` subscribed on the broker through the node's registry, without a subscriber
+   * (the session router's hold on a user's inbox). Rejects when the broker refuses.
+   */
+  holdTopic(topic: string): Promise<void> {
+    return this.registry.hold(topic);
+  }
+
+  /** Undo one successful `holdTopic`. */
+  releaseTopic(topic: string): void {
+    this.registry.release(topic);
   }
 
   /** Local subscriber counts by topic; empty when nobody is subscribed. */
@@ -197,6 +275,9 @@ export class PubSubService<C> {
     const session = ctx.session;
     if (!session.transport.canPush) throw pushUnsupported('Subscriptions');
     const table = this.requireTable(session);
+    if (request.name === INBOX_SUBSCRIPTION && this.inbox) {
+      return this.subscribeInbox(request, session, table, ctx);
+    }
     const stream = this.streams.get(request.name);
     if (stream) {
       this.checkLimit(table); // before the handler, so a refused subscribe has no side effects
@@ -221,26 +302,68 @@ export class PubSubService<C> {
         });
       }
     }
+    return this.holdAndStart(request.name, request.name, session, table, definition.flow, ctx, {
+      request,
+    });
+  }
+
+  /**
+   * `$inbox`: the topic of the session's own user's inbox, with everything a topic has
+   * (position, resume, gap and epoch signals). Needs a session with a user.
+   */
+  private subscribeInbox(
+    request: SubscribeRequest,
+    session: Session<C>,
+    table: SessionTable,
+    ctx: HandlerContext<Session<C>>,
+  ): Promise<string> {
+    const user = session.user;
+    const inbox = session.inbox;
+    if (user === undefined || !inbox) {
+      throw new ServerError(
+        ErrorCode.Unauthorized,
+        'The inbox is for sessions of a user: this session has none',
+        { topic: INBOX_SUBSCRIPTION },
+      );
+    }
+    // From here the session gets no plain copies of its user's messages (SessionInbox).
+    inbox.claim();
+    return this.holdAndStart(inboxTopic(user), request.name, session, table, INBOX_FLOW, ctx, {
+      request,
+      starting: (asked) => inbox.started(asked),
+    });
+  }
+
+  /** Hold `topic` on the broker, then start the subscription (`name` is what the client asked for). */
+  private async holdAndStart(
+    topic: string,
+    name: string,
+    session: Session<C>,
+    table: SessionTable,
+    flow: FlowControl,
+    ctx: HandlerContext<Session<C>>,
+    start: TopicStart,
+  ): Promise<string> {
     this.checkLimit(table);
     try {
-      await this.registry.hold(request.name);
+      await this.registry.hold(topic);
     } catch (err) {
       // The broker is down: worth retrying (-32009), unlike an Internal error.
-      throw this.brokerUnavailable(err, request.name, 'could not subscribe');
+      throw this.brokerUnavailable(err, name, 'could not subscribe');
     }
     if (this.tables.get(session) !== table) {
       // The connection closed while the broker was subscribing.
-      this.registry.release(request.name);
+      this.registry.release(topic);
       throw new ConnectionClosedError();
     }
     try {
       // Cancelled while the broker was subscribing: the caller is answered -32001, so nothing
       // may stay behind.
       throwIfCancelled(ctx);
-      return this.startTopic(request.name, table, definition.flow, ctx, request);
+      return this.startTopic(topic, table, flow, ctx, start);
     } catch (err) {
       // Cancelled, or another subscribe took the last slot while the broker was subscribing.
-      this.registry.release(request.name);
+      this.registry.release(topic);
       throw err;
     }
   }
@@ -250,7 +373,7 @@ export class PubSubService<C> {
     table: SessionTable,
     flow: FlowControl,
     ctx: HandlerContext<Session<C>>,
-    { since, epoch, position = false }: SubscribeRequest,
+    { request, starting }: TopicStart,
   ): string {
     this.checkLimit(table);
     // Sharing the topic's id lets one encoded frame serve every such subscriber.
@@ -258,8 +381,6 @@ export class PubSubService<C> {
     const id =
       sharedId !== undefined && !table.subscriptions.has(sharedId) ? sharedId : this.newId();
     const delivery = this.newDelivery(table.sink, id, flow);
-    delivery.resumable = since !== undefined || position;
-    delivery.clientEpoch = epoch;
     const subscription: SessionSubscription = {
       topic,
       delivery,
@@ -272,6 +393,10 @@ export class PubSubService<C> {
     table.subscriptions.set(id, subscription);
     ctx.afterReply(() => {
       if (table.subscriptions.get(id) !== subscription) return;
+      // Where it starts is settled in the turn it joins the topic: no message falls between.
+      const { since, epoch, position = false } = starting ? starting(request) : request;
+      delivery.resumable = since !== undefined || position;
+      delivery.clientEpoch = epoch;
       if (since !== undefined) replay(this.broker, this.logger, topic, since, epoch, delivery);
       else if (position) sendPosition(this.broker, this.logger, topic, delivery);
       this.registry.attach(topic, delivery);
@@ -318,8 +443,9 @@ export class PubSubService<C> {
   }
 
   private resolveTopic(name: string): TopicDefinition<C> | undefined {
-    // "$node.*" and "$user.*" carry messages addressed to sessions: never subscribable.
-    if (name.startsWith('$')) return undefined;
+    // "$node.*" and "$user.*" carry messages addressed to sessions, "~inbox.*" a user's own
+    // (reached as "$inbox"): never subscribable by name.
+    if (name.startsWith('$') || name.startsWith(INBOX_TOPIC_PREFIX)) return undefined;
     const exact = this.definitions.get(name);
     if (exact && !exact.pattern.endsWith('*')) return exact;
     return this.prefixes.find((d) => name.startsWith(d.pattern.slice(0, -1)));
@@ -348,6 +474,12 @@ export class PubSubService<C> {
     // Hex quantities, as Ethereum nodes use; unique for the life of the gateway.
     return `0x${(++this.nextId).toString(16)}`;
   }
+}
+
+/** How a topic subscription starts: as the client asked, or as `starting` decides when it joins. */
+interface TopicStart {
+  request: SubscribeRequest;
+  starting?: (request: SubscribeRequest) => SubscribeRequest;
 }
 
 /**

@@ -1,6 +1,9 @@
 import type { Logger } from '../peer/logger.js';
+import { ErrorCode } from '../protocol/error-codes.js';
+import { ServerError } from '../protocol/errors.js';
 import type { Params } from '../protocol/types.js';
-import type { Broker, Retention } from '../pubsub/broker.js';
+import type { Broker, BrokerMessage, Retention } from '../pubsub/broker.js';
+import type { SubscribeRequest } from '../pubsub/subscribe-params.js';
 
 /** Directed messages need no history: whoever is not connected now is not addressed. */
 const DIRECT: Retention = { maxLength: 1, maxAgeMs: 60_000 };
@@ -9,6 +12,50 @@ const DIRECT: Retention = { maxLength: 1, maxAgeMs: 60_000 };
 const RETRY_MIN_MS = 250;
 const RETRY_MAX_MS = 5_000;
 
+/** The name a session subscribes to for its own user's inbox (GatewayOptions.userInbox). */
+export const INBOX_SUBSCRIPTION = '$inbox';
+
+/**
+ * Where a user's inbox lives on the broker: `~inbox.<user>`. Not a `$` name, since brokers
+ * keep no history for those; clients cannot subscribe to it by name (PubSubService).
+ */
+export const INBOX_TOPIC_PREFIX = '~inbox.';
+
+export function inboxTopic(user: string): string {
+  return INBOX_TOPIC_PREFIX + user;
+}
+
+/** Whether subscribe params (`["$inbox", ...]` or `{ "topic": "$inbox" }`) name the inbox. */
+export function namesInbox(params: Params | undefined): boolean {
+  const name = Array.isArray(params)
+    ? (params as unknown[])[0]
+    : (params as { topic?: unknown } | undefined)?.topic;
+  return name === INBOX_SUBSCRIPTION;
+}
+
+/**
+ * -32009 Broker unavailable for a broker operation that failed (the broker is down or
+ * refused). The cause (which may name the broker's host and port) goes to the log, and to the
+ * caller only with `exposeErrorDetails`.
+ */
+export function brokerUnavailable(
+  logger: Logger,
+  exposeErrorDetails: boolean,
+  err: unknown,
+  what: string,
+  data: Record<string, unknown>,
+  logged: Record<string, unknown> = data,
+): ServerError {
+  logger.warn({ err, ...logged }, `broker unavailable: ${what}`);
+  const told: Record<string, unknown> = { ...data };
+  if (exposeErrorDetails) told['reason'] = err instanceof Error ? err.message : String(err);
+  return new ServerError(
+    ErrorCode.BrokerUnavailable,
+    `Broker unavailable: ${what}`,
+    Object.keys(told).length > 0 ? told : undefined,
+  );
+}
+
 interface Directed {
   session?: string;
   user?: string;
@@ -16,18 +63,65 @@ interface Directed {
   params?: Params;
 }
 
+/** One message of a user's inbox, as the sessions that take it plain need it. */
+export interface InboxMessage {
+  seq: number;
+  epoch: string | undefined;
+  method: string;
+  params: Params | undefined;
+}
+
+/** The `{ method, params }` an inbox message carries; undefined when it is not one. */
+export function decodeInboxMessage(message: BrokerMessage): InboxMessage | undefined {
+  let body: { method?: unknown; params?: unknown } | null;
+  try {
+    body = JSON.parse(message.payload) as { method?: unknown; params?: unknown } | null;
+  } catch {
+    return undefined;
+  }
+  if (typeof body?.method !== 'string') return undefined;
+  return {
+    seq: message.seq,
+    epoch: message.epoch,
+    method: body.method,
+    params: body.params as Params | undefined,
+  };
+}
+
 export interface LocalSessions {
   /** Notify one local session; false when no such session is here. */
   notifySession(sessionId: string, method: string, params: Params | undefined): boolean;
   /** Notify every local session of a user; returns how many. */
   notifyUser(user: string, method: string, params: Params | undefined): number;
+  /** A message of a user's inbox: to the user's local sessions that take it plain. */
+  deliverInbox?(user: string, message: BrokerMessage): void;
 }
 
-/** This node's listening for one user's messages (`$user.<name>`), shared by their sessions. */
+/** What the router needs for user inboxes: their retention, and the node's topic holds. */
+export interface RouterInbox {
+  retention: Retention;
+  /**
+   * Keep the topic subscribed on this node (TopicRegistry.hold, shared with the `$inbox`
+   * subscriptions of the user's sessions): one broker subscription per topic per node.
+   */
+  hold(topic: string): Promise<void>;
+  release(topic: string): void;
+}
+
+export interface SessionRouterOptions {
+  /** Put the broker's error in the data of -32009 (GatewayOptions.exposeErrorDetails). */
+  exposeErrorDetails?: boolean;
+  /** Set when the gateway keeps user inboxes (GatewayOptions.userInbox). */
+  inbox?: RouterInbox;
+}
+
+/** This node's listening for one user's messages (`$user.<name>` or the inbox), shared by their sessions. */
 interface UserListener {
   sessions: number;
   /** Settles once the broker has the subscription, or once an attempt failed (retried later). */
   ready: Promise<void>;
+  /** The inbox topic is held for this listener (to be released exactly once). */
+  held: boolean;
 }
 
 /**
@@ -35,6 +129,11 @@ interface UserListener {
  * listens on a broker topic of its own (`$node.<id>`, the prefix of its session
  * ids) and on `$user.<name>` for each user with a session on it; a message for
  * a session elsewhere, or for a user, goes through the broker.
+ *
+ * With user inboxes, a user's messages go to a numbered topic with history instead
+ * (`~inbox.<name>`), which this node holds through its TopicRegistry while the user has a
+ * session here: the `$inbox` subscriptions of the user's sessions share that one broker
+ * subscription, and the user's other sessions get each message as a plain notification.
  *
  * A user subscription that fails (the broker is down when the session opens) is retried,
  * with backoff, until it is in place or the user's last session here has gone.
@@ -54,6 +153,7 @@ export class SessionRouter {
     readonly nodeId: string,
     private readonly local: LocalSessions,
     private readonly logger: Logger,
+    private readonly options: SessionRouterOptions = {},
   ) {}
 
   /** Start listening for messages addressed to this node's sessions. */
@@ -81,22 +181,62 @@ export class SessionRouter {
     await this.broker.unsubscribe(`$node.${this.nodeId}`).catch(() => undefined);
   }
 
-  /** Notify a session on any node. Resolves true when delivered here, or handed to the broker. */
+  /**
+   * Notify a session on any node, at most once (a session is one connection). Resolves true
+   * when delivered here, or handed to the broker; rejects with -32009 when the broker did not
+   * take it.
+   */
   async notifySession(sessionId: string, method: string, params?: Params): Promise<boolean> {
     if (this.local.notifySession(sessionId, method, params)) return true;
     const node = sessionId.slice(0, sessionId.lastIndexOf('-'));
     if (!node || node === this.nodeId) return false;
-    await this.broker.publish(
-      `$node.${node}`,
-      JSON.stringify({ session: sessionId, method, params }),
-      DIRECT,
-    );
+    const payload = JSON.stringify({ session: sessionId, method, params });
+    await this.publish(`$node.${node}`, payload, DIRECT, { session: sessionId });
     return true;
   }
 
-  /** Notify every session of `user`, on every node (this one included, through the broker). */
-  async notifyUser(user: string, method: string, params?: Params): Promise<void> {
-    await this.broker.publish(`$user.${user}`, JSON.stringify({ user, method, params }), DIRECT);
+  /**
+   * Notify every session of `user`, on every node (this one included, through the broker).
+   * With user inboxes, resolves with the message's number in the user's inbox. Rejects with
+   * -32009 when the broker did not take it.
+   */
+  async notifyUser(user: string, method: string, params?: Params): Promise<number | undefined> {
+    const inbox = this.options.inbox;
+    if (inbox) {
+      const payload = JSON.stringify({ method, params });
+      return this.publish(inboxTopic(user), payload, inbox.retention, { user });
+    }
+    const payload = JSON.stringify({ user, method, params });
+    await this.publish(`$user.${user}`, payload, DIRECT, { user });
+    return undefined;
+  }
+
+  /** A message of a user's inbox, from this node's broker subscription (see RouterInbox). */
+  inboxReceived(message: BrokerMessage): void {
+    if (!message.topic.startsWith(INBOX_TOPIC_PREFIX)) return;
+    this.local.deliverInbox?.(message.topic.slice(INBOX_TOPIC_PREFIX.length), message);
+  }
+
+  private async publish(
+    topic: string,
+    payload: string,
+    retention: Retention,
+    logged: Record<string, unknown>,
+  ): Promise<number> {
+    try {
+      // Through a promise, so a broker that throws synchronously fails like one that rejects.
+      return await Promise.resolve().then(() => this.broker.publish(topic, payload, retention));
+    } catch (err) {
+      // A JsonRpcError, so a handler that returns notifyUser's promise answers precisely.
+      throw brokerUnavailable(
+        this.logger,
+        this.options.exposeErrorDetails ?? false,
+        err,
+        'the message was not sent',
+        {},
+        logged,
+      );
+    }
   }
 
   /**
@@ -109,7 +249,7 @@ export class SessionRouter {
       existing.sessions++;
       return;
     }
-    const listener: UserListener = { sessions: 1, ready: Promise.resolve() };
+    const listener: UserListener = { sessions: 1, ready: Promise.resolve(), held: false };
     this.users.set(user, listener);
     listener.ready = this.listen(user, listener);
   }
@@ -120,6 +260,13 @@ export class SessionRouter {
     if (--listener.sessions > 0) return;
     this.users.delete(user);
     this.retrying.delete(user);
+    const inbox = this.options.inbox;
+    if (inbox) {
+      // A hold still on its way is released by `listen` when it lands.
+      if (listener.held) inbox.release(inboxTopic(user));
+      listener.held = false;
+      return;
+    }
     // Even after a failed subscribe: it may have reached the broker all the same (idempotent).
     this.broker.unsubscribe(`$user.${user}`).catch(() => undefined);
   }
@@ -138,9 +285,11 @@ export class SessionRouter {
   }
 
   private async listen(user: string, listener: UserListener): Promise<void> {
-    const topic = `$user.${user}`;
+    const inbox = this.options.inbox;
+    const topic = inbox ? inboxTopic(user) : `$user.${user}`;
     try {
-      await this.broker.subscribe(topic, (message) => this.receive(message.payload));
+      if (inbox) await inbox.hold(topic);
+      else await this.broker.subscribe(topic, (message) => this.receive(message.payload));
     } catch (err) {
       if (this.users.get(user) !== listener) return;
       this.logger.warn({ err, user }, 'could not listen for user messages: retrying');
@@ -149,10 +298,13 @@ export class SessionRouter {
       return;
     }
     if (this.users.get(user) !== listener) {
-      // Every session of the user left meanwhile (and none came back): let go.
-      if (!this.users.has(user)) this.broker.unsubscribe(topic).catch(() => undefined);
+      // Every session of the user left meanwhile (and none came back, or a new listener has
+      // its own hold): let go.
+      if (inbox) inbox.release(topic);
+      else if (!this.users.has(user)) this.broker.unsubscribe(topic).catch(() => undefined);
       return;
     }
+    listener.held = inbox !== undefined;
     this.retryDelay = RETRY_MIN_MS;
   }
 
@@ -193,5 +345,154 @@ export class SessionRouter {
     } else if (typeof message.user === 'string') {
       this.local.notifyUser(message.user, message.method, message.params);
     }
+  }
+}
+
+/** Where one session of a user is with the user's messages (see SessionInbox). */
+type InboxMode = 'undecided' | 'plain' | 'claiming' | 'inbox';
+
+/**
+ * How one session of a user takes the user's messages when the gateway keeps user inboxes.
+ * A session that subscribes `$inbox` gets them through that subscription, numbered, and
+ * resumes them on its next connection; the user's other sessions (third-party clients)
+ * get each one as a plain notification, as without inboxes.
+ *
+ * A new session cannot be told apart until its first call: a client that resumes its inbox
+ * would otherwise get messages plain before its `$inbox` subscribe and the same ones again,
+ * before the ones it missed, from the resume. So until its first call (or `holdMs` after it
+ * opened) the user's messages are held for it: a `$inbox` subscribe starts from the first of
+ * them (when it asks for its position) or from its own `since`; anything else gets them plain.
+ *
+ * Modes: `undecided` (held, at most `maxHeld`, for at most `holdMs`), `plain` (notified),
+ * `claiming` (a `$inbox` subscribe is on its way: only where it starts is remembered),
+ * `inbox` (the subscription delivers; nothing here).
+ */
+export class SessionInbox {
+  private mode: InboxMode = 'undecided';
+  private held: InboxMessage[] = [];
+  /** The first message held since the session opened or claimed the inbox. */
+  private firstHeld: { seq: number } | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly openedAt = Date.now();
+  /** Some of the user's messages went to it plain (its first call was not a `$inbox` subscribe). */
+  private sentPlain = false;
+
+  constructor(
+    private readonly session: { notify(method: string, params?: Params): void; logger: Logger },
+    private readonly holdMs: number,
+    private readonly maxHeld: number,
+  ) {}
+
+  /** Not yet told how the session takes its messages: its next call says. */
+  get undecided(): boolean {
+    return this.mode === 'undecided';
+  }
+
+  /** Whether messages need to be offered (a session in `inbox` mode gets them elsewhere). */
+  get wantsMessages(): boolean {
+    return this.mode !== 'inbox';
+  }
+
+  /** The session's first call: a `$inbox` subscribe (`inbox`) or anything else. */
+  firstCall(inbox: boolean): void {
+    if (this.mode !== 'undecided') return;
+    if (inbox) this.claim();
+    else this.goPlain();
+  }
+
+  /** One message of the user's inbox that the registry did not deliver to this session. */
+  offer(message: InboxMessage): void {
+    switch (this.mode) {
+      case 'inbox':
+        return;
+      case 'plain':
+        this.sendPlain(message);
+        return;
+      case 'claiming':
+        this.firstHeld ??= { seq: message.seq };
+        return;
+      case 'undecided': {
+        const left = this.holdMs - (Date.now() - this.openedAt);
+        if (left <= 0) {
+          this.goPlain();
+          this.sendPlain(message);
+          return;
+        }
+        this.firstHeld ??= { seq: message.seq };
+        this.held.push(message);
+        // Beyond the bound the oldest go: a plain session gets the user's messages at most once.
+        if (this.held.length > this.maxHeld) this.held.shift();
+        if (!this.timer) {
+          this.timer = setTimeout(() => {
+            this.timer = undefined;
+            if (this.mode === 'undecided') this.goPlain();
+          }, left);
+          this.timer.unref();
+        }
+        return;
+      }
+    }
+  }
+
+  /**
+   * A `$inbox` subscribe arrived: no more plain messages. What comes until the subscription
+   * starts is covered by where it starts (`started`).
+   */
+  claim(): void {
+    if (this.mode === 'inbox' || this.mode === 'claiming') return;
+    if (this.mode === 'plain') this.firstHeld = undefined;
+    this.mode = 'claiming';
+    this.held = [];
+    this.clearTimer();
+  }
+
+  /**
+   * The `$inbox` subscription joins the user's topic now, in this very turn: from here on it
+   * delivers this session's messages. Returns where it starts: a subscribe that asked for its
+   * position starts before the first message held for the session (so nothing sent since the
+   * session opened is missed), one that resumes starts from its own `since`.
+   */
+  started(request: SubscribeRequest): SubscribeRequest {
+    const first = this.firstHeld;
+    this.mode = 'inbox';
+    this.held = [];
+    this.firstHeld = undefined;
+    this.clearTimer();
+    if (request.since !== undefined && this.sentPlain) {
+      this.session.logger.warn(
+        { since: request.since },
+        '$inbox resumed on a session that got user messages plain before it: some may arrive twice',
+      );
+    }
+    if (request.since !== undefined || !request.position || first === undefined) return request;
+    // Replayed from there; the epoch is told with it, as a position would have told it.
+    return { ...request, since: first.seq - 1, epoch: undefined, position: false };
+  }
+
+  /** The session closed: nothing held, no timer. */
+  close(): void {
+    this.mode = 'inbox';
+    this.held = [];
+    this.firstHeld = undefined;
+    this.clearTimer();
+  }
+
+  private goPlain(): void {
+    this.clearTimer();
+    this.mode = 'plain';
+    const held = this.held;
+    this.held = [];
+    this.firstHeld = undefined;
+    for (const message of held) this.sendPlain(message);
+  }
+
+  private sendPlain(message: InboxMessage): void {
+    this.sentPlain = true;
+    this.session.notify(message.method, message.params);
+  }
+
+  private clearTimer(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
   }
 }

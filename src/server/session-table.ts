@@ -6,11 +6,13 @@ import type { Logger } from '../peer/logger.js';
 import { Peer } from '../peer/peer.js';
 import type { CloseInfo, PeerConfig } from '../peer/peer.js';
 import type { Params } from '../protocol/types.js';
+import type { BrokerMessage } from '../pubsub/broker.js';
 import type { ServerTransport } from '../transport/transport.js';
 import type { Admission } from './admission.js';
 import type { GatewayLimits } from './options.js';
 import { Session } from './session.js';
-import type { LocalSessions, SessionRouter } from './session-router.js';
+import { SessionInbox, decodeInboxMessage } from './session-router.js';
+import type { InboxMessage, LocalSessions, SessionRouter } from './session-router.js';
 import { TokenBucket } from './token-bucket.js';
 
 export interface SessionTableDeps<C> {
@@ -27,6 +29,11 @@ export interface SessionTableDeps<C> {
    * gateway hands it over lazily.
    */
   users: Pick<SessionRouter, 'userConnected' | 'userDisconnected'>;
+  /**
+   * Set when the gateway keeps user inboxes: each session of a user then gets a SessionInbox
+   * (how long new sessions' messages are held, and at most how many).
+   */
+  inbox?: { holdMs: number; maxHeld: number } | undefined;
 }
 
 /**
@@ -92,6 +99,8 @@ export class SessionTable<C> implements LocalSessions {
     this.live.set(session.id, session);
     if (user !== undefined) {
       session.user = user;
+      const inbox = this.deps.inbox;
+      if (inbox) session.inbox = new SessionInbox(session, inbox.holdMs, inbox.maxHeld);
       let sessions = this.byUser.get(user);
       if (!sessions) this.byUser.set(user, (sessions = new Set()));
       sessions.add(session);
@@ -107,6 +116,7 @@ export class SessionTable<C> implements LocalSessions {
     this.live.delete(session.id);
     this.deps.admission.release(session.transport.kind, session.remoteAddress);
     this.deps.pubsub.detach(session);
+    session.inbox?.close();
     if (session.user !== undefined) {
       const sessions = this.byUser.get(session.user);
       sessions?.delete(session);
@@ -128,6 +138,24 @@ export class SessionTable<C> implements LocalSessions {
     const sessions = [...(this.byUser.get(user) ?? [])];
     for (const session of sessions) if (!session.isClosed) session.notify(method, params);
     return sessions.length;
+  }
+
+  /**
+   * A message of a user's inbox: every local session of the user that has no `$inbox`
+   * subscription gets it plain (or has it held, while it is new: see SessionInbox). Decoded
+   * once, and only when some session needs it.
+   */
+  deliverInbox(user: string, message: BrokerMessage): void {
+    const sessions = this.byUser.get(user);
+    if (!sessions) return;
+    let decoded: InboxMessage | null = null;
+    for (const session of [...sessions]) {
+      const inbox = session.inbox;
+      if (!inbox?.wantsMessages || session.isClosed) continue;
+      decoded ??= decodeInboxMessage(message) ?? null;
+      if (!decoded) return;
+      inbox.offer(decoded);
+    }
   }
 
   /** Shutdown: no more connected/disconnected events. */

@@ -8,6 +8,7 @@ import type { Sink } from '../pubsub/sink.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { JsonRpcError } from '../protocol/errors.js';
 import type { EncodedFrame, ServerTransport } from '../transport/transport.js';
+import type { SessionInbox } from './session-router.js';
 
 /** The error for what needs a connection the server can push on, asked of an HTTP exchange. */
 export function pushUnsupported(what: string): JsonRpcError {
@@ -27,6 +28,8 @@ export class Session<C = unknown> implements Sink {
   readonly connectedAt = Date.now();
   /** The user this session belongs to (GatewayOptions.userOf), if any. */
   user: string | undefined;
+  /** How it takes its user's messages, when the gateway keeps user inboxes (GatewayOptions.userInbox). */
+  inbox: SessionInbox | undefined;
 
   constructor(
     readonly id: string,
