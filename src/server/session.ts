@@ -9,6 +9,8 @@ import { ErrorCode } from '../protocol/error-codes.js';
 import { JsonRpcError } from '../protocol/errors.js';
 import type { EncodedFrame, ServerTransport } from '../transport/transport.js';
 import type { SessionInbox } from './session-router.js';
+import { drainSession } from './shutdown.js';
+import type { DrainOptions } from './shutdown.js';
 
 /** The error for what needs a connection the server can push on, asked of an HTTP exchange. */
 export function pushUnsupported(what: string): JsonRpcError {
@@ -107,5 +109,15 @@ export class Session<C = unknown> implements Sink {
 
   close(code = 1000, reason = ''): void {
     this.peer.close(code, reason);
+  }
+
+  /**
+   * Move this client to another node without loss (to rebalance after a node came back):
+   * what `gateway.drain()` does to every session, for this one alone. The rpc.reconnect
+   * notice (with `reconnectUrl` if given), calls after it refused with -32006, then close 1012
+   * once its calls are done or at the deadline (default 10 s). Resolves once it is closed.
+   */
+  drain(options: DrainOptions = {}): Promise<void> {
+    return drainSession(this, options);
   }
 }

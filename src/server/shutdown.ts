@@ -60,18 +60,31 @@ export async function drainSessions<C>(
   options: DrainOptions,
 ): Promise<void> {
   const deadline = Date.now() + (options.deadlineMs ?? 10_000);
-  const notice = options.reconnectUrl ? { url: options.reconnectUrl } : {};
   const sessions = [...live.values()];
   logger.info({ sessions: sessions.length }, 'draining');
-  for (const session of sessions) {
-    if (session.isClosed) continue;
-    session.peer.stopAcceptingCalls();
-    session.notify(ReservedMethod.Reconnect, notice);
-  }
   await Promise.all([
-    ...sessions.map((session) => closeWhenIdle(session, deadline)),
+    ...sessions.map((session) => drainSession(session, options, deadline)),
     httpRpc.settled(deadline - Date.now()),
   ]);
+}
+
+/**
+ * Move one client elsewhere without loss: the rpc.reconnect notice (with `reconnectUrl`, if
+ * given), no new calls (-32006), and the close (1012) once its calls are done or at the
+ * deadline. Its client reconnects at once and resumes its subscriptions from their last seq.
+ */
+export function drainSession<C>(
+  session: Session<C>,
+  options: DrainOptions = {},
+  deadline = Date.now() + (options.deadlineMs ?? 10_000),
+): Promise<void> {
+  if (session.isClosed) return Promise.resolve();
+  session.peer.stopAcceptingCalls();
+  session.notify(
+    ReservedMethod.Reconnect,
+    options.reconnectUrl ? { url: options.reconnectUrl } : {},
+  );
+  return closeWhenIdle(session, deadline);
 }
 
 /** What the gateway tears down, in `shutdown`'s order. */

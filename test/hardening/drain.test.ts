@@ -140,3 +140,44 @@ describe('gateway.drain() (in process)', () => {
     expect(notices).toEqual([]);
   });
 });
+
+describe('session.drain(): moving one client', () => {
+  it('the drained client reconnects and resumes without loss; the other sessions stay', async () => {
+    const { url, gateway } = await res.gateway();
+    gateway.topic('feed');
+    // A backoff far beyond the wait below: only the notice's reconnect-at-once brings it back.
+    const moved = res.client(url, { reconnect: { initialDelayMs: 60_000, jitter: 0 } });
+    await moved.opened();
+    await waitUntil(() => gateway.sessions.size === 1, 'the first session');
+    const movedSession = [...gateway.sessions.values()][0]!;
+    const stays = res.client(url);
+    await stays.opened();
+    const movedSeqs: (number | null | undefined)[] = [];
+    const staysSeqs: (number | null | undefined)[] = [];
+    moved.subscribeWithMeta('feed').subscribe((e) => movedSeqs.push(e.gap ?? e.seq));
+    stays.subscribeWithMeta('feed').subscribe((e) => staysSeqs.push(e.gap ?? e.seq));
+    await waitUntil(() => gateway.pubsub.topics()['feed'] === 2, 'both subscriptions');
+    const before = new Map(gateway.sessions);
+
+    for (let n = 1; n <= 5; n++) await gateway.publish('feed', n);
+    const drained = movedSession.drain();
+    // Published while the drained client is away: replayed to it on its new session.
+    for (let n = 6; n <= 10; n++) await gateway.publish('feed', n);
+    await drained;
+    expect(movedSession.isClosed).toBe(true);
+    for (let n = 11; n <= 15; n++) await gateway.publish('feed', n);
+
+    const all = Array.from({ length: 15 }, (_, i) => i + 1);
+    await waitUntil(
+      () => movedSeqs.length >= 15 && staysSeqs.length >= 15,
+      'every message on both clients',
+    );
+    expect(movedSeqs).toEqual(all);
+    expect(staysSeqs).toEqual(all);
+    // Only the drained session was replaced.
+    const after = [...gateway.sessions.keys()];
+    expect(after).toHaveLength(2);
+    expect(after.filter((id) => before.has(id))).toHaveLength(1);
+    expect(after).not.toContain(movedSession.id);
+  });
+});
