@@ -26,7 +26,7 @@ import type { Readiness } from './http-routes.js';
 import { HttpRpc } from './http-rpc.js';
 import { createLogger } from './logger.js';
 import { GatewayMetrics } from './metrics.js';
-import { defaultLimits, resolveUserInbox } from './options.js';
+import { resolveLimits, resolveUserInbox } from './options.js';
 import type { GatewayLimits, GatewayOptions } from './options.js';
 import { PubSubService, defaultSubscriptionMethods } from './pubsub-service.js';
 import type { StreamHandler, TopicOptions } from './pubsub-service.js';
@@ -87,7 +87,7 @@ export class Gateway<C = unknown> {
   constructor(private readonly options: GatewayOptions<C> = {}) {
     this.logger = options.logger ?? createLogger();
     this.path = options.path ?? '/rpc';
-    this.limits = { ...defaultLimits, ...options.limits };
+    this.limits = resolveLimits(options.limits);
     this.admission = new Admission(this.limits, options.allowedOrigins);
     this.proxies =
       options.trustedProxies && options.trustedProxies.length > 0

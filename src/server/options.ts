@@ -235,5 +235,55 @@ export const defaultLimits: Required<GatewayLimits> = {
   maxBufferedBytes: 4 * 1024 * 1024,
 };
 
+/** What each limit may be: an integer (or any number) in [min, max]. */
+interface LimitRule {
+  min: number;
+  max: number;
+  integer: boolean;
+}
+
+const MAX_INT = Number.MAX_SAFE_INTEGER;
+const count = (min = 1): LimitRule => ({ min, max: MAX_INT, integer: true });
+
+/** The one place each limit's range is stated; `resolveLimits` checks every option against it. */
+export const limitRules: Record<keyof GatewayLimits, LimitRule> = {
+  maxMessageBytes: count(),
+  maxBatch: count(),
+  maxDepth: count(),
+  maxInFlight: count(),
+  maxPendingCalls: count(),
+  maxSubscriptions: count(0),
+  maxConnections: count(),
+  maxConnectionsPerIp: count(),
+  ratePerSecond: { min: 0, max: MAX_INT, integer: false },
+  rateBurst: { min: 1, max: MAX_INT, integer: false },
+  maxBufferedBytes: count(0),
+};
+
+/**
+ * The gateway's limits: the defaults, overridden by `limits`, each checked against its rule.
+ * Throws a TypeError naming an unknown limit or a value that is not a number, and a
+ * RangeError naming a limit outside its range, so a typo fails at start-up, not under load.
+ */
+export function resolveLimits(limits: GatewayLimits = {}): Required<GatewayLimits> {
+  const resolved: Required<GatewayLimits> = { ...defaultLimits };
+  for (const [key, value] of Object.entries(limits) as [keyof GatewayLimits, unknown][]) {
+    const rule = limitRules[key] as LimitRule | undefined;
+    if (!rule) throw new TypeError(`limits.${String(key)} is not a limit of the gateway`);
+    if (value === undefined) continue;
+    if (typeof value !== 'number' || Number.isNaN(value)) {
+      throw new TypeError(`limits.${key} must be a number, not ${JSON.stringify(value) ?? typeof value}`);
+    }
+    if (value < rule.min || value > rule.max || (rule.integer && !Number.isInteger(value))) {
+      const what = rule.integer ? 'an integer' : 'a number';
+      const range =
+        rule.max === MAX_INT ? `at least ${rule.min}` : `from ${rule.min} to ${rule.max}`;
+      throw new RangeError(`limits.${key} must be ${what} ${range}, not ${value}`);
+    }
+    resolved[key] = value;
+  }
+  return resolved;
+}
+
 /** The subprotocol the gateway prefers to answer with. */
 export const PREFERRED_SUBPROTOCOL = 'jsonrpc-2.0';
