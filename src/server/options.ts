@@ -272,7 +272,9 @@ export function resolveLimits(limits: GatewayLimits = {}): Required<GatewayLimit
     if (!rule) throw new TypeError(`limits.${String(key)} is not a limit of the gateway`);
     if (value === undefined) continue;
     if (typeof value !== 'number' || Number.isNaN(value)) {
-      throw new TypeError(`limits.${key} must be a number, not ${JSON.stringify(value) ?? typeof value}`);
+      throw new TypeError(
+        `limits.${key} must be a number, not ${JSON.stringify(value) ?? typeof value}`,
+      );
     }
     if (value < rule.min || value > rule.max || (rule.integer && !Number.isInteger(value))) {
       const what = rule.integer ? 'an integer' : 'a number';
