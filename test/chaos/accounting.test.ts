@@ -7,6 +7,7 @@ import {
   PublishLog,
   accountSubscription,
   formatTable,
+  inWindow,
   rowsByScenario,
   seqRanges,
   totalRow,
@@ -168,6 +169,46 @@ describe('chaos accounting', () => {
       log,
     );
     expect(account.problems).toHaveLength(2);
+  });
+
+  it('a window: only the seqs after its start and up to its end are owed; messages outside it are ignored', () => {
+    const log = new PublishLog([T]);
+    const [r1, r2, r3, r4, r5, r6, r7] = publish(log, 7);
+    const window = { after: { gen: 0, seq: 2 }, upTo: { gen: 0, seq: 5 } };
+    // Seq 2 (before the window) and 6, 7 (after it) received: ignored; 4 skipped silently: lost.
+    const account = accountSubscription(
+      'W',
+      T,
+      [message(r2!), message(r3!), message(r5!), message(r6!), message(r7!)],
+      log,
+      window,
+    );
+    expect(Object.fromEntries([...account.outcomes].map(([r, o]) => [r.seq, o]))).toEqual({
+      3: 'delivered',
+      4: 'lost',
+      5: 'delivered',
+    });
+    expect(account.problems).toEqual([]);
+    // What its end owes it and it never got is lost; a gap signal covers it as usual.
+    const short = accountSubscription('W', T, [message(r3!)], log, window);
+    expect(seqRanges(short, 'lost')).toBe('4-5');
+    const told = accountSubscription('W', T, [message(r3!), gap(2)], log, window);
+    expect(seqRanges(told, 'gap')).toBe('4-5');
+    // Without an end it runs to the last accepted seq; a window over numberings starts in its own.
+    const open = accountSubscription('W', T, [message(r3!), message(r4!)], log, {
+      after: { gen: 0, seq: 2 },
+    });
+    expect(seqRanges(open, 'lost')).toBe('5-7');
+    const [b1, b2] = publish(log, 2, 1);
+    const later = accountSubscription('W', T, [message(r7!), message(b2!)], log, {
+      after: { gen: 1, seq: 0 },
+    });
+    expect(seqRanges(later, 'delivered')).toBe('g1:2');
+    expect(seqRanges(later, 'lost')).toBe('g1:1');
+    // Rows count a windowed subscription as expected only for what it is owed.
+    const rows = rowsByScenario('redis', ['steady'], log, [account, later]);
+    expect(rows.get('steady')).toMatchObject({ published: 9, expected: 5, delivered: 3, lost: 2 });
+    expect(inWindow(r1!, window) || inWindow(b1!, window)).toBe(false);
   });
 
   it('rows count each accepted message per subscription in the scenario it was published in', () => {

@@ -20,6 +20,11 @@
  * Numberings: the broker may lose a topic and number it from 1 again (a Redis restarted without
  * persistence). Each publish carries the generation (`gen`) of the numbering it was made in,
  * which the engine knows since it restarts the broker itself.
+ *
+ * Windows: a subscription that was there for only part of the run (the engine's raw-protocol
+ * subscribers, which never reconnect) is owed only the accepted messages inside its window:
+ * after a point `(gen, seq)` (its position) and up to another (inclusive). The rest is owed
+ * to it by nobody: not classified, not counted as expected, and received copies are ignored.
  */
 
 /** One publish the engine attempted. Its payload is `{ t: topic, i }`: that is how it is recognized. */
@@ -46,6 +51,32 @@ export interface ReceivedEvent {
   missed?: number;
   gap?: number | null;
   at: number;
+}
+
+/** A point in a topic's numberings: seq `seq` of numbering `gen`. */
+export interface SeqPoint {
+  gen: number;
+  seq: number;
+}
+
+/** The part of a topic's accepted messages a subscription is owed: after `after`, up to `upTo` (inclusive). */
+export interface AccountWindow {
+  after: SeqPoint;
+  /** Undefined: to the end of the run. */
+  upTo?: SeqPoint;
+}
+
+/** Whether `record` (accepted) falls inside `window` (no window: the whole run). */
+export function inWindow(record: PublishRecord, window: AccountWindow | undefined): boolean {
+  if (record.seq === undefined) return false;
+  if (window === undefined) return true;
+  const { after, upTo } = window;
+  if (record.gen < after.gen || (record.gen === after.gen && record.seq <= after.seq)) return false;
+  return (
+    upTo === undefined ||
+    record.gen < upTo.gen ||
+    (record.gen === upTo.gen && record.seq <= upTo.seq)
+  );
 }
 
 export type Outcome = 'delivered' | 'gap' | 'missed' | 'unknown' | 'reordered' | 'lost';
@@ -148,7 +179,9 @@ export class PublishLog {
 export interface SubscriptionAccount {
   label: string;
   topic: string;
-  /** Every accepted publish of the topic, classified. */
+  /** The messages it is owed; undefined: every accepted publish of the topic. */
+  window?: AccountWindow;
+  /** Every accepted publish it is owed, classified. */
   outcomes: Map<PublishRecord, Outcome>;
   /** One entry per extra copy received. */
   duplicates: PublishRecord[];
@@ -164,16 +197,20 @@ export interface SubscriptionAccount {
 /**
  * Walk one subscription's events. Each message's seq must be past the last one accounted (in
  * its numbering); the seqs skipped must be covered by the gap signals since and its `missed`.
+ * With a `window`, the walk starts at its `after` point, ignores messages before it and stops
+ * at the first message past `upTo`.
  */
 export function accountSubscription(
   label: string,
   topic: string,
   events: readonly ReceivedEvent[],
   log: PublishLog,
+  window?: AccountWindow,
 ): SubscriptionAccount {
   const account: SubscriptionAccount = {
     label,
     topic,
+    ...(window === undefined ? {} : { window }),
     outcomes: new Map(),
     duplicates: [],
     unacknowledged: 0,
@@ -181,18 +218,18 @@ export function accountSubscription(
     unknownGaps: 0,
     problems: [],
   };
-  const gens = log.gens(topic);
-  let gen = gens[0] ?? 0;
+  const gens = log.gens(topic).filter((g) => window === undefined || g >= window.after.gen);
+  let gen = window?.after.gen ?? gens[0] ?? 0;
   /** The last seq accounted in numbering `gen`. */
-  let prev = 0;
+  let prev = window?.after.seq ?? 0;
   /** Seqs announced lost by counted gap signals since the last message. */
   let pendingGap = 0;
   /** An unknown gap was announced since the last message. */
   let unknown = false;
   const received = new Set<PublishRecord>();
-  /** Classify an accepted publish (once; the others are owed to nobody). */
+  /** Classify an accepted publish it is owed (once; the others are owed to nobody). */
   const classify = (record: PublishRecord | undefined, outcome: Outcome): void => {
-    if (record?.seq !== undefined && !account.outcomes.has(record)) {
+    if (record !== undefined && inWindow(record, window) && !account.outcomes.has(record)) {
       account.outcomes.set(record, outcome);
     }
   };
@@ -246,6 +283,15 @@ export function accountSubscription(
       account.problems.push(
         `${label}/${topic}: message #${record.i} came with seq ${seq}, its publish returned ${record.seq}`,
       );
+    }
+    if (window !== undefined && record.seq !== undefined && !inWindow(record, window)) {
+      const { upTo } = window;
+      const past =
+        upTo !== undefined &&
+        (record.gen > upTo.gen || (record.gen === upTo.gen && seq > upTo.seq));
+      // Past the window: so is everything after it. Before it: owed to nobody.
+      if (past) break;
+      continue;
     }
     if (record.seq === undefined) account.unacknowledged++;
     if (received.has(record)) {
@@ -301,13 +347,18 @@ export function accountSubscription(
   return account;
 }
 
+/** Whether `account` is owed `record` (an accepted publish of its topic). */
+export function owes(account: SubscriptionAccount, record: PublishRecord): boolean {
+  return record.topic === account.topic && inWindow(record, account.window);
+}
+
 /** One row of the table: counts over the messages published during one scenario. */
 export interface Row {
   scenario: string;
   broker: string;
   /** Accepted publishes. */
   published: number;
-  /** Accepted publishes times the subscriptions of their topic. */
+  /** Accepted publishes times the subscriptions of their topic that are owed them. */
   expected: number;
   delivered: number;
   gap: number;
@@ -343,12 +394,16 @@ export function emptyRow(scenario: string, broker: string): Row {
   };
 }
 
-/** Sum subscription accounts into rows by the scenario each message was published in. */
+/**
+ * Sum subscription accounts into rows by the scenario each message was published in, over
+ * `topics` (default: every topic of the log).
+ */
 export function rowsByScenario(
   broker: string,
   scenarios: readonly string[],
   log: PublishLog,
   accounts: readonly SubscriptionAccount[],
+  topics: readonly string[] = log.topics,
 ): Map<string, Row> {
   const rows = new Map<string, Row>();
   const row = (scenario: string): Row => {
@@ -357,13 +412,14 @@ export function rowsByScenario(
     return found;
   };
   for (const scenario of scenarios) row(scenario);
-  for (const topic of log.topics) {
-    const subscriptions = accounts.filter((a) => a.topic === topic).length;
+  for (const topic of topics) {
+    const whole = accounts.filter((a) => a.topic === topic && a.window === undefined).length;
+    const windowed = accounts.filter((a) => a.topic === topic && a.window !== undefined);
     for (const record of log.all(topic)) {
       const r = row(record.phase);
       if (record.seq !== undefined) {
         r.published++;
-        r.expected += subscriptions;
+        r.expected += whole + windowed.filter((a) => owes(a, record)).length;
       } else if (record.settled) r.rejected++;
     }
   }

@@ -3,8 +3,10 @@
  * faults each (node SIGKILL, broker SIGKILL and restart, a node's broker link cut for longer
  * than history, a node drained), asserting that no accepted message was silently lost,
  * duplicated or reordered for any subscriber, and that new clients reach each node that was
- * restarted or reconnected. Real processes and sockets on 127.0.0.1; each wait has a deadline
- * only to turn a hang into a failure. `npm run chaos` runs the same engine for longer.
+ * restarted or reconnected. Raw-protocol subscribers on the cut node (plain `ws`, no RpcClient)
+ * must be told of what it lost by the server itself. Real processes and sockets on 127.0.0.1;
+ * each wait has a deadline only to turn a hang into a failure. `npm run chaos` runs the same
+ * engine for longer.
  */
 import { dirname } from 'node:path';
 import { rmSync } from 'node:fs';
@@ -53,6 +55,14 @@ describe.each(['redis', 'nats'] as const)('chaos on %s', (kind) => {
         duplicates: total.duplicates,
         reordered: total.reordered,
       }).toEqual({ lost: 0, duplicates: 0, reordered: 0 });
+      // The raw-protocol subscribers on C (no RpcClient to repair a hole for them) were there
+      // for the partition, and the server told them what C lost: a gap signal to the one with a
+      // position, `missed` to the plain one. Their losses count in the total above as well.
+      const raw = (scenario: string) => result.rawRows.find((r) => r.scenario === scenario)!;
+      expect(raw('raw partition')).toMatchObject({ faults: 1 });
+      expect(raw('raw partition').gap).toBeGreaterThan(0);
+      expect(raw('raw partition').missed).toBeGreaterThan(0);
+      expect(raw('raw all')).toMatchObject({ lost: 0, duplicates: 0, reordered: 0 });
       // Nothing else wrong either: wrong seqs or counts, errors, a node new clients cannot use.
       expect(result.problems).toEqual([]);
       const probed = result.probes.map((p) => `${p.scenario} ${p.node}: ${p.ok ? 'ok' : p.error}`);

@@ -12,6 +12,26 @@
  * Sticky clients and replayers are slow ones too: right after each reconnect their event loop
  * is busy for `stallMs` (as a busy browser tab's), so the subscribe reply and the replay behind
  * it arrive together, in one socket read.
+ * Beside them, raw-protocol subscribers on node C (test/chaos/raw-subscriber.ts): plain `ws`
+ * sockets speaking the wire protocol by hand, on the topic with the shortest history (`t0`),
+ * one with `{"position": true}` (it reads its position, messages, gap signals, epoch notices)
+ * and one plain `[topic]` (losses come as `missed` on the next message). RpcClient repairs a
+ * silent hole by itself (it resubscribes from history), so only these show whether the server
+ * tells its subscribers what its node lost. They connect once and never reconnect, so each is
+ * owed only the messages inside its window:
+ *   - it opens at the subscribe: a position subscriber is owed every accepted seq after its
+ *     position; a plain one (no position) every seq after the last one accepted for a publish
+ *     started before its subscribe reply arrived (any later publish reached C after the
+ *     subscription was in place);
+ *   - it closes before anything that would end the subscription: before C is SIGKILLed or
+ *     drained, and, for the plain one, before a broker restart that renumbers the topic (Redis:
+ *     the plain convention has no signal for a new numbering). It is then owed up to the last
+ *     seq accepted at that moment, which it is given RAW_DEADLINE_MS to receive before the
+ *     fault; what it receives after is not counted. A new one of the same kind takes over once
+ *     C (or the broker) is back. Otherwise it runs to the end of the run.
+ * The partition (C's link cut longer than history) always finds them connected, as do the
+ * broker restart (position subscriber), the kills and drains of A and B. Their accounts join
+ * the others in the table (and its zero-silent-loss total); rows of theirs alone follow it.
  * A publisher (URLs of A and B: never on the node whose link is cut) publishes `{t, i}` at a
  * steady rate spread over the topics and records the seq each publish returned: the
  * authoritative list per topic (a rejected publish is owed to nobody).
@@ -56,8 +76,10 @@ import {
   seqRanges,
   totalRow,
 } from './accounting.js';
-import type { Row, SubscriptionAccount } from './accounting.js';
+import type { AccountWindow, Row, SubscriptionAccount } from './accounting.js';
 import { PrivateBroker } from './private-broker.js';
+import { RawSubscriber } from './raw-subscriber.js';
+import type { RawKind } from './raw-subscriber.js';
 
 export const SCENARIOS = ['steady', 'node-kill', 'broker-restart', 'partition', 'drain'] as const;
 export type Scenario = (typeof SCENARIOS)[number];
@@ -86,13 +108,23 @@ export interface ChaosOptions {
   log?: (line: string) => void;
 }
 
+/** What a subscription recorded (an RpcClient subscription or a raw one). */
+interface Recorded {
+  label: string;
+  topic: string;
+  events: readonly { data: unknown; gap?: number | null }[];
+  times: readonly number[];
+}
+
 /** One fault injected. */
 export interface FaultRecord {
   scenario: Scenario;
   node?: string;
   at: number;
   /** Subscriptions affected, each with the moment service was back for it. */
-  watched: { subscriber: Subscriber; from: number }[];
+  watched: { subscriber: Recorded; from: number }[];
+  /** The raw subscribers inside their window when it was injected. */
+  rawExposed: string[];
   /** Resume time of each watched subscription (ms): set when accounted. */
   resumeMs: number[];
   /** What happened, for the report. */
@@ -110,12 +142,15 @@ export interface Probe {
 
 export interface ChaosResult {
   broker: BrokerKind;
-  /** One row per scenario, then the total. */
+  /** One row per scenario, then the total (every subscription, raw ones included). */
   rows: Row[];
+  /** The same for the raw-protocol subscribers alone (`raw <scenario>`, then `raw all`). */
+  rawRows: Row[];
   table: string;
   backoffCapMs: number;
   faults: FaultRecord[];
   probes: Probe[];
+  /** Every subscription's account, the raw subscribers' last. */
   accounts: SubscriptionAccount[];
   /** Silently lost + duplicates + reordered, all scenarios. */
   violations: number;
@@ -146,6 +181,9 @@ const SETTLE_MS = 1_500;
 /** Deadlines that only turn a hang into a failure. */
 const PROBE_DEADLINE_MS = 15_000;
 const FINAL_DEADLINE_MS = 30_000;
+/** How long a raw subscriber whose window ends is given to receive what it is owed. */
+const RAW_DEADLINE_MS = 10_000;
+const RAW_KINDS: readonly RawKind[] = ['position', 'plain'];
 
 interface Slot {
   name: string;
@@ -198,6 +236,13 @@ class Engine {
   private readonly failover: { label: string; client: RpcClient; subs: Subscriber[] }[] = [];
   /** The subscriptions of the clients that know only this node, by node. */
   private readonly sticky = new Map<string, Subscriber[]>();
+  /** Every raw-protocol subscriber opened on C, in order. */
+  private readonly raw: RawSubscriber[] = [];
+  private rawOpened = 0;
+  /** The raw subscribers' topic: the one with the shortest history (the partition outruns it). */
+  private readonly rawTopic: string;
+  /** Set once accounted: sockets closing after that are cleanup. */
+  private accounted = false;
   private readonly faults: FaultRecord[] = [];
   private readonly probes: Probe[] = [];
   private readonly problems: string[] = [];
@@ -218,6 +263,7 @@ class Engine {
     this.rate = options.rate ?? 300;
     this.backoffCapMs = options.backoffCapMs ?? 1_000;
     this.log = new PublishLog(this.topics.map((t) => t.name));
+    this.rawTopic = this.topics.reduce((a, b) => (b.history < a.history ? b : a)).name;
     this.say = (line) =>
       options.log?.(`[${((Date.now() - this.start) / 1000).toFixed(1)}s] ${line}`);
   }
@@ -281,9 +327,11 @@ class Engine {
       const client = this.client([...urls.slice(k), ...urls.slice(0, k)]);
       this.failover.push({ label, client, subs: this.subscribe(label, client) });
     }
+    await this.openRaw(RAW_KINDS, true);
     // Every subscription in place before the first publish: each is owed everything.
     const want = (topic: string): number =>
-      this.subscribers.filter((sub) => sub.topic === topic).length;
+      this.subscribers.filter((sub) => sub.topic === topic).length +
+      this.rawLive().filter((sub) => sub.topic === topic).length;
     let counts: Record<string, number> = {};
     await waitFor(
       async () => {
@@ -305,7 +353,79 @@ class Engine {
     await this.publisher.opened();
     this.say(
       `${this.options.broker} on :${this.broker.port} (C through a relay on :${this.relay.port}); ` +
-        `nodes ${nodes.map((n) => `${n.name}:${n.port}`).join(' ')}; ${this.subscribers.length} subscriptions`,
+        `nodes ${nodes.map((n) => `${n.name}:${n.port}`).join(' ')}; ${this.subscribers.length} subscriptions, ` +
+        `${this.raw.length} raw on ${this.nodeC.name}`,
+    );
+  }
+
+  /** C: the node whose broker link is cut (it reaches the broker through the relay). */
+  private get nodeC(): Slot {
+    return this.slots[2]!;
+  }
+
+  /** The raw subscribers inside their window now (connected, owed what is accepted now). */
+  private rawLive(kind?: RawKind): RawSubscriber[] {
+    return this.raw.filter(
+      (sub) =>
+        sub.upTo === undefined &&
+        sub.closedAt === undefined &&
+        (kind === undefined || sub.kind === kind),
+    );
+  }
+
+  /** New raw subscribers on C, one of each kind; their windows open at their subscribe. */
+  private async openRaw(kinds: readonly RawKind[], required: boolean): Promise<void> {
+    for (const kind of kinds) {
+      const label = `raw-${kind === 'position' ? 'pos' : 'plain'}#${++this.rawOpened}@${this.nodeC.name}`;
+      const sub = new RawSubscriber(label, kind, this.nodeC.node.url, this.rawTopic);
+      this.cluster.defer(() => sub.terminate());
+      try {
+        await sub.open(this.gen);
+      } catch (err) {
+        sub.terminate();
+        if (required) throw err;
+        this.problems.push(`${label}: ${err instanceof Error ? err.message : String(err)}`);
+        continue;
+      }
+      sub.onClose = () => {
+        if (sub.upTo === undefined && !this.accounted) {
+          this.problems.push(
+            `${label}: its socket closed during ${this.phase} inside its window (it never reconnects)`,
+          );
+        }
+      };
+      this.raw.push(sub);
+    }
+    this.say(
+      `raw subscribers on ${this.nodeC.name}: ${this.rawLive()
+        .map((s) => s.label)
+        .join(', ')}`,
+    );
+  }
+
+  /**
+   * End the windows of `subs` (before something that ends their subscription): each is owed
+   * the seqs accepted so far in the current numbering, and given RAW_DEADLINE_MS to receive
+   * them. What it gets after is not counted.
+   */
+  private async endRawWindows(subs: readonly RawSubscriber[], why: string): Promise<void> {
+    await Promise.all(
+      subs.map(async (sub) => {
+        const upTo = { gen: this.gen, seq: this.log.lastSeq(sub.topic, this.gen) };
+        sub.upTo = upTo;
+        sub.endedBecause = why;
+        const reached = (): boolean => {
+          const last = sub.lastMessage((data) => this.log.recordOf(sub.topic, data)?.gen);
+          return (
+            upTo.seq === 0 ||
+            (last !== undefined &&
+              (last.gen > upTo.gen || (last.gen === upTo.gen && last.seq >= upTo.seq)))
+          );
+        };
+        if (!(await settle(reached, RAW_DEADLINE_MS))) {
+          this.say(`${sub.label}: seq ${upTo.seq} not received within ${RAW_DEADLINE_MS} ms`);
+        }
+      }),
     );
   }
 
@@ -402,12 +522,13 @@ class Engine {
       }
       return markers.size === this.topics.length;
     }, 'a final publish on every topic to be accepted');
-    const has = (sub: Subscriber): boolean => {
+    const has = (sub: Recorded): boolean => {
       const i = markers.get(sub.topic);
       return sub.events.some((e) => (e.data as { i?: number } | undefined)?.i === i);
     };
-    if (!(await settle(() => this.subscribers.every(has), FINAL_DEADLINE_MS))) {
-      const missing = this.subscribers.filter((sub) => !has(sub));
+    const all: Recorded[] = [...this.subscribers, ...this.rawLive()];
+    if (!(await settle(() => all.every(has), FINAL_DEADLINE_MS))) {
+      const missing = all.filter((sub) => !has(sub));
       this.say(`final messages not received by ${missing.map(name).join(', ')}`);
     }
   }
@@ -416,7 +537,14 @@ class Engine {
 
   private fault(scenario: Scenario, node?: string): FaultRecord {
     this.phase = scenario;
-    const fault: FaultRecord = { scenario, at: Date.now(), watched: [], resumeMs: [], notes: [] };
+    const fault: FaultRecord = {
+      scenario,
+      at: Date.now(),
+      watched: [],
+      rawExposed: this.rawLive().map((sub) => sub.label),
+      resumeMs: [],
+      notes: [],
+    };
     if (node !== undefined) fault.node = node;
     this.faults.push(fault);
     return fault;
@@ -437,6 +565,7 @@ class Engine {
   }
 
   private async nodeKill(slot: Slot): Promise<void> {
+    if (slot === this.nodeC) await this.endRawWindows(this.rawLive(), `${slot.name} SIGKILLed`);
     const fault = this.fault('node-kill', slot.name);
     const moving = await this.failoverOn(slot.name);
     const killedAt = Date.now();
@@ -451,6 +580,7 @@ class Engine {
   }
 
   private async drain(slot: Slot): Promise<void> {
+    if (slot === this.nodeC) await this.endRawWindows(this.rawLive(), `${slot.name} drained`);
     const fault = this.fault('drain', slot.name);
     const moving = await this.failoverOn(slot.name);
     const drainedAt = Date.now();
@@ -481,9 +611,17 @@ class Engine {
       ...(this.sticky.get(slot.name) ?? []).map((subscriber) => ({ subscriber, from: back })),
     );
     await this.probe(fault.scenario, slot);
+    if (slot === this.nodeC) await this.openRaw(RAW_KINDS, false);
   }
 
   private async brokerRestart(): Promise<void> {
+    const renumbers = !this.broker.keepsNumbering;
+    if (renumbers) {
+      // The plain convention cannot be told that the topic is numbered anew.
+      const plain = this.rawLive('plain');
+      await this.endRawWindows(plain, 'the broker restart renumbers the topic');
+      await Promise.all(plain.map((sub) => sub.close()));
+    }
     const fault = this.fault('broker-restart');
     await this.broker.kill();
     // Publishes started from now on can only reach the restarted broker.
@@ -495,6 +633,7 @@ class Engine {
     fault.watched.push(...this.subscribers.map((subscriber) => ({ subscriber, from: back })));
     await this.allReady(fault, back);
     this.say(`broker-restart: ${this.options.broker} back; nodes ready`);
+    if (renumbers) await this.openRaw(['plain'], false);
     const firstPublish = await this.firstAcceptedAfter(back);
     fault.notes.push(
       `broker back -> first accepted publish: ${firstPublish === undefined ? 'none' : `${firstPublish} ms`}`,
@@ -505,7 +644,11 @@ class Engine {
   private async partition(): Promise<void> {
     const slot = this.slots[2]!; // C: the node behind the relay
     const fault = this.fault('partition', slot.name);
-    const cutOff = [...(await this.failoverOn(slot.name)), ...(this.sticky.get(slot.name) ?? [])];
+    const cutOff: Recorded[] = [
+      ...(await this.failoverOn(slot.name)),
+      ...(this.sticky.get(slot.name) ?? []),
+      ...this.rawLive(),
+    ];
     const shortest = this.topics.reduce((a, b) => (b.history < a.history ? b : a));
     const history = shortest.history;
     const perTopic = this.rate / this.topics.length;
@@ -586,8 +729,34 @@ class Engine {
 
   // --- accounting ----------------------------------------------------------------------------
 
+  /** The part of the run a raw subscriber is owed (see the top of this file). */
+  private rawWindow(sub: RawSubscriber): AccountWindow {
+    let seq = sub.position?.seq;
+    if (seq === undefined) {
+      // No position: after every publish that started before its subscribe reply arrived.
+      seq = 0;
+      for (const record of this.log.acceptedOf(sub.topic)) {
+        if (record.gen === sub.gen && record.startedAt < sub.subscribedAt) {
+          seq = Math.max(seq, record.seq!);
+        }
+      }
+    }
+    const window: AccountWindow = { after: { gen: sub.gen, seq } };
+    // A socket that closed inside its window is a problem of its own (reported on close);
+    // what it was owed after its last message is not claimed as lost on top of it.
+    // (The run is not over yet when this is read: any close was during it.)
+    const upTo =
+      sub.upTo ??
+      (sub.closedAt === undefined
+        ? undefined
+        : (sub.lastMessage((data) => this.log.recordOf(sub.topic, data)?.gen) ?? window.after));
+    if (upTo !== undefined) window.upTo = upTo;
+    return window;
+  }
+
   private account(): ChaosResult {
     const broker = this.options.broker;
+    this.accounted = true;
     const accounts = this.subscribers.map((sub) =>
       accountSubscription(
         sub.label,
@@ -596,25 +765,36 @@ class Engine {
         this.log,
       ),
     );
-    const rows = rowsByScenario(broker, SCENARIOS, this.log, accounts);
+    const rawAccounts = this.raw.map((sub) =>
+      accountSubscription(sub.label, sub.topic, sub.events, this.log, this.rawWindow(sub)),
+    );
+    const rows = rowsByScenario(broker, SCENARIOS, this.log, [...accounts, ...rawAccounts]);
+    const rawRows = rowsByScenario(broker, SCENARIOS, this.log, rawAccounts, [this.rawTopic]);
     for (const fault of this.faults) {
       const row = rows.get(fault.scenario)!;
+      const rawRow = rawRows.get(fault.scenario)!;
       row.faults++;
+      if (fault.rawExposed.length > 0) rawRow.faults++;
       for (const { subscriber, from } of fault.watched) {
         const ms = resumeTime(subscriber, from, this.log);
         if (ms === undefined) {
           this.problems.push(
             `${name(subscriber)}: no new message after ${fault.scenario}${fault.node ? ` ${fault.node}` : ''} ended`,
           );
-        } else fault.resumeMs.push(ms);
+        } else {
+          fault.resumeMs.push(ms);
+          if (subscriber instanceof RawSubscriber) rawRow.resumeMs.push(ms);
+        }
       }
       row.resumeMs.push(...fault.resumeMs);
     }
     const ordered = SCENARIOS.map((s) => rows.get(s)!);
     const total = totalRow('all', broker, ordered);
+    const rawOrdered = SCENARIOS.map((s) => ({ ...rawRows.get(s)!, scenario: `raw ${s}` }));
+    const rawOut = [...rawOrdered, totalRow('raw all', broker, rawOrdered)];
 
     const details: string[] = [];
-    for (const account of accounts) {
+    for (const account of [...accounts, ...rawAccounts]) {
       const where = `${account.label}/${account.topic}`;
       for (const outcome of ['lost', 'reordered'] as const) {
         const ranges = seqRanges(account, outcome);
@@ -632,7 +812,8 @@ class Engine {
     const problems = [
       ...this.problems,
       ...this.log.conflicts,
-      ...accounts.flatMap((a) => a.problems),
+      ...[...accounts, ...rawAccounts].flatMap((a) => a.problems),
+      ...this.raw.flatMap((sub) => sub.problems),
       ...this.subscribers.flatMap((sub) =>
         sub.errors.map((err) => `${name(sub)}: subscription error ${String(err)}`),
       ),
@@ -656,7 +837,27 @@ class Engine {
         `${this.slots.length} replayers on ${this.topics.reduce((a, b) => (b.history > a.history ? b : a)).name}); ` +
         `publisher ${this.rate}/s; client backoff ${100}..${this.backoffCapMs} ms; ` +
         `sticky clients and replayers busy ${this.options.stallMs ?? 150} ms after each reconnect`,
-      `gap signals received: ${sum(accounts, (a) => a.countedGaps)} counted, ${sum(accounts, (a) => a.unknownGaps)} unknown; ` +
+      `raw-protocol subscribers on ${this.nodeC.name} (plain ws, ${this.rawTopic}, never reconnect): ` +
+        this.raw
+          .map((sub, k) => {
+            const w = rawAccounts[k]!.window!;
+            const point = (p: { gen: number; seq: number }): string =>
+              `${p.gen > 0 ? `g${p.gen}:` : ''}${p.seq}`;
+            const until =
+              w.upTo === undefined
+                ? 'the end'
+                : `${point(w.upTo)} (${sub.endedBecause ?? 'socket closed'})`;
+            const told = rawAccounts[k]!;
+            return (
+              `${sub.label} owed the seqs after ${point(w.after)} up to ${until}: ` +
+              `${told.countedGaps} counted and ${told.unknownGaps} unknown gap signals, ` +
+              `${sub.events.reduce((n, e) => n + (e.missed ?? 0), 0)} missed, ` +
+              `${sub.epochNotices} epoch notices, ${sub.reconnectRequests} rpc.reconnect` +
+              (sub.closeCode === undefined ? '' : `, closed ${sub.closeCode}`)
+            );
+          })
+          .join('; '),
+      `gap signals received (RpcClient subscriptions): ${sum(accounts, (a) => a.countedGaps)} counted, ${sum(accounts, (a) => a.unknownGaps)} unknown; ` +
         `messages received whose publish was rejected (stored anyway): ${sum(accounts, (a) => a.unacknowledged)}`,
       `publishes rejected: ${[...rejected].map(([why, n]) => `${n} x ${why}`).join('; ') || 'none'}` +
         (this.skippedTicks > 0
@@ -673,11 +874,15 @@ class Engine {
     return {
       broker,
       rows: rowsOut,
-      table: formatTable(rowsOut, this.backoffCapMs),
+      rawRows: rawOut,
+      table:
+        `${formatTable(rowsOut, this.backoffCapMs)}\n` +
+        `raw-protocol subscribers on ${this.nodeC.name} alone (included above):\n` +
+        formatTable(rawOut, this.backoffCapMs),
       backoffCapMs: this.backoffCapMs,
       faults: this.faults,
       probes: this.probes,
-      accounts,
+      accounts: [...accounts, ...rawAccounts],
       violations: total.lost + total.duplicates + total.reordered,
       details,
       problems,
@@ -687,7 +892,7 @@ class Engine {
   }
 }
 
-function name(sub: Subscriber): string {
+function name(sub: Recorded): string {
   return `${sub.label}/${sub.topic}`;
 }
 
@@ -699,7 +904,7 @@ function sum<T>(items: readonly T[], of: (item: T) => number): number {
  * How long after `from` the subscription received its first message published at or after
  * `from` (what was published before, replayed or not, does not count: that is catching up).
  */
-function resumeTime(sub: Subscriber, from: number, log: PublishLog): number | undefined {
+function resumeTime(sub: Recorded, from: number, log: PublishLog): number | undefined {
   // Arrival times only grow: start at the first event at or after `from`.
   let low = 0;
   for (let high = sub.times.length; low < high;) {
