@@ -5,8 +5,11 @@ import { demoPageHandler } from './static-files.js';
 import { registerDemoService } from './service.js';
 
 // STDIO=1: serve one connection on stdin/stdout (newline-delimited JSON), so stdout is the
-// protocol's and the log goes to stderr. The process ends when stdin does.
+// protocol's and the log goes to stderr. The process ends when stdin does, once every call sent
+// before the end is answered and the answers are written (within DRAIN_DEADLINE_MS).
 const stdio = process.env['STDIO'] === '1';
+// How long a shutdown (SIGTERM, SIGINT; with STDIO=1 also the end of stdin) may take.
+const drainDeadlineMs = Number(process.env['DRAIN_DEADLINE_MS'] ?? 10_000);
 const logger = createLogger({}, stdio ? pino.destination(2) : undefined);
 const port = Number(process.env['PORT'] ?? 8080);
 const host = process.env['HOST'] ?? '127.0.0.1';
@@ -26,7 +29,15 @@ const trustedProxies = (process.env['TRUSTED_PROXIES'] ?? '')
   .split(',')
   .map((entry) => entry.trim())
   .filter((entry) => entry !== '');
-const gateway = createGateway({ logger, broker, httpHandler: page.handler, tls, trustedProxies });
+const gateway = createGateway({
+  logger,
+  broker,
+  httpHandler: page.handler,
+  tls,
+  trustedProxies,
+  // With STDIO=1 the end of stdin is the signal to stop: the same deadline as a drain.
+  limits: stdio ? { endOfInputDeadlineMs: drainDeadlineMs } : {},
+});
 registerDemoService(gateway);
 const stopTicker = startTicker(gateway, Number(process.env['TICK_MS'] ?? 500));
 
@@ -40,10 +51,29 @@ async function stop(signal: string): Promise<void> {
   logger.info({ signal }, 'shutting down');
   stopTicker();
   // Clients are told to reconnect elsewhere; in-flight calls finish; sessions close with 1012.
-  await gateway.drain({ deadlineMs: Number(process.env['DRAIN_DEADLINE_MS'] ?? 10_000) });
+  await gateway.drain({ deadlineMs: drainDeadlineMs });
   await broker?.close();
+  // process.exit drops what a pipe has not taken yet: with STDIO=1, the last answers.
+  await stdoutFlushed(drainDeadlineMs);
   logger.flush();
   process.exit(0);
+}
+
+/**
+ * Resolves once stdout has handed everything written to it to the OS ('finish' once ended, else
+ * the callback of an empty write queued behind the rest), once it can write no more, or after
+ * `timeoutMs` (with STDIO=1 the session's own deadline destroys it before that).
+ */
+function stdoutFlushed(timeoutMs: number): Promise<void> {
+  const out = process.stdout;
+  return new Promise((resolve) => {
+    if (out.writableFinished || out.destroyed) return resolve();
+    setTimeout(resolve, timeoutMs).unref();
+    out.once('close', () => resolve());
+    out.once('error', () => resolve());
+    if (out.writableEnded) out.once('finish', () => resolve());
+    else out.write('', () => resolve());
+  });
 }
 process.on('SIGINT', (s) => void stop(s));
 process.on('SIGTERM', (s) => void stop(s));

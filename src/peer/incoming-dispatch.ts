@@ -63,16 +63,17 @@ export class IncomingDispatch<S> {
     params: Params | undefined,
     version: ProtocolVersion,
   ): Reply | Promise<Reply> {
-    // Liveness probes are answered even while draining or rate limited: they cost nothing.
-    if (method === ReservedMethod.Ping) return encodeSuccess(id, 'pong', version);
+    // A liveness probe is answered even while draining (the session is there until it closes),
+    // but takes a rate token like any request: a flood of them is a flood.
+    if (method === ReservedMethod.Ping) {
+      if (this.admit && !this.admit.take()) return this.rateLimited(id, method, version);
+      return encodeSuccess(id, 'pong', version);
+    }
     if (!this.acceptingCalls) {
       this.config.onCallSettled?.(method, 'rejected', 0);
       return failure(id, ErrorCode.ShuttingDown, version);
     }
-    if (this.admit && !this.admit.take()) {
-      this.config.onCallSettled?.(method, 'rejected', 0);
-      return failure(id, ErrorCode.RateLimited, version);
-    }
+    if (this.admit && !this.admit.take()) return this.rateLimited(id, method, version);
     if (isReservedMethod(method)) {
       const internal = this.config.reservedMethods?.get(method);
       if (internal) return this.runHandler(internal, id, method, params, version);
@@ -152,6 +153,11 @@ export class IncomingDispatch<S> {
     } catch (err) {
       return Promise.reject(err as Error);
     }
+  }
+
+  private rateLimited(id: RequestId, method: string, version: ProtocolVersion): string {
+    this.config.onCallSettled?.(method, 'rejected', 0);
+    return failure(id, ErrorCode.RateLimited, version);
   }
 
   private unauthorized(id: RequestId, method: string, version: ProtocolVersion): string {

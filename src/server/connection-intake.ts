@@ -281,9 +281,11 @@ export class ConnectionIntake<C> {
         maxLineBytes: deps.limits.maxMessageBytes,
         maxBufferedBytes: deps.limits.maxBufferedBytes,
         counters: deps.metrics,
-        // `echo request | server` or a half-closed socket: answer what came, then close.
-        onInputEnd: () =>
-          void closeWhenIdle(session, Date.now() + 30_000, CloseCode.Normal, 'input ended'),
+        // `echo request | server` or a half-closed socket: answer what came, then close; the
+        // answers are written (the close waits for them) by the same deadline.
+        endOfInputDeadlineMs: deps.limits.endOfInputDeadlineMs,
+        onInputEnd: (deadline) =>
+          void closeWhenIdle(session, deadline, CloseCode.Normal, 'input ended'),
       });
       const session = deps.attach(transport, context, remoteAddress, user);
       session.logger.info({ transport: kind, remoteAddress }, 'connected');

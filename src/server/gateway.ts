@@ -16,6 +16,7 @@ import type { Params } from '../protocol/types.js';
 import type { Broker } from '../pubsub/broker.js';
 import type { FlowControl } from '../pubsub/delivery.js';
 import { MemoryBroker } from '../pubsub/memory-broker.js';
+import { OutputBudget, isBudgetMember } from '../transport/output-budget.js';
 import { CloseCode } from '../transport/transport.js';
 import { Admission } from './admission.js';
 import { TrustedProxies } from './client-address.js';
@@ -51,6 +52,8 @@ export class Gateway<C = unknown> {
   private readonly path: string;
   private readonly limits: Required<GatewayLimits>;
   private readonly heartbeat: Heartbeat;
+  /** Bytes queued for all connections together (limits.maxBufferedBytesTotal); none when 0. */
+  private readonly outputBudget: OutputBudget<Session<C>> | undefined;
   private readonly ownsServer: boolean;
   private readonly ownsBroker: boolean;
   /** Topics, streams and the subscribe/unsubscribe methods. */
@@ -138,10 +141,33 @@ export class Gateway<C = unknown> {
       },
     );
     const live = this.sessionTable.live;
-    this.heartbeat = new Heartbeat(options.heartbeatInterval ?? 30_000, live, (transport) => {
-      this.logger.info('terminating a connection that missed its pong');
-      transport.socket.terminate();
-    });
+    this.heartbeat = new Heartbeat(
+      options.heartbeatInterval ?? 30_000,
+      live,
+      this.limits.maxBufferedBytes,
+      (verdict) =>
+        this.logger.info(
+          verdict === 'missed-pong'
+            ? 'terminating a connection that missed its pong'
+            : 'closing a connection that does not read what it is sent',
+        ),
+    );
+    const { maxBufferedBytesTotal } = this.limits;
+    this.outputBudget =
+      maxBufferedBytesTotal > 0
+        ? new OutputBudget<Session<C>>(
+            maxBufferedBytesTotal,
+            () => live.values(),
+            (session) => (isBudgetMember(session.transport) ? session.transport : undefined),
+            (session, queued) => {
+              session.logger.warn(
+                { queued, maxBufferedBytesTotal },
+                'closing a connection: output queued on this node is over its budget',
+              );
+              session.close(CloseCode.TryAgainLater, 'output over budget');
+            },
+          )
+        : undefined;
     this.metrics = new GatewayMetrics({
       connections: () => live.size,
       subscriptionsByTopic: () => this.pubsub.topics(),
@@ -193,8 +219,10 @@ export class Gateway<C = unknown> {
       broker: this.pubsub.broker,
       router: this.router,
       isClosing: () => this.closing,
-      attach: (transport, context, remoteAddress, user) =>
-        this.sessionTable.open(transport, context, remoteAddress, user, this.peerConfig),
+      attach: (transport, context, remoteAddress, user) => {
+        if (this.outputBudget) transport.joinBudget?.(this.outputBudget);
+        return this.sessionTable.open(transport, context, remoteAddress, user, this.peerConfig);
+      },
     });
     this.ownsServer = !options.server;
     this.httpServer =

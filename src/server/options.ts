@@ -67,6 +67,20 @@ export interface GatewayLimits {
    * it, so slow-consumer policies act before reading stops. 0 disables. Default 4 MiB.
    */
   maxBufferedBytes?: number;
+  /**
+   * Bytes queued for all connections together (WebSocket, TCP, stdio), a bound on what
+   * `maxBufferedBytes` per connection allows in total (10 000 × 4 MiB = 40 GiB). Beyond it the
+   * connections with the most queued are closed with 1013 (Try Again Later), largest first,
+   * until the total is back within it. Counted as bytes queued per connection, so a fan-out
+   * frame queued for many subscribers counts once for each. 0 disables. Default 512 MiB.
+   */
+  maxBufferedBytesTotal?: number;
+  /**
+   * After a TCP or stdio peer ends its input (EOF, TCP half-close), how long the calls it sent
+   * may take to be answered and their answers to be written and read, however slowly it reads,
+   * before the connection is cut. Default 30 000 ms.
+   */
+  endOfInputDeadlineMs?: number;
 }
 
 export interface GatewayOptions<C> {
@@ -233,6 +247,8 @@ export const defaultLimits: Required<GatewayLimits> = {
   ratePerSecond: 1_000,
   rateBurst: 2_000,
   maxBufferedBytes: 4 * 1024 * 1024,
+  maxBufferedBytesTotal: 512 * 1024 * 1024,
+  endOfInputDeadlineMs: 30_000,
 };
 
 /** What each limit may be: an integer (or any number) in [min, max]. */
@@ -258,6 +274,9 @@ export const limitRules: Record<keyof GatewayLimits, LimitRule> = {
   ratePerSecond: { min: 0, max: MAX_INT, integer: false },
   rateBurst: { min: 1, max: MAX_INT, integer: false },
   maxBufferedBytes: count(0),
+  maxBufferedBytesTotal: count(0),
+  // A timer's delay: Node's timers take at most 2^31 - 1 ms.
+  endOfInputDeadlineMs: { min: 1, max: 2 ** 31 - 1, integer: true },
 };
 
 /**

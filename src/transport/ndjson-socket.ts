@@ -2,7 +2,7 @@ import { connect as connectTcp, isIP } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import { connect as connectTls } from 'node:tls';
 import type { ConnectionOptions } from 'node:tls';
-import { splitLines } from './ndjson-lines.js';
+import { LineSplitter } from './ndjson-lines.js';
 import type { WebSocketConstructor, WebSocketLike } from './websocket-transport.js';
 
 const CONNECTING = 0;
@@ -23,7 +23,7 @@ class NdjsonSocket implements WebSocketLike {
   onmessage: ((event: { data: unknown }) => void) | null = null;
   onclose: ((event: { code: number; reason: string }) => void) | null = null;
   onerror: ((event: unknown) => void) | null = null;
-  private partial = '';
+  private readonly lines = new LineSplitter();
   private early: string[] | undefined;
   private closeCode = 1006;
   private closeReason = 'connection lost';
@@ -37,7 +37,8 @@ class NdjsonSocket implements WebSocketLike {
     input.on('error', (err) => this.onerror?.(err));
     input.on('close', () => this.finish());
     input.on('end', () => {
-      this.onData('\n'); // a last line without its newline is still a message
+      const last = this.lines.end(); // a last line without its newline is still a message
+      if (last !== undefined) this.onLines([last]);
       this.finish();
     });
     if ((output as unknown) !== (input as unknown)) output.on('error', () => undefined);
@@ -71,8 +72,10 @@ class NdjsonSocket implements WebSocketLike {
   }
 
   private onData(chunk: string): void {
-    const { lines, rest } = splitLines(this.partial, chunk);
-    this.partial = rest;
+    this.onLines(this.lines.push(chunk));
+  }
+
+  private onLines(lines: string[]): void {
     for (const line of lines) {
       if (this.readyState === OPEN) this.onmessage?.({ data: line });
       // Written before the client attached (e.g. a greeting): kept for the open.

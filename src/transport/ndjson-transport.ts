@@ -1,11 +1,13 @@
 import type { Readable, Writable } from 'node:stream';
 import { CloseCode } from './transport.js';
 import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
-import { splitLines } from './ndjson-lines.js';
+import { LineSplitter } from './ndjson-lines.js';
+import type { BudgetLedger, BudgetMember } from './output-budget.js';
 import { atEndOfTurn } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
 
 const NEWLINE = 0x0a;
+const EMPTY = Buffer.alloc(0);
 
 /** A fan-out frame as one NDJSON line: its bytes and a newline, built once per publish. */
 function ndjsonLine(bytes: Uint8Array): Buffer {
@@ -19,13 +21,22 @@ export interface NdjsonTransportOptions {
   kind: 'tcp' | 'stdio';
   /** Longest line accepted; a longer one gets a -32600 error line and the stream is closed. */
   maxLineBytes: number;
-  /** How long a close waits for the peer to finish before the streams are destroyed. Default 2 000 ms. */
+  /**
+   * How long a close waits for the output to be written (and, on TCP, for the peer to close its
+   * side) before the streams are destroyed. Default 2 000 ms. After the input has ended, a close
+   * waits until the end-of-input deadline instead, if that is later.
+   */
   closeGraceMs?: number;
   /**
-   * Called when the input ends while the output is still open (half-close). Without it the
-   * transport closes at once; with it, the owner closes once the calls in flight are answered.
+   * Called when the input ends while the output is still open (EOF, TCP half-close), with the
+   * deadline (a `Date.now()` time, `endOfInputDeadlineMs` away) by which the calls sent before
+   * it are to be answered and the answers read. Without it the transport closes at once; with
+   * it, the owner closes once the calls in flight are answered, and that close waits for the
+   * output to be written, up to the same deadline, however slowly the peer reads.
    */
-  onInputEnd?: () => void;
+  onInputEnd?: (deadline: number) => void;
+  /** See `onInputEnd`. Default 30 000 ms. */
+  endOfInputDeadlineMs?: number;
   /**
    * Stop reading the input while more than this many bytes are queued on the output (a peer
    * that sends but does not read), until the output has drained to half of it. 0 (default)
@@ -41,8 +52,13 @@ export interface NdjsonTransportOptions {
  * language servers' and MCP's stdio transports carry them: a TCP socket (readable and writable
  * are the same stream) or a process's stdin and stdout. Writes of one turn are corked into one.
  * With `maxBufferedBytes`, reading pauses while the peer leaves too much of its output unread.
+ *
+ * A close ends the output and is complete (`transportClosed`) once what was written has been
+ * handed to the operating system (stdio: the writable's 'finish'; TCP: the socket closed), or
+ * when the grace (or, after the input ended, the end-of-input deadline) runs out and the
+ * streams are destroyed.
  */
-export class NdjsonTransport implements ServerTransport {
+export class NdjsonTransport implements ServerTransport, BudgetMember {
   private listener: TransportListener | undefined;
   /** Lines not handled yet: before `listen`, or while reading is paused. */
   private held: string[] | undefined;
@@ -51,12 +67,21 @@ export class NdjsonTransport implements ServerTransport {
   private cancelResume: (() => void) | undefined;
   /** The input ended while lines were still held: handled once they are. */
   private endPending = false;
-  private partial = '';
+  /** The framing: incoming chunks cut into lines; public for tests (its `scanned` count). */
+  readonly lines = new LineSplitter();
   private corkedTurn = false;
   private closed = false;
   private closing = false;
   private inputEnded = false;
+  /** Set when the input ends: by then the calls it carried are answered and the answers read. */
+  private endOfInputDeadline: number | undefined;
+  /** The close code and reason, kept for when the close completes. */
+  private closingWith: [number, string] | undefined;
   private closeTimer: ReturnType<typeof setTimeout> | undefined;
+  /** The node-wide output budget this transport reports to, once it has joined one. */
+  private budget: BudgetLedger | undefined;
+  /** BudgetMember: what this transport last reported to its budget. */
+  budgeted = 0;
   readonly canPush = true;
   readonly kind: 'tcp' | 'stdio';
 
@@ -75,7 +100,10 @@ export class NdjsonTransport implements ServerTransport {
       else this.endOfInput();
     });
     readable.on('close', () => {
-      if (!this.inputEnded || !options.onInputEnd || this.sameStream)
+      // A socket (TCP) has closed both ways. A pipe (stdio): once closing, or once its end
+      // was seen with an owner to close, what is left to wait for is the output.
+      if (this.sameStream) this.finish(CloseCode.Normal, 'closed');
+      else if (!this.closing && !(this.inputEnded && options.onInputEnd))
         this.finish(CloseCode.Normal, 'closed');
     });
     readable.on('error', () => this.finish(CloseCode.Abnormal, 'read error'));
@@ -89,9 +117,22 @@ export class NdjsonTransport implements ServerTransport {
     this.endPending = false;
     this.flushPartial(); // a last line without its newline is still a message
     // Half-closed: the other side sent everything (`echo request | server`) and waits for
-    // the replies. The owner lets the calls finish, then closes.
-    if (this.options.onInputEnd) this.options.onInputEnd();
-    else this.finish(CloseCode.Normal, 'end of input');
+    // the replies. The owner lets the calls finish, then closes; the close waits for the
+    // replies to be written, up to the same deadline.
+    const onInputEnd = this.options.onInputEnd;
+    if (!onInputEnd) return this.finish(CloseCode.Normal, 'end of input');
+    this.endOfInputDeadline = Date.now() + (this.options.endOfInputDeadlineMs ?? 30_000);
+    onInputEnd(this.endOfInputDeadline);
+  }
+
+  /** Report to the node-wide output budget from now on (GatewayLimits.maxBufferedBytesTotal). */
+  joinBudget(budget: BudgetLedger): void {
+    this.budget = budget;
+  }
+
+  /** BudgetMember: bytes queued for the peer, or 0 once closing (the buffers go with the streams). */
+  get budgetBytes(): number {
+    return this.closing || this.closed ? 0 : this.bufferedAmount;
   }
 
   /** Uncork at the end of the turn (called by turn-coalescer). */
@@ -126,6 +167,7 @@ export class NdjsonTransport implements ServerTransport {
     if (this.options.counters) this.options.counters.messagesOut++;
     // JSON text never contains a raw newline (JSON.stringify escapes them), so a line is a message.
     this.writable.write(typeof frame === 'string' ? `${frame}\n` : frame.wire(ndjsonLine));
+    this.budget?.report(this, this.writable.writableLength);
   }
 
   /** A socket (TCP) rather than a pair of pipes (stdio). */
@@ -136,18 +178,38 @@ export class NdjsonTransport implements ServerTransport {
   close(code: number = CloseCode.Normal, reason = ''): void {
     if (this.closed || this.closing) return;
     this.closing = true;
+    this.closingWith = [code, reason];
+    this.budget?.leave(this);
     if (this.cancelResume) this.readable.resume(); // what still arrives is read and dropped
     this.stopReadPause();
     this.endTurn();
     this.writable.end();
-    // A peer that never finishes its side must not hold the stream forever.
-    this.closeTimer = setTimeout(() => {
-      this.readable.destroy();
-      this.writable.destroy();
-      this.finish(code, reason);
-    }, this.options.closeGraceMs ?? 2_000);
+    // A peer that never reads, or never finishes its side, must not hold the streams forever:
+    // the grace, or what is left until the end-of-input deadline when that is later.
+    const grace = this.options.closeGraceMs ?? 2_000;
+    const untilDeadline = (this.endOfInputDeadline ?? 0) - Date.now();
+    this.closeTimer = setTimeout(
+      () => {
+        this.readable.destroy();
+        this.writable.destroy();
+        this.finish(code, reason);
+      },
+      Math.max(grace, untilDeadline),
+    );
     this.closeTimer.unref();
-    if (!this.sameStream) this.finish(code, reason); // stdio: nothing more to wait for
+    if (this.sameStream) return; // TCP: complete once the socket has closed both ways
+    // stdio: nothing more is read from the pipe; complete once the output has been flushed.
+    this.readable.off('data', this.onChunk);
+    this.readable.destroy();
+    if (this.writable.writableFinished) this.finish(code, reason);
+    else this.writable.once('finish', () => this.finish(code, reason));
+  }
+
+  /** Call `listener` once everything queued so far has been written (an empty write's callback). */
+  onWritten(listener: () => void): void {
+    const out = this.writable;
+    if (out.writableEnded || out.destroyed) return listener();
+    out.write(EMPTY, () => listener());
   }
 
   /** Call `listener` once the output's buffer has emptied (this turn's writes included). */
@@ -160,22 +222,23 @@ export class NdjsonTransport implements ServerTransport {
   private onData(chunk: string): void {
     // Closing or closed: what still arrives is thrown away, not buffered.
     if (this.closing || this.closed) return;
-    const { lines, rest } = splitLines(this.partial, chunk);
-    this.partial = rest;
+    const lines = this.lines.push(chunk);
     for (const line of lines) {
       if (this.closing || this.closed) return; // a line closed it (too large): drop the rest
       // Paused by an earlier line: the rest of this chunk waits, in order.
       if (this.held !== undefined || this.cancelResume) (this.held ??= []).push(line);
       else this.deliver(line);
     }
-    if (Buffer.byteLength(this.partial) > this.options.maxLineBytes) this.tooLarge();
+    if (this.lines.heldBytes > this.options.maxLineBytes) this.tooLarge();
   }
 
   /** After a line was handled: stop reading if the peer has fallen too far behind. */
   private checkBackPressure(): void {
     const limit = this.options.maxBufferedBytes ?? 0;
     if (limit <= 0 || this.cancelResume || this.closing || this.closed) return;
-    if (this.bufferedAmount <= limit) return;
+    const buffered = this.bufferedAmount;
+    this.budget?.report(this, buffered);
+    if (buffered <= limit) return;
     this.readable.pause();
     this.cancelResume = whenDrained(
       this.writable,
@@ -188,6 +251,7 @@ export class NdjsonTransport implements ServerTransport {
   private resumeReading(): void {
     this.cancelResume = undefined;
     if (this.closing || this.closed) return;
+    this.budget?.report(this, this.bufferedAmount);
     this.deliverHeld();
     if (!this.cancelResume && !this.endPending && !this.closing && !this.closed)
       this.readable.resume();
@@ -223,15 +287,14 @@ export class NdjsonTransport implements ServerTransport {
   }
 
   private flushPartial(): void {
-    const line = this.partial.trim();
-    this.partial = '';
-    if (line.length > 0 && !this.closing && !this.closed) this.deliver(line);
+    const line = this.lines.end();
+    if (line !== undefined && !this.closing && !this.closed) this.deliver(line);
   }
 
   /** A line over the limit: say why on the wire (there is no close code to carry it), then close. */
   private tooLarge(): void {
     if (this.closing) return;
-    this.partial = '';
+    this.lines.clear();
     this.send(
       `{"jsonrpc":"2.0","error":{"code":-32600,"message":"Message too large","data":{"maxMessageBytes":${this.options.maxLineBytes}}},"id":null}`,
     );
@@ -252,6 +315,9 @@ export class NdjsonTransport implements ServerTransport {
   private finish(code: number, reason: string): void {
     if (this.closed) return;
     this.closed = true;
+    // A close this transport was asked for completes with the code it was given.
+    if (this.closingWith) [code, reason] = this.closingWith;
+    this.budget?.leave(this);
     clearTimeout(this.closeTimer);
     this.stopReadPause();
     this.readable.off('data', this.onChunk);

@@ -1,3 +1,5 @@
+import type { BudgetLedger } from './output-budget.js';
+
 /**
  * The one seam between the RPC engine and a socket. A transport carries whole
  * text frames; it does not parse them. Implementations: the in-memory pair
@@ -47,6 +49,16 @@ export interface ServerTransport extends Transport {
    * gateway's `maxBufferedBytes` unread (read-side back-pressure). Absent: it never stops.
    */
   readonly readingPaused?: boolean;
+  /**
+   * Report the bytes queued for the peer to the node-wide output budget from now on
+   * (`maxBufferedBytesTotal`). Absent: the transport is not counted (an HTTP exchange).
+   */
+  joinBudget?(budget: BudgetLedger): void;
+  /**
+   * Call `listener` once everything queued so far has been handed to the operating system
+   * (what is queued later does not count): the peer has read enough to take it.
+   */
+  onWritten?(listener: () => void): void;
 }
 
 export interface TransportListener {

@@ -3,6 +3,7 @@ import { WebSocket } from 'ws';
 import type { RawData } from 'ws';
 import { CloseCode } from './transport.js';
 import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
+import type { BudgetLedger, BudgetMember } from './output-budget.js';
 import { atEndOfTurn } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
 
@@ -27,7 +28,7 @@ export class TransportSocket extends WebSocket {
     if (transport) {
       if (event === 'message') transport.onSocketMessage(first as RawData);
       else if (event === 'close') transport.onSocketClose(first as number, second as Buffer);
-      else if (event === 'pong') transport.alive = true;
+      else if (event === 'pong') transport.onPong(first as Buffer);
       // 'close' always follows 'error'; handling it here is what keeps ws's emit from throwing.
       else if (event === 'error' && this.listenerCount('error') === 0) return true;
     }
@@ -70,6 +71,8 @@ function textFrame(payload: Uint8Array): Buffer {
   return frame;
 }
 
+const EMPTY = Buffer.alloc(0);
+
 /** Bytes held in one corked turn before they are written anyway. */
 const MAX_CORKED_BYTES = 64 * 1024;
 
@@ -85,7 +88,7 @@ const MAX_CORKED_BYTES = 64 * 1024;
  * to half of that. Messages `ws` had already parsed from the last chunk read are held
  * and handled, in order, when reading resumes.
  */
-export class WsTransport implements ServerTransport {
+export class WsTransport implements ServerTransport, BudgetMember {
   // Getters, not fields: nothing more to store per connection.
   get kind(): 'websocket' {
     return 'websocket';
@@ -105,8 +108,18 @@ export class WsTransport implements ServerTransport {
   private heldFrom = 0;
   /** Set while reading is paused: stops the wait for the write buffer to drain. */
   private cancelResume: (() => void) | undefined;
-  /** Cleared when the heartbeat pings, set again by the pong. */
+  /**
+   * Cleared when the heartbeat pings, set again by the pong that answers that ping (the same
+   * payload): a pong the peer sends on its own proves nothing, since a peer that does not read
+   * never sees our ping (it waits behind everything queued before it).
+   */
   alive = true;
+  /** The payload of the heartbeat's latest ping to this socket (one buffer shared by a sweep). */
+  private pingPayload: Buffer | undefined;
+  /** The node-wide output budget this transport reports to, once it has joined one. */
+  private budget: BudgetLedger | undefined;
+  /** BudgetMember: what this transport last reported to its budget. */
+  budgeted = 0;
 
   /** Uncork at the end of the turn (called by turn-coalescer). */
   endTurn(): void {
@@ -152,6 +165,29 @@ export class WsTransport implements ServerTransport {
     this.raw = (socket as unknown as { _socket?: Duplex })._socket;
   }
 
+  /** Heartbeat: ping the peer with `payload`; only a pong carrying it counts as an answer. */
+  ping(payload: Buffer): void {
+    this.alive = false;
+    this.pingPayload = payload;
+    this.socket.ping(payload);
+  }
+
+  /** @internal */
+  onPong(data: Buffer): void {
+    const expected = this.pingPayload;
+    if (expected !== undefined && expected.equals(data)) this.alive = true;
+  }
+
+  /** Report to the node-wide output budget from now on (GatewayLimits.maxBufferedBytesTotal). */
+  joinBudget(budget: BudgetLedger): void {
+    this.budget = budget;
+  }
+
+  /** BudgetMember: bytes queued for the peer, or 0 once closing (the buffers go with the socket). */
+  get budgetBytes(): number {
+    return this.socket.readyState === this.socket.OPEN ? this.bufferedAmount : 0;
+  }
+
   /** @internal */
   onSocketMessage(data: RawData): void {
     this.counters.messagesIn++;
@@ -168,6 +204,7 @@ export class WsTransport implements ServerTransport {
   /** @internal */
   onSocketClose(code: number, reason: Buffer): void {
     clearTimeout(this.closeTimer);
+    this.budget?.leave(this);
     this.stopWaitingToResume();
     this.dropHeld();
     this.listener?.transportClosed(code, reason.toString('utf8'));
@@ -181,8 +218,10 @@ export class WsTransport implements ServerTransport {
   /** After a message was handled: stop reading if the peer has fallen too far behind. */
   private checkBackPressure(): void {
     const limit = this.maxBufferedBytes;
-    if (limit <= 0 || this.cancelResume || this.bufferedAmount <= limit) return;
-    if (this.socket.readyState !== this.socket.OPEN) return; // closing: nothing more is read anyway
+    if (limit <= 0 || this.cancelResume) return;
+    const buffered = this.budgetBytes; // 0 once closing: nothing more is read anyway
+    this.budget?.report(this, buffered);
+    if (buffered <= limit) return;
     const raw = this.raw;
     if (!raw) return; // nothing to wait on: never pause what could not be resumed
     this.socket.pause();
@@ -197,6 +236,7 @@ export class WsTransport implements ServerTransport {
 
   private resumeReading(): void {
     this.cancelResume = undefined;
+    this.budget?.report(this, this.budgetBytes);
     this.deliverHeld();
     if (!this.cancelResume) this.socket.resume();
   }
@@ -262,6 +302,7 @@ export class WsTransport implements ServerTransport {
     // Coalescing pays off for small frames; large bursts go to the kernel at once, so
     // bufferedAmount keeps meaning "what this peer has not read" to the slow-consumer check.
     if (this.corkedTurn && this.bufferedAmountThisTurn() >= MAX_CORKED_BYTES) this.endTurn();
+    this.budget?.report(this, this.bufferedAmount);
   }
 
   private bufferedAmountThisTurn(): number {
@@ -271,6 +312,7 @@ export class WsTransport implements ServerTransport {
   close(code: number = CloseCode.Normal, reason = ''): void {
     const state = this.socket.readyState;
     if (state === this.socket.CLOSING || state === this.socket.CLOSED) return;
+    this.budget?.leave(this); // what it queued goes within the grace, with the socket
     this.flushText(); // what was sent before the close goes before the close frame
     if (this.cancelResume) {
       // Closing: what was held will not be handled, and the peer's close frame must be read.
@@ -287,6 +329,14 @@ export class WsTransport implements ServerTransport {
     }
     this.closeTimer = setTimeout(() => this.socket.terminate(), this.closeGraceMs);
     this.closeTimer.unref();
+  }
+
+  /** Call `listener` once everything queued so far has been written (an empty write's callback). */
+  onWritten(listener: () => void): void {
+    this.flushText(); // this turn's frames are queued too
+    const raw = this.raw;
+    if (!raw || raw.writableEnded || raw.destroyed) return listener();
+    raw.write(EMPTY, () => listener());
   }
 
   /**

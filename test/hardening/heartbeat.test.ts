@@ -1,7 +1,11 @@
+import { connect as netConnect } from 'node:net';
+import type { Socket } from 'node:net';
 import { firstValueFrom } from 'rxjs';
 import { WebSocket, WebSocketServer } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HEARTBEAT_CLOSE_CODE } from '../../src/client/client.js';
+import type { Session } from '../../src/index.js';
+import type { WsTransport } from '../../src/transport/ws-transport.js';
 import { Resources, closeOf, recordStates, waitForState } from '../integration/harness.js';
 import { waitUntil, within } from '../pubsub/helpers.js';
 import { openSocket } from './helpers.js';
@@ -149,5 +153,95 @@ describe('client heartbeat (rpc.ping)', () => {
     expect(states).toEqual(['connecting', 'open']);
     expect(gateway.sessions.size).toBe(1);
     expect(await client.call('sum', [2, 2])).toBe(4);
+  });
+});
+
+describe('server heartbeat: peers that do not read', () => {
+  /** A `ws` client that reads nothing after its handshake: its socket is paused. */
+  async function deafSocket(url: string): Promise<WebSocket> {
+    const socket = await openSocket(res, url);
+    socket.on('error', () => undefined);
+    (socket as unknown as { _socket: Socket })._socket.pause();
+    return socket;
+  }
+
+  /** Queue `count` notifications of 64 KiB for `session`. */
+  function fill(session: Session, count: number): void {
+    const chunk = 'x'.repeat(64 * 1024);
+    for (let i = 0; i < count; i++) session.notify('fill', [chunk]);
+  }
+
+  it('a client that never reads but sends pongs on a timer is cut off: only a pong carrying our ping’s payload counts', async () => {
+    const { url, gateway } = await res.demoGateway({ heartbeatInterval: 200 });
+    const opened = firstValueFrom(gateway.connected$);
+    const deaf = await deafSocket(url);
+    const session = await opened;
+    let pongsArrived = 0;
+    (session.transport as WsTransport).socket.on('pong', () => pongsArrived++);
+    const timer = setInterval(() => deaf.pong(), 5);
+    try {
+      expect(await within(session.closed, 'the deaf client to be cut off')).toMatchObject({
+        code: 1006,
+      });
+    } finally {
+      clearInterval(timer);
+    }
+    // Its pongs did arrive (and once kept such a client forever); they answered no ping.
+    expect(pongsArrived).toBeGreaterThanOrEqual(1);
+  });
+
+  it('the same with megabytes queued for it: cut off, though it keeps sending pongs', async () => {
+    const { url, gateway } = await res.demoGateway({ heartbeatInterval: 200 });
+    const opened = firstValueFrom(gateway.connected$);
+    const deaf = await deafSocket(url);
+    const session = await opened;
+    const timer = setInterval(() => deaf.pong(), 5);
+    try {
+      fill(session, 128); // 8 MiB: more than loopback buffers hold
+      expect(await within(session.closed, 'the deaf client to be cut off')).toMatchObject({
+        code: 1006,
+      });
+    } finally {
+      clearInterval(timer);
+    }
+  });
+
+  it('a TCP client whose output stays above maxBufferedBytes is closed (1008); one that reads stays', async () => {
+    const MAX_BUFFERED = 64 * 1024;
+    const { gateway } = await res.demoGateway({
+      heartbeatInterval: 200,
+      limits: { maxBufferedBytes: MAX_BUFFERED },
+    });
+    const { port } = await gateway.listenTcp(0, '127.0.0.1');
+    const connect = async (): Promise<{ socket: Socket; session: Session }> => {
+      const opened = firstValueFrom(gateway.connected$);
+      const socket = netConnect(port, '127.0.0.1');
+      res.netSockets.push(socket);
+      socket.on('error', () => undefined);
+      return { socket, session: await opened };
+    };
+    const deaf = await connect();
+    deaf.socket.pause();
+    const reader = await connect();
+    let read = 0;
+    reader.socket.on('data', (chunk: Buffer) => (read += chunk.length));
+
+    // Fill both until the deaf one's queue is past the bound (the kernel's buffers fill first).
+    for (let pushes = 0; deaf.session.transport.bufferedAmount <= MAX_BUFFERED; pushes++) {
+      if (pushes > 2_000) throw new Error('the output never queued up');
+      if (deaf.session.isClosed) break;
+      fill(deaf.session, 1);
+      fill(reader.session, 1);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(await within(deaf.session.closed, 'the deaf TCP client to be closed')).toEqual({
+      code: 1008,
+      reason: 'not reading',
+    });
+    // The reader, sent as much, is still connected and gets all of it.
+    expect(reader.session.isClosed).toBe(false);
+    await waitUntil(() => reader.session.transport.bufferedAmount === 0, 'the reader to catch up');
+    expect(read).toBeGreaterThan(0);
+    expect([...gateway.sessions.values()]).toEqual([reader.session]);
   });
 });
