@@ -25,6 +25,30 @@ export interface Retention {
 
 export const defaultRetention: Retention = { maxLength: 1_000, maxAgeMs: 600_000 };
 
+/**
+ * A publish refused because it would create a topic on the broker (a NATS stream, the Redis
+ * keys of a topic) beyond the node's budget of new topics per second. Nothing was published;
+ * worth retrying later.
+ */
+export class TopicCreationLimitError extends Error {
+  override readonly name = 'TopicCreationLimitError';
+  constructor(
+    readonly topic: string,
+    readonly perSecond: number,
+  ) {
+    super(
+      `Too many new topics: this node creates at most ${perSecond} topics per second on the broker`,
+    );
+  }
+}
+
+/** A history page size: a positive integer, or undefined (everything) for anything else. */
+export function pageLimit(limit: number | undefined): number | undefined {
+  return limit !== undefined && Number.isFinite(limit) && limit >= 1
+    ? Math.floor(limit)
+    : undefined;
+}
+
 /** What history still holds after a sequence number. */
 export interface History {
   /** Messages with seq greater than the one asked for, oldest first, all still retained. */
@@ -56,11 +80,18 @@ export interface Broker {
   /**
    * Deliver the topic's messages, in sequence order, each exactly once, until
    * `unsubscribe`. After an outage the broker delivers what it missed from history.
+   * Subscribing creates nothing on the broker that outlives the subscription: a topic nobody
+   * has published to gets its stream or keys at its first publish, not before.
    */
   subscribe(topic: string, deliver: (message: BrokerMessage) => void): Promise<void>;
   unsubscribe(topic: string): Promise<void>;
-  /** The retained messages after `afterSeq`, and the topic's latest sequence number. */
-  history(topic: string, afterSeq: number): Promise<History>;
+  /**
+   * The retained messages after `afterSeq`, and the topic's latest sequence number. With
+   * `limit`, at most that many messages (the oldest ones after `afterSeq`): a page, so that a
+   * long history is read a part at a time (the next page starts after the last seq of this
+   * one). Reading never creates anything on the broker for a topic it does not have.
+   */
+  history(topic: string, afterSeq: number, limit?: number): Promise<History>;
   /** True while the broker can take publishes (readiness follows it). */
   readonly ready: boolean;
   close(): Promise<void>;

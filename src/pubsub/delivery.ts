@@ -76,6 +76,10 @@ export class Delivery {
   private restartedDuringReplay: { epoch: string | undefined } | undefined;
   /** An epoch learned from live messages while a replay was going on (told at `resume`). */
   private learnedEpoch: string | undefined;
+  /** The epoch of the history a paged replay reads (set by `replayBegin`). */
+  private replayEpoch: string | undefined;
+  /** Told when the subscription stops (a replay waiting for the socket or a read gives up). */
+  private stopListeners: Set<() => void> | undefined;
   /**
    * The subscriber tracks positions (it subscribed with `since` or `position`): it is told
    * which epoch its sequence numbers belong to, and, with a gap signal, when the broker's
@@ -188,7 +192,8 @@ export class Delivery {
   /**
    * Replay history after a reconnect: first the gap (how many messages history no
    * longer had), then the retained messages, then the live ones that arrived
-   * meanwhile, each sequence number once and in order.
+   * meanwhile, each sequence number once and in order. In one go: `replayBegin`,
+   * `replayPage` and `replayEnd`, which a paged replay calls one page at a time.
    */
   resume(
     /** Messages history no longer held (0: none; null: unknown). */
@@ -199,42 +204,166 @@ export class Delivery {
     /** The topic's epoch, sent with a gap signal. */
     epoch?: string,
   ): void {
+    if (!this.replayBegin(gap, floorSeq, epoch)) return;
+    if (!this.replayPage(history, epoch)) return;
+    this.replayEnd();
+  }
+
+  /**
+   * Start replaying history read in `epoch`: the gap signal, if any, and the epoch. False
+   * when the replay is over already: stopped, or the numbering restarted while the history
+   * was read (what was read may be the old one's; the subscriber has been told, with a gap
+   * signal of unknown size, and has the live messages of the new numbering).
+   */
+  replayBegin(
+    /** Messages history no longer held (0: none; null: unknown). */
+    gap: number | null,
+    /** Where numbering restarts from, when the broker's numbering was reset. */
+    floorSeq = this.floorSeq,
+    /** The topic's epoch, sent with a gap signal. */
+    epoch?: string,
+  ): boolean {
+    if (this.stopped) return false;
+    const restarted = this.restartSince(epoch);
+    if (restarted) {
+      this.endRestarted(restarted.epoch, false);
+      return false;
+    }
+    this.floorSeq = floorSeq;
+    this.replayEpoch = epoch;
+    if (gap !== 0) this.sendGap(gap, epoch);
+    // A subscriber that did not know the epoch (or the topic had none yet) learns it now.
+    this.tellEpoch(epoch ?? this.learnedEpoch);
+    return true;
+  }
+
+  /**
+   * Write one page of the replayed history (read in `epoch`), whatever the socket holds: a
+   * page is read only once the socket was below its high-water mark, and is sized to about
+   * it. Sequence numbers already had are skipped. False when the replay is over: stopped, or
+   * the numbering restarted since the replay began (the page is void; told as in
+   * `replayBegin`).
+   */
+  replayPage(
+    history: readonly { tail: string; seq: number }[],
+    epoch: string | undefined = this.replayEpoch,
+  ): boolean {
+    if (this.stopped) return false;
+    const restarted = this.restartSince(epoch);
+    if (restarted) {
+      this.endRestarted(restarted.epoch, false);
+      return false;
+    }
+    if (epoch !== undefined && this.replayEpoch !== undefined && epoch !== this.replayEpoch) {
+      // This page is from a numbering the live messages have not shown yet: those held back
+      // belong to the old one, and the gap signal covers them.
+      this.endRestarted(epoch, true);
+      return false;
+    }
+    for (const message of history) {
+      if (message.seq > this.floorSeq) this.write(message.tail, message.seq);
+    }
+    const last = history.at(-1)?.seq;
+    if (last !== undefined) this.floorSeq = Math.max(this.floorSeq, last);
+    return true;
+  }
+
+  /**
+   * The replay is over: the live messages held back meanwhile follow, each seq once, whatever
+   * the socket holds (the backlog is bounded by the policy; a paged replay waits for the
+   * socket to drain below its high-water mark first).
+   */
+  replayEnd(): void {
     if (this.stopped) return;
+    const restarted = this.restartSince(this.replayEpoch);
+    if (restarted) {
+      this.endRestarted(restarted.epoch, false);
+      return;
+    }
+    this.flushWaiting();
+  }
+
+  /** The numbering restart seen during the replay, if any (live messages came in another one). */
+  private restartSince(epoch: string | undefined): { epoch: string | undefined } | undefined {
+    if (this.restartedDuringReplay) return this.restartedDuringReplay;
+    const learned = this.learnedEpoch;
+    if (learned !== undefined && epoch !== undefined && learned !== epoch) {
+      // Live messages came in another numbering than the one history was read in.
+      return { epoch: learned };
+    }
+    return undefined;
+  }
+
+  /**
+   * End a replay whose numbering restarted: only the live messages of the new numbering
+   * follow (none when `dropHeld`: those held are the old one's), after saying that the rest
+   * is lost.
+   */
+  private endRestarted(epoch: string | undefined, dropHeld: boolean): void {
+    this.floorSeq = 0;
+    if (dropHeld) this.waiting = [];
+    this.sendGap(null, epoch);
+    this.flushWaiting();
+  }
+
+  /** Send the live messages held back during a replay, and deliver live ones directly again. */
+  private flushWaiting(): void {
     const waiting = this.waiting ?? [];
     this.waiting = undefined;
     this.waitingChars = 0;
-    const learned = this.learnedEpoch;
     this.learnedEpoch = undefined;
-    let restarted = this.restartedDuringReplay;
     this.restartedDuringReplay = undefined;
-    if (!restarted && learned !== undefined && epoch !== undefined && learned !== epoch) {
-      // Live messages came in another numbering than the one history was read in.
-      restarted = { epoch: learned };
-    }
-    if (restarted) {
-      // The numbering restarted while history was read: what was read may be the old one's.
-      // Only the live messages of the new numbering, after saying that the rest is lost.
-      this.floorSeq = 0;
-      this.sendGap(null, restarted.epoch);
-    } else {
-      this.floorSeq = floorSeq;
-      if (gap !== 0) this.sendGap(gap, epoch);
-      // A subscriber that did not know the epoch (or the topic had none yet) learns it now.
-      this.tellEpoch(epoch ?? learned);
-      for (const message of history) this.offer(message.tail, undefined, message.seq);
-      const last = history.at(-1)?.seq;
-      if (last !== undefined) this.floorSeq = Math.max(this.floorSeq, last);
-    }
+    this.replayEpoch = undefined;
     // The floor stays: a live copy of the last replayed message may still be on its way
     // (history and live delivery can travel on different broker connections).
+    // The backlog was bounded by the policy as it filled: it is written whole, as a page is.
     for (const message of waiting) {
+      if (this.stopped) return;
+      const seq = message.seq;
+      if (seq !== undefined && seq <= this.floorSeq) continue; // the history had it
       // Messages dropped from the backlog before one the history already had were had too.
       // (Of those before a later one, any the history had are discounted when it is written.)
-      if (message.seq === undefined || message.seq > this.floorSeq) {
-        this.missed += message.missedBefore;
-      }
-      this.offer(message.tail, message.shared, message.seq);
+      this.missed += message.missedBefore;
+      this.write(message.tail, seq, message.shared);
     }
+  }
+
+  /** The seq of the oldest live message held back now (during a replay), if any. */
+  get oldestWaitingSeq(): number | undefined {
+    return this.waiting?.[0]?.seq;
+  }
+
+  /** The topic's high-water mark for this subscriber's socket. */
+  get highWaterMark(): number {
+    return this.flow.highWaterMark;
+  }
+
+  /** Whether the socket holds less than the high-water mark now. */
+  get belowHighWaterMark(): boolean {
+    return this.sink.bufferedAmount < this.flow.highWaterMark;
+  }
+
+  /** Call `listener` once the socket's write buffer has emptied; returns a function that cancels. */
+  onSinkDrain(listener: () => void): () => void {
+    return this.sink.onDrain(listener);
+  }
+
+  /** True once the subscription has stopped (unsubscribed, closed, finished). */
+  get isStopped(): boolean {
+    return this.stopped;
+  }
+
+  /** Call `listener` when the subscription stops (at once if it has); returns a function that cancels. */
+  onStop(listener: () => void): () => void {
+    if (this.stopped) {
+      listener();
+      return () => undefined;
+    }
+    const listeners = (this.stopListeners ??= new Set());
+    listeners.add(listener);
+    return () => {
+      listeners.delete(listener);
+    };
   }
 
   /**
@@ -355,12 +484,17 @@ export class Delivery {
   }
 
   stop(): void {
+    const wasStopped = this.stopped;
     this.stopped = true;
     this.held = undefined;
     this.heldSeq = undefined;
     this.waiting = undefined;
     this.cancelDrain?.();
     this.cancelDrain = undefined;
+    const listeners = this.stopListeners;
+    this.stopListeners = undefined;
+    if (wasStopped || !listeners) return;
+    for (const listener of listeners) listener();
   }
 
   private disconnect(): void {

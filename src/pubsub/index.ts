@@ -1,5 +1,6 @@
 export type { Broker, BrokerMessage, Retention, History } from './broker.js';
-export { defaultRetention } from './broker.js';
+export { defaultRetention, TopicCreationLimitError } from './broker.js';
+export type { TopicCreationBudget } from './creation-budget.js';
 export { MemoryBroker } from './memory-broker.js';
 export type { MemoryBrokerOptions } from './memory-broker.js';
 export { defaultFlowControl, SLOW_CONSUMER_CLOSE_CODE } from './delivery.js';

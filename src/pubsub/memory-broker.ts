@@ -1,5 +1,5 @@
 import { nanoid } from 'nanoid';
-import { defaultRetention } from './broker.js';
+import { defaultRetention, pageLimit } from './broker.js';
 import type { Broker, BrokerMessage, History, Retention } from './broker.js';
 
 /** Options of {@link MemoryBroker}. */
@@ -102,11 +102,15 @@ export class MemoryBroker implements Broker {
     return Promise.resolve();
   }
 
-  history(topic: string, afterSeq: number): Promise<History> {
+  history(topic: string, afterSeq: number, limit?: number): Promise<History> {
     const log = this.logs.get(topic);
     if (!log) return Promise.resolve({ messages: [], lastSeq: 0 });
     this.trimByAge(log, log.retention.maxAgeMs, this.now());
-    const messages = log.messages.filter((m) => m.message.seq > afterSeq).map((m) => m.message);
+    // Seqs in the log are consecutive: the first one after `afterSeq` is found by arithmetic.
+    const first = log.messages[0]?.message.seq ?? log.lastSeq + 1;
+    const start = Math.max(0, Math.min(log.messages.length, Math.floor(afterSeq) + 1 - first));
+    const count = pageLimit(limit) ?? log.messages.length;
+    const messages = log.messages.slice(start, start + count).map((m) => m.message);
     return Promise.resolve({ messages, lastSeq: log.lastSeq, epoch: log.epoch });
   }
 

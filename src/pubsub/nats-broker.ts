@@ -2,8 +2,11 @@ import { connect } from '@nats-io/transport-node';
 import type { NatsConnection, NodeConnectionOptions } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 
-import { defaultRetention } from './broker.js';
+import { defaultRetention, pageLimit } from './broker.js';
 import type { Broker, BrokerMessage, History, Retention } from './broker.js';
+import { CreationBudget } from './creation-budget.js';
+import type { TopicCreationBudget } from './creation-budget.js';
+import { HealthCheck } from './health-check.js';
 import { NatsConsumers } from './nats-consumers.js';
 import { NatsDirectSubjects } from './nats-direct.js';
 import { readHistory } from './nats-history.js';
@@ -16,7 +19,7 @@ export { NatsBrokerUnavailableError } from './nats-link.js';
 export { encodeTopic } from './nats-names.js';
 
 /** How to reach NATS and name what the broker creates there. */
-export interface NatsBrokerOptions {
+export interface NatsBrokerOptions extends TopicCreationBudget {
   /** NATS server URL(s). Default `nats://127.0.0.1:4222`. */
   servers?: string | string[];
   /**
@@ -35,6 +38,19 @@ export interface NatsBrokerOptions {
   /** Replicas of each topic stream (clustered JetStream). Default 1. */
   replicas?: number;
   /**
+   * Round-trip to the server (a flush) this often, in ms, while connected; two checks in a row
+   * without an answer within `timeoutMs` make `ready` false (a server that hangs with the
+   * connection up), until one is answered. 0 turns the check off. Default 2 000.
+   */
+  healthCheckIntervalMs?: number;
+  /**
+   * Look for idle topic streams of this prefix this often, in ms, and delete them: no message
+   * retained (all older than the topic's history age) and no consumer from any node. 0 turns
+   * the sweep off (a stream is still deleted when its last subscriber leaves it idle).
+   * Default 600 000 (10 minutes).
+   */
+  idleStreamSweepMs?: number;
+  /**
    * Errors the broker recovers from in the background (a consumer that had to be
    * recreated, a subscriber callback that threw). Never thrown; ignored by default.
    */
@@ -51,10 +67,9 @@ export interface NatsBrokerOptions {
  * NATS. Each topic is its own stream (`<prefix>_<encoded topic>`, one subject
  * `<prefix>.<encoded topic>`), so JetStream's stream sequence is the topic's
  * sequence: 1, 2, 3, ... without holes, the same on every node. Streams are created
- * on first use with the publish's retention (max messages, max age, discard old;
- * JetStream keeps at least one message and at least 100 ms), or with the default
- * retention by a subscriber that comes first; a later publish with other limits
- * updates the stream. File storage: history survives a NATS restart.
+ * by the topic's first publish, with its retention (max messages, max age, discard old;
+ * JetStream keeps at least one message and at least 100 ms); a later publish with other
+ * limits updates the stream. File storage: history survives a NATS restart.
  *
  * Subscribers read through an ordered consumer starting after the last sequence
  * they were given; after a reconnect the consumer is recreated from there, so
@@ -64,9 +79,20 @@ export interface NatsBrokerOptions {
  * A `$`-topic subscribe resolves once the server has the interest (a flush), so what another
  * node publishes after that reaches it.
  *
+ * What a client can make it create: nothing that outlives it. A topic's stream is made by its
+ * first publish, at most `newTopicsPerSecond` (burst `newTopicsBurst`) per node: a publish that
+ * would make one more is refused with {@link TopicCreationLimitError}. A subscribe to a topic
+ * without a stream waits for JetStream's advisory that it was created (so the broker's user
+ * needs to subscribe to `$JS.EVENT.ADVISORY.STREAM.CREATED.<prefix>_*`), and its consumer then
+ * starts at the stream's first message. Streams that are idle (nothing retained, no consumer
+ * on any node) are deleted when their last subscriber here leaves, and by a sweep every
+ * `idleStreamSweepMs`; a topic published to again gets a new stream (a new epoch).
+ *
  * While disconnected, `ready` is false and every operation rejects at once with
  * {@link NatsBrokerUnavailableError}; operations that get no answer reject after
- * `timeoutMs` (a publish that timed out may still have been stored).
+ * `timeoutMs` (a publish that timed out may still have been stored). A server that stops
+ * answering with the connection up is found by a round trip every `healthCheckIntervalMs`:
+ * `ready` is false while those fail.
  */
 export class NatsBroker implements Broker {
   private readonly servers: string | string[];
@@ -90,6 +116,10 @@ export class NatsBroker implements Broker {
   private readonly consumers: NatsConsumers;
   /** `$`-topics (messages addressed to a node or user): core NATS, no stream, no history. */
   private readonly direct: NatsDirectSubjects;
+  /** Round trips that tell a hung server from a quiet one. */
+  private readonly health: HealthCheck;
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private sweeping = false;
 
   private constructor(options: NatsBrokerOptions) {
     this.servers = options.servers ?? 'nats://127.0.0.1:4222';
@@ -111,7 +141,7 @@ export class NatsBroker implements Broker {
       }
     };
     this.connection = options.connection ?? {};
-    this.streams = new NatsStreams(this.prefix, this.replicas);
+    this.streams = new NatsStreams(this.prefix, this.replicas, new CreationBudget(options));
     this.direct = new NatsDirectSubjects(this.prefix, this.timeoutMs, this.onError);
     this.consumers = new NatsConsumers({
       prefix: this.prefix,
@@ -121,6 +151,18 @@ export class NatsBroker implements Broker {
       isClosed: () => this.closed,
       onError: this.onError,
     });
+    this.health = new HealthCheck({
+      intervalMs: options.healthCheckIntervalMs ?? 2_000,
+      timeoutMs: this.timeoutMs,
+      check: () => (this.connected && this.link ? this.link.nc.flush() : undefined),
+      onFailing: (error) =>
+        this.onError(new NatsBrokerUnavailableError(`NATS broker not answering: ${error.message}`)),
+    });
+    const sweepMs = options.idleStreamSweepMs ?? 600_000;
+    if (sweepMs > 0) {
+      this.sweepTimer = setInterval(() => void this.sweepIdleStreams(), sweepMs);
+      this.sweepTimer.unref();
+    }
   }
 
   /**
@@ -141,9 +183,9 @@ export class NatsBroker implements Broker {
     return broker;
   }
 
-  /** True while connected to NATS. */
+  /** True while connected to NATS, and it answers. */
   get ready(): boolean {
-    return !this.closed && this.connected && this.link !== undefined;
+    return !this.closed && this.connected && this.link !== undefined && this.health.healthy;
   }
 
   /** The stream and subject a topic lives on. */
@@ -186,12 +228,30 @@ export class NatsBroker implements Broker {
     return this.consumers.unsubscribe(topic);
   }
 
-  async history(topic: string, afterSeq: number): Promise<History> {
+  async history(topic: string, afterSeq: number, limit?: number): Promise<History> {
     const what = `read history of "${topic}"`;
     const link = this.requireLink(what);
     return bounded(what, this.timeoutMs, () =>
-      readHistory(link, this.names(topic).stream, topic, afterSeq),
+      readHistory(link, this.names(topic).stream, topic, afterSeq, pageLimit(limit)),
     );
+  }
+
+  /**
+   * Delete the idle topic streams of this prefix (nothing retained, no consumer on any node);
+   * resolves with how many. Runs by itself every `idleStreamSweepMs`; never rejects.
+   */
+  async sweepIdleStreams(): Promise<number> {
+    const link = this.connected ? this.link : undefined;
+    if (!link || this.closed || this.sweeping) return 0;
+    this.sweeping = true;
+    try {
+      return await this.streams.sweepIdle(link);
+    } catch (err) {
+      this.onError(err);
+      return 0;
+    } finally {
+      this.sweeping = false;
+    }
   }
 
   close(): Promise<void> {
@@ -201,6 +261,8 @@ export class NatsBroker implements Broker {
 
   private async shutdown(): Promise<void> {
     this.closed = true;
+    this.health.stop();
+    clearInterval(this.sweepTimer);
     clearTimeout(this.retryTimer);
     this.wakeRetry?.();
     const deadline = Date.now() + this.timeoutMs;
@@ -277,6 +339,7 @@ export class NatsBroker implements Broker {
     }
     this.link = link;
     this.connected = true;
+    this.health.reset();
     this.streams.forgetAll();
     void (async () => {
       for await (const status of nc.status()) {
@@ -285,6 +348,7 @@ export class NatsBroker implements Broker {
           this.consumers.suspendAll();
         } else if (status.type === 'reconnect') {
           this.connected = true;
+          this.health.reset();
           // The server may have restarted without our consumers: recreate them all.
           this.consumers.restartAll();
         }

@@ -2,13 +2,24 @@
  * Stream-backed topics on NATS: one ordered JetStream consumer per subscribed topic, resuming
  * after the last seq delivered whenever it has to be recreated (a reconnect, a consumer lost
  * on the server, a stream made again), so each retained message is delivered once, in order.
+ *
+ * A subscribe creates no stream. A topic nobody has published to has none: its subscription
+ * waits, listening (core NATS) for JetStream's advisory that the stream was created, then
+ * starts its consumer at seq 1 of the new stream, so it gets every message published after it
+ * subscribed (what the stream still holds when the consumer starts: a topic whose history is
+ * shorter than what is published in those few round trips has the rest trimmed, which the
+ * gateway tells its subscribers as a gap). The subject itself is never listened to outside
+ * JetStream: a publish to a stream deleted behind a node's back finds no responders, and that
+ * node makes the stream again.
  */
 import { DeliverPolicy } from '@nats-io/jetstream';
 import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
+import type { Subscription } from '@nats-io/transport-node';
 import type { BrokerMessage } from './broker.js';
 import { bounded, noop, withTimeout } from './nats-link.js';
 import type { Link } from './nats-link.js';
 import { natsTopicNames } from './nats-names.js';
+import { isStreamNotFound } from './nats-streams.js';
 import type { NatsStreams } from './nats-streams.js';
 
 /** One live `subscribe`: where delivery stands and the consumer feeding it. */
@@ -25,6 +36,13 @@ interface TopicSubscription {
   consumer?: Consumer;
   messages?: ConsumerMessages;
   restartTimer?: NodeJS.Timeout;
+  /** While the topic has no stream: the advisory subscription that tells when it is made. */
+  awaitingStream?: Subscription;
+}
+
+/** The subject on which JetStream announces that a stream was created. */
+function streamCreatedSubject(stream: string): string {
+  return `$JS.EVENT.ADVISORY.STREAM.CREATED.${stream}`;
 }
 
 /** What the consumers need from their broker. */
@@ -76,8 +94,10 @@ export class NatsConsumers {
     this.subscriptions.set(topic, sub);
     try {
       await bounded(what, this.timeoutMs, async () => {
+        const info = await this.streamOrAwait(link, sub);
+        // No stream yet: nothing was published; the consumer starts at the stream's seq 1.
+        if (!info) return;
         // New messages only: start after what the topic holds now.
-        const info = await this.streams.streamInfoOrCreate(link, topic);
         sub.lastSeq = info.state.last_seq;
         sub.epoch = info.created;
         await this.startConsumer(link, sub);
@@ -90,14 +110,25 @@ export class NatsConsumers {
     }
   }
 
+  /**
+   * Stop delivering `topic`. The last subscriber anywhere takes an idle stream with it (no
+   * message retained, no consumer left on any node): see `NatsStreams.deleteIfIdle`.
+   */
   async unsubscribe(topic: string): Promise<void> {
     const sub = this.subscriptions.get(topic);
     if (!sub) return;
     this.subscriptions.delete(topic);
     sub.active = false;
-    await bounded(`unsubscribe from "${topic}"`, this.timeoutMs, () =>
-      this.stopConsumer(sub),
-    ).catch(this.onError);
+    // Still waiting for its stream: there was none at the last look (a sweep finds any since).
+    const hadStream = sub.awaitingStream === undefined;
+    await bounded(`unsubscribe from "${topic}"`, this.timeoutMs, async () => {
+      await this.stopConsumer(sub);
+      const link = this.liveLink();
+      // Subscribed again meanwhile: that subscription uses the stream.
+      if (link && hadStream && !this.subscriptions.has(topic)) {
+        await this.streams.deleteIfIdle(link, topic);
+      }
+    }).catch(this.onError);
   }
 
   /** Stop every subscription for good (the broker is closing). */
@@ -119,6 +150,37 @@ export class NatsConsumers {
   /** (Re)connected: recreate every consumer after its last delivered seq. */
   restartAll(): void {
     for (const sub of this.subscriptions.values()) this.scheduleRestart(sub, 0);
+  }
+
+  /**
+   * The topic's stream; or, when it has none, undefined, with the subscription listening for
+   * the stream's creation (the listening starts before the look, so a stream made in between
+   * is seen by one or the other).
+   */
+  private async streamOrAwait(link: Link, sub: TopicSubscription) {
+    const existing = sub.awaitingStream
+      ? undefined
+      : await this.streams.streamInfo(link, sub.topic);
+    if (existing) return existing;
+    if (!sub.awaitingStream) {
+      const { stream } = natsTopicNames(this.prefix, sub.topic);
+      sub.awaitingStream = link.nc.subscribe(streamCreatedSubject(stream), {
+        callback: (err) => {
+          if (err) this.onError(err);
+          else if (sub.awaitingStream) this.scheduleRestart(sub, 0);
+        },
+      });
+      // The server has the interest once this round trip is back.
+      await link.nc.flush();
+    }
+    const info = await this.streams.streamInfo(link, sub.topic);
+    if (info) this.stopAwaiting(sub);
+    return info;
+  }
+
+  private stopAwaiting(sub: TopicSubscription): void {
+    sub.awaitingStream?.unsubscribe();
+    sub.awaitingStream = undefined;
   }
 
   /** (Re)start the subscription's ordered consumer right after its last delivered seq. */
@@ -172,6 +234,7 @@ export class NatsConsumers {
     clearTimeout(sub.restartTimer);
     sub.restartTimer = undefined;
     sub.generation++;
+    this.stopAwaiting(sub);
     return this.retire(sub);
   }
 
@@ -214,7 +277,12 @@ export class NatsConsumers {
     try {
       await withTimeout(
         (async () => {
-          const info = await this.streams.streamInfoOrCreate(link, sub.topic);
+          const info = await this.streamOrAwait(link, sub);
+          if (!info) {
+            // No stream (never published, or deleted): wait for the next one to be made.
+            void this.retire(sub);
+            return;
+          }
           if (sub.epoch !== undefined && info.created !== sub.epoch) {
             // The stream was deleted and made again: its numbering starts from 1 anew.
             sub.lastSeq = 0;
@@ -226,7 +294,8 @@ export class NatsConsumers {
         `resume "${sub.topic}"`,
       );
     } catch (err) {
-      this.onError(err);
+      // A stream deleted between the look and the consumer is waited for at the next attempt.
+      if (!isStreamNotFound(err)) this.onError(err);
       this.scheduleRestart(sub, attempt + 1);
     }
   }

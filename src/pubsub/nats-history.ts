@@ -11,12 +11,16 @@ import { isStreamNotFound } from './nats-streams.js';
 
 const HISTORY_BATCH = 256;
 
-/** The messages of `topic` (stream `stream`) after `afterSeq`, and its latest seq and epoch. */
+/**
+ * The messages of `topic` (stream `stream`) after `afterSeq` (at most `limit` of them, the
+ * oldest), and its latest seq and epoch. A topic without a stream has none: nothing is made.
+ */
 export async function readHistory(
   link: Link,
   stream: string,
   topic: string,
   afterSeq: number,
+  limit?: number,
 ): Promise<History> {
   let info: StreamInfo;
   try {
@@ -30,7 +34,12 @@ export async function readHistory(
   const messages: BrokerMessage[] = [];
   const after = Number.isFinite(afterSeq) ? Math.max(0, Math.floor(afterSeq)) : 0;
   let next = Math.max(after + 1, info.state.first_seq);
-  if (next > lastSeq || info.state.messages === 0) return { messages, lastSeq, epoch };
+  if (next > lastSeq || info.state.messages === 0 || limit === 0) {
+    return { messages, lastSeq, epoch };
+  }
+  // The last seq this read goes to: the stream's last one, or `limit` messages on (fewer when
+  // some of them expire meanwhile: the read then ends short, at a batch's expiry).
+  const upTo = limit === undefined ? lastSeq : Math.min(lastSeq, next + limit - 1);
   const consumer = await link.js.consumers.get(stream, {
     deliver_policy: DeliverPolicy.StartSequence,
     opt_start_seq: next,
@@ -38,15 +47,15 @@ export async function readHistory(
   try {
     // Batches until the last sequence seen in stream info; a batch that comes back
     // short (older messages aged out meanwhile) ends at its expiry, not in a hang.
-    while (next <= lastSeq) {
+    while (next <= upTo && (limit === undefined || messages.length < limit)) {
       const batch = await consumer.fetch({
-        max_messages: Math.min(lastSeq - next + 1, HISTORY_BATCH),
+        max_messages: Math.min(upTo - next + 1, HISTORY_BATCH),
         expires: 1_000,
       });
       let received = 0;
       for await (const m of batch) {
         received++;
-        if (m.seq > lastSeq) continue;
+        if (m.seq > upTo) continue;
         messages.push({ topic, seq: m.seq, payload: m.string(), epoch });
         next = m.seq + 1;
       }

@@ -7,6 +7,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { JetStreamApiError } from '@nats-io/jetstream';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import { TopicCreationLimitError } from './broker.js';
 
 /** Thrown (as a rejection) when NATS cannot be reached or does not answer in time. */
 export class NatsBrokerUnavailableError extends Error {
@@ -43,7 +44,9 @@ export async function bounded<T>(
   try {
     return await withTimeout(op(), timeoutMs, what);
   } catch (err) {
-    if (err instanceof NatsBrokerUnavailableError) throw err;
+    if (err instanceof NatsBrokerUnavailableError || err instanceof TopicCreationLimitError) {
+      throw err;
+    }
     if (err instanceof JetStreamApiError) {
       throw new Error(`NATS broker: cannot ${what}: ${err.message}`, { cause: err });
     }

@@ -1,7 +1,8 @@
 /*
- * Topic streams on JetStream: their configuration from a topic's retention, creating them or
- * bringing them to new limits, and remembering which this node has already set up so that a
- * publish costs no stream round trip in the common case.
+ * Topic streams on JetStream: their configuration from a topic's retention, creating them (at
+ * a topic's first publish, within the node's budget of new topics) or bringing them to new
+ * limits, remembering which this node has already set up so that a publish costs no stream
+ * round trip in the common case, and deleting the ones nobody uses any more.
  */
 import {
   DiscardPolicy,
@@ -11,10 +12,11 @@ import {
   StorageType,
 } from '@nats-io/jetstream';
 import type { StreamConfig, StreamInfo } from '@nats-io/jetstream';
-import { defaultRetention } from './broker.js';
+import { TopicCreationLimitError } from './broker.js';
 import type { Retention } from './broker.js';
+import type { CreationBudget } from './creation-budget.js';
 import type { Link } from './nats-link.js';
-import { natsTopicNames } from './nats-names.js';
+import { natsStreamPrefix, natsTopicNames } from './nats-names.js';
 
 /** What the broker sets on a topic's stream; JetStream defaults the rest. */
 type TopicStreamConfig = Partial<StreamConfig> &
@@ -40,16 +42,23 @@ function maxAgeNanos(maxAgeMs: number): number {
   return Math.min(Math.round(Math.max(100, maxAgeMs) * 1e6), Number.MAX_SAFE_INTEGER);
 }
 
+/** Topics remembered as set up; beyond it the memory is cleared (it only saves round trips). */
+const MAX_ENSURED = 10_000;
+
 export class NatsStreams {
   /** Topics whose stream this node created or updated, with the limits it applied. */
   private readonly ensured = new Map<string, string>();
   /** Stream set-ups in flight, by topic and limits: concurrent publishes wait on one. */
   private readonly ensuring = new Map<string, Promise<void>>();
 
-  /** `prefix` names the streams; `replicas` is set on every stream created. */
+  /**
+   * `prefix` names the streams; `replicas` is set on every stream created; `budget` bounds
+   * how many this node creates per second.
+   */
   constructor(
     private readonly prefix: string,
     private readonly replicas: number,
+    private readonly budget: CreationBudget,
   ) {}
 
   /** The stream is gone (deleted behind our back): set it up again on the next publish. */
@@ -98,9 +107,10 @@ export class NatsStreams {
     if (!pending) {
       // `ensured` is set in the very reaction that settles `pending`, so every caller already
       // waiting continues before any later caller that finds the stream ensured.
-      pending = this.addOrUpdateStream(link, config).then(
+      pending = this.addOrUpdateStream(link, topic, config).then(
         () => {
           this.ensuring.delete(key);
+          if (this.ensured.size >= MAX_ENSURED) this.ensured.clear();
           this.ensured.set(topic, limits);
         },
         (err: unknown) => {
@@ -113,35 +123,91 @@ export class NatsStreams {
     return pending;
   }
 
-  private async addOrUpdateStream(link: Link, config: TopicStreamConfig): Promise<void> {
+  private async addOrUpdateStream(
+    link: Link,
+    topic: string,
+    config: TopicStreamConfig,
+  ): Promise<void> {
+    if (!this.budget.available()) {
+      // No new stream now: only one that exists already may be published to.
+      if (!(await this.streamInfo(link, topic))) {
+        throw new TopicCreationLimitError(topic, this.budget.perSecond);
+      }
+    } else {
+      try {
+        // Idempotent: a node racing us with the same configuration gets the same stream.
+        const info = await link.jsm.streams.add(config);
+        // Nothing ever stored: made now (or by a node racing us), so it counts as new.
+        if (info.state.last_seq === 0) this.budget.spend();
+        return;
+      } catch (err) {
+        if (!(err instanceof JetStreamApiError) || err.code !== STREAM_NAME_IN_USE) throw err;
+      }
+    }
+    await link.jsm.streams.update(config.name, {
+      max_msgs: config.max_msgs,
+      max_age: config.max_age,
+      duplicate_window: config.duplicate_window,
+      discard: config.discard,
+    });
+  }
+
+  /** The topic's stream, or undefined when it has none (nobody published to it): none is made. */
+  async streamInfo(link: Link, topic: string): Promise<StreamInfo | undefined> {
     try {
-      // Idempotent: a node racing us with the same configuration gets the same stream.
-      await link.jsm.streams.add(config);
+      return await link.jsm.streams.info(natsTopicNames(this.prefix, topic).stream);
     } catch (err) {
-      if (!(err instanceof JetStreamApiError) || err.code !== STREAM_NAME_IN_USE) throw err;
-      await link.jsm.streams.update(config.name, {
-        max_msgs: config.max_msgs,
-        max_age: config.max_age,
-        duplicate_window: config.duplicate_window,
-        discard: config.discard,
-      });
+      if (isStreamNotFound(err)) return undefined;
+      throw err;
     }
   }
 
-  /** The topic's stream, created with the default retention if nobody published yet. */
-  async streamInfoOrCreate(link: Link, topic: string): Promise<StreamInfo> {
-    const { stream } = natsTopicNames(this.prefix, topic);
-    try {
-      return await link.jsm.streams.info(stream);
-    } catch (err) {
-      if (!isStreamNotFound(err)) throw err;
-    }
-    try {
-      return await link.jsm.streams.add(this.streamConfig(topic, defaultRetention));
-    } catch (err) {
-      // Someone created it first, with other limits: theirs stand.
-      if (!(err instanceof JetStreamApiError) || err.code !== STREAM_NAME_IN_USE) throw err;
-      return link.jsm.streams.info(stream);
-    }
+  /**
+   * Delete the topic's stream if it is idle: no message retained (its last one is older than
+   * its `max_age`, or none was ever stored) and no consumer on it, from any node. Its
+   * numbering ends there: a later publish makes a new stream, with a new epoch, from seq 1.
+   * True when it was deleted.
+   */
+  async deleteIfIdle(link: Link, topic: string): Promise<boolean> {
+    const info = await this.streamInfo(link, topic);
+    if (!info || !isIdle(info)) return false;
+    return this.delete(link, topic, info.config.name);
   }
+
+  /**
+   * Delete every idle stream of this prefix (see `deleteIfIdle`), on any node's behalf: those
+   * left behind when their last subscriber was on a node that is gone, or whose messages
+   * expired after it left. Only streams whose name and subject are exactly this prefix's are
+   * touched (another prefix that starts with this one has other subjects). Returns how many.
+   */
+  async sweepIdle(link: Link): Promise<number> {
+    const streamPrefix = natsStreamPrefix(this.prefix);
+    let deleted = 0;
+    for await (const info of link.jsm.streams.list(`${this.prefix}.*`)) {
+      const name = info.config.name;
+      if (!name.startsWith(streamPrefix) || !isIdle(info)) continue;
+      const token = name.slice(streamPrefix.length);
+      const subjects = info.config.subjects ?? [];
+      if (subjects.length !== 1 || subjects[0] !== `${this.prefix}.${token}`) continue;
+      if (await this.delete(link, undefined, name)) deleted++;
+    }
+    return deleted;
+  }
+
+  private async delete(link: Link, topic: string | undefined, stream: string): Promise<boolean> {
+    try {
+      await link.jsm.streams.delete(stream);
+    } catch (err) {
+      if (isStreamNotFound(err)) return false;
+      throw err;
+    }
+    // A node that still takes the stream for set up finds it gone at its next publish (no
+    // responders: nobody listens on the subject) and makes it again.
+    if (topic !== undefined) this.ensured.delete(topic);
+    return true;
+  }
+}
+
+function isIdle(info: StreamInfo): boolean {
+  return info.state.messages === 0 && info.state.consumer_count === 0;
 }

@@ -1,7 +1,10 @@
 import { Redis } from 'ioredis';
 import type { RedisOptions } from 'ioredis';
-import { defaultRetention } from './broker.js';
+import { TopicCreationLimitError, defaultRetention, pageLimit } from './broker.js';
 import type { Broker, BrokerMessage, History, Retention } from './broker.js';
+import { CreationBudget } from './creation-budget.js';
+import type { TopicCreationBudget } from './creation-budget.js';
+import { HealthCheck } from './health-check.js';
 import { RedisDirectChannels } from './redis-direct.js';
 import { describeTarget, toError, unavailableError } from './redis-errors.js';
 import { isDirect, redisTopicKeys } from './redis-keys.js';
@@ -13,7 +16,7 @@ export { redisTopicKeys } from './redis-keys.js';
 export type { RedisTopicKeys } from './redis-keys.js';
 
 /** Options of {@link RedisBroker}. */
-export interface RedisBrokerOptions {
+export interface RedisBrokerOptions extends TopicCreationBudget {
   /** `redis[s]://[[user]:password@]host[:port][/db]`. */
   url: string;
   /** Prepended to every key and channel. Default `wsrpc:`. */
@@ -27,6 +30,12 @@ export interface RedisBrokerOptions {
   connectTimeoutMs?: number;
   /** Reconnect attempts back off linearly (100 ms per attempt) up to this. Default 2 000. */
   reconnectMaxDelayMs?: number;
+  /**
+   * PING Redis this often (ms) while connected; two checks in a row without an answer within
+   * `commandTimeoutMs` make `ready` false (a Redis that hangs with its connection up), until
+   * one is answered. 0 turns the check off. Default 2 000.
+   */
+  healthCheckIntervalMs?: number;
   /**
    * Connection errors, failed catch-up reads and exceptions thrown by `deliver`.
    * They never propagate: the broker reports them here and carries on. Default: ignored.
@@ -76,8 +85,14 @@ const CLOSE_TIMEOUT_MS = 2_000;
  * Faults: while the command connection is down `ready` is false and publish, subscribe and
  * history reject at once with "Redis broker unavailable"; a command that gets no reply within
  * `commandTimeoutMs` rejects too (a publish that timed out may still have been stored). Both
- * connections reconnect by themselves. Errors are reported to `onError`, never thrown from
- * event handlers.
+ * connections reconnect by themselves. A Redis that stops answering with its connection up
+ * (hung, stopped) is found by a PING every `healthCheckIntervalMs`: `ready` is false while
+ * the checks fail. Errors are reported to `onError`, never thrown from event handlers.
+ *
+ * What a client can make it create: nothing. A subscribe reads the topic's hash (it does not
+ * create it) and SUBSCRIBEs its channel; a history read only reads. A topic's keys are made by
+ * its first publish, at most `newTopicsPerSecond` (burst `newTopicsBurst`) per node: a publish
+ * that would create one more is refused with {@link TopicCreationLimitError}, nothing written.
  */
 export class RedisBroker implements Broker {
   private readonly prefix: string;
@@ -92,6 +107,10 @@ export class RedisBroker implements Broker {
   /** `$`-topics (messages addressed to a node or user): plain channels, no history. */
   private readonly direct: RedisDirectChannels;
   private readonly connectTimeoutMs: number;
+  /** New topics (their keys) this node may create per second. */
+  private readonly creation: CreationBudget;
+  /** PINGs the command connection: a hung Redis makes `ready` false. */
+  private readonly health: HealthCheck;
   private closed = false;
   private closing: Promise<void> | undefined;
   private lastError: Error | undefined;
@@ -110,6 +129,7 @@ export class RedisBroker implements Broker {
       }
     };
     this.connectTimeoutMs = options.connectTimeoutMs ?? 5_000;
+    this.creation = new CreationBudget(options);
     const reconnectMaxDelayMs = options.reconnectMaxDelayMs ?? 2_000;
     const common: RedisOptions = {
       commandTimeout: options.commandTimeoutMs ?? 2_000,
@@ -142,7 +162,15 @@ export class RedisBroker implements Broker {
     };
     this.command.on('error', reportError);
     this.subscriber.on('error', reportError);
+    this.health = new HealthCheck({
+      intervalMs: options.healthCheckIntervalMs ?? 2_000,
+      // ioredis rejects the PING after commandTimeout: that is the check's timeout.
+      check: () => (this.command.status === 'ready' ? this.command.ping() : undefined),
+      onFailing: (error) =>
+        this.onError(this.unavailable(new Error(`no answer to PING: ${error.message}`))),
+    });
     this.command.on('ready', () => {
+      this.health.reset();
       // Anything that failed to catch up while the command connection was down tries again.
       if (this.subscriber.status !== 'ready') return;
       this.topics.catchUpAll();
@@ -185,7 +213,7 @@ export class RedisBroker implements Broker {
   }
 
   get ready(): boolean {
-    return !this.closed && this.command.status === 'ready';
+    return !this.closed && this.command.status === 'ready' && this.health.healthy;
   }
 
   async publish(
@@ -195,7 +223,17 @@ export class RedisBroker implements Broker {
   ): Promise<number> {
     this.assertUsable();
     if (isDirect(topic)) return this.direct.publish(topic, payload);
-    return publishToTopic(this.runner, redisTopicKeys(this.prefix, topic), payload, retention);
+    const keys = redisTopicKeys(this.prefix, topic);
+    const published = await publishToTopic(
+      this.runner,
+      keys,
+      payload,
+      retention,
+      this.creation.available(),
+    );
+    if (!published) throw new TopicCreationLimitError(topic, this.creation.perSecond);
+    if (published.created) this.creation.spend();
+    return published.seq;
   }
 
   async subscribe(topic: string, deliver: (message: BrokerMessage) => void): Promise<void> {
@@ -209,10 +247,10 @@ export class RedisBroker implements Broker {
     return this.topics.unsubscribe(topic);
   }
 
-  async history(topic: string, afterSeq: number): Promise<History> {
+  async history(topic: string, afterSeq: number, limit?: number): Promise<History> {
     this.assertUsable();
     const keys = redisTopicKeys(this.prefix, topic);
-    const read = await readTopic(this.runner, keys, topic, afterSeq, '+', 0);
+    const read = await readTopic(this.runner, keys, topic, afterSeq, '+', pageLimit(limit) ?? 0);
     const history: History = { messages: read.messages, lastSeq: read.lastSeq };
     if (read.epoch !== '') history.epoch = read.epoch;
     return history;
@@ -225,6 +263,7 @@ export class RedisBroker implements Broker {
 
   private async shutdown(): Promise<void> {
     this.closed = true;
+    this.health.stop();
     this.topics.clear();
     const quit = async (client: Redis): Promise<void> => {
       if (client.status !== 'ready') return;

@@ -9,14 +9,19 @@ import type { RedisTopicKeys } from './redis-keys.js';
 import { script } from './redis-script-runner.js';
 import type { RedisScriptRunner } from './redis-script-runner.js';
 
-// KEYS: meta, log. ARGV: channel, payload, maxLength (-1: none), maxAgeMs (-1: none), new epoch.
-// Returns the message's seq. Everything happens in one script, so seq order is the order of
-// the stream and of the PUBLISHes that every subscriber sees.
+// KEYS: meta, log. ARGV: channel, payload, maxLength (-1: none), maxAgeMs (-1: none), new epoch,
+// may create ('1': the topic may be created, '0': only an existing topic is published to).
+// Returns { the message's seq, 1 when this publish created the topic }, or { -1, 0 } when the
+// topic does not exist and may not be created (nothing is written). Everything happens in one
+// script, so seq order is the order of the stream and of the PUBLISHes that every subscriber sees.
 const PUBLISH_LUA = `
 local meta, log = KEYS[1], KEYS[2]
 local epoch = redis.call('HGET', meta, 'e')
+local created = 0
 if not epoch then
+  if ARGV[6] ~= '1' then return {-1, 0} end
   epoch = ARGV[5]
+  created = 1
   redis.call('DEL', log)
   redis.call('HSET', meta, 'e', epoch, 'n', 0)
 end
@@ -58,7 +63,7 @@ else
   redis.call('PERSIST', log)
 end
 redis.call('PUBLISH', ARGV[1], epoch .. ':' .. string.format('%d', seq) .. ':' .. ARGV[2])
-return seq
+return {seq, created}
 `;
 
 // KEYS: meta, log. ARGV: first id, last id ('+' for the end), COUNT (0: all).
@@ -110,26 +115,47 @@ export interface Read {
   messages: BrokerMessage[];
 }
 
-/** Store and PUBLISH one message on a topic, trimming it to `retention`; resolves with its seq. */
+/** What one publish did: its seq and whether it created the topic; undefined when refused. */
+export interface Published {
+  seq: number;
+  /** The topic did not exist: this publish made its keys. */
+  created: boolean;
+}
+
+/**
+ * Store and PUBLISH one message on a topic, trimming it to `retention`. When the topic does
+ * not exist yet and `mayCreate` is false, nothing is written and the result is undefined.
+ */
 export async function publishToTopic(
   runner: RedisScriptRunner,
   keys: RedisTopicKeys,
   payload: string,
   retention: Retention,
-): Promise<number> {
+  mayCreate = true,
+): Promise<Published | undefined> {
   const maxLength = Number.isFinite(retention.maxLength)
     ? Math.max(0, Math.floor(retention.maxLength))
     : -1;
   const maxAgeMs = Number.isFinite(retention.maxAgeMs)
     ? Math.max(0, Math.floor(retention.maxAgeMs))
     : -1;
-  const seq = await runner.run(
+  const reply = await runner.run(
     publishScript,
     [keys.meta, keys.log],
-    [keys.channel, payload, String(maxLength), String(maxAgeMs), randomBytes(8).toString('hex')],
+    [
+      keys.channel,
+      payload,
+      String(maxLength),
+      String(maxAgeMs),
+      randomBytes(8).toString('hex'),
+      mayCreate ? '1' : '0',
+    ],
   );
-  if (typeof seq !== 'number') throw new Error(`Redis broker: unexpected publish reply`);
-  return seq;
+  if (!Array.isArray(reply) || typeof reply[0] !== 'number') {
+    throw new Error(`Redis broker: unexpected publish reply`);
+  }
+  const [seq, created] = reply as [number, unknown];
+  return seq < 0 ? undefined : { seq, created: created === 1 };
 }
 
 /** Messages after `afterSeq` up to `toId`, with the topic's epoch and latest seq, atomically. */

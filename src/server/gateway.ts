@@ -101,7 +101,7 @@ export class Gateway<C = unknown> {
     this.pubsub = new PubSubService<C>(
       options.broker ?? new MemoryBroker(),
       { ...defaultSubscriptionMethods, ...options.subscriptionMethods },
-      this.limits.maxSubscriptions,
+      this.limits,
       this.logger,
       options.exposeErrorDetails ?? false,
       inbox && {

@@ -47,6 +47,38 @@ export interface GatewayLimits {
   maxPendingCalls?: number;
   /** Subscriptions (topics and streams) open at once per connection; beyond it -32005. Default 100. */
   maxSubscriptions?: number;
+  /**
+   * Longest topic name a subscribe may name, in UTF-8 bytes (a name is kept, by this node and
+   * by the broker, for as long as its subscription lives); longer ones get -32602 with
+   * `data: { limit, bytes }`, the name not echoed. Default 256.
+   */
+  maxTopicNameBytes?: number;
+  /**
+   * UTF-8 bytes of topic names the subscriptions of one connection may hold together; a
+   * subscribe beyond it gets -32005 with `data: { limit, bytes }`. Default 16 384.
+   */
+  maxTopicBytesPerConnection?: number;
+  /**
+   * History reads (resume replays, one page at a time) one connection has under way at once;
+   * its other resumes wait their turn, their live messages held as during any replay. Default 2.
+   */
+  maxHistoryReadsPerConnection?: number;
+  /**
+   * History reads this node has under way on the broker at once, all connections together;
+   * further ones wait their turn (identical reads made together count once). Default 16.
+   */
+  maxHistoryReads?: number;
+  /**
+   * Subscribes per second, per connection, to topics this node does not hold yet (each
+   * subscribes the topic on the broker: a NATS consumer, a Redis channel); beyond it -32003.
+   * Subscribes create no stream or key on the broker. 0 disables. Default 10.
+   */
+  newTopicSubscribesPerSecond?: number;
+  /**
+   * How many such subscribes may come at once before `newTopicSubscribesPerSecond` applies.
+   * Default 200.
+   */
+  newTopicSubscribesBurst?: number;
   /** Open connections in total; beyond it upgrades get 503. Default 10 000. */
   maxConnections?: number;
   /** Open connections from one IP address; beyond it upgrades get 429. Default 100. */
@@ -242,6 +274,12 @@ export const defaultLimits: Required<GatewayLimits> = {
   maxInFlight: 128,
   maxPendingCalls: 256,
   maxSubscriptions: 100,
+  maxTopicNameBytes: 256,
+  maxTopicBytesPerConnection: 16 * 1024,
+  maxHistoryReadsPerConnection: 2,
+  maxHistoryReads: 16,
+  newTopicSubscribesPerSecond: 10,
+  newTopicSubscribesBurst: 200,
   maxConnections: 10_000,
   maxConnectionsPerIp: 100,
   ratePerSecond: 1_000,
@@ -269,6 +307,12 @@ export const limitRules: Record<keyof GatewayLimits, LimitRule> = {
   maxInFlight: count(),
   maxPendingCalls: count(),
   maxSubscriptions: count(0),
+  maxTopicNameBytes: count(),
+  maxTopicBytesPerConnection: count(),
+  maxHistoryReadsPerConnection: count(),
+  maxHistoryReads: count(),
+  newTopicSubscribesPerSecond: { min: 0, max: MAX_INT, integer: false },
+  newTopicSubscribesBurst: { min: 1, max: MAX_INT, integer: false },
   maxConnections: count(),
   maxConnectionsPerIp: count(),
   ratePerSecond: { min: 0, max: MAX_INT, integer: false },

@@ -2,9 +2,12 @@
 // with the gap and epoch decisions that go with it. Apart from the service because it is the
 // one part that reasons about the broker's numbering; the service only picks which to run.
 import type { Logger } from '../peer/logger.js';
-import type { Broker, BrokerMessage } from '../pubsub/broker.js';
+import type { Broker, History } from '../pubsub/broker.js';
 import type { Delivery } from '../pubsub/delivery.js';
 import { messageTail } from '../pubsub/frames.js';
+import type { DrainWaiters } from '../pubsub/drain-waiters.js';
+import type { HistoryReads } from '../pubsub/history-reads.js';
+import type { Slots } from '../pubsub/slots.js';
 
 /**
  * Tell the subscriber where it starts: `{"subscription": id, "seq": N, "epoch": E}`, N being
@@ -33,10 +36,44 @@ export function sendPosition(
   );
 }
 
+/** How a replay reads history: through the node's shared, bounded reads and the connection's slots. */
+export interface ReplayReads {
+  /** The node's history reads (shared, at most so many at once). Default: the broker, directly. */
+  reads?: HistoryReads;
+  /** The connection's slots: a page is read while holding one. Default: no bound. */
+  slots?: Slots;
+  /** The connection's drain waiters (one socket listener for all its replays). */
+  drains?: DrainWaiters;
+  /** Messages in the first page. Default FIRST_PAGE. */
+  firstPage?: number;
+}
+
+/** Messages in a replay's first page; later pages are sized to about the high-water mark. */
+export const FIRST_PAGE = 100;
+/** The most messages one page reads. */
+export const MAX_PAGE = 1_000;
+
+/**
+ * The size of the page after one of `count` messages that took `chars` characters of frame
+ * text: about the subscriber's high-water mark. The same inputs give the same size, so
+ * subscribers replaying a topic in step keep reading the same pages (shared reads).
+ */
+export function nextPageSize(count: number, chars: number, highWaterMark: number): number {
+  if (chars <= 0) return MAX_PAGE;
+  return Math.max(1, Math.min(MAX_PAGE, Math.floor((count * highWaterMark) / chars)));
+}
+
 /**
  * Resume: live messages wait while history after `since` is fetched; then the
  * subscriber gets a gap signal if history no longer reaches back that far, the
  * retained messages, and the live ones, each sequence number once.
+ *
+ * History is read a page at a time, and the next page only once the subscriber's socket has
+ * drained below its high-water mark: a subscriber that does not read what it is sent costs
+ * the broker one page, not the topic's whole history. Each page is read holding one of the
+ * connection's slots (`maxHistoryReadsPerConnection`), through the node's reads (at most
+ * `maxHistoryReads` at once; identical reads made together are one). The replay ends with
+ * the page that reaches the topic's last seq, or the oldest live message held back.
  *
  * When `since` cannot belong to the broker's numbering (it is past the topic's last
  * sequence number, or the client's epoch is not the topic's), the broker lost the topic and
@@ -50,48 +87,183 @@ export function replay(
   since: number,
   clientEpoch: string | undefined,
   delivery: Delivery,
+  options: ReplayReads = {},
 ): void {
   delivery.pauseForReplay(since);
-  void readReplay(broker, topic, since, clientEpoch, delivery).then(
-    ({ gap, messages, floorSeq, epoch }) => {
-      const history = messages.map((m) => ({ tail: messageTail(m.payload, m.seq), seq: m.seq }));
-      delivery.resume(gap, history, floorSeq, epoch);
-    },
-    (err: unknown) => {
-      logger.warn({ err, topic }, 'history unavailable: resuming live only');
-      // How much was lost is unknown: say so rather than pretend nothing was.
-      delivery.resume(null, []);
-    },
+  const { reads, drains } = options;
+  const mark = reads?.mark() ?? 0;
+  const read = (afterSeq: number, limit: number): Promise<History | undefined> =>
+    readPage(delivery, options, (done) => {
+      if (reads) return reads.read(topic, afterSeq, limit, mark, done);
+      broker.history(topic, afterSeq, limit).then(
+        (history) => done(undefined, history),
+        (error: unknown) => done(error ?? new Error('history read failed')),
+      );
+      return () => undefined;
+    });
+  const writable = (): Promise<boolean> => whenWritable(delivery, drains);
+  const firstPage = Math.max(1, Math.floor(options.firstPage ?? FIRST_PAGE));
+  void runReplay(read, writable, firstPage, logger, topic, since, clientEpoch, delivery).catch(
+    (err: unknown) => logger.warn({ err, topic }, 'replay failed'),
   );
 }
 
-async function readReplay(
-  broker: Broker,
+async function runReplay(
+  read: (afterSeq: number, limit: number) => Promise<History | undefined>,
+  writable: () => Promise<boolean>,
+  firstPage: number,
+  logger: Logger,
   topic: string,
   since: number,
   clientEpoch: string | undefined,
   delivery: Delivery,
-): Promise<{
-  gap: number | null;
-  messages: BrokerMessage[];
-  floorSeq: number | undefined;
-  epoch: string | undefined;
-}> {
-  const { messages, lastSeq, epoch } = await broker.history(topic, since);
+): Promise<void> {
+  let page = firstPage;
+  let start: { gap: number | null; floorSeq: number | undefined; history: History } | undefined;
+  try {
+    start = await readStart(read, page, since, clientEpoch, delivery);
+  } catch (err) {
+    logger.warn({ err, topic }, 'history unavailable: resuming live only');
+    // How much was lost is unknown: say so rather than pretend nothing was.
+    delivery.resume(null, []);
+    return;
+  }
+  if (!start) return; // the subscription ended
+  let history = start.history;
+  if (!delivery.replayBegin(start.gap, start.floorSeq, history.epoch)) return;
+  for (;;) {
+    const tails = history.messages.map((m) => ({
+      tail: messageTail(m.payload, m.seq),
+      seq: m.seq,
+    }));
+    if (!delivery.replayPage(tails, history.epoch)) return;
+    const cursor = tails.at(-1)?.seq;
+    // Done: history had nothing more, or this page reached the topic's last seq (when it was
+    // read), or the live messages held back (they follow on from here).
+    if (cursor === undefined || cursor >= history.lastSeq) break;
+    const oldestHeld = delivery.oldestWaitingSeq;
+    if (oldestHeld !== undefined && cursor >= oldestHeld - 1) break;
+    page = nextPageSize(
+      tails.length,
+      tails.reduce((sum, t) => sum + t.tail.length, 0),
+      delivery.highWaterMark,
+    );
+    let next: History | undefined;
+    try {
+      next = await read(cursor, page);
+    } catch (err) {
+      // What was not read is told as a gap (counted) before the next live message.
+      logger.warn({ err, topic }, 'history unavailable: the rest of the replay is skipped');
+      break;
+    }
+    if (!next) return; // the subscription ended
+    history = next;
+  }
+  // The live messages held back go out as a page does: once the socket has room.
+  if (await writable()) delivery.replayEnd();
+}
+
+/** The first page, and the gap and floor it implies (another numbering: read from its start). */
+async function readStart(
+  read: (afterSeq: number, limit: number) => Promise<History | undefined>,
+  page: number,
+  since: number,
+  clientEpoch: string | undefined,
+  delivery: Delivery,
+): Promise<{ gap: number | null; floorSeq: number | undefined; history: History } | undefined> {
+  const first = await read(since, page);
+  if (!first) return undefined;
+  const { messages, lastSeq, epoch } = first;
   const otherEpoch = clientEpoch !== undefined && epoch !== undefined && clientEpoch !== epoch;
   if (since <= lastSeq && !otherEpoch) {
     const firstAvailable = messages[0]?.seq ?? lastSeq + 1;
-    return {
-      gap: Math.max(0, firstAvailable - (since + 1)),
-      messages,
-      floorSeq: undefined,
-      epoch,
-    };
+    return { gap: Math.max(0, firstAvailable - (since + 1)), floorSeq: undefined, history: first };
   }
   // Another numbering: the client's position (and epoch) mean nothing here. Keep every live
   // message from now on, and read history from its start.
   delivery.resetFloor();
   delivery.clientEpoch = undefined;
-  const all = await broker.history(topic, 0);
-  return { gap: null, messages: all.messages, floorSeq: 0, epoch: all.epoch };
+  const all = await read(0, page);
+  return all && { gap: null, floorSeq: 0, history: all };
+}
+
+/**
+ * Resolves true once the subscriber's socket is below its high-water mark (at once when it
+ * is), false when the subscription stops first (then nothing is left waiting).
+ */
+function whenWritable(delivery: Delivery, drains: DrainWaiters | undefined): Promise<boolean> {
+  if (delivery.isStopped) return Promise.resolve(false);
+  if (delivery.belowHighWaterMark) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const stopWaiting = drains
+      ? drains.wait(() => done(true))
+      : delivery.onSinkDrain(() => done(true));
+    const offStop = delivery.onStop(() => done(false));
+    function done(writable: boolean): void {
+      offStop();
+      stopWaiting();
+      resolve(writable && !delivery.isStopped);
+    }
+  });
+}
+
+/**
+ * One page: once the socket is below the high-water mark, holding one of the connection's
+ * slots while it is read. Undefined when the subscription stopped meanwhile; then nothing is
+ * left waiting (no drain listener, no turn for a slot, no slot held, no read waited for).
+ */
+async function readPage(
+  delivery: Delivery,
+  { slots, drains }: ReplayReads,
+  start: (done: (error: unknown, history?: History) => void) => () => void,
+): Promise<History | undefined> {
+  if (!(await whenWritable(delivery, drains))) return undefined;
+  return new Promise((resolve, reject) => {
+    if (delivery.isStopped) {
+      resolve(undefined);
+      return;
+    }
+    let settled = false;
+    /** Gives up what is waited for now: the turn for a slot, or the read. */
+    let cancelWait: (() => void) | undefined;
+    /** The connection slot held while reading. */
+    let release: (() => void) | undefined;
+    const finish = (outcome: () => void): void => {
+      if (settled) return;
+      settled = true;
+      offStop();
+      const cancel = cancelWait;
+      cancelWait = undefined;
+      cancel?.();
+      const held = release;
+      release = undefined;
+      held?.();
+      outcome();
+    };
+    const offStop = delivery.onStop(() => finish(() => resolve(undefined)));
+    const reading = (held: () => void): void => {
+      release = held;
+      if (settled) {
+        release = undefined;
+        held();
+        return;
+      }
+      cancelWait = start((error, history) => {
+        cancelWait = undefined;
+        if (error === undefined) finish(() => resolve(history));
+        else finish(() => reject(toError(error)));
+      });
+    };
+    if (!slots) {
+      reading(() => undefined);
+      return;
+    }
+    const giveUpTurn = slots.take(reading);
+    if (release === undefined && !settled) cancelWait = giveUpTurn;
+  });
+}
+
+function toError(value: unknown): Error {
+  if (value instanceof Error) return value;
+  return new Error(typeof value === 'string' ? value : 'history read failed');
 }

@@ -6,18 +6,22 @@ import type { MethodRegistry } from '../peer/method-registry.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { InvalidParamsError, ServerError } from '../protocol/errors.js';
 import { ConnectionClosedError } from '../protocol/local-errors.js';
-import { defaultRetention } from '../pubsub/broker.js';
+import { TopicCreationLimitError, defaultRetention } from '../pubsub/broker.js';
 import type { Broker, BrokerMessage, History, Retention } from '../pubsub/broker.js';
 import { Delivery, defaultFlowControl } from '../pubsub/delivery.js';
 import type { FlowControl } from '../pubsub/delivery.js';
 import { notificationHead } from '../pubsub/frames.js';
+import { DrainWaiters } from '../pubsub/drain-waiters.js';
+import { HistoryReads } from '../pubsub/history-reads.js';
 import type { Sink } from '../pubsub/sink.js';
+import { Slots } from '../pubsub/slots.js';
 import { readSubscribeParams, readUnsubscribeParams } from '../pubsub/subscribe-params.js';
 import type { SubscribeRequest } from '../pubsub/subscribe-params.js';
 import { TopicRegistry } from '../pubsub/topic-registry.js';
 import { replay, sendPosition } from './pubsub-resume.js';
 import { attachStream } from './pubsub-stream.js';
 import type {
+  PubSubLimits,
   PubSubStats,
   SessionSubscription,
   SessionTable,
@@ -26,6 +30,8 @@ import type {
   TopicOptions,
 } from './pubsub-types.js';
 import type { Session } from './session.js';
+import { defaultLimits } from './options.js';
+import { TokenBucket } from './token-bucket.js';
 import { pushUnsupported } from './session.js';
 import {
   INBOX_SUBSCRIPTION,
@@ -37,6 +43,7 @@ import {
 // The public shapes live in pubsub-types.ts; they are still imported from here.
 export { defaultSubscriptionMethods } from './pubsub-types.js';
 export type {
+  PubSubLimits,
   PubSubStats,
   StreamHandler,
   SubscriptionMethods,
@@ -89,8 +96,8 @@ class InboxTap implements Broker {
     return this.inner.unsubscribe(topic);
   }
 
-  history(topic: string, afterSeq: number): Promise<History> {
-    return this.inner.history(topic, afterSeq);
+  history(topic: string, afterSeq: number, limit?: number): Promise<History> {
+    return this.inner.history(topic, afterSeq, limit);
   }
 
   close(): Promise<void> {
@@ -118,18 +125,27 @@ export class PubSubService<C> {
   private readonly tables = new Map<Session<C>, SessionTable>();
   private readonly head: string;
   private nextId = 0;
+  private readonly limits: PubSubLimits;
+  /** The node's history reads (resume replays): bounded, identical ones shared. */
+  readonly historyReads: HistoryReads;
   readonly stats: PubSubStats = { dropped: 0, slowConsumerDisconnects: 0 };
 
   constructor(
     readonly broker: Broker,
     readonly methods: SubscriptionMethods,
-    private readonly maxPerSession: number,
+    /** The gateway's limits (or, as before, just `maxSubscriptions`). */
+    limits: PubSubLimits | number,
     private readonly logger: Logger,
     private readonly exposeErrorDetails: boolean,
     /** Set when the gateway keeps user inboxes (`$inbox` subscriptions). */
     private readonly inbox?: PubSubInbox,
   ) {
     this.head = notificationHead(methods.notification);
+    this.limits =
+      typeof limits === 'number'
+        ? { ...defaultLimits, maxSubscriptions: limits }
+        : { ...defaultLimits, ...limits };
+    this.historyReads = new HistoryReads(broker, this.limits.maxHistoryReads);
     this.registry = new TopicRegistry(
       inbox ? new InboxTap(broker, inbox.received) : broker,
       this.head,
@@ -194,6 +210,13 @@ export class PubSubService<C> {
     const retention = this.resolveTopic(topic)?.retention ?? defaultRetention;
     // A JsonRpcError, so a handler that returns this promise answers its caller precisely.
     return this.broker.publish(topic, payload, retention).catch((err: unknown) => {
+      if (err instanceof TopicCreationLimitError) {
+        throw new ServerError(
+          ErrorCode.RateLimited,
+          'Too many new topics: the message was not published',
+          { topic, newTopicsPerSecond: err.perSecond },
+        );
+      }
       throw this.brokerUnavailable(err, topic, 'the message was not published');
     });
   }
@@ -290,6 +313,7 @@ export class PubSubService<C> {
       throwIfCancelled(ctx);
       return this.startStream(session, this.requireTable(session), source, stream.flow, ctx);
     }
+    this.checkTopicName(request.name);
     const definition = this.resolveTopic(request.name);
     if (!definition) throw new InvalidParamsError('Unknown topic', { topic: request.name });
     const { authorize } = definition.options;
@@ -345,14 +369,24 @@ export class PubSubService<C> {
     start: TopicStart,
   ): Promise<string> {
     this.checkLimit(table);
+    const bytes = Buffer.byteLength(topic, 'utf8');
+    this.reserveTopicBytes(table, bytes);
+    try {
+      this.checkNewTopic(topic, table);
+    } catch (err) {
+      table.topicBytes -= bytes;
+      throw err;
+    }
     try {
       await this.registry.hold(topic);
     } catch (err) {
+      table.topicBytes -= bytes;
       // The broker is down: worth retrying (-32009), unlike an Internal error.
       throw this.brokerUnavailable(err, name, 'could not subscribe');
     }
     if (this.tables.get(session) !== table) {
       // The connection closed while the broker was subscribing.
+      table.topicBytes -= bytes;
       this.registry.release(topic);
       throw new ConnectionClosedError();
     }
@@ -360,9 +394,10 @@ export class PubSubService<C> {
       // Cancelled while the broker was subscribing: the caller is answered -32001, so nothing
       // may stay behind.
       throwIfCancelled(ctx);
-      return this.startTopic(topic, table, flow, ctx, start);
+      return this.startTopic(topic, bytes, table, flow, ctx, start);
     } catch (err) {
       // Cancelled, or another subscribe took the last slot while the broker was subscribing.
+      table.topicBytes -= bytes;
       this.registry.release(topic);
       throw err;
     }
@@ -370,6 +405,7 @@ export class PubSubService<C> {
 
   private startTopic(
     topic: string,
+    bytes: number,
     table: SessionTable,
     flow: FlowControl,
     ctx: HandlerContext<Session<C>>,
@@ -386,6 +422,7 @@ export class PubSubService<C> {
       delivery,
       teardown: () => {
         delivery.stop();
+        table.topicBytes -= bytes;
         this.registry.detach(topic, delivery);
         this.registry.release(topic);
       },
@@ -397,8 +434,13 @@ export class PubSubService<C> {
       const { since, epoch, position = false } = starting ? starting(request) : request;
       delivery.resumable = since !== undefined || position;
       delivery.clientEpoch = epoch;
-      if (since !== undefined) replay(this.broker, this.logger, topic, since, epoch, delivery);
-      else if (position) sendPosition(this.broker, this.logger, topic, delivery);
+      if (since !== undefined) {
+        replay(this.broker, this.logger, topic, since, epoch, delivery, {
+          reads: this.historyReads,
+          slots: table.historySlots,
+          drains: table.drains,
+        });
+      } else if (position) sendPosition(this.broker, this.logger, topic, delivery);
       this.registry.attach(topic, delivery);
     });
     return id;
@@ -456,18 +498,79 @@ export class PubSubService<C> {
     if (session.isClosed) throw new ConnectionClosedError();
     let table = this.tables.get(session);
     if (!table) {
-      table = { sink: session, subscriptions: new Map() };
+      table = {
+        sink: session,
+        subscriptions: new Map(),
+        topicBytes: 0,
+        historySlots: new Slots(this.limits.maxHistoryReadsPerConnection),
+        drains: new DrainWaiters(session),
+        newTopics: new TokenBucket(
+          this.limits.newTopicSubscribesPerSecond,
+          this.limits.newTopicSubscribesBurst,
+        ),
+      };
       this.tables.set(session, table);
     }
     return table;
   }
 
   private checkLimit(table: SessionTable): void {
-    if (table.subscriptions.size >= this.maxPerSession) {
+    if (table.subscriptions.size >= this.limits.maxSubscriptions) {
       throw new ServerError(ErrorCode.TooManySubscriptions, 'Too many subscriptions', {
-        limit: this.maxPerSession,
+        limit: this.limits.maxSubscriptions,
       });
     }
+  }
+
+  /**
+   * A topic name is kept for as long as its subscription lives (by this node, and by the
+   * broker): one longer than `maxTopicNameBytes` is refused before anything holds it, and
+   * without echoing it back.
+   */
+  private checkTopicName(name: string): void {
+    const limit = this.limits.maxTopicNameBytes;
+    // At least one byte per UTF-16 unit, at most three: most names need no count.
+    if (name.length * 3 <= limit) return;
+    const bytes = Buffer.byteLength(name, 'utf8');
+    if (bytes <= limit) return;
+    throw new InvalidParamsError(
+      `Topic name too long: ${bytes} bytes (UTF-8), at most ${limit} (limits.maxTopicNameBytes)`,
+      { limit, bytes },
+    );
+  }
+
+  /** Count `bytes` more of topic names against the connection's bound, or refuse (-32005). */
+  private reserveTopicBytes(table: SessionTable, bytes: number): void {
+    const limit = this.limits.maxTopicBytesPerConnection;
+    const total = table.topicBytes + bytes;
+    if (total > limit) {
+      throw new ServerError(
+        ErrorCode.TooManySubscriptions,
+        `Too many subscriptions: their topic names would take ${total} bytes, at most ${limit} (limits.maxTopicBytesPerConnection)`,
+        { limit, bytes: total },
+      );
+    }
+    table.topicBytes = total;
+  }
+
+  /**
+   * A subscribe to a topic this node does not hold yet subscribes it on the broker (an
+   * ordered consumer on NATS, a channel and a read on Redis): at most `newTopicSubscribesPerSecond`
+   * per connection (burst `newTopicSubscribesBurst`), beyond which -32003.
+   */
+  private checkNewTopic(topic: string, table: SessionTable): void {
+    if (
+      this.limits.newTopicSubscribesPerSecond === 0 ||
+      this.registry.sharedId(topic) !== undefined
+    ) {
+      return;
+    }
+    if (table.newTopics.take()) return;
+    throw new ServerError(
+      ErrorCode.RateLimited,
+      'Rate limited: this connection subscribes to new topics too fast (limits.newTopicSubscribesPerSecond)',
+      { topic, limit: this.limits.newTopicSubscribesPerSecond },
+    );
   }
 
   private newId(): string {

@@ -5,7 +5,10 @@ import type { Observable } from 'rxjs';
 import type { HandlerContext } from '../peer/handler-context.js';
 import type { Retention } from '../pubsub/broker.js';
 import type { Delivery, FlowControl } from '../pubsub/delivery.js';
+import type { DrainWaiters } from '../pubsub/drain-waiters.js';
 import type { Sink } from '../pubsub/sink.js';
+import type { Slots } from '../pubsub/slots.js';
+import type { TokenBucket } from './token-bucket.js';
 import type { Session } from './session.js';
 
 export interface SubscriptionMethods {
@@ -57,4 +60,23 @@ export interface SessionTable {
   /** The session, as the socket fan-out writes to. */
   sink: Sink;
   subscriptions: Map<string, SessionSubscription>;
+  /** UTF-8 bytes of the topic names its subscriptions hold (and subscribes under way reserve). */
+  topicBytes: number;
+  /** Its history reads (resume replays): a page is read holding one. */
+  historySlots: Slots;
+  /** Its replays waiting for the socket to drain, on one listener. */
+  drains: DrainWaiters;
+  /** Its subscribes that bring a topic onto this node's broker link. */
+  newTopics: TokenBucket;
+}
+
+/** The limits the pub/sub service applies (GatewayLimits, resolved). */
+export interface PubSubLimits {
+  maxSubscriptions: number;
+  maxTopicNameBytes: number;
+  maxTopicBytesPerConnection: number;
+  maxHistoryReadsPerConnection: number;
+  maxHistoryReads: number;
+  newTopicSubscribesPerSecond: number;
+  newTopicSubscribesBurst: number;
 }
