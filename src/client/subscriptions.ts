@@ -103,14 +103,17 @@ function lostWithConnection(err: unknown): boolean {
 
 /**
  * Worth retrying: the broker behind the gateway is down (-32009), the server is draining
- * (-32006: it closes this connection next, and the retry then waits for the next one), or no
- * answer came in time. Any other error is the server's final word.
+ * (-32006: it closes this connection next, and the retry then waits for the next one), the
+ * connection is over a rate (-32003: its tokens come back), or no answer came in time. Any
+ * other error is the server's final word.
  */
 function transient(err: unknown): boolean {
   return (
     err instanceof TimeoutError ||
     (err instanceof JsonRpcError &&
-      (err.code === ErrorCode.BrokerUnavailable || err.code === ErrorCode.ShuttingDown))
+      (err.code === ErrorCode.BrokerUnavailable ||
+        err.code === ErrorCode.ShuttingDown ||
+        err.code === ErrorCode.RateLimited))
   );
 }
 

@@ -120,6 +120,29 @@ describe('client subscriptions: retries', () => {
   });
 });
 
+describe('client subscriptions: rate limits', () => {
+  it('a subscribe refused with -32003 Rate limited is retried, not ended', async () => {
+    const { url, gateway } = await res.gateway();
+    let refusals = 0;
+    gateway.topic('news', {
+      authorize: () => {
+        if (refusals === 2) return true;
+        refusals++;
+        throw new ServerError(ErrorCode.RateLimited, 'Rate limited');
+      },
+    });
+    const client = res.client(url, { reconnect: { initialDelayMs: 10, maxDelayMs: 20 } });
+    await client.opened();
+    const seen = observe(client.subscribeWithMeta('news'));
+    await waitUntil(() => topicsOf(gateway)['news'] === 1, 'the subscription, third time');
+    await gateway.publish('news', 'hello');
+    await waitUntil(() => seen.events.length === 1, 'the message');
+    expect(refusals).toBe(2);
+    expect(seen.errors).toEqual([]);
+    expect(seen.events).toEqual([{ data: 'hello', seq: 1 }]);
+  });
+});
+
 describe('client subscriptions: resume replays', () => {
   it('a replay of 600 messages read together with the subscribe reply arrives whole', async () => {
     const broker = new MemoryBroker();
