@@ -1,3 +1,6 @@
+import type { Server as NetServer, Socket } from 'node:net';
+import { Server as TlsServer } from 'node:tls';
+import type { Duplex } from 'node:stream';
 import type { TransportKind } from '../transport/transport.js';
 import { addressGroup } from './address-group.js';
 import type { UpgradeRequest } from './options.js';
@@ -106,5 +109,161 @@ export class Admission {
   private originAllowed(origin: string): boolean {
     const policy = this.origins!;
     return typeof policy === 'function' ? policy(origin) : policy.includes(origin);
+  }
+}
+
+export interface SocketLimits {
+  maxHttpSockets: number;
+  maxHttpSocketsPerIp: number;
+  headersTimeoutMs: number;
+}
+
+/** Why the socket gate closed a socket (the metric's reason label, the log's). */
+export type SocketCut = 'capacity' | 'ip-limit' | 'headers-timeout';
+
+interface SocketSlot {
+  readonly socket: Socket;
+  /** The address group it counts under; undefined: the total only (a pipe, a trusted proxy). */
+  readonly group: string | undefined;
+  /** Peer and local address and port: how a TLS socket over this one finds it. */
+  readonly tuple: string | undefined;
+  timer: ReturnType<typeof setTimeout> | undefined;
+  held: boolean;
+}
+
+function tupleOf(socket: Socket): string | undefined {
+  const { remoteAddress, remotePort, localAddress, localPort } = socket;
+  if (remoteAddress === undefined) return undefined;
+  return `${remoteAddress}|${remotePort}|${localAddress}|${localPort}`;
+}
+
+/**
+ * The first door of the HTTP port, before a byte is read: sockets that are not WebSocket
+ * sessions are bounded per address (by the same grouping as the per-IP limit; a trusted proxy's
+ * sockets only in the total, since its clients are told apart by X-Forwarded-For, which comes
+ * with the headers) and in total, and a socket that has not sent its first request's headers
+ * within `headersTimeoutMs` of opening is destroyed. Without it a peer could hold every file
+ * descriptor of the process with half-sent requests. A socket leaves the count when it closes,
+ * or when it becomes a WebSocket session (`handedOver`): admission counts it from then on.
+ */
+export class SocketGate {
+  private total = 0;
+  private readonly perGroup = new Map<string, number>();
+  private readonly bySocket = new WeakMap<object, SocketSlot>();
+  /** Slots of TLS servers' raw sockets, by tuple: requests and upgrades see the TLS socket. */
+  private readonly byTuple = new Map<string, SocketSlot>();
+  /** Shared by every socket (`this` is the socket): no closure per connection. */
+  private readonly closed: (this: Socket) => void;
+  private readonly expired: (slot: SocketSlot) => void;
+
+  constructor(
+    private readonly limits: SocketLimits,
+    private readonly proxies: { trusts(address: string | undefined): boolean } | undefined,
+    /** Told of each socket the gate destroys, and why. */
+    private readonly cut: (reason: SocketCut, remoteAddress: string | undefined) => void,
+  ) {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- `this` of the listener is the socket
+    const gate = this;
+    this.closed = function (this: Socket) {
+      const slot = gate.bySocket.get(this);
+      if (slot) gate.release(slot);
+    };
+    this.expired = (slot) => {
+      slot.timer = undefined;
+      if (!slot.held) return;
+      this.cut('headers-timeout', slot.socket.remoteAddress);
+      slot.socket.destroy();
+    };
+  }
+
+  /** Sockets counted now (open, not WebSocket sessions). */
+  get open(): number {
+    return this.total;
+  }
+
+  /**
+   * Count `server`'s sockets from its 'connection' event; a request's or an upgrade's headers
+   * stop the socket's headers timer. Works on an http or https server (the gateway's own or the
+   * application's).
+   */
+  watch(server: NetServer): void {
+    const tls = server instanceof TlsServer;
+    server.on('connection', (socket: Socket) => this.connection(socket, tls));
+    server.on('request', (request: { socket: Duplex }) => this.headersRead(request.socket));
+    server.on('upgrade', (_request: unknown, socket: Duplex) => this.headersRead(socket));
+  }
+
+  /**
+   * The TLS listener of `listenTcp`: a socket counts (in the same bounds) until its handshake is
+   * done, and is destroyed if that takes longer than `headersTimeoutMs`; admission counts it
+   * from then on. (tls' own `handshakeTimeout` does not close the TCP connection.)
+   */
+  watchTlsListener(server: TlsServer): void {
+    server.on('connection', (socket: Socket) => this.connection(socket, true));
+    server.on('secureConnection', (socket: Duplex) => this.handedOver(socket));
+  }
+
+  private connection(socket: Socket, tls: boolean): void {
+    const address = socket.remoteAddress;
+    const group =
+      address === undefined || this.proxies?.trusts(address) ? undefined : addressGroup(address);
+    const fromGroup = group === undefined ? 0 : (this.perGroup.get(group) ?? 0);
+    const refusal: SocketCut | undefined =
+      this.total >= this.limits.maxHttpSockets
+        ? 'capacity'
+        : fromGroup >= this.limits.maxHttpSocketsPerIp
+          ? 'ip-limit'
+          : undefined;
+    if (refusal) {
+      this.cut(refusal, address);
+      socket.destroy();
+      return;
+    }
+    this.total++;
+    if (group !== undefined) this.perGroup.set(group, fromGroup + 1);
+    const tuple = tls ? tupleOf(socket) : undefined;
+    const slot: SocketSlot = { socket, group, tuple, timer: undefined, held: true };
+    slot.timer = setTimeout(this.expired, this.limits.headersTimeoutMs, slot);
+    slot.timer.unref();
+    this.bySocket.set(socket, slot);
+    if (tuple !== undefined) this.byTuple.set(tuple, slot);
+    socket.once('close', this.closed);
+  }
+
+  private slotOf(socket: Duplex): SocketSlot | undefined {
+    const slot = this.bySocket.get(socket);
+    if (slot || this.byTuple.size === 0) return slot;
+    const tuple = tupleOf(socket as Socket);
+    return tuple === undefined ? undefined : this.byTuple.get(tuple);
+  }
+
+  /** The socket's current request has all its headers: no headers timer any more. */
+  headersRead(socket: Duplex): void {
+    const slot = this.slotOf(socket);
+    if (slot?.timer === undefined) return;
+    clearTimeout(slot.timer);
+    slot.timer = undefined;
+  }
+
+  /** The socket became a WebSocket session: it counts against the connection limits now. */
+  handedOver(socket: Duplex): void {
+    const slot = this.slotOf(socket);
+    if (slot) this.release(slot);
+  }
+
+  private release(slot: SocketSlot): void {
+    if (!slot.held) return;
+    slot.held = false;
+    clearTimeout(slot.timer);
+    slot.timer = undefined;
+    this.total--;
+    if (slot.group !== undefined) {
+      const left = (this.perGroup.get(slot.group) ?? 1) - 1;
+      if (left > 0) this.perGroup.set(slot.group, left);
+      else this.perGroup.delete(slot.group);
+    }
+    if (slot.tuple !== undefined && this.byTuple.get(slot.tuple) === slot) {
+      this.byTuple.delete(slot.tuple);
+    }
   }
 }

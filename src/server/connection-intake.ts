@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { createServer as createTcpServer } from 'node:net';
 import type { AddressInfo, Server as TcpServer, Socket } from 'node:net';
 import type { Duplex, Readable, Writable } from 'node:stream';
-import { createServer as createTlsServer } from 'node:tls';
+import { Server as TlsServer, createServer as createTlsServer } from 'node:tls';
 import { WebSocketServer } from 'ws';
 import type { Logger } from '../peer/logger.js';
 import type { Broker } from '../pubsub/broker.js';
@@ -10,7 +10,7 @@ import { NdjsonTransport } from '../transport/ndjson-transport.js';
 import { CloseCode } from '../transport/transport.js';
 import type { ServerTransport } from '../transport/transport.js';
 import { TransportSocket, WsTransport } from '../transport/ws-transport.js';
-import type { Admission } from './admission.js';
+import type { Admission, SocketGate } from './admission.js';
 import type { TrustedProxies } from './client-address.js';
 import type { GatewayMetrics } from './metrics.js';
 import { PREFERRED_SUBPROTOCOL } from './options.js';
@@ -21,6 +21,7 @@ import type { SessionRouter } from './session-router.js';
 import { closeWhenIdle } from './shutdown.js';
 import { streamRefusal } from './stream-refusal.js';
 import { rejectUpgrade } from './upgrade-rejection.js';
+import type { RefusalLog } from './upgrade-rejection.js';
 import { describeStream, describeUpgrade } from './upgrade-request.js';
 
 export interface IntakeDeps<C> {
@@ -32,6 +33,13 @@ export interface IntakeDeps<C> {
   logger: Logger;
   metrics: GatewayMetrics;
   admission: Admission;
+  /**
+   * The socket bounds of the HTTP port and of the TLS TCP listener: a socket that became a
+   * WebSocket session, or finished its TLS handshake, leaves them.
+   */
+  sockets?: Pick<SocketGate, 'handedOver' | 'watchTlsListener'> | undefined;
+  /** Where refusals are logged, without letting a flood of them flood the log. */
+  refusals: Pick<RefusalLog, 'refused' | 'flush'>;
   proxies: TrustedProxies | undefined;
   broker: Broker;
   router: Pick<SessionRouter, 'userConnected' | 'userDisconnected' | 'listeningFor'>;
@@ -91,6 +99,9 @@ export class ConnectionIntake<C> {
     const server = tls
       ? createTlsServer({ ...tls, allowHalfOpen: true }, onSocket)
       : createTcpServer({ allowHalfOpen: true }, onSocket);
+    // A TLS handshake is bounded as an HTTP request's headers are (a plain TCP socket is
+    // admitted, by address, at once).
+    if (server instanceof TlsServer) this.deps.sockets?.watchTlsListener(server);
     this.tcpServers.add(server);
     server.on('close', () => this.tcpServers.delete(server));
     return new Promise((resolve, reject) => {
@@ -115,6 +126,7 @@ export class ConnectionIntake<C> {
   /** Shutdown, once the sessions are closed. */
   closeWebSocketServer(): void {
     this.wss.close();
+    this.deps.refusals.flush();
   }
 
   /** New long-lived connections are refused while the broker is down (refuseWhileBrokerDown). */
@@ -161,43 +173,64 @@ export class ConnectionIntake<C> {
         upgrade,
       );
     }
-    const release = admitted;
+    // The slot is released on every way out (refused, the client gone during a hook, a hook or
+    // ws throwing) except one: a session opened, which frees it when it closes
+    // (SessionTable.onClosed), with no listener per connection.
+    let kept = false;
+    try {
+      kept = await this.completeUpgrade(request, socket, head, upgrade);
+    } finally {
+      if (!kept) admitted();
+    }
+  }
+
+  /** After admission: the hooks, then the handshake. Whether a session opened (and took the slot). */
+  private async completeUpgrade(
+    request: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+    upgrade: UpgradeRequest,
+  ): Promise<boolean> {
+    const { deps } = this;
     const auth = await runAuthenticate(deps.options.authenticate, upgrade, deps.logger);
     if (!auth.ok) {
-      release();
       const { reason, status, message, headers } = auth;
       // A failed hook is logged by runAuthenticate; a refusal is logged with its request.
       const logged = reason === 'unauthenticated' ? upgrade : undefined;
-      return this.refuse(socket, reason, status, message, headers, logged);
+      this.refuse(socket, reason, status, message, headers, logged);
+      return false;
     }
     const context = auth.context;
     const held = await this.holdUser(context);
     if (!held.ok) {
-      release();
-      return this.refuse(socket, 'auth-error', 500);
+      this.refuse(socket, 'auth-error', 500);
+      return false;
     }
     const { user } = held;
     try {
       if (deps.isClosing()) {
-        release();
-        return this.refuse(socket, 'draining', 503, 'Server shutting down');
+        this.refuse(socket, 'draining', 503, 'Server shutting down');
+        return false;
       }
-      if (socket.destroyed) return release();
+      // The client left while the hooks ran.
+      if (socket.destroyed) return false;
       const { remoteAddress } = upgrade;
       let opened = false;
-      try {
-        this.wss.handleUpgrade(request, socket, head, (ws) => {
-          opened = true;
-          socket.removeListener('error', destroySocket); // ws has its own from here
+      // ws calls back synchronously or not at all (it refused or destroyed the socket, or a
+      // hook such as selectProtocol threw).
+      this.wss.handleUpgrade(request, socket, head, (ws) => {
+        socket.removeListener('error', destroySocket); // ws has its own from here
+        deps.sockets?.handedOver(socket);
+        try {
           // The server's `WebSocket` option makes every socket a TransportSocket.
           this.openSession(ws as TransportSocket, context, remoteAddress, user);
-        });
-      } finally {
-        // ws calls back synchronously or not at all (it refused or destroyed the socket, or a
-        // hook such as selectProtocol threw). Once open, the session frees the slot when it
-        // closes (SessionTable.onClosed): no listener per connection.
-        if (!opened) release();
-      }
+        } catch (err) {
+          ws.terminate();
+          throw err;
+        }
+        opened = true;
+      });
+      return opened;
     } finally {
       this.releaseUser(user);
     }
@@ -212,11 +245,13 @@ export class ConnectionIntake<C> {
     upgrade?: UpgradeRequest,
   ): void {
     this.deps.metrics.upgradeRejected(reason);
-    if (upgrade)
-      this.deps.logger.info(
+    if (upgrade) {
+      // A client can cause these at will: the first of an interval at info, the rest counted.
+      this.deps.refusals.refused(
         { status, reason, remoteAddress: upgrade.remoteAddress },
         'upgrade rejected',
       );
+    }
     rejectUpgrade(socket, status, message, headers);
   }
 
@@ -244,8 +279,12 @@ export class ConnectionIntake<C> {
     remoteAddress: string | undefined,
   ): Promise<Session<C> | undefined> {
     const { deps } = this;
-    const refuse = (status: number, message: string): undefined => {
-      deps.logger.info({ transport: kind, remoteAddress, status, message }, 'connection refused');
+    const refuse = (status: number, message: string, reason: string): undefined => {
+      // A client can cause these at will: the first of an interval at info, the rest counted.
+      deps.refusals.refused(
+        { reason, transport: kind, remoteAddress, status, message },
+        'connection refused',
+      );
       input.resume(); // whatever else it sends is thrown away
       // The line, then the end; a socket whose peer keeps its side open is destroyed soon after.
       output.end(streamRefusal(status, message), () => {
@@ -253,28 +292,38 @@ export class ConnectionIntake<C> {
       });
       return undefined;
     };
-    if (deps.isClosing()) return refuse(503, 'Server shutting down');
+    if (deps.isClosing()) return refuse(503, 'Server shutting down', 'draining');
     // A pipe (stdio) is the process's one connection: it is served, broker or not.
-    if (kind === 'tcp' && this.refusingForBroker) return refuse(503, 'Broker unavailable');
+    if (kind === 'tcp' && this.refusingForBroker) {
+      return refuse(503, 'Broker unavailable', 'broker-unavailable');
+    }
     const request = describeStream(kind, remoteAddress);
     const admitted = deps.admission.admit(request);
-    if (typeof admitted !== 'function') return refuse(admitted.status, admitted.message);
+    if (typeof admitted !== 'function') {
+      return refuse(admitted.status, admitted.message, admitted.reason);
+    }
     const auth = await runAuthenticate(deps.options.authenticate, request, deps.logger);
     if (!auth.ok) {
       admitted();
-      return refuse(auth.status, auth.message ?? 'Internal server error');
+      return refuse(auth.status, auth.message ?? 'Internal server error', auth.reason);
     }
     const context = auth.context;
     const held = await this.holdUser(context);
     if (!held.ok) {
       admitted();
-      return refuse(500, 'Internal server error');
+      return refuse(500, 'Internal server error', 'auth-error');
     }
     const { user } = held;
     try {
-      if (deps.isClosing() || input.destroyed) {
+      // A TCP client that left while the hooks ran: reset (destroyed), or ended having sent
+      // nothing, whose 'end' has been emitted already: a transport made now would never see
+      // it, and the session would hold its slot until keepalive gave up on the peer.
+      const left = input.destroyed || (kind === 'tcp' && input.readableEnded);
+      if (deps.isClosing() || left) {
         admitted();
-        return deps.isClosing() ? refuse(503, 'Server shutting down') : undefined;
+        if (deps.isClosing()) return refuse(503, 'Server shutting down', 'draining');
+        input.destroy();
+        return undefined;
       }
       const transport = new NdjsonTransport(input, output, {
         kind,

@@ -18,7 +18,7 @@ import type { FlowControl } from '../pubsub/delivery.js';
 import { MemoryBroker } from '../pubsub/memory-broker.js';
 import { OutputBudget, isBudgetMember } from '../transport/output-budget.js';
 import { CloseCode } from '../transport/transport.js';
-import { Admission } from './admission.js';
+import { Admission, SocketGate } from './admission.js';
 import { TrustedProxies } from './client-address.js';
 import { ConnectionIntake } from './connection-intake.js';
 import { Heartbeat } from './heartbeat.js';
@@ -35,6 +35,7 @@ import type { Session } from './session.js';
 import { SessionRouter, namesInbox } from './session-router.js';
 import { SessionTable } from './session-table.js';
 import { drainSessions, shutdown } from './shutdown.js';
+import { RefusalLog } from './upgrade-rejection.js';
 import type { CloseOptions, DrainOptions } from './shutdown.js';
 
 export type { CloseOptions, DrainOptions } from './shutdown.js';
@@ -72,6 +73,10 @@ export class Gateway<C = unknown> {
   /** Peer settings every session shares (one object, one set of closures, for all of them). */
   private readonly peerConfig: PeerConfig<Session<C>>;
   private readonly admission: Admission;
+  /** The HTTP port's first door: sockets bounded per address and in total, headers timed. */
+  private readonly socketGate: SocketGate;
+  /** Refusals logged without letting a flood of them flood the log. */
+  private readonly refusals: RefusalLog;
   /** Proxies whose X-Forwarded-For is believed (GatewayOptions.trustedProxies); none by default. */
   private readonly proxies: TrustedProxies | undefined;
   /** POST /rpc: one ephemeral session per request. */
@@ -208,6 +213,11 @@ export class Gateway<C = unknown> {
       onClosed: this.sessionTable.onClosed,
     });
     this.httpPeerConfig = { ...this.peerConfig, onClosed: undefined };
+    this.refusals = new RefusalLog(this.logger);
+    this.socketGate = new SocketGate(this.limits, this.proxies, (reason, remoteAddress) => {
+      this.metrics.httpSocketClosed(reason);
+      this.refusals.refused({ reason, remoteAddress }, 'http socket closed');
+    });
     this.intake = new ConnectionIntake<C>({
       options,
       path: this.path,
@@ -215,6 +225,8 @@ export class Gateway<C = unknown> {
       logger: this.logger,
       metrics: this.metrics,
       admission: this.admission,
+      sockets: this.socketGate,
+      refusals: this.refusals,
       proxies: this.proxies,
       broker: this.pubsub.broker,
       router: this.router,
@@ -225,8 +237,18 @@ export class Gateway<C = unknown> {
       },
     });
     this.ownsServer = !options.server;
+    // Node checks its headers timeout on later keep-alive requests this often (default 30 s).
+    const own = { connectionsCheckingInterval: Math.min(1_000, this.limits.headersTimeoutMs) };
     this.httpServer =
-      options.server ?? (options.tls ? createHttpsServer(options.tls) : createServer());
+      options.server ??
+      (options.tls ? createHttpsServer({ ...options.tls, ...own }) : createServer(own));
+    // The first request's headers are timed by the socket gate, on any server; later requests
+    // on a keep-alive connection by Node's own headersTimeout, lowered to ours (never raised).
+    const nodeHeadersTimeout = this.httpServer.headersTimeout;
+    if (!(nodeHeadersTimeout > 0 && nodeHeadersTimeout <= this.limits.headersTimeoutMs)) {
+      this.httpServer.headersTimeout = this.limits.headersTimeoutMs;
+    }
+    this.socketGate.watch(this.httpServer);
     this.httpRpc = new HttpRpc<C>({
       admission: this.admission,
       authenticate: options.authenticate,
@@ -234,6 +256,10 @@ export class Gateway<C = unknown> {
       logger: this.logger,
       proxies: this.proxies,
       isClosing: () => this.closing,
+      bodyTimedOut: (remoteAddress) => {
+        this.metrics.httpSocketClosed('body-timeout');
+        this.refusals.refused({ reason: 'body-timeout', remoteAddress }, 'http socket closed');
+      },
       newSession: (context, remoteAddress, transport, admit) =>
         this.sessionTable.create(transport, context, remoteAddress, admit, this.httpPeerConfig),
     });
@@ -313,7 +339,10 @@ export class Gateway<C = unknown> {
 
   /**
    * Notify a session by id, on whichever gateway it is connected (through the broker), at
-   * most once: a session is one connection. Resolves false when the session is not known here
+   * most once: a session is one connection. Session ids are `<nodeId>-<22 random letters and
+   * digits>`: not guessable from one another, but not capabilities either (they are logged, and
+   * known to whoever the application shows them to); check who may reach a session before
+   * calling this with an id that came from a client. Resolves false when the session is not known here
    * and its id names no other gateway; rejects with -32009 Broker unavailable (a JsonRpcError)
    * when the broker did not take the message.
    */

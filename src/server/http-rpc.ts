@@ -53,6 +53,8 @@ export interface HttpRpcDeps<C> {
   /** Proxies whose X-Forwarded-For names the client (rate buckets and limits are per client). */
   proxies?: TrustedProxies | undefined;
   isClosing: () => boolean;
+  /** Told of a POST whose body did not arrive within `bodyTimeoutMs` (answered 408 and closed). */
+  bodyTimedOut?: (remoteAddress: string | undefined) => void;
   newSession(
     context: C,
     remoteAddress: string | undefined,
@@ -149,7 +151,7 @@ export class HttpRpc<C> {
       return send(res, auth.status, `${auth.message ?? 'Internal server error'}\n`, auth.headers);
     }
     const context = auth.context;
-    const body = await this.readBody(req, res);
+    const body = await this.readBody(req, res, upgrade.remoteAddress);
     if (body === undefined) return;
     const session = deps.newSession(
       context,
@@ -206,26 +208,50 @@ export class HttpRpc<C> {
     res.setHeader('vary', 'Origin');
   }
 
-  /** The whole body as text, or undefined once a 413 has been sent. */
-  private readBody(req: IncomingMessage, res: ServerResponse): Promise<string | undefined> {
-    const limit = this.deps.limits.maxMessageBytes;
+  /**
+   * The whole body as text; undefined when there is none to answer: the client left (also while
+   * `authenticate` ran, before these listeners existed), or a 413 or 408 has been sent.
+   */
+  private readBody(
+    req: IncomingMessage,
+    res: ServerResponse,
+    remoteAddress: string | undefined,
+  ): Promise<string | undefined> {
+    // A client gone during an async hook: its request's 'close' has come and gone already, and
+    // waiting for one would hold the admission slot (and a drain) forever.
+    if (req.destroyed || res.destroyed || req.socket.destroyed) return Promise.resolve(undefined);
+    const { maxMessageBytes: limit, bodyTimeoutMs } = this.deps.limits;
     return new Promise((resolve) => {
       const chunks: Buffer[] = [];
       let size = 0;
+      const done = (body: string | undefined): void => {
+        clearTimeout(timer);
+        resolve(body);
+      };
+      // A body trickling in holds a slot: it gets bodyTimeoutMs, then 408 and the connection closes.
+      const timer = setTimeout(() => {
+        req.removeAllListeners('data');
+        this.deps.bodyTimedOut?.(remoteAddress);
+        send(res, 408, `Request body not received within ${bodyTimeoutMs} ms\n`, {
+          connection: 'close',
+        });
+        req.resume();
+        done(undefined);
+      }, bodyTimeoutMs);
       req.on('data', (chunk: Buffer) => {
         size += chunk.length;
         if (size > limit) {
           req.removeAllListeners('data');
           this.tooLarge(req, res);
-          resolve(undefined);
+          done(undefined);
           return;
         }
         chunks.push(chunk);
       });
-      req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-      req.on('error', () => resolve(undefined));
+      req.on('end', () => done(Buffer.concat(chunks).toString('utf8')));
+      req.on('error', () => done(undefined));
       // Aborted before the end (a no-op once 'end' has resolved it).
-      req.on('close', () => resolve(undefined));
+      req.on('close', () => done(undefined));
     });
   }
 

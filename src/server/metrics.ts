@@ -49,6 +49,7 @@ export class GatewayMetrics {
   messagesOut = 0;
   private readonly methods = new Map<string, MethodStats>();
   private readonly rejectedUpgrades: Counter<'reason'>;
+  private readonly closedHttpSockets: Counter<'reason'>;
 
   constructor(
     private readonly sources: MetricsSources,
@@ -133,6 +134,12 @@ export class GatewayMetrics {
       labelNames: ['reason'],
       registers,
     });
+    this.closedHttpSockets = new Counter({
+      name: 'rpc_http_sockets_closed_total',
+      help: 'Sockets of the HTTP port closed before their request was served, by reason (ip-limit, capacity, headers-timeout, body-timeout).',
+      labelNames: ['reason'],
+      registers,
+    });
   }
 
   /** Called by every session's peer once an incoming call is answered. */
@@ -160,6 +167,11 @@ export class GatewayMetrics {
 
   upgradeRejected(reason: string): void {
     this.rejectedUpgrades.inc({ reason });
+  }
+
+  /** A socket of the HTTP port over its bounds (SocketGate), or too slow with its headers or body. */
+  httpSocketClosed(reason: string): void {
+    this.closedHttpSockets.inc({ reason });
   }
 
   /** The Prometheus text exposition: prom-client's metrics plus the latency histogram. */

@@ -113,6 +113,29 @@ export interface GatewayLimits {
    * before the connection is cut. Default 30 000 ms.
    */
   endOfInputDeadlineMs?: number;
+  /**
+   * Sockets open on the HTTP port that are not WebSocket sessions (yet): connections whose
+   * first request is still arriving, upgrades being authenticated, HTTP requests, idle
+   * keep-alive connections; and TLS handshakes under way on `listenTcp`. Counted from the
+   * socket's 'connection' event, before a byte is read; one beyond it is destroyed at once.
+   * Default 2 000.
+   */
+  maxHttpSockets?: number;
+  /**
+   * The same, from one address (an IPv6 address counts by its /64). A trusted proxy's sockets
+   * count only against `maxHttpSockets`: its clients are told apart by X-Forwarded-For, which
+   * is read with the headers. Default 200.
+   */
+  maxHttpSocketsPerIp?: number;
+  /**
+   * A connection to the HTTP port must have sent its first request's whole header block (TLS
+   * handshake included) this many ms after it opened, or it is destroyed; later requests on a
+   * keep-alive connection get Node's `headersTimeout`, set to this. A TLS connection to
+   * `listenTcp` must have done its handshake by then. Default 10 000.
+   */
+  headersTimeoutMs?: number;
+  /** A JSON-RPC POST body must have arrived this many ms after reading began, or 408. Default 30 000. */
+  bodyTimeoutMs?: number;
 }
 
 export interface GatewayOptions<C> {
@@ -287,6 +310,10 @@ export const defaultLimits: Required<GatewayLimits> = {
   maxBufferedBytes: 4 * 1024 * 1024,
   maxBufferedBytesTotal: 512 * 1024 * 1024,
   endOfInputDeadlineMs: 30_000,
+  maxHttpSockets: 2_000,
+  maxHttpSocketsPerIp: 200,
+  headersTimeoutMs: 10_000,
+  bodyTimeoutMs: 30_000,
 };
 
 /** What each limit may be: an integer (or any number) in [min, max]. */
@@ -298,6 +325,8 @@ interface LimitRule {
 
 const MAX_INT = Number.MAX_SAFE_INTEGER;
 const count = (min = 1): LimitRule => ({ min, max: MAX_INT, integer: true });
+/** A timer's delay: Node's timers take at most 2^31 - 1 ms. */
+const delay: LimitRule = { min: 1, max: 2 ** 31 - 1, integer: true };
 
 /** The one place each limit's range is stated; `resolveLimits` checks every option against it. */
 export const limitRules: Record<keyof GatewayLimits, LimitRule> = {
@@ -321,6 +350,10 @@ export const limitRules: Record<keyof GatewayLimits, LimitRule> = {
   maxBufferedBytesTotal: count(0),
   // A timer's delay: Node's timers take at most 2^31 - 1 ms.
   endOfInputDeadlineMs: { min: 1, max: 2 ** 31 - 1, integer: true },
+  maxHttpSockets: count(),
+  maxHttpSocketsPerIp: count(),
+  headersTimeoutMs: delay,
+  bodyTimeoutMs: delay,
 };
 
 /**

@@ -1,3 +1,4 @@
+import { customAlphabet } from 'nanoid';
 import { Subject } from 'rxjs';
 import type { Observable } from 'rxjs';
 import { AnsweringPeer } from '../peer/answering-peer.js';
@@ -14,6 +15,15 @@ import { Session } from './session.js';
 import { SessionInbox, decodeInboxMessage } from './session-router.js';
 import type { InboxMessage, LocalSessions, SessionRouter } from './session-router.js';
 import { TokenBucket } from './token-bucket.js';
+
+/**
+ * The random part of a session id: 22 letters and digits (about 131 bits), never a '-', so the
+ * node id before the last '-' can be read back (SessionRouter.notifySession).
+ */
+const randomPart = customAlphabet(
+  '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz',
+  22,
+);
 
 export interface SessionTableDeps<C> {
   /** This gateway's id among its peers: the prefix of its session ids. */
@@ -48,7 +58,6 @@ export class SessionTable<C> implements LocalSessions {
   /** Local sessions by user (GatewayOptions.userOf), for notifyUser. */
   private readonly byUser = new Map<string, Set<Session<C>>>();
   private readonly idPrefix: string;
-  private counter = 0;
   private readonly connectedSubject = new Subject<Session<C>>();
   private readonly disconnectedSubject = new Subject<Session<C>>();
   /** Emits each session once it is open. */
@@ -71,8 +80,10 @@ export class SessionTable<C> implements LocalSessions {
     admit: { take(): boolean } | undefined,
     config: PeerConfig<Session<C>>,
   ): Session<C> {
-    // Unique across gateways (a random prefix per process) without a random draw per connection.
-    const id = `${this.idPrefix}${(++this.counter).toString(36)}`;
+    // The node's id, then a part nobody can guess from other sessions' ids. Ids are still not
+    // capabilities (they are logged, and reach whoever a session shows its own to), so a
+    // guessed id is no key; but notifySession takes any id, and counting them should not find one.
+    const id = `${this.idPrefix}${randomPart()}`;
     const logger = new LazyChildLogger(this.deps.logger, 'session', id);
     const session = new Session<C>(id, context, remoteAddress, logger, transport);
     // An HTTP exchange answers in its response (AnsweringPeer.answer); connections send.

@@ -2,6 +2,12 @@ import type { IncomingMessage } from 'node:http';
 import type { TrustedProxies } from './client-address.js';
 import type { UpgradeRequest } from './options.js';
 
+/**
+ * The Cookie header as name -> value. A name sent twice keeps its first value, as browsers'
+ * own parsers and the `cookie` package do (a browser sends the longest path first, then the
+ * oldest): a cookie tossed in later from a sibling subdomain (`Domain=.example.com`) does not
+ * override the site's own. Only a `__Host-` cookie cannot be tossed at all.
+ */
 function parseCookies(header: string | undefined): Record<string, string> {
   const cookies: Record<string, string> = Object.create(null) as Record<string, string>;
   if (!header) return cookies;
@@ -9,6 +15,7 @@ function parseCookies(header: string | undefined): Record<string, string> {
     const eq = part.indexOf('=');
     if (eq < 0) continue;
     const name = part.slice(0, eq).trim();
+    if (name in cookies) continue;
     const raw = part.slice(eq + 1).trim();
     try {
       cookies[name] = decodeURIComponent(raw);
