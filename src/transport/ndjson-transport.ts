@@ -107,6 +107,15 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
         this.finish(CloseCode.Normal, 'closed');
     });
     readable.on('error', () => this.finish(CloseCode.Abnormal, 'read error'));
+    if (readable.readableEnded) {
+      // Ended before this transport existed (while the owner's hooks ran): its 'end' has
+      // been emitted already. Taken as just now, once the owner holds the transport.
+      queueMicrotask(() => {
+        if (this.inputEnded) return;
+        this.inputEnded = true;
+        this.endOfInput();
+      });
+    }
     if (!this.sameStream) {
       writable.on('error', () => this.finish(CloseCode.Abnormal, 'write error'));
       writable.on('close', () => this.finish(CloseCode.Normal, 'closed'));

@@ -379,3 +379,32 @@ describe('consuming over stdio: a client child served by gateway.serveStream', (
     await waitFor(() => gateway.sessions.size === 0, 'the session to be gone');
   });
 });
+
+describe('serveStream: input that ends while authenticate runs', () => {
+  it('an empty input ended during an async hook closes the session (no slot held)', async () => {
+    const gateway = createGateway<unknown>({
+      logger: pino({ level: 'silent' }),
+      heartbeatInterval: 0,
+      authenticate: async () => {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        return {};
+      },
+    });
+    try {
+      // Not destroyed at its end (autoDestroy off): ended, yet still there to serve.
+      const input = new PassThrough({ autoDestroy: false });
+      const output = new PassThrough();
+      output.resume();
+      const serving = gateway.serveStream(input, output);
+      // Read to its end while the hook runs, as a flowing stdin or socket would be.
+      input.resume();
+      input.end();
+      await new Promise<void>((resolve) => input.once('end', () => resolve()));
+      const session = await serving;
+      expect(await session.closed).toMatchObject({ code: 1000 });
+      await waitFor(() => gateway.sessions.size === 0, 'the session to be gone');
+    } finally {
+      await gateway.close();
+    }
+  });
+});
