@@ -192,7 +192,12 @@ export class ConnectionIntake<C> {
     upgrade: UpgradeRequest,
   ): Promise<boolean> {
     const { deps } = this;
-    const auth = await runAuthenticate(deps.options.authenticate, upgrade, deps.logger);
+    const auth = await runAuthenticate(
+      deps.options.authenticate,
+      upgrade,
+      deps.logger,
+      deps.limits.authenticateTimeoutMs,
+    );
     if (!auth.ok) {
       const { reason, status, message, headers } = auth;
       // A failed hook is logged by runAuthenticate; a refusal is logged with its request.
@@ -302,7 +307,12 @@ export class ConnectionIntake<C> {
     if (typeof admitted !== 'function') {
       return refuse(admitted.status, admitted.message, admitted.reason);
     }
-    const auth = await runAuthenticate(deps.options.authenticate, request, deps.logger);
+    const auth = await runAuthenticate(
+      deps.options.authenticate,
+      request,
+      deps.logger,
+      deps.limits.authenticateTimeoutMs,
+    );
     if (!auth.ok) {
       admitted();
       return refuse(auth.status, auth.message ?? 'Internal server error', auth.reason);

@@ -146,7 +146,12 @@ export class HttpRpc<C> {
   ): Promise<void> {
     const { deps } = this;
     this.allowOrigin(req, res);
-    const auth = await runAuthenticate(deps.authenticate, upgrade, deps.logger);
+    const auth = await runAuthenticate(
+      deps.authenticate,
+      upgrade,
+      deps.logger,
+      deps.limits.authenticateTimeoutMs,
+    );
     if (!auth.ok) {
       return send(res, auth.status, `${auth.message ?? 'Internal server error'}\n`, auth.headers);
     }

@@ -136,6 +136,12 @@ export interface GatewayLimits {
   headersTimeoutMs?: number;
   /** A JSON-RPC POST body must have arrived this many ms after reading began, or 408. Default 30 000. */
   bodyTimeoutMs?: number;
+  /**
+   * The `authenticate` hook must settle within this many ms, or the connection is refused with
+   * 503 (a TCP or stdio refusal line), and its admission slot freed: a hook that hangs (an
+   * identity provider that does not answer) cannot hold slots forever. Default 10 000.
+   */
+  authenticateTimeoutMs?: number;
 }
 
 export interface GatewayOptions<C> {
@@ -314,6 +320,7 @@ export const defaultLimits: Required<GatewayLimits> = {
   maxHttpSocketsPerIp: 200,
   headersTimeoutMs: 10_000,
   bodyTimeoutMs: 30_000,
+  authenticateTimeoutMs: 10_000,
 };
 
 /** What each limit may be: an integer (or any number) in [min, max]. */
@@ -354,6 +361,7 @@ export const limitRules: Record<keyof GatewayLimits, LimitRule> = {
   maxHttpSocketsPerIp: count(),
   headersTimeoutMs: delay,
   bodyTimeoutMs: delay,
+  authenticateTimeoutMs: delay,
 };
 
 /**

@@ -10,22 +10,44 @@ export type AuthenticateOutcome<C> =
       /** The hook's own words (an UpgradeRejection's message); undefined when the hook failed. */
       message: string | undefined;
       headers: Readonly<Record<string, string>> | undefined;
-      /** For the rejected-upgrades metric: refused by the hook, or the hook itself failed (500). */
-      reason: 'unauthenticated' | 'auth-error';
+      /**
+       * For the rejected-upgrades metric: refused by the hook, the hook itself failed (500), or
+       * it did not settle within its time (503).
+       */
+      reason: 'unauthenticated' | 'auth-error' | 'auth-timeout';
     };
 
 /**
  * Run the `authenticate` hook for any transport: its context, its UpgradeRejection as a
- * status, or, when it throws anything else, a 500 with the error logged (never sent).
+ * status, or, when it throws anything else, a 500 with the error logged (never sent). A hook
+ * that has not settled after `timeoutMs` is given up on: 503, logged, and whatever it settles
+ * with later is ignored.
  */
 export async function runAuthenticate<C>(
   hook: ((request: UpgradeRequest) => C | Promise<C>) | undefined,
   request: UpgradeRequest,
   logger: Logger,
+  timeoutMs: number,
 ): Promise<AuthenticateOutcome<C>> {
   if (!hook) return { ok: true, context: undefined as C };
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timedOut = new Promise<typeof TIMED_OUT>((resolve) => {
+    timer = setTimeout(() => resolve(TIMED_OUT), timeoutMs);
+  });
   try {
-    return { ok: true, context: await hook(request) };
+    // Through a promise, so a hook that throws synchronously fails like one that rejects.
+    const context = await Promise.race([Promise.resolve().then(() => hook(request)), timedOut]);
+    if (context === TIMED_OUT) {
+      logger.warn({ timeoutMs }, 'authenticate hook did not settle in time: refused');
+      return {
+        ok: false,
+        status: 503,
+        message: 'Authentication timed out',
+        headers: { 'Retry-After': '1' },
+        reason: 'auth-timeout',
+      };
+    }
+    return { ok: true, context };
   } catch (err) {
     if (err instanceof UpgradeRejection) {
       const { status, message, headers } = err;
@@ -33,5 +55,9 @@ export async function runAuthenticate<C>(
     }
     logger.error({ err }, 'authenticate hook failed');
     return { ok: false, status: 500, message: undefined, headers: undefined, reason: 'auth-error' };
+  } finally {
+    clearTimeout(timer);
   }
 }
+
+const TIMED_OUT = Symbol('timed out');

@@ -164,3 +164,46 @@ describe.each([
     );
   },
 );
+
+describe('an authenticate hook that never settles', () => {
+  it.each(['http', 'websocket', 'tcp'] as const)(
+    '%s: refused with 503 after authenticateTimeoutMs, and the slot is freed',
+    async (transport) => {
+      let calls = 0;
+      const { gateway, port, httpUrl } = await res.gateway<string>({
+        limits: { maxConnections: 1, maxConnectionsPerIp: 1, authenticateTimeoutMs: 50 },
+        authenticate: () => {
+          calls++;
+          return new Promise<string>(() => undefined); // an identity provider that never answers
+        },
+      });
+      const tcpPort = transport === 'tcp' ? (await gateway.listenTcp(0, '127.0.0.1')).port : port;
+      for (let round = 1; round <= 3; round++) {
+        if (transport === 'http') {
+          const response = await fetch(`${httpUrl}/rpc`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: CALL,
+          });
+          expect(response.status).toBe(503);
+          expect(await response.text()).toBe('Authentication timed out\n');
+        } else if (transport === 'websocket') {
+          const answer = await new Promise<string>((resolve) => {
+            const socket = connect(port, '127.0.0.1', () => socket.write(UPGRADE));
+            let text = '';
+            socket.setEncoding('utf8');
+            socket.on('data', (chunk: string) => (text += chunk));
+            socket.on('error', () => undefined);
+            socket.on('close', () => resolve(text));
+          });
+          expect(answer).toMatch(/^HTTP\/1\.1 503 /);
+        } else {
+          const reply = await tcpCall(tcpPort);
+          expect(reply.error).toMatchObject({ code: expect.any(Number) as number });
+        }
+        expect(calls).toBe(round);
+        await waitUntil(() => slotsHeld(gateway) === 0, `the slot of attempt ${round}`);
+      }
+    },
+  );
+});
