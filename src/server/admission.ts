@@ -113,8 +113,11 @@ export class Admission {
 }
 
 export interface SocketLimits {
+  /** Infinity: not bounded. */
   maxHttpSockets: number;
+  /** Infinity: not bounded. */
   maxHttpSocketsPerIp: number;
+  /** 0: no headers timer. */
   headersTimeoutMs: number;
 }
 
@@ -155,6 +158,8 @@ export class SocketGate {
   /** Shared by every socket (`this` is the socket): no closure per connection. */
   private readonly closed: (this: Socket) => void;
   private readonly expired: (slot: SocketSlot) => void;
+  /** Watching stopped (`watch`'s returned function): a timer still running destroys nothing. */
+  private stopped = false;
 
   constructor(
     private readonly limits: SocketLimits,
@@ -170,7 +175,7 @@ export class SocketGate {
     };
     this.expired = (slot) => {
       slot.timer = undefined;
-      if (!slot.held) return;
+      if (!slot.held || this.stopped) return;
       this.cut('headers-timeout', slot.socket.remoteAddress);
       slot.socket.destroy();
     };
@@ -182,15 +187,19 @@ export class SocketGate {
   }
 
   /**
-   * Count `server`'s sockets from its 'connection' event; a request's or an upgrade's headers
-   * stop the socket's headers timer. Works on an http or https server (the gateway's own or the
-   * application's).
+   * Count `server`'s sockets from its 'connection' event. Works on an http or https server (the
+   * gateway's own or the application's). Whoever reads the server's requests and upgrades calls
+   * `headersRead` (the gateway, for all of them, taken by it or not) and `handedOver`. Returns
+   * what stops watching; the gate is then done with (a timer still running destroys nothing).
    */
-  watch(server: NetServer): void {
+  watch(server: NetServer): () => void {
     const tls = server instanceof TlsServer;
-    server.on('connection', (socket: Socket) => this.connection(socket, tls));
-    server.on('request', (request: { socket: Duplex }) => this.headersRead(request.socket));
-    server.on('upgrade', (_request: unknown, socket: Duplex) => this.headersRead(socket));
+    const onConnection = (socket: Socket): void => this.connection(socket, tls);
+    server.on('connection', onConnection);
+    return () => {
+      server.off('connection', onConnection);
+      this.stopped = true;
+    };
   }
 
   /**
@@ -223,8 +232,10 @@ export class SocketGate {
     if (group !== undefined) this.perGroup.set(group, fromGroup + 1);
     const tuple = tls ? tupleOf(socket) : undefined;
     const slot: SocketSlot = { socket, group, tuple, timer: undefined, held: true };
-    slot.timer = setTimeout(this.expired, this.limits.headersTimeoutMs, slot);
-    slot.timer.unref();
+    if (this.limits.headersTimeoutMs > 0) {
+      slot.timer = setTimeout(this.expired, this.limits.headersTimeoutMs, slot);
+      slot.timer.unref();
+    }
     this.bySocket.set(socket, slot);
     if (tuple !== undefined) this.byTuple.set(tuple, slot);
     socket.once('close', this.closed);

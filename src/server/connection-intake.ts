@@ -34,8 +34,9 @@ export interface IntakeDeps<C> {
   metrics: GatewayMetrics;
   admission: Admission;
   /**
-   * The socket bounds of the HTTP port and of the TLS TCP listener: a socket that became a
-   * WebSocket session, or finished its TLS handshake, leaves them.
+   * The socket bounds of the HTTP port (when it has them: on a server the gateway did not
+   * create, only those the application set) and of the TLS TCP listener: a socket that became
+   * a WebSocket session, or finished its TLS handshake, leaves them.
    */
   sockets?: Pick<SocketGate, 'handedOver' | 'watchTlsListener'> | undefined;
   /** Where refusals are logged, without letting a flood of them flood the log. */
@@ -82,6 +83,15 @@ export class ConnectionIntake<C> {
       this.deps.logger.error({ err }, 'upgrade failed');
       this.refuse(socket, 'error', 500);
     });
+  }
+
+  /**
+   * An upgrade for a path no listener of the server takes (on the gateway's own server, any
+   * path but its own): 404.
+   */
+  refusePath(socket: Duplex): void {
+    socket.on('error', destroySocket);
+    this.refuse(socket, 'path', 404);
   }
 
   /** Gateway.listenTcp: a TCP (or, with the `tls` option, TLS) listener whose sockets come here. */
@@ -146,6 +156,7 @@ export class ConnectionIntake<C> {
   private async onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
     const { deps } = this;
     socket.on('error', destroySocket);
+    // The server's hub brings only upgrades for this path; kept as the check it depends on.
     const path = (request.url ?? '/').split('?', 1)[0];
     if (path !== deps.path) return this.refuse(socket, 'path', 404);
     if (deps.isClosing())

@@ -2,7 +2,7 @@ import { createServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Readable, Writable } from 'node:stream';
+import type { Duplex, Readable, Writable } from 'node:stream';
 import { nanoid } from 'nanoid';
 import type { Observable, Subscription } from 'rxjs';
 import type { Logger } from '../peer/logger.js';
@@ -19,16 +19,25 @@ import { MemoryBroker } from '../pubsub/memory-broker.js';
 import { OutputBudget, isBudgetMember } from '../transport/output-budget.js';
 import { CloseCode } from '../transport/transport.js';
 import { Admission, SocketGate } from './admission.js';
+import type { SocketCut, SocketLimits } from './admission.js';
 import { TrustedProxies } from './client-address.js';
 import { ConnectionIntake } from './connection-intake.js';
 import { Heartbeat } from './heartbeat.js';
-import { dispatchHttpRequest } from './http-dispatch.js';
+import {
+  checkPathsFree,
+  joinServer,
+  pathOf,
+  routeFor,
+  serveOther,
+  serveRoute,
+} from './http-dispatch.js';
+import type { HttpDispatchDeps, ServerTenant } from './http-dispatch.js';
 import type { Readiness } from './http-routes.js';
 import { HttpRpc } from './http-rpc.js';
 import { createLogger } from './logger.js';
 import { GatewayMetrics } from './metrics.js';
-import { resolveLimits, resolveUserInbox } from './options.js';
-import type { GatewayLimits, GatewayOptions } from './options.js';
+import { resolveLimits, resolvePath, resolveRoutes, resolveUserInbox } from './options.js';
+import type { GatewayLimits, GatewayOptions, ResolvedRoutes } from './options.js';
 import { PubSubService, defaultSubscriptionMethods } from './pubsub-service.js';
 import type { StreamHandler, TopicOptions } from './pubsub-service.js';
 import type { Session } from './session.js';
@@ -44,13 +53,16 @@ export type { CloseOptions, DrainOptions } from './shutdown.js';
  * The gateway: one HTTP server, `ws` in noServer mode on it, one Session per
  * WebSocket. Handlers are registered once, on the gateway, and serve every session.
  * It wires the parts and holds the public API; connections are admitted by the
- * ConnectionIntake, kept by the SessionTable, and torn down by `shutdown`.
+ * ConnectionIntake, kept by the SessionTable, and torn down by `shutdown`. On a server it
+ * did not create it takes only its own path and routes (`joinServer`), and leaves the rest.
  */
 export class Gateway<C = unknown> {
   readonly httpServer: HttpServer;
   readonly logger: Logger;
   readonly registry = new MethodRegistry<Session<C>>();
   private readonly path: string;
+  /** Its HTTP routes (GatewayOptions.routes), resolved. */
+  private readonly routes: ResolvedRoutes;
   private readonly limits: Required<GatewayLimits>;
   private readonly heartbeat: Heartbeat;
   /** Bytes queued for all connections together (limits.maxBufferedBytesTotal); none when 0. */
@@ -73,8 +85,20 @@ export class Gateway<C = unknown> {
   /** Peer settings every session shares (one object, one set of closures, for all of them). */
   private readonly peerConfig: PeerConfig<Session<C>>;
   private readonly admission: Admission;
-  /** The HTTP port's first door: sockets bounded per address and in total, headers timed. */
+  /**
+   * The first door of the gateway's own HTTP port and of its TLS TCP listener: sockets bounded
+   * per address and in total, headers (and handshakes) timed.
+   */
   private readonly socketGate: SocketGate;
+  /**
+   * The HTTP server's socket bounds: `socketGate` on the gateway's own server; on one it was
+   * given, only the bounds the application set in `limits` (none unless it did).
+   */
+  private readonly serverGate: SocketGate | undefined;
+  /** Takes the gateway off a server it was given (listeners, bounds, headersTimeout). */
+  private readonly leaveServer: () => void;
+  /** `listen()` started the server: `close()` stops it, given or not. */
+  private startedServer = false;
   /** Refusals logged without letting a flood of them flood the log. */
   private readonly refusals: RefusalLog;
   /** Proxies whose X-Forwarded-For is believed (GatewayOptions.trustedProxies); none by default. */
@@ -94,8 +118,16 @@ export class Gateway<C = unknown> {
 
   constructor(private readonly options: GatewayOptions<C> = {}) {
     this.logger = options.logger ?? createLogger();
-    this.path = options.path ?? '/rpc';
+    this.path = resolvePath(options.path);
+    this.routes = resolveRoutes(options.routes, this.path, options.metrics);
     this.limits = resolveLimits(options.limits);
+    // Every path this gateway answers, by the option naming it: another gateway on the same
+    // server must not answer them too. Checked before anything is made.
+    const paths = new Map<string, string>([[this.path, 'path']]);
+    for (const [name, route] of Object.entries(this.routes)) {
+      if (route !== false && !paths.has(route)) paths.set(route, `routes.${name}`);
+    }
+    if (options.server) checkPathsFree(options.server, paths);
     this.admission = new Admission(this.limits, options.allowedOrigins);
     this.proxies =
       options.trustedProxies && options.trustedProxies.length > 0
@@ -214,10 +246,16 @@ export class Gateway<C = unknown> {
     });
     this.httpPeerConfig = { ...this.peerConfig, onClosed: undefined };
     this.refusals = new RefusalLog(this.logger);
-    this.socketGate = new SocketGate(this.limits, this.proxies, (reason, remoteAddress) => {
+    const socketCut = (reason: SocketCut, remoteAddress: string | undefined): void => {
       this.metrics.httpSocketClosed(reason);
       this.refusals.refused({ reason, remoteAddress }, 'http socket closed');
-    });
+    };
+    this.socketGate = new SocketGate(this.limits, this.proxies, socketCut);
+    this.ownsServer = !options.server;
+    this.serverGate = this.ownsServer
+      ? this.socketGate
+      : sharedServerGate(options.limits, this.limits, this.proxies, socketCut);
+    const serverGate = this.serverGate;
     this.intake = new ConnectionIntake<C>({
       options,
       path: this.path,
@@ -225,7 +263,10 @@ export class Gateway<C = unknown> {
       logger: this.logger,
       metrics: this.metrics,
       admission: this.admission,
-      sockets: this.socketGate,
+      sockets: {
+        handedOver: (socket) => serverGate?.handedOver(socket),
+        watchTlsListener: (server) => this.socketGate.watchTlsListener(server),
+      },
       refusals: this.refusals,
       proxies: this.proxies,
       broker: this.pubsub.broker,
@@ -236,19 +277,22 @@ export class Gateway<C = unknown> {
         return this.sessionTable.open(transport, context, remoteAddress, user, this.peerConfig);
       },
     });
-    this.ownsServer = !options.server;
     // Node checks its headers timeout on later keep-alive requests this often (default 30 s).
     const own = { connectionsCheckingInterval: Math.min(1_000, this.limits.headersTimeoutMs) };
     this.httpServer =
       options.server ??
       (options.tls ? createHttpsServer({ ...options.tls, ...own }) : createServer(own));
-    // The first request's headers are timed by the socket gate, on any server; later requests
-    // on a keep-alive connection by Node's own headersTimeout, lowered to ours (never raised).
-    const nodeHeadersTimeout = this.httpServer.headersTimeout;
-    if (!(nodeHeadersTimeout > 0 && nodeHeadersTimeout <= this.limits.headersTimeoutMs)) {
-      this.httpServer.headersTimeout = this.limits.headersTimeoutMs;
-    }
-    this.socketGate.watch(this.httpServer);
+    const server = this.httpServer;
+    // The first request's headers are timed by the socket gate; later requests on a keep-alive
+    // connection by Node's own headersTimeout, lowered to ours (never raised): on a server the
+    // gateway was given, only when the application set limits.headersTimeoutMs.
+    const nodeHeadersTimeout = server.headersTimeout;
+    const timesHeaders = this.ownsServer || options.limits?.headersTimeoutMs !== undefined;
+    const lowered =
+      timesHeaders &&
+      !(nodeHeadersTimeout > 0 && nodeHeadersTimeout <= this.limits.headersTimeoutMs);
+    if (lowered) server.headersTimeout = this.limits.headersTimeoutMs;
+    const unwatch = serverGate?.watch(server);
     this.httpRpc = new HttpRpc<C>({
       admission: this.admission,
       authenticate: options.authenticate,
@@ -263,9 +307,10 @@ export class Gateway<C = unknown> {
       newSession: (context, remoteAddress, transport, admit) =>
         this.sessionTable.create(transport, context, remoteAddress, admit, this.httpPeerConfig),
     });
-    const http = {
+    const http: HttpDispatchDeps<C> = {
       options,
       path: this.path,
+      routes: this.routes,
       logger: this.logger,
       metrics: this.metrics,
       httpRpc: this.httpRpc,
@@ -273,8 +318,41 @@ export class Gateway<C = unknown> {
       sessionCount: () => live.size,
       discovery: () => this.discovery,
     };
-    this.httpServer.on('request', (req, res) => void dispatchHttpRequest(http, req, res));
-    this.httpServer.on('upgrade', (req, socket, head) => this.intake.upgrade(req, socket, head));
+    const tenant: ServerTenant = {
+      ownsServer: this.ownsServer,
+      paths,
+      route: (req) => routeFor(http, req),
+      serve: (req, res, route) => void serveRoute(http, req, res, route),
+      takesUpgrade: (req) => pathOf(req.url) === this.path,
+      upgrade: (req, socket, head) => this.intake.upgrade(req, socket, head),
+      headersRead: (socket: Duplex, away: boolean) => {
+        serverGate?.headersRead(socket);
+        // Another listener's upgrade (another WebSocket endpoint's): no HTTP socket any more.
+        if (away) serverGate?.handedOver(socket);
+      },
+      other: (req, res) => serveOther(http, req, res),
+      refuseUpgrade: (socket) => this.intake.refusePath(socket),
+    };
+    const leave = joinServer(server, tenant);
+    // On a server the application starts, the gateway starts taking messages for its sessions
+    // from other nodes once it listens (gateway.listen() does it itself).
+    const started = (): void => {
+      this.router.start().catch((err: unknown) => {
+        this.logger.error({ err }, 'could not subscribe to messages for this node');
+      });
+    };
+    if (!this.ownsServer) {
+      server.on('listening', started);
+      if (server.listening) started();
+    }
+    this.leaveServer = () => {
+      leave();
+      unwatch?.();
+      server.off('listening', started);
+      if (lowered && server.headersTimeout === this.limits.headersTimeoutMs) {
+        server.headersTimeout = nodeHeadersTimeout;
+      }
+    };
   }
 
   /** Register a handler for calls from clients. `ctx.session` is the calling Session. */
@@ -379,9 +457,13 @@ export class Gateway<C = unknown> {
     return 'ready';
   }
 
-  /** Start listening (only when the gateway created its own HTTP server). */
+  /**
+   * Start the HTTP server listening, the gateway's own or one it was given; `close()` then
+   * stops it too. (A server the application starts itself is the application's to stop.)
+   */
   async listen(port = 8080, host = '127.0.0.1'): Promise<AddressInfo> {
     await this.router.start();
+    this.startedServer = true;
     return new Promise((resolve, reject) => {
       const onError = (err: Error): void => reject(err);
       this.httpServer.once('error', onError);
@@ -438,7 +520,10 @@ export class Gateway<C = unknown> {
 
   /**
    * Stop: refuse new connections, close every session with `code`, wait for
-   * them (up to `timeoutMs`, then cut them off), and close the HTTP server.
+   * them (up to `timeoutMs`, then cut them off), and close the HTTP server when the gateway
+   * created it or `listen()` started it. On a server it was given, the gateway then takes its
+   * listeners off and leaves the server to the application (listening, if the application
+   * started it; its other connections untouched).
    */
   close(options: CloseOptions = {}): Promise<void> {
     // Every caller, first or later, waits for the same complete shutdown.
@@ -446,7 +531,7 @@ export class Gateway<C = unknown> {
     return this.closePromise;
   }
 
-  private shutdown(options: CloseOptions): Promise<void> {
+  private async shutdown(options: CloseOptions): Promise<void> {
     this.closing = true;
     const parts = {
       logger: this.logger,
@@ -458,8 +543,58 @@ export class Gateway<C = unknown> {
       router: this.router,
       ownBroker: this.ownsBroker ? this.pubsub.broker : undefined,
     };
-    return shutdown(parts, options);
+    await shutdown(parts, options);
+    if (this.ownsServer) return;
+    if (this.startedServer) await stopListening(this.httpServer, options.timeoutMs ?? 5_000);
+    this.leaveServer();
   }
+}
+
+/**
+ * The socket bounds of a server the gateway was given: only those the application set in
+ * `limits` (`given`), since at the 'connection' event nothing tells whether a socket is the
+ * gateway's or the application's; none at all unless it set one.
+ */
+function sharedServerGate(
+  given: GatewayLimits | undefined,
+  limits: Required<GatewayLimits>,
+  proxies: TrustedProxies | undefined,
+  cut: (reason: SocketCut, remoteAddress: string | undefined) => void,
+): SocketGate | undefined {
+  const { maxHttpSockets, maxHttpSocketsPerIp, headersTimeoutMs } = given ?? {};
+  const set = [maxHttpSockets, maxHttpSocketsPerIp, headersTimeoutMs].some((v) => v !== undefined);
+  if (!set) return undefined;
+  const bounds: SocketLimits = {
+    maxHttpSockets: maxHttpSockets === undefined ? Infinity : limits.maxHttpSockets,
+    maxHttpSocketsPerIp: maxHttpSocketsPerIp === undefined ? Infinity : limits.maxHttpSocketsPerIp,
+    headersTimeoutMs: headersTimeoutMs === undefined ? 0 : limits.headersTimeoutMs,
+  };
+  return new SocketGate(bounds, proxies, cut);
+}
+
+/**
+ * Stop a server the gateway was given but started (`listen()`): no new connections, idle ones
+ * closed, the application's requests under way given `timeoutMs` to finish before they are cut.
+ * Sockets another WebSocket endpoint upgraded are not the gateway's to close.
+ */
+async function stopListening(server: HttpServer, timeoutMs: number): Promise<void> {
+  if (!server.listening) return;
+  await new Promise<void>((resolve) => {
+    // A kept-alive connection whose request ends now stays open until its keepAliveTimeout:
+    // closed as soon as it is idle.
+    const idle = setInterval(() => server.closeIdleConnections(), 50);
+    const cut = setTimeout(() => {
+      server.closeAllConnections();
+      done();
+    }, timeoutMs);
+    function done(): void {
+      clearInterval(idle);
+      clearTimeout(cut);
+      resolve();
+    }
+    server.close(done);
+    server.closeIdleConnections();
+  });
 }
 
 /** Create a gateway; call `listen()` to start it. */

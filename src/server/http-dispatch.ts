@@ -1,16 +1,25 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, Server as HttpServer, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { Logger } from '../peer/logger.js';
-import { sendText, serveHealth } from './http-routes.js';
+import { sendText, serveLivez, serveReadyz } from './http-routes.js';
 import type { Readiness } from './http-routes.js';
 import type { HttpRpc } from './http-rpc.js';
 import type { GatewayMetrics } from './metrics.js';
-import type { GatewayOptions } from './options.js';
+import type { GatewayOptions, ResolvedRoutes } from './options.js';
+
+/**
+ * What the gateway answers on its port besides WebSocket upgrades: its `routes`, and plain
+ * requests to its WebSocket path (`websocket`: 426, telling a browser or curl user to upgrade).
+ */
+export type Route = 'livez' | 'readyz' | 'metrics' | 'openrpc' | 'rpc' | 'websocket';
 
 export interface HttpDispatchDeps<C> {
-  /** Read per request (`metrics`, `httpHandler`). */
+  /** Read per request (`httpHandler`). */
   options: GatewayOptions<C>;
-  /** The RPC endpoint's path (WebSocket upgrades and POSTs). */
+  /** The WebSocket endpoint's path. */
   path: string;
+  /** Where each route is, or false (GatewayOptions.routes, resolved). */
+  routes: ResolvedRoutes;
   logger: Logger;
   metrics: GatewayMetrics;
   httpRpc: Pick<HttpRpc<C>, 'handle' | 'preflight'>;
@@ -20,63 +29,303 @@ export interface HttpDispatchDeps<C> {
   discovery(): string | undefined;
 }
 
+/** A request target's path, without its query string. */
+export function pathOf(url: string | undefined): string {
+  return (url ?? '/').split('?', 1)[0]!;
+}
+
 /**
- * The gateway's port answers plain HTTP too. This is its routing table in one place, in the
- * order it is consulted: health, `/openrpc.json`, `/metrics`, the RPC path (POST is JSON-RPC
- * over HTTP; a GET there gets 426, telling a browser or curl user to upgrade), then the
- * application's own `httpHandler`, then 404. WebSocket upgrades never come here.
+ * The gateway's routing table in one place: which of its routes a request is for, if any.
+ * Routes have a path each (checked by `resolveRoutes`); the OpenRPC one only once there is a
+ * document to serve.
  */
-export async function dispatchHttpRequest<C>(
+export function routeFor<C>(deps: HttpDispatchDeps<C>, req: IncomingMessage): Route | undefined {
+  const path = pathOf(req.url);
+  const { routes } = deps;
+  if (path === routes.rpc) return 'rpc';
+  if (path === deps.path) return 'websocket';
+  if (path === routes.livez) return 'livez';
+  if (path === routes.readyz) return 'readyz';
+  if (path === routes.metrics) return 'metrics';
+  if (path === routes.openrpc && deps.discovery() !== undefined) return 'openrpc';
+  return undefined;
+}
+
+/**
+ * Answer a request for one of the gateway's routes. On the RPC route, POST is JSON-RPC over
+ * HTTP, OPTIONS a CORS preflight, and a GET gets 426 when the WebSocket is on the same path.
+ */
+export async function serveRoute<C>(
   deps: HttpDispatchDeps<C>,
   req: IncomingMessage,
   res: ServerResponse,
+  route: Route,
 ): Promise<void> {
   try {
-    if (serveHealth(req, res, { status: deps.readiness(), sessions: deps.sessionCount() })) return;
-    const path = (req.url ?? '/').split('?', 1)[0];
-    const discovery = deps.discovery();
-    if (path === '/openrpc.json' && discovery !== undefined) {
-      res.writeHead(200, {
-        'content-type': 'application/json; charset=utf-8',
-        'access-control-allow-origin': '*',
-      });
-      res.end(discovery);
-      return;
-    }
-    if (path === '/metrics' && deps.options.metrics !== false) {
-      const text = await deps.metrics.render();
-      res.writeHead(200, {
-        'content-type': deps.metrics.contentType,
-        'cache-control': 'no-store',
-      });
-      res.end(text);
-      return;
-    }
-    if (path === deps.path) {
-      if (req.method === 'POST') return await deps.httpRpc.handle(req, res);
-      if (req.method === 'OPTIONS') return deps.httpRpc.preflight(req, res);
-      if (req.method !== 'GET' && req.method !== 'HEAD') {
-        res.setHeader('allow', 'GET, POST, OPTIONS');
-        sendText(
-          res,
-          405,
-          'Use POST for JSON-RPC over HTTP, or GET with an Upgrade for WebSocket.\n',
-        );
+    switch (route) {
+      case 'livez':
+        return serveLivez(res);
+      case 'readyz':
+        return serveReadyz(res, { status: deps.readiness(), sessions: deps.sessionCount() });
+      case 'openrpc': {
+        const discovery = deps.discovery();
+        if (discovery === undefined) return sendText(res, 404, 'Not found\n');
+        res.writeHead(200, {
+          'content-type': 'application/json; charset=utf-8',
+          'access-control-allow-origin': '*',
+        });
+        res.end(discovery);
         return;
       }
-      res.setHeader('upgrade', 'websocket');
-      sendText(
-        res,
-        426,
-        'This endpoint speaks JSON-RPC over WebSocket (send an Upgrade request) or over HTTP POST.\n',
-      );
-      return;
+      case 'metrics': {
+        const text = await deps.metrics.render();
+        res.writeHead(200, {
+          'content-type': deps.metrics.contentType,
+          'cache-control': 'no-store',
+        });
+        res.end(text);
+        return;
+      }
+      case 'rpc':
+        if (req.method === 'POST') return await deps.httpRpc.handle(req, res);
+        if (req.method === 'OPTIONS') return deps.httpRpc.preflight(req, res);
+        if (deps.routes.rpc !== deps.path) {
+          res.setHeader('allow', 'POST, OPTIONS');
+          return sendText(res, 405, 'Use POST for JSON-RPC over HTTP.\n');
+        }
+        return upgradeHint(req, res, 'GET, POST, OPTIONS');
+      case 'websocket':
+        return upgradeHint(req, res, 'GET');
     }
-    if (deps.options.httpHandler && (await deps.options.httpHandler(req, res))) return;
-    sendText(res, 404, 'Not found\n');
   } catch (err) {
     deps.logger.error({ err }, 'http handler failed');
     if (!res.headersSent) sendText(res, 500, 'Internal server error\n');
     else res.destroy();
   }
+}
+
+/** A plain request to the WebSocket path: 426 for a GET, 405 for other methods. */
+function upgradeHint(req: IncomingMessage, res: ServerResponse, allow: string): void {
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    res.setHeader('allow', allow);
+    const post = allow.includes('POST') ? 'Use POST for JSON-RPC over HTTP, or ' : 'Use ';
+    sendText(res, 405, `${post}GET with an Upgrade for WebSocket.\n`);
+    return;
+  }
+  res.setHeader('upgrade', 'websocket');
+  const post = allow.includes('POST') ? ' or over HTTP POST' : '';
+  sendText(
+    res,
+    426,
+    `This endpoint speaks JSON-RPC over WebSocket (send an Upgrade request)${post}.\n`,
+  );
+}
+
+/**
+ * A request none of the gateway's routes took: the application's `httpHandler`, if any.
+ * Whether it answered (a handler that throws is answered 500).
+ */
+export async function serveOther<C>(
+  deps: HttpDispatchDeps<C>,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<boolean> {
+  const handler = deps.options.httpHandler;
+  if (!handler) return false;
+  try {
+    return await handler(req, res);
+  } catch (err) {
+    deps.logger.error({ err }, 'http handler failed');
+    if (!res.headersSent) sendText(res, 500, 'Internal server error\n');
+    else res.destroy();
+    return true;
+  }
+}
+
+/** One gateway's share of an HTTP server, as the server's hub sees it. */
+export interface ServerTenant {
+  /** The gateway created the server: what no gateway takes is answered 404. */
+  readonly ownsServer: boolean;
+  /** Every path the gateway answers, with the option that names it (for conflicts). */
+  readonly paths: ReadonlyMap<string, string>;
+  /** Which of its routes a request is for, if any. */
+  route(req: IncomingMessage): Route | undefined;
+  serve(req: IncomingMessage, res: ServerResponse, route: Route): void;
+  /** Whether an upgrade is for its WebSocket path. */
+  takesUpgrade(req: IncomingMessage): boolean;
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+  /**
+   * A request's or an upgrade's headers have arrived on `socket`, whoever takes it (the socket
+   * bounds stop its headers timer); `away`: an upgrade this gateway does not take.
+   */
+  headersRead(socket: Duplex, away: boolean): void;
+  /** A request no gateway took: its `httpHandler`; whether that answered. */
+  other(req: IncomingMessage, res: ServerResponse): Promise<boolean>;
+  /** Answer an upgrade no listener takes: 404. */
+  refuseUpgrade(socket: Duplex): void;
+}
+
+/** Events the hub looks at before the server's listeners do. */
+type TakenEvent = 'request' | 'checkContinue' | 'upgrade';
+
+/**
+ * The gateways on one HTTP server. A gateway's requests and upgrades are taken before the
+ * server's 'request' and 'upgrade' listeners see them (the hub wraps the server's `emit` for
+ * those events), so an Express or Fastify app, another WebSocket endpoint or another gateway on
+ * the same server never answers them, whichever was attached first; everything else goes to
+ * the listeners as it came, untouched. What nobody else listens for is answered 404, as on a
+ * server of the gateway's own.
+ */
+class ServerHub {
+  private readonly tenants: ServerTenant[] = [];
+  private readonly ownEmit: boolean;
+  private readonly emit: HttpServer['emit'];
+  private readonly wrapper: HttpServer['emit'];
+  private readonly onRequest = (req: IncomingMessage, res: ServerResponse): void =>
+    void this.requestNobodyTook(req, res);
+  private readonly onUpgrade = (req: IncomingMessage, socket: Duplex): void =>
+    this.upgradeNobodyTook(socket);
+
+  constructor(private readonly server: HttpServer) {
+    this.ownEmit = Object.hasOwn(server, 'emit');
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- applied to the server below
+    const emit = server.emit;
+    this.emit = emit;
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- `this` of the wrapper is the server
+    const hub = this;
+    this.wrapper = function (this: HttpServer, event: string | symbol, ...args: unknown[]) {
+      if (hub.take(event, args)) return true;
+      return Reflect.apply(emit, this, [event, ...args]) as boolean;
+    } as HttpServer['emit'];
+    server.emit = this.wrapper;
+    // Node hands a request over as an upgrade only when the server has an 'upgrade' listener;
+    // these also answer what nobody else listens for.
+    server.on('request', this.onRequest);
+    server.on('upgrade', this.onUpgrade);
+  }
+
+  get empty(): boolean {
+    return this.tenants.length === 0;
+  }
+
+  /** Throws a RangeError when another gateway on this server answers one of `paths` already. */
+  check(paths: ReadonlyMap<string, string>): void {
+    const taken: string[] = [];
+    for (const [path, option] of paths) {
+      const other = this.tenants.find((tenant) => tenant.paths.has(path));
+      if (other) taken.push(`${option} ${JSON.stringify(path)} (its ${other.paths.get(path)})`);
+    }
+    if (taken.length === 0) return;
+    throw new RangeError(
+      `another gateway on this server answers ${taken.join(', ')} already: give this one other paths, or turn its routes off (routes: { livez: false, ... })`,
+    );
+  }
+
+  add(tenant: ServerTenant): void {
+    this.check(tenant.paths);
+    this.tenants.push(tenant);
+  }
+
+  remove(tenant: ServerTenant): void {
+    const at = this.tenants.indexOf(tenant);
+    if (at >= 0) this.tenants.splice(at, 1);
+  }
+
+  /** The last gateway left: the server's `emit` and listeners are as they were. */
+  dismantle(): void {
+    this.server.off('request', this.onRequest);
+    this.server.off('upgrade', this.onUpgrade);
+    if (this.server.emit !== this.wrapper) return; // wrapped again since: ours passes through
+    if (this.ownEmit) this.server.emit = this.emit;
+    else delete (this.server as { emit?: unknown }).emit;
+  }
+
+  /** Whether a gateway took the event; every gateway's socket bounds see its headers. */
+  private take(event: string | symbol, args: unknown[]): boolean {
+    if (!isTaken(event) || this.tenants.length === 0) return false;
+    if (event === 'upgrade') {
+      const [req, socket, head] = args as [IncomingMessage, Duplex, Buffer];
+      const taker = this.tenants.find((tenant) => tenant.takesUpgrade(req));
+      for (const tenant of this.tenants) tenant.headersRead(socket, tenant !== taker);
+      if (!taker) return false;
+      taker.upgrade(req, socket, head);
+      return true;
+    }
+    const [req, res] = args as [IncomingMessage, ServerResponse];
+    for (const tenant of this.tenants) tenant.headersRead(req.socket, false);
+    for (const tenant of this.tenants) {
+      const route = tenant.route(req);
+      if (route === undefined) continue;
+      // With a 'checkContinue' listener on the server, Node leaves the 100 to it.
+      if (event === 'checkContinue') res.writeContinue();
+      tenant.serve(req, res, route);
+      return true;
+    }
+    return false;
+  }
+
+  /** Whether the gateways answer what nobody takes: the server is a gateway's, or theirs alone. */
+  private answersTheRest(event: 'request' | 'upgrade'): boolean {
+    return (
+      this.tenants.some((tenant) => tenant.ownsServer) || this.server.listenerCount(event) === 1
+    );
+  }
+
+  private async requestNobodyTook(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // Decided as the request came, before any handler runs.
+    const answer = this.answersTheRest('request');
+    for (const tenant of [...this.tenants]) if (await tenant.other(req, res)) return;
+    if (answer && !res.headersSent) sendText(res, 404, 'Not found\n');
+  }
+
+  private upgradeNobodyTook(socket: Duplex): void {
+    if (!this.answersTheRest('upgrade')) return; // another listener's, or nobody's: left alone
+    const tenant = this.tenants.find((candidate) => candidate.ownsServer) ?? this.tenants[0];
+    tenant?.refuseUpgrade(socket);
+  }
+}
+
+function isTaken(event: string | symbol): event is TakenEvent {
+  return event === 'request' || event === 'upgrade' || event === 'checkContinue';
+}
+
+const hubs = new WeakMap<HttpServer, ServerHub>();
+
+/**
+ * Before a gateway is made on `server`: a RangeError naming the paths another gateway on it
+ * answers already (its WebSocket path, its routes).
+ */
+export function checkPathsFree(server: HttpServer, paths: ReadonlyMap<string, string>): void {
+  hubs.get(server)?.check(paths);
+}
+
+/**
+ * Put a gateway on `server`: its requests and upgrades are taken before the server's listeners
+ * see them. Returns what takes it off again; the last one off leaves the server as it found it.
+ */
+export function joinServer(server: HttpServer, tenant: ServerTenant): () => void {
+  let hub = hubs.get(server);
+  if (!hub) {
+    hub = new ServerHub(server);
+    hubs.set(server, hub);
+  }
+  const joined = hub;
+  try {
+    joined.add(tenant);
+  } catch (err) {
+    if (joined.empty) {
+      joined.dismantle();
+      hubs.delete(server);
+    }
+    throw err;
+  }
+  let left = false;
+  return () => {
+    if (left) return;
+    left = true;
+    joined.remove(tenant);
+    if (!joined.empty || hubs.get(server) !== joined) return;
+    joined.dismantle();
+    hubs.delete(server);
+  };
 }

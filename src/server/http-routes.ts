@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 
 /**
  * What /readyz says: `ready` (200), or why not (503): `draining` (drain or close under way),
@@ -6,25 +6,20 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
  */
 export type Readiness = 'ready' | 'draining' | 'broker-unavailable' | 'not-listening';
 
-/** Health endpoints on the gateway's own port: a load balancer's view of it. */
-export function serveHealth(
-  req: IncomingMessage,
+/** Liveness (`routes.livez`): the process runs and answers. */
+export function serveLivez(res: ServerResponse): void {
+  sendJson(res, 200, { status: 'ok' });
+}
+
+/** Readiness (`routes.readyz`): a load balancer's view of the gateway. */
+export function serveReadyz(
   res: ServerResponse,
   state: { status: Readiness; sessions: number },
-): boolean {
-  const path = (req.url ?? '/').split('?', 1)[0];
-  if (path === '/livez') {
-    sendJson(res, 200, { status: 'ok' });
-    return true;
-  }
-  if (path === '/readyz') {
-    sendJson(res, state.status === 'ready' ? 200 : 503, {
-      status: state.status,
-      sessions: state.sessions,
-    });
-    return true;
-  }
-  return false;
+): void {
+  sendJson(res, state.status === 'ready' ? 200 : 503, {
+    status: state.status,
+    sessions: state.sessions,
+  });
 }
 
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {

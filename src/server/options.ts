@@ -118,7 +118,8 @@ export interface GatewayLimits {
    * first request is still arriving, upgrades being authenticated, HTTP requests, idle
    * keep-alive connections; and TLS handshakes under way on `listenTcp`. Counted from the
    * socket's 'connection' event, before a byte is read; one beyond it is destroyed at once.
-   * Default 2 000.
+   * Default 2 000. On a `server` the gateway did not create, this and the next two apply only
+   * when set (each on its own), and then to every socket of that server, the application's too.
    */
   maxHttpSockets?: number;
   /**
@@ -144,11 +145,40 @@ export interface GatewayLimits {
   authenticateTimeoutMs?: number;
 }
 
+/**
+ * The gateway's own HTTP routes, each a path (starting with "/") or `false` for none. On a
+ * `server` it did not create, these and the WebSocket `path` are all the gateway answers.
+ */
+export interface GatewayRoutes {
+  /** Liveness: 200 `{"status":"ok"}` while the process runs. Default "/livez". */
+  livez?: string | false;
+  /** Readiness: 200 when ready, else 503 with the reason. Default "/readyz". */
+  readyz?: string | false;
+  /** Prometheus metrics (off with `metrics: false` too). Default "/metrics". */
+  metrics?: string | false;
+  /** The OpenRPC document, once `serveDiscovery` (or `implementContract`) gave one. Default "/openrpc.json". */
+  openrpc?: string | false;
+  /** JSON-RPC over HTTP POST. Default: `path`, the WebSocket's. */
+  rpc?: string | false;
+}
+
 export interface GatewayOptions<C> {
   /** WebSocket endpoint path. Default "/rpc". */
   path?: string;
-  /** Bring your own HTTP(S) server; otherwise one is created. */
+  /**
+   * Bring your own HTTP(S) server (an Express or Fastify app's, one that other WebSocket
+   * endpoints share); otherwise one is created. On a server it did not create, the gateway
+   * answers only its WebSocket `path` and its `routes`, and leaves every other request and
+   * upgrade to the server's other listeners (see docs/server.md, "Sharing a server").
+   */
   server?: HttpServer;
+  /**
+   * Where the gateway's HTTP routes are, or `false` to turn one off: `livez` ("/livez"),
+   * `readyz` ("/readyz"), `metrics` ("/metrics"), `openrpc` ("/openrpc.json") and `rpc`
+   * (JSON-RPC over POST; default `path`). Checked when the gateway is made: a TypeError or
+   * RangeError names the route.
+   */
+  routes?: GatewayRoutes;
   /**
    * Decide who may connect: return the session's context, or throw
    * `new UpgradeRejection(401)` (any 4xx/5xx) to refuse before the upgrade completes.
@@ -196,7 +226,11 @@ export interface GatewayOptions<C> {
    * `tlsFromEnv` reads them from TLS_CERT_FILE and TLS_KEY_FILE. Ignored with `server`.
    */
   tls?: TlsOptions;
-  /** Handles plain HTTP requests the gateway does not serve itself; return false for 404. */
+  /**
+   * Handles plain HTTP requests the gateway does not serve itself; return false for 404. On a
+   * `server` you pass, it sees the requests none of the gateway's routes take, as the server's
+   * other listeners do, and the 404 is sent only when the server has no other 'request' listener.
+   */
   httpHandler?: (req: IncomingMessage, res: ServerResponse) => boolean | Promise<boolean>;
   logger?: Logger;
   limits?: GatewayLimits;
@@ -389,6 +423,114 @@ export function resolveLimits(limits: GatewayLimits = {}): Required<GatewayLimit
     resolved[key] = value;
   }
   return resolved;
+}
+
+/** The routes' default paths (`rpc` defaults to the WebSocket `path`). */
+export const defaultRoutes: Readonly<Record<Exclude<keyof GatewayRoutes, 'rpc'>, string>> = {
+  livez: '/livez',
+  readyz: '/readyz',
+  metrics: '/metrics',
+  openrpc: '/openrpc.json',
+};
+
+/** Every route, resolved: a path, or false when turned off. */
+export type ResolvedRoutes = { readonly [K in keyof GatewayRoutes]-?: string | false };
+
+const ROUTE_NAMES: readonly (keyof GatewayRoutes)[] = [
+  'livez',
+  'readyz',
+  'metrics',
+  'openrpc',
+  'rpc',
+];
+
+/** Why `path` is not one a request line can carry and a route can be matched on, if it is not. */
+function pathProblem(path: string): string | undefined {
+  if (!path.startsWith('/')) return 'must start with "/"';
+  // Matched against the request's path, the query string cut off.
+  // eslint-disable-next-line no-control-regex -- control characters are what it looks for
+  if (/[?#\s\u0000-\u001f\u007f]/.test(path))
+    return 'must hold no "?", "#", spaces or control characters';
+  return undefined;
+}
+
+/**
+ * Check `GatewayOptions.path` once, when the gateway is made: the default "/rpc", or a TypeError
+ * or RangeError naming the option.
+ */
+export function resolvePath(path: unknown): string {
+  if (path === undefined) return '/rpc';
+  if (typeof path !== 'string') {
+    throw new TypeError(`path must be a string such as "/rpc", not ${describe(path)}`);
+  }
+  const problem = pathProblem(path);
+  if (problem) throw new RangeError(`path ${problem}, not ${JSON.stringify(path)}`);
+  return path;
+}
+
+/**
+ * Check `GatewayOptions.routes` once, when the gateway is made, and fill in the defaults:
+ * `metrics: false` turns the metrics route off too. Throws a TypeError naming an unknown route
+ * or a value that is neither a string nor false, and a RangeError naming a route whose path is
+ * not one, or is already another route's (only `rpc` may share the WebSocket `path`).
+ */
+export function resolveRoutes(
+  routes: unknown,
+  path: string,
+  metrics: boolean | undefined = true,
+): ResolvedRoutes {
+  if (
+    routes !== undefined &&
+    (typeof routes !== 'object' || routes === null || Array.isArray(routes))
+  ) {
+    throw new TypeError(
+      `routes must be an object such as { livez: '/livez', metrics: false }, not ${describe(routes)}`,
+    );
+  }
+  const given = (routes ?? {}) as Record<string, unknown>;
+  for (const key of Object.keys(given)) {
+    if (!(ROUTE_NAMES as readonly string[]).includes(key)) {
+      throw new TypeError(
+        `routes.${key} is not a route of the gateway (${ROUTE_NAMES.join(', ')})`,
+      );
+    }
+  }
+  const resolved: Record<keyof GatewayRoutes, string | false> = {
+    ...defaultRoutes,
+    rpc: path,
+  };
+  for (const name of ROUTE_NAMES) {
+    const value = given[name];
+    if (value === undefined) continue;
+    if (value !== false && typeof value !== 'string') {
+      throw new TypeError(
+        `routes.${name} must be a path such as "/${name}", or false, not ${describe(value)}`,
+      );
+    }
+    if (typeof value === 'string') {
+      const problem = pathProblem(value);
+      if (problem) throw new RangeError(`routes.${name} ${problem}, not ${JSON.stringify(value)}`);
+    }
+    resolved[name] = value;
+  }
+  if (metrics === false) resolved.metrics = false;
+  const taken = new Map<string, string>([[path, 'the WebSocket path (path)']]);
+  for (const name of ROUTE_NAMES) {
+    const route = resolved[name];
+    if (route === false || (name === 'rpc' && route === path)) continue;
+    const other = taken.get(route);
+    if (other !== undefined) {
+      throw new RangeError(
+        `routes.${name} ${JSON.stringify(route)} is already ${other}: each route needs a path of its own${name === 'rpc' ? '' : ' (only routes.rpc may share the WebSocket path)'}`,
+      );
+    }
+    taken.set(route, `routes.${name}`);
+  }
+  return resolved;
+}
+
+function describe(value: unknown): string {
+  return JSON.stringify(value) ?? typeof value;
 }
 
 /** The subprotocol the gateway prefers to answer with. */
