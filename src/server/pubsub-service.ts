@@ -203,6 +203,10 @@ export class PubSubService<C> {
   publish(topic: string, data: unknown): Promise<number> {
     let payload: string;
     try {
+      if (!wellFormed(topic)) {
+        // Sent as UTF-8, it would land on the topic of its U+FFFD twin.
+        throw new TypeError('Topic name is not well-formed Unicode (a lone surrogate)');
+      }
       payload = JSON.stringify(data === undefined ? null : data);
     } catch (err) {
       return Promise.reject(err as Error);
@@ -530,13 +534,20 @@ export class PubSubService<C> {
   private checkTopicName(name: string): void {
     const limit = this.limits.maxTopicNameBytes;
     // At least one byte per UTF-16 unit, at most three: most names need no count.
-    if (name.length * 3 <= limit) return;
-    const bytes = Buffer.byteLength(name, 'utf8');
-    if (bytes <= limit) return;
-    throw new InvalidParamsError(
-      `Topic name too long: ${bytes} bytes (UTF-8), at most ${limit} (limits.maxTopicNameBytes)`,
-      { limit, bytes },
-    );
+    if (name.length * 3 > limit) {
+      const bytes = Buffer.byteLength(name, 'utf8');
+      if (bytes > limit) {
+        throw new InvalidParamsError(
+          `Topic name too long: ${bytes} bytes (UTF-8), at most ${limit} (limits.maxTopicNameBytes)`,
+          { limit, bytes },
+        );
+      }
+    }
+    if (!wellFormed(name)) {
+      // A lone surrogate becomes U+FFFD on the way to Redis or NATS (UTF-8): two names would
+      // meet on one broker topic.
+      throw new InvalidParamsError('Topic name is not well-formed Unicode (a lone surrogate)');
+    }
   }
 
   /** Count `bytes` more of topic names against the connection's bound, or refuse (-32005). */
@@ -591,4 +602,9 @@ interface TopicStart {
  */
 function throwIfCancelled(ctx: HandlerContext<unknown>): void {
   if (ctx.signal.aborted) throw new ServerError(ErrorCode.RequestCancelled, 'Request cancelled');
+}
+
+/** No lone surrogate (String.prototype.isWellFormed, which Node 20 has and ES2022 types lack). */
+function wellFormed(name: string): boolean {
+  return (name as unknown as { isWellFormed(): boolean }).isWellFormed();
 }

@@ -1559,6 +1559,10 @@ async function subscribeNames(surface: Surface, names: readonly string[]): Promi
         if (!jsonEqual(reply.error.data, { limit: NAME_BYTES, bytes })) fail(`wrong data: ${got}`);
         if (JSON.stringify(reply).length > 300) fail(`the refusal echoes the name: ${got}`);
         count('topic name -32602');
+      } else if (!isWellFormed(name)) {
+        // A lone surrogate would meet its U+FFFD twin on Redis or NATS (UTF-8): refused.
+        if (reply.error?.code !== -32602) fail(`a lone surrogate was not -32602: ${got}`);
+        count('topic name -32602 (lone surrogate)');
       } else if (held + bytes > TOPIC_BYTES_PER_CONNECTION) {
         if (reply.error?.code !== -32005) fail(`a name past the connection's bytes: ${got}`);
         const data = { limit: TOPIC_BYTES_PER_CONNECTION, bytes: held + bytes };
@@ -1572,11 +1576,7 @@ async function subscribeNames(surface: Surface, names: readonly string[]): Promi
       }
     });
     // The first one accepted: a publish to its name reaches it, whatever the broker made of it.
-    // Not yet for names holding a lone surrogate (valid JSON: "\ud800"): Redis and NATS carry a
-    // name as UTF-8, where every lone surrogate is U+FFFD, so on Redis such a topic's messages
-    // go to the subscribers of the U+FFFD name instead, and on NATS to every name that differs
-    // only there (found by this property; the answers above still hold for them).
-    const first = accepted.find(({ name }) => isWellFormed(name));
+    const first = accepted[0];
     if (first) {
       const payload = { published: ++published };
       await surface.gateway.publish(first.name, payload);

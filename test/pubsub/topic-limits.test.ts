@@ -172,3 +172,19 @@ describe('the attack, bounded: 100 connections subscribing to ~100 KB names', ()
     expect(after - before).toBeLessThan(16 * 1024 * 1024);
   }, 120_000);
 });
+
+describe('topic names that are not well-formed Unicode', () => {
+  it('a lone surrogate is refused on subscribe (-32602) and on publish (TypeError)', async () => {
+    const { gateway, url } = await gatewayWith();
+    const raw = await client(url);
+    // Sent as JSON escapes: a lone surrogate is valid JSON text.
+    const reply = await raw.request('subscribe', ['prices.\ud800']);
+    expect(reply.error).toEqual({
+      code: -32602,
+      message: 'Topic name is not well-formed Unicode (a lone surrogate)',
+    });
+    // Its U+FFFD twin is a name of its own, and is accepted.
+    expect(typeof (await raw.request('subscribe', ['prices.\ufffd'])).result).toBe('string');
+    await expect(gateway.publish('prices.\udc00', 1)).rejects.toThrow(TypeError);
+  });
+});
