@@ -1,4 +1,5 @@
-// Server-side public surface. The browser-safe client lives at "<package>/client".
+// Server-side public surface. The browser-safe client lives at "<package>/client", the Redis and
+// NATS brokers at "<package>/redis" and "<package>/nats" (their clients are optional peers).
 export { Gateway, createGateway } from './server/gateway.js';
 export type { CloseOptions, DrainOptions } from './server/gateway.js';
 export { Session } from './server/session.js';
@@ -16,10 +17,6 @@ export type { Readiness } from './server/http-routes.js';
 export { UpgradeRejection } from './server/upgrade-rejection.js';
 export { createLogger, REDACTED_PATHS } from './server/logger.js';
 export { brokerFromEnv } from './server/broker-from-env.js';
-export { RedisBroker } from './pubsub/redis-broker.js';
-export type { RedisBrokerOptions } from './pubsub/redis-broker.js';
-export { NatsBroker } from './pubsub/nats-broker.js';
-export type { NatsBrokerOptions } from './pubsub/nats-broker.js';
 export { GatewayMetrics } from './server/metrics.js';
 export { TokenBucket } from './server/token-bucket.js';
 export { PubSubService, defaultSubscriptionMethods } from './server/pubsub-service.js';

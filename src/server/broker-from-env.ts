@@ -5,7 +5,9 @@ import type { Broker } from '../pubsub/broker.js';
  * The broker chosen by configuration: `BROKER=memory|redis|nats`, with
  * `REDIS_URL` (default redis://127.0.0.1:6379) or `NATS_URL` (default
  * nats://127.0.0.1:4222) and `BROKER_PREFIX`. Undefined for memory: the
- * gateway's embedded default. The Redis and NATS clients load only when chosen.
+ * gateway's embedded default. The Redis and NATS clients (optional peer dependencies: `ioredis`,
+ * `@nats-io/transport-node` and `@nats-io/jetstream`) load only when chosen; one that is not
+ * installed rejects with an error naming it.
  */
 export async function brokerFromEnv(
   env: Readonly<Record<string, string | undefined>> = process.env,
@@ -18,16 +20,39 @@ export async function brokerFromEnv(
     case 'memory':
       return undefined;
     case 'redis': {
-      const { RedisBroker } = await import('../pubsub/redis-broker.js');
+      const { RedisBroker } = await withPeers('redis', ['ioredis'], () => import('../redis.js'));
       const url = env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
       return RedisBroker.create({ url, onError, ...(prefix ? { prefix: `${prefix}:` } : {}) });
     }
     case 'nats': {
-      const { NatsBroker } = await import('../pubsub/nats-broker.js');
+      const { NatsBroker } = await withPeers(
+        'nats',
+        ['@nats-io/transport-node', '@nats-io/jetstream'],
+        () => import('../nats.js'),
+      );
       const servers = env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
       return NatsBroker.connect({ servers, onError, ...(prefix ? { prefix } : {}) });
     }
     default:
       throw new Error(`BROKER must be memory, redis or nats, not "${env['BROKER']}"`);
+  }
+}
+
+/**
+ * Loads a broker's entry, turning "Cannot find package" for one of its peer dependencies into an
+ * error that says what to install.
+ */
+async function withPeers<T>(kind: string, peers: string[], load: () => Promise<T>): Promise<T> {
+  try {
+    return await load();
+  } catch (err) {
+    const message = err instanceof Error ? err.message : '';
+    const missing = peers.find((peer) => message.includes(`'${peer}'`));
+    if ((err as { code?: unknown }).code !== 'ERR_MODULE_NOT_FOUND' || missing === undefined)
+      throw err;
+    throw new Error(
+      `BROKER=${kind} needs ${missing}, an optional peer dependency of wsrpc-gateway: npm install ${peers.join(' ')}`,
+      { cause: err },
+    );
   }
 }

@@ -1,0 +1,176 @@
+// The package as a user gets it: `npm pack` of the built work tree, installed into an empty
+// project with the Node and npm running this test. The install prints no warning (no dependency
+// declares an engine this Node does not meet); the main entry imports without ioredis or NATS
+// installed, and "./redis" and "./nats" fail naming the missing peer until it is installed.
+// It downloads the package's dependencies from the registry: skipped when the registry cannot be
+// reached. Run `npm run build` first.
+import { spawnSync } from 'node:child_process';
+import type { SpawnSyncReturns } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+
+/**
+ * The environment without what `npm test` passes down to its scripts (npm_config_local_prefix,
+ * npm_package_*, npm_lifecycle_*...), which would make the nested npm act on this repository.
+ * Where the registry and the cache are stays.
+ */
+function cleanEnv(): NodeJS.ProcessEnv {
+  const keep = new Set([
+    'npm_config_registry',
+    'npm_config_cache',
+    'npm_config_userconfig',
+    'npm_config_globalconfig',
+  ]);
+  const env: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (/^npm_/i.test(key) && !keep.has(key.toLowerCase())) continue;
+    env[key] = value;
+  }
+  return { ...env, NO_UPDATE_NOTIFIER: '1' };
+}
+const env = cleanEnv();
+
+function run(
+  command: string,
+  args: string[],
+  cwd: string,
+  timeout = 45_000,
+): SpawnSyncReturns<string> {
+  return spawnSync(command, args, { cwd, env, encoding: 'utf8', timeout });
+}
+
+/** `npm install ...` in `cwd`: its whole output, after checking it succeeded. */
+function npmInstall(cwd: string, specs: string[]): string {
+  const out = run(npm, ['install', ...specs, '--no-audit', '--no-fund'], cwd);
+  const output = `${out.stdout}${out.stderr}`;
+  expect(out.status, output).toBe(0);
+  return output;
+}
+
+/** Runs an ES module snippet with Node in `cwd`. */
+function node(cwd: string, code: string): SpawnSyncReturns<string> {
+  return run(process.execPath, ['--input-type=module', '-e', code], cwd, 20_000);
+}
+
+const warnings = (output: string): string[] =>
+  output.split('\n').filter((line) => /^npm (warn|WARN|error|ERR)/.test(line));
+
+/** The registry answers within 5 s: `npm ping`. */
+function registryReachable(): boolean {
+  const ping = run(npm, ['ping', '--fetch-retries=0', '--fetch-timeout=5000'], root, 10_000);
+  return ping.status === 0;
+}
+
+/** The version of `name` that this repository's lockfile pins. */
+function lockedVersion(name: string): string {
+  const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as {
+    packages: Record<string, { version: string }>;
+  };
+  return lock.packages[`node_modules/${name}`]!.version;
+}
+
+const reachable = registryReachable();
+const work = mkdtempSync(join(tmpdir(), 'package-install-'));
+const project = join(work, 'project');
+let tarball = '';
+
+beforeAll(() => {
+  if (!reachable) return;
+  expect(existsSync(join(root, 'dist/src/index.js')), 'dist/ is missing: npm run build').toBe(true);
+  const pack = run(npm, ['pack', '--json', '--pack-destination', work], root);
+  expect(pack.status, pack.stderr).toBe(0);
+  const [packed] = JSON.parse(pack.stdout) as { filename: string; files: { path: string }[] }[];
+  tarball = join(work, packed!.filename);
+  mkdirSync(project);
+  writeFileSync(
+    join(project, 'package.json'),
+    JSON.stringify({ name: 'consumer', version: '1.0.0', private: true, type: 'module' }),
+  );
+}, 60_000);
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+describe.skipIf(!reachable)('the packed package, installed into an empty project', () => {
+  it('installs without a warning, with neither ioredis nor NATS', () => {
+    const output = npmInstall(project, [tarball]);
+    expect(warnings(output), output).toEqual([]);
+    const installed = join(project, 'node_modules');
+    expect(existsSync(join(installed, 'wsrpc-gateway/LICENSE'))).toBe(true);
+    expect(existsSync(join(installed, 'ioredis'))).toBe(false);
+    expect(existsSync(join(installed, '@nats-io'))).toBe(false);
+    expect(existsSync(join(installed, 'zod'))).toBe(false);
+  }, 60_000);
+
+  it('imports its main, client and protocol entries; a source map carries its sources', () => {
+    const out = node(
+      project,
+      `const main = await import('wsrpc-gateway');
+       const client = await import('wsrpc-gateway/client');
+       const protocol = await import('wsrpc-gateway/protocol');
+       const { readFileSync } = await import('node:fs');
+       const map = JSON.parse(readFileSync('node_modules/wsrpc-gateway/dist/src/index.js.map', 'utf8'));
+       console.log(JSON.stringify({
+         gateway: typeof main.createGateway,
+         brokerFromEnv: typeof main.brokerFromEnv,
+         redisInMain: 'RedisBroker' in main || 'NatsBroker' in main,
+         client: typeof client.createClient,
+         protocol: typeof protocol.parseFrame,
+         sources: map.sources.length === map.sourcesContent?.length,
+       }));`,
+    );
+    expect(out.stderr).toBe('');
+    expect(JSON.parse(out.stdout)).toEqual({
+      gateway: 'function',
+      brokerFromEnv: 'function',
+      redisInMain: false,
+      client: 'function',
+      protocol: 'function',
+      sources: true,
+    });
+  });
+
+  it('"./redis" and "./nats" fail naming the missing peer; so does brokerFromEnv', () => {
+    const redis = node(project, `await import('wsrpc-gateway/redis');`);
+    expect(redis.status).not.toBe(0);
+    expect(redis.stderr).toContain("Cannot find package 'ioredis'");
+    const nats = node(project, `await import('wsrpc-gateway/nats');`);
+    expect(nats.status).not.toBe(0);
+    expect(nats.stderr).toMatch(/Cannot find package '@nats-io\/(transport-node|jetstream)'/);
+    const fromEnv = node(
+      project,
+      `const { brokerFromEnv } = await import('wsrpc-gateway');
+       for (const BROKER of ['redis', 'nats']) {
+         await brokerFromEnv({ BROKER }).then(() => console.log('resolved'), (err) => console.log(err.message));
+       }`,
+    );
+    const [redisError, natsError] = fromEnv.stdout.trim().split('\n');
+    expect(redisError).toBe(
+      'BROKER=redis needs ioredis, an optional peer dependency of wsrpc-gateway: npm install ioredis',
+    );
+    expect(natsError).toMatch(
+      /^BROKER=nats needs @nats-io\/(transport-node|jetstream), an optional peer dependency of wsrpc-gateway: npm install @nats-io\/transport-node @nats-io\/jetstream$/,
+    );
+  });
+
+  it('with ioredis and the NATS packages installed too (still no warning), "./redis" and "./nats" load', () => {
+    const peers = ['ioredis', '@nats-io/transport-node', '@nats-io/jetstream'];
+    const output = npmInstall(
+      project,
+      peers.map((name) => `${name}@${lockedVersion(name)}`),
+    );
+    expect(warnings(output), output).toEqual([]);
+    const out = node(
+      project,
+      `const { RedisBroker } = await import('wsrpc-gateway/redis');
+       const { NatsBroker } = await import('wsrpc-gateway/nats');
+       console.log(typeof RedisBroker.create, typeof NatsBroker.connect);`,
+    );
+    expect(out.stderr).toBe('');
+    expect(out.stdout.trim()).toBe('function function');
+  }, 60_000);
+});
