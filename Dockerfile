@@ -8,7 +8,7 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY scripts ./scripts
 COPY src ./src
 COPY demo ./demo
-RUN npm run build && npm prune --omit=dev
+RUN npm run build && node scripts/demo-runtime-deps.mjs && npm prune --omit=dev
 
 # Run: only what the gateway needs, as a non-root user, under an init process.
 FROM node:20-bookworm-slim
