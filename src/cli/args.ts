@@ -1,12 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { DEFAULT_SUBSCRIPTION_METHODS } from '../protocol/subscription-frames.js';
+import type { SubscriptionMethodNames } from '../protocol/subscription-frames.js';
 import type { Params } from '../protocol/types.js';
 import type { ConnectOptions } from './connection.js';
 import { endpointOf } from './endpoint.js';
 import type { Endpoint } from './endpoint.js';
 import { UsageError } from './errors.js';
-import { DEFAULT_SUBSCRIPTION_METHODS, METHODS_EXAMPLE } from './subscribe.js';
-import type { SubscriptionMethodNames } from './subscribe.js';
+import { METHODS_EXAMPLE } from './subscribe.js';
 
 export const commandNames = ['call', 'notify', 'subscribe', 'discover'] as const;
 export type CommandName = (typeof commandNames)[number];

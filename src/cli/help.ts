@@ -1,6 +1,7 @@
+import { DEFAULT_SUBSCRIPTION_METHODS } from '../protocol/subscription-frames.js';
 import { DEFAULT_TIMEOUT_MS, usageLine } from './args.js';
 import type { CommandName } from './args.js';
-import { DEFAULT_SUBSCRIPTION_METHODS, METHODS_EXAMPLE } from './subscribe.js';
+import { METHODS_EXAMPLE } from './subscribe.js';
 
 const { subscribe, notification, unsubscribe } = DEFAULT_SUBSCRIPTION_METHODS;
 

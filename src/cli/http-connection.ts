@@ -1,7 +1,7 @@
 import { request as httpRequest } from 'node:http';
 import type { IncomingMessage, RequestOptions } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { JsonRpcError } from '../protocol/errors.js';
+import { JsonRpcError, isErrorObject } from '../protocol/errors.js';
 import type { ErrorObject, Params } from '../protocol/types.js';
 import type { ConnectOptions, RpcConnection } from './connection.js';
 import type { Deadline } from './deadline.js';
@@ -17,16 +17,6 @@ const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
 interface JsonRpcResponse {
   result?: unknown;
   error?: ErrorObject;
-}
-
-function isErrorObject(value: unknown): value is ErrorObject {
-  const error = value as Partial<ErrorObject> | null;
-  return (
-    typeof error === 'object' &&
-    error !== null &&
-    typeof error.code === 'number' &&
-    typeof error.message === 'string'
-  );
 }
 
 function asResponse(value: unknown): JsonRpcResponse | undefined {

@@ -1,33 +1,26 @@
 import { JsonRpcError, MethodNotFoundError } from '../protocol/errors.js';
-import type { ErrorObject, Params } from '../protocol/types.js';
+import {
+  decodeSubscriptionNotification,
+  isSubscriptionId,
+} from '../protocol/subscription-frames.js';
+import type {
+  SubscriptionId,
+  SubscriptionMethodNames,
+  SubscriptionNotification,
+  SubscriptionUpdate,
+} from '../protocol/subscription-frames.js';
+import type { Params } from '../protocol/types.js';
 import { Deadline } from './deadline.js';
 import { ConnectionError, withHint } from './errors.js';
 import type { Output } from './errors.js';
 import type { PeerConnection } from './peer-connection.js';
 
-/** The three method names of the subscription protocol (`--methods SUBSCRIBE,NOTIFICATION,UNSUBSCRIBE`). */
-export interface SubscriptionMethodNames {
-  subscribe: string;
-  /** The notification that carries the messages. */
-  notification: string;
-  unsubscribe: string;
-}
-
-/** The gateway's default subscription method names (docs/pubsub.md, "Wire format"). */
-export const DEFAULT_SUBSCRIPTION_METHODS: Readonly<SubscriptionMethodNames> = {
-  subscribe: 'subscribe',
-  notification: 'subscription',
-  unsubscribe: 'unsubscribe',
-};
 /** Shown with a -32601 answer to the subscribe call. */
 export const METHODS_EXAMPLE = '--methods eth_subscribe,eth_subscription,eth_unsubscribe';
 /** Longest wait for the unsubscribe answer on Ctrl+C. */
 const UNSUBSCRIBE_TIMEOUT_MS = 2_000;
 /** Messages kept while the subscribe answer is still on its way up the stack. */
 const MAX_EARLY_MESSAGES = 10_000;
-
-type Message = Record<string, unknown>;
-type SubscriptionId = string | number;
 
 type Outcome =
   | { kind: 'complete' }
@@ -38,18 +31,13 @@ type Outcome =
 export interface SubscribeRun {
   topic: string;
   params: Params | undefined;
-  /** The subscribe, notification and unsubscribe method names the server uses. */
+  /** The subscribe, notification and unsubscribe method names the server uses (`--methods`). */
   methods: SubscriptionMethodNames;
   deadline: Deadline;
   /** Aborted on Ctrl+C (SIGINT, SIGTERM) or when stdout is gone: unsubscribe and end with success. */
   stop: AbortSignal;
   stdout: Output;
   stderr: Output;
-}
-
-function isErrorObject(value: unknown): value is ErrorObject {
-  const error = value as Partial<ErrorObject> | null;
-  return typeof error?.code === 'number' && typeof error.message === 'string';
 }
 
 /**
@@ -61,7 +49,7 @@ function isErrorObject(value: unknown): value is ErrorObject {
 export async function runSubscribe(connection: PeerConnection, run: SubscribeRun): Promise<void> {
   const { methods } = run;
   let id: SubscriptionId | undefined;
-  const early: Message[] = [];
+  const early: SubscriptionNotification[] = [];
   let finish!: (outcome: Outcome) => void;
   const done = new Promise<Outcome>((resolve) => {
     let settled = false;
@@ -72,38 +60,42 @@ export async function runSubscribe(connection: PeerConnection, run: SubscribeRun
     };
   });
 
-  function handle(message: Message): void {
-    if (message['subscription'] !== id) return;
-    if ('error' in message) {
-      const error = message['error'];
-      finish({
-        kind: 'failed',
-        error: isErrorObject(error)
-          ? JsonRpcError.fromErrorObject(error)
-          : new JsonRpcError(-32603, `the stream ended with an error: ${JSON.stringify(error)}`),
-      });
-    } else if (message['complete'] === true) {
-      finish({ kind: 'complete' });
-    } else if ('gap' in message) {
-      const gap = message['gap'];
-      const count = typeof gap === 'number' ? `${gap} messages` : 'an unknown number of messages';
-      run.stderr.write(`wsrpc: ${count} were lost (no longer in the server's history)\n`);
-    } else if ('result' in message) {
-      const missed = message['missed'];
-      if (typeof missed === 'number' && missed > 0) {
-        run.stderr.write(`wsrpc: the server skipped ${missed} messages (slow consumer)\n`);
+  function handle(update: SubscriptionUpdate): void {
+    switch (update.kind) {
+      case 'error':
+        finish({ kind: 'failed', error: JsonRpcError.fromErrorObject(update.error) });
+        return;
+      case 'complete':
+        finish({ kind: 'complete' });
+        return;
+      case 'gap': {
+        const { gap } = update;
+        const count = gap === null ? 'an unknown number of messages' : `${gap} messages`;
+        run.stderr.write(`wsrpc: ${count} were lost (no longer in the server's history)\n`);
+        return;
       }
-      run.stdout.write(`${JSON.stringify(message['result'])}\n`);
+      case 'message':
+        if (update.missed !== undefined && update.missed > 0) {
+          run.stderr.write(`wsrpc: the server skipped ${update.missed} messages (slow consumer)\n`);
+        }
+        run.stdout.write(`${JSON.stringify(update.result)}\n`);
+        return;
+      case 'position':
+      case 'epoch':
+      case 'other':
+      // A starting position or an epoch, without data: nothing to print.
     }
-    // Anything else (a starting position without data) prints nothing.
   }
 
   const notifications = connection.notifications$.subscribe((notification) => {
-    const message = notification.params;
     if (notification.method !== methods.notification) return;
-    if (typeof message !== 'object' || message === null || Array.isArray(message)) return;
-    if (id !== undefined) handle(message as Message);
-    else if (early.length < MAX_EARLY_MESSAGES) early.push(message as Message);
+    const decoded = decodeSubscriptionNotification(notification.params);
+    if (!decoded) return;
+    if (id === undefined) {
+      if (early.length < MAX_EARLY_MESSAGES) early.push(decoded);
+    } else if (decoded.subscription === id) {
+      handle(decoded.update);
+    }
   });
   const onStop = (): void => finish({ kind: 'stopped' });
   if (run.stop.aborted) onStop();
@@ -113,7 +105,7 @@ export async function runSubscribe(connection: PeerConnection, run: SubscribeRun
   const wireParams: Params = run.params === undefined ? [run.topic] : [run.topic, run.params];
   connection.call(methods.subscribe, wireParams, run.deadline).then(
     (result) => {
-      if (typeof result !== 'string' && typeof result !== 'number') {
+      if (!isSubscriptionId(result)) {
         finish({
           kind: 'failed',
           error: new ConnectionError(
@@ -123,7 +115,9 @@ export async function runSubscribe(connection: PeerConnection, run: SubscribeRun
         return;
       }
       id = result;
-      for (const message of early.splice(0)) handle(message);
+      for (const pending of early.splice(0)) {
+        if (pending.subscription === id) handle(pending.update);
+      }
     },
     (error: unknown) => finish({ kind: 'failed', error: explainRefusal(error, methods) }),
   );

@@ -17,6 +17,7 @@ import type { CallOptions } from '../peer/pending-calls.js';
 import { encodeNotification, encodeRequest } from '../protocol/encode.js';
 import type { JsonRpcError } from '../protocol/errors.js';
 import { CancelledError, NotConnectedError } from '../protocol/local-errors.js';
+import { DEFAULT_SUBSCRIPTION_METHODS } from '../protocol/subscription-frames.js';
 import type { Params } from '../protocol/types.js';
 import type { WebSocketLike } from '../transport/websocket-transport.js';
 import { backoffDelay, defaultBackoff } from './backoff.js';
@@ -115,12 +116,7 @@ export class RpcClient {
           return client.state === 'closed';
         },
       },
-      {
-        subscribe: 'subscribe',
-        notification: 'subscription',
-        unsubscribe: 'unsubscribe',
-        ...options.subscriptionMethods,
-      },
+      { ...DEFAULT_SUBSCRIPTION_METHODS, ...options.subscriptionMethods },
       this.logger,
     );
     this.inbox = new ClientInbox<RpcClient>({

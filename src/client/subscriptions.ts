@@ -7,7 +7,16 @@ import {
   NotConnectedError,
   TimeoutError,
 } from '../protocol/local-errors.js';
-import type { ErrorObject, Params } from '../protocol/types.js';
+import {
+  decodeSubscriptionNotification,
+  isSubscriptionId,
+} from '../protocol/subscription-frames.js';
+import type {
+  SubscriptionId,
+  SubscriptionMethodNames,
+  SubscriptionUpdate,
+} from '../protocol/subscription-frames.js';
+import type { Params } from '../protocol/types.js';
 import { canonicalJson } from './canonical-json.js';
 
 /** One message of a subscription, with what the server said about it. */
@@ -24,11 +33,8 @@ export interface SubscriptionEvent<T> {
   gap?: number | null;
 }
 
-export interface ClientSubscriptionMethods {
-  subscribe: string;
-  notification: string;
-  unsubscribe: string;
-}
+/** The subscription protocol's method names (defaults: DEFAULT_SUBSCRIPTION_METHODS). */
+export type ClientSubscriptionMethods = SubscriptionMethodNames;
 
 /** What the manager needs of the client: calls that queue while disconnected. */
 export interface SubscriptionCaller {
@@ -55,7 +61,7 @@ interface Shared {
   params: unknown[];
   subject: Subject<SubscriptionEvent<unknown>>;
   observers: number;
-  serverId: string | undefined;
+  serverId: SubscriptionId | undefined;
   /** Set when the connection dropped under an active subscription: resubscribe on the next open. */
   resubscribe: boolean;
   /** Bumped on each (re)subscribe, so a stale reply is recognized. */
@@ -125,9 +131,9 @@ function transient(err: unknown): boolean {
  */
 export class ClientSubscriptions {
   private readonly shared = new Map<string, Shared>();
-  private readonly byServerId = new Map<string, Shared>();
-  private readonly orphans = new Map<string, Record<string, unknown>[]>();
-  private readonly retired = new Set<string>();
+  private readonly byServerId = new Map<SubscriptionId, Shared>();
+  private readonly orphans = new Map<SubscriptionId, SubscriptionUpdate[]>();
+  private readonly retired = new Set<SubscriptionId>();
 
   constructor(
     private readonly caller: SubscriptionCaller,
@@ -172,13 +178,14 @@ export class ClientSubscriptions {
     });
   }
 
-  /** Route one subscription notification. Returns false when it is not one. */
+  /**
+   * Route one subscription notification. Returns false when it is not one (its params name no
+   * subscription id: see decodeSubscriptionNotification).
+   */
   handleNotification(params: Params | undefined): boolean {
-    if (!params || Array.isArray(params)) return false;
-    const message = params as Record<string, unknown>;
-    const id = message['subscription'];
-    if (typeof id !== 'string') return false;
-    this.route(id, message);
+    const notification = decodeSubscriptionNotification(params);
+    if (!notification) return false;
+    this.route(notification.subscription, notification.update);
     return true;
   }
 
@@ -240,7 +247,7 @@ export class ClientSubscriptions {
     // Runs as the reply is read, before the notifications read after it: the server sends the
     // reply first, so from here on every message of the subscription finds its id.
     const accepted = (id: unknown): void => {
-      if (answered || typeof id !== 'string') return;
+      if (answered || !isSubscriptionId(id)) return;
       answered = true;
       if (generation !== shared.generation || shared.observers === 0) {
         // Everyone left before the reply: end it on the server rather than leak it.
@@ -253,7 +260,7 @@ export class ClientSubscriptions {
       this.retired.delete(id);
       const early = this.orphans.get(id);
       this.orphans.delete(id);
-      if (early) for (const message of early) this.route(id, message);
+      if (early) for (const update of early) this.route(id, update);
     };
     this.caller
       .subscribe(this.methods.subscribe, params, accepted)
@@ -299,7 +306,7 @@ export class ClientSubscriptions {
     if (shared.serverId !== undefined) this.byServerId.delete(shared.serverId);
   }
 
-  private sendUnsubscribe(id: string): void {
+  private sendUnsubscribe(id: SubscriptionId): void {
     if (!this.caller.isOpen) return; // the server dropped it with the connection
     // Messages still on their way to this id are the old subscription's, even if the server
     // hands the id out again (a topic's shared id): until a subscribe reply names it again,
@@ -317,52 +324,48 @@ export class ClientSubscriptions {
   }
 
   /** A notification for `id`: to its subscription, or kept until the subscribe reply names it. */
-  private route(id: string, message: Record<string, unknown>): void {
+  private route(id: SubscriptionId, update: SubscriptionUpdate): void {
     const shared = this.byServerId.get(id);
-    if (shared) this.deliver(shared, message);
-    else if (!this.retired.has(id)) this.keepOrphan(id, message);
+    if (shared) this.deliver(shared, update);
+    else if (!this.retired.has(id)) this.keepOrphan(id, update);
   }
 
-  private deliver(shared: Shared, message: Record<string, unknown>): void {
-    if ('error' in message || message['complete'] === true) {
+  private deliver(shared: Shared, update: SubscriptionUpdate): void {
+    if (update.kind === 'error' || update.kind === 'complete') {
       // The last notification of a per-subscriber stream.
       this.forget(shared);
       shared.serverId = undefined;
-      if ('error' in message)
-        shared.subject.error(JsonRpcError.fromErrorObject(message['error'] as ErrorObject));
+      if (update.kind === 'error') shared.subject.error(JsonRpcError.fromErrorObject(update.error));
       else shared.subject.complete();
       return;
     }
-    if (typeof message['epoch'] === 'string') shared.epoch = message['epoch'];
-    if ('gap' in message) {
-      const gap = message['gap'];
-      this.logger.warn({ gap }, 'subscription: messages lost beyond history');
-      this.gapSeen(
-        shared,
-        typeof gap === 'number' ? gap : null,
-        typeof message['epoch'] === 'string',
-      );
-      return;
-    }
-    const seq = message['seq'];
-    if (!('result' in message)) {
-      // The starting point (position) of a topic subscription: nothing to emit.
-      if (typeof seq === 'number') {
-        shared.lastSeq = seq;
+    if (update.kind === 'other') return;
+    if (update.epoch !== undefined) shared.epoch = update.epoch;
+    switch (update.kind) {
+      case 'gap':
+        this.logger.warn({ gap: update.gap }, 'subscription: messages lost beyond history');
+        this.gapSeen(shared, update.gap, update.epoch !== undefined);
+        return;
+      case 'position':
+        // The starting point of a topic subscription: nothing to emit.
+        shared.lastSeq = update.seq;
         shared.checked = true;
+        return;
+      case 'epoch':
+        return;
+      case 'message': {
+        const { seq, missed } = update;
+        if (seq !== undefined && !this.inSequence(shared, seq, missed ?? 0)) return;
+        const event: SubscriptionEvent<unknown> = { data: update.result };
+        if (seq !== undefined) {
+          event.seq = seq;
+          shared.lastSeq = seq;
+          shared.checked = true;
+        }
+        if (missed !== undefined) event.missed = missed;
+        shared.subject.next(event);
       }
-      return;
     }
-    const missed = typeof message['missed'] === 'number' ? message['missed'] : undefined;
-    if (typeof seq === 'number' && !this.inSequence(shared, seq, missed ?? 0)) return;
-    const event: SubscriptionEvent<unknown> = { data: message['result'] };
-    if (typeof seq === 'number') {
-      event.seq = seq;
-      shared.lastSeq = seq;
-      shared.checked = true;
-    }
-    if (missed !== undefined) event.missed = missed;
-    shared.subject.next(event);
   }
 
   /**
@@ -421,7 +424,7 @@ export class ClientSubscriptions {
     return true;
   }
 
-  private keepOrphan(id: string, message: Record<string, unknown>): void {
+  private keepOrphan(id: SubscriptionId, update: SubscriptionUpdate): void {
     let list = this.orphans.get(id);
     if (!list) {
       if (this.orphans.size >= ORPHAN_IDS) {
@@ -431,6 +434,6 @@ export class ClientSubscriptions {
       list = [];
       this.orphans.set(id, list);
     }
-    if (list.length < ORPHANS_PER_ID) list.push(message);
+    if (list.length < ORPHANS_PER_ID) list.push(update);
   }
 }

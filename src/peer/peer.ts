@@ -6,6 +6,7 @@ import {
   encodeFailure,
   encodeNotification,
   encodeRequest,
+  withIdText,
 } from '../protocol/encode.js';
 import { ReservedMethod } from '../protocol/reserved.js';
 import type { Params, RequestId } from '../protocol/types.js';
@@ -23,7 +24,7 @@ import { closedError, peerConfig } from './peer-options.js';
 import type { CloseInfo, PeerConfig, PeerOptions } from './peer-options.js';
 import { PendingCalls } from './pending-calls.js';
 import type { CallOptions } from './pending-calls.js';
-import { isPromiseLike } from './replies.js';
+import { echoIdText, isPromiseLike } from './replies.js';
 import type { HookedReply, Reply } from './replies.js';
 
 // Moved out of this file; re-exported so `peer/peer.js` stays the one place to import them from.
@@ -313,8 +314,16 @@ export class Peer<S = unknown> implements TransportListener {
   /** Returns the reply text, a promise of it, or undefined when nothing is to be sent. */
   protected handle(message: Incoming): Reply | Promise<Reply> {
     switch (message.kind) {
-      case 'request':
-        return this.incoming.request(message.id, message.method, message.params, message.version);
+      case 'request': {
+        const reply = this.incoming.request(
+          message.id,
+          message.method,
+          message.params,
+          message.version,
+        );
+        // A numeric id the number would not write back as sent (rare): echo its text.
+        return message.idText === undefined ? reply : echoIdText(reply, message.id, message.idText);
+      }
       case 'notification':
         this.incoming.notification(message.method, message.params);
         return undefined;
@@ -327,9 +336,11 @@ export class Peer<S = unknown> implements TransportListener {
         if (!this.pendingTable?.reject(message.id, message.error))
           this.logUnmatched(message.id, message.error);
         return undefined;
-      case 'invalid':
+      case 'invalid': {
         this.admit?.take();
-        return encodeFailure(message.id, message.error, message.version);
+        const reply = encodeFailure(message.id, message.error, message.version);
+        return message.idText === undefined ? reply : withIdText(reply, message.id, message.idText);
+      }
       case 'bad-response':
         this.admit?.take();
         this.noisy({ reason: message.reason }, 'dropped a malformed response');

@@ -1,4 +1,4 @@
-import { encodeFailure, encodeSuccess } from '../protocol/encode.js';
+import { encodeFailure, encodeSuccess, withIdText } from '../protocol/encode.js';
 import { ErrorCode, defaultErrorMessage } from '../protocol/error-codes.js';
 import { isWireError, toWireError } from '../protocol/errors.js';
 import type { ProtocolVersion, RequestId } from '../protocol/types.js';
@@ -37,6 +37,21 @@ export function failure(
     data === undefined ? { code, message } : { code, message, data },
     version,
   );
+}
+
+/**
+ * `reply` with the id written as the peer sent it (`idText`, for a numeric id that String()
+ * would write otherwise: see Incoming.idText). Only messages with such an id come here.
+ */
+export function echoIdText(
+  reply: Reply | Promise<Reply>,
+  id: RequestId,
+  idText: string,
+): Reply | Promise<Reply> {
+  if (isPromiseLike(reply)) return reply.then((r) => echoIdText(r, id, idText) as Reply);
+  if (reply === undefined) return undefined;
+  if (typeof reply === 'string') return withIdText(reply, id, idText);
+  return { text: withIdText(reply.text, id, idText), afterSend: reply.afterSend };
 }
 
 /** The reply to a call whose handler returned `result` (-32800 if it was cancelled meanwhile). */

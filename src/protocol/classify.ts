@@ -1,4 +1,6 @@
 import { ErrorCode, defaultErrorMessage } from './error-codes.js';
+import { isErrorObject } from './errors.js';
+import { idTextsOf } from './id-text.js';
 import { safeJsonParse } from './safe-json.js';
 import type { ErrorObject, Params, ProtocolVersion, RequestId } from './types.js';
 
@@ -8,6 +10,11 @@ export type Incoming =
       kind: 'request';
       version: ProtocolVersion;
       id: RequestId;
+      /**
+       * The id's text as sent, when it is a number that String(id) would not write back the
+       * same (12345678901234567890, 1.0, 1e2, -0, 1e400): the reply must carry this text.
+       */
+      idText?: string;
       method: string;
       params: Params | undefined;
     }
@@ -15,7 +22,13 @@ export type Incoming =
   | { kind: 'success'; version: ProtocolVersion; id: RequestId; result: unknown }
   | { kind: 'failure'; version: ProtocolVersion; id: RequestId; error: ErrorObject }
   /** Not a valid Request: answered with `error` under `id` (null when no id could be read). */
-  | { kind: 'invalid'; version: ProtocolVersion; id: RequestId; error: ErrorObject }
+  | {
+      kind: 'invalid';
+      version: ProtocolVersion;
+      id: RequestId;
+      idText?: string;
+      error: ErrorObject;
+    }
   /** A malformed Response: there is no one to answer, so it is only logged. */
   | { kind: 'bad-response'; reason: string; raw: unknown };
 
@@ -30,7 +43,7 @@ export interface ClassifyOptions {
   acceptV1?: boolean;
   /** Longest batch accepted; a longer one is answered with a single error. Default Infinity. */
   maxBatch?: number;
-  /** Deepest JSON nesting accepted. Default Infinity. */
+  /** Deepest JSON nesting accepted; deeper is -32600 with `data: { maxDepth }`. Default Infinity. */
   maxDepth?: number;
 }
 
@@ -56,28 +69,40 @@ function isParams(value: unknown): value is Params {
   return value !== null && typeof value === 'object';
 }
 
-function isErrorObject(value: unknown): value is ErrorObject {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
-  const { code, message } = value as Record<string, unknown>;
-  return Number.isInteger(code) && typeof message === 'string';
-}
-
-/** Parse the text of one frame and classify every message in it. Never throws. */
+/**
+ * Parse the text of one frame and classify every message in it. Never throws.
+ *
+ * Text nested deeper than `maxDepth` is answered -32600 Invalid Request, `data: { maxDepth }`,
+ * id null: the depth is measured on the raw text, before (and instead of) parsing, so the id is
+ * never read. -32600 because such text is valid JSON (so not -32700) that this server does not
+ * take as a Request; the specification has a code for that, and a code of our own (-32007, now
+ * retired) told a generic client nothing it could act on. Text that is too deep and also not
+ * valid JSON gets the same answer: telling the two apart would mean parsing it.
+ */
 export function parseFrame(text: string, options: ClassifyOptions = {}): Frame {
   const parsed = safeJsonParse(text, options.maxDepth);
   if (!parsed.ok) {
     const error =
       parsed.reason === 'depth'
-        ? errorObject(ErrorCode.TooDeep, { maxDepth: options.maxDepth })
+        ? errorObject(ErrorCode.InvalidRequest, { maxDepth: options.maxDepth })
         : errorObject(ErrorCode.ParseError);
     return single({ kind: 'invalid', version: '2.0', id: null, error });
   }
-  return classifyValue(parsed.value, options);
+  return classifyValue(parsed.value, options, idTextsOf(text, parsed.value));
 }
 
-/** Classify an already-parsed JSON value (one message or a batch). Never throws. */
-export function classifyValue(value: unknown, options: ClassifyOptions = {}): Frame {
-  if (!Array.isArray(value)) return single(classifyMessage(value, options.acceptV1 ?? false));
+/**
+ * Classify an already-parsed JSON value (one message or a batch). Never throws. `idTexts`
+ * (from the text, see id-text.ts) gives, by message, the text of a numeric id to echo as sent.
+ */
+export function classifyValue(
+  value: unknown,
+  options: ClassifyOptions = {},
+  idTexts?: readonly (string | undefined)[],
+): Frame {
+  if (!Array.isArray(value)) {
+    return single(classifyMessage(value, options.acceptV1 ?? false, idTexts?.[0]));
+  }
   // Spec 6: an empty array is answered with one error, not with an empty array.
   if (value.length === 0) {
     return single({
@@ -98,12 +123,18 @@ export function classifyValue(value: unknown, options: ClassifyOptions = {}): Fr
   }
   const acceptV1 = options.acceptV1 ?? false;
   const messages = new Array<Incoming>(value.length);
-  for (let i = 0; i < value.length; i++) messages[i] = classifyMessage(value[i], acceptV1);
+  for (let i = 0; i < value.length; i++) {
+    messages[i] = classifyMessage(value[i], acceptV1, idTexts?.[i]);
+  }
   return { batch: true, messages };
 }
 
-/** Classify one message object (not a batch). */
-export function classifyMessage(value: unknown, acceptV1: boolean): Incoming {
+/**
+ * Classify one message object (not a batch). `idText`: its numeric id as sent, when String()
+ * would write it otherwise; with it, any JSON number is a valid id, even one beyond the range
+ * of a double (1e400 reads as Infinity, and is answered as 1e400).
+ */
+export function classifyMessage(value: unknown, acceptV1: boolean, idText?: string): Incoming {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     return {
       kind: 'invalid',
@@ -115,42 +146,47 @@ export function classifyMessage(value: unknown, acceptV1: boolean): Incoming {
   const msg = value as Record<string, unknown>;
   const hasVersion = 'jsonrpc' in msg;
   const rawId = msg['id'];
-  const idIfValid: RequestId = isRequestId(rawId) ? rawId : null;
+  // Only a number comes with an idText, and is valid with one even when not finite.
+  const idValid = idText !== undefined || isRequestId(rawId);
+  const idIfValid: RequestId = idValid ? (rawId as RequestId) : null;
 
   if (hasVersion ? msg['jsonrpc'] !== '2.0' : !acceptV1) {
     if (!('method' in msg) && ('result' in msg || 'error' in msg)) {
       return { kind: 'bad-response', reason: 'missing or wrong "jsonrpc" member', raw: value };
     }
-    return {
-      kind: 'invalid',
-      version: '2.0',
-      id: idIfValid,
-      error: errorObject(ErrorCode.InvalidRequest),
-    };
+    return invalidMessage('2.0', idIfValid, idText);
   }
   const version: ProtocolVersion = hasVersion ? '2.0' : '1.0';
 
-  if ('method' in msg) return classifyCall(msg, version, idIfValid);
+  if ('method' in msg) return classifyCall(msg, version, idValid, idIfValid, idText);
   if ('result' in msg || 'error' in msg) return classifyResponse(msg, version, value);
-  return { kind: 'invalid', version, id: idIfValid, error: errorObject(ErrorCode.InvalidRequest) };
+  return invalidMessage(version, idIfValid, idText);
+}
+
+/** -32600 Invalid Request, answered under `id` (written as `idText` when there is one). */
+function invalidMessage(
+  version: ProtocolVersion,
+  id: RequestId,
+  idText: string | undefined,
+): Incoming {
+  const error = errorObject(ErrorCode.InvalidRequest);
+  if (idText === undefined || id === null) return { kind: 'invalid', version, id, error };
+  return { kind: 'invalid', version, id, idText, error };
 }
 
 function classifyCall(
   msg: Record<string, unknown>,
   version: ProtocolVersion,
+  idValid: boolean,
   idIfValid: RequestId,
+  idText: string | undefined,
 ): Incoming {
   const method = msg['method'];
   const params = msg['params'];
   const hasId = 'id' in msg;
-  const invalid = (): Incoming => ({
-    kind: 'invalid',
-    version,
-    id: idIfValid,
-    error: errorObject(ErrorCode.InvalidRequest),
-  });
+  const invalid = (): Incoming => invalidMessage(version, idIfValid, idText);
   if (typeof method !== 'string') return invalid();
-  if (hasId && !isRequestId(msg['id'])) return invalid();
+  if (hasId && !idValid) return invalid();
 
   let checkedParams: Params | undefined;
   if (params === undefined || (version === '1.0' && params === null)) {
@@ -165,7 +201,9 @@ function classifyCall(
   // 1.0: a notification is a request whose id is null.
   const isNotification = version === '2.0' ? !hasId : msg['id'] === null || !hasId;
   if (isNotification) return { kind: 'notification', version, method, params: checkedParams };
-  return { kind: 'request', version, id: msg['id'] as RequestId, method, params: checkedParams };
+  const id = msg['id'] as RequestId;
+  if (idText === undefined) return { kind: 'request', version, id, method, params: checkedParams };
+  return { kind: 'request', version, id, idText, method, params: checkedParams };
 }
 
 function classifyResponse(

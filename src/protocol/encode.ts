@@ -20,6 +20,17 @@ export function encodeId(id: RequestId): string {
   return typeof id === 'string' ? JSON.stringify(id) : String(id);
 }
 
+/**
+ * `reply` (made by encodeSuccess or encodeFailure, which write the id last) with its id written
+ * as `idText`: the text the peer sent for a numeric id that String(id) would write otherwise
+ * (see id-text.ts). Only such rare ids pay for it; a reply of another shape is left as it is.
+ */
+export function withIdText(reply: string, id: RequestId, idText: string): string {
+  const tail = `"id":${encodeId(id)}}`;
+  if (!reply.endsWith(tail)) return reply;
+  return `${reply.slice(0, reply.length - tail.length)}"id":${idText}}`;
+}
+
 export function encodeSuccess(
   id: RequestId,
   result: unknown,

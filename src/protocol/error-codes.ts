@@ -23,7 +23,12 @@ export const ErrorCode = {
   TooManySubscriptions: -32005,
   /** The server is shutting down and takes no new work. */
   ShuttingDown: -32006,
-  /** The JSON nests deeper than the server allows. */
+  /**
+   * Retired: no longer sent. JSON nested deeper than `maxDepth` is answered -32600 Invalid
+   * Request with `data: { maxDepth }`, the specification's code for valid JSON that is not a
+   * Request this server takes. Kept, and not given another meaning, for peers that still send it.
+   * @deprecated Match `InvalidRequest` (with `data.maxDepth`) instead.
+   */
   TooDeep: -32007,
   /** The requested operation needs a transport this one is not (e.g. subscribe over HTTP). */
   UnsupportedTransport: -32008,

@@ -96,6 +96,17 @@ const errorClassByCode = new Map<number, new (message?: string, data?: unknown) 
   [ErrorCode.InternalError, InternalError],
 ]);
 
+/**
+ * Whether `value` is a JSON-RPC error object as spec 5.1 defines it: an object whose `code` is
+ * an integer and whose `message` is a string (`data` optional, anything). The one test, for
+ * responses (classify.ts), stream errors (subscription-frames.ts) and the CLI.
+ */
+export function isErrorObject(value: unknown): value is ErrorObject {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  const { code, message } = value as Record<string, unknown>;
+  return Number.isInteger(code) && typeof message === 'string';
+}
+
 /** Whether `err` can go on the wire as it is: a JsonRpcError whose code is an integer (spec 5.1). */
 export function isWireError(err: unknown): err is JsonRpcError {
   return err instanceof JsonRpcError && Number.isSafeInteger(err.code);

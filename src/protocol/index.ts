@@ -15,6 +15,7 @@ export {
   InternalError,
   ServerError,
   toWireError,
+  isErrorObject,
 } from './errors.js';
 export {
   RpcLocalError,
@@ -27,6 +28,7 @@ export {
 export { parseFrame, classifyValue, classifyMessage, isRequestId } from './classify.js';
 export type { Incoming, Frame, ClassifyOptions } from './classify.js';
 export { safeJsonParse, exceedsDepth } from './safe-json.js';
+export { idTextsOf } from './id-text.js';
 export {
   encodeSuccess,
   encodeFailure,
@@ -34,5 +36,17 @@ export {
   encodeNotification,
   encodeBatch,
   encodeId,
+  withIdText,
 } from './encode.js';
 export { RESERVED_PREFIX, ReservedMethod, isReservedMethod } from './reserved.js';
+export {
+  DEFAULT_SUBSCRIPTION_METHODS,
+  decodeSubscriptionNotification,
+  isSubscriptionId,
+} from './subscription-frames.js';
+export type {
+  SubscriptionMethodNames,
+  SubscriptionId,
+  SubscriptionUpdate,
+  SubscriptionNotification,
+} from './subscription-frames.js';

@@ -39,7 +39,7 @@ export interface GatewayLimits {
   maxMessageBytes?: number;
   /** Longest batch; longer ones get one -32002 error. Default 100. */
   maxBatch?: number;
-  /** Deepest JSON nesting; deeper messages get -32007. Default 64. */
+  /** Deepest JSON nesting; deeper messages get -32600 with `data: { maxDepth }`. Default 64. */
   maxDepth?: number;
   /** Incoming calls running at once per connection; beyond it -32000 Server busy. Default 128. */
   maxInFlight?: number;

@@ -3,6 +3,8 @@
 // modules can name these types without the service's code, and so its parts can share them.
 import type { Observable } from 'rxjs';
 import type { HandlerContext } from '../peer/handler-context.js';
+import { DEFAULT_SUBSCRIPTION_METHODS } from '../protocol/subscription-frames.js';
+import type { SubscriptionMethodNames } from '../protocol/subscription-frames.js';
 import type { Retention } from '../pubsub/broker.js';
 import type { Delivery, FlowControl } from '../pubsub/delivery.js';
 import type { DrainWaiters } from '../pubsub/drain-waiters.js';
@@ -11,20 +13,11 @@ import type { Slots } from '../pubsub/slots.js';
 import type { TokenBucket } from './token-bucket.js';
 import type { Session } from './session.js';
 
-export interface SubscriptionMethods {
-  /** Default "subscribe". */
-  subscribe: string;
-  /** The notification that carries messages. Default "subscription". */
-  notification: string;
-  /** Default "unsubscribe". */
-  unsubscribe: string;
-}
+/** The subscription protocol's method names: see src/protocol/subscription-frames.ts. */
+export type SubscriptionMethods = SubscriptionMethodNames;
 
-export const defaultSubscriptionMethods: SubscriptionMethods = {
-  subscribe: 'subscribe',
-  notification: 'subscription',
-  unsubscribe: 'unsubscribe',
-};
+/** "subscribe", "subscription", "unsubscribe" (the names are defined once, in the protocol layer). */
+export const defaultSubscriptionMethods: SubscriptionMethods = { ...DEFAULT_SUBSCRIPTION_METHODS };
 
 export interface TopicOptions<C> extends Partial<FlowControl> {
   /** Decide whether `session` may subscribe; false rejects with -32004 Unauthorized. */

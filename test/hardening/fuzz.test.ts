@@ -326,13 +326,12 @@ function isValidUtf8(bytes: Uint8Array): boolean {
   }
 }
 
-/** Spec 4: an id is a String, a Number or Null (JSON has no infinities). */
+/**
+ * Spec 4: an id is a String, a Number or Null. Any JSON number: one beyond the range of a
+ * double (1e400) reads as an infinity here, and the gateway echoes its text as sent.
+ */
 function isValidId(value: unknown): value is Id {
-  return (
-    value === null ||
-    typeof value === 'string' ||
-    (typeof value === 'number' && Number.isFinite(value))
-  );
+  return value === null || typeof value === 'string' || typeof value === 'number';
 }
 
 /** Nesting of the raw text, brackets inside strings excluded (for text that is not JSON). */
@@ -412,10 +411,11 @@ function analyse(frame: Outgoing): Analysed {
   try {
     value = JSON.parse(text);
   } catch {
-    // Not JSON: a parse error, or "too deep" when the raw text already nests too deeply.
-    return { errors: rawDepth(text) > MAX_DEPTH ? [-32700, -32007] : [-32700] };
+    // Not JSON: a parse error, or Invalid Request (too deep, data.maxDepth) when the raw text
+    // already nests too deeply: depth is checked before parsing.
+    return { errors: rawDepth(text) > MAX_DEPTH ? [-32700, -32600] : [-32700] };
   }
-  if (valueDepth(value) > MAX_DEPTH) return { errors: [-32007] };
+  if (valueDepth(value) > MAX_DEPTH) return { errors: [-32600] };
   return { value: stripped(value) };
 }
 

@@ -98,7 +98,7 @@ describe('limits', () => {
     expect(await client.call(Sum, [1, 1])).toBe(2);
   });
 
-  it('answers JSON nested deeper than maxDepth with -32007', async () => {
+  it('answers JSON nested deeper than maxDepth with -32600, data.maxDepth', async () => {
     const { url } = await res.demoGateway({ limits: { maxDepth: 8 } });
     const raw = await res.raw(url);
     let deep: unknown = 1;
@@ -107,7 +107,11 @@ describe('limits', () => {
     const [reply] = await raw.waitFor(1);
     const parsed = JSON.parse(reply!);
     expect(parsed.id).toBeNull();
-    expect(parsed.error.code).toBe(ErrorCode.TooDeep);
+    expect(parsed.error).toEqual({
+      code: ErrorCode.InvalidRequest,
+      message: 'Invalid Request',
+      data: { maxDepth: 8 },
+    });
   });
 
   it('gateway.close() closes sessions with 1001; a reconnecting client goes to reconnecting', async () => {

@@ -1,0 +1,265 @@
+/*
+ * Request ids echoed byte for byte. JSON.parse reads every number as a double, so a numeric id
+ * the double cannot hold as written would come back as another text: 12345678901234567890
+ * as 12345678901234567000, 1.0 as 1, 1e2 as 100, -0 as 0, 1e400 as Infinity (not even JSON).
+ * The specification asks for the same value back, so for those ids the reply is written with
+ * the id's text as it was sent, found in the message text here.
+ *
+ * Costs: nothing for string ids and for responses. For a numeric id, a look at the end of the
+ * text (the id is usually the last member) or, when it is elsewhere, one regular-expression
+ * search. Only an id that does not round-trip (or text that might hold one) pays for a scan of
+ * the message text.
+ */
+
+const QUOTE = 34;
+const BACKSLASH = 92;
+const COMMA = 44;
+const COLON = 58;
+const OPEN_BRACE = 123;
+const OPEN_BRACKET = 91;
+const CLOSE_BRACE = 125;
+const CLOSE_BRACKET = 93;
+const MINUS = 45;
+const PLUS = 43;
+const DOT = 46;
+const DIGIT_0 = 48;
+const DIGIT_9 = 57;
+const LOWER_E = 101;
+const UPPER_E = 69;
+const LOWER_I = 105;
+const LOWER_D = 100;
+
+function isWhitespace(c: number): boolean {
+  return c === 32 || c === 9 || c === 10 || c === 13;
+}
+
+function isNumberChar(c: number): boolean {
+  return (
+    (c >= DIGIT_0 && c <= DIGIT_9) ||
+    c === MINUS ||
+    c === PLUS ||
+    c === DOT ||
+    c === LOWER_E ||
+    c === UPPER_E
+  );
+}
+
+/**
+ * An "id" member whose number has a fraction or an exponent, anywhere in the text (one in the
+ * params is a false alarm, which costs a scan). A safe integer other than -0 written as a plain
+ * integer is exactly String(id); any other way to write it has `.`, `e` or `E`, so without a
+ * match the ids that are safe integers need no scan.
+ */
+const FRACTION_OR_EXPONENT_ID = /"id"\s*:\s*-?\d+[.eE]/;
+
+/**
+ * The id of a message the server may answer (a request, or an invalid message it answers with
+ * its id), when it is a number; undefined otherwise (no id, a string id, a response).
+ */
+function numericId(value: unknown): number | undefined {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined;
+  const message = value as Record<string, unknown>;
+  const id = message['id'];
+  if (typeof id !== 'number') return undefined;
+  // A response to one of this side's own calls: its id is ours, nothing is echoed.
+  if (!('method' in message) && ('result' in message || 'error' in message)) return undefined;
+  return id;
+}
+
+function plainSafeInteger(id: number): boolean {
+  return Number.isSafeInteger(id) && !Object.is(id, -0);
+}
+
+/**
+ * For each message of `value` (parsed from `text`: one message, or a batch), the text of its
+ * id as sent, when the number it was parsed into would not write it back the same
+ * (`String(id) !== text`); undefined for every other message. Undefined as a whole when no
+ * message needs one: the common case, decided without scanning the text.
+ */
+export function idTextsOf(text: string, value: unknown): (string | undefined)[] | undefined {
+  if (!Array.isArray(value)) {
+    const id = numericId(value);
+    if (id === undefined) return undefined;
+    const raw = singleIdText(text, id);
+    return raw !== undefined && differs(raw, id) ? [raw] : undefined;
+  }
+  let scan = false;
+  let anyNumeric = false;
+  for (const member of value) {
+    const id = numericId(member);
+    if (id === undefined) continue;
+    anyNumeric = true;
+    if (!plainSafeInteger(id)) {
+      scan = true;
+      break;
+    }
+  }
+  if (!anyNumeric || (!scan && !mayHideFraction(text))) return undefined;
+  const raws = scanIdTexts(text, true);
+  let out: (string | undefined)[] | undefined;
+  for (let i = 0; i < value.length; i++) {
+    const id = numericId(value[i]);
+    const raw = raws[i];
+    if (id === undefined || raw === undefined || !differs(raw, id)) continue;
+    (out ??= new Array<string | undefined>(value.length))[i] = raw;
+  }
+  return out;
+}
+
+/** The id text of a single message whose id is the number `id`, unless it is plainly String(id). */
+function singleIdText(text: string, id: number): string | undefined {
+  const plain = plainSafeInteger(id);
+  const end = lastValueEnd(text);
+  const start = end < 0 ? -1 : lastMemberIdStart(text, end);
+  if (start >= 0) {
+    if (plain && integerToken(text, start, end)) return undefined;
+    return text.slice(start, end);
+  }
+  if (plain && !mayHideFraction(text)) return undefined;
+  return scanIdTexts(text, false)[0];
+}
+
+/** Whether text[start..end) is written as a plain integer: an optional minus, digits. */
+function integerToken(text: string, start: number, end: number): boolean {
+  for (let i = text.charCodeAt(start) === MINUS ? start + 1 : start; i < end; i++) {
+    const c = text.charCodeAt(i);
+    if (c < DIGIT_0 || c > DIGIT_9) return false;
+  }
+  return true;
+}
+
+/** Whether the text may hold an id written with a fraction or an exponent. */
+function mayHideFraction(text: string): boolean {
+  // A key spelled with escapes ("\u0069d") is invisible to the expression: scan those.
+  return text.includes('\\u') || FRACTION_OR_EXPONENT_ID.test(text);
+}
+
+/**
+ * `raw` writes the number `id` (a check on the scanner: the same double both ways) but not as
+ * String(id) does, so the reply needs it.
+ */
+function differs(raw: string, id: number): boolean {
+  return raw !== String(id) && Object.is(Number(raw), id);
+}
+
+/**
+ * Where the last value of the top-level object ends: just before its closing `}` (and any
+ * whitespace around it). -1 when the text does not end with `}`.
+ */
+function lastValueEnd(text: string): number {
+  let i = text.length - 1;
+  while (i >= 0 && isWhitespace(text.charCodeAt(i))) i--;
+  if (i < 0 || text.charCodeAt(i) !== CLOSE_BRACE) return -1;
+  i--;
+  while (i >= 0 && isWhitespace(text.charCodeAt(i))) i--;
+  return i + 1;
+}
+
+/**
+ * The start of the number that ends at `end` when it is the value of an `"id"` member
+ * (spelled plainly): `..., "id" : 123 }` read backwards; -1 when the text is not so. In valid
+ * JSON the final `}` closes the top-level object, so that member is one of its own, and the
+ * last of its "id" members: the one JSON.parse kept.
+ */
+function lastMemberIdStart(text: string, end: number): number {
+  let i = end - 1;
+  while (i >= 0 && isNumberChar(text.charCodeAt(i))) i--;
+  const start = i + 1;
+  if (start === end) return -1;
+  while (i >= 0 && isWhitespace(text.charCodeAt(i))) i--;
+  if (i < 0 || text.charCodeAt(i) !== COLON) return -1;
+  i--;
+  while (i >= 0 && isWhitespace(text.charCodeAt(i))) i--;
+  if (
+    i < 3 ||
+    text.charCodeAt(i) !== QUOTE ||
+    text.charCodeAt(i - 1) !== LOWER_D ||
+    text.charCodeAt(i - 2) !== LOWER_I ||
+    text.charCodeAt(i - 3) !== QUOTE
+  ) {
+    return -1;
+  }
+  // The quote before `id` opens the key only if a `{` or `,` comes before it (an escaped
+  // quote inside a longer key has a backslash there).
+  i -= 4;
+  while (i >= 0 && isWhitespace(text.charCodeAt(i))) i--;
+  const before = i >= 0 ? text.charCodeAt(i) : -1;
+  return before === OPEN_BRACE || before === COMMA ? start : -1;
+}
+
+/** Index of the quote that closes the string opening at `open`. */
+function stringEnd(text: string, open: number): number {
+  let i = open + 1;
+  for (;;) {
+    const c = text.charCodeAt(i);
+    if (c === QUOTE) return i;
+    i += c === BACKSLASH ? 2 : 1;
+  }
+}
+
+/** Whether the string token text[open..close] reads "id" (escapes decoded, as JSON.parse does). */
+function isIdKey(text: string, open: number, close: number): boolean {
+  if (close - open === 3) {
+    return text.charCodeAt(open + 1) === LOWER_I && text.charCodeAt(open + 2) === LOWER_D;
+  }
+  // Otherwise only escapes can spell it ("\u0069d"), in at most 12 characters.
+  if (close - open > 13) return false;
+  const token = text.slice(open, close + 1);
+  return token.includes('\\') && JSON.parse(token) === 'id';
+}
+
+/**
+ * The number text of each message's last "id" member, by the message's index (its place in
+ * the batch, or 0). `text` is valid JSON (JSON.parse took it), which the scan relies on.
+ */
+export function scanIdTexts(text: string, batch: boolean): (string | undefined)[] {
+  const out: (string | undefined)[] = [];
+  const messageDepth = batch ? 2 : 1;
+  let depth = 0;
+  let index = 0;
+  /** The container at messageDepth is an object: its strings alternate key, value. */
+  let inObject = false;
+  let expectKey = false;
+  let valueOfId = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === QUOTE) {
+      const close = stringEnd(text, i);
+      if (depth === messageDepth && inObject && expectKey) {
+        valueOfId = isIdKey(text, i, close);
+        expectKey = false;
+      } else if (depth === messageDepth) {
+        valueOfId = false; // a string value
+      }
+      i = close;
+    } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
+      depth++;
+      if (depth === messageDepth) {
+        inObject = c === OPEN_BRACE;
+        expectKey = inObject;
+        valueOfId = false;
+      } else if (depth === messageDepth + 1) {
+        valueOfId = false; // an object or array value
+      }
+    } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+      depth--;
+    } else if (c === COMMA) {
+      if (depth === messageDepth - 1) index++;
+      else if (depth === messageDepth && inObject) {
+        expectKey = true;
+        valueOfId = false;
+      }
+    } else if (
+      depth === messageDepth &&
+      valueOfId &&
+      (c === MINUS || (c >= DIGIT_0 && c <= DIGIT_9))
+    ) {
+      let end = i + 1;
+      while (end < text.length && isNumberChar(text.charCodeAt(end))) end++;
+      out[index] = text.slice(i, end); // a later "id" member replaces it, as in JSON.parse
+      valueOfId = false;
+      i = end - 1;
+    }
+  }
+  return out;
+}
