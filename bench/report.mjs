@@ -123,6 +123,7 @@ export function renderResults(run) {
 
 const partialStart = (key) => `<!-- bench:partial:${key} -->`;
 const RERUN_MARK = 'From the re-run of';
+/** The title suffix older versions of this file gave a replaced table: such tables are removed. */
 const EARLIER = 'earlier full run';
 const PARTIAL_END = '<!-- bench:partial:end -->';
 
@@ -143,11 +144,8 @@ export function renderPartial(run) {
     '',
     `**Re-run of ${ids} only` +
       (run.complete ? '.** ' : `, ${run.contestants.length} contestants.** `) +
-      'Its tables (marked “from the re-run”) replace the earlier ones' +
-      (run.complete
-        ? ''
-        : `, which stay below them, titled “${EARLIER}”, for the contestants left out of the re-run`) +
-      '; every other table is from the run above.',
+      'Its tables (marked “from the re-run”) replace the earlier ones, so each scenario shows ' +
+      'its latest run only; every other table is from the run above.',
     '',
     [...runFacts(run), failures].join('\n'),
     '',
@@ -182,13 +180,10 @@ export function mergePartial(current, partial) {
     const i = nextBlocks.findIndex((b) => titleOf(b) === table.title);
     const block = `${table.block}\n\n`;
     if (i !== -1) {
-      // A re-run of some contestants only keeps the full run's table (retitled) for the others.
-      const old = nextBlocks[i];
-      const keep = !partial.complete && !old.includes(RERUN_MARK);
-      const retitled = `### ${table.title}, ${EARLIER}${old.slice(old.indexOf('\n'))}`;
+      // Only the latest run of each scenario: numbers from two runs are not comparable.
+      nextBlocks.splice(i, 1, block);
       const earlier = nextBlocks.findIndex((b) => titleOf(b) === `${table.title}, ${EARLIER}`);
-      if (keep && earlier !== -1) nextBlocks.splice(earlier, 1);
-      nextBlocks.splice(nextBlocks.indexOf(old), 1, ...(keep ? [block, retitled] : [block]));
+      if (earlier !== -1) nextBlocks.splice(earlier, 1);
     } else {
       const failures = nextBlocks.findIndex((b) => titleOf(b) === 'Failures');
       nextBlocks.splice(failures === -1 ? nextBlocks.length : failures, 0, block);
