@@ -8,6 +8,7 @@ import { RunningCall } from '../peer/handler-context.js';
 import type { Logger } from '../peer/logger.js';
 import type { MethodRegistry } from '../peer/method-registry.js';
 import type { IncomingNotification } from '../peer/notifications.js';
+import { isPromiseLike } from '../peer/replies.js';
 import { isReservedMethod } from '../protocol/reserved.js';
 import type { Params } from '../protocol/types.js';
 import type { SubscriptionEvent } from './subscriptions.js';
@@ -100,9 +101,7 @@ export class ClientInbox<S> {
         this.host.logger.warn({ err, method }, 'notification handler failed');
       try {
         const result: unknown = handler(params, call);
-        if (typeof (result as PromiseLike<unknown> | undefined)?.then === 'function') {
-          Promise.resolve(result).catch(failed);
-        }
+        if (isPromiseLike(result)) Promise.resolve(result).catch(failed);
       } catch (err) {
         failed(err);
       }
