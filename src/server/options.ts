@@ -301,7 +301,7 @@ export function resolveUserInbox(
   hasUserOf: boolean,
 ): ResolvedUserInbox | undefined {
   if (value === undefined || value === false) return undefined;
-  if (value !== true && (typeof value !== 'object' || value === null || Array.isArray(value))) {
+  if (value !== true && !isRecord(value)) {
     throw new TypeError('userInbox must be true, false or { maxLength, maxAgeMs, holdMs }');
   }
   if (!hasUserOf) {
@@ -389,8 +389,7 @@ export const limitRules: Record<keyof GatewayLimits, LimitRule> = {
   rateBurst: { min: 1, max: MAX_INT, integer: false },
   maxBufferedBytes: count(0),
   maxBufferedBytesTotal: count(0),
-  // A timer's delay: Node's timers take at most 2^31 - 1 ms.
-  endOfInputDeadlineMs: { min: 1, max: 2 ** 31 - 1, integer: true },
+  endOfInputDeadlineMs: delay,
   maxHttpSockets: count(),
   maxHttpSocketsPerIp: count(),
   headersTimeoutMs: delay,
@@ -410,9 +409,7 @@ export function resolveLimits(limits: GatewayLimits = {}): Required<GatewayLimit
     if (!rule) throw new TypeError(`limits.${String(key)} is not a limit of the gateway`);
     if (value === undefined) continue;
     if (typeof value !== 'number' || Number.isNaN(value)) {
-      throw new TypeError(
-        `limits.${key} must be a number, not ${JSON.stringify(value) ?? typeof value}`,
-      );
+      throw new TypeError(`limits.${key} must be a number, not ${describe(value)}`);
     }
     if (value < rule.min || value > rule.max || (rule.integer && !Number.isInteger(value))) {
       const what = rule.integer ? 'an integer' : 'a number';
@@ -479,10 +476,7 @@ export function resolveRoutes(
   path: string,
   metrics: boolean | undefined = true,
 ): ResolvedRoutes {
-  if (
-    routes !== undefined &&
-    (typeof routes !== 'object' || routes === null || Array.isArray(routes))
-  ) {
+  if (routes !== undefined && !isRecord(routes)) {
     throw new TypeError(
       `routes must be an object such as { livez: '/livez', metrics: false }, not ${describe(routes)}`,
     );
@@ -527,6 +521,11 @@ export function resolveRoutes(
     taken.set(route, `routes.${name}`);
   }
   return resolved;
+}
+
+/** An object of options: not null, not an array. */
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function describe(value: unknown): string {
