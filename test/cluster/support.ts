@@ -1,7 +1,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { writeFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import type { Server, Socket } from 'node:net';
@@ -10,13 +10,13 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect as connectNats } from '@nats-io/transport-node';
-import { build } from 'esbuild';
 import { Redis } from 'ioredis';
 import { WebSocket } from 'ws';
 import { RpcClient } from '../../src/client/client.js';
 import type { ClientOptions } from '../../src/client/client.js';
 import type { ConnectionState } from '../../src/client/connection-state.js';
 import type { SubscriptionEvent } from '../../src/client/subscriptions.js';
+import { bundleForNode } from '../support/bundle.js';
 import { canConnect } from '../support/network.js';
 import { killChild } from '../support/processes.js';
 export { canConnect, killChild };
@@ -71,22 +71,8 @@ export async function httpGet(url: string): Promise<{ status: number; body: stri
  * found through a node_modules symlink. dist/ is neither read nor written, so a stale or
  * half-rebuilt dist cannot affect these tests, nor these tests the ones that spawn dist.
  */
-export async function buildNodeScript(): Promise<{ script: string; dir: string }> {
-  const dir = mkdtempSync(join(tmpdir(), 'wsrpc-cluster-'));
-  symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'), 'dir');
-  const script = join(dir, 'node.mjs');
-  await build({
-    entryPoints: [join(root, 'test/cluster/node.ts')],
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    packages: 'external',
-    outfile: script,
-    sourcemap: 'inline',
-    logLevel: 'error',
-  });
-  return { script, dir };
+export function buildNodeScript(): Promise<{ script: string; dir: string }> {
+  return bundleForNode('test/cluster/node.ts', { sourcemap: 'inline' });
 }
 
 /** One gateway child process. */

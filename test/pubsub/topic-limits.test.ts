@@ -8,12 +8,10 @@
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
 import { afterEach, describe, expect, it } from 'vitest';
+import { bundleForNode } from '../support/bundle.js';
 import { killChild } from '../support/processes.js';
 import { startGateway } from '../support/gateway.js';
 import type { RunningGateway } from '../support/gateway.js';
@@ -103,20 +101,8 @@ describe('the attack, bounded: 100 connections subscribing to ~100 KB names', ()
   let child: ChildProcess | undefined;
 
   async function startChild(): Promise<{ url: string }> {
-    const dir = mkdtempSync(join(tmpdir(), 'wsrpc-heap-'));
+    const { script, dir } = await bundleForNode('test/pubsub/heap-gateway.ts');
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'), 'dir');
-    const script = join(dir, 'gateway.mjs');
-    await build({
-      entryPoints: [join(root, 'test/pubsub/heap-gateway.ts')],
-      bundle: true,
-      platform: 'node',
-      format: 'esm',
-      target: 'node20',
-      packages: 'external',
-      outfile: script,
-      logLevel: 'error',
-    });
     const started = spawn(process.execPath, ['--expose-gc', script], {
       cwd: root,
       stdio: ['ignore', 'pipe', 'pipe'],
