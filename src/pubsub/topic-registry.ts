@@ -25,7 +25,8 @@ export class TopicRegistry {
   private readonly topics = new Map<string, TopicState>();
 
   constructor(
-    private readonly broker: Broker,
+    /** Only the subscription half is used: a wrapper need not forward the rest. */
+    private readonly broker: Pick<Broker, 'subscribe' | 'unsubscribe'>,
     /** The notification frame's fixed start (notificationHead). */
     private readonly head: string,
     /** Hands out subscription ids; the registry takes one per topic to share. */

@@ -7,7 +7,7 @@ import { ErrorCode } from '../protocol/error-codes.js';
 import { InvalidParamsError, ServerError } from '../protocol/errors.js';
 import { ConnectionClosedError } from '../protocol/local-errors.js';
 import { TopicCreationLimitError, defaultRetention } from '../pubsub/broker.js';
-import type { Broker, BrokerMessage, History, Retention } from '../pubsub/broker.js';
+import type { Broker, BrokerMessage, Retention } from '../pubsub/broker.js';
 import { Delivery, defaultFlowControl } from '../pubsub/delivery.js';
 import type { FlowControl } from '../pubsub/delivery.js';
 import { notificationHead } from '../pubsub/frames.js';
@@ -65,44 +65,25 @@ export interface PubSubInbox {
 const INBOX_FLOW: FlowControl = { ...defaultFlowControl, slowConsumer: 'disconnect' };
 
 /**
- * The broker as the topic registry sees it, when user inboxes are on: the messages of inbox
- * topics also go to `received` (the user's plain sessions), after the registry's own
- * subscribers, on the one broker subscription the registry holds per topic (a broker keeps
- * one deliver callback per topic, so nobody else may subscribe those topics).
+ * The broker's subscription half as the topic registry sees it, when user inboxes are on:
+ * the messages of inbox topics also go to `received` (the user's plain sessions), after the
+ * registry's own subscribers, on the one broker subscription the registry holds per topic (a
+ * broker keeps one deliver callback per topic, so nobody else may subscribe those topics).
  */
-class InboxTap implements Broker {
-  constructor(
-    private readonly inner: Broker,
-    private readonly received: (message: BrokerMessage) => void,
-  ) {}
-
-  get ready(): boolean {
-    return this.inner.ready;
-  }
-
-  publish(topic: string, payload: string, retention?: Retention): Promise<number> {
-    return this.inner.publish(topic, payload, retention);
-  }
-
-  subscribe(topic: string, deliver: (message: BrokerMessage) => void): Promise<void> {
-    if (!topic.startsWith(INBOX_TOPIC_PREFIX)) return this.inner.subscribe(topic, deliver);
-    return this.inner.subscribe(topic, (message) => {
-      deliver(message);
-      this.received(message);
-    });
-  }
-
-  unsubscribe(topic: string): Promise<void> {
-    return this.inner.unsubscribe(topic);
-  }
-
-  history(topic: string, afterSeq: number, limit?: number): Promise<History> {
-    return this.inner.history(topic, afterSeq, limit);
-  }
-
-  close(): Promise<void> {
-    return this.inner.close();
-  }
+function inboxTap(
+  inner: Broker,
+  received: (message: BrokerMessage) => void,
+): Pick<Broker, 'subscribe' | 'unsubscribe'> {
+  return {
+    subscribe: (topic, deliver) =>
+      topic.startsWith(INBOX_TOPIC_PREFIX)
+        ? inner.subscribe(topic, (message) => {
+            deliver(message);
+            received(message);
+          })
+        : inner.subscribe(topic, deliver),
+    unsubscribe: (topic) => inner.unsubscribe(topic),
+  };
 }
 
 interface TopicDefinition<C> {
@@ -147,7 +128,7 @@ export class PubSubService<C> {
         : { ...defaultLimits, ...limits };
     this.historyReads = new HistoryReads(broker, this.limits.maxHistoryReads);
     this.registry = new TopicRegistry(
-      inbox ? new InboxTap(broker, inbox.received) : broker,
+      inbox ? inboxTap(broker, inbox.received) : broker,
       this.head,
       () => this.newId(),
       (err, topic) => logger.warn({ err, topic }, 'broker unsubscribe failed'),
