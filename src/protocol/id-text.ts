@@ -98,9 +98,11 @@ export function idTextsOf(text: string, value: unknown): (string | undefined)[] 
   const raws = scanIdTexts(text, true);
   let out: (string | undefined)[] | undefined;
   for (let i = 0; i < value.length; i++) {
-    const id = numericId(value[i]);
+    // Only members the scan found a number id in: the others need no second look.
     const raw = raws[i];
-    if (id === undefined || raw === undefined || !differs(raw, id)) continue;
+    if (raw === undefined) continue;
+    const id = numericId(value[i]);
+    if (id === undefined || !differs(raw, id)) continue;
     (out ??= new Array<string | undefined>(value.length))[i] = raw;
   }
   return out;
