@@ -3,7 +3,7 @@
 // message seen, on any node, with epochs and gap signals), each message handed to the same
 // place plain server notifications go. Apart from the client so that it costs nothing when off.
 import { Subject } from 'rxjs';
-import type { Observable, Subscription } from 'rxjs';
+import type { Observable } from 'rxjs';
 import { RunningCall } from '../peer/handler-context.js';
 import type { Logger } from '../peer/logger.js';
 import type { MethodRegistry } from '../peer/method-registry.js';
@@ -46,21 +46,20 @@ export class ClientInbox<S> {
   private readonly gapSubject = new Subject<InboxGap>();
   /** Gap signals of the inbox; completes when the client closes or the server keeps no inbox. */
   readonly gaps$: Observable<InboxGap> = this.gapSubject.asObservable();
-  private subscription: Subscription | undefined;
 
   constructor(private readonly host: InboxHost<S>) {}
 
   /**
    * Subscribe `$inbox` until the client closes (`enabled`; else `gaps$` completes at once).
-   * A server that refuses is told once, in the log, and not asked again.
+   * A server that refuses is told once, in the log, and not asked again. Called once, by the
+   * client's constructor.
    */
   start(enabled: boolean): void {
     if (!enabled) {
       this.gapSubject.complete();
       return;
     }
-    if (this.subscription) return;
-    this.subscription = this.host.subscribeWithMeta(INBOX_SUBSCRIPTION).subscribe({
+    this.host.subscribeWithMeta(INBOX_SUBSCRIPTION).subscribe({
       next: (event) => this.received(event),
       error: (err: unknown) => {
         // Not retried: transient failures (broker down, timeouts) were retried already; this
