@@ -223,12 +223,7 @@ export class Delivery {
     /** The topic's epoch, sent with a gap signal. */
     epoch?: string,
   ): boolean {
-    if (this.stopped) return false;
-    const restarted = this.restartSince(epoch);
-    if (restarted) {
-      this.endRestarted(restarted.epoch, false);
-      return false;
-    }
+    if (this.replayOver(epoch)) return false;
     this.floorSeq = floorSeq;
     this.replayEpoch = epoch;
     if (gap !== 0) this.sendGap(gap, epoch);
@@ -248,12 +243,7 @@ export class Delivery {
     history: readonly { tail: string; seq: number }[],
     epoch: string | undefined = this.replayEpoch,
   ): boolean {
-    if (this.stopped) return false;
-    const restarted = this.restartSince(epoch);
-    if (restarted) {
-      this.endRestarted(restarted.epoch, false);
-      return false;
-    }
+    if (this.replayOver(epoch)) return false;
     if (epoch !== undefined && this.replayEpoch !== undefined && epoch !== this.replayEpoch) {
       // This page is from a numbering the live messages have not shown yet: those held back
       // belong to the old one, and the gap signal covers them.
@@ -274,13 +264,19 @@ export class Delivery {
    * socket to drain below its high-water mark first).
    */
   replayEnd(): void {
-    if (this.stopped) return;
-    const restarted = this.restartSince(this.replayEpoch);
-    if (restarted) {
-      this.endRestarted(restarted.epoch, false);
-      return;
-    }
-    this.flushWaiting();
+    if (!this.replayOver(this.replayEpoch)) this.flushWaiting();
+  }
+
+  /**
+   * Whether the replay (of history read in `epoch`) is over: stopped, or the numbering
+   * restarted since (then ended here, the subscriber told as in `replayBegin`).
+   */
+  private replayOver(epoch: string | undefined): boolean {
+    if (this.stopped) return true;
+    const restarted = this.restartSince(epoch);
+    if (!restarted) return false;
+    this.endRestarted(restarted.epoch, false);
+    return true;
   }
 
   /** The numbering restart seen during the replay, if any (live messages came in another one). */
