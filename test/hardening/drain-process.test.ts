@@ -1,6 +1,5 @@
-import { spawn } from 'node:child_process';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ensureBuilt, exitOf, mainJs, root, waitForLivez } from '../support/demo-process.js';
+import { ensureBuilt, mainJs, waitForLivez, spawnServer } from '../support/demo-process.js';
 import { Resources, freePort, upgradeRefusal } from '../integration/harness.js';
 import type { RawRpc } from '../pubsub/helpers.js';
 import { within } from '../pubsub/helpers.js';
@@ -19,22 +18,8 @@ describe('drain on SIGTERM (child process: node dist/demo/main.js)', () => {
     const port = await freePort();
     const httpUrl = `http://127.0.0.1:${port}`;
     const url = `ws://127.0.0.1:${port}/rpc`;
-    const child = spawn(process.execPath, [mainJs], {
-      cwd: root,
-      env: {
-        ...process.env,
-        PORT: String(port),
-        HOST: '127.0.0.1',
-        LOG_LEVEL: 'warn',
-        DRAIN_DEADLINE_MS: '30000',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const { child, output, exited } = spawnServer(mainJs, port, { DRAIN_DEADLINE_MS: '30000' });
     res.children.push(child);
-    let output = '';
-    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    const exited = exitOf(child);
     await waitForLivez(child, httpUrl);
 
     const asker = await openRaw(res, url);
@@ -96,7 +81,7 @@ describe('drain on SIGTERM (child process: node dist/demo/main.js)', () => {
     });
 
     const { code, signal } = await within(exited, 'the process to exit', 30_000);
-    expect({ code, signal, output: code === 0 ? '' : output }).toEqual({
+    expect({ code, signal, output: code === 0 ? '' : output() }).toEqual({
       code: 0,
       signal: null,
       output: '',

@@ -1,6 +1,5 @@
-import { spawn } from 'node:child_process';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ensureBuilt, exitOf, mainJs, root, waitForLivez } from '../support/demo-process.js';
+import { ensureBuilt, mainJs, waitForLivez, spawnServer } from '../support/demo-process.js';
 import { AskClient, ClientConfirm, Subtract } from '../../demo/service.js';
 import { Resources, freePort, recordStates, waitForState } from './harness.js';
 
@@ -13,16 +12,8 @@ describe('the demo process (dist/demo/main.js)', () => {
   it('serves calls on PORT and drains and exits 0 on SIGTERM', async () => {
     const port = await freePort();
     const httpUrl = `http://127.0.0.1:${port}`;
-    const child = spawn(process.execPath, [mainJs], {
-      cwd: root,
-      env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const { child, output, exited } = spawnServer(mainJs, port);
     res.children.push(child);
-    let output = '';
-    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    const exited = exitOf(child);
 
     await waitForLivez(child, httpUrl);
     const ready = await fetch(`${httpUrl}/readyz`);
@@ -46,7 +37,7 @@ describe('the demo process (dist/demo/main.js)', () => {
 
     expect(child.kill('SIGTERM')).toBe(true);
     const { code, signal } = await exited;
-    expect({ code, signal, output: code === 0 ? '' : output }).toEqual({
+    expect({ code, signal, output: code === 0 ? '' : output() }).toEqual({
       code: 0,
       signal: null,
       output: '',

@@ -5,13 +5,12 @@
  * and error handler, the gateway's WebSocket, POST and health routes, many requests in a row,
  * and SIGTERM, after which the process exits 0 by itself.
  */
-import { spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { build } from 'esbuild';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { exitOf, root } from '../support/demo-process.js';
+import { root, spawnServer } from '../support/demo-process.js';
 import { Resources, freePort, waitForState } from './harness.js';
 
 const res = new Resources();
@@ -98,16 +97,8 @@ describe.each(['express.md', 'fastify.md'])('docs/recipes/%s', (page) => {
   it('runs as written: the app and the gateway on one port, and SIGTERM exits 0', async () => {
     const file = await bundleRecipe(page);
     const port = await freePort();
-    const child = spawn(process.execPath, [file], {
-      cwd: root,
-      env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const { child, output, exited } = spawnServer(file, port);
     res.children.push(child);
-    let output = '';
-    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    const exited = exitOf(child);
     await waitForLivez(port, () => child.exitCode !== null);
 
     // The app.
@@ -145,7 +136,7 @@ describe.each(['express.md', 'fastify.md'])('docs/recipes/%s', (page) => {
 
     expect(child.kill('SIGTERM')).toBe(true);
     const { code, signal } = await exited;
-    expect({ code, signal, output: code === 0 ? '' : output }).toEqual({
+    expect({ code, signal, output: code === 0 ? '' : output() }).toEqual({
       code: 0,
       signal: null,
       output: '',

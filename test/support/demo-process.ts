@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -41,4 +41,28 @@ export function exitOf(
       return resolve({ code: child.exitCode, signal: child.signalCode });
     child.once('exit', (code, signal) => resolve({ code, signal }));
   });
+}
+
+/**
+ * `node file` serving on 127.0.0.1:`port` (log level warn, plus `env`), with its stdout and
+ * stderr kept together for the failure message, and its exit.
+ */
+export function spawnServer(
+  file: string,
+  port: number,
+  env: Record<string, string> = {},
+): {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<{ code: number | null; signal: string | null }>;
+} {
+  const child = spawn(process.execPath, [file], {
+    cwd: root,
+    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  return { child, output: () => output, exited: exitOf(child) };
 }

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
@@ -18,7 +17,7 @@ import {
   tlsFromEnv,
 } from '../../src/index.js';
 import type { Gateway, RpcClient, TransportKind } from '../../src/index.js';
-import { ensureBuilt, exitOf, mainJs, root } from '../support/demo-process.js';
+import { ensureBuilt, exitOf, mainJs, spawnServer } from '../support/demo-process.js';
 import { freePort } from '../support/network.js';
 import { makeSelfSignedCertificate } from '../support/tls.js';
 import type { TestCertificate } from '../support/tls.js';
@@ -407,23 +406,11 @@ describe('tlsFromEnv', () => {
 describe('the demo process with TLS_CERT_FILE and TLS_KEY_FILE', () => {
   it('serves https:// and wss://, then drains and exits 0 on SIGTERM', async () => {
     const port = await freePort();
-    const child = spawn(process.execPath, [mainJs], {
-      cwd: root,
-      env: {
-        ...process.env,
-        PORT: String(port),
-        HOST: '127.0.0.1',
-        LOG_LEVEL: 'warn',
-        TLS_CERT_FILE: certificate.certFile,
-        TLS_KEY_FILE: certificate.keyFile,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    const { child, output, exited } = spawnServer(mainJs, port, {
+      TLS_CERT_FILE: certificate.certFile,
+      TLS_KEY_FILE: certificate.keyFile,
     });
     opened.children.push(child);
-    let output = '';
-    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    const exited = exitOf(child);
     const get = (path: string): Promise<HttpOutcome> =>
       exchange(true, { host: 'localhost', port, path, ca: certificate.cert });
 
@@ -431,7 +418,7 @@ describe('the demo process with TLS_CERT_FILE and TLS_KEY_FILE', () => {
     let livez = 0;
     await waitFor(
       () => {
-        if (child.exitCode !== null) throw new Error(`the demo exited early: ${output}`);
+        if (child.exitCode !== null) throw new Error(`the demo exited early: ${output()}`);
         return livez === 200;
       },
       'the demo to answer /livez over https',
@@ -467,7 +454,7 @@ describe('the demo process with TLS_CERT_FILE and TLS_KEY_FILE', () => {
 
     expect(child.kill('SIGTERM')).toBe(true);
     const { code, signal } = await exited;
-    expect({ code, signal, output: code === 0 ? '' : output }).toEqual({
+    expect({ code, signal, output: code === 0 ? '' : output() }).toEqual({
       code: 0,
       signal: null,
       output: '',
