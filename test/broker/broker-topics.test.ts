@@ -13,7 +13,7 @@ import type { Broker } from '../../src/pubsub/broker.js';
 import { MemoryBroker } from '../../src/pubsub/memory-broker.js';
 import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import { NatsBroker } from '../../src/pubsub/nats-broker.js';
-import { deleteNatsStreams, deleteRedisKeys } from '../cluster/support.js';
+import { deleteNatsStreams, deleteRedisKeys } from '../support/brokers.js';
 import { canConnect } from '../support/network.js';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';

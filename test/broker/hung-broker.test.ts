@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Broker } from '../../src/pubsub/broker.js';
 import { NatsBroker } from '../../src/pubsub/nats-broker.js';
 import { RedisBroker } from '../../src/pubsub/redis-broker.js';
-import { waitUntil } from '../pubsub/helpers.js';
+import { waitUntil } from '../support/waiting.js';
 import { startGateway } from '../support/gateway.js';
 import type { RunningGateway } from '../support/gateway.js';
 import { canConnect, freePort } from '../support/network.js';

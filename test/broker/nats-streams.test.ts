@@ -17,7 +17,8 @@ import type { BrokerMessage } from '../../src/pubsub/broker.js';
 import { NatsBroker } from '../../src/pubsub/nats-broker.js';
 import { natsTopicNames } from '../../src/pubsub/nats-names.js';
 import type { Gateway } from '../../src/server/gateway.js';
-import { RawRpc, waitUntil } from '../pubsub/helpers.js';
+import { RawRpc } from '../support/raw-rpc.js';
+import { waitUntil } from '../support/waiting.js';
 import { canConnect } from '../support/network.js';
 import { startGateway } from '../support/gateway.js';
 

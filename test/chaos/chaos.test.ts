@@ -11,8 +11,10 @@
 import { dirname } from 'node:path';
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildNodeScript, hasProgram, inCi } from '../cluster/support.js';
-import type { BrokerKind } from '../cluster/support.js';
+import { buildNodeScript } from '../support/cluster.js';
+import { hasProgram } from '../support/server-processes.js';
+import { inCi } from '../support/environment.js';
+import type { BrokerKind } from '../support/brokers.js';
 import { SCENARIOS, formatReport, runChaos } from './engine.js';
 
 const programs: Record<BrokerKind, string> = { redis: 'redis-server', nats: 'nats-server' };

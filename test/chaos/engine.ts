@@ -54,19 +54,15 @@ import { execFileSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import type { SubscriptionEvent } from '../../src/client/subscriptions.js';
 import type { RpcClient } from '../../src/client/client.js';
-import {
-  Cluster,
-  Subscriber,
-  TcpRelay,
-  buildNodeScript,
-  httpGet,
-  killChild,
-  root,
-  settle,
-  sleep,
-  waitFor,
-} from '../cluster/support.js';
-import type { BrokerKind, GatewayNode, NodeInfo } from '../cluster/support.js';
+import { Cluster, Subscriber, buildNodeScript } from '../support/cluster.js';
+import { TcpRelay } from '../support/tcp-relay.js';
+import { httpGet } from '../support/network.js';
+import { killChild } from '../support/processes.js';
+import { root } from '../support/environment.js';
+import { settle, waitFor } from '../support/waiting.js';
+import { sleep } from '../support/promises.js';
+import type { BrokerKind } from '../support/brokers.js';
+import type { GatewayNode, NodeInfo } from '../support/cluster.js';
 import {
   PublishLog,
   accountSubscription,

@@ -12,8 +12,12 @@ import type { ChildProcess } from 'node:child_process';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect as connectNats } from '@nats-io/transport-node';
 import { freePort } from '../support/network.js';
-import { canConnect, killChild, startRedisServer, waitFor } from '../cluster/support.js';
-import type { BrokerKind, Cluster } from '../cluster/support.js';
+import { canConnect } from '../support/network.js';
+import { killChild } from '../support/processes.js';
+import { startRedisServer } from '../support/server-processes.js';
+import { waitFor } from '../support/waiting.js';
+import type { BrokerKind } from '../support/brokers.js';
+import type { Cluster } from '../support/cluster.js';
 
 export class PrivateBroker {
   port = 0;

@@ -4,9 +4,12 @@ import { backoffDelay, defaultBackoff } from '../../src/client/backoff.js';
 import type { BackoffOptions } from '../../src/client/backoff.js';
 import type { ConnectionState } from '../../src/client/connection-state.js';
 import type { Session } from '../../src/index.js';
-import { Resources, freePort, sleep } from '../integration/harness.js';
-import { waitUntil } from '../pubsub/helpers.js';
-import { captureLogger, logged, sumGateway } from './support.js';
+import { Resources } from '../support/resources.js';
+import { freePort } from '../support/network.js';
+import { sleep } from '../support/promises.js';
+import { waitUntil } from '../support/waiting.js';
+import { captureLogger, logged } from '../support/logging.js';
+import { sumGateway } from '../support/client.js';
 
 const res = new Resources();
 const subscriptions: Subscription[] = [];

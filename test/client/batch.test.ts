@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode, JsonRpcError } from '../../src/index.js';
-import { Resources } from '../integration/harness.js';
+import { Resources } from '../support/resources.js';
 
-import { sumGateway } from './support.js';
+import { sumGateway } from '../support/client.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

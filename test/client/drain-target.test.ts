@@ -1,8 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { Resources, waitForState } from '../integration/harness.js';
-import { waitUntil } from '../pubsub/helpers.js';
+import { Resources } from '../support/resources.js';
+import { waitForState } from '../support/client.js';
+import { waitUntil } from '../support/waiting.js';
 
-import { sumGateway } from './support.js';
+import { sumGateway } from '../support/client.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

@@ -1,8 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { Resources, freePort, waitForState } from '../integration/harness.js';
-import { waitUntil } from '../pubsub/helpers.js';
+import { Resources } from '../support/resources.js';
+import { freePort } from '../support/network.js';
+import { waitForState } from '../support/client.js';
+import { waitUntil } from '../support/waiting.js';
 import { redactUrl } from '../../src/client/redact-url.js';
-import { captureLogger, logged, recordText, sumGateway } from './support.js';
+import { captureLogger, logged, recordText } from '../support/logging.js';
+import { sumGateway } from '../support/client.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

@@ -1,6 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { Resources, rejectionOf, waitForState } from '../integration/harness.js';
-import { captureLogger, logged, sumGateway } from './support.js';
+import { Resources } from '../support/resources.js';
+import { rejectionOf } from '../support/promises.js';
+import { waitForState } from '../support/client.js';
+import { captureLogger, logged } from '../support/logging.js';
+import { sumGateway } from '../support/client.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

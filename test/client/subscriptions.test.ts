@@ -9,10 +9,14 @@ import {
   type SubscriptionEvent,
 } from '../../src/index.js';
 import type { ClientOptions } from '../../src/client/client.js';
-import { Resources, deferred, rejectionOf, waitForState } from '../integration/harness.js';
-import { RawRpc, newSession, sessionIds, waitUntil } from '../pubsub/helpers.js';
-import type { WireFrame } from '../pubsub/helpers.js';
-import { recordingWebSocket } from './support.js';
+import { Resources } from '../support/resources.js';
+import { deferred, rejectionOf } from '../support/promises.js';
+import { waitForState } from '../support/client.js';
+import { RawRpc } from '../support/raw-rpc.js';
+import { newSession, sessionIds } from '../support/gateway.js';
+import { waitUntil } from '../support/waiting.js';
+import type { WireFrame } from '../support/raw-rpc.js';
+import { recordingWebSocket } from '../support/client.js';
 
 const res = new Resources();
 const subscriptions: Subscription[] = [];

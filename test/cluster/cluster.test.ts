@@ -8,30 +8,24 @@ import { readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { JsonRpcError } from '../../src/protocol/errors.js';
-import { freePort } from '../integration/harness.js';
+import { freePort } from '../support/network.js';
 import { openRawSocket } from '../support/gateway.js';
+import { Cluster, buildNodeScript, sequenceProblem } from '../support/cluster.js';
+import { REDIS_URL, natsLastSeq, withRedis } from '../support/brokers.js';
+import { TcpRelay } from '../support/tcp-relay.js';
+import { canConnect, httpGet } from '../support/network.js';
 import {
-  Cluster,
-  REDIS_URL,
-  TcpRelay,
-  buildNodeScript,
-  canConnect,
   findNginx,
   hasProgram,
-  httpGet,
-  inCi,
-  natsLastSeq,
   renderNginxSite,
-  root,
-  sequenceProblem,
-  settle,
-  sleep,
   startNginx,
   startRedisServer,
-  waitFor,
-  withRedis,
-} from './support.js';
-import type { BrokerKind, Expected, GatewayNode, Subscriber } from './support.js';
+} from '../support/server-processes.js';
+import { inCi, root } from '../support/environment.js';
+import { settle, waitFor } from '../support/waiting.js';
+import { sleep } from '../support/promises.js';
+import type { BrokerKind } from '../support/brokers.js';
+import type { Expected, GatewayNode, Subscriber } from '../support/cluster.js';
 
 const redisUp = await canConnect(6379);
 const natsUp = await canConnect(4222);

@@ -10,10 +10,10 @@ import type { Broker } from '../../src/pubsub/broker.js';
 import { NatsBroker } from '../../src/pubsub/nats-broker.js';
 import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import { UpgradeRejection } from '../../src/server/upgrade-rejection.js';
-import { Resources } from '../integration/harness.js';
-import { waitUntil } from '../pubsub/helpers.js';
+import { Resources } from '../support/resources.js';
+import { waitUntil } from '../support/waiting.js';
 import { canConnect } from '../support/network.js';
-import { NATS_URL, REDIS_URL, deleteNatsStreams, deleteRedisKeys } from './support.js';
+import { NATS_URL, REDIS_URL, deleteNatsStreams, deleteRedisKeys } from '../support/brokers.js';
 
 const mustRun = process.env['CI'] === 'true';
 const redisUp = await canConnect(6379);

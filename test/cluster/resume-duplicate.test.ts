@@ -12,9 +12,9 @@
 import { afterEach, expect, it } from 'vitest';
 import type { Broker, BrokerMessage, History, Retention } from '../../src/pubsub/broker.js';
 import { MemoryBroker } from '../../src/pubsub/memory-broker.js';
-import { Resources } from '../integration/harness.js';
+import { Resources } from '../support/resources.js';
 import { openRawSocket } from '../support/gateway.js';
-import { waitFor } from './support.js';
+import { waitFor } from '../support/waiting.js';
 
 /** A memory broker whose live deliveries lag behind its history while `lagging`. */
 class LaggingBroker implements Broker {

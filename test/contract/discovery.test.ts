@@ -5,8 +5,8 @@ import { demoContract } from '../../demo/contract.js';
 import { defineContract } from '../../src/contract/contract.js';
 import { toOpenRpc } from '../../src/contract/openrpc.js';
 import type { OpenRpcDocument } from '../../src/contract/openrpc.js';
-import { Resources } from '../integration/harness.js';
-import { RawRpc } from '../pubsub/helpers.js';
+import { Resources } from '../support/resources.js';
+import { RawRpc } from '../support/raw-rpc.js';
 import { calc, implementCalc } from './contracts.js';
 import { openrpcValidator } from './openrpc-meta.js';
 

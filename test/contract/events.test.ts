@@ -9,9 +9,10 @@ import type { JsonRpcError } from '../../src/protocol/errors.js';
 import { contractEvents, implementContract } from '../../src/server/contract-server.js';
 import type { ImplementOptions } from '../../src/server/contract-server.js';
 import type { Session } from '../../src/server/session.js';
-import { captureLogger } from '../client/support.js';
-import { Resources, rejectionOf } from '../integration/harness.js';
-import { waitUntil } from '../pubsub/helpers.js';
+import { captureLogger } from '../support/logging.js';
+import { Resources } from '../support/resources.js';
+import { rejectionOf } from '../support/promises.js';
+import { waitUntil } from '../support/waiting.js';
 
 /*
  * What the server pushes (notifications, topic messages) against the contract: typed and,

@@ -1,7 +1,7 @@
 import { Ajv } from 'ajv';
 import { WebSocket } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Resources } from '../integration/harness.js';
+import { Resources } from '../support/resources.js';
 
 /*
  * A client generated from nothing but the OpenRPC document a running gateway

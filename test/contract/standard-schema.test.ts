@@ -4,8 +4,8 @@ import { useContract } from '../../src/client/contract-client.js';
 import { defineContract } from '../../src/contract/contract.js';
 import type { OpenRpcDocument } from '../../src/contract/openrpc.js';
 import { implementContract } from '../../src/server/contract-server.js';
-import { Resources } from '../integration/harness.js';
-import { RawRpc } from '../pubsub/helpers.js';
+import { Resources } from '../support/resources.js';
+import { RawRpc } from '../support/raw-rpc.js';
 import { openrpcValidator } from './openrpc-meta.js';
 
 /*

@@ -1,6 +1,3 @@
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import ts from 'typescript';
 import { firstValueFrom, map, of, range, toArray } from 'rxjs';
 import type { Observable } from 'rxjs';
 import { afterEach, describe, expect, expectTypeOf, it } from 'vitest';
@@ -21,8 +18,9 @@ import type { RpcClient } from '../../src/client/client.js';
 import { clientApi, implementContract } from '../../src/server/contract-server.js';
 import type { Gateway } from '../../src/server/gateway.js';
 import type { Session } from '../../src/server/session.js';
-import { Resources } from '../integration/harness.js';
+import { Resources } from '../support/resources.js';
 import { calc } from './contracts.js';
+import { typeErrors } from './type-errors.js';
 
 /*
  * Compile-time checks: `npx tsc --noEmit -p .` is what runs them. Each
@@ -459,31 +457,6 @@ describe('server-to-client calls (clientApi)', () => {
  * each is type-checked on its own with the project's compiler options, and the
  * test asserts the error the contract's types should have produced.
  */
-const here = dirname(fileURLToPath(import.meta.url));
-const root = join(here, '..', '..');
-
-/** Type errors of `source`, checked as if it were a file in this directory. */
-function typeErrors(source: string): string[] {
-  const configPath = join(root, 'tsconfig.json');
-  const config = ts.readConfigFile(configPath, (p) => ts.sys.readFile(p));
-  const parsed = ts.parseJsonConfigFileContent(config.config, ts.sys, root);
-  const file = join(here, '__snippet__.ts');
-  const host = ts.createCompilerHost(parsed.options);
-  const getSourceFile = host.getSourceFile.bind(host);
-  host.getSourceFile = (name, languageVersion, ...rest) =>
-    name === file
-      ? ts.createSourceFile(name, source, languageVersion)
-      : getSourceFile(name, languageVersion, ...rest);
-  const fileExists = host.fileExists.bind(host);
-  host.fileExists = (name) => name === file || fileExists(name);
-  const program = ts.createProgram([file], { ...parsed.options, noEmit: true }, host);
-  return ts.getPreEmitDiagnostics(program, program.getSourceFile(file)).map((d) => {
-    const line =
-      d.file && d.start !== undefined ? d.file.getLineAndCharacterOfPosition(d.start).line : -1;
-    return `${line + 1}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`;
-  });
-}
-
 const snippetHead = `
 import { z } from 'zod';
 import { defineContract } from '../../src/contract/contract.js';

@@ -7,8 +7,9 @@ import { InvalidParamsError } from '../../src/protocol/errors.js';
 import type { JsonRpcError } from '../../src/protocol/errors.js';
 import { clientApi, implementContract } from '../../src/server/contract-server.js';
 import type { Gateway } from '../../src/server/gateway.js';
-import { Resources, rejectionOf } from '../integration/harness.js';
-import { RawRpc } from '../pubsub/helpers.js';
+import { Resources } from '../support/resources.js';
+import { rejectionOf } from '../support/promises.js';
+import { RawRpc } from '../support/raw-rpc.js';
 import { calc, implementCalc } from './contracts.js';
 
 const res = new Resources();

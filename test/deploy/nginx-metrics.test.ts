@@ -6,16 +6,11 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  findNginx,
-  httpGet,
-  inCi,
-  killChild,
-  renderNginxSite,
-  root,
-  startNginx,
-} from '../cluster/support.js';
-import type { Cluster } from '../cluster/support.js';
+import { findNginx, renderNginxSite, startNginx } from '../support/server-processes.js';
+import { httpGet } from '../support/network.js';
+import { inCi, root } from '../support/environment.js';
+import { killChild } from '../support/processes.js';
+import type { Cluster } from '../support/cluster.js';
 import { freePort } from '../support/network.js';
 
 // deploy/nginx.conf as nginx runs it (rendered for 127.0.0.1 as the cluster test does), in

@@ -7,9 +7,10 @@
 import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Gateway } from '../../src/index.js';
-import { Resources, deferred } from '../integration/harness.js';
-import { waitUntil, within } from '../pubsub/helpers.js';
-import { connectWhenAdmitted } from './helpers.js';
+import { Resources } from '../support/resources.js';
+import { deferred } from '../support/promises.js';
+import { waitUntil, within } from '../support/waiting.js';
+import { connectWhenAdmitted } from '../support/sockets.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

@@ -2,22 +2,13 @@ import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { UpgradeRejection } from '../../src/index.js';
-import {
-  Resources,
-  closeOf,
-  deferred,
-  upgradeRefusal,
-  waitForState,
-} from '../integration/harness.js';
-import { waitUntil, within } from '../pubsub/helpers.js';
-import {
-  attemptUpgrade,
-  connectWhenAdmitted,
-  openRaw,
-  openSocket,
-  sampleValue,
-  scrape,
-} from './helpers.js';
+import { Resources } from '../support/resources.js';
+import { closeOf, upgradeRefusal } from '../support/sockets.js';
+import { deferred } from '../support/promises.js';
+import { waitForState } from '../support/client.js';
+import { waitUntil, within } from '../support/waiting.js';
+import { attemptUpgrade, connectWhenAdmitted, openRaw, openSocket } from '../support/sockets.js';
+import { sampleValue, scrape } from '../support/metrics.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

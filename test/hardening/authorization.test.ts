@@ -4,9 +4,12 @@ import { WebSocket } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode, UpgradeRejection } from '../../src/index.js';
 import type { Params, Session, UpgradeRequest } from '../../src/index.js';
-import { Resources, upgradeRefusal, waitForState } from '../integration/harness.js';
-import { within } from '../pubsub/helpers.js';
-import { CaptureLogger, openRaw } from './helpers.js';
+import { Resources } from '../support/resources.js';
+import { upgradeRefusal } from '../support/sockets.js';
+import { waitForState } from '../support/client.js';
+import { within } from '../support/waiting.js';
+import { CaptureLogger } from './capture-logger.js';
+import { openRaw } from '../support/sockets.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

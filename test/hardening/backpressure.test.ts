@@ -7,10 +7,11 @@ import { connect } from 'node:net';
 import type { Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Gateway, Session } from '../../src/index.js';
-import { Resources } from '../integration/harness.js';
-import { newSession, sessionIds, waitUntil } from '../pubsub/helpers.js';
-import type { WireFrame } from '../pubsub/helpers.js';
-import { openRaw } from './helpers.js';
+import { Resources } from '../support/resources.js';
+import { newSession, sessionIds } from '../support/gateway.js';
+import { waitUntil } from '../support/waiting.js';
+import type { WireFrame } from '../support/raw-rpc.js';
+import { openRaw } from '../support/sockets.js';
 
 const res = new Resources();
 const sockets: Socket[] = [];

@@ -13,10 +13,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { MemoryBroker } from '../../src/index.js';
 import type { Broker, BrokerMessage, History, Retention } from '../../src/index.js';
 import { RedisBroker } from '../../src/pubsub/redis-broker.js';
-import { Resources, deferred, upgradeRefusal } from '../integration/harness.js';
+import { Resources } from '../support/resources.js';
+import { deferred } from '../support/promises.js';
+import { upgradeRefusal } from '../support/sockets.js';
 import { canConnect, freePort } from '../support/network.js';
-import { waitUntil } from '../pubsub/helpers.js';
-import { attemptUpgrade, openRaw } from './helpers.js';
+import { waitUntil } from '../support/waiting.js';
+import { attemptUpgrade, openRaw } from '../support/sockets.js';
 import { killChild } from '../support/processes.js';
 
 const res = new Resources();

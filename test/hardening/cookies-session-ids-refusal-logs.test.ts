@@ -4,15 +4,10 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { UpgradeRejection } from '../../src/index.js';
-import { Resources } from '../integration/harness.js';
-import {
-  attemptUpgrade,
-  CaptureLogger,
-  openRaw,
-  openSocket,
-  sampleValue,
-  scrape,
-} from './helpers.js';
+import { Resources } from '../support/resources.js';
+import { attemptUpgrade, openRaw, openSocket } from '../support/sockets.js';
+import { CaptureLogger } from './capture-logger.js';
+import { sampleValue, scrape } from '../support/metrics.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

@@ -1,9 +1,11 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBuilt, mainJs, waitForLivez, spawnServer } from '../support/demo-process.js';
-import { Resources, freePort, upgradeRefusal } from '../integration/harness.js';
-import type { RawRpc } from '../pubsub/helpers.js';
-import { within } from '../pubsub/helpers.js';
-import { openRaw } from './helpers.js';
+import { Resources } from '../support/resources.js';
+import { freePort } from '../support/network.js';
+import { upgradeRefusal } from '../support/sockets.js';
+import type { RawRpc } from '../support/raw-rpc.js';
+import { within } from '../support/waiting.js';
+import { openRaw } from '../support/sockets.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

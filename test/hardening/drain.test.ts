@@ -1,16 +1,12 @@
 import { WebSocket } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../src/index.js';
-import {
-  Resources,
-  deferred,
-  recordStates,
-  untilAborted,
-  upgradeRefusal,
-  waitForState,
-} from '../integration/harness.js';
-import { waitUntil } from '../pubsub/helpers.js';
-import { openRaw } from './helpers.js';
+import { Resources } from '../support/resources.js';
+import { deferred, untilAborted } from '../support/promises.js';
+import { recordStates, waitForState } from '../support/client.js';
+import { upgradeRefusal } from '../support/sockets.js';
+import { waitUntil } from '../support/waiting.js';
+import { openRaw } from '../support/sockets.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

@@ -37,9 +37,11 @@ import { NatsBroker } from '../../src/pubsub/nats-broker.js';
 import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import type { Gateway } from '../../src/server/gateway.js';
 import { defaultLimits } from '../../src/server/options.js';
-import { deleteRedisKeys } from '../cluster/support.js';
-import { Resources, sleep } from '../integration/harness.js';
-import { RawRpc, waitUntil } from '../pubsub/helpers.js';
+import { deleteRedisKeys } from '../support/brokers.js';
+import { Resources } from '../support/resources.js';
+import { sleep } from '../support/promises.js';
+import { RawRpc } from '../support/raw-rpc.js';
+import { waitUntil } from '../support/waiting.js';
 import { startGateway } from '../support/gateway.js';
 import { canConnect } from '../support/network.js';
 

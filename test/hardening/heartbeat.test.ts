@@ -6,9 +6,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { HEARTBEAT_CLOSE_CODE } from '../../src/client/client.js';
 import type { Session } from '../../src/index.js';
 import type { WsTransport } from '../../src/transport/ws-transport.js';
-import { Resources, closeOf, recordStates, waitForState } from '../integration/harness.js';
-import { waitUntil, within } from '../pubsub/helpers.js';
-import { openSocket } from './helpers.js';
+import { Resources } from '../support/resources.js';
+import { closeOf } from '../support/sockets.js';
+import { recordStates, waitForState } from '../support/client.js';
+import { waitUntil, within } from '../support/waiting.js';
+import { openSocket } from '../support/sockets.js';
 
 const res = new Resources();
 const servers: WebSocketServer[] = [];

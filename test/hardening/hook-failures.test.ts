@@ -4,8 +4,9 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { Resources } from '../integration/harness.js';
-import { CaptureLogger, attemptUpgrade } from './helpers.js';
+import { Resources } from '../support/resources.js';
+import { CaptureLogger } from './capture-logger.js';
+import { attemptUpgrade } from '../support/sockets.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

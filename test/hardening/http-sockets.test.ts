@@ -11,11 +11,13 @@ import type { Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { Resources, deferred } from '../integration/harness.js';
+import { Resources } from '../support/resources.js';
+import { deferred } from '../support/promises.js';
 import { makeSelfSignedCertificate } from '../support/tls.js';
 import type { TestCertificate } from '../support/tls.js';
-import { waitUntil, within } from '../pubsub/helpers.js';
-import { attemptUpgrade, openRaw, sampleValue, scrape } from './helpers.js';
+import { waitUntil, within } from '../support/waiting.js';
+import { attemptUpgrade, openRaw } from '../support/sockets.js';
+import { sampleValue, scrape } from '../support/metrics.js';
 
 const res = new Resources();
 const sockets: Socket[] = [];

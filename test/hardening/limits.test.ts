@@ -3,9 +3,10 @@ import { WebSocket } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode, JsonRpcError, TooManyPendingCallsError } from '../../src/index.js';
 import type { GatewayLimits } from '../../src/index.js';
-import { Resources, deferred, rejectionOf, untilAborted } from '../integration/harness.js';
-import type { RawRpc, WireFrame } from '../pubsub/helpers.js';
-import { openRaw } from './helpers.js';
+import { Resources } from '../support/resources.js';
+import { deferred, rejectionOf, untilAborted } from '../support/promises.js';
+import type { RawRpc, WireFrame } from '../support/raw-rpc.js';
+import { openRaw } from '../support/sockets.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

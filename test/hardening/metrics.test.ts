@@ -1,8 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../src/index.js';
-import { Resources } from '../integration/harness.js';
-import { waitUntil } from '../pubsub/helpers.js';
-import { openRaw, parseSamples, sampleValue, scrape } from './helpers.js';
+import { Resources } from '../support/resources.js';
+import { waitUntil } from '../support/waiting.js';
+import { openRaw } from '../support/sockets.js';
+import { parseSamples, sampleValue, scrape } from '../support/metrics.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

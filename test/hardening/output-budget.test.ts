@@ -9,9 +9,9 @@ import type { Socket } from 'node:net';
 import { firstValueFrom } from 'rxjs';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Gateway, Session } from '../../src/index.js';
-import { Resources } from '../integration/harness.js';
-import { waitUntil, within } from '../pubsub/helpers.js';
-import { openRaw, openSocket } from './helpers.js';
+import { Resources } from '../support/resources.js';
+import { waitUntil, within } from '../support/waiting.js';
+import { openRaw, openSocket } from '../support/sockets.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

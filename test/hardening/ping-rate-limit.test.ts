@@ -3,8 +3,8 @@
  * and is answered -32003 once it is empty (it used to be answered before the limit, for free).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { Resources } from '../integration/harness.js';
-import { openRaw } from './helpers.js';
+import { Resources } from '../support/resources.js';
+import { openRaw } from '../support/sockets.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

@@ -6,9 +6,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode, createLogger } from '../../src/index.js';
 import { NOISE_WARN_LIMIT } from '../../src/peer/peer.js';
-import { Resources } from '../integration/harness.js';
-import type { WireFrame } from '../pubsub/helpers.js';
-import { openRaw } from './helpers.js';
+import { Resources } from '../support/resources.js';
+import type { WireFrame } from '../support/raw-rpc.js';
+import { openRaw } from '../support/sockets.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

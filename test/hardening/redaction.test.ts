@@ -2,9 +2,11 @@ import { WebSocket } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
 import { REDACTED_PATHS, UpgradeRejection, createLogger } from '../../src/index.js';
 import type { UpgradeRequest } from '../../src/index.js';
-import { Resources, upgradeRefusal } from '../integration/harness.js';
-import { waitUntil } from '../pubsub/helpers.js';
-import { CaptureLogger, openSocket } from './helpers.js';
+import { Resources } from '../support/resources.js';
+import { upgradeRefusal } from '../support/sockets.js';
+import { waitUntil } from '../support/waiting.js';
+import { CaptureLogger } from './capture-logger.js';
+import { openSocket } from '../support/sockets.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

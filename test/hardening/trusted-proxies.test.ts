@@ -8,8 +8,8 @@ import type { Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { GatewayOptions, UpgradeRequest } from '../../src/index.js';
 import { TrustedProxies } from '../../src/server/client-address.js';
-import { Resources } from '../integration/harness.js';
-import { attemptUpgrade } from './helpers.js';
+import { Resources } from '../support/resources.js';
+import { attemptUpgrade } from '../support/sockets.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

@@ -2,7 +2,10 @@ import { WebSocket } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
 import { UpgradeRejection } from '../../src/index.js';
 import type { UpgradeRequest, WebSocketConstructor } from '../../src/index.js';
-import { Resources, deferred, upgradeRefusal, waitForState } from './harness.js';
+import { Resources } from '../support/resources.js';
+import { deferred } from '../support/promises.js';
+import { upgradeRefusal } from '../support/sockets.js';
+import { waitForState } from '../support/client.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

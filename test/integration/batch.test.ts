@@ -1,7 +1,8 @@
 import { firstValueFrom } from 'rxjs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MethodNotFoundError, InvalidParamsError } from '../../src/index.js';
-import { Resources, deferred } from './harness.js';
+import { Resources } from '../support/resources.js';
+import { deferred } from '../support/promises.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

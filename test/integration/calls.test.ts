@@ -10,7 +10,8 @@ import {
   MethodNotFoundError,
   TimeoutError,
 } from '../../src/index.js';
-import { Resources, deferred, rejectionOf, untilAborted } from './harness.js';
+import { Resources } from '../support/resources.js';
+import { deferred, rejectionOf, untilAborted } from '../support/promises.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

@@ -4,15 +4,9 @@ import { firstValueFrom, lastValueFrom } from 'rxjs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Sum } from '../../demo/service.js';
 import { ConnectionClosedError, NotConnectedError, UpgradeRejection } from '../../src/index.js';
-import {
-  Resources,
-  deferred,
-  recordStates,
-  rejectionOf,
-  sleep,
-  untilAborted,
-  waitForState,
-} from './harness.js';
+import { Resources } from '../support/resources.js';
+import { deferred, rejectionOf, sleep, untilAborted } from '../support/promises.js';
+import { recordStates, waitForState } from '../support/client.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

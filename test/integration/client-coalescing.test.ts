@@ -2,8 +2,8 @@ import type { WsTransport } from '../../src/transport/ws-transport.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Gateway } from '../../src/server/gateway.js';
 import type { RpcClient } from '../../src/client/client.js';
-import { waitUntil } from '../pubsub/helpers.js';
-import { Resources } from './harness.js';
+import { waitUntil } from '../support/waiting.js';
+import { Resources } from '../support/resources.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

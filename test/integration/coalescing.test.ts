@@ -3,8 +3,9 @@ import type { Duplex } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Gateway } from '../../src/server/gateway.js';
 import type { Session } from '../../src/server/session.js';
-import { RawRpc, waitUntil } from '../pubsub/helpers.js';
-import { Resources } from './harness.js';
+import { RawRpc } from '../support/raw-rpc.js';
+import { waitUntil } from '../support/waiting.js';
+import { Resources } from '../support/resources.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

@@ -1,7 +1,9 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBuilt, mainJs, waitForLivez, spawnServer } from '../support/demo-process.js';
 import { AskClient, ClientConfirm, Subtract } from '../../demo/service.js';
-import { Resources, freePort, recordStates, waitForState } from './harness.js';
+import { Resources } from '../support/resources.js';
+import { freePort } from '../support/network.js';
+import { recordStates, waitForState } from '../support/client.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

@@ -1,8 +1,8 @@
 import { firstValueFrom } from 'rxjs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { UpgradeRejection } from '../../src/server/upgrade-rejection.js';
-import { waitUntil } from '../pubsub/helpers.js';
-import { Resources } from './harness.js';
+import { waitUntil } from '../support/waiting.js';
+import { Resources } from '../support/resources.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

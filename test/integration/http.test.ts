@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { Resources, closeOf, silentWebSocket, upgradeRefusal } from './harness.js';
+import { Resources } from '../support/resources.js';
+import { closeOf, silentWebSocket, upgradeRefusal } from '../support/sockets.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

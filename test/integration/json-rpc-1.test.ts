@@ -4,7 +4,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { InvalidParamsError } from '../../src/index.js';
-import { Resources } from './harness.js';
+import { Resources } from '../support/resources.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

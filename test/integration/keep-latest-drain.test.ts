@@ -6,9 +6,10 @@
 import { connect } from 'node:net';
 import type { Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { RawRpc, waitUntil } from '../pubsub/helpers.js';
-import type { SubscriptionParams } from '../pubsub/helpers.js';
-import { Resources } from './harness.js';
+import { RawRpc } from '../support/raw-rpc.js';
+import { waitUntil } from '../support/waiting.js';
+import type { SubscriptionParams } from '../support/raw-rpc.js';
+import { Resources } from '../support/resources.js';
 
 const res = new Resources();
 const sockets: Socket[] = [];

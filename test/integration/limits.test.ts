@@ -2,14 +2,10 @@ import { firstValueFrom } from 'rxjs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Sum } from '../../demo/service.js';
 import { ConnectionClosedError, ErrorCode, JsonRpcError } from '../../src/index.js';
-import {
-  Resources,
-  closeOf,
-  recordStates,
-  rejectionOf,
-  silentWebSocket,
-  waitForState,
-} from './harness.js';
+import { Resources } from '../support/resources.js';
+import { closeOf, silentWebSocket } from '../support/sockets.js';
+import { recordStates, waitForState } from '../support/client.js';
+import { rejectionOf } from '../support/promises.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

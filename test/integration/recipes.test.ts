@@ -11,7 +11,9 @@ import { join } from 'node:path';
 import { build } from 'esbuild';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { root, spawnServer } from '../support/demo-process.js';
-import { Resources, freePort, waitForState } from './harness.js';
+import { Resources } from '../support/resources.js';
+import { freePort } from '../support/network.js';
+import { waitForState } from '../support/client.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

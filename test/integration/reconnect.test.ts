@@ -8,15 +8,10 @@ import {
   TimeoutError,
 } from '../../src/index.js';
 import type { IncomingNotification, Session } from '../../src/index.js';
-import {
-  Resources,
-  deferred,
-  freePort,
-  recordStates,
-  rejectionOf,
-  untilAborted,
-  waitForState,
-} from './harness.js';
+import { Resources } from '../support/resources.js';
+import { deferred, rejectionOf, untilAborted } from '../support/promises.js';
+import { freePort } from '../support/network.js';
+import { recordStates, waitForState } from '../support/client.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

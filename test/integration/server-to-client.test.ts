@@ -12,7 +12,8 @@ import {
   notification,
 } from '../../src/index.js';
 import type { RpcClient, Session } from '../../src/index.js';
-import { Resources, deferred, rejectionOf, untilAborted } from './harness.js';
+import { Resources } from '../support/resources.js';
+import { deferred, rejectionOf, untilAborted } from '../support/promises.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

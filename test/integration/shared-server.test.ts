@@ -18,7 +18,9 @@ import { WebSocket, WebSocketServer } from 'ws';
 import { createGateway } from '../../src/index.js';
 import type { GatewayOptions } from '../../src/index.js';
 import { silentLogger } from '../../src/peer/logger.js';
-import { Resources, closeOf, sleep, upgradeRefusal } from './harness.js';
+import { Resources } from '../support/resources.js';
+import { closeOf, upgradeRefusal } from '../support/sockets.js';
+import { sleep } from '../support/promises.js';
 
 const res = new Resources();
 const servers: HttpServer[] = [];

@@ -11,9 +11,11 @@ import type { JsonRpcError } from '../../src/index.js';
 import { createGateway } from '../../src/server/gateway.js';
 import type { GatewayOptions } from '../../src/server/options.js';
 import { UpgradeRejection } from '../../src/server/upgrade-rejection.js';
-import { captureLogger } from '../client/support.js';
-import { RawRpc, waitUntil } from '../pubsub/helpers.js';
-import { Resources, deferred } from './harness.js';
+import { captureLogger } from '../support/logging.js';
+import { RawRpc } from '../support/raw-rpc.js';
+import { waitUntil } from '../support/waiting.js';
+import { Resources } from '../support/resources.js';
+import { deferred } from '../support/promises.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

@@ -6,7 +6,8 @@
 import { firstValueFrom } from 'rxjs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { MAX_TIMER_MS, PendingCalls } from '../../src/peer/pending-calls.js';
-import { Resources, deferred } from '../integration/harness.js';
+import { Resources } from '../support/resources.js';
+import { deferred } from '../support/promises.js';
 
 /** Every delay passed to setTimeout while `spy` watched. */
 function delays(spy: { mock: { calls: unknown[][] } }): number[] {

@@ -9,7 +9,7 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseFrame } from '../../src/protocol/classify.js';
 import { idTextsOf, scanIdTexts } from '../../src/protocol/id-text.js';
-import { Resources } from '../integration/harness.js';
+import { Resources } from '../support/resources.js';
 import { createRawPeer } from '../support/peers.js';
 
 const ids = (text: string) => idTextsOf(text, JSON.parse(text));

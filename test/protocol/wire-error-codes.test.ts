@@ -11,8 +11,8 @@ import {
   ServerError,
   toWireError,
 } from '../../src/protocol/index.js';
-import { Resources } from '../integration/harness.js';
-import { RawRpc } from '../pubsub/helpers.js';
+import { Resources } from '../support/resources.js';
+import { RawRpc } from '../support/raw-rpc.js';
 
 const INTERNAL = { code: ErrorCode.InternalError, message: 'Internal error' };
 

@@ -10,11 +10,13 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Broker, Retention } from '../../src/pubsub/broker.js';
 import { NatsBroker } from '../../src/pubsub/nats-broker.js';
 import { RedisBroker } from '../../src/pubsub/redis-broker.js';
-import { Resources } from '../integration/harness.js';
-import { TcpRelay, deleteNatsStreams, deleteRedisKeys, waitFor } from '../cluster/support.js';
+import { Resources } from '../support/resources.js';
+import { TcpRelay } from '../support/tcp-relay.js';
+import { deleteNatsStreams, deleteRedisKeys } from '../support/brokers.js';
+import { waitFor } from '../support/waiting.js';
 import { canConnect } from '../support/network.js';
-import { RawRpc } from './helpers.js';
-import type { SubscriptionParams } from './helpers.js';
+import { RawRpc } from '../support/raw-rpc.js';
+import type { SubscriptionParams } from '../support/raw-rpc.js';
 
 const mustRun = process.env['CI'] === 'true';
 const redisUp = await canConnect(6379);

@@ -13,10 +13,14 @@ import {
   type IncomingNotification,
   type SubscriptionEvent,
 } from '../../src/index.js';
-import { Resources, rejectionOf, waitForState } from '../integration/harness.js';
-import { RawRpc, newSession, sessionIds, waitUntil } from './helpers.js';
-import type { WireFrame } from './helpers.js';
-import { recordingWebSocket } from '../client/support.js';
+import { Resources } from '../support/resources.js';
+import { rejectionOf } from '../support/promises.js';
+import { waitForState } from '../support/client.js';
+import { RawRpc } from '../support/raw-rpc.js';
+import { newSession, sessionIds } from '../support/gateway.js';
+import { waitUntil } from '../support/waiting.js';
+import type { WireFrame } from '../support/raw-rpc.js';
+import { recordingWebSocket } from '../support/client.js';
 
 const res = new Resources();
 const subscriptions: Subscription[] = [];

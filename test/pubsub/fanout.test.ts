@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { Resources } from '../integration/harness.js';
-import { RawRpc, waitUntil } from './helpers.js';
+import { Resources } from '../support/resources.js';
+import { RawRpc } from '../support/raw-rpc.js';
+import { waitUntil } from '../support/waiting.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

@@ -13,8 +13,11 @@ import { ErrorCode, InvalidParamsError, JsonRpcError } from '../../src/index.js'
 import type { Gateway } from '../../src/index.js';
 import type { BrokerMessage } from '../../src/pubsub/broker.js';
 import { MemoryBroker } from '../../src/pubsub/memory-broker.js';
-import { Resources, deferred, rejectionOf } from '../integration/harness.js';
-import { RawRpc, newSession, sessionIds, waitUntil, within } from './helpers.js';
+import { Resources } from '../support/resources.js';
+import { deferred, rejectionOf } from '../support/promises.js';
+import { RawRpc } from '../support/raw-rpc.js';
+import { newSession, sessionIds } from '../support/gateway.js';
+import { waitUntil, within } from '../support/waiting.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

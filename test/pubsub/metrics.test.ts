@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { GatewayMetrics } from '../../src/server/metrics.js';
-import { Resources } from '../integration/harness.js';
-import { RawRpc } from './helpers.js';
+import { Resources } from '../support/resources.js';
+import { RawRpc } from '../support/raw-rpc.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

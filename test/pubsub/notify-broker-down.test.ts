@@ -9,10 +9,13 @@ import { ErrorCode, JsonRpcError, MemoryBroker } from '../../src/index.js';
 import type { Broker } from '../../src/pubsub/broker.js';
 import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import type { GatewayOptions } from '../../src/server/options.js';
-import { Cluster, hasProgram, killChild, startRedisServer } from '../cluster/support.js';
-import { Resources, rejectionOf } from '../integration/harness.js';
+import { Cluster } from '../support/cluster.js';
+import { hasProgram, startRedisServer } from '../support/server-processes.js';
+import { killChild } from '../support/processes.js';
+import { Resources } from '../support/resources.js';
+import { rejectionOf } from '../support/promises.js';
 import { freePort } from '../support/network.js';
-import { waitUntil } from './helpers.js';
+import { waitUntil } from '../support/waiting.js';
 
 const mustRun = process.env['CI'] === 'true';
 const hasRedisServer = hasProgram('redis-server');

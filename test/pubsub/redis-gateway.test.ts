@@ -16,10 +16,12 @@ import { ErrorCode, JsonRpcError } from '../../src/index.js';
 import { silentLogger } from '../../src/peer/logger.js';
 import { RedisBroker, redisTopicKeys } from '../../src/pubsub/redis-broker.js';
 import { SessionRouter } from '../../src/server/session-router.js';
-import { Resources, rejectionOf } from '../integration/harness.js';
-import { deleteRedisKeys } from '../cluster/support.js';
+import { Resources } from '../support/resources.js';
+import { rejectionOf } from '../support/promises.js';
+import { deleteRedisKeys } from '../support/brokers.js';
 import { canConnect, freePort } from '../support/network.js';
-import { RawRpc, waitUntil } from './helpers.js';
+import { RawRpc } from '../support/raw-rpc.js';
+import { waitUntil } from '../support/waiting.js';
 import { killChild } from '../support/processes.js';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';

@@ -15,10 +15,11 @@ import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import { MAX_PAGE } from '../../src/server/pubsub-resume.js';
 import type { Gateway } from '../../src/server/gateway.js';
 import type { GatewayLimits } from '../../src/server/options.js';
-import { deleteRedisKeys } from '../cluster/support.js';
+import { deleteRedisKeys } from '../support/brokers.js';
 import { canConnect } from '../support/network.js';
 import { startGateway } from '../support/gateway.js';
-import { RawRpc, waitUntil } from './helpers.js';
+import { RawRpc } from '../support/raw-rpc.js';
+import { waitUntil } from '../support/waiting.js';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
 const skip = !(await canConnect(6379)) && process.env['CI'] !== 'true';

@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { SubscriptionEvent } from '../../src/client/subscriptions.js';
-import { Resources } from '../integration/harness.js';
-import { RawRpc, waitUntil } from './helpers.js';
+import { Resources } from '../support/resources.js';
+import { RawRpc } from '../support/raw-rpc.js';
+import { waitUntil } from '../support/waiting.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

@@ -1,8 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { SlowConsumerPolicy } from '../../src/index.js';
-import { Resources } from '../integration/harness.js';
-import { RawRpc, newSession, sessionIds, waitUntil, within } from './helpers.js';
-import type { SubscriptionParams } from './helpers.js';
+import { Resources } from '../support/resources.js';
+import { RawRpc } from '../support/raw-rpc.js';
+import { newSession, sessionIds } from '../support/gateway.js';
+import { waitUntil, within } from '../support/waiting.js';
+import type { SubscriptionParams } from '../support/raw-rpc.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

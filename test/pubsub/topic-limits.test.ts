@@ -15,7 +15,7 @@ import { bundleForNode } from '../support/bundle.js';
 import { killChild } from '../support/processes.js';
 import { startGateway } from '../support/gateway.js';
 import type { RunningGateway } from '../support/gateway.js';
-import { RawRpc } from './helpers.js';
+import { RawRpc } from '../support/raw-rpc.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const sockets: RawRpc[] = [];

@@ -1,6 +1,7 @@
 import { WebSocket } from 'ws';
 import { createGateway } from '../../src/server/gateway.js';
 import type { Gateway } from '../../src/server/gateway.js';
+import type { Session } from '../../src/server/session.js';
 import type { GatewayOptions } from '../../src/server/options.js';
 import { silentLogger } from '../../src/peer/logger.js';
 import { RpcClient } from '../../src/client/client.js';
@@ -64,4 +65,15 @@ export async function openRawSocket(url: string, protocols?: string | string[]) 
     },
     close: () => socket.close(),
   };
+}
+
+/** The gateway session opened since `before` (a snapshot of session ids). */
+export function newSession<C>(gateway: Gateway<C>, before: ReadonlySet<string>): Session<C> {
+  const fresh = [...gateway.sessions.values()].filter((s) => !before.has(s.id));
+  if (fresh.length !== 1) throw new Error(`expected one new session, found ${fresh.length}`);
+  return fresh[0]!;
+}
+
+export function sessionIds<C>(gateway: Gateway<C>): Set<string> {
+  return new Set(gateway.sessions.keys());
 }

@@ -28,3 +28,13 @@ export function freePort(): Promise<number> {
     });
   });
 }
+
+/** GET `url`: status (0 when nothing answered) and body. */
+export async function httpGet(url: string): Promise<{ status: number; body: string }> {
+  try {
+    const response = await fetch(url, { signal: AbortSignal.timeout(5_000) });
+    return { status: response.status, body: await response.text() };
+  } catch {
+    return { status: 0, body: '' };
+  }
+}

@@ -12,7 +12,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createGateway, silentLogger } from '../../src/index.js';
 import type { Gateway } from '../../src/index.js';
 import { ensureBuilt, exitOf, mainJs, root } from '../support/demo-process.js';
-import { within } from '../pubsub/helpers.js';
+import { within } from '../support/waiting.js';
 import { readSlowly } from './slow-reader.js';
 
 /** Deadlines here only turn a hang into a failure. */

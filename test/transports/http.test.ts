@@ -4,8 +4,9 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { UpgradeRejection } from '../../src/index.js';
-import { scrape, sampleValue } from '../hardening/helpers.js';
-import { Resources, deferred } from '../integration/harness.js';
+import { scrape, sampleValue } from '../support/metrics.js';
+import { Resources } from '../support/resources.js';
+import { deferred } from '../support/promises.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());

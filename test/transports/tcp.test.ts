@@ -15,7 +15,7 @@ import {
 } from '../../src/index.js';
 import type { GatewayOptions, SubscriptionEvent } from '../../src/index.js';
 import { freePort } from '../support/network.js';
-import { waitUntil } from '../pubsub/helpers.js';
+import { waitUntil } from '../support/waiting.js';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {

@@ -1,5 +1,4 @@
 import { WebSocket } from 'ws';
-import type { Gateway, Session } from '../../src/index.js';
 
 /** A parsed JSON-RPC frame as it arrived on the wire. */
 export interface WireFrame {
@@ -128,43 +127,5 @@ export class RawRpc {
 
   private wake(): void {
     for (const waiter of [...this.waiters]) waiter();
-  }
-}
-
-/** Poll `predicate` every few ms until it holds; reject after `timeoutMs`. Leaves no timer behind. */
-export async function waitUntil(
-  predicate: () => boolean | Promise<boolean>,
-  what: string,
-  timeoutMs = 10_000,
-  intervalMs = 5,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await predicate())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise<void>((resolve) => setTimeout(resolve, intervalMs));
-  }
-}
-
-/** The gateway session opened since `before` (a snapshot of session ids). */
-export function newSession<C>(gateway: Gateway<C>, before: ReadonlySet<string>): Session<C> {
-  const fresh = [...gateway.sessions.values()].filter((s) => !before.has(s.id));
-  if (fresh.length !== 1) throw new Error(`expected one new session, found ${fresh.length}`);
-  return fresh[0]!;
-}
-
-export function sessionIds<C>(gateway: Gateway<C>): Set<string> {
-  return new Set(gateway.sessions.keys());
-}
-
-/** `promise`, or a rejection naming `what` after `timeoutMs`. Leaves no timer behind. */
-export async function within<T>(promise: Promise<T>, what: string, timeoutMs = 10_000): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), timeoutMs);
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
   }
 }

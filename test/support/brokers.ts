@@ -1,0 +1,74 @@
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect as connectNats } from '@nats-io/transport-node';
+import { Redis } from 'ioredis';
+
+export const REDIS_URL = 'redis://127.0.0.1:6379';
+
+export const NATS_URL = 'nats://127.0.0.1:4222';
+
+export type BrokerKind = 'redis' | 'nats';
+
+/** Delete every key under `prefix:` (as brokerFromEnv prefixes Redis keys). Returns how many. */
+export async function deleteRedisKeys(url: string, prefix: string): Promise<number> {
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
+  redis.on('error', () => undefined);
+  let deleted = 0;
+  try {
+    await redis.connect();
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+      if (keys.length > 0) deleted += await redis.del(...keys);
+      cursor = next;
+    } while (cursor !== '0');
+  } finally {
+    redis.disconnect();
+  }
+  return deleted;
+}
+
+/** Run `fn` with a Redis connection. */
+export async function withRedis<T>(url: string, fn: (redis: Redis) => Promise<T>): Promise<T> {
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
+  redis.on('error', () => undefined);
+  try {
+    await redis.connect();
+    return await fn(redis);
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** Delete every JetStream stream named `<prefix>_...` (as NatsBroker names topic streams). */
+export async function deleteNatsStreams(prefix: string): Promise<number> {
+  const nc = await connectNats({ servers: NATS_URL, timeout: 2_000 });
+  try {
+    const jsm = await jetstreamManager(nc);
+    const ours: string[] = [];
+    for await (const name of jsm.streams.names())
+      if (name.startsWith(`${prefix}_`)) ours.push(name);
+    await Promise.all(ours.map((name) => jsm.streams.delete(name)));
+    return ours.length;
+  } finally {
+    await nc.close();
+  }
+}
+
+/** The last sequence number of a JetStream stream. */
+export async function natsLastSeq(stream: string): Promise<number> {
+  const nc = await connectNats({ servers: NATS_URL, timeout: 2_000 });
+  try {
+    const jsm = await jetstreamManager(nc);
+    return (await jsm.streams.info(stream)).state.last_seq;
+  } finally {
+    await nc.close();
+  }
+}

@@ -1,0 +1,42 @@
+/** GET /metrics as text. */
+export async function scrape(httpUrl: string): Promise<string> {
+  const response = await fetch(`${httpUrl}/metrics`);
+  if (response.status !== 200) throw new Error(`/metrics answered ${response.status}`);
+  return response.text();
+}
+
+export interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+/** Every sample line of a Prometheus text exposition. */
+export function parseSamples(text: string): Sample[] {
+  const samples: Sample[] = [];
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$/.exec(line);
+    if (!match) throw new Error(`not a sample line: ${line}`);
+    const labels: Record<string, string> = {};
+    for (const pair of (match[2] ?? '').matchAll(/([a-zA-Z_]\w*)="((?:[^"\\]|\\.)*)"/g)) {
+      labels[pair[1]!] = pair[2]!;
+    }
+    samples.push({ name: match[1]!, labels, value: Number(match[3]) });
+  }
+  return samples;
+}
+
+/** The value of the one sample named `name` with exactly `labels`; undefined when absent. */
+export function sampleValue(
+  text: string,
+  name: string,
+  labels: Record<string, string> = {},
+): number | undefined {
+  const wanted = JSON.stringify(Object.entries(labels).sort());
+  const found = parseSamples(text).filter(
+    (s) => s.name === name && JSON.stringify(Object.entries(s.labels).sort()) === wanted,
+  );
+  if (found.length > 1) throw new Error(`${found.length} samples ${name} ${wanted}`);
+  return found[0]?.value;
+}

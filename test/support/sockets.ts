@@ -1,0 +1,156 @@
+import { connect } from 'node:net';
+import type { Socket } from 'node:net';
+import { WebSocket } from 'ws';
+import type { ClientOptions } from 'ws';
+import { RawRpc } from './raw-rpc.js';
+import type { Resources } from './resources.js';
+
+/** Open a `ws` socket (tracked by `res`) and resolve once it is open; reject on any refusal. */
+export async function openSocket(
+  res: Resources,
+  url: string,
+  protocols?: string | string[],
+  options: ClientOptions = {},
+): Promise<WebSocket> {
+  const socket = res.track(new WebSocket(url, protocols, options));
+  await new Promise<void>((resolve, reject) => {
+    socket.once('open', () => resolve());
+    socket.once('error', reject);
+  });
+  return socket;
+}
+
+/** A RawRpc whose socket `res` closes in cleanup. */
+export async function openRaw(res: Resources, url: string): Promise<RawRpc> {
+  const raw = await RawRpc.open(url);
+  res.track(raw.socket);
+  return raw;
+}
+
+/**
+ * Try an upgrade: 'open' when it succeeds (the socket stays open and tracked),
+ * otherwise the HTTP status that refused it.
+ */
+export function attemptUpgrade(
+  res: Resources,
+  url: string,
+  options: ClientOptions = {},
+): Promise<number | 'open'> {
+  const socket = res.track(new WebSocket(url, options));
+  return new Promise((resolve, reject) => {
+    socket.on('error', () => undefined);
+    socket.once('open', () => resolve('open'));
+    socket.once('unexpected-response', (_req, response) => {
+      response.resume();
+      resolve(response.statusCode ?? 0);
+      socket.terminate();
+    });
+    socket.once('close', () => reject(new Error('socket closed before a response')));
+  });
+}
+
+/**
+ * Retry an upgrade every few ms until it is admitted (a slot is released
+ * asynchronously, once the server side of a closed socket is gone).
+ */
+export async function connectWhenAdmitted(
+  res: Resources,
+  url: string,
+  timeoutMs = 10_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const refusals: number[] = [];
+  for (;;) {
+    const outcome = await attemptUpgrade(res, url);
+    if (outcome === 'open') return;
+    refusals.push(outcome);
+    if (Date.now() > deadline) {
+      throw new Error(`never admitted; refused with ${refusals.slice(-3).join(', ')}`);
+    }
+    await new Promise<void>((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+export interface UpgradeOutcome {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+}
+
+/**
+ * Try a WebSocket upgrade with `ws` and report the HTTP response that refused
+ * it (the 'unexpected-response' event). Rejects if the upgrade succeeds.
+ */
+export function upgradeRefusal(
+  resources: Resources,
+  url: string,
+  protocols?: string | string[],
+  headers?: Record<string, string>,
+): Promise<UpgradeOutcome> {
+  const socket = resources.track(new WebSocket(url, protocols, headers ? { headers } : {}));
+  return new Promise<UpgradeOutcome>((resolve, reject) => {
+    socket.on('error', () => undefined);
+    socket.once('open', () => reject(new Error('upgrade unexpectedly succeeded')));
+    socket.once('unexpected-response', (_req, res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.once('end', () => {
+        const outcome = {
+          status: res.statusCode ?? 0,
+          headers: res.headers,
+          body: Buffer.concat(chunks).toString('utf8'),
+        };
+        socket.once('close', () => resolve(outcome));
+        socket.terminate();
+      });
+    });
+  });
+}
+
+/** Resolves with the close code and reason of a `ws` socket. */
+export function closeOf(socket: WebSocket): Promise<{ code: number; reason: string }> {
+  return new Promise((resolve) => {
+    if (socket.readyState === WebSocket.CLOSED) return resolve({ code: 1006, reason: '' });
+    socket.once('close', (code, reason) => resolve({ code, reason: reason.toString('utf8') }));
+  });
+}
+
+/**
+ * A WebSocket client done by hand over TCP: it completes the handshake and
+ * then never answers anything, in particular not the server's close frame.
+ */
+export async function silentWebSocket(
+  resources: Resources,
+  port: number,
+  path = '/rpc',
+): Promise<{ socket: Socket; nextData: () => Promise<Buffer> }> {
+  const socket = connect(port, '127.0.0.1');
+  resources.netSockets.push(socket);
+  socket.on('error', () => undefined);
+  const chunks: Buffer[] = [];
+  const waiters: (() => void)[] = [];
+  socket.on('data', (chunk: Buffer) => {
+    chunks.push(chunk);
+    for (const w of waiters.splice(0)) w();
+  });
+  const nextData = async (): Promise<Buffer> => {
+    while (chunks.length === 0) await new Promise<void>((r) => waiters.push(r));
+    return chunks.shift()!;
+  };
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  socket.write(
+    [
+      `GET ${path} HTTP/1.1`,
+      `Host: 127.0.0.1:${port}`,
+      'Upgrade: websocket',
+      'Connection: Upgrade',
+      'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==',
+      'Sec-WebSocket-Version: 13',
+      '',
+      '',
+    ].join('\r\n'),
+  );
+  const head = (await nextData()).toString('latin1');
+  if (!head.startsWith('HTTP/1.1 101')) throw new Error(`handshake failed: ${head}`);
+  return { socket, nextData };
+}

@@ -1,0 +1,54 @@
+import { connect, createServer } from 'node:net';
+import type { Server, Socket } from 'node:net';
+
+/**
+ * A TCP relay from 127.0.0.1:`port` (any free one) to 127.0.0.1:`targetPort`, to cut one
+ * process off from a server while others keep it: `cut()` drops every relayed connection
+ * and refuses new ones, `restore()` listens again on the same port.
+ */
+export class TcpRelay {
+  port = 0;
+  private server: Server | undefined;
+  private readonly sockets = new Set<Socket>();
+
+  constructor(private readonly targetPort: number) {}
+
+  async start(): Promise<number> {
+    const server = createServer((inbound) => {
+      const outbound = connect({ host: '127.0.0.1', port: this.targetPort });
+      for (const socket of [inbound, outbound]) {
+        this.sockets.add(socket);
+        socket.on('error', () => undefined);
+        socket.once('close', () => {
+          this.sockets.delete(socket);
+          inbound.destroy();
+          outbound.destroy();
+        });
+      }
+      inbound.pipe(outbound);
+      outbound.pipe(inbound);
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(this.port, '127.0.0.1', () => resolve());
+    });
+    const address = server.address();
+    this.port = typeof address === 'object' && address ? address.port : 0;
+    this.server = server;
+    return this.port;
+  }
+
+  async cut(): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
+    const closed = server
+      ? new Promise<void>((resolve) => server.close(() => resolve()))
+      : Promise.resolve();
+    for (const socket of this.sockets) socket.destroy();
+    await closed;
+  }
+
+  restore(): Promise<number> {
+    return this.start();
+  }
+}
