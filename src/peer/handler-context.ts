@@ -1,6 +1,15 @@
 import type { RequestId } from '../protocol/types.js';
 import type { Logger } from './logger.js';
 
+/**
+ * Per-call values middleware set for the handlers (and for the middleware after them): the user
+ * a token resolved to, a trace id. Augment it to type them:
+ * `declare module 'wsrpc-gateway' { interface CallState { traceId: string } }`.
+ */
+export interface CallState {
+  [key: string]: unknown;
+}
+
 /** What a handler receives besides its params. */
 export interface HandlerContext<S> {
   /** The session (server side) or client (client side) the call arrived on. */
@@ -12,6 +21,8 @@ export interface HandlerContext<S> {
   /** The request id; undefined for a notification. */
   readonly id: RequestId | undefined;
   readonly method: string;
+  /** Set by middleware for this call (see Middleware); an empty object otherwise. */
+  readonly state: CallState;
   /**
    * Run `hook` right after the success reply has been handed to the transport,
    * so anything it sends (a subscription's first message) follows the reply.
@@ -26,6 +37,7 @@ export interface HandlerContext<S> {
  */
 export class RunningCall<S> implements HandlerContext<S> {
   private controller: AbortController | undefined;
+  private stateObject: CallState | undefined;
   afterSend: (() => void) | undefined;
   private abortReason: unknown;
   aborted = false;
@@ -43,6 +55,11 @@ export class RunningCall<S> implements HandlerContext<S> {
       if (this.aborted) this.controller.abort(this.abortReason);
     }
     return this.controller.signal;
+  }
+
+  /** Made on first read: handlers that never read it cost nothing. */
+  get state(): CallState {
+    return (this.stateObject ??= {});
   }
 
   afterReply(hook: () => void): void {

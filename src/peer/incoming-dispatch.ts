@@ -6,6 +6,7 @@ import type { Params, ProtocolVersion, RequestId } from '../protocol/types.js';
 import { RunningCall } from './handler-context.js';
 import type { Logger } from './logger.js';
 import type { Handler } from './method-registry.js';
+import type { MiddlewareChain } from './middleware.js';
 import type { IncomingNotification } from './notifications.js';
 import { closedError } from './peer-options.js';
 import type { CallOutcome, CloseInfo, PeerConfig, PeerOptions } from './peer-options.js';
@@ -76,7 +77,8 @@ export class IncomingDispatch<S> {
     if (this.admit && !this.admit.take()) return this.rateLimited(id, method, version);
     if (isReservedMethod(method)) {
       const internal = this.config.reservedMethods?.get(method);
-      if (internal) return this.runHandler(internal, id, method, params, version);
+      // The gateway's own methods are not the application's calls: no middleware around them.
+      if (internal) return this.runHandler(internal, id, method, params, version, undefined);
       return failure(id, ErrorCode.MethodNotFound, version);
     }
     const handler = this.config.registry.get(method);
@@ -88,11 +90,12 @@ export class IncomingDispatch<S> {
       this.config.onCallSettled?.(method, 'rejected', 0);
       return failure(id, ErrorCode.ServerBusy, version, { maxInFlight: this.config.maxInFlight });
     }
-    if (!this.config.authorize) return this.runHandler(handler, id, method, params, version);
+    const chain = this.config.middleware;
+    if (!this.config.authorize) return this.runHandler(handler, id, method, params, version, chain);
     const verdict = this.askAuthorize(method, params);
     if (!isPromiseLike(verdict)) {
       return verdict
-        ? this.runHandler(handler, id, method, params, version)
+        ? this.runHandler(handler, id, method, params, version, chain)
         : this.unauthorized(id, method, version);
     }
     this.authorizing++;
@@ -100,7 +103,7 @@ export class IncomingDispatch<S> {
       (allowed) => {
         this.authorizing--;
         return allowed
-          ? this.runHandler(handler, id, method, params, version)
+          ? this.runHandler(handler, id, method, params, version, chain)
           : this.unauthorized(id, method, version);
       },
       (err: unknown) => {
@@ -171,6 +174,7 @@ export class IncomingDispatch<S> {
     method: string,
     params: Params | undefined,
     version: ProtocolVersion,
+    chain: MiddlewareChain<S> | undefined,
   ): Reply | Promise<Reply> {
     const started = this.config.onCallSettled ? performance.now() : 0;
     const settled = (outcome: CallOutcome): void =>
@@ -178,7 +182,7 @@ export class IncomingDispatch<S> {
     const call = new RunningCall(this.session, this.logger, id, method);
     let result: unknown;
     try {
-      result = handler(params, call);
+      result = chain ? chain(call, false, params, handler) : handler(params, call);
     } catch (err) {
       settled('error');
       return errorReply(call, err, version, this.config.exposeErrorDetails);
@@ -231,7 +235,7 @@ export class IncomingDispatch<S> {
   }
 
   private runForNotification(
-    handler: (params: unknown, ctx: RunningCall<S>) => unknown,
+    handler: Handler<S>,
     method: string,
     params: Params | undefined,
   ): void {
@@ -242,7 +246,8 @@ export class IncomingDispatch<S> {
       if (!call.aborted) this.logger.warn({ err, method }, 'notification handler failed');
     };
     try {
-      const result = handler(params, call);
+      const chain = this.config.middleware;
+      const result = chain ? chain(call, true, params, handler) : handler(params, call);
       if (isPromiseLike(result)) Promise.resolve(result).then(() => this.finish(call), report);
       else this.finish(call);
     } catch (err) {

@@ -4,6 +4,8 @@ import type { Params } from '../protocol/types.js';
 import type { Logger } from './logger.js';
 import { MethodRegistry } from './method-registry.js';
 import type { Handler } from './method-registry.js';
+import { composeMiddleware } from './middleware.js';
+import type { Middleware, MiddlewareChain, SubscribeMethod } from './middleware.js';
 import type { Peer } from './peer.js';
 
 /*
@@ -61,6 +63,14 @@ export interface PeerOptions<S> {
   reservedMethods?: ReadonlyMap<string, Handler<S>>;
   /** Reserved (`rpc.`) notifications other than cancel, for the layer above. */
   onReservedNotification?: (method: string, params: Params | undefined) => void;
+  /**
+   * Around the handler of every incoming call and notification that reaches one (after the
+   * rate limit, the method lookup, the in-flight limit and `authorize`; not around reserved
+   * `rpc.` methods), first to last. See Middleware.
+   */
+  middleware?: readonly Middleware<S>[];
+  /** The method whose calls middleware see as kind 'subscribe', and how to read its topic. */
+  subscribeMethod?: SubscribeMethod;
 }
 
 /** The options every peer made from them shares, with their defaults filled in. */
@@ -77,6 +87,8 @@ export interface PeerConfig<S> {
   readonly onCallSettled: PeerOptions<S>['onCallSettled'];
   readonly reservedMethods: PeerOptions<S>['reservedMethods'];
   readonly onReservedNotification: PeerOptions<S>['onReservedNotification'];
+  /** The middleware composed once; undefined when there is none. */
+  readonly middleware: MiddlewareChain<S> | undefined;
 }
 
 /** Resolve the shared part of `options` (everything but session, logger and admit). */
@@ -94,6 +106,7 @@ export function peerConfig<S>(options: Omit<PeerOptions<S>, 'session'>): PeerCon
     onCallSettled: options.onCallSettled,
     reservedMethods: options.reservedMethods,
     onReservedNotification: options.onReservedNotification,
+    middleware: composeMiddleware(options.middleware, options.subscribeMethod),
   };
 }
 
