@@ -8,7 +8,7 @@ import { Resources } from '../support/resources.js';
 import { upgradeRefusal } from '../support/sockets.js';
 import { waitForState } from '../support/client.js';
 import { within } from '../support/waiting.js';
-import { CaptureLogger } from './capture-logger.js';
+import { CaptureLogger } from '../support/logging.js';
 import { openRaw } from '../support/sockets.js';
 
 const res = new Resources();

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { UpgradeRejection } from '../../src/index.js';
 import { Resources } from '../support/resources.js';
 import { attemptUpgrade, openRaw, openSocket } from '../support/sockets.js';
-import { CaptureLogger } from './capture-logger.js';
+import { CaptureLogger } from '../support/logging.js';
 import { sampleValue, scrape } from '../support/metrics.js';
 
 const res = new Resources();

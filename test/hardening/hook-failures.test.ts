@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { Resources } from '../support/resources.js';
-import { CaptureLogger } from './capture-logger.js';
+import { CaptureLogger } from '../support/logging.js';
 import { attemptUpgrade } from '../support/sockets.js';
 
 const res = new Resources();

@@ -5,7 +5,7 @@ import type { UpgradeRequest } from '../../src/index.js';
 import { Resources } from '../support/resources.js';
 import { upgradeRefusal } from '../support/sockets.js';
 import { waitUntil } from '../support/waiting.js';
-import { CaptureLogger } from './capture-logger.js';
+import { CaptureLogger } from '../support/logging.js';
 import { openSocket } from '../support/sockets.js';
 
 const res = new Resources();

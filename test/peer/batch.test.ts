@@ -1,7 +1,8 @@
 import { describe, it, expect, vi, afterEach } from 'vitest';
 import { InvalidParamsError, MethodNotFoundError } from '../../src/protocol/errors.js';
 import { settle } from '../support/peers.js';
-import { cleanup, deferred, frames, pair, raw } from './helpers.js';
+import { cleanup, frames, pair, raw } from './helpers.js';
+import { deferred } from '../support/promises.js';
 
 afterEach(cleanup);
 

@@ -8,7 +8,8 @@ import {
   JsonRpcError,
   MethodNotFoundError,
 } from '../../src/protocol/errors.js';
-import { capturingLogger, cleanup, frames, pair, rejectionOf, requestIds } from './helpers.js';
+import { capturingLogger, cleanup, frames, pair, requestIds } from './helpers.js';
+import { rejectionOf } from '../support/promises.js';
 
 afterEach(cleanup);
 

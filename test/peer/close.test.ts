@@ -4,7 +4,8 @@ import type { HandlerContext } from '../../src/peer/handler-context.js';
 import type { IncomingNotification } from '../../src/peer/peer.js';
 import { ConnectionClosedError } from '../../src/protocol/local-errors.js';
 import { settle } from '../support/peers.js';
-import { cleanup, deferred, never, pair, rejectionOf, watch } from './helpers.js';
+import { cleanup, never, pair, watch } from './helpers.js';
+import { deferred, rejectionOf } from '../support/promises.js';
 
 afterEach(cleanup);
 

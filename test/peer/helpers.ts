@@ -41,39 +41,9 @@ export function capturingLogger(
   };
 }
 
-export interface Deferred<T> {
-  promise: Promise<T>;
-  resolve(value: T): void;
-  reject(reason: unknown): void;
-}
-
-export function deferred<T = void>(): Deferred<T> {
-  let resolve!: (value: T) => void;
-  let reject!: (reason: unknown) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
-
 /** A promise that never settles (a handler that never answers). */
 export function never<T = unknown>(): Promise<T> {
   return new Promise<T>(() => undefined);
-}
-
-/**
- * Attach a rejection handler at once (so no unhandled rejection is reported
- * while the test does other things) and resolve with the reason. Fails when
- * `p` fulfils instead.
- */
-export function rejectionOf(p: Promise<unknown>): Promise<unknown> {
-  return p.then(
-    (value) => {
-      throw new Error(`expected a rejection, got ${JSON.stringify(value)}`);
-    },
-    (reason: unknown) => reason,
-  );
 }
 
 /** Observe whether a promise has settled yet, without leaving a rejection unhandled. */

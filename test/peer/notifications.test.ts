@@ -4,7 +4,8 @@ import type { HandlerContext } from '../../src/peer/handler-context.js';
 import { notification } from '../../src/peer/method-descriptor.js';
 import type { IncomingNotification } from '../../src/peer/peer.js';
 import { settle } from '../support/peers.js';
-import { capturingLogger, cleanup, deferred, pair } from './helpers.js';
+import { capturingLogger, cleanup, pair } from './helpers.js';
+import { deferred } from '../support/promises.js';
 
 afterEach(cleanup);
 

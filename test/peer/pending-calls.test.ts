@@ -7,7 +7,8 @@ import {
   TimeoutError,
   TooManyPendingCallsError,
 } from '../../src/protocol/local-errors.js';
-import { cleanup, rejectionOf } from './helpers.js';
+import { cleanup } from './helpers.js';
+import { rejectionOf } from '../support/promises.js';
 
 afterEach(cleanup);
 

@@ -7,17 +7,9 @@ import {
   TooManyPendingCallsError,
 } from '../../src/protocol/local-errors.js';
 import { settle } from '../support/peers.js';
-import {
-  capturingLogger,
-  cleanup,
-  deferred,
-  frames,
-  never,
-  pair,
-  rejectionOf,
-  watch,
-} from './helpers.js';
-import type { Deferred } from './helpers.js';
+import { capturingLogger, cleanup, frames, never, pair, watch } from './helpers.js';
+import { deferred, rejectionOf } from '../support/promises.js';
+import type { Deferred } from '../support/promises.js';
 
 afterEach(cleanup);
 

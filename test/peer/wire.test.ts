@@ -1,17 +1,9 @@
 import { describe, it, expect, afterEach } from 'vitest';
 import { MethodNotFoundError } from '../../src/protocol/errors.js';
 import { settle } from '../support/peers.js';
-import {
-  capturingLogger,
-  cleanup,
-  deferred,
-  never,
-  pair,
-  raw,
-  rejectionOf,
-  requestIds,
-} from './helpers.js';
-import type { Deferred } from './helpers.js';
+import { capturingLogger, cleanup, never, pair, raw, requestIds } from './helpers.js';
+import { deferred, rejectionOf } from '../support/promises.js';
+import type { Deferred } from '../support/promises.js';
 
 afterEach(cleanup);
 

@@ -1,4 +1,4 @@
-import type { Logger } from '../../src/peer/logger.js';
+import type { LogFn, Logger } from '../../src/peer/logger.js';
 
 export interface LogRecord {
   level: 'trace' | 'debug' | 'info' | 'warn' | 'error';
@@ -7,25 +7,47 @@ export interface LogRecord {
   bindings: Record<string, unknown>;
 }
 
-/** A Logger that keeps every record (child loggers included) in `records`. */
-export function captureLogger(): { logger: Logger; records: LogRecord[] } {
-  const records: LogRecord[] = [];
-  const make = (bindings: Record<string, unknown>): Logger => {
+/** A Logger that keeps every call made on it and its children, in order, in `records`. */
+export class CaptureLogger implements Logger {
+  readonly trace: LogFn;
+  readonly debug: LogFn;
+  readonly info: LogFn;
+  readonly warn: LogFn;
+  readonly error: LogFn;
+
+  constructor(
+    readonly records: LogRecord[] = [],
+    private readonly bindings: Record<string, unknown> = {},
+  ) {
     const at =
-      (level: LogRecord['level']) =>
-      (obj: unknown, msg?: string): void => {
-        records.push({ level, obj, msg, bindings });
-      };
-    return {
-      trace: at('trace'),
-      debug: at('debug'),
-      info: at('info'),
-      warn: at('warn'),
-      error: at('error'),
-      child: (more) => make({ ...bindings, ...more }),
-    };
-  };
-  return { logger: make({}), records };
+      (level: LogRecord['level']): LogFn =>
+      (obj, msg) =>
+        void this.records.push({ level, obj, msg, bindings: this.bindings });
+    this.trace = at('trace');
+    this.debug = at('debug');
+    this.info = at('info');
+    this.warn = at('warn');
+    this.error = at('error');
+  }
+
+  child(bindings: Record<string, unknown>): Logger {
+    return new CaptureLogger(this.records, { ...this.bindings, ...bindings });
+  }
+
+  /** Every record as one string, to search for secrets. */
+  text(): string {
+    return this.records.map(recordText).join('\n');
+  }
+
+  withMessage(msg: string): LogRecord[] {
+    return logged(this.records, msg);
+  }
+}
+
+/** A CaptureLogger and its records, for tests that only pass the logger on. */
+export function captureLogger(): { logger: Logger; records: LogRecord[] } {
+  const logger = new CaptureLogger();
+  return { logger, records: logger.records };
 }
 
 /** The records with message `msg`. */

@@ -12,14 +12,21 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-/** A promise with its resolver, for handlers that must wait on the test. */
-export function deferred<T = void>(): {
+export interface Deferred<T> {
   promise: Promise<T>;
-  resolve: (value: T) => void;
-} {
+  resolve(value: T): void;
+  reject(reason: unknown): void;
+}
+
+/** A promise with its resolver and rejecter, for handlers that must wait on the test. */
+export function deferred<T = void>(): Deferred<T> {
   let resolve!: (value: T) => void;
-  const promise = new Promise<T>((r) => (resolve = r));
-  return { promise, resolve };
+  let reject!: (reason: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
 }
 
 /** A server handler that never answers on its own: it rejects when its call is aborted. */
