@@ -5,13 +5,18 @@ export type { CloseOptions, DrainOptions } from './server/gateway.js';
 export { Session } from './server/session.js';
 export type {
   GatewayOptions,
+  GatewayDataOptions,
+  GatewayCodeOptions,
   GatewayLimits,
+  GatewayRoutes,
   TlsOptions,
   UpgradeRequest,
   UserInboxOptions,
 } from './server/options.js';
 export { tlsFromEnv } from './server/tls-from-env.js';
 export { defaultLimits } from './server/options.js';
+export { gatewayDefaults, resolveGatewayOptions } from './server/gateway-config.js';
+export type { GatewayConfig } from './server/gateway-config.js';
 export { TrustedProxies } from './server/client-address.js';
 export type { Readiness } from './server/http-routes.js';
 export { UpgradeRejection } from './server/upgrade-rejection.js';
@@ -78,7 +83,7 @@ export type {
   TransportListener,
 } from './transport/transport.js';
 export { RpcClient, createClient } from './client/client.js';
-export type { ClientOptions } from './client/client.js';
+export type { ClientConfig, ClientOptions } from './client/client.js';
 export type { ConnectionState } from './client/connection-state.js';
 export type { SubscriptionEvent, ClientSubscriptionMethods } from './client/subscriptions.js';
 export type { InboxGap } from './client/inbox.js';

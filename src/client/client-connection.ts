@@ -11,11 +11,11 @@ import { TimeoutError } from '../protocol/local-errors.js';
 import { ReservedMethod } from '../protocol/reserved.js';
 import type { Params } from '../protocol/types.js';
 import { WebSocketTransport } from '../transport/websocket-transport.js';
-import type { WebSocketConstructor, WebSocketLike } from '../transport/websocket-transport.js';
-import { backoffDelay, defaultBackoff } from './backoff.js';
+import type { WebSocketLike } from '../transport/websocket-transport.js';
+import { backoffDelay } from './backoff.js';
 import type { BackoffOptions } from './backoff.js';
 import { BatchWatchTransport } from './batch-watch.js';
-import type { ClientOptions } from './client-options.js';
+import type { ClientConfig } from './client-options.js';
 import type { ConnectionState } from './connection-state.js';
 import { redactErrorUrl, redactUrl } from './redact-url.js';
 
@@ -42,8 +42,7 @@ export interface ConnectionHost<S> {
 /** One client's socket, the Peer over it, and getting a new one when it goes. */
 export class ClientConnection<S> {
   private readonly urls: readonly string[];
-  readonly backoff: BackoffOptions | false;
-  private readonly WebSocketImpl: WebSocketConstructor;
+  readonly backoff: Readonly<BackoffOptions> | false;
   private readonly stateSubject = new BehaviorSubject<ConnectionState>('connecting');
   private peer: Peer<S> | undefined;
   /**
@@ -67,22 +66,12 @@ export class ClientConnection<S> {
   readonly state$: Observable<ConnectionState> = this.stateSubject.asObservable();
 
   constructor(
-    private readonly options: ClientOptions,
+    private readonly config: ClientConfig,
     private readonly logger: Logger,
     private readonly host: ConnectionHost<S>,
   ) {
-    this.urls = typeof options.url === 'string' ? [options.url] : [...options.url];
-    if (this.urls.length === 0) throw new TypeError('At least one URL is required');
-    const impl =
-      options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
-    if (!impl) {
-      throw new TypeError(
-        'No WebSocket implementation: pass { WebSocket } (in Node 20: import { WebSocket } from "ws")',
-      );
-    }
-    this.WebSocketImpl = impl;
-    this.backoff =
-      options.reconnect === false ? false : { ...defaultBackoff, ...options.reconnect };
+    this.urls = config.urls;
+    this.backoff = config.reconnect;
   }
 
   get state(): ConnectionState {
@@ -134,7 +123,7 @@ export class ClientConnection<S> {
     const logUrl = redactUrl(url);
     let socket: WebSocketLike;
     try {
-      socket = new this.WebSocketImpl(url, this.options.protocols) as WebSocketLike;
+      socket = new this.config.WebSocket(url, this.config.protocols) as WebSocketLike;
     } catch (err) {
       this.logger.warn(
         { err: redactErrorUrl(err, url), url: logUrl },
@@ -150,7 +139,7 @@ export class ClientConnection<S> {
         this.logger.warn({ url: logUrl }, 'connection attempt timed out');
         socket.close();
       },
-      Math.min(this.options.connectTimeoutMs ?? 10_000, MAX_TIMER_MS),
+      Math.min(this.config.connectTimeoutMs, MAX_TIMER_MS),
     );
     socket.onerror = () => undefined;
     socket.onclose = (event) => {
@@ -200,13 +189,12 @@ export class ClientConnection<S> {
   }
 
   private startHeartbeat(peer: Peer<S>): void {
-    const options = this.options.heartbeat;
-    if (options === false) return;
-    const intervalMs = options?.intervalMs ?? 20_000;
-    const timeoutMs = options?.timeoutMs ?? 10_000;
+    const heartbeat = this.config.heartbeat;
+    if (heartbeat === false) return;
+    const { intervalMs, timeoutMs } = heartbeat;
     clearInterval(this.heartbeatTimer);
     this.heartbeatTimer = setInterval(() => {
-      peer.call(ReservedMethod.Ping, undefined, { timeout: timeoutMs }).catch((err: unknown) => {
+      peer.call(ReservedMethod.Ping, undefined, { timeoutMs }).catch((err: unknown) => {
         if (!(err instanceof TimeoutError) || peer.isClosed) return;
         this.logger.warn({ timeoutMs }, 'server did not answer rpc.ping: reconnecting');
         peer.close(HEARTBEAT_CLOSE_CODE, 'heartbeat timeout');

@@ -1,8 +1,23 @@
-// The options createClient takes. Apart from the client so that its connection lifecycle
+// The options createClient takes, and the one step that checks them and fills in their
+// defaults (`resolveClientOptions`). Apart from the client so that its connection lifecycle
 // (client-connection.ts) and its call API (client.ts) can both read them without importing
-// each other.
+// each other. Kept compact: the browser bundle carries it.
+import { silentLogger } from '../peer/logger.js';
 import type { Logger } from '../peer/logger.js';
+import {
+  checkOptions,
+  isRecord,
+  numberIn,
+  ofType,
+  oneOf,
+  refuse,
+  renamed,
+} from '../peer/option-rules.js';
+import type { Rule } from '../peer/option-rules.js';
+import { DEFAULT_SUBSCRIPTION_METHODS } from '../protocol/subscription-frames.js';
 import type { WebSocketConstructor } from '../transport/websocket-transport.js';
+import { defaultBackoff } from './backoff.js';
+import { redactUrl } from './redact-url.js';
 import type { BackoffOptions } from './backoff.js';
 import type { ClientSubscriptionMethods } from './subscriptions.js';
 
@@ -23,6 +38,8 @@ export interface ClientOptions {
   /** Give up on a connection attempt after this many ms. Default 10 000. */
   connectTimeoutMs?: number;
   /** Default timeout of calls in ms; 0 waits forever. Default 30 000. */
+  callTimeoutMs?: number;
+  /** @deprecated Use `callTimeoutMs`. */
   callTimeout?: number;
   /** Calls made while not connected: queue them until the next connection (default) or reject at once. */
   whenDisconnected?: 'queue' | 'reject';
@@ -54,4 +71,168 @@ export interface ClientOptions {
   /** Must match the gateway's `subscriptionMethods`. Default subscribe / subscription / unsubscribe. */
   subscriptionMethods?: Partial<ClientSubscriptionMethods>;
   logger?: Logger;
+}
+
+/** The longest delay a timer takes (2^31 - 1 ms, about 24.8 days). */
+const MAX_DELAY_MS = 2 ** 31 - 1;
+
+/** Every default of `createClient`'s options, in one place. */
+export const clientDefaults = Object.freeze({
+  reconnect: Object.freeze({ ...defaultBackoff }),
+  connectTimeoutMs: 10_000,
+  callTimeoutMs: 30_000,
+  whenDisconnected: 'queue' as 'queue' | 'reject',
+  maxQueued: 100,
+  maxPendingCalls: 1024,
+  batchCalls: 0,
+  heartbeat: Object.freeze({ intervalMs: 20_000, timeoutMs: 10_000 }),
+  inbox: false,
+  subscriptionMethods: DEFAULT_SUBSCRIPTION_METHODS,
+});
+
+/** `createClient`'s options, checked, with their defaults filled in; frozen. */
+export interface ClientConfig {
+  /** The gateway URLs, tried in turn. */
+  readonly urls: readonly string[];
+  /** The WebSocket class given, or the global one. */
+  readonly WebSocket: WebSocketConstructor;
+  readonly protocols: string | string[] | undefined;
+  readonly reconnect: Readonly<BackoffOptions> | false;
+  readonly connectTimeoutMs: number;
+  readonly callTimeoutMs: number;
+  readonly whenDisconnected: 'queue' | 'reject';
+  readonly maxQueued: number;
+  readonly maxPendingCalls: number;
+  readonly batchCalls: number;
+  readonly heartbeat: Readonly<{ intervalMs: number; timeoutMs: number }> | false;
+  readonly inbox: boolean;
+  readonly subscriptionMethods: Readonly<ClientSubscriptionMethods>;
+  readonly logger: Logger;
+}
+
+const count = (min: number): Rule => numberIn(min, Infinity, true);
+const ms = (min: number, max = MAX_DELAY_MS): Rule => numberIn(min, max);
+const callMs = numberIn(0, Infinity, false, ' (0: no timeout)');
+const orFalse =
+  (what: string): Rule =>
+  (value, name) => {
+    if (value !== false && !isRecord(value)) refuse(name, `${what} or false`, value);
+  };
+const name = ofType('string');
+
+/** What each option may be; null: checked below, with its parts. */
+export const clientOptionRules: Readonly<Record<keyof ClientOptions, Rule | null>> = {
+  url: null,
+  WebSocket: ofType('function', 'a WebSocket class'),
+  protocols: (value, key) => {
+    if (
+      typeof value !== 'string' &&
+      !(Array.isArray(value) && value.every((p) => typeof p === 'string'))
+    )
+      refuse(key, 'a string or an array of strings', value);
+  },
+  reconnect: orFalse('an object { initialDelayMs, maxDelayMs, factor, jitter, resetAfterMs }'),
+  connectTimeoutMs: numberIn(1, Infinity),
+  callTimeoutMs: callMs,
+  callTimeout: callMs,
+  whenDisconnected: oneOf('queue', 'reject'),
+  maxQueued: count(0),
+  maxPendingCalls: count(1),
+  batchCalls: count(0),
+  heartbeat: orFalse('an object { intervalMs, timeoutMs }'),
+  inbox: ofType('boolean'),
+  subscriptionMethods: ofType('object', 'an object { subscribe, notification, unsubscribe }'),
+  logger: ofType('object', 'a logger'),
+};
+
+export const reconnectRules: Readonly<Record<keyof BackoffOptions, Rule>> = {
+  initialDelayMs: ms(0),
+  maxDelayMs: ms(0),
+  factor: numberIn(1, Infinity),
+  jitter: numberIn(0, 1),
+  resetAfterMs: ms(0, Infinity),
+};
+
+export const heartbeatRules: Readonly<Record<'intervalMs' | 'timeoutMs', Rule>> = {
+  intervalMs: ms(1),
+  timeoutMs: ms(1, Infinity),
+};
+
+const methodRules = { subscribe: name, notification: name, unsubscribe: name };
+
+/**
+ * A gateway URL that parses (relative to the page's, in a browser): ws:, wss:, http: or https:,
+ * or whatever scheme the WebSocket class given takes (tcp: for `tcpSocket`).
+ */
+function checkUrl(url: unknown, key: string): string {
+  if (typeof url !== 'string') refuse(key, 'a URL string', url);
+  try {
+    new URL(url, (globalThis as { location?: { href: string } }).location?.href);
+  } catch {
+    // Shown without query string or userinfo: tokens travel there.
+    refuse(key, 'a URL such as "wss://host/rpc"', redactUrl(url), true);
+  }
+  return url;
+}
+
+/**
+ * Check `createClient`'s options and fill in their defaults: an unknown option, or a value of
+ * the wrong type, is a TypeError; one out of range a RangeError; each names the option.
+ */
+export function resolveClientOptions(options: unknown): ClientConfig {
+  if (!isRecord(options)) refuse('createClient options', 'an object { url, ... }', options);
+  const o = checkOptions(options, clientOptionRules, '', 'createClient', [
+    'callTimeout',
+  ]) as Partial<ClientOptions>;
+  const { url, reconnect, heartbeat } = o;
+  const list = typeof url === 'string' ? [url] : url;
+  if (!Array.isArray(list) || list.length === 0) {
+    refuse('url', 'a URL or a non-empty array of URLs', url);
+  }
+  const WebSocket = o.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
+  if (!WebSocket) {
+    throw new TypeError(
+      'No WebSocket implementation: pass { WebSocket } (in Node 20: import { WebSocket } from "ws")',
+    );
+  }
+  const d = clientDefaults;
+  return Object.freeze({
+    urls: Object.freeze(
+      list.map((u, i) => checkUrl(u, typeof url === 'string' ? 'url' : `url[${i}]`)),
+    ),
+    WebSocket,
+    protocols: o.protocols,
+    reconnect:
+      reconnect === false
+        ? false
+        : Object.freeze({
+            ...d.reconnect,
+            ...checkOptions(reconnect, reconnectRules, 'reconnect.', 'reconnect'),
+          }),
+    connectTimeoutMs: o.connectTimeoutMs ?? d.connectTimeoutMs,
+    callTimeoutMs:
+      (renamed(o, 'callTimeoutMs', 'callTimeout') as number | undefined) ?? d.callTimeoutMs,
+    whenDisconnected: o.whenDisconnected ?? d.whenDisconnected,
+    maxQueued: o.maxQueued ?? d.maxQueued,
+    maxPendingCalls: o.maxPendingCalls ?? d.maxPendingCalls,
+    batchCalls: o.batchCalls ?? d.batchCalls,
+    heartbeat:
+      heartbeat === false
+        ? false
+        : Object.freeze({
+            ...d.heartbeat,
+            ...checkOptions(heartbeat, heartbeatRules, 'heartbeat.', 'heartbeat'),
+          }),
+    inbox: o.inbox ?? d.inbox,
+    subscriptionMethods: Object.freeze({
+      ...d.subscriptionMethods,
+      ...checkOptions(
+        o.subscriptionMethods,
+        methodRules,
+        'subscriptionMethods.',
+        'subscriptionMethods',
+      ),
+    }),
+    logger: o.logger ?? silentLogger,
+  });
 }

@@ -1,6 +1,5 @@
 import { Subject, filter, firstValueFrom, map } from 'rxjs';
 import type { Observable } from 'rxjs';
-import { silentLogger } from '../peer/logger.js';
 import type { Logger } from '../peer/logger.js';
 import { nameOf } from '../peer/method-descriptor.js';
 import type {
@@ -17,12 +16,12 @@ import type { CallOptions } from '../peer/pending-calls.js';
 import { encodeNotification, encodeRequest } from '../protocol/encode.js';
 import type { JsonRpcError } from '../protocol/errors.js';
 import { CancelledError, NotConnectedError } from '../protocol/local-errors.js';
-import { DEFAULT_SUBSCRIPTION_METHODS } from '../protocol/subscription-frames.js';
 import type { Params } from '../protocol/types.js';
 import type { WebSocketLike } from '../transport/websocket-transport.js';
 import { backoffDelay, defaultBackoff } from './backoff.js';
 import { ClientConnection } from './client-connection.js';
-import type { ClientOptions } from './client-options.js';
+import { resolveClientOptions } from './client-options.js';
+import type { ClientConfig, ClientOptions } from './client-options.js';
 import type { ConnectionState } from './connection-state.js';
 import { ClientInbox } from './inbox.js';
 import type { InboxGap } from './inbox.js';
@@ -32,7 +31,7 @@ import type { SubscriptionEvent } from './subscriptions.js';
 
 // Moved out with the connection lifecycle and the options; still imported from here.
 export { HEARTBEAT_CLOSE_CODE } from './client-connection.js';
-export type { ClientOptions } from './client-options.js';
+export type { ClientConfig, ClientOptions } from './client-options.js';
 
 /**
  * A JSON-RPC 2.0 client over WebSocket for browsers and Node. It connects on
@@ -62,17 +61,22 @@ export class RpcClient {
   /** The `$inbox` subscription (ClientOptions.inbox). */
   private readonly inbox: ClientInbox<RpcClient>;
 
-  constructor(private readonly options: ClientOptions) {
-    this.logger = options.logger ?? silentLogger;
-    this.connection = new ClientConnection<RpcClient>(options, this.logger, {
+  /** The options, checked and with their defaults filled in (`resolveClientOptions`); frozen. */
+  readonly config: ClientConfig;
+
+  constructor(options: ClientOptions) {
+    const config = resolveClientOptions(options);
+    this.config = config;
+    this.logger = config.logger;
+    this.connection = new ClientConnection<RpcClient>(config, this.logger, {
       createPeer: (transport, onReservedNotification) => {
         const peer = new Peer<RpcClient>(transport, {
           registry: this.registry,
           session: this,
           logger: this.logger,
-          callTimeout: options.callTimeout,
-          maxPendingCalls: options.maxPendingCalls,
-          batchOutgoing: options.batchCalls,
+          callTimeoutMs: config.callTimeoutMs,
+          maxPendingCalls: config.maxPendingCalls,
+          batchOutgoing: config.batchCalls,
           onReservedNotification,
         });
         const subscriptionNotification = this.subscriptions.methods.notification;
@@ -101,7 +105,7 @@ export class RpcClient {
     // eslint-disable-next-line @typescript-eslint/no-this-alias -- read by the getter below
     const client = this;
     const backoff = this.connection.backoff;
-    this.queue = new OfflineQueue(options.maxQueued ?? 100);
+    this.queue = new OfflineQueue(config.maxQueued);
     this.subscriptions = new ClientSubscriptions(
       {
         call: (method, params) => this.call(method, params),
@@ -116,7 +120,7 @@ export class RpcClient {
           return client.state === 'closed';
         },
       },
-      { ...DEFAULT_SUBSCRIPTION_METHODS, ...options.subscriptionMethods },
+      config.subscriptionMethods,
       this.logger,
     );
     this.inbox = new ClientInbox<RpcClient>({
@@ -128,7 +132,7 @@ export class RpcClient {
     });
     this.inboxGaps$ = this.inbox.gaps$;
     // Before anything else, so that its subscribe is the first call of every connection.
-    this.inbox.start(options.inbox === true);
+    this.inbox.start(config.inbox);
     this.connection.connect();
   }
 
@@ -188,7 +192,7 @@ export class RpcClient {
       method,
       options,
       () => encodeRequest(0, method, params),
-      (timeout) => this.requirePeer().call(method, params, { ...options, timeout }),
+      (timeoutMs) => this.requirePeer().call(method, params, { ...options, timeoutMs }),
     );
   }
 
@@ -207,7 +211,7 @@ export class RpcClient {
     encodeNotification(method, params);
     // A notification has no caller waiting, so a failure to queue or send is only logged.
     this.queue
-      .enqueue(method, { timeout: 0 }, 0, () => {
+      .enqueue(method, { timeoutMs: 0 }, 0, () => {
         this.requirePeer().notify(method, params);
         return Promise.resolve();
       })
@@ -251,7 +255,7 @@ export class RpcClient {
       () => {
         for (const entry of entries) encodeRequest(0, entry.method, entry.params);
       },
-      (timeout) => this.sendBatch(this.requirePeer(), entries, { ...options, timeout }),
+      (timeoutMs) => this.sendBatch(this.requirePeer(), entries, { ...options, timeoutMs }),
     );
   }
 
@@ -272,7 +276,7 @@ export class RpcClient {
 
   private assertMayQueue(): void {
     if (this.state === 'closed') throw new NotConnectedError('Client closed');
-    if (this.options.whenDisconnected === 'reject') throw new NotConnectedError('Not connected');
+    if (this.config.whenDisconnected === 'reject') throw new NotConnectedError('Not connected');
   }
 
   /**
@@ -283,7 +287,7 @@ export class RpcClient {
     method: string,
     options: CallOptions,
     check: () => void,
-    send: (timeout: number) => Promise<T>,
+    send: (timeoutMs: number) => Promise<T>,
   ): Promise<T> {
     try {
       this.assertMayQueue();
@@ -291,13 +295,13 @@ export class RpcClient {
     } catch (err) {
       return Promise.reject(err as Error);
     }
-    return this.queue.enqueue(method, options, this.options.callTimeout ?? 30_000, send);
+    return this.queue.enqueue(method, options, this.config.callTimeoutMs, send);
   }
 
   /**
    * A subscribe: while disconnected it waits in the queue without a timeout (it is the
    * resubscription the next connection needs, however long that takes); once sent, the
-   * default callTimeout applies.
+   * default callTimeoutMs applies.
    */
   private callUntimedWhileQueued(
     method: string,
@@ -308,7 +312,7 @@ export class RpcClient {
     if (peer) return peer.call(method, params, { onResult });
     return this.whileDisconnected(
       method,
-      { timeout: 0 },
+      { timeoutMs: 0 },
       () => encodeRequest(0, method, params),
       () => this.requirePeer().call(method, params, { onResult }),
     );

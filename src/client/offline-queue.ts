@@ -43,7 +43,7 @@ export class OfflineQueue {
     }
     if (options.signal?.aborted)
       return Promise.reject(new CancelledError(method, options.signal.reason));
-    const timeout = options.timeout ?? defaultTimeout;
+    const timeout = options.timeoutMs ?? options.timeout ?? defaultTimeout;
     const deadline = timeout > 0 && Number.isFinite(timeout) ? Date.now() + timeout : undefined;
     let timer: ReturnType<typeof setTimeout> | undefined;
     let onAbort: (() => void) | undefined;

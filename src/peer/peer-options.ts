@@ -6,6 +6,7 @@ import { MethodRegistry } from './method-registry.js';
 import type { Handler } from './method-registry.js';
 import { composeMiddleware } from './middleware.js';
 import type { Middleware, MiddlewareChain, SubscribeMethod } from './middleware.js';
+import { renamed } from './option-rules.js';
 import type { Peer } from './peer.js';
 
 /*
@@ -21,6 +22,8 @@ export interface PeerOptions<S> {
   session: S;
   logger?: Logger;
   /** Default timeout for outgoing calls in ms; 0 waits forever. Default 30 000. */
+  callTimeoutMs?: number;
+  /** @deprecated Use `callTimeoutMs`. */
   callTimeout?: number;
   /** Most outgoing calls awaiting a response at once. Default 1 024. */
   maxPendingCalls?: number;
@@ -76,7 +79,7 @@ export interface PeerOptions<S> {
 /** The options every peer made from them shares, with their defaults filled in. */
 export interface PeerConfig<S> {
   readonly registry: MethodRegistry<S>;
-  readonly callTimeout: number;
+  readonly callTimeoutMs: number;
   readonly maxPendingCalls: number;
   readonly maxInFlight: number;
   readonly exposeErrorDetails: boolean;
@@ -95,7 +98,8 @@ export interface PeerConfig<S> {
 export function peerConfig<S>(options: Omit<PeerOptions<S>, 'session'>): PeerConfig<S> {
   return {
     registry: options.registry ?? new MethodRegistry<S>(),
-    callTimeout: options.callTimeout ?? 30_000,
+    callTimeoutMs:
+      (renamed(options, 'callTimeoutMs', 'callTimeout') as number | undefined) ?? 30_000,
     maxPendingCalls: options.maxPendingCalls ?? 1024,
     maxInFlight: options.maxInFlight ?? 256,
     exposeErrorDetails: options.exposeErrorDetails ?? false,

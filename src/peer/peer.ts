@@ -101,7 +101,7 @@ export class Peer<S = unknown> implements TransportListener {
   private get pending(): PendingCalls {
     return (this.pendingTable ??= new PendingCalls(
       this.config.maxPendingCalls,
-      this.config.callTimeout,
+      this.config.callTimeoutMs,
       (id) => this.sendCancel(id),
     ));
   }

@@ -10,8 +10,10 @@ export interface CallOptions {
   /**
    * Milliseconds to wait for the response; 0 (or Infinity) waits forever, and more than
    * 2^31-1 (about 24.8 days, the longest a timer takes) waits that long. Defaults to the
-   * peer's callTimeout.
+   * peer's `callTimeoutMs`.
    */
+  timeoutMs?: number;
+  /** @deprecated Use `timeoutMs` (which wins when both are given). */
   timeout?: number;
   /** Aborting it rejects the call with CancelledError and tells the other side (rpc.cancel). */
   signal?: AbortSignal;
@@ -90,7 +92,7 @@ export class PendingCalls {
       signal: options.signal,
       onAbort: undefined,
     };
-    const timeout = options.timeout ?? this.defaultTimeout;
+    const timeout = options.timeoutMs ?? options.timeout ?? this.defaultTimeout;
     if (timeout > 0 && Number.isFinite(timeout)) {
       entry.timer = setTimeout(
         () => {

@@ -13,8 +13,10 @@ import { TransportSocket, WsTransport } from '../transport/ws-transport.js';
 import type { Admission, SocketGate } from './admission.js';
 import type { TrustedProxies } from './client-address.js';
 import type { GatewayMetrics } from './metrics.js';
+import { gatewayDefaults } from './gateway-config.js';
 import { PREFERRED_SUBPROTOCOL } from './options.js';
-import type { GatewayLimits, GatewayOptions, UpgradeRequest } from './options.js';
+import type { GatewayConfig } from './gateway-config.js';
+import type { GatewayLimits, UpgradeRequest } from './options.js';
 import { runAuthenticate } from './run-authenticate.js';
 import type { Session } from './session.js';
 import type { SessionRouter } from './session-router.js';
@@ -26,7 +28,7 @@ import { describeStream, describeUpgrade } from './upgrade-request.js';
 
 export interface IntakeDeps<C> {
   /** Read when used (authenticate, userOf, selectProtocol, refuseWhileBrokerDown, tls, ...). */
-  options: GatewayOptions<C>;
+  config: GatewayConfig<C>;
   /** The WebSocket endpoint's path. */
   path: string;
   limits: Required<GatewayLimits>;
@@ -101,10 +103,12 @@ export class ConnectionIntake<C> {
       // Writes are already gathered per turn: no Nagle delay on top. TCP has no ping frame,
       // so the kernel's keepalive finds peers that vanished without a FIN.
       socket.setNoDelay(true);
-      socket.setKeepAlive(true, this.deps.options.heartbeatInterval || 30_000);
+      const { heartbeatIntervalMs } = this.deps.config.timing;
+      // With the heartbeat off, the kernel still probes, at the default interval.
+      socket.setKeepAlive(true, heartbeatIntervalMs || gatewayDefaults.heartbeatIntervalMs);
       void this.acceptStream(socket, socket, 'tcp', socket.remoteAddress);
     };
-    const tls = this.deps.options.tls;
+    const tls = this.deps.config.http.tls;
     // Half-open allowed: a client may end its side after its requests and still get the replies.
     const server = tls
       ? createTlsServer({ ...tls, allowHalfOpen: true }, onSocket)
@@ -141,14 +145,14 @@ export class ConnectionIntake<C> {
 
   /** New long-lived connections are refused while the broker is down (refuseWhileBrokerDown). */
   private get refusingForBroker(): boolean {
-    return (this.deps.options.refuseWhileBrokerDown ?? true) && !this.deps.broker.ready;
+    return this.deps.config.pubsub.refuseWhileBrokerDown && !this.deps.broker.ready;
   }
 
   private pickProtocol(offered: Set<string>, request: IncomingMessage): string | false {
     const list = [...offered];
-    const { options, proxies } = this.deps;
-    if (options.selectProtocol)
-      return options.selectProtocol(list, describeUpgrade(request, 'websocket', proxies));
+    const { config, proxies } = this.deps;
+    const { selectProtocol } = config.http;
+    if (selectProtocol) return selectProtocol(list, describeUpgrade(request, 'websocket', proxies));
     // Never echo a token a browser sent as a subprotocol when a real protocol name is there.
     return offered.has(PREFERRED_SUBPROTOCOL) ? PREFERRED_SUBPROTOCOL : (list[0] ?? false);
   }
@@ -204,7 +208,7 @@ export class ConnectionIntake<C> {
   ): Promise<boolean> {
     const { deps } = this;
     const auth = await runAuthenticate(
-      deps.options.authenticate,
+      deps.config.auth.authenticate,
       upgrade,
       deps.logger,
       deps.limits.authenticateTimeoutMs,
@@ -319,7 +323,7 @@ export class ConnectionIntake<C> {
       return refuse(admitted.status, admitted.message, admitted.reason);
     }
     const auth = await runAuthenticate(
-      deps.options.authenticate,
+      deps.config.auth.authenticate,
       request,
       deps.logger,
       deps.limits.authenticateTimeoutMs,
@@ -376,7 +380,7 @@ export class ConnectionIntake<C> {
   ): Promise<{ ok: true; user: string | undefined } | { ok: false }> {
     let user: string | undefined;
     try {
-      user = this.deps.options.userOf?.(context);
+      user = this.deps.config.auth.userOf?.(context);
     } catch (err) {
       // A failing hook refuses the connection (500), as a failing authenticate does.
       this.deps.logger.error({ err }, 'userOf failed');

@@ -34,11 +34,11 @@ import {
 import type { HttpDispatchDeps, ServerTenant } from './http-dispatch.js';
 import type { Readiness } from './http-routes.js';
 import { HttpRpc } from './http-rpc.js';
-import { createLogger } from './logger.js';
 import { GatewayMetrics } from './metrics.js';
-import { resolveLimits, resolvePath, resolveRoutes, resolveUserInbox } from './options.js';
+import { resolveGatewayOptions } from './gateway-config.js';
+import type { GatewayConfig } from './gateway-config.js';
 import type { GatewayLimits, GatewayOptions, ResolvedRoutes } from './options.js';
-import { PubSubService, defaultSubscriptionMethods } from './pubsub-service.js';
+import { PubSubService } from './pubsub-service.js';
 import type { StreamHandler, TopicOptions } from './pubsub-service.js';
 import type { Session } from './session.js';
 import { SessionRouter, namesInbox } from './session-router.js';
@@ -60,6 +60,8 @@ export class Gateway<C = unknown> {
   readonly httpServer: HttpServer;
   readonly logger: Logger;
   readonly registry = new MethodRegistry<Session<C>>();
+  /** The options, checked and resolved once (`resolveGatewayOptions`): grouped and frozen. */
+  readonly config: GatewayConfig<C>;
   private readonly path: string;
   /** Its HTTP routes (GatewayOptions.routes), resolved. */
   private readonly routes: ResolvedRoutes;
@@ -116,31 +118,32 @@ export class Gateway<C = unknown> {
   /** Emits each session once it has closed and all its calls have settled. */
   readonly disconnected$: Observable<Session<C>>;
 
-  constructor(private readonly options: GatewayOptions<C> = {}) {
-    this.logger = options.logger ?? createLogger();
-    this.path = resolvePath(options.path);
-    this.routes = resolveRoutes(options.routes, this.path, options.metrics);
-    this.limits = resolveLimits(options.limits);
+  constructor(options: GatewayOptions<C> = {}) {
+    const config = resolveGatewayOptions<C>(options);
+    this.config = config;
+    this.logger = config.observability.logger;
+    this.path = config.http.path;
+    this.routes = config.http.routes;
+    this.limits = config.limits;
     // Every path this gateway answers, by the option naming it: another gateway on the same
     // server must not answer them too. Checked before anything is made.
     const paths = new Map<string, string>([[this.path, 'path']]);
     for (const [name, route] of Object.entries(this.routes)) {
       if (route !== false && !paths.has(route)) paths.set(route, `routes.${name}`);
     }
-    if (options.server) checkPathsFree(options.server, paths);
-    this.admission = new Admission(this.limits, options.allowedOrigins);
+    const { http, auth, pubsub, protocol } = config;
+    if (http.server) checkPathsFree(http.server, paths);
+    this.admission = new Admission(this.limits, http.allowedOrigins);
     this.proxies =
-      options.trustedProxies && options.trustedProxies.length > 0
-        ? new TrustedProxies(options.trustedProxies)
-        : undefined;
-    this.ownsBroker = !options.broker;
-    const inbox = resolveUserInbox(options.userInbox, options.userOf !== undefined);
+      http.trustedProxies.length > 0 ? new TrustedProxies(http.trustedProxies) : undefined;
+    this.ownsBroker = !pubsub.broker;
+    const inbox = pubsub.userInbox;
     this.pubsub = new PubSubService<C>(
-      options.broker ?? new MemoryBroker(),
-      { ...defaultSubscriptionMethods, ...options.subscriptionMethods },
+      pubsub.broker ?? new MemoryBroker(),
+      pubsub.subscriptionMethods,
       this.limits,
       this.logger,
-      options.exposeErrorDetails ?? false,
+      protocol.exposeErrorDetails,
       inbox && {
         retention: inbox.retention,
         // The router is built on the table (below), so it is reached when a message comes.
@@ -169,7 +172,7 @@ export class Gateway<C = unknown> {
       this.sessionTable,
       this.logger,
       {
-        exposeErrorDetails: options.exposeErrorDetails ?? false,
+        exposeErrorDetails: protocol.exposeErrorDetails,
         inbox: inbox && {
           retention: inbox.retention,
           hold: (topic) => this.pubsub.holdTopic(topic),
@@ -179,7 +182,7 @@ export class Gateway<C = unknown> {
     );
     const live = this.sessionTable.live;
     this.heartbeat = new Heartbeat(
-      options.heartbeatInterval ?? 30_000,
+      config.timing.heartbeatIntervalMs,
       live,
       this.limits.maxBufferedBytes,
       (verdict) =>
@@ -214,16 +217,16 @@ export class Gateway<C = unknown> {
       slowConsumerDisconnects: () => this.pubsub.stats.slowConsumerDisconnects,
       isKnownMethod: (method) => this.registry.has(method),
     });
-    const authorize = options.authorize;
+    const authorize = auth.authorize;
     const appAuthorize: PeerConfig<Session<C>>['authorize'] =
       authorize && ((method, params, session) => authorize({ session, method, params }));
     const subscribeMethod = this.pubsub.methods.subscribe;
     this.peerConfig = peerConfig({
       registry: this.registry,
-      callTimeout: options.callTimeout,
+      callTimeoutMs: config.timing.callTimeoutMs,
       maxPendingCalls: this.limits.maxPendingCalls,
       maxInFlight: this.limits.maxInFlight,
-      exposeErrorDetails: options.exposeErrorDetails,
+      exposeErrorDetails: protocol.exposeErrorDetails,
       // With user inboxes, a session's first call also says how it takes its user's messages
       // (SessionInbox): a `$inbox` subscribe, or anything else.
       authorize: inbox
@@ -238,7 +241,7 @@ export class Gateway<C = unknown> {
       onCallSettled: (method, outcome, ms) => this.metrics.callSettled(method, outcome, ms),
       reservedMethods: this.reservedMethods,
       parse: {
-        acceptV1: options.acceptV1 ?? false,
+        acceptV1: protocol.acceptV1,
         maxBatch: this.limits.maxBatch,
         maxDepth: this.limits.maxDepth,
       },
@@ -251,13 +254,13 @@ export class Gateway<C = unknown> {
       this.refusals.refused({ reason, remoteAddress }, 'http socket closed');
     };
     this.socketGate = new SocketGate(this.limits, this.proxies, socketCut);
-    this.ownsServer = !options.server;
+    this.ownsServer = !http.server;
     this.serverGate = this.ownsServer
       ? this.socketGate
-      : sharedServerGate(options.limits, this.limits, this.proxies, socketCut);
+      : sharedServerGate(config.limitsSet, this.limits, this.proxies, socketCut);
     const serverGate = this.serverGate;
     this.intake = new ConnectionIntake<C>({
-      options,
+      config,
       path: this.path,
       limits: this.limits,
       logger: this.logger,
@@ -280,14 +283,13 @@ export class Gateway<C = unknown> {
     // Node checks its headers timeout on later keep-alive requests this often (default 30 s).
     const own = { connectionsCheckingInterval: Math.min(1_000, this.limits.headersTimeoutMs) };
     this.httpServer =
-      options.server ??
-      (options.tls ? createHttpsServer({ ...options.tls, ...own }) : createServer(own));
+      http.server ?? (http.tls ? createHttpsServer({ ...http.tls, ...own }) : createServer(own));
     const server = this.httpServer;
     // The first request's headers are timed by the socket gate; later requests on a keep-alive
     // connection by Node's own headersTimeout, lowered to ours (never raised): on a server the
     // gateway was given, only when the application set limits.headersTimeoutMs.
     const nodeHeadersTimeout = server.headersTimeout;
-    const timesHeaders = this.ownsServer || options.limits?.headersTimeoutMs !== undefined;
+    const timesHeaders = this.ownsServer || config.limitsSet.includes('headersTimeoutMs');
     const lowered =
       timesHeaders &&
       !(nodeHeadersTimeout > 0 && nodeHeadersTimeout <= this.limits.headersTimeoutMs);
@@ -295,7 +297,7 @@ export class Gateway<C = unknown> {
     const unwatch = serverGate?.watch(server);
     this.httpRpc = new HttpRpc<C>({
       admission: this.admission,
-      authenticate: options.authenticate,
+      authenticate: auth.authenticate,
       limits: this.limits,
       logger: this.logger,
       proxies: this.proxies,
@@ -307,8 +309,8 @@ export class Gateway<C = unknown> {
       newSession: (context, remoteAddress, transport, admit) =>
         this.sessionTable.create(transport, context, remoteAddress, admit, this.httpPeerConfig),
     });
-    const http: HttpDispatchDeps<C> = {
-      options,
+    const dispatch: HttpDispatchDeps<C> = {
+      httpHandler: http.httpHandler,
       path: this.path,
       routes: this.routes,
       logger: this.logger,
@@ -321,8 +323,8 @@ export class Gateway<C = unknown> {
     const tenant: ServerTenant = {
       ownsServer: this.ownsServer,
       paths,
-      route: (req) => routeFor(http, req),
-      serve: (req, res, route) => void serveRoute(http, req, res, route),
+      route: (req) => routeFor(dispatch, req),
+      serve: (req, res, route) => void serveRoute(dispatch, req, res, route),
       takesUpgrade: (req) => pathOf(req.url) === this.path,
       upgrade: (req, socket, head) => this.intake.upgrade(req, socket, head),
       headersRead: (socket: Duplex, away: boolean) => {
@@ -330,7 +332,7 @@ export class Gateway<C = unknown> {
         // Another listener's upgrade (another WebSocket endpoint's): no HTTP socket any more.
         if (away) serverGate?.handedOver(socket);
       },
-      other: (req, res) => serveOther(http, req, res),
+      other: (req, res) => serveOther(dispatch, req, res),
       refuseUpgrade: (socket) => this.intake.refusePath(socket),
     };
     const leave = joinServer(server, tenant);
@@ -552,22 +554,23 @@ export class Gateway<C = unknown> {
 
 /**
  * The socket bounds of a server the gateway was given: only those the application set in
- * `limits` (`given`), since at the 'connection' event nothing tells whether a socket is the
+ * `limits` (`set`), since at the 'connection' event nothing tells whether a socket is the
  * gateway's or the application's; none at all unless it set one.
  */
 function sharedServerGate(
-  given: GatewayLimits | undefined,
-  limits: Required<GatewayLimits>,
+  set: readonly (keyof GatewayLimits)[],
+  limits: Readonly<Required<GatewayLimits>>,
   proxies: TrustedProxies | undefined,
   cut: (reason: SocketCut, remoteAddress: string | undefined) => void,
 ): SocketGate | undefined {
-  const { maxHttpSockets, maxHttpSocketsPerIp, headersTimeoutMs } = given ?? {};
-  const set = [maxHttpSockets, maxHttpSocketsPerIp, headersTimeoutMs].some((v) => v !== undefined);
-  if (!set) return undefined;
+  const has = (limit: keyof SocketLimits): boolean => set.includes(limit);
+  if (!has('maxHttpSockets') && !has('maxHttpSocketsPerIp') && !has('headersTimeoutMs')) {
+    return undefined;
+  }
   const bounds: SocketLimits = {
-    maxHttpSockets: maxHttpSockets === undefined ? Infinity : limits.maxHttpSockets,
-    maxHttpSocketsPerIp: maxHttpSocketsPerIp === undefined ? Infinity : limits.maxHttpSocketsPerIp,
-    headersTimeoutMs: headersTimeoutMs === undefined ? 0 : limits.headersTimeoutMs,
+    maxHttpSockets: has('maxHttpSockets') ? limits.maxHttpSockets : Infinity,
+    maxHttpSocketsPerIp: has('maxHttpSocketsPerIp') ? limits.maxHttpSocketsPerIp : Infinity,
+    headersTimeoutMs: has('headersTimeoutMs') ? limits.headersTimeoutMs : 0,
   };
   return new SocketGate(bounds, proxies, cut);
 }

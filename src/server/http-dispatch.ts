@@ -5,7 +5,7 @@ import { sendText, serveLivez, serveReadyz } from './http-routes.js';
 import type { Readiness } from './http-routes.js';
 import type { HttpRpc } from './http-rpc.js';
 import type { GatewayMetrics } from './metrics.js';
-import type { GatewayOptions, ResolvedRoutes } from './options.js';
+import type { ResolvedRoutes } from './options.js';
 
 /**
  * What the gateway answers on its port besides WebSocket upgrades: its `routes`, and plain
@@ -14,8 +14,9 @@ import type { GatewayOptions, ResolvedRoutes } from './options.js';
 export type Route = 'livez' | 'readyz' | 'metrics' | 'openrpc' | 'rpc' | 'websocket';
 
 export interface HttpDispatchDeps<C> {
-  /** Read per request (`httpHandler`). */
-  options: GatewayOptions<C>;
+  /** Plain requests none of the gateway's routes take (GatewayOptions.httpHandler). */
+  httpHandler:
+    ((req: IncomingMessage, res: ServerResponse) => boolean | Promise<boolean>) | undefined;
   /** The WebSocket endpoint's path. */
   path: string;
   /** Where each route is, or false (GatewayOptions.routes, resolved). */
@@ -130,7 +131,7 @@ export async function serveOther<C>(
   req: IncomingMessage,
   res: ServerResponse,
 ): Promise<boolean> {
-  const handler = deps.options.httpHandler;
+  const handler = deps.httpHandler;
   if (!handler) return false;
   try {
     return await handler(req, res);

@@ -162,16 +162,14 @@ export interface GatewayRoutes {
   rpc?: string | false;
 }
 
-export interface GatewayOptions<C> {
+/**
+ * The options that are data (numbers, strings, booleans and objects of them): what a
+ * configuration file can hold. `resolveGatewayOptions` checks them the same way wherever they
+ * come from.
+ */
+export interface GatewayDataOptions {
   /** WebSocket endpoint path. Default "/rpc". */
   path?: string;
-  /**
-   * Bring your own HTTP(S) server (an Express or Fastify app's, one that other WebSocket
-   * endpoints share); otherwise one is created. On a server it did not create, the gateway
-   * answers only its WebSocket `path` and its `routes`, and leaves every other request and
-   * upgrade to the server's other listeners (see docs/server.md, "Sharing a server").
-   */
-  server?: HttpServer;
   /**
    * Where the gateway's HTTP routes are, or `false` to turn one off: `livez` ("/livez"),
    * `readyz` ("/readyz"), `metrics` ("/metrics"), `openrpc` ("/openrpc.json") and `rpc`
@@ -179,11 +177,6 @@ export interface GatewayOptions<C> {
    * RangeError names the route.
    */
   routes?: GatewayRoutes;
-  /**
-   * Decide who may connect: return the session's context, or throw
-   * `new UpgradeRejection(401)` (any 4xx/5xx) to refuse before the upgrade completes.
-   */
-  authenticate?: (request: UpgradeRequest) => C | Promise<C>;
   /**
    * Origins allowed to open a WebSocket (exact strings such as "https://app.example.com",
    * or a predicate); others get 403. Requests without an Origin header (non-browser
@@ -207,6 +200,49 @@ export interface GatewayOptions<C> {
    * as usual (a publish among them fails with -32009). Default true.
    */
   refuseWhileBrokerDown?: boolean;
+  limits?: GatewayLimits;
+  /** Default timeout of server-to-client calls in ms; 0 waits forever. Default 30 000. */
+  callTimeoutMs?: number;
+  /** @deprecated Use `callTimeoutMs`. */
+  callTimeout?: number;
+  /**
+   * Ping every this many ms; a client that has not answered the previous ping is dropped.
+   * Also the TCP keepalive delay of `listenTcp` sockets. Default 30 000; 0 disables.
+   */
+  heartbeatIntervalMs?: number;
+  /** @deprecated Use `heartbeatIntervalMs`. */
+  heartbeatInterval?: number;
+  /**
+   * Keep each user's messages (`gateway.notifyUser`) numbered in a bounded history, so a
+   * client that subscribes `$inbox` gets every one exactly once, in order, across reconnects
+   * to any node (a gap signal past retention). `true` for the defaults. Needs `userOf`.
+   * Default off: `notifyUser` reaches the sessions connected at that moment, at most once.
+   */
+  userInbox?: boolean | UserInboxOptions;
+  /** Names of the subscribe, notification and unsubscribe methods (e.g. eth_subscribe, eth_subscription, eth_unsubscribe). */
+  subscriptionMethods?: Partial<SubscriptionMethods>;
+  /** Serve Prometheus metrics at GET /metrics. Default true. */
+  metrics?: boolean;
+  /** Answer JSON-RPC 1.0 peers in their own shape. Default false. */
+  acceptV1?: boolean;
+  /** Put internal error messages and stacks in error.data (debug only). Default false. */
+  exposeErrorDetails?: boolean;
+}
+
+/** The options that are code or live objects (hooks, a server, a broker, a logger, TLS keys). */
+export interface GatewayCodeOptions<C> {
+  /**
+   * Bring your own HTTP(S) server (an Express or Fastify app's, one that other WebSocket
+   * endpoints share); otherwise one is created. On a server it did not create, the gateway
+   * answers only its WebSocket `path` and its `routes`, and leaves every other request and
+   * upgrade to the server's other listeners (see docs/server.md, "Sharing a server").
+   */
+  server?: HttpServer;
+  /**
+   * Decide who may connect: return the session's context, or throw
+   * `new UpgradeRejection(401)` (any 4xx/5xx) to refuse before the upgrade completes.
+   */
+  authenticate?: (request: UpgradeRequest) => C | Promise<C>;
   /**
    * Decide per call whether a session may call a method (or send a notification);
    * false answers -32004 Unauthorized and the connection stays open.
@@ -232,32 +268,16 @@ export interface GatewayOptions<C> {
    * other listeners do, and the 404 is sent only when the server has no other 'request' listener.
    */
   httpHandler?: (req: IncomingMessage, res: ServerResponse) => boolean | Promise<boolean>;
+  /** Where the gateway logs. Default: a pino logger at level info (LOG_LEVEL). */
   logger?: Logger;
-  limits?: GatewayLimits;
-  /** Default timeout of server-to-client calls in ms. Default 30 000. */
-  callTimeout?: number;
-  /** Ping every this many ms; a client that has not answered the previous ping is dropped. Default 30 000; 0 disables. */
-  heartbeatInterval?: number;
   /** The user a session belongs to, from its context, so `gateway.notifyUser` can reach it on any node. */
   userOf?: (context: C) => string | undefined;
-  /**
-   * Keep each user's messages (`gateway.notifyUser`) numbered in a bounded history, so a
-   * client that subscribes `$inbox` gets every one exactly once, in order, across reconnects
-   * to any node (a gap signal past retention). `true` for the defaults. Needs `userOf`.
-   * Default off: `notifyUser` reaches the sessions connected at that moment, at most once.
-   */
-  userInbox?: boolean | UserInboxOptions;
   /** Where topics live. Default: a MemoryBroker (one node, nothing else needed). */
   broker?: Broker;
-  /** Names of the subscribe, notification and unsubscribe methods (e.g. eth_subscribe, eth_subscription, eth_unsubscribe). */
-  subscriptionMethods?: Partial<SubscriptionMethods>;
-  /** Serve Prometheus metrics at GET /metrics. Default true. */
-  metrics?: boolean;
-  /** Answer JSON-RPC 1.0 peers in their own shape. Default false. */
-  acceptV1?: boolean;
-  /** Put internal error messages and stacks in error.data (debug only). Default false. */
-  exposeErrorDetails?: boolean;
 }
+
+/** What `createGateway` takes: the data options and the code options. See docs/options.md. */
+export interface GatewayOptions<C> extends GatewayDataOptions, GatewayCodeOptions<C> {}
 
 /** What the broker keeps of each user's messages, and how new sessions are told apart. */
 export interface UserInboxOptions {

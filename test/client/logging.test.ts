@@ -17,7 +17,8 @@ describe('client logs', () => {
     const { logger, records } = captureLogger();
     const client = res.client(
       [
-        'ws//not-a-url/rpc?token=SECRET0',
+        // Parsed, but refused by the WebSocket (a URL with a fragment).
+        'ws://127.0.0.1:1/rpc?token=SECRET0#fragment',
         `ws://user:SECRET1@127.0.0.1:${deadPort}/rpc?token=SECRET2`,
         `${live.url}?token=SECRET4`,
       ],
@@ -38,7 +39,7 @@ describe('client logs', () => {
     await client.close();
 
     expect(logged(records, 'could not create WebSocket')[0]?.obj).toMatchObject({
-      url: 'ws//not-a-url/rpc',
+      url: 'ws://127.0.0.1:1/rpc',
     });
     expect(logged(records, 'connection attempt failed').map((r) => r.obj)).toContainEqual(
       expect.objectContaining({ url: `ws://127.0.0.1:${deadPort}/rpc` }),

@@ -1,0 +1,146 @@
+// The checks both ends run on their options when they are made (`resolveGatewayOptions`,
+// `resolveClientOptions`): one small rule per option, and one message shape for every refusal,
+// naming the option and what it may be. Kept small: the browser client bundles it.
+
+/** Checks one given value (never undefined); throws a TypeError or RangeError naming `name`. */
+export type Rule = (value: unknown, name: string) => void;
+
+/** An object of options: not null, not an array. */
+export function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** How a refused value is shown: as JSON where it can be, else by its type. */
+export function describe(value: unknown): string {
+  return typeof value === 'function' ? 'a function' : (JSON.stringify(value) ?? typeof value);
+}
+
+/** Refuse `value` for `name`: a TypeError, or a RangeError when it is the right type out of range. */
+export function refuse(name: string, expected: string, value: unknown, range = false): never {
+  throw new (range ? RangeError : TypeError)(`${name} must be ${expected}, not ${describe(value)}`);
+}
+
+/** A number in [min, max] (an integer if `integer`); `note` says what special values mean. */
+export function numberIn(min: number, max: number, integer = false, note = ''): Rule {
+  const what = `${integer ? 'an integer' : 'a number'} ${max === Infinity ? `at least ${min}` : `from ${min} to ${max}`}${note}`;
+  return (value, name) => {
+    if (typeof value !== 'number' || Number.isNaN(value)) refuse(name, what, value);
+    if (value < min || value > max || (integer && !Number.isInteger(value))) {
+      refuse(name, what, value, true);
+    }
+  };
+}
+
+/** A value of one `typeof` ('boolean', 'function', 'string', 'object': not null, not an array). */
+export function ofType(type: string, what = `a ${type}`): Rule {
+  return (value, name) => {
+    if (typeof value !== type || value === null || Array.isArray(value)) refuse(name, what, value);
+  };
+}
+
+/** An array of strings. */
+export const strings: Rule = (value, name) => {
+  if (!Array.isArray(value) || value.some((item) => typeof item !== 'string')) {
+    refuse(name, 'an array of strings', value);
+  }
+};
+
+/** One of a few strings. */
+export function oneOf(...allowed: string[]): Rule {
+  const what = allowed.map((a) => `"${a}"`).join(' or ');
+  return (value, name) => {
+    if (!allowed.includes(value as string)) refuse(name, what, value, typeof value === 'string');
+  };
+}
+
+/** Either of two rules (the first one's error when neither holds). */
+export function either(first: Rule, second: Rule): Rule {
+  return (value, name) => {
+    try {
+      first(value, name);
+    } catch (err) {
+      try {
+        second(value, name);
+      } catch {
+        throw err;
+      }
+    }
+  };
+}
+
+/**
+ * Check `options` (an object, or undefined for none) against `rules`: a key with no rule is
+ * refused with a TypeError, naming the closest known key; each value that is not undefined
+ * must pass its rule (null rules are checked elsewhere). Returns the options that are not
+ * undefined, so they can be spread over defaults. `prefix` is the path to `options`
+ * ("" or "reconnect."), `owner` what they are options of; `deprecated` names are never
+ * suggested.
+ */
+export function checkOptions(
+  options: unknown,
+  rules: Readonly<Record<string, Rule | null>>,
+  prefix: string,
+  owner: string,
+  deprecated: readonly string[] = [],
+): Record<string, unknown> {
+  if (options === undefined) return {};
+  if (!isRecord(options)) refuse(prefix ? prefix.slice(0, -1) : owner, 'an object', options);
+  const defined: Record<string, unknown> = {};
+  for (const key of Object.keys(options)) {
+    if (!Object.hasOwn(rules, key)) {
+      const near = closest(
+        key,
+        Object.keys(rules).filter((name) => !deprecated.includes(name)),
+      );
+      throw new TypeError(
+        `${prefix}${key} is not an option of ${owner}${near ? ` (did you mean ${prefix}${near}?)` : ''}`,
+      );
+    }
+    const rule = rules[key];
+    const value = options[key];
+    if (value === undefined) continue;
+    rule?.(value, prefix + key);
+    defined[key] = value;
+  }
+  return defined;
+}
+
+/** The known name nearest `key` in edits, if one is near enough to be what was meant. */
+function closest(key: string, known: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Math.max(2, key.length >> 2) + 1;
+  for (const name of known) {
+    const distance = editDistance(key.toLowerCase(), name.toLowerCase());
+    if (distance < bestDistance) [best, bestDistance] = [name, distance];
+  }
+  return best;
+}
+
+function editDistance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) {
+      next[j] = Math.min(
+        row[j]! + 1,
+        next[j - 1]! + 1,
+        row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+    }
+    row = next;
+  }
+  return row[b.length]!;
+}
+
+/**
+ * A renamed option: the value of `name`, or of its deprecated `alias` when only that is given.
+ * Both given with different values is a TypeError.
+ */
+export function renamed(options: object, name: string, alias: string): unknown {
+  const value = (options as Record<string, unknown>)[name];
+  const old = (options as Record<string, unknown>)[alias];
+  if (value !== undefined && old !== undefined && !Object.is(value, old)) {
+    throw new TypeError(`${alias} is the old name of ${name}: give one of them, not both`);
+  }
+  return value ?? old;
+}

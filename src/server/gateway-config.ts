@@ -1,0 +1,242 @@
+// The gateway's one configuration step: `createGateway`'s options checked and resolved into a
+// grouped, frozen `GatewayConfig`, every default stated once (`gatewayDefaults`). It takes
+// `unknown`, so options read from a file go through the same checks as options in code.
+import type { IncomingMessage, Server as HttpServer, ServerResponse } from 'node:http';
+import type { Logger } from '../peer/logger.js';
+import {
+  checkOptions,
+  either,
+  isRecord,
+  numberIn,
+  ofType,
+  refuse,
+  renamed,
+  strings,
+} from '../peer/option-rules.js';
+import type { Rule } from '../peer/option-rules.js';
+import type { Broker } from '../pubsub/broker.js';
+import { TrustedProxies } from './client-address.js';
+import { createLogger } from './logger.js';
+import {
+  defaultLimits,
+  defaultRoutes,
+  defaultUserInbox,
+  resolveLimits,
+  resolvePath,
+  resolveRoutes,
+  resolveUserInbox,
+} from './options.js';
+import type {
+  GatewayLimits,
+  GatewayOptions,
+  ResolvedRoutes,
+  ResolvedUserInbox,
+  TlsOptions,
+} from './options.js';
+import { defaultSubscriptionMethods } from './pubsub-types.js';
+import type { SubscriptionMethods } from './pubsub-types.js';
+
+/** The longest delay a Node timer takes (2^31 - 1 ms, about 24.8 days). */
+const MAX_DELAY_MS = 2 ** 31 - 1;
+
+/** The user's own objects (server, broker, logger, hooks, TLS keys) are left as they are. */
+const USER_OBJECTS = new Set(['server', 'broker', 'logger', 'tls']);
+
+/**
+ * Freeze `value` and the plain objects and arrays in it, except the user's objects: what the
+ * configuration made is read-only, what it was given stays the user's.
+ */
+function deepFreeze<T>(value: T, key = ''): T {
+  if (typeof value !== 'object' || value === null || USER_OBJECTS.has(key)) return value;
+  if (!Array.isArray(value) && Object.getPrototypeOf(value) !== Object.prototype) return value;
+  for (const [name, child] of Object.entries(value)) deepFreeze(child, name);
+  return Object.freeze(value);
+}
+
+/** Every default of `createGateway`'s options, in one place (hooks default to none). */
+export const gatewayDefaults = deepFreeze({
+  path: '/rpc',
+  /** `rpc` defaults to `path`. */
+  routes: defaultRoutes,
+  limits: defaultLimits,
+  /** What `userInbox: true` means. */
+  userInbox: defaultUserInbox,
+  callTimeoutMs: 30_000,
+  heartbeatIntervalMs: 30_000,
+  refuseWhileBrokerDown: true,
+  metrics: true,
+  acceptV1: false,
+  exposeErrorDetails: false,
+  subscriptionMethods: defaultSubscriptionMethods,
+  trustedProxies: [] as readonly string[],
+});
+
+/** `createGateway`'s options, resolved: grouped, defaults filled in, frozen (user objects are not). */
+export interface GatewayConfig<C = unknown> {
+  readonly http: {
+    /** The WebSocket endpoint's path. */
+    readonly path: string;
+    readonly routes: ResolvedRoutes;
+    /** The server given; undefined when the gateway makes its own. */
+    readonly server: HttpServer | undefined;
+    readonly tls: TlsOptions | undefined;
+    readonly httpHandler:
+      ((req: IncomingMessage, res: ServerResponse) => boolean | Promise<boolean>) | undefined;
+    /** Undefined: any origin. */
+    readonly allowedOrigins: GatewayOptions<C>['allowedOrigins'];
+    readonly trustedProxies: readonly string[];
+    readonly selectProtocol: GatewayOptions<C>['selectProtocol'];
+  };
+  readonly auth: {
+    readonly authenticate: GatewayOptions<C>['authenticate'];
+    readonly authorize: GatewayOptions<C>['authorize'];
+    readonly userOf: GatewayOptions<C>['userOf'];
+  };
+  readonly limits: Readonly<Required<GatewayLimits>>;
+  /**
+   * The limits the options set, as opposed to defaulted: on a server the gateway was given,
+   * only those of the HTTP socket bounds that were set apply.
+   */
+  readonly limitsSet: readonly (keyof GatewayLimits)[];
+  readonly timing: {
+    readonly callTimeoutMs: number;
+    readonly heartbeatIntervalMs: number;
+  };
+  readonly pubsub: {
+    /** The broker given; undefined when the gateway makes (and owns) a MemoryBroker. */
+    readonly broker: Broker | undefined;
+    readonly subscriptionMethods: Readonly<SubscriptionMethods>;
+    /** Undefined when user inboxes are off. */
+    readonly userInbox: ResolvedUserInbox | undefined;
+    readonly refuseWhileBrokerDown: boolean;
+  };
+  readonly protocol: {
+    readonly acceptV1: boolean;
+    readonly exposeErrorDetails: boolean;
+  };
+  readonly observability: {
+    /** The logger given, or the default pino one. */
+    readonly logger: Logger;
+    /** Whether Prometheus metrics are served (`routes.metrics` says where). */
+    readonly metrics: boolean;
+  };
+}
+
+const bool = ofType('boolean');
+const hook = ofType('function');
+const object = (what: string): Rule => ofType('object', what);
+
+/**
+ * What each option may be. A null rule: the option is checked by its own resolver (path, routes,
+ * limits, userInbox, subscriptionMethods). Every option of `GatewayOptions` is here.
+ */
+export const gatewayOptionRules: Readonly<Record<keyof GatewayOptions<unknown>, Rule | null>> = {
+  path: null,
+  routes: null,
+  allowedOrigins: either(strings, hook),
+  trustedProxies: strings,
+  refuseWhileBrokerDown: bool,
+  limits: object('an object of limits such as { maxBatch: 50 }'),
+  callTimeoutMs: numberIn(0, Infinity, false, ' (0: no timeout)'),
+  callTimeout: numberIn(0, Infinity, false, ' (0: no timeout)'),
+  heartbeatIntervalMs: numberIn(0, MAX_DELAY_MS, true, ' (0: off)'),
+  heartbeatInterval: numberIn(0, MAX_DELAY_MS, true, ' (0: off)'),
+  userInbox: null,
+  subscriptionMethods: object('an object { subscribe, notification, unsubscribe }'),
+  metrics: bool,
+  acceptV1: bool,
+  exposeErrorDetails: bool,
+  server: (value, name) => {
+    if (!isRecord(value) || typeof value['listen'] !== 'function') {
+      refuse(name, 'an http.Server or https.Server', value);
+    }
+  },
+  authenticate: hook,
+  authorize: hook,
+  selectProtocol: hook,
+  tls: (value, name) => {
+    if (!isRecord(value) || value['cert'] === undefined || value['key'] === undefined) {
+      refuse(name, 'an object { cert, key } (PEM strings or Buffers)', value);
+    }
+  },
+  httpHandler: hook,
+  logger: (value, name) => {
+    if (!isRecord(value) || typeof value['info'] !== 'function') {
+      refuse(name, 'a logger (pino, or { trace, debug, info, warn, error, child })', value);
+    }
+  },
+  userOf: hook,
+  broker: object('a Broker (MemoryBroker, RedisBroker, NatsBroker)'),
+};
+
+/** Old names still taken, each with its new one. */
+const DEPRECATED = ['callTimeout', 'heartbeatInterval'];
+
+const methodName = ofType('string', 'a method name (a non-empty string)');
+const subscriptionMethodRules: Record<keyof SubscriptionMethods, Rule> = {
+  subscribe: methodName,
+  notification: methodName,
+  unsubscribe: methodName,
+};
+
+/**
+ * Check `createGateway`'s options and resolve them: an unknown option is a TypeError (naming
+ * the nearest known one), a value of the wrong type a TypeError, one out of its range a
+ * RangeError, each naming the option and what it may be.
+ */
+export function resolveGatewayOptions<C = unknown>(options: unknown): GatewayConfig<C> {
+  const given = checkOptions(options, gatewayOptionRules, '', 'createGateway', DEPRECATED);
+  const o = given as GatewayOptions<C>;
+  const path = resolvePath(o.path);
+  const metrics = o.metrics ?? gatewayDefaults.metrics;
+  const methods = checkOptions(
+    o.subscriptionMethods,
+    subscriptionMethodRules,
+    'subscriptionMethods.',
+    'subscriptionMethods',
+  );
+  for (const [key, value] of Object.entries(methods)) {
+    if (value === '') refuse(`subscriptionMethods.${key}`, 'a non-empty string', value, true);
+  }
+  const callTimeoutMs = renamed(given, 'callTimeoutMs', 'callTimeout') as number | undefined;
+  const heartbeatIntervalMs = renamed(given, 'heartbeatIntervalMs', 'heartbeatInterval') as
+    number | undefined;
+  const limits = o.limits ?? {};
+  // Each entry parsed now, so a bad one is refused here; the gateway parses them again.
+  if (o.trustedProxies) new TrustedProxies(o.trustedProxies);
+  return deepFreeze<GatewayConfig<C>>({
+    http: {
+      path,
+      routes: resolveRoutes(o.routes, path, metrics),
+      server: o.server,
+      tls: o.tls,
+      httpHandler: o.httpHandler,
+      allowedOrigins:
+        typeof o.allowedOrigins === 'function'
+          ? o.allowedOrigins
+          : o.allowedOrigins && [...o.allowedOrigins],
+      trustedProxies: [...(o.trustedProxies ?? gatewayDefaults.trustedProxies)],
+      selectProtocol: o.selectProtocol,
+    },
+    auth: { authenticate: o.authenticate, authorize: o.authorize, userOf: o.userOf },
+    limits: resolveLimits(limits),
+    limitsSet: (Object.keys(limits) as (keyof GatewayLimits)[]).filter(
+      (key) => limits[key] !== undefined,
+    ),
+    timing: {
+      callTimeoutMs: callTimeoutMs ?? gatewayDefaults.callTimeoutMs,
+      heartbeatIntervalMs: heartbeatIntervalMs ?? gatewayDefaults.heartbeatIntervalMs,
+    },
+    pubsub: {
+      broker: o.broker,
+      subscriptionMethods: { ...gatewayDefaults.subscriptionMethods, ...methods },
+      userInbox: resolveUserInbox(o.userInbox, o.userOf !== undefined),
+      refuseWhileBrokerDown: o.refuseWhileBrokerDown ?? gatewayDefaults.refuseWhileBrokerDown,
+    },
+    protocol: {
+      acceptV1: o.acceptV1 ?? gatewayDefaults.acceptV1,
+      exposeErrorDetails: o.exposeErrorDetails ?? gatewayDefaults.exposeErrorDetails,
+    },
+    observability: { logger: o.logger ?? createLogger(), metrics },
+  });
+}

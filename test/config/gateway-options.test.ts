@@ -1,0 +1,297 @@
+import { createServer } from 'node:http';
+import { describe, expect, it } from 'vitest';
+import { createGateway, defaultLimits, silentLogger } from '../../src/index.js';
+import {
+  gatewayDefaults,
+  gatewayOptionRules,
+  resolveGatewayOptions,
+} from '../../src/server/gateway-config.js';
+
+const noop = (): undefined => undefined;
+
+/** One refused value per option that can be refused: the error class and what its message says. */
+const refused: [
+  name: string,
+  options: Record<string, unknown>,
+  error: typeof TypeError,
+  says: string,
+][] = [
+  [
+    'unknown option',
+    { heartbeatIntervl: 5 },
+    TypeError,
+    'heartbeatIntervl is not an option of createGateway (did you mean heartbeatIntervalMs?)',
+  ],
+  [
+    'options not an object',
+    'x' as unknown as Record<string, unknown>,
+    TypeError,
+    'createGateway must be an object',
+  ],
+  ['path type', { path: 3 }, TypeError, 'path must be a string'],
+  ['path value', { path: 'rpc' }, RangeError, 'path must start with "/"'],
+  ['routes type', { routes: 'x' }, TypeError, 'routes must be an object'],
+  ['routes key', { routes: { health: '/h' } }, TypeError, 'routes.health is not a route'],
+  ['routes value', { routes: { livez: 'livez' } }, RangeError, 'routes.livez must start with "/"'],
+  [
+    'allowedOrigins',
+    { allowedOrigins: 'https://a.example' },
+    TypeError,
+    'allowedOrigins must be an array of strings',
+  ],
+  [
+    'trustedProxies type',
+    { trustedProxies: '10.0.0.0/8' },
+    TypeError,
+    'trustedProxies must be an array of strings',
+  ],
+  [
+    'trustedProxies value',
+    { trustedProxies: ['10.0.0.0/99'] },
+    TypeError,
+    'trustedProxies: "10.0.0.0/99" is not an IP address or CIDR subnet',
+  ],
+  [
+    'refuseWhileBrokerDown',
+    { refuseWhileBrokerDown: 'yes' },
+    TypeError,
+    'refuseWhileBrokerDown must be a boolean, not "yes"',
+  ],
+  ['limits type', { limits: [1] }, TypeError, 'limits must be an object of limits'],
+  [
+    'limits key',
+    { limits: { maxBatchs: 1 } },
+    TypeError,
+    'limits.maxBatchs is not a limit of the gateway',
+  ],
+  [
+    'limits value',
+    { limits: { maxBatch: 0 } },
+    RangeError,
+    'limits.maxBatch must be an integer at least 1, not 0',
+  ],
+  [
+    'callTimeoutMs type',
+    { callTimeoutMs: 'x' },
+    TypeError,
+    'callTimeoutMs must be a number at least 0 (0: no timeout), not "x"',
+  ],
+  [
+    'callTimeoutMs range',
+    { callTimeoutMs: -1 },
+    RangeError,
+    'callTimeoutMs must be a number at least 0 (0: no timeout), not -1',
+  ],
+  ['callTimeout range', { callTimeout: -1 }, RangeError, 'callTimeout must be a number at least 0'],
+  [
+    'heartbeatIntervalMs type',
+    { heartbeatIntervalMs: true },
+    TypeError,
+    'heartbeatIntervalMs must be an integer from 0 to 2147483647 (0: off), not true',
+  ],
+  [
+    'heartbeatIntervalMs range',
+    { heartbeatIntervalMs: -1 },
+    RangeError,
+    'heartbeatIntervalMs must be an integer from 0 to 2147483647 (0: off), not -1',
+  ],
+  [
+    'heartbeatIntervalMs past a timer',
+    { heartbeatIntervalMs: 2 ** 31 },
+    RangeError,
+    'heartbeatIntervalMs must be an integer from 0 to 2147483647',
+  ],
+  [
+    'heartbeatInterval range',
+    { heartbeatInterval: 1.5 },
+    RangeError,
+    'heartbeatInterval must be an integer from 0 to 2147483647',
+  ],
+  [
+    'userInbox type',
+    { userInbox: 'on', userOf: noop },
+    TypeError,
+    'userInbox must be true, false or { maxLength, maxAgeMs, holdMs }',
+  ],
+  ['userInbox without userOf', { userInbox: true }, TypeError, 'userInbox needs userOf'],
+  [
+    'userInbox key',
+    { userInbox: { max: 1 }, userOf: noop },
+    TypeError,
+    'userInbox.max is not an option of userInbox',
+  ],
+  [
+    'userInbox value',
+    { userInbox: { holdMs: 60_001 }, userOf: noop },
+    RangeError,
+    'userInbox.holdMs must be an integer from 0 to 60000, not 60001',
+  ],
+  [
+    'subscriptionMethods type',
+    { subscriptionMethods: 'eth' },
+    TypeError,
+    'subscriptionMethods must be an object { subscribe, notification, unsubscribe }',
+  ],
+  [
+    'subscriptionMethods key',
+    { subscriptionMethods: { subscibe: 'x' } },
+    TypeError,
+    'subscriptionMethods.subscibe is not an option of subscriptionMethods (did you mean subscriptionMethods.subscribe?)',
+  ],
+  [
+    'subscriptionMethods value type',
+    { subscriptionMethods: { subscribe: 1 } },
+    TypeError,
+    'subscriptionMethods.subscribe must be a method name (a non-empty string), not 1',
+  ],
+  [
+    'subscriptionMethods value empty',
+    { subscriptionMethods: { unsubscribe: '' } },
+    RangeError,
+    'subscriptionMethods.unsubscribe must be a non-empty string',
+  ],
+  ['metrics', { metrics: 1 }, TypeError, 'metrics must be a boolean, not 1'],
+  ['acceptV1', { acceptV1: 'true' }, TypeError, 'acceptV1 must be a boolean'],
+  [
+    'exposeErrorDetails',
+    { exposeErrorDetails: null },
+    TypeError,
+    'exposeErrorDetails must be a boolean, not null',
+  ],
+  ['server', { server: {} }, TypeError, 'server must be an http.Server or https.Server'],
+  [
+    'authenticate',
+    { authenticate: 'token' },
+    TypeError,
+    'authenticate must be a function, not "token"',
+  ],
+  ['authorize', { authorize: true }, TypeError, 'authorize must be a function'],
+  [
+    'selectProtocol',
+    { selectProtocol: 'jsonrpc-2.0' },
+    TypeError,
+    'selectProtocol must be a function',
+  ],
+  ['tls', { tls: { cert: 'x' } }, TypeError, 'tls must be an object { cert, key }'],
+  ['httpHandler', { httpHandler: {} }, TypeError, 'httpHandler must be a function'],
+  ['logger', { logger: console.log }, TypeError, 'logger must be a logger'],
+  ['userOf', { userOf: 'sub' }, TypeError, 'userOf must be a function'],
+  ['broker', { broker: 'redis' }, TypeError, 'broker must be a Broker'],
+  [
+    'old and new name differ',
+    { callTimeout: 1_000, callTimeoutMs: 2_000 },
+    TypeError,
+    'callTimeout is the old name of callTimeoutMs: give one of them, not both',
+  ],
+  [
+    'old and new heartbeat differ',
+    { heartbeatInterval: 0, heartbeatIntervalMs: 50 },
+    TypeError,
+    'heartbeatInterval is the old name of heartbeatIntervalMs',
+  ],
+];
+
+describe('resolveGatewayOptions: the one step that checks createGateway options', () => {
+  it.each(refused)(
+    'refuses %s, naming the option and what it may be',
+    (_, options, error, says) => {
+      const refusal = (): unknown => resolveGatewayOptions(options);
+      expect(refusal).toThrow(error);
+      expect(refusal).toThrow(says);
+    },
+  );
+
+  it('has a refusal case for every option that takes a value of its own', () => {
+    const covered = new Set(refused.map(([, options]) => Object.keys(options)[0]));
+    for (const name of Object.keys(gatewayOptionRules)) expect(covered).toContain(name);
+  });
+
+  it('createGateway itself throws, before it listens', () => {
+    expect(() => createGateway({ heartbeatIntervalMs: -1 })).toThrow(RangeError);
+    expect(() => createGateway({ callTimeoutMs: 'x' as unknown as number })).toThrow(
+      'callTimeoutMs must be',
+    );
+    expect(() => createGateway({ heartbeatIntervl: 1 } as never)).toThrow(
+      'heartbeatIntervl is not an option of createGateway',
+    );
+  });
+
+  it('fills every default in, from gatewayDefaults', () => {
+    const config = resolveGatewayOptions({ logger: silentLogger });
+    expect(config.http).toMatchObject({
+      path: gatewayDefaults.path,
+      routes: { ...gatewayDefaults.routes, rpc: gatewayDefaults.path },
+      trustedProxies: [],
+      server: undefined,
+    });
+    expect(config.limits).toEqual(defaultLimits);
+    expect(config.limitsSet).toEqual([]);
+    expect(config.timing).toEqual({ callTimeoutMs: 30_000, heartbeatIntervalMs: 30_000 });
+    expect(config.pubsub).toEqual({
+      broker: undefined,
+      subscriptionMethods: gatewayDefaults.subscriptionMethods,
+      userInbox: undefined,
+      refuseWhileBrokerDown: true,
+    });
+    expect(config.protocol).toEqual({ acceptV1: false, exposeErrorDetails: false });
+    expect(config.observability).toEqual({ logger: silentLogger, metrics: true });
+  });
+
+  it('takes a JSON document as it is (what a configuration file holds)', () => {
+    const file = JSON.parse(
+      '{"path":"/ws","heartbeatIntervalMs":0,"limits":{"maxBatch":10},"routes":{"metrics":false}}',
+    ) as unknown;
+    const config = resolveGatewayOptions(file);
+    expect(config.http.path).toBe('/ws');
+    expect(config.http.routes.metrics).toBe(false);
+    expect(config.limits.maxBatch).toBe(10);
+    expect(config.limitsSet).toEqual(['maxBatch']);
+    expect(config.timing.heartbeatIntervalMs).toBe(0);
+  });
+
+  it('is frozen all the way down, but leaves the objects it was given alone', () => {
+    const server = createServer();
+    const logger = { ...silentLogger };
+    const config = resolveGatewayOptions({
+      server,
+      logger,
+      trustedProxies: ['10.0.0.0/8'],
+      userInbox: true,
+      userOf: noop,
+    });
+    expect(Object.isFrozen(config)).toBe(true);
+    for (const group of Object.values(config)) expect(Object.isFrozen(group)).toBe(true);
+    expect(Object.isFrozen(config.limits)).toBe(true);
+    expect(Object.isFrozen(config.http.routes)).toBe(true);
+    expect(Object.isFrozen(config.http.trustedProxies)).toBe(true);
+    expect(Object.isFrozen(config.pubsub.userInbox?.retention)).toBe(true);
+    expect(Object.isFrozen(server)).toBe(false);
+    expect(Object.isFrozen(logger)).toBe(false);
+    expect(Object.isFrozen(gatewayDefaults)).toBe(true);
+    expect(Object.isFrozen(gatewayDefaults.limits)).toBe(true);
+  });
+
+  it('takes the old names as aliases of the new ones', () => {
+    const config = resolveGatewayOptions({ callTimeout: 1_000, heartbeatInterval: 0 });
+    expect(config.timing).toEqual({ callTimeoutMs: 1_000, heartbeatIntervalMs: 0 });
+    // The same value under both names is no conflict.
+    expect(resolveGatewayOptions({ callTimeout: 5, callTimeoutMs: 5 }).timing.callTimeoutMs).toBe(
+      5,
+    );
+  });
+
+  it('exposes the resolved config on the gateway', async () => {
+    const gateway = createGateway({
+      logger: silentLogger,
+      heartbeatIntervalMs: 0,
+      limits: { maxBatch: 7 },
+    });
+    try {
+      expect(gateway.config.timing.heartbeatIntervalMs).toBe(0);
+      expect(gateway.config.limits.maxBatch).toBe(7);
+      expect(Object.isFrozen(gateway.config)).toBe(true);
+    } finally {
+      await gateway.close();
+    }
+  });
+});
