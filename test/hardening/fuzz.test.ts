@@ -3,9 +3,10 @@
  *
  * Every generated frame is sent on a raw `ws` socket, each followed by an
  * `rpc.ping` (pipelined: a run sends all its frames and pings at once). The
- * replies are then checked against an independent model of the
- * specification: every reply is a well-formed Response (or a non-empty array
- * of them), every request with a valid id gets exactly one reply with that id
+ * replies are then checked against the model of the specification in
+ * test/support/jsonrpc-model.ts, given the gateway's methods and limits:
+ * every reply is a well-formed Response (or a non-empty array of them),
+ * every request with a valid id gets exactly one reply with that id
  * and the expected result or error code, notifications and responses get
  * nothing, and the only frames besides those are the pongs, in order. Frames
  * over maxMessageBytes must close the socket with 1009 and invalid UTF-8 in a
@@ -37,7 +38,31 @@ import { NatsBroker } from '../../src/pubsub/nats-broker.js';
 import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import type { Gateway } from '../../src/server/gateway.js';
 import { defaultLimits } from '../../src/server/options.js';
-import { deleteRedisKeys } from '../support/brokers.js';
+import { NATS_URL, REDIS_URL, deleteRedisKeys } from '../support/brokers.js';
+import { inCi } from '../support/environment.js';
+import { pooledId, validId, wrongTypeValue } from '../support/jsonrpc-arbitraries.js';
+import {
+  analyseFrame,
+  classifyMember,
+  expectedUnit,
+  isPlainObject,
+  jsonEqual,
+  members,
+  own,
+  perfectMatching,
+  replyProblem,
+  roundTrip,
+  unitMatches,
+} from '../support/jsonrpc-model.js';
+import type {
+  Analysed,
+  FrameLimits,
+  Id,
+  Json,
+  Outcome,
+  Service,
+  Unit,
+} from '../support/jsonrpc-model.js';
 import { Resources } from '../support/resources.js';
 import { sleep } from '../support/promises.js';
 import { RawRpc } from '../support/raw-rpc.js';
@@ -57,9 +82,6 @@ const PING_PREFIX = '\u0000fuzz-ping:';
 /** A hang guard, not a performance threshold: a reply that never comes fails the run. */
 const WAIT_MS = 10_000;
 
-type Id = string | number | null;
-type Json = unknown;
-
 // ---------------------------------------------------------------------------
 // The gateway under test
 // ---------------------------------------------------------------------------
@@ -75,14 +97,6 @@ let dangerousSeen = 0;
 const unhandled: unknown[] = [];
 const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
 const prototypeNames = Object.getOwnPropertyNames(Object.prototype).sort();
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
-}
-
-function own(value: object, key: string): boolean {
-  return Object.prototype.hasOwnProperty.call(value, key);
-}
 
 /** Counts what safe parsing should have removed before a handler sees the params. */
 function inspect(params: unknown): void {
@@ -287,7 +301,7 @@ function preview(arrivals: readonly Arrival[]): string {
 }
 
 // ---------------------------------------------------------------------------
-// The model: what the specification (and the README's limits) say a frame gets
+// Frames, and what this gateway's methods answer (the rest is test/support/jsonrpc-model.ts)
 // ---------------------------------------------------------------------------
 
 /** One outgoing WebSocket message, optionally split into fragments. */
@@ -302,155 +316,10 @@ interface Outgoing {
   label: string;
 }
 
-type Outcome = { result: Json } | { code: number };
-interface MemberExpect {
-  id: Id;
-  outcomes: Outcome[];
-}
-type Unit = { batch: false; member: MemberExpect } | { batch: true; members: MemberExpect[] };
-
-type Analysed = { close: number } | { errors: number[] } | { value: Json };
-
-type Classified =
-  | { kind: 'invalid'; id: Id }
-  | { kind: 'ignored' }
-  | { kind: 'notification'; method: string; params: Json }
-  | { kind: 'request'; id: Id; method: string; params: Json };
-
-const fatalUtf8 = new TextDecoder('utf-8', { fatal: true });
-
-function isValidUtf8(bytes: Uint8Array): boolean {
-  try {
-    fatalUtf8.decode(bytes);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/**
- * Spec 4: an id is a String, a Number or Null. Any JSON number: one beyond the range of a
- * double (1e400) reads as an infinity here, and the gateway echoes its text as sent.
- */
-function isValidId(value: unknown): value is Id {
-  return value === null || typeof value === 'string' || typeof value === 'number';
-}
-
-/** Nesting of the raw text, brackets inside strings excluded (for text that is not JSON). */
-function rawDepth(text: string): number {
-  let depth = 0;
-  let max = 0;
-  let inString = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    if (inString) {
-      if (c === '\\') i++;
-      else if (c === '"') inString = false;
-    } else if (c === '"') inString = true;
-    else if (c === '[' || c === '{') max = Math.max(max, ++depth);
-    else if (c === ']' || c === '}') depth--;
-  }
-  return max;
-}
-
-/** Nesting of a parsed value (iterative: generated values nest 20 000 deep). */
-function valueDepth(value: Json): number {
-  let deepest = 0;
-  const stack: [Json, number][] = [[value, 0]];
-  while (stack.length > 0) {
-    const [node, depth] = stack.pop()!;
-    if (node === null || typeof node !== 'object') continue;
-    deepest = Math.max(deepest, depth + 1);
-    for (const child of Object.values(node)) stack.push([child, depth + 1]);
-  }
-  return deepest;
-}
-
-/** What safe parsing leaves of a parsed value: no own `__proto__`, no `constructor` with a `prototype`. */
-function stripped(value: Json): Json {
-  if (Array.isArray(value)) return value.map(stripped);
-  if (!isPlainObject(value)) return value;
-  const out: Record<string, unknown> = {};
-  for (const key of Object.keys(value)) {
-    if (key === '__proto__') continue;
-    const v = value[key];
-    if (key === 'constructor' && isPlainObject(v) && own(v, 'prototype')) continue;
-    Object.defineProperty(out, key, {
-      value: stripped(v),
-      enumerable: true,
-      writable: true,
-      configurable: true,
-    });
-  }
-  return out;
-}
-
-/** The value as it comes back through JSON (-0 becomes 0, undefined becomes null). */
-function roundTrip(value: Json): Json {
-  return JSON.parse(JSON.stringify(value === undefined ? null : value)) as Json;
-}
-
-function jsonEqual(a: Json, b: Json): boolean {
-  if (a === b) return true;
-  if (a === null || b === null || typeof a !== 'object' || typeof b !== 'object') return false;
-  if (Array.isArray(a) !== Array.isArray(b)) return false;
-  const ka = Object.keys(a);
-  const kb = Object.keys(b);
-  if (ka.length !== kb.length) return false;
-  const ra = a as Record<string, unknown>;
-  const rb = b as Record<string, unknown>;
-  return ka.every((k) => own(rb, k) && jsonEqual(ra[k], rb[k]));
-}
+const LIMITS: FrameLimits = { maxBytes: MAX_BYTES, maxDepth: MAX_DEPTH, maxBatch: MAX_BATCH };
 
 function analyse(frame: Outgoing): Analysed {
-  if (frame.bytes.length > MAX_BYTES) return { close: 1009 };
-  if (!frame.binary && !isValidUtf8(frame.bytes)) return { close: 1007 };
-  // Binary frames are read as UTF-8 too (invalid sequences become U+FFFD).
-  const text = Buffer.from(frame.bytes.buffer, frame.bytes.byteOffset, frame.bytes.length).toString(
-    'utf8',
-  );
-  let value: Json;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    // Not JSON: a parse error, or Invalid Request (too deep, data.maxDepth) when the raw text
-    // already nests too deeply: depth is checked before parsing.
-    return { errors: rawDepth(text) > MAX_DEPTH ? [-32700, -32600] : [-32700] };
-  }
-  if (valueDepth(value) > MAX_DEPTH) return { errors: [-32600] };
-  return { value: stripped(value) };
-}
-
-function classify(m: Json): Classified {
-  if (!isPlainObject(m)) return { kind: 'invalid', id: null };
-  const hasId = own(m, 'id');
-  const id = m['id'];
-  const idIfValid = hasId && isValidId(id) ? id : null;
-  if (!own(m, 'jsonrpc') || m['jsonrpc'] !== '2.0') {
-    // Looks like a response: there is no one to answer.
-    if (!own(m, 'method') && (own(m, 'result') || own(m, 'error'))) return { kind: 'ignored' };
-    return { kind: 'invalid', id: idIfValid };
-  }
-  if (own(m, 'method')) {
-    const method = m['method'];
-    if (typeof method !== 'string') return { kind: 'invalid', id: idIfValid };
-    if (hasId && !isValidId(id)) return { kind: 'invalid', id: null };
-    const params = m['params'];
-    if (own(m, 'params') && (params === null || typeof params !== 'object')) {
-      return { kind: 'invalid', id: idIfValid };
-    }
-    if (!hasId) return { kind: 'notification', method, params };
-    return { kind: 'request', id: id as Id, method, params };
-  }
-  if (own(m, 'result') || own(m, 'error')) return { kind: 'ignored' };
-  return { kind: 'invalid', id: idIfValid };
-}
-
-/** The members a frame's value carries, as the server runs them (none for refused batches). */
-function members(value: Json): Json[] {
-  if (!Array.isArray(value)) return [value];
-  if (value.length === 0 || value.length > MAX_BATCH) return [];
-  return value;
+  return analyseFrame(frame.bytes, frame.binary, LIMITS);
 }
 
 /** Ids named by `rpc.cancel` notifications: those calls may answer -32001 instead. */
@@ -458,8 +327,8 @@ function cancelledIds(analysed: readonly Analysed[]): Set<Id> {
   const ids = new Set<Id>();
   for (const a of analysed) {
     if (!('value' in a)) continue;
-    for (const m of members(a.value)) {
-      const c = classify(m);
+    for (const m of members(a.value, LIMITS)) {
+      const c = classifyMember(m);
       if (c.kind !== 'notification' || c.method !== 'rpc.cancel' || !isPlainObject(c.params))
         continue;
       const id = c.params['id'];
@@ -501,42 +370,13 @@ function requestOutcomes(method: string, params: Json, cancellable: boolean): Ou
   }
 }
 
-function memberExpect(m: Json, cancelled: Set<Id>): MemberExpect | undefined {
-  const c = classify(m);
-  switch (c.kind) {
-    case 'invalid':
-      return { id: c.id, outcomes: [{ code: -32600 }] };
-    case 'ignored':
-    case 'notification':
-      return undefined;
-    case 'request':
-      return {
-        id: c.id,
-        outcomes: requestOutcomes(c.method, c.params, cancelled.has(c.id)),
-      };
-  }
+/** The gateway's methods; a call named by an rpc.cancel in the same run may answer -32001. */
+function serviceFor(cancelled: Set<Id>): Service {
+  return ({ method, params, id }) => requestOutcomes(method, params, cancelled.has(id));
 }
 
 function unitFor(a: Analysed, cancelled: Set<Id>): Unit | undefined {
-  if ('close' in a) return undefined;
-  if ('errors' in a) {
-    return { batch: false, member: { id: null, outcomes: a.errors.map((code) => ({ code })) } };
-  }
-  const value = a.value;
-  if (!Array.isArray(value)) {
-    const member = memberExpect(value, cancelled);
-    return member && { batch: false, member };
-  }
-  if (value.length === 0)
-    return { batch: false, member: { id: null, outcomes: [{ code: -32600 }] } };
-  if (value.length > MAX_BATCH) {
-    return { batch: false, member: { id: null, outcomes: [{ code: -32002 }] } };
-  }
-  const expected = value
-    .map((m) => memberExpect(m, cancelled))
-    .filter((m): m is MemberExpect => m !== undefined);
-  // Spec 6: a batch of notifications only gets nothing back.
-  return expected.length > 0 ? { batch: true, members: expected } : undefined;
+  return expectedUnit(a, serviceFor(cancelled), LIMITS);
 }
 
 // ---------------------------------------------------------------------------
@@ -547,27 +387,13 @@ function fail(message: string, arrival?: Arrival): never {
   throw new Error(arrival ? `${message}: ${preview([arrival])}` : message);
 }
 
-const RESPONSE_KEYS = new Set(['jsonrpc', 'result', 'error', 'id']);
-const ERROR_KEYS = new Set(['code', 'message', 'data']);
-
-/** Spec 5 / 5.1: the shape of one Response object. */
-function checkResponse(r: unknown, arrival: Arrival): void {
-  if (!isPlainObject(r)) fail('a reply member is not an object', arrival);
-  for (const key of Object.keys(r)) {
-    if (!RESPONSE_KEYS.has(key)) fail(`a response has the member "${key}"`, arrival);
-  }
-  if (r['jsonrpc'] !== '2.0') fail('jsonrpc is not "2.0"', arrival);
-  if (!own(r, 'id') || !isValidId(r['id'])) fail('missing or invalid id', arrival);
-  if (own(r, 'result') === own(r, 'error')) fail('not exactly one of result and error', arrival);
-  if (own(r, 'error')) {
-    const e = r['error'];
-    if (!isPlainObject(e)) fail('error is not an object', arrival);
-    for (const key of Object.keys(e)) {
-      if (!ERROR_KEYS.has(key)) fail(`an error has the member "${key}"`, arrival);
-    }
-    if (!Number.isInteger(e['code'])) fail('error.code is not an integer', arrival);
-    if (typeof e['message'] !== 'string') fail('error.message is not a string', arrival);
-    if (e['code'] === -32603 && (e['message'] !== 'Internal error' || own(e, 'data'))) {
+/** Spec 5 / 5.1, and no details in an internal error (they stay in the server's log). */
+function checkResponses(value: unknown, arrival: Arrival): void {
+  const problem = replyProblem(value);
+  if (problem) fail(problem, arrival);
+  for (const r of [value].flat() as Record<string, unknown>[]) {
+    const e = r['error'] as Record<string, unknown> | undefined;
+    if (e?.['code'] === -32603 && (e['message'] !== 'Internal error' || own(e, 'data'))) {
       fail('an internal error carries details', arrival);
     }
   }
@@ -578,50 +404,7 @@ function checkWellFormed(arrival: Arrival): void {
   if (arrival.binary) fail('a reply came as a binary frame', arrival);
   if (!arrival.parsed) fail('a reply is not JSON', arrival);
   if (arrival.text.includes(SECRET)) fail('a reply leaks an internal error message', arrival);
-  const value = arrival.value;
-  if (Array.isArray(value)) {
-    if (value.length === 0) fail('an empty array reply', arrival);
-    for (const item of value) checkResponse(item, arrival);
-  } else {
-    checkResponse(value, arrival);
-  }
-}
-
-function memberMatches(r: unknown, m: MemberExpect): boolean {
-  if (!isPlainObject(r) || r['id'] !== m.id) return false;
-  return m.outcomes.some((o) =>
-    'result' in o
-      ? own(r, 'result') && jsonEqual(r['result'], o.result)
-      : own(r, 'error') && (r['error'] as { code: unknown }).code === o.code,
-  );
-}
-
-function unitMatches(value: unknown, unit: Unit): boolean {
-  if (!unit.batch) return !Array.isArray(value) && memberMatches(value, unit.member);
-  if (!Array.isArray(value) || value.length !== unit.members.length) return false;
-  // Spec 6: batch responses may come in any order.
-  return perfectMatching(value.length, (i, j) => memberMatches(value[i], unit.members[j]!));
-}
-
-/** Kuhn's algorithm: can every left item i be paired with a distinct right item j that fits? */
-function perfectMatching(n: number, fits: (i: number, j: number) => boolean): boolean {
-  const table = Array.from({ length: n }, (_, i) =>
-    Array.from({ length: n }, (_, j) => fits(i, j)),
-  );
-  const owner = new Array<number>(n).fill(-1);
-  const assign = (i: number, seen: boolean[]): boolean => {
-    for (let j = 0; j < n; j++) {
-      if (seen[j] || !table[i]![j]) continue;
-      seen[j] = true;
-      if (owner[j] === -1 || assign(owner[j]!, seen)) {
-        owner[j] = i;
-        return true;
-      }
-    }
-    return false;
-  };
-  for (let i = 0; i < n; i++) if (!assign(i, new Array<boolean>(n).fill(false))) return false;
-  return true;
+  checkResponses(arrival.value, arrival);
 }
 
 function checkNotPolluted(): void {
@@ -832,35 +615,6 @@ const METHODS = [
 ];
 
 const smallJson = fc.jsonValue({ maxDepth: 2 });
-/** A few ids, so that duplicates and rpc.cancel targets are common. */
-const poolId = fc.constantFrom<Id>(1, 2, 3, 0, -1, 'a', 'b', '', null);
-const edgeId = fc.constantFrom<Id>(
-  Number.MAX_SAFE_INTEGER,
-  Number.MAX_SAFE_INTEGER + 2,
-  2 ** 64,
-  1e308,
-  -1e308,
-  Number.MIN_VALUE,
-  -0,
-  0.1,
-  -123.456,
-  1e-7,
-);
-const idArb: fc.Arbitrary<Id> = fc.oneof(
-  { arbitrary: poolId, weight: 4 },
-  { arbitrary: fc.integer(), weight: 3 },
-  { arbitrary: fc.string({ maxLength: 16 }), weight: 2 },
-  { arbitrary: fc.double({ noNaN: true, noDefaultInfinity: true }), weight: 1 },
-  { arbitrary: edgeId, weight: 1 },
-  { arbitrary: fc.integer({ min: 100, max: 20_000 }).map((n) => 'i'.repeat(n)), weight: 1 },
-);
-const wrongType = fc.oneof(
-  fc.boolean(),
-  fc.constantFrom<Json>({}, [], '2.0 ', '', '1.0', '2', 2, 2.0, null, 'echo', 0),
-  fc.array(fc.integer(), { maxLength: 2 }),
-  fc.dictionary(fc.string({ maxLength: 3 }), fc.integer(), { maxKeys: 2 }),
-  smallJson,
-);
 
 /** Params nested `levels` deep, alternating arrays and objects. */
 function nestedValue(levels: number): Json {
@@ -888,12 +642,12 @@ const methodArb = fc.oneof(
 );
 
 const validRequest = fc.record(
-  { jsonrpc: fc.constant('2.0'), method: methodArb, params: paramsArb, id: idArb },
+  { jsonrpc: fc.constant('2.0'), method: methodArb, params: paramsArb, id: validId },
   { requiredKeys: ['jsonrpc', 'method'] },
 );
 
 const cancelNotification = fc
-  .oneof(fc.record({ id: poolId }), fc.array(poolId, { maxLength: 2 }), smallJson)
+  .oneof(fc.record({ id: pooledId }), fc.array(pooledId, { maxLength: 2 }), smallJson)
   .map((params) => ({ jsonrpc: '2.0', method: 'rpc.cancel', params }));
 
 const responseLike = fc.record(
@@ -904,7 +658,7 @@ const responseLike = fc.record(
       fc.record({ code: fc.integer(), message: fc.string({ maxLength: 8 }) }),
       smallJson,
     ),
-    id: fc.oneof(idArb, wrongType),
+    id: fc.oneof(validId, wrongTypeValue),
   },
   { requiredKeys: [] },
 );
@@ -928,7 +682,11 @@ type Mutation =
 const FIELDS = ['jsonrpc', 'method', 'params', 'id'] as const;
 
 const mutationArb: fc.Arbitrary<Mutation> = fc.oneof(
-  fc.record({ op: fc.constant('set' as const), key: fc.constantFrom(...FIELDS), value: wrongType }),
+  fc.record({
+    op: fc.constant('set' as const),
+    key: fc.constantFrom(...FIELDS),
+    value: wrongTypeValue,
+  }),
   fc.record({ op: fc.constant('delete' as const), key: fc.constantFrom(...FIELDS) }),
   fc.record({
     op: fc.constant('extra' as const),
@@ -947,7 +705,7 @@ const mutationArb: fc.Arbitrary<Mutation> = fc.oneof(
     op: fc.constant('ctor' as const),
     where: fc.constantFrom('top' as const, 'params' as const),
   }),
-  fc.record({ op: fc.constant('id' as const), value: fc.oneof(idArb, wrongType) }),
+  fc.record({ op: fc.constant('id' as const), value: fc.oneof(validId, wrongTypeValue) }),
 );
 
 function applyMutations(base: Record<string, unknown>, mutations: readonly Mutation[]) {
@@ -1186,7 +944,7 @@ const deepFrame: fc.Arbitrary<Outgoing> = fc
       { arbitrary: fc.integer({ min: MAX_DEPTH - 3, max: MAX_DEPTH + 3 }), weight: 6 },
       { arbitrary: fc.constantFrom(2, 100, 1000, 20_000), weight: 1 },
     ),
-    id: poolId,
+    id: pooledId,
   })
   .map(({ shape, depth, id }) => frameOf(deepText(shape, depth, id), false, `${shape} ${depth}`));
 
@@ -1223,7 +981,7 @@ const invalidUtf8Frame: fc.Arbitrary<Outgoing> = fc
 const pollutionText: fc.Arbitrary<string> = fc
   .record({
     method: fc.constantFrom('echo', 'merge', 'later'),
-    id: fc.option(poolId, { nil: undefined }),
+    id: fc.option(pooledId, { nil: undefined }),
     where: fc.constantFrom('params', 'nested', 'array', 'top'),
     key: fc.constantFrom('__proto__', 'constructor'),
     spelling: fc.constantFrom('plain', 'escaped', 'escapedLate'),
@@ -1389,9 +1147,6 @@ describe('fuzzing a live gateway over WebSockets', () => {
 // Issue 14's surfaces: topic names, Cookie headers, NDJSON chunked over TCP
 // ---------------------------------------------------------------------------
 
-const REDIS_URL = 'redis://127.0.0.1:6379';
-const NATS_URL = 'nats://127.0.0.1:4222';
-const inCi = process.env['CI'] === 'true';
 const redisUp = inCi || (await canConnect(6379));
 const natsUp = inCi || (await canConnect(4222));
 /** Names every Redis key and NATS stream these gateways make; deleted afterwards. */
