@@ -48,6 +48,8 @@ export type {
   PublishData,
   CheckedContract,
 } from './contract/contract.js';
+export type { JsonOnlyContract, JsonProblem } from './contract/json-only.js';
+export type { TopicName, TopicNames, SpecOfTopic, StreamKeys } from './contract/topic-names.js';
 export { toOpenRpc } from './contract/openrpc.js';
 export type { OpenRpcDocument } from './contract/openrpc.js';
 export { validateParams, validateResult, normalizeParams } from './contract/validate.js';
@@ -60,6 +62,7 @@ export type {
   ImplementOptions,
   ContractEvents,
   Notifiable,
+  StreamSource,
 } from './server/contract-server.js';
 export { useContract } from './client/contract-client.js';
 export type {

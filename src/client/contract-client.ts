@@ -9,6 +9,8 @@ import type {
   SubscriptionData,
   SubscriptionParams,
 } from '../contract/contract.js';
+import { specOfTopic } from '../contract/topic-names.js';
+import type { SpecOfTopic, TopicNames } from '../contract/topic-names.js';
 import { andThen, paramsValidator, parseWith } from '../contract/validate.js';
 import type { HandlerContext } from '../peer/handler-context.js';
 import { silentLogger } from '../peer/logger.js';
@@ -40,15 +42,16 @@ export interface ContractClient<K extends Contract> {
   readonly api: MethodsApi<K['methods']>;
   /**
    * Params may be left out only when the subscription takes none (or all are optional).
+   * A wildcard topic (`room.*`) is subscribed under any of its names (`room.lobby`).
    * Each message is parsed with the `data` schema (defaults applied): one that does not
    * match errors the Observable with a local -32603 (`data: { subscription, issues }`).
    */
-  readonly subscribe: <N extends keyof SubscriptionsOf<K> & string>(
+  readonly subscribe: <N extends TopicNames<SubscriptionsOf<K>>>(
     name: N,
-    ...params: undefined extends SubscriptionParams<SubscriptionsOf<K>[N]>
-      ? [params?: SubscriptionParams<SubscriptionsOf<K>[N]>]
-      : [params: SubscriptionParams<SubscriptionsOf<K>[N]>]
-  ) => Observable<SubscriptionData<SubscriptionsOf<K>[N]>>;
+    ...params: undefined extends SubscriptionParams<SpecOfTopic<SubscriptionsOf<K>, N>>
+      ? [params?: SubscriptionParams<SpecOfTopic<SubscriptionsOf<K>, N>>]
+      : [params: SubscriptionParams<SpecOfTopic<SubscriptionsOf<K>, N>>]
+  ) => Observable<SubscriptionData<SpecOfTopic<SubscriptionsOf<K>, N>>>;
   /**
    * Each notification's params are mapped onto names (paramOrder) and parsed with the
    * schema; one that does not match is dropped, with a warning on `options.logger`.
@@ -170,7 +173,7 @@ export function useContract<K extends Contract>(
     return parseEach(client.notificationsOf(name), (params) => validate(params), dropped);
   };
   const subscribe = (name: string, params: unknown): Observable<unknown> => {
-    const schema = subscriptionSpecs[name]?.data;
+    const schema = specOfTopic(subscriptionSpecs, name)?.data;
     const messages = client.subscribe(name, params);
     if (!schema) return messages;
     return parseEach(messages, (data) =>

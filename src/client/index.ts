@@ -33,6 +33,8 @@ export type {
   PublishData,
   CheckedContract,
 } from '../contract/contract.js';
+export type { JsonOnlyContract, JsonProblem } from '../contract/json-only.js';
+export type { TopicName, TopicNames, SpecOfTopic, StreamKeys } from '../contract/topic-names.js';
 export type { MethodsApi } from '../contract/bind.js';
 export { useContract } from './contract-client.js';
 export type {

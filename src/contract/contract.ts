@@ -1,4 +1,5 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
+import type { JsonOnlyContract } from './json-only.js';
 import { memberNames } from './json-schema.js';
 
 /** Any Standard Schema (zod 4, valibot, arktype...). */
@@ -60,10 +61,15 @@ type CheckedSpecs<T> = { [K in keyof T]: CheckedOrder<T[K]> };
 type CheckedGroup<C, G extends string> = C extends { [K in G]: infer T }
   ? { [K in G]: CheckedSpecs<T> }
   : unknown;
-/** A contract whose `paramOrder` lists name members of their params schemas (`['minuendd']` is an error). */
+/**
+ * A contract whose `paramOrder` lists name members of their params schemas (`['minuendd']` is
+ * an error), and whose schemas' input types, what goes over the wire, are JSON (see
+ * `JsonOnlyContract`).
+ */
 export type CheckedContract<C> = CheckedGroup<C, 'methods'> &
   CheckedGroup<C, 'notifications'> &
-  CheckedGroup<C, 'clientMethods'>;
+  CheckedGroup<C, 'clientMethods'> &
+  JsonOnlyContract<C>;
 
 /**
  * Throws when a `paramOrder` names a member its params schema does not have (checked where

@@ -9,10 +9,12 @@ import type {
   HandlerResult,
   MethodSpec,
   PublishData,
-  SubscriptionData,
 } from '../contract/contract.js';
 import { toOpenRpc } from '../contract/openrpc.js';
 import type { OpenRpcDocument } from '../contract/openrpc.js';
+import { findNonJson } from '../contract/json-value.js';
+import { specOfTopic } from '../contract/topic-names.js';
+import type { SpecOfTopic, StreamKeys, TopicNames } from '../contract/topic-names.js';
 import {
   andThen,
   normalizeParams,
@@ -22,6 +24,7 @@ import {
 } from '../contract/validate.js';
 import type { ValidationIssues } from '../contract/validate.js';
 import type { HandlerContext } from '../peer/handler-context.js';
+import type { Logger } from '../peer/logger.js';
 import { InternalError } from '../protocol/errors.js';
 import type { Params } from '../protocol/types.js';
 import type { Gateway } from './gateway.js';
@@ -45,24 +48,56 @@ export interface ContractImplementation<K extends Contract, C> {
   /** Options (authorize, slow-consumer policy) for the contract's topics. */
   topics?: { [S in keyof SubscriptionsOf<K>]?: TopicOptions<C> };
   /**
-   * Per-subscriber streams by subscription name. A subscription of the contract
-   * without a stream here is a topic (publish to it with `contractEvents(...).publish`).
+   * Per-subscriber streams by subscription name (an exact one: `room.*` can only be a topic).
+   * A subscription of the contract without a stream here is a topic (publish to it with
+   * `contractEvents(...).publish`).
    */
   streams?: {
-    [S in keyof SubscriptionsOf<K>]?: (
-      params: HandlerParams<SubscriptionsOf<K>[S]>,
-      ctx: Ctx<C>,
-    ) => Observable<SubscriptionData<SubscriptionsOf<K>[S]>>;
+    [S in StreamKeys<SubscriptionsOf<K>>]?: StreamSource<
+      HandlerParams<SubscriptionsOf<K>[S]>,
+      PublishData<SubscriptionsOf<K>[S]>,
+      C
+    >;
   };
 }
+
+/**
+ * A stream's messages for one subscriber: an Observable (or a promise of one), or an async
+ * iterable such as an `async function*` handler's generator, read until it returns (the
+ * subscription then completes) or the subscriber leaves. Items are the data schema's input:
+ * what is sent, and parsed by the client.
+ */
+export type StreamSource<P, T, C> = (
+  params: P,
+  ctx: Ctx<C>,
+) => Observable<T> | Promise<Observable<T>> | AsyncIterable<T>;
 
 export interface ImplementOptions {
   /**
    * Debug mode: also check every result against the contract (a mismatch answers -32603),
-   * and, given to `contractEvents`, every notification and published message. What goes
-   * out is still what the handler returned, not the schema's output. Default false.
+   * and, given to `contractEvents`, every notification and published message; then check
+   * that it is JSON as it stands (no Date, bigint, Map, ...: -32603 naming the path, and
+   * logged). What goes out is still what the handler returned, not the schema's output.
+   * Default false: `process.env.NODE_ENV !== 'production'` turns it on in development.
    */
   validateResults?: boolean;
+}
+
+/**
+ * Debug mode: throw -32603 (and log it) when `value` would not arrive as it was sent,
+ * naming the path: `{ method: "getUser", path: ["createdAt"], found: "a Date (...)" }`.
+ */
+function assertJson(
+  value: unknown,
+  what: 'Result' | 'Notification' | 'Published data',
+  about: Record<string, string>,
+  logger: Logger,
+): void {
+  const problem = findNonJson(value);
+  if (!problem) return;
+  const data = { ...about, ...problem };
+  logger.error(data, `${what} is not JSON: not sent`);
+  throw new InternalError(`${what} is not JSON`, data);
 }
 
 /**
@@ -92,14 +127,20 @@ export function implementContract<K extends Contract, C>(
         const result = handler(valid, ctx);
         if (!options.validateResults) return result;
         // Checked, but sent as returned: the caller parses it with the same schema, and the
-        // schema's output (a transform's, say) need not be valid input to it.
-        return andThen(result, (value) => andThen(validateResult(spec, name, value), () => value));
+        // schema's output (a transform's, say) need not be valid input to it. A value the
+        // schema accepts may still not be JSON (z.any(), or a schema the types were cast past).
+        return andThen(result, (value) =>
+          andThen(validateResult(spec, name, value), () => {
+            assertJson(value, 'Result', { method: name }, ctx.logger);
+            return value;
+          }),
+        );
       }),
     );
   }
   const streams = (implementation.streams ?? {}) as Record<
     string,
-    ((params: unknown, ctx: Ctx<C>) => Observable<unknown>) | undefined
+    StreamSource<unknown, unknown, C> | undefined
   >;
   for (const [name, spec] of Object.entries(contract.subscriptions ?? {})) {
     const stream = streams[name];
@@ -112,8 +153,12 @@ export function implementContract<K extends Contract, C>(
     }
     // Params documented as one member named "params" are accepted in that form, as for methods.
     const validate = paramsValidator(spec as MethodSpec);
-    gateway.stream(name, (params, ctx) =>
-      andThen(validate(params as Params | undefined), (valid) => stream(valid, ctx)),
+    // The gateway reads an async iterable as it reads an Observable (rxjs `from`).
+    gateway.stream(
+      name,
+      (params, ctx) =>
+        andThen(validate(params as Params | undefined), (valid) => stream(valid, ctx)) as
+          Observable<unknown> | Promise<Observable<unknown>>,
     );
   }
   const document = toOpenRpc(contract, gateway.pubsub.methods);
@@ -142,19 +187,31 @@ export interface ContractEvents<K extends Contract> {
     ...params: ParamsArg<CallParams<NotificationsOf<K>[N]>>
   ) => void;
   /**
-   * Publish to one of the contract's topics, data as the schema's input. Resolves with the
-   * sequence number; in debug mode a mismatch rejects with -32603 and nothing is published.
+   * `gateway.notifyUser` for one of the contract's notifications: every session of `user`,
+   * on every gateway sharing the broker (through the user's inbox when `userInbox` is on).
+   * Resolves as `gateway.notifyUser` does; in debug mode a mismatch rejects with -32603 and
+   * nothing is sent.
    */
-  readonly publish: <T extends keyof SubscriptionsOf<K> & string>(
+  readonly notifyUser: <N extends keyof NotificationsOf<K> & string>(
+    user: string,
+    name: N,
+    ...params: ParamsArg<CallParams<NotificationsOf<K>[N]>>
+  ) => Promise<number | undefined>;
+  /**
+   * Publish to one of the contract's topics, data as the schema's input; a wildcard topic
+   * (`room.*`) under any of its names (`room.lobby`). Resolves with the sequence number; in
+   * debug mode a mismatch rejects with -32603 and nothing is published.
+   */
+  readonly publish: <T extends TopicNames<SubscriptionsOf<K>>>(
     topic: T,
-    data: PublishData<SubscriptionsOf<K>[T]>,
+    data: PublishData<SpecOfTopic<SubscriptionsOf<K>, T>>,
   ) => Promise<number>;
 }
 
 /**
- * Typed `notify` and `publish` for a contract's notifications and topics: a wrong name or
- * payload is a compile error, and with `validateResults` (debug mode) a runtime error too.
- * Create it before `implementContract` when the handlers use it.
+ * Typed `notify`, `notifyUser` and `publish` for a contract's notifications and topics: a
+ * wrong name or payload is a compile error, and with `validateResults` (debug mode) a runtime
+ * error too. Create it before `implementContract` when the handlers use it.
  */
 export function contractEvents<K extends Contract, C>(
   gateway: Gateway<C>,
@@ -165,17 +222,23 @@ export function contractEvents<K extends Contract, C>(
   const subscriptions = contract.subscriptions ?? {};
   const mismatch = (what: string, about: Record<string, string>) => (issues: ValidationIssues) =>
     new InternalError(`${what} does not match the contract`, { ...about, ...issues });
+  /**
+   * Debug mode: params checked as the client will read them (positional params mapped to
+   * names), then as JSON; throws or rejects -32603. They are sent as given.
+   */
+  const checkNotification = (name: string, params: Params | undefined): unknown => {
+    if (!options.validateResults) return undefined;
+    const spec = notifications[name];
+    const about = { notification: name };
+    const json = () => assertJson(params, 'Notification', about, gateway.logger);
+    if (!spec?.params) return json();
+    const fail = mismatch('Notification', about);
+    return andThen(parseWith(spec.params, normalizeParams(spec, params), fail), json);
+  };
   const events = {
     notify: (session: Notifiable, name: string, params?: Params) => {
-      const spec = notifications[name];
       const send = () => session.notify(name, params);
-      if (!options.validateResults || !spec?.params) return send();
-      // Checked as the client will read it (positional params mapped to names); sent as given.
-      const checked = parseWith(
-        spec.params,
-        normalizeParams(spec, params),
-        mismatch('Notification', { notification: name }),
-      );
+      const checked = checkNotification(name, params);
       if (!(checked instanceof Promise)) return send();
       // The session may close while an async schema runs: then send throws, logged too.
       checked
@@ -184,10 +247,15 @@ export function contractEvents<K extends Contract, C>(
           gateway.logger.error({ err, notification: name }, 'notification not sent'),
         );
     },
+    notifyUser: async (user: string, name: string, params?: Params) => {
+      await checkNotification(name, params);
+      return gateway.notifyUser(user, name, params);
+    },
     publish: async (topic: string, data: unknown) => {
-      const schema = subscriptions[topic]?.data;
-      if (options.validateResults && schema) {
-        await parseWith(schema, data, mismatch('Published data', { topic }));
+      if (options.validateResults) {
+        const schema = specOfTopic(subscriptions, topic)?.data;
+        if (schema) await parseWith(schema, data, mismatch('Published data', { topic }));
+        assertJson(data, 'Published data', { topic }, gateway.logger);
       }
       return gateway.publish(topic, data);
     },
