@@ -165,8 +165,8 @@ async function runServer() {
   const authenticated = {};
   const gateway = createGateway({
     logger: silent,
-    heartbeatInterval: 5_000,
-    callTimeout: 5_000,
+    heartbeatIntervalMs: 5_000,
+    callTimeoutMs: 5_000,
     broker,
     // Async, as a hook that checks a token with a service is: a client can leave while it runs.
     authenticate: async (request) => {

@@ -59,7 +59,7 @@ async function measureLatency(): Promise<void> {
   if (client.state !== 'open') return;
   const started = performance.now();
   try {
-    await client.call('get_data', undefined, { timeout: 5_000 });
+    await client.call('get_data', undefined, { timeoutMs: 5_000 });
     byId('latency').textContent = `${(performance.now() - started).toFixed(1)} ms`;
   } catch {
     byId('latency').textContent = '–';
@@ -227,7 +227,7 @@ byId('ask').addEventListener('click', () => {
   result.textContent = 'Waiting for the server to call this page…';
   const started = performance.now();
   client
-    .call('ask_client', { question }, { timeout: 120_000 })
+    .call('ask_client', { question }, { timeoutMs: 120_000 })
     .then((reply) => {
       const { answer } = reply as { question: string; answer: unknown };
       const seconds = ((performance.now() - started) / 1000).toFixed(1);

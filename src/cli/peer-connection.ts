@@ -109,7 +109,7 @@ export abstract class PeerConnection implements RpcConnection {
 
   async call(method: string, params: Params | undefined, deadline: Deadline): Promise<unknown> {
     try {
-      return await this.peer.call(method, params, { timeout: deadline.remaining() ?? 0 });
+      return await this.peer.call(method, params, { timeoutMs: deadline.remaining() ?? 0 });
     } catch (err) {
       throw this.translate(err, deadline);
     }

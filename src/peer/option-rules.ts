@@ -108,7 +108,7 @@ export function checkOptions(
 /** The known name nearest `key` in edits, if one is near enough to be what was meant. */
 function closest(key: string, known: readonly string[]): string | undefined {
   let best: string | undefined;
-  let bestDistance = Math.max(2, key.length >> 2) + 1;
+  let bestDistance = Math.max(2, Math.floor(key.length / 3)) + 1;
   for (const name of known) {
     const distance = editDistance(key.toLowerCase(), name.toLowerCase());
     if (distance < bestDistance) [best, bestDistance] = [name, distance];

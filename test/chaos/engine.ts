@@ -344,7 +344,7 @@ class Engine {
     );
     this.publisher = this.client([urls[0]!, urls[1]!], {
       whenDisconnected: 'reject',
-      callTimeout: 5_000,
+      callTimeoutMs: 5_000,
     });
     await this.publisher.opened();
     this.say(
@@ -428,7 +428,7 @@ class Engine {
   private client(urls: string[], extra: Parameters<Cluster['client']>[1] = {}): RpcClient {
     return this.cluster.client(urls, {
       reconnect: { initialDelayMs: 100, maxDelayMs: this.backoffCapMs },
-      callTimeout: 10_000,
+      callTimeoutMs: 10_000,
       ...extra,
     });
   }

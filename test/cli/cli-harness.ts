@@ -46,7 +46,7 @@ export class CliResources {
   async gateway<C = unknown>(
     options: GatewayOptions<C> = {},
   ): Promise<{ gateway: Gateway<C>; port: number }> {
-    const gateway = createGateway<C>({ logger: silentLogger, heartbeatInterval: 0, ...options });
+    const gateway = createGateway<C>({ logger: silentLogger, heartbeatIntervalMs: 0, ...options });
     this.gateways.push(gateway as Gateway<unknown>);
     const { port } = await gateway.listen(0, '127.0.0.1');
     return { gateway, port };
@@ -56,7 +56,7 @@ export class CliResources {
   async tcpGateway<C = unknown>(
     options: GatewayOptions<C> = {},
   ): Promise<{ gateway: Gateway<C>; port: number }> {
-    const gateway = createGateway<C>({ logger: silentLogger, heartbeatInterval: 0, ...options });
+    const gateway = createGateway<C>({ logger: silentLogger, heartbeatIntervalMs: 0, ...options });
     this.gateways.push(gateway as Gateway<unknown>);
     const { port } = await gateway.listenTcp(0, '127.0.0.1');
     return { gateway, port };

@@ -11,7 +11,7 @@ describe('client.batch beyond the server’s maxBatch', () => {
   it('rejects every member with the -32002 the server answered, at once', async () => {
     const { url } = await sumGateway(res, { limits: { maxBatch: 2 } });
     // Without the fix the members would wait for this timeout instead.
-    const client = res.client(url, { callTimeout: 5_000 });
+    const client = res.client(url, { callTimeoutMs: 5_000 });
     await client.opened();
 
     const tooLong = client.batch([

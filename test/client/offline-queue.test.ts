@@ -36,7 +36,7 @@ describe('offline queue: params that cannot be serialised', () => {
   it('a queued entry that fails when flushed is dropped alone; the rest are sent', async () => {
     const first = await sumGateway(res);
     const { logger, records } = captureLogger();
-    const client = res.client(first.url, { logger, callTimeout: 5_000 });
+    const client = res.client(first.url, { logger, callTimeoutMs: 5_000 });
     await client.opened();
     await first.gateway.close();
     await waitForState(client, 'reconnecting');

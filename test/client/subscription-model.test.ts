@@ -414,7 +414,7 @@ async function run(historyMax: number, script: Op[]): Promise<void> {
     WebSocket: world.webSocketClass(),
     reconnect: { initialDelayMs: 1, maxDelayMs: 2, jitter: 0 },
     heartbeat: false,
-    callTimeout: 0,
+    callTimeoutMs: 0,
     logger: silentLogger,
   });
   clients.push(client);

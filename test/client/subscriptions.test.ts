@@ -55,10 +55,10 @@ async function clientWithSession(
 }
 
 describe('client subscriptions: retries', () => {
-  it('a subscribe made while offline longer than callTimeout is established on reconnect', async () => {
+  it('a subscribe made while offline longer than callTimeoutMs is established on reconnect', async () => {
     const first = await res.gateway();
     first.gateway.topic('news');
-    const client = res.client(first.url, { callTimeout: 200 });
+    const client = res.client(first.url, { callTimeoutMs: 200 });
     await client.opened();
     await first.gateway.close();
     await waitForState(client, 'reconnecting');

@@ -50,7 +50,7 @@ function pingCounter(socket: WebSocket): {
 
 describe('server heartbeat', () => {
   it('terminates a client that does not answer pings (1006) while a normal client stays across several intervals', async () => {
-    const { url, gateway } = await res.demoGateway({ heartbeatInterval: 50 });
+    const { url, gateway } = await res.demoGateway({ heartbeatIntervalMs: 50 });
     const live = await openSocket(res, url);
     const livePings = pingCounter(live);
     const [liveSession] = [...gateway.sessions.values()];
@@ -77,7 +77,7 @@ describe('server heartbeat', () => {
   });
 
   it('traffic is not an answer: a client sending messages but no pongs is still cut off', async () => {
-    const { url, gateway } = await res.demoGateway({ heartbeatInterval: 50 });
+    const { url, gateway } = await res.demoGateway({ heartbeatIntervalMs: 50 });
     const chatty = await openSocket(res, url, undefined, { autoPong: false });
     let id = 0;
     chatty.on('ping', () =>
@@ -90,7 +90,7 @@ describe('server heartbeat', () => {
   });
 
   it('a client that answers pings by hand is kept', async () => {
-    const { url, gateway } = await res.demoGateway({ heartbeatInterval: 50 });
+    const { url, gateway } = await res.demoGateway({ heartbeatIntervalMs: 50 });
     const manual = await openSocket(res, url, undefined, { autoPong: false });
     const pings = pingCounter(manual);
     manual.on('ping', (data) => manual.pong(data));
@@ -174,7 +174,7 @@ describe('server heartbeat: peers that do not read', () => {
   }
 
   it('a client that never reads but sends pongs on a timer is cut off: only a pong carrying our ping’s payload counts', async () => {
-    const { url, gateway } = await res.demoGateway({ heartbeatInterval: 200 });
+    const { url, gateway } = await res.demoGateway({ heartbeatIntervalMs: 200 });
     const opened = firstValueFrom(gateway.connected$);
     const deaf = await deafSocket(url);
     const session = await opened;
@@ -193,7 +193,7 @@ describe('server heartbeat: peers that do not read', () => {
   });
 
   it('the same with megabytes queued for it: cut off, though it keeps sending pongs', async () => {
-    const { url, gateway } = await res.demoGateway({ heartbeatInterval: 200 });
+    const { url, gateway } = await res.demoGateway({ heartbeatIntervalMs: 200 });
     const opened = firstValueFrom(gateway.connected$);
     const deaf = await deafSocket(url);
     const session = await opened;
@@ -211,7 +211,7 @@ describe('server heartbeat: peers that do not read', () => {
   it('a TCP client whose output stays above maxBufferedBytes is closed (1008); one that reads stays', async () => {
     const MAX_BUFFERED = 64 * 1024;
     const { gateway } = await res.demoGateway({
-      heartbeatInterval: 200,
+      heartbeatIntervalMs: 200,
       limits: { maxBufferedBytes: MAX_BUFFERED },
     });
     const { port } = await gateway.listenTcp(0, '127.0.0.1');

@@ -16,7 +16,7 @@ describe('rpc.ping and the rate limit', () => {
   it('a flood of rpc.ping gets pong while the bucket lasts, then -32003 Rate limited', async () => {
     // A bucket of 5 that refills one token every 1 000 s: nothing refills during the test.
     const { url } = await res.demoGateway({
-      heartbeatInterval: 0,
+      heartbeatIntervalMs: 0,
       limits: { ratePerSecond: 0.001, rateBurst: BURST },
     });
     const raw = await openRaw(res, url);
@@ -38,7 +38,7 @@ describe('rpc.ping and the rate limit', () => {
 
   it('pings in a batch take one token each', async () => {
     const { url } = await res.demoGateway({
-      heartbeatInterval: 0,
+      heartbeatIntervalMs: 0,
       limits: { ratePerSecond: 0.001, rateBurst: BURST },
     });
     const raw = await openRaw(res, url);

@@ -168,7 +168,7 @@ describe('Node client <-> gateway calls', () => {
     const client = res.client(url);
     await client.opened();
 
-    const err = await rejectionOf(client.call('hang', [], { timeout: 50 }));
+    const err = await rejectionOf(client.call('hang', [], { timeoutMs: 50 }));
     expect(err).toBeInstanceOf(TimeoutError);
     expect(err).toMatchObject({ method: 'hang', timeoutMs: 50 });
     await started.promise;

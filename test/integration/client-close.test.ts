@@ -24,7 +24,7 @@ describe('client.close()', () => {
     const sessionPromise = firstValueFrom(gateway.connected$);
     const client = res.client(url);
     const { done } = recordStates(client);
-    const pending = rejectionOf(client.call('hang', undefined, { timeout: 0 }));
+    const pending = rejectionOf(client.call('hang', undefined, { timeoutMs: 0 }));
     const session = await sessionPromise;
     await started.promise;
 

@@ -79,7 +79,7 @@ describe('limits', () => {
     // The single error for an over-long batch carries id null; the client matches it to the
     // batch it sent (by data.received) instead of leaving the calls to time out.
     const { url } = await res.demoGateway({ limits: { maxBatch: 2 } });
-    const client = res.client(url, { callTimeout: 60_000 });
+    const client = res.client(url, { callTimeoutMs: 60_000 });
     const results = await client.batch([
       { method: 'sum', params: [1] },
       { method: 'sum', params: [2] },
@@ -164,8 +164,8 @@ describe('limits', () => {
     );
     await client.opened();
     const [session] = [...gateway.sessions.values()];
-    const a = rejectionOf(session!.call('client.wait', undefined, { timeout: 0 }));
-    const b = rejectionOf(session!.call('client.wait', undefined, { timeout: 0 }));
+    const a = rejectionOf(session!.call('client.wait', undefined, { timeoutMs: 0 }));
+    const b = rejectionOf(session!.call('client.wait', undefined, { timeoutMs: 0 }));
     const third = await rejectionOf(session!.call('client.wait'));
     expect(third).toMatchObject({ name: 'TooManyPendingCallsError', limit: 2 });
     expect(third).not.toBeInstanceOf(JsonRpcError);
@@ -173,7 +173,7 @@ describe('limits', () => {
     for (const err of await Promise.all([a, b])) expect(err).toBeInstanceOf(ConnectionClosedError);
   });
   it('heartbeat: a client that never answers pings is cut off; a live client stays', async () => {
-    const { url, port, gateway } = await res.demoGateway({ heartbeatInterval: 50 });
+    const { url, port, gateway } = await res.demoGateway({ heartbeatIntervalMs: 50 });
     const client = res.client(url);
     await client.opened();
     const [liveSession] = [...gateway.sessions.values()];

@@ -97,10 +97,10 @@ describe('reconnect', () => {
     await first.gateway.close();
     await waitForState(client, 'reconnecting');
 
-    const timedOut = rejectionOf(client.call(Sum, [1], { timeout: 50 }));
+    const timedOut = rejectionOf(client.call(Sum, [1], { timeoutMs: 50 }));
     const controller = new AbortController();
     const cancelled = rejectionOf(client.call(Sum, [2], { signal: controller.signal }));
-    const survivor = client.call(Sum, [3], { timeout: 0 });
+    const survivor = client.call(Sum, [3], { timeoutMs: 0 });
     controller.abort();
     expect(await cancelled).toBeInstanceOf(CancelledError);
     expect(await timedOut).toBeInstanceOf(TimeoutError);
@@ -163,7 +163,7 @@ describe('reconnect', () => {
     });
     const client = res.client(first.url);
     const pending = [1, 2, 3].map(() =>
-      rejectionOf(client.call('hang', undefined, { timeout: 0 })),
+      rejectionOf(client.call('hang', undefined, { timeoutMs: 0 })),
     );
     await allStarted.promise;
 

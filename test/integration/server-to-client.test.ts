@@ -129,7 +129,7 @@ describe('server-to-client calls and notifications', () => {
     const { session } = await connected((c) =>
       c.method('client.never', (_p, ctx) => untilAborted(ctx.signal)),
     );
-    const err = await rejectionOf(session.call('client.never', undefined, { timeout: 50 }));
+    const err = await rejectionOf(session.call('client.never', undefined, { timeoutMs: 50 }));
     expect(err).toBeInstanceOf(TimeoutError);
   });
 
@@ -143,7 +143,7 @@ describe('server-to-client calls and notifications', () => {
         return untilAborted(ctx.signal);
       }),
     );
-    const pending = rejectionOf(session.call('client.never', undefined, { timeout: 0 }));
+    const pending = rejectionOf(session.call('client.never', undefined, { timeoutMs: 0 }));
     await started.promise;
     await client.close();
     const err = await pending;

@@ -50,7 +50,12 @@ afterEach(async () => {
 
 /** A gateway on `server` (tracked: closed after each test) with a `sum` and a `whoami`. */
 function gatewayOn(server: HttpServer, name = 'gateway', options: GatewayOptions<unknown> = {}) {
-  const gateway = createGateway({ server, logger: silentLogger, heartbeatInterval: 0, ...options });
+  const gateway = createGateway({
+    server,
+    logger: silentLogger,
+    heartbeatIntervalMs: 0,
+    ...options,
+  });
   gateway.method('sum', ([a, b]: [number, number]) => a + b);
   gateway.method('whoami', () => name);
   res.gateways.push(gateway);

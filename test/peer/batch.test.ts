@@ -102,7 +102,7 @@ describe('outgoing batches', () => {
     const { a, b } = pair();
     b.registry.method('hang', () => new Promise(() => undefined));
     b.registry.method('ok', () => 'ok');
-    const results = await a.batch([{ method: 'ok' }, { method: 'hang' }], { timeout: 20 });
+    const results = await a.batch([{ method: 'ok' }, { method: 'hang' }], { timeoutMs: 20 });
     // The reply is one frame, sent after the slowest member: so both time out here.
     expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected']);
     expect(a.pendingCount).toBe(0);
@@ -127,7 +127,9 @@ describe('incoming batches', () => {
 
     // If the members ran one after the other, each would wait for the other forever
     // and the 2 s guard would turn the results into TimeoutErrors.
-    const results = await a.batch([{ method: 'first' }, { method: 'second' }], { timeout: 2_000 });
+    const results = await a.batch([{ method: 'first' }, { method: 'second' }], {
+      timeoutMs: 2_000,
+    });
     expect(results).toEqual([
       { status: 'fulfilled', value: 'first done' },
       { status: 'fulfilled', value: 'second done' },

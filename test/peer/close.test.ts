@@ -36,7 +36,7 @@ describe('close', () => {
     const notesA = recordNotifications(a.notifications$);
     const notesB = recordNotifications(b.notifications$);
 
-    const aCall = rejectionOf(a.call('hang', [], { timeout: 60_000 }));
+    const aCall = rejectionOf(a.call('hang', [], { timeoutMs: 60_000 }));
     const bCall = rejectionOf(b.call('hang'));
     const aCtx = await aHandler.promise;
     const bCtx = await bHandler.promise;
@@ -146,17 +146,17 @@ describe('close', () => {
 
   it('leaves no timer behind even though timed calls were pending', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    const { a, b } = pair({ callTimeout: 30_000 }, { callTimeout: 5_000 });
+    const { a, b } = pair({ callTimeoutMs: 30_000 }, { callTimeoutMs: 5_000 });
     a.registry.method('hang', () => never());
     b.registry.method('hang', () => never());
 
     const outcomes = [
-      rejectionOf(a.call('hang', [], { timeout: 10_000 })),
+      rejectionOf(a.call('hang', [], { timeoutMs: 10_000 })),
       rejectionOf(a.call('hang')),
-      rejectionOf(a.call('hang', [], { timeout: 1, signal: new AbortController().signal })),
+      rejectionOf(a.call('hang', [], { timeoutMs: 1, signal: new AbortController().signal })),
       rejectionOf(b.call('hang')),
     ];
-    const unbounded = watch(a.call('hang', [], { timeout: 0 }));
+    const unbounded = watch(a.call('hang', [], { timeoutMs: 0 }));
     await settle();
     expect(vi.getTimerCount()).toBe(4);
 

@@ -45,7 +45,7 @@ describe('timeouts beyond 2^31-1 ms', () => {
     await client.opened();
 
     const spy = vi.spyOn(globalThis, 'setTimeout');
-    const call = session.call('client.slow', [], { timeout: 2 ** 40 });
+    const call = session.call('client.slow', [], { timeoutMs: 2 ** 40 });
     call.catch(() => undefined); // failures are asserted below, not reported as unhandled
     const scheduled = delays(spy);
     spy.mockRestore();
@@ -68,7 +68,7 @@ describe('client timers beyond 2^31-1 ms', () => {
     const spy = vi.spyOn(globalThis, 'setTimeout');
     const client = res.client(url, { connectTimeoutMs: 2 ** 40 });
     expect(client.state).not.toBe('open'); // not open yet: the call is queued
-    const call = client.call('sum', [1, 2], { timeout: 2 ** 40 });
+    const call = client.call('sum', [1, 2], { timeoutMs: 2 ** 40 });
     const scheduled = delays(spy);
     spy.mockRestore();
     expect(scheduled.every((ms) => ms <= MAX_TIMER_MS)).toBe(true);

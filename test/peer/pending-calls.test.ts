@@ -78,8 +78,8 @@ describe('PendingCalls', () => {
     const calls = new PendingCalls(10, 100, onCancel);
     const timed = calls.open('t');
     const controller = new AbortController();
-    const cancelled = calls.open('c', { signal: controller.signal, timeout: 0 });
-    const answered = calls.open('a', { timeout: 0 });
+    const cancelled = calls.open('c', { signal: controller.signal, timeoutMs: 0 });
+    const answered = calls.open('a', { timeoutMs: 0 });
 
     vi.advanceTimersByTime(100);
     expect(await rejectionOf(timed.promise)).toBeInstanceOf(TimeoutError);
@@ -107,7 +107,7 @@ describe('PendingCalls', () => {
     const controller = new AbortController();
     const opened = [
       calls.open('a'),
-      calls.open('b', { timeout: 5 }),
+      calls.open('b', { timeoutMs: 5 }),
       calls.open('c', { signal: controller.signal }),
     ];
     expect(vi.getTimerCount()).toBe(3);

@@ -21,14 +21,14 @@ describe('timeouts', () => {
     const { a, b } = pair();
     b.registry.method('hang', () => never());
 
-    const err = await rejectionOf(a.call('hang', [], { timeout: 20 }));
+    const err = await rejectionOf(a.call('hang', [], { timeoutMs: 20 }));
     expect(err).toBeInstanceOf(TimeoutError);
     expect(err).toMatchObject({ method: 'hang', timeoutMs: 20 });
     expect(a.pendingCount).toBe(0);
   });
 
-  it('the default callTimeout applies when the call gives none', async () => {
-    const { a, b } = pair({ callTimeout: 20 });
+  it('the default callTimeoutMs applies when the call gives none', async () => {
+    const { a, b } = pair({ callTimeoutMs: 20 });
     b.registry.method('hang', () => never());
 
     const err = await rejectionOf(a.call('hang'));
@@ -37,14 +37,14 @@ describe('timeouts', () => {
   });
 
   it('b’s calls to a time out as well', async () => {
-    const { a, b } = pair({}, { callTimeout: 20 });
+    const { a, b } = pair({}, { callTimeoutMs: 20 });
     a.registry.method('hang', () => never());
     expect(await rejectionOf(b.call('hang'))).toBeInstanceOf(TimeoutError);
   });
 
   it('fires exactly at the timeout under fake timers, not before', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    const { a, b } = pair({ callTimeout: 1_000 });
+    const { a, b } = pair({ callTimeoutMs: 1_000 });
     b.registry.method('hang', () => never());
 
     const state = watch(a.call('hang'));
@@ -58,13 +58,13 @@ describe('timeouts', () => {
     expect(state.outcome).toBeInstanceOf(TimeoutError);
   });
 
-  it('a per-call timeout overrides callTimeout, and 0 waits forever', async () => {
+  it('a per-call timeout overrides callTimeoutMs, and 0 waits forever', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    const { a, b } = pair({ callTimeout: 1_000 });
+    const { a, b } = pair({ callTimeoutMs: 1_000 });
     b.registry.method('hang', () => never());
 
-    const longer = watch(a.call('hang', [], { timeout: 5_000 }));
-    const forever = watch(a.call('hang', [], { timeout: 0 }));
+    const longer = watch(a.call('hang', [], { timeoutMs: 5_000 }));
+    const forever = watch(a.call('hang', [], { timeoutMs: 0 }));
     await settle();
     expect(vi.getTimerCount()).toBe(1);
     vi.advanceTimersByTime(4_999);
@@ -83,7 +83,7 @@ describe('timeouts', () => {
 
   it('a response that beats the timeout clears its timer', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    const { a, b } = pair({ callTimeout: 1_000 });
+    const { a, b } = pair({ callTimeoutMs: 1_000 });
     b.registry.method('fast', () => 'ok');
 
     const p = a.call('fast');
@@ -98,7 +98,7 @@ describe('timeouts', () => {
     const gate = deferred<string>();
     b.registry.method('slow', () => gate.promise);
 
-    const err = await rejectionOf(a.call('slow', [], { timeout: 20 }));
+    const err = await rejectionOf(a.call('slow', [], { timeoutMs: 20 }));
     expect(err).toBeInstanceOf(TimeoutError);
     const id = frames(ta)[0].id;
 
@@ -128,7 +128,7 @@ describe('timeouts', () => {
     const gate = deferred<string>();
     b.registry.method('slow', () => gate.promise);
 
-    expect(await rejectionOf(a.call('slow', [], { timeout: 20 }))).toBeInstanceOf(TimeoutError);
+    expect(await rejectionOf(a.call('slow', [], { timeoutMs: 20 }))).toBeInstanceOf(TimeoutError);
     gate.reject(new JsonRpcError(7, 'late failure'));
     await settle();
     expect(logger.at('debug')).toHaveLength(1);
@@ -254,7 +254,7 @@ describe('cancellation', () => {
     });
     const controller = new AbortController();
 
-    const err = await rejectionOf(a.call('hang', [], { timeout: 20, signal: controller.signal }));
+    const err = await rejectionOf(a.call('hang', [], { timeoutMs: 20, signal: controller.signal }));
     expect(err).toBeInstanceOf(TimeoutError);
     controller.abort();
     await settle();

@@ -11,7 +11,7 @@ if (!gc) throw new Error('run with --expose-gc');
 
 const gateway = createGateway({
   logger: createLogger({ level: 'error' }),
-  heartbeatInterval: 0,
+  heartbeatIntervalMs: 0,
   limits: { maxConnectionsPerIp: 200 },
 });
 gateway.topic('prices.*');

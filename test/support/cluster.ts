@@ -257,7 +257,7 @@ export class Cluster {
       url: urls,
       WebSocket,
       reconnect: { initialDelayMs: 20, maxDelayMs: 200 },
-      callTimeout: 10_000,
+      callTimeoutMs: 10_000,
       ...options,
     });
     this.clients.push(client);

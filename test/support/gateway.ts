@@ -19,7 +19,7 @@ export async function startGateway<C = unknown>(
   options: GatewayOptions<C> = {},
   port = 0,
 ): Promise<RunningGateway<C>> {
-  const gateway = createGateway<C>({ logger: silentLogger, heartbeatInterval: 0, ...options });
+  const gateway = createGateway<C>({ logger: silentLogger, heartbeatIntervalMs: 0, ...options });
   const address = await gateway.listen(port, '127.0.0.1');
   return {
     gateway,

@@ -115,7 +115,7 @@ describe('TCP half-close: every answer reaches a slow reader', () => {
       const COUNT = 60_000;
       const gateway = createGateway({
         logger: silentLogger,
-        heartbeatInterval: 0,
+        heartbeatIntervalMs: 0,
         // Every call is answered with its result (no -32003), and the gateway keeps reading
         // however much is queued: ~18 MB of answers wait for the reader.
         limits: { ratePerSecond: 0, maxBufferedBytes: 0, endOfInputDeadlineMs: HANG_GUARD_MS },

@@ -215,7 +215,7 @@ describe('serveStream in-process', () => {
   function streamGateway(options: Parameters<typeof createGateway>[0] = {}): Gateway {
     const gateway = createGateway<unknown>({
       logger: pino({ level: 'silent' }),
-      heartbeatInterval: 0,
+      heartbeatIntervalMs: 0,
       ...options,
     });
     gateway.method('subtract', ([a, b]: [number, number]) => a - b);
@@ -340,7 +340,7 @@ describe('consuming over stdio: a client child served by gateway.serveStream', (
     const transports: TransportKind[] = [];
     const gateway = createGateway<unknown>({
       logger: pino({ level: 'silent' }),
-      heartbeatInterval: 0,
+      heartbeatIntervalMs: 0,
       authenticate: ({ transport }) => {
         transports.push(transport);
         return {};
@@ -384,7 +384,7 @@ describe('serveStream: input that ends while authenticate runs', () => {
   it('an empty input ended during an async hook closes the session (no slot held)', async () => {
     const gateway = createGateway<unknown>({
       logger: pino({ level: 'silent' }),
-      heartbeatInterval: 0,
+      heartbeatIntervalMs: 0,
       authenticate: async () => {
         await new Promise((resolve) => setTimeout(resolve, 20));
         return {};

@@ -23,7 +23,7 @@ afterEach(async () => {
 });
 
 async function tcpGateway<C = unknown>(options: GatewayOptions<C> = {}, port = 0) {
-  const gateway = createGateway<C>({ logger: silentLogger, heartbeatInterval: 0, ...options });
+  const gateway = createGateway<C>({ logger: silentLogger, heartbeatIntervalMs: 0, ...options });
   cleanups.push(() => gateway.close({ timeoutMs: 1_000 }));
   const address = await gateway.listenTcp(port, '127.0.0.1');
   return { gateway, port: address.port, url: `tcp://127.0.0.1:${address.port}` };

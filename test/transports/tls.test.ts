@@ -155,7 +155,7 @@ function tlsGateway(transports: TransportKind[] = []): Gateway {
   const gateway = createGateway<unknown>({
     tls: { cert: certificate.cert, key: certificate.key },
     logger: pino({ level: 'silent' }),
-    heartbeatInterval: 0,
+    heartbeatIntervalMs: 0,
     authenticate: ({ transport }) => {
       transports.push(transport);
       return {};
@@ -394,7 +394,11 @@ describe('tlsFromEnv', () => {
       TLS_CERT_FILE: certificate.certFile,
       TLS_KEY_FILE: certificate.keyFile,
     });
-    const gateway = createGateway({ tls, logger: pino({ level: 'silent' }), heartbeatInterval: 0 });
+    const gateway = createGateway({
+      tls,
+      logger: pino({ level: 'silent' }),
+      heartbeatIntervalMs: 0,
+    });
     opened.gateways.push(gateway);
     gateway.method('subtract', ([a, b]: [number, number]) => a - b);
     const { port } = await gateway.listen(0);
