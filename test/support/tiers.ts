@@ -1,0 +1,110 @@
+/**
+ * Which tier (vitest project, see vitest.config.ts) each test file runs in:
+ *
+ * - unit: no socket, no child process, no build: the protocol, peers over in-memory
+ *   transports, options, pure pub/sub parts. Seconds; `npm run test:unit`.
+ * - sockets: gateways and clients on loopback sockets inside the test process.
+ * - external: Redis, NATS, child processes (the CLI, the demo, gateway nodes, redis-server,
+ *   nginx), the build in dist/, npm pack.
+ * - browser: Chromium driving the demo page.
+ *
+ * The rules are tried in order and the first pattern that matches a file decides; a file that
+ * no rule names runs in `sockets`, which works everywhere the suite does. A new file in a unit
+ * folder that opens a socket goes in the first rule; test/support/projects.test.ts fails when
+ * a unit file imports what opens sockets or processes, and when a rule matches no file.
+ */
+import { readdirSync } from 'node:fs';
+import { join, relative, sep } from 'node:path';
+
+export const tiers = ['unit', 'sockets', 'external', 'browser'] as const;
+export type Tier = (typeof tiers)[number];
+
+/** Patterns: `**` any folders, `*` any characters within a name, `{a,b}` either. */
+export const tierRules: readonly (readonly [Tier, readonly string[]])[] = [
+  // Files in the unit folders below that open sockets.
+  [
+    'sockets',
+    [
+      'test/peer/long-timeouts.test.ts',
+      'test/protocol/id-echo.test.ts',
+      'test/protocol/wire-error-codes.test.ts',
+    ],
+  ],
+  [
+    'external',
+    [
+      'test/broker/**',
+      'test/cli/**',
+      'test/cluster/**',
+      'test/package/**',
+      'test/chaos/chaos.test.ts',
+      // Needs dist/ (the build).
+      'test/client/package-exports.test.ts',
+      'test/deploy/nginx-metrics.test.ts',
+      'test/hardening/{broker-down,drain-process,fuzz}.test.ts',
+      'test/integration/{demo-process,recipe*}.test.ts',
+      'test/pubsub/{broker-link-gap,notify-broker-down,redis-gateway,replay-bounds,topic-limits}.test.ts',
+      'test/transports/{eof-flush,same-answers,stdio,tls}.test.ts',
+    ],
+  ],
+  ['browser', ['test/e2e/**']],
+  [
+    'unit',
+    [
+      'test/config/**',
+      'test/peer/**',
+      'test/protocol/**',
+      'test/support/**',
+      'test/chaos/accounting.test.ts',
+      'test/client/{canonical-json,subscription-model}.test.ts',
+      'test/deploy/deploy-files.test.ts',
+      'test/hardening/address-group.test.ts',
+      'test/pubsub/{delivery,delivery-continuity,history-reads,memory-broker,session-router,topic-registry,user-inbox-router}.test.ts',
+    ],
+  ],
+];
+
+/** A pattern of `tierRules` as a regular expression over a whole path. */
+export function patternRegExp(pattern: string): RegExp {
+  let source = '';
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i]!;
+    if (pattern.startsWith('**', i)) {
+      source += '.*';
+      i++;
+    } else if (c === '*') source += '[^/]*';
+    else if (c === '{') source += '(?:';
+    else if (c === '}') source += ')';
+    else if (c === ',') source += '|';
+    else source += c.replace(/[.+?^$()[\]\\|]/g, '\\$&');
+  }
+  return new RegExp(`^${source}$`);
+}
+
+const compiledRules = tierRules.map(
+  ([tier, patterns]) => [tier, patterns.map(patternRegExp)] as const,
+);
+
+/** The tier of a test file, by its path from the repository root (`test/...`, with `/`). */
+export function tierOf(file: string): Tier {
+  for (const [tier, patterns] of compiledRules) {
+    if (patterns.some((p) => p.test(file))) return tier;
+  }
+  return 'sockets';
+}
+
+/** Every `*.test.ts` under `root`/test, as paths from `root` with `/`. */
+export function testFiles(root: string): string[] {
+  const dir = join(root, 'test');
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .filter((name) => name.endsWith('.test.ts'))
+    .map((name) => relative(root, join(dir, name)).split(sep).join('/'))
+    .sort();
+}
+
+/** The test files of each tier. */
+export function filesByTier(root: string): Record<Tier, string[]> {
+  const byTier: Record<Tier, string[]> = { unit: [], sockets: [], external: [], browser: [] };
+  for (const file of testFiles(root)) byTier[tierOf(file)].push(file);
+  return byTier;
+}
