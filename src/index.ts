@@ -71,6 +71,8 @@ export type {
   UseContractOptions,
 } from './client/contract-client.js';
 export * from './peer/index.js';
+export type { Middleware, MiddlewareContext, MiddlewareKind } from './peer/middleware.js';
+export type { CallState } from './peer/handler-context.js';
 export { createInMemoryPair, InMemoryTransport } from './transport/in-memory-transport.js';
 export { WsTransport } from './transport/ws-transport.js';
 export { NdjsonTransport } from './transport/ndjson-transport.js';

@@ -4,6 +4,8 @@
 // each other. Kept compact: the browser bundle carries it.
 import { silentLogger } from '../peer/logger.js';
 import type { Logger } from '../peer/logger.js';
+import { middlewareRule } from '../peer/middleware.js';
+import type { Middleware } from '../peer/middleware.js';
 import {
   checkOptions,
   isRecord,
@@ -19,6 +21,7 @@ import type { WebSocketConstructor } from '../transport/websocket-transport.js';
 import { defaultBackoff } from './backoff.js';
 import { redactUrl } from './redact-url.js';
 import type { BackoffOptions } from './backoff.js';
+import type { RpcClient } from './client.js';
 import type { ClientSubscriptionMethods } from './subscriptions.js';
 
 export interface ClientOptions {
@@ -71,6 +74,11 @@ export interface ClientOptions {
   /** Must match the gateway's `subscriptionMethods`. Default subscribe / subscription / unsubscribe. */
   subscriptionMethods?: Partial<ClientSubscriptionMethods>;
   logger?: Logger;
+  /**
+   * Functions around the handlers of the calls and notifications the server sends the client,
+   * first to last (`ctx.session` is the client; see docs/middleware.md).
+   */
+  middleware?: readonly Middleware<RpcClient>[];
 }
 
 /** The longest delay a timer takes (2^31 - 1 ms, about 24.8 days). */
@@ -108,6 +116,8 @@ export interface ClientConfig {
   readonly inbox: boolean;
   readonly subscriptionMethods: Readonly<ClientSubscriptionMethods>;
   readonly logger: Logger;
+  /** Around the handlers, first to last; undefined for none. */
+  readonly middleware: readonly Middleware<RpcClient>[] | undefined;
 }
 
 const count = (min: number): Rule => numberIn(min, Infinity, true);
@@ -143,6 +153,7 @@ export const clientOptionRules: Readonly<Record<keyof ClientOptions, Rule | null
   inbox: ofType('boolean'),
   subscriptionMethods: ofType('object', 'an object { subscribe, notification, unsubscribe }'),
   logger: ofType('object', 'a logger'),
+  middleware: middlewareRule,
 };
 
 export const reconnectRules: Readonly<Record<keyof BackoffOptions, Rule>> = {
@@ -234,5 +245,6 @@ export function resolveClientOptions(options: unknown): ClientConfig {
       ),
     }),
     logger: o.logger ?? silentLogger,
+    middleware: o.middleware && Object.freeze([...o.middleware]),
   });
 }

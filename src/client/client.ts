@@ -78,6 +78,7 @@ export class RpcClient {
           maxPendingCalls: config.maxPendingCalls,
           batchOutgoing: config.batchCalls,
           onReservedNotification,
+          middleware: config.middleware,
         });
         const subscriptionNotification = this.subscriptions.methods.notification;
         peer.notifications$.subscribe((n) => {

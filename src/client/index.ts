@@ -12,7 +12,8 @@ export type {
   ParamsOf,
   ResultOf,
 } from '../peer/method-descriptor.js';
-export type { HandlerContext } from '../peer/handler-context.js';
+export type { CallState, HandlerContext } from '../peer/handler-context.js';
+export type { Middleware, MiddlewareContext, MiddlewareKind } from '../peer/middleware.js';
 export type { CallOptions } from '../peer/pending-calls.js';
 export type { BatchEntry, IncomingNotification } from '../peer/peer.js';
 export type { Logger } from '../peer/logger.js';

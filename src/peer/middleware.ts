@@ -2,6 +2,8 @@ import type { Params } from '../protocol/types.js';
 import type { HandlerContext } from './handler-context.js';
 import type { RunningCall } from './handler-context.js';
 import type { Handler } from './method-registry.js';
+import { refuse } from './option-rules.js';
+import type { Rule } from './option-rules.js';
 import { isPromiseLike } from './replies.js';
 
 /*
@@ -47,6 +49,14 @@ export type MiddlewareChain<S> = (
   handler: Handler<S>,
 ) => unknown;
 
+/** The `middleware` option: an array of functions (a TypeError names the first entry that is not). */
+export const middlewareRule: Rule = (value, name) => {
+  if (!Array.isArray(value)) refuse(name, 'an array of functions', value);
+  (value as unknown[]).forEach((entry, index) => {
+    if (typeof entry !== 'function') refuse(`${name}[${index}]`, 'a function', entry);
+  });
+};
+
 /**
  * Compose `list` into one chain, or undefined for none (the peer then calls handlers directly).
  * Throws a TypeError naming the first entry that is not a function.
@@ -56,14 +66,7 @@ export function composeMiddleware<S>(
   subscribe?: SubscribeMethod,
 ): MiddlewareChain<S> | undefined {
   if (list === undefined) return undefined;
-  if (!Array.isArray(list as unknown)) {
-    throw new TypeError(`middleware must be an array of functions, got ${describe(list)}`);
-  }
-  list.forEach((entry: unknown, index) => {
-    if (typeof entry !== 'function') {
-      throw new TypeError(`middleware[${index}] must be a function, got ${describe(entry)}`);
-    }
-  });
+  middlewareRule(list, 'middleware');
   if (list.length === 0) return undefined;
   const chain = [...list];
   return (call, notification, params, handler) => {
@@ -138,10 +141,4 @@ class ChainContext<S> implements MiddlewareContext<S> {
   afterReply(hook: () => void): void {
     this.call.afterReply(hook);
   }
-}
-
-function describe(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  return typeof value;
 }

@@ -3,6 +3,8 @@
 // `unknown`, so options read from a file go through the same checks as options in code.
 import type { IncomingMessage, Server as HttpServer, ServerResponse } from 'node:http';
 import type { Logger } from '../peer/logger.js';
+import { middlewareRule } from '../peer/middleware.js';
+import type { Middleware } from '../peer/middleware.js';
 import {
   checkOptions,
   either,
@@ -35,6 +37,7 @@ import type {
 } from './options.js';
 import { defaultSubscriptionMethods } from './pubsub-types.js';
 import type { SubscriptionMethods } from './pubsub-types.js';
+import type { Session } from './session.js';
 
 /** The longest delay a Node timer takes (2^31 - 1 ms, about 24.8 days). */
 const MAX_DELAY_MS = 2 ** 31 - 1;
@@ -114,6 +117,8 @@ export interface GatewayConfig<C = unknown> {
     readonly acceptV1: boolean;
     readonly exposeErrorDetails: boolean;
   };
+  /** Around the handlers, first to last; undefined for none (as for hooks). */
+  readonly middleware: readonly Middleware<Session<C>>[] | undefined;
   readonly observability: {
     /** The logger given, or the default pino one. */
     readonly logger: Logger;
@@ -167,6 +172,7 @@ export const gatewayOptionRules: Readonly<Record<keyof GatewayOptions<unknown>, 
   },
   userOf: hook,
   broker: object('a Broker (MemoryBroker, RedisBroker, NatsBroker)'),
+  middleware: middlewareRule,
 };
 
 /** Old names still taken, each with its new one. */
@@ -237,6 +243,7 @@ export function resolveGatewayOptions<C = unknown>(options: unknown): GatewayCon
       acceptV1: o.acceptV1 ?? gatewayDefaults.acceptV1,
       exposeErrorDetails: o.exposeErrorDetails ?? gatewayDefaults.exposeErrorDetails,
     },
+    middleware: o.middleware && [...o.middleware],
     observability: { logger: o.logger ?? createLogger(), metrics },
   });
 }

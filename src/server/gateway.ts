@@ -41,7 +41,7 @@ import type { GatewayLimits, GatewayOptions, ResolvedRoutes } from './options.js
 import { PubSubService } from './pubsub-service.js';
 import type { StreamHandler, TopicOptions } from './pubsub-service.js';
 import type { Session } from './session.js';
-import { SessionRouter, namesInbox } from './session-router.js';
+import { SessionRouter, namesInbox, subscribeTopicOf } from './session-router.js';
 import { SessionTable } from './session-table.js';
 import { drainSessions, shutdown } from './shutdown.js';
 import { RefusalLog } from './upgrade-rejection.js';
@@ -246,6 +246,8 @@ export class Gateway<C = unknown> {
         maxDepth: this.limits.maxDepth,
       },
       onClosed: this.sessionTable.onClosed,
+      middleware: config.middleware,
+      subscribeMethod: { name: subscribeMethod, topicOf: subscribeTopicOf },
     });
     this.httpPeerConfig = { ...this.peerConfig, onClosed: undefined };
     this.refusals = new RefusalLog(this.logger);

@@ -1,6 +1,7 @@
 import type { TransportKind } from '../transport/transport.js';
 import type { IncomingMessage, Server as HttpServer, ServerResponse } from 'node:http';
 import type { Logger } from '../peer/logger.js';
+import type { Middleware } from '../peer/middleware.js';
 import type { Broker, Retention } from '../pubsub/broker.js';
 import type { Params } from '../protocol/types.js';
 import type { SubscriptionMethods } from './pubsub-service.js';
@@ -274,6 +275,11 @@ export interface GatewayCodeOptions<C> {
   userOf?: (context: C) => string | undefined;
   /** Where topics live. Default: a MemoryBroker (one node, nothing else needed). */
   broker?: Broker;
+  /**
+   * Functions around the handlers of calls, notifications and subscribes, first to last, after
+   * the rate limit, the method lookup and `authorize` (see docs/middleware.md).
+   */
+  middleware?: readonly Middleware<Session<C>>[];
 }
 
 /** What `createGateway` takes: the data options and the code options. See docs/options.md. */

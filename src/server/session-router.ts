@@ -25,12 +25,20 @@ export function inboxTopic(user: string): string {
   return INBOX_TOPIC_PREFIX + user;
 }
 
-/** Whether subscribe params (`["$inbox", ...]` or `{ "topic": "$inbox" }`) name the inbox. */
-export function namesInbox(params: Params | undefined): boolean {
+/**
+ * The topic or stream subscribe params name (`["prices", ...]` or `{ "topic": "prices" }`), or
+ * undefined when they name none; never throws (readSubscribeParams is the strict reading).
+ */
+export function subscribeTopicOf(params: Params | undefined): string | undefined {
   const name = Array.isArray(params)
     ? (params as unknown[])[0]
     : (params as { topic?: unknown } | undefined)?.topic;
-  return name === INBOX_SUBSCRIPTION;
+  return typeof name === 'string' && name.length > 0 ? name : undefined;
+}
+
+/** Whether subscribe params (`["$inbox", ...]` or `{ "topic": "$inbox" }`) name the inbox. */
+export function namesInbox(params: Params | undefined): boolean {
+  return subscribeTopicOf(params) === INBOX_SUBSCRIPTION;
 }
 
 /**

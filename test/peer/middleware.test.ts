@@ -415,10 +415,10 @@ describe('without middleware', () => {
 
   it('refuses entries that are not functions, naming the index', () => {
     expect(() => composeMiddleware([(_c, n) => n(), 'log' as unknown as Mw])).toThrow(
-      new TypeError('middleware[1] must be a function, got string'),
+      new TypeError('middleware[1] must be a function, not "log"'),
     );
     expect(() => composeMiddleware({} as unknown as Mw[])).toThrow(
-      new TypeError('middleware must be an array of functions, got object'),
+      new TypeError('middleware must be an array of functions, not {}'),
     );
   });
 });
