@@ -11,7 +11,7 @@
 // after the fault ended, backoff cap) and every violation found.
 //
 // The engine is TypeScript under test/: it is bundled here with esbuild (as
-// test/cluster/support.ts bundles the gateway node), with the current src/, into a temporary
+// test/support/cluster.ts bundles the gateway node), with the current src/, into a temporary
 // directory. Exit 0 when nothing was lost, duplicated or reordered and nothing else was wrong,
 // 1 otherwise, 2 on a setup error, 3 if the watchdog (N + 300 s) fires.
 

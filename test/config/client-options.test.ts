@@ -28,6 +28,12 @@ const refused: [
     TypeError,
     'callTimeot is not an option of createClient (did you mean callTimeoutMs?)',
   ],
+  [
+    'middleware',
+    { middleware: 'log' },
+    TypeError,
+    'middleware must be an array of functions, not "log"',
+  ],
   ['url type', { url: 1 }, TypeError, 'url must be a URL or a non-empty array of URLs, not 1'],
   [
     'url empty list',

@@ -17,6 +17,12 @@ const refused: [
   says: string,
 ][] = [
   [
+    'middleware',
+    { middleware: 'log' },
+    TypeError,
+    'middleware must be an array of functions, not "log"',
+  ],
+  [
     'unknown option',
     { heartbeatIntervl: 5 },
     TypeError,
