@@ -34,6 +34,11 @@ export const ErrorCode = {
   UnsupportedTransport: -32008,
   /** The broker (Redis, NATS) is unreachable: the publish was not taken. */
   BrokerUnavailable: -32009,
+  /**
+   * Credentials missing, refused or expired (`data.reason` says which). Unlike -32004, the
+   * session's identity is not known or no longer valid: presenting a token may help.
+   */
+  Unauthenticated: -32010,
 } as const;
 
 export type ErrorCodeName = keyof typeof ErrorCode;
@@ -58,4 +63,5 @@ export const defaultErrorMessage: Readonly<Record<number, string>> = {
   [ErrorCode.TooDeep]: 'Message nested too deeply',
   [ErrorCode.UnsupportedTransport]: 'Not supported on this transport',
   [ErrorCode.BrokerUnavailable]: 'Broker unavailable',
+  [ErrorCode.Unauthenticated]: 'Unauthenticated',
 };

@@ -11,6 +11,13 @@ export const ReservedMethod = {
   Reconnect: 'rpc.reconnect',
   /** Request: the service's OpenRPC document (when it was defined as a contract). */
   Discover: 'rpc.discover',
+  /**
+   * Request, client to server: `{ token }`. Authenticates an in-band connection (its first
+   * message) or refreshes the identity of an authenticated one. Result `{ sessionId, user?, expiresAt? }`.
+   */
+  Authenticate: 'rpc.authenticate',
+  /** Request, server to client: `{ expiresAt }`; the server asks for a fresh token. Result `{ token }`. */
+  Token: 'rpc.token',
 } as const;
 
 export function isReservedMethod(method: string): boolean {
