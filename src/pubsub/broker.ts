@@ -1,3 +1,7 @@
+import type { Denial } from './deny-list.js';
+
+export type { Denial } from './deny-list.js';
+
 /** One published message as a broker hands it back: JSON text plus its per-topic sequence number. */
 export interface BrokerMessage {
   topic: string;
@@ -95,4 +99,19 @@ export interface Broker {
   /** True while the broker can take publishes (readiness follows it). */
   readonly ready: boolean;
   close(): Promise<void>;
+  /**
+   * Put `user` on the deny list for `forMs` (gateway.revokeUser), with the revocation's time
+   * (`revokedAt`, ms since the epoch): every node sharing the broker then refuses to
+   * authenticate the user, unless its credentials were issued after `revokedAt`. A user
+   * already listed keeps the newer revocation time and the later end. Rejects when the broker
+   * is unavailable, or its list is full (`DenyListFullError`). Optional: a broker
+   * without it cannot revoke users (revokeUser says so).
+   */
+  deny?(user: string, revokedAt: number, forMs: number): Promise<void>;
+  /**
+   * The user's entry on the deny list while it holds; undefined when the user is not listed
+   * (or the entry lapsed). Rejects when the broker cannot tell (unavailable): the gateway then
+   * refuses to authenticate the user (it fails closed).
+   */
+  denied?(user: string): Promise<Denial | undefined>;
 }

@@ -1,6 +1,8 @@
 import { nanoid } from 'nanoid';
 import { defaultRetention, pageLimit } from './broker.js';
 import type { Broker, BrokerMessage, History, Retention } from './broker.js';
+import { MemoryDenyList } from './deny-list.js';
+import type { Denial } from './deny-list.js';
 
 /** Options of {@link MemoryBroker}. */
 export interface MemoryBrokerOptions {
@@ -13,6 +15,11 @@ export interface MemoryBrokerOptions {
   maxIdleTopics?: number;
   /** How often, at most, a publish looks for expired idle logs. Default 60 000 ms. */
   sweepIntervalMs?: number;
+  /**
+   * Users the deny list (revokeUser) holds at most; a revocation beyond it, with none lapsed,
+   * is refused. Default 100 000.
+   */
+  maxDeniedUsers?: number;
 }
 
 interface TopicLog {
@@ -47,6 +54,8 @@ export class MemoryBroker implements Broker {
   private readonly maxIdleTopics: number;
   private readonly sweepIntervalMs: number;
   private readonly epochPrefix = nanoid(10);
+  /** Revoked users (gateway.revokeUser). */
+  private readonly denyList: MemoryDenyList;
   private logsMade = 0;
   private nextSweepAt: number;
   private closed = false;
@@ -57,6 +66,7 @@ export class MemoryBroker implements Broker {
     this.maxIdleTopics = Math.max(0, settings.maxIdleTopics ?? 10_000);
     this.sweepIntervalMs = settings.sweepIntervalMs ?? 60_000;
     this.nextSweepAt = this.now() + this.sweepIntervalMs;
+    this.denyList = new MemoryDenyList(this.now, settings.maxDeniedUsers);
   }
 
   get ready(): boolean {
@@ -118,7 +128,19 @@ export class MemoryBroker implements Broker {
     this.closed = true;
     this.listeners.clear();
     this.logs.clear();
+    this.denyList.clear();
     return Promise.resolve();
+  }
+
+  deny(user: string, revokedAt: number, forMs: number): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('Broker closed'));
+    // Through a promise, so a full list rejects rather than throws.
+    return Promise.resolve().then(() => this.denyList.deny(user, revokedAt, forMs));
+  }
+
+  denied(user: string): Promise<Denial | undefined> {
+    if (this.closed) return Promise.reject(new Error('Broker closed'));
+    return Promise.resolve(this.denyList.denied(user));
   }
 
   private newLog(topic: string, retention: Retention, now: number): TopicLog {

@@ -6,6 +6,9 @@ import { defaultRetention, pageLimit } from './broker.js';
 import type { Broker, BrokerMessage, History, Retention } from './broker.js';
 import { CreationBudget } from './creation-budget.js';
 import type { TopicCreationBudget } from './creation-budget.js';
+import { DEFAULT_MAX_DENIED_USERS } from './deny-list.js';
+import type { Denial } from './deny-list.js';
+import { NatsDenyList } from './deny-list-nats.js';
 import { HealthCheck } from './health-check.js';
 import { NatsConsumers } from './nats-consumers.js';
 import { NatsDirectSubjects } from './nats-direct.js';
@@ -50,6 +53,12 @@ export interface NatsBrokerOptions extends TopicCreationBudget {
    * Default 600 000 (10 minutes).
    */
   idleStreamSweepMs?: number;
+  /**
+   * Users the deny list (revokeUser; the bucket `<prefix>-deny`) holds at most, lapsed entries
+   * included until the bucket's max age (24 h) drops them; a revocation beyond it is refused.
+   * Set when the bucket is created. Default 100 000.
+   */
+  maxDeniedUsers?: number;
   /**
    * Errors the broker recovers from in the background (a consumer that had to be
    * recreated, a subscriber callback that threw). Never thrown; ignored by default.
@@ -118,6 +127,8 @@ export class NatsBroker implements Broker {
   private readonly direct: NatsDirectSubjects;
   /** Round trips that tell a hung server from a quiet one. */
   private readonly health: HealthCheck;
+  /** Revoked users: a JetStream key-value bucket. */
+  private readonly denyList: NatsDenyList;
   private sweepTimer: NodeJS.Timeout | undefined;
   private sweeping = false;
 
@@ -143,6 +154,12 @@ export class NatsBroker implements Broker {
     this.connection = options.connection ?? {};
     this.streams = new NatsStreams(this.prefix, this.replicas, new CreationBudget(options));
     this.direct = new NatsDirectSubjects(this.prefix, this.timeoutMs, this.onError);
+    this.denyList = new NatsDenyList(
+      this.prefix,
+      this.replicas,
+      this.timeoutMs,
+      options.maxDeniedUsers ?? DEFAULT_MAX_DENIED_USERS,
+    );
     this.consumers = new NatsConsumers({
       prefix: this.prefix,
       timeoutMs: this.timeoutMs,
@@ -234,6 +251,16 @@ export class NatsBroker implements Broker {
     return bounded(what, this.timeoutMs, () =>
       readHistory(link, this.names(topic).stream, topic, afterSeq, pageLimit(limit)),
     );
+  }
+
+  async deny(user: string, revokedAt: number, forMs: number): Promise<void> {
+    const link = this.requireLink(`deny "${user}"`);
+    return this.denyList.deny(link, user, revokedAt, forMs);
+  }
+
+  async denied(user: string): Promise<Denial | undefined> {
+    const link = this.requireLink(`read the deny list for "${user}"`);
+    return this.denyList.denied(link, user);
   }
 
   /**

@@ -4,6 +4,8 @@ import { TopicCreationLimitError, defaultRetention, pageLimit } from './broker.j
 import type { Broker, BrokerMessage, History, Retention } from './broker.js';
 import { CreationBudget } from './creation-budget.js';
 import type { TopicCreationBudget } from './creation-budget.js';
+import type { Denial } from './deny-list.js';
+import { RedisDenyList } from './deny-list-redis.js';
 import { HealthCheck } from './health-check.js';
 import { RedisDirectChannels } from './redis-direct.js';
 import { describeTarget, toError, unavailableError } from './redis-errors.js';
@@ -111,6 +113,8 @@ export class RedisBroker implements Broker {
   private readonly creation: CreationBudget;
   /** PINGs the command connection: a hung Redis makes `ready` false. */
   private readonly health: HealthCheck;
+  /** Revoked users: a key per user, expiring with the entry. */
+  private readonly denyList: RedisDenyList;
   private closed = false;
   private closing: Promise<void> | undefined;
   private lastError: Error | undefined;
@@ -155,6 +159,7 @@ export class RedisBroker implements Broker {
     };
     this.topics = new RedisTopicSubscriptions({ ...parts, runner: this.runner });
     this.direct = new RedisDirectChannels({ ...parts, command: this.command });
+    this.denyList = new RedisDenyList(this.runner, this.prefix);
 
     const reportError = (error: Error): void => {
       this.lastError = error;
@@ -254,6 +259,17 @@ export class RedisBroker implements Broker {
     const history: History = { messages: read.messages, lastSeq: read.lastSeq };
     if (read.epoch !== '') history.epoch = read.epoch;
     return history;
+  }
+
+  /** Deny list: `<prefix>deny:<user>`, expiring (PX) when the entry lapses; no count bound. */
+  async deny(user: string, revokedAt: number, forMs: number): Promise<void> {
+    this.assertUsable();
+    return this.denyList.deny(user, revokedAt, forMs);
+  }
+
+  async denied(user: string): Promise<Denial | undefined> {
+    this.assertUsable();
+    return this.denyList.denied(user);
   }
 
   close(): Promise<void> {
