@@ -89,6 +89,8 @@ export type {
 } from './transport/transport.js';
 export { RpcClient, createClient } from './client/client.js';
 export type { ClientConfig, ClientOptions } from './client/client.js';
+export { AuthenticationError } from './client/authentication.js';
+export type { DisconnectEvent } from './client/authentication.js';
 export type { ConnectionState } from './client/connection-state.js';
 export type { SubscriptionEvent, ClientSubscriptionMethods } from './client/subscriptions.js';
 export type { InboxGap } from './client/inbox.js';

@@ -1,22 +1,29 @@
-// The client's connection lifecycle: dialing its URLs in turn, the connect timeout, reconnecting
-// with backoff, the rpc.ping heartbeat and the server's drain notice (rpc.reconnect), and the
-// connection state they move through. Apart from RpcClient, which is the call API on top: it
-// builds each connection's Peer and hears of each open and loss through ConnectionHost.
-import { BehaviorSubject } from 'rxjs';
+// The client's connection lifecycle: dialing its URLs in turn (with the URL, subprotocols,
+// headers and token of each dial, see dial.ts), the connect timeout, in-band authentication,
+// reconnecting with backoff or stopping on refused credentials, the rpc.ping heartbeat and the
+// server's drain notice (rpc.reconnect), and the connection state they move through. Apart from
+// RpcClient, which is the call API on top: it builds each connection's Peer and hears of each
+// open and loss through ConnectionHost.
+import { BehaviorSubject, Subject } from 'rxjs';
 import type { Observable } from 'rxjs';
 import type { Logger } from '../peer/logger.js';
 import type { Peer } from '../peer/peer.js';
 import { MAX_TIMER_MS } from '../peer/pending-calls.js';
+import { ErrorCode } from '../protocol/error-codes.js';
+import { JsonRpcError } from '../protocol/errors.js';
 import { TimeoutError } from '../protocol/local-errors.js';
 import { ReservedMethod } from '../protocol/reserved.js';
 import type { Params } from '../protocol/types.js';
 import { WebSocketTransport } from '../transport/websocket-transport.js';
 import type { WebSocketLike } from '../transport/websocket-transport.js';
+import { EXPIRED_CLOSE_CODE, authFailureOf, refusalOf } from './authentication.js';
+import type { AuthenticationError, DisconnectEvent } from './authentication.js';
 import { backoffDelay } from './backoff.js';
-import type { BackoffOptions } from './backoff.js';
 import { BatchWatchTransport } from './batch-watch.js';
-import type { ClientConfig } from './client-options.js';
+import type { ClientConfig, ReconnectOptions } from './client-options.js';
 import type { ConnectionState } from './connection-state.js';
+import { openSocket, prepareDial } from './dial.js';
+import type { Dial, HttpRefusal } from './dial.js';
 import { redactErrorUrl, redactUrl } from './redact-url.js';
 
 /** The close code the client uses when it gives up on a silent server. */
@@ -33,8 +40,11 @@ export interface ConnectionHost<S> {
   opened(): void;
   /** The open connection was lost; a reconnect follows (unless reconnecting is off). */
   lost(): void;
-  /** Closing for good, the state already 'closed': fail what is queued or subscribed. */
-  closing(): void;
+  /**
+   * Closing for good, the state already 'closed': fail what is queued or subscribed, with
+   * `refused` when the server refused the credentials.
+   */
+  closing(refused: AuthenticationError | undefined): void;
   /** Closed for good, state$ completed: complete what else lives across connections. */
   closed(): void;
 }
@@ -42,9 +52,23 @@ export interface ConnectionHost<S> {
 /** One client's socket, the Peer over it, and getting a new one when it goes. */
 export class ClientConnection<S> {
   private readonly urls: readonly string[];
-  readonly backoff: Readonly<BackoffOptions> | false;
+  readonly backoff: Readonly<ReconnectOptions> | false;
   private readonly stateSubject = new BehaviorSubject<ConnectionState>('connecting');
+  private readonly disconnectSubject = new Subject<DisconnectEvent>();
   private peer: Peer<S> | undefined;
+  /** The peer whose `rpc.authenticate` is not answered yet: nothing else is sent on it. */
+  private authenticating: Peer<S> | undefined;
+  /** Why the client stopped for good, when the server refused its credentials. */
+  refused: AuthenticationError | undefined;
+  /** The last ending of a connection or attempt. */
+  lastDisconnect: DisconnectEvent | undefined;
+  /** Counts dials, so that the providers of an abandoned one are ignored when they settle. */
+  private dials = 0;
+  private dialTimedOut = false;
+  /** A 4419 was retried with a fresh token; reset once a connection stays up (resetAfterMs). */
+  private expiredRetried = false;
+  /** The URL of the last dial (the only one known when `url` is a function). */
+  private dialedUrl = '';
   /**
    * The transport under `peer`, which notices a batch the server refused as a whole. Read by
    * the client; set only here.
@@ -64,6 +88,8 @@ export class ClientConnection<S> {
 
   /** The connection state; replays the current one to each new subscriber. */
   readonly state$: Observable<ConnectionState> = this.stateSubject.asObservable();
+  /** Why each connection, or attempt at one, ended. Completes when the client closes. */
+  readonly disconnects$: Observable<DisconnectEvent> = this.disconnectSubject.asObservable();
 
   constructor(
     private readonly config: ClientConfig,
@@ -80,13 +106,15 @@ export class ClientConnection<S> {
 
   /** The URL of the current (or next) connection. */
   get url(): string {
-    return this.urls[this.urlIndex % this.urls.length]!;
+    return this.urls.length ? this.urls[this.urlIndex % this.urls.length]! : this.dialedUrl;
   }
 
-  /** The peer to send on: open, and not one the server asked us to leave. */
+  /** The peer to send on: open, authenticated, and not one the server asked us to leave. */
   livePeer(): Peer<S> | undefined {
     const peer = this.peer;
-    return peer && !peer.isClosed && peer !== this.retiring ? peer : undefined;
+    return peer && !peer.isClosed && peer !== this.retiring && peer !== this.authenticating
+      ? peer
+      : undefined;
   }
 
   /**
@@ -99,7 +127,7 @@ export class ClientConnection<S> {
     clearTimeout(this.connectTimer);
     clearInterval(this.heartbeatTimer);
     this.setState('closed');
-    this.host.closing();
+    this.host.closing(this.refused);
     const peer = this.peer;
     const socket = this.socket;
     this.peer = undefined;
@@ -113,52 +141,94 @@ export class ClientConnection<S> {
       socket.close();
     }
     this.stateSubject.complete();
+    this.disconnectSubject.complete();
     this.host.closed();
   }
 
   connect(): void {
     if (this.state === 'closed') return;
-    const url = this.url;
-    // Logged without query string or userinfo: tokens travel there.
-    const logUrl = redactUrl(url);
-    let socket: WebSocketLike;
-    try {
-      socket = new this.config.WebSocket(url, this.config.protocols) as WebSocketLike;
-    } catch (err) {
-      this.logger.warn(
-        { err: redactErrorUrl(err, url), url: logUrl },
-        'could not create WebSocket',
-      );
-      this.urlIndex++; // a URL the WebSocket refuses will not get better: try the next one
-      this.scheduleReconnect();
-      return;
-    }
-    this.socket = socket;
+    const dial = ++this.dials;
+    this.dialTimedOut = false;
+    // The providers (url, protocols, headers, getToken) count in the attempt's time.
     this.connectTimer = setTimeout(
       () => {
-        this.logger.warn({ url: logUrl }, 'connection attempt timed out');
-        socket.close();
+        this.logger.warn({ url: redactUrl(this.url) }, 'connection attempt timed out');
+        this.dialTimedOut = true;
+        if (this.socket) return this.socket.close(); // its onclose goes on from there
+        this.dials++; // the providers are still at it: forget them
+        this.dialFailed(new Error('connection attempt timed out while preparing it'));
       },
       Math.min(this.config.connectTimeoutMs, MAX_TIMER_MS),
     );
-    socket.onerror = () => undefined;
+    let prepared: Dial | Promise<Dial>;
+    try {
+      prepared = prepareDial(this.config, this.url);
+    } catch (err) {
+      this.dialFailed(err);
+      return;
+    }
+    if (!(prepared instanceof Promise)) return this.dial(prepared);
+    prepared.then(
+      (ready) => dial === this.dials && this.dial(ready),
+      (err: unknown) => dial === this.dials && this.dialFailed(err),
+    );
+  }
+
+  /** A provider failed, or the URL or the WebSocket was refused: try again later, elsewhere. */
+  private dialFailed(err: unknown, url = this.url, what = 'could not prepare the dial'): void {
+    clearTimeout(this.connectTimer);
+    if (this.state === 'closed') return;
+    const error = redactErrorUrl(err, url) as Error;
+    this.logger.warn({ err: error, url: redactUrl(url) }, what);
+    this.urlIndex++; // a URL the WebSocket refuses will not get better: try the next one
+    this.ended({ error });
+  }
+
+  private dial(dial: Dial): void {
+    if (this.state === 'closed') return clearTimeout(this.connectTimer);
+    const url = (this.dialedUrl = dial.url);
+    // Logged without query string or userinfo: tokens travel there.
+    const logUrl = redactUrl(url);
+    let refusal: HttpRefusal | undefined;
+    let error: Error | undefined;
+    let socket: WebSocketLike;
+    try {
+      socket = openSocket(this.config.WebSocket, dial, (r) => (refusal = r));
+    } catch (err) {
+      return this.dialFailed(err, url, 'could not create WebSocket');
+    }
+    this.socket = socket;
+    socket.onerror = (event) => {
+      const cause = (event as { error?: unknown }).error;
+      if (cause instanceof Error) error = redactErrorUrl(cause, url) as Error;
+    };
     socket.onclose = (event) => {
       // Only reached when the socket never opened: afterwards the transport owns onclose.
       clearTimeout(this.connectTimer);
       if (this.socket !== socket) return;
       this.socket = undefined;
-      this.logger.debug({ url: logUrl, code: event.code }, 'connection attempt failed');
+      const httpStatus = refusal?.status;
+      this.logger.debug({ url: logUrl, code: event.code, httpStatus }, 'connection attempt failed');
       this.urlIndex++;
-      this.scheduleReconnect();
+      this.ended({
+        code: event.code,
+        reason: refusal?.body || event.reason || undefined,
+        httpStatus,
+        error: this.dialTimedOut
+          ? new Error(`connection attempt timed out after ${this.config.connectTimeoutMs} ms`)
+          : refusal
+            ? undefined
+            : error,
+      });
     };
     socket.onopen = () => {
       clearTimeout(this.connectTimer);
       if (this.socket !== socket || this.state === 'closed') return;
-      this.onOpen(socket);
+      this.onOpen(socket, dial.token);
     };
   }
 
-  private onOpen(socket: WebSocketLike): void {
+  private onOpen(socket: WebSocketLike, token: string | undefined): void {
     const watch = new BatchWatchTransport(new WebSocketTransport(socket));
     const peer = this.host.createPeer(watch, (method, params) =>
       this.onReservedNotification(method, params),
@@ -171,19 +241,45 @@ export class ClientConnection<S> {
     const openedAt = Date.now();
     this.everOpened = true;
     this.startHeartbeat(peer);
+    let failure: Error | undefined;
     void peer.closed.then(({ code, reason }) => {
       clearInterval(this.heartbeatTimer);
       if (this.peer !== peer) return;
       this.peer = undefined;
+      this.authenticating = undefined;
       this.watch = undefined;
       this.socket = undefined;
       if (this.backoff !== false && Date.now() - openedAt >= this.backoff.resetAfterMs) {
         this.attempt = 0;
+        this.expiredRetried = false;
       }
       this.logger.info({ code, reason }, 'connection lost');
       this.host.lost();
-      this.scheduleReconnect();
+      this.ended({ code, reason: reason || undefined, error: failure });
     });
+    if (token === undefined) return this.ready(peer);
+    // In-band: the token goes first; calls and resubscribes wait for its answer.
+    this.authenticating = peer;
+    peer
+      .call(ReservedMethod.Authenticate, { token }, { timeoutMs: this.config.connectTimeoutMs })
+      .then(
+        () => this.authenticating === peer && this.ready(peer),
+        (err: unknown) => {
+          if (this.authenticating !== peer || peer.isClosed) return;
+          if (err instanceof JsonRpcError && err.code === ErrorCode.MethodNotFound) {
+            this.logger.warn({}, 'server has no rpc.authenticate: going on without it');
+            return this.ready(peer);
+          }
+          const refused = refusalOf(err);
+          failure = refused ?? (err as Error);
+          peer.close(refused ? 4401 : 1000, refused ? 'authentication refused' : 'no answer');
+        },
+      );
+  }
+
+  /** The connection may carry calls: resubscribe and send what was queued. */
+  private ready(peer: Peer<S>): void {
+    if (this.authenticating === peer) this.authenticating = undefined;
     this.setState('open');
     this.host.opened();
   }
@@ -228,12 +324,37 @@ export class ClientConnection<S> {
     closeWhenSettled();
   }
 
-  private scheduleReconnect(): void {
+  /**
+   * A connection or attempt ended: tell `disconnects$`, then dial again or, when reconnecting
+   * is off or the credentials were refused (and `onAuthFailure` is 'stop'), close for good.
+   */
+  private ended(event: Omit<DisconnectEvent, 'willRetry'>): void {
     if (this.state === 'closed') return;
-    if (this.backoff === false) {
-      void this.close();
-      return;
+    const refused = authFailureOf(event);
+    const backoff = this.backoff;
+    // An expired session is retried once: the provider can mint a fresh token.
+    const freshToken =
+      refused?.code === EXPIRED_CLOSE_CODE && !!this.config.getToken && !this.expiredRetried;
+    const willRetry =
+      backoff !== false && (!refused || backoff.onAuthFailure === 'retry' || freshToken);
+    if (freshToken) this.expiredRetried = true;
+    const told: DisconnectEvent = { ...event, error: refused ?? event.error, willRetry };
+    this.lastDisconnect = told;
+    this.disconnectSubject.next(told);
+    if (refused) {
+      const { code, status: httpStatus, reason } = refused;
+      this.logger.warn(
+        { code, httpStatus, reason },
+        willRetry ? 'credentials refused: dialling again' : 'credentials refused: client closed',
+      );
     }
+    if (willRetry) return this.scheduleReconnect();
+    this.refused = refused;
+    void this.close();
+  }
+
+  private scheduleReconnect(): void {
+    if (this.state === 'closed' || this.backoff === false) return;
     this.setState(this.everOpened ? 'reconnecting' : 'connecting');
     // Asked by the server to move: no backoff, the server is not failing.
     const attempt = this.attempt;

@@ -24,20 +24,54 @@ import type { BackoffOptions } from './backoff.js';
 import type { RpcClient } from './client.js';
 import type { ClientSubscriptionMethods } from './subscriptions.js';
 
+/** A value, or a function (sync or async) called for it before each dial. */
+export type PerDial<T> = T | (() => T | Promise<T>);
+
+/** Reconnecting: the backoff, and what a refusal of the credentials does. */
+export interface ReconnectOptions extends BackoffOptions {
+  /**
+   * After an upgrade refused with 401/403, an in-band refusal (-32010) or a close with
+   * 4401/4403/4419: `'stop'` closes the client (calls reject with AuthenticationError),
+   * `'retry'` dials again with the backoff. A 4419 (expired) is retried once with `getToken`
+   * even when stopping, since the provider can mint a fresh token. Default 'stop'.
+   */
+  onAuthFailure: 'stop' | 'retry';
+}
+
 export interface ClientOptions {
-  /** Gateway URL, or several: on failure the client moves on to the next one. */
-  url: string | readonly string[];
+  /**
+   * Gateway URL, or several: on failure the client moves on to the next one. A function
+   * (sync or async) is called for the URL before each dial.
+   */
+  url: string | readonly string[] | (() => string | Promise<string>);
   /** WebSocket class. Default `globalThis.WebSocket`; in Node 20 pass `WebSocket` from `ws`. */
   WebSocket?: WebSocketConstructor;
-  /** Subprotocols to offer (e.g. a token, since browsers cannot set headers). */
-  protocols?: string | string[];
+  /** Subprotocols to offer, or a function (sync or async) called before each dial. */
+  protocols?: PerDial<string | string[]>;
+  /**
+   * Headers of the upgrade request, or a function (sync or async) called before each dial.
+   * Node with the `ws` WebSocket only: a browser's WebSocket cannot send headers.
+   */
+  headers?: PerDial<Record<string, string>>;
+  /**
+   * The token provider, called before each dial and when the server asks for a fresh token
+   * (`rpc.token`). Its token goes as `tokenTransport` says.
+   */
+  getToken?: () => string | Promise<string>;
+  /**
+   * `'in-band'`: `rpc.authenticate { token }` is the first message of every connection, before
+   * queued calls and resubscribes (works in browsers). `'header'`: `Authorization: Bearer`
+   * on the upgrade (Node with `ws` only). Default 'in-band'.
+   */
+  tokenTransport?: 'in-band' | 'header';
   /**
    * Reconnect with capped exponential backoff; `false` to stay closed after a drop. The
    * backoff starts again from `initialDelayMs` only once a connection has stayed open for
    * `resetAfterMs` (default 5 s). The same backoff paces resubscribing after a transient
-   * subscribe error (-32009 Broker unavailable, a timeout).
+   * subscribe error (-32009 Broker unavailable, a timeout). `onAuthFailure` says whether a
+   * refusal of the credentials stops the client.
    */
-  reconnect?: Partial<BackoffOptions> | false;
+  reconnect?: Partial<ReconnectOptions> | false;
   /** Give up on a connection attempt after this many ms. Default 10 000. */
   connectTimeoutMs?: number;
   /** Default timeout of calls in ms; 0 waits forever. Default 30 000. */
@@ -86,7 +120,8 @@ const MAX_DELAY_MS = 2 ** 31 - 1;
 
 /** Every default of `createClient`'s options, in one place. */
 export const clientDefaults = Object.freeze({
-  reconnect: Object.freeze({ ...defaultBackoff }),
+  reconnect: Object.freeze({ ...defaultBackoff, onAuthFailure: 'stop' as 'stop' | 'retry' }),
+  tokenTransport: 'in-band' as 'in-band' | 'header',
   connectTimeoutMs: 10_000,
   callTimeoutMs: 30_000,
   whenDisconnected: 'queue' as 'queue' | 'reject',
@@ -100,12 +135,17 @@ export const clientDefaults = Object.freeze({
 
 /** `createClient`'s options, checked, with their defaults filled in; frozen. */
 export interface ClientConfig {
-  /** The gateway URLs, tried in turn. */
+  /** The gateway URLs, tried in turn; empty when `urlOf` gives them. */
   readonly urls: readonly string[];
+  /** The function `url` was given as, called before each dial; undefined for fixed URLs. */
+  readonly urlOf: (() => string | Promise<string>) | undefined;
   /** The WebSocket class given, or the global one. */
   readonly WebSocket: WebSocketConstructor;
-  readonly protocols: string | string[] | undefined;
-  readonly reconnect: Readonly<BackoffOptions> | false;
+  readonly protocols: PerDial<string | string[]> | undefined;
+  readonly headers: PerDial<Record<string, string>> | undefined;
+  readonly getToken: (() => string | Promise<string>) | undefined;
+  readonly tokenTransport: 'in-band' | 'header';
+  readonly reconnect: Readonly<ReconnectOptions> | false;
   readonly connectTimeoutMs: number;
   readonly callTimeoutMs: number;
   readonly whenDisconnected: 'queue' | 'reject';
@@ -129,19 +169,36 @@ const orFalse =
     if (value !== false && !isRecord(value)) refuse(name, `${what} or false`, value);
   };
 const name = ofType('string');
+const fn = ofType('function');
+/** A value the rule `rule` takes, or a function to be called for one before each dial. */
+const perDial =
+  (rule: Rule): Rule =>
+  (value, key) => {
+    if (typeof value !== 'function') rule(value, key);
+  };
+const protocolList: Rule = (value, key) => {
+  if (
+    typeof value !== 'string' &&
+    !(Array.isArray(value) && value.every((p) => typeof p === 'string'))
+  )
+    refuse(key, 'a string, an array of strings or a function', value);
+};
+const headerRecord: Rule = (value, key) => {
+  if (!isRecord(value) || Object.values(value).some((v) => typeof v !== 'string'))
+    refuse(key, 'an object of header strings or a function', value);
+};
 
 /** What each option may be; null: checked below, with its parts. */
 export const clientOptionRules: Readonly<Record<keyof ClientOptions, Rule | null>> = {
   url: null,
   WebSocket: ofType('function', 'a WebSocket class'),
-  protocols: (value, key) => {
-    if (
-      typeof value !== 'string' &&
-      !(Array.isArray(value) && value.every((p) => typeof p === 'string'))
-    )
-      refuse(key, 'a string or an array of strings', value);
-  },
-  reconnect: orFalse('an object { initialDelayMs, maxDelayMs, factor, jitter, resetAfterMs }'),
+  protocols: perDial(protocolList),
+  headers: perDial(headerRecord),
+  getToken: fn,
+  tokenTransport: oneOf('in-band', 'header'),
+  reconnect: orFalse(
+    'an object { initialDelayMs, maxDelayMs, factor, jitter, resetAfterMs, onAuthFailure }',
+  ),
   connectTimeoutMs: numberIn(1, Infinity),
   callTimeoutMs: callMs,
   callTimeout: callMs,
@@ -156,12 +213,13 @@ export const clientOptionRules: Readonly<Record<keyof ClientOptions, Rule | null
   middleware: middlewareRule,
 };
 
-export const reconnectRules: Readonly<Record<keyof BackoffOptions, Rule>> = {
+export const reconnectRules: Readonly<Record<keyof ReconnectOptions, Rule>> = {
   initialDelayMs: ms(0),
   maxDelayMs: ms(0),
   factor: numberIn(1, Infinity),
   jitter: numberIn(0, 1),
   resetAfterMs: ms(0, Infinity),
+  onAuthFailure: oneOf('stop', 'retry'),
 };
 
 export const heartbeatRules: Readonly<Record<'intervalMs' | 'timeoutMs', Rule>> = {
@@ -175,7 +233,7 @@ const methodRules = { subscribe: name, notification: name, unsubscribe: name };
  * A gateway URL that parses (relative to the page's, in a browser): ws:, wss:, http: or https:,
  * or whatever scheme the WebSocket class given takes (tcp: for `tcpSocket`).
  */
-function checkUrl(url: unknown, key: string): string {
+export function checkUrl(url: unknown, key: string): string {
   if (typeof url !== 'string') refuse(key, 'a URL string', url);
   try {
     new URL(url, (globalThis as { location?: { href: string } }).location?.href);
@@ -196,8 +254,9 @@ export function resolveClientOptions(options: unknown): ClientConfig {
     'callTimeout',
   ]) as Partial<ClientOptions>;
   const { url, reconnect, heartbeat } = o;
-  const list = typeof url === 'string' ? [url] : url;
-  if (!Array.isArray(list) || list.length === 0) {
+  const urlOf = typeof url === 'function' ? url : undefined;
+  const list = typeof url === 'string' ? [url] : urlOf ? [] : url;
+  if (!Array.isArray(list) || (list.length === 0 && !urlOf)) {
     refuse('url', 'a URL or a non-empty array of URLs', url);
   }
   const WebSocket = o.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
@@ -207,12 +266,28 @@ export function resolveClientOptions(options: unknown): ClientConfig {
     );
   }
   const d = clientDefaults;
+  const tokenTransport = o.tokenTransport ?? d.tokenTransport;
+  const sendsHeaders = o.headers
+    ? 'headers'
+    : o.getToken && tokenTransport === 'header'
+      ? 'tokenTransport "header"'
+      : '';
+  // Only the `ws` class (an EventEmitter) takes headers; a browser's WebSocket has no way to.
+  if (sendsHeaders && typeof (WebSocket.prototype as { on?: unknown }).on !== 'function') {
+    throw new TypeError(
+      `${sendsHeaders} needs the WebSocket of the ws package (Node): this WebSocket cannot send headers; use tokenTransport "in-band"`,
+    );
+  }
   return Object.freeze({
     urls: Object.freeze(
       list.map((u, i) => checkUrl(u, typeof url === 'string' ? 'url' : `url[${i}]`)),
     ),
+    urlOf,
     WebSocket,
     protocols: o.protocols,
+    headers: o.headers,
+    getToken: o.getToken,
+    tokenTransport,
     reconnect:
       reconnect === false
         ? false

@@ -16,8 +16,11 @@ import type { CallOptions } from '../peer/pending-calls.js';
 import { encodeNotification, encodeRequest } from '../protocol/encode.js';
 import type { JsonRpcError } from '../protocol/errors.js';
 import { CancelledError, NotConnectedError } from '../protocol/local-errors.js';
+import { ReservedMethod } from '../protocol/reserved.js';
 import type { Params } from '../protocol/types.js';
 import type { WebSocketLike } from '../transport/websocket-transport.js';
+import { asAuthFailure, refusalOf } from './authentication.js';
+import type { AuthenticateResult, DisconnectEvent } from './authentication.js';
 import { backoffDelay, defaultBackoff } from './backoff.js';
 import { ClientConnection } from './client-connection.js';
 import { resolveClientOptions } from './client-options.js';
@@ -61,6 +64,13 @@ export class RpcClient {
   /** The `$inbox` subscription (ClientOptions.inbox). */
   private readonly inbox: ClientInbox<RpcClient>;
 
+  /**
+   * Why each connection, or attempt at one, ended: close code and reason, the HTTP status of a
+   * refused upgrade (Node), the error (an AuthenticationError when the credentials were
+   * refused), and whether the client dials again. Completes when the client closes.
+   */
+  readonly disconnects$: Observable<DisconnectEvent>;
+
   /** The options, checked and with their defaults filled in (`resolveClientOptions`); frozen. */
   readonly config: ClientConfig;
 
@@ -68,6 +78,11 @@ export class RpcClient {
     const config = resolveClientOptions(options);
     this.config = config;
     this.logger = config.logger;
+    const getToken = config.getToken;
+    // The server asks for a fresh token before the session's identity expires (rpc.token).
+    const reservedMethods = getToken
+      ? new Map([[ReservedMethod.Token, async () => ({ token: await getToken() })]])
+      : undefined;
     this.connection = new ClientConnection<RpcClient>(config, this.logger, {
       createPeer: (transport, onReservedNotification) => {
         const peer = new Peer<RpcClient>(transport, {
@@ -78,6 +93,7 @@ export class RpcClient {
           maxPendingCalls: config.maxPendingCalls,
           batchOutgoing: config.batchCalls,
           onReservedNotification,
+          reservedMethods,
           middleware: config.middleware,
         });
         const subscriptionNotification = this.subscriptions.methods.notification;
@@ -96,13 +112,14 @@ export class RpcClient {
         this.queue.flush();
       },
       lost: () => this.subscriptions.connectionLost(),
-      closing: () => {
-        this.queue.failAll(new NotConnectedError('Client closed'));
+      closing: (refused) => {
+        this.queue.failAll(refused ?? new NotConnectedError('Client closed'));
         this.subscriptions.closeAll();
       },
       closed: () => this.notificationSubject.complete(),
     });
     this.state$ = this.connection.state$;
+    this.disconnects$ = this.connection.disconnects$;
     // eslint-disable-next-line @typescript-eslint/no-this-alias -- read by the getter below
     const client = this;
     const backoff = this.connection.backoff;
@@ -151,14 +168,43 @@ export class RpcClient {
     return this.connection.socket;
   }
 
-  /** Resolves when the client is connected; rejects if it is closed first. */
+  /** The last ending of a connection or attempt (see `disconnects$`); undefined before one. */
+  get lastDisconnect(): DisconnectEvent | undefined {
+    return this.connection.lastDisconnect;
+  }
+
+  /**
+   * Resolves when the client is connected; rejects if it is closed first (with
+   * AuthenticationError when it stopped because the server refused its credentials).
+   */
   async opened(): Promise<void> {
     // state$ has completed once closed, so it must not be awaited then.
-    if (this.state === 'closed') throw new NotConnectedError('Client closed');
-    const state = await firstValueFrom(
-      this.state$.pipe(filter((s) => s === 'open' || s === 'closed')),
-    );
-    if (state === 'closed') throw new NotConnectedError('Client closed');
+    if (this.state !== 'closed') {
+      const state = await firstValueFrom(
+        this.state$.pipe(filter((s) => s === 'open' || s === 'closed')),
+      );
+      if (state === 'open') return;
+    }
+    throw this.closedError();
+  }
+
+  /**
+   * Present a new token on the connection (`rpc.authenticate`): the server checks it and
+   * replaces the session's identity; subscriptions go on. Default: a token from `getToken`.
+   * Rejects with AuthenticationError when the server refuses it (the old identity stays).
+   * While disconnected it waits for the next connection like any call.
+   */
+  async authenticate(token?: string): Promise<AuthenticateResult> {
+    const getToken = this.config.getToken;
+    if (token === undefined && !getToken) {
+      throw new TypeError('authenticate() needs a token, or a getToken option to ask for one');
+    }
+    const params = { token: token ?? (await getToken!()) };
+    try {
+      return (await this.call(ReservedMethod.Authenticate, params)) as AuthenticateResult;
+    } catch (err) {
+      throw refusalOf(err) ?? err;
+    }
   }
 
   /** Register a handler the server can call (`session.call(...)`). */
@@ -188,12 +234,15 @@ export class RpcClient {
   ): Promise<unknown> {
     const method = nameOf(target);
     const peer = this.livePeer();
-    if (peer) return peer.call(method, params, options);
+    if (peer) return peer.call(method, params, options).catch(asAuthFailure);
     return this.whileDisconnected(
       method,
       options,
       () => encodeRequest(0, method, params),
-      (timeoutMs) => this.requirePeer().call(method, params, { ...options, timeoutMs }),
+      (timeoutMs) =>
+        this.requirePeer()
+          .call(method, params, { ...options, timeoutMs })
+          .catch(asAuthFailure),
     );
   }
 
@@ -275,8 +324,13 @@ export class RpcClient {
     return peer;
   }
 
+  /** Why calls fail once closed: the refusal of the credentials, or close(). */
+  private closedError(): Error {
+    return this.connection.refused ?? new NotConnectedError('Client closed');
+  }
+
   private assertMayQueue(): void {
-    if (this.state === 'closed') throw new NotConnectedError('Client closed');
+    if (this.state === 'closed') throw this.closedError();
     if (this.config.whenDisconnected === 'reject') throw new NotConnectedError('Not connected');
   }
 

@@ -131,10 +131,10 @@ describe('client.close()', () => {
     expect(err).toBeInstanceOf(NotConnectedError);
   });
 
-  it('with reconnect: false a refused connection ends in closed and opened() rejects', async () => {
+  it('with reconnect: false a failed connection ends in closed and opened() rejects', async () => {
     const { url } = await res.demoGateway({
       authenticate: () => {
-        throw new UpgradeRejection(403);
+        throw new UpgradeRejection(503);
       },
     });
     const client = res.client(url, { reconnect: false });
