@@ -69,6 +69,26 @@ interface Directed {
   user?: string;
   method: string;
   params?: Params;
+  /** A revocation (gateway.revokeUser, revokeSession) instead of a notification. */
+  revoke?: Revocation;
+}
+
+/**
+ * Every node listens on this topic for revoked users (gateway.revokeUser): a user's sessions
+ * may be on any node, and a node not listening for the user (`$user.<name>`, or its inbox with
+ * user inboxes) must still close them.
+ */
+export const REVOKE_TOPIC = '$revoke';
+
+/** One revocation as it travels between nodes: whose sessions, why, and when it was made. */
+export interface Revocation {
+  session?: string;
+  user?: string;
+  reason: string;
+  /** When it was made (ms since the epoch): sessions with credentials issued later stay. */
+  revokedAt: number;
+  /** The node that made it, which has closed its own sessions already. */
+  origin: string;
 }
 
 /** One message of a user's inbox, as the sessions that take it plain need it. */
@@ -121,6 +141,8 @@ export interface SessionRouterOptions {
   exposeErrorDetails?: boolean;
   /** Set when the gateway keeps user inboxes (GatewayOptions.userInbox). */
   inbox?: RouterInbox;
+  /** Close this node's sessions a revocation names; returns how many it closed. */
+  revoked?: (revocation: Revocation) => number;
 }
 
 /** This node's listening for one user's messages (`$user.<name>` or the inbox), shared by their sessions. */
@@ -173,6 +195,9 @@ export class SessionRouter {
       await this.broker.subscribe(`$node.${this.nodeId}`, (message) =>
         this.receive(message.payload),
       );
+      if (this.options.revoked) {
+        await this.broker.subscribe(REVOKE_TOPIC, (message) => this.receive(message.payload));
+      }
     } catch (err) {
       this.started = false; // a later start() tries again
       throw err;
@@ -187,6 +212,35 @@ export class SessionRouter {
     if (!this.started) return;
     this.started = false;
     await this.broker.unsubscribe(`$node.${this.nodeId}`).catch(() => undefined);
+    if (this.options.revoked) await this.broker.unsubscribe(REVOKE_TOPIC).catch(() => undefined);
+  }
+
+  /**
+   * Close a session on any node (gateway.revokeSession): here at once, or through the broker
+   * to the node its id names. Resolves false when it is not here and its id names no other
+   * node; rejects with -32009 when the broker did not take the message.
+   */
+  async revokeSession(revocation: Revocation & { session: string }): Promise<boolean> {
+    if ((this.options.revoked?.(revocation) ?? 0) > 0) return true;
+    const sessionId = revocation.session;
+    const dash = sessionId.lastIndexOf('-');
+    const node = dash > 0 ? sessionId.slice(0, dash) : this.nodeId;
+    if (node === this.nodeId) return false;
+    const payload = JSON.stringify({ method: '', revoke: revocation });
+    await this.publish(`$node.${node}`, payload, DIRECT, { session: sessionId });
+    return true;
+  }
+
+  /**
+   * Close a user's sessions on every node (gateway.revokeUser): this node's at once, the
+   * others' through the broker. Resolves with how many were closed here; rejects with -32009
+   * when the broker did not take the message (this node's are closed regardless).
+   */
+  async revokeUser(revocation: Revocation & { user: string }): Promise<number> {
+    const closed = this.options.revoked?.(revocation) ?? 0;
+    const payload = JSON.stringify({ method: '', revoke: revocation });
+    await this.publish(REVOKE_TOPIC, payload, DIRECT, { user: revocation.user });
+    return closed;
   }
 
   /**
@@ -345,6 +399,11 @@ export class SessionRouter {
     try {
       message = JSON.parse(payload) as Directed;
     } catch {
+      return;
+    }
+    if (typeof message.revoke === 'object' && message.revoke !== null) {
+      const revocation = message.revoke;
+      if (revocation.origin !== this.nodeId) this.options.revoked?.(revocation);
       return;
     }
     if (typeof message.method !== 'string') return;

@@ -1,0 +1,241 @@
+// Revocation (docs/identity.md, Revocation): closing a user's sessions, or one session, on
+// whichever node holds them, and the deny list in the broker that keeps a revoked user out
+// while its credentials would still be valid. The deny check wraps the authenticate hook, so
+// the upgrade, in-band authentication and refresh all pass it.
+import type { Logger } from '../peer/logger.js';
+import type { Broker } from '../pubsub/broker.js';
+import { DEFAULT_DENY_FOR_MS, DenyListFullError, MAX_DENY_FOR_MS } from '../pubsub/deny-list.js';
+import type { Denial } from '../pubsub/deny-list.js';
+import type { UpgradeRequest } from './options.js';
+import type { Session } from './session.js';
+import { brokerUnavailable } from './session-router.js';
+import type { Revocation, SessionRouter } from './session-router.js';
+import { UpgradeRejection } from './upgrade-rejection.js';
+
+/** The close code of a revoked session (see docs/wire-protocol.md, close codes). */
+export const REVOKED_CLOSE_CODE = 4403;
+
+/** The close reason when the application gives none. */
+const DEFAULT_REASON = 'revoked';
+
+/** A WebSocket close reason is at most 123 bytes of UTF-8. */
+const MAX_REASON_BYTES = 123;
+
+/** Denials this node remembers, so a revoked client retrying in a loop costs no broker read. */
+export const MAX_CACHED_DENIALS = 10_000;
+
+export interface RevokeUserOptions {
+  /** Told to the client as the close reason (truncated to 123 bytes). Default `revoked`. */
+  reason?: string;
+  /**
+   * How long the user stays on the deny list, in ms: 1 to 86 400 000 (24 h). Default
+   * 3 600 000 (1 h); make it at least the lifetime of the credentials being revoked.
+   */
+  denyForMs?: number;
+}
+
+export interface RevokeSessionOptions {
+  /** Told to the client as the close reason (truncated to 123 bytes). Default `revoked`. */
+  reason?: string;
+}
+
+type Authenticate<C> = (request: UpgradeRequest) => C | Promise<C>;
+
+export interface RevocationDeps<C> {
+  broker: Broker;
+  router: Pick<SessionRouter, 'revokeUser' | 'revokeSession'>;
+  nodeId: string;
+  logger: Logger;
+  exposeErrorDetails: boolean;
+  userOf: ((context: C) => string | undefined) | undefined;
+  /** When a session's credentials were issued (ms since the epoch); identity.issuedAtOf. */
+  issuedAtOf: ((context: C) => number | undefined) | undefined;
+  /** This node's open sessions. */
+  sessions(): Iterable<Session<C>>;
+}
+
+/** A close reason of at most 123 bytes, cut on a character boundary. */
+export function closeReasonOf(reason: string): string {
+  if (Buffer.byteLength(reason) <= MAX_REASON_BYTES) return reason;
+  let cut = '';
+  for (const char of reason) {
+    if (Buffer.byteLength(cut + char) > MAX_REASON_BYTES) break;
+    cut += char;
+  }
+  return cut;
+}
+
+/** Credentials issued after the revocation: the deny list does not apply to them. */
+function issuedAfter(issuedAt: number | undefined, revokedAt: number): boolean {
+  return typeof issuedAt === 'number' && Number.isFinite(issuedAt) && issuedAt > revokedAt;
+}
+
+function readReason(method: string, options: { reason?: unknown }): string {
+  const reason = options.reason ?? DEFAULT_REASON;
+  if (typeof reason !== 'string') {
+    throw new TypeError(`${method}: reason must be a string, got ${typeof reason}`);
+  }
+  return closeReasonOf(reason);
+}
+
+function readDenyForMs(denyForMs: unknown): number {
+  const value = denyForMs ?? DEFAULT_DENY_FOR_MS;
+  if (
+    typeof value !== 'number' ||
+    !Number.isInteger(value) ||
+    value < 1 ||
+    value > MAX_DENY_FOR_MS
+  ) {
+    throw new RangeError(
+      `revokeUser: denyForMs must be an integer from 1 to ${MAX_DENY_FOR_MS} (24 h), got ${JSON.stringify(value) ?? typeof value}`,
+    );
+  }
+  return value;
+}
+
+/**
+ * `gateway.revokeUser`, `gateway.revokeSession`, the close of this node's revoked sessions
+ * (the router's `revoked` hook), and the deny check around the authenticate hook.
+ */
+export class Revocations<C> {
+  /**
+   * Denials seen here (made here, or read from the broker), by user, oldest first. Used only
+   * to refuse: an entry in the broker is never older, nor lapses earlier, than one seen here.
+   */
+  private readonly seen = new Map<string, Denial>();
+
+  constructor(private readonly deps: RevocationDeps<C>) {}
+
+  /**
+   * Close every session of `user`, on every node, with 4403 and `reason`, and put the user on
+   * the broker's deny list for `denyForMs`: authenticating the user is refused meanwhile, on
+   * every node, unless `identity.issuedAtOf` says the credentials were issued after now.
+   * Resolves with how many sessions were closed on this node.
+   */
+  async revokeUser(user: string, options: RevokeUserOptions = {}): Promise<number> {
+    if (typeof user !== 'string' || user === '') {
+      throw new TypeError('revokeUser: user must be a non-empty string');
+    }
+    const reason = readReason('revokeUser', options);
+    const denyForMs = readDenyForMs(options.denyForMs);
+    const { broker, router, nodeId } = this.deps;
+    if (!broker.deny || !broker.denied) {
+      throw new TypeError(
+        'revokeUser needs a broker with a deny list (Broker.deny and Broker.denied): this one has none',
+      );
+    }
+    const revocation: Revocation & { user: string } = {
+      user,
+      reason,
+      revokedAt: Date.now(),
+      origin: nodeId,
+    };
+    try {
+      // Listed first, so that a closed client that reconnects at once, anywhere, is refused.
+      await Promise.resolve().then(() => broker.deny!(user, revocation.revokedAt, denyForMs));
+    } catch (err) {
+      // The sessions here close regardless; the caller is told the revocation is not complete.
+      this.closeLocal(revocation);
+      if (err instanceof DenyListFullError) throw err;
+      throw brokerUnavailable(
+        this.deps.logger,
+        this.deps.exposeErrorDetails,
+        err,
+        'the user was not revoked',
+        { user },
+      );
+    }
+    this.remember(user, { revokedAt: revocation.revokedAt, until: Date.now() + denyForMs });
+    this.deps.logger.info({ user, reason, denyForMs }, 'user revoked');
+    return router.revokeUser(revocation);
+  }
+
+  /**
+   * Close one session, on whichever node holds it, with 4403 and `reason`. Nothing is listed:
+   * the same credentials may connect again (revokeUser keeps a user out). Resolves false when
+   * the session is not here and its id names no other node.
+   */
+  async revokeSession(sessionId: string, options: RevokeSessionOptions = {}): Promise<boolean> {
+    if (typeof sessionId !== 'string' || sessionId === '') {
+      throw new TypeError('revokeSession: sessionId must be a non-empty string');
+    }
+    const reason = readReason('revokeSession', options);
+    const revocation = {
+      session: sessionId,
+      reason,
+      revokedAt: Date.now(),
+      origin: this.deps.nodeId,
+    };
+    return this.deps.router.revokeSession(revocation);
+  }
+
+  /**
+   * Close this node's sessions a revocation names (SessionRouterOptions.revoked): the session,
+   * or the user's sessions but those whose credentials were issued after the revocation.
+   * Returns how many it closed.
+   */
+  readonly closeLocal = (revocation: Revocation): number => {
+    const { session: id, user, revokedAt } = revocation;
+    const reason = closeReasonOf(
+      typeof revocation.reason === 'string' ? revocation.reason : DEFAULT_REASON,
+    );
+    let closed = 0;
+    for (const session of this.deps.sessions()) {
+      if (session.isClosed) continue;
+      if (typeof id === 'string' ? session.id !== id : session.user !== user) continue;
+      if (id === undefined && this.issuedAfter(session.context, revokedAt)) continue;
+      session.logger.info({ reason }, 'session revoked');
+      session.close(REVOKED_CLOSE_CODE, reason);
+      closed++;
+    }
+    return closed;
+  };
+
+  /**
+   * The authenticate hook with the deny check after it: a listed user is refused (401
+   * `revoked`) unless its credentials were issued after the revocation; a broker that cannot
+   * answer refuses too (503: fail closed). The hook itself unchanged without `userOf` (no user,
+   * nothing to deny) or with a broker that keeps no deny list.
+   */
+  guard(hook: Authenticate<C> | undefined): Authenticate<C> | undefined {
+    const { broker, userOf, logger } = this.deps;
+    if (!hook || !userOf || !broker.denied) return hook;
+    return async (request) => {
+      const context = await hook(request);
+      const user = userOf(context);
+      if (user === undefined) return context;
+      const seen = this.seen.get(user);
+      if (seen && seen.until > Date.now() && !this.issuedAfter(context, seen.revokedAt)) {
+        throw revoked();
+      }
+      let denial: Denial | undefined;
+      try {
+        denial = await broker.denied!(user);
+      } catch (err) {
+        logger.warn({ err, user }, 'deny list unavailable: authentication refused');
+        throw new UpgradeRejection(503, 'Revocation check unavailable', { 'Retry-After': '1' });
+      }
+      if (!denial) return context;
+      this.remember(user, denial);
+      if (this.issuedAfter(context, denial.revokedAt)) return context;
+      throw revoked();
+    };
+  }
+
+  private issuedAfter(context: C, revokedAt: number): boolean {
+    return issuedAfter(this.deps.issuedAtOf?.(context), revokedAt);
+  }
+
+  private remember(user: string, denial: Denial): void {
+    this.seen.delete(user);
+    if (this.seen.size >= MAX_CACHED_DENIALS) {
+      const oldest = this.seen.keys().next();
+      if (!oldest.done) this.seen.delete(oldest.value);
+    }
+    this.seen.set(user, denial);
+  }
+}
+
+function revoked(): UpgradeRejection {
+  return new UpgradeRejection(401, 'revoked');
+}
