@@ -1,0 +1,168 @@
+// Where the verifying key comes from, and which `alg` values fit it: a shared secret (HS*), one
+// public key (the algorithms of its type), or a key set in memory or at a URL (jose picks the
+// key by `kid`; a URL's set is cached and fetched again on an unknown `kid`, at most once per
+// cooldown). Problems of the key set itself become KeySetUnavailable (503), never a 401.
+import { KeyObject, createPublicKey } from 'node:crypto';
+import type { JsonWebKeyInput } from 'node:crypto';
+import { createLocalJWKSet, createRemoteJWKSet, customFetch, errors } from 'jose';
+import type { JWTVerifyGetKey, KeyInput } from 'jose';
+import { jwtDefaults } from './jwt-options.js';
+import type { ResolvedJwtOptions } from './jwt-options.js';
+import type { JwtContext } from './claims-context.js';
+import { KeySetUnavailable } from './refusals.js';
+
+export interface KeySource {
+  /** What `jwtVerify` takes: a key, or a resolver by the token's header. */
+  readonly key: KeyInput | JWTVerifyGetKey;
+  /** The `alg` values accepted. */
+  readonly algorithms: readonly string[];
+}
+
+/** The key source the options name, with the algorithms accepted. */
+export function keySourceOf(options: ResolvedJwtOptions<JwtContext>): KeySource {
+  const { key } = options;
+  switch (key.kind) {
+    case 'secret':
+      return { key: key.secret, algorithms: options.algorithms ?? jwtDefaults.secretAlgorithms };
+    case 'publicKey':
+      return publicKeySource(key.publicKey, options.algorithms);
+    case 'jwks':
+      return {
+        key: resolverOf(localSet(key.jwks)),
+        algorithms: options.algorithms ?? jwtDefaults.keyAlgorithms,
+      };
+    case 'jwksUrl':
+      return {
+        key: resolverOf(
+          createRemoteJWKSet(key.url, {
+            timeoutDuration: options.jwksTimeoutMs,
+            cooldownDuration: options.jwksCooldownMs,
+            cacheMaxAge: options.jwksCacheMaxAgeMs,
+            [customFetch]: checkedFetch,
+          }),
+        ),
+        algorithms: options.algorithms ?? jwtDefaults.keyAlgorithms,
+      };
+  }
+}
+
+function localSet(jwks: Parameters<typeof createLocalJWKSet>[0]): JWTVerifyGetKey {
+  try {
+    return createLocalJWKSet(jwks);
+  } catch (err) {
+    throw new TypeError(`jwks must be a JSON Web Key Set: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+}
+
+/**
+ * The set's resolver, with every failure that is not "no key for this token" made a
+ * KeySetUnavailable. JWKSMultipleMatchingKeys passes as it is: jwtVerify tries each candidate.
+ */
+function resolverOf(set: JWTVerifyGetKey): JWTVerifyGetKey {
+  return async (header, token) => {
+    try {
+      return await set(header, token);
+    } catch (err) {
+      if (
+        err instanceof errors.JWKSNoMatchingKey ||
+        err instanceof errors.JWKSMultipleMatchingKeys ||
+        err instanceof KeySetUnavailable
+      ) {
+        throw err;
+      }
+      throw new KeySetUnavailable(unavailableDetail(err), { cause: err });
+    }
+  };
+}
+
+function unavailableDetail(err: unknown): string {
+  if (err instanceof errors.JWKSTimeout) return 'timed out';
+  if (err instanceof errors.JWKSInvalid) return 'not a JSON Web Key Set';
+  if (err instanceof errors.JOSEError && /JSON/.test(err.message)) return 'not JSON';
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * `fetch`, with the reasons a key set cannot be had named: its HTTP status, or the network
+ * error's code. A timeout passes as it is, for jose to report as one.
+ */
+const checkedFetch = async (url: string, init: RequestInit): Promise<Response> => {
+  let response: Response;
+  try {
+    response = await fetch(url, init);
+  } catch (err) {
+    if ((err as Error).name === 'TimeoutError') throw err;
+    const code = ((err as Error).cause as { code?: unknown } | undefined)?.code;
+    throw new KeySetUnavailable(`unreachable${typeof code === 'string' ? ` (${code})` : ''}`, {
+      cause: err,
+    });
+  }
+  if (response.status !== 200) {
+    await response.body?.cancel();
+    throw new KeySetUnavailable(`HTTP ${response.status}`);
+  }
+  return response;
+};
+
+/** Algorithms each public key type can verify. */
+function algorithmsOfKey(key: KeyObject): readonly string[] {
+  switch (key.asymmetricKeyType) {
+    case 'rsa':
+      return ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512'];
+    case 'rsa-pss':
+      return ['PS256', 'PS384', 'PS512'];
+    case 'ec': {
+      const curve = key.asymmetricKeyDetails?.namedCurve;
+      const alg = { prime256v1: 'ES256', secp384r1: 'ES384', secp521r1: 'ES512' }[curve ?? ''];
+      return alg ? [alg] : [];
+    }
+    case 'ed25519':
+      return ['EdDSA', 'Ed25519'];
+    default:
+      return [];
+  }
+}
+
+/**
+ * One public key: imported once (a private key given by mistake is reduced to its public
+ * half), and the algorithms checked against its type, so that a token's `alg` can never make
+ * the key be used another way (an HS256 token "signed" with an RSA public key as its secret).
+ */
+function publicKeySource(
+  given: NonNullable<ResolvedJwtOptions<JwtContext>['key'] & { kind: 'publicKey' }>['publicKey'],
+  algorithms: readonly string[] | undefined,
+): KeySource {
+  let key: KeyObject;
+  try {
+    const object =
+      typeof CryptoKey !== 'undefined' && given instanceof CryptoKey
+        ? KeyObject.from(given)
+        : given;
+    if (object instanceof KeyObject) {
+      key = object.type === 'public' ? object : createPublicKey(object);
+    } else if (typeof object === 'string') key = createPublicKey(object);
+    else key = createPublicKey({ key: object, format: 'jwk' } as JsonWebKeyInput);
+  } catch (err) {
+    throw new TypeError(
+      `publicKey must be a PEM public key, a JWK, a KeyObject or a CryptoKey: ${(err as Error).message}`,
+      { cause: err },
+    );
+  }
+  const fitting = algorithmsOfKey(key);
+  const type = key.asymmetricKeyType ?? 'unknown';
+  if (fitting.length === 0) {
+    throw new RangeError(`publicKey is a key of type ${type}, which jwtAuth cannot verify with`);
+  }
+  const chosen = algorithms ?? jwtDefaults.keyAlgorithms.filter((alg) => fitting.includes(alg));
+  const misfit = chosen.filter((alg) => !fitting.includes(alg));
+  if (chosen.length === 0 || misfit.length > 0) {
+    throw new RangeError(
+      `algorithms for this publicKey (${type}) may be ${fitting.join(', ')}, not ${JSON.stringify(
+        chosen.length === 0 ? [] : misfit,
+      )}`,
+    );
+  }
+  return { key, algorithms: chosen };
+}

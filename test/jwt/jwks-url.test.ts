@@ -1,0 +1,160 @@
+// jwtAuth with `jwksUrl`, against a key set served by a local HTTP server whose keys rotate
+// during the test: a new kid is taken after one refetch, refetches are rate-limited (the
+// server counts its requests), a removed key is refused once the cache has expired; a server
+// that never answers, or answers garbage, is a 503 and never a crash.
+import { createServer } from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { JWK } from 'jose';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { jwtAuth } from '../../src/jwt.js';
+import { freePort } from '../support/network.js';
+import { sleep } from '../support/promises.js';
+import { refusal, signWith, signingKey, withToken } from './jwt-fixtures.js';
+import type { SigningKey } from './jwt-fixtures.js';
+
+/** What the key set server answers with, changed by the tests as they go. */
+type Answer = { keys: JWK[] } | { status: number; body: string } | 'never';
+
+interface KeySetServer {
+  url: string;
+  /** GET requests received. */
+  requests: () => number;
+  answer: (next: Answer) => void;
+  close: () => Promise<void>;
+}
+
+const servers: KeySetServer[] = [];
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((server) => server.close()));
+});
+
+async function keySetServer(first: Answer): Promise<KeySetServer> {
+  let answer = first;
+  let requests = 0;
+  const held: ServerResponse[] = [];
+  const server: Server = createServer((_req, res) => {
+    requests++;
+    if (answer === 'never') {
+      held.push(res); // never answered: the client's timeout has to end it
+      return;
+    }
+    if ('keys' in answer) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ keys: answer.keys }));
+      return;
+    }
+    res.writeHead(answer.status, { 'content-type': 'application/json' });
+    res.end(answer.body);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  const handle: KeySetServer = {
+    url: `http://127.0.0.1:${port}/.well-known/jwks.json`,
+    requests: () => requests,
+    answer: (next) => {
+      answer = next;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const res of held) res.destroy();
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+  servers.push(handle);
+  return handle;
+}
+
+describe('jwtAuth with jwksUrl', () => {
+  let first: SigningKey;
+  let second: SigningKey;
+  beforeAll(async () => {
+    first = await signingKey('ES256', 'key-2025-01');
+    second = await signingKey('RS256', 'key-2025-02');
+  });
+
+  it('rotates keys: a new kid after one refetch, refetches rate-limited, a removed key refused once the cache expired', async () => {
+    const server = await keySetServer({ keys: [first.publicJwk] });
+    const auth = jwtAuth({ jwksUrl: server.url, jwksCooldownMs: 1_000, jwksCacheMaxAgeMs: 3_000 });
+    const verify = async (token: string) =>
+      auth.authenticate(withToken(token)).then(
+        () => 'accepted',
+        (err: { status: number; message: string }) => `${err.status} ${err.message}`,
+      );
+    const byFirst = await signWith(first);
+    const bySecond = await signWith(second);
+
+    expect(await verify(byFirst)).toBe('accepted');
+    expect(server.requests()).toBe(1);
+    expect(await verify(byFirst)).toBe('accepted'); // cached
+    expect(server.requests()).toBe(1);
+
+    // The issuer rotates: the set gains the second key, tokens signed by it start arriving.
+    server.answer({ keys: [first.publicJwk, second.publicJwk] });
+    await sleep(1_100); // past the cooldown of the first fetch
+    const burst = await Promise.all(Array.from({ length: 20 }, () => verify(bySecond)));
+    expect(burst).toEqual(Array.from({ length: 20 }, () => 'accepted'));
+    expect(server.requests()).toBe(2); // one refetch for the whole burst
+
+    // Unknown kids in a flood: at most one refetch per cooldown.
+    const stranger = await signWith(await signingKey('ES256', 'never-published'));
+    const flood = await Promise.all(Array.from({ length: 20 }, () => verify(stranger)));
+    expect(new Set(flood)).toEqual(new Set(['401 unknown key id']));
+    expect(server.requests()).toBe(2); // within the cooldown of the last fetch: none
+    await sleep(1_100);
+    expect(await verify(stranger)).toBe('401 unknown key id');
+    expect(await verify(stranger)).toBe('401 unknown key id');
+    expect(server.requests()).toBe(3); // one more, then cooling down again
+
+    // The first key leaves the set: still taken while the fetched set is fresh...
+    server.answer({ keys: [second.publicJwk] });
+    expect(await verify(byFirst)).toBe('accepted');
+    expect(server.requests()).toBe(3);
+    // ...and refused once it has expired and the set was fetched again.
+    await sleep(3_100);
+    expect(await verify(byFirst)).toBe('401 unknown key id');
+    expect(await verify(bySecond)).toBe('accepted');
+    expect(server.requests()).toBe(4);
+  });
+
+  it('a key set server that never answers: 503 after jwksTimeoutMs', async () => {
+    const server = await keySetServer('never');
+    const auth = jwtAuth({ jwksUrl: server.url, jwksTimeoutMs: 300 });
+    const started = Date.now();
+    expect(await refusal(auth.authenticate(withToken(await signWith(first))))).toEqual({
+      status: 503,
+      message: 'key set unavailable: timed out',
+    });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+    expect(Date.now() - started).toBeLessThan(3_000);
+  });
+
+  it('garbage from the key set server, an error status, no server at all: 503 saying which', async () => {
+    const server = await keySetServer({ status: 200, body: '<html>not json' });
+    const auth = jwtAuth({ jwksUrl: server.url, jwksCooldownMs: 0, jwksCacheMaxAgeMs: 0 });
+    const token = await signWith(first);
+    const attempt = () => refusal(auth.authenticate(withToken(token)));
+    expect(await attempt()).toEqual({ status: 503, message: 'key set unavailable: not JSON' });
+    server.answer({ status: 200, body: '{"keys": "no"}' });
+    expect(await attempt()).toEqual({
+      status: 503,
+      message: 'key set unavailable: not a JSON Web Key Set',
+    });
+    server.answer({ status: 200, body: '[1, 2, 3]' });
+    expect(await attempt()).toEqual({
+      status: 503,
+      message: 'key set unavailable: not a JSON Web Key Set',
+    });
+    server.answer({ status: 500, body: '{}' });
+    expect(await attempt()).toEqual({ status: 503, message: 'key set unavailable: HTTP 500' });
+    server.answer({ keys: [first.publicJwk] });
+    expect((await auth.authenticate(withToken(token))).user).toBe('alice');
+
+    const gone = jwtAuth({ jwksUrl: `http://127.0.0.1:${await freePort()}/jwks.json` });
+    expect(await refusal(gone.authenticate(withToken(token)))).toEqual({
+      status: 503,
+      message: 'key set unavailable: unreachable (ECONNREFUSED)',
+    });
+  });
+});
