@@ -2,6 +2,7 @@
 // NATS brokers at "<package>/redis" and "<package>/nats" (their clients are optional peers).
 export { Gateway, createGateway } from './server/gateway.js';
 export type { CloseOptions, DrainOptions } from './server/gateway.js';
+export type { RevokeSessionOptions, RevokeUserOptions } from './server/revocation.js';
 export { Session } from './server/session.js';
 export type {
   GatewayOptions,

@@ -1,5 +1,7 @@
 export type { Broker, BrokerMessage, Retention, History } from './broker.js';
 export { defaultRetention, TopicCreationLimitError } from './broker.js';
+export { DenyListFullError, DEFAULT_DENY_FOR_MS, MAX_DENY_FOR_MS } from './deny-list.js';
+export type { Denial } from './deny-list.js';
 export type { TopicCreationBudget } from './creation-budget.js';
 export { MemoryBroker } from './memory-broker.js';
 export type { MemoryBrokerOptions } from './memory-broker.js';
