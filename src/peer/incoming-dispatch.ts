@@ -75,6 +75,13 @@ export class IncomingDispatch<S> {
       return failure(id, ErrorCode.ShuttingDown, version);
     }
     if (this.admit && !this.admit.take()) return this.rateLimited(id, method, version);
+    if (this.config.gate && method !== ReservedMethod.Authenticate) {
+      const refusal = this.config.gate(method, this.session);
+      if (refusal) {
+        this.config.onCallSettled?.(method, 'rejected', 0);
+        return failure(id, refusal.code, version, refusal.data);
+      }
+    }
     if (isReservedMethod(method)) {
       const internal = this.config.reservedMethods?.get(method);
       // The gateway's own methods are not the application's calls: no middleware around them.
@@ -116,6 +123,10 @@ export class IncomingDispatch<S> {
 
   /** Take one notification: rpc.cancel, another reserved one, or one for handlers and observers. */
   notification(method: string, params: Params | undefined): void {
+    if (method !== ReservedMethod.Cancel && this.config.gate?.(method, this.session)) {
+      this.logger.debug({ method }, 'notification dropped: not authenticated');
+      return;
+    }
     if (isReservedMethod(method)) {
       if (method === ReservedMethod.Cancel) this.cancelRunning(params);
       else this.config.onReservedNotification?.(method, params);

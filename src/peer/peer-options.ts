@@ -50,6 +50,13 @@ export interface PeerOptions<S> {
     session: S,
   ) => boolean | Promise<boolean>;
   /**
+   * A per-session refusal before anything else (the server's identity: a connection not yet
+   * authenticated, or whose credentials expired): the error for a request, or undefined to go
+   * on; a refused notification is dropped. Not asked for `rpc.ping`, `rpc.cancel` and
+   * `rpc.authenticate`.
+   */
+  gate?: (method: string, session: S) => { code: number; data?: unknown } | undefined;
+  /**
    * Rate limit: `take()` is called for each incoming message (each batch member); for a request
    * false answers -32003 Rate limited, and a notification is dropped. Responses and invalid
    * messages (parse errors included) take a token too, so garbage spends the same budget as
@@ -86,6 +93,7 @@ export interface PeerConfig<S> {
   readonly parse: ClassifyOptions;
   readonly batchOutgoing: number;
   readonly authorize: PeerOptions<S>['authorize'];
+  readonly gate: PeerOptions<S>['gate'];
   readonly onClosed: PeerOptions<S>['onClosed'];
   readonly onCallSettled: PeerOptions<S>['onCallSettled'];
   readonly reservedMethods: PeerOptions<S>['reservedMethods'];
@@ -106,6 +114,7 @@ export function peerConfig<S>(options: Omit<PeerOptions<S>, 'session'>): PeerCon
     parse: options.parse ?? {},
     batchOutgoing: options.batchOutgoing ?? 0,
     authorize: options.authorize,
+    gate: options.gate,
     onClosed: options.onClosed,
     onCallSettled: options.onCallSettled,
     reservedMethods: options.reservedMethods,

@@ -47,12 +47,19 @@ export interface IntakeDeps<C> {
   broker: Broker;
   router: Pick<SessionRouter, 'userConnected' | 'userDisconnected' | 'listeningFor'>;
   isClosing(): boolean;
-  /** Open a session over an admitted transport; `user` is `userOf(context)`, worked out here. */
+  /** The authenticate hook as the gateway composed it (the one every phase runs). */
+  authenticate: GatewayConfig<C>['auth']['authenticate'];
+  /**
+   * Open a session over an admitted transport; `user` is `userOf(context)`, worked out here.
+   * `pending`: accepted without credentials, to authenticate in-band (`identity.inBand`).
+   */
   attach(
     transport: ServerTransport,
     context: C,
     remoteAddress: string | undefined,
     user: string | undefined,
+    request: UpgradeRequest,
+    pending: boolean,
   ): Session<C>;
 }
 
@@ -207,12 +214,15 @@ export class ConnectionIntake<C> {
     upgrade: UpgradeRequest,
   ): Promise<boolean> {
     const { deps } = this;
-    const auth = await runAuthenticate(
-      deps.config.auth.authenticate,
-      upgrade,
-      deps.logger,
-      deps.limits.authenticateTimeoutMs,
-    );
+    const pending = this.inBand(upgrade);
+    const auth = pending
+      ? { ok: true as const, context: undefined as C }
+      : await runAuthenticate(
+          deps.authenticate,
+          upgrade,
+          deps.logger,
+          deps.limits.authenticateTimeoutMs,
+        );
     if (!auth.ok) {
       const { reason, status, message, headers } = auth;
       // A failed hook is logged by runAuthenticate; a refusal is logged with its request.
@@ -221,7 +231,7 @@ export class ConnectionIntake<C> {
       return false;
     }
     const context = auth.context;
-    const held = await this.holdUser(context);
+    const held = pending ? { ok: true as const, user: undefined } : await this.holdUser(context);
     if (!held.ok) {
       this.refuse(socket, 'auth-error', 500);
       return false;
@@ -234,7 +244,6 @@ export class ConnectionIntake<C> {
       }
       // The client left while the hooks ran.
       if (socket.destroyed) return false;
-      const { remoteAddress } = upgrade;
       let opened = false;
       // ws calls back synchronously or not at all (it refused or destroyed the socket, or a
       // hook such as selectProtocol threw).
@@ -243,7 +252,7 @@ export class ConnectionIntake<C> {
         deps.sockets?.handedOver(socket);
         try {
           // The server's `WebSocket` option makes every socket a TransportSocket.
-          this.openSession(ws as TransportSocket, context, remoteAddress, user);
+          this.openSession(ws as TransportSocket, context, upgrade, user, pending);
         } catch (err) {
           ws.terminate();
           throw err;
@@ -275,15 +284,25 @@ export class ConnectionIntake<C> {
     rejectUpgrade(socket, status, message, headers);
   }
 
+  /**
+   * Whether a connection is accepted unauthenticated, to authenticate in-band: with
+   * `identity.inBand`, when it carries no token.
+   */
+  private inBand(request: UpgradeRequest): boolean {
+    return this.deps.config.identity.inBand && request.token === undefined;
+  }
+
   private openSession(
     ws: TransportSocket,
     context: C,
-    remoteAddress: string | undefined,
+    upgrade: UpgradeRequest,
     user: string | undefined,
+    pending: boolean,
   ): void {
     const { metrics, limits } = this.deps;
+    const { remoteAddress } = upgrade;
     const transport = new WsTransport(ws, metrics, undefined, limits.maxBufferedBytes);
-    const session = this.deps.attach(transport, context, remoteAddress, user);
+    const session = this.deps.attach(transport, context, remoteAddress, user, upgrade, pending);
     session.logger.info(
       // A subprotocol other than ours may be a token (a browser's only way to send one).
       { remoteAddress, protocol: ws.protocol === PREFERRED_SUBPROTOCOL ? ws.protocol : undefined },
@@ -322,18 +341,21 @@ export class ConnectionIntake<C> {
     if (typeof admitted !== 'function') {
       return refuse(admitted.status, admitted.message, admitted.reason);
     }
-    const auth = await runAuthenticate(
-      deps.config.auth.authenticate,
-      request,
-      deps.logger,
-      deps.limits.authenticateTimeoutMs,
-    );
+    const pending = this.inBand(request);
+    const auth = pending
+      ? { ok: true as const, context: undefined as C }
+      : await runAuthenticate(
+          deps.authenticate,
+          request,
+          deps.logger,
+          deps.limits.authenticateTimeoutMs,
+        );
     if (!auth.ok) {
       admitted();
       return refuse(auth.status, auth.message ?? 'Internal server error', auth.reason);
     }
     const context = auth.context;
-    const held = await this.holdUser(context);
+    const held = pending ? { ok: true as const, user: undefined } : await this.holdUser(context);
     if (!held.ok) {
       admitted();
       return refuse(500, 'Internal server error', 'auth-error');
@@ -361,7 +383,7 @@ export class ConnectionIntake<C> {
         onInputEnd: (deadline) =>
           void closeWhenIdle(session, deadline, CloseCode.Normal, 'input ended'),
       });
-      const session = deps.attach(transport, context, remoteAddress, user);
+      const session = deps.attach(transport, context, remoteAddress, user, request, pending);
       session.logger.info({ transport: kind, remoteAddress }, 'connected');
       return session;
     } finally {

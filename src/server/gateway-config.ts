@@ -31,6 +31,7 @@ import {
 import type {
   GatewayLimits,
   GatewayOptions,
+  IdentityOptions,
   ResolvedRoutes,
   ResolvedUserInbox,
   TlsOptions,
@@ -72,6 +73,8 @@ export const gatewayDefaults = deepFreeze({
   exposeErrorDetails: false,
   subscriptionMethods: defaultSubscriptionMethods,
   trustedProxies: [] as readonly string[],
+  /** What `identity` means when not given, key by key. */
+  identity: { inBand: false, inBandDeadlineMs: 10_000, refreshAheadMs: 30_000 },
 });
 
 /** `createGateway`'s options, resolved: grouped, defaults filled in, frozen (user objects are not). */
@@ -116,6 +119,16 @@ export interface GatewayConfig<C = unknown> {
   readonly protocol: {
     readonly acceptV1: boolean;
     readonly exposeErrorDetails: boolean;
+  };
+  /** Identity over the connection's life (docs/identity.md); hooks undefined when not given. */
+  readonly identity: {
+    readonly inBand: boolean;
+    readonly inBandDeadlineMs: number;
+    readonly refreshAheadMs: number;
+    readonly expiresAtOf: IdentityOptions<C>['expiresAtOf'];
+    readonly topicsOf: IdentityOptions<C>['topicsOf'];
+    readonly methodsOf: IdentityOptions<C>['methodsOf'];
+    readonly issuedAtOf: IdentityOptions<C>['issuedAtOf'];
   };
   /** Around the handlers, first to last; undefined for none (as for hooks). */
   readonly middleware: readonly Middleware<Session<C>>[] | undefined;
@@ -173,6 +186,18 @@ export const gatewayOptionRules: Readonly<Record<keyof GatewayOptions<unknown>, 
   userOf: hook,
   broker: object('a Broker (MemoryBroker, RedisBroker, NatsBroker)'),
   middleware: middlewareRule,
+  identity: object('an object { inBand, inBandDeadlineMs, expiresAtOf, refreshAheadMs, ... }'),
+};
+
+/** What each key of the `identity` option may be. */
+export const identityRules: Readonly<Record<keyof IdentityOptions<unknown>, Rule>> = {
+  inBand: bool,
+  inBandDeadlineMs: numberIn(100, 300_000, true),
+  expiresAtOf: hook,
+  refreshAheadMs: numberIn(0, MAX_DELAY_MS, true),
+  topicsOf: hook,
+  methodsOf: hook,
+  issuedAtOf: hook,
 };
 
 /** Old names still taken, each with its new one. */
@@ -207,6 +232,12 @@ export function resolveGatewayOptions<C = unknown>(options: unknown): GatewayCon
   const callTimeoutMs = renamed(given, 'callTimeoutMs', 'callTimeout') as number | undefined;
   const heartbeatIntervalMs = renamed(given, 'heartbeatIntervalMs', 'heartbeatInterval') as
     number | undefined;
+  const identity = checkOptions(
+    o.identity,
+    identityRules,
+    'identity.',
+    'identity',
+  ) as IdentityOptions<C>;
   const limits = o.limits ?? {};
   // Each entry parsed now, so a bad one is refused here; the gateway parses them again.
   if (o.trustedProxies) new TrustedProxies(o.trustedProxies);
@@ -242,6 +273,15 @@ export function resolveGatewayOptions<C = unknown>(options: unknown): GatewayCon
     protocol: {
       acceptV1: o.acceptV1 ?? gatewayDefaults.acceptV1,
       exposeErrorDetails: o.exposeErrorDetails ?? gatewayDefaults.exposeErrorDetails,
+    },
+    identity: {
+      inBand: identity.inBand ?? gatewayDefaults.identity.inBand,
+      inBandDeadlineMs: identity.inBandDeadlineMs ?? gatewayDefaults.identity.inBandDeadlineMs,
+      refreshAheadMs: identity.refreshAheadMs ?? gatewayDefaults.identity.refreshAheadMs,
+      expiresAtOf: identity.expiresAtOf,
+      topicsOf: identity.topicsOf,
+      methodsOf: identity.methodsOf,
+      issuedAtOf: identity.issuedAtOf,
     },
     middleware: o.middleware && [...o.middleware],
     observability: { logger: o.logger ?? createLogger(), metrics },

@@ -34,6 +34,8 @@ import {
 import type { HttpDispatchDeps, ServerTenant } from './http-dispatch.js';
 import type { Readiness } from './http-routes.js';
 import { HttpRpc } from './http-rpc.js';
+import { claimsAllow } from './claims-authorization.js';
+import { IdentityService } from './identity.js';
 import { GatewayMetrics } from './metrics.js';
 import { resolveGatewayOptions } from './gateway-config.js';
 import type { GatewayConfig } from './gateway-config.js';
@@ -82,6 +84,8 @@ export class Gateway<C = unknown> {
   /** WebSocket upgrades, TCP and stdio connections: admission up to the open session. */
   private readonly intake: ConnectionIntake<C>;
   private discovery: string | undefined;
+  /** Sessions' identity over their connection's life: in-band, refresh, expiry. */
+  private readonly identity: IdentityService<C>;
   /** Reserved `rpc.` methods the gateway itself answers (shared by every session's peer). */
   private readonly reservedMethods = new Map<string, Handler<Session<C>>>();
   /** Peer settings every session shares (one object, one set of closures, for all of them). */
@@ -218,9 +222,28 @@ export class Gateway<C = unknown> {
       isKnownMethod: (method) => this.registry.has(method),
     });
     const authorize = auth.authorize;
-    const appAuthorize: PeerConfig<Session<C>>['authorize'] =
-      authorize && ((method, params, session) => authorize({ session, method, params }));
     const subscribeMethod = this.pubsub.methods.subscribe;
+    const appAuthorize = withMethodClaims<C>(
+      authorize && ((method, params, session) => authorize({ session, method, params })),
+      config.identity.methodsOf,
+      [subscribeMethod, this.pubsub.methods.unsubscribe],
+    );
+    // The hook every phase runs: the upgrade, POST, in-band and refresh.
+    const authenticate = auth.authenticate;
+    this.pubsub.topicsOf = config.identity.topicsOf;
+    this.identity = new IdentityService<C>({
+      config,
+      authenticate,
+      logger: this.logger,
+      authenticated: (session, user) => this.sessionTable.authenticated(session, user),
+      holdUser: async (user) => {
+        this.router.userConnected(user);
+        await this.router.listeningFor(user);
+      },
+      releaseUser: (user) => this.router.userDisconnected(user),
+      reauthorize: (session) => this.pubsub.reauthorize(session),
+    });
+    this.reservedMethods.set(ReservedMethod.Authenticate, this.identity.authenticateCall);
     this.peerConfig = peerConfig({
       registry: this.registry,
       callTimeoutMs: config.timing.callTimeoutMs,
@@ -240,6 +263,8 @@ export class Gateway<C = unknown> {
         : appAuthorize,
       onCallSettled: (method, outcome, ms) => this.metrics.callSettled(method, outcome, ms),
       reservedMethods: this.reservedMethods,
+      // Per call only when sessions can be unauthenticated or expire.
+      gate: IdentityService.needed(config) ? this.identity.gate : undefined,
       parse: {
         acceptV1: protocol.acceptV1,
         maxBatch: this.limits.maxBatch,
@@ -277,9 +302,19 @@ export class Gateway<C = unknown> {
       broker: this.pubsub.broker,
       router: this.router,
       isClosing: () => this.closing,
-      attach: (transport, context, remoteAddress, user) => {
+      authenticate,
+      attach: (transport, context, remoteAddress, user, request, pending) => {
         if (this.outputBudget) transport.joinBudget?.(this.outputBudget);
-        return this.sessionTable.open(transport, context, remoteAddress, user, this.peerConfig);
+        const session = this.sessionTable.open(
+          transport,
+          context,
+          remoteAddress,
+          user,
+          this.peerConfig,
+          pending,
+        );
+        this.identity.opened(session, request, pending);
+        return session;
       },
     });
     // Node checks its headers timeout on later keep-alive requests this often (default 30 s).
@@ -299,7 +334,7 @@ export class Gateway<C = unknown> {
     const unwatch = serverGate?.watch(server);
     this.httpRpc = new HttpRpc<C>({
       admission: this.admission,
-      authenticate: auth.authenticate,
+      authenticate,
       limits: this.limits,
       logger: this.logger,
       proxies: this.proxies,
@@ -552,6 +587,28 @@ export class Gateway<C = unknown> {
     if (this.startedServer) await stopListening(this.httpServer, options.timeoutMs ?? 5_000);
     this.leaveServer();
   }
+}
+
+/**
+ * The per-call authorization: the session's method claims (`identity.methodsOf`), then the
+ * application's `authorize`; both must allow. The subscription methods are left to `topicsOf`.
+ * Without `methodsOf`, the application's hook as it is (nothing added per call).
+ */
+function withMethodClaims<C>(
+  appAuthorize: PeerConfig<Session<C>>['authorize'],
+  methodsOf: GatewayConfig<C>['identity']['methodsOf'],
+  exempt: readonly string[],
+): PeerConfig<Session<C>>['authorize'] {
+  if (!methodsOf) return appAuthorize;
+  return (method, params, session) => {
+    if (
+      !exempt.includes(method) &&
+      !claimsAllow(methodsOf, session.context, method, session.logger, 'methodsOf')
+    ) {
+      return false;
+    }
+    return appAuthorize ? appAuthorize(method, params, session) : true;
+  };
 }
 
 /**

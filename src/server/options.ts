@@ -24,6 +24,50 @@ export interface UpgradeRequest {
    * the address its X-Forwarded-For header names (`request.socket.remoteAddress` is the peer).
    */
   readonly remoteAddress: string | undefined;
+  /**
+   * The credentials presented: the token of an `Authorization: Bearer <token>` header (an
+   * upgrade or a POST), or the `token` of an in-band `rpc.authenticate`; undefined when none.
+   */
+  readonly token: string | undefined;
+  /**
+   * When the hook runs: at the `upgrade` (or POST, TCP, stdio connection), for an `in-band`
+   * `rpc.authenticate` of a connection accepted unauthenticated, or to `refresh` the identity
+   * of an authenticated one. In-band and refresh calls see the upgrade's headers, cookies and
+   * address with the new token.
+   */
+  readonly phase: 'upgrade' | 'in-band' | 'refresh';
+}
+
+/**
+ * Identity over the life of a connection (see docs/identity.md): in-band authentication,
+ * expiry and refresh, authorization from the context's claims.
+ */
+export interface IdentityOptions<C> {
+  /**
+   * Accept a connection that carries no token unauthenticated: it must send `rpc.authenticate`
+   * within `inBandDeadlineMs` (else close 4408); 3 refusals close it with 4401. A connection
+   * with a Bearer token is authenticated at the upgrade as before. Default false.
+   */
+  inBand?: boolean;
+  /** How long an in-band connection has to authenticate, in ms. Default 10 000. */
+  inBandDeadlineMs?: number;
+  /** When the session's identity expires (ms since the epoch); undefined: never. */
+  expiresAtOf?: (context: C) => number | undefined;
+  /** How long before `expiresAtOf` the server asks the client for a fresh token (`rpc.token`), in ms. Default 30 000. */
+  refreshAheadMs?: number;
+  /**
+   * Topic patterns the session may subscribe to (exact names, or prefixes ending in `*`);
+   * undefined: no restriction. Checked before the topic's own `authorize`.
+   */
+  topicsOf?: (context: C) => readonly string[] | undefined;
+  /**
+   * Method patterns the session may call or notify (exact names, or prefixes ending in `*`);
+   * undefined: no restriction. Checked before `authorize`; the subscribe and unsubscribe
+   * methods and the reserved `rpc.` ones are not restricted by it.
+   */
+  methodsOf?: (context: C) => readonly string[] | undefined;
+  /** When the credentials were issued (ms since the epoch): a later one outlives a revocation. */
+  issuedAtOf?: (context: C) => number | undefined;
 }
 
 export interface TlsOptions {
@@ -280,6 +324,8 @@ export interface GatewayCodeOptions<C> {
    * the rate limit, the method lookup and `authorize` (see docs/middleware.md).
    */
   middleware?: readonly Middleware<Session<C>>[];
+  /** Identity over the connection's life: in-band authentication, refresh, expiry, claims (docs/identity.md). */
+  identity?: IdentityOptions<C>;
 }
 
 /** What `createGateway` takes: the data options and the code options. See docs/options.md. */

@@ -10,7 +10,7 @@ import { TopicCreationLimitError, defaultRetention } from '../pubsub/broker.js';
 import type { Broker, BrokerMessage, Retention } from '../pubsub/broker.js';
 import { Delivery, defaultFlowControl } from '../pubsub/delivery.js';
 import type { FlowControl } from '../pubsub/delivery.js';
-import { notificationHead } from '../pubsub/frames.js';
+import { finalTail, notificationHead } from '../pubsub/frames.js';
 import { DrainWaiters } from '../pubsub/drain-waiters.js';
 import { HistoryReads } from '../pubsub/history-reads.js';
 import type { Sink } from '../pubsub/sink.js';
@@ -32,6 +32,7 @@ import type {
 import type { Session } from './session.js';
 import { defaultLimits } from './options.js';
 import { TokenBucket } from './token-bucket.js';
+import { claimsAllow } from './claims-authorization.js';
 import { pushUnsupported } from './session.js';
 import {
   INBOX_SUBSCRIPTION,
@@ -110,6 +111,11 @@ export class PubSubService<C> {
   /** The node's history reads (resume replays): bounded, identical ones shared. */
   readonly historyReads: HistoryReads;
   readonly stats: PubSubStats = { dropped: 0, slowConsumerDisconnects: 0 };
+  /**
+   * Topic patterns a session's claims allow (`identity.topicsOf`), checked before a topic's
+   * own `authorize`; set by the gateway.
+   */
+  topicsOf: ((context: C) => readonly string[] | undefined) | undefined;
 
   constructor(
     readonly broker: Broker,
@@ -301,19 +307,61 @@ export class PubSubService<C> {
     this.checkTopicName(request.name);
     const definition = this.resolveTopic(request.name);
     if (!definition) throw new InvalidParamsError('Unknown topic', { topic: request.name });
-    const { authorize } = definition.options;
-    if (authorize) {
-      const allowed = await authorize({ session, topic: request.name, params: request.params });
-      throwIfCancelled(ctx);
-      if (!allowed) {
-        throw new ServerError(ErrorCode.Unauthorized, 'Not authorized for this topic', {
-          topic: request.name,
-        });
-      }
+    const allowed = await this.mayUseTopic(session, request.name, definition, request.params);
+    throwIfCancelled(ctx);
+    if (!allowed) {
+      throw new ServerError(ErrorCode.Unauthorized, 'Not authorized for this topic', {
+        topic: request.name,
+      });
     }
     return this.holdAndStart(request.name, request.name, session, table, definition.flow, ctx, {
       request,
     });
+  }
+
+  /** The session's claims (`topicsOf`), then the topic's own `authorize`: both must allow. */
+  private async mayUseTopic(
+    session: Session<C>,
+    topic: string,
+    definition: TopicDefinition<C>,
+    params: unknown,
+  ): Promise<boolean> {
+    if (!claimsAllow(this.topicsOf, session.context, topic, session.logger, 'topicsOf')) {
+      return false;
+    }
+    const { authorize } = definition.options;
+    return !authorize || authorize({ session, topic, params });
+  }
+
+  /**
+   * After the session's context was replaced (a refresh): each topic subscription is weighed
+   * again (claims, then the topic's `authorize`), and each one no longer allowed ends with the
+   * stream-end error frame (-32004). Streams and `$inbox` are not topics the claims name.
+   */
+  async reauthorize(session: Session<C>): Promise<void> {
+    const table = this.tables.get(session);
+    if (!table) return;
+    const checks = [...table.subscriptions].map(async ([id, subscription]) => {
+      const topic = subscription.topic;
+      const definition = topic === undefined ? undefined : this.resolveTopic(topic);
+      if (topic === undefined || !definition) return;
+      let allowed: boolean;
+      try {
+        allowed = await this.mayUseTopic(session, topic, definition, subscription.params);
+      } catch (err) {
+        session.logger.error({ err, topic }, 'topic authorize hook failed: subscription ended');
+        allowed = false;
+      }
+      if (allowed || table.subscriptions.get(id) !== subscription) return;
+      table.subscriptions.delete(id);
+      const error = new ServerError(ErrorCode.Unauthorized, 'No longer authorized for this topic', {
+        topic,
+      });
+      subscription.delivery.finish(finalTail(error.toErrorObject()));
+      subscription.teardown();
+      session.logger.info({ topic, subscription: id }, 'subscription ended: no longer authorized');
+    });
+    await Promise.all(checks);
   }
 
   /**
@@ -404,6 +452,7 @@ export class PubSubService<C> {
     const delivery = this.newDelivery(table.sink, id, flow);
     const subscription: SessionSubscription = {
       topic,
+      params: request.params,
       delivery,
       teardown: () => {
         delivery.stop();

@@ -44,6 +44,8 @@ export interface PubSubStats {
 
 export interface SessionSubscription {
   topic: string | undefined;
+  /** What the subscribe carried for the topic's `authorize` (asked again after a refresh). */
+  params?: unknown;
   delivery: Delivery;
   /** Ends a stream's source, or detaches a topic delivery. */
   teardown: () => void;

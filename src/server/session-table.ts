@@ -103,11 +103,29 @@ export class SessionTable<C> implements LocalSessions {
     /** `userOf(context)`, worked out once by the caller (holdUser). */
     user: string | undefined,
     config: PeerConfig<Session<C>>,
+    /**
+     * Accepted without credentials (`identity.inBand`): kept and limited like any session, but
+     * `connected$` and the user's index wait for `authenticated`.
+     */
+    pending = false,
   ): Session<C> {
     const { ratePerSecond, rateBurst } = this.deps.limits;
     const bucket = ratePerSecond > 0 ? new TokenBucket(ratePerSecond, rateBurst) : undefined;
     const session = this.create(transport, context, remoteAddress, bucket, config);
     this.live.set(session.id, session);
+    if (pending) {
+      session.setIdentity('pending');
+      return session;
+    }
+    this.authenticated(session, user);
+    return session;
+  }
+
+  /**
+   * A session has its identity: at its opening, or when an in-band connection authenticated
+   * (`user` is `userOf(context)`, held by the caller until this returns).
+   */
+  authenticated(session: Session<C>, user: string | undefined): void {
     if (user !== undefined) {
       session.user = user;
       const inbox = this.deps.inbox;
@@ -118,7 +136,6 @@ export class SessionTable<C> implements LocalSessions {
       this.deps.users.userConnected(user);
     }
     this.connectedSubject.next(session);
-    return session;
   }
 
   /** The peers' close hook (PeerConfig.onClosed) of every session `open` keeps. */
@@ -135,7 +152,8 @@ export class SessionTable<C> implements LocalSessions {
       this.deps.users.userDisconnected(session.user);
     }
     session.logger.info({ code: info.code, reason: info.reason || undefined }, 'disconnected');
-    this.disconnectedSubject.next(session);
+    // One that never authenticated was never announced on connected$ either.
+    if (session.isAuthenticated) this.disconnectedSubject.next(session);
   };
 
   notifySession(id: string, method: string, params: Params | undefined): boolean {

@@ -32,15 +32,58 @@ export class Session<C = unknown> implements Sink {
   user: string | undefined;
   /** How it takes its user's messages, when the gateway keeps user inboxes (GatewayOptions.userInbox). */
   inbox: SessionInbox | undefined;
+  private currentContext: C;
+  private currentExpiresAt: number | undefined;
+  /**
+   * A connection accepted without credentials (`identity.inBand`) that has not authenticated
+   * yet: it is sent nothing (notifications are dropped, calls refused) until it does.
+   */
+  private unauthenticated = false;
 
   constructor(
     readonly id: string,
-    readonly context: C,
+    context: C,
     readonly remoteAddress: string | undefined,
     readonly logger: Logger,
     /** The connection's adapter (WebSocket, TCP, stdio or an HTTP exchange); fan-out writes through it directly (Sink). */
     readonly transport: ServerTransport,
-  ) {}
+  ) {
+    this.currentContext = context;
+  }
+
+  /**
+   * Who the session is: what the authenticate hook returned, replaced when the client
+   * refreshes its credentials (see docs/identity.md); undefined while an in-band connection
+   * has not authenticated.
+   */
+  get context(): C {
+    return this.currentContext;
+  }
+
+  /** When the session's identity expires (ms since the epoch, `identity.expiresAtOf`); undefined: never. */
+  get expiresAt(): number | undefined {
+    return this.currentExpiresAt;
+  }
+
+  /** Whether the session has an identity: false only while an in-band connection has not authenticated. */
+  get isAuthenticated(): boolean {
+    return !this.unauthenticated;
+  }
+
+  /**
+   * Set by the gateway (in-band authentication, refresh): the context and its expiry, or
+   * `pending` for a connection accepted without credentials.
+   * @internal
+   */
+  setIdentity(identity: { context: C; expiresAt: number | undefined } | 'pending'): void {
+    if (identity === 'pending') {
+      this.unauthenticated = true;
+      return;
+    }
+    this.unauthenticated = false;
+    this.currentContext = identity.context;
+    this.currentExpiresAt = identity.expiresAt;
+  }
 
   /** Sink: write a pre-built frame (fan-out), unless the session has closed. */
   send(frame: string | EncodedFrame): void {
@@ -70,6 +113,11 @@ export class Session<C = unknown> implements Sink {
     options?: CallOptions,
   ) {
     if (!this.transport.canPush) return Promise.reject(pushUnsupported('Server-to-client calls'));
+    if (this.unauthenticated) {
+      return Promise.reject(
+        new JsonRpcError(ErrorCode.Unauthenticated, 'The connection has not authenticated yet'),
+      );
+    }
     return typeof target === 'string'
       ? this.peer.call(target, params, options)
       : this.peer.call(target, params, options);
@@ -81,8 +129,9 @@ export class Session<C = unknown> implements Sink {
   ): void;
   notify(method: string, params?: Params): void;
   notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {
-    // An HTTP exchange has nowhere to put a message the client did not ask for: dropped.
-    if (!this.transport.canPush) return;
+    // An HTTP exchange has nowhere to put a message the client did not ask for, and a
+    // connection not yet authenticated is sent nothing: dropped.
+    if (!this.transport.canPush || this.unauthenticated) return;
     if (typeof target === 'string') this.peer.notify(target, params);
     else this.peer.notify(target, params);
   }

@@ -51,7 +51,16 @@ export function describeUpgrade(
           .filter(Boolean)
       : [],
     remoteAddress: proxies ? proxies.clientAddress(request) : request.socket.remoteAddress,
+    token: bearerToken(request.headers.authorization),
+    phase: 'upgrade',
   };
+}
+
+/** The token of an `Authorization: Bearer <token>` header (the scheme is case-insensitive). */
+export function bearerToken(header: string | undefined): string | undefined {
+  if (!header) return undefined;
+  const match = /^bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
+  return match?.[1];
 }
 
 /** What a TCP or stdio connection can tell about itself: no headers, no URL. */
@@ -68,5 +77,7 @@ export function describeStream(
     cookies: {},
     protocols: [],
     remoteAddress,
+    token: undefined,
+    phase: 'upgrade',
   };
 }

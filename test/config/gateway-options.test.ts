@@ -17,6 +17,12 @@ const refused: [
   says: string,
 ][] = [
   [
+    'identity',
+    { identity: 'jwt' },
+    TypeError,
+    'identity must be an object { inBand, inBandDeadlineMs, expiresAtOf, refreshAheadMs, ... }, not "jwt"',
+  ],
+  [
     'middleware',
     { middleware: 'log' },
     TypeError,

@@ -5,7 +5,11 @@ import {
   heartbeatRules,
   reconnectRules,
 } from '../../src/client/client-options.js';
-import { gatewayDefaults, gatewayOptionRules } from '../../src/server/gateway-config.js';
+import {
+  gatewayDefaults,
+  gatewayOptionRules,
+  identityRules,
+} from '../../src/server/gateway-config.js';
 import { limitRules } from '../../src/server/options.js';
 
 const doc = readFileSync(new URL('../../docs/options.md', import.meta.url), 'utf8');
@@ -30,6 +34,7 @@ describe('docs/options.md, the options reference', () => {
       ...under('userInbox', gatewayDefaults.userInbox),
       ...under('subscriptionMethods', gatewayDefaults.subscriptionMethods),
       ...under('limits', limitRules),
+      ...under('identity', identityRules),
     ];
     expect(documented('createGateway').sort()).toEqual(known.sort());
   });

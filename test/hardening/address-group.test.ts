@@ -29,6 +29,8 @@ describe('addressGroup (what per-address limits count under)', () => {
       cookies: {},
       protocols: [],
       remoteAddress,
+      token: undefined,
+      phase: 'upgrade',
     });
     expect(typeof admission.admit(upgrade('2001:db8:1:2::1'))).toBe('function');
     expect(typeof admission.admit(upgrade('2001:db8:1:2::2'))).toBe('function');

@@ -1,0 +1,367 @@
+// A session's identity over the life of its connection (docs/identity.md): in-band
+// authentication of a connection accepted without credentials, refresh (`rpc.authenticate` on a
+// live connection, or the server asking with `rpc.token` before expiry), and expiry. Apart from
+// the intake, which decides at the upgrade, because all of this happens on an open session.
+import type { HandlerContext } from '../peer/handler-context.js';
+import type { Logger } from '../peer/logger.js';
+import { ErrorCode } from '../protocol/error-codes.js';
+import { InvalidParamsError, JsonRpcError } from '../protocol/errors.js';
+import { ReservedMethod } from '../protocol/reserved.js';
+import type { AuthenticateOutcome } from './run-authenticate.js';
+import { runAuthenticate } from './run-authenticate.js';
+import type { GatewayConfig } from './gateway-config.js';
+import type { GatewayOptions, UpgradeRequest } from './options.js';
+import type { Session } from './session.js';
+import { closeWhenIdle } from './shutdown.js';
+
+/** Close codes of the identity's life (see docs/wire-protocol.md, close codes). */
+export const IdentityCloseCode = {
+  /** An in-band connection's third refused `rpc.authenticate`. */
+  AuthenticationRefused: 4401,
+  /** Revoked: `gateway.revokeUser`, `gateway.revokeSession`. */
+  Revoked: 4403,
+  /** An in-band connection that did not authenticate within `identity.inBandDeadlineMs`. */
+  AuthenticationDeadline: 4408,
+  /** The identity expired without a successful refresh. */
+  CredentialsExpired: 4419,
+} as const;
+
+/** Refused `rpc.authenticate` calls an in-band connection gets before it is closed (4401). */
+export const MAX_AUTHENTICATE_REFUSALS = 3;
+/** How long an expired session's calls in flight have to finish before the close (4419). */
+export const EXPIRY_CLOSE_DEADLINE_MS = 10_000;
+/** The longest delay a Node timer takes; longer ones are waited for in steps. */
+const MAX_DELAY_MS = 2 ** 31 - 1;
+
+/** The result of `rpc.authenticate`. */
+export interface AuthenticateResult {
+  sessionId: string;
+  user?: string;
+  /** When the identity stops being valid, in ms since the epoch. */
+  expiresAt?: number;
+}
+
+/** What a refusal's `data.reason` says (or the hook's own message). */
+export type UnauthenticatedReason =
+  'invalid' | 'expired' | 'revoked' | 'user-changed' | 'unavailable' | 'authentication required';
+
+export interface IdentityDeps<C> {
+  config: Pick<GatewayConfig<C>, 'auth' | 'identity' | 'limits' | 'timing'>;
+  /** The authenticate hook as the gateway composed it (the same one the upgrade runs). */
+  authenticate: GatewayOptions<C>['authenticate'];
+  logger: Logger;
+  /** Announce a session that authenticated in-band (SessionTable.authenticated). */
+  authenticated(session: Session<C>, user: string | undefined): void;
+  /** Hold a user's messages on this node while its session is announced (see ConnectionIntake.holdUser). */
+  holdUser(user: string): Promise<void>;
+  releaseUser(user: string): void;
+  /** After a refresh: end the subscriptions the new context no longer allows. */
+  reauthorize(session: Session<C>): Promise<void>;
+}
+
+/** One session's identity state. */
+interface IdentityState {
+  /** The upgrade's request: in-band and refresh calls of the hook see it with the new token. */
+  readonly request: UpgradeRequest;
+  pending: boolean;
+  expired: boolean;
+  refusals: number;
+  /** One check at a time, in order: two tokens sent together are weighed one after the other. */
+  queue: Promise<unknown>;
+  cancelTimers: (() => void)[];
+}
+
+type CheckOutcome = { ok: true; result: AuthenticateResult } | { ok: false; error: JsonRpcError };
+
+/** What the gate answers a call with. */
+interface GateRefusal {
+  readonly code: number;
+  readonly data: { readonly reason: UnauthenticatedReason };
+}
+
+const AUTHENTICATION_REQUIRED: GateRefusal = {
+  code: ErrorCode.Unauthenticated,
+  data: { reason: 'authentication required' },
+};
+const EXPIRED: GateRefusal = { code: ErrorCode.Unauthenticated, data: { reason: 'expired' } };
+
+/**
+ * The identity of every session of a gateway with `identity` options that need it (in-band
+ * authentication, expiry). Sessions without state here (HTTP exchanges) pass its gate untouched.
+ */
+export class IdentityService<C> {
+  private readonly states = new WeakMap<Session<C>, IdentityState>();
+
+  constructor(private readonly deps: IdentityDeps<C>) {}
+
+  /** Whether sessions need state here: otherwise the gateway installs none of this. */
+  static needed<C>(config: Pick<GatewayConfig<C>, 'identity'>): boolean {
+    return config.identity.inBand || config.identity.expiresAtOf !== undefined;
+  }
+
+  /**
+   * The peer's gate (PeerOptions.gate): a connection not yet authenticated, or whose identity
+   * expired, gets -32010 for everything but `rpc.ping` and `rpc.authenticate`.
+   */
+  readonly gate = (_method: string, session: Session<C>): GateRefusal | undefined => {
+    const state = this.states.get(session);
+    if (!state) return undefined;
+    if (state.pending) return AUTHENTICATION_REQUIRED;
+    return state.expired ? EXPIRED : undefined;
+  };
+
+  /**
+   * A session has opened: `pending` when accepted without credentials (it must authenticate
+   * within the deadline), else with the context the upgrade's hook returned.
+   */
+  opened(session: Session<C>, request: UpgradeRequest, pending: boolean): void {
+    const state: IdentityState = {
+      request,
+      pending,
+      expired: false,
+      refusals: 0,
+      queue: Promise.resolve(),
+      cancelTimers: [],
+    };
+    this.states.set(session, state);
+    void session.closed.then(() => clearTimers(state));
+    if (pending) {
+      const deadlineMs = this.deps.config.identity.inBandDeadlineMs;
+      state.cancelTimers.push(
+        later(() => {
+          if (!state.pending || session.isClosed) return;
+          session.logger.info({ deadlineMs }, 'closing a connection that did not authenticate');
+          session.close(IdentityCloseCode.AuthenticationDeadline, 'authentication deadline');
+        }, deadlineMs),
+      );
+      return;
+    }
+    const expiresAt = this.expiresAtOf(session.context, session.logger);
+    session.setIdentity({ context: session.context, expiresAt });
+    this.schedule(session, state);
+  }
+
+  /** The `rpc.authenticate` handler: in-band authentication or a refresh. */
+  readonly authenticateCall = async (
+    params: unknown,
+    ctx: HandlerContext<Session<C>>,
+  ): Promise<AuthenticateResult> => {
+    const session = ctx.session;
+    const state = this.states.get(session);
+    if (!state) {
+      throw new JsonRpcError(
+        ErrorCode.UnsupportedTransport,
+        'rpc.authenticate needs a connection: over HTTP POST, send the token in the Authorization header',
+      );
+    }
+    const token = readToken(params);
+    const outcome = await this.enqueue(state, () => {
+      if (state.expired) return refusal('Credentials expired', 'expired');
+      return this.check(session, state, token);
+    });
+    if (outcome.ok) return outcome.result;
+    if (state.pending && ++state.refusals >= MAX_AUTHENTICATE_REFUSALS) {
+      // After the refusal is written (ctx.afterReply is for successes): once this turn's
+      // reply has gone out.
+      setImmediate(() => {
+        session.logger.info({ refusals: state.refusals }, 'closing: authentication refused');
+        session.close(IdentityCloseCode.AuthenticationRefused, 'authentication refused');
+      });
+    }
+    throw outcome.error;
+  };
+
+  private enqueue(
+    state: IdentityState,
+    run: () => CheckOutcome | Promise<CheckOutcome>,
+  ): Promise<CheckOutcome> {
+    const next = state.queue.then(run);
+    state.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  /** Run the hook with `token` and, when it accepts, make its context the session's. */
+  private async check(
+    session: Session<C>,
+    state: IdentityState,
+    token: string,
+  ): Promise<CheckOutcome> {
+    const { config, logger } = this.deps;
+    const phase = state.pending ? 'in-band' : 'refresh';
+    const request: UpgradeRequest = { ...state.request, token, phase };
+    const outcome = await runAuthenticate(
+      this.deps.authenticate,
+      request,
+      logger,
+      config.limits.authenticateTimeoutMs,
+    );
+    if (!outcome.ok) return refusalOf(outcome);
+    const context = outcome.context;
+    let user: string | undefined;
+    try {
+      user = config.auth.userOf?.(context);
+    } catch (err) {
+      session.logger.error({ err }, 'userOf failed');
+      return refusal('Authentication failed', 'unavailable');
+    }
+    if (!state.pending && user !== session.user) {
+      return refusal('The token is for another user than the session', 'user-changed');
+    }
+    const expiresAt = this.expiresAtOf(context, session.logger);
+    if (expiresAt !== undefined && expiresAt <= Date.now()) {
+      return refusal('The token has expired', 'expired');
+    }
+    if (session.isClosed || state.expired) return refusal('Credentials expired', 'expired');
+    if (state.pending) await this.announce(session, state, context, expiresAt, user);
+    else {
+      session.setIdentity({ context, expiresAt });
+      session.logger.debug({ expiresAt }, 'identity refreshed');
+      await this.deps.reauthorize(session);
+    }
+    this.schedule(session, state);
+    const result: AuthenticateResult = { sessionId: session.id };
+    if (user !== undefined) result.user = user;
+    if (expiresAt !== undefined) result.expiresAt = expiresAt;
+    return { ok: true, result };
+  }
+
+  /** An in-band connection authenticated: it becomes a session like one authenticated at the upgrade. */
+  private async announce(
+    session: Session<C>,
+    state: IdentityState,
+    context: C,
+    expiresAt: number | undefined,
+    user: string | undefined,
+  ): Promise<void> {
+    if (user !== undefined) await this.deps.holdUser(user);
+    try {
+      clearTimers(state);
+      state.pending = false;
+      session.setIdentity({ context, expiresAt });
+      if (session.isClosed) return;
+      this.deps.authenticated(session, user);
+      session.logger.info({ user }, 'authenticated in-band');
+    } finally {
+      if (user !== undefined) this.deps.releaseUser(user);
+    }
+  }
+
+  private expiresAtOf(context: C, logger: Logger): number | undefined {
+    const hook = this.deps.config.identity.expiresAtOf;
+    if (!hook) return undefined;
+    try {
+      const at = hook(context);
+      return typeof at === 'number' && Number.isFinite(at) ? at : undefined;
+    } catch (err) {
+      logger.error({ err }, 'identity.expiresAtOf failed: the identity does not expire');
+      return undefined;
+    }
+  }
+
+  /**
+   * The timers of the identity in force: ask for a fresh token `refreshAheadMs` before it
+   * expires (or, for a token that lives less than that, half way through what is left, so a
+   * run of short tokens does not ask in a loop), and expire it at `expiresAt`.
+   */
+  private schedule(session: Session<C>, state: IdentityState): void {
+    clearTimers(state);
+    const expiresAt = session.expiresAt;
+    if (expiresAt === undefined || session.isClosed) return;
+    const left = expiresAt - Date.now();
+    const ask = Math.max(left - this.deps.config.identity.refreshAheadMs, left / 2);
+    state.cancelTimers.push(
+      later(() => this.askForToken(session, state, expiresAt), ask),
+      later(() => this.expire(session, state), left),
+    );
+  }
+
+  /** `rpc.token`: the client answers with a fresh token, checked as `rpc.authenticate` checks one. */
+  private askForToken(session: Session<C>, state: IdentityState, expiresAt: number): void {
+    if (session.isClosed || state.expired || session.expiresAt !== expiresAt) return;
+    const timeoutMs = Math.max(1, expiresAt - Date.now());
+    session
+      .call(ReservedMethod.Token, { expiresAt }, { timeoutMs })
+      .then((result) => {
+        const token = (result as { token?: unknown } | null | undefined)?.token;
+        if (typeof token !== 'string' || token === '') {
+          throw new Error('rpc.token was not answered with { token: string }');
+        }
+        return this.enqueue(state, () => this.check(session, state, token));
+      })
+      .then(
+        (outcome) => {
+          if (!outcome.ok) {
+            session.logger.info({ reason: outcome.error.message }, 'refreshed token refused');
+          }
+        },
+        (err: unknown) => session.logger.info({ err }, 'the client did not give a fresh token'),
+      );
+  }
+
+  /** Expired without a refresh: new calls refused (-32010), those in flight answered, then 4419. */
+  private expire(session: Session<C>, state: IdentityState): void {
+    if (session.isClosed || state.expired) return;
+    state.expired = true;
+    clearTimers(state);
+    session.logger.info('credentials expired: closing once the calls in flight are answered');
+    void closeWhenIdle(
+      session,
+      Date.now() + EXPIRY_CLOSE_DEADLINE_MS,
+      IdentityCloseCode.CredentialsExpired,
+      'credentials expired',
+    );
+  }
+}
+
+function readToken(params: unknown): string {
+  const token = Array.isArray(params)
+    ? (params[0] as unknown)
+    : (params as { token?: unknown } | null | undefined)?.token;
+  if (typeof token !== 'string' || token === '') {
+    throw new InvalidParamsError('rpc.authenticate takes { "token": string } (not empty)');
+  }
+  return token;
+}
+
+function refusal(message: string, reason: UnauthenticatedReason): CheckOutcome {
+  return { ok: false, error: new JsonRpcError(ErrorCode.Unauthenticated, message, { reason }) };
+}
+
+/**
+ * A refusal of the hook as -32010: its own message, and a reason a client can act on
+ * (`unavailable`: try again; `expired`, `revoked`: a new token; `invalid`: anything else).
+ */
+function refusalOf(outcome: Extract<AuthenticateOutcome<unknown>, { ok: false }>): CheckOutcome {
+  const { status, message } = outcome;
+  const reason: UnauthenticatedReason =
+    status >= 500
+      ? 'unavailable'
+      : /revoked/i.test(message ?? '')
+        ? 'revoked'
+        : /expired/i.test(message ?? '')
+          ? 'expired'
+          : 'invalid';
+  const text = message ?? (status >= 500 ? 'Authentication unavailable' : 'Unauthenticated');
+  return {
+    ok: false,
+    error: new JsonRpcError(ErrorCode.Unauthenticated, text, { reason, status }),
+  };
+}
+
+function clearTimers(state: IdentityState): void {
+  for (const cancel of state.cancelTimers) cancel();
+  state.cancelTimers = [];
+}
+
+/** Run `fn` after `delayMs`, however long (in steps a Node timer takes); returns the cancel. */
+function later(fn: () => void, delayMs: number): () => void {
+  let timer: ReturnType<typeof setTimeout>;
+  const deadline = Date.now() + Math.max(0, delayMs);
+  const arm = (): void => {
+    const left = deadline - Date.now();
+    timer = setTimeout(left > MAX_DELAY_MS ? arm : fn, Math.min(Math.max(0, left), MAX_DELAY_MS));
+    timer.unref?.();
+  };
+  arm();
+  return () => clearTimeout(timer);
+}

@@ -1,0 +1,164 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { ErrorCode } from '../../src/protocol/error-codes.js';
+import { startGateway } from '../support/gateway.js';
+import type { RunningGateway } from '../support/gateway.js';
+import { token, tokenIdentity } from './identity-tokens.js';
+import type { TestContext } from './identity-tokens.js';
+import { openRawRpc } from './raw-rpc.js';
+import type { RawRpc } from './raw-rpc.js';
+
+let running: RunningGateway<TestContext> | undefined;
+const sockets: RawRpc[] = [];
+afterEach(async () => {
+  for (const s of sockets.splice(0)) s.close();
+  await running?.gateway.close();
+  running = undefined;
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function start(refreshAheadMs = 30_000) {
+  running = await startGateway<TestContext>(tokenIdentity({ refreshAheadMs }));
+  const { gateway } = running;
+  gateway.topic('news.*');
+  gateway.topic('sports.*');
+  gateway.method('whoami', (_params, ctx) => ctx.session.context.user);
+  gateway.method('slow', async () => {
+    await sleep(400);
+    return 'done';
+  });
+  return running;
+}
+
+async function open(url: string, bearer: string): Promise<RawRpc> {
+  const socket = await openRawRpc(url, { authorization: `Bearer ${bearer}` });
+  sockets.push(socket);
+  return socket;
+}
+
+async function subscribe(socket: RawRpc, topic: string): Promise<string> {
+  const reply = await socket.request('subscribe', [topic]);
+  expect(reply.error).toBeUndefined();
+  return reply.result as string;
+}
+
+/** The subscription ids that got a message, and the final frames, among the notifications. */
+function received(socket: RawRpc) {
+  const messages = new Map<string, unknown[]>();
+  const ends = new Map<string, unknown>();
+  for (const { params } of socket.notifications) {
+    const p = params as { subscription: string; result?: unknown; error?: unknown };
+    if (p.error !== undefined) ends.set(p.subscription, p.error);
+    else messages.set(p.subscription, [...(messages.get(p.subscription) ?? []), p.result]);
+  }
+  return { messages, ends };
+}
+
+describe('refresh and expiry', () => {
+  it('rpc.authenticate on a live connection replaces the context and keeps every subscription', async () => {
+    const { gateway, url } = await start();
+    const socket = await open(url, token({ user: 'ann', ttl: 60_000 }));
+    const a = await subscribe(socket, 'news.a');
+    const b = await subscribe(socket, 'sports.b');
+    const [session] = gateway.sessions.values();
+    const before = session!.expiresAt!;
+    const reply = await socket.request('rpc.authenticate', {
+      token: token({ user: 'ann', ttl: 120_000 }),
+    });
+    const result = reply.result as { sessionId: string; user: string; expiresAt: number };
+    expect(result).toMatchObject({ sessionId: session!.id, user: 'ann' });
+    expect(result.expiresAt).toBeGreaterThan(before + 50_000);
+    expect(session!.expiresAt).toBe(result.expiresAt);
+    await gateway.publish('news.a', 1);
+    await gateway.publish('sports.b', 2);
+    await socket.notificationsAt(2);
+    const { messages, ends } = received(socket);
+    expect(messages.get(a)).toEqual([1]);
+    expect(messages.get(b)).toEqual([2]);
+    expect(ends.size).toBe(0);
+  });
+
+  it('asks the client for a fresh token refreshAheadMs before expiry, and keeps the connection', async () => {
+    const { gateway, url } = await start(400);
+    const socket = await open(url, token({ user: 'ann', ttl: 600 }));
+    const asked: unknown[] = [];
+    socket.handlers.set('rpc.token', (params) => {
+      asked.push(params);
+      return { token: token({ user: 'ann', ttl: 60_000 }) };
+    });
+    const [session] = gateway.sessions.values();
+    const first = session!.expiresAt!;
+    await sleep(900); // past the first token's expiry
+    expect(asked).toEqual([{ expiresAt: first }]);
+    expect(session!.expiresAt).toBeGreaterThan(first + 50_000);
+    expect((await socket.request('whoami')).result).toBe('ann');
+    expect(session!.isClosed).toBe(false);
+  });
+
+  it('refuses a refresh for another user (-32010 user-changed); the old identity stays', async () => {
+    const { gateway, url } = await start();
+    const socket = await open(url, token({ user: 'ann', ttl: 60_000 }));
+    const reply = await socket.request('rpc.authenticate', { token: token({ user: 'bob' }) });
+    expect(reply.error).toMatchObject({
+      code: ErrorCode.Unauthenticated,
+      data: { reason: 'user-changed' },
+    });
+    const [session] = gateway.sessions.values();
+    expect(session!.context.user).toBe('ann');
+    expect((await socket.request('whoami')).result).toBe('ann');
+  });
+
+  it('at expiry without refresh: new calls -32010 expired, the call in flight answered, then 4419', async () => {
+    const { url } = await start(0);
+    const socket = await open(url, token({ user: 'ann', ttl: 300 }));
+    await sleep(100);
+    const slow = socket.request('slow'); // answers at ~500 ms, after the expiry at 300 ms
+    await sleep(300);
+    const refused = await socket.request('whoami');
+    expect(refused.error).toEqual({
+      code: ErrorCode.Unauthenticated,
+      message: 'Unauthenticated',
+      data: { reason: 'expired' },
+    });
+    const late = await socket.request('rpc.authenticate', { token: token({ user: 'ann' }) });
+    expect(late.error).toMatchObject({ data: { reason: 'expired' } });
+    expect((await slow).result).toBe('done');
+    expect(await socket.closed).toEqual({ code: 4419, reason: 'credentials expired' });
+  });
+
+  it('a refresh with fewer rights ends exactly the subscriptions it no longer allows (-32004)', async () => {
+    const { gateway, url } = await start();
+    gateway.topic('vip.*', { authorize: ({ session }) => session.context.methods !== undefined });
+    const socket = await open(
+      url,
+      token({ user: 'ann', ttl: 60_000, topics: ['news.*', 'sports.*', 'vip.*'], methods: ['*'] }),
+    );
+    const newsA = await subscribe(socket, 'news.a');
+    const newsB = await subscribe(socket, 'news.b');
+    const sports = await subscribe(socket, 'sports.x');
+    const vip = await subscribe(socket, 'vip.lounge');
+    // news.b is no longer in the claims; vip.* is, but its own authorize now says no.
+    const reply = await socket.request('rpc.authenticate', {
+      token: token({ user: 'ann', ttl: 60_000, topics: ['news.a', 'sports.*', 'vip.*'] }),
+    });
+    expect(reply.error).toBeUndefined();
+    await socket.notificationsAt(2);
+    const { ends } = received(socket);
+    expect([...ends.keys()].sort()).toEqual([newsB, vip].sort());
+    expect(ends.get(newsB)).toMatchObject({
+      code: ErrorCode.Unauthorized,
+      data: { topic: 'news.b' },
+    });
+    expect(ends.get(vip)).toMatchObject({ code: ErrorCode.Unauthorized });
+    for (const topic of ['news.a', 'news.b', 'sports.x', 'vip.lounge']) {
+      await gateway.publish(topic, topic);
+    }
+    await socket.notificationsAt(4);
+    await sleep(50);
+    const { messages } = received(socket);
+    expect(Object.fromEntries(messages)).toEqual({ [newsA]: ['news.a'], [sports]: ['sports.x'] });
+    // The connection and the kept subscriptions are untouched.
+    expect((await socket.request('whoami')).result).toBe('ann');
+    expect(gateway.pubsub.subscriptionCount([...gateway.sessions.values()][0]!)).toBe(2);
+  });
+});
