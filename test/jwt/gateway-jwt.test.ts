@@ -1,15 +1,15 @@
 // jwtAuth in a real gateway, over real sockets: `createGateway({ ...jwtAuth(...) })`, the token
 // in the upgrade's Authorization header (and a POST's), the claims reaching the handlers, each
 // bad token refused with 401 and its reason in the body and WWW-Authenticate, a key set that
-// cannot be fetched with 503.
+// cannot be fetched with 503; in-band, the same refusals as -32010.
 import { WebSocket } from 'ws';
 import type { ClientOptions as WsClientOptions } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
-import { jwtAuth } from '../../src/jwt.js';
+import { jwtAuth, jwtDefaults } from '../../src/jwt.js';
 import type { JwtContext } from '../../src/jwt.js';
 import { freePort } from '../support/network.js';
 import { Resources } from '../support/resources.js';
-import { attemptUpgrade, upgradeRefusal } from '../support/sockets.js';
+import { attemptUpgrade, openRaw, upgradeRefusal } from '../support/sockets.js';
 import {
   AUDIENCE,
   ISSUER,
@@ -134,5 +134,41 @@ describe('createGateway({ ...jwtAuth(...) })', () => {
       retryAfter: undefined,
     });
     expect(await attemptUpgrade(res, url)).toBe(401);
+  });
+  it('in-band: rpc.authenticate with a refused token, then a good one; methods from its claims', async () => {
+    const auth = jwtAuth({ secret: SECRET, issuer: ISSUER, audience: AUDIENCE });
+    const { gateway, url } = await res.gateway<JwtContext>({
+      ...auth,
+      identity: { ...auth.identity, inBand: true },
+    });
+    gateway.method('whoami', (_params, ctx) => ctx.session.context.user);
+    gateway.method('orders.cancel', () => 'cancelled');
+    const raw = await openRaw(res, url);
+
+    const expired = await raw.request('rpc.authenticate', {
+      token: await signHs256(validClaims({ exp: now() - 600 })),
+    });
+    expect(expired.error).toMatchObject({
+      code: -32010,
+      message: 'token expired',
+      data: { reason: 'expired' },
+    });
+    const forged = await raw.request('rpc.authenticate', { token: unsecured() });
+    expect(forged.error).toMatchObject({
+      code: -32010,
+      message: 'algorithm not allowed',
+      data: { reason: 'invalid' },
+    });
+
+    const exp = now() + 600;
+    const token = await signHs256(validClaims({ exp, methods: ['whoami', 'orders.list'] }));
+    const accepted = await raw.request('rpc.authenticate', { token });
+    expect(accepted.result).toEqual({
+      sessionId: expect.any(String),
+      user: 'alice',
+      expiresAt: (exp + jwtDefaults.clockToleranceSec) * 1000,
+    });
+    expect((await raw.request('whoami')).result).toBe('alice');
+    expect((await raw.request('orders.cancel')).error).toMatchObject({ code: -32004 });
   });
 });
