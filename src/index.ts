@@ -10,10 +10,13 @@ export type {
   GatewayCodeOptions,
   GatewayLimits,
   GatewayRoutes,
+  IdentityOptions,
   TlsOptions,
   UpgradeRequest,
   UserInboxOptions,
 } from './server/options.js';
+export { IdentityCloseCode } from './server/identity.js';
+export type { AuthenticateResult, UnauthenticatedReason } from './server/identity.js';
 export { tlsFromEnv } from './server/tls-from-env.js';
 export { defaultLimits } from './server/options.js';
 export { gatewayDefaults, resolveGatewayOptions } from './server/gateway-config.js';
