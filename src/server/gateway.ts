@@ -33,6 +33,8 @@ import {
 } from './http-dispatch.js';
 import type { HttpDispatchDeps, ServerTenant } from './http-dispatch.js';
 import type { Readiness } from './http-routes.js';
+import { Revocations } from './revocation.js';
+import type { RevokeSessionOptions, RevokeUserOptions } from './revocation.js';
 import { HttpRpc } from './http-rpc.js';
 import { claimsAllow } from './claims-authorization.js';
 import { IdentityService } from './identity.js';
@@ -79,6 +81,8 @@ export class Gateway<C = unknown> {
   /** This gateway's id among its peers: the prefix of its session ids. */
   readonly nodeId = nanoid(10);
   private readonly router: SessionRouter;
+  /** revokeUser, revokeSession, and the deny check around `authenticate`. */
+  private readonly revocations: Revocations<C>;
   /** Open sessions, by id and by user; connected/disconnected events. */
   private readonly sessionTable: SessionTable<C>;
   /** WebSocket upgrades, TCP and stdio connections: admission up to the open session. */
@@ -182,8 +186,20 @@ export class Gateway<C = unknown> {
           hold: (topic) => this.pubsub.holdTopic(topic),
           release: (topic) => this.pubsub.releaseTopic(topic),
         },
+        // The revocations are made below, before any message can come.
+        revoked: (revocation) => this.revocations.closeLocal(revocation),
       },
     );
+    this.revocations = new Revocations<C>({
+      broker: this.pubsub.broker,
+      router: this.router,
+      nodeId: this.nodeId,
+      logger: this.logger,
+      exposeErrorDetails: protocol.exposeErrorDetails,
+      userOf: auth.userOf,
+      issuedAtOf: config.identity.issuedAtOf,
+      sessions: () => this.sessionTable.live.values(),
+    });
     const live = this.sessionTable.live;
     this.heartbeat = new Heartbeat(
       config.timing.heartbeatIntervalMs,
@@ -229,7 +245,7 @@ export class Gateway<C = unknown> {
       [subscribeMethod, this.pubsub.methods.unsubscribe],
     );
     // The hook every phase runs: the upgrade, POST, in-band and refresh.
-    const authenticate = auth.authenticate;
+    const authenticate = this.revocations.guard(auth.authenticate);
     this.pubsub.topicsOf = config.identity.topicsOf;
     this.identity = new IdentityService<C>({
       config,
@@ -476,6 +492,29 @@ export class Gateway<C = unknown> {
    */
   notifyUser(user: string, method: string, params?: Params): Promise<number | undefined> {
     return this.router.notifyUser(user, method, params);
+  }
+
+  /**
+   * Close every session of `user` (GatewayOptions.userOf), on every gateway sharing the
+   * broker, with close code 4403 and `reason`, and keep the user out for `denyForMs` (default
+   * 1 h, at most 24 h): authenticating the user is refused (HTTP 401; -32010 `revoked` in-band
+   * and on refresh) unless `identity.issuedAtOf` says its credentials were issued after the
+   * revocation. Resolves with how many sessions were closed on this gateway. Rejects with
+   * -32009 Broker unavailable when the broker did not take it (this gateway's sessions of the
+   * user are closed regardless), with a TypeError on a broker without a deny list.
+   */
+  revokeUser(user: string, options?: RevokeUserOptions): Promise<number> {
+    return this.revocations.revokeUser(user, options);
+  }
+
+  /**
+   * Close one session, on whichever gateway holds it, with close code 4403 and `reason`; its
+   * credentials are not listed (revokeUser keeps a user out). Resolves false when the session
+   * is not here and its id names no other gateway; rejects with -32009 when the broker did not
+   * take it. The same caution as notifySession about ids that came from a client.
+   */
+  revokeSession(sessionId: string, options?: RevokeSessionOptions): Promise<boolean> {
+    return this.revocations.revokeSession(sessionId, options);
   }
 
   /** Open sessions by id. */
