@@ -78,7 +78,8 @@ export function refusalOf(err: unknown): AuthenticationError | undefined {
   if (!(err instanceof JsonRpcError) || err.code !== ErrorCode.Unauthenticated) return undefined;
   const data = err.data as { reason?: unknown } | undefined;
   const reason = typeof data?.reason === 'string' ? data.reason : err.message;
-  return new AuthenticationError(`Authentication refused: ${reason}`, err.code, undefined, reason);
+  const said = reason === err.message ? reason : `${err.message} (${reason})`;
+  return new AuthenticationError(`Authentication refused: ${said}`, err.code, undefined, reason);
 }
 
 /**
