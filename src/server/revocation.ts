@@ -202,7 +202,13 @@ export class Revocations<C> {
     if (!hook || !userOf || !broker.denied) return hook;
     return async (request) => {
       const context = await hook(request);
-      const user = userOf(context);
+      let user: string | undefined;
+      try {
+        user = userOf(context);
+      } catch {
+        // The session's own userOf step reports it and refuses the connection (500).
+        return context;
+      }
       if (user === undefined) return context;
       const seen = this.seen.get(user);
       if (seen && seen.until > Date.now() && !this.issuedAfter(context, seen.revokedAt)) {

@@ -1,7 +1,8 @@
 // The package as a user gets it: `npm pack` of the built work tree, installed into an empty
 // project with the Node and npm running this test. The install prints no warning (no dependency
-// declares an engine this Node does not meet); the main entry imports without ioredis or NATS
-// installed, and "./redis" and "./nats" fail naming the missing peer until it is installed.
+// declares an engine this Node does not meet); the main entry imports without ioredis, NATS or
+// jose installed, and "./redis", "./nats" and "./jwt" fail naming the missing peer until it is
+// installed.
 // It downloads the package's dependencies from the registry: skipped when the registry cannot be
 // reached. Run `npm run build` first.
 import { spawnSync } from 'node:child_process';
@@ -104,6 +105,7 @@ describe.skipIf(!reachable)('the packed package, installed into an empty project
     expect(existsSync(join(installed, 'ioredis'))).toBe(false);
     expect(existsSync(join(installed, '@nats-io'))).toBe(false);
     expect(existsSync(join(installed, 'zod'))).toBe(false);
+    expect(existsSync(join(installed, 'jose'))).toBe(false);
   }, 60_000);
 
   it('imports its main, client and protocol entries; a source map carries its sources', () => {
@@ -134,13 +136,16 @@ describe.skipIf(!reachable)('the packed package, installed into an empty project
     });
   });
 
-  it('"./redis" and "./nats" fail naming the missing peer; so does brokerFromEnv', () => {
+  it('"./redis", "./nats" and "./jwt" fail naming the missing peer; so does brokerFromEnv', () => {
     const redis = node(project, `await import('wsrpc-gateway/redis');`);
     expect(redis.status).not.toBe(0);
     expect(redis.stderr).toContain("Cannot find package 'ioredis'");
     const nats = node(project, `await import('wsrpc-gateway/nats');`);
     expect(nats.status).not.toBe(0);
     expect(nats.stderr).toMatch(/Cannot find package '@nats-io\/(transport-node|jetstream)'/);
+    const jwt = node(project, `await import('wsrpc-gateway/jwt');`);
+    expect(jwt.status).not.toBe(0);
+    expect(jwt.stderr).toContain("Cannot find package 'jose'");
     const fromEnv = node(
       project,
       `const { brokerFromEnv } = await import('wsrpc-gateway');
@@ -157,8 +162,8 @@ describe.skipIf(!reachable)('the packed package, installed into an empty project
     );
   });
 
-  it('with ioredis and the NATS packages installed too (still no warning), "./redis" and "./nats" load', () => {
-    const peers = ['ioredis', '@nats-io/transport-node', '@nats-io/jetstream'];
+  it('with ioredis, the NATS packages and jose installed too (still no warning), "./redis", "./nats" and "./jwt" load', () => {
+    const peers = ['ioredis', '@nats-io/transport-node', '@nats-io/jetstream', 'jose'];
     const output = npmInstall(
       project,
       peers.map((name) => `${name}@${lockedVersion(name)}`),
@@ -168,9 +173,10 @@ describe.skipIf(!reachable)('the packed package, installed into an empty project
       project,
       `const { RedisBroker } = await import('wsrpc-gateway/redis');
        const { NatsBroker } = await import('wsrpc-gateway/nats');
-       console.log(typeof RedisBroker.create, typeof NatsBroker.connect);`,
+       const { jwtAuth } = await import('wsrpc-gateway/jwt');
+       console.log(typeof RedisBroker.create, typeof NatsBroker.connect, typeof jwtAuth);`,
     );
     expect(out.stderr).toBe('');
-    expect(out.stdout.trim()).toBe('function function');
+    expect(out.stdout.trim()).toBe('function function function');
   }, 60_000);
 });

@@ -13,7 +13,8 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
   exports: Record<string, { types: string; import: string }>;
 };
-const brokerClients = /^(ioredis|@ioredis\/|@nats-io\/)/;
+// The optional peers: the broker clients and jose (the JWT entry's).
+const brokerClients = /^(ioredis|@ioredis\/|@nats-io\/|jose$)/;
 const scratch = mkdtempSync(join(tmpdir(), 'lean-imports-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
@@ -85,7 +86,7 @@ describe('what each entry loads (the built dist: `npm run build` first)', () => 
   });
 
   for (const entry of ['.', './client', './protocol']) {
-    it(`"${entry}" loads no Redis or NATS client, at run time or in its types`, () => {
+    it(`"${entry}" loads no Redis or NATS client and not jose, at run time or in its types`, () => {
       const target = pkg.exports[entry]!;
       const loaded = packagesLoadedBy(join(root, target.import));
       expect(loaded.filter((name) => brokerClients.test(name))).toEqual([]);
@@ -101,6 +102,12 @@ describe('what each entry loads (the built dist: `npm run build` first)', () => 
     const nats = packagesLoadedBy(join(root, pkg.exports['./nats']!.import));
     expect(nats).toEqual(expect.arrayContaining(['@nats-io/transport-node', '@nats-io/jetstream']));
     expect(nats).not.toContain('ioredis');
+  });
+
+  it('"./jwt" loads jose and no broker client', () => {
+    const jwt = packagesLoadedBy(join(root, pkg.exports['./jwt']!.import));
+    expect(jwt).toContain('jose');
+    expect(jwt.filter((name) => name !== 'jose' && brokerClients.test(name))).toEqual([]);
   });
 
   it('source maps carry their sources (the .ts files are not in the package)', () => {
