@@ -1,5 +1,6 @@
 import { pino } from 'pino';
 import { brokerFromEnv, createGateway, createLogger, tlsFromEnv } from '../src/index.js';
+import { demoIdentity } from './identity.js';
 import { startTicker } from './pubsub.js';
 import { demoPageHandler } from './static-files.js';
 import { registerDemoService } from './service.js';
@@ -29,16 +30,20 @@ const trustedProxies = (process.env['TRUSTED_PROXIES'] ?? '')
   .split(',')
   .map((entry) => entry.trim())
   .filter((entry) => entry !== '');
+// The page's tokens live DEMO_TOKEN_TTL_MS (default 20 s) and are refreshed on the live connection.
+const identity = demoIdentity(Number(process.env['DEMO_TOKEN_TTL_MS'] ?? 20_000));
 const gateway = createGateway({
   logger,
   broker,
-  httpHandler: page.handler,
+  ...identity.options,
+  httpHandler: (req, res) => identity.tokenHandler(req, res) || page.handler(req, res),
   tls,
   trustedProxies,
   // With STDIO=1 the end of stdin is the signal to stop: the same deadline as a drain.
   limits: stdio ? { endOfInputDeadlineMs: drainDeadlineMs } : {},
 });
 registerDemoService(gateway);
+identity.register(gateway);
 const stopTicker = startTicker(gateway, Number(process.env['TICK_MS'] ?? 500));
 
 let stopping = false;

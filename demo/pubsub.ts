@@ -24,7 +24,7 @@ export const ChatSend = method<{ from?: string; text: string }, number>('chat.se
  * The demo's live data: feeds the `ticker` topic (declared by the contract)
  * with a random walk every `tickMs`. Returns a function that stops it.
  */
-export function startTicker(gateway: Gateway, tickMs = 1_000): () => void {
+export function startTicker<C>(gateway: Gateway<C>, tickMs = 1_000): () => void {
   let price = 100;
   const ticks = interval(tickMs).pipe(
     map((): Tick => {

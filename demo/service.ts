@@ -28,7 +28,7 @@ export const DROP_CLOSE_CODE = 4001;
  * pasted as they are, plus one that calls back into the connected client,
  * a chat and a countdown stream, all implementing `demoContract`.
  */
-export function registerDemoService(gateway: Gateway): void {
+export function registerDemoService<C>(gateway: Gateway<C>): void {
   // The contract's notifications and topics, typed by it: a wrong payload does not compile.
   const { notify, publish } = contractEvents(gateway, demoContract);
   implementContract(gateway, demoContract, {

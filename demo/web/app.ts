@@ -21,7 +21,20 @@ interface ChatMessage {
 const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/rpc`;
 // A short backoff cap: a restarted demo server is found again within about two seconds. The
 // first retry waits 0.5-1 s, so "Drop connection" misses a tick or two that the resume replays.
-const client = createClient({ url, reconnect: { initialDelayMs: 1_000, maxDelayMs: 2_000 } });
+// The page's identity: a short-lived token from the demo server, presented in-band as the first
+// message of every connection and again whenever the server asks for a fresh one (rpc.token).
+const identity = { fetched: 0, connections: 0 };
+async function getToken(): Promise<string> {
+  const response = await fetch('/demo/token', { cache: 'no-store' });
+  if (!response.ok) throw new Error(`GET /demo/token: ${response.status}`);
+  identity.fetched++;
+  return response.text();
+}
+const client = createClient({
+  url,
+  getToken,
+  reconnect: { initialDelayMs: 1_000, maxDelayMs: 2_000 },
+});
 
 // --- Connection state, reconnects, latency ------------------------------------------------
 
@@ -239,6 +252,54 @@ byId('ask').addEventListener('click', () => {
       result.textContent = `The call failed: ${(err as Error).message}`;
     })
     .finally(() => (button.disabled = false));
+});
+
+// --- Identity: the token's expiry and its refreshes on the live connection -----------------
+
+interface WhoAmI {
+  sessionId: string;
+  anonymous?: true;
+  token?: number;
+  expiresAt?: number | null;
+}
+
+let session: WhoAmI | undefined;
+client.state$.subscribe((state) => {
+  if (state === 'open') identity.connections++;
+});
+
+async function showIdentity(): Promise<void> {
+  if (client.state !== 'open') return;
+  try {
+    const now = (await client.call('demo.whoami', undefined, { timeoutMs: 5_000 })) as WhoAmI;
+    if (session && now.sessionId === session.sessionId && now.token !== session.token) {
+      logEvent(`token #${now.token} took over on the same connection (server-asked refresh)`);
+    }
+    session = now;
+    byId('identity-token').textContent = now.token === undefined ? 'none' : `#${now.token}`;
+    // Every token fetched beyond the one each connection starts with was a live refresh.
+    byId('identity-refreshes').textContent = String(
+      Math.max(0, identity.fetched - identity.connections),
+    );
+  } catch {
+    // Shown again on the next tick.
+  }
+}
+setInterval(() => {
+  void showIdentity();
+  const expiresAt = session?.expiresAt;
+  byId('identity-expires').textContent =
+    typeof expiresAt === 'number'
+      ? `${Math.max(0, Math.ceil((expiresAt - Date.now()) / 1000))} s`
+      : '–';
+}, 1_000);
+
+byId('identity-refresh').addEventListener('click', () => {
+  client.authenticate().then(
+    ({ expiresAt }) =>
+      logEvent(`refreshed now: the new token expires at ${clock(expiresAt)}`, 'good'),
+    (err: unknown) => logEvent(`refresh refused: ${(err as Error).message}`, 'warn'),
+  );
 });
 
 // --- Raw console --------------------------------------------------------------------------

@@ -260,8 +260,8 @@ export class IdentityService<C> {
 
   /**
    * The timers of the identity in force: ask for a fresh token `refreshAheadMs` before it
-   * expires (or, for a token that lives less than that, half way through what is left, so a
-   * run of short tokens does not ask in a loop), and expire it at `expiresAt`.
+   * expires, but not before half of what is left has passed (so a run of short tokens does not
+   * ask in a loop), and expire it at `expiresAt`.
    */
   private schedule(session: Session<C>, state: IdentityState): void {
     clearTimers(state);
