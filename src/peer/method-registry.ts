@@ -16,6 +16,8 @@ export type Handler<S, P = unknown, R = unknown> = (
  */
 export class MethodRegistry<S> {
   private readonly handlers = new Map<string, Handler<S>>();
+  /** Prefix routes (`orders.*`), longest first: consulted only when the exact lookup misses. */
+  private prefixes: { readonly prefix: string; readonly handler: Handler<S> }[] = [];
 
   /** Register a handler; returns a function that removes it. */
   method<P extends Params | undefined, R>(
@@ -33,8 +35,43 @@ export class MethodRegistry<S> {
     };
   }
 
+  /**
+   * Register a handler for every method whose name starts with `prefix` and has no handler of
+   * its own (gateway mode's `orders.*` routes); the longest matching prefix wins. Names in the
+   * reserved `rpc.` space never reach it. Returns a function that removes it.
+   */
+  prefix(prefix: string, handler: Handler<S>): () => void {
+    if (isReservedMethod(prefix)) {
+      throw new Error(`Method names starting with "rpc." are reserved: "${prefix}*"`);
+    }
+    if (this.prefixes.some((p) => p.prefix === prefix)) {
+      throw new Error(`Prefix "${prefix}*" is already registered`);
+    }
+    const entry = { prefix, handler };
+    this.prefixes = [...this.prefixes, entry].sort((a, b) => b.prefix.length - a.prefix.length);
+    return () => {
+      this.prefixes = this.prefixes.filter((p) => p !== entry);
+    };
+  }
+
   get(name: string): Handler<S> | undefined {
-    return this.handlers.get(name);
+    return this.handlers.get(name) ?? (this.prefixes.length > 0 ? this.byPrefix(name) : undefined);
+  }
+
+  /** The exact name, or the prefix pattern (`orders.*`) that serves `name`: a bounded label. */
+  patternOf(name: string): string | undefined {
+    if (this.handlers.has(name)) return name;
+    const match = this.prefixMatch(name);
+    return match ? `${match.prefix}*` : undefined;
+  }
+
+  private byPrefix(name: string): Handler<S> | undefined {
+    return this.prefixMatch(name)?.handler;
+  }
+
+  private prefixMatch(name: string) {
+    if (isReservedMethod(name)) return undefined;
+    return this.prefixes.find((p) => name.startsWith(p.prefix));
   }
 
   has(name: string): boolean {

@@ -39,6 +39,19 @@ export const ErrorCode = {
    * session's identity is not known or no longer valid: presenting a token may help.
    */
   Unauthenticated: -32010,
+  /**
+   * Gateway mode: the upstream a method is routed to could not be reached or did not answer with
+   * a JSON-RPC response (refused, reset, closed mid-response, a non-2xx status, a body that is not
+   * a response, a reply too large). `data: { upstream, reason }`.
+   */
+  UpstreamUnavailable: -32011,
+  /** Gateway mode: the upstream did not answer within the route's timeout. `data: { upstream, reason }`. */
+  UpstreamTimeout: -32012,
+  /**
+   * Gateway mode: the upstream's route already has `maxConcurrent` calls in flight; refused at
+   * once, nothing queued. `data: { upstream, reason }`.
+   */
+  UpstreamBusy: -32013,
 } as const;
 
 export type ErrorCodeName = keyof typeof ErrorCode;
@@ -64,4 +77,7 @@ export const defaultErrorMessage: Readonly<Record<number, string>> = {
   [ErrorCode.UnsupportedTransport]: 'Not supported on this transport',
   [ErrorCode.BrokerUnavailable]: 'Broker unavailable',
   [ErrorCode.Unauthenticated]: 'Unauthenticated',
+  [ErrorCode.UpstreamUnavailable]: 'Upstream unavailable',
+  [ErrorCode.UpstreamTimeout]: 'Upstream timeout',
+  [ErrorCode.UpstreamBusy]: 'Upstream busy',
 };

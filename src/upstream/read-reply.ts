@@ -1,0 +1,36 @@
+import { JsonRpcError } from '../protocol/errors.js';
+import { safeJsonParse } from '../protocol/safe-json.js';
+import { isRecord } from '../peer/option-rules.js';
+import { UpstreamError } from './upstream-error.js';
+
+/** Deeper replies are refused: the client would refuse them too (maxDepth's default). */
+const MAX_REPLY_DEPTH = 64;
+
+/**
+ * The result of an upstream's JSON-RPC reply to request `id`, or its error unchanged as a
+ * JsonRpcError; anything that is not that response is -32011. `status` is the HTTP status when
+ * it was not 2xx: an error response still passes through, anything else names the status.
+ */
+export function readReply(text: string, id: number, upstream: string, status?: number): unknown {
+  const notResponse = (reason: string) =>
+    new UpstreamError('unavailable', upstream, status === undefined ? reason : `status ${status}`);
+  const parsed = safeJsonParse(text, MAX_REPLY_DEPTH);
+  if (!parsed.ok) throw notResponse('invalid JSON in the reply');
+  const reply = parsed.value;
+  if (!isRecord(reply) || reply['jsonrpc'] !== '2.0') throw notResponse('not a JSON-RPC response');
+  if (reply['id'] !== id) throw notResponse('a reply to another id');
+  const error = reply['error'];
+  if (error !== undefined) {
+    if (
+      !isRecord(error) ||
+      !Number.isInteger(error['code']) ||
+      typeof error['message'] !== 'string'
+    ) {
+      throw notResponse('a malformed error object');
+    }
+    throw new JsonRpcError(error['code'] as number, error['message'], error['data']);
+  }
+  if (status !== undefined) throw notResponse('');
+  if (!('result' in reply)) throw notResponse('a response with neither result nor error');
+  return reply['result'];
+}

@@ -1,0 +1,236 @@
+// The `upstreams` and `methods` sections of a gateway-mode configuration file, checked and
+// resolved with the rules every option of the library uses (src/peer/option-rules.ts): each
+// refusal names the option's full path in the file and what it may be.
+import { isReservedMethod } from '../protocol/reserved.js';
+import { checkOptions, isRecord, numberIn, ofType, refuse } from '../peer/option-rules.js';
+import type { Rule } from '../peer/option-rules.js';
+
+/** The longest delay a Node timer takes (2^31 - 1 ms). */
+const MAX_DELAY_MS = 2 ** 31 - 1;
+
+/** Defaults of an upstream's options. */
+export const upstreamDefaults = Object.freeze({
+  timeoutMs: 10_000,
+  maxConcurrent: 64,
+  retries: 0,
+  /** Keep-alive connections of an HTTP upstream's pool. */
+  connections: 16,
+});
+
+export const upstreamBounds = Object.freeze({
+  maxConcurrent: 100_000,
+  retries: 5,
+  connections: 1024,
+});
+
+interface UpstreamCommon {
+  readonly name: string;
+  readonly timeoutMs: number;
+  readonly maxConcurrent: number;
+  readonly retries: number;
+}
+
+export interface HttpUpstreamConfig extends UpstreamCommon {
+  readonly kind: 'http';
+  /** The JSON-RPC endpoint requests are POSTed to. */
+  readonly url: string;
+  readonly connections: number;
+  /** Sent with every request (a key the upstream checks, say). */
+  readonly headers: Readonly<Record<string, string>>;
+}
+
+export interface NatsUpstreamConfig extends UpstreamCommon {
+  readonly kind: 'nats';
+  readonly servers: readonly string[];
+  readonly subject: string;
+}
+
+export type UpstreamConfig = HttpUpstreamConfig | NatsUpstreamConfig;
+
+export interface RouteConfig {
+  /** An exact method name, or a prefix ending in `*` (`orders.*`, `*`). */
+  readonly pattern: string;
+  readonly upstream: string;
+  /** The route's own timeout, else the upstream's. */
+  readonly timeoutMs: number;
+  /** Safe to send again after a timeout or an unavailable upstream. */
+  readonly idempotent: boolean;
+}
+
+export interface UpstreamsConfig {
+  readonly upstreams: ReadonlyMap<string, UpstreamConfig>;
+  readonly routes: readonly RouteConfig[];
+}
+
+const timeoutRule = numberIn(1, MAX_DELAY_MS, true);
+
+const upstreamRules: Record<string, Rule> = {
+  url: httpUrl,
+  nats: ofType('object', 'an object ({ url, subject })'),
+  timeoutMs: timeoutRule,
+  maxConcurrent: numberIn(1, upstreamBounds.maxConcurrent, true),
+  retries: numberIn(0, upstreamBounds.retries, true),
+  connections: numberIn(1, upstreamBounds.connections, true),
+  headers: headerRecord,
+};
+
+const natsRules: Record<string, Rule> = {
+  url: natsServers,
+  subject: subjectRule,
+};
+
+const routeRules: Record<string, Rule> = {
+  upstream: ofType('string', 'the name of an upstream'),
+  timeoutMs: timeoutRule,
+  idempotent: ofType('boolean'),
+};
+
+/**
+ * Check and resolve `{ upstreams, methods }` (other keys of `value` are left to their owners).
+ * Every route names a declared upstream; an upstream no route names is allowed (hooks use them).
+ */
+export function resolveUpstreamsConfig(value: unknown): UpstreamsConfig {
+  if (!isRecord(value)) refuse('the configuration', 'an object', value);
+  const upstreams = new Map<string, UpstreamConfig>();
+  const declared = value['upstreams'];
+  if (declared !== undefined) {
+    if (!isRecord(declared)) refuse('upstreams', 'an object of upstreams by name', declared);
+    for (const [name, options] of Object.entries(declared)) {
+      upstreams.set(name, resolveUpstream(name, options));
+    }
+  }
+  const routes: RouteConfig[] = [];
+  const methods = value['methods'];
+  if (methods !== undefined) {
+    if (!isRecord(methods)) refuse('methods', 'an object of routes by method name', methods);
+    for (const [pattern, route] of Object.entries(methods)) {
+      routes.push(resolveRoute(pattern, route, upstreams));
+    }
+  }
+  return { upstreams, routes };
+}
+
+function resolveUpstream(name: string, options: unknown): UpstreamConfig {
+  const path = `upstreams.${name}`;
+  if (!isRecord(options)) refuse(path, 'an object ({ url } or { nats })', options);
+  const given = checkOptions(options, upstreamRules, `${path}.`, 'an upstream');
+  const common = {
+    name,
+    timeoutMs: (given['timeoutMs'] as number | undefined) ?? upstreamDefaults.timeoutMs,
+    maxConcurrent: (given['maxConcurrent'] as number | undefined) ?? upstreamDefaults.maxConcurrent,
+    retries: (given['retries'] as number | undefined) ?? upstreamDefaults.retries,
+  };
+  if ((given['url'] === undefined) === (given['nats'] === undefined)) {
+    throw new TypeError(
+      `${path} must have either url (HTTP) or nats, not ${given['url'] === undefined ? 'neither' : 'both'}`,
+    );
+  }
+  if (given['nats'] !== undefined) {
+    for (const key of ['connections', 'headers']) {
+      if (given[key] !== undefined)
+        throw new TypeError(`${path}.${key} applies to HTTP upstreams only`);
+    }
+    const nats = checkOptions(given['nats'], natsRules, `${path}.nats.`, 'a NATS upstream');
+    for (const key of ['url', 'subject']) {
+      if (nats[key] === undefined) throw new TypeError(`${path}.nats.${key} is required`);
+    }
+    const url = nats['url'] as string | string[];
+    return {
+      ...common,
+      kind: 'nats',
+      servers: Object.freeze(typeof url === 'string' ? [url] : [...url]),
+      subject: nats['subject'] as string,
+    };
+  }
+  return {
+    ...common,
+    kind: 'http',
+    url: given['url'] as string,
+    connections: (given['connections'] as number | undefined) ?? upstreamDefaults.connections,
+    headers: Object.freeze({ ...((given['headers'] as Record<string, string> | undefined) ?? {}) }),
+  };
+}
+
+function resolveRoute(
+  pattern: string,
+  route: unknown,
+  upstreams: ReadonlyMap<string, UpstreamConfig>,
+): RouteConfig {
+  const path = `methods.${pattern}`;
+  const star = pattern.indexOf('*');
+  if (pattern === '' || (star !== -1 && star !== pattern.length - 1)) {
+    throw new TypeError(
+      `${path}: a route is an exact method name or a prefix ending in "*", not ${JSON.stringify(pattern)}`,
+    );
+  }
+  if (isReservedMethod(pattern)) {
+    throw new TypeError(`${path}: method names starting with "rpc." are reserved`);
+  }
+  const given =
+    typeof route === 'string'
+      ? { upstream: route }
+      : isRecord(route)
+        ? checkOptions(route, routeRules, `${path}.`, 'a route')
+        : refuse(
+            path,
+            'the name of an upstream or an object ({ upstream, timeoutMs, idempotent })',
+            route,
+          );
+  const name = given['upstream'];
+  if (name === undefined) throw new TypeError(`${path}.upstream is required`);
+  const upstream = upstreams.get(name as string);
+  if (!upstream) {
+    const known = [...upstreams.keys()].map((n) => `"${n}"`).join(', ');
+    throw new RangeError(
+      `${typeof route === 'string' ? path : `${path}.upstream`} must name an upstream (${known || 'none is declared'}), not ${JSON.stringify(name)}`,
+    );
+  }
+  return Object.freeze({
+    pattern,
+    upstream: upstream.name,
+    timeoutMs: (given['timeoutMs'] as number | undefined) ?? upstream.timeoutMs,
+    idempotent: (given['idempotent'] as boolean | undefined) ?? false,
+  });
+}
+
+function httpUrl(value: unknown, name: string): void {
+  if (typeof value !== 'string') refuse(name, 'an http(s) URL', value);
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return refuse(name, 'an http(s) URL', value, true);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    refuse(name, 'an http(s) URL', value, true);
+  if (url.username || url.password)
+    refuse(name, 'an http(s) URL without credentials (use headers)', value, true);
+}
+
+function natsServers(value: unknown, name: string): void {
+  const list = typeof value === 'string' ? [value] : value;
+  if (
+    !Array.isArray(list) ||
+    list.length === 0 ||
+    list.some((s) => typeof s !== 'string' || s === '')
+  ) {
+    refuse(name, 'a NATS server URL or a non-empty array of them', value);
+  }
+}
+
+function subjectRule(value: unknown, name: string): void {
+  if (typeof value !== 'string' || !/^[^\s*>]+$/.test(value) || value.split('.').includes('')) {
+    refuse(name, 'a NATS subject without wildcards or spaces', value, typeof value === 'string');
+  }
+}
+
+/** A header's name and value as HTTP takes them (RFC 9110 token; visible ASCII and spaces). */
+function headerRecord(value: unknown, name: string): void {
+  if (!isRecord(value)) refuse(name, 'an object of header names to strings', value);
+  for (const [header, text] of Object.entries(value)) {
+    if (!/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(header))
+      refuse(`${name}.${header}`, 'a valid header name', header, true);
+    if (typeof text !== 'string' || !/^[\t\x20-\x7e]*$/.test(text))
+      refuse(`${name}.${header}`, 'a string of visible ASCII', text);
+  }
+}
