@@ -213,10 +213,14 @@ const subscriptionMethodRules: Record<keyof SubscriptionMethods, Rule> = {
 /**
  * Check `createGateway`'s options and resolve them: an unknown option is a TypeError (naming
  * the nearest known one), a value of the wrong type a TypeError, one out of its range a
- * RangeError, each naming the option and what it may be.
+ * RangeError, each naming the option and what it may be. `owner` is what an unknown option is
+ * said not to be an option of: `createGateway`, or the configuration file the options came from.
  */
-export function resolveGatewayOptions<C = unknown>(options: unknown): GatewayConfig<C> {
-  const given = checkOptions(options, gatewayOptionRules, '', 'createGateway', DEPRECATED);
+export function resolveGatewayOptions<C = unknown>(
+  options: unknown,
+  owner = 'createGateway',
+): GatewayConfig<C> {
+  const given = checkOptions(options, gatewayOptionRules, '', owner, DEPRECATED);
   const o = given as GatewayOptions<C>;
   const path = resolvePath(o.path);
   const metrics = o.metrics ?? gatewayDefaults.metrics;

@@ -1,0 +1,164 @@
+// Reading a configuration file: YAML (.yaml, .yml) or JSON (.json), with `${ENV}` substitution in
+// its string values. What it returns is checked by resolveStandaloneConfig; here only what makes
+// the file unreadable is refused.
+import { readFile } from 'node:fs/promises';
+import { extname } from 'node:path';
+import { isMap, isScalar, isSeq, parse as parseYaml, parseDocument } from 'yaml';
+import { describeSubstitutionProblems, substitute } from './env-substitution.js';
+import type { SubstitutionProblems } from './env-substitution.js';
+
+/**
+ * Why a configuration file could not be loaded: `read` (no such file, no permission, an
+ * extension that is neither YAML nor JSON), `parse` (a syntax error, with its line and column),
+ * or `env` (variables the file names that are not set; one line each).
+ */
+export class ConfigFileError extends Error {
+  override readonly name = 'ConfigFileError';
+  constructor(
+    message: string,
+    readonly kind: 'read' | 'parse' | 'env',
+  ) {
+    super(message);
+  }
+}
+
+/** The most aliases a YAML file may expand (a bound against "billion laughs" files). */
+const MAX_ALIAS_COUNT = 100;
+
+/**
+ * Read `path`, parse it by its extension and substitute `${NAME}` / `${NAME:-default}` in its
+ * string values from `env`. Rejects with a ConfigFileError naming the file (and the line and
+ * column of a syntax error, or the path in the file of each variable that is not set).
+ */
+export async function loadConfigFile(
+  path: string,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): Promise<unknown> {
+  const kind = formatOf(path);
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    throw new ConfigFileError(`cannot read ${path}: ${(err as Error).message}`, 'read');
+  }
+  const problems: SubstitutionProblems = { missing: [], malformed: [] };
+  const value =
+    kind === 'json'
+      ? parseJson(path, text, env, problems)
+      : parseYamlText(path, text, env, problems);
+  const messages = describeSubstitutionProblems(problems);
+  if (messages.length > 0) {
+    throw new ConfigFileError(messages.map((message) => `${path}: ${message}`).join('\n'), 'env');
+  }
+  return value;
+}
+
+function formatOf(path: string): 'json' | 'yaml' {
+  const extension = extname(path).toLowerCase();
+  if (extension === '.json') return 'json';
+  if (extension === '.yaml' || extension === '.yml') return 'yaml';
+  throw new ConfigFileError(
+    `cannot read ${path}: a configuration file is YAML (.yaml, .yml) or JSON (.json), not ${extension || 'a file without an extension'}`,
+    'read',
+  );
+}
+
+function parseYamlText(
+  path: string,
+  text: string,
+  env: Readonly<Record<string, string | undefined>>,
+  problems: SubstitutionProblems,
+): unknown {
+  const document = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
+  const error = document.errors[0];
+  if (error) {
+    // prettyErrors sets linePos and appends " at line L, column C:" and the line's text.
+    const position = error.linePos?.[0];
+    const where = position ? `:${position.line}:${position.col}` : '';
+    const message = error.message.split(' at line ', 1)[0]!;
+    throw new ConfigFileError(`${path}${where}: ${message} (${error.code})`, 'parse');
+  }
+  substituteNode(document.contents, '', env, problems);
+  return document.toJS({ maxAliasCount: MAX_ALIAS_COUNT }) as unknown;
+}
+
+/** Substitute in every string scalar under `node`; an unquoted whole reference is read as YAML. */
+function substituteNode(
+  node: unknown,
+  path: string,
+  env: Readonly<Record<string, string | undefined>>,
+  problems: SubstitutionProblems,
+): void {
+  if (isMap(node)) {
+    for (const pair of node.items) {
+      const key = isScalar(pair.key) ? String(pair.key.value) : String(pair.key);
+      substituteNode(pair.value, path ? `${path}.${key}` : key, env, problems);
+    }
+  } else if (isSeq(node)) {
+    node.items.forEach((item: unknown, index) =>
+      substituteNode(item, `${path}[${index}]`, env, problems),
+    );
+  } else if (isScalar(node) && typeof node.value === 'string') {
+    const { text, whole } = substitute(node.value, env, path, problems);
+    node.value = whole && node.type === 'PLAIN' ? plainScalar(text) : text;
+  }
+}
+
+/** What YAML makes of `text` as an unquoted scalar: a number, a boolean, null, or the string. */
+function plainScalar(text: string): unknown {
+  try {
+    const value: unknown = parseYaml(text);
+    return typeof value === 'object' && value !== null ? text : value;
+  } catch {
+    return text;
+  }
+}
+
+function parseJson(
+  path: string,
+  text: string,
+  env: Readonly<Record<string, string | undefined>>,
+  problems: SubstitutionProblems,
+): unknown {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    const message = (err as Error).message;
+    const offset = /position (\d+)/.exec(message)?.[1];
+    throw new ConfigFileError(
+      `${path}${offset ? lineColumn(text, Number(offset)) : ''}: ${message}`,
+      'parse',
+    );
+  }
+  return substituteValue(value, '', env, problems);
+}
+
+/** `:line:column` (both from 1) of a character offset. */
+function lineColumn(text: string, offset: number): string {
+  const before = text.slice(0, offset).split('\n');
+  return `:${before.length}:${before[before.length - 1]!.length + 1}`;
+}
+
+/** JSON values: every string substituted (and kept a string). */
+function substituteValue(
+  value: unknown,
+  path: string,
+  env: Readonly<Record<string, string | undefined>>,
+  problems: SubstitutionProblems,
+): unknown {
+  if (typeof value === 'string') return substitute(value, env, path, problems).text;
+  if (Array.isArray(value)) {
+    return value.map((item, index) => substituteValue(item, `${path}[${index}]`, env, problems));
+  }
+  if (typeof value === 'object' && value !== null) {
+    // fromEntries defines own properties: a "__proto__" key stays a key (and is refused later).
+    return Object.fromEntries(
+      Object.entries(value).map(([key, child]) => [
+        key,
+        substituteValue(child, path ? `${path}.${key}` : key, env, problems),
+      ]),
+    );
+  }
+  return value;
+}

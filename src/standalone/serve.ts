@@ -1,0 +1,134 @@
+// The standalone server: a gateway assembled from a resolved configuration file. The broker,
+// the identity (jwtAuth, or the connect hook), declared topics, routes to upstreams, the server
+// API for backends, tracing, TLS from files, static files, then the listeners; `close` drains.
+import { readFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from '../peer/logger.js';
+import type { Broker } from '../pubsub/broker.js';
+import { brokerFromEnv } from '../server/broker-from-env.js';
+import { Gateway } from '../server/gateway.js';
+import { createLogger } from '../server/logger.js';
+import type { GatewayOptions, TlsOptions } from '../server/options.js';
+import type { BrokerConfig, TlsFilesConfig } from './sections.js';
+import type { StandaloneConfig } from './standalone-config.js';
+import { staticFilesHandler } from './static-files.js';
+
+export interface ServeOptions {
+  /** Where the server logs. Default: pino at LOG_LEVEL on stdout. */
+  logger?: Logger;
+}
+
+/** A running standalone server. */
+export interface StandaloneServer {
+  readonly gateway: Gateway<unknown>;
+  /** The WebSocket endpoint, e.g. ws://0.0.0.0:8080/rpc. */
+  readonly url: string;
+  readonly address: AddressInfo;
+  /** The TCP listener's address, when `listen.tcpPort` is set. */
+  readonly tcpAddress: AddressInfo | undefined;
+  /**
+   * Drain (clients told to reconnect elsewhere, calls in flight finished, within
+   * `shutdown.drainDeadlineMs`), then close everything the server opened.
+   */
+  close(): Promise<void>;
+}
+
+/** Start the gateway `config` describes; rejects (having closed what it opened) if it cannot. */
+export async function serve(
+  config: StandaloneConfig,
+  options: ServeOptions = {},
+): Promise<StandaloneServer> {
+  const logger = options.logger ?? createLogger();
+  // What the server opened besides the gateway, closed after it in reverse order.
+  const closers: (() => Promise<void>)[] = [];
+  const closeOthers = async (): Promise<void> => {
+    for (const close of closers.splice(0).reverse()) {
+      try {
+        await close();
+      } catch (err) {
+        logger.warn({ err }, 'error while closing');
+      }
+    }
+  };
+  let gateway: Gateway<unknown> | undefined;
+  try {
+    const broker = await openBroker(config.broker, logger);
+    if (broker) closers.push(() => broker.close());
+    const identity = await identityOptions(config);
+    gateway = new Gateway<unknown>({
+      ...config.gateway,
+      ...identity,
+      identity: { ...config.gateway.identity, ...identity.identity },
+      logger,
+      broker,
+      tls: config.tls && readTls(config.tls),
+      httpHandler: config.static && staticFilesHandler(config.static.dir),
+    } as GatewayOptions<unknown>);
+    for (const [pattern, topic] of Object.entries(config.topics)) {
+      gateway.topic(pattern, {
+        ...(topic.history && { history: topic.history }),
+        ...(topic.slowConsumer && { slowConsumer: topic.slowConsumer }),
+        ...(topic.highWaterMark !== undefined && { highWaterMark: topic.highWaterMark }),
+      });
+    }
+    const { host, port, tcpPort } = config.listen;
+    const address = await gateway.listen(port, host);
+    const tcpAddress = tcpPort === undefined ? undefined : await gateway.listenTcp(tcpPort, host);
+    const scheme = config.tls ? 'wss' : 'ws';
+    const url = `${scheme}://${hostForUrl(address)}:${address.port}${gateway.config.http.path}`;
+    logger.info({ url, tcp: tcpAddress && `${tcpAddress.address}:${tcpAddress.port}` }, 'serving');
+    const running = gateway;
+    let closed: Promise<void> | undefined;
+    const close = async (): Promise<void> => {
+      try {
+        await running.drain({ deadlineMs: config.shutdown.drainDeadlineMs });
+      } finally {
+        await closeOthers();
+      }
+    };
+    return { gateway, url, address, tcpAddress, close: () => (closed ??= close()) };
+  } catch (err) {
+    await gateway?.close().catch(() => undefined);
+    await closeOthers();
+    throw err;
+  }
+}
+
+/** The broker of `broker:`, built by brokerFromEnv (undefined for memory: the gateway's own). */
+function openBroker(config: BrokerConfig, logger: Logger): Promise<Broker | undefined> {
+  if (config.kind === 'memory') return Promise.resolve(undefined);
+  const urlKey = config.kind === 'redis' ? 'REDIS_URL' : 'NATS_URL';
+  return brokerFromEnv(
+    { BROKER: config.kind, [urlKey]: config.url, BROKER_PREFIX: config.prefix },
+    logger,
+  );
+}
+
+/** The identity hooks of `jwt` (jose is loaded only then). */
+async function identityOptions(
+  config: StandaloneConfig,
+): Promise<Partial<GatewayOptions<unknown>>> {
+  if (!config.jwt) return {};
+  const { jwtAuth } = await import('../jwt.js');
+  return jwtAuth(config.jwt) as unknown as Partial<GatewayOptions<unknown>>;
+}
+
+function readTls(files: TlsFilesConfig): TlsOptions {
+  const read = (key: keyof TlsFilesConfig, file: string): string => {
+    try {
+      return readFileSync(file, 'utf8');
+    } catch (err) {
+      throw new Error(`tls.${key}: cannot read ${file}: ${(err as Error).message}`, { cause: err });
+    }
+  };
+  return {
+    cert: read('certFile', files.certFile),
+    key: read('keyFile', files.keyFile),
+    ...(files.caFile !== undefined && { ca: read('caFile', files.caFile) }),
+    ...(files.passphrase !== undefined && { passphrase: files.passphrase }),
+  };
+}
+
+function hostForUrl(address: AddressInfo): string {
+  return address.family === 'IPv6' ? `[${address.address}]` : address.address;
+}

@@ -1,0 +1,42 @@
+// A process's stop on SIGTERM and SIGINT: the first signal runs the shutdown (a gateway's drain,
+// then whatever else the process holds) and exits 0, or 1 if it failed; a second signal exits 1
+// at once. Shared by the standalone server (wsrpc-gateway serve) and the demo.
+import type { Logger } from '../peer/logger.js';
+
+export interface ShutdownOnSignals {
+  /** Run the shutdown now, as a signal would (e.g. when stdin ends); a second call exits 1. */
+  stop(reason: string): Promise<void>;
+}
+
+/**
+ * Install handlers for `signals` that call `shutdown` once, then exit the process. The logger
+ * is flushed before exiting when it can be (pino's `flush`).
+ */
+export function shutdownOnSignals(
+  logger: Logger,
+  shutdown: (reason: string) => Promise<void>,
+  signals: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM'],
+): ShutdownOnSignals {
+  let stopping = false;
+  const exit = (code: number): never => {
+    (logger as { flush?: () => void }).flush?.();
+    process.exit(code);
+  };
+  const stop = async (reason: string): Promise<void> => {
+    if (stopping) {
+      logger.warn({ signal: reason }, 'second signal: exiting now');
+      exit(1);
+    }
+    stopping = true;
+    logger.info({ signal: reason }, 'shutting down');
+    try {
+      await shutdown(reason);
+    } catch (err) {
+      logger.error({ err }, 'shutdown failed');
+      exit(1);
+    }
+    exit(0);
+  };
+  for (const signal of signals) process.on(signal, (name) => void stop(name));
+  return { stop };
+}
