@@ -11,10 +11,16 @@ export class AnsweringPeer<S = unknown> extends Peer<S> {
   /**
    * Answer one frame: resolves with the reply text, or undefined when none is due (a
    * notification, a batch of notifications only). `afterReply` hooks run once the reply is known.
+   * `traceparent` (the HTTP request's header) goes to each request that carries none of its own.
    */
-  async answer(text: string): Promise<string | undefined> {
+  async answer(text: string, traceparent?: string): Promise<string | undefined> {
     if (this.closeInfo) return undefined;
     const frame = parseFrame(text, this.config.parse);
+    if (traceparent !== undefined) {
+      for (const message of frame.messages) {
+        if (message.kind === 'request') message.traceparent ??= traceparent;
+      }
+    }
     const replies = await Promise.all(frame.messages.map((m) => Promise.resolve(this.handle(m))));
     const parts: string[] = [];
     const hooks: (() => void)[] = [];

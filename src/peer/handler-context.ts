@@ -21,6 +21,11 @@ export interface HandlerContext<S> {
   /** The request id; undefined for a notification. */
   readonly id: RequestId | undefined;
   readonly method: string;
+  /**
+   * The W3C trace context the caller sent with the request (its `traceparent` member, or the
+   * `traceparent` header of an HTTP POST); undefined when none, or not a valid one.
+   */
+  readonly traceparent: string | undefined;
   /** Set by middleware for this call (see Middleware); an empty object otherwise. */
   readonly state: CallState;
   /**
@@ -47,6 +52,7 @@ export class RunningCall<S> implements HandlerContext<S> {
     readonly logger: Logger,
     readonly id: RequestId | undefined,
     readonly method: string,
+    readonly traceparent: string | undefined = undefined,
   ) {}
 
   get signal(): AbortSignal {

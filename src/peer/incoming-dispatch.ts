@@ -63,6 +63,7 @@ export class IncomingDispatch<S> {
     method: string,
     params: Params | undefined,
     version: ProtocolVersion,
+    traceparent?: string,
   ): Reply | Promise<Reply> {
     // A liveness probe is answered even while draining (the session is there until it closes),
     // but takes a rate token like any request: a flood of them is a flood.
@@ -85,7 +86,9 @@ export class IncomingDispatch<S> {
     if (isReservedMethod(method)) {
       const internal = this.config.reservedMethods?.get(method);
       // The gateway's own methods are not the application's calls: no middleware around them.
-      if (internal) return this.runHandler(internal, id, method, params, version, undefined);
+      if (internal) {
+        return this.runHandler(internal, id, method, params, version, undefined, traceparent);
+      }
       return failure(id, ErrorCode.MethodNotFound, version);
     }
     const handler = this.config.registry.get(method);
@@ -98,11 +101,13 @@ export class IncomingDispatch<S> {
       return failure(id, ErrorCode.ServerBusy, version, { maxInFlight: this.config.maxInFlight });
     }
     const chain = this.config.middleware;
-    if (!this.config.authorize) return this.runHandler(handler, id, method, params, version, chain);
+    if (!this.config.authorize) {
+      return this.runHandler(handler, id, method, params, version, chain, traceparent);
+    }
     const verdict = this.askAuthorize(method, params);
     if (!isPromiseLike(verdict)) {
       return verdict
-        ? this.runHandler(handler, id, method, params, version, chain)
+        ? this.runHandler(handler, id, method, params, version, chain, traceparent)
         : this.unauthorized(id, method, version);
     }
     this.authorizing++;
@@ -110,7 +115,7 @@ export class IncomingDispatch<S> {
       (allowed) => {
         this.authorizing--;
         return allowed
-          ? this.runHandler(handler, id, method, params, version, chain)
+          ? this.runHandler(handler, id, method, params, version, chain, traceparent)
           : this.unauthorized(id, method, version);
       },
       (err: unknown) => {
@@ -186,11 +191,12 @@ export class IncomingDispatch<S> {
     params: Params | undefined,
     version: ProtocolVersion,
     chain: MiddlewareChain<S> | undefined,
+    traceparent: string | undefined,
   ): Reply | Promise<Reply> {
     const started = this.config.onCallSettled ? performance.now() : 0;
     const settled = (outcome: CallOutcome): void =>
       this.config.onCallSettled?.(method, outcome, performance.now() - started);
-    const call = new RunningCall(this.session, this.logger, id, method);
+    const call = new RunningCall(this.session, this.logger, id, method, traceparent);
     let result: unknown;
     try {
       result = chain ? chain(call, false, params, handler) : handler(params, call);

@@ -135,6 +135,9 @@ class ChainContext<S> implements MiddlewareContext<S> {
   get method(): string {
     return this.call.method;
   }
+  get traceparent(): string | undefined {
+    return this.call.traceparent;
+  }
   get state(): HandlerContext<S>['state'] {
     return this.call.state;
   }

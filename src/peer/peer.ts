@@ -320,6 +320,7 @@ export class Peer<S = unknown> implements TransportListener {
           message.method,
           message.params,
           message.version,
+          message.traceparent,
         );
         // A numeric id the number would not write back as sent (rare): echo its text.
         return message.idText === undefined ? reply : echoIdText(reply, message.id, message.idText);

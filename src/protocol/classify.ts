@@ -2,6 +2,7 @@ import { ErrorCode, defaultErrorMessage } from './error-codes.js';
 import { isErrorObject } from './errors.js';
 import { idTextsOf } from './id-text.js';
 import { safeJsonParse } from './safe-json.js';
+import { isTraceparent } from './traceparent.js';
 import type { ErrorObject, Params, ProtocolVersion, RequestId } from './types.js';
 
 /** One incoming message, classified in a single pass. */
@@ -17,6 +18,8 @@ export type Incoming =
       idText?: string;
       method: string;
       params: Params | undefined;
+      /** A valid W3C `traceparent` member of the request (see traceparent.ts); else absent. */
+      traceparent?: string;
     }
   | { kind: 'notification'; version: ProtocolVersion; method: string; params: Params | undefined }
   | { kind: 'success'; version: ProtocolVersion; id: RequestId; result: unknown }
@@ -202,8 +205,14 @@ function classifyCall(
   const isNotification = version === '2.0' ? !hasId : msg['id'] === null || !hasId;
   if (isNotification) return { kind: 'notification', version, method, params: checkedParams };
   const id = msg['id'] as RequestId;
-  if (idText === undefined) return { kind: 'request', version, id, method, params: checkedParams };
-  return { kind: 'request', version, id, idText, method, params: checkedParams };
+  const request: Incoming & { kind: 'request' } =
+    idText === undefined
+      ? { kind: 'request', version, id, method, params: checkedParams }
+      : { kind: 'request', version, id, idText, method, params: checkedParams };
+  // One property read; the member is added only when a client sent a valid one.
+  const traceparent = msg['traceparent'];
+  if (traceparent !== undefined && isTraceparent(traceparent)) request.traceparent = traceparent;
+  return request;
 }
 
 function classifyResponse(

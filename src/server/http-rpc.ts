@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AnsweringPeer } from '../peer/answering-peer.js';
 import type { Logger } from '../peer/logger.js';
+import { isTraceparent } from '../protocol/traceparent.js';
 import { CloseCode } from '../transport/transport.js';
 import type { ServerTransport, TransportListener } from '../transport/transport.js';
 import type { Admission } from './admission.js';
@@ -172,7 +173,11 @@ export class HttpRpc<C> {
     res.once('close', abandon);
     try {
       // newSession makes an AnsweringPeer for a transport that cannot push.
-      const reply = await (session.peer as AnsweringPeer<Session<C>>).answer(body);
+      const traceparent = req.headers.traceparent;
+      const reply = await (session.peer as AnsweringPeer<Session<C>>).answer(
+        body,
+        isTraceparent(traceparent) ? traceparent : undefined,
+      );
       if (reply === undefined) send(res, 204);
       else send(res, 200, reply, {}, 'application/json; charset=utf-8');
       await untilIdle(session);
