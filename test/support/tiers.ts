@@ -46,6 +46,8 @@ export const tierRules: readonly (readonly [Tier, readonly string[]])[] = [
       'test/jwt/recipe-jwt.test.ts',
       'test/pubsub/{broker-link-gap,deny-list,notify-broker-down,redis-gateway,replay-bounds,topic-limits}.test.ts',
       'test/transports/{eof-flush,same-answers,stdio,tls}.test.ts',
+      // Gateway mode's upstreams: the Python upstream (a child process), NATS.
+      'test/upstream/{routing,faults,nats-upstream,properties}.test.ts',
     ],
   ],
   ['browser', ['test/e2e/**']],
@@ -61,6 +63,7 @@ export const tierRules: readonly (readonly [Tier, readonly string[]])[] = [
       'test/deploy/deploy-files.test.ts',
       'test/hardening/address-group.test.ts',
       'test/pubsub/{delivery,delivery-continuity,history-reads,memory-broker,session-router,topic-registry,user-inbox-router}.test.ts',
+      'test/upstream/config.test.ts',
     ],
   ],
 ];
