@@ -1,6 +1,7 @@
 import { DEFAULT_SUBSCRIPTION_METHODS } from '../protocol/subscription-frames.js';
 import { DEFAULT_TIMEOUT_MS, usageLine } from './args.js';
 import type { CommandName } from './args.js';
+import { gatewayCommandsHelp } from './gateway-commands.js';
 import { METHODS_EXAMPLE } from './subscribe.js';
 
 const { subscribe, notification, unsubscribe } = DEFAULT_SUBSCRIPTION_METHODS;
@@ -105,6 +106,9 @@ Usage:
                                       until Ctrl+C or the server ends it (not over HTTP)
   wsrpc discover URL                  Print the server's OpenRPC document (rpc.discover)
   wsrpc COMMAND --help                Help on one command
+
+The gateway from a configuration file (the same program, also installed as wsrpc-gateway):
+${gatewayCommandsHelp.replace('Usage:\n', '')}
 
 ${urlAndParams}
 

@@ -6,6 +6,7 @@ import type { ConnectOptions, RpcConnection } from './connection.js';
 import { Deadline } from './deadline.js';
 import type { Endpoint } from './endpoint.js';
 import { ExitCode, reportFailure } from './errors.js';
+import { isGatewayCommand, runGatewayCommand } from './gateway-commands.js';
 import { commandUsage, generalHelp } from './help.js';
 import { HttpConnection } from './http-connection.js';
 import type { PeerConnection } from './peer-connection.js';
@@ -80,6 +81,14 @@ export async function main(argv: readonly string[]): Promise<number> {
       process.stderr.write(`wsrpc: cannot write to stdout: ${err.message}\n`);
   });
   try {
+    // serve and check-config run the gateway itself (wsrpc-gateway, the same program).
+    if (isGatewayCommand(argv[0])) {
+      return await runGatewayCommand(argv, {
+        stdout: process.stdout,
+        stderr: process.stderr,
+        env: process.env,
+      });
+    }
     const invocation = parseCommandLine(argv);
     if (invocation.kind === 'help') {
       process.stdout.write(invocation.command ? commandUsage(invocation.command) : generalHelp());

@@ -4,6 +4,7 @@
 import { readFile } from 'node:fs/promises';
 import { extname } from 'node:path';
 import { isMap, isScalar, isSeq, parse as parseYaml, parseDocument } from 'yaml';
+import { jsonErrorOffset } from './json-error-offset.js';
 import { describeSubstitutionProblems, substitute } from './env-substitution.js';
 import type { SubstitutionProblems } from './env-substitution.js';
 
@@ -124,12 +125,9 @@ function parseJson(
   try {
     value = JSON.parse(text);
   } catch (err) {
-    const message = (err as Error).message;
-    const offset = /position (\d+)/.exec(message)?.[1];
-    throw new ConfigFileError(
-      `${path}${offset ? lineColumn(text, Number(offset)) : ''}: ${message}`,
-      'parse',
-    );
+    const offset = jsonErrorOffset(text);
+    const where = offset === undefined ? '' : lineColumn(text, offset);
+    throw new ConfigFileError(`${path}${where}: ${(err as Error).message}`, 'parse');
   }
   return substituteValue(value, '', env, problems);
 }

@@ -1,12 +1,18 @@
 // The sections of a configuration file that other modules own (upstreams and methods, hooks, the
 // server API, tracing): each resolved by its owner's resolver, so the rules live in one place.
+import { resolveTracingConfig } from '../tracing/tracing-config.js';
+import type { TracingConfig } from '../tracing/tracing-config.js';
+import { resolveUpstreamsConfig } from '../upstream/upstreams-config.js';
+import type { UpstreamsConfig } from '../upstream/upstreams-config.js';
 
 /** What those sections resolve to (undefined when the file does not have them). */
 export interface OwnerSections {
-  readonly upstreams: unknown;
+  /** Upstream services and the methods routed to them; undefined when the file has neither. */
+  readonly upstreams: UpstreamsConfig | undefined;
   readonly hooks: unknown;
   readonly serverApi: unknown;
-  readonly tracing: unknown;
+  /** Off (tracingDefaults) when the file has no `tracing`. */
+  readonly tracing: TracingConfig;
 }
 
 export const ownerSections = {
@@ -19,10 +25,14 @@ export const ownerSections = {
     attempt: <T>(run: () => T) => T | undefined,
   ): OwnerSections {
     return {
-      upstreams: attempt(() => file['upstreams']),
+      upstreams: attempt(() =>
+        file['upstreams'] === undefined && file['methods'] === undefined
+          ? undefined
+          : resolveUpstreamsConfig(file),
+      ),
       hooks: attempt(() => file['hooks']),
       serverApi: attempt(() => file['serverApi']),
-      tracing: attempt(() => file['tracing']),
+      tracing: attempt(() => resolveTracingConfig(file['tracing'])) as TracingConfig,
     };
   },
 

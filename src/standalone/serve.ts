@@ -8,6 +8,8 @@ import type { Broker } from '../pubsub/broker.js';
 import { brokerFromEnv } from '../server/broker-from-env.js';
 import { Gateway } from '../server/gateway.js';
 import { createLogger } from '../server/logger.js';
+import { loadTracing } from '../tracing/load-tracing.js';
+import { installUpstreamRoutes } from '../upstream/install-routes.js';
 import type { GatewayOptions, TlsOptions } from '../server/options.js';
 import type { BrokerConfig, TlsFilesConfig } from './sections.js';
 import type { StandaloneConfig } from './standalone-config.js';
@@ -52,6 +54,7 @@ export async function serve(
   };
   let gateway: Gateway<unknown> | undefined;
   try {
+    const tracing = await loadTracing(config.tracing);
     const broker = await openBroker(config.broker, logger);
     if (broker) closers.push(() => broker.close());
     const identity = await identityOptions(config);
@@ -70,6 +73,11 @@ export async function serve(
         ...(topic.slowConsumer && { slowConsumer: topic.slowConsumer }),
         ...(topic.highWaterMark !== undefined && { highWaterMark: topic.highWaterMark }),
       });
+    }
+    if (config.upstreams) {
+      const routes = installUpstreamRoutes(gateway, config.upstreams, { logger, tracing });
+      closers.push(() => routes.close());
+      await routes.ready;
     }
     const { host, port, tcpPort } = config.listen;
     const address = await gateway.listen(port, host);

@@ -64,6 +64,7 @@ export const tierRules: readonly (readonly [Tier, readonly string[]])[] = [
       'test/hardening/address-group.test.ts',
       'test/pubsub/{delivery,delivery-continuity,history-reads,memory-broker,session-router,topic-registry,user-inbox-router}.test.ts',
       'test/upstream/config.test.ts',
+      'test/standalone/config-file.test.ts',
     ],
   ],
 ];
