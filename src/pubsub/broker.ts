@@ -53,6 +53,17 @@ export function pageLimit(limit: number | undefined): number | undefined {
     : undefined;
 }
 
+/** What an idempotent publish (Broker.publishOnce) did. */
+export interface OnceResult {
+  /** The message's seq: the first publish's when this one was a duplicate. */
+  seq: number;
+  /** The key was seen within its window: nothing was published this time. */
+  duplicate: boolean;
+}
+
+/** The longest window an idempotency key is remembered for (one day). */
+export const MAX_IDEMPOTENCY_WINDOW_MS = 86_400_000;
+
 /** What history still holds after a sequence number. */
 export interface History {
   /** Messages with seq greater than the one asked for, oldest first, all still retained. */
@@ -96,6 +107,20 @@ export interface Broker {
    * one). Reading never creates anything on the broker for a topic it does not have.
    */
   history(topic: string, afterSeq: number, limit?: number): Promise<History>;
+  /**
+   * Publish like `publish`, once per `key` and topic within `windowMs` (at most
+   * MAX_IDEMPOTENCY_WINDOW_MS): a publish retried with the same key within the window stores
+   * nothing and resolves with the first one's seq and `duplicate: true`. Each broker bounds the
+   * keys it remembers (see docs/security-and-limits.md). Optional: a broker without it cannot
+   * take idempotency keys.
+   */
+  publishOnce?(
+    topic: string,
+    payload: string,
+    key: string,
+    windowMs: number,
+    retention?: Retention,
+  ): Promise<OnceResult>;
   /** True while the broker can take publishes (readiness follows it). */
   readonly ready: boolean;
   close(): Promise<void>;

@@ -1,8 +1,9 @@
 import { nanoid } from 'nanoid';
 import { defaultRetention, pageLimit } from './broker.js';
-import type { Broker, BrokerMessage, History, Retention } from './broker.js';
+import type { Broker, BrokerMessage, History, OnceResult, Retention } from './broker.js';
 import { MemoryDenyList } from './deny-list.js';
 import type { Denial } from './deny-list.js';
+import { OnceKeys } from './once-keys.js';
 
 /** Options of {@link MemoryBroker}. */
 export interface MemoryBrokerOptions {
@@ -20,6 +21,11 @@ export interface MemoryBrokerOptions {
    * is refused. Default 100 000.
    */
   maxDeniedUsers?: number;
+  /**
+   * Idempotency keys (publishOnce) remembered at most; beyond it the oldest is forgotten first.
+   * Default 100 000.
+   */
+  maxIdempotencyKeys?: number;
 }
 
 interface TopicLog {
@@ -56,6 +62,8 @@ export class MemoryBroker implements Broker {
   private readonly epochPrefix = nanoid(10);
   /** Revoked users (gateway.revokeUser). */
   private readonly denyList: MemoryDenyList;
+  /** Idempotency keys of publishOnce, with the seq of their first publish. */
+  private readonly onceKeys: OnceKeys;
   private logsMade = 0;
   private nextSweepAt: number;
   private closed = false;
@@ -67,6 +75,7 @@ export class MemoryBroker implements Broker {
     this.sweepIntervalMs = settings.sweepIntervalMs ?? 60_000;
     this.nextSweepAt = this.now() + this.sweepIntervalMs;
     this.denyList = new MemoryDenyList(this.now, settings.maxDeniedUsers);
+    this.onceKeys = new OnceKeys(this.now, Math.max(1, settings.maxIdempotencyKeys ?? 100_000));
   }
 
   get ready(): boolean {
@@ -84,11 +93,35 @@ export class MemoryBroker implements Broker {
     retention: Retention = defaultRetention,
   ): Promise<number> {
     if (this.closed) return Promise.reject(new Error('Broker closed'));
+    return Promise.resolve(this.store(topic, payload, retention));
+  }
+
+  publishOnce(
+    topic: string,
+    payload: string,
+    key: string,
+    windowMs: number,
+    retention: Retention = defaultRetention,
+  ): Promise<OnceResult> {
+    if (this.closed) return Promise.reject(new Error('Broker closed'));
+    if (topic.startsWith('$')) {
+      return Promise.reject(new TypeError('publishOnce takes no $-topic: they keep nothing'));
+    }
+    const seen = this.onceKeys.seen(topic, key);
+    if (seen !== undefined) return Promise.resolve({ seq: seen, duplicate: true });
+    // From the check to here in one turn: no other publish with the key comes between.
+    const seq = this.store(topic, payload, retention);
+    this.onceKeys.remember(topic, key, seq, windowMs);
+    return Promise.resolve({ seq, duplicate: false });
+  }
+
+  /** Publish now: the message's seq (0 for a `$`-topic). */
+  private store(topic: string, payload: string, retention: Retention): number {
     if (topic.startsWith('$')) {
       // Addressed to a node or user (SessionRouter): delivered now or never, so no log is kept
       // (one per user name ever notified would grow without bound).
       this.listeners.get(topic)?.({ topic, seq: 0, payload });
-      return Promise.resolve(0);
+      return 0;
     }
     const now = this.now();
     const log = this.logs.get(topic) ?? this.newLog(topic, retention, now);
@@ -99,7 +132,7 @@ export class MemoryBroker implements Broker {
     this.trim(log, retention, now);
     this.listeners.get(topic)?.(message);
     this.maybeSweep(now);
-    return Promise.resolve(message.seq);
+    return message.seq;
   }
 
   subscribe(topic: string, deliver: (message: BrokerMessage) => void): Promise<void> {
@@ -129,6 +162,7 @@ export class MemoryBroker implements Broker {
     this.listeners.clear();
     this.logs.clear();
     this.denyList.clear();
+    this.onceKeys.clear();
     return Promise.resolve();
   }
 

@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import type { RedisOptions } from 'ioredis';
 import { TopicCreationLimitError, defaultRetention, pageLimit } from './broker.js';
-import type { Broker, BrokerMessage, History, Retention } from './broker.js';
+import type { Broker, BrokerMessage, History, OnceResult, Retention } from './broker.js';
 import { CreationBudget } from './creation-budget.js';
 import type { TopicCreationBudget } from './creation-budget.js';
 import type { Denial } from './deny-list.js';
@@ -9,7 +9,7 @@ import { RedisDenyList } from './deny-list-redis.js';
 import { HealthCheck } from './health-check.js';
 import { RedisDirectChannels } from './redis-direct.js';
 import { describeTarget, toError, unavailableError } from './redis-errors.js';
-import { isDirect, redisTopicKeys } from './redis-keys.js';
+import { isDirect, redisOnceKey, redisTopicKeys } from './redis-keys.js';
 import { RedisScriptRunner } from './redis-script-runner.js';
 import { publishToTopic, readTopic } from './redis-scripts.js';
 import { RedisTopicSubscriptions } from './redis-topic-subscriptions.js';
@@ -239,6 +239,35 @@ export class RedisBroker implements Broker {
     if (!published) throw new TopicCreationLimitError(topic, this.creation.perSecond);
     if (published.created) this.creation.spend();
     return published.seq;
+  }
+
+  /**
+   * Idempotent publish: the key is `<prefix>{<topic>}:once:<key>`, set by the publish script
+   * itself (SET PX `windowMs`, holding the seq), so a retry racing the first cannot publish too.
+   * No count bound: each key expires with its window.
+   */
+  async publishOnce(
+    topic: string,
+    payload: string,
+    key: string,
+    windowMs: number,
+    retention: Retention = defaultRetention,
+  ): Promise<OnceResult> {
+    this.assertUsable();
+    if (isDirect(topic)) throw new TypeError('publishOnce takes no $-topic: they keep nothing');
+    const keys = redisTopicKeys(this.prefix, topic);
+    const once = { key: redisOnceKey(this.prefix, topic, key), windowMs };
+    const published = await publishToTopic(
+      this.runner,
+      keys,
+      payload,
+      retention,
+      this.creation.available(),
+      once,
+    );
+    if (!published) throw new TopicCreationLimitError(topic, this.creation.perSecond);
+    if (published.created) this.creation.spend();
+    return { seq: published.seq, duplicate: published.duplicate };
   }
 
   async subscribe(topic: string, deliver: (message: BrokerMessage) => void): Promise<void> {

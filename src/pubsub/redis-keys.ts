@@ -25,6 +25,14 @@ export function redisTopicKeys(prefix: string, topic: string): RedisTopicKeys {
   return { meta: `${base}:meta`, log: `${base}:log`, channel: `${base}:live` };
 }
 
+/**
+ * Where an idempotency key of a topic's publishes (Broker.publishOnce) is held: a string key
+ * in the topic's cluster slot, holding the first publish's seq, expiring with its window.
+ */
+export function redisOnceKey(prefix: string, topic: string, key: string): string {
+  return `${prefix}{${topic}}:once:${key}`;
+}
+
 /** Topics starting with `$` carry messages addressed to a node or a user (see SessionRouter). */
 export function isDirect(topic: string): boolean {
   return topic.startsWith('$');

@@ -105,7 +105,20 @@ end
 return {tonumber(state[1]), state[2], entries}
 `;
 
+// The publish above, once per idempotency key: KEYS meta, log, the key's own (in the topic's
+// slot), ARGV as above plus the window in ms. A key still held answers its first seq and writes
+// nothing ({ seq, 0, 1 }); else the publish runs and the key holds its seq for the window
+// ({ seq, created, 0 }). One script, so two retries racing cannot both publish.
+const PUBLISH_ONCE_LUA = `
+local seen = redis.call('GET', KEYS[3])
+if seen then return {tonumber(seen), 0, 1} end
+${PUBLISH_LUA.replace(
+  'return {seq, created}',
+  "redis.call('SET', KEYS[3], seq, 'PX', ARGV[7])\nreturn {seq, created, 0}",
+)}`;
+
 const publishScript = script(PUBLISH_LUA);
+const publishOnceScript = script(PUBLISH_ONCE_LUA);
 const historyScript = script(HISTORY_LUA);
 
 /** One read of a topic: its epoch ('' when it does not exist), latest seq and entries. */
@@ -120,11 +133,20 @@ export interface Published {
   seq: number;
   /** The topic did not exist: this publish made its keys. */
   created: boolean;
+  /** With an idempotency key: the key was held, nothing was written (`seq` is the first's). */
+  duplicate: boolean;
+}
+
+/** An idempotency key for publishToTopic: its Redis key and how long it is held. */
+export interface OnceKey {
+  key: string;
+  windowMs: number;
 }
 
 /**
  * Store and PUBLISH one message on a topic, trimming it to `retention`. When the topic does
- * not exist yet and `mayCreate` is false, nothing is written and the result is undefined.
+ * not exist yet and `mayCreate` is false, nothing is written and the result is undefined. With
+ * `once`, only when its key is not held (see PUBLISH_ONCE_LUA).
  */
 export async function publishToTopic(
   runner: RedisScriptRunner,
@@ -132,6 +154,7 @@ export async function publishToTopic(
   payload: string,
   retention: Retention,
   mayCreate = true,
+  once?: OnceKey,
 ): Promise<Published | undefined> {
   const maxLength = Number.isFinite(retention.maxLength)
     ? Math.max(0, Math.floor(retention.maxLength))
@@ -139,23 +162,26 @@ export async function publishToTopic(
   const maxAgeMs = Number.isFinite(retention.maxAgeMs)
     ? Math.max(0, Math.floor(retention.maxAgeMs))
     : -1;
-  const reply = await runner.run(
-    publishScript,
-    [keys.meta, keys.log],
-    [
-      keys.channel,
-      payload,
-      String(maxLength),
-      String(maxAgeMs),
-      randomBytes(8).toString('hex'),
-      mayCreate ? '1' : '0',
-    ],
-  );
+  const args = [
+    keys.channel,
+    payload,
+    String(maxLength),
+    String(maxAgeMs),
+    randomBytes(8).toString('hex'),
+    mayCreate ? '1' : '0',
+  ];
+  const reply = once
+    ? await runner.run(
+        publishOnceScript,
+        [keys.meta, keys.log, once.key],
+        [...args, String(Math.max(1, Math.floor(once.windowMs)))],
+      )
+    : await runner.run(publishScript, [keys.meta, keys.log], args);
   if (!Array.isArray(reply) || typeof reply[0] !== 'number') {
     throw new Error(`Redis broker: unexpected publish reply`);
   }
-  const [seq, created] = reply as [number, unknown];
-  return seq < 0 ? undefined : { seq, created: created === 1 };
+  const [seq, created, duplicate] = reply as [number, unknown, unknown];
+  return seq < 0 ? undefined : { seq, created: created === 1, duplicate: duplicate === 1 };
 }
 
 /** Messages after `afterSeq` up to `toId`, with the topic's epoch and latest seq, atomically. */

@@ -46,6 +46,7 @@ import { PubSubService } from './pubsub-service.js';
 import type { StreamHandler, TopicOptions } from './pubsub-service.js';
 import type { Session } from './session.js';
 import { SessionRouter, namesInbox, subscribeTopicOf } from './session-router.js';
+import type { NodeChannel } from './session-router.js';
 import { SessionTable } from './session-table.js';
 import { drainSessions, shutdown } from './shutdown.js';
 import { RefusalLog } from './upgrade-rejection.js';
@@ -515,6 +516,15 @@ export class Gateway<C = unknown> {
    */
   revokeSession(sessionId: string, options?: RevokeSessionOptions): Promise<boolean> {
     return this.revocations.revokeSession(sessionId, options);
+  }
+
+  /**
+   * Messages between the gateways sharing the broker, for a layer built on them (the server
+   * API's calls to clients on other nodes, its subscriber counts): one channel per gateway.
+   * @internal
+   */
+  openNodeChannel(receive: (body: unknown) => void): Promise<NodeChannel> {
+    return this.router.openChannel(receive);
   }
 
   /** Open sessions by id. */

@@ -212,6 +212,52 @@ export class PubSubService<C> {
     });
   }
 
+  /**
+   * Publish once per idempotency `key` within `windowMs` (Broker.publishOnce): a retry with the
+   * key resolves with the first publish's seq and `duplicate: true`, publishing nothing. Rejects
+   * like `publish`, and with -32602 when the broker takes no idempotency keys.
+   */
+  publishOnce(
+    topic: string,
+    data: unknown,
+    key: string,
+    windowMs: number,
+  ): Promise<{ seq: number; duplicate: boolean }> {
+    const broker = this.broker;
+    if (!broker.publishOnce) {
+      return Promise.reject(
+        new ServerError(ErrorCode.InvalidParams, 'This broker takes no idempotency keys', {
+          field: 'idempotencyKey',
+          topic,
+        }),
+      );
+    }
+    let payload: string;
+    try {
+      if (!wellFormed(topic))
+        throw new TypeError('Topic name is not well-formed Unicode (a lone surrogate)');
+      payload = JSON.stringify(data === undefined ? null : data);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+    const retention = this.resolveTopic(topic)?.retention ?? defaultRetention;
+    return Promise.resolve()
+      .then(() => broker.publishOnce!(topic, payload, key, windowMs, retention))
+      .catch((err: unknown) => {
+        if (err instanceof TopicCreationLimitError) {
+          throw new ServerError(
+            ErrorCode.RateLimited,
+            'Too many new topics: the message was not published',
+            {
+              topic,
+              newTopicsPerSecond: err.perSecond,
+            },
+          );
+        }
+        throw this.brokerUnavailable(err, topic, 'the message was not published');
+      });
+  }
+
   /** Publish every value of `source` to `topic`; unsubscribe the result to stop. */
   publishFrom(topic: string, source: Observable<unknown>): Subscription {
     return source.subscribe({

@@ -71,6 +71,31 @@ interface Directed {
   params?: Params;
   /** A revocation (gateway.revokeUser, revokeSession) instead of a notification. */
   revoke?: Revocation;
+  /** A message of the node channel (openChannel) instead of a notification. */
+  channel?: unknown;
+}
+
+/**
+ * Every node with an open node channel listens on this topic: what a node sends to all the
+ * others (the server API's subscriber counts and calls to a user's sessions).
+ */
+export const NODES_TOPIC = '$nodes';
+
+/**
+ * Messages between the gateways sharing a broker, for a layer above (the server API's
+ * request/reply): to one node through its own topic (`$node.<id>`), or to every node.
+ * Delivered at most once, to the nodes connected now; nothing is kept.
+ */
+export interface NodeChannel {
+  /** This node's id: the other nodes reply to it with `send(nodeId, ...)`. */
+  readonly nodeId: string;
+  /**
+   * Send `body` (JSON-serializable) to one node, or to every node, this one included, when
+   * `node` is undefined. Rejects with -32009 when the broker did not take it.
+   */
+  send(node: string | undefined, body: unknown): Promise<void>;
+  /** Stop receiving (and listening on NODES_TOPIC). */
+  close(): Promise<void>;
 }
 
 /**
@@ -177,6 +202,8 @@ export class SessionRouter {
   private started = false;
   /** After stop(): no retry is scheduled any more. */
   private stopped = false;
+  /** Receives the node channel's messages while one is open (openChannel). */
+  private channel: ((body: unknown) => void) | undefined;
 
   constructor(
     private readonly broker: Broker,
@@ -271,6 +298,38 @@ export class SessionRouter {
     const payload = JSON.stringify({ user, method, params });
     await this.publish(`$user.${user}`, payload, DIRECT, { user });
     return undefined;
+  }
+
+  /**
+   * Open the node channel (one per router): `receive` gets every message sent to this node or
+   * to all nodes. Resolves once this node listens on NODES_TOPIC; messages to its own topic
+   * arrive once the router has started.
+   */
+  async openChannel(receive: (body: unknown) => void): Promise<NodeChannel> {
+    if (this.channel) throw new Error('the node channel is open already');
+    this.channel = receive;
+    const listen = (message: BrokerMessage): void => this.receive(message.payload);
+    try {
+      await this.broker.subscribe(NODES_TOPIC, listen);
+    } catch (err) {
+      this.channel = undefined;
+      throw err;
+    }
+    let open = true;
+    return {
+      nodeId: this.nodeId,
+      send: async (node, body) => {
+        const topic = node === undefined ? NODES_TOPIC : `$node.${node}`;
+        const payload = JSON.stringify({ method: '', channel: body });
+        await this.publish(topic, payload, DIRECT, { node: node ?? 'all' });
+      },
+      close: async () => {
+        if (!open) return;
+        open = false;
+        if (this.channel === receive) this.channel = undefined;
+        await this.broker.unsubscribe(NODES_TOPIC).catch(() => undefined);
+      },
+    };
   }
 
   /** A message of a user's inbox, from this node's broker subscription (see RouterInbox). */
@@ -399,6 +458,10 @@ export class SessionRouter {
     try {
       message = JSON.parse(payload) as Directed;
     } catch {
+      return;
+    }
+    if (message.channel !== undefined) {
+      this.channel?.(message.channel);
       return;
     }
     if (typeof message.revoke === 'object' && message.revoke !== null) {

@@ -1,0 +1,222 @@
+// The `serverApi` section of a configuration file (or the object given to startServerApi), checked
+// and resolved once: every default stated here, every refusal naming the option's full path.
+import { checkOptions, isRecord, numberIn, ofType, refuse } from '../peer/option-rules.js';
+import type { Rule } from '../peer/option-rules.js';
+import { MAX_IDEMPOTENCY_WINDOW_MS } from '../pubsub/broker.js';
+import { resolvePath } from '../server/options.js';
+
+/** The longest delay a Node timer takes (2^31 - 1 ms, about 24.8 days). */
+const MAX_DELAY_MS = 2 ** 31 - 1;
+/** API keys shorter than this are refused: a key is a secret, not a password. */
+export const MIN_KEY_LENGTH = 16;
+
+/** Where the server API listens: its own port, or a path on the gateway's server. */
+export interface ServerApiListen {
+  readonly host: string;
+  /** 0 picks a free port (the url startServerApi resolves with names it). */
+  readonly port: number;
+}
+
+/** The broker-consumed form: API requests taken from a Redis stream or a NATS subject. */
+export type ServerApiConsume =
+  | {
+      readonly kind: 'redis';
+      /** The stream's key. */
+      readonly stream: string;
+      /** The consumer group (one node takes each entry). */
+      readonly group: string;
+      /** Redis URL; default: the one startServerApi is given (the broker's). */
+      readonly url: string | undefined;
+    }
+  | {
+      readonly kind: 'nats';
+      readonly subject: string;
+      /** The queue group (one node takes each request). */
+      readonly queue: string;
+      /** NATS server URL; default: the one startServerApi is given (the broker's). */
+      readonly url: string | undefined;
+    };
+
+/** The server API's settings, resolved (see resolveServerApiConfig). */
+export interface ServerApiConfig {
+  /** Its own listener; undefined when `path` puts it on the gateway's server. */
+  readonly listen: ServerApiListen | undefined;
+  /** A path on the gateway's server; undefined with `listen`. */
+  readonly path: string | undefined;
+  /** Accepted API keys (`Authorization: Bearer <key>`). */
+  readonly keys: readonly string[];
+  /** jwtAuth options (src/jwt.ts): a Bearer JWT it verifies is accepted too. */
+  readonly jwt: Readonly<Record<string, unknown>> | undefined;
+  readonly consume: ServerApiConsume | undefined;
+  /** How long a publish's idempotency key is remembered, in ms. */
+  readonly idempotencyWindowMs: number;
+  /** The largest request body, in bytes (413 beyond). */
+  readonly maxBodyBytes: number;
+  /** How long a request body may take to arrive, in ms (408 beyond). */
+  readonly bodyTimeoutMs: number;
+  /** callClient's timeout when the request gives none, in ms. */
+  readonly callTimeoutMs: number;
+  /** The longest timeoutMs a callClient may ask for, in ms. */
+  readonly maxCallTimeoutMs: number;
+  /** How long `subscribers` waits for the other nodes' counts, in ms. */
+  readonly countWindowMs: number;
+  /** Calls to clients on other nodes awaiting their answer at once (beyond: -32000). */
+  readonly maxPendingCalls: number;
+  /** The most messages one `history` read returns. */
+  readonly maxHistoryLimit: number;
+}
+
+export const serverApiDefaults = Object.freeze({
+  idempotencyWindowMs: 600_000,
+  maxBodyBytes: 1_048_576,
+  bodyTimeoutMs: 10_000,
+  callTimeoutMs: 10_000,
+  maxCallTimeoutMs: 60_000,
+  countWindowMs: 250,
+  maxPendingCalls: 10_000,
+  maxHistoryLimit: 1_000,
+  group: 'wsrpc-gateway',
+});
+
+const nonEmptyString: Rule = (value, name) => {
+  if (typeof value !== 'string') refuse(name, 'a non-empty string', value);
+  if (value === '') refuse(name, 'a non-empty string', value, true);
+};
+
+const keyList: Rule = (value, name) => {
+  if (!Array.isArray(value))
+    refuse(name, `an array of strings of at least ${MIN_KEY_LENGTH} characters`, value);
+  value.forEach((key, i) => {
+    if (typeof key !== 'string') {
+      refuse(`${name}[${i}]`, `a string of at least ${MIN_KEY_LENGTH} characters`, key);
+    }
+    if (key.length < MIN_KEY_LENGTH) {
+      // The key itself is a secret: its length is told, never its value.
+      throw new RangeError(
+        `${name}[${i}] must be a string of at least ${MIN_KEY_LENGTH} characters, not one of ${key.length}`,
+      );
+    }
+  });
+};
+
+/**
+ * Check the `serverApi` section and fill in its defaults. Exactly one of `listen` and `path`;
+ * at least one of `keys` and `jwt` (the API is never open). `prefix` names where the section
+ * sits in its file, for the messages.
+ */
+export function resolveServerApiConfig(value: unknown, prefix = 'serverApi.'): ServerApiConfig {
+  const owner = prefix.slice(0, -1) || 'serverApi';
+  if (!isRecord(value)) refuse(owner, 'an object', value);
+  const ms = numberIn(1, MAX_DELAY_MS, true);
+  const o = checkOptions(
+    value,
+    {
+      listen: ofType('object'),
+      path: null,
+      keys: keyList,
+      jwt: ofType('object'),
+      consume: ofType('object'),
+      idempotencyWindowMs: numberIn(1, MAX_IDEMPOTENCY_WINDOW_MS, true),
+      maxBodyBytes: numberIn(1, 2 ** 30, true),
+      bodyTimeoutMs: ms,
+      callTimeoutMs: ms,
+      maxCallTimeoutMs: ms,
+      countWindowMs: numberIn(1, 60_000, true),
+      maxPendingCalls: numberIn(1, 1_000_000, true),
+      maxHistoryLimit: numberIn(1, 100_000, true),
+    },
+    prefix,
+    owner,
+  );
+  if ((o['listen'] === undefined) === (o['path'] === undefined)) {
+    throw new TypeError(
+      `${owner} needs exactly one of ${prefix}listen (its own port) and ${prefix}path (a path on the gateway's port)`,
+    );
+  }
+  let path: string | undefined;
+  if (o['path'] !== undefined) {
+    try {
+      path = resolvePath(o['path']);
+    } catch (err) {
+      // resolvePath names `path`: the message names it where it is in the file.
+      (err as Error).message = `${prefix}${(err as Error).message}`;
+      throw err;
+    }
+  }
+  const keys = (o['keys'] as string[] | undefined) ?? [];
+  if (keys.length === 0 && o['jwt'] === undefined) {
+    throw new TypeError(
+      `${owner} needs ${prefix}keys (API keys) or ${prefix}jwt (jwtAuth options): the server API is never open`,
+    );
+  }
+  const defaults = serverApiDefaults;
+  const config: ServerApiConfig = {
+    listen: o['listen'] === undefined ? undefined : resolveListen(o['listen'], `${prefix}listen.`),
+    path,
+    keys: Object.freeze([...keys]),
+    jwt: o['jwt'] as Record<string, unknown> | undefined,
+    consume:
+      o['consume'] === undefined ? undefined : resolveConsume(o['consume'], `${prefix}consume.`),
+    idempotencyWindowMs:
+      (o['idempotencyWindowMs'] as number | undefined) ?? defaults.idempotencyWindowMs,
+    maxBodyBytes: (o['maxBodyBytes'] as number | undefined) ?? defaults.maxBodyBytes,
+    bodyTimeoutMs: (o['bodyTimeoutMs'] as number | undefined) ?? defaults.bodyTimeoutMs,
+    callTimeoutMs: (o['callTimeoutMs'] as number | undefined) ?? defaults.callTimeoutMs,
+    maxCallTimeoutMs: (o['maxCallTimeoutMs'] as number | undefined) ?? defaults.maxCallTimeoutMs,
+    countWindowMs: (o['countWindowMs'] as number | undefined) ?? defaults.countWindowMs,
+    maxPendingCalls: (o['maxPendingCalls'] as number | undefined) ?? defaults.maxPendingCalls,
+    maxHistoryLimit: (o['maxHistoryLimit'] as number | undefined) ?? defaults.maxHistoryLimit,
+  };
+  if (config.callTimeoutMs > config.maxCallTimeoutMs) {
+    refuse(
+      `${prefix}callTimeoutMs`,
+      `at most ${prefix}maxCallTimeoutMs (${config.maxCallTimeoutMs})`,
+      config.callTimeoutMs,
+      true,
+    );
+  }
+  return Object.freeze(config);
+}
+
+function resolveListen(value: unknown, prefix: string): ServerApiListen {
+  const o = checkOptions(
+    value,
+    { host: nonEmptyString, port: numberIn(0, 65_535, true) },
+    prefix,
+    prefix.slice(0, -1),
+  );
+  if (o['port'] === undefined) refuse(`${prefix}port`, 'an integer from 0 to 65535', undefined);
+  return Object.freeze({
+    host: (o['host'] as string | undefined) ?? '127.0.0.1',
+    port: o['port'] as number,
+  });
+}
+
+function resolveConsume(value: unknown, prefix: string): ServerApiConsume {
+  const o = checkOptions(
+    value,
+    {
+      redisStream: nonEmptyString,
+      natsSubject: nonEmptyString,
+      group: nonEmptyString,
+      url: nonEmptyString,
+    },
+    prefix,
+    prefix.slice(0, -1),
+  );
+  const url = o['url'] as string | undefined;
+  const group = (o['group'] as string | undefined) ?? serverApiDefaults.group;
+  if ((o['redisStream'] === undefined) === (o['natsSubject'] === undefined)) {
+    throw new TypeError(
+      `${prefix.slice(0, -1)} needs exactly one of ${prefix}redisStream and ${prefix}natsSubject`,
+    );
+  }
+  if (o['redisStream'] !== undefined) {
+    return Object.freeze({ kind: 'redis', stream: o['redisStream'] as string, group, url });
+  }
+  const subject = o['natsSubject'] as string;
+  if (/[\s*>]/.test(subject)) {
+    refuse(`${prefix}natsSubject`, 'a NATS subject without spaces or wildcards', subject, true);
+  }
+  return Object.freeze({ kind: 'nats', subject, queue: group, url });
+}

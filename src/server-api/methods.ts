@@ -1,0 +1,189 @@
+// The server API's methods: what a backend can ask of the gateway. Params by name, checked here
+// (-32602 naming the field); each method's reference is in docs/gateway-mode.md.
+import type { Logger } from '../peer/logger.js';
+import { MethodRegistry } from '../peer/method-registry.js';
+import { ErrorCode } from '../protocol/error-codes.js';
+import { JsonRpcError, ServerError } from '../protocol/errors.js';
+import type { Params } from '../protocol/types.js';
+import type { Gateway } from '../server/gateway.js';
+import { MAX_DENY_FOR_MS } from '../pubsub/deny-list.js';
+import type { ApiCaller } from './auth.js';
+import type { ServerApiConfig } from './config.js';
+import type { NodeRequests } from './node-requests.js';
+import {
+  clientMethod,
+  invalid,
+  named,
+  optionalInteger,
+  optionalText,
+  passedParams,
+  text,
+  topicName,
+} from './params.js';
+import type { Tracing } from '../tracing/tracing.js';
+
+/** The longest idempotency key, in characters. */
+const MAX_KEY_LENGTH = 256;
+/** The most topics one broadcast names. */
+export const MAX_BROADCAST_TOPICS = 1_000;
+
+export interface ApiMethodDeps {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any application context
+  gateway: Gateway<any>;
+  config: ServerApiConfig;
+  nodes: NodeRequests;
+  logger: Logger;
+  tracing: Tracing;
+}
+
+/** The registry of the server API's methods (shared by the HTTP endpoint and the consumers). */
+export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
+  const { gateway, config, nodes, tracing } = deps;
+  const registry = new MethodRegistry<ApiCaller>();
+
+  const publish = (
+    topic: string,
+    data: unknown,
+    key: string | undefined,
+  ): Promise<{ seq: number; duplicate: boolean }> =>
+    tracing.span(
+      'pubsub.publish ' + topic,
+      { 'messaging.destination': topic },
+      undefined,
+      async () => {
+        if (key === undefined) return { seq: await gateway.publish(topic, data), duplicate: false };
+        return gateway.pubsub.publishOnce(topic, data, key, config.idempotencyWindowMs);
+      },
+    );
+
+  registry.method('publish', async (params) => {
+    const p = named(params, 'publish', ['topic', 'data', 'idempotencyKey']);
+    const topic = topicName(p);
+    if (!('data' in p)) throw invalid('data', 'given (any JSON value)');
+    const key = optionalText(p, 'idempotencyKey', MAX_KEY_LENGTH);
+    return publish(topic, p['data'], key);
+  });
+
+  registry.method('broadcast', async (params) => {
+    const p = named(params, 'broadcast', ['topics', 'data']);
+    const topics = p['topics'];
+    if (!Array.isArray(topics) || topics.length === 0 || topics.length > MAX_BROADCAST_TOPICS) {
+      throw invalid('topics', `an array of 1 to ${MAX_BROADCAST_TOPICS} topic names`);
+    }
+    const names = topics.map((topic: unknown, i) =>
+      topicName({ [`topics[${i}]`]: topic }, `topics[${i}]`),
+    );
+    if (!('data' in p)) throw invalid('data', 'given (any JSON value)');
+    const seqs: Record<string, number> = {};
+    // Each topic its own publish: one that fails fails the call, naming its topic.
+    await Promise.all(
+      names.map(async (topic) => {
+        try {
+          seqs[topic] = (await publish(topic, p['data'], undefined)).seq;
+        } catch (err) {
+          if (err instanceof JsonRpcError) {
+            const data = typeof err.data === 'object' && err.data !== null ? err.data : {};
+            throw new JsonRpcError(err.code, err.message, { ...data, topic, published: seqs });
+          }
+          throw err;
+        }
+      }),
+    );
+    return { seqs };
+  });
+
+  registry.method('notifyUser', async (params) => {
+    const p = named(params, 'notifyUser', ['user', 'method', 'params']);
+    const seq = await gateway.notifyUser(
+      text(p, 'user'),
+      clientMethod(p),
+      passedParams(p) as Params | undefined,
+    );
+    return seq === undefined ? {} : { seq };
+  });
+
+  registry.method('notifySession', async (params) => {
+    const p = named(params, 'notifySession', ['sessionId', 'method', 'params']);
+    const delivered = await gateway.notifySession(
+      text(p, 'sessionId'),
+      clientMethod(p),
+      passedParams(p) as Params | undefined,
+    );
+    return { delivered };
+  });
+
+  registry.method('disconnectUser', async (params) => {
+    const p = named(params, 'disconnectUser', ['user', 'reason', 'denyForMs']);
+    const user = text(p, 'user');
+    const reason = optionalText(p, 'reason', 123);
+    const denyForMs = optionalInteger(p, 'denyForMs', 0, MAX_DENY_FOR_MS);
+    const closed = await gateway.revokeUser(user, {
+      ...(reason === undefined ? {} : { reason }),
+      ...(denyForMs === undefined ? {} : { denyForMs }),
+    });
+    return { closedHere: closed };
+  });
+
+  registry.method('disconnectSession', async (params) => {
+    const p = named(params, 'disconnectSession', ['sessionId', 'reason']);
+    const reason = optionalText(p, 'reason', 123);
+    const found = await gateway.revokeSession(
+      text(p, 'sessionId'),
+      reason === undefined ? {} : { reason },
+    );
+    return { found };
+  });
+
+  registry.method('callClient', async (params) => {
+    const p = named(params, 'callClient', ['sessionId', 'user', 'method', 'params', 'timeoutMs']);
+    if ((p['sessionId'] === undefined) === (p['user'] === undefined)) {
+      throw invalid('sessionId', 'given, or user, not both');
+    }
+    const method = clientMethod(p);
+    const args = passedParams(p) as Params | undefined;
+    const timeoutMs =
+      optionalInteger(p, 'timeoutMs', 1, config.maxCallTimeoutMs) ?? config.callTimeoutMs;
+    if (p['sessionId'] !== undefined) {
+      const answer = await nodes.callSession(text(p, 'sessionId'), method, args, timeoutMs);
+      if ('error' in answer)
+        throw new JsonRpcError(answer.error.code, answer.error.message, answer.error.data);
+      return { result: answer.result };
+    }
+    return { results: await nodes.callUser(text(p, 'user'), method, args, timeoutMs) };
+  });
+
+  registry.method('subscribers', async (params) => {
+    const p = named(params, 'subscribers', ['topic']);
+    return nodes.countSubscribers(topicName(p));
+  });
+
+  registry.method('history', async (params) => {
+    const p = named(params, 'history', ['topic', 'since', 'limit']);
+    const topic = topicName(p);
+    const since = optionalInteger(p, 'since', 0, Number.MAX_SAFE_INTEGER) ?? 0;
+    const limit = optionalInteger(p, 'limit', 1, config.maxHistoryLimit) ?? config.maxHistoryLimit;
+    let read;
+    try {
+      read = await gateway.broker.history(topic, since, limit);
+    } catch (err) {
+      deps.logger.warn({ err, topic }, 'server API: history read failed');
+      throw new ServerError(ErrorCode.BrokerUnavailable, 'Broker unavailable: history not read', {
+        topic,
+      });
+    }
+    const messages = read.messages.map((m) => ({
+      seq: m.seq,
+      data: JSON.parse(m.payload) as unknown,
+    }));
+    const last = messages.at(-1)?.seq ?? since;
+    return {
+      messages,
+      lastSeq: read.lastSeq,
+      ...(read.epoch === undefined ? {} : { epoch: read.epoch }),
+      // More retained after this page: ask again with since = the last seq here.
+      more: last < read.lastSeq && messages.length === limit,
+    };
+  });
+
+  return registry;
+}

@@ -1,0 +1,349 @@
+// The server API's requests that span the gateways sharing a broker: a call to a client
+// connected to any node (by session or by user), and a topic's subscriber count. A request/reply
+// over the gateway's node channel (directed messaging, see SessionRouter.openChannel): a request
+// goes to the node a session id names, or to every node; the answers come back to the asking
+// node's own topic and are matched to a bounded table of pending requests by id.
+import { nanoid } from 'nanoid';
+import type { Logger } from '../peer/logger.js';
+import { ErrorCode } from '../protocol/error-codes.js';
+import { InvalidParamsError, JsonRpcError, ServerError } from '../protocol/errors.js';
+import { ConnectionClosedError, TimeoutError } from '../protocol/local-errors.js';
+import type { ErrorObject, Params } from '../protocol/types.js';
+import type { Gateway } from '../server/gateway.js';
+import type { Session } from '../server/session.js';
+import type { NodeChannel } from '../server/session-router.js';
+
+/** One client's answer to a call: its result, or its error as it sent it (or ours, see below). */
+export type ClientAnswer =
+  { sessionId: string; result: unknown } | { sessionId: string; error: ErrorObject };
+
+/** What travels on the node channel. */
+type Wire =
+  | {
+      t: 'call';
+      id: string;
+      from: string;
+      session?: string;
+      user?: string;
+      method: string;
+      params?: Params;
+      timeoutMs: number;
+    }
+  /** A node that has sessions of the user called: which ones (their answers follow). */
+  | { t: 'calling'; id: string; sessions: string[] }
+  | { t: 'answer'; id: string; answer: ClientAnswer }
+  | { t: 'count'; id: string; from: string; topic: string }
+  | { t: 'counted'; id: string; count: number };
+
+interface PendingCall {
+  kind: 'session';
+  settle(answer: ClientAnswer): void;
+}
+
+interface PendingUserCall {
+  kind: 'user';
+  /** Sessions announced, and their answers once they come. */
+  answers: Map<string, ClientAnswer | undefined>;
+  /** The window for nodes to announce their sessions has passed. */
+  windowClosed: boolean;
+  done(): void;
+}
+
+interface PendingCount {
+  kind: 'count';
+  count: number;
+  nodes: number;
+}
+
+type Pending = PendingCall | PendingUserCall | PendingCount;
+
+export interface NodeRequestsOptions {
+  /** Requests awaiting answers at once; beyond it a request is refused with -32000. */
+  maxPending: number;
+  /** How long to wait for other nodes to announce (a user's sessions, a topic's count), in ms. */
+  windowMs: number;
+  logger: Logger;
+}
+
+/** The -32012 a call gets when its client did not answer in time. */
+function timedOut(sessionId: string, timeoutMs: number): ErrorObject {
+  return {
+    code: ErrorCode.UpstreamTimeout,
+    message: 'The client did not answer in time',
+    data: { sessionId, reason: `no answer within ${timeoutMs} ms` },
+  };
+}
+
+/** Call one local session; never rejects: every outcome is a ClientAnswer. */
+export async function callSession(
+  session: Session<unknown>,
+  method: string,
+  params: Params | undefined,
+  timeoutMs: number,
+): Promise<ClientAnswer> {
+  const sessionId = session.id;
+  try {
+    return { sessionId, result: await session.call(method, params, { timeoutMs }) };
+  } catch (err) {
+    if (err instanceof JsonRpcError) return { sessionId, error: err.toErrorObject() };
+    if (err instanceof TimeoutError) return { sessionId, error: timedOut(sessionId, timeoutMs) };
+    const closed = err instanceof ConnectionClosedError;
+    return {
+      sessionId,
+      error: {
+        code: ErrorCode.UpstreamUnavailable,
+        message: closed
+          ? 'The client disconnected before it answered'
+          : 'The call to the client failed',
+        data: { sessionId, reason: closed ? 'session closed' : 'call failed' },
+      },
+    };
+  }
+}
+
+/** The node a session id names (`<nodeId>-<random>`). */
+export function nodeOf(sessionId: string): string | undefined {
+  const dash = sessionId.lastIndexOf('-');
+  return dash > 0 ? sessionId.slice(0, dash) : undefined;
+}
+
+export class NodeRequests {
+  private readonly pending = new Map<string, Pending>();
+  private channel: NodeChannel | undefined;
+
+  constructor(
+    private readonly gateway: Gateway<any>, // eslint-disable-line @typescript-eslint/no-explicit-any -- any application context
+    private readonly options: NodeRequestsOptions,
+  ) {}
+
+  /** Listen on the gateway's node channel: for requests from other nodes, and answers to ours. */
+  async start(): Promise<void> {
+    this.channel = await this.gateway.openNodeChannel((body) => this.receive(body as Wire));
+  }
+
+  async close(): Promise<void> {
+    await this.channel?.close();
+    this.channel = undefined;
+    // Whatever still waits ends now (their timers are unref'd and cleared as they settle).
+    for (const [id, pending] of this.pending) {
+      this.pending.delete(id);
+      if (pending.kind === 'user') pending.done();
+    }
+  }
+
+  /**
+   * Call a client by session id, wherever it is connected. Resolves with its answer (result or
+   * error); rejects with -32602 when no node has the session, -32000 when the table is full,
+   * -32009 when the broker did not take the request.
+   */
+  async callSession(
+    sessionId: string,
+    method: string,
+    params: Params | undefined,
+    timeoutMs: number,
+  ): Promise<ClientAnswer> {
+    const local = this.gateway.sessions.get(sessionId);
+    if (local) return callSession(local, method, params, timeoutMs);
+    const node = nodeOf(sessionId);
+    if (node === undefined || node === this.gateway.nodeId) throw noSuchSession();
+    const id = this.reserve();
+    return new Promise<ClientAnswer>((resolve, reject) => {
+      const timer = setTimeout(
+        () => settle({ sessionId, error: timedOut(sessionId, timeoutMs) }),
+        timeoutMs,
+      );
+      timer.unref();
+      const settle = (answer: ClientAnswer): void => {
+        clearTimeout(timer);
+        this.pending.delete(id);
+        resolve(answer);
+      };
+      this.pending.set(id, { kind: 'session', settle });
+      this.send(node, {
+        t: 'call',
+        id,
+        from: this.gateway.nodeId,
+        session: sessionId,
+        method,
+        params,
+        timeoutMs,
+      }).catch((err: unknown) => {
+        clearTimeout(timer);
+        this.pending.delete(id);
+        reject(err as Error);
+      });
+    });
+  }
+
+  /**
+   * Call every session of `user` on every node. Nodes announce their sessions of the user
+   * within `windowMs`; the answers of those sessions are awaited up to `timeoutMs` (a session
+   * that did not answer by then gets -32012). Empty when no node announced a session.
+   */
+  async callUser(
+    user: string,
+    method: string,
+    params: Params | undefined,
+    timeoutMs: number,
+  ): Promise<ClientAnswer[]> {
+    const id = this.reserve();
+    const answers = new Map<string, ClientAnswer | undefined>();
+    return new Promise<ClientAnswer[]>((resolve, reject) => {
+      let ended = false;
+      const end = (): void => {
+        if (ended) return;
+        ended = true;
+        clearTimeout(windowTimer);
+        clearTimeout(deadline);
+        this.pending.delete(id);
+        resolve(
+          [...answers].map(
+            ([sessionId, answer]) => answer ?? { sessionId, error: timedOut(sessionId, timeoutMs) },
+          ),
+        );
+      };
+      const entry: PendingUserCall = {
+        kind: 'user',
+        answers,
+        windowClosed: false,
+        done: () => {
+          if (entry.windowClosed && [...answers.values()].every((a) => a !== undefined)) end();
+        },
+      };
+      const windowTimer = setTimeout(
+        () => {
+          entry.windowClosed = true;
+          entry.done();
+        },
+        Math.min(this.options.windowMs, timeoutMs),
+      );
+      const deadline = setTimeout(end, timeoutMs);
+      windowTimer.unref();
+      deadline.unref();
+      this.pending.set(id, entry);
+      this.send(undefined, {
+        t: 'call',
+        id,
+        from: this.gateway.nodeId,
+        user,
+        method,
+        params,
+        timeoutMs,
+      }).catch((err: unknown) => {
+        ended = true;
+        clearTimeout(windowTimer);
+        clearTimeout(deadline);
+        this.pending.delete(id);
+        reject(err as Error);
+      });
+    });
+  }
+
+  /**
+   * Subscribers of `topic` on every node that answers within `windowMs` (this one always
+   * does, through the broker like the others): the sum, and how many nodes answered.
+   */
+  async countSubscribers(topic: string): Promise<{ count: number; nodes: number }> {
+    const id = this.reserve();
+    const entry: PendingCount = { kind: 'count', count: 0, nodes: 0 };
+    this.pending.set(id, entry);
+    try {
+      await this.send(undefined, { t: 'count', id, from: this.gateway.nodeId, topic });
+      await new Promise((resolve) => setTimeout(resolve, this.options.windowMs).unref());
+      return { count: entry.count, nodes: entry.nodes };
+    } finally {
+      this.pending.delete(id);
+    }
+  }
+
+  /** A fresh request id, or -32000 when the table of pending requests is full. */
+  private reserve(): string {
+    if (this.pending.size >= this.options.maxPending) {
+      throw new ServerError(ErrorCode.ServerBusy, 'Too many calls to clients in progress', {
+        maxPendingCalls: this.options.maxPending,
+      });
+    }
+    return nanoid(12);
+  }
+
+  private async send(node: string | undefined, body: Wire): Promise<void> {
+    if (!this.channel) throw new ServerError(ErrorCode.ShuttingDown, 'The server API is closed');
+    await this.channel.send(node, body);
+  }
+
+  private reply(node: string, body: Wire): void {
+    this.send(node, body).catch((err: unknown) =>
+      this.options.logger.warn({ err, node }, 'server API: could not answer another node'),
+    );
+  }
+
+  private receive(body: Wire): void {
+    if (typeof body !== 'object' || body === null || typeof body.id !== 'string') return;
+    switch (body.t) {
+      case 'call':
+        return this.answerCall(body);
+      case 'count': {
+        const count = this.gateway.pubsub.topics()[body.topic] ?? 0;
+        return this.reply(body.from, { t: 'counted', id: body.id, count });
+      }
+      case 'counted': {
+        const entry = this.pending.get(body.id);
+        if (entry?.kind !== 'count') return;
+        entry.count += typeof body.count === 'number' ? body.count : 0;
+        entry.nodes++;
+        return;
+      }
+      case 'calling': {
+        const entry = this.pending.get(body.id);
+        if (entry?.kind !== 'user' || !Array.isArray(body.sessions)) return;
+        for (const sessionId of body.sessions) {
+          if (!entry.answers.has(sessionId)) entry.answers.set(sessionId, undefined);
+        }
+        return;
+      }
+      case 'answer': {
+        const entry = this.pending.get(body.id);
+        const answer = body.answer;
+        if (entry?.kind === 'session') entry.settle(answer);
+        else if (entry?.kind === 'user') {
+          entry.answers.set(answer.sessionId, answer);
+          entry.done();
+        }
+        return;
+      }
+    }
+  }
+
+  /** A call from another node (or this one, for a user's sessions): made here, answered back. */
+  private answerCall(call: Extract<Wire, { t: 'call' }>): void {
+    const timeoutMs = Math.max(1, Math.min(call.timeoutMs, 2 ** 31 - 1));
+    const answer = (result: ClientAnswer): void =>
+      this.reply(call.from, { t: 'answer', id: call.id, answer: result });
+    if (typeof call.session === 'string') {
+      const session = this.gateway.sessions.get(call.session);
+      if (!session) {
+        answer({ sessionId: call.session, error: noSuchSession().toErrorObject() });
+        return;
+      }
+      void callSession(session, call.method, call.params, timeoutMs).then(answer);
+      return;
+    }
+    if (typeof call.user !== 'string') return;
+    const sessions = [...this.gateway.sessions.values()].filter(
+      (session) => session.user === call.user && session.transport.canPush,
+    );
+    if (sessions.length === 0) return;
+    // Announced before any answer, so the asking node waits for each of them.
+    this.reply(call.from, { t: 'calling', id: call.id, sessions: sessions.map((s) => s.id) });
+    for (const session of sessions) {
+      void callSession(session, call.method, call.params, timeoutMs).then(answer);
+    }
+  }
+}
+
+function noSuchSession(): InvalidParamsError {
+  return new InvalidParamsError('No session with this id is connected', {
+    field: 'sessionId',
+    reason: 'no such session',
+  });
+}

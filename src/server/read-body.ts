@@ -1,0 +1,72 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+/** How a request body is read: at most `maxBytes`, within `timeoutMs`. */
+export interface BodyLimits {
+  maxBytes: number;
+  timeoutMs: number;
+  /** Told of a body that did not arrive within `timeoutMs` (answered 408 and closed). */
+  timedOut?: () => void;
+}
+
+/** A plain-text reply that closes the connection (the body was not read to its end). */
+function refuse(res: ServerResponse, status: number, text: string): void {
+  if (res.headersSent) return;
+  res.writeHead(status, {
+    'content-type': 'text/plain; charset=utf-8',
+    'content-length': String(Buffer.byteLength(text)),
+    'cache-control': 'no-store',
+    connection: 'close',
+  });
+  res.end(text);
+}
+
+/**
+ * A request's whole body as text, bounded in size (413) and time (408); undefined when there is
+ * none to answer: the client left, or the 413 or 408 has been sent. A declared Content-Length
+ * over the bound is refused before anything is read.
+ */
+export function readBody(
+  req: IncomingMessage,
+  res: ServerResponse,
+  limits: BodyLimits,
+): Promise<string | undefined> {
+  if (req.destroyed || res.destroyed || req.socket.destroyed) return Promise.resolve(undefined);
+  const { maxBytes, timeoutMs } = limits;
+  const tooLarge = (): void => {
+    refuse(res, 413, `Request body larger than ${maxBytes} bytes\n`);
+    req.resume();
+  };
+  if (Number(req.headers['content-length'] ?? 0) > maxBytes) {
+    tooLarge();
+    return Promise.resolve(undefined);
+  }
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const done = (body: string | undefined): void => {
+      clearTimeout(timer);
+      resolve(body);
+    };
+    // A body trickling in holds the request open: it gets timeoutMs, then 408.
+    const timer = setTimeout(() => {
+      req.removeAllListeners('data');
+      limits.timedOut?.();
+      refuse(res, 408, `Request body not received within ${timeoutMs} ms\n`);
+      req.resume();
+      done(undefined);
+    }, timeoutMs);
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > maxBytes) {
+        req.removeAllListeners('data');
+        tooLarge();
+        done(undefined);
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => done(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', () => done(undefined));
+    req.on('close', () => done(undefined));
+  });
+}
