@@ -1,0 +1,112 @@
+// `wsrpc-gateway check-config FILE` as a user runs it: the built CLI (`npm run build` first) in a
+// child process, its exit code and what it prints.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const cli = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
+const dir = mkdtempSync(join(tmpdir(), 'check-config-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function file(name: string, text: string): string {
+  const path = join(dir, name);
+  writeFileSync(path, text);
+  return path;
+}
+
+function run(args: string[], env: Record<string, string> = {}) {
+  const result = spawnSync(process.execPath, [cli, ...args], {
+    encoding: 'utf8',
+    timeout: 20_000,
+    env: { ...process.env, ...env },
+  });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+describe('wsrpc-gateway check-config', () => {
+  it('a valid file: "ok", a one-line summary, exit 0', () => {
+    const path = file(
+      'good.yaml',
+      [
+        'path: /rpc',
+        'limits: { maxConnections: 100 }',
+        'listen:',
+        '  port: ${PORT:-8080}',
+        'broker: { kind: redis, url: "${REDIS_URL:-redis://127.0.0.1:6379}" }',
+        'topics: { "chat.*": { history: { maxLength: 100 } } }',
+        'upstreams: { orders: { url: "http://127.0.0.1:9001/rpc" } }',
+        'methods: { "orders.*": orders }',
+        '',
+      ].join('\n'),
+    );
+    const { code, stdout, stderr } = run(['check-config', path], { PORT: '9090' });
+    expect(stderr).toBe('');
+    expect(code).toBe(0);
+    expect(stdout).toBe(
+      `ok: ${path}: listens on 0.0.0.0:9090, path /rpc, broker redis, 1 topic, identity none, 1 upstream (1 route), tracing off\n`,
+    );
+  });
+
+  it('every problem it finds with its path in the file, exit 1', () => {
+    const path = file(
+      'bad.yaml',
+      [
+        'path: rpc',
+        'limits: { maxBatch: 0 }',
+        'listen: { port: 70000 }',
+        'topcs: {}',
+        'upstreams: { orders: { url: "http://x/rpc", timeoutMs: -5 } }',
+        '',
+      ].join('\n'),
+    );
+    const { code, stdout, stderr } = run(['check-config', path]);
+    expect(code).toBe(1);
+    expect(stdout).toBe('');
+    expect(stderr.trimEnd().split('\n')).toEqual([
+      `${path}: topcs is not an option of ${path} (did you mean topics?)`,
+      `${path}: path must start with "/", not "rpc"`,
+      `${path}: limits.maxBatch must be an integer at least 1, not 0`,
+      `${path}: listen.port must be an integer from 0 to 65535 (0: any free port), not 70000`,
+      `${path}: upstreams.orders.timeoutMs must be an integer from 1 to 2147483647, not -5`,
+      `${path}: 5 problems`,
+    ]);
+  });
+
+  it('a variable that is not set: exit 1, naming it and where', () => {
+    const path = file('env.yaml', 'jwt:\n  secret: ${JWT_SECRET_FOR_THIS_TEST}\n');
+    const { code, stderr } = run(['check-config', path]);
+    expect(code).toBe(1);
+    expect(stderr).toContain(
+      `${path}: jwt.secret: environment variable JWT_SECRET_FOR_THIS_TEST is not set`,
+    );
+  });
+
+  it('a file it cannot parse: exit 2 with the line and column', () => {
+    const path = file('syntax.yaml', 'path: /rpc\nlimits:\n  maxBatch: [1, 2\n');
+    const { code, stderr } = run(['check-config', path]);
+    expect(code).toBe(2);
+    expect(stderr).toMatch(new RegExp(`^${path.replace(/[.\\]/g, '\\$&')}:\\d+:\\d+: `));
+  });
+
+  it('a file it cannot read, or no file: exit 2', () => {
+    const missing = run(['check-config', join(dir, 'nope.yaml')]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('cannot read');
+    const none = run(['check-config']);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toContain('check-config takes one FILE');
+    const serve = run(['serve'], { WSRPC_CONFIG: '' });
+    expect(serve.code).toBe(2);
+    expect(serve.stderr).toContain('serve needs --config FILE (or WSRPC_CONFIG=FILE)');
+  });
+
+  it('the help names both commands', () => {
+    const { code, stdout } = run(['--help']);
+    expect(code).toBe(0);
+    expect(stdout).toContain('wsrpc-gateway serve --config FILE');
+    expect(stdout).toContain('wsrpc-gateway check-config FILE');
+  });
+});

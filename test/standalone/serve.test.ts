@@ -1,0 +1,132 @@
+// `wsrpc-gateway serve --config FILE` as a deployment runs it: the built CLI (`npm run build`
+// first) in a child process with a Redis broker and a Python upstream (standard library only),
+// a client calling a method routed to the upstream and subscribing to a declared topic, and
+// SIGTERM draining and exiting 0.
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { firstValueFrom, take, toArray } from 'rxjs';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
+import { createClient } from '../../src/client/client.js';
+import type { RpcClient } from '../../src/client/client.js';
+import { REDIS_URL, deleteRedisKeys } from '../support/brokers.js';
+import { killChild } from '../support/processes.js';
+import { startPythonUpstream } from '../support/python-upstream.js';
+import type { PythonUpstream } from '../support/python-upstream.js';
+import { within } from '../support/waiting.js';
+
+const cli = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
+const dir = mkdtempSync(join(tmpdir(), 'serve-'));
+const prefix = `serve-test-${process.pid}`;
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+afterAll(async () => {
+  rmSync(dir, { recursive: true, force: true });
+  await deleteRedisKeys(REDIS_URL, prefix);
+});
+
+interface Served {
+  readonly child: ChildProcess;
+  /** The WebSocket URL the server logged. */
+  readonly url: string;
+  readonly exited: Promise<number | null>;
+}
+
+/** `wsrpc-gateway serve --config` on `config`; resolves once it logged its URL. */
+async function serveFile(config: string, env: Record<string, string> = {}): Promise<Served> {
+  const path = join(dir, `gateway-${Math.random().toString(36).slice(2)}.yaml`);
+  writeFileSync(path, config);
+  const child = spawn(process.execPath, [cli, 'serve', '--config', path], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, LOG_LEVEL: 'info', ...env },
+  });
+  cleanups.push(() => killChild(child));
+  let output = '';
+  child.stderr!.setEncoding('utf8').on('data', (text: string) => (output += text));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const url = new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      output += `${line}\n`;
+      const entry = JSON.parse(line) as { msg?: string; url?: string };
+      if (entry.msg === 'serving' && entry.url) resolve(entry.url);
+    });
+    void exited.then((code) => reject(new Error(`serve exited (${code}):\n${output}`)));
+  });
+  return { child, url: await within(url, 'serve to log its URL', 15_000), exited };
+}
+
+function connect(url: string): RpcClient {
+  const client = createClient({ url, WebSocket });
+  cleanups.push(() => client.close());
+  return client;
+}
+
+describe('wsrpc-gateway serve', () => {
+  let upstream: PythonUpstream;
+
+  it('routes calls to the Python upstream, serves declared topics, drains on SIGTERM', async () => {
+    upstream = await startPythonUpstream();
+    cleanups.push(() => upstream.stop());
+    const served = await serveFile(
+      [
+        'listen: { host: 127.0.0.1, port: 0 }',
+        'broker:',
+        '  kind: redis',
+        `  url: "\${REDIS_URL}"`,
+        `  prefix: ${prefix}`,
+        'topics:',
+        '  "news.*": { history: { maxLength: 10 } }',
+        'upstreams:',
+        `  orders: { url: "${upstream.url}", timeoutMs: 5000 }`,
+        'methods:',
+        '  "orders.*": orders',
+        'shutdown: { drainDeadlineMs: 2000 }',
+        '',
+      ].join('\n'),
+      { REDIS_URL },
+    );
+    expect(served.url).toMatch(/^ws:\/\/127\.0\.0\.1:\d+\/rpc$/);
+    const client = connect(served.url);
+    const reply = (await client.call('orders.get', { id: 7 })) as {
+      params: unknown;
+      headers: { session: string | null; requestId: string | null };
+    };
+    expect(reply.params).toEqual({ id: 7 });
+    expect(reply.headers.session).toEqual(expect.any(String));
+    expect(reply.headers.requestId).toEqual(expect.any(String));
+
+    // A declared topic, through the Redis broker: another process publishes to it.
+    const messages = firstValueFrom(client.subscribe('news.today').pipe(take(1), toArray()));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const { RedisBroker } = await import('../../src/redis.js');
+    const broker = await RedisBroker.create({ url: REDIS_URL, prefix: `${prefix}:` });
+    cleanups.push(() => broker.close());
+    await broker.publish('news.today', JSON.stringify({ headline: 'hello' }));
+    expect(await within(messages, 'the published message')).toEqual([{ headline: 'hello' }]);
+
+    served.child.kill('SIGTERM');
+    expect(await within(served.exited, 'serve to exit after SIGTERM')).toBe(0);
+  });
+
+  it('a configuration with problems: exit 1 before listening, each problem printed', async () => {
+    const path = join(dir, 'bad.yaml');
+    writeFileSync(path, 'listen: { port: -1 }\nbroker: { kind: kafka }\n');
+    const child = spawn(process.execPath, [cli, 'serve', '--config', path], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    cleanups.push(() => killChild(child));
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
+    const code = await within(new Promise((resolve) => child.once('exit', resolve)), 'exit');
+    expect(code).toBe(1);
+    expect(stderr).toContain(`${path}: listen.port must be an integer from 0 to 65535`);
+    expect(stderr).toContain(`${path}: broker.kind must be "memory" or "redis" or "nats"`);
+  });
+});
