@@ -23,4 +23,3 @@ export type {
 export { UpstreamError } from './upstream-error.js';
 export type { UpstreamFailure } from './upstream-error.js';
 export { IdentityHeaders, MAX_CONTEXT_HEADER_BYTES } from './identity-headers.js';
-export { noUpstreamTracing } from './tracing-seam.js';

@@ -4,10 +4,10 @@ import type { Handler } from '../peer/method-registry.js';
 import type { Params } from '../protocol/types.js';
 import type { Gateway } from '../server/gateway.js';
 import type { Session } from '../server/session.js';
+import type { Tracing } from '../tracing/tracing.js';
 import { IdentityHeaders } from './identity-headers.js';
 import { JsonRpcHttpClient } from './json-rpc-http-client.js';
 import { NatsUpstreamClient } from './nats-upstream-client.js';
-import type { Tracing } from './tracing-seam.js';
 import type { UpstreamEndpoint } from './upstream-endpoint.js';
 import { UpstreamError } from './upstream-error.js';
 import { upstreamMetrics } from './upstream-metrics.js';
@@ -106,9 +106,8 @@ function routeHandler(
   const spanName = `upstream.request ${route.upstream}`;
   return (params: unknown, ctx: HandlerContext<Session<unknown>>) => {
     const headers = identity.of(ctx.session);
-    const parent = (ctx as { traceparent?: string }).traceparent;
     const attributes = { 'rpc.method': ctx.method, 'wsrpc.upstream': route.upstream };
-    return deps.tracing.span(spanName, attributes, parent, async (span) => {
+    return deps.tracing.span(spanName, attributes, ctx.traceparent, async (span) => {
       if (span.traceparent !== undefined) headers['traceparent'] = span.traceparent;
       const options = {
         signal: ctx.signal,

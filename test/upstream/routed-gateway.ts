@@ -1,11 +1,8 @@
 // A gateway whose methods are routed to upstreams, for the tests of test/upstream/.
 import { silentLogger } from '../../src/peer/logger.js';
+import { noTracing } from '../../src/tracing/tracing.js';
 import type { GatewayOptions } from '../../src/server/options.js';
-import {
-  installUpstreamRoutes,
-  noUpstreamTracing,
-  resolveUpstreamsConfig,
-} from '../../src/upstream/index.js';
+import { installUpstreamRoutes, resolveUpstreamsConfig } from '../../src/upstream/index.js';
 import type { UpstreamRoutes } from '../../src/upstream/index.js';
 import { startGateway } from '../support/gateway.js';
 import type { RunningGateway } from '../support/gateway.js';
@@ -40,7 +37,7 @@ export async function startRoutedGateway(
   });
   const routes = installUpstreamRoutes(running.gateway, resolveUpstreamsConfig(config), {
     logger: silentLogger,
-    tracing: noUpstreamTracing,
+    tracing: noTracing,
   });
   return {
     ...running,

@@ -82,6 +82,17 @@ describe('calls routed to an upstream over HTTP', () => {
     expect(Number(headers.deadline)).toBeLessThanOrEqual(Date.now() + 5000);
   });
 
+  it("pass the client's traceparent on (no tracer: unchanged)", async () => {
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const reply = (await exchange({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'orders.get',
+      traceparent,
+    })) as { result: Echo };
+    expect(reply.result.headers.traceparent).toBe(traceparent);
+  });
+
   it('give each call its own request id', async () => {
     const ids = await Promise.all(
       [1, 2, 3].map(async (n) => {
