@@ -3,7 +3,7 @@ import type { NatsConnection, NodeConnectionOptions } from '@nats-io/transport-n
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 
 import { defaultRetention, pageLimit } from './broker.js';
-import type { Broker, BrokerMessage, History, Retention } from './broker.js';
+import type { Broker, BrokerMessage, History, OnceResult, Retention } from './broker.js';
 import { CreationBudget } from './creation-budget.js';
 import type { TopicCreationBudget } from './creation-budget.js';
 import { DEFAULT_MAX_DENIED_USERS } from './deny-list.js';
@@ -12,6 +12,7 @@ import { NatsDenyList } from './deny-list-nats.js';
 import { HealthCheck } from './health-check.js';
 import { NatsConsumers } from './nats-consumers.js';
 import { NatsDirectSubjects } from './nats-direct.js';
+import { DEFAULT_MAX_IDEMPOTENCY_KEYS, NatsOnceKeys, natsOnceNames } from './nats-once.js';
 import { readHistory } from './nats-history.js';
 import { NatsBrokerUnavailableError, bounded, noop, withTimeout } from './nats-link.js';
 import type { Link } from './nats-link.js';
@@ -59,6 +60,11 @@ export interface NatsBrokerOptions extends TopicCreationBudget {
    * Set when the bucket is created. Default 100 000.
    */
   maxDeniedUsers?: number;
+  /**
+   * Idempotency keys (publishOnce) the `<prefix>-once` bucket holds at most; beyond it the
+   * oldest is dropped first. Default 1 000 000.
+   */
+  maxIdempotencyKeys?: number;
   /**
    * Errors the broker recovers from in the background (a consumer that had to be
    * recreated, a subscriber callback that threw). Never thrown; ignored by default.
@@ -129,6 +135,8 @@ export class NatsBroker implements Broker {
   private readonly health: HealthCheck;
   /** Revoked users: a JetStream key-value bucket. */
   private readonly denyList: NatsDenyList;
+  /** Idempotency keys of publishOnce: a JetStream key-value bucket. */
+  private readonly onceKeys: NatsOnceKeys;
   private sweepTimer: NodeJS.Timeout | undefined;
   private sweeping = false;
 
@@ -159,6 +167,12 @@ export class NatsBroker implements Broker {
       this.replicas,
       this.timeoutMs,
       options.maxDeniedUsers ?? DEFAULT_MAX_DENIED_USERS,
+    );
+    this.onceKeys = new NatsOnceKeys(
+      this.prefix,
+      this.replicas,
+      this.timeoutMs,
+      options.maxIdempotencyKeys ?? DEFAULT_MAX_IDEMPOTENCY_KEYS,
     );
     this.consumers = new NatsConsumers({
       prefix: this.prefix,
@@ -230,6 +244,34 @@ export class NatsBroker implements Broker {
         await this.streams.ensureStream(link, topic, retention);
         return (await link.js.publish(subject, payload, { timeout: this.timeoutMs })).seq;
       }
+    });
+  }
+
+  /**
+   * Idempotent publish (see NatsOnceKeys): a key held in the `<prefix>-once` bucket answers its
+   * seq; else the message is published with the key as `Nats-Msg-Id` (JetStream's duplicate
+   * window makes racing retries land once, and answers them the first seq) and the key is
+   * written to the bucket for the rest of `windowMs`.
+   */
+  async publishOnce(
+    topic: string,
+    payload: string,
+    key: string,
+    windowMs: number,
+    retention: Retention = defaultRetention,
+  ): Promise<OnceResult> {
+    const what = `publish to "${topic}"`;
+    const link = this.requireLink(what);
+    if (isDirect(topic)) throw new TypeError('publishOnce takes no $-topic: they keep nothing');
+    return bounded(what, this.timeoutMs, async () => {
+      const seen = await this.onceKeys.seen(link, topic, key);
+      if (seen !== undefined) return { seq: seen, duplicate: true };
+      const { subject } = this.names(topic);
+      const msgID = natsOnceNames(this.prefix, topic, key).msgId;
+      await this.streams.ensureStream(link, topic, retention);
+      const ack = await link.js.publish(subject, payload, { timeout: this.timeoutMs, msgID });
+      await this.onceKeys.remember(link, topic, key, ack.seq, windowMs);
+      return { seq: ack.seq, duplicate: ack.duplicate };
     });
   }
 

@@ -111,11 +111,11 @@ export function resolveServerApiConfig(value: unknown, prefix = 'serverApi.'): S
   const o = checkOptions(
     value,
     {
-      listen: ofType('object'),
+      listen: ofType('object', 'an object'),
       path: null,
       keys: keyList,
-      jwt: ofType('object'),
-      consume: ofType('object'),
+      jwt: ofType('object', 'an object'),
+      consume: ofType('object', 'an object'),
       idempotencyWindowMs: numberIn(1, MAX_IDEMPOTENCY_WINDOW_MS, true),
       maxBodyBytes: numberIn(1, 2 ** 30, true),
       bodyTimeoutMs: ms,
