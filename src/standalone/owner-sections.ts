@@ -1,5 +1,7 @@
 // The sections of a configuration file that other modules own (upstreams and methods, hooks, the
 // server API, tracing): each resolved by its owner's resolver, so the rules live in one place.
+import { resolveServerApiConfig } from '../server-api/config.js';
+import type { ServerApiConfig } from '../server-api/config.js';
 import { resolveTracingConfig } from '../tracing/tracing-config.js';
 import type { TracingConfig } from '../tracing/tracing-config.js';
 import { resolveUpstreamsConfig } from '../upstream/upstreams-config.js';
@@ -10,7 +12,8 @@ export interface OwnerSections {
   /** Upstream services and the methods routed to them; undefined when the file has neither. */
   readonly upstreams: UpstreamsConfig | undefined;
   readonly hooks: unknown;
-  readonly serverApi: unknown;
+  /** The server API for backends; undefined (off) when the file has no `serverApi`. */
+  readonly serverApi: ServerApiConfig | undefined;
   /** Off (tracingDefaults) when the file has no `tracing`. */
   readonly tracing: TracingConfig;
 }
@@ -31,7 +34,9 @@ export const ownerSections = {
           : resolveUpstreamsConfig(file),
       ),
       hooks: attempt(() => file['hooks']),
-      serverApi: attempt(() => file['serverApi']),
+      serverApi: attempt(() =>
+        file['serverApi'] === undefined ? undefined : resolveServerApiConfig(file['serverApi']),
+      ),
       tracing: attempt(() => resolveTracingConfig(file['tracing'])) as TracingConfig,
     };
   },

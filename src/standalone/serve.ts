@@ -8,6 +8,7 @@ import type { Broker } from '../pubsub/broker.js';
 import { brokerFromEnv } from '../server/broker-from-env.js';
 import { Gateway } from '../server/gateway.js';
 import { createLogger } from '../server/logger.js';
+import { startServerApi } from '../server-api/server-api.js';
 import { loadTracing } from '../tracing/load-tracing.js';
 import { installUpstreamRoutes } from '../upstream/install-routes.js';
 import type { GatewayOptions, TlsOptions } from '../server/options.js';
@@ -28,6 +29,8 @@ export interface StandaloneServer {
   readonly address: AddressInfo;
   /** The TCP listener's address, when `listen.tcpPort` is set. */
   readonly tcpAddress: AddressInfo | undefined;
+  /** The server API's URL, when `serverApi` is set. */
+  readonly serverApiUrl: string | undefined;
   /**
    * Drain (clients told to reconnect elsewhere, calls in flight finished, within
    * `shutdown.drainDeadlineMs`), then close everything the server opened.
@@ -53,6 +56,13 @@ export async function serve(
     }
   };
   let gateway: Gateway<unknown> | undefined;
+  // The server API, closed before the gateway drains: no backend request starts meanwhile.
+  let apiClose: (() => Promise<void>) | undefined;
+  const apiClosed = async (): Promise<void> => {
+    const closeApi = apiClose;
+    apiClose = undefined;
+    await closeApi?.().catch((err: unknown) => logger.warn({ err }, 'error while closing'));
+  };
   try {
     const tracing = await loadTracing(config.tracing);
     const broker = await openBroker(config.broker, logger);
@@ -82,20 +92,40 @@ export async function serve(
     const { host, port, tcpPort } = config.listen;
     const address = await gateway.listen(port, host);
     const tcpAddress = tcpPort === undefined ? undefined : await gateway.listenTcp(tcpPort, host);
+    let serverApiUrl: string | undefined;
+    if (config.serverApi) {
+      const api = await startServerApi(gateway, config.serverApi, {
+        logger,
+        tracing,
+        server: gateway.httpServer,
+      });
+      apiClose = () => api.close();
+      serverApiUrl = api.url;
+    }
     const scheme = config.tls ? 'wss' : 'ws';
     const url = `${scheme}://${hostForUrl(address)}:${address.port}${gateway.config.http.path}`;
-    logger.info({ url, tcp: tcpAddress && `${tcpAddress.address}:${tcpAddress.port}` }, 'serving');
+    const tcp = tcpAddress && `${tcpAddress.address}:${tcpAddress.port}`;
+    logger.info({ url, tcp, serverApi: serverApiUrl }, 'serving');
     const running = gateway;
     let closed: Promise<void> | undefined;
     const close = async (): Promise<void> => {
       try {
+        await apiClosed();
         await running.drain({ deadlineMs: config.shutdown.drainDeadlineMs });
       } finally {
         await closeOthers();
       }
     };
-    return { gateway, url, address, tcpAddress, close: () => (closed ??= close()) };
+    return {
+      gateway,
+      url,
+      address,
+      tcpAddress,
+      serverApiUrl,
+      close: () => (closed ??= close()),
+    };
   } catch (err) {
+    await apiClosed();
     await gateway?.close().catch(() => undefined);
     await closeOthers();
     throw err;

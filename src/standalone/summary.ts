@@ -16,6 +16,11 @@ export function summarizeStandaloneConfig(config: StandaloneConfig): string {
       `${count(config.upstreams.upstreams.size, 'upstream')} (${count(config.upstreams.routes.length, 'route')})`,
     );
   }
+  if (config.serverApi) {
+    const api = config.serverApi;
+    const where = api.path ?? (api.listen && `${api.listen.host}:${api.listen.port}`);
+    parts.push(`server API at ${where}`);
+  }
   parts.push(`tracing ${config.tracing.enabled ? 'on' : 'off'}`);
   if (config.static) parts.push(`static files from ${config.static.dir}`);
   return parts.join(', ');

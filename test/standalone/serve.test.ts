@@ -23,6 +23,7 @@ import { within } from '../support/waiting.js';
 const cli = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'serve-'));
 const prefix = `serve-test-${process.pid}`;
+const API_KEY = 'a-backend-key-of-enough-length';
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
@@ -36,6 +37,8 @@ interface Served {
   readonly child: ChildProcess;
   /** The WebSocket URL the server logged. */
   readonly url: string;
+  /** The server API's URL it logged. */
+  readonly serverApi: string | undefined;
   readonly exited: Promise<number | null>;
 }
 
@@ -51,15 +54,16 @@ async function serveFile(config: string, env: Record<string, string> = {}): Prom
   let output = '';
   child.stderr!.setEncoding('utf8').on('data', (text: string) => (output += text));
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-  const url = new Promise<string>((resolve, reject) => {
+  const serving = new Promise<{ url: string; serverApi?: string }>((resolve, reject) => {
     createInterface({ input: child.stdout! }).on('line', (line) => {
       output += `${line}\n`;
-      const entry = JSON.parse(line) as { msg?: string; url?: string };
-      if (entry.msg === 'serving' && entry.url) resolve(entry.url);
+      const entry = JSON.parse(line) as { msg?: string; url?: string; serverApi?: string };
+      if (entry.msg === 'serving' && entry.url) resolve({ ...entry, url: entry.url });
     });
     void exited.then((code) => reject(new Error(`serve exited (${code}):\n${output}`)));
   });
-  return { child, url: await within(url, 'serve to log its URL', 15_000), exited };
+  const { url, serverApi } = await within(serving, 'serve to log its URL', 15_000);
+  return { child, url, serverApi, exited };
 }
 
 function connect(url: string): RpcClient {
@@ -87,10 +91,13 @@ describe('wsrpc-gateway serve', () => {
         `  orders: { url: "${upstream.url}", timeoutMs: 5000 }`,
         'methods:',
         '  "orders.*": orders',
+        'serverApi:',
+        '  listen: { host: 127.0.0.1, port: 0 }',
+        '  keys: ["${API_KEY}"]',
         'shutdown: { drainDeadlineMs: 2000 }',
         '',
       ].join('\n'),
-      { REDIS_URL },
+      { REDIS_URL, API_KEY },
     );
     expect(served.url).toMatch(/^ws:\/\/127\.0\.0\.1:\d+\/rpc$/);
     const client = connect(served.url);
@@ -102,13 +109,21 @@ describe('wsrpc-gateway serve', () => {
     expect(reply.headers.session).toEqual(expect.any(String));
     expect(reply.headers.requestId).toEqual(expect.any(String));
 
-    // A declared topic, through the Redis broker: another process publishes to it.
+    // A declared topic: a backend publishes through the server API.
     const messages = firstValueFrom(client.subscribe('news.today').pipe(take(1), toArray()));
     await new Promise((resolve) => setTimeout(resolve, 300));
-    const { RedisBroker } = await import('../../src/redis.js');
-    const broker = await RedisBroker.create({ url: REDIS_URL, prefix: `${prefix}:` });
-    cleanups.push(() => broker.close());
-    await broker.publish('news.today', JSON.stringify({ headline: 'hello' }));
+    const response = await fetch(served.serverApi!, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'publish',
+        params: { topic: 'news.today', data: { headline: 'hello' } },
+      }),
+    });
+    const published = (await response.json()) as { result: { seq: number; duplicate: boolean } };
+    expect(published.result).toEqual({ seq: expect.any(Number), duplicate: false });
     expect(await within(messages, 'the published message')).toEqual([{ headline: 'hello' }]);
 
     served.child.kill('SIGTERM');
