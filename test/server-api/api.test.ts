@@ -16,6 +16,7 @@ import { sleep } from '../support/promises.js';
 import { Resources } from '../support/resources.js';
 import { closeOf, openSocket } from '../support/sockets.js';
 import { waitFor, within } from '../support/waiting.js';
+import { AUDIENCE, ISSUER, SECRET, now, signHs256, validClaims } from '../jwt/jwt-fixtures.js';
 import { API_KEY, asUser, call, post, startApi, userOptions } from './support.js';
 
 const res = new Resources();
@@ -262,6 +263,25 @@ describe('server API over HTTP', () => {
       expect(reply.status).toBe(401);
     }
     expect((await gateway.broker.history('news', 0)).lastSeq).toBe(0);
+  });
+
+  it('takes a JWT that jwtAuth verifies, and refuses a bad or expired one', async () => {
+    const running = await res.gateway(userOptions());
+    const api = await startApi(running.gateway, {
+      keys: [],
+      jwt: { secret: SECRET, issuer: ISSUER, audience: AUDIENCE },
+    });
+    apis.push(api);
+    const good = await signHs256();
+    expect((await post(api.url, 'subscribers', { topic: 'news' }, good)).body?.result).toEqual({
+      count: 0,
+      nodes: 1,
+    });
+    const expired = await signHs256(validClaims({ exp: now() - 3600 }));
+    const forged = await signHs256(validClaims(), 'another-secret-of-at-least-32-bytes!!!');
+    for (const token of [expired, forged, API_KEY]) {
+      expect((await post(api.url, 'subscribers', { topic: 'news' }, token)).status).toBe(401);
+    }
   });
 
   it('refuses to start without credentials', async () => {
