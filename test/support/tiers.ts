@@ -60,6 +60,7 @@ export const tierRules: readonly (readonly [Tier, readonly string[]])[] = [
       'test/peer/**',
       'test/protocol/**',
       'test/support/**',
+      'test/upstream-hooks/config.test.ts',
       'test/chaos/accounting.test.ts',
       'test/client/{canonical-json,subscription-model}.test.ts',
       'test/deploy/deploy-files.test.ts',

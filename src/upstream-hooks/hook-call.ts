@@ -1,0 +1,48 @@
+import type { Params } from '../protocol/types.js';
+import type { Tracing } from '../tracing/tracing.js';
+import { JsonRpcHttpClient } from '../upstream/json-rpc-http-client.js';
+import type { UpstreamObserver } from '../upstream/upstream-endpoint.js';
+import type { HttpUpstreamConfig } from '../upstream/upstreams-config.js';
+
+/** A hook's reply larger than this is a failure (-32011): decisions are small. */
+export const MAX_HOOK_REPLY_BYTES = 1024 * 1024;
+
+/** The client of one upstream the hooks call (one pool per upstream, however many hooks use it). */
+export function hookClient(
+  upstream: HttpUpstreamConfig,
+  observer: UpstreamObserver,
+): JsonRpcHttpClient {
+  return new JsonRpcHttpClient({
+    name: upstream.name,
+    url: upstream.url,
+    connections: upstream.connections,
+    headers: upstream.headers,
+    maxConcurrent: upstream.maxConcurrent,
+    retries: upstream.retries,
+    maxReplyBytes: MAX_HOOK_REPLY_BYTES,
+    observer,
+  });
+}
+
+/** One hook request in an `upstream.request <name>` span, its traceparent sent along. */
+export function tracedHookRequest(
+  tracing: Tracing,
+  client: JsonRpcHttpClient,
+  method: string,
+  params: Params,
+  options: { timeoutMs: number; headers?: Record<string, string>; notify?: boolean },
+): Promise<unknown> {
+  return tracing.span(
+    `upstream.request ${client.name}`,
+    { upstream: client.name, 'rpc.method': method },
+    undefined,
+    (span) => {
+      const headers = { ...options.headers };
+      if (span.traceparent !== undefined) headers['traceparent'] = span.traceparent;
+      const call = { timeoutMs: options.timeoutMs, headers };
+      return options.notify
+        ? client.notify(method, params, call)
+        : client.call(method, params, call);
+    },
+  );
+}

@@ -1,0 +1,183 @@
+import type { Logger } from '../peer/logger.js';
+import type { Middleware } from '../peer/middleware.js';
+import type { Gateway } from '../server/gateway.js';
+import type { GatewayOptions, IdentityOptions } from '../server/options.js';
+import type { Session } from '../server/session.js';
+import type { Tracing } from '../tracing/tracing.js';
+import type { JsonRpcHttpClient } from '../upstream/json-rpc-http-client.js';
+import type { HttpUpstreamConfig } from '../upstream/upstreams-config.js';
+import { connectHook } from './connect-hook.js';
+import { EventQueue } from './event-queue.js';
+import type { LifecycleEvent } from './event-queue.js';
+import type { HookIdentity } from './hook-answers.js';
+import { hookClient } from './hook-call.js';
+import { HookMetrics } from './hook-metrics.js';
+import type { HooksConfig, LifecycleEventType } from './hooks-config.js';
+import { subscribeHook } from './subscribe-hook.js';
+import type { TopicRequest } from './subscribe-hook.js';
+
+/** What `upstreamHooks` gives the gateway: options to create it with, then `attach` once it exists. */
+export interface UpstreamHooks {
+  /** With `hooks.connect`: the gateway's `authenticate` (the session's context is a HookIdentity). */
+  readonly authenticate?: GatewayOptions<HookIdentity>['authenticate'];
+  /** With `hooks.connect`: the user the hook named. */
+  readonly userOf?: (context: HookIdentity) => string | undefined;
+  /** With `hooks.connect`: expiry and the topic and method patterns the hook answered. */
+  readonly identity?: Pick<IdentityOptions<HookIdentity>, 'expiresAtOf' | 'topicsOf' | 'methodsOf'>;
+  /** With `hooks.subscribe`: the `authorize` hook of the topics declared. */
+  readonly authorizeTopic?: (request: TopicRequest) => boolean | Promise<boolean>;
+  /** With subscribe or unsubscribe events: what reports them (a gateway option). */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any context type
+  readonly middleware?: readonly Middleware<Session<any>>[];
+  /** Register the metrics on the gateway and report its connects and disconnects. */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any context type
+  attach(gateway: Gateway<any>): void;
+  /** Send the events still queued (one attempt), stop, close the hooks' upstream connections. */
+  close(): Promise<void>;
+}
+
+/** The contexts a connect hook made (so the other hooks tell them from a context of another's). */
+const hookIdentities = new WeakSet<object>();
+
+/**
+ * Hooks to upstreams from the `hooks` section (see docs/gateway-mode.md, "Hooks"): the connect
+ * hook as `authenticate` (with `userOf` and the identity hooks from its answer), the subscribe
+ * hook as a topic `authorize`, the events hook as a bounded queue fed by `attach` and, for
+ * subscribes and unsubscribes, by `middleware`.
+ */
+export function upstreamHooks(
+  config: HooksConfig,
+  deps: { logger: Logger; tracing: Tracing },
+): UpstreamHooks {
+  const metrics = new HookMetrics();
+  const logger = deps.logger.child({ component: 'hooks' });
+  const clients = new Map<string, JsonRpcHttpClient>();
+  const clientOf = (upstream: HttpUpstreamConfig): JsonRpcHttpClient => {
+    let client = clients.get(upstream.name);
+    if (!client) clients.set(upstream.name, (client = hookClient(upstream, metrics)));
+    return client;
+  };
+  const hookDeps = { logger, tracing: deps.tracing, metrics };
+  let userOf: ((context: never) => string | undefined) | undefined;
+  let unsubscribeMethod = 'unsubscribe';
+
+  const hooks: { -readonly [K in keyof UpstreamHooks]: UpstreamHooks[K] } = {
+    attach,
+    close,
+  };
+
+  if (config.connect) {
+    const authenticate = connectHook(config.connect, clientOf(config.connect.upstream), hookDeps);
+    hooks.authenticate = async (request) => {
+      const identity = await authenticate(request);
+      hookIdentities.add(identity);
+      return identity;
+    };
+    hooks.userOf = (context) => context.user;
+    userOf = hooks.userOf as (context: never) => string | undefined;
+    hooks.identity = {
+      expiresAtOf: (context) => context.expiresAt,
+      topicsOf: (context) => context.topics,
+      methodsOf: (context) => context.methods,
+    };
+  }
+
+  if (config.subscribe) {
+    hooks.authorizeTopic = subscribeHook(config.subscribe, clientOf(config.subscribe.upstream), {
+      ...hookDeps,
+      userOf: () => userOf,
+      contextOf: (session) => {
+        const context = session.context;
+        return typeof context === 'object' && context !== null && hookIdentities.has(context)
+          ? (context as HookIdentity).context
+          : context;
+      },
+    });
+  }
+
+  const events = config.events;
+  const queue = events && new EventQueue(events, clientOf(events.upstream), hookDeps);
+  const wanted = new Set<LifecycleEventType>(events?.events ?? []);
+  /** Subscription ids to their topics, per session: an unsubscribe names only the id. */
+  const topicsById = new WeakMap<object, Map<string, string>>();
+
+  function report(
+    type: LifecycleEventType,
+    session: Session<unknown>,
+    extra: Partial<LifecycleEvent>,
+  ): void {
+    if (!queue || !wanted.has(type)) return;
+    const user =
+      userOf && session.context !== undefined ? userOf(session.context as never) : undefined;
+    queue.push({
+      type,
+      sessionId: session.id,
+      ...(typeof user === 'string' ? { user } : {}),
+      at: Date.now(),
+      ...extra,
+    });
+  }
+
+  if (wanted.has('subscribe') || wanted.has('unsubscribe')) {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any context type
+    const reportSubscriptions: Middleware<Session<any>> = async (ctx, next) => {
+      if (ctx.kind === 'subscribe') {
+        const id = await next();
+        if (typeof id === 'string' && ctx.topic !== undefined) {
+          let byId = topicsById.get(ctx.session);
+          if (!byId) topicsById.set(ctx.session, (byId = new Map<string, string>()));
+          byId.set(id, ctx.topic);
+          report('subscribe', ctx.session, { topic: ctx.topic });
+        }
+        return id;
+      }
+      if (ctx.method !== unsubscribeMethod) return next();
+      const result = await next();
+      const params = ctx.params;
+      const id = Array.isArray(params)
+        ? (params as unknown[])[0]
+        : (params as { subscription?: unknown } | undefined)?.subscription;
+      const byId = topicsById.get(ctx.session);
+      const topic = typeof id === 'string' ? byId?.get(id) : undefined;
+      if (result === true && topic !== undefined) {
+        byId!.delete(id as string);
+        report('unsubscribe', ctx.session, { topic });
+      }
+      return result;
+    };
+    hooks.middleware = [reportSubscriptions];
+  }
+
+  let attached = false;
+  const subscriptions: { unsubscribe(): void }[] = [];
+
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any context type
+  function attach(gateway: Gateway<any>): void {
+    if (attached) throw new Error('upstreamHooks: attach takes one gateway, once');
+    attached = true;
+    metrics.register(gateway.metrics.registry);
+    userOf = gateway.config.auth.userOf as typeof userOf;
+    unsubscribeMethod = gateway.config.pubsub.subscriptionMethods.unsubscribe;
+    if (!queue) return;
+    if (wanted.has('connect')) {
+      subscriptions.push(gateway.connected$.subscribe((session) => report('connect', session, {})));
+    }
+    if (wanted.has('disconnect')) {
+      subscriptions.push(
+        gateway.disconnected$.subscribe((session) => {
+          void session.closed.then((info) =>
+            report('disconnect', session, { code: info.code, reason: info.reason }),
+          );
+        }),
+      );
+    }
+  }
+
+  async function close(): Promise<void> {
+    for (const subscription of subscriptions.splice(0)) subscription.unsubscribe();
+    await queue?.close();
+    await Promise.all([...clients.values()].map((client) => client.close()));
+  }
+
+  return hooks;
+}
