@@ -236,7 +236,7 @@ export class Gateway<C = unknown> {
       subscriptionsByPattern: () => this.pubsub.subscriptionsByPattern(),
       dropped: () => this.pubsub.stats.dropped,
       slowConsumerDisconnects: () => this.pubsub.stats.slowConsumerDisconnects,
-      isKnownMethod: (method) => this.registry.has(method),
+      methodLabel: (method) => this.registry.patternOf(method),
     });
     const authorize = auth.authorize;
     const subscribeMethod = this.pubsub.methods.subscribe;

@@ -30,7 +30,12 @@ export interface MetricsSources {
   subscriptionsByPattern?(): Record<string, number>;
   dropped(): number;
   slowConsumerDisconnects(): number;
-  isKnownMethod(method: string): boolean;
+  /**
+   * The `method` label of a call: its registered name, or the route's pattern (`orders.*`) for a
+   * method a prefix route answers; undefined for an unknown one. Labels stay as few as the
+   * registrations, whatever names clients send.
+   */
+  methodLabel(method: string): string | undefined;
 }
 
 function escapeLabel(value: string): string {
@@ -144,7 +149,7 @@ export class GatewayMetrics {
 
   /** Called by every session's peer once an incoming call is answered. */
   callSettled(method: string, outcome: CallOutcome, durationMs: number): void {
-    const name = this.sources.isKnownMethod(method) ? method : UNKNOWN_METHOD;
+    const name = this.sources.methodLabel(method) ?? UNKNOWN_METHOD;
     let entry = this.methods.get(name);
     if (!entry) {
       entry = {

@@ -27,7 +27,7 @@ describe('rpc_subscriptions', () => {
         subscriptionsByPattern: () => gateway.pubsub.subscriptionsByPattern(),
         dropped: () => 0,
         slowConsumerDisconnects: () => 0,
-        isKnownMethod: () => true,
+        methodLabel: (method: string) => method,
       },
       { defaultMetrics: false },
     );

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openRawSocket } from '../support/gateway.js';
+import { httpGet } from '../support/network.js';
 import { startPythonUpstream } from '../support/python-upstream.js';
 import type { PythonUpstream } from '../support/python-upstream.js';
 import { startRoutedGateway } from './routed-gateway.js';
@@ -195,5 +196,13 @@ describe('calls routed to an upstream over HTTP', () => {
     expect(anonymous.result.headers.user).toBeNull();
     expect(anonymous.result.headers.context).toBeNull();
     expect(anonymous.result.headers.session).toMatch(/\S/);
+  });
+
+  it('label calls by route in the metrics: the pattern, not each name a client sends', async () => {
+    for (const method of ['orders.get', 'orders.x1', 'orders.x2'])
+      await exchange({ jsonrpc: '2.0', id: 1, method, params: {} });
+    const { body } = await httpGet(`${running.httpUrl}/metrics`);
+    expect(body).toMatch(/rpc_calls_total\{method="orders\.\*",outcome="ok"\} [1-9]/);
+    expect(body).not.toContain('orders.x1');
   });
 });
