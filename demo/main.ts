@@ -1,5 +1,6 @@
 import { pino } from 'pino';
 import { brokerFromEnv, createGateway, createLogger, tlsFromEnv } from '../src/index.js';
+import { shutdownOnSignals } from '../src/standalone/shutdown-signals.js';
 import { demoIdentity } from './identity.js';
 import { startTicker } from './pubsub.js';
 import { demoPageHandler } from './static-files.js';
@@ -46,23 +47,15 @@ registerDemoService(gateway);
 identity.register(gateway);
 const stopTicker = startTicker(gateway, Number(process.env['TICK_MS'] ?? 500));
 
-let stopping = false;
-async function stop(signal: string): Promise<void> {
-  if (stopping) {
-    logger.warn({ signal }, 'second signal: exiting now');
-    process.exit(1);
-  }
-  stopping = true;
-  logger.info({ signal }, 'shutting down');
+// The first SIGTERM or SIGINT drains and exits 0; a second one exits 1 at once.
+const { stop } = shutdownOnSignals(logger, async () => {
   stopTicker();
   // Clients are told to reconnect elsewhere; in-flight calls finish; sessions close with 1012.
   await gateway.drain({ deadlineMs: drainDeadlineMs });
   await broker?.close();
   // process.exit drops what a pipe has not taken yet: with STDIO=1, the last answers.
   await stdoutFlushed(drainDeadlineMs);
-  logger.flush();
-  process.exit(0);
-}
+});
 
 /**
  * Resolves once stdout has handed everything written to it to the OS ('finish' once ended, else
@@ -80,8 +73,6 @@ function stdoutFlushed(timeoutMs: number): Promise<void> {
     else out.write('', () => resolve());
   });
 }
-process.on('SIGINT', (s) => void stop(s));
-process.on('SIGTERM', (s) => void stop(s));
 
 try {
   if (stdio) {

@@ -1,6 +1,7 @@
 // `serve --config FILE` and `check-config FILE`: the gateway itself, run from a configuration file
 // (the standalone server). The standalone module (yaml, undici) is imported only by these two
 // commands, so `wsrpc call` and the others start without it.
+import { dirname } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Output } from './errors.js';
 
@@ -116,7 +117,7 @@ async function serveFile(file: string, io: Io): Promise<number> {
   const logger = createLogger();
   let server;
   try {
-    server = await serve(config, { logger });
+    server = await serve(config, { logger, baseDir: dirname(file) });
   } catch (err) {
     logger.error({ err }, 'could not start the gateway');
     logger.flush();

@@ -3,6 +3,7 @@
 // API for backends, tracing, TLS from files, static files, then the listeners; `close` drains.
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import { resolve } from 'node:path';
 import type { Logger } from '../peer/logger.js';
 import type { Broker } from '../pubsub/broker.js';
 import { brokerFromEnv } from '../server/broker-from-env.js';
@@ -19,6 +20,11 @@ import { staticFilesHandler } from './static-files.js';
 export interface ServeOptions {
   /** Where the server logs. Default: pino at LOG_LEVEL on stdout. */
   logger?: Logger;
+  /**
+   * The folder relative file names (`static.dir`, `tls.*File`) are read from: the CLI gives the
+   * configuration file's folder. Default: the working directory.
+   */
+  baseDir?: string;
 }
 
 /** A running standalone server. */
@@ -44,6 +50,7 @@ export async function serve(
   options: ServeOptions = {},
 ): Promise<StandaloneServer> {
   const logger = options.logger ?? createLogger();
+  const fileOf = (name: string): string => resolve(options.baseDir ?? '.', name);
   // What the server opened besides the gateway, closed after it in reverse order.
   const closers: (() => Promise<void>)[] = [];
   const closeOthers = async (): Promise<void> => {
@@ -74,8 +81,8 @@ export async function serve(
       identity: { ...config.gateway.identity, ...identity.identity },
       logger,
       broker,
-      tls: config.tls && readTls(config.tls),
-      httpHandler: config.static && staticFilesHandler(config.static.dir),
+      tls: config.tls && readTls(config.tls, fileOf),
+      httpHandler: config.static && staticFilesHandler(fileOf(config.static.dir)),
     } as GatewayOptions<unknown>);
     for (const [pattern, topic] of Object.entries(config.topics)) {
       gateway.topic(pattern, {
@@ -151,10 +158,10 @@ async function identityOptions(
   return jwtAuth(config.jwt) as unknown as Partial<GatewayOptions<unknown>>;
 }
 
-function readTls(files: TlsFilesConfig): TlsOptions {
+function readTls(files: TlsFilesConfig, fileOf: (name: string) => string): TlsOptions {
   const read = (key: keyof TlsFilesConfig, file: string): string => {
     try {
-      return readFileSync(file, 'utf8');
+      return readFileSync(fileOf(file), 'utf8');
     } catch (err) {
       throw new Error(`tls.${key}: cannot read ${file}: ${(err as Error).message}`, { cause: err });
     }

@@ -5,7 +5,7 @@ import type { Logger } from '../peer/logger.js';
 
 export interface ShutdownOnSignals {
   /** Run the shutdown now, as a signal would (e.g. when stdin ends); a second call exits 1. */
-  stop(reason: string): Promise<void>;
+  readonly stop: (reason: string) => Promise<void>;
 }
 
 /**

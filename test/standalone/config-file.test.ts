@@ -345,6 +345,10 @@ describe('resolveStandaloneConfig', () => {
       new RangeError('upstreams.orders.timeoutMs must be an integer from 1 to 2147483647, not -5'),
     ],
     [
+      { serverApi: { listen: { port: 1 }, keys: ['short'] } },
+      new RangeError('serverApi.keys[0] must be a string of at least 16 characters, not one of 5'),
+    ],
+    [
       { tracing: { enabled: 'yes' } },
       new TypeError('tracing.enabled must be a boolean, not "yes"'),
     ],

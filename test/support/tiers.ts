@@ -44,7 +44,7 @@ export const tierRules: readonly (readonly [Tier, readonly string[]])[] = [
       'test/hardening/{broker-down,drain-process,fuzz}.test.ts',
       'test/integration/{demo-process,recipe*}.test.ts',
       'test/jwt/recipe-jwt.test.ts',
-      'test/standalone/{check-config,serve}.test.ts',
+      'test/standalone/{check-config,example,serve}.test.ts',
       'test/server-api/{cluster,consume,once-model,python-backend}.test.ts',
       'test/pubsub/{broker-link-gap,deny-list,notify-broker-down,redis-gateway,replay-bounds,topic-limits}.test.ts',
       'test/transports/{eof-flush,same-answers,stdio,tls}.test.ts',
