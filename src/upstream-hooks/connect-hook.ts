@@ -74,7 +74,7 @@ export function connectHook(
     };
     return deps.tracing.span(
       `upstream.request ${client.name}`,
-      { upstream: client.name, 'rpc.method': 'wsrpc.connect' },
+      { 'wsrpc.upstream': client.name, 'rpc.method': 'wsrpc.connect' },
       undefined,
       (span) =>
         client.call('wsrpc.connect', params, {

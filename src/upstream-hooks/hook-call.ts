@@ -34,7 +34,7 @@ export function tracedHookRequest(
 ): Promise<unknown> {
   return tracing.span(
     `upstream.request ${client.name}`,
-    { upstream: client.name, 'rpc.method': method },
+    { 'wsrpc.upstream': client.name, 'rpc.method': method },
     undefined,
     (span) => {
       const headers = { ...options.headers };
