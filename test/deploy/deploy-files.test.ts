@@ -43,8 +43,14 @@ describe('docker-compose.yml', () => {
   const compose = parse(read('docker-compose.yml')) as Compose;
   const { services } = compose;
 
-  it('runs two gateways, Redis and nginx', () => {
-    expect(Object.keys(services).sort()).toEqual(['gateway-1', 'gateway-2', 'nginx', 'redis']);
+  it('runs two gateways, the orders service, Redis and nginx', () => {
+    expect(Object.keys(services).sort()).toEqual([
+      'gateway-1',
+      'gateway-2',
+      'nginx',
+      'orders',
+      'redis',
+    ]);
   });
 
   it('gives every service a health check', () => {
@@ -57,18 +63,49 @@ describe('docker-compose.yml', () => {
     }
   });
 
-  it('wires both gateways to Redis, built from the Dockerfile, listening on 0.0.0.0:8080', () => {
+  it('wires both gateways to Redis and the orders service, built from the Dockerfile, listening on 0.0.0.0:8080', () => {
     for (const name of ['gateway-1', 'gateway-2']) {
       const gateway = services[name]!;
       expect(gateway.build).toBe('.');
       expect(gateway.environment).toMatchObject({
-        BROKER: 'redis',
         REDIS_URL: 'redis://redis:6379',
         HOST: '0.0.0.0',
         PORT: '8080',
+        API_HOST: '0.0.0.0',
+        API_PORT: '8081',
+        ORDERS_URL: 'http://orders:9001/rpc',
       });
-      expect(gateway.depends_on).toEqual({ redis: { condition: 'service_healthy' } });
+      expect(gateway.depends_on).toEqual({
+        redis: { condition: 'service_healthy' },
+        orders: { condition: 'service_healthy' },
+      });
     }
+  });
+
+  it('gives every variable the baked-in configuration file needs to the gateways', () => {
+    const config = read('demo/gateway-mode/gateway.yaml');
+    const needed = [...config.matchAll(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g)].map((m) => m[1]);
+    const referenced = [...config.matchAll(/\$\{([A-Za-z_][A-Za-z0-9_]*)/g)].map((m) => m[1]);
+    for (const name of ['gateway-1', 'gateway-2']) {
+      const environment = services[name]!.environment ?? {};
+      // Those without a default must be set; the others are set here so the file's defaults
+      // (loopback addresses) do not apply in containers.
+      for (const variable of new Set([...needed, ...referenced])) {
+        expect(environment[variable!], `${name}: ${variable}`).toBeDefined();
+      }
+    }
+  });
+
+  it("runs the orders service from the example with Python only, its API key the gateways'", () => {
+    const orders = services['orders']!;
+    expect(orders.image).toMatch(/^python:3/);
+    expect(orders.command).toEqual(['python3', '/app/upstream.py']);
+    expect(orders.volumes).toContain('./demo/gateway-mode/upstream.py:/app/upstream.py:ro');
+    expect(orders.environment).toMatchObject({ HOST: '0.0.0.0', PORT: '9001' });
+    expect(orders.environment?.['WSRPC_API_URL']).toMatch(/^http:\/\/gateway-[12]:8081\/$/);
+    expect(orders.environment?.['WSRPC_API_KEY']).toBe(
+      services['gateway-1']!.environment?.['BACKEND_API_KEY'],
+    );
   });
 
   it('gives a drain time to finish before Docker kills a gateway', () => {
@@ -106,7 +143,7 @@ describe('docker-compose.yml', () => {
       'gateway-1': { condition: 'service_healthy' },
       'gateway-2': { condition: 'service_healthy' },
     });
-    for (const name of ['gateway-1', 'gateway-2', 'redis'])
+    for (const name of ['gateway-1', 'gateway-2', 'orders', 'redis'])
       expect(services[name]!.ports).toBeUndefined();
   });
 });
@@ -159,7 +196,18 @@ describe('Dockerfile', () => {
     expect(runStage).toMatch(/^USER node$/m);
     expect(runStage).toMatch(/^ENTRYPOINT \["\/usr\/bin\/tini", "--"\]$/m);
     expect(runStage).toContain('HEALTHCHECK');
-    expect(runStage).toMatch(/^CMD \["node", "dist\/demo\/main.js"\]$/m);
+    expect(runStage).toContain('HOST=0.0.0.0');
+  });
+
+  it('runs gateway mode with the configuration file baked into the image', () => {
+    const runStage = dockerfile.slice(dockerfile.lastIndexOf('FROM '));
+    expect(runStage).toMatch(
+      /^CMD \["node", "dist\/src\/cli\/main.js", "serve", "--config", "\/app\/config\/gateway.yaml"\]$/m,
+    );
+    expect(runStage).toContain(
+      'COPY --chown=node:node demo/gateway-mode/gateway.yaml ./config/gateway.yaml',
+    );
+    expect(runStage).toContain('COPY --chown=node:node demo/gateway-mode/web ./config/web');
     expect(runStage).toContain('HOST=0.0.0.0');
   });
 });
