@@ -107,35 +107,39 @@ function routeHandler(
   return (params: unknown, ctx: HandlerContext<Session<unknown>>) => {
     const headers = identity.of(ctx.session);
     const attributes = { 'rpc.method': ctx.method, 'wsrpc.upstream': route.upstream };
-    return deps.tracing.span(spanName, attributes, ctx.traceparent, async (span) => {
-      if (span.traceparent !== undefined) headers['traceparent'] = span.traceparent;
-      const options = {
-        signal: ctx.signal,
-        timeoutMs: route.timeoutMs,
-        headers,
-        idempotent: route.idempotent,
-      };
-      try {
-        if (ctx.id === undefined) {
-          await endpoint.notify(ctx.method, params as Params | undefined, options);
-          return undefined;
+    // The call as the gateway serves it (server span), and inside it the request to the upstream
+    // (client span), whose traceparent the upstream gets.
+    return deps.tracing.span(`rpc.call ${ctx.method}`, attributes, ctx.traceparent, (call) =>
+      deps.tracing.span(spanName, attributes, call.traceparent, async (span) => {
+        if (span.traceparent !== undefined) headers['traceparent'] = span.traceparent;
+        const options = {
+          signal: ctx.signal,
+          timeoutMs: route.timeoutMs,
+          headers,
+          idempotent: route.idempotent,
+        };
+        try {
+          if (ctx.id === undefined) {
+            await endpoint.notify(ctx.method, params as Params | undefined, options);
+            return undefined;
+          }
+          return await endpoint.call(ctx.method, params as Params | undefined, options);
+        } catch (err) {
+          span.setError(err);
+          if (!(err instanceof UpstreamError)) throw err;
+          ctx.logger.warn(
+            {
+              upstream: err.upstream,
+              method: ctx.method,
+              requestId: headers['x-request-id'],
+              reason: err.reason,
+              detail: err.detail,
+            },
+            'upstream request failed',
+          );
+          throw exposeDetails ? err.withDetail() : err;
         }
-        return await endpoint.call(ctx.method, params as Params | undefined, options);
-      } catch (err) {
-        span.setError(err);
-        if (!(err instanceof UpstreamError)) throw err;
-        ctx.logger.warn(
-          {
-            upstream: err.upstream,
-            method: ctx.method,
-            requestId: headers['x-request-id'],
-            reason: err.reason,
-            detail: err.detail,
-          },
-          'upstream request failed',
-        );
-        throw exposeDetails ? err.withDetail() : err;
-      }
-    });
+      }),
+    );
   };
 }

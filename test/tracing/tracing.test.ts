@@ -4,9 +4,10 @@ import type { AddressInfo } from 'node:net';
 import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { JsonRpcError } from '../../src/protocol/errors.js';
-import type { Gateway } from '../../src/server/gateway.js';
+import { silentLogger } from '../../src/peer/logger.js';
 import { loadTracing, noTracing, resolveTracingConfig } from '../../src/tracing/index.js';
 import type { Tracing } from '../../src/tracing/index.js';
+import { installUpstreamRoutes, resolveUpstreamsConfig } from '../../src/upstream/index.js';
 import { openRawSocket, startGateway } from '../support/gateway.js';
 import { installRecordingTracer } from './in-memory-tracer.js';
 import type { RecordedSpan } from './in-memory-tracer.js';
@@ -36,33 +37,28 @@ async function startUpstream(): Promise<{
 }
 
 /**
- * The traced path of a routed call as the gateway's routes make it: an `rpc.call` span parented
- * on the request's traceparent, an `upstream.request` span inside it whose traceparent goes to
- * the upstream as a header.
+ * A gateway that routes `orders.*` to `upstreamUrl` with installUpstreamRoutes, as gateway mode
+ * does; a middleware notes the traceparent each call carried.
  */
-function routeThroughUpstream(gateway: Gateway<unknown>, tracing: Tracing, upstreamUrl: string) {
+async function routeThroughUpstream(tracing: Tracing, upstreamUrl: string) {
   const seenByHandler: (string | undefined)[] = [];
-  gateway.method('orders.get', (_params, ctx) => {
-    seenByHandler.push(ctx.traceparent);
-    return tracing.span(
-      'rpc.call orders.get',
-      { 'rpc.method': 'orders.get' },
-      ctx.traceparent,
-      (call) =>
-        tracing.span(
-          'upstream.request orders',
-          { upstream: 'orders' },
-          call.traceparent,
-          async (request) => {
-            const headers: Record<string, string> = { 'content-type': 'application/json' };
-            if (request.traceparent) headers['traceparent'] = request.traceparent;
-            const res = await fetch(upstreamUrl, { method: 'POST', headers, body: '{}' });
-            return ((await res.json()) as { result: unknown }).result;
-          },
-        ),
-    );
+  const running = await startGateway({
+    middleware: [
+      (ctx, next) => {
+        seenByHandler.push(ctx.traceparent);
+        return next();
+      },
+    ],
   });
-  return seenByHandler;
+  const routes = installUpstreamRoutes(
+    running.gateway,
+    resolveUpstreamsConfig({
+      upstreams: { orders: { url: upstreamUrl } },
+      methods: { 'orders.*': 'orders' },
+    }),
+    { logger: silentLogger, tracing },
+  );
+  return { ...running, routes, seenByHandler };
 }
 
 function byName(spans: RecordedSpan[], name: string): RecordedSpan {
@@ -158,9 +154,12 @@ describe('tracing through OpenTelemetry', () => {
   async function setup() {
     const upstream = await startUpstream();
     closers.push(() => new Promise((resolve) => upstream.server.close(resolve)));
-    const { gateway, url, httpUrl } = await startGateway();
+    const { gateway, url, httpUrl, routes, seenByHandler } = await routeThroughUpstream(
+      tracing,
+      upstream.url,
+    );
     closers.push(() => gateway.close());
-    const seenByHandler = routeThroughUpstream(gateway, tracing, upstream.url);
+    closers.push(() => routes.close());
     return { upstream, url, httpUrl, seenByHandler };
   }
 
@@ -172,14 +171,14 @@ describe('tracing through OpenTelemetry', () => {
       kind: SpanKind.SERVER,
       traceId: CLIENT_TRACE,
       parentSpanId: CLIENT_SPAN,
-      attributes: { 'rpc.method': 'orders.get' },
+      attributes: { 'rpc.method': 'orders.get', 'wsrpc.upstream': 'orders' },
       ended: true,
     });
     expect(request).toMatchObject({
       kind: SpanKind.CLIENT,
       traceId: CLIENT_TRACE,
       parentSpanId: call.spanId,
-      attributes: { upstream: 'orders' },
+      attributes: { 'rpc.method': 'orders.get', 'wsrpc.upstream': 'orders' },
       ended: true,
     });
     expect(upstreamHeaders['traceparent']).toBe(`00-${CLIENT_TRACE}-${request.spanId}-01`);
