@@ -12,6 +12,7 @@ import { addressGroup } from './address-group.js';
 import { runAuthenticate } from './run-authenticate.js';
 import { describeUpgrade } from './upgrade-request.js';
 import type { TrustedProxies } from './client-address.js';
+import { readBody } from './read-body.js';
 
 /** Media types a JSON-RPC POST may carry (the JSON-RPC over HTTP description lists all three). */
 const JSON_TYPES = new Set(['application/json', 'application/json-rpc', 'application/jsonrequest']);
@@ -157,7 +158,13 @@ export class HttpRpc<C> {
       return send(res, auth.status, `${auth.message ?? 'Internal server error'}\n`, auth.headers);
     }
     const context = auth.context;
-    const body = await this.readBody(req, res, upgrade.remoteAddress);
+    // Undefined when there is none to answer: the client left (also while `authenticate` ran),
+    // or a 413 or 408 has been sent.
+    const body = await readBody(req, res, {
+      maxBytes: deps.limits.maxMessageBytes,
+      timeoutMs: deps.limits.bodyTimeoutMs,
+      timedOut: () => deps.bodyTimedOut?.(upgrade.remoteAddress),
+    });
     if (body === undefined) return;
     const session = deps.newSession(
       context,
@@ -216,53 +223,6 @@ export class HttpRpc<C> {
     if (origin === undefined || !this.deps.admission.corsAllows(origin)) return;
     res.setHeader('access-control-allow-origin', origin);
     res.setHeader('vary', 'Origin');
-  }
-
-  /**
-   * The whole body as text; undefined when there is none to answer: the client left (also while
-   * `authenticate` ran, before these listeners existed), or a 413 or 408 has been sent.
-   */
-  private readBody(
-    req: IncomingMessage,
-    res: ServerResponse,
-    remoteAddress: string | undefined,
-  ): Promise<string | undefined> {
-    // A client gone during an async hook: its request's 'close' has come and gone already, and
-    // waiting for one would hold the admission slot (and a drain) forever.
-    if (req.destroyed || res.destroyed || req.socket.destroyed) return Promise.resolve(undefined);
-    const { maxMessageBytes: limit, bodyTimeoutMs } = this.deps.limits;
-    return new Promise((resolve) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      const done = (body: string | undefined): void => {
-        clearTimeout(timer);
-        resolve(body);
-      };
-      // A body trickling in holds a slot: it gets bodyTimeoutMs, then 408 and the connection closes.
-      const timer = setTimeout(() => {
-        req.removeAllListeners('data');
-        this.deps.bodyTimedOut?.(remoteAddress);
-        send(res, 408, `Request body not received within ${bodyTimeoutMs} ms\n`, {
-          connection: 'close',
-        });
-        req.resume();
-        done(undefined);
-      }, bodyTimeoutMs);
-      req.on('data', (chunk: Buffer) => {
-        size += chunk.length;
-        if (size > limit) {
-          req.removeAllListeners('data');
-          this.tooLarge(req, res);
-          done(undefined);
-          return;
-        }
-        chunks.push(chunk);
-      });
-      req.on('end', () => done(Buffer.concat(chunks).toString('utf8')));
-      req.on('error', () => done(undefined));
-      // Aborted before the end (a no-op once 'end' has resolved it).
-      req.on('close', () => done(undefined));
-    });
   }
 
   private tooLarge(req: IncomingMessage, res: ServerResponse): void {
