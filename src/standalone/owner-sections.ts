@@ -2,6 +2,8 @@
 // server API, tracing): each resolved by its owner's resolver, so the rules live in one place.
 import { resolveServerApiConfig } from '../server-api/config.js';
 import type { ServerApiConfig } from '../server-api/config.js';
+import { resolveHooksConfig } from '../upstream-hooks/hooks-config.js';
+import type { HooksConfig } from '../upstream-hooks/hooks-config.js';
 import { resolveTracingConfig } from '../tracing/tracing-config.js';
 import type { TracingConfig } from '../tracing/tracing-config.js';
 import { resolveUpstreamsConfig } from '../upstream/upstreams-config.js';
@@ -11,7 +13,8 @@ import type { UpstreamsConfig } from '../upstream/upstreams-config.js';
 export interface OwnerSections {
   /** Upstream services and the methods routed to them; undefined when the file has neither. */
   readonly upstreams: UpstreamsConfig | undefined;
-  readonly hooks: unknown;
+  /** Hooks to upstreams; undefined when the file has no `hooks`. */
+  readonly hooks: HooksConfig | undefined;
   /** The server API for backends; undefined (off) when the file has no `serverApi`. */
   readonly serverApi: ServerApiConfig | undefined;
   /** Off (tracingDefaults) when the file has no `tracing`. */
@@ -33,7 +36,7 @@ export const ownerSections = {
           ? undefined
           : resolveUpstreamsConfig(file),
       ),
-      hooks: attempt(() => file['hooks']),
+      hooks: attempt(() => (file['hooks'] === undefined ? undefined : resolveHooksConfig(file))),
       serverApi: attempt(() =>
         file['serverApi'] === undefined ? undefined : resolveServerApiConfig(file['serverApi']),
       ),

@@ -12,6 +12,7 @@ import { createLogger } from '../server/logger.js';
 import { startServerApi } from '../server-api/server-api.js';
 import { loadTracing } from '../tracing/load-tracing.js';
 import { installUpstreamRoutes } from '../upstream/install-routes.js';
+import { upstreamHooks } from '../upstream-hooks/upstream-hooks.js';
 import type { GatewayOptions, TlsOptions } from '../server/options.js';
 import type { BrokerConfig, TlsFilesConfig } from './sections.js';
 import type { StandaloneConfig } from './standalone-config.js';
@@ -74,18 +75,26 @@ export async function serve(
     const tracing = await loadTracing(config.tracing);
     const broker = await openBroker(config.broker, logger);
     if (broker) closers.push(() => broker.close());
-    const identity = await identityOptions(config);
+    const hooks = config.hooks && upstreamHooks(config.hooks, { logger, tracing });
+    if (hooks) closers.push(() => hooks.close());
+    // Who may connect: jwtAuth, or the connect hook (never both: the config refuses it).
+    const identity = hooks?.authenticate
+      ? { authenticate: hooks.authenticate, userOf: hooks.userOf, identity: hooks.identity }
+      : await identityOptions(config);
     gateway = new Gateway<unknown>({
       ...config.gateway,
       ...identity,
       identity: { ...config.gateway.identity, ...identity.identity },
+      ...(hooks?.middleware && { middleware: hooks.middleware }),
       logger,
       broker,
       tls: config.tls && readTls(config.tls, fileOf),
       httpHandler: config.static && staticFilesHandler(fileOf(config.static.dir)),
     } as GatewayOptions<unknown>);
+    hooks?.attach(gateway);
     for (const [pattern, topic] of Object.entries(config.topics)) {
       gateway.topic(pattern, {
+        ...(hooks?.authorizeTopic && { authorize: hooks.authorizeTopic }),
         ...(topic.history && { history: topic.history }),
         ...(topic.slowConsumer && { slowConsumer: topic.slowConsumer }),
         ...(topic.highWaterMark !== undefined && { highWaterMark: topic.highWaterMark }),

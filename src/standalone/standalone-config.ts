@@ -132,6 +132,13 @@ export function examineStandaloneConfig(
     ]),
   );
   const owned = ownerSections.resolve(file, attempt);
+  if (file['jwt'] !== undefined && ownerSections.givesUser(file)) {
+    attempt(() => {
+      throw new TypeError(
+        'jwt and hooks.connect both decide who may connect: give one of them (the connect hook can verify the token itself)',
+      );
+    });
+  }
   if (problems.length > 0) return { config: undefined, problems };
   const config = Object.freeze({ gateway, ...own, ...owned }) as StandaloneConfig;
   return { config, problems };

@@ -9,7 +9,7 @@ export function summarizeStandaloneConfig(config: StandaloneConfig): string {
     `path ${config.gateway.path ?? '/rpc'}`,
     `broker ${config.broker.kind}`,
     count(Object.keys(config.topics).length, 'topic'),
-    `identity ${config.jwt ? 'jwt' : 'none'}`,
+    `identity ${config.jwt ? 'jwt' : config.hooks?.connect ? 'connect hook' : 'none'}`,
   ];
   if (config.upstreams) {
     parts.push(
@@ -21,6 +21,10 @@ export function summarizeStandaloneConfig(config: StandaloneConfig): string {
     const where = api.path ?? (api.listen && `${api.listen.host}:${api.listen.port}`);
     parts.push(`server API at ${where}`);
   }
+  const hooks = (['connect', 'subscribe', 'events'] as const).filter(
+    (hook) => config.hooks?.[hook],
+  );
+  if (hooks.length > 0) parts.push(`hooks: ${hooks.join(', ')}`);
   parts.push(`tracing ${config.tracing.enabled ? 'on' : 'off'}`);
   if (config.static) parts.push(`static files from ${config.static.dir}`);
   return parts.join(', ');

@@ -248,6 +248,25 @@ describe('resolveStandaloneConfig', () => {
     );
   });
 
+  it('hooks through their resolver; jwt and the connect hook are not both taken', () => {
+    const upstreams = { auth: { url: 'http://127.0.0.1:9/rpc' } };
+    const config = resolveStandaloneConfig({
+      upstreams,
+      hooks: { connect: { upstream: 'auth' } },
+      userInbox: true,
+    });
+    expect(config.hooks?.connect?.upstream.name).toBe('auth');
+    expect(refusal({ upstreams, hooks: { connect: { upstream: 'nope' } } }).message).toMatch(
+      /^hooks\.connect\.upstream must name an HTTP upstream/,
+    );
+    expect(
+      refusal({ upstreams, jwt: { secret: SECRET }, hooks: { connect: { upstream: 'auth' } } })
+        .message,
+    ).toBe(
+      'jwt and hooks.connect both decide who may connect: give one of them (the connect hook can verify the token itself)',
+    );
+  });
+
   it("identity's hooks are code: jwt or the connect hook give them, a file cannot", () => {
     expect(refusal({ identity: { expiresAtOf: 'x' } }).message).toBe(
       'identity.expiresAtOf is not an option of identity in a configuration file',

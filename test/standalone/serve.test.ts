@@ -130,6 +130,45 @@ describe('wsrpc-gateway serve', () => {
     expect(await within(served.exited, 'serve to exit after SIGTERM')).toBe(0);
   });
 
+  it('the connect and subscribe hooks decide through the Python upstream', async () => {
+    upstream = await startPythonUpstream();
+    cleanups.push(() => upstream.stop());
+    const served = await serveFile(
+      [
+        'listen: { host: 127.0.0.1, port: 0 }',
+        'topics: { "private.*": {} }',
+        `upstreams: { auth: { url: "${upstream.url}" } }`,
+        'methods: { "orders.*": auth }',
+        'hooks:',
+        '  connect: { upstream: auth, timeoutMs: 2000 }',
+        '  subscribe: { upstream: auth, topics: ["private.*"] }',
+        '',
+      ].join('\n'),
+    );
+    const alice = createClient({
+      url: served.url,
+      WebSocket,
+      headers: { authorization: 'Bearer good-alice' },
+    });
+    cleanups.push(() => alice.close());
+    const reply = (await alice.call('orders.get', {})) as { headers: { user: string | null } };
+    expect(reply.headers.user).toBe('alice');
+    const own = firstValueFrom(alice.subscribe('private.alice.inbox').pipe(take(1), toArray()));
+    const other = firstValueFrom(alice.subscribe('private.bob.inbox').pipe(toArray()));
+    await expect(within(other, "bob's topic refused")).rejects.toMatchObject({ code: -32004 });
+    void own.catch(() => undefined);
+
+    const refused = createClient({
+      url: served.url,
+      WebSocket,
+      headers: { authorization: 'Bearer bad' },
+    });
+    cleanups.push(() => refused.close());
+    await expect(refused.call('orders.get', {})).rejects.toThrow();
+    // A refusal of the credentials stops the retries (reconnect.onAuthFailure: 'stop').
+    expect(refused.lastDisconnect?.httpStatus).toBe(401);
+  });
+
   it('a configuration with problems: exit 1 before listening, each problem printed', async () => {
     const path = join(dir, 'bad.yaml');
     writeFileSync(path, 'listen: { port: -1 }\nbroker: { kind: kafka }\n');
