@@ -1,13 +1,16 @@
-// The load generator: a child process of the runner, driven over IPC. It opens raw
-// clients (bench/clients), runs closed-loop request/response load, counts and checks
+// The load generator: a child process of the runner, driven over IPC. It opens the
+// contestants' clients (bench/clients: raw ws, Socket.IO, HTTP to an upstream, this project's
+// own), runs closed-loop request/response load, counts and checks
 // fan-out messages, and holds idle connections. It never decides timing itself: the
 // runner marks the start and end of each measured window.
 import { nowMs, serve } from './ipc.mjs';
+import * as http from './clients/http.mjs';
 import * as jsonrpc from './clients/jsonrpc.mjs';
 import * as socketio from './clients/socketio.mjs';
+import * as wsrpc from './clients/wsrpc.mjs';
 import { percentile } from './stats.mjs';
 
-const clientKinds = { jsonrpc, 'socket.io': socketio };
+const clientKinds = { jsonrpc, 'socket.io': socketio, http, wsrpc };
 const OPEN_CONCURRENCY = 50;
 const MAX_LATENCIES = 1_000_000;
 /** Send-to-reply times (ms) of the calls completed in the measured window; reused by every slice. */
@@ -111,7 +114,12 @@ async function stopRequests() {
     await new Promise((r) => setTimeout(r, 5));
   await closeAll(state.conns);
   rr = undefined;
-  return { unanswered: state.outstanding, wrong: state.wrong, wrongSample: state.wrongSample };
+  return {
+    completed: state.completed,
+    unanswered: state.outstanding,
+    wrong: state.wrong,
+    wrongSample: state.wrongSample,
+  };
 }
 
 // ---- fan-out: subscribers that count and order-check every message.

@@ -38,12 +38,16 @@ function markdownTable(header, rows) {
   return [line(header), line(header.map(() => '---')), ...rows.map(line)].join('\n');
 }
 
-/** One table: a row per contestant, and per figure its median, min–max and ratio to the baseline. */
+/**
+ * One table: a row per contestant, and per figure its median, min–max and ratio to the baseline:
+ * the table's own (`table.baselineId`, its column named `table.ratioLabel`) or the run's; a
+ * figure with `ratioTo` is divided by that other figure of the baseline.
+ */
 export function renderTable(table, contestants, baselineId, results) {
   const byContestant = results.get(table.id);
-  const baseline = byContestant.get(baselineId);
+  const baseline = byContestant.get(table.baselineId ?? baselineId);
   const header = ['Contestant'];
-  for (const f of table.figures) header.push(f.label, 'min–max', '× ws');
+  for (const f of table.figures) header.push(f.label, 'min–max', table.ratioLabel ?? '× ws');
   if (table.checksDelivery) header.push('lost or misordered');
   const rows = contestants
     .filter((c) => byContestant.has(c.id))
@@ -53,7 +57,7 @@ export function renderTable(table, contestants, baselineId, results) {
       for (const f of table.figures) {
         const values = entry.values[f.key] ?? [];
         const s = summarize(values);
-        const ratio = ratioSummary(values, baseline.values[f.key] ?? []);
+        const ratio = ratioSummary(values, baseline?.values[f.ratioTo ?? f.key] ?? []);
         cells.push(
           formatNumber(s.median, f.format),
           s.n ? `${formatNumber(s.min, f.format)}–${formatNumber(s.max, f.format)}` : '—',
@@ -79,7 +83,7 @@ function describeSettings(settings, kinds) {
   return (
     `${settings.rounds} round${settings.rounds === 1 ? '' : 's'}; in each, every contestant runs once per scenario, ` +
     `round-robin, the order rotated by one each round.` +
-    (kinds.has('requests')
+    (kinds.has('requests') || kinds.has('upstream')
       ? ` Request/response slices: ${r.warmupMs} ms unmeasured then ${r.windowMs} ms measured.`
       : '') +
     (kinds.has('fanout') ? ` Fan-out per round: ${fanout}.` : '') +
@@ -136,7 +140,9 @@ export function renderPartial(run) {
   const key = run.scenarioIds.join(',');
   const failures =
     run.failures.length === 0
-      ? '- Failures: none: every subscriber got every message, in order.'
+      ? run.kinds.has('fanout')
+        ? '- Failures: none: every subscriber got every message, in order.'
+        : '- Failures: none: every call was answered correctly.'
       : ['- Failures:', ...run.failures.map((f) => `  - **${f}**`)].join('\n');
   const ids = run.scenarioIds.map((id) => `\`${id}\``).join(', ');
   const intro = [

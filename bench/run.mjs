@@ -1,6 +1,7 @@
 // The benchmark runner: `node bench/run.mjs [--quick] [--rounds N] [--contestants a,b]
 // [--scenarios x,y] [--no-write]`. It forks one server process per contestant and one
-// load generator, interleaves the contestants round-robin through every scenario for
+// load generator (and, for the upstream scenarios, one upstream process every contestant of
+// theirs calls), interleaves the contestants round-robin through every scenario for
 // R rounds, prints one markdown table per scenario and writes them to BENCHMARKS.md
 // (a run of some scenarios only replaces those scenarios' tables there).
 import { existsSync } from 'node:fs';
@@ -40,7 +41,9 @@ if (opts.help) {
   console.log(
     'node bench/run.mjs [--quick] [--rounds N] [--contestants id,id] [--scenarios id,id] [--no-write]\n' +
       `contestants: ${allContestants.map((c) => c.id).join(', ')}\n` +
-      'scenarios: rr-1x1, rr-1x64, rr-32x16, fanout-100, fanout-1000, memory-2000\n' +
+      `scenarios: ${scenariosFor(settingsFor({}))
+        .map((s) => s.id)
+        .join(', ')}\n` +
       'A run of some scenarios replaces only their tables in BENCHMARKS.md.',
   );
   process.exit(0);
@@ -54,14 +57,20 @@ if (!existsSync(here('../dist/src/index.js'))) {
 
 const settings = settingsFor({ quick: opts.quick, rounds: opts.rounds && Number(opts.rounds) });
 const pick = (list, ids) => (ids ? list.filter((x) => ids.split(',').includes(x.id)) : list);
-// The baseline always runs: every ratio is taken against it.
-const contestants = pick(allContestants, opts.contestants);
-if (!contestants.includes(baseline)) contestants.unshift(baseline);
 const allScenarios = scenariosFor(settings);
 const scenarios = pick(allScenarios, opts.scenarios);
 // A run of some scenarios only replaces those scenarios' tables in BENCHMARKS.md and keeps the rest.
 const partial = scenarios.length < allScenarios.length;
 const tables = scenarios.flatMap((s) => s.tables);
+// Each table's baseline always runs (its ratios are taken against it); a contestant that takes
+// part in none of the scenarios run is not started.
+const baselineIds = new Set(tables.map((t) => t.baselineId ?? baseline.id));
+const picked = pick(allContestants, opts.contestants);
+const runsSome = (c) => scenarios.some((s) => takesPart(c, s));
+const contestants = allContestants.filter(
+  (c) => (picked.includes(c) || baselineIds.has(c.id)) && runsSome(c),
+);
+const needsUpstream = scenarios.some((s) => s.kind === 'upstream');
 
 /** results: table id -> contestant id -> { values: { figure: [per round] }, lost }, only for
  *  the contestants that take part in the table's scenario (a table shows only those rows). */
@@ -88,6 +97,8 @@ function fail(message) {
 const newLoadgen = () => new Child('load generator', here('./loadgen.mjs'), { env: CHILD_ENV });
 let loadgen = newLoadgen();
 const servers = new Map();
+/** The upstream of the upstream scenarios: { child, url }, started before the servers. */
+let upstream;
 
 function urlFor(contestant, port) {
   return contestant.client.kind === 'socket.io'
@@ -95,13 +106,33 @@ function urlFor(contestant, port) {
     : `ws://${HOST}:${port}${contestant.client.path}`;
 }
 
+async function startUpstream() {
+  const child = new Child('upstream', here('./upstream.mjs'), { env: CHILD_ENV });
+  try {
+    const { port } = await child.request('start', { host: HOST }, 30_000);
+    return { child, url: `http://${HOST}:${port}/rpc` };
+  } catch (err) {
+    await child.stop();
+    throw err;
+  }
+}
+
 async function startServer(contestant) {
+  // A direct contestant has no server: its client calls the upstream itself.
+  if (contestant.direct) {
+    if (!upstream) throw new Error('the upstream is not running');
+    return { child: undefined, url: upstream.url };
+  }
   const child = new Child(`${contestant.name} server`, here('./server.mjs'), {
     execArgv: ['--expose-gc'],
     env: CHILD_ENV,
   });
   try {
-    const { port } = await child.request('start', { id: contestant.id, host: HOST }, 30_000);
+    const { port } = await child.request(
+      'start',
+      { id: contestant.id, host: HOST, upstreamUrl: upstream?.url },
+      30_000,
+    );
     return { child, url: urlFor(contestant, port) };
   } catch (err) {
     await child.stop();
@@ -110,13 +141,18 @@ async function startServer(contestant) {
 }
 
 async function stopAll() {
-  await Promise.all([loadgen.stop(), ...[...servers.values()].map((s) => s.child.stop())]);
+  await Promise.all([
+    loadgen.stop(),
+    ...[...servers.values()].map((s) => s.child?.stop()),
+    upstream?.child.stop(),
+  ]);
 }
 
 const watchdog = setTimeout(() => {
   log(`bench: watchdog: the run exceeded ${settings.watchdogMs / 60_000} minutes; stopping.`);
   loadgen.proc.kill('SIGKILL');
-  for (const s of servers.values()) s.child.proc.kill('SIGKILL');
+  for (const s of servers.values()) s.child?.proc.kill('SIGKILL');
+  upstream?.child.proc.kill('SIGKILL');
   process.exit(2);
 }, settings.watchdogMs);
 watchdog.unref();
@@ -137,6 +173,10 @@ const ctx = {
     return server;
   },
   freshServer: startServer,
+  upstream() {
+    if (!upstream?.child.alive) throw new Error('the upstream is not running');
+    return upstream.child;
+  },
   /** Fan-out payload counters never repeat within a run, so a late message cannot pass as a new one. */
   takeSequence(n) {
     const first = nextSequence;
@@ -150,7 +190,7 @@ async function recover(contestant) {
   await loadgen.stop();
   loadgen = newLoadgen();
   const server = servers.get(contestant.id);
-  if (server && !server.child.alive) {
+  if (server?.child && !server.child.alive) {
     servers.delete(contestant.id);
     try {
       servers.set(contestant.id, await startServer(contestant));
@@ -189,6 +229,13 @@ log(
   `bench: ${contestants.length} contestants × ${scenarios.length} scenarios × ${settings.rounds} rounds` +
     (opts.quick ? ' (quick)' : ''),
 );
+if (needsUpstream) {
+  try {
+    upstream = await startUpstream();
+  } catch (err) {
+    fail(`the upstream did not start: ${err.message}`);
+  }
+}
 for (const c of contestants) {
   try {
     servers.set(c.id, await startServer(c));
@@ -245,7 +292,7 @@ const run = {
   settings,
   kinds: new Set(scenarios.map((s) => s.kind)),
   scenarioIds: scenarios.map((s) => s.id),
-  complete: contestants.length === allContestants.length,
+  complete: allContestants.filter(runsSome).every((c) => contestants.includes(c)),
   contestants,
   baselineId: baseline.id,
   tables,

@@ -2,7 +2,8 @@
 // the load generator over IPC for one slice, and returns the figures of that slice.
 // A slice's server CPU time is the delta of process.cpuUsage() (user + system) in the
 // server process across the measured window (plus, for the two-node contestants, the same
-// delta in node B's process: see bench/server.mjs).
+// delta in node B's process: see bench/server.mjs). The upstream scenarios also read the
+// upstream's process (bench/upstream.mjs), which every contestant of theirs calls.
 import { sleep } from './ipc.mjs';
 
 const requestFigures = [
@@ -27,6 +28,15 @@ const fanoutFigures = (mode) => [
     ? { key: 'lastMs', label: 'all delivered, ms after 1st publish', format: 'sig' }
     : { key: 'lastMs', label: 'last msg to last subscriber, ms', format: 'sig' },
 ];
+// Gateway mode: the gateway's CPU per call is its whole added cost (upstream-direct has no
+// gateway), so its ratio is taken against what the upstream itself spends on a call made directly.
+const upstreamFigures = [
+  { key: 'gatewayCpuUs', label: 'gateway CPU µs/call', format: 'sig', ratioTo: 'upstreamCpuUs' },
+  { key: 'upstreamCpuUs', label: 'upstream CPU µs/call', format: 'sig' },
+  { key: 'rps', label: 'calls/s', format: 'int' },
+  ...latencyFigures,
+];
+const UPSTREAM_BASELINE = 'upstream-direct';
 const memoryFigures = [
   { key: 'rssKiB', label: 'RSS KiB/conn', format: 'sig' },
   { key: 'heapKiB', label: 'heap+external KiB/conn', format: 'sig' },
@@ -185,6 +195,79 @@ async function runFanout(ctx, contestant, subscribers) {
   }
 }
 
+function upstreamScenario(inflight) {
+  const id = `upstream-1x${inflight}`;
+  const calls = `${inflight} call${inflight > 1 ? 's' : ''}`;
+  return {
+    id,
+    kind: 'upstream',
+    tables: [
+      {
+        id,
+        title: `Gateway mode: calls routed to an upstream over HTTP, 1 connection × ${calls} in flight`,
+        about:
+          `One client keeps ${calls} of \`orders.sum([a, b])\` outstanding (closed loop), answered by ` +
+          'a JSON-RPC-over-HTTP upstream on node:http in a process of its own. upstream direct: ' +
+          'the load generator POSTs to the upstream on an undici keep-alive pool (16 sockets, as ' +
+          "the gateway's); gateway → upstream: one WebSocket to a gateway (`serve`) routing " +
+          "`orders.*` to the same upstream, with the bench's raw client or this project's " +
+          'client. Latency is send to reply in the load generator. × direct: the figure divided ' +
+          "by upstream direct's in the same round; for gateway CPU, by upstream direct's " +
+          "upstream CPU (the gateway's cost per call as a multiple of the service's own).",
+        figures: upstreamFigures,
+        baselineId: UPSTREAM_BASELINE,
+        ratioLabel: '× direct',
+      },
+    ],
+    run: (ctx, contestant) => runUpstream(ctx, contestant, { id, inflight }),
+  };
+}
+
+async function runUpstream(ctx, contestant, { id, inflight }) {
+  const { loadgen, settings } = ctx;
+  const { child, url } = ctx.server(contestant);
+  const upstream = ctx.upstream();
+  const { warmupMs, windowMs } = settings.requests;
+  const problems = [];
+  const cpu = () => Promise.all([child?.request('cpu'), upstream.request('cpu')]);
+  const [, before] = await cpu();
+  await loadgen.request('startRequests', {
+    url,
+    client: contestant.client,
+    conns: 1,
+    inflight,
+    maxMs: warmupMs + windowMs + 10_000,
+  });
+  let m0, m1, g0, g1, u0, u1, stop;
+  try {
+    await sleep(warmupMs);
+    [m0, [g0, u0]] = await Promise.all([loadgen.request('mark'), cpu()]);
+    await sleep(windowMs);
+    [m1, [g1, u1]] = await Promise.all([loadgen.request('mark'), cpu()]);
+  } finally {
+    stop = await loadgen.request('stopRequests', {}, 20_000);
+    if (stop.unanswered > 0) problems.push(`${stop.unanswered} calls never answered`);
+    if (stop.wrong > 0)
+      problems.push(`${stop.wrong} wrong or error replies, the first: ${stop.wrongSample}`);
+  }
+  // Every answered call went through the upstream once (no retries are configured): a call
+  // answered without it, or one sent twice, would be measuring something else.
+  const [, after] = await cpu();
+  const served = after.served - before.served;
+  if (served < stop.completed || served > stop.completed + stop.unanswered)
+    problems.push(`the upstream answered ${served} calls, the client got ${stop.completed}`);
+  const requests = m1.completed - m0.completed;
+  if (requests <= 0) problems.push('no call completed in the measured window');
+  const values = {
+    gatewayCpuUs: child ? (g1.us - g0.us) / requests : undefined,
+    upstreamCpuUs: (u1.us - u0.us) / requests,
+    rps: requests / ((m1.t - m0.t) / 1000),
+    p50Ms: m1.p50,
+    p99Ms: m1.p99,
+  };
+  return [{ table: id, values, problems }];
+}
+
 function memoryScenario(connections) {
   const id = `memory-${connections}`;
   return {
@@ -233,16 +316,20 @@ async function runMemory(ctx, contestant, { id, connections }) {
   return [{ table: id, values, problems }];
 }
 
-/** Whether a contestant runs a scenario: all do, except those limited to one kind (`only`). */
+/**
+ * Whether a contestant runs a scenario: all do, except those limited to one kind (`only`); the
+ * upstream scenarios take only their own (the other servers have no upstream to route to).
+ */
 export const takesPart = (contestant, scenario) =>
-  !contestant.only || contestant.only === scenario.kind;
+  contestant.only ? contestant.only === scenario.kind : scenario.kind !== 'upstream';
 
 /** Unmeasured: a short request load and a small fan-out, so JIT warm-up is not all in round 1. */
 export async function warmUp(ctx, contestant) {
   const { loadgen, settings } = ctx;
   const { url } = ctx.server(contestant);
   const { requestMs, fanoutMessages } = settings.warmup;
-  if (takesPart(contestant, { kind: 'requests' })) {
+  const runs = (kind) => takesPart(contestant, { kind });
+  if (runs('requests') || runs('upstream')) {
     await loadgen.request('startRequests', {
       url,
       client: contestant.client,
@@ -253,6 +340,7 @@ export async function warmUp(ctx, contestant) {
     await sleep(requestMs);
     await loadgen.request('stopRequests', {}, 20_000);
   }
+  if (!runs('fanout')) return [];
   await loadgen.request('openSubscribers', { url, client: contestant.client, count: 100 }, 60_000);
   try {
     const run = { table: 'warm-up', mode: 'burst', n: fanoutMessages, burst: 10, intervalMs: 0 };
@@ -272,5 +360,7 @@ export function scenariosFor(settings) {
     fanoutScenario(100, settings.fanout[100]),
     fanoutScenario(1000, settings.fanout[1000]),
     memoryScenario(settings.memory.connections),
+    upstreamScenario(1),
+    upstreamScenario(16),
   ];
 }

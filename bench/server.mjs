@@ -2,7 +2,8 @@
 // the runner's control requests over IPC: its CPU time and memory, publish N messages
 // to the "bench" topic, exit. An adapter that runs part of its server in processes of its
 // own (the two-node contestants) reports their CPU time through `helperCpuUs()`, and `cpu`
-// adds it: the server CPU of a slice is then every server process's.
+// adds it: the server CPU of a slice is then every server process's. The gateway-mode adapters
+// get the URL of the upstream they route to (bench/upstream.mjs, started by the runner).
 import { nowMs, serve } from './ipc.mjs';
 
 let server;
@@ -46,9 +47,9 @@ function collectGarbage() {
 }
 
 serve({
-  async start({ id, host }) {
+  async start({ id, host, upstreamUrl }) {
     const { default: contestant } = await import(`./contestants/${id}.mjs`);
-    server = await contestant.start(host);
+    server = await contestant.start(host, { upstreamUrl });
     return { port: server.port, pid: process.pid };
   },
   async cpu() {

@@ -15,9 +15,10 @@ function readInt(text, pos) {
 }
 
 class JsonRpcConnection {
-  constructor(ws, subscribe) {
+  constructor(ws, { subscribe, method = 'sum' }) {
     this.ws = ws;
     this.subscribeRequest = subscribe;
+    this.method = method;
     /** (id, result, error) for each reply to call(). */
     this.onReply = () => undefined;
     /** (k) for each fan-out message: k is the payload's counter. */
@@ -35,9 +36,9 @@ class JsonRpcConnection {
     this.onReply(msg.id, msg.result, msg.error);
   }
 
-  /** Send sum([a, b]) with this id; with `coalesce`, frames written in one turn leave together. */
+  /** Send sum([a, b]) (or `client.method`) with this id; with `coalesce`, frames written in one turn leave together. */
   call(id, a, b, coalesce) {
-    const frame = `{"jsonrpc":"2.0","method":"sum","params":[${a},${b}],"id":${id}}`;
+    const frame = `{"jsonrpc":"2.0","method":"${this.method}","params":[${a},${b}],"id":${id}}`;
     if (coalesce) sendCoalesced(this.ws, frame);
     else this.ws.send(frame);
   }
@@ -64,7 +65,7 @@ class JsonRpcConnection {
 export function open(url, client) {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, { perMessageDeflate: false });
-    ws.once('open', () => resolve(new JsonRpcConnection(ws, client.subscribe)));
+    ws.once('open', () => resolve(new JsonRpcConnection(ws, client)));
     ws.once('error', reject);
   });
 }

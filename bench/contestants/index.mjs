@@ -1,7 +1,9 @@
 // The contestants, in report order. To add one: write an adapter next to these (an object
 // with id, name, client and start(host) -> { port, publish(data), close() }) and list it here.
 // The first one is the baseline every ratio is taken against. An adapter with `only: 'fanout'`
-// takes part in the fan-out scenarios only (see takesPart in scenarios.mjs).
+// takes part in the fan-out scenarios only (see takesPart in scenarios.mjs); the upstream
+// scenarios take only the adapters with `only: 'upstream'`, and their tables' ratios are taken
+// against upstream-direct (`direct`: the load generator calls the upstream, no server process).
 import wsEcho from './ws-echo.mjs';
 import wsCoalesced from './ws-coalesced.mjs';
 import minimalJsonRpc from './minimal-jsonrpc.mjs';
@@ -11,6 +13,9 @@ import gatewayNats from './gateway-nats.mjs';
 import rpcWebsockets from './rpc-websockets.mjs';
 import jsonRpc2 from './json-rpc-2.0.mjs';
 import socketIo from './socket-io.mjs';
+import upstreamDirect from './upstream-direct.mjs';
+import gatewayUpstream from './gateway-upstream.mjs';
+import gatewayUpstreamClient from './gateway-upstream-client.mjs';
 
 export const contestants = [
   wsEcho,
@@ -22,6 +27,9 @@ export const contestants = [
   rpcWebsockets,
   jsonRpc2,
   socketIo,
+  upstreamDirect,
+  gatewayUpstream,
+  gatewayUpstreamClient,
 ];
 
 export const baseline = wsEcho;
