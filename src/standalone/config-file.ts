@@ -80,7 +80,12 @@ function parseYamlText(
     throw new ConfigFileError(`${path}${where}: ${message} (${error.code})`, 'parse');
   }
   substituteNode(document.contents, '', env, problems);
-  return document.toJS({ maxAliasCount: MAX_ALIAS_COUNT }) as unknown;
+  try {
+    return document.toJS({ maxAliasCount: MAX_ALIAS_COUNT }) as unknown;
+  } catch (err) {
+    // Too many aliases expanded ("billion laughs"), or an alias to nothing.
+    throw new ConfigFileError(`${path}: ${(err as Error).message}`, 'parse');
+  }
 }
 
 /** Substitute in every string scalar under `node`; an unquoted whole reference is read as YAML. */

@@ -110,6 +110,12 @@ describe('what each entry loads (the built dist: `npm run build` first)', () => 
     expect(jwt.filter((name) => name !== 'jose' && brokerClients.test(name))).toEqual([]);
   });
 
+  it('"./standalone" loads yaml and no broker client and not jose (each loads when configured)', () => {
+    const standalone = packagesLoadedBy(join(root, pkg.exports['./standalone']!.import));
+    expect(standalone).toContain('yaml');
+    expect(standalone.filter((name) => brokerClients.test(name))).toEqual([]);
+  });
+
   it('source maps carry their sources (the .ts files are not in the package)', () => {
     const map = JSON.parse(readFileSync(join(root, 'dist/src/redis.js.map'), 'utf8')) as {
       sources: string[];
