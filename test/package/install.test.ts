@@ -136,6 +136,23 @@ describe.skipIf(!reachable)('the packed package, installed into an empty project
     });
   });
 
+  it('the wsrpc-gateway command checks a configuration file as installed (yaml and undici are dependencies)', () => {
+    const file = join(project, 'gateway.yaml');
+    writeFileSync(
+      file,
+      'listen: { port: 8080 }\nupstreams:\n  orders: { url: "http://127.0.0.1:9/rpc" }\nmethods:\n  "orders.*": orders\n',
+    );
+    const bin = join(project, 'node_modules/.bin/wsrpc-gateway');
+    const good = run(bin, ['check-config', file], project, 20_000);
+    expect(good.stderr).toBe('');
+    expect(good.status).toBe(0);
+    expect(good.stdout).toMatch(/^ok/);
+    writeFileSync(file, 'listen: { port: -1 }\n');
+    const bad = run(bin, ['check-config', file], project, 20_000);
+    expect(bad.status).toBe(1);
+    expect(bad.stdout + bad.stderr).toContain('listen.port');
+  });
+
   it('"./redis", "./nats" and "./jwt" fail naming the missing peer; so does brokerFromEnv', () => {
     const redis = node(project, `await import('wsrpc-gateway/redis');`);
     expect(redis.status).not.toBe(0);
