@@ -19,6 +19,8 @@ export { IdentityCloseCode } from './server/identity.js';
 export type { AuthenticateResult, UnauthenticatedReason } from './server/identity.js';
 export { tlsFromEnv } from './server/tls-from-env.js';
 export { defaultLimits } from './server/options.js';
+export type { LifecycleEvent, UserPresenceChange } from './server/lifecycle-events.js';
+export type { ClusterEventsOptions } from './server/lifecycle-options.js';
 export { gatewayDefaults, resolveGatewayOptions } from './server/gateway-config.js';
 export type { GatewayConfig } from './server/gateway-config.js';
 export { TrustedProxies } from './server/client-address.js';

@@ -18,6 +18,8 @@ import {
 import type { Rule } from '../peer/option-rules.js';
 import type { Broker } from '../pubsub/broker.js';
 import { TrustedProxies } from './client-address.js';
+import { defaultClusterEvents, resolveClusterEvents } from './lifecycle-options.js';
+import type { ResolvedClusterEvents } from './lifecycle-options.js';
 import { createLogger } from './logger.js';
 import {
   defaultLimits,
@@ -65,6 +67,8 @@ export const gatewayDefaults = deepFreeze({
   limits: defaultLimits,
   /** What `userInbox: true` means. */
   userInbox: defaultUserInbox,
+  /** What `clusterEvents: true` means. */
+  clusterEvents: defaultClusterEvents,
   callTimeoutMs: 30_000,
   heartbeatIntervalMs: 30_000,
   refuseWhileBrokerDown: true,
@@ -114,6 +118,8 @@ export interface GatewayConfig<C = unknown> {
     readonly subscriptionMethods: Readonly<SubscriptionMethods>;
     /** Undefined when user inboxes are off. */
     readonly userInbox: ResolvedUserInbox | undefined;
+    /** Undefined when lifecycle events stay on their node. */
+    readonly clusterEvents: ResolvedClusterEvents | undefined;
     readonly refuseWhileBrokerDown: boolean;
   };
   readonly protocol: {
@@ -160,6 +166,7 @@ export const gatewayOptionRules: Readonly<Record<keyof GatewayOptions<unknown>, 
   heartbeatIntervalMs: numberIn(0, MAX_DELAY_MS, true, ' (0: off)'),
   heartbeatInterval: numberIn(0, MAX_DELAY_MS, true, ' (0: off)'),
   userInbox: null,
+  clusterEvents: null,
   subscriptionMethods: object('an object { subscribe, notification, unsubscribe }'),
   metrics: bool,
   acceptV1: bool,
@@ -272,6 +279,7 @@ export function resolveGatewayOptions<C = unknown>(
       broker: o.broker,
       subscriptionMethods: { ...gatewayDefaults.subscriptionMethods, ...methods },
       userInbox: resolveUserInbox(o.userInbox, o.userOf !== undefined),
+      clusterEvents: resolveClusterEvents(o.clusterEvents),
       refuseWhileBrokerDown: o.refuseWhileBrokerDown ?? gatewayDefaults.refuseWhileBrokerDown,
     },
     protocol: {

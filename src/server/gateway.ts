@@ -48,6 +48,8 @@ import type { Session } from './session.js';
 import { SessionRouter, namesInbox, subscribeTopicOf } from './session-router.js';
 import type { NodeChannel } from './session-router.js';
 import { SessionTable } from './session-table.js';
+import { Lifecycle } from './lifecycle.js';
+import type { LifecycleEvent, UserPresenceChange } from './lifecycle-events.js';
 import { drainSessions, shutdown } from './shutdown.js';
 import { RefusalLog } from './upgrade-rejection.js';
 import type { CloseOptions, DrainOptions } from './shutdown.js';
@@ -126,6 +128,18 @@ export class Gateway<C = unknown> {
   readonly connected$: Observable<Session<C>>;
   /** Emits each session once it has closed and all its calls have settled. */
   readonly disconnected$: Observable<Session<C>>;
+  /**
+   * Sessions' lifecycle: connect, disconnect (with the close code and reason), subscribe and
+   * unsubscribe (topics, joined ones included). This node's at once; with `clusterEvents`,
+   * every node's, each other node's a window (`clusterEvents.flushMs`) later.
+   */
+  readonly events$: Observable<LifecycleEvent>;
+  /** A user's first session opened (on any node, with `clusterEvents`; else on this one). */
+  readonly userOnline$: Observable<UserPresenceChange>;
+  /** A user's last session closed (on every node, with `clusterEvents`; else on this one). */
+  readonly userOffline$: Observable<UserPresenceChange>;
+  /** The events above: this node's, and the other nodes' with `clusterEvents`. */
+  private readonly lifecycle: Lifecycle;
 
   constructor(options: GatewayOptions<C> = {}) {
     const config = resolveGatewayOptions<C>(options);
@@ -175,6 +189,22 @@ export class Gateway<C = unknown> {
     });
     this.connected$ = this.sessionTable.connected$;
     this.disconnected$ = this.sessionTable.disconnected$;
+    const lifecycle = new Lifecycle(
+      this.pubsub.broker,
+      this.nodeId,
+      this.logger,
+      pubsub.clusterEvents,
+    );
+    this.lifecycle = lifecycle;
+    this.events$ = lifecycle.events$;
+    this.userOnline$ = lifecycle.userOnline$;
+    this.userOffline$ = lifecycle.userOffline$;
+    this.connected$.subscribe((session) => lifecycle.connected(session));
+    // Its close code and reason: `closed` has settled by now, so this follows within the turn.
+    this.disconnected$.subscribe((session) => {
+      void session.closed.then((info) => lifecycle.disconnected(session, info));
+    });
+    this.pubsub.lifecycle = lifecycle;
     this.router = new SessionRouter(
       this.pubsub.broker,
       this.nodeId,
@@ -393,6 +423,7 @@ export class Gateway<C = unknown> {
     // On a server the application starts, the gateway starts taking messages for its sessions
     // from other nodes once it listens (gateway.listen() does it itself).
     const started = (): void => {
+      this.lifecycle.start();
       this.router.start().catch((err: unknown) => {
         this.logger.error({ err }, 'could not subscribe to messages for this node');
       });
@@ -527,6 +558,14 @@ export class Gateway<C = unknown> {
     return this.router.openChannel(receive);
   }
 
+  /**
+   * Whether `user` has a session open: on any node sharing the broker with `clusterEvents` (as
+   * this node last heard from the others), else on this one.
+   */
+  isUserOnline(user: string): boolean {
+    return this.lifecycle.isUserOnline(user);
+  }
+
   /** Open sessions by id. */
   get sessions(): ReadonlyMap<string, Session<C>> {
     return this.sessionTable.live;
@@ -551,6 +590,7 @@ export class Gateway<C = unknown> {
    */
   async listen(port = 8080, host = '127.0.0.1'): Promise<AddressInfo> {
     await this.router.start();
+    this.lifecycle.start();
     this.startedServer = true;
     return new Promise((resolve, reject) => {
       const onError = (err: Error): void => reject(err);
@@ -632,6 +672,7 @@ export class Gateway<C = unknown> {
       ownBroker: this.ownsBroker ? this.pubsub.broker : undefined,
     };
     await shutdown(parts, options);
+    await this.lifecycle.stop();
     if (this.ownsServer) return;
     if (this.startedServer) await stopListening(this.httpServer, options.timeoutMs ?? 5_000);
     this.leaveServer();

@@ -6,6 +6,7 @@ import type { Broker, Retention } from '../pubsub/broker.js';
 import type { Params } from '../protocol/types.js';
 import type { SubscriptionMethods } from './pubsub-service.js';
 import type { Session } from './session.js';
+import type { ClusterEventsOptions } from './lifecycle-options.js';
 
 /** What the authenticate hook sees of an upgrade request. */
 export interface UpgradeRequest {
@@ -264,6 +265,13 @@ export interface GatewayDataOptions {
    * Default off: `notifyUser` reaches the sessions connected at that moment, at most once.
    */
   userInbox?: boolean | UserInboxOptions;
+  /**
+   * Send this node's lifecycle events (`gateway.events$`) and its users' comings and goings to
+   * every node sharing the broker, so that `events$` carries every node's and `userOnline$` /
+   * `userOffline$` are true of the whole cluster. `true` for the defaults. Default off: each
+   * gateway sees its own sessions only.
+   */
+  clusterEvents?: boolean | ClusterEventsOptions;
   /** Names of the subscribe, notification and unsubscribe methods (e.g. eth_subscribe, eth_subscription, eth_unsubscribe). */
   subscriptionMethods?: Partial<SubscriptionMethods>;
   /** Serve Prometheus metrics at GET /metrics. Default true. */

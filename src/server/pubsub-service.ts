@@ -116,6 +116,13 @@ export class PubSubService<C> {
    * own `authorize`; set by the gateway.
    */
   topicsOf: ((context: C) => readonly string[] | undefined) | undefined;
+  /** Told when a session's topic subscription starts and ends (gateway.events$); set by the gateway. */
+  lifecycle:
+    | {
+        subscribed(session: Session<C>, topic: string): void;
+        unsubscribed(session: Session<C>, topic: string): void;
+      }
+    | undefined;
 
   constructor(
     readonly broker: Broker,
@@ -496,6 +503,9 @@ export class PubSubService<C> {
     const id =
       sharedId !== undefined && !table.subscriptions.has(sharedId) ? sharedId : this.newId();
     const delivery = this.newDelivery(table.sink, id, flow);
+    // The table's sink is its session (requireTable); `started` once it is announced live.
+    const session = table.sink as Session<C>;
+    let started = false;
     const subscription: SessionSubscription = {
       topic,
       params: request.params,
@@ -505,6 +515,7 @@ export class PubSubService<C> {
         table.topicBytes -= bytes;
         this.registry.detach(topic, delivery);
         this.registry.release(topic);
+        if (started) this.lifecycle?.unsubscribed(session, topic);
       },
     };
     table.subscriptions.set(id, subscription);
@@ -522,6 +533,8 @@ export class PubSubService<C> {
         });
       } else if (position) sendPosition(this.broker, this.logger, topic, delivery);
       this.registry.attach(topic, delivery);
+      started = true;
+      this.lifecycle?.subscribed(session, topic);
     });
     return id;
   }

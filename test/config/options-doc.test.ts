@@ -32,6 +32,7 @@ describe('docs/options.md, the options reference', () => {
       ...Object.keys(gatewayOptionRules),
       ...under('routes', { ...gatewayDefaults.routes, rpc: '' }),
       ...under('userInbox', gatewayDefaults.userInbox),
+      ...under('clusterEvents', gatewayDefaults.clusterEvents),
       ...under('subscriptionMethods', gatewayDefaults.subscriptionMethods),
       ...under('limits', limitRules),
       ...under('identity', identityRules),

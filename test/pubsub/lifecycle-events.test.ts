@@ -1,0 +1,237 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Gateway, LifecycleEvent, UserPresenceChange } from '../../src/index.js';
+import { createGateway } from '../../src/index.js';
+import { silentLogger } from '../../src/peer/logger.js';
+import { MemoryBroker } from '../../src/pubsub/memory-broker.js';
+import { LIFECYCLE_TOPIC } from '../../src/server/lifecycle.js';
+import { RawRpc } from '../support/raw-rpc.js';
+import { Resources } from '../support/resources.js';
+import { waitUntil } from '../support/waiting.js';
+
+const res = new Resources();
+afterEach(() => res.cleanup());
+
+type Ctx = { user?: string };
+
+/** A gateway whose sessions' user is the `user` query parameter, serving the `room.*` topics. */
+async function gatewayWithUsers(options: Parameters<typeof res.gateway<Ctx>>[0] = {}) {
+  const running = await res.gateway<Ctx>({
+    authenticate: ({ query }) => ({ user: query.get('user') ?? undefined }),
+    userOf: (context) => context.user,
+    ...options,
+  });
+  running.gateway.topic('room.*');
+  return running;
+}
+
+/**
+ * In-process nodes: a MemoryBroker serves one node (one listener per topic), so each gateway
+ * has its own, and what one publishes on the lifecycle topic reaches every broker still linked.
+ */
+class LinkedBroker extends MemoryBroker {
+  constructor(private readonly ring: Set<LinkedBroker>) {
+    super();
+    ring.add(this);
+  }
+
+  /** Cut from the others (as a node that died): it hears nothing, and nobody hears it. */
+  cut(): void {
+    this.ring.delete(this);
+  }
+
+  override publish(...args: Parameters<MemoryBroker['publish']>): Promise<number> {
+    const [topic, payload] = args;
+    if (topic !== LIFECYCLE_TOPIC) return super.publish(...args);
+    if (!this.ring.has(this)) return Promise.resolve(0);
+    for (const broker of this.ring) if (broker !== this) void broker.deliverHere(topic, payload);
+    return super.publish(...args);
+  }
+
+  private deliverHere(topic: string, payload: string): Promise<number> {
+    return super.publish(topic, payload);
+  }
+}
+
+function record(gateway: Gateway<Ctx>) {
+  const events: LifecycleEvent[] = [];
+  const online: UserPresenceChange[] = [];
+  const offline: UserPresenceChange[] = [];
+  gateway.events$.subscribe((event) => events.push(event));
+  gateway.userOnline$.subscribe((change) => online.push(change));
+  gateway.userOffline$.subscribe((change) => offline.push(change));
+  return { events, online, offline };
+}
+
+async function raw(url: string): Promise<RawRpc> {
+  const socket = await RawRpc.open(url);
+  res.track(socket.socket);
+  return socket;
+}
+
+describe('lifecycle events on one gateway', () => {
+  it('connect, subscribe, unsubscribe and disconnect with the close code and reason, in order', async () => {
+    const { gateway, url } = await gatewayWithUsers();
+    const seen = record(gateway);
+    const client = await raw(`${url}?user=alice`);
+    await waitUntil(() => gateway.sessions.size === 1, 'the session');
+    const [sessionId] = [...gateway.sessions.keys()];
+    const first = await client.request('subscribe', ['room.a']);
+    await client.request('unsubscribe', [first.result]);
+    await client.request('subscribe', ['room.b']);
+    client.socket.close(4001, 'bye now');
+    await waitUntil(() => seen.events.some((e) => e.type === 'disconnect'), 'the disconnect');
+    const node = gateway.nodeId;
+    expect(seen.events).toEqual([
+      { type: 'connect', sessionId, user: 'alice', node },
+      { type: 'subscribe', sessionId, topic: 'room.a', node },
+      { type: 'unsubscribe', sessionId, topic: 'room.a', node },
+      { type: 'subscribe', sessionId, topic: 'room.b', node },
+      // Closing ends its subscriptions first.
+      { type: 'unsubscribe', sessionId, topic: 'room.b', node },
+      { type: 'disconnect', sessionId, user: 'alice', code: 4001, reason: 'bye now', node },
+    ]);
+  });
+
+  it('a server-side close gives its own code and reason; a session without a user has no user', async () => {
+    const { gateway, url } = await gatewayWithUsers();
+    const seen = record(gateway);
+    await raw(url);
+    await waitUntil(() => gateway.sessions.size === 1, 'the session');
+    const [session] = [...gateway.sessions.values()];
+    session!.close(4403, 'revoked');
+    await waitUntil(() => seen.events.length === 2, 'the disconnect');
+    expect(seen.events[0]).toEqual({
+      type: 'connect',
+      sessionId: session!.id,
+      node: gateway.nodeId,
+    });
+    expect(seen.events[1]).toEqual({
+      type: 'disconnect',
+      sessionId: session!.id,
+      code: 4403,
+      reason: 'revoked',
+      node: gateway.nodeId,
+    });
+    expect(seen.online).toEqual([]);
+  });
+
+  it('a refused subscribe is no event', async () => {
+    const { gateway, url } = await gatewayWithUsers();
+    const seen = record(gateway);
+    const client = await raw(`${url}?user=alice`);
+    const refused = await client.request('subscribe', ['nowhere']);
+    expect(refused.error?.code).toBe(-32602);
+    expect(seen.events.map((e) => e.type)).toEqual(['connect']);
+  });
+
+  it('a user is online from its first session and offline after its last', async () => {
+    const { gateway, url } = await gatewayWithUsers();
+    const seen = record(gateway);
+    const one = await raw(`${url}?user=alice`);
+    const two = await raw(`${url}?user=alice`);
+    await waitUntil(() => gateway.sessions.size === 2, 'both sessions');
+    expect(seen.online).toEqual([{ user: 'alice', node: gateway.nodeId }]);
+    expect(gateway.isUserOnline('alice')).toBe(true);
+    await one.close();
+    await waitUntil(() => gateway.sessions.size === 1, 'one closed');
+    await waitUntil(
+      () => seen.events.filter((e) => e.type === 'disconnect').length === 1,
+      'its event',
+    );
+    expect(seen.offline).toEqual([]);
+    await two.close();
+    await waitUntil(() => seen.offline.length === 1, 'offline');
+    expect(seen.offline).toEqual([{ user: 'alice', node: gateway.nodeId }]);
+    expect(gateway.isUserOnline('alice')).toBe(false);
+  });
+});
+
+describe('lifecycle events across gateways (clusterEvents, one MemoryBroker)', () => {
+  it("each gateway sees the other's events and users; offline only when gone from both", async () => {
+    const ring = new Set<LinkedBroker>();
+    const clusterEvents = { leaseMs: 3_000, flushMs: 20 };
+    const a = await gatewayWithUsers({ broker: new LinkedBroker(ring), clusterEvents });
+    const b = await gatewayWithUsers({ broker: new LinkedBroker(ring), clusterEvents });
+    const onA = record(a.gateway);
+    const onB = record(b.gateway);
+    const atA = await raw(`${a.url}?user=alice`);
+    const atB = await raw(`${b.url}?user=alice`);
+    await atB.request('subscribe', ['room.x']);
+    await waitUntil(
+      () => onA.events.some((e) => e.type === 'subscribe' && e.node === b.gateway.nodeId),
+      "node B's subscribe on node A",
+    );
+    expect(onA.online).toEqual([{ user: 'alice', node: a.gateway.nodeId }]);
+    expect(onB.online).toEqual([{ user: 'alice', node: b.gateway.nodeId }]);
+    await atA.close();
+    await waitUntil(
+      () => onB.events.some((e) => e.type === 'disconnect' && e.node === a.gateway.nodeId),
+      "node A's disconnect on node B",
+    );
+    expect(onA.offline).toEqual([]);
+    expect(onB.offline).toEqual([]);
+    expect(a.gateway.isUserOnline('alice')).toBe(true);
+    await atB.close();
+    await waitUntil(() => onA.offline.length === 1, 'alice offline on node A');
+    expect(onA.offline).toEqual([{ user: 'alice', node: b.gateway.nodeId }]);
+    await waitUntil(() => onB.offline.length === 1, 'alice offline on node B');
+  });
+
+  it("a gateway that starts later learns the others' users; one that closes takes its users offline", async () => {
+    const ring = new Set<LinkedBroker>();
+    const clusterEvents = { leaseMs: 3_000, flushMs: 20 };
+    const a = await gatewayWithUsers({ broker: new LinkedBroker(ring), clusterEvents });
+    await raw(`${a.url}?user=bob`);
+    await waitUntil(() => a.gateway.sessions.size === 1, 'bob on node A');
+    const b = createGateway<Ctx>({
+      logger: silentLogger,
+      broker: new LinkedBroker(ring),
+      clusterEvents,
+      authenticate: () => ({}),
+      userOf: (context) => context.user,
+    });
+    res.gateways.push(b);
+    const onB = record(b);
+    await b.listen(0);
+    await waitUntil(() => b.isUserOnline('bob'), 'bob known on node B');
+    expect(onB.online).toEqual([{ user: 'bob', node: a.gateway.nodeId }]);
+    await a.gateway.close({ timeoutMs: 1_000 });
+    await waitUntil(() => onB.offline.length === 1, 'bob offline once node A closed');
+  });
+
+  it('a node not heard from for its lease has its users taken offline; back, they are online again', async () => {
+    const ring = new Set<LinkedBroker>();
+    const clusterEvents = { leaseMs: 600, flushMs: 20 };
+    const a = await gatewayWithUsers({ broker: new LinkedBroker(ring), clusterEvents });
+    const brokerB = new LinkedBroker(ring);
+    const b = await gatewayWithUsers({ broker: brokerB, clusterEvents });
+    const onA = record(a.gateway);
+    await raw(`${b.url}?user=carol`);
+    await waitUntil(() => a.gateway.isUserOnline('carol'), 'carol known on node A');
+    const cutAt = Date.now();
+    brokerB.cut();
+    await waitUntil(() => onA.offline.length === 1, 'carol offline on node A', 5_000);
+    const took = Date.now() - cutAt;
+    // The lease, plus at most the third of it between two checks.
+    expect(took).toBeGreaterThanOrEqual(600 - 50);
+    expect(took).toBeLessThan(2 * 600 + 200);
+    expect(onA.offline).toEqual([{ user: 'carol', node: b.gateway.nodeId }]);
+    ring.add(brokerB);
+    // Its next heartbeat: node A asks for its users and has carol again.
+    await waitUntil(() => a.gateway.isUserOnline('carol'), 'carol back on node A', 5_000);
+    expect(onA.online.map((c) => c.user)).toEqual(['carol', 'carol']);
+  });
+
+  it('refuses an unusable clusterEvents, naming the option and the range', () => {
+    expect(() => createGateway({ clusterEvents: { leaseMs: 10 } })).toThrow(
+      'clusterEvents.leaseMs must be an integer from 300 to 600000, not 10',
+    );
+    expect(() => createGateway({ clusterEvents: { flushMs: 2_000, leaseMs: 3_000 } })).toThrow(
+      'clusterEvents.flushMs must be at most a third of clusterEvents.leaseMs (1000), not 2000',
+    );
+    expect(() => createGateway({ clusterEvents: { lease: 1 } as never })).toThrow(
+      'clusterEvents.lease is not an option of clusterEvents',
+    );
+    expect(() => createGateway({ clusterEvents: 'yes' as never })).toThrow(TypeError);
+  });
+});
