@@ -29,6 +29,10 @@ export { UpgradeRejection } from './server/upgrade-rejection.js';
 export { createLogger, REDACTED_PATHS } from './server/logger.js';
 export { brokerFromEnv } from './server/broker-from-env.js';
 export { GatewayMetrics } from './server/metrics.js';
+export type { PresenceHandle } from './server/presence-service.js';
+export type { PresenceEvent } from './server/presence-window.js';
+export type { TopicPresenceOptions } from './server/presence-options.js';
+export type { PresenceState } from './client/presence.js';
 export { TokenBucket } from './server/token-bucket.js';
 export { PubSubService, defaultSubscriptionMethods } from './server/pubsub-service.js';
 export type {

@@ -29,6 +29,8 @@ import type { ConnectionState } from './connection-state.js';
 import { ClientInbox } from './inbox.js';
 import type { InboxGap } from './inbox.js';
 import { OfflineQueue } from './offline-queue.js';
+import { presenceState } from './presence.js';
+import type { PresenceState } from './presence.js';
 import { ClientSubscriptions } from './subscriptions.js';
 import type { SubscriptionEvent } from './subscriptions.js';
 
@@ -290,6 +292,14 @@ export class RpcClient {
     params?: unknown,
   ): Observable<SubscriptionEvent<T>> {
     return this.subscriptions.observe<T>(topic, params);
+  }
+
+  /**
+   * Who is subscribed to `topic` (declared with `presence` on the server), on every node: the
+   * count and member list, a new value at each join/leave event (`$presence`, docs/pubsub.md).
+   */
+  presence(topic: string): Observable<PresenceState> {
+    return presenceState((name, params) => this.subscribe(name, params), topic);
   }
 
   /** Send calls and notifications in one frame; one settled result per entry, in order. */

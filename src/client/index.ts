@@ -9,6 +9,7 @@ export type { BackoffOptions } from './backoff.js';
 export { method, notification, subscription } from '../peer/method-descriptor.js';
 export type { SubscriptionEvent, ClientSubscriptionMethods } from './subscriptions.js';
 export type { InboxGap } from './inbox.js';
+export type { PresenceMember, PresenceState } from './presence.js';
 export type {
   MethodDescriptor,
   NotificationDescriptor,

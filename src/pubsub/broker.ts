@@ -1,4 +1,5 @@
 import type { Denial } from './deny-list.js';
+import type { PresenceStore } from './presence.js';
 
 export type { Denial } from './deny-list.js';
 
@@ -139,4 +140,9 @@ export interface Broker {
    * refuses to authenticate the user (it fails closed).
    */
   denied?(user: string): Promise<Denial | undefined>;
+  /**
+   * Where the topics' members are kept (topics declared with `presence`), shared by every node
+   * on the broker. Optional: a broker without it cannot declare presence topics.
+   */
+  readonly presence?: PresenceStore;
 }

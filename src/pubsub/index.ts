@@ -2,6 +2,21 @@ export type { Broker, BrokerMessage, Retention, History } from './broker.js';
 export { defaultRetention, TopicCreationLimitError } from './broker.js';
 export { DenyListFullError, DEFAULT_DENY_FOR_MS, MAX_DENY_FOR_MS } from './deny-list.js';
 export type { Denial } from './deny-list.js';
+export {
+  MemoryPresenceStore,
+  DEFAULT_PRESENCE_LEASE_MS,
+  DEFAULT_PRESENCE_COALESCE_MS,
+  DEFAULT_PRESENCE_MAX_LISTED,
+  MAX_PRESENCE_INFO_BYTES,
+  MAX_PRESENCE_PAGE,
+} from './presence.js';
+export type {
+  PresenceMember,
+  PresenceEntry,
+  PresencePage,
+  PresenceStore,
+  ReapedMembers,
+} from './presence.js';
 export type { TopicCreationBudget } from './creation-budget.js';
 export { MemoryBroker } from './memory-broker.js';
 export type { MemoryBrokerOptions } from './memory-broker.js';

@@ -4,6 +4,7 @@ import type { Broker, BrokerMessage, History, OnceResult, Retention } from './br
 import { MemoryDenyList } from './deny-list.js';
 import type { Denial } from './deny-list.js';
 import { OnceKeys } from './once-keys.js';
+import { MemoryPresenceStore } from './presence.js';
 
 /** Options of {@link MemoryBroker}. */
 export interface MemoryBrokerOptions {
@@ -64,6 +65,8 @@ export class MemoryBroker implements Broker {
   private readonly denyList: MemoryDenyList;
   /** Idempotency keys of publishOnce, with the seq of their first publish. */
   private readonly onceKeys: OnceKeys;
+  /** Topics' members (presence), in process. */
+  readonly presence: MemoryPresenceStore;
   private logsMade = 0;
   private nextSweepAt: number;
   private closed = false;
@@ -75,6 +78,7 @@ export class MemoryBroker implements Broker {
     this.sweepIntervalMs = settings.sweepIntervalMs ?? 60_000;
     this.nextSweepAt = this.now() + this.sweepIntervalMs;
     this.denyList = new MemoryDenyList(this.now, settings.maxDeniedUsers);
+    this.presence = new MemoryPresenceStore(this.now);
     this.onceKeys = new OnceKeys(this.now, Math.max(1, settings.maxIdempotencyKeys ?? 100_000));
   }
 

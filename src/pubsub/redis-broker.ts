@@ -7,6 +7,7 @@ import type { TopicCreationBudget } from './creation-budget.js';
 import type { Denial } from './deny-list.js';
 import { RedisDenyList } from './deny-list-redis.js';
 import { HealthCheck } from './health-check.js';
+import { RedisPresenceStore } from './presence-redis.js';
 import { RedisDirectChannels } from './redis-direct.js';
 import { describeTarget, toError, unavailableError } from './redis-errors.js';
 import { isDirect, redisOnceKey, redisTopicKeys } from './redis-keys.js';
@@ -115,6 +116,8 @@ export class RedisBroker implements Broker {
   private readonly health: HealthCheck;
   /** Revoked users: a key per user, expiring with the entry. */
   private readonly denyList: RedisDenyList;
+  /** Topics' members (presence): see presence-redis.ts. */
+  readonly presence: RedisPresenceStore;
   private closed = false;
   private closing: Promise<void> | undefined;
   private lastError: Error | undefined;
@@ -160,6 +163,7 @@ export class RedisBroker implements Broker {
     this.topics = new RedisTopicSubscriptions({ ...parts, runner: this.runner });
     this.direct = new RedisDirectChannels({ ...parts, command: this.command });
     this.denyList = new RedisDenyList(this.runner, this.prefix);
+    this.presence = new RedisPresenceStore(this.runner, this.prefix);
 
     const reportError = (error: Error): void => {
       this.lastError = error;

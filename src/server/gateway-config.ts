@@ -41,6 +41,7 @@ import type {
 import { defaultSubscriptionMethods } from './pubsub-types.js';
 import type { SubscriptionMethods } from './pubsub-types.js';
 import type { Session } from './session.js';
+import { DEFAULT_PRESENCE_COALESCE_MS, DEFAULT_PRESENCE_LEASE_MS } from '../pubsub/presence.js';
 
 /** The longest delay a Node timer takes (2^31 - 1 ms, about 24.8 days). */
 const MAX_DELAY_MS = 2 ** 31 - 1;
@@ -71,6 +72,8 @@ export const gatewayDefaults = deepFreeze({
   clusterEvents: defaultClusterEvents,
   callTimeoutMs: 30_000,
   heartbeatIntervalMs: 30_000,
+  presenceLeaseMs: DEFAULT_PRESENCE_LEASE_MS,
+  presenceCoalesceMs: DEFAULT_PRESENCE_COALESCE_MS,
   refuseWhileBrokerDown: true,
   metrics: true,
   acceptV1: false,
@@ -121,6 +124,8 @@ export interface GatewayConfig<C = unknown> {
     /** Undefined when lifecycle events stay on their node. */
     readonly clusterEvents: ResolvedClusterEvents | undefined;
     readonly refuseWhileBrokerDown: boolean;
+    /** Presence's lease and coalescing window (presenceLeaseMs, presenceCoalesceMs). */
+    readonly presence: { readonly leaseMs: number; readonly coalesceMs: number };
   };
   readonly protocol: {
     readonly acceptV1: boolean;
@@ -165,6 +170,8 @@ export const gatewayOptionRules: Readonly<Record<keyof GatewayOptions<unknown>, 
   callTimeout: numberIn(0, Infinity, false, ' (0: no timeout)'),
   heartbeatIntervalMs: numberIn(0, MAX_DELAY_MS, true, ' (0: off)'),
   heartbeatInterval: numberIn(0, MAX_DELAY_MS, true, ' (0: off)'),
+  presenceLeaseMs: numberIn(300, 3_600_000, true),
+  presenceCoalesceMs: numberIn(10, 60_000, true),
   userInbox: null,
   clusterEvents: null,
   subscriptionMethods: object('an object { subscribe, notification, unsubscribe }'),
@@ -281,6 +288,10 @@ export function resolveGatewayOptions<C = unknown>(
       userInbox: resolveUserInbox(o.userInbox, o.userOf !== undefined),
       clusterEvents: resolveClusterEvents(o.clusterEvents),
       refuseWhileBrokerDown: o.refuseWhileBrokerDown ?? gatewayDefaults.refuseWhileBrokerDown,
+      presence: {
+        leaseMs: o.presenceLeaseMs ?? gatewayDefaults.presenceLeaseMs,
+        coalesceMs: o.presenceCoalesceMs ?? gatewayDefaults.presenceCoalesceMs,
+      },
     },
     protocol: {
       acceptV1: o.acceptV1 ?? gatewayDefaults.acceptV1,

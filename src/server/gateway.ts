@@ -43,6 +43,8 @@ import { resolveGatewayOptions } from './gateway-config.js';
 import type { GatewayConfig } from './gateway-config.js';
 import type { GatewayLimits, GatewayOptions, ResolvedRoutes } from './options.js';
 import { PubSubService } from './pubsub-service.js';
+import { PRESENCE_SUBSCRIPTION, PresenceService } from './presence-service.js';
+import type { PresenceHandle } from './presence-service.js';
 import type { StreamHandler, TopicOptions } from './pubsub-service.js';
 import type { Session } from './session.js';
 import { SessionRouter, namesInbox, subscribeTopicOf } from './session-router.js';
@@ -80,6 +82,8 @@ export class Gateway<C = unknown> {
   private readonly ownsBroker: boolean;
   /** Topics, streams and the subscribe/unsubscribe methods. */
   readonly pubsub: PubSubService<C>;
+  /** Who is subscribed to the topics declared with `presence`, on every node. */
+  private readonly presenceService: PresenceService<C>;
   private closing = false;
   /** This gateway's id among its peers: the prefix of its session ids. */
   readonly nodeId = nanoid(10);
@@ -174,6 +178,21 @@ export class Gateway<C = unknown> {
       },
     );
     this.pubsub.install(this.registry);
+    this.presenceService = new PresenceService<C>(
+      this.pubsub.broker,
+      this.nodeId,
+      this.logger,
+      pubsub.presence,
+      {
+        patternOf: (topic) => this.pubsub.topicPattern(topic),
+        mayUse: (session, topic, params) => this.pubsub.mayUse(session, topic, params),
+      },
+    );
+    this.pubsub.onTopicSubscribed = (session, topic, id) =>
+      this.presenceService.subscribed(session, topic, id);
+    this.pubsub.stream(PRESENCE_SUBSCRIPTION, (params, ctx) =>
+      this.presenceService.subscription(params, ctx),
+    );
     this.sessionTable = new SessionTable<C>({
       nodeId: this.nodeId,
       logger: this.logger,
@@ -453,7 +472,9 @@ export class Gateway<C = unknown> {
   /** Declare a topic (exact name, or prefix ending in `*`) that clients may subscribe to. */
   topic(pattern: string, options?: TopicOptions<C>): void {
     this.checkHighWaterMark(pattern, options?.highWaterMark);
+    const presence = this.presenceService.check(pattern, options?.presence);
     this.pubsub.topic(pattern, options);
+    if (presence) this.presenceService.declare(pattern, presence);
   }
 
   /** Declare a per-subscriber stream: `handler` returns an Observable for each subscriber. */
@@ -481,6 +502,14 @@ export class Gateway<C = unknown> {
   /** Publish to every subscriber of `topic` (on every node sharing the broker). Resolves with the sequence number. */
   publish(topic: string, data: unknown): Promise<number> {
     return this.pubsub.publish(topic, data);
+  }
+
+  /**
+   * Who is subscribed to `topic` (declared with `presence`), on every node: the count, pages
+   * of members, and coalesced join/leave events (docs/pubsub.md, Presence).
+   */
+  presence(topic: string): PresenceHandle {
+    return this.presenceService.handle(topic);
   }
 
   /** Publish every value of an Observable to `topic`. */
@@ -661,6 +690,8 @@ export class Gateway<C = unknown> {
 
   private async shutdown(options: CloseOptions): Promise<void> {
     this.closing = true;
+    // Its members leave now, on every node, rather than when its lease lapses.
+    await this.presenceService.close();
     const parts = {
       logger: this.logger,
       intake: this.intake,

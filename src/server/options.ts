@@ -259,6 +259,14 @@ export interface GatewayDataOptions {
   /** @deprecated Use `heartbeatIntervalMs`. */
   heartbeatInterval?: number;
   /**
+   * Presence: how long this node's members stay in the broker unless it renews its lease (it
+   * does every third of this); a node that dies has its members removed by another within
+   * twice this. Default 15 000 ms.
+   */
+  presenceLeaseMs?: number;
+  /** Presence: join/leave events are gathered into one per topic per this many ms. Default 250. */
+  presenceCoalesceMs?: number;
+  /**
    * Keep each user's messages (`gateway.notifyUser`) numbered in a bounded history, so a
    * client that subscribes `$inbox` gets every one exactly once, in order, across reconnects
    * to any node (a gap signal past retention). `true` for the defaults. Needs `userOf`.

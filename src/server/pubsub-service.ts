@@ -116,6 +116,12 @@ export class PubSubService<C> {
    * own `authorize`; set by the gateway.
    */
   topicsOf: ((context: C) => readonly string[] | undefined) | undefined;
+  /**
+   * Called as each topic subscription starts (presence, src/server/presence-service.ts); the
+   * function it returns runs when the subscription ends. Set by the gateway.
+   */
+  onTopicSubscribed:
+    ((session: Session<C>, topic: string, id: string) => (() => void) | undefined) | undefined;
   /** Told when a session's topic subscription starts and ends (gateway.events$); set by the gateway. */
   lifecycle:
     | {
@@ -373,6 +379,36 @@ export class PubSubService<C> {
   }
 
   /** The session's claims (`topicsOf`), then the topic's own `authorize`: both must allow. */
+  /** The declared pattern `name` falls under (`room.*`); undefined when none. */
+  topicPattern(name: string): string | undefined {
+    return this.resolveTopic(name)?.pattern;
+  }
+
+  /** Whether `session` may subscribe to `topic`: declared, its claims, the topic's authorize. */
+  mayUse(session: Session<C>, topic: string, params: unknown): Promise<boolean> {
+    const definition = this.resolveTopic(topic);
+    return definition
+      ? this.mayUseTopic(session, topic, definition, params)
+      : Promise.resolve(false);
+  }
+
+  /** Run `onTopicSubscribed` for a subscription that just started, and its end when it ends. */
+  private watchTopicSubscription(
+    session: Session<C>,
+    topic: string,
+    id: string,
+    table: SessionTable,
+  ): void {
+    const subscription = table.subscriptions.get(id);
+    const ended = subscription && this.onTopicSubscribed?.(session, topic, id);
+    if (!subscription || !ended) return;
+    const teardown = subscription.teardown;
+    subscription.teardown = () => {
+      teardown();
+      ended();
+    };
+  }
+
   private async mayUseTopic(
     session: Session<C>,
     topic: string,
@@ -480,7 +516,9 @@ export class PubSubService<C> {
       // Cancelled while the broker was subscribing: the caller is answered -32001, so nothing
       // may stay behind.
       throwIfCancelled(ctx);
-      return this.startTopic(topic, bytes, table, flow, ctx, start);
+      const id = this.startTopic(topic, bytes, table, flow, ctx, start);
+      this.watchTopicSubscription(session, topic, id, table);
+      return id;
     } catch (err) {
       // Cancelled, or another subscribe took the last slot while the broker was subscribing.
       table.topicBytes -= bytes;

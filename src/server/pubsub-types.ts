@@ -12,6 +12,7 @@ import type { Sink } from '../pubsub/sink.js';
 import type { Slots } from '../pubsub/slots.js';
 import type { TokenBucket } from './token-bucket.js';
 import type { Session } from './session.js';
+import type { TopicPresenceOptions } from './presence-options.js';
 
 /** The subscription protocol's method names: see src/protocol/subscription-frames.ts. */
 export type SubscriptionMethods = SubscriptionMethodNames;
@@ -28,6 +29,11 @@ export interface TopicOptions<C> extends Partial<FlowControl> {
   }) => boolean | Promise<boolean>;
   /** What the broker keeps for clients that resume (default 1 000 messages, 10 minutes). */
   history?: Partial<Retention>;
+  /**
+   * Who is subscribed, on every node (docs/pubsub.md, Presence): `true`, or `{ info, maxListed }`.
+   * Each subscription to the topic is a member while it lasts.
+   */
+  presence?: boolean | TopicPresenceOptions<C>;
 }
 
 export type StreamHandler<C, P = unknown, T = unknown> = (

@@ -1,0 +1,437 @@
+// Presence on this node: the members it owns (one per subscription to a topic declared with
+// `presence`), written to the broker's store under a lease the node renews every third of
+// `presenceLeaseMs`; the reaping of other nodes' lapsed leases; the join/leave changes sent to
+// every node on the topic's `$presence.<topic>` channel and gathered there into one event per
+// `presenceCoalesceMs`; `gateway.presence(topic)` and the clients' `$presence` subscription.
+import { nanoid } from 'nanoid';
+import { Observable, share } from 'rxjs';
+import type { HandlerContext } from '../peer/handler-context.js';
+import type { Logger } from '../peer/logger.js';
+import { ErrorCode } from '../protocol/error-codes.js';
+import { InvalidParamsError, ServerError } from '../protocol/errors.js';
+import type { Broker, BrokerMessage } from '../pubsub/broker.js';
+import {
+  MAX_PRESENCE_INFO_BYTES,
+  PRESENCE_EVENTS_PREFIX,
+  presencePageLimit,
+  publicMember,
+} from '../pubsub/presence.js';
+import type { PresenceEntry, PresenceMember, PresenceStore } from '../pubsub/presence.js';
+import { resolvePresence } from './presence-options.js';
+import type { ResolvedPresence, TopicPresenceOptions } from './presence-options.js';
+import { PresenceWindow } from './presence-window.js';
+import type { PresenceEvent } from './presence-window.js';
+import type { Session } from './session.js';
+
+/** The subscription name a client asks a topic's presence with: `["$presence", {"topic": t}]`. */
+export const PRESENCE_SUBSCRIPTION = '$presence';
+
+/** Members a page of `gateway.presence(topic).members()` holds unless asked otherwise. */
+const DEFAULT_PAGE = 100;
+
+/** `gateway.presence(topic)`: the topic's members on every node. */
+export interface PresenceHandle {
+  /** Members of the topic, on every node. */
+  count(): Promise<number>;
+  /** A page of members (`limit` 1 to 1 000, default 100); `cursor` is where the next one starts. */
+  members(page?: {
+    cursor?: string;
+    limit?: number;
+  }): Promise<{ members: PresenceMember[]; cursor?: string }>;
+  /** Joins and leaves on every node, at most one event per `presenceCoalesceMs`. */
+  events$: Observable<PresenceEvent>;
+}
+
+/** What the presence service asks of the pub/sub service. */
+export interface PresenceTopics<C> {
+  /** The declared pattern `topic` falls under; undefined when none. */
+  patternOf(topic: string): string | undefined;
+  /** Whether `session` may subscribe to `topic` (claims, then the topic's authorize). */
+  mayUse(session: Session<C>, topic: string, params: unknown): Promise<boolean>;
+}
+
+export interface PresenceSettings {
+  leaseMs: number;
+  coalesceMs: number;
+}
+
+interface Pending {
+  joined: Map<string, PresenceEntry>;
+  left: Map<string, PresenceEntry>;
+}
+
+/** The changes as they travel on `$presence.<topic>`: `{"j": [...], "l": [...]}`. */
+interface Changes {
+  j?: PresenceEntry[];
+  l?: PresenceEntry[];
+}
+
+export class PresenceService<C> {
+  private readonly declared = new Map<string, ResolvedPresence<C>>();
+  /** The members this node owns, by topic (written again under a new owner if its lease lapsed). */
+  private readonly local = new Map<string, Map<string, PresenceEntry>>();
+  /** Changes not written yet, by topic; at most one write per topic is under way. */
+  private readonly pending = new Map<string, Pending>();
+  private readonly writing = new Set<string>();
+  private readonly watches = new Map<string, Observable<PresenceEvent>>();
+  /** This node's lease id in the store: new when its lease was found lapsed. */
+  private owner: string;
+  private leased = false;
+  private timer: ReturnType<typeof setInterval> | undefined;
+  private ticking = false;
+  private closed = false;
+
+  constructor(
+    private readonly broker: Broker,
+    private readonly nodeId: string,
+    private readonly logger: Logger,
+    private readonly settings: PresenceSettings,
+    private readonly topics: PresenceTopics<C>,
+  ) {
+    this.owner = this.newOwner();
+  }
+
+  /** The broker's store; declaring a presence topic needs one. */
+  private get store(): PresenceStore {
+    const store = this.broker.presence;
+    if (!store) throw new Error('This broker keeps no presence (Broker.presence)');
+    return store;
+  }
+
+  /** A topic declaration's `presence` option, checked (undefined: off); throws when it cannot be. */
+  check(
+    pattern: string,
+    value: boolean | TopicPresenceOptions<C> | undefined,
+  ): ResolvedPresence<C> | undefined {
+    const presence = resolvePresence(pattern, value);
+    if (presence && !this.broker.presence) {
+      throw new TypeError(
+        `topic "${pattern}": presence needs a broker that keeps it (MemoryBroker, RedisBroker, NatsBroker)`,
+      );
+    }
+    return presence;
+  }
+
+  /** Keep a declared topic's presence (checked by `check`); starts the lease on the first. */
+  declare(pattern: string, presence: ResolvedPresence<C>): void {
+    this.declared.set(pattern, presence);
+    if (!this.timer) {
+      // Every node reaps lapsed leases, so one that holds no member still takes part.
+      this.timer = setInterval(() => void this.tick(), Math.max(1, this.settings.leaseMs / 3));
+      this.timer.unref?.();
+    }
+  }
+
+  /** The presence settings of `topic`; undefined when its declaration has none. */
+  presenceOf(topic: string): ResolvedPresence<C> | undefined {
+    if (this.declared.size === 0 || topic.startsWith('$')) return undefined;
+    const pattern = this.topics.patternOf(topic);
+    return pattern === undefined ? undefined : this.declared.get(pattern);
+  }
+
+  /**
+   * A subscription of `session` to `topic` started: on a presence topic it becomes a member,
+   * and the function returned removes it (when the subscription ends).
+   */
+  subscribed(session: Session<C>, topic: string, subscriptionId: string): (() => void) | undefined {
+    const presence = this.presenceOf(topic);
+    if (!presence || this.closed) return undefined;
+    const entry: PresenceEntry = { key: `${session.id}/${subscriptionId}`, sessionId: session.id };
+    if (session.user !== undefined) entry.user = session.user;
+    const info = this.infoOf(presence, session, topic);
+    if (info) entry.info = info;
+    let members = this.local.get(topic);
+    if (!members) this.local.set(topic, (members = new Map<string, PresenceEntry>()));
+    members.set(entry.key, entry);
+    this.queue(topic, entry, 'joined');
+    return () => {
+      const held = this.local.get(topic);
+      if (!held?.delete(entry.key)) return;
+      if (held.size === 0) this.local.delete(topic);
+      this.queue(topic, entry, 'left');
+    };
+  }
+
+  /** `gateway.presence(topic)`. */
+  handle(topic: string): PresenceHandle {
+    if (!this.presenceOf(topic)) {
+      throw new TypeError(
+        `Topic "${topic}" has no presence: declare it with gateway.topic(pattern, { presence: true })`,
+      );
+    }
+    return {
+      count: () => this.store.count(topic),
+      members: async ({ cursor, limit } = {}) => {
+        const page = await this.store.members(
+          topic,
+          cursor,
+          presencePageLimit(limit, DEFAULT_PAGE),
+        );
+        return {
+          members: page.members.map(publicMember),
+          ...(page.cursor !== undefined ? { cursor: page.cursor } : {}),
+        };
+      },
+      events$: this.events(topic),
+    };
+  }
+
+  /**
+   * The `$presence` subscription: `{ "topic": t }` (or `[t]`), authorized like subscribing to
+   * the topic; first `{ count, members, cursor? }` (the first `maxListed` members), then each
+   * coalesced event.
+   */
+  async subscription(
+    params: unknown,
+    ctx: HandlerContext<Session<C>>,
+  ): Promise<Observable<unknown>> {
+    const topic = presenceTopicParam(params);
+    const presence = this.presenceOf(topic);
+    if (!presence) {
+      throw new InvalidParamsError(
+        this.topics.patternOf(topic) === undefined ? 'Unknown topic' : 'This topic has no presence',
+        { topic },
+      );
+    }
+    if (!(await this.topics.mayUse(ctx.session, topic, params))) {
+      throw new ServerError(ErrorCode.Unauthorized, 'Not authorized for this topic', { topic });
+    }
+    const events$ = this.events(topic);
+    const store = this.store;
+    return new Observable<unknown>((subscriber) => {
+      // Events come in while the first page is read: held, then sent after it.
+      let held: PresenceEvent[] | undefined = [];
+      const watching = events$.subscribe({
+        next: (event) => (held ? held.push(event) : subscriber.next(event)),
+        error: (err: unknown) => subscriber.error(err),
+      });
+      Promise.all([store.count(topic), store.members(topic, undefined, presence.maxListed)]).then(
+        ([count, page]) => {
+          subscriber.next({
+            count,
+            members: page.members.map(publicMember),
+            ...(page.cursor !== undefined ? { cursor: page.cursor } : {}),
+          });
+          for (const event of held ?? []) subscriber.next(event);
+          held = undefined;
+        },
+        (err: unknown) => subscriber.error(err),
+      );
+      return () => watching.unsubscribe();
+    });
+  }
+
+  /** Stop renewing, and remove this node's members from the store (a gateway closing). */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    if (!this.leased || !this.broker.presence) return;
+    const remaining = [...this.local];
+    this.local.clear();
+    this.pending.clear();
+    try {
+      await this.store.release(this.owner);
+      for (const [topic, members] of remaining)
+        await this.announce(topic, [], [...members.values()]);
+    } catch (err) {
+      this.logger.warn(
+        { err },
+        'presence: could not remove this node’s members; they lapse with its lease',
+      );
+    }
+  }
+
+  /** The topic's coalesced events, one broker subscription per node shared by every watcher. */
+  private events(topic: string): Observable<PresenceEvent> {
+    let watch = this.watches.get(topic);
+    if (watch) return watch;
+    const maxListed = this.presenceOf(topic)?.maxListed ?? 1;
+    const channel = PRESENCE_EVENTS_PREFIX + topic;
+    watch = new Observable<PresenceEvent>((subscriber) => {
+      const window = new PresenceWindow(maxListed);
+      let due: ReturnType<typeof setTimeout> | undefined;
+      const emit = async (): Promise<void> => {
+        let count: number;
+        try {
+          count = await this.store.count(topic);
+        } catch (err) {
+          this.logger.warn({ err, topic }, 'presence: could not count the members');
+          due = setTimeout(() => void emit(), this.settings.coalesceMs);
+          return;
+        }
+        due = undefined;
+        if (!subscriber.closed) subscriber.next(window.take(count));
+      };
+      const deliver = (message: BrokerMessage): void => {
+        const changes = readChanges(message.payload);
+        if (!changes) return;
+        window.add(changes.j ?? [], changes.l ?? []);
+        due ??= setTimeout(() => void emit(), this.settings.coalesceMs);
+      };
+      this.broker.subscribe(channel, deliver).catch((err: unknown) => {
+        this.logger.warn({ err, topic }, 'presence: could not listen for joins and leaves');
+        subscriber.error(err);
+      });
+      return () => {
+        clearTimeout(due);
+        if (this.watches.get(topic) === watch) this.watches.delete(topic);
+        this.broker.unsubscribe(channel).catch((err: unknown) => {
+          this.logger.warn({ err, topic }, 'presence: broker unsubscribe failed');
+        });
+      };
+    }).pipe(share());
+    this.watches.set(topic, watch);
+    return watch;
+  }
+
+  private infoOf(
+    presence: ResolvedPresence<C>,
+    session: Session<C>,
+    topic: string,
+  ): Record<string, unknown> | undefined {
+    if (!presence.info) return undefined;
+    try {
+      const info = presence.info(session);
+      const bytes = Buffer.byteLength(JSON.stringify(info) ?? '', 'utf8');
+      if (bytes <= MAX_PRESENCE_INFO_BYTES) return info;
+      session.logger.warn(
+        { topic, bytes, limit: MAX_PRESENCE_INFO_BYTES },
+        'presence info left out: larger than 1 KiB of JSON',
+      );
+    } catch (err) {
+      session.logger.warn({ err, topic }, 'presence info hook failed: left out');
+    }
+    return undefined;
+  }
+
+  private queue(topic: string, entry: PresenceEntry, change: 'joined' | 'left'): void {
+    let pending = this.pending.get(topic);
+    if (!pending) this.pending.set(topic, (pending = { joined: new Map(), left: new Map() }));
+    if (change === 'joined') pending.joined.set(entry.key, entry);
+    // A member that leaves before its join was written was never there.
+    else if (!pending.joined.delete(entry.key)) pending.left.set(entry.key, entry);
+    if (!this.writing.has(topic)) void this.flush(topic);
+  }
+
+  /**
+   * Write the topic's pending changes, one write at a time: changes made meanwhile wait and go
+   * in the next, so a burst of joins costs a few writes, not one each. A failed write is kept
+   * and tried again on the next lease tick.
+   */
+  private async flush(topic: string): Promise<void> {
+    this.writing.add(topic);
+    try {
+      for (;;) {
+        const pending = this.pending.get(topic);
+        if (!pending || (pending.joined.size === 0 && pending.left.size === 0)) return;
+        this.pending.delete(topic);
+        const joined = [...pending.joined.values()];
+        const left = [...pending.left.values()];
+        try {
+          await this.store.write(
+            topic,
+            this.owner,
+            joined,
+            left.map((entry) => entry.key),
+            this.settings.leaseMs,
+          );
+          this.leased = true;
+        } catch (err) {
+          this.requeue(topic, pending);
+          this.logger.warn({ err, topic }, 'presence: write failed; tried again with the lease');
+          return;
+        }
+        await this.announce(topic, joined, left);
+      }
+    } finally {
+      this.writing.delete(topic);
+    }
+  }
+
+  /** Put a failed write's changes back before the ones made since. */
+  private requeue(topic: string, failed: Pending): void {
+    const since = this.pending.get(topic);
+    this.pending.set(topic, failed);
+    if (!since) return;
+    for (const entry of since.joined.values()) failed.joined.set(entry.key, entry);
+    for (const entry of since.left.values()) {
+      if (!failed.joined.delete(entry.key)) failed.left.set(entry.key, entry);
+    }
+  }
+
+  private async announce(
+    topic: string,
+    joined: readonly PresenceEntry[],
+    left: readonly PresenceEntry[],
+  ): Promise<void> {
+    if (joined.length === 0 && left.length === 0) return;
+    const changes: Changes = {};
+    if (joined.length > 0) changes.j = [...joined];
+    if (left.length > 0) changes.l = [...left];
+    try {
+      await this.broker.publish(PRESENCE_EVENTS_PREFIX + topic, JSON.stringify(changes));
+    } catch (err) {
+      // The store holds the truth; watchers miss this event's lists, not the count.
+      this.logger.warn({ err, topic }, 'presence: could not announce joins and leaves');
+    }
+  }
+
+  /** Renew the lease (or write everything again under a new one), retry failed writes, reap. */
+  private async tick(): Promise<void> {
+    if (this.ticking || this.closed) return;
+    this.ticking = true;
+    try {
+      const store = this.store;
+      if (this.leased && !(await store.renew(this.owner, this.settings.leaseMs))) {
+        // Lapsed (a long pause, a broker outage): other nodes removed, or are removing, our
+        // members. What the old owner still holds goes, and everything is written anew.
+        await store.release(this.owner);
+        this.owner = this.newOwner();
+        this.logger.warn('presence: this node’s lease had lapsed; its members are written again');
+        for (const [topic, members] of this.local) {
+          const entries = [...members.values()];
+          await store.write(topic, this.owner, entries, [], this.settings.leaseMs);
+          await this.announce(topic, entries, []);
+        }
+      }
+      for (const topic of this.pending.keys()) if (!this.writing.has(topic)) void this.flush(topic);
+      for (const { topic, members } of await store.reap()) await this.announce(topic, [], members);
+    } catch (err) {
+      this.logger.warn({ err }, 'presence: lease renewal or reaping failed');
+    } finally {
+      this.ticking = false;
+    }
+  }
+
+  private newOwner(): string {
+    return `${this.nodeId}.${nanoid(6)}`;
+  }
+}
+
+/** The topic of a `$presence` subscribe: `{ "topic": t }` or `[t]`. */
+function presenceTopicParam(params: unknown): string {
+  const topic = Array.isArray(params)
+    ? (params[0] as unknown)
+    : params !== null && typeof params === 'object'
+      ? (params as { topic?: unknown }).topic
+      : undefined;
+  if (typeof topic !== 'string' || topic === '') {
+    throw new InvalidParamsError('$presence takes { "topic": name }', { field: 'topic' });
+  }
+  return topic;
+}
+
+function readChanges(payload: string): Changes | undefined {
+  try {
+    const value = JSON.parse(payload) as unknown;
+    if (value === null || typeof value !== 'object') return undefined;
+    const changes = value as Changes;
+    if (changes.j !== undefined && !Array.isArray(changes.j)) return undefined;
+    if (changes.l !== undefined && !Array.isArray(changes.l)) return undefined;
+    return changes;
+  } catch {
+    return undefined;
+  }
+}

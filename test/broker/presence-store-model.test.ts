@@ -1,0 +1,193 @@
+/**
+ * The presence stores against a model: random joins and leaves of several owners (nodes) on a
+ * few topics, owners that die (their lease lapses) and are reaped, and a node that closes
+ * (release). After every step each topic's count and its member list, read page by page, are
+ * the model's, and a reap removes exactly the dead owners' members. MemoryBroker's store and
+ * Redis's.
+ */
+import { Redis } from 'ioredis';
+import fc from 'fast-check';
+import { nanoid } from 'nanoid';
+import { afterAll, describe, expect, it } from 'vitest';
+import { MemoryPresenceStore } from '../../src/pubsub/presence.js';
+import type { PresenceEntry, PresenceStore } from '../../src/pubsub/presence.js';
+import { RedisPresenceStore } from '../../src/pubsub/presence-redis.js';
+import { RedisScriptRunner } from '../../src/pubsub/redis-script-runner.js';
+import { REDIS_URL, deleteRedisKeys } from '../support/brokers.js';
+import { sleep } from '../support/promises.js';
+
+const OWNERS = ['n1', 'n2', 'n3'];
+const TOPICS = ['room.a', 'room.b'];
+const LIVE_LEASE_MS = 60_000;
+
+type Step =
+  | { kind: 'join'; owner: number; topic: number; member: number }
+  | { kind: 'leave'; owner: number; topic: number; member: number }
+  | { kind: 'die'; owner: number }
+  | { kind: 'close'; owner: number };
+
+const step: fc.Arbitrary<Step> = fc.oneof(
+  {
+    weight: 6,
+    arbitrary: fc.record({
+      kind: fc.constant('join' as const),
+      owner: fc.nat(2),
+      topic: fc.nat(1),
+      member: fc.nat(5),
+    }),
+  },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      kind: fc.constant('leave' as const),
+      owner: fc.nat(2),
+      topic: fc.nat(1),
+      member: fc.nat(5),
+    }),
+  },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('die' as const), owner: fc.nat(2) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('close' as const), owner: fc.nat(2) }) },
+);
+
+interface Harness {
+  store: PresenceStore;
+  /** Let time pass beyond a 1 ms lease. */
+  pass: () => Promise<void>;
+}
+
+/** The model: member key -> owner, by topic; and each owner's incarnation (a new one after death). */
+class Model {
+  readonly topics = new Map<string, Map<string, string>>(TOPICS.map((t) => [t, new Map()]));
+  readonly generation = OWNERS.map(() => 0);
+
+  owner(index: number): string {
+    return `${OWNERS[index]}.${this.generation[index]}`;
+  }
+
+  remove(owner: string): Map<string, string[]> {
+    const removed = new Map<string, string[]>();
+    for (const [topic, members] of this.topics) {
+      for (const [key, holder] of members) {
+        if (holder !== owner) continue;
+        members.delete(key);
+        removed.set(topic, [...(removed.get(topic) ?? []), key]);
+      }
+    }
+    return removed;
+  }
+}
+
+function entry(owner: string, member: number): PresenceEntry {
+  const sessionId = `${owner}-s${member}`;
+  return { key: `${sessionId}/0x1`, sessionId, user: `u${member}`, info: { n: member } };
+}
+
+async function allMembers(store: PresenceStore, topic: string, limit: number): Promise<string[]> {
+  const keys: string[] = [];
+  let cursor: string | undefined;
+  for (let pages = 0; pages < 100; pages++) {
+    const page = await store.members(topic, cursor, limit);
+    expect(page.members.length).toBeLessThanOrEqual(limit);
+    keys.push(...page.members.map((m) => m.key));
+    cursor = page.cursor;
+    if (cursor === undefined) return keys;
+  }
+  throw new Error('more pages than members');
+}
+
+async function run(harness: () => Harness, steps: Step[], limit: number): Promise<void> {
+  const { store, pass } = harness();
+  const model = new Model();
+  for (const s of steps) {
+    const owner = model.owner(s.owner);
+    if (s.kind === 'join' || s.kind === 'leave') {
+      const topic = TOPICS[s.topic]!;
+      const member = entry(owner, s.member);
+      if (s.kind === 'join') {
+        await store.write(topic, owner, [member], [], LIVE_LEASE_MS);
+        model.topics.get(topic)!.set(member.key, owner);
+      } else {
+        await store.write(topic, owner, [], [member.key], LIVE_LEASE_MS);
+        model.topics.get(topic)!.delete(member.key);
+      }
+    } else if (s.kind === 'die') {
+      // Its lease shortened to 1 ms and left to lapse; the live owners hold theirs for a minute.
+      const held = await store.renew(owner, 1);
+      await pass();
+      const reaped = await store.reap();
+      const expected = model.remove(owner);
+      const got = new Map(reaped.map((r) => [r.topic, r.members.map((m) => m.key).sort()]));
+      expect(got).toEqual(new Map([...expected].map(([t, keys]) => [t, keys.sort()])));
+      if (held) expect(await store.renew(owner, LIVE_LEASE_MS)).toBe(false);
+      model.generation[s.owner]!++;
+    } else {
+      await store.release(owner);
+      model.remove(owner);
+      model.generation[s.owner]!++;
+    }
+    for (const [topic, members] of model.topics) {
+      expect(await store.count(topic)).toBe(members.size);
+      expect((await allMembers(store, topic, limit)).sort()).toEqual([...members.keys()].sort());
+    }
+  }
+  for (const index of OWNERS.keys()) await store.release(model.owner(index));
+}
+
+describe('presence store, against a model', () => {
+  it('MemoryPresenceStore', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(step, { maxLength: 40 }),
+        fc.integer({ min: 1, max: 4 }),
+        (steps, limit) => {
+          let now = 1_000;
+          return run(
+            () => ({
+              store: new MemoryPresenceStore(() => now),
+              pass: () => {
+                now += 2;
+                return Promise.resolve();
+              },
+            }),
+            steps,
+            limit,
+          );
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+
+  describe('RedisPresenceStore', () => {
+    const prefix = `presence-model-${nanoid(6)}`;
+    const redis = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0 });
+    redis.on('error', () => undefined);
+    afterAll(async () => {
+      redis.disconnect();
+      await deleteRedisKeys(REDIS_URL, prefix);
+    });
+
+    it('holds the same members as the model', async () => {
+      await redis.connect();
+      const runner = new RedisScriptRunner(redis, (cause) => cause);
+      let run_ = 0;
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(step, { maxLength: 25 }),
+          fc.integer({ min: 1, max: 4 }),
+          (steps, limit) =>
+            run(
+              () => ({
+                // A prefix per run: each starts from an empty store.
+                store: new RedisPresenceStore(runner, `${prefix}:${++run_}:`),
+                pass: () => sleep(3),
+              }),
+              steps,
+              limit,
+            ),
+        ),
+        { numRuns: 40 },
+      );
+    }, 120_000);
+  });
+});
