@@ -11,7 +11,6 @@ import type { PeerConfig } from '../peer/peer.js';
 import type { Gateway } from '../server/gateway.js';
 import { joinServer, pathOf } from '../server/http-dispatch.js';
 import { readBody } from '../server/read-body.js';
-import type { ServerTransport, TransportListener } from '../transport/transport.js';
 import { apiAuthentication } from './auth.js';
 import type { ApiCaller } from './auth.js';
 import type { ServerApiConfig } from './config.js';
@@ -19,6 +18,7 @@ import { startConsumer } from './consume.js';
 import { apiMethods } from './methods.js';
 import { NodeRequests } from './node-requests.js';
 import type { Tracing } from '../tracing/tracing.js';
+import { HttpExchangeTransport } from '../server/http-exchange-transport.js';
 
 const JSON_TYPES = new Set(['application/json', 'application/json-rpc', 'application/jsonrequest']);
 
@@ -40,20 +40,6 @@ export interface ServerApi {
    */
   answer(text: string, caller: ApiCaller): Promise<string | undefined>;
   close(): Promise<void>;
-}
-
-/** The transport of one API request: the reply goes in the HTTP response, nothing is pushed. */
-class ExchangeTransport implements ServerTransport {
-  readonly kind = 'http';
-  readonly canPush = false;
-  readonly bufferedAmount = 0;
-  send(): void {}
-  close(): void {}
-  listen(_listener: TransportListener): void {}
-  onDrain(listener: () => void): () => void {
-    const timer = setTimeout(listener, 0);
-    return () => clearTimeout(timer);
-  }
 }
 
 function send(
@@ -105,7 +91,7 @@ export async function startServerApi(
   });
   const answer = (text: string, caller: ApiCaller): Promise<string | undefined> =>
     new AnsweringPeer<ApiCaller>(
-      new ExchangeTransport(),
+      new HttpExchangeTransport(),
       { session: caller, logger },
       peers,
     ).answer(text);

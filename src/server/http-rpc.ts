@@ -3,7 +3,7 @@ import type { AnsweringPeer } from '../peer/answering-peer.js';
 import type { Logger } from '../peer/logger.js';
 import { isTraceparent } from '../protocol/traceparent.js';
 import { CloseCode } from '../transport/transport.js';
-import type { ServerTransport, TransportListener } from '../transport/transport.js';
+import type { ServerTransport } from '../transport/transport.js';
 import type { Admission } from './admission.js';
 import type { GatewayLimits, UpgradeRequest } from './options.js';
 import type { Session } from './session.js';
@@ -13,28 +13,12 @@ import { runAuthenticate } from './run-authenticate.js';
 import { describeUpgrade } from './upgrade-request.js';
 import type { TrustedProxies } from './client-address.js';
 import { readBody } from './read-body.js';
+import { HttpExchangeTransport } from './http-exchange-transport.js';
 
 /** Media types a JSON-RPC POST may carry (the JSON-RPC over HTTP description lists all three). */
 const JSON_TYPES = new Set(['application/json', 'application/json-rpc', 'application/jsonrequest']);
 /** Per-address rate buckets kept for HTTP callers; the oldest are forgotten past this. */
 const MAX_BUCKETS = 10_000;
-
-/**
- * The transport of one HTTP exchange: the reply travels in the HTTP response (Peer.answer),
- * so nothing is ever sent on it, and nothing can be pushed (canPush false).
- */
-class HttpExchangeTransport implements ServerTransport {
-  readonly kind = 'http';
-  readonly canPush = false;
-  readonly bufferedAmount = 0;
-  send(): void {}
-  close(): void {}
-  listen(_listener: TransportListener): void {}
-  onDrain(listener: () => void): () => void {
-    const timer = setTimeout(listener, 0);
-    return () => clearTimeout(timer);
-  }
-}
 
 /** Resolves once the session's peer has no call or notification handler running (or it closed). */
 async function untilIdle(session: {

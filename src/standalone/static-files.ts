@@ -3,8 +3,10 @@
 // build step. Files are read once at start: no path from a request ever reaches the file system.
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { extname, join, relative, sep } from 'node:path';
+import { join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { contentTypeOf, serveAssets } from '../server/static-assets.js';
+import type { StaticAsset } from '../server/static-assets.js';
 
 /** The most files a static folder may hold (subfolders included). */
 export const MAX_STATIC_FILES = 1_000;
@@ -12,24 +14,6 @@ export const MAX_STATIC_FILES = 1_000;
 export const MAX_STATIC_BYTES = 64 * 1024 * 1024;
 /** Where the browser client bundle is served. */
 export const CLIENT_BUNDLE_PATH = '/wsrpc-client.js';
-
-const TYPES: Readonly<Record<string, string>> = {
-  '.html': 'text/html; charset=utf-8',
-  '.css': 'text/css; charset=utf-8',
-  '.js': 'text/javascript; charset=utf-8',
-  '.mjs': 'text/javascript; charset=utf-8',
-  '.map': 'application/json; charset=utf-8',
-  '.json': 'application/json; charset=utf-8',
-  '.svg': 'image/svg+xml',
-  '.png': 'image/png',
-  '.ico': 'image/x-icon',
-  '.txt': 'text/plain; charset=utf-8',
-};
-
-interface Asset {
-  readonly body: Buffer;
-  readonly type: string;
-}
 
 /** The package's browser bundle, relative to this module once built (dist/src/standalone/). */
 const CLIENT_BUNDLE = new URL('../../browser/client.js', import.meta.url);
@@ -42,7 +26,7 @@ const CLIENT_BUNDLE = new URL('../../browser/client.js', import.meta.url);
 export function staticFilesHandler(
   dir: string,
 ): (req: IncomingMessage, res: ServerResponse) => boolean {
-  const assets = new Map<string, Asset>();
+  const assets = new Map<string, StaticAsset>();
   let bytes = 0;
   const add = (urlPath: string, file: string): void => {
     const body = readFileSync(file);
@@ -52,10 +36,7 @@ export function staticFilesHandler(
         `static.dir holds more than ${MAX_STATIC_FILES} files or ${MAX_STATIC_BYTES} bytes: ${dir}`,
       );
     }
-    assets.set(urlPath, {
-      body,
-      type: TYPES[extname(file).toLowerCase()] ?? 'application/octet-stream',
-    });
+    assets.set(urlPath, { body, type: contentTypeOf(file) });
   };
   for (const file of filesUnder(dir)) {
     const urlPath = `/${relative(dir, file).split(sep).map(encodeURIComponent).join('/')}`;
@@ -67,19 +48,7 @@ export function staticFilesHandler(
   } catch {
     // Running from the sources (no dist/browser): the page brings its own client, or none.
   }
-  return (req, res) => {
-    if (req.method !== 'GET' && req.method !== 'HEAD') return false;
-    const asset = assets.get((req.url ?? '/').split('?', 1)[0]!);
-    if (!asset) return false;
-    res.writeHead(200, {
-      'Content-Type': asset.type,
-      'Content-Length': asset.body.length,
-      'Cache-Control': 'no-cache',
-      'X-Content-Type-Options': 'nosniff',
-    });
-    res.end(req.method === 'HEAD' ? undefined : asset.body);
-    return true;
-  };
+  return serveAssets(assets);
 }
 
 /** Every regular file under `dir`, subfolders included (hidden entries skipped). */
