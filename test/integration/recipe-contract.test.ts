@@ -10,7 +10,6 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { build } from 'esbuild';
-import type { Plugin } from 'esbuild';
 import ts from 'typescript';
 import type { Browser } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -20,6 +19,7 @@ import { browserMissing, launchChromium } from '../support/browser.js';
 import { root, spawnServer } from '../support/demo-process.js';
 import { freePort, httpGet } from '../support/network.js';
 import { Resources } from '../support/resources.js';
+import { thisPackage } from '../support/bundle.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
@@ -47,17 +47,6 @@ function recipeBlocks(): Record<'contract' | 'server' | 'page' | 'typesOnly', st
     typesOnly: named('// page.ts, types only:'),
   };
 }
-
-/** `wsrpc-gateway` and `wsrpc-gateway/client` are this source tree. */
-const thisPackage: Plugin = {
-  name: 'this-package',
-  setup(b) {
-    b.onResolve({ filter: /^wsrpc-gateway$/ }, () => ({ path: join(root, 'src', 'index.ts') }));
-    b.onResolve({ filter: /^wsrpc-gateway\/client$/ }, () => ({
-      path: join(root, 'src', 'client', 'index.ts'),
-    }));
-  },
-};
 
 /** Bundle `file` (in `dir`) for the browser as the recipe's esbuild command does; its bytes. */
 async function bundlePage(file: string, outfile: string): Promise<Uint8Array> {

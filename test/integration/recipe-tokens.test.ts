@@ -20,6 +20,7 @@ import { freePort } from '../support/network.js';
 import { Resources } from '../support/resources.js';
 import { attemptUpgrade, closeOf, openSocket, upgradeRefusal } from '../support/sockets.js';
 import { waitUntil, within } from '../support/waiting.js';
+import { thisPackage } from '../support/bundle.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
@@ -69,19 +70,7 @@ async function bundleVariant(variant: 'key set' | 'shared secret'): Promise<Map<
     target: 'node20',
     packages: 'external',
     logLevel: 'silent',
-    plugins: [
-      {
-        name: 'this-package',
-        setup(b) {
-          b.onResolve({ filter: /^wsrpc-gateway$/ }, () => ({
-            path: join(root, 'src', 'index.ts'),
-          }));
-          b.onResolve({ filter: /^wsrpc-gateway\/client$/ }, () => ({
-            path: join(root, 'src', 'client', 'index.ts'),
-          }));
-        },
-      },
-    ],
+    plugins: [thisPackage],
   });
   return new Map(entries.map((entry) => [entry, join(dir, 'out', `${entry}.mjs`)]));
 }

@@ -14,6 +14,7 @@ import { root, spawnServer } from '../support/demo-process.js';
 import { Resources } from '../support/resources.js';
 import { freePort } from '../support/network.js';
 import { waitForState } from '../support/client.js';
+import { thisPackage } from '../support/bundle.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
@@ -38,16 +39,7 @@ async function bundleRecipe(page: string): Promise<string> {
     packages: 'external',
     outfile,
     logLevel: 'silent',
-    plugins: [
-      {
-        name: 'this-package',
-        setup(b) {
-          b.onResolve({ filter: /^wsrpc-gateway$/ }, () => ({
-            path: join(root, 'src', 'index.ts'),
-          }));
-        },
-      },
-    ],
+    plugins: [thisPackage],
   });
   return outfile;
 }

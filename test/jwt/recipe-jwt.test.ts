@@ -18,6 +18,7 @@ import { openRaw, upgradeRefusal } from '../support/sockets.js';
 import { Resources } from '../support/resources.js';
 import { now, signWith, signingKey, validClaims } from './jwt-fixtures.js';
 import type { SigningKey } from './jwt-fixtures.js';
+import { thisPackage } from '../support/bundle.js';
 
 const res = new Resources();
 // Under node_modules, so the bundle's bare imports (jose, ws, rxjs...) resolve as installed.
@@ -46,17 +47,7 @@ async function bundleServer(): Promise<string> {
     target: 'node20',
     packages: 'external',
     logLevel: 'silent',
-    plugins: [
-      {
-        name: 'this-package',
-        setup(b) {
-          b.onResolve({ filter: /^wsrpc-gateway$/ }, () => ({ path: join(root, 'src/index.ts') }));
-          b.onResolve({ filter: /^wsrpc-gateway\/jwt$/ }, () => ({
-            path: join(root, 'src/jwt.ts'),
-          }));
-        },
-      },
-    ],
+    plugins: [thisPackage],
   });
   return outfile;
 }

@@ -2,8 +2,9 @@ import { mkdtempSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { readFileSync } from 'node:fs';
 import { build } from 'esbuild';
-import type { BuildOptions } from 'esbuild';
+import type { BuildOptions, Plugin } from 'esbuild';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -33,3 +34,33 @@ export async function bundleForNode(
   });
   return { script, dir };
 }
+
+/** Each package entry ("wsrpc-gateway", "wsrpc-gateway/jwt", ...) and its source file under src/. */
+function entrySources(): Map<string, string> {
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+    name: string;
+    exports: Record<string, { types: string }>;
+  };
+  const sources = new Map<string, string>();
+  for (const [subpath, target] of Object.entries(pkg.exports)) {
+    // ./dist/src/client/index.d.ts -> src/client/index.ts
+    const source = target.types.replace(/^\.\/dist\//, '').replace(/\.d\.ts$/, '.ts');
+    sources.set(subpath === '.' ? pkg.name : `${pkg.name}/${subpath.slice(2)}`, join(root, source));
+  }
+  return sources;
+}
+
+/**
+ * An esbuild plugin that resolves this package's own entries to this source tree, so code written
+ * as a user writes it (`import { createGateway } from 'wsrpc-gateway'`) runs against src/.
+ */
+export const thisPackage: Plugin = {
+  name: 'this-package',
+  setup(b) {
+    const sources = entrySources();
+    b.onResolve({ filter: /^wsrpc-gateway(\/.*)?$/ }, (args) => {
+      const path = sources.get(args.path);
+      return path === undefined ? undefined : { path };
+    });
+  },
+};
