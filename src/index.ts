@@ -4,6 +4,7 @@ export { Gateway, createGateway } from './server/gateway.js';
 export type { CloseOptions, DrainOptions } from './server/gateway.js';
 export type { RevokeSessionOptions, RevokeUserOptions } from './server/revocation.js';
 export { Session } from './server/session.js';
+export type { JoinOptions } from './server/membership.js';
 export type {
   GatewayOptions,
   GatewayDataOptions,

@@ -32,7 +32,7 @@ import { OfflineQueue } from './offline-queue.js';
 import { presenceState } from './presence.js';
 import type { PresenceState } from './presence.js';
 import { ClientSubscriptions } from './subscriptions.js';
-import type { SubscriptionEvent } from './subscriptions.js';
+import type { JoinedSubscription, SubscriptionEvent } from './subscriptions.js';
 
 // Moved out with the connection lifecycle and the options; still imported from here.
 export { HEARTBEAT_CLOSE_CODE } from './client-connection.js';
@@ -65,6 +65,14 @@ export class RpcClient {
   readonly inboxGaps$: Observable<InboxGap>;
   /** The `$inbox` subscription (ClientOptions.inbox). */
   private readonly inbox: ClientInbox<RpcClient>;
+  /**
+   * Each subscription the server makes for this client (`session.join`, `rpc.joined`), as it is
+   * announced: its topic and its messages. The client keeps it like its own (resumed after a
+   * reconnect, on any node, from the last message seen) until the server ends it
+   * (`session.leave`: the Observable completes) or the client closes. Completes when the client
+   * closes.
+   */
+  readonly joined$: Observable<JoinedSubscription>;
 
   /**
    * Why each connection, or attempt at one, ended: close code and reason, the HTTP status of a
@@ -94,7 +102,10 @@ export class RpcClient {
           callTimeoutMs: config.callTimeoutMs,
           maxPendingCalls: config.maxPendingCalls,
           batchOutgoing: config.batchCalls,
-          onReservedNotification,
+          onReservedNotification: (method, params) => {
+            if (method === ReservedMethod.Joined) this.subscriptions.handleJoined(params);
+            else onReservedNotification(method, params);
+          },
           reservedMethods,
           middleware: config.middleware,
         });
@@ -153,6 +164,7 @@ export class RpcClient {
     this.inboxGaps$ = this.inbox.gaps$;
     // Before anything else, so that its subscribe is the first call of every connection.
     this.inbox.start(config.inbox);
+    this.joined$ = this.subscriptions.joined$;
     this.connection.connect();
   }
 
@@ -300,6 +312,15 @@ export class RpcClient {
    */
   presence(topic: string): Observable<PresenceState> {
     return presenceState((name, params) => this.subscribe(name, params), topic);
+  }
+
+  /**
+   * The subscription to `topic` this client has, its own (`subscribe(topic)`, while observed) or
+   * one the server made (`joined$`), as `subscribeWithMeta` gives messages; undefined when it
+   * has neither. Observing it never subscribes anew.
+   */
+  subscriptionOf<T = unknown>(topic: string): Observable<SubscriptionEvent<T>> | undefined {
+    return this.subscriptions.subscriptionOf(topic) as Observable<SubscriptionEvent<T>> | undefined;
   }
 
   /** Send calls and notifications in one frame; one settled result per entry, in order. */

@@ -7,7 +7,11 @@ export type { AuthenticateResult, DisconnectEvent } from './authentication.js';
 export type { ConnectionState } from './connection-state.js';
 export type { BackoffOptions } from './backoff.js';
 export { method, notification, subscription } from '../peer/method-descriptor.js';
-export type { SubscriptionEvent, ClientSubscriptionMethods } from './subscriptions.js';
+export type {
+  SubscriptionEvent,
+  ClientSubscriptionMethods,
+  JoinedSubscription,
+} from './subscriptions.js';
 export type { InboxGap } from './inbox.js';
 export type { PresenceMember, PresenceState } from './presence.js';
 export type {

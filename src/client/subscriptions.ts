@@ -57,6 +57,11 @@ export interface SubscriptionCaller {
 
 interface Shared {
   key: string;
+  /**
+   * Made by the server (`rpc.joined`): kept, and re-established after a reconnect, without
+   * Observers, until the server ends it or the client closes.
+   */
+  joined: boolean;
   /** `[topic]` or `[topic, params]`, as sent. */
   params: unknown[];
   subject: Subject<SubscriptionEvent<unknown>>;
@@ -102,6 +107,23 @@ const RESYNC_WINDOW_MS = 60_000;
 /** Ids unsubscribed on this connection that the server may hand out again (a topic's shared id). */
 const RETIRED_IDS = 256;
 
+/** A subscription the server made for this client (`rpc.joined`), as the client shows it. */
+export interface JoinedSubscription {
+  topic: string;
+  /** Its messages, as `subscribeWithMeta` gives them; completes when the server ends it. */
+  subscription: Observable<SubscriptionEvent<unknown>>;
+}
+
+/** Where a joined subscription's entry is kept: apart from the client's own of the same topic. */
+function joinedKey(topic: string): string {
+  return `joined ${canonicalJson([topic])}`;
+}
+
+/** Worth keeping on the server: someone observes it, or the server made it. */
+function active(shared: Shared): boolean {
+  return shared.observers > 0 || shared.joined;
+}
+
 /** Lost with the connection: the next open resubscribes. */
 function lostWithConnection(err: unknown): boolean {
   return err instanceof ConnectionClosedError || err instanceof NotConnectedError;
@@ -134,6 +156,9 @@ export class ClientSubscriptions {
   private readonly byServerId = new Map<SubscriptionId, Shared>();
   private readonly orphans = new Map<SubscriptionId, SubscriptionUpdate[]>();
   private readonly retired = new Set<SubscriptionId>();
+  private readonly joinedSubject = new Subject<JoinedSubscription>();
+  /** Each subscription the server makes for this client, as it is announced. */
+  readonly joined$: Observable<JoinedSubscription> = this.joinedSubject.asObservable();
 
   constructor(
     private readonly caller: SubscriptionCaller,
@@ -150,6 +175,7 @@ export class ClientSubscriptions {
       if (!shared) {
         shared = {
           key,
+          joined: false,
           params: wireParams,
           subject: new Subject(),
           observers: 0,
@@ -174,6 +200,91 @@ export class ClientSubscriptions {
       return () => {
         inner.unsubscribe();
         if (--entry.observers === 0) this.stop(entry);
+      };
+    });
+  }
+
+  /**
+   * The server subscribed this client itself (`rpc.joined { topic, subscription, seq? }`): the
+   * subscription is kept like one of the client's own (resumed after a reconnect from the last
+   * message seen) and announced on `joined$`. Its frames follow this notification.
+   */
+  handleJoined(params: Params | undefined): void {
+    const {
+      topic,
+      subscription: id,
+      seq,
+    } = (params ?? {}) as {
+      topic?: unknown;
+      subscription?: unknown;
+      seq?: unknown;
+    };
+    if (typeof topic !== 'string' || !isSubscriptionId(id) || this.byServerId.has(id)) {
+      this.logger.debug({ params }, 'rpc.joined ignored');
+      return;
+    }
+    const key = joinedKey(topic);
+    const existing = this.shared.get(key);
+    if (existing?.serverId !== undefined) {
+      // Joined twice (a join racing the client's resubscribe): one subscription is enough.
+      this.sendUnsubscribe(id);
+      return;
+    }
+    const shared: Shared = existing ?? {
+      key,
+      joined: true,
+      params: [topic],
+      subject: new Subject(),
+      observers: 0,
+      serverId: undefined,
+      resubscribe: false,
+      generation: 0,
+      lastSeq: undefined,
+      checked: false,
+      resyncs: [],
+      epoch: undefined,
+      retryTimer: undefined,
+      retries: 0,
+    };
+    // A resubscribe of it under way is superseded: its reply, when it comes, is unsubscribed.
+    shared.generation++;
+    shared.resubscribe = false;
+    clearTimeout(shared.retryTimer);
+    shared.retryTimer = undefined;
+    if (typeof seq === 'number' && Number.isSafeInteger(seq) && existing === undefined) {
+      shared.lastSeq = seq;
+      shared.checked = true;
+    }
+    shared.serverId = id;
+    this.shared.set(key, shared);
+    this.byServerId.set(id, shared);
+    this.retired.delete(id);
+    if (!existing) this.joinedSubject.next({ topic, subscription: this.observeEntry(shared) });
+  }
+
+  /**
+   * The subscription to `topic` this client has: its own (`subscribe(topic)` without params,
+   * while observed) or one the server made; undefined when it has neither.
+   */
+  subscriptionOf(topic: string): Observable<SubscriptionEvent<unknown>> | undefined {
+    const own = this.shared.get(canonicalJson([topic]));
+    if (own && own.observers > 0) return this.observe(topic);
+    const joined = this.shared.get(joinedKey(topic));
+    return joined ? this.observeEntry(joined) : undefined;
+  }
+
+  /** Observers of a joined subscription: they come and go without ending it. */
+  private observeEntry(shared: Shared): Observable<SubscriptionEvent<unknown>> {
+    return new Observable<SubscriptionEvent<unknown>>((subscriber) => {
+      if (this.shared.get(shared.key) !== shared) {
+        subscriber.complete(); // ended already
+        return undefined;
+      }
+      const inner = shared.subject.subscribe(subscriber);
+      shared.observers++;
+      return () => {
+        inner.unsubscribe();
+        shared.observers--;
       };
     });
   }
@@ -210,7 +321,7 @@ export class ClientSubscriptions {
   /** A connection opened: re-establish what was active before. */
   connectionOpened(): void {
     for (const shared of this.shared.values()) {
-      if (shared.resubscribe && shared.observers > 0) this.start(shared);
+      if (shared.resubscribe && active(shared)) this.start(shared);
     }
   }
 
@@ -225,6 +336,7 @@ export class ClientSubscriptions {
     this.byServerId.clear();
     this.orphans.clear();
     this.retired.clear();
+    this.joinedSubject.complete();
   }
 
   private start(shared: Shared): void {
@@ -249,7 +361,7 @@ export class ClientSubscriptions {
     const accepted = (id: unknown): void => {
       if (answered || !isSubscriptionId(id)) return;
       answered = true;
-      if (generation !== shared.generation || shared.observers === 0) {
+      if (generation !== shared.generation || !active(shared)) {
         // Everyone left before the reply: end it on the server rather than leak it.
         this.sendUnsubscribe(id);
         return;
@@ -265,7 +377,7 @@ export class ClientSubscriptions {
     this.caller
       .subscribe(this.methods.subscribe, params, accepted)
       .then(accepted, (err: unknown) => {
-        if (generation !== shared.generation || shared.observers === 0) return;
+        if (generation !== shared.generation || !active(shared)) return;
         if (!this.caller.isClosed && (lostWithConnection(err) || transient(err))) {
           this.retry(shared);
           return;
@@ -288,7 +400,7 @@ export class ClientSubscriptions {
     this.logger.debug({ topic: shared.params[0], delay }, 'subscribe failed: retrying');
     shared.retryTimer = setTimeout(() => {
       shared.retryTimer = undefined;
-      if (shared.observers > 0 && this.shared.get(shared.key) === shared) this.start(shared);
+      if (active(shared) && this.shared.get(shared.key) === shared) this.start(shared);
     }, delay);
   }
 

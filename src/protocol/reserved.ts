@@ -18,6 +18,12 @@ export const ReservedMethod = {
   Authenticate: 'rpc.authenticate',
   /** Request, server to client: `{ expiresAt }`; the server asks for a fresh token. Result `{ token }`. */
   Token: 'rpc.token',
+  /**
+   * Notification from server: `{ topic, subscription, seq? }`. The server subscribed the session
+   * to `topic` itself (session.join); the subscription's frames follow under that id, as for
+   * one the client made (`seq`: it starts after that message).
+   */
+  Joined: 'rpc.joined',
 } as const;
 
 export function isReservedMethod(method: string): boolean {

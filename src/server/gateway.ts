@@ -51,6 +51,8 @@ import { SessionRouter, namesInbox, subscribeTopicOf } from './session-router.js
 import type { NodeChannel } from './session-router.js';
 import { SessionTable } from './session-table.js';
 import { Lifecycle } from './lifecycle.js';
+import { Membership } from './membership.js';
+import type { JoinOptions } from './membership.js';
 import type { LifecycleEvent, UserPresenceChange } from './lifecycle-events.js';
 import { drainSessions, shutdown } from './shutdown.js';
 import { RefusalLog } from './upgrade-rejection.js';
@@ -90,6 +92,8 @@ export class Gateway<C = unknown> {
   private readonly router: SessionRouter;
   /** revokeUser, revokeSession, and the deny check around `authenticate`. */
   private readonly revocations: Revocations<C>;
+  /** Server-side joins and leaves (session.join, gateway.join), here and on other nodes. */
+  private readonly membership: Membership<C>;
   /** Open sessions, by id and by user; connected/disconnected events. */
   private readonly sessionTable: SessionTable<C>;
   /** WebSocket upgrades, TCP and stdio connections: admission up to the open session. */
@@ -208,6 +212,18 @@ export class Gateway<C = unknown> {
     });
     this.connected$ = this.sessionTable.connected$;
     this.disconnected$ = this.sessionTable.disconnected$;
+    this.membership = new Membership<C>({
+      topics: this.pubsub,
+      sessions: this.sessionTable.live,
+      nodeId: this.nodeId,
+      // The router is built below, before any message can come.
+      send: (node, body) => this.router.sendMember(node, body),
+      logger: this.logger,
+    });
+    // First, so an application's connected$ observer may already join the session to topics.
+    this.connected$.subscribe((session) => {
+      session.membership = this.membership.of(session);
+    });
     const lifecycle = new Lifecycle(
       this.pubsub.broker,
       this.nodeId,
@@ -238,6 +254,7 @@ export class Gateway<C = unknown> {
         },
         // The revocations are made below, before any message can come.
         revoked: (revocation) => this.revocations.closeLocal(revocation),
+        member: (body) => this.membership.receive(body),
       },
     );
     this.revocations = new Revocations<C>({
@@ -579,6 +596,25 @@ export class Gateway<C = unknown> {
   }
 
   /**
+   * `session.join(topic, options)` for a session on whichever gateway holds it. Resolves true
+   * once it is subscribed, false when no such session is open (here, or on the gateway its id
+   * names); rejects as a subscribe would (-32602, -32004, -32005, -32003, -32009), with -32009
+   * when the broker did not take the request, and with TimeoutError when that gateway did not
+   * answer within 10 s. The same caution as notifySession about ids that came from a client.
+   */
+  join(sessionId: string, topic: string, options?: JoinOptions): Promise<boolean> {
+    return this.membership.joinById(sessionId, topic, options);
+  }
+
+  /**
+   * `session.leave(topic)` for a session on whichever gateway holds it: resolves with whether it
+   * had a subscription to the topic to end; rejects like `join` when the request went unanswered.
+   */
+  leave(sessionId: string, topic: string): Promise<boolean> {
+    return this.membership.leaveById(sessionId, topic);
+  }
+
+  /**
    * Messages between the gateways sharing the broker, for a layer built on them (the server
    * API's calls to clients on other nodes, its subscriber counts): one channel per gateway.
    * @internal
@@ -703,6 +739,7 @@ export class Gateway<C = unknown> {
       ownBroker: this.ownsBroker ? this.pubsub.broker : undefined,
     };
     await shutdown(parts, options);
+    this.membership.close();
     await this.lifecycle.stop();
     if (this.ownsServer) return;
     if (this.startedServer) await stopListening(this.httpServer, options.timeoutMs ?? 5_000);

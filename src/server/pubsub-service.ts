@@ -423,6 +423,77 @@ export class PubSubService<C> {
   }
 
   /**
+   * Server-side membership (src/server/membership.ts): subscribe `session` to `topic` as its
+   * own subscribe would (same checks, limits and frames; `since` replays after that message,
+   * else it starts at the topic's position). `announce` runs with the id right before the
+   * subscription's first frame. A session already subscribed to the topic keeps that
+   * subscription: its id is returned and nothing is sent.
+   */
+  async joinTopic(
+    session: Session<C>,
+    topic: string,
+    since: number | undefined,
+    announce: (id: string) => void,
+  ): Promise<string> {
+    if (!session.transport.canPush) throw pushUnsupported('Server-side joins');
+    const existing = this.subscriptionTo(session, topic);
+    if (existing !== undefined) return existing;
+    this.checkTopicName(topic);
+    const definition = this.resolveTopic(topic);
+    if (!definition) throw new InvalidParamsError('Unknown topic', { topic });
+    const allowed = await this.mayUseTopic(session, topic, definition, undefined);
+    if (!allowed)
+      throw new ServerError(ErrorCode.Unauthorized, 'Not authorized for this topic', { topic });
+    const table = this.requireTable(session);
+    let start: (() => void) | undefined;
+    const ctx: TopicContext = {
+      signal: new AbortController().signal,
+      afterReply: (hook) => (start = hook),
+    };
+    const request: SubscribeRequest = {
+      name: topic,
+      params: undefined,
+      since,
+      epoch: undefined,
+      position: since === undefined,
+    };
+    const id = await this.holdAndStart(topic, topic, session, table, definition.flow, ctx, {
+      request,
+    });
+    if (table.subscriptions.has(id)) {
+      announce(id);
+      start?.();
+    }
+    return id;
+  }
+
+  /** The id of a subscription of `session` to `topic` (the first), if it has one. */
+  subscriptionTo(session: Session<C>, topic: string): string | undefined {
+    for (const [id, subscription] of this.tables.get(session)?.subscriptions ?? []) {
+      if (subscription.topic === topic && !topic.startsWith(INBOX_TOPIC_PREFIX)) return id;
+    }
+    return undefined;
+  }
+
+  /**
+   * Server-side membership: end every subscription of `session` to `topic` (joined or its
+   * own) with the stream-end frame `complete`. False when it had none.
+   */
+  leaveTopic(session: Session<C>, topic: string): boolean {
+    const table = this.tables.get(session);
+    if (!table || topic.startsWith(INBOX_TOPIC_PREFIX)) return false;
+    let left = false;
+    for (const [id, subscription] of [...table.subscriptions]) {
+      if (subscription.topic !== topic) continue;
+      table.subscriptions.delete(id);
+      subscription.delivery.finish(finalTail());
+      subscription.teardown();
+      left = true;
+    }
+    return left;
+  }
+
+  /**
    * After the session's context was replaced (a refresh): each topic subscription is weighed
    * again (claims, then the topic's `authorize`), and each one no longer allowed ends with the
    * stream-end error frame (-32004). Streams and `$inbox` are not topics the claims name.
@@ -487,7 +558,7 @@ export class PubSubService<C> {
     session: Session<C>,
     table: SessionTable,
     flow: FlowControl,
-    ctx: HandlerContext<Session<C>>,
+    ctx: TopicContext,
     start: TopicStart,
   ): Promise<string> {
     this.checkLimit(table);
@@ -532,7 +603,7 @@ export class PubSubService<C> {
     bytes: number,
     table: SessionTable,
     flow: FlowControl,
-    ctx: HandlerContext<Session<C>>,
+    ctx: TopicContext,
     { request, starting }: TopicStart,
   ): string {
     this.checkLimit(table);
@@ -717,6 +788,9 @@ export class PubSubService<C> {
   }
 }
 
+/** What starting a topic subscription needs of its call: a subscribe's, or a server-side join's. */
+type TopicContext = Pick<HandlerContext<unknown>, 'signal' | 'afterReply'>;
+
 /** How a topic subscription starts: as the client asked, or as `starting` decides when it joins. */
 interface TopicStart {
   request: SubscribeRequest;
@@ -727,7 +801,7 @@ interface TopicStart {
  * A call cancelled (rpc.cancel) or whose connection closed while it awaited something: stop
  * before taking anything. The peer answers a cancelled call -32001 whatever is thrown.
  */
-function throwIfCancelled(ctx: HandlerContext<unknown>): void {
+function throwIfCancelled(ctx: TopicContext): void {
   if (ctx.signal.aborted) throw new ServerError(ErrorCode.RequestCancelled, 'Request cancelled');
 }
 

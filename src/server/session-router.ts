@@ -73,6 +73,8 @@ interface Directed {
   revoke?: Revocation;
   /** A message of the node channel (openChannel) instead of a notification. */
   channel?: unknown;
+  /** A server-side join or leave, or its answer (src/server/membership.ts), instead of a notification. */
+  member?: unknown;
 }
 
 /**
@@ -168,6 +170,8 @@ export interface SessionRouterOptions {
   inbox?: RouterInbox;
   /** Close this node's sessions a revocation names; returns how many it closed. */
   revoked?: (revocation: Revocation) => number;
+  /** Server-side joins and leaves between nodes, and their answers (sendMember). */
+  member?: (body: unknown) => void;
 }
 
 /** This node's listening for one user's messages (`$user.<name>` or the inbox), shared by their sessions. */
@@ -332,6 +336,15 @@ export class SessionRouter {
     };
   }
 
+  /**
+   * A server-side join or leave (or its answer) to `node`, delivered to its `member` option.
+   * Rejects with -32009 when the broker did not take it.
+   */
+  async sendMember(node: string, body: unknown): Promise<void> {
+    const payload = JSON.stringify({ method: '', member: body });
+    await this.publish(`$node.${node}`, payload, DIRECT, { node });
+  }
+
   /** A message of a user's inbox, from this node's broker subscription (see RouterInbox). */
   inboxReceived(message: BrokerMessage): void {
     if (!message.topic.startsWith(INBOX_TOPIC_PREFIX)) return;
@@ -462,6 +475,10 @@ export class SessionRouter {
     }
     if (message.channel !== undefined) {
       this.channel?.(message.channel);
+      return;
+    }
+    if (message.member !== undefined) {
+      this.options.member?.(message.member);
       return;
     }
     if (typeof message.revoke === 'object' && message.revoke !== null) {

@@ -8,6 +8,7 @@ import type { Sink } from '../pubsub/sink.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { JsonRpcError } from '../protocol/errors.js';
 import type { EncodedFrame, ServerTransport } from '../transport/transport.js';
+import type { JoinOptions, SessionMembership } from './membership.js';
 import type { SessionInbox } from './session-router.js';
 import { drainSession } from './shutdown.js';
 import type { DrainOptions } from './shutdown.js';
@@ -32,6 +33,11 @@ export class Session<C = unknown> implements Sink {
   user: string | undefined;
   /** How it takes its user's messages, when the gateway keeps user inboxes (GatewayOptions.userInbox). */
   inbox: SessionInbox | undefined;
+  /**
+   * Its server-side membership (join, leave), set by the gateway once the session is open.
+   * @internal
+   */
+  membership: SessionMembership | undefined;
   private currentContext: C;
   private currentExpiresAt: number | undefined;
   /**
@@ -158,6 +164,32 @@ export class Session<C = unknown> implements Sink {
 
   close(code = 1000, reason = ''): void {
     this.peer.close(code, reason);
+  }
+
+  /**
+   * Subscribe this session to `topic` from the server, as if it had subscribed itself: the same
+   * authorization (topicsOf, the topic's `authorize`), limits and frames, announced to the
+   * client by `rpc.joined` (see docs/pubsub.md, Server-side membership). `since` replays the
+   * topic's messages after that seq first. Resolves with the subscription id (the one it has,
+   * when it is subscribed to the topic already); rejects like a subscribe (-32602 unknown topic,
+   * -32004, -32005, -32003, -32009), and with -32008 on an HTTP exchange.
+   */
+  join(topic: string, options?: JoinOptions): Promise<string> {
+    if (!this.transport.canPush) return Promise.reject(pushUnsupported('Server-side joins'));
+    if (!this.membership) {
+      return Promise.reject(
+        new JsonRpcError(ErrorCode.Unauthenticated, 'The connection has not authenticated yet'),
+      );
+    }
+    return this.membership.join(topic, options);
+  }
+
+  /**
+   * End this session's subscriptions to `topic` (joined or its own), each with the stream-end
+   * frame `complete`. False when it had none.
+   */
+  leave(topic: string): boolean {
+    return this.membership?.leave(topic) ?? false;
   }
 
   /**
