@@ -43,6 +43,8 @@ export type {
   PubSubStats,
 } from './server/pubsub-service.js';
 export * from './pubsub/index.js';
+export type { PublishOptions } from './server/pubsub-types.js';
+export type { HistoryPage } from './server/pubsub-history.js';
 export { defineContract } from './contract/contract.js';
 export type {
   Contract,

@@ -227,7 +227,7 @@ export const heartbeatRules: Readonly<Record<'intervalMs' | 'timeoutMs', Rule>> 
   timeoutMs: ms(1, Infinity),
 };
 
-const methodRules = { subscribe: name, notification: name, unsubscribe: name };
+const methodRules = { subscribe: name, notification: name, unsubscribe: name, history: name };
 
 /**
  * A gateway URL that parses (relative to the page's, in a browser): ws:, wss:, http: or https:,

@@ -26,6 +26,8 @@ import { ClientConnection } from './client-connection.js';
 import { resolveClientOptions } from './client-options.js';
 import type { ClientConfig, ClientOptions } from './client-options.js';
 import type { ConnectionState } from './connection-state.js';
+import { readHistory } from './history.js';
+import type { HistoryOptions, HistoryResult } from './history.js';
 import { ClientInbox } from './inbox.js';
 import type { InboxGap } from './inbox.js';
 import { OfflineQueue } from './offline-queue.js';
@@ -321,6 +323,15 @@ export class RpcClient {
    */
   subscriptionOf<T = unknown>(topic: string): Observable<SubscriptionEvent<T>> | undefined {
     return this.subscriptions.subscriptionOf(topic) as Observable<SubscriptionEvent<T>> | undefined;
+  }
+
+  /**
+   * A page of `topic`'s retained history (the gateway's `history` method, authorized like a
+   * subscribe): the last `last` messages, or those after `since`, at most `limit` (100).
+   */
+  history<T = unknown>(topic: string, options: HistoryOptions = {}): Promise<HistoryResult<T>> {
+    const method = this.config.subscriptionMethods.history ?? 'history';
+    return readHistory<T>((name, params) => this.call(name, params), method, topic, options);
   }
 
   /** Send calls and notifications in one frame; one settled result per entry, in order. */

@@ -13,6 +13,7 @@ export type {
   JoinedSubscription,
 } from './subscriptions.js';
 export type { InboxGap } from './inbox.js';
+export type { HistoryOptions, HistoryResult } from './history.js';
 export type { PresenceMember, PresenceState } from './presence.js';
 export type {
   MethodDescriptor,

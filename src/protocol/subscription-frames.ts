@@ -9,7 +9,7 @@ import type { ErrorObject } from './types.js';
  * format") shows them. No Node built-ins and no rxjs: the browser client bundles this.
  */
 
-/** The three method names of the subscription protocol. */
+/** The method names of the subscription protocol. */
 export interface SubscriptionMethodNames {
   /** The request that subscribes; answered with the subscription id. */
   subscribe: string;
@@ -17,6 +17,8 @@ export interface SubscriptionMethodNames {
   notification: string;
   /** The request that ends a subscription: `[id]`. */
   unsubscribe: string;
+  /** The request that reads a topic's history (`{ topic, last | since, limit }`). Default "history". */
+  history?: string;
 }
 
 /**
@@ -28,6 +30,7 @@ export const DEFAULT_SUBSCRIPTION_METHODS: Readonly<SubscriptionMethodNames> = O
   subscribe: 'subscribe',
   notification: 'subscription',
   unsubscribe: 'unsubscribe',
+  history: 'history',
 });
 
 /**

@@ -18,6 +18,33 @@ export interface BrokerMessage {
    * cannot tell. A message with another epoch than the previous one starts a new numbering.
    */
   epoch?: string;
+  /**
+   * Session ids the message is not for (a publish `except` them): every node skips their
+   * subscriptions when fanning it out. Carried with the live message only, never by history.
+   */
+  except?: readonly string[];
+}
+
+/** Session ids one publish may leave out (`except`) at most. */
+export const MAX_EXCEPT = 64;
+
+/**
+ * `except` as a publish takes it (one id or a list): a list of at most MAX_EXCEPT session ids,
+ * undefined when empty. Throws a RangeError (too many) or TypeError (not strings).
+ */
+export function exceptList(
+  except: string | readonly string[] | undefined,
+): readonly string[] | undefined {
+  if (except === undefined) return undefined;
+  const list = typeof except === 'string' ? [except] : except;
+  if (!Array.isArray(list)) throw new TypeError('except: a session id or a list of them');
+  if (list.length > MAX_EXCEPT) {
+    throw new RangeError(`except: ${list.length} session ids, at most ${MAX_EXCEPT}`);
+  }
+  for (const id of list) {
+    if (typeof id !== 'string') throw new TypeError('except: session ids are strings');
+  }
+  return list.length === 0 ? undefined : list;
 }
 
 /** How much of a topic the broker keeps for clients that resume. */
@@ -90,9 +117,15 @@ export interface Broker {
   /**
    * Publish JSON text; resolves with the message's sequence number once the broker has
    * stored it (and trimmed the topic's history to `retention`). Rejects, never drops
-   * silently, when the broker is unavailable.
+   * silently, when the broker is unavailable. With `except` (at most MAX_EXCEPT session ids,
+   * see exceptList), the message carries them to every node (BrokerMessage.except).
    */
-  publish(topic: string, payload: string, retention?: Retention): Promise<number>;
+  publish(
+    topic: string,
+    payload: string,
+    retention?: Retention,
+    except?: readonly string[],
+  ): Promise<number>;
   /**
    * Deliver the topic's messages, in sequence order, each exactly once, until
    * `unsubscribe`. After an outage the broker delivers what it missed from history.

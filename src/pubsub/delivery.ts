@@ -64,6 +64,8 @@ export class Delivery {
   private lastSeq = Number.NaN;
   private cancelDrain: (() => void) | undefined;
   private stopped = false;
+  /** Seqs passed by (`pass`) after the last one accounted for, oldest first. */
+  private passed: number[] | undefined;
   /** Sequence numbers up to this one were already sent (resume): later duplicates are dropped. */
   private floorSeq = 0;
   /** Live messages that arrive while history is being replayed, sent after it. */
@@ -97,7 +99,31 @@ export class Delivery {
     private readonly flow: FlowControl,
     /** Told of each message skipped, and of a disconnect, for metrics. */
     private readonly onSlowConsumer: (event: 'dropped' | 'disconnected') => void = () => undefined,
+    /** The session the subscription belongs to: a message published `except` it passes it by. */
+    readonly ownerId?: string,
   ) {}
+
+  /**
+   * A message not meant for this subscriber (published `except` its session): nothing is
+   * written, but its seq is accounted for, so the next message shows no hole. Seqs passed
+   * while something is held or replayed wait, as numbers, for the next write (at most
+   * MAX_WAITING: beyond, the oldest count as missed, never as lost silently).
+   */
+  pass(seq: number): void {
+    if (this.stopped || seq <= this.floorSeq) return;
+    if (
+      this.waiting === undefined &&
+      this.held === undefined &&
+      this.missed === 0 &&
+      seq === this.lastSeq + 1
+    ) {
+      this.lastSeq = seq;
+      return;
+    }
+    const passed = (this.passed ??= []);
+    passed.push(seq);
+    if (passed.length > MAX_WAITING) passed.shift();
+  }
 
   /**
    * Offer one message (its shared tail, and the whole frame when this
@@ -537,12 +563,25 @@ export class Delivery {
     if (between < 0) return false;
     // Skips the subscriber already has (a backlog dropped where the replayed history overlapped).
     if (this.missed > between) this.missed = between;
-    const hole = between - this.missed;
+    let hole = between - this.missed;
+    if (this.passed !== undefined) hole -= this.takePassed(seq);
     if (hole > 0) {
       if (this.resumable) this.sendGap(hole, this.clientEpoch);
       else this.missed += hole;
     }
     this.lastSeq = seq;
     return true;
+  }
+
+  /** How many seqs passed by lie between the last accounted one and `seq`; forgets those up to `seq`. */
+  private takePassed(seq: number): number {
+    let count = 0;
+    const later: number[] = [];
+    for (const passed of this.passed!) {
+      if (passed > seq) later.push(passed);
+      else if (passed < seq && !(passed <= this.lastSeq)) count++;
+    }
+    this.passed = later.length > 0 ? later : undefined;
+    return count;
   }
 }

@@ -95,9 +95,10 @@ export class MemoryBroker implements Broker {
     topic: string,
     payload: string,
     retention: Retention = defaultRetention,
+    except?: readonly string[],
   ): Promise<number> {
     if (this.closed) return Promise.reject(new Error('Broker closed'));
-    return Promise.resolve(this.store(topic, payload, retention));
+    return Promise.resolve(this.store(topic, payload, retention, except));
   }
 
   publishOnce(
@@ -120,7 +121,12 @@ export class MemoryBroker implements Broker {
   }
 
   /** Publish now: the message's seq (0 for a `$`-topic). */
-  private store(topic: string, payload: string, retention: Retention): number {
+  private store(
+    topic: string,
+    payload: string,
+    retention: Retention,
+    except?: readonly string[],
+  ): number {
     if (topic.startsWith('$')) {
       // Addressed to a node or user (SessionRouter): delivered now or never, so no log is kept
       // (one per user name ever notified would grow without bound).
@@ -134,7 +140,8 @@ export class MemoryBroker implements Broker {
     const message: BrokerMessage = { topic, seq: ++log.lastSeq, payload, epoch: log.epoch };
     if (retention.maxLength > 0) log.messages.push({ message, at: now });
     this.trim(log, retention, now);
-    this.listeners.get(topic)?.(message);
+    // The live copy alone names who is left out: history replays it to everyone.
+    this.listeners.get(topic)?.(except ? { ...message, except } : message);
     this.maybeSweep(now);
     return message.seq;
   }

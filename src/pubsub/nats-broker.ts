@@ -13,6 +13,7 @@ import { HealthCheck } from './health-check.js';
 import { NatsConsumers } from './nats-consumers.js';
 import { NatsDirectSubjects } from './nats-direct.js';
 import { DEFAULT_MAX_IDEMPOTENCY_KEYS, NatsOnceKeys, natsOnceNames } from './nats-once.js';
+import { exceptHeaders } from './nats-except.js';
 import { readHistory } from './nats-history.js';
 import { NatsBrokerUnavailableError, bounded, noop, withTimeout } from './nats-link.js';
 import type { Link } from './nats-link.js';
@@ -228,21 +229,23 @@ export class NatsBroker implements Broker {
     topic: string,
     payload: string,
     retention: Retention = defaultRetention,
+    except?: readonly string[],
   ): Promise<number> {
     const what = `publish to "${topic}"`;
     const link = this.requireLink(what);
     if (isDirect(topic)) return this.direct.publish(link, topic, payload);
+    const options = { timeout: this.timeoutMs, headers: exceptHeaders(except) };
     return bounded(what, this.timeoutMs, async () => {
       const { subject } = this.names(topic);
       await this.streams.ensureStream(link, topic, retention);
       try {
-        return (await link.js.publish(subject, payload, { timeout: this.timeoutMs })).seq;
+        return (await link.js.publish(subject, payload, options)).seq;
       } catch (err) {
         // No stream took the message: it was deleted behind our back. Recreate, retry once.
         if (!isNoResponders(err)) throw err;
         this.streams.forget(topic);
         await this.streams.ensureStream(link, topic, retention);
-        return (await link.js.publish(subject, payload, { timeout: this.timeoutMs })).seq;
+        return (await link.js.publish(subject, payload, options)).seq;
       }
     });
   }

@@ -16,6 +16,7 @@ import { DeliverPolicy } from '@nats-io/jetstream';
 import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import type { Subscription } from '@nats-io/transport-node';
 import type { BrokerMessage } from './broker.js';
+import { exceptOf } from './nats-except.js';
 import { bounded, noop, withTimeout } from './nats-link.js';
 import type { Link } from './nats-link.js';
 import { natsTopicNames } from './nats-names.js';
@@ -223,7 +224,16 @@ export class NatsConsumers {
     if (!sub.active || sub.generation !== generation || m.seq <= sub.lastSeq) return;
     sub.lastSeq = m.seq;
     try {
-      sub.deliver({ topic: sub.topic, seq: m.seq, payload: m.string(), epoch: sub.epoch });
+      const message: BrokerMessage = {
+        topic: sub.topic,
+        seq: m.seq,
+        payload: m.string(),
+        epoch: sub.epoch,
+      };
+      // Only a message that leaves sessions out has headers.
+      const except = m.headers === undefined ? undefined : exceptOf(m.headers);
+      if (except) message.except = except;
+      sub.deliver(message);
     } catch (err) {
       this.onError(err);
     }

@@ -229,6 +229,7 @@ export class RedisBroker implements Broker {
     topic: string,
     payload: string,
     retention: Retention = defaultRetention,
+    except?: readonly string[],
   ): Promise<number> {
     this.assertUsable();
     if (isDirect(topic)) return this.direct.publish(topic, payload);
@@ -239,6 +240,8 @@ export class RedisBroker implements Broker {
       payload,
       retention,
       this.creation.available(),
+      undefined,
+      except,
     );
     if (!published) throw new TopicCreationLimitError(topic, this.creation.perSecond);
     if (published.created) this.creation.spend();

@@ -11,6 +11,8 @@ import type { RedisScriptRunner } from './redis-script-runner.js';
 
 // KEYS: meta, log. ARGV: channel, payload, maxLength (-1: none), maxAgeMs (-1: none), new epoch,
 // may create ('1': the topic may be created, '0': only an existing topic is published to).
+// ARGV[7]: the session ids left out, as a JSON list ('' for none): a field `x` of the entry, and
+// `~<list>\n` before the payload on the channel (a JSON payload never starts with `~`).
 // Returns { the message's seq, 1 when this publish created the topic }, or { -1, 0 } when the
 // topic does not exist and may not be created (nothing is written). Everything happens in one
 // script, so seq order is the order of the stream and of the PUBLISHes that every subscriber sees.
@@ -32,10 +34,16 @@ local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local id = string.format('%d-0', seq)
 local maxLength = tonumber(ARGV[3])
 local maxAge = tonumber(ARGV[4])
+local except = ARGV[7] or ''
+local fields = {id, 't', string.format('%d', now), 'p', ARGV[2]}
+if except ~= '' then
+  fields[#fields + 1] = 'x'
+  fields[#fields + 1] = except
+end
 if maxLength >= 0 then
-  redis.call('XADD', log, 'MAXLEN', maxLength, id, 't', string.format('%d', now), 'p', ARGV[2])
+  redis.call('XADD', log, 'MAXLEN', maxLength, unpack(fields))
 else
-  redis.call('XADD', log, id, 't', string.format('%d', now), 'p', ARGV[2])
+  redis.call('XADD', log, unpack(fields))
 end
 if maxAge >= 0 then
   local cutoff = now - maxAge
@@ -62,7 +70,9 @@ if maxAge >= 0 then
 else
   redis.call('PERSIST', log)
 end
-redis.call('PUBLISH', ARGV[1], epoch .. ':' .. string.format('%d', seq) .. ':' .. ARGV[2])
+local live = ARGV[2]
+if except ~= '' then live = '~' .. except .. '\\n' .. live end
+redis.call('PUBLISH', ARGV[1], epoch .. ':' .. string.format('%d', seq) .. ':' .. live)
 return {seq, created}
 `;
 
@@ -106,7 +116,7 @@ return {tonumber(state[1]), state[2], entries}
 `;
 
 // The publish above, once per idempotency key: KEYS meta, log, the key's own (in the topic's
-// slot), ARGV as above plus the window in ms. A key still held answers its first seq and writes
+// slot), ARGV as above ('' for the left-out ids) plus the window in ms. A key still held answers its first seq and writes
 // nothing ({ seq, 0, 1 }); else the publish runs and the key holds its seq for the window
 // ({ seq, created, 0 }). One script, so two retries racing cannot both publish.
 const PUBLISH_ONCE_LUA = `
@@ -114,7 +124,7 @@ local seen = redis.call('GET', KEYS[3])
 if seen then return {tonumber(seen), 0, 1} end
 ${PUBLISH_LUA.replace(
   'return {seq, created}',
-  "redis.call('SET', KEYS[3], seq, 'PX', ARGV[7])\nreturn {seq, created, 0}",
+  "redis.call('SET', KEYS[3], seq, 'PX', ARGV[8])\nreturn {seq, created, 0}",
 )}`;
 
 const publishScript = script(PUBLISH_LUA);
@@ -155,6 +165,7 @@ export async function publishToTopic(
   retention: Retention,
   mayCreate = true,
   once?: OnceKey,
+  except?: readonly string[],
 ): Promise<Published | undefined> {
   const maxLength = Number.isFinite(retention.maxLength)
     ? Math.max(0, Math.floor(retention.maxLength))
@@ -169,6 +180,7 @@ export async function publishToTopic(
     String(maxAgeMs),
     randomBytes(8).toString('hex'),
     mayCreate ? '1' : '0',
+    except ? JSON.stringify(except) : '',
   ];
   const reply = once
     ? await runner.run(
@@ -224,11 +236,26 @@ function parseEntry(topic: string, entry: unknown): BrokerMessage | undefined {
   const seq = Number(id.slice(0, id.indexOf('-')));
   if (!Number.isSafeInteger(seq)) return undefined;
   const list = fields as unknown[];
+  let payload: string | undefined;
+  let except: readonly string[] | undefined;
   for (let i = 0; i + 1 < list.length; i += 2) {
-    if (list[i] === 'p') {
-      const payload = list[i + 1];
-      if (typeof payload === 'string') return { topic, seq, payload };
-    }
+    const value = list[i + 1];
+    if (typeof value !== 'string') continue;
+    if (list[i] === 'p') payload = value;
+    else if (list[i] === 'x') except = parseExcept(value);
   }
-  return undefined;
+  if (payload === undefined) return undefined;
+  return except ? { topic, seq, payload, except } : { topic, seq, payload };
+}
+
+/** The left-out session ids as the publish script stored them (a JSON list of strings). */
+export function parseExcept(text: string): readonly string[] | undefined {
+  try {
+    const list: unknown = JSON.parse(text);
+    return Array.isArray(list) && list.every((id) => typeof id === 'string')
+      ? (list as string[])
+      : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -8,7 +8,7 @@ import type { BrokerMessage } from './broker.js';
 import { toError } from './redis-errors.js';
 import { redisTopicKeys } from './redis-keys.js';
 import type { RedisTopicKeys } from './redis-keys.js';
-import { readTopic } from './redis-scripts.js';
+import { parseExcept, readTopic } from './redis-scripts.js';
 import type { Read } from './redis-scripts.js';
 import type { RedisScriptRunner } from './redis-script-runner.js';
 
@@ -126,7 +126,10 @@ export class RedisTopicSubscriptions {
     for (const state of states) this.catchUp(state);
   }
 
-  /** A message on a topic channel: `<epoch>:<seq>:<payload>`. */
+  /**
+   * A message on a topic channel: `<epoch>:<seq>:<payload>`, or `<epoch>:<seq>:~<except>\n<payload>`
+   * when it leaves sessions out (`<except>` a JSON list of their ids).
+   */
   onLive(channel: string, message: string): void {
     const topic = this.channels.get(channel);
     const state = topic === undefined ? undefined : this.topics.get(topic);
@@ -137,8 +140,15 @@ export class RedisTopicSubscriptions {
     const epoch = message.slice(0, first);
     const seq = Number(message.slice(first + 1, second));
     if (!Number.isSafeInteger(seq) || seq < 1) return;
-    const payload = message.slice(second + 1);
-    this.enqueue(state, () => this.live(state, epoch, seq, payload));
+    let payload = message.slice(second + 1);
+    let except: readonly string[] | undefined;
+    if (payload.startsWith('~')) {
+      const end = payload.indexOf('\n');
+      if (end < 0) return;
+      except = parseExcept(payload.slice(1, end));
+      payload = payload.slice(end + 1);
+    }
+    this.enqueue(state, () => this.live(state, epoch, seq, payload, except));
   }
 
   /**
@@ -194,6 +204,7 @@ export class RedisTopicSubscriptions {
     epoch: string,
     seq: number,
     payload: string,
+    except: readonly string[] | undefined,
   ): Promise<void> {
     if (epoch !== state.epoch) {
       // A new epoch: the topic was lost by Redis and started again at seq 1.
@@ -217,9 +228,10 @@ export class RedisTopicSubscriptions {
         this.catchUp(state);
         return;
       }
-      for (const message of read.messages) this.emit(state, message.seq, message.payload);
+      for (const message of read.messages)
+        this.emit(state, message.seq, message.payload, message.except);
     }
-    this.emit(state, seq, payload);
+    this.emit(state, seq, payload, except);
   }
 
   /** Deliver, in order, what the stream holds after the last delivered seq. */
@@ -244,7 +256,8 @@ export class RedisTopicSubscriptions {
             state.lastSeq = read.lastSeq;
             return;
           }
-          for (const message of read.messages) this.emit(state, message.seq, message.payload);
+          for (const message of read.messages)
+            this.emit(state, message.seq, message.payload, message.except);
           if (read.messages.length < CATCH_UP_BATCH) return;
         }
       } catch (error) {
@@ -263,11 +276,17 @@ export class RedisTopicSubscriptions {
     state.retryTimer.unref();
   }
 
-  private emit(state: TopicState, seq: number, payload: string): void {
+  /** Deliver one message (with the session ids it leaves out, if any). */
+  private emit(state: TopicState, seq: number, payload: string, except?: readonly string[]): void {
     if (seq <= state.lastSeq || !this.isCurrent(state)) return;
     state.lastSeq = seq;
+    const epoch = state.epoch || undefined;
     try {
-      state.deliver({ topic: state.topic, seq, payload, epoch: state.epoch || undefined });
+      state.deliver(
+        except
+          ? { topic: state.topic, seq, payload, epoch, except }
+          : { topic: state.topic, seq, payload, epoch },
+      );
     } catch (error) {
       this.onError(toError(error));
     }

@@ -126,6 +126,16 @@ export class TopicRegistry {
     // The payload was serialized once at publish; the tail is built once per message.
     const tail = messageTail(message.payload, message.seq);
     const shared = new SharedFrame(state.sharedQuotedId, this.head + state.sharedQuotedId + tail);
-    for (const delivery of state.deliveries) delivery.offer(tail, shared, message.seq);
+    const except = message.except;
+    if (except === undefined) {
+      for (const delivery of state.deliveries) delivery.offer(tail, shared, message.seq);
+      return;
+    }
+    // Published `except` some sessions: theirs pass it by (one comparison per subscriber).
+    for (const delivery of state.deliveries) {
+      if (delivery.ownerId !== undefined && except.includes(delivery.ownerId)) {
+        delivery.pass(message.seq);
+      } else delivery.offer(tail, shared, message.seq);
+    }
   }
 }

@@ -16,6 +16,7 @@ import {
   named,
   optionalInteger,
   optionalText,
+  exceptIds,
   passedParams,
   text,
   topicName,
@@ -45,27 +46,35 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
     topic: string,
     data: unknown,
     key: string | undefined,
+    except?: readonly string[],
   ): Promise<{ seq: number; duplicate: boolean }> =>
     tracing.span(
       'pubsub.publish ' + topic,
       { 'messaging.destination': topic },
       undefined,
       async () => {
-        if (key === undefined) return { seq: await gateway.publish(topic, data), duplicate: false };
+        if (key === undefined) {
+          return { seq: await gateway.publish(topic, data, { except }), duplicate: false };
+        }
         return gateway.pubsub.publishOnce(topic, data, key, config.idempotencyWindowMs);
       },
     );
 
   registry.method('publish', async (params) => {
-    const p = named(params, 'publish', ['topic', 'data', 'idempotencyKey']);
+    const p = named(params, 'publish', ['topic', 'data', 'idempotencyKey', 'except']);
     const topic = topicName(p);
     if (!('data' in p)) throw invalid('data', 'given (any JSON value)');
     const key = optionalText(p, 'idempotencyKey', MAX_KEY_LENGTH);
-    return publish(topic, p['data'], key);
+    const except = exceptIds(p);
+    if (key !== undefined && except !== undefined) {
+      throw invalid('except', 'absent with an idempotencyKey');
+    }
+    return publish(topic, p['data'], key, except);
   });
 
   registry.method('broadcast', async (params) => {
-    const p = named(params, 'broadcast', ['topics', 'data']);
+    const p = named(params, 'broadcast', ['topics', 'data', 'except']);
+    const except = exceptIds(p);
     const topics = p['topics'];
     if (!Array.isArray(topics) || topics.length === 0 || topics.length > MAX_BROADCAST_TOPICS) {
       throw invalid('topics', `an array of 1 to ${MAX_BROADCAST_TOPICS} topic names`);
@@ -79,7 +88,7 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
     await Promise.all(
       names.map(async (topic) => {
         try {
-          seqs[topic] = (await publish(topic, p['data'], undefined)).seq;
+          seqs[topic] = (await publish(topic, p['data'], undefined, except)).seq;
         } catch (err) {
           if (err instanceof JsonRpcError) {
             const data = typeof err.data === 'object' && err.data !== null ? err.data : {};

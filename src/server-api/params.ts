@@ -1,6 +1,7 @@
 // Reading a server API request's params (by name): each refusal is -32602 Invalid params naming
 // the field and what it must be, in `data.field`.
 import { InvalidParamsError } from '../protocol/errors.js';
+import { MAX_EXCEPT } from '../pubsub/broker.js';
 
 export type NamedParams = Readonly<Record<string, unknown>>;
 
@@ -62,6 +63,20 @@ export function topicName(params: NamedParams, field = 'topic'): string {
     throw invalid(field, 'a topic name not starting with "$" or "~" (the gateway\'s own)');
   }
   return topic;
+}
+
+/** `except`: a list of at most MAX_EXCEPT session ids (strings of 1 to 256 characters), or absent. */
+export function exceptIds(params: NamedParams, field = 'except'): readonly string[] | undefined {
+  const value = params[field];
+  if (value === undefined) return undefined;
+  if (
+    !Array.isArray(value) ||
+    value.length > MAX_EXCEPT ||
+    !value.every((id) => typeof id === 'string' && id.length > 0 && id.length <= 256)
+  ) {
+    throw invalid(field, `an array of at most ${MAX_EXCEPT} session ids (strings)`);
+  }
+  return value.length === 0 ? undefined : (value as string[]);
 }
 
 /** Params to pass on to a client: an object, an array, or absent. */

@@ -29,6 +29,7 @@ import { InternalError } from '../protocol/errors.js';
 import type { Params } from '../protocol/types.js';
 import type { Gateway } from './gateway.js';
 import type { TopicOptions } from './pubsub-service.js';
+import type { PublishOptions } from './pubsub-types.js';
 import type { Session } from './session.js';
 
 type Ctx<C> = HandlerContext<Session<C>>;
@@ -199,12 +200,13 @@ export interface ContractEvents<K extends Contract> {
   ) => Promise<number | undefined>;
   /**
    * Publish to one of the contract's topics, data as the schema's input; a wildcard topic
-   * (`room.*`) under any of its names (`room.lobby`). Resolves with the sequence number; in
+   * (`room.*`) under any of its names (`room.lobby`); `options.except` as `gateway.publish`. Resolves with the sequence number; in
    * debug mode a mismatch rejects with -32603 and nothing is published.
    */
   readonly publish: <T extends TopicNames<SubscriptionsOf<K>>>(
     topic: T,
     data: PublishData<SpecOfTopic<SubscriptionsOf<K>, T>>,
+    options?: PublishOptions,
   ) => Promise<number>;
 }
 
@@ -251,13 +253,13 @@ export function contractEvents<K extends Contract, C>(
       await checkNotification(name, params);
       return gateway.notifyUser(user, name, params);
     },
-    publish: async (topic: string, data: unknown) => {
+    publish: async (topic: string, data: unknown, publishOptions?: PublishOptions) => {
       if (options.validateResults) {
         const schema = specOfTopic(subscriptions, topic)?.data;
         if (schema) await parseWith(schema, data, mismatch('Published data', { topic }));
         assertJson(data, 'Published data', { topic }, gateway.logger);
       }
-      return gateway.publish(topic, data);
+      return gateway.publish(topic, data, publishOptions);
     },
   };
   return events as ContractEvents<K>;

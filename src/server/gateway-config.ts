@@ -222,6 +222,7 @@ const subscriptionMethodRules: Record<keyof SubscriptionMethods, Rule> = {
   subscribe: methodName,
   notification: methodName,
   unsubscribe: methodName,
+  history: methodName,
 };
 
 /**

@@ -46,6 +46,7 @@ import { PubSubService } from './pubsub-service.js';
 import { PRESENCE_SUBSCRIPTION, PresenceService } from './presence-service.js';
 import type { PresenceHandle } from './presence-service.js';
 import type { StreamHandler, TopicOptions } from './pubsub-service.js';
+import type { PublishOptions } from './pubsub-types.js';
 import type { Session } from './session.js';
 import { SessionRouter, namesInbox, subscribeTopicOf } from './session-router.js';
 import type { NodeChannel } from './session-router.js';
@@ -516,9 +517,13 @@ export class Gateway<C = unknown> {
     );
   }
 
-  /** Publish to every subscriber of `topic` (on every node sharing the broker). Resolves with the sequence number. */
-  publish(topic: string, data: unknown): Promise<number> {
-    return this.pubsub.publish(topic, data);
+  /**
+   * Publish to every subscriber of `topic` (on every node sharing the broker). Resolves with the
+   * sequence number. `except`: session ids (at most 64) that do not get it, on any node; more
+   * rejects with a RangeError.
+   */
+  publish(topic: string, data: unknown, options?: PublishOptions): Promise<number> {
+    return this.pubsub.publish(topic, data, options);
   }
 
   /**

@@ -6,7 +6,7 @@ import type { MethodRegistry } from '../peer/method-registry.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { InvalidParamsError, ServerError } from '../protocol/errors.js';
 import { ConnectionClosedError } from '../protocol/local-errors.js';
-import { TopicCreationLimitError, defaultRetention } from '../pubsub/broker.js';
+import { TopicCreationLimitError, defaultRetention, exceptList } from '../pubsub/broker.js';
 import type { Broker, BrokerMessage, Retention } from '../pubsub/broker.js';
 import { Delivery, defaultFlowControl } from '../pubsub/delivery.js';
 import type { FlowControl } from '../pubsub/delivery.js';
@@ -18,11 +18,16 @@ import { Slots } from '../pubsub/slots.js';
 import { readSubscribeParams, readUnsubscribeParams } from '../pubsub/subscribe-params.js';
 import type { SubscribeRequest } from '../pubsub/subscribe-params.js';
 import { TopicRegistry } from '../pubsub/topic-registry.js';
+import { readHistoryParams } from '../pubsub/history-params.js';
+import { readTopicHistory } from './pubsub-history.js';
+import type { HistoryPage } from './pubsub-history.js';
+import { sendLatest } from './pubsub-latest.js';
 import { replay, sendPosition } from './pubsub-resume.js';
 import { attachStream } from './pubsub-stream.js';
 import type {
   PubSubLimits,
   PubSubStats,
+  PublishOptions,
   SessionSubscription,
   SessionTable,
   StreamHandler,
@@ -160,6 +165,7 @@ export class PubSubService<C> {
     registry.method(this.methods.unsubscribe, (params, ctx) =>
       this.unsubscribe(ctx.session, readUnsubscribeParams(params)),
     );
+    registry.method(this.methods.history ?? 'history', (params, ctx) => this.history(params, ctx));
   }
 
   /**
@@ -168,6 +174,10 @@ export class PubSubService<C> {
    */
   topic(pattern: string, options: TopicOptions<C> = {}): void {
     if (this.definitions.has(pattern)) throw new Error(`Topic "${pattern}" is already declared`);
+    const latestValue: unknown = options.latestValue;
+    if (latestValue !== undefined && typeof latestValue !== 'boolean') {
+      throw new TypeError(`Topic "${pattern}": latestValue must be true or false`);
+    }
     if (pattern.startsWith('$') || pattern.startsWith(INBOX_TOPIC_PREFIX))
       throw new Error(
         `Topic names starting with "$" or "${INBOX_TOPIC_PREFIX}" are reserved: "${pattern}"`,
@@ -199,21 +209,26 @@ export class PubSubService<C> {
     });
   }
 
-  /** Publish to a topic through the broker; resolves with the message's sequence number. */
-  publish(topic: string, data: unknown): Promise<number> {
+  /**
+   * Publish to a topic through the broker; resolves with the message's sequence number. With
+   * `except`, those sessions' subscriptions pass the message by on every node.
+   */
+  publish(topic: string, data: unknown, options?: PublishOptions): Promise<number> {
     let payload: string;
+    let except: readonly string[] | undefined;
     try {
       if (!wellFormed(topic)) {
         // Sent as UTF-8, it would land on the topic of its U+FFFD twin.
         throw new TypeError('Topic name is not well-formed Unicode (a lone surrogate)');
       }
+      except = exceptList(options?.except);
       payload = JSON.stringify(data === undefined ? null : data);
     } catch (err) {
       return Promise.reject(err as Error);
     }
     const retention = this.resolveTopic(topic)?.retention ?? defaultRetention;
     // A JsonRpcError, so a handler that returns this promise answers its caller precisely.
-    return this.broker.publish(topic, payload, retention).catch((err: unknown) => {
+    return this.broker.publish(topic, payload, retention, except).catch((err: unknown) => {
       if (err instanceof TopicCreationLimitError) {
         throw new ServerError(
           ErrorCode.RateLimited,
@@ -375,6 +390,30 @@ export class PubSubService<C> {
     }
     return this.holdAndStart(request.name, request.name, session, table, definition.flow, ctx, {
       request,
+    });
+  }
+
+  /**
+   * The `history` method (pubsub-history.ts): the topic checked and authorized as a subscribe
+   * is (-32602 unknown, -32004 refused), then read holding one of the connection's read slots.
+   */
+  private async history(params: unknown, ctx: HandlerContext<Session<C>>): Promise<HistoryPage> {
+    const request = readHistoryParams(params);
+    const session = ctx.session;
+    this.checkTopicName(request.topic);
+    const definition = this.resolveTopic(request.topic);
+    if (!definition) throw new InvalidParamsError('Unknown topic', { topic: request.topic });
+    const allowed = await this.mayUseTopic(session, request.topic, definition, undefined);
+    throwIfCancelled(ctx);
+    if (!allowed) {
+      throw new ServerError(ErrorCode.Unauthorized, 'Not authorized for this topic', {
+        topic: request.topic,
+      });
+    }
+    const slots = this.requireTable(session).historySlots;
+    return readTopicHistory(this.broker, slots, request, ctx.signal).catch((err: unknown) => {
+      throwIfCancelled(ctx);
+      throw this.brokerUnavailable(err, request.topic, 'history was not read');
     });
   }
 
@@ -611,7 +650,7 @@ export class PubSubService<C> {
     const sharedId = this.registry.sharedId(topic);
     const id =
       sharedId !== undefined && !table.subscriptions.has(sharedId) ? sharedId : this.newId();
-    const delivery = this.newDelivery(table.sink, id, flow);
+    const delivery = this.newDelivery(table.sink, id, flow, (table.sink as Session<C>).id);
     // The table's sink is its session (requireTable); `started` once it is announced live.
     const session = table.sink as Session<C>;
     let started = false;
@@ -641,6 +680,9 @@ export class PubSubService<C> {
           drains: table.drains,
         });
       } else if (position) sendPosition(this.broker, this.logger, topic, delivery);
+      else if (this.resolveTopic(topic)?.options.latestValue === true) {
+        sendLatest(this.broker, this.logger, topic, delivery);
+      }
       this.registry.attach(topic, delivery);
       started = true;
       this.lifecycle?.subscribed(session, topic);
@@ -679,11 +721,19 @@ export class PubSubService<C> {
     return true;
   }
 
-  private newDelivery(sink: Sink, id: string, flow: FlowControl): Delivery {
-    return new Delivery(sink, this.head, JSON.stringify(id), flow, (event) => {
-      if (event === 'disconnected') this.stats.slowConsumerDisconnects++;
-      else this.stats.dropped++;
-    });
+  /** `ownerId`: the session's id, for a topic subscription (a publish `except` it passes it by). */
+  private newDelivery(sink: Sink, id: string, flow: FlowControl, ownerId?: string): Delivery {
+    return new Delivery(
+      sink,
+      this.head,
+      JSON.stringify(id),
+      flow,
+      (event) => {
+        if (event === 'disconnected') this.stats.slowConsumerDisconnects++;
+        else this.stats.dropped++;
+      },
+      ownerId,
+    );
   }
 
   private resolveTopic(name: string): TopicDefinition<C> | undefined {

@@ -34,6 +34,20 @@ export interface TopicOptions<C> extends Partial<FlowControl> {
    * Each subscription to the topic is a member while it lasts.
    */
   presence?: boolean | TopicPresenceOptions<C>;
+  /**
+   * A latest-value topic: a new subscriber (one that asks for no `since` or `position`) first
+   * gets the topic's last message, while history still holds it, then the live ones.
+   */
+  latestValue?: boolean;
+}
+
+/** How `gateway.publish` sends one message. */
+export interface PublishOptions {
+  /**
+   * Session ids (one, or at most 64) that do not get the message, on any node: a broadcast
+   * without echo to its sender. History keeps the message for everyone (a resume replays it).
+   */
+  except?: string | readonly string[];
 }
 
 export type StreamHandler<C, P = unknown, T = unknown> = (

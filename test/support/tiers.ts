@@ -65,7 +65,7 @@ export const tierRules: readonly (readonly [Tier, readonly string[]])[] = [
       'test/client/{canonical-json,joined-model,subscription-model}.test.ts',
       'test/deploy/deploy-files.test.ts',
       'test/hardening/address-group.test.ts',
-      'test/pubsub/{delivery,delivery-continuity,history-reads,memory-broker,session-router,topic-registry,user-inbox-router}.test.ts',
+      'test/pubsub/{delivery,delivery-continuity,delivery-pass,history-reads,memory-broker,session-router,topic-registry,user-inbox-router}.test.ts',
       'test/upstream/config.test.ts',
       'test/standalone/config-file.test.ts',
     ],

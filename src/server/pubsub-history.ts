@@ -1,0 +1,86 @@
+// The `history` method: a topic's retained messages on demand, read through the broker with the
+// same authorization as a subscribe, a page at a time. Apart from the service, which only
+// checks the topic and hands over the connection's read slots.
+import type { Broker, History } from '../pubsub/broker.js';
+import type { HistoryRequest } from '../pubsub/history-params.js';
+import type { Slots } from '../pubsub/slots.js';
+
+/** What `history` answers. */
+export interface HistoryPage {
+  /** Oldest first, each with its seq; at most the call's `limit`. */
+  messages: { seq: number; data: unknown }[];
+  /** The topic's latest seq (0 when nothing was ever published). */
+  lastSeq: number;
+  /** The numbering the seqs belong to, when the broker names it. */
+  epoch?: string;
+  /** History no longer holds some of what was asked (trimmed by the topic's retention). */
+  truncated?: true;
+}
+
+/**
+ * Read what `request` asks of history, holding one of the connection's read slots
+ * (`maxHistoryReadsPerConnection`) for the whole read: `last` takes two reads (the latest seq,
+ * then the page before it), `since` one.
+ */
+export function readTopicHistory(
+  broker: Broker,
+  slots: Slots,
+  request: HistoryRequest,
+  signal: AbortSignal,
+): Promise<HistoryPage> {
+  return new Promise<HistoryPage>((resolve, reject) => {
+    let giveUp: (() => void) | undefined;
+    const onAbort = (): void => {
+      giveUp?.();
+      reject(signal.reason as Error);
+    };
+    if (signal.aborted) {
+      onAbort();
+      return;
+    }
+    signal.addEventListener('abort', onAbort, { once: true });
+    giveUp = slots.take((release) => {
+      giveUp = undefined;
+      read(broker, request)
+        .then(resolve, reject)
+        .finally(() => {
+          release();
+          signal.removeEventListener('abort', onAbort);
+        });
+    });
+  });
+}
+
+async function read(broker: Broker, request: HistoryRequest): Promise<HistoryPage> {
+  const { topic, limit } = request;
+  let since = request.since;
+  let wanted: number | undefined;
+  if (since === undefined) {
+    const last = Math.min(request.last ?? limit, limit);
+    const { lastSeq } = await broker.history(topic, Number.MAX_SAFE_INTEGER);
+    since = Math.max(0, lastSeq - last);
+    wanted = lastSeq - since;
+  }
+  const history = await broker.history(topic, since, limit);
+  return page(history, since, limit, wanted);
+}
+
+/** The answer: `truncated` when the first message held is past the one asked for. */
+function page(
+  history: History,
+  since: number,
+  limit: number,
+  wanted: number | undefined,
+): HistoryPage {
+  const messages = history.messages.slice(0, limit).map((m) => ({
+    seq: m.seq,
+    data: JSON.parse(m.payload) as unknown,
+  }));
+  const answer: HistoryPage = { messages, lastSeq: history.lastSeq };
+  if (history.epoch !== undefined) answer.epoch = history.epoch;
+  const first = messages[0]?.seq ?? history.lastSeq + 1;
+  const asked = since + 1;
+  const expected = wanted === undefined ? history.lastSeq >= asked : wanted > 0;
+  if (expected && first > asked) answer.truncated = true;
+  return answer;
+}
