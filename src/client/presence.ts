@@ -17,8 +17,8 @@ export interface PresenceState {
   /** Members on every node (exact as of the last frame). */
   count: number;
   /**
-   * The members listed: the first page (at most the topic's `maxListed`), then the joins and
-   * leaves the events list (an event past `maxListed` changes only `count`).
+   * The members listed, one per session: the first page (at most the topic's `maxListed`),
+   * then the joins and leaves the events list (an event past `maxListed` changes only `count`).
    */
   members: PresenceMember[];
 }
@@ -34,25 +34,33 @@ interface PresenceFrame {
 /** The subscription name the server answers presence on. */
 export const PRESENCE_SUBSCRIPTION = '$presence';
 
-/** The member list folded from the `$presence` frames of `topic`. */
+/**
+ * The member list folded from the `$presence` frames of `topic`, one entry per session: the
+ * first page can already list a member whose join event comes after it (the event was
+ * coalesced while the page was read), so a join of a listed session replaces its entry and a
+ * leave removes it.
+ */
 export function presenceState(
   subscribe: (name: string, params: unknown) => Observable<unknown>,
   topic: string,
 ): Observable<PresenceState> {
+  const start: Folded = { count: 0, listed: new Map() };
   return subscribe(PRESENCE_SUBSCRIPTION, { topic }).pipe(
     map((frame) => frame as PresenceFrame),
-    scan(
-      (state: PresenceState, frame: PresenceFrame): PresenceState => {
-        if (frame.members) return { count: frame.count, members: [...frame.members] };
-        const members = [...state.members];
-        for (const gone of frame.left ?? []) {
-          const at = members.findIndex((m) => m.sessionId === gone.sessionId);
-          if (at >= 0) members.splice(at, 1);
-        }
-        members.push(...(frame.joined ?? []));
-        return { count: frame.count, members };
-      },
-      { count: 0, members: [] },
-    ),
+    scan((state: Folded, frame: PresenceFrame): Folded => {
+      // The first frame (again after a reconnect) starts the list over.
+      const listed = new Map(frame.members ? [] : state.listed);
+      for (const member of frame.members ?? []) listed.set(member.sessionId, member);
+      for (const gone of frame.left ?? []) listed.delete(gone.sessionId);
+      for (const member of frame.joined ?? []) listed.set(member.sessionId, member);
+      return { count: frame.count, listed };
+    }, start),
+    map((state): PresenceState => ({ count: state.count, members: [...state.listed.values()] })),
   );
+}
+
+/** The fold's state: the count, and the members listed by session id, in the order first seen. */
+interface Folded {
+  count: number;
+  listed: Map<string, PresenceMember>;
 }
