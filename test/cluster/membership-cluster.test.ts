@@ -110,7 +110,7 @@ for (const kind of ['redis', 'nats'] as const) {
         await waitUntil(() => data.length === 2, 'two messages on node B');
 
         // Node B sends the client away (rpc.reconnect); its next URL is node A.
-        const moved = onB.drain({ timeoutMs: 2_000 });
+        const moved = onB.drain({ deadlineMs: 2_000 });
         for (const n of [3, 4]) await b.gateway.publish('room.2', n);
         await moved;
         const onA = await onlySession(a.gateway);
