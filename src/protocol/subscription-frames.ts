@@ -22,7 +22,9 @@ export interface SubscriptionMethodNames {
 }
 
 /**
- * The gateway's default names, those of Ethereum nodes and jsonrpsee without their prefix.
+ * The gateway's default names: those of Ethereum nodes and jsonrpsee without their prefix, and
+ * `topic.history` for the history request (dotted, so it does not take a name an application
+ * is likely to use, such as `history`).
  * Server, client and CLI all take other names (e.g. eth_subscribe, eth_subscription,
  * eth_unsubscribe).
  */
@@ -30,7 +32,7 @@ export const DEFAULT_SUBSCRIPTION_METHODS: Readonly<SubscriptionMethodNames> = O
   subscribe: 'subscribe',
   notification: 'subscription',
   unsubscribe: 'unsubscribe',
-  history: 'history',
+  history: 'topic.history',
 });
 
 /**

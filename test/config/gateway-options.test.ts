@@ -29,6 +29,24 @@ const refused: [
     'middleware must be an array of functions, not "log"',
   ],
   [
+    'presenceLeaseMs',
+    { presenceLeaseMs: 100 },
+    RangeError,
+    'presenceLeaseMs must be an integer from 300 to 3600000, not 100',
+  ],
+  [
+    'presenceCoalesceMs',
+    { presenceCoalesceMs: 0 },
+    RangeError,
+    'presenceCoalesceMs must be an integer from 10 to 60000, not 0',
+  ],
+  [
+    'clusterEvents',
+    { clusterEvents: 'yes' },
+    TypeError,
+    'clusterEvents must be true, false or { leaseMs, flushMs, maxEventsPerFlush }',
+  ],
+  [
     'unknown option',
     { heartbeatIntervl: 5 },
     TypeError,
@@ -244,6 +262,11 @@ describe('resolveGatewayOptions: the one step that checks createGateway options'
       subscriptionMethods: gatewayDefaults.subscriptionMethods,
       userInbox: undefined,
       refuseWhileBrokerDown: true,
+      clusterEvents: undefined,
+      presence: {
+        leaseMs: gatewayDefaults.presenceLeaseMs,
+        coalesceMs: gatewayDefaults.presenceCoalesceMs,
+      },
     });
     expect(config.protocol).toEqual({ acceptV1: false, exposeErrorDetails: false });
     expect(config.observability).toEqual({ logger: silentLogger, metrics: true });

@@ -40,7 +40,7 @@ describe('the history method', () => {
     for (let n = 1; n <= 3; n++) await gateway.publish('feed.a', { n });
     const raw = await open(url);
 
-    const last2 = await raw.request('history', { topic: 'feed.a', last: 2 });
+    const last2 = await raw.request('topic.history', { topic: 'feed.a', last: 2 });
     expect(last2.result).toEqual({
       messages: [
         { seq: 2, data: { n: 2 } },
@@ -49,26 +49,28 @@ describe('the history method', () => {
       lastSeq: 3,
       epoch: expect.any(String) as unknown,
     });
-    const since1 = await raw.request('history', { topic: 'feed.a', since: 1 });
+    const since1 = await raw.request('topic.history', { topic: 'feed.a', since: 1 });
     expect((since1.result as { messages: unknown[] }).messages).toEqual([
       { seq: 2, data: { n: 2 } },
       { seq: 3, data: { n: 3 } },
     ]);
-    const page = await raw.request('history', { topic: 'feed.a', since: 0, limit: 1 });
+    const page = await raw.request('topic.history', { topic: 'feed.a', since: 0, limit: 1 });
     expect(page.result).toMatchObject({ messages: [{ seq: 1, data: { n: 1 } }], lastSeq: 3 });
     expect(page.result).not.toHaveProperty('truncated');
     // Positional: [topic, options].
-    const positional = await raw.request('history', ['feed.a', { last: 1 }]);
+    const positional = await raw.request('topic.history', ['feed.a', { last: 1 }]);
     expect(positional.result).toMatchObject({ messages: [{ seq: 3 }], lastSeq: 3 });
     // Neither last nor since: the last `limit` (all three here).
-    const plain = await raw.request('history', { topic: 'feed.a' });
+    const plain = await raw.request('topic.history', { topic: 'feed.a' });
     expect((plain.result as { messages: unknown[] }).messages).toHaveLength(3);
     // Past the end, and a topic nobody published to: nothing, not truncated.
-    expect((await raw.request('history', { topic: 'feed.a', since: 3 })).result).toMatchObject({
+    expect(
+      (await raw.request('topic.history', { topic: 'feed.a', since: 3 })).result,
+    ).toMatchObject({
       messages: [],
       lastSeq: 3,
     });
-    expect((await raw.request('history', { topic: 'feed.none', last: 5 })).result).toEqual({
+    expect((await raw.request('topic.history', { topic: 'feed.none', last: 5 })).result).toEqual({
       messages: [],
       lastSeq: 0,
     });
@@ -78,16 +80,16 @@ describe('the history method', () => {
     const { gateway, url } = await start();
     for (let n = 1; n <= 10; n++) await gateway.publish('feed.b', n);
     const raw = await open(url);
-    const since0 = await raw.request('history', { topic: 'feed.b', since: 0 });
+    const since0 = await raw.request('topic.history', { topic: 'feed.b', since: 0 });
     expect(since0.result).toMatchObject({
       messages: [6, 7, 8, 9, 10].map((n) => ({ seq: n, data: n })),
       lastSeq: 10,
       truncated: true,
     });
-    const last8 = await raw.request('history', { topic: 'feed.b', last: 8 });
+    const last8 = await raw.request('topic.history', { topic: 'feed.b', last: 8 });
     expect(last8.result).toMatchObject({ lastSeq: 10, truncated: true });
     expect((last8.result as { messages: unknown[] }).messages).toHaveLength(5);
-    const last5 = await raw.request('history', { topic: 'feed.b', last: 5 });
+    const last5 = await raw.request('topic.history', { topic: 'feed.b', last: 5 });
     expect(last5.result).not.toHaveProperty('truncated');
   });
 
@@ -95,11 +97,11 @@ describe('the history method', () => {
     const { gateway, url } = await start();
     for (let n = 1; n <= MAX_HISTORY_PAGE + 20; n++) await gateway.publish('big', n);
     const raw = await open(url);
-    const first = await raw.request('history', { topic: 'big', since: 0 });
+    const first = await raw.request('topic.history', { topic: 'big', since: 0 });
     const messages = (first.result as { messages: { seq: number }[] }).messages;
     expect(messages).toHaveLength(MAX_HISTORY_PAGE);
     expect(messages.at(-1)!.seq).toBe(MAX_HISTORY_PAGE);
-    const next = await raw.request('history', { topic: 'big', since: MAX_HISTORY_PAGE });
+    const next = await raw.request('topic.history', { topic: 'big', since: MAX_HISTORY_PAGE });
     expect((next.result as { messages: unknown[] }).messages).toHaveLength(20);
   });
 
@@ -107,7 +109,7 @@ describe('the history method', () => {
     const { gateway, url } = await start();
     await gateway.publish('feed.c', 'x');
     const limited = await open(`${url}?topics=feed.ok`);
-    const outside = await limited.request('history', { topic: 'feed.c', last: 1 });
+    const outside = await limited.request('topic.history', { topic: 'feed.c', last: 1 });
     expect(outside.error).toMatchObject({
       code: ErrorCode.Unauthorized,
       data: { topic: 'feed.c' },
@@ -119,19 +121,21 @@ describe('the history method', () => {
       message: outside.error!.message,
     });
     const raw = await open(url);
-    const hookSaysNo = await raw.request('history', { topic: 'secret', last: 1 });
+    const hookSaysNo = await raw.request('topic.history', { topic: 'secret', last: 1 });
     expect(hookSaysNo.error).toMatchObject({ code: ErrorCode.Unauthorized });
-    expect((await raw.request('history', { topic: 'feed.c', last: 1 })).error).toBeUndefined();
+    expect(
+      (await raw.request('topic.history', { topic: 'feed.c', last: 1 })).error,
+    ).toBeUndefined();
   });
 
   it('refuses unknown topics and bad bounds with -32602 naming the field', async () => {
     const { url } = await start();
     const raw = await open(url);
-    expect((await raw.request('history', { topic: 'nope', last: 1 })).error).toMatchObject({
+    expect((await raw.request('topic.history', { topic: 'nope', last: 1 })).error).toMatchObject({
       code: ErrorCode.InvalidParams,
       message: 'Unknown topic',
     });
-    expect((await raw.request('history', { topic: '$node.x' })).error?.code).toBe(
+    expect((await raw.request('topic.history', { topic: '$node.x' })).error?.code).toBe(
       ErrorCode.InvalidParams,
     );
     const cases: [unknown, string][] = [
@@ -146,7 +150,7 @@ describe('the history method', () => {
       [{ topic: 7 }, 'topic'],
     ];
     for (const [params, field] of cases) {
-      const reply = await raw.request('history', params);
+      const reply = await raw.request('topic.history', params);
       expect(reply.error, JSON.stringify(params)).toMatchObject({
         code: ErrorCode.InvalidParams,
         data: { field },
@@ -159,7 +163,7 @@ describe('the history method', () => {
     await gateway.publish('feed.d', { v: 1 });
     await gateway.publish('feed.d', { v: 2 });
     const raw = await open(url);
-    expect((await raw.request('history', { topic: 'feed.d' })).error?.code).toBe(
+    expect((await raw.request('topic.history', { topic: 'feed.d' })).error?.code).toBe(
       ErrorCode.MethodNotFound,
     );
     expect((await raw.request('past', { topic: 'feed.d', last: 1 })).result).toMatchObject({
