@@ -104,10 +104,14 @@ export class Delivery {
   ) {}
 
   /**
-   * A message not meant for this subscriber (published `except` its session): nothing is
-   * written, but its seq is accounted for, so the next message shows no hole. Seqs passed
-   * while something is held or replayed wait, as numbers, for the next write (at most
-   * MAX_WAITING: beyond, the oldest count as missed, never as lost silently).
+   * A message not meant for this subscriber (published `except` its session): not written, but
+   * its seq is accounted for. A subscriber that tracks positions checks every seq, so it is told
+   * its new position instead (`{"seq": N}`, the frame a subscribe starts with): its numbering
+   * stays whole, and a resume after it does not bring the message back. Another subscriber is
+   * told nothing; its next message shows no hole. Seqs passed while something is held or
+   * replayed wait, as numbers, for the next write (at most MAX_WAITING: beyond, the oldest count
+   * as missed, never as lost silently), which tells a position-tracking subscriber its position
+   * first.
    */
   pass(seq: number): void {
     if (this.stopped || seq <= this.floorSeq) return;
@@ -117,6 +121,7 @@ export class Delivery {
       this.missed === 0 &&
       seq === this.lastSeq + 1
     ) {
+      if (this.resumable) this.sendRaw(positionTail(seq, this.clientEpoch));
       this.lastSeq = seq;
       return;
     }
@@ -564,10 +569,16 @@ export class Delivery {
     // Skips the subscriber already has (a backlog dropped where the replayed history overlapped).
     if (this.missed > between) this.missed = between;
     let hole = between - this.missed;
-    if (this.passed !== undefined) hole -= this.takePassed(seq);
+    const passedBy = this.passed === undefined ? 0 : this.takePassed(seq);
+    hole -= passedBy;
     if (hole > 0) {
       if (this.resumable) this.sendGap(hole, this.clientEpoch);
       else this.missed += hole;
+    }
+    // Seqs passed by (`except`) just before: a position-tracking subscriber is told where its
+    // numbering now stands, so this message (with its `missed`) follows on from it.
+    if (passedBy > 0 && this.resumable) {
+      this.sendRaw(positionTail(seq - 1 - this.missed, this.clientEpoch));
     }
     this.lastSeq = seq;
     return true;

@@ -110,7 +110,10 @@ for (const kind of ['redis', 'nats'] as const) {
           ]);
         }
         // History keeps every message for everyone.
-        const history = await members[0]!.raw.request('history', { topic: 'chat.room', since: 0 });
+        const history = await members[0]!.raw.request('topic.history', {
+          topic: 'chat.room',
+          since: 0,
+        });
         expect(history.result).toMatchObject({
           messages: [
             { seq: 1, data: 'hello' },

@@ -43,22 +43,71 @@ function subscriber(policy: SlowConsumerPolicy = 'drop') {
   return { socket, delivery, offer };
 }
 
-/** Each frame as `seq`, `missed` and `gap` only. */
+/**
+ * Each frame as the subscriber reads it: a message (`seq`, and `missed` when some were skipped), a
+ * position (`{"seq"}` alone: its numbering now stands there) or a gap signal.
+ */
 const summary = (socket: Socket) =>
-  socket.frames.map(({ seq, missed, gap }) => ({ seq, missed, gap }));
+  socket.frames.map(({ seq, missed, gap, result }) =>
+    gap !== undefined
+      ? { gap }
+      : result === undefined
+        ? { position: seq }
+        : missed === undefined
+          ? { seq }
+          : { seq, missed },
+  );
+
+/**
+ * What a position-tracking client concludes from the frames: every message follows on from the
+ * last position, message, `missed` or gap it was told (a hole would be a loss in silence).
+ */
+function holesSeen(socket: Socket): number {
+  let last: number | undefined;
+  let holes = 0;
+  for (const { seq, missed, gap, result } of socket.frames as {
+    seq?: number;
+    missed?: number;
+    gap?: number;
+    result?: unknown;
+  }[]) {
+    if (gap !== undefined) {
+      if (last !== undefined) last += gap;
+    } else if (result === undefined) {
+      last = seq;
+    } else {
+      if (last !== undefined && seq !== last + (missed ?? 0) + 1) holes++;
+      last = seq;
+    }
+  }
+  return holes;
+}
 
 describe('a message passed by (published except the subscriber)', () => {
-  it('is accounted for in line: the next message shows no hole', () => {
+  it('a position-tracking subscriber is told its new position instead: no hole, no message', () => {
     const { socket, delivery, offer } = subscriber();
     delivery.sendPosition(0, undefined);
     offer(1);
     delivery.pass(2);
     delivery.pass(3);
     offer(4);
-    expect(summary(socket).slice(1)).toEqual([
-      { seq: 1, missed: undefined, gap: undefined },
-      { seq: 4, missed: undefined, gap: undefined },
+    expect(summary(socket)).toEqual([
+      { position: 0 },
+      { seq: 1 },
+      { position: 2 },
+      { position: 3 },
+      { seq: 4 },
     ]);
+    expect(holesSeen(socket)).toBe(0);
+  });
+
+  it('another subscriber is told nothing, and its next message shows no hole either', () => {
+    const { socket, delivery, offer } = subscriber();
+    delivery.resumable = false;
+    offer(1);
+    delivery.pass(2);
+    offer(3);
+    expect(summary(socket)).toEqual([{ seq: 1 }, { seq: 3 }]);
   });
 
   it('during a replay: held live messages and passed ones follow the history without a gap', () => {
@@ -68,11 +117,8 @@ describe('a message passed by (published except the subscriber)', () => {
     delivery.pass(3);
     offer(4);
     delivery.resume(0, [{ tail: messageTail('1', 1), seq: 1 }]);
-    expect(summary(socket)).toEqual([
-      { seq: 1, missed: undefined, gap: undefined },
-      { seq: 2, missed: undefined, gap: undefined },
-      { seq: 4, missed: undefined, gap: undefined },
-    ]);
+    expect(summary(socket)).toEqual([{ seq: 1 }, { seq: 2 }, { position: 3 }, { seq: 4 }]);
+    expect(holesSeen(socket)).toBe(0);
   });
 
   it('after a held message (keep-latest): neither a gap nor a passed seq counted as missed', () => {
@@ -83,10 +129,8 @@ describe('a message passed by (published except the subscriber)', () => {
     delivery.pass(2);
     socket.drain(); // writes 1
     offer(3);
-    expect(summary(socket).slice(1)).toEqual([
-      { seq: 1, missed: undefined, gap: undefined },
-      { seq: 3, missed: undefined, gap: undefined },
-    ]);
+    expect(summary(socket)).toEqual([{ position: 0 }, { seq: 1 }, { position: 2 }, { seq: 3 }]);
+    expect(holesSeen(socket)).toBe(0);
   });
 
   it('while the socket is full (drop): only the messages offered and skipped count as missed', () => {
@@ -97,6 +141,7 @@ describe('a message passed by (published except the subscriber)', () => {
     delivery.pass(2);
     socket.bufferedAmount = 0;
     offer(3);
-    expect(summary(socket).slice(1)).toEqual([{ seq: 3, missed: 1, gap: undefined }]);
+    expect(summary(socket)).toEqual([{ position: 0 }, { position: 1 }, { seq: 3, missed: 1 }]);
+    expect(holesSeen(socket)).toBe(0);
   });
 });
