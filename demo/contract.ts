@@ -47,7 +47,8 @@ export const demoContract = defineContract({
       result: z.object({ question: z.string(), answer: z.unknown() }),
     },
     'chat.send': {
-      description: 'Publishes a message to the chat topic; returns its sequence number.',
+      description:
+        'Publishes a message to the chat topic, for every subscriber but the sender; returns its sequence number.',
       params: z.object({ text: z.string().min(1).max(2_000), from: z.string().max(40).optional() }),
       paramOrder: ['text', 'from'],
       result: z.number(),

@@ -54,11 +54,17 @@ export function registerDemoService<C>(gateway: Gateway<C>): void {
         ctx.afterReply(() => ctx.session.close(DROP_CLOSE_CODE, 'dropped on request'));
         return true as const;
       },
+      // Everyone else gets it from the topic; the sender's page shows its own at once.
       'chat.send': ({ text, from }, ctx) =>
-        publish('chat', { from: from || ctx.session.id, text, at: Date.now() }),
+        publish(
+          'chat',
+          { from: from || ctx.session.id, text, at: Date.now() },
+          { except: ctx.session.id },
+        ),
     },
     // A slow ticker subscriber only ever needs the newest price.
-    topics: { ticker: { slowConsumer: 'keep-latest' } },
+    // Who is in the chat: every subscriber of `chat`, on every node (client.presence('chat')).
+    topics: { ticker: { slowConsumer: 'keep-latest' }, chat: { presence: true } },
     streams: {
       countdown: ({ from }) =>
         timer(0, 200).pipe(

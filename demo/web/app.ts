@@ -1,7 +1,7 @@
 // The demo page. It imports the client from the package's browser build: the page's build
 // (scripts/build-demo-web.mjs) maps this import to /client.js, dist/browser/client.js as served.
 import { createClient } from '../../src/client/index.js';
-import type { ConnectionState, SubscriptionEvent } from '../../src/client/index.js';
+import type { ConnectionState, PresenceState, SubscriptionEvent } from '../../src/client/index.js';
 import { Sparkline } from './chart.js';
 import { startConsole } from './console.js';
 import { byId, clock, logEvent } from './dom.js';
@@ -169,24 +169,28 @@ nameInput.value =
   sessionStorage.getItem('chat-name') ?? `guest-${Math.random().toString(36).slice(2, 6)}`;
 nameInput.addEventListener('change', () => sessionStorage.setItem('chat-name', nameInput.value));
 
+/** One message in the list: another's from the topic, or this page's own, shown as it is sent. */
+function showChat(message: ChatMessage, mine: boolean): void {
+  const item = document.createElement('li');
+  if (mine) item.className = 'mine';
+  const from = document.createElement('span');
+  from.className = 'from';
+  from.textContent = message.from;
+  const text = document.createElement('span');
+  text.className = 'text';
+  text.textContent = message.text;
+  const time = document.createElement('time');
+  time.textContent = clock(message.at);
+  item.append(from, text, time);
+  const list = byId<HTMLUListElement>('chat-list');
+  list.append(item);
+  while (list.children.length > 100) list.firstElementChild?.remove();
+  list.scrollTop = list.scrollHeight;
+}
+
+// The server publishes a message to everyone but its sender (`except`): what arrives is others'.
 client.subscribe<ChatMessage>('chat').subscribe({
-  next: (message) => {
-    const item = document.createElement('li');
-    if (message.from === nameInput.value) item.className = 'mine';
-    const from = document.createElement('span');
-    from.className = 'from';
-    from.textContent = message.from;
-    const text = document.createElement('span');
-    text.className = 'text';
-    text.textContent = message.text;
-    const time = document.createElement('time');
-    time.textContent = clock(message.at);
-    item.append(from, text, time);
-    const list = byId<HTMLUListElement>('chat-list');
-    list.append(item);
-    while (list.children.length > 100) list.firstElementChild?.remove();
-    list.scrollTop = list.scrollHeight;
-  },
+  next: (message) => showChat(message, false),
   error: (err: unknown) => logEvent(`chat subscription failed: ${(err as Error).message}`, 'warn'),
 });
 
@@ -196,10 +200,35 @@ byId<HTMLFormElement>('chat-form').addEventListener('submit', (event) => {
   const text = input.value.trim();
   if (!text) return;
   input.value = '';
+  const from = nameInput.value.trim() || undefined;
+  showChat({ from: from ?? 'me', text, at: Date.now() }, true);
   // While reconnecting the call waits in the client's offline queue and goes out on reconnect.
   client
-    .call('chat.send', { text, from: nameInput.value.trim() || undefined })
+    .call('chat.send', { text, from })
     .catch((err: unknown) => logEvent(`chat.send failed: ${(err as Error).message}`, 'warn'));
+});
+
+// Who is in the room: the chat topic's subscribers on every node, this page marked.
+let room: PresenceState = { count: 0, members: [] };
+/** The room list; this page is told apart by its session id (demo.whoami, below). */
+function showRoom(ownSessionId: string | undefined): void {
+  byId('chat-count').textContent = String(room.count);
+  byId<HTMLUListElement>('chat-room').replaceChildren(
+    ...room.members.map((member) => {
+      const item = document.createElement('li');
+      const you = member.sessionId === ownSessionId;
+      item.textContent = you ? 'you' : `guest ${member.sessionId.slice(-4)}`;
+      if (you) item.className = 'you';
+      return item;
+    }),
+  );
+}
+client.presence('chat').subscribe({
+  next: (state) => {
+    room = state;
+    showRoom(whoami()?.sessionId);
+  },
+  error: (err: unknown) => logEvent(`chat presence failed: ${(err as Error).message}`, 'warn'),
 });
 
 // --- Server-to-browser call ---------------------------------------------------------------
@@ -264,6 +293,9 @@ interface WhoAmI {
 }
 
 let session: WhoAmI | undefined;
+function whoami(): WhoAmI | undefined {
+  return session;
+}
 client.state$.subscribe((state) => {
   if (state === 'open') identity.connections++;
 });
@@ -275,6 +307,7 @@ async function showIdentity(): Promise<void> {
     if (session && now.sessionId === session.sessionId && now.token !== session.token) {
       logEvent(`token #${now.token} took over on the same connection (server-asked refresh)`);
     }
+    if (now.sessionId !== session?.sessionId) showRoom(now.sessionId);
     session = now;
     byId('identity-token').textContent = now.token === undefined ? 'none' : `#${now.token}`;
     // Every token fetched beyond the one each connection starts with was a live refresh.

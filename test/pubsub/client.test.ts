@@ -300,7 +300,10 @@ describe('demo pub/sub', () => {
       expect(await alice.call(ChatSend, { from: 'alice', text: 'hello bob' })).toBe(1);
       // chat.send publishes for everyone but the sender: bob gets it, alice does not.
       expect(await bob.call(ChatSend, { from: 'bob', text: 'hello alice' })).toBe(2);
-      await waitUntil(() => aliceChat.length === 1 && bobChat.length === 1, `the chat messages ${JSON.stringify([aliceChat, bobChat])}`);
+      await waitUntil(
+        () => aliceChat.length === 1 && bobChat.length === 1,
+        `the chat messages ${JSON.stringify([aliceChat, bobChat])}`,
+      );
       expect(aliceChat[0]).toMatchObject({ from: 'bob', text: 'hello alice' });
       expect(bobChat[0]).toMatchObject({ from: 'alice', text: 'hello bob' });
       expect(typeof bobChat[0]!.at).toBe('number');
