@@ -65,8 +65,6 @@ export class RpcClient {
    * retention): refetch. Completes when the client closes, or at once without an inbox.
    */
   readonly inboxGaps$: Observable<InboxGap>;
-  /** The `$inbox` subscription (ClientOptions.inbox). */
-  private readonly inbox: ClientInbox<RpcClient>;
   /**
    * Each subscription the server makes for this client (`session.join`, `rpc.joined`), as it is
    * announced: its topic and its messages. The client keeps it like its own (resumed after a
@@ -75,6 +73,8 @@ export class RpcClient {
    * closes.
    */
   readonly joined$: Observable<JoinedSubscription>;
+  /** The `$inbox` subscription (ClientOptions.inbox). */
+  private readonly inbox: ClientInbox<RpcClient>;
 
   /**
    * Why each connection, or attempt at one, ended: close code and reason, the HTTP status of a
@@ -164,9 +164,9 @@ export class RpcClient {
       logger: this.logger,
     });
     this.inboxGaps$ = this.inbox.gaps$;
+    this.joined$ = this.subscriptions.joined$;
     // Before anything else, so that its subscribe is the first call of every connection.
     this.inbox.start(config.inbox);
-    this.joined$ = this.subscriptions.joined$;
     this.connection.connect();
   }
 
