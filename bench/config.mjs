@@ -12,9 +12,13 @@ const full = {
     1000: { burst: { n: 400, burst: 10 }, paced: { n: 150, intervalMs: 10 } },
   },
   memory: { connections: 2_000 },
+  // Presence: `members` connections (spread over `sourceAddresses` loopback addresses from
+  // 127.0.0.2 up, so repeated slices do not run out of ephemeral ports) join the presence
+  // topic `wave` at a time, then leave the same way.
+  presence: { members: 10_000, wave: 1_000, sourceAddresses: 10 },
   // Before the first round: a short unmeasured run of every contestant, so round 1 is not
   // the only one that pays for JIT compilation.
-  warmup: { requestMs: 500, fanoutMessages: 100 },
+  warmup: { requestMs: 500, fanoutMessages: 100, presenceMembers: 500 },
   watchdogMs: 45 * 60_000,
 };
 
@@ -26,7 +30,8 @@ const quick = {
     1000: { burst: { n: 120, burst: 10 }, paced: { n: 40, intervalMs: 10 } },
   },
   memory: { connections: 2_000 },
-  warmup: { requestMs: 200, fanoutMessages: 50 },
+  presence: { members: 10_000, wave: 1_000, sourceAddresses: 10 },
+  warmup: { requestMs: 200, fanoutMessages: 50, presenceMembers: 500 },
   watchdogMs: 8 * 60_000,
 };
 

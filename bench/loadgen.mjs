@@ -16,14 +16,19 @@ const MAX_LATENCIES = 1_000_000;
 /** Send-to-reply times (ms) of the calls completed in the measured window; reused by every slice. */
 const latencies = new Float64Array(MAX_LATENCIES);
 
-/** Open `count` connections, at most OPEN_CONCURRENCY handshakes at a time. */
-async function openMany({ url, client, count }) {
+/**
+ * Open `count` connections, at most OPEN_CONCURRENCY handshakes at a time; with
+ * `sourceAddresses`, connection i comes from 127.0.0.(2 + i mod sourceAddresses).
+ */
+async function openMany({ url, client, count, sourceAddresses = 0 }) {
   const kind = clientKinds[client.kind];
   const conns = [];
+  const from = (i) =>
+    sourceAddresses > 0 ? { localAddress: `127.0.0.${2 + (i % sourceAddresses)}` } : {};
   for (let i = 0; i < count; i += OPEN_CONCURRENCY) {
     const batch = Math.min(OPEN_CONCURRENCY, count - i);
     const settled = await Promise.allSettled(
-      Array.from({ length: batch }, () => kind.open(url, client)),
+      Array.from({ length: batch }, (_, j) => kind.open(url, client, from(i + j))),
     );
     for (const s of settled) if (s.status === 'fulfilled') conns.push(s.value);
     const failed = settled.find((s) => s.status === 'rejected');
@@ -233,6 +238,46 @@ async function closeIdle() {
   return {};
 }
 
+// ---- presence: connections that join a topic (subscribe) and leave it (unsubscribe) in waves.
+let members;
+
+async function openMembers({ url, client, count, sourceAddresses }) {
+  members = { conns: await openMany({ url, client, count, sourceAddresses }), ids: [] };
+  return { opened: members.conns.length };
+}
+
+/**
+ * Every connection subscribes (`join`) or ends its subscription (`leave`), `wave` requests
+ * sent in one turn, the next wave once the last has been answered. startedAt: the first send;
+ * lastAt: the last answer.
+ */
+async function presenceWave({ action, wave }) {
+  const { conns, ids } = members;
+  let refused = 0;
+  let refusedSample;
+  const startedAt = nowMs();
+  for (let i = 0; i < conns.length; i += wave) {
+    const slice = conns.slice(i, i + wave);
+    const settled = await Promise.allSettled(
+      slice.map((conn, j) => (action === 'join' ? conn.subscribe() : conn.unsubscribe(ids[i + j]))),
+    );
+    settled.forEach((s, j) => {
+      const ok = s.status === 'fulfilled' && (action === 'join' || s.value === true);
+      if (ok && action === 'join') ids[i + j] = s.value;
+      if (ok) return;
+      refused++;
+      refusedSample ??= s.status === 'rejected' ? String(s.reason) : JSON.stringify(s.value);
+    });
+  }
+  return { startedAt, lastAt: nowMs(), refused, refusedSample };
+}
+
+async function closeMembers() {
+  await closeAll(members?.conns ?? [], 30_000);
+  members = undefined;
+  return {};
+}
+
 serve({
   startRequests,
   mark,
@@ -243,4 +288,7 @@ serve({
   closeSubscribers,
   openIdle,
   closeIdle,
+  openMembers,
+  presenceWave,
+  closeMembers,
 });

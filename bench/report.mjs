@@ -41,7 +41,8 @@ function markdownTable(header, rows) {
 /**
  * One table: a row per contestant, and per figure its median, min–max and ratio to the baseline:
  * the table's own (`table.baselineId`, its column named `table.ratioLabel`) or the run's; a
- * figure with `ratioTo` is divided by that other figure of the baseline.
+ * figure with `ratioTo` is divided by that other figure of the baseline, and one with
+ * `ratio: false` has none (a count the baseline has next to nothing of).
  */
 export function renderTable(table, contestants, baselineId, results) {
   const byContestant = results.get(table.id);
@@ -57,7 +58,8 @@ export function renderTable(table, contestants, baselineId, results) {
       for (const f of table.figures) {
         const values = entry.values[f.key] ?? [];
         const s = summarize(values);
-        const ratio = ratioSummary(values, baseline?.values[f.ratioTo ?? f.key] ?? []);
+        const ratio =
+          f.ratio === false ? {} : ratioSummary(values, baseline?.values[f.ratioTo ?? f.key] ?? []);
         cells.push(
           formatNumber(s.median, f.format),
           s.n ? `${formatNumber(s.min, f.format)}–${formatNumber(s.max, f.format)}` : '—',
@@ -89,6 +91,10 @@ function describeSettings(settings, kinds) {
     (kinds.has('fanout') ? ` Fan-out per round: ${fanout}.` : '') +
     (kinds.has('memory')
       ? ` Memory: ${settings.memory.connections.toLocaleString('en-US')} connections.`
+      : '') +
+    (kinds.has('presence')
+      ? ` Presence: ${settings.presence.members.toLocaleString('en-US')} members, waves of ` +
+        `${settings.presence.wave.toLocaleString('en-US')}.`
       : '')
   );
 }
@@ -142,7 +148,9 @@ export function renderPartial(run) {
     run.failures.length === 0
       ? run.kinds.has('fanout')
         ? '- Failures: none: every subscriber got every message, in order.'
-        : '- Failures: none: every call was answered correctly.'
+        : run.kinds.has('presence') && run.kinds.size === 1
+          ? '- Failures: none: every join and leave was answered, and count() was right after each.'
+          : '- Failures: none: every call was answered correctly.'
       : ['- Failures:', ...run.failures.map((f) => `  - **${f}**`)].join('\n');
   const ids = run.scenarioIds.map((id) => `\`${id}\``).join(', ');
   const intro = [

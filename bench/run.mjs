@@ -73,13 +73,16 @@ const contestants = allContestants.filter(
 const needsUpstream = scenarios.some((s) => s.kind === 'upstream');
 
 /** results: table id -> contestant id -> { values: { figure: [per round] }, lost }, only for
- *  the contestants that take part in the table's scenario (a table shows only those rows). */
+ *  the contestants that take part in the table's scenario and, when the table names its rows
+ *  (`contestantIds`), are among them (a table shows only those rows). */
 const results = new Map(
   scenarios.flatMap((s) =>
     s.tables.map((t) => [
       t.id,
       new Map(
-        contestants.filter((c) => takesPart(c, s)).map((c) => [c.id, { values: {}, lost: 0 }]),
+        contestants
+          .filter((c) => takesPart(c, s) && (t.contestantIds?.includes(c.id) ?? true))
+          .map((c) => [c.id, { values: {}, lost: 0 }]),
       ),
     ]),
   ),

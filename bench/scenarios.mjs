@@ -5,6 +5,7 @@
 // delta in node B's process: see bench/server.mjs). The upstream scenarios also read the
 // upstream's process (bench/upstream.mjs), which every contestant of theirs calls.
 import { sleep } from './ipc.mjs';
+import { presenceScenario, runPresence } from './presence-scenario.mjs';
 
 const requestFigures = [
   { key: 'cpuUs', label: 'server CPU µs/req', format: 'sig' },
@@ -316,19 +317,27 @@ async function runMemory(ctx, contestant, { id, connections }) {
   return [{ table: id, values, problems }];
 }
 
+/** The kinds of scenario that take only the contestants made for them (`only`). */
+const OWN_CONTESTANTS = new Set(['upstream', 'presence']);
+
 /**
  * Whether a contestant runs a scenario: all do, except those limited to one kind (`only`); the
- * upstream scenarios take only their own (the other servers have no upstream to route to).
+ * upstream scenarios take only their own (the other servers have no upstream to route to), and
+ * so does the presence scenario (its gateways declare the presence topic).
  */
 export const takesPart = (contestant, scenario) =>
-  contestant.only ? contestant.only === scenario.kind : scenario.kind !== 'upstream';
+  contestant.only ? contestant.only === scenario.kind : !OWN_CONTESTANTS.has(scenario.kind);
 
-/** Unmeasured: a short request load and a small fan-out, so JIT warm-up is not all in round 1. */
+/**
+ * Unmeasured: a short request load and a small fan-out (or a few hundred presence members
+ * joining and leaving), so JIT warm-up is not all in round 1.
+ */
 export async function warmUp(ctx, contestant) {
   const { loadgen, settings } = ctx;
   const { url } = ctx.server(contestant);
-  const { requestMs, fanoutMessages } = settings.warmup;
+  const { requestMs, fanoutMessages, presenceMembers } = settings.warmup;
   const runs = (kind) => takesPart(contestant, { kind });
+  if (runs('presence')) return (await runPresence(ctx, contestant, presenceMembers)).problems;
   if (runs('requests') || runs('upstream')) {
     await loadgen.request('startRequests', {
       url,
@@ -362,5 +371,6 @@ export function scenariosFor(settings) {
     memoryScenario(settings.memory.connections),
     upstreamScenario(1),
     upstreamScenario(16),
+    presenceScenario(settings),
   ];
 }

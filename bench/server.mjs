@@ -3,7 +3,8 @@
 // to the "bench" topic, exit. An adapter that runs part of its server in processes of its
 // own (the two-node contestants) reports their CPU time through `helperCpuUs()`, and `cpu`
 // adds it: the server CPU of a slice is then every server process's. The gateway-mode adapters
-// get the URL of the upstream they route to (bench/upstream.mjs, started by the runner).
+// get the URL of the upstream they route to (bench/upstream.mjs, started by the runner); the
+// presence adapters have a `probe` (bench/presence-probe.mjs) the presence commands read.
 import { nowMs, serve } from './ipc.mjs';
 
 let server;
@@ -40,6 +41,11 @@ function publish({ first, n, burst, intervalMs }) {
   });
 }
 
+function probe() {
+  if (!server?.probe) throw new Error('this contestant has no presence probe');
+  return server.probe;
+}
+
 function collectGarbage() {
   if (typeof globalThis.gc !== 'function') return false;
   for (let i = 0; i < 4; i++) globalThis.gc();
@@ -65,6 +71,10 @@ serve({
     return { ...process.memoryUsage(), collected };
   },
   publish,
+  // The presence scenario's readings (bench/presence-probe.mjs), from the contestants that have one.
+  presenceBegin: () => probe().begin(),
+  presenceSnapshot: () => probe().snapshot(),
+  presenceSettle: (args) => probe().settle(args),
   async exit() {
     let timer;
     const deadline = new Promise((resolve) => (timer = setTimeout(resolve, 2_000)));

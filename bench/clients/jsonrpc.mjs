@@ -5,6 +5,7 @@ import WebSocket from 'ws';
 import { sendCoalesced } from '../cork.mjs';
 
 const SUBSCRIBE_ID = -1;
+const UNSUBSCRIBE_ID = -2;
 
 /** Read the non-negative integer that starts at `pos` in `text`. */
 function readInt(text, pos) {
@@ -33,6 +34,7 @@ class JsonRpcConnection {
     if (at !== -1) return this.onData(readInt(text, at + 4));
     const msg = JSON.parse(text);
     if (msg.id === SUBSCRIBE_ID) return this.subscribed?.(msg);
+    if (msg.id === UNSUBSCRIBE_ID) return this.unsubscribed?.(msg);
     this.onReply(msg.id, msg.result, msg.error);
   }
 
@@ -43,13 +45,24 @@ class JsonRpcConnection {
     else this.ws.send(frame);
   }
 
-  /** Subscribe to the "bench" topic; resolves once the server accepted. */
+  /** Subscribe to the "bench" topic; resolves with the subscription id once the server accepted. */
   subscribe() {
     const { method, params } = this.subscribeRequest;
     return new Promise((resolve, reject) => {
       this.subscribed = (msg) =>
-        msg.error ? reject(new Error(JSON.stringify(msg.error))) : resolve();
+        msg.error ? reject(new Error(JSON.stringify(msg.error))) : resolve(msg.result);
       this.ws.send(JSON.stringify({ jsonrpc: '2.0', method, params, id: SUBSCRIBE_ID }));
+    });
+  }
+
+  /** End the subscription `id` (`unsubscribe [id]`); resolves with the server's answer (true). */
+  unsubscribe(id) {
+    return new Promise((resolve, reject) => {
+      this.unsubscribed = (msg) =>
+        msg.error ? reject(new Error(JSON.stringify(msg.error))) : resolve(msg.result);
+      this.ws.send(
+        JSON.stringify({ jsonrpc: '2.0', method: 'unsubscribe', params: [id], id: UNSUBSCRIBE_ID }),
+      );
     });
   }
 
@@ -62,9 +75,10 @@ class JsonRpcConnection {
   }
 }
 
-export function open(url, client) {
+/** Connect; `localAddress` picks the loopback source address (the kernel's choice without it). */
+export function open(url, client, { localAddress } = {}) {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { perMessageDeflate: false });
+    const ws = new WebSocket(url, { perMessageDeflate: false, localAddress });
     ws.once('open', () => resolve(new JsonRpcConnection(ws, client)));
     ws.once('error', reject);
   });

@@ -4,6 +4,8 @@
 // takes part in the fan-out scenarios only (see takesPart in scenarios.mjs); the upstream
 // scenarios take only the adapters with `only: 'upstream'`, and their tables' ratios are taken
 // against upstream-direct (`direct`: the load generator calls the upstream, no server process).
+// The presence scenario takes only the adapters with `only: 'presence'`; each of its tables
+// names its rows and its baseline (the same gateway without presence).
 import wsEcho from './ws-echo.mjs';
 import wsCoalesced from './ws-coalesced.mjs';
 import minimalJsonRpc from './minimal-jsonrpc.mjs';
@@ -16,6 +18,10 @@ import socketIo from './socket-io.mjs';
 import upstreamDirect from './upstream-direct.mjs';
 import gatewayUpstream from './gateway-upstream.mjs';
 import gatewayUpstreamClient from './gateway-upstream-client.mjs';
+import gatewayPresenceOff from './gateway-presence-off.mjs';
+import gatewayPresence from './gateway-presence.mjs';
+import gatewayRedisPresenceOff from './gateway-redis-presence-off.mjs';
+import gatewayRedisPresence from './gateway-redis-presence.mjs';
 
 export const contestants = [
   wsEcho,
@@ -30,6 +36,10 @@ export const contestants = [
   upstreamDirect,
   gatewayUpstream,
   gatewayUpstreamClient,
+  gatewayPresenceOff,
+  gatewayPresence,
+  gatewayRedisPresenceOff,
+  gatewayRedisPresence,
 ];
 
 export const baseline = wsEcho;
