@@ -13,6 +13,7 @@ import { HealthCheck } from './health-check.js';
 import { NatsConsumers } from './nats-consumers.js';
 import { NatsDirectSubjects } from './nats-direct.js';
 import { DEFAULT_MAX_IDEMPOTENCY_KEYS, NatsOnceKeys, natsOnceNames } from './nats-once.js';
+import { NatsPresenceStore } from './presence-nats.js';
 import { exceptHeaders } from './nats-except.js';
 import { readHistory } from './nats-history.js';
 import { NatsBrokerUnavailableError, bounded, noop, withTimeout } from './nats-link.js';
@@ -138,6 +139,8 @@ export class NatsBroker implements Broker {
   private readonly denyList: NatsDenyList;
   /** Idempotency keys of publishOnce: a JetStream key-value bucket. */
   private readonly onceKeys: NatsOnceKeys;
+  /** Topics' members (presence): a JetStream key-value bucket, see presence-nats.ts. */
+  readonly presence: NatsPresenceStore;
   private sweepTimer: NodeJS.Timeout | undefined;
   private sweeping = false;
 
@@ -168,6 +171,9 @@ export class NatsBroker implements Broker {
       this.replicas,
       this.timeoutMs,
       options.maxDeniedUsers ?? DEFAULT_MAX_DENIED_USERS,
+    );
+    this.presence = new NatsPresenceStore(this.prefix, this.replicas, this.timeoutMs, (what) =>
+      this.requireLink(what),
     );
     this.onceKeys = new NatsOnceKeys(
       this.prefix,

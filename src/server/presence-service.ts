@@ -106,7 +106,7 @@ export class PresenceService<C> {
     const presence = resolvePresence(pattern, value);
     if (presence && !this.broker.presence) {
       throw new TypeError(
-        `topic "${pattern}": presence needs a broker that keeps it (MemoryBroker, RedisBroker)`,
+        `topic "${pattern}": presence needs a broker that keeps it (MemoryBroker, RedisBroker, NatsBroker)`,
       );
     }
     return presence;

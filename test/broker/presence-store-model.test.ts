@@ -2,18 +2,22 @@
  * The presence stores against a model: random joins and leaves of several owners (nodes) on a
  * few topics, owners that die (their lease lapses) and are reaped, and a node that closes
  * (release). After every step each topic's count and its member list, read page by page, are
- * the model's, and a reap removes exactly the dead owners' members. MemoryBroker's store and
- * Redis's.
+ * the model's, and a reap removes exactly the dead owners' members. MemoryBroker's store,
+ * Redis's and NATS's.
  */
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect as connectNats } from '@nats-io/transport-node';
 import { Redis } from 'ioredis';
 import fc from 'fast-check';
 import { nanoid } from 'nanoid';
 import { afterAll, describe, expect, it } from 'vitest';
 import { MemoryPresenceStore } from '../../src/pubsub/presence.js';
 import type { PresenceEntry, PresenceStore } from '../../src/pubsub/presence.js';
+import type { Link } from '../../src/pubsub/nats-link.js';
+import { NatsPresenceStore, natsPresenceBucket } from '../../src/pubsub/presence-nats.js';
 import { RedisPresenceStore } from '../../src/pubsub/presence-redis.js';
 import { RedisScriptRunner } from '../../src/pubsub/redis-script-runner.js';
-import { REDIS_URL, deleteRedisKeys } from '../support/brokers.js';
+import { NATS_URL, REDIS_URL, deleteRedisKeys } from '../support/brokers.js';
 import { sleep } from '../support/promises.js';
 
 const OWNERS = ['n1', 'n2', 'n3'];
@@ -187,6 +191,45 @@ describe('presence store, against a model', () => {
             ),
         ),
         { numRuns: 40 },
+      );
+    }, 120_000);
+  });
+
+  describe('NatsPresenceStore', () => {
+    const prefixes: string[] = [];
+    let link: Link | undefined;
+    afterAll(async () => {
+      if (!link) return;
+      for (const prefix of prefixes) {
+        await link.jsm.streams.delete(natsPresenceBucket(prefix).stream).catch(() => false);
+      }
+      await link.nc.close();
+    });
+
+    it('holds the same members as the model', async () => {
+      const nc = await connectNats({ servers: NATS_URL, timeout: 2_000 });
+      const current: Link = { nc, js: jetstream(nc), jsm: await jetstreamManager(nc) };
+      link = current;
+      const base = `presence-model-${nanoid(6)}`;
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(step, { maxLength: 25 }),
+          fc.integer({ min: 1, max: 4 }),
+          (steps, limit) => {
+            // A bucket per run: each starts from an empty store.
+            const prefix = `${base}-${prefixes.length}`;
+            prefixes.push(prefix);
+            return run(
+              () => ({
+                store: new NatsPresenceStore(prefix, 1, 5_000, () => current),
+                pass: () => sleep(3),
+              }),
+              steps,
+              limit,
+            );
+          },
+        ),
+        { numRuns: 30 },
       );
     }, 120_000);
   });
