@@ -13,6 +13,10 @@
  * its history maxLength; `topic.publish` ([topic, data]) publishes to any declared topic and
  * returns the seq; `GET /info` also gives local subscribers by topic (`topics`); `POST /drain`
  * drains the gateway (rpc.reconnect to every client, sessions closed once idle) and exits.
+ *
+ * For presence (test/cluster/presence-cluster.test.ts): PRESENCE declares that topic pattern
+ * with `presence: true`, PRESENCE_LEASE_MS sets presenceLeaseMs (and presenceCoalesceMs a
+ * sixth of it, so a short lease gets its events as soon).
  */
 import { brokerFromEnv, createGateway, createLogger } from '../../src/index.js';
 import type { Gateway } from '../../src/index.js';
@@ -40,12 +44,20 @@ function info(gateway: Gateway): Record<string, unknown> {
   };
 }
 
+const presenceTopic = process.env['PRESENCE'];
+const presenceLeaseMs = Number(process.env['PRESENCE_LEASE_MS'] ?? 0);
 const broker = await brokerFromEnv(process.env, logger);
 const gateway: Gateway = createGateway({
   logger,
   broker,
   // Errors of feed.publish carry the broker's message in error.data (the tests read it).
   exposeErrorDetails: true,
+  ...(presenceLeaseMs > 0
+    ? {
+        presenceLeaseMs,
+        presenceCoalesceMs: Math.max(10, Math.round(presenceLeaseMs / 6)),
+      }
+    : {}),
   httpHandler: (req, res) => {
     const path = (req.url ?? '/').split('?', 1)[0];
     if (path === '/drain' && req.method === 'POST') {
@@ -66,6 +78,7 @@ gateway.topic('feed', { history: { maxLength: history } });
 gateway.method('feed.publish', (params) => gateway.publish('feed', params));
 gateway.method('node.info', () => info(gateway));
 for (const { topic, maxLength } of topics) gateway.topic(topic, { history: { maxLength } });
+if (presenceTopic) gateway.topic(presenceTopic, { presence: true });
 gateway.method('topic.publish', (params) => {
   const [topic, data] = Array.isArray(params) ? params : [];
   if (typeof topic !== 'string') throw new InvalidParamsError('expected [topic, data]');

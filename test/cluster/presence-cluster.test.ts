@@ -1,33 +1,80 @@
 /**
- * Presence across three gateways sharing Redis (in this process, each with its own broker
- * connection): every node sees the same count and members; joins on one node reach the others'
- * events, coalesced and bounded under a burst; a node that stops renewing its lease (its broker
- * link cut, as a dead node's would be) has its members removed by the others within twice the
- * lease.
+ * Presence across three gateways sharing Redis, and sharing NATS (in this process, each with its
+ * own broker connection): every node sees the same count and members; joins on one node reach
+ * the others' events, coalesced and bounded under a burst. A node whose members must go without
+ * a goodbye: one that stops renewing its lease (its broker link cut), and a gateway child
+ * process (test/cluster/node.ts) SIGKILLed; either way the other nodes have removed its members
+ * within twice the lease (the documented bound, used as the wait's limit).
  */
+import { rmSync } from 'node:fs';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect as connectNats } from '@nats-io/transport-node';
 import { nanoid } from 'nanoid';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Broker } from '../../src/pubsub/broker.js';
+import { NatsBroker } from '../../src/pubsub/nats-broker.js';
+import { natsPresenceBucket } from '../../src/pubsub/presence-nats.js';
+import type { PresenceMember } from '../../src/pubsub/presence.js';
 import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import type { Gateway } from '../../src/server/gateway.js';
 import type { PresenceEvent } from '../../src/server/presence-window.js';
-import { REDIS_URL, deleteRedisKeys } from '../support/brokers.js';
+import { NATS_URL, REDIS_URL, deleteNatsStreams, deleteRedisKeys } from '../support/brokers.js';
+import type { BrokerKind } from '../support/brokers.js';
+import { Cluster, buildNodeScript } from '../support/cluster.js';
 import { startGateway } from '../support/gateway.js';
+import { canConnect } from '../support/network.js';
+import { killChild } from '../support/processes.js';
 import { RawRpc } from '../support/raw-rpc.js';
 import { waitFor } from '../support/waiting.js';
 
 const LEASE_MS = 600;
+const mustRun = process.env['CI'] === 'true';
+const up: Record<BrokerKind, boolean> = {
+  redis: await canConnect(6379),
+  nats: await canConnect(4222),
+};
 const cleanups: (() => unknown)[] = [];
 
+let built: { script: string; dir: string } | undefined;
+beforeAll(async () => {
+  if (up.redis || up.nats || mustRun) built = await buildNodeScript();
+}, 60_000);
+afterAll(() => {
+  if (built) rmSync(built.dir, { recursive: true, force: true });
+});
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-async function cluster(size: number) {
-  const prefix = `presence-cluster-${nanoid(6)}`;
-  cleanups.push(() => deleteRedisKeys(REDIS_URL, prefix));
-  const nodes: { gateway: Gateway<{ user: string }>; url: string; broker: RedisBroker }[] = [];
+interface Node {
+  gateway: Gateway<{ user: string }>;
+  url: string;
+  broker: Broker;
+}
+
+/** Everything presence leaves on NATS under `prefix`: the bucket and the topic streams. */
+async function deleteNatsPresence(prefix: string): Promise<void> {
+  const nc = await connectNats({ servers: NATS_URL, timeout: 2_000 });
+  try {
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.delete(natsPresenceBucket(prefix).stream).catch(() => false);
+  } finally {
+    await nc.close();
+  }
+  await deleteNatsStreams(prefix);
+}
+
+/** `size` gateways in this process on `kind` under `prefix` (as brokerFromEnv names its keys). */
+async function cluster(kind: BrokerKind, size: number, prefix = `presence-${nanoid(6)}`) {
+  cleanups.push(() =>
+    kind === 'redis' ? deleteRedisKeys(REDIS_URL, prefix) : deleteNatsPresence(prefix),
+  );
+  const nodes: Node[] = [];
   for (let i = 0; i < size; i++) {
-    const broker = await RedisBroker.create({ url: REDIS_URL, prefix: `${prefix}:` });
+    const broker =
+      kind === 'redis'
+        ? await RedisBroker.create({ url: REDIS_URL, prefix: `${prefix}:` })
+        : await NatsBroker.connect({ servers: NATS_URL, prefix });
     const running = await startGateway<{ user: string }>({
       broker,
       authenticate: ({ query }) => ({ user: query.get('user') ?? 'nobody' }),
@@ -53,83 +100,141 @@ async function join(url: string, user: string, topic = 'room.1'): Promise<RawRpc
   return raw;
 }
 
-async function usersSeenFrom(gateway: Gateway<{ user: string }>): Promise<string[]> {
-  const users: string[] = [];
+async function membersSeenFrom(gateway: Gateway<{ user: string }>): Promise<PresenceMember[]> {
+  const members: PresenceMember[] = [];
   let cursor: string | undefined;
   do {
     const page = await gateway.presence('room.1').members({ cursor, limit: 7 });
-    users.push(...page.members.map((m) => m.user!));
+    members.push(...page.members);
     cursor = page.cursor;
   } while (cursor !== undefined);
-  return users.sort();
+  return members;
 }
 
-describe('presence on three nodes (Redis)', () => {
-  it('is the same from every node, and each node hears the others’ joins and leaves', async () => {
-    const nodes = await cluster(3);
-    const events: PresenceEvent[][] = nodes.map(() => []);
-    nodes.forEach(({ gateway }, i) => {
-      const watching = gateway.presence('room.1').events$.subscribe((e) => events[i]!.push(e));
-      cleanups.push(() => watching.unsubscribe());
+async function usersSeenFrom(gateway: Gateway<{ user: string }>): Promise<string[]> {
+  return (await membersSeenFrom(gateway)).map((m) => m.user ?? '(none)').sort();
+}
+
+/** The sessions that left room.1, as `gateway`'s events tell them. */
+function leavesSeenBy(gateway: Gateway<{ user: string }>): PresenceMember[] {
+  const left: PresenceMember[] = [];
+  const watching = gateway.presence('room.1').events$.subscribe((e) => left.push(...e.left));
+  cleanups.push(() => watching.unsubscribe());
+  return left;
+}
+
+/** Wait until `condition` holds, at most until twice the lease after `since`. */
+function withinTwoLeases(since: number, condition: () => Promise<boolean>, what: string) {
+  return waitFor(
+    condition,
+    `${what} within 2 × ${LEASE_MS} ms`,
+    2 * LEASE_MS - (Date.now() - since),
+  );
+}
+
+for (const kind of ['redis', 'nats'] as const) {
+  describe.skipIf(!up[kind] && !mustRun)(`presence on three nodes (${kind})`, () => {
+    it('is the same from every node, and each node hears the others’ joins and leaves', async () => {
+      const nodes = await cluster(kind, 3);
+      const events: PresenceEvent[][] = nodes.map(() => []);
+      nodes.forEach(({ gateway }, i) => {
+        const watching = gateway.presence('room.1').events$.subscribe((e) => events[i]!.push(e));
+        cleanups.push(() => watching.unsubscribe());
+      });
+      await Promise.all(nodes.map(({ url }, i) => join(url, `u${i}`)));
+      const ann = await join(nodes[0]!.url, 'ann');
+      for (const { gateway } of nodes) {
+        await waitFor(async () => (await gateway.presence('room.1').count()) === 4, 'four members');
+        expect(await usersSeenFrom(gateway)).toEqual(['ann', 'u0', 'u1', 'u2']);
+      }
+      for (const seen of events) {
+        await waitFor(
+          () => seen.flatMap((e) => e.joined).length === 4,
+          'every join, on every node',
+        );
+      }
+      await ann.close();
+      for (const seen of events) {
+        await waitFor(() => seen.some((e) => e.left.some((m) => m.user === 'ann')), 'ann left');
+        expect(seen.at(-1)!.count).toBe(3);
+      }
     });
-    await Promise.all(nodes.map(({ url }, i) => join(url, `u${i}`)));
-    const ann = await join(nodes[0]!.url, 'ann');
-    for (const { gateway } of nodes) {
-      await waitFor(async () => (await gateway.presence('room.1').count()) === 4, 'four members');
-      expect(await usersSeenFrom(gateway)).toEqual(['ann', 'u0', 'u1', 'u2']);
-    }
-    for (const seen of events) {
-      await waitFor(() => seen.flatMap((e) => e.joined).length === 4, 'every join, on every node');
-    }
-    await ann.close();
-    for (const seen of events) {
-      await waitFor(() => seen.some((e) => e.left.some((m) => m.user === 'ann')), 'ann left');
-      expect(seen.at(-1)!.count).toBe(3);
-    }
-  });
 
-  it('coalesces a burst of joins into few events, each list at most maxListed', async () => {
-    const nodes = await cluster(3);
-    const events: PresenceEvent[] = [];
-    const watching = nodes[2]!.gateway.presence('room.1').events$.subscribe((e) => events.push(e));
-    cleanups.push(() => watching.unsubscribe());
-    const started = Date.now();
-    // 300 joins spread over two nodes, as fast as they come (well over 1 000 a second): 20
-    // connections, each subscribed 15 times (each subscription is a member).
-    await Promise.all(
-      Array.from({ length: 20 }, async (_, i) => {
-        const raw = await join(nodes[i % 2]!.url, `b${i}`);
-        await Promise.all(Array.from({ length: 14 }, () => raw.request('subscribe', ['room.1'])));
-      }),
-    );
-    const took = Date.now() - started;
-    await waitFor(() => events.at(-1)?.count === 300, 'the count of 300 in an event');
-    const listed = events.reduce((n, e) => n + e.joined.length + (e.truncated ?? 0), 0);
-    expect(listed).toBe(300);
-    for (const event of events) expect(event.joined.length).toBeLessThanOrEqual(50);
-    // At most one event a window (100 ms), plus the one after the burst.
-    expect(events.length).toBeLessThanOrEqual(Math.ceil(took / 100) + 2);
-  });
+    it('coalesces a burst of joins into few events, each list at most maxListed', async () => {
+      const nodes = await cluster(kind, 3);
+      const events: PresenceEvent[] = [];
+      const watching = nodes[2]!.gateway
+        .presence('room.1')
+        .events$.subscribe((e) => events.push(e));
+      cleanups.push(() => watching.unsubscribe());
+      const started = Date.now();
+      // 300 joins spread over two nodes, as fast as they come (well over 1 000 a second): 20
+      // connections, each subscribed 15 times (each subscription is a member).
+      await Promise.all(
+        Array.from({ length: 20 }, async (_, i) => {
+          const raw = await join(nodes[i % 2]!.url, `b${i}`);
+          await Promise.all(Array.from({ length: 14 }, () => raw.request('subscribe', ['room.1'])));
+        }),
+      );
+      const took = Date.now() - started;
+      await waitFor(() => events.at(-1)?.count === 300, 'the count of 300 in an event');
+      const listed = events.reduce((n, e) => n + e.joined.length + (e.truncated ?? 0), 0);
+      expect(listed).toBe(300);
+      for (const event of events) expect(event.joined.length).toBeLessThanOrEqual(50);
+      // At most one event a window (100 ms), plus the one after the burst.
+      expect(events.length).toBeLessThanOrEqual(Math.ceil(took / 100) + 2);
+    });
 
-  it('removes the members of a node that stops renewing within twice the lease', async () => {
-    const nodes = await cluster(3);
-    await join(nodes[0]!.url, 'stays');
-    await join(nodes[2]!.url, 'dies-1');
-    await join(nodes[2]!.url, 'dies-2');
-    const room = nodes[0]!.gateway.presence('room.1');
-    await waitFor(async () => (await room.count()) === 3, 'three members');
-    const left: string[] = [];
-    const watching = nodes[1]!.gateway
-      .presence('room.1')
-      .events$.subscribe((e) => left.push(...e.left.map((m) => m.user!)));
-    cleanups.push(() => watching.unsubscribe());
-    // Its broker link gone: no renewal, no goodbye, as after a SIGKILL.
-    const cut = Date.now();
-    await nodes[2]!.broker.close();
-    await waitFor(async () => (await room.count()) === 1, 'the dead node’s members gone', 5_000);
-    expect(Date.now() - cut).toBeLessThan(2 * LEASE_MS + 300);
-    expect(await usersSeenFrom(nodes[1]!.gateway)).toEqual(['stays']);
-    await waitFor(() => left.length === 2, 'their leave events');
-    expect(left.sort()).toEqual(['dies-1', 'dies-2']);
+    it('removes the members of a node that stops renewing within twice the lease', async () => {
+      const nodes = await cluster(kind, 3);
+      await join(nodes[0]!.url, 'stays');
+      await join(nodes[2]!.url, 'dies-1');
+      await join(nodes[2]!.url, 'dies-2');
+      const room = nodes[0]!.gateway.presence('room.1');
+      await waitFor(async () => (await room.count()) === 3, 'three members');
+      const left = leavesSeenBy(nodes[1]!.gateway);
+      // Its broker link gone: no renewal, no goodbye, as after a SIGKILL.
+      const cut = Date.now();
+      await nodes[2]!.broker.close();
+      await withinTwoLeases(cut, async () => (await room.count()) === 1, 'its members gone');
+      expect(await usersSeenFrom(nodes[1]!.gateway)).toEqual(['stays']);
+      await waitFor(() => left.length === 2, 'their leave events');
+      expect(left.map((m) => m.user).sort()).toEqual(['dies-1', 'dies-2']);
+    });
+
+    it('removes the members of a SIGKILLed gateway process within twice the lease', async () => {
+      const processes = new Cluster(built!.script, kind);
+      cleanups.push(() => processes.cleanup());
+      const nodes = await cluster(kind, 2, processes.prefix);
+      const child = await processes.node('c', {
+        env: { PRESENCE: 'room.*', PRESENCE_LEASE_MS: String(LEASE_MS) },
+      });
+      await join(nodes[0]!.url, 'stays');
+      await join(child.url, 'killed-1');
+      await join(child.url, 'killed-2');
+      for (const { gateway } of nodes) {
+        await waitFor(async () => (await gateway.presence('room.1').count()) === 3, 'three');
+      }
+      // The child process has no userOf: its members are known by their session ids.
+      const doomed = (await membersSeenFrom(nodes[0]!.gateway))
+        .filter((m) => m.user === undefined)
+        .map((m) => m.sessionId)
+        .sort();
+      expect(doomed).toHaveLength(2);
+      const left = nodes.map(({ gateway }) => leavesSeenBy(gateway));
+
+      const killedAt = Date.now();
+      await killChild(child.child);
+      expect(child.child.signalCode).toBe('SIGKILL');
+      for (const { gateway } of nodes) {
+        const room = gateway.presence('room.1');
+        await withinTwoLeases(killedAt, async () => (await room.count()) === 1, 'its members gone');
+        expect(await usersSeenFrom(gateway)).toEqual(['stays']);
+      }
+      for (const seen of left) {
+        await waitFor(() => seen.length === 2, 'the leave event of both');
+        expect(seen.map((m) => m.sessionId).sort()).toEqual(doomed);
+      }
+    });
   });
-});
+}
