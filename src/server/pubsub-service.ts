@@ -165,7 +165,9 @@ export class PubSubService<C> {
     registry.method(this.methods.unsubscribe, (params, ctx) =>
       this.unsubscribe(ctx.session, readUnsubscribeParams(params)),
     );
-    registry.method(this.methods.history ?? 'topic.history', (params, ctx) => this.history(params, ctx));
+    registry.method(this.methods.history ?? 'topic.history', (params, ctx) =>
+      this.history(params, ctx),
+    );
   }
 
   /**
