@@ -191,7 +191,11 @@ describe('discovery', () => {
     const { rpc, reply } = await discover(url, httpUrl);
     const doc = reply.result as OpenRpcDocument;
 
-    expect(doc['x-subscriptions'].methods).toStrictEqual(subscriptionMethods);
+    // The history request keeps its default name: only these three were renamed.
+    expect(doc['x-subscriptions'].methods).toStrictEqual({
+      ...subscriptionMethods,
+      history: 'topic.history',
+    });
     const subscriptions = doc['x-subscriptions'].subscriptions;
     expect(subscriptions.map((s) => s.name)).toEqual(['prices', 'count', 'slowCount']);
     expect(subscriptions[0]).toStrictEqual({
@@ -267,6 +271,7 @@ describe('discovery', () => {
       subscribe: 'subscribe',
       notification: 'subscription',
       unsubscribe: 'unsubscribe',
+      history: 'topic.history',
     });
     expect(doc['x-subscriptions'].subscriptions.map((s) => s.name)).toEqual(
       Object.keys(demoContract.subscriptions),

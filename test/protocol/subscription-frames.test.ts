@@ -142,6 +142,7 @@ describe('the default method names', () => {
       subscribe: 'subscribe',
       notification: 'subscription',
       unsubscribe: 'unsubscribe',
+      history: 'topic.history',
     });
     expect(defaultSubscriptionMethods).toEqual(DEFAULT_SUBSCRIPTION_METHODS);
     expect(Object.isFrozen(DEFAULT_SUBSCRIPTION_METHODS)).toBe(true);
