@@ -10,6 +10,9 @@ import { NdjsonTransport } from '../transport/ndjson-transport.js';
 import { CloseCode } from '../transport/transport.js';
 import type { ServerTransport } from '../transport/transport.js';
 import { TransportSocket, WsTransport } from '../transport/ws-transport.js';
+import { SharedDeflate } from '../transport/deflate-frames.js';
+import { wsDeflateOptions } from './deflate-options.js';
+import { registerDeflateMetrics } from './deflate-metrics.js';
 import type { Admission, SocketGate } from './admission.js';
 import type { TrustedProxies } from './client-address.js';
 import type { GatewayMetrics } from './metrics.js';
@@ -73,16 +76,23 @@ export interface IntakeDeps<C> {
 export class ConnectionIntake<C> {
   private readonly wss: WebSocketServer;
   private readonly tcpServers = new Set<TcpServer>();
+  /** Compresses each broadcast once for every socket that negotiated permessage-deflate. */
+  private readonly deflate: SharedDeflate | undefined;
 
   constructor(private readonly deps: IntakeDeps<C>) {
     this.wss = new WebSocketServer({
       noServer: true,
       maxPayload: deps.limits.maxMessageBytes,
       clientTracking: false,
-      perMessageDeflate: false,
+      perMessageDeflate: wsDeflateOptions(deps.config.http.perMessageDeflate),
       WebSocket: TransportSocket,
       handleProtocols: (offered, request) => this.pickProtocol(offered, request),
     });
+    const deflate = deps.config.http.perMessageDeflate;
+    if (deflate) {
+      this.deflate = new SharedDeflate(deflate);
+      registerDeflateMetrics(deps.metrics.registry, this.deflate.counters);
+    }
   }
 
   /** The HTTP server's `upgrade` listener. */
@@ -301,7 +311,13 @@ export class ConnectionIntake<C> {
   ): void {
     const { metrics, limits } = this.deps;
     const { remoteAddress } = upgrade;
-    const transport = new WsTransport(ws, metrics, undefined, limits.maxBufferedBytes);
+    const transport = new WsTransport(
+      ws,
+      metrics,
+      undefined,
+      limits.maxBufferedBytes,
+      this.deflate,
+    );
     const session = this.deps.attach(transport, context, remoteAddress, user, upgrade, pending);
     session.logger.info(
       // A subprotocol other than ours may be a token (a browser's only way to send one).

@@ -20,6 +20,7 @@ import type { Broker } from '../pubsub/broker.js';
 import { TrustedProxies } from './client-address.js';
 import { defaultClusterEvents, resolveClusterEvents } from './lifecycle-options.js';
 import type { ResolvedClusterEvents } from './lifecycle-options.js';
+import { perMessageDeflateRule, resolveDeflate } from './deflate-options.js';
 import { createLogger } from './logger.js';
 import {
   defaultLimits,
@@ -41,6 +42,7 @@ import type {
 import { defaultSubscriptionMethods } from './pubsub-types.js';
 import type { SubscriptionMethods } from './pubsub-types.js';
 import type { Session } from './session.js';
+import type { DeflateSettings } from '../transport/deflate-frames.js';
 import { DEFAULT_PRESENCE_COALESCE_MS, DEFAULT_PRESENCE_LEASE_MS } from '../pubsub/presence.js';
 
 /** The longest delay a Node timer takes (2^31 - 1 ms, about 24.8 days). */
@@ -72,6 +74,8 @@ export const gatewayDefaults = deepFreeze({
   clusterEvents: defaultClusterEvents,
   callTimeoutMs: 30_000,
   heartbeatIntervalMs: 30_000,
+  /** `true` means `deflateDefaults` (deflate-options.ts). */
+  perMessageDeflate: false,
   presenceLeaseMs: DEFAULT_PRESENCE_LEASE_MS,
   presenceCoalesceMs: DEFAULT_PRESENCE_COALESCE_MS,
   refuseWhileBrokerDown: true,
@@ -99,6 +103,8 @@ export interface GatewayConfig<C = unknown> {
     readonly allowedOrigins: GatewayOptions<C>['allowedOrigins'];
     readonly trustedProxies: readonly string[];
     readonly selectProtocol: GatewayOptions<C>['selectProtocol'];
+    /** permessage-deflate's settings; undefined when compression is off. */
+    readonly perMessageDeflate: DeflateSettings | undefined;
   };
   readonly auth: {
     readonly authenticate: GatewayOptions<C>['authenticate'];
@@ -170,6 +176,7 @@ export const gatewayOptionRules: Readonly<Record<keyof GatewayOptions<unknown>, 
   callTimeout: numberIn(0, Infinity, false, ' (0: no timeout)'),
   heartbeatIntervalMs: numberIn(0, MAX_DELAY_MS, true, ' (0: off)'),
   heartbeatInterval: numberIn(0, MAX_DELAY_MS, true, ' (0: off)'),
+  perMessageDeflate: perMessageDeflateRule,
   presenceLeaseMs: numberIn(300, 3_600_000, true),
   presenceCoalesceMs: numberIn(10, 60_000, true),
   userInbox: null,
@@ -273,6 +280,7 @@ export function resolveGatewayOptions<C = unknown>(
           : o.allowedOrigins && [...o.allowedOrigins],
       trustedProxies: [...(o.trustedProxies ?? gatewayDefaults.trustedProxies)],
       selectProtocol: o.selectProtocol,
+      perMessageDeflate: resolveDeflate(o.perMessageDeflate ?? gatewayDefaults.perMessageDeflate),
     },
     auth: { authenticate: o.authenticate, authorize: o.authorize, userOf: o.userOf },
     limits: resolveLimits(limits),

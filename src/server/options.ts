@@ -7,6 +7,7 @@ import type { Params } from '../protocol/types.js';
 import type { SubscriptionMethods } from './pubsub-service.js';
 import type { Session } from './session.js';
 import type { ClusterEventsOptions } from './lifecycle-options.js';
+import type { PerMessageDeflateOptions } from './deflate-options.js';
 
 /** What the authenticate hook sees of an upgrade request. */
 export interface UpgradeRequest {
@@ -258,6 +259,14 @@ export interface GatewayDataOptions {
   heartbeatIntervalMs?: number;
   /** @deprecated Use `heartbeatIntervalMs`. */
   heartbeatInterval?: number;
+  /**
+   * WebSocket compression (permessage-deflate, RFC 7692), negotiated with clients that offer
+   * it; `true` takes the defaults of the object form. Off by default. Every message is
+   * compressed on its own (no context takeover), so a topic broadcast is compressed once and
+   * the same compressed frame written to every subscriber that negotiated it. See
+   * docs/transports.md, "Compression".
+   */
+  perMessageDeflate?: boolean | PerMessageDeflateOptions;
   /**
    * Presence: how long this node's members stay in the broker unless it renews its lease (it
    * does every third of this); a node that dies has its members removed by another within

@@ -4,6 +4,7 @@ import type { RawData } from 'ws';
 import { CloseCode } from './transport.js';
 import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
 import type { BudgetLedger, BudgetMember } from './output-budget.js';
+import type { SharedDeflate } from './deflate-frames.js';
 import { atEndOfTurn } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
 
@@ -36,10 +37,15 @@ export class TransportSocket extends WebSocket {
   }
 }
 
-/** ws's sender has nothing queued (it queues only while compressing or reading a Blob, which we never do). */
+/**
+ * ws's sender is neither compressing a message (permessage-deflate) nor holding any queued
+ * behind one: a frame written straight to the socket now cannot overtake one of its own.
+ */
 function senderIdle(socket: WebSocket): boolean {
-  const sender = (socket as unknown as { _sender?: { _queue?: unknown[] } })._sender;
-  return sender?._queue?.length === 0;
+  const sender = (socket as unknown as { _sender?: { _queue?: unknown[]; _state?: unknown } })
+    ._sender;
+  // _state is 0 (DEFAULT) unless deflating or reading a Blob.
+  return sender?._queue?.length === 0 && !sender._state;
 }
 
 function headerLength(payloadLength: number): number {
@@ -120,6 +126,14 @@ export class WsTransport implements ServerTransport, BudgetMember {
   private budget: BudgetLedger | undefined;
   /** BudgetMember: what this transport last reported to its budget. */
   budgeted = 0;
+  /**
+   * Set when this socket negotiated permessage-deflate: frames at or above the threshold go
+   * compressed (broadcasts as the frame compressed once for all, the rest through ws's own
+   * deflate). Undefined: every frame goes as it is.
+   */
+  private deflate: SharedDeflate | undefined;
+  /** Whether this socket can take the compressed broadcast frames (see SharedDeflate.accepts). */
+  private sharedDeflate = false;
 
   /** Uncork at the end of the turn (called by turn-coalescer). */
   endTurn(): void {
@@ -158,11 +172,25 @@ export class WsTransport implements ServerTransport, BudgetMember {
     private readonly closeGraceMs = 2_000,
     /** Stop reading while more than this many bytes are queued for the peer; 0 never stops. */
     private readonly maxBufferedBytes = 0,
+    /** The gateway's compressor of broadcasts, when compression is on. */
+    deflate?: SharedDeflate,
   ) {
     // The socket reports to this transport through its own emit (TransportSocket).
     socket.rpcTransport = this;
     // ws keeps its net.Socket private; corking it is how frames of one turn share a write.
     this.raw = (socket as unknown as { _socket?: Duplex })._socket;
+    if (deflate) this.useDeflate(deflate);
+  }
+
+  private useDeflate(deflate: SharedDeflate): void {
+    // ws keeps the negotiated extensions private; set before the socket is handed over.
+    const extensions = (
+      this.socket as unknown as { _extensions?: Record<string, { params?: object }> }
+    )._extensions;
+    const negotiated = extensions?.['permessage-deflate'];
+    if (negotiated === undefined) return;
+    this.deflate = deflate;
+    this.sharedDeflate = deflate.accepts(negotiated.params);
   }
 
   /** Heartbeat: ping the peer with `payload`; only a pong carrying it counts as an answer. */
@@ -285,7 +313,12 @@ export class WsTransport implements ServerTransport, BudgetMember {
     this.counters.messagesOut++;
     const direct = raw !== undefined && senderIdle(this.socket);
     if (typeof frame === 'string') {
-      if (direct) {
+      const deflate = this.deflate;
+      if (deflate && Buffer.byteLength(frame) >= deflate.settings.threshold) {
+        // ws compresses it (off this thread, in order with what it queues after it).
+        this.flushText();
+        this.socket.send(frame);
+      } else if (direct) {
         (this.textQueue ??= []).push(frame);
         this.textQueueLength += frame.length;
       } else {
@@ -295,7 +328,12 @@ export class WsTransport implements ServerTransport, BudgetMember {
       this.flushText(); // keep the order of frames
       // One message for many sockets: its whole WebSocket frame is built once per publish
       // and the same buffer is written to each socket, with no copy and no framing per socket.
-      raw.write(frame.wire(textFrame));
+      const deflate = this.deflate;
+      if (deflate && frame.bytes.length >= deflate.settings.threshold && this.sharedDeflate) {
+        // Compressed by the first socket that asks, the same compressed frame for the rest.
+        raw.write(frame.wire(deflate.frame));
+        deflate.counters.framesSent++;
+      } else raw.write(frame.wire(textFrame));
     } else {
       this.socket.send(frame.bytes, { binary: false });
     }

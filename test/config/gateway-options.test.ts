@@ -29,6 +29,12 @@ const refused: [
     'middleware must be an array of functions, not "log"',
   ],
   [
+    'perMessageDeflate',
+    { perMessageDeflate: 'on' },
+    TypeError,
+    'perMessageDeflate must be a boolean or an object { threshold, level, memLevel }, not "on"',
+  ],
+  [
     'presenceLeaseMs',
     { presenceLeaseMs: 100 },
     RangeError,

@@ -11,6 +11,7 @@ import {
   identityRules,
 } from '../../src/server/gateway-config.js';
 import { limitRules } from '../../src/server/options.js';
+import { deflateDefaults } from '../../src/server/deflate-options.js';
 
 const doc = readFileSync(new URL('../../docs/options.md', import.meta.url), 'utf8');
 
@@ -36,6 +37,7 @@ describe('docs/options.md, the options reference', () => {
       ...under('subscriptionMethods', gatewayDefaults.subscriptionMethods),
       ...under('limits', limitRules),
       ...under('identity', identityRules),
+      ...under('perMessageDeflate', deflateDefaults),
     ];
     expect(documented('createGateway').sort()).toEqual(known.sort());
   });

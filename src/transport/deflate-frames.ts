@@ -1,0 +1,88 @@
+import { constants, deflateRawSync } from 'node:zlib';
+
+/** The zlib window every compressed broadcast frame is made with (zlib's largest, ws's default). */
+export const SHARED_WINDOW_BITS = 15;
+
+/** What a gateway's compression is set to, resolved (see `PerMessageDeflateOptions`). */
+export interface DeflateSettings {
+  /** Frames smaller than this many bytes go uncompressed. */
+  readonly threshold: number;
+  /** zlib compression level, 0 to 9. */
+  readonly level: number;
+  /** zlib memLevel, 1 to 9: the compressor's state is 2^(memLevel + 9) bytes beside its window. */
+  readonly memLevel: number;
+}
+
+/** Counts kept by `SharedDeflate`, read by the metrics. */
+export interface DeflateCounters {
+  /** Broadcast messages compressed (once each, however many sockets got them). */
+  compressions: number;
+  /** Their bytes before and after compression. */
+  bytesIn: number;
+  bytesOut: number;
+  /** Compressed broadcast frames written to sockets. */
+  framesSent: number;
+}
+
+/** The 4 octets a sync flush ends with, which RFC 7692 (7.2.1) has the sender remove. */
+const SYNC_TAIL_LENGTH = 4;
+
+/** Write the header of an unmasked, final, compressed (RSV1) text frame; returns the offset after it. */
+function writeCompressedHeader(buffer: Buffer, length: number): number {
+  buffer[0] = 0xc1; // FIN + RSV1 (permessage-deflate) + text
+  if (length < 126) {
+    buffer[1] = length;
+    return 2;
+  }
+  if (length < 65_536) {
+    buffer[1] = 126;
+    buffer.writeUInt16BE(length, 2);
+    return 4;
+  }
+  buffer[1] = 127;
+  buffer.writeUInt32BE(Math.floor(length / 2 ** 32), 2);
+  buffer.writeUInt32BE(length >>> 0, 6);
+  return 10;
+}
+
+/**
+ * Compresses a broadcast once for every socket that negotiated permessage-deflate. The message
+ * is deflated on its own (no context taken over from earlier messages: the gateway negotiates
+ * `server_no_context_takeover`), so the same bytes are a valid message on every such socket.
+ * `frame` is the builder an `EncodedFrame` caches its wire form by: one per gateway, so a
+ * broadcast is compressed by the first socket that asks and the result reused by the others.
+ */
+export class SharedDeflate {
+  readonly counters: DeflateCounters = { compressions: 0, bytesIn: 0, bytesOut: 0, framesSent: 0 };
+
+  constructor(readonly settings: DeflateSettings) {}
+
+  /** The whole WebSocket frame (RSV1 set) carrying `payload` deflated per RFC 7692. */
+  readonly frame = (payload: Uint8Array): Buffer => {
+    const deflated = deflateRawSync(payload, {
+      level: this.settings.level,
+      memLevel: this.settings.memLevel,
+      windowBits: SHARED_WINDOW_BITS,
+      // A sync flush ends the data on a byte boundary with an empty stored block (00 00 ff ff).
+      finishFlush: constants.Z_SYNC_FLUSH,
+    });
+    const length = deflated.length - SYNC_TAIL_LENGTH;
+    const frame = Buffer.allocUnsafe(length + (length < 126 ? 2 : length < 65_536 ? 4 : 10));
+    deflated.copy(frame, writeCompressedHeader(frame, length), 0, length);
+    const counters = this.counters;
+    counters.compressions++;
+    counters.bytesIn += payload.length;
+    counters.bytesOut += length;
+    return frame;
+  };
+
+  /**
+   * Whether a socket whose permessage-deflate parameters are `params` can take the shared
+   * frames: a client that limited the server's window below the one they are made with cannot.
+   */
+  accepts(params: { server_max_window_bits?: unknown } | undefined): boolean {
+    if (params === undefined) return false;
+    const bits = params.server_max_window_bits;
+    return typeof bits !== 'number' || bits >= SHARED_WINDOW_BITS;
+  }
+}

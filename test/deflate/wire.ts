@@ -1,0 +1,136 @@
+import { connect } from 'node:net';
+import type { Socket } from 'node:net';
+import { WebSocket } from 'ws';
+import type { ClientOptions } from 'ws';
+
+/** One server frame as it crossed the wire: whether RSV1 (compressed) was set, and its bytes. */
+export interface RawFrame {
+  compressed: boolean;
+  opcode: number;
+  /** The payload as sent (compressed when `compressed`). */
+  payload: Buffer;
+}
+
+/** Split unmasked server frames out of the bytes received so far. */
+function parseFrames(bytes: Buffer): RawFrame[] {
+  const frames: RawFrame[] = [];
+  let offset = 0;
+  while (offset + 2 <= bytes.length) {
+    const first = bytes[offset]!;
+    let length = bytes[offset + 1]! & 0x7f;
+    let start = offset + 2;
+    if (length === 126) {
+      length = bytes.readUInt16BE(offset + 2);
+      start += 2;
+    } else if (length === 127) {
+      length = Number(bytes.readBigUInt64BE(offset + 2));
+      start += 8;
+    }
+    if (start + length > bytes.length) break;
+    frames.push({
+      compressed: (first & 0x40) !== 0,
+      opcode: first & 0x0f,
+      payload: bytes.subarray(start, start + length),
+    });
+    offset = start + length;
+  }
+  return frames;
+}
+
+/**
+ * A `ws` client whose incoming bytes are also recorded as they arrived on the wire, so a test
+ * sees which frames were compressed and how many bytes they took.
+ */
+export async function recordingClient(url: string, options: ClientOptions = {}) {
+  const socket = new WebSocket(url, options);
+  const messages: unknown[] = [];
+  const chunks: Buffer[] = [];
+  let extensionsHeader: string | undefined;
+  socket.on('message', (data) => messages.push(JSON.parse((data as Buffer).toString('utf8'))));
+  socket.on('error', () => undefined);
+  socket.once('upgrade', (response) => {
+    extensionsHeader = response.headers['sec-websocket-extensions'];
+    const raw = response.socket;
+    raw.prependListener('data', (chunk: Buffer) => chunks.push(chunk));
+  });
+  await new Promise<void>((resolve, reject) => {
+    socket.once('open', () => resolve());
+    socket.once('error', reject);
+  });
+  let nextId = 0;
+  return {
+    socket,
+    messages,
+    extensionsHeader: () => extensionsHeader,
+    /** Every frame received so far, as it was on the wire. */
+    wire: (): RawFrame[] => parseFrames(Buffer.concat(chunks)),
+    wireBytes: (): number => chunks.reduce((sum, chunk) => sum + chunk.length, 0),
+    async call(method: string, params?: unknown): Promise<unknown> {
+      const id = ++nextId;
+      socket.send(JSON.stringify({ jsonrpc: '2.0', method, params, id }));
+      for (;;) {
+        const reply = messages.find((m) => (m as { id?: unknown }).id === id);
+        if (reply) return reply;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    },
+    async waitForMessages(count: number): Promise<unknown[]> {
+      while (messages.length < count) await new Promise((resolve) => setTimeout(resolve, 5));
+      return messages;
+    },
+  };
+}
+
+/**
+ * A client done by hand over TCP that negotiates permessage-deflate and can send any frame,
+ * such as a compressed one that inflates far past the gateway's limit.
+ */
+export async function handmadeDeflateClient(port: number, path = '/rpc') {
+  const socket: Socket = connect(port, '127.0.0.1');
+  socket.on('error', () => undefined);
+  const chunks: Buffer[] = [];
+  let waiter: (() => void) | undefined;
+  socket.on('data', (chunk: Buffer) => {
+    chunks.push(chunk);
+    waiter?.();
+  });
+  const ended = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  socket.write(
+    [
+      `GET ${path} HTTP/1.1`,
+      `Host: 127.0.0.1:${port}`,
+      'Upgrade: websocket',
+      'Connection: Upgrade',
+      'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==',
+      'Sec-WebSocket-Version: 13',
+      'Sec-WebSocket-Extensions: permessage-deflate; client_no_context_takeover',
+      '',
+      '',
+    ].join('\r\n'),
+  );
+  while (!Buffer.concat(chunks).includes('\r\n\r\n')) {
+    await new Promise<void>((resolve) => (waiter = resolve));
+  }
+  const all = Buffer.concat(chunks);
+  const headEnd = all.indexOf('\r\n\r\n') + 4;
+  const head = all.subarray(0, headEnd).toString('latin1');
+  chunks.length = 0;
+  if (all.length > headEnd) chunks.push(all.subarray(headEnd));
+  return {
+    socket,
+    head,
+    ended,
+    /** Send one masked frame (mask 0: the payload goes as it is) with RSV1 set when `compressed`. */
+    sendFrame(payload: Buffer, compressed: boolean): void {
+      const header = Buffer.alloc(14);
+      header[0] = 0x81 | (compressed ? 0x40 : 0);
+      header[1] = 0x80 | 127;
+      header.writeBigUInt64BE(BigInt(payload.length), 2);
+      header.writeUInt32BE(0, 10); // the masking key
+      socket.write(Buffer.concat([header, payload]));
+    },
+    /** The server's frames received so far. */
+    frames: (): RawFrame[] => parseFrames(Buffer.concat(chunks)),
+  };
+}
