@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer as createTcpServer } from 'node:net';
 import type { AddressInfo, Server as TcpServer, Socket } from 'node:net';
 import type { Duplex, Readable, Writable } from 'node:stream';
@@ -324,6 +324,80 @@ export class ConnectionIntake<C> {
       { remoteAddress, protocol: ws.protocol === PREFERRED_SUBPROTOCOL ? ws.protocol : undefined },
       'connected',
     );
+  }
+
+  /**
+   * An HTTP streaming session's first GET (the fallback for clients without WebSocket): the
+   * gates of an upgrade (closing, broker, admission, `authenticate`, `userOf`), refusals
+   * answered with their HTTP status; then a session over the transport `open` makes, which
+   * takes `res` as its stream.
+   */
+  async acceptEventStream(
+    req: IncomingMessage,
+    res: ServerResponse,
+    open: () => ServerTransport & { attach(res: ServerResponse, lastEventId: undefined): boolean },
+  ): Promise<Session<C> | undefined> {
+    const { deps } = this;
+    const upgrade = describeUpgrade(req, 'sse', deps.proxies);
+    const refuse = (status: number, reason: string, message?: string, headers = {}): undefined => {
+      deps.metrics.upgradeRejected(reason);
+      deps.refusals.refused(
+        { status, reason, transport: 'sse', remoteAddress: upgrade.remoteAddress },
+        'upgrade rejected',
+      );
+      if (!res.headersSent) {
+        res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', ...headers });
+      }
+      res.end(`${message ?? 'Refused'}\n`);
+      return undefined;
+    };
+    if (deps.isClosing()) return refuse(503, 'draining', 'Server shutting down');
+    if (this.refusingForBroker) return refuse(503, 'broker-unavailable', 'Broker unavailable');
+    const admitted = deps.admission.admit(upgrade);
+    if (typeof admitted !== 'function') {
+      return refuse(admitted.status, admitted.reason, admitted.message, admitted.headers);
+    }
+    let kept = false;
+    try {
+      const pending = this.inBand(upgrade);
+      const auth = pending
+        ? { ok: true as const, context: undefined as C }
+        : await runAuthenticate(
+            deps.authenticate,
+            upgrade,
+            deps.logger,
+            deps.limits.authenticateTimeoutMs,
+          );
+      if (!auth.ok) return refuse(auth.status, auth.reason, auth.message, auth.headers);
+      const held = pending
+        ? { ok: true as const, user: undefined }
+        : await this.holdUser(auth.context);
+      if (!held.ok) return refuse(500, 'auth-error', 'Internal server error');
+      try {
+        if (deps.isClosing()) return refuse(503, 'draining', 'Server shutting down');
+        if (res.destroyed) return undefined; // the client left while the hooks ran
+        const transport = open();
+        const session = deps.attach(
+          transport,
+          auth.context,
+          upgrade.remoteAddress,
+          held.user,
+          upgrade,
+          pending,
+        );
+        kept = true;
+        transport.attach(res, undefined);
+        session.logger.info(
+          { transport: 'sse', remoteAddress: upgrade.remoteAddress },
+          'connected',
+        );
+        return session;
+      } finally {
+        this.releaseUser(held.user);
+      }
+    } finally {
+      if (!kept) admitted();
+    }
   }
 
   /** A TCP socket or a pair of stdio streams: newline-delimited JSON once admitted. */

@@ -22,6 +22,7 @@ import { Admission, SocketGate } from './admission.js';
 import type { SocketCut, SocketLimits } from './admission.js';
 import { TrustedProxies } from './client-address.js';
 import { ConnectionIntake } from './connection-intake.js';
+import { SseEndpoint } from './sse-endpoint.js';
 import { Heartbeat } from './heartbeat.js';
 import {
   checkPathsFree,
@@ -437,6 +438,16 @@ export class Gateway<C = unknown> {
       logger: this.logger,
       metrics: this.metrics,
       httpRpc: this.httpRpc,
+      events: new SseEndpoint<C>({
+        intake: this.intake,
+        limits: this.limits,
+        logger: this.logger,
+        counters: this.metrics,
+        bodyTimedOut: (remoteAddress) => {
+          this.metrics.httpSocketClosed('body-timeout');
+          this.refusals.refused({ reason: 'body-timeout', remoteAddress }, 'http socket closed');
+        },
+      }),
       readiness: () => this.readiness,
       sessionCount: () => live.size,
       discovery: () => this.discovery,

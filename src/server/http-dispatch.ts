@@ -6,12 +6,13 @@ import type { Readiness } from './http-routes.js';
 import type { HttpRpc } from './http-rpc.js';
 import type { GatewayMetrics } from './metrics.js';
 import type { ResolvedRoutes } from './options.js';
+import type { SseEndpoint } from './sse-endpoint.js';
 
 /**
  * What the gateway answers on its port besides WebSocket upgrades: its `routes`, and plain
  * requests to its WebSocket path (`websocket`: 426, telling a browser or curl user to upgrade).
  */
-export type Route = 'livez' | 'readyz' | 'metrics' | 'openrpc' | 'rpc' | 'websocket';
+export type Route = 'livez' | 'readyz' | 'metrics' | 'openrpc' | 'rpc' | 'events' | 'websocket';
 
 export interface HttpDispatchDeps<C> {
   /** Plain requests none of the gateway's routes take (GatewayOptions.httpHandler). */
@@ -24,6 +25,8 @@ export interface HttpDispatchDeps<C> {
   logger: Logger;
   metrics: GatewayMetrics;
   httpRpc: Pick<HttpRpc<C>, 'handle' | 'preflight'>;
+  /** The HTTP streaming fallback (`routes.events`). */
+  events: Pick<SseEndpoint<C>, 'handle'>;
   readiness(): Readiness;
   sessionCount(): number;
   /** The OpenRPC document, serialised, once `serveDiscovery` was called. */
@@ -44,6 +47,7 @@ export function routeFor<C>(deps: HttpDispatchDeps<C>, req: IncomingMessage): Ro
   const path = pathOf(req.url);
   const { routes } = deps;
   if (path === routes.rpc) return 'rpc';
+  if (path === routes.events) return 'events';
   if (path === deps.path) return 'websocket';
   if (path === routes.livez) return 'livez';
   if (path === routes.readyz) return 'readyz';
@@ -95,6 +99,8 @@ export async function serveRoute<C>(
           return sendText(res, 405, 'Use POST for JSON-RPC over HTTP.\n');
         }
         return upgradeHint(req, res, 'GET, POST, OPTIONS');
+      case 'events':
+        return await deps.events.handle(req, res);
       case 'websocket':
         return upgradeHint(req, res, 'GET');
     }

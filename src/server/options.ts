@@ -190,6 +190,19 @@ export interface GatewayLimits {
    * identity provider that does not answer) cannot hold slots forever. Default 10 000.
    */
   authenticateTimeoutMs?: number;
+  /**
+   * HTTP streaming sessions (`routes.events`): the bytes of sent events each keeps so a dropped
+   * stream can resume by Last-Event-ID; a resume from before what is kept closes the session
+   * (1008). Default 1 MiB.
+   */
+  sseReplayBytes?: number;
+  /** How long an HTTP streaming session keeps a sent event for a resume. Default 60 000 ms. */
+  sseReplayMs?: number;
+  /**
+   * How long an HTTP streaming session waits for its dropped event stream to come back before
+   * it is closed (1001). Default 30 000 ms.
+   */
+  sseGraceMs?: number;
 }
 
 /**
@@ -207,6 +220,11 @@ export interface GatewayRoutes {
   openrpc?: string | false;
   /** JSON-RPC over HTTP POST. Default: `path`, the WebSocket's. */
   rpc?: string | false;
+  /**
+   * The HTTP streaming fallback (Server-Sent Events down, POST up) for clients that cannot
+   * open a WebSocket, such as "/rpc/events". Default false (off).
+   */
+  events?: string | false;
 }
 
 /**
@@ -452,6 +470,9 @@ export const defaultLimits: Required<GatewayLimits> = {
   headersTimeoutMs: 10_000,
   bodyTimeoutMs: 30_000,
   authenticateTimeoutMs: 10_000,
+  sseReplayBytes: 1024 * 1024,
+  sseReplayMs: 60_000,
+  sseGraceMs: 30_000,
 };
 
 /** What each limit may be: an integer (or any number) in [min, max]. */
@@ -492,6 +513,9 @@ export const limitRules: Record<keyof GatewayLimits, LimitRule> = {
   headersTimeoutMs: delay,
   bodyTimeoutMs: delay,
   authenticateTimeoutMs: delay,
+  sseReplayBytes: count(0),
+  sseReplayMs: delay,
+  sseGraceMs: delay,
 };
 
 /**
@@ -520,12 +544,14 @@ export function resolveLimits(limits: GatewayLimits = {}): Required<GatewayLimit
 }
 
 /** The routes' default paths (`rpc` defaults to the WebSocket `path`). */
-export const defaultRoutes: Readonly<Record<Exclude<keyof GatewayRoutes, 'rpc'>, string>> = {
-  livez: '/livez',
-  readyz: '/readyz',
-  metrics: '/metrics',
-  openrpc: '/openrpc.json',
-};
+export const defaultRoutes: Readonly<Record<Exclude<keyof GatewayRoutes, 'rpc'>, string | false>> =
+  {
+    livez: '/livez',
+    readyz: '/readyz',
+    metrics: '/metrics',
+    openrpc: '/openrpc.json',
+    events: false,
+  };
 
 /** Every route, resolved: a path, or false when turned off. */
 export type ResolvedRoutes = { readonly [K in keyof GatewayRoutes]-?: string | false };
@@ -536,6 +562,7 @@ const ROUTE_NAMES: readonly (keyof GatewayRoutes)[] = [
   'metrics',
   'openrpc',
   'rpc',
+  'events',
 ];
 
 /** Why `path` is not one a request line can carry and a route can be matched on, if it is not. */

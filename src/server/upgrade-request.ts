@@ -32,7 +32,7 @@ function parseCookies(header: string | undefined): Record<string, string> {
  */
 export function describeUpgrade(
   request: IncomingMessage,
-  transport: 'websocket' | 'http' = 'websocket',
+  transport: 'websocket' | 'http' | 'sse' = 'websocket',
   proxies?: TrustedProxies,
 ): UpgradeRequest {
   const url = new URL(request.url ?? '/', 'http://localhost');

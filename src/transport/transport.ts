@@ -27,7 +27,7 @@ export interface EncodedFrame {
 }
 
 /** What a server session runs on. */
-export type TransportKind = 'websocket' | 'http' | 'tcp' | 'stdio';
+export type TransportKind = 'websocket' | 'http' | 'sse' | 'tcp' | 'stdio';
 
 /**
  * What a server session needs from its transport beyond `Transport`: pre-built fan-out

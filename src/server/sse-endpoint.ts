@@ -1,0 +1,117 @@
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from '../peer/logger.js';
+import { SseTransport } from '../transport/sse-transport.js';
+import type { SseLimits } from '../transport/sse-transport.js';
+import type { ConnectionIntake } from './connection-intake.js';
+import { sendText } from './http-routes.js';
+import type { GatewayLimits } from './options.js';
+import { readBody } from './read-body.js';
+
+/** The headers naming an HTTP streaming session on its later requests. */
+export const SESSION_HEADER = 'x-wsrpc-session';
+export const SECRET_HEADER = 'x-wsrpc-secret';
+
+/** A comment on the event stream this often (proxies time out streams that go quiet). */
+const HEARTBEAT_MS = 15_000;
+
+export interface SseEndpointDeps<C> {
+  intake: Pick<ConnectionIntake<C>, 'acceptEventStream'>;
+  limits: Required<GatewayLimits>;
+  logger: Logger;
+  counters: { messagesIn: number; messagesOut: number };
+  /** Told of a POST body that did not arrive in time (answered 408). */
+  bodyTimedOut(remoteAddress: string | undefined): void;
+}
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function sameSecret(given: string, expected: string): boolean {
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/**
+ * The HTTP streaming fallback's route (`routes.events`): `GET` opens a session and streams
+ * what the server sends it as Server-Sent Events; `GET` with the session's id and secret (the
+ * stream's first event tells them) and `Last-Event-ID` resumes a dropped stream; `POST` with
+ * them carries one JSON-RPC message or batch from the client (answered 202: the replies come
+ * on the stream). Id and secret go in the X-Wsrpc-Session and X-Wsrpc-Secret headers, or the
+ * `session` and `secret` query parameters (EventSource sets no headers).
+ */
+export class SseEndpoint<C> {
+  private readonly sessions = new Map<string, SseTransport>();
+  private readonly sseLimits: SseLimits;
+
+  constructor(private readonly deps: SseEndpointDeps<C>) {
+    const { limits } = deps;
+    this.sseLimits = {
+      replayBytes: limits.sseReplayBytes,
+      replayMs: limits.sseReplayMs,
+      graceMs: limits.sseGraceMs,
+      maxBufferedBytes: limits.maxBufferedBytes,
+      heartbeatMs: HEARTBEAT_MS,
+    };
+  }
+
+  async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    const id = header(req, SESSION_HEADER) ?? url.searchParams.get('session') ?? undefined;
+    const secret = header(req, SECRET_HEADER) ?? url.searchParams.get('secret') ?? undefined;
+    if (req.method === 'GET' && id === undefined) return this.open(req, res);
+    if (req.method !== 'GET' && req.method !== 'POST') {
+      res.setHeader('allow', 'GET, POST');
+      return sendText(res, 405, 'Use GET for the event stream, POST to send.\n');
+    }
+    if (id === undefined || secret === undefined) {
+      return sendText(res, 400, `Name the session: ${SESSION_HEADER} and ${SECRET_HEADER}.\n`);
+    }
+    const transport = this.sessions.get(id);
+    if (!transport || transport.isClosed || !sameSecret(secret, transport.secret)) {
+      // The same answer for an unknown id and a wrong secret: ids cannot be probed.
+      return sendText(res, 404, 'No such session: open a new event stream.\n');
+    }
+    if (req.method === 'GET') {
+      const last = header(req, 'last-event-id') ?? url.searchParams.get('lastEventId') ?? undefined;
+      const lastEventId = last === undefined ? undefined : Number(last);
+      if (lastEventId !== undefined && !Number.isSafeInteger(lastEventId)) {
+        return sendText(res, 400, 'Last-Event-ID must be an event id (an integer).\n');
+      }
+      transport.attach(res, lastEventId);
+      return;
+    }
+    const { maxMessageBytes, bodyTimeoutMs } = this.deps.limits;
+    const body = await readBody(req, res, {
+      maxBytes: maxMessageBytes,
+      timeoutMs: bodyTimeoutMs,
+      timedOut: () => this.deps.bodyTimedOut(req.socket.remoteAddress),
+    });
+    if (body === undefined) return;
+    res.writeHead(202, { 'cache-control': 'no-store', 'content-length': '0' });
+    res.end();
+    transport.receive(body);
+  }
+
+  private async open(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    await this.deps.intake.acceptEventStream(req, res, () => {
+      const transport = new SseTransport(
+        randomBytes(16).toString('base64url'),
+        randomBytes(24).toString('base64url'),
+        this.sseLimits,
+        this.deps.counters,
+        (closed) => this.sessions.delete(closed.sessionId),
+      );
+      this.sessions.set(transport.sessionId, transport);
+      return transport;
+    });
+  }
+
+  /** Shutdown: every session's stream goes (their sessions are closed by the gateway). */
+  get size(): number {
+    return this.sessions.size;
+  }
+}

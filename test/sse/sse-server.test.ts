@@ -1,0 +1,195 @@
+/**
+ * The HTTP streaming fallback on the server, driven by a raw HTTP client: a session over an
+ * SSE stream and POSTs (calls, batches, subscriptions, a server-to-client call), a resume by
+ * Last-Event-ID with nothing lost or repeated, the bounds (replay, grace, a reader that never
+ * reads), authentication and drain.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { UpgradeRejection } from '../../src/index.js';
+import type { GatewayOptions } from '../../src/index.js';
+import { startGateway } from '../support/gateway.js';
+import { waitUntil } from '../support/waiting.js';
+import { openStream, post, resumeHeaders } from './sse-raw.js';
+import type { RawStream } from './sse-raw.js';
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function sseGateway<C = unknown>(options: GatewayOptions<C> = {}) {
+  const running = await startGateway<C>({ routes: { events: '/rpc/events' }, ...options });
+  cleanups.push(() => running.gateway.close({ timeoutMs: 1_000 }));
+  const events = `${running.httpUrl}/rpc/events`;
+  const open = async (headers?: Record<string, string>): Promise<RawStream> => {
+    const stream = await openStream(events, { headers });
+    cleanups.push(() => stream.destroy());
+    return stream;
+  };
+  return { ...running, events, open };
+}
+
+const call = (id: number, method: string, params: unknown = []): string =>
+  JSON.stringify({ jsonrpc: '2.0', id, method, params });
+
+const withId = (id: unknown) => (events: { data: string }[]) =>
+  events.some((e) => (JSON.parse(e.data) as { id?: unknown }).id === id);
+
+describe('HTTP streaming fallback (server)', () => {
+  it('is off unless routes.events names its path', async () => {
+    const { httpUrl, gateway } = await startGateway();
+    cleanups.push(() => gateway.close({ timeoutMs: 1_000 }));
+    const stream = await openStream(`${httpUrl}/rpc/events`);
+    expect(stream.status).toBe(404);
+  });
+
+  it('answers calls and batches POSTed to the session on its event stream', async () => {
+    const { gateway, events, open } = await sseGateway();
+    gateway.method('add', ([a, b]: [number, number]) => a + b);
+    const stream = await open();
+    expect(stream.status).toBe(200);
+    expect(stream.response.headers['content-type']).toMatch(/^text\/event-stream/);
+    expect(stream.session.session).toMatch(/^[\w-]{16,}$/);
+    expect(gateway.sessions.size).toBe(1);
+    expect([...gateway.sessions.values()][0]!.transport.kind).toBe('sse');
+
+    expect((await post(events, stream.session, call(1, 'add', [1, 2]))).status).toBe(202);
+    await stream.until(withId(1));
+    const batch = `[${call(2, 'add', [2, 2])},${call(3, 'add', [3, 3])}]`;
+    expect((await post(events, stream.session, batch)).status).toBe(202);
+    await stream.until((e) => e.length >= 3);
+    const [, reply, batchReply] = stream.events;
+    expect(reply!.id).toBe('1');
+    expect(JSON.parse(reply!.data)).toEqual({ jsonrpc: '2.0', id: 1, result: 3 });
+    expect(batchReply!.id).toBe('2');
+    expect(JSON.parse(batchReply!.data)).toEqual([
+      { jsonrpc: '2.0', id: 2, result: 4 },
+      { jsonrpc: '2.0', id: 3, result: 6 },
+    ]);
+  });
+
+  it('refuses a POST without the session secret (404, as for an unknown session)', async () => {
+    const { events, open } = await sseGateway();
+    const stream = await open();
+    const wrong = { session: stream.session.session, secret: 'x'.repeat(32) };
+    expect((await post(events, wrong, call(1, 'rpc.ping'))).status).toBe(404);
+    const unknown = { session: 'nope', secret: stream.session.secret };
+    expect((await post(events, unknown, call(1, 'rpc.ping'))).status).toBe(404);
+  });
+
+  it('carries subscriptions and a server-to-client call', async () => {
+    const { gateway, events, open } = await sseGateway();
+    gateway.topic('feed');
+    gateway.method('ask', async (_params, ctx) => ctx.session.call('client.name', []));
+    const stream = await open();
+    await post(events, stream.session, call(1, 'subscribe', ['feed']));
+    await stream.until(withId(1));
+    await gateway.publish('feed', { n: 1 });
+    await stream.until((e) => e.some((m) => m.data.includes('"n":1')));
+
+    await post(events, stream.session, call(2, 'ask'));
+    const [request] = (
+      await stream.until((e) => e.some((m) => m.data.includes('client.name')))
+    ).filter((m) => m.data.includes('client.name'));
+    const { id } = JSON.parse(request!.data) as { id: number };
+    await post(events, stream.session, JSON.stringify({ jsonrpc: '2.0', id, result: 'sse' }));
+    await stream.until(withId(2));
+    expect(stream.messages()).toContainEqual({ jsonrpc: '2.0', id: 2, result: 'sse' });
+  });
+
+  it('resumes a dropped stream by Last-Event-ID with nothing lost or repeated', async () => {
+    const { gateway, events, open } = await sseGateway();
+    gateway.topic('feed');
+    const first = await open();
+    await post(events, first.session, call(1, 'subscribe', ['feed']));
+    await first.until(withId(1));
+    for (let n = 1; n <= 3; n++) await gateway.publish('feed', n);
+    await first.until((e) => e.length >= 5);
+    const lastSeen = first.events.at(-1)!.id!;
+    first.destroy();
+    await first.ended;
+    for (let n = 4; n <= 6; n++) await gateway.publish('feed', n);
+
+    const second = await open(resumeHeaders(first.session, lastSeen));
+    expect(second.status).toBe(200);
+    await second.until((e) => e.length >= 4);
+    for (let n = 7; n <= 8; n++) await gateway.publish('feed', n);
+    await second.until((e) => e.length >= 6);
+    const results = (stream: RawStream) =>
+      stream
+        .messages()
+        .map((m) => (m as { params?: { result?: number } }).params?.result)
+        .filter((n) => n !== undefined);
+    expect([...results(first), ...results(second)]).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    const ids = [...first.events, ...second.events].filter((e) => e.id).map((e) => Number(e.id));
+    expect(ids).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+  });
+
+  it('closes a session (1008) asked to resume from before what its replay buffer holds', async () => {
+    const { gateway, events, open } = await sseGateway({ limits: { sseReplayBytes: 200 } });
+    gateway.topic('feed');
+    const first = await open();
+    await post(events, first.session, call(1, 'subscribe', ['feed']));
+    await first.until(withId(1));
+    first.destroy();
+    for (let n = 1; n <= 10; n++) await gateway.publish('feed', 'x'.repeat(50));
+    const second = await open(resumeHeaders(first.session, 1));
+    await second.until((e) => e.some((m) => m.event === 'close'));
+    const close = second.events.find((e) => e.event === 'close');
+    expect(JSON.parse(close!.data)).toMatchObject({ code: 1008 });
+    await waitUntil(() => gateway.sessions.size === 0, 'the session closed');
+    // The session is gone: its id answers 404 from now on.
+    expect((await post(events, first.session, call(2, 'rpc.ping'))).status).toBe(404);
+  });
+
+  it('closes a session whose stream stays away past sseGraceMs', async () => {
+    const { gateway, open } = await sseGateway({ limits: { sseGraceMs: 100 } });
+    const stream = await open();
+    expect(gateway.sessions.size).toBe(1);
+    stream.destroy();
+    await waitUntil(() => gateway.sessions.size === 0, 'the session closed');
+  });
+
+  it('closes a session whose stream is not read past maxBufferedBytes, memory bounded', async () => {
+    const { gateway, events } = await sseGateway({ limits: { maxBufferedBytes: 256 * 1024 } });
+    const stream = await openStream(events, { noRead: true });
+    cleanups.push(() => stream.destroy());
+    await waitUntil(() => gateway.sessions.size === 1, 'the session opened');
+    const session = [...gateway.sessions.values()][0]!;
+    const big = 'y'.repeat(64 * 1024);
+    for (let i = 0; i < 200 && !session.isClosed; i++) {
+      session.notify('big', [big]);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await waitUntil(() => gateway.sessions.size === 0, 'the session closed');
+    expect(session.isClosed).toBe(true);
+  });
+
+  it('authenticates the stream with the same hook (Bearer header)', async () => {
+    const { gateway, events, open } = await sseGateway<{ user: string }>({
+      authenticate: (request) => {
+        if (request.token !== 'good') throw new UpgradeRejection(401, 'Unauthorized');
+        return { user: 'ann' };
+      },
+    });
+    gateway.method('who', (_params, ctx) => ctx.session.context.user);
+    const refused = await open();
+    expect(refused.status).toBe(401);
+    expect(gateway.sessions.size).toBe(0);
+    const stream = await open({ authorization: 'Bearer good' });
+    expect(stream.status).toBe(200);
+    await post(events, stream.session, call(1, 'who'));
+    await stream.until(withId(1));
+    expect(stream.messages()).toContainEqual({ jsonrpc: '2.0', id: 1, result: 'ann' });
+  });
+
+  it('drains: an rpc.reconnect event, then the stream ends with 1012', async () => {
+    const { gateway, open } = await sseGateway();
+    const stream = await open();
+    await gateway.drain({ deadlineMs: 1_000 });
+    await stream.ended;
+    expect(stream.messages()).toContainEqual(expect.objectContaining({ method: 'rpc.reconnect' }));
+    const close = stream.events.find((e) => e.event === 'close');
+    expect(JSON.parse(close!.data)).toMatchObject({ code: 1012 });
+  });
+});
