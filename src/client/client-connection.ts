@@ -229,7 +229,10 @@ export class ClientConnection<S> {
   }
 
   private onOpen(socket: WebSocketLike, token: string | undefined): void {
-    const watch = new BatchWatchTransport(new WebSocketTransport(socket));
+    const codec = this.config.encoding;
+    // The gateway may answer in JSON: the codec only when its subprotocol was chosen.
+    const encoded = codec && socket.protocol === codec.subprotocol ? codec : undefined;
+    const watch = new BatchWatchTransport(new WebSocketTransport(socket, encoded));
     const peer = this.host.createPeer(watch, (method, params) =>
       this.onReservedNotification(method, params),
     );

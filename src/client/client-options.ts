@@ -18,6 +18,7 @@ import {
 import type { Rule } from '../peer/option-rules.js';
 import { DEFAULT_SUBSCRIPTION_METHODS } from '../protocol/subscription-frames.js';
 import type { WebSocketConstructor } from '../transport/websocket-transport.js';
+import type { WireCodec } from '../encoding/codec.js';
 import { defaultBackoff } from './backoff.js';
 import { redactUrl } from './redact-url.js';
 import type { BackoffOptions } from './backoff.js';
@@ -48,6 +49,12 @@ export interface ClientOptions {
   WebSocket?: WebSocketConstructor;
   /** Subprotocols to offer, or a function (sync or async) called before each dial. */
   protocols?: PerDial<string | string[]>;
+  /**
+   * The encoding to ask for: 'json' (default), or a binary codec imported from its own entry
+   * (`msgpack` from 'wsrpc-gateway/msgpack', `cbor` from 'wsrpc-gateway/cbor'). Its
+   * subprotocol is offered first, then "jsonrpc-2.0": a gateway without it answers in JSON.
+   */
+  encoding?: 'json' | WireCodec;
   /**
    * Headers of the upgrade request, or a function (sync or async) called before each dial.
    * Node with the `ws` WebSocket only: a browser's WebSocket cannot send headers.
@@ -142,6 +149,8 @@ export interface ClientConfig {
   /** The WebSocket class given, or the global one. */
   readonly WebSocket: WebSocketConstructor;
   readonly protocols: PerDial<string | string[]> | undefined;
+  /** The binary codec asked for; undefined: JSON. */
+  readonly encoding: WireCodec | undefined;
   readonly headers: PerDial<Record<string, string>> | undefined;
   readonly getToken: (() => string | Promise<string>) | undefined;
   readonly tokenTransport: 'in-band' | 'header';
@@ -193,6 +202,23 @@ export const clientOptionRules: Readonly<Record<keyof ClientOptions, Rule | null
   url: null,
   WebSocket: ofType('function', 'a WebSocket class'),
   protocols: perDial(protocolList),
+  encoding: (value, key) => {
+    if (value === 'json') return;
+    const codec = value as Partial<WireCodec> | null;
+    if (
+      typeof codec !== 'object' ||
+      codec === null ||
+      typeof codec.subprotocol !== 'string' ||
+      typeof codec.encode !== 'function' ||
+      typeof codec.decode !== 'function' ||
+      typeof codec.check !== 'function'
+    )
+      refuse(
+        key,
+        '"json" or a codec (msgpack from wsrpc-gateway/msgpack, cbor from wsrpc-gateway/cbor)',
+        value,
+      );
+  },
   headers: perDial(headerRecord),
   getToken: fn,
   tokenTransport: oneOf('in-band', 'header'),
@@ -285,6 +311,7 @@ export function resolveClientOptions(options: unknown): ClientConfig {
     urlOf,
     WebSocket,
     protocols: o.protocols,
+    encoding: o.encoding === 'json' ? undefined : o.encoding,
     headers: o.headers,
     getToken: o.getToken,
     tokenTransport,

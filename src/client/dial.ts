@@ -22,6 +22,15 @@ export interface HttpRefusal {
 const isPromise = (value: unknown): value is Promise<unknown> =>
   typeof (value as { then?: unknown } | null)?.then === 'function';
 
+/** The codec's subprotocol, then JSON's (what a gateway without the codec answers), then the rest. */
+function withEncoding(config: ClientConfig, protocols: Dial['protocols']): Dial['protocols'] {
+  const codec = config.encoding;
+  if (!codec) return protocols;
+  const rest =
+    protocols === undefined ? [] : typeof protocols === 'string' ? [protocols] : protocols;
+  return [codec.subprotocol, 'jsonrpc-2.0', ...rest.filter((p) => p !== 'jsonrpc-2.0')];
+}
+
 const valueOf = <T>(value: PerDial<T> | undefined): T | Promise<T> | undefined =>
   typeof value === 'function' ? (value as () => T | Promise<T>)() : value;
 
@@ -45,7 +54,7 @@ export function prepareDial(config: ClientConfig, nextUrl: string): Dial | Promi
     const inBand = config.tokenTransport === 'in-band';
     return {
       url: checkUrl(url, 'url()'),
-      protocols: protocols as Dial['protocols'],
+      protocols: withEncoding(config, protocols as Dial['protocols']),
       headers:
         token !== undefined && !inBand
           ? { ...(headers as Dial['headers']), Authorization: `Bearer ${token}` }

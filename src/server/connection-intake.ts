@@ -10,6 +10,9 @@ import { NdjsonTransport } from '../transport/ndjson-transport.js';
 import { CloseCode } from '../transport/transport.js';
 import type { ServerTransport } from '../transport/transport.js';
 import { TransportSocket, WsTransport } from '../transport/ws-transport.js';
+import { subprotocolOf } from '../encoding/codec.js';
+import type { WireCodec } from '../encoding/codec.js';
+import { loadCodecs } from '../encoding/load-codecs.js';
 import { SharedDeflate } from '../transport/deflate-frames.js';
 import { wsDeflateOptions } from './deflate-options.js';
 import { registerDeflateMetrics } from './deflate-metrics.js';
@@ -76,6 +79,14 @@ export interface IntakeDeps<C> {
 export class ConnectionIntake<C> {
   private readonly wss: WebSocketServer;
   private readonly tcpServers = new Set<TcpServer>();
+  /**
+   * The binary codecs of `encodings`, imported on construction (their packages are optional);
+   * an upgrade waits for them, and fails (500, logged with the missing package) without them.
+   */
+  readonly codecsLoaded: Promise<ReadonlyMap<string, WireCodec>>;
+  private codecs: ReadonlyMap<string, WireCodec> = new Map();
+  /** The subprotocols of the encodings on, for the default protocol choice. */
+  private readonly encodingProtocols: ReadonlySet<string>;
   /** Compresses each broadcast once for every socket that negotiated permessage-deflate. */
   private readonly deflate: SharedDeflate | undefined;
 
@@ -88,6 +99,13 @@ export class ConnectionIntake<C> {
       WebSocket: TransportSocket,
       handleProtocols: (offered, request) => this.pickProtocol(offered, request),
     });
+    const { encodings } = deps.config.http;
+    this.encodingProtocols = new Set(encodings.map(subprotocolOf));
+    this.codecsLoaded = loadCodecs(encodings);
+    this.codecsLoaded.then(
+      (codecs) => (this.codecs = codecs),
+      () => undefined, // reported where awaited: Gateway.listen, each upgrade
+    );
     const deflate = deps.config.http.perMessageDeflate;
     if (deflate) {
       this.deflate = new SharedDeflate(deflate);
@@ -170,8 +188,9 @@ export class ConnectionIntake<C> {
     const { config, proxies } = this.deps;
     const { selectProtocol } = config.http;
     if (selectProtocol) return selectProtocol(list, describeUpgrade(request, 'websocket', proxies));
-    // Never echo a token a browser sent as a subprotocol when a real protocol name is there.
-    return offered.has(PREFERRED_SUBPROTOCOL) ? PREFERRED_SUBPROTOCOL : (list[0] ?? false);
+    // The client's first choice among the encodings on. Never echo a token a browser sent as a
+    // subprotocol when a real protocol name is there.
+    return list.find((p) => this.encodingProtocols.has(p)) ?? list[0] ?? false;
   }
 
   private async onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
@@ -224,6 +243,7 @@ export class ConnectionIntake<C> {
     upgrade: UpgradeRequest,
   ): Promise<boolean> {
     const { deps } = this;
+    await this.codecsLoaded; // pickProtocol and openSession read them
     const pending = this.inBand(upgrade);
     const auth = pending
       ? { ok: true as const, context: undefined as C }
@@ -318,12 +338,16 @@ export class ConnectionIntake<C> {
       limits.maxBufferedBytes,
       this.deflate,
     );
-    const session = this.deps.attach(transport, context, remoteAddress, user, upgrade, pending);
-    session.logger.info(
-      // A subprotocol other than ours may be a token (a browser's only way to send one).
-      { remoteAddress, protocol: ws.protocol === PREFERRED_SUBPROTOCOL ? ws.protocol : undefined },
-      'connected',
+    const codec = this.codecs.get(ws.protocol);
+    transport.setEncoding(
+      codec
+        ? { codec, maxDepth: limits.maxDepth }
+        : { binaryFrames: this.codecs.size > 0 ? 'refuse' : 'text' },
     );
+    const session = this.deps.attach(transport, context, remoteAddress, user, upgrade, pending);
+    // A subprotocol other than ours may be a token (a browser's only way to send one).
+    const protocol = ws.protocol === PREFERRED_SUBPROTOCOL || codec ? ws.protocol : undefined;
+    session.logger.info({ remoteAddress, protocol }, 'connected');
   }
 
   /**

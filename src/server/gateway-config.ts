@@ -17,6 +17,8 @@ import {
 } from '../peer/option-rules.js';
 import type { Rule } from '../peer/option-rules.js';
 import type { Broker } from '../pubsub/broker.js';
+import type { EncodingName } from '../encoding/codec.js';
+import { encodingsRule, resolveEncodings } from '../encoding/encodings-option.js';
 import { TrustedProxies } from './client-address.js';
 import { defaultClusterEvents, resolveClusterEvents } from './lifecycle-options.js';
 import type { ResolvedClusterEvents } from './lifecycle-options.js';
@@ -103,6 +105,8 @@ export interface GatewayConfig<C = unknown> {
     readonly allowedOrigins: GatewayOptions<C>['allowedOrigins'];
     readonly trustedProxies: readonly string[];
     readonly selectProtocol: GatewayOptions<C>['selectProtocol'];
+    /** 'json' first, then the binary encodings enabled. */
+    readonly encodings: readonly EncodingName[];
     /** permessage-deflate's settings; undefined when compression is off. */
     readonly perMessageDeflate: DeflateSettings | undefined;
   };
@@ -193,6 +197,7 @@ export const gatewayOptionRules: Readonly<Record<keyof GatewayOptions<unknown>, 
   authenticate: hook,
   authorize: hook,
   selectProtocol: hook,
+  encodings: encodingsRule,
   tls: (value, name) => {
     if (!isRecord(value) || value['cert'] === undefined || value['key'] === undefined) {
       refuse(name, 'an object { cert, key } (PEM strings or Buffers)', value);
@@ -280,6 +285,7 @@ export function resolveGatewayOptions<C = unknown>(
           : o.allowedOrigins && [...o.allowedOrigins],
       trustedProxies: [...(o.trustedProxies ?? gatewayDefaults.trustedProxies)],
       selectProtocol: o.selectProtocol,
+      encodings: resolveEncodings(o.encodings),
       perMessageDeflate: resolveDeflate(o.perMessageDeflate ?? gatewayDefaults.perMessageDeflate),
     },
     auth: { authenticate: o.authenticate, authorize: o.authorize, userOf: o.userOf },

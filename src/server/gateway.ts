@@ -670,6 +670,7 @@ export class Gateway<C = unknown> {
    * stops it too. (A server the application starts itself is the application's to stop.)
    */
   async listen(port = 8080, host = '127.0.0.1'): Promise<AddressInfo> {
+    await this.intake.codecsLoaded; // an encoding whose package is missing fails here, by name
     await this.router.start();
     this.lifecycle.start();
     this.startedServer = true;

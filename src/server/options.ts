@@ -341,10 +341,18 @@ export interface GatewayCodeOptions<C> {
     params: Params | undefined;
   }) => boolean | Promise<boolean>;
   /**
-   * Pick the subprotocol to answer with. Default: "jsonrpc-2.0" when offered, else the
-   * first one offered (so a token sent as a second subprotocol is never echoed).
+   * Pick the subprotocol to answer with. Default: the first offered among those of the
+   * `encodings` on ("jsonrpc-2.0", "jsonrpc-2.0+msgpack", "jsonrpc-2.0+cbor"), else the first
+   * one offered (so a token sent as a second subprotocol is never echoed). The answer picks the
+   * connection's encoding; any other answer means JSON.
    */
   selectProtocol?: (offered: readonly string[], request: UpgradeRequest) => string | false;
+  /**
+   * Encodings a client may choose by subprotocol besides JSON, which is always on: 'msgpack'
+   * (`jsonrpc-2.0+msgpack`, needs the package msgpackr) and 'cbor' (`jsonrpc-2.0+cbor`, needs
+   * cbor-x). With either on, a binary frame on a JSON connection closes 1003. Default ['json'].
+   */
+  encodings?: readonly ('json' | 'msgpack' | 'cbor')[];
   /**
    * Serve https:// and wss:// (and TLS on `listenTcp`) with this certificate and key (PEM).
    * `tlsFromEnv` reads them from TLS_CERT_FILE and TLS_KEY_FILE. Ignored with `server`.

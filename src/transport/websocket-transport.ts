@@ -1,3 +1,5 @@
+import { binaryToText, textToBinary } from '../encoding/codec.js';
+import type { WireCodec } from '../encoding/codec.js';
 import type { Transport, TransportListener } from './transport.js';
 import { atEndOfTurn } from './turn-coalescer.js';
 
@@ -10,7 +12,7 @@ export interface WebSocketLike {
   readonly bufferedAmount: number;
   readonly protocol: string;
   binaryType: string;
-  send(data: string): void;
+  send(data: string | Uint8Array): void;
   close(code?: number, reason?: string): void;
   onopen: ((event: unknown) => void) | null;
   onmessage: ((event: { data: unknown }) => void) | null;
@@ -22,6 +24,8 @@ export interface WebSocketLike {
 export type WebSocketConstructor = new (url: string, protocols?: string | string[]) => object;
 
 const OPEN = 1;
+/** Nesting accepted in a binary frame from the gateway: past it, a parse error, not a deep decode. */
+const MAX_BINARY_DEPTH = 1_000;
 const decoder = /* @__PURE__ */ new TextDecoder();
 
 function toText(data: unknown): string {
@@ -52,16 +56,35 @@ export class WebSocketTransport implements Transport {
     this.raw?.uncork();
   }
 
-  constructor(readonly socket: WebSocketLike) {
+  constructor(
+    readonly socket: WebSocketLike,
+    /** The negotiated binary codec: every frame both ways is binary. Undefined: JSON text. */
+    private readonly codec?: WireCodec,
+  ) {
     const raw = (socket as { _socket?: Partial<Corkable> })._socket;
     this.raw =
       typeof raw?.cork === 'function' && typeof setImmediate === 'function'
         ? (raw as Corkable)
         : undefined;
     socket.binaryType = 'arraybuffer';
-    socket.onmessage = (event) => this.listener?.receive(toText(event.data));
+    socket.onmessage = (event) => {
+      const text = this.textOf(event.data);
+      if (text !== undefined) this.listener?.receive(text);
+    };
     socket.onclose = (event) => this.listener?.transportClosed(event.code, event.reason);
     socket.onerror = () => undefined;
+  }
+
+  /** A message's JSON text; undefined when a text frame came on a binary connection (closed 1003). */
+  private textOf(data: unknown): string | undefined {
+    const codec = this.codec;
+    if (!codec) return toText(data);
+    if (typeof data === 'string') {
+      this.close(1003, `text frame on a ${codec.name} connection`);
+      return undefined;
+    }
+    const bytes = data instanceof ArrayBuffer ? new Uint8Array(data) : (data as Uint8Array);
+    return binaryToText(codec, bytes, MAX_BINARY_DEPTH);
   }
 
   get bufferedAmount(): number {
@@ -79,7 +102,7 @@ export class WebSocketTransport implements Transport {
       this.raw.cork();
       atEndOfTurn(this);
     }
-    this.socket.send(frame);
+    this.socket.send(this.codec ? textToBinary(this.codec, frame) : frame);
   }
 
   close(code = 1000, reason = ''): void {

@@ -1,6 +1,8 @@
 import type { Duplex } from 'node:stream';
 import { WebSocket } from 'ws';
 import type { RawData } from 'ws';
+import { binaryToText, jsonBytesToBinary, textToBinary } from '../encoding/codec.js';
+import type { WireCodec } from '../encoding/codec.js';
 import { CloseCode } from './transport.js';
 import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
 import type { BudgetLedger, BudgetMember } from './output-budget.js';
@@ -27,7 +29,7 @@ export class TransportSocket extends WebSocket {
   override emit(event: string | symbol, first?: unknown, second?: unknown): boolean {
     const transport = this.rpcTransport;
     if (transport) {
-      if (event === 'message') transport.onSocketMessage(first as RawData);
+      if (event === 'message') transport.onSocketMessage(first as RawData, second as boolean);
       else if (event === 'close') transport.onSocketClose(first as number, second as Buffer);
       else if (event === 'pong') transport.onPong(first as Buffer);
       // 'close' always follows 'error'; handling it here is what keeps ws's emit from throwing.
@@ -53,8 +55,8 @@ function headerLength(payloadLength: number): number {
 }
 
 /** Write the header of an unmasked, final text frame (RFC 6455 5.2); returns the offset after it. */
-function writeHeader(buffer: Buffer, offset: number, length: number): number {
-  buffer[offset] = 0x81; // FIN + text
+function writeHeader(buffer: Buffer, offset: number, length: number, opcode = 0x81): number {
+  buffer[offset] = opcode; // FIN + text (0x81) or binary (0x82)
   if (length < 126) {
     buffer[offset + 1] = length;
     return offset + 2;
@@ -77,13 +79,54 @@ function textFrame(payload: Uint8Array): Buffer {
   return frame;
 }
 
+/** A whole binary frame around `payload`. */
+function binaryFrame(payload: Uint8Array): Buffer {
+  const frame = Buffer.allocUnsafe(headerLength(payload.length) + payload.length);
+  frame.set(payload, writeHeader(frame, 0, payload.length, 0x82));
+  return frame;
+}
+
+interface BinaryBuilders {
+  payload: (bytes: Uint8Array) => Uint8Array;
+  frame: (bytes: Uint8Array) => Buffer;
+}
+
+/**
+ * Per codec, the builders of a fan-out frame's binary forms (payload; whole WebSocket frame):
+ * the same functions for every socket, so EncodedFrame.wire encodes a broadcast once per
+ * encoding, not once per subscriber.
+ */
+const binaryBuilders = new Map<WireCodec, BinaryBuilders>();
+
+function buildersOf(codec: WireCodec): BinaryBuilders {
+  let builders = binaryBuilders.get(codec);
+  if (!builders) {
+    const payload = (bytes: Uint8Array): Uint8Array => jsonBytesToBinary(codec, bytes);
+    builders = { payload, frame: (bytes) => binaryFrame(payload(bytes)) };
+    binaryBuilders.set(codec, builders);
+  }
+  return builders;
+}
+
+/**
+ * A connection's encoding: a binary codec (its frames are binary; a text frame closes 1003),
+ * or JSON, whose binary frames are read as UTF-8 text ('text') or close 1003 ('refuse', on a
+ * gateway with binary encodings enabled, where a binary frame means a client that thinks it
+ * negotiated one).
+ */
+export type WsEncoding =
+  { codec: WireCodec; maxDepth: number } | { binaryFrames: 'text' | 'refuse' };
+
+const JSON_TEXT: WsEncoding = { binaryFrames: 'text' };
+
 const EMPTY = Buffer.alloc(0);
 
 /** Bytes held in one corked turn before they are written anyway. */
 const MAX_CORKED_BYTES = 64 * 1024;
 
 /**
- * Server-side adapter over a `ws` WebSocket. Binary frames are read as UTF-8 text.
+ * Server-side adapter over a `ws` WebSocket, carrying JSON text frames or, with a codec,
+ * MessagePack or CBOR binary frames (see WsEncoding).
  * A close whose handshake does not finish within `closeGraceMs` (a peer that
  * stopped reading never sees our close frame) ends in `terminate()`, so a
  * stalled socket's buffers are freed in bounded time.
@@ -126,6 +169,8 @@ export class WsTransport implements ServerTransport, BudgetMember {
   private budget: BudgetLedger | undefined;
   /** BudgetMember: what this transport last reported to its budget. */
   budgeted = 0;
+  /** JSON text frames unless the gateway set a binary codec (setEncoding). */
+  private encoding: WsEncoding = JSON_TEXT;
   /**
    * Set when this socket negotiated permessage-deflate: frames at or above the threshold go
    * compressed (broadcasts as the frame compressed once for all, the rest through ws's own
@@ -193,6 +238,11 @@ export class WsTransport implements ServerTransport, BudgetMember {
     this.sharedDeflate = deflate.accepts(negotiated.params);
   }
 
+  /** The connection's encoding, from its subprotocol: set before the session reads or writes. */
+  setEncoding(encoding: WsEncoding): void {
+    this.encoding = encoding;
+  }
+
   /** Heartbeat: ping the peer with `payload`; only a pong carrying it counts as an answer. */
   ping(payload: Buffer): void {
     this.alive = false;
@@ -217,9 +267,10 @@ export class WsTransport implements ServerTransport, BudgetMember {
   }
 
   /** @internal */
-  onSocketMessage(data: RawData): void {
+  onSocketMessage(data: RawData, isBinary = false): void {
     this.counters.messagesIn++;
-    const text = toText(data);
+    const text = this.textOf(data, isBinary);
+    if (text === undefined) return;
     // `ws` hands over every message of a chunk it has read, paused or not: keep them in order.
     if (this.held !== undefined || !this.listener || this.cancelResume) {
       (this.held ??= []).push(text);
@@ -227,6 +278,28 @@ export class WsTransport implements ServerTransport, BudgetMember {
     }
     this.listener.receive(text);
     this.checkBackPressure();
+  }
+
+  /** The JSON text of an incoming message; undefined when its frame type closed the connection. */
+  private textOf(data: RawData, isBinary: boolean): string | undefined {
+    const encoding = this.encoding;
+    if ('codec' in encoding) {
+      if (!isBinary) {
+        this.close(CloseCode.UnsupportedData, `text frame on a ${encoding.codec.name} connection`);
+        return undefined;
+      }
+      const bytes = Buffer.isBuffer(data)
+        ? data
+        : Array.isArray(data)
+          ? Buffer.concat(data)
+          : new Uint8Array(data);
+      return binaryToText(encoding.codec, bytes, encoding.maxDepth);
+    }
+    if (isBinary && encoding.binaryFrames === 'refuse') {
+      this.close(CloseCode.UnsupportedData, 'binary frame on a JSON connection');
+      return undefined;
+    }
+    return toText(data);
   }
 
   /** @internal */
@@ -312,7 +385,9 @@ export class WsTransport implements ServerTransport, BudgetMember {
     }
     this.counters.messagesOut++;
     const direct = raw !== undefined && senderIdle(this.socket);
-    if (typeof frame === 'string') {
+    if ('codec' in this.encoding) {
+      this.sendBinary(frame, this.encoding.codec, direct);
+    } else if (typeof frame === 'string') {
       const deflate = this.deflate;
       if (deflate && Buffer.byteLength(frame) >= deflate.settings.threshold) {
         // ws compresses it (off this thread, in order with what it queues after it).
@@ -341,6 +416,22 @@ export class WsTransport implements ServerTransport, BudgetMember {
     // bufferedAmount keeps meaning "what this peer has not read" to the slow-consumer check.
     if (this.corkedTurn && this.bufferedAmountThisTurn() >= MAX_CORKED_BYTES) this.endTurn();
     this.budget?.report(this, this.bufferedAmount);
+  }
+
+  /** One message in the connection's binary encoding: a fan-out frame is encoded once per publish. */
+  private sendBinary(frame: string | EncodedFrame, codec: WireCodec, direct: boolean): void {
+    const builders = buildersOf(codec);
+    if (direct) {
+      this.raw!.write(
+        typeof frame === 'string'
+          ? binaryFrame(textToBinary(codec, frame))
+          : frame.wire(builders.frame),
+      );
+    } else {
+      const payload =
+        typeof frame === 'string' ? textToBinary(codec, frame) : frame.wire(builders.payload);
+      this.socket.send(payload, { binary: true });
+    }
   }
 
   private bufferedAmountThisTurn(): number {

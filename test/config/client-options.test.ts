@@ -56,6 +56,12 @@ const refused: [
     'protocols must be a string, an array of strings or a function, not [1]',
   ],
   [
+    'encoding',
+    { encoding: 'msgpack' },
+    TypeError,
+    'encoding must be "json" or a codec (msgpack from wsrpc-gateway/msgpack, cbor from wsrpc-gateway/cbor), not "msgpack"',
+  ],
+  [
     'headers',
     { headers: { authorization: 1 } },
     TypeError,

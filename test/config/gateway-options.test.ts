@@ -208,6 +208,12 @@ const refused: [
     TypeError,
     'selectProtocol must be a function',
   ],
+  [
+    'encodings',
+    { encodings: ['json', 'protobuf'] },
+    TypeError,
+    'encodings must be an array of "json", "msgpack", "cbor", not ["json","protobuf"]',
+  ],
   ['tls', { tls: { cert: 'x' } }, TypeError, 'tls must be an object { cert, key }'],
   ['httpHandler', { httpHandler: {} }, TypeError, 'httpHandler must be a function'],
   ['logger', { logger: console.log }, TypeError, 'logger must be a logger'],

@@ -1,0 +1,34 @@
+/**
+ * CBOR for JSON-RPC (subprotocol `jsonrpc-2.0+cbor`), on `cbor-x`, an optional peer
+ * dependency. A separate entry so the JSON-only client bundle does not carry it:
+ *
+ *   import { cbor } from 'wsrpc-gateway/cbor';
+ *   createClient({ url, encoding: cbor });
+ *
+ * @packageDocumentation
+ */
+import { Decoder, Encoder } from 'cbor-x';
+import type { WireCodec } from './encoding/codec.js';
+import { checkCbor } from './encoding/cbor-check.js';
+
+export type { WireCodec } from './encoding/codec.js';
+
+// Plain maps and arrays, no tags: records, shared structures and tagged types are cbor-x's own.
+const options = {
+  useRecords: false,
+  mapsAsObjects: true,
+  tagUint8Array: false,
+  pack: false,
+  structuredClone: false,
+} as const;
+const encoder = /* @__PURE__ */ new Encoder(options);
+const decoder = /* @__PURE__ */ new Decoder(options);
+
+/** The CBOR codec: pass it as the client's `encoding`. */
+export const cbor: WireCodec = {
+  name: 'cbor',
+  subprotocol: 'jsonrpc-2.0+cbor',
+  encode: (value) => encoder.encode(value),
+  decode: (bytes) => decoder.decode(bytes) as unknown,
+  check: checkCbor,
+};

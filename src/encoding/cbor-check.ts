@@ -1,0 +1,61 @@
+import { StructureWalk } from './structure-walk.js';
+
+/**
+ * Check one CBOR data item (see WireCodec.check). Refused as 'syntax': byte strings and tags
+ * (no JSON counterpart; tags also cover cbor-x's records, shared references and typed arrays,
+ * so a tag bomb never reaches the decoder), simple values other than false, true, null and
+ * undefined, indefinite lengths, reserved argument sizes, and any length larger than the bytes
+ * left (every item takes at least one byte).
+ */
+export function checkCbor(bytes: Uint8Array, maxDepth: number): 'ok' | 'syntax' | 'depth' {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const end = bytes.length;
+  const walk = new StructureWalk(maxDepth);
+  let pos = 0;
+  while (!walk.done) {
+    if (pos >= end) return 'syntax';
+    const initial = bytes[pos++]!;
+    const major = initial >> 5;
+    const info = initial & 0x1f;
+    let argument: number;
+    if (info < 24) argument = info;
+    else if (info <= 27) {
+      const size = 1 << (info - 24);
+      if (pos + size > end) return 'syntax';
+      argument =
+        size === 1
+          ? view.getUint8(pos)
+          : size === 2
+            ? view.getUint16(pos)
+            : size === 4
+              ? view.getUint32(pos)
+              : view.getUint32(pos) * 2 ** 32 + view.getUint32(pos + 4);
+      pos += size;
+    } else return 'syntax'; // 28-30 reserved; 31 indefinite length or break
+    let items: number | undefined;
+    switch (major) {
+      case 0: // unsigned integer
+      case 1: // negative integer
+        break;
+      case 3: // text string
+        if (argument > end - pos) return 'syntax';
+        pos += argument;
+        break;
+      case 4:
+        items = argument;
+        break;
+      case 5:
+        items = argument * 2;
+        break;
+      case 7:
+        // false, true, null, undefined, or a float of 2, 4 or 8 bytes (read above as its argument)
+        if (!(info >= 20 && info <= 23) && !(info >= 25 && info <= 27)) return 'syntax';
+        break;
+      default: // 2 byte string, 6 tag
+        return 'syntax';
+    }
+    if (items !== undefined && items > end - pos) return 'syntax';
+    if (!walk.value(items)) return 'depth';
+  }
+  return pos === end ? 'ok' : 'syntax';
+}

@@ -1,0 +1,72 @@
+/**
+ * A binary encoding of JSON-RPC messages (MessagePack, CBOR), negotiated per WebSocket
+ * connection by subprotocol. The engine speaks JSON text: a transport with a codec turns each
+ * incoming binary frame into that text and each outgoing text into one binary frame, so every
+ * limit (maxMessageBytes on the frame, maxDepth, maxBatch) applies as it does to JSON.
+ */
+export interface WireCodec {
+  /** The encoding's name in the gateway's `encodings` option and the client's `encoding`. */
+  readonly name: 'msgpack' | 'cbor';
+  /** The subprotocol that selects it: `jsonrpc-2.0+<name>`. */
+  readonly subprotocol: string;
+  /** One JSON value (a message or a batch) as bytes. */
+  readonly encode: (value: unknown) => Uint8Array;
+  /** The value of bytes that passed `check`; throws on anything it cannot read. */
+  readonly decode: (bytes: Uint8Array) => unknown;
+  /**
+   * Walk the encoded structure without building it: 'depth' when arrays and maps nest deeper
+   * than `maxDepth`, 'syntax' for a truncated or malformed value, trailing bytes, a length
+   * larger than the bytes left, or a type outside JSON's (binary strings, extensions, tags).
+   * Bounded: no recursion, no allocation per item.
+   */
+  readonly check: (bytes: Uint8Array, maxDepth: number) => 'ok' | 'syntax' | 'depth';
+}
+
+/** The subprotocol of plain JSON text frames. */
+export const JSON_SUBPROTOCOL = 'jsonrpc-2.0';
+
+/** Encodings a gateway can enable; JSON is always on. */
+export type EncodingName = 'json' | WireCodec['name'];
+
+export const ENCODING_NAMES: readonly EncodingName[] = ['json', 'msgpack', 'cbor'];
+
+export function subprotocolOf(name: EncodingName): string {
+  return name === 'json' ? JSON_SUBPROTOCOL : `${JSON_SUBPROTOCOL}+${name}`;
+}
+
+/** Text no JSON parser reads: the engine answers it -32700 Parse error, id null. */
+const PARSE_ERROR_TEXT = '\u0000';
+
+/**
+ * Text nested one level deeper than `maxDepth`: the engine answers it as it answers JSON that
+ * is too deep (-32600, `data: { maxDepth }`, id null), without the value ever being built.
+ */
+function tooDeepText(maxDepth: number): string {
+  const levels = Math.min(maxDepth, 1_000_000) + 1;
+  return '['.repeat(levels) + ']'.repeat(levels);
+}
+
+/** The JSON text of one binary frame, or text the engine answers with the precise error. */
+export function binaryToText(codec: WireCodec, bytes: Uint8Array, maxDepth: number): string {
+  const checked = codec.check(bytes, maxDepth);
+  if (checked === 'depth') return tooDeepText(maxDepth);
+  if (checked === 'syntax') return PARSE_ERROR_TEXT;
+  try {
+    // A value JSON cannot hold (a BigInt beyond 2^53) throws here: a parse error as well.
+    return JSON.stringify(codec.decode(bytes)) ?? PARSE_ERROR_TEXT;
+  } catch {
+    return PARSE_ERROR_TEXT;
+  }
+}
+
+/** One outgoing JSON text (always valid: the engine wrote it) as the codec's bytes. */
+export function textToBinary(codec: WireCodec, text: string): Uint8Array {
+  return codec.encode(JSON.parse(text));
+}
+
+const decoder = /* @__PURE__ */ new TextDecoder();
+
+/** A fan-out frame's UTF-8 JSON bytes as the codec's bytes. */
+export function jsonBytesToBinary(codec: WireCodec, bytes: Uint8Array): Uint8Array {
+  return codec.encode(JSON.parse(decoder.decode(bytes)));
+}

@@ -1,0 +1,74 @@
+import { StructureWalk } from './structure-walk.js';
+
+/** Bytes of the argument that follows a MessagePack type byte of fixed-size scalars. */
+function scalarSize(type: number): number | undefined {
+  switch (type) {
+    case 0xc0: // nil
+    case 0xc2: // false
+    case 0xc3: // true
+      return 0;
+    case 0xcc:
+    case 0xd0:
+      return 1;
+    case 0xcd:
+    case 0xd1:
+      return 2;
+    case 0xca:
+    case 0xce:
+    case 0xd2:
+      return 4;
+    case 0xcb:
+    case 0xcf:
+    case 0xd3:
+      return 8;
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * Check one MessagePack value (see WireCodec.check). Refused as 'syntax': bin and ext types
+ * (no JSON counterpart; ext also covers msgpackr's records and structured clones), the unused
+ * 0xc1, and any length larger than the bytes left (every item takes at least one byte), so a
+ * five-byte array32 header cannot make the decoder allocate four billion slots.
+ */
+export function checkMsgpack(bytes: Uint8Array, maxDepth: number): 'ok' | 'syntax' | 'depth' {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const end = bytes.length;
+  const walk = new StructureWalk(maxDepth);
+  let pos = 0;
+  const read = (size: number): number | undefined => {
+    if (pos + size > end) return undefined;
+    const at = pos;
+    pos += size;
+    return size === 1 ? view.getUint8(at) : size === 2 ? view.getUint16(at) : view.getUint32(at);
+  };
+  while (!walk.done) {
+    if (pos >= end) return 'syntax';
+    const type = bytes[pos++]!;
+    let items: number | undefined;
+    let skip = 0;
+    if (type <= 0x7f || type >= 0xe0) skip = 0;
+    else if (type <= 0x8f) items = (type & 0x0f) * 2;
+    else if (type <= 0x9f) items = type & 0x0f;
+    else if (type <= 0xbf) skip = type & 0x1f;
+    else if (type >= 0xd9 && type <= 0xdb) {
+      const length = read(type === 0xd9 ? 1 : type === 0xda ? 2 : 4);
+      if (length === undefined) return 'syntax';
+      skip = length;
+    } else if (type >= 0xdc && type <= 0xdf) {
+      const count = read(type === 0xdc || type === 0xde ? 2 : 4);
+      if (count === undefined) return 'syntax';
+      items = type >= 0xde ? count * 2 : count;
+    } else {
+      const size = scalarSize(type);
+      if (size === undefined) return 'syntax'; // 0xc1, bin, ext, fixext
+      skip = size;
+    }
+    if (items !== undefined && items > end - pos) return 'syntax';
+    if (pos + skip > end) return 'syntax';
+    pos += skip;
+    if (!walk.value(items)) return 'depth';
+  }
+  return pos === end ? 'ok' : 'syntax';
+}
