@@ -16,6 +16,8 @@ const full = {
   // 127.0.0.2 up, so repeated slices do not run out of ephemeral ports) join the presence
   // topic `wave` at a time, then leave the same way.
   presence: { members: 10_000, wave: 1_000, sourceAddresses: 10 },
+  // Compression: fan-out of `n` messages of about `size` bytes, `burst` per turn.
+  deflate: { subscribers: 1_000, n: 200, burst: 10, size: 4_096 },
   // Before the first round: a short unmeasured run of every contestant, so round 1 is not
   // the only one that pays for JIT compilation.
   warmup: { requestMs: 500, fanoutMessages: 100, presenceMembers: 500 },
@@ -31,6 +33,7 @@ const quick = {
   },
   memory: { connections: 2_000 },
   presence: { members: 10_000, wave: 1_000, sourceAddresses: 10 },
+  deflate: { subscribers: 1_000, n: 60, burst: 10, size: 4_096 },
   warmup: { requestMs: 200, fanoutMessages: 50, presenceMembers: 500 },
   watchdogMs: 8 * 60_000,
 };

@@ -167,6 +167,13 @@ function track(conn) {
   return tracker;
 }
 
+/** Bytes the connections' TCP sockets have read (0 for clients that do not expose a `ws`). */
+function bytesRead(conns) {
+  let total = 0;
+  for (const conn of conns) total += conn.ws?._socket?.bytesRead ?? 0;
+  return total;
+}
+
 /** Expect messages first..first+n-1 on every subscriber. Must be acknowledged before publishing. */
 function arm({ first, n }) {
   for (const t of subs.trackers) {
@@ -181,6 +188,7 @@ function arm({ first, n }) {
     Object.assign(t, { lastAt: 0, complete: false });
   }
   subs.done = 0;
+  subs.bytesAtArm = bytesRead(subs.conns);
   return { armed: subs.trackers.length };
 }
 
@@ -215,6 +223,7 @@ async function awaitDelivery({ n, timeoutMs }) {
     stray,
     incomplete: trackers.length - subs.done,
     lastAt,
+    bytesRead: bytesRead(subs.conns) - subs.bytesAtArm,
   };
 }
 

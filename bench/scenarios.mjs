@@ -6,6 +6,7 @@
 // upstream's process (bench/upstream.mjs), which every contestant of theirs calls.
 import { sleep } from './ipc.mjs';
 import { presenceScenario, runPresence } from './presence-scenario.mjs';
+import { deflateScenario } from './deflate-scenario.mjs';
 
 const requestFigures = [
   { key: 'cpuUs', label: 'server CPU µs/req', format: 'sig' },
@@ -318,7 +319,7 @@ async function runMemory(ctx, contestant, { id, connections }) {
 }
 
 /** The kinds of scenario that take only the contestants made for them (`only`). */
-const OWN_CONTESTANTS = new Set(['upstream', 'presence']);
+const OWN_CONTESTANTS = new Set(['upstream', 'presence', 'deflate']);
 
 /**
  * Whether a contestant runs a scenario: all do, except those limited to one kind (`only`); the
@@ -372,5 +373,6 @@ export function scenariosFor(settings) {
     upstreamScenario(1),
     upstreamScenario(16),
     presenceScenario(settings),
+    deflateScenario(settings),
   ];
 }

@@ -14,7 +14,8 @@ let server;
  * (setImmediate) or, with `intervalMs`, on a fixed schedule (turn i at start + i × intervalMs,
  * so the offered rate does not depend on how long a publish takes).
  */
-function publish({ first, n, burst, intervalMs }) {
+function publish({ first, n, burst, intervalMs, size = 0 }) {
+  const book = orderBook(size);
   const end = first + n;
   let k = first;
   let turns = 0;
@@ -26,7 +27,11 @@ function publish({ first, n, burst, intervalMs }) {
       try {
         for (let i = 0; i < burst && k < end; i++, k++) {
           if (k === end - 1) lastAt = nowMs();
-          server.publish({ k, price: 97_000.25, symbol: 'BTC-USD' });
+          server.publish(
+            book
+              ? { k, price: 97_000.25, symbol: 'BTC-USD', book }
+              : { k, price: 97_000.25, symbol: 'BTC-USD' },
+          );
         }
       } catch (err) {
         reject(err);
@@ -39,6 +44,19 @@ function publish({ first, n, burst, intervalMs }) {
     };
     turn();
   });
+}
+
+/**
+ * With `size`, what fills a message to about that many bytes of JSON: price levels of an order
+ * book (numbers that differ a little from level to level, as compressible as market data).
+ */
+function orderBook(size) {
+  if (size <= 0) return undefined;
+  const levels = [];
+  for (let i = 0; JSON.stringify(levels).length < size - 60; i++) {
+    levels.push({ price: 97_000.25 - i * 0.25, qty: ((i * 7_919) % 10_000) / 100 });
+  }
+  return levels;
 }
 
 function probe() {

@@ -78,7 +78,8 @@ class JsonRpcConnection {
 /** Connect; `localAddress` picks the loopback source address (the kernel's choice without it). */
 export function open(url, client, { localAddress } = {}) {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { perMessageDeflate: false, localAddress });
+    // `client.deflate`: offer permessage-deflate (the compression scenario).
+    const ws = new WebSocket(url, { perMessageDeflate: client.deflate === true, localAddress });
     ws.once('open', () => resolve(new JsonRpcConnection(ws, client)));
     ws.once('error', reject);
   });

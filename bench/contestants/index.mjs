@@ -22,6 +22,10 @@ import gatewayPresenceOff from './gateway-presence-off.mjs';
 import gatewayPresence from './gateway-presence.mjs';
 import gatewayRedisPresenceOff from './gateway-redis-presence-off.mjs';
 import gatewayRedisPresence from './gateway-redis-presence.mjs';
+import gatewayDeflateOff from './gateway-deflate-off.mjs';
+import gatewayDeflate from './gateway-deflate.mjs';
+import wsDeflateOff from './ws-deflate-off.mjs';
+import wsDeflate from './ws-deflate.mjs';
 
 export const contestants = [
   wsEcho,
@@ -40,6 +44,10 @@ export const contestants = [
   gatewayPresence,
   gatewayRedisPresenceOff,
   gatewayRedisPresence,
+  gatewayDeflateOff,
+  gatewayDeflate,
+  wsDeflateOff,
+  wsDeflate,
 ];
 
 export const baseline = wsEcho;

@@ -12,9 +12,9 @@
 // sent to each subscribed socket in a loop.
 import { WebSocketServer } from 'ws';
 
-export async function startRawWs(host, send) {
+export async function startRawWs(host, send, { perMessageDeflate = false } = {}) {
   const subscribers = new Set();
-  const wss = new WebSocketServer({ host, port: 0, perMessageDeflate: false });
+  const wss = new WebSocketServer({ host, port: 0, perMessageDeflate });
   await new Promise((resolve) => wss.once('listening', resolve));
   wss.on('connection', (ws) => {
     ws.on('message', (data) => {

@@ -9,7 +9,7 @@ export interface DeflateSettings {
   readonly threshold: number;
   /** zlib compression level, 0 to 9. */
   readonly level: number;
-  /** zlib memLevel, 1 to 9: the compressor's state is 2^(memLevel + 9) bytes beside its window. */
+  /** zlib memLevel, 1 to 9 (less memory, less compression). */
   readonly memLevel: number;
 }
 

@@ -80,6 +80,25 @@ describe('permessage-deflate', () => {
     expect(bytesOut).toBe(first.length);
   });
 
+  it('sends broadcasts uncompressed to a client that limited the server window below 15, its replies compressed by ws', async () => {
+    const { gateway, url, httpUrl } = await res.gateway({ perMessageDeflate: true });
+    gateway.topic('fan');
+    gateway.method('echo', (params) => params);
+    const narrow = await recordingClient(url, { perMessageDeflate: { serverMaxWindowBits: 10 } });
+    res.track(narrow.socket);
+    expect(narrow.extensionsHeader()).toContain('server_max_window_bits=10');
+    expect(await narrow.call('subscribe', ['fan'])).toHaveProperty('result');
+    await gateway.publish('fan', LARGE);
+    await narrow.waitForMessages(2);
+    expect(results(narrow.messages)).toEqual([LARGE]);
+    expect(narrow.wire().map((f) => f.compressed)).toEqual([false, false]);
+    const big = 'z'.repeat(2_000);
+    expect(await narrow.call('echo', [big])).toMatchObject({ result: [big] });
+    expect(narrow.wire()[2]!.compressed).toBe(true);
+    const metrics = await scrape(httpUrl);
+    expect(sampleValue(metrics, 'rpc_deflate_broadcasts_compressed_total')).toBe(0);
+  });
+
   it('sends frames below the threshold uncompressed, replies included, and keeps their order', async () => {
     const { gateway, url } = await res.gateway({ perMessageDeflate: { threshold: 200 } });
     gateway.method('echo', (params) => params);
