@@ -1,6 +1,7 @@
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection, NodeConnectionOptions } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type { JetStreamPublishOptions, PubAck } from '@nats-io/jetstream';
 
 import { defaultRetention, pageLimit } from './broker.js';
 import type { Broker, BrokerMessage, History, OnceResult, Retention } from './broker.js';
@@ -164,7 +165,12 @@ export class NatsBroker implements Broker {
       }
     };
     this.connection = options.connection ?? {};
-    this.streams = new NatsStreams(this.prefix, this.replicas, new CreationBudget(options));
+    this.streams = new NatsStreams(
+      this.prefix,
+      this.replicas,
+      new CreationBudget(options),
+      this.timeoutMs,
+    );
     this.direct = new NatsDirectSubjects(this.prefix, this.timeoutMs, this.onError);
     this.denyList = new NatsDenyList(
       this.prefix,
@@ -242,17 +248,7 @@ export class NatsBroker implements Broker {
     if (isDirect(topic)) return this.direct.publish(link, topic, payload);
     const options = { timeout: this.timeoutMs, headers: exceptHeaders(except) };
     return bounded(what, this.timeoutMs, async () => {
-      const { subject } = this.names(topic);
-      await this.streams.ensureStream(link, topic, retention);
-      try {
-        return (await link.js.publish(subject, payload, options)).seq;
-      } catch (err) {
-        // No stream took the message: it was deleted behind our back. Recreate, retry once.
-        if (!isNoResponders(err)) throw err;
-        this.streams.forget(topic);
-        await this.streams.ensureStream(link, topic, retention);
-        return (await link.js.publish(subject, payload, options)).seq;
-      }
+      return (await this.publishToStream(link, topic, payload, retention, options)).seq;
     });
   }
 
@@ -275,13 +271,36 @@ export class NatsBroker implements Broker {
     return bounded(what, this.timeoutMs, async () => {
       const seen = await this.onceKeys.seen(link, topic, key);
       if (seen !== undefined) return { seq: seen, duplicate: true };
-      const { subject } = this.names(topic);
       const msgID = natsOnceNames(this.prefix, topic, key).msgId;
-      await this.streams.ensureStream(link, topic, retention);
-      const ack = await link.js.publish(subject, payload, { timeout: this.timeoutMs, msgID });
+      const options = { timeout: this.timeoutMs, msgID };
+      const ack = await this.publishToStream(link, topic, payload, retention, options);
       await this.onceKeys.remember(link, topic, key, ack.seq, windowMs);
       return { seq: ack.seq, duplicate: ack.duplicate };
     });
+  }
+
+  /**
+   * Publish to the topic's stream, made first if this node has not set it up. A publish that no
+   * stream took ("no responders": nothing stored) found it deleted behind our back: the stream
+   * is made again, and the message published again, once.
+   */
+  private async publishToStream(
+    link: Link,
+    topic: string,
+    payload: string,
+    retention: Retention,
+    options: Partial<JetStreamPublishOptions>,
+  ): Promise<PubAck> {
+    const { subject } = this.names(topic);
+    await this.streams.ensureStream(link, topic, retention);
+    try {
+      return await link.js.publish(subject, payload, options);
+    } catch (err) {
+      if (!isNoResponders(err)) throw err;
+      this.streams.forget(topic);
+      await this.streams.ensureStream(link, topic, retention);
+      return link.js.publish(subject, payload, options);
+    }
   }
 
   async subscribe(topic: string, deliver: (message: BrokerMessage) => void): Promise<void> {

@@ -5,7 +5,8 @@
  * presence) go through it: the bucket made when first written, a key's last value read
  * directly, a value written over exactly the one read (JetStream compares the subject's last
  * sequence), keys removed by purging their subjects, and the keys under a wildcard read
- * through a short-lived consumer.
+ * through a short-lived consumer. A bucket another node is making this moment is waited for
+ * (see `awaitListening`) before it is written, read or purged.
  */
 import {
   AckPolicy,
@@ -19,7 +20,7 @@ import {
 import type { ConsumerConfig, StoredMsg, StreamConfig } from '@nats-io/jetstream';
 import { noop } from './nats-link.js';
 import type { Link } from './nats-link.js';
-import { isStreamNotFound } from './nats-streams.js';
+import { addStream, awaitListening, isStreamNotFound } from './nats-streams.js';
 
 /** How a bucket is made (by the first node that writes to it; others use it as it is). */
 export interface NatsKvOptions {
@@ -60,6 +61,8 @@ export interface NatsKvScan {
 
 /** JetStream's "stream name already in use (with a different configuration)". */
 const STREAM_NAME_IN_USE = 10058;
+/** The key a new bucket is probed on (see `awaitListening`); nothing is ever written to it. */
+const PROBE_KEY = '_probe';
 /** Messages a scan asks for at once. */
 const SCAN_BATCH = 256;
 /** How long a scan's consumer outlives a reader that died before deleting it. */
@@ -70,6 +73,8 @@ export class NatsKvBucket {
   private readonly subjectPrefix: string;
   /** The connection the bucket was last made sure of (a new one checks again). */
   private ensuredOn: Link | undefined;
+  /** The connection on which the bucket was last seen set up (made, or found and listening). */
+  private setUpOn: Link | undefined;
 
   constructor(
     private readonly options: NatsKvOptions,
@@ -103,26 +108,60 @@ export class NatsKvBucket {
       duplicate_window: 120_000_000_000,
       ...(options.denyDelete ? { deny_delete: true } : {}),
     };
+    let stored: number | undefined;
     try {
-      await link.jsm.streams.add(config);
+      stored = (await addStream(link, config)).state.last_seq;
     } catch (err) {
       // Made by another node with other settings (its own bound): used as it is.
       if (!(err instanceof JetStreamApiError) || err.code !== STREAM_NAME_IN_USE) throw err;
     }
+    // Nothing written yet (or not known): perhaps made by another node this moment, and not
+    // listening yet; a write before it does would find nobody to take it.
+    if (!stored) await awaitListening(link, this.subject(PROBE_KEY), this.timeoutMs);
     this.ensuredOn = link;
+    this.setUpOn = link;
   }
 
   /** The bucket was found deleted: the next `ensure` makes it again. */
   forget(): void {
     this.ensuredOn = undefined;
+    this.setUpOn = undefined;
+  }
+
+  /**
+   * Whether the bucket exists (nothing is made), once it is set up. nats-server before 2.9.15
+   * lists a new stream before its storage exists, and a message read, a purge or a consumer on
+   * it then crashes the server: a bucket found empty (as one being made looks) is read only once
+   * it listens. Known for the connection after the first time.
+   */
+  private async setUp(link: Link): Promise<boolean> {
+    if (this.setUpOn === link) return true;
+    let stored: number;
+    try {
+      stored = (await link.jsm.streams.info(this.stream)).state.last_seq;
+    } catch (err) {
+      if (isStreamNotFound(err)) return false;
+      throw err;
+    }
+    if (stored === 0) await awaitListening(link, this.subject(PROBE_KEY), this.timeoutMs);
+    this.setUpOn = link;
+    return true;
+  }
+
+  /** Deleted behind our back (a read found no stream): made sure of again before the next use. */
+  private gone(err: unknown): boolean {
+    if (!isStreamNotFound(err)) return false;
+    this.forget();
+    return true;
   }
 
   /** The key's last value; null when it has none (or there is no bucket: reading makes none). */
   async last(link: Link, key: string): Promise<StoredMsg | null> {
     try {
+      if (!(await this.setUp(link))) return null;
       return await link.jsm.streams.getMessage(this.stream, { last_by_subj: this.subject(key) });
     } catch (err) {
-      if (isStreamNotFound(err)) return null;
+      if (this.gone(err)) return null;
       throw err;
     }
   }
@@ -143,9 +182,10 @@ export class NatsKvBucket {
   /** Remove the keys matching `filter` (`*`, `>` allowed); how many went. No bucket: none. */
   async purge(link: Link, filter: string): Promise<number> {
     try {
+      if (!(await this.setUp(link))) return 0;
       return (await link.jsm.streams.purge(this.stream, { filter: this.subject(filter) })).purged;
     } catch (err) {
-      if (isStreamNotFound(err)) return 0;
+      if (this.gone(err)) return 0;
       throw err;
     }
   }
@@ -167,9 +207,10 @@ export class NatsKvBucket {
     };
     let info;
     try {
+      if (!(await this.setUp(link))) return { entries: [], matched: 0, now: Date.now() };
       info = await link.jsm.consumers.add(this.stream, config);
     } catch (err) {
-      if (isStreamNotFound(err)) return { entries: [], matched: 0, now: Date.now() };
+      if (this.gone(err)) return { entries: [], matched: 0, now: Date.now() };
       throw err;
     }
     const scan: NatsKvScan = {

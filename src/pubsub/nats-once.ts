@@ -13,6 +13,7 @@ import { createHash } from 'node:crypto';
 import { MAX_IDEMPOTENCY_WINDOW_MS } from './broker.js';
 import { NatsKvBucket } from './nats-kv.js';
 import type { Link } from './nats-link.js';
+import { isNoResponders } from './nats-streams.js';
 
 /** Keys the bucket holds at most by default. */
 export const DEFAULT_MAX_IDEMPOTENCY_KEYS = 1_000_000;
@@ -69,7 +70,16 @@ export class NatsOnceKeys {
     windowMs: number,
   ): Promise<void> {
     const names = natsOnceNames(this.prefix, topic, key);
+    const value = `${seq}:${this.now() + windowMs}`;
     await this.bucket.ensure(link);
-    await this.bucket.put(link, names.msgId, `${seq}:${this.now() + windowMs}`);
+    try {
+      await this.bucket.put(link, names.msgId, value);
+    } catch (err) {
+      // Nothing stored: the bucket was deleted behind our back. Made again, written once more.
+      if (!isNoResponders(err)) throw err;
+      this.bucket.forget();
+      await this.bucket.ensure(link);
+      await this.bucket.put(link, names.msgId, value);
+    }
   }
 }

@@ -2,8 +2,11 @@
  * Topic streams on JetStream: their configuration from a topic's retention, creating them (at
  * a topic's first publish, within the node's budget of new topics) or bringing them to new
  * limits, remembering which this node has already set up so that a publish costs no stream
- * round trip in the common case, and deleting the ones nobody uses any more.
+ * round trip in the common case, and deleting the ones nobody uses any more. Also what every
+ * stream the broker makes (topic streams, key-value buckets) needs when several nodes make it
+ * at the same moment: `addStream` and `awaitListening`.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   DiscardPolicy,
   JetStreamApiCodes,
@@ -26,6 +29,13 @@ const DEFAULT_DUPLICATE_WINDOW = 120_000_000_000;
 
 /** JetStream's "stream name already in use (with a different configuration)". */
 const STREAM_NAME_IN_USE = 10058;
+/** JetStream's "subjects overlap with an existing stream". */
+const SUBJECTS_OVERLAP = 10065;
+/** A stream sequence no stream reaches: a publish expecting it as the last one is refused. */
+const UNREACHED_SEQ = Number.MAX_SAFE_INTEGER;
+/** First and longest wait between probes of a stream that does not listen yet, in ms. */
+const PROBE_FIRST_WAIT_MS = 5;
+const PROBE_MAX_WAIT_MS = 100;
 
 export function isStreamNotFound(err: unknown): boolean {
   return err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound;
@@ -34,6 +44,56 @@ export function isStreamNotFound(err: unknown): boolean {
 /** A JetStream publish nobody answered: no stream listens on the subject. */
 export function isNoResponders(err: unknown): boolean {
   return err instanceof Error && /no responders|not enabled/i.test(err.message);
+}
+
+/**
+ * Add a stream, or get the one of that name if its configuration is the same (JetStream refuses
+ * another with "name already in use"). Two adds of one stream at the same moment (two nodes
+ * making a topic's stream or a bucket) may have one refused with "subjects overlap with an
+ * existing stream": nats-server (2.9 at least) looks for the name and for overlapping subjects
+ * at separate moments, and the other add registers the stream in between. It is registered by then,
+ * so adding once more answers as any later add would.
+ */
+export async function addStream(
+  link: Link,
+  config: Partial<StreamConfig> & Pick<StreamConfig, 'name'>,
+): Promise<StreamInfo> {
+  try {
+    return await link.jsm.streams.add(config);
+  } catch (err) {
+    if (!(err instanceof JetStreamApiError) || err.code !== SUBJECTS_OVERLAP) throw err;
+    return link.jsm.streams.add(config);
+  }
+}
+
+/**
+ * Resolve once a stream takes messages on `subject`. nats-server before 2.9.15 registers a new
+ * stream, and answers any add racing its creation with it, before it subscribes to its subjects:
+ * a publish right after such an add finds nobody listening ("no responders"). The probe is a
+ * publish that expects a last sequence no stream reaches, so it stores nothing: refused by
+ * the stream once it listens; before that, no responders, and probed again shortly after.
+ * Gives up with that error after `timeoutMs` (a stream deleted meanwhile never answers).
+ */
+export async function awaitListening(
+  link: Link,
+  subject: string,
+  timeoutMs: number,
+): Promise<void> {
+  const giveUpAt = Date.now() + timeoutMs;
+  for (let wait = PROBE_FIRST_WAIT_MS; ; wait = Math.min(2 * wait, PROBE_MAX_WAIT_MS)) {
+    try {
+      await link.js.publish(subject, undefined, {
+        timeout: timeoutMs,
+        expect: { lastSequence: UNREACHED_SEQ },
+      });
+      return;
+    } catch (err) {
+      // The stream answered (refusing the expected sequence): it listens.
+      if (err instanceof JetStreamApiError) return;
+      if (!isNoResponders(err) || Date.now() + wait >= giveUpAt) throw err;
+    }
+    await sleep(wait);
+  }
 }
 
 /** Stream max_age in nanoseconds: at least 100 ms; 0 (no limit) when not finite. */
@@ -53,12 +113,13 @@ export class NatsStreams {
 
   /**
    * `prefix` names the streams; `replicas` is set on every stream created; `budget` bounds
-   * how many this node creates per second.
+   * how many this node creates per second; `timeoutMs` bounds waiting for a new stream to listen.
    */
   constructor(
     private readonly prefix: string,
     private readonly replicas: number,
     private readonly budget: CreationBudget,
+    private readonly timeoutMs: number,
   ) {}
 
   /** The stream is gone (deleted behind our back): set it up again on the next publish. */
@@ -128,6 +189,7 @@ export class NatsStreams {
     topic: string,
     config: TopicStreamConfig,
   ): Promise<void> {
+    let info: StreamInfo | undefined;
     if (!this.budget.available()) {
       // No new stream now: only one that exists already may be published to.
       if (!(await this.streamInfo(link, topic))) {
@@ -136,30 +198,45 @@ export class NatsStreams {
     } else {
       try {
         // Idempotent: a node racing us with the same configuration gets the same stream.
-        const info = await link.jsm.streams.add(config);
+        info = await addStream(link, config);
         // Nothing ever stored: made now (or by a node racing us), so it counts as new.
         if (info.state.last_seq === 0) this.budget.spend();
-        return;
       } catch (err) {
         if (!(err instanceof JetStreamApiError) || err.code !== STREAM_NAME_IN_USE) throw err;
+        // Made with other limits, perhaps by another node this moment: changed once set up.
+        await this.streamInfo(link, topic);
       }
     }
-    await link.jsm.streams.update(config.name, {
+    info ??= await link.jsm.streams.update(config.name, {
       max_msgs: config.max_msgs,
       max_age: config.max_age,
       duplicate_window: config.duplicate_window,
       discard: config.discard,
     });
+    // Nothing stored yet: perhaps another node's creation, not listening yet. Waited for here,
+    // so that a first burst of publishes still reaches the stream in the order it was made.
+    if (info.state.last_seq === 0) {
+      await awaitListening(link, natsTopicNames(this.prefix, topic).subject, this.timeoutMs);
+    }
   }
 
-  /** The topic's stream, or undefined when it has none (nobody published to it): none is made. */
+  /**
+   * The topic's stream, or undefined when it has none (nobody published to it): none is made.
+   * One with nothing stored, as one another node is making this moment looks, is answered once
+   * it listens: nats-server before 2.9.15 lists a new stream before its storage exists, and a
+   * consumer, a read or a change of it then crashes the server.
+   */
   async streamInfo(link: Link, topic: string): Promise<StreamInfo | undefined> {
+    const { stream, subject } = natsTopicNames(this.prefix, topic);
+    let info: StreamInfo;
     try {
-      return await link.jsm.streams.info(natsTopicNames(this.prefix, topic).stream);
+      info = await link.jsm.streams.info(stream);
     } catch (err) {
       if (isStreamNotFound(err)) return undefined;
       throw err;
     }
+    if (info.state.last_seq === 0) await awaitListening(link, subject, this.timeoutMs);
+    return info;
   }
 
   /**
