@@ -110,6 +110,22 @@ describe('what each entry loads (the built dist: `npm run build` first)', () => 
     expect(jwt.filter((name) => name !== 'jose' && brokerClients.test(name))).toEqual([]);
   });
 
+  it('"./msgpack" loads msgpackr and "./cbor" cbor-x, and no broker client', () => {
+    const msgpack = packagesLoadedBy(join(root, pkg.exports['./msgpack']!.import));
+    expect(msgpack).toContain('msgpackr');
+    expect(msgpack.filter((name) => brokerClients.test(name) || name === 'cbor-x')).toEqual([]);
+    const cbor = packagesLoadedBy(join(root, pkg.exports['./cbor']!.import));
+    expect(cbor).toContain('cbor-x');
+    expect(cbor.filter((name) => brokerClients.test(name) || name === 'msgpackr')).toEqual([]);
+  });
+
+  it('".", "./client" and "./protocol" load neither msgpackr nor cbor-x (a gateway imports them when enabled)', () => {
+    for (const entry of ['.', './client', './protocol']) {
+      const loaded = packagesLoadedBy(join(root, pkg.exports[entry]!.import));
+      expect(loaded.filter((name) => name === 'msgpackr' || name === 'cbor-x')).toEqual([]);
+    }
+  });
+
   it('"./standalone" loads yaml and no broker client and not jose (each loads when configured)', () => {
     const standalone = packagesLoadedBy(join(root, pkg.exports['./standalone']!.import));
     expect(standalone).toContain('yaml');
