@@ -13,6 +13,9 @@ export interface DeflateSettings {
   readonly memLevel: number;
 }
 
+/** Builds a broadcast's whole compressed WebSocket frame from its JSON bytes. */
+export type FrameBuilder = (bytes: Uint8Array) => Buffer;
+
 /** Counts kept by `SharedDeflate`, read by the metrics. */
 export interface DeflateCounters {
   /** Broadcast messages compressed (once each, however many sockets got them). */
@@ -27,9 +30,13 @@ export interface DeflateCounters {
 /** The 4 octets a sync flush ends with, which RFC 7692 (7.2.1) has the sender remove. */
 const SYNC_TAIL_LENGTH = 4;
 
-/** Write the header of an unmasked, final, compressed (RSV1) text frame; returns the offset after it. */
-function writeCompressedHeader(buffer: Buffer, length: number): number {
-  buffer[0] = 0xc1; // FIN + RSV1 (permessage-deflate) + text
+/** FIN + RSV1 (permessage-deflate) + the opcode: text or binary. */
+const TEXT = 0xc1;
+const BINARY = 0xc2;
+
+/** Write the header of an unmasked, final, compressed (RSV1) frame; returns the offset after it. */
+function writeCompressedHeader(buffer: Buffer, length: number, first: number): number {
+  buffer[0] = first;
   if (length < 126) {
     buffer[1] = length;
     return 2;
@@ -57,8 +64,27 @@ export class SharedDeflate {
 
   constructor(readonly settings: DeflateSettings) {}
 
-  /** The whole WebSocket frame (RSV1 set) carrying `payload` deflated per RFC 7692. */
-  readonly frame = (payload: Uint8Array): Buffer => {
+  /** Per payload builder (one per binary encoding), its compressed-frame builder. */
+  private readonly binaryBuilders = new Map<(bytes: Uint8Array) => Uint8Array, FrameBuilder>();
+
+  /** The whole text frame (RSV1 set) carrying `payload` deflated per RFC 7692. */
+  readonly frame: FrameBuilder = (payload) => this.compress(payload, TEXT);
+
+  /**
+   * The builder of the compressed binary frame of a broadcast whose binary payload `encode`
+   * makes from its JSON bytes (MessagePack, CBOR): one per encoding, so a broadcast is
+   * compressed once per encoding.
+   */
+  binaryFrame(encode: (bytes: Uint8Array) => Uint8Array): FrameBuilder {
+    let builder = this.binaryBuilders.get(encode);
+    if (!builder) {
+      builder = (bytes) => this.compress(encode(bytes), BINARY);
+      this.binaryBuilders.set(encode, builder);
+    }
+    return builder;
+  }
+
+  private compress(payload: Uint8Array, first: number): Buffer {
     const deflated = deflateRawSync(payload, {
       level: this.settings.level,
       memLevel: this.settings.memLevel,
@@ -68,13 +94,13 @@ export class SharedDeflate {
     });
     const length = deflated.length - SYNC_TAIL_LENGTH;
     const frame = Buffer.allocUnsafe(length + (length < 126 ? 2 : length < 65_536 ? 4 : 10));
-    deflated.copy(frame, writeCompressedHeader(frame, length), 0, length);
+    deflated.copy(frame, writeCompressedHeader(frame, length, first), 0, length);
     const counters = this.counters;
     counters.compressions++;
     counters.bytesIn += payload.length;
     counters.bytesOut += length;
     return frame;
-  };
+  }
 
   /**
    * Whether a socket whose permessage-deflate parameters are `params` can take the shared

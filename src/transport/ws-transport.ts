@@ -421,7 +421,19 @@ export class WsTransport implements ServerTransport, BudgetMember {
   /** One message in the connection's binary encoding: a fan-out frame is encoded once per publish. */
   private sendBinary(frame: string | EncodedFrame, codec: WireCodec, direct: boolean): void {
     const builders = buildersOf(codec);
-    if (direct) {
+    const deflate = this.deflate;
+    if (direct && deflate) {
+      // With compression: each broadcast compressed once per encoding, the rest by ws.
+      const payload =
+        typeof frame === 'string' ? textToBinary(codec, frame) : frame.wire(builders.payload);
+      if (payload.length < deflate.settings.threshold) this.raw!.write(binaryFrame(payload));
+      else if (typeof frame === 'string') this.socket.send(payload, { binary: true });
+      else if (!this.sharedDeflate) this.raw!.write(frame.wire(builders.frame));
+      else {
+        this.raw!.write(frame.wire(deflate.binaryFrame(builders.payload)));
+        deflate.counters.framesSent++;
+      }
+    } else if (direct) {
       this.raw!.write(
         typeof frame === 'string'
           ? binaryFrame(textToBinary(codec, frame))

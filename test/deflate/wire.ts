@@ -41,12 +41,23 @@ function parseFrames(bytes: Buffer): RawFrame[] {
  * A `ws` client whose incoming bytes are also recorded as they arrived on the wire, so a test
  * sees which frames were compressed and how many bytes they took.
  */
-export async function recordingClient(url: string, options: ClientOptions = {}) {
-  const socket = new WebSocket(url, options);
+export async function recordingClient(
+  url: string,
+  options: ClientOptions = {},
+  /** A binary encoding (subprotocol and codec) to speak instead of JSON text. */
+  binary?: {
+    subprotocol: string;
+    encode: (value: unknown) => Uint8Array;
+    decode: (bytes: Uint8Array) => unknown;
+  },
+) {
+  const socket = new WebSocket(url, binary ? [binary.subprotocol] : [], options);
   const messages: unknown[] = [];
   const chunks: Buffer[] = [];
   let extensionsHeader: string | undefined;
-  socket.on('message', (data) => messages.push(JSON.parse((data as Buffer).toString('utf8'))));
+  socket.on('message', (data: Buffer, isBinary: boolean) =>
+    messages.push(isBinary && binary ? binary.decode(data) : JSON.parse(data.toString('utf8'))),
+  );
   socket.on('error', () => undefined);
   socket.once('upgrade', (response) => {
     extensionsHeader = response.headers['sec-websocket-extensions'];
@@ -67,7 +78,8 @@ export async function recordingClient(url: string, options: ClientOptions = {}) 
     wireBytes: (): number => chunks.reduce((sum, chunk) => sum + chunk.length, 0),
     async call(method: string, params?: unknown): Promise<unknown> {
       const id = ++nextId;
-      socket.send(JSON.stringify({ jsonrpc: '2.0', method, params, id }));
+      const message = { jsonrpc: '2.0', method, params, id };
+      socket.send(binary ? binary.encode(message) : JSON.stringify(message));
       for (;;) {
         const reply = messages.find((m) => (m as { id?: unknown }).id === id);
         if (reply) return reply;
