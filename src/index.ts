@@ -22,6 +22,8 @@ export { tlsFromEnv } from './server/tls-from-env.js';
 export { defaultLimits } from './server/options.js';
 export type { LifecycleEvent, UserPresenceChange } from './server/lifecycle-events.js';
 export type { ClusterEventsOptions } from './server/lifecycle-options.js';
+export type { PerMessageDeflateOptions } from './server/deflate-options.js';
+export type { DeflateSettings } from './transport/deflate-frames.js';
 export { gatewayDefaults, resolveGatewayOptions } from './server/gateway-config.js';
 export type { GatewayConfig } from './server/gateway-config.js';
 export { TrustedProxies } from './server/client-address.js';
@@ -90,6 +92,12 @@ export { createInMemoryPair, InMemoryTransport } from './transport/in-memory-tra
 export { WsTransport } from './transport/ws-transport.js';
 export { NdjsonTransport } from './transport/ndjson-transport.js';
 export { streamSocket, tcpSocket } from './transport/ndjson-socket.js';
+export { fallbackSocket, sseSocket } from './client/sse-transport.js';
+export type {
+  FallbackSocketOptions,
+  SseSocketOptions,
+  TransportName,
+} from './client/sse-transport.js';
 export type { TcpSocketOptions } from './transport/ndjson-socket.js';
 export { WebSocketTransport } from './transport/websocket-transport.js';
 export type { WebSocketConstructor, WebSocketLike } from './transport/websocket-transport.js';

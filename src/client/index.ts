@@ -27,6 +27,8 @@ export type { CallOptions } from '../peer/pending-calls.js';
 export type { BatchEntry, IncomingNotification } from '../peer/peer.js';
 export type { Logger } from '../peer/logger.js';
 export type { WebSocketConstructor } from '../transport/websocket-transport.js';
+export { fallbackSocket, sseSocket } from './sse-transport.js';
+export type { FallbackSocketOptions, SseSocketOptions, TransportName } from './sse-transport.js';
 export * from '../protocol/index.js';
 export { defineContract } from '../contract/contract.js';
 export type {

@@ -2,6 +2,7 @@ import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../peer/logger.js';
 import { SseTransport } from '../transport/sse-transport.js';
+import { CloseCode } from '../transport/transport.js';
 import type { SseLimits } from '../transport/sse-transport.js';
 import type { ConnectionIntake } from './connection-intake.js';
 import { sendText } from './http-routes.js';
@@ -40,7 +41,7 @@ function sameSecret(given: string, expected: string): boolean {
  * what the server sends it as Server-Sent Events; `GET` with the session's id and secret (the
  * stream's first event tells them) and `Last-Event-ID` resumes a dropped stream; `POST` with
  * them carries one JSON-RPC message or batch from the client (answered 202: the replies come
- * on the stream). Id and secret go in the X-Wsrpc-Session and X-Wsrpc-Secret headers, or the
+ * on the stream); `DELETE` with them ends the session (1000). Id and secret go in the X-Wsrpc-Session and X-Wsrpc-Secret headers, or the
  * `session` and `secret` query parameters (EventSource sets no headers).
  */
 export class SseEndpoint<C> {
@@ -63,9 +64,9 @@ export class SseEndpoint<C> {
     const id = header(req, SESSION_HEADER) ?? url.searchParams.get('session') ?? undefined;
     const secret = header(req, SECRET_HEADER) ?? url.searchParams.get('secret') ?? undefined;
     if (req.method === 'GET' && id === undefined) return this.open(req, res);
-    if (req.method !== 'GET' && req.method !== 'POST') {
-      res.setHeader('allow', 'GET, POST');
-      return sendText(res, 405, 'Use GET for the event stream, POST to send.\n');
+    if (req.method !== 'GET' && req.method !== 'POST' && req.method !== 'DELETE') {
+      res.setHeader('allow', 'GET, POST, DELETE');
+      return sendText(res, 405, 'Use GET for the event stream, POST to send, DELETE to end.\n');
     }
     if (id === undefined || secret === undefined) {
       return sendText(res, 400, `Name the session: ${SESSION_HEADER} and ${SECRET_HEADER}.\n`);
@@ -74,6 +75,12 @@ export class SseEndpoint<C> {
     if (!transport || transport.isClosed || !sameSecret(secret, transport.secret)) {
       // The same answer for an unknown id and a wrong secret: ids cannot be probed.
       return sendText(res, 404, 'No such session: open a new event stream.\n');
+    }
+    if (req.method === 'DELETE') {
+      res.writeHead(204, { 'cache-control': 'no-store' });
+      res.end();
+      transport.close(CloseCode.Normal, 'client closed');
+      return;
     }
     if (req.method === 'GET') {
       const last = header(req, 'last-event-id') ?? url.searchParams.get('lastEventId') ?? undefined;

@@ -1,0 +1,123 @@
+/**
+ * The client over the HTTP streaming fallback: RpcClient on `sseSocket` (calls, subscriptions,
+ * a server-to-client call, a dropped stream resumed with nothing lost), and `fallbackSocket`
+ * falling back when the WebSocket cannot open and moving back up once it can.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
+import { RpcClient } from '../../src/index.js';
+import { fallbackSocket, sseSocket } from '../../src/client/sse-transport.js';
+import type { WebSocketConstructor } from '../../src/transport/websocket-transport.js';
+import { startGateway } from '../support/gateway.js';
+import { waitUntil } from '../support/waiting.js';
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function sseGateway() {
+  const running = await startGateway({ routes: { events: '/rpc/events' } });
+  cleanups.push(() => running.gateway.close({ timeoutMs: 1_000 }));
+  running.gateway.topic('feed');
+  running.gateway.method('add', ([a, b]: [number, number]) => a + b);
+  running.gateway.method('ask', async (_params, ctx) => ctx.session.call('client.name', []));
+  return running;
+}
+
+function client(url: string, WebSocketClass: WebSocketConstructor): RpcClient {
+  const rpc = new RpcClient({
+    url,
+    WebSocket: WebSocketClass,
+    reconnect: { initialDelayMs: 20, maxDelayMs: 200 },
+    heartbeat: false,
+  });
+  rpc.method('client.name', () => 'sse-client');
+  cleanups.push(() => rpc.close());
+  return rpc;
+}
+
+const kinds = (gateway: { sessions: ReadonlyMap<string, { transport: { kind: string } }> }) =>
+  [...gateway.sessions.values()].map((session) => session.transport.kind);
+
+/** A WebSocket class whose constructor throws, as a page's would where WebSocket is blocked. */
+class BlockedWebSocket {
+  constructor() {
+    throw new Error('WebSocket is blocked here');
+  }
+}
+
+describe('HTTP streaming fallback (client)', () => {
+  it('runs calls, subscriptions and a server-to-client call over sseSocket', async () => {
+    const { gateway, url } = await sseGateway();
+    const rpc = client(url, sseSocket());
+    expect(await rpc.call('add', [2, 3])).toBe(5);
+    expect(kinds(gateway)).toEqual(['sse']);
+    expect(await rpc.call('ask')).toBe('sse-client');
+    const seen: number[] = [];
+    const subscription = rpc.subscribe<number>('feed').subscribe((n) => seen.push(n));
+    cleanups.push(() => subscription.unsubscribe());
+    await waitUntil(async () => {
+      await gateway.publish('feed', 0);
+      return seen.length > 0;
+    }, 'the first message');
+    for (let n = 1; n <= 5; n++) await gateway.publish('feed', n);
+    await waitUntil(() => seen.at(-1) === 5, 'five messages');
+    expect(seen.filter((n) => n > 0)).toEqual([1, 2, 3, 4, 5]);
+  });
+
+  it('resumes a dropped stream with nothing lost, on the same session', async () => {
+    const { gateway, url } = await sseGateway();
+    const rpc = client(url, sseSocket());
+    const seen: number[] = [];
+    const subscription = rpc.subscribe<number>('feed').subscribe((n) => seen.push(n));
+    cleanups.push(() => subscription.unsubscribe());
+    await waitUntil(async () => {
+      await gateway.publish('feed', 0);
+      return seen.length > 0;
+    }, 'the first message');
+    const session = [...gateway.sessions.values()][0]!;
+    const transport = session.transport as unknown as { stream?: { destroy(): void } };
+    transport.stream!.destroy(); // the stream drops (a proxy cut it, say)
+    for (let n = 1; n <= 5; n++) await gateway.publish('feed', n);
+    await waitUntil(() => seen.at(-1) === 5, 'five messages');
+    expect(seen.filter((n) => n > 0)).toEqual([1, 2, 3, 4, 5]);
+    expect([...gateway.sessions.keys()]).toEqual([session.id]);
+  });
+
+  it('falls back to the HTTP stream when the WebSocket constructor throws', async () => {
+    const { gateway, url } = await sseGateway();
+    const rpc = client(url, fallbackSocket({ WebSocket: BlockedWebSocket }));
+    expect(await rpc.call('add', [1, 1])).toBe(2);
+    expect(kinds(gateway)).toEqual(['sse']);
+  });
+
+  it('falls back when the upgrade is refused, and moves back up once WebSocket works', async () => {
+    const { gateway, url } = await sseGateway();
+    let blocked = true;
+    // Upgrades go to a path that answers 404 while "blocked".
+    class FlakyWebSocket extends WebSocket {
+      constructor(target: string, protocols?: string | string[]) {
+        super(blocked ? target.replace(/\/rpc$/, '/blocked') : target, protocols);
+      }
+    }
+    const rpc = client(
+      url,
+      fallbackSocket({ WebSocket: FlakyWebSocket, probeDelayMs: 50, maxProbeDelayMs: 100 }),
+    );
+    expect(await rpc.call('add', [1, 2])).toBe(3);
+    expect(kinds(gateway)).toEqual(['sse']);
+    blocked = false;
+    await waitUntil(() => kinds(gateway).join() === 'websocket', 'the move to WebSocket');
+    expect(await rpc.call('add', [2, 2])).toBe(4);
+  });
+
+  it('ends the server session when the client closes', async () => {
+    const { gateway, url } = await sseGateway();
+    const rpc = client(url, sseSocket());
+    await rpc.call('add', [1, 1]);
+    expect(gateway.sessions.size).toBe(1);
+    await rpc.close();
+    await waitUntil(() => gateway.sessions.size === 0, 'the session closed', 2_000);
+  });
+});
