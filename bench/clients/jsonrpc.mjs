@@ -2,7 +2,12 @@
 // a raw `ws` socket, request frames written as template strings, replies JSON.parse'd.
 // Fan-out frames are recognized (and their payload counter read) without parsing them.
 import WebSocket from 'ws';
+import { Packr, Unpackr } from 'msgpackr';
 import { sendCoalesced } from '../cork.mjs';
+
+// `client.encoding: 'msgpack'` (gateway-msgpack): every frame MessagePack, both ways.
+const packr = new Packr({ useRecords: false });
+const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: true });
 
 const SUBSCRIBE_ID = -1;
 const UNSUBSCRIBE_ID = -2;
@@ -16,8 +21,9 @@ function readInt(text, pos) {
 }
 
 class JsonRpcConnection {
-  constructor(ws, { subscribe, method = 'sum' }) {
+  constructor(ws, { subscribe, method = 'sum', encoding }) {
     this.ws = ws;
+    this.msgpack = encoding === 'msgpack';
     this.subscribeRequest = subscribe;
     this.method = method;
     /** (id, result, error) for each reply to call(). */
@@ -25,7 +31,23 @@ class JsonRpcConnection {
     /** (k) for each fan-out message: k is the payload's counter. */
     this.onData = () => undefined;
     this.subscribed = undefined;
-    ws.on('message', (data) => this.receive(data.toString()));
+    ws.on('message', (data, binary) =>
+      binary ? this.receiveValue(unpackr.unpack(data)) : this.receive(data.toString()),
+    );
+  }
+
+  /** A decoded MessagePack message: a fan-out frame ({ method, params: { result: { k } } }) or a reply. */
+  receiveValue(msg) {
+    const k = msg.params?.result?.k;
+    if (k !== undefined) return this.onData(k);
+    if (msg.id === SUBSCRIBE_ID) return this.subscribed?.(msg);
+    if (msg.id === UNSUBSCRIBE_ID) return this.unsubscribed?.(msg);
+    this.onReply(msg.id, msg.result, msg.error);
+  }
+
+  /** A message as this connection's frames carry it. */
+  encode(message) {
+    return this.msgpack ? packr.pack(message) : JSON.stringify(message);
   }
 
   receive(text) {
@@ -40,7 +62,9 @@ class JsonRpcConnection {
 
   /** Send sum([a, b]) (or `client.method`) with this id; with `coalesce`, frames written in one turn leave together. */
   call(id, a, b, coalesce) {
-    const frame = `{"jsonrpc":"2.0","method":"${this.method}","params":[${a},${b}],"id":${id}}`;
+    const frame = this.msgpack
+      ? packr.pack({ jsonrpc: '2.0', method: this.method, params: [a, b], id })
+      : `{"jsonrpc":"2.0","method":"${this.method}","params":[${a},${b}],"id":${id}}`;
     if (coalesce) sendCoalesced(this.ws, frame);
     else this.ws.send(frame);
   }
@@ -51,7 +75,7 @@ class JsonRpcConnection {
     return new Promise((resolve, reject) => {
       this.subscribed = (msg) =>
         msg.error ? reject(new Error(JSON.stringify(msg.error))) : resolve(msg.result);
-      this.ws.send(JSON.stringify({ jsonrpc: '2.0', method, params, id: SUBSCRIBE_ID }));
+      this.ws.send(this.encode({ jsonrpc: '2.0', method, params, id: SUBSCRIBE_ID }));
     });
   }
 
@@ -61,7 +85,7 @@ class JsonRpcConnection {
       this.unsubscribed = (msg) =>
         msg.error ? reject(new Error(JSON.stringify(msg.error))) : resolve(msg.result);
       this.ws.send(
-        JSON.stringify({ jsonrpc: '2.0', method: 'unsubscribe', params: [id], id: UNSUBSCRIBE_ID }),
+        this.encode({ jsonrpc: '2.0', method: 'unsubscribe', params: [id], id: UNSUBSCRIBE_ID }),
       );
     });
   }
@@ -79,7 +103,11 @@ class JsonRpcConnection {
 export function open(url, client, { localAddress } = {}) {
   return new Promise((resolve, reject) => {
     // `client.deflate`: offer permessage-deflate (the compression scenario).
-    const ws = new WebSocket(url, { perMessageDeflate: client.deflate === true, localAddress });
+    const protocols = client.encoding === 'msgpack' ? ['jsonrpc-2.0+msgpack'] : [];
+    const ws = new WebSocket(url, protocols, {
+      perMessageDeflate: client.deflate === true,
+      localAddress,
+    });
     ws.once('open', () => resolve(new JsonRpcConnection(ws, client)));
     ws.once('error', reject);
   });

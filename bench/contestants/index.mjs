@@ -10,6 +10,7 @@ import wsEcho from './ws-echo.mjs';
 import wsCoalesced from './ws-coalesced.mjs';
 import minimalJsonRpc from './minimal-jsonrpc.mjs';
 import gateway from './gateway.mjs';
+import gatewayMsgpack from './gateway-msgpack.mjs';
 import gatewayRedis from './gateway-redis.mjs';
 import gatewayNats from './gateway-nats.mjs';
 import rpcWebsockets from './rpc-websockets.mjs';
@@ -32,6 +33,7 @@ export const contestants = [
   wsCoalesced,
   minimalJsonRpc,
   gateway,
+  gatewayMsgpack,
   gatewayRedis,
   gatewayNats,
   rpcWebsockets,
