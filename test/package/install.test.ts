@@ -2,7 +2,7 @@
 // project with the Node and npm running this test. The install prints no warning (no dependency
 // declares an engine this Node does not meet); the main entry imports without ioredis, NATS or
 // jose installed, and "./redis", "./nats" and "./jwt" fail naming the missing peer until it is
-// installed.
+// installed; so do "./msgpack" and "./cbor", and a gateway with those encodings on.
 // It downloads the package's dependencies from the registry: skipped when the registry cannot be
 // reached. Run `npm run build` first.
 import { spawnSync } from 'node:child_process';
@@ -176,6 +176,25 @@ describe.skipIf(!reachable)('the packed package, installed into an empty project
     );
     expect(natsError).toMatch(
       /^BROKER=nats needs @nats-io\/(transport-node|jetstream), an optional peer dependency of wsrpc-gateway: npm install @nats-io\/transport-node @nats-io\/jetstream$/,
+    );
+  });
+
+  it('"./msgpack" and "./cbor" fail naming their missing package; so does a gateway with them on', () => {
+    const msgpack = node(project, `await import('wsrpc-gateway/msgpack');`);
+    expect(msgpack.status).not.toBe(0);
+    expect(msgpack.stderr).toContain("Cannot find package 'msgpackr'");
+    const cbor = node(project, `await import('wsrpc-gateway/cbor');`);
+    expect(cbor.status).not.toBe(0);
+    expect(cbor.stderr).toContain("Cannot find package 'cbor-x'");
+    const gateway = node(
+      project,
+      `const { createGateway, silentLogger } = await import('wsrpc-gateway');
+       const gateway = createGateway({ encodings: ['json', 'cbor'], logger: silentLogger });
+       await gateway.listen(0).then(() => console.log('listening'), (err) => console.log(err.message));
+       process.exit(0);`,
+    );
+    expect(gateway.stdout).toMatch(
+      /^encodings: 'cbor' needs the package cbor-x \(npm install cbor-x\): Cannot find package 'cbor-x'/,
     );
   });
 
