@@ -548,7 +548,7 @@ describe('routes: moved, or turned off', () => {
     expect(make({ routes: { livez: true as unknown as string } })).toThrow(TypeError);
     expect(make({ routes: { health: '/h' } as never })).toThrow(
       new TypeError(
-        'routes.health is not a route of the gateway (livez, readyz, metrics, openrpc, rpc)',
+        'routes.health is not a route of the gateway (livez, readyz, metrics, openrpc, rpc, events)',
       ),
     );
     expect(make({ routes: '/livez' as never })).toThrow(TypeError);
