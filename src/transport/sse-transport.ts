@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { CloseCode } from './transport.js';
 import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
+import type { BudgetLedger, BudgetMember } from './output-budget.js';
 import { whenDrained } from './when-drained.js';
 
 /** The bounds of one HTTP streaming session (GatewayLimits' sse* limits and maxBufferedBytes). */
@@ -46,7 +47,7 @@ function frameText(frame: string | EncodedFrame): string {
  * stream stays away for `graceMs` is closed (1001); one whose stream holds more than
  * `maxBufferedBytes` unread is closed (1008), its stream ended.
  */
-export class SseTransport implements ServerTransport {
+export class SseTransport implements ServerTransport, BudgetMember {
   readonly kind = 'sse' as const;
   readonly canPush = true;
   private listener: TransportListener | undefined;
@@ -58,6 +59,10 @@ export class SseTransport implements ServerTransport {
   private closed = false;
   private graceTimer: ReturnType<typeof setTimeout> | undefined;
   private heartbeatTimer: ReturnType<typeof setInterval> | undefined;
+  /** The node-wide output budget (maxBufferedBytesTotal) this transport reports to. */
+  private budget: BudgetLedger | undefined;
+  /** BudgetMember: what this transport last reported to its budget. */
+  budgeted = 0;
 
   constructor(
     /** The session's id and secret, told to the client in each stream's first event. */
@@ -74,6 +79,16 @@ export class SseTransport implements ServerTransport {
 
   listen(listener: TransportListener): void {
     this.listener = listener;
+  }
+
+  /** Report to the node-wide output budget from now on (GatewayLimits.maxBufferedBytesTotal). */
+  joinBudget(budget: BudgetLedger): void {
+    this.budget = budget;
+  }
+
+  /** BudgetMember: bytes queued on the stream, or 0 once closed. */
+  get budgetBytes(): number {
+    return this.closed ? 0 : this.bufferedAmount;
   }
 
   /** Whether the session has closed: a stream or POST for it gets 404. */
@@ -156,6 +171,7 @@ export class SseTransport implements ServerTransport {
   close(code: number = CloseCode.Normal, reason = ''): void {
     if (this.closed) return;
     this.closed = true;
+    this.budget?.leave(this);
     clearTimeout(this.graceTimer);
     clearInterval(this.heartbeatTimer);
     const stream = this.stream;
@@ -192,6 +208,7 @@ export class SseTransport implements ServerTransport {
     if (!stream || stream.destroyed) return;
     stream.write(chunk);
     if (this.overBuffer(stream)) this.close(CloseCode.PolicyViolation, 'not reading');
+    else this.budget?.report(this, this.bufferedAmount);
   }
 
   private overBuffer(stream: ServerResponse): boolean {

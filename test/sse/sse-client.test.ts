@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { RpcClient } from '../../src/index.js';
+import { RpcClient, UpgradeRejection } from '../../src/index.js';
 import { fallbackSocket, sseSocket } from '../../src/client/sse-transport.js';
 import type { WebSocketConstructor } from '../../src/transport/websocket-transport.js';
 import { startGateway } from '../support/gateway.js';
@@ -123,6 +123,28 @@ describe('HTTP streaming fallback (client)', () => {
     blocked = false;
     await waitUntil(() => kinds(gateway).join() === 'websocket', 'the move to WebSocket');
     expect(await rpc.call('add', [2, 2])).toBe(4);
+  });
+
+  it('authenticates in-band (rpc.authenticate) over the event stream', async () => {
+    const running = await startGateway<{ user: string }>({
+      routes: { events: '/rpc/events' },
+      identity: { inBand: true },
+      authenticate: ({ token }) => {
+        if (token === 'ann-token') return { user: 'ann' };
+        throw new UpgradeRejection(401, 'unknown token');
+      },
+    });
+    cleanups.push(() => running.gateway.close({ timeoutMs: 1_000 }));
+    running.gateway.method('whoami', (_params, ctx) => ctx.session.context.user);
+    const rpc = new RpcClient({
+      url: running.url,
+      WebSocket: sseSocket(),
+      getToken: () => 'ann-token',
+      heartbeat: false,
+    });
+    cleanups.push(() => rpc.close());
+    expect(await rpc.call('whoami')).toBe('ann');
+    expect(kinds(running.gateway)).toEqual(['sse']);
   });
 
   it('ends the server session when the client closes', async () => {

@@ -165,6 +165,22 @@ describe('HTTP streaming fallback (server)', () => {
     expect(session.isClosed).toBe(true);
   });
 
+  it('counts the stream in maxBufferedBytesTotal: over it, the session closes', async () => {
+    const { gateway, events } = await sseGateway({
+      limits: { maxBufferedBytesTotal: 128 * 1024, maxBufferedBytes: 0 },
+    });
+    const stream = await openStream(events, { noRead: true });
+    cleanups.push(() => stream.destroy());
+    await waitUntil(() => gateway.sessions.size === 1, 'the session opened');
+    const session = [...gateway.sessions.values()][0]!;
+    const big = 'z'.repeat(64 * 1024);
+    for (let i = 0; i < 200 && !session.isClosed; i++) {
+      session.notify('big', [big]);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await waitUntil(() => gateway.sessions.size === 0, 'the session closed');
+  });
+
   it('authenticates the stream with the same hook (Bearer header)', async () => {
     const { gateway, events, open } = await sseGateway<{ user: string }>({
       authenticate: (request) => {
