@@ -18,8 +18,6 @@ import {
 import type { Rule } from '../peer/option-rules.js';
 import { DEFAULT_SUBSCRIPTION_METHODS } from '../protocol/subscription-frames.js';
 import type { WebSocketConstructor } from '../transport/websocket-transport.js';
-import { fallbackSocket } from './sse-transport.js';
-import type { TransportName } from './sse-transport.js';
 import type { WireCodec } from '../encoding/codec.js';
 import { defaultBackoff } from './backoff.js';
 import { redactUrl } from './redact-url.js';
@@ -47,14 +45,12 @@ export interface ClientOptions {
    * (sync or async) is called for the URL before each dial.
    */
   url: string | readonly string[] | (() => string | Promise<string>);
-  /** WebSocket class. Default `globalThis.WebSocket`; in Node 20 pass `WebSocket` from `ws`. */
-  WebSocket?: WebSocketConstructor;
   /**
-   * The transports to try, in order of preference. Default ['websocket']. With "sse" the
-   * client falls back to the gateway's HTTP streaming fallback (`routes.events`) when a
-   * WebSocket cannot open, and moves back up when one can (`fallbackSocket` around `WebSocket`).
+   * WebSocket class. Default `globalThis.WebSocket`; in Node 20 pass `WebSocket` from `ws`. For
+   * the HTTP streaming fallback, `fallbackSocket({ transports: ['websocket', 'sse'] })`: kept out
+   * of this option's default so a client without it does not carry its code.
    */
-  transports?: readonly TransportName[];
+  WebSocket?: WebSocketConstructor;
   /** Subprotocols to offer, or a function (sync or async) called before each dial. */
   protocols?: PerDial<string | string[]>;
   /**
@@ -209,15 +205,6 @@ const headerRecord: Rule = (value, key) => {
 export const clientOptionRules: Readonly<Record<keyof ClientOptions, Rule | null>> = {
   url: null,
   WebSocket: ofType('function', 'a WebSocket class'),
-  transports: (value, key) => {
-    if (
-      !Array.isArray(value) ||
-      value.length === 0 ||
-      new Set(value).size !== value.length ||
-      value.some((name) => name !== 'websocket' && name !== 'sse')
-    )
-      refuse(key, 'a non-empty array of "websocket" and "sse", each at most once', value);
-  },
   protocols: perDial(protocolList),
   encoding: (value, key) => {
     if (value === 'json') return;
@@ -302,10 +289,8 @@ export function resolveClientOptions(options: unknown): ClientConfig {
   if (!Array.isArray(list) || (list.length === 0 && !urlOf)) {
     refuse('url', 'a URL or a non-empty array of URLs', url);
   }
-  const given = o.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
-  const transports = o.transports ?? ['websocket'];
-  const websocket = transports.includes('websocket');
-  if (!given && websocket) {
+  const WebSocket = o.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
+  if (!WebSocket) {
     throw new TypeError(
       'No WebSocket implementation: pass { WebSocket } (in Node 20: import { WebSocket } from "ws")',
     );
@@ -318,17 +303,11 @@ export function resolveClientOptions(options: unknown): ClientConfig {
       ? 'tokenTransport "header"'
       : '';
   // Only the `ws` class (an EventEmitter) takes headers; a browser's WebSocket has no way to.
-  if (
-    sendsHeaders &&
-    websocket &&
-    typeof (given?.prototype as { on?: unknown } | undefined)?.on !== 'function'
-  ) {
+  if (sendsHeaders && typeof (WebSocket.prototype as { on?: unknown }).on !== 'function') {
     throw new TypeError(
       `${sendsHeaders} needs the WebSocket of the ws package (Node): this WebSocket cannot send headers; use tokenTransport "in-band"`,
     );
   }
-  const WebSocket =
-    transports.includes('sse') || !given ? fallbackSocket({ transports, WebSocket: given }) : given;
   return Object.freeze({
     urls: Object.freeze(
       list.map((u, i) => checkUrl(u, typeof url === 'string' ? 'url' : `url[${i}]`)),

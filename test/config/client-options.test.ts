@@ -50,12 +50,6 @@ const refused: [
   ['url list member', { url: [url, 5] }, TypeError, 'url[1] must be a URL string, not 5'],
   ['WebSocket', { WebSocket: 'ws' }, TypeError, 'WebSocket must be a WebSocket class, not "ws"'],
   [
-    'transports',
-    { transports: ['sse', 'sse'] },
-    TypeError,
-    'transports must be a non-empty array of "websocket" and "sse", each at most once, not ["sse","sse"]',
-  ],
-  [
     'protocols',
     { protocols: [1] },
     TypeError,

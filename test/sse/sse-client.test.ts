@@ -92,19 +92,6 @@ describe('HTTP streaming fallback (client)', () => {
     expect(kinds(gateway)).toEqual(['sse']);
   });
 
-  it('falls back with the transports option when the WebSocket constructor throws', async () => {
-    const { gateway, url } = await sseGateway();
-    const rpc = new RpcClient({
-      url,
-      WebSocket: BlockedWebSocket,
-      transports: ['websocket', 'sse'],
-      heartbeat: false,
-    });
-    cleanups.push(() => rpc.close());
-    expect(await rpc.call('add', [3, 4])).toBe(7);
-    expect(kinds(gateway)).toEqual(['sse']);
-  });
-
   it('falls back when the upgrade is refused, and moves back up once WebSocket works', async () => {
     const { gateway, url } = await sseGateway();
     let blocked = true;
