@@ -166,6 +166,38 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
     return nodes.countSubscribers(topicName(p));
   });
 
+  // Who is subscribed, for a topic declared with presence: a page of members on every node.
+  registry.method('members', async (params) => {
+    const p = named(params, 'members', ['topic', 'cursor', 'limit']);
+    const topic = topicName(p);
+    const cursor = optionalText(p, 'cursor', 1024);
+    const limit = optionalInteger(p, 'limit', 1, 1_000);
+    let handle;
+    try {
+      handle = gateway.presence(topic);
+    } catch {
+      throw new JsonRpcError(ErrorCode.InvalidParams, 'This topic keeps no presence', {
+        field: 'topic',
+        topic,
+      });
+    }
+    try {
+      const [count, page] = await Promise.all([
+        handle.count(),
+        handle.members({
+          ...(cursor !== undefined ? { cursor } : {}),
+          ...(limit !== undefined ? { limit } : {}),
+        }),
+      ]);
+      return { count, ...page };
+    } catch (err) {
+      deps.logger.warn({ err, topic }, 'server API: presence read failed');
+      throw new ServerError(ErrorCode.BrokerUnavailable, 'Broker unavailable: members not read', {
+        topic,
+      });
+    }
+  });
+
   registry.method('history', async (params) => {
     const p = named(params, 'history', ['topic', 'since', 'limit']);
     const topic = topicName(p);

@@ -9,6 +9,7 @@ import { firstValueFrom } from 'rxjs';
 import { take, toArray } from 'rxjs/operators';
 import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/peer/logger.js';
+import { ErrorCode } from '../../src/protocol/error-codes.js';
 import { resolveServerApiConfig, startServerApi } from '../../src/server-api/index.js';
 import type { ServerApi } from '../../src/server-api/index.js';
 import { noTracing } from '../../src/tracing/index.js';
@@ -254,6 +255,39 @@ describe('server API over HTTP', () => {
         (await call<{ count: number }>(api.url, 'subscribers', { topic: 'news' })).count === 2,
       'two subscribers',
     );
+  });
+
+  it('members pages through who is subscribed to a presence topic; a topic without is -32602', async () => {
+    const running = await res.gateway(userOptions());
+    running.gateway.topic('lobby', { presence: true });
+    running.gateway.topic('news');
+    const api = await startApi(running.gateway);
+    apis.push(api);
+    const clients = [res.client(running.url), res.client(running.url)];
+    for (const client of clients) client.subscribe('lobby').subscribe();
+    await waitFor(
+      async () =>
+        (await call<{ count: number }>(api.url, 'members', { topic: 'lobby' })).count === 2,
+      'both members',
+    );
+    const first = await call<{ count: number; members: { sessionId: string }[]; cursor?: string }>(
+      api.url,
+      'members',
+      { topic: 'lobby', limit: 1 },
+    );
+    expect(first.members).toHaveLength(1);
+    expect(first.cursor).toBeDefined();
+    const second = await call<{ members: { sessionId: string }[] }>(api.url, 'members', {
+      topic: 'lobby',
+      cursor: first.cursor,
+    });
+    const ids = [...first.members, ...second.members].map((m) => m.sessionId).sort();
+    expect(ids).toEqual([...running.gateway.sessions.keys()].sort());
+    const without = await post(api.url, 'members', { topic: 'news' });
+    expect(without.body?.error).toMatchObject({
+      code: ErrorCode.InvalidParams,
+      data: { field: 'topic' },
+    });
   });
 
   it('a missing or wrong key is 401, and nothing is done', async () => {
