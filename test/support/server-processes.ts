@@ -48,7 +48,7 @@ export function findNginx(): string | undefined {
 
 /**
  * deploy/nginx.conf (a conf.d file) for gateways on 127.0.0.1: each `server gateway-N:8080`
- * of the upstream becomes `server 127.0.0.1:<ports[N-1]>` and `listen 8080` becomes
+ * of its upstreams becomes `server 127.0.0.1:<ports[N-1]>` and `listen 8080` becomes
  * `listen 127.0.0.1:<listenPort>`. Throws when the file no longer has that shape.
  */
 export function renderNginxSite(template: string, ports: readonly number[], listenPort: number) {
@@ -61,7 +61,12 @@ export function renderNginxSite(template: string, ports: readonly number[], list
       return `${lead}127.0.0.1:${port}`;
     })
     .replace(/^(\s*listen\s+)8080\s*;/m, `$1127.0.0.1:${listenPort};`);
-  if (servers !== ports.length || !site.includes(`listen 127.0.0.1:${listenPort};`)) {
+  // Each upstream block (by connections, by client) lists every gateway.
+  if (
+    servers === 0 ||
+    servers % ports.length !== 0 ||
+    !site.includes(`listen 127.0.0.1:${listenPort};`)
+  ) {
     throw new Error('deploy/nginx.conf: expected upstream servers gateway-N:8080 and listen 8080');
   }
   return site;
