@@ -258,6 +258,8 @@ export class PresenceService<C> {
           count = await this.store.count(topic);
         } catch (err) {
           this.logger.warn({ err, topic }, 'presence: could not count the members');
+          // Unwatched while the count was read: no retry (teardown already cleared `due`).
+          if (subscriber.closed) return;
           due = setTimeout(() => void emit(), this.settings.coalesceMs);
           return;
         }
