@@ -119,6 +119,26 @@ function joinedKey(topic: string): string {
   return `joined ${canonicalJson([topic])}`;
 }
 
+/** A subscription's entry before its first subscribe: no observers, no server id, no position. */
+function newShared(key: string, params: unknown[], joined: boolean): Shared {
+  return {
+    key,
+    joined,
+    params,
+    subject: new Subject(),
+    observers: 0,
+    serverId: undefined,
+    resubscribe: false,
+    generation: 0,
+    lastSeq: undefined,
+    checked: false,
+    resyncs: [],
+    epoch: undefined,
+    retryTimer: undefined,
+    retries: 0,
+  };
+}
+
 /** Worth keeping on the server: someone observes it, or the server made it. */
 function active(shared: Shared): boolean {
   return shared.observers > 0 || shared.joined;
@@ -173,22 +193,7 @@ export class ClientSubscriptions {
     return new Observable<SubscriptionEvent<T>>((subscriber) => {
       let shared = this.shared.get(key);
       if (!shared) {
-        shared = {
-          key,
-          joined: false,
-          params: wireParams,
-          subject: new Subject(),
-          observers: 0,
-          serverId: undefined,
-          resubscribe: false,
-          generation: 0,
-          lastSeq: undefined,
-          checked: false,
-          resyncs: [],
-          epoch: undefined,
-          retryTimer: undefined,
-          retries: 0,
-        };
+        shared = newShared(key, wireParams, false);
         this.shared.set(key, shared);
       }
       const entry = shared;
@@ -230,22 +235,7 @@ export class ClientSubscriptions {
       this.sendUnsubscribe(id);
       return;
     }
-    const shared: Shared = existing ?? {
-      key,
-      joined: true,
-      params: [topic],
-      subject: new Subject(),
-      observers: 0,
-      serverId: undefined,
-      resubscribe: false,
-      generation: 0,
-      lastSeq: undefined,
-      checked: false,
-      resyncs: [],
-      epoch: undefined,
-      retryTimer: undefined,
-      retries: 0,
-    };
+    const shared = existing ?? newShared(key, [topic], true);
     // A resubscribe of it under way is superseded: its reply, when it comes, is unsubscribed.
     shared.generation++;
     shared.resubscribe = false;
