@@ -1,3 +1,4 @@
+import { nanoid } from 'nanoid';
 import type { Logger } from '../peer/logger.js';
 import type { HandlerContext } from '../peer/handler-context.js';
 import type { Handler } from '../peer/method-registry.js';
@@ -106,6 +107,9 @@ function routeHandler(
   const spanName = `upstream.request ${route.upstream}`;
   return (params: unknown, ctx: HandlerContext<Session<unknown>>) => {
     const headers = identity.of(ctx.session);
+    // Set here rather than left to the endpoint, which sets it on its own copy: the failure log
+    // below names it.
+    headers['x-request-id'] = nanoid();
     const attributes = { 'rpc.method': ctx.method, 'wsrpc.upstream': route.upstream };
     // The call as the gateway serves it (server span), and inside it the request to the upstream
     // (client span), whose traceparent the upstream gets.
