@@ -24,6 +24,7 @@ import { PREFERRED_SUBPROTOCOL } from './options.js';
 import type { GatewayConfig } from './gateway-config.js';
 import type { GatewayLimits, UpgradeRequest } from './options.js';
 import { runAuthenticate } from './run-authenticate.js';
+import type { AuthenticateOutcome } from './run-authenticate.js';
 import type { Session } from './session.js';
 import type { SessionRouter } from './session-router.js';
 import { closeWhenIdle } from './shutdown.js';
@@ -31,6 +32,12 @@ import { streamRefusal } from './stream-refusal.js';
 import { rejectUpgrade } from './upgrade-rejection.js';
 import type { RefusalLog } from './upgrade-rejection.js';
 import { describeStream, describeUpgrade } from './upgrade-request.js';
+
+/** What `identify` found: the session's identity, or which hook refused or failed. */
+type Identified<C> =
+  | { ok: true; context: C; user: string | undefined; pending: boolean }
+  | (Extract<AuthenticateOutcome<C>, { ok: false }> & { hook: 'authenticate' })
+  | { ok: false; hook: 'userOf' };
 
 export interface IntakeDeps<C> {
   /** Read when used (authenticate, userOf, selectProtocol, refuseWhileBrokerDown, tls, ...). */
@@ -244,29 +251,19 @@ export class ConnectionIntake<C> {
   ): Promise<boolean> {
     const { deps } = this;
     await this.codecsLoaded; // pickProtocol and openSession read them
-    const pending = this.inBand(upgrade);
-    const auth = pending
-      ? { ok: true as const, context: undefined as C }
-      : await runAuthenticate(
-          deps.authenticate,
-          upgrade,
-          deps.logger,
-          deps.limits.authenticateTimeoutMs,
-        );
-    if (!auth.ok) {
-      const { reason, status, message, headers } = auth;
+    const identified = await this.identify(upgrade);
+    if (!identified.ok) {
+      if (identified.hook === 'userOf') {
+        this.refuse(socket, 'auth-error', 500);
+        return false;
+      }
+      const { reason, status, message, headers } = identified;
       // A failed hook is logged by runAuthenticate; a refusal is logged with its request.
       const logged = reason === 'unauthenticated' ? upgrade : undefined;
       this.refuse(socket, reason, status, message, headers, logged);
       return false;
     }
-    const context = auth.context;
-    const held = pending ? { ok: true as const, user: undefined } : await this.holdUser(context);
-    if (!held.ok) {
-      this.refuse(socket, 'auth-error', 500);
-      return false;
-    }
-    const { user } = held;
+    const { context, user, pending } = identified;
     try {
       if (deps.isClosing()) {
         this.refuse(socket, 'draining', 503, 'Server shutting down');
@@ -383,29 +380,22 @@ export class ConnectionIntake<C> {
     }
     let kept = false;
     try {
-      const pending = this.inBand(upgrade);
-      const auth = pending
-        ? { ok: true as const, context: undefined as C }
-        : await runAuthenticate(
-            deps.authenticate,
-            upgrade,
-            deps.logger,
-            deps.limits.authenticateTimeoutMs,
-          );
-      if (!auth.ok) return refuse(auth.status, auth.reason, auth.message, auth.headers);
-      const held = pending
-        ? { ok: true as const, user: undefined }
-        : await this.holdUser(auth.context);
-      if (!held.ok) return refuse(500, 'auth-error', 'Internal server error');
+      const identified = await this.identify(upgrade);
+      if (!identified.ok) {
+        if (identified.hook === 'userOf') return refuse(500, 'auth-error', 'Internal server error');
+        const { status, reason, message, headers } = identified;
+        return refuse(status, reason, message, headers);
+      }
+      const { context, user, pending } = identified;
       try {
         if (deps.isClosing()) return refuse(503, 'draining', 'Server shutting down');
         if (res.destroyed) return undefined; // the client left while the hooks ran
         const transport = open();
         const session = deps.attach(
           transport,
-          auth.context,
+          context,
           upgrade.remoteAddress,
-          held.user,
+          user,
           upgrade,
           pending,
         );
@@ -417,7 +407,7 @@ export class ConnectionIntake<C> {
         );
         return session;
       } finally {
-        this.releaseUser(held.user);
+        this.releaseUser(user);
       }
     } finally {
       if (!kept) admitted();
@@ -455,26 +445,14 @@ export class ConnectionIntake<C> {
     if (typeof admitted !== 'function') {
       return refuse(admitted.status, admitted.message, admitted.reason);
     }
-    const pending = this.inBand(request);
-    const auth = pending
-      ? { ok: true as const, context: undefined as C }
-      : await runAuthenticate(
-          deps.authenticate,
-          request,
-          deps.logger,
-          deps.limits.authenticateTimeoutMs,
-        );
-    if (!auth.ok) {
+    const identified = await this.identify(request);
+    if (!identified.ok) {
       admitted();
-      return refuse(auth.status, auth.message ?? 'Internal server error', auth.reason);
+      if (identified.hook === 'userOf') return refuse(500, 'Internal server error', 'auth-error');
+      const { status, message, reason } = identified;
+      return refuse(status, message ?? 'Internal server error', reason);
     }
-    const context = auth.context;
-    const held = pending ? { ok: true as const, user: undefined } : await this.holdUser(context);
-    if (!held.ok) {
-      admitted();
-      return refuse(500, 'Internal server error', 'auth-error');
-    }
-    const { user } = held;
+    const { context, user, pending } = identified;
     try {
       // A TCP client that left while the hooks ran: reset (destroyed), or ended having sent
       // nothing, whose 'end' has been emitted already: a transport made now would never see
@@ -503,6 +481,29 @@ export class ConnectionIntake<C> {
     } finally {
       this.releaseUser(user);
     }
+  }
+
+  /**
+   * The identity gates every transport passes after admission: `authenticate` (skipped for a
+   * connection accepted to authenticate in-band), then `userOf`, whose user is held (holdUser)
+   * until the caller releases it. A failure says which hook refused or failed, for the caller
+   * to answer in its own way.
+   */
+  private async identify(request: UpgradeRequest): Promise<Identified<C>> {
+    const { deps } = this;
+    if (this.inBand(request)) {
+      return { ok: true, context: undefined as C, user: undefined, pending: true };
+    }
+    const auth = await runAuthenticate(
+      deps.authenticate,
+      request,
+      deps.logger,
+      deps.limits.authenticateTimeoutMs,
+    );
+    if (!auth.ok) return { ...auth, hook: 'authenticate' };
+    const held = await this.holdUser(auth.context);
+    if (!held.ok) return { ok: false, hook: 'userOf' };
+    return { ok: true, context: auth.context, user: held.user, pending: false };
   }
 
   /**
