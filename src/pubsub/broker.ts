@@ -47,6 +47,21 @@ export function exceptList(
   return list.length === 0 ? undefined : list;
 }
 
+/**
+ * The left-out session ids as a broker carries them (a JSON list of strings, stored by the
+ * Redis publish script or sent in a NATS header); undefined for anything else.
+ */
+export function parseExcept(text: string): readonly string[] | undefined {
+  try {
+    const list: unknown = JSON.parse(text);
+    return Array.isArray(list) && list.every((id) => typeof id === 'string')
+      ? (list as string[])
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** How much of a topic the broker keeps for clients that resume. */
 export interface Retention {
   /** Most recent messages kept per topic. Default 1 000. */

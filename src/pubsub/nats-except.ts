@@ -5,6 +5,7 @@
  */
 import { headers } from '@nats-io/transport-node';
 import type { MsgHdrs } from '@nats-io/transport-node';
+import { parseExcept } from './broker.js';
 
 /** The header holding the left-out session ids, a JSON list. */
 export const EXCEPT_HEADER = 'Wsrpc-Except';
@@ -20,13 +21,5 @@ export function exceptHeaders(except: readonly string[] | undefined): MsgHdrs | 
 /** The left-out session ids of a received message; undefined when it names none. */
 export function exceptOf(h: MsgHdrs | undefined): readonly string[] | undefined {
   const text = h?.get(EXCEPT_HEADER);
-  if (!text) return undefined;
-  try {
-    const list: unknown = JSON.parse(text);
-    return Array.isArray(list) && list.every((id) => typeof id === 'string')
-      ? (list as string[])
-      : undefined;
-  } catch {
-    return undefined;
-  }
+  return text ? parseExcept(text) : undefined;
 }

@@ -4,6 +4,7 @@
  * one that knows their KEYS, ARGV and reply layouts.
  */
 import { randomBytes } from 'node:crypto';
+import { parseExcept } from './broker.js';
 import type { BrokerMessage, Retention } from './broker.js';
 import type { RedisTopicKeys } from './redis-keys.js';
 import { script } from './redis-script-runner.js';
@@ -246,16 +247,4 @@ function parseEntry(topic: string, entry: unknown): BrokerMessage | undefined {
   }
   if (payload === undefined) return undefined;
   return except ? { topic, seq, payload, except } : { topic, seq, payload };
-}
-
-/** The left-out session ids as the publish script stored them (a JSON list of strings). */
-export function parseExcept(text: string): readonly string[] | undefined {
-  try {
-    const list: unknown = JSON.parse(text);
-    return Array.isArray(list) && list.every((id) => typeof id === 'string')
-      ? (list as string[])
-      : undefined;
-  } catch {
-    return undefined;
-  }
 }

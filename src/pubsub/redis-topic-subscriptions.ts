@@ -4,11 +4,12 @@
  * chain per topic, which is where gaps are filled, duplicates dropped and new epochs noticed.
  */
 import type { Redis } from 'ioredis';
+import { parseExcept } from './broker.js';
 import type { BrokerMessage } from './broker.js';
 import { toError } from './redis-errors.js';
 import { redisTopicKeys } from './redis-keys.js';
 import type { RedisTopicKeys } from './redis-keys.js';
-import { parseExcept, readTopic } from './redis-scripts.js';
+import { readTopic } from './redis-scripts.js';
 import type { Read } from './redis-scripts.js';
 import type { RedisScriptRunner } from './redis-script-runner.js';
 
