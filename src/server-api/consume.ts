@@ -169,9 +169,12 @@ async function consumeNats(
         logger.warn({ err, subject }, 'server API: NATS subscription error');
         return;
       }
-      const work = handle(msg.string(), answer, logger, { subject }).then((reply) => {
-        if (msg.reply) msg.respond(reply ?? '');
-      });
+      const work = handle(msg.string(), answer, logger, { subject })
+        .then((reply) => {
+          if (msg.reply) msg.respond(reply ?? '');
+        })
+        // respond throws on a closed connection: logged, never an unhandled rejection.
+        .catch((err: unknown) => logger.warn({ err, subject }, 'server API: could not reply'));
       running.add(work);
       void work.finally(() => running.delete(work));
     },
