@@ -2,6 +2,7 @@ import type { TransportKind } from '../transport/transport.js';
 import type { IncomingMessage, Server as HttpServer, ServerResponse } from 'node:http';
 import type { Logger } from '../peer/logger.js';
 import type { Middleware } from '../peer/middleware.js';
+import { describe, isRecord } from '../peer/option-rules.js';
 import type { Broker, Retention } from '../pubsub/broker.js';
 import type { Params } from '../protocol/types.js';
 import type { SubscriptionMethods } from './pubsub-service.js';
@@ -653,15 +654,6 @@ export function resolveRoutes(
     taken.set(route, `routes.${name}`);
   }
   return resolved;
-}
-
-/** An object of options: not null, not an array. */
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function describe(value: unknown): string {
-  return JSON.stringify(value) ?? typeof value;
 }
 
 /** The subprotocol the gateway prefers to answer with. */
