@@ -58,7 +58,7 @@ export interface IntakeDeps<C> {
   refusals: Pick<RefusalLog, 'refused' | 'flush'>;
   proxies: TrustedProxies | undefined;
   broker: Broker;
-  router: Pick<SessionRouter, 'userConnected' | 'userDisconnected' | 'listeningFor'>;
+  router: Pick<SessionRouter, 'holdUser' | 'userDisconnected'>;
   isClosing(): boolean;
   /** The authenticate hook as the gateway composed it (the one every phase runs). */
   authenticate: GatewayConfig<C>['auth']['authenticate'];
@@ -524,8 +524,7 @@ export class ConnectionIntake<C> {
       return { ok: false };
     }
     if (user === undefined) return { ok: true, user };
-    this.deps.router.userConnected(user);
-    await this.deps.router.listeningFor(user);
+    await this.deps.router.holdUser(user);
     return { ok: true, user };
   }
 

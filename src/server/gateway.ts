@@ -321,10 +321,7 @@ export class Gateway<C = unknown> {
       authenticate,
       logger: this.logger,
       authenticated: (session, user) => this.sessionTable.authenticated(session, user),
-      holdUser: async (user) => {
-        this.router.userConnected(user);
-        await this.router.listeningFor(user);
-      },
+      holdUser: (user) => this.router.holdUser(user),
       releaseUser: (user) => this.router.userDisconnected(user),
       reauthorize: (session) => this.pubsub.reauthorize(session),
     });

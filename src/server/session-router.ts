@@ -406,6 +406,15 @@ export class SessionRouter {
   }
 
   /**
+   * `userConnected(user)`, then `listeningFor(user)`: what a session of `user` waits for
+   * before it opens (ConnectionIntake, in-band authentication). Release with `userDisconnected`.
+   */
+  async holdUser(user: string): Promise<void> {
+    this.userConnected(user);
+    await this.listeningFor(user);
+  }
+
+  /**
    * Resolves, after `userConnected(user)`, once the broker has this node's subscription for
    * the user (true), or once the attempt failed (false; it is retried until it works). A
    * gateway that waits for it before letting a session of the user in guarantees that a
