@@ -23,7 +23,7 @@ import { bounded } from './nats-link.js';
 import type { Link } from './nats-link.js';
 import { encodeTopic } from './nats-names.js';
 import { isNoResponders, isStreamNotFound } from './nats-streams.js';
-import { decodeEntry } from './presence.js';
+import { entryOf } from './presence.js';
 import type { PresenceEntry, PresencePage, PresenceStore, ReapedMembers } from './presence.js';
 
 /** The bucket of presence under `prefix`. */
@@ -284,6 +284,6 @@ function decodeMember(text: string): { topic: string; entry: PresenceEntry } | u
   if (!Array.isArray(value) || typeof value[4] !== 'string' || typeof value[5] !== 'string') {
     return undefined;
   }
-  const decoded = decodeEntry(value[5], text);
+  const decoded = entryOf(value[5], value);
   return decoded && { topic: value[4], entry: decoded.entry };
 }

@@ -100,18 +100,27 @@ export function decodeEntry(
   key: string,
   text: string,
 ): { owner: string; entry: PresenceEntry } | undefined {
+  let value: unknown;
   try {
-    const value = JSON.parse(text) as unknown;
-    if (!Array.isArray(value) || typeof value[0] !== 'string' || typeof value[1] !== 'string') {
-      return undefined;
-    }
-    const entry: PresenceEntry = { key, sessionId: value[1] };
-    if (typeof value[2] === 'string') entry.user = value[2];
-    if (value[3] && typeof value[3] === 'object') entry.info = value[3] as Record<string, unknown>;
-    return { owner: value[0], entry };
+    value = JSON.parse(text);
   } catch {
     return undefined;
   }
+  return entryOf(key, value);
+}
+
+/** A stored member already parsed (`encodeEntry`'s list, maybe longer); undefined for anything else. */
+export function entryOf(
+  key: string,
+  value: unknown,
+): { owner: string; entry: PresenceEntry } | undefined {
+  if (!Array.isArray(value) || typeof value[0] !== 'string' || typeof value[1] !== 'string') {
+    return undefined;
+  }
+  const entry: PresenceEntry = { key, sessionId: value[1] };
+  if (typeof value[2] === 'string') entry.user = value[2];
+  if (value[3] && typeof value[3] === 'object') entry.info = value[3] as Record<string, unknown>;
+  return { owner: value[0], entry };
 }
 
 /** The member as clients see it (no store key). */
