@@ -304,6 +304,8 @@ export class NodeRequests {
       case 'answer': {
         const entry = this.pending.get(body.id);
         const answer = body.answer;
+        // What another node sent is checked as far as reading it needs: a broken message is dropped.
+        if (typeof (answer as Partial<ClientAnswer> | null)?.sessionId !== 'string') return;
         if (entry?.kind === 'session') entry.settle(answer);
         else if (entry?.kind === 'user') {
           entry.answers.set(answer.sessionId, answer);
