@@ -426,8 +426,12 @@ export class WsTransport implements ServerTransport, BudgetMember {
       // With compression: each broadcast compressed once per encoding, the rest by ws.
       const payload =
         typeof frame === 'string' ? textToBinary(codec, frame) : frame.wire(builders.payload);
-      if (payload.length < deflate.settings.threshold) this.raw!.write(binaryFrame(payload));
-      else if (typeof frame === 'string') this.socket.send(payload, { binary: true });
+      if (payload.length < deflate.settings.threshold) {
+        // Below the threshold a broadcast's frame is built once per publish, as without deflate.
+        this.raw!.write(
+          typeof frame === 'string' ? binaryFrame(payload) : frame.wire(builders.frame),
+        );
+      } else if (typeof frame === 'string') this.socket.send(payload, { binary: true });
       else if (!this.sharedDeflate) this.raw!.write(frame.wire(builders.frame));
       else {
         this.raw!.write(frame.wire(deflate.binaryFrame(builders.payload)));
