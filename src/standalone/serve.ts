@@ -114,6 +114,9 @@ export async function serve(
         logger,
         tracing,
         server: gateway.httpServer,
+        // consume.url's default: the broker's URL, when the consumer is of the broker's kind.
+        brokerUrl:
+          config.broker.kind === config.serverApi.consume?.kind ? config.broker.url : undefined,
       });
       apiClose = () => api.close();
       serverApiUrl = api.url;
