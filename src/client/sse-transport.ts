@@ -32,15 +32,17 @@ export function defaultEventsUrl(url: string): string {
   return parsed.href;
 }
 
-interface SseEvent {
+export interface SseEvent {
   id: string | undefined;
   event: string;
   data: string;
 }
 
 /** Complete events out of `buffer` (into `into`); returns the rest. */
-function parseEvents(buffer: string, into: SseEvent[]): string {
-  buffer = buffer.replace(/\r\n?/g, '\n');
+export function parseEvents(buffer: string, into: SseEvent[]): string {
+  // A chunk that ends in "\r" may be half of a "\r\n": keep it as it is until the next one.
+  const pendingCr = buffer.endsWith('\r');
+  buffer = (pendingCr ? buffer.slice(0, -1) : buffer).replace(/\r\n?/g, '\n');
   let at: number;
   while ((at = buffer.indexOf('\n\n')) >= 0) {
     const block = buffer.slice(0, at);
@@ -59,7 +61,7 @@ function parseEvents(buffer: string, into: SseEvent[]): string {
     }
     if (data.length > 0) into.push({ id, event, data: data.join('\n') });
   }
-  return buffer;
+  return pendingCr ? `${buffer}\r` : buffer;
 }
 
 /**
