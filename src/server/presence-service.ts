@@ -73,6 +73,8 @@ export class PresenceService<C> {
   /** Changes not written yet, by topic; at most one write per topic is under way. */
   private readonly pending = new Map<string, Pending>();
   private readonly writing = new Set<string>();
+  /** The writes under way (at most one per topic). */
+  private readonly flushes = new Set<Promise<void>>();
   private readonly watches = new Map<string, Observable<PresenceEvent>>();
   /** This node's lease id in the store: new when its lease was found lapsed. */
   private owner: string;
@@ -231,6 +233,9 @@ export class PresenceService<C> {
     const remaining = [...this.local];
     this.local.clear();
     this.pending.clear();
+    // A write under way would land after the release, under an owner that no longer exists:
+    // it ends first (nothing is pending, so each stops after its current write).
+    await Promise.allSettled([...this.flushes]);
     try {
       await this.store.release(this.owner);
       for (const [topic, members] of remaining)
@@ -314,7 +319,7 @@ export class PresenceService<C> {
     if (change === 'joined') pending.joined.set(entry.key, entry);
     // A member that leaves before its join was written was never there.
     else if (!pending.joined.delete(entry.key)) pending.left.set(entry.key, entry);
-    if (!this.writing.has(topic)) void this.flush(topic);
+    if (!this.writing.has(topic)) this.startFlush(topic);
   }
 
   /**
@@ -322,6 +327,12 @@ export class PresenceService<C> {
    * in the next, so a burst of joins costs a few writes, not one each. A failed write is kept
    * and tried again on the next lease tick.
    */
+  /** Start writing the topic's pending changes; `close` waits for the writes under way. */
+  private startFlush(topic: string): void {
+    const flush = this.flush(topic).finally(() => this.flushes.delete(flush));
+    this.flushes.add(flush);
+  }
+
   private async flush(topic: string): Promise<void> {
     this.writing.add(topic);
     try {
@@ -398,7 +409,7 @@ export class PresenceService<C> {
           await this.announce(topic, entries, []);
         }
       }
-      for (const topic of this.pending.keys()) if (!this.writing.has(topic)) void this.flush(topic);
+      for (const topic of this.pending.keys()) if (!this.writing.has(topic)) this.startFlush(topic);
       for (const { topic, members } of await store.reap()) await this.announce(topic, [], members);
     } catch (err) {
       this.logger.warn({ err }, 'presence: lease renewal or reaping failed');
