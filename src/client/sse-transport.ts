@@ -38,36 +38,122 @@ export interface SseEvent {
   data: string;
 }
 
-/** Complete events out of `buffer` (into `into`); returns the rest. */
-export function parseEvents(buffer: string, into: SseEvent[]): string {
-  // A chunk that ends in "\r" may be half of a "\r\n": keep it as it is until the next one.
-  const pendingCr = buffer.endsWith('\r');
-  buffer = (pendingCr ? buffer.slice(0, -1) : buffer).replace(/\r\n?/g, '\n');
-  let at: number;
-  while ((at = buffer.indexOf('\n\n')) >= 0) {
-    const block = buffer.slice(0, at);
-    buffer = buffer.slice(at + 2);
-    let id: string | undefined;
-    let event = 'message';
-    const data: string[] = [];
-    for (const line of block.split('\n')) {
-      if (line === '' || line.startsWith(':')) continue;
-      const colon = line.indexOf(':');
-      const field = colon < 0 ? line : line.slice(0, colon);
-      const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
-      if (field === 'id') id = value;
-      else if (field === 'event') event = value;
-      else if (field === 'data') data.push(value);
+const LF = 10;
+
+/**
+ * An event stream read chunk by chunk: each chunk is scanned once, from where the last one
+ * ended, so an event cut into many chunks costs its length, not its length times the number of
+ * chunks. Lines end with CRLF, LF or CR (a CR at the end of a chunk ends its line at once; an LF
+ * that starts the next chunk is then skipped); an empty line ends an event; `:` lines are
+ * comments; `id`, `event` and `data` are read, other fields ignored.
+ */
+export class EventStreamParser {
+  /** The current line's text so far, in the pieces it came in (joined once it ends). */
+  private line: string[] = [];
+  private skipLf = false;
+  private id: string | undefined;
+  private event = 'message';
+  private data: string[] = [];
+
+  /** The events that `chunk` completes, in order. */
+  push(chunk: string, into: SseEvent[] = []): SseEvent[] {
+    let at = 0;
+    if (this.skipLf && chunk.charCodeAt(0) === LF) at = 1;
+    this.skipLf = false;
+    // The next CR and LF at or after `at`; each is searched for again only once passed.
+    let cr = -1;
+    let lf = -1;
+    while (at < chunk.length) {
+      if (cr !== Infinity && cr < at) cr = indexOrEnd(chunk, '\r', at);
+      if (lf !== Infinity && lf < at) lf = indexOrEnd(chunk, '\n', at);
+      const end = Math.min(cr, lf);
+      if (end === Infinity) {
+        this.line.push(chunk.slice(at));
+        break;
+      }
+      this.line.push(chunk.slice(at, end));
+      const text = this.line.length === 1 ? this.line[0]! : this.line.join('');
+      this.line = [];
+      this.take(text, into);
+      at = end + 1;
+      if (end === cr) {
+        if (at === chunk.length) this.skipLf = true;
+        else if (chunk.charCodeAt(at) === LF) at++;
+      }
     }
-    if (data.length > 0) into.push({ id, event, data: data.join('\n') });
+    return into;
   }
-  return pendingCr ? `${buffer}\r` : buffer;
+
+  private take(line: string, into: SseEvent[]): void {
+    if (line === '') {
+      if (this.data.length > 0) {
+        into.push({ id: this.id, event: this.event, data: this.data.join('\n') });
+      }
+      this.id = undefined;
+      this.event = 'message';
+      this.data = [];
+      return;
+    }
+    if (line.charCodeAt(0) === 58 /* : */) return;
+    const colon = line.indexOf(':');
+    const field = colon < 0 ? line : line.slice(0, colon);
+    let value = colon < 0 ? '' : line.slice(colon + 1);
+    if (value.charCodeAt(0) === 32 /* space */) value = value.slice(1);
+    if (field === 'id') this.id = value;
+    else if (field === 'event') this.event = value;
+    else if (field === 'data') this.data.push(value);
+  }
+}
+
+function indexOrEnd(text: string, char: string, from: number): number {
+  const at = text.indexOf(char, from);
+  return at < 0 ? Infinity : at;
+}
+
+/**
+ * The complete events of `text` (into `into`); returns the text after the last of them, which,
+ * with the next chunk appended, reads as the stream goes on. For a text at hand; a stream is
+ * read with one EventStreamParser, which does not scan again what it has scanned.
+ */
+export function parseEvents(text: string, into: SseEvent[]): string {
+  // The end of the last complete event: after its blank line (CRLF, LF or CR).
+  // (A CR followed by an LF is one line end, never two.)
+  const ends = [...text.matchAll(/(?:\r\n|\n|\r(?!\n))(?:\r\n|\n|\r(?!\n))/g)];
+  let cut = 0;
+  const parser = new EventStreamParser();
+  for (const end of ends) {
+    const after = end.index + end[0].length;
+    parser.push(text.slice(cut, after), into);
+    cut = after;
+  }
+  return text.slice(cut);
+}
+
+/**
+ * Characters (UTF-16 code units, as `bufferedAmount` counts them here) of messages an SseSocket
+ * holds while they wait to be POSTed, one POST at a time, in order. A message that would take it
+ * past this closes the socket (1008): the server is not taking them as fast as they come, and
+ * holding more would only grow the client's memory.
+ */
+export const MAX_QUEUED_POST_CHARS = 4 * 1024 * 1024;
+
+/** Report an error thrown by the application's event handler, as a host reports a listener's. */
+function reportHandlerError(err: unknown): void {
+  const report = (globalThis as { reportError?: (err: unknown) => void }).reportError;
+  if (typeof report === 'function') report(err);
+  else
+    setTimeout(() => {
+      throw err;
+    }, 0);
 }
 
 /**
  * The WebSocket surface RpcClient uses, over the gateway's HTTP streaming fallback: opens when
  * the stream's first event names the session; a stream that drops is resumed by
- * Last-Event-ID (nothing lost); messages are POSTed one at a time, in order.
+ * Last-Event-ID (nothing lost); messages are POSTed one at a time, in order, at most
+ * `MAX_QUEUED_POST_CHARS` of them waiting (past it, the socket closes with 1008). An exception
+ * thrown by a handler (`onmessage`, `onopen`...) is reported as a host reports a listener's
+ * (`reportError`, else thrown in a task of its own): it never reads as a dropped stream.
  */
 export class SseSocket implements WebSocketLike {
   readyState = CONNECTING;
@@ -106,11 +192,15 @@ export class SseSocket implements WebSocketLike {
 
   send(data: string): void {
     if (this.readyState !== OPEN) return;
+    if (this.queuedBytes + data.length > MAX_QUEUED_POST_CHARS) {
+      this.close(1008, `more than ${MAX_QUEUED_POST_CHARS} characters waiting to be POSTed`);
+      return;
+    }
     const session = this.session!;
     this.queuedBytes += data.length;
     this.posting = this.posting.then(async () => {
-      if (this.readyState !== OPEN) return;
       try {
+        if (this.readyState !== OPEN) return;
         const res = await this.fetch(this.url, {
           method: 'POST',
           headers: {
@@ -119,6 +209,7 @@ export class SseSocket implements WebSocketLike {
             'x-wsrpc-secret': session.secret,
           },
           body: data,
+          credentials: 'include',
           signal: this.abort.signal,
         });
         // A session the server no longer has: this connection is over.
@@ -138,12 +229,17 @@ export class SseSocket implements WebSocketLike {
     this.readyState = CLOSING;
     if (session) {
       // Tell the server at once rather than leave it waiting out its grace period.
-      void this.posting.then(() =>
-        this.fetch(this.url, {
-          method: 'DELETE',
-          headers: { 'x-wsrpc-session': session.session, 'x-wsrpc-secret': session.secret },
-        }).catch(() => undefined),
-      );
+      void this.posting.then(async () => {
+        try {
+          await this.fetch(this.url, {
+            method: 'DELETE',
+            headers: { 'x-wsrpc-session': session.session, 'x-wsrpc-secret': session.secret },
+            credentials: 'include',
+          });
+        } catch {
+          // Not told: the server ends the session once its grace period is over.
+        }
+      });
     }
     this.finish(code, reason);
   }
@@ -157,27 +253,41 @@ export class SseSocket implements WebSocketLike {
       if (this.lastEventId !== undefined) headers['last-event-id'] = this.lastEventId;
     }
     let received = false;
+    let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
     try {
-      const res = await this.fetch(this.url, { headers, signal: this.abort.signal });
+      const res = await this.fetch(this.url, {
+        headers,
+        credentials: 'include',
+        signal: this.abort.signal,
+      });
       if (!res.ok || !res.body) {
         await res.body?.cancel().catch(() => undefined);
         return this.finish(1006, `event stream answered ${res.status}`);
       }
-      const reader = res.body.getReader();
+      reader = res.body.getReader();
+    } catch {
+      // Not connected: retried below, while the socket is open.
+    }
+    if (reader) {
       const decoder = new TextDecoder();
-      let buffer = '';
+      const parser = new EventStreamParser();
       for (;;) {
-        const { done, value } = await reader.read();
-        if (done || this.readyState >= CLOSING) break;
-        const events: SseEvent[] = [];
-        buffer = parseEvents(buffer + decoder.decode(value, { stream: true }), events);
-        for (const event of events) {
+        // Only the read is the stream's: what the handlers throw is theirs (see onEvent).
+        let chunk: ReadableStreamReadResult<Uint8Array>;
+        try {
+          chunk = await reader.read();
+        } catch {
+          break; // a dropped connection: resumed below, while the socket is open
+        }
+        if (chunk.done || this.readyState >= CLOSING) break;
+        for (const event of parser.push(decoder.decode(chunk.value, { stream: true }))) {
           received = true;
-          if (!this.onEvent(event)) return;
+          if (!this.onEvent(event)) {
+            reader.cancel().catch(() => undefined);
+            return;
+          }
         }
       }
-    } catch {
-      // A dropped connection: resumed below, while the socket is open.
     }
     if (this.readyState !== OPEN) return this.finish(1006, 'event stream failed');
     const next = received ? 0 : attempt + 1;
@@ -189,22 +299,37 @@ export class SseSocket implements WebSocketLike {
   /** Whether to go on reading. */
   private onEvent(event: SseEvent): boolean {
     if (event.event === 'session') {
-      const hello = JSON.parse(event.data) as { session: string; secret: string };
+      const hello = parseJson(event.data) as { session?: unknown; secret?: unknown } | undefined;
+      if (typeof hello?.session !== 'string' || typeof hello.secret !== 'string') {
+        this.finish(1006, 'malformed session event');
+        return false;
+      }
       this.session = { session: hello.session, secret: hello.secret };
       if (this.readyState === CONNECTING) {
         this.readyState = OPEN;
-        this.onopen?.({});
+        this.emit(this.onopen, {});
       }
       return true;
     }
     if (event.event === 'close') {
-      const { code, reason } = JSON.parse(event.data) as { code: number; reason: string };
-      this.finish(code, reason);
+      const close = parseJson(event.data) as { code?: unknown; reason?: unknown } | undefined;
+      const code = typeof close?.code === 'number' ? close.code : 1006;
+      this.finish(code, typeof close?.reason === 'string' ? close.reason : '');
       return false;
     }
     if (event.id !== undefined) this.lastEventId = event.id;
-    if (this.readyState === OPEN) this.onmessage?.({ data: event.data });
+    if (this.readyState === OPEN) this.emit(this.onmessage, { data: event.data });
     return this.readyState === OPEN;
+  }
+
+  /** Call an application handler; what it throws is reported, not taken for a stream failure. */
+  private emit<E>(handler: ((event: E) => void) | null, event: E): void {
+    if (!handler) return;
+    try {
+      handler.call(this, event);
+    } catch (err) {
+      reportHandlerError(err);
+    }
   }
 
   private finish(code: number, reason: string): void {
@@ -212,8 +337,16 @@ export class SseSocket implements WebSocketLike {
     const opened = this.readyState !== CONNECTING;
     this.readyState = CLOSED;
     this.abort.abort();
-    if (!opened) this.onerror?.({ message: reason });
-    this.onclose?.({ code, reason });
+    if (!opened) this.emit(this.onerror, { message: reason });
+    this.emit(this.onclose, { code, reason });
+  }
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
   }
 }
 

@@ -3,17 +3,26 @@
  * a server-to-client call, a dropped stream resumed with nothing lost), and `fallbackSocket`
  * falling back when the WebSocket cannot open and moving back up once it can.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
-import { RpcClient, UpgradeRejection } from '../../src/index.js';
-import { fallbackSocket, sseSocket } from '../../src/client/sse-transport.js';
-import type { WebSocketConstructor } from '../../src/transport/websocket-transport.js';
+import { ConnectionClosedError, RpcClient, UpgradeRejection } from '../../src/index.js';
+import {
+  MAX_QUEUED_POST_CHARS,
+  fallbackSocket,
+  sseSocket,
+} from '../../src/client/sse-transport.js';
+import type {
+  WebSocketConstructor,
+  WebSocketLike,
+} from '../../src/transport/websocket-transport.js';
+import { rejectionOf } from '../support/promises.js';
 import { startGateway } from '../support/gateway.js';
 import { waitUntil } from '../support/waiting.js';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  vi.unstubAllGlobals();
 });
 
 async function sseGateway() {
@@ -141,5 +150,85 @@ describe('HTTP streaming fallback (client)', () => {
     expect(gateway.sessions.size).toBe(1);
     await rpc.close();
     await waitUntil(() => gateway.sessions.size === 0, 'the session closed', 2_000);
+  });
+});
+
+/** fetch, with every request's method recorded and POSTs held until aborted when `holdPosts`. */
+function watchedFetch(options: { holdPosts?: boolean } = {}) {
+  const methods: string[] = [];
+  const watched = (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
+    const method = init?.method ?? 'GET';
+    methods.push(method);
+    if (method === 'POST' && options.holdPosts) {
+      return new Promise((_resolve, reject) => {
+        init?.signal?.addEventListener('abort', () => reject(new Error('aborted')));
+      });
+    }
+    return fetch(input, init);
+  };
+  return { fetch: watched as typeof fetch, methods };
+}
+
+describe('HTTP streaming fallback (client): its bounds and its handlers', () => {
+  it('closes (1008) rather than hold more than MAX_QUEUED_POST_CHARS waiting to be POSTed', async () => {
+    const { gateway, url } = await sseGateway();
+    const { fetch: held, methods } = watchedFetch({ holdPosts: true });
+    const rpc = new RpcClient({
+      url,
+      WebSocket: sseSocket({ fetch: held }),
+      reconnect: false,
+      heartbeat: false,
+    });
+    cleanups.push(() => rpc.close());
+    await rpc.opened();
+    const big = 'x'.repeat(512 * 1024);
+    const count = Math.ceil(MAX_QUEUED_POST_CHARS / big.length) + 1;
+    const calls = Array.from({ length: count }, () => rejectionOf(rpc.call('add', [big, 1])));
+    // Every call rejects: those the socket took with its close (1008), the one that found it
+    // closing as the client saw it go.
+    const errors = await Promise.all(calls);
+    for (const err of errors.slice(0, -1)) {
+      expect(err).toBeInstanceOf(ConnectionClosedError);
+      expect((err as ConnectionClosedError).closeCode).toBe(1008);
+    }
+    expect(errors.at(-1)).toBeInstanceOf(Error);
+    expect(rpc.lastDisconnect).toMatchObject({ code: 1008, reason: expect.stringMatching(/POST/) });
+    // The server hears of it at once (DELETE), not after its grace period.
+    await waitUntil(() => gateway.sessions.size === 0, 'the session ended');
+    expect(methods.filter((m) => m === 'POST').length).toBeLessThan(count);
+    expect(methods).toContain('DELETE');
+  });
+
+  it('reports what a handler throws and reads on: no resume, nothing lost', async () => {
+    const { gateway, url } = await sseGateway();
+    const reported: unknown[] = [];
+    vi.stubGlobal('reportError', (err: unknown) => reported.push(err));
+    const { fetch: watched, methods } = watchedFetch();
+    const Socket = sseSocket({ fetch: watched }) as new (url: string) => WebSocketLike;
+    const socket = new Socket(url);
+    cleanups.push(() => socket.close());
+    const seen: unknown[] = [];
+    const opened = new Promise<void>((resolve) => {
+      socket.onopen = () => {
+        resolve();
+        throw new Error('onopen is broken');
+      };
+    });
+    socket.onmessage = (event) => {
+      seen.push(JSON.parse(String(event.data)));
+      if (seen.length === 1) throw new Error('onmessage is broken');
+    };
+    await opened;
+    const session = [...gateway.sessions.values()][0]!;
+    for (let n = 1; n <= 3; n++) session.notify('tick', [n]);
+    await waitUntil(() => seen.length === 3, 'three notifications');
+    expect(seen.map((m) => (m as { params: number[] }).params[0])).toEqual([1, 2, 3]);
+    expect(reported.map((err) => (err as Error).message)).toEqual([
+      'onopen is broken',
+      'onmessage is broken',
+    ]);
+    // One GET: the stream was never taken for dropped.
+    expect(methods).toEqual(['GET']);
+    expect(socket.readyState).toBe(1);
   });
 });
