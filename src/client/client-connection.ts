@@ -4,22 +4,22 @@
 // server's drain notice (rpc.reconnect), and the connection state they move through. Apart from
 // RpcClient, which is the call API on top: it builds each connection's Peer and hears of each
 // open and loss through ConnectionHost.
-import { BehaviorSubject, Subject } from 'rxjs';
 import type { Observable } from 'rxjs';
+import { Hub } from '../peer/hub.js';
 import type { Logger } from '../peer/logger.js';
-import type { Peer } from '../peer/peer.js';
+import type { PeerCore as Peer } from '../peer/peer-core.js';
 import { MAX_TIMER_MS } from '../peer/pending-calls.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { JsonRpcError } from '../protocol/errors.js';
 import { TimeoutError } from '../protocol/local-errors.js';
 import { ReservedMethod } from '../protocol/reserved.js';
 import type { Params } from '../protocol/types.js';
+import type { Transport } from '../transport/transport.js';
 import { WebSocketTransport } from '../transport/websocket-transport.js';
 import type { WebSocketLike } from '../transport/websocket-transport.js';
 import { EXPIRED_CLOSE_CODE, authFailureOf, refusalOf } from './authentication.js';
 import type { AuthenticationError, DisconnectEvent } from './authentication.js';
 import { backoffDelay } from './backoff.js';
-import { BatchWatchTransport } from './batch-watch.js';
 import type { ClientConfig, ReconnectOptions } from './client-options.js';
 import type { ConnectionState } from './connection-state.js';
 import { openSocket, prepareDial } from './dial.js';
@@ -32,10 +32,7 @@ export const HEARTBEAT_CLOSE_CODE = 4000;
 /** What the connection needs from the client it serves. */
 export interface ConnectionHost<S> {
   /** A Peer over a socket that has just opened, its notifications routed. */
-  createPeer(
-    transport: BatchWatchTransport,
-    onReservedNotification: (method: string, params: Params | undefined) => void,
-  ): Peer<S>;
+  createPeer(transport: Transport): Peer<S>;
   /** A connection is open: resubscribe and send what was queued. */
   opened(): void;
   /** The open connection was lost; a reconnect follows (unless reconnecting is off). */
@@ -53,8 +50,9 @@ export interface ConnectionHost<S> {
 export class ClientConnection<S> {
   private readonly urls: readonly string[];
   readonly backoff: Readonly<ReconnectOptions> | false;
-  private readonly stateSubject = new BehaviorSubject<ConnectionState>('connecting');
-  private readonly disconnectSubject = new Subject<DisconnectEvent>();
+  /** Replays the current state to each new observer. */
+  readonly stateHub = new Hub<ConnectionState>('connecting', true);
+  private readonly disconnectSubject = new Hub<DisconnectEvent>();
   private peer: Peer<S> | undefined;
   /** The peer whose `rpc.authenticate` is not answered yet: nothing else is sent on it. */
   private authenticating: Peer<S> | undefined;
@@ -69,11 +67,6 @@ export class ClientConnection<S> {
   private expiredRetried = false;
   /** The URL of the last dial (the only one known when `url` is a function). */
   private dialedUrl = '';
-  /**
-   * The transport under `peer`, which notices a batch the server refused as a whole. Read by
-   * the client; set only here.
-   */
-  watch: BatchWatchTransport | undefined;
   /** The current socket. Set only here. */
   socket: WebSocketLike | undefined;
   private attempt = 0;
@@ -87,9 +80,9 @@ export class ClientConnection<S> {
   private reconnectNow = false;
 
   /** The connection state; replays the current one to each new subscriber. */
-  readonly state$: Observable<ConnectionState> = this.stateSubject.asObservable();
+  readonly state$: Observable<ConnectionState> = this.stateHub.observable;
   /** Why each connection, or attempt at one, ended. Completes when the client closes. */
-  readonly disconnects$: Observable<DisconnectEvent> = this.disconnectSubject.asObservable();
+  readonly disconnects$: Observable<DisconnectEvent> = this.disconnectSubject.observable;
 
   constructor(
     private readonly config: ClientConfig,
@@ -101,7 +94,7 @@ export class ClientConnection<S> {
   }
 
   get state(): ConnectionState {
-    return this.stateSubject.value;
+    return this.stateHub.value!;
   }
 
   /** The URL of the current (or next) connection. */
@@ -131,7 +124,6 @@ export class ClientConnection<S> {
     const peer = this.peer;
     const socket = this.socket;
     this.peer = undefined;
-    this.watch = undefined;
     this.socket = undefined;
     if (peer) {
       peer.close(1000, 'client closed');
@@ -140,7 +132,7 @@ export class ClientConnection<S> {
       socket.onopen = null;
       socket.close();
     }
-    this.stateSubject.complete();
+    this.stateHub.complete();
     this.disconnectSubject.complete();
     this.host.closed();
   }
@@ -232,12 +224,8 @@ export class ClientConnection<S> {
     const codec = this.config.encoding;
     // The gateway may answer in JSON: the codec only when its subprotocol was chosen.
     const encoded = codec && socket.protocol === codec.subprotocol ? codec : undefined;
-    const watch = new BatchWatchTransport(new WebSocketTransport(socket, encoded));
-    const peer = this.host.createPeer(watch, (method, params) =>
-      this.onReservedNotification(method, params),
-    );
+    const peer = this.host.createPeer(new WebSocketTransport(socket, encoded));
     this.peer = peer;
-    this.watch = watch;
     // The backoff is not reset here: a server that accepts and closes at once would be
     // redialled at the initial delay forever. It is reset when a connection that has
     // stayed open long enough is lost.
@@ -250,7 +238,6 @@ export class ClientConnection<S> {
       if (this.peer !== peer) return;
       this.peer = undefined;
       this.authenticating = undefined;
-      this.watch = undefined;
       this.socket = undefined;
       if (this.backoff !== false && Date.now() - openedAt >= this.backoff.resetAfterMs) {
         this.attempt = 0;
@@ -301,7 +288,8 @@ export class ClientConnection<S> {
     }, intervalMs);
   }
 
-  private onReservedNotification(method: string, params: Params | undefined): void {
+  /** A reserved notification of the server's, other than rpc.joined. */
+  onReservedNotification(method: string, params: Params | undefined): void {
     if (method !== ReservedMethod.Reconnect) return;
     // The server is draining: go elsewhere now rather than wait for the close. It may name
     // where: one of our URLs is taken next; any other, or none, means our own next URL.
@@ -369,6 +357,6 @@ export class ClientConnection<S> {
 
   /** Move to `state`; a state is never emitted twice in a row. */
   private setState(state: ConnectionState): void {
-    if (this.stateSubject.value !== state) this.stateSubject.next(state);
+    if (this.stateHub.value! !== state) this.stateHub.next(state);
   }
 }

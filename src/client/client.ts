@@ -1,5 +1,5 @@
-import { Subject, filter, firstValueFrom, map } from 'rxjs';
 import type { Observable } from 'rxjs';
+import { Hub, through } from '../peer/hub.js';
 import type { Logger } from '../peer/logger.js';
 import { nameOf } from '../peer/method-descriptor.js';
 import type {
@@ -8,16 +8,21 @@ import type {
   SubscriptionDescriptor,
 } from '../peer/method-descriptor.js';
 import { MethodRegistry } from '../peer/method-registry.js';
+import { composeMiddleware } from '../peer/middleware.js';
 import type { Handler } from '../peer/method-registry.js';
 import { notificationsNamed } from '../peer/notifications.js';
-import { Peer } from '../peer/peer.js';
-import type { BatchEntry, IncomingNotification } from '../peer/peer.js';
+import { PeerCore as Peer } from '../peer/peer-core.js';
+import type { BatchEntry } from '../peer/peer-core.js';
+import type { IncomingNotification } from '../peer/notifications.js';
+import type { PeerConfig } from '../peer/peer-options.js';
 import type { CallOptions } from '../peer/pending-calls.js';
 import { encodeNotification, encodeRequest } from '../protocol/encode.js';
-import type { JsonRpcError } from '../protocol/errors.js';
+import { idTextsByScan } from '../protocol/id-text.js';
+import { ErrorCode } from '../protocol/error-codes.js';
+import { JsonRpcError } from '../protocol/errors.js';
 import { CancelledError, NotConnectedError } from '../protocol/local-errors.js';
 import { ReservedMethod } from '../protocol/reserved.js';
-import type { Params } from '../protocol/types.js';
+import type { ErrorObject, Params } from '../protocol/types.js';
 import type { WebSocketLike } from '../transport/websocket-transport.js';
 import { asAuthFailure, refusalOf } from './authentication.js';
 import type { AuthenticateResult, DisconnectEvent } from './authentication.js';
@@ -50,7 +55,7 @@ export class RpcClient {
   readonly registry = new MethodRegistry<RpcClient>();
   private readonly logger: Logger;
   private readonly queue: OfflineQueue;
-  private readonly notificationSubject = new Subject<IncomingNotification>();
+  private readonly notificationSubject = new Hub<IncomingNotification>();
   private readonly subscriptions: ClientSubscriptions;
   /** The socket, the Peer over it, and reconnecting: everything but the calls. */
   private readonly connection: ClientConnection<RpcClient>;
@@ -58,8 +63,7 @@ export class RpcClient {
   /** The connection state; replays the current one to each new subscriber. */
   readonly state$: Observable<ConnectionState>;
   /** Every notification the server sends, across reconnects. */
-  readonly notifications$: Observable<IncomingNotification> =
-    this.notificationSubject.asObservable();
+  readonly notifications$: Observable<IncomingNotification> = this.notificationSubject.observable;
   /**
    * With `inbox: true`, messages to the user that will never arrive (lost past the server's
    * retention): refetch. Completes when the client closes, or at once without an inbox.
@@ -75,6 +79,8 @@ export class RpcClient {
   readonly joined$: Observable<JoinedSubscription>;
   /** The `$inbox` subscription (ClientOptions.inbox). */
   private readonly inbox: ClientInbox<RpcClient>;
+  /** Batches sent and not yet answered (see sendBatch). */
+  private readonly batches = new Set<WatchedBatch>();
 
   /**
    * Why each connection, or attempt at one, ended: close code and reason, the HTTP status of a
@@ -95,22 +101,31 @@ export class RpcClient {
     const reservedMethods = getToken
       ? new Map([[ReservedMethod.Token, async () => ({ token: await getToken() })]])
       : undefined;
+    // One config for every connection's peer.
+    const peerConfig: PeerConfig<RpcClient> = {
+      registry: this.registry,
+      callTimeoutMs: config.callTimeoutMs,
+      maxPendingCalls: config.maxPendingCalls,
+      maxInFlight: 256,
+      exposeErrorDetails: false,
+      parse: {},
+      idTexts: idTextsByScan,
+      batchOutgoing: config.batchCalls,
+      onReservedNotification: (method, params) => {
+        if (method === ReservedMethod.Joined) this.subscriptions.handleJoined(params);
+        else this.connection.onReservedNotification(method, params);
+      },
+      reservedMethods,
+      middleware: composeMiddleware(config.middleware),
+      onIdlessError: (error) => this.batchRefused(error),
+    };
     this.connection = new ClientConnection<RpcClient>(config, this.logger, {
-      createPeer: (transport, onReservedNotification) => {
-        const peer = new Peer<RpcClient>(transport, {
-          registry: this.registry,
-          session: this,
-          logger: this.logger,
-          callTimeoutMs: config.callTimeoutMs,
-          maxPendingCalls: config.maxPendingCalls,
-          batchOutgoing: config.batchCalls,
-          onReservedNotification: (method, params) => {
-            if (method === ReservedMethod.Joined) this.subscriptions.handleJoined(params);
-            else onReservedNotification(method, params);
-          },
-          reservedMethods,
-          middleware: config.middleware,
-        });
+      createPeer: (transport) => {
+        const peer = new Peer<RpcClient>(
+          transport,
+          { session: this, logger: this.logger },
+          peerConfig,
+        );
         const subscriptionNotification = this.subscriptions.methods.notification;
         peer.notifications$.subscribe((n) => {
           if (
@@ -194,14 +209,8 @@ export class RpcClient {
    * AuthenticationError when it stopped because the server refused its credentials).
    */
   async opened(): Promise<void> {
-    // state$ has completed once closed, so it must not be awaited then.
-    if (this.state !== 'closed') {
-      const state = await firstValueFrom(
-        this.state$.pipe(filter((s) => s === 'open' || s === 'closed')),
-      );
-      if (state === 'open') return;
-    }
-    throw this.closedError();
+    const state = await this.connection.stateHub.first((s) => s === 'open' || s === 'closed');
+    if (state !== 'open') throw this.closedError();
   }
 
   /**
@@ -234,7 +243,7 @@ export class RpcClient {
   notificationsOf<P extends Params | undefined>(
     descriptor: NotificationDescriptor<P> | string,
   ): Observable<P> {
-    return notificationsNamed(this.notificationSubject, descriptor);
+    return notificationsNamed(this.notifications$, descriptor);
   }
 
   call<P extends Params | undefined, R>(
@@ -294,10 +303,10 @@ export class RpcClient {
   subscribe<P, T>(descriptor: SubscriptionDescriptor<P, T>, params?: NoInfer<P>): Observable<T>;
   subscribe<T = unknown>(topic: string, params?: unknown): Observable<T>;
   subscribe(target: SubscriptionDescriptor | string, params?: unknown): Observable<unknown> {
-    return this.subscribeWithMeta(nameOf(target), params).pipe(
-      filter((event) => event.gap === undefined), // gaps are told through subscribeWithMeta
-      map((event) => event.data),
-    );
+    // Gaps are told through subscribeWithMeta.
+    return through(this.subscribeWithMeta(nameOf(target), params), (to) => (event) => {
+      if (event.gap === undefined) to.next(event.data);
+    });
   }
 
   /** Like `subscribe`, with each message's sequence number and missed count. */
@@ -424,10 +433,7 @@ export class RpcClient {
     entries: readonly BatchEntry[],
     options: CallOptions,
   ): Promise<PromiseSettledResult<unknown>[]> {
-    const watch = this.connection.watch;
-    if (!watch || !entries.some((entry) => !entry.notification)) {
-      return peer.batch(entries, options);
-    }
+    if (!entries.some((entry) => !entry.notification)) return peer.batch(entries, options);
     // The members are given up through their signal: the peer has no other way in.
     const giveUp = new AbortController();
     const signal = options.signal;
@@ -435,19 +441,20 @@ export class RpcClient {
     if (signal?.aborted) forward();
     else signal?.addEventListener('abort', forward, { once: true });
     let refusal: JsonRpcError | undefined;
-    const unwatch = watch.watch(entries.length, (err) => {
-      refusal = err;
-      giveUp.abort(err);
-    });
+    const watched: WatchedBatch = {
+      size: entries.length,
+      fail: (err) => giveUp.abort((refusal = err)),
+    };
+    this.batches.add(watched);
     const done = (): void => {
-      unwatch();
+      this.batches.delete(watched);
       signal?.removeEventListener('abort', forward);
     };
     return peer.batch(entries, { ...options, signal: giveUp.signal }).then(
       (results) => {
         done();
-        if (!refusal) return results;
         const reason = refusal;
+        if (!reason) return results;
         return results.map((result) =>
           result.status === 'rejected' &&
           result.reason instanceof CancelledError &&
@@ -462,6 +469,28 @@ export class RpcClient {
       },
     );
   }
+
+  /**
+   * An error with a null id: when it is -32002 Batch too large, the oldest batch still watched
+   * with as many members as it says was refused (the server refuses a batch as soon as it reads
+   * it, and reads frames in order).
+   */
+  private batchRefused(error: ErrorObject): void {
+    if (error.code !== ErrorCode.BatchTooLarge) return;
+    const received = (error.data as { received?: unknown } | undefined)?.received;
+    for (const batch of this.batches) {
+      if (typeof received === 'number' && batch.size !== received) continue;
+      this.batches.delete(batch);
+      batch.fail(JsonRpcError.fromErrorObject(error));
+      return;
+    }
+  }
+}
+
+/** A batch sent and not yet answered: its members (notifications included, as the server counts). */
+interface WatchedBatch {
+  size: number;
+  fail: (err: JsonRpcError) => void;
 }
 
 /** Create a client; it starts connecting at once. */

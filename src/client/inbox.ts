@@ -2,8 +2,8 @@
 // client's whole life through the ordinary subscription machinery (so it resumes from the last
 // message seen, on any node, with epochs and gap signals), each message handed to the same
 // place plain server notifications go. Apart from the client so that it costs nothing when off.
-import { Subject } from 'rxjs';
 import type { Observable } from 'rxjs';
+import { Hub } from '../peer/hub.js';
 import { RunningCall } from '../peer/handler-context.js';
 import type { Logger } from '../peer/logger.js';
 import type { MethodRegistry } from '../peer/method-registry.js';
@@ -43,9 +43,9 @@ export interface InboxHost<S> {
  * exactly as a plain notification would; lost ones are told on `gaps$`.
  */
 export class ClientInbox<S> {
-  private readonly gapSubject = new Subject<InboxGap>();
+  private readonly gapSubject = new Hub<InboxGap>();
   /** Gap signals of the inbox; completes when the client closes or the server keeps no inbox. */
-  readonly gaps$: Observable<InboxGap> = this.gapSubject.asObservable();
+  readonly gaps$: Observable<InboxGap> = this.gapSubject.observable;
 
   constructor(private readonly host: InboxHost<S>) {}
 

@@ -2,8 +2,8 @@
 // built from the `$presence` subscription (the first page, then the coalesced join/leave events).
 // Re-established after a reconnect like any subscription; its first frame then starts the list
 // over.
-import { map, scan } from 'rxjs';
 import type { Observable } from 'rxjs';
+import { through } from '../peer/hub.js';
 
 /** One member of a topic: one subscription of a session to it. */
 export interface PresenceMember {
@@ -35,32 +35,25 @@ interface PresenceFrame {
 export const PRESENCE_SUBSCRIPTION = '$presence';
 
 /**
- * The member list folded from the `$presence` frames of `topic`, one entry per session: the
- * first page can already list a member whose join event comes after it (the event was
- * coalesced while the page was read), so a join of a listed session replaces its entry and a
- * leave removes it.
+ * The member list folded from the `$presence` frames of `topic`, one entry per session (in the
+ * order first seen), for each observer: the first page can already list a member whose join
+ * event comes after it (the event was coalesced while the page was read), so a join of a listed
+ * session replaces its entry and a leave removes it.
  */
 export function presenceState(
   subscribe: (name: string, params: unknown) => Observable<unknown>,
   topic: string,
 ): Observable<PresenceState> {
-  const start: Folded = { count: 0, listed: new Map() };
-  return subscribe(PRESENCE_SUBSCRIPTION, { topic }).pipe(
-    map((frame) => frame as PresenceFrame),
-    scan((state: Folded, frame: PresenceFrame): Folded => {
+  return through(subscribe(PRESENCE_SUBSCRIPTION, { topic }), (to) => {
+    const listed = new Map<string, PresenceMember>();
+    return (value) => {
+      const frame = value as PresenceFrame;
       // The first frame (again after a reconnect) starts the list over.
-      const listed = new Map(frame.members ? [] : state.listed);
+      if (frame.members) listed.clear();
       for (const member of frame.members ?? []) listed.set(member.sessionId, member);
       for (const gone of frame.left ?? []) listed.delete(gone.sessionId);
       for (const member of frame.joined ?? []) listed.set(member.sessionId, member);
-      return { count: frame.count, listed };
-    }, start),
-    map((state): PresenceState => ({ count: state.count, members: [...state.listed.values()] })),
-  );
-}
-
-/** The fold's state: the count, and the members listed by session id, in the order first seen. */
-interface Folded {
-  count: number;
-  listed: Map<string, PresenceMember>;
+      to.next({ count: frame.count, members: [...listed.values()] });
+    };
+  });
 }

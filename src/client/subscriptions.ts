@@ -1,4 +1,5 @@
-import { Observable, Subject } from 'rxjs';
+import { Observable } from 'rxjs';
+import { Hub } from '../peer/hub.js';
 import type { Logger } from '../peer/logger.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { JsonRpcError } from '../protocol/errors.js';
@@ -64,25 +65,25 @@ interface Shared {
   joined: boolean;
   /** `[topic]` or `[topic, params]`, as sent. */
   params: unknown[];
-  subject: Subject<SubscriptionEvent<unknown>>;
+  hub: Hub<SubscriptionEvent<unknown>>;
   observers: number;
-  serverId: SubscriptionId | undefined;
+  serverId?: SubscriptionId | undefined;
   /** Set when the connection dropped under an active subscription: resubscribe on the next open. */
-  resubscribe: boolean;
+  resubscribe?: boolean;
   /** Bumped on each (re)subscribe, so a stale reply is recognized. */
   generation: number;
-  lastSeq: number | undefined;
+  lastSeq?: number | undefined;
   /**
    * `lastSeq` is a baseline the next message can be checked against: false until the first
    * position or message, and after a gap of unknown size that named no numbering.
    */
-  checked: boolean;
+  checked?: boolean;
   /** When the last resubscribes to fill a hole happened (at most RESYNC_BUDGET kept). */
   resyncs: number[];
   /** The numbering `lastSeq` belongs to (the topic's epoch), once the server said it. */
-  epoch: string | undefined;
+  epoch?: string | undefined;
   /** Set while waiting to retry a subscribe that failed transiently. */
-  retryTimer: ReturnType<typeof setTimeout> | undefined;
+  retryTimer?: ReturnType<typeof setTimeout> | undefined;
   /** Transient failures in a row, for the retry backoff. */
   retries: number;
 }
@@ -125,18 +126,23 @@ function newShared(key: string, params: unknown[], joined: boolean): Shared {
     key,
     joined,
     params,
-    subject: new Subject(),
+    hub: new Hub(),
     observers: 0,
-    serverId: undefined,
-    resubscribe: false,
     generation: 0,
-    lastSeq: undefined,
-    checked: false,
     resyncs: [],
-    epoch: undefined,
-    retryTimer: undefined,
     retries: 0,
   };
+}
+
+/** No retry is waiting any more. */
+function stopRetry(shared: Shared): void {
+  clearTimeout(shared.retryTimer);
+  shared.retryTimer = undefined;
+}
+
+/** Keep at most `limit` entries of `kept`, dropping the oldest. */
+function trim(kept: Set<unknown> | Map<unknown, unknown>, limit: number): void {
+  if (kept.size > limit) kept.delete(kept.keys().next().value);
 }
 
 /** Worth keeping on the server: someone observes it, or the server made it. */
@@ -176,9 +182,9 @@ export class ClientSubscriptions {
   private readonly byServerId = new Map<SubscriptionId, Shared>();
   private readonly orphans = new Map<SubscriptionId, SubscriptionUpdate[]>();
   private readonly retired = new Set<SubscriptionId>();
-  private readonly joinedSubject = new Subject<JoinedSubscription>();
+  private readonly joinedHub = new Hub<JoinedSubscription>();
   /** Each subscription the server makes for this client, as it is announced. */
-  readonly joined$: Observable<JoinedSubscription> = this.joinedSubject.asObservable();
+  readonly joined$: Observable<JoinedSubscription> = this.joinedHub.observable;
 
   constructor(
     private readonly caller: SubscriptionCaller,
@@ -190,21 +196,28 @@ export class ClientSubscriptions {
     const wireParams: unknown[] = params === undefined ? [topic] : [topic, params];
     // Key order does not matter: { a, b } and { b, a } share one wire subscription.
     const key = canonicalJson(wireParams);
-    return new Observable<SubscriptionEvent<T>>((subscriber) => {
+    // T is the caller's claim about its data.
+    return this.watch(() => {
       let shared = this.shared.get(key);
-      if (!shared) {
-        shared = newShared(key, wireParams, false);
-        this.shared.set(key, shared);
-      }
-      const entry = shared;
-      // Observers of one (topic, params) share one subject; T is the caller's claim about its data.
-      const inner = (entry.subject as unknown as Subject<SubscriptionEvent<T>>).subscribe(
-        subscriber,
-      );
-      if (++entry.observers === 1) this.start(entry);
+      if (!shared) this.shared.set(key, (shared = newShared(key, wireParams, false)));
+      return shared;
+    }) as Observable<SubscriptionEvent<T>>;
+  }
+
+  /**
+   * Observers of one entry, sharing its hub: the client's own subscription is started by the
+   * first and ended by the last; a joined one (`entry` gives it, or undefined once it has
+   * ended) lets them come and go without ending it.
+   */
+  private watch(entry: () => Shared | undefined): Observable<SubscriptionEvent<unknown>> {
+    return new Observable<SubscriptionEvent<unknown>>((subscriber) => {
+      const shared = entry();
+      if (!shared) return subscriber.complete(); // ended already
+      const inner = shared.hub.observable.subscribe(subscriber);
+      if (++shared.observers === 1 && !shared.joined) this.start(shared);
       return () => {
         inner.unsubscribe();
-        if (--entry.observers === 0) this.stop(entry);
+        if (--shared.observers === 0 && !shared.joined) this.stop(shared);
       };
     });
   }
@@ -239,8 +252,7 @@ export class ClientSubscriptions {
     // A resubscribe of it under way is superseded: its reply, when it comes, is unsubscribed.
     shared.generation++;
     shared.resubscribe = false;
-    clearTimeout(shared.retryTimer);
-    shared.retryTimer = undefined;
+    stopRetry(shared);
     if (typeof seq === 'number' && Number.isSafeInteger(seq) && existing === undefined) {
       shared.lastSeq = seq;
       shared.checked = true;
@@ -249,7 +261,7 @@ export class ClientSubscriptions {
     this.shared.set(key, shared);
     this.byServerId.set(id, shared);
     this.retired.delete(id);
-    if (!existing) this.joinedSubject.next({ topic, subscription: this.observeEntry(shared) });
+    if (!existing) this.joinedHub.next({ topic, subscription: this.observeJoined(shared) });
   }
 
   /**
@@ -260,23 +272,12 @@ export class ClientSubscriptions {
     const own = this.shared.get(canonicalJson([topic]));
     if (own && own.observers > 0) return this.observe(topic);
     const joined = this.shared.get(joinedKey(topic));
-    return joined ? this.observeEntry(joined) : undefined;
+    return joined && this.observeJoined(joined);
   }
 
   /** Observers of a joined subscription: they come and go without ending it. */
-  private observeEntry(shared: Shared): Observable<SubscriptionEvent<unknown>> {
-    return new Observable<SubscriptionEvent<unknown>>((subscriber) => {
-      if (this.shared.get(shared.key) !== shared) {
-        subscriber.complete(); // ended already
-        return undefined;
-      }
-      const inner = shared.subject.subscribe(subscriber);
-      shared.observers++;
-      return () => {
-        inner.unsubscribe();
-        shared.observers--;
-      };
-    });
+  private observeJoined(shared: Shared): Observable<SubscriptionEvent<unknown>> {
+    return this.watch(() => (this.shared.get(shared.key) === shared ? shared : undefined));
   }
 
   /**
@@ -299,8 +300,7 @@ export class ClientSubscriptions {
     for (const shared of this.shared.values()) {
       if (shared.retryTimer === undefined) continue;
       // Waiting to retry: the next open does it.
-      clearTimeout(shared.retryTimer);
-      shared.retryTimer = undefined;
+      stopRetry(shared);
       shared.resubscribe = true;
     }
     this.byServerId.clear();
@@ -318,21 +318,19 @@ export class ClientSubscriptions {
   /** The client closed for good: every subscription completes. */
   closeAll(): void {
     for (const shared of [...this.shared.values()]) {
-      clearTimeout(shared.retryTimer);
-      shared.retryTimer = undefined;
-      shared.subject.complete();
+      stopRetry(shared);
+      shared.hub.complete();
     }
     this.shared.clear();
     this.byServerId.clear();
     this.orphans.clear();
     this.retired.clear();
-    this.joinedSubject.complete();
+    this.joinedHub.complete();
   }
 
   private start(shared: Shared): void {
     shared.resubscribe = false;
-    clearTimeout(shared.retryTimer);
-    shared.retryTimer = undefined;
+    stopRetry(shared);
     const generation = ++shared.generation;
     // After a reconnect, ask for what came after the last message seen (gap-free resume).
     // Streams have no sequence; a topic subscription asks where it starts (position), so that
@@ -373,7 +371,7 @@ export class ClientSubscriptions {
           return;
         }
         this.forget(shared);
-        shared.subject.error(err);
+        shared.hub.error(err);
       });
   }
 
@@ -397,8 +395,7 @@ export class ClientSubscriptions {
   private stop(shared: Shared): void {
     this.forget(shared);
     shared.generation++;
-    clearTimeout(shared.retryTimer);
-    shared.retryTimer = undefined;
+    stopRetry(shared);
     if (shared.serverId !== undefined) this.sendUnsubscribe(shared.serverId);
     shared.serverId = undefined;
   }
@@ -416,10 +413,7 @@ export class ClientSubscriptions {
     this.orphans.delete(id);
     this.retired.delete(id);
     this.retired.add(id);
-    if (this.retired.size > RETIRED_IDS) {
-      const oldest = this.retired.values().next().value;
-      if (oldest !== undefined) this.retired.delete(oldest);
-    }
+    trim(this.retired, RETIRED_IDS);
     this.caller
       .call(this.methods.unsubscribe, [id])
       .catch((err: unknown) => this.logger.debug({ err, id }, 'unsubscribe failed'));
@@ -437,8 +431,8 @@ export class ClientSubscriptions {
       // The last notification of a per-subscriber stream.
       this.forget(shared);
       shared.serverId = undefined;
-      if (update.kind === 'error') shared.subject.error(JsonRpcError.fromErrorObject(update.error));
-      else shared.subject.complete();
+      if (update.kind === 'error') shared.hub.error(JsonRpcError.fromErrorObject(update.error));
+      else shared.hub.complete();
       return;
     }
     if (update.kind === 'other') return;
@@ -465,7 +459,7 @@ export class ClientSubscriptions {
           shared.checked = true;
         }
         if (missed !== undefined) event.missed = missed;
-        shared.subject.next(event);
+        shared.hub.next(event);
       }
     }
   }
@@ -485,7 +479,7 @@ export class ClientSubscriptions {
     } else {
       shared.checked = false;
     }
-    shared.subject.next({ data: undefined, gap });
+    shared.hub.next({ data: undefined, gap });
   }
 
   /**
@@ -529,12 +523,8 @@ export class ClientSubscriptions {
   private keepOrphan(id: SubscriptionId, update: SubscriptionUpdate): void {
     let list = this.orphans.get(id);
     if (!list) {
-      if (this.orphans.size >= ORPHAN_IDS) {
-        const oldest = this.orphans.keys().next().value;
-        if (oldest !== undefined) this.orphans.delete(oldest);
-      }
-      list = [];
-      this.orphans.set(id, list);
+      this.orphans.set(id, (list = []));
+      trim(this.orphans, ORPHAN_IDS);
     }
     if (list.length < ORPHANS_PER_ID) list.push(update);
   }

@@ -1,6 +1,6 @@
-import { filter, map } from 'rxjs';
 import type { Observable } from 'rxjs';
 import type { Params } from '../protocol/types.js';
+import { through } from './hub.js';
 import { nameOf } from './method-descriptor.js';
 import type { NotificationDescriptor } from './method-descriptor.js';
 
@@ -15,8 +15,5 @@ export function notificationsNamed<P extends Params | undefined>(
   descriptor: NotificationDescriptor<P> | string,
 ): Observable<P> {
   const name = nameOf(descriptor);
-  return all.pipe(
-    filter((n) => n.method === name),
-    map((n) => n.params as P),
-  );
+  return through(all, (to) => (n) => n.method === name && to.next(n.params as P));
 }

@@ -1,31 +1,16 @@
 import type { Observable } from 'rxjs';
 import { parseFrame } from '../protocol/classify.js';
-import type { Incoming } from '../protocol/classify.js';
-import {
-  encodeBatch,
-  encodeFailure,
-  encodeNotification,
-  encodeRequest,
-  withIdText,
-} from '../protocol/encode.js';
-import { ReservedMethod } from '../protocol/reserved.js';
-import type { Params, RequestId } from '../protocol/types.js';
-import type { Transport, TransportListener } from '../transport/transport.js';
+import type { Frame } from '../protocol/classify.js';
+import type { Params } from '../protocol/types.js';
+import type { Transport } from '../transport/transport.js';
+import type { IncomingCalls } from './incoming-calls.js';
 import { IncomingDispatch } from './incoming-dispatch.js';
-import { silentLogger } from './logger.js';
-import type { Logger } from './logger.js';
-import { nameOf } from './method-descriptor.js';
-import type { MethodDescriptor, NotificationDescriptor } from './method-descriptor.js';
-import { notificationsNamed } from './notifications.js';
-import type { IncomingNotification } from './notifications.js';
+import type { NotificationDescriptor } from './method-descriptor.js';
 import type { MethodRegistry } from './method-registry.js';
-import { logNoise } from './noise-log.js';
-import { closedError, peerConfig } from './peer-options.js';
-import type { CloseInfo, PeerConfig, PeerOptions } from './peer-options.js';
-import { PendingCalls } from './pending-calls.js';
-import type { CallOptions } from './pending-calls.js';
-import { echoIdText, isPromiseLike } from './replies.js';
-import type { HookedReply, Reply } from './replies.js';
+import { notificationsNamed } from './notifications.js';
+import { peerConfig } from './peer-options.js';
+import type { PeerConfig, PeerOptions } from './peer-options.js';
+import { PeerCore } from './peer-core.js';
 
 // Moved out of this file; re-exported so `peer/peer.js` stays the one place to import them from.
 export { peerConfig } from './peer-options.js';
@@ -33,37 +18,19 @@ export type { CallOutcome, CloseInfo, PeerConfig, PeerOptions } from './peer-opt
 export type { IncomingNotification } from './notifications.js';
 export { NOISE_WARN_LIMIT } from './noise-log.js';
 export type { HookedReply, Reply } from './replies.js';
-
-export interface BatchEntry {
-  method: string;
-  params?: Params;
-  /** Send as a notification: no id, no response. */
-  notification?: boolean;
-}
+export { PeerCore } from './peer-core.js';
+export type { BatchEntry } from './peer-core.js';
 
 /**
- * One end of a JSON-RPC connection, the same on server and client: it answers
- * incoming calls from its registry, makes outgoing calls, and exposes incoming
- * notifications as Observables. It owns nothing but the transport it is given;
- * `teardown` is the single place where a connection's state is released. This file keeps
- * the frames in and out, responses and outgoing calls; answering the other side's calls
- * and notifications is IncomingDispatch's (incoming-dispatch.ts).
+ * One end of a JSON-RPC connection as a server (or the CLI) makes it: a PeerCore
+ * (peer-core.ts: frames, outgoing calls, handlers) that also answers to what only a server
+ * asks of its calls (draining, the rate limit `admit`, the identity gate, `authorize`: see
+ * IncomingDispatch), resolves its config from the options when given none, and shows its
+ * in-flight count, buffered bytes and notifications by method.
  */
-export class Peer<S = unknown> implements TransportListener {
-  readonly session: S;
-  readonly logger: Logger;
-  /** Settings shared by every peer made from the same options (one object for thousands). */
-  protected readonly config: PeerConfig<S>;
-  private readonly admit: PeerOptions<S>['admit'];
-  // Allocated on first use: most connections never need them, and a gateway holds thousands.
-  private pendingTable: PendingCalls | undefined;
-  private dispatch: IncomingDispatch<S> | undefined;
-  private closedPromise: Promise<CloseInfo> | undefined;
-  private outbox: string[] | undefined;
-  /** Protocol noise seen so far (see NOISE_WARN_LIMIT). */
-  private noise = 0;
-  protected closeInfo: CloseInfo | undefined;
-  private resolveClosed: ((info: CloseInfo) => void) | undefined;
+export class Peer<S = unknown> extends PeerCore<S> {
+  // No fields of its own: the core's constructor may already hand it messages (a transport
+  // delivers those it holds when listened to), and fields would be set only after that.
 
   /**
    * `config` is what `peerConfig(options)` returns; a server making a peer per connection
@@ -71,70 +38,16 @@ export class Peer<S = unknown> implements TransportListener {
    * from `options` per peer.
    */
   constructor(
-    private readonly transport: Transport,
+    transport: Transport,
     options: PeerOptions<S>,
     config: PeerConfig<S> = peerConfig(options),
   ) {
-    this.config = config;
-    this.session = options.session;
-    this.logger = options.logger ?? silentLogger;
-    this.admit = options.admit;
-    // The peer is its transport's listener: no closures per connection.
-    transport.listen(this);
+    super(transport, options, config);
   }
 
   /** Handlers for incoming calls. */
   get registry(): MethodRegistry<S> {
     return this.config.registry;
-  }
-
-  get isClosed(): boolean {
-    return this.closeInfo !== undefined;
-  }
-
-  /** Outgoing calls awaiting a response. */
-  get pendingCount(): number {
-    return this.pendingTable?.size ?? 0;
-  }
-
-  /** Outgoing calls awaiting a response; the table is made on the first call out. */
-  private get pending(): PendingCalls {
-    return (this.pendingTable ??= new PendingCalls(
-      this.config.maxPendingCalls,
-      this.config.callTimeoutMs,
-      (id) => this.sendCancel(id),
-    ));
-  }
-
-  /** Incoming calls and notifications; made on the first one, or the first observer. */
-  private get incoming(): IncomingDispatch<S> {
-    return (this.dispatch ??= new IncomingDispatch(
-      this.session,
-      this.logger,
-      this.config,
-      this.admit,
-      this.closeInfo,
-    ));
-  }
-
-  /** TransportListener: the transport has closed. */
-  transportClosed(code: number, reason: string): void {
-    this.teardown(code, reason);
-  }
-
-  /** Settles once, when the connection has closed and every call has settled. */
-  get closed(): Promise<CloseInfo> {
-    if (!this.closedPromise) {
-      this.closedPromise = this.closeInfo
-        ? Promise.resolve(this.closeInfo)
-        : new Promise((resolve) => (this.resolveClosed = resolve));
-    }
-    return this.closedPromise;
-  }
-
-  /** Every incoming notification (reserved `rpc.` ones excluded). Completes on close. */
-  get notifications$(): Observable<IncomingNotification> {
-    return this.incoming.notificationSubject().asObservable();
   }
 
   /** Incoming calls being authorized or run: what a drain or a half-close waits for. */
@@ -150,84 +63,7 @@ export class Peer<S = unknown> implements TransportListener {
   notificationsOf<P extends Params | undefined>(
     descriptor: NotificationDescriptor<P> | string,
   ): Observable<P> {
-    return notificationsNamed(this.incoming.notificationSubject(), descriptor);
-  }
-
-  /** Call a method on the other side and await its result. */
-  call<P extends Params | undefined, R>(
-    descriptor: MethodDescriptor<P, R>,
-    params: NoInfer<P>,
-    options?: CallOptions,
-  ): Promise<R>;
-  call(method: string, params?: Params, options?: CallOptions): Promise<unknown>;
-  call(
-    target: MethodDescriptor<Params | undefined, unknown> | string,
-    params?: Params,
-    options?: CallOptions,
-  ): Promise<unknown> {
-    const method = nameOf(target);
-    if (this.closeInfo) return Promise.reject(closedError(this.closeInfo));
-    let opened: { id: number; promise: Promise<unknown> };
-    try {
-      opened = this.pending.open(method, options);
-    } catch (err) {
-      return Promise.reject(err as Error);
-    }
-    let frame: string;
-    try {
-      frame = encodeRequest(opened.id, method, params);
-    } catch (err) {
-      this.pending.fail(opened.id, err);
-      return opened.promise;
-    }
-    this.sendOutgoing(frame);
-    return opened.promise;
-  }
-
-  /** Send a notification. Throws ConnectionClosedError when the connection is closed. */
-  notify<P extends Params | undefined>(
-    descriptor: NotificationDescriptor<P>,
-    params: NoInfer<P>,
-  ): void;
-  notify(method: string, params?: Params): void;
-  notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {
-    if (this.closeInfo) throw closedError(this.closeInfo);
-    const method = nameOf(target);
-    this.sendOutgoing(encodeNotification(method, params));
-  }
-
-  /**
-   * Send several calls and notifications in one frame. Resolves with one
-   * settled result per entry, in order; notifications are fulfilled with undefined.
-   */
-  async batch(
-    entries: readonly BatchEntry[],
-    options?: CallOptions,
-  ): Promise<PromiseSettledResult<unknown>[]> {
-    if (this.closeInfo) throw closedError(this.closeInfo);
-    if (entries.length === 0) return [];
-    const parts: string[] = [];
-    const promises: Promise<unknown>[] = [];
-    const opened: number[] = [];
-    try {
-      for (const entry of entries) {
-        if (entry.notification) {
-          parts.push(encodeNotification(entry.method, entry.params));
-          promises.push(Promise.resolve(undefined));
-        } else {
-          const call = this.pending.open(entry.method, options);
-          opened.push(call.id);
-          parts.push(encodeRequest(call.id, entry.method, entry.params));
-          promises.push(call.promise);
-        }
-      }
-    } catch (err) {
-      for (const id of opened) this.pending.fail(id, err);
-      await Promise.allSettled(promises);
-      throw err;
-    }
-    this.transport.send(encodeBatch(parts));
-    return Promise.allSettled(promises);
+    return notificationsNamed(this.notifications$, descriptor);
   }
 
   /**
@@ -235,163 +71,15 @@ export class Peer<S = unknown> implements TransportListener {
    * draining: the calls already running finish, new ones are refused).
    */
   stopAcceptingCalls(): void {
-    this.incoming.stopAcceptingCalls();
+    (this.incoming as IncomingDispatch<S>).stopAcceptingCalls();
   }
 
-  /** Close the connection. Pending calls reject and running handlers are aborted at once. */
-  close(code = 1000, reason = ''): void {
-    if (this.closeInfo) return;
-    this.transport.close(code, reason);
-    this.teardown(code, reason);
+  /** Every id echoed as sent, found the fastest way (idTextsOf). */
+  protected override parse(text: string): Frame {
+    return parseFrame(text, this.config.parse);
   }
 
-  /** Handle one incoming frame. Public so a transport-less host can feed text in. */
-  receive(text: string): void {
-    if (this.closeInfo) return;
-    const frame = parseFrame(text, this.config.parse);
-    if (!frame.batch) {
-      const reply = this.handle(frame.messages[0]!);
-      if (reply === undefined) return;
-      if (isPromiseLike(reply)) void reply.then((r) => r !== undefined && this.sendReply(r));
-      else this.sendReply(reply);
-      return;
-    }
-    this.handleBatch(frame.messages);
-  }
-
-  private handleBatch(messages: Incoming[]): void {
-    const replies = messages.map((m) => this.handle(m));
-    const sync: Reply[] = [];
-    for (const reply of replies) {
-      if (isPromiseLike(reply)) {
-        // Members run concurrently; the one reply waits for the slowest.
-        void Promise.all(replies.map((r) => Promise.resolve(r))).then((settled) =>
-          this.sendBatchReply(settled),
-        );
-        return;
-      }
-      sync.push(reply);
-    }
-    this.sendBatchReply(sync);
-  }
-
-  private sendBatchReply(replies: Reply[]): void {
-    const parts: string[] = [];
-    const hooks: (() => void)[] = [];
-    for (const reply of replies) {
-      if (reply === undefined) continue;
-      if (typeof reply === 'string') {
-        parts.push(reply);
-      } else {
-        parts.push(reply.text);
-        hooks.push(reply.afterSend);
-      }
-    }
-    // Spec 6: nothing at all is returned for a batch of notifications only.
-    if (parts.length === 0 || this.closeInfo) return;
-    this.transport.send(encodeBatch(parts));
-    for (const hook of hooks) this.runAfterSend(hook);
-  }
-
-  private sendReply(reply: string | HookedReply): void {
-    if (this.closeInfo) return;
-    if (typeof reply === 'string') {
-      this.transport.send(reply);
-      return;
-    }
-    this.transport.send(reply.text);
-    this.runAfterSend(reply.afterSend);
-  }
-
-  protected runAfterSend(hook: () => void): void {
-    try {
-      hook();
-    } catch (err) {
-      this.logger.error({ err }, 'afterReply hook failed');
-    }
-  }
-
-  /** Returns the reply text, a promise of it, or undefined when nothing is to be sent. */
-  protected handle(message: Incoming): Reply | Promise<Reply> {
-    switch (message.kind) {
-      case 'request': {
-        const reply = this.incoming.request(
-          message.id,
-          message.method,
-          message.params,
-          message.version,
-          message.traceparent,
-        );
-        // A numeric id the number would not write back as sent (rare): echo its text.
-        return message.idText === undefined ? reply : echoIdText(reply, message.id, message.idText);
-      }
-      case 'notification':
-        this.incoming.notification(message.method, message.params);
-        return undefined;
-      case 'success':
-        this.admit?.take();
-        if (!this.pendingTable?.resolve(message.id, message.result)) this.logUnmatched(message.id);
-        return undefined;
-      case 'failure':
-        this.admit?.take();
-        if (!this.pendingTable?.reject(message.id, message.error))
-          this.logUnmatched(message.id, message.error);
-        return undefined;
-      case 'invalid': {
-        this.admit?.take();
-        const reply = encodeFailure(message.id, message.error, message.version);
-        return message.idText === undefined ? reply : withIdText(reply, message.id, message.idText);
-      }
-      case 'bad-response':
-        this.admit?.take();
-        this.noisy({ reason: message.reason }, 'dropped a malformed response');
-        return undefined;
-    }
-  }
-
-  private sendCancel(id: number): void {
-    if (!this.closeInfo) this.sendOutgoing(encodeNotification(ReservedMethod.Cancel, { id }));
-  }
-
-  /** Requests and notifications go through here, to be gathered into a batch when asked. */
-  private sendOutgoing(frame: string): void {
-    if (this.config.batchOutgoing <= 1) {
-      this.transport.send(frame);
-      return;
-    }
-    const outbox = (this.outbox ??= []);
-    if (outbox.push(frame) === 1) queueMicrotask(() => this.flushOutbox());
-    else if (outbox.length >= this.config.batchOutgoing) this.flushOutbox();
-  }
-
-  private flushOutbox(): void {
-    const frames = this.outbox;
-    if (!frames || frames.length === 0 || this.closeInfo) return;
-    this.outbox = undefined;
-    this.transport.send(frames.length === 1 ? frames[0]! : encodeBatch(frames));
-  }
-
-  private logUnmatched(id: RequestId, error?: unknown): void {
-    if (this.pendingTable?.wasAbandoned(id)) {
-      this.logger.debug({ id }, 'late response to a call given up locally');
-    } else {
-      this.noisy({ id, error }, 'dropped a response that matches no pending call');
-    }
-  }
-
-  /** Log protocol noise, counted per connection (see noise-log.ts). */
-  private noisy(fields: Record<string, unknown>, msg: string): void {
-    logNoise(this.logger, ++this.noise, fields, msg);
-  }
-
-  /** The one place a connection's state is released; runs once. */
-  private teardown(code: number, reason: string): void {
-    if (this.closeInfo) return;
-    this.closeInfo = { code, reason };
-    const error = closedError(this.closeInfo);
-    this.pendingTable?.rejectAll(error);
-    this.dispatch?.close(this.closeInfo, error);
-    this.resolveClosed?.(this.closeInfo);
-    this.config.onClosed?.(this, this.closeInfo);
+  protected override answering(): IncomingCalls<S> {
+    return new IncomingDispatch(this.session, this.logger, this.config, this.admit, this.closeInfo);
   }
 }

@@ -83,6 +83,18 @@ function isParams(value: unknown): value is Params {
  * valid JSON gets the same answer: telling the two apart would mean parsing it.
  */
 export function parseFrame(text: string, options: ClassifyOptions = {}): Frame {
+  return parseFrameWith(text, options, idTextsOf);
+}
+
+/** How the numeric ids to echo as sent are found: idTextsOf, or idTextsByScan (id-text.ts). */
+export type IdTextFinder = (text: string, value: unknown) => (string | undefined)[] | undefined;
+
+/** parseFrame with the finder of id texts given (none: ids are echoed as parsed). */
+export function parseFrameWith(
+  text: string,
+  options: ClassifyOptions,
+  idTexts: IdTextFinder | undefined,
+): Frame {
   const parsed = safeJsonParse(text, options.maxDepth);
   if (!parsed.ok) {
     const error =
@@ -91,7 +103,7 @@ export function parseFrame(text: string, options: ClassifyOptions = {}): Frame {
         : errorObject(ErrorCode.ParseError);
     return single({ kind: 'invalid', version: '2.0', id: null, error });
   }
-  return classifyValue(parsed.value, options, idTextsOf(text, parsed.value));
+  return classifyValue(parsed.value, options, idTexts?.(text, parsed.value));
 }
 
 /**

@@ -77,15 +77,24 @@ function plainSafeInteger(id: number): boolean {
  * message needs one: the common case, decided without scanning the text.
  */
 export function idTextsOf(text: string, value: unknown): (string | undefined)[] | undefined {
-  if (!Array.isArray(value)) {
-    const id = numericId(value);
-    if (id === undefined) return undefined;
-    const raw = singleIdText(text, id);
-    return raw !== undefined && differs(raw, id) ? [raw] : undefined;
-  }
+  if (Array.isArray(value)) return idTextsByScan(text, value);
+  const id = numericId(value);
+  if (id === undefined) return undefined;
+  const raw = singleIdText(text, id);
+  return raw !== undefined && differs(raw, id) ? [raw] : undefined;
+}
+
+/**
+ * What idTextsOf gives, found the plain way for a single message too: without its look at the
+ * end of the text first, so a little slower for the rare request with a numeric id, and
+ * smaller (the browser client, which the server seldom calls, parses with this).
+ */
+export function idTextsByScan(text: string, value: unknown): (string | undefined)[] | undefined {
+  const batch = Array.isArray(value);
+  const messages: unknown[] = batch ? value : [value];
   let scan = false;
   let anyNumeric = false;
-  for (const member of value) {
+  for (const member of messages) {
     const id = numericId(member);
     if (id === undefined) continue;
     anyNumeric = true;
@@ -95,15 +104,15 @@ export function idTextsOf(text: string, value: unknown): (string | undefined)[] 
     }
   }
   if (!anyNumeric || (!scan && !mayHideFraction(text))) return undefined;
-  const raws = scanIdTexts(text, true);
+  const raws = scanIdTexts(text, batch);
   let out: (string | undefined)[] | undefined;
-  for (let i = 0; i < value.length; i++) {
+  for (let i = 0; i < messages.length; i++) {
     // Only members the scan found a number id in: the others need no second look.
     const raw = raws[i];
     if (raw === undefined) continue;
-    const id = numericId(value[i]);
+    const id = numericId(messages[i]);
     if (id === undefined || !differs(raw, id)) continue;
-    (out ??= new Array<string | undefined>(value.length))[i] = raw;
+    (out ??= new Array<string | undefined>(messages.length))[i] = raw;
   }
   return out;
 }

@@ -1,0 +1,95 @@
+import { Observable } from 'rxjs';
+import type { Observer, Subscriber } from 'rxjs';
+
+/*
+ * The few stream tools the engine needs, built on rxjs's Observable alone: what it shows the
+ * application is an rxjs Observable, but Subject, BehaviorSubject and the operators stay out of
+ * the browser client's bundle.
+ */
+
+/**
+ * One source, many observers, as an rxjs Subject: each value goes to the observers there are
+ * when it is sent (in the order they came); after `complete` or `error` nothing more is sent,
+ * and an observer that comes later gets that end at once. Made with `replay`, it holds a current
+ * value (`value`) that each new observer gets first, as a BehaviorSubject.
+ */
+export class Hub<T> {
+  /** Undefined once ended. */
+  private observers: Set<Partial<Observer<T>>> | undefined = new Set();
+  /** Set when it ended with an error. */
+  private failure: { error: unknown } | undefined;
+
+  /** The stream as observers see it. */
+  readonly observable: Observable<T> = new Observable<T>((subscriber) => this.add(subscriber));
+
+  constructor(
+    public value?: T,
+    private readonly replay = false,
+  ) {}
+
+  next(value: T): void {
+    this.value = value;
+    if (this.observers) for (const o of [...this.observers]) o.next?.(value);
+  }
+
+  complete(): void {
+    this.end()?.forEach((o) => o.complete?.());
+  }
+
+  error(error: unknown): void {
+    this.failure ??= { error };
+    this.end()?.forEach((o) => o.error?.(error));
+  }
+
+  /** The first value `test` accepts, the current one included when replaying; undefined if it ends first. */
+  first(test: (value: T) => boolean): Promise<T | undefined> {
+    return new Promise((resolve) => {
+      const observer: Partial<Observer<T>> = {
+        next: (value) => {
+          if (!test(value)) return;
+          this.observers?.delete(observer);
+          resolve(value);
+        },
+        error: () => resolve(undefined),
+        complete: () => resolve(undefined),
+      };
+      this.add(observer);
+    });
+  }
+
+  private add(observer: Partial<Observer<T>> | Subscriber<T>): (() => void) | undefined {
+    const observers = this.observers;
+    if (!observers) {
+      if (this.failure) observer.error?.(this.failure.error);
+      else observer.complete?.();
+      return undefined;
+    }
+    observers.add(observer);
+    if (this.replay) observer.next?.(this.value as T);
+    return () => observers.delete(observer);
+  }
+
+  private end(): Set<Partial<Observer<T>>> | undefined {
+    const observers = this.observers;
+    this.observers = undefined;
+    return observers;
+  }
+}
+
+/**
+ * `source` passed through `step`: for each observer, `step(to)` gives the function that gets
+ * each value and sends `to` what it will (a map, a filter, a fold with its own state); errors
+ * and completion go through as they are.
+ */
+export function through<T, R>(
+  source: Observable<T>,
+  step: (to: Subscriber<R>) => (value: T) => void,
+): Observable<R> {
+  return new Observable<R>((to) =>
+    source.subscribe({
+      next: step(to),
+      error: (err: unknown) => to.error(err),
+      complete: () => to.complete(),
+    }),
+  );
+}

@@ -1,0 +1,226 @@
+import { encodeSuccess } from '../protocol/encode.js';
+import { ErrorCode } from '../protocol/error-codes.js';
+import { ReservedMethod, isReservedMethod } from '../protocol/reserved.js';
+import type { Params, ProtocolVersion, RequestId } from '../protocol/types.js';
+import { RunningCall } from './handler-context.js';
+import { Hub } from './hub.js';
+import type { Logger } from './logger.js';
+import type { Handler } from './method-registry.js';
+import type { MiddlewareChain } from './middleware.js';
+import type { IncomingNotification } from './notifications.js';
+import { closedError } from './peer-options.js';
+import type { CallOutcome, CloseInfo, PeerConfig } from './peer-options.js';
+import { errorReply, failure, isPromiseLike, successReply } from './replies.js';
+import type { Reply } from './replies.js';
+
+/*
+ * The answering side of a peer, as every peer has it: rpc.ping, the reserved methods the layer
+ * above gives, the handlers of the registry (through the middleware, within maxInFlight), the
+ * calls still running (for rpc.cancel and close), and the observers of incoming
+ * notifications. What only a server asks of it (draining, the rate limit, the identity gate,
+ * authorize) is IncomingDispatch's (incoming-dispatch.ts), so the browser client does not
+ * carry it. The peer makes it on first use, so an idle connection does not carry it either.
+ */
+
+export class IncomingCalls<S> {
+  // Allocated on first use: most connections never need them, and a gateway holds thousands.
+  private running: Set<RunningCall<S>> | undefined;
+  private runningById: Map<RequestId, RunningCall<S>> | undefined;
+  private hub: Hub<IncomingNotification> | undefined;
+
+  constructor(
+    protected readonly session: S,
+    protected readonly logger: Logger,
+    protected readonly config: PeerConfig<S>,
+    /** Set by `close`; given here when the Peer makes this after it has closed. */
+    protected closeInfo: CloseInfo | undefined,
+  ) {}
+
+  /** Incoming calls being run: what a drain or a half-close waits for. */
+  get inFlightCount(): number {
+    return this.running?.size ?? 0;
+  }
+
+  /** Every incoming notification, as the peer's `notifications$` shows them. */
+  notificationHub(): Hub<IncomingNotification> {
+    if (!this.hub) {
+      this.hub = new Hub();
+      if (this.closeInfo) this.hub.complete();
+    }
+    return this.hub;
+  }
+
+  /** Answer one request: the reply text, or a promise of it. */
+  request(
+    id: RequestId,
+    method: string,
+    params: Params | undefined,
+    version: ProtocolVersion,
+    traceparent?: string,
+  ): Reply | Promise<Reply> {
+    if (method === ReservedMethod.Ping) return encodeSuccess(id, 'pong', version);
+    if (isReservedMethod(method)) {
+      const internal = this.config.reservedMethods?.get(method);
+      // The gateway's own methods are not the application's calls: no middleware around them.
+      if (internal) {
+        return this.runHandler(internal, id, method, params, version, undefined, traceparent);
+      }
+      return failure(id, ErrorCode.MethodNotFound, version);
+    }
+    const handler = this.config.registry.get(method);
+    if (!handler) {
+      this.config.onCallSettled?.(method, 'not_found', 0);
+      return failure(id, ErrorCode.MethodNotFound, version);
+    }
+    if (this.inFlightCount >= this.config.maxInFlight) {
+      this.config.onCallSettled?.(method, 'rejected', 0);
+      return failure(id, ErrorCode.ServerBusy, version, { maxInFlight: this.config.maxInFlight });
+    }
+    return this.run(handler, id, method, params, version, traceparent);
+  }
+
+  /** Take one notification: rpc.cancel, another reserved one, or one for handlers and observers. */
+  notification(method: string, params: Params | undefined): void {
+    if (!isReservedMethod(method)) this.accept(method, params);
+    else if (method === ReservedMethod.Cancel) this.cancelRunning(params);
+    else this.config.onReservedNotification?.(method, params);
+  }
+
+  /** The connection has closed: abort the running calls and complete the notifications. */
+  close(info: CloseInfo, error: Error): void {
+    this.closeInfo = info;
+    if (this.running) for (const call of this.running) call.abort(error);
+    this.running = undefined;
+    this.runningById = undefined;
+    this.hub?.complete();
+  }
+
+  /** Run a found handler within the limits: through the middleware. */
+  protected run(
+    handler: Handler<S>,
+    id: RequestId,
+    method: string,
+    params: Params | undefined,
+    version: ProtocolVersion,
+    traceparent: string | undefined,
+  ): Reply | Promise<Reply> {
+    return this.runHandler(
+      handler,
+      id,
+      method,
+      params,
+      version,
+      this.config.middleware,
+      traceparent,
+    );
+  }
+
+  /** Hand an application notification to its handler and observers. */
+  protected accept(method: string, params: Params | undefined): void {
+    this.deliverNotification(method, params);
+  }
+
+  protected rejected(
+    id: RequestId,
+    method: string,
+    version: ProtocolVersion,
+    code: number,
+  ): string {
+    this.config.onCallSettled?.(method, 'rejected', 0);
+    return failure(id, code, version);
+  }
+
+  private runHandler(
+    handler: Handler<S>,
+    id: RequestId,
+    method: string,
+    params: Params | undefined,
+    version: ProtocolVersion,
+    chain: MiddlewareChain<S> | undefined,
+    traceparent: string | undefined,
+  ): Reply | Promise<Reply> {
+    const started = this.config.onCallSettled ? performance.now() : 0;
+    const settled = (outcome: CallOutcome): void =>
+      this.config.onCallSettled?.(method, outcome, performance.now() - started);
+    const call = new RunningCall(this.session, this.logger, id, method, traceparent);
+    let result: unknown;
+    try {
+      result = chain ? chain(call, false, params, handler) : handler(params, call);
+    } catch (err) {
+      settled('error');
+      return errorReply(call, err, version, this.config.exposeErrorDetails);
+    }
+    // A synchronous handler is over before anything could cancel it: no bookkeeping needed.
+    if (!isPromiseLike(result)) {
+      settled('ok');
+      return successReply(call, result, version);
+    }
+    this.track(call);
+    if (this.closeInfo) call.abort(closedError(this.closeInfo)); // the handler closed the connection itself
+    return Promise.resolve(result).then(
+      (value) => {
+        this.finish(call);
+        settled('ok');
+        if (this.closeInfo) return undefined;
+        return successReply(call, value, version);
+      },
+      (err: unknown) => {
+        this.finish(call);
+        settled('error');
+        if (this.closeInfo) return undefined;
+        return errorReply(call, err, version, this.config.exposeErrorDetails);
+      },
+    );
+  }
+
+  private track(call: RunningCall<S>): void {
+    (this.running ??= new Set()).add(call);
+    const byId = (this.runningById ??= new Map());
+    if (call.id !== undefined && !byId.has(call.id)) byId.set(call.id, call);
+  }
+
+  private finish(call: RunningCall<S>): void {
+    this.running?.delete(call);
+    if (call.id !== undefined && this.runningById?.get(call.id) === call) {
+      this.runningById.delete(call.id);
+    }
+  }
+
+  protected deliverNotification(method: string, params: Params | undefined): void {
+    // A notification is a call whose caller wants no answer: run its handler if there is one.
+    const handler = this.config.registry.get(method);
+    if (handler && this.inFlightCount >= this.config.maxInFlight) {
+      this.logger.debug({ method }, 'notification dropped: too many calls in flight');
+      return;
+    }
+    if (handler) this.runForNotification(handler, method, params);
+    this.hub?.next({ method, params });
+  }
+
+  private runForNotification(
+    handler: Handler<S>,
+    method: string,
+    params: Params | undefined,
+  ): void {
+    const call = new RunningCall(this.session, this.logger, undefined, method);
+    this.track(call);
+    const report = (err: unknown): void => {
+      this.finish(call);
+      if (!call.aborted) this.logger.warn({ err, method }, 'notification handler failed');
+    };
+    try {
+      const chain = this.config.middleware;
+      const result = chain ? chain(call, true, params, handler) : handler(params, call);
+      if (isPromiseLike(result)) Promise.resolve(result).then(() => this.finish(call), report);
+      else this.finish(call);
+    } catch (err) {
+      report(err);
+    }
+  }
+
+  private cancelRunning(params: Params | undefined): void {
+    const id = params && !Array.isArray(params) ? (params as { id?: unknown }).id : undefined;
+    if (typeof id !== 'string' && typeof id !== 'number') return;
+    this.runningById?.get(id)?.abort(new Error('Cancelled by caller'));
+  }
+}
