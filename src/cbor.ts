@@ -14,6 +14,8 @@ import { checkCbor } from './encoding/cbor-check.js';
 export type { WireCodec } from './encoding/codec.js';
 
 // Plain maps and arrays, no tags: records, shared structures and tagged types are cbor-x's own.
+// An integer with an 8-byte argument decodes as a BigInt (exact-integers.ts writes its digits);
+// a BigInt going out (an id beyond 2^53) is written with one, from -2^64 + 1 to 2^64 - 1.
 const options = {
   useRecords: false,
   mapsAsObjects: true,

@@ -14,11 +14,14 @@ import { checkMsgpack } from './encoding/msgpack-check.js';
 export type { WireCodec } from './encoding/codec.js';
 
 // Plain maps and arrays only: records and structured clones are msgpackr's own extensions.
+// A BigInt (an id beyond 2^53 going out) is written as int64, or uint64 past it.
 const packr = /* @__PURE__ */ new Packr({ useRecords: false, moreTypes: false });
 const unpackr = /* @__PURE__ */ new Unpackr({
   useRecords: false,
   mapsAsObjects: true,
-  int64AsType: 'number',
+  // int64 and uint64: a number within ±2^53, a BigInt beyond (exact-integers.ts writes its
+  // digits). 'auto' is documented in msgpackr's README but missing from its type declarations.
+  int64AsType: 'auto' as 'bigint',
 });
 
 /** The MessagePack codec: pass it as the client's `encoding`. */

@@ -1,3 +1,5 @@
+import { hasBigIntId, hasWideId, jsonWithBigInts, withExactIds } from './exact-integers.js';
+
 /**
  * A binary encoding of JSON-RPC messages (MessagePack, CBOR), negotiated per WebSocket
  * connection by subprotocol. The engine speaks JSON text: a transport with a codec turns each
@@ -11,7 +13,10 @@ export interface WireCodec {
   readonly subprotocol: string;
   /** One JSON value (a message or a batch) as bytes. */
   readonly encode: (value: unknown) => Uint8Array;
-  /** The value of bytes that passed `check`; throws on anything it cannot read. */
+  /**
+   * The value of bytes that passed `check`; throws on anything it cannot read. An integer a
+   * double cannot hold is a BigInt (see exact-integers.ts).
+   */
   readonly decode: (bytes: Uint8Array) => unknown;
   /**
    * Walk the encoded structure without building it: 'depth' when arrays and maps nest deeper
@@ -51,17 +56,35 @@ export function binaryToText(codec: WireCodec, bytes: Uint8Array, maxDepth: numb
   const checked = codec.check(bytes, maxDepth);
   if (checked === 'depth') return tooDeepText(maxDepth);
   if (checked === 'syntax') return PARSE_ERROR_TEXT;
+  let value: unknown;
   try {
-    // A value JSON cannot hold (a BigInt beyond 2^53) throws here: a parse error as well.
-    return JSON.stringify(codec.decode(bytes)) ?? PARSE_ERROR_TEXT;
+    value = codec.decode(bytes);
   } catch {
     return PARSE_ERROR_TEXT;
   }
+  try {
+    // A 64-bit id is a BigInt, on which JSON.stringify would throw (costly): go straight to
+    // writing its digits.
+    return (
+      (hasBigIntId(value) ? jsonWithBigInts(value) : JSON.stringify(value)) ?? PARSE_ERROR_TEXT
+    );
+  } catch {
+    // JSON.stringify threw on a BigInt elsewhere (a 64-bit integer in params): write its digits.
+    try {
+      return jsonWithBigInts(value) ?? PARSE_ERROR_TEXT;
+    } catch {
+      return PARSE_ERROR_TEXT;
+    }
+  }
 }
 
-/** One outgoing JSON text (always valid: the engine wrote it) as the codec's bytes. */
+/**
+ * One outgoing JSON text (always valid: the engine wrote it) as the codec's bytes; an id
+ * beyond 2^53 goes as the 64-bit integer its digits write, as it came.
+ */
 export function textToBinary(codec: WireCodec, text: string): Uint8Array {
-  return codec.encode(JSON.parse(text));
+  const value: unknown = JSON.parse(text);
+  return codec.encode(hasWideId(value) ? withExactIds(codec, text, value) : value);
 }
 
 const decoder = /* @__PURE__ */ new TextDecoder();
