@@ -11,6 +11,7 @@ import {
   isRecord,
   numberIn,
   ofType,
+  oneOf,
   refuse,
   renamed,
   strings,
@@ -84,6 +85,7 @@ export const gatewayDefaults = deepFreeze({
   metrics: true,
   acceptV1: false,
   exposeErrorDetails: false,
+  binaryJsonFrames: 'refuse' as 'refuse' | 'text',
   subscriptionMethods: defaultSubscriptionMethods,
   trustedProxies: [] as readonly string[],
   /** What `identity` means when not given, key by key. */
@@ -107,6 +109,8 @@ export interface GatewayConfig<C = unknown> {
     readonly selectProtocol: GatewayOptions<C>['selectProtocol'];
     /** 'json' first, then the binary encodings enabled. */
     readonly encodings: readonly EncodingName[];
+    /** What a binary frame on a JSON connection gets: a 1003 close, or read as UTF-8 text. */
+    readonly binaryJsonFrames: 'refuse' | 'text';
     /** permessage-deflate's settings; undefined when compression is off. */
     readonly perMessageDeflate: DeflateSettings | undefined;
   };
@@ -198,6 +202,7 @@ export const gatewayOptionRules: Readonly<Record<keyof GatewayOptions<unknown>, 
   authorize: hook,
   selectProtocol: hook,
   encodings: encodingsRule,
+  binaryJsonFrames: oneOf('refuse', 'text'),
   tls: (value, name) => {
     if (!isRecord(value) || value['cert'] === undefined || value['key'] === undefined) {
       refuse(name, 'an object { cert, key } (PEM strings or Buffers)', value);
@@ -286,6 +291,7 @@ export function resolveGatewayOptions<C = unknown>(
       trustedProxies: [...(o.trustedProxies ?? gatewayDefaults.trustedProxies)],
       selectProtocol: o.selectProtocol,
       encodings: resolveEncodings(o.encodings),
+      binaryJsonFrames: o.binaryJsonFrames ?? gatewayDefaults.binaryJsonFrames,
       perMessageDeflate: resolveDeflate(o.perMessageDeflate ?? gatewayDefaults.perMessageDeflate),
     },
     auth: { authenticate: o.authenticate, authorize: o.authorize, userOf: o.userOf },

@@ -316,6 +316,12 @@ export interface GatewayDataOptions {
   acceptV1?: boolean;
   /** Put internal error messages and stacks in error.data (debug only). Default false. */
   exposeErrorDetails?: boolean;
+  /**
+   * A binary WebSocket frame on a JSON connection: 'refuse' closes the connection with 1003
+   * (Unsupported Data); 'text' reads it as UTF-8 JSON text, for clients that send JSON in
+   * binary frames. Default 'refuse'.
+   */
+  binaryJsonFrames?: 'refuse' | 'text';
 }
 
 /** The options that are code or live objects (hooks, a server, a broker, a logger, TLS keys). */
@@ -351,7 +357,7 @@ export interface GatewayCodeOptions<C> {
   /**
    * Encodings a client may choose by subprotocol besides JSON, which is always on: 'msgpack'
    * (`jsonrpc-2.0+msgpack`, needs the package msgpackr) and 'cbor' (`jsonrpc-2.0+cbor`, needs
-   * cbor-x). With either on, a binary frame on a JSON connection closes 1003. Default ['json'].
+   * cbor-x). Default ['json'].
    */
   encodings?: readonly ('json' | 'msgpack' | 'cbor')[];
   /**

@@ -110,14 +110,15 @@ function buildersOf(codec: WireCodec): BinaryBuilders {
 
 /**
  * A connection's encoding: a binary codec (its frames are binary; a text frame closes 1003),
- * or JSON, whose binary frames are read as UTF-8 text ('text') or close 1003 ('refuse', on a
- * gateway with binary encodings enabled, where a binary frame means a client that thinks it
- * negotiated one).
+ * or JSON, whose binary frames close 1003 ('refuse': JSON travels in text frames, and a
+ * binary one is a client that believes it negotiated a binary encoding, or is confused) or,
+ * for clients known to send JSON in binary frames, are read as UTF-8 text ('text', the
+ * gateway's `binaryJsonFrames`).
  */
 export type WsEncoding =
   { codec: WireCodec; maxDepth: number } | { binaryFrames: 'text' | 'refuse' };
 
-const JSON_TEXT: WsEncoding = { binaryFrames: 'text' };
+const JSON_TEXT: WsEncoding = { binaryFrames: 'refuse' };
 
 const EMPTY = Buffer.alloc(0);
 

@@ -214,6 +214,12 @@ const refused: [
     TypeError,
     'encodings must be an array of "json", "msgpack", "cbor", not ["json","protobuf"]',
   ],
+  [
+    'binaryJsonFrames',
+    { binaryJsonFrames: 'utf8' },
+    RangeError,
+    'binaryJsonFrames must be "refuse" or "text", not "utf8"',
+  ],
   ['tls', { tls: { cert: 'x' } }, TypeError, 'tls must be an object { cert, key }'],
   ['httpHandler', { httpHandler: {} }, TypeError, 'httpHandler must be a function'],
   ['logger', { logger: console.log }, TypeError, 'logger must be a logger'],

@@ -6,7 +6,6 @@
 import { firstValueFrom } from 'rxjs';
 import { filter, take, toArray } from 'rxjs/operators';
 import { afterEach, describe, expect, it } from 'vitest';
-import { WebSocket } from 'ws';
 import { cbor } from '../../src/cbor.js';
 import type { WireCodec } from '../../src/encoding/codec.js';
 import { msgpack } from '../../src/msgpack.js';
@@ -15,6 +14,7 @@ import { silentLogger } from '../../src/peer/logger.js';
 import { Resources } from '../support/resources.js';
 import { closeOf } from '../support/sockets.js';
 import { within } from '../support/waiting.js';
+import { rawBinarySocket } from './raw-binary-socket.js';
 
 const resources = new Resources();
 afterEach(() => resources.cleanup());
@@ -30,27 +30,8 @@ async function binaryGateway(options: Parameters<Resources['gateway']>[0] = {}) 
 }
 
 /** A raw `ws` socket offering `protocols`, every message decoded with `codec` (or as JSON text). */
-async function rawSocket(url: string, protocols: string[], codec?: WireCodec) {
-  const socket = resources.track(new WebSocket(url, protocols));
-  const inbox: { binary: boolean; value: unknown }[] = [];
-  const waiters: (() => void)[] = [];
-  socket.on('message', (data: Buffer, binary: boolean) => {
-    const value = binary && codec ? codec.decode(data) : JSON.parse(data.toString('utf8'));
-    inbox.push({ binary, value });
-    for (const wake of waiters.splice(0)) wake();
-  });
-  await new Promise<void>((resolve, reject) => {
-    socket.once('open', () => resolve());
-    socket.once('error', reject);
-  });
-  return {
-    socket,
-    inbox,
-    async next(): Promise<{ binary: boolean; value: unknown }> {
-      while (inbox.length === 0) await new Promise<void>((wake) => waiters.push(wake));
-      return inbox.shift()!;
-    },
-  };
+function rawSocket(url: string, protocols: string[], codec?: WireCodec) {
+  return rawBinarySocket(resources, url, protocols, codec?.decode);
 }
 
 describe.each([msgpack, cbor])('$name', (codec) => {
@@ -59,7 +40,7 @@ describe.each([msgpack, cbor])('$name', (codec) => {
     const raw = await rawSocket(url, [codec.subprotocol, 'jsonrpc-2.0'], codec);
     expect(raw.socket.protocol).toBe(codec.subprotocol);
     raw.socket.send(codec.encode({ jsonrpc: '2.0', id: 'a', method: 'sum', params: [1, 2.5] }));
-    expect(await raw.next()).toEqual({
+    expect(await raw.next()).toMatchObject({
       binary: true,
       value: { jsonrpc: '2.0', id: 'a', result: 3.5 },
     });
@@ -241,12 +222,40 @@ describe('JSON beside the binary encodings', () => {
     });
   });
 
-  it('on a JSON-only gateway, a binary frame is read as UTF-8 JSON text', async () => {
+  it('on a JSON-only gateway too, a binary frame closes 1003 by default', async () => {
     const running = await resources.gateway();
     running.gateway.method('sum', (params) => (params as number[]).reduce((a, b) => a + b, 0));
-    const raw = await rawSocket(running.url, ['jsonrpc-2.0']);
-    raw.socket.send(Buffer.from('{"jsonrpc":"2.0","id":1,"method":"sum","params":[1]}'));
-    expect((await raw.next()).value).toEqual({ jsonrpc: '2.0', id: 1, result: 1 });
+    for (const protocols of [['jsonrpc-2.0'], []]) {
+      const raw = await rawSocket(running.url, protocols);
+      raw.socket.send(Buffer.from('{"jsonrpc":"2.0","id":1,"method":"sum","params":[1]}'));
+      expect(await closeOf(raw.socket)).toEqual({
+        code: 1003,
+        reason: 'binary frame on a JSON connection',
+      });
+      expect(raw.inbox).toEqual([]);
+    }
+  });
+
+  it("with binaryJsonFrames: 'text', a binary frame on a JSON connection is read as UTF-8 JSON text", async () => {
+    for (const encodings of [['json'], [...ALL]] as const) {
+      const running = await resources.gateway({
+        encodings: [...encodings],
+        binaryJsonFrames: 'text',
+      });
+      running.gateway.method('sum', (params) => (params as number[]).reduce((a, b) => a + b, 0));
+      const raw = await rawSocket(running.url, ['jsonrpc-2.0']);
+      raw.socket.send(Buffer.from('{"jsonrpc":"2.0","id":1,"method":"sum","params":[1]}'));
+      expect(await raw.next()).toMatchObject({
+        binary: false,
+        value: { jsonrpc: '2.0', id: 1, result: 1 },
+      });
+      // A MessagePack connection on the same gateway still takes binary frames as MessagePack.
+      if (encodings.length > 1) {
+        const packed = await rawSocket(running.url, [msgpack.subprotocol], msgpack);
+        packed.socket.send(msgpack.encode({ jsonrpc: '2.0', id: 2, method: 'sum', params: [2] }));
+        expect((await packed.next()).value).toEqual({ jsonrpc: '2.0', id: 2, result: 2 });
+      }
+    }
   });
 
   it('refuses an unknown encoding by name', () => {

@@ -117,16 +117,24 @@ export interface FrameLimits {
   maxDepth?: number;
   /** Longer batches are answered with one -32002 error. */
   maxBatch?: number;
+  /**
+   * A binary frame (JSON travels in text frames): 'refuse' (when absent) closes the WebSocket
+   * with 1003 Unsupported Data; 'text' reads it as UTF-8, invalid sequences as U+FFFD.
+   */
+  binaryFrames?: 'refuse' | 'text';
 }
 
 /** A frame as the server sees it: a close, errors owed before any member runs, or a value. */
 export type Analysed = { close: number } | { errors: number[] } | { value: Json };
 
-/** One WebSocket message's bytes: size and UTF-8 (text frames) first, then its text. */
+/**
+ * One WebSocket message's bytes: size first, then the frame type (binary) or UTF-8 (text),
+ * then its text.
+ */
 export function analyseFrame(bytes: Uint8Array, binary: boolean, limits: FrameLimits): Analysed {
   if (limits.maxBytes !== undefined && bytes.length > limits.maxBytes) return { close: 1009 };
+  if (binary && limits.binaryFrames !== 'text') return { close: 1003 };
   if (!binary && !isValidUtf8(bytes)) return { close: 1007 };
-  // Binary frames are read as UTF-8 too (invalid sequences become U+FFFD).
   return analyseText(
     Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('utf8'),
     limits,
