@@ -1,5 +1,7 @@
 import { epochTail, gapTail, missedPart, positionTail } from './frames.js';
 import type { SharedFrame } from './frames.js';
+import { Fifo } from './fifo.js';
+import { PassedSeqs } from './passed-seqs.js';
 import type { Sink } from './sink.js';
 
 /**
@@ -65,11 +67,11 @@ export class Delivery {
   private cancelDrain: (() => void) | undefined;
   private stopped = false;
   /** Seqs passed by (`pass`) after the last one accounted for, oldest first. */
-  private passed: number[] | undefined;
+  private passed: PassedSeqs | undefined;
   /** Sequence numbers up to this one were already sent (resume): later duplicates are dropped. */
   private floorSeq = 0;
   /** Live messages that arrive while history is being replayed, sent after it. */
-  private waiting: Waiting[] | undefined;
+  private waiting: Fifo<Waiting> | undefined;
   /** Characters of frame text in `waiting`. */
   private waitingChars = 0;
   /** The first live message held since `pauseForReplay` (even if dropped from the backlog since). */
@@ -125,9 +127,7 @@ export class Delivery {
       this.lastSeq = seq;
       return;
     }
-    const passed = (this.passed ??= []);
-    passed.push(seq);
-    if (passed.length > MAX_WAITING) passed.shift();
+    (this.passed ??= new PassedSeqs(MAX_WAITING)).push(seq);
   }
 
   /**
@@ -185,7 +185,7 @@ export class Delivery {
    * connection is closed (`disconnect`). Dropped messages are reported, as `missed`, with
    * the message that followed them.
    */
-  private hold(waiting: Waiting[], entry: Waiting): void {
+  private hold(waiting: Fifo<Waiting>, entry: Waiting): void {
     if (waiting.length === 0 && this.firstHeldSeq === undefined) this.firstHeldSeq = entry.seq;
     waiting.push(entry);
     this.waitingChars += entry.tail.length;
@@ -201,7 +201,7 @@ export class Delivery {
     ) {
       const dropped = waiting.shift()!;
       this.waitingChars -= dropped.tail.length;
-      waiting[0]!.missedBefore += dropped.missedBefore + 1;
+      waiting.peek()!.missedBefore += dropped.missedBefore + 1;
       this.droppedTotal++;
       this.onSlowConsumer('dropped');
     }
@@ -216,7 +216,7 @@ export class Delivery {
     this.floorSeq = afterSeq ?? 0;
     this.lastSeq = afterSeq ?? Number.NaN;
     if (this.waiting) return;
-    this.waiting = [];
+    this.waiting = new Fifo();
     this.firstHeldSeq = undefined;
   }
 
@@ -328,7 +328,7 @@ export class Delivery {
    */
   private endRestarted(epoch: string | undefined, dropHeld: boolean): void {
     this.floorSeq = 0;
-    if (dropHeld) this.waiting = [];
+    if (dropHeld) this.waiting = new Fifo();
     this.sendGap(null, epoch);
     this.flushWaiting();
   }
@@ -357,7 +357,7 @@ export class Delivery {
 
   /** The seq of the oldest live message held back now (during a replay), if any. */
   get oldestWaitingSeq(): number | undefined {
-    return this.waiting?.[0]?.seq;
+    return this.waiting?.peek()?.seq;
   }
 
   /** The topic's high-water mark for this subscriber's socket. */
@@ -467,7 +467,7 @@ export class Delivery {
     if (this.waiting) {
       // Mid-replay: the live messages held so far belong to the old numbering (the gap
       // signal sent at resume covers them).
-      this.waiting = [];
+      this.waiting = new Fifo();
       this.waitingChars = 0;
       this.firstHeldSeq = undefined;
       this.restartedDuringReplay = { epoch };
@@ -569,7 +569,7 @@ export class Delivery {
     // Skips the subscriber already has (a backlog dropped where the replayed history overlapped).
     if (this.missed > between) this.missed = between;
     let hole = between - this.missed;
-    const passedBy = this.passed === undefined ? 0 : this.takePassed(seq);
+    const passedBy = this.passed === undefined ? 0 : this.takePassed(this.passed, seq);
     hole -= passedBy;
     if (hole > 0) {
       if (this.resumable) this.sendGap(hole, this.clientEpoch);
@@ -585,14 +585,9 @@ export class Delivery {
   }
 
   /** How many seqs passed by lie between the last accounted one and `seq`; forgets those up to `seq`. */
-  private takePassed(seq: number): number {
-    let count = 0;
-    const later: number[] = [];
-    for (const passed of this.passed!) {
-      if (passed > seq) later.push(passed);
-      else if (passed < seq && !(passed <= this.lastSeq)) count++;
-    }
-    this.passed = later.length > 0 ? later : undefined;
+  private takePassed(passed: PassedSeqs, seq: number): number {
+    const count = passed.take(seq, this.lastSeq);
+    if (passed.length === 0) this.passed = undefined;
     return count;
   }
 }
