@@ -1,6 +1,7 @@
 import type { Broker, BrokerMessage } from './broker.js';
 import type { Delivery } from './delivery.js';
 import { SharedFrame, messageTail } from './frames.js';
+import { exceptMatcher } from './except-set.js';
 
 interface TopicState {
   deliveries: Set<Delivery>;
@@ -131,9 +132,10 @@ export class TopicRegistry {
       for (const delivery of state.deliveries) delivery.offer(tail, shared, message.seq);
       return;
     }
-    // Published `except` some sessions: theirs pass it by (one comparison per subscriber).
+    // Published `except` some sessions: theirs pass it by (one lookup per subscriber).
+    const excepted = exceptMatcher(except);
     for (const delivery of state.deliveries) {
-      if (delivery.ownerId !== undefined && except.includes(delivery.ownerId)) {
+      if (delivery.ownerId !== undefined && excepted(delivery.ownerId)) {
         delivery.pass(message.seq);
       } else delivery.offer(tail, shared, message.seq);
     }
