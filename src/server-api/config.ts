@@ -27,6 +27,8 @@ export type ServerApiConsume =
       readonly group: string;
       /** Redis URL; default: the one startServerApi is given (the broker's). */
       readonly url: string | undefined;
+      /** Entries handled at once; the rest wait in the stream (XREADGROUP reads the free slots). */
+      readonly maxConcurrent: number;
     }
   | {
       readonly kind: 'nats';
@@ -35,6 +37,13 @@ export type ServerApiConsume =
       readonly queue: string;
       /** NATS server URL; default: the one startServerApi is given (the broker's). */
       readonly url: string | undefined;
+      /** Messages handled at once. */
+      readonly maxConcurrent: number;
+      /**
+       * Messages waiting here for a slot (a core NATS subscription cannot be paused): beyond,
+       * a message is refused (-32000 on its reply subject).
+       */
+      readonly maxQueued: number;
     };
 
 /** The server API's settings, resolved (see resolveServerApiConfig). */
@@ -76,6 +85,10 @@ export const serverApiDefaults = Object.freeze({
   maxPendingCalls: 10_000,
   maxHistoryLimit: 1_000,
   group: 'wsrpc-gateway',
+  /** consume: requests handled at once. */
+  maxConcurrent: 64,
+  /** consume (NATS): messages waiting for a slot. */
+  maxQueued: 256,
 });
 
 const nonEmptyString: Rule = (value, name) => {
@@ -200,23 +213,39 @@ function resolveConsume(value: unknown, prefix: string): ServerApiConsume {
       natsSubject: nonEmptyString,
       group: nonEmptyString,
       url: nonEmptyString,
+      maxConcurrent: numberIn(1, 10_000, true),
+      maxQueued: numberIn(0, 100_000, true),
     },
     prefix,
     prefix.slice(0, -1),
   );
   const url = o['url'] as string | undefined;
   const group = (o['group'] as string | undefined) ?? serverApiDefaults.group;
+  const maxConcurrent =
+    (o['maxConcurrent'] as number | undefined) ?? serverApiDefaults.maxConcurrent;
   if ((o['redisStream'] === undefined) === (o['natsSubject'] === undefined)) {
     throw new TypeError(
       `${prefix.slice(0, -1)} needs exactly one of ${prefix}redisStream and ${prefix}natsSubject`,
     );
   }
   if (o['redisStream'] !== undefined) {
-    return Object.freeze({ kind: 'redis', stream: o['redisStream'] as string, group, url });
+    if (o['maxQueued'] !== undefined) {
+      throw new TypeError(
+        `${prefix}maxQueued applies to ${prefix}natsSubject only: a Redis stream's entries wait in the stream`,
+      );
+    }
+    return Object.freeze({
+      kind: 'redis',
+      stream: o['redisStream'] as string,
+      group,
+      url,
+      maxConcurrent,
+    });
   }
   const subject = o['natsSubject'] as string;
   if (/[\s*>]/.test(subject)) {
     refuse(`${prefix}natsSubject`, 'a NATS subject without spaces or wildcards', subject, true);
   }
-  return Object.freeze({ kind: 'nats', subject, queue: group, url });
+  const maxQueued = (o['maxQueued'] as number | undefined) ?? serverApiDefaults.maxQueued;
+  return Object.freeze({ kind: 'nats', subject, queue: group, url, maxConcurrent, maxQueued });
 }

@@ -14,6 +14,7 @@ import { readBody } from '../server/read-body.js';
 import { apiAuthentication } from './auth.js';
 import type { ApiCaller } from './auth.js';
 import type { ServerApiConfig } from './config.js';
+import { busyReply } from './busy-reply.js';
 import { startConsumer } from './consume.js';
 import { apiMethods } from './methods.js';
 import { NodeRequests } from './node-requests.js';
@@ -95,6 +96,8 @@ export async function startServerApi(
       { session: caller, logger },
       peers,
     ).answer(text);
+
+  const busy = (text: string): string => busyReply(text, peers.parse);
 
   let closing = false;
   const inFlight = new Set<Promise<void>>();
@@ -184,7 +187,7 @@ export async function startServerApi(
   }
 
   const consumer = config.consume
-    ? await startConsumer(config.consume, deps.brokerUrl, answer, logger).catch(
+    ? await startConsumer(config.consume, deps.brokerUrl, { answer, busy }, logger).catch(
         async (err: unknown) => {
           await stopHttp();
           await nodes.close();

@@ -38,13 +38,27 @@ describe('resolveServerApiConfig', () => {
       stream: 'wsrpc:api',
       group: 'wsrpc-gateway',
       url: undefined,
+      maxConcurrent: 64,
     });
     expect(
       resolveServerApiConfig({
         ...base,
         consume: { natsSubject: 'wsrpc.api', group: 'g', url: 'nats://n:4222' },
       }).consume,
-    ).toEqual({ kind: 'nats', subject: 'wsrpc.api', queue: 'g', url: 'nats://n:4222' });
+    ).toEqual({
+      kind: 'nats',
+      subject: 'wsrpc.api',
+      queue: 'g',
+      url: 'nats://n:4222',
+      maxConcurrent: 64,
+      maxQueued: 256,
+    });
+    expect(
+      resolveServerApiConfig({
+        ...base,
+        consume: { natsSubject: 'wsrpc.api', maxConcurrent: 1, maxQueued: 0 },
+      }).consume,
+    ).toMatchObject({ maxConcurrent: 1, maxQueued: 0 });
   });
 
   const refused: [string, unknown, RegExp][] = [
@@ -187,6 +201,26 @@ describe('resolveServerApiConfig', () => {
       'a url not a string',
       { ...base, consume: { redisStream: 'a', url: 6379 } },
       /^serverApi\.consume\.url must be a non-empty string, not 6379$/,
+    ],
+    [
+      'consume.maxConcurrent 0',
+      { ...base, consume: { redisStream: 'a', maxConcurrent: 0 } },
+      /^serverApi\.consume\.maxConcurrent must be an integer from 1 to 10000, not 0$/,
+    ],
+    [
+      'consume.maxConcurrent not an integer',
+      { ...base, consume: { natsSubject: 'a', maxConcurrent: 1.5 } },
+      /^serverApi\.consume\.maxConcurrent must be an integer from 1 to 10000, not 1\.5$/,
+    ],
+    [
+      'consume.maxQueued too large',
+      { ...base, consume: { natsSubject: 'a', maxQueued: 100_001 } },
+      /^serverApi\.consume\.maxQueued must be an integer from 0 to 100000, not 100001$/,
+    ],
+    [
+      'consume.maxQueued for a Redis stream',
+      { ...base, consume: { redisStream: 'a', maxQueued: 10 } },
+      /^serverApi\.consume\.maxQueued applies to serverApi\.consume\.natsSubject only: a Redis stream's entries wait in the stream$/,
     ],
   ];
   for (const [what, value, message] of refused) {
