@@ -437,6 +437,10 @@ export class Gateway<C = unknown> {
       httpRpc: this.httpRpc,
       events: new SseEndpoint<C>({
         intake: this.intake,
+        origins: {
+          corsAllows: (origin) => this.admission.corsAllows(origin),
+          restricted: http.allowedOrigins !== undefined,
+        },
         limits: this.limits,
         logger: this.logger,
         counters: this.metrics,

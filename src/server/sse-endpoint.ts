@@ -16,8 +16,26 @@ export const SECRET_HEADER = 'x-wsrpc-secret';
 /** A comment on the event stream this often (proxies time out streams that go quiet). */
 const HEARTBEAT_MS = 15_000;
 
+/** The headers the client sends (the session's, Last-Event-ID, a token), granted to a preflight. */
+const CLIENT_HEADERS = [
+  'authorization',
+  'content-type',
+  'last-event-id',
+  SESSION_HEADER,
+  SECRET_HEADER,
+] as const;
+
+/** Which pages on other origins may use the route (GatewayOptions.allowedOrigins). */
+export interface SseOrigins {
+  /** Whether `origin` is on the allow-list: its requests get CORS headers. */
+  corsAllows(origin: string): boolean;
+  /** Whether there is an allow-list: an Origin not on it is refused (403). */
+  readonly restricted: boolean;
+}
+
 export interface SseEndpointDeps<C> {
   intake: Pick<ConnectionIntake<C>, 'acceptEventStream'>;
+  origins: SseOrigins;
   limits: Required<GatewayLimits>;
   logger: Logger;
   counters: { messagesIn: number; messagesOut: number };
@@ -28,6 +46,32 @@ export interface SseEndpointDeps<C> {
 function header(req: IncomingMessage, name: string): string | undefined {
   const value = req.headers[name];
   return Array.isArray(value) ? value[0] : value;
+}
+
+/**
+ * CORS for a page on an allowed origin: it may read the answers, with credentials (cookies go
+ * with its requests as they go with a WebSocket upgrade).
+ */
+function grantOrigin(res: ServerResponse, origin: string): void {
+  res.setHeader('access-control-allow-origin', origin);
+  res.setHeader('access-control-allow-credentials', 'true');
+  res.setHeader('vary', 'Origin');
+}
+
+/** A CORS preflight (its origin already granted above, or absent: 403). */
+function preflight(req: IncomingMessage, res: ServerResponse, origin: string | undefined): void {
+  if (origin === undefined) return sendText(res, 403, 'Origin not allowed\n');
+  // The client's own headers, and whatever else the page's requests carry (headers option).
+  const asked = (header(req, 'access-control-request-headers') ?? '')
+    .split(',')
+    .map((name) => name.trim().toLowerCase())
+    .filter((name) => name !== '');
+  res.writeHead(204, {
+    'access-control-allow-methods': 'GET, POST, DELETE',
+    'access-control-allow-headers': [...new Set([...CLIENT_HEADERS, ...asked])].join(', '),
+    'access-control-max-age': '600',
+  });
+  res.end();
 }
 
 function sameSecret(given: string, expected: string): boolean {
@@ -63,9 +107,20 @@ export class SseEndpoint<C> {
     const url = new URL(req.url ?? '/', 'http://localhost');
     const id = header(req, SESSION_HEADER) ?? url.searchParams.get('session') ?? undefined;
     const secret = header(req, SECRET_HEADER) ?? url.searchParams.get('secret') ?? undefined;
-    if (req.method === 'GET' && id === undefined) return this.open(req, res);
+    const opening = req.method === 'GET' && id === undefined;
+    const origin = header(req, 'origin');
+    if (origin !== undefined && this.deps.origins.corsAllows(origin)) {
+      grantOrigin(res, origin);
+    } else if (origin !== undefined && !opening) {
+      // The opening GET is refused by admission, as an upgrade is (and counted there).
+      if (this.deps.origins.restricted || req.method === 'OPTIONS') {
+        return sendText(res, 403, 'Origin not allowed\n');
+      }
+    }
+    if (opening) return this.open(req, res);
+    if (req.method === 'OPTIONS') return preflight(req, res, origin);
     if (req.method !== 'GET' && req.method !== 'POST' && req.method !== 'DELETE') {
-      res.setHeader('allow', 'GET, POST, DELETE');
+      res.setHeader('allow', 'GET, POST, DELETE, OPTIONS');
       return sendText(res, 405, 'Use GET for the event stream, POST to send, DELETE to end.\n');
     }
     if (id === undefined || secret === undefined) {

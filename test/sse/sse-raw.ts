@@ -163,3 +163,38 @@ export function resumeHeaders(
     'last-event-id': String(lastEventId),
   };
 }
+
+export interface RawResponse {
+  status: number;
+  headers: IncomingMessage['headers'];
+  text: string;
+}
+
+/** Any request to `url` (a preflight, a POST with an Origin...): its status, headers and text. */
+export function exchange(
+  url: string,
+  method: string,
+  headers: Record<string, string> = {},
+  body?: string,
+): Promise<RawResponse> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method, headers }, (response) => {
+      let text = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => (text += chunk));
+      response.on('end', () =>
+        resolve({ status: response.statusCode ?? 0, headers: response.headers, text }),
+      );
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** The headers naming a session (POST, DELETE), plus `extra`. */
+export function sessionHeaders(
+  session: { session: string; secret: string },
+  extra: Record<string, string> = {},
+): Record<string, string> {
+  return { 'x-wsrpc-session': session.session, 'x-wsrpc-secret': session.secret, ...extra };
+}

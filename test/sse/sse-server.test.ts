@@ -9,7 +9,7 @@ import { UpgradeRejection } from '../../src/index.js';
 import type { GatewayOptions } from '../../src/index.js';
 import { startGateway } from '../support/gateway.js';
 import { waitUntil } from '../support/waiting.js';
-import { openStream, post, resumeHeaders } from './sse-raw.js';
+import { exchange, openStream, post, resumeHeaders, sessionHeaders } from './sse-raw.js';
 import type { RawStream } from './sse-raw.js';
 
 const cleanups: (() => unknown)[] = [];
@@ -207,5 +207,114 @@ describe('HTTP streaming fallback (server)', () => {
     expect(stream.messages()).toContainEqual(expect.objectContaining({ method: 'rpc.reconnect' }));
     const close = stream.events.find((e) => e.event === 'close');
     expect(JSON.parse(close!.data)).toMatchObject({ code: 1012 });
+  });
+});
+
+describe('HTTP streaming fallback: CORS', () => {
+  const page = 'http://app.example';
+  const stranger = 'http://evil.example';
+
+  const corsOf = (headers: Record<string, string | string[] | undefined>) => ({
+    origin: headers['access-control-allow-origin'],
+    credentials: headers['access-control-allow-credentials'],
+    vary: headers['vary'],
+  });
+  const granted = { origin: page, credentials: 'true', vary: 'Origin' };
+  const none = { origin: undefined, credentials: undefined, vary: undefined };
+
+  it('grants an allowed origin the preflight, the stream, POST, a resume and DELETE', async () => {
+    const { gateway, events, open } = await sseGateway({ allowedOrigins: [page] });
+    gateway.method('add', ([a, b]: [number, number]) => a + b);
+    const wanted = 'authorization, content-type, last-event-id, x-wsrpc-secret, x-wsrpc-session';
+    for (const method of ['GET', 'POST', 'DELETE']) {
+      const preflight = await exchange(events, 'OPTIONS', {
+        origin: page,
+        'access-control-request-method': method,
+        'access-control-request-headers': wanted,
+      });
+      expect(preflight.status).toBe(204);
+      expect(corsOf(preflight.headers)).toEqual(granted);
+      const methods = String(preflight.headers['access-control-allow-methods']).split(/,\s*/);
+      expect(methods).toContain(method);
+      const allowed = String(preflight.headers['access-control-allow-headers'])
+        .toLowerCase()
+        .split(/,\s*/);
+      expect(allowed).toEqual(expect.arrayContaining(wanted.split(', ')));
+    }
+
+    const stream = await open({ origin: page });
+    expect(stream.status).toBe(200);
+    expect(corsOf(stream.response.headers)).toEqual(granted);
+    const sent = await exchange(
+      events,
+      'POST',
+      sessionHeaders(stream.session, { origin: page, 'content-type': 'application/json' }),
+      call(1, 'add', [2, 2]),
+    );
+    expect(sent.status).toBe(202);
+    expect(corsOf(sent.headers)).toEqual(granted);
+    await stream.until(withId(1));
+
+    const resumed = await open({ ...resumeHeaders(stream.session, 1), origin: page });
+    expect(resumed.status).toBe(200);
+    expect(corsOf(resumed.response.headers)).toEqual(granted);
+    const ended = await exchange(
+      events,
+      'DELETE',
+      sessionHeaders(stream.session, { origin: page }),
+    );
+    expect(ended.status).toBe(204);
+    expect(corsOf(ended.headers)).toEqual(granted);
+    await waitUntil(() => gateway.sessions.size === 0, 'the session ended');
+  });
+
+  it('refuses an origin not allowed (403, no CORS headers) on every request', async () => {
+    const { gateway, events, open } = await sseGateway({ allowedOrigins: [page] });
+    gateway.method('add', ([a, b]: [number, number]) => a + b);
+    const preflight = await exchange(events, 'OPTIONS', {
+      origin: stranger,
+      'access-control-request-method': 'POST',
+    });
+    expect(preflight.status).toBe(403);
+    expect(corsOf(preflight.headers)).toEqual(none);
+
+    const refused = await open({ origin: stranger });
+    expect(refused.status).toBe(403);
+    expect(corsOf(refused.response.headers)).toEqual(none);
+    expect(gateway.sessions.size).toBe(0);
+
+    // A session opened from the allowed page: a stranger that learnt its id and secret gets
+    // nowhere with it.
+    const stream = await open({ origin: page });
+    const headers = sessionHeaders(stream.session, {
+      origin: stranger,
+      'content-type': 'application/json',
+    });
+    const sent = await exchange(events, 'POST', headers, call(1, 'add', [1, 1]));
+    expect(sent.status).toBe(403);
+    expect(corsOf(sent.headers)).toEqual(none);
+    const resumed = await open({ ...resumeHeaders(stream.session, 0), origin: stranger });
+    expect(resumed.status).toBe(403);
+    expect(corsOf(resumed.response.headers)).toEqual(none);
+    const ended = await exchange(events, 'DELETE', headers);
+    expect(ended.status).toBe(403);
+    expect(gateway.sessions.size).toBe(1);
+
+    // The refused POST never reached the session: the next call's reply is the first event.
+    await post(events, stream.session, call(2, 'add', [2, 2]));
+    await stream.until(withId(2));
+    expect(stream.messages()).toEqual([{ jsonrpc: '2.0', id: 2, result: 4 }]);
+  });
+
+  it('grants no cross-origin use without an allowedOrigins list (preflight 403)', async () => {
+    const { events, open } = await sseGateway();
+    const preflight = await exchange(events, 'OPTIONS', {
+      origin: page,
+      'access-control-request-method': 'POST',
+    });
+    expect(preflight.status).toBe(403);
+    expect(corsOf(preflight.headers)).toEqual(none);
+    const stream = await open({ origin: page });
+    expect(corsOf(stream.response.headers)).toEqual(none);
   });
 });
