@@ -5,7 +5,8 @@ import type { Handler } from '../peer/method-registry.js';
 import type { Params } from '../protocol/types.js';
 import type { Gateway } from '../server/gateway.js';
 import type { Session } from '../server/session.js';
-import type { Tracing } from '../tracing/tracing.js';
+import { noTracing } from '../tracing/tracing.js';
+import type { TraceSpan, Tracing } from '../tracing/tracing.js';
 import { IdentityHeaders } from './identity-headers.js';
 import { JsonRpcHttpClient } from './json-rpc-http-client.js';
 import { NatsUpstreamClient } from './nats-upstream-client.js';
@@ -104,46 +105,56 @@ function routeHandler(
   exposeDetails: boolean,
   deps: { logger: Logger; tracing: Tracing },
 ): Handler<Session<unknown>> {
+  const { timeoutMs, idempotent } = route;
+  /** The call itself; `traceparent` is the one the upstream gets, `span` the client span's. */
+  const forward = async (
+    params: unknown,
+    ctx: HandlerContext<Session<unknown>>,
+    traceparent: string | undefined,
+    span: TraceSpan | undefined,
+  ): Promise<unknown> => {
+    // The one headers object of the call: the endpoint and the transport add to it, none copy it.
+    const headers = identity.of(ctx.session);
+    // Set here rather than left to the endpoint: the failure log below names it.
+    headers['x-request-id'] = nanoid();
+    if (traceparent !== undefined) headers['traceparent'] = traceparent;
+    const options = { signal: ctx.signal, timeoutMs, headers, idempotent };
+    try {
+      if (ctx.id === undefined) {
+        await endpoint.notify(ctx.method, params as Params | undefined, options);
+        return undefined;
+      }
+      return await endpoint.call(ctx.method, params as Params | undefined, options);
+    } catch (err) {
+      span?.setError(err);
+      if (!(err instanceof UpstreamError)) throw err;
+      ctx.logger.warn(
+        {
+          upstream: err.upstream,
+          method: ctx.method,
+          requestId: headers['x-request-id'],
+          reason: err.reason,
+          detail: err.detail,
+        },
+        'upstream request failed',
+      );
+      throw exposeDetails ? err.withDetail() : err;
+    }
+  };
+  // Tracing off: no spans to open, and the client's traceparent, if any, goes on as it came
+  // (what noTracing's spans would pass through), without the spans' closures per call.
+  if (deps.tracing === noTracing) {
+    return (params, ctx) => forward(params, ctx, ctx.traceparent, undefined);
+  }
   const spanName = `upstream.request ${route.upstream}`;
   return (params: unknown, ctx: HandlerContext<Session<unknown>>) => {
-    const headers = identity.of(ctx.session);
-    // Set here rather than left to the endpoint, which sets it on its own copy: the failure log
-    // below names it.
-    headers['x-request-id'] = nanoid();
     const attributes = { 'rpc.method': ctx.method, 'wsrpc.upstream': route.upstream };
     // The call as the gateway serves it (server span), and inside it the request to the upstream
     // (client span), whose traceparent the upstream gets.
     return deps.tracing.span(`rpc.call ${ctx.method}`, attributes, ctx.traceparent, (call) =>
-      deps.tracing.span(spanName, attributes, call.traceparent, async (span) => {
-        if (span.traceparent !== undefined) headers['traceparent'] = span.traceparent;
-        const options = {
-          signal: ctx.signal,
-          timeoutMs: route.timeoutMs,
-          headers,
-          idempotent: route.idempotent,
-        };
-        try {
-          if (ctx.id === undefined) {
-            await endpoint.notify(ctx.method, params as Params | undefined, options);
-            return undefined;
-          }
-          return await endpoint.call(ctx.method, params as Params | undefined, options);
-        } catch (err) {
-          span.setError(err);
-          if (!(err instanceof UpstreamError)) throw err;
-          ctx.logger.warn(
-            {
-              upstream: err.upstream,
-              method: ctx.method,
-              requestId: headers['x-request-id'],
-              reason: err.reason,
-              detail: err.detail,
-            },
-            'upstream request failed',
-          );
-          throw exposeDetails ? err.withDetail() : err;
-        }
-      }),
+      deps.tracing.span(spanName, attributes, call.traceparent, (span) =>
+        forward(params, ctx, span.traceparent, span),
+      ),
     );
   };
 }

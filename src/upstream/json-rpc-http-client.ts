@@ -4,6 +4,7 @@ import { UpstreamError } from './upstream-error.js';
 import { UpstreamEndpoint } from './upstream-endpoint.js';
 import type { UpstreamEndpointOptions, UpstreamRequest } from './upstream-endpoint.js';
 import { readReply } from './read-reply.js';
+import { requestText } from './request-text.js';
 
 export interface JsonRpcHttpClientOptions extends UpstreamEndpointOptions {
   /** The JSON-RPC endpoint (http or https) requests are POSTed to. */
@@ -29,23 +30,30 @@ const UNSENT_CODES = new Set([
   'UND_ERR_CONNECT_TIMEOUT',
 ]);
 
+/** The code undici gives a reply past the pool's maxResponseSize; a streamed one gets it too. */
+const TOO_LARGE = 'UND_ERR_RES_EXCEEDED_MAX_SIZE';
+
 /**
  * JSON-RPC 2.0 over HTTP POST to one upstream, on an undici keep-alive Pool of `connections`
  * sockets. A request carries the gateway's own id; a notification has none and any 2xx takes it.
  * The upstream's JSON-RPC error rejects as a JsonRpcError unchanged; everything else that is not
  * a JSON-RPC response rejects as an UpstreamError (-32011, -32012 on the timeout, -32013 beyond
  * `maxConcurrent`).
+ *
+ * Requests go through the pool's `dispatch` with a handler that gathers the body's chunks
+ * (ReplyReader), not `request`, which makes a body stream, an async resource and an abort
+ * listener per call: on a routed call that was most of the gateway's own JavaScript work.
  */
 export class JsonRpcHttpClient extends UpstreamEndpoint {
   private readonly pool: Pool;
   private readonly path: string;
-  private readonly fixedHeaders: Readonly<Record<string, string>>;
+  private readonly fixedHeaders: readonly (readonly [string, string])[];
 
   constructor(private readonly http: JsonRpcHttpClientOptions) {
     super(http);
     const url = new URL(http.url);
     this.path = `${url.pathname}${url.search}`;
-    this.fixedHeaders = http.headers ?? {};
+    this.fixedHeaders = Object.entries(http.headers ?? {});
     this.pool = new Pool(url.origin, {
       connections: http.connections,
       pipelining: 1,
@@ -56,51 +64,50 @@ export class JsonRpcHttpClient extends UpstreamEndpoint {
     });
   }
 
-  protected async attempt(request: UpstreamRequest): Promise<unknown> {
-    const message: Record<string, unknown> = { jsonrpc: '2.0', method: request.method };
-    if (request.params !== undefined) message['params'] = request.params;
-    if (request.id !== undefined) message['id'] = request.id;
-    let response: Dispatcher.ResponseData;
-    try {
-      response = await this.pool.request({
-        method: 'POST',
-        path: this.path,
-        headers: {
-          ...this.fixedHeaders,
-          ...request.headers,
-          'content-type': 'application/json',
-        },
-        body: JSON.stringify(message),
-        signal: request.signal,
-      });
-    } catch (err) {
-      throw this.transportError(err, request.signal);
-    }
-    const { statusCode, body } = response;
-    let text: string;
-    try {
-      text = await readBody(body, this.http.maxReplyBytes);
-    } catch (err) {
-      throw this.transportError(err, request.signal);
-    }
-    const ok = statusCode >= 200 && statusCode < 300;
+  protected attempt(request: UpstreamRequest): Promise<unknown> {
+    // The request's headers are its own: the fixed ones join them there (the request's win).
+    const headers = request.headers;
+    for (const [name, value] of this.fixedHeaders) if (!(name in headers)) headers[name] = value;
+    headers['content-type'] = 'application/json';
+    return new Promise<unknown>((resolve, reject) => {
+      this.pool.dispatch(
+        { method: 'POST', path: this.path, headers, body: requestText(request) },
+        new ReplyReader(
+          request,
+          this.http.maxReplyBytes,
+          (status, text) => {
+            try {
+              resolve(this.answerOf(request, status, text));
+            } catch (err) {
+              reject(err as Error);
+            }
+          },
+          (err) => reject(this.transportError(err, request) as Error),
+        ),
+      );
+    });
+  }
+
+  /** The call's outcome from the upstream's HTTP answer (throws its error). */
+  private answerOf(request: UpstreamRequest, status: number, text: string): unknown {
+    const ok = status >= 200 && status < 300;
     if (request.id === undefined) {
-      if (!ok) throw new UpstreamError('unavailable', this.name, `status ${statusCode}`);
+      if (!ok) throw new UpstreamError('unavailable', this.name, `status ${status}`);
       return undefined;
     }
-    return readReply(text, request.id, this.name, ok ? undefined : statusCode);
+    return readReply(text, request.id, this.name, ok ? undefined : status);
   }
 
   async close(): Promise<void> {
     await this.pool.destroy();
   }
 
-  private transportError(err: unknown, signal: AbortSignal): unknown {
-    if (signal.aborted) return signal.reason;
+  private transportError(err: unknown, request: UpstreamRequest): unknown {
+    if (request.aborted) return request.abortReason;
     if (err instanceof UpstreamError) return err;
     const code = (err as { code?: string }).code;
     const detail = err instanceof Error ? err.message : String(err);
-    if (code === 'UND_ERR_RES_EXCEEDED_MAX_SIZE') {
+    if (code === TOO_LARGE) {
       return new UpstreamError('unavailable', this.name, 'reply too large', detail);
     }
     const unsent = code !== undefined && UNSENT_CODES.has(code);
@@ -114,19 +121,66 @@ export class JsonRpcHttpClient extends UpstreamEndpoint {
   }
 }
 
-/** The body as text, refused past `maxBytes` (the pool's maxResponseSize covers a declared length). */
-async function readBody(body: Dispatcher.ResponseData['body'], maxBytes: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > maxBytes) {
-      body.destroy();
-      throw Object.assign(new Error(`reply over ${maxBytes} bytes`), {
-        code: 'UND_ERR_RES_EXCEEDED_MAX_SIZE',
-      });
-    }
-    chunks.push(chunk);
+/**
+ * One request's undici handler: the status and the body's chunks, refused past `maxBytes` (the
+ * pool's maxResponseSize covers a declared length, this a streamed one). The attempt's abort
+ * (timeout, the caller's cancel) aborts the request, closing its socket, once it has started,
+ * or as soon as it starts.
+ */
+class ReplyReader implements Dispatcher.DispatchHandler {
+  private status = 0;
+  private size = 0;
+  private readonly chunks: Buffer[] = [];
+  private controller: Dispatcher.DispatchController | undefined;
+  private done = false;
+
+  constructor(
+    private readonly request: UpstreamRequest,
+    private readonly maxBytes: number,
+    private readonly resolve: (status: number, text: string) => void,
+    private readonly reject: (err: unknown) => void,
+  ) {
+    request.onAbort((reason) => this.controller?.abort(reason as Error));
   }
-  return Buffer.concat(chunks).toString('utf8');
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    if (this.request.aborted) controller.abort(this.request.abortReason as Error);
+    else this.controller = controller;
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number): void {
+    // A 1xx is informational: the answer's status follows.
+    if (statusCode >= 200) this.status = statusCode;
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.done) return;
+    this.size += chunk.length;
+    if (this.size > this.maxBytes) {
+      this.fail(Object.assign(new Error(`reply over ${this.maxBytes} bytes`), { code: TOO_LARGE }));
+      controller.abort(new Error('reply too large'));
+      return;
+    }
+    this.chunks.push(chunk);
+  }
+
+  onResponseEnd(): void {
+    if (this.done) return;
+    this.done = true;
+    this.controller = undefined;
+    const { chunks } = this;
+    const text = (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)).toString('utf8');
+    this.resolve(this.status, text);
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController | undefined, err: Error): void {
+    this.fail(err);
+  }
+
+  private fail(err: unknown): void {
+    if (this.done) return;
+    this.done = true;
+    this.controller = undefined;
+    this.reject(err);
+  }
 }

@@ -5,6 +5,7 @@ import { UpstreamError } from './upstream-error.js';
 import { UpstreamEndpoint } from './upstream-endpoint.js';
 import type { UpstreamEndpointOptions, UpstreamRequest } from './upstream-endpoint.js';
 import { readReply } from './read-reply.js';
+import { requestText } from './request-text.js';
 
 type NatsModule = typeof NatsTransport;
 
@@ -63,9 +64,6 @@ export class NatsUpstreamClient extends UpstreamEndpoint {
   }
 
   protected async attempt(request: UpstreamRequest): Promise<unknown> {
-    const message: Record<string, unknown> = { jsonrpc: '2.0', method: request.method };
-    if (request.params !== undefined) message['params'] = request.params;
-    if (request.id !== undefined) message['id'] = request.id;
     let link: { nats: NatsModule; connection: NatsConnection };
     try {
       link = await this.connect();
@@ -75,7 +73,7 @@ export class NatsUpstreamClient extends UpstreamEndpoint {
     }
     const headers = link.nats.headers();
     for (const [name, value] of Object.entries(request.headers)) headers.set(name, value);
-    const payload = JSON.stringify(message);
+    const payload = requestText(request);
     const { subject, maxReplyBytes } = this.natsOptions;
     try {
       if (request.id === undefined) {
@@ -93,8 +91,7 @@ export class NatsUpstreamClient extends UpstreamEndpoint {
       }
       return readReply(reply.string(), request.id, this.name);
     } catch (err) {
-      if (request.signal.aborted || err instanceof UpstreamError || err instanceof JsonRpcError)
-        throw err;
+      if (request.aborted || err instanceof UpstreamError || err instanceof JsonRpcError) throw err;
       const detail = err instanceof Error ? err.message : String(err);
       const noResponders =
         err instanceof Error && /no responders/i.test(`${err.message} ${String(err.cause)}`);

@@ -9,11 +9,20 @@ export interface UpstreamRequest {
   readonly params: Params | undefined;
   /** Undefined for a notification. */
   readonly id: number | undefined;
+  /** The request's own (the transport may add to it): identity, request id, deadline. */
   readonly headers: Record<string, string>;
   /** The attempt's timeout (its signal aborts then). */
   readonly timeoutMs: number;
-  /** Aborted on the caller's cancel or the attempt's timeout. */
+  /** Aborted on the caller's cancel or the attempt's timeout (made when first read). */
   readonly signal: AbortSignal;
+  /** True once the attempt is aborted; `abortReason` then says why. */
+  readonly aborted: boolean;
+  readonly abortReason: unknown;
+  /**
+   * Call `listener` once when the attempt is aborted (at once if it is): what `signal` does,
+   * without an AbortController per attempt. One listener: the transport's.
+   */
+  onAbort(listener: (reason: unknown) => void): void;
 }
 
 export interface UpstreamCallOptions {
@@ -21,7 +30,11 @@ export interface UpstreamCallOptions {
   signal?: AbortSignal;
   /** Per attempt: after it, the request is aborted and the call fails -32012. */
   timeoutMs: number;
-  /** Sent with the request (identity headers, traceparent). */
+  /**
+   * Sent with the request (identity headers, traceparent). The call takes the object as its
+   * own: `x-request-id` (when missing) and `x-wsrpc-deadline` are set on it, and an HTTP
+   * upstream's fixed headers added, so a call copies no headers.
+   */
   headers?: Record<string, string>;
   /** Safe to send again after -32011 or -32012 (at most `retries` times). Default false. */
   idempotent?: boolean;
@@ -117,19 +130,32 @@ export abstract class UpstreamEndpoint {
     }
   }
 
-  private async withRetries(
+  private withRetries(
     method: string,
     params: Params | undefined,
     options: UpstreamCallOptions,
     expectsReply: boolean,
   ): Promise<unknown> {
-    const headers = { ...options.headers };
+    // The call's own headers, set on and sent as they are: no copy per call or attempt.
+    const headers = options.headers ?? {};
     // One id per call, the same on each attempt: an upstream can tell a retry from a new call.
     headers['x-request-id'] ??= nanoid();
     const retries = expectsReply ? this.options.retries : 0;
+    // No retries (the default): the attempt is the call, without a loop awaiting it.
+    if (retries === 0) return this.once(method, params, options, headers, expectsReply);
+    return this.retrying(method, params, options, headers, retries);
+  }
+
+  private async retrying(
+    method: string,
+    params: Params | undefined,
+    options: UpstreamCallOptions,
+    headers: Record<string, string>,
+    retries: number,
+  ): Promise<unknown> {
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.once(method, params, options, headers, expectsReply);
+        return await this.once(method, params, options, headers, true);
       } catch (err) {
         const safe =
           err instanceof UpstreamError &&
@@ -140,65 +166,115 @@ export abstract class UpstreamEndpoint {
     }
   }
 
-  private async once(
+  /**
+   * One attempt, settled by the transport's answer or, as soon as it comes, the timeout or the
+   * caller's cancel (a transport that ignores the abort never hangs a call).
+   */
+  private once(
     method: string,
     params: Params | undefined,
     options: UpstreamCallOptions,
     headers: Record<string, string>,
     expectsReply: boolean,
   ): Promise<unknown> {
-    options.signal?.throwIfAborted();
-    const controller = new AbortController();
-    // The error is made when the timer fires: an Error's stack costs more than the call's other work.
-    const timer = setTimeout(
-      () =>
-        controller.abort(
-          new UpstreamError(
-            'timeout',
-            this.options.name,
-            `no answer within ${options.timeoutMs} ms`,
-          ),
-        ),
-      options.timeoutMs,
+    const { signal, timeoutMs } = options;
+    if (signal?.aborted) return Promise.reject(signal.reason as Error);
+    headers['x-wsrpc-deadline'] = String(Date.now() + timeoutMs);
+    const request = new Attempt(
+      method,
+      params,
+      expectsReply ? this.nextId++ : undefined,
+      headers,
+      timeoutMs,
     );
-    const cancel = () => controller.abort(options.signal?.reason);
-    options.signal?.addEventListener('abort', cancel, { once: true });
-    try {
-      headers['x-wsrpc-deadline'] = String(Date.now() + options.timeoutMs);
-      const request: UpstreamRequest = {
-        method,
-        params,
-        id: expectsReply ? this.nextId++ : undefined,
-        headers,
-        timeoutMs: options.timeoutMs,
-        signal: controller.signal,
+    return new Promise<unknown>((resolve, reject) => {
+      // The error is made when the timer fires: an Error's stack costs more than the call's other work.
+      const timer = setTimeout(
+        () =>
+          request.abort(
+            new UpstreamError('timeout', this.options.name, `no answer within ${timeoutMs} ms`),
+          ),
+        timeoutMs,
+      );
+      const cancel = signal && (() => request.abort(signal.reason));
+      if (cancel) signal.addEventListener('abort', cancel);
+      const done = () => {
+        clearTimeout(timer);
+        if (cancel) signal.removeEventListener('abort', cancel);
       };
-      const result = await abortable(this.attempt(request), controller.signal);
-      return result;
-    } finally {
-      clearTimeout(timer);
-      options.signal?.removeEventListener('abort', cancel);
-    }
+      request.settleOnAbort((reason) => {
+        done();
+        reject(reason as Error);
+      });
+      let work: Promise<unknown>;
+      try {
+        work = this.attempt(request);
+      } catch (err) {
+        work = Promise.reject(err as Error);
+      }
+      work.then(
+        (value) => {
+          done();
+          resolve(value);
+        },
+        (err: unknown) => {
+          done();
+          reject((request.aborted ? request.abortReason : err) as Error);
+        },
+      );
+    });
   }
 }
 
-/** `work`, or the signal's reason as soon as it aborts (a transport that ignores it never hangs a call). */
-function abortable<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason as Error);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason as Error);
-    signal.addEventListener('abort', onAbort, { once: true });
-    work.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(signal.aborted ? (signal.reason as Error) : (err as Error));
-      },
-    );
-  });
+/**
+ * One attempt's request, and its cancellation without an AbortController: the timer or the
+ * caller's cancel calls `abort`, which tells the transport (`onAbort`) and settles the attempt.
+ * `signal` is made only for a transport that reads it.
+ */
+class Attempt implements UpstreamRequest {
+  aborted = false;
+  abortReason: unknown;
+  private controller: AbortController | undefined;
+  private listener: ((reason: unknown) => void) | undefined;
+  private settle: ((reason: unknown) => void) | undefined;
+
+  constructor(
+    readonly method: string,
+    readonly params: Params | undefined,
+    readonly id: number | undefined,
+    readonly headers: Record<string, string>,
+    readonly timeoutMs: number,
+  ) {}
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.aborted) this.controller.abort(this.abortReason);
+    }
+    return this.controller.signal;
+  }
+
+  onAbort(listener: (reason: unknown) => void): void {
+    if (this.aborted) listener(this.abortReason);
+    else this.listener = listener;
+  }
+
+  /** The endpoint's side: reject the attempt when it is aborted. */
+  settleOnAbort(settle: (reason: unknown) => void): void {
+    this.settle = settle;
+  }
+
+  abort(reason: unknown): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.abortReason = reason;
+    const { listener, settle } = this;
+    this.listener = undefined;
+    this.settle = undefined;
+    this.controller?.abort(reason);
+    listener?.(reason);
+    settle?.(reason);
+  }
 }
 
 function backoff(attempt: number, signal: AbortSignal | undefined): Promise<void> {
