@@ -48,48 +48,48 @@ export interface ConnectionHost<S> {
 
 /** One client's socket, the Peer over it, and getting a new one when it goes. */
 export class ClientConnection<S> {
-  private readonly urls: readonly string[];
+  readonly #urls: readonly string[];
   readonly backoff: Readonly<ReconnectOptions> | false;
   /** Replays the current state to each new observer. */
   readonly stateHub = new Hub<ConnectionState>('connecting', true);
-  private readonly disconnectSubject = new Hub<DisconnectEvent>();
-  private peer: Peer<S> | undefined;
+  readonly #disconnectSubject = new Hub<DisconnectEvent>();
+  #peer: Peer<S> | undefined;
   /** The peer whose `rpc.authenticate` is not answered yet: nothing else is sent on it. */
-  private authenticating: Peer<S> | undefined;
+  #authenticating: Peer<S> | undefined;
   /** Why the client stopped for good, when the server refused its credentials. */
   refused: AuthenticationError | undefined;
   /** The last ending of a connection or attempt. */
   lastDisconnect: DisconnectEvent | undefined;
   /** Counts dials, so that the providers of an abandoned one are ignored when they settle. */
-  private dials = 0;
-  private dialTimedOut = false;
+  #dials = 0;
+  #dialTimedOut = false;
   /** A 4419 was retried with a fresh token; reset once a connection stays up (resetAfterMs). */
-  private expiredRetried = false;
+  #expiredRetried = false;
   /** The URL of the last dial (the only one known when `url` is a function). */
-  private dialedUrl = '';
+  #dialedUrl = '';
   /** The current socket. Set only here. */
   socket: WebSocketLike | undefined;
-  private attempt = 0;
-  private everOpened = false;
-  private urlIndex = 0;
-  private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
-  private connectTimer: ReturnType<typeof setTimeout> | undefined;
-  private heartbeatTimer: ReturnType<typeof setInterval> | undefined;
+  #attempt = 0;
+  #everOpened = false;
+  #urlIndex = 0;
+  #reconnectTimer: ReturnType<typeof setTimeout> | undefined;
+  #connectTimer: ReturnType<typeof setTimeout> | undefined;
+  #heartbeatTimer: ReturnType<typeof setInterval> | undefined;
   /** A connection the server asked us to leave: it finishes its calls but takes no new ones. */
-  private retiring: Peer<S> | undefined;
-  private reconnectNow = false;
+  #retiring: Peer<S> | undefined;
+  #reconnectNow = false;
 
   /** The connection state; replays the current one to each new subscriber. */
   readonly state$: Observable<ConnectionState> = this.stateHub.observable;
   /** Why each connection, or attempt at one, ended. Completes when the client closes. */
-  readonly disconnects$: Observable<DisconnectEvent> = this.disconnectSubject.observable;
+  readonly disconnects$: Observable<DisconnectEvent> = this.#disconnectSubject.observable;
 
   constructor(
     private readonly config: ClientConfig,
     private readonly logger: Logger,
     private readonly host: ConnectionHost<S>,
   ) {
-    this.urls = config.urls;
+    this.#urls = config.urls;
     this.backoff = config.reconnect;
   }
 
@@ -99,13 +99,13 @@ export class ClientConnection<S> {
 
   /** The URL of the current (or next) connection. */
   get url(): string {
-    return this.urls.length ? this.urls[this.urlIndex % this.urls.length]! : this.dialedUrl;
+    return this.#urls.length ? this.#urls[this.#urlIndex % this.#urls.length]! : this.#dialedUrl;
   }
 
   /** The peer to send on: open, authenticated, and not one the server asked us to leave. */
   livePeer(): Peer<S> | undefined {
-    const peer = this.peer;
-    return peer && !peer.isClosed && peer !== this.retiring && peer !== this.authenticating
+    const peer = this.#peer;
+    return peer && !peer.isClosed && peer !== this.#retiring && peer !== this.#authenticating
       ? peer
       : undefined;
   }
@@ -116,14 +116,14 @@ export class ClientConnection<S> {
    */
   async close(): Promise<void> {
     if (this.state === 'closed') return;
-    clearTimeout(this.reconnectTimer);
-    clearTimeout(this.connectTimer);
-    clearInterval(this.heartbeatTimer);
-    this.setState('closed');
+    clearTimeout(this.#reconnectTimer);
+    clearTimeout(this.#connectTimer);
+    clearInterval(this.#heartbeatTimer);
+    this.#setState('closed');
     this.host.closing(this.refused);
-    const peer = this.peer;
+    const peer = this.#peer;
     const socket = this.socket;
-    this.peer = undefined;
+    this.#peer = undefined;
     this.socket = undefined;
     if (peer) {
       peer.close(1000, 'client closed');
@@ -133,22 +133,22 @@ export class ClientConnection<S> {
       socket.close();
     }
     this.stateHub.complete();
-    this.disconnectSubject.complete();
+    this.#disconnectSubject.complete();
     this.host.closed();
   }
 
   connect(): void {
     if (this.state === 'closed') return;
-    const dial = ++this.dials;
-    this.dialTimedOut = false;
+    const dial = ++this.#dials;
+    this.#dialTimedOut = false;
     // The providers (url, protocols, headers, getToken) count in the attempt's time.
-    this.connectTimer = setTimeout(
+    this.#connectTimer = setTimeout(
       () => {
         this.logger.warn({ url: redactUrl(this.url) }, 'connection attempt timed out');
-        this.dialTimedOut = true;
+        this.#dialTimedOut = true;
         if (this.socket) return this.socket.close(); // its onclose goes on from there
-        this.dials++; // the providers are still at it: forget them
-        this.dialFailed(new Error('connection attempt timed out while preparing it'));
+        this.#dials++; // the providers are still at it: forget them
+        this.#dialFailed(new Error('connection attempt timed out while preparing it'));
       },
       Math.min(this.config.connectTimeoutMs, MAX_TIMER_MS),
     );
@@ -156,29 +156,29 @@ export class ClientConnection<S> {
     try {
       prepared = prepareDial(this.config, this.url);
     } catch (err) {
-      this.dialFailed(err);
+      this.#dialFailed(err);
       return;
     }
-    if (!(prepared instanceof Promise)) return this.dial(prepared);
+    if (!(prepared instanceof Promise)) return this.#dial(prepared);
     prepared.then(
-      (ready) => dial === this.dials && this.dial(ready),
-      (err: unknown) => dial === this.dials && this.dialFailed(err),
+      (ready) => dial === this.#dials && this.#dial(ready),
+      (err: unknown) => dial === this.#dials && this.#dialFailed(err),
     );
   }
 
   /** A provider failed, or the URL or the WebSocket was refused: try again later, elsewhere. */
-  private dialFailed(err: unknown, url = this.url, what = 'could not prepare the dial'): void {
-    clearTimeout(this.connectTimer);
+  #dialFailed(err: unknown, url = this.url, what = 'could not prepare the dial'): void {
+    clearTimeout(this.#connectTimer);
     if (this.state === 'closed') return;
     const error = redactErrorUrl(err, url) as Error;
     this.logger.warn({ err: error, url: redactUrl(url) }, what);
-    this.urlIndex++; // a URL the WebSocket refuses will not get better: try the next one
-    this.ended({ error });
+    this.#urlIndex++; // a URL the WebSocket refuses will not get better: try the next one
+    this.#ended({ error });
   }
 
-  private dial(dial: Dial): void {
-    if (this.state === 'closed') return clearTimeout(this.connectTimer);
-    const url = (this.dialedUrl = dial.url);
+  #dial(dial: Dial): void {
+    if (this.state === 'closed') return clearTimeout(this.#connectTimer);
+    const url = (this.#dialedUrl = dial.url);
     // Logged without query string or userinfo: tokens travel there.
     const logUrl = redactUrl(url);
     let refusal: HttpRefusal | undefined;
@@ -187,7 +187,7 @@ export class ClientConnection<S> {
     try {
       socket = openSocket(this.config.WebSocket, dial, (r) => (refusal = r));
     } catch (err) {
-      return this.dialFailed(err, url, 'could not create WebSocket');
+      return this.#dialFailed(err, url, 'could not create WebSocket');
     }
     this.socket = socket;
     socket.onerror = (event) => {
@@ -196,17 +196,17 @@ export class ClientConnection<S> {
     };
     socket.onclose = (event) => {
       // Only reached when the socket never opened: afterwards the transport owns onclose.
-      clearTimeout(this.connectTimer);
+      clearTimeout(this.#connectTimer);
       if (this.socket !== socket) return;
       this.socket = undefined;
       const httpStatus = refusal?.status;
       this.logger.debug({ url: logUrl, code: event.code, httpStatus }, 'connection attempt failed');
-      this.urlIndex++;
-      this.ended({
+      this.#urlIndex++;
+      this.#ended({
         code: event.code,
         reason: refusal?.body || event.reason || undefined,
         httpStatus,
-        error: this.dialTimedOut
+        error: this.#dialTimedOut
           ? new Error(`connection attempt timed out after ${this.config.connectTimeoutMs} ms`)
           : refusal
             ? undefined
@@ -214,51 +214,51 @@ export class ClientConnection<S> {
       });
     };
     socket.onopen = () => {
-      clearTimeout(this.connectTimer);
+      clearTimeout(this.#connectTimer);
       if (this.socket !== socket || this.state === 'closed') return;
-      this.onOpen(socket, dial.token);
+      this.#onOpen(socket, dial.token);
     };
   }
 
-  private onOpen(socket: WebSocketLike, token: string | undefined): void {
+  #onOpen(socket: WebSocketLike, token: string | undefined): void {
     const codec = this.config.encoding;
     // The gateway may answer in JSON: the codec only when its subprotocol was chosen.
     const encoded = codec && socket.protocol === codec.subprotocol ? codec : undefined;
     const peer = this.host.createPeer(new WebSocketTransport(socket, encoded));
-    this.peer = peer;
+    this.#peer = peer;
     // The backoff is not reset here: a server that accepts and closes at once would be
     // redialled at the initial delay forever. It is reset when a connection that has
     // stayed open long enough is lost.
     const openedAt = Date.now();
-    this.everOpened = true;
-    this.startHeartbeat(peer);
+    this.#everOpened = true;
+    this.#startHeartbeat(peer);
     let failure: Error | undefined;
     void peer.closed.then(({ code, reason }) => {
-      clearInterval(this.heartbeatTimer);
-      if (this.peer !== peer) return;
-      this.peer = undefined;
-      this.authenticating = undefined;
+      clearInterval(this.#heartbeatTimer);
+      if (this.#peer !== peer) return;
+      this.#peer = undefined;
+      this.#authenticating = undefined;
       this.socket = undefined;
       if (this.backoff !== false && Date.now() - openedAt >= this.backoff.resetAfterMs) {
-        this.attempt = 0;
-        this.expiredRetried = false;
+        this.#attempt = 0;
+        this.#expiredRetried = false;
       }
       this.logger.info({ code, reason }, 'connection lost');
       this.host.lost();
-      this.ended({ code, reason: reason || undefined, error: failure });
+      this.#ended({ code, reason: reason || undefined, error: failure });
     });
-    if (token === undefined) return this.ready(peer);
+    if (token === undefined) return this.#ready(peer);
     // In-band: the token goes first; calls and resubscribes wait for its answer.
-    this.authenticating = peer;
+    this.#authenticating = peer;
     peer
       .call(ReservedMethod.Authenticate, { token }, { timeoutMs: this.config.connectTimeoutMs })
       .then(
-        () => this.authenticating === peer && this.ready(peer),
+        () => this.#authenticating === peer && this.#ready(peer),
         (err: unknown) => {
-          if (this.authenticating !== peer || peer.isClosed) return;
+          if (this.#authenticating !== peer || peer.isClosed) return;
           if (err instanceof JsonRpcError && err.code === ErrorCode.MethodNotFound) {
             this.logger.warn({}, 'server has no rpc.authenticate: going on without it');
-            return this.ready(peer);
+            return this.#ready(peer);
           }
           const refused = refusalOf(err);
           failure = refused ?? (err as Error);
@@ -268,18 +268,18 @@ export class ClientConnection<S> {
   }
 
   /** The connection may carry calls: resubscribe and send what was queued. */
-  private ready(peer: Peer<S>): void {
-    if (this.authenticating === peer) this.authenticating = undefined;
-    this.setState('open');
+  #ready(peer: Peer<S>): void {
+    if (this.#authenticating === peer) this.#authenticating = undefined;
+    this.#setState('open');
     this.host.opened();
   }
 
-  private startHeartbeat(peer: Peer<S>): void {
+  #startHeartbeat(peer: Peer<S>): void {
     const heartbeat = this.config.heartbeat;
     if (heartbeat === false) return;
     const { intervalMs, timeoutMs } = heartbeat;
-    clearInterval(this.heartbeatTimer);
-    this.heartbeatTimer = setInterval(() => {
+    clearInterval(this.#heartbeatTimer);
+    this.#heartbeatTimer = setInterval(() => {
       peer.call(ReservedMethod.Ping, undefined, { timeoutMs }).catch((err: unknown) => {
         if (!(err instanceof TimeoutError) || peer.isClosed) return;
         this.logger.warn({ timeoutMs }, 'server did not answer rpc.ping: reconnecting');
@@ -294,19 +294,19 @@ export class ClientConnection<S> {
     // The server is draining: go elsewhere now rather than wait for the close. It may name
     // where: one of our URLs is taken next; any other, or none, means our own next URL.
     const target = params && !Array.isArray(params) ? (params as { url?: unknown }).url : undefined;
-    const named = typeof target === 'string' ? this.urls.indexOf(target) : -1;
+    const named = typeof target === 'string' ? this.#urls.indexOf(target) : -1;
     if (typeof target === 'string' && named < 0) {
       this.logger.info({ url: redactUrl(target) }, 'server asked to reconnect elsewhere');
     }
-    const peer = this.peer;
-    if (!peer || peer.isClosed || this.retiring === peer) return;
+    const peer = this.#peer;
+    if (!peer || peer.isClosed || this.#retiring === peer) return;
     // The server is draining. New calls queue for the next connection; the calls
     // this one carries finish first; then it is closed and replaced at once.
-    this.retiring = peer;
-    if (named >= 0) this.urlIndex = named;
-    else this.urlIndex++;
-    this.reconnectNow = true;
-    this.setState('reconnecting');
+    this.#retiring = peer;
+    if (named >= 0) this.#urlIndex = named;
+    else this.#urlIndex++;
+    this.#reconnectNow = true;
+    this.#setState('reconnecting');
     const closeWhenSettled = (): void => {
       if (peer.isClosed) return;
       if (peer.pendingCount === 0) peer.close(1000, 'reconnecting on server request');
@@ -319,19 +319,19 @@ export class ClientConnection<S> {
    * A connection or attempt ended: tell `disconnects$`, then dial again or, when reconnecting
    * is off or the credentials were refused (and `onAuthFailure` is 'stop'), close for good.
    */
-  private ended(event: Omit<DisconnectEvent, 'willRetry'>): void {
+  #ended(event: Omit<DisconnectEvent, 'willRetry'>): void {
     if (this.state === 'closed') return;
     const refused = authFailureOf(event);
     const backoff = this.backoff;
     // An expired session is retried once: the provider can mint a fresh token.
     const freshToken =
-      refused?.code === EXPIRED_CLOSE_CODE && !!this.config.getToken && !this.expiredRetried;
+      refused?.code === EXPIRED_CLOSE_CODE && !!this.config.getToken && !this.#expiredRetried;
     const willRetry =
       backoff !== false && (!refused || backoff.onAuthFailure === 'retry' || freshToken);
-    if (freshToken) this.expiredRetried = true;
+    if (freshToken) this.#expiredRetried = true;
     const told: DisconnectEvent = { ...event, error: refused ?? event.error, willRetry };
     this.lastDisconnect = told;
-    this.disconnectSubject.next(told);
+    this.#disconnectSubject.next(told);
     if (refused) {
       const { code, status: httpStatus, reason } = refused;
       this.logger.warn(
@@ -339,24 +339,24 @@ export class ClientConnection<S> {
         willRetry ? 'credentials refused: dialling again' : 'credentials refused: client closed',
       );
     }
-    if (willRetry) return this.scheduleReconnect();
+    if (willRetry) return this.#scheduleReconnect();
     this.refused = refused;
     void this.close();
   }
 
-  private scheduleReconnect(): void {
+  #scheduleReconnect(): void {
     if (this.state === 'closed' || this.backoff === false) return;
-    this.setState(this.everOpened ? 'reconnecting' : 'connecting');
+    this.#setState(this.#everOpened ? 'reconnecting' : 'connecting');
     // Asked by the server to move: no backoff, the server is not failing.
-    const attempt = this.attempt;
-    const delayMs = this.reconnectNow ? 0 : backoffDelay(this.attempt++, this.backoff);
-    this.reconnectNow = false;
+    const attempt = this.#attempt;
+    const delayMs = this.#reconnectNow ? 0 : backoffDelay(this.#attempt++, this.backoff);
+    this.#reconnectNow = false;
     this.logger.debug({ attempt, delayMs, url: redactUrl(this.url) }, 'reconnect scheduled');
-    this.reconnectTimer = setTimeout(() => this.connect(), delayMs);
+    this.#reconnectTimer = setTimeout(() => this.connect(), delayMs);
   }
 
   /** Move to `state`; a state is never emitted twice in a row. */
-  private setState(state: ConnectionState): void {
+  #setState(state: ConnectionState): void {
     if (this.stateHub.value! !== state) this.stateHub.next(state);
   }
 }

@@ -283,7 +283,8 @@ export function resolveClientOptions(options: unknown): ClientConfig {
   const o = checkOptions(options, clientOptionRules, '', 'createClient', [
     'callTimeout',
   ]) as Partial<ClientOptions>;
-  const { url, reconnect, heartbeat } = o;
+  // The options given (checked, none undefined) go over the defaults; these are made anew.
+  const { url, reconnect, heartbeat, encoding, callTimeout: _old, ...given } = o;
   const urlOf = typeof url === 'function' ? url : undefined;
   const list = typeof url === 'string' ? [url] : urlOf ? [] : url;
   if (!Array.isArray(list) || (list.length === 0 && !urlOf)) {
@@ -296,10 +297,9 @@ export function resolveClientOptions(options: unknown): ClientConfig {
     );
   }
   const d = clientDefaults;
-  const tokenTransport = o.tokenTransport ?? d.tokenTransport;
   const sendsHeaders = o.headers
     ? 'headers'
-    : o.getToken && tokenTransport === 'header'
+    : o.getToken && o.tokenTransport === 'header'
       ? 'tokenTransport "header"'
       : '';
   // Only the `ws` class (an EventEmitter) takes headers; a browser's WebSocket has no way to.
@@ -309,48 +309,38 @@ export function resolveClientOptions(options: unknown): ClientConfig {
     );
   }
   return Object.freeze({
+    ...d,
+    ...given,
     urls: Object.freeze(
       list.map((u, i) => checkUrl(u, typeof url === 'string' ? 'url' : `url[${i}]`)),
     ),
     urlOf,
     WebSocket,
-    protocols: o.protocols,
-    encoding: o.encoding === 'json' ? undefined : o.encoding,
-    headers: o.headers,
-    getToken: o.getToken,
-    tokenTransport,
-    reconnect:
-      reconnect === false
-        ? false
-        : Object.freeze({
-            ...d.reconnect,
-            ...checkOptions(reconnect, reconnectRules, 'reconnect.', 'reconnect'),
-          }),
-    connectTimeoutMs: o.connectTimeoutMs ?? d.connectTimeoutMs,
+    encoding: encoding === 'json' ? undefined : encoding,
+    reconnect: merged(reconnect, d.reconnect, reconnectRules, 'reconnect'),
     callTimeoutMs:
       (renamed(o, 'callTimeoutMs', 'callTimeout') as number | undefined) ?? d.callTimeoutMs,
-    whenDisconnected: o.whenDisconnected ?? d.whenDisconnected,
-    maxQueued: o.maxQueued ?? d.maxQueued,
-    maxPendingCalls: o.maxPendingCalls ?? d.maxPendingCalls,
-    batchCalls: o.batchCalls ?? d.batchCalls,
-    heartbeat:
-      heartbeat === false
-        ? false
-        : Object.freeze({
-            ...d.heartbeat,
-            ...checkOptions(heartbeat, heartbeatRules, 'heartbeat.', 'heartbeat'),
-          }),
-    inbox: o.inbox ?? d.inbox,
-    subscriptionMethods: Object.freeze({
-      ...d.subscriptionMethods,
-      ...checkOptions(
-        o.subscriptionMethods,
-        methodRules,
-        'subscriptionMethods.',
-        'subscriptionMethods',
-      ),
-    }),
+    heartbeat: merged(heartbeat, d.heartbeat, heartbeatRules, 'heartbeat'),
+    subscriptionMethods: merged(
+      o.subscriptionMethods,
+      d.subscriptionMethods,
+      methodRules,
+      'subscriptionMethods',
+    ) as Readonly<ClientSubscriptionMethods>,
     logger: o.logger ?? silentLogger,
     middleware: o.middleware && Object.freeze([...o.middleware]),
-  });
+    // Options not given (protocols, headers, getToken) are absent, which reads as undefined.
+  }) as ClientConfig;
+}
+
+/** The fields of an object option checked by `rules` over `defaults`, frozen; false stays false. */
+function merged<T extends object>(
+  value: unknown,
+  defaults: T,
+  rules: Readonly<Record<string, Rule>>,
+  name: string,
+): Readonly<T> | false {
+  return value === false
+    ? false
+    : Object.freeze({ ...defaults, ...checkOptions(value, rules, `${name}.`, name) });
 }

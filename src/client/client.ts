@@ -7,7 +7,7 @@ import type {
   NotificationDescriptor,
   SubscriptionDescriptor,
 } from '../peer/method-descriptor.js';
-import { MethodRegistry } from '../peer/method-registry.js';
+import { HandlerTable } from '../peer/method-registry.js';
 import { composeMiddleware } from '../peer/middleware.js';
 import type { Handler } from '../peer/method-registry.js';
 import { notificationsNamed } from '../peer/notifications.js';
@@ -52,18 +52,19 @@ export type { ClientConfig, ClientOptions } from './client-options.js';
  * that live across reconnects.
  */
 export class RpcClient {
-  readonly registry = new MethodRegistry<RpcClient>();
-  private readonly logger: Logger;
-  private readonly queue: OfflineQueue;
-  private readonly notificationSubject = new Hub<IncomingNotification>();
-  private readonly subscriptions: ClientSubscriptions;
+  /** The handlers of the calls and notifications the server sends (see `method`). */
+  readonly registry = new HandlerTable<RpcClient>();
+  readonly #logger: Logger;
+  readonly #queue: OfflineQueue;
+  readonly #notificationSubject = new Hub<IncomingNotification>();
+  readonly #subscriptions: ClientSubscriptions;
   /** The socket, the Peer over it, and reconnecting: everything but the calls. */
-  private readonly connection: ClientConnection<RpcClient>;
+  readonly #connection: ClientConnection<RpcClient>;
 
   /** The connection state; replays the current one to each new subscriber. */
   readonly state$: Observable<ConnectionState>;
   /** Every notification the server sends, across reconnects. */
-  readonly notifications$: Observable<IncomingNotification> = this.notificationSubject.observable;
+  readonly notifications$: Observable<IncomingNotification> = this.#notificationSubject.observable;
   /**
    * With `inbox: true`, messages to the user that will never arrive (lost past the server's
    * retention): refetch. Completes when the client closes, or at once without an inbox.
@@ -78,9 +79,9 @@ export class RpcClient {
    */
   readonly joined$: Observable<JoinedSubscription>;
   /** The `$inbox` subscription (ClientOptions.inbox). */
-  private readonly inbox: ClientInbox<RpcClient>;
+  readonly #inbox: ClientInbox<RpcClient>;
   /** Batches sent and not yet answered (see sendBatch). */
-  private readonly batches = new Set<WatchedBatch>();
+  readonly #batches = new Set<WatchedBatch>();
 
   /**
    * Why each connection, or attempt at one, ended: close code and reason, the HTTP status of a
@@ -95,7 +96,7 @@ export class RpcClient {
   constructor(options: ClientOptions) {
     const config = resolveClientOptions(options);
     this.config = config;
-    this.logger = config.logger;
+    this.#logger = config.logger;
     const getToken = config.getToken;
     // The server asks for a fresh token before the session's identity expires (rpc.token).
     const reservedMethods = getToken
@@ -112,96 +113,96 @@ export class RpcClient {
       idTexts: idTextsByScan,
       batchOutgoing: config.batchCalls,
       onReservedNotification: (method, params) => {
-        if (method === ReservedMethod.Joined) this.subscriptions.handleJoined(params);
-        else this.connection.onReservedNotification(method, params);
+        if (method === ReservedMethod.Joined) this.#subscriptions.handleJoined(params);
+        else this.#connection.onReservedNotification(method, params);
       },
       reservedMethods,
       middleware: composeMiddleware(config.middleware),
-      onIdlessError: (error) => this.batchRefused(error),
+      onIdlessError: (error) => this.#batchRefused(error),
     };
-    this.connection = new ClientConnection<RpcClient>(config, this.logger, {
+    this.#connection = new ClientConnection<RpcClient>(config, this.#logger, {
       createPeer: (transport) => {
         const peer = new Peer<RpcClient>(
           transport,
-          { session: this, logger: this.logger },
+          { session: this, logger: this.#logger },
           peerConfig,
         );
-        const subscriptionNotification = this.subscriptions.methods.notification;
+        const subscriptionNotification = this.#subscriptions.methods.notification;
         peer.notifications$.subscribe((n) => {
           if (
             n.method === subscriptionNotification &&
-            this.subscriptions.handleNotification(n.params)
+            this.#subscriptions.handleNotification(n.params)
           )
             return;
-          this.notificationSubject.next(n);
+          this.#notificationSubject.next(n);
         });
         return peer;
       },
       opened: () => {
-        this.subscriptions.connectionOpened();
-        this.queue.flush();
+        this.#subscriptions.connectionOpened();
+        this.#queue.flush();
       },
-      lost: () => this.subscriptions.connectionLost(),
+      lost: () => this.#subscriptions.connectionLost(),
       closing: (refused) => {
-        this.queue.failAll(refused ?? new NotConnectedError('Client closed'));
-        this.subscriptions.closeAll();
+        this.#queue.failAll(refused ?? new NotConnectedError('Client closed'));
+        this.#subscriptions.closeAll();
       },
-      closed: () => this.notificationSubject.complete(),
+      closed: () => this.#notificationSubject.complete(),
     });
-    this.state$ = this.connection.state$;
-    this.disconnects$ = this.connection.disconnects$;
+    this.state$ = this.#connection.state$;
+    this.disconnects$ = this.#connection.disconnects$;
     // eslint-disable-next-line @typescript-eslint/no-this-alias -- read by the getter below
     const client = this;
-    const backoff = this.connection.backoff;
-    this.queue = new OfflineQueue(config.maxQueued);
-    this.subscriptions = new ClientSubscriptions(
+    const backoff = this.#connection.backoff;
+    this.#queue = new OfflineQueue(config.maxQueued);
+    this.#subscriptions = new ClientSubscriptions(
       {
         call: (method, params) => this.call(method, params),
         subscribe: (method, params, onAccepted) =>
-          this.callUntimedWhileQueued(method, params, onAccepted),
+          this.#callUntimedWhileQueued(method, params, onAccepted),
         retryDelay: (attempt) =>
           backoffDelay(attempt, backoff === false ? defaultBackoff : backoff),
         get isOpen() {
-          return client.livePeer() !== undefined;
+          return client.#livePeer() !== undefined;
         },
         get isClosed() {
           return client.state === 'closed';
         },
       },
       config.subscriptionMethods,
-      this.logger,
+      this.#logger,
     );
-    this.inbox = new ClientInbox<RpcClient>({
+    this.#inbox = new ClientInbox<RpcClient>({
       subscribeWithMeta: (topic) => this.subscribeWithMeta(topic),
       registry: this.registry,
       session: this,
-      emit: (notification) => this.notificationSubject.next(notification),
-      logger: this.logger,
+      emit: (notification) => this.#notificationSubject.next(notification),
+      logger: this.#logger,
     });
-    this.inboxGaps$ = this.inbox.gaps$;
-    this.joined$ = this.subscriptions.joined$;
+    this.inboxGaps$ = this.#inbox.gaps$;
+    this.joined$ = this.#subscriptions.joined$;
     // Before anything else, so that its subscribe is the first call of every connection.
-    this.inbox.start(config.inbox);
-    this.connection.connect();
+    this.#inbox.start(config.inbox);
+    this.#connection.connect();
   }
 
   get state(): ConnectionState {
-    return this.connection.state;
+    return this.#connection.state;
   }
 
   /** The URL of the current (or next) connection. */
   get url(): string {
-    return this.connection.url;
+    return this.#connection.url;
   }
 
   /** The current socket. Unused here; tests reach for it to count its writes. */
   private get socket(): WebSocketLike | undefined {
-    return this.connection.socket;
+    return this.#connection.socket;
   }
 
   /** The last ending of a connection or attempt (see `disconnects$`); undefined before one. */
   get lastDisconnect(): DisconnectEvent | undefined {
-    return this.connection.lastDisconnect;
+    return this.#connection.lastDisconnect;
   }
 
   /**
@@ -209,8 +210,8 @@ export class RpcClient {
    * AuthenticationError when it stopped because the server refused its credentials).
    */
   async opened(): Promise<void> {
-    const state = await this.connection.stateHub.first((s) => s === 'open' || s === 'closed');
-    if (state !== 'open') throw this.closedError();
+    const state = await this.#connection.stateHub.first((s) => s === 'open' || s === 'closed');
+    if (state !== 'open') throw this.#closedError();
   }
 
   /**
@@ -258,14 +259,14 @@ export class RpcClient {
     options: CallOptions = {},
   ): Promise<unknown> {
     const method = nameOf(target);
-    const peer = this.livePeer();
+    const peer = this.#livePeer();
     if (peer) return peer.call(method, params, options).catch(asAuthFailure);
-    return this.whileDisconnected(
+    return this.#whileDisconnected(
       method,
       options,
       () => encodeRequest(0, method, params),
       (timeoutMs) =>
-        this.requirePeer()
+        this.#requirePeer()
           .call(method, params, { ...options, timeoutMs })
           .catch(asAuthFailure),
     );
@@ -279,18 +280,18 @@ export class RpcClient {
   notify(method: string, params?: Params): void;
   notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {
     const method = nameOf(target);
-    const peer = this.livePeer();
+    const peer = this.#livePeer();
     if (peer) return peer.notify(method, params);
-    this.assertMayQueue();
+    this.#assertMayQueue();
     // Params that cannot be encoded throw now, as they do while connected, not in the flush.
     encodeNotification(method, params);
     // A notification has no caller waiting, so a failure to queue or send is only logged.
-    this.queue
+    this.#queue
       .enqueue(method, { timeoutMs: 0 }, 0, () => {
-        this.requirePeer().notify(method, params);
+        this.#requirePeer().notify(method, params);
         return Promise.resolve();
       })
-      .catch((err: unknown) => this.logger.warn({ err, method }, 'queued notification dropped'));
+      .catch((err: unknown) => this.#logger.warn({ err, method }, 'queued notification dropped'));
   }
 
   /**
@@ -314,7 +315,7 @@ export class RpcClient {
     topic: string,
     params?: unknown,
   ): Observable<SubscriptionEvent<T>> {
-    return this.subscriptions.observe<T>(topic, params);
+    return this.#subscriptions.observe<T>(topic, params);
   }
 
   /**
@@ -331,7 +332,8 @@ export class RpcClient {
    * has neither. Observing it never subscribes anew.
    */
   subscriptionOf<T = unknown>(topic: string): Observable<SubscriptionEvent<T>> | undefined {
-    return this.subscriptions.subscriptionOf(topic) as Observable<SubscriptionEvent<T>> | undefined;
+    return this.#subscriptions.subscriptionOf(topic) as
+      Observable<SubscriptionEvent<T>> | undefined;
   }
 
   /**
@@ -348,40 +350,40 @@ export class RpcClient {
     entries: readonly BatchEntry[],
     options: CallOptions = {},
   ): Promise<PromiseSettledResult<unknown>[]> {
-    const peer = this.livePeer();
-    if (peer) return this.sendBatch(peer, entries, options);
-    return this.whileDisconnected(
+    const peer = this.#livePeer();
+    if (peer) return this.#sendBatch(peer, entries, options);
+    return this.#whileDisconnected(
       'batch',
       options,
       () => {
         for (const entry of entries) encodeRequest(0, entry.method, entry.params);
       },
-      (timeoutMs) => this.sendBatch(this.requirePeer(), entries, { ...options, timeoutMs }),
+      (timeoutMs) => this.#sendBatch(this.#requirePeer(), entries, { ...options, timeoutMs }),
     );
   }
 
   /** Close for good: pending and queued calls reject, no reconnect follows. */
   close(): Promise<void> {
-    return this.connection.close();
+    return this.#connection.close();
   }
 
-  private livePeer(): Peer<RpcClient> | undefined {
-    return this.connection.livePeer();
+  #livePeer(): Peer<RpcClient> | undefined {
+    return this.#connection.livePeer();
   }
 
-  private requirePeer(): Peer<RpcClient> {
-    const peer = this.livePeer();
+  #requirePeer(): Peer<RpcClient> {
+    const peer = this.#livePeer();
     if (!peer) throw new NotConnectedError('Not connected');
     return peer;
   }
 
   /** Why calls fail once closed: the refusal of the credentials, or close(). */
-  private closedError(): Error {
-    return this.connection.refused ?? new NotConnectedError('Client closed');
+  #closedError(): Error {
+    return this.#connection.refused ?? new NotConnectedError('Client closed');
   }
 
-  private assertMayQueue(): void {
-    if (this.state === 'closed') throw this.closedError();
+  #assertMayQueue(): void {
+    if (this.state === 'closed') throw this.#closedError();
     if (this.config.whenDisconnected === 'reject') throw new NotConnectedError('Not connected');
   }
 
@@ -389,19 +391,19 @@ export class RpcClient {
    * Queue a call made while disconnected. `check` encodes it first, so params that cannot be
    * serialised reject now, as they do while connected, instead of failing in the flush.
    */
-  private whileDisconnected<T>(
+  #whileDisconnected<T>(
     method: string,
     options: CallOptions,
     check: () => void,
     send: (timeoutMs: number) => Promise<T>,
   ): Promise<T> {
     try {
-      this.assertMayQueue();
+      this.#assertMayQueue();
       check();
     } catch (err) {
       return Promise.reject(err as Error);
     }
-    return this.queue.enqueue(method, options, this.config.callTimeoutMs, send);
+    return this.#queue.enqueue(method, options, this.config.callTimeoutMs, send);
   }
 
   /**
@@ -409,18 +411,18 @@ export class RpcClient {
    * resubscription the next connection needs, however long that takes); once sent, the
    * default callTimeoutMs applies.
    */
-  private callUntimedWhileQueued(
+  #callUntimedWhileQueued(
     method: string,
     params: Params,
     onResult: (result: unknown) => void,
   ): Promise<unknown> {
-    const peer = this.livePeer();
+    const peer = this.#livePeer();
     if (peer) return peer.call(method, params, { onResult });
-    return this.whileDisconnected(
+    return this.#whileDisconnected(
       method,
       { timeoutMs: 0 },
       () => encodeRequest(0, method, params),
-      () => this.requirePeer().call(method, params, { onResult }),
+      () => this.#requirePeer().call(method, params, { onResult }),
     );
   }
 
@@ -428,7 +430,7 @@ export class RpcClient {
    * Send a batch, watching for the server refusing it as a whole (-32002, id null): then
    * every call in it rejects at once with that error rather than wait for its timeout.
    */
-  private sendBatch(
+  #sendBatch(
     peer: Peer<RpcClient>,
     entries: readonly BatchEntry[],
     options: CallOptions,
@@ -445,9 +447,9 @@ export class RpcClient {
       size: entries.length,
       fail: (err) => giveUp.abort((refusal = err)),
     };
-    this.batches.add(watched);
+    this.#batches.add(watched);
     const done = (): void => {
-      this.batches.delete(watched);
+      this.#batches.delete(watched);
       signal?.removeEventListener('abort', forward);
     };
     return peer.batch(entries, { ...options, signal: giveUp.signal }).then(
@@ -475,12 +477,12 @@ export class RpcClient {
    * with as many members as it says was refused (the server refuses a batch as soon as it reads
    * it, and reads frames in order).
    */
-  private batchRefused(error: ErrorObject): void {
+  #batchRefused(error: ErrorObject): void {
     if (error.code !== ErrorCode.BatchTooLarge) return;
     const received = (error.data as { received?: unknown } | undefined)?.received;
-    for (const batch of this.batches) {
+    for (const batch of this.#batches) {
       if (typeof received === 'number' && batch.size !== received) continue;
-      this.batches.delete(batch);
+      this.#batches.delete(batch);
       batch.fail(JsonRpcError.fromErrorObject(error));
       return;
     }

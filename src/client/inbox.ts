@@ -6,7 +6,7 @@ import type { Observable } from 'rxjs';
 import { Hub } from '../peer/hub.js';
 import { RunningCall } from '../peer/handler-context.js';
 import type { Logger } from '../peer/logger.js';
-import type { MethodRegistry } from '../peer/method-registry.js';
+import type { HandlerTable } from '../peer/method-registry.js';
 import type { IncomingNotification } from '../peer/notifications.js';
 import { isPromiseLike } from '../peer/replies.js';
 import { isReservedMethod } from '../protocol/reserved.js';
@@ -29,7 +29,7 @@ export interface InboxHost<S> {
   /** The client's own subscribeWithMeta. */
   subscribeWithMeta(topic: string): Observable<SubscriptionEvent<unknown>>;
   /** Handlers for the server's notifications (client.method), run as for a plain one. */
-  readonly registry: MethodRegistry<S>;
+  readonly registry: HandlerTable<S>;
   /** The `session` those handlers see: the client. */
   readonly session: S;
   /** Where plain server notifications go (client.notifications$). */
@@ -43,9 +43,9 @@ export interface InboxHost<S> {
  * exactly as a plain notification would; lost ones are told on `gaps$`.
  */
 export class ClientInbox<S> {
-  private readonly gapSubject = new Hub<InboxGap>();
+  readonly #gapSubject = new Hub<InboxGap>();
   /** Gap signals of the inbox; completes when the client closes or the server keeps no inbox. */
-  readonly gaps$: Observable<InboxGap> = this.gapSubject.observable;
+  readonly gaps$: Observable<InboxGap> = this.#gapSubject.observable;
 
   constructor(private readonly host: InboxHost<S>) {}
 
@@ -56,11 +56,11 @@ export class ClientInbox<S> {
    */
   start(enabled: boolean): void {
     if (!enabled) {
-      this.gapSubject.complete();
+      this.#gapSubject.complete();
       return;
     }
     this.host.subscribeWithMeta(INBOX_SUBSCRIPTION).subscribe({
-      next: (event) => this.received(event),
+      next: (event) => this.#received(event),
       error: (err: unknown) => {
         // Not retried: transient failures (broker down, timeouts) were retried already; this
         // is the server's final word (no userInbox, or a session without a user).
@@ -68,29 +68,29 @@ export class ClientInbox<S> {
           { err },
           'the server keeps no inbox for this connection: user messages reach it only while connected',
         );
-        this.gapSubject.complete();
+        this.#gapSubject.complete();
       },
-      complete: () => this.gapSubject.complete(),
+      complete: () => this.#gapSubject.complete(),
     });
   }
 
-  private received(event: SubscriptionEvent<unknown>): void {
+  #received(event: SubscriptionEvent<unknown>): void {
     if (event.gap !== undefined) {
-      this.gapSubject.next({ gap: event.gap });
+      this.#gapSubject.next({ gap: event.gap });
       return;
     }
     // Skipped for a slow connection (a server that drops rather than disconnects).
-    if (event.missed) this.gapSubject.next({ gap: event.missed });
+    if (event.missed) this.#gapSubject.next({ gap: event.missed });
     const message = event.data as { method?: unknown; params?: unknown } | null | undefined;
     if (typeof message?.method !== 'string') {
       this.host.logger.warn({ seq: event.seq }, 'inbox message without a method: ignored');
       return;
     }
-    this.dispatch(message.method, message.params as Params | undefined);
+    this.#dispatch(message.method, message.params as Params | undefined);
   }
 
   /** As the peer takes a plain notification: its handler if registered, then the stream. */
-  private dispatch(method: string, params: Params | undefined): void {
+  #dispatch(method: string, params: Params | undefined): void {
     // `rpc.` notifications steer one connection (drain, cancel): never replayed from an inbox.
     if (isReservedMethod(method)) return;
     const handler = this.host.registry.get(method);

@@ -26,6 +26,7 @@ export type { Middleware, MiddlewareContext, MiddlewareKind } from '../peer/midd
 export type { CallOptions } from '../peer/pending-calls.js';
 export type { BatchEntry, IncomingNotification } from '../peer/peer.js';
 export type { Logger } from '../peer/logger.js';
+export type { Handler, HandlerTable } from '../peer/method-registry.js';
 export type { WebSocketConstructor } from '../transport/websocket-transport.js';
 export { fallbackSocket, sseSocket } from './sse-transport.js';
 export type { FallbackSocketOptions, SseSocketOptions, TransportName } from './sse-transport.js';

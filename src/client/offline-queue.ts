@@ -18,12 +18,12 @@ interface Deferred {
  * still fails when flushed is rejected alone and the flush goes on.
  */
 export class OfflineQueue {
-  private readonly items = new Set<Deferred>();
+  readonly #items = new Set<Deferred>();
 
   constructor(private readonly limit: number) {}
 
   get size(): number {
-    return this.items.size;
+    return this.#items.size;
   }
 
   /**
@@ -36,7 +36,7 @@ export class OfflineQueue {
     defaultTimeout: number,
     send: (remainingTimeout: number) => Promise<T>,
   ): Promise<T> {
-    if (this.items.size >= this.limit) {
+    if (this.#items.size >= this.limit) {
       return Promise.reject(
         new NotConnectedError(`Not connected and ${this.limit} calls are already queued`),
       );
@@ -54,7 +54,7 @@ export class OfflineQueue {
       rejectOuter = rej;
     });
     const cleanup = (): void => {
-      this.items.delete(item);
+      this.#items.delete(item);
       clearTimeout(timer);
       if (onAbort) options.signal?.removeEventListener('abort', onAbort);
     };
@@ -89,7 +89,7 @@ export class OfflineQueue {
       onAbort = () => item.fail(new CancelledError(method, signal.reason));
       signal.addEventListener('abort', onAbort, { once: true });
     }
-    this.items.add(item);
+    this.#items.add(item);
     return promise;
   }
 
@@ -97,7 +97,7 @@ export class OfflineQueue {
   flush(): void {
     const now = Date.now();
     // 0 means "no timeout" to the peer, so a nearly expired call keeps at least 1 ms.
-    for (const item of [...this.items]) {
+    for (const item of [...this.#items]) {
       try {
         item.run(item.deadline === undefined ? 0 : Math.max(1, item.deadline - now));
       } catch (err) {
@@ -107,6 +107,6 @@ export class OfflineQueue {
   }
 
   failAll(err: unknown): void {
-    for (const item of [...this.items]) item.fail(err);
+    for (const item of [...this.#items]) item.fail(err);
   }
 }

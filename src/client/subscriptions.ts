@@ -179,12 +179,12 @@ function transient(err: unknown): boolean {
  */
 export class ClientSubscriptions {
   private readonly shared = new Map<string, Shared>();
-  private readonly byServerId = new Map<SubscriptionId, Shared>();
-  private readonly orphans = new Map<SubscriptionId, SubscriptionUpdate[]>();
-  private readonly retired = new Set<SubscriptionId>();
-  private readonly joinedHub = new Hub<JoinedSubscription>();
+  readonly #byServerId = new Map<SubscriptionId, Shared>();
+  readonly #orphans = new Map<SubscriptionId, SubscriptionUpdate[]>();
+  readonly #retired = new Set<SubscriptionId>();
+  readonly #joinedHub = new Hub<JoinedSubscription>();
   /** Each subscription the server makes for this client, as it is announced. */
-  readonly joined$: Observable<JoinedSubscription> = this.joinedHub.observable;
+  readonly joined$: Observable<JoinedSubscription> = this.#joinedHub.observable;
 
   constructor(
     private readonly caller: SubscriptionCaller,
@@ -197,7 +197,7 @@ export class ClientSubscriptions {
     // Key order does not matter: { a, b } and { b, a } share one wire subscription.
     const key = canonicalJson(wireParams);
     // T is the caller's claim about its data.
-    return this.watch(() => {
+    return this.#watch(() => {
       let shared = this.shared.get(key);
       if (!shared) this.shared.set(key, (shared = newShared(key, wireParams, false)));
       return shared;
@@ -209,15 +209,15 @@ export class ClientSubscriptions {
    * first and ended by the last; a joined one (`entry` gives it, or undefined once it has
    * ended) lets them come and go without ending it.
    */
-  private watch(entry: () => Shared | undefined): Observable<SubscriptionEvent<unknown>> {
+  #watch(entry: () => Shared | undefined): Observable<SubscriptionEvent<unknown>> {
     return new Observable<SubscriptionEvent<unknown>>((subscriber) => {
       const shared = entry();
       if (!shared) return subscriber.complete(); // ended already
       const inner = shared.hub.observable.subscribe(subscriber);
-      if (++shared.observers === 1 && !shared.joined) this.start(shared);
+      if (++shared.observers === 1 && !shared.joined) this.#start(shared);
       return () => {
         inner.unsubscribe();
-        if (--shared.observers === 0 && !shared.joined) this.stop(shared);
+        if (--shared.observers === 0 && !shared.joined) this.#stop(shared);
       };
     });
   }
@@ -237,7 +237,7 @@ export class ClientSubscriptions {
       subscription?: unknown;
       seq?: unknown;
     };
-    if (typeof topic !== 'string' || !isSubscriptionId(id) || this.byServerId.has(id)) {
+    if (typeof topic !== 'string' || !isSubscriptionId(id) || this.#byServerId.has(id)) {
       this.logger.debug({ params }, 'rpc.joined ignored');
       return;
     }
@@ -245,7 +245,7 @@ export class ClientSubscriptions {
     const existing = this.shared.get(key);
     if (existing?.serverId !== undefined) {
       // Joined twice (a join racing the client's resubscribe): one subscription is enough.
-      this.sendUnsubscribe(id);
+      this.#sendUnsubscribe(id);
       return;
     }
     const shared = existing ?? newShared(key, [topic], true);
@@ -259,9 +259,9 @@ export class ClientSubscriptions {
     }
     shared.serverId = id;
     this.shared.set(key, shared);
-    this.byServerId.set(id, shared);
-    this.retired.delete(id);
-    if (!existing) this.joinedHub.next({ topic, subscription: this.observeJoined(shared) });
+    this.#byServerId.set(id, shared);
+    this.#retired.delete(id);
+    if (!existing) this.#joinedHub.next({ topic, subscription: this.#observeJoined(shared) });
   }
 
   /**
@@ -272,12 +272,12 @@ export class ClientSubscriptions {
     const own = this.shared.get(canonicalJson([topic]));
     if (own && own.observers > 0) return this.observe(topic);
     const joined = this.shared.get(joinedKey(topic));
-    return joined && this.observeJoined(joined);
+    return joined && this.#observeJoined(joined);
   }
 
   /** Observers of a joined subscription: they come and go without ending it. */
-  private observeJoined(shared: Shared): Observable<SubscriptionEvent<unknown>> {
-    return this.watch(() => (this.shared.get(shared.key) === shared ? shared : undefined));
+  #observeJoined(shared: Shared): Observable<SubscriptionEvent<unknown>> {
+    return this.#watch(() => (this.shared.get(shared.key) === shared ? shared : undefined));
   }
 
   /**
@@ -287,13 +287,13 @@ export class ClientSubscriptions {
   handleNotification(params: Params | undefined): boolean {
     const notification = decodeSubscriptionNotification(params);
     if (!notification) return false;
-    this.route(notification.subscription, notification.update);
+    this.#route(notification.subscription, notification.update);
     return true;
   }
 
   /** The connection dropped: server ids are void; active subscriptions resubscribe on the next open. */
   connectionLost(): void {
-    for (const shared of this.byServerId.values()) {
+    for (const shared of this.#byServerId.values()) {
       shared.serverId = undefined;
       shared.resubscribe = true;
     }
@@ -303,15 +303,15 @@ export class ClientSubscriptions {
       stopRetry(shared);
       shared.resubscribe = true;
     }
-    this.byServerId.clear();
-    this.orphans.clear();
-    this.retired.clear();
+    this.#byServerId.clear();
+    this.#orphans.clear();
+    this.#retired.clear();
   }
 
   /** A connection opened: re-establish what was active before. */
   connectionOpened(): void {
     for (const shared of this.shared.values()) {
-      if (shared.resubscribe && active(shared)) this.start(shared);
+      if (shared.resubscribe && active(shared)) this.#start(shared);
     }
   }
 
@@ -322,13 +322,13 @@ export class ClientSubscriptions {
       shared.hub.complete();
     }
     this.shared.clear();
-    this.byServerId.clear();
-    this.orphans.clear();
-    this.retired.clear();
-    this.joinedHub.complete();
+    this.#byServerId.clear();
+    this.#orphans.clear();
+    this.#retired.clear();
+    this.#joinedHub.complete();
   }
 
-  private start(shared: Shared): void {
+  #start(shared: Shared): void {
     shared.resubscribe = false;
     stopRetry(shared);
     const generation = ++shared.generation;
@@ -351,26 +351,26 @@ export class ClientSubscriptions {
       answered = true;
       if (generation !== shared.generation || !active(shared)) {
         // Everyone left before the reply: end it on the server rather than leak it.
-        this.sendUnsubscribe(id);
+        this.#sendUnsubscribe(id);
         return;
       }
       shared.retries = 0;
       shared.serverId = id;
-      this.byServerId.set(id, shared);
-      this.retired.delete(id);
-      const early = this.orphans.get(id);
-      this.orphans.delete(id);
-      if (early) for (const update of early) this.route(id, update);
+      this.#byServerId.set(id, shared);
+      this.#retired.delete(id);
+      const early = this.#orphans.get(id);
+      this.#orphans.delete(id);
+      if (early) for (const update of early) this.#route(id, update);
     };
     this.caller
       .subscribe(this.methods.subscribe, params, accepted)
       .then(accepted, (err: unknown) => {
         if (generation !== shared.generation || !active(shared)) return;
         if (!this.caller.isClosed && (lostWithConnection(err) || transient(err))) {
-          this.retry(shared);
+          this.#retry(shared);
           return;
         }
-        this.forget(shared);
+        this.#forget(shared);
         shared.hub.error(err);
       });
   }
@@ -379,7 +379,7 @@ export class ClientSubscriptions {
    * Subscribe again after a transient failure: with the client's backoff while connected,
    * else on the next open. Either way it resumes from the last message seen.
    */
-  private retry(shared: Shared): void {
+  #retry(shared: Shared): void {
     if (!this.caller.isOpen) {
       shared.resubscribe = true;
       return;
@@ -388,48 +388,48 @@ export class ClientSubscriptions {
     this.logger.debug({ topic: shared.params[0], delay }, 'subscribe failed: retrying');
     shared.retryTimer = setTimeout(() => {
       shared.retryTimer = undefined;
-      if (active(shared) && this.shared.get(shared.key) === shared) this.start(shared);
+      if (active(shared) && this.shared.get(shared.key) === shared) this.#start(shared);
     }, delay);
   }
 
-  private stop(shared: Shared): void {
-    this.forget(shared);
+  #stop(shared: Shared): void {
+    this.#forget(shared);
     shared.generation++;
     stopRetry(shared);
-    if (shared.serverId !== undefined) this.sendUnsubscribe(shared.serverId);
+    if (shared.serverId !== undefined) this.#sendUnsubscribe(shared.serverId);
     shared.serverId = undefined;
   }
 
-  private forget(shared: Shared): void {
+  #forget(shared: Shared): void {
     if (this.shared.get(shared.key) === shared) this.shared.delete(shared.key);
-    if (shared.serverId !== undefined) this.byServerId.delete(shared.serverId);
+    if (shared.serverId !== undefined) this.#byServerId.delete(shared.serverId);
   }
 
-  private sendUnsubscribe(id: SubscriptionId): void {
+  #sendUnsubscribe(id: SubscriptionId): void {
     if (!this.caller.isOpen) return; // the server dropped it with the connection
     // Messages still on their way to this id are the old subscription's, even if the server
     // hands the id out again (a topic's shared id): until a subscribe reply names it again,
     // they are dropped.
-    this.orphans.delete(id);
-    this.retired.delete(id);
-    this.retired.add(id);
-    trim(this.retired, RETIRED_IDS);
+    this.#orphans.delete(id);
+    this.#retired.delete(id);
+    this.#retired.add(id);
+    trim(this.#retired, RETIRED_IDS);
     this.caller
       .call(this.methods.unsubscribe, [id])
       .catch((err: unknown) => this.logger.debug({ err, id }, 'unsubscribe failed'));
   }
 
   /** A notification for `id`: to its subscription, or kept until the subscribe reply names it. */
-  private route(id: SubscriptionId, update: SubscriptionUpdate): void {
-    const shared = this.byServerId.get(id);
-    if (shared) this.deliver(shared, update);
-    else if (!this.retired.has(id)) this.keepOrphan(id, update);
+  #route(id: SubscriptionId, update: SubscriptionUpdate): void {
+    const shared = this.#byServerId.get(id);
+    if (shared) this.#deliver(shared, update);
+    else if (!this.#retired.has(id)) this.#keepOrphan(id, update);
   }
 
-  private deliver(shared: Shared, update: SubscriptionUpdate): void {
+  #deliver(shared: Shared, update: SubscriptionUpdate): void {
     if (update.kind === 'error' || update.kind === 'complete') {
       // The last notification of a per-subscriber stream.
-      this.forget(shared);
+      this.#forget(shared);
       shared.serverId = undefined;
       if (update.kind === 'error') shared.hub.error(JsonRpcError.fromErrorObject(update.error));
       else shared.hub.complete();
@@ -440,7 +440,7 @@ export class ClientSubscriptions {
     switch (update.kind) {
       case 'gap':
         this.logger.warn({ gap: update.gap }, 'subscription: messages lost beyond history');
-        this.gapSeen(shared, update.gap, update.epoch !== undefined);
+        this.#gapSeen(shared, update.gap, update.epoch !== undefined);
         return;
       case 'position':
         // The starting point of a topic subscription: nothing to emit.
@@ -451,7 +451,7 @@ export class ClientSubscriptions {
         return;
       case 'message': {
         const { seq, missed } = update;
-        if (seq !== undefined && !this.inSequence(shared, seq, missed ?? 0)) return;
+        if (seq !== undefined && !this.#inSequence(shared, seq, missed ?? 0)) return;
         const event: SubscriptionEvent<unknown> = { data: update.result };
         if (seq !== undefined) {
           event.seq = seq;
@@ -470,7 +470,7 @@ export class ClientSubscriptions {
    * gap with an epoch: the topic is numbered anew, replayed from its start) before the new
    * first. An unknown gap without one leaves no baseline to check the next message against.
    */
-  private gapSeen(shared: Shared, gap: number | null, withEpoch: boolean): void {
+  #gapSeen(shared: Shared, gap: number | null, withEpoch: boolean): void {
     if (gap !== null) {
       if (shared.lastSeq !== undefined) shared.lastSeq += gap;
     } else if (withEpoch) {
@@ -489,7 +489,7 @@ export class ClientSubscriptions {
    * history or says with a gap signal what history no longer has; past the budget, it is
    * reported here as a gap signal of its size. False when the message must not be emitted.
    */
-  private inSequence(shared: Shared, seq: number, missed: number): boolean {
+  #inSequence(shared: Shared, seq: number, missed: number): boolean {
     if (!shared.checked || shared.lastSeq === undefined) return true;
     if (seq <= shared.lastSeq) {
       this.logger.debug({ seq, lastSeq: shared.lastSeq }, 'subscription: duplicate dropped');
@@ -506,25 +506,25 @@ export class ClientSubscriptions {
         { topic: shared.params[0], lastSeq: shared.lastSeq, seq },
         'subscription: messages missing, resubscribing from the last one seen',
       );
-      this.byServerId.delete(id);
+      this.#byServerId.delete(id);
       shared.serverId = undefined;
-      this.sendUnsubscribe(id);
-      this.start(shared);
+      this.#sendUnsubscribe(id);
+      this.#start(shared);
       return false;
     }
     this.logger.warn(
       { topic: shared.params[0], lastSeq: shared.lastSeq, seq, gap: hole },
       'subscription: messages missing, reported as a gap',
     );
-    this.gapSeen(shared, hole, false);
+    this.#gapSeen(shared, hole, false);
     return true;
   }
 
-  private keepOrphan(id: SubscriptionId, update: SubscriptionUpdate): void {
-    let list = this.orphans.get(id);
+  #keepOrphan(id: SubscriptionId, update: SubscriptionUpdate): void {
+    let list = this.#orphans.get(id);
     if (!list) {
-      this.orphans.set(id, (list = []));
-      trim(this.orphans, ORPHAN_IDS);
+      this.#orphans.set(id, (list = []));
+      trim(this.#orphans, ORPHAN_IDS);
     }
     if (list.length < ORPHANS_PER_ID) list.push(update);
   }

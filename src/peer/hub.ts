@@ -15,12 +15,12 @@ import type { Observer, Subscriber } from 'rxjs';
  */
 export class Hub<T> {
   /** Undefined once ended. */
-  private observers: Set<Partial<Observer<T>>> | undefined = new Set();
+  #observers: Set<Partial<Observer<T>>> | undefined = new Set();
   /** Set when it ended with an error. */
-  private failure: { error: unknown } | undefined;
+  #failure: { error: unknown } | undefined;
 
   /** The stream as observers see it. */
-  readonly observable: Observable<T> = new Observable<T>((subscriber) => this.add(subscriber));
+  readonly observable: Observable<T> = new Observable<T>((subscriber) => this.#add(subscriber));
 
   constructor(
     public value?: T,
@@ -29,16 +29,16 @@ export class Hub<T> {
 
   next(value: T): void {
     this.value = value;
-    if (this.observers) for (const o of [...this.observers]) o.next?.(value);
+    if (this.#observers) for (const o of [...this.#observers]) o.next?.(value);
   }
 
   complete(): void {
-    this.end()?.forEach((o) => o.complete?.());
+    this.#end()?.forEach((o) => o.complete?.());
   }
 
   error(error: unknown): void {
-    this.failure ??= { error };
-    this.end()?.forEach((o) => o.error?.(error));
+    this.#failure ??= { error };
+    this.#end()?.forEach((o) => o.error?.(error));
   }
 
   /** The first value `test` accepts, the current one included when replaying; undefined if it ends first. */
@@ -47,20 +47,20 @@ export class Hub<T> {
       const observer: Partial<Observer<T>> = {
         next: (value) => {
           if (!test(value)) return;
-          this.observers?.delete(observer);
+          this.#observers?.delete(observer);
           resolve(value);
         },
         error: () => resolve(undefined),
         complete: () => resolve(undefined),
       };
-      this.add(observer);
+      this.#add(observer);
     });
   }
 
-  private add(observer: Partial<Observer<T>> | Subscriber<T>): (() => void) | undefined {
-    const observers = this.observers;
+  #add(observer: Partial<Observer<T>> | Subscriber<T>): (() => void) | undefined {
+    const observers = this.#observers;
     if (!observers) {
-      if (this.failure) observer.error?.(this.failure.error);
+      if (this.#failure) observer.error?.(this.#failure.error);
       else observer.complete?.();
       return undefined;
     }
@@ -69,9 +69,9 @@ export class Hub<T> {
     return () => observers.delete(observer);
   }
 
-  private end(): Set<Partial<Observer<T>>> | undefined {
-    const observers = this.observers;
-    this.observers = undefined;
+  #end(): Set<Partial<Observer<T>>> | undefined {
+    const observers = this.#observers;
+    this.#observers = undefined;
     return observers;
   }
 }

@@ -10,14 +10,12 @@ export type Handler<S, P = unknown, R = unknown> = (
 ) => R | Promise<R>;
 
 /**
- * Handlers by method name. One registry can serve many connections (the
- * server shares one across all sessions); names in the reserved `rpc.` space
- * are refused.
+ * Handlers by method name. One table can serve many connections (the server shares one across
+ * all sessions); names in the reserved `rpc.` space are refused. What the browser client keeps
+ * its handlers in; the server's MethodRegistry adds prefix routes.
  */
-export class MethodRegistry<S> {
-  private readonly handlers = new Map<string, Handler<S>>();
-  /** Prefix routes (`orders.*`), longest first: consulted only when the exact lookup misses. */
-  private prefixes: { readonly prefix: string; readonly handler: Handler<S> }[] = [];
+export class HandlerTable<S> {
+  protected readonly handlers = new Map<string, Handler<S>>();
 
   /** Register a handler; returns a function that removes it. */
   method<P extends Params | undefined, R>(
@@ -34,6 +32,27 @@ export class MethodRegistry<S> {
       if (this.handlers.get(name) === handler) this.handlers.delete(name);
     };
   }
+
+  get(name: string): Handler<S> | undefined {
+    return this.handlers.get(name);
+  }
+
+  has(name: string): boolean {
+    return this.handlers.has(name);
+  }
+
+  names(): string[] {
+    return [...this.handlers.keys()];
+  }
+}
+
+/**
+ * Handlers by method name, and by prefix (gateway mode's `orders.*` routes): the registry the
+ * server shares across all sessions.
+ */
+export class MethodRegistry<S> extends HandlerTable<S> {
+  /** Prefix routes (`orders.*`), longest first: consulted only when the exact lookup misses. */
+  private prefixes: { readonly prefix: string; readonly handler: Handler<S> }[] = [];
 
   /**
    * Register a handler for every method whose name starts with `prefix` and has no handler of
@@ -54,7 +73,7 @@ export class MethodRegistry<S> {
     };
   }
 
-  get(name: string): Handler<S> | undefined {
+  override get(name: string): Handler<S> | undefined {
     return this.handlers.get(name) ?? (this.prefixes.length > 0 ? this.byPrefix(name) : undefined);
   }
 
@@ -72,13 +91,5 @@ export class MethodRegistry<S> {
   private prefixMatch(name: string) {
     if (isReservedMethod(name)) return undefined;
     return this.prefixes.find((p) => name.startsWith(p.prefix));
-  }
-
-  has(name: string): boolean {
-    return this.handlers.has(name);
-  }
-
-  names(): string[] {
-    return [...this.handlers.keys()];
   }
 }

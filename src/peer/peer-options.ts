@@ -3,7 +3,7 @@ import { ConnectionClosedError } from '../protocol/local-errors.js';
 import type { ErrorObject, Params } from '../protocol/types.js';
 import type { Logger } from './logger.js';
 import { MethodRegistry } from './method-registry.js';
-import type { Handler } from './method-registry.js';
+import type { Handler, HandlerTable } from './method-registry.js';
 import { composeMiddleware } from './middleware.js';
 import type { Middleware, MiddlewareChain, SubscribeMethod } from './middleware.js';
 import { renamed } from './option-rules.js';
@@ -17,7 +17,7 @@ import type { Peer } from './peer.js';
 
 export interface PeerOptions<S> {
   /** Handlers for incoming calls; may be shared by many peers. */
-  registry?: MethodRegistry<S>;
+  registry?: HandlerTable<S>;
   /** Passed to handlers as `ctx.session`. */
   session: S;
   logger?: Logger;
@@ -85,7 +85,7 @@ export interface PeerOptions<S> {
 
 /** The options every peer made from them shares, with their defaults filled in. */
 export interface PeerConfig<S> {
-  readonly registry: MethodRegistry<S>;
+  readonly registry: HandlerTable<S>;
   readonly callTimeoutMs: number;
   readonly maxPendingCalls: number;
   readonly maxInFlight: number;

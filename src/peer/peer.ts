@@ -6,7 +6,7 @@ import type { Transport } from '../transport/transport.js';
 import type { IncomingCalls } from './incoming-calls.js';
 import { IncomingDispatch } from './incoming-dispatch.js';
 import type { NotificationDescriptor } from './method-descriptor.js';
-import type { MethodRegistry } from './method-registry.js';
+import type { HandlerTable } from './method-registry.js';
 import { notificationsNamed } from './notifications.js';
 import { peerConfig } from './peer-options.js';
 import type { PeerConfig, PeerOptions } from './peer-options.js';
@@ -46,7 +46,7 @@ export class Peer<S = unknown> extends PeerCore<S> {
   }
 
   /** Handlers for incoming calls. */
-  get registry(): MethodRegistry<S> {
+  get registry(): HandlerTable<S> {
     return this.config.registry;
   }
 
