@@ -18,16 +18,12 @@ function sorted(value: unknown, ancestors: Set<object>): unknown {
     out = value.map((item: unknown) => sorted(item, ancestors));
   } else {
     const record = value as Record<string, unknown>;
-    const copy: Record<string, unknown> = {};
-    // defineProperty: an own "__proto__" key must stay a key, not become the prototype.
-    for (const key of Object.keys(record).sort())
-      Object.defineProperty(copy, key, {
-        value: sorted(record[key], ancestors),
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
-    out = copy;
+    // fromEntries defines its keys: an own "__proto__" key stays a key, not the prototype.
+    out = Object.fromEntries(
+      Object.keys(record)
+        .sort()
+        .map((key) => [key, sorted(record[key], ancestors)]),
+    );
   }
   ancestors.delete(value);
   return out;

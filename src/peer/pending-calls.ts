@@ -54,8 +54,8 @@ export class PendingCalls {
   // Made on first use: a server holds one table per connection, and most never call out.
   private entriesMap: Map<number, Entry> | undefined;
   private nextId = 1;
+  /** In the order given up, oldest first. */
   private abandoned: Set<RequestId> | undefined;
-  private abandonedOrder: RequestId[] | undefined;
 
   constructor(
     private readonly limit: number,
@@ -168,10 +168,8 @@ export class PendingCalls {
 
   private giveUp(id: RequestId): void {
     const abandoned = (this.abandoned ??= new Set());
-    const order = (this.abandonedOrder ??= []);
     abandoned.add(id);
-    order.push(id);
-    if (order.length > ABANDONED_MEMORY) abandoned.delete(order.shift()!);
+    if (abandoned.size > ABANDONED_MEMORY) abandoned.delete(abandoned.values().next().value!);
   }
 
   private allocateId(): number {
