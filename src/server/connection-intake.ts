@@ -1,3 +1,4 @@
+import { STATUS_CODES } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer as createTcpServer } from 'node:net';
 import type { AddressInfo, Server as TcpServer, Socket } from 'node:net';
@@ -330,7 +331,7 @@ export class ConnectionIntake<C> {
     const { remoteAddress } = upgrade;
     const transport = new WsTransport(
       ws,
-      metrics,
+      metrics.countersFor('websocket'),
       undefined,
       limits.maxBufferedBytes,
       this.deflate,
@@ -339,7 +340,7 @@ export class ConnectionIntake<C> {
     transport.setEncoding(
       codec
         ? { codec, maxDepth: limits.maxDepth }
-        : { binaryFrames: this.codecs.size > 0 ? 'refuse' : 'text' },
+        : { binaryFrames: this.deps.config.http.binaryJsonFrames },
     );
     const session = this.deps.attach(transport, context, remoteAddress, user, upgrade, pending);
     // A subprotocol other than ours may be a token (a browser's only way to send one).
@@ -360,16 +361,20 @@ export class ConnectionIntake<C> {
   ): Promise<Session<C> | undefined> {
     const { deps } = this;
     const upgrade = describeUpgrade(req, 'sse', deps.proxies);
+    // Status, text and log as an upgrade's refusal (rejectUpgrade, refuse): a failed hook is
+    // logged where it failed, not again as a refusal.
     const refuse = (status: number, reason: string, message?: string, headers = {}): undefined => {
       deps.metrics.upgradeRejected(reason);
-      deps.refusals.refused(
-        { status, reason, transport: 'sse', remoteAddress: upgrade.remoteAddress },
-        'upgrade rejected',
-      );
+      if (reason !== 'auth-error' && reason !== 'auth-timeout') {
+        deps.refusals.refused(
+          { status, reason, transport: 'sse', remoteAddress: upgrade.remoteAddress },
+          'upgrade rejected',
+        );
+      }
       if (!res.headersSent) {
         res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', ...headers });
       }
-      res.end(`${message ?? 'Refused'}\n`);
+      res.end(`${message ?? STATUS_CODES[status] ?? 'Error'}\n`);
       return undefined;
     };
     if (deps.isClosing()) return refuse(503, 'draining', 'Server shutting down');
@@ -382,7 +387,7 @@ export class ConnectionIntake<C> {
     try {
       const identified = await this.identify(upgrade);
       if (!identified.ok) {
-        if (identified.hook === 'userOf') return refuse(500, 'auth-error', 'Internal server error');
+        if (identified.hook === 'userOf') return refuse(500, 'auth-error');
         const { status, reason, message, headers } = identified;
         return refuse(status, reason, message, headers);
       }
@@ -468,7 +473,7 @@ export class ConnectionIntake<C> {
         kind,
         maxLineBytes: deps.limits.maxMessageBytes,
         maxBufferedBytes: deps.limits.maxBufferedBytes,
-        counters: deps.metrics,
+        counters: deps.metrics.countersFor(kind),
         // `echo request | server` or a half-closed socket: answer what came, then close; the
         // answers are written (the close waits for them) by the same deadline.
         endOfInputDeadlineMs: deps.limits.endOfInputDeadlineMs,

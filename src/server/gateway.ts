@@ -39,7 +39,7 @@ import type { RevokeSessionOptions, RevokeUserOptions } from './revocation.js';
 import { HttpRpc } from './http-rpc.js';
 import { claimsAllow } from './claims-authorization.js';
 import { IdentityService } from './identity.js';
-import { GatewayMetrics } from './metrics.js';
+import { GatewayMetrics, countByTransport } from './metrics.js';
 import { resolveGatewayOptions } from './gateway-config.js';
 import type { GatewayConfig } from './gateway-config.js';
 import type { GatewayLimits, GatewayOptions, ResolvedRoutes } from './options.js';
@@ -298,7 +298,7 @@ export class Gateway<C = unknown> {
           )
         : undefined;
     this.metrics = new GatewayMetrics({
-      connections: () => live.size,
+      connections: () => countByTransport(live.values()),
       subscriptionsByTopic: () => this.pubsub.topics(),
       // Labelled by declared topic (`room.*`), not by the names clients choose under it.
       subscriptionsByPattern: () => this.pubsub.subscriptionsByPattern(),
@@ -443,7 +443,7 @@ export class Gateway<C = unknown> {
         },
         limits: this.limits,
         logger: this.logger,
-        counters: this.metrics,
+        counters: this.metrics.countersFor('sse'),
         bodyTimedOut: (remoteAddress) => {
           this.metrics.httpSocketClosed('body-timeout');
           this.refusals.refused({ reason: 'body-timeout', remoteAddress }, 'http socket closed');

@@ -1,5 +1,6 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { CallOutcome } from '../peer/peer.js';
+import type { TransportKind } from '../transport/transport.js';
 
 /** Upper bounds (seconds) of the call latency histogram's buckets. */
 const LATENCY_BUCKETS = [
@@ -11,6 +12,28 @@ const OUTCOMES: readonly CallOutcome[] = ['ok', 'error', 'not_found', 'rejected'
 /** Method label for calls to methods that are not registered: names from the wire are unbounded. */
 const UNKNOWN_METHOD = '(unknown)';
 
+/**
+ * The transports whose sessions are counted apart (the `transport` label of rpc_connections and
+ * the message counters). HTTP POST exchanges are not connections, and are counted in neither.
+ */
+export const COUNTED_TRANSPORTS = ['websocket', 'sse', 'tcp', 'stdio'] as const;
+export type CountedTransport = (typeof COUNTED_TRANSPORTS)[number];
+
+/** The plain numbers a transport bumps per message (the hot path: no label lookup). */
+export interface MessageCounters {
+  messagesIn: number;
+  messagesOut: number;
+}
+
+/** Sessions counted by their transport's kind, for `MetricsSources.connections`. */
+export function countByTransport(
+  sessions: Iterable<{ readonly transport: { readonly kind: TransportKind } }>,
+): Partial<Record<TransportKind, number>> {
+  const counts: Partial<Record<TransportKind, number>> = {};
+  for (const { transport } of sessions) counts[transport.kind] = (counts[transport.kind] ?? 0) + 1;
+  return counts;
+}
+
 interface MethodStats {
   outcomes: Record<CallOutcome, number>;
   /** Cumulative-free bucket counts; index LATENCY_BUCKETS.length is +Inf. */
@@ -20,7 +43,8 @@ interface MethodStats {
 }
 
 export interface MetricsSources {
-  connections(): number;
+  /** Open sessions by transport kind (a kind with none may be left out). */
+  connections(): Partial<Record<TransportKind, number>>;
   /** Local subscriptions by topic name (used only when `subscriptionsByPattern` is not given). */
   subscriptionsByTopic(): Record<string, number>;
   /**
@@ -50,8 +74,10 @@ function escapeLabel(value: string): string {
  */
 export class GatewayMetrics {
   readonly registry = new Registry();
-  messagesIn = 0;
-  messagesOut = 0;
+  /** Each counted transport's message counters, handed to its transports by `countersFor`. */
+  private readonly messages = Object.fromEntries(
+    COUNTED_TRANSPORTS.map((kind) => [kind, { messagesIn: 0, messagesOut: 0 }]),
+  ) as Record<CountedTransport, MessageCounters>;
   private readonly methods = new Map<string, MethodStats>();
   private readonly rejectedUpgrades: Counter<'reason'>;
   private readonly closedHttpSockets: Counter<'reason'>;
@@ -66,28 +92,37 @@ export class GatewayMetrics {
     const stats = this;
     new Gauge({
       name: 'rpc_connections',
-      help: 'Open sessions (WebSocket, TCP and stdio).',
+      help: 'Open sessions by transport (websocket, sse, tcp, stdio).',
+      labelNames: ['transport'],
       registers,
       collect() {
-        this.set(sources.connections());
+        this.reset();
+        const open = sources.connections();
+        for (const transport of COUNTED_TRANSPORTS) this.set({ transport }, open[transport] ?? 0);
       },
     });
     new Counter({
       name: 'rpc_messages_received_total',
-      help: 'Messages received from clients over WebSocket, TCP and stdio.',
+      help: 'Messages (a batch is one) received from clients, by transport (websocket, sse, tcp, stdio).',
+      labelNames: ['transport'],
       registers,
       collect() {
         this.reset();
-        this.inc(stats.messagesIn);
+        for (const transport of COUNTED_TRANSPORTS) {
+          this.inc({ transport }, stats.messages[transport].messagesIn);
+        }
       },
     });
     new Counter({
       name: 'rpc_messages_sent_total',
-      help: 'Messages sent to clients over WebSocket, TCP and stdio.',
+      help: 'Messages (a batch is one) sent to clients, by transport (websocket, sse, tcp, stdio).',
+      labelNames: ['transport'],
       registers,
       collect() {
         this.reset();
-        this.inc(stats.messagesOut);
+        for (const transport of COUNTED_TRANSPORTS) {
+          this.inc({ transport }, stats.messages[transport].messagesOut);
+        }
       },
     });
     new Counter({
@@ -145,6 +180,21 @@ export class GatewayMetrics {
       labelNames: ['reason'],
       registers,
     });
+  }
+
+  /** The counters the transports of `kind` bump for each message in and out. */
+  countersFor(kind: CountedTransport): MessageCounters {
+    return this.messages[kind];
+  }
+
+  /** Messages received over every transport. */
+  get messagesIn(): number {
+    return COUNTED_TRANSPORTS.reduce((sum, kind) => sum + this.messages[kind].messagesIn, 0);
+  }
+
+  /** Messages sent over every transport. */
+  get messagesOut(): number {
+    return COUNTED_TRANSPORTS.reduce((sum, kind) => sum + this.messages[kind].messagesOut, 0);
   }
 
   /** Called by every session's peer once an incoming call is answered. */

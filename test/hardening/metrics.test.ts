@@ -7,6 +7,7 @@ import { parseSamples, sampleValue, scrape } from '../support/metrics.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
+const ws = { transport: 'websocket' };
 
 describe('GET /metrics', () => {
   it('is Prometheus text with connection and message counts', async () => {
@@ -18,9 +19,9 @@ describe('GET /metrics', () => {
     expect(before).toContain('# TYPE rpc_connections gauge');
     expect(before).toContain('# TYPE rpc_calls_total counter');
     expect(before).toContain('# TYPE rpc_call_duration_seconds histogram');
-    expect(sampleValue(before, 'rpc_connections')).toBe(0);
-    expect(sampleValue(before, 'rpc_messages_received_total')).toBe(0);
-    expect(sampleValue(before, 'rpc_messages_sent_total')).toBe(0);
+    expect(sampleValue(before, 'rpc_connections', ws)).toBe(0);
+    expect(sampleValue(before, 'rpc_messages_received_total', ws)).toBe(0);
+    expect(sampleValue(before, 'rpc_messages_sent_total', ws)).toBe(0);
     // Every line parses as a sample or a comment.
     expect(parseSamples(before).length).toBeGreaterThan(0);
 
@@ -34,13 +35,13 @@ describe('GET /metrics', () => {
     await a.until(() => a.frames.length + b.frames.length === 5, 'the notification');
 
     const text = await scrape(httpUrl);
-    expect(sampleValue(text, 'rpc_connections')).toBe(2);
-    expect(sampleValue(text, 'rpc_messages_received_total')).toBe(5);
-    expect(sampleValue(text, 'rpc_messages_sent_total')).toBe(5);
+    expect(sampleValue(text, 'rpc_connections', ws)).toBe(2);
+    expect(sampleValue(text, 'rpc_messages_received_total', ws)).toBe(5);
+    expect(sampleValue(text, 'rpc_messages_sent_total', ws)).toBe(5);
 
     await a.close();
     await waitUntil(() => gateway.sessions.size === 1, 'one session to end');
-    expect(sampleValue(await scrape(httpUrl), 'rpc_connections')).toBe(1);
+    expect(sampleValue(await scrape(httpUrl), 'rpc_connections', ws)).toBe(1);
   });
 
   it('counts calls by method and outcome, with a latency histogram per method', async () => {

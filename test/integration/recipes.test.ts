@@ -111,7 +111,9 @@ describe.each(['express.md', 'fastify.md'])('docs/recipes/%s', (page) => {
     });
     const ready = await send(port, '/readyz');
     expect(ready).toEqual({ status: 200, body: '{"status":"ready","sessions":1}' });
-    expect((await send(port, '/metrics')).body).toContain('rpc_connections 1');
+    expect((await send(port, '/metrics')).body).toContain(
+      'rpc_connections{transport="websocket"} 1',
+    );
     // Both, many times over one kept-alive connection.
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     try {

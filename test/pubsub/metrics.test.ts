@@ -22,7 +22,7 @@ describe('rpc_subscriptions', () => {
     // The sources the gateway hands its metrics (see GatewayMetrics' MetricsSources).
     const metrics = new GatewayMetrics(
       {
-        connections: () => gateway.sessions.size,
+        connections: () => ({ websocket: gateway.sessions.size }),
         subscriptionsByTopic: () => gateway.pubsub.topics(),
         subscriptionsByPattern: () => gateway.pubsub.subscriptionsByPattern(),
         dropped: () => 0,

@@ -4,17 +4,23 @@
  * Last-Event-ID with nothing lost or repeated, the bounds (replay, grace, a reader that never
  * reads), authentication and drain.
  */
+import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { UpgradeRejection } from '../../src/index.js';
 import type { GatewayOptions } from '../../src/index.js';
 import { startGateway } from '../support/gateway.js';
+import { sampleValue, scrape } from '../support/metrics.js';
+import { Resources } from '../support/resources.js';
+import { openRaw, upgradeRefusal } from '../support/sockets.js';
 import { waitUntil } from '../support/waiting.js';
 import { exchange, openStream, post, resumeHeaders, sessionHeaders } from './sse-raw.js';
 import type { RawStream } from './sse-raw.js';
 
 const cleanups: (() => unknown)[] = [];
+const resources = new Resources();
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  await resources.cleanup();
 });
 
 async function sseGateway<C = unknown>(options: GatewayOptions<C> = {}) {
@@ -207,6 +213,78 @@ describe('HTTP streaming fallback (server)', () => {
     expect(stream.messages()).toContainEqual(expect.objectContaining({ method: 'rpc.reconnect' }));
     const close = stream.events.find((e) => e.event === 'close');
     expect(JSON.parse(close!.data)).toMatchObject({ code: 1012 });
+  });
+});
+
+describe('HTTP streaming fallback: a failing identity hook', () => {
+  const failing: [string, GatewayOptions<{ user: string }>][] = [
+    [
+      'authenticate throws',
+      {
+        authenticate: () => {
+          throw new Error('the user store is down');
+        },
+      },
+    ],
+    [
+      'userOf throws',
+      {
+        authenticate: () => ({ user: 'ann' }),
+        userOf: () => {
+          throw new Error('no user in this context');
+        },
+      },
+    ],
+  ];
+
+  it.each(failing)('(%s) is answered as the WebSocket upgrade answers it', async (_, options) => {
+    const { gateway, url, httpUrl, open } = await sseGateway(options);
+    const upgrade = await upgradeRefusal(resources, url);
+    const stream = await open();
+    await stream.ended;
+    expect(upgrade.status).toBe(500);
+    expect({ status: stream.status, body: stream.body }).toEqual({
+      status: upgrade.status,
+      body: upgrade.body,
+    });
+    expect(gateway.sessions.size).toBe(0);
+    const rejected = sampleValue(await scrape(httpUrl), 'rpc_rejected_upgrades_total', {
+      reason: 'auth-error',
+    });
+    expect(rejected).toBe(2);
+  });
+});
+
+describe('HTTP streaming fallback: metrics', () => {
+  it('counts each session and its messages under its transport: sse, websocket, tcp', async () => {
+    const { gateway, events, open, httpUrl, url } = await sseGateway();
+    gateway.method('add', ([a, b]: [number, number]) => a + b);
+    const stream = await open();
+    await post(events, stream.session, call(1, 'add', [1, 2]));
+    await post(events, stream.session, call(2, 'add', [2, 3]));
+    await stream.until(withId(2));
+    const ws = await openRaw(resources, url);
+    expect((await ws.request('add', [1, 1])).result).toBe(2);
+    const { port } = await gateway.listenTcp(0, '127.0.0.1');
+    const tcp = connect({ host: '127.0.0.1', port });
+    cleanups.push(() => tcp.destroy());
+    tcp.setEncoding('utf8');
+    let lines = '';
+    tcp.on('data', (chunk: string) => (lines += chunk));
+    tcp.write(`${call(1, 'add', [0, 1])}\n${call(2, 'add', [0, 2])}\n${call(3, 'add', [0, 3])}\n`);
+    await waitUntil(() => lines.split('\n').length > 3, 'three answers over TCP');
+
+    const text = await scrape(httpUrl);
+    const count = (name: string, transport: string) => sampleValue(text, name, { transport });
+    const seen = (transport: string) => [
+      count('rpc_connections', transport),
+      count('rpc_messages_received_total', transport),
+      count('rpc_messages_sent_total', transport),
+    ];
+    expect(seen('sse')).toEqual([1, 2, 2]);
+    expect(seen('websocket')).toEqual([1, 1, 1]);
+    expect(seen('tcp')).toEqual([1, 3, 3]);
+    expect(seen('stdio')).toEqual([0, 0, 0]);
   });
 });
 
