@@ -6,7 +6,7 @@
 import { checkOptions, isRecord, refuse } from '../peer/option-rules.js';
 import type { Rule } from '../peer/option-rules.js';
 import { resolveGatewayOptions } from '../server/gateway-config.js';
-import type { GatewayDataOptions, IdentityOptions } from '../server/options.js';
+import type { GatewayDataOptions, GatewayOptions, IdentityOptions } from '../server/options.js';
 import type { JwtAuthOptions } from '../server/jwt/jwt-options.js';
 import { ownerSections } from './owner-sections.js';
 import type { OwnerSections } from './owner-sections.js';
@@ -30,6 +30,8 @@ import type {
 
 /** The library's options a file may hold: the data options, and identity's data keys. */
 export type GatewayFileOptions = GatewayDataOptions & {
+  /** Names only ('msgpack', 'cbor'): the codecs' packages are loaded when the gateway starts. */
+  encodings?: GatewayOptions<unknown>['encodings'];
   identity?: Pick<IdentityOptions<unknown>, 'inBand' | 'inBandDeadlineMs' | 'refreshAheadMs'>;
 };
 
@@ -63,8 +65,14 @@ const GATEWAY_DATA_KEYS = [
   'subscriptionMethods',
   'acceptV1',
   'exposeErrorDetails',
+  'perMessageDeflate',
+  'binaryJsonFrames',
+  'encodings',
+  'presenceLeaseMs',
+  'presenceCoalesceMs',
+  'clusterEvents',
   'identity',
-] as const satisfies readonly (keyof GatewayDataOptions | 'identity')[];
+] as const satisfies readonly (keyof GatewayDataOptions | 'encodings' | 'identity')[];
 
 /** `identity`'s keys that are data; its hooks (expiresAtOf, topicsOf, ...) come from jwt or hooks. */
 const IDENTITY_DATA_RULES: Record<string, Rule | null> = {

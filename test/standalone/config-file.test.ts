@@ -154,6 +154,23 @@ describe('resolveStandaloneConfig', () => {
     expect(config.tracing.enabled).toBe(false);
   });
 
+  it('takes the transport data options: compression, encodings, binary JSON frames, presence, cluster events', () => {
+    const options = {
+      perMessageDeflate: { threshold: 512 },
+      encodings: ['json', 'msgpack'],
+      binaryJsonFrames: 'text',
+      presenceLeaseMs: 20_000,
+      presenceCoalesceMs: 100,
+      clusterEvents: true,
+    };
+    expect(resolveStandaloneConfig(options).gateway).toEqual(options);
+    const problems = examineStandaloneConfig({ binaryJsonFrames: 'binary', encodings: ['xml'] })
+      .problems.map((p) => p.message)
+      .join('\n');
+    expect(problems).toMatch(/binaryJsonFrames/);
+    expect(problems).toMatch(/encodings/);
+  });
+
   it('resolves a complete file', () => {
     const config = resolveStandaloneConfig({
       path: '/ws',
