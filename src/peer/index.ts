@@ -1,6 +1,7 @@
 export { Peer } from './peer.js';
+export { PeerCore } from './peer-core.js';
 export type { PeerOptions, IncomingNotification, BatchEntry, CloseInfo } from './peer.js';
-export { MethodRegistry } from './method-registry.js';
+export { HandlerTable, MethodRegistry } from './method-registry.js';
 export type { Handler } from './method-registry.js';
 export { method, notification, subscription } from './method-descriptor.js';
 export type {
