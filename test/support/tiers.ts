@@ -38,6 +38,8 @@ export const tierRules: readonly (readonly [Tier, readonly string[]])[] = [
       'test/cluster/**',
       'test/package/**',
       'test/chaos/chaos.test.ts',
+      // Runs esbuild (a child process).
+      'test/client/bundle-size.test.ts',
       // Needs dist/ (the build).
       'test/client/package-exports.test.ts',
       'test/deploy/nginx-metrics.test.ts',
