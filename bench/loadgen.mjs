@@ -2,7 +2,8 @@
 // contestants' clients (bench/clients: raw ws, Socket.IO, HTTP to an upstream, this project's
 // own), runs closed-loop request/response load, counts and checks
 // fan-out messages, and holds idle connections. It never decides timing itself: the
-// runner marks the start and end of each measured window.
+// runner marks the start and end of each measured window. It reads its own CPU time across
+// each window, so a client's cost per call and per received message can be compared.
 import { nowMs, serve } from './ipc.mjs';
 import * as http from './clients/http.mjs';
 import * as jsonrpc from './clients/jsonrpc.mjs';
@@ -15,6 +16,12 @@ const OPEN_CONCURRENCY = 50;
 const MAX_LATENCIES = 1_000_000;
 /** Send-to-reply times (ms) of the calls completed in the measured window; reused by every slice. */
 const latencies = new Float64Array(MAX_LATENCIES);
+
+/** This process's CPU time so far (user + system), µs. */
+function cpuNowUs() {
+  const { user, system } = process.cpuUsage();
+  return user + system;
+}
 
 /**
  * Open `count` connections, at most OPEN_CONCURRENCY handshakes at a time; with
@@ -95,19 +102,23 @@ function startRequests({ url, client, conns: count, inflight, maxMs }) {
   });
 }
 
-/** A mark: the time and the count of completed calls; the first mark starts latency recording. */
+/**
+ * A mark: the time, the count of completed calls and this process's CPU time (cpuUs); the
+ * first mark starts latency recording.
+ */
 function mark() {
   const t = nowMs();
+  const cpuUs = cpuNowUs();
   const completed = rr.completed;
   if (!rr.recording && rr.recorded === 0) {
     rr.recording = true;
-    return { t, completed, wrong: rr.wrong };
+    return { t, cpuUs, completed, wrong: rr.wrong };
   }
   rr.recording = false;
   const count = rr.recorded;
   const p50 = percentile(latencies, count, 50);
   const p99 = percentile(latencies, count, 99);
-  return { t, completed, wrong: rr.wrong, p50, p99, samples: count };
+  return { t, cpuUs, completed, wrong: rr.wrong, p50, p99, samples: count };
 }
 
 async function stopRequests() {
@@ -161,7 +172,10 @@ function track(conn) {
     if (k === tracker.last && !tracker.complete) {
       tracker.complete = true;
       tracker.lastAt = nowMs();
-      if (++subs.done === subs.trackers.length) subs.onDone?.();
+      if (++subs.done === subs.trackers.length) {
+        subs.cpuAtDone = cpuNowUs();
+        subs.onDone?.();
+      }
     }
   };
   return tracker;
@@ -189,10 +203,16 @@ function arm({ first, n }) {
   }
   subs.done = 0;
   subs.bytesAtArm = bytesRead(subs.conns);
+  subs.cpuAtDone = undefined;
+  subs.cpuAtArm = cpuNowUs();
   return { armed: subs.trackers.length };
 }
 
-/** Wait until every subscriber has the last message (or the timeout), then report. */
+/**
+ * Wait until every subscriber has the last message (or the timeout), then report; clientCpuUs:
+ * this process's CPU time from `arm` until the last subscriber had the last message (or the end
+ * of the wait).
+ */
 async function awaitDelivery({ n, timeoutMs }) {
   if (subs.done < subs.trackers.length) {
     let timer;
@@ -224,6 +244,7 @@ async function awaitDelivery({ n, timeoutMs }) {
     incomplete: trackers.length - subs.done,
     lastAt,
     bytesRead: bytesRead(subs.conns) - subs.bytesAtArm,
+    clientCpuUs: (subs.cpuAtDone ?? cpuNowUs()) - subs.cpuAtArm,
   };
 }
 

@@ -42,14 +42,27 @@ function markdownTable(header, rows) {
  * One table: a row per contestant, and per figure its median, min–max and ratio to the baseline:
  * the table's own (`table.baselineId`, its column named `table.ratioLabel`) or the run's; a
  * figure with `ratioTo` is divided by that other figure of the baseline, and one with
- * `ratio: false` has none (a count the baseline has next to nothing of).
+ * `ratio: false` has none (a count the baseline has next to nothing of). A figure with
+ * `ratioAgainst: 'client'` (its column named `f.ratioLabel`) is divided by the same figure of the
+ * row's `clientBaselineId` (the same server with the bench's raw client); rows without one have
+ * no ratio there.
  */
 export function renderTable(table, contestants, baselineId, results) {
   const byContestant = results.get(table.id);
   const baseline = byContestant.get(table.baselineId ?? baselineId);
   const header = ['Contestant'];
-  for (const f of table.figures) header.push(f.label, 'min–max', table.ratioLabel ?? '× ws');
+  for (const f of table.figures)
+    header.push(f.label, 'min–max', f.ratioLabel ?? table.ratioLabel ?? '× ws');
   if (table.checksDelivery) header.push('lost or misordered');
+  /** The values `f` of row `c` is divided by, per round (none: no ratio). */
+  const divisors = (f, c) => {
+    if (f.ratio === false) return undefined;
+    if (f.ratioAgainst === 'client') {
+      const pair = c.clientBaselineId && byContestant.get(c.clientBaselineId);
+      return pair ? (pair.values[f.key] ?? []) : undefined;
+    }
+    return baseline?.values[f.ratioTo ?? f.key] ?? [];
+  };
   const rows = contestants
     .filter((c) => byContestant.has(c.id))
     .map((c) => {
@@ -58,8 +71,8 @@ export function renderTable(table, contestants, baselineId, results) {
       for (const f of table.figures) {
         const values = entry.values[f.key] ?? [];
         const s = summarize(values);
-        const ratio =
-          f.ratio === false ? {} : ratioSummary(values, baseline?.values[f.ratioTo ?? f.key] ?? []);
+        const against = divisors(f, c);
+        const ratio = against ? ratioSummary(values, against) : {};
         cells.push(
           formatNumber(s.median, f.format),
           s.n ? `${formatNumber(s.min, f.format)}–${formatNumber(s.max, f.format)}` : '—',

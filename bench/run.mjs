@@ -66,6 +66,9 @@ const tables = scenarios.flatMap((s) => s.tables);
 // part in none of the scenarios run is not started.
 const baselineIds = new Set(tables.map((t) => t.baselineId ?? baseline.id));
 const picked = pick(allContestants, opts.contestants);
+// A row driven by another client than the bench's raw one brings the row its client CPU is
+// compared with (the same server, the raw client).
+for (const c of picked) if (c.clientBaselineId) baselineIds.add(c.clientBaselineId);
 const runsSome = (c) => scenarios.some((s) => takesPart(c, s));
 const contestants = allContestants.filter(
   (c) => (picked.includes(c) || baselineIds.has(c.id)) && runsSome(c),

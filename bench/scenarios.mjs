@@ -3,19 +3,36 @@
 // A slice's server CPU time is the delta of process.cpuUsage() (user + system) in the
 // server process across the measured window (plus, for the two-node contestants, the same
 // delta in node B's process: see bench/server.mjs). The upstream scenarios also read the
-// upstream's process (bench/upstream.mjs), which every contestant of theirs calls.
+// upstream's process (bench/upstream.mjs), which every contestant of theirs calls. A slice's
+// client CPU time is the same delta in the load generator's process: what its clients spent
+// (the harness's own bookkeeping per call or message included, the same for every client).
 import { sleep } from './ipc.mjs';
 import { presenceScenario, runPresence } from './presence-scenario.mjs';
 import { deflateScenario } from './deflate-scenario.mjs';
 
-const requestFigures = [
-  { key: 'cpuUs', label: 'server CPU µs/req', format: 'sig' },
-  { key: 'rps', label: 'req/s', format: 'int' },
-];
+// Client CPU is compared with the bench's raw client against the same server, in the same
+// round (`ratioAgainst: 'client'`: the row's clientBaselineId), which isolates the client's cost.
+const clientCpuFigure = (key, label) => ({
+  key,
+  label,
+  format: 'sig',
+  ratioAgainst: 'client',
+  ratioLabel: '× raw client',
+});
 const latencyFigures = [
   { key: 'p50Ms', label: 'p50 ms', format: 'sig' },
   { key: 'p99Ms', label: 'p99 ms', format: 'sig' },
 ];
+const requestFigures = [
+  { key: 'cpuUs', label: 'server CPU µs/req', format: 'sig' },
+  { key: 'rps', label: 'req/s', format: 'int' },
+  ...latencyFigures,
+  clientCpuFigure('clientCpuUs', 'client CPU µs/req'),
+];
+const CLIENT_CPU_NOTE =
+  'Client CPU: the load generator’s own CPU time across the window, per unit; × raw client: ' +
+  'divided by that of the bench’s raw ws client against the same server in the same round ' +
+  '(for the rows driven by another client of that server).';
 // The time until the last subscriber has the last message: for bursts, from the first
 // publish (how long until everyone is up to date); paced, from the last publish (how long
 // one message takes to reach every subscriber). Measured from the last publish, a burst
@@ -29,6 +46,7 @@ const fanoutFigures = (mode) => [
   mode === 'burst'
     ? { key: 'lastMs', label: 'all delivered, ms after 1st publish', format: 'sig' }
     : { key: 'lastMs', label: 'last msg to last subscriber, ms', format: 'sig' },
+  clientCpuFigure('clientCpuUsPerMsg', 'client CPU µs/received msg'),
 ];
 // Gateway mode: the gateway's CPU per call is its whole added cost (upstream-direct has no
 // gateway), so its ratio is taken against what the upstream itself spends on a call made directly.
@@ -37,6 +55,7 @@ const upstreamFigures = [
   { key: 'upstreamCpuUs', label: 'upstream CPU µs/call', format: 'sig' },
   { key: 'rps', label: 'calls/s', format: 'int' },
   ...latencyFigures,
+  clientCpuFigure('clientCpuUs', 'client CPU µs/call'),
 ];
 const UPSTREAM_BASELINE = 'upstream-direct';
 const memoryFigures = [
@@ -46,7 +65,6 @@ const memoryFigures = [
 
 function requestScenario(conns, inflight, title) {
   const id = `rr-${conns}x${inflight}`;
-  const latency = conns === 1 && inflight === 1;
   return {
     id,
     kind: 'requests',
@@ -56,16 +74,16 @@ function requestScenario(conns, inflight, title) {
         title,
         about:
           `${conns} connection${conns > 1 ? 's' : ''}, each keeping ${inflight} call${inflight > 1 ? 's' : ''} ` +
-          'of `sum([a, b])` outstanding (closed loop).' +
-          (latency ? ' Latency is measured in the load generator, send to reply.' : ''),
-        figures: latency ? [...requestFigures, ...latencyFigures] : requestFigures,
+          'of `sum([a, b])` outstanding (closed loop). Latency is measured in the load generator, ' +
+          `send to reply. ${CLIENT_CPU_NOTE}`,
+        figures: requestFigures,
       },
     ],
-    run: (ctx, contestant) => runRequests(ctx, contestant, { id, conns, inflight, latency }),
+    run: (ctx, contestant) => runRequests(ctx, contestant, { id, conns, inflight }),
   };
 }
 
-async function runRequests(ctx, contestant, { id, conns, inflight, latency }) {
+async function runRequests(ctx, contestant, { id, conns, inflight }) {
   const { loadgen, settings } = ctx;
   const { child, url } = ctx.server(contestant);
   const { warmupMs, windowMs } = settings.requests;
@@ -95,8 +113,10 @@ async function runRequests(ctx, contestant, { id, conns, inflight, latency }) {
   const values = {
     cpuUs: (c1.us - c0.us) / requests,
     rps: requests / ((m1.t - m0.t) / 1000),
+    p50Ms: m1.p50,
+    p99Ms: m1.p99,
+    clientCpuUs: (m1.cpuUs - m0.cpuUs) / requests,
   };
-  if (latency) Object.assign(values, { p50Ms: m1.p50, p99Ms: m1.p99 });
   return [{ table: id, values, problems }];
 }
 
@@ -117,7 +137,7 @@ function fanoutScenario(subscribers, { burst, paced }) {
         'burst',
         `Fan-out to ${subscribers.toLocaleString('en-US')} subscribers, bursts`,
         `One topic, ${subscribers} subscriber connections; the server publishes ${burst.n} messages, ` +
-          `${burst.burst} per event-loop turn, the turns back to back (setImmediate).`,
+          `${burst.burst} per event-loop turn, the turns back to back (setImmediate). ${CLIENT_CPU_NOTE}`,
       ),
       table(
         'paced',
@@ -125,7 +145,7 @@ function fanoutScenario(subscribers, { burst, paced }) {
         `One topic, ${subscribers} subscriber connections; the server publishes ${paced.n} messages, ` +
           `one per turn every ${paced.intervalMs} ms (an offered ` +
           `${((1000 / paced.intervalMs) * subscribers).toLocaleString('en-US')} deliveries/s: ` +
-          'delivered msg/s is lower only if the contestant falls behind).',
+          `delivered msg/s is lower only if the contestant falls behind). ${CLIENT_CPU_NOTE}`,
       ),
     ],
     run: (ctx, contestant) => runFanout(ctx, contestant, subscribers),
@@ -160,21 +180,28 @@ async function fanoutRun(ctx, contestant, { table, n, burst, intervalMs, subscri
     lastMs: complete
       ? got.lastAt - (mode === 'burst' ? published.startedAt : published.lastAt)
       : undefined,
+    clientCpuUsPerMsg: got.received > 0 ? got.clientCpuUs / got.received : undefined,
     lost: Math.max(0, got.lost) + got.outOfOrder + got.stray,
   };
   return { table, values, problems };
 }
 
+/**
+ * Open `count` subscribers and wait until the server has them all: the load generator's clients
+ * that cannot tell when a subscribe was accepted resolve once it is sent, and their server
+ * counts the live subscriptions (awaitSubscribers); for the others that wait returns at once.
+ */
+async function openSubscribers(ctx, contestant, count) {
+  const { child, url } = ctx.server(contestant);
+  await ctx.loadgen.request('openSubscribers', { url, client: contestant.client, count }, 120_000);
+  await child?.request('awaitSubscribers', { count, timeoutMs: 60_000 }, 70_000);
+}
+
 async function runFanout(ctx, contestant, subscribers) {
   const { loadgen, settings } = ctx;
-  const { url } = ctx.server(contestant);
   const { burst, paced } = settings.fanout[subscribers];
   const id = `fanout-${subscribers}`;
-  await loadgen.request(
-    'openSubscribers',
-    { url, client: contestant.client, count: subscribers },
-    120_000,
-  );
+  await openSubscribers(ctx, contestant, subscribers);
   try {
     return [
       await fanoutRun(ctx, contestant, {
@@ -215,7 +242,8 @@ function upstreamScenario(inflight) {
           "`orders.*` to the same upstream, with the bench's raw client or this project's " +
           'client. Latency is send to reply in the load generator. × direct: the figure divided ' +
           "by upstream direct's in the same round; for gateway CPU, by upstream direct's " +
-          "upstream CPU (the gateway's cost per call as a multiple of the service's own).",
+          "upstream CPU (the gateway's cost per call as a multiple of the service's own). " +
+          CLIENT_CPU_NOTE,
         figures: upstreamFigures,
         baselineId: UPSTREAM_BASELINE,
         ratioLabel: '× direct',
@@ -266,6 +294,7 @@ async function runUpstream(ctx, contestant, { id, inflight }) {
     rps: requests / ((m1.t - m0.t) / 1000),
     p50Ms: m1.p50,
     p99Ms: m1.p99,
+    clientCpuUs: (m1.cpuUs - m0.cpuUs) / requests,
   };
   return [{ table: id, values, problems }];
 }
@@ -327,7 +356,11 @@ const OWN_CONTESTANTS = new Set(['upstream', 'presence', 'deflate']);
  * so does the presence scenario (its gateways declare the presence topic).
  */
 export const takesPart = (contestant, scenario) =>
-  contestant.only ? contestant.only === scenario.kind : !OWN_CONTESTANTS.has(scenario.kind);
+  Array.isArray(contestant.only)
+    ? contestant.only.includes(scenario.kind)
+    : contestant.only
+      ? contestant.only === scenario.kind
+      : !OWN_CONTESTANTS.has(scenario.kind);
 
 /**
  * Unmeasured: a short request load and a small fan-out (or a few hundred presence members
@@ -351,7 +384,7 @@ export async function warmUp(ctx, contestant) {
     await loadgen.request('stopRequests', {}, 20_000);
   }
   if (!runs('fanout')) return [];
-  await loadgen.request('openSubscribers', { url, client: contestant.client, count: 100 }, 60_000);
+  await openSubscribers(ctx, contestant, 100);
   try {
     const run = { table: 'warm-up', mode: 'burst', n: fanoutMessages, burst: 10, intervalMs: 0 };
     run.subscribers = 100;

@@ -89,6 +89,14 @@ serve({
     return { ...process.memoryUsage(), collected };
   },
   publish,
+  /**
+   * Resolve once `count` subscriptions to "bench" are live, for the contestants whose clients do
+   * not tell when the server accepted them (`awaitSubscribers` of the adapter); at once for the others.
+   */
+  async awaitSubscribers({ count, timeoutMs }) {
+    if (!server?.awaitSubscribers) return { live: undefined };
+    return { live: await server.awaitSubscribers(count, timeoutMs) };
+  },
   // The presence scenario's readings (bench/presence-probe.mjs), from the contestants that have one.
   presenceBegin: () => probe().begin(),
   presenceSnapshot: () => probe().snapshot(),

@@ -7,4 +7,5 @@ export default gatewayUpstreamContestant({
   id: 'gateway-upstream-client',
   name: 'gateway → upstream, wsrpc client',
   client: { kind: 'wsrpc' },
+  clientBaselineId: 'gateway-upstream',
 });

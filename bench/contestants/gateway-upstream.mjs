@@ -7,11 +7,12 @@
 // JSON-RPC client, one by this project's own Node client.
 const limits = { maxConnectionsPerIp: 100_000, ratePerSecond: 1e9, rateBurst: 1e9 };
 
-export function gatewayUpstreamContestant({ id, name, client }) {
+export function gatewayUpstreamContestant({ id, name, client, clientBaselineId }) {
   return {
     id,
     name,
     only: 'upstream',
+    ...(clientBaselineId && { clientBaselineId }),
     client: { path: '/rpc', method: 'orders.sum', ...client },
     async start(host, { upstreamUrl }) {
       const { resolveStandaloneConfig, serve } = await import('wsrpc-gateway/standalone');
