@@ -1,6 +1,7 @@
 // The load generator's client for every contestant that speaks JSON-RPC 2.0 on the wire:
 // a raw `ws` socket, request frames written as template strings, replies JSON.parse'd.
-// Fan-out frames are recognized (and their payload counter read) without parsing them.
+// Fan-out frames are recognized (and their payload counter read) without parsing them, unless
+// `client.parseEvery` asks that every frame be JSON.parse'd, as an application would.
 import WebSocket from 'ws';
 import { Packr, Unpackr } from 'msgpackr';
 import { sendCoalesced } from '../cork.mjs';
@@ -21,9 +22,10 @@ function readInt(text, pos) {
 }
 
 class JsonRpcConnection {
-  constructor(ws, { subscribe, method = 'sum', encoding }) {
+  constructor(ws, { subscribe, method = 'sum', encoding, parseEvery = false }) {
     this.ws = ws;
     this.msgpack = encoding === 'msgpack';
+    this.parseEvery = parseEvery;
     this.subscribeRequest = subscribe;
     this.method = method;
     /** (id, result, error) for each reply to call(). */
@@ -36,7 +38,10 @@ class JsonRpcConnection {
     );
   }
 
-  /** A decoded MessagePack message: a fan-out frame ({ method, params: { result: { k } } }) or a reply. */
+  /**
+   * A decoded message (MessagePack, or JSON with parseEvery): a fan-out frame
+   * ({ method, params: { result: { k } } }) or a reply.
+   */
   receiveValue(msg) {
     const k = msg.params?.result?.k;
     if (k !== undefined) return this.onData(k);
@@ -51,6 +56,7 @@ class JsonRpcConnection {
   }
 
   receive(text) {
+    if (this.parseEvery) return this.receiveValue(JSON.parse(text));
     // Every contestant's fan-out frame carries the payload {"k":N,...}; no reply has a "k" key.
     const at = text.indexOf('"k":');
     if (at !== -1) return this.onData(readInt(text, at + 4));

@@ -14,6 +14,7 @@ import wsCoalesced from './ws-coalesced.mjs';
 import minimalJsonRpc from './minimal-jsonrpc.mjs';
 import gateway from './gateway.mjs';
 import gatewayClient from './gateway-client.mjs';
+import gatewayParse from './gateway-parse.mjs';
 import gatewayMsgpack from './gateway-msgpack.mjs';
 import gatewayRedis from './gateway-redis.mjs';
 import gatewayNats from './gateway-nats.mjs';
@@ -38,6 +39,7 @@ export const contestants = [
   minimalJsonRpc,
   gateway,
   gatewayClient,
+  gatewayParse,
   gatewayMsgpack,
   gatewayRedis,
   gatewayNats,
