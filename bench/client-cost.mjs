@@ -1,0 +1,212 @@
+// The client's own CPU without sockets: `node bench/client-cost.mjs [--seconds N]` (after a
+// build). A stand-in WebSocket answers each `sum` call (the turn's replies delivered together in
+// the next turn, as a coalescing server sends them) or hands the client fan-out frames; the same
+// work goes through this project's createClient and through a raw client as the load generator's
+// (template-string requests, JSON.parse'd replies, a Map of pending ids; fan-out counters found
+// by indexOf, or JSON.parse'd). Each variant runs in a fresh process; CPU is process.cpuUsage()
+// across the measured part. The stand-in's own work is in every variant alike. For a profile of
+// one variant: `node --cpu-prof bench/client-cost.mjs --only own-rr`.
+import { fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const { values: opts } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '3' },
+    only: { type: 'string' },
+    child: { type: 'boolean', default: false },
+  },
+});
+
+/** name -> [client, mode, createClient options] */
+const VARIANTS = {
+  'raw-rr': ['raw', 'rr'],
+  'own-rr': ['own', 'rr', {}],
+  'own-rr-no-call-timer': ['own', 'rr', { callTimeoutMs: 0 }],
+  'raw-fanout': ['raw', 'fanout'],
+  'raw-fanout-parse': ['raw', 'fanout-parse'],
+  'own-fanout': ['own', 'fanout', {}],
+};
+const IN_FLIGHT = 64;
+
+const cpuUs = () => {
+  const { user, system } = process.cpuUsage();
+  return user + system;
+};
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const fanFrame = (k) =>
+  '{"jsonrpc":"2.0","method":"subscription","params":{"subscription":"0x1","seq":' +
+  k +
+  ',"result":{"k":' +
+  k +
+  ',"price":97000.25,"symbol":"BTC-USD"}}}';
+
+/** The part of a WebSocket the client uses, answering as a server would, without a socket. */
+class StandInSocket {
+  static last;
+  constructor() {
+    this.readyState = 0;
+    this.bufferedAmount = 0;
+    this.protocol = '';
+    this.binaryType = 'blob';
+    this.onopen = this.onmessage = this.onclose = this.onerror = null;
+    /** The raw client's receiver (it has no onmessage). */
+    this.listener = undefined;
+    this.replies = [];
+    this.scheduled = false;
+    StandInSocket.last = this;
+    setTimeout(() => {
+      this.readyState = 1;
+      this.onopen?.({});
+    }, 0);
+  }
+
+  send(data) {
+    // The id is the last member; a `sum` is answered params[0] + params[1] (here + 1).
+    const id = data.slice(data.lastIndexOf('"id":') + 5, data.length - 1);
+    if (data.includes('"method":"subscribe"')) {
+      this.reply(`{"jsonrpc":"2.0","result":"0x1","id":${id}}`);
+      return;
+    }
+    const from = data.indexOf('"params":[') + 10;
+    const a = Number(data.slice(from, data.indexOf(',', from)));
+    this.reply(`{"jsonrpc":"2.0","result":${a + 1},"id":${id}}`);
+  }
+
+  reply(text) {
+    this.replies.push(text);
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      const due = this.replies;
+      this.replies = [];
+      for (const data of due) this.deliver(data);
+    });
+  }
+
+  deliver(data) {
+    if (this.onmessage) this.onmessage({ data });
+    else this.listener?.(data);
+  }
+
+  close(code = 1000, reason = '') {
+    this.readyState = 3;
+    setTimeout(() => this.onclose?.({ code, reason }), 0);
+  }
+}
+
+async function ownClient(options) {
+  const { createClient } = await import('wsrpc-gateway/client');
+  const client = createClient({
+    url: 'ws://stand-in/rpc',
+    WebSocket: StandInSocket,
+    reconnect: false,
+    ...options,
+  });
+  await client.opened();
+  return {
+    socket: StandInSocket.last,
+    call: (a) => client.call('sum', [a, 1]),
+    subscribe: (onData) => client.subscribe('bench').subscribe((data) => onData(data.k)),
+    close: () => client.close(),
+  };
+}
+
+function rawClient(parseEvery) {
+  const socket = new StandInSocket();
+  const pending = new Map();
+  let nextId = 0;
+  let onData = () => undefined;
+  socket.listener = (text) => {
+    const at = parseEvery ? -1 : text.indexOf('"k":');
+    if (at === -1) {
+      const msg = JSON.parse(text);
+      const k = msg.params?.result?.k;
+      if (k !== undefined) return onData(k);
+      const resolve = pending.get(msg.id);
+      pending.delete(msg.id);
+      return resolve?.(msg.result);
+    }
+    let k = 0;
+    for (let i = at + 4, c = text.charCodeAt(i); c >= 48 && c <= 57; c = text.charCodeAt(++i))
+      k = k * 10 + c - 48;
+    onData(k);
+  };
+  return {
+    socket,
+    call: (a) =>
+      new Promise((resolve) => {
+        const id = ++nextId;
+        pending.set(id, resolve);
+        socket.send(`{"jsonrpc":"2.0","method":"sum","params":[${a},1],"id":${id}}`);
+      }),
+    subscribe: (f) => (onData = f),
+    close: () => undefined,
+  };
+}
+
+/** One variant, in this process: its CPU per call or per message (µs). */
+async function measure([who, mode, options], seconds) {
+  const client = who === 'own' ? await ownClient(options) : rawClient(mode === 'fanout-parse');
+  try {
+    if (mode === 'rr') {
+      let done = 0;
+      let running = true;
+      const loop = (a) =>
+        client.call(a).then((r) => {
+          if (r !== a + 1) throw new Error(`wrong result ${r} for ${a}`);
+          done++;
+          if (running) void loop(a + 1);
+        });
+      for (let i = 0; i < IN_FLIGHT; i++) void loop(i * 1e9);
+      await sleep(1_000);
+      const [c0, d0] = [cpuUs(), done];
+      await sleep(seconds * 1_000);
+      const us = (cpuUs() - c0) / (done - d0);
+      running = false;
+      await sleep(50);
+      return { unit: 'call', us, count: done - d0 };
+    }
+    let got = 0;
+    let expected = 0;
+    client.subscribe((k) => {
+      if (k !== ++expected) throw new Error(`message ${k} where ${expected} was due`);
+      got++;
+    });
+    await sleep(50);
+    let k = 0;
+    const push = (n) => {
+      for (let i = 0; i < n; i++) client.socket.deliver(fanFrame(++k));
+    };
+    push(200_000);
+    const [c0, g0, t0] = [cpuUs(), got, performance.now()];
+    while (performance.now() - t0 < seconds * 1_000) push(10_000);
+    return { unit: 'message', us: (cpuUs() - c0) / (got - g0), count: got - g0 };
+  } finally {
+    await client.close();
+  }
+}
+
+if (opts.child) {
+  const result = await measure(VARIANTS[opts.only], Number(opts.seconds));
+  process.send(result, () => process.exit(0));
+} else if (opts.only && !process.send) {
+  // One variant in this process (for --cpu-prof).
+  const r = await measure(VARIANTS[opts.only], Number(opts.seconds));
+  console.log(`${opts.only}: ${r.us.toFixed(3)} µs per ${r.unit} (${r.count})`);
+  process.exit(0);
+} else {
+  const here = fileURLToPath(import.meta.url);
+  console.log('| variant | client CPU µs | per | count |\n| --- | --- | --- | --- |');
+  for (const name of Object.keys(VARIANTS)) {
+    const child = fork(here, ['--child', '--only', name, '--seconds', opts.seconds], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    const r = await new Promise((resolve, reject) => {
+      child.once('message', resolve);
+      child.once('exit', (code) => reject(new Error(`${name} exited ${code}`)));
+    });
+    console.log(`| ${name} | ${r.us.toFixed(3)} | ${r.unit} | ${r.count} |`);
+  }
+}
