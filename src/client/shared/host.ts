@@ -1,0 +1,372 @@
+// The worker's side: one RpcClient, and the tabs connected to it over MessagePorts. Each tab's
+// calls, notifications and subscriptions go through the one client, so the server sees one
+// session, and subscriptions to one topic with the same params share one wire subscription
+// (the client's own sharing counts the tabs' observers). A server-to-client call goes to the
+// first live tab that registered the method, and on to the next one if that tab goes away
+// before it answers. A tab that says bye, whose port closes, or that misses two heartbeats is
+// let go: its subscriptions, calls and handlers with it. When the last tab has gone the client
+// closes; the next tab to say hello starts a new one.
+import type { Observable, Subscription } from 'rxjs';
+import type { HandlerContext } from '../../peer/handler-context.js';
+import { MethodNotFoundError } from '../../protocol/errors.js';
+import { ConnectionClosedError } from '../../protocol/local-errors.js';
+import { ReservedMethod } from '../../protocol/reserved.js';
+import type { Params, RequestId } from '../../protocol/types.js';
+import type { DisconnectEvent } from '../authentication.js';
+import { createClient } from '../client.js';
+import type { RpcClient } from '../client.js';
+import type { ClientOptions } from '../client-options.js';
+import { subscriptionStatus$ } from '../subscription-status.js';
+import type { HostMessage, TabMessage, WireDisconnect } from './messages.js';
+import type { ForwardedOptions } from './options.js';
+import { fromWire, toWire } from './wire-errors.js';
+import type { WireError } from './wire-errors.js';
+
+/** createClient's options, fixed in the worker script, and how often tabs are pinged. */
+export interface ClientHostOptions extends Partial<ClientOptions> {
+  /** Ping each tab this often (ms); two pings unanswered and the tab is let go. Default 5 000. */
+  tabHeartbeatMs?: number;
+}
+
+/** The worker's side of the shared connection. */
+export interface ClientHost {
+  /** Serve one tab's port (a SharedWorker's `connect` event gives one per tab). */
+  connect(port: MessagePort): void;
+  /** How many tabs are connected. */
+  readonly tabs: number;
+  /** The client holding the connection; undefined while no tab is connected. */
+  readonly client: RpcClient | undefined;
+  /** Close the connection and let every tab go. */
+  close(): Promise<void>;
+}
+
+/** A tab's answer to a run: its result or error; undefined when it went away or had no handler. */
+type Outcome = { result?: unknown; error?: WireError } | undefined;
+
+/** What a run carries besides its params. */
+interface RunContext {
+  id: RequestId | undefined;
+  traceparent: string | undefined;
+  signal: AbortSignal | undefined;
+}
+
+const DEFAULT_TAB_HEARTBEAT_MS = 5_000;
+
+/** One connected tab: what it has running through the client. */
+class HostedTab {
+  readonly calls = new Map<number, AbortController>();
+  readonly streams = new Map<number, Subscription>();
+  readonly runs = new Map<number, (outcome: Outcome) => void>();
+  /** Pings sent since the tab last posted anything. */
+  missed = 0;
+
+  constructor(
+    readonly port: MessagePort,
+    /** Whether the tab has a getToken to ask. */
+    readonly token: boolean,
+  ) {}
+
+  post(message: HostMessage): void {
+    try {
+      this.port.postMessage(message);
+    } catch (err) {
+      // A result a custom worker's middleware made uncloneable: the caller still gets an answer.
+      if (message.t === 'result')
+        this.port.postMessage({ ...message, result: undefined, error: toWire(err) });
+    }
+  }
+}
+
+class Host implements ClientHost {
+  readonly #fixed: ClientHostOptions;
+  #client: RpcClient | undefined;
+  #watching: Subscription[] = [];
+  readonly #tabs = new Set<HostedTab>();
+  /** Per method, the tabs that registered it, in order, and how to unregister it. */
+  readonly #handlers = new Map<string, { tabs: HostedTab[]; remove: () => void }>();
+  #runs = 0;
+  #timer: ReturnType<typeof setInterval> | undefined;
+
+  constructor(options: ClientHostOptions) {
+    this.#fixed = options;
+  }
+
+  get tabs(): number {
+    return this.#tabs.size;
+  }
+
+  get client(): RpcClient | undefined {
+    return this.#client;
+  }
+
+  connect(port: MessagePort): void {
+    let tab: HostedTab | undefined;
+    port.onmessage = (event: MessageEvent) => {
+      const message = event.data as TabMessage;
+      if (message.t === 'hello') {
+        if (tab) this.#drop(tab);
+        tab = this.#admit(port, message);
+      } else if (tab && this.#tabs.has(tab)) {
+        tab.missed = 0;
+        this.#receive(tab, message);
+      } else if (message.t !== 'bye') {
+        port.postMessage({ t: 'gone' } satisfies HostMessage);
+      }
+    };
+    // Where a port tells of its other end closing (Node's do); elsewhere bye and the heartbeat.
+    port.addEventListener('close', () => {
+      if (tab) this.#drop(tab);
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.#client?.close();
+    for (const tab of [...this.#tabs]) this.#drop(tab);
+  }
+
+  #admit(port: MessagePort, hello: Extract<TabMessage, { t: 'hello' }>): HostedTab | undefined {
+    const tab = new HostedTab(port, hello.token);
+    // In the set first: the new client may ask this tab for a token at once.
+    this.#tabs.add(tab);
+    if (!this.#client) {
+      try {
+        this.#start(hello.options, hello.token);
+      } catch (err) {
+        this.#tabs.delete(tab);
+        tab.post({ t: 'fail', error: toWire(err) });
+        return undefined;
+      }
+    }
+    tab.post({ t: 'state', state: this.#client!.state });
+    return tab;
+  }
+
+  #start(fromTab: ForwardedOptions, token: boolean): void {
+    const { tabHeartbeatMs: fixedBeat, ...fixed } = this.#fixed;
+    const { tabHeartbeatMs, ...given } = fromTab;
+    const options = { ...given, ...fixed } as ClientOptions;
+    // The tabs' getToken, asked in whichever tab is there, unless the worker script has one.
+    if (!options.getToken && token) options.getToken = () => this.#token();
+    const client = createClient(options);
+    this.#client = client;
+    const broadcast = (message: HostMessage): void => {
+      for (const tab of this.#tabs) tab.post(message);
+    };
+    this.#watching = [
+      client.state$.subscribe((state) => broadcast({ t: 'state', state })),
+      client.disconnects$.subscribe((event) =>
+        broadcast({ t: 'disconnect', event: wireDisconnect(event) }),
+      ),
+      client.notifications$.subscribe((n) =>
+        broadcast({ t: 'note', method: n.method, params: n.params }),
+      ),
+    ];
+    const every = fixedBeat ?? tabHeartbeatMs ?? DEFAULT_TAB_HEARTBEAT_MS;
+    this.#timer = setInterval(() => this.#beat(), every);
+  }
+
+  #receive(tab: HostedTab, m: TabMessage): void {
+    const client = this.#client!;
+    switch (m.t) {
+      case 'call': {
+        const controller = new AbortController();
+        tab.calls.set(m.id, controller);
+        const options = { signal: controller.signal, timeoutMs: m.timeoutMs };
+        if (m.timeoutMs === undefined) delete options.timeoutMs;
+        new Promise((resolve) => resolve(client.call(m.method, m.params, options))).then(
+          (result) => tab.calls.delete(m.id) && tab.post({ t: 'result', id: m.id, result }),
+          (err: unknown) =>
+            tab.calls.delete(m.id) && tab.post({ t: 'result', id: m.id, error: toWire(err) }),
+        );
+        return;
+      }
+      case 'cancel':
+        return tab.calls.get(m.id)?.abort();
+      case 'notify':
+        try {
+          client.notify(m.method, m.params);
+        } catch {
+          // Closed, or disconnected with whenDisconnected 'reject': the tab threw already.
+        }
+        return;
+      case 'sub':
+        return this.#follow(tab, m.id, client.subscribeWithMeta(m.topic, m.params), (event) => ({
+          t: 'msg',
+          id: m.id,
+          event,
+        }));
+      case 'status':
+        return this.#follow(tab, m.id, subscriptionStatus$(client, m.topic, m.params), (s) => {
+          const { error, ...status } = s;
+          return {
+            t: 'status',
+            id: m.id,
+            status: error === undefined ? status : { ...status, error: toWire(error) },
+          };
+        });
+      case 'unsub':
+        tab.streams.get(m.id)?.unsubscribe();
+        tab.streams.delete(m.id);
+        return;
+      case 'register':
+        return this.#register(tab, m.method);
+      case 'unregister':
+        return this.#unregister(tab, m.method);
+      case 'answer': {
+        const settle = tab.runs.get(m.id);
+        tab.runs.delete(m.id);
+        return settle?.(m.missing ? undefined : m);
+      }
+      case 'bye':
+        return this.#drop(tab);
+      case 'pong':
+        return;
+    }
+  }
+
+  /** Pass what `source` emits to the tab as `wrap` makes it, until it ends or the tab unsubscribes. */
+  #follow<T>(
+    tab: HostedTab,
+    id: number,
+    source: Observable<T>,
+    wrap: (value: T) => HostMessage,
+  ): void {
+    const subscription = source.subscribe({
+      next: (value) => tab.post(wrap(value)),
+      error: (err: unknown) => {
+        tab.streams.delete(id);
+        tab.post({ t: 'end', id, error: toWire(err) });
+      },
+      complete: () => {
+        tab.streams.delete(id);
+        tab.post({ t: 'end', id });
+      },
+    });
+    if (!subscription.closed) tab.streams.set(id, subscription);
+  }
+
+  #register(tab: HostedTab, method: string): void {
+    let entry = this.#handlers.get(method);
+    if (!entry) {
+      let remove: () => void;
+      try {
+        remove = this.#client!.method(method, (params, ctx: HandlerContext<RpcClient>) =>
+          this.#route(method, params as Params | undefined, ctx),
+        );
+      } catch {
+        return; // a reserved name, which the tab refused already, or one the worker script has
+      }
+      entry = { tabs: [], remove };
+      this.#handlers.set(method, entry);
+    }
+    if (!entry.tabs.includes(tab)) entry.tabs.push(tab);
+  }
+
+  #unregister(tab: HostedTab, method: string): void {
+    const entry = this.#handlers.get(method);
+    if (!entry) return;
+    const at = entry.tabs.indexOf(tab);
+    if (at >= 0) entry.tabs.splice(at, 1);
+    if (entry.tabs.length > 0) return;
+    entry.remove();
+    this.#handlers.delete(method);
+  }
+
+  /** The tabs that can run `method`, first registered first. */
+  #servers(method: string): readonly HostedTab[] {
+    if (method === ReservedMethod.Token) return [...this.#tabs].filter((tab) => tab.token);
+    return this.#handlers.get(method)?.tabs ?? [];
+  }
+
+  /**
+   * Run a server-to-client call (or notification: `ctx.id` undefined) in the first live tab
+   * that has it, and in the next if that one goes away without answering.
+   */
+  async #route(method: string, params: Params | undefined, ctx: RunContext): Promise<unknown> {
+    const tried = new Set<HostedTab>();
+    for (;;) {
+      const tab = this.#servers(method).find((t) => !tried.has(t));
+      if (!tab) throw new MethodNotFoundError(`No open tab has a handler for "${method}"`);
+      tried.add(tab);
+      const id = ++this.#runs;
+      const notification = ctx.id === undefined && method !== ReservedMethod.Token;
+      const run: HostMessage = {
+        t: 'run',
+        id,
+        method,
+        params,
+        rid: ctx.id,
+        traceparent: ctx.traceparent,
+        notification,
+      };
+      if (notification) return tab.post(run);
+      const outcome = await new Promise<Outcome>((resolve) => {
+        const signal = ctx.signal;
+        const abort = (): void => tab.post({ t: 'abort', id });
+        tab.runs.set(id, (outcome) => {
+          signal?.removeEventListener('abort', abort);
+          resolve(outcome);
+        });
+        tab.post(run);
+        if (signal?.aborted) abort();
+        else signal?.addEventListener('abort', abort, { once: true });
+      });
+      if (!outcome) continue;
+      if (outcome.error) throw fromWire(outcome.error);
+      return outcome.result;
+    }
+  }
+
+  /** A token from a tab's getToken. */
+  async #token(): Promise<string> {
+    const noContext = { id: undefined, traceparent: undefined, signal: undefined };
+    return (await this.#route(ReservedMethod.Token, undefined, noContext)) as string;
+  }
+
+  #beat(): void {
+    for (const tab of [...this.#tabs]) {
+      if (tab.missed >= 2) {
+        this.#drop(tab);
+        // If it was only frozen, it says hello again when it reads this.
+        tab.post({ t: 'gone' });
+      } else {
+        tab.missed++;
+        tab.post({ t: 'ping' });
+      }
+    }
+  }
+
+  /** Let a tab go: its subscriptions, calls and handlers; the client, when it was the last. */
+  #drop(tab: HostedTab): void {
+    if (!this.#tabs.delete(tab)) return;
+    for (const subscription of tab.streams.values()) subscription.unsubscribe();
+    tab.streams.clear();
+    for (const call of tab.calls.values()) call.abort(new ConnectionClosedError('The tab closed'));
+    tab.calls.clear();
+    for (const method of [...this.#handlers.keys()]) this.#unregister(tab, method);
+    // Its runs go on to the next tab that has the method (it is out of the lists by now).
+    const runs = [...tab.runs.values()];
+    tab.runs.clear();
+    for (const settle of runs) settle(undefined);
+    if (this.#tabs.size === 0) this.#stop();
+  }
+
+  #stop(): void {
+    clearInterval(this.#timer);
+    for (const watching of this.#watching) watching.unsubscribe();
+    this.#watching = [];
+    const client = this.#client;
+    this.#client = undefined;
+    void client?.close();
+  }
+}
+
+function wireDisconnect(event: DisconnectEvent): WireDisconnect {
+  const { error, ...rest } = event;
+  return error === undefined ? rest : { ...rest, error: toWire(error) };
+}
+
+/** The worker's side of a shared connection, for a SharedWorker script (see shareClient). */
+export function createClientHost(options: ClientHostOptions = {}): ClientHost {
+  return new Host(options);
+}

@@ -1,0 +1,77 @@
+// The messages a tab and the worker holding the connection exchange over a MessagePort. Each
+// port is one tab; the ids a tab picks (calls, subscriptions, status observers) are its own,
+// and the ids of the worker's runs (a server-to-client call handed to a tab) are the worker's.
+// Everything in them is structured-cloneable: errors travel as WireError.
+import type { RequestId, Params } from '../../protocol/types.js';
+import type { ConnectionState } from '../connection-state.js';
+import type { SubscriptionEvent } from '../subscriptions.js';
+import type { SubscriptionStatusState } from '../subscription-status.js';
+import type { ForwardedOptions } from './options.js';
+import type { WireError } from './wire-errors.js';
+
+/** From a tab to the worker. */
+export type TabMessage =
+  /** First on every port (and again after `gone`): the options, if the worker has no client yet. */
+  | { t: 'hello'; options: ForwardedOptions; token: boolean }
+  | { t: 'call'; id: number; method: string; params: Params | undefined; timeoutMs?: number }
+  | { t: 'cancel'; id: number }
+  | { t: 'notify'; method: string; params: Params | undefined }
+  | { t: 'sub'; id: number; topic: string; params: unknown }
+  | { t: 'status'; id: number; topic: string; params: unknown }
+  /** Ends a `sub` or a `status`. */
+  | { t: 'unsub'; id: number }
+  | { t: 'register'; method: string }
+  | { t: 'unregister'; method: string }
+  /** A run's outcome; `missing`: this tab has no handler for it (any more). */
+  | { t: 'answer'; id: number; result?: unknown; error?: WireError; missing?: true }
+  /** The answer to `ping`, and a tab's "still here" after it was frozen or cached. */
+  | { t: 'pong' }
+  | { t: 'bye' };
+
+/** A subscription status as it crosses: its error as a WireError. */
+export interface WireStatus {
+  state: SubscriptionStatusState;
+  error?: WireError;
+  missed?: number | null;
+  seq?: number;
+}
+
+/** A DisconnectEvent as it crosses. */
+export interface WireDisconnect {
+  code?: number;
+  reason?: string;
+  httpStatus?: number;
+  error?: WireError;
+  willRetry: boolean;
+}
+
+/** From the worker to a tab. */
+export type HostMessage =
+  | { t: 'state'; state: ConnectionState }
+  | { t: 'disconnect'; event: WireDisconnect }
+  /** The worker could not make a client of the options: the tab closes with this error. */
+  | { t: 'fail'; error: WireError }
+  | { t: 'result'; id: number; result?: unknown; error?: WireError }
+  | { t: 'msg'; id: number; event: SubscriptionEvent<unknown> }
+  | { t: 'status'; id: number; status: WireStatus }
+  /** A `sub` or `status` ended by the worker's side: completed, or failed with `error`. */
+  | { t: 'end'; id: number; error?: WireError }
+  /** A notification from the server, to every tab. */
+  | { t: 'note'; method: string; params: Params | undefined }
+  /**
+   * A server-to-client call (or notification: no answer wanted) for this tab's handler;
+   * method `rpc.token` asks for a token from the tab's getToken.
+   */
+  | {
+      t: 'run';
+      id: number;
+      method: string;
+      params: Params | undefined;
+      rid: RequestId | undefined;
+      traceparent: string | undefined;
+      notification: boolean;
+    }
+  | { t: 'abort'; id: number }
+  | { t: 'ping' }
+  /** This port's tab was let go (it said bye, or missed heartbeats): say hello again. */
+  | { t: 'gone' };

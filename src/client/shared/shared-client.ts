@@ -1,0 +1,481 @@
+// The tab's side: the RpcClient surface a page uses (call, notify, subscribe, subscription
+// status, handlers of server-to-client calls, connection state), carried over a MessagePort to
+// the SharedWorker that holds the one connection. Where SharedWorker is missing, or the worker
+// does not start, the same worker side runs in the tab over a MessageChannel: one connection
+// per tab, behind the same API, loaded only then.
+import { Observable } from 'rxjs';
+import type { Subscriber } from 'rxjs';
+import type { HandlerContext } from '../../peer/handler-context.js';
+import { Hub, through } from '../../peer/hub.js';
+import { silentLogger } from '../../peer/logger.js';
+import { nameOf } from '../../peer/method-descriptor.js';
+import type {
+  MethodDescriptor,
+  NotificationDescriptor,
+  SubscriptionDescriptor,
+} from '../../peer/method-descriptor.js';
+import { HandlerTable } from '../../peer/method-registry.js';
+import type { Handler } from '../../peer/method-registry.js';
+import { notificationsNamed } from '../../peer/notifications.js';
+import type { IncomingNotification } from '../../peer/notifications.js';
+import type { CallOptions } from '../../peer/pending-calls.js';
+import {
+  CancelledError,
+  ConnectionClosedError,
+  NotConnectedError,
+} from '../../protocol/local-errors.js';
+import { ReservedMethod } from '../../protocol/reserved.js';
+import type { Params } from '../../protocol/types.js';
+import { AuthenticationError } from '../authentication.js';
+import type { DisconnectEvent } from '../authentication.js';
+import type { ConnectionState } from '../connection-state.js';
+import type { SubscriptionStatus } from '../subscription-status.js';
+import type { SubscriptionEvent } from '../subscriptions.js';
+import type { HostMessage, TabMessage } from './messages.js';
+import { resolveSharedClientOptions } from './options.js';
+import type { SharedClientConfig, SharedClientOptions } from './options.js';
+import { fromWire, toWire } from './wire-errors.js';
+
+/** A call this tab made, waiting for its result. */
+interface PendingCall {
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
+/** A subscription or status observer of this tab: what to post again after `gone`. */
+interface Stream {
+  message: Extract<TabMessage, { t: 'sub' | 'status' }>;
+  subscriber: Subscriber<unknown>;
+}
+
+/** Page lifecycle events the tab listens to (absent outside a window). */
+interface PageScope {
+  addEventListener(type: string, listener: (event: { persisted?: boolean }) => void): void;
+  removeEventListener(type: string, listener: (event: { persisted?: boolean }) => void): void;
+}
+
+/**
+ * One tab's client of the connection a SharedWorker holds for every tab of the origin (see
+ * `createSharedClient`). The surface is RpcClient's: what differs is in docs/shared-connection.md.
+ */
+export class SharedRpcClient {
+  /** This tab's handlers of the calls and notifications the server sends (see `method`). */
+  readonly registry = new HandlerTable<SharedRpcClient>();
+  readonly #config: SharedClientConfig;
+  #port!: MessagePort;
+  #viaWorker = false;
+  /** Whether the other side has answered on this port yet. */
+  #ready = false;
+  /** What was posted before it answered: posted again to the fallback if the worker fails. */
+  #outbox: TabMessage[] = [];
+  #nextId = 0;
+  readonly #calls = new Map<number, PendingCall>();
+  readonly #streams = new Map<number, Stream>();
+  /** Runs of this tab's handlers, by the worker's id: how to abort each. */
+  readonly #running = new Map<number, (reason?: unknown) => void>();
+  readonly #state = new Hub<ConnectionState>('connecting', true);
+  readonly #disconnects = new Hub<DisconnectEvent>();
+  readonly #notifications = new Hub<IncomingNotification>();
+  #lastDisconnect: DisconnectEvent | undefined;
+  #closedError: Error | undefined;
+  /** Said bye on pagehide: say hello again if the page comes back from the cache. */
+  #away = false;
+  readonly #page: PageScope | undefined;
+  readonly #onPageHide = (): void => {
+    this.#away = true;
+    this.#port.postMessage({ t: 'bye' } satisfies TabMessage);
+  };
+  readonly #onPageShow = (event: { persisted?: boolean }): void => {
+    if (!event.persisted || !this.#away) return;
+    this.#away = false;
+    this.#reattach();
+  };
+
+  /** The connection state, as the worker's client has it; replays the current one. */
+  readonly state$: Observable<ConnectionState> = this.#state.observable;
+  /** Why each connection, or attempt at one, ended; completes when this tab's client closes. */
+  readonly disconnects$: Observable<DisconnectEvent> = this.#disconnects.observable;
+  /** Every notification the server sends (each tab gets each one). */
+  readonly notifications$: Observable<IncomingNotification> = this.#notifications.observable;
+
+  constructor(options: SharedClientOptions) {
+    const config = resolveSharedClientOptions(options);
+    this.#config = config;
+    const make =
+      config.worker ??
+      (typeof SharedWorker === 'function'
+        ? () => new SharedWorker(config.workerUrl!, { name: config.name })
+        : undefined);
+    let failure: unknown = new TypeError('SharedWorker is not available here');
+    if (make) {
+      try {
+        const worker = make();
+        worker.addEventListener?.('error', () => this.#workerFailed());
+        this.#viaWorker = true;
+        this.#attach(worker.port);
+      } catch (err) {
+        failure = err;
+      }
+    }
+    if (!this.#viaWorker) {
+      if (config.fallback === 'throw') throw failure;
+      this.#fallBack();
+    }
+    const page = globalThis as Partial<PageScope>;
+    this.#page = typeof page.addEventListener === 'function' ? (page as PageScope) : undefined;
+    this.#page?.addEventListener('pagehide', this.#onPageHide);
+    this.#page?.addEventListener('pageshow', this.#onPageShow);
+  }
+
+  /** Whether the connection is the SharedWorker's (false: this tab's own, the fallback). */
+  get shared(): boolean {
+    return this.#viaWorker;
+  }
+
+  get state(): ConnectionState {
+    return this.#state.value!;
+  }
+
+  /** The last ending of a connection or attempt (see `disconnects$`); undefined before one. */
+  get lastDisconnect(): DisconnectEvent | undefined {
+    return this.#lastDisconnect;
+  }
+
+  /** Resolves when the connection is open; rejects if this client is closed first. */
+  async opened(): Promise<void> {
+    const state = await this.#state.first((s) => s === 'open' || s === 'closed');
+    if (state !== 'open') throw this.#closedError ?? new NotConnectedError('Client closed');
+  }
+
+  call<P extends Params | undefined, R>(
+    descriptor: MethodDescriptor<P, R>,
+    params: NoInfer<P>,
+    options?: SharedCallOptions,
+  ): Promise<R>;
+  call(method: string, params?: Params, options?: SharedCallOptions): Promise<unknown>;
+  call(
+    target: MethodDescriptor<Params | undefined, unknown> | string,
+    params?: Params,
+    options: SharedCallOptions = {},
+  ): Promise<unknown> {
+    const method = nameOf(target);
+    const { signal } = options;
+    const timeoutMs = options.timeoutMs ?? options.timeout;
+    if (this.#closedError) return Promise.reject(this.#closedError);
+    if (signal?.aborted) return Promise.reject(new CancelledError(method, signal.reason));
+    return new Promise((resolve, reject) => {
+      const id = ++this.#nextId;
+      const call: TabMessage = { t: 'call', id, method, params };
+      if (timeoutMs !== undefined) call.timeoutMs = timeoutMs;
+      try {
+        this.#post(call);
+      } catch (err) {
+        return reject(err as Error); // params that cannot be cloned
+      }
+      const abort = (): void => {
+        if (!this.#calls.delete(id)) return;
+        this.#post({ t: 'cancel', id });
+        reject(new CancelledError(method, signal!.reason));
+      };
+      const done = (): void => signal?.removeEventListener('abort', abort);
+      this.#calls.set(id, {
+        resolve: (value) => {
+          done();
+          resolve(value);
+        },
+        reject: (error) => {
+          done();
+          reject(error as Error);
+        },
+      });
+      signal?.addEventListener('abort', abort, { once: true });
+    });
+  }
+
+  /** Send a notification; throws as RpcClient's does once closed, or disconnected with 'reject'. */
+  notify<P extends Params | undefined>(
+    descriptor: NotificationDescriptor<P>,
+    params: NoInfer<P>,
+  ): void;
+  notify(method: string, params?: Params): void;
+  notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {
+    if (this.#closedError) throw this.#closedError;
+    if (this.#config.forwarded.whenDisconnected === 'reject' && this.state !== 'open') {
+      throw new NotConnectedError('Not connected');
+    }
+    this.#post({ t: 'notify', method: nameOf(target), params });
+  }
+
+  /**
+   * Subscribe to a topic or stream. Observers in every tab with the same topic and params
+   * share one subscription on the server: the first subscribes, the last one's unsubscribe
+   * (or its tab closing) ends it.
+   */
+  subscribe<P, T>(descriptor: SubscriptionDescriptor<P, T>, params?: NoInfer<P>): Observable<T>;
+  subscribe<T = unknown>(topic: string, params?: unknown): Observable<T>;
+  subscribe(target: SubscriptionDescriptor | string, params?: unknown): Observable<unknown> {
+    return through(this.subscribeWithMeta(nameOf(target), params), (to) => (event) => {
+      if (event.gap === undefined) to.next(event.data);
+    });
+  }
+
+  /** Like `subscribe`, with each message's sequence number and missed count. */
+  subscribeWithMeta<T = unknown>(
+    topic: string,
+    params?: unknown,
+  ): Observable<SubscriptionEvent<T>> {
+    return this.#stream((id) => ({ t: 'sub', id, topic, params }));
+  }
+
+  /**
+   * Where the shared subscription to `topic` with `params` stands (subscriptionStatus$ of the
+   * worker's client): observing it never subscribes.
+   */
+  subscriptionStatus$(topic: string, params?: unknown): Observable<SubscriptionStatus> {
+    return this.#stream((id) => ({ t: 'status', id, topic, params }));
+  }
+
+  /**
+   * Register a handler the server can call (`session.call(...)`). The worker hands each call
+   * to the first open tab that registered the method, and to the next one if that tab closes
+   * before it answers. Returns a function that removes it.
+   */
+  method<P extends Params | undefined, R>(
+    descriptor: MethodDescriptor<P, R> | string,
+    handler: Handler<SharedRpcClient, P, R>,
+  ): () => void {
+    const remove = this.registry.method(descriptor, handler);
+    const method = nameOf(descriptor);
+    this.#post({ t: 'register', method });
+    return () => {
+      const mine = this.registry.get(method) === handler;
+      remove();
+      if (mine && !this.#closedError) this.#post({ t: 'unregister', method });
+    };
+  }
+
+  notificationsOf<P extends Params | undefined>(
+    descriptor: NotificationDescriptor<P> | string,
+  ): Observable<P> {
+    return notificationsNamed(this.notifications$, descriptor);
+  }
+
+  /**
+   * Close this tab's client: its calls reject, its subscriptions complete and are released in
+   * the worker. The connection stays open for the other tabs; the last tab's close ends it.
+   */
+  close(): Promise<void> {
+    if (!this.#closedError) {
+      this.#post({ t: 'bye' });
+      this.#shut(new NotConnectedError('Client closed'));
+    }
+    return Promise.resolve();
+  }
+
+  #attach(port: MessagePort): void {
+    this.#port = port;
+    this.#ready = false;
+    port.onmessage = (event: MessageEvent) => this.#receive(event.data as HostMessage);
+    this.#post({
+      t: 'hello',
+      options: this.#config.forwarded,
+      token: this.#config.getToken !== undefined,
+    });
+  }
+
+  /** A connection of this tab's own: the worker's side, loaded now, over a MessageChannel. */
+  #fallBack(): void {
+    this.#viaWorker = false;
+    const channel = new MessageChannel();
+    this.#attach(channel.port1);
+    import('./host.js').then(
+      ({ createClientHost }) => createClientHost().connect(channel.port2),
+      (err: unknown) => this.#shut(err as Error),
+    );
+  }
+
+  /** The worker did not start (its script missing or failing): fall back before it answered. */
+  #workerFailed(): void {
+    if (this.#ready || this.#closedError) return;
+    if (this.#config.fallback === 'throw') {
+      return this.#shut(new ConnectionClosedError('The shared worker failed to start'));
+    }
+    const sent = this.#outbox;
+    this.#port.onmessage = null;
+    this.#fallBack();
+    for (const message of sent) if (message.t !== 'hello') this.#post(message);
+  }
+
+  #post(message: TabMessage): void {
+    if (this.#closedError && message.t !== 'bye') return;
+    this.#port.postMessage(message);
+    if (!this.#ready) this.#outbox.push(message);
+  }
+
+  #stream<T>(message: (id: number) => Stream['message']): Observable<T> {
+    return new Observable<T>((subscriber) => {
+      if (this.#closedError) return subscriber.complete();
+      const id = ++this.#nextId;
+      const stream = { message: message(id), subscriber: subscriber as Subscriber<unknown> };
+      this.#post(stream.message);
+      this.#streams.set(id, stream);
+      return () => {
+        if (this.#streams.delete(id)) this.#post({ t: 'unsub', id });
+      };
+    });
+  }
+
+  #receive(m: HostMessage): void {
+    if (!this.#ready) {
+      this.#ready = true;
+      this.#outbox = [];
+    }
+    switch (m.t) {
+      case 'state':
+        return this.#moveTo(m.state);
+      case 'disconnect': {
+        const { error, ...rest } = m.event;
+        const event: DisconnectEvent = error ? { ...rest, error: fromWire(error) } : rest;
+        this.#lastDisconnect = event;
+        return this.#disconnects.next(event);
+      }
+      case 'fail':
+        return this.#shut(fromWire(m.error));
+      case 'result': {
+        const call = this.#calls.get(m.id);
+        this.#calls.delete(m.id);
+        if (m.error) call?.reject(fromWire(m.error));
+        else call?.resolve(m.result);
+        return;
+      }
+      case 'msg':
+        return this.#streams.get(m.id)?.subscriber.next(m.event);
+      case 'status': {
+        const { error, ...status } = m.status;
+        const value: SubscriptionStatus = error ? { ...status, error: fromWire(error) } : status;
+        return this.#streams.get(m.id)?.subscriber.next(value);
+      }
+      case 'end': {
+        const stream = this.#streams.get(m.id);
+        this.#streams.delete(m.id);
+        if (m.error) stream?.subscriber.error(fromWire(m.error));
+        else stream?.subscriber.complete();
+        return;
+      }
+      case 'note':
+        return this.#notifications.next({ method: m.method, params: m.params });
+      case 'run':
+        return void this.#run(m);
+      case 'abort':
+        return this.#running.get(m.id)?.();
+      case 'ping':
+        return this.#port.postMessage({ t: 'pong' } satisfies TabMessage);
+      case 'gone':
+        return this.#reattach();
+    }
+  }
+
+  #moveTo(state: ConnectionState): void {
+    if (state === this.#state.value) return;
+    if (state !== 'closed') return this.#state.next(state);
+    // The worker's client stopped for good (credentials refused, or no reconnecting).
+    const refused = this.#lastDisconnect?.error;
+    this.#post({ t: 'bye' });
+    this.#shut(
+      refused instanceof AuthenticationError ? refused : new NotConnectedError('Client closed'),
+    );
+  }
+
+  /** Run a server-to-client call (or notification) the worker handed to this tab. */
+  async #run(m: Extract<HostMessage, { t: 'run' }>): Promise<void> {
+    const answer = (reply: Omit<Extract<TabMessage, { t: 'answer' }>, 't' | 'id'>): void => {
+      if (m.notification) return;
+      try {
+        this.#post({ t: 'answer', id: m.id, ...reply });
+      } catch (err) {
+        this.#post({ t: 'answer', id: m.id, error: toWire(err) }); // a result that cannot be cloned
+      }
+    };
+    const getToken = this.#config.getToken;
+    const handler =
+      m.method === ReservedMethod.Token
+        ? getToken && (() => getToken())
+        : this.registry.get(m.method);
+    if (!handler) return answer({ missing: true });
+    const controller = new AbortController();
+    const hooks: (() => void)[] = [];
+    const logger = this.#config.logger ?? silentLogger;
+    const ctx: HandlerContext<SharedRpcClient> = {
+      session: this,
+      signal: controller.signal,
+      logger,
+      id: m.rid,
+      method: m.method,
+      traceparent: m.traceparent,
+      state: {},
+      afterReply: (hook) => hooks.push(hook),
+    };
+    this.#running.set(m.id, (reason) => controller.abort(reason ?? new CancelledError(m.method)));
+    try {
+      const result: unknown = await handler(m.params, ctx);
+      answer({ result });
+      for (const hook of hooks) hook();
+    } catch (error) {
+      if (m.notification)
+        logger.warn({ err: error, method: m.method }, 'notification handler failed');
+      answer({ error: toWire(error) });
+    } finally {
+      this.#running.delete(m.id);
+    }
+  }
+
+  /** The worker let this tab go (or the page came back from the cache): start again with it. */
+  #reattach(): void {
+    if (this.#closedError) return;
+    const lost = new ConnectionClosedError('The shared connection let this tab go');
+    for (const call of this.#calls.values()) call.reject(lost);
+    this.#calls.clear();
+    for (const abort of this.#running.values()) abort(lost);
+    this.#running.clear();
+    this.#port.postMessage({
+      t: 'hello',
+      options: this.#config.forwarded,
+      token: this.#config.getToken !== undefined,
+    } satisfies TabMessage);
+    for (const method of this.registry.names()) this.#post({ t: 'register', method });
+    for (const stream of this.#streams.values()) this.#post(stream.message);
+  }
+
+  /** Closed for good, with `error` for the calls made from now on. */
+  #shut(error: Error): void {
+    if (this.#closedError) return;
+    this.#closedError = error;
+    this.#page?.removeEventListener('pagehide', this.#onPageHide);
+    this.#page?.removeEventListener('pageshow', this.#onPageShow);
+    for (const call of this.#calls.values()) call.reject(error);
+    this.#calls.clear();
+    for (const abort of this.#running.values()) abort(error);
+    this.#running.clear();
+    const streams = [...this.#streams.values()];
+    this.#streams.clear();
+    for (const stream of streams) stream.subscriber.complete();
+    this.#state.next('closed');
+    this.#state.complete();
+    this.#disconnects.complete();
+    this.#notifications.complete();
+    this.#port.onmessage = null;
+    this.#port.close();
+  }
+}
+
+/** `call`'s options: a timeout and a signal, as RpcClient's. */
+export type SharedCallOptions = Pick<CallOptions, 'timeoutMs' | 'timeout' | 'signal'>;
+
+/**
+ * A client whose connection is shared by every tab of the origin: a SharedWorker holds one
+ * WebSocket (and so one session on the gateway) and every tab's calls, subscriptions and
+ * handlers go through it. Where SharedWorker is missing, one connection per tab (`fallback`).
+ */
+export function createSharedClient(options: SharedClientOptions): SharedRpcClient {
+  return new SharedRpcClient(options);
+}

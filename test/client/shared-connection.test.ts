@@ -1,0 +1,340 @@
+/**
+ * The shared connection's two sides in Node: tabs made with createSharedClient, each over a
+ * MessageChannel to one createClientHost (what a SharedWorker runs), against a real gateway.
+ * Only the SharedWorker itself is stood in for: the `worker` option hands each tab a port
+ * whose other end the host serves, as a SharedWorker's connect event would.
+ */
+import { firstValueFrom } from 'rxjs';
+import { filter } from 'rxjs/operators';
+import fc from 'fast-check';
+import { WebSocket } from 'ws';
+import { afterEach, describe, expect, it } from 'vitest';
+import { JsonRpcError, TimeoutError, type SubscriptionStatus } from '../../src/client/index.js';
+import { createClientHost, createSharedClient } from '../../src/client/shared/index.js';
+import type {
+  ClientHost,
+  ClientHostOptions,
+  SharedClientOptions,
+  SharedRpcClient,
+} from '../../src/client/shared/index.js';
+import type { Gateway } from '../../src/server/gateway.js';
+import type { Session } from '../../src/server/session.js';
+import { deferred, rejectionOf, untilAborted } from '../support/promises.js';
+import { Resources } from '../support/resources.js';
+import { waitFor } from '../support/waiting.js';
+
+const res = new Resources();
+const hosts: ClientHost[] = [];
+const tabs: SharedRpcClient[] = [];
+afterEach(async () => {
+  await Promise.all(tabs.splice(0).map((tab) => tab.close()));
+  await Promise.all(hosts.splice(0).map((host) => host.close()));
+  await res.cleanup();
+});
+
+/** A port whose messages wait while it is frozen, as a frozen page's do. */
+class FreezablePort {
+  frozen = false;
+  readonly #held: MessageEvent[] = [];
+  #listener: ((event: MessageEvent) => void) | null = null;
+  constructor(readonly inner: MessagePort) {}
+  set onmessage(listener: ((event: MessageEvent) => void) | null) {
+    this.#listener = listener;
+    this.inner.onmessage = listener && ((event) => this.#take(event));
+  }
+  get onmessage(): ((event: MessageEvent) => void) | null {
+    return this.#listener;
+  }
+  postMessage(message: unknown): void {
+    if (!this.frozen) this.inner.postMessage(message);
+  }
+  close(): void {
+    this.inner.close();
+  }
+  addEventListener(): void {}
+  thaw(): void {
+    this.frozen = false;
+    for (const event of this.#held.splice(0)) this.#listener?.(event);
+  }
+  #take(event: MessageEvent): void {
+    if (this.frozen) this.#held.push(event);
+    else this.#listener?.(event);
+  }
+}
+
+/** One host (the worker) on a gateway, and a way to open tabs on it. */
+function sharedConnection(url: string, options: ClientHostOptions = {}) {
+  const host = createClientHost({
+    WebSocket,
+    reconnect: { initialDelayMs: 20, maxDelayMs: 200 },
+    ...options,
+  });
+  hosts.push(host);
+  /** Each tab's own end of its channel, to cut it as a crashed tab would. */
+  const ports = new Map<SharedRpcClient, MessagePort>();
+  const open = (extra: Partial<SharedClientOptions> = {}, freezable = false) => {
+    let port!: MessagePort;
+    let frozen: FreezablePort | undefined;
+    const tab = createSharedClient({
+      url,
+      worker: () => {
+        const channel = new MessageChannel();
+        host.connect(channel.port2);
+        port = channel.port1;
+        if (freezable) frozen = new FreezablePort(port);
+        return { port: (frozen ?? port) as MessagePort };
+      },
+      ...extra,
+    });
+    tabs.push(tab);
+    ports.set(tab, port);
+    return { tab, port, frozen };
+  };
+  return {
+    host,
+    open: (extra?: Partial<SharedClientOptions>) => open(extra).tab,
+    openFull: open,
+    ports,
+  };
+}
+
+/** The gateway's local subscriptions to `topic` (all sessions). */
+const subscriptions = (gateway: Gateway, topic: string): number =>
+  gateway.pubsub.topics()[topic] ?? 0;
+
+const status = (tab: SharedRpcClient, topic: string, state: SubscriptionStatus['state']) =>
+  firstValueFrom(tab.subscriptionStatus$(topic).pipe(filter((s) => s.state === state)));
+
+const onlySession = (gateway: Gateway): Session<unknown> => {
+  expect(gateway.sessions.size).toBe(1);
+  return [...gateway.sessions.values()][0]!;
+};
+
+describe('createSharedClient over one host', () => {
+  it('three tabs, one session: one wire subscription per topic, calls, and the last tab on a topic releases it', async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.topic('news');
+    gateway.method('add', ([a, b]: [number, number]) => a + b);
+    const { open } = sharedConnection(url);
+    const [a, b, c] = [open(), open(), open()];
+    await Promise.all([a.opened(), b.opened(), c.opened()]);
+    expect(gateway.sessions.size).toBe(1);
+
+    const got: Record<string, unknown[]> = { a: [], b: [] };
+    a.subscribe('news').subscribe((m) => got['a']!.push(m));
+    b.subscribe('news').subscribe((m) => got['b']!.push(m));
+    // Each tab's status follows its own subscribe on its port: both are attached once they tell.
+    await status(a, 'news', 'subscribed');
+    await status(b, 'news', 'subscribed');
+    expect(subscriptions(gateway, 'news')).toBe(1);
+    expect(gateway.pubsub.subscriptionCount(onlySession(gateway))).toBe(1);
+    await gateway.publish('news', { n: 1 });
+    await waitFor(() => got['a']!.length === 1 && got['b']!.length === 1, 'both tabs to get it');
+    expect(got).toEqual({ a: [{ n: 1 }], b: [{ n: 1 }] });
+
+    expect(await c.call('add', [20, 22])).toBe(42);
+
+    await b.close();
+    await gateway.publish('news', { n: 2 });
+    await waitFor(() => got['a']!.length === 2, 'a to get the second');
+    expect(subscriptions(gateway, 'news')).toBe(1);
+    await a.close();
+    await waitFor(() => subscriptions(gateway, 'news') === 0, 'the subscription to end');
+    expect(gateway.sessions.size).toBe(1); // c still holds the connection
+    expect(got['b']).toEqual([{ n: 1 }]);
+  });
+
+  it('a server-to-client call goes to the first tab that registered it, and to the next once that tab is gone', async () => {
+    const { gateway, url } = await res.gateway();
+    const { host, open, ports } = sharedConnection(url);
+    const first = open();
+    const second = open();
+    await Promise.all([first.opened(), second.opened()]);
+    first.method('who', () => 'first');
+    await waitFor(() => host.client?.registry.has('who') === true, 'the registration');
+    second.method('who', (_params, ctx) => `second ${ctx.method}`);
+    const session = onlySession(gateway);
+    expect(await session.call('who')).toBe('first');
+    expect(await session.call('who')).toBe('first');
+
+    // A tab that dies (its port closes, no bye) while running a call: the call goes on to the next.
+    const started = deferred();
+    const stuck = open();
+    const third = open();
+    await Promise.all([stuck.opened(), third.opened()]);
+    await first.close();
+    await second.close();
+    stuck.method('slow', () => {
+      started.resolve();
+      return new Promise(() => undefined);
+    });
+    await waitFor(() => host.client?.registry.has('slow') === true, 'slow registered');
+    third.method('slow', () => 'from third');
+    const answer = session.call('slow');
+    await started.promise;
+    ports.get(stuck)!.close();
+    expect(await answer).toBe('from third');
+
+    await third.close();
+    await waitFor(() => gateway.sessions.size === 0, 'the last tab to end the session');
+  });
+
+  it('a tab that stops answering the heartbeat is let go; a frozen tab that wakes up comes back', async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.topic('news');
+    gateway.topic('sport');
+    gateway.method('ping', () => 'pong');
+    const { openFull } = sharedConnection(url, { tabHeartbeatMs: 50 });
+    const { tab: keeper } = openFull();
+    const { tab: sleeper, frozen } = openFull({}, true);
+    await Promise.all([keeper.opened(), sleeper.opened()]);
+    keeper.subscribe('news').subscribe();
+    const slept: unknown[] = [];
+    sleeper.subscribe('sport').subscribe((m) => slept.push(m));
+    await waitFor(
+      () => subscriptions(gateway, 'sport') === 1 && subscriptions(gateway, 'news') === 1,
+      'both subscriptions',
+    );
+    frozen!.frozen = true;
+    await waitFor(
+      () => subscriptions(gateway, 'sport') === 0,
+      "the frozen tab's subscription to end",
+    );
+    expect(gateway.sessions.size).toBe(1);
+
+    frozen!.thaw();
+    await waitFor(() => subscriptions(gateway, 'sport') === 1, 'the tab to subscribe again');
+    expect(await sleeper.call('ping')).toBe('pong');
+    await status(sleeper, 'sport', 'subscribed');
+    await gateway.publish('sport', 'goal');
+    await waitFor(() => slept.length === 1, 'the message');
+    expect(slept).toEqual(['goal']);
+  });
+
+  it('errors keep their class and fields both ways', async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.method('refuse', () => {
+      throw new JsonRpcError(4001, 'no such order', { order: 7 });
+    });
+    gateway.method('never', (_params, ctx) => untilAborted(ctx.signal));
+    const { host, open } = sharedConnection(url);
+    const tab = open();
+    await tab.opened();
+    const refused = await rejectionOf(tab.call('refuse'));
+    expect(refused).toBeInstanceOf(JsonRpcError);
+    expect(refused).toMatchObject({ code: 4001, message: 'no such order', data: { order: 7 } });
+    const late = await rejectionOf(tab.call('never', [], { timeoutMs: 50 }));
+    expect(late).toBeInstanceOf(TimeoutError);
+    expect(late).toMatchObject({ method: 'never', timeoutMs: 50 });
+
+    tab.method('check', () => {
+      throw new JsonRpcError(4002, 'not here', { why: 'tab' });
+    });
+    tab.method('crash', () => {
+      throw new Error('secret detail');
+    });
+    const session = onlySession(gateway);
+    await waitFor(() => host.client?.registry.has('crash') === true, 'the handlers');
+    expect(await rejectionOf(session.call('check'))).toMatchObject({
+      code: 4002,
+      message: 'not here',
+      data: { why: 'tab' },
+    });
+    const crashed = await rejectionOf(session.call('crash'));
+    expect(crashed).toMatchObject({ code: -32603 });
+    expect(JSON.stringify(crashed)).not.toContain('secret detail');
+    expect(await rejectionOf(session.call('nobody'))).toMatchObject({ code: -32601 });
+  });
+
+  it("the connection's token comes from a tab's getToken (in-band)", async () => {
+    const { gateway, url } = await res.gateway<{ user: string }>({
+      identity: { inBand: true },
+      authenticate: ({ token }) => ({ user: token === 'tab-token' ? 'alice' : 'nobody' }),
+    });
+    gateway.method('whoami', (_params, ctx) => ctx.session.context.user);
+    const { open } = sharedConnection(url);
+    let asked = 0;
+    const tab = open({ getToken: () => (asked++, Promise.resolve('tab-token')) });
+    expect(await tab.call('whoami')).toBe('alice');
+    expect(asked).toBeGreaterThan(0);
+  });
+
+  it('state$, notifications and subscription status reach every tab', async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.topic('news');
+    const { open } = sharedConnection(url);
+    const a = open();
+    const b = open();
+    await Promise.all([a.opened(), b.opened()]);
+    expect([a.state, b.state, a.shared]).toEqual(['open', 'open', true]);
+    const notes: unknown[] = [];
+    a.notificationsOf('hello').subscribe((p) => notes.push(['a', p]));
+    b.notificationsOf('hello').subscribe((p) => notes.push(['b', p]));
+    onlySession(gateway).notify('hello', { x: 1 });
+    await waitFor(() => notes.length === 2, 'both tabs');
+    expect(notes.sort()).toEqual([
+      ['a', { x: 1 }],
+      ['b', { x: 1 }],
+    ]);
+
+    const seen: string[] = [];
+    const watching = b.subscriptionStatus$('news').subscribe((s) => seen.push(s.state));
+    await waitFor(() => seen.length === 1, 'the status now'); // ports are not ordered between tabs
+    const sub = a.subscribe('news').subscribe();
+    await waitFor(() => seen.includes('subscribed'), 'subscribed');
+    sub.unsubscribe();
+    await waitFor(() => seen.at(-1) === 'closed', 'closed');
+    expect(seen).toEqual(['closed', 'connecting', 'subscribed', 'closed']);
+    watching.unsubscribe();
+
+    await a.close();
+    expect(a.state).toBe('closed');
+    await expect(a.call('x')).rejects.toThrow('Client closed');
+    expect(b.state).toBe('open');
+  });
+});
+
+describe('sharing, as a model: the gateway holds a topic while any tab observes it', () => {
+  it('subscribes, unsubscribes and closing tabs in any order', async () => {
+    const { gateway, url } = await res.gateway();
+    const topics = ['t0', 't1'];
+    for (const topic of topics) gateway.topic(topic);
+    const { open } = sharedConnection(url);
+    type Step = { kind: 'sub' | 'unsub' | 'close'; tab: number; topic: number };
+    const step = fc.record({
+      kind: fc.constantFrom<Step['kind']>('sub', 'sub', 'sub', 'unsub', 'close'),
+      tab: fc.integer({ min: 0, max: 2 }),
+      topic: fc.integer({ min: 0, max: 1 }),
+    });
+    await fc.assert(
+      fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 12 }), async (steps) => {
+        const slots: (SharedRpcClient | undefined)[] = [];
+        /** Per tab, per topic: its observers' unsubscribes. */
+        const held: (() => void)[][][] = [];
+        const tabAt = (i: number): SharedRpcClient => (slots[i] ??= open());
+        for (const { kind, tab, topic } of steps) {
+          const mine = ((held[tab] ??= [])[topic] ??= []);
+          if (kind === 'close') {
+            await slots[tab]?.close();
+            slots[tab] = undefined;
+            held[tab] = [];
+          } else if (kind === 'sub') {
+            const s = tabAt(tab).subscribe(topics[topic]!).subscribe();
+            mine.push(() => s.unsubscribe());
+          } else mine.pop()?.();
+          for (const [t, name] of topics.entries()) {
+            const expected = held.some((perTab) => (perTab[t]?.length ?? 0) > 0) ? 1 : 0;
+            await waitFor(
+              () => subscriptions(gateway, name) === expected,
+              () => `${name}: ${subscriptions(gateway, name)} on the gateway, model ${expected}`,
+              5_000,
+            );
+          }
+        }
+        for (const tab of slots) await tab?.close();
+        await waitFor(() => gateway.sessions.size === 0, 'every session to end', 5_000);
+      }),
+      { numRuns: 15 },
+    );
+  }, 120_000);
+});
