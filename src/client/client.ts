@@ -38,7 +38,7 @@ import type { InboxGap } from './inbox.js';
 import { OfflineQueue } from './offline-queue.js';
 import { presenceState } from './presence.js';
 import type { PresenceState } from './presence.js';
-import { ClientSubscriptions } from './subscriptions.js';
+import { ClientSubscriptions, managers } from './subscriptions.js';
 import type { JoinedSubscription, SubscriptionEvent } from './subscriptions.js';
 
 // Moved out with the connection lifecycle and the options; still imported from here.
@@ -181,6 +181,7 @@ export class RpcClient {
     });
     this.inboxGaps$ = this.#inbox.gaps$;
     this.joined$ = this.#subscriptions.joined$;
+    managers.set(this, this.#subscriptions);
     // Before anything else, so that its subscribe is the first call of every connection.
     this.#inbox.start(config.inbox);
     this.#connection.connect();

@@ -56,7 +56,8 @@ export interface SubscriptionCaller {
   readonly isClosed: boolean;
 }
 
-interface Shared {
+/** One subscription's entry: shared by every Observer of its (topic, params). */
+export interface Shared {
   key: string;
   /**
    * Made by the server (`rpc.joined`): kept, and re-established after a reconnect, without
@@ -89,7 +90,7 @@ interface Shared {
 }
 
 /** Where a (re)subscribe asks to start. */
-type StartOptions = { position: true } | { since: number; epoch?: string };
+type StartOptions = { position: true } | { since: number; epoch: string | undefined };
 
 /**
  * Notifications for ids not yet known, kept for a server that sends them before the subscribe
@@ -107,6 +108,12 @@ const RESYNC_BUDGET = 5;
 const RESYNC_WINDOW_MS = 60_000;
 /** Ids unsubscribed on this connection that the server may hand out again (a topic's shared id). */
 const RETIRED_IDS = 256;
+
+/**
+ * Each client's manager, for what reads its entries from outside the client
+ * (subscriptionStatus$), so that the client carries no method for them.
+ */
+export const managers = new WeakMap<object, ClientSubscriptions>();
 
 /** A subscription the server made for this client (`rpc.joined`), as the client shows it. */
 export interface JoinedSubscription {
@@ -150,24 +157,21 @@ function active(shared: Shared): boolean {
   return shared.observers > 0 || shared.joined;
 }
 
-/** Lost with the connection: the next open resubscribes. */
-function lostWithConnection(err: unknown): boolean {
-  return err instanceof ConnectionClosedError || err instanceof NotConnectedError;
-}
-
 /**
- * Worth retrying: the broker behind the gateway is down (-32009), the server is draining
- * (-32006: it closes this connection next, and the retry then waits for the next one), the
- * connection is over a rate (-32003: its tokens come back), or no answer came in time. Any
- * other error is the server's final word.
+ * Worth retrying: lost with the connection (the next open resubscribes), the broker behind the
+ * gateway is down (-32009), the server is draining (-32006: it closes this connection next, and
+ * the retry then waits for the next one), the connection is over a rate (-32003: its tokens come
+ * back), or no answer came in time. Any other error is the server's final word.
  */
 function transient(err: unknown): boolean {
   return (
+    err instanceof ConnectionClosedError ||
+    err instanceof NotConnectedError ||
     err instanceof TimeoutError ||
     (err instanceof JsonRpcError &&
-      (err.code === ErrorCode.BrokerUnavailable ||
-        err.code === ErrorCode.ShuttingDown ||
-        err.code === ErrorCode.RateLimited))
+      (
+        [ErrorCode.BrokerUnavailable, ErrorCode.ShuttingDown, ErrorCode.RateLimited] as number[]
+      ).includes(err.code))
   );
 }
 
@@ -178,7 +182,14 @@ function transient(err: unknown): boolean {
  * notifications and connection events.
  */
 export class ClientSubscriptions {
-  private readonly shared = new Map<string, Shared>();
+  /** The entries by key (canonical JSON of `[topic]` or `[topic, params]`). */
+  readonly shared = new Map<string, Shared>();
+  /**
+   * Called when an entry (re)subscribes, is accepted, or is stopped: set by
+   * subscriptionStatus$, which reads the entries' state from their fields (a connection lost
+   * it hears of on disconnects$), so that the manager carries no more than these calls.
+   */
+  declare onStatus?: () => void;
   readonly #byServerId = new Map<SubscriptionId, Shared>();
   readonly #orphans = new Map<SubscriptionId, SubscriptionUpdate[]>();
   readonly #retired = new Set<SubscriptionId>();
@@ -253,8 +264,8 @@ export class ClientSubscriptions {
     shared.generation++;
     shared.resubscribe = false;
     stopRetry(shared);
-    if (typeof seq === 'number' && Number.isSafeInteger(seq) && existing === undefined) {
-      shared.lastSeq = seq;
+    if (Number.isSafeInteger(seq) && existing === undefined) {
+      shared.lastSeq = seq as number;
       shared.checked = true;
     }
     shared.serverId = id;
@@ -335,13 +346,12 @@ export class ClientSubscriptions {
     // After a reconnect, ask for what came after the last message seen (gap-free resume).
     // Streams have no sequence; a topic subscription asks where it starts (position), so that
     // even before its first message a reconnect can resume from there.
-    // With the epoch, a server whose broker lost the topic (and numbers it anew) can tell.
+    // With the epoch, a server whose broker lost the topic (and numbers it anew) can tell; an
+    // epoch not known yet is left out of the JSON.
     const options: StartOptions =
       shared.lastSeq === undefined
         ? { position: true }
-        : shared.epoch === undefined
-          ? { since: shared.lastSeq }
-          : { since: shared.lastSeq, epoch: shared.epoch };
+        : { since: shared.lastSeq, epoch: shared.epoch };
     const params: Params = [shared.params[0], shared.params[1] ?? null, options];
     let answered = false;
     // Runs as the reply is read, before the notifications read after it: the server sends the
@@ -358,6 +368,7 @@ export class ClientSubscriptions {
       shared.serverId = id;
       this.#byServerId.set(id, shared);
       this.#retired.delete(id);
+      this.onStatus?.();
       const early = this.#orphans.get(id);
       this.#orphans.delete(id);
       if (early) for (const update of early) this.#route(id, update);
@@ -366,13 +377,14 @@ export class ClientSubscriptions {
       .subscribe(this.methods.subscribe, params, accepted)
       .then(accepted, (err: unknown) => {
         if (generation !== shared.generation || !active(shared)) return;
-        if (!this.caller.isClosed && (lostWithConnection(err) || transient(err))) {
+        if (!this.caller.isClosed && transient(err)) {
           this.#retry(shared);
           return;
         }
         this.#forget(shared);
         shared.hub.error(err);
       });
+    this.onStatus?.();
   }
 
   /**
@@ -398,6 +410,7 @@ export class ClientSubscriptions {
     stopRetry(shared);
     if (shared.serverId !== undefined) this.#sendUnsubscribe(shared.serverId);
     shared.serverId = undefined;
+    this.onStatus?.();
   }
 
   #forget(shared: Shared): void {
@@ -500,24 +513,22 @@ export class ClientSubscriptions {
     const now = Date.now();
     shared.resyncs = shared.resyncs.filter((at) => now - at < RESYNC_WINDOW_MS);
     const id = shared.serverId;
-    if (id !== undefined && this.caller.isOpen && shared.resyncs.length < RESYNC_BUDGET) {
-      shared.resyncs.push(now);
-      this.logger.warn(
-        { topic: shared.params[0], lastSeq: shared.lastSeq, seq },
-        'subscription: messages missing, resubscribing from the last one seen',
-      );
-      this.#byServerId.delete(id);
-      shared.serverId = undefined;
-      this.#sendUnsubscribe(id);
-      this.#start(shared);
-      return false;
-    }
+    const resync = id !== undefined && this.caller.isOpen && shared.resyncs.length < RESYNC_BUDGET;
+    // resync: resubscribing from the last one seen; else reported as a gap of `hole`.
     this.logger.warn(
-      { topic: shared.params[0], lastSeq: shared.lastSeq, seq, gap: hole },
-      'subscription: messages missing, reported as a gap',
+      { topic: shared.params[0], lastSeq: shared.lastSeq, seq, hole, resync },
+      'subscription: messages missing',
     );
-    this.#gapSeen(shared, hole, false);
-    return true;
+    if (!resync) {
+      this.#gapSeen(shared, hole, false);
+      return true;
+    }
+    shared.resyncs.push(now);
+    this.#byServerId.delete(id);
+    shared.serverId = undefined;
+    this.#sendUnsubscribe(id);
+    this.#start(shared);
+    return false;
   }
 
   #keepOrphan(id: SubscriptionId, update: SubscriptionUpdate): void {
