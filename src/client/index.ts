@@ -12,6 +12,10 @@ export type {
   ClientSubscriptionMethods,
   JoinedSubscription,
 } from './subscriptions.js';
+export { subscriptionStatus$ } from './subscription-status.js';
+export type { SubscriptionStatus, SubscriptionStatusState } from './subscription-status.js';
+export { iterate, BufferOverflowError, DEFAULT_ITERATE_BUFFER } from './async-iterate.js';
+export type { IterateOptions, SubscriptionIterator } from './async-iterate.js';
 export type { InboxGap } from './inbox.js';
 export type { HistoryOptions, HistoryResult } from './history.js';
 export type { PresenceMember, PresenceState } from './presence.js';
