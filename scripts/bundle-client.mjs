@@ -90,3 +90,49 @@ try {
   // socket.io-client is a devDependency; a production install has no yardstick.
   console.log(`socket.io-client not bundled for comparison: ${err.message.split('\n')[0]}`);
 }
+
+// One connection for every tab (wsrpc-gateway/client/shared): the SharedWorker script, one
+// classic script with the whole client in it, and what a tab ships for createSharedClient. The
+// tab's per-tab fallback (the worker's side, run in the tab) is a dynamic import, so the tab's
+// figure is without it; a bundler that splits code loads it only where SharedWorker is missing.
+offenders.length = 0;
+const worker = await build({
+  ...forBrowsers,
+  stdin: {
+    contents: "import { shareClient } from './src/client/shared/index.ts';\nshareClient();",
+    resolveDir: process.cwd(),
+    loader: 'ts',
+  },
+  format: 'iife',
+  sourcemap: true,
+  outfile: 'dist/browser/shared-worker.js',
+  conditions: ['es2015'],
+  plugins: [guard],
+  logLevel: 'warning',
+});
+if (offenders.length > 0) {
+  console.error(`The shared worker pulls in Node-only modules:\n  ${offenders.join('\n  ')}`);
+  process.exit(1);
+}
+for (const file of worker.outputFiles) writeFileSync(file.path, file.contents);
+const workerJs = worker.outputFiles.find((f) => f.path.endsWith('.js')).contents;
+const onDemand = {
+  name: 'fallback-on-demand',
+  setup(b) {
+    b.onResolve({ filter: /\/host\.js$/, namespace: 'file' }, (args) =>
+      args.kind === 'dynamic-import' ? { path: args.path, external: true } : undefined,
+    );
+  },
+};
+const tab = await sizeOf(
+  "export { createSharedClient } from './src/client/shared/index.ts';",
+  'ts',
+  {
+    conditions: ['es2015'],
+    plugins: [onDemand],
+    logLevel: 'warning',
+  },
+);
+console.log(
+  `with the SharedWorker: dist/browser/shared-worker.js ${kib(workerJs.length)}, ${kib(gzipSync(workerJs).length)} gzipped; createSharedClient in a tab ${kib(tab.bytes)}, ${kib(tab.gz)} gzipped (its per-tab fallback loaded on demand)`,
+);
