@@ -66,6 +66,7 @@ export const tierRules: readonly (readonly [Tier, readonly string[]])[] = [
       'test/upstream-hooks/config.test.ts',
       'test/chaos/accounting.test.ts',
       'test/client/{canonical-json,joined-model,presence-state,subscription-model}.test.ts',
+      'test/react/shared-store.test.ts',
       'test/client/{iterate-model,subscription-status-model}.test.ts',
       'test/deploy/deploy-files.test.ts',
       'test/hardening/address-group.test.ts',

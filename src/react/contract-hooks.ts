@@ -1,0 +1,114 @@
+import type {
+  CallParams,
+  CallResult,
+  Contract,
+  MethodSpec,
+  SubscriptionData,
+  SubscriptionParams,
+} from '../contract/contract.js';
+import { specOfTopic } from '../contract/topic-names.js';
+import type { SpecOfTopic, TopicNames } from '../contract/topic-names.js';
+import { parseWith, validateResult } from '../contract/validate.js';
+import type { CallOptions } from '../peer/pending-calls.js';
+import { InternalError } from '../protocol/errors.js';
+import type { Params } from '../protocol/types.js';
+import { useClient } from './client-context.js';
+import { callKey, useMutationWith, useSharedCall } from './use-call.js';
+import type { UseCallOptions, UseCallResult, UseMutationResult } from './use-call.js';
+import { useSharedSubscription } from './use-subscription.js';
+import type { UseSubscriptionOptions, UseSubscriptionResult } from './use-subscription.js';
+
+type MethodsOf<K extends Contract> = K['methods'];
+type SubscriptionsOf<K extends Contract> = NonNullable<K['subscriptions']>;
+
+/** A method's params and options as arguments: params left out when it takes none. */
+type CallArgs<M> =
+  undefined extends CallParams<M>
+    ? [params?: CallParams<M>, options?: UseCallOptions]
+    : [params: CallParams<M>, options?: UseCallOptions];
+
+type SubscribeArgs<S> =
+  undefined extends SubscriptionParams<S>
+    ? [params?: SubscriptionParams<S>, options?: UseSubscriptionOptions]
+    : [params: SubscriptionParams<S>, options?: UseSubscriptionOptions];
+
+/** The hooks, typed by a contract: names, params, results and messages are checked. */
+export interface ContractHooks<K extends Contract> {
+  /** `useCall` for a method of the contract; its result parsed with the result schema. */
+  readonly useCall: <N extends keyof MethodsOf<K> & string>(
+    name: N,
+    ...args: CallArgs<MethodsOf<K>[N]>
+  ) => UseCallResult<CallResult<MethodsOf<K>[N]>>;
+  /** `useMutation` for a method of the contract; its result parsed with the result schema. */
+  readonly useMutation: <N extends keyof MethodsOf<K> & string>(
+    name: N,
+    options?: Pick<CallOptions, 'timeoutMs'>,
+  ) => UseMutationResult<CallParams<MethodsOf<K>[N]>, CallResult<MethodsOf<K>[N]>>;
+  /**
+   * `useSubscription` for a topic or stream of the contract (a wildcard topic under any of its
+   * names); each message parsed with the `data` schema. One that does not match ends the
+   * subscription with a local -32603 (`data: { subscription, issues }`), as `useContract` does.
+   */
+  readonly useSubscription: <N extends TopicNames<SubscriptionsOf<K>>>(
+    name: N,
+    ...args: SubscribeArgs<SpecOfTopic<SubscriptionsOf<K>, N>>
+  ) => UseSubscriptionResult<SubscriptionData<SpecOfTopic<SubscriptionsOf<K>, N>>>;
+}
+
+/** The spec of `name`, or a TypeError naming what the contract lacks. */
+function methodSpec(contract: Contract, name: string): MethodSpec {
+  const spec = Object.hasOwn(contract.methods, name) ? contract.methods[name] : undefined;
+  if (!spec) throw new TypeError(`"${name}" is not a method of the contract "${contract.name}"`);
+  return spec;
+}
+
+/**
+ * Hooks typed by `contract`, made once beside it (`export const { useCall, useMutation,
+ * useSubscription } = createHooks(chat)`): `useCall('chat.send', ...)` takes that method's
+ * params and gives its result type, and results and messages are parsed with the contract's
+ * schemas as `useContract` parses them. The wire names are the contract's.
+ */
+export function createHooks<K extends Contract>(contract: K): ContractHooks<K> {
+  const subscriptions = contract.subscriptions ?? {};
+  return {
+    useCall: (name, ...[params, options = {}]) => {
+      const client = useClient();
+      const spec = methodSpec(contract, name);
+      const sent = params as Params | undefined;
+      return useSharedCall(
+        callKey(name, sent, spec),
+        (signal) =>
+          client
+            .call(name, sent, { signal, timeoutMs: options.timeoutMs })
+            .then((result) => validateResult(spec, name, result)),
+        options.enabled ?? true,
+      ) as never;
+    },
+    useMutation: (name, options = {}) => {
+      const client = useClient();
+      const spec = methodSpec(contract, name);
+      return useMutationWith((params: unknown) =>
+        client
+          .call(name, params as Params | undefined, options)
+          .then((result) => validateResult(spec, name, result)),
+      ) as never;
+    },
+    useSubscription: (name, ...[params, options = {}]) => {
+      const spec = specOfTopic(subscriptions, name);
+      const schema = spec?.data;
+      const parse = schema
+        ? (data: unknown) =>
+            parseWith(
+              schema,
+              data,
+              (issues) =>
+                new InternalError('Subscription data does not match the contract', {
+                  subscription: name,
+                  ...issues,
+                }),
+            )
+        : undefined;
+      return useSharedSubscription(name, params, options, parse, schema) as never;
+    },
+  };
+}

@@ -1,0 +1,183 @@
+import {
+  useCallback,
+  useEffect,
+  useLayoutEffect,
+  useMemo,
+  useRef,
+  useState,
+  useSyncExternalStore,
+} from 'react';
+import { canonicalJson } from '../client/canonical-json.js';
+import { nameOf } from '../peer/method-descriptor.js';
+import type { MethodDescriptor } from '../peer/method-descriptor.js';
+import type { CallOptions } from '../peer/pending-calls.js';
+import type { Params } from '../protocol/types.js';
+import { CallStore } from './call-store.js';
+import type { CallSnapshot, Run } from './call-store.js';
+import { useClient } from './client-context.js';
+import { idOf, storeFor } from './shared-store.js';
+
+export type { CallSnapshot } from './call-store.js';
+
+/** `useCall`'s options: the call's own (a timeout), and whether to make it at all. */
+export interface UseCallOptions extends Pick<CallOptions, 'timeoutMs'> {
+  /** False: no call is made (and `loading` is false) until it turns true. Default true. */
+  enabled?: boolean;
+}
+
+/** What `useCall` returns. */
+export interface UseCallResult<R> extends CallSnapshot<R> {
+  /** Call again; the call under way, if any, is cancelled (rpc.cancel). */
+  refetch: () => void;
+}
+
+/** A call's params as arguments: left out when the method takes none. */
+export type ParamsArgument<P> = undefined extends P ? [params?: P] : [params: P];
+
+/** What `useMutation` returns. */
+export interface UseMutationResult<P, R> extends CallSnapshot<R> {
+  /** Call; the outcome shows in `data` or `error` (the returned promise is not needed). */
+  mutate: (...params: ParamsArgument<P>) => void;
+  /** Call; resolves with the result or rejects with the error, which also show in the state. */
+  mutateAsync: (...params: ParamsArgument<P>) => Promise<R>;
+  /** Back to no data, no error, not loading; a call under way no longer shows. */
+  reset: () => void;
+}
+
+const IDLE: CallSnapshot<never> = { data: undefined, error: undefined, loading: false };
+const noUnsubscribe = (): void => undefined;
+
+/**
+ * The shared call `key` names, made by `run` by the first component that shows it. Used by
+ * `useCall` and by the contract's hooks (`createHooks`).
+ */
+export function useSharedCall<R>(key: string, run: Run<R>, enabled: boolean): UseCallResult<R> {
+  const client = useClient();
+  const store = useCallback(
+    () => storeFor(client, key, () => new CallStore<R>(run)),
+    // `run` is the one of the render that makes the store: same key, same call.
+    [client, key],
+  );
+  const subscribe = useCallback(
+    (onChange: () => void) => (enabled ? store().subscribe(onChange) : noUnsubscribe),
+    [store, enabled],
+  );
+  const get = useCallback(() => (enabled ? store().get() : IDLE), [store, enabled]);
+  const snapshot = useSyncExternalStore(subscribe, get, get);
+  const refetch = useCallback(() => {
+    if (enabled) store().refetch();
+  }, [store, enabled]);
+  return useMemo(() => ({ ...snapshot, refetch }), [snapshot, refetch]);
+}
+
+/** The key of a call: its method, params and the contract's spec of it (0 without one). */
+export function callKey(method: string, params: unknown, spec?: object): string {
+  return `${idOf(spec)} ${canonicalJson(params === undefined ? [method] : [method, params])}`;
+}
+
+/**
+ * Call `method` with `params` when the component mounts, and again when they change: the
+ * result (`data`), the failure (`error`) and whether a call is under way (`loading`). Components
+ * that ask for the same method and params share one call. The call is cancelled (rpc.cancel
+ * tells the server) when the last of them unmounts or moves to other params before it is
+ * answered. StrictMode's remount keeps the call it made.
+ */
+export function useCall<P extends Params | undefined, R>(
+  descriptor: MethodDescriptor<P, R>,
+  params: NoInfer<P>,
+  options?: UseCallOptions,
+): UseCallResult<R>;
+export function useCall<R = unknown>(
+  method: string,
+  params?: Params,
+  options?: UseCallOptions,
+): UseCallResult<R>;
+export function useCall(
+  target: MethodDescriptor<Params | undefined, unknown> | string,
+  params?: Params,
+  options: UseCallOptions = {},
+): UseCallResult<unknown> {
+  const client = useClient();
+  const method = nameOf(target);
+  const { enabled = true, timeoutMs } = options;
+  return useSharedCall(
+    callKey(method, params),
+    (signal) => client.call(method, params, { signal, timeoutMs }),
+    enabled,
+  );
+}
+
+/**
+ * The state of calls made on demand (`mutate(params)`, from an event handler): the last
+ * result, error and whether one is under way. Each component has its own. A call under way
+ * when the component unmounts is not cancelled (what it changes on the server still happens);
+ * its outcome just no longer shows.
+ */
+export function useMutationWith<P, R>(run: (params: P) => Promise<R>): UseMutationResult<P, R> {
+  const [state, setState] = useState<CallSnapshot<R>>(IDLE);
+  const latest = useRef(0);
+  const mounted = useRef(false);
+  const current = useRef(run);
+  useLayoutEffect(() => {
+    current.current = run;
+  });
+  useEffect(() => {
+    mounted.current = true;
+    return () => {
+      mounted.current = false;
+    };
+  }, []);
+  const mutateAsync = useCallback((...[params]: ParamsArgument<P>): Promise<R> => {
+    const call = ++latest.current;
+    const show = (next: (now: CallSnapshot<R>) => CallSnapshot<R>): void => {
+      if (mounted.current && latest.current === call) setState(next);
+    };
+    show((now) => ({ ...now, error: undefined, loading: true }));
+    let running: Promise<R>;
+    try {
+      running = current.current(params as P);
+    } catch (error) {
+      running = Promise.reject(error as Error);
+    }
+    return running.then(
+      (data) => {
+        show(() => ({ data, error: undefined, loading: false }));
+        return data;
+      },
+      (error: unknown) => {
+        show((now) => ({ ...now, error, loading: false }));
+        throw error;
+      },
+    );
+  }, []);
+  const mutate = useCallback(
+    (...params: ParamsArgument<P>) => void mutateAsync(...params).catch(() => undefined),
+    [mutateAsync],
+  );
+  const reset = useCallback(() => {
+    latest.current++;
+    setState(IDLE);
+  }, []);
+  return useMemo(
+    () => ({ ...state, mutate, mutateAsync, reset }),
+    [state, mutate, mutateAsync, reset],
+  );
+}
+
+/** `useMutationWith` for `method`: `mutate(params)` calls it. */
+export function useMutation<P extends Params | undefined, R>(
+  descriptor: MethodDescriptor<P, R>,
+  options?: Pick<CallOptions, 'timeoutMs'>,
+): UseMutationResult<P, R>;
+export function useMutation<R = unknown>(
+  method: string,
+  options?: Pick<CallOptions, 'timeoutMs'>,
+): UseMutationResult<Params | undefined, R>;
+export function useMutation(
+  target: MethodDescriptor<Params | undefined, unknown> | string,
+  options: Pick<CallOptions, 'timeoutMs'> = {},
+): UseMutationResult<Params | undefined, unknown> {
+  const client = useClient();
+  const method = nameOf(target);
+  return useMutationWith((params: Params | undefined) => client.call(method, params, options));
+}

@@ -1,0 +1,115 @@
+import { useCallback, useMemo, useSyncExternalStore } from 'react';
+import { canonicalJson } from '../client/canonical-json.js';
+import type { SubscriptionStatus } from '../client/subscription-status.js';
+import { nameOf } from '../peer/method-descriptor.js';
+import type { SubscriptionDescriptor } from '../peer/method-descriptor.js';
+import { useClient } from './client-context.js';
+import { idOf, storeFor } from './shared-store.js';
+import { SubscriptionStore } from './subscription-store.js';
+import type { Parse, SubscriptionSnapshot } from './subscription-store.js';
+
+export interface UseSubscriptionOptions {
+  /** How many of the last messages `history` keeps (default 0: none). */
+  history?: number;
+  /** False: not subscribed (status 'closed') until it turns true. Default true. */
+  enabled?: boolean;
+}
+
+/** What `useSubscription` returns. */
+export interface UseSubscriptionResult<T> {
+  /**
+   * Where the subscription stands (`subscriptionStatus$`): 'connecting', 'subscribed',
+   * 'resuming' after a lost connection, 'gap' (shown until the next message), 'error',
+   * 'closed'; with the last sequence number seen (`seq`) on a numbered topic.
+   */
+  status: SubscriptionStatus;
+  /** The latest message; undefined before the first. */
+  data: T | undefined;
+  /** The last `options.history` messages, oldest first. */
+  history: readonly T[];
+  /** What ended it: the server's refusal (a JsonRpcError), a stream's error. */
+  error: unknown;
+  /** Unsubscribe and subscribe again, fresh (no data, history or error), for every component showing it. */
+  reset: () => void;
+}
+
+const CLOSED: SubscriptionSnapshot<never> = {
+  status: { state: 'closed' },
+  data: undefined,
+  history: [],
+  error: undefined,
+};
+const noUnsubscribe = (): void => undefined;
+const noReset = (): void => undefined;
+
+/**
+ * The shared subscription to `topic` with `params`, each message through `parse` when given.
+ * Used by `useSubscription` and by the contract's hooks (`createHooks`).
+ */
+export function useSharedSubscription<T>(
+  topic: string,
+  params: unknown,
+  options: UseSubscriptionOptions,
+  parse?: Parse,
+  spec?: object,
+): UseSubscriptionResult<T> {
+  const client = useClient();
+  const { enabled = true } = options;
+  const window = Math.max(0, Math.floor(options.history ?? 0));
+  const key = `${idOf(spec)} ${canonicalJson(params === undefined ? [topic] : [topic, params])}`;
+  const store = useCallback(
+    () => storeFor(client, key, () => new SubscriptionStore<T>(client, topic, params, parse)),
+    // The topic, params and parse of the render that makes the store: same key, same ones.
+    [client, key],
+  );
+  const subscribe = useCallback(
+    (onChange: () => void) => (enabled ? store().listen(onChange, window) : noUnsubscribe),
+    [store, enabled, window],
+  );
+  const get = useCallback(
+    (): SubscriptionSnapshot<T> => (enabled ? store().get() : CLOSED),
+    [store, enabled],
+  );
+  const snapshot = useSyncExternalStore(subscribe, get, get);
+  const reset = useCallback(() => (enabled ? store().reset() : noReset()), [store, enabled]);
+  const { history } = snapshot;
+  const shown = useMemo(
+    () => (history.length <= window ? history : history.slice(history.length - window)),
+    [history, window],
+  );
+  return useMemo(
+    () => ({
+      status: snapshot.status,
+      data: snapshot.data,
+      history: shown,
+      error: snapshot.error,
+      reset,
+    }),
+    [snapshot, shown, reset],
+  );
+}
+
+/**
+ * Subscribe to `topic` (with `params`) while the component is mounted: the subscription's
+ * status, the latest message, a window of the last ones (`options.history`) and `reset`.
+ * Components showing the same topic and params share one store, and the client one wire
+ * subscription; StrictMode's unmount and remount keeps it (one subscribe on the wire). The
+ * last component's unmount unsubscribes.
+ */
+export function useSubscription<P, T>(
+  descriptor: SubscriptionDescriptor<P, T>,
+  params?: NoInfer<P>,
+  options?: UseSubscriptionOptions,
+): UseSubscriptionResult<T>;
+export function useSubscription<T = unknown>(
+  topic: string,
+  params?: unknown,
+  options?: UseSubscriptionOptions,
+): UseSubscriptionResult<T>;
+export function useSubscription(
+  target: SubscriptionDescriptor | string,
+  params?: unknown,
+  options: UseSubscriptionOptions = {},
+): UseSubscriptionResult<unknown> {
+  return useSharedSubscription(nameOf(target), params, options);
+}
