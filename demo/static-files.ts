@@ -13,6 +13,10 @@ const ROUTES: Record<string, string> = {
   '/app.js.map': '../demo-web/app.js.map',
   '/client.js': '../browser/client.js',
   '/client.js.map': '../browser/client.js.map',
+  // The React variant of the page (demo/react).
+  '/react': '../demo-web/react.html',
+  '/react.js': '../demo-web/react.js',
+  '/react.js.map': '../demo-web/react.js.map',
 };
 
 /**

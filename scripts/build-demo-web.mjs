@@ -31,3 +31,21 @@ for (const file of ['index.html', 'style.css']) {
   copyFileSync(`demo/web/${file}`, `dist/demo-web/${file}`);
 }
 console.log('demo page: dist/demo-web (index.html, style.css, app.js)');
+
+// The React variant (demo/react, served at /react): React's production build, the client and
+// wsrpc-gateway/react in one module, as an app's bundler would make it.
+await build({
+  entryPoints: ['demo/react/app.ts'],
+  bundle: true,
+  format: 'esm',
+  platform: 'browser',
+  target: 'es2022',
+  minify: true,
+  sourcemap: true,
+  conditions: ['es2015'],
+  define: { 'process.env.NODE_ENV': '"production"' },
+  outfile: 'dist/demo-web/react.js',
+  logLevel: 'warning',
+});
+copyFileSync('demo/react/index.html', 'dist/demo-web/react.html');
+console.log('demo page in React: dist/demo-web (react.html, react.js)');
