@@ -136,3 +136,14 @@ const tab = await sizeOf(
 console.log(
   `with the SharedWorker: dist/browser/shared-worker.js ${kib(workerJs.length)}, ${kib(gzipSync(workerJs).length)} gzipped; createSharedClient in a tab ${kib(tab.bytes)}, ${kib(tab.gz)} gzipped (its per-tab fallback loaded on demand)`,
 );
+
+// With the React bindings (wsrpc-gateway/react): createClient and every hook, React itself left
+// out (the app ships it anyway); the difference over createClient alone is what the hooks add.
+const withReact = await sizeOf(
+  "export { createClient } from './src/client/index.ts';\nexport * from './src/react/index.ts';",
+  'ts',
+  { conditions: ['es2015'], external: ['react', 'react-dom'], logLevel: 'warning' },
+);
+console.log(
+  `with the React bindings (react external): ${kib(withReact.bytes)}, ${kib(withReact.gz)} gzipped (${kib(withReact.gz - alone.gz)} over createClient alone)`,
+);
