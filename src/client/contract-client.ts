@@ -9,6 +9,8 @@ import type {
   SubscriptionData,
   SubscriptionParams,
 } from '../contract/contract.js';
+import { findHandler, strayHandlers } from '../contract/nested.js';
+import type { NestedHandlers } from '../contract/nested.js';
 import { specOfTopic } from '../contract/topic-names.js';
 import type { SpecOfTopic, TopicNames } from '../contract/topic-names.js';
 import { andThen, paramsValidator, parseWith } from '../contract/validate.js';
@@ -23,13 +25,19 @@ type SubscriptionsOf<K extends Contract> = NonNullable<K['subscriptions']>;
 type NotificationsOf<K extends Contract> = NonNullable<K['notifications']>;
 type ClientMethodsOf<K extends Contract> = NonNullable<K['clientMethods']>;
 
-/** Handlers for the methods the contract says the client implements. */
-export type ClientImplementation<K extends Contract> = {
+/** A handler per method the contract says the client implements, by full name. */
+export type ClientMethodHandlers<K extends Contract> = {
   [M in keyof ClientMethodsOf<K>]: (
     params: HandlerParams<ClientMethodsOf<K>[M]>,
     ctx: HandlerContext<RpcClient>,
   ) => HandlerResult<ClientMethodsOf<K>[M]> | Promise<HandlerResult<ClientMethodsOf<K>[M]>>;
 };
+
+/**
+ * Handlers for the methods the contract says the client implements: by full name
+ * (`'client.confirm': f`) or nested by the dotted name's segments (`client: { confirm: f }`).
+ */
+export type ClientImplementation<K extends Contract> = NestedHandlers<ClientMethodHandlers<K>>;
 
 export interface UseContractOptions {
   /** Where a notification that does not match the contract is reported (it is dropped). Default: silent. */
@@ -38,7 +46,10 @@ export interface UseContractOptions {
 
 /** A client bound to a contract: every call, subscription and notification typed by it. */
 export interface ContractClient<K extends Contract> {
-  /** `api.subtract({ minuend: 42, subtrahend: 23 })`: wrong params are compile errors. */
+  /**
+   * `api.subtract({ minuend: 42, subtrahend: 23 })`: wrong params are compile errors. A dotted
+   * name is also nested: `api.chat.send(...)` is `api['chat.send'](...)`.
+   */
   readonly api: MethodsApi<K['methods']>;
   /**
    * Params may be left out only when the subscription takes none (or all are optional).
@@ -142,13 +153,20 @@ export function useContract<K extends Contract>(
 ): ContractClient<K> {
   const logger = options.logger ?? silentLogger;
   const specs = contract.clientMethods ?? {};
-  const handlers = (clientMethods ?? {}) as Record<
-    string,
-    (params: unknown, ctx: HandlerContext<RpcClient>) => unknown
-  >;
-  for (const [name, handler] of Object.entries(handlers)) {
-    const spec = specs[name];
-    if (!spec) throw new Error(`"${name}" is not a client method of the contract`);
+  const handlers = clientMethods ?? {};
+  const [stray] = strayHandlers(handlers, Object.keys(specs));
+  if (stray !== undefined) throw new Error(`"${stray}" is not a client method of the contract`);
+  // Every handler found (a name given twice throws) before any is registered.
+  const found = Object.entries(specs).map(
+    ([name, spec]) =>
+      [name, spec, findHandler(handlers, name)] as [
+        string,
+        MethodSpec,
+        ((params: unknown, ctx: HandlerContext<RpcClient>) => unknown) | undefined,
+      ],
+  );
+  for (const [name, spec, handler] of found) {
+    if (!handler) continue;
     const validate = paramsValidator(spec);
     client.method(name, (params: Params | undefined, ctx) =>
       andThen(validate(params), (valid) => handler(valid, ctx)),
@@ -189,7 +207,7 @@ export function useContract<K extends Contract>(
     );
   };
   return {
-    api: bindMethods(client, contract.methods),
+    api: bindMethods<K['methods']>(client, contract.methods),
     subscribe: (name, ...params) => subscribe(name, params[0]) as never,
     notifications: (name) => notifications(name) as never,
   };

@@ -12,6 +12,8 @@ import type {
 } from '../contract/contract.js';
 import { toOpenRpc } from '../contract/openrpc.js';
 import type { OpenRpcDocument } from '../contract/openrpc.js';
+import { findHandler } from '../contract/nested.js';
+import type { NestedHandlers } from '../contract/nested.js';
 import { findNonJson } from '../contract/json-value.js';
 import { specOfTopic } from '../contract/topic-names.js';
 import type { SpecOfTopic, StreamKeys, TopicNames } from '../contract/topic-names.js';
@@ -38,14 +40,21 @@ type SubscriptionsOf<K extends Contract> = NonNullable<K['subscriptions']>;
 type ClientMethodsOf<K extends Contract> = NonNullable<K['clientMethods']>;
 type NotificationsOf<K extends Contract> = NonNullable<K['notifications']>;
 
+/** A handler per method of the contract, by full name. */
+export type MethodHandlers<K extends Contract, C> = {
+  [M in keyof MethodsOf<K>]: (
+    params: HandlerParams<MethodsOf<K>[M]>,
+    ctx: Ctx<C>,
+  ) => HandlerResult<MethodsOf<K>[M]> | Promise<HandlerResult<MethodsOf<K>[M]>>;
+};
+
 /** The server's side of a contract: a handler per method, and a source per stream. */
 export interface ContractImplementation<K extends Contract, C> {
-  methods: {
-    [M in keyof MethodsOf<K>]: (
-      params: HandlerParams<MethodsOf<K>[M]>,
-      ctx: Ctx<C>,
-    ) => HandlerResult<MethodsOf<K>[M]> | Promise<HandlerResult<MethodsOf<K>[M]>>;
-  };
+  /**
+   * A handler per method, by full name (`'chat.send': f`) or nested by the dotted name's
+   * segments (`chat: { send: f }`), so a composed contract's handlers can be the parts'.
+   */
+  methods: NestedHandlers<MethodHandlers<K, C>>;
   /** Options (authorize, slow-consumer policy) for the contract's topics. */
   topics?: { [S in keyof SubscriptionsOf<K>]?: TopicOptions<C> };
   /**
@@ -114,13 +123,14 @@ export function implementContract<K extends Contract, C>(
   options: ImplementOptions = {},
 ): OpenRpcDocument {
   assertContract(contract);
-  const handlers = implementation.methods as Record<
-    string,
-    (params: unknown, ctx: Ctx<C>) => unknown
-  >;
-  for (const [name, spec] of Object.entries(contract.methods)) {
-    const handler = handlers[name];
+  // Every handler found before any is registered: a missing one leaves the gateway as it was.
+  const handlers = Object.entries(contract.methods).map(([name, spec]) => {
+    const handler = findHandler(implementation.methods, name) as
+      ((params: unknown, ctx: Ctx<C>) => unknown) | undefined;
     if (!handler) throw new Error(`The contract's method "${name}" has no handler`);
+    return [name, spec, handler] as const;
+  });
+  for (const [name, spec, handler] of handlers) {
     const validate = paramsValidator(spec);
     // Stays synchronous when the schemas and the handler are, as a plain method would be.
     gateway.method(name, (params: Params | undefined, ctx) =>
