@@ -70,10 +70,14 @@ export type { OpenRpcDocument } from './contract/openrpc.js';
 export { validateParams, validateResult, normalizeParams } from './contract/validate.js';
 export type { ValidationIssues } from './contract/validate.js';
 export { bindMethods } from './contract/bind.js';
-export type { MethodsApi, Caller } from './contract/bind.js';
+export type { MethodsApi, MethodFunctions, Caller } from './contract/bind.js';
+export type { Nested, NestedHandlers } from './contract/nested.js';
+export { mergeContracts } from './contract/compose.js';
+export type { ContractInfo, MergedContract, DistinctNames } from './contract/compose.js';
 export { implementContract, clientApi, contractEvents } from './server/contract-server.js';
 export type {
   ContractImplementation,
+  MethodHandlers,
   ImplementOptions,
   ContractEvents,
   Notifiable,
@@ -83,6 +87,7 @@ export { useContract } from './client/contract-client.js';
 export type {
   ContractClient,
   ClientImplementation,
+  ClientMethodHandlers,
   UseContractOptions,
 } from './client/contract-client.js';
 export * from './peer/index.js';

@@ -52,11 +52,15 @@ export type {
 } from '../contract/contract.js';
 export type { JsonOnlyContract, JsonProblem } from '../contract/json-only.js';
 export type { TopicName, TopicNames, SpecOfTopic, StreamKeys } from '../contract/topic-names.js';
-export type { MethodsApi } from '../contract/bind.js';
+export type { MethodsApi, MethodFunctions } from '../contract/bind.js';
+export type { Nested, NestedHandlers } from '../contract/nested.js';
+export { mergeContracts } from '../contract/compose.js';
+export type { ContractInfo, MergedContract, DistinctNames } from '../contract/compose.js';
 export { useContract } from './contract-client.js';
 export type {
   ContractClient,
   ClientImplementation,
+  ClientMethodHandlers,
   UseContractOptions,
 } from './contract-client.js';
 export type { ValidationIssues } from '../contract/validate.js';
