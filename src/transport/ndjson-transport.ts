@@ -3,11 +3,13 @@ import { CloseCode } from './transport.js';
 import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
 import { LineSplitter } from './ndjson-lines.js';
 import type { BudgetLedger, BudgetMember } from './output-budget.js';
-import { atEndOfTurn } from './turn-coalescer.js';
+import { flushAfterTask } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
 
 const NEWLINE = 0x0a;
 const EMPTY = Buffer.alloc(0);
+/** Bytes gathered under one cork before they are written anyway. */
+const MAX_CORKED_BYTES = 64 * 1024;
 
 /** A fan-out frame as one NDJSON line: its bytes and a newline, built once per publish. */
 function ndjsonLine(bytes: Uint8Array): Buffer {
@@ -50,7 +52,8 @@ export interface NdjsonTransportOptions {
 /**
  * Newline-delimited JSON over a byte stream, one JSON-RPC message (or batch) per line, as
  * language servers' and MCP's stdio transports carry them: a TCP socket (readable and writable
- * are the same stream) or a process's stdin and stdout. Writes of one turn are corked into one.
+ * are the same stream) or a process's stdin and stdout. Writes made together are corked into one
+ * (turn-coalescer), up to 64 KiB.
  * With `maxBufferedBytes`, reading pauses while the peer leaves too much of its output unread.
  *
  * A close ends the output and is complete (`transportClosed`) once what was written has been
@@ -69,7 +72,7 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
   private endPending = false;
   /** The framing: incoming chunks cut into lines; public for tests (its `scanned` count). */
   readonly lines = new LineSplitter();
-  private corkedTurn = false;
+  private corked = false;
   private closed = false;
   private closing = false;
   private inputEnded = false;
@@ -144,10 +147,10 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
     return this.closing || this.closed ? 0 : this.bufferedAmount;
   }
 
-  /** Uncork at the end of the turn (called by turn-coalescer). */
-  endTurn(): void {
-    if (!this.corkedTurn) return;
-    this.corkedTurn = false;
+  /** Uncork: what was written since the cork leaves in one write (turn-coalescer, the 64 KiB cap). */
+  flushWrites(): void {
+    if (!this.corked) return;
+    this.corked = false;
     this.writable.uncork();
   }
 
@@ -168,14 +171,17 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
   send(frame: string | EncodedFrame): void {
     if (this.closed || this.closing || this.writable.writableEnded || this.writable.destroyed)
       return;
-    if (!this.corkedTurn) {
-      this.corkedTurn = true;
+    if (!this.corked) {
+      this.corked = true;
       this.writable.cork();
-      atEndOfTurn(this);
+      flushAfterTask(this);
     }
     if (this.options.counters) this.options.counters.messagesOut++;
     // JSON text never contains a raw newline (JSON.stringify escapes them), so a line is a message.
     this.writable.write(typeof frame === 'string' ? `${frame}\n` : frame.wire(ndjsonLine));
+    // Large output goes to the kernel at once: bufferedAmount keeps meaning what the peer has
+    // not read, for the slow-consumer check, instead of what is being gathered.
+    if (this.writable.writableLength >= MAX_CORKED_BYTES) this.flushWrites();
     this.budget?.report(this, this.writable.writableLength);
   }
 
@@ -191,7 +197,7 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
     this.budget?.leave(this);
     if (this.cancelResume) this.readable.resume(); // what still arrives is read and dropped
     this.stopReadPause();
-    this.endTurn();
+    this.flushWrites();
     this.writable.end();
     // A peer that never reads, or never finishes its side, must not hold the streams forever:
     // the grace, or what is left until the end-of-input deadline when that is later.
@@ -221,7 +227,7 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
     out.write(EMPTY, () => listener());
   }
 
-  /** Call `listener` once the output's buffer has emptied (this turn's writes included). */
+  /** Call `listener` once the output's buffer has emptied (the corked writes included). */
   onDrain(listener: () => void): () => void {
     return whenDrained(this.writable, () => this.bufferedAmount, 0, listener);
   }

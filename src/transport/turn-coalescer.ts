@@ -1,30 +1,29 @@
 /**
- * Per-turn write coalescing: a transport corks its socket on the first write
- * in a turn of the event loop and registers here to be uncorked once the
- * turn's I/O callbacks have all run. Every frame bound for one socket in that
- * turn then leaves in one writev instead of one syscall each; order is unchanged.
- * One setImmediate serves every socket written in the turn.
+ * Write coalescing without a wait. A transport corks its socket on the first write after a
+ * flush and registers here; one microtask, queued by the first registration, flushes every
+ * socket registered before it runs. A microtask runs as soon as the task under way (the I/O
+ * callback that read a chunk, a timer) has finished its synchronous work and the microtasks
+ * queued before it. So the replies to 64 requests parsed from one TCP chunk, whose handlers all
+ * run in that callback, leave in one writev, as do the frames of a publish fanned out in one
+ * loop, while a lone reply waits for nothing but the end of its own callback: not, as an
+ * uncork in a setImmediate would make it, for every other I/O callback of the poll phase.
+ * A write made after the flush starts the next gather; order per socket is unchanged.
  */
-/** Something corked this turn; `endTurn` uncorks it. */
-export interface TurnTarget {
-  endTurn(): void;
+/** A transport corked since its last flush. */
+export interface CorkedWriter {
+  /** Write what was gathered and uncork. */
+  flushWrites(): void;
 }
 
-let tasks: TurnTarget[] = [];
-let scheduled = false;
+let due: CorkedWriter[] = [];
 
-function runAll(): void {
-  scheduled = false;
-  const due = tasks;
-  tasks = [];
-  for (const target of due) target.endTurn();
+function flushAll(): void {
+  const writers = due;
+  due = [];
+  for (const writer of writers) writer.flushWrites();
 }
 
-/** Call `target.endTurn()` at the end of this turn (in the check phase, after pending I/O callbacks). */
-export function atEndOfTurn(target: TurnTarget): void {
-  tasks.push(target);
-  if (!scheduled) {
-    scheduled = true;
-    setImmediate(runAll);
-  }
+/** Call `writer.flushWrites()` once the current task and the microtasks queued before this are done. */
+export function flushAfterTask(writer: CorkedWriter): void {
+  if (due.push(writer) === 1) queueMicrotask(flushAll);
 }

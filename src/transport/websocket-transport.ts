@@ -1,7 +1,7 @@
 import { binaryToText, textToBinary } from '../encoding/codec.js';
 import type { WireCodec } from '../encoding/codec.js';
 import type { Transport, TransportListener } from './transport.js';
-import { atEndOfTurn } from './turn-coalescer.js';
+import { flushAfterTask } from './turn-coalescer.js';
 
 /**
  * The part of the WHATWG WebSocket API the client uses. The browser's native
@@ -42,17 +42,18 @@ interface Corkable {
 
 /**
  * Client-side adapter over an already-open WHATWG-style WebSocket. Under Node
- * (`ws`), it corks the socket per turn as the server does; a browser's
- * WebSocket cannot be corked (see the client's `batchCalls`).
+ * (`ws`), it corks the socket on a write and uncorks it once the current task is
+ * done, as the server does (turn-coalescer); a browser's WebSocket cannot be
+ * corked (see the client's `batchCalls`).
  */
 export class WebSocketTransport implements Transport {
   private listener: TransportListener | undefined;
   private readonly raw: Corkable | undefined;
-  private corkedTurn = false;
+  private corked = false;
 
-  /** Uncork at the end of the turn (called by turn-coalescer). */
-  endTurn(): void {
-    this.corkedTurn = false;
+  /** Uncork: what was written since the cork leaves in one write (called by turn-coalescer). */
+  flushWrites(): void {
+    this.corked = false;
     this.raw?.uncork();
   }
 
@@ -62,10 +63,7 @@ export class WebSocketTransport implements Transport {
     private readonly codec?: WireCodec,
   ) {
     const raw = (socket as { _socket?: Partial<Corkable> })._socket;
-    this.raw =
-      typeof raw?.cork === 'function' && typeof setImmediate === 'function'
-        ? (raw as Corkable)
-        : undefined;
+    this.raw = typeof raw?.cork === 'function' ? (raw as Corkable) : undefined;
     socket.binaryType = 'arraybuffer';
     socket.onmessage = (event) => {
       const text = this.textOf(event.data);
@@ -97,10 +95,10 @@ export class WebSocketTransport implements Transport {
 
   send(frame: string): void {
     if (this.socket.readyState !== OPEN) return;
-    if (this.raw && !this.corkedTurn) {
-      this.corkedTurn = true;
+    if (this.raw && !this.corked) {
+      this.corked = true;
       this.raw.cork();
-      atEndOfTurn(this);
+      flushAfterTask(this);
     }
     this.socket.send(this.codec ? textToBinary(this.codec, frame) : frame);
   }

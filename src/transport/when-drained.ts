@@ -8,8 +8,8 @@ const EMPTY = Buffer.alloc(0);
  *
  * A Node stream emits 'drain' only after a `write()` returned false (at least
  * `writableHighWaterMark`, 16 KiB for a socket, queued), so waiting for 'drain' alone would
- * never end for a smaller backlog. The first check runs after the turn's corked writes have
- * been flushed (setImmediate, queued after the turn coalescer's); then, while bytes remain,
+ * never end for a smaller backlog. The first check runs after the corked writes have been
+ * flushed (setImmediate: the turn coalescer flushes in a microtask); then, while bytes remain,
  * it waits for 'drain' when the stream owes one, and otherwise writes an empty chunk whose
  * callback runs once everything queued before it has gone to the kernel. Every re-check is
  * thus driven by the peer reading: nothing polls, nothing spins.

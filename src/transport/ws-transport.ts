@@ -7,7 +7,7 @@ import { CloseCode } from './transport.js';
 import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
 import type { BudgetLedger, BudgetMember } from './output-budget.js';
 import type { SharedDeflate } from './deflate-frames.js';
-import { atEndOfTurn } from './turn-coalescer.js';
+import { flushAfterTask } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
 
 function toText(data: RawData): string {
@@ -122,7 +122,7 @@ const JSON_TEXT: WsEncoding = { binaryFrames: 'refuse' };
 
 const EMPTY = Buffer.alloc(0);
 
-/** Bytes held in one corked turn before they are written anyway. */
+/** Bytes gathered under one cork before they are written anyway. */
 const MAX_CORKED_BYTES = 64 * 1024;
 
 /**
@@ -149,8 +149,8 @@ export class WsTransport implements ServerTransport, BudgetMember {
   private listener: TransportListener | undefined;
   private closeTimer: ReturnType<typeof setTimeout> | undefined;
   private readonly raw: Duplex | undefined;
-  private corkedTurn = false;
-  /** Text frames of this turn, joined into one buffer when the turn ends. */
+  private corked = false;
+  /** Text frames gathered since the last flush, joined into one buffer when they are written. */
   private textQueue: string[] | undefined;
   private textQueueLength = 0;
   /** Incoming texts not handled yet: before `listen`, or while reading is paused. */
@@ -181,15 +181,15 @@ export class WsTransport implements ServerTransport, BudgetMember {
   /** Whether this socket can take the compressed broadcast frames (see SharedDeflate.accepts). */
   private sharedDeflate = false;
 
-  /** Uncork at the end of the turn (called by turn-coalescer). */
-  endTurn(): void {
+  /** Write what was gathered and uncork (called by turn-coalescer, or at the 64 KiB cap). */
+  flushWrites(): void {
     this.flushText();
-    if (!this.corkedTurn) return;
-    this.corkedTurn = false;
+    if (!this.corked) return;
+    this.corked = false;
     this.raw?.uncork();
   }
 
-  /** Frame every text queued this turn into one buffer and write it: one allocation, one chunk. */
+  /** Frame every text gathered into one buffer and write it: one allocation, one chunk. */
   private flushText(): void {
     const queue = this.textQueue;
     if (!queue) return;
@@ -223,7 +223,7 @@ export class WsTransport implements ServerTransport, BudgetMember {
   ) {
     // The socket reports to this transport through its own emit (TransportSocket).
     socket.rpcTransport = this;
-    // ws keeps its net.Socket private; corking it is how frames of one turn share a write.
+    // ws keeps its net.Socket private; corking it is how frames sent together share a write.
     this.raw = (socket as unknown as { _socket?: Duplex })._socket;
     if (deflate) this.useDeflate(deflate);
   }
@@ -379,10 +379,10 @@ export class WsTransport implements ServerTransport, BudgetMember {
   send(frame: string | EncodedFrame): void {
     if (this.socket.readyState !== this.socket.OPEN) return;
     const raw = this.raw;
-    if (!this.corkedTurn && raw) {
-      this.corkedTurn = true;
+    if (!this.corked && raw) {
+      this.corked = true;
       raw.cork();
-      atEndOfTurn(this);
+      flushAfterTask(this);
     }
     this.counters.messagesOut++;
     const direct = raw !== undefined && senderIdle(this.socket);
@@ -415,7 +415,7 @@ export class WsTransport implements ServerTransport, BudgetMember {
     }
     // Coalescing pays off for small frames; large bursts go to the kernel at once, so
     // bufferedAmount keeps meaning "what this peer has not read" to the slow-consumer check.
-    if (this.corkedTurn && this.bufferedAmountThisTurn() >= MAX_CORKED_BYTES) this.endTurn();
+    if (this.corked && this.bufferedAmountCorked() >= MAX_CORKED_BYTES) this.flushWrites();
     this.budget?.report(this, this.bufferedAmount);
   }
 
@@ -451,7 +451,7 @@ export class WsTransport implements ServerTransport, BudgetMember {
     }
   }
 
-  private bufferedAmountThisTurn(): number {
+  private bufferedAmountCorked(): number {
     return (this.raw?.writableLength ?? 0) + this.textQueueLength;
   }
 
@@ -479,14 +479,14 @@ export class WsTransport implements ServerTransport, BudgetMember {
 
   /** Call `listener` once everything queued so far has been written (an empty write's callback). */
   onWritten(listener: () => void): void {
-    this.flushText(); // this turn's frames are queued too
+    this.flushText(); // the gathered frames are queued too
     const raw = this.raw;
     if (!raw || raw.writableEnded || raw.destroyed) return listener();
     raw.write(EMPTY, () => listener());
   }
 
   /**
-   * Call `listener` once the socket's write buffer has emptied (this turn's writes included).
+   * Call `listener` once the socket's write buffer has emptied (the gathered writes included).
    * Not a bare 'drain': Node emits that only after 16 KiB were queued (see whenDrained).
    */
   onDrain(listener: () => void): () => void {

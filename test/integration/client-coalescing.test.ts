@@ -34,7 +34,22 @@ function countClientWrites(client: RpcClient): { count: number } {
 }
 
 describe('client write coalescing', () => {
-  it('in Node, corks per turn: 64 calls made in one turn leave in one write', async () => {
+  it('in Node, writes a lone call before the event loop reaches its check phase', async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.method('echo', (params) => params);
+    const client = res.client(url);
+    await client.opened();
+    const writes = countClientWrites(client);
+
+    // Queued before the call is made: an uncork in a setImmediate would run after this.
+    const seenAtCheck = new Promise<number>((resolve) => setImmediate(() => resolve(writes.count)));
+    const reply = client.call('echo', ['solo']);
+
+    expect(await seenAtCheck).toBe(1);
+    expect(await reply).toEqual(['solo']);
+  });
+
+  it('in Node, corks: 64 calls made in one task leave in one write', async () => {
     const { gateway, url } = await res.gateway();
     gateway.method('echo', (params) => params);
     const client = res.client(url);
