@@ -211,8 +211,6 @@ export class Gateway<C = unknown> {
         userDisconnected: (user) => this.router.userDisconnected(user),
       },
       inbox: inbox && { holdMs: inbox.holdMs, maxHeld: inbox.retention.maxLength },
-      // The heartbeat is made below, before any session opens.
-      watch: (id) => this.heartbeat.watch(id),
     });
     this.connected$ = this.sessionTable.connected$;
     this.disconnected$ = this.sessionTable.disconnected$;
@@ -226,7 +224,7 @@ export class Gateway<C = unknown> {
     });
     // First, so an application's connected$ observer may already join the session to topics.
     this.connected$.subscribe((session) => {
-      session.membership = this.membership;
+      session.membership = this.membership.of(session);
     });
     const lifecycle = new Lifecycle(
       this.pubsub.broker,

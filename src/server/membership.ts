@@ -17,13 +17,10 @@ export interface JoinOptions {
   since?: number;
 }
 
-/**
- * How a session joins and leaves topics: the gateway's one Membership, set on each open
- * session (one shared object rather than a pair of closures per session).
- */
-export interface SessionMembership<C = unknown> {
-  join(session: Session<C>, topic: string, options?: JoinOptions): Promise<string>;
-  leave(session: Session<C>, topic: string): boolean;
+/** One session's way to join and leave topics (set by the gateway on each open session). */
+export interface SessionMembership {
+  join(topic: string, options?: JoinOptions): Promise<string>;
+  leave(topic: string): boolean;
 }
 
 /** The pub/sub service's part in it (PubSubService.joinTopic, leaveTopic). */
@@ -85,7 +82,7 @@ function checkSince(since: unknown): asserts since is number | undefined {
   }
 }
 
-export class Membership<C> implements SessionMembership<C> {
+export class Membership<C> {
   /** Joins under way per session and topic: a second join of the same one shares the first. */
   private readonly joining = new WeakMap<Session<C>, Map<string, Promise<string>>>();
   private readonly pending = new Map<
@@ -170,6 +167,14 @@ export class Membership<C> implements SessionMembership<C> {
     const local = this.deps.sessions.get(sessionId);
     if (local) return Promise.resolve(this.leave(local, topic));
     return this.remote(sessionId, { t: 'leave', topic });
+  }
+
+  /** What `session.join` and `session.leave` call. */
+  of(session: Session<C>): SessionMembership {
+    return {
+      join: (topic, options) => this.join(session, topic, options),
+      leave: (topic) => this.leave(session, topic),
+    };
   }
 
   /** A message from another node (SessionRouterOptions.member). */

@@ -77,14 +77,12 @@ export interface SessionTable {
   subscriptions: Map<string, SessionSubscription>;
   /** UTF-8 bytes of the topic names its subscriptions hold (and subscribes under way reserve). */
   topicBytes: number;
-  // The three below are made when first needed: most connections never resume, and only the
-  // first subscriber of a topic brings it onto the node.
   /** Its history reads (resume replays): a page is read holding one. */
-  historySlots: Slots | undefined;
+  historySlots: Slots;
   /** Its replays waiting for the socket to drain, on one listener. */
-  drains: DrainWaiters | undefined;
+  drains: DrainWaiters;
   /** Its subscribes that bring a topic onto this node's broker link. */
-  newTopics: TokenBucket | undefined;
+  newTopics: TokenBucket;
 }
 
 /** The limits the pub/sub service applies (GatewayLimits, resolved). */

@@ -37,7 +37,7 @@ export class Session<C = unknown> implements Sink {
    * Its server-side membership (join, leave), set by the gateway once the session is open.
    * @internal
    */
-  membership: SessionMembership<C> | undefined;
+  membership: SessionMembership | undefined;
   private currentContext: C;
   private currentExpiresAt: number | undefined;
   /**
@@ -181,7 +181,7 @@ export class Session<C = unknown> implements Sink {
         new JsonRpcError(ErrorCode.Unauthenticated, 'The connection has not authenticated yet'),
       );
     }
-    return this.membership.join(this, topic, options);
+    return this.membership.join(topic, options);
   }
 
   /**
@@ -189,7 +189,7 @@ export class Session<C = unknown> implements Sink {
    * frame `complete`. False when it had none.
    */
   leave(topic: string): boolean {
-    return this.membership?.leave(this, topic) ?? false;
+    return this.membership?.leave(topic) ?? false;
   }
 
   /**
