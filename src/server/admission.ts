@@ -267,6 +267,9 @@ export class SocketGate {
     slot.held = false;
     clearTimeout(slot.timer);
     slot.timer = undefined;
+    // Nothing of the gate stays with a socket that became a session (held as long as it is open).
+    this.bySocket.delete(slot.socket);
+    slot.socket.removeListener('close', this.closed);
     this.total--;
     if (slot.group !== undefined) {
       const left = (this.perGroup.get(slot.group) ?? 1) - 1;

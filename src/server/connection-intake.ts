@@ -77,6 +77,8 @@ export interface IntakeDeps<C> {
   ): Session<C>;
 }
 
+/** What WsTransport.setEncoding takes. */
+type WsEncodingOf = Parameters<WsTransport['setEncoding']>[0];
 /**
  * Connection intake: every long-lived connection (a WebSocket upgrade, a TCP socket, a pair of
  * stdio streams) passes the same gates in the same order before a session opens: closing,
@@ -97,6 +99,8 @@ export class ConnectionIntake<C> {
   private readonly encodingProtocols: ReadonlySet<string>;
   /** Compresses each broadcast once for every socket that negotiated permessage-deflate. */
   private readonly deflate: SharedDeflate | undefined;
+  /** The encoding of every JSON connection: one object for all of them (each transport keeps it). */
+  private readonly jsonEncoding: WsEncodingOf;
 
   constructor(private readonly deps: IntakeDeps<C>) {
     this.wss = new WebSocketServer({
@@ -108,6 +112,7 @@ export class ConnectionIntake<C> {
       handleProtocols: (offered, request) => this.pickProtocol(offered, request),
     });
     const { encodings } = deps.config.http;
+    this.jsonEncoding = { binaryFrames: deps.config.http.binaryJsonFrames };
     this.encodingProtocols = new Set(encodings.map(subprotocolOf));
     this.codecsLoaded = loadCodecs(encodings);
     this.codecsLoaded.then(
@@ -337,11 +342,7 @@ export class ConnectionIntake<C> {
       this.deflate,
     );
     const codec = this.codecs.get(ws.protocol);
-    transport.setEncoding(
-      codec
-        ? { codec, maxDepth: limits.maxDepth }
-        : { binaryFrames: this.deps.config.http.binaryJsonFrames },
-    );
+    transport.setEncoding(codec ? { codec, maxDepth: limits.maxDepth } : this.jsonEncoding);
     const session = this.deps.attach(transport, context, remoteAddress, user, upgrade, pending);
     // A subprotocol other than ours may be a token (a browser's only way to send one).
     const protocol = ws.protocol === PREFERRED_SUBPROTOCOL || codec ? ws.protocol : undefined;

@@ -211,6 +211,8 @@ export class Gateway<C = unknown> {
         userDisconnected: (user) => this.router.userDisconnected(user),
       },
       inbox: inbox && { holdMs: inbox.holdMs, maxHeld: inbox.retention.maxLength },
+      // The heartbeat is made below, before any session opens.
+      watch: (id) => this.heartbeat.watch(id),
     });
     this.connected$ = this.sessionTable.connected$;
     this.disconnected$ = this.sessionTable.disconnected$;

@@ -12,75 +12,118 @@ export interface Watched {
   close(code: number, reason: string): void;
 }
 
+/** An interval is cut into at most this many slices... */
+const MAX_SLICES = 100;
+/** ...each at least this long (so short intervals, as tests use, are one slice). */
+const MIN_SLICE_MS = 100;
+
 /**
- * Pings every WebSocket on an interval and terminates those that did not answer the previous
- * ping (the `ws` sweep): a half-open TCP connection is found within two intervals. Only a pong
- * carrying the payload of our latest ping counts: the ping waits behind everything queued for
- * the peer, so a peer that does not read never sees it, and pongs it sends on its own prove
- * nothing. Each sweep uses one fresh random payload for every socket.
+ * Pings every WebSocket once per interval and terminates those that did not answer the
+ * previous ping (the `ws` sweep): a half-open TCP connection is found within two intervals.
+ * Only a pong carrying the payload of our latest ping counts: the ping waits behind everything
+ * queued for the peer, so a peer that does not read never sees it, and pongs it sends on its
+ * own prove nothing. Each round (an interval) uses one fresh random payload for every socket.
+ *
+ * The interval is cut into slices (up to 100, at least 100 ms long): each connection is given
+ * one when it opens (in turn, so they stay even) and is visited in that slice of every round,
+ * so going through 100,000 connections is a hundred short turns rather than one that writes
+ * 100,000 pings while every other socket waits (seconds, on two cores), and each connection's
+ * visits are exactly one interval apart, however many open and close meanwhile.
  *
  * It also closes a connection (WebSocket or TCP) whose queued output is above `stuckBytes`
- * (`maxBufferedBytes`) at two sweeps in a row when what was queued at the first has still not
+ * (`maxBufferedBytes`) at two visits in a row when what was queued at the first has still not
  * been written at the second: a peer that has not read even that in a whole interval. TCP has
  * no ping frame, so this is how a TCP peer that stopped reading is found; stdio, the process's
  * one connection, is left alone.
  *
- * It keeps no list of its own: it sweeps the gateway's sessions; a transport's `alive` flag
+ * Of each connection it keeps only its key in the gateway's session map, in its slice's list
+ * (a key whose session has gone is dropped when its slice comes); a transport's `alive` flag
  * (set by the matching pong) says who answered, and only connections above `stuckBytes` at the
- * last sweep are remembered (weakly).
+ * last visit are remembered (weakly).
  */
-export class Heartbeat {
+export class Heartbeat<K = string> {
   private timer: ReturnType<typeof setInterval> | undefined;
+  /** The keys of the sessions of each slice. */
+  private readonly slices: K[][] = [];
+  /** The slice the next session opened joins. */
+  private joinAt = 0;
+  /** The slice the next tick visits. */
+  private at = 0;
+  private payload: Buffer = Buffer.alloc(0);
   /**
-   * Connections whose output was above `stuckBytes` at the last sweep, each with whether what
+   * Connections whose output was above `stuckBytes` at the last visit, each with whether what
    * was queued then has been written since.
    */
   private readonly above = new WeakMap<ServerTransport, { written: boolean }>();
 
   constructor(
     intervalMs: number,
-    private readonly watched: ReadonlyMap<unknown, Watched>,
-    /** Output queued above this at two sweeps in a row, not going down: not reading. 0: never. */
+    private readonly watched: ReadonlyMap<K, Watched>,
+    /** Output queued above this at two visits in a row, not going down: not reading. 0: never. */
     private readonly stuckBytes: number,
     /** Told of each connection the heartbeat ends (for the log). */
     private readonly onDead: (verdict: HeartbeatVerdict) => void,
   ) {
     if (intervalMs > 0) {
-      this.timer = setInterval(() => this.sweep(), intervalMs);
+      const count = Math.max(1, Math.min(MAX_SLICES, Math.floor(intervalMs / MIN_SLICE_MS)));
+      for (let i = 0; i < count; i++) this.slices.push([]);
+      this.timer = setInterval(() => this.slice(), Math.round(intervalMs / count));
       this.timer.unref();
+      for (const key of watched.keys()) this.watch(key);
     }
+  }
+
+  /** A session opened under `key` in the watched map: it is visited from its slice's next turn on. */
+  watch(key: K): void {
+    if (this.timer === undefined) return;
+    this.slices[this.joinAt]!.push(key);
+    this.joinAt = (this.joinAt + 1) % this.slices.length;
   }
 
   stop(): void {
     clearInterval(this.timer);
     this.timer = undefined;
+    this.slices.length = 0;
   }
 
-  private sweep(): void {
-    const payload = randomBytes(8);
-    for (const entry of this.watched.values()) {
-      const transport = entry.transport;
-      if (this.stuck(transport)) {
-        this.onDead('not-reading');
-        if (transport instanceof WsTransport) transport.socket.terminate();
-        else entry.close(CloseCode.PolicyViolation, 'not reading');
-        continue;
-      }
-      // TCP and stdio have no ping frame (their clients send rpc.ping); HTTP exchanges are brief.
-      if (!(transport instanceof WsTransport)) continue;
-      if (!transport.alive) {
-        this.onDead('missed-pong');
-        transport.socket.terminate();
-        continue;
-      }
-      transport.ping(payload);
+  /** Visit the sessions of the next slice, dropping the keys of those that have gone. */
+  private slice(): void {
+    if (this.at === 0) this.payload = randomBytes(8);
+    const keys = this.slices[this.at]!;
+    this.at = (this.at + 1) % this.slices.length;
+    let kept = 0;
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i]!;
+      const entry = this.watched.get(key);
+      if (!entry) continue;
+      keys[kept++] = key;
+      this.visit(entry);
     }
+    keys.length = kept;
+  }
+
+  private visit(entry: Watched): void {
+    const transport = entry.transport;
+    if (this.stuck(transport)) {
+      this.onDead('not-reading');
+      if (transport instanceof WsTransport) transport.socket.terminate();
+      else entry.close(CloseCode.PolicyViolation, 'not reading');
+      return;
+    }
+    // TCP and stdio have no ping frame (their clients send rpc.ping); HTTP exchanges are brief.
+    if (!(transport instanceof WsTransport)) return;
+    if (!transport.alive) {
+      this.onDead('missed-pong');
+      transport.socket.terminate();
+      return;
+    }
+    transport.ping(this.payload);
   }
 
   /**
-   * Above `stuckBytes` now and at the last sweep, and what was queued at the last sweep is not
+   * Above `stuckBytes` now and at the last visit, and what was queued at the last visit is not
    * written yet: the peer has not read even that in a whole interval. (A reader that keeps up
-   * may have as much queued at every sweep, while it keeps taking it.)
+   * may have as much queued at every visit, while it keeps taking it.)
    */
   private stuck(transport: ServerTransport): boolean {
     if (this.stuckBytes <= 0 || transport.kind === 'stdio' || !transport.onWritten) return false;

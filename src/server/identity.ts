@@ -59,16 +59,26 @@ export interface IdentityDeps<C> {
   reauthorize(session: Session<C>): Promise<void>;
 }
 
-/** One session's identity state. */
+/**
+ * One session's identity state. A session gets one only when something will read it: it is
+ * in-band, its identity expires, or an authenticate hook will see its request again (a
+ * refresh); otherwise at its first `rpc.authenticate`. A session keeps no more than that, since
+ * the upgrade's request (its headers, URL, cookies) would outweigh the rest of the session.
+ */
 interface IdentityState {
-  /** The upgrade's request: in-band and refresh calls of the hook see it with the new token. */
-  readonly request: UpgradeRequest;
+  /**
+   * The upgrade's request: in-band and refresh calls of the hook see it with the new token.
+   * Undefined when there is no hook to see it.
+   */
+  readonly request: UpgradeRequest | undefined;
   pending: boolean;
   expired: boolean;
   refusals: number;
   /** One check at a time, in order: two tokens sent together are weighed one after the other. */
-  queue: Promise<unknown>;
+  queue: Promise<unknown> | undefined;
   cancelTimers: (() => void)[];
+  /** Whether the session's close clears the timers (set up with the first timer). */
+  watched: boolean;
 }
 
 type CheckOutcome = { ok: true; result: AuthenticateResult } | { ok: false; error: JsonRpcError };
@@ -115,30 +125,53 @@ export class IdentityService<C> {
    * within the deadline), else with the context the upgrade's hook returned.
    */
   opened(session: Session<C>, request: UpgradeRequest, pending: boolean): void {
-    const state: IdentityState = {
-      request,
-      pending,
-      expired: false,
-      refusals: 0,
-      queue: Promise.resolve(),
-      cancelTimers: [],
-    };
-    this.states.set(session, state);
-    void session.closed.then(() => clearTimers(state));
     if (pending) {
+      const state = this.track(session, request, true);
       const deadlineMs = this.deps.config.identity.inBandDeadlineMs;
-      state.cancelTimers.push(
-        later(() => {
+      this.arm(
+        session,
+        state,
+        () => {
           if (!state.pending || session.isClosed) return;
           session.logger.info({ deadlineMs }, 'closing a connection that did not authenticate');
           session.close(IdentityCloseCode.AuthenticationDeadline, 'authentication deadline');
-        }, deadlineMs),
+        },
+        deadlineMs,
       );
       return;
     }
     const expiresAt = this.expiresAtOf(session.context, session.logger);
     session.setIdentity({ context: session.context, expiresAt });
-    this.schedule(session, state);
+    // Nothing will read a state: no timer to set, no hook to show the request to again.
+    if (expiresAt === undefined && !this.deps.authenticate) return;
+    this.schedule(session, this.track(session, request, false));
+  }
+
+  /** A session's state from now on. */
+  private track(
+    session: Session<C>,
+    request: UpgradeRequest | undefined,
+    pending: boolean,
+  ): IdentityState {
+    const state: IdentityState = {
+      request,
+      pending,
+      expired: false,
+      refusals: 0,
+      queue: undefined,
+      cancelTimers: [],
+      watched: false,
+    };
+    this.states.set(session, state);
+    return state;
+  }
+
+  /** Run `fn` after `delayMs` unless the session closes first (or the state's timers are cleared). */
+  private arm(session: Session<C>, state: IdentityState, fn: () => void, delayMs: number): void {
+    state.cancelTimers.push(later(fn, delayMs));
+    if (state.watched) return;
+    state.watched = true;
+    void session.closed.then(() => clearTimers(state));
   }
 
   /** The `rpc.authenticate` handler: in-band authentication or a refresh. */
@@ -147,7 +180,11 @@ export class IdentityService<C> {
     ctx: HandlerContext<Session<C>>,
   ): Promise<AuthenticateResult> => {
     const session = ctx.session;
-    const state = this.states.get(session);
+    // A connection opened without a state has one from its first rpc.authenticate; an HTTP
+    // exchange never has one.
+    const state =
+      this.states.get(session) ??
+      (session.transport.canPush ? this.track(session, undefined, false) : undefined);
     if (!state) {
       throw new JsonRpcError(
         ErrorCode.UnsupportedTransport,
@@ -175,7 +212,7 @@ export class IdentityService<C> {
     state: IdentityState,
     run: () => CheckOutcome | Promise<CheckOutcome>,
   ): Promise<CheckOutcome> {
-    const next = state.queue.then(run);
+    const next = (state.queue ?? Promise.resolve()).then(run);
     state.queue = next.catch(() => undefined);
     return next;
   }
@@ -188,13 +225,16 @@ export class IdentityService<C> {
   ): Promise<CheckOutcome> {
     const { config, logger } = this.deps;
     const phase = state.pending ? 'in-band' : 'refresh';
-    const request: UpgradeRequest = { ...state.request, token, phase };
-    const outcome = await runAuthenticate(
-      this.deps.authenticate,
-      request,
-      logger,
-      config.limits.authenticateTimeoutMs,
-    );
+    // No request kept: there is no hook to ask, and the token is accepted as runAuthenticate
+    // accepts anything without one.
+    const outcome: AuthenticateOutcome<C> = state.request
+      ? await runAuthenticate(
+          this.deps.authenticate,
+          { ...state.request, token, phase },
+          logger,
+          config.limits.authenticateTimeoutMs,
+        )
+      : { ok: true, context: undefined as C };
     if (!outcome.ok) return refusalOf(outcome);
     const context = outcome.context;
     let user: string | undefined;
@@ -269,10 +309,8 @@ export class IdentityService<C> {
     if (expiresAt === undefined || session.isClosed) return;
     const left = expiresAt - Date.now();
     const ask = Math.max(left - this.deps.config.identity.refreshAheadMs, left / 2);
-    state.cancelTimers.push(
-      later(() => this.askForToken(session, state, expiresAt), ask),
-      later(() => this.expire(session, state), left),
-    );
+    this.arm(session, state, () => this.askForToken(session, state, expiresAt), ask);
+    this.arm(session, state, () => this.expire(session, state), left);
   }
 
   /** `rpc.token`: the client answers with a fresh token, checked as `rpc.authenticate` checks one. */

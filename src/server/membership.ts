@@ -171,10 +171,7 @@ export class Membership<C> {
 
   /** What `session.join` and `session.leave` call. */
   of(session: Session<C>): SessionMembership {
-    return {
-      join: (topic, options) => this.join(session, topic, options),
-      leave: (topic) => this.leave(session, topic),
-    };
+    return new BoundMembership(this, session);
   }
 
   /** A message from another node (SessionRouterOptions.member). */
@@ -256,5 +253,24 @@ export class Membership<C> {
         reject(err as Error);
       });
     });
+  }
+}
+
+/**
+ * One session's SessionMembership: the gateway's Membership with the session bound, as one
+ * small object (two closures and their scope per session would weigh several times more).
+ */
+class BoundMembership<C> implements SessionMembership {
+  constructor(
+    private readonly membership: Membership<C>,
+    private readonly session: Session<C>,
+  ) {}
+
+  join(topic: string, options?: JoinOptions): Promise<string> {
+    return this.membership.join(this.session, topic, options);
+  }
+
+  leave(topic: string): boolean {
+    return this.membership.leave(this.session, topic);
   }
 }

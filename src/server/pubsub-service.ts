@@ -28,7 +28,6 @@ import type {
   PubSubLimits,
   PubSubStats,
   PublishOptions,
-  SessionSubscription,
   SessionTable,
   StreamHandler,
   SubscriptionMethods,
@@ -37,6 +36,8 @@ import type {
 import type { Session } from './session.js';
 import { defaultLimits } from './options.js';
 import { TokenBucket } from './token-bucket.js';
+import { TopicSubscription } from './topic-subscription.js';
+import type { TopicEnds } from './topic-subscription.js';
 import { claimsAllow } from './claims-authorization.js';
 import { pushUnsupported } from './session.js';
 import {
@@ -111,6 +112,8 @@ export class PubSubService<C> {
   private readonly streams = new Map<string, { handler: StreamHandler<C>; flow: FlowControl }>();
   private readonly tables = new Map<Session<C>, SessionTable>();
   private readonly head: string;
+  /** What every topic subscription's end tells (one object for all of them). */
+  private readonly topicEnds: TopicEnds<C>;
   private nextId = 0;
   private readonly limits: PubSubLimits;
   /** The node's history reads (resume replays): bounded, identical ones shared. */
@@ -157,6 +160,7 @@ export class PubSubService<C> {
       () => this.newId(),
       (err, topic) => logger.warn({ err, topic }, 'broker unsubscribe failed'),
     );
+    this.topicEnds = { registry: this.registry, lifecycle: () => this.lifecycle };
   }
 
   /** Register the subscribe and unsubscribe methods on a registry. */
@@ -412,7 +416,7 @@ export class PubSubService<C> {
         topic: request.topic,
       });
     }
-    const slots = this.requireTable(session).historySlots;
+    const slots = this.historySlotsOf(this.requireTable(session));
     return readTopicHistory(this.broker, slots, request, ctx.signal).catch((err: unknown) => {
       throwIfCancelled(ctx);
       throw this.brokerUnavailable(err, request.topic, 'history was not read');
@@ -441,13 +445,8 @@ export class PubSubService<C> {
     table: SessionTable,
   ): void {
     const subscription = table.subscriptions.get(id);
-    const ended = subscription && this.onTopicSubscribed?.(session, topic, id);
-    if (!subscription || !ended) return;
-    const teardown = subscription.teardown;
-    subscription.teardown = () => {
-      teardown();
-      ended();
-    };
+    if (!(subscription instanceof TopicSubscription)) return;
+    subscription.ended = this.onTopicSubscribed?.(session, topic, id);
   }
 
   private async mayUseTopic(
@@ -653,21 +652,16 @@ export class PubSubService<C> {
     const id =
       sharedId !== undefined && !table.subscriptions.has(sharedId) ? sharedId : this.newId();
     const delivery = this.newDelivery(table.sink, id, flow, (table.sink as Session<C>).id);
-    // The table's sink is its session (requireTable); `started` once it is announced live.
+    // The table's sink is its session (requireTable).
     const session = table.sink as Session<C>;
-    let started = false;
-    const subscription: SessionSubscription = {
+    const subscription = new TopicSubscription<C>(
       topic,
-      params: request.params,
+      request.params,
       delivery,
-      teardown: () => {
-        delivery.stop();
-        table.topicBytes -= bytes;
-        this.registry.detach(topic, delivery);
-        this.registry.release(topic);
-        if (started) this.lifecycle?.unsubscribed(session, topic);
-      },
-    };
+      bytes,
+      table,
+      this.topicEnds,
+    );
     table.subscriptions.set(id, subscription);
     ctx.afterReply(() => {
       if (table.subscriptions.get(id) !== subscription) return;
@@ -678,15 +672,15 @@ export class PubSubService<C> {
       if (since !== undefined) {
         replay(this.broker, this.logger, topic, since, epoch, delivery, {
           reads: this.historyReads,
-          slots: table.historySlots,
-          drains: table.drains,
+          slots: this.historySlotsOf(table),
+          drains: (table.drains ??= new DrainWaiters(session)),
         });
       } else if (position) sendPosition(this.broker, this.logger, topic, delivery);
       else if (this.resolveTopic(topic)?.options.latestValue === true) {
         sendLatest(this.broker, this.logger, topic, delivery);
       }
       this.registry.attach(topic, delivery);
-      started = true;
+      subscription.started = true;
       this.lifecycle?.subscribed(session, topic);
     });
     return id;
@@ -725,18 +719,14 @@ export class PubSubService<C> {
 
   /** `ownerId`: the session's id, for a topic subscription (a publish `except` it passes it by). */
   private newDelivery(sink: Sink, id: string, flow: FlowControl, ownerId?: string): Delivery {
-    return new Delivery(
-      sink,
-      this.head,
-      JSON.stringify(id),
-      flow,
-      (event) => {
-        if (event === 'disconnected') this.stats.slowConsumerDisconnects++;
-        else this.stats.dropped++;
-      },
-      ownerId,
-    );
+    return new Delivery(sink, this.head, JSON.stringify(id), flow, this.countSlowConsumer, ownerId);
   }
+
+  /** Every delivery's slow-consumer counter (one function for all of them). */
+  private readonly countSlowConsumer = (event: 'dropped' | 'disconnected'): void => {
+    if (event === 'disconnected') this.stats.slowConsumerDisconnects++;
+    else this.stats.dropped++;
+  };
 
   private resolveTopic(name: string): TopicDefinition<C> | undefined {
     // "$node.*" and "$user.*" carry messages addressed to sessions, "~inbox.*" a user's own
@@ -756,16 +746,18 @@ export class PubSubService<C> {
         sink: session,
         subscriptions: new Map(),
         topicBytes: 0,
-        historySlots: new Slots(this.limits.maxHistoryReadsPerConnection),
-        drains: new DrainWaiters(session),
-        newTopics: new TokenBucket(
-          this.limits.newTopicSubscribesPerSecond,
-          this.limits.newTopicSubscribesBurst,
-        ),
+        historySlots: undefined,
+        drains: undefined,
+        newTopics: undefined,
       };
       this.tables.set(session, table);
     }
     return table;
+  }
+
+  /** The connection's history read slots, made on its first read. */
+  private historySlotsOf(table: SessionTable): Slots {
+    return (table.historySlots ??= new Slots(this.limits.maxHistoryReadsPerConnection));
   }
 
   private checkLimit(table: SessionTable): void {
@@ -826,6 +818,10 @@ export class PubSubService<C> {
     ) {
       return;
     }
+    table.newTopics ??= new TokenBucket(
+      this.limits.newTopicSubscribesPerSecond,
+      this.limits.newTopicSubscribesBurst,
+    );
     if (table.newTopics.take()) return;
     throw new ServerError(
       ErrorCode.RateLimited,

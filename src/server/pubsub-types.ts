@@ -77,12 +77,14 @@ export interface SessionTable {
   subscriptions: Map<string, SessionSubscription>;
   /** UTF-8 bytes of the topic names its subscriptions hold (and subscribes under way reserve). */
   topicBytes: number;
+  // The three below are made when first needed: most connections never resume, and only the
+  // first subscriber of a topic brings it onto the node.
   /** Its history reads (resume replays): a page is read holding one. */
-  historySlots: Slots;
+  historySlots: Slots | undefined;
   /** Its replays waiting for the socket to drain, on one listener. */
-  drains: DrainWaiters;
+  drains: DrainWaiters | undefined;
   /** Its subscribes that bring a topic onto this node's broker link. */
-  newTopics: TokenBucket;
+  newTopics: TokenBucket | undefined;
 }
 
 /** The limits the pub/sub service applies (GatewayLimits, resolved). */

@@ -1,4 +1,3 @@
-import { customAlphabet } from 'nanoid';
 import { Subject } from 'rxjs';
 import type { Observable } from 'rxjs';
 import { AnsweringPeer } from '../peer/answering-peer.js';
@@ -12,18 +11,10 @@ import type { ServerTransport } from '../transport/transport.js';
 import type { Admission } from './admission.js';
 import type { GatewayLimits } from './options.js';
 import { Session } from './session.js';
+import { sessionIdOf } from './session-id.js';
 import { SessionInbox, decodeInboxMessage } from './session-router.js';
 import type { InboxMessage, LocalSessions, SessionRouter } from './session-router.js';
 import { TokenBucket } from './token-bucket.js';
-
-/**
- * The random part of a session id: 22 letters and digits (about 131 bits), never a '-', so the
- * node id before the last '-' can be read back (SessionRouter.notifySession).
- */
-const randomPart = customAlphabet(
-  '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz',
-  22,
-);
 
 export interface SessionTableDeps<C> {
   /** This gateway's id among its peers: the prefix of its session ids. */
@@ -44,6 +35,8 @@ export interface SessionTableDeps<C> {
    * (how long new sessions' messages are held, and at most how many).
    */
   inbox?: { holdMs: number; maxHeld: number } | undefined;
+  /** Told of each session the table keeps, by its id (the heartbeat visits it from then on). */
+  watch?: ((id: string) => void) | undefined;
 }
 
 /**
@@ -83,7 +76,7 @@ export class SessionTable<C> implements LocalSessions {
     // The node's id, then a part nobody can guess from other sessions' ids. Ids are still not
     // capabilities (they are logged, and reach whoever a session shows its own to), so a
     // guessed id is no key; but notifySession takes any id, and counting them should not find one.
-    const id = `${this.idPrefix}${randomPart()}`;
+    const id = sessionIdOf(this.idPrefix);
     const logger = new LazyChildLogger(this.deps.logger, 'session', id);
     const session = new Session<C>(id, context, remoteAddress, logger, transport);
     // An HTTP exchange answers in its response (AnsweringPeer.answer); connections send.
@@ -113,6 +106,7 @@ export class SessionTable<C> implements LocalSessions {
     const bucket = ratePerSecond > 0 ? new TokenBucket(ratePerSecond, rateBurst) : undefined;
     const session = this.create(transport, context, remoteAddress, bucket, config);
     this.live.set(session.id, session);
+    this.deps.watch?.(session.id);
     if (pending) {
       session.setIdentity('pending');
       return session;

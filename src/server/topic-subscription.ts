@@ -1,0 +1,45 @@
+import type { Delivery } from '../pubsub/delivery.js';
+import type { TopicRegistry } from '../pubsub/topic-registry.js';
+import type { SessionSubscription, SessionTable } from './pubsub-types.js';
+import type { Session } from './session.js';
+
+/** What ending a topic subscription tells: the node's topic registry and the lifecycle events. */
+export interface TopicEnds<C> {
+  readonly registry: Pick<TopicRegistry, 'detach' | 'release'>;
+  /** gateway.events$ (`unsubscribed`), when the gateway set it. */
+  lifecycle(): { unsubscribed(session: Session<C>, topic: string): void } | undefined;
+}
+
+/**
+ * A session's subscription to a topic, and what its end undoes: the delivery leaves the topic,
+ * the node lets go of the topic, the connection's topic-name bytes come back. A class rather
+ * than a closure: a closure made where the subscribe is handled would keep that whole scope
+ * (the request, the call's context) for as long as the subscription lives, on every subscriber.
+ */
+export class TopicSubscription<C> implements SessionSubscription {
+  /** Announced live (lifecycle `subscribed`): its end is announced too. */
+  started = false;
+  /** What `onTopicSubscribed` (presence) returned for it: run after the rest of its end. */
+  ended: (() => void) | undefined = undefined;
+
+  constructor(
+    readonly topic: string,
+    /** What the subscribe carried for the topic's `authorize` (asked again after a refresh). */
+    readonly params: unknown,
+    readonly delivery: Delivery,
+    /** UTF-8 bytes of `topic`, counted against the connection (maxTopicBytesPerConnection). */
+    private readonly bytes: number,
+    private readonly table: SessionTable,
+    private readonly ends: TopicEnds<C>,
+  ) {}
+
+  teardown(): void {
+    this.delivery.stop();
+    this.table.topicBytes -= this.bytes;
+    this.ends.registry.detach(this.topic, this.delivery);
+    this.ends.registry.release(this.topic);
+    if (this.started)
+      this.ends.lifecycle()?.unsubscribed(this.table.sink as Session<C>, this.topic);
+    this.ended?.();
+  }
+}
