@@ -20,6 +20,12 @@ import {
 } from './report.mjs';
 import { scenariosFor, takesPart, warmUp } from './scenarios.mjs';
 
+// `--scale`: the scale run (bench/scale/run.mjs, its own flags) instead of this one.
+if (process.argv.includes('--scale')) {
+  const { main } = await import('./scale/run.mjs');
+  process.exit(await main(process.argv.slice(2).filter((arg) => arg !== '--scale')));
+}
+
 const here = (path) => fileURLToPath(new URL(path, import.meta.url));
 const BENCHMARKS = here('../BENCHMARKS.md');
 // Pure-JS `ws` in every process: the native bufferutil/utf-8-validate addons are optional
