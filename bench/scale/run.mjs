@@ -20,6 +20,8 @@ const HOST = '127.0.0.1';
 /** File descriptors a process needs besides its connections (modules, IPC, stdio, epoll...). */
 const FD_RESERVE = 256;
 const MAX_CONNECTIONS = 200_000;
+/** How long the empty server's idle CPU is read, before any connection. */
+const EMPTY_IDLE_MS = 5_000;
 
 const options = {
   connections: { type: 'string', default: '100000' },
@@ -183,6 +185,7 @@ export async function main(argv) {
       const { port } = await server.request('start', { kind, host: HOST, connections });
       const url = `ws://${HOST}:${port}/rpc`;
       r.base = await phases.baseline();
+      r.emptyIdle = await phases.emptyIdle(EMPTY_IDLE_MS);
       log(`  storm to ${connections.toLocaleString('en-US')}...`);
       r.storm = await phases.storm(url);
       log(`  open in ${(r.storm.openMs / 1000).toFixed(1)} s, ${r.storm.failed} failed`);

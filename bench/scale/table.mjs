@@ -35,6 +35,14 @@ function rows({ connections, settings, subscriptions }) {
     ['longest event-loop delay (ms)', (r) => r.idle?.maxMs],
     ['event-loop delay p99 (ms)', (r) => r.idle?.p99Ms],
     ['server CPU while idle (ms per second)', (r) => r.idle?.cpuMsPerSecond],
+    ['the same with no connection open (ms per second)', (r) => r.emptyIdle?.cpuMsPerSecond],
+    [
+      "idle CPU per connection per second, the empty server's taken off (µs)",
+      (r) =>
+        r.idle && r.emptyIdle && r.storm
+          ? ((r.idle.cpuMsPerSecond - r.emptyIdle.cpuMsPerSecond) * 1000) / r.storm.opened
+          : undefined,
+    ],
     [`**One topic, ${n} subscribers**`],
     [
       'heap per subscription (KB)',
