@@ -11,34 +11,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createClient } from '../../src/client/index.js';
 import type { RpcClient } from '../../src/client/client.js';
 import { idTextsByScan, idTextsOf } from '../../src/protocol/id-text.js';
-
-/** The text of a JSON number, in every shape RFC 8259 allows. */
-const numberText: fc.Arbitrary<string> = fc
-  .tuple(
-    fc.boolean(),
-    fc.oneof(
-      fc.constant('0'),
-      fc
-        .tuple(fc.integer({ min: 1, max: 9 }), fc.stringMatching(/^[0-9]{0,25}$/))
-        .map(([first, rest]) => `${first}${rest}`),
-    ),
-    fc.option(fc.stringMatching(/^[0-9]{1,8}$/), { nil: undefined }),
-    fc.option(
-      fc.tuple(
-        fc.constantFrom('e', 'E'),
-        fc.constantFrom('', '+', '-'),
-        fc.stringMatching(/^[0-9]{1,3}$/),
-      ),
-      { nil: undefined },
-    ),
-  )
-  .map(
-    ([minus, int, frac, exp]) =>
-      `${minus ? '-' : ''}${int}${frac === undefined ? '' : `.${frac}`}${exp === undefined ? '' : exp.join('')}`,
-  );
+import { jsonNumberText } from '../support/jsonrpc-arbitraries.js';
 
 const idValue = fc.oneof(
-  numberText,
+  jsonNumberText,
   fc.maxSafeInteger().map(String),
   fc.string({ maxLength: 6 }).map((s) => JSON.stringify(s)),
 );
@@ -46,8 +22,8 @@ const space = fc.constantFrom('', ' ', '\n ');
 /** Params with members named "id" of their own (decoys), in objects and in strings. */
 const params = fc.oneof(
   fc.constant(undefined),
-  numberText.map((n) => `{"id":${n}}`),
-  numberText.map((n) => `[{"id": ${n}, "x": "\\"id\\":${n}"}]`),
+  jsonNumberText.map((n) => `{"id":${n}}`),
+  jsonNumberText.map((n) => `[{"id": ${n}, "x": "\\"id\\":${n}"}]`),
 );
 const key = fc.constantFrom('"id"', '"\\u0069d"');
 

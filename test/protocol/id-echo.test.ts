@@ -11,6 +11,7 @@ import { parseFrame } from '../../src/protocol/classify.js';
 import { idTextsOf, scanIdTexts } from '../../src/protocol/id-text.js';
 import { Resources } from '../support/resources.js';
 import { createRawPeer } from '../support/peers.js';
+import { jsonNumberText } from '../support/jsonrpc-arbitraries.js';
 
 const ids = (text: string) => idTextsOf(text, JSON.parse(text));
 
@@ -85,33 +86,8 @@ describe('parseFrame: ids kept as sent', () => {
 // ---------------------------------------------------------------------------------------------
 // Property: whatever id text a request carries, the reply carries the same text.
 
-/** The text of a JSON number, by the grammar of RFC 8259: every way to write one. */
-const numberText: fc.Arbitrary<string> = fc
-  .tuple(
-    fc.boolean(),
-    fc.oneof(
-      fc.constant('0'),
-      fc
-        .tuple(fc.integer({ min: 1, max: 9 }), fc.stringMatching(/^[0-9]{0,30}$/))
-        .map(([first, rest]) => `${first}${rest}`),
-    ),
-    fc.option(fc.stringMatching(/^[0-9]{1,20}$/), { nil: undefined }),
-    fc.option(
-      fc.tuple(
-        fc.constantFrom('e', 'E'),
-        fc.constantFrom('', '+', '-'),
-        fc.stringMatching(/^[0-9]{1,3}$/),
-      ),
-      { nil: undefined },
-    ),
-  )
-  .map(
-    ([minus, int, frac, exp]) =>
-      `${minus ? '-' : ''}${int}${frac === undefined ? '' : `.${frac}`}${exp === undefined ? '' : exp.join('')}`,
-  );
-
 const idText: fc.Arbitrary<string> = fc.oneof(
-  { arbitrary: numberText, weight: 4 },
+  { arbitrary: jsonNumberText, weight: 4 },
   { arbitrary: fc.maxSafeInteger().map(String), weight: 2 },
   {
     arbitrary: fc.bigInt({ min: -(10n ** 30n), max: 10n ** 30n }).map(String),
@@ -138,8 +114,8 @@ const space = fc.constantFrom('', ' ', '\n  ', '\t');
 const params = fc.oneof(
   fc.constant(undefined),
   fc.constant('[]'),
-  numberText.map((n) => `{"id":${n}}`),
-  numberText.map((n) => `[{"id": ${n}, "x": "\\"id\\":${n}"}, ${n}]`),
+  jsonNumberText.map((n) => `{"id":${n}}`),
+  jsonNumberText.map((n) => `[{"id": ${n}, "x": "\\"id\\":${n}"}, ${n}]`),
 );
 
 type Kind = 'ok' | 'missing' | 'invalid';

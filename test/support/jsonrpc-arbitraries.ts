@@ -12,6 +12,31 @@ export const anyText = fc.oneof(
   fc.string({ unit: fc.constantFrom('[', ']', '{', '}', '"', '\\', ',', ':', '1', 'a', ' ') }),
 );
 
+/** The text of a JSON number, by the grammar of RFC 8259: every way to write one. */
+export const jsonNumberText: fc.Arbitrary<string> = fc
+  .tuple(
+    fc.boolean(),
+    fc.oneof(
+      fc.constant('0'),
+      fc
+        .tuple(fc.integer({ min: 1, max: 9 }), fc.stringMatching(/^[0-9]{0,30}$/))
+        .map(([first, rest]) => `${first}${rest}`),
+    ),
+    fc.option(fc.stringMatching(/^[0-9]{1,20}$/), { nil: undefined }),
+    fc.option(
+      fc.tuple(
+        fc.constantFrom('e', 'E'),
+        fc.constantFrom('', '+', '-'),
+        fc.stringMatching(/^[0-9]{1,3}$/),
+      ),
+      { nil: undefined },
+    ),
+  )
+  .map(
+    ([minus, int, frac, exp]) =>
+      `${minus ? '-' : ''}${int}${frac === undefined ? '' : `.${frac}`}${exp === undefined ? '' : exp.join('')}`,
+  );
+
 /** A few ids, so that duplicates (and rpc.cancel targets) are common. */
 export const pooledId = fc.constantFrom<Id>(1, 2, 3, 0, -1, 'a', 'b', '', null);
 
