@@ -50,10 +50,18 @@ export interface PublishOptions {
   except?: string | readonly string[];
 }
 
+/**
+ * Builds one subscriber's stream: an Observable, or an async iterable such as the generator of an
+ * `async function*` handler (each yield is a message, returning completes the subscription,
+ * throwing ends it with the error), or a promise of either. The service reads both through rxjs
+ * `from`: when the subscriber leaves, a generator is returned at its next `yield`, so its
+ * `finally` runs then. A generator waiting on something that may never come holds on until it
+ * does: write such a stream as an Observable, whose teardown runs as the subscriber leaves.
+ */
 export type StreamHandler<C, P = unknown, T = unknown> = (
   params: P,
   ctx: HandlerContext<Session<C>>,
-) => Observable<T> | Promise<Observable<T>>;
+) => Observable<T> | AsyncIterable<T> | Promise<Observable<T> | AsyncIterable<T>>;
 
 export interface PubSubStats {
   /** Messages not delivered to some subscriber because it was slow (drop and keep-latest). */
