@@ -6,18 +6,24 @@
  * process and both pages in Chromium, against it and against a Node client using the same
  * contract. The bundle-size claims are checked against the same bundles.
  */
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { build } from 'esbuild';
-import ts from 'typescript';
 import type { Browser } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { useContract } from '../../src/client/contract-client.js';
-import type { Contract } from '../../src/contract/contract.js';
 import { browserMissing, launchChromium } from '../support/browser.js';
-import { root, spawnServer } from '../support/demo-process.js';
+import { spawnServer } from '../support/demo-process.js';
 import { freePort, httpGet } from '../support/network.js';
+import {
+  buildForNode,
+  recipeDir,
+  importRecipeContract,
+  recipeBlocks,
+  recipeTypeErrors,
+  waitForRecipeServer,
+} from '../support/recipes.js';
 import { Resources } from '../support/resources.js';
 import { thisPackage } from '../support/bundle.js';
 
@@ -27,26 +33,7 @@ afterEach(() => res.cleanup());
 const missing = browserMissing();
 if (missing) console.warn(`[recipe-contract] the pages are not run: ${missing}`);
 
-// Under node_modules, so the bundles' bare imports (zod/mini, ws, pino...) resolve as installed.
-const dir = join(root, 'node_modules', '.cache', `wsrpc-recipe-contract-${process.pid}`);
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-/** The page's ts blocks by the file their first line names (`// page.ts, types only: ...`). */
-function recipeBlocks(): Record<'contract' | 'server' | 'page' | 'typesOnly', string> {
-  const markdown = readFileSync(join(root, 'docs', 'recipes', 'sharing-a-contract.md'), 'utf8');
-  const blocks = [...markdown.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!);
-  const named = (start: string) => {
-    const block = blocks.find((b) => b.startsWith(start));
-    if (!block) throw new Error(`no block starting "${start}" in the recipe`);
-    return block;
-  };
-  return {
-    contract: named('// contract.ts:'),
-    server: named('// server.ts:'),
-    page: named('// page.ts:'),
-    typesOnly: named('// page.ts, types only:'),
-  };
-}
+const dir = recipeDir('recipe-contract');
 
 /** Bundle `file` (in `dir`) for the browser as the recipe's esbuild command does; its bytes. */
 async function bundlePage(file: string, outfile: string): Promise<Uint8Array> {
@@ -67,35 +54,18 @@ async function bundlePage(file: string, outfile: string): Promise<Uint8Array> {
   return bytes;
 }
 
-/** Type errors of the files in `dir`, with `wsrpc-gateway` mapped onto this source tree. */
-function typeErrors(files: string[]): string[] {
-  const config = ts.readConfigFile(join(root, 'tsconfig.json'), (p) => ts.sys.readFile(p));
-  const { options } = ts.parseJsonConfigFileContent(config.config, ts.sys, root);
-  const program = ts.createProgram(
-    files.map((f) => join(dir, f)),
-    {
-      ...options,
-      noEmit: true,
-      baseUrl: root,
-      paths: {
-        'wsrpc-gateway': ['src/index.ts'],
-        'wsrpc-gateway/client': ['src/client/index.ts'],
-      },
-    },
-  );
-  return ts
-    .getPreEmitDiagnostics(program)
-    .filter((d) => d.file?.fileName.startsWith(dir))
-    .map((d) => `${d.file!.fileName}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
-}
-
-let blocks: ReturnType<typeof recipeBlocks>;
+let blocks: Record<'contract' | 'server' | 'page' | 'typesOnly', string>;
 let page: Uint8Array;
 let typesOnly: Uint8Array;
 let server: string;
 
 beforeAll(async () => {
-  blocks = recipeBlocks();
+  blocks = recipeBlocks('recipes/sharing-a-contract.md', {
+    contract: '// contract.ts:',
+    server: '// server.ts:',
+    page: '// page.ts:',
+    typesOnly: '// page.ts, types only:',
+  });
   mkdirSync(join(dir, 'types-only'), { recursive: true });
   writeFileSync(join(dir, 'contract.ts'), blocks.contract);
   writeFileSync(join(dir, 'server.ts'), blocks.server);
@@ -106,29 +76,20 @@ beforeAll(async () => {
   page = await bundlePage('page.ts', join(dir, 'public', 'page.js'));
   typesOnly = await bundlePage(join('types-only', 'page.ts'), join(dir, 'types-only.js'));
   server = join(dir, 'server.mjs');
-  await build({
-    entryPoints: [join(dir, 'server.ts')],
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    packages: 'external',
-    outfile: server,
-    plugins: [thisPackage],
-    logLevel: 'silent',
-  });
+  await buildForNode(join(dir, 'server.ts'), server);
 }, 60_000);
 
 describe('docs/recipes/sharing-a-contract.md', { timeout: 60_000 }, () => {
+  // A whole program over src/: minutes on a loaded machine; the time is no claim.
   it('type-checks as written', () => {
-    const errors = typeErrors([
+    const errors = recipeTypeErrors(dir, [
       'contract.ts',
       'server.ts',
       'page.ts',
       join('types-only', 'page.ts'),
     ]);
     expect(errors).toEqual([]);
-  });
+  }, 180_000);
 
   it('ships no validator in the types-only page, and zod/mini in the other', () => {
     const gz = (bytes: Uint8Array) => gzipSync(bytes).length;
@@ -146,10 +107,10 @@ describe('docs/recipes/sharing-a-contract.md', { timeout: 60_000 }, () => {
     const port = await freePort();
     const { child, output, exited } = spawnServer(server, port);
     res.children.push(child);
-    await waitForLivez(port, () => child.exitCode !== null, output);
+    await waitForRecipeServer(port, () => child.exitCode !== null, output);
 
     // A Node client, typed and validated by the very contract the recipe defines.
-    const chat = await bundleContractForNode();
+    const chat = await importRecipeContract(dir, 'chat');
     const { api } = useContract(res.client(`ws://127.0.0.1:${port}/rpc`), chat);
     const send = api['send'] as (params: unknown) => Promise<number>;
     const history = api['history'] as (params: unknown) => Promise<{ text: string }[]>;
@@ -165,33 +126,6 @@ describe('docs/recipes/sharing-a-contract.md', { timeout: 60_000 }, () => {
     expect({ code, output: code === 0 ? '' : output() }).toEqual({ code: 0, output: '' });
   });
 });
-
-/** The recipe's contract.ts as a module this process can import. */
-async function bundleContractForNode(): Promise<Contract> {
-  const outfile = join(dir, 'contract.mjs');
-  await build({
-    entryPoints: [join(dir, 'contract.ts')],
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    packages: 'external',
-    outfile,
-    plugins: [thisPackage],
-    logLevel: 'silent',
-  });
-  return ((await import(outfile)) as { chat: Contract }).chat;
-}
-
-async function waitForLivez(port: number, exited: () => boolean, output: () => string) {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    if (exited()) throw new Error(`the recipe's server exited before it listened:\n${output()}`);
-    const answer = await httpGet(`http://127.0.0.1:${port}/livez`).catch(() => undefined);
-    if (answer?.status === 200) return;
-    if (Date.now() > deadline) throw new Error('the recipe never answered /livez');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 /** Both pages in Chromium: what they log, and what they get of messages sent from Node. */
 async function runPages(port: number, send: (params: unknown) => Promise<number>) {

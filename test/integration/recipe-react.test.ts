@@ -6,18 +6,24 @@
  * it sends (its mutation, seen by a Node client on the same contract) and one sent from Node
  * afterwards (the live subscription), in that order and each once.
  */
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { build } from 'esbuild';
-import ts from 'typescript';
 import type { Browser } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { useContract } from '../../src/client/contract-client.js';
-import type { Contract } from '../../src/contract/contract.js';
 import { browserMissing, launchChromium } from '../support/browser.js';
 import { thisPackage } from '../support/bundle.js';
-import { root, spawnServer } from '../support/demo-process.js';
-import { freePort, httpGet } from '../support/network.js';
+import { spawnServer } from '../support/demo-process.js';
+import { freePort } from '../support/network.js';
+import {
+  buildForNode,
+  recipeDir,
+  importRecipeContract,
+  recipeBlocks,
+  recipeTypeErrors,
+  waitForRecipeServer,
+} from '../support/recipes.js';
 import { Resources } from '../support/resources.js';
 
 const res = new Resources();
@@ -26,55 +32,18 @@ afterEach(() => res.cleanup());
 const missing = browserMissing();
 if (missing) console.warn(`[recipe-react] the page is not run: ${missing}`);
 
-// Under node_modules, so the bundles' bare imports (react, zod/mini, ws...) resolve as installed.
-const dir = join(root, 'node_modules', '.cache', `wsrpc-recipe-react-${process.pid}`);
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-/** The recipe's blocks by the file their first line names. */
-function recipeBlocks(): Record<'contract.ts' | 'server.ts' | 'app.tsx', string> {
-  const markdown = readFileSync(join(root, 'docs', 'recipes', 'react-app.md'), 'utf8');
-  const blocks = [...markdown.matchAll(/```tsx?\n([\s\S]*?)```/g)].map((m) => m[1]!);
-  const named = (file: string) => {
-    const block = blocks.find((b) => b.startsWith(`// ${file}:`));
-    if (!block) throw new Error(`no block starting "// ${file}:" in the recipe`);
-    return block;
-  };
-  return {
-    'contract.ts': named('contract.ts'),
-    'server.ts': named('server.ts'),
-    'app.tsx': named('app.tsx'),
-  };
-}
-
-/** Type errors of the files in `dir`, with `wsrpc-gateway` and its entries mapped onto src/. */
-function typeErrors(files: string[]): string[] {
-  const config = ts.readConfigFile(join(root, 'tsconfig.json'), (p) => ts.sys.readFile(p));
-  const { options } = ts.parseJsonConfigFileContent(config.config, ts.sys, root);
-  const program = ts.createProgram(
-    files.map((f) => join(dir, f)),
-    {
-      ...options,
-      noEmit: true,
-      jsx: ts.JsxEmit.ReactJSX,
-      baseUrl: root,
-      paths: {
-        'wsrpc-gateway': ['src/index.ts'],
-        'wsrpc-gateway/client': ['src/client/index.ts'],
-        'wsrpc-gateway/react': ['src/react/index.ts'],
-      },
-    },
-  );
-  return ts
-    .getPreEmitDiagnostics(program)
-    .filter((d) => d.file?.fileName.startsWith(dir))
-    .map((d) => `${d.file!.fileName}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
-}
+const dir = recipeDir('recipe-react');
 
 let server: string;
 
 beforeAll(async () => {
   mkdirSync(join(dir, 'public'), { recursive: true });
-  for (const [file, code] of Object.entries(recipeBlocks())) writeFileSync(join(dir, file), code);
+  const blocks = recipeBlocks('recipes/react-app.md', {
+    'contract.ts': '// contract.ts:',
+    'server.ts': '// server.ts:',
+    'app.tsx': '// app.tsx:',
+  });
+  for (const [file, code] of Object.entries(blocks)) writeFileSync(join(dir, file), code);
   // npx esbuild app.tsx --bundle --format=esm --minify --jsx=automatic --outfile=public/app.js
   await build({
     entryPoints: [join(dir, 'app.tsx')],
@@ -87,50 +56,14 @@ beforeAll(async () => {
     logLevel: 'silent',
   });
   server = join(dir, 'server.mjs');
-  await build({
-    entryPoints: [join(dir, 'server.ts')],
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    packages: 'external',
-    outfile: server,
-    plugins: [thisPackage],
-    logLevel: 'silent',
-  });
+  await buildForNode(join(dir, 'server.ts'), server);
 }, 60_000);
 
-/** The recipe's contract.ts as a module this process can import. */
-async function contractForNode(): Promise<Contract> {
-  const outfile = join(dir, 'contract.mjs');
-  await build({
-    entryPoints: [join(dir, 'contract.ts')],
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    packages: 'external',
-    outfile,
-    plugins: [thisPackage],
-    logLevel: 'silent',
-  });
-  return ((await import(outfile)) as { chat: Contract }).chat;
-}
-
-async function waitForLivez(port: number, exited: () => boolean, output: () => string) {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    if (exited()) throw new Error(`the recipe's server exited before it listened:\n${output()}`);
-    const answer = await httpGet(`http://127.0.0.1:${port}/livez`).catch(() => undefined);
-    if (answer?.status === 200) return;
-    if (Date.now() > deadline) throw new Error('the recipe never answered /livez');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
 describe('docs/recipes/react-app.md', { timeout: 60_000 }, () => {
+  // A whole program over src/: minutes on a loaded machine; the time is no claim.
   it('type-checks as written', () => {
-    expect(typeErrors(['contract.ts', 'server.ts', 'app.tsx'])).toEqual([]);
-  });
+    expect(recipeTypeErrors(dir, ['contract.ts', 'server.ts', 'app.tsx'])).toEqual([]);
+  }, 180_000);
 
   it.skipIf(missing !== undefined)(
     'runs: the server, the page in Chromium, and a Node client on the same contract',
@@ -138,10 +71,10 @@ describe('docs/recipes/react-app.md', { timeout: 60_000 }, () => {
       const port = await freePort();
       const { child, output, exited } = spawnServer(server, port);
       res.children.push(child);
-      await waitForLivez(port, () => child.exitCode !== null, output);
+      await waitForRecipeServer(port, () => child.exitCode !== null, output);
 
       const url = `ws://127.0.0.1:${port}/rpc`;
-      const chat = await contractForNode();
+      const chat = await importRecipeContract(dir, 'chat');
       const node = res.client(url);
       const { api, subscribe } = useContract(node, chat);
       const send = api['send'] as (params: unknown) => Promise<number>;

@@ -5,23 +5,22 @@
  * and error handler, the gateway's WebSocket, POST and health routes, many requests in a row,
  * and SIGTERM, after which the process exits 0 by itself.
  */
-import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { build } from 'esbuild';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { root, spawnServer } from '../support/demo-process.js';
 import { Resources } from '../support/resources.js';
 import { freePort } from '../support/network.js';
 import { waitForState } from '../support/client.js';
 import { thisPackage } from '../support/bundle.js';
+import { recipeDir, waitForRecipeServer } from '../support/recipes.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
 
-// Under node_modules, so the bundle's bare imports (express, ws, pino...) resolve as installed.
-const outDir = join(root, 'node_modules', '.cache', `wsrpc-recipes-${process.pid}`);
-afterAll(() => rmSync(outDir, { recursive: true, force: true }));
+const outDir = recipeDir('recipes');
 
 /** The page's first TypeScript block, bundled into a runnable file. */
 async function bundleRecipe(page: string): Promise<string> {
@@ -73,17 +72,6 @@ function send(port: number, path: string, body?: string, agent?: Agent): Promise
   });
 }
 
-async function waitForLivez(port: number, exited: () => boolean): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    if (exited()) throw new Error('the recipe exited before it listened');
-    const answer = await send(port, '/livez').catch(() => undefined);
-    if (answer?.status === 200) return;
-    if (Date.now() > deadline) throw new Error('the recipe never answered /livez');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
 const sum = (a: number, b: number, id = 1) =>
   JSON.stringify({ jsonrpc: '2.0', method: 'sum', params: [a, b], id });
 
@@ -93,7 +81,7 @@ describe.each(['express.md', 'fastify.md'])('docs/recipes/%s', (page) => {
     const port = await freePort();
     const { child, output, exited } = spawnServer(file, port);
     res.children.push(child);
-    await waitForLivez(port, () => child.exitCode !== null);
+    await waitForRecipeServer(port, () => child.exitCode !== null, output);
 
     // The app.
     expect(await send(port, '/api/hello')).toEqual({ status: 200, body: '{"hello":"world"}' });
