@@ -14,17 +14,22 @@ const clientBuild = {
   },
 };
 
-await build({
-  entryPoints: ['demo/web/app.ts'],
+// What both pages are built with: a minified ES module for current browsers, with its map.
+const page = {
   bundle: true,
   format: 'esm',
   platform: 'browser',
   target: 'es2022',
   minify: true,
   sourcemap: true,
+  logLevel: 'warning',
+};
+
+await build({
+  ...page,
+  entryPoints: ['demo/web/app.ts'],
   outfile: 'dist/demo-web/app.js',
   plugins: [clientBuild],
-  logLevel: 'warning',
 });
 mkdirSync('dist/demo-web', { recursive: true });
 for (const file of ['index.html', 'style.css']) {
@@ -35,17 +40,11 @@ console.log('demo page: dist/demo-web (index.html, style.css, app.js)');
 // The React variant (demo/react, served at /react): React's production build, the client and
 // wsrpc-gateway/react in one module, as an app's bundler would make it.
 await build({
+  ...page,
   entryPoints: ['demo/react/app.ts'],
-  bundle: true,
-  format: 'esm',
-  platform: 'browser',
-  target: 'es2022',
-  minify: true,
-  sourcemap: true,
   conditions: ['es2015'],
   define: { 'process.env.NODE_ENV': '"production"' },
   outfile: 'dist/demo-web/react.js',
-  logLevel: 'warning',
 });
 copyFileSync('demo/react/index.html', 'dist/demo-web/react.html');
 console.log('demo page in React: dist/demo-web (react.html, react.js)');

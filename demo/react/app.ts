@@ -13,18 +13,7 @@ import {
   useMutation,
   useSubscription,
 } from '../../src/react/index.js';
-
-interface Tick {
-  symbol: string;
-  price: number;
-  at: number;
-}
-
-interface ChatMessage {
-  from: string;
-  text: string;
-  at: number;
-}
+import type { ChatMessage, Tick } from '../pubsub.js';
 
 const time = (at: number) => new Date(at).toLocaleTimeString([], { hour12: false });
 

@@ -5,18 +5,7 @@ import type { ConnectionState, PresenceState, SubscriptionEvent } from '../../sr
 import { Sparkline } from './chart.js';
 import { startConsole } from './console.js';
 import { byId, clock, logEvent } from './dom.js';
-
-interface Tick {
-  symbol: string;
-  price: number;
-  at: number;
-}
-
-interface ChatMessage {
-  from: string;
-  text: string;
-  at: number;
-}
+import type { ChatMessage, Tick } from '../pubsub.js';
 
 const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/rpc`;
 // A short backoff cap: a restarted demo server is found again within about two seconds. The
