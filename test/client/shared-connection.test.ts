@@ -8,8 +8,15 @@ import { firstValueFrom } from 'rxjs';
 import { filter } from 'rxjs/operators';
 import fc from 'fast-check';
 import { WebSocket } from 'ws';
-import { afterEach, describe, expect, it } from 'vitest';
-import { JsonRpcError, TimeoutError, type SubscriptionStatus } from '../../src/client/index.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import {
+  AuthenticationError,
+  CancelledError,
+  JsonRpcError,
+  NotConnectedError,
+  TimeoutError,
+  type SubscriptionStatus,
+} from '../../src/client/index.js';
 import { createClientHost, createSharedClient } from '../../src/client/shared/index.js';
 import type {
   ClientHost,
@@ -337,4 +344,217 @@ describe('sharing, as a model: the gateway holds a topic while any tab observes 
       { numRuns: 15 },
     );
   }, 120_000);
+});
+
+describe('the rest of the client surface through the worker', () => {
+  it('batch: one settled result per entry, errors with their class, notifications included', async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.method('add', ([a, b]: [number, number]) => a + b);
+    gateway.method('refuse', () => {
+      throw new JsonRpcError(4001, 'no', { why: 'batch' });
+    });
+    const noted: unknown[] = [];
+    gateway.method('note', (params) => void noted.push(params));
+    const { open } = sharedConnection(url);
+    const tab = open();
+    await tab.opened();
+    const results = await tab.batch([
+      { method: 'add', params: [1, 2] },
+      { method: 'note', params: ['hi'], notification: true },
+      { method: 'refuse' },
+      { method: 'add', params: [3, 4] },
+    ]);
+    expect(results.length).toBe(4);
+    expect(results[0]).toEqual({ status: 'fulfilled', value: 3 });
+    expect(results[1]).toEqual({ status: 'fulfilled', value: undefined });
+    expect(results[2]!.status).toBe('rejected');
+    const reason = (results[2] as PromiseRejectedResult).reason as unknown;
+    expect(reason).toBeInstanceOf(JsonRpcError);
+    expect(reason).toMatchObject({ code: 4001, data: { why: 'batch' } });
+    expect(results[3]).toEqual({ status: 'fulfilled', value: 7 });
+    await waitFor(() => noted.length === 1, 'the notification');
+    expect(noted).toEqual([['hi']]);
+
+    const aborted = new AbortController();
+    aborted.abort();
+    expect(
+      await rejectionOf(tab.batch([{ method: 'add', params: [1, 1] }], aborted)),
+    ).toBeInstanceOf(CancelledError);
+    await tab.close();
+    expect(await rejectionOf(tab.batch([{ method: 'add', params: [1, 1] }]))).toBeInstanceOf(
+      NotConnectedError,
+    );
+  });
+
+  it("history: a page of the topic's retained messages, read by the worker's client", async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.topic('news');
+    for (let n = 1; n <= 3; n++) await gateway.publish('news', { n });
+    const { open } = sharedConnection(url);
+    const tab = open();
+    const page = await tab.history<{ n: number }>('news', { last: 2 });
+    expect(page.messages).toEqual([
+      { seq: 2, data: { n: 2 } },
+      { seq: 3, data: { n: 3 } },
+    ]);
+    expect(page.lastSeq).toBe(3);
+    const unknown = await rejectionOf(tab.history('nope'));
+    expect(unknown).toBeInstanceOf(JsonRpcError);
+    expect(unknown).toMatchObject({ code: -32602, message: 'Unknown topic' });
+  });
+
+  it('authenticate: a new token for the one session every tab shares; refusals as AuthenticationError', async () => {
+    const { gateway, url } = await res.gateway<{ user: string; level: string }>({
+      identity: { inBand: true },
+      userOf: (context) => context.user,
+      authenticate: ({ token }) => {
+        const [user, level] = (token ?? '').split(':');
+        if (!user || !level) throw new Error('bad token');
+        return { user, level };
+      },
+    });
+    gateway.method('level', (_params, ctx) => ctx.session.context.level);
+    const { open } = sharedConnection(url);
+    const a = open({ getToken: () => 'alice:basic' });
+    const b = open();
+    expect(await b.call('level')).toBe('basic');
+    const result = await a.authenticate('alice:admin');
+    expect(result).toMatchObject({ user: 'alice' });
+    expect(result.sessionId).toBe([...gateway.sessions.values()][0]!.id);
+    expect(await b.call('level')).toBe('admin');
+    // Without a token: the worker's getToken, which is tab a's.
+    expect(await b.authenticate()).toMatchObject({ user: 'alice' });
+    expect(await b.call('level')).toBe('basic');
+
+    const changed = await rejectionOf(b.authenticate('bob:admin'));
+    expect(changed).toBeInstanceOf(AuthenticationError);
+    expect(changed).toMatchObject({ code: -32010, reason: 'user-changed' });
+    expect(await a.call('level')).toBe('basic');
+    expect(gateway.sessions.size).toBe(1);
+  });
+
+  it('authenticate without a token where no getToken is anywhere: a TypeError, as from a client', async () => {
+    const { url } = await res.gateway();
+    const { open } = sharedConnection(url);
+    const tab = open();
+    const err = await rejectionOf(tab.authenticate());
+    expect(err).toBeInstanceOf(TypeError);
+    expect((err as Error).message).toMatch(/needs a token/);
+  });
+
+  it("presence: the topic's members, over one $presence subscription for every tab", async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.topic('room.*', { presence: true });
+    const { open } = sharedConnection(url);
+    const [a, b] = [open(), open()];
+    const seenA: number[] = [];
+    const seenB: number[] = [];
+    a.presence('room.1').subscribe((state) => seenA.push(state.count));
+    b.presence('room.1').subscribe((state) => seenB.push(state.count));
+    await waitFor(() => seenA.length > 0 && seenB.length > 0, 'the first states');
+    expect(gateway.pubsub.subscriptionCount(onlySession(gateway))).toBe(1);
+
+    const other = res.client(url);
+    const member = other.subscribe('room.1').subscribe();
+    await waitFor(() => seenA.at(-1) === 1 && seenB.at(-1) === 1, 'the member in both tabs');
+    member.unsubscribe();
+    await waitFor(() => seenA.at(-1) === 0 && seenB.at(-1) === 0, 'the member gone in both');
+  });
+
+  it('joined$: every observing tab hears of a join, reads its messages, and sees it end', async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.topic('room.*');
+    const { open } = sharedConnection(url);
+    const [a, b] = [open(), open()];
+    const got: Record<string, unknown[]> = { a: [], b: [] };
+    const ended: string[] = [];
+    for (const [name, tab] of [
+      ['a', a],
+      ['b', b],
+    ] as const) {
+      tab.joined$.subscribe(({ topic, subscription }) => {
+        got[name]!.push(topic);
+        subscription.subscribe({
+          next: (event) => got[name]!.push(event.data),
+          complete: () => ended.push(name),
+        });
+      });
+    }
+    await Promise.all([a.opened(), b.opened()]);
+    // Each tab's joins stream is open in the worker once a call posted after it is answered.
+    await Promise.all([a.call('rpc.ping'), b.call('rpc.ping')]);
+    const session = onlySession(gateway);
+    await session.join('room.1');
+    await waitFor(() => got['a']!.length === 1 && got['b']!.length === 1, 'the announcements');
+    // Each tab's message stream is attached once a round trip on its port is back.
+    await Promise.all([a.call('rpc.ping'), b.call('rpc.ping')]);
+    await gateway.publish('room.1', 'hello');
+    await waitFor(() => got['a']!.length === 2 && got['b']!.length === 2, 'the message');
+    expect(got).toEqual({ a: ['room.1', 'hello'], b: ['room.1', 'hello'] });
+    expect(gateway.pubsub.subscriptionCount(session)).toBe(1);
+
+    expect(session.leave('room.1')).toBe(true);
+    await waitFor(() => ended.length === 2, 'both to see it end');
+    expect(ended.sort()).toEqual(['a', 'b']);
+  });
+
+  it('inboxGaps$: the count lost past retention reaches the tab; without an inbox it completes', async () => {
+    const gate = { admit: Promise.resolve() };
+    const { gateway, url } = await res.gateway<{ user: string | undefined }>({
+      authenticate: async ({ query }) => {
+        await gate.admit;
+        return { user: query.get('user') ?? undefined };
+      },
+      userOf: (context) => context.user,
+      userInbox: { maxLength: 3 },
+    });
+    const { open } = sharedConnection(`${url}?user=bob`);
+    const tab = open({ inbox: true });
+    const events: unknown[] = [];
+    tab.notificationsOf('msg').subscribe((params) => events.push(params));
+    tab.inboxGaps$.subscribe((gap) => events.push(gap));
+    await tab.opened();
+    await waitFor(() => gateway.pubsub.topics()['~inbox.bob'] === 1, 'the inbox subscription');
+    await gateway.notifyUser('bob', 'msg', [1]);
+    await waitFor(() => events.length === 1, 'the first message');
+
+    const stayOut = deferred();
+    gate.admit = stayOut.promise;
+    for (const session of gateway.sessions.values()) session.close(1012, 'restart');
+    await waitFor(() => gateway.sessions.size === 0, 'the session to close');
+    // Seven while away; history keeps the last three (6, 7, 8): 2 to 5 are lost.
+    for (let i = 2; i <= 8; i++) await gateway.notifyUser('bob', 'msg', [i]);
+    stayOut.resolve();
+    await waitFor(() => events.length >= 5, 'the gap signal and the retained three');
+    await tab.call('rpc.ping');
+    expect(events).toEqual([[1], { gap: 4 }, [6], [7], [8]]);
+
+    const plain = sharedConnection(url).open();
+    let completed = false;
+    plain.inboxGaps$.subscribe({ complete: () => (completed = true) });
+    await waitFor(() => completed, 'inboxGaps$ to complete without an inbox');
+  });
+
+  it('on the fallback (no SharedWorker), the tab runs its own client with the same surface', async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.topic('news');
+    gateway.method('add', ([a, b]: [number, number]) => a + b);
+    await gateway.publish('news', 'one');
+    vi.stubGlobal('WebSocket', WebSocket);
+    try {
+      const tab = createSharedClient({ url, workerUrl: 'http://127.0.0.1/shared-worker.js' });
+      tabs.push(tab);
+      await tab.opened();
+      expect(tab.shared).toBe(false);
+      expect(await tab.batch([{ method: 'add', params: [2, 3] }])).toEqual([
+        { status: 'fulfilled', value: 5 },
+      ]);
+      expect((await tab.history('news')).messages).toEqual([{ seq: 1, data: 'one' }]);
+      let completed = false;
+      tab.inboxGaps$.subscribe({ complete: () => (completed = true) });
+      await waitFor(() => completed, 'inboxGaps$ to complete without an inbox');
+    } finally {
+      vi.unstubAllGlobals();
+    }
+  });
 });

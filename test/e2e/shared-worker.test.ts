@@ -5,8 +5,9 @@
  * topic are one subscription on the gateway and both get its messages; a tab's call is
  * answered; a server-to-client call is answered by the first tab that registered it, then by
  * the next once that tab closes; closing tabs releases their subscription when the last one on
- * the topic goes, and the last tab ends the session. Pages without SharedWorker, or whose worker
- * script is missing, fall back to a connection of their own behind the same API.
+ * the topic goes, and the last tab ends the session; a tab's batch and history go through the
+ * worker too. Pages without SharedWorker, or whose worker script is missing, fall back to a
+ * connection of their own behind the same API.
  */
 import { build } from 'esbuild';
 import type { BuildOptions } from 'esbuild';
@@ -35,6 +36,11 @@ window.act = {
   opened: () => client.opened(),
   shared: () => client.shared,
   call: ([method, params]) => client.call(method, params),
+  batch: (entries) =>
+    client.batch(entries).then((results) =>
+      results.map((r) => (r.status === 'fulfilled' ? r.value : { code: r.reason.code })),
+    ),
+  history: (topic) => client.history(topic),
   subscribeNews: () => void client.subscribe('news').subscribe((m) => got.push(m)),
   got: () => got,
   statusOfNews: (wanted) =>
@@ -156,6 +162,18 @@ describe.skipIf(missing !== undefined)('createSharedClient in Chromium', () => {
     for (const tab of [one, two]) expect(await gotIn(tab, 1)).toEqual([{ text: 'é ✓', n: 1 }]);
 
     expect(await act(three, 'call', ['add', [20, 22]])).toBe(42);
+    // Batch and history go through the worker's client too.
+    expect(
+      await act(three, 'batch', [
+        { method: 'add', params: [1, 2] },
+        { method: 'nope' },
+        { method: 'add', params: [3, 4] },
+      ]),
+    ).toEqual([3, { code: -32601 }, 7]);
+    expect(await act(three, 'history', 'news')).toMatchObject({
+      messages: [{ data: { text: 'é ✓', n: 1 } }],
+    });
+    expect(gateway.sessions.size).toBe(1);
 
     await act(two, 'answerAs', 'two');
     const answers = () =>

@@ -8,6 +8,7 @@
 // closes; the next tab to say hello starts a new one.
 import type { Observable, Subscription } from 'rxjs';
 import type { HandlerContext } from '../../peer/handler-context.js';
+import { Hub } from '../../peer/hub.js';
 import { MethodNotFoundError } from '../../protocol/errors.js';
 import { ConnectionClosedError } from '../../protocol/local-errors.js';
 import { ReservedMethod } from '../../protocol/reserved.js';
@@ -17,7 +18,8 @@ import { createClient } from '../client.js';
 import type { RpcClient } from '../client.js';
 import type { ClientOptions } from '../client-options.js';
 import { subscriptionStatus$ } from '../subscription-status.js';
-import type { HostMessage, TabMessage, WireDisconnect } from './messages.js';
+import type { SubscriptionEvent } from '../subscriptions.js';
+import type { HostMessage, TabMessage, WireDisconnect, WireSettled } from './messages.js';
 import type { ForwardedOptions } from './options.js';
 import { fromWire, toWire } from './wire-errors.js';
 import type { WireError } from './wire-errors.js';
@@ -86,6 +88,13 @@ class Host implements ClientHost {
   readonly #handlers = new Map<string, { tabs: HostedTab[]; remove: () => void }>();
   #runs = 0;
   #timer: ReturnType<typeof setInterval> | undefined;
+  /** The client's joined$, numbered for the tabs: a tab reads one by its number (`jsub`). */
+  #joins = new Hub<{ topic: string; jid: number }>();
+  readonly #joined = new Map<
+    number,
+    { source: Observable<SubscriptionEvent<unknown>>; watch: Subscription | undefined }
+  >();
+  #joinIds = 0;
 
   constructor(options: ClientHostOptions) {
     this.#fixed = options;
@@ -152,7 +161,22 @@ class Host implements ClientHost {
     const broadcast = (message: HostMessage): void => {
       for (const tab of this.#tabs) tab.post(message);
     };
+    const joins = new Hub<{ topic: string; jid: number }>();
+    this.#joins = joins;
     this.#watching = [
+      client.joined$.subscribe({
+        next: ({ topic, subscription }) => {
+          const jid = ++this.#joinIds;
+          // Kept while the server keeps it: a tab may ask for its messages until it ends.
+          const entry = { source: subscription, watch: undefined as Subscription | undefined };
+          this.#joined.set(jid, entry);
+          const forget = (): boolean => this.#joined.delete(jid);
+          const watch = subscription.subscribe({ error: forget, complete: forget });
+          if (this.#joined.get(jid) === entry) entry.watch = watch;
+          joins.next({ topic, jid });
+        },
+        complete: () => joins.complete(),
+      }),
       client.state$.subscribe((state) => broadcast({ t: 'state', state })),
       client.disconnects$.subscribe((event) =>
         broadcast({ t: 'disconnect', event: wireDisconnect(event) }),
@@ -168,18 +192,18 @@ class Host implements ClientHost {
   #receive(tab: HostedTab, m: TabMessage): void {
     const client = this.#client!;
     switch (m.t) {
-      case 'call': {
-        const controller = new AbortController();
-        tab.calls.set(m.id, controller);
-        const options = { signal: controller.signal, timeoutMs: m.timeoutMs };
-        if (m.timeoutMs === undefined) delete options.timeoutMs;
-        new Promise((resolve) => resolve(client.call(m.method, m.params, options))).then(
-          (result) => tab.calls.delete(m.id) && tab.post({ t: 'result', id: m.id, result }),
-          (err: unknown) =>
-            tab.calls.delete(m.id) && tab.post({ t: 'result', id: m.id, error: toWire(err) }),
+      case 'call':
+        return this.#answer(tab, m.id, m.timeoutMs, (options) =>
+          client.call(m.method, m.params, options),
         );
-        return;
-      }
+      case 'batch':
+        return this.#answer(tab, m.id, m.timeoutMs, async (options) =>
+          (await client.batch(m.entries, options)).map(wireSettled),
+        );
+      case 'history':
+        return this.#answer(tab, m.id, undefined, () => client.history(m.topic, m.options));
+      case 'auth':
+        return this.#answer(tab, m.id, undefined, () => client.authenticate(m.token));
       case 'cancel':
         return tab.calls.get(m.id)?.abort();
       case 'notify':
@@ -204,6 +228,21 @@ class Host implements ClientHost {
             status: error === undefined ? status : { ...status, error: toWire(error) },
           };
         });
+      case 'joins':
+        return this.#follow(tab, m.id, this.#joins.observable, ({ topic, jid }) => ({
+          t: 'join',
+          id: m.id,
+          topic,
+          jid,
+        }));
+      case 'jsub': {
+        const joined = this.#joined.get(m.jid);
+        // Ended already (left, or the connection it was on is gone): nothing more will come.
+        if (!joined) return tab.post({ t: 'end', id: m.id });
+        return this.#follow(tab, m.id, joined.source, (event) => ({ t: 'msg', id: m.id, event }));
+      }
+      case 'gaps':
+        return this.#follow(tab, m.id, client.inboxGaps$, (gap) => ({ t: 'gap', id: m.id, gap }));
       case 'unsub':
         tab.streams.get(m.id)?.unsubscribe();
         tab.streams.delete(m.id);
@@ -222,6 +261,26 @@ class Host implements ClientHost {
       case 'pong':
         return;
     }
+  }
+
+  /**
+   * Run one request of the tab's through the client (`signal` cancels it when the tab does, or
+   * goes) and post its outcome, unless the tab went first.
+   */
+  #answer(
+    tab: HostedTab,
+    id: number,
+    timeoutMs: number | undefined,
+    run: (options: { signal: AbortSignal; timeoutMs?: number }) => Promise<unknown>,
+  ): void {
+    const controller = new AbortController();
+    tab.calls.set(id, controller);
+    const options: { signal: AbortSignal; timeoutMs?: number } = { signal: controller.signal };
+    if (timeoutMs !== undefined) options.timeoutMs = timeoutMs;
+    new Promise((resolve) => resolve(run(options))).then(
+      (result) => tab.calls.delete(id) && tab.post({ t: 'result', id, result }),
+      (err: unknown) => tab.calls.delete(id) && tab.post({ t: 'result', id, error: toWire(err) }),
+    );
   }
 
   /** Pass what `source` emits to the tab as `wrap` makes it, until it ends or the tab unsubscribes. */
@@ -355,10 +414,18 @@ class Host implements ClientHost {
     clearInterval(this.#timer);
     for (const watching of this.#watching) watching.unsubscribe();
     this.#watching = [];
+    for (const { watch } of this.#joined.values()) watch?.unsubscribe();
+    this.#joined.clear();
     const client = this.#client;
     this.#client = undefined;
     void client?.close();
   }
+}
+
+function wireSettled(result: PromiseSettledResult<unknown>): WireSettled {
+  return result.status === 'fulfilled'
+    ? result
+    : { status: 'rejected', reason: toWire(result.reason) };
 }
 
 function wireDisconnect(event: DisconnectEvent): WireDisconnect {

@@ -2,8 +2,11 @@
 // port is one tab; the ids a tab picks (calls, subscriptions, status observers) are its own,
 // and the ids of the worker's runs (a server-to-client call handed to a tab) are the worker's.
 // Everything in them is structured-cloneable: errors travel as WireError.
+import type { BatchEntry } from '../../peer/peer-core.js';
 import type { RequestId, Params } from '../../protocol/types.js';
 import type { ConnectionState } from '../connection-state.js';
+import type { HistoryOptions } from '../history.js';
+import type { InboxGap } from '../inbox.js';
 import type { SubscriptionEvent } from '../subscriptions.js';
 import type { SubscriptionStatusState } from '../subscription-status.js';
 import type { ForwardedOptions } from './options.js';
@@ -14,11 +17,23 @@ export type TabMessage =
   /** First on every port (and again after `gone`): the options, if the worker has no client yet. */
   | { t: 'hello'; options: ForwardedOptions; token: boolean }
   | { t: 'call'; id: number; method: string; params: Params | undefined; timeoutMs?: number }
+  /** Answered with a `result` whose result is one WireSettled per entry. */
+  | { t: 'batch'; id: number; entries: BatchEntry[]; timeoutMs?: number }
+  | { t: 'history'; id: number; topic: string; options: HistoryOptions }
+  /** `authenticate(token)` of the worker's client: without a token, its getToken is asked. */
+  | { t: 'auth'; id: number; token?: string }
+  /** Ends a `call`, `batch`, `history` or `auth` before its result. */
   | { t: 'cancel'; id: number }
   | { t: 'notify'; method: string; params: Params | undefined }
   | { t: 'sub'; id: number; topic: string; params: unknown }
   | { t: 'status'; id: number; topic: string; params: unknown }
-  /** Ends a `sub` or a `status`. */
+  /** The joined subscriptions announced from now on (`joined$`), each as a `join`. */
+  | { t: 'joins'; id: number }
+  /** The messages of the joined subscription the worker announced as `jid`. */
+  | { t: 'jsub'; id: number; jid: number }
+  /** The inbox's gaps (`inboxGaps$`), each as a `gap`. */
+  | { t: 'gaps'; id: number }
+  /** Ends a `sub`, `status`, `joins`, `jsub` or `gaps`. */
   | { t: 'unsub'; id: number }
   | { t: 'register'; method: string }
   | { t: 'unregister'; method: string }
@@ -35,6 +50,10 @@ export interface WireStatus {
   missed?: number | null;
   seq?: number;
 }
+
+/** One entry of a batch's outcome as it crosses: a PromiseSettledResult, its reason a WireError. */
+export type WireSettled =
+  { status: 'fulfilled'; value: unknown } | { status: 'rejected'; reason: WireError };
 
 /** A DisconnectEvent as it crosses. */
 export interface WireDisconnect {
@@ -54,7 +73,10 @@ export type HostMessage =
   | { t: 'result'; id: number; result?: unknown; error?: WireError }
   | { t: 'msg'; id: number; event: SubscriptionEvent<unknown> }
   | { t: 'status'; id: number; status: WireStatus }
-  /** A `sub` or `status` ended by the worker's side: completed, or failed with `error`. */
+  /** On a `joins` stream: the server joined this connection to `topic`; `jsub` reads it. */
+  | { t: 'join'; id: number; topic: string; jid: number }
+  | { t: 'gap'; id: number; gap: InboxGap }
+  /** A stream ended by the worker's side: completed, or failed with `error`. */
   | { t: 'end'; id: number; error?: WireError }
   /** A notification from the server, to every tab. */
   | { t: 'note'; method: string; params: Params | undefined }

@@ -19,6 +19,7 @@ import type { Handler } from '../../peer/method-registry.js';
 import { notificationsNamed } from '../../peer/notifications.js';
 import type { IncomingNotification } from '../../peer/notifications.js';
 import type { CallOptions } from '../../peer/pending-calls.js';
+import type { BatchEntry } from '../../peer/peer-core.js';
 import {
   CancelledError,
   ConnectionClosedError,
@@ -27,11 +28,15 @@ import {
 import { ReservedMethod } from '../../protocol/reserved.js';
 import type { Params } from '../../protocol/types.js';
 import { AuthenticationError } from '../authentication.js';
-import type { DisconnectEvent } from '../authentication.js';
+import type { AuthenticateResult, DisconnectEvent } from '../authentication.js';
 import type { ConnectionState } from '../connection-state.js';
+import type { HistoryOptions, HistoryResult } from '../history.js';
+import type { InboxGap } from '../inbox.js';
+import { presenceState } from '../presence.js';
+import type { PresenceState } from '../presence.js';
 import type { SubscriptionStatus } from '../subscription-status.js';
-import type { SubscriptionEvent } from '../subscriptions.js';
-import type { HostMessage, TabMessage } from './messages.js';
+import type { JoinedSubscription, SubscriptionEvent } from '../subscriptions.js';
+import type { HostMessage, TabMessage, WireSettled } from './messages.js';
 import { resolveSharedClientOptions } from './options.js';
 import type { SharedClientConfig, SharedClientOptions } from './options.js';
 import { fromWire, toWire } from './wire-errors.js';
@@ -44,7 +49,7 @@ interface PendingCall {
 
 /** A subscription or status observer of this tab: what to post again after `gone`. */
 interface Stream {
-  message: Extract<TabMessage, { t: 'sub' | 'status' }>;
+  message: Extract<TabMessage, { t: 'sub' | 'status' | 'joins' | 'jsub' | 'gaps' }>;
   subscriber: Subscriber<unknown>;
 }
 
@@ -97,6 +102,20 @@ export class SharedRpcClient {
   readonly disconnects$: Observable<DisconnectEvent> = this.#disconnects.observable;
   /** Every notification the server sends (each tab gets each one). */
   readonly notifications$: Observable<IncomingNotification> = this.#notifications.observable;
+  /**
+   * Each subscription the server makes for the connection (`session.join`), as it is announced
+   * while this tab observes: its topic and its messages (`joined$` of the worker's client; every
+   * observing tab gets each one). Completes when this tab's client closes.
+   */
+  readonly joined$: Observable<JoinedSubscription> = this.#stream<JoinedSubscription>((id) => ({
+    t: 'joins',
+    id,
+  }));
+  /**
+   * With `inbox: true`, messages to the user that will never arrive (`inboxGaps$` of the
+   * worker's client). Completes when this tab's client closes, or at once without an inbox.
+   */
+  readonly inboxGaps$: Observable<InboxGap> = this.#stream<InboxGap>((id) => ({ t: 'gaps', id }));
 
   constructor(options: SharedClientOptions) {
     const config = resolveSharedClientOptions(options);
@@ -159,16 +178,83 @@ export class SharedRpcClient {
     options: SharedCallOptions = {},
   ): Promise<unknown> {
     const method = nameOf(target);
-    const { signal } = options;
     const timeoutMs = options.timeoutMs ?? options.timeout;
+    return this.#request(method, options.signal, (id) => {
+      const call: TabMessage = { t: 'call', id, method, params };
+      if (timeoutMs !== undefined) call.timeoutMs = timeoutMs;
+      return call;
+    });
+  }
+
+  /**
+   * Send calls and notifications in one frame (`batch` of the worker's client); one settled
+   * result per entry, in order, each error with its class.
+   */
+  async batch(
+    entries: readonly BatchEntry[],
+    options: SharedCallOptions = {},
+  ): Promise<PromiseSettledResult<unknown>[]> {
+    const timeoutMs = options.timeoutMs ?? options.timeout;
+    const results = (await this.#request('batch', options.signal, (id) => {
+      const batch: TabMessage = {
+        t: 'batch',
+        id,
+        entries: entries.map(({ method, params, notification }) =>
+          notification ? { method, params, notification } : { method, params },
+        ),
+      };
+      if (timeoutMs !== undefined) batch.timeoutMs = timeoutMs;
+      return batch;
+    })) as WireSettled[];
+    return results.map((r) =>
+      r.status === 'fulfilled' ? r : { status: 'rejected', reason: fromWire(r.reason) },
+    );
+  }
+
+  /**
+   * A page of `topic`'s retained history, read by the worker's client (`history`): the last
+   * `last` messages, or those after `since`, at most `limit` (100).
+   */
+  history<T = unknown>(topic: string, options: HistoryOptions = {}): Promise<HistoryResult<T>> {
+    return this.#request('history', undefined, (id) => ({
+      t: 'history',
+      id,
+      topic,
+      options: { ...options },
+    })) as Promise<HistoryResult<T>>;
+  }
+
+  /**
+   * Present a new token on the shared connection (`authenticate` of the worker's client): the
+   * session's identity changes for every tab. Without `token`, the worker's getToken is asked
+   * (a tab's, or the worker script's). Rejects with AuthenticationError when refused.
+   */
+  authenticate(token?: string): Promise<AuthenticateResult> {
+    return this.#request('rpc.authenticate', undefined, (id) =>
+      token === undefined ? { t: 'auth', id } : { t: 'auth', id, token },
+    ) as Promise<AuthenticateResult>;
+  }
+
+  /**
+   * Who is subscribed to `topic` (declared with `presence` on the server): the count and
+   * member list, over one `$presence` subscription shared by the tabs as any other is.
+   */
+  presence(topic: string): Observable<PresenceState> {
+    return presenceState((name, params) => this.subscribe(name, params), topic);
+  }
+
+  /** Post a request the worker answers with one `result`; `signal` cancels it. */
+  #request(
+    method: string,
+    signal: AbortSignal | undefined,
+    message: (id: number) => TabMessage,
+  ): Promise<unknown> {
     if (this.#closedError) return Promise.reject(this.#closedError);
     if (signal?.aborted) return Promise.reject(new CancelledError(method, signal.reason));
     return new Promise((resolve, reject) => {
       const id = ++this.#nextId;
-      const call: TabMessage = { t: 'call', id, method, params };
-      if (timeoutMs !== undefined) call.timeoutMs = timeoutMs;
       try {
-        this.#post(call);
+        this.#post(message(id));
       } catch (err) {
         return reject(err as Error); // params that cannot be cloned
       }
@@ -350,6 +436,17 @@ export class SharedRpcClient {
       }
       case 'msg':
         return this.#streams.get(m.id)?.subscriber.next(m.event);
+      case 'join': {
+        const { jid, topic } = m;
+        const subscription = this.#stream<SubscriptionEvent<unknown>>((id) => ({
+          t: 'jsub',
+          id,
+          jid,
+        }));
+        return this.#streams.get(m.id)?.subscriber.next({ topic, subscription });
+      }
+      case 'gap':
+        return this.#streams.get(m.id)?.subscriber.next(m.gap);
       case 'status': {
         const { error, ...status } = m.status;
         const value: SubscriptionStatus = error ? { ...status, error: fromWire(error) } : status;

@@ -36,6 +36,9 @@ const revivers: Record<string, (message: string, f: Fields) => Error> = {
   CancelledError: (_m, f) => new CancelledError(f.method as string),
   TooManyPendingCallsError: (_m, f) => new TooManyPendingCallsError(f.limit as number),
   NotConnectedError: (m) => new NotConnectedError(m),
+  // A refused argument (authenticate() with neither a token nor a getToken, a bad option).
+  TypeError: (m) => new TypeError(m),
+  RangeError: (m) => new RangeError(m),
   AuthenticationError: (m, f) =>
     new AuthenticationError(m, f.code as number, f.status as number, f.reason as string),
 };
