@@ -105,31 +105,27 @@ export function checkOptions(
   return defined;
 }
 
-/** The known name nearest `key` in edits, if one is near enough to be what was meant. */
+/**
+ * The known name nearest `key` in edits (Levenshtein, ignoring case), if one is near enough to
+ * be what was meant. One row of the distance table at a time: the browser client carries it.
+ */
 function closest(key: string, known: readonly string[]): string | undefined {
   let best: string | undefined;
   let bestDistance = Math.max(2, Math.floor(key.length / 3)) + 1;
+  const a = key.toLowerCase();
   for (const name of known) {
-    const distance = editDistance(key.toLowerCase(), name.toLowerCase());
-    if (distance < bestDistance) [best, bestDistance] = [name, distance];
+    const b = name.toLowerCase();
+    let row = [...Array(b.length + 1).keys()];
+    for (let i = 0; i < a.length; i++) {
+      const next = [i + 1];
+      for (let j = 0; j < b.length; j++) {
+        next[j + 1] = Math.min(row[j + 1]! + 1, next[j]! + 1, row[j]! + (a[i] === b[j] ? 0 : 1));
+      }
+      row = next;
+    }
+    if (row[b.length]! < bestDistance) [best, bestDistance] = [name, row[b.length]!];
   }
   return best;
-}
-
-function editDistance(a: string, b: string): number {
-  let row = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i++) {
-    const next = [i];
-    for (let j = 1; j <= b.length; j++) {
-      next[j] = Math.min(
-        row[j]! + 1,
-        next[j - 1]! + 1,
-        row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1),
-      );
-    }
-    row = next;
-  }
-  return row[b.length]!;
 }
 
 /**
