@@ -77,6 +77,16 @@ export interface IntakeDeps<C> {
   ): Session<C>;
 }
 
+/**
+ * Node keeps the peer's address on a socket once it was read (`_peername`: an object of address,
+ * family and port); the session holds the address string it needs, so the socket need not keep
+ * the object as long as it is open. Read again, it is asked of the socket anew.
+ */
+function forgetPeerAddress(ws: TransportSocket): void {
+  const raw = (ws as unknown as { _socket?: { _peername?: unknown } })._socket;
+  if (raw?._peername !== undefined) raw._peername = undefined;
+}
+
 /** What WsTransport.setEncoding takes. */
 type WsEncodingOf = Parameters<WsTransport['setEncoding']>[0];
 /**
@@ -109,6 +119,8 @@ export class ConnectionIntake<C> {
       clientTracking: false,
       perMessageDeflate: wsDeflateOptions(deps.config.http.perMessageDeflate),
       WebSocket: TransportSocket,
+      // TransportSocket answers pings itself (without a closure per socket).
+      autoPong: false,
       handleProtocols: (offered, request) => this.pickProtocol(offered, request),
     });
     const { encodings } = deps.config.http;
@@ -344,6 +356,7 @@ export class ConnectionIntake<C> {
     const codec = this.codecs.get(ws.protocol);
     transport.setEncoding(codec ? { codec, maxDepth: limits.maxDepth } : this.jsonEncoding);
     const session = this.deps.attach(transport, context, remoteAddress, user, upgrade, pending);
+    forgetPeerAddress(ws);
     // A subprotocol other than ours may be a token (a browser's only way to send one).
     const protocol = ws.protocol === PREFERRED_SUBPROTOCOL || codec ? ws.protocol : undefined;
     session.logger.info({ remoteAddress, protocol }, 'connected');

@@ -14,7 +14,7 @@ import { Session } from './session.js';
 import { sessionIdOf } from './session-id.js';
 import { SessionInbox, decodeInboxMessage } from './session-router.js';
 import type { InboxMessage, LocalSessions, SessionRouter } from './session-router.js';
-import { TokenBucket } from './token-bucket.js';
+import { RateLimit, TokenBucket } from './token-bucket.js';
 
 export interface SessionTableDeps<C> {
   /** This gateway's id among its peers: the prefix of its session ids. */
@@ -51,6 +51,8 @@ export class SessionTable<C> implements LocalSessions {
   /** Local sessions by user (GatewayOptions.userOf), for notifyUser. */
   private readonly byUser = new Map<string, Set<Session<C>>>();
   private readonly idPrefix: string;
+  /** The rate limit every session's bucket shares (limits.ratePerSecond, rateBurst). */
+  private rateLimit: RateLimit | undefined;
   private readonly connectedSubject = new Subject<Session<C>>();
   private readonly disconnectedSubject = new Subject<Session<C>>();
   /** Emits each session once it is open. */
@@ -103,7 +105,10 @@ export class SessionTable<C> implements LocalSessions {
     pending = false,
   ): Session<C> {
     const { ratePerSecond, rateBurst } = this.deps.limits;
-    const bucket = ratePerSecond > 0 ? new TokenBucket(ratePerSecond, rateBurst) : undefined;
+    const bucket =
+      ratePerSecond > 0
+        ? new TokenBucket((this.rateLimit ??= new RateLimit(ratePerSecond, rateBurst)))
+        : undefined;
     const session = this.create(transport, context, remoteAddress, bucket, config);
     this.live.set(session.id, session);
     this.deps.watch?.(session.id);

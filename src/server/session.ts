@@ -11,6 +11,7 @@ import type { EncodedFrame, ServerTransport } from '../transport/transport.js';
 import type { JoinOptions, SessionMembership } from './membership.js';
 import type { SessionInbox } from './session-router.js';
 import { drainSession } from './shutdown.js';
+import { smallMs } from './token-bucket.js';
 import type { DrainOptions } from './shutdown.js';
 
 /** The error for what needs a connection the server can push on, asked of an HTTP exchange. */
@@ -21,6 +22,9 @@ export function pushUnsupported(what: string): JsonRpcError {
   );
 }
 
+/** The time sessions count their opening from (see Session.openedAt). */
+const CLOCK_ORIGIN = Date.now();
+
 /**
  * One connection as the server sees it: who it is (`context`, from
  * the authenticate hook), and a way to call, notify and close it.
@@ -28,7 +32,11 @@ export function pushUnsupported(what: string): JsonRpcError {
 export class Session<C = unknown> implements Sink {
   /** Set by the gateway right after construction. */
   peer!: Peer<Session<C>>;
-  readonly connectedAt = Date.now();
+  /**
+   * When it opened, in ms since CLOCK_ORIGIN: for the first 24 days of the process a small
+   * integer held in the object itself, where an epoch time takes a heap number of its own.
+   */
+  private readonly openedAt = smallMs(Date.now() - CLOCK_ORIGIN);
   /** The user this session belongs to (GatewayOptions.userOf), if any. */
   user: string | undefined;
   /** How it takes its user's messages, when the gateway keeps user inboxes (GatewayOptions.userInbox). */
@@ -55,6 +63,11 @@ export class Session<C = unknown> implements Sink {
     readonly transport: ServerTransport,
   ) {
     this.currentContext = context;
+  }
+
+  /** When the session opened (ms since the epoch). */
+  get connectedAt(): number {
+    return CLOCK_ORIGIN + this.openedAt;
   }
 
   /**

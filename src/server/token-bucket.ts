@@ -1,25 +1,62 @@
 /**
+ * `ms` as a small integer (a Smi, stored in the object itself) when it is an int32: an integral
+ * result of arithmetic on Date.now() is a heap number until `| 0` makes it one, and a field that
+ * once held a heap number boxes every value stored in it after.
+ */
+export function smallMs(ms: number): number {
+  const small = ms | 0;
+  return small === ms ? small : ms;
+}
+
+/**
+ * What every bucket of one limit shares: its rate, its burst, its clock, and the time the
+ * buckets count from.
+ */
+export class RateLimit {
+  /** The clock's reading when this was made: a bucket keeps its time as an offset from it. */
+  readonly origin: number;
+
+  constructor(
+    readonly perSecond: number,
+    readonly burst: number,
+    readonly now: () => number = Date.now,
+  ) {
+    this.origin = now();
+  }
+}
+
+/**
  * A per-connection rate limit: `burst` tokens, refilled at `perSecond`. Each
  * incoming request or notification takes one; the refill is computed from the
  * clock when a token is asked for, so an idle connection costs nothing.
+ *
+ * A gateway holds one per connection, so the bucket keeps only its own state (tokens, and the
+ * time of the last refill as milliseconds since the limit's origin: for the first 24 days of a
+ * limit a small integer, stored in the object itself where an epoch time takes a heap number of
+ * its own) and shares the
+ * rest (RateLimit).
  */
 export class TokenBucket {
+  private readonly limit: RateLimit;
   private tokens: number;
   private last: number;
 
-  constructor(
-    private readonly perSecond: number,
-    private readonly burst: number,
-    private readonly now: () => number = Date.now,
-  ) {
-    this.tokens = burst;
-    this.last = now();
+  /** One limit's bucket (`perSecond` a shared RateLimit), or a bucket with a limit of its own. */
+  constructor(perSecond: number | RateLimit, burst = 0, now: () => number = Date.now) {
+    const limit = typeof perSecond === 'number' ? new RateLimit(perSecond, burst, now) : perSecond;
+    this.limit = limit;
+    this.tokens = limit.burst;
+    this.last = smallMs(limit.now() - limit.origin);
   }
 
   take(): boolean {
-    const now = this.now();
+    const limit = this.limit;
+    const now = smallMs(limit.now() - limit.origin);
     if (now !== this.last) {
-      this.tokens = Math.min(this.burst, this.tokens + ((now - this.last) * this.perSecond) / 1000);
+      this.tokens = Math.min(
+        limit.burst,
+        this.tokens + ((now - this.last) * limit.perSecond) / 1000,
+      );
       this.last = now;
     }
     if (this.tokens < 1) return false;

@@ -17,6 +17,13 @@ export interface CorkedWriter {
 
 let due: CorkedWriter[] = [];
 
+/**
+ * The microtask is a reaction to this settled promise rather than queueMicrotask's, which makes
+ * an AsyncResource and a bound function for every call: at one reply per task that is one
+ * queueing per reply.
+ */
+const settled = Promise.resolve();
+
 function flushAll(): void {
   const writers = due;
   due = [];
@@ -25,5 +32,5 @@ function flushAll(): void {
 
 /** Call `writer.flushWrites()` once the current task and the microtasks queued before this are done. */
 export function flushAfterTask(writer: CorkedWriter): void {
-  if (due.push(writer) === 1) queueMicrotask(flushAll);
+  if (due.push(writer) === 1) void settled.then(flushAll);
 }

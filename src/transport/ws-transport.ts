@@ -17,16 +17,34 @@ function toText(data: RawData): string {
 }
 
 /**
+ * What ws's server allows by default (its `maxPendingAutoPongs`): a peer with this many pongs
+ * not yet written (it pings and does not read) is cut off.
+ */
+export const MAX_PENDING_PONGS = 60;
+
+/** The write callback of a pong: one fewer pending on its socket. */
+function pongWritten(this: TransportSocket): void {
+  this.pendingPongs--;
+}
+
+/**
  * The WebSocket class a gateway's server makes (WebSocketServer's `WebSocket` option). ws
  * reports everything through `emit`; this class hands message, close, pong and error
  * straight to its transport instead of through listeners, so a connection carries no
  * listener entries at all (each costs memory in every socket's event table) and a message
  * costs no listener dispatch. Listeners someone adds still run.
+ *
+ * It also answers pings, as ws does with its `autoPong` on (the server is made with it off):
+ * ws's own answering keeps a closure per socket for the pong's write callback, made with the
+ * socket whether or not a ping ever comes; here the callback is made per ping.
  */
 export class TransportSocket extends WebSocket {
   rpcTransport: WsTransport | undefined = undefined;
+  /** Pongs sent and not yet written (see MAX_PENDING_PONGS). */
+  pendingPongs = 0;
 
   override emit(event: string | symbol, first?: unknown, second?: unknown): boolean {
+    if (event === 'ping') this.answerPing(first as Buffer);
     const transport = this.rpcTransport;
     if (transport) {
       if (event === 'message') transport.onSocketMessage(first as RawData, second as boolean);
@@ -36,6 +54,17 @@ export class TransportSocket extends WebSocket {
       else if (event === 'error' && this.listenerCount('error') === 0) return true;
     }
     return super.emit(event, first, second);
+  }
+
+  /** What ws's autoPong does: pong with the ping's payload, or terminate a peer too far behind. */
+  private answerPing(data: Buffer): void {
+    if (this.readyState !== this.OPEN) return;
+    if (this.pendingPongs >= MAX_PENDING_PONGS) {
+      this.terminate();
+      return;
+    }
+    this.pendingPongs++;
+    this.pong(data, false, pongWritten.bind(this));
   }
 }
 
@@ -122,6 +151,54 @@ const JSON_TEXT: WsEncoding = { binaryFrames: 'refuse' };
 
 const EMPTY = Buffer.alloc(0);
 
+/**
+ * What every transport of one server has alike: one object for all of them, where four fields
+ * in each would cost 32 bytes a connection.
+ */
+interface WsShared {
+  /** Message counts, shared by all of a server's transports, for metrics. */
+  readonly counters: { messagesIn: number; messagesOut: number };
+  readonly closeGraceMs: number;
+  /** Stop reading while more than this many bytes are queued for the peer; 0 never stops. */
+  readonly maxBufferedBytes: number;
+  /** The gateway's compressor of broadcasts, when compression is on. */
+  readonly deflate: SharedDeflate | undefined;
+}
+
+/** The settings the last transport was made with: the next one made with the same shares them. */
+let lastShared: WsShared | undefined;
+
+function sharedOf(
+  counters: WsShared['counters'],
+  closeGraceMs: number,
+  maxBufferedBytes: number,
+  deflate: SharedDeflate | undefined,
+): WsShared {
+  const last = lastShared;
+  if (
+    last?.counters === counters &&
+    last.closeGraceMs === closeGraceMs &&
+    last.maxBufferedBytes === maxBufferedBytes &&
+    last.deflate === deflate
+  ) {
+    return last;
+  }
+  return (lastShared = { counters, closeGraceMs, maxBufferedBytes, deflate });
+}
+
+/** WsTransport's flags, one small integer (a boolean field costs a word per connection). */
+const CORKED = 1; // the socket is corked: something besides gathered text was written since the last flush
+const FLUSH_DUE = 2; // registered with turn-coalescer: flushWrites runs once the current task is done
+const PING_UNANSWERED = 4; // the heartbeat's latest ping has not been answered (see `alive`)
+const DEFLATE = 8; // the socket negotiated permessage-deflate
+const SHARED_DEFLATE = 16; // it can take the broadcasts compressed once for all (SharedDeflate.accepts)
+
+/** Incoming texts not handled yet, and the index of the next. */
+interface Held {
+  texts: string[];
+  from: number;
+}
+
 /** Bytes gathered under one cork before they are written anyway. */
 const MAX_CORKED_BYTES = 64 * 1024;
 
@@ -149,13 +226,17 @@ export class WsTransport implements ServerTransport, BudgetMember {
   private listener: TransportListener | undefined;
   private closeTimer: ReturnType<typeof setTimeout> | undefined;
   private readonly raw: Duplex | undefined;
-  private corked = false;
-  /** Text frames gathered since the last flush, joined into one buffer when they are written. */
-  private textQueue: string[] | undefined;
+  /** CORKED, FLUSH_DUE, PING_UNANSWERED, DEFLATE, SHARED_DEFLATE. */
+  private flags = 0;
+  private readonly shared: WsShared;
+  /**
+   * Text frames gathered since the last flush, joined into one buffer when they are written:
+   * the first alone as a string (a lone reply allocates no array), an array from the second on.
+   */
+  private textQueue: string | string[] | undefined;
   private textQueueLength = 0;
   /** Incoming texts not handled yet: before `listen`, or while reading is paused. */
-  private held: string[] | undefined;
-  private heldFrom = 0;
+  private held: Held | undefined;
   /** Set while reading is paused: stops the wait for the write buffer to drain. */
   private cancelResume: (() => void) | undefined;
   /**
@@ -163,7 +244,12 @@ export class WsTransport implements ServerTransport, BudgetMember {
    * payload): a pong the peer sends on its own proves nothing, since a peer that does not read
    * never sees our ping (it waits behind everything queued before it).
    */
-  alive = true;
+  get alive(): boolean {
+    return (this.flags & PING_UNANSWERED) === 0;
+  }
+  set alive(alive: boolean) {
+    this.setFlag(PING_UNANSWERED, !alive);
+  }
   /** The payload of the heartbeat's latest ping to this socket (one buffer shared by a sweep). */
   private pingPayload: Buffer | undefined;
   /** The node-wide output budget this transport reports to, once it has joined one. */
@@ -172,55 +258,106 @@ export class WsTransport implements ServerTransport, BudgetMember {
   budgeted = 0;
   /** JSON text frames unless the gateway set a binary codec (setEncoding). */
   private encoding: WsEncoding = JSON_TEXT;
+
   /**
    * Set when this socket negotiated permessage-deflate: frames at or above the threshold go
    * compressed (broadcasts as the frame compressed once for all, the rest through ws's own
    * deflate). Undefined: every frame goes as it is.
    */
-  private deflate: SharedDeflate | undefined;
+  private get deflate(): SharedDeflate | undefined {
+    return this.flags & DEFLATE ? this.shared.deflate : undefined;
+  }
+
   /** Whether this socket can take the compressed broadcast frames (see SharedDeflate.accepts). */
-  private sharedDeflate = false;
+  private get sharedDeflate(): boolean {
+    return (this.flags & SHARED_DEFLATE) !== 0;
+  }
+
+  private setFlag(flag: number, on: boolean): void {
+    this.flags = on ? this.flags | flag : this.flags & ~flag;
+  }
 
   /** Write what was gathered and uncork (called by turn-coalescer, or at the 64 KiB cap). */
   flushWrites(): void {
+    this.flags &= ~FLUSH_DUE;
     this.flushText();
-    if (!this.corked) return;
-    this.corked = false;
+    if (!(this.flags & CORKED)) return;
+    this.flags &= ~CORKED;
     this.raw?.uncork();
   }
 
   /** Frame every text gathered into one buffer and write it: one allocation, one chunk. */
   private flushText(): void {
     const queue = this.textQueue;
-    if (!queue) return;
+    if (queue === undefined) return;
     this.textQueue = undefined;
     this.textQueueLength = 0;
-    if (this.socket.readyState !== this.socket.OPEN || !this.raw) return;
-    const lengths = queue.map((text) => Buffer.byteLength(text));
+    const raw = this.raw;
+    if (this.socket.readyState !== this.socket.OPEN || !raw) return;
+    if (typeof queue === 'string') {
+      // One frame (a lone reply): written at once unless corked, no cork to take off.
+      const length = Buffer.byteLength(queue);
+      const buffer = Buffer.allocUnsafe(headerLength(length) + length);
+      buffer.write(queue, writeHeader(buffer, 0, length), 'utf8');
+      raw.write(buffer);
+      return;
+    }
+    const lengths = new Array<number>(queue.length);
     let total = 0;
-    for (const length of lengths) total += headerLength(length) + length;
+    for (let i = 0; i < queue.length; i++) {
+      const length = Buffer.byteLength(queue[i]!);
+      lengths[i] = length;
+      total += headerLength(length) + length;
+    }
     const buffer = Buffer.allocUnsafe(total);
     let offset = 0;
-    queue.forEach((text, i) => {
+    for (let i = 0; i < queue.length; i++) {
       offset = writeHeader(buffer, offset, lengths[i]!);
-      offset += buffer.write(text, offset, 'utf8');
-    });
-    this.raw.write(buffer);
+      offset += buffer.write(queue[i]!, offset, 'utf8');
+    }
+    raw.write(buffer);
+  }
+
+  /** Gather `text` for the next flush; nothing is written before the current task is done. */
+  private queueText(text: string): void {
+    const queue = this.textQueue;
+    if (queue === undefined) this.textQueue = text;
+    else if (typeof queue === 'string') this.textQueue = [queue, text];
+    else queue.push(text);
+    this.textQueueLength += text.length;
+  }
+
+  /**
+   * Before writing anything but gathered text (a broadcast frame, a frame `ws` builds): cork the
+   * socket, so those writes too leave together when the current task is done.
+   */
+  private cork(raw: Duplex): void {
+    if (this.flags & CORKED) return;
+    this.flags |= CORKED;
+    raw.cork();
+  }
+
+  /** Flush once the current task is done (turn-coalescer). */
+  private scheduleFlush(): void {
+    if (this.flags & FLUSH_DUE) return;
+    this.flags |= FLUSH_DUE;
+    flushAfterTask(this);
   }
 
   constructor(
     readonly socket: TransportSocket,
     /** Message counts, shared by all of a server's transports, for metrics. */
-    private readonly counters: { messagesIn: number; messagesOut: number } = {
+    counters: { messagesIn: number; messagesOut: number } = {
       messagesIn: 0,
       messagesOut: 0,
     },
-    private readonly closeGraceMs = 2_000,
+    closeGraceMs = 2_000,
     /** Stop reading while more than this many bytes are queued for the peer; 0 never stops. */
-    private readonly maxBufferedBytes = 0,
+    maxBufferedBytes = 0,
     /** The gateway's compressor of broadcasts, when compression is on. */
     deflate?: SharedDeflate,
   ) {
+    this.shared = sharedOf(counters, closeGraceMs, maxBufferedBytes, deflate);
     // The socket reports to this transport through its own emit (TransportSocket).
     socket.rpcTransport = this;
     // ws keeps its net.Socket private; corking it is how frames sent together share a write.
@@ -235,8 +372,8 @@ export class WsTransport implements ServerTransport, BudgetMember {
     )._extensions;
     const negotiated = extensions?.['permessage-deflate'];
     if (negotiated === undefined) return;
-    this.deflate = deflate;
-    this.sharedDeflate = deflate.accepts(negotiated.params);
+    this.flags |= DEFLATE;
+    if (deflate.accepts(negotiated.params)) this.flags |= SHARED_DEFLATE;
   }
 
   /** The connection's encoding, from its subprotocol: set before the session reads or writes. */
@@ -269,12 +406,12 @@ export class WsTransport implements ServerTransport, BudgetMember {
 
   /** @internal */
   onSocketMessage(data: RawData, isBinary = false): void {
-    this.counters.messagesIn++;
+    this.shared.counters.messagesIn++;
     const text = this.textOf(data, isBinary);
     if (text === undefined) return;
     // `ws` hands over every message of a chunk it has read, paused or not: keep them in order.
     if (this.held !== undefined || !this.listener || this.cancelResume) {
-      (this.held ??= []).push(text);
+      (this.held ??= { texts: [], from: 0 }).texts.push(text);
       return;
     }
     this.listener.receive(text);
@@ -319,7 +456,7 @@ export class WsTransport implements ServerTransport, BudgetMember {
 
   /** After a message was handled: stop reading if the peer has fallen too far behind. */
   private checkBackPressure(): void {
-    const limit = this.maxBufferedBytes;
+    const limit = this.shared.maxBufferedBytes;
     if (limit <= 0 || this.cancelResume) return;
     const buffered = this.budgetBytes; // 0 once closing: nothing more is read anyway
     this.budget?.report(this, buffered);
@@ -352,19 +489,19 @@ export class WsTransport implements ServerTransport, BudgetMember {
   private deliverHeld(): void {
     const held = this.held;
     if (!held) return;
-    while (this.heldFrom < held.length && !this.cancelResume && this.listener) {
-      const text = held[this.heldFrom]!;
-      held[this.heldFrom++] = '';
+    const texts = held.texts;
+    while (held.from < texts.length && !this.cancelResume && this.listener) {
+      const text = texts[held.from]!;
+      texts[held.from++] = '';
       this.listener.receive(text);
       if (this.held !== held) return; // closed meanwhile
       this.checkBackPressure();
     }
-    if (this.heldFrom >= held.length) this.dropHeld();
+    if (held.from >= texts.length) this.dropHeld();
   }
 
   private dropHeld(): void {
     this.held = undefined;
-    this.heldFrom = 0;
   }
 
   get bufferedAmount(): number {
@@ -379,13 +516,16 @@ export class WsTransport implements ServerTransport, BudgetMember {
   send(frame: string | EncodedFrame): void {
     if (this.socket.readyState !== this.socket.OPEN) return;
     const raw = this.raw;
-    if (!this.corked && raw) {
-      this.corked = true;
-      raw.cork();
-      flushAfterTask(this);
-    }
-    this.counters.messagesOut++;
+    this.shared.counters.messagesOut++;
     const direct = raw !== undefined && senderIdle(this.socket);
+    if (raw) {
+      this.scheduleFlush();
+      // Gathered text is written at the flush in one buffer: the socket need not be corked
+      // for it. Any other write is, so that it too waits for the flush.
+      if (!direct || typeof frame !== 'string' || 'codec' in this.encoding || this.deflate) {
+        this.cork(raw);
+      }
+    }
     if ('codec' in this.encoding) {
       this.sendBinary(frame, this.encoding.codec, direct);
     } else if (typeof frame === 'string') {
@@ -395,8 +535,7 @@ export class WsTransport implements ServerTransport, BudgetMember {
         this.flushText();
         this.socket.send(frame);
       } else if (direct) {
-        (this.textQueue ??= []).push(frame);
-        this.textQueueLength += frame.length;
+        this.queueText(frame);
       } else {
         this.socket.send(frame);
       }
@@ -415,7 +554,8 @@ export class WsTransport implements ServerTransport, BudgetMember {
     }
     // Coalescing pays off for small frames; large bursts go to the kernel at once, so
     // bufferedAmount keeps meaning "what this peer has not read" to the slow-consumer check.
-    if (this.corked && this.bufferedAmountCorked() >= MAX_CORKED_BYTES) this.flushWrites();
+    if (this.flags & FLUSH_DUE && this.bufferedAmountCorked() >= MAX_CORKED_BYTES)
+      this.flushWrites();
     this.budget?.report(this, this.bufferedAmount);
   }
 
@@ -473,7 +613,7 @@ export class WsTransport implements ServerTransport, BudgetMember {
       this.socket.terminate();
       return;
     }
-    this.closeTimer = setTimeout(() => this.socket.terminate(), this.closeGraceMs);
+    this.closeTimer = setTimeout(() => this.socket.terminate(), this.shared.closeGraceMs);
     this.closeTimer.unref();
   }
 
