@@ -31,7 +31,10 @@ interface Entry {
   resolve: (value: unknown) => void;
   reject: (reason: unknown) => void;
   onResult: ((result: unknown) => void) | undefined;
-  timer: ReturnType<typeof setTimeout> | undefined;
+  /** When the call times out, on the table's clock; Infinity when it never does. */
+  deadline: number;
+  /** The timeout asked for, as the TimeoutError reports it. */
+  timeout: number;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
 }
@@ -42,40 +45,57 @@ interface Entry {
  */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
+/** A monotonic clock in milliseconds: the one deadlines are measured on. */
+const now = (): number => performance.now();
+
 /** How many ids given up locally (timeout, cancel) to remember, to log their late answers quietly. */
 const ABANDONED_MEMORY = 256;
 
 /**
  * Outgoing calls awaiting a response. Ids come from a counter, so none is
  * reused while pending. Every entry settles exactly once: response, timeout,
- * cancellation or `rejectAll` on close; each path clears its timer and listener.
+ * cancellation or `rejectAll` on close; each path removes its abort listener.
+ *
+ * Timeouts share one timer, armed for the earliest deadline or earlier (a timer per call was
+ * the largest single cost of a call). Settling a call leaves the timer as it is: when it fires
+ * it times out every call whose deadline has passed and is armed again for the earliest of the
+ * rest. It is cleared when no timed call is left, so an idle table holds no timer.
  */
 export class PendingCalls {
   // Made on first use: a server holds one table per connection, and most never call out.
-  private entriesMap: Map<number, Entry> | undefined;
+  #entries: Map<number, Entry> | undefined;
   private nextId = 1;
   /** In the order given up, oldest first. */
-  private abandoned: Set<RequestId> | undefined;
+  #abandoned: Set<RequestId> | undefined;
+  /** How many entries have a finite deadline. */
+  #timed = 0;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  /** The deadline `#timer` is armed for: at or before every pending one. */
+  #armedFor = Infinity;
+  readonly #limit: number;
+  readonly #defaultTimeout: number;
+  readonly #onCancel: (id: number) => void;
 
   constructor(
-    private readonly limit: number,
-    private readonly defaultTimeout: number,
+    limit: number,
+    defaultTimeout: number,
     /** Called when a call is given up (cancelled or timed out), so the peer can send rpc.cancel. */
-    private readonly onCancel: (id: number) => void,
-  ) {}
-
-  get size(): number {
-    return this.entriesMap?.size ?? 0;
+    onCancel: (id: number) => void,
+  ) {
+    this.#limit = limit;
+    this.#defaultTimeout = defaultTimeout;
+    this.#onCancel = onCancel;
   }
 
-  private get entries(): Map<number, Entry> {
-    return (this.entriesMap ??= new Map());
+  get size(): number {
+    return this.#entries?.size ?? 0;
   }
 
   /** Reserve an id and a settle-once entry. Throws TooManyPendingCallsError when full. */
-  open(method: string, options: CallOptions = {}): { id: number; promise: Promise<unknown> } {
-    if (this.size >= this.limit) throw new TooManyPendingCallsError(this.limit);
-    if (options.signal?.aborted) throw new CancelledError(method, options.signal.reason);
+  open(method: string, options?: CallOptions): { id: number; promise: Promise<unknown> } {
+    if (this.size >= this.#limit) throw new TooManyPendingCallsError(this.#limit);
+    const signal = options?.signal;
+    if (signal?.aborted) throw new CancelledError(method, signal.reason);
     const id = this.allocateId();
     let resolve!: (value: unknown) => void;
     let reject!: (reason: unknown) => void;
@@ -83,44 +103,34 @@ export class PendingCalls {
       resolve = res;
       reject = rej;
     });
+    const timeout = options?.timeoutMs ?? options?.timeout ?? this.#defaultTimeout;
     const entry: Entry = {
       method,
       resolve,
       reject,
-      onResult: options.onResult,
-      timer: undefined,
-      signal: options.signal,
+      onResult: options?.onResult,
+      deadline: Infinity,
+      timeout,
+      signal,
       onAbort: undefined,
     };
-    const timeout = options.timeoutMs ?? options.timeout ?? this.defaultTimeout;
-    if (timeout > 0 && Number.isFinite(timeout)) {
-      entry.timer = setTimeout(
-        () => {
-          this.giveUp(id);
-          this.settle(id)?.reject(new TimeoutError(method, timeout));
-          // Nobody waits for the answer any more: let the other side stop working on it.
-          this.onCancel(id);
-        },
-        Math.min(timeout, MAX_TIMER_MS),
-      );
+    if (timeout > 0 && timeout < Infinity) {
+      const delay = Math.min(timeout, MAX_TIMER_MS);
+      entry.deadline = now() + delay;
+      this.#timed++;
+      if (entry.deadline < this.#armedFor) this.#arm(entry.deadline, delay);
     }
-    if (options.signal) {
-      const signal = options.signal;
-      entry.onAbort = () => {
-        if (!this.entries.has(id)) return;
-        this.giveUp(id);
-        this.settle(id)?.reject(new CancelledError(method, signal.reason));
-        this.onCancel(id);
-      };
+    if (signal) {
+      entry.onAbort = () => this.#giveUp(id, new CancelledError(method, signal.reason));
       signal.addEventListener('abort', entry.onAbort, { once: true });
     }
-    this.entries.set(id, entry);
+    (this.#entries ??= new Map()).set(id, entry);
     return { id, promise };
   }
 
   /** Settle with a response. Returns false when no call is waiting for this id. */
   resolve(id: RequestId, result: unknown): boolean {
-    const entry = typeof id === 'number' ? this.settle(id) : undefined;
+    const entry = this.#settle(id);
     if (!entry) return false;
     if (entry.onResult) {
       try {
@@ -135,41 +145,74 @@ export class PendingCalls {
 
   /** Settle with an error response. Returns false when no call is waiting for this id. */
   reject(id: RequestId, error: ErrorObject): boolean {
-    const entry = typeof id === 'number' ? this.settle(id) : undefined;
-    if (!entry) return false;
-    entry.reject(JsonRpcError.fromErrorObject(error));
-    return true;
+    const entry = this.#settle(id);
+    entry?.reject(JsonRpcError.fromErrorObject(error));
+    return !!entry;
   }
 
   /** Settle one entry locally (e.g. its frame could not be sent). */
   fail(id: number, reason: unknown): void {
-    this.settle(id)?.reject(reason);
+    this.#settle(id)?.reject(reason);
   }
 
   /** Reject every pending call; used once, on close. */
   rejectAll(reason: unknown): void {
-    if (!this.entriesMap) return;
-    for (const id of [...this.entriesMap.keys()]) this.settle(id)?.reject(reason);
+    for (const id of [...(this.#entries?.keys() ?? [])]) this.fail(id, reason);
   }
 
   /** True when this id was given up locally (timed out or cancelled). */
   wasAbandoned(id: RequestId): boolean {
-    return this.abandoned?.has(id) ?? false;
+    return this.#abandoned?.has(id) ?? false;
   }
 
-  private settle(id: number): Entry | undefined {
-    const entry = this.entriesMap?.get(id);
+  #settle(id: RequestId): Entry | undefined {
+    const entry = this.#entries?.get(id as number);
     if (!entry) return undefined;
-    this.entriesMap!.delete(id);
-    if (entry.timer !== undefined) clearTimeout(entry.timer);
-    if (entry.onAbort) entry.signal?.removeEventListener('abort', entry.onAbort);
+    this.#entries!.delete(id as number);
+    if (entry.deadline < Infinity && !--this.#timed) this.#arm(Infinity);
+    if (entry.onAbort) entry.signal!.removeEventListener('abort', entry.onAbort);
     return entry;
   }
 
-  private giveUp(id: RequestId): void {
-    const abandoned = (this.abandoned ??= new Set());
+  /** Arm the timer for `deadline`, `delay` ms away; without a delay, only clear it. */
+  #arm(deadline: number, delay?: number): void {
+    clearTimeout(this.#timer);
+    this.#armedFor = deadline;
+    this.#timer = delay === undefined ? undefined : setTimeout(() => this.#expire(), delay);
+  }
+
+  /**
+   * The timer fired: time out every call whose deadline has passed, in the order they were
+   * made, and arm the timer for the earliest of the rest. The timer firing means its own
+   * deadline has come, whatever the clock reads (a clock and its timers may be faked apart in
+   * tests).
+   */
+  #expire(): void {
+    const at = Math.max(now(), this.#armedFor);
+    this.#arm(Infinity);
+    const due: [number, Entry][] = [];
+    let next = Infinity;
+    for (const item of this.#entries!) {
+      const deadline = item[1].deadline;
+      if (deadline <= at) due.push(item);
+      else if (deadline < next) next = deadline;
+    }
+    if (next < Infinity) this.#arm(next, Math.min(Math.ceil(next - at), MAX_TIMER_MS));
+    for (const [id, { method, timeout }] of due) {
+      this.#giveUp(id, new TimeoutError(method, timeout));
+    }
+  }
+
+  /** Give a call up locally: reject it, remember its id, and tell the other side. */
+  #giveUp(id: number, reason: Error): void {
+    const entry = this.#settle(id);
+    if (!entry) return;
+    const abandoned = (this.#abandoned ??= new Set());
     abandoned.add(id);
     if (abandoned.size > ABANDONED_MEMORY) abandoned.delete(abandoned.values().next().value!);
+    entry.reject(reason);
+    // Nobody waits for the answer any more: let the other side stop working on it.
+    this.#onCancel(id);
   }
 
   private allocateId(): number {
@@ -177,7 +220,7 @@ export class PendingCalls {
     for (;;) {
       const id = this.nextId;
       this.nextId = id >= Number.MAX_SAFE_INTEGER ? 1 : id + 1;
-      if (!this.entriesMap?.has(id)) return id;
+      if (!this.#entries?.has(id)) return id;
     }
   }
 }
