@@ -6,6 +6,8 @@ import type {
   SubscriptionData,
   SubscriptionParams,
 } from '../contract/contract.js';
+import { nestNames } from '../contract/nested.js';
+import type { Nested } from '../contract/nested.js';
 import { specOfTopic } from '../contract/topic-names.js';
 import type { SpecOfTopic, TopicNames } from '../contract/topic-names.js';
 import { parseWith, validateResult } from '../contract/validate.js';
@@ -32,8 +34,24 @@ type SubscribeArgs<S> =
     ? [params?: SubscriptionParams<S>, options?: UseSubscriptionOptions]
     : [params: SubscriptionParams<S>, options?: UseSubscriptionOptions];
 
+/** One method's hooks, as `ContractHooks.api` offers them: `api.chat.send.useCall(params)`. */
+export interface MethodHooks<M> {
+  /** `useCall` of this method. */
+  readonly useCall: (...args: CallArgs<M>) => UseCallResult<CallResult<M>>;
+  /** `useMutation` of this method. */
+  readonly useMutation: (
+    options?: Pick<CallOptions, 'timeoutMs'>,
+  ) => UseMutationResult<CallParams<M>, CallResult<M>>;
+}
+
 /** The hooks, typed by a contract: names, params, results and messages are checked. */
 export interface ContractHooks<K extends Contract> {
+  /**
+   * Each method's hooks by its name, and by its dotted name as a path:
+   * `api.chat.send.useCall(params)` is `useCall('chat.send', params)`, as `useContract`'s
+   * `api.chat.send(...)` is `call('chat.send', ...)`. Built once, by `createHooks`.
+   */
+  readonly api: Nested<{ [N in keyof MethodsOf<K> & string]: MethodHooks<MethodsOf<K>[N]> }>;
   /** `useCall` for a method of the contract; its result parsed with the result schema. */
   readonly useCall: <N extends keyof MethodsOf<K> & string>(
     name: N,
@@ -64,19 +82,20 @@ function methodSpec(contract: Contract, name: string): MethodSpec {
 
 /**
  * Hooks typed by `contract`, made once beside it (`export const { useCall, useMutation,
- * useSubscription } = createHooks(chat)`): `useCall('chat.send', ...)` takes that method's
- * params and gives its result type, and results and messages are parsed with the contract's
- * schemas as `useContract` parses them. The wire names are the contract's.
+ * useSubscription, api } = createHooks(chat)`): `useCall('chat.send', ...)` (or
+ * `api.chat.send.useCall(...)`) takes that method's params and gives its result type, and
+ * results and messages are parsed with the contract's schemas as `useContract` parses them.
+ * The wire names are the contract's.
  */
 export function createHooks<K extends Contract>(contract: K): ContractHooks<K> {
   const subscriptions = contract.subscriptions ?? {};
-  return {
+  const hooks: Omit<ContractHooks<K>, 'api'> = {
     useCall: (name, ...[params, options = {}]) => {
       const client = useClient();
       const spec = methodSpec(contract, name);
       const sent = params as Params | undefined;
       return useSharedCall(
-        callKey(name, sent, spec),
+        callKey(name, sent, spec, options.timeoutMs),
         (signal) =>
           client
             .call(name, sent, { signal, timeoutMs: options.timeoutMs })
@@ -111,4 +130,14 @@ export function createHooks<K extends Contract>(contract: K): ContractHooks<K> {
       return useSharedSubscription(name, params, options, parse, schema) as never;
     },
   };
+  const byName: Record<string, object> = {};
+  for (const name of Object.keys(contract.methods)) {
+    const call = hooks.useCall as (name: string, ...args: unknown[]) => unknown;
+    const mutation = hooks.useMutation as (name: string, options?: unknown) => unknown;
+    byName[name] = {
+      useCall: (...args: unknown[]) => call(name, ...args),
+      useMutation: (options?: unknown) => mutation(name, options),
+    };
+  }
+  return { ...hooks, api: nestNames(byName) as ContractHooks<K>['api'] };
 }

@@ -15,5 +15,6 @@ export type {
 export { useSubscription } from './use-subscription.js';
 export type { UseSubscriptionOptions, UseSubscriptionResult } from './use-subscription.js';
 export { createHooks } from './contract-hooks.js';
-export type { ContractHooks } from './contract-hooks.js';
+export type { ContractHooks, MethodHooks } from './contract-hooks.js';
+export type { Nested } from '../contract/nested.js';
 export type { SubscriptionStatus, SubscriptionStatusState } from '../client/subscription-status.js';

@@ -70,15 +70,26 @@ export function useSharedCall<R>(key: string, run: Run<R>, enabled: boolean): Us
   return useMemo(() => ({ ...snapshot, refetch }), [snapshot, refetch]);
 }
 
-/** The key of a call: its method, params and the contract's spec of it (0 without one). */
-export function callKey(method: string, params: unknown, spec?: object): string {
-  return `${idOf(spec)} ${canonicalJson(params === undefined ? [method] : [method, params])}`;
+/**
+ * The key of a call: its method, params, the contract's spec of it (0 without one) and its
+ * timeout. Everything that changes the call is in it, so components share a call only when
+ * each would have made that same call: one asking with another timeout gets a call of its own.
+ */
+export function callKey(
+  method: string,
+  params: unknown,
+  spec?: object,
+  timeoutMs?: number,
+): string {
+  const call = canonicalJson(params === undefined ? [method] : [method, params]);
+  return `${idOf(spec)} ${timeoutMs ?? ''} ${call}`;
 }
 
 /**
  * Call `method` with `params` when the component mounts, and again when they change: the
  * result (`data`), the failure (`error`) and whether a call is under way (`loading`). Components
- * that ask for the same method and params share one call. The call is cancelled (rpc.cancel
+ * that ask for the same method, params and `timeoutMs` share one call (`enabled` is each
+ * component's own). The call is cancelled (rpc.cancel
  * tells the server) when the last of them unmounts or moves to other params before it is
  * answered. StrictMode's remount keeps the call it made.
  */
@@ -101,7 +112,7 @@ export function useCall(
   const method = nameOf(target);
   const { enabled = true, timeoutMs } = options;
   return useSharedCall(
-    callKey(method, params),
+    callKey(method, params, undefined, timeoutMs),
     (signal) => client.call(method, params, { signal, timeoutMs }),
     enabled,
   );

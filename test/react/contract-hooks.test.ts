@@ -9,6 +9,7 @@ import { act, cleanup, screen } from '@testing-library/react';
 import { createElement } from 'react';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { mergeContracts } from '../../src/contract/compose.js';
 import { defineContract } from '../../src/contract/contract.js';
 import { createHooks } from '../../src/react/index.js';
 import { implementContract } from '../../src/server/contract-server.js';
@@ -147,6 +148,80 @@ describe('createHooks', () => {
       useSubscription('lobby');
       const count: string | undefined = useCall('chat.count').data?.toFixed();
       return count;
+    };
+    expect(typeof uses).toBe('function');
+  });
+});
+
+/** Routers: a contract of two smaller ones, each method's name prefixed (`shop.cart.add`). */
+const cart = defineContract({
+  name: 'cart',
+  version: '1.0.0',
+  methods: {
+    add: { params: z.object({ sku: z.string(), qty: z.number() }), result: z.number() },
+    total: { result: z.number() },
+  },
+});
+const status = defineContract({
+  name: 'status',
+  version: '1.0.0',
+  methods: { ping: { result: z.literal('pong') } },
+});
+const shop = mergeContracts({ name: 'shop', version: '1.0.0' }, { 'shop.cart': cart, status });
+const shopHooks = createHooks(shop);
+
+describe('createHooks with a composed contract and nested names', () => {
+  it("takes the composed contract's dotted names, and the same hooks as a path (api.shop.cart.add)", async () => {
+    const { url, gateway } = await res.gateway();
+    let items = 0;
+    implementContract(gateway, shop, {
+      methods: {
+        shop: { cart: { add: ({ qty }) => (items += qty), total: () => items } },
+        status: { ping: () => 'pong' as const },
+      },
+    });
+    const client = res.client(url);
+    let add!: ReturnType<typeof shopHooks.api.shop.cart.add.useMutation>;
+    function Shop() {
+      const byName = shopHooks.useCall('status.ping');
+      const nested = shopHooks.api.status.ping.useCall();
+      const total = shopHooks.api.shop.cart.total.useCall();
+      add = shopHooks.api.shop.cart.add.useMutation();
+      const pong: 'pong' | undefined = nested.data;
+      const sum: number | undefined = add.data;
+      return createElement(
+        'p',
+        { 'data-testid': 'shop' },
+        `${byName.data} ${pong} ${total.data} ${sum}`,
+      );
+    }
+    renderWith(client, createElement(Shop));
+    await waitUntil(() => textOf('shop') === 'pong pong 0 undefined', 'the calls');
+    act(() => add.mutate({ sku: 'a', qty: 2 }));
+    await waitUntil(() => textOf('shop') === 'pong pong 0 2', 'the mutation');
+    expect(Object.keys(shopHooks.api).sort()).toEqual([
+      'shop',
+      'shop.cart.add',
+      'shop.cart.total',
+      'status',
+      'status.ping',
+    ]);
+    expect(shopHooks.api['shop.cart.add']).toBe(shopHooks.api.shop.cart.add);
+  });
+
+  it('refuses what the composed contract does not have, by name and by path, at compile time', () => {
+    // Never rendered: the lines below are for `tsc`, which fails if an error goes away.
+    const uses = () => {
+      // @ts-expect-error -- the route's names are prefixed: "add" alone is not a method
+      shopHooks.useCall('add');
+      // @ts-expect-error -- qty is a number
+      shopHooks.api.shop.cart.add.useMutation().mutate({ sku: 'a', qty: '2' });
+      // @ts-expect-error -- no such method under shop.cart
+      shopHooks.api.shop.cart.remove.useCall();
+      // @ts-expect-error -- total takes no params
+      shopHooks.api.shop.cart.total.useCall({ all: true });
+      const total: number | undefined = shopHooks.api['shop.cart.total'].useCall().data;
+      return total;
     };
     expect(typeof uses).toBe('function');
   });

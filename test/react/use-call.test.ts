@@ -120,6 +120,27 @@ describe('useCall', () => {
     expect(log.count('sum')).toBe(1);
   });
 
+  it("takes each component's own timeout: another timeoutMs is a call of its own", async () => {
+    const { client, slow } = await setup();
+    await client.opened();
+    function Slow({ name, timeoutMs }: { name: string; timeoutMs?: number }) {
+      const call = useCall('slow', ['same'], timeoutMs === undefined ? {} : { timeoutMs });
+      return createElement('p', null, `${name} ${show(call)}`);
+    }
+    renderWith(
+      client,
+      createElement(
+        'div',
+        null,
+        createElement(Slow, { name: 'patient' }),
+        createElement(Slow, { name: 'hasty', timeoutMs: 50 }),
+      ),
+    );
+    await screen.findByText(/^hasty error .*timed out/);
+    expect(screen.getByText(/^patient /).textContent).toBe('patient loading');
+    expect(slow.started).toEqual([['same'], ['same']]);
+  });
+
   it('waits while not enabled; refetch calls again', async () => {
     const { client, log } = await setup();
     let enable!: () => void;
