@@ -4,6 +4,20 @@ type Level = 'trace' | 'debug' | 'info' | 'warn' | 'error';
 /** pino's `isLevelEnabled`, when the parent has it. */
 type LevelAware = Logger & { isLevelEnabled?: (level: Level) => boolean };
 
+interface Origin {
+  readonly parent: LevelAware;
+  readonly key: string;
+}
+
+/** The origin the last logger was made with: the next one made with the same shares it. */
+let lastOrigin: Origin | undefined;
+
+function originOf(parent: LevelAware, key: string): Origin {
+  const last = lastOrigin;
+  if (last?.parent === parent && last.key === key) return last;
+  return (lastOrigin = { parent, key });
+}
+
 /**
  * A child logger (`{ [key]: value }` bound) made on first use. A gateway holds
  * one per session, and most sessions log nothing their logger's level lets
@@ -12,17 +26,25 @@ type LevelAware = Logger & { isLevelEnabled?: (level: Level) => boolean };
  */
 export class LazyChildLogger implements Logger {
   private real: Logger | undefined;
+  /** The parent and the key, one object for every logger made with the same (see originOf). */
+  private readonly origin: Origin;
 
   constructor(
-    private readonly parent: LevelAware,
-    private readonly key: string,
+    parent: LevelAware,
+    key: string,
     private readonly value: string,
-  ) {}
+  ) {
+    this.origin = originOf(parent, key);
+  }
 
   private target(level: Level): Logger | undefined {
     if (this.real) return this.real;
-    if (this.parent.isLevelEnabled?.(level) === false) return undefined;
-    return (this.real = this.parent.child({ [this.key]: this.value }));
+    if (this.origin.parent.isLevelEnabled?.(level) === false) return undefined;
+    return this.make();
+  }
+
+  private make(): Logger {
+    return (this.real ??= this.origin.parent.child({ [this.origin.key]: this.value }));
   }
 
   // Methods, not arrow fields: five closures per session would cost more than the child.
@@ -43,6 +65,6 @@ export class LazyChildLogger implements Logger {
   }
 
   child(bindings: Record<string, unknown>): Logger {
-    return (this.real ??= this.parent.child({ [this.key]: this.value })).child(bindings);
+    return this.make().child(bindings);
   }
 }

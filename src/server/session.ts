@@ -22,6 +22,9 @@ export function pushUnsupported(what: string): JsonRpcError {
   );
 }
 
+/** Session.expiry of a connection that has not authenticated yet. */
+const PENDING = null;
+
 /** The time sessions count their opening from (see Session.openedAt). */
 const CLOCK_ORIGIN = Date.now();
 
@@ -47,12 +50,13 @@ export class Session<C = unknown> implements Sink {
    */
   membership: SessionMembership | undefined;
   private currentContext: C;
-  private currentExpiresAt: number | undefined;
   /**
-   * A connection accepted without credentials (`identity.inBand`) that has not authenticated
-   * yet: it is sent nothing (notifications are dropped, calls refused) until it does.
+   * When the identity expires (undefined: never), or PENDING for a connection accepted without
+   * credentials (`identity.inBand`) that has not authenticated yet: it is sent nothing
+   * (notifications are dropped, calls refused) until it does. One field for both: every
+   * session carries it.
    */
-  private unauthenticated = false;
+  private expiry: number | undefined | typeof PENDING = undefined;
 
   constructor(
     readonly id: string,
@@ -81,12 +85,17 @@ export class Session<C = unknown> implements Sink {
 
   /** When the session's identity expires (ms since the epoch, `identity.expiresAtOf`); undefined: never. */
   get expiresAt(): number | undefined {
-    return this.currentExpiresAt;
+    const expiry = this.expiry;
+    return expiry === PENDING ? undefined : expiry;
   }
 
   /** Whether the session has an identity: false only while an in-band connection has not authenticated. */
   get isAuthenticated(): boolean {
-    return !this.unauthenticated;
+    return this.expiry !== PENDING;
+  }
+
+  private get unauthenticated(): boolean {
+    return this.expiry === PENDING;
   }
 
   /**
@@ -96,12 +105,11 @@ export class Session<C = unknown> implements Sink {
    */
   setIdentity(identity: { context: C; expiresAt: number | undefined } | 'pending'): void {
     if (identity === 'pending') {
-      this.unauthenticated = true;
+      this.expiry = PENDING;
       return;
     }
-    this.unauthenticated = false;
     this.currentContext = identity.context;
-    this.currentExpiresAt = identity.expiresAt;
+    this.expiry = identity.expiresAt;
   }
 
   /** Sink: write a pre-built frame (fan-out), unless the session has closed. */

@@ -24,7 +24,7 @@ export const MAX_PENDING_PONGS = 60;
 
 /** The write callback of a pong: one fewer pending on its socket. */
 function pongWritten(this: TransportSocket): void {
-  this.pendingPongs--;
+  this.pendingPongs = (this.pendingPongs ?? 1) - 1;
 }
 
 /**
@@ -40,8 +40,12 @@ function pongWritten(this: TransportSocket): void {
  */
 export class TransportSocket extends WebSocket {
   rpcTransport: WsTransport | undefined = undefined;
-  /** Pongs sent and not yet written (see MAX_PENDING_PONGS). */
-  pendingPongs = 0;
+  /**
+   * Pongs sent and not yet written (see MAX_PENDING_PONGS). Declared only: the property is
+   * added by the first ping, so a socket that is never pinged (a browser never pings) has no
+   * slot for it.
+   */
+  declare pendingPongs?: number;
 
   override emit(event: string | symbol, first?: unknown, second?: unknown): boolean {
     if (event === 'ping') this.answerPing(first as Buffer);
@@ -59,11 +63,12 @@ export class TransportSocket extends WebSocket {
   /** What ws's autoPong does: pong with the ping's payload, or terminate a peer too far behind. */
   private answerPing(data: Buffer): void {
     if (this.readyState !== this.OPEN) return;
-    if (this.pendingPongs >= MAX_PENDING_PONGS) {
+    const pending = this.pendingPongs ?? 0;
+    if (pending >= MAX_PENDING_PONGS) {
       this.terminate();
       return;
     }
-    this.pendingPongs++;
+    this.pendingPongs = pending + 1;
     this.pong(data, false, pongWritten.bind(this));
   }
 }
