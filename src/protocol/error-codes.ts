@@ -59,25 +59,16 @@ export type ErrorCodeName = keyof typeof ErrorCode;
 export const SERVER_ERROR_MIN = -32099;
 export const SERVER_ERROR_MAX = -32000;
 
-/** The default message for each code, used when a handler gives none. */
-export const defaultErrorMessage: Readonly<Record<number, string>> = {
-  [ErrorCode.ParseError]: 'Parse error',
-  [ErrorCode.InvalidRequest]: 'Invalid Request',
-  [ErrorCode.MethodNotFound]: 'Method not found',
-  [ErrorCode.InvalidParams]: 'Invalid params',
-  [ErrorCode.InternalError]: 'Internal error',
-  [ErrorCode.ServerBusy]: 'Server busy',
-  [ErrorCode.RequestCancelled]: 'Request cancelled',
-  [ErrorCode.BatchTooLarge]: 'Batch too large',
-  [ErrorCode.RateLimited]: 'Rate limit exceeded',
-  [ErrorCode.Unauthorized]: 'Unauthorized',
-  [ErrorCode.TooManySubscriptions]: 'Too many subscriptions',
-  [ErrorCode.ShuttingDown]: 'Server shutting down',
-  [ErrorCode.TooDeep]: 'Message nested too deeply',
-  [ErrorCode.UnsupportedTransport]: 'Not supported on this transport',
-  [ErrorCode.BrokerUnavailable]: 'Broker unavailable',
-  [ErrorCode.Unauthenticated]: 'Unauthenticated',
-  [ErrorCode.UpstreamUnavailable]: 'Upstream unavailable',
-  [ErrorCode.UpstreamTimeout]: 'Upstream timeout',
-  [ErrorCode.UpstreamBusy]: 'Upstream busy',
-};
+const codes = /* @__PURE__ */ Object.values(ErrorCode);
+
+/**
+ * The default message for each code, used when a handler gives none: in the order of
+ * `ErrorCode`, as one text (the browser client carries it; test/protocol/error-messages.test.ts
+ * pins each code's message).
+ */
+export const defaultErrorMessage: Readonly<Record<number, string>> =
+  /* @__PURE__ */ Object.fromEntries(
+    'Parse error|Invalid Request|Method not found|Invalid params|Internal error|Server busy|Request cancelled|Batch too large|Rate limit exceeded|Unauthorized|Too many subscriptions|Server shutting down|Message nested too deeply|Not supported on this transport|Broker unavailable|Unauthenticated|Upstream unavailable|Upstream timeout|Upstream busy'
+      .split('|')
+      .map((message, i): [number, string] => [codes[i]!, message]),
+  );
