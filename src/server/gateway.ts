@@ -226,7 +226,7 @@ export class Gateway<C = unknown> {
     });
     // First, so an application's connected$ observer may already join the session to topics.
     this.connected$.subscribe((session) => {
-      session.membership = this.membership.of(session);
+      session.useMembership(this.membership);
     });
     const lifecycle = new Lifecycle(
       this.pubsub.broker,

@@ -23,6 +23,17 @@ export interface SessionMembership {
   leave(topic: string): boolean;
 }
 
+/**
+ * The gateway's membership as every session holds it (one object for all of them): join and
+ * leave take the session.
+ */
+export interface SharedMembership<C> {
+  join(session: Session<C>, topic: string, options?: JoinOptions): Promise<string>;
+  leave(session: Session<C>, topic: string): boolean;
+  /** One session's view of it (SessionMembership). */
+  of(session: Session<C>): SessionMembership;
+}
+
 /** The pub/sub service's part in it (PubSubService.joinTopic, leaveTopic). */
 export interface MembershipTopics<C> {
   joinTopic(

@@ -8,7 +8,7 @@ import type { Sink } from '../pubsub/sink.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { JsonRpcError } from '../protocol/errors.js';
 import type { EncodedFrame, ServerTransport } from '../transport/transport.js';
-import type { JoinOptions, SessionMembership } from './membership.js';
+import type { JoinOptions, SessionMembership, SharedMembership } from './membership.js';
 import type { SessionInbox } from './session-router.js';
 import { drainSession } from './shutdown.js';
 import { smallMs } from './token-bucket.js';
@@ -45,10 +45,10 @@ export class Session<C = unknown> implements Sink {
   /** How it takes its user's messages, when the gateway keeps user inboxes (GatewayOptions.userInbox). */
   inbox: SessionInbox | undefined;
   /**
-   * Its server-side membership (join, leave), set by the gateway once the session is open.
-   * @internal
+   * The gateway's membership (join, leave), set once the session is open: the one object every
+   * session holds, where a bound one per session would cost an object each.
    */
-  membership: SessionMembership | undefined;
+  private members: SharedMembership<C> | undefined;
   private currentContext: C;
   /**
    * When the identity expires (undefined: never), or PENDING for a connection accepted without
@@ -67,6 +67,22 @@ export class Session<C = unknown> implements Sink {
     readonly transport: ServerTransport,
   ) {
     this.currentContext = context;
+  }
+
+  /**
+   * Its server-side membership (join, leave), once the gateway has opened the session.
+   * @internal
+   */
+  get membership(): SessionMembership | undefined {
+    return this.members?.of(this);
+  }
+
+  /**
+   * Set by the gateway once the session is open: what `join` and `leave` go through.
+   * @internal
+   */
+  useMembership(members: SharedMembership<C>): void {
+    this.members = members;
   }
 
   /** When the session opened (ms since the epoch). */
@@ -197,12 +213,12 @@ export class Session<C = unknown> implements Sink {
    */
   join(topic: string, options?: JoinOptions): Promise<string> {
     if (!this.transport.canPush) return Promise.reject(pushUnsupported('Server-side joins'));
-    if (!this.membership) {
+    if (!this.members) {
       return Promise.reject(
         new JsonRpcError(ErrorCode.Unauthenticated, 'The connection has not authenticated yet'),
       );
     }
-    return this.membership.join(topic, options);
+    return this.members.join(this, topic, options);
   }
 
   /**
@@ -210,7 +226,7 @@ export class Session<C = unknown> implements Sink {
    * frame `complete`. False when it had none.
    */
   leave(topic: string): boolean {
-    return this.membership?.leave(topic) ?? false;
+    return this.members?.leave(this, topic) ?? false;
   }
 
   /**
