@@ -9,6 +9,7 @@
  */
 import { Decoder, Encoder } from 'cbor-x';
 import type { WireCodec } from './encoding/codec.js';
+import { withTextFrames } from './encoding/codec.js';
 import { checkCbor } from './encoding/cbor-check.js';
 
 export type { WireCodec } from './encoding/codec.js';
@@ -27,10 +28,10 @@ const encoder = /* @__PURE__ */ new Encoder(options);
 const decoder = /* @__PURE__ */ new Decoder(options);
 
 /** The CBOR codec: pass it as the client's `encoding`. */
-export const cbor: WireCodec = {
+export const cbor: WireCodec = /* @__PURE__ */ withTextFrames({
   name: 'cbor',
   subprotocol: 'jsonrpc-2.0+cbor',
   encode: (value) => encoder.encode(value),
   decode: (bytes) => decoder.decode(bytes) as unknown,
   check: checkCbor,
-};
+});

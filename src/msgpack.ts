@@ -9,6 +9,7 @@
  */
 import { Packr, Unpackr } from 'msgpackr';
 import type { WireCodec } from './encoding/codec.js';
+import { withTextFrames } from './encoding/codec.js';
 import { checkMsgpack } from './encoding/msgpack-check.js';
 
 export type { WireCodec } from './encoding/codec.js';
@@ -25,10 +26,10 @@ const unpackr = /* @__PURE__ */ new Unpackr({
 });
 
 /** The MessagePack codec: pass it as the client's `encoding`. */
-export const msgpack: WireCodec = {
+export const msgpack: WireCodec = /* @__PURE__ */ withTextFrames({
   name: 'msgpack',
   subprotocol: 'jsonrpc-2.0+msgpack',
   encode: (value) => packr.pack(value),
   decode: (bytes) => unpackr.unpack(bytes) as unknown,
   check: checkMsgpack,
-};
+});

@@ -215,7 +215,9 @@ export const clientOptionRules: Readonly<Record<keyof ClientOptions, Rule | null
       typeof codec.subprotocol !== 'string' ||
       typeof codec.encode !== 'function' ||
       typeof codec.decode !== 'function' ||
-      typeof codec.check !== 'function'
+      typeof codec.check !== 'function' ||
+      typeof codec.toText !== 'function' ||
+      typeof codec.toBinary !== 'function'
     )
       refuse(
         key,

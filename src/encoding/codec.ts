@@ -25,6 +25,14 @@ export interface WireCodec {
    * Bounded: no recursion, no allocation per item.
    */
   readonly check: (bytes: Uint8Array, maxDepth: number) => 'ok' | 'syntax' | 'depth';
+  /**
+   * One incoming frame as the JSON text the engine reads (`binaryToText` with this codec). The
+   * codec carries its own conversions (`withTextFrames`) so that a client speaking JSON alone,
+   * whose transport reaches them only through the codec, does not bundle them.
+   */
+  readonly toText: (bytes: Uint8Array, maxDepth: number) => string;
+  /** One outgoing JSON text as the codec's bytes (`textToBinary` with this codec). */
+  readonly toBinary: (text: string) => Uint8Array;
 }
 
 /** The subprotocol of plain JSON text frames. */
@@ -92,4 +100,15 @@ const decoder = /* @__PURE__ */ new TextDecoder();
 /** A fan-out frame's UTF-8 JSON bytes as the codec's bytes. */
 export function jsonBytesToBinary(codec: WireCodec, bytes: Uint8Array): Uint8Array {
   return codec.encode(JSON.parse(decoder.decode(bytes)));
+}
+
+/** `codec` with its conversions between frames and JSON text (`toText`, `toBinary`) added. */
+export function withTextFrames(codec: Omit<WireCodec, 'toText' | 'toBinary'>): WireCodec {
+  // The conversions read the returned object, so a codec whose encode is replaced (tests) is seen.
+  const framed: WireCodec = {
+    ...codec,
+    toText: (bytes, maxDepth) => binaryToText(framed, bytes, maxDepth),
+    toBinary: (text) => textToBinary(framed, text),
+  };
+  return framed;
 }

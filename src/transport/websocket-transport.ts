@@ -1,4 +1,3 @@
-import { binaryToText, textToBinary } from '../encoding/codec.js';
 import type { WireCodec } from '../encoding/codec.js';
 import type { Transport, TransportListener } from './transport.js';
 import { flushAfterTask } from './turn-coalescer.js';
@@ -82,7 +81,7 @@ export class WebSocketTransport implements Transport {
       return undefined;
     }
     const bytes = data instanceof ArrayBuffer ? new Uint8Array(data) : (data as Uint8Array);
-    return binaryToText(codec, bytes, MAX_BINARY_DEPTH);
+    return codec.toText(bytes, MAX_BINARY_DEPTH);
   }
 
   get bufferedAmount(): number {
@@ -100,7 +99,7 @@ export class WebSocketTransport implements Transport {
       this.raw.cork();
       flushAfterTask(this);
     }
-    this.socket.send(this.codec ? textToBinary(this.codec, frame) : frame);
+    this.socket.send(this.codec ? this.codec.toBinary(frame) : frame);
   }
 
   close(code = 1000, reason = ''): void {

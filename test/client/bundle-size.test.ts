@@ -11,7 +11,7 @@ import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 
 /** The bound, in bytes gzipped; docs/performance.md gives the figure it was set from. */
-const CREATE_CLIENT_GZIP_BYTES = 19_000;
+const CREATE_CLIENT_GZIP_BYTES = 18_900;
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -20,6 +20,8 @@ const serverOnly = [
   'src/peer/peer.ts',
   'src/peer/incoming-dispatch.ts',
   'src/peer/answering-peer.ts',
+  // The binary codecs' frame conversions (64-bit ids and all): reached only through a codec.
+  'src/encoding/',
   'rxjs/dist/esm/internal/Subject.js',
   'rxjs/dist/esm/internal/BehaviorSubject.js',
   'rxjs/dist/esm/internal/operators/',

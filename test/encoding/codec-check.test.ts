@@ -27,6 +27,13 @@ describe.each([msgpack, cbor])('$name structure check', (codec) => {
     expect(JSON.parse(binaryToText(codec, bytes, 64))).toEqual(message);
   });
 
+  it('carries its own conversions between frames and JSON text', () => {
+    const bytes = codec.encode(message);
+    expect(codec.toText(bytes, 64)).toBe(binaryToText(codec, bytes, 64));
+    expect(codec.decode(codec.toBinary(JSON.stringify(message)))).toEqual(message);
+    expect(codec.toText(nested(codec, 100), 64)).toBe(binaryToText(codec, nested(codec, 100), 64));
+  });
+
   it('measures depth as JSON does', () => {
     expect(codec.check(nested(codec, 63), 64)).toBe('ok'); // 64 levels counting the innermost
     expect(codec.check(nested(codec, 64), 64)).toBe('depth');
