@@ -41,7 +41,15 @@ export class TokenBucket {
   private tokens: number;
   private last: number;
 
-  /** One limit's bucket (`perSecond` a shared RateLimit), or a bucket with a limit of its own. */
+  /** A bucket of a shared limit (a RateLimit). */
+  constructor(limit: {
+    readonly perSecond: number;
+    readonly burst: number;
+    readonly now: () => number;
+    readonly origin: number;
+  });
+  /** A bucket with a limit of its own. */
+  constructor(perSecond: number, burst: number, now?: () => number);
   constructor(perSecond: number | RateLimit, burst = 0, now: () => number = Date.now) {
     const limit = typeof perSecond === 'number' ? new RateLimit(perSecond, burst, now) : perSecond;
     this.limit = limit;
