@@ -87,9 +87,9 @@ export function refusalOf(err: unknown): AuthenticationError | undefined {
  * closed for its credentials rejects with AuthenticationError, anything else as it came.
  */
 export function asAuthFailure(err: unknown): never {
-  if (err instanceof ConnectionClosedError) {
-    const failure = authFailureOf({ code: err.closeCode, reason: err.closeReason });
-    if (failure) throw failure;
-  }
-  throw err;
+  throw (
+    (err instanceof ConnectionClosedError &&
+      authFailureOf({ code: err.closeCode, reason: err.closeReason })) ||
+    err
+  );
 }

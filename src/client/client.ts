@@ -13,9 +13,11 @@ import type { Handler } from '../peer/method-registry.js';
 import { notificationsNamed } from '../peer/notifications.js';
 import { PeerCore as Peer } from '../peer/peer-core.js';
 import type { BatchEntry } from '../peer/peer-core.js';
+import type { Reply } from '../peer/replies.js';
 import type { IncomingNotification } from '../peer/notifications.js';
 import type { PeerConfig } from '../peer/peer-options.js';
 import type { CallOptions } from '../peer/pending-calls.js';
+import type { Incoming } from '../protocol/classify.js';
 import { encodeNotification, encodeRequest } from '../protocol/encode.js';
 import { idTextsByScan } from '../protocol/id-text.js';
 import { ErrorCode } from '../protocol/error-codes.js';
@@ -44,6 +46,26 @@ import type { JoinedSubscription, SubscriptionEvent } from './subscriptions.js';
 // Moved out with the connection lifecycle and the options; still imported from here.
 export { HEARTBEAT_CLOSE_CODE } from './client-connection.js';
 export type { ClientConfig, ClientOptions } from './client-options.js';
+
+/**
+ * The client's end of a connection. A subscription's messages, the bulk of what a client
+ * reads, go from the frame straight to their subscription: not through the handlers and the
+ * notifications the application observes (a notification of the subscription method that names
+ * no subscription still does).
+ */
+class ClientPeer extends Peer<RpcClient> {
+  // Set before the client's first connection (see the RpcClient constructor).
+  readonly #subscriptions = managers.get(this.session)!;
+
+  protected override handle(message: Incoming): Reply | Promise<Reply> {
+    const subscriptions = this.#subscriptions;
+    return message.kind === 'notification' &&
+      message.method === subscriptions.methods.notification &&
+      subscriptions.handleNotification(message.params)
+      ? undefined
+      : super.handle(message);
+  }
+}
 
 /**
  * A JSON-RPC 2.0 client over WebSocket for browsers and Node. It connects on
@@ -122,20 +144,8 @@ export class RpcClient {
     };
     this.#connection = new ClientConnection<RpcClient>(config, this.#logger, {
       createPeer: (transport) => {
-        const peer = new Peer<RpcClient>(
-          transport,
-          { session: this, logger: this.#logger },
-          peerConfig,
-        );
-        const subscriptionNotification = this.#subscriptions.methods.notification;
-        peer.notifications$.subscribe((n) => {
-          if (
-            n.method === subscriptionNotification &&
-            this.#subscriptions.handleNotification(n.params)
-          )
-            return;
-          this.#notificationSubject.next(n);
-        });
+        const peer = new ClientPeer(transport, { session: this, logger: this.#logger }, peerConfig);
+        peer.notifications$.subscribe((n) => this.#notificationSubject.next(n));
         return peer;
       },
       opened: () => {
@@ -257,14 +267,14 @@ export class RpcClient {
   call(
     target: MethodDescriptor<Params | undefined, unknown> | string,
     params?: Params,
-    options: CallOptions = {},
+    options?: CallOptions,
   ): Promise<unknown> {
     const method = nameOf(target);
     const peer = this.#livePeer();
     if (peer) return peer.call(method, params, options).catch(asAuthFailure);
     return this.#whileDisconnected(
       method,
-      options,
+      options ?? {},
       () => encodeRequest(0, method, params),
       (timeoutMs) =>
         this.#requirePeer()

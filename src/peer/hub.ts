@@ -14,8 +14,11 @@ import type { Observer, Subscriber } from 'rxjs';
  * value (`value`) that each new observer gets first, as a BehaviorSubject.
  */
 export class Hub<T> {
-  /** Undefined once ended. */
-  #observers: Set<Partial<Observer<T>>> | undefined = new Set();
+  /**
+   * Undefined once ended. Replaced on each change, never changed in place: a value goes to the
+   * observers there were when it was sent, without a copy per value.
+   */
+  #observers: Partial<Observer<T>>[] | undefined = [];
   /** Set when it ended with an error. */
   #failure: { error: unknown } | undefined;
 
@@ -29,7 +32,7 @@ export class Hub<T> {
 
   next(value: T): void {
     this.value = value;
-    if (this.#observers) for (const o of [...this.#observers]) o.next?.(value);
+    if (this.#observers) for (const o of this.#observers) o.next?.(value);
   }
 
   complete(): void {
@@ -47,7 +50,7 @@ export class Hub<T> {
       const observer: Partial<Observer<T>> = {
         next: (value) => {
           if (!test(value)) return;
-          this.#observers?.delete(observer);
+          this.#remove(observer);
           resolve(value);
         },
         error: () => resolve(undefined),
@@ -64,12 +67,16 @@ export class Hub<T> {
       else observer.complete?.();
       return undefined;
     }
-    observers.add(observer);
+    this.#observers = [...observers, observer];
     if (this.replay) observer.next?.(this.value as T);
-    return () => observers.delete(observer);
+    return () => this.#remove(observer);
   }
 
-  #end(): Set<Partial<Observer<T>>> | undefined {
+  #remove(observer: Partial<Observer<T>>): void {
+    this.#observers &&= this.#observers.filter((o) => o !== observer);
+  }
+
+  #end(): Partial<Observer<T>>[] | undefined {
     const observers = this.#observers;
     this.#observers = undefined;
     return observers;

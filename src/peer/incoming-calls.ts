@@ -24,9 +24,9 @@ import type { Reply } from './replies.js';
 
 export class IncomingCalls<S> {
   // Allocated on first use: most connections never need them, and a gateway holds thousands.
-  private running: Set<RunningCall<S>> | undefined;
-  private runningById: Map<RequestId, RunningCall<S>> | undefined;
-  private hub: Hub<IncomingNotification> | undefined;
+  #running: Set<RunningCall<S>> | undefined;
+  #runningById: Map<RequestId, RunningCall<S>> | undefined;
+  #hub: Hub<IncomingNotification> | undefined;
 
   constructor(
     protected readonly session: S,
@@ -38,16 +38,16 @@ export class IncomingCalls<S> {
 
   /** Incoming calls being run: what a drain or a half-close waits for. */
   get inFlightCount(): number {
-    return this.running?.size ?? 0;
+    return this.#running?.size ?? 0;
   }
 
   /** Every incoming notification, as the peer's `notifications$` shows them. */
   notificationHub(): Hub<IncomingNotification> {
-    if (!this.hub) {
-      this.hub = new Hub();
-      if (this.closeInfo) this.hub.complete();
+    if (!this.#hub) {
+      this.#hub = new Hub();
+      if (this.closeInfo) this.#hub.complete();
     }
-    return this.hub;
+    return this.#hub;
   }
 
   /** Answer one request: the reply text, or a promise of it. */
@@ -63,7 +63,7 @@ export class IncomingCalls<S> {
       const internal = this.config.reservedMethods?.get(method);
       // The gateway's own methods are not the application's calls: no middleware around them.
       if (internal) {
-        return this.runHandler(internal, id, method, params, version, undefined, traceparent);
+        return this.#runHandler(internal, id, method, params, version, undefined, traceparent);
       }
       return failure(id, ErrorCode.MethodNotFound, version);
     }
@@ -82,17 +82,17 @@ export class IncomingCalls<S> {
   /** Take one notification: rpc.cancel, another reserved one, or one for handlers and observers. */
   notification(method: string, params: Params | undefined): void {
     if (!isReservedMethod(method)) this.accept(method, params);
-    else if (method === ReservedMethod.Cancel) this.cancelRunning(params);
+    else if (method === ReservedMethod.Cancel) this.#cancelRunning(params);
     else this.config.onReservedNotification?.(method, params);
   }
 
   /** The connection has closed: abort the running calls and complete the notifications. */
   close(info: CloseInfo, error: Error): void {
     this.closeInfo = info;
-    if (this.running) for (const call of this.running) call.abort(error);
-    this.running = undefined;
-    this.runningById = undefined;
-    this.hub?.complete();
+    if (this.#running) for (const call of this.#running) call.abort(error);
+    this.#running = undefined;
+    this.#runningById = undefined;
+    this.#hub?.complete();
   }
 
   /** Run a found handler within the limits: through the middleware. */
@@ -104,7 +104,7 @@ export class IncomingCalls<S> {
     version: ProtocolVersion,
     traceparent: string | undefined,
   ): Reply | Promise<Reply> {
-    return this.runHandler(
+    return this.#runHandler(
       handler,
       id,
       method,
@@ -130,7 +130,7 @@ export class IncomingCalls<S> {
     return failure(id, code, version);
   }
 
-  private runHandler(
+  #runHandler(
     handler: Handler<S>,
     id: RequestId,
     method: string,
@@ -155,17 +155,17 @@ export class IncomingCalls<S> {
       settled('ok');
       return successReply(call, result, version);
     }
-    this.track(call);
+    this.#track(call);
     if (this.closeInfo) call.abort(closedError(this.closeInfo)); // the handler closed the connection itself
     return Promise.resolve(result).then(
       (value) => {
-        this.finish(call);
+        this.#finish(call);
         settled('ok');
         if (this.closeInfo) return undefined;
         return successReply(call, value, version);
       },
       (err: unknown) => {
-        this.finish(call);
+        this.#finish(call);
         settled('error');
         if (this.closeInfo) return undefined;
         return errorReply(call, err, version, this.config.exposeErrorDetails);
@@ -173,16 +173,16 @@ export class IncomingCalls<S> {
     );
   }
 
-  private track(call: RunningCall<S>): void {
-    (this.running ??= new Set()).add(call);
-    const byId = (this.runningById ??= new Map());
+  #track(call: RunningCall<S>): void {
+    (this.#running ??= new Set()).add(call);
+    const byId = (this.#runningById ??= new Map());
     if (call.id !== undefined && !byId.has(call.id)) byId.set(call.id, call);
   }
 
-  private finish(call: RunningCall<S>): void {
-    this.running?.delete(call);
-    if (call.id !== undefined && this.runningById?.get(call.id) === call) {
-      this.runningById.delete(call.id);
+  #finish(call: RunningCall<S>): void {
+    this.#running?.delete(call);
+    if (call.id !== undefined && this.#runningById?.get(call.id) === call) {
+      this.#runningById.delete(call.id);
     }
   }
 
@@ -193,34 +193,30 @@ export class IncomingCalls<S> {
       this.logger.debug({ method }, 'notification dropped: too many calls in flight');
       return;
     }
-    if (handler) this.runForNotification(handler, method, params);
-    this.hub?.next({ method, params });
+    if (handler) this.#runForNotification(handler, method, params);
+    this.#hub?.next({ method, params });
   }
 
-  private runForNotification(
-    handler: Handler<S>,
-    method: string,
-    params: Params | undefined,
-  ): void {
+  #runForNotification(handler: Handler<S>, method: string, params: Params | undefined): void {
     const call = new RunningCall(this.session, this.logger, undefined, method);
-    this.track(call);
+    this.#track(call);
     const report = (err: unknown): void => {
-      this.finish(call);
+      this.#finish(call);
       if (!call.aborted) this.logger.warn({ err, method }, 'notification handler failed');
     };
     try {
       const chain = this.config.middleware;
       const result = chain ? chain(call, true, params, handler) : handler(params, call);
-      if (isPromiseLike(result)) Promise.resolve(result).then(() => this.finish(call), report);
-      else this.finish(call);
+      if (isPromiseLike(result)) Promise.resolve(result).then(() => this.#finish(call), report);
+      else this.#finish(call);
     } catch (err) {
       report(err);
     }
   }
 
-  private cancelRunning(params: Params | undefined): void {
+  #cancelRunning(params: Params | undefined): void {
     const id = params && !Array.isArray(params) ? (params as { id?: unknown }).id : undefined;
     if (typeof id !== 'string' && typeof id !== 'number') return;
-    this.runningById?.get(id)?.abort(new Error('Cancelled by caller'));
+    this.#runningById?.get(id)?.abort(new Error('Cancelled by caller'));
   }
 }

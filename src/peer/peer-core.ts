@@ -1,5 +1,5 @@
 import type { Observable } from 'rxjs';
-import { parseFrameWith } from '../protocol/classify.js';
+import { parseIncomingWith } from '../protocol/classify.js';
 import type { Frame, Incoming } from '../protocol/classify.js';
 import {
   encodeBatch,
@@ -46,16 +46,16 @@ export class PeerCore<S = unknown> implements TransportListener {
   readonly session: S;
   readonly logger: Logger;
   // Allocated on first use: most connections never need them, and a gateway holds thousands.
-  private pendingTable: PendingCalls | undefined;
+  #pendingTable: PendingCalls | undefined;
   protected dispatch: IncomingCalls<S> | undefined;
   /** The rate limit (PeerOptions.admit); a server's only. */
   protected readonly admit: { take(): boolean } | undefined;
-  private closedPromise: Promise<CloseInfo> | undefined;
-  private outbox: string[] | undefined;
+  #closedPromise: Promise<CloseInfo> | undefined;
+  #outbox: string[] | undefined;
   /** Protocol noise seen so far (see NOISE_WARN_LIMIT). */
-  private noise = 0;
+  #noise = 0;
   protected closeInfo: CloseInfo | undefined;
-  private resolveClosed: ((info: CloseInfo) => void) | undefined;
+  #resolveClosed: ((info: CloseInfo) => void) | undefined;
 
   /**
    * `config` is shared by every peer made from the same options (one object for thousands);
@@ -80,15 +80,15 @@ export class PeerCore<S = unknown> implements TransportListener {
 
   /** Outgoing calls awaiting a response. */
   get pendingCount(): number {
-    return this.pendingTable?.size ?? 0;
+    return this.#pendingTable?.size ?? 0;
   }
 
   /** Outgoing calls awaiting a response; the table is made on the first call out. */
-  private get pending(): PendingCalls {
-    return (this.pendingTable ??= new PendingCalls(
+  get #pending(): PendingCalls {
+    return (this.#pendingTable ??= new PendingCalls(
       this.config.maxPendingCalls,
       this.config.callTimeoutMs,
-      (id) => this.sendCancel(id),
+      (id) => this.#sendCancel(id),
     ));
   }
 
@@ -104,17 +104,17 @@ export class PeerCore<S = unknown> implements TransportListener {
 
   /** TransportListener: the transport has closed. */
   transportClosed(code: number, reason: string): void {
-    this.teardown(code, reason);
+    this.#teardown(code, reason);
   }
 
   /** Settles once, when the connection has closed and every call has settled. */
   get closed(): Promise<CloseInfo> {
-    if (!this.closedPromise) {
-      this.closedPromise = this.closeInfo
+    if (!this.#closedPromise) {
+      this.#closedPromise = this.closeInfo
         ? Promise.resolve(this.closeInfo)
-        : new Promise((resolve) => (this.resolveClosed = resolve));
+        : new Promise((resolve) => (this.#resolveClosed = resolve));
     }
-    return this.closedPromise;
+    return this.#closedPromise;
   }
 
   /** Every incoming notification (reserved `rpc.` ones excluded). Completes on close. */
@@ -138,7 +138,7 @@ export class PeerCore<S = unknown> implements TransportListener {
     if (this.closeInfo) return Promise.reject(closedError(this.closeInfo));
     let opened: { id: number; promise: Promise<unknown> };
     try {
-      opened = this.pending.open(method, options);
+      opened = this.#pending.open(method, options);
     } catch (err) {
       return Promise.reject(err as Error);
     }
@@ -146,10 +146,10 @@ export class PeerCore<S = unknown> implements TransportListener {
     try {
       frame = encodeRequest(opened.id, method, params);
     } catch (err) {
-      this.pending.fail(opened.id, err);
+      this.#pending.fail(opened.id, err);
       return opened.promise;
     }
-    this.sendOutgoing(frame);
+    this.#sendOutgoing(frame);
     return opened.promise;
   }
 
@@ -162,7 +162,7 @@ export class PeerCore<S = unknown> implements TransportListener {
   notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {
     if (this.closeInfo) throw closedError(this.closeInfo);
     const method = nameOf(target);
-    this.sendOutgoing(encodeNotification(method, params));
+    this.#sendOutgoing(encodeNotification(method, params));
   }
 
   /**
@@ -184,14 +184,14 @@ export class PeerCore<S = unknown> implements TransportListener {
           parts.push(encodeNotification(entry.method, entry.params));
           promises.push(Promise.resolve(undefined));
         } else {
-          const call = this.pending.open(entry.method, options);
+          const call = this.#pending.open(entry.method, options);
           opened.push(call.id);
           parts.push(encodeRequest(call.id, entry.method, entry.params));
           promises.push(call.promise);
         }
       }
     } catch (err) {
-      for (const id of opened) this.pending.fail(id, err);
+      for (const id of opened) this.#pending.fail(id, err);
       await Promise.allSettled(promises);
       throw err;
     }
@@ -203,45 +203,46 @@ export class PeerCore<S = unknown> implements TransportListener {
   close(code = 1000, reason = ''): void {
     if (this.closeInfo) return;
     this.transport.close(code, reason);
-    this.teardown(code, reason);
+    this.#teardown(code, reason);
   }
 
   /** Handle one incoming frame. Public so a transport-less host can feed text in. */
   receive(text: string): void {
     if (this.closeInfo) return;
-    const frame = this.parse(text);
-    if (!frame.batch) {
-      const reply = this.handle(frame.messages[0]!);
-      if (reply === undefined) return;
-      if (isPromiseLike(reply)) void reply.then((r) => r !== undefined && this.sendReply(r));
-      else this.sendReply(reply);
-      return;
-    }
-    this.handleBatch(frame.messages);
+    const parsed = this.parse(text);
+    const one = 'kind' in parsed ? parsed : parsed.batch ? undefined : parsed.messages[0]!;
+    if (!one) return this.#handleBatch((parsed as Frame).messages);
+    const reply = this.handle(one);
+    if (reply === undefined) return;
+    if (isPromiseLike(reply)) void reply.then((r) => r !== undefined && this.#sendReply(r));
+    else this.#sendReply(reply);
   }
 
-  /** One frame's messages, classified; numeric ids to echo as sent found by `config.idTexts`. */
-  protected parse(text: string): Frame {
-    return parseFrameWith(text, this.config.parse, this.config.idTexts);
+  /**
+   * One frame's messages, classified: a lone message as itself (no frame around it), a batch as
+   * its frame. Numeric ids to echo as sent are found by `config.idTexts`.
+   */
+  protected parse(text: string): Frame | Incoming {
+    return parseIncomingWith(text, this.config.parse, this.config.idTexts);
   }
 
-  private handleBatch(messages: Incoming[]): void {
+  #handleBatch(messages: Incoming[]): void {
     const replies = messages.map((m) => this.handle(m));
     const sync: Reply[] = [];
     for (const reply of replies) {
       if (isPromiseLike(reply)) {
         // Members run concurrently; the one reply waits for the slowest.
         void Promise.all(replies.map((r) => Promise.resolve(r))).then((settled) =>
-          this.sendBatchReply(settled),
+          this.#sendBatchReply(settled),
         );
         return;
       }
       sync.push(reply);
     }
-    this.sendBatchReply(sync);
+    this.#sendBatchReply(sync);
   }
 
-  private sendBatchReply(replies: Reply[]): void {
+  #sendBatchReply(replies: Reply[]): void {
     const parts: string[] = [];
     const hooks: (() => void)[] = [];
     for (const reply of replies) {
@@ -259,7 +260,7 @@ export class PeerCore<S = unknown> implements TransportListener {
     for (const hook of hooks) this.runAfterSend(hook);
   }
 
-  private sendReply(reply: string | HookedReply): void {
+  #sendReply(reply: string | HookedReply): void {
     if (this.closeInfo) return;
     if (typeof reply === 'string') {
       this.transport.send(reply);
@@ -296,13 +297,14 @@ export class PeerCore<S = unknown> implements TransportListener {
         return undefined;
       case 'success':
         this.admit?.take();
-        if (!this.pendingTable?.resolve(message.id, message.result)) this.logUnmatched(message.id);
+        if (!this.#pendingTable?.resolve(message.id, message.result))
+          this.#logUnmatched(message.id);
         return undefined;
       case 'failure':
         this.admit?.take();
-        if (!this.pendingTable?.reject(message.id, message.error)) {
+        if (!this.#pendingTable?.reject(message.id, message.error)) {
           if (message.id === null) this.config.onIdlessError?.(message.error);
-          this.logUnmatched(message.id, message.error);
+          this.#logUnmatched(message.id, message.error);
         }
         return undefined;
       case 'invalid': {
@@ -312,54 +314,54 @@ export class PeerCore<S = unknown> implements TransportListener {
       }
       case 'bad-response':
         this.admit?.take();
-        this.noisy({ reason: message.reason }, 'dropped a malformed response');
+        this.#noisy({ reason: message.reason }, 'dropped a malformed response');
         return undefined;
     }
   }
 
-  private sendCancel(id: number): void {
-    if (!this.closeInfo) this.sendOutgoing(encodeNotification(ReservedMethod.Cancel, { id }));
+  #sendCancel(id: number): void {
+    if (!this.closeInfo) this.#sendOutgoing(encodeNotification(ReservedMethod.Cancel, { id }));
   }
 
   /** Requests and notifications go through here, to be gathered into a batch when asked. */
-  private sendOutgoing(frame: string): void {
+  #sendOutgoing(frame: string): void {
     if (this.config.batchOutgoing <= 1) {
       this.transport.send(frame);
       return;
     }
-    const outbox = (this.outbox ??= []);
-    if (outbox.push(frame) === 1) queueMicrotask(() => this.flushOutbox());
-    else if (outbox.length >= this.config.batchOutgoing) this.flushOutbox();
+    const outbox = (this.#outbox ??= []);
+    if (outbox.push(frame) === 1) queueMicrotask(() => this.#flushOutbox());
+    else if (outbox.length >= this.config.batchOutgoing) this.#flushOutbox();
   }
 
-  private flushOutbox(): void {
-    const frames = this.outbox;
+  #flushOutbox(): void {
+    const frames = this.#outbox;
     if (!frames || frames.length === 0 || this.closeInfo) return;
-    this.outbox = undefined;
+    this.#outbox = undefined;
     this.transport.send(frames.length === 1 ? frames[0]! : encodeBatch(frames));
   }
 
-  private logUnmatched(id: RequestId, error?: unknown): void {
-    if (this.pendingTable?.wasAbandoned(id)) {
+  #logUnmatched(id: RequestId, error?: unknown): void {
+    if (this.#pendingTable?.wasAbandoned(id)) {
       this.logger.debug({ id }, 'late response to a call given up locally');
     } else {
-      this.noisy({ id, error }, 'dropped a response that matches no pending call');
+      this.#noisy({ id, error }, 'dropped a response that matches no pending call');
     }
   }
 
   /** Log protocol noise, counted per connection (see noise-log.ts). */
-  private noisy(fields: Record<string, unknown>, msg: string): void {
-    logNoise(this.logger, ++this.noise, fields, msg);
+  #noisy(fields: Record<string, unknown>, msg: string): void {
+    logNoise(this.logger, ++this.#noise, fields, msg);
   }
 
   /** The one place a connection's state is released; runs once. */
-  private teardown(code: number, reason: string): void {
+  #teardown(code: number, reason: string): void {
     if (this.closeInfo) return;
     this.closeInfo = { code, reason };
     const error = closedError(this.closeInfo);
-    this.pendingTable?.rejectAll(error);
+    this.#pendingTable?.rejectAll(error);
     this.dispatch?.close(this.closeInfo, error);
-    this.resolveClosed?.(this.closeInfo);
+    this.#resolveClosed?.(this.closeInfo);
     // Only a server's peers are given onClosed, and they are Peers.
     this.config.onClosed?.(this as unknown as Peer<S>, this.closeInfo);
   }

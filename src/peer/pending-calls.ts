@@ -45,9 +45,6 @@ interface Entry {
  */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
-/** A monotonic clock in milliseconds: the one deadlines are measured on. */
-const now = (): number => performance.now();
-
 /** How many ids given up locally (timeout, cancel) to remember, to log their late answers quietly. */
 const ABANDONED_MEMORY = 256;
 
@@ -97,26 +94,25 @@ export class PendingCalls {
     const signal = options?.signal;
     if (signal?.aborted) throw new CancelledError(method, signal.reason);
     const id = this.allocateId();
-    let resolve!: (value: unknown) => void;
-    let reject!: (reason: unknown) => void;
-    const promise = new Promise<unknown>((res, rej) => {
-      resolve = res;
-      reject = rej;
-    });
     const timeout = options?.timeoutMs ?? options?.timeout ?? this.#defaultTimeout;
     const entry: Entry = {
       method,
-      resolve,
-      reject,
+      resolve: undefined!,
+      reject: undefined!,
       onResult: options?.onResult,
       deadline: Infinity,
       timeout,
       signal,
       onAbort: undefined,
     };
+    const promise = new Promise<unknown>((resolve, reject) => {
+      entry.resolve = resolve;
+      entry.reject = reject;
+    });
     if (timeout > 0 && timeout < Infinity) {
       const delay = Math.min(timeout, MAX_TIMER_MS);
-      entry.deadline = now() + delay;
+      // A monotonic clock: deadlines do not move with the wall clock.
+      entry.deadline = performance.now() + delay;
       this.#timed++;
       if (entry.deadline < this.#armedFor) this.#arm(entry.deadline, delay);
     }
@@ -157,7 +153,8 @@ export class PendingCalls {
 
   /** Reject every pending call; used once, on close. */
   rejectAll(reason: unknown): void {
-    for (const id of [...(this.#entries?.keys() ?? [])]) this.fail(id, reason);
+    // Deleting the entry being visited is safe in a Map's forEach.
+    this.#entries?.forEach((_, id) => this.fail(id, reason));
   }
 
   /** True when this id was given up locally (timed out or cancelled). */
@@ -178,7 +175,7 @@ export class PendingCalls {
   #arm(deadline: number, delay?: number): void {
     clearTimeout(this.#timer);
     this.#armedFor = deadline;
-    this.#timer = delay === undefined ? undefined : setTimeout(() => this.#expire(), delay);
+    if (delay) this.#timer = setTimeout(() => this.#expire(), delay);
   }
 
   /**
@@ -188,19 +185,17 @@ export class PendingCalls {
    * tests).
    */
   #expire(): void {
-    const at = Math.max(now(), this.#armedFor);
+    const at = Math.max(performance.now(), this.#armedFor);
     this.#arm(Infinity);
-    const due: [number, Entry][] = [];
     let next = Infinity;
-    for (const item of this.#entries!) {
-      const deadline = item[1].deadline;
-      if (deadline <= at) due.push(item);
+    // Settling removes the entry being visited, which a Map's iteration allows.
+    for (const [id, { method, timeout, deadline }] of this.#entries!) {
+      if (deadline <= at) this.#giveUp(id, new TimeoutError(method, timeout));
       else if (deadline < next) next = deadline;
     }
-    if (next < Infinity) this.#arm(next, Math.min(Math.ceil(next - at), MAX_TIMER_MS));
-    for (const [id, { method, timeout }] of due) {
-      this.#giveUp(id, new TimeoutError(method, timeout));
-    }
+    // `next` may be of a call settled meanwhile (rpc.cancel's send closing the connection): the
+    // timer then fires early for nothing, and is armed again.
+    if (this.#timed) this.#arm(next, Math.min(Math.ceil(next - at), MAX_TIMER_MS));
   }
 
   /** Give a call up locally: reject it, remember its id, and tell the other side. */

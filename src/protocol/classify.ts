@@ -95,15 +95,32 @@ export function parseFrameWith(
   options: ClassifyOptions,
   idTexts: IdTextFinder | undefined,
 ): Frame {
+  const parsed = parseIncomingWith(text, options, idTexts);
+  return 'kind' in parsed ? single(parsed) : parsed;
+}
+
+/**
+ * parseFrameWith without a frame around a lone message: the message itself, or the frame of a
+ * batch (or of the one error a bad batch is answered with). Never throws.
+ */
+export function parseIncomingWith(
+  text: string,
+  options: ClassifyOptions,
+  idTexts: IdTextFinder | undefined,
+): Incoming | Frame {
   const parsed = safeJsonParse(text, options.maxDepth);
   if (!parsed.ok) {
     const error =
       parsed.reason === 'depth'
         ? errorObject(ErrorCode.InvalidRequest, { maxDepth: options.maxDepth })
         : errorObject(ErrorCode.ParseError);
-    return single({ kind: 'invalid', version: '2.0', id: null, error });
+    return { kind: 'invalid', version: '2.0', id: null, error };
   }
-  return classifyValue(parsed.value, options, idTexts?.(text, parsed.value));
+  const value = parsed.value;
+  const texts = idTexts?.(text, value);
+  return Array.isArray(value)
+    ? classifyValue(value, options, texts)
+    : classifyMessage(value, options.acceptV1 ?? false, texts?.[0]);
 }
 
 /**

@@ -1,0 +1,68 @@
+/*
+ * Hub (src/peer/hub.ts): each value goes to the observers there are when it is sent, whoever
+ * comes or goes between sends or while one is being sent.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { Hub } from '../../src/peer/hub.js';
+
+type Op = { kind: 'add' } | { kind: 'remove'; pick: number } | { kind: 'send' };
+
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  fc.constant({ kind: 'add' } as const),
+  fc.record({ kind: fc.constant('remove' as const), pick: fc.nat() }),
+  fc.constant({ kind: 'send' } as const),
+);
+
+describe('Hub', () => {
+  it('sends each value to exactly the observers there are at the time (model)', () => {
+    fc.assert(
+      fc.property(fc.array(opArb, { maxLength: 40 }), (ops) => {
+        const hub = new Hub<number>();
+        const got: number[][] = [];
+        const expected: number[][] = [];
+        const live: { index: number; unsubscribe: () => void }[] = [];
+        let sent = 0;
+        for (const op of ops) {
+          if (op.kind === 'add') {
+            const index = got.length;
+            got.push([]);
+            expected.push([]);
+            const sub = hub.observable.subscribe((v) => got[index]!.push(v));
+            live.push({ index, unsubscribe: () => sub.unsubscribe() });
+          } else if (op.kind === 'remove') {
+            if (live.length === 0) continue;
+            const [gone] = live.splice(op.pick % live.length, 1);
+            gone!.unsubscribe();
+          } else {
+            sent++;
+            for (const { index } of live) expected[index]!.push(sent);
+            hub.next(sent);
+          }
+        }
+        expect(got).toEqual(expected);
+      }),
+    );
+  });
+
+  it('an observer that comes while a value is sent gets the next one, not that one', () => {
+    const hub = new Hub<number>();
+    const got: string[] = [];
+    let late: { unsubscribe(): void } | undefined;
+    hub.observable.subscribe((v) => {
+      got.push(`first ${v}`);
+      if (v === 1) {
+        // One leaves before its turn, and a newcomer joins: the newcomer gets the next value.
+        second.unsubscribe();
+        late = hub.observable.subscribe((w) => got.push(`late ${w}`));
+      }
+    });
+    const second = hub.observable.subscribe((v) => got.push(`second ${v}`));
+    hub.next(1);
+    hub.next(2);
+    late!.unsubscribe();
+    hub.next(3);
+    // `second` left before its turn: an rxjs subscriber gets nothing once unsubscribed.
+    expect(got).toEqual(['first 1', 'first 2', 'late 2', 'first 3']);
+  });
+});
