@@ -74,13 +74,13 @@ export interface ContractImplementation<K extends Contract, C> {
 /**
  * A stream's messages for one subscriber: an Observable (or a promise of one), or an async
  * iterable such as an `async function*` handler's generator, read until it returns (the
- * subscription then completes) or the subscriber leaves. Items are the data schema's input:
- * what is sent, and parsed by the client.
+ * subscription then completes) or the subscriber leaves; `ctx.signal` aborts when the stream ends
+ * (see StreamHandler). Items are the data schema's input: what is sent, and parsed by the client.
  */
 export type StreamSource<P, T, C> = (
   params: P,
   ctx: Ctx<C>,
-) => Observable<T> | Promise<Observable<T>> | AsyncIterable<T>;
+) => Observable<T> | AsyncIterable<T> | Promise<Observable<T> | AsyncIterable<T>>;
 
 export interface ImplementOptions {
   /**
@@ -164,12 +164,8 @@ export function implementContract<K extends Contract, C>(
     }
     // Params documented as one member named "params" are accepted in that form, as for methods.
     const validate = paramsValidator(spec as MethodSpec);
-    // The gateway reads an async iterable as it reads an Observable (rxjs `from`).
-    gateway.stream(
-      name,
-      (params, ctx) =>
-        andThen(validate(params as Params | undefined), (valid) => stream(valid, ctx)) as
-          Observable<unknown> | Promise<Observable<unknown>>,
+    gateway.stream(name, (params, ctx) =>
+      andThen(validate(params as Params | undefined), (valid) => stream(valid, ctx)),
     );
   }
   const document = toOpenRpc(contract, gateway.pubsub.methods);

@@ -509,7 +509,10 @@ export class Gateway<C = unknown> {
     if (presence) this.presenceService.declare(pattern, presence);
   }
 
-  /** Declare a per-subscriber stream: `handler` returns an Observable for each subscriber. */
+  /**
+   * Declare a per-subscriber stream: `handler` returns an Observable or an async iterable (an
+   * `async function*`) for each subscriber; see StreamHandler.
+   */
   stream<P, T>(name: string, handler: StreamHandler<C, P, T>, flow?: Partial<FlowControl>): void {
     this.checkHighWaterMark(name, flow?.highWaterMark);
     this.pubsub.stream(name, handler, flow);

@@ -24,6 +24,7 @@ import type { HistoryPage } from './pubsub-history.js';
 import { sendLatest } from './pubsub-latest.js';
 import { replay, sendPosition } from './pubsub-resume.js';
 import { attachStream } from './pubsub-stream.js';
+import { StreamContext } from './stream-context.js';
 import type {
   PubSubLimits,
   PubSubStats,
@@ -375,14 +376,21 @@ export class PubSubService<C> {
     const stream = this.streams.get(request.name);
     if (stream) {
       this.checkLimit(table); // before the handler, so a refused subscribe has no side effects
-      const returned = stream.handler(request.params, ctx);
-      if (isObservable(returned)) {
-        return this.startStream(session, table, returned, stream.flow, ctx);
+      const streamCtx = new StreamContext(ctx);
+      try {
+        const returned = stream.handler(request.params, streamCtx);
+        if (isObservable(returned)) {
+          return this.startStream(session, table, returned, stream.flow, ctx, streamCtx);
+        }
+        const source = from(await returned);
+        // Cancelled (rpc.cancel) or closed while the handler was building it: never started.
+        throwIfCancelled(ctx);
+        const current = this.requireTable(session);
+        return this.startStream(session, current, source, stream.flow, ctx, streamCtx);
+      } catch (err) {
+        streamCtx.end();
+        throw err;
       }
-      const source = from(await returned);
-      // Cancelled (rpc.cancel) or closed while the handler was building it: never started.
-      throwIfCancelled(ctx);
-      return this.startStream(session, this.requireTable(session), source, stream.flow, ctx);
     }
     this.checkTopicName(request.name);
     const definition = this.resolveTopic(request.name);
@@ -692,6 +700,7 @@ export class PubSubService<C> {
     source: Observable<unknown>,
     flow: FlowControl,
     ctx: HandlerContext<Session<C>>,
+    streamCtx: StreamContext<Session<C>>,
   ): string {
     this.checkLimit(table);
     const id = this.newId();
@@ -704,6 +713,7 @@ export class PubSubService<C> {
       source,
       ctx,
       exposeErrorDetails: this.exposeErrorDetails,
+      onEnd: () => streamCtx.end(),
     });
     return id;
   }

@@ -18,6 +18,8 @@ export interface StreamStart<C> {
   source: Observable<unknown>;
   ctx: HandlerContext<Session<C>>;
   exposeErrorDetails: boolean;
+  /** Called once when the stream is over: ended, failed, unsubscribed or its connection closed. */
+  onEnd: () => void;
 }
 
 /** Enter the stream in the session's table and subscribe its source once the reply is sent. */
@@ -29,6 +31,7 @@ export function attachStream<C>({
   source,
   ctx,
   exposeErrorDetails,
+  onEnd,
 }: StreamStart<C>): void {
   let running: Subscription | undefined;
   let ended = false;
@@ -39,6 +42,7 @@ export function attachStream<C>({
       ended = true;
       delivery.stop();
       running?.unsubscribe();
+      onEnd();
     },
   };
   const end = (tail: string): void => {
@@ -46,6 +50,7 @@ export function attachStream<C>({
     ended = true;
     delivery.finish(tail);
     if (table.subscriptions.get(id) === subscription) table.subscriptions.delete(id);
+    onEnd();
   };
   table.subscriptions.set(id, subscription);
   ctx.afterReply(() => {

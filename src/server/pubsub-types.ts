@@ -53,10 +53,11 @@ export interface PublishOptions {
 /**
  * Builds one subscriber's stream: an Observable, or an async iterable such as the generator of an
  * `async function*` handler (each yield is a message, returning completes the subscription,
- * throwing ends it with the error), or a promise of either. The service reads both through rxjs
- * `from`: when the subscriber leaves, a generator is returned at its next `yield`, so its
- * `finally` runs then. A generator waiting on something that may never come holds on until it
- * does: write such a stream as an Observable, whose teardown runs as the subscriber leaves.
+ * throwing ends it with the error), or a promise of either. `ctx.signal` lives as long as the
+ * stream: it aborts when the subscriber unsubscribes, the connection closes, or the stream ends.
+ * The service reads an iterable through rxjs `from`, which returns a generator at its next
+ * `yield` after the subscriber left; a generator awaiting something that may never come should
+ * hand that wait `ctx.signal` (or race it), so that it ends at once.
  */
 export type StreamHandler<C, P = unknown, T = unknown> = (
   params: P,

@@ -1,4 +1,4 @@
-import { firstValueFrom, of, take, tap, toArray } from 'rxjs';
+import { NEVER, firstValueFrom, of, take, tap, throwError, toArray } from 'rxjs';
 import type { Observable } from 'rxjs';
 import { afterEach, describe, expect, expectTypeOf, it } from 'vitest';
 import { JsonRpcError, ServerError, type Gateway, type StreamHandler } from '../../src/index.js';
@@ -161,5 +161,68 @@ describe('an async generator stream at run time', () => {
     expect(err).toBeInstanceOf(JsonRpcError);
     expect((err as JsonRpcError).code).toBe(-32050);
     expect((err as JsonRpcError).message).toBe('feed gone');
+  });
+});
+
+describe("a stream handler's signal lives as long as the stream", () => {
+  it('aborts on unsubscribe: a generator awaiting it ends at once, without another yield', async () => {
+    const { gateway, url } = await res.gateway();
+    let finished = 0;
+    gateway.stream('waits', async function* (_params: unknown, ctx) {
+      try {
+        yield 'first';
+        // Nothing else ever comes: only the signal ends this wait.
+        await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve));
+      } finally {
+        finished++;
+      }
+    });
+    const client = res.client(url);
+    expect(await firstValueFrom(client.subscribe<string>('waits'))).toBe('first');
+    await waitUntil(() => finished === 1, "the generator's finally");
+  });
+
+  it('aborts when the stream completes, fails or its connection closes, and not before', async () => {
+    const { gateway, url } = await res.gateway();
+    const signals = new Map<string, AbortSignal>();
+    gateway.stream('kinds', (kind: string, ctx) => {
+      signals.set(kind, ctx.signal);
+      if (kind === 'fails') return throwError(() => new ServerError(-32050, 'gone'));
+      if (kind === 'completes') return of(1);
+      return NEVER;
+    });
+    const client = res.client(url);
+    await firstValueFrom(client.subscribe('kinds', 'completes'));
+    await rejectionOf(firstValueFrom(client.subscribe('kinds', 'fails')));
+    const open = client.subscribe('kinds', 'open').subscribe();
+    await waitUntil(() => signals.has('open'), 'the open stream');
+    await waitUntil(
+      () => signals.get('completes')!.aborted && signals.get('fails')!.aborted,
+      'the ended streams to abort their signals',
+    );
+    expect(signals.get('open')!.aborted).toBe(false);
+
+    await client.close();
+    open.unsubscribe();
+    await waitUntil(() => signals.get('open')!.aborted, 'the closed connection to abort it');
+  });
+
+  it('aborts when the connection closes while an async handler is still building the stream', async () => {
+    const { gateway, url } = await res.gateway();
+    let signal: AbortSignal | undefined;
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    gateway.stream('slow', async (_params: unknown, ctx) => {
+      signal = ctx.signal;
+      await released;
+      return of(1);
+    });
+    const client = res.client(url);
+    const sub = client.subscribe('slow').subscribe({ error: () => undefined });
+    await waitUntil(() => signal !== undefined, 'the handler to run');
+    await client.close();
+    sub.unsubscribe();
+    await waitUntil(() => signal!.aborted, 'the signal to abort');
+    release();
   });
 });
