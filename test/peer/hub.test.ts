@@ -65,4 +65,16 @@ describe('Hub', () => {
     // `second` left before its turn: an rxjs subscriber gets nothing once unsubscribed.
     expect(got).toEqual(['first 1', 'first 2', 'late 2', 'first 3']);
   });
+
+  it('an observer that comes while a value is sent, with no one leaving, gets the next one', () => {
+    const hub = new Hub<number>();
+    const got: string[] = [];
+    hub.observable.subscribe((v) => {
+      got.push(`first ${v}`);
+      if (v === 1) hub.observable.subscribe((w) => got.push(`late ${w}`));
+    });
+    hub.next(1);
+    hub.next(2);
+    expect(got).toEqual(['first 1', 'first 2', 'late 2']);
+  });
 });
