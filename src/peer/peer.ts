@@ -1,6 +1,7 @@
 import type { Observable } from 'rxjs';
-import { parseFrame } from '../protocol/classify.js';
-import type { Frame } from '../protocol/classify.js';
+import { parseIncomingWith } from '../protocol/classify.js';
+import { idTextsOf } from '../protocol/id-text.js';
+import type { Frame, Incoming } from '../protocol/classify.js';
 import type { Params } from '../protocol/types.js';
 import type { Transport } from '../transport/transport.js';
 import type { IncomingCalls } from './incoming-calls.js';
@@ -75,8 +76,8 @@ export class Peer<S = unknown> extends PeerCore<S> {
   }
 
   /** Every id echoed as sent, found the fastest way (idTextsOf). */
-  protected override parse(text: string): Frame {
-    return parseFrame(text, this.config.parse);
+  protected override parse(text: string): Frame | Incoming {
+    return parseIncomingWith(text, this.config.parse, idTextsOf);
   }
 
   protected override answering(): IncomingCalls<S> {
