@@ -23,6 +23,8 @@ interface TopicState {
   lastSeq: number;
   /** Work on this topic (live messages, catch-up) runs one item at a time, in order. */
   chain: Promise<void>;
+  /** Items of asynchronous work queued or running on `chain`; while 0, work runs at once. */
+  pending: number;
   /** Settles once the SUBSCRIBE is in place. */
   subscribed: Promise<void>;
   /** Set once `epoch` and `lastSeq` hold the starting point; reconnects leave it alone before. */
@@ -82,6 +84,7 @@ export class RedisTopicSubscriptions {
       epoch: '',
       lastSeq: 0,
       chain: Promise.resolve(),
+      pending: 0,
       subscribed: Promise.resolve(),
       started: false,
       retryTimer: undefined,
@@ -194,44 +197,80 @@ export class RedisTopicSubscriptions {
     return !this.isClosed() && this.topics.get(state.topic) === state;
   }
 
+  /**
+   * Run `work` in order with the topic's other work: at once when nothing is pending (a live
+   * message is then fanned out in the I/O callback that read it, so the messages of one read
+   * leave in one write per subscriber), else after what is pending.
+   */
   private enqueue(state: TopicState, work: () => Promise<void> | void): void {
-    state.chain = state.chain
-      .then(() => (this.isCurrent(state) ? work() : undefined))
-      .catch((error: unknown) => this.onError(toError(error)));
+    if (state.pending > 0) {
+      this.track(
+        state,
+        state.chain.then(() => (this.isCurrent(state) ? work() : undefined)),
+      );
+      return;
+    }
+    if (!this.isCurrent(state)) return;
+    let result: Promise<void> | void;
+    try {
+      result = work();
+    } catch (error) {
+      this.onError(toError(error));
+      return;
+    }
+    if (result) this.track(state, result);
   }
 
-  private async live(
+  /** Asynchronous work on the topic: later work waits for it. */
+  private track(state: TopicState, work: Promise<void>): void {
+    state.pending++;
+    state.chain = work
+      .catch((error: unknown) => this.onError(toError(error)))
+      .finally(() => {
+        state.pending--;
+      });
+  }
+
+  private live(
     state: TopicState,
     epoch: string,
     seq: number,
     payload: string,
     except: readonly string[] | undefined,
-  ): Promise<void> {
+  ): Promise<void> | void {
     if (epoch !== state.epoch) {
       // A new epoch: the topic was lost by Redis and started again at seq 1.
       if (state.epoch !== '') state.lastSeq = 0;
       state.epoch = epoch;
     }
     if (seq <= state.lastSeq) return; // already delivered (from the stream)
-    if (seq > state.lastSeq + 1) {
-      // Missed messages (a reconnect): deliver them from the stream first.
-      let read: Read;
-      try {
-        read = await this.read(state, state.lastSeq, `${seq - 1}-0`, 0);
-      } catch (error) {
-        // This message is in the stream too: the retry reads it from there.
-        this.onError(toError(error));
-        this.scheduleRetry(state);
-        return;
-      }
-      if (!this.isCurrent(state)) return;
-      if (read.epoch !== state.epoch) {
-        this.catchUp(state);
-        return;
-      }
-      for (const message of read.messages)
-        this.emit(state, message.seq, message.payload, message.except);
+    if (seq > state.lastSeq + 1) return this.fillGap(state, seq, payload, except);
+    this.emit(state, seq, payload, except);
+  }
+
+  /** Missed messages (a reconnect): deliver them from the stream first, then this one. */
+  private async fillGap(
+    state: TopicState,
+    seq: number,
+    payload: string,
+    except: readonly string[] | undefined,
+  ): Promise<void> {
+    let read: Read;
+    try {
+      read = await this.read(state, state.lastSeq, `${seq - 1}-0`, 0);
+    } catch (error) {
+      // This message is in the stream too: the retry reads it from there.
+      this.onError(toError(error));
+      this.scheduleRetry(state);
+      return;
     }
+    if (!this.isCurrent(state)) return;
+    if (read.epoch !== state.epoch) {
+      this.catchUp(state);
+      return;
+    }
+    for (const message of read.messages)
+      this.emit(state, message.seq, message.payload, message.except);
     this.emit(state, seq, payload, except);
   }
 
