@@ -249,6 +249,9 @@ async function awaitDelivery({ n, timeoutMs }) {
 }
 
 async function closeSubscribers() {
+  // Messages still being read (a slow contestant's backlog, inflated after the window ended)
+  // belong to no window any more.
+  for (const conn of subs.conns) conn.onData = () => {};
   await closeAll(subs.conns);
   subs = undefined;
   return {};
