@@ -5,17 +5,15 @@
  * and error handler, the gateway's WebSocket, POST and health routes, many requests in a row,
  * and SIGTERM, after which the process exits 0 by itself.
  */
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
 import { join } from 'node:path';
-import { build } from 'esbuild';
 import { afterEach, describe, expect, it } from 'vitest';
 import { root, spawnServer } from '../support/demo-process.js';
 import { Resources } from '../support/resources.js';
 import { freePort } from '../support/network.js';
 import { waitForState } from '../support/client.js';
-import { thisPackage } from '../support/bundle.js';
-import { recipeDir, waitForRecipeServer } from '../support/recipes.js';
+import { buildForNode, recipeDir, waitForRecipeServer } from '../support/recipes.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
@@ -28,18 +26,10 @@ async function bundleRecipe(page: string): Promise<string> {
   const code = /```ts\n([\s\S]*?)```/.exec(markdown)?.[1];
   if (!code) throw new Error(`no ts block in docs/recipes/${page}`);
   mkdirSync(outDir, { recursive: true });
+  const source = join(outDir, page.replace(/\.md$/, '.ts'));
+  writeFileSync(source, code);
   const outfile = join(outDir, page.replace(/\.md$/, '.mjs'));
-  await build({
-    stdin: { contents: code, resolveDir: root, loader: 'ts', sourcefile: page },
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    packages: 'external',
-    outfile,
-    logLevel: 'silent',
-    plugins: [thisPackage],
-  });
+  await buildForNode(source, outfile);
   return outfile;
 }
 
