@@ -130,10 +130,10 @@ export function createHooks<K extends Contract>(contract: K): ContractHooks<K> {
       return useSharedSubscription(name, params, options, parse, schema) as never;
     },
   };
+  const call = hooks.useCall as (name: string, ...args: unknown[]) => unknown;
+  const mutation = hooks.useMutation as (name: string, options?: unknown) => unknown;
   const byName: Record<string, object> = {};
   for (const name of Object.keys(contract.methods)) {
-    const call = hooks.useCall as (name: string, ...args: unknown[]) => unknown;
-    const mutation = hooks.useMutation as (name: string, options?: unknown) => unknown;
     byName[name] = {
       useCall: (...args: unknown[]) => call(name, ...args),
       useMutation: (options?: unknown) => mutation(name, options),

@@ -40,7 +40,6 @@ const CLOSED: SubscriptionSnapshot<never> = {
   error: undefined,
 };
 const noUnsubscribe = (): void => undefined;
-const noReset = (): void => undefined;
 
 /**
  * The shared subscription to `topic` with `params`, each message through `parse` when given.
@@ -71,7 +70,9 @@ export function useSharedSubscription<T>(
     [store, enabled],
   );
   const snapshot = useSyncExternalStore(subscribe, get, get);
-  const reset = useCallback(() => (enabled ? store().reset() : noReset()), [store, enabled]);
+  const reset = useCallback(() => {
+    if (enabled) store().reset();
+  }, [store, enabled]);
   const { history } = snapshot;
   const shown = useMemo(
     () => (history.length <= window ? history : history.slice(history.length - window)),
