@@ -433,6 +433,25 @@ describe('the rest of the client surface through the worker', () => {
     expect(gateway.sessions.size).toBe(1);
   });
 
+  it('a stray message is ignored, and a stream id a tab uses again does not outlive the tab', async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.topic('news');
+    gateway.method('add', ([a, b]: [number, number]) => a + b);
+    const { openFull, open } = sharedConnection(url);
+    const { tab: a, port } = openFull();
+    const b = open();
+    await Promise.all([a.opened(), b.opened()]);
+    port.postMessage(null);
+    const sub = { t: 'sub', id: 1_000_000, topic: 'news', params: undefined };
+    port.postMessage(sub);
+    port.postMessage(sub);
+    await waitFor(() => subscriptions(gateway, 'news') === 1, 'the subscription');
+    expect(await b.call('add', [20, 22])).toBe(42);
+    await a.close();
+    await waitFor(() => subscriptions(gateway, 'news') === 0, 'the tab to release it');
+    expect(gateway.sessions.size).toBe(1); // b still holds the connection
+  });
+
   it('authenticate without a token where no getToken is anywhere: a TypeError, as from a client', async () => {
     const { url } = await res.gateway();
     const { open } = sharedConnection(url);

@@ -111,7 +111,9 @@ class Host implements ClientHost {
   connect(port: MessagePort): void {
     let tab: HostedTab | undefined;
     port.onmessage = (event: MessageEvent) => {
-      const message = event.data as TabMessage;
+      const message = event.data as TabMessage | null;
+      // Not a tab's message (a stray postMessage): reading it would throw in the worker.
+      if (typeof message !== 'object' || message === null) return;
       if (message.t === 'hello') {
         if (tab) this.#drop(tab);
         tab = this.#admit(port, message);
@@ -290,6 +292,8 @@ class Host implements ClientHost {
     source: Observable<T>,
     wrap: (value: T) => HostMessage,
   ): void {
+    // An id the tab uses again: the stream it named would otherwise outlive the tab.
+    tab.streams.get(id)?.unsubscribe();
     const subscription = source.subscribe({
       next: (value) => tab.post(wrap(value)),
       error: (err: unknown) => {
