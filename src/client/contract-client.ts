@@ -13,11 +13,11 @@ import { findHandler, strayHandlers } from '../contract/nested.js';
 import type { NestedHandlers } from '../contract/nested.js';
 import { specOfTopic } from '../contract/topic-names.js';
 import type { SpecOfTopic, TopicNames } from '../contract/topic-names.js';
-import { andThen, paramsValidator, parseWith } from '../contract/validate.js';
+import { andThen, paramsValidator, validateMessage } from '../contract/validate.js';
 import type { HandlerContext } from '../peer/handler-context.js';
 import { silentLogger } from '../peer/logger.js';
 import type { Logger } from '../peer/logger.js';
-import { InternalError, JsonRpcError } from '../protocol/errors.js';
+import { JsonRpcError } from '../protocol/errors.js';
 import type { Params } from '../protocol/types.js';
 import type { RpcClient } from './client.js';
 
@@ -194,17 +194,7 @@ export function useContract<K extends Contract>(
     const schema = specOfTopic(subscriptionSpecs, name)?.data;
     const messages = client.subscribe(name, params);
     if (!schema) return messages;
-    return parseEach(messages, (data) =>
-      parseWith(
-        schema,
-        data,
-        (issues) =>
-          new InternalError('Subscription data does not match the contract', {
-            subscription: name,
-            ...issues,
-          }),
-      ),
-    );
+    return parseEach(messages, (data) => validateMessage(schema, name, data));
   };
   return {
     api: bindMethods<K['methods']>(client, contract.methods),

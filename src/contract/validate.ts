@@ -133,3 +133,19 @@ export function validateResult(spec: MethodSpec, method: string, value: unknown)
     (issues) => new InternalError('Result does not match the contract', { method, ...issues }),
   );
 }
+
+/**
+ * Parse one message of a subscription with its data schema, as the client receives it. A
+ * mismatch is the server's bug, so -32603.
+ */
+export function validateMessage(schema: Schema, subscription: string, data: unknown): unknown {
+  return parseWith(
+    schema,
+    data,
+    (issues) =>
+      new InternalError('Subscription data does not match the contract', {
+        subscription,
+        ...issues,
+      }),
+  );
+}

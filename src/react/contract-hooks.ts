@@ -10,9 +10,8 @@ import { nestNames } from '../contract/nested.js';
 import type { Nested } from '../contract/nested.js';
 import { specOfTopic } from '../contract/topic-names.js';
 import type { SpecOfTopic, TopicNames } from '../contract/topic-names.js';
-import { parseWith, validateResult } from '../contract/validate.js';
+import { validateMessage, validateResult } from '../contract/validate.js';
 import type { CallOptions } from '../peer/pending-calls.js';
-import { InternalError } from '../protocol/errors.js';
 import type { Params } from '../protocol/types.js';
 import { useClient } from './client-context.js';
 import { callKey, useMutationWith, useSharedCall } from './use-call.js';
@@ -115,18 +114,7 @@ export function createHooks<K extends Contract>(contract: K): ContractHooks<K> {
     useSubscription: (name, ...[params, options = {}]) => {
       const spec = specOfTopic(subscriptions, name);
       const schema = spec?.data;
-      const parse = schema
-        ? (data: unknown) =>
-            parseWith(
-              schema,
-              data,
-              (issues) =>
-                new InternalError('Subscription data does not match the contract', {
-                  subscription: name,
-                  ...issues,
-                }),
-            )
-        : undefined;
+      const parse = schema ? (data: unknown) => validateMessage(schema, name, data) : undefined;
       return useSharedSubscription(name, params, options, parse, schema) as never;
     },
   };
