@@ -452,6 +452,25 @@ describe('the rest of the client surface through the worker', () => {
     expect(gateway.sessions.size).toBe(1); // b still holds the connection
   });
 
+  it('a call id a tab uses again gives the first call up (the gateway sees it cancelled)', async () => {
+    const { gateway, url } = await res.gateway();
+    const signals: AbortSignal[] = [];
+    gateway.method('hang', (_params, ctx) => {
+      signals.push(ctx.signal);
+      return new Promise(() => undefined);
+    });
+    const { openFull } = sharedConnection(url);
+    const { tab, port } = openFull();
+    await tab.opened();
+    const call = { t: 'call', id: 2_000_000, method: 'hang', params: undefined };
+    port.postMessage(call);
+    await waitFor(() => signals.length === 1, 'the first call');
+    port.postMessage(call);
+    await waitFor(() => signals.length === 2, 'the second call');
+    await waitFor(() => signals[0]!.aborted, 'the first call cancelled');
+    expect(signals[1]!.aborted).toBe(false);
+  });
+
   it('authenticate without a token where no getToken is anywhere: a TypeError, as from a client', async () => {
     const { url } = await res.gateway();
     const { open } = sharedConnection(url);

@@ -276,12 +276,16 @@ class Host implements ClientHost {
     run: (options: { signal: AbortSignal; timeoutMs?: number }) => Promise<unknown>,
   ): void {
     const controller = new AbortController();
+    // An id the tab uses again: the request it named is given up rather than left running.
+    tab.calls.get(id)?.abort();
     tab.calls.set(id, controller);
+    /** True once, for the request that still holds the id; it then lets go of it. */
+    const current = () => tab.calls.get(id) === controller && tab.calls.delete(id);
     const options: { signal: AbortSignal; timeoutMs?: number } = { signal: controller.signal };
     if (timeoutMs !== undefined) options.timeoutMs = timeoutMs;
     new Promise((resolve) => resolve(run(options))).then(
-      (result) => tab.calls.delete(id) && tab.post({ t: 'result', id, result }),
-      (err: unknown) => tab.calls.delete(id) && tab.post({ t: 'result', id, error: toWire(err) }),
+      (result) => current() && tab.post({ t: 'result', id, result }),
+      (err: unknown) => current() && tab.post({ t: 'result', id, error: toWire(err) }),
     );
   }
 
