@@ -170,8 +170,11 @@ interface WsShared {
   readonly deflate: SharedDeflate | undefined;
 }
 
-/** The settings the last transport was made with: the next one made with the same shares them. */
-let lastShared: WsShared | undefined;
+/**
+ * The settings transports were last made with, by their counters (one object per gateway): the
+ * next one made with the same shares them. Weakly held, so a gateway gone leaves nothing here.
+ */
+const sharedByCounters = new WeakMap<WsShared['counters'], WsShared>();
 
 function sharedOf(
   counters: WsShared['counters'],
@@ -179,16 +182,18 @@ function sharedOf(
   maxBufferedBytes: number,
   deflate: SharedDeflate | undefined,
 ): WsShared {
-  const last = lastShared;
+  const last = sharedByCounters.get(counters);
   if (
-    last?.counters === counters &&
+    last !== undefined &&
     last.closeGraceMs === closeGraceMs &&
     last.maxBufferedBytes === maxBufferedBytes &&
     last.deflate === deflate
   ) {
     return last;
   }
-  return (lastShared = { counters, closeGraceMs, maxBufferedBytes, deflate });
+  const shared: WsShared = { counters, closeGraceMs, maxBufferedBytes, deflate };
+  sharedByCounters.set(counters, shared);
+  return shared;
 }
 
 /** WsTransport's flags, one small integer (a boolean field costs a word per connection). */
