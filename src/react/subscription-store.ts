@@ -1,12 +1,14 @@
 // One subscription's status, latest message and history window, shared by the components
 // that show the same topic and params. Its messages come from `client.subscribeWithMeta` (the
 // client shares one wire subscription per topic and params) and its status from
-// `subscriptionStatus$`.
+// `subscriptionStatus$`. Messages waiting for an async parse are held in a bounded buffer.
 import type { Subscription } from 'rxjs';
+import { BufferOverflowError } from '../client/async-iterate.js';
 import type { RpcClient } from '../client/client.js';
 import { subscriptionStatus$ } from '../client/subscription-status.js';
 import type { SubscriptionStatus } from '../client/subscription-status.js';
 import { SharedStore } from './shared-store.js';
+import type { SubscriptionBuffer } from './subscription-buffer.js';
 
 /** What `useSubscription` shows, before its history is cut to the component's window. */
 export interface SubscriptionSnapshot<T> {
@@ -17,6 +19,8 @@ export interface SubscriptionSnapshot<T> {
   history: readonly T[];
   /** What ended it: the server's refusal, a stream's error, a message the contract refused. */
   error: unknown;
+  /** Messages dropped unparsed because the buffer waiting for an async parse was full. */
+  dropped: number;
 }
 
 /** Each message through the contract's schema (sync or async); throws or rejects to refuse one. */
@@ -24,13 +28,27 @@ export type Parse = (data: unknown) => unknown;
 
 const CONNECTING: SubscriptionStatus = { state: 'connecting' };
 const NONE: readonly never[] = [];
+const FRESH = { status: CONNECTING, data: undefined, history: NONE, error: undefined, dropped: 0 };
+
+/** What waits behind an async parse: a message's step (counted in the buffer) or the end's. */
+interface Step {
+  run: () => Promise<void> | void;
+  message: boolean;
+}
+
+/** A promise, or another thenable a schema library gives. */
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as { then?: unknown } | null)?.then === 'function';
+}
 
 export class SubscriptionStore<T> extends SharedStore<SubscriptionSnapshot<T>> {
   #running: Subscription[] = [];
   /** Bumped at each stop, so what a stopped run still delivers (an async parse) is dropped. */
   #run = 0;
-  /** While an async parse runs: what came after it, in order. */
-  #waiting: (() => Promise<void> | void)[] | undefined;
+  /** While an async parse runs: what came after it, in order, at most `bufferSize` messages. */
+  #waiting: Step[] | undefined;
+  /** How many of `#waiting` are messages (the end's step is not counted). */
+  #waitingMessages = 0;
   /** The window each listening component asked for. */
   readonly #windows = new Map<() => void, number>();
   #window = 0;
@@ -40,8 +58,9 @@ export class SubscriptionStore<T> extends SharedStore<SubscriptionSnapshot<T>> {
     private readonly topic: string,
     private readonly params: unknown,
     private readonly parse: Parse | undefined,
+    private readonly buffer: SubscriptionBuffer,
   ) {
-    super({ status: CONNECTING, data: undefined, history: NONE, error: undefined });
+    super(FRESH);
   }
 
   /** `subscribe` for a component that shows the last `window` messages. */
@@ -60,7 +79,7 @@ export class SubscriptionStore<T> extends SharedStore<SubscriptionSnapshot<T>> {
   readonly reset = (): void => {
     const held = this.held;
     this.stop();
-    this.set({ status: CONNECTING, data: undefined, history: NONE, error: undefined });
+    this.set(FRESH);
     if (held) this.start();
   };
 
@@ -72,7 +91,8 @@ export class SubscriptionStore<T> extends SharedStore<SubscriptionSnapshot<T>> {
       next: (event) => {
         if (event.gap === undefined) this.#message(event.data, event.seq, live);
       },
-      error: (error: unknown) => this.#after(() => this.#fail(error), live),
+      error: (error: unknown) =>
+        this.#after({ run: () => this.#fail(error), message: false }, live),
     });
     const status = subscriptionStatus$(this.client, this.topic, this.params).subscribe({
       next: (status) => this.#status(status),
@@ -84,6 +104,7 @@ export class SubscriptionStore<T> extends SharedStore<SubscriptionSnapshot<T>> {
   protected stop(): void {
     this.#run++;
     this.#waiting = undefined;
+    this.#waitingMessages = 0;
     for (const each of this.#running.splice(0)) each.unsubscribe();
   }
 
@@ -103,15 +124,15 @@ export class SubscriptionStore<T> extends SharedStore<SubscriptionSnapshot<T>> {
   #message(data: unknown, seq: number | undefined, live: () => boolean): void {
     const parse = this.parse;
     if (!parse) return this.#add(data as T, seq);
-    this.#after(() => {
+    const run = (): Promise<void> | void => {
       let parsed: unknown;
       try {
         parsed = parse(data);
       } catch (error) {
         return this.#refuse(error);
       }
-      if (!(parsed instanceof Promise)) return this.#add(parsed as T, seq);
-      return parsed.then(
+      if (!isThenable(parsed)) return this.#add(parsed as T, seq);
+      return Promise.resolve(parsed).then(
         (valid: unknown) => {
           if (live()) this.#add(valid as T, seq);
         },
@@ -119,23 +140,47 @@ export class SubscriptionStore<T> extends SharedStore<SubscriptionSnapshot<T>> {
           if (live()) this.#refuse(error);
         },
       );
-    }, live);
+    };
+    this.#after({ run, message: true }, live);
   }
 
-  /** Run `step` now, or behind the async parses still running, so that messages keep their order. */
-  #after(step: () => Promise<void> | void, live: () => boolean): void {
-    if (this.#waiting) {
-      this.#waiting.push(step);
+  /**
+   * Run `step` now, or behind the async parses still running, so that messages keep their
+   * order. A message finding `bufferSize` messages waiting drops the oldest (counted in
+   * `dropped`) or, with overflow 'error', ends the subscription with BufferOverflowError.
+   */
+  #after(step: Step, live: () => boolean): void {
+    const waiting = this.#waiting;
+    if (waiting) {
+      if (step.message && this.#waitingMessages >= this.buffer.bufferSize) {
+        if (this.buffer.overflow === 'error') return this.#overflow();
+        // The end's step comes after every message: the oldest waiting is a message.
+        waiting.shift();
+        this.#waitingMessages--;
+        this.set({ ...this.snapshot, dropped: this.snapshot.dropped + 1 });
+      }
+      waiting.push(step);
+      if (step.message) this.#waitingMessages++;
       return;
     }
-    const running = step();
+    const running = step.run();
     if (!running) return;
-    const waiting: (() => Promise<void> | void)[] = (this.#waiting = []);
+    const queue: Step[] = (this.#waiting = []);
     void (async () => {
       await running;
-      for (let next = waiting.shift(); next && live(); next = waiting.shift()) await next();
-      if (this.#waiting === waiting) this.#waiting = undefined;
+      for (let next = queue.shift(); next && live(); next = queue.shift()) {
+        if (next.message) this.#waitingMessages--;
+        await next.run();
+      }
+      if (this.#waiting === queue) this.#waiting = undefined;
     })();
+  }
+
+  /** The buffer waiting for the parse is full with overflow 'error': the subscription ends. */
+  #overflow(): void {
+    const error = new BufferOverflowError(this.buffer.bufferSize);
+    error.message = `useSubscription: the parse fell ${this.buffer.bufferSize} messages behind`;
+    this.#refuse(error);
   }
 
   #add(data: T, seq: number | undefined): void {

@@ -5,6 +5,8 @@ import { nameOf } from '../peer/method-descriptor.js';
 import type { SubscriptionDescriptor } from '../peer/method-descriptor.js';
 import { useClient } from './client-context.js';
 import { idOf, storeFor } from './shared-store.js';
+import { resolveSubscriptionBuffer } from './subscription-buffer.js';
+import type { Overflow } from './subscription-buffer.js';
 import { SubscriptionStore } from './subscription-store.js';
 import type { Parse, SubscriptionSnapshot } from './subscription-store.js';
 
@@ -13,6 +15,17 @@ export interface UseSubscriptionOptions {
   history?: number;
   /** False: not subscribed (status 'closed') until it turns true. Default true. */
   enabled?: boolean;
+  /**
+   * With an async parse (a contract's schema that parses asynchronously, `createHooks`): the
+   * most messages held while they wait for it (an integer, default 1 000, as `iterate`'s).
+   */
+  bufferSize?: number;
+  /**
+   * A message arriving with that buffer full: `'drop-oldest'` (default) drops the oldest one
+   * waiting and counts it in `dropped`; `'error'` ends the subscription with
+   * BufferOverflowError (status 'error'), the messages waiting dropped.
+   */
+  overflow?: Overflow;
 }
 
 /** What `useSubscription` returns. */
@@ -29,6 +42,11 @@ export interface UseSubscriptionResult<T> {
   history: readonly T[];
   /** What ended it: the server's refusal (a JsonRpcError), a stream's error. */
   error: unknown;
+  /**
+   * Messages dropped unparsed since it subscribed (or `reset`), the buffer waiting for an
+   * async parse being full (`overflow: 'drop-oldest'`); 0 without an async parse.
+   */
+  dropped: number;
   /** Unsubscribe and subscribe again, fresh (no data, history or error), for every component showing it. */
   reset: () => void;
 }
@@ -38,6 +56,7 @@ const CLOSED: SubscriptionSnapshot<never> = {
   data: undefined,
   history: [],
   error: undefined,
+  dropped: 0,
 };
 const noUnsubscribe = (): void => undefined;
 
@@ -55,10 +74,20 @@ export function useSharedSubscription<T>(
   const client = useClient();
   const { enabled = true } = options;
   const window = Math.max(0, Math.floor(options.history ?? 0));
-  const key = `${idOf(spec)} ${canonicalJson(params === undefined ? [topic] : [topic, params])}`;
+  const { bufferSize, overflow } = options;
+  const buffer = useMemo(
+    () => resolveSubscriptionBuffer(bufferSize, overflow),
+    [bufferSize, overflow],
+  );
+  // The buffer is in the key only where there is a parse to wait for: without one it holds
+  // nothing, and components that differ only in it share the store.
+  const waits = parse ? `${buffer.bufferSize} ${buffer.overflow} ` : '';
+  const subscription = canonicalJson(params === undefined ? [topic] : [topic, params]);
+  const key = `${idOf(spec)} ${waits}${subscription}`;
   const store = useCallback(
-    () => storeFor(client, key, () => new SubscriptionStore<T>(client, topic, params, parse)),
-    // The topic, params and parse of the render that makes the store: same key, same ones.
+    () =>
+      storeFor(client, key, () => new SubscriptionStore<T>(client, topic, params, parse, buffer)),
+    // The topic, params, parse and buffer of the render that makes the store: same key, same ones.
     [client, key],
   );
   const subscribe = useCallback(
@@ -84,6 +113,7 @@ export function useSharedSubscription<T>(
       data: snapshot.data,
       history: shown,
       error: snapshot.error,
+      dropped: snapshot.dropped,
       reset,
     }),
     [snapshot, shown, reset],
