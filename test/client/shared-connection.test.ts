@@ -218,6 +218,31 @@ describe('createSharedClient over one host', () => {
     expect(slept).toEqual(['goal']);
   });
 
+  it('a lone tab that wakes up after being let go comes back on one new connection, and calls at once', async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.method('ping', () => 'pong');
+    let dials = 0;
+    class CountedWebSocket extends WebSocket {
+      constructor(...args: ConstructorParameters<typeof WebSocket>) {
+        super(...args);
+        dials++;
+      }
+    }
+    const { openFull } = sharedConnection(url, {
+      tabHeartbeatMs: 50,
+      WebSocket: CountedWebSocket,
+    });
+    const { tab, frozen } = openFull({}, true);
+    await tab.opened();
+    frozen!.frozen = true;
+    await waitFor(() => gateway.sessions.size === 0, 'the host to let the frozen tab go');
+    // Waking up, the tab reads the pings it missed (and answers them) and then 'gone'.
+    frozen!.thaw();
+    expect(await tab.call('ping')).toBe('pong');
+    await waitFor(() => gateway.sessions.size === 1, 'the session of the tab come back');
+    expect(dials).toBe(2);
+  });
+
   it('errors keep their class and fields both ways', async () => {
     const { gateway, url } = await res.gateway();
     gateway.method('refuse', () => {

@@ -61,6 +61,8 @@ class HostedTab {
   readonly runs = new Map<number, (outcome: Outcome) => void>();
   /** Pings sent since the tab last posted anything. */
   missed = 0;
+  /** Told 'gone' since it was let go: what it posted before reading that is not answered. */
+  toldGone = false;
 
   constructor(
     readonly port: MessagePort,
@@ -120,7 +122,11 @@ class Host implements ClientHost {
       } else if (tab && this.#tabs.has(tab)) {
         tab.missed = 0;
         this.#receive(tab, message);
-      } else if (message.t !== 'bye') {
+      } else if (message.t !== 'bye' && !tab?.toldGone) {
+        // Once per letting go: the tab says hello again when it reads it. A 'gone' for each of
+        // the messages it posted before that (the pongs of a frozen tab waking up) would each
+        // make it start over, rejecting the calls it made in between.
+        if (tab) tab.toldGone = true;
         port.postMessage({ t: 'gone' } satisfies HostMessage);
       }
     };
@@ -395,6 +401,7 @@ class Host implements ClientHost {
       if (tab.missed >= 2) {
         this.#drop(tab);
         // If it was only frozen, it says hello again when it reads this.
+        tab.toldGone = true;
         tab.post({ t: 'gone' });
       } else {
         tab.missed++;
