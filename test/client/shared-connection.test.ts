@@ -598,6 +598,32 @@ describe('the rest of the client surface through the worker', () => {
     await waitFor(() => completed, 'inboxGaps$ to complete without an inbox');
   });
 
+  it('on the fallback, a tab closed before its own client is loaded never dials (only the next tab does)', async () => {
+    const { url } = await res.gateway();
+    let dials = 0;
+    class CountedWebSocket extends WebSocket {
+      constructor(...args: ConstructorParameters<typeof WebSocket>) {
+        super(...args);
+        dials++;
+      }
+    }
+    vi.stubGlobal('WebSocket', CountedWebSocket);
+    try {
+      // As StrictMode's effect, made and cleaned up at once, would.
+      const tab = createSharedClient({ url, workerUrl: 'http://127.0.0.1/shared-worker.js' });
+      expect(tab.shared).toBe(false);
+      await tab.close();
+      // A second tab, made after it, loads the same module and reads what it posted after
+      // what the first one posted: once it is open, the first tab's hello was read too.
+      const next = createSharedClient({ url, workerUrl: 'http://127.0.0.1/shared-worker.js' });
+      tabs.push(next);
+      await next.opened();
+      expect(dials).toBe(1);
+    } finally {
+      vi.unstubAllGlobals();
+    }
+  });
+
   it('on the fallback (no SharedWorker), the tab runs its own client with the same surface', async () => {
     const { gateway, url } = await res.gateway();
     gateway.topic('news');
