@@ -14,7 +14,7 @@ import { Session } from './session.js';
 import { sessionIdOf } from './session-id.js';
 import { SessionInbox, decodeInboxMessage } from './session-router.js';
 import type { InboxMessage, LocalSessions, SessionRouter } from './session-router.js';
-import { RateLimit, TokenBucket } from './token-bucket.js';
+import { RateLimit } from './token-bucket.js';
 
 export interface SessionTableDeps<C> {
   /** This gateway's id among its peers: the prefix of its session ids. */
@@ -66,13 +66,17 @@ export class SessionTable<C> implements LocalSessions {
 
   /**
    * A session and its peer over `transport`, not kept in the table (an HTTP exchange's, or
-   * one `open` is about to keep). Everything but these, the logger and the bucket is shared.
+   * one `open` is about to keep). Everything but these and the logger is shared.
    */
   create(
     transport: ServerTransport,
     context: C,
     remoteAddress: string | undefined,
-    admit: { take(): boolean } | undefined,
+    /**
+     * The rate limit of its incoming messages: a shared RateLimit (the session then makes its
+     * own bucket on its first message: Session.take), or a bucket of the caller's.
+     */
+    admit: RateLimit | { take(): boolean } | undefined,
     config: PeerConfig<Session<C>>,
   ): Session<C> {
     // The node's id, then a part nobody can guess from other sessions' ids. Ids are still not
@@ -83,6 +87,10 @@ export class SessionTable<C> implements LocalSessions {
     const session = new Session<C>(id, context, remoteAddress, logger, transport);
     // An HTTP exchange answers in its response (AnsweringPeer.answer); connections send.
     const PeerClass = transport.canPush ? Peer : AnsweringPeer;
+    if (admit instanceof RateLimit) {
+      session.limitRate(admit);
+      admit = session;
+    }
     session.peer = new PeerClass<Session<C>>(transport, { session, logger, admit }, config);
     return session;
   }
@@ -105,11 +113,9 @@ export class SessionTable<C> implements LocalSessions {
     pending = false,
   ): Session<C> {
     const { ratePerSecond, rateBurst } = this.deps.limits;
-    const bucket =
-      ratePerSecond > 0
-        ? new TokenBucket((this.rateLimit ??= new RateLimit(ratePerSecond, rateBurst)))
-        : undefined;
-    const session = this.create(transport, context, remoteAddress, bucket, config);
+    const limit =
+      ratePerSecond > 0 ? (this.rateLimit ??= new RateLimit(ratePerSecond, rateBurst)) : undefined;
+    const session = this.create(transport, context, remoteAddress, limit, config);
     this.live.set(session.id, session);
     this.deps.watch?.(session.id);
     if (pending) {

@@ -11,7 +11,7 @@ import type { EncodedFrame, ServerTransport } from '../transport/transport.js';
 import type { JoinOptions, SessionMembership, SharedMembership } from './membership.js';
 import type { SessionInbox } from './session-router.js';
 import { drainSession } from './shutdown.js';
-import { smallMs } from './token-bucket.js';
+import { RateLimit, TokenBucket, smallMs } from './token-bucket.js';
 import type { DrainOptions } from './shutdown.js';
 
 /** The error for what needs a connection the server can push on, asked of an HTTP exchange. */
@@ -57,6 +57,13 @@ export class Session<C = unknown> implements Sink {
    * session carries it.
    */
   private expiry: number | undefined | typeof PENDING = undefined;
+  /**
+   * The rate limit of the messages it receives (limits.ratePerSecond): the limit every session
+   * shares until the first message that takes a token, then the session's own bucket (full when
+   * made, as a bucket made at the opening would be by then). A connection that never sends
+   * holds no bucket.
+   */
+  private rate: RateLimit | TokenBucket | undefined = undefined;
 
   constructor(
     readonly id: string,
@@ -83,6 +90,25 @@ export class Session<C = unknown> implements Sink {
    */
   useMembership(members: SharedMembership<C>): void {
     this.members = members;
+  }
+
+  /**
+   * Limit the messages this session receives to `limit`; the session is then its peer's `admit`.
+   * @internal
+   */
+  limitRate(limit: RateLimit): void {
+    this.rate = limit;
+  }
+
+  /**
+   * One message received: whether the rate limit lets it through (PeerOptions.admit).
+   * @internal
+   */
+  take(): boolean {
+    let rate = this.rate;
+    if (rate === undefined) return true;
+    if (rate instanceof RateLimit) this.rate = rate = new TokenBucket(rate);
+    return rate.take();
   }
 
   /** When the session opened (ms since the epoch). */
