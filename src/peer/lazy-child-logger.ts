@@ -25,43 +25,44 @@ function originOf(parent: LevelAware, key: string): Origin {
  * line below the parent's level is dropped without making the child.
  */
 export class LazyChildLogger implements Logger {
-  private real: Logger | undefined;
   /** The parent and the key, one object for every logger made with the same (see originOf). */
   private readonly origin: Origin;
+  /** The value to bind until the child is made, then the child: one field for both. */
+  private target: string | Logger;
 
-  constructor(
-    parent: LevelAware,
-    key: string,
-    private readonly value: string,
-  ) {
+  constructor(parent: LevelAware, key: string, value: string) {
     this.origin = originOf(parent, key);
+    this.target = value;
   }
 
-  private target(level: Level): Logger | undefined {
-    if (this.real) return this.real;
+  private made(level: Level): Logger | undefined {
+    const target = this.target;
+    if (typeof target !== 'string') return target;
     if (this.origin.parent.isLevelEnabled?.(level) === false) return undefined;
     return this.make();
   }
 
   private make(): Logger {
-    return (this.real ??= this.origin.parent.child({ [this.origin.key]: this.value }));
+    const target = this.target;
+    if (typeof target !== 'string') return target;
+    return (this.target = this.origin.parent.child({ [this.origin.key]: target }));
   }
 
   // Methods, not arrow fields: five closures per session would cost more than the child.
   trace(obj: unknown, msg?: string): void {
-    this.target('trace')?.trace(obj, msg);
+    this.made('trace')?.trace(obj, msg);
   }
   debug(obj: unknown, msg?: string): void {
-    this.target('debug')?.debug(obj, msg);
+    this.made('debug')?.debug(obj, msg);
   }
   info(obj: unknown, msg?: string): void {
-    this.target('info')?.info(obj, msg);
+    this.made('info')?.info(obj, msg);
   }
   warn(obj: unknown, msg?: string): void {
-    this.target('warn')?.warn(obj, msg);
+    this.made('warn')?.warn(obj, msg);
   }
   error(obj: unknown, msg?: string): void {
-    this.target('error')?.error(obj, msg);
+    this.made('error')?.error(obj, msg);
   }
 
   child(bindings: Record<string, unknown>): Logger {
