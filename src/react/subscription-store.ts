@@ -8,7 +8,7 @@ import type { RpcClient } from '../client/client.js';
 import { subscriptionStatus$ } from '../client/subscription-status.js';
 import type { SubscriptionStatus } from '../client/subscription-status.js';
 import { SharedStore } from './shared-store.js';
-import type { SubscriptionBuffer } from './subscription-buffer.js';
+import type { SubscriptionBuffer } from './subscription-options.js';
 
 /** What `useSubscription` shows, before its history is cut to the component's window. */
 export interface SubscriptionSnapshot<T> {

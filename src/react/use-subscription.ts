@@ -5,13 +5,13 @@ import { nameOf } from '../peer/method-descriptor.js';
 import type { SubscriptionDescriptor } from '../peer/method-descriptor.js';
 import { useClient } from './client-context.js';
 import { idOf, storeFor } from './shared-store.js';
-import { resolveSubscriptionBuffer } from './subscription-buffer.js';
-import type { Overflow } from './subscription-buffer.js';
+import { resolveSubscriptionOptions } from './subscription-options.js';
+import type { Overflow } from './subscription-options.js';
 import { SubscriptionStore } from './subscription-store.js';
 import type { Parse, SubscriptionSnapshot } from './subscription-store.js';
 
 export interface UseSubscriptionOptions {
-  /** How many of the last messages `history` keeps (default 0: none). */
+  /** How many of the last messages `history` keeps (default 0: none; a fraction is floored). */
   history?: number;
   /** False: not subscribed (status 'closed') until it turns true. Default true. */
   enabled?: boolean;
@@ -73,11 +73,10 @@ export function useSharedSubscription<T>(
 ): UseSubscriptionResult<T> {
   const client = useClient();
   const { enabled = true } = options;
-  const window = Math.max(0, Math.floor(options.history ?? 0));
-  const { bufferSize, overflow } = options;
-  const buffer = useMemo(
-    () => resolveSubscriptionBuffer(bufferSize, overflow),
-    [bufferSize, overflow],
+  const { history: count, bufferSize, overflow } = options;
+  const { window, buffer } = useMemo(
+    () => resolveSubscriptionOptions(count, bufferSize, overflow),
+    [count, bufferSize, overflow],
   );
   // The buffer is in the key only where there is a parse to wait for: without one it holds
   // nothing, and components that differ only in it share the store.

@@ -3,17 +3,18 @@
  * The buffer of messages waiting for an async parse (createHooks with a schema that parses
  * asynchronously): a slow parse and a fast topic hold at most `bufferSize` messages. With
  * 'drop-oldest' the oldest waiting are never parsed and are counted in `dropped`; with 'error'
- * the subscription ends with BufferOverflowError. Bad buffer options are refused by name.
+ * the subscription ends with BufferOverflowError. Options it cannot use (a bufferSize below 1,
+ * a history that is not a number) are refused by name.
  */
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { act, cleanup, screen } from '@testing-library/react';
 import { createElement } from 'react';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { BufferOverflowError } from '../../src/client/async-iterate.js';
 import { defineContract } from '../../src/contract/contract.js';
-import { createHooks } from '../../src/react/index.js';
+import { createHooks, useSubscription as usePlainSubscription } from '../../src/react/index.js';
 import type { UseSubscriptionOptions, UseSubscriptionResult } from '../../src/react/index.js';
-import { resolveSubscriptionBuffer } from '../../src/react/subscription-buffer.js';
+import { resolveSubscriptionOptions } from '../../src/react/subscription-options.js';
 import { Resources } from '../support/resources.js';
 import { waitFor as waitUntil } from '../support/waiting.js';
 import { renderWith } from './harness.js';
@@ -128,18 +129,47 @@ describe('useSubscription with an async parse', () => {
     expect(t.parsed).toEqual([0]);
     expect(t.shown().status.state).toBe('error');
   });
+});
 
-  it('refuses a bufferSize or overflow it cannot use, naming it', () => {
-    expect(() => resolveSubscriptionBuffer(0, undefined)).toThrow(
+describe("useSubscription's options", () => {
+  const resolve = (options: UseSubscriptionOptions) =>
+    resolveSubscriptionOptions(options.history, options.bufferSize, options.overflow);
+
+  it('refuses a bufferSize or overflow it cannot use, naming it; defaults as iterate', () => {
+    expect(() => resolve({ bufferSize: 0 })).toThrow(
       new RangeError('bufferSize must be an integer at least 1, not 0'),
     );
-    expect(() => resolveSubscriptionBuffer(1.5, undefined)).toThrow(RangeError);
-    expect(() => resolveSubscriptionBuffer(undefined, 'drop-newest' as never)).toThrow(
+    expect(() => resolve({ bufferSize: 1.5 })).toThrow(RangeError);
+    expect(() => resolve({ overflow: 'drop-newest' as never })).toThrow(
       /overflow must be "drop-oldest" or "error"/,
     );
-    expect(resolveSubscriptionBuffer(undefined, undefined)).toEqual({
-      bufferSize: 1_000,
-      overflow: 'drop-oldest',
+    expect(resolve({})).toEqual({
+      window: 0,
+      buffer: { bufferSize: 1_000, overflow: 'drop-oldest' },
     });
+  });
+
+  it('takes history as a count (fractions floored, below 0 none) and refuses one that is not a number', () => {
+    expect(resolve({ history: 2.7 }).window).toBe(2);
+    expect(resolve({ history: -3 }).window).toBe(0);
+    expect(resolve({ history: Infinity }).window).toBe(Infinity);
+    expect(() => resolve({ history: '5' as never })).toThrow(TypeError);
+  });
+
+  it('throws while rendering at history: NaN, which would otherwise keep every message', async () => {
+    const { url } = await res.gateway();
+    const client = res.client(url);
+    function Feed() {
+      usePlainSubscription('feed', undefined, { history: Number('a few') });
+      return null;
+    }
+    const quiet = vi.spyOn(console, 'error').mockImplementation(() => undefined);
+    try {
+      expect(() => renderWith(client, createElement(Feed))).toThrow(
+        new TypeError('history must be a number, not NaN'),
+      );
+    } finally {
+      quiet.mockRestore();
+    }
   });
 });
