@@ -243,6 +243,39 @@ describe('createSharedClient over one host', () => {
     expect(dials).toBe(2);
   });
 
+  it("a page back from the back-forward cache says hello once, whatever 'gone' it reads on the way", async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.method('ping', () => 'pong');
+    const page = new Map<string, (event: { persisted?: boolean }) => void>();
+    vi.stubGlobal('addEventListener', (type: string, listener: () => void) =>
+      page.set(type, listener),
+    );
+    vi.stubGlobal('removeEventListener', (type: string) => page.delete(type));
+    try {
+      let dials = 0;
+      class CountedWebSocket extends WebSocket {
+        constructor(...args: ConstructorParameters<typeof WebSocket>) {
+          super(...args);
+          dials++;
+        }
+      }
+      const { openFull } = sharedConnection(url, { WebSocket: CountedWebSocket });
+      const { tab, frozen } = openFull({}, true);
+      await tab.opened();
+      page.get('pagehide')!({ persisted: true });
+      await waitFor(() => gateway.sessions.size === 0, 'the host to let the hidden tab go');
+      // The host's answer to something the page posted on its way into the cache, read as it
+      // comes back: the tab starts over once, not once for it and once for pageshow.
+      frozen!.onmessage!({ data: { t: 'gone' } } as MessageEvent);
+      page.get('pageshow')!({ persisted: true });
+      expect(await tab.call('ping')).toBe('pong');
+      expect(dials).toBe(2);
+      await tab.close(); // while the page's listeners can still be removed
+    } finally {
+      vi.unstubAllGlobals();
+    }
+  });
+
   it('errors keep their class and fields both ways', async () => {
     const { gateway, url } = await res.gateway();
     gateway.method('refuse', () => {

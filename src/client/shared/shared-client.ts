@@ -85,15 +85,19 @@ export class SharedRpcClient {
   #closedError: Error | undefined;
   /** Said bye on pagehide: say hello again if the page comes back from the cache. */
   #away = false;
+  /**
+   * Said hello again and heard nothing since: a 'gone' read now answers something posted
+   * before that hello (the host reads a port in order), so it is not a reason to start over.
+   */
+  #greeting = false;
   readonly #page: PageScope | undefined;
   readonly #onPageHide = (): void => {
     this.#away = true;
     this.#port.postMessage({ t: 'bye' } satisfies TabMessage);
   };
   readonly #onPageShow = (event: { persisted?: boolean }): void => {
-    if (!event.persisted || !this.#away) return;
-    this.#away = false;
-    this.#reattach();
+    // Not away any more when a 'gone' read first made it start over already.
+    if (event.persisted && this.#away) this.#reattach();
   };
 
   /** The connection state, as the worker's client has it; replays the current one. */
@@ -421,6 +425,11 @@ export class SharedRpcClient {
       this.#ready = true;
       this.#outbox = [];
     }
+    if (m.t === 'gone') {
+      if (!this.#greeting) this.#reattach();
+      return;
+    }
+    this.#greeting = false;
     switch (m.t) {
       case 'state':
         return this.#moveTo(m.state);
@@ -472,8 +481,6 @@ export class SharedRpcClient {
         return this.#running.get(m.id)?.();
       case 'ping':
         return this.#port.postMessage({ t: 'pong' } satisfies TabMessage);
-      case 'gone':
-        return this.#reattach();
     }
   }
 
@@ -534,6 +541,8 @@ export class SharedRpcClient {
   /** The worker let this tab go (or the page came back from the cache): start again with it. */
   #reattach(): void {
     if (this.#closedError) return;
+    this.#away = false;
+    this.#greeting = true;
     const lost = new ConnectionClosedError('The shared connection let this tab go');
     for (const call of this.#calls.values()) call.reject(lost);
     this.#calls.clear();
