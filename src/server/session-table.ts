@@ -51,6 +51,12 @@ export class SessionTable<C> implements LocalSessions {
   /** Local sessions by user (GatewayOptions.userOf), for notifyUser. */
   private readonly byUser = new Map<string, Set<Session<C>>>();
   private readonly idPrefix: string;
+  /**
+   * The remote address of the last session made: the next one from the same address (all of
+   * them, behind a proxy or a NAT that is not a trusted proxy) holds this string rather than a
+   * copy of its own, 32 bytes for an IPv4 address, 48 for an IPv6 one.
+   */
+  private lastAddress: string | undefined;
   /** The rate limit every session's bucket shares (limits.ratePerSecond, rateBurst). */
   private rateLimit: RateLimit | undefined;
   private readonly connectedSubject = new Subject<Session<C>>();
@@ -84,6 +90,8 @@ export class SessionTable<C> implements LocalSessions {
     // guessed id is no key; but notifySession takes any id, and counting them should not find one.
     const id = sessionIdOf(this.idPrefix);
     const logger = new LazyChildLogger(this.deps.logger, 'session', id);
+    if (remoteAddress === this.lastAddress) remoteAddress = this.lastAddress;
+    else this.lastAddress = remoteAddress;
     const session = new Session<C>(id, context, remoteAddress, logger, transport);
     // An HTTP exchange answers in its response (AnsweringPeer.answer); connections send.
     const PeerClass = transport.canPush ? Peer : AnsweringPeer;
