@@ -6,7 +6,6 @@ import type { SubscriptionDescriptor } from '../peer/method-descriptor.js';
 import { useClient } from './client-context.js';
 import { idOf, storeFor } from './shared-store.js';
 import { resolveSubscriptionOptions } from './subscription-options.js';
-import type { Overflow } from './subscription-options.js';
 import { SubscriptionStore } from './subscription-store.js';
 import type { Parse, SubscriptionSnapshot } from './subscription-store.js';
 
@@ -25,7 +24,7 @@ export interface UseSubscriptionOptions {
    * waiting and counts it in `dropped`; `'error'` ends the subscription with
    * BufferOverflowError (status 'error'), the messages waiting dropped.
    */
-  overflow?: Overflow;
+  overflow?: 'drop-oldest' | 'error';
 }
 
 /** What `useSubscription` returns. */
