@@ -9,31 +9,24 @@ interface Origin {
   readonly key: string;
 }
 
-/** The origin the last logger was made with: the next one made with the same shares it. */
-let lastOrigin: Origin | undefined;
-
-function originOf(parent: LevelAware, key: string): Origin {
-  const last = lastOrigin;
-  if (last?.parent === parent && last.key === key) return last;
-  return (lastOrigin = { parent, key });
-}
-
 /**
  * A child logger (`{ [key]: value }` bound) made on first use. A gateway holds
  * one per session, and most sessions log nothing their logger's level lets
  * through: a real pino child for each would be memory spent for nothing. So a
  * line below the parent's level is dropped without making the child.
+ *
+ * Its one field is the value to bind until the child is made, then the child; the parent and
+ * the key are its class's (see childLoggerOf), or a field of their own (LazyChildLogger).
  */
-export class LazyChildLogger implements Logger {
-  /** The parent and the key, one object for every logger made with the same (see originOf). */
-  private readonly origin: Origin;
+abstract class LazyChild implements Logger {
   /** The value to bind until the child is made, then the child: one field for both. */
   private target: string | Logger;
 
-  constructor(parent: LevelAware, key: string, value: string) {
-    this.origin = originOf(parent, key);
+  constructor(value: string) {
     this.target = value;
   }
+
+  protected abstract get origin(): Origin;
 
   private made(level: Level): Logger | undefined {
     const target = this.target;
@@ -45,7 +38,8 @@ export class LazyChildLogger implements Logger {
   private make(): Logger {
     const target = this.target;
     if (typeof target !== 'string') return target;
-    return (this.target = this.origin.parent.child({ [this.origin.key]: target }));
+    const { parent, key } = this.origin;
+    return (this.target = parent.child({ [key]: target }));
   }
 
   // Methods, not arrow fields: five closures per session would cost more than the child.
@@ -68,4 +62,48 @@ export class LazyChildLogger implements Logger {
   child(bindings: Record<string, unknown>): Logger {
     return this.make().child(bindings);
   }
+}
+
+/** A lazy child logger that holds its parent and key itself (two fields). */
+export class LazyChildLogger extends LazyChild {
+  readonly #origin: Origin;
+
+  constructor(parent: LevelAware, key: string, value: string) {
+    super(value);
+    this.#origin = { parent, key };
+  }
+
+  protected get origin(): Origin {
+    return this.#origin;
+  }
+}
+
+/** The class of the loggers of one parent and key: they hold the origin on their prototype. */
+type ChildLoggerClass = new (value: string) => Logger;
+
+/** The classes of each parent's loggers, by key: one class per gateway, whatever the order sessions open in. */
+const classes = new WeakMap<LevelAware, Map<string, ChildLoggerClass>>();
+
+function classOf(parent: LevelAware, key: string): ChildLoggerClass {
+  let byKey = classes.get(parent);
+  if (!byKey) classes.set(parent, (byKey = new Map<string, ChildLoggerClass>()));
+  let Class = byKey.get(key);
+  if (!Class) {
+    const origin: Origin = { parent, key };
+    Class = class ChildLogger extends LazyChild {
+      protected get origin(): Origin {
+        return origin;
+      }
+    };
+    byKey.set(key, Class);
+  }
+  return Class;
+}
+
+/**
+ * A lazy child logger of `parent` binding `{ [key]: value }`, one field per logger: what a
+ * gateway makes for each session.
+ */
+export function childLoggerOf(parent: LevelAware, key: string, value: string): Logger {
+  return new (classOf(parent, key))(value);
 }

@@ -1,7 +1,7 @@
 import { Subject } from 'rxjs';
 import type { Observable } from 'rxjs';
 import { AnsweringPeer } from '../peer/answering-peer.js';
-import { LazyChildLogger } from '../peer/lazy-child-logger.js';
+import { childLoggerOf } from '../peer/lazy-child-logger.js';
 import type { Logger } from '../peer/logger.js';
 import { Peer } from '../peer/peer.js';
 import type { CloseInfo, PeerConfig } from '../peer/peer.js';
@@ -89,7 +89,7 @@ export class SessionTable<C> implements LocalSessions {
     // capabilities (they are logged, and reach whoever a session shows its own to), so a
     // guessed id is no key; but notifySession takes any id, and counting them should not find one.
     const id = sessionIdOf(this.idPrefix);
-    const logger = new LazyChildLogger(this.deps.logger, 'session', id);
+    const logger = childLoggerOf(this.deps.logger, 'session', id);
     if (remoteAddress === this.lastAddress) remoteAddress = this.lastAddress;
     else this.lastAddress = remoteAddress;
     const session = new Session<C>(id, context, remoteAddress, logger, transport);
