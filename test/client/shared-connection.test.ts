@@ -631,6 +631,52 @@ describe('the rest of the client surface through the worker', () => {
     await waitFor(() => completed, 'inboxGaps$ to complete without an inbox');
   });
 
+  it('a worker that fails before it answered hands what the tab posted to the fallback, once', async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.topic('news');
+    gateway.method('add', ([a, b]: [number, number]) => a + b);
+    vi.stubGlobal('WebSocket', WebSocket);
+    // The fallback's channel, counting what the tab posts on it: a loop posting without end
+    // throws here rather than hang the run.
+    vi.stubGlobal(
+      'MessageChannel',
+      class CountedChannel extends MessageChannel {
+        constructor() {
+          super();
+          const post = this.port1.postMessage.bind(this.port1);
+          let count = 0;
+          this.port1.postMessage = (message: unknown) => {
+            if (++count > 1_000) throw new Error('the tab posts without end');
+            post(message);
+          };
+        }
+      },
+    );
+    try {
+      // A worker whose script is broken: its port takes messages and never answers, then its
+      // error event fires.
+      let failed = (): void => undefined;
+      const worker = () => ({
+        port: { postMessage: () => undefined, close: () => undefined } as unknown as MessagePort,
+        addEventListener: (_type: 'error', listener: () => void) => (failed = listener),
+      });
+      const tab = createSharedClient({ url, worker });
+      tabs.push(tab);
+      const news: unknown[] = [];
+      tab.subscribe('news').subscribe((m) => news.push(m));
+      const sum = tab.call('add', [2, 3]);
+      failed();
+      expect(tab.shared).toBe(false);
+      expect(await sum).toBe(5);
+      await waitFor(() => subscriptions(gateway, 'news') === 1, 'the subscription');
+      await gateway.publish('news', 'one');
+      await waitFor(() => news.length === 1, 'the message');
+      expect(news).toEqual(['one']);
+    } finally {
+      vi.unstubAllGlobals();
+    }
+  });
+
   it('on the fallback, a tab closed before its own client is loaded never dials (only the next tab does)', async () => {
     const { url } = await res.gateway();
     let dials = 0;

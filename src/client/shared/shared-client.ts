@@ -396,6 +396,8 @@ export class SharedRpcClient {
       return this.#shut(new ConnectionClosedError('The shared worker failed to start'));
     }
     const sent = this.#outbox;
+    // A new outbox for the fallback: posting `sent` again must not add to the list being read.
+    this.#outbox = [];
     this.#port.onmessage = null;
     this.#fallBack();
     for (const message of sent) if (message.t !== 'hello') this.#post(message);
