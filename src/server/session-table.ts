@@ -54,7 +54,7 @@ export class SessionTable<C> implements LocalSessions {
   /**
    * The remote address of the last session made: the next one from the same address (all of
    * them, behind a proxy or a NAT that is not a trusted proxy) holds this string rather than a
-   * copy of its own, 32 bytes for an IPv4 address, 48 for an IPv6 one.
+   * copy of its own: 32 bytes for an IPv4 address, up to 56 for an IPv6 one.
    */
   private lastAddress: string | undefined;
   /** The rate limit every session's bucket shares (limits.ratePerSecond, rateBurst). */
