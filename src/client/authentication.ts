@@ -3,7 +3,7 @@
 // than a server that is down. The close codes are the gateway's (docs/identity.md).
 import { ErrorCode } from '../protocol/error-codes.js';
 import { JsonRpcError } from '../protocol/errors.js';
-import { ConnectionClosedError, RpcLocalError } from '../protocol/local-errors.js';
+import { RpcLocalError } from '../protocol/local-errors.js';
 
 /** What `rpc.authenticate` answers: the session and the identity's expiry (ms since the epoch). */
 export interface AuthenticateResult {
@@ -80,16 +80,4 @@ export function refusalOf(err: unknown): AuthenticationError | undefined {
   const reason = typeof data?.reason === 'string' ? data.reason : err.message;
   const said = reason === err.message ? reason : `${err.message} (${reason})`;
   return new AuthenticationError(`Authentication refused: ${said}`, err.code, undefined, reason);
-}
-
-/**
- * A call's failure as the application should see it: a call lost with a connection the server
- * closed for its credentials rejects with AuthenticationError, anything else as it came.
- */
-export function asAuthFailure(err: unknown): never {
-  throw (
-    (err instanceof ConnectionClosedError &&
-      authFailureOf({ code: err.closeCode, reason: err.closeReason })) ||
-    err
-  );
 }

@@ -15,7 +15,7 @@ import { PeerCore as Peer } from '../peer/peer-core.js';
 import type { BatchEntry } from '../peer/peer-core.js';
 import type { Reply } from '../peer/replies.js';
 import type { IncomingNotification } from '../peer/notifications.js';
-import type { PeerConfig } from '../peer/peer-options.js';
+import type { CloseInfo, PeerConfig } from '../peer/peer-options.js';
 import type { CallOptions } from '../peer/pending-calls.js';
 import type { Incoming } from '../protocol/classify.js';
 import { encodeNotification, encodeRequest } from '../protocol/encode.js';
@@ -26,7 +26,7 @@ import { CancelledError, NotConnectedError } from '../protocol/local-errors.js';
 import { ReservedMethod } from '../protocol/reserved.js';
 import type { ErrorObject, Params } from '../protocol/types.js';
 import type { WebSocketLike } from '../transport/websocket-transport.js';
-import { asAuthFailure, refusalOf } from './authentication.js';
+import { authFailureOf, refusalOf } from './authentication.js';
 import type { AuthenticateResult, DisconnectEvent } from './authentication.js';
 import { backoffDelay, defaultBackoff } from './backoff.js';
 import { ClientConnection } from './client-connection.js';
@@ -64,6 +64,14 @@ class ClientPeer extends Peer<RpcClient> {
       subscriptions.handleNotification(message.params)
       ? undefined
       : super.handle(message);
+  }
+
+  /**
+   * A call lost with a connection the server closed for its credentials rejects with
+   * AuthenticationError; any other close, as every peer's calls do.
+   */
+  protected override lostCallError(info: CloseInfo): Error {
+    return authFailureOf(info) ?? super.lostCallError(info);
   }
 }
 
@@ -271,15 +279,12 @@ export class RpcClient {
   ): Promise<unknown> {
     const method = nameOf(target);
     const peer = this.#livePeer();
-    if (peer) return peer.call(method, params, options).catch(asAuthFailure);
+    if (peer) return peer.call(method, params, options);
     return this.#whileDisconnected(
       method,
       options ?? {},
       () => encodeRequest(0, method, params),
-      (timeoutMs) =>
-        this.#requirePeer()
-          .call(method, params, { ...options, timeoutMs })
-          .catch(asAuthFailure),
+      (timeoutMs) => this.#requirePeer().call(method, params, { ...options, timeoutMs }),
     );
   }
 

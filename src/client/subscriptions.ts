@@ -18,6 +18,7 @@ import type {
   SubscriptionUpdate,
 } from '../protocol/subscription-frames.js';
 import type { Params } from '../protocol/types.js';
+import { AuthenticationError } from './authentication.js';
 import { canonicalJson } from './canonical-json.js';
 
 /** One message of a subscription, with what the server said about it. */
@@ -166,6 +167,8 @@ function active(shared: Shared): boolean {
 function transient(err: unknown): boolean {
   return (
     err instanceof ConnectionClosedError ||
+    // Lost with a connection closed for its credentials: the client dials again, or closes.
+    err instanceof AuthenticationError ||
     err instanceof NotConnectedError ||
     err instanceof TimeoutError ||
     (err instanceof JsonRpcError &&

@@ -135,22 +135,24 @@ export class PeerCore<S = unknown> implements TransportListener {
     options?: CallOptions,
   ): Promise<unknown> {
     const method = nameOf(target);
-    if (this.closeInfo) return Promise.reject(closedError(this.closeInfo));
-    let opened: { id: number; promise: Promise<unknown> };
+    if (this.closeInfo) return Promise.reject(this.lostCallError(this.closeInfo));
+    const pending = this.#pending;
+    let promise: Promise<unknown>;
     try {
-      opened = this.#pending.open(method, options);
+      promise = pending.add(method, options);
     } catch (err) {
       return Promise.reject(err as Error);
     }
+    const id = pending.lastId;
     let frame: string;
     try {
-      frame = encodeRequest(opened.id, method, params);
+      frame = encodeRequest(id, method, params);
     } catch (err) {
-      this.#pending.fail(opened.id, err);
-      return opened.promise;
+      pending.fail(id, err);
+      return promise;
     }
     this.#sendOutgoing(frame);
-    return opened.promise;
+    return promise;
   }
 
   /** Send a notification. Throws ConnectionClosedError when the connection is closed. */
@@ -184,10 +186,10 @@ export class PeerCore<S = unknown> implements TransportListener {
           parts.push(encodeNotification(entry.method, entry.params));
           promises.push(Promise.resolve(undefined));
         } else {
-          const call = this.#pending.open(entry.method, options);
-          opened.push(call.id);
-          parts.push(encodeRequest(call.id, entry.method, entry.params));
-          promises.push(call.promise);
+          const pending = this.#pending;
+          promises.push(pending.add(entry.method, options));
+          opened.push(pending.lastId);
+          parts.push(encodeRequest(pending.lastId, entry.method, entry.params));
         }
       }
     } catch (err) {
@@ -354,12 +356,17 @@ export class PeerCore<S = unknown> implements TransportListener {
     logNoise(this.logger, ++this.#noise, fields, msg);
   }
 
+  /** What the calls out still pending when the connection closed reject with. */
+  protected lostCallError(info: CloseInfo): Error {
+    return closedError(info);
+  }
+
   /** The one place a connection's state is released; runs once. */
   #teardown(code: number, reason: string): void {
     if (this.closeInfo) return;
     this.closeInfo = { code, reason };
     const error = closedError(this.closeInfo);
-    this.#pendingTable?.rejectAll(error);
+    this.#pendingTable?.rejectAll(this.lostCallError(this.closeInfo));
     this.dispatch?.close(this.closeInfo, error);
     this.#resolveClosed?.(this.closeInfo);
     // Only a server's peers are given onClosed, and they are Peers.

@@ -62,6 +62,8 @@ export class PendingCalls {
   // Made on first use: a server holds one table per connection, and most never call out.
   #entries: Map<number, Entry> | undefined;
   private nextId = 1;
+  /** The id of the entry `add` made last. */
+  lastId = 0;
   /** In the order given up, oldest first. */
   #abandoned: Set<RequestId> | undefined;
   /** How many entries have a finite deadline. */
@@ -90,10 +92,20 @@ export class PendingCalls {
 
   /** Reserve an id and a settle-once entry. Throws TooManyPendingCallsError when full. */
   open(method: string, options?: CallOptions): { id: number; promise: Promise<unknown> } {
+    const promise = this.add(method, options);
+    return { id: this.lastId, promise };
+  }
+
+  /**
+   * `open` without the object around its two answers: the promise, the id left in `lastId`
+   * (a call's hot path allocates nothing it can do without).
+   */
+  add(method: string, options?: CallOptions): Promise<unknown> {
     if (this.size >= this.#limit) throw new TooManyPendingCallsError(this.#limit);
     const signal = options?.signal;
     if (signal?.aborted) throw new CancelledError(method, signal.reason);
     const id = this.allocateId();
+    this.lastId = id;
     const timeout = options?.timeoutMs ?? options?.timeout ?? this.#defaultTimeout;
     const entry: Entry = {
       method,
@@ -121,7 +133,7 @@ export class PendingCalls {
       signal.addEventListener('abort', entry.onAbort, { once: true });
     }
     (this.#entries ??= new Map()).set(id, entry);
-    return { id, promise };
+    return promise;
   }
 
   /** Settle with a response. Returns false when no call is waiting for this id. */

@@ -1,7 +1,7 @@
 import { ErrorCode, defaultErrorMessage } from './error-codes.js';
 import { isErrorObject } from './errors.js';
 import { idTextsOf } from './id-text.js';
-import { safeJsonParse } from './safe-json.js';
+import { JsonRefusal, parseJson } from './safe-json.js';
 import { isTraceparent } from './traceparent.js';
 import type { ErrorObject, Params, ProtocolVersion, RequestId } from './types.js';
 
@@ -108,15 +108,14 @@ export function parseIncomingWith(
   options: ClassifyOptions,
   idTexts: IdTextFinder | undefined,
 ): Incoming | Frame {
-  const parsed = safeJsonParse(text, options.maxDepth);
-  if (!parsed.ok) {
+  const value = parseJson(text, options.maxDepth);
+  if (value instanceof JsonRefusal) {
     const error =
-      parsed.reason === 'depth'
+      value.reason === 'depth'
         ? errorObject(ErrorCode.InvalidRequest, { maxDepth: options.maxDepth })
         : errorObject(ErrorCode.ParseError);
     return { kind: 'invalid', version: '2.0', id: null, error };
   }
-  const value = parsed.value;
   const texts = idTexts?.(text, value);
   return Array.isArray(value)
     ? classifyValue(value, options, texts)

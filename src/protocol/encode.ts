@@ -67,15 +67,26 @@ export function encodeFailure(
   return `{"jsonrpc":"2.0","error":${text},"id":${encodeId(id)}}`;
 }
 
+/** The method last written, and its frame's opening: calls in a row are mostly to one method. */
+let lastMethod: unknown = NaN; // equal to no method name, not even itself
+let lastOpening = '';
+
+/** `{"jsonrpc":"2.0","method":<method>` and the params member when there are params. */
+function callOpening(method: string, params: Params | undefined): string {
+  if (method !== lastMethod) {
+    lastOpening = `{"jsonrpc":"2.0","method":${JSON.stringify(method)}`;
+    lastMethod = method;
+  }
+  return params === undefined ? lastOpening : `${lastOpening},"params":${JSON.stringify(params)}`;
+}
+
 /** Throws a TypeError when params cannot be serialized: that is the caller's own bug. */
 export function encodeRequest(id: RequestId, method: string, params?: Params): string {
-  const p = params === undefined ? '' : `,"params":${JSON.stringify(params)}`;
-  return `{"jsonrpc":"2.0","method":${JSON.stringify(method)}${p},"id":${encodeId(id)}}`;
+  return `${callOpening(method, params)},"id":${encodeId(id)}}`;
 }
 
 export function encodeNotification(method: string, params?: Params): string {
-  const p = params === undefined ? '' : `,"params":${JSON.stringify(params)}`;
-  return `{"jsonrpc":"2.0","method":${JSON.stringify(method)}${p}}`;
+  return `${callOpening(method, params)}}`;
 }
 
 export function encodeBatch(parts: readonly string[]): string {

@@ -91,6 +91,8 @@ export function idTextsOf(text: string, value: unknown): (string | undefined)[] 
  */
 export function idTextsByScan(text: string, value: unknown): (string | undefined)[] | undefined {
   const batch = Array.isArray(value);
+  // A lone message without a numeric id (every response, every notification): nothing to find.
+  if (!batch && numericId(value) === undefined) return undefined;
   const messages: unknown[] = batch ? value : [value];
   let scan = false;
   let anyNumeric = false;

@@ -43,20 +43,39 @@ export function exceedsDepth(text: string, maxDepth: number): boolean {
 }
 
 export function safeJsonParse(text: string, maxDepth = Infinity): SafeParseResult {
+  const value = parseJson(text, maxDepth);
+  return value instanceof JsonRefusal
+    ? { ok: false, reason: value.reason, message: value.message }
+    : { ok: true, value };
+}
+
+/** Why parseJson refused a text. An instance of it is never a value JSON.parse makes. */
+export class JsonRefusal {
+  constructor(
+    readonly reason: 'syntax' | 'depth',
+    readonly message: string,
+  ) {}
+}
+
+/**
+ * safeJsonParse with the value itself as its answer, or a JsonRefusal: no object around every
+ * message's value (the parse of each frame goes through here).
+ */
+export function parseJson(text: string, maxDepth = Infinity): unknown {
   if (maxDepth !== Infinity && exceedsDepth(text, maxDepth)) {
-    return { ok: false, reason: 'depth', message: `JSON nests deeper than ${maxDepth}` };
+    return new JsonRefusal('depth', `JSON nests deeper than ${maxDepth}`);
   }
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (err) {
-    return { ok: false, reason: 'syntax', message: (err as Error).message };
+    return new JsonRefusal('syntax', (err as Error).message);
   }
   // A key can also be spelled with \u escapes ("\u005f_proto__"), which only JSON.parse decodes.
   if (text.includes('__proto__') || text.includes('constructor') || text.includes('\\u')) {
     stripDangerousKeys(value);
   }
-  return { ok: true, value };
+  return value;
 }
 
 function stripDangerousKeys(value: unknown): void {

@@ -222,6 +222,40 @@ describe('closes for credentials', () => {
     expect(c.lastDisconnect).toMatchObject({ code: 4403, willRetry: false });
   });
 
+  it('4401: a batch member still pending rejects with AuthenticationError, as a call does', async () => {
+    const { url, conns } = await fakeServer((frame, conn) =>
+      frame.method === 'slow' ? undefined : ok(frame, conn),
+    );
+    const c = client({ url });
+    await c.opened();
+    const sent = c.batch([{ method: 'slow' }, { method: 'slow' }]);
+    await waitUntil(() => conns[0]!.frames.length === 1, 'the batch (one array frame)');
+    conns[0]!.socket.close(4401, 'token revoked');
+    const results = await sent;
+    for (const result of results) {
+      expect(result.status).toBe('rejected');
+      expect((result as PromiseRejectedResult).reason).toBeInstanceOf(AuthenticationError);
+      expect((result as PromiseRejectedResult).reason).toMatchObject({ code: 4401 });
+    }
+  });
+
+  it('a subscribe unanswered when a 4419 close is retried with a fresh token is sent again', async () => {
+    let subscribes = 0;
+    const { url, conns } = await fakeServer((frame, conn) =>
+      frame.method === 'subscribe' && ++subscribes === 1 ? undefined : ok(frame, conn),
+    );
+    let n = 0;
+    const c = client({ url, getToken: () => `tok-${++n}` });
+    await c.opened();
+    const errors: unknown[] = [];
+    c.subscribe('prices').subscribe({ error: (err: unknown) => errors.push(err) });
+    await waitUntil(() => subscribes === 1, 'the first subscribe');
+    conns[0]!.socket.close(4419, 'credentials expired');
+    await waitUntil(() => subscribes === 2, 'the subscribe sent again on the next connection');
+    expect(errors).toEqual([]);
+    expect(conns[1]!.frames.map((f) => f.method)).toEqual(['rpc.authenticate', 'subscribe']);
+  });
+
   it('4419 (expired) without a provider stops; with one it is retried once with a fresh token', async () => {
     const { url, conns } = await fakeServer();
     const plain = client({ url });

@@ -98,6 +98,26 @@ describe('outgoing batches', () => {
     expect(ta.sent).toEqual([]);
   });
 
+  it('a member whose params cannot be written fails the batch, every opened call settled and awaited', async () => {
+    const { a } = pair();
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const sent = a.batch([
+        { method: 'one', params: [1] },
+        { method: 'two', params: [BigInt(2)] as unknown as number[] },
+      ]);
+      await expect(sent).rejects.toThrow(TypeError);
+      expect(a.pendingCount).toBe(0);
+      // Unhandled rejections are reported a turn after the microtasks run out.
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
   it('batch options apply to every call in it (timeout)', async () => {
     const { a, b } = pair();
     b.registry.method('hang', () => new Promise(() => undefined));
