@@ -1,0 +1,157 @@
+// Heap per idle connection, a contestant's server beside raw ws's: N WebSocket connections opened
+// from a child process and left idle; the server's memory after full collections, before and
+// after, divided by N. With --snapshot, a V8 heap snapshot at both points and the objects added
+// per connection by kind (what a connection is made of, to the byte).
+//
+//   node --expose-gc bench/scale/idle-footprint.mjs [--contestant gateway|raw-ws] [--connections N] [--snapshot]
+//
+// The gateway is the package's build (dist/), or SCALE_GATEWAY_MODULE (another build, as for
+// the scale run). Prints one JSON line: bytes per connection of heapUsed, of the heap without
+// compiled code (code the optimizer makes while connections open is not theirs), external, RSS.
+import { fork } from 'node:child_process';
+import { readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { getHeapSpaceStatistics, writeHeapSnapshot } from 'node:v8';
+import WebSocket from 'ws';
+import { starters } from './contestants.mjs';
+
+const HOST = '127.0.0.1';
+const WARM_UP = 200;
+
+async function clients() {
+  const url = process.argv[3];
+  let sockets = [];
+  process.on('message', async ({ open }) => {
+    if (open > 0) {
+      for (let i = 0; i < open; i += 200) {
+        const batch = [];
+        for (let j = i; j < Math.min(open, i + 200); j++) {
+          const ws = new WebSocket(url, { perMessageDeflate: false });
+          sockets.push(ws);
+          batch.push(
+            new Promise((resolve, reject) => (ws.once('open', resolve), ws.once('error', reject))),
+          );
+        }
+        await Promise.all(batch);
+      }
+    } else {
+      const closing = sockets.map(
+        (ws) => new Promise((resolve) => (ws.once('close', resolve), ws.close())),
+      );
+      sockets = [];
+      await Promise.all(closing);
+    }
+    process.send('done');
+  });
+}
+
+/** Memory after the connections settled and full collections. */
+async function memory() {
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  for (let i = 0; i < 6; i++) {
+    globalThis.gc();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  const heapNoCode = getHeapSpaceStatistics()
+    .filter((space) => space.space_name !== 'code_space')
+    .reduce((sum, space) => sum + space.space_used_size, 0);
+  return { ...process.memoryUsage(), heapNoCode };
+}
+
+/** Count and self size of a snapshot's objects, by type and constructor name. */
+function objectsOf(file) {
+  const { snapshot, nodes, strings } = JSON.parse(readFileSync(file, 'utf8'));
+  const fields = snapshot.meta.node_fields;
+  const types = snapshot.meta.node_types[0];
+  const [typeAt, nameAt, sizeAt] = ['type', 'name', 'self_size'].map((f) => fields.indexOf(f));
+  const kinds = new Map();
+  for (let i = 0; i < nodes.length; i += fields.length) {
+    const type = types[nodes[i + typeAt]];
+    const name = /string|number|code/.test(type) ? '' : strings[nodes[i + nameAt]].slice(0, 50);
+    const key = `${type} ${name}`;
+    const kind = kinds.get(key) ?? { count: 0, bytes: 0 };
+    kind.count++;
+    kind.bytes += nodes[i + sizeAt];
+    kinds.set(key, kind);
+  }
+  return kinds;
+}
+
+function perConnectionObjects(beforeFile, afterFile, n) {
+  const before = objectsOf(beforeFile);
+  const rows = [];
+  for (const [key, after] of objectsOf(afterFile)) {
+    const was = before.get(key) ?? { count: 0, bytes: 0 };
+    const bytes = (after.bytes - was.bytes) / n;
+    if (Math.abs(bytes) >= 2)
+      rows.push({
+        kind: key,
+        count: +((after.count - was.count) / n).toFixed(2),
+        bytes: +bytes.toFixed(1),
+      });
+  }
+  return rows.sort((a, b) => b.bytes - a.bytes);
+}
+
+async function main() {
+  const { values } = parseArgs({
+    options: {
+      contestant: { type: 'string', default: 'gateway' },
+      connections: { type: 'string', default: '2000' },
+      snapshot: { type: 'boolean', default: false },
+    },
+  });
+  if (typeof globalThis.gc !== 'function') throw new Error('run with node --expose-gc');
+  const n = Number(values.connections);
+  const server = await starters[values.contestant](HOST, { connections: n });
+  const url = `ws://${HOST}:${server.port}/rpc`;
+  const child = fork(new URL(import.meta.url), ['--clients', url], { execArgv: [] });
+  const ask = (open) =>
+    new Promise((resolve) => {
+      child.once('message', resolve);
+      child.send({ open });
+    });
+  // Warm up: the code and the shared objects a first connection makes.
+  for (let round = 0; round < 2; round++) {
+    await ask(WARM_UP);
+    await ask(0);
+  }
+  const snapshots = join(tmpdir(), `idle-footprint-${process.pid}`);
+  const before = await memory();
+  if (values.snapshot) writeHeapSnapshot(`${snapshots}.0.heapsnapshot`);
+  await ask(n);
+  const after = await memory();
+  if (values.snapshot) writeHeapSnapshot(`${snapshots}.1.heapsnapshot`);
+  const per = (key) => Math.round((after[key] - before[key]) / n);
+  const result = {
+    contestant: values.contestant,
+    connections: n,
+    heapUsed: per('heapUsed'),
+    heapNoCode: per('heapNoCode'),
+    external: per('external'),
+    rss: per('rss'),
+  };
+  console.log(JSON.stringify(result));
+  if (values.snapshot) {
+    for (const row of perConnectionObjects(
+      `${snapshots}.0.heapsnapshot`,
+      `${snapshots}.1.heapsnapshot`,
+      n,
+    )) {
+      console.log(
+        `${String(row.bytes).padStart(8)} B ${String(row.count).padStart(6)}  ${row.kind}`,
+      );
+    }
+    rmSync(`${snapshots}.0.heapsnapshot`);
+    rmSync(`${snapshots}.1.heapsnapshot`);
+  }
+  await ask(0);
+  child.kill();
+  await server.close();
+  process.exit(0);
+}
+
+if (process.argv[2] === '--clients') await clients();
+else await main();
