@@ -56,7 +56,9 @@ const ABANDONED_MEMORY = 256;
  * Timeouts share one timer, armed for the earliest deadline or earlier (a timer per call was
  * the largest single cost of a call). Settling a call leaves the timer as it is: when it fires
  * it times out every call whose deadline has passed and is armed again for the earliest of the
- * rest. It is cleared when no timed call is left, so an idle table holds no timer.
+ * rest. The last timed call settling leaves it armed too: it fires once for nothing at that
+ * deadline (a caller with one call at a time would otherwise arm and clear a timer per call,
+ * which cost more than the rest of the call). `rejectAll`, on close, clears it.
  */
 export class PendingCalls {
   // Made on first use: a server holds one table per connection, and most never call out.
@@ -167,6 +169,7 @@ export class PendingCalls {
   rejectAll(reason: unknown): void {
     // Deleting the entry being visited is safe in a Map's forEach.
     this.#entries?.forEach((_, id) => this.fail(id, reason));
+    this.#arm(Infinity);
   }
 
   /** True when this id was given up locally (timed out or cancelled). */
@@ -178,7 +181,7 @@ export class PendingCalls {
     const entry = this.#entries?.get(id as number);
     if (!entry) return undefined;
     this.#entries!.delete(id as number);
-    if (entry.deadline < Infinity && !--this.#timed) this.#arm(Infinity);
+    if (entry.deadline < Infinity) this.#timed--;
     if (entry.onAbort) entry.signal!.removeEventListener('abort', entry.onAbort);
     return entry;
   }

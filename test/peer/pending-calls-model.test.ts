@@ -5,8 +5,8 @@
  * refused, aborted, and time moved on, checked against a model. After every step each call's
  * outcome is the model's (a call times out exactly when its own deadline has passed, never
  * before, and settles once), the calls given up are told to the other side once each, in
- * deadline order, and the table holds one timer while a timed call is pending and none
- * otherwise.
+ * deadline order, and the table holds one timer while a timed call is pending, at most one
+ * otherwise (left armed by the last timed call settling), and none once closed.
  */
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -124,7 +124,8 @@ describe('PendingCalls timeouts (model)', () => {
             expect(cancels.map((c) => c.id)).toEqual(expectedCancels);
             expect(table.size).toBe(pending().length);
             const timed = pending().some((c) => c.deadline !== Infinity);
-            expect(vi.getTimerCount()).toBe(timed ? 1 : 0);
+            if (timed) expect(vi.getTimerCount()).toBe(1);
+            else expect(vi.getTimerCount()).toBeLessThanOrEqual(1);
           };
 
           for (const op of ops) {

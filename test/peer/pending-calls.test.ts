@@ -100,6 +100,24 @@ describe('PendingCalls', () => {
     expect(vi.getTimerCount()).toBe(0);
   });
 
+  it('calls made one at a time arm the timer once: it outlives them, fires for nothing, and goes', () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    const setTimer = vi.spyOn(globalThis, 'setTimeout');
+    const onCancel = vi.fn();
+    const calls = new PendingCalls(10, 1_000, onCancel);
+    for (let i = 0; i < 5; i++) {
+      const call = calls.open('m');
+      calls.resolve(call.id, i);
+      vi.advanceTimersByTime(10);
+    }
+    expect(setTimer).toHaveBeenCalledTimes(1);
+    expect(vi.getTimerCount()).toBe(1);
+    vi.advanceTimersByTime(1_000);
+    expect(vi.getTimerCount()).toBe(0);
+    expect(onCancel).not.toHaveBeenCalled();
+    setTimer.mockRestore();
+  });
+
   it('rejectAll clears every timer and abort listener', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     const onCancel = vi.fn();

@@ -81,15 +81,19 @@ describe('timeouts', () => {
     expect(a.pendingCount).toBe(1);
   });
 
-  it('a response that beats the timeout clears its timer', async () => {
+  it('a response that beats the timeout leaves a timer that fires once for nothing', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    const { a, b } = pair({ callTimeoutMs: 1_000 });
+    const { a, b, ta } = pair({ callTimeoutMs: 1_000 });
     b.registry.method('fast', () => 'ok');
 
     const p = a.call('fast');
     expect(vi.getTimerCount()).toBe(1);
     expect(await p).toBe('ok');
+    // Kept for the next call rather than cleared and armed again per call.
+    expect(vi.getTimerCount()).toBe(1);
+    vi.advanceTimersByTime(1_000);
     expect(vi.getTimerCount()).toBe(0);
+    expect(ta.sent.some((frame) => frame.includes('rpc.cancel'))).toBe(false);
   });
 
   it('a late response after a timeout is dropped quietly and logged at debug', async () => {
