@@ -24,7 +24,11 @@ let due: CorkedWriter[] = [];
  */
 const settled = Promise.resolve();
 
+/** Set while the flush microtask is queued: one per turn, however often `due` empties (flushSince). */
+let flushQueued = false;
+
 function flushAll(): void {
+  flushQueued = false;
   const writers = due;
   due = [];
   for (const writer of writers) writer.flushWrites();
@@ -32,7 +36,10 @@ function flushAll(): void {
 
 /** Call `writer.flushWrites()` once the current task and the microtasks queued before this are done. */
 export function flushAfterTask(writer: CorkedWriter): void {
-  if (due.push(writer) === 1) void settled.then(flushAll);
+  due.push(writer);
+  if (flushQueued) return;
+  flushQueued = true;
+  void settled.then(flushAll);
 }
 
 /** How many writers are registered: a mark for `flushSince`. */
@@ -47,9 +54,14 @@ export function dueCount(): number {
  * the others at the task's end only if they were written to again since.
  */
 export function flushSince(mark: number): void {
-  if (due.length <= mark) return;
-  const writers = due.splice(mark);
-  for (const writer of writers) writer.flushWrites();
+  const count = due.length - mark;
+  if (count <= 0) return;
+  if (count === 1) {
+    // The common case (a fan-out's one subscriber): no array made.
+    due.pop()!.flushWrites();
+    return;
+  }
+  for (const writer of due.splice(mark)) writer.flushWrites();
 }
 
 /**
