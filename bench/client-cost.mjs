@@ -1,7 +1,7 @@
-// The client's own CPU without sockets: `node bench/client-cost.mjs [--seconds N]` (after a
-// build). A stand-in WebSocket answers each `sum` call (the turn's replies delivered together in
-// the next turn, as a coalescing server sends them) or hands the client fan-out frames; the same
-// work goes through this project's createClient and through a raw client as the load generator's
+// The client's own CPU without sockets: `node bench/client-cost.mjs [--seconds N] [--in-flight N]`
+// (after a build; --in-flight: calls kept in flight, 64 by default). A stand-in WebSocket
+// answers each `sum` call (the turn's replies delivered together in the next turn, as a
+// coalescing server sends them) or hands the client fan-out frames; the same work goes through this project's createClient and through a raw client as the load generator's
 // (template-string requests, JSON.parse'd replies, a Map of pending ids; fan-out counters found
 // by indexOf, or JSON.parse'd). Each variant runs in a fresh process; CPU is process.cpuUsage()
 // across the measured part. The stand-in's own work is in every variant alike. For a profile of
@@ -13,6 +13,8 @@ import { parseArgs } from 'node:util';
 const { values: opts } = parseArgs({
   options: {
     seconds: { type: 'string', default: '3' },
+    /** Calls kept in flight on the one connection (rr variants). */
+    'in-flight': { type: 'string', default: '64' },
     only: { type: 'string' },
     child: { type: 'boolean', default: false },
   },
@@ -27,7 +29,7 @@ const VARIANTS = {
   'raw-fanout-parse': ['raw', 'fanout-parse'],
   'own-fanout': ['own', 'fanout', {}],
 };
-const IN_FLIGHT = 64;
+const IN_FLIGHT = Number(opts['in-flight']);
 
 const cpuUs = () => {
   const { user, system } = process.cpuUsage();
@@ -200,7 +202,8 @@ if (opts.child) {
   const here = fileURLToPath(import.meta.url);
   console.log('| variant | client CPU µs | per | count |\n| --- | --- | --- | --- |');
   for (const name of Object.keys(VARIANTS)) {
-    const child = fork(here, ['--child', '--only', name, '--seconds', opts.seconds], {
+    const args = ['--child', '--only', name, '--seconds', opts.seconds];
+    const child = fork(here, [...args, '--in-flight', opts['in-flight']], {
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     const r = await new Promise((resolve, reject) => {
