@@ -50,12 +50,12 @@ export class PeerCore<S = unknown> implements TransportListener {
   protected dispatch: IncomingCalls<S> | undefined;
   /** The rate limit (PeerOptions.admit); a server's only. */
   protected readonly admit: { take(): boolean } | undefined;
-  #closedPromise: Promise<CloseInfo> | undefined;
+  /** Made when `closed` is first read; one field, since most connections never read it. */
+  #closedWaiter: { promise: Promise<CloseInfo>; resolve?: (info: CloseInfo) => void } | undefined;
   #outbox: string[] | undefined;
   /** Protocol noise seen so far (see NOISE_WARN_LIMIT). */
   #noise = 0;
   protected closeInfo: CloseInfo | undefined;
-  #resolveClosed: ((info: CloseInfo) => void) | undefined;
 
   /**
    * `config` is shared by every peer made from the same options (one object for thousands);
@@ -84,11 +84,11 @@ export class PeerCore<S = unknown> implements TransportListener {
   }
 
   /** Outgoing calls awaiting a response; the table is made on the first call out. */
-  get #pending(): PendingCalls {
+  private get pending(): PendingCalls {
     return (this.#pendingTable ??= new PendingCalls(
       this.config.maxPendingCalls,
       this.config.callTimeoutMs,
-      (id) => this.#sendCancel(id),
+      (id) => this.sendCancel(id),
     ));
   }
 
@@ -104,17 +104,20 @@ export class PeerCore<S = unknown> implements TransportListener {
 
   /** TransportListener: the transport has closed. */
   transportClosed(code: number, reason: string): void {
-    this.#teardown(code, reason);
+    this.teardown(code, reason);
   }
 
   /** Settles once, when the connection has closed and every call has settled. */
   get closed(): Promise<CloseInfo> {
-    if (!this.#closedPromise) {
-      this.#closedPromise = this.closeInfo
-        ? Promise.resolve(this.closeInfo)
-        : new Promise((resolve) => (this.#resolveClosed = resolve));
+    if (!this.#closedWaiter) {
+      if (this.closeInfo) this.#closedWaiter = { promise: Promise.resolve(this.closeInfo) };
+      else {
+        let resolve!: (info: CloseInfo) => void;
+        const promise = new Promise<CloseInfo>((settle) => (resolve = settle));
+        this.#closedWaiter = { promise, resolve };
+      }
     }
-    return this.#closedPromise;
+    return this.#closedWaiter.promise;
   }
 
   /** Every incoming notification (reserved `rpc.` ones excluded). Completes on close. */
@@ -136,7 +139,7 @@ export class PeerCore<S = unknown> implements TransportListener {
   ): Promise<unknown> {
     const method = nameOf(target);
     if (this.closeInfo) return Promise.reject(this.lostCallError(this.closeInfo));
-    const pending = this.#pending;
+    const pending = this.pending;
     let promise: Promise<unknown>;
     try {
       promise = pending.add(method, options);
@@ -151,7 +154,7 @@ export class PeerCore<S = unknown> implements TransportListener {
       pending.fail(id, err);
       return promise;
     }
-    this.#sendOutgoing(frame);
+    this.sendOutgoing(frame);
     return promise;
   }
 
@@ -164,7 +167,7 @@ export class PeerCore<S = unknown> implements TransportListener {
   notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {
     if (this.closeInfo) throw closedError(this.closeInfo);
     const method = nameOf(target);
-    this.#sendOutgoing(encodeNotification(method, params));
+    this.sendOutgoing(encodeNotification(method, params));
   }
 
   /**
@@ -186,14 +189,14 @@ export class PeerCore<S = unknown> implements TransportListener {
           parts.push(encodeNotification(entry.method, entry.params));
           promises.push(Promise.resolve(undefined));
         } else {
-          const pending = this.#pending;
+          const pending = this.pending;
           promises.push(pending.add(entry.method, options));
           opened.push(pending.lastId);
           parts.push(encodeRequest(pending.lastId, entry.method, entry.params));
         }
       }
     } catch (err) {
-      for (const id of opened) this.#pending.fail(id, err);
+      for (const id of opened) this.pending.fail(id, err);
       await Promise.allSettled(promises);
       throw err;
     }
@@ -205,7 +208,7 @@ export class PeerCore<S = unknown> implements TransportListener {
   close(code = 1000, reason = ''): void {
     if (this.closeInfo) return;
     this.transport.close(code, reason);
-    this.#teardown(code, reason);
+    this.teardown(code, reason);
   }
 
   /** Handle one incoming frame. Public so a transport-less host can feed text in. */
@@ -213,11 +216,11 @@ export class PeerCore<S = unknown> implements TransportListener {
     if (this.closeInfo) return;
     const parsed = this.parse(text);
     const one = 'kind' in parsed ? parsed : parsed.batch ? undefined : parsed.messages[0]!;
-    if (!one) return this.#handleBatch((parsed as Frame).messages);
+    if (!one) return this.handleBatch((parsed as Frame).messages);
     const reply = this.handle(one);
     if (reply === undefined) return;
-    if (isPromiseLike(reply)) void reply.then((r) => r !== undefined && this.#sendReply(r));
-    else this.#sendReply(reply);
+    if (isPromiseLike(reply)) void reply.then((r) => r !== undefined && this.sendReply(r));
+    else this.sendReply(reply);
   }
 
   /**
@@ -228,23 +231,23 @@ export class PeerCore<S = unknown> implements TransportListener {
     return parseIncomingWith(text, this.config.parse, this.config.idTexts);
   }
 
-  #handleBatch(messages: Incoming[]): void {
+  private handleBatch(messages: Incoming[]): void {
     const replies = messages.map((m) => this.handle(m));
     const sync: Reply[] = [];
     for (const reply of replies) {
       if (isPromiseLike(reply)) {
         // Members run concurrently; the one reply waits for the slowest.
         void Promise.all(replies.map((r) => Promise.resolve(r))).then((settled) =>
-          this.#sendBatchReply(settled),
+          this.sendBatchReply(settled),
         );
         return;
       }
       sync.push(reply);
     }
-    this.#sendBatchReply(sync);
+    this.sendBatchReply(sync);
   }
 
-  #sendBatchReply(replies: Reply[]): void {
+  private sendBatchReply(replies: Reply[]): void {
     const parts: string[] = [];
     const hooks: (() => void)[] = [];
     for (const reply of replies) {
@@ -262,7 +265,7 @@ export class PeerCore<S = unknown> implements TransportListener {
     for (const hook of hooks) this.runAfterSend(hook);
   }
 
-  #sendReply(reply: string | HookedReply): void {
+  private sendReply(reply: string | HookedReply): void {
     if (this.closeInfo) return;
     if (typeof reply === 'string') {
       this.transport.send(reply);
@@ -299,14 +302,13 @@ export class PeerCore<S = unknown> implements TransportListener {
         return undefined;
       case 'success':
         this.admit?.take();
-        if (!this.#pendingTable?.resolve(message.id, message.result))
-          this.#logUnmatched(message.id);
+        if (!this.#pendingTable?.resolve(message.id, message.result)) this.logUnmatched(message.id);
         return undefined;
       case 'failure':
         this.admit?.take();
         if (!this.#pendingTable?.reject(message.id, message.error)) {
           if (message.id === null) this.config.onIdlessError?.(message.error);
-          this.#logUnmatched(message.id, message.error);
+          this.logUnmatched(message.id, message.error);
         }
         return undefined;
       case 'invalid': {
@@ -316,43 +318,43 @@ export class PeerCore<S = unknown> implements TransportListener {
       }
       case 'bad-response':
         this.admit?.take();
-        this.#noisy({ reason: message.reason }, 'dropped a malformed response');
+        this.noisy({ reason: message.reason }, 'dropped a malformed response');
         return undefined;
     }
   }
 
-  #sendCancel(id: number): void {
-    if (!this.closeInfo) this.#sendOutgoing(encodeNotification(ReservedMethod.Cancel, { id }));
+  private sendCancel(id: number): void {
+    if (!this.closeInfo) this.sendOutgoing(encodeNotification(ReservedMethod.Cancel, { id }));
   }
 
   /** Requests and notifications go through here, to be gathered into a batch when asked. */
-  #sendOutgoing(frame: string): void {
+  private sendOutgoing(frame: string): void {
     if (this.config.batchOutgoing <= 1) {
       this.transport.send(frame);
       return;
     }
     const outbox = (this.#outbox ??= []);
-    if (outbox.push(frame) === 1) queueMicrotask(() => this.#flushOutbox());
-    else if (outbox.length >= this.config.batchOutgoing) this.#flushOutbox();
+    if (outbox.push(frame) === 1) queueMicrotask(() => this.flushOutbox());
+    else if (outbox.length >= this.config.batchOutgoing) this.flushOutbox();
   }
 
-  #flushOutbox(): void {
+  private flushOutbox(): void {
     const frames = this.#outbox;
     if (!frames || frames.length === 0 || this.closeInfo) return;
     this.#outbox = undefined;
     this.transport.send(frames.length === 1 ? frames[0]! : encodeBatch(frames));
   }
 
-  #logUnmatched(id: RequestId, error?: unknown): void {
+  private logUnmatched(id: RequestId, error?: unknown): void {
     if (this.#pendingTable?.wasAbandoned(id)) {
       this.logger.debug({ id }, 'late response to a call given up locally');
     } else {
-      this.#noisy({ id, error }, 'dropped a response that matches no pending call');
+      this.noisy({ id, error }, 'dropped a response that matches no pending call');
     }
   }
 
   /** Log protocol noise, counted per connection (see noise-log.ts). */
-  #noisy(fields: Record<string, unknown>, msg: string): void {
+  private noisy(fields: Record<string, unknown>, msg: string): void {
     logNoise(this.logger, ++this.#noise, fields, msg);
   }
 
@@ -362,13 +364,13 @@ export class PeerCore<S = unknown> implements TransportListener {
   }
 
   /** The one place a connection's state is released; runs once. */
-  #teardown(code: number, reason: string): void {
+  private teardown(code: number, reason: string): void {
     if (this.closeInfo) return;
     this.closeInfo = { code, reason };
     const error = closedError(this.closeInfo);
     this.#pendingTable?.rejectAll(this.lostCallError(this.closeInfo));
     this.dispatch?.close(this.closeInfo, error);
-    this.#resolveClosed?.(this.closeInfo);
+    this.#closedWaiter?.resolve?.(this.closeInfo);
     // Only a server's peers are given onClosed, and they are Peers.
     this.config.onClosed?.(this as unknown as Peer<S>, this.closeInfo);
   }
