@@ -1,5 +1,6 @@
 import type { Observable } from 'rxjs';
-import { Hub, through } from '../peer/hub.js';
+import { Hub } from '../peer/hub.js';
+import { messagesOf } from './subscription-messages.js';
 import type { Logger } from '../peer/logger.js';
 import { nameOf } from '../peer/method-descriptor.js';
 import type {
@@ -320,10 +321,7 @@ export class RpcClient {
   subscribe<P, T>(descriptor: SubscriptionDescriptor<P, T>, params?: NoInfer<P>): Observable<T>;
   subscribe<T = unknown>(topic: string, params?: unknown): Observable<T>;
   subscribe(target: SubscriptionDescriptor | string, params?: unknown): Observable<unknown> {
-    // Gaps are told through subscribeWithMeta.
-    return through(this.subscribeWithMeta(nameOf(target), params), (to) => (event) => {
-      if (event.gap === undefined) to.next(event.data);
-    });
+    return messagesOf(this.subscribeWithMeta(nameOf(target), params));
   }
 
   /** Like `subscribe`, with each message's sequence number and missed count. */

@@ -6,7 +6,8 @@
 import { Observable } from 'rxjs';
 import type { Subscriber } from 'rxjs';
 import type { HandlerContext } from '../../peer/handler-context.js';
-import { Hub, through } from '../../peer/hub.js';
+import { Hub } from '../../peer/hub.js';
+import { messagesOf } from '../subscription-messages.js';
 import { silentLogger } from '../../peer/logger.js';
 import { nameOf } from '../../peer/method-descriptor.js';
 import type {
@@ -304,9 +305,7 @@ export class SharedRpcClient {
   subscribe<P, T>(descriptor: SubscriptionDescriptor<P, T>, params?: NoInfer<P>): Observable<T>;
   subscribe<T = unknown>(topic: string, params?: unknown): Observable<T>;
   subscribe(target: SubscriptionDescriptor | string, params?: unknown): Observable<unknown> {
-    return through(this.subscribeWithMeta(nameOf(target), params), (to) => (event) => {
-      if (event.gap === undefined) to.next(event.data);
-    });
+    return messagesOf(this.subscribeWithMeta(nameOf(target), params));
   }
 
   /** Like `subscribe`, with each message's sequence number and missed count. */
