@@ -2,17 +2,6 @@ import type { Broker, BrokerMessage } from './broker.js';
 import type { Delivery } from './delivery.js';
 import { SharedFrame, messageTail } from './frames.js';
 import { exceptMatcher } from './except-set.js';
-import { deferFanOut, dueCount, flushSince } from '../transport/turn-coalescer.js';
-
-/** One message received this turn, waiting to be fanned out with the turn's others. */
-interface Arrived {
-  seq: number;
-  tail: string;
-  shared: SharedFrame;
-  except: readonly string[] | undefined;
-  /** Set when the message changes the topic's epoch: each subscriber checks its own. */
-  epochChange: { epoch: string | undefined; restarted: boolean } | undefined;
-}
 
 interface TopicState {
   deliveries: Set<Delivery>;
@@ -26,8 +15,6 @@ interface TopicState {
   sharedQuotedId: string;
   /** The broker subscription, settled once the broker has the topic. */
   ready: Promise<void> | undefined;
-  /** Messages received this turn, not fanned out yet (see fanOut). */
-  arrived: Arrived[] | undefined;
 }
 
 /**
@@ -37,9 +24,6 @@ interface TopicState {
  */
 export class TopicRegistry {
   private readonly topics = new Map<string, TopicState>();
-  /** Topics with messages received this turn, in the order their first one came. */
-  private due: { topic: string; state: TopicState }[] = [];
-  private readonly deliverDue = (): void => this.deliverArrived();
 
   constructor(
     /** Only the subscription half is used: a wrapper need not forward the rest. */
@@ -48,12 +32,7 @@ export class TopicRegistry {
     private readonly head: string,
     /** Hands out subscription ids; the registry takes one per topic to share. */
     private readonly newId: () => string,
-    /** Told what failed without a caller to tell: a broker unsubscribe, or a fan-out. */
-    private readonly onError: (
-      err: unknown,
-      topic: string,
-      step: 'broker unsubscribe' | 'fan-out',
-    ) => void,
+    private readonly onBrokerError: (err: unknown, topic: string) => void,
   ) {}
 
   /** The id shared by the first subscription of each session to `topic`; undefined if not held. */
@@ -80,7 +59,6 @@ export class TopicRegistry {
         sharedId,
         sharedQuotedId: JSON.stringify(sharedId),
         ready: undefined,
-        arrived: undefined,
       };
       this.topics.set(topic, created);
       // Through a promise, so a broker that throws synchronously fails like one that rejects.
@@ -103,9 +81,7 @@ export class TopicRegistry {
     if (!state) return;
     if (--state.holds > 0) return;
     this.topics.delete(topic);
-    this.broker
-      .unsubscribe(topic)
-      .catch((err: unknown) => this.onError(err, topic, 'broker unsubscribe'));
+    this.broker.unsubscribe(topic).catch((err: unknown) => this.onBrokerError(err, topic));
   }
 
   /** Start delivering to a subscription that already holds the topic. */
@@ -134,14 +110,6 @@ export class TopicRegistry {
     return out;
   }
 
-  /**
-   * A message from the broker: numbered and framed now, fanned out once the current task is
-   * done (or before any transport writes something else: turn-coalescer's deferFanOut), with
-   * the others the topic receives in the same turn. Each subscriber then takes all
-   * of them at once and its socket writes them at once (turn-coalescer's flushSince): one write
-   * per subscriber and turn, however many messages a burst holds, and the first subscriber's
-   * write leaves while the next ones are being served, as a plain loop of sends would.
-   */
   private fanOut(message: BrokerMessage): void {
     const state = this.topics.get(message.topic);
     if (!state) return;
@@ -150,81 +118,26 @@ export class TopicRegistry {
     const restarted =
       message.seq <= state.lastSeq ||
       (epoch !== undefined && state.epoch !== undefined && epoch !== state.epoch);
-    // Rare (once per held topic, and on a restart): each subscriber checks its own epoch.
-    const epochChange =
-      restarted || (epoch !== undefined && state.epoch === undefined)
-        ? { epoch, restarted }
-        : undefined;
+    if (restarted || (epoch !== undefined && state.epoch === undefined)) {
+      // Rare (once per held topic, and on a restart): each subscriber checks its own epoch.
+      for (const delivery of state.deliveries) delivery.epochSeen(epoch, restarted);
+    }
     state.lastSeq = message.seq;
     if (epoch !== undefined) state.epoch = epoch;
-    // The payload was serialized once at publish; the tail and the frame are built once per message.
+    // The payload was serialized once at publish; the tail is built once per message.
     const tail = messageTail(message.payload, message.seq);
     const shared = new SharedFrame(state.sharedQuotedId, this.head + state.sharedQuotedId + tail);
-    const arrived: Arrived = {
-      seq: message.seq,
-      tail,
-      shared,
-      except: message.except,
-      epochChange,
-    };
-    if (state.arrived !== undefined) {
-      state.arrived.push(arrived);
-      return;
-    }
-    state.arrived = [arrived];
-    if (this.due.push({ topic: message.topic, state }) === 1) deferFanOut(this.deliverDue);
-  }
-
-  /**
-   * Fan out what every topic received this turn. Exposed for tests that drive a broker by hand
-   * and check each message's delivery before the next.
-   * @internal
-   */
-  deliverArrived(): void {
-    const due = this.due;
-    if (due.length === 0) return;
-    this.due = [];
-    for (const { topic, state } of due) {
-      const arrived = state.arrived;
-      state.arrived = undefined;
-      // A topic let go meanwhile has no subscriber left here to tell.
-      if (arrived === undefined || this.topics.get(topic) !== state) continue;
-      try {
-        this.deliverAll(state.deliveries, arrived);
-      } catch (err) {
-        this.onError(err, topic, 'fan-out');
-      }
-    }
-  }
-
-  /** Each subscriber gets every message, in order, and its socket writes them before the next's. */
-  private deliverAll(deliveries: Set<Delivery>, arrived: Arrived[]): void {
-    const only = arrived.length === 1 ? arrived[0]! : undefined;
-    if (only !== undefined && only.epochChange === undefined && only.except === undefined) {
-      // The common case: one message, nothing to check per subscriber.
-      for (const delivery of deliveries) {
-        const mark = dueCount();
-        delivery.offer(only.tail, only.shared, only.seq);
-        flushSince(mark);
-      }
+    const except = message.except;
+    if (except === undefined) {
+      for (const delivery of state.deliveries) delivery.offer(tail, shared, message.seq);
       return;
     }
     // Published `except` some sessions: theirs pass it by (one lookup per subscriber).
-    const excepted = arrived.map((message) =>
-      message.except === undefined ? undefined : exceptMatcher(message.except),
-    );
-    for (const delivery of deliveries) {
-      const mark = dueCount();
-      for (let i = 0; i < arrived.length; i++) {
-        const message = arrived[i]!;
-        const change = message.epochChange;
-        if (change !== undefined) delivery.epochSeen(change.epoch, change.restarted);
-        const except = excepted[i];
-        if (except !== undefined && delivery.ownerId !== undefined && except(delivery.ownerId)) {
-          delivery.pass(message.seq);
-        } else delivery.offer(message.tail, message.shared, message.seq);
-      }
-      flushSince(mark);
+    const excepted = exceptMatcher(except);
+    for (const delivery of state.deliveries) {
+      if (delivery.ownerId !== undefined && excepted(delivery.ownerId)) {
+        delivery.pass(message.seq);
+      } else delivery.offer(tail, shared, message.seq);
     }
   }
 }

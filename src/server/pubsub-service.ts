@@ -159,7 +159,7 @@ export class PubSubService<C> {
       inbox ? inboxTap(broker, inbox.received) : broker,
       this.head,
       () => this.newId(),
-      (err, topic, step) => logger.warn({ err, topic }, `${step} failed`),
+      (err, topic) => logger.warn({ err, topic }, 'broker unsubscribe failed'),
     );
     this.topicEnds = { registry: this.registry, lifecycle: () => this.lifecycle };
   }

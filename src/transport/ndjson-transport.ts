@@ -3,7 +3,7 @@ import { CloseCode } from './transport.js';
 import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
 import { LineSplitter } from './ndjson-lines.js';
 import type { BudgetLedger, BudgetMember } from './output-budget.js';
-import { beforeWrite, flushAfterTask } from './turn-coalescer.js';
+import { flushAfterTask } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
 
 const NEWLINE = 0x0a;
@@ -169,7 +169,6 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
   }
 
   send(frame: string | EncodedFrame): void {
-    beforeWrite(); // messages published before this go first
     if (this.closed || this.closing || this.writable.writableEnded || this.writable.destroyed)
       return;
     if (!this.corked) {
@@ -192,7 +191,6 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
   }
 
   close(code: number = CloseCode.Normal, reason = ''): void {
-    beforeWrite(); // messages published before the close go before it
     if (this.closed || this.closing) return;
     this.closing = true;
     this.closingWith = [code, reason];
@@ -224,7 +222,6 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
 
   /** Call `listener` once everything queued so far has been written (an empty write's callback). */
   onWritten(listener: () => void): void {
-    beforeWrite();
     const out = this.writable;
     if (out.writableEnded || out.destroyed) return listener();
     out.write(EMPTY, () => listener());

@@ -3,7 +3,6 @@ import { CloseCode } from './transport.js';
 import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
 import type { BudgetLedger, BudgetMember } from './output-budget.js';
 import { whenDrained } from './when-drained.js';
-import { beforeWrite } from './turn-coalescer.js';
 
 /** The bounds of one HTTP streaming session (GatewayLimits' sse* limits and maxBufferedBytes). */
 export interface SseLimits {
@@ -157,7 +156,6 @@ export class SseTransport implements ServerTransport, BudgetMember {
   }
 
   send(frame: string | EncodedFrame): void {
-    beforeWrite(); // messages published before this go first
     if (this.closed) return;
     this.counters.messagesOut++;
     const text = frameText(frame);
@@ -171,7 +169,6 @@ export class SseTransport implements ServerTransport, BudgetMember {
   }
 
   close(code: number = CloseCode.Normal, reason = ''): void {
-    beforeWrite(); // messages published before the close go before it
     if (this.closed) return;
     this.closed = true;
     this.budget?.leave(this);
@@ -201,7 +198,6 @@ export class SseTransport implements ServerTransport, BudgetMember {
   }
 
   onWritten(listener: () => void): void {
-    beforeWrite();
     const stream = this.stream;
     if (!stream || stream.writableEnded || stream.destroyed) return listener();
     stream.write('', () => listener());

@@ -24,11 +24,7 @@ let due: CorkedWriter[] = [];
  */
 const settled = Promise.resolve();
 
-/** Set while the flush microtask is queued: one per turn, however often `due` empties (flushSince). */
-let flushQueued = false;
-
 function flushAll(): void {
-  flushQueued = false;
   const writers = due;
   due = [];
   for (const writer of writers) writer.flushWrites();
@@ -36,54 +32,5 @@ function flushAll(): void {
 
 /** Call `writer.flushWrites()` once the current task and the microtasks queued before this are done. */
 export function flushAfterTask(writer: CorkedWriter): void {
-  due.push(writer);
-  if (flushQueued) return;
-  flushQueued = true;
-  void settled.then(flushAll);
-}
-
-/** How many writers are registered: a mark for `flushSince`. */
-export function dueCount(): number {
-  return due.length;
-}
-
-/**
- * Flush now the writers registered since `mark` (dueCount), not waiting for the task to end: a
- * fan-out writes each subscriber's frames before it serves the next subscriber, so the first
- * socket's bytes leave while the rest are served. Those writers run `flushWrites` again with
- * the others at the task's end only if they were written to again since.
- */
-export function flushSince(mark: number): void {
-  const count = due.length - mark;
-  if (count <= 0) return;
-  if (count === 1) {
-    // The common case (a fan-out's one subscriber): no array made.
-    due.pop()!.flushWrites();
-    return;
-  }
-  for (const writer of due.splice(mark)) writer.flushWrites();
-}
-
-/**
- * Fan-outs put off to the end of the turn (TopicRegistry gathers a turn's messages so that each
- * subscriber takes them at once). A socket's frames must still leave in the order they were
- * sent: every transport runs the pending fan-outs before it writes anything else or closes
- * (`beforeWrite`), so a message published before a reply or a close goes before it.
- */
-let fanOuts: (() => void)[] = [];
-
-function runFanOuts(): void {
-  const runs = fanOuts;
-  fanOuts = [];
-  for (const run of runs) run();
-}
-
-/** Run `fanOut` once the current task is done, or before the next write of any transport. */
-export function deferFanOut(fanOut: () => void): void {
-  if (fanOuts.push(fanOut) === 1) void settled.then(runFanOuts);
-}
-
-/** Before a transport writes or closes: run the fan-outs put off until now (see deferFanOut). */
-export function beforeWrite(): void {
-  if (fanOuts.length !== 0) runFanOuts();
+  if (due.push(writer) === 1) void settled.then(flushAll);
 }

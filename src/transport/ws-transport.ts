@@ -7,7 +7,7 @@ import { CloseCode } from './transport.js';
 import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
 import type { BudgetLedger, BudgetMember } from './output-budget.js';
 import type { SharedDeflate } from './deflate-frames.js';
-import { beforeWrite, flushAfterTask } from './turn-coalescer.js';
+import { flushAfterTask } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
 
 function toText(data: RawData): string {
@@ -524,7 +524,6 @@ export class WsTransport implements ServerTransport, BudgetMember {
   }
 
   send(frame: string | EncodedFrame): void {
-    beforeWrite(); // messages published before this go first
     if (this.socket.readyState !== this.socket.OPEN) return;
     const raw = this.raw;
     this.shared.counters.messagesOut++;
@@ -607,7 +606,6 @@ export class WsTransport implements ServerTransport, BudgetMember {
   }
 
   close(code: number = CloseCode.Normal, reason = ''): void {
-    beforeWrite(); // messages published before the close go before it
     const state = this.socket.readyState;
     if (state === this.socket.CLOSING || state === this.socket.CLOSED) return;
     this.budget?.leave(this); // what it queued goes within the grace, with the socket
@@ -631,7 +629,6 @@ export class WsTransport implements ServerTransport, BudgetMember {
 
   /** Call `listener` once everything queued so far has been written (an empty write's callback). */
   onWritten(listener: () => void): void {
-    beforeWrite();
     this.flushText(); // the gathered frames are queued too
     const raw = this.raw;
     if (!raw || raw.writableEnded || raw.destroyed) return listener();

@@ -75,8 +75,6 @@ class ModelBroker implements Broker {
   /** Messages kept in history. */
   retention = 1_000;
   readonly reads: PendingRead[] = [];
-  /** Run after each live message: the registry fans it out at once (it would at the turn's end). */
-  afterLive: () => void = () => undefined;
   private deliver: ((message: BrokerMessage) => void) | undefined;
 
   publish(): Promise<number> {
@@ -104,7 +102,6 @@ class ModelBroker implements Broker {
   live(seq: number): void {
     this.top = Math.max(this.top, seq);
     this.deliver!({ topic: TOPIC, seq, payload: payload(this.epoch, seq), epoch: this.epoch });
-    this.afterLive();
   }
 
   /** What history holds after `afterSeq` now (at most `limit` messages: a page). */
@@ -174,7 +171,6 @@ async function subscriber(setup: Setup) {
     () => undefined,
   );
   await registry.hold(TOPIC);
-  broker.afterLive = () => registry.deliverArrived();
   const sink = new ModelSink();
   const drops: string[] = [];
   const id = setup.sharedId === false ? 'own' : registry.sharedId(TOPIC)!;
