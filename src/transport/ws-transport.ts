@@ -168,6 +168,8 @@ interface WsShared {
   readonly maxBufferedBytes: number;
   /** The gateway's compressor of broadcasts, when compression is on. */
   readonly deflate: SharedDeflate | undefined;
+  /** The node-wide output budget the transports that joined one (flag BUDGETED) report to. */
+  budget?: BudgetLedger;
 }
 
 /**
@@ -202,6 +204,7 @@ const FLUSH_DUE = 2; // registered with turn-coalescer: flushWrites runs once th
 const PING_UNANSWERED = 4; // the heartbeat's latest ping has not been answered (see `alive`)
 const DEFLATE = 8; // the socket negotiated permessage-deflate
 const SHARED_DEFLATE = 16; // it can take the broadcasts compressed once for all (SharedDeflate.accepts)
+const BUDGETED = 32; // it reports to the node-wide output budget (shared.budget)
 
 /** Incoming texts not handled yet, and the index of the next. */
 interface Held {
@@ -234,9 +237,7 @@ export class WsTransport implements ServerTransport, BudgetMember {
     return true;
   }
   private listener: TransportListener | undefined;
-  private closeTimer: ReturnType<typeof setTimeout> | undefined;
-  private readonly raw: Duplex | undefined;
-  /** CORKED, FLUSH_DUE, PING_UNANSWERED, DEFLATE, SHARED_DEFLATE. */
+  /** CORKED, FLUSH_DUE, PING_UNANSWERED, DEFLATE, SHARED_DEFLATE, BUDGETED. */
   private flags = 0;
   private readonly shared: WsShared;
   /**
@@ -247,8 +248,24 @@ export class WsTransport implements ServerTransport, BudgetMember {
   private textQueueLength = 0;
   /** Incoming texts not handled yet: before `listen`, or while reading is paused. */
   private held: Held | undefined;
-  /** Set while reading is paused: stops the wait for the write buffer to drain. */
-  private cancelResume: (() => void) | undefined;
+  /**
+   * While reading is paused, what stops the wait for the write buffer to drain; once closing,
+   * the timer that ends a close the peer does not answer. One field: a socket is paused only
+   * before it closes (close stops the wait first).
+   */
+  private waiting: (() => void) | ReturnType<typeof setTimeout> | undefined;
+  private get cancelResume(): (() => void) | undefined {
+    const waiting = this.waiting;
+    return typeof waiting === 'function' ? waiting : undefined;
+  }
+  private set cancelResume(cancel: (() => void) | undefined) {
+    // Clearing it leaves a close timer alone.
+    if (cancel !== undefined || typeof this.waiting === 'function') this.waiting = cancel;
+  }
+  private get closeTimer(): ReturnType<typeof setTimeout> | undefined {
+    const waiting = this.waiting;
+    return typeof waiting === 'function' ? undefined : waiting;
+  }
   /**
    * Cleared when the heartbeat pings, set again by the pong that answers that ping (the same
    * payload): a pong the peer sends on its own proves nothing, since a peer that does not read
@@ -262,8 +279,6 @@ export class WsTransport implements ServerTransport, BudgetMember {
   }
   /** The payload of the heartbeat's latest ping to this socket (one buffer shared by a sweep). */
   private pingPayload: Buffer | undefined;
-  /** The node-wide output budget this transport reports to, once it has joined one. */
-  private budget: BudgetLedger | undefined;
   /** BudgetMember: what this transport last reported to its budget. */
   budgeted = 0;
   /** JSON text frames unless the gateway set a binary codec (setEncoding). */
@@ -281,6 +296,14 @@ export class WsTransport implements ServerTransport, BudgetMember {
   /** Whether this socket can take the compressed broadcast frames (see SharedDeflate.accepts). */
   private get sharedDeflate(): boolean {
     return (this.flags & SHARED_DEFLATE) !== 0;
+  }
+
+  /**
+   * ws's net.Socket, which it keeps private (and keeps after closing); corking it is how frames
+   * sent together share a write. Read from the socket, not kept: a field per connection.
+   */
+  private get raw(): Duplex | undefined {
+    return (this.socket as unknown as { _socket?: Duplex | null })._socket ?? undefined;
   }
 
   private setFlag(flag: number, on: boolean): void {
@@ -370,8 +393,6 @@ export class WsTransport implements ServerTransport, BudgetMember {
     this.shared = sharedOf(counters, closeGraceMs, maxBufferedBytes, deflate);
     // The socket reports to this transport through its own emit (TransportSocket).
     socket.rpcTransport = this;
-    // ws keeps its net.Socket private; corking it is how frames sent together share a write.
-    this.raw = (socket as unknown as { _socket?: Duplex })._socket;
     if (deflate) this.useDeflate(deflate);
   }
 
@@ -406,7 +427,13 @@ export class WsTransport implements ServerTransport, BudgetMember {
 
   /** Report to the node-wide output budget from now on (GatewayLimits.maxBufferedBytesTotal). */
   joinBudget(budget: BudgetLedger): void {
-    this.budget = budget;
+    this.shared.budget = budget;
+    this.flags |= BUDGETED;
+  }
+
+  /** The node-wide output budget this transport reports to, once it has joined one. */
+  private get budget(): BudgetLedger | undefined {
+    return this.flags & BUDGETED ? this.shared.budget : undefined;
   }
 
   /** BudgetMember: bytes queued for the peer, or 0 once closing (the buffers go with the socket). */
@@ -623,8 +650,9 @@ export class WsTransport implements ServerTransport, BudgetMember {
       this.socket.terminate();
       return;
     }
-    this.closeTimer = setTimeout(() => this.socket.terminate(), this.shared.closeGraceMs);
-    this.closeTimer.unref();
+    const timer = setTimeout(() => this.socket.terminate(), this.shared.closeGraceMs);
+    timer.unref();
+    this.waiting = timer;
   }
 
   /** Call `listener` once everything queued so far has been written (an empty write's callback). */

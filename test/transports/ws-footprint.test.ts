@@ -103,4 +103,30 @@ describe('a gateway WebSocket connection', () => {
 
     expect(corks).toBe(0);
   });
+
+  it('keeps eleven fields per connection: what is shared or derivable is not stored', async () => {
+    // Each field is 8 bytes on every idle connection. Read when needed instead: ws's net.Socket
+    // (the socket keeps it), the output budget (one per gateway, in the shared settings); the
+    // wait to resume reading and the close timer share one field (never both at once).
+    const { gateway, url } = await res.gateway({ limits: { maxBufferedBytesTotal: 1 << 20 } });
+    const raw = await RawRpc.open(url);
+    res.track(raw.socket);
+    const transport = (await onlySession(gateway)).transport as WsTransport;
+
+    expect(Object.keys(transport).sort()).toEqual(
+      [
+        'budgeted',
+        'encoding',
+        'flags',
+        'held',
+        'listener',
+        'pingPayload',
+        'shared',
+        'socket',
+        'textQueue',
+        'textQueueLength',
+        'waiting',
+      ].sort(),
+    );
+  });
 });
