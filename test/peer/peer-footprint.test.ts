@@ -1,9 +1,8 @@
-import { runInNewContext } from 'node:vm';
-import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
 import { expect, it } from 'vitest';
 import { PeerCore } from '../../src/peer/peer-core.js';
 import { peerConfig } from '../../src/peer/peer-options.js';
 import type { Transport } from '../../src/transport/transport.js';
+import { fullGc, heapUsedButCode } from '../support/heap.js';
 
 /*
  * What an idle peer holds: a gateway keeps one per connection, so every field is paid for by
@@ -19,20 +18,6 @@ const BOUND_BYTES_PER_PEER = 112;
 const PEERS = 50_000;
 const ROUNDS = 3;
 const WARM_UP = 1000;
-
-function heapUsed(): number {
-  let used = 0;
-  for (const space of getHeapSpaceStatistics()) {
-    if (space.space_name !== 'code_space') used += space.space_used_size;
-  }
-  return used;
-}
-
-function fullGc(): void {
-  setFlagsFromString('--expose-gc');
-  const gc = runInNewContext('gc') as () => void;
-  for (let i = 0; i < 4; i++) gc();
-}
 
 function idleTransport(): Transport {
   return {
@@ -51,12 +36,12 @@ function perPeerBytes(): number {
   const session = {};
   for (let i = 0; i < WARM_UP; i++) peers[i] = new PeerCore(transports[i]!, { session }, config);
   fullGc();
-  const before = heapUsed();
+  const before = heapUsedButCode();
   for (let i = WARM_UP; i < PEERS + WARM_UP; i++) {
     peers[i] = new PeerCore(transports[i]!, { session }, config);
   }
   fullGc();
-  const grown = heapUsed() - before;
+  const grown = heapUsedButCode() - before;
   expect(peers.every((peer) => peer !== undefined && !peer.isClosed)).toBe(true);
   return grown / PEERS;
 }

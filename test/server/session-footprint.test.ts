@@ -1,5 +1,3 @@
-import { runInNewContext } from 'node:vm';
-import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
 import { expect, it } from 'vitest';
 import { silentLogger } from '../../src/peer/logger.js';
 import { peerConfig } from '../../src/peer/peer.js';
@@ -7,6 +5,7 @@ import type { Session } from '../../src/server/session.js';
 import { SessionTable } from '../../src/server/session-table.js';
 import { defaultLimits } from '../../src/server/options.js';
 import type { ServerTransport } from '../../src/transport/transport.js';
+import { fullGc, heapUsedButCode } from '../support/heap.js';
 
 /*
  * What the session table allocates for an idle connection, over its transport: measured as the
@@ -22,21 +21,6 @@ import type { ServerTransport } from '../../src/transport/transport.js';
 const BOUND_BYTES_PER_SESSION = 420;
 const SESSIONS = 20_000;
 const WARM_UP = 1000;
-
-/** Heap in use but for compiled code, which the optimizer adds to while the loop runs. */
-function heapUsed(): number {
-  let used = 0;
-  for (const space of getHeapSpaceStatistics()) {
-    if (space.space_name !== 'code_space') used += space.space_used_size;
-  }
-  return used;
-}
-
-function fullGc(): void {
-  setFlagsFromString('--expose-gc');
-  const gc = runInNewContext('gc') as () => void;
-  for (let i = 0; i < 4; i++) gc();
-}
 
 function idleTransport(): ServerTransport {
   return {
@@ -70,13 +54,13 @@ function perSessionBytes(addressOf: (i: number) => string): number {
     table.open(transports.pop()!, context, address(i), undefined, config);
   }
   fullGc();
-  const before = heapUsed();
+  const before = heapUsedButCode();
   for (let i = WARM_UP; i < SESSIONS + WARM_UP; i++) {
     table.open(transports.pop()!, context, address(i), undefined, config);
   }
   fullGc();
   expect(table.live.size).toBe(SESSIONS + WARM_UP);
-  return (heapUsed() - before) / SESSIONS;
+  return (heapUsedButCode() - before) / SESSIONS;
 }
 
 // IPv6 addresses of 39 characters: 56-byte strings each.

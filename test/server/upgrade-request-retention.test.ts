@@ -2,17 +2,13 @@
 // request, with its headers, URL and cookies, outweighs the rest of a session, so it is kept only
 // when an authenticate hook will see it again (in-band authentication, a refresh).
 import type { IncomingMessage } from 'node:http';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { UpgradeRequest } from '../../src/server/options.js';
 import { startGateway } from '../support/gateway.js';
 import type { RunningGateway } from '../support/gateway.js';
 import { openRawRpc } from './raw-rpc.js';
 import type { RawRpc } from './raw-rpc.js';
-
-setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
+import { fullGc } from '../support/heap.js';
 
 let running: RunningGateway<unknown> | undefined;
 const sockets: RawRpc[] = [];
@@ -39,7 +35,7 @@ function watchUpgrades(gateway: RunningGateway<unknown>['gateway']): WeakRef<Inc
 /** Collect after this turn, when a WeakRef made earlier no longer keeps its target. */
 async function collected(refs: WeakRef<object>[]): Promise<boolean[]> {
   await new Promise((resolve) => setImmediate(resolve));
-  for (let i = 0; i < 3; i++) gc();
+  fullGc(3);
   return refs.map((ref) => ref.deref() === undefined);
 }
 

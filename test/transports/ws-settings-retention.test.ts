@@ -1,18 +1,14 @@
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { SharedDeflate } from '../../src/transport/deflate-frames.js';
 import { WsTransport } from '../../src/transport/ws-transport.js';
 import type { TransportSocket } from '../../src/transport/ws-transport.js';
+import { fullGc } from '../support/heap.js';
 
 /*
  * WsTransport shares one settings object among the transports a gateway makes. Those settings
  * (its message counters, its broadcast compressor) must go with the gateway: nothing kept at
  * module level may hold them once every transport made with them is gone.
  */
-
-setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
 
 interface Held {
   counters: WeakRef<object>;
@@ -33,7 +29,7 @@ async function collect(): Promise<void> {
   // A WeakRef's target is kept until the task that made or read it is over.
   for (let i = 0; i < 3; i++) {
     await new Promise((resolve) => setImmediate(resolve));
-    gc();
+    fullGc(1);
   }
 }
 
