@@ -6,6 +6,8 @@
 // by indexOf, or JSON.parse'd). Each variant runs in a fresh process; CPU is process.cpuUsage()
 // across the measured part. The stand-in's own work is in every variant alike. For a profile of
 // one variant: `node --cpu-prof bench/client-cost.mjs --only own-rr`.
+// CLIENT_MODULE=<path> takes createClient from there instead of the build (e.g. an esbuild
+// bundle of src/client/index.ts).
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -99,7 +101,7 @@ class StandInSocket {
 }
 
 async function ownClient(options) {
-  const { createClient } = await import('wsrpc-gateway/client');
+  const { createClient } = await import(process.env.CLIENT_MODULE ?? 'wsrpc-gateway/client');
   const client = createClient({
     url: 'ws://stand-in/rpc',
     WebSocket: StandInSocket,

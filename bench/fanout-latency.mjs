@@ -12,6 +12,9 @@
 // instructions in a window instead: `messages` published unmeasured (warm-up), an empty window
 // (<file>.1, what asking callgrind costs), then `messages` measured (<file>.2); each publish
 // turn publishes BURST (default 1) messages. Compare `summary:` of .2 minus .1.
+//
+// CLIENT_MODULE=<path> takes createClient from there instead of the build (e.g. an esbuild
+// bundle of src/client/index.ts, to compare two versions of the client without a build).
 import { fork, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import WebSocket from 'ws';
@@ -86,7 +89,7 @@ async function serve(kind) {
 
 async function subscribe(url, clientKind, got) {
   if (clientKind === 'wsrpc') {
-    const { createClient } = await import('wsrpc-gateway/client');
+    const { createClient } = await import(process.env.CLIENT_MODULE ?? 'wsrpc-gateway/client');
     const client = createClient({ url, WebSocket, reconnect: false });
     await client.opened();
     client.subscribe('bench').subscribe({ next: (data) => got(data.k) });
