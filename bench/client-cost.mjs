@@ -1,5 +1,6 @@
-// The client's own CPU without sockets: `node bench/client-cost.mjs [--seconds N] [--in-flight N]`
-// (after a build; --in-flight: calls kept in flight, 64 by default). A stand-in WebSocket
+// The client's own CPU without sockets: `node bench/client-cost.mjs [--seconds N] [--in-flight N]
+// [--clients N]` (after a build; --in-flight: calls kept in flight, 64 by default; --clients:
+// fan-out to N clients in turn, each message to each, 1 by default). A stand-in WebSocket
 // answers each `sum` call (the turn's replies delivered together in the next turn, as a
 // coalescing server sends them) or hands the client fan-out frames; the same work goes through this project's createClient and through a raw client as the load generator's
 // (template-string requests, JSON.parse'd replies, a Map of pending ids; fan-out counters found
@@ -17,6 +18,8 @@ const { values: opts } = parseArgs({
     seconds: { type: 'string', default: '3' },
     /** Calls kept in flight on the one connection (rr variants). */
     'in-flight': { type: 'string', default: '64' },
+    /** Fan-out variants: clients in this process, each getting every message. */
+    clients: { type: 'string', default: '1' },
     only: { type: 'string' },
     child: { type: 'boolean', default: false },
   },
@@ -30,8 +33,11 @@ const VARIANTS = {
   'raw-fanout': ['raw', 'fanout'],
   'raw-fanout-parse': ['raw', 'fanout-parse'],
   'own-fanout': ['own', 'fanout', {}],
+  /** subscribeWithMeta: without subscribe's layer that leaves gap signals out. */
+  'own-fanout-meta': ['own', 'fanout', { withMeta: true }],
 };
 const IN_FLIGHT = Number(opts['in-flight']);
+const CLIENTS = Number(opts.clients);
 
 const cpuUs = () => {
   const { user, system } = process.cpuUsage();
@@ -100,7 +106,7 @@ class StandInSocket {
   }
 }
 
-async function ownClient(options) {
+async function ownClient({ withMeta, ...options }) {
   const { createClient } = await import(process.env.CLIENT_MODULE ?? 'wsrpc-gateway/client');
   const client = createClient({
     url: 'ws://stand-in/rpc',
@@ -112,7 +118,9 @@ async function ownClient(options) {
   return {
     socket: StandInSocket.last,
     call: (a) => client.call('sum', [a, 1]),
-    subscribe: (onData) => client.subscribe('bench').subscribe((data) => onData(data.k)),
+    subscribe: withMeta
+      ? (onData) => client.subscribeWithMeta('bench').subscribe((event) => onData(event.data.k))
+      : (onData) => client.subscribe('bench').subscribe((data) => onData(data.k)),
     close: () => client.close(),
   };
 }
@@ -172,21 +180,34 @@ async function measure([who, mode, options], seconds) {
       await sleep(50);
       return { unit: 'call', us, count: done - d0 };
     }
+    // Fan-out: each message goes to every client in turn, as a load process with many
+    // subscribers receives it (each client's objects gone cold since its last message).
+    const clients = [client];
+    for (let i = 1; i < CLIENTS; i++) {
+      clients.push(who === 'own' ? await ownClient(options) : rawClient(mode === 'fanout-parse'));
+    }
     let got = 0;
-    let expected = 0;
-    client.subscribe((k) => {
-      if (k !== ++expected) throw new Error(`message ${k} where ${expected} was due`);
-      got++;
-    });
+    for (const each of clients) {
+      let expected = 0;
+      each.subscribe((k) => {
+        if (k !== ++expected) throw new Error(`message ${k} where ${expected} was due`);
+        got++;
+      });
+    }
     await sleep(50);
     let k = 0;
     const push = (n) => {
-      for (let i = 0; i < n; i++) client.socket.deliver(fanFrame(++k));
+      for (let i = 0; i < n; i += CLIENTS) {
+        const frame = fanFrame(++k);
+        for (const each of clients) each.socket.deliver(frame);
+      }
     };
     push(200_000);
     const [c0, g0, t0] = [cpuUs(), got, performance.now()];
     while (performance.now() - t0 < seconds * 1_000) push(10_000);
-    return { unit: 'message', us: (cpuUs() - c0) / (got - g0), count: got - g0 };
+    const us = (cpuUs() - c0) / (got - g0);
+    for (const each of clients.slice(1)) await each.close();
+    return { unit: 'message', us, count: got - g0 };
   } finally {
     await client.close();
   }
@@ -205,9 +226,13 @@ if (opts.child) {
   console.log('| variant | client CPU µs | per | count |\n| --- | --- | --- | --- |');
   for (const name of Object.keys(VARIANTS)) {
     const args = ['--child', '--only', name, '--seconds', opts.seconds];
-    const child = fork(here, [...args, '--in-flight', opts['in-flight']], {
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
+    const child = fork(
+      here,
+      [...args, '--in-flight', opts['in-flight'], '--clients', opts.clients],
+      {
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      },
+    );
     const r = await new Promise((resolve, reject) => {
       child.once('message', resolve);
       child.once('exit', (code) => reject(new Error(`${name} exited ${code}`)));
