@@ -1,6 +1,5 @@
 import type { Observable } from 'rxjs';
 import { Hub } from '../peer/hub.js';
-import { messagesOf } from './subscription-messages.js';
 import type { Logger } from '../peer/logger.js';
 import { nameOf } from '../peer/method-descriptor.js';
 import type {
@@ -321,7 +320,7 @@ export class RpcClient {
   subscribe<P, T>(descriptor: SubscriptionDescriptor<P, T>, params?: NoInfer<P>): Observable<T>;
   subscribe<T = unknown>(topic: string, params?: unknown): Observable<T>;
   subscribe(target: SubscriptionDescriptor | string, params?: unknown): Observable<unknown> {
-    return messagesOf(this.subscribeWithMeta(nameOf(target), params));
+    return this.#subscriptions.observeMessages(nameOf(target), params);
   }
 
   /** Like `subscribe`, with each message's sequence number and missed count. */

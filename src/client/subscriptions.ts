@@ -207,15 +207,37 @@ export class ClientSubscriptions {
   ) {}
 
   observe<T>(topic: string, params?: unknown): Observable<SubscriptionEvent<T>> {
+    // T is the caller's claim about its data.
+    return this.#watch(() => this.#entryOf(topic, params)) as Observable<SubscriptionEvent<T>>;
+  }
+
+  /**
+   * The messages of `observe(topic, params)`, gap signals left out (what `subscribe` gives): each
+   * message goes from the hub to the application's subscriber through one plain observer, the
+   * path every message to every subscription takes.
+   */
+  observeMessages<T>(topic: string, params?: unknown): Observable<T> {
+    return new Observable<T>((subscriber) => {
+      const shared = this.#entryOf(topic, params);
+      const remove = shared.hub.watch({
+        next: (event) => {
+          if (event.gap === undefined) subscriber.next(event.data as T);
+        },
+        error: (error: unknown) => subscriber.error(error),
+        complete: () => subscriber.complete(),
+      });
+      return this.#observed(shared, remove);
+    });
+  }
+
+  /** The client's own subscription entry for `topic` and `params`, made on first use. */
+  #entryOf(topic: string, params: unknown): Shared {
     const wireParams: unknown[] = params === undefined ? [topic] : [topic, params];
     // Key order does not matter: { a, b } and { b, a } share one wire subscription.
     const key = canonicalJson(wireParams);
-    // T is the caller's claim about its data.
-    return this.#watch(() => {
-      let shared = this.shared.get(key);
-      if (!shared) this.shared.set(key, (shared = newShared(key, wireParams, false)));
-      return shared;
-    }) as Observable<SubscriptionEvent<T>>;
+    let shared = this.shared.get(key);
+    if (!shared) this.shared.set(key, (shared = newShared(key, wireParams, false)));
+    return shared;
   }
 
   /**
@@ -228,12 +250,20 @@ export class ClientSubscriptions {
       const shared = entry();
       if (!shared) return subscriber.complete(); // ended already
       const inner = shared.hub.observable.subscribe(subscriber);
-      if (++shared.observers === 1 && !shared.joined) this.#start(shared);
-      return () => {
-        inner.unsubscribe();
-        if (--shared.observers === 0 && !shared.joined) this.#stop(shared);
-      };
+      return this.#observed(shared, () => inner.unsubscribe());
     });
+  }
+
+  /**
+   * One more observer of `shared` (starting the client's own subscription with the first);
+   * returns its teardown, which runs `remove` and stops the subscription with the last.
+   */
+  #observed(shared: Shared, remove: (() => void) | undefined): () => void {
+    if (++shared.observers === 1 && !shared.joined) this.#start(shared);
+    return () => {
+      remove?.();
+      if (--shared.observers === 0 && !shared.joined) this.#stop(shared);
+    };
   }
 
   /**

@@ -44,6 +44,15 @@ export class Hub<T> {
     this.#end()?.forEach((o) => o.error?.(error));
   }
 
+  /**
+   * Add `observer` as it is, with no rxjs Subscriber around it: for a consumer that forwards to
+   * a Subscriber of its own, one object less on every value. Returns what removes it; undefined
+   * when the hub had ended (the observer was told at once).
+   */
+  watch(observer: Partial<Observer<T>>): (() => void) | undefined {
+    return this.#add(observer);
+  }
+
   /** The first value `test` accepts, the current one included when replaying; undefined if it ends first. */
   first(test: (value: T) => boolean): Promise<T | undefined> {
     return new Promise((resolve) => {
