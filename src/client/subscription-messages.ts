@@ -4,8 +4,9 @@ import type { SubscriptionEvent } from './subscriptions.js';
 
 /**
  * The messages of a subscription's events (`subscribeWithMeta`'s), its gap signals left out:
- * what `subscribe` gives, on the client and the shared client alike. Gaps are told by
- * `subscribeWithMeta` and `subscriptionStatus$`.
+ * what the shared client's `subscribe` gives (RpcClient's filters them where its subscriptions
+ * hold them: ClientSubscriptions.observeMessages). Gaps are told by `subscribeWithMeta` and
+ * `subscriptionStatus$`.
  */
 export function messagesOf<T>(events: Observable<SubscriptionEvent<T>>): Observable<T> {
   return through(events, (to) => (event) => {

@@ -16,7 +16,7 @@ interface Origin {
  * line below the parent's level is dropped without making the child.
  *
  * Its one field is the value to bind until the child is made, then the child; the parent and
- * the key are its class's (see childLoggerOf), or a field of their own (LazyChildLogger).
+ * the key are its class's (see childLoggerOf).
  */
 abstract class LazyChild implements Logger {
   /** The value to bind until the child is made, then the child: one field for both. */
@@ -61,20 +61,6 @@ abstract class LazyChild implements Logger {
 
   child(bindings: Record<string, unknown>): Logger {
     return this.make().child(bindings);
-  }
-}
-
-/** A lazy child logger that holds its parent and key itself (two fields). */
-export class LazyChildLogger extends LazyChild {
-  readonly #origin: Origin;
-
-  constructor(parent: LevelAware, key: string, value: string) {
-    super(value);
-    this.#origin = { parent, key };
-  }
-
-  protected get origin(): Origin {
-    return this.#origin;
   }
 }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { LazyChildLogger } from '../../src/peer/lazy-child-logger.js';
+import { childLoggerOf } from '../../src/peer/lazy-child-logger.js';
 import type { Logger } from '../../src/peer/logger.js';
 
 /** A parent logger that records the children it makes and the lines they write. */
@@ -27,10 +27,10 @@ function recordingParent(enabled: readonly string[] | undefined) {
   return { parent, children, lines };
 }
 
-describe('LazyChildLogger', () => {
+describe('childLoggerOf', () => {
   it('makes no child for lines below the parent level, and one child (with its binding) on the first line that passes', () => {
     const { parent, children, lines } = recordingParent(['warn', 'error']);
-    const logger = new LazyChildLogger(parent, 'session', 's-1');
+    const logger = childLoggerOf(parent, 'session', 's-1');
     logger.info({}, 'connected');
     logger.debug({}, 'detail');
     expect(children).toEqual([]);
@@ -50,7 +50,7 @@ describe('LazyChildLogger', () => {
 
   it('without isLevelEnabled it makes the child on the first line of any level', () => {
     const { parent, children, lines } = recordingParent(undefined);
-    const logger = new LazyChildLogger(parent, 'session', 's-2');
+    const logger = childLoggerOf(parent, 'session', 's-2');
     logger.trace({}, 'first');
     expect(children).toEqual([{ session: 's-2' }]);
     expect(lines).toEqual([{ level: 'trace', bindings: { session: 's-2' }, msg: 'first' }]);
@@ -58,7 +58,7 @@ describe('LazyChildLogger', () => {
 
   it('child() binds on top of the session binding', () => {
     const { parent, lines } = recordingParent(['info']);
-    new LazyChildLogger(parent, 'session', 's-3').child({ call: 7 }).info({}, 'x');
+    childLoggerOf(parent, 'session', 's-3').child({ call: 7 }).info({}, 'x');
     expect(lines).toEqual([{ level: 'info', bindings: { session: 's-3', call: 7 }, msg: 'x' }]);
   });
 });

@@ -7,7 +7,6 @@ import { Observable } from 'rxjs';
 import type { Subscriber } from 'rxjs';
 import type { HandlerContext } from '../../peer/handler-context.js';
 import { Hub } from '../../peer/hub.js';
-import { messagesOf } from '../subscription-messages.js';
 import { silentLogger } from '../../peer/logger.js';
 import { nameOf } from '../../peer/method-descriptor.js';
 import type {
@@ -35,6 +34,7 @@ import type { HistoryOptions, HistoryResult } from '../history.js';
 import type { InboxGap } from '../inbox.js';
 import { presenceState } from '../presence.js';
 import type { PresenceState } from '../presence.js';
+import { messagesOf } from '../subscription-messages.js';
 import type { SubscriptionStatus } from '../subscription-status.js';
 import type { JoinedSubscription, SubscriptionEvent } from '../subscriptions.js';
 import type { HostMessage, TabMessage, WireSettled } from './messages.js';
