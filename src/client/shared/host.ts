@@ -5,21 +5,28 @@
 // first live tab that registered the method, and on to the next one if that tab goes away
 // before it answers. A tab that says bye, whose port closes, or that misses two heartbeats is
 // let go: its subscriptions, calls and handlers with it. When the last tab has gone the client
-// closes; the next tab to say hello starts a new one.
+// closes; the next tab to say hello starts a new one. What one tab can make the worker hold is
+// bounded (its streams, calls and handlers; runs are bounded by the server's calls): one tab gone
+// wrong cannot take the worker every tab of the origin shares.
 import type { Observable, Subscription } from 'rxjs';
 import type { HandlerContext } from '../../peer/handler-context.js';
 import { Hub } from '../../peer/hub.js';
-import { MethodNotFoundError } from '../../protocol/errors.js';
-import { ConnectionClosedError } from '../../protocol/local-errors.js';
+import { checkOptions, numberIn } from '../../peer/option-rules.js';
+import type { Rule } from '../../peer/option-rules.js';
+import { ErrorCode } from '../../protocol/error-codes.js';
+import { MethodNotFoundError, ServerError } from '../../protocol/errors.js';
+import { ConnectionClosedError, TooManyPendingCallsError } from '../../protocol/local-errors.js';
 import { ReservedMethod } from '../../protocol/reserved.js';
 import type { Params, RequestId } from '../../protocol/types.js';
 import type { DisconnectEvent } from '../authentication.js';
 import { createClient } from '../client.js';
 import type { RpcClient } from '../client.js';
+import { clientOptionRules } from '../client-options.js';
 import type { ClientOptions } from '../client-options.js';
 import { subscriptionStatus$ } from '../subscription-status.js';
 import type { SubscriptionEvent } from '../subscriptions.js';
 import type { HostMessage, TabMessage, WireDisconnect, WireSettled } from './messages.js';
+import { sharedOnlyRules } from './options.js';
 import type { ForwardedOptions } from './options.js';
 import { fromWire, toWire } from './wire-errors.js';
 import type { WireError } from './wire-errors.js';
@@ -28,6 +35,75 @@ import type { WireError } from './wire-errors.js';
 export interface ClientHostOptions extends Partial<ClientOptions> {
   /** Ping each tab this often (ms); two pings unanswered and the tab is let go. Default 5 000. */
   tabHeartbeatMs?: number;
+  /**
+   * Most streams one tab has open at once (subscriptions, status observers, `joined$`,
+   * `inboxGaps$`): one more ends at once with a -32005 error. Default 1 000.
+   */
+  maxStreamsPerTab?: number;
+  /**
+   * Most calls (`call`, `batch`, `history`, `authenticate`) one tab has in flight at once: one
+   * more rejects with TooManyPendingCallsError. Default half the client's `maxPendingCalls`
+   * (512), so one tab cannot take every slot of the connection.
+   */
+  maxCallsPerTab?: number;
+  /**
+   * Most methods one tab has handlers registered for: one more is not registered, and the tab
+   * logs why (its `logger`). Default 1 000.
+   */
+  maxHandlersPerTab?: number;
+}
+
+/** The bounds per tab a worker script does not set (maxCallsPerTab's follows the client's). */
+const DEFAULT_MAX_STREAMS_PER_TAB = 1_000;
+const DEFAULT_MAX_HANDLERS_PER_TAB = 1_000;
+
+const perTab = numberIn(1, Infinity, true);
+
+/**
+ * The options shareClient and createClientHost have and createClient has not (docs/options.md
+ * lists them). Only the worker script gives the bounds: they guard the worker from its tabs.
+ */
+export const hostOnlyRules: Readonly<Record<string, Rule>> = {
+  tabHeartbeatMs: sharedOnlyRules.tabHeartbeatMs!,
+  maxStreamsPerTab: perTab,
+  maxCallsPerTab: perTab,
+  maxHandlersPerTab: perTab,
+};
+
+/** createClientHost's options, checked, with the defaults it can fill in before a tab comes. */
+interface ClientHostConfig {
+  /** createClient's options fixed in the worker script (over those of the first tab). */
+  readonly fixed: Partial<ClientOptions>;
+  /** Undefined: the first tab's, or 5 000. */
+  readonly tabHeartbeatMs: number | undefined;
+  readonly maxStreamsPerTab: number;
+  /** Undefined: half the client's `maxPendingCalls` (rounded up), known once it is made. */
+  readonly maxCallsPerTab: number | undefined;
+  readonly maxHandlersPerTab: number;
+}
+
+/**
+ * Check createClientHost's (and shareClient's) options where the host is made: an unknown one,
+ * or a value of the wrong type, is a TypeError naming it; one out of range a RangeError.
+ * createClient's options are checked again, in full, when the client is made. Here, not in
+ * options.ts, which the tab loads too: a tab has no use for it.
+ */
+function resolveClientHostOptions(options: unknown): ClientHostConfig {
+  const o = checkOptions(
+    options,
+    { ...clientOptionRules, ...hostOnlyRules },
+    '',
+    'createClientHost',
+    ['callTimeout'],
+  ) as ClientHostOptions;
+  const { tabHeartbeatMs, maxStreamsPerTab, maxCallsPerTab, maxHandlersPerTab, ...fixed } = o;
+  return Object.freeze({
+    fixed,
+    tabHeartbeatMs,
+    maxStreamsPerTab: maxStreamsPerTab ?? DEFAULT_MAX_STREAMS_PER_TAB,
+    maxCallsPerTab,
+    maxHandlersPerTab: maxHandlersPerTab ?? DEFAULT_MAX_HANDLERS_PER_TAB,
+  });
 }
 
 /** The worker's side of the shared connection. */
@@ -59,6 +135,8 @@ class HostedTab {
   readonly calls = new Map<number, AbortController>();
   readonly streams = new Map<number, Subscription>();
   readonly runs = new Map<number, (outcome: Outcome) => void>();
+  /** The methods it registered handlers for. */
+  readonly methods = new Set<string>();
   /** Pings sent since the tab last posted anything. */
   missed = 0;
   /** Told 'gone' since it was let go: what it posted before reading that is not answered. */
@@ -82,7 +160,9 @@ class HostedTab {
 }
 
 class Host implements ClientHost {
-  readonly #fixed: ClientHostOptions;
+  readonly #config: ClientHostConfig;
+  /** maxCallsPerTab, or its default from the client's maxPendingCalls once there is a client. */
+  #maxCalls = 1;
   #client: RpcClient | undefined;
   #watching: Subscription[] = [];
   readonly #tabs = new Set<HostedTab>();
@@ -99,7 +179,7 @@ class Host implements ClientHost {
   #joinIds = 0;
 
   constructor(options: ClientHostOptions) {
-    this.#fixed = options;
+    this.#config = resolveClientHostOptions(options);
   }
 
   get tabs(): number {
@@ -159,13 +239,14 @@ class Host implements ClientHost {
   }
 
   #start(fromTab: ForwardedOptions, token: boolean): void {
-    const { tabHeartbeatMs: fixedBeat, ...fixed } = this.#fixed;
+    const { fixed, tabHeartbeatMs: fixedBeat, maxCallsPerTab } = this.#config;
     const { tabHeartbeatMs, ...given } = fromTab;
     const options = { ...given, ...fixed } as ClientOptions;
     // The tabs' getToken, asked in whichever tab is there, unless the worker script has one.
     if (!options.getToken && token) options.getToken = () => this.#token();
     const client = createClient(options);
     this.#client = client;
+    this.#maxCalls = maxCallsPerTab ?? Math.ceil(client.config.maxPendingCalls / 2);
     const broadcast = (message: HostMessage): void => {
       for (const tab of this.#tabs) tab.post(message);
     };
@@ -246,7 +327,12 @@ class Host implements ClientHost {
       case 'jsub': {
         const joined = this.#joined.get(m.jid);
         // Ended already (left, or the connection it was on is gone): nothing more will come.
-        if (!joined) return tab.post({ t: 'end', id: m.id });
+        if (!joined) {
+          // An id the tab uses again: the stream it named ends too, rather than outlive its id.
+          tab.streams.get(m.id)?.unsubscribe();
+          tab.streams.delete(m.id);
+          return tab.post({ t: 'end', id: m.id });
+        }
         return this.#follow(tab, m.id, joined.source, (event) => ({ t: 'msg', id: m.id, event }));
       }
       case 'gaps':
@@ -281,6 +367,13 @@ class Host implements ClientHost {
     timeoutMs: number | undefined,
     run: (options: { signal: AbortSignal; timeoutMs?: number }) => Promise<unknown>,
   ): void {
+    if (!tab.calls.has(id) && tab.calls.size >= this.#maxCalls) {
+      return tab.post({
+        t: 'result',
+        id,
+        error: toWire(new TooManyPendingCallsError(this.#maxCalls)),
+      });
+    }
     const controller = new AbortController();
     // An id the tab uses again: the request it named is given up rather than left running.
     tab.calls.get(id)?.abort();
@@ -302,6 +395,15 @@ class Host implements ClientHost {
     source: Observable<T>,
     wrap: (value: T) => HostMessage,
   ): void {
+    const limit = this.#config.maxStreamsPerTab;
+    if (!tab.streams.has(id) && tab.streams.size >= limit) {
+      const error = new ServerError(
+        ErrorCode.TooManySubscriptions,
+        `Too many streams open in this tab: at most ${limit} (maxStreamsPerTab of the shared worker)`,
+        { limit },
+      );
+      return tab.post({ t: 'end', id, error: toWire(error) });
+    }
     // An id the tab uses again: the stream it named would otherwise outlive the tab.
     tab.streams.get(id)?.unsubscribe();
     const subscription = source.subscribe({
@@ -319,6 +421,14 @@ class Host implements ClientHost {
   }
 
   #register(tab: HostedTab, method: string): void {
+    if (tab.methods.has(method)) return;
+    const limit = this.#config.maxHandlersPerTab;
+    if (tab.methods.size >= limit) {
+      const error = new RangeError(
+        `Too many handlers in this tab: at most ${limit} (maxHandlersPerTab of the shared worker); "${method}" is not registered`,
+      );
+      return tab.post({ t: 'refused', method, error: toWire(error) });
+    }
     let entry = this.#handlers.get(method);
     if (!entry) {
       let remove: () => void;
@@ -332,14 +442,14 @@ class Host implements ClientHost {
       entry = { tabs: [], remove };
       this.#handlers.set(method, entry);
     }
-    if (!entry.tabs.includes(tab)) entry.tabs.push(tab);
+    entry.tabs.push(tab);
+    tab.methods.add(method);
   }
 
   #unregister(tab: HostedTab, method: string): void {
-    const entry = this.#handlers.get(method);
-    if (!entry) return;
-    const at = entry.tabs.indexOf(tab);
-    if (at >= 0) entry.tabs.splice(at, 1);
+    if (!tab.methods.delete(method)) return;
+    const entry = this.#handlers.get(method)!;
+    entry.tabs.splice(entry.tabs.indexOf(tab), 1);
     if (entry.tabs.length > 0) return;
     entry.remove();
     this.#handlers.delete(method);
@@ -417,7 +527,7 @@ class Host implements ClientHost {
     tab.streams.clear();
     for (const call of tab.calls.values()) call.abort(new ConnectionClosedError('The tab closed'));
     tab.calls.clear();
-    for (const method of [...this.#handlers.keys()]) this.#unregister(tab, method);
+    for (const method of [...tab.methods]) this.#unregister(tab, method);
     // Its runs go on to the next tab that has the method (it is out of the lists by now).
     const runs = [...tab.runs.values()];
     tab.runs.clear();

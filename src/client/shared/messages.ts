@@ -94,6 +94,8 @@ export type HostMessage =
       notification: boolean;
     }
   | { t: 'abort'; id: number }
+  /** A `register` the worker did not take (the tab holds `maxHandlersPerTab` already). */
+  | { t: 'refused'; method: string; error: WireError }
   | { t: 'ping' }
   /** This port's tab was let go (it said bye, or missed heartbeats): say hello again. */
   | { t: 'gone' };

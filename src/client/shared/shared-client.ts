@@ -480,6 +480,12 @@ export class SharedRpcClient {
         return void this.#run(m);
       case 'abort':
         return this.#running.get(m.id)?.();
+      case 'refused':
+        // The worker holds this tab's maxHandlersPerTab: the server's calls to it go elsewhere.
+        return (this.#config.logger ?? silentLogger).error(
+          { err: fromWire(m.error), method: m.method },
+          'the shared worker did not register this handler',
+        );
       case 'ping':
         return this.#port.postMessage({ t: 'pong' } satisfies TabMessage);
     }

@@ -1,0 +1,419 @@
+/**
+ * What one tab can make the shared worker hold is bounded: its open streams
+ * (`maxStreamsPerTab`), its calls in flight (`maxCallsPerTab`) and the methods it has handlers
+ * for (`maxHandlersPerTab`). Over a bound the tab's request gets a precise error back over its
+ * port; other tabs are not touched; an id a tab uses again replaces what it named. Driven as
+ * shared-connection.test.ts drives it: the host over Node MessageChannel ports, against a real
+ * gateway; here also by a raw tab that posts the port protocol itself.
+ */
+import fc from 'fast-check';
+import { WebSocket } from 'ws';
+import { afterEach, describe, expect, it } from 'vitest';
+import { JsonRpcError, TooManyPendingCallsError } from '../../src/client/index.js';
+import { createClientHost, createSharedClient } from '../../src/client/shared/index.js';
+import type {
+  ClientHost,
+  ClientHostOptions,
+  SharedClientOptions,
+  SharedRpcClient,
+} from '../../src/client/shared/index.js';
+import type { HostMessage, TabMessage } from '../../src/client/shared/messages.js';
+import type { Gateway } from '../../src/server/gateway.js';
+import type { Logger } from '../../src/peer/logger.js';
+import { silentLogger } from '../../src/peer/logger.js';
+import { deferred, rejectionOf, untilAborted } from '../support/promises.js';
+import { Resources } from '../support/resources.js';
+import { waitFor, waitUntil, within } from '../support/waiting.js';
+
+const res = new Resources();
+const hosts: ClientHost[] = [];
+const tabs: SharedRpcClient[] = [];
+const ports: MessagePort[] = [];
+afterEach(async () => {
+  await Promise.all(tabs.splice(0).map((tab) => tab.close()));
+  for (const port of ports.splice(0)) port.close();
+  await Promise.all(hosts.splice(0).map((host) => host.close()));
+  await res.cleanup();
+});
+
+function makeHost(options: ClientHostOptions): ClientHost {
+  const host = createClientHost({
+    WebSocket,
+    reconnect: { initialDelayMs: 20, maxDelayMs: 200 },
+    ...options,
+  });
+  hosts.push(host);
+  return host;
+}
+
+/** A tab made with createSharedClient whose worker is `host`. */
+function openTab(host: ClientHost, url: string, extra: Partial<SharedClientOptions> = {}) {
+  const tab = createSharedClient({
+    url,
+    worker: () => {
+      const channel = new MessageChannel();
+      host.connect(channel.port2);
+      return { port: channel.port1 };
+    },
+    ...extra,
+  });
+  tabs.push(tab);
+  return tab;
+}
+
+/** A tab that posts the port protocol itself, and what the worker posted it. */
+function rawTab(host: ClientHost, url: string) {
+  const channel = new MessageChannel();
+  ports.push(channel.port1);
+  const got: HostMessage[] = [];
+  const watchers = new Set<() => void>();
+  channel.port1.onmessage = (event: MessageEvent) => {
+    const message = event.data as HostMessage;
+    if (message.t === 'ping') channel.port1.postMessage({ t: 'pong' } satisfies TabMessage);
+    got.push(message);
+    for (const watcher of [...watchers]) watcher();
+  };
+  host.connect(channel.port2);
+  const send = (message: TabMessage): void => channel.port1.postMessage(message);
+  /** The first message from `from` on that `match` takes. */
+  const next = (match: (m: HostMessage) => boolean, from = 0): Promise<HostMessage> =>
+    within(
+      new Promise<HostMessage>((resolve) => {
+        const look = (): void => {
+          const found = got.slice(from).find(match);
+          if (!found) return;
+          watchers.delete(look);
+          resolve(found);
+        };
+        watchers.add(look);
+        look();
+      }),
+      `a message from the worker (${String(match)}; got ${JSON.stringify(got.slice(from).slice(-5))})`,
+    );
+  /** Every message posted before this resolves has been read (a port keeps its order). */
+  let barriers = 1_000_000;
+  const barrier = async (): Promise<void> => {
+    const id = ++barriers;
+    // A joined subscription that never was: answered `end` at once, holding nothing.
+    send({ t: 'jsub', id, jid: -1 });
+    await next((m) => m.t === 'end' && m.id === id);
+  };
+  send({ t: 'hello', options: { url: [url] }, token: false });
+  return { got, send, next, barrier };
+}
+
+const idOf = (m: HostMessage): number | undefined => ('id' in m ? m.id : undefined);
+
+/** The gateway's subscriptions to the topics named. */
+const subscribed = (gateway: Gateway, topics: readonly string[]): number => {
+  const all = gateway.pubsub.topics();
+  return topics.reduce((sum, topic) => sum + (all[topic] ?? 0), 0);
+};
+
+/** A gateway method `hold` that runs until released by id or cancelled, counting those running. */
+function holding(gateway: Gateway) {
+  const releases = new Map<number, Set<() => void>>();
+  const state = { running: 0 };
+  gateway.method('hold', async ([id]: [number], ctx) => {
+    state.running++;
+    const released = deferred();
+    const resolve = (): void => released.resolve();
+    const set = releases.get(id) ?? new Set();
+    releases.set(id, set);
+    set.add(resolve);
+    try {
+      await Promise.race([released.promise, untilAborted(ctx.signal)]);
+      return id;
+    } finally {
+      set.delete(resolve);
+      state.running--;
+    }
+  });
+  const release = (id: number): void => {
+    for (const resolve of releases.get(id) ?? []) resolve();
+  };
+  /** Whether a call of `id` is running. */
+  const holds = (id: number): boolean => (releases.get(id)?.size ?? 0) > 0;
+  return { state, release, holds };
+}
+
+describe('createClientHost bounds options', () => {
+  it.each([
+    [{ maxStreamsPerTab: 0 }, RangeError, 'maxStreamsPerTab must be an integer at least 1, not 0'],
+    [{ maxStreamsPerTab: 1.5 }, RangeError, 'maxStreamsPerTab must be an integer at least 1'],
+    [{ maxCallsPerTab: -1 }, RangeError, 'maxCallsPerTab must be an integer at least 1, not -1'],
+    [{ maxCallsPerTab: '10' }, TypeError, 'maxCallsPerTab must be an integer at least 1, not "10"'],
+    [{ maxHandlersPerTab: 0 }, RangeError, 'maxHandlersPerTab must be an integer at least 1'],
+    [{ maxHandlersPerTab: NaN }, TypeError, 'maxHandlersPerTab must be an integer at least 1'],
+    [{ tabHeartbeatMs: 0 }, RangeError, 'tabHeartbeatMs must be an integer from 1 to 2147483647'],
+    [
+      { maxStreamPerTab: 5 },
+      TypeError,
+      'maxStreamPerTab is not an option of createClientHost (did you mean maxStreamsPerTab?)',
+    ],
+    [{ maxPendingCalls: 0 }, RangeError, 'maxPendingCalls must be an integer at least 1, not 0'],
+  ])('%j is refused where the host is made', (options, type, message) => {
+    const make = () => createClientHost(options as ClientHostOptions);
+    expect(make).toThrow(type);
+    expect(make).toThrow(message);
+  });
+});
+
+describe('per-tab bounds of the shared worker', () => {
+  it('a tab past maxStreamsPerTab gets -32005 on the stream it opened; other tabs are not touched', async () => {
+    const { gateway, url } = await res.gateway();
+    const topics = ['a', 'b', 'c', 'd'];
+    for (const topic of topics) gateway.topic(topic);
+    const host = makeHost({ maxStreamsPerTab: 2 });
+    const greedy = openTab(host, url);
+    const other = openTab(host, url);
+    await Promise.all([greedy.opened(), other.opened()]);
+
+    const first = greedy.subscribe('a').subscribe();
+    greedy.subscriptionStatus$('b').subscribe();
+    const refused = await rejectionOf(
+      new Promise((resolve, reject) =>
+        greedy.subscribe('c').subscribe({ error: reject, complete: () => resolve(undefined) }),
+      ),
+    );
+    expect(refused).toBeInstanceOf(JsonRpcError);
+    expect(refused).toMatchObject({
+      code: -32005,
+      message:
+        'Too many streams open in this tab: at most 2 (maxStreamsPerTab of the shared worker)',
+      data: { limit: 2 },
+    });
+    await waitFor(() => subscribed(gateway, ['a']) === 1, "the first tab's subscription");
+    expect(subscribed(gateway, ['c'])).toBe(0);
+
+    // The other tab's streams count on their own.
+    other.subscribe('c').subscribe();
+    other.subscribe('d').subscribe();
+    await waitFor(() => subscribed(gateway, ['c', 'd']) === 2, "the other tab's two subscriptions");
+
+    // A stream closed makes room for one more.
+    first.unsubscribe();
+    await waitFor(() => subscribed(gateway, ['a']) === 0, 'the first subscription to end');
+    const got: unknown[] = [];
+    greedy.subscribe('a').subscribe({ next: (m) => got.push(m), error: (e) => got.push(e) });
+    await waitFor(() => subscribed(gateway, ['a']) === 1, 'the subscription made again');
+    await gateway.publish('a', 'hello');
+    await waitFor(() => got.length === 1, 'the message');
+    expect(got).toEqual(['hello']);
+  });
+
+  it('a tab past maxCallsPerTab gets TooManyPendingCallsError; settled calls make room; other tabs call on', async () => {
+    const { gateway, url } = await res.gateway();
+    const { state, release } = holding(gateway);
+    const host = makeHost({ maxCallsPerTab: 2 });
+    const greedy = openTab(host, url);
+    const other = openTab(host, url);
+    await Promise.all([greedy.opened(), other.opened()]);
+
+    const one = greedy.call('hold', [1]);
+    const two = greedy.history('nowhere').catch(() => undefined);
+    const three = await rejectionOf(greedy.call('hold', [3]));
+    expect(three).toBeInstanceOf(TooManyPendingCallsError);
+    expect(three).toMatchObject({ limit: 2 });
+    const batch = await greedy.batch([{ method: 'hold', params: [4] }]).catch((e: unknown) => e);
+    expect(batch).toBeInstanceOf(TooManyPendingCallsError);
+
+    const others = other.call('hold', [5]);
+    await waitFor(() => state.running === 2, "the other tab's call to run beside the first's");
+    release(5);
+    expect(await others).toBe(5);
+
+    release(1);
+    expect(await one).toBe(1);
+    await two;
+    const again = greedy.call('hold', [6]);
+    await waitFor(() => state.running === 1, 'the call made once there was room');
+    release(6);
+    expect(await again).toBe(6);
+  });
+
+  it('maxCallsPerTab is half the client’s maxPendingCalls unless given', async () => {
+    const { gateway, url } = await res.gateway();
+    const { state, release } = holding(gateway);
+    const host = makeHost({ maxPendingCalls: 5 });
+    const tab = openTab(host, url);
+    await tab.opened();
+    const held = [1, 2, 3].map((id) => tab.call('hold', [id]));
+    const refused = await rejectionOf(tab.call('hold', [4]));
+    expect(refused).toBeInstanceOf(TooManyPendingCallsError);
+    expect(refused).toMatchObject({ limit: 3 });
+    await waitFor(() => state.running === 3, 'the three calls');
+    for (const id of [1, 2, 3]) release(id);
+    expect(await Promise.all(held)).toEqual([1, 2, 3]);
+  });
+
+  it('a register past maxHandlersPerTab is not taken, and the tab logs why; an unregister makes room', async () => {
+    const { gateway, url } = await res.gateway();
+    const host = makeHost({ maxHandlersPerTab: 2 });
+    const logged: { obj: unknown; msg: string | undefined }[] = [];
+    const logger: Logger = {
+      ...silentLogger,
+      error: (obj: unknown, msg?: string) => void logged.push({ obj, msg }),
+      child: () => logger,
+    };
+    const tab = openTab(host, url, { logger });
+    await tab.opened();
+    const removeA = tab.method('a', () => 'a');
+    tab.method('b', () => 'b');
+    const removeC = tab.method('c', () => 'c');
+    await waitFor(() => logged.length === 1, 'the refusal to be logged');
+    expect(logged[0]!.msg).toBe('the shared worker did not register this handler');
+    const { err, method } = logged[0]!.obj as { err: unknown; method: string };
+    expect(method).toBe('c');
+    expect(err).toBeInstanceOf(RangeError);
+    expect((err as Error).message).toBe(
+      'Too many handlers in this tab: at most 2 (maxHandlersPerTab of the shared worker); "c" is not registered',
+    );
+    const registry = host.client!.registry;
+    expect([registry.has('a'), registry.has('b'), registry.has('c')]).toEqual([true, true, false]);
+    const session = [...gateway.sessions.values()][0]!;
+    expect(await rejectionOf(session.call('c'))).toMatchObject({ code: -32601 });
+    expect(await session.call('b')).toBe('b');
+
+    // The tab keeps what it registered; registering it again once there is room reaches the worker.
+    removeA();
+    removeC();
+    tab.method('c', () => 'c');
+    await waitFor(() => registry.has('c'), 'c, once a made room');
+    expect(registry.has('a')).toBe(false);
+    expect(await session.call('c')).toBe('c');
+    expect(logged).toHaveLength(1);
+  });
+
+  it('an id a tab uses again replaces what it named: no stream or call is left behind', async () => {
+    const { gateway, url } = await res.gateway();
+    for (const topic of ['news', 'sport']) gateway.topic(topic);
+    const { state, release, holds } = holding(gateway);
+    const host = makeHost({ maxStreamsPerTab: 1, maxCallsPerTab: 1 });
+    const tab = rawTab(host, url);
+    await tab.next((m) => m.t === 'state');
+
+    // A stream id used again, at the bound: the new stream replaces the old one, not refused.
+    tab.send({ t: 'sub', id: 5, topic: 'news', params: undefined });
+    await waitFor(() => subscribed(gateway, ['news']) === 1, 'news');
+    tab.send({ t: 'sub', id: 5, topic: 'sport', params: undefined });
+    await waitFor(
+      () => subscribed(gateway, ['news']) === 0 && subscribed(gateway, ['sport']) === 1,
+      'sport instead of news',
+    );
+    // ... and by a joined subscription that has ended: the stream it named ends with it.
+    tab.send({ t: 'jsub', id: 5, jid: 12345 });
+    await tab.next((m) => m.t === 'end' && m.id === 5);
+    await waitFor(() => subscribed(gateway, ['sport']) === 0, 'sport to end with its id');
+    expect(tab.got.filter((m) => m.t === 'end' && m.error)).toEqual([]);
+
+    // A call id used again, at the bound: the first call is cancelled, the second runs.
+    tab.send({ t: 'call', id: 7, method: 'hold', params: [1] });
+    await waitFor(() => state.running === 1, 'the first call');
+    tab.send({ t: 'call', id: 7, method: 'hold', params: [2] });
+    await tab.barrier();
+    await waitFor(
+      () => state.running === 1 && holds(2),
+      'the first call cancelled, the second running',
+    );
+    release(2);
+    const result = await tab.next((m) => m.t === 'result' && m.id === 7);
+    expect(result).toEqual({ t: 'result', id: 7, result: 2 });
+    await tab.barrier();
+    expect(tab.got.filter((m) => idOf(m) === 7)).toHaveLength(1);
+  });
+
+  it('model: whatever a tab opens, closes, calls and settles, the worker holds at most the bounds and every refusal is answered', async () => {
+    const { gateway, url } = await res.gateway();
+    const ids = [1, 2, 3, 4];
+    const topics = ids.map((id) => `t${id}`);
+    for (const topic of topics) gateway.topic(topic);
+    const { state, release, holds } = holding(gateway);
+    const bounds = { maxStreamsPerTab: 2, maxCallsPerTab: 2 };
+    const host = makeHost(bounds);
+    // Keeps the client (and its session) between runs.
+    const keeper = rawTab(host, url);
+    await keeper.next((m) => m.t === 'state');
+
+    const id = fc.constantFrom(...ids);
+    // Opens and calls most often, so that runs reach the bounds.
+    const op = fc.oneof(
+      { weight: 3, arbitrary: fc.record({ k: fc.constant('open' as const), id }) },
+      { weight: 1, arbitrary: fc.record({ k: fc.constant('close' as const), id }) },
+      { weight: 3, arbitrary: fc.record({ k: fc.constant('call' as const), id }) },
+      { weight: 1, arbitrary: fc.record({ k: fc.constant('settle' as const), id }) },
+      { weight: 1, arbitrary: fc.record({ k: fc.constant('cancel' as const), id }) },
+    );
+    const refusals = { open: 0, call: 0 };
+    const callId = (n: number): number => 100 + n;
+
+    await fc.assert(
+      fc.asyncProperty(fc.array(op, { minLength: 4, maxLength: 14 }), async (ops) => {
+        const tab = rawTab(host, url);
+        await tab.next((m) => m.t === 'state');
+        const streams = new Set<number>();
+        const calls = new Set<number>();
+        try {
+          for (const { k, id: n } of ops) {
+            const from = tab.got.length;
+            let refused: boolean | undefined;
+            if (k === 'open') {
+              refused = !streams.has(n) && streams.size >= bounds.maxStreamsPerTab;
+              tab.send({ t: 'sub', id: n, topic: `t${n}`, params: undefined });
+              if (!refused) streams.add(n);
+            } else if (k === 'close') {
+              tab.send({ t: 'unsub', id: n });
+              streams.delete(n);
+            } else if (k === 'call') {
+              refused = !calls.has(callId(n)) && calls.size >= bounds.maxCallsPerTab;
+              tab.send({ t: 'call', id: callId(n), method: 'hold', params: [n] });
+              if (!refused) calls.add(callId(n));
+            } else if (calls.has(callId(n))) {
+              // Settled or cancelled: the worker has let go of it once the tab has the result.
+              if (k === 'settle') release(n);
+              else tab.send({ t: 'cancel', id: callId(n) });
+              await tab.next((m) => m.t === 'result' && m.id === callId(n), from);
+              calls.delete(callId(n));
+            }
+            await tab.barrier();
+            const answered = tab.got.slice(from).filter((m) => {
+              if (k === 'open') return m.t === 'end' && m.id === n;
+              return k === 'call' && m.t === 'result' && m.id === callId(n);
+            });
+            if (refused === true) {
+              refusals[k as 'open' | 'call']++;
+              expect(answered).toHaveLength(1);
+              const error = (answered[0] as { error?: unknown }).error;
+              expect(error).toMatchObject(
+                k === 'open'
+                  ? { rpc: { code: -32005, data: { limit: bounds.maxStreamsPerTab } } }
+                  : { name: 'TooManyPendingCallsError', fields: { limit: bounds.maxCallsPerTab } },
+              );
+            } else if (refused === false) {
+              expect(answered).toEqual([]);
+            }
+            await waitUntil(
+              () =>
+                subscribed(gateway, topics) === streams.size &&
+                state.running === calls.size &&
+                [...calls].every((c) => holds(c - 100)),
+              `${streams.size} subscriptions and ${calls.size} calls at the gateway`,
+            );
+            expect(streams.size).toBeLessThanOrEqual(bounds.maxStreamsPerTab);
+            expect(calls.size).toBeLessThanOrEqual(bounds.maxCallsPerTab);
+          }
+        } finally {
+          tab.send({ t: 'bye' });
+          await waitFor(
+            () => subscribed(gateway, topics) === 0 && state.running === 0,
+            'the tab let go of everything',
+          );
+        }
+      }),
+      { numRuns: 30 },
+    );
+    // The runs went past both bounds (else the property says little).
+    expect(refusals.open).toBeGreaterThan(0);
+    expect(refusals.call).toBeGreaterThan(0);
+  });
+});
