@@ -1,9 +1,11 @@
 /**
  * createSharedClient's options: refused in the tab, naming the option, before anything is
- * posted to a worker; and docs/options.md lists exactly the options it has beyond createClient's.
+ * posted to a worker; and docs/options.md lists exactly the options it, and the worker script's
+ * host, have beyond createClient's.
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { hostOnlyRules } from '../../src/client/shared/host.js';
 import { createSharedClient } from '../../src/client/shared/index.js';
 import { sharedOnlyRules } from '../../src/client/shared/options.js';
 
@@ -90,5 +92,15 @@ describe('createSharedClient options', () => {
     const section = doc.slice(start, end < 0 ? undefined : end);
     const rows = [...section.matchAll(/^\| `([^`]+)` +\|/gm)].map((m) => m[1]);
     expect(rows.sort()).toEqual(Object.keys(sharedOnlyRules).sort());
+  });
+
+  it('docs/options.md lists the options the worker script’s host has beyond createClient’s, and no other', () => {
+    const doc = readFileSync(new URL('../../docs/options.md', import.meta.url), 'utf8');
+    const start = doc.indexOf('## shareClient and createClientHost\n');
+    expect(start).toBeGreaterThanOrEqual(0);
+    const end = doc.indexOf('\n## ', start + 1);
+    const section = doc.slice(start, end < 0 ? undefined : end);
+    const rows = [...section.matchAll(/^\| `([^`]+)` +\|/gm)].map((m) => m[1]);
+    expect(rows.sort()).toEqual(Object.keys(hostOnlyRules).sort());
   });
 });
