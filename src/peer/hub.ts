@@ -11,7 +11,9 @@ import type { Observer, Subscriber } from 'rxjs';
  * One source, many observers, as an rxjs Subject: each value goes to the observers there are
  * when it is sent (in the order they came); after `complete` or `error` nothing more is sent,
  * and an observer that comes later gets that end at once. Made with `replay`, it holds a current
- * value (`value`) that each new observer gets first, as a BehaviorSubject.
+ * value (`value`) that each new observer gets first, as a BehaviorSubject; without, it holds no
+ * value it sent (a subscription's hub would otherwise keep its last message alive, and every
+ * message it sends would outlive the young generation, long after its observers are done).
  */
 export class Hub<T> {
   /**
@@ -31,7 +33,7 @@ export class Hub<T> {
   ) {}
 
   next(value: T): void {
-    this.value = value;
+    if (this.replay) this.value = value;
     if (this.#observers) for (const o of this.#observers) o.next?.(value);
   }
 

@@ -5,6 +5,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Hub } from '../../src/peer/hub.js';
+import { fullGc } from '../support/heap.js';
 
 type Op = { kind: 'add' } | { kind: 'remove'; pick: number } | { kind: 'send' };
 
@@ -76,5 +77,29 @@ describe('Hub', () => {
     hub.next(1);
     hub.next(2);
     expect(got).toEqual(['first 1', 'first 2', 'late 2']);
+  });
+
+  it('keeps no value it sent unless it replays: a sent message can be collected once its observers are done', async () => {
+    const plain = new Hub<object>();
+    const replaying = new Hub<object>(undefined, true);
+    let sentPlain: WeakRef<object> | undefined;
+    let sentReplayed: WeakRef<object> | undefined;
+    const send = (): void => {
+      const a = { k: 1 };
+      const b = { k: 2 };
+      sentPlain = new WeakRef(a);
+      sentReplayed = new WeakRef(b);
+      plain.next(a);
+      replaying.next(b);
+    };
+    plain.observable.subscribe(() => undefined);
+    send();
+    // A WeakRef's target lives to the end of the job that made it.
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    fullGc();
+    expect(sentPlain!.deref()).toBeUndefined();
+    // The replaying hub holds its current value for the next observer.
+    expect(sentReplayed!.deref()).toEqual({ k: 2 });
+    expect(replaying.value).toEqual({ k: 2 });
   });
 });
