@@ -8,7 +8,7 @@
  */
 import fc from 'fast-check';
 import { WebSocket } from 'ws';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { JsonRpcError, TooManyPendingCallsError } from '../../src/client/index.js';
 import { createClientHost, createSharedClient } from '../../src/client/shared/index.js';
 import type {
@@ -245,6 +245,31 @@ describe('per-tab bounds of the shared worker', () => {
     await waitFor(() => state.running === 3, 'the three calls');
     for (const id of [1, 2, 3]) release(id);
     expect(await Promise.all(held)).toEqual([1, 2, 3]);
+  });
+
+  it('on the fallback (no SharedWorker) the lone tab’s calls are bounded by maxPendingCalls, not half of it', async () => {
+    const { gateway, url } = await res.gateway();
+    const { state, release } = holding(gateway);
+    vi.stubGlobal('WebSocket', WebSocket);
+    try {
+      const tab = createSharedClient({
+        url,
+        workerUrl: 'http://127.0.0.1/shared-worker.js',
+        maxPendingCalls: 4,
+      });
+      tabs.push(tab);
+      await tab.opened();
+      expect(tab.shared).toBe(false);
+      const held = [1, 2, 3, 4].map((id) => tab.call('hold', [id]));
+      await waitFor(() => state.running === 4, 'all four calls running');
+      const refused = await rejectionOf(tab.call('hold', [5]));
+      expect(refused).toBeInstanceOf(TooManyPendingCallsError);
+      expect(refused).toMatchObject({ limit: 4 });
+      for (const id of [1, 2, 3, 4]) release(id);
+      expect(await Promise.all(held)).toEqual([1, 2, 3, 4]);
+    } finally {
+      vi.unstubAllGlobals();
+    }
   });
 
   it('a register past maxHandlersPerTab is not taken, and the tab logs why; an unregister makes room', async () => {

@@ -178,7 +178,11 @@ class Host implements ClientHost {
   >();
   #joinIds = 0;
 
-  constructor(options: ClientHostOptions) {
+  constructor(
+    options: ClientHostOptions,
+    /** It serves one tab only (the fallback): that tab may use every call slot. */
+    private readonly soleTab = false,
+  ) {
     this.#config = resolveClientHostOptions(options);
   }
 
@@ -246,7 +250,8 @@ class Host implements ClientHost {
     if (!options.getToken && token) options.getToken = () => this.#token();
     const client = createClient(options);
     this.#client = client;
-    this.#maxCalls = maxCallsPerTab ?? Math.ceil(client.config.maxPendingCalls / 2);
+    const slots = client.config.maxPendingCalls;
+    this.#maxCalls = maxCallsPerTab ?? (this.soleTab ? slots : Math.ceil(slots / 2));
     const broadcast = (message: HostMessage): void => {
       for (const tab of this.#tabs) tab.post(message);
     };
@@ -561,4 +566,13 @@ function wireDisconnect(event: DisconnectEvent): WireDisconnect {
 /** The worker's side of a shared connection, for a SharedWorker script (see shareClient). */
 export function createClientHost(options: ClientHostOptions = {}): ClientHost {
   return new Host(options);
+}
+
+/**
+ * The worker's side run by a tab itself (createSharedClient's fallback): no other tab shares
+ * its connection, so its calls are bounded by the client's `maxPendingCalls` alone, as a
+ * createClient's are, not by a tab's share of them.
+ */
+export function createSoleTabHost(): ClientHost {
+  return new Host({}, true);
 }

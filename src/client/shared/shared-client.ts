@@ -378,11 +378,11 @@ export class SharedRpcClient {
     const channel = new MessageChannel();
     this.#attach(channel.port1);
     import('./host.js').then(
-      ({ createClientHost }) => {
+      ({ createSoleTabHost }) => {
         // Closed while it loaded (a StrictMode effect's cleanup, say): what this tab posted on
         // the way, its hello among it, would otherwise dial a connection no one uses.
         if (this.#closedError) channel.port2.close();
-        else createClientHost().connect(channel.port2);
+        else createSoleTabHost().connect(channel.port2);
       },
       (err: unknown) => this.#shut(err as Error),
     );
