@@ -371,6 +371,10 @@ describe('per-tab bounds of the shared worker', () => {
     );
     const refusals = { open: 0, call: 0 };
     const callId = (n: number): number => 100 + n;
+    // Each call holds a key of its own at the gateway: a call that replaces another under the
+    // same id is told apart from the one it replaced, whose cancel may still be on its way.
+    let lastKey = 0;
+    const keys = new Map<number, number>();
 
     await fc.assert(
       fc.asyncProperty(fc.array(op, { minLength: 4, maxLength: 14 }), async (ops) => {
@@ -391,11 +395,15 @@ describe('per-tab bounds of the shared worker', () => {
               streams.delete(n);
             } else if (k === 'call') {
               refused = !calls.has(callId(n)) && calls.size >= bounds.maxCallsPerTab;
-              tab.send({ t: 'call', id: callId(n), method: 'hold', params: [n] });
-              if (!refused) calls.add(callId(n));
+              const key = ++lastKey;
+              tab.send({ t: 'call', id: callId(n), method: 'hold', params: [key] });
+              if (!refused) {
+                calls.add(callId(n));
+                keys.set(callId(n), key);
+              }
             } else if (calls.has(callId(n))) {
               // Settled or cancelled: the worker has let go of it once the tab has the result.
-              if (k === 'settle') release(n);
+              if (k === 'settle') release(keys.get(callId(n))!);
               else tab.send({ t: 'cancel', id: callId(n) });
               await tab.next((m) => m.t === 'result' && m.id === callId(n), from);
               calls.delete(callId(n));
@@ -421,7 +429,7 @@ describe('per-tab bounds of the shared worker', () => {
               () =>
                 subscribed(gateway, topics) === streams.size &&
                 state.running === calls.size &&
-                [...calls].every((c) => holds(c - 100)),
+                [...calls].every((c) => holds(keys.get(c)!)),
               `${streams.size} subscriptions and ${calls.size} calls at the gateway`,
             );
             expect(streams.size).toBeLessThanOrEqual(bounds.maxStreamsPerTab);
