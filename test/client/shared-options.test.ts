@@ -10,6 +10,16 @@ import { createSharedClient } from '../../src/client/shared/index.js';
 import { sharedOnlyRules } from '../../src/client/shared/options.js';
 
 const url = 'ws://127.0.0.1:1/rpc';
+
+/** The options a docs/options.md section's table rows name, sorted. */
+function documented(section: string): string[] {
+  const doc = readFileSync(new URL('../../docs/options.md', import.meta.url), 'utf8');
+  const start = doc.indexOf(`## ${section}\n`);
+  expect(start, `docs/options.md has a "## ${section}" section`).toBeGreaterThanOrEqual(0);
+  const end = doc.indexOf('\n## ', start + 1);
+  const text = doc.slice(start, end < 0 ? undefined : end);
+  return [...text.matchAll(/^\| `([^`]+)` +\|/gm)].map((m) => m[1]!).sort();
+}
 const worker = () => ({ port: new MessageChannel().port1 });
 
 describe('createSharedClient options', () => {
@@ -85,22 +95,12 @@ describe('createSharedClient options', () => {
   });
 
   it('docs/options.md lists the options createSharedClient has beyond createClient’s, and no other', () => {
-    const doc = readFileSync(new URL('../../docs/options.md', import.meta.url), 'utf8');
-    const start = doc.indexOf('## createSharedClient\n');
-    expect(start).toBeGreaterThanOrEqual(0);
-    const end = doc.indexOf('\n## ', start + 1);
-    const section = doc.slice(start, end < 0 ? undefined : end);
-    const rows = [...section.matchAll(/^\| `([^`]+)` +\|/gm)].map((m) => m[1]);
-    expect(rows.sort()).toEqual(Object.keys(sharedOnlyRules).sort());
+    expect(documented('createSharedClient')).toEqual(Object.keys(sharedOnlyRules).sort());
   });
 
   it('docs/options.md lists the options the worker script’s host has beyond createClient’s, and no other', () => {
-    const doc = readFileSync(new URL('../../docs/options.md', import.meta.url), 'utf8');
-    const start = doc.indexOf('## shareClient and createClientHost\n');
-    expect(start).toBeGreaterThanOrEqual(0);
-    const end = doc.indexOf('\n## ', start + 1);
-    const section = doc.slice(start, end < 0 ? undefined : end);
-    const rows = [...section.matchAll(/^\| `([^`]+)` +\|/gm)].map((m) => m[1]);
-    expect(rows.sort()).toEqual(Object.keys(hostOnlyRules).sort());
+    expect(documented('shareClient and createClientHost')).toEqual(
+      Object.keys(hostOnlyRules).sort(),
+    );
   });
 });
