@@ -17,9 +17,8 @@ import {
   TimeoutError,
   type SubscriptionStatus,
 } from '../../src/client/index.js';
-import { createClientHost, createSharedClient } from '../../src/client/shared/index.js';
+import { createSharedClient } from '../../src/client/shared/index.js';
 import type {
-  ClientHost,
   ClientHostOptions,
   SharedClientOptions,
   SharedRpcClient,
@@ -28,14 +27,13 @@ import type { Gateway } from '../../src/server/gateway.js';
 import type { Session } from '../../src/server/session.js';
 import { deferred, rejectionOf, untilAborted } from '../support/promises.js';
 import { Resources } from '../support/resources.js';
+import { SharedTabs } from '../support/shared-tabs.js';
 import { waitFor } from '../support/waiting.js';
 
 const res = new Resources();
-const hosts: ClientHost[] = [];
-const tabs: SharedRpcClient[] = [];
+const shared = new SharedTabs();
 afterEach(async () => {
-  await Promise.all(tabs.splice(0).map((tab) => tab.close()));
-  await Promise.all(hosts.splice(0).map((host) => host.close()));
+  await shared.cleanup();
   await res.cleanup();
 });
 
@@ -71,29 +69,14 @@ class FreezablePort {
 
 /** One host (the worker) on a gateway, and a way to open tabs on it. */
 function sharedConnection(url: string, options: ClientHostOptions = {}) {
-  const host = createClientHost({
-    WebSocket,
-    reconnect: { initialDelayMs: 20, maxDelayMs: 200 },
-    ...options,
-  });
-  hosts.push(host);
+  const host = shared.host(options);
   /** Each tab's own end of its channel, to cut it as a crashed tab would. */
   const ports = new Map<SharedRpcClient, MessagePort>();
   const open = (extra: Partial<SharedClientOptions> = {}, freezable = false) => {
-    let port!: MessagePort;
     let frozen: FreezablePort | undefined;
-    const tab = createSharedClient({
-      url,
-      worker: () => {
-        const channel = new MessageChannel();
-        host.connect(channel.port2);
-        port = channel.port1;
-        if (freezable) frozen = new FreezablePort(port);
-        return { port: (frozen ?? port) as MessagePort };
-      },
-      ...extra,
-    });
-    tabs.push(tab);
+    const { tab, port } = shared.tab(host, url, extra, (port) =>
+      freezable ? ((frozen = new FreezablePort(port)) as unknown as MessagePort) : port,
+    );
     ports.set(tab, port);
     return { tab, port, frozen };
   };
@@ -661,7 +644,7 @@ describe('the rest of the client surface through the worker', () => {
         addEventListener: (_type: 'error', listener: () => void) => (failed = listener),
       });
       const tab = createSharedClient({ url, worker });
-      tabs.push(tab);
+      shared.track(tab);
       const news: unknown[] = [];
       tab.subscribe('news').subscribe((m) => news.push(m));
       const sum = tab.call('add', [2, 3]);
@@ -695,7 +678,7 @@ describe('the rest of the client surface through the worker', () => {
       // A second tab, made after it, loads the same module and reads what it posted after
       // what the first one posted: once it is open, the first tab's hello was read too.
       const next = createSharedClient({ url, workerUrl: 'http://127.0.0.1/shared-worker.js' });
-      tabs.push(next);
+      shared.track(next);
       await next.opened();
       expect(dials).toBe(1);
     } finally {
@@ -711,7 +694,7 @@ describe('the rest of the client surface through the worker', () => {
     vi.stubGlobal('WebSocket', WebSocket);
     try {
       const tab = createSharedClient({ url, workerUrl: 'http://127.0.0.1/shared-worker.js' });
-      tabs.push(tab);
+      shared.track(tab);
       await tab.opened();
       expect(tab.shared).toBe(false);
       expect(await tab.batch([{ method: 'add', params: [2, 3] }])).toEqual([

@@ -15,7 +15,6 @@ import type {
   ClientHost,
   ClientHostOptions,
   SharedClientOptions,
-  SharedRpcClient,
 } from '../../src/client/shared/index.js';
 import type { HostMessage, TabMessage } from '../../src/client/shared/messages.js';
 import type { Gateway } from '../../src/server/gateway.js';
@@ -23,43 +22,23 @@ import type { Logger } from '../../src/peer/logger.js';
 import { silentLogger } from '../../src/peer/logger.js';
 import { deferred, rejectionOf, untilAborted } from '../support/promises.js';
 import { Resources } from '../support/resources.js';
+import { SharedTabs } from '../support/shared-tabs.js';
 import { waitFor, waitUntil, within } from '../support/waiting.js';
 
 const res = new Resources();
-const hosts: ClientHost[] = [];
-const tabs: SharedRpcClient[] = [];
+const shared = new SharedTabs();
 const ports: MessagePort[] = [];
 afterEach(async () => {
-  await Promise.all(tabs.splice(0).map((tab) => tab.close()));
   for (const port of ports.splice(0)) port.close();
-  await Promise.all(hosts.splice(0).map((host) => host.close()));
+  await shared.cleanup();
   await res.cleanup();
 });
 
-function makeHost(options: ClientHostOptions): ClientHost {
-  const host = createClientHost({
-    WebSocket,
-    reconnect: { initialDelayMs: 20, maxDelayMs: 200 },
-    ...options,
-  });
-  hosts.push(host);
-  return host;
-}
+const makeHost = (options: ClientHostOptions): ClientHost => shared.host(options);
 
 /** A tab made with createSharedClient whose worker is `host`. */
-function openTab(host: ClientHost, url: string, extra: Partial<SharedClientOptions> = {}) {
-  const tab = createSharedClient({
-    url,
-    worker: () => {
-      const channel = new MessageChannel();
-      host.connect(channel.port2);
-      return { port: channel.port1 };
-    },
-    ...extra,
-  });
-  tabs.push(tab);
-  return tab;
-}
+const openTab = (host: ClientHost, url: string, extra: Partial<SharedClientOptions> = {}) =>
+  shared.tab(host, url, extra).tab;
 
 /** A tab that posts the port protocol itself, and what the worker posted it. */
 function rawTab(host: ClientHost, url: string) {
@@ -257,7 +236,7 @@ describe('per-tab bounds of the shared worker', () => {
         workerUrl: 'http://127.0.0.1/shared-worker.js',
         maxPendingCalls: 4,
       });
-      tabs.push(tab);
+      shared.track(tab);
       await tab.opened();
       expect(tab.shared).toBe(false);
       const held = [1, 2, 3, 4].map((id) => tab.call('hold', [id]));
