@@ -92,15 +92,9 @@ export class PendingCalls {
     return this.#entries?.size ?? 0;
   }
 
-  /** Reserve an id and a settle-once entry. Throws TooManyPendingCallsError when full. */
-  open(method: string, options?: CallOptions): { id: number; promise: Promise<unknown> } {
-    const promise = this.add(method, options);
-    return { id: this.lastId, promise };
-  }
-
   /**
-   * `open` without the object around its two answers: the promise, the id left in `lastId`
-   * (a call's hot path allocates nothing it can do without).
+   * Reserve an id and a settle-once entry: the promise, the id left in `lastId` (a call's hot
+   * path allocates nothing it can do without). Throws TooManyPendingCallsError when full.
    */
   add(method: string, options?: CallOptions): Promise<unknown> {
     if (this.size >= this.#limit) throw new TooManyPendingCallsError(this.#limit);

@@ -11,6 +11,7 @@ import {
 import { TimeoutError, silentLogger } from '../../src/index.js';
 import { peerConfig } from '../../src/peer/peer-options.js';
 import { PendingCalls } from '../../src/peer/pending-calls.js';
+import { openCall } from '../support/peers.js';
 
 const url = 'ws://127.0.0.1:1/rpc';
 const base = { url, WebSocket };
@@ -319,9 +320,9 @@ describe('the peer and per-call options keep their old names as aliases', () => 
 
   it('CallOptions.timeout is timeoutMs, which wins when both are given', async () => {
     const calls = new PendingCalls(10, 0, () => undefined);
-    const old = calls.open('old', { timeout: 5 }).promise;
+    const old = openCall(calls, 'old', { timeout: 5 }).promise;
     await expect(old).rejects.toBeInstanceOf(TimeoutError);
-    const both = calls.open('both', { timeout: 60_000, timeoutMs: 5 }).promise;
+    const both = openCall(calls, 'both', { timeout: 60_000, timeoutMs: 5 }).promise;
     await expect(both).rejects.toBeInstanceOf(TimeoutError);
   });
 });

@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { MAX_TIMER_MS, PendingCalls } from '../../src/peer/pending-calls.js';
 import { Resources } from '../support/resources.js';
 import { deferred } from '../support/promises.js';
+import { openCall } from '../support/peers.js';
 
 /** Every delay passed to setTimeout while `spy` watched. */
 function delays(spy: { mock: { calls: unknown[][] } }): number[] {
@@ -26,7 +27,7 @@ describe('timeouts beyond 2^31-1 ms', () => {
     async (timeout) => {
       const spy = vi.spyOn(globalThis, 'setTimeout');
       const table = new PendingCalls(10, 30_000, () => undefined);
-      const { id, promise } = table.open('slow', { timeout });
+      const { id, promise } = openCall(table, 'slow', { timeout });
       promise.catch(() => undefined); // failures are asserted below, not reported as unhandled
       expect(delays(spy)).toEqual([MAX_TIMER_MS]);
       spy.mockRestore();

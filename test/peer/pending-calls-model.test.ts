@@ -18,6 +18,7 @@ import {
   ConnectionClosedError,
   TimeoutError,
 } from '../../src/protocol/local-errors.js';
+import { openCall } from '../support/peers.js';
 
 const DEFAULT_TIMEOUT = 40;
 
@@ -137,7 +138,7 @@ describe('PendingCalls timeouts (model)', () => {
                 else options.timeoutMs = op.timeout;
                 if (controller) options.signal = controller.signal;
                 const method = `m${calls.length}`;
-                const { id, promise } = table.open(method, options);
+                const { id, promise } = openCall(table, method, options);
                 const timeout = op.timeout ?? DEFAULT_TIMEOUT;
                 const timed = timeout > 0 && Number.isFinite(timeout);
                 const call: ModelCall = {

@@ -9,6 +9,7 @@ import {
 } from '../../src/protocol/local-errors.js';
 import { cleanup } from './helpers.js';
 import { rejectionOf } from '../support/promises.js';
+import { openCall } from '../support/peers.js';
 
 afterEach(cleanup);
 
@@ -20,8 +21,8 @@ function setNextId(calls: PendingCalls, id: number): void {
 describe('PendingCalls', () => {
   it('hands out increasing ids and settles each entry exactly once', async () => {
     const calls = new PendingCalls(10, 0, () => undefined);
-    const one = calls.open('m');
-    const two = calls.open('m');
+    const one = openCall(calls, 'm');
+    const two = openCall(calls, 'm');
     expect([one.id, two.id]).toEqual([1, 2]);
     expect(calls.size).toBe(2);
 
@@ -38,7 +39,7 @@ describe('PendingCalls', () => {
 
   it('does not match string ids to numeric entries', async () => {
     const calls = new PendingCalls(10, 0, () => undefined);
-    const call = calls.open('m');
+    const call = openCall(calls, 'm');
     expect(calls.resolve('1', 'no')).toBe(false);
     expect(calls.resolve(null, 'no')).toBe(false);
     expect(calls.size).toBe(1);
@@ -48,12 +49,12 @@ describe('PendingCalls', () => {
 
   it('wraps the id counter and skips ids that are still pending', async () => {
     const calls = new PendingCalls(10, 0, () => undefined);
-    const one = calls.open('m');
-    const two = calls.open('m');
+    const one = openCall(calls, 'm');
+    const two = openCall(calls, 'm');
     setNextId(calls, Number.MAX_SAFE_INTEGER);
-    const last = calls.open('m');
+    const last = openCall(calls, 'm');
     expect(last.id).toBe(Number.MAX_SAFE_INTEGER);
-    const wrapped = calls.open('m');
+    const wrapped = openCall(calls, 'm');
     // 1 and 2 are still pending, so the counter must skip them.
     expect(wrapped.id).toBe(3);
     expect(new Set([one.id, two.id, last.id, wrapped.id]).size).toBe(4);
@@ -66,20 +67,20 @@ describe('PendingCalls', () => {
 
   it('throws TooManyPendingCallsError when full', () => {
     const calls = new PendingCalls(1, 0, () => undefined);
-    const first = calls.open('m');
-    expect(() => calls.open('m')).toThrow(TooManyPendingCallsError);
+    const first = openCall(calls, 'm');
+    expect(() => openCall(calls, 'm')).toThrow(TooManyPendingCallsError);
     calls.resolve(first.id, null);
-    expect(calls.open('m').id).toBe(2);
+    expect(openCall(calls, 'm').id).toBe(2);
   });
 
   it('remembers timed-out and cancelled ids as abandoned, answered ones not', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     const onCancel = vi.fn();
     const calls = new PendingCalls(10, 100, onCancel);
-    const timed = calls.open('t');
+    const timed = openCall(calls, 't');
     const controller = new AbortController();
-    const cancelled = calls.open('c', { signal: controller.signal, timeoutMs: 0 });
-    const answered = calls.open('a', { timeoutMs: 0 });
+    const cancelled = openCall(calls, 'c', { signal: controller.signal, timeoutMs: 0 });
+    const answered = openCall(calls, 'a', { timeoutMs: 0 });
 
     vi.advanceTimersByTime(100);
     expect(await rejectionOf(timed.promise)).toBeInstanceOf(TimeoutError);
@@ -106,7 +107,7 @@ describe('PendingCalls', () => {
     const onCancel = vi.fn();
     const calls = new PendingCalls(10, 1_000, onCancel);
     for (let i = 0; i < 5; i++) {
-      const call = calls.open('m');
+      const call = openCall(calls, 'm');
       calls.resolve(call.id, i);
       vi.advanceTimersByTime(10);
     }
@@ -124,9 +125,9 @@ describe('PendingCalls', () => {
     const calls = new PendingCalls(10, 1_000, onCancel);
     const controller = new AbortController();
     const opened = [
-      calls.open('a'),
-      calls.open('b', { timeoutMs: 5 }),
-      calls.open('c', { signal: controller.signal }),
+      openCall(calls, 'a'),
+      openCall(calls, 'b', { timeoutMs: 5 }),
+      openCall(calls, 'c', { signal: controller.signal }),
     ];
     // One timer for the table, armed for the earliest deadline.
     expect(vi.getTimerCount()).toBe(1);

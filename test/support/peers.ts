@@ -1,3 +1,5 @@
+import type { PendingCalls } from '../../src/peer/pending-calls.js';
+import type { CallOptions } from '../../src/peer/pending-calls.js';
 import { Peer } from '../../src/peer/peer.js';
 import type { PeerOptions } from '../../src/peer/peer.js';
 import { MethodRegistry } from '../../src/peer/method-registry.js';
@@ -46,4 +48,14 @@ export function createRawPeer(options: Partial<PeerOptions<string>> = {}) {
 /** Let queued microtasks and a few macrotasks run. */
 export async function settle(ticks = 5): Promise<void> {
   for (let i = 0; i < ticks; i++) await new Promise((r) => setImmediate(r));
+}
+
+/** A call opened in `table`: its id (the table's `lastId`) and its promise. */
+export function openCall(
+  table: PendingCalls,
+  method: string,
+  options?: CallOptions,
+): { id: number; promise: Promise<unknown> } {
+  const promise = table.add(method, options);
+  return { id: table.lastId, promise };
 }
