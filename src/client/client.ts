@@ -76,6 +76,12 @@ class ClientPeer extends Peer<RpcClient> {
 }
 
 /**
+ * How many calls and notifications wait in `client`'s offline queue. For the shared worker's
+ * host, which bounds each tab's share of it; not part of the client's API.
+ */
+export let queuedIn: (client: RpcClient) => number;
+
+/**
  * A JSON-RPC 2.0 client over WebSocket for browsers and Node. It connects on
  * construction, reconnects by itself, answers the server's calls from its own
  * registry, and exposes notifications and its connection state as Observables
@@ -207,6 +213,10 @@ export class RpcClient {
 
   get state(): ConnectionState {
     return this.#connection.state;
+  }
+
+  static {
+    queuedIn = (client) => client.#queue.size;
   }
 
   /** The URL of the current (or next) connection. */

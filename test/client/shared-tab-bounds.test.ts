@@ -9,7 +9,12 @@
 import fc from 'fast-check';
 import { WebSocket } from 'ws';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { JsonRpcError, TooManyPendingCallsError } from '../../src/client/index.js';
+import {
+  CancelledError,
+  JsonRpcError,
+  NotConnectedError,
+  TooManyPendingCallsError,
+} from '../../src/client/index.js';
 import { createClientHost, createSharedClient } from '../../src/client/shared/index.js';
 import type {
   ClientHost,
@@ -21,6 +26,7 @@ import type { Gateway } from '../../src/server/gateway.js';
 import type { Logger } from '../../src/peer/logger.js';
 import { silentLogger } from '../../src/peer/logger.js';
 import { deferred, rejectionOf, untilAborted } from '../support/promises.js';
+import { freePort } from '../support/network.js';
 import { Resources } from '../support/resources.js';
 import { SharedTabs } from '../support/shared-tabs.js';
 import { waitFor, waitUntil, within } from '../support/waiting.js';
@@ -124,6 +130,7 @@ describe('createClientHost bounds options', () => {
     [{ maxCallsPerTab: '10' }, TypeError, 'maxCallsPerTab must be an integer at least 1, not "10"'],
     [{ maxHandlersPerTab: 0 }, RangeError, 'maxHandlersPerTab must be an integer at least 1'],
     [{ maxHandlersPerTab: NaN }, TypeError, 'maxHandlersPerTab must be an integer at least 1'],
+    [{ maxQueuedPerTab: 0 }, RangeError, 'maxQueuedPerTab must be an integer at least 1, not 0'],
     [{ tabHeartbeatMs: 0 }, RangeError, 'tabHeartbeatMs must be an integer from 1 to 2147483647'],
     [
       { maxStreamPerTab: 5 },
@@ -427,5 +434,177 @@ describe('per-tab bounds of the shared worker', () => {
     // The runs went past both bounds (else the property says little).
     expect(refusals.open).toBeGreaterThan(0);
     expect(refusals.call).toBeGreaterThan(0);
+  });
+});
+
+/** A logger that keeps what the worker's client warns of. */
+function warnings() {
+  const warned: { obj: unknown; msg: string | undefined }[] = [];
+  const logger: Logger = {
+    ...silentLogger,
+    warn: (obj: unknown, msg?: string) => void warned.push({ obj, msg }),
+    child: () => logger,
+  };
+  /** The messages of the errors logged with each dropped notification. */
+  const dropped = (): string[] =>
+    warned
+      .filter((w) => w.msg === 'queued notification dropped')
+      .map((w) => (w.obj as { err: Error }).err.message);
+  return { logger, dropped };
+}
+
+/** A gateway on `port` that records, in the order it reads them, its `echo` calls and `note`s. */
+async function recordingGateway(port: number) {
+  const { gateway } = await res.gateway({}, port);
+  const read: string[] = [];
+  gateway.method('echo', ([key]: [string]) => {
+    read.push(key);
+    return key;
+  });
+  gateway.method('note', ([key]: [string]) => {
+    read.push(key);
+  });
+  return { gateway, read };
+}
+
+describe('the offline queue a shared worker’s tabs share', () => {
+  it('a tab past maxQueuedPerTab while disconnected: its call rejects, its notification is dropped and logged; other tabs queue on; all that was taken is sent on connecting', async () => {
+    const port = await freePort();
+    const url = `ws://127.0.0.1:${port}/rpc`;
+    const { logger, dropped } = warnings();
+    const host = makeHost({ maxQueuedPerTab: 2, logger });
+    const greedy = openTab(host, url);
+    const other = openTab(host, url);
+
+    const first = greedy.call('echo', ['g1']);
+    const giveUp = new AbortController();
+    const second = greedy.call('echo', ['g2'], { signal: giveUp.signal });
+    const third = await rejectionOf(greedy.call('echo', ['g3']));
+    expect(third).toBeInstanceOf(NotConnectedError);
+    expect((third as Error).message).toBe(
+      'Not connected and this tab has 2 calls and notifications queued (maxQueuedPerTab of the shared worker)',
+    );
+    greedy.notify('note', ['g-note']);
+    await waitFor(() => dropped().length === 1, 'the dropped notification logged');
+    expect(dropped()).toEqual([(third as Error).message]);
+
+    // A queued call given up makes room for another.
+    giveUp.abort();
+    expect(await rejectionOf(second)).toBeInstanceOf(CancelledError);
+    const fourth = greedy.call('echo', ['g4']);
+
+    // The other tab has a share of its own.
+    const others = [other.call('echo', ['o1'])];
+    other.notify('note', ['o-note']);
+    await expect(rejectionOf(other.call('echo', ['o3']))).resolves.toBeInstanceOf(
+      NotConnectedError,
+    );
+
+    const { read } = await recordingGateway(port);
+    expect(await first).toBe('g1');
+    expect(await fourth).toBe('g4');
+    expect(await Promise.all(others)).toEqual(['o1']);
+    // Once connected the shares are free again: nothing waits in the queue.
+    expect(await greedy.call('echo', ['g5'])).toBe('g5');
+    await waitFor(() => read.includes('o-note'), "the other tab's notification");
+    expect(read.sort()).toEqual(['g1', 'g4', 'g5', 'o-note', 'o1']);
+    expect(dropped()).toHaveLength(1);
+  });
+
+  it('maxQueuedPerTab is half the client’s maxQueued unless given', async () => {
+    const port = await freePort();
+    const url = `ws://127.0.0.1:${port}/rpc`;
+    const host = makeHost({ maxQueued: 5 });
+    const tab = openTab(host, url);
+    const queued = [1, 2, 3].map((n) => tab.call('echo', [`q${n}`]));
+    const refused = await rejectionOf(tab.call('echo', ['q4']));
+    expect((refused as Error).message).toContain('this tab has 3 calls and notifications queued');
+    await recordingGateway(port);
+    expect(await Promise.all(queued)).toEqual(['q1', 'q2', 'q3']);
+  });
+
+  it('model: whatever two tabs call, notify and cancel while disconnected, each holds at most its share, the queue at most maxQueued, and exactly what was taken is sent, in order', async () => {
+    const share = 2;
+    const maxQueued = 3;
+    const op = fc.record({
+      tab: fc.constantFrom(0, 1),
+      k: fc.constantFrom('call' as const, 'notify' as const, 'cancel' as const),
+    });
+    const seen = { perTab: 0, whole: 0 };
+    await fc.assert(
+      fc.asyncProperty(fc.array(op, { minLength: 3, maxLength: 12 }), async (ops) => {
+        const port = await freePort();
+        const url = `ws://127.0.0.1:${port}/rpc`;
+        const { logger, dropped } = warnings();
+        const host = makeHost({ maxQueuedPerTab: share, maxQueued, logger });
+        const tabs = [rawTab(host, url), rawTab(host, url)];
+        // The model: what each tab has queued (call ids and notification keys), in order.
+        const queue: { tab: number; key: string; call?: number }[] = [];
+        const refusedMessage: string[] = [];
+        let n = 0;
+        for (const { tab: t, k } of ops) {
+          const tab = tabs[t]!;
+          const from = tab.got.length;
+          const mine = queue.filter((q) => q.tab === t);
+          if (k === 'cancel') {
+            const call = mine.find((q) => q.call !== undefined);
+            if (!call) continue;
+            tab.send({ t: 'cancel', id: call.call! });
+            const result = await tab.next((m) => m.t === 'result' && m.id === call.call, from);
+            expect(result).toMatchObject({ error: { name: 'CancelledError' } });
+            queue.splice(queue.indexOf(call), 1);
+            continue;
+          }
+          const key = `${k}-${t}-${++n}`;
+          const refusal =
+            mine.length >= share
+              ? 'Not connected and this tab has 2 calls and notifications queued (maxQueuedPerTab of the shared worker)'
+              : queue.length >= maxQueued
+                ? 'Not connected and 3 calls are already queued'
+                : undefined;
+          if (refusal?.includes('this tab')) seen.perTab++;
+          else if (refusal) seen.whole++;
+          if (k === 'call') {
+            tab.send({ t: 'call', id: n, method: 'echo', params: [key] });
+            if (refusal) {
+              const result = await tab.next((m) => m.t === 'result' && m.id === n, from);
+              expect(result).toMatchObject({
+                error: { name: 'NotConnectedError', message: refusal },
+              });
+            } else queue.push({ tab: t, key, call: n });
+          } else {
+            tab.send({ t: 'notify', method: 'note', params: [key] });
+            if (refusal) refusedMessage.push(refusal);
+            else queue.push({ tab: t, key });
+          }
+          await tab.barrier();
+          // Nothing taken was answered yet: it waits in the queue.
+          expect(tab.got.slice(from).filter((m) => m.t === 'result' && m.id === n)).toHaveLength(
+            k === 'call' && refusal ? 1 : 0,
+          );
+          expect(dropped()).toEqual(refusedMessage);
+        }
+        const { gateway, read } = await recordingGateway(port);
+        try {
+          const calls = queue.filter((q) => q.call !== undefined);
+          for (const q of calls) {
+            const result = await tabs[q.tab]!.next((m) => m.t === 'result' && m.id === q.call);
+            expect(result).toMatchObject({ result: q.key });
+          }
+          await waitFor(() => read.length >= queue.length, `${queue.length} queued sent`);
+          // A barrier call after the flush: anything sent past the model would be read by now.
+          tabs[0]!.send({ t: 'call', id: 0, method: 'echo', params: ['last'] });
+          await tabs[0]!.next((m) => m.t === 'result' && m.id === 0);
+          expect(read).toEqual([...queue.map((q) => q.key), 'last']);
+        } finally {
+          await host.close();
+          await gateway.close();
+        }
+      }),
+      { numRuns: 15 },
+    );
+    // The runs went past both bounds (else the property says little).
+    expect(seen.perTab).toBeGreaterThan(0);
+    expect(seen.whole).toBeGreaterThan(0);
   });
 });

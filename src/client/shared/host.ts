@@ -15,11 +15,15 @@ import { checkOptions, numberIn } from '../../peer/option-rules.js';
 import type { Rule } from '../../peer/option-rules.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { MethodNotFoundError, ServerError } from '../../protocol/errors.js';
-import { ConnectionClosedError, TooManyPendingCallsError } from '../../protocol/local-errors.js';
+import {
+  ConnectionClosedError,
+  NotConnectedError,
+  TooManyPendingCallsError,
+} from '../../protocol/local-errors.js';
 import { ReservedMethod } from '../../protocol/reserved.js';
 import type { Params, RequestId } from '../../protocol/types.js';
 import type { DisconnectEvent } from '../authentication.js';
-import { createClient } from '../client.js';
+import { createClient, queuedIn } from '../client.js';
 import type { RpcClient } from '../client.js';
 import { clientOptionRules } from '../client-options.js';
 import type { ClientOptions } from '../client-options.js';
@@ -51,6 +55,13 @@ export interface ClientHostOptions extends Partial<ClientOptions> {
    * logs why (its `logger`). Default 1 000.
    */
   maxHandlersPerTab?: number;
+  /**
+   * Most calls and notifications one tab has waiting in the client's offline queue while it is
+   * not connected: one more call rejects with NotConnectedError, one more notification is
+   * dropped and logged. Default half the client's `maxQueued` (50), so one tab cannot fill the
+   * queue every tab shares.
+   */
+  maxQueuedPerTab?: number;
 }
 
 /** The bounds per tab a worker script does not set (maxCallsPerTab's follows the client's). */
@@ -68,6 +79,7 @@ export const hostOnlyRules: Readonly<Record<string, Rule>> = {
   maxStreamsPerTab: perTab,
   maxCallsPerTab: perTab,
   maxHandlersPerTab: perTab,
+  maxQueuedPerTab: perTab,
 };
 
 /** createClientHost's options, checked, with the defaults it can fill in before a tab comes. */
@@ -80,6 +92,8 @@ interface ClientHostConfig {
   /** Undefined: half the client's `maxPendingCalls` (rounded up), known once it is made. */
   readonly maxCallsPerTab: number | undefined;
   readonly maxHandlersPerTab: number;
+  /** Undefined: half the client's `maxQueued` (rounded up, at least 1). */
+  readonly maxQueuedPerTab: number | undefined;
 }
 
 /**
@@ -96,13 +110,21 @@ function resolveClientHostOptions(options: unknown): ClientHostConfig {
     'createClientHost',
     ['callTimeout'],
   ) as ClientHostOptions;
-  const { tabHeartbeatMs, maxStreamsPerTab, maxCallsPerTab, maxHandlersPerTab, ...fixed } = o;
+  const {
+    tabHeartbeatMs,
+    maxStreamsPerTab,
+    maxCallsPerTab,
+    maxHandlersPerTab,
+    maxQueuedPerTab,
+    ...fixed
+  } = o;
   return Object.freeze({
     fixed,
     tabHeartbeatMs,
     maxStreamsPerTab: maxStreamsPerTab ?? DEFAULT_MAX_STREAMS_PER_TAB,
     maxCallsPerTab,
     maxHandlersPerTab: maxHandlersPerTab ?? DEFAULT_MAX_HANDLERS_PER_TAB,
+    maxQueuedPerTab,
   });
 }
 
@@ -137,6 +159,11 @@ class HostedTab {
   readonly runs = new Map<number, (outcome: Outcome) => void>();
   /** The methods it registered handlers for. */
   readonly methods = new Set<string>();
+  /**
+   * What it has waiting in the client's offline queue: a call's controller until it settles, a
+   * token per notification. Emptied when the connection opens, which sends the whole queue.
+   */
+  readonly queued = new Set<object>();
   /** Pings sent since the tab last posted anything. */
   missed = 0;
   /** Told 'gone' since it was let go: what it posted before reading that is not answered. */
@@ -163,6 +190,8 @@ class Host implements ClientHost {
   readonly #config: ClientHostConfig;
   /** maxCallsPerTab, or its default from the client's maxPendingCalls once there is a client. */
   #maxCalls = 1;
+  /** maxQueuedPerTab, or its default from the client's maxQueued once there is a client. */
+  #maxQueued = 1;
   #client: RpcClient | undefined;
   #watching: Subscription[] = [];
   readonly #tabs = new Set<HostedTab>();
@@ -243,7 +272,7 @@ class Host implements ClientHost {
   }
 
   #start(fromTab: ForwardedOptions, token: boolean): void {
-    const { fixed, tabHeartbeatMs: fixedBeat, maxCallsPerTab } = this.#config;
+    const { fixed, tabHeartbeatMs: fixedBeat, maxCallsPerTab, maxQueuedPerTab } = this.#config;
     const { tabHeartbeatMs, ...given } = fromTab;
     const options = { ...given, ...fixed } as ClientOptions;
     // The tabs' getToken, asked in whichever tab is there, unless the worker script has one.
@@ -252,6 +281,10 @@ class Host implements ClientHost {
     this.#client = client;
     const slots = client.config.maxPendingCalls;
     this.#maxCalls = maxCallsPerTab ?? (this.soleTab ? slots : Math.ceil(slots / 2));
+    // At least 1: with maxQueued 0 the client's own queue gives the refusal, naming its bound.
+    const queueSlots = client.config.maxQueued;
+    this.#maxQueued =
+      maxQueuedPerTab ?? Math.max(1, this.soleTab ? queueSlots : Math.ceil(queueSlots / 2));
     const broadcast = (message: HostMessage): void => {
       for (const tab of this.#tabs) tab.post(message);
     };
@@ -271,7 +304,11 @@ class Host implements ClientHost {
         },
         complete: () => joins.complete(),
       }),
-      client.state$.subscribe((state) => broadcast({ t: 'state', state })),
+      client.state$.subscribe((state) => {
+        // Open: the client has just sent everything queued (or failed it); nothing waits.
+        if (state === 'open') for (const tab of this.#tabs) tab.queued.clear();
+        broadcast({ t: 'state', state });
+      }),
       client.disconnects$.subscribe((event) =>
         broadcast({ t: 'disconnect', event: wireDisconnect(event) }),
       ),
@@ -301,12 +338,7 @@ class Host implements ClientHost {
       case 'cancel':
         return tab.calls.get(m.id)?.abort();
       case 'notify':
-        try {
-          client.notify(m.method, m.params);
-        } catch {
-          // Closed, or disconnected with whenDisconnected 'reject': the tab threw already.
-        }
-        return;
+        return this.#notify(tab, client, m.method, m.params);
       case 'sub':
         return this.#follow(tab, m.id, client.subscribeWithMeta(m.topic, m.params), (event) => ({
           t: 'msg',
@@ -379,18 +411,69 @@ class Host implements ClientHost {
         error: toWire(new TooManyPendingCallsError(this.#maxCalls)),
       });
     }
+    const queues = this.#queues();
+    const replaced = tab.calls.get(id);
+    // A queued call it replaces leaves the queue (given up below), making room for this one.
+    const held = tab.queued.size - (replaced && tab.queued.has(replaced) ? 1 : 0);
+    if (queues && held >= this.#maxQueued) {
+      return tab.post({ t: 'result', id, error: toWire(this.#queueFull()) });
+    }
     const controller = new AbortController();
     // An id the tab uses again: the request it named is given up rather than left running.
-    tab.calls.get(id)?.abort();
+    if (replaced) {
+      tab.queued.delete(replaced);
+      replaced.abort();
+    }
     tab.calls.set(id, controller);
     /** True once, for the request that still holds the id; it then lets go of it. */
-    const current = () => tab.calls.get(id) === controller && tab.calls.delete(id);
+    const current = () => {
+      tab.queued.delete(controller);
+      return tab.calls.get(id) === controller && tab.calls.delete(id);
+    };
     const options: { signal: AbortSignal; timeoutMs?: number } = { signal: controller.signal };
     if (timeoutMs !== undefined) options.timeoutMs = timeoutMs;
+    const before = queuedIn(this.#client!);
+    // The client queues synchronously: it took the call into its queue, or sent or refused it.
     new Promise((resolve) => resolve(run(options))).then(
       (result) => current() && tab.post({ t: 'result', id, result }),
       (err: unknown) => current() && tab.post({ t: 'result', id, error: toWire(err) }),
     );
+    if (queuedIn(this.#client!) > before) tab.queued.add(controller);
+  }
+
+  /**
+   * Whether a call or notification made now waits in the client's offline queue: not connected,
+   * and queueing (the client rejects it at once otherwise, and holds nothing).
+   */
+  #queues(): boolean {
+    const client = this.#client!;
+    return client.state !== 'open' && client.config.whenDisconnected === 'queue';
+  }
+
+  #queueFull(): NotConnectedError {
+    const limit = this.#maxQueued;
+    return new NotConnectedError(
+      `Not connected and this tab has ${limit} calls and notifications queued (maxQueuedPerTab of the shared worker)`,
+    );
+  }
+
+  /** A tab's notification: sent, queued within the tab's share of the queue, or dropped. */
+  #notify(tab: HostedTab, client: RpcClient, method: string, params: Params | undefined): void {
+    const queues = this.#queues();
+    if (queues && tab.queued.size >= this.#maxQueued) {
+      // As the client does with a notification its own full queue refuses: nobody awaits it.
+      client.config.logger.warn({ err: this.#queueFull(), method }, 'queued notification dropped');
+      return;
+    }
+    const before = queuedIn(client);
+    try {
+      client.notify(method, params);
+    } catch {
+      // Closed, or disconnected with whenDisconnected 'reject': the tab threw already.
+      return;
+    }
+    // Not when the client's own queue was full (it dropped and logged it).
+    if (queuedIn(client) > before) tab.queued.add({});
   }
 
   /** Pass what `source` emits to the tab as `wrap` makes it, until it ends or the tab unsubscribes. */
@@ -532,6 +615,8 @@ class Host implements ClientHost {
     tab.streams.clear();
     for (const call of tab.calls.values()) call.abort(new ConnectionClosedError('The tab closed'));
     tab.calls.clear();
+    // Its queued notifications still go: only its share of the queue is let go.
+    tab.queued.clear();
     for (const method of [...tab.methods]) this.#unregister(tab, method);
     // Its runs go on to the next tab that has the method (it is out of the lists by now).
     const runs = [...tab.runs.values()];
