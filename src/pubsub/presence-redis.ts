@@ -4,11 +4,15 @@
  * set `...:presence:keys` (the member keys, score 0, read in lexical order for pages) and a set
  * per owner `...:presence:o:<owner>` (its member keys, for reaping). Per owner: its lease in the
  * sorted set `<prefix>{presence}:leases` (score: when it lapses, Redis time in ms) and the topics
- * it has members in, `<prefix>{presence}:owner:<owner>`. A lapsed owner is claimed by moving it to
- * `<prefix>{presence}:reaping` (so a second reaper, or the owner's own renewal, cannot take it),
- * its members removed topic by topic, then the claim dropped; a reaper that dies meanwhile lets
- * the claim lapse and another node finishes. Every step is one Lua script; the topic's keys
- * and the owner's keys live in separate scripts so each touches one cluster slot.
+ * it has members in, `<prefix>{presence}:owner:<owner>`: a topic is listed there before the
+ * owner's first member in it is written, and unlisted once its last one has left (the write
+ * that empties the owner's set answers 0), so the list is as long as what the owner holds. A
+ * lapsed owner is claimed by moving it to `<prefix>{presence}:reaping` (so a second reaper, or
+ * the owner's own renewal, cannot take it), its members removed topic by topic, then the claim
+ * dropped; a reaper that dies meanwhile lets the claim lapse and another node finishes. Every
+ * step is one Lua script; the topic's keys and the owner's keys live in separate scripts so
+ * each touches one cluster slot, which is why one owner's writes to one topic go one at a time
+ * (see `write`).
  */
 import { decodeEntry, encodeEntry } from './presence.js';
 import type { PresenceEntry, PresencePage, PresenceStore, ReapedMembers } from './presence.js';
@@ -17,16 +21,19 @@ import type { RedisScriptRunner } from './redis-script-runner.js';
 
 const NOW_MS = `local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
 
-// KEYS: leases, the owner's topics, reaping. ARGV: owner, leaseMs, topic. An owner being reaped
-// gets no lease back: its node learns it lapsed at its next renewal.
+// KEYS: leases, the owner's topics, reaping. ARGV: owner, leaseMs, topic, '1' when the write
+// joins members (a write that only removes needs no listing: a topic the owner has members in
+// is listed already). An owner being reaped gets no lease back: its node learns it lapsed at
+// its next renewal.
 const LEASE_LUA = `${NOW_MS}
-redis.call('SADD', KEYS[2], ARGV[3])
+if ARGV[4] == '1' then redis.call('SADD', KEYS[2], ARGV[3]) end
 if redis.call('ZSCORE', KEYS[3], ARGV[1]) then return 0 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 return 1`;
 
 // KEYS: hash, keys index, the owner's set. ARGV: owner, count joined, then key/value pairs of
 // the joined, then the keys that left. A leave removes a member only if this owner holds it.
+// Answers how many members the owner has left in the topic (its set goes with the last one).
 const WRITE_LUA = `
 local owner, joined = ARGV[1], tonumber(ARGV[2])
 local i = 3
@@ -42,7 +49,10 @@ for j = i, #ARGV do
     redis.call('ZREM', KEYS[2], ARGV[j])
   end
 end
-return 1`;
+return redis.call('SCARD', KEYS[3])`;
+
+// KEYS: the owner's topics. ARGV: a topic the owner has no member in any more.
+const UNLIST_LUA = `return redis.call('SREM', KEYS[1], ARGV[1])`;
 
 // KEYS: leases. ARGV: owner, leaseMs. 0 when the owner holds no lease (lapsed and claimed).
 const RENEW_LUA = `${NOW_MS}
@@ -107,6 +117,7 @@ const COUNT_LUA = `return redis.call('HLEN', KEYS[1])`;
 
 const leaseScript = script(LEASE_LUA);
 const writeScript = script(WRITE_LUA);
+const unlistScript = script(UNLIST_LUA);
 const renewScript = script(RENEW_LUA);
 const claimScript = script(CLAIM_LUA);
 const dropLeaseScript = script(DROP_LEASE_LUA);
@@ -134,6 +145,8 @@ export function redisPresenceKeys(prefix: string) {
 
 export class RedisPresenceStore implements PresenceStore {
   private readonly keys: ReturnType<typeof redisPresenceKeys>;
+  /** The last write under way per owner and topic (settled, never rejected): the next waits. */
+  private readonly writes = new Map<string, Promise<void>>();
 
   constructor(
     private readonly runner: RedisScriptRunner,
@@ -144,6 +157,11 @@ export class RedisPresenceStore implements PresenceStore {
     this.keys = redisPresenceKeys(prefix);
   }
 
+  /**
+   * One owner's writes to one topic go one at a time: the owner's topic list lives in another
+   * cluster slot than the topic, so the unlisting after a write that emptied the owner's set is
+   * a separate script, and a join of the same owner sent meanwhile would be left unlisted.
+   */
   async write(
     topic: string,
     owner: string,
@@ -151,18 +169,46 @@ export class RedisPresenceStore implements PresenceStore {
     left: readonly string[],
     leaseMs: number,
   ): Promise<void> {
+    const id = JSON.stringify([owner, topic]);
+    const before = this.writes.get(id);
+    const written = before
+      ? before.then(() => this.writeNow(topic, owner, joined, left, leaseMs))
+      : this.writeNow(topic, owner, joined, left, leaseMs);
+    const settled = written.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.writes.set(id, settled);
+    try {
+      await written;
+    } finally {
+      if (this.writes.get(id) === settled) this.writes.delete(id);
+    }
+  }
+
+  private async writeNow(
+    topic: string,
+    owner: string,
+    joined: readonly PresenceEntry[],
+    left: readonly string[],
+    leaseMs: number,
+  ): Promise<void> {
+    const ownerTopics = this.keys.ownerTopics(owner);
     // Sent together, the lease (and the owner's topic) first: a member is never written
     // without the topic listed where a reaper finds it.
     const lease = this.runner.run(
       leaseScript,
-      [this.keys.leases, this.keys.ownerTopics(owner), this.keys.reaping],
-      [owner, String(leaseMs), topic],
+      [this.keys.leases, ownerTopics, this.keys.reaping],
+      [owner, String(leaseMs), topic, joined.length > 0 ? '1' : '0'],
     );
     const args = [owner, String(joined.length)];
     for (const entry of joined) args.push(entry.key, encodeEntry(owner, entry));
     args.push(...left);
     const members = this.runner.run(writeScript, this.keys.topic(topic, owner), args);
-    await Promise.all([lease, members]);
+    const [, remaining] = await Promise.all([lease, members]);
+    // The owner's last member here left: the topic leaves its list, so the list names only
+    // topics it has members in (what release and reaping walk).
+    if (Number(remaining) === 0) await this.runner.run(unlistScript, [ownerTopics], [topic]);
   }
 
   async renew(owner: string, leaseMs: number): Promise<boolean> {

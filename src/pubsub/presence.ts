@@ -137,13 +137,16 @@ interface Held {
 }
 
 /**
- * MemoryBroker's store: a Map of members per topic, each owner's lease and the topics it has
- * members in. Pages are in key order (the cursor is the last key of the page before).
+ * MemoryBroker's store: a Map of members per topic, each owner's lease and, per owner, the keys
+ * of its members in each topic it has any in (a topic leaves that list with the owner's last
+ * member in it, so the list stays as long as what the owner holds). Pages are in key order (the
+ * cursor is the last key of the page before).
  */
 export class MemoryPresenceStore implements PresenceStore {
   private readonly topics = new Map<string, Map<string, Held>>();
   private readonly leases = new Map<string, number>();
-  private readonly ownedTopics = new Map<string, Set<string>>();
+  /** owner -> topic -> the keys of its members there; a key is here iff `topics` says so. */
+  private readonly ownedTopics = new Map<string, Map<string, Set<string>>>();
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -159,12 +162,23 @@ export class MemoryPresenceStore implements PresenceStore {
     if (joined.length > 0) {
       if (!members) this.topics.set(topic, (members = new Map<string, Held>()));
       let owned = this.ownedTopics.get(owner);
-      if (!owned) this.ownedTopics.set(owner, (owned = new Set()));
-      owned.add(topic);
-      for (const entry of joined) members.set(entry.key, { owner, entry });
+      if (!owned) this.ownedTopics.set(owner, (owned = new Map<string, Set<string>>()));
+      let keys = owned.get(topic);
+      if (!keys) owned.set(topic, (keys = new Set<string>()));
+      for (const entry of joined) {
+        // A key another owner held moves to this one: it is no longer the other's to reap.
+        const held = members.get(entry.key);
+        if (held && held.owner !== owner) this.disown(held.owner, topic, entry.key);
+        members.set(entry.key, { owner, entry });
+        keys.add(entry.key);
+      }
     }
     if (members) {
-      for (const key of left) if (members.get(key)?.owner === owner) members.delete(key);
+      for (const key of left) {
+        if (members.get(key)?.owner !== owner) continue;
+        members.delete(key);
+        this.disown(owner, topic, key);
+      }
       if (members.size === 0) this.topics.delete(topic);
     }
     return Promise.resolve();
@@ -211,12 +225,13 @@ export class MemoryPresenceStore implements PresenceStore {
   private drop(owner: string): ReapedMembers[] {
     this.leases.delete(owner);
     const reaped: ReapedMembers[] = [];
-    for (const topic of this.ownedTopics.get(owner) ?? []) {
+    for (const [topic, keys] of this.ownedTopics.get(owner) ?? []) {
       const members = this.topics.get(topic);
       if (!members) continue;
       const removed: PresenceEntry[] = [];
-      for (const [key, held] of members) {
-        if (held.owner !== owner) continue;
+      for (const key of keys) {
+        const held = members.get(key);
+        if (held?.owner !== owner) continue;
         members.delete(key);
         removed.push(held.entry);
       }
@@ -225,5 +240,14 @@ export class MemoryPresenceStore implements PresenceStore {
     }
     this.ownedTopics.delete(owner);
     return reaped;
+  }
+
+  /** `key` in `topic` is no longer `owner`'s: the topic leaves its list with its last member. */
+  private disown(owner: string, topic: string, key: string): void {
+    const owned = this.ownedTopics.get(owner);
+    const keys = owned?.get(topic);
+    if (!owned || !keys?.delete(key) || keys.size > 0) return;
+    owned.delete(topic);
+    if (owned.size === 0) this.ownedTopics.delete(owner);
   }
 }

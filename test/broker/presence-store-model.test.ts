@@ -3,7 +3,9 @@
  * few topics, owners that die (their lease lapses) and are reaped, and a node that closes
  * (release). After every step each topic's count and its member list, read page by page, are
  * the model's, and a reap removes exactly the dead owners' members. MemoryBroker's store,
- * Redis's and NATS's.
+ * Redis's and NATS's. The memory and Redis stores also list, per owner, the topics it has members
+ * in (what release and reaping walk): after every step each owner's list is exactly the topics
+ * where the model has a member of it, so it never outgrows what the owner holds.
  */
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect as connectNats } from '@nats-io/transport-node';
@@ -15,7 +17,7 @@ import { MemoryPresenceStore } from '../../src/pubsub/presence.js';
 import type { PresenceEntry, PresenceStore } from '../../src/pubsub/presence.js';
 import type { Link } from '../../src/pubsub/nats-link.js';
 import { NatsPresenceStore, natsPresenceBucket } from '../../src/pubsub/presence-nats.js';
-import { RedisPresenceStore } from '../../src/pubsub/presence-redis.js';
+import { RedisPresenceStore, redisPresenceKeys } from '../../src/pubsub/presence-redis.js';
 import { RedisScriptRunner } from '../../src/pubsub/redis-script-runner.js';
 import { NATS_URL, REDIS_URL, deleteRedisKeys } from '../support/brokers.js';
 import { sleep } from '../support/promises.js';
@@ -57,6 +59,42 @@ interface Harness {
   store: PresenceStore;
   /** Let time pass beyond a 1 ms lease. */
   pass: () => Promise<void>;
+  /**
+   * The topics the store lists for `owner`, and those where it keeps a set of the owner's
+   * members (the same on the memory store); undefined where the store keeps no such list.
+   */
+  owned?: (owner: string) => Promise<{ listed: string[]; holding: string[] }>;
+}
+
+/** The topics where `model` has a member of `owner`. */
+function heldBy(model: Model, owner: string): string[] {
+  return [...model.topics]
+    .filter(([, members]) => [...members.values()].includes(owner))
+    .map(([topic]) => topic)
+    .sort();
+}
+
+/** MemoryPresenceStore's per-owner list, read from its private field. */
+function memoryOwned(store: MemoryPresenceStore) {
+  const owned = (store as unknown as { ownedTopics: Map<string, { keys(): Iterable<string> }> })
+    .ownedTopics;
+  return (owner: string) => {
+    const topics = [...(owned.get(owner)?.keys() ?? [])].sort();
+    return Promise.resolve({ listed: topics, holding: topics });
+  };
+}
+
+/** RedisPresenceStore's per-owner list and per-topic owner sets under `prefix`. */
+function redisOwned(redis: Redis, prefix: string) {
+  const keys = redisPresenceKeys(prefix);
+  return async (owner: string) => {
+    const listed = (await redis.smembers(keys.ownerTopics(owner))).sort();
+    const holding: string[] = [];
+    for (const topic of TOPICS) {
+      if ((await redis.exists(keys.topic(topic, owner)[2]!)) === 1) holding.push(topic);
+    }
+    return { listed, holding };
+  };
 }
 
 /** The model: member key -> owner, by topic; and each owner's incarnation (a new one after death). */
@@ -100,10 +138,12 @@ async function allMembers(store: PresenceStore, topic: string, limit: number): P
 }
 
 async function run(harness: () => Harness, steps: Step[], limit: number): Promise<void> {
-  const { store, pass } = harness();
+  const { store, pass, owned } = harness();
   const model = new Model();
+  const everyOwner = new Set<string>();
   for (const s of steps) {
     const owner = model.owner(s.owner);
+    everyOwner.add(owner);
     if (s.kind === 'join' || s.kind === 'leave') {
       const topic = TOPICS[s.topic]!;
       const member = entry(owner, s.member);
@@ -133,6 +173,12 @@ async function run(harness: () => Harness, steps: Step[], limit: number): Promis
       expect(await store.count(topic)).toBe(members.size);
       expect((await allMembers(store, topic, limit)).sort()).toEqual([...members.keys()].sort());
     }
+    if (owned) {
+      for (const name of everyOwner) {
+        const expected = heldBy(model, name);
+        expect(await owned(name)).toEqual({ listed: expected, holding: expected });
+      }
+    }
   }
   for (const index of OWNERS.keys()) await store.release(model.owner(index));
 }
@@ -146,13 +192,17 @@ describe('presence store, against a model', () => {
         (steps, limit) => {
           let now = 1_000;
           return run(
-            () => ({
-              store: new MemoryPresenceStore(() => now),
-              pass: () => {
-                now += 2;
-                return Promise.resolve();
-              },
-            }),
+            () => {
+              const store = new MemoryPresenceStore(() => now);
+              return {
+                store,
+                pass: () => {
+                  now += 2;
+                  return Promise.resolve();
+                },
+                owned: memoryOwned(store),
+              };
+            },
             steps,
             limit,
           );
@@ -181,11 +231,15 @@ describe('presence store, against a model', () => {
           fc.integer({ min: 1, max: 4 }),
           (steps, limit) =>
             run(
-              () => ({
+              () => {
                 // A prefix per run: each starts from an empty store.
-                store: new RedisPresenceStore(runner, `${prefix}:${++run_}:`),
-                pass: () => sleep(3),
-              }),
+                const runPrefix = `${prefix}:${++run_}:`;
+                return {
+                  store: new RedisPresenceStore(runner, runPrefix),
+                  pass: () => sleep(3),
+                  owned: redisOwned(redis, runPrefix),
+                };
+              },
               steps,
               limit,
             ),
