@@ -59,7 +59,10 @@ export interface ServerApiConfig {
   readonly consume: ServerApiConsume | undefined;
   /** How long a publish's idempotency key is remembered, in ms. */
   readonly idempotencyWindowMs: number;
-  /** The largest request body, in bytes (413 beyond). */
+  /**
+   * The largest request, in bytes: an HTTP body (413 beyond), a stream entry's `request` or a
+   * NATS message (refused unhandled beyond).
+   */
   readonly maxBodyBytes: number;
   /** How long a request body may take to arrive, in ms (408 beyond). */
   readonly bodyTimeoutMs: number;

@@ -6,6 +6,8 @@
 import { hostname } from 'node:os';
 import { nanoid } from 'nanoid';
 import type { Logger } from '../peer/logger.js';
+import { encodeFailure } from '../protocol/encode.js';
+import { ErrorCode } from '../protocol/error-codes.js';
 import type { ApiCaller } from './auth.js';
 import type { ServerApiConsume } from './config.js';
 import { Fifo } from '../pubsub/fifo.js';
@@ -24,6 +26,30 @@ export interface ConsumerHandling {
   answer: Answer;
   /** The reply to a request refused (NATS, its queue full): `-32000 Server busy`. */
   busy: (text: string) => string;
+  /**
+   * The largest request taken, in UTF-8 bytes (`serverApi.maxBodyBytes`, the bound HTTP bodies
+   * get too): a larger one is refused unread, never handled.
+   */
+  maxBytes: number;
+}
+
+/** Whether `text` is longer than `maxBytes` in UTF-8 (measured only when its length cannot tell). */
+function oversize(text: string, maxBytes: number): boolean {
+  // A UTF-16 code unit is 1 to 3 bytes of UTF-8 (a pair of them 4).
+  if (text.length > maxBytes) return true;
+  return text.length * 3 > maxBytes && Buffer.byteLength(text, 'utf8') > maxBytes;
+}
+
+/**
+ * The reply to a request over `maxBytes`: -32600 with `data: { maxBodyBytes }` under id null
+ * (the text is not parsed for its id: not reading it is the point).
+ */
+function tooLargeReply(maxBytes: number): string {
+  return encodeFailure(null, {
+    code: ErrorCode.InvalidRequest,
+    message: 'Request too large',
+    data: { maxBodyBytes: maxBytes },
+  });
 }
 
 export interface Consumer {
@@ -43,7 +69,7 @@ export async function startConsumer(
     );
   }
   return consume.kind === 'redis'
-    ? consumeRedis(url, consume, handling.answer, logger)
+    ? consumeRedis(url, consume, handling, logger)
     : consumeNats(url, consume, handling, logger);
 }
 
@@ -117,7 +143,8 @@ class Slots {
 /**
  * XREADGROUP on `stream` as `group`: every entry is handled, then acknowledged, whatever its
  * outcome (a request that fails is logged, never retried forever). An entry whose field
- * `request` is missing is logged and acknowledged. Entries another consumer of the group took
+ * `request` is missing, or holds more than `maxBytes`, is logged and acknowledged unhandled (a
+ * stream entry has nowhere to be answered). Entries another consumer of the group took
  * and left unacknowledged for CLAIM_IDLE_MS (its node died) are taken over (XAUTOCLAIM).
  *
  * At most `maxConcurrent` entries are handled at once, started in the stream's order: each read
@@ -129,7 +156,7 @@ class Slots {
 async function consumeRedis(
   url: string,
   consume: Extract<ServerApiConsume, { kind: 'redis' }>,
-  answer: Answer,
+  { answer, maxBytes }: ConsumerHandling,
   logger: Logger,
 ): Promise<Consumer> {
   const { stream, group } = consume;
@@ -165,7 +192,12 @@ async function consumeRedis(
     const text = at >= 0 && at % 2 === 0 ? fields[at + 1] : undefined;
     if (text === undefined)
       logger.warn({ stream, id }, 'server API: stream entry without a request field');
-    else await handle(text, answer, logger, { stream, id });
+    else if (oversize(text, maxBytes)) {
+      logger.warn(
+        { stream, id, maxBodyBytes: maxBytes },
+        'server API: stream entry over maxBodyBytes; not handled',
+      );
+    } else await handle(text, answer, logger, { stream, id });
     try {
       await acks.xack(stream, group, id);
     } catch (err) {
@@ -240,6 +272,9 @@ async function consumeRedis(
  * reply subject, if any, gets `-32000 Server busy` (under each request's id), and the refusals
  * are logged once per overload with their count when it ends. The requester learns it at once
  * and can try again or elsewhere, instead of the node holding an unbounded backlog.
+ *
+ * A message over `maxBytes` is refused at once, neither queued nor handled: its reply subject
+ * gets -32600 `Request too large`, and it is logged.
  */
 async function consumeNats(
   url: string,
@@ -248,9 +283,15 @@ async function consumeNats(
   logger: Logger,
 ): Promise<Consumer> {
   const { subject, queue: group, maxConcurrent, maxQueued } = consume;
+  const { maxBytes } = handling;
   const { connect } = await import('@nats-io/transport-node');
   const nc = await connect({ servers: url, name: 'wsrpc-server-api', maxReconnectAttempts: -1 });
-  type Message = { string(): string; reply?: string; respond(data: string): boolean };
+  type Message = {
+    data: Uint8Array;
+    string(): string;
+    reply?: string;
+    respond(data: string): boolean;
+  };
   const waiting = new Fifo<Message>();
   let refused = 0;
   const reply = (msg: Message, text: string): void => {
@@ -279,6 +320,14 @@ async function consumeNats(
     callback: (err, msg) => {
       if (err) {
         logger.warn({ err, subject }, 'server API: NATS subscription error');
+        return;
+      }
+      if (msg.data.length > maxBytes) {
+        logger.warn(
+          { subject, bytes: msg.data.length, maxBodyBytes: maxBytes },
+          'server API: NATS message over maxBodyBytes; refused',
+        );
+        reply(msg, tooLargeReply(maxBytes));
         return;
       }
       if (slots.free > 0) run(msg);

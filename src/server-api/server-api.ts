@@ -187,13 +187,16 @@ export async function startServerApi(
   }
 
   const consumer = config.consume
-    ? await startConsumer(config.consume, deps.brokerUrl, { answer, busy }, logger).catch(
-        async (err: unknown) => {
-          await stopHttp();
-          await nodes.close();
-          throw err;
-        },
-      )
+    ? await startConsumer(
+        config.consume,
+        deps.brokerUrl,
+        { answer, busy, maxBytes: config.maxBodyBytes },
+        logger,
+      ).catch(async (err: unknown) => {
+        await stopHttp();
+        await nodes.close();
+        throw err;
+      })
     : undefined;
 
   let closed: Promise<void> | undefined;
