@@ -7,7 +7,11 @@ import { nanoid } from 'nanoid';
 import type { Logger } from '../peer/logger.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { InvalidParamsError, JsonRpcError, ServerError } from '../protocol/errors.js';
-import { ConnectionClosedError, TimeoutError } from '../protocol/local-errors.js';
+import {
+  ConnectionClosedError,
+  TimeoutError,
+  TooManyPendingCallsError,
+} from '../protocol/local-errors.js';
 import type { ErrorObject, Params } from '../protocol/types.js';
 import type { Gateway } from '../server/gateway.js';
 import type { Session } from '../server/session.js';
@@ -87,6 +91,18 @@ export async function callSession(
   } catch (err) {
     if (err instanceof JsonRpcError) return { sessionId, error: err.toErrorObject() };
     if (err instanceof TimeoutError) return { sessionId, error: timedOut(sessionId, timeoutMs) };
+    // The session's own table of calls to its client (limits.maxPendingCalls) is full: the
+    // client is slow, not gone, so the caller may try again, as with the API's own -32000.
+    if (err instanceof TooManyPendingCallsError) {
+      return {
+        sessionId,
+        error: {
+          code: ErrorCode.ServerBusy,
+          message: 'Too many calls to the client in progress',
+          data: { sessionId, reason: 'too many pending calls', limit: err.limit },
+        },
+      };
+    }
     const closed = err instanceof ConnectionClosedError;
     return {
       sessionId,
