@@ -32,6 +32,23 @@ export function failureOf(err: unknown): Record<string, unknown> {
   return { err };
 }
 
+/**
+ * The longest `user` a connect hook may answer, in UTF-8 bytes: it goes out on every upstream
+ * request (X-Wsrpc-User), and headers are not a payload (X-Wsrpc-Context has its own bound).
+ */
+export const MAX_HOOK_USER_BYTES = 1024;
+
+/** A lone surrogate: a string holding one cannot be UTF-8 (encodeURIComponent throws on it). */
+const LONE_SURROGATE = /\p{Surrogate}/u;
+
+/** Why a non-empty `user` cannot name a session's user, or undefined when it can. */
+function userProblem(user: string): string | undefined {
+  if (LONE_SURROGATE.test(user)) return 'user is not well-formed Unicode (a lone surrogate)';
+  if (user.length > MAX_HOOK_USER_BYTES || Buffer.byteLength(user, 'utf8') > MAX_HOOK_USER_BYTES)
+    return `user is longer than ${MAX_HOOK_USER_BYTES} bytes of UTF-8`;
+  return undefined;
+}
+
 const isStrings = (value: unknown): value is string[] =>
   Array.isArray(value) && value.every((item) => typeof item === 'string');
 
@@ -48,12 +65,17 @@ export interface HookIdentity {
   readonly anonymous?: true;
 }
 
-/** A connect hook's result checked: `{ context, user?, expiresAt?, topics?, methods? }`; else why not. */
+/**
+ * A connect hook's result checked: `{ context, user?, expiresAt?, topics?, methods? }`; else why
+ * not. `user` must be well-formed Unicode of at most MAX_HOOK_USER_BYTES.
+ */
 export function readConnectResult(result: unknown): HookIdentity | string {
   if (!isRecord(result)) return 'the result is not an object';
   const { context, user, expiresAt, topics, methods } = result;
   if (user !== undefined && (typeof user !== 'string' || user === ''))
     return 'user is not a non-empty string';
+  const badUser = user === undefined ? undefined : userProblem(user);
+  if (badUser !== undefined) return badUser;
   if (expiresAt !== undefined && (typeof expiresAt !== 'number' || !Number.isFinite(expiresAt))) {
     return 'expiresAt is not a number (ms since the epoch)';
   }

@@ -50,10 +50,12 @@ export function subscribeHook(
     const userOf = deps.userOf();
     const user =
       userOf && session.context !== undefined ? userOf(session.context as never) : undefined;
-    const headers: Record<string, string> = { 'x-wsrpc-session': session.id };
-    if (typeof user === 'string') headers['x-wsrpc-user'] = encodeURIComponent(user);
     let result: unknown;
     try {
+      // In the try: a user encodeURIComponent refuses (a lone surrogate, from an identity other
+      // than the connect hook's) is a failure of the hook, decided by onFailure.
+      const headers: Record<string, string> = { 'x-wsrpc-session': session.id };
+      if (typeof user === 'string') headers['x-wsrpc-user'] = encodeURIComponent(user);
       result = await tracedHookRequest(
         deps.tracing,
         client,
