@@ -239,6 +239,7 @@ describe('jwtAuth refuses, with a 401 saying why', () => {
       noSub: await signHs256(validClaims({ sub: undefined })),
       noAud: await signHs256(validClaims({ aud: undefined })),
       numericSub: await signHs256({ ...validClaims(), sub: 42 as unknown as string }),
+      loneSurrogateSub: await signHs256(validClaims({ sub: 'al\ud800ice' })),
       badTopics: await signHs256(validClaims({ topics: ['ok', 7] })),
     };
     const outcomes: Record<string, unknown> = {};
@@ -252,6 +253,7 @@ describe('jwtAuth refuses, with a 401 saying why', () => {
       noSub: 'missing claim "sub"',
       noAud: 'missing claim "aud"',
       numericSub: 'malformed claim "sub"',
+      loneSurrogateSub: 'malformed claim "sub"',
       badTopics: 'malformed claim "topics"',
     });
   });

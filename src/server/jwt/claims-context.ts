@@ -21,13 +21,19 @@ export interface JwtContext {
   readonly claims: Readonly<JWTPayload>;
 }
 
+const LONE_SURROGATE = /\p{Surrogate}/u;
+
 /** The identity the verified `claims` name; a claim of the wrong shape refuses the token. */
 export function identityOf(
   claims: JWTPayload,
   names: Readonly<Required<JwtClaimNames>>,
 ): JwtContext {
   const user = claims[names.user];
-  if (typeof user !== 'string' || user === '') throw malformedClaim(names.user);
+  // Not well-formed (a lone surrogate, which a token's JSON can spell): such a user has no UTF-8,
+  // so it could not go out as X-Wsrpc-User, into a log line or a broker's key as itself.
+  if (typeof user !== 'string' || user === '' || LONE_SURROGATE.test(user)) {
+    throw malformedClaim(names.user);
+  }
   // Present and a number: jwtVerify requires exp and checks its type.
   const expiresAt = claims.exp! * 1000;
   const issuedAt = typeof claims.iat === 'number' ? claims.iat * 1000 : undefined;
