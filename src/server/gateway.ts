@@ -192,6 +192,8 @@ export class Gateway<C = unknown> {
       {
         patternOf: (topic) => this.pubsub.topicPattern(topic),
         mayUse: (session, topic, params) => this.pubsub.mayUse(session, topic, params),
+        checkName: (topic) => this.pubsub.checkTopicName(topic),
+        reserve: (session, topic, fresh) => this.pubsub.reserveStreamTopic(session, topic, fresh),
       },
     );
     this.pubsub.onTopicSubscribed = (session, topic, id) =>

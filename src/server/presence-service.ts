@@ -48,6 +48,14 @@ export interface PresenceTopics<C> {
   patternOf(topic: string): string | undefined;
   /** Whether `session` may subscribe to `topic` (claims, then the topic's authorize). */
   mayUse(session: Session<C>, topic: string, params: unknown): Promise<boolean>;
+  /** Refuse a name a subscribe to it would be refused for (-32602: too long, a lone surrogate). */
+  checkName(topic: string): void;
+  /**
+   * Count `topic` against the session's limits as a subscribe to it counts
+   * (`maxTopicBytesPerConnection`, -32005; and, when `fresh`, the new-topic rate, -32003);
+   * returns the release.
+   */
+  reserve(session: Session<C>, topic: string, fresh: boolean): () => void;
 }
 
 export interface PresenceSettings {
@@ -179,15 +187,18 @@ export class PresenceService<C> {
   }
 
   /**
-   * The `$presence` subscription: `{ "topic": t }` (or `[t]`), authorized like subscribing to
-   * the topic; first `{ count, members, cursor? }` (the first `maxListed` members), then each
-   * coalesced event.
+   * The `$presence` subscription: `{ "topic": t }` (or `[t]`), checked, authorized and counted
+   * like subscribing to the topic; first `{ count, members, cursor? }` (the first `maxListed`
+   * members), then each coalesced event. `ctx` is the stream's: its signal aborts when the
+   * subscription ends or is refused after this, which gives back what it counted.
    */
   async subscription(
     params: unknown,
     ctx: HandlerContext<Session<C>>,
   ): Promise<Observable<unknown>> {
     const topic = presenceTopicParam(params);
+    // The name is kept while the subscription lives, here and on the broker's channel.
+    this.topics.checkName(topic);
     const presence = this.presenceOf(topic);
     if (!presence) {
       throw new InvalidParamsError(
@@ -198,12 +209,17 @@ export class PresenceService<C> {
     if (!(await this.topics.mayUse(ctx.session, topic, params))) {
       throw new ServerError(ErrorCode.Unauthorized, 'Not authorized for this topic', { topic });
     }
-    const events$ = this.events(topic);
+    const signal = ctx.signal;
+    if (signal.aborted) throw new ServerError(ErrorCode.RequestCancelled, 'Request cancelled');
+    // A topic whose presence this node does not watch yet costs a broker channel.
+    const release = this.topics.reserve(ctx.session, topic, !this.watches.has(topic));
+    signal.addEventListener('abort', release, { once: true });
     const store = this.store;
     return new Observable<unknown>((subscriber) => {
       // Events come in while the first page is read: held, then sent after it.
       let held: PresenceEvent[] | undefined = [];
-      const watching = events$.subscribe({
+      // Watched from here, not before: a subscribe refused after this leaves no watch behind.
+      const watching = this.events(topic).subscribe({
         next: (event) => (held ? held.push(event) : subscriber.next(event)),
         error: (err: unknown) => subscriber.error(err),
       });

@@ -404,6 +404,7 @@ export class PubSubService<C> {
     }
     return this.holdAndStart(request.name, request.name, session, table, definition.flow, ctx, {
       request,
+      kept: keptParams(definition, request.params),
     });
   }
 
@@ -610,8 +611,10 @@ export class PubSubService<C> {
     start: TopicStart,
   ): Promise<string> {
     this.checkLimit(table);
-    const bytes = Buffer.byteLength(topic, 'utf8');
-    this.reserveTopicBytes(table, bytes);
+    const bytes =
+      Buffer.byteLength(topic, 'utf8') +
+      (start.kept === undefined ? 0 : Buffer.byteLength(start.kept, 'utf8'));
+    this.reserveTopicBytes(table, bytes, start.kept !== undefined);
     try {
       this.checkNewTopic(topic, table);
     } catch (err) {
@@ -652,7 +655,7 @@ export class PubSubService<C> {
     table: SessionTable,
     flow: FlowControl,
     ctx: TopicContext,
-    { request, starting }: TopicStart,
+    { request, starting, kept }: TopicStart,
   ): string {
     this.checkLimit(table);
     // Sharing the topic's id lets one encoded frame serve every such subscriber.
@@ -664,7 +667,7 @@ export class PubSubService<C> {
     const session = table.sink as Session<C>;
     const subscription = new TopicSubscription<C>(
       topic,
-      request.params,
+      kept,
       delivery,
       bytes,
       table,
@@ -781,9 +784,9 @@ export class PubSubService<C> {
   /**
    * A topic name is kept for as long as its subscription lives (by this node, and by the
    * broker): one longer than `maxTopicNameBytes` is refused before anything holds it, and
-   * without echoing it back.
+   * without echoing it back. Also asked for the topic a `$presence` subscription names.
    */
-  private checkTopicName(name: string): void {
+  checkTopicName(name: string): void {
     const limit = this.limits.maxTopicNameBytes;
     // At least one byte per UTF-16 unit, at most three: most names need no count.
     if (name.length * 3 > limit) {
@@ -802,14 +805,54 @@ export class PubSubService<C> {
     }
   }
 
-  /** Count `bytes` more of topic names against the connection's bound, or refuse (-32005). */
-  private reserveTopicBytes(table: SessionTable, bytes: number): void {
+  /**
+   * A per-subscriber stream that holds a topic's name on this node and the broker (`$presence`,
+   * on the topic's `$presence.<topic>` channel), weighed as a subscribe to the topic is: the name
+   * is counted against the connection's `maxTopicBytesPerConnection`, and when `fresh` (this
+   * node does not hold that channel yet) the subscribe takes from the connection's new-topic
+   * rate. The name has passed `checkTopicName`. Returns the release, run when the stream ends
+   * (more than once is harmless).
+   */
+  reserveStreamTopic(session: Session<C>, topic: string, fresh: boolean): () => void {
+    const table = this.requireTable(session);
+    const bytes = Buffer.byteLength(topic, 'utf8');
+    this.reserveTopicBytes(table, bytes, false);
+    if (fresh) {
+      try {
+        this.takeNewTopic(topic, table);
+      } catch (err) {
+        table.topicBytes -= bytes;
+        throw err;
+      }
+    }
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      table.topicBytes -= bytes;
+    };
+  }
+
+  /**
+   * Count `bytes` more of topic names (and of the params kept for them) against the
+   * connection's bound, or refuse (-32005). `withParams`: this subscribe's bytes include kept
+   * params.
+   */
+  private reserveTopicBytes(table: SessionTable, bytes: number, withParams: boolean): void {
     const limit = this.limits.maxTopicBytesPerConnection;
     const total = table.topicBytes + bytes;
     if (total > limit) {
+      // Which is counted is only looked up on a refusal: the message names what the bytes are.
+      const what =
+        withParams ||
+        [...table.subscriptions.values()].some(
+          (held) => held instanceof TopicSubscription && held.keepsParams,
+        )
+          ? 'topic names and the params kept for them'
+          : 'topic names';
       throw new ServerError(
         ErrorCode.TooManySubscriptions,
-        `Too many subscriptions: their topic names would take ${total} bytes, at most ${limit} (limits.maxTopicBytesPerConnection)`,
+        `Too many subscriptions: their ${what} would take ${total} bytes, at most ${limit} (limits.maxTopicBytesPerConnection)`,
         { limit, bytes: total },
       );
     }
@@ -822,12 +865,12 @@ export class PubSubService<C> {
    * per connection (burst `newTopicSubscribesBurst`), beyond which -32003.
    */
   private checkNewTopic(topic: string, table: SessionTable): void {
-    if (
-      this.limits.newTopicSubscribesPerSecond === 0 ||
-      this.registry.sharedId(topic) !== undefined
-    ) {
-      return;
-    }
+    if (this.registry.sharedId(topic) === undefined) this.takeNewTopic(topic, table);
+  }
+
+  /** Take one of the connection's new-topic subscribes, or refuse (-32003). */
+  private takeNewTopic(topic: string, table: SessionTable): void {
+    if (this.limits.newTopicSubscribesPerSecond === 0) return;
     table.newTopics ??= new TokenBucket(
       this.limits.newTopicSubscribesPerSecond,
       this.limits.newTopicSubscribesBurst,
@@ -853,6 +896,19 @@ type TopicContext = Pick<HandlerContext<unknown>, 'signal' | 'afterReply'>;
 interface TopicStart {
   request: SubscribeRequest;
   starting?: (request: SubscribeRequest) => SubscribeRequest;
+  /** The subscribe's params as JSON, when the topic's `authorize` will be asked again (keptParams). */
+  kept?: string;
+}
+
+/**
+ * The params a topic subscription keeps, as JSON: only a topic with `authorize` reads them again
+ * (a refresh weighs each subscription anew), so the others keep nothing. Kept as text, whose
+ * bytes are what the connection's `maxTopicBytesPerConnection` counts, rather than as the parsed
+ * value, which can take several times that.
+ */
+function keptParams<C>(definition: TopicDefinition<C>, params: unknown): string | undefined {
+  if (!definition.options.authorize || params === undefined) return undefined;
+  return JSON.stringify(params);
 }
 
 /**

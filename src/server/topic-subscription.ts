@@ -12,9 +12,10 @@ export interface TopicEnds<C> {
 
 /**
  * A session's subscription to a topic, and what its end undoes: the delivery leaves the topic,
- * the node lets go of the topic, the connection's topic-name bytes come back. A class rather
- * than a closure: a closure made where the subscribe is handled would keep that whole scope
- * (the request, the call's context) for as long as the subscription lives, on every subscriber.
+ * the node lets go of the topic, the connection's bytes (topic name, kept params) come back. A
+ * class rather than a closure: a closure made where the subscribe is handled would keep that
+ * whole scope (the request, the call's context) for as long as the subscription lives, on every
+ * subscriber.
  */
 export class TopicSubscription<C> implements SessionSubscription {
   /** Announced live (lifecycle `subscribed`): its end is announced too. */
@@ -24,14 +25,30 @@ export class TopicSubscription<C> implements SessionSubscription {
 
   constructor(
     readonly topic: string,
-    /** What the subscribe carried for the topic's `authorize` (asked again after a refresh). */
-    readonly params: unknown,
+    /**
+     * The subscribe's params as JSON, kept only for a topic whose `authorize` is asked again
+     * after a refresh; their bytes are part of `bytes`.
+     */
+    private readonly kept: string | undefined,
     readonly delivery: Delivery,
-    /** UTF-8 bytes of `topic`, counted against the connection (maxTopicBytesPerConnection). */
+    /**
+     * UTF-8 bytes of `topic` and of `kept`, counted against the connection
+     * (maxTopicBytesPerConnection).
+     */
     private readonly bytes: number,
     private readonly table: SessionTable,
     private readonly ends: TopicEnds<C>,
   ) {}
+
+  /** What the subscribe carried for the topic's `authorize`; undefined when not kept. */
+  get params(): unknown {
+    return this.kept === undefined ? undefined : (JSON.parse(this.kept) as unknown);
+  }
+
+  /** Whether its bytes include kept params. */
+  get keepsParams(): boolean {
+    return this.kept !== undefined;
+  }
 
   teardown(): void {
     this.delivery.stop();
