@@ -102,8 +102,10 @@ export interface GatewayLimits {
    */
   maxTopicNameBytes?: number;
   /**
-   * UTF-8 bytes of topic names the subscriptions of one connection may hold together; a
-   * subscribe beyond it gets -32005 with `data: { limit, bytes }`. Default 16 384.
+   * UTF-8 bytes of topic names (of topic and `$presence` subscriptions) and of the params kept
+   * for them (JSON, only for a topic with `authorize`) the subscriptions of one connection may
+   * hold together; a subscribe beyond it gets -32005 with `data: { limit, bytes }`. Default
+   * 16 384.
    */
   maxTopicBytesPerConnection?: number;
   /**

@@ -73,7 +73,10 @@ export interface PubSubStats {
 
 export interface SessionSubscription {
   topic: string | undefined;
-  /** What the subscribe carried for the topic's `authorize` (asked again after a refresh). */
+  /**
+   * What the subscribe carried for the topic's `authorize`, kept only when the topic has one
+   * (asked again after a refresh).
+   */
   params?: unknown;
   delivery: Delivery;
   /** Ends a stream's source, or detaches a topic delivery. */
@@ -84,7 +87,10 @@ export interface SessionTable {
   /** The session, as the socket fan-out writes to. */
   sink: Sink;
   subscriptions: Map<string, SessionSubscription>;
-  /** UTF-8 bytes of the topic names its subscriptions hold (and subscribes under way reserve). */
+  /**
+   * UTF-8 bytes of the topic names its subscriptions hold (topic and `$presence`) and of the
+   * params kept for them, subscribes under way included.
+   */
   topicBytes: number;
   // The three below are made when first needed: most connections never resume, and only the
   // first subscriber of a topic brings it onto the node.
