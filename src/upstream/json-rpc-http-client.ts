@@ -43,8 +43,15 @@ const TOO_LARGE = 'UND_ERR_RES_EXCEEDED_MAX_SIZE';
  * Requests go through the pool's `dispatch` with a handler that gathers the body's chunks
  * (ReplyReader), not `request`, which makes a body stream, an async resource and an abort
  * listener per call: on a routed call that was most of the gateway's own JavaScript work.
+ *
+ * A request waiting in the pool's queue cannot be taken out of it: aborted, it stays there, body
+ * and all, until a socket frees and undici starts it (the handler then aborts it unsent). Its
+ * call keeps its maxConcurrent slot until then (`keepsAbortedRequests`), so what the pool holds
+ * is bounded by `maxConcurrent` whatever the callers cancel. The queue drains within the timeout
+ * of the requests ahead, each aborted by its own timer.
  */
 export class JsonRpcHttpClient extends UpstreamEndpoint {
+  protected override readonly keepsAbortedRequests = true;
   private readonly pool: Pool;
   private readonly path: string;
   private readonly fixedHeaders: readonly (readonly [string, string])[];
@@ -125,7 +132,8 @@ export class JsonRpcHttpClient extends UpstreamEndpoint {
  * One request's undici handler: the status and the body's chunks, refused past `maxBytes` (the
  * pool's maxResponseSize covers a declared length, this a streamed one). The attempt's abort
  * (timeout, the caller's cancel) aborts the request, closing its socket, once it has started,
- * or as soon as it starts.
+ * or as soon as it starts. Undici calls onResponseEnd or onResponseError once for every request,
+ * aborted or not (when aborted at onRequestStart, at once): the attempt settles only then.
  */
 class ReplyReader implements Dispatcher.DispatchHandler {
   private status = 0;

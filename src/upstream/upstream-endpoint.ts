@@ -71,13 +71,21 @@ export abstract class UpstreamEndpoint {
   private inFlightCount = 0;
   private nextId = 1;
 
+  /**
+   * True when the transport may keep an aborted attempt's request (its body, its place in a
+   * queue) until `attempt` settles. The call's slot is then held until every attempt it made has
+   * settled, the caller's answer not waiting for it: requests given up that the transport still
+   * holds count against maxConcurrent, so cancelling cannot make the gateway hold more.
+   */
+  protected readonly keepsAbortedRequests: boolean = false;
+
   constructor(protected readonly options: UpstreamEndpointOptions) {}
 
   get name(): string {
     return this.options.name;
   }
 
-  /** Calls to this upstream now in flight. */
+  /** Calls to this upstream now in flight (a call given up counts until its request is let go). */
   get inFlight(): number {
     return this.inFlightCount;
   }
@@ -118,16 +126,23 @@ export abstract class UpstreamEndpoint {
     }
     this.inFlightCount++;
     observer?.started(name);
+    const slot = new Slot();
     let outcome: UpstreamOutcome = 'ok';
     try {
-      return await this.withRetries(method, params, options, expectsReply);
+      return await this.withRetries(method, params, options, expectsReply, slot);
     } catch (err) {
       outcome = outcomeOf(err, options.signal);
       throw err;
     } finally {
-      this.inFlightCount--;
-      observer?.settled(name, outcome, (performance.now() - started) / 1000);
+      const seconds = (performance.now() - started) / 1000;
+      if (slot.kept === 0) this.free(outcome, seconds);
+      else slot.free = () => this.free(outcome, seconds);
     }
+  }
+
+  private free(outcome: UpstreamOutcome, seconds: number): void {
+    this.inFlightCount--;
+    this.options.observer?.settled(this.options.name, outcome, seconds);
   }
 
   private withRetries(
@@ -135,6 +150,7 @@ export abstract class UpstreamEndpoint {
     params: Params | undefined,
     options: UpstreamCallOptions,
     expectsReply: boolean,
+    slot: Slot,
   ): Promise<unknown> {
     // The call's own headers, set on and sent as they are: no copy per call or attempt.
     const headers = options.headers ?? {};
@@ -142,8 +158,8 @@ export abstract class UpstreamEndpoint {
     headers['x-request-id'] ??= nanoid();
     const retries = expectsReply ? this.options.retries : 0;
     // No retries (the default): the attempt is the call, without a loop awaiting it.
-    if (retries === 0) return this.once(method, params, options, headers, expectsReply);
-    return this.retrying(method, params, options, headers, retries);
+    if (retries === 0) return this.once(method, params, options, headers, expectsReply, slot);
+    return this.retrying(method, params, options, headers, retries, slot);
   }
 
   private async retrying(
@@ -152,10 +168,11 @@ export abstract class UpstreamEndpoint {
     options: UpstreamCallOptions,
     headers: Record<string, string>,
     retries: number,
+    slot: Slot,
   ): Promise<unknown> {
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.once(method, params, options, headers, true);
+        return await this.once(method, params, options, headers, true, slot);
       } catch (err) {
         const safe =
           err instanceof UpstreamError &&
@@ -168,7 +185,8 @@ export abstract class UpstreamEndpoint {
 
   /**
    * One attempt, settled by the transport's answer or, as soon as it comes, the timeout or the
-   * caller's cancel (a transport that ignores the abort never hangs a call).
+   * caller's cancel (a transport that ignores the abort never hangs a call). Aborted first, it
+   * keeps the call's slot until the transport settles too, when the transport may hold it.
    */
   private once(
     method: string,
@@ -176,6 +194,7 @@ export abstract class UpstreamEndpoint {
     options: UpstreamCallOptions,
     headers: Record<string, string>,
     expectsReply: boolean,
+    slot: Slot,
   ): Promise<unknown> {
     const { signal, timeoutMs } = options;
     if (signal?.aborted) return Promise.reject(signal.reason as Error);
@@ -202,8 +221,14 @@ export abstract class UpstreamEndpoint {
         clearTimeout(timer);
         if (cancel) signal.removeEventListener('abort', cancel);
       };
+      // Set when the abort answered the caller while the transport may still hold the request.
+      let kept = false;
       request.settleOnAbort((reason) => {
         done();
+        if (this.keepsAbortedRequests) {
+          kept = true;
+          slot.kept++;
+        }
         reject(reason as Error);
       });
       let work: Promise<unknown>;
@@ -214,15 +239,30 @@ export abstract class UpstreamEndpoint {
       }
       work.then(
         (value) => {
+          if (kept) return slot.letGo();
           done();
           resolve(value);
         },
         (err: unknown) => {
+          if (kept) return slot.letGo();
           done();
           reject((request.aborted ? request.abortReason : err) as Error);
         },
       );
     });
+  }
+}
+
+/**
+ * A call's place among maxConcurrent: freed once the call has its answer (`free` is set then)
+ * and the transport has let go of every attempt it was still holding when aborted (`kept`).
+ */
+class Slot {
+  kept = 0;
+  free: (() => void) | undefined;
+
+  letGo(): void {
+    if (--this.kept === 0) this.free?.();
   }
 }
 
