@@ -417,6 +417,13 @@ export class Gateway<C = unknown> {
       timesHeaders &&
       !(nodeHeadersTimeout > 0 && nodeHeadersTimeout <= this.limits.headersTimeoutMs);
     if (lowered) server.headersTimeout = this.limits.headersTimeoutMs;
+    // A whole request (headers and body) within headersTimeoutMs + bodyTimeoutMs, or Node's 408:
+    // a body nothing reads (an httpHandler's, say) cannot trickle in for Node's 300 s either.
+    const nodeRequestTimeout = server.requestTimeout;
+    const requestTimeout = this.limits.headersTimeoutMs + this.limits.bodyTimeoutMs;
+    const shortened =
+      timesHeaders && !(nodeRequestTimeout > 0 && nodeRequestTimeout <= requestTimeout);
+    if (shortened) server.requestTimeout = requestTimeout;
     const unwatch = serverGate?.watch(server);
     this.httpRpc = new HttpRpc<C>({
       admission: this.admission,
@@ -491,6 +498,9 @@ export class Gateway<C = unknown> {
       server.off('listening', started);
       if (lowered && server.headersTimeout === this.limits.headersTimeoutMs) {
         server.headersTimeout = nodeHeadersTimeout;
+      }
+      if (shortened && server.requestTimeout === requestTimeout) {
+        server.requestTimeout = nodeRequestTimeout;
       }
     };
   }

@@ -1,7 +1,9 @@
-import type { IncomingMessage, Server as HttpServer, ServerResponse } from 'node:http';
+import { IncomingMessage, ServerResponse } from 'node:http';
+import type { Server as HttpServer } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../peer/logger.js';
-import { sendText, serveLivez, serveReadyz } from './http-routes.js';
+import { closeUnread, sendText, serveLivez, serveReadyz } from './http-routes.js';
 import type { Readiness } from './http-routes.js';
 import type { HttpRpc } from './http-rpc.js';
 import type { GatewayMetrics } from './metrics.js';
@@ -66,6 +68,9 @@ export async function serveRoute<C>(
   res: ServerResponse,
   route: Route,
 ): Promise<void> {
+  // JSON-RPC POSTs and the event stream's requests read their bodies (within bodyTimeoutMs).
+  const readsBody = (route === 'rpc' && req.method === 'POST') || route === 'events';
+  if (!readsBody) closeUnread(req, res);
   try {
     switch (route) {
       case 'livez':
@@ -106,6 +111,7 @@ export async function serveRoute<C>(
     }
   } catch (err) {
     deps.logger.error({ err }, 'http handler failed');
+    closeUnread(req, res);
     if (!res.headersSent) sendText(res, 500, 'Internal server error\n');
     else res.destroy();
   }
@@ -252,8 +258,24 @@ class ServerHub {
     if (!isTaken(event) || this.tenants.length === 0) return false;
     if (event === 'upgrade') {
       const [req, socket, head] = args as [IncomingMessage, Duplex, Buffer];
+      if (!isWebSocketUpgrade(req)) {
+        // Another protocol (h2c: curl --http2): a server may ignore an Upgrade (RFC 9110 7.8), and
+        // the gateway's routes and what it answers for the rest are served as plain requests.
+        const routed = this.tenants.some((tenant) => tenant.route(req) !== undefined);
+        if (routed || this.answersTheRest('upgrade')) {
+          this.serveIgnoringUpgrade(req, socket, head);
+          return true;
+        }
+        for (const tenant of this.tenants) tenant.headersRead(socket, true);
+        return false;
+      }
       const taker = this.tenants.find((tenant) => tenant.takesUpgrade(req));
-      for (const tenant of this.tenants) tenant.headersRead(socket, tenant !== taker);
+      // An upgrade nobody takes that the gateways answer (404) stays an HTTP socket, counted,
+      // until it closes; one another listener takes is no HTTP socket of theirs any more.
+      const elsewhere = taker === undefined && !this.answersTheRest('upgrade');
+      for (const tenant of this.tenants) {
+        tenant.headersRead(socket, taker === undefined ? elsewhere : tenant !== taker);
+      }
       if (!taker) return false;
       taker.upgrade(req, socket, head);
       return true;
@@ -282,7 +304,70 @@ class ServerHub {
     // Decided as the request came, before any handler runs.
     const answer = this.answersTheRest('request');
     for (const tenant of [...this.tenants]) if (await tenant.other(req, res)) return;
-    if (answer && !res.headersSent) sendText(res, 404, 'Not found\n');
+    if (!answer || res.headersSent) return;
+    closeUnread(req, res);
+    sendText(res, 404, 'Not found\n');
+  }
+
+  /**
+   * A request with an Upgrade to a protocol other than WebSocket, answered as the HTTP/1.1
+   * request it also is, on a connection closed after the answer. Node handed the socket over
+   * as an upgrade once the headers were parsed, and ended that request's body: the request is
+   * made again with the same head, its body what came after the headers and then the socket's
+   * data, up to its Content-Length. A chunked body is refused (411): this is no HTTP parser.
+   */
+  private serveIgnoringUpgrade(upgrade: IncomingMessage, socket: Duplex, head: Buffer): void {
+    socket.on('error', () => socket.destroy());
+    const req = new IncomingMessage(socket as Socket);
+    req.method = upgrade.method;
+    req.url = upgrade.url;
+    req.httpVersion = upgrade.httpVersion;
+    req.httpVersionMajor = upgrade.httpVersionMajor;
+    req.httpVersionMinor = upgrade.httpVersionMinor;
+    req.rawHeaders = upgrade.rawHeaders;
+    req.headers = upgrade.headers;
+    const res = new ServerResponse(req);
+    res.shouldKeepAlive = false;
+    res.assignSocket(socket as Socket);
+    res.once('finish', () => {
+      res.detachSocket(socket as Socket);
+      socket.once('finish', () => socket.destroy());
+      socket.end();
+    });
+    const length = Number(req.headers['content-length'] ?? 0);
+    if (req.headers['transfer-encoding'] !== undefined || !Number.isSafeInteger(length)) {
+      for (const tenant of this.tenants) tenant.headersRead(socket, false);
+      sendText(
+        res,
+        411,
+        'Send the body with Content-Length, or send the request without Upgrade: h2c.\n',
+      );
+      return;
+    }
+    let left = length;
+    const end = (): void => {
+      socket.off('data', feed);
+      req.complete = true;
+      req.push(null);
+    };
+    const feed = (chunk: Buffer): void => {
+      const part = chunk.subarray(0, left);
+      left -= part.length;
+      if (!req.push(part)) socket.pause();
+      if (left === 0) end();
+    };
+    // The request reads on from the socket when its reader wants more.
+    req._read = () => void socket.resume();
+    socket.once('close', () => {
+      if (!req.complete) req.destroy();
+    });
+    if (left === 0) end();
+    else {
+      feed(head);
+      if (left > 0) socket.on('data', feed);
+    }
+    if (/^100-continue$/i.test(req.headers.expect ?? '')) res.writeContinue();
+    this.server.emit('request', req, res);
   }
 
   private upgradeNobodyTook(socket: Duplex): void {
@@ -290,6 +375,13 @@ class ServerHub {
     const tenant = this.tenants.find((candidate) => candidate.ownsServer) ?? this.tenants[0];
     tenant?.refuseUpgrade(socket);
   }
+}
+
+/** Whether an upgrade asks for WebSocket (the Upgrade header names it, in any case). */
+function isWebSocketUpgrade(req: IncomingMessage): boolean {
+  return (req.headers.upgrade ?? '')
+    .split(',')
+    .some((token) => token.trim().toLowerCase() === 'websocket');
 }
 
 function isTaken(event: string | symbol): event is TakenEvent {

@@ -1,4 +1,4 @@
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 
 /**
  * What /readyz says: `ready` (200), or why not (503): `draining` (drain or close under way),
@@ -30,6 +30,21 @@ export function sendJson(res: ServerResponse, status: number, body: unknown): vo
     'cache-control': 'no-store',
   });
   res.end(text);
+}
+
+/** Whether a request carries a body (whether or not any of it has been read). */
+export function mayHaveBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
+
+/**
+ * The answer about to be sent goes before the request's body was read: the connection is closed
+ * after it, so a body still coming (however slowly) holds no socket open. Node would otherwise
+ * read the rest of the body to keep the connection alive.
+ */
+export function closeUnread(req: IncomingMessage, res: ServerResponse): void {
+  if (!res.headersSent && mayHaveBody(req)) res.setHeader('connection', 'close');
 }
 
 export function sendText(res: ServerResponse, status: number, text: string): void {

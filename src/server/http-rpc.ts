@@ -14,6 +14,7 @@ import { describeUpgrade } from './upgrade-request.js';
 import type { TrustedProxies } from './client-address.js';
 import { readBody } from './read-body.js';
 import { HttpExchangeTransport } from './http-exchange-transport.js';
+import { closeUnread } from './http-routes.js';
 
 /** Media types a JSON-RPC POST may carry (the JSON-RPC over HTTP description lists all three). */
 const JSON_TYPES = new Set(['application/json', 'application/json-rpc', 'application/jsonrequest']);
@@ -68,6 +69,21 @@ function send(
 }
 
 /**
+ * A refusal sent before the body was read: the connection closes after it, so a body that
+ * trickles in holds nothing open (bodyTimeoutMs only runs while a body is read).
+ */
+function refuse(
+  req: IncomingMessage,
+  res: ServerResponse,
+  status: number,
+  body: string,
+  headers: Readonly<Record<string, string>> = {},
+): void {
+  closeUnread(req, res);
+  send(res, status, body, headers);
+}
+
+/**
  * JSON-RPC over HTTP POST on the gateway's path: the same methods, authenticate hook,
  * authorization, limits and call metrics as the WebSocket. A JSON-RPC response (errors
  * included) is 200 with the response as body; a notification or a batch of them is 204.
@@ -103,10 +119,12 @@ export class HttpRpc<C> {
 
   private async exchange(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { deps } = this;
-    if (deps.isClosing()) return send(res, 503, 'Server shutting down\n', { 'retry-after': '1' });
+    if (deps.isClosing()) {
+      return refuse(req, res, 503, 'Server shutting down\n', { 'retry-after': '1' });
+    }
     const type = (req.headers['content-type'] ?? '').split(';', 1)[0]!.trim().toLowerCase();
     if (!JSON_TYPES.has(type)) {
-      return send(res, 415, 'POST a JSON-RPC request with Content-Type: application/json\n');
+      return refuse(req, res, 415, 'POST a JSON-RPC request with Content-Type: application/json\n');
     }
     const declared = Number(req.headers['content-length'] ?? 0);
     if (declared > deps.limits.maxMessageBytes) return this.tooLarge(req, res);
@@ -114,7 +132,7 @@ export class HttpRpc<C> {
     const upgrade = describeUpgrade(req, 'http', deps.proxies);
     const admitted = deps.admission.admit(upgrade);
     if (typeof admitted !== 'function') {
-      return send(res, admitted.status, `${admitted.message}\n`, admitted.headers);
+      return refuse(req, res, admitted.status, `${admitted.message}\n`, admitted.headers);
     }
     try {
       await this.answer(req, res, upgrade);
@@ -139,7 +157,8 @@ export class HttpRpc<C> {
       deps.limits.authenticateTimeoutMs,
     );
     if (!auth.ok) {
-      return send(res, auth.status, `${auth.message ?? 'Internal server error'}\n`, auth.headers);
+      const text = `${auth.message ?? 'Internal server error'}\n`;
+      return refuse(req, res, auth.status, text, auth.headers);
     }
     const context = auth.context;
     // Undefined when there is none to answer: the client left (also while `authenticate` ran),
@@ -191,7 +210,7 @@ export class HttpRpc<C> {
   preflight(req: IncomingMessage, res: ServerResponse): void {
     const origin = req.headers.origin;
     if (origin === undefined || !this.deps.admission.corsAllows(origin)) {
-      return send(res, 403, 'Origin not allowed\n');
+      return refuse(req, res, 403, 'Origin not allowed\n');
     }
     this.allowOrigin(req, res);
     send(res, 204, undefined, {

@@ -5,7 +5,7 @@ import { SseTransport } from '../transport/sse-transport.js';
 import { CloseCode } from '../transport/transport.js';
 import type { SseLimits } from '../transport/sse-transport.js';
 import type { ConnectionIntake } from './connection-intake.js';
-import { sendText } from './http-routes.js';
+import { closeUnread, sendText } from './http-routes.js';
 import type { GatewayLimits } from './options.js';
 import { readBody } from './read-body.js';
 
@@ -74,6 +74,10 @@ function preflight(req: IncomingMessage, res: ServerResponse, origin: string | u
   res.end();
 }
 
+function noSession(res: ServerResponse): void {
+  sendText(res, 404, 'No such session: open a new event stream.\n');
+}
+
 function sameSecret(given: string, expected: string): boolean {
   const a = Buffer.from(given);
   const b = Buffer.from(expected);
@@ -108,12 +112,16 @@ export class SseEndpoint<C> {
     const id = header(req, SESSION_HEADER) ?? url.searchParams.get('session') ?? undefined;
     const secret = header(req, SECRET_HEADER) ?? url.searchParams.get('secret') ?? undefined;
     const opening = req.method === 'GET' && id === undefined;
+    // Only a POST to a session reads its body (within bodyTimeoutMs); answers to any other
+    // request with a body, refusals included, close the connection.
+    if (req.method !== 'POST' || opening) closeUnread(req, res);
     const origin = header(req, 'origin');
     if (origin !== undefined && this.deps.origins.corsAllows(origin)) {
       grantOrigin(res, origin);
     } else if (origin !== undefined && !opening) {
       // The opening GET is refused by admission, as an upgrade is (and counted there).
       if (this.deps.origins.restricted || req.method === 'OPTIONS') {
+        closeUnread(req, res);
         return sendText(res, 403, 'Origin not allowed\n');
       }
     }
@@ -124,12 +132,14 @@ export class SseEndpoint<C> {
       return sendText(res, 405, 'Use GET for the event stream, POST to send, DELETE to end.\n');
     }
     if (id === undefined || secret === undefined) {
+      closeUnread(req, res);
       return sendText(res, 400, `Name the session: ${SESSION_HEADER} and ${SECRET_HEADER}.\n`);
     }
     const transport = this.sessions.get(id);
     if (!transport || transport.isClosed || !sameSecret(secret, transport.secret)) {
       // The same answer for an unknown id and a wrong secret: ids cannot be probed.
-      return sendText(res, 404, 'No such session: open a new event stream.\n');
+      closeUnread(req, res);
+      return noSession(res);
     }
     if (req.method === 'DELETE') {
       res.writeHead(204, { 'cache-control': 'no-store' });
@@ -153,6 +163,8 @@ export class SseEndpoint<C> {
       timedOut: () => this.deps.bodyTimedOut(req.socket.remoteAddress),
     });
     if (body === undefined) return;
+    // The session may have ended while the body came: its message would go nowhere.
+    if (transport.isClosed) return noSession(res);
     res.writeHead(202, { 'cache-control': 'no-store', 'content-length': '0' });
     res.end();
     transport.receive(body);

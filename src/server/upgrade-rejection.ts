@@ -14,7 +14,7 @@ export class UpgradeRejection extends Error {
   }
 }
 
-/** Answer an upgrade request with a plain HTTP error and close the socket. */
+/** Answer an upgrade request with a plain HTTP error and close the socket once it is written. */
 export function rejectUpgrade(
   socket: Duplex,
   status: number,
@@ -33,6 +33,9 @@ export function rejectUpgrade(
     `Content-Length: ${Buffer.byteLength(body)}`,
     ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
   ];
+  // An HTTP server's sockets allow half-open: ended alone, the socket would stay open until the
+  // peer sends its FIN, which a peer holding sockets never does.
+  socket.once('finish', () => socket.destroy());
   socket.end(`${lines.join('\r\n')}\r\n\r\n${body}`);
 }
 
