@@ -3,6 +3,7 @@
 // `presenceLeaseMs`; the reaping of other nodes' lapsed leases; the join/leave changes sent to
 // every node on the topic's `$presence.<topic>` channel and gathered there into one event per
 // `presenceCoalesceMs`; `gateway.presence(topic)` and the clients' `$presence` subscription.
+import { StreamContext } from './stream-context.js';
 import { nanoid } from 'nanoid';
 import { Observable, share } from 'rxjs';
 import type { HandlerContext } from '../peer/handler-context.js';
@@ -206,9 +207,13 @@ export class PresenceService<C> {
         { topic },
       );
     }
-    if (!(await this.topics.mayUse(ctx.session, topic, params))) {
+    const session = ctx.session;
+    const mayGoOn = () => this.topics.mayUse(session, topic, params);
+    if (!(await mayGoOn())) {
       throw new ServerError(ErrorCode.Unauthorized, 'Not authorized for this topic', { topic });
     }
+    // A refresh weighs it again, as the topic's own subscriptions are.
+    StreamContext.markStandsFor(ctx, { topic, mayGoOn });
     const signal = ctx.signal;
     if (signal.aborted) throw new ServerError(ErrorCode.RequestCancelled, 'Request cancelled');
     // A topic whose presence this node does not watch yet costs a broker channel.

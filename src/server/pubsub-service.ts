@@ -545,18 +545,22 @@ export class PubSubService<C> {
   /**
    * After the session's context was replaced (a refresh): each topic subscription is weighed
    * again (claims, then the topic's `authorize`), and each one no longer allowed ends with the
-   * stream-end error frame (-32004). Streams and `$inbox` are not topics the claims name.
+   * stream-end error frame (-32004). So is a stream that stands for a topic (`$presence`, its
+   * `standsFor`); other streams and `$inbox` are not topics the claims name.
    */
   async reauthorize(session: Session<C>): Promise<void> {
     const table = this.tables.get(session);
     if (!table) return;
     const checks = [...table.subscriptions].map(async ([id, subscription]) => {
-      const topic = subscription.topic;
+      const { standsFor } = subscription;
+      const topic = standsFor?.topic ?? subscription.topic;
       const definition = topic === undefined ? undefined : this.resolveTopic(topic);
       if (topic === undefined || !definition) return;
       let allowed: boolean;
       try {
-        allowed = await this.mayUseTopic(session, topic, definition, subscription.params);
+        allowed = standsFor
+          ? await standsFor.mayGoOn()
+          : await this.mayUseTopic(session, topic, definition, subscription.params);
       } catch (err) {
         session.logger.error({ err, topic }, 'topic authorize hook failed: subscription ended');
         allowed = false;
@@ -717,6 +721,7 @@ export class PubSubService<C> {
       ctx,
       exposeErrorDetails: this.exposeErrorDetails,
       onEnd: () => streamCtx.end(),
+      standsFor: streamCtx.standsFor,
     });
     return id;
   }

@@ -8,6 +8,7 @@ import type { Delivery } from '../pubsub/delivery.js';
 import { finalTail, messageTail } from '../pubsub/frames.js';
 import type { SessionSubscription, SessionTable } from './pubsub-types.js';
 import type { Session } from './session.js';
+import type { StandsFor } from './stream-context.js';
 
 export interface StreamStart<C> {
   session: Session<C>;
@@ -20,6 +21,8 @@ export interface StreamStart<C> {
   exposeErrorDetails: boolean;
   /** Called once when the stream is over: ended, failed, unsubscribed or its connection closed. */
   onEnd: () => void;
+  /** The topic it stands for (`$presence`), weighed again after a refresh; undefined: kept. */
+  standsFor: StandsFor | undefined;
 }
 
 /** Enter the stream in the session's table and subscribe its source once the reply is sent. */
@@ -32,11 +35,13 @@ export function attachStream<C>({
   ctx,
   exposeErrorDetails,
   onEnd,
+  standsFor,
 }: StreamStart<C>): void {
   let running: Subscription | undefined;
   let ended = false;
   const subscription: SessionSubscription = {
     topic: undefined,
+    ...(standsFor && { standsFor }),
     delivery,
     teardown: () => {
       ended = true;

@@ -1,6 +1,7 @@
 // The shapes of pub/sub: what an application declares (methods, topic options, stream handlers)
 // and what the service keeps per session. Apart from the service so the options and gateway
 // modules can name these types without the service's code, and so its parts can share them.
+import type { StandsFor } from './stream-context.js';
 import type { Observable } from 'rxjs';
 import type { HandlerContext } from '../peer/handler-context.js';
 import { DEFAULT_SUBSCRIPTION_METHODS } from '../protocol/subscription-frames.js';
@@ -78,6 +79,8 @@ export interface SessionSubscription {
    * (asked again after a refresh).
    */
   params?: unknown;
+  /** A stream that stands for a topic (`$presence`): whether it may go on after a refresh. */
+  standsFor?: StandsFor;
   delivery: Delivery;
   /** Ends a stream's source, or detaches a topic delivery. */
   teardown: () => void;

@@ -2,6 +2,12 @@ import type { CallState, HandlerContext } from '../peer/handler-context.js';
 import type { Logger } from '../peer/logger.js';
 import type { RequestId } from '../protocol/types.js';
 
+/** The topic a stream stands for, and whether the session may still have it. */
+export interface StandsFor {
+  readonly topic: string;
+  mayGoOn(): Promise<boolean>;
+}
+
 /**
  * What a per-subscriber stream's handler receives: the subscribe call's context, with a `signal`
  * that lives as long as the stream. It aborts when the subscribe is cancelled or its connection
@@ -56,6 +62,18 @@ export class StreamContext<S> implements HandlerContext<S> {
       }
     }
     return this.controller.signal;
+  }
+
+  /**
+   * For a stream that stands for a topic (`$presence`): the topic, and whether the session may
+   * still have it, asked when its identity is refreshed, as a topic subscription is weighed
+   * again. Set by the handler; a stream without it is kept.
+   */
+  standsFor: StandsFor | undefined;
+
+  /** Mark a stream as standing for a topic: see `standsFor`. Other contexts keep nothing. */
+  static markStandsFor<S>(ctx: HandlerContext<S>, standsFor: StandsFor): void {
+    if (ctx instanceof StreamContext) ctx.standsFor = standsFor;
   }
 
   /** The stream is over (or never started): the signal aborts, once. */

@@ -161,4 +161,35 @@ describe('refresh and expiry', () => {
     expect((await socket.request('whoami')).result).toBe('ann');
     expect(gateway.pubsub.subscriptionCount([...gateway.sessions.values()][0]!)).toBe(2);
   });
+
+  it('a refresh with fewer rights ends the $presence subscriptions of topics it no longer allows (-32004)', async () => {
+    const { gateway, url } = await start();
+    gateway.topic('room.*', { presence: true });
+    const socket = await open(
+      url,
+      token({ user: 'ann', ttl: 60_000, topics: ['room.*'], methods: ['*'] }),
+    );
+    const presenceOf = async (topic: string): Promise<string> => {
+      const reply = await socket.request('subscribe', ['$presence', { topic }]);
+      expect(reply.error).toBeUndefined();
+      return reply.result as string;
+    };
+    const kept = await presenceOf('room.a');
+    const refused = await presenceOf('room.b');
+    // Each sends its first page, { count, members }.
+    await socket.notificationsAt(2);
+    const reply = await socket.request('rpc.authenticate', {
+      token: token({ user: 'ann', ttl: 60_000, topics: ['room.a'], methods: ['*'] }),
+    });
+    expect(reply.error).toBeUndefined();
+    await socket.notificationsAt(3);
+    const { ends, messages } = received(socket);
+    expect([...ends.keys()]).toEqual([refused]);
+    expect(ends.get(refused)).toMatchObject({
+      code: ErrorCode.Unauthorized,
+      data: { topic: 'room.b' },
+    });
+    expect([...messages.keys()].sort()).toEqual([kept, refused].sort());
+    expect(gateway.pubsub.subscriptionCount([...gateway.sessions.values()][0]!)).toBe(1);
+  });
 });
