@@ -185,7 +185,11 @@ export interface GatewayLimits {
    * `listenTcp` must have done its handshake by then. Default 10 000.
    */
   headersTimeoutMs?: number;
-  /** A JSON-RPC POST body must have arrived this many ms after reading began, or 408. Default 30 000. */
+  /**
+   * A JSON-RPC POST body must have arrived this many ms after reading began, or 408. With
+   * `headersTimeoutMs` it also bounds a whole request on the gateway's own server (Node's
+   * `requestTimeout`). Default 30 000.
+   */
   bodyTimeoutMs?: number;
   /**
    * The `authenticate` hook must settle within this many ms, or the connection is refused with
