@@ -147,7 +147,8 @@ function tupleOf(socket: Socket): string | undefined {
  * with the headers) and in total, and a socket that has not sent its first request's headers
  * within `headersTimeoutMs` of opening is destroyed. Without it a peer could hold every file
  * descriptor of the process with half-sent requests. A socket leaves the count when it closes,
- * or when it becomes a WebSocket session (`handedOver`): admission counts it from then on.
+ * or when it becomes a WebSocket session or carries a session's event stream (`handedOver`):
+ * admission counts it from then on.
  */
 export class SocketGate {
   private total = 0;
@@ -256,7 +257,10 @@ export class SocketGate {
     slot.timer = undefined;
   }
 
-  /** The socket became a WebSocket session: it counts against the connection limits now. */
+  /**
+   * The socket became a WebSocket session, or carries a session's event stream: it counts
+   * against the connection limits now. Idempotent: a socket no longer counted is left alone.
+   */
   handedOver(socket: Duplex): void {
     const slot = this.slotOf(socket);
     if (slot) this.release(slot);

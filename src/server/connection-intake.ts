@@ -32,7 +32,7 @@ import { closeWhenIdle } from './shutdown.js';
 import { streamRefusal } from './stream-refusal.js';
 import { rejectUpgrade } from './upgrade-rejection.js';
 import type { RefusalLog } from './upgrade-rejection.js';
-import { describeStream, describeUpgrade } from './upgrade-request.js';
+import { describeStream, describeUpgrade, handshakeFault } from './upgrade-request.js';
 
 /** What `identify` found: the session's identity, or which hook refused or failed. */
 type Identified<C> =
@@ -52,7 +52,7 @@ export interface IntakeDeps<C> {
   /**
    * The socket bounds of the HTTP port (when it has them: on a server the gateway did not
    * create, only those the application set) and of the TLS TCP listener: a socket that became
-   * a WebSocket session, or finished its TLS handshake, leaves them.
+   * a WebSocket session or carries an event stream, or finished its TLS handshake, leaves them.
    */
   sockets?: Pick<SocketGate, 'handedOver' | 'watchTlsListener'> | undefined;
   /** Where refusals are logged, without letting a flood of them flood the log. */
@@ -122,6 +122,20 @@ export class ConnectionIntake<C> {
       // TransportSocket answers pings itself (without a closure per socket).
       autoPong: false,
       handleProtocols: (offered, request) => this.pickProtocol(offered, request),
+    });
+    // A refusal ws makes itself (one handshakeFault does not foresee: an extension offer ws
+    // cannot parse or accept) is answered here, so that it is counted and logged as any other.
+    this.wss.on('wsClientError', (err: Error, socket: Duplex, request: IncomingMessage) => {
+      const fault = handshakeFault(request);
+      const upgrade = describeUpgrade(request, 'websocket', deps.proxies);
+      this.refuse(
+        socket,
+        'bad-handshake',
+        fault?.status ?? 400,
+        fault?.message ?? err.message,
+        fault?.headers,
+        upgrade,
+      );
     });
     const { encodings } = deps.config.http;
     this.jsonEncoding = { binaryFrames: deps.config.http.binaryJsonFrames };
@@ -224,6 +238,13 @@ export class ConnectionIntake<C> {
     // The server's hub brings only upgrades for this path; kept as the check it depends on.
     const path = (request.url ?? '/').split('?', 1)[0];
     if (path !== deps.path) return this.refuse(socket, 'path', 404);
+    // What ws would refuse is refused before it takes a connection slot or an authenticate call.
+    const fault = handshakeFault(request);
+    if (fault) {
+      const { status, message, headers } = fault;
+      const upgrade = describeUpgrade(request, 'websocket', deps.proxies);
+      return this.refuse(socket, 'bad-handshake', status, message, headers, upgrade);
+    }
     if (deps.isClosing())
       return this.refuse(socket, 'draining', 503, 'Server shutting down', { 'Retry-After': '1' });
     const upgrade = describeUpgrade(request, 'websocket', deps.proxies);
@@ -419,6 +440,7 @@ export class ConnectionIntake<C> {
           pending,
         );
         kept = true;
+        this.holdEventStream(res);
         transport.attach(res, undefined);
         session.logger.info(
           { transport: 'sse', remoteAddress: upgrade.remoteAddress },
@@ -431,6 +453,19 @@ export class ConnectionIntake<C> {
     } finally {
       if (!kept) admitted();
     }
+  }
+
+  /**
+   * A response about to become a session's event stream (the opening GET's, or a resume's):
+   * its socket leaves the HTTP port's socket bounds, as a WebSocket's does, since the session
+   * counts against the connection limits (maxConnections, maxConnectionsPerIp) instead; held
+   * there, streams would fill maxHttpSockets and shut every other request out, health checks
+   * included. The response closes its connection when it ends, so the socket never goes back to
+   * serving requests outside the bounds.
+   */
+  holdEventStream(res: ServerResponse): void {
+    res.shouldKeepAlive = false;
+    this.deps.sockets?.handedOver(res.socket ?? res.req.socket);
   }
 
   /** A TCP socket or a pair of stdio streams: newline-delimited JSON once admitted. */

@@ -81,3 +81,78 @@ export function describeStream(
     phase: 'upgrade',
   };
 }
+
+/** Why a WebSocket handshake is malformed: the answer `ws` would give it. */
+export interface HandshakeFault {
+  status: number;
+  message: string;
+  headers?: Record<string, string>;
+}
+
+/** A Sec-WebSocket-Key as RFC 6455 has it: 16 bytes in base64. */
+const HANDSHAKE_KEY = /^[+/0-9A-Za-z]{22}==$/;
+
+/**
+ * What `ws`'s handleUpgrade would refuse in `request`, with the status and text it would answer,
+ * or undefined when the handshake is well formed. Checked before admission and `authenticate`,
+ * so a malformed request takes no connection slot, spends no hook call, and is counted and logged
+ * as every other refusal is (ws answers its own refusals without telling anyone).
+ */
+export function handshakeFault(request: IncomingMessage): HandshakeFault | undefined {
+  const { headers } = request;
+  if (request.method !== 'GET') {
+    return { status: 405, message: 'Invalid HTTP method', headers: { Allow: 'GET' } };
+  }
+  if (headers.upgrade?.toLowerCase() !== 'websocket') {
+    return { status: 400, message: 'Invalid Upgrade header' };
+  }
+  const key = headers['sec-websocket-key'];
+  if (key === undefined || !HANDSHAKE_KEY.test(key)) {
+    return { status: 400, message: 'Missing or invalid Sec-WebSocket-Key header' };
+  }
+  // ws speaks 13 (RFC 6455) and 8 (the last draft, the same framing).
+  const version = Number(headers['sec-websocket-version']);
+  if (version !== 13 && version !== 8) {
+    return {
+      status: 400,
+      message: 'Missing or invalid Sec-WebSocket-Version header',
+      headers: { 'Sec-WebSocket-Version': '13, 8' },
+    };
+  }
+  const protocols = headers['sec-websocket-protocol'];
+  if (protocols !== undefined && !wellFormedProtocols(protocols)) {
+    return { status: 400, message: 'Invalid Sec-WebSocket-Protocol header' };
+  }
+  return undefined;
+}
+
+/** RFC 7230 tchar: the characters of a token. */
+const TOKEN_CHAR = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]$/;
+
+/**
+ * Whether a Sec-WebSocket-Protocol value is what ws's parser takes: tokens separated by commas,
+ * spaces or tabs around them (not first), none empty, none twice.
+ */
+function wellFormedProtocols(value: string): boolean {
+  const seen = new Set<string>();
+  let start = -1;
+  let end = -1;
+  for (let i = 0; i < value.length; i++) {
+    const char = value[i]!;
+    if (end === -1 && TOKEN_CHAR.test(char)) {
+      if (start === -1) start = i;
+    } else if (i !== 0 && (char === ' ' || char === '\t')) {
+      if (end === -1 && start !== -1) end = i;
+    } else if (char === ',') {
+      if (start === -1) return false;
+      const protocol = value.slice(start, end === -1 ? i : end);
+      if (seen.has(protocol)) return false;
+      seen.add(protocol);
+      start = end = -1;
+    } else {
+      return false;
+    }
+  }
+  // As ws: the value ends with a token (no comma, no whitespace after it).
+  return start !== -1 && end === -1 && !seen.has(value.slice(start));
+}
