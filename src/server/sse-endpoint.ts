@@ -34,7 +34,7 @@ export interface SseOrigins {
 }
 
 export interface SseEndpointDeps<C> {
-  intake: Pick<ConnectionIntake<C>, 'acceptEventStream'>;
+  intake: Pick<ConnectionIntake<C>, 'acceptEventStream' | 'holdEventStream'>;
   origins: SseOrigins;
   limits: Required<GatewayLimits>;
   logger: Logger;
@@ -153,6 +153,8 @@ export class SseEndpoint<C> {
       if (lastEventId !== undefined && !Number.isSafeInteger(lastEventId)) {
         return sendText(res, 400, 'Last-Event-ID must be an event id (an integer).\n');
       }
+      // Its socket leaves the HTTP socket bounds, as the stream it replaces did.
+      this.deps.intake.holdEventStream(res);
       transport.attach(res, lastEventId);
       return;
     }

@@ -191,4 +191,40 @@ describe('event streams and the HTTP socket bounds', () => {
     expect(counts(gateway)).toEqual({ slots: 0, httpSockets: 0, sessions: 0 });
     expect(await livezFrom(port, '127.0.0.9')).toBe('HTTP/1.1 200 OK');
   });
+
+  it('a resumed stream (GET with its session and Last-Event-ID) leaves the socket bounds too', async () => {
+    const { gateway, port } = await sseGateway({ maxHttpSockets: 4, maxConnections: 1_000 });
+    const streams: RawStream[] = [];
+    for (let i = 0; i < 3; i++) streams.push(await openFrom(port, FROM[i]!));
+    expect(counts(gateway)).toMatchObject({ httpSockets: 0, sessions: 3 });
+    // Each client's stream breaks, and it resumes on a new socket; the gate never saw it go.
+    const resumed = await Promise.all(
+      streams.map((stream, i) => {
+        const socket = connect({ port, host: '127.0.0.1', localAddress: FROM[i] });
+        cleanups.push(() => socket.destroy());
+        return within(
+          new Promise<string>((resolve) => {
+            let received = '';
+            socket.setEncoding('utf8');
+            socket.on('data', (chunk: string) => {
+              received += chunk;
+              if (received.includes('\r\n\r\n')) resolve(received.split('\r\n', 1)[0]!);
+            });
+            socket.write(
+              `GET /rpc/events HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Wsrpc-Session: ${stream.session.session}\r\nX-Wsrpc-Secret: ${stream.session.secret}\r\nLast-Event-ID: 0\r\n\r\n`,
+            );
+          }),
+          'the resumed stream answered',
+        );
+      }),
+    );
+    expect(resumed).toEqual(Array(3).fill('HTTP/1.1 200 OK'));
+    await within(Promise.all(streams.map((s) => s.closed)), 'the replaced streams closed');
+    await waitUntil(
+      () => counts(gateway).httpSockets === 0,
+      `no stream socket in the gate, at ${JSON.stringify(counts(gateway))}`,
+    );
+    expect(counts(gateway)).toMatchObject({ httpSockets: 0, sessions: 3 });
+    expect(await livezFrom(port, '127.0.0.9')).toBe('HTTP/1.1 200 OK');
+  });
 });
