@@ -258,6 +258,36 @@ describe('jwtAuth refuses, with a 401 saying why', () => {
     });
   });
 
+  it('a token several keys of the set fit (one kid on the old and the new key; no kid): the key that signed it verifies it', async () => {
+    const old = await signingKey('ES256', 'rotating');
+    const fresh = await signingKey('ES256', 'rotating');
+    const stranger = await signingKey('ES256', 'rotating');
+    const rotating = jwtAuth({ jwks: { keys: [old.publicJwk, fresh.publicJwk] }, ...checks });
+    for (const key of [old, fresh]) {
+      expect((await rotating.authenticate(withToken(await signWith(key)))).user).toBe('alice');
+    }
+    expect(await refusal(rotating.authenticate(withToken(await signWith(stranger))))).toEqual(
+      refused('signature invalid'),
+    );
+    const unnamed = (key: typeof old) => {
+      const { kid: _kid, ...jwk } = key.publicJwk;
+      return jwk;
+    };
+    const withoutKids = jwtAuth({ jwks: { keys: [unnamed(old), unnamed(fresh)] }, ...checks });
+    const noKid = await new SignJWT(validClaims())
+      .setProtectedHeader({ alg: 'ES256' })
+      .sign(fresh.privateKey);
+    expect((await withoutKids.authenticate(withToken(noKid))).user).toBe('alice');
+    // An expired token signed by one of them is refused for its expiry, not its signature.
+    const expired = await signWith(
+      fresh,
+      validClaims({ exp: Math.floor(Date.now() / 1000) - 600 }),
+    );
+    expect(await refusal(rotating.authenticate(withToken(expired)))).toEqual(
+      refused('token expired'),
+    );
+  });
+
   it('a kid that is not in the set', async () => {
     const stranger = await signingKey('ES256', 'not-in-the-set');
     expect(await refusal(keySetAuth.authenticate(withToken(await signWith(stranger))))).toEqual(

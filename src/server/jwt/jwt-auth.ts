@@ -2,7 +2,7 @@
 // header is read first (its `alg` must be allowed: never `none`, never one the key is not for),
 // then jwtVerify checks the signature, exp (required), nbf, iss and aud with a clock tolerance,
 // and the claims become the session's context. Every refusal is an UpgradeRejection.
-import { decodeProtectedHeader, jwtVerify } from 'jose';
+import { decodeProtectedHeader, errors, jwtVerify } from 'jose';
 import type { JWTPayload } from 'jose';
 import { identityOf } from './claims-context.js';
 import type { JwtContext } from './claims-context.js';
@@ -67,8 +67,29 @@ export function jwtAuth<C extends JwtContext = JwtContext>(options: JwtAuthOptio
       return (await jwtVerify(token, key as Parameters<typeof jwtVerify>[1], verifyOptions))
         .payload;
     } catch (err) {
+      if (err instanceof errors.JWKSMultipleMatchingKeys) return verifyWithEach(token, err);
       throw refusalOf(err);
     }
+  };
+
+  /**
+   * A token several keys of the set fit (no `kid`, or one `kid` on the old and the new key while
+   * they rotate): jose hands the candidates over in the error, for the caller to try in turn.
+   * The first whose signature holds verifies it; none: signature invalid.
+   */
+  const verifyWithEach = async (
+    token: string,
+    candidates: errors.JWKSMultipleMatchingKeys,
+  ): Promise<JWTPayload> => {
+    for await (const candidate of candidates) {
+      try {
+        return (await jwtVerify(token, candidate, verifyOptions)).payload;
+      } catch (err) {
+        if (err instanceof errors.JWSSignatureVerificationFailed) continue;
+        throw refusalOf(err);
+      }
+    }
+    throw refuseToken('signature invalid');
   };
 
   const authenticate = async (request: JwtAuthRequest): Promise<C> => {

@@ -58,7 +58,8 @@ function localSet(jwks: Parameters<typeof createLocalJWKSet>[0]): JWTVerifyGetKe
 
 /**
  * The set's resolver, with every failure that is not "no key for this token" made a
- * KeySetUnavailable. JWKSMultipleMatchingKeys passes as it is: jwtVerify tries each candidate.
+ * KeySetUnavailable. JWKSMultipleMatchingKeys passes as it is, its candidates in it: jwtAuth's
+ * verify tries each.
  */
 function resolverOf(set: JWTVerifyGetKey): JWTVerifyGetKey {
   return async (header, token) => {
