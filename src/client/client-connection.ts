@@ -29,6 +29,13 @@ import { redactErrorUrl, redactUrl } from './redact-url.js';
 /** The close code the client uses when it gives up on a silent server. */
 export const HEARTBEAT_CLOSE_CODE = 4000;
 
+/**
+ * How often a connection the server asked us to leave is checked for its last call settling.
+ * PeerCore tells nobody when its pending calls reach 0, so this is polled; coarse, because it
+ * runs only while a connection is retiring, for at most `connectTimeoutMs`.
+ */
+const RETIRING_POLL_MS = 50;
+
 /** What the connection needs from the client it serves. */
 export interface ConnectionHost<S> {
   /** A Peer over a socket that has just opened, its notifications routed. */
@@ -77,6 +84,7 @@ export class ClientConnection<S> {
   #heartbeatTimer: ReturnType<typeof setInterval> | undefined;
   /** A connection the server asked us to leave: it finishes its calls but takes no new ones. */
   #retiring: Peer<S> | undefined;
+  /** The connection lost was left on the server's request (rpc.reconnect). */
   #reconnectNow = false;
 
   /** The connection state; replays the current one to each new subscriber. */
@@ -300,17 +308,26 @@ export class ClientConnection<S> {
     }
     const peer = this.#peer;
     if (!peer || peer.isClosed || this.#retiring === peer) return;
-    // The server is draining. New calls queue for the next connection; the calls
-    // this one carries finish first; then it is closed and replaced at once.
+    // The server is draining. New calls queue for the next connection; the calls this one
+    // carries finish first, for at most connectTimeoutMs (the state is 'reconnecting', and
+    // that is how long a reconnect may take); then it is closed and replaced.
     this.#retiring = peer;
     if (named >= 0) this.#urlIndex = named;
     else this.#urlIndex++;
     this.#reconnectNow = true;
     this.#setState('reconnecting');
+    const until = Date.now() + this.config.connectTimeoutMs;
+    // Closing at the deadline rejects the calls still out with ConnectionClosedError, as on any
+    // lost connection. Once closed, the peer has no pending call, so the polling stops there.
     const closeWhenSettled = (): void => {
-      if (peer.isClosed) return;
-      if (peer.pendingCount === 0) peer.close(1000, 'reconnecting on server request');
-      else setTimeout(closeWhenSettled, 10);
+      if (peer.pendingCount && Date.now() < until) setTimeout(closeWhenSettled, RETIRING_POLL_MS);
+      else
+        peer.close(
+          1000,
+          peer.pendingCount
+            ? 'reconnect deadline: calls unfinished'
+            : 'reconnecting on server request',
+        );
     };
     closeWhenSettled();
   }
@@ -347,9 +364,12 @@ export class ClientConnection<S> {
   #scheduleReconnect(): void {
     if (this.state === 'closed' || this.backoff === false) return;
     this.#setState(this.#everOpened ? 'reconnecting' : 'connecting');
-    // Asked by the server to move: no backoff, the server is not failing.
-    const attempt = this.#attempt;
-    const delayMs = this.#reconnectNow ? 0 : backoffDelay(this.#attempt++, this.backoff);
+    // Asked by the server to move while the backoff stands at its start: it is draining, not
+    // failing, so no delay. The move still counts as an attempt, and the count is reset only by
+    // a connection that stays up resetAfterMs: a server that asks every connection to leave at
+    // once is redialled ever more slowly, like one that closes them.
+    const attempt = this.#attempt++;
+    const delayMs = this.#reconnectNow && attempt === 0 ? 0 : backoffDelay(attempt, this.backoff);
     this.#reconnectNow = false;
     this.logger.debug({ attempt, delayMs, url: redactUrl(this.url) }, 'reconnect scheduled');
     this.#reconnectTimer = setTimeout(() => this.connect(), delayMs);
