@@ -1,18 +1,22 @@
 /**
  * What one tab can make the shared worker hold is bounded: its open streams
- * (`maxStreamsPerTab`), its calls in flight (`maxCallsPerTab`) and the methods it has handlers
- * for (`maxHandlersPerTab`). Over a bound the tab's request gets a precise error back over its
- * port; other tabs are not touched; an id a tab uses again replaces what it named. Driven as
+ * (`maxStreamsPerTab`), its calls in flight (`maxCallsPerTab`, a batch one per request), the
+ * methods it has handlers for (`maxHandlersPerTab`) and the server's calls it has running
+ * (`maxRunsPerTab`; a call the server gives up on is over at once). Over a bound the tab's
+ * request gets a precise error back over its port; other tabs are not touched; an id a tab uses
+ * again replaces what it named. Driven as
  * shared-connection.test.ts drives it: the host over Node MessageChannel ports, against a real
  * gateway; here also by a raw tab that posts the port protocol itself.
  */
 import fc from 'fast-check';
 import { WebSocket } from 'ws';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { BatchEntry } from '../../src/client/index.js';
 import {
   CancelledError,
   JsonRpcError,
   NotConnectedError,
+  TimeoutError,
   TooManyPendingCallsError,
 } from '../../src/client/index.js';
 import { createClientHost, createSharedClient } from '../../src/client/shared/index.js';
@@ -99,8 +103,11 @@ const subscribed = (gateway: Gateway, topics: readonly string[]): number => {
 function holding(gateway: Gateway) {
   const releases = new Map<number, Set<() => void>>();
   const state = { running: 0 };
+  /** Every id a call of `hold` ran with. */
+  const started = new Set<number>();
   gateway.method('hold', async ([id]: [number], ctx) => {
     state.running++;
+    started.add(id);
     const released = deferred();
     const resolve = (): void => released.resolve();
     const set = releases.get(id) ?? new Set();
@@ -119,8 +126,17 @@ function holding(gateway: Gateway) {
   };
   /** Whether a call of `id` is running. */
   const holds = (id: number): boolean => (releases.get(id)?.size ?? 0) > 0;
-  return { state, release, holds };
+  return { state, release, holds, started };
 }
+
+/** The gateway's session of the one connection there is (the worker's). */
+const onlySession = (gateway: Gateway) => {
+  const sessions = [...gateway.sessions.values()];
+  expect(sessions).toHaveLength(1);
+  return sessions[0]!;
+};
+
+type RunMessage = Extract<HostMessage, { t: 'run' }>;
 
 describe('createClientHost bounds options', () => {
   it.each([
@@ -334,7 +350,164 @@ describe('per-tab bounds of the shared worker', () => {
     expect(tab.got.filter((m) => idOf(m) === 7)).toHaveLength(1);
   });
 
-  it('model: whatever a tab opens, closes, calls and settles, the worker holds at most the bounds and every refusal is answered', async () => {
+  it('a batch takes one call slot per request: one that does not fit the tab’s share is refused whole, nothing of it sent; other tabs call on', async () => {
+    const { gateway, url } = await res.gateway();
+    const { state, release, started } = holding(gateway);
+    // Two slots per tab (half of 4): a batch of 4 counted as one call would take every slot.
+    const host = makeHost({ maxPendingCalls: 4 });
+    const greedy = openTab(host, url);
+    const other = openTab(host, url);
+    await Promise.all([greedy.opened(), other.opened()]);
+
+    const all = [1, 2, 3, 4].map((id) => ({ method: 'hold', params: [id] }));
+    const refused = await within(rejectionOf(greedy.batch(all)), 'the batch of 4 refused');
+    expect(refused).toBeInstanceOf(TooManyPendingCallsError);
+    expect(refused).toMatchObject({ limit: 2 });
+
+    // Its notifications take no slot: two requests and a notification fit the share.
+    const fits = greedy.batch([
+      { method: 'hold', params: [5] },
+      { method: 'nothing', notification: true },
+      { method: 'hold', params: [6] },
+    ]);
+    await waitFor(() => state.running === 2, 'the batch that fits');
+    const over = await rejectionOf(greedy.call('hold', [7]));
+    expect(over).toBeInstanceOf(TooManyPendingCallsError);
+    expect(over).toMatchObject({ limit: 2 });
+
+    // The other tab has its share: two calls beside the batch.
+    const others = Promise.all([other.call('hold', [8]), other.call('hold', [9])]);
+    await waitFor(() => state.running === 4, "the other tab's calls beside the batch");
+    for (const id of [5, 6, 8, 9]) release(id);
+    expect(await others).toEqual([8, 9]);
+    expect(await fits).toEqual([
+      { status: 'fulfilled', value: 5 },
+      { status: 'fulfilled', value: undefined },
+      { status: 'fulfilled', value: 6 },
+    ]);
+    expect([...started].sort()).toEqual([5, 6, 8, 9]);
+
+    // Settled, the batch's slots are free again.
+    const again = greedy.batch([1, 2].map((id) => ({ method: 'hold', params: [10 + id] })));
+    await waitFor(() => state.running === 2, 'a batch of two again');
+    release(11);
+    release(12);
+    expect((await again).map((r) => r.status)).toEqual(['fulfilled', 'fulfilled']);
+  });
+
+  it('a server call given up on (rpc.cancel, its timeout) is over in the worker at once: the tab that never answers is told, and its run no longer counts', async () => {
+    const { gateway, url } = await res.gateway();
+    const host = makeHost({ maxRunsPerTab: 1 });
+    const tab = rawTab(host, url); // never answers a run of its own accord
+    await tab.next((m) => m.t === 'state');
+    tab.send({ t: 'register', method: 'slow' });
+    await waitFor(() => host.client?.registry.has('slow') === true, 'slow registered');
+    const session = onlySession(gateway);
+    const runs = (): RunMessage[] => tab.got.filter((m): m is RunMessage => m.t === 'run');
+
+    // Cancelled by the server: rpc.cancel.
+    const giveUp = new AbortController();
+    const first = rejectionOf(session.call('slow', [1], { signal: giveUp.signal }));
+    await waitFor(() => runs().length === 1, 'the first run');
+    giveUp.abort();
+    expect(await first).toBeInstanceOf(CancelledError);
+    const [run1] = runs();
+    await tab.next((m) => m.t === 'abort' && m.id === run1!.id);
+    // What the tab answers after that is dropped.
+    tab.send({ t: 'answer', id: run1!.id, result: 'late' });
+
+    // Given up on when its timeout passed: the server sends rpc.cancel for it too.
+    const second = rejectionOf(session.call('slow', [2], { timeoutMs: 50 }));
+    await waitFor(() => runs().length === 2, 'the second run, in the one run slot');
+    expect(await second).toBeInstanceOf(TimeoutError);
+    await tab.next((m) => m.t === 'abort' && m.id === runs()[1]!.id);
+
+    // The slot is free once more: the next call runs in the tab, which answers it.
+    const third = session.call('slow', [3]);
+    await waitFor(() => runs().length === 3, 'the third run');
+    const run3 = runs()[2]!;
+    expect(run3.params).toEqual([3]);
+    tab.send({ t: 'answer', id: run3.id, result: 'three' });
+    expect(await third).toBe('three');
+  });
+
+  it('a tab past maxRunsPerTab: the server’s next call goes to the next tab with the method, or gets -32000 when every one is full', async () => {
+    const { gateway, url } = await res.gateway();
+    const host = makeHost({ maxRunsPerTab: 1 });
+    const first = rawTab(host, url);
+    const second = rawTab(host, url);
+    await Promise.all([first, second].map((t) => t.next((m) => m.t === 'state')));
+    first.send({ t: 'register', method: 'm' });
+    await first.barrier();
+    second.send({ t: 'register', method: 'm' });
+    await second.barrier();
+    const session = onlySession(gateway);
+    const run = (tab: typeof first, params: unknown): Promise<HostMessage> =>
+      tab.next((m) => m.t === 'run' && JSON.stringify(m.params) === JSON.stringify(params));
+
+    const one = session.call('m', [1]);
+    const run1 = (await run(first, [1])) as RunMessage;
+    const two = session.call('m', [2]);
+    const run2 = (await run(second, [2])) as RunMessage;
+    const busy = await rejectionOf(session.call('m', [3]));
+    expect(busy).toMatchObject({
+      code: -32000,
+      message:
+        'Server busy: every open tab with a handler for "m" has 1 calls running (maxRunsPerTab of the shared worker)',
+      data: { limit: 1 },
+    });
+
+    // Answered, a run makes room in its tab: the first tab takes the next call again.
+    first.send({ t: 'answer', id: run1.id, result: 'one' });
+    expect(await one).toBe('one');
+    const four = session.call('m', [4]);
+    const run4 = (await run(first, [4])) as RunMessage;
+    first.send({ t: 'answer', id: run4.id, result: 'four' });
+    second.send({ t: 'answer', id: run2.id, result: 'two' });
+    expect(await Promise.all([two, four])).toEqual(['two', 'four']);
+    expect([first, second].flatMap((t) => t.got.filter((m) => m.t === 'run'))).toHaveLength(3);
+  });
+
+  it('a tab that never answers its runs cannot leave the server’s calls to other tabs’ handlers busy (default maxRunsPerTab: half the client’s 256)', async () => {
+    const { gateway, url } = await res.gateway();
+    const host = makeHost({});
+    const bad = rawTab(host, url);
+    const good = rawTab(host, url);
+    await Promise.all([bad, good].map((t) => t.next((m) => m.t === 'state')));
+    bad.send({ t: 'register', method: 'bad.method' });
+    good.send({ t: 'register', method: 'good.method' });
+    await Promise.all([bad.barrier(), good.barrier()]);
+    const session = onlySession(gateway);
+    const badRuns = (): number => bad.got.filter((m) => m.t === 'run').length;
+
+    // As many calls as the worker's client runs at once, all given up on by the server.
+    const giveUps = Array.from({ length: 256 }, () => new AbortController());
+    const outcomes = giveUps.map((giveUp, n) =>
+      rejectionOf(session.call('bad.method', [n], { signal: giveUp.signal })),
+    );
+    const refused: unknown[] = [];
+    for (const outcome of outcomes) void outcome.then((err) => refused.push(err));
+    await waitFor(() => badRuns() + refused.length === 256, 'every call run or refused');
+    expect(badRuns()).toBe(128);
+    expect(refused).toHaveLength(128);
+    expect(refused[0]).toMatchObject({ code: -32000, data: { limit: 128 } });
+    for (const giveUp of giveUps) giveUp.abort();
+    await Promise.all(outcomes);
+    await waitFor(() => bad.got.filter((m) => m.t === 'abort').length === 128, 'the aborts');
+
+    const answer = session.call('good.method');
+    const run = (await good.next((m) => m.t === 'run')) as RunMessage;
+    good.send({ t: 'answer', id: run.id, result: 'good answer' });
+    expect(await answer).toBe('good answer');
+    // The runs given up on hold nothing: the bad tab takes the server's calls again.
+    const giveUp = new AbortController();
+    const more = rejectionOf(session.call('bad.method', ['more'], { signal: giveUp.signal }));
+    await waitFor(() => badRuns() === 129, 'one more run in the bad tab');
+    giveUp.abort();
+    expect(await more).toBeInstanceOf(CancelledError);
+  });
+
+  it('model: whatever a tab opens, closes, calls, batches and settles, the worker holds at most the bounds and every refusal is answered', async () => {
     const { gateway, url } = await res.gateway();
     const ids = [1, 2, 3, 4];
     const topics = ids.map((id) => `t${id}`);
@@ -352,26 +525,39 @@ describe('per-tab bounds of the shared worker', () => {
       { weight: 3, arbitrary: fc.record({ k: fc.constant('open' as const), id }) },
       { weight: 1, arbitrary: fc.record({ k: fc.constant('close' as const), id }) },
       { weight: 3, arbitrary: fc.record({ k: fc.constant('call' as const), id }) },
+      {
+        weight: 2,
+        // Its requests (a notification besides): one slot each; none, it is over at once.
+        arbitrary: fc.record({
+          k: fc.constant('batch' as const),
+          id,
+          requests: fc.integer({ min: 0, max: 3 }),
+        }),
+      },
       { weight: 1, arbitrary: fc.record({ k: fc.constant('settle' as const), id }) },
       { weight: 1, arbitrary: fc.record({ k: fc.constant('cancel' as const), id }) },
     );
-    const refusals = { open: 0, call: 0 };
+    const refusals = { open: 0, call: 0, batch: 0 };
     const callId = (n: number): number => 100 + n;
-    // Each call holds a key of its own at the gateway: a call that replaces another under the
-    // same id is told apart from the one it replaced, whose cancel may still be on its way.
+    // Each request holds a key of its own at the gateway: a call that replaces another under
+    // the same id is told apart from the one it replaced, whose cancel may still be on its way.
     let lastKey = 0;
-    const keys = new Map<number, number>();
 
     await fc.assert(
       fc.asyncProperty(fc.array(op, { minLength: 4, maxLength: 14 }), async (ops) => {
         const tab = rawTab(host, url);
         await tab.next((m) => m.t === 'state');
         const streams = new Set<number>();
-        const calls = new Set<number>();
+        // The tab's calls and batches the worker holds, by id: the keys of their requests.
+        const calls = new Map<number, number[]>();
+        const slots = (): number => [...calls.values()].reduce((sum, k) => sum + k.length, 0);
         try {
-          for (const { k, id: n } of ops) {
+          for (const o of ops) {
+            const { k, id: n } = o;
             const from = tab.got.length;
             let refused: boolean | undefined;
+            /** Answered at once, not held (a batch of notifications only). */
+            let over = false;
             if (k === 'open') {
               refused = !streams.has(n) && streams.size >= bounds.maxStreamsPerTab;
               tab.send({ t: 'sub', id: n, topic: `t${n}`, params: undefined });
@@ -379,17 +565,27 @@ describe('per-tab bounds of the shared worker', () => {
             } else if (k === 'close') {
               tab.send({ t: 'unsub', id: n });
               streams.delete(n);
-            } else if (k === 'call') {
-              refused = !calls.has(callId(n)) && calls.size >= bounds.maxCallsPerTab;
-              const key = ++lastKey;
-              tab.send({ t: 'call', id: callId(n), method: 'hold', params: [key] });
-              if (!refused) {
-                calls.add(callId(n));
-                keys.set(callId(n), key);
+            } else if (o.k === 'call' || o.k === 'batch') {
+              const keys = Array.from({ length: o.k === 'call' ? 1 : o.requests }, () => ++lastKey);
+              // What the id named is given up, taken or not: its slots are free for this one.
+              calls.delete(callId(n));
+              refused = slots() + keys.length > bounds.maxCallsPerTab;
+              if (o.k === 'call') {
+                tab.send({ t: 'call', id: callId(n), method: 'hold', params: keys });
+              } else {
+                const entries: BatchEntry[] = keys.map((key) => ({
+                  method: 'hold',
+                  params: [key],
+                }));
+                entries.push({ method: 'nothing', notification: true });
+                tab.send({ t: 'batch', id: callId(n), entries });
               }
+              over = !refused && keys.length === 0;
+              if (over) await tab.next((m) => m.t === 'result' && m.id === callId(n), from);
+              else if (!refused) calls.set(callId(n), keys);
             } else if (calls.has(callId(n))) {
               // Settled or cancelled: the worker has let go of it once the tab has the result.
-              if (k === 'settle') release(keys.get(callId(n))!);
+              if (k === 'settle') for (const key of calls.get(callId(n))!) release(key);
               else tab.send({ t: 'cancel', id: callId(n) });
               await tab.next((m) => m.t === 'result' && m.id === callId(n), from);
               calls.delete(callId(n));
@@ -397,10 +593,10 @@ describe('per-tab bounds of the shared worker', () => {
             await tab.barrier();
             const answered = tab.got.slice(from).filter((m) => {
               if (k === 'open') return m.t === 'end' && m.id === n;
-              return k === 'call' && m.t === 'result' && m.id === callId(n);
+              return (k === 'call' || k === 'batch') && m.t === 'result' && m.id === callId(n);
             });
             if (refused === true) {
-              refusals[k as 'open' | 'call']++;
+              refusals[k as 'open' | 'call' | 'batch']++;
               expect(answered).toHaveLength(1);
               const error = (answered[0] as { error?: unknown }).error;
               expect(error).toMatchObject(
@@ -409,17 +605,17 @@ describe('per-tab bounds of the shared worker', () => {
                   : { name: 'TooManyPendingCallsError', fields: { limit: bounds.maxCallsPerTab } },
               );
             } else if (refused === false) {
-              expect(answered).toEqual([]);
+              expect(answered).toHaveLength(over ? 1 : 0);
             }
             await waitUntil(
               () =>
                 subscribed(gateway, topics) === streams.size &&
-                state.running === calls.size &&
-                [...calls].every((c) => holds(keys.get(c)!)),
-              `${streams.size} subscriptions and ${calls.size} calls at the gateway`,
+                state.running === slots() &&
+                [...calls.values()].every((keys) => keys.every(holds)),
+              `${streams.size} subscriptions and ${slots()} calls at the gateway`,
             );
             expect(streams.size).toBeLessThanOrEqual(bounds.maxStreamsPerTab);
-            expect(calls.size).toBeLessThanOrEqual(bounds.maxCallsPerTab);
+            expect(slots()).toBeLessThanOrEqual(bounds.maxCallsPerTab);
           }
         } finally {
           tab.send({ t: 'bye' });
@@ -434,6 +630,7 @@ describe('per-tab bounds of the shared worker', () => {
     // The runs went past both bounds (else the property says little).
     expect(refusals.open).toBeGreaterThan(0);
     expect(refusals.call).toBeGreaterThan(0);
+    expect(refusals.batch).toBeGreaterThan(0);
   });
 });
 

@@ -6,10 +6,11 @@
 // before it answers. A tab that says bye, whose port closes, or that misses two heartbeats is
 // let go: its subscriptions, calls and handlers with it. When the last tab has gone the client
 // closes; the next tab to say hello starts a new one. What one tab can make the worker hold is
-// bounded (its streams, calls and handlers; runs are bounded by the server's calls): one tab gone
+// bounded (its streams, calls, handlers and the server's calls it has running): one tab gone
 // wrong cannot take the worker every tab of the origin shares.
 import type { Observable, Subscription } from 'rxjs';
 import type { HandlerContext } from '../../peer/handler-context.js';
+import type { BatchEntry } from '../../peer/peer-core.js';
 import { Hub } from '../../peer/hub.js';
 import { checkOptions, numberIn } from '../../peer/option-rules.js';
 import type { Rule } from '../../peer/option-rules.js';
@@ -45,9 +46,10 @@ export interface ClientHostOptions extends Partial<ClientOptions> {
    */
   maxStreamsPerTab?: number;
   /**
-   * Most calls (`call`, `batch`, `history`, `authenticate`) one tab has in flight at once: one
-   * more rejects with TooManyPendingCallsError. Default half the client's `maxPendingCalls`
-   * (512), so one tab cannot take every slot of the connection.
+   * Most calls one tab has in flight at once (`call`, `history`, `authenticate` one each, a
+   * `batch` one per request in it): one more rejects with TooManyPendingCallsError, and a batch
+   * that does not fit rejects whole, nothing of it sent. Default half the client's
+   * `maxPendingCalls` (512), so one tab cannot take every slot of the connection.
    */
   maxCallsPerTab?: number;
   /**
@@ -62,11 +64,20 @@ export interface ClientHostOptions extends Partial<ClientOptions> {
    * queue every tab shares.
    */
   maxQueuedPerTab?: number;
+  /**
+   * Most of the server's calls one tab has running at once (its handlers' and its getToken's):
+   * one more goes to the next tab that has the method, or is answered -32000 Server busy when
+   * every such tab is full. Default 128, half the 256 the client runs at once, so one tab that
+   * never answers cannot leave the server's calls to other tabs busy.
+   */
+  maxRunsPerTab?: number;
 }
 
 /** The bounds per tab a worker script does not set (maxCallsPerTab's follows the client's). */
 const DEFAULT_MAX_STREAMS_PER_TAB = 1_000;
 const DEFAULT_MAX_HANDLERS_PER_TAB = 1_000;
+/** The server's calls a client runs at once (client.ts gives its peer `maxInFlight: 256`). */
+const CLIENT_MAX_IN_FLIGHT = 256;
 
 const perTab = numberIn(1, Infinity, true);
 
@@ -80,6 +91,7 @@ export const hostOnlyRules: Readonly<Record<string, Rule>> = {
   maxCallsPerTab: perTab,
   maxHandlersPerTab: perTab,
   maxQueuedPerTab: perTab,
+  maxRunsPerTab: perTab,
 };
 
 /** createClientHost's options, checked, with the defaults it can fill in before a tab comes. */
@@ -94,6 +106,8 @@ interface ClientHostConfig {
   readonly maxHandlersPerTab: number;
   /** Undefined: half the client's `maxQueued` (rounded up, at least 1). */
   readonly maxQueuedPerTab: number | undefined;
+  /** Undefined: half the client's in-flight calls, or all of them for a sole tab. */
+  readonly maxRunsPerTab: number | undefined;
 }
 
 /**
@@ -116,6 +130,7 @@ function resolveClientHostOptions(options: unknown): ClientHostConfig {
     maxCallsPerTab,
     maxHandlersPerTab,
     maxQueuedPerTab,
+    maxRunsPerTab,
     ...fixed
   } = o;
   return Object.freeze({
@@ -125,6 +140,7 @@ function resolveClientHostOptions(options: unknown): ClientHostConfig {
     maxCallsPerTab,
     maxHandlersPerTab: maxHandlersPerTab ?? DEFAULT_MAX_HANDLERS_PER_TAB,
     maxQueuedPerTab,
+    maxRunsPerTab,
   });
 }
 
@@ -152,9 +168,18 @@ interface RunContext {
 
 const DEFAULT_TAB_HEARTBEAT_MS = 5_000;
 
+/** A tab's call, batch, history or authenticate running through the client. */
+interface HostedCall {
+  readonly controller: AbortController;
+  /** The client's call slots it holds: one, or a batch's requests. */
+  readonly slots: number;
+}
+
 /** One connected tab: what it has running through the client. */
 class HostedTab {
-  readonly calls = new Map<number, AbortController>();
+  readonly calls = new Map<number, HostedCall>();
+  /** The call slots its calls hold together (maxCallsPerTab bounds it). */
+  slots = 0;
   readonly streams = new Map<number, Subscription>();
   readonly runs = new Map<number, (outcome: Outcome) => void>();
   /** The methods it registered handlers for. */
@@ -192,6 +217,8 @@ class Host implements ClientHost {
   #maxCalls = 1;
   /** maxQueuedPerTab, or its default from the client's maxQueued once there is a client. */
   #maxQueued = 1;
+  /** maxRunsPerTab, or its default. */
+  readonly #maxRuns: number;
   #client: RpcClient | undefined;
   #watching: Subscription[] = [];
   readonly #tabs = new Set<HostedTab>();
@@ -213,6 +240,9 @@ class Host implements ClientHost {
     private readonly soleTab = false,
   ) {
     this.#config = resolveClientHostOptions(options);
+    this.#maxRuns =
+      this.#config.maxRunsPerTab ??
+      (soleTab ? CLIENT_MAX_IN_FLIGHT : Math.ceil(CLIENT_MAX_IN_FLIGHT / 2));
   }
 
   get tabs(): number {
@@ -324,19 +354,19 @@ class Host implements ClientHost {
     const client = this.#client!;
     switch (m.t) {
       case 'call':
-        return this.#answer(tab, m.id, m.timeoutMs, (options) =>
+        return this.#answer(tab, m.id, m.timeoutMs, 1, (options) =>
           client.call(m.method, m.params, options),
         );
       case 'batch':
-        return this.#answer(tab, m.id, m.timeoutMs, async (options) =>
+        return this.#answer(tab, m.id, m.timeoutMs, requestsIn(m.entries), async (options) =>
           (await client.batch(m.entries, options)).map(wireSettled),
         );
       case 'history':
-        return this.#answer(tab, m.id, undefined, () => client.history(m.topic, m.options));
+        return this.#answer(tab, m.id, undefined, 1, () => client.history(m.topic, m.options));
       case 'auth':
-        return this.#answer(tab, m.id, undefined, () => client.authenticate(m.token));
+        return this.#answer(tab, m.id, undefined, 1, () => client.authenticate(m.token));
       case 'cancel':
-        return tab.calls.get(m.id)?.abort();
+        return tab.calls.get(m.id)?.controller.abort();
       case 'notify':
         return this.#notify(tab, client, m.method, m.params);
       case 'sub':
@@ -395,40 +425,43 @@ class Host implements ClientHost {
   }
 
   /**
-   * Run one request of the tab's through the client (`signal` cancels it when the tab does, or
-   * goes) and post its outcome, unless the tab went first.
+   * Run one request of the tab's, holding `slots` of the client's call slots, through the
+   * client (`signal` cancels it when the tab does, or goes) and post its outcome, unless the
+   * tab went first.
    */
   #answer(
     tab: HostedTab,
     id: number,
     timeoutMs: number | undefined,
+    slots: number,
     run: (options: { signal: AbortSignal; timeoutMs?: number }) => Promise<unknown>,
   ): void {
-    if (!tab.calls.has(id) && tab.calls.size >= this.#maxCalls) {
+    const replaced = tab.calls.get(id);
+    // An id the tab uses again: the request it named is given up rather than left running,
+    // whether or not this one is taken (else the id would be answered twice). That frees its
+    // slots and its place in the queue for this one.
+    if (replaced) this.#giveUp(tab, id, replaced);
+    if (tab.slots + slots > this.#maxCalls) {
       return tab.post({
         t: 'result',
         id,
         error: toWire(new TooManyPendingCallsError(this.#maxCalls)),
       });
     }
-    const queues = this.#queues();
-    const replaced = tab.calls.get(id);
-    // A queued call it replaces leaves the queue (given up below), making room for this one.
-    const held = tab.queued.size - (replaced && tab.queued.has(replaced) ? 1 : 0);
-    if (queues && held >= this.#maxQueued) {
+    if (this.#queues() && tab.queued.size >= this.#maxQueued) {
       return tab.post({ t: 'result', id, error: toWire(this.#queueFull()) });
     }
     const controller = new AbortController();
-    // An id the tab uses again: the request it named is given up rather than left running.
-    if (replaced) {
-      tab.queued.delete(replaced);
-      replaced.abort();
-    }
-    tab.calls.set(id, controller);
+    const call: HostedCall = { controller, slots };
+    tab.calls.set(id, call);
+    tab.slots += slots;
     /** True once, for the request that still holds the id; it then lets go of it. */
-    const current = () => {
+    const current = (): boolean => {
       tab.queued.delete(controller);
-      return tab.calls.get(id) === controller && tab.calls.delete(id);
+      if (tab.calls.get(id) !== call) return false;
+      tab.calls.delete(id);
+      tab.slots -= slots;
+      return true;
     };
     const options: { signal: AbortSignal; timeoutMs?: number } = { signal: controller.signal };
     if (timeoutMs !== undefined) options.timeoutMs = timeoutMs;
@@ -439,6 +472,14 @@ class Host implements ClientHost {
       (err: unknown) => current() && tab.post({ t: 'result', id, error: toWire(err) }),
     );
     if (queuedIn(this.#client!) > before) tab.queued.add(controller);
+  }
+
+  /** Let go of a tab's request under `id` and cancel it: nothing of it is posted to the tab. */
+  #giveUp(tab: HostedTab, id: number, call: HostedCall): void {
+    tab.calls.delete(id);
+    tab.slots -= call.slots;
+    tab.queued.delete(call.controller);
+    call.controller.abort();
   }
 
   /**
@@ -551,16 +592,33 @@ class Host implements ClientHost {
 
   /**
    * Run a server-to-client call (or notification: `ctx.id` undefined) in the first live tab
-   * that has it, and in the next if that one goes away without answering.
+   * that has it and room for one more run, and in the next if that one goes away without
+   * answering. The call is over when its signal aborts (the server cancelled it or gave up on
+   * it, the connection closed), whether or not the tab answers: a tab that never does holds
+   * none of the client's in-flight slots beyond the server's wait.
    */
   async #route(method: string, params: Params | undefined, ctx: RunContext): Promise<unknown> {
     const tried = new Set<HostedTab>();
+    const notification = ctx.id === undefined && method !== ReservedMethod.Token;
+    const signal = ctx.signal;
     for (;;) {
-      const tab = this.#servers(method).find((t) => !tried.has(t));
-      if (!tab) throw new MethodNotFoundError(`No open tab has a handler for "${method}"`);
+      signal?.throwIfAborted();
+      const untried = this.#servers(method).filter((t) => !tried.has(t));
+      if (untried.length === 0) {
+        throw new MethodNotFoundError(`No open tab has a handler for "${method}"`);
+      }
+      // A notification holds nothing in the tab: it goes to the first, full or not.
+      const tab = notification ? untried[0]! : untried.find((t) => t.runs.size < this.#maxRuns);
+      if (!tab) {
+        const limit = this.#maxRuns;
+        throw new ServerError(
+          ErrorCode.ServerBusy,
+          `Server busy: every open tab with a handler for "${method}" has ${limit} calls running (maxRunsPerTab of the shared worker)`,
+          { limit },
+        );
+      }
       tried.add(tab);
       const id = ++this.#runs;
-      const notification = ctx.id === undefined && method !== ReservedMethod.Token;
       const run: HostMessage = {
         t: 'run',
         id,
@@ -571,16 +629,20 @@ class Host implements ClientHost {
         notification,
       };
       if (notification) return tab.post(run);
-      const outcome = await new Promise<Outcome>((resolve) => {
-        const signal = ctx.signal;
-        const abort = (): void => tab.post({ t: 'abort', id });
+      const outcome = await new Promise<Outcome>((resolve, reject) => {
+        // Settled at once, as a cancelled handler is: what the tab answers later is dropped.
+        const abort = (): void => {
+          tab.runs.delete(id);
+          tab.post({ t: 'abort', id });
+          // The peer aborts a handler's signal with an Error (cancelled, or the connection's).
+          reject(signal!.reason as Error);
+        };
         tab.runs.set(id, (outcome) => {
           signal?.removeEventListener('abort', abort);
           resolve(outcome);
         });
         tab.post(run);
-        if (signal?.aborted) abort();
-        else signal?.addEventListener('abort', abort, { once: true });
+        signal?.addEventListener('abort', abort, { once: true });
       });
       if (!outcome) continue;
       if (outcome.error) throw fromWire(outcome.error);
@@ -613,8 +675,11 @@ class Host implements ClientHost {
     if (!this.#tabs.delete(tab)) return;
     for (const subscription of tab.streams.values()) subscription.unsubscribe();
     tab.streams.clear();
-    for (const call of tab.calls.values()) call.abort(new ConnectionClosedError('The tab closed'));
+    for (const call of tab.calls.values()) {
+      call.controller.abort(new ConnectionClosedError('The tab closed'));
+    }
     tab.calls.clear();
+    tab.slots = 0;
     // Its queued notifications still go: only its share of the queue is let go.
     tab.queued.clear();
     for (const method of [...tab.methods]) this.#unregister(tab, method);
@@ -635,6 +700,15 @@ class Host implements ClientHost {
     this.#client = undefined;
     void client?.close();
   }
+}
+
+/** The client's call slots a batch takes: one per entry that is not a notification. */
+function requestsIn(entries: readonly BatchEntry[]): number {
+  // Not a list: the client refuses it without sending anything; it counts as the one request.
+  if (!Array.isArray(entries)) return 1;
+  let requests = 0;
+  for (const entry of entries) if (!(entry as BatchEntry | null)?.notification) requests++;
+  return requests;
 }
 
 function wireSettled(result: PromiseSettledResult<unknown>): WireSettled {
