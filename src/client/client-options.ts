@@ -96,6 +96,11 @@ export interface ClientOptions {
   /** Most calls awaiting a response at once. Default 1 024. */
   maxPendingCalls?: number;
   /**
+   * Most subscriptions made by the server (`rpc.joined`) held at once: a join beyond it is
+   * unsubscribed at once and logged at warn (once a minute). Default 1 000.
+   */
+  maxJoined?: number;
+  /**
    * Gather the calls and notifications made in one turn into one JSON-RPC batch
    * of up to this many (fewer frames; meant for browsers, where a WebSocket
    * cannot be corked). Default 0: off. Keep it at or below the server's maxBatch.
@@ -138,6 +143,7 @@ export const clientDefaults = Object.freeze({
   whenDisconnected: 'queue' as 'queue' | 'reject',
   maxQueued: 100,
   maxPendingCalls: 1024,
+  maxJoined: 1000,
   batchCalls: 0,
   heartbeat: Object.freeze({ intervalMs: 20_000, timeoutMs: 10_000 }),
   inbox: false,
@@ -164,6 +170,7 @@ export interface ClientConfig {
   readonly whenDisconnected: 'queue' | 'reject';
   readonly maxQueued: number;
   readonly maxPendingCalls: number;
+  readonly maxJoined: number;
   readonly batchCalls: number;
   readonly heartbeat: Readonly<{ intervalMs: number; timeoutMs: number }> | false;
   readonly inbox: boolean;
@@ -237,6 +244,7 @@ export const clientOptionRules: Readonly<Record<keyof ClientOptions, Rule | null
   whenDisconnected: oneOf('queue', 'reject'),
   maxQueued: count(0),
   maxPendingCalls: count(1),
+  maxJoined: count(0),
   batchCalls: count(0),
   heartbeat: orFalse('an object { intervalMs, timeoutMs }'),
   inbox: ofType('boolean'),

@@ -7,9 +7,11 @@ import {
   ConnectionClosedError,
   NotConnectedError,
   TimeoutError,
+  TooManyPendingCallsError,
 } from '../protocol/local-errors.js';
 import {
   decodeSubscriptionNotification,
+  isSequenceNumber,
   isSubscriptionId,
 } from '../protocol/subscription-frames.js';
 import type {
@@ -20,6 +22,7 @@ import type {
 import type { Params } from '../protocol/types.js';
 import { AuthenticationError } from './authentication.js';
 import { canonicalJson } from './canonical-json.js';
+import { clientDefaults } from './client-options.js';
 
 /** One message of a subscription, with what the server said about it. */
 export interface SubscriptionEvent<T> {
@@ -109,6 +112,19 @@ const RESYNC_BUDGET = 5;
 const RESYNC_WINDOW_MS = 60_000;
 /** Ids unsubscribed on this connection that the server may hand out again (a topic's shared id). */
 const RETIRED_IDS = 256;
+/** A server's joins refused past `maxJoined` are logged at warn at most once per this interval. */
+const JOINED_WARN_INTERVAL_MS = 60_000;
+
+/** The client's options the manager keeps to (createClient's `maxJoined`, `maxPendingCalls`). */
+export interface SubscriptionLimits {
+  /** Most subscriptions made by the server (`rpc.joined`) held at once; beyond it one is unsubscribed. */
+  maxJoined: number;
+  /**
+   * The client's call table: at most half of it is taken by subscribes at once, so that a
+   * reconnect's resubscribes go in waves and calls made meanwhile keep room.
+   */
+  maxPendingCalls: number;
+}
 
 /**
  * Each client's manager, for what reads its entries from outside the client
@@ -162,7 +178,8 @@ function active(shared: Shared): boolean {
  * Worth retrying: lost with the connection (the next open resubscribes), the broker behind the
  * gateway is down (-32009), the server is draining (-32006: it closes this connection next, and
  * the retry then waits for the next one), the connection is over a rate (-32003: its tokens come
- * back), or no answer came in time. Any other error is the server's final word.
+ * back), no answer came in time, or the client's own call table was full (its slots come back as
+ * calls are answered). Any other error is the server's final word.
  */
 function transient(err: unknown): boolean {
   return (
@@ -171,6 +188,7 @@ function transient(err: unknown): boolean {
     err instanceof AuthenticationError ||
     err instanceof NotConnectedError ||
     err instanceof TimeoutError ||
+    err instanceof TooManyPendingCallsError ||
     (err instanceof JsonRpcError &&
       (
         [ErrorCode.BrokerUnavailable, ErrorCode.ShuttingDown, ErrorCode.RateLimited] as number[]
@@ -199,12 +217,40 @@ export class ClientSubscriptions {
   readonly #joinedHub = new Hub<JoinedSubscription>();
   /** Each subscription the server makes for this client, as it is announced. */
   readonly joined$: Observable<JoinedSubscription> = this.#joinedHub.observable;
+  readonly #maxJoined: number;
+  /** Entries made by the server held now (against `maxJoined`). */
+  #joinedHeld = 0;
+  /** Joins refused since the last warning about them, and when that was. */
+  #joinedRefused = 0;
+  #joinedWarnedAt = -Infinity;
+  /** Unsubscribes of refused joins in flight. */
+  #refusing = 0;
+  /** Subscribes sent on the current connection and not settled yet, at most `#window`. */
+  #inFlight = 0;
+  readonly #window: number;
+  /**
+   * Entries waiting for a subscribe to settle before theirs goes: past the window, or refused
+   * for a full call table while some of the manager's own are in flight. In the order they came.
+   */
+  readonly #waiting = new Set<Shared>();
+  /**
+   * Bumped on each lost connection: a subscribe settling after it (even one answered late on a
+   * connection left while calls finish there) frees no slot of this one's window.
+   */
+  #line = 0;
 
   constructor(
     private readonly caller: SubscriptionCaller,
     readonly methods: ClientSubscriptionMethods,
     private readonly logger: Logger,
-  ) {}
+    limits: Partial<SubscriptionLimits> = {},
+  ) {
+    this.#maxJoined = limits.maxJoined ?? clientDefaults.maxJoined;
+    this.#window = Math.max(
+      1,
+      Math.ceil((limits.maxPendingCalls ?? clientDefaults.maxPendingCalls) / 2),
+    );
+  }
 
   observe<T>(topic: string, params?: unknown): Observable<SubscriptionEvent<T>> {
     // T is the caller's claim about its data.
@@ -292,20 +338,49 @@ export class ClientSubscriptions {
       this.#sendUnsubscribe(id);
       return;
     }
+    if (!existing && this.#joinedHeld >= this.#maxJoined) {
+      // Each joined subscription is kept for good: a server joining without end would grow
+      // the client without end. The one over the bound is ended on the server.
+      this.#refuseJoin(topic, id);
+      return;
+    }
     const shared = existing ?? newShared(key, [topic], true);
     // A resubscribe of it under way is superseded: its reply, when it comes, is unsubscribed.
     shared.generation++;
     shared.resubscribe = false;
     stopRetry(shared);
-    if (Number.isSafeInteger(seq) && existing === undefined) {
-      shared.lastSeq = seq as number;
+    this.#waiting.delete(shared);
+    if (isSequenceNumber(seq) && existing === undefined) {
+      shared.lastSeq = seq;
       shared.checked = true;
     }
     shared.serverId = id;
+    if (!existing) this.#joinedHeld++;
     this.shared.set(key, shared);
     this.#byServerId.set(id, shared);
     this.#retired.delete(id);
     if (!existing) this.#joinedHub.next({ topic, subscription: this.#observeJoined(shared) });
+  }
+
+  /**
+   * A join past `maxJoined`: unsubscribed, and told at warn at most once per interval. Their
+   * unsubscribes in flight are bounded by the window too: past it, one is left to the server
+   * (its frames are dropped unread), rather than refused by a full call table at a cost per join.
+   */
+  #refuseJoin(topic: string, id: SubscriptionId): void {
+    if (this.#refusing < this.#window && this.caller.isOpen) {
+      this.#refusing++;
+      this.#sendUnsubscribe(id, () => this.#refusing--);
+    }
+    this.#joinedRefused++;
+    const now = Date.now();
+    if (now - this.#joinedWarnedAt < JOINED_WARN_INTERVAL_MS) return;
+    this.logger.warn(
+      { topic, maxJoined: this.#maxJoined, refused: this.#joinedRefused },
+      'rpc.joined refused: maxJoined held',
+    );
+    this.#joinedWarnedAt = now;
+    this.#joinedRefused = 0;
   }
 
   /**
@@ -347,6 +422,11 @@ export class ClientSubscriptions {
       stopRetry(shared);
       shared.resubscribe = true;
     }
+    for (const shared of this.#waiting) shared.resubscribe = true;
+    this.#waiting.clear();
+    // The subscribes in flight fail with the connection: the next one starts with a free table.
+    this.#inFlight = 0;
+    this.#line++;
     this.#byServerId.clear();
     this.#orphans.clear();
     this.#retired.clear();
@@ -366,15 +446,42 @@ export class ClientSubscriptions {
       shared.hub.complete();
     }
     this.shared.clear();
+    this.#joinedHeld = 0;
+    this.#waiting.clear();
     this.#byServerId.clear();
     this.#orphans.clear();
     this.#retired.clear();
     this.#joinedHub.complete();
   }
 
+  /**
+   * (Re)subscribe `shared`: at once, or, while the window of subscribes in flight is full,
+   * once one of them settles (a reconnect's resubscribes go in waves that fit the call table).
+   */
   #start(shared: Shared): void {
     shared.resubscribe = false;
     stopRetry(shared);
+    this.#waiting.delete(shared);
+    if (this.caller.isOpen && this.#inFlight >= this.#window) {
+      // A reply still on its way for it is stale from here on.
+      shared.generation++;
+      this.#waiting.add(shared);
+      this.onStatus?.();
+      return;
+    }
+    this.#send(shared);
+  }
+
+  /** Send the waiting entries the window has room for (an entry leaves it when forgotten). */
+  #pump(): void {
+    for (const shared of this.#waiting) {
+      if (this.#inFlight >= this.#window || !this.caller.isOpen) return;
+      this.#waiting.delete(shared);
+      this.#send(shared);
+    }
+  }
+
+  #send(shared: Shared): void {
     const generation = ++shared.generation;
     // After a reconnect, ask for what came after the last message seen (gap-free resume).
     // Streams have no sequence; a topic subscription asks where it starts (position), so that
@@ -406,17 +513,40 @@ export class ClientSubscriptions {
       this.#orphans.delete(id);
       if (early) for (const update of early) this.#route(id, update);
     };
-    this.caller
-      .subscribe(this.methods.subscribe, params, accepted)
-      .then(accepted, (err: unknown) => {
+    // Counted against the window only when it goes on this connection (not queued offline).
+    const line = this.caller.isOpen ? this.#line : -1;
+    if (line === this.#line) this.#inFlight++;
+    /**
+     * Its slot is free again. The waiting go, unless it was refused for a full table: it never
+     * held a slot, and sending again at once would only be refused again.
+     */
+    const settled = (full: boolean): void => {
+      if (line !== this.#line) return;
+      this.#inFlight--;
+      if (!full) this.#pump();
+    };
+    this.caller.subscribe(this.methods.subscribe, params, accepted).then(
+      (id) => {
+        settled(false);
+        accepted(id);
+      },
+      (err: unknown) => {
+        const full = err instanceof TooManyPendingCallsError;
+        settled(full);
         if (generation !== shared.generation || !active(shared)) return;
+        if (full && line === this.#line && this.#inFlight > 0) {
+          // The table is full: it goes when one of the subscribes in flight frees a slot.
+          this.#waiting.add(shared);
+          return;
+        }
         if (!this.caller.isClosed && transient(err)) {
           this.#retry(shared);
           return;
         }
         this.#forget(shared);
         shared.hub.error(err);
-      });
+      },
+    );
     this.onStatus?.();
   }
 
@@ -447,11 +577,16 @@ export class ClientSubscriptions {
   }
 
   #forget(shared: Shared): void {
-    if (this.shared.get(shared.key) === shared) this.shared.delete(shared.key);
+    if (this.shared.get(shared.key) === shared) {
+      this.shared.delete(shared.key);
+      if (shared.joined) this.#joinedHeld--;
+    }
     if (shared.serverId !== undefined) this.#byServerId.delete(shared.serverId);
+    this.#waiting.delete(shared);
   }
 
-  #sendUnsubscribe(id: SubscriptionId): void {
+  /** End `id` on the server; `settled` is called once the unsubscribe is answered or fails. */
+  #sendUnsubscribe(id: SubscriptionId, settled?: () => void): void {
     if (!this.caller.isOpen) return; // the server dropped it with the connection
     // Messages still on their way to this id are the old subscription's, even if the server
     // hands the id out again (a topic's shared id): until a subscribe reply names it again,
@@ -460,9 +595,10 @@ export class ClientSubscriptions {
     this.#retired.delete(id);
     this.#retired.add(id);
     trim(this.#retired, RETIRED_IDS);
-    this.caller
-      .call(this.methods.unsubscribe, [id])
-      .catch((err: unknown) => this.logger.debug({ err, id }, 'unsubscribe failed'));
+    this.caller.call(this.methods.unsubscribe, [id]).then(settled, (err: unknown) => {
+      this.logger.debug({ err, id }, 'unsubscribe failed');
+      settled?.();
+    });
   }
 
   /** A notification for `id`: to its subscription, or kept until the subscribe reply names it. */
@@ -517,6 +653,10 @@ export class ClientSubscriptions {
    * first. An unknown gap without one leaves no baseline to check the next message against.
    */
   #gapSeen(shared: Shared, gap: number | null, withEpoch: boolean): void {
+    // A count that would take the position past the safe integers (where no subscribe's
+    // `since` may go) says no more than an unknown one.
+    if (gap !== null && shared.lastSeq !== undefined && !isSequenceNumber(shared.lastSeq + gap))
+      gap = null;
     if (gap !== null) {
       if (shared.lastSeq !== undefined) shared.lastSeq += gap;
     } else if (withEpoch) {

@@ -48,6 +48,15 @@ export function isSubscriptionId(value: unknown): value is SubscriptionId {
 }
 
 /**
+ * A sequence number, or a count of messages (`gap`, `missed`), as the server writes them: a
+ * non-negative safe integer. Anything else (negative, fractional, 1e300) would move a reader's
+ * position where no subscribe's `since` may go, and every later message would look old.
+ */
+export function isSequenceNumber(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 0;
+}
+
+/**
  * What one subscription notification says, by kind. Every kind but the two ends may carry the
  * topic's `epoch`: the numbering its sequence numbers belong to.
  */
@@ -89,7 +98,9 @@ function streamError(value: unknown): ErrorObject {
 /**
  * Read the params of a subscription notification. Undefined when they are not one: not an
  * object, or without a valid `subscription` id. Which kind, in this order: `error` (even with
- * `complete`), `complete: true`, `gap`, `result`, a numeric `seq`, a string `epoch`.
+ * `complete`), `complete: true`, `gap`, `result`, a `seq`, a string `epoch`. `seq`, `gap` and
+ * `missed` count only as non-negative safe integers (isSequenceNumber): a `gap` of any other
+ * value is an unknown one (null), a `seq` or `missed` of any other value is left out.
  */
 export function decodeSubscriptionNotification(
   params: unknown,
@@ -106,12 +117,12 @@ function decodeUpdate(message: Record<string, unknown>): SubscriptionUpdate {
   if (message['complete'] === true) return { kind: 'complete' };
   const epoch = typeof message['epoch'] === 'string' ? message['epoch'] : undefined;
   let update: SubscriptionUpdate & { epoch?: string };
-  const seq = typeof message['seq'] === 'number' ? message['seq'] : undefined;
+  const seq = isSequenceNumber(message['seq']) ? message['seq'] : undefined;
   if ('gap' in message) {
     const gap = message['gap'];
-    update = { kind: 'gap', gap: typeof gap === 'number' ? gap : null };
+    update = { kind: 'gap', gap: isSequenceNumber(gap) ? gap : null };
   } else if ('result' in message) {
-    const missed = typeof message['missed'] === 'number' ? message['missed'] : undefined;
+    const missed = isSequenceNumber(message['missed']) ? message['missed'] : undefined;
     update = { kind: 'message', result: message['result'] };
     if (seq !== undefined) update.seq = seq;
     if (missed !== undefined) update.missed = missed;

@@ -1,0 +1,450 @@
+/*
+ * The client's subscriptions against a gateway that misbehaves or is merely busy, over real
+ * sockets (a `ws` server scripted by each test):
+ * - subscriptions the server makes (`rpc.joined`) are held up to `maxJoined`; one more is
+ *   unsubscribed, never announced, and logged at warn once an interval;
+ * - a reconnect resubscribes any number of live subscriptions, in waves that fit the call table
+ *   (`maxPendingCalls`), and none of them errors for a full table, joined ones included;
+ * - a `gap`, `seq` or `missed` that is not a non-negative safe integer never moves the position
+ *   a subscription resumes from, so later messages are not taken for duplicates.
+ */
+import fc from 'fast-check';
+import type { AddressInfo } from 'node:net';
+import type { Subscription } from 'rxjs';
+import { WebSocket, WebSocketServer } from 'ws';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createClient } from '../../src/client/index.js';
+import type { RpcClient } from '../../src/client/client.js';
+import { resolveClientOptions } from '../../src/client/client-options.js';
+import type { SubscriptionEvent } from '../../src/client/subscriptions.js';
+import {
+  decodeSubscriptionNotification,
+  isSequenceNumber,
+} from '../../src/protocol/subscription-frames.js';
+import { gapTail, messageTail, missedPart, positionTail } from '../../src/pubsub/frames.js';
+import { CaptureLogger, logged } from '../support/logging.js';
+import { waitFor } from '../support/waiting.js';
+
+interface Request {
+  jsonrpc: '2.0';
+  method: string;
+  params?: unknown;
+  id?: number;
+}
+
+/** A scripted gateway: `onConnection(socket, n)` for the n-th connection (from 1). */
+interface FakeGateway {
+  url: string;
+  sockets: WebSocket[];
+}
+
+const servers: WebSocketServer[] = [];
+const clients: RpcClient[] = [];
+const subscriptions: Subscription[] = [];
+afterEach(async () => {
+  for (const s of subscriptions.splice(0)) s.unsubscribe();
+  await Promise.all(clients.splice(0).map((c) => c.close()));
+  for (const server of servers.splice(0)) {
+    for (const socket of server.clients) socket.terminate();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
+async function fakeGateway(
+  onConnection: (socket: WebSocket, n: number) => void,
+): Promise<FakeGateway> {
+  const server = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+  servers.push(server);
+  await new Promise((resolve) => server.once('listening', resolve));
+  const sockets: WebSocket[] = [];
+  server.on('connection', (socket) => {
+    sockets.push(socket);
+    onConnection(socket, sockets.length);
+  });
+  const { port } = server.address() as AddressInfo;
+  return { url: `ws://127.0.0.1:${port}/rpc`, sockets };
+}
+
+/** Each request of a frame (single or batch) the client sent. */
+function requestsOf(data: unknown): Request[] {
+  const parsed = JSON.parse((data as Buffer).toString('utf8')) as Request | Request[];
+  return Array.isArray(parsed) ? parsed : [parsed];
+}
+
+function reply(socket: WebSocket, id: number | undefined, result: unknown): void {
+  socket.send(JSON.stringify({ jsonrpc: '2.0', result, id }));
+}
+
+function note(socket: WebSocket, params: Record<string, unknown>): void {
+  socket.send(JSON.stringify({ jsonrpc: '2.0', method: 'subscription', params }));
+}
+
+function client(url: string, options: Record<string, unknown> = {}): RpcClient {
+  const made = createClient({
+    url,
+    WebSocket,
+    heartbeat: false,
+    reconnect: { initialDelayMs: 20, maxDelayMs: 50 },
+    ...options,
+  });
+  clients.push(made);
+  return made;
+}
+
+describe('maxJoined: subscriptions the server makes', () => {
+  it('is an option at least 0, default 1 000', () => {
+    const base = { url: 'ws://127.0.0.1:1/rpc', WebSocket };
+    expect(resolveClientOptions(base).maxJoined).toBe(1000);
+    expect(resolveClientOptions({ ...base, maxJoined: 0 }).maxJoined).toBe(0);
+    expect(() => resolveClientOptions({ ...base, maxJoined: -1 })).toThrow(RangeError);
+    expect(() => resolveClientOptions({ ...base, maxJoined: 1.5 })).toThrow(
+      'maxJoined must be an integer at least 0, not 1.5',
+    );
+  });
+
+  it('holds 1 000 at once: more are unsubscribed, not announced, warned of once', async () => {
+    const extra = 40;
+    const unsubscribed: unknown[] = [];
+    const gateway = await fakeGateway((socket) => {
+      socket.on('message', (data) => {
+        for (const request of requestsOf(data)) {
+          if (request.method !== 'unsubscribe') continue;
+          unsubscribed.push((request.params as unknown[])[0]);
+          reply(socket, request.id, true);
+        }
+      });
+    });
+    const logger = new CaptureLogger();
+    const c = client(gateway.url, { logger });
+    const announced: string[] = [];
+    subscriptions.push(c.joined$.subscribe(({ topic }) => announced.push(topic)));
+    await c.opened();
+    const joins = Array.from({ length: 1000 + extra }, (_, i) => ({
+      jsonrpc: '2.0',
+      method: 'rpc.joined',
+      params: { topic: `t.${i}`, subscription: `s${i}` },
+    }));
+    gateway.sockets[0]!.send(JSON.stringify(joins));
+    await waitFor(
+      () => unsubscribed.length === extra,
+      () => `${unsubscribed.length} unsubscribed`,
+    );
+    expect(announced).toHaveLength(1000);
+    expect(unsubscribed).toEqual(Array.from({ length: extra }, (_, i) => `s${1000 + i}`));
+    expect(c.subscriptionOf('t.999')).toBeDefined();
+    expect(c.subscriptionOf('t.1000')).toBeUndefined();
+    const warned = logger.records.filter((r) => r.level === 'warn');
+    expect(warned).toHaveLength(1);
+    expect(warned[0]!.obj).toMatchObject({ maxJoined: 1000, refused: 1, topic: 't.1000' });
+
+    // One the server ends makes room for the next.
+    note(gateway.sockets[0]!, { subscription: 's0', complete: true });
+    gateway.sockets[0]!.send(
+      JSON.stringify({
+        jsonrpc: '2.0',
+        method: 'rpc.joined',
+        params: { topic: 'again', subscription: 'a1' },
+      }),
+    );
+    await waitFor(() => announced.length === 1001, 'the join after one ended');
+    expect(announced.at(-1)).toBe('again');
+  });
+  it('unsubscribes of refused joins in flight are bounded by half the call table', async () => {
+    const unsubscribed: unknown[] = [];
+    const gateway = await fakeGateway((socket) => {
+      socket.on('message', (data) => {
+        // Never answered: each holds a slot of the client's call table.
+        for (const request of requestsOf(data)) {
+          if (request.method === 'unsubscribe') unsubscribed.push((request.params as unknown[])[0]);
+        }
+      });
+    });
+    const c = client(gateway.url, { callTimeoutMs: 0 });
+    const done = new Promise((resolve) => c.notificationsOf('done').subscribe(resolve));
+    await c.opened();
+    const joins = Array.from({ length: 1000 + 2000 }, (_, i) => ({
+      jsonrpc: '2.0',
+      method: 'rpc.joined',
+      params: { topic: `t.${i}`, subscription: `s${i}` },
+    }));
+    gateway.sockets[0]!.send(JSON.stringify(joins));
+    gateway.sockets[0]!.send(JSON.stringify({ jsonrpc: '2.0', method: 'done' }));
+    await done;
+    await waitFor(
+      () => unsubscribed.length >= 512,
+      () => `${unsubscribed.length} unsubscribed`,
+    );
+    expect(unsubscribed).toHaveLength(512);
+  });
+});
+
+describe('resubscribing more subscriptions than the call table holds', () => {
+  /**
+   * A gateway that answers every subscribe (ids per connection) and counts the subscribes it
+   * holds unanswered at once, as the client's call table sees them.
+   */
+  async function answeringGateway(holdMs = 0) {
+    const subscribed: string[][] = [];
+    let waiting = 0;
+    let mostWaiting = 0;
+    const gateway = await fakeGateway((socket, n) => {
+      const topics: string[] = [];
+      subscribed[n - 1] = topics;
+      socket.on('message', (data) => {
+        for (const request of requestsOf(data)) {
+          if (request.method !== 'subscribe') continue;
+          const topic = (request.params as string[])[0]!;
+          topics.push(topic);
+          mostWaiting = Math.max(mostWaiting, ++waiting);
+          setTimeout(() => {
+            waiting--;
+            reply(socket, request.id, `c${n}-${topic}`);
+          }, holdMs);
+        }
+      });
+    });
+    return {
+      gateway,
+      subscribed,
+      get mostWaiting() {
+        return mostWaiting;
+      },
+    };
+  }
+
+  it('every live subscription is resubscribed after a reconnect, none errors', async () => {
+    const server = await answeringGateway(5);
+    const c = client(server.gateway.url);
+    await c.opened();
+    const errors: unknown[] = [];
+    const total = 1200;
+    // Subscribed in waves the table holds, as an application that spreads them out would.
+    for (let wave = 0; wave < 2; wave++) {
+      for (let i = wave * 600; i < (wave + 1) * 600; i++) {
+        subscriptions.push(c.subscribe(`t${i}`).subscribe({ error: (e) => errors.push(e) }));
+      }
+      await waitFor(() => server.subscribed[0]!.length === (wave + 1) * 600, 'a wave accepted');
+    }
+    server.gateway.sockets[0]!.close(1012, 'restart');
+    await waitFor(
+      () => (server.subscribed[1]?.length ?? 0) === total,
+      () => `${server.subscribed[1]?.length} resubscribed, errors: ${String(errors[0])}`,
+    );
+    expect(errors).toEqual([]);
+    expect(new Set(server.subscribed[1]).size).toBe(total);
+    // In waves: never more than half the table (1 024) unanswered at once.
+    expect(server.mostWaiting).toBeLessThanOrEqual(512);
+  });
+
+  it('a table full of calls the server leaves unanswered: the subscribes wait, then go', async () => {
+    let release: (() => void) | undefined;
+    const subscribed: string[] = [];
+    const gateway = await fakeGateway((socket) => {
+      const held: Request[] = [];
+      release = () => {
+        for (const request of held.splice(0)) reply(socket, request.id, 'late');
+      };
+      socket.on('message', (data) => {
+        for (const request of requestsOf(data)) {
+          if (request.method === 'slow') held.push(request);
+          else if (request.method === 'subscribe') {
+            const topic = (request.params as string[])[0]!;
+            subscribed.push(topic);
+            reply(socket, request.id, `id-${topic}`);
+          }
+        }
+      });
+    });
+    const logger = new CaptureLogger();
+    const c = client(gateway.url, { maxPendingCalls: 4, callTimeoutMs: 0, logger });
+    await c.opened();
+    const calls = Array.from({ length: 4 }, () => c.call('slow'));
+    const errors: unknown[] = [];
+    for (let i = 0; i < 3; i++) {
+      subscriptions.push(c.subscribe(`t${i}`).subscribe({ error: (e) => errors.push(e) }));
+    }
+    // Refused by the full table, retried with the backoff: nothing reaches the server yet.
+    const retried = () => logged(logger.records, 'subscribe failed: retrying').length;
+    await waitFor(() => errors.length > 0 || retried() >= 3, 'the subscribes refused');
+    expect(errors).toEqual([]);
+    expect(subscribed).toEqual([]);
+    release!();
+    await Promise.all(calls);
+    await waitFor(
+      () => subscribed.length === 3,
+      () => `${subscribed.length} subscribed`,
+    );
+    expect(errors).toEqual([]);
+  });
+
+  it('joined subscriptions past a small table are resubscribed too', async () => {
+    const server = await answeringGateway(2);
+    const c = client(server.gateway.url, { maxPendingCalls: 8 });
+    await c.opened();
+    const ended: unknown[] = [];
+    subscriptions.push(
+      c.joined$.subscribe(({ subscription }) => {
+        subscriptions.push(
+          subscription.subscribe({
+            error: (e) => ended.push(e),
+            complete: () => ended.push('complete'),
+          }),
+        );
+      }),
+    );
+    const joins = Array.from({ length: 50 }, (_, i) => ({
+      jsonrpc: '2.0',
+      method: 'rpc.joined',
+      params: { topic: `j${i}`, subscription: `s${i}` },
+    }));
+    server.gateway.sockets[0]!.send(JSON.stringify(joins));
+    await waitFor(() => c.subscriptionOf('j49') !== undefined, 'the joins');
+    server.gateway.sockets[0]!.close(1012, 'restart');
+    await waitFor(
+      () => (server.subscribed[1]?.length ?? 0) === 50,
+      () => `${server.subscribed[1]?.length} resubscribed, ended: ${String(ended[0])}`,
+    );
+    expect(ended).toEqual([]);
+  });
+});
+
+describe('sequence numbers and counts out of range', () => {
+  /**
+   * A gateway whose first connection sends `script` after the position 0 and m1, then drops;
+   * the next connection sends m7..m9. Returns what the Observer saw and the subscribe options.
+   */
+  async function run(script: Record<string, unknown>[]) {
+    const options: unknown[] = [];
+    const gateway = await fakeGateway((socket, n) => {
+      socket.on('message', (data) => {
+        for (const request of requestsOf(data)) {
+          if (request.method !== 'subscribe') continue;
+          options.push((request.params as unknown[])[2]);
+          reply(socket, request.id, 'sub1');
+          const send = (p: Record<string, unknown>) => note(socket, { subscription: 'sub1', ...p });
+          if (n === 1) {
+            send({ seq: 0 });
+            send({ seq: 1, result: 'm1' });
+            for (const p of script) send(p);
+            for (let s = 3; s <= 6; s++) send({ seq: s, result: `m${s}` });
+          } else {
+            for (let s = 7; s <= 9; s++) send({ seq: s, result: `m${s}` });
+          }
+        }
+      });
+    });
+    const c = client(gateway.url);
+    const got: string[] = [];
+    subscriptions.push(
+      c.subscribeWithMeta('prices').subscribe({
+        next: (e: SubscriptionEvent<unknown>) => {
+          got.push(e.gap !== undefined ? `gap(${e.gap})` : `${String(e.data)}@${e.seq}`);
+          if (e.data === 'm6') gateway.sockets[0]!.close(1001);
+        },
+        error: (e) => got.push(`ERROR ${String(e)}`),
+      }),
+    );
+    await waitFor(
+      () => got.includes('m9@9'),
+      () => `only ${got.join(', ')}`,
+    );
+    return { got, options };
+  }
+
+  it('an absurd gap counts as unknown: later messages and the resume go on', async () => {
+    const { got, options } = await run([{ gap: 1e300 }, { seq: 2, result: 'm2' }]);
+    expect(got).toEqual([
+      'm1@1',
+      'gap(null)',
+      'm2@2',
+      'm3@3',
+      'm4@4',
+      'm5@5',
+      'm6@6',
+      'm7@7',
+      'm8@8',
+      'm9@9',
+    ]);
+    expect(options).toEqual([{ position: true }, { since: 6 }]);
+  });
+
+  it('a gap past the safe integers from where it stands counts as unknown', async () => {
+    const { got, options } = await run([
+      { gap: Number.MAX_SAFE_INTEGER },
+      { seq: 2, result: 'm2' },
+    ]);
+    expect(got.slice(0, 3)).toEqual(['m1@1', 'gap(null)', 'm2@2']);
+    expect(options).toEqual([{ position: true }, { since: 6 }]);
+  });
+
+  it('a message with an absurd seq or missed is delivered without it, the position kept', async () => {
+    const { got, options } = await run([
+      { seq: 2, missed: -1e300, result: 'm2' },
+      { seq: 1e300, missed: 1e300, result: 'bogus' },
+      { seq: -5, result: 'negative' },
+      { seq: 2.5, result: 'fraction' },
+    ]);
+    expect(got).toEqual([
+      'm1@1',
+      'm2@2',
+      'bogus@undefined',
+      'negative@undefined',
+      'fraction@undefined',
+      'm3@3',
+      'm4@4',
+      'm5@5',
+      'm6@6',
+      'm7@7',
+      'm8@8',
+      'm9@9',
+    ]);
+    expect(options).toEqual([{ position: true }, { since: 6 }]);
+  });
+
+  it('the decoder keeps every value the server writes and no other', () => {
+    const count = fc.oneof(fc.nat(), fc.maxSafeNat());
+    const head = '{"subscription":"s"';
+    fc.assert(
+      fc.property(count, count, count, (seq, missed, gap) => {
+        const message = JSON.parse(
+          `${head}${missedPart(missed)}${messageTail('1', seq)}`.slice(0, -1),
+        );
+        expect(decodeSubscriptionNotification(message)?.update).toEqual({
+          kind: 'message',
+          result: 1,
+          seq,
+          ...(missed > 0 ? { missed } : {}),
+        });
+        const gapped = JSON.parse(`${head}${gapTail(gap, 'e')}`.slice(0, -1));
+        expect(decodeSubscriptionNotification(gapped)?.update).toEqual({
+          kind: 'gap',
+          gap,
+          epoch: 'e',
+        });
+        const position = JSON.parse(`${head}${positionTail(seq)}`.slice(0, -1));
+        expect(decodeSubscriptionNotification(position)?.update).toEqual({ kind: 'position', seq });
+      }),
+    );
+    const notCount = fc.oneof(
+      fc.integer({ max: -1 }),
+      fc.double({ noInteger: true }),
+      fc.constantFrom(1e300, -0.5, Number.MAX_SAFE_INTEGER + 1, 2 ** 64, Infinity, NaN),
+    );
+    fc.assert(
+      fc.property(notCount, (bad) => {
+        expect(isSequenceNumber(bad)).toBe(false);
+        const m = decodeSubscriptionNotification({
+          subscription: 's',
+          seq: bad,
+          missed: bad,
+          result: 1,
+        });
+        expect(m?.update).toEqual({ kind: 'message', result: 1 });
+        const g = decodeSubscriptionNotification({ subscription: 's', gap: bad });
+        expect(g?.update).toEqual({ kind: 'gap', gap: null });
+        const p = decodeSubscriptionNotification({ subscription: 's', seq: bad });
+        expect(p?.update).toEqual({ kind: 'other' });
+      }),
+    );
+  });
+});
