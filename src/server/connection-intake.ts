@@ -24,6 +24,7 @@ import { gatewayDefaults } from './gateway-config.js';
 import { PREFERRED_SUBPROTOCOL } from './options.js';
 import type { GatewayConfig } from './gateway-config.js';
 import type { GatewayLimits, UpgradeRequest } from './options.js';
+import { revocationMark, revokedSince } from './revocation.js';
 import { runAuthenticate } from './run-authenticate.js';
 import type { AuthenticateOutcome } from './run-authenticate.js';
 import type { Session } from './session.js';
@@ -548,6 +549,7 @@ export class ConnectionIntake<C> {
     if (this.inBand(request)) {
       return { ok: true, context: undefined as C, user: undefined, pending: true };
     }
+    const mark = revocationMark();
     const auth = await runAuthenticate(
       deps.authenticate,
       request,
@@ -557,6 +559,22 @@ export class ConnectionIntake<C> {
     if (!auth.ok) return { ...auth, hook: 'authenticate' };
     const held = await this.holdUser(auth.context);
     if (!held.ok) return { ok: false, hook: 'userOf' };
+    // A revocation of the user that landed during the hold found no session to close: refused as
+    // the deny check refuses. Checked last: from here to the session's opening in the caller
+    // nothing waits on I/O, so no revocation can land in between.
+    if (revokedSince(deps.authenticate, held.user, auth.context, mark)) {
+      this.releaseUser(held.user);
+      const status = 401;
+      const message = 'revoked';
+      return {
+        ok: false,
+        hook: 'authenticate',
+        status,
+        message,
+        headers: undefined,
+        reason: 'unauthenticated',
+      };
+    }
     return { ok: true, context: auth.context, user: held.user, pending: false };
   }
 

@@ -8,6 +8,7 @@ import { ErrorCode } from '../protocol/error-codes.js';
 import { InvalidParamsError, JsonRpcError } from '../protocol/errors.js';
 import { ReservedMethod } from '../protocol/reserved.js';
 import type { AuthenticateOutcome } from './run-authenticate.js';
+import { revocationMark, revokedSince } from './revocation.js';
 import { runAuthenticate } from './run-authenticate.js';
 import type { GatewayConfig } from './gateway-config.js';
 import type { GatewayOptions, UpgradeRequest } from './options.js';
@@ -28,6 +29,11 @@ export const IdentityCloseCode = {
 
 /** Refused `rpc.authenticate` calls an in-band connection gets before it is closed (4401). */
 export const MAX_AUTHENTICATE_REFUSALS = 3;
+/**
+ * Tokens (`rpc.authenticate`, the answer to `rpc.token`) that wait, per session, behind the one
+ * being checked: more are answered -32000 at once, so a client cannot line up hook runs.
+ */
+export const MAX_WAITING_AUTHENTICATIONS = 2;
 /** How long an expired session's calls in flight have to finish before the close (4419). */
 export const EXPIRY_CLOSE_DEADLINE_MS = 10_000;
 /** The longest delay a Node timer takes; longer ones are waited for in steps. */
@@ -74,8 +80,12 @@ interface IdentityState {
   pending: boolean;
   expired: boolean;
   refusals: number;
+  /** Being closed once a refusal's reply is out (4401, 4403): no token is checked any more. */
+  closing: boolean;
   /** One check at a time, in order: two tokens sent together are weighed one after the other. */
   queue: Promise<unknown> | undefined;
+  /** Tokens in the queue: the one being checked and those waiting behind it. */
+  queued: number;
   cancelTimers: (() => void)[];
   /** Whether the session's close clears the timers (set up with the first timer). */
   watched: boolean;
@@ -158,7 +168,9 @@ export class IdentityService<C> {
       pending,
       expired: false,
       refusals: 0,
+      closing: false,
       queue: undefined,
+      queued: 0,
       cancelTimers: [],
       watched: false,
     };
@@ -192,29 +204,72 @@ export class IdentityService<C> {
       );
     }
     const token = readToken(params);
-    const outcome = await this.enqueue(state, () => {
-      if (state.expired) return refusal('Credentials expired', 'expired');
-      return this.check(session, state, token);
-    });
+    const outcome = await this.enqueue(session, state, token);
     if (outcome.ok) return outcome.result;
-    if (state.pending && ++state.refusals >= MAX_AUTHENTICATE_REFUSALS) {
-      // After the refusal is written (ctx.afterReply is for successes): once this turn's
-      // reply has gone out.
-      setImmediate(() => {
-        session.logger.info({ refusals: state.refusals }, 'closing: authentication refused');
-        session.close(IdentityCloseCode.AuthenticationRefused, 'authentication refused');
-      });
-    }
     throw outcome.error;
   };
 
-  private enqueue(
-    state: IdentityState,
-    run: () => CheckOutcome | Promise<CheckOutcome>,
-  ): Promise<CheckOutcome> {
-    const next = (state.queue ?? Promise.resolve()).then(run);
+  /**
+   * Check `token` once the tokens before it are checked; at once -32000 when
+   * MAX_WAITING_AUTHENTICATIONS wait already.
+   */
+  private enqueue(session: Session<C>, state: IdentityState, token: string): Promise<CheckOutcome> {
+    if (state.queued > MAX_WAITING_AUTHENTICATIONS) {
+      return Promise.resolve({
+        ok: false,
+        error: new JsonRpcError(
+          ErrorCode.ServerBusy,
+          'Too many rpc.authenticate calls waiting on this connection',
+          { maxWaiting: MAX_WAITING_AUTHENTICATIONS },
+        ),
+      });
+    }
+    state.queued++;
+    const next = (state.queue ?? Promise.resolve())
+      .then(() => this.attempt(session, state, token))
+      .finally(() => state.queued--);
     state.queue = next.catch(() => undefined);
     return next;
+  }
+
+  /**
+   * One token's turn: checked, unless the answer is known without the hook (the session closed
+   * or closing, the identity expired); an in-band connection's third refusal closes it (4401).
+   */
+  private async attempt(
+    session: Session<C>,
+    state: IdentityState,
+    token: string,
+  ): Promise<CheckOutcome> {
+    if (state.expired) return refusal('Credentials expired', 'expired');
+    if (session.isClosed || state.closing) {
+      return refusal('Authentication refused: the connection is closing', 'invalid');
+    }
+    const outcome = await this.check(session, state, token);
+    if (!outcome.ok && state.pending && ++state.refusals >= MAX_AUTHENTICATE_REFUSALS) {
+      session.logger.info({ refusals: state.refusals }, 'closing: authentication refused');
+      this.closeAfterReply(
+        session,
+        state,
+        IdentityCloseCode.AuthenticationRefused,
+        'authentication refused',
+      );
+    }
+    return outcome;
+  }
+
+  /**
+   * Close once this turn's reply (a refusal) has gone out: ctx.afterReply is for successes.
+   * Tokens still waiting meanwhile are answered without the hook.
+   */
+  private closeAfterReply(
+    session: Session<C>,
+    state: IdentityState,
+    code: number,
+    reason: string,
+  ): void {
+    state.closing = true;
+    setImmediate(() => session.close(code, reason));
   }
 
   /** Run the hook with `token` and, when it accepts, make its context the session's. */
@@ -225,6 +280,7 @@ export class IdentityService<C> {
   ): Promise<CheckOutcome> {
     const { config, logger } = this.deps;
     const phase = state.pending ? 'in-band' : 'refresh';
+    const mark = revocationMark();
     // No request kept: there is no hook to ask, and the token is accepted as runAuthenticate
     // accepts anything without one.
     const outcome: AuthenticateOutcome<C> = state.request
@@ -252,35 +308,53 @@ export class IdentityService<C> {
       return refusal('The token has expired', 'expired');
     }
     if (session.isClosed || state.expired) return refusal('Credentials expired', 'expired');
-    if (state.pending) await this.announce(session, state, context, expiresAt, user);
-    else {
+    if (state.pending) {
+      if (!(await this.announce(session, state, context, expiresAt, user, mark))) {
+        return refusal('revoked', 'revoked');
+      }
+      this.schedule(session, state);
+    } else {
       session.setIdentity({ context, expiresAt });
+      // The new identity's timers at once: the old one's expiry must not end the session while
+      // its subscriptions are weighed again.
+      this.schedule(session, state);
       session.logger.debug({ expiresAt }, 'identity refreshed');
       await this.deps.reauthorize(session);
     }
-    this.schedule(session, state);
     const result: AuthenticateResult = { sessionId: session.id };
     if (user !== undefined) result.user = user;
     if (expiresAt !== undefined) result.expiresAt = expiresAt;
     return { ok: true, result };
   }
 
-  /** An in-band connection authenticated: it becomes a session like one authenticated at the upgrade. */
+  /**
+   * An in-band connection authenticated: it becomes a session like one authenticated at the
+   * upgrade. False when the user was revoked since `mark` (taken before the deny check): a
+   * revocation landing while the user's hold is awaited finds no session of the user to close,
+   * so this one is closed (4403) once its refusal is answered; it stays unauthenticated till then.
+   */
   private async announce(
     session: Session<C>,
     state: IdentityState,
     context: C,
     expiresAt: number | undefined,
     user: string | undefined,
-  ): Promise<void> {
+    mark: number,
+  ): Promise<boolean> {
     if (user !== undefined) await this.deps.holdUser(user);
     try {
+      if (revokedSince(this.deps.authenticate, user, context, mark)) {
+        session.logger.info({ user }, 'revoked while authenticating in-band: closing');
+        this.closeAfterReply(session, state, IdentityCloseCode.Revoked, 'revoked');
+        return false;
+      }
       clearTimers(state);
       state.pending = false;
       session.setIdentity({ context, expiresAt });
-      if (session.isClosed) return;
+      if (session.isClosed) return true;
       this.deps.authenticated(session, user);
       session.logger.info({ user }, 'authenticated in-band');
+      return true;
     } finally {
       if (user !== undefined) this.deps.releaseUser(user);
     }
@@ -324,7 +398,7 @@ export class IdentityService<C> {
         if (typeof token !== 'string' || token === '') {
           throw new Error('rpc.token was not answered with { token: string }');
         }
-        return this.enqueue(state, () => this.check(session, state, token));
+        return this.enqueue(session, state, token);
       })
       .then(
         (outcome) => {

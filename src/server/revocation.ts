@@ -4,7 +4,12 @@
 // the upgrade, in-band authentication and refresh all pass it.
 import type { Logger } from '../peer/logger.js';
 import type { Broker } from '../pubsub/broker.js';
-import { DEFAULT_DENY_FOR_MS, DenyListFullError, MAX_DENY_FOR_MS } from '../pubsub/deny-list.js';
+import {
+  DEFAULT_DENY_FOR_MS,
+  DenyListFullError,
+  MAX_DENY_FOR_MS,
+  mergeDenials,
+} from '../pubsub/deny-list.js';
 import type { Denial } from '../pubsub/deny-list.js';
 import type { UpgradeRequest } from './options.js';
 import type { Session } from './session.js';
@@ -21,8 +26,50 @@ const DEFAULT_REASON = 'revoked';
 /** A WebSocket close reason is at most 123 bytes of UTF-8. */
 const MAX_REASON_BYTES = 123;
 
-/** Denials this node remembers, so a revoked client retrying in a loop costs no broker read. */
+/**
+ * Denials this node remembers, so a revoked client retrying in a loop costs no broker read, and
+ * revocations it received, so a session admitted meanwhile is refused (revokedSince).
+ */
 export const MAX_CACHED_DENIALS = 10_000;
+
+/**
+ * One user's entry among those a node remembers: the denial as far as known, and when this
+ * node last received a revocation of the user (revocationMark's clock; -Infinity: never).
+ */
+interface SeenDenial extends Denial {
+  receivedAt: number;
+}
+
+/** The guarded hook's handle on its Revocations (revokedSince). */
+const REVOCATIONS = Symbol('revocations');
+
+type Guarded<C> = Authenticate<C> & { [REVOCATIONS]?: Revocations<C> };
+
+/**
+ * A reading of the clock revocations are received by (monotonic, this process's), taken by a
+ * session about to be authenticated, before the deny check: revokedSince compares with it.
+ */
+export function revocationMark(): number {
+  return performance.now();
+}
+
+/**
+ * Whether `user` was revoked on this node since `mark` (revocationMark, taken before the
+ * session's deny check) with credentials `context` does not let in: the check a session needs
+ * after it waited for its user's hold (holdUser) and right before it opens, since a revocation
+ * that lands in that wait finds no session of the user to close. False when `authenticate` is
+ * not a hook `Revocations.guard` made (no user can be revoked then).
+ */
+export function revokedSince<C>(
+  authenticate: Authenticate<C> | undefined,
+  user: string | undefined,
+  context: C,
+  mark: number,
+): boolean {
+  if (user === undefined) return false;
+  const revocations = (authenticate as Guarded<C> | undefined)?.[REVOCATIONS];
+  return revocations?.revokedSince(user, context, mark) ?? false;
+}
 
 export interface RevokeUserOptions {
   /** Told to the client as the close reason (truncated to 123 bytes). Default `revoked`. */
@@ -99,10 +146,11 @@ function readDenyForMs(denyForMs: unknown): number {
  */
 export class Revocations<C> {
   /**
-   * Denials seen here (made here, or read from the broker), by user, oldest first. Used only
-   * to refuse: an entry in the broker is never older, nor lapses earlier, than one seen here.
+   * Denials seen here (made here, read from the broker, or received as a revocation), by user,
+   * oldest first. Used only to refuse: an entry in the broker is never older, nor lapses
+   * earlier, than one seen here.
    */
-  private readonly seen = new Map<string, Denial>();
+  private readonly seen = new Map<string, SeenDenial>();
 
   constructor(private readonly deps: RevocationDeps<C>) {}
 
@@ -179,6 +227,12 @@ export class Revocations<C> {
     const reason = closeReasonOf(
       typeof revocation.reason === 'string' ? revocation.reason : DEFAULT_REASON,
     );
+    // Remembered for the sessions of the user still being admitted, which are not among those
+    // below: each looks here (revokedSince) once it is about to open. The message does not say
+    // how long the user is listed, so it adds no listing the deny check would refuse by.
+    if (typeof user === 'string' && Number.isFinite(revokedAt)) {
+      this.remember(user, { revokedAt, until: 0 }, revocationMark());
+    }
     let closed = 0;
     for (const session of this.deps.sessions()) {
       if (session.isClosed) continue;
@@ -195,12 +249,13 @@ export class Revocations<C> {
    * The authenticate hook with the deny check after it: a listed user is refused (401
    * `revoked`) unless its credentials were issued after the revocation; a broker that cannot
    * answer refuses too (503: fail closed). The hook itself unchanged without `userOf` (no user,
-   * nothing to deny) or with a broker that keeps no deny list.
+   * nothing to deny) or with a broker that keeps no deny list. The hook made here carries this
+   * Revocations, for the check once more before a session opens (revokedSince).
    */
   guard(hook: Authenticate<C> | undefined): Authenticate<C> | undefined {
     const { broker, userOf, logger } = this.deps;
     if (!hook || !userOf || !broker.denied) return hook;
-    return async (request) => {
+    const guarded: Guarded<C> = async (request) => {
       const context = await hook(request);
       let user: string | undefined;
       try {
@@ -226,19 +281,35 @@ export class Revocations<C> {
       if (this.issuedAfter(context, denial.revokedAt)) return context;
       throw revoked();
     };
+    guarded[REVOCATIONS] = this;
+    return guarded;
+  }
+
+  /** See the function revokedSince. */
+  revokedSince(user: string, context: C, mark: number): boolean {
+    const seen = this.seen.get(user);
+    return !!seen && seen.receivedAt >= mark && !this.issuedAfter(context, seen.revokedAt);
   }
 
   private issuedAfter(context: C, revokedAt: number): boolean {
     return issuedAfter(this.deps.issuedAtOf?.(context), revokedAt);
   }
 
-  private remember(user: string, denial: Denial): void {
+  /**
+   * Keep `denial` as the user's newest entry, merged with what is known (the newer revocation,
+   * the later end, the latest receipt), within MAX_CACHED_DENIALS: the oldest entry goes first.
+   */
+  private remember(user: string, denial: Denial, receivedAt = -Infinity): void {
+    const current = this.seen.get(user);
     this.seen.delete(user);
     if (this.seen.size >= MAX_CACHED_DENIALS) {
       const oldest = this.seen.keys().next();
       if (!oldest.done) this.seen.delete(oldest.value);
     }
-    this.seen.set(user, denial);
+    this.seen.set(user, {
+      ...mergeDenials(current, denial),
+      receivedAt: Math.max(current?.receivedAt ?? -Infinity, receivedAt),
+    });
   }
 }
 
