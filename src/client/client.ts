@@ -135,9 +135,13 @@ export class RpcClient {
     this.#logger = config.logger;
     const getToken = config.getToken;
     // The server asks for a fresh token before the session's identity expires (rpc.token).
-    const reservedMethods = getToken
-      ? new Map([[ReservedMethod.Token, async () => ({ token: await getToken() })]])
-      : undefined;
+    // Requests that come while one is being fetched share it: getToken runs once at a time.
+    let fetching: Promise<{ token: string }> | undefined;
+    const freshToken = (): Promise<{ token: string }> =>
+      (fetching ??= (async () => ({ token: await getToken!() }))().finally(
+        () => (fetching = undefined),
+      ));
+    const reservedMethods = getToken ? new Map([[ReservedMethod.Token, freshToken]]) : undefined;
     // One config for every connection's peer.
     const peerConfig: PeerConfig<RpcClient> = {
       registry: this.registry,

@@ -15,11 +15,12 @@ import type { Reply } from './replies.js';
 
 /*
  * The answering side of a peer, as every peer has it: rpc.ping, the reserved methods the layer
- * above gives, the handlers of the registry (through the middleware, within maxInFlight), the
- * calls still running (for rpc.cancel and close), and the observers of incoming
- * notifications. What only a server asks of it (draining, the rate limit, the identity gate,
- * authorize) is IncomingDispatch's (incoming-dispatch.ts), so the browser client does not
- * carry it. The peer makes it on first use, so an idle connection does not carry it either.
+ * above gives and the handlers of the registry (these through the middleware), both within
+ * maxInFlight, the calls still running (for rpc.cancel and close), and the observers of
+ * incoming notifications. What only a server asks of it (draining, the rate limit, the
+ * identity gate, authorize) is IncomingDispatch's (incoming-dispatch.ts), so the browser client
+ * does not carry it. The peer makes it on first use, so an idle connection does not carry it
+ * either.
  */
 
 export class IncomingCalls<S> {
@@ -61,22 +62,27 @@ export class IncomingCalls<S> {
     if (method === ReservedMethod.Ping) return encodeSuccess(id, 'pong', version);
     if (isReservedMethod(method)) {
       const internal = this.config.reservedMethods?.get(method);
-      // The gateway's own methods are not the application's calls: no middleware around them.
-      if (internal) {
-        return this.#runHandler(internal, id, method, params, version, undefined, traceparent);
-      }
-      return failure(id, ErrorCode.MethodNotFound, version);
+      if (!internal) return failure(id, ErrorCode.MethodNotFound, version);
+      // Within maxInFlight like any handler: the other side can send them as fast as it likes
+      // (a flood of rpc.token reaches the client's token provider, of rpc.authenticate the
+      // server's authenticate hook). They are the gateway's own methods, not the application's
+      // calls: no middleware around them.
+      if (this.inFlightCount >= this.config.maxInFlight) return this.#busy(id, method, version);
+      return this.#runHandler(internal, id, method, params, version, undefined, traceparent);
     }
     const handler = this.config.registry.get(method);
     if (!handler) {
       this.config.onCallSettled?.(method, 'not_found', 0);
       return failure(id, ErrorCode.MethodNotFound, version);
     }
-    if (this.inFlightCount >= this.config.maxInFlight) {
-      this.config.onCallSettled?.(method, 'rejected', 0);
-      return failure(id, ErrorCode.ServerBusy, version, { maxInFlight: this.config.maxInFlight });
-    }
+    if (this.inFlightCount >= this.config.maxInFlight) return this.#busy(id, method, version);
     return this.run(handler, id, method, params, version, traceparent);
+  }
+
+  /** -32000 with `data: { maxInFlight }`: as many calls as allowed are running. */
+  #busy(id: RequestId, method: string, version: ProtocolVersion): string {
+    this.config.onCallSettled?.(method, 'rejected', 0);
+    return failure(id, ErrorCode.ServerBusy, version, { maxInFlight: this.config.maxInFlight });
   }
 
   /** Take one notification: rpc.cancel, another reserved one, or one for handlers and observers. */

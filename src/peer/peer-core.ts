@@ -8,6 +8,7 @@ import {
   encodeRequest,
   withIdText,
 } from '../protocol/encode.js';
+import { InternalError } from '../protocol/errors.js';
 import { ReservedMethod } from '../protocol/reserved.js';
 import type { Params, RequestId } from '../protocol/types.js';
 import type { Transport, TransportListener } from '../transport/transport.js';
@@ -316,10 +317,22 @@ export class PeerCore<S = unknown> implements TransportListener {
         const reply = encodeFailure(message.id, message.error, message.version);
         return message.idText === undefined ? reply : withIdText(reply, message.id, message.idText);
       }
-      case 'bad-response':
+      case 'bad-response': {
         this.admit?.take();
-        this.noisy({ reason: message.reason }, 'dropped a malformed response');
+        // One that names a pending call is that call's only answer: the call fails with it,
+        // rather than wait for its timeout (or for ever).
+        const failed =
+          message.id !== undefined &&
+          this.#pendingTable?.fail(
+            message.id,
+            new InternalError('Malformed response', { reason: message.reason }),
+          );
+        this.noisy(
+          { id: message.id, reason: message.reason },
+          failed ? 'a malformed response failed its call' : 'dropped a malformed response',
+        );
         return undefined;
+      }
     }
   }
 

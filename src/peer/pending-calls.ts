@@ -154,9 +154,14 @@ export class PendingCalls {
     return !!entry;
   }
 
-  /** Settle one entry locally (e.g. its frame could not be sent). */
-  fail(id: number, reason: unknown): void {
-    this.#settle(id)?.reject(reason);
+  /**
+   * Settle one entry locally (its frame could not be sent, or its response was malformed).
+   * Returns false when no call is waiting for this id.
+   */
+  fail(id: RequestId, reason: unknown): boolean {
+    const entry = this.#settle(id);
+    entry?.reject(reason);
+    return !!entry;
   }
 
   /** Reject every pending call; used once, on close. */

@@ -32,8 +32,11 @@ export type Incoming =
       idText?: string;
       error: ErrorObject;
     }
-  /** A malformed Response: there is no one to answer, so it is only logged. */
-  | { kind: 'bad-response'; reason: string; raw: unknown };
+  /**
+   * A malformed Response: there is no one to answer. `id`, when it has a valid one: the call it
+   * names is settled with the error (it will get no other answer), else it is only logged.
+   */
+  | { kind: 'bad-response'; reason: string; raw: unknown; id: RequestId | undefined };
 
 /** A whole frame: one message, or a batch of them. */
 export interface Frame {
@@ -183,7 +186,7 @@ export function classifyMessage(value: unknown, acceptV1: boolean, idText?: stri
 
   if (hasVersion ? msg['jsonrpc'] !== '2.0' : !acceptV1) {
     if (!('method' in msg) && ('result' in msg || 'error' in msg)) {
-      return { kind: 'bad-response', reason: 'missing or wrong "jsonrpc" member', raw: value };
+      return badResponse('missing or wrong "jsonrpc" member', value, rawId);
     }
     return invalidMessage('2.0', idIfValid, idText);
   }
@@ -243,23 +246,26 @@ function classifyCall(
   return request;
 }
 
+/** A malformed response, with its id when that is a valid one (see Incoming). */
+function badResponse(reason: string, raw: unknown, id: unknown): Incoming {
+  return { kind: 'bad-response', reason, raw, id: isRequestId(id) ? id : undefined };
+}
+
 function classifyResponse(
   msg: Record<string, unknown>,
   version: ProtocolVersion,
   raw: unknown,
 ): Incoming {
   if (!('id' in msg) || !isRequestId(msg['id'])) {
-    return { kind: 'bad-response', reason: 'missing or invalid "id"', raw };
+    return badResponse('missing or invalid "id"', raw, undefined);
   }
   const id = msg['id'];
   if (version === '2.0') {
     const hasResult = 'result' in msg;
     const hasError = 'error' in msg;
-    if (hasResult && hasError)
-      return { kind: 'bad-response', reason: 'both "result" and "error"', raw };
+    if (hasResult && hasError) return badResponse('both "result" and "error"', raw, id);
     if (hasResult) return { kind: 'success', version, id, result: msg['result'] };
-    if (!isErrorObject(msg['error']))
-      return { kind: 'bad-response', reason: 'malformed "error"', raw };
+    if (!isErrorObject(msg['error'])) return badResponse('malformed "error"', raw, id);
     return { kind: 'failure', version, id, error: msg['error'] };
   }
   // 1.0 puts both members on every response; a non-null error wins.

@@ -71,16 +71,27 @@ export function encodeFailure(
 let lastMethod: unknown = NaN; // equal to no method name, not even itself
 let lastOpening = '';
 
-/** `{"jsonrpc":"2.0","method":<method>` and the params member when there are params. */
+/**
+ * `{"jsonrpc":"2.0","method":<method>` and the params member when there are params. Throws a
+ * TypeError for a method that is not a string (from JavaScript, or a shared worker's tab), which
+ * JSON.stringify would write as nothing and leave the frame invalid JSON.
+ */
 function callOpening(method: string, params: Params | undefined): string {
   if (method !== lastMethod) {
+    // Only a method other than the last one is looked at: the last one was a string.
+    if (typeof method !== 'string') {
+      throw new TypeError(`method must be a string, not ${typeof method}`);
+    }
     lastOpening = `{"jsonrpc":"2.0","method":${JSON.stringify(method)}`;
     lastMethod = method;
   }
   return params === undefined ? lastOpening : `${lastOpening},"params":${JSON.stringify(params)}`;
 }
 
-/** Throws a TypeError when params cannot be serialized: that is the caller's own bug. */
+/**
+ * Throws a TypeError when the method is not a string or params cannot be serialized: that is
+ * the caller's own bug.
+ */
 export function encodeRequest(id: RequestId, method: string, params?: Params): string {
   return `${callOpening(method, params)},"id":${encodeId(id)}}`;
 }
