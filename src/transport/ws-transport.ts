@@ -9,6 +9,7 @@ import type { BudgetLedger, BudgetMember } from './output-budget.js';
 import type { SharedDeflate } from './deflate-frames.js';
 import { flushAfterTask } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
+import type { Upstream } from './when-drained.js';
 
 function toText(data: RawData): string {
   if (Buffer.isBuffer(data)) return data.toString('utf8');
@@ -82,6 +83,31 @@ function senderIdle(socket: WebSocket): boolean {
     ._sender;
   // _state is 0 (DEFAULT) unless deflating or reading a Blob.
   return sender?._queue?.length === 0 && !sender._state;
+}
+
+/**
+ * ws's sender holds bytes: messages it compresses (permessage-deflate) or keeps queued behind
+ * one; what its `bufferedAmount` counts beyond the socket's own buffer.
+ */
+function senderHolding(socket: WebSocket): boolean {
+  const sender = (socket as unknown as { _sender?: { _bufferedBytes?: number } })._sender;
+  return (sender?._bufferedBytes ?? 0) > 0;
+}
+
+/**
+ * Per transport, while a whenDrained wait finds the bytes it waits on held by ws's sender
+ * (compressing, or queued behind a message it compresses) and none in the socket: the checks to
+ * run once ws has written one of the messages it held. Only transports waiting so have an entry;
+ * kept here rather than in a field, which every connection would carry.
+ */
+const senderWaits = new WeakMap<WsTransport, Set<() => void>>();
+
+/** The write callback of a message handed to ws's sender: wakes what waits for that sender. */
+function wakeSenderWaits(transport: WsTransport): void {
+  const waits = senderWaits.get(transport);
+  if (waits === undefined) return;
+  senderWaits.delete(transport);
+  for (const wake of waits) wake();
 }
 
 function headerLength(payloadLength: number): number {
@@ -226,7 +252,9 @@ const MAX_CORKED_BYTES = 64 * 1024;
  * `maxBufferedBytes` queued for the peer (a client that sends but does not read its
  * replies), the transport stops reading the socket until its write buffer has drained
  * to half of that. Messages `ws` had already parsed from the last chunk read are held
- * and handled, in order, when reading resumes.
+ * and handled, in order, when reading resumes. With permessage-deflate, what `ws` holds to
+ * compress counts as queued too, and the wait follows it as `ws` writes it (whenDrained's
+ * upstream).
  */
 export class WsTransport implements ServerTransport, BudgetMember {
   // Getters, not fields: nothing more to store per connection.
@@ -507,6 +535,7 @@ export class WsTransport implements ServerTransport, BudgetMember {
       () => this.bufferedAmount,
       limit / 2,
       () => this.resumeReading(),
+      this.upstream,
     );
   }
 
@@ -570,11 +599,11 @@ export class WsTransport implements ServerTransport, BudgetMember {
       if (deflate && Buffer.byteLength(frame) >= deflate.settings.threshold) {
         // ws compresses it (off this thread, in order with what it queues after it).
         this.flushText();
-        this.socket.send(frame);
+        this.socket.send(frame, this.senderWritten());
       } else if (direct) {
         this.queueText(frame);
       } else {
-        this.socket.send(frame);
+        this.socket.send(frame, this.senderWritten());
       }
     } else if (direct) {
       this.flushText(); // keep the order of frames
@@ -587,7 +616,7 @@ export class WsTransport implements ServerTransport, BudgetMember {
         deflate.counters.framesSent++;
       } else raw.write(frame.wire(textFrame));
     } else {
-      this.socket.send(frame.bytes, { binary: false });
+      this.socket.send(frame.bytes, { binary: false }, this.senderWritten());
     }
     // Coalescing pays off for small frames; large bursts go to the kernel at once, so
     // bufferedAmount keeps meaning "what this peer has not read" to the slow-consumer check.
@@ -609,8 +638,9 @@ export class WsTransport implements ServerTransport, BudgetMember {
         this.raw!.write(
           typeof frame === 'string' ? binaryFrame(payload) : frame.wire(builders.frame),
         );
-      } else if (typeof frame === 'string') this.socket.send(payload, { binary: true });
-      else if (!this.sharedDeflate) this.raw!.write(frame.wire(builders.frame));
+      } else if (typeof frame === 'string') {
+        this.socket.send(payload, { binary: true }, this.senderWritten());
+      } else if (!this.sharedDeflate) this.raw!.write(frame.wire(builders.frame));
       else {
         this.raw!.write(frame.wire(deflate.binaryFrame(builders.payload)));
         deflate.counters.framesSent++;
@@ -624,8 +654,40 @@ export class WsTransport implements ServerTransport, BudgetMember {
     } else {
       const payload =
         typeof frame === 'string' ? textToBinary(codec, frame) : frame.wire(builders.payload);
-      this.socket.send(payload, { binary: true });
+      this.socket.send(payload, { binary: true }, this.senderWritten());
     }
+  }
+
+  /**
+   * The callback of a message handed to ws's sender rather than written to the socket: ws may
+   * hold it (compressing it, or queued behind one it compresses), and a wait on the socket's
+   * buffer learns from this that ws has written it. Only messages ws sends get one: the frames
+   * this transport writes itself cost nothing more.
+   */
+  private senderWritten(): () => void {
+    return () => wakeSenderWaits(this);
+  }
+
+  /**
+   * whenDrained's Upstream: while ws's sender holds messages, wake `wake` once it has written
+   * one of them; undefined when it holds none (the bytes are elsewhere, the wait goes on by
+   * turns of the event loop).
+   */
+  private afterSender(wake: () => void): (() => void) | undefined {
+    if (!senderHolding(this.socket)) return undefined;
+    let waits = senderWaits.get(this);
+    if (waits === undefined) senderWaits.set(this, (waits = new Set()));
+    waits.add(wake);
+    const registered = waits;
+    return () => {
+      registered.delete(wake);
+      if (registered.size === 0 && senderWaits.get(this) === registered) senderWaits.delete(this);
+    };
+  }
+
+  /** What whenDrained waits on ahead of the socket (made only by a wait, never per connection). */
+  private get upstream(): Upstream {
+    return (wake) => this.afterSender(wake);
   }
 
   private bufferedAmountCorked(): number {
@@ -674,6 +736,6 @@ export class WsTransport implements ServerTransport, BudgetMember {
       const timer = setTimeout(listener, 0);
       return () => clearTimeout(timer);
     }
-    return whenDrained(raw, () => this.bufferedAmount, 0, listener);
+    return whenDrained(raw, () => this.bufferedAmount, 0, listener, this.upstream);
   }
 }
