@@ -199,6 +199,7 @@ export class RpcClient {
       },
       config.subscriptionMethods,
       this.#logger,
+      { maxJoined: config.maxJoined, maxPendingCalls: config.maxPendingCalls },
     );
     this.#inbox = new ClientInbox<RpcClient>({
       subscribeWithMeta: (topic) => this.subscribeWithMeta(topic),

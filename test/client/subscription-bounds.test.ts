@@ -102,6 +102,35 @@ describe('maxJoined: subscriptions the server makes', () => {
     );
   });
 
+  it('holds what the maxJoined option says', async () => {
+    const unsubscribed: unknown[] = [];
+    const gateway = await fakeGateway((socket) => {
+      socket.on('message', (data) => {
+        for (const request of requestsOf(data)) {
+          if (request.method !== 'unsubscribe') continue;
+          unsubscribed.push((request.params as unknown[])[0]);
+          reply(socket, request.id, true);
+        }
+      });
+    });
+    const c = client(gateway.url, { maxJoined: 2 });
+    const announced: string[] = [];
+    subscriptions.push(c.joined$.subscribe(({ topic }) => announced.push(topic)));
+    await c.opened();
+    const joins = [0, 1, 2].map((i) => ({
+      jsonrpc: '2.0',
+      method: 'rpc.joined',
+      params: { topic: `t.${i}`, subscription: `s${i}` },
+    }));
+    gateway.sockets[0]!.send(JSON.stringify(joins));
+    await waitFor(
+      () => unsubscribed.length === 1,
+      () => `${unsubscribed.length} unsubscribed`,
+    );
+    expect(unsubscribed).toEqual(['s2']);
+    expect(announced).toEqual(['t.0', 't.1']);
+  });
+
   it('holds 1 000 at once: more are unsubscribed, not announced, warned of once', async () => {
     const extra = 40;
     const unsubscribed: unknown[] = [];
