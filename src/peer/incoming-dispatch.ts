@@ -1,5 +1,5 @@
 import { ErrorCode } from '../protocol/error-codes.js';
-import { ReservedMethod } from '../protocol/reserved.js';
+import { ReservedMethod, isReservedMethod } from '../protocol/reserved.js';
 import type { Params, ProtocolVersion, RequestId } from '../protocol/types.js';
 import { IncomingCalls } from './incoming-calls.js';
 import type { Logger } from './logger.js';
@@ -67,6 +67,12 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
   }
 
   override notification(method: string, params: Params | undefined): void {
+    // A reserved one (rpc.cancel, an unknown rpc.*) takes a token as every message does; the
+    // application's take theirs in accept, after the gate.
+    if (isReservedMethod(method) && this.admit && !this.admit.take()) {
+      this.logger.debug({ method }, 'notification dropped: rate limited');
+      return;
+    }
     if (method !== ReservedMethod.Cancel && this.config.gate?.(method, this.session)) {
       this.logger.debug({ method }, 'notification dropped: not authenticated');
       return;

@@ -55,4 +55,26 @@ describe('rpc.ping and the rate limit', () => {
       ...Array<string>(8 - BURST).fill('refused'),
     ]);
   });
+
+  it('reserved notifications (rpc.cancel, an unknown rpc.*) take one token each', async () => {
+    const { url } = await res.demoGateway({
+      heartbeatIntervalMs: 0,
+      limits: { ratePerSecond: 0.001, rateBurst: BURST },
+    });
+    const raw = await openRaw(res, url);
+    // Fewer than the bucket: the next request still gets through.
+    raw.send({ jsonrpc: '2.0', method: 'rpc.cancel', params: { id: 999 } });
+    raw.send({ jsonrpc: '2.0', method: 'rpc.whatever' });
+    expect(await raw.request('rpc.ping')).toMatchObject({ result: 'pong' });
+    // The bucket's rest, spent by notifications alone: the next request is refused.
+    raw.send(
+      Array.from({ length: 50 }, () => ({
+        jsonrpc: '2.0',
+        method: 'rpc.cancel',
+        params: { id: 1 },
+      })),
+    );
+    for (let i = 0; i < 50; i++) raw.send({ jsonrpc: '2.0', method: 'rpc.x' });
+    expect(await raw.request('rpc.ping')).toMatchObject({ error: { code: -32003 } });
+  });
 });
