@@ -5,8 +5,8 @@ import type { SlowConsumerPolicy } from '../../src/index.js';
 import { newSession, sessionIds } from '../support/gateway.js';
 import { httpGet } from '../support/network.js';
 import { RawRpc } from '../support/raw-rpc.js';
-import type { SubscriptionParams } from '../support/raw-rpc.js';
 import { Resources } from '../support/resources.js';
+import { expectConsistentGaps, expectHealthyGotEverything } from '../support/slow-consumer.js';
 import { waitUntil, within } from '../support/waiting.js';
 import { watchEventLoop } from './event-loop-watchdog.js';
 
@@ -38,17 +38,6 @@ const CALLS = 6;
 const pad = randomBytes(48 * 1024).toString('base64');
 /** About 1 MiB of text that compresses little: what the method called during the stall answers. */
 const BLOB = randomBytes(768 * 1024).toString('base64');
-
-/** Every message's seq follows the previous one's by exactly 1 + its `missed`. */
-function expectConsistentGaps(messages: SubscriptionParams[]): void {
-  let previous = 0;
-  for (const m of messages) {
-    expect(m.seq).toBeGreaterThan(previous);
-    expect(m.seq! - previous - 1, `gap before seq ${m.seq}`).toBe(m.missed ?? 0);
-    expect((m.result as { i: number }).i).toBe(m.seq);
-    previous = m.seq!;
-  }
-}
 
 async function setUp(policy: SlowConsumerPolicy, maxBufferedBytes?: number) {
   const limits = maxBufferedBytes === undefined ? {} : { maxBufferedBytes };
@@ -117,15 +106,6 @@ function resumeWithCalls(stalled: RawRpc): string[] {
 
 async function expectReplies(stalled: RawRpc, ids: string[]): Promise<void> {
   for (const id of ids) expect((await stalled.response(id, 15_000)).result).toBe(BLOB);
-}
-
-function expectHealthyGotEverything(healthy: RawRpc, healthyId: string, published: number): void {
-  const messages = healthy.notifications(healthyId);
-  expect(messages).toHaveLength(published);
-  messages.forEach((m, k) => {
-    expect(m.seq).toBe(k + 1);
-    expect(m.missed).toBeUndefined();
-  });
 }
 
 /** The gateway stays live: /livez answers and the healthy client's call is answered. */

@@ -1,10 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { SlowConsumerPolicy } from '../../src/index.js';
 import { Resources } from '../support/resources.js';
+import { expectConsistentGaps, expectHealthyGotEverything } from '../support/slow-consumer.js';
 import { RawRpc } from '../support/raw-rpc.js';
 import { newSession, sessionIds } from '../support/gateway.js';
 import { waitUntil, within } from '../support/waiting.js';
-import type { SubscriptionParams } from '../support/raw-rpc.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
@@ -33,17 +33,6 @@ function oneMessageBytes(): number {
     },
   });
   return Buffer.byteLength(text) + 10;
-}
-
-/** Every message's seq follows the previous one's by exactly 1 + its `missed`. */
-function expectConsistentGaps(messages: SubscriptionParams[]): void {
-  let previous = 0;
-  for (const m of messages) {
-    expect(m.seq).toBeGreaterThan(previous);
-    expect(m.seq! - previous - 1, `gap before seq ${m.seq}`).toBe(m.missed ?? 0);
-    expect((m.result as { i: number }).i).toBe(m.seq);
-    previous = m.seq!;
-  }
 }
 
 async function setUp(policy: SlowConsumerPolicy) {
@@ -95,16 +84,6 @@ async function publishUntilPressure(
     if (buffered >= HIGH_WATER_MARK || stalledSession.isClosed) underPressure++;
   }
   return { published: i, maxBuffered };
-}
-
-function expectHealthyGotEverything(healthy: RawRpc, healthyId: string, published: number): void {
-  const messages = healthy.notifications(healthyId);
-  expect(messages).toHaveLength(published);
-  messages.forEach((m, k) => {
-    expect(m.seq).toBe(k + 1);
-    expect(m.missed).toBeUndefined();
-    expect((m.result as { i: number }).i).toBe(k + 1);
-  });
 }
 
 describe('slow consumers', () => {
