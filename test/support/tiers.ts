@@ -26,6 +26,7 @@ export const tierRules: readonly (readonly [Tier, readonly string[]])[] = [
     'sockets',
     [
       'test/peer/long-timeouts.test.ts',
+      'test/peer/untrusted-peer.test.ts',
       'test/protocol/id-echo.test.ts',
       'test/protocol/wire-error-codes.test.ts',
     ],
