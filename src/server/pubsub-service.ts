@@ -6,6 +6,7 @@ import type { MethodRegistry } from '../peer/method-registry.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { InvalidParamsError, ServerError } from '../protocol/errors.js';
 import { ConnectionClosedError } from '../protocol/local-errors.js';
+import { isWellFormed } from '../protocol/well-formed.js';
 import { TopicCreationLimitError, defaultRetention, exceptList } from '../pubsub/broker.js';
 import type { Broker, BrokerMessage, Retention } from '../pubsub/broker.js';
 import { Delivery, defaultFlowControl } from '../pubsub/delivery.js';
@@ -224,7 +225,7 @@ export class PubSubService<C> {
     let payload: string;
     let except: readonly string[] | undefined;
     try {
-      if (!wellFormed(topic)) {
+      if (!isWellFormed(topic)) {
         // Sent as UTF-8, it would land on the topic of its U+FFFD twin.
         throw new TypeError('Topic name is not well-formed Unicode (a lone surrogate)');
       }
@@ -269,7 +270,7 @@ export class PubSubService<C> {
     }
     let payload: string;
     try {
-      if (!wellFormed(topic))
+      if (!isWellFormed(topic))
         throw new TypeError('Topic name is not well-formed Unicode (a lone surrogate)');
       payload = JSON.stringify(data === undefined ? null : data);
     } catch (err) {
@@ -803,7 +804,7 @@ export class PubSubService<C> {
         );
       }
     }
-    if (!wellFormed(name)) {
+    if (!isWellFormed(name)) {
       // A lone surrogate becomes U+FFFD on the way to Redis or NATS (UTF-8): two names would
       // meet on one broker topic.
       throw new InvalidParamsError('Topic name is not well-formed Unicode (a lone surrogate)');
@@ -922,9 +923,4 @@ function keptParams<C>(definition: TopicDefinition<C>, params: unknown): string 
  */
 function throwIfCancelled(ctx: TopicContext): void {
   if (ctx.signal.aborted) throw new ServerError(ErrorCode.RequestCancelled, 'Request cancelled');
-}
-
-/** No lone surrogate (String.prototype.isWellFormed, which Node 20 has and ES2022 types lack). */
-function wellFormed(name: string): boolean {
-  return (name as unknown as { isWellFormed(): boolean }).isWellFormed();
 }

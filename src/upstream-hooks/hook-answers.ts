@@ -1,6 +1,7 @@
 import { isRecord } from '../peer/option-rules.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { JsonRpcError } from '../protocol/errors.js';
+import { isWellFormed } from '../protocol/well-formed.js';
 import { UpstreamError } from '../upstream/upstream-error.js';
 
 /**
@@ -38,12 +39,9 @@ export function failureOf(err: unknown): Record<string, unknown> {
  */
 export const MAX_HOOK_USER_BYTES = 1024;
 
-/** A lone surrogate: a string holding one cannot be UTF-8 (encodeURIComponent throws on it). */
-const LONE_SURROGATE = /\p{Surrogate}/u;
-
 /** Why a non-empty `user` cannot name a session's user, or undefined when it can. */
 function userProblem(user: string): string | undefined {
-  if (LONE_SURROGATE.test(user)) return 'user is not well-formed Unicode (a lone surrogate)';
+  if (!isWellFormed(user)) return 'user is not well-formed Unicode (a lone surrogate)';
   if (user.length > MAX_HOOK_USER_BYTES || Buffer.byteLength(user, 'utf8') > MAX_HOOK_USER_BYTES)
     return `user is longer than ${MAX_HOOK_USER_BYTES} bytes of UTF-8`;
   return undefined;

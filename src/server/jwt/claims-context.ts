@@ -4,6 +4,7 @@ import type { JWTPayload } from 'jose';
 import { UpgradeRejection } from '../upgrade-rejection.js';
 import type { JwtClaimNames } from './jwt-options.js';
 import { refusalHeaders } from './refusals.js';
+import { isWellFormed } from '../../protocol/well-formed.js';
 
 /** The session's context `jwtAuth` makes from a verified token. */
 export interface JwtContext {
@@ -21,8 +22,6 @@ export interface JwtContext {
   readonly claims: Readonly<JWTPayload>;
 }
 
-const LONE_SURROGATE = /\p{Surrogate}/u;
-
 /** The identity the verified `claims` name; a claim of the wrong shape refuses the token. */
 export function identityOf(
   claims: JWTPayload,
@@ -31,7 +30,7 @@ export function identityOf(
   const user = claims[names.user];
   // Not well-formed (a lone surrogate, which a token's JSON can spell): such a user has no UTF-8,
   // so it could not go out as X-Wsrpc-User, into a log line or a broker's key as itself.
-  if (typeof user !== 'string' || user === '' || LONE_SURROGATE.test(user)) {
+  if (typeof user !== 'string' || user === '' || !isWellFormed(user)) {
     throw malformedClaim(names.user);
   }
   // Present and a number: jwtVerify requires exp and checks its type.
