@@ -75,6 +75,9 @@ class ClientPeer extends Peer<RpcClient> {
   }
 }
 
+/** The server's calls a client runs at once; one more is answered -32000 Server busy. */
+export const CLIENT_MAX_IN_FLIGHT = 256;
+
 /**
  * How many calls and notifications wait in `client`'s offline queue. For the shared worker's
  * host, which bounds each tab's share of it; not part of the client's API.
@@ -147,7 +150,7 @@ export class RpcClient {
       registry: this.registry,
       callTimeoutMs: config.callTimeoutMs,
       maxPendingCalls: config.maxPendingCalls,
-      maxInFlight: 256,
+      maxInFlight: CLIENT_MAX_IN_FLIGHT,
       exposeErrorDetails: false,
       parse: {},
       idTexts: idTextsByScan,

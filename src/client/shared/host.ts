@@ -24,7 +24,7 @@ import {
 import { ReservedMethod } from '../../protocol/reserved.js';
 import type { Params, RequestId } from '../../protocol/types.js';
 import type { DisconnectEvent } from '../authentication.js';
-import { createClient, queuedIn } from '../client.js';
+import { CLIENT_MAX_IN_FLIGHT, createClient, queuedIn } from '../client.js';
 import type { RpcClient } from '../client.js';
 import { clientOptionRules } from '../client-options.js';
 import type { ClientOptions } from '../client-options.js';
@@ -76,8 +76,6 @@ export interface ClientHostOptions extends Partial<ClientOptions> {
 /** The bounds per tab a worker script does not set (maxCallsPerTab's follows the client's). */
 const DEFAULT_MAX_STREAMS_PER_TAB = 1_000;
 const DEFAULT_MAX_HANDLERS_PER_TAB = 1_000;
-/** The server's calls a client runs at once (client.ts gives its peer `maxInFlight: 256`). */
-const CLIENT_MAX_IN_FLIGHT = 256;
 
 const perTab = numberIn(1, Infinity, true);
 
