@@ -77,6 +77,7 @@ export class ClientConnection<S> {
   /** The current socket. Set only here. */
   socket: WebSocketLike | undefined;
   #attempt = 0;
+  /** A connection has been open (authenticated, if in-band): the client reconnects from here on. */
   #everOpened = false;
   #urlIndex = 0;
   #reconnectTimer: ReturnType<typeof setTimeout> | undefined;
@@ -238,7 +239,6 @@ export class ClientConnection<S> {
     // redialled at the initial delay forever. It is reset when a connection that has
     // stayed open long enough is lost.
     const openedAt = Date.now();
-    this.#everOpened = true;
     this.#startHeartbeat(peer);
     let failure: Error | undefined;
     void peer.closed.then(({ code, reason }) => {
@@ -275,9 +275,14 @@ export class ClientConnection<S> {
       );
   }
 
-  /** The connection may carry calls: resubscribe and send what was queued. */
+  /**
+   * The connection may carry calls: resubscribe and send what was queued. Never for one that
+   * is closed or that the server asked us to leave: 'open' would send calls to nowhere.
+   */
   #ready(peer: Peer<S>): void {
     if (this.#authenticating === peer) this.#authenticating = undefined;
+    if (peer.isClosed || peer === this.#retiring) return;
+    this.#everOpened = true;
     this.#setState('open');
     this.host.opened();
   }
@@ -315,6 +320,12 @@ export class ClientConnection<S> {
     if (named >= 0) this.#urlIndex = named;
     else this.#urlIndex++;
     this.#reconnectNow = true;
+    if (this.#authenticating === peer) {
+      // Never open: only its rpc.authenticate went out, so there is nothing to finish, and its
+      // answer, even one already read, no longer opens it.
+      this.#authenticating = undefined;
+      return peer.close(1000, 'reconnecting on server request');
+    }
     this.#setState('reconnecting');
     const until = Date.now() + this.config.connectTimeoutMs;
     // Closing at the deadline rejects the calls still out with ConnectionClosedError, as on any
