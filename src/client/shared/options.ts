@@ -23,6 +23,7 @@ export type ForwardedOptions = Pick<
   | 'whenDisconnected'
   | 'maxQueued'
   | 'maxPendingCalls'
+  | 'maxJoined'
   | 'batchCalls'
   | 'heartbeat'
   | 'inbox'
@@ -126,6 +127,7 @@ const sharedRules: Readonly<Record<string, Rule | null>> = {
   whenDisconnected: clientOptionRules.whenDisconnected,
   maxQueued: clientOptionRules.maxQueued,
   maxPendingCalls: clientOptionRules.maxPendingCalls,
+  maxJoined: clientOptionRules.maxJoined,
   batchCalls: clientOptionRules.batchCalls,
   heartbeat: nested(heartbeatRules, true),
   inbox: clientOptionRules.inbox,
