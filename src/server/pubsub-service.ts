@@ -30,6 +30,7 @@ import type {
   PubSubLimits,
   PubSubStats,
   PublishOptions,
+  SessionSubscription,
   SessionTable,
   StreamHandler,
   SubscriptionMethods,
@@ -38,8 +39,8 @@ import type {
 import type { Session } from './session.js';
 import { defaultLimits } from './options.js';
 import { TokenBucket } from './token-bucket.js';
-import { TopicSubscription } from './topic-subscription.js';
-import type { TopicEnds } from './topic-subscription.js';
+import { PARAMS_NOT_KEPT, TopicSubscription } from './topic-subscription.js';
+import type { KeptParams, TopicEnds } from './topic-subscription.js';
 import { claimsAllow } from './claims-authorization.js';
 import { pushUnsupported } from './session.js';
 import {
@@ -561,7 +562,7 @@ export class PubSubService<C> {
       try {
         allowed = standsFor
           ? await standsFor.mayGoOn()
-          : await this.mayUseTopic(session, topic, definition, subscription.params);
+          : await this.mayGoOn(session, topic, definition, subscription);
       } catch (err) {
         session.logger.error({ err, topic }, 'topic authorize hook failed: subscription ended');
         allowed = false;
@@ -576,6 +577,34 @@ export class PubSubService<C> {
       session.logger.info({ topic, subscription: id }, 'subscription ended: no longer authorized');
     });
     await Promise.all(checks);
+  }
+
+  /**
+   * Whether a topic subscription may go on at a refresh under `definition`, the one its topic
+   * resolves to then. That can be a definition declared after the subscribe (an exact topic
+   * wins over a prefix, a longer prefix over a shorter one), so its `authorize` is asked with
+   * the params the client sent: the kept ones, or none when the subscribe carried none. A
+   * subscribe whose params were not kept (its own definition had no `authorize`) cannot give
+   * them, and its subscription ends rather than be weighed on params it never sent.
+   */
+  private mayGoOn(
+    session: Session<C>,
+    topic: string,
+    definition: TopicDefinition<C>,
+    subscription: SessionSubscription,
+  ): Promise<boolean> {
+    if (
+      definition.options.authorize &&
+      subscription instanceof TopicSubscription &&
+      !subscription.paramsKnown
+    ) {
+      session.logger.info(
+        { topic, pattern: definition.pattern },
+        "topic authorize not asked: the subscription's params were not kept",
+      );
+      return Promise.resolve(false);
+    }
+    return this.mayUseTopic(session, topic, definition, subscription.params);
   }
 
   /**
@@ -618,8 +647,8 @@ export class PubSubService<C> {
     this.checkLimit(table);
     const bytes =
       Buffer.byteLength(topic, 'utf8') +
-      (start.kept === undefined ? 0 : Buffer.byteLength(start.kept, 'utf8'));
-    this.reserveTopicBytes(table, bytes, start.kept !== undefined);
+      (typeof start.kept === 'string' ? Buffer.byteLength(start.kept, 'utf8') : 0);
+    this.reserveTopicBytes(table, bytes, typeof start.kept === 'string');
     try {
       this.checkNewTopic(topic, table);
     } catch (err) {
@@ -902,19 +931,20 @@ type TopicContext = Pick<HandlerContext<unknown>, 'signal' | 'afterReply'>;
 interface TopicStart {
   request: SubscribeRequest;
   starting?: (request: SubscribeRequest) => SubscribeRequest;
-  /** The subscribe's params as JSON, when the topic's `authorize` will be asked again (keptParams). */
-  kept?: string;
+  /** What the subscription holds of the subscribe's params (keptParams). */
+  kept?: KeptParams;
 }
 
 /**
  * The params a topic subscription keeps, as JSON: only a topic with `authorize` reads them again
- * (a refresh weighs each subscription anew), so the others keep nothing. Kept as text, whose
- * bytes are what the connection's `maxTopicBytesPerConnection` counts, rather than as the parsed
- * value, which can take several times that.
+ * (a refresh weighs each subscription anew), so the others keep nothing of them but that there
+ * were some (PARAMS_NOT_KEPT: a definition with `authorize` declared later cannot weigh them,
+ * see mayGoOn). Kept as text, whose bytes are what the connection's `maxTopicBytesPerConnection`
+ * counts, rather than as the parsed value, which can take several times that.
  */
-function keptParams<C>(definition: TopicDefinition<C>, params: unknown): string | undefined {
-  if (!definition.options.authorize || params === undefined) return undefined;
-  return JSON.stringify(params);
+function keptParams<C>(definition: TopicDefinition<C>, params: unknown): KeptParams {
+  if (params === undefined) return undefined;
+  return definition.options.authorize ? JSON.stringify(params) : PARAMS_NOT_KEPT;
 }
 
 /**

@@ -11,6 +11,15 @@ export interface TopicEnds<C> {
 }
 
 /**
+ * Stands for a subscribe's params that were not kept: its topic's definition had no `authorize`
+ * to read them again. Unlike `undefined` (the subscribe carried none), what it carried is unknown.
+ */
+export const PARAMS_NOT_KEPT = Symbol('params not kept');
+
+/** What a topic subscription holds of its subscribe's params (keptParams in pubsub-service.ts). */
+export type KeptParams = string | typeof PARAMS_NOT_KEPT | undefined;
+
+/**
  * A session's subscription to a topic, and what its end undoes: the delivery leaves the topic,
  * the node lets go of the topic, the connection's bytes (topic name, kept params) come back. A
  * class rather than a closure: a closure made where the subscribe is handled would keep that
@@ -27,9 +36,10 @@ export class TopicSubscription<C> implements SessionSubscription {
     readonly topic: string,
     /**
      * The subscribe's params as JSON, kept only for a topic whose `authorize` is asked again
-     * after a refresh; their bytes are part of `bytes`.
+     * after a refresh (their bytes are part of `bytes`); PARAMS_NOT_KEPT when it carried some
+     * that were not kept, undefined when it carried none.
      */
-    private readonly kept: string | undefined,
+    private readonly kept: KeptParams,
     readonly delivery: Delivery,
     /**
      * UTF-8 bytes of `topic` and of `kept`, counted against the connection
@@ -40,14 +50,19 @@ export class TopicSubscription<C> implements SessionSubscription {
     private readonly ends: TopicEnds<C>,
   ) {}
 
-  /** What the subscribe carried for the topic's `authorize`; undefined when not kept. */
+  /** What the subscribe carried for the topic's `authorize`; undefined when none or not kept. */
   get params(): unknown {
-    return this.kept === undefined ? undefined : (JSON.parse(this.kept) as unknown);
+    return typeof this.kept === 'string' ? (JSON.parse(this.kept) as unknown) : undefined;
+  }
+
+  /** Whether `params` is what the subscribe carried: false when it carried params not kept. */
+  get paramsKnown(): boolean {
+    return this.kept !== PARAMS_NOT_KEPT;
   }
 
   /** Whether its bytes include kept params. */
   get keepsParams(): boolean {
-    return this.kept !== undefined;
+    return typeof this.kept === 'string';
   }
 
   teardown(): void {
