@@ -53,7 +53,10 @@ export interface UpstreamEndpointOptions {
   name: string;
   /** Calls in flight at once (retries and their backoff included); more are refused -32013. */
   maxConcurrent: number;
-  /** How many times a call that is safe to send again is sent again. */
+  /**
+   * How many times a call that is safe to send again is sent again. A retry is sent only once
+   * the transport has let go of the attempt before it, so a call holds one request at a time.
+   */
   retries: number;
   observer?: UpstreamObserver;
 }
@@ -162,6 +165,15 @@ export abstract class UpstreamEndpoint {
     return this.retrying(method, params, options, headers, retries, slot);
   }
 
+  /**
+   * The attempts of a call that may be sent again, one at a time: an attempt answered at once by
+   * its timeout may still be held by the transport (an HTTP request waiting for a pool socket, a
+   * NATS request until its reply or NATS's own timeout), and sending the next one meanwhile would
+   * make one call hold `retries + 1` requests, past maxConcurrent for the upstream. The retry
+   * waits for the transport to let go of it, at most one more `timeoutMs` (a transport that holds
+   * an aborted request longer, or ignores the abort, ends the call with that attempt's error
+   * rather than a second request), then backs off.
+   */
   private async retrying(
     method: string,
     params: Params | undefined,
@@ -178,6 +190,10 @@ export abstract class UpstreamEndpoint {
           err instanceof UpstreamError &&
           (err.unsent || (options.idempotent === true && err.failure !== 'busy'));
         if (!safe || attempt >= retries || options.signal?.aborted) throw err;
+        const previous = slot.last;
+        const released =
+          !previous || (await releasedWithin(previous, options.timeoutMs, options.signal));
+        if (!released) throw err;
         await backoff(attempt, options.signal);
       }
     }
@@ -186,7 +202,8 @@ export abstract class UpstreamEndpoint {
   /**
    * One attempt, settled by the transport's answer or, as soon as it comes, the timeout or the
    * caller's cancel (a transport that ignores the abort never hangs a call). Aborted first, it
-   * keeps the call's slot until the transport settles too, when the transport may hold it.
+   * keeps the call's slot until the transport settles too, when the transport may hold it; the
+   * call's next attempt, if any, waits for that settling whatever the transport (`retrying`).
    */
   private once(
     method: string,
@@ -206,6 +223,7 @@ export abstract class UpstreamEndpoint {
       headers,
       timeoutMs,
     );
+    slot.last = request;
     return new Promise<unknown>((resolve, reject) => {
       // The error is made when the timer fires: an Error's stack costs more than the call's other work.
       const timer = setTimeout(
@@ -239,11 +257,13 @@ export abstract class UpstreamEndpoint {
       }
       work.then(
         (value) => {
+          request.release();
           if (kept) return slot.letGo();
           done();
           resolve(value);
         },
         (err: unknown) => {
+          request.release();
           if (kept) return slot.letGo();
           done();
           reject((request.aborted ? request.abortReason : err) as Error);
@@ -260,6 +280,8 @@ export abstract class UpstreamEndpoint {
 class Slot {
   kept = 0;
   free: (() => void) | undefined;
+  /** The call's latest attempt: a retry waits for the transport to let go of it. */
+  last: Attempt | undefined;
 
   letGo(): void {
     if (--this.kept === 0) this.free?.();
@@ -274,9 +296,12 @@ class Slot {
 class Attempt implements UpstreamRequest {
   aborted = false;
   abortReason: unknown;
+  /** True once the transport settled the attempt: it holds the request no more. */
+  released = false;
   private controller: AbortController | undefined;
   private listener: ((reason: unknown) => void) | undefined;
   private settle: ((reason: unknown) => void) | undefined;
+  private onRelease: (() => void) | undefined;
 
   constructor(
     readonly method: string,
@@ -304,6 +329,20 @@ class Attempt implements UpstreamRequest {
     this.settle = settle;
   }
 
+  /** The endpoint's side: the transport settled the attempt. */
+  release(): void {
+    this.released = true;
+    const listener = this.onRelease;
+    this.onRelease = undefined;
+    listener?.();
+  }
+
+  /** Call `listener` once the transport has let go of the request (at once if it has). One listener. */
+  whenReleased(listener: () => void): void {
+    if (this.released) listener();
+    else this.onRelease = listener;
+  }
+
   abort(reason: unknown): void {
     if (this.aborted) return;
     this.aborted = true;
@@ -315,6 +354,32 @@ class Attempt implements UpstreamRequest {
     listener?.(reason);
     settle?.(reason);
   }
+}
+
+/**
+ * Resolves true once the transport has let go of `attempt`, false when it still holds it
+ * `boundMs` on; rejects with the reason of the caller's cancel.
+ */
+function releasedWithin(
+  attempt: Attempt,
+  boundMs: number,
+  signal: AbortSignal | undefined,
+): Promise<boolean> {
+  if (attempt.released) return Promise.resolve(true);
+  return new Promise((resolve, reject) => {
+    const finish = (letGo: boolean) => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      resolve(letGo);
+    };
+    const timer = setTimeout(() => finish(false), boundMs);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason as Error);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    attempt.whenReleased(() => finish(true));
+  });
 }
 
 function backoff(attempt: number, signal: AbortSignal | undefined): Promise<void> {
