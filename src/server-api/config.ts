@@ -3,18 +3,34 @@
 import { checkOptions, isRecord, numberIn, ofType, refuse } from '../peer/option-rules.js';
 import type { Rule } from '../peer/option-rules.js';
 import { MAX_IDEMPOTENCY_WINDOW_MS } from '../pubsub/broker.js';
-import { resolvePath } from '../server/options.js';
+import { defaultLimits, resolvePath } from '../server/options.js';
 
 /** The longest delay a Node timer takes (2^31 - 1 ms, about 24.8 days). */
 const MAX_DELAY_MS = 2 ** 31 - 1;
 /** API keys shorter than this are refused: a key is a secret, not a password. */
 export const MIN_KEY_LENGTH = 16;
 
-/** Where the server API listens: its own port, or a path on the gateway's server. */
+/**
+ * The server API's own listener, and the bounds of its sockets (the gateway's `limits` of the
+ * same names, for this port: on a `path` of the gateway's port the gateway's apply).
+ */
 export interface ServerApiListen {
   readonly host: string;
   /** 0 picks a free port (the url startServerApi resolves with names it). */
   readonly port: number;
+  /**
+   * Sockets open at once (requests arriving or answered, idle keep-alive connections), counted
+   * before a byte is read; one beyond is destroyed at once.
+   */
+  readonly maxHttpSockets: number;
+  /** The same, from one address (an IPv6 address counts by its /64). */
+  readonly maxHttpSocketsPerIp: number;
+  /**
+   * A connection must have sent its first request's headers this many ms after it opened, or it
+   * is destroyed; a later request on a kept-alive connection gets as long (Node's
+   * `headersTimeout`). With `bodyTimeoutMs` it bounds a whole request (Node's `requestTimeout`).
+   */
+  readonly headersTimeoutMs: number;
 }
 
 /** The broker-consumed form: API requests taken from a Redis stream or a NATS subject. */
@@ -87,6 +103,10 @@ export const serverApiDefaults = Object.freeze({
   countWindowMs: 250,
   maxPendingCalls: 10_000,
   maxHistoryLimit: 1_000,
+  /** listen: the gateway's own bounds for its port. */
+  maxHttpSockets: defaultLimits.maxHttpSockets,
+  maxHttpSocketsPerIp: defaultLimits.maxHttpSocketsPerIp,
+  headersTimeoutMs: defaultLimits.headersTimeoutMs,
   group: 'wsrpc-gateway',
   /** consume: requests handled at once. */
   maxConcurrent: 64,
@@ -197,14 +217,25 @@ export function resolveServerApiConfig(value: unknown, prefix = 'serverApi.'): S
 function resolveListen(value: unknown, prefix: string): ServerApiListen {
   const o = checkOptions(
     value,
-    { host: nonEmptyString, port: numberIn(0, 65_535, true) },
+    {
+      host: nonEmptyString,
+      port: numberIn(0, 65_535, true),
+      maxHttpSockets: numberIn(1, Infinity, true),
+      maxHttpSocketsPerIp: numberIn(1, Infinity, true),
+      headersTimeoutMs: numberIn(1, MAX_DELAY_MS, true),
+    },
     prefix,
     prefix.slice(0, -1),
   );
   if (o['port'] === undefined) refuse(`${prefix}port`, 'an integer from 0 to 65535', undefined);
+  const defaults = serverApiDefaults;
   return Object.freeze({
     host: (o['host'] as string | undefined) ?? '127.0.0.1',
     port: o['port'] as number,
+    maxHttpSockets: (o['maxHttpSockets'] as number | undefined) ?? defaults.maxHttpSockets,
+    maxHttpSocketsPerIp:
+      (o['maxHttpSocketsPerIp'] as number | undefined) ?? defaults.maxHttpSocketsPerIp,
+    headersTimeoutMs: (o['headersTimeoutMs'] as number | undefined) ?? defaults.headersTimeoutMs,
   });
 }
 

@@ -9,11 +9,15 @@ import type { Logger } from '../peer/logger.js';
 import { peerConfig } from '../peer/peer.js';
 import type { PeerConfig } from '../peer/peer.js';
 import type { Gateway } from '../server/gateway.js';
+import { SocketGate } from '../server/admission.js';
+import type { SocketCut } from '../server/admission.js';
 import { joinServer, pathOf } from '../server/http-dispatch.js';
+import { closeUnread } from '../server/http-routes.js';
 import { readBody } from '../server/read-body.js';
+import { RefusalLog } from '../server/upgrade-rejection.js';
 import { apiAuthentication } from './auth.js';
 import type { ApiCaller } from './auth.js';
-import type { ServerApiConfig } from './config.js';
+import type { ServerApiConfig, ServerApiListen } from './config.js';
 import { busyReply } from './busy-reply.js';
 import { startConsumer } from './consume.js';
 import { apiMethods } from './methods.js';
@@ -61,6 +65,72 @@ function send(
 }
 
 /**
+ * A refusal sent before the body was read: the connection closes after it, so a body that goes
+ * on (however slowly, however long) holds no socket open; Node would otherwise read all of it to
+ * keep the connection alive.
+ */
+function refuse(
+  req: IncomingMessage,
+  res: ServerResponse,
+  status: number,
+  body: string,
+  headers: Record<string, string> = {},
+): void {
+  closeUnread(req, res);
+  send(res, status, body, headers);
+}
+
+/** What stops a listener (and its socket bounds). */
+type Stop = () => Promise<void>;
+
+/**
+ * The server API's own HTTP listener, its sockets bounded as the gateway bounds its port's: per
+ * address and in total before a byte is read, the first headers within `headersTimeoutMs`, a
+ * whole request within `headersTimeoutMs + bodyTimeoutMs`. No trusted proxies here: every
+ * address counts against `maxHttpSocketsPerIp`. Resolves once it listens.
+ */
+async function listenOwn(
+  listen: ServerApiListen,
+  bodyTimeoutMs: number,
+  handle: (req: IncomingMessage, res: ServerResponse) => void,
+  logger: Logger,
+): Promise<{ server: HttpServer; stop: Stop }> {
+  const refusals = new RefusalLog(logger);
+  const gate = new SocketGate(listen, undefined, (reason: SocketCut, remoteAddress) =>
+    refusals.refused({ reason, remoteAddress }, 'http socket closed'),
+  );
+  // Node checks its headers and request timeouts this often (default 30 s).
+  const server = createServer(
+    { connectionsCheckingInterval: Math.min(1_000, listen.headersTimeoutMs) },
+    (req, res) => {
+      gate.headersRead(req.socket);
+      handle(req, res);
+    },
+  );
+  server.headersTimeout = listen.headersTimeoutMs;
+  server.requestTimeout = listen.headersTimeoutMs + bodyTimeoutMs;
+  const unwatch = gate.watch(server);
+  const stop: Stop = () =>
+    new Promise<void>((resolve) => {
+      unwatch();
+      refusals.flush();
+      server.close(() => resolve());
+      server.closeIdleConnections();
+    });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(listen.port, listen.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  }).catch((err: unknown) => {
+    unwatch();
+    throw err;
+  });
+  return { server, stop };
+}
+
+/**
  * Start the server API for `gateway`. Refuses (rejects) a configuration with no credentials
  * (resolveServerApiConfig does), a `path` without `deps.server`, a path another listener on
  * that server answers already, and a port it cannot listen on.
@@ -104,6 +174,7 @@ export async function startServerApi(
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
     const work = exchange(req, res).catch((err: unknown) => {
       logger.error({ err }, 'server API request failed');
+      closeUnread(req, res);
       if (!res.headersSent) send(res, 500, 'Internal server error\n');
       else res.destroy();
     });
@@ -111,19 +182,18 @@ export async function startServerApi(
     void work.finally(() => inFlight.delete(work));
   };
   const exchange = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    if (closing) return send(res, 503, 'Server API closing\n', { 'retry-after': '1' });
-    if (req.method !== 'POST')
-      return send(res, 405, 'POST a JSON-RPC request\n', { allow: 'POST' });
+    if (closing) return refuse(req, res, 503, 'Server API closing\n', { 'retry-after': '1' });
+    if (req.method !== 'POST') {
+      return refuse(req, res, 405, 'POST a JSON-RPC request\n', { allow: 'POST' });
+    }
     const type = (req.headers['content-type'] ?? '').split(';', 1)[0]!.trim().toLowerCase();
     if (!JSON_TYPES.has(type)) {
-      return send(res, 415, 'POST a JSON-RPC request with Content-Type: application/json\n');
+      return refuse(req, res, 415, 'POST a JSON-RPC request with Content-Type: application/json\n');
     }
     const caller = await authenticate(req.headers);
     if (!caller) {
-      req.resume();
-      return send(res, 401, 'A valid API key or token is required (Authorization: Bearer ...)\n', {
-        'www-authenticate': 'Bearer',
-      });
+      const text = 'A valid API key or token is required (Authorization: Bearer ...)\n';
+      return refuse(req, res, 401, text, { 'www-authenticate': 'Bearer' });
     }
     const body = await readBody(req, res, {
       maxBytes: config.maxBodyBytes,
@@ -136,18 +206,14 @@ export async function startServerApi(
   };
 
   let url: string | undefined;
-  let stopHttp: () => Promise<void>;
+  let stopHttp: Stop;
   if (config.listen) {
-    const server = createServer(handle);
-    server.headersTimeout = Math.min(config.bodyTimeoutMs, 60_000);
-    server.requestTimeout = config.bodyTimeoutMs + config.maxCallTimeoutMs;
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(config.listen!.port, config.listen!.host, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    }).catch(async (err: unknown) => {
+    const { server, stop } = await listenOwn(
+      config.listen,
+      config.bodyTimeoutMs,
+      handle,
+      logger,
+    ).catch(async (err: unknown) => {
       await nodes.close();
       throw err;
     });
@@ -155,11 +221,7 @@ export async function startServerApi(
     const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
     url = `http://${host}:${address.port}/`;
     logger.info({ host: address.address, port: address.port }, 'server API listening');
-    stopHttp = () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeIdleConnections();
-      });
+    stopHttp = stop;
   } else {
     const path = config.path!;
     let leave: () => void;

@@ -12,7 +12,13 @@ describe('resolveServerApiConfig', () => {
   it('fills in the defaults', () => {
     const config = resolveServerApiConfig(base);
     expect(config).toMatchObject({
-      listen: { host: '127.0.0.1', port: 8081 },
+      listen: {
+        host: '127.0.0.1',
+        port: 8081,
+        maxHttpSockets: 2_000,
+        maxHttpSocketsPerIp: 200,
+        headersTimeoutMs: 10_000,
+      },
       path: undefined,
       keys: [KEY],
       jwt: undefined,
@@ -26,6 +32,18 @@ describe('resolveServerApiConfig', () => {
       maxHistoryLimit: serverApiDefaults.maxHistoryLimit,
     });
     expect(Object.isFrozen(config)).toBe(true);
+    expect(
+      resolveServerApiConfig({
+        ...base,
+        listen: { port: 1, maxHttpSockets: 3, maxHttpSocketsPerIp: 2, headersTimeoutMs: 5 },
+      }).listen,
+    ).toEqual({
+      host: '127.0.0.1',
+      port: 1,
+      maxHttpSockets: 3,
+      maxHttpSocketsPerIp: 2,
+      headersTimeoutMs: 5,
+    });
     expect(resolveServerApiConfig({ path: '/api', jwt: { secret: 'x' } })).toMatchObject({
       path: '/api',
       listen: undefined,
@@ -121,6 +139,31 @@ describe('resolveServerApiConfig', () => {
       'an unknown listen key',
       { listen: { port: 1, hots: 'x' }, keys: [KEY] },
       /^serverApi\.listen\.hots is not an option/,
+    ],
+    [
+      'listen.maxHttpSockets 0',
+      { listen: { port: 1, maxHttpSockets: 0 }, keys: [KEY] },
+      /^serverApi\.listen\.maxHttpSockets must be an integer at least 1, not 0$/,
+    ],
+    [
+      'listen.maxHttpSocketsPerIp fractional',
+      { listen: { port: 1, maxHttpSocketsPerIp: 1.5 }, keys: [KEY] },
+      /^serverApi\.listen\.maxHttpSocketsPerIp must be an integer at least 1, not 1\.5$/,
+    ],
+    [
+      'listen.maxHttpSockets Infinity',
+      { listen: { port: 1, maxHttpSockets: Infinity }, keys: [KEY] },
+      /^serverApi\.listen\.maxHttpSockets must be an integer at least 1/,
+    ],
+    [
+      "listen.headersTimeoutMs over a timer's delay",
+      { listen: { port: 1, headersTimeoutMs: 2 ** 31 }, keys: [KEY] },
+      /^serverApi\.listen\.headersTimeoutMs must be an integer from 1 to 2147483647, not 2147483648$/,
+    ],
+    [
+      "a socket bound with path (the gateway's limits apply there)",
+      { path: '/api', keys: [KEY], maxHttpSockets: 5 },
+      /^serverApi\.maxHttpSockets is not an option of serverApi/,
     ],
     [
       'idempotencyWindowMs 0',
