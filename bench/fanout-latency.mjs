@@ -40,7 +40,12 @@ async function startServer(kind) {
     const { pino } = await import('pino');
     const gateway = createGateway({
       logger: pino({ level: 'warn' }),
-      limits: { maxConnectionsPerIp: 100_000, ratePerSecond: 1e9, rateBurst: 1e9 },
+      limits: {
+        maxConnectionsPerIp: 100_000,
+        ratePerSecond: 1e9,
+        rateBurst: 1e9,
+        bytesPerSecond: 1e12,
+      },
     });
     gateway.topic('bench');
     const { port } = await gateway.listen(0, '127.0.0.1');

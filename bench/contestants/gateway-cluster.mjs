@@ -8,7 +8,12 @@
 // Fan-out only (`only: 'fanout'`). Settings as the single-node `gateway` contestant.
 import { fileURLToPath } from 'node:url';
 
-export const limits = { maxConnectionsPerIp: 100_000, ratePerSecond: 1e9, rateBurst: 1e9 };
+export const limits = {
+  maxConnectionsPerIp: 100_000,
+  ratePerSecond: 1e9,
+  rateBurst: 1e9,
+  bytesPerSecond: 1e12,
+};
 
 /** One gateway node on `broker`, listening on a free port of `host`. */
 export async function startNode(host, broker) {

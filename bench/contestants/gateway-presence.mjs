@@ -11,6 +11,7 @@ const limits = {
   maxConnections: 100_000,
   maxConnectionsPerIp: 100_000,
   ratePerSecond: 1e9,
+  bytesPerSecond: 1e12,
   rateBurst: 1e9,
 };
 export const PRESENCE_TOPIC = 'room';

@@ -6,7 +6,12 @@
 // - the abuse limits are raised out of the way of one load generator on one IP, which opens
 //   2,000 connections and sends far more than 1,000 calls/s on one: the per-IP connection
 //   cap and the per-connection rate limit (its token bucket still runs on every call).
-const limits = { maxConnectionsPerIp: 100_000, ratePerSecond: 1e9, rateBurst: 1e9 };
+const limits = {
+  maxConnectionsPerIp: 100_000,
+  ratePerSecond: 1e9,
+  rateBurst: 1e9,
+  bytesPerSecond: 1e12,
+};
 
 /**
  * This gateway as described above, with `options` added to its createGateway options and

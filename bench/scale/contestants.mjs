@@ -25,6 +25,7 @@ export async function startGateway(host, { connections }) {
       maxConnections: connections + 1_000,
       maxConnectionsPerIp: connections + 1_000,
       ratePerSecond: 1e9,
+      bytesPerSecond: 1e12,
       rateBurst: 1e9,
     },
   });

@@ -51,6 +51,12 @@ export interface ClassifyOptions {
   maxBatch?: number;
   /** Deepest JSON nesting accepted; deeper is -32600 with `data: { maxDepth }`. Default Infinity. */
   maxDepth?: number;
+  /**
+   * Most JSON values one frame may hold (each object, array, string, number, true, false and
+   * null counts one; keys do not); more is -32600 with `data: { maxJsonValues }`, counted on
+   * the text before (and instead of) parsing it. Default Infinity.
+   */
+  maxJsonValues?: number;
 }
 
 function errorObject(code: number, data?: unknown): ErrorObject {
@@ -84,6 +90,9 @@ function isParams(value: unknown): value is Params {
  * take as a Request; the specification has a code for that, and a code of our own (-32007, now
  * retired) told a generic client nothing it could act on. Text that is too deep and also not
  * valid JSON gets the same answer: telling the two apart would mean parsing it.
+ *
+ * Text holding more than `maxJsonValues` values is answered the same way, `data:
+ * { maxJsonValues }`: counted in the same pass over the raw text, so it is never parsed.
  */
 export function parseFrame(text: string, options: ClassifyOptions = {}): Frame {
   return parseFrameWith(text, options, idTextsOf);
@@ -111,18 +120,26 @@ export function parseIncomingWith(
   options: ClassifyOptions,
   idTexts: IdTextFinder | undefined,
 ): Incoming | Frame {
-  const value = parseJson(text, options.maxDepth);
+  const value = parseJson(text, options.maxDepth, options.maxJsonValues);
   if (value instanceof JsonRefusal) {
-    const error =
-      value.reason === 'depth'
-        ? errorObject(ErrorCode.InvalidRequest, { maxDepth: options.maxDepth })
-        : errorObject(ErrorCode.ParseError);
-    return { kind: 'invalid', version: '2.0', id: null, error };
+    return { kind: 'invalid', version: '2.0', id: null, error: refusalError(value, options) };
   }
   const texts = idTexts?.(text, value);
   return Array.isArray(value)
     ? classifyValue(value, options, texts)
     : classifyMessage(value, options.acceptV1 ?? false, texts?.[0]);
+}
+
+/** The error a text refused before or by parsing is answered with. */
+function refusalError(refusal: JsonRefusal, options: ClassifyOptions): ErrorObject {
+  switch (refusal.reason) {
+    case 'depth':
+      return errorObject(ErrorCode.InvalidRequest, { maxDepth: options.maxDepth });
+    case 'values':
+      return errorObject(ErrorCode.InvalidRequest, { maxJsonValues: options.maxJsonValues });
+    case 'syntax':
+      return errorObject(ErrorCode.ParseError);
+  }
 }
 
 /**

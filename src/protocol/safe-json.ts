@@ -1,17 +1,20 @@
 /**
- * JSON.parse plus two guards a server facing the internet needs:
+ * JSON.parse plus the guards a server facing the internet needs:
  *  - nesting depth, checked on the raw text before parsing so a hostile
  *    `[[[[...` never reaches the recursive parser;
+ *  - the number of values, counted in the same pass, so a message of a million tiny values
+ *    (`[{},{},...]`, a quarter of a second of JSON.parse per MiB) is never parsed;
  *  - prototype pollution: `__proto__` keys, and `constructor` keys holding a
  *    `prototype`, are removed so later merges of params cannot reach Object.prototype.
- * Both checks are skipped when the text cannot possibly trip them, which is
+ * The checks are skipped when the text cannot possibly trip them, which is
  * almost always, so ordinary messages pay only for JSON.parse.
  */
 
 export type SafeParseResult =
   | { ok: true; value: unknown }
   | { ok: false; reason: 'syntax'; message: string }
-  | { ok: false; reason: 'depth'; message: string };
+  | { ok: false; reason: 'depth'; message: string }
+  | { ok: false; reason: 'values'; message: string };
 
 const OPEN_BRACE = 123;
 const OPEN_BRACKET = 91;
@@ -19,6 +22,10 @@ const CLOSE_BRACE = 125;
 const CLOSE_BRACKET = 93;
 const QUOTE = 34;
 const BACKSLASH = 92;
+const COLON = 58;
+const COMMA = 44;
+/** Space and below: JSON's whitespace (and control characters, which no valid text has here). */
+const SPACE = 32;
 
 /** True when the JSON text nests objects/arrays deeper than `maxDepth`. */
 export function exceedsDepth(text: string, maxDepth: number): boolean {
@@ -42,6 +49,88 @@ export function exceedsDepth(text: string, maxDepth: number): boolean {
   return false;
 }
 
+/**
+ * Whether a JSON text of `length` characters can hold more than `maxValues` values. A value
+ * holding v values (itself included) takes at least 2v - 1 characters: a number or literal 1,
+ * a string or an empty object or array 2; an array of k members its 2 brackets, its members
+ * and k - 1 commas, so 2 + (2·Σv_i - k) + (k - 1) = 2(1 + Σv_i) - 1; an object more (each
+ * member adds a key and a colon). So passing the cap (maxValues + 1 values) takes at least
+ * 2 × maxValues + 1 characters, and a shorter text need not be scanned.
+ */
+export function mayExceedValues(length: number, maxValues: number): boolean {
+  return length > maxValues * 2;
+}
+
+/**
+ * One pass over the raw text: 'depth' when it nests deeper than `maxDepth`, 'values' when it
+ * holds more than `maxValues` values, whichever it reaches first; undefined when neither.
+ *
+ * Values are counted by where they start: every `{`, `[` and string, and every run of other
+ * characters outside strings (a number or literal), less one per colon, since each key is a
+ * string followed by one. A key is counted just before its colon takes it back, and its member's
+ * value comes right after: the count never passes the cap early on a valid text. Text that is
+ * not JSON is counted all the same; it fails to parse when it is under the cap.
+ */
+export function scanJson(
+  text: string,
+  maxDepth: number,
+  maxValues: number,
+): 'depth' | 'values' | undefined {
+  let depth = 0;
+  let values = 0;
+  let inString = false;
+  let inToken = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === BACKSLASH) i++;
+      else if (c === QUOTE) inString = false;
+      continue;
+    }
+    if (c === QUOTE) {
+      inString = true;
+      inToken = false;
+      if (++values > maxValues) return 'values';
+    } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
+      inToken = false;
+      if (++depth > maxDepth) return 'depth';
+      if (++values > maxValues) return 'values';
+    } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+      inToken = false;
+      depth--;
+    } else if (c === COLON) {
+      inToken = false;
+      values--;
+    } else if (c === COMMA || c <= SPACE) {
+      inToken = false;
+    } else if (!inToken) {
+      inToken = true;
+      if (++values > maxValues) return 'values';
+    }
+  }
+  return undefined;
+}
+
+/** What, if anything, refuses `text` before it is parsed; a scan only when one could. */
+function refusalBeforeParse(
+  text: string,
+  maxDepth: number,
+  maxValues: number,
+): JsonRefusal | undefined {
+  if (maxValues !== Infinity && mayExceedValues(text.length, maxValues)) {
+    const reason = scanJson(text, maxDepth, maxValues);
+    if (reason === 'values')
+      return new JsonRefusal('values', `JSON holds more than ${maxValues} values`);
+    if (reason === 'depth') return new JsonRefusal('depth', `JSON nests deeper than ${maxDepth}`);
+    return undefined;
+  }
+  // The cap on values cannot be passed: the depth scan alone, which counts nothing.
+  if (maxDepth !== Infinity && exceedsDepth(text, maxDepth)) {
+    return new JsonRefusal('depth', `JSON nests deeper than ${maxDepth}`);
+  }
+  return undefined;
+}
+
 export function safeJsonParse(text: string, maxDepth = Infinity): SafeParseResult {
   const value = parseJson(text, maxDepth);
   return value instanceof JsonRefusal
@@ -52,7 +141,7 @@ export function safeJsonParse(text: string, maxDepth = Infinity): SafeParseResul
 /** Why parseJson refused a text. An instance of it is never a value JSON.parse makes. */
 export class JsonRefusal {
   constructor(
-    readonly reason: 'syntax' | 'depth',
+    readonly reason: 'syntax' | 'depth' | 'values',
     readonly message: string,
   ) {}
 }
@@ -61,10 +150,9 @@ export class JsonRefusal {
  * safeJsonParse with the value itself as its answer, or a JsonRefusal: no object around every
  * message's value (the parse of each frame goes through here).
  */
-export function parseJson(text: string, maxDepth = Infinity): unknown {
-  if (maxDepth !== Infinity && exceedsDepth(text, maxDepth)) {
-    return new JsonRefusal('depth', `JSON nests deeper than ${maxDepth}`);
-  }
+export function parseJson(text: string, maxDepth = Infinity, maxValues = Infinity): unknown {
+  const refusal = refusalBeforeParse(text, maxDepth, maxValues);
+  if (refusal !== undefined) return refusal;
   let value: unknown;
   try {
     value = JSON.parse(text);

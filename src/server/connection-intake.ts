@@ -11,6 +11,8 @@ import { NdjsonTransport } from '../transport/ndjson-transport.js';
 import { CloseCode } from '../transport/transport.js';
 import type { ServerTransport } from '../transport/transport.js';
 import { TransportSocket, WsTransport } from '../transport/ws-transport.js';
+import type { InputLimit } from '../transport/ws-transport.js';
+import { RateLimit, TokenBucket } from './token-bucket.js';
 import { subprotocolOf } from '../encoding/codec.js';
 import type { WireCodec } from '../encoding/codec.js';
 import { loadCodecs } from '../encoding/load-codecs.js';
@@ -97,6 +99,17 @@ type WsEncodingOf = Parameters<WsTransport['setEncoding']>[0];
  * and their refusals (an HTTP status for an upgrade, one JSON line for a stream) live in one
  * place, apart from what the gateway does with a session once it is open.
  */
+/**
+ * limits.bytesPerSecond as WsTransport takes it: a token bucket of bytes per connection, holding
+ * two messages of the largest size, so a lone one always passes. Undefined when off (0).
+ */
+function inputLimitOf(limits: Required<GatewayLimits>): InputLimit | undefined {
+  const { bytesPerSecond, maxMessageBytes } = limits;
+  if (bytesPerSecond <= 0) return undefined;
+  const limit = new RateLimit(bytesPerSecond, 2 * maxMessageBytes);
+  return { budget: () => new TokenBucket(limit) };
+}
+
 export class ConnectionIntake<C> {
   private readonly wss: WebSocketServer;
   private readonly tcpServers = new Set<TcpServer>();
@@ -112,6 +125,8 @@ export class ConnectionIntake<C> {
   private readonly deflate: SharedDeflate | undefined;
   /** The encoding of every JSON connection: one object for all of them (each transport keeps it). */
   private readonly jsonEncoding: WsEncodingOf;
+  /** The bytes a WebSocket connection may read (limits.bytesPerSecond); undefined when off. */
+  private readonly inputLimit: InputLimit | undefined;
 
   constructor(private readonly deps: IntakeDeps<C>) {
     this.wss = new WebSocketServer({
@@ -138,6 +153,7 @@ export class ConnectionIntake<C> {
         upgrade,
       );
     });
+    this.inputLimit = inputLimitOf(deps.limits);
     const { encodings } = deps.config.http;
     this.jsonEncoding = { binaryFrames: deps.config.http.binaryJsonFrames };
     this.encodingProtocols = new Set(encodings.map(subprotocolOf));
@@ -374,6 +390,7 @@ export class ConnectionIntake<C> {
       undefined,
       limits.maxBufferedBytes,
       this.deflate,
+      this.inputLimit,
     );
     const codec = this.codecs.get(ws.protocol);
     transport.setEncoding(codec ? { codec, maxDepth: limits.maxDepth } : this.jsonEncoding);

@@ -355,6 +355,7 @@ export class Gateway<C = unknown> {
         acceptV1: protocol.acceptV1,
         maxBatch: this.limits.maxBatch,
         maxDepth: this.limits.maxDepth,
+        maxJsonValues: this.limits.maxJsonValues,
       },
       onClosed: this.sessionTable.onClosed,
       middleware: config.middleware,

@@ -89,6 +89,15 @@ export interface GatewayLimits {
   maxBatch?: number;
   /** Deepest JSON nesting; deeper messages get -32600 with `data: { maxDepth }`. Default 64. */
   maxDepth?: number;
+  /**
+   * Most JSON values one incoming message may hold: each object, array, string, number,
+   * true, false and null counts one (`[{},{}]` is 3; keys do not count). More gets -32600 with
+   * `data: { maxJsonValues }`, id null. Counted on the text, in the pass that measures its
+   * depth, before and instead of parsing it: a message of many tiny values is slow to parse
+   * (a MiB of `{},` takes a quarter of a second) and would stall every connection. Texts too
+   * short to hold more (2 × maxJsonValues characters or fewer) are not scanned. Default 10 000.
+   */
+  maxJsonValues?: number;
   /** Incoming calls running at once per connection; beyond it -32000 Server busy. Default 128. */
   maxInFlight?: number;
   /** Server-to-client calls awaiting an answer per connection. Default 256. */
@@ -141,6 +150,15 @@ export interface GatewayLimits {
   ratePerSecond?: number;
   /** Bucket size: how many may arrive at once before the rate applies. Default 2 000. */
   rateBurst?: number;
+  /**
+   * Bytes per second a WebSocket connection may send (message payloads as received), a token
+   * bucket holding 2 × `maxMessageBytes` so a message of the largest size always passes. A
+   * connection that reads past it has its socket paused, not refused: nothing is lost, TCP
+   * back-pressure slows the client, and reading resumes once the budget has refilled what was
+   * read beyond it. Bounds the parsing a connection can ask of the gateway's one thread, which
+   * `ratePerSecond` (a count of messages) does not. 0 disables. Default 1 MiB (1 048 576).
+   */
+  bytesPerSecond?: number;
   /**
    * Read-side back-pressure: once handling an incoming message leaves more than this many
    * bytes queued for a connection (WebSocket, TCP, stdio) that is not reading its replies, the
@@ -470,6 +488,7 @@ export const defaultLimits: Required<GatewayLimits> = {
   maxMessageBytes: 1024 * 1024,
   maxBatch: 100,
   maxDepth: 64,
+  maxJsonValues: 10_000,
   maxInFlight: 128,
   maxPendingCalls: 256,
   maxSubscriptions: 100,
@@ -483,6 +502,7 @@ export const defaultLimits: Required<GatewayLimits> = {
   maxConnectionsPerIp: 100,
   ratePerSecond: 1_000,
   rateBurst: 2_000,
+  bytesPerSecond: 1024 * 1024,
   maxBufferedBytes: 4 * 1024 * 1024,
   maxBufferedBytesTotal: 512 * 1024 * 1024,
   endOfInputDeadlineMs: 30_000,
@@ -513,6 +533,7 @@ export const limitRules: Record<keyof GatewayLimits, LimitRule> = {
   maxMessageBytes: count(),
   maxBatch: count(),
   maxDepth: count(),
+  maxJsonValues: count(),
   maxInFlight: count(),
   maxPendingCalls: count(),
   maxSubscriptions: count(0),
@@ -526,6 +547,7 @@ export const limitRules: Record<keyof GatewayLimits, LimitRule> = {
   maxConnectionsPerIp: count(),
   ratePerSecond: { min: 0, max: MAX_INT, integer: false },
   rateBurst: { min: 1, max: MAX_INT, integer: false },
+  bytesPerSecond: { min: 0, max: MAX_INT, integer: false },
   maxBufferedBytes: count(0),
   maxBufferedBytesTotal: count(0),
   endOfInputDeadlineMs: delay,

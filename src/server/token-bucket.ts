@@ -58,17 +58,28 @@ export class TokenBucket {
   }
 
   take(): boolean {
-    const limit = this.limit;
-    const now = smallMs(limit.now() - limit.origin);
-    if (now !== this.last) {
-      this.tokens = Math.min(
-        limit.burst,
-        this.tokens + ((now - this.last) * limit.perSecond) / 1000,
-      );
-      this.last = now;
-    }
+    this.refill();
     if (this.tokens < 1) return false;
     this.tokens--;
     return true;
+  }
+
+  /**
+   * Take `amount` tokens however many are left, the bucket going into debt: for what cannot be
+   * refused, only slowed (bytes already read). Returns the ms until the refill has paid the
+   * debt, 0 when there is none.
+   */
+  spend(amount: number): number {
+    this.refill();
+    this.tokens -= amount;
+    return this.tokens >= 0 ? 0 : Math.ceil((-this.tokens * 1000) / this.limit.perSecond);
+  }
+
+  private refill(): void {
+    const limit = this.limit;
+    const now = smallMs(limit.now() - limit.origin);
+    if (now === this.last) return;
+    this.tokens = Math.min(limit.burst, this.tokens + ((now - this.last) * limit.perSecond) / 1000);
+    this.last = now;
   }
 }

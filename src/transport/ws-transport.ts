@@ -17,6 +17,40 @@ function toText(data: RawData): string {
   return Buffer.from(data).toString('utf8');
 }
 
+/** The bytes of a message as ws hands it over (a Buffer, its fragments, or an ArrayBuffer). */
+function byteLengthOf(data: RawData): number {
+  if (!Array.isArray(data)) return data.byteLength;
+  let length = 0;
+  for (const fragment of data) length += fragment.length;
+  return length;
+}
+
+/**
+ * What limits the bytes a connection reads (the gateway's `limits.bytesPerSecond`): one for all
+ * of a server's connections, each given a budget of its own at its first message.
+ */
+export interface InputLimit {
+  budget(): InputBudget;
+}
+
+/** One connection's input budget. */
+export interface InputBudget {
+  /** Count `bytes` read: the ms to stop reading for before it has refilled, 0 for none. */
+  spend(bytes: number): number;
+}
+
+/** A connection's input budget, and the timer that resumes reading once it has refilled. */
+class InputReading {
+  timer: ReturnType<typeof setTimeout> | undefined = undefined;
+  constructor(readonly budget: InputBudget) {}
+}
+
+/**
+ * Per transport, from its first message on, its input budget (see InputLimit). Kept here
+ * rather than in a field, which every connection, idle or not, would carry.
+ */
+const inputReadings = new WeakMap<WsTransport, InputReading>();
+
 /**
  * What ws's server allows by default (its `maxPendingAutoPongs`): a peer with this many pongs
  * not yet written (it pings and does not read) is cut off.
@@ -196,6 +230,8 @@ interface WsShared {
   readonly deflate: SharedDeflate | undefined;
   /** The node-wide output budget the transports that joined one (flag BUDGETED) report to. */
   budget?: BudgetLedger;
+  /** The bytes each connection may read (see InputLimit); undefined: no limit. */
+  readonly inputLimit: InputLimit | undefined;
 }
 
 /**
@@ -209,17 +245,19 @@ function sharedOf(
   closeGraceMs: number,
   maxBufferedBytes: number,
   deflate: SharedDeflate | undefined,
+  inputLimit: InputLimit | undefined,
 ): WsShared {
   const last = sharedByCounters.get(counters);
   if (
     last !== undefined &&
     last.closeGraceMs === closeGraceMs &&
     last.maxBufferedBytes === maxBufferedBytes &&
-    last.deflate === deflate
+    last.deflate === deflate &&
+    last.inputLimit === inputLimit
   ) {
     return last;
   }
-  const shared: WsShared = { counters, closeGraceMs, maxBufferedBytes, deflate };
+  const shared: WsShared = { counters, closeGraceMs, maxBufferedBytes, deflate, inputLimit };
   sharedByCounters.set(counters, shared);
   return shared;
 }
@@ -255,6 +293,10 @@ const MAX_CORKED_BYTES = 64 * 1024;
  * and handled, in order, when reading resumes. With permessage-deflate, what `ws` holds to
  * compress counts as queued too, and the wait follows it as `ws` writes it (whenDrained's
  * upstream).
+ *
+ * Input budget (`inputLimit`): a connection that sends more bytes than its budget allows has
+ * its socket paused the same way, until the budget has refilled. The two pauses are separate
+ * reasons: reading resumes once neither holds.
  */
 export class WsTransport implements ServerTransport, BudgetMember {
   // Getters, not fields: nothing more to store per connection.
@@ -417,8 +459,10 @@ export class WsTransport implements ServerTransport, BudgetMember {
     maxBufferedBytes = 0,
     /** The gateway's compressor of broadcasts, when compression is on. */
     deflate?: SharedDeflate,
+    /** The bytes it may read (see InputLimit); undefined: no limit. */
+    inputLimit?: InputLimit,
   ) {
-    this.shared = sharedOf(counters, closeGraceMs, maxBufferedBytes, deflate);
+    this.shared = sharedOf(counters, closeGraceMs, maxBufferedBytes, deflate, inputLimit);
     // The socket reports to this transport through its own emit (TransportSocket).
     socket.rpcTransport = this;
     if (deflate) this.useDeflate(deflate);
@@ -472,10 +516,13 @@ export class WsTransport implements ServerTransport, BudgetMember {
   /** @internal */
   onSocketMessage(data: RawData, isBinary = false): void {
     this.shared.counters.messagesIn++;
+    const inputLimit = this.shared.inputLimit;
+    const throttled = inputLimit !== undefined && this.spendInput(inputLimit, byteLengthOf(data));
     const text = this.textOf(data, isBinary);
     if (text === undefined) return;
     // `ws` hands over every message of a chunk it has read, paused or not: keep them in order.
-    if (this.held !== undefined || !this.listener || this.cancelResume) {
+    // The message that takes the budget past its end waits too: it is what would cost.
+    if (this.held !== undefined || !this.listener || this.cancelResume || throttled) {
       (this.held ??= { texts: [], from: 0 }).texts.push(text);
       return;
     }
@@ -505,11 +552,58 @@ export class WsTransport implements ServerTransport, BudgetMember {
     return toText(data);
   }
 
+  /**
+   * Count `bytes` read against the input budget; past it, stop reading until it has refilled.
+   * The budget is made at the first message: a connection that never sends holds none. Returns
+   * whether reading is paused for the budget.
+   */
+  private spendInput(limit: InputLimit, bytes: number): boolean {
+    let input = inputReadings.get(this);
+    if (input === undefined) inputReadings.set(this, (input = new InputReading(limit.budget())));
+    const wait = input.budget.spend(bytes);
+    // Already paused: the timer looks at the budget again when it fires.
+    if (input.timer !== undefined) return true;
+    // Closing: the peer's close frame must still be read.
+    if (wait === 0 || this.socket.readyState !== this.socket.OPEN) return false;
+    this.socket.pause();
+    input.timer = setTimeout(() => this.resumeInput(), wait);
+    input.timer.unref();
+    return true;
+  }
+
+  /** The input budget's timer: read on if it has refilled, else wait for what is still owed. */
+  private resumeInput(): void {
+    const input = inputReadings.get(this);
+    if (input === undefined) return;
+    const wait = input.budget.spend(0);
+    if (wait > 0) {
+      input.timer = setTimeout(() => this.resumeInput(), wait);
+      input.timer.unref();
+      return;
+    }
+    input.timer = undefined;
+    this.deliverHeld();
+    if (!this.cancelResume && !this.inputPaused) this.socket.resume();
+  }
+
+  /** True while reading is paused because the connection sent more than its input budget. */
+  get inputPaused(): boolean {
+    return inputReadings.get(this)?.timer !== undefined;
+  }
+
+  private stopInputPause(): void {
+    const input = inputReadings.get(this);
+    if (input?.timer === undefined) return;
+    clearTimeout(input.timer);
+    input.timer = undefined;
+  }
+
   /** @internal */
   onSocketClose(code: number, reason: Buffer): void {
     clearTimeout(this.closeTimer);
     this.budget?.leave(this);
     this.stopWaitingToResume();
+    this.stopInputPause();
     this.dropHeld();
     this.listener?.transportClosed(code, reason.toString('utf8'));
   }
@@ -543,7 +637,8 @@ export class WsTransport implements ServerTransport, BudgetMember {
     this.cancelResume = undefined;
     this.budget?.report(this, this.budgetBytes);
     this.deliverHeld();
-    if (!this.cancelResume) this.socket.resume();
+    // The input budget's pause, if any, resumes reading itself once it has refilled.
+    if (!this.cancelResume && !this.inputPaused) this.socket.resume();
   }
 
   private stopWaitingToResume(): void {
@@ -556,7 +651,7 @@ export class WsTransport implements ServerTransport, BudgetMember {
     const held = this.held;
     if (!held) return;
     const texts = held.texts;
-    while (held.from < texts.length && !this.cancelResume && this.listener) {
+    while (held.from < texts.length && !this.cancelResume && !this.inputPaused && this.listener) {
       const text = texts[held.from]!;
       texts[held.from++] = '';
       this.listener.receive(text);
@@ -699,9 +794,10 @@ export class WsTransport implements ServerTransport, BudgetMember {
     if (state === this.socket.CLOSING || state === this.socket.CLOSED) return;
     this.budget?.leave(this); // what it queued goes within the grace, with the socket
     this.flushText(); // what was sent before the close goes before the close frame
-    if (this.cancelResume) {
+    if (this.cancelResume || this.inputPaused) {
       // Closing: what was held will not be handled, and the peer's close frame must be read.
       this.stopWaitingToResume();
+      this.stopInputPause();
       this.dropHeld();
       this.socket.resume();
     }
