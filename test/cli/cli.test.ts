@@ -392,34 +392,39 @@ describe('wsrpc subscribe --methods', () => {
     expect(result.stderr).toContain('--methods');
   });
 
-  it('exits 2 for a malformed --methods, or --methods on another command', async () => {
-    const { gateway, url } = await ethGateway();
-    gateway.method('subtract', subtract);
-    for (const methods of [
-      'eth_subscribe,eth_subscription',
-      'eth_subscribe,eth_subscription,eth_unsubscribe,extra',
-      'eth_subscribe,,eth_unsubscribe',
-      'eth_subscribe,eth_subscription,',
-      ' , , ',
-      '',
-    ]) {
-      const result = await resources.run(['subscribe', url, 'newHeads', '--methods', methods]);
-      expect(result.code, `--methods "${methods}"`).toBe(2);
-      expect(result.stderr, `--methods "${methods}"`).toContain(ETH_METHODS_EXAMPLE);
-      expect(result.stderr, `--methods "${methods}"`).toContain('wsrpc subscribe --help');
-    }
-    const other = await resources.run([
-      'call',
-      url,
-      'subtract',
-      '[42, 23]',
-      '--methods',
-      'eth_subscribe,eth_subscription,eth_unsubscribe',
-    ]);
-    expect(other).toMatchObject({ code: 2, stdout: '' });
-    expect(other.stderr).toContain('only for subscribe');
-    expect(gateway.pubsub.topics()['newHeads'] ?? 0).toBe(0);
-  });
+  // Starts the CLI once per case: a harness bound for a loaded machine, not a speed check.
+  it(
+    'exits 2 for a malformed --methods, or --methods on another command',
+    { timeout: 90_000 },
+    async () => {
+      const { gateway, url } = await ethGateway();
+      gateway.method('subtract', subtract);
+      for (const methods of [
+        'eth_subscribe,eth_subscription',
+        'eth_subscribe,eth_subscription,eth_unsubscribe,extra',
+        'eth_subscribe,,eth_unsubscribe',
+        'eth_subscribe,eth_subscription,',
+        ' , , ',
+        '',
+      ]) {
+        const result = await resources.run(['subscribe', url, 'newHeads', '--methods', methods]);
+        expect(result.code, `--methods "${methods}"`).toBe(2);
+        expect(result.stderr, `--methods "${methods}"`).toContain(ETH_METHODS_EXAMPLE);
+        expect(result.stderr, `--methods "${methods}"`).toContain('wsrpc subscribe --help');
+      }
+      const other = await resources.run([
+        'call',
+        url,
+        'subtract',
+        '[42, 23]',
+        '--methods',
+        'eth_subscribe,eth_subscription,eth_unsubscribe',
+      ]);
+      expect(other).toMatchObject({ code: 2, stdout: '' });
+      expect(other.stderr).toContain('only for subscribe');
+      expect(gateway.pubsub.topics()['newHeads'] ?? 0).toBe(0);
+    },
+  );
 });
 
 describe('wsrpc discover over ws://', () => {

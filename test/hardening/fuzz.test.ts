@@ -1113,7 +1113,8 @@ describe('fuzzing a live gateway over WebSockets', () => {
     });
   });
 
-  it('mutated requests and batches of mixed members', async () => {
+  // The longest property here (1 000 bursts): a harness bound for a loaded machine, not a speed check.
+  it('mutated requests and batches of mixed members', { timeout: 90_000 }, async () => {
     await fc.assert(fc.asyncProperty(burst(transported(requestOrBatch, 'request')), asyncRun), {
       numRuns: 1000,
     });
