@@ -84,6 +84,7 @@ function endpointFor(
   const common = {
     name: upstream.name,
     maxConcurrent: upstream.maxConcurrent,
+    maxConcurrentPerSession: upstream.maxConcurrentPerSession,
     retries: upstream.retries,
     observer,
     maxReplyBytes,
@@ -118,7 +119,7 @@ function routeHandler(
     // Set here rather than left to the endpoint: the failure log below names it.
     headers['x-request-id'] = nanoid();
     if (traceparent !== undefined) headers['traceparent'] = traceparent;
-    const options = { signal: ctx.signal, timeoutMs, headers, idempotent };
+    const options = { signal: ctx.signal, timeoutMs, headers, idempotent, session: ctx.session };
     try {
       if (ctx.id === undefined) {
         await endpoint.notify(ctx.method, params as Params | undefined, options);

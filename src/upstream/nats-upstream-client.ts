@@ -33,9 +33,16 @@ async function loadNats(): Promise<NatsModule> {
 /**
  * JSON-RPC 2.0 over NATS request-reply: the request is the payload, the identity headers are
  * NATS message headers, the reply (a JSON-RPC response) is read as over HTTP. A notification is
- * published without a reply subject. A cancelled or timed-out request's reply is ignored.
+ * published without a reply subject. A cancelled or timed-out request's reply is ignored, and
+ * the call's slot is held until it comes or NATS gives up on it.
  */
 export class NatsUpstreamClient extends UpstreamEndpoint {
+  /**
+   * A request given up stays pending in the NATS client until its reply or NATS's own timeout
+   * (`timeoutMs` + 1 s): the call keeps its slot until then, so cancelling calls cannot make the
+   * gateway hold more pending NATS requests than maxConcurrent.
+   */
+  protected override readonly keepsAbortedRequests = true;
   private link: Promise<{ nats: NatsModule; connection: NatsConnection }> | undefined;
   private closed = false;
 

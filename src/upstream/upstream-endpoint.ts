@@ -2,6 +2,7 @@ import { nanoid } from 'nanoid';
 import type { Params } from '../protocol/types.js';
 import { JsonRpcError } from '../protocol/errors.js';
 import { UpstreamError } from './upstream-error.js';
+import { defaultMaxConcurrentPerSession } from './upstreams-config.js';
 
 /** One request as an upstream transport (HTTP, NATS) sends it. */
 export interface UpstreamRequest {
@@ -38,6 +39,11 @@ export interface UpstreamCallOptions {
   headers?: Record<string, string>;
   /** Safe to send again after -32011 or -32012 (at most `retries` times). Default false. */
   idempotent?: boolean;
+  /**
+   * Whose share of the upstream the call takes (the client's session): at most
+   * `maxConcurrentPerSession` calls of one session are in flight. None: only maxConcurrent.
+   */
+  session?: object;
 }
 
 /** How each upstream request ended, for metrics. */
@@ -54,6 +60,11 @@ export interface UpstreamEndpointOptions {
   /** Calls in flight at once (retries and their backoff included); more are refused -32013. */
   maxConcurrent: number;
   /**
+   * Of those, the calls of one session (`UpstreamCallOptions.session`), counted the same way;
+   * more of that session's are refused -32013. Default: max(1, floor(maxConcurrent / 8)).
+   */
+  maxConcurrentPerSession?: number;
+  /**
    * How many times a call that is safe to send again is sent again. A retry is sent only once
    * the transport has let go of the attempt before it, so a call holds one request at a time.
    */
@@ -66,13 +77,19 @@ const BASE_BACKOFF_MS = 25;
 const MAX_BACKOFF_MS = 1_000;
 
 /**
- * What every upstream does the same whatever its transport: the concurrency bound (refused at
- * once, never queued), a timeout per attempt, safe retries with a short backoff, the request id,
+ * What every upstream does the same whatever its transport: the concurrency bounds, the
+ * upstream's and each session's share of it (refused at once, never queued), a timeout per attempt, safe retries with a short backoff, the request id,
  * the deadline header and the metrics. `attempt` sends one request and reads its reply.
  */
 export abstract class UpstreamEndpoint {
   private inFlightCount = 0;
   private nextId = 1;
+  /**
+   * Calls in flight per session. Weak: an entry goes with its session, and a call's count is a
+   * number set in place, so counting allocates nothing per call.
+   */
+  private readonly bySession = new WeakMap<object, number>();
+  private readonly maxPerSession: number;
 
   /**
    * True when the transport may keep an aborted attempt's request (its body, its place in a
@@ -82,7 +99,10 @@ export abstract class UpstreamEndpoint {
    */
   protected readonly keepsAbortedRequests: boolean = false;
 
-  constructor(protected readonly options: UpstreamEndpointOptions) {}
+  constructor(protected readonly options: UpstreamEndpointOptions) {
+    this.maxPerSession =
+      options.maxConcurrentPerSession ?? defaultMaxConcurrentPerSession(options.maxConcurrent);
+  }
 
   get name(): string {
     return this.options.name;
@@ -91,6 +111,11 @@ export abstract class UpstreamEndpoint {
   /** Calls to this upstream now in flight (a call given up counts until its request is let go). */
   get inFlight(): number {
     return this.inFlightCount;
+  }
+
+  /** Calls of `session` to this upstream now in flight, counted as `inFlight` counts. */
+  inFlightOf(session: object): number {
+    return this.bySession.get(session) ?? 0;
   }
 
   /**
@@ -123,11 +148,30 @@ export abstract class UpstreamEndpoint {
   ): Promise<unknown> {
     const { name, maxConcurrent, observer } = this.options;
     const started = performance.now();
+    const session = options.session;
+    const held = session === undefined ? 0 : (this.bySession.get(session) ?? 0);
+    // The session's own share first: a session past it is told so, whatever the others hold.
+    if (held >= this.maxPerSession) {
+      observer?.settled(name, 'busy', 0);
+      const limit = this.maxPerSession;
+      throw UpstreamError.busy(
+        name,
+        `${limit} calls of this session in flight`,
+        'maxConcurrentPerSession',
+        limit,
+      );
+    }
     if (this.inFlightCount >= maxConcurrent) {
       observer?.settled(name, 'busy', 0);
-      throw new UpstreamError('busy', name, `${maxConcurrent} calls in flight`);
+      throw UpstreamError.busy(
+        name,
+        `${maxConcurrent} calls in flight`,
+        'maxConcurrent',
+        maxConcurrent,
+      );
     }
     this.inFlightCount++;
+    if (session !== undefined) this.bySession.set(session, held + 1);
     observer?.started(name);
     const slot = new Slot();
     let outcome: UpstreamOutcome = 'ok';
@@ -138,13 +182,14 @@ export abstract class UpstreamEndpoint {
       throw err;
     } finally {
       const seconds = (performance.now() - started) / 1000;
-      if (slot.kept === 0) this.free(outcome, seconds);
-      else slot.free = () => this.free(outcome, seconds);
+      if (slot.kept === 0) this.free(outcome, seconds, session);
+      else slot.free = () => this.free(outcome, seconds, session);
     }
   }
 
-  private free(outcome: UpstreamOutcome, seconds: number): void {
+  private free(outcome: UpstreamOutcome, seconds: number, session: object | undefined): void {
     this.inFlightCount--;
+    if (session !== undefined) this.bySession.set(session, this.bySession.get(session)! - 1);
     this.options.observer?.settled(this.options.name, outcome, seconds);
   }
 
@@ -274,8 +319,9 @@ export abstract class UpstreamEndpoint {
 }
 
 /**
- * A call's place among maxConcurrent: freed once the call has its answer (`free` is set then)
- * and the transport has let go of every attempt it was still holding when aborted (`kept`).
+ * A call's place among maxConcurrent (and its session's share): freed once the call has its
+ * answer (`free` is set then) and the transport has let go of every attempt it was still holding
+ * when aborted (`kept`).
  */
 class Slot {
   kept = 0;

@@ -10,9 +10,15 @@ const codeOf: Readonly<Record<UpstreamFailure, number>> = {
   busy: ErrorCode.UpstreamBusy,
 };
 
+/** The bound a -32013 names: the option it is (`maxConcurrent`, ...) and its value. */
+export interface BusyBound {
+  readonly bound: string;
+  readonly limit: number;
+}
+
 /**
  * A transport failure of an upstream request: -32011, -32012 or -32013 with
- * `data: { upstream, reason }`. `reason` is a short text that never names the upstream's
+ * `data: { upstream, reason }` (-32013 adds the `bound` and `limit` it met). `reason` is a short text that never names the upstream's
  * address; `detail` (the underlying error's message, which may) is logged, and added to `data`
  * only with `exposeErrorDetails`. `unsent` marks a request that never left the gateway
  * (connection refused): safe to send again on any route.
@@ -26,16 +32,28 @@ export class UpstreamError extends JsonRpcError {
     readonly reason: string,
     readonly detail?: string,
     readonly unsent = false,
+    busy?: BusyBound,
   ) {
-    super(codeOf[failure], undefined, { upstream, reason });
+    super(
+      codeOf[failure],
+      undefined,
+      busy ? { upstream, reason, bound: busy.bound, limit: busy.limit } : { upstream, reason },
+    );
+  }
+
+  /**
+   * -32013: `limit` calls in flight under the bound its option `bound` names, so a client can
+   * tell its own share (`maxConcurrentPerSession`) from the upstream's (`maxConcurrent`).
+   */
+  static busy(upstream: string, reason: string, bound: string, limit: number): UpstreamError {
+    return new UpstreamError('busy', upstream, reason, undefined, false, { bound, limit });
   }
 
   /** The same error with `detail` in its data (GatewayOptions.exposeErrorDetails). */
   withDetail(): UpstreamError | JsonRpcError {
     if (this.detail === undefined) return this;
     return new JsonRpcError(this.code, this.message, {
-      upstream: this.upstream,
-      reason: this.reason,
+      ...(this.data as Record<string, unknown>),
       detail: this.detail,
     });
   }

@@ -17,6 +17,14 @@ export const upstreamDefaults = Object.freeze({
   connections: 16,
 });
 
+/**
+ * One session's share of an upstream unless `maxConcurrentPerSession` is given: an eighth of its
+ * maxConcurrent, at least 1 (8 of the default 64), so one connection cannot take every slot.
+ */
+export function defaultMaxConcurrentPerSession(maxConcurrent: number): number {
+  return Math.max(1, Math.floor(maxConcurrent / 8));
+}
+
 export const upstreamBounds = Object.freeze({
   maxConcurrent: 100_000,
   retries: 5,
@@ -27,6 +35,8 @@ interface UpstreamCommon {
   readonly name: string;
   readonly timeoutMs: number;
   readonly maxConcurrent: number;
+  /** Of maxConcurrent, what one session's calls may hold at once (at most maxConcurrent). */
+  readonly maxConcurrentPerSession: number;
   readonly retries: number;
 }
 
@@ -69,6 +79,7 @@ const upstreamRules: Record<string, Rule> = {
   nats: ofType('object', 'an object ({ url, subject })'),
   timeoutMs: timeoutRule,
   maxConcurrent: numberIn(1, upstreamBounds.maxConcurrent, true),
+  maxConcurrentPerSession: numberIn(1, upstreamBounds.maxConcurrent, true),
   retries: numberIn(0, upstreamBounds.retries, true),
   connections: numberIn(1, upstreamBounds.connections, true),
   headers: headerRecord,
@@ -114,10 +125,19 @@ function resolveUpstream(name: string, options: unknown): UpstreamConfig {
   const path = `upstreams.${name}`;
   if (!isRecord(options)) refuse(path, 'an object ({ url } or { nats })', options);
   const given = checkOptions(options, upstreamRules, `${path}.`, 'an upstream');
+  const maxConcurrent =
+    (given['maxConcurrent'] as number | undefined) ?? upstreamDefaults.maxConcurrent;
+  const perSession = given['maxConcurrentPerSession'] as number | undefined;
+  if (perSession !== undefined && perSession > maxConcurrent) {
+    throw new RangeError(
+      `${path}.maxConcurrentPerSession must be at most maxConcurrent (${maxConcurrent}), not ${perSession}`,
+    );
+  }
   const common = {
     name,
     timeoutMs: (given['timeoutMs'] as number | undefined) ?? upstreamDefaults.timeoutMs,
-    maxConcurrent: (given['maxConcurrent'] as number | undefined) ?? upstreamDefaults.maxConcurrent,
+    maxConcurrent,
+    maxConcurrentPerSession: perSession ?? defaultMaxConcurrentPerSession(maxConcurrent),
     retries: (given['retries'] as number | undefined) ?? upstreamDefaults.retries,
   };
   if ((given['url'] === undefined) === (given['nats'] === undefined)) {

@@ -24,6 +24,7 @@ describe('resolveUpstreamsConfig', () => {
       url,
       timeoutMs: upstreamDefaults.timeoutMs,
       maxConcurrent: upstreamDefaults.maxConcurrent,
+      maxConcurrentPerSession: upstreamDefaults.maxConcurrent / 8,
       retries: 0,
       connections: upstreamDefaults.connections,
       headers: {},

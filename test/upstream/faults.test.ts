@@ -34,7 +34,8 @@ beforeAll(async () => {
       upstreams: {
         orders: { url },
         quick: { url, timeoutMs: 300 },
-        narrow: { url, maxConcurrent: 3 },
+        // One session takes the whole bound here: its share is the upstream's.
+        narrow: { url, maxConcurrent: 3, maxConcurrentPerSession: 3 },
         retrying: { url, retries: 2, timeoutMs: 200 },
         gone: { url: `http://127.0.0.1:${closedPort}/rpc`, retries: 2 },
       },

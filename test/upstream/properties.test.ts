@@ -52,7 +52,13 @@ beforeAll(async () => {
   python = await startPythonUpstream();
   running = await startRoutedGateway({
     upstreams: {
-      orders: { url: python.url, maxConcurrent: MAX_CONCURRENT, timeoutMs: TIMEOUT_MS },
+      // One session takes the whole bound here: its share is the upstream's.
+      orders: {
+        url: python.url,
+        maxConcurrent: MAX_CONCURRENT,
+        maxConcurrentPerSession: MAX_CONCURRENT,
+        timeoutMs: TIMEOUT_MS,
+      },
     },
     methods: { 'orders.*': 'orders' },
   });

@@ -35,6 +35,8 @@ beforeAll(async () => {
         single: {
           url: python.url,
           maxConcurrent: MAX_CONCURRENT,
+          // One session takes the whole bound here: its share is the upstream's.
+          maxConcurrentPerSession: MAX_CONCURRENT,
           connections: 1,
           timeoutMs: 60_000,
         },

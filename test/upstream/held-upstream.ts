@@ -1,0 +1,96 @@
+// A JSON-RPC 2.0 upstream in this process that holds every request until the test releases it:
+// what it holds at a given moment is the gateway's calls in flight to it, counted without timing.
+import { createServer } from 'node:http';
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+
+export interface HeldRequest {
+  readonly method: string;
+  readonly params: Record<string, unknown>;
+  readonly headers: IncomingHttpHeaders;
+}
+
+export interface HeldUpstream {
+  readonly url: string;
+  /** Every request received, in order (released or not). */
+  readonly received: HeldRequest[];
+  /** Requests waiting for their answer (a request the gateway aborted leaves). */
+  readonly held: HeldRequest[];
+  /** Answer every held request (or those `which` picks) with `result(request)`. */
+  release(which?: (request: HeldRequest) => boolean): void;
+  /** Reset the connection of every held request `which` picks (the gateway sees -32011). */
+  drop(which: (request: HeldRequest) => boolean): void;
+  stop(): Promise<void>;
+}
+
+/** `result` answers each released request (default: `{ ok: true }`). */
+export async function startHeldUpstream(
+  result: (request: HeldRequest) => unknown = () => ({ ok: true }),
+): Promise<HeldUpstream> {
+  const received: HeldRequest[] = [];
+  const held: HeldRequest[] = [];
+  const answers = new Map<HeldRequest, () => void>();
+  const connections = new Map<HeldRequest, Socket>();
+  const sockets = new Set<Socket>();
+  const server = createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (chunk: string) => (body += chunk));
+    req.on('end', () => {
+      const message = JSON.parse(body) as {
+        id?: number;
+        method: string;
+        params?: Record<string, unknown>;
+      };
+      const request: HeldRequest = {
+        method: message.method,
+        params: message.params ?? {},
+        headers: req.headers,
+      };
+      received.push(request);
+      held.push(request);
+      const forget = () => {
+        const at = held.indexOf(request);
+        if (at !== -1) held.splice(at, 1);
+        answers.delete(request);
+        connections.delete(request);
+      };
+      connections.set(request, req.socket);
+      res.on('close', forget);
+      answers.set(request, () => {
+        forget();
+        answer(res, message.id, result(request));
+      });
+    });
+  });
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/rpc`,
+    received,
+    held,
+    release(which = () => true) {
+      for (const request of held.filter(which)) answers.get(request)?.();
+    },
+    drop(which) {
+      for (const request of held.filter(which)) connections.get(request)?.destroy();
+    },
+    async stop() {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+function answer(res: ServerResponse, id: number | undefined, result: unknown): void {
+  if (id === undefined) {
+    res.writeHead(204).end();
+    return;
+  }
+  res.writeHead(200, { 'content-type': 'application/json' });
+  res.end(JSON.stringify({ jsonrpc: '2.0', id, result }));
+}
