@@ -2,12 +2,19 @@ import { MethodNotFoundError } from '../protocol/errors.js';
 import type { Params } from '../protocol/types.js';
 import type { RpcConnection } from './connection.js';
 import type { Deadline } from './deadline.js';
-import { withHint } from './errors.js';
+import { ConnectionError, messageOf, withHint } from './errors.js';
 import type { Output } from './errors.js';
 
-function printJson(value: unknown, stdout: Output): void {
-  // A result is never absent on the wire; print null rather than nothing if it were.
-  stdout.write(`${JSON.stringify(value ?? null, null, 2)}\n`);
+/** Print the answer to `method` as pretty JSON; one that cannot be printed is a ConnectionError. */
+function printJson(value: unknown, method: string, stdout: Output): void {
+  let text: string;
+  try {
+    // A result is never absent on the wire; print null rather than nothing if it were.
+    text = JSON.stringify(value ?? null, null, 2);
+  } catch (err) {
+    throw new ConnectionError(`cannot print the answer to "${method}": ${messageOf(err)}`);
+  }
+  stdout.write(`${text}\n`);
 }
 
 /** `call`: print the result as pretty JSON. */
@@ -18,7 +25,7 @@ export async function runCall(
   deadline: Deadline,
   stdout: Output,
 ): Promise<void> {
-  printJson(await connection.call(method, params, deadline), stdout);
+  printJson(await connection.call(method, params, deadline), method, stdout);
 }
 
 /** `notify`: send, make sure it left, print nothing. */
@@ -38,7 +45,7 @@ export async function runDiscover(
   stdout: Output,
 ): Promise<void> {
   try {
-    printJson(await connection.call('rpc.discover', undefined, deadline), stdout);
+    printJson(await connection.call('rpc.discover', undefined, deadline), 'rpc.discover', stdout);
   } catch (err) {
     if (err instanceof MethodNotFoundError) {
       throw withHint(err, 'this server publishes no OpenRPC document (rpc.discover)');

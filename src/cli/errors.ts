@@ -35,6 +35,11 @@ export function withHint<E extends object>(err: E, hint: string): E {
   return err;
 }
 
+/** The message of anything thrown. */
+export function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
 /** Something the CLI can write lines to (process.stderr, or a test double). */
 export interface Output {
   write(text: string): unknown;
@@ -61,7 +66,6 @@ export function reportFailure(err: unknown, stderr: Output): number {
     stderr.write(`wsrpc: ${err.message}\n`);
     return ExitCode.Unreachable;
   }
-  const message = err instanceof Error ? err.message : String(err);
-  stderr.write(`wsrpc: unexpected failure: ${message}\n`);
+  stderr.write(`wsrpc: unexpected failure: ${messageOf(err)}\n`);
   return ExitCode.Unreachable;
 }

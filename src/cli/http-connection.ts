@@ -2,17 +2,16 @@ import { request as httpRequest } from 'node:http';
 import type { IncomingMessage, RequestOptions } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { JsonRpcError, isErrorObject } from '../protocol/errors.js';
+import { exceedsDepth } from '../protocol/safe-json.js';
 import type { ErrorObject, Params } from '../protocol/types.js';
 import type { ConnectOptions, RpcConnection } from './connection.js';
 import type { Deadline } from './deadline.js';
 import type { Endpoint } from './endpoint.js';
 import { ConnectionError } from './errors.js';
+import { MAX_DEPTH, MAX_MESSAGE_BYTES, nestedTooDeep } from './limits.js';
 import type { HttpAnswer } from './network-messages.js';
 import { describeHttpStatus, describeNetworkError, timeoutMessage } from './network-messages.js';
 import { readBody } from './read-body.js';
-
-/** Largest response body read (an OpenRPC document can be large). */
-const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
 
 interface JsonRpcResponse {
   result?: unknown;
@@ -42,6 +41,10 @@ export class HttpConnection implements RpcConnection {
     const id = this.nextId++;
     const answer = await this.post({ jsonrpc: '2.0', method, params, id }, deadline);
     if (answer.status !== 200) throw new ConnectionError(describeHttpStatus(answer, this.endpoint));
+    // Parsed, the result would be printed by a recursion that deep.
+    if (exceedsDepth(answer.body, MAX_DEPTH)) {
+      throw new ConnectionError(nestedTooDeep(this.endpoint.hostPort));
+    }
     let parsed: unknown;
     try {
       parsed = JSON.parse(answer.body);
@@ -98,7 +101,7 @@ export class HttpConnection implements RpcConnection {
           ? undefined
           : setTimeout(() => fail(new ConnectionError(timeoutMessage(attempt))), remaining);
       const req = request(endpoint.url, requestOptions, (response: IncomingMessage) => {
-        readBody(response, MAX_RESPONSE_BYTES).then(
+        readBody(response, MAX_MESSAGE_BYTES).then(
           (text) => {
             if (settled) return;
             settled = true;

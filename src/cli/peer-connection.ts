@@ -10,6 +10,9 @@ import type { RpcConnection } from './connection.js';
 import type { Deadline } from './deadline.js';
 import type { Endpoint } from './endpoint.js';
 import { ConnectionError } from './errors.js';
+import { GuardedTransport } from './guarded-transport.js';
+import type { FrameMeter } from './guarded-transport.js';
+import { nestedTooDeep } from './limits.js';
 import type { Attempt } from './network-messages.js';
 import { describeClose, timeoutMessage } from './network-messages.js';
 
@@ -82,14 +85,25 @@ export function connectWithin<T>(
  */
 export abstract class PeerConnection implements RpcConnection {
   protected readonly peer: Peer<undefined>;
+  private readonly transport: GuardedTransport;
+  /** Why the CLI cut the connection (the server passed one of its limits), when it did. */
+  private failure: ConnectionError | undefined;
 
   protected constructor(
     readonly endpoint: Endpoint,
     /** The open socket, WebSocket-shaped (`readyState`, `bufferedAmount`). */
     protected readonly socket: WebSocketLike,
   ) {
+    this.transport = new GuardedTransport(new WebSocketTransport(socket), () =>
+      this.fail(new ConnectionError(nestedTooDeep(endpoint.hostPort))),
+    );
     // No handlers: the peer answers the server's own calls with -32601 by itself.
-    this.peer = new Peer<undefined>(new WebSocketTransport(socket), { session: undefined });
+    this.peer = new Peer<undefined>(this.transport, { session: undefined });
+  }
+
+  /** The frame being handled (for what a notification's text weighs). */
+  get frame(): FrameMeter {
+    return this.transport;
   }
 
   /** Every notification from the server; completes when the connection closes. */
@@ -102,10 +116,26 @@ export abstract class PeerConnection implements RpcConnection {
     return this.peer.closed;
   }
 
-  /** A ConnectionError telling how the connection closed. */
+  /** A ConnectionError telling how the connection closed: why the CLI cut it, when it did. */
   closedError(code: number | undefined, reason: string | undefined): ConnectionError {
+    return this.failure ?? this.describeClosed(code, reason);
+  }
+
+  protected describeClosed(code: number | undefined, reason: string | undefined): ConnectionError {
     return new ConnectionError(describeClose(code, reason, this.endpoint));
   }
+
+  /**
+   * The server passed one of the CLI's limits: cut the connection at once (a server that means
+   * harm would not answer a close), and fail what waits on it with `err`.
+   */
+  protected fail(err: ConnectionError): void {
+    this.failure ??= err;
+    this.cut();
+  }
+
+  /** Drop the connection without a close handshake. */
+  protected abstract cut(): void;
 
   async call(method: string, params: Params | undefined, deadline: Deadline): Promise<unknown> {
     try {

@@ -11,16 +11,15 @@ import type {
 } from '../protocol/subscription-frames.js';
 import type { Params } from '../protocol/types.js';
 import { Deadline } from './deadline.js';
-import { ConnectionError, withHint } from './errors.js';
+import { ConnectionError, messageOf, withHint } from './errors.js';
 import type { Output } from './errors.js';
+import { MAX_EARLY_BYTES, MAX_EARLY_MESSAGES, mebibytes } from './limits.js';
 import type { PeerConnection } from './peer-connection.js';
 
 /** Shown with a -32601 answer to the subscribe call. */
 export const METHODS_EXAMPLE = '--methods eth_subscribe,eth_subscription,eth_unsubscribe';
 /** Longest wait for the unsubscribe answer on Ctrl+C. */
 const UNSUBSCRIBE_TIMEOUT_MS = 2_000;
-/** Messages kept while the subscribe answer is still on its way up the stack. */
-const MAX_EARLY_MESSAGES = 10_000;
 
 type Outcome =
   | { kind: 'complete' }
@@ -50,15 +49,18 @@ export async function runSubscribe(connection: PeerConnection, run: SubscribeRun
   const { methods } = run;
   let id: SubscriptionId | undefined;
   const early: SubscriptionNotification[] = [];
+  const earlyText = { chars: 0, lastFrame: 0 };
+  let settled = false;
   let finish!: (outcome: Outcome) => void;
   const done = new Promise<Outcome>((resolve) => {
-    let settled = false;
     finish = (outcome) => {
       if (settled) return;
       settled = true;
       resolve(outcome);
     };
   });
+  const failed = (message: string): void =>
+    finish({ kind: 'failed', error: new ConnectionError(message) });
 
   function handle(update: SubscriptionUpdate): void {
     switch (update.kind) {
@@ -78,7 +80,7 @@ export async function runSubscribe(connection: PeerConnection, run: SubscribeRun
         if (update.missed !== undefined && update.missed > 0) {
           run.stderr.write(`wsrpc: the server skipped ${update.missed} messages (slow consumer)\n`);
         }
-        run.stdout.write(`${JSON.stringify(update.result)}\n`);
+        print(update.result);
         return;
       case 'position':
       case 'epoch':
@@ -87,15 +89,41 @@ export async function runSubscribe(connection: PeerConnection, run: SubscribeRun
     }
   }
 
+  /** One line of compact JSON; a message that cannot be printed ends the run. */
+  function print(result: unknown): void {
+    let text: string;
+    try {
+      text = JSON.stringify(result);
+    } catch (err) {
+      failed(`cannot print a message of the subscription: ${messageOf(err)}`);
+      return;
+    }
+    run.stdout.write(`${text}\n`);
+  }
+
+  /** Keep a notification until the subscribe answer names ours, within MAX_EARLY_BYTES of text. */
+  function keepEarly(decoded: SubscriptionNotification): void {
+    // A batch's notifications share one frame: its text is counted once.
+    const { frames, chars } = connection.frame;
+    if (frames !== earlyText.lastFrame) {
+      earlyText.lastFrame = frames;
+      earlyText.chars += chars;
+    }
+    if (earlyText.chars > MAX_EARLY_BYTES) {
+      failed(
+        `${connection.endpoint.hostPort} sent more than ${mebibytes(MAX_EARLY_BYTES)} of notifications before answering "${methods.subscribe}" (the CLI's limit)`,
+      );
+      return;
+    }
+    if (early.length < MAX_EARLY_MESSAGES) early.push(decoded);
+  }
+
   const notifications = connection.notifications$.subscribe((notification) => {
-    if (notification.method !== methods.notification) return;
+    if (settled || notification.method !== methods.notification) return;
     const decoded = decodeSubscriptionNotification(notification.params);
     if (!decoded) return;
-    if (id === undefined) {
-      if (early.length < MAX_EARLY_MESSAGES) early.push(decoded);
-    } else if (decoded.subscription === id) {
-      handle(decoded.update);
-    }
+    if (id === undefined) keepEarly(decoded);
+    else if (decoded.subscription === id) handle(decoded.update);
   });
   const onStop = (): void => finish({ kind: 'stopped' });
   if (run.stop.aborted) onStop();
@@ -106,16 +134,14 @@ export async function runSubscribe(connection: PeerConnection, run: SubscribeRun
   connection.call(methods.subscribe, wireParams, run.deadline).then(
     (result) => {
       if (!isSubscriptionId(result)) {
-        finish({
-          kind: 'failed',
-          error: new ConnectionError(
-            `${connection.endpoint.hostPort} answered "${methods.subscribe}" with ${JSON.stringify(result)} instead of a subscription id`,
-          ),
-        });
+        failed(
+          `${connection.endpoint.hostPort} answered "${methods.subscribe}" with ${JSON.stringify(result)} instead of a subscription id`,
+        );
         return;
       }
       id = result;
       for (const pending of early.splice(0)) {
+        if (settled) return;
         if (pending.subscription === id) handle(pending.update);
       }
     },

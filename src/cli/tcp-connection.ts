@@ -3,11 +3,13 @@ import type { Socket } from 'node:net';
 import { connect as connectTls } from 'node:tls';
 import type { Params } from '../protocol/types.js';
 import { streamSocket } from '../transport/ndjson-socket.js';
+import { CloseCode } from '../transport/transport.js';
 import type { WebSocketLike } from '../transport/websocket-transport.js';
 import type { ConnectOptions } from './connection.js';
 import type { Deadline } from './deadline.js';
 import type { Endpoint } from './endpoint.js';
 import { ConnectionError } from './errors.js';
+import { MAX_MESSAGE_BYTES, mebibytes } from './limits.js';
 import {
   describeNetworkError,
   describeStreamRefusal,
@@ -116,7 +118,7 @@ export class TcpConnection extends PeerConnection {
     // The same newline-delimited JSON socket `tcpSocket()` gives, over the socket opened here.
     // It opens on the next turn (sending nothing before): the Peer is attached first, so lines
     // that arrived meanwhile reach it.
-    const StreamSocket = streamSocket(raw, raw);
+    const StreamSocket = streamSocket(raw, raw, { maxLineBytes: MAX_MESSAGE_BYTES });
     const socket = new StreamSocket('') as WebSocketLike;
     const opened = new Promise<void>((resolve) => (socket.onopen = () => resolve()));
     const connection = new TcpConnection(endpoint, socket, raw, refusal);
@@ -124,10 +126,19 @@ export class TcpConnection extends PeerConnection {
     return connection;
   }
 
-  /** The refusal when the server sent one; otherwise the close (TCP has no close codes). */
-  override closedError(): ConnectionError {
+  /**
+   * The refusal when the server sent one; otherwise the close. TCP has no close codes: the code
+   * is the NDJSON socket's own, 1009 when it dropped a line past MAX_MESSAGE_BYTES.
+   */
+  protected override describeClosed(code: number | undefined): ConnectionError {
     if (this.refusal.error) return this.refusal.error;
     const where = this.endpoint.hostPort;
+    if (code === CloseCode.MessageTooBig) {
+      const limit = mebibytes(MAX_MESSAGE_BYTES);
+      return new ConnectionError(
+        `${where} sent a line longer than ${limit} (the CLI's limit); it was not read`,
+      );
+    }
     // A TLS server hangs up on a plain client that sent it JSON instead of a handshake.
     const hint =
       this.refusal.answered || this.endpoint.secure
@@ -148,6 +159,10 @@ export class TcpConnection extends PeerConnection {
     await super.notify(method, params, deadline);
     await this.close();
     if (this.refusal.error) throw this.refusal.error;
+  }
+
+  protected cut(): void {
+    this.raw.destroy();
   }
 
   /** End our side (TCP half-close) and wait for the server to close (cut the socket if it takes too long). */

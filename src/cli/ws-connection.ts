@@ -6,6 +6,7 @@ import type { ConnectOptions } from './connection.js';
 import type { Deadline } from './deadline.js';
 import type { Endpoint } from './endpoint.js';
 import { ConnectionError } from './errors.js';
+import { MAX_MESSAGE_BYTES, mebibytes } from './limits.js';
 import { readBody } from './read-body.js';
 import { describeHttpStatus, describeNetworkError } from './network-messages.js';
 import { CLOSE_GRACE_MS, PeerConnection, connectWithin } from './peer-connection.js';
@@ -32,6 +33,7 @@ function openSocket(
     rejectUnauthorized: !options.insecure,
     perMessageDeflate: false,
     followRedirects: false,
+    maxPayload: MAX_MESSAGE_BYTES,
   };
   if (options.ca !== undefined) wsOptions.ca = options.ca;
   const handshakeTimeout = deadline.remaining();
@@ -58,6 +60,16 @@ export class WsConnection extends PeerConnection {
     private readonly ws: WebSocket,
   ) {
     super(endpoint, ws as unknown as WebSocketLike);
+    // Other errors after the open end in 'close', which the peer turns into ConnectionClosedError.
+    ws.on('error', (err: Error & { code?: string }) => {
+      if (err.code !== 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') return;
+      const limit = mebibytes(MAX_MESSAGE_BYTES);
+      this.fail(
+        new ConnectionError(
+          `${endpoint.hostPort} sent a message larger than ${limit} (the CLI's limit); it was not read`,
+        ),
+      );
+    });
   }
 
   /** Connect; `signal` gives up on the attempt (Ctrl+C while connecting). */
@@ -68,9 +80,11 @@ export class WsConnection extends PeerConnection {
     signal?: AbortSignal,
   ): Promise<WsConnection> {
     const socket = await openSocket(endpoint, options, deadline, signal);
-    // Errors after the open end in 'close', which the peer turns into ConnectionClosedError.
-    socket.on('error', () => undefined);
     return new WsConnection(endpoint, socket);
+  }
+
+  protected cut(): void {
+    this.ws.terminate();
   }
 
   /** Close with 1000 and wait for the close handshake (cut the socket if it takes too long). */

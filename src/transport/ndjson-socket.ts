@@ -3,12 +3,28 @@ import type { Readable, Writable } from 'node:stream';
 import { connect as connectTls } from 'node:tls';
 import type { ConnectionOptions } from 'node:tls';
 import { LineSplitter } from './ndjson-lines.js';
+import { CloseCode } from './transport.js';
 import type { WebSocketConstructor, WebSocketLike } from './websocket-transport.js';
 
 const CONNECTING = 0;
 const OPEN = 1;
 const CLOSING = 2;
 const CLOSED = 3;
+
+/** Default of `maxLineBytes`: 1 MiB, as the gateway's `maxMessageBytes`. */
+export const DEFAULT_MAX_LINE_BYTES = 1024 * 1024;
+/** UTF-8 takes at most 3 bytes per UTF-16 code unit (4 per surrogate pair). */
+const MAX_UTF8_PER_UNIT = 3;
+
+/** Options of the newline-delimited JSON sockets (`tcpSocket`, `streamSocket`). */
+interface LineOptions {
+  /**
+   * Longest line taken from the other side, in UTF-8 bytes. Past it what is held is dropped and
+   * the connection closes with 1009 'message too large', as the gateway's own NDJSON transport
+   * does past `maxMessageBytes`. Default 1 MiB (DEFAULT_MAX_LINE_BYTES).
+   */
+  maxLineBytes?: number;
+}
 
 /**
  * The WebSocket surface RpcClient uses, over newline-delimited JSON on a pair of streams,
@@ -27,17 +43,21 @@ class NdjsonSocket implements WebSocketLike {
   private early: string[] | undefined;
   private closeCode = 1006;
   private closeReason = 'connection lost';
+  private readonly maxLineBytes: number;
 
   protected constructor(
     private readonly input: Readable,
     private readonly output: Writable,
+    options: LineOptions,
   ) {
+    this.maxLineBytes = options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
     input.setEncoding('utf8');
     input.on('data', (chunk: string) => this.onData(chunk));
     input.on('error', (err) => this.onerror?.(err));
     input.on('close', () => this.finish());
     input.on('end', () => {
-      const last = this.lines.end(); // a last line without its newline is still a message
+      // A last line without its newline is still a message (what is held is within the limit).
+      const last = this.readyState < CLOSING ? this.lines.end() : undefined;
       if (last !== undefined) this.onLines([last]);
       this.finish();
     });
@@ -62,6 +82,15 @@ class NdjsonSocket implements WebSocketLike {
     if ((this.output as unknown) !== (this.input as unknown)) this.finish();
   }
 
+  /** Stop reading (WebSocketTransport, while the other side leaves too much unread). */
+  pause(): void {
+    if (this.readyState === OPEN) this.input.pause();
+  }
+
+  resume(): void {
+    if (this.readyState === OPEN) this.input.resume();
+  }
+
   protected opened(): void {
     if (this.readyState !== CONNECTING) return;
     this.readyState = OPEN;
@@ -72,15 +101,36 @@ class NdjsonSocket implements WebSocketLike {
   }
 
   private onData(chunk: string): void {
+    // Closing: nothing more is delivered, so nothing more is held either.
+    if (this.readyState >= CLOSING) return;
     this.onLines(this.lines.push(chunk));
+    if (this.lines.heldBytes > this.maxLineBytes) this.tooLarge();
   }
 
   private onLines(lines: string[]): void {
     for (const line of lines) {
+      if (this.readyState >= CLOSING) return;
+      if (this.overLimit(line)) return this.tooLarge();
       if (this.readyState === OPEN) this.onmessage?.({ data: line });
       // Written before the client attached (e.g. a greeting): kept for the open.
       else if (this.readyState === CONNECTING) (this.early ??= []).push(line);
     }
+  }
+
+  /** Measured in bytes only when its length says it may be over. */
+  private overLimit(line: string): boolean {
+    return (
+      line.length * MAX_UTF8_PER_UNIT > this.maxLineBytes &&
+      Buffer.byteLength(line) > this.maxLineBytes
+    );
+  }
+
+  /** A line past the limit: drop it and close, and read no more of what the other side sends. */
+  private tooLarge(): void {
+    this.lines.clear();
+    this.early = undefined;
+    this.close(CloseCode.MessageTooBig, 'message too large');
+    this.input.destroy();
   }
 
   private finish(): void {
@@ -90,14 +140,20 @@ class NdjsonSocket implements WebSocketLike {
   }
 }
 
-/** Options of `tcpSocket`: TLS settings for tls:// URLs (e.g. `ca`, `rejectUnauthorized`). */
-export type TcpSocketOptions = Pick<ConnectionOptions, 'ca' | 'rejectUnauthorized' | 'servername'>;
+/**
+ * Options of `tcpSocket`: TLS settings for tls:// URLs (e.g. `ca`, `rejectUnauthorized`), and
+ * `maxLineBytes`, the longest line taken from the server (default 1 MiB; past it the connection
+ * closes with 1009 'message too large').
+ */
+export type TcpSocketOptions = Pick<ConnectionOptions, 'ca' | 'rejectUnauthorized' | 'servername'> &
+  LineOptions;
 
 /**
  * A WebSocket class for `createClient` that connects to `tcp://host:port` (or `tls://host:port`)
  * and speaks newline-delimited JSON: `createClient({ url: 'tcp://127.0.0.1:9000', WebSocket: tcpSocket() })`.
  */
 export function tcpSocket(options: TcpSocketOptions = {}): WebSocketConstructor {
+  const { maxLineBytes, ...tls } = options;
   return class TcpSocket extends NdjsonSocket {
     constructor(url: string) {
       const { protocol, hostname, port } = new URL(url);
@@ -112,10 +168,10 @@ export function tcpSocket(options: TcpSocketOptions = {}): WebSocketConstructor 
               port: Number(port),
               // SNI carries host names only (RFC 6066): none for an IP address.
               ...(isIP(host) === 0 ? { servername: host } : {}),
-              ...options,
+              ...tls,
             })
           : connectTcp({ host, port: Number(port) });
-      super(socket, socket);
+      super(socket, socket, { maxLineBytes });
       socket.setNoDelay?.(true);
       socket.once(protocol === 'tls:' ? 'secureConnect' : 'connect', () => this.opened());
     }
@@ -125,12 +181,17 @@ export function tcpSocket(options: TcpSocketOptions = {}): WebSocketConstructor 
 /**
  * A WebSocket class for `createClient` over a pair of streams, e.g. a child process's stdout
  * and stdin: `createClient({ url: 'stdio:', WebSocket: streamSocket(child.stdout, child.stdin),
- * reconnect: false })`. The streams carry one connection: do not reconnect.
+ * reconnect: false })`. The streams carry one connection: do not reconnect. `maxLineBytes`: the
+ * longest line taken from `input` (default 1 MiB; past it the connection closes with 1009).
  */
-export function streamSocket(input: Readable, output: Writable): WebSocketConstructor {
+export function streamSocket(
+  input: Readable,
+  output: Writable,
+  options: Pick<TcpSocketOptions, 'maxLineBytes'> = {},
+): WebSocketConstructor {
   return class StreamSocket extends NdjsonSocket {
     constructor() {
-      super(input, output);
+      super(input, output, options);
       // RpcClient sets its handlers right after construction: open on the next turn.
       setImmediate(() => this.opened());
     }

@@ -23,6 +23,10 @@ export interface WebSocketLike {
 export type WebSocketConstructor = new (url: string, protocols?: string | string[]) => object;
 
 const OPEN = 1;
+/** Default of `maxBufferedBytes`: 4 MiB, as the gateway's own `maxBufferedBytes`. */
+export const DEFAULT_CLIENT_MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
+/** How often a transport that stopped reading looks whether its peer has read enough. */
+const RESUME_POLL_MS = 10;
 /** Nesting accepted in a binary frame from the gateway: past it, a parse error, not a deep decode. */
 const MAX_BINARY_DEPTH = 1_000;
 const decoder = /* @__PURE__ */ new TextDecoder();
@@ -39,6 +43,61 @@ interface Corkable {
   uncork(): void;
 }
 
+/** A socket that can stop reading: a `ws` WebSocket in Node, the NDJSON sockets (tcpSocket). */
+interface Pausable {
+  pause(): void;
+  resume(): void;
+}
+
+/** Read-side back-pressure of one socket (see WebSocketTransportOptions.maxBufferedBytes). */
+interface ReadGate {
+  /** After an incoming message was handled: stop reading if too much waits for the peer. */
+  check(): void;
+  paused(): boolean;
+}
+
+/**
+ * Kept in a closure rather than on the transport: its locals minify, and it is in every browser
+ * bundle of the client. Once the socket is no longer open, the next look stops looking.
+ */
+function readGate(
+  socket: WebSocketLike,
+  limit: number,
+  refuse: (reason: string) => void,
+): ReadGate {
+  const { pause, resume } = socket as Partial<Pausable>;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  // Resume once the peer has read the queue down to half the bound (hysteresis, as the gateway).
+  const poll = (): void => {
+    timer = undefined;
+    if (socket.readyState !== OPEN) return;
+    if (socket.bufferedAmount > limit / 2) timer = setTimeout(poll, RESUME_POLL_MS);
+    else resume!.call(socket);
+  };
+  return {
+    check() {
+      if (socket.bufferedAmount <= limit || timer !== undefined) return;
+      // Nothing else bounds what a browser's WebSocket queues: give up on a peer that does not read.
+      if (!pause || !resume) return refuse(`over maxBufferedBytes (${limit}) unread by the peer`);
+      pause.call(socket);
+      timer = setTimeout(poll, RESUME_POLL_MS);
+    },
+    paused: () => timer !== undefined,
+  };
+}
+
+/** Options of a WebSocketTransport. */
+export interface WebSocketTransportOptions {
+  /**
+   * Bytes queued for the peer (`bufferedAmount`) past which, after an incoming message was
+   * handled, the transport stops reading until the peer has read them down to half: a peer that
+   * sends requests and never reads the answers cannot grow them without bound. A socket that
+   * cannot stop reading (a browser's WebSocket) is closed with 1008 instead. Default 4 MiB
+   * (DEFAULT_CLIENT_MAX_BUFFERED_BYTES); 0: no bound.
+   */
+  maxBufferedBytes?: number;
+}
+
 /**
  * Client-side adapter over an already-open WHATWG-style WebSocket. Under Node
  * (`ws`), it corks the socket on a write and uncorks it once the current task is
@@ -49,6 +108,7 @@ export class WebSocketTransport implements Transport {
   private listener: TransportListener | undefined;
   private readonly raw: Corkable | undefined;
   private corked = false;
+  private readonly gate: ReadGate;
 
   /** Uncork: what was written since the cork leaves in one write (called by turn-coalescer). */
   flushWrites(): void {
@@ -60,16 +120,30 @@ export class WebSocketTransport implements Transport {
     readonly socket: WebSocketLike,
     /** The negotiated binary codec: every frame both ways is binary. Undefined: JSON text. */
     private readonly codec?: WireCodec,
+    options: WebSocketTransportOptions = {},
   ) {
     const raw = (socket as { _socket?: Partial<Corkable> })._socket;
     this.raw = typeof raw?.cork === 'function' ? (raw as Corkable) : undefined;
+    const limit = options.maxBufferedBytes ?? DEFAULT_CLIENT_MAX_BUFFERED_BYTES;
+    // 1008, policy violation; a literal, as CloseCode would bring its whole table into the bundle.
+    const gate = readGate(socket, limit > 0 ? limit : Infinity, (reason) =>
+      this.close(1008, reason),
+    );
+    this.gate = gate;
     socket.binaryType = 'arraybuffer';
     socket.onmessage = (event) => {
       const text = this.textOf(event.data);
       if (text !== undefined) this.listener?.receive(text);
+      // The answers it sent count: reading more would only queue more for a peer not reading.
+      gate.check();
     };
     socket.onclose = (event) => this.listener?.transportClosed(event.code, event.reason);
     socket.onerror = () => undefined;
+  }
+
+  /** True while reading is paused because the peer left more than `maxBufferedBytes` unread. */
+  get readingPaused(): boolean {
+    return this.gate.paused();
   }
 
   /** A message's JSON text; undefined when a text frame came on a binary connection (closed 1003). */

@@ -1,0 +1,55 @@
+import { exceedsDepth } from '../protocol/safe-json.js';
+import type { Transport, TransportListener } from '../transport/transport.js';
+import { MAX_DEPTH } from './limits.js';
+
+/** The frame being handled: how many came so far, and its length in characters. */
+export interface FrameMeter {
+  readonly frames: number;
+  readonly chars: number;
+}
+
+/**
+ * The CLI's transport, between the socket's and its Peer: a message nested deeper than
+ * MAX_DEPTH never reaches the Peer (whose parse, and the printing after it, would recurse that
+ * deep), `refuse` is told instead, and nothing more is handed on. It also meters the frame being
+ * handled, so `subscribe` can count the text of what it keeps.
+ */
+export class GuardedTransport implements Transport, FrameMeter {
+  frames = 0;
+  chars = 0;
+  private refused = false;
+
+  constructor(
+    private readonly inner: Transport,
+    private readonly refuse: () => void,
+  ) {}
+
+  get bufferedAmount(): number {
+    return this.inner.bufferedAmount;
+  }
+
+  send(frame: string): void {
+    this.inner.send(frame);
+  }
+
+  close(code?: number, reason?: string): void {
+    this.inner.close(code, reason);
+  }
+
+  listen(listener: TransportListener): void {
+    this.inner.listen({
+      receive: (text) => {
+        if (this.refused) return;
+        if (exceedsDepth(text, MAX_DEPTH)) {
+          this.refused = true;
+          this.refuse();
+          return;
+        }
+        this.frames++;
+        this.chars = text.length;
+        listener.receive(text);
+      },
+      transportClosed: (code, reason) => listener.transportClosed(code, reason),
+    });
+  }
+}

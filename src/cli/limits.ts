@@ -1,0 +1,23 @@
+/**
+ * What the CLI takes from a server, at most: a server that sends more is talking nonsense or
+ * means harm, and the command ends with exit 3 saying which limit it passed (docs/cli.md).
+ */
+
+/** Largest message: a WebSocket message, a tcp:// line, an HTTP body (an OpenRPC document can be large). */
+export const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
+/** Deepest nesting of a message, the whole message counted (the gateway's own default). */
+export const MAX_DEPTH = 64;
+/** Notification text kept while the subscribe answer is on its way. */
+export const MAX_EARLY_BYTES = 16 * 1024 * 1024;
+/** Notifications kept while the subscribe answer is on its way; past it they are dropped. */
+export const MAX_EARLY_MESSAGES = 10_000;
+
+/** `n` bytes for a person: `64 MiB`. */
+export function mebibytes(n: number): string {
+  return `${n / (1024 * 1024)} MiB`;
+}
+
+/** A message nested past MAX_DEPTH, from the server at `hostPort`. */
+export function nestedTooDeep(hostPort: string): string {
+  return `${hostPort} sent a message nested deeper than ${MAX_DEPTH} levels (the CLI's limit); it was not read`;
+}

@@ -1,0 +1,212 @@
+/**
+ * The CLI against a server that means it harm: whatever it sends, `call` and `subscribe` end
+ * with a ConnectionError (exit 3) that says what the server did, never a stack trace, and the
+ * CLI holds a bounded amount of it: messages nested past 64 levels, WebSocket messages and
+ * tcp:// lines past 64 MiB, more than 16 MiB of notifications before the subscribe answer.
+ * In-process, over real sockets, against src.
+ */
+import { createServer as createHttpServer } from 'node:http';
+import { createServer as createNetServer } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { WebSocketServer } from 'ws';
+import type { WebSocket } from 'ws';
+import { runCall } from '../../src/cli/commands.js';
+import type { RpcConnection } from '../../src/cli/connection.js';
+import { Deadline } from '../../src/cli/deadline.js';
+import { endpointOf } from '../../src/cli/endpoint.js';
+import { reportFailure } from '../../src/cli/errors.js';
+import { HttpConnection } from '../../src/cli/http-connection.js';
+import type { PeerConnection } from '../../src/cli/peer-connection.js';
+import { runSubscribe } from '../../src/cli/subscribe.js';
+import { TcpConnection } from '../../src/cli/tcp-connection.js';
+import { WsConnection } from '../../src/cli/ws-connection.js';
+import { DEFAULT_SUBSCRIPTION_METHODS } from '../../src/protocol/subscription-frames.js';
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+const MiB = 1024 * 1024;
+const options = { headers: {}, protocols: [], insecure: false, ca: undefined };
+
+/** `[[...]]` nested `depth` deep. */
+const nested = (depth: number): string => '['.repeat(depth) + ']'.repeat(depth);
+
+/** A `ws` server that hands each message it gets (parsed) to `onMessage`, with the socket. */
+async function wsServer(onMessage: (socket: WebSocket, message: { id?: unknown }) => void) {
+  const server = new WebSocketServer({ port: 0, host: '127.0.0.1', maxPayload: 0 });
+  cleanups.push(() => {
+    for (const client of server.clients) client.terminate();
+    return new Promise((resolve) => server.close(resolve));
+  });
+  await new Promise((resolve) => server.once('listening', resolve));
+  server.on('connection', (socket) => {
+    socket.on('error', () => undefined);
+    socket.on('message', (data: Buffer) =>
+      onMessage(socket, JSON.parse(data.toString('utf8')) as { id?: unknown }),
+    );
+  });
+  return `ws://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+async function openWs(url: string, deadline: Deadline): Promise<WsConnection> {
+  const connection = await WsConnection.open(endpointOf(new URL(url))!, options, deadline);
+  cleanups.push(() => connection.close());
+  return connection;
+}
+
+/** What the CLI prints and exits with for `run`'s outcome (as main() does). */
+async function outcome(run: (stdout: { write(text: string): void }) => Promise<void>) {
+  let stdout = '';
+  let stderr = '';
+  const code = await run({ write: (text) => void (stdout += text) }).then(
+    () => 0,
+    (err: unknown) => reportFailure(err, { write: (text: string) => (stderr += text) }),
+  );
+  return { code, stdout, stderr };
+}
+
+function call(connection: RpcConnection, deadline: Deadline) {
+  return outcome((stdout) => runCall(connection, 'foo', undefined, deadline, stdout));
+}
+
+function subscribe(connection: PeerConnection, deadline: Deadline) {
+  const stop = new AbortController();
+  cleanups.push(() => stop.abort());
+  let stderr = '';
+  return outcome((stdout) =>
+    runSubscribe(connection, {
+      topic: 'ticker',
+      params: undefined,
+      methods: { ...DEFAULT_SUBSCRIPTION_METHODS },
+      deadline,
+      stop: stop.signal,
+      stdout,
+      stderr: { write: (text: string) => (stderr += text) },
+    }),
+  );
+}
+
+describe('the CLI against a hostile server', () => {
+  it('call: a result nested past 64 levels ends with exit 3 naming the limit; 64 is printed', async () => {
+    // The message is {"jsonrpc":..,"id":..,"result":R}: R nested 63 deep makes 64 levels in all.
+    let depth = 63;
+    const url = await wsServer((socket, { id }) =>
+      socket.send(`{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":${nested(depth)}}`),
+    );
+    const deadline = new Deadline(10_000);
+    const fine = await call(await openWs(url, deadline), deadline);
+    expect(fine).toMatchObject({ code: 0, stderr: '' });
+    expect(JSON.parse(fine.stdout)).toEqual(JSON.parse(nested(63)));
+
+    depth = 20_000;
+    const deep = await call(await openWs(url, deadline), deadline);
+    expect(deep.code).toBe(3);
+    expect(deep.stderr).toMatch(
+      /^wsrpc: 127\.0\.0\.1:\d+ sent a message nested deeper than 64 levels/,
+    );
+  });
+
+  it('subscribe: a notification nested past 64 levels ends with exit 3, no uncaught exception', async () => {
+    const url = await wsServer((socket, { id }) => {
+      socket.send(JSON.stringify({ jsonrpc: '2.0', id, result: 'sub1' }));
+      socket.send(
+        `{"jsonrpc":"2.0","method":"subscription","params":{"subscription":"sub1","result":1}}`,
+      );
+      socket.send(
+        `{"jsonrpc":"2.0","method":"subscription","params":{"subscription":"sub1","result":${nested(20_000)}}}`,
+      );
+    });
+    const deadline = new Deadline(10_000);
+    const result = await subscribe(await openWs(url, deadline), deadline);
+    expect(result.stdout).toBe('1\n');
+    expect(result.code).toBe(3);
+    expect(result.stderr).toMatch(/sent a message nested deeper than 64 levels/);
+  });
+
+  it('http: a body nested past 64 levels ends with exit 3 naming the limit', async () => {
+    const server = createHttpServer((request, response) => {
+      request.resume();
+      request.on('end', () => response.end(`{"jsonrpc":"2.0","id":1,"result":${nested(20_000)}}`));
+    });
+    cleanups.push(() => new Promise((resolve) => server.close(resolve)));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/rpc`;
+    const connection = new HttpConnection(endpointOf(new URL(url))!, options);
+    const result = await call(connection, new Deadline(10_000));
+    expect(result.code).toBe(3);
+    expect(result.stderr).toMatch(/sent a message nested deeper than 64 levels/);
+  });
+
+  it('ws: a message past 64 MiB ends with exit 3 naming the limit', async () => {
+    const big = JSON.stringify('x'.repeat(64 * MiB));
+    const url = await wsServer((socket, { id }) =>
+      socket.send(`{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":${big}}`),
+    );
+    const deadline = new Deadline(15_000);
+    const result = await call(await openWs(url, deadline), deadline);
+    expect(result.code).toBe(3);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toMatch(/sent a message larger than 64 MiB/);
+  });
+
+  it('tcp://: a line that never ends is dropped past 64 MiB, exit 3 naming the limit', async () => {
+    const sockets: Socket[] = [];
+    const server = createNetServer((socket) => {
+      sockets.push(socket);
+      socket.on('error', () => undefined);
+      socket.resume();
+      socket.write('{"jsonrpc":"2.0","method":"subscription","params":["');
+      const chunk = 'x'.repeat(MiB);
+      let sent = 0;
+      const pump = (): void => {
+        while (sent < 65 && !socket.destroyed) {
+          sent++;
+          if (!socket.write(chunk)) return void socket.once('drain', pump);
+        }
+      };
+      pump();
+    });
+    cleanups.push(() => {
+      for (const socket of sockets) socket.destroy();
+      return new Promise((resolve) => server.close(resolve));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `tcp://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const deadline = new Deadline(15_000);
+    const connection = await TcpConnection.open(endpointOf(new URL(url))!, options, deadline);
+    cleanups.push(() => connection.close());
+    const result = await call(connection, deadline);
+    expect(result.code).toBe(3);
+    expect(result.stderr).toMatch(/sent a line longer than 64 MiB/);
+  });
+
+  it('subscribe: more than 16 MiB of notifications before the answer ends with exit 3', async () => {
+    const big = 'y'.repeat(MiB);
+    const url = await wsServer((socket) => {
+      // Never answers the subscribe; sends notifications, each for some other subscription.
+      for (let n = 0; n < 17; n++) {
+        socket.send(
+          `{"jsonrpc":"2.0","method":"subscription","params":{"subscription":"s${n}","result":"${big}"}}`,
+        );
+      }
+    });
+    const deadline = new Deadline(15_000);
+    const result = await subscribe(await openWs(url, deadline), deadline);
+    expect(result.code).toBe(3);
+    expect(result.stderr).toMatch(/more than 16 MiB of notifications before answering "subscribe"/);
+  });
+
+  it('call: a result that cannot be printed ends with exit 3, no stack trace', async () => {
+    const unprintable: RpcConnection = {
+      call: () => Promise.resolve({ n: 1n }),
+      notify: () => Promise.resolve(),
+      close: () => Promise.resolve(),
+    };
+    const result = await call(unprintable, new Deadline(1_000));
+    expect(result.code).toBe(3);
+    expect(result.stderr).toMatch(/^wsrpc: cannot print the answer to "foo": /);
+  });
+});
