@@ -27,6 +27,11 @@ const OPEN = 1;
 export const DEFAULT_CLIENT_MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
 /** How often a transport that stopped reading looks whether its peer has read enough. */
 const RESUME_POLL_MS = 10;
+/**
+ * A socket that cannot stop reading is closed only this many times past `maxBufferedBytes`: what
+ * the application sends itself (an upload on a slow link) may queue past the pause bound.
+ */
+const CLOSE_FACTOR = 16;
 /** Nesting accepted in a binary frame from the gateway: past it, a parse error, not a deep decode. */
 const MAX_BINARY_DEPTH = 1_000;
 const decoder = /* @__PURE__ */ new TextDecoder();
@@ -78,7 +83,11 @@ function readGate(
     check() {
       if (socket.bufferedAmount <= limit || timer !== undefined) return;
       // Nothing else bounds what a browser's WebSocket queues: give up on a peer that does not read.
-      if (!pause || !resume) return refuse(`over maxBufferedBytes (${limit}) unread by the peer`);
+      if (!pause || !resume) {
+        const bound = limit * CLOSE_FACTOR;
+        if (socket.bufferedAmount > bound) refuse(`over ${bound} bytes unread by the peer`);
+        return;
+      }
       pause.call(socket);
       timer = setTimeout(poll, RESUME_POLL_MS);
     },
@@ -92,7 +101,8 @@ export interface WebSocketTransportOptions {
    * Bytes queued for the peer (`bufferedAmount`) past which, after an incoming message was
    * handled, the transport stops reading until the peer has read them down to half: a peer that
    * sends requests and never reads the answers cannot grow them without bound. A socket that
-   * cannot stop reading (a browser's WebSocket) is closed with 1008 instead. Default 4 MiB
+   * cannot stop reading (a browser's WebSocket) is closed with 1008 instead, past 16 times the
+   * bound (64 MiB by default: an application's own large sends may queue past 4 MiB). Default 4 MiB
    * (DEFAULT_CLIENT_MAX_BUFFERED_BYTES); 0: no bound.
    */
   maxBufferedBytes?: number;
