@@ -105,7 +105,11 @@ export type {
 } from './client/sse-transport.js';
 export type { TcpSocketOptions } from './transport/ndjson-socket.js';
 export { WebSocketTransport } from './transport/websocket-transport.js';
-export type { WebSocketConstructor, WebSocketLike } from './transport/websocket-transport.js';
+export type {
+  WebSocketConstructor,
+  WebSocketLike,
+  WebSocketTransportOptions,
+} from './transport/websocket-transport.js';
 export { CloseCode } from './transport/transport.js';
 export type {
   ServerTransport,
