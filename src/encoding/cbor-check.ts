@@ -1,3 +1,4 @@
+import type { CheckResult } from './codec.js';
 import { StructureWalk } from './structure-walk.js';
 
 /**
@@ -5,12 +6,13 @@ import { StructureWalk } from './structure-walk.js';
  * (no JSON counterpart; tags also cover cbor-x's records, shared references and typed arrays,
  * so a tag bomb never reaches the decoder), simple values other than false, true, null and
  * undefined, indefinite lengths, reserved argument sizes, and any length larger than the bytes
- * left (every item takes at least one byte).
+ * left (every item takes at least one byte). Refused as 'values' past `maxValues` values, as
+ * 'depth' past `maxDepth` levels: whichever comes first.
  */
-export function checkCbor(bytes: Uint8Array, maxDepth: number): 'ok' | 'syntax' | 'depth' {
+export function checkCbor(bytes: Uint8Array, maxDepth: number, maxValues = Infinity): CheckResult {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const end = bytes.length;
-  const walk = new StructureWalk(maxDepth);
+  const walk = new StructureWalk(maxDepth, maxValues);
   let pos = 0;
   while (!walk.done) {
     if (pos >= end) return 'syntax';
@@ -32,6 +34,7 @@ export function checkCbor(bytes: Uint8Array, maxDepth: number): 'ok' | 'syntax' 
               : view.getUint32(pos) * 2 ** 32 + view.getUint32(pos + 4);
       pos += size;
     } else return 'syntax'; // 28-30 reserved; 31 indefinite length or break
+    // An array's items, or a map's entries; undefined for a scalar.
     let items: number | undefined;
     switch (major) {
       case 0: // unsigned integer
@@ -45,7 +48,7 @@ export function checkCbor(bytes: Uint8Array, maxDepth: number): 'ok' | 'syntax' 
         items = argument;
         break;
       case 5:
-        items = argument * 2;
+        items = argument;
         break;
       case 7:
         // false, true, null, undefined, or a float of 2, 4 or 8 bytes (read above as its argument)
@@ -54,8 +57,10 @@ export function checkCbor(bytes: Uint8Array, maxDepth: number): 'ok' | 'syntax' 
       default: // 2 byte string, 6 tag
         return 'syntax';
     }
-    if (items !== undefined && items > end - pos) return 'syntax';
-    if (!walk.value(items)) return 'depth';
+    if (items !== undefined && (major === 5 ? items * 2 : items) > end - pos) return 'syntax';
+    const refusal =
+      items === undefined ? walk.scalar() : major === 5 ? walk.map(items) : walk.array(items);
+    if (refusal !== undefined) return refusal;
   }
   return pos === end ? 'ok' : 'syntax';
 }

@@ -1,10 +1,14 @@
 import { hasBigIntId, hasWideId, jsonWithBigInts, withExactIds } from './exact-integers.js';
 
+/** What a codec's structure walk found: well-formed, or why it refuses the bytes. */
+export type CheckResult = 'ok' | 'syntax' | 'depth' | 'values';
+
 /**
  * A binary encoding of JSON-RPC messages (MessagePack, CBOR), negotiated per WebSocket
  * connection by subprotocol. The engine speaks JSON text: a transport with a codec turns each
  * incoming binary frame into that text and each outgoing text into one binary frame, so every
- * limit (maxMessageBytes on the frame, maxDepth, maxBatch) applies as it does to JSON.
+ * limit (maxMessageBytes on the frame, maxDepth, maxJsonValues, maxBatch) applies as it does to
+ * JSON; maxDepth and maxJsonValues are measured on the bytes, before they are decoded.
  */
 export interface WireCodec {
   /** The encoding's name in the gateway's `encodings` option and the client's `encoding`. */
@@ -20,17 +24,19 @@ export interface WireCodec {
   readonly decode: (bytes: Uint8Array) => unknown;
   /**
    * Walk the encoded structure without building it: 'depth' when arrays and maps nest deeper
-   * than `maxDepth`, 'syntax' for a truncated or malformed value, trailing bytes, a length
-   * larger than the bytes left, or a type outside JSON's (binary strings, extensions, tags).
-   * Bounded: no recursion, no allocation per item.
+   * than `maxDepth`, 'values' when it holds more than `maxValues` values (counted as JSON text
+   * is: each array, map and scalar one, map keys none; default Infinity), 'syntax' for a
+   * truncated or malformed value, trailing bytes, a length larger than the bytes left, or a
+   * type outside JSON's (binary strings, extensions, tags). Bounded: no recursion, no
+   * allocation per item.
    */
-  readonly check: (bytes: Uint8Array, maxDepth: number) => 'ok' | 'syntax' | 'depth';
+  readonly check: (bytes: Uint8Array, maxDepth: number, maxValues?: number) => CheckResult;
   /**
    * One incoming frame as the JSON text the engine reads (`binaryToText` with this codec). The
    * codec carries its own conversions (`withTextFrames`) so that a client speaking JSON alone,
    * whose transport reaches them only through the codec, does not bundle them.
    */
-  readonly toText: (bytes: Uint8Array, maxDepth: number) => string;
+  readonly toText: (bytes: Uint8Array, maxDepth: number, maxValues?: number) => string;
   /** One outgoing JSON text as the codec's bytes (`textToBinary` with this codec). */
   readonly toBinary: (text: string) => Uint8Array;
 }
@@ -59,10 +65,46 @@ function tooDeepText(maxDepth: number): string {
   return '['.repeat(levels) + ']'.repeat(levels);
 }
 
-/** The JSON text of one binary frame, or text the engine answers with the precise error. */
-export function binaryToText(codec: WireCodec, bytes: Uint8Array, maxDepth: number): string {
-  const checked = codec.check(bytes, maxDepth);
+/**
+ * Text holding one value more than `maxValues` (`""` repeated: two characters a value, the
+ * fewest JSON text can take, so the engine's scan counts it in full): the engine answers it as
+ * it answers JSON of too many values (-32600, `data: { maxJsonValues }`, id null), without the
+ * frame ever being decoded. The walk refuses only a frame of more than `maxValues` values,
+ * each of a byte at least: the text is at most twice the frame's length.
+ */
+function tooManyValuesText(maxValues: number): string {
+  if (lastValuesText?.maxValues !== maxValues) {
+    lastValuesText = { maxValues, text: '""'.repeat(maxValues + 1) };
+  }
+  return lastValuesText.text;
+}
+
+/** A gateway has one cap on values: its refusal text is made once, not for every frame. */
+let lastValuesText: { maxValues: number; text: string } | undefined;
+
+/** A codec of a gateway's (withValueCap): the cap on values it reads frames with by default. */
+interface CappedCodec extends WireCodec {
+  readonly maxValues: number;
+}
+
+function valueCapOf(codec: WireCodec): number {
+  return (codec as Partial<CappedCodec>).maxValues ?? Infinity;
+}
+
+/**
+ * The JSON text of one binary frame, or text the engine answers with the precise error.
+ * `maxValues`: the most values it may hold (the gateway's limits.maxJsonValues); by default the
+ * codec's own cap (withValueCap), else none.
+ */
+export function binaryToText(
+  codec: WireCodec,
+  bytes: Uint8Array,
+  maxDepth: number,
+  maxValues = valueCapOf(codec),
+): string {
+  const checked = codec.check(bytes, maxDepth, maxValues);
   if (checked === 'depth') return tooDeepText(maxDepth);
+  if (checked === 'values') return tooManyValuesText(maxValues);
   if (checked === 'syntax') return PARSE_ERROR_TEXT;
   let value: unknown;
   try {
@@ -107,8 +149,28 @@ export function withTextFrames(codec: Omit<WireCodec, 'toText' | 'toBinary'>): W
   // The conversions read the returned object, so a codec whose encode is replaced (tests) is seen.
   const framed: WireCodec = {
     ...codec,
-    toText: (bytes, maxDepth) => binaryToText(framed, bytes, maxDepth),
+    toText: (bytes, maxDepth, maxValues) => binaryToText(framed, bytes, maxDepth, maxValues),
     toBinary: (text) => textToBinary(framed, text),
   };
   return framed;
+}
+
+/**
+ * `codec` reading every frame with at most `maxValues` values unless told otherwise (a
+ * gateway's limits.maxJsonValues): its `check`, its `toText`, and `binaryToText` given it.
+ * Everything else is the codec's own, read from it at each use (a replaced encode is seen). One
+ * per gateway and codec, shared by its connections: the fan-out frames are built per codec.
+ */
+export function withValueCap(codec: WireCodec, maxValues: number): WireCodec {
+  const capped: CappedCodec = {
+    name: codec.name,
+    subprotocol: codec.subprotocol,
+    maxValues,
+    encode: (value) => codec.encode(value),
+    decode: (bytes) => codec.decode(bytes),
+    check: (bytes, maxDepth, values = maxValues) => codec.check(bytes, maxDepth, values),
+    toText: (bytes, maxDepth, values = maxValues) => binaryToText(capped, bytes, maxDepth, values),
+    toBinary: (text) => textToBinary(capped, text),
+  };
+  return capped;
 }

@@ -1,5 +1,5 @@
 import type { EncodingName, WireCodec } from './codec.js';
-import { subprotocolOf } from './codec.js';
+import { subprotocolOf, withValueCap } from './codec.js';
 
 const packageOf: Record<WireCodec['name'], string> = { msgpack: 'msgpackr', cbor: 'cbor-x' };
 
@@ -17,13 +17,22 @@ async function importCodec(name: WireCodec['name']): Promise<WireCodec> {
   }
 }
 
-/** The binary codecs of `encodings`, by subprotocol (JSON needs none). */
+/**
+ * The binary codecs of `encodings`, by subprotocol (JSON needs none), each reading frames of
+ * at most `maxJsonValues` values (the gateway's limits.maxJsonValues; default none).
+ */
 export async function loadCodecs(
   encodings: readonly EncodingName[],
+  maxJsonValues = Infinity,
 ): Promise<ReadonlyMap<string, WireCodec>> {
   const codecs = new Map<string, WireCodec>();
   for (const name of encodings) {
-    if (name !== 'json') codecs.set(subprotocolOf(name), await importCodec(name));
+    if (name === 'json') continue;
+    const codec = await importCodec(name);
+    codecs.set(
+      subprotocolOf(name),
+      maxJsonValues === Infinity ? codec : withValueCap(codec, maxJsonValues),
+    );
   }
   return codecs;
 }

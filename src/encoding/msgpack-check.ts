@@ -1,3 +1,4 @@
+import type { CheckResult } from './codec.js';
 import { StructureWalk } from './structure-walk.js';
 
 /** Bytes of the argument that follows a MessagePack type byte of fixed-size scalars. */
@@ -30,12 +31,17 @@ function scalarSize(type: number): number | undefined {
  * Check one MessagePack value (see WireCodec.check). Refused as 'syntax': bin and ext types
  * (no JSON counterpart; ext also covers msgpackr's records and structured clones), the unused
  * 0xc1, and any length larger than the bytes left (every item takes at least one byte), so a
- * five-byte array32 header cannot make the decoder allocate four billion slots.
+ * five-byte array32 header cannot make the decoder allocate four billion slots. Refused as
+ * 'values' past `maxValues` values, as 'depth' past `maxDepth` levels: whichever comes first.
  */
-export function checkMsgpack(bytes: Uint8Array, maxDepth: number): 'ok' | 'syntax' | 'depth' {
+export function checkMsgpack(
+  bytes: Uint8Array,
+  maxDepth: number,
+  maxValues = Infinity,
+): CheckResult {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const end = bytes.length;
-  const walk = new StructureWalk(maxDepth);
+  const walk = new StructureWalk(maxDepth, maxValues);
   let pos = 0;
   const read = (size: number): number | undefined => {
     if (pos + size > end) return undefined;
@@ -46,11 +52,15 @@ export function checkMsgpack(bytes: Uint8Array, maxDepth: number): 'ok' | 'synta
   while (!walk.done) {
     if (pos >= end) return 'syntax';
     const type = bytes[pos++]!;
+    // An array's items, or a map's entries; undefined for a scalar.
     let items: number | undefined;
+    let map = false;
     let skip = 0;
     if (type <= 0x7f || type >= 0xe0) skip = 0;
-    else if (type <= 0x8f) items = (type & 0x0f) * 2;
-    else if (type <= 0x9f) items = type & 0x0f;
+    else if (type <= 0x8f) {
+      items = type & 0x0f;
+      map = true;
+    } else if (type <= 0x9f) items = type & 0x0f;
     else if (type <= 0xbf) skip = type & 0x1f;
     else if (type >= 0xd9 && type <= 0xdb) {
       const length = read(type === 0xd9 ? 1 : type === 0xda ? 2 : 4);
@@ -59,16 +69,18 @@ export function checkMsgpack(bytes: Uint8Array, maxDepth: number): 'ok' | 'synta
     } else if (type >= 0xdc && type <= 0xdf) {
       const count = read(type === 0xdc || type === 0xde ? 2 : 4);
       if (count === undefined) return 'syntax';
-      items = type >= 0xde ? count * 2 : count;
+      items = count;
+      map = type >= 0xde;
     } else {
       const size = scalarSize(type);
       if (size === undefined) return 'syntax'; // 0xc1, bin, ext, fixext
       skip = size;
     }
-    if (items !== undefined && items > end - pos) return 'syntax';
+    if (items !== undefined && (map ? items * 2 : items) > end - pos) return 'syntax';
     if (pos + skip > end) return 'syntax';
     pos += skip;
-    if (!walk.value(items)) return 'depth';
+    const refusal = items === undefined ? walk.scalar() : map ? walk.map(items) : walk.array(items);
+    if (refusal !== undefined) return refusal;
   }
   return pos === end ? 'ok' : 'syntax';
 }

@@ -158,7 +158,11 @@ export async function startServerApi(
   const peers: PeerConfig<ApiCaller> = peerConfig({
     registry: apiMethods({ gateway, config, nodes, logger, tracing: deps.tracing }),
     exposeErrorDetails: protocol.exposeErrorDetails,
-    parse: { maxBatch: limits.maxBatch, maxDepth: limits.maxDepth },
+    parse: {
+      maxBatch: limits.maxBatch,
+      maxDepth: limits.maxDepth,
+      maxJsonValues: limits.maxJsonValues,
+    },
   });
   const answer = (text: string, caller: ApiCaller): Promise<string | undefined> =>
     new AnsweringPeer<ApiCaller>(

@@ -157,7 +157,7 @@ export class ConnectionIntake<C> {
     const { encodings } = deps.config.http;
     this.jsonEncoding = { binaryFrames: deps.config.http.binaryJsonFrames };
     this.encodingProtocols = new Set(encodings.map(subprotocolOf));
-    this.codecsLoaded = loadCodecs(encodings);
+    this.codecsLoaded = loadCodecs(encodings, deps.limits.maxJsonValues);
     this.codecsLoaded.then(
       (codecs) => (this.codecs = codecs),
       () => undefined, // reported where awaited: Gateway.listen, each upgrade
