@@ -1,4 +1,5 @@
 import type { Logger } from '../peer/logger.js';
+import { addressGroup } from '../server/address-group.js';
 import type { UpgradeRequest } from '../server/options.js';
 import { UpgradeRejection } from '../server/upgrade-rejection.js';
 import type { Tracing } from '../tracing/tracing.js';
@@ -20,7 +21,7 @@ export const CONNECT_HEADERS = [
 /** Who connects when the hook failed and `onFailure` is `allow`. */
 export const ANONYMOUS: HookIdentity = Object.freeze({ context: null, anonymous: true });
 
-/** Seconds a client refused because the hook failed is told to wait (Retry-After). */
+/** Seconds a client refused because the hook failed, or its address is busy, is told to wait. */
 const RETRY_AFTER_SECONDS = '1';
 
 /**
@@ -28,7 +29,10 @@ const RETRY_AFTER_SECONDS = '1';
  * (upgrade, in-band, refresh). Its result becomes the session's context; -32010 or -32004 refuse
  * (401, 403, or the 4xx of `data.status`; in-band and on refresh the gateway answers -32010).
  * No answer in time, a transport failure, any other error or a malformed result: 503 with
- * Retry-After (`onFailure: refuse`), or an anonymous context (`allow`).
+ * Retry-After (`onFailure: refuse`), or an anonymous context (`allow`). At most
+ * `maxConcurrentPerAddress` calls are in flight for one client address (grouped as per-address
+ * connection limits are): past it that address is refused 429 with Retry-After without a call,
+ * so one address cannot take the upstream's maxConcurrent and have everyone else refused.
  */
 export function connectHook(
   config: ConnectHookConfig,
@@ -43,7 +47,8 @@ export function connectHook(
       'retry-after': RETRY_AFTER_SECONDS,
     });
   };
-  return async (request) => {
+  const perAddress = new AddressShares(config.maxConcurrentPerAddress);
+  const decide = async (request: UpgradeRequest): Promise<HookIdentity> => {
     let result: unknown;
     try {
       result = await tracedConnect(request);
@@ -56,6 +61,22 @@ export function connectHook(
     if (typeof identity === 'string') return failed({ reason: `malformed result: ${identity}` });
     deps.metrics.outcome('connect', 'accepted');
     return identity;
+  };
+  return async (request) => {
+    // No address (stdio): nothing to share out.
+    if (request.remoteAddress === undefined) return decide(request);
+    const group = addressGroup(request.remoteAddress);
+    if (!perAddress.take(group)) {
+      deps.metrics.outcome('connect', 'busy');
+      throw new UpgradeRejection(429, 'Too many connects in progress from this address', {
+        'retry-after': RETRY_AFTER_SECONDS,
+      });
+    }
+    try {
+      return await decide(request);
+    } finally {
+      perAddress.give(group);
+    }
   };
 
   function tracedConnect(request: UpgradeRequest): Promise<unknown> {
@@ -82,5 +103,29 @@ export function connectHook(
           headers: span.traceparent === undefined ? {} : { traceparent: span.traceparent },
         }),
     );
+  }
+}
+
+/**
+ * Calls in flight per address group. An entry exists only while its group has calls in flight,
+ * so the map holds at most the connects in progress.
+ */
+class AddressShares {
+  private readonly inFlight = new Map<string, number>();
+
+  constructor(private readonly max: number) {}
+
+  /** Take one of `group`'s slots: false when it has none left. */
+  take(group: string): boolean {
+    const held = this.inFlight.get(group) ?? 0;
+    if (held >= this.max) return false;
+    this.inFlight.set(group, held + 1);
+    return true;
+  }
+
+  give(group: string): void {
+    const held = this.inFlight.get(group)!;
+    if (held <= 1) this.inFlight.delete(group);
+    else this.inFlight.set(group, held - 1);
   }
 }

@@ -3,8 +3,11 @@ import type { Metric, Registry } from 'prom-client';
 import type { UpstreamObserver, UpstreamOutcome } from '../upstream/upstream-endpoint.js';
 import { upstreamMetrics } from '../upstream/upstream-metrics.js';
 
-/** How a hook call ended: a decision of the upstream, or its failure (then `onFailure` decided). */
-export type HookOutcome = 'accepted' | 'refused' | 'failed' | 'sent';
+/**
+ * How a hook call ended: a decision of the upstream, its failure (then `onFailure` decided), or
+ * `busy`: refused without a call, its client's share of the upstream taken (429, -32013).
+ */
+export type HookOutcome = 'accepted' | 'refused' | 'failed' | 'sent' | 'busy';
 
 /**
  * The hooks' metrics, made before the gateway is (its hooks are options of the gateway) and
@@ -15,7 +18,7 @@ export type HookOutcome = 'accepted' | 'refused' | 'failed' | 'sent';
 export class HookMetrics implements UpstreamObserver {
   readonly outcomes = new Counter({
     name: 'wsrpc_hook_outcomes_total',
-    help: 'Hook calls by hook (connect, subscribe, events) and outcome (accepted, refused, failed, sent).',
+    help: 'Hook calls by hook (connect, subscribe, events) and outcome (accepted, refused, failed, sent, busy).',
     labelNames: ['hook', 'outcome'] as const,
     registers: [],
   });

@@ -3,11 +3,17 @@
 // rules every option of the library uses; each refusal names its full path in the file.
 import { checkOptions, isRecord, numberIn, oneOf, ofType, refuse } from '../peer/option-rules.js';
 import type { Rule } from '../peer/option-rules.js';
-import { resolveUpstreamsConfig } from '../upstream/upstreams-config.js';
+import {
+  defaultMaxConcurrentPerSession,
+  resolveUpstreamsConfig,
+  upstreamBounds,
+} from '../upstream/upstreams-config.js';
 import type { HttpUpstreamConfig } from '../upstream/upstreams-config.js';
 
 /** The longest delay a Node timer takes (2^31 - 1 ms). */
 const MAX_DELAY_MS = 2 ** 31 - 1;
+/** The most an upstream's maxConcurrent may be (a per-client share is checked against its own). */
+const MAX_CONCURRENT = upstreamBounds.maxConcurrent;
 
 /** What a hook does when its upstream does not answer in time, or answers nonsense. */
 export type OnFailure = 'refuse' | 'allow';
@@ -24,10 +30,19 @@ interface HookCommon {
 
 export interface ConnectHookConfig extends HookCommon {
   readonly onFailure: OnFailure;
+  /**
+   * Hook calls in flight for one client address (IPv6: its /64); past it that address is
+   * refused 429 with Retry-After, so one address cannot take the upstream's maxConcurrent.
+   */
+  readonly maxConcurrentPerAddress: number;
 }
 
 export interface SubscribeHookConfig extends HookCommon {
   readonly onFailure: OnFailure;
+  /** Hook calls in flight for one session; its other subscribes wait their turn. */
+  readonly maxConcurrentPerSession: number;
+  /** A session's subscribes waiting for their turn; one more is refused -32013. */
+  readonly maxQueuedPerSession: number;
   /** Topic patterns (exact, or a prefix ending in `*`) the hook decides; the others are allowed. */
   readonly topics: readonly string[];
 }
@@ -58,6 +73,10 @@ export const hooksDefaults = Object.freeze({
   retries: 5,
   batchSize: 100,
   flushIntervalMs: 1_000,
+  /** The subscribe hook's calls in flight per session (at most the upstream's maxConcurrent). */
+  subscribeMaxConcurrentPerSession: 4,
+  /** Above a session's in-flight subscribes (128) and its subscriptions (100) at a refresh. */
+  subscribeMaxQueuedPerSession: 256,
 });
 
 export const hooksBounds = Object.freeze({
@@ -65,6 +84,7 @@ export const hooksBounds = Object.freeze({
   retries: 20,
   batchSize: 1_000,
   flushIntervalMs: 60_000,
+  maxQueuedPerSession: 100_000,
 });
 
 const topicPatterns: Rule = (value, name) => {
@@ -96,8 +116,14 @@ const common: Record<string, Rule> = {
 const onFailure = oneOf('refuse', 'allow');
 
 const rules = {
-  connect: { ...common, onFailure },
-  subscribe: { ...common, onFailure, topics: topicPatterns },
+  connect: { ...common, onFailure, maxConcurrentPerAddress: numberIn(1, MAX_CONCURRENT, true) },
+  subscribe: {
+    ...common,
+    onFailure,
+    topics: topicPatterns,
+    maxConcurrentPerSession: numberIn(1, MAX_CONCURRENT, true),
+    maxQueuedPerSession: numberIn(0, hooksBounds.maxQueuedPerSession, true),
+  },
   events: {
     ...common,
     events: eventTypes,
@@ -162,16 +188,47 @@ export function resolveHooksConfig(file: unknown): HooksConfig {
       });
     } else {
       const failure = (options['onFailure'] as OnFailure | undefined) ?? hooksDefaults.onFailure;
-      if (hook === 'connect') resolved.connect = Object.freeze({ ...base, onFailure: failure });
-      else {
+      const share = (key: string, fallback: number): number =>
+        withinUpstream(`${path}.${key}`, options[key] as number | undefined, upstream) ?? fallback;
+      if (hook === 'connect') {
+        resolved.connect = Object.freeze({
+          ...base,
+          onFailure: failure,
+          maxConcurrentPerAddress: share(
+            'maxConcurrentPerAddress',
+            defaultMaxConcurrentPerSession(upstream.maxConcurrent),
+          ),
+        });
+      } else {
         const topics = (options['topics'] as string[] | undefined) ?? hooksDefaults.topics;
         resolved.subscribe = Object.freeze({
           ...base,
           onFailure: failure,
           topics: Object.freeze([...topics]),
+          maxConcurrentPerSession: share(
+            'maxConcurrentPerSession',
+            Math.min(hooksDefaults.subscribeMaxConcurrentPerSession, upstream.maxConcurrent),
+          ),
+          maxQueuedPerSession:
+            (options['maxQueuedPerSession'] as number | undefined) ??
+            hooksDefaults.subscribeMaxQueuedPerSession,
         });
       }
     }
   }
   return Object.freeze(resolved);
+}
+
+/** A per-client share of the hook's upstream, which cannot be more than its maxConcurrent. */
+function withinUpstream(
+  path: string,
+  value: number | undefined,
+  upstream: HttpUpstreamConfig,
+): number | undefined {
+  if (value !== undefined && value > upstream.maxConcurrent) {
+    throw new RangeError(
+      `${path} must be at most the maxConcurrent of upstream "${upstream.name}" (${upstream.maxConcurrent}), not ${value}`,
+    );
+  }
+  return value;
 }

@@ -1,6 +1,7 @@
 import type { Logger } from '../peer/logger.js';
 import type { Tracing } from '../tracing/tracing.js';
 import type { JsonRpcHttpClient } from '../upstream/json-rpc-http-client.js';
+import { UpstreamError } from '../upstream/upstream-error.js';
 import { failureOf, isRefusal } from './hook-answers.js';
 import type { HookMetrics } from './hook-metrics.js';
 import type { SubscribeHookConfig } from './hooks-config.js';
@@ -9,7 +10,7 @@ import { tracedHookRequest } from './hook-call.js';
 /** What a topic's `authorize` hook is asked (TopicOptions.authorize). */
 export interface TopicRequest {
   /** The session subscribing (a gateway `Session` of any context type). */
-  readonly session: { readonly id: string; readonly context: unknown };
+  readonly session: { readonly id: string; readonly context: unknown; readonly isClosed?: boolean };
   readonly topic: string;
   readonly params: unknown;
 }
@@ -23,7 +24,11 @@ export function matchesTopic(patterns: readonly string[], topic: string): boolea
  * A topic `authorize` hook calling `wsrpc.subscribe` on the upstream for the topics its patterns
  * name (others are allowed without a call): `{ allow: true }` lets the subscribe through;
  * `{ allow: false }` or a -32004/-32010 error refuse it (-32004 to the client). Anything else,
- * or no answer in time, is a failure: refused (`onFailure: refuse`), or allowed.
+ * or no answer in time, is a failure: refused (`onFailure: refuse`), or allowed. At most
+ * `maxConcurrentPerSession` calls of one session are in flight; its other subscribes wait their
+ * turn, at most `maxQueuedPerSession` of them (one more is refused -32013 whatever `onFailure`),
+ * so one session's burst cannot take the upstream's maxConcurrent and fail everyone else's. A
+ * waiting subscribe whose session has closed is dropped unasked.
  */
 export function subscribeHook(
   config: SubscribeHookConfig,
@@ -45,8 +50,14 @@ export function subscribeHook(
     deps.metrics.outcome('subscribe', allow ? 'accepted' : 'refused');
     return allow;
   };
-  return async ({ session, topic, params }) => {
-    if (!matchesTopic(config.topics, topic)) return true;
+  const lanes = new WeakMap<object, Lane>();
+  const laneOf = (session: object): Lane => {
+    let lane = lanes.get(session);
+    if (!lane) lanes.set(session, (lane = new Lane()));
+    return lane;
+  };
+  const ask = async (request: TopicRequest): Promise<boolean> => {
+    const { session, topic, params } = request;
     const userOf = deps.userOf();
     const user =
       userOf && session.context !== undefined ? userOf(session.context as never) : undefined;
@@ -78,4 +89,45 @@ export function subscribeHook(
       return failed({ reason: 'malformed result: no boolean allow' }, topic);
     return decided(allow);
   };
+  return async (request) => {
+    if (!matchesTopic(config.topics, request.topic)) return true;
+    const lane = laneOf(request.session);
+    if (lane.running >= config.maxConcurrentPerSession) {
+      if (lane.waiting.length >= config.maxQueuedPerSession) {
+        deps.metrics.outcome('subscribe', 'busy');
+        throw UpstreamError.busy(
+          client.name,
+          `${config.maxQueuedPerSession} subscribes of this session waiting for the subscribe hook`,
+          'maxQueuedPerSession',
+          config.maxQueuedPerSession,
+        );
+      }
+      await new Promise<void>((resolve) => lane.waiting.push(resolve));
+      // The slot was handed over by the call that ended: `running` already counts this one.
+    } else {
+      lane.running++;
+    }
+    try {
+      // Its session closed while it waited: nobody is left to subscribe.
+      if (request.session.isClosed === true) return false;
+      return await ask(request);
+    } finally {
+      lane.next();
+    }
+  };
+}
+
+/**
+ * One session's subscribe hook calls: `running` in flight, the others `waiting` in order. An
+ * ending call hands its slot to the first waiting one, so the count never drops between them.
+ */
+class Lane {
+  running = 0;
+  readonly waiting: (() => void)[] = [];
+
+  next(): void {
+    const wake = this.waiting.shift();
+    if (wake) wake();
+    else this.running--;
+  }
 }
