@@ -1,7 +1,8 @@
 // The `history` method: a topic's retained messages on demand, read through the broker with the
 // same authorization as a subscribe, a page at a time. Apart from the service, which only
 // checks the topic and hands over the connection's read slots.
-import type { Broker, History } from '../pubsub/broker.js';
+import type { History } from '../pubsub/broker.js';
+import type { HistoryReads } from '../pubsub/history-reads.js';
 import type { HistoryRequest } from '../pubsub/history-params.js';
 import type { Slots } from '../pubsub/slots.js';
 
@@ -20,10 +21,12 @@ export interface HistoryPage {
 /**
  * Read what `request` asks of history, holding one of the connection's read slots
  * (`maxHistoryReadsPerConnection`) for the whole read: `last` takes two reads (the latest seq,
- * then the page before it), `since` one.
+ * then the page before it), `since` one. Each read goes through the node's reads (`reads`: at
+ * most `maxHistoryReads` at the broker at once, identical ones shared), as resume replays do,
+ * so many connections together cannot take the broker past that.
  */
 export function readTopicHistory(
-  broker: Broker,
+  reads: HistoryReads,
   slots: Slots,
   request: HistoryRequest,
   signal: AbortSignal,
@@ -39,29 +42,67 @@ export function readTopicHistory(
       return;
     }
     signal.addEventListener('abort', onAbort, { once: true });
-    giveUp = slots.take((release) => {
-      giveUp = undefined;
-      read(broker, request)
+    let granted = false;
+    const leaveQueue = slots.take((release) => {
+      granted = true;
+      const reading = new NodeReading(reads);
+      giveUp = () => reading.stop();
+      read(reading, request)
         .then(resolve, reject)
         .finally(() => {
           release();
           signal.removeEventListener('abort', onAbort);
         });
     });
+    // Granted at once, `giveUp` is already the read's; else it leaves the connection's queue.
+    if (!granted) giveUp = leaveQueue;
   });
 }
 
-async function read(broker: Broker, request: HistoryRequest): Promise<HistoryPage> {
+/**
+ * One `history` call's reads through the node's, one at a time. `stop` (the call cancelled)
+ * gives up the read it waits for, which is then not sent if no one else waits for it, and
+ * fails it here, so that the connection's slot comes back.
+ */
+class NodeReading {
+  readonly #mark: number;
+  #waiting: { cancel: () => void; fail: (error: Error) => void } | undefined;
+
+  constructor(private readonly reads: HistoryReads) {
+    this.#mark = reads.mark();
+  }
+
+  history(topic: string, afterSeq: number, limit: number): Promise<History> {
+    return new Promise<History>((resolve, reject) => {
+      const cancel = this.reads.read(topic, afterSeq, limit, this.#mark, (error, history) => {
+        this.#waiting = undefined;
+        if (history) resolve(history);
+        else reject(error instanceof Error ? error : new Error('history read failed'));
+      });
+      this.#waiting = { cancel, fail: reject };
+    });
+  }
+
+  stop(): void {
+    const waiting = this.#waiting;
+    this.#waiting = undefined;
+    waiting?.cancel();
+    waiting?.fail(new Error('history call cancelled'));
+  }
+}
+
+async function read(reading: NodeReading, request: HistoryRequest): Promise<HistoryPage> {
   const { topic, limit } = request;
   let since = request.since;
   let wanted: number | undefined;
   if (since === undefined) {
     const last = Math.min(request.last ?? limit, limit);
-    const { lastSeq } = await broker.history(topic, Number.MAX_SAFE_INTEGER);
+    // After the last possible seq: no messages, only the topic's latest seq.
+    const { lastSeq } = await reading.history(topic, Number.MAX_SAFE_INTEGER, 1);
     since = Math.max(0, lastSeq - last);
     wanted = lastSeq - since;
   }
-  const history = await broker.history(topic, since, limit);
+  const history = await reading.history(topic, since, limit);
   return page(history, since, limit, wanted);
 }
 

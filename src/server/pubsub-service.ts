@@ -428,7 +428,7 @@ export class PubSubService<C> {
       });
     }
     const slots = this.historySlotsOf(this.requireTable(session));
-    return readTopicHistory(this.broker, slots, request, ctx.signal).catch((err: unknown) => {
+    return readTopicHistory(this.historyReads, slots, request, ctx.signal).catch((err: unknown) => {
       throwIfCancelled(ctx);
       throw this.brokerUnavailable(err, request.topic, 'history was not read');
     });

@@ -254,4 +254,62 @@ describe.skipIf(skip)('resume replays against a shared Redis', () => {
     expect(broker.reads.length).toBeGreaterThan(20);
     expect(Math.max(...broker.reads.map((r) => r.limit ?? Infinity))).toBeLessThanOrEqual(100);
   }, 60_000);
+
+  it("history calls from many connections wait for the node's reads (maxHistoryReads), as replays do", async () => {
+    const { broker, gateway, url } = await setup(
+      { maxHistoryReadsPerConnection: 2, maxHistoryReads: 2 },
+      { history: 100 },
+    );
+    await publishAll(gateway, 20, 10);
+    broker.hold();
+    const connections = await Promise.all(Array.from({ length: 4 }, () => client(url)));
+    // Two calls on each connection (its own bound), each a read of its own (no two alike).
+    const answers = connections.flatMap((raw, c) =>
+      [0, 1].map((k) => raw.request('topic.history', { topic: 'feed', since: c * 2 + k })),
+    );
+    const { historyReads } = gateway.pubsub;
+    await waitUntil(
+      () => broker.inFlight + historyReads.stats.waiting === 8 || broker.inFlight > 2,
+      'every read at the broker or waiting for the node',
+    );
+    expect(broker.inFlight).toBe(2);
+    broker.release();
+    const pages = await Promise.all(answers);
+    expect(pages.map((p) => (p.result as { messages: unknown[] }).messages.length)).toEqual(
+      Array.from({ length: 8 }, (_, n) => 20 - n),
+    );
+    expect(broker.maxInFlight).toBe(2);
+  });
+
+  it("a history call cancelled while it waits for the node's read gives its connection slot back", async () => {
+    const { broker, gateway, url } = await setup(
+      { maxHistoryReadsPerConnection: 1, maxHistoryReads: 1 },
+      { history: 100 },
+    );
+    await publishAll(gateway, 5, 10);
+    broker.hold();
+    const first = await client(url);
+    const second = await client(url);
+    const atBroker = first.request('topic.history', { topic: 'feed', since: 0 });
+    await waitUntil(() => broker.inFlight === 1, 'the first read at the broker');
+    const waitingId = second.nextId();
+    second.send({
+      jsonrpc: '2.0',
+      method: 'topic.history',
+      params: { topic: 'feed', since: 1 },
+      id: waitingId,
+    });
+    const { historyReads } = gateway.pubsub;
+    await waitUntil(() => historyReads.stats.waiting === 1, 'the second waiting for the node');
+    second.send({ jsonrpc: '2.0', method: 'rpc.cancel', params: { id: waitingId } });
+    expect((await second.response(waitingId)).error?.code).toBe(-32001);
+    // Not sent: nobody waits for it any more.
+    await waitUntil(() => historyReads.stats.waiting === 0, 'the cancelled read dropped');
+    broker.release();
+    expect(((await atBroker).result as { messages: unknown[] }).messages).toHaveLength(5);
+    // Its one slot came back: the next call on the same connection is answered.
+    const next = await second.request('topic.history', { topic: 'feed', since: 3 });
+    expect((next.result as { messages: unknown[] }).messages).toHaveLength(2);
+    expect(broker.reads.map((r) => r.afterSeq)).toEqual([0, 3]);
+  });
 });
