@@ -45,6 +45,7 @@ async function startServer(kind) {
         ratePerSecond: 1e9,
         rateBurst: 1e9,
         bytesPerSecond: 1e12,
+        bytesPerSecondPerIp: 1e12,
       },
     });
     gateway.topic('bench');

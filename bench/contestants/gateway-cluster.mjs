@@ -13,6 +13,7 @@ export const limits = {
   ratePerSecond: 1e9,
   rateBurst: 1e9,
   bytesPerSecond: 1e12,
+  bytesPerSecondPerIp: 1e12,
 };
 
 /** One gateway node on `broker`, listening on a free port of `host`. */

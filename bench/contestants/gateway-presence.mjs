@@ -12,6 +12,7 @@ const limits = {
   maxConnectionsPerIp: 100_000,
   ratePerSecond: 1e9,
   bytesPerSecond: 1e12,
+  bytesPerSecondPerIp: 1e12,
   rateBurst: 1e9,
 };
 export const PRESENCE_TOPIC = 'room';

@@ -10,6 +10,7 @@ const limits = {
   ratePerSecond: 1e9,
   rateBurst: 1e9,
   bytesPerSecond: 1e12,
+  bytesPerSecondPerIp: 1e12,
 };
 
 export function gatewayUpstreamContestant({ id, name, client, clientBaselineId }) {

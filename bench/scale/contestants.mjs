@@ -26,6 +26,7 @@ export async function startGateway(host, { connections }) {
       maxConnectionsPerIp: connections + 1_000,
       ratePerSecond: 1e9,
       bytesPerSecond: 1e12,
+      bytesPerSecondPerIp: 1e12,
       rateBurst: 1e9,
     },
   });

@@ -13,6 +13,7 @@ import type { ServerTransport } from '../transport/transport.js';
 import { TransportSocket, WsTransport } from '../transport/ws-transport.js';
 import type { InputLimit } from '../transport/ws-transport.js';
 import { RateLimit, TokenBucket } from './token-bucket.js';
+import { AddressInputLimits, budgetGroupOf, unboundedLimit } from './address-budgets.js';
 import { subprotocolOf } from '../encoding/codec.js';
 import type { WireCodec } from '../encoding/codec.js';
 import { loadCodecs } from '../encoding/load-codecs.js';
@@ -110,6 +111,20 @@ function inputLimitOf(limits: Required<GatewayLimits>): InputLimit | undefined {
   return { budget: () => new TokenBucket(limit) };
 }
 
+/**
+ * limits.bytesPerSecondPerIp: a byte bucket per address group with WebSocket connections, of
+ * the same size as a connection's (two messages of the largest size), which each connection's
+ * bytes are counted against as well as against its own. At most one entry per connection
+ * allowed (maxConnections). Undefined when off (0).
+ */
+function addressInputsOf(limits: Required<GatewayLimits>): AddressInputLimits | undefined {
+  const { bytesPerSecond, bytesPerSecondPerIp, maxMessageBytes, maxConnections } = limits;
+  if (bytesPerSecondPerIp <= 0) return undefined;
+  const burst = 2 * maxMessageBytes;
+  const own = bytesPerSecond > 0 ? new RateLimit(bytesPerSecond, burst) : unboundedLimit();
+  return new AddressInputLimits(own, new RateLimit(bytesPerSecondPerIp, burst), maxConnections);
+}
+
 export class ConnectionIntake<C> {
   private readonly wss: WebSocketServer;
   private readonly tcpServers = new Set<TcpServer>();
@@ -127,6 +142,11 @@ export class ConnectionIntake<C> {
   private readonly jsonEncoding: WsEncodingOf;
   /** The bytes a WebSocket connection may read (limits.bytesPerSecond); undefined when off. */
   private readonly inputLimit: InputLimit | undefined;
+  /**
+   * The bytes the WebSocket connections of an address group may read together
+   * (limits.bytesPerSecondPerIp); undefined when off.
+   */
+  private readonly addressInputs: AddressInputLimits | undefined;
 
   constructor(private readonly deps: IntakeDeps<C>) {
     this.wss = new WebSocketServer({
@@ -154,6 +174,7 @@ export class ConnectionIntake<C> {
       );
     });
     this.inputLimit = inputLimitOf(deps.limits);
+    this.addressInputs = addressInputsOf(deps.limits);
     const { encodings } = deps.config.http;
     this.jsonEncoding = { binaryFrames: deps.config.http.binaryJsonFrames };
     this.encodingProtocols = new Set(encodings.map(subprotocolOf));
@@ -390,7 +411,7 @@ export class ConnectionIntake<C> {
       undefined,
       limits.maxBufferedBytes,
       this.deflate,
-      this.inputLimit,
+      this.inputLimitFor(remoteAddress),
     );
     const codec = this.codecs.get(ws.protocol);
     transport.setEncoding(codec ? { codec, maxDepth: limits.maxDepth } : this.jsonEncoding);
@@ -399,6 +420,17 @@ export class ConnectionIntake<C> {
     // A subprotocol other than ours may be a token (a browser's only way to send one).
     const protocol = ws.protocol === PREFERRED_SUBPROTOCOL || codec ? ws.protocol : undefined;
     session.logger.info({ remoteAddress, protocol }, 'connected');
+  }
+
+  /**
+   * The input limit of a WebSocket connection from `remoteAddress`: its address group's, which
+   * it holds until it closes (WsTransport releases it), or its own alone when the per-address
+   * budget is off or can keep no entry for the group.
+   */
+  private inputLimitFor(remoteAddress: string | undefined): InputLimit | undefined {
+    const addressInputs = this.addressInputs;
+    if (addressInputs === undefined) return this.inputLimit;
+    return addressInputs.acquire(budgetGroupOf('websocket', remoteAddress)!) ?? this.inputLimit;
   }
 
   /**

@@ -138,6 +138,20 @@ export interface GatewayLimits {
    * Default 200.
    */
   newTopicSubscribesBurst?: number;
+  /**
+   * Subscribes per second to topics this node does not hold yet (as `newTopicSubscribesPerSecond`)
+   * of all connections from one address together (an IPv4 address, an IPv6 /64, as
+   * `maxConnectionsPerIp` counts): each such subscribe takes from the connection's budget and
+   * from its address's; -32003 when either is empty. The address's budget is kept after its
+   * last connection closes until it has refilled, so reconnecting does not refill it. 0
+   * disables. Default 50 (5 connections' worth).
+   */
+  newTopicSubscribesPerSecondPerIp?: number;
+  /**
+   * How many such subscribes one address may make at once before
+   * `newTopicSubscribesPerSecondPerIp` applies. Default 1 000.
+   */
+  newTopicSubscribesBurstPerIp?: number;
   /** Open connections in total; beyond it upgrades get 503. Default 10 000. */
   maxConnections?: number;
   /** Open connections from one IP address; beyond it upgrades get 429. Default 100. */
@@ -159,6 +173,16 @@ export interface GatewayLimits {
    * `ratePerSecond` (a count of messages) does not. 0 disables. Default 1 MiB (1 048 576).
    */
   bytesPerSecond?: number;
+  /**
+   * Bytes per second the WebSocket connections from one address (an IPv4 address, an IPv6 /64,
+   * as `maxConnectionsPerIp` counts) may send together: each message is counted against its
+   * connection's `bytesPerSecond` and against its address's budget (a bucket holding 2 ×
+   * `maxMessageBytes`, as a connection's does), and the connection pauses for the longer of the
+   * two waits; nothing is lost. Without it one address gets `maxConnectionsPerIp` ×
+   * `bytesPerSecond`. The address's budget is kept after its last connection closes until it has
+   * refilled, so reconnecting does not refill it. 0 disables. Default 8 MiB (8 388 608).
+   */
+  bytesPerSecondPerIp?: number;
   /**
    * Read-side back-pressure: once handling an incoming message leaves more than this many
    * bytes queued for a connection (WebSocket, TCP, stdio) that is not reading its replies, the
@@ -498,11 +522,14 @@ export const defaultLimits: Required<GatewayLimits> = {
   maxHistoryReads: 16,
   newTopicSubscribesPerSecond: 10,
   newTopicSubscribesBurst: 200,
+  newTopicSubscribesPerSecondPerIp: 50,
+  newTopicSubscribesBurstPerIp: 1_000,
   maxConnections: 10_000,
   maxConnectionsPerIp: 100,
   ratePerSecond: 1_000,
   rateBurst: 2_000,
   bytesPerSecond: 1024 * 1024,
+  bytesPerSecondPerIp: 8 * 1024 * 1024,
   maxBufferedBytes: 4 * 1024 * 1024,
   maxBufferedBytesTotal: 512 * 1024 * 1024,
   endOfInputDeadlineMs: 30_000,
@@ -543,11 +570,14 @@ export const limitRules: Record<keyof GatewayLimits, LimitRule> = {
   maxHistoryReads: count(),
   newTopicSubscribesPerSecond: { min: 0, max: MAX_INT, integer: false },
   newTopicSubscribesBurst: { min: 1, max: MAX_INT, integer: false },
+  newTopicSubscribesPerSecondPerIp: { min: 0, max: MAX_INT, integer: false },
+  newTopicSubscribesBurstPerIp: { min: 1, max: MAX_INT, integer: false },
   maxConnections: count(),
   maxConnectionsPerIp: count(),
   ratePerSecond: { min: 0, max: MAX_INT, integer: false },
   rateBurst: { min: 1, max: MAX_INT, integer: false },
   bytesPerSecond: { min: 0, max: MAX_INT, integer: false },
+  bytesPerSecondPerIp: { min: 0, max: MAX_INT, integer: false },
   maxBufferedBytes: count(0),
   maxBufferedBytesTotal: count(0),
   endOfInputDeadlineMs: delay,

@@ -38,7 +38,15 @@ import type {
 } from './pubsub-types.js';
 import type { Session } from './session.js';
 import { defaultLimits } from './options.js';
-import { TokenBucket } from './token-bucket.js';
+import type { GatewayLimits } from './options.js';
+import { RateLimit, TokenBucket } from './token-bucket.js';
+import {
+  AddressBudgets,
+  AddressBudget,
+  PairedBucket,
+  budgetGroupOf,
+  unboundedLimit,
+} from './address-budgets.js';
 import { PARAMS_NOT_KEPT, TopicSubscription } from './topic-subscription.js';
 import type { KeptParams, TopicEnds } from './topic-subscription.js';
 import { claimsAllow } from './claims-authorization.js';
@@ -118,7 +126,15 @@ export class PubSubService<C> {
   /** What every topic subscription's end tells (one object for all of them). */
   private readonly topicEnds: TopicEnds<C>;
   private nextId = 0;
-  private readonly limits: PubSubLimits;
+  private readonly limits: PubSubLimits & AddressLimits;
+  /** A connection's new-topic subscribes (limits.newTopicSubscribesPerSecond); undefined: off. */
+  private readonly newTopicLimit: RateLimit | undefined;
+  /**
+   * The new-topic subscribes of each address group's connections together
+   * (limits.newTopicSubscribesPerSecondPerIp): an entry per group with a connection that has
+   * subscribed to a new topic, held until it closes (detach). Undefined: off.
+   */
+  private readonly newTopicAddresses: AddressBudgets | undefined;
   /** The node's history reads (resume replays): bounded, identical ones shared. */
   readonly historyReads: HistoryReads;
   readonly stats: PubSubStats = { dropped: 0, slowConsumerDisconnects: 0 };
@@ -157,6 +173,9 @@ export class PubSubService<C> {
         ? { ...defaultLimits, maxSubscriptions: limits }
         : { ...defaultLimits, ...limits };
     this.historyReads = new HistoryReads(broker, this.limits.maxHistoryReads);
+    const { newTopicSubscribesPerSecond: perSecond, newTopicSubscribesBurst: burst } = this.limits;
+    this.newTopicLimit = perSecond > 0 ? new RateLimit(perSecond, burst) : undefined;
+    this.newTopicAddresses = newTopicAddressesOf(this.limits);
     this.registry = new TopicRegistry(
       inbox ? inboxTap(broker, inbox.received) : broker,
       this.head,
@@ -358,6 +377,9 @@ export class PubSubService<C> {
     const table = this.tables.get(session);
     if (!table) return;
     this.tables.delete(session);
+    if (table.newTopics instanceof PairedBucket) {
+      this.newTopicAddresses?.release(table.newTopics.address);
+    }
     for (const subscription of table.subscriptions.values()) subscription.teardown();
     table.subscriptions.clear();
   }
@@ -650,7 +672,7 @@ export class PubSubService<C> {
       (typeof start.kept === 'string' ? Buffer.byteLength(start.kept, 'utf8') : 0);
     this.reserveTopicBytes(table, bytes, typeof start.kept === 'string');
     try {
-      this.checkNewTopic(topic, table);
+      this.checkNewTopic(topic, session, table);
     } catch (err) {
       table.topicBytes -= bytes;
       throw err;
@@ -854,7 +876,7 @@ export class PubSubService<C> {
     this.reserveTopicBytes(table, bytes, false);
     if (fresh) {
       try {
-        this.takeNewTopic(topic, table);
+        this.takeNewTopic(topic, session, table);
       } catch (err) {
         table.topicBytes -= bytes;
         throw err;
@@ -897,31 +919,82 @@ export class PubSubService<C> {
   /**
    * A subscribe to a topic this node does not hold yet subscribes it on the broker (an
    * ordered consumer on NATS, a channel and a read on Redis): at most `newTopicSubscribesPerSecond`
-   * per connection (burst `newTopicSubscribesBurst`), beyond which -32003.
+   * per connection (burst `newTopicSubscribesBurst`) and `newTopicSubscribesPerSecondPerIp` per
+   * address group (burst `newTopicSubscribesBurstPerIp`), beyond which -32003.
    */
-  private checkNewTopic(topic: string, table: SessionTable): void {
-    if (this.registry.sharedId(topic) === undefined) this.takeNewTopic(topic, table);
+  private checkNewTopic(topic: string, session: Session<C>, table: SessionTable): void {
+    if (this.registry.sharedId(topic) === undefined) this.takeNewTopic(topic, session, table);
   }
 
-  /** Take one of the connection's new-topic subscribes, or refuse (-32003). */
-  private takeNewTopic(topic: string, table: SessionTable): void {
-    if (this.limits.newTopicSubscribesPerSecond === 0) return;
-    table.newTopics ??= new TokenBucket(
-      this.limits.newTopicSubscribesPerSecond,
-      this.limits.newTopicSubscribesBurst,
-    );
-    if (table.newTopics.take()) return;
+  /** Take one of the connection's and its address's new-topic subscribes, or refuse (-32003). */
+  private takeNewTopic(topic: string, session: Session<C>, table: SessionTable): void {
+    let bucket = table.newTopics;
+    if (bucket === undefined) {
+      if (this.newTopicLimit === undefined && this.newTopicAddresses === undefined) return;
+      bucket = table.newTopics = this.newTopicBucket(session, table);
+    }
+    const empty =
+      bucket instanceof PairedBucket ? bucket.takeBoth() : bucket.take() ? undefined : 'connection';
+    if (empty === undefined) return;
+    const { newTopicSubscribesPerSecond, newTopicSubscribesPerSecondPerIp } = this.limits;
+    if (empty === 'connection') {
+      throw new ServerError(
+        ErrorCode.RateLimited,
+        'Rate limited: this connection subscribes to new topics too fast (limits.newTopicSubscribesPerSecond)',
+        { topic, limit: newTopicSubscribesPerSecond },
+      );
+    }
     throw new ServerError(
       ErrorCode.RateLimited,
-      'Rate limited: this connection subscribes to new topics too fast (limits.newTopicSubscribesPerSecond)',
-      { topic, limit: this.limits.newTopicSubscribesPerSecond },
+      'Rate limited: connections from this address subscribe to new topics too fast (limits.newTopicSubscribesPerSecondPerIp)',
+      { topic, limit: newTopicSubscribesPerSecondPerIp },
     );
+  }
+
+  /**
+   * A connection's new-topic bucket, made at its first new-topic subscribe: paired with its
+   * address group's, which it holds until it closes (detach), when that budget is on. A table
+   * the session no longer has (it closed while the subscribe awaited) takes no address entry:
+   * nothing would let go of it.
+   */
+  private newTopicBucket(session: Session<C>, table: SessionTable): TokenBucket {
+    const own = this.newTopicLimit ?? unboundedLimit();
+    const addresses = this.newTopicAddresses;
+    const group =
+      addresses && this.tables.get(session) === table
+        ? budgetGroupOf(session.transport.kind, session.remoteAddress)
+        : undefined;
+    const entry: AddressBudget | undefined =
+      group === undefined ? undefined : addresses!.acquire(group);
+    return entry === undefined ? new TokenBucket(own) : new PairedBucket(own, entry);
   }
 
   private newId(): string {
     // Hex quantities, as Ethereum nodes use; unique for the life of the gateway.
     return `0x${(++this.nextId).toString(16)}`;
   }
+}
+
+/** The gateway limits the pub/sub service reads beyond PubSubLimits (defaults when not given). */
+type AddressLimits = Pick<
+  Required<GatewayLimits>,
+  'newTopicSubscribesPerSecondPerIp' | 'newTopicSubscribesBurstPerIp' | 'maxConnections'
+>;
+
+/**
+ * limits.newTopicSubscribesPerSecondPerIp: a bucket per address group, at most one per
+ * connection allowed (maxConnections). Undefined when off (0).
+ */
+function newTopicAddressesOf(limits: AddressLimits): AddressBudgets | undefined {
+  const { newTopicSubscribesPerSecondPerIp: perSecond, newTopicSubscribesBurstPerIp: burst } =
+    limits;
+  if (perSecond <= 0) return undefined;
+  const limit = new RateLimit(perSecond, burst);
+  return new AddressBudgets(
+    limit,
+    limits.maxConnections,
+    (group) => new AddressBudget(limit, group),
+  );
 }
 
 /** What starting a topic subscription needs of its call: a subscribe's, or a server-side join's. */

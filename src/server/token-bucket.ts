@@ -75,6 +75,22 @@ export class TokenBucket {
     return this.tokens >= 0 ? 0 : Math.ceil((-this.tokens * 1000) / this.limit.perSecond);
   }
 
+  /** The tokens there are now (negative while in debt). */
+  available(): number {
+    this.refill();
+    return this.tokens;
+  }
+
+  /**
+   * The whole ms until the bucket is full, rounded down: it is full within a millisecond of
+   * that (what stays empty of it is less than `perSecond / 1000` tokens). 0 when full.
+   */
+  msUntilFull(): number {
+    this.refill();
+    const { burst, perSecond } = this.limit;
+    return Math.floor(((burst - this.tokens) * 1000) / perSecond);
+  }
+
   private refill(): void {
     const limit = this.limit;
     const now = smallMs(limit.now() - limit.origin);

@@ -27,10 +27,16 @@ function byteLengthOf(data: RawData): number {
 
 /**
  * What limits the bytes a connection reads (the gateway's `limits.bytesPerSecond`): one for all
- * of a server's connections, each given a budget of its own at its first message.
+ * of a server's connections, or one for each address group's (`bytesPerSecondPerIp`), each
+ * connection given a budget of its own at its first message.
  */
 export interface InputLimit {
   budget(): InputBudget;
+  /**
+   * Told once for each connection made with this limit, when it has closed: a limit of an
+   * address group's connections counts them.
+   */
+  release?(): void;
 }
 
 /** One connection's input budget. */
@@ -75,6 +81,12 @@ function pongWritten(this: TransportSocket): void {
  */
 export class TransportSocket extends WebSocket {
   rpcTransport: WsTransport | undefined = undefined;
+  /**
+   * The bytes its connection may read (see InputLimit); undefined: no limit. Kept here, not in
+   * the settings transports share: connections from different address groups have different
+   * ones (limits.bytesPerSecondPerIp), and settings of their own would cost each far more.
+   */
+  inputLimit: InputLimit | undefined = undefined;
   /**
    * Pongs sent and not yet written (see MAX_PENDING_PONGS). Declared only: the property is
    * added by the first ping, so a socket that is never pinged (a browser never pings) has no
@@ -230,8 +242,6 @@ interface WsShared {
   readonly deflate: SharedDeflate | undefined;
   /** The node-wide output budget the transports that joined one (flag BUDGETED) report to. */
   budget?: BudgetLedger;
-  /** The bytes each connection may read (see InputLimit); undefined: no limit. */
-  readonly inputLimit: InputLimit | undefined;
 }
 
 /**
@@ -245,19 +255,17 @@ function sharedOf(
   closeGraceMs: number,
   maxBufferedBytes: number,
   deflate: SharedDeflate | undefined,
-  inputLimit: InputLimit | undefined,
 ): WsShared {
   const last = sharedByCounters.get(counters);
   if (
     last !== undefined &&
     last.closeGraceMs === closeGraceMs &&
     last.maxBufferedBytes === maxBufferedBytes &&
-    last.deflate === deflate &&
-    last.inputLimit === inputLimit
+    last.deflate === deflate
   ) {
     return last;
   }
-  const shared: WsShared = { counters, closeGraceMs, maxBufferedBytes, deflate, inputLimit };
+  const shared: WsShared = { counters, closeGraceMs, maxBufferedBytes, deflate };
   sharedByCounters.set(counters, shared);
   return shared;
 }
@@ -462,9 +470,10 @@ export class WsTransport implements ServerTransport, BudgetMember {
     /** The bytes it may read (see InputLimit); undefined: no limit. */
     inputLimit?: InputLimit,
   ) {
-    this.shared = sharedOf(counters, closeGraceMs, maxBufferedBytes, deflate, inputLimit);
+    this.shared = sharedOf(counters, closeGraceMs, maxBufferedBytes, deflate);
     // The socket reports to this transport through its own emit (TransportSocket).
     socket.rpcTransport = this;
+    socket.inputLimit = inputLimit;
     if (deflate) this.useDeflate(deflate);
   }
 
@@ -516,7 +525,7 @@ export class WsTransport implements ServerTransport, BudgetMember {
   /** @internal */
   onSocketMessage(data: RawData, isBinary = false): void {
     this.shared.counters.messagesIn++;
-    const inputLimit = this.shared.inputLimit;
+    const inputLimit = this.socket.inputLimit;
     const throttled = inputLimit !== undefined && this.spendInput(inputLimit, byteLengthOf(data));
     const text = this.textOf(data, isBinary);
     if (text === undefined) return;
@@ -602,6 +611,10 @@ export class WsTransport implements ServerTransport, BudgetMember {
   onSocketClose(code: number, reason: Buffer): void {
     clearTimeout(this.closeTimer);
     this.budget?.leave(this);
+    // Once: the limit of an address group counts its open connections.
+    const inputLimit = this.socket.inputLimit;
+    this.socket.inputLimit = undefined;
+    inputLimit?.release?.();
     this.stopWaitingToResume();
     this.stopInputPause();
     this.dropHeld();

@@ -1,0 +1,200 @@
+/**
+ * The per-address buckets (AddressBudgets) against a model of connections opening, spending and
+ * closing over time: entries are counted by the connections holding them, kept after the last
+ * closes only until the bucket would be full again (so reconnecting does not refill it), and
+ * never more than the bound.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { AddressBudget, AddressBudgets, PairedBucket } from '../../src/server/address-budgets.js';
+import { RateLimit } from '../../src/server/token-bucket.js';
+
+const GROUPS = ['a', 'b', 'c', 'd', 'e', 'f'];
+
+type Op =
+  | { kind: 'open'; group: string }
+  | { kind: 'close'; index: number }
+  | { kind: 'spend'; index: number; amount: number }
+  | { kind: 'take'; index: number }
+  | { kind: 'advance'; ms: number };
+
+const op: fc.Arbitrary<Op> = fc.oneof(
+  fc.record({ kind: fc.constant('open' as const), group: fc.constantFrom(...GROUPS) }),
+  fc.record({ kind: fc.constant('close' as const), index: fc.nat(20) }),
+  fc.record({
+    kind: fc.constant('spend' as const),
+    index: fc.nat(20),
+    amount: fc.oneof(fc.integer({ min: 0, max: 3 }), fc.integer({ min: 0, max: 3_000 })),
+  }),
+  fc.record({ kind: fc.constant('take' as const), index: fc.nat(20) }),
+  fc.record({
+    kind: fc.constant('advance' as const),
+    // Steps of a few ms too: an entry must be gone the first millisecond it is full.
+    ms: fc.oneof(fc.integer({ min: 0, max: 3 }), fc.integer({ min: 0, max: 3_000 })),
+  }),
+);
+
+interface Connection {
+  group: string;
+  entry: AddressBudget | undefined;
+  bucket: PairedBucket | undefined;
+}
+
+/** What the model knows of a group whose connections all closed. */
+interface Released {
+  entry: AddressBudget;
+  /** A new group has since found the table full (so some unheld entry was dropped for it). */
+  crowded: boolean;
+}
+
+describe('AddressBudgets', () => {
+  it('counts connections per entry, keeps an unheld entry only until it is full, and stays within the bound', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 2_000 }),
+        fc.integer({ min: 1, max: 5_000 }),
+        fc.integer({ min: 1, max: 5 }),
+        fc.array(op, { maxLength: 120 }),
+        (perSecond, burst, maxEntries, ops) => {
+          let now = 1_000_000;
+          const clock = () => now;
+          const limit = new RateLimit(perSecond, burst, clock);
+          const own = new RateLimit(Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER, clock);
+          const budgets = new AddressBudgets(
+            limit,
+            maxEntries,
+            (group) => new AddressBudget(limit, group),
+          );
+          const open: Connection[] = [];
+          const released = new Map<string, Released>();
+          const held = (group: string) => open.filter((c) => c.group === group && c.entry);
+
+          for (const step of ops) {
+            if (step.kind === 'open') {
+              const before = budgets.peek(step.group);
+              const crowding = before === undefined && budgets.size >= maxEntries;
+              const entry = budgets.acquire(step.group);
+              if (entry === undefined) {
+                // Only when every entry kept is held by a connection.
+                const heldGroups = new Set(open.filter((c) => c.entry).map((c) => c.group));
+                expect(heldGroups.size).toBe(maxEntries);
+              } else {
+                const last = released.get(step.group);
+                if (
+                  last &&
+                  held(step.group).length === 0 &&
+                  entry !== last.entry &&
+                  !last.crowded
+                ) {
+                  // A new bucket only once the old one was full again (within a millisecond).
+                  expect(last.entry.available()).toBeGreaterThanOrEqual(
+                    burst - perSecond / 1000 - 1e-6,
+                  );
+                }
+                if (last && entry === last.entry) expect(entry.available()).toBeLessThan(burst);
+              }
+              if (crowding && entry) for (const r of released.values()) r.crowded = true;
+              open.push({
+                group: step.group,
+                entry,
+                bucket: entry && new PairedBucket(own, entry),
+              });
+              released.delete(step.group);
+            } else if (step.kind === 'close') {
+              if (open.length === 0) continue;
+              const [closed] = open.splice(step.index % open.length, 1);
+              if (closed!.entry) {
+                budgets.release(closed!.entry);
+                if (held(closed!.group).length === 0) {
+                  released.set(closed!.group, { entry: closed!.entry, crowded: false });
+                }
+              }
+            } else if (step.kind === 'spend' || step.kind === 'take') {
+              if (open.length === 0) continue;
+              const bucket = open[step.index % open.length]!.bucket;
+              if (step.kind === 'spend') bucket?.spend(step.amount);
+              else bucket?.takeBoth();
+            } else {
+              now += step.ms;
+            }
+
+            expect(budgets.size).toBeLessThanOrEqual(maxEntries);
+            for (const group of GROUPS) {
+              const holders = held(group);
+              const entry = budgets.peek(group);
+              if (holders.length > 0) {
+                // Held entries stay, counted by their connections.
+                expect(entry).toBe(holders[0]!.entry);
+                expect(entry!.refs).toBe(holders.length);
+              } else if (entry !== undefined && (step.kind === 'open' || step.kind === 'close')) {
+                // As of each open and close, no entry nobody holds is full.
+                expect(entry.refs).toBe(0);
+                expect(entry.available()).toBeLessThan(burst);
+              }
+            }
+          }
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('keeps an entry nobody holds until the millisecond its bucket is full, and no longer', () => {
+    let now = 0;
+    const limit = new RateLimit(1_000, 10, () => now); // a token a millisecond
+    const budgets = new AddressBudgets(limit, 10, (group) => new AddressBudget(limit, group));
+    const entry = budgets.acquire('a')!;
+    entry.spend(3);
+    budgets.release(entry);
+    now += 2;
+    // Reconnecting within the refill finds the same bucket, not a full one.
+    expect(budgets.acquire('a')).toBe(entry);
+    expect(entry.available()).toBe(9);
+    budgets.release(entry);
+    now += 1;
+    budgets.acquire('b');
+    expect(budgets.peek('a')).toBeUndefined();
+    expect(budgets.size).toBe(1);
+  });
+
+  it('at its bound, gives a new group the place of the unheld entry nearest to full, or none', () => {
+    const now = 0;
+    const limit = new RateLimit(1, 100, () => now);
+    const budgets = new AddressBudgets(limit, 2, (group) => new AddressBudget(limit, group));
+    const a = budgets.acquire('a')!;
+    const b = budgets.acquire('b')!;
+    expect(budgets.acquire('c')).toBeUndefined(); // both held
+    a.spend(50);
+    b.spend(10);
+    budgets.release(a);
+    budgets.release(b);
+    expect(budgets.acquire('c')).toBeDefined();
+    expect(budgets.peek('b')).toBeUndefined();
+    expect(budgets.peek('a')).toBe(a);
+    expect(budgets.size).toBe(2);
+  });
+
+  it('takes a token from both buckets or from neither', () => {
+    const limit = new RateLimit(0.001, 2, () => 0);
+    const budgets = new AddressBudgets(limit, 10, (group) => new AddressBudget(limit, group));
+    const entry = budgets.acquire('a')!;
+    const first = new PairedBucket(new RateLimit(0.001, 1, () => 0), entry);
+    const second = new PairedBucket(new RateLimit(0.001, 5, () => 0), entry);
+    expect(first.takeBoth()).toBeUndefined();
+    expect(first.takeBoth()).toBe('connection');
+    expect(entry.available()).toBe(1);
+    expect(second.takeBoth()).toBeUndefined();
+    expect(second.takeBoth()).toBe('address');
+    expect(second.available()).toBe(4);
+  });
+
+  it('spends from both and waits for the longer', () => {
+    const limit = new RateLimit(1_000, 1_000, () => 0);
+    const budgets = new AddressBudgets(limit, 10, (group) => new AddressBudget(limit, group));
+    const entry = budgets.acquire('a')!;
+    const bucket = new PairedBucket(new RateLimit(1_000, 10_000, () => 0), entry);
+    expect(bucket.spend(500)).toBe(0);
+    expect(bucket.spend(1_500)).toBe(1_000); // the address owes 1 000 bytes: 1 s
+    expect(new PairedBucket(new RateLimit(100, 100, () => 0), entry).spend(300)).toBe(2_000);
+  });
+});
