@@ -439,6 +439,7 @@ export class Gateway<C = unknown> {
       },
       newSession: (context, remoteAddress, transport, admit) =>
         this.sessionTable.create(transport, context, remoteAddress, admit, this.httpPeerConfig),
+      ended: (session) => this.pubsub.detach(session),
     });
     const dispatch: HttpDispatchDeps<C> = {
       httpHandler: http.httpHandler,

@@ -48,6 +48,12 @@ export interface HttpRpcDeps<C> {
     transport: ServerTransport,
     admit: { take(): boolean } | undefined,
   ): Session<C>;
+  /**
+   * An exchange's session is done (answered, its handlers idle, or its caller gone): release
+   * what it may hold elsewhere (a `history` call's read slots). Its peer never closes, so the
+   * close hook that does this for connections does not run.
+   */
+  ended(session: Session<C>): void;
 }
 
 function send(
@@ -194,6 +200,7 @@ export class HttpRpc<C> {
     } finally {
       res.off('close', abandon);
       this.sessions.delete(session);
+      deps.ended(session);
     }
   }
 

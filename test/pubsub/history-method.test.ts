@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../src/protocol/error-codes.js';
 import { MAX_HISTORY_PAGE } from '../../src/pubsub/history-params.js';
 import { RawRpc } from '../support/raw-rpc.js';
+import { waitUntil } from '../support/waiting.js';
 import { Resources } from '../support/resources.js';
 
 const res = new Resources();
@@ -35,6 +36,28 @@ async function open(url: string): Promise<RawRpc> {
 }
 
 describe('the history method', () => {
+  it('over HTTP POST, leaves nothing behind once answered', async () => {
+    const { gateway, httpUrl } = await start();
+    await gateway.publish('feed.a', { n: 1 });
+    for (let i = 0; i < 3; i++) {
+      const response = await fetch(`${httpUrl}/rpc`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          method: 'topic.history',
+          params: { topic: 'feed.a', last: 1 },
+          id: i,
+        }),
+      });
+      const answer = (await response.json()) as { result: { messages: unknown[] } };
+      expect(answer.result.messages).toEqual([{ seq: 1, data: { n: 1 } }]);
+    }
+    // What a session's subscriptions and read slots are kept in: none for an exchange that ended.
+    const tables = (gateway.pubsub as unknown as { tables: Map<unknown, unknown> }).tables;
+    await waitUntil(() => tables.size === 0, "the exchanges' tables released");
+  });
+
   it('reads the last N, since a seq, and pages with limit, like a resume would see them', async () => {
     const { gateway, url } = await start();
     for (let n = 1; n <= 3; n++) await gateway.publish('feed.a', { n });
