@@ -3,6 +3,7 @@ import { addressGroup } from '../server/address-group.js';
 import type { UpgradeRequest } from '../server/options.js';
 import { UpgradeRejection } from '../server/upgrade-rejection.js';
 import type { Tracing } from '../tracing/tracing.js';
+import { AddressShares } from '../upstream/address-shares.js';
 import type { JsonRpcHttpClient } from '../upstream/json-rpc-http-client.js';
 import { failureOf, isRefusal, readConnectResult, refusalStatus } from './hook-answers.js';
 import type { HookIdentity } from './hook-answers.js';
@@ -103,29 +104,5 @@ export function connectHook(
           headers: span.traceparent === undefined ? {} : { traceparent: span.traceparent },
         }),
     );
-  }
-}
-
-/**
- * Calls in flight per address group. An entry exists only while its group has calls in flight,
- * so the map holds at most the connects in progress.
- */
-class AddressShares {
-  private readonly inFlight = new Map<string, number>();
-
-  constructor(private readonly max: number) {}
-
-  /** Take one of `group`'s slots: false when it has none left. */
-  take(group: string): boolean {
-    const held = this.inFlight.get(group) ?? 0;
-    if (held >= this.max) return false;
-    this.inFlight.set(group, held + 1);
-    return true;
-  }
-
-  give(group: string): void {
-    const held = this.inFlight.get(group)!;
-    if (held <= 1) this.inFlight.delete(group);
-    else this.inFlight.set(group, held - 1);
   }
 }

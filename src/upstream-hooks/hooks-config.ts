@@ -4,6 +4,7 @@
 import { checkOptions, isRecord, numberIn, oneOf, ofType, refuse } from '../peer/option-rules.js';
 import type { Rule } from '../peer/option-rules.js';
 import {
+  defaultMaxConcurrentPerAddress,
   defaultMaxConcurrentPerSession,
   resolveUpstreamsConfig,
   upstreamBounds,
@@ -41,6 +42,12 @@ export interface SubscribeHookConfig extends HookCommon {
   readonly onFailure: OnFailure;
   /** Hook calls in flight for one session; its other subscribes wait their turn. */
   readonly maxConcurrentPerSession: number;
+  /**
+   * Hook calls in flight for all sessions from one client address (IPv6: its /64), at least
+   * maxConcurrentPerSession; past it a session of that address with no call of its own in flight
+   * is refused -32013, one with calls in flight waits its turn.
+   */
+  readonly maxConcurrentPerAddress: number;
   /** A session's subscribes waiting for their turn; one more is refused -32013. */
   readonly maxQueuedPerSession: number;
   /** Topic patterns (exact, or a prefix ending in `*`) the hook decides; the others are allowed. */
@@ -122,6 +129,7 @@ const rules = {
     onFailure,
     topics: topicPatterns,
     maxConcurrentPerSession: numberIn(1, MAX_CONCURRENT, true),
+    maxConcurrentPerAddress: numberIn(1, MAX_CONCURRENT, true),
     maxQueuedPerSession: numberIn(0, hooksBounds.maxQueuedPerSession, true),
   },
   events: {
@@ -201,14 +209,30 @@ export function resolveHooksConfig(file: unknown): HooksConfig {
         });
       } else {
         const topics = (options['topics'] as string[] | undefined) ?? hooksDefaults.topics;
+        const perAddress = withinUpstream(
+          `${path}.maxConcurrentPerAddress`,
+          options['maxConcurrentPerAddress'] as number | undefined,
+          upstream,
+        );
+        const perSession = share(
+          'maxConcurrentPerSession',
+          Math.min(
+            hooksDefaults.subscribeMaxConcurrentPerSession,
+            perAddress ?? upstream.maxConcurrent,
+          ),
+        );
+        if (perAddress !== undefined && perSession > perAddress) {
+          throw new RangeError(
+            `${path}.maxConcurrentPerSession must be at most ${path}.maxConcurrentPerAddress (${perAddress}), not ${perSession}`,
+          );
+        }
         resolved.subscribe = Object.freeze({
           ...base,
           onFailure: failure,
           topics: Object.freeze([...topics]),
-          maxConcurrentPerSession: share(
-            'maxConcurrentPerSession',
-            Math.min(hooksDefaults.subscribeMaxConcurrentPerSession, upstream.maxConcurrent),
-          ),
+          maxConcurrentPerSession: perSession,
+          maxConcurrentPerAddress:
+            perAddress ?? defaultMaxConcurrentPerAddress(upstream.maxConcurrent, perSession),
           maxQueuedPerSession:
             (options['maxQueuedPerSession'] as number | undefined) ??
             hooksDefaults.subscribeMaxQueuedPerSession,

@@ -1,5 +1,7 @@
 import type { Logger } from '../peer/logger.js';
+import { addressGroup } from '../server/address-group.js';
 import type { Tracing } from '../tracing/tracing.js';
+import { AddressShares } from '../upstream/address-shares.js';
 import type { JsonRpcHttpClient } from '../upstream/json-rpc-http-client.js';
 import { UpstreamError } from '../upstream/upstream-error.js';
 import { failureOf, isRefusal } from './hook-answers.js';
@@ -10,7 +12,13 @@ import { tracedHookRequest } from './hook-call.js';
 /** What a topic's `authorize` hook is asked (TopicOptions.authorize). */
 export interface TopicRequest {
   /** The session subscribing (a gateway `Session` of any context type). */
-  readonly session: { readonly id: string; readonly context: unknown; readonly isClosed?: boolean };
+  readonly session: {
+    readonly id: string;
+    readonly context: unknown;
+    readonly isClosed?: boolean;
+    /** The client's address, after trusted proxies; none (stdio, in-process): no address share. */
+    readonly remoteAddress?: string | undefined;
+  };
   readonly topic: string;
   readonly params: unknown;
 }
@@ -27,7 +35,10 @@ export function matchesTopic(patterns: readonly string[], topic: string): boolea
  * or no answer in time, is a failure: refused (`onFailure: refuse`), or allowed. At most
  * `maxConcurrentPerSession` calls of one session are in flight; its other subscribes wait their
  * turn, at most `maxQueuedPerSession` of them (one more is refused -32013 whatever `onFailure`),
- * so one session's burst cannot take the upstream's maxConcurrent and fail everyone else's. A
+ * so one session's burst cannot take the upstream's maxConcurrent and fail everyone else's. The
+ * sessions of one client address group hold at most `maxConcurrentPerAddress` calls together, so
+ * neither can several connections from one address: past it, a session with a call of its own in
+ * flight waits for it (in the same queue), one without is refused -32013 whatever `onFailure`. A
  * waiting subscribe whose session has closed is dropped unasked.
  */
 export function subscribeHook(
@@ -50,11 +61,22 @@ export function subscribeHook(
     deps.metrics.outcome('subscribe', allow ? 'accepted' : 'refused');
     return allow;
   };
+  const perAddress = new AddressShares(config.maxConcurrentPerAddress);
   const lanes = new WeakMap<object, Lane>();
-  const laneOf = (session: object): Lane => {
+  const laneOf = (session: TopicRequest['session']): Lane => {
     let lane = lanes.get(session);
-    if (!lane) lanes.set(session, (lane = new Lane()));
+    if (!lane) {
+      const address = session.remoteAddress;
+      lanes.set(
+        session,
+        (lane = new Lane(address === undefined ? undefined : addressGroup(address))),
+      );
+    }
     return lane;
+  };
+  const busy = (reason: string, bound: string, limit: number): UpstreamError => {
+    deps.metrics.outcome('subscribe', 'busy');
+    return UpstreamError.busy(client.name, reason, bound, limit);
   };
   const ask = async (request: TopicRequest): Promise<boolean> => {
     const { session, topic, params } = request;
@@ -92,42 +114,65 @@ export function subscribeHook(
   return async (request) => {
     if (!matchesTopic(config.topics, request.topic)) return true;
     const lane = laneOf(request.session);
-    if (lane.running >= config.maxConcurrentPerSession) {
+    const group = lane.group;
+    const addressFull = group !== undefined && perAddress.isFull(group);
+    // Behind the session's waiting ones too, so its subscribes are asked in order.
+    const queue =
+      lane.running >= config.maxConcurrentPerSession ||
+      lane.waiting.length > 0 ||
+      (addressFull && lane.running > 0);
+    if (queue) {
       if (lane.waiting.length >= config.maxQueuedPerSession) {
-        deps.metrics.outcome('subscribe', 'busy');
-        throw UpstreamError.busy(
-          client.name,
+        throw busy(
           `${config.maxQueuedPerSession} subscribes of this session waiting for the subscribe hook`,
           'maxQueuedPerSession',
           config.maxQueuedPerSession,
         );
       }
       await new Promise<void>((resolve) => lane.waiting.push(resolve));
-      // The slot was handed over by the call that ended: `running` already counts this one.
+      // The slots were handed over by the call that ended: `running` and the address's count
+      // already count this one.
+    } else if (addressFull) {
+      // No call of its own to wait for: waiting would be on other sessions, unbounded in time.
+      throw busy(
+        `${config.maxConcurrentPerAddress} subscribe hook calls from this address in flight`,
+        'maxConcurrentPerAddress',
+        config.maxConcurrentPerAddress,
+      );
     } else {
       lane.running++;
+      if (group !== undefined) perAddress.take(group);
     }
     try {
       // Its session closed while it waited: nobody is left to subscribe.
       if (request.session.isClosed === true) return false;
       return await ask(request);
     } finally {
-      lane.next();
+      if (lane.next() && group !== undefined) perAddress.give(group);
     }
   };
 }
 
 /**
  * One session's subscribe hook calls: `running` in flight, the others `waiting` in order. An
- * ending call hands its slot to the first waiting one, so the count never drops between them.
+ * ending call hands its slot (and its slot of the address's share) to the first waiting one, so
+ * neither count drops between them.
  */
 class Lane {
   running = 0;
   readonly waiting: (() => void)[] = [];
 
-  next(): void {
+  /** `group`: the session's address group, if it has an address. */
+  constructor(readonly group: string | undefined) {}
+
+  /** Hand the ending call's slot on; true when none was waiting and the slot is free. */
+  next(): boolean {
     const wake = this.waiting.shift();
-    if (wake) wake();
-    else this.running--;
+    if (wake) {
+      wake();
+      return false;
+    }
+    this.running--;
+    return true;
   }
 }

@@ -31,7 +31,8 @@ export interface UpstreamRoutes {
  * Route the configured methods to their upstreams on `gateway`: an exact name is a method of its
  * own, a prefix route (`orders.*`) serves every name under it that has no handler of its own
  * (the longest prefix wins). Each call goes to the upstream with the session's identity headers,
- * the client's cancellation, the route's timeout and the upstream's concurrency bound.
+ * the client's cancellation, the route's timeout and the upstream's concurrency bounds (its
+ * session's and its client address's shares among them).
  */
 export function installUpstreamRoutes(
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any context type
@@ -85,6 +86,7 @@ function endpointFor(
     name: upstream.name,
     maxConcurrent: upstream.maxConcurrent,
     maxConcurrentPerSession: upstream.maxConcurrentPerSession,
+    maxConcurrentPerAddress: upstream.maxConcurrentPerAddress,
     retries: upstream.retries,
     observer,
     maxReplyBytes,
@@ -119,7 +121,14 @@ function routeHandler(
     // Set here rather than left to the endpoint: the failure log below names it.
     headers['x-request-id'] = nanoid();
     if (traceparent !== undefined) headers['traceparent'] = traceparent;
-    const options = { signal: ctx.signal, timeoutMs, headers, idempotent, session: ctx.session };
+    const options = {
+      signal: ctx.signal,
+      timeoutMs,
+      headers,
+      idempotent,
+      session: ctx.session,
+      address: ctx.session.remoteAddress,
+    };
     try {
       if (ctx.id === undefined) {
         await endpoint.notify(ctx.method, params as Params | undefined, options);

@@ -1,8 +1,13 @@
 import { nanoid } from 'nanoid';
 import type { Params } from '../protocol/types.js';
 import { JsonRpcError } from '../protocol/errors.js';
+import { addressGroup } from '../server/address-group.js';
+import { AddressShares } from './address-shares.js';
 import { UpstreamError } from './upstream-error.js';
-import { defaultMaxConcurrentPerSession } from './upstreams-config.js';
+import {
+  defaultMaxConcurrentPerAddress,
+  defaultMaxConcurrentPerSession,
+} from './upstreams-config.js';
 
 /** One request as an upstream transport (HTTP, NATS) sends it. */
 export interface UpstreamRequest {
@@ -44,6 +49,12 @@ export interface UpstreamCallOptions {
    * `maxConcurrentPerSession` calls of one session are in flight. None: only maxConcurrent.
    */
   session?: object;
+  /**
+   * The client's address (its session's, after trusted proxies): all calls from one address group
+   * (IPv6: its /64) take at most `maxConcurrentPerAddress`. None (stdio, in-process): not bounded
+   * by it.
+   */
+  address?: string | undefined;
 }
 
 /** How each upstream request ended, for metrics. */
@@ -65,6 +76,12 @@ export interface UpstreamEndpointOptions {
    */
   maxConcurrentPerSession?: number;
   /**
+   * Of those, the calls from one client address group (`UpstreamCallOptions.address`), counted the
+   * same way; more from that address are refused -32013. Default: max(maxConcurrentPerSession, 1,
+   * floor(maxConcurrent / 4)).
+   */
+  maxConcurrentPerAddress?: number;
+  /**
    * How many times a call that is safe to send again is sent again. A retry is sent only once
    * the transport has let go of the attempt before it, so a call holds one request at a time.
    */
@@ -78,7 +95,7 @@ const MAX_BACKOFF_MS = 1_000;
 
 /**
  * What every upstream does the same whatever its transport: the concurrency bounds, the
- * upstream's and each session's share of it (refused at once, never queued), a timeout per attempt, safe retries with a short backoff, the request id,
+ * upstream's and each session's and client address's share of it (refused at once, never queued), a timeout per attempt, safe retries with a short backoff, the request id,
  * the deadline header and the metrics. `attempt` sends one request and reads its reply.
  */
 export abstract class UpstreamEndpoint {
@@ -90,6 +107,8 @@ export abstract class UpstreamEndpoint {
    */
   private readonly bySession = new WeakMap<object, number>();
   private readonly maxPerSession: number;
+  /** Calls in flight per client address group; an entry only while it has calls in flight. */
+  private readonly byAddress: AddressShares;
 
   /**
    * True when the transport may keep an aborted attempt's request (its body, its place in a
@@ -102,6 +121,10 @@ export abstract class UpstreamEndpoint {
   constructor(protected readonly options: UpstreamEndpointOptions) {
     this.maxPerSession =
       options.maxConcurrentPerSession ?? defaultMaxConcurrentPerSession(options.maxConcurrent);
+    this.byAddress = new AddressShares(
+      options.maxConcurrentPerAddress ??
+        defaultMaxConcurrentPerAddress(options.maxConcurrent, this.maxPerSession),
+    );
   }
 
   get name(): string {
@@ -116,6 +139,16 @@ export abstract class UpstreamEndpoint {
   /** Calls of `session` to this upstream now in flight, counted as `inFlight` counts. */
   inFlightOf(session: object): number {
     return this.bySession.get(session) ?? 0;
+  }
+
+  /** Calls from `address`'s group to this upstream now in flight, counted as `inFlight` counts. */
+  inFlightFrom(address: string): number {
+    return this.byAddress.of(addressGroup(address));
+  }
+
+  /** Address groups with calls to this upstream in flight (the entries the gateway holds). */
+  get addressesInFlight(): number {
+    return this.byAddress.size;
   }
 
   /**
@@ -150,7 +183,10 @@ export abstract class UpstreamEndpoint {
     const started = performance.now();
     const session = options.session;
     const held = session === undefined ? 0 : (this.bySession.get(session) ?? 0);
-    // The session's own share first: a session past it is told so, whatever the others hold.
+    const group = options.address === undefined ? undefined : addressGroup(options.address);
+    // The session's own share first: a session past it is told so, whatever the others hold. The
+    // upstream's bound before the address's: with one address holding every slot (a single
+    // client machine, a test), a full upstream is named as such.
     if (held >= this.maxPerSession) {
       observer?.settled(name, 'busy', 0);
       const limit = this.maxPerSession;
@@ -170,8 +206,19 @@ export abstract class UpstreamEndpoint {
         maxConcurrent,
       );
     }
+    if (group !== undefined && this.byAddress.isFull(group)) {
+      observer?.settled(name, 'busy', 0);
+      const limit = this.byAddress.max;
+      throw UpstreamError.busy(
+        name,
+        `${limit} calls from this address in flight`,
+        'maxConcurrentPerAddress',
+        limit,
+      );
+    }
     this.inFlightCount++;
     if (session !== undefined) this.bySession.set(session, held + 1);
+    if (group !== undefined) this.byAddress.take(group);
     observer?.started(name);
     const slot = new Slot();
     let outcome: UpstreamOutcome = 'ok';
@@ -182,14 +229,20 @@ export abstract class UpstreamEndpoint {
       throw err;
     } finally {
       const seconds = (performance.now() - started) / 1000;
-      if (slot.kept === 0) this.free(outcome, seconds, session);
-      else slot.free = () => this.free(outcome, seconds, session);
+      if (slot.kept === 0) this.free(outcome, seconds, session, group);
+      else slot.free = () => this.free(outcome, seconds, session, group);
     }
   }
 
-  private free(outcome: UpstreamOutcome, seconds: number, session: object | undefined): void {
+  private free(
+    outcome: UpstreamOutcome,
+    seconds: number,
+    session: object | undefined,
+    group: string | undefined,
+  ): void {
     this.inFlightCount--;
     if (session !== undefined) this.bySession.set(session, this.bySession.get(session)! - 1);
+    if (group !== undefined) this.byAddress.give(group);
     this.options.observer?.settled(this.options.name, outcome, seconds);
   }
 
@@ -319,7 +372,7 @@ export abstract class UpstreamEndpoint {
 }
 
 /**
- * A call's place among maxConcurrent (and its session's share): freed once the call has its
+ * A call's place among maxConcurrent (and its session's and address's shares): freed once the call has its
  * answer (`free` is set then) and the transport has let go of every attempt it was still holding
  * when aborted (`kept`).
  */

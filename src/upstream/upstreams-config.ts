@@ -25,6 +25,16 @@ export function defaultMaxConcurrentPerSession(maxConcurrent: number): number {
   return Math.max(1, Math.floor(maxConcurrent / 8));
 }
 
+/**
+ * One client address's share of an upstream unless `maxConcurrentPerAddress` is given: a quarter
+ * of its maxConcurrent (16 of the default 64), so a few connections from one address (each within
+ * its session's share) cannot take every slot; never below the session's share, which a single
+ * connection of the address may take.
+ */
+export function defaultMaxConcurrentPerAddress(maxConcurrent: number, perSession: number): number {
+  return Math.max(perSession, 1, Math.floor(maxConcurrent / 4));
+}
+
 export const upstreamBounds = Object.freeze({
   maxConcurrent: 100_000,
   retries: 5,
@@ -37,6 +47,11 @@ interface UpstreamCommon {
   readonly maxConcurrent: number;
   /** Of maxConcurrent, what one session's calls may hold at once (at most maxConcurrent). */
   readonly maxConcurrentPerSession: number;
+  /**
+   * Of maxConcurrent, what the calls of all sessions from one client address group (IPv6: its
+   * /64) may hold at once: at least maxConcurrentPerSession, at most maxConcurrent.
+   */
+  readonly maxConcurrentPerAddress: number;
   readonly retries: number;
 }
 
@@ -80,6 +95,7 @@ const upstreamRules: Record<string, Rule> = {
   timeoutMs: timeoutRule,
   maxConcurrent: numberIn(1, upstreamBounds.maxConcurrent, true),
   maxConcurrentPerSession: numberIn(1, upstreamBounds.maxConcurrent, true),
+  maxConcurrentPerAddress: numberIn(1, upstreamBounds.maxConcurrent, true),
   retries: numberIn(0, upstreamBounds.retries, true),
   connections: numberIn(1, upstreamBounds.connections, true),
   headers: headerRecord,
@@ -127,17 +143,13 @@ function resolveUpstream(name: string, options: unknown): UpstreamConfig {
   const given = checkOptions(options, upstreamRules, `${path}.`, 'an upstream');
   const maxConcurrent =
     (given['maxConcurrent'] as number | undefined) ?? upstreamDefaults.maxConcurrent;
-  const perSession = given['maxConcurrentPerSession'] as number | undefined;
-  if (perSession !== undefined && perSession > maxConcurrent) {
-    throw new RangeError(
-      `${path}.maxConcurrentPerSession must be at most maxConcurrent (${maxConcurrent}), not ${perSession}`,
-    );
-  }
+  const { perSession, perAddress } = resolveShares(path, given, maxConcurrent);
   const common = {
     name,
     timeoutMs: (given['timeoutMs'] as number | undefined) ?? upstreamDefaults.timeoutMs,
     maxConcurrent,
-    maxConcurrentPerSession: perSession ?? defaultMaxConcurrentPerSession(maxConcurrent),
+    maxConcurrentPerSession: perSession,
+    maxConcurrentPerAddress: perAddress,
     retries: (given['retries'] as number | undefined) ?? upstreamDefaults.retries,
   };
   if ((given['url'] === undefined) === (given['nats'] === undefined)) {
@@ -168,6 +180,41 @@ function resolveUpstream(name: string, options: unknown): UpstreamConfig {
     url: given['url'] as string,
     connections: (given['connections'] as number | undefined) ?? upstreamDefaults.connections,
     headers: Object.freeze({ ...((given['headers'] as Record<string, string> | undefined) ?? {}) }),
+  };
+}
+
+/**
+ * A session's and an address's shares of `maxConcurrent`: perSession <= perAddress <=
+ * maxConcurrent (a network session always counts under its address, so a larger session share
+ * could never be used). Whichever is not given defaults within the other.
+ */
+function resolveShares(
+  path: string,
+  given: Record<string, unknown>,
+  maxConcurrent: number,
+): { perSession: number; perAddress: number } {
+  const session = given['maxConcurrentPerSession'] as number | undefined;
+  const address = given['maxConcurrentPerAddress'] as number | undefined;
+  for (const [key, value] of [
+    ['maxConcurrentPerSession', session],
+    ['maxConcurrentPerAddress', address],
+  ] as const) {
+    if (value !== undefined && value > maxConcurrent) {
+      throw new RangeError(
+        `${path}.${key} must be at most maxConcurrent (${maxConcurrent}), not ${value}`,
+      );
+    }
+  }
+  if (session !== undefined && address !== undefined && session > address) {
+    throw new RangeError(
+      `${path}.maxConcurrentPerSession must be at most maxConcurrentPerAddress (${address}), not ${session}`,
+    );
+  }
+  const perSession =
+    session ?? Math.min(defaultMaxConcurrentPerSession(maxConcurrent), address ?? maxConcurrent);
+  return {
+    perSession,
+    perAddress: address ?? defaultMaxConcurrentPerAddress(maxConcurrent, perSession),
   };
 }
 

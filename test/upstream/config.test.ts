@@ -25,6 +25,7 @@ describe('resolveUpstreamsConfig', () => {
       timeoutMs: upstreamDefaults.timeoutMs,
       maxConcurrent: upstreamDefaults.maxConcurrent,
       maxConcurrentPerSession: upstreamDefaults.maxConcurrent / 8,
+      maxConcurrentPerAddress: upstreamDefaults.maxConcurrent / 4,
       retries: 0,
       connections: upstreamDefaults.connections,
       headers: {},

@@ -21,7 +21,7 @@ beforeAll(async () => {
     upstreams: {
       // maxConcurrentPerSession by default: max(1, floor(16 / 8)) = 2.
       wide: { url, maxConcurrent: 16 },
-      shared: { url, maxConcurrent: 4, maxConcurrentPerSession: 2 },
+      shared: { url, maxConcurrent: 4, maxConcurrentPerSession: 2, maxConcurrentPerAddress: 4 },
       retrying: { url, maxConcurrent: 16, maxConcurrentPerSession: 1, retries: 3 },
     },
     methods: {
