@@ -42,6 +42,7 @@ async function startServer(kind) {
       logger: pino({ level: 'warn' }),
       limits: {
         maxConnectionsPerIp: 100_000,
+        connectionsPerSecondPerIp: 0,
         ratePerSecond: 1e9,
         rateBurst: 1e9,
         bytesPerSecond: 1e12,

@@ -177,6 +177,7 @@ async function runServer() {
     limits: {
       maxConnections: connections * 2 + 1_000,
       maxConnectionsPerIp: connections * 2 + 1_000,
+      connectionsPerSecondPerIp: 0,
       ratePerSecond: 0,
       headersTimeoutMs: HEADERS_TIMEOUT_MS,
     },

@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 
 export const limits = {
   maxConnectionsPerIp: 100_000,
+  connectionsPerSecondPerIp: 0,
   ratePerSecond: 1e9,
   rateBurst: 1e9,
   bytesPerSecond: 1e12,

@@ -10,6 +10,7 @@ import { countRedisCommands, presenceProbe } from '../presence-probe.mjs';
 const limits = {
   maxConnections: 100_000,
   maxConnectionsPerIp: 100_000,
+  connectionsPerSecondPerIp: 0,
   ratePerSecond: 1e9,
   bytesPerSecond: 1e12,
   bytesPerSecondPerIp: 1e12,

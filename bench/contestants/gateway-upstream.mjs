@@ -7,6 +7,7 @@
 // JSON-RPC client, one by this project's own Node client.
 const limits = {
   maxConnectionsPerIp: 100_000,
+  connectionsPerSecondPerIp: 0,
   ratePerSecond: 1e9,
   rateBurst: 1e9,
   bytesPerSecond: 1e12,

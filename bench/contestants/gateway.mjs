@@ -8,6 +8,7 @@
 //   cap and the per-connection rate limit (its token bucket still runs on every call).
 const limits = {
   maxConnectionsPerIp: 100_000,
+  connectionsPerSecondPerIp: 0,
   ratePerSecond: 1e9,
   rateBurst: 1e9,
   bytesPerSecond: 1e12,

@@ -24,6 +24,7 @@ export async function startGateway(host, { connections }) {
     limits: {
       maxConnections: connections + 1_000,
       maxConnectionsPerIp: connections + 1_000,
+      connectionsPerSecondPerIp: 0,
       ratePerSecond: 1e9,
       bytesPerSecond: 1e12,
       bytesPerSecondPerIp: 1e12,

@@ -1,20 +1,8 @@
-import type { TransportKind } from '../transport/transport.js';
 import type { InputBudget, InputLimit } from '../transport/ws-transport.js';
-import { addressGroup } from './address-group.js';
 import { RateLimit, TokenBucket } from './token-bucket.js';
 
-/**
- * The address group a connection's per-address budgets count under, as the per-address
- * connection limit counts it (an IPv4 address, an IPv6 /64; `remoteAddress` is the client's
- * once trusted proxies are looked through). Undefined for a pipe (stdio), which has no address.
- */
-export function budgetGroupOf(
-  kind: TransportKind,
-  remoteAddress: string | undefined,
-): string | undefined {
-  if (kind === 'stdio') return undefined;
-  return remoteAddress === undefined ? 'unknown' : addressGroup(remoteAddress);
-}
+/** The address group a connection's per-address budgets count under (addressGroupOf). */
+export { addressGroupOf as budgetGroupOf } from './address-group.js';
 
 /**
  * A connection's own limit where it has none, only its address's: a bucket that never runs

@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import type { TransportKind } from '../transport/transport.js';
 
 /**
  * What per-address limits count under. IPv4: the address. IPv6: its /64 prefix, since one
@@ -28,4 +29,19 @@ export function addressGroup(address: string): string {
     .map((group) => (Number.parseInt(group, 16) || 0).toString(16))
     .join(':');
   return `${prefix}::/64`;
+}
+
+/**
+ * The address group a connection counts under in every per-address limit (maxConnectionsPerIp,
+ * the connection rate, the per-address budgets): its address's group (`remoteAddress` is the
+ * client's once trusted proxies are looked through), 'unknown' for a socket without one.
+ * Undefined for a pipe (stdio), which has no address: a process serving many children's pipes
+ * must not have them all share one "unknown" slot.
+ */
+export function addressGroupOf(
+  transport: TransportKind,
+  remoteAddress: string | undefined,
+): string | undefined {
+  if (transport === 'stdio') return undefined;
+  return remoteAddress === undefined ? 'unknown' : addressGroup(remoteAddress);
 }

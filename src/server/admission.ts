@@ -2,19 +2,25 @@ import type { Server as NetServer, Socket } from 'node:net';
 import { Server as TlsServer } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import type { TransportKind } from '../transport/transport.js';
-import { addressGroup } from './address-group.js';
+import { AddressBudget, AddressBudgets } from './address-budgets.js';
+import { addressGroup, addressGroupOf } from './address-group.js';
 import type { UpgradeRequest } from './options.js';
+import { RateLimit } from './token-bucket.js';
 
 export interface AdmissionLimits {
   maxConnections: number;
   maxConnectionsPerIp: number;
+  /** Absent or 0: new connections per address are not rate limited. */
+  connectionsPerSecondPerIp?: number;
+  /** Absent: as many as maxConnectionsPerIp. */
+  connectionsBurstPerIp?: number;
 }
 
 export interface Refusal {
   status: number;
   message: string;
   /** Why, for the rejected-upgrades metric and the log. */
-  reason: 'origin' | 'capacity' | 'ip-limit';
+  reason: 'origin' | 'capacity' | 'ip-limit' | 'ip-rate';
   headers?: Record<string, string>;
 }
 
@@ -22,35 +28,64 @@ export interface Refusal {
 export type OriginPolicy = readonly string[] | ((origin: string) => boolean);
 
 /**
- * The key a connection counts under for the per-address limit (an IPv6 address counts by its
- * /64: see addressGroup). Pipes (stdio) have no address: a process serving many children's
- * pipes must not have them all share one "unknown" slot.
+ * Whether a connection counts in the connection rate: every kept connection (WebSocket, event
+ * stream, TCP) does, an HTTP POST exchange (a request, not a connection) does not.
  */
-function addressKey(
-  transport: TransportKind,
-  remoteAddress: string | undefined,
-): string | undefined {
-  if (transport === 'stdio') return undefined;
-  return remoteAddress === undefined ? 'unknown' : addressGroup(remoteAddress);
+function keptConnection(transport: TransportKind): boolean {
+  return transport !== 'http';
 }
 
 /**
- * Who gets past the door before authentication runs: origin allow-list and
- * connection counts (total and per IP). A slot is held from admission until
- * the returned release function (socket closed or upgrade failed) or `release`
- * (session closed) is called.
+ * limits.connectionsPerSecondPerIp: a token bucket per address group, entries held by the
+ * group's open connections (AddressBudgets: kept after the last closes until full, so closing
+ * and reopening does not refill it), at most maxConnections of them. Undefined when off.
+ */
+function connectionRatesOf(limits: AdmissionLimits, now: () => number) {
+  const perSecond = limits.connectionsPerSecondPerIp ?? 0;
+  if (perSecond <= 0) return undefined;
+  const burst = limits.connectionsBurstPerIp ?? limits.maxConnectionsPerIp;
+  const limit = new RateLimit(perSecond, burst, now);
+  return new AddressBudgets(
+    limit,
+    limits.maxConnections,
+    (group) => new AddressBudget(limit, group),
+  );
+}
+
+/**
+ * Who gets past the door before authentication runs: origin allow-list, connection counts
+ * (total and per IP) and the rate of new connections per IP. A slot is held from admission
+ * until the returned release function (socket closed or upgrade failed) or `release` (session
+ * closed) is called.
  */
 export class Admission {
   private total = 0;
   private readonly perIp = new Map<string, number>();
+  /**
+   * The connection-rate bucket of each address group with kept connections (or refilling).
+   * Every admitted kept connection holds its group's entry until released. `acquire` always
+   * finds room: the entries held are at most the connections counted in `total`, which is
+   * below maxConnections (the table's bound) whenever a connection is admitted; so `release`
+   * finds the entry a connection holds by its group.
+   */
+  private readonly rates: AddressBudgets | undefined;
 
   constructor(
     private readonly limits: AdmissionLimits,
     private readonly origins: OriginPolicy | undefined,
-  ) {}
+    /** The clock of the connection-rate buckets. */
+    now: () => number = Date.now,
+  ) {
+    this.rates = connectionRatesOf(limits, now);
+  }
 
   get connections(): number {
     return this.total;
+  }
+
+  /** Connection-rate entries kept (at most maxConnections). */
+  get rateEntries(): number {
+    return this.rates?.size ?? 0;
   }
 
   admit(upgrade: UpgradeRequest): Refusal | (() => void) {
@@ -67,7 +102,7 @@ export class Admission {
         headers: { 'Retry-After': '5' },
       };
     }
-    const ip = addressKey(upgrade.transport, upgrade.remoteAddress);
+    const ip = addressGroupOf(upgrade.transport, upgrade.remoteAddress);
     const fromIp = ip === undefined ? 0 : (this.perIp.get(ip) ?? 0);
     if (fromIp >= this.limits.maxConnectionsPerIp) {
       return {
@@ -77,6 +112,9 @@ export class Admission {
         headers: { 'Retry-After': '5' },
       };
     }
+    const tooFast =
+      ip !== undefined && keptConnection(upgrade.transport) ? this.takeToken(ip) : undefined;
+    if (tooFast) return tooFast;
     this.total++;
     if (ip !== undefined) this.perIp.set(ip, fromIp + 1);
     let released = false;
@@ -94,11 +132,31 @@ export class Admission {
    */
   release(transport: TransportKind, remoteAddress: string | undefined): void {
     this.total--;
-    const ip = addressKey(transport, remoteAddress);
+    const ip = addressGroupOf(transport, remoteAddress);
     if (ip === undefined) return;
     const left = (this.perIp.get(ip) ?? 1) - 1;
     if (left > 0) this.perIp.set(ip, left);
     else this.perIp.delete(ip);
+    const entry = keptConnection(transport) ? this.rates?.peek(ip) : undefined;
+    if (entry) this.rates!.release(entry);
+  }
+
+  /**
+   * A kept connection from `group` takes a token, its entry held from here until `release`;
+   * the refusal when there is none (nothing held then).
+   */
+  private takeToken(group: string): Refusal | undefined {
+    const rates = this.rates;
+    const entry = rates?.acquire(group);
+    if (rates === undefined || entry === undefined || entry.take()) return undefined;
+    const seconds = (1 - entry.available()) / rates.limit.perSecond;
+    rates.release(entry);
+    return {
+      status: 429,
+      message: 'Too many new connections from this address',
+      reason: 'ip-rate',
+      headers: { 'Retry-After': String(Math.max(1, Math.ceil(seconds))) },
+    };
   }
 
   /** Whether cross-origin browsers may use HTTP POST from `origin`: only origins on an allow-list. */

@@ -13,7 +13,8 @@ import type { ServerTransport } from '../transport/transport.js';
 import { TransportSocket, WsTransport } from '../transport/ws-transport.js';
 import type { InputLimit } from '../transport/ws-transport.js';
 import { RateLimit, TokenBucket } from './token-bucket.js';
-import { AddressInputLimits, budgetGroupOf, unboundedLimit } from './address-budgets.js';
+import { AddressInputLimits, unboundedLimit } from './address-budgets.js';
+import { addressGroupOf } from './address-group.js';
 import { subprotocolOf } from '../encoding/codec.js';
 import type { WireCodec } from '../encoding/codec.js';
 import { loadCodecs } from '../encoding/load-codecs.js';
@@ -430,7 +431,7 @@ export class ConnectionIntake<C> {
   private inputLimitFor(remoteAddress: string | undefined): InputLimit | undefined {
     const addressInputs = this.addressInputs;
     if (addressInputs === undefined) return this.inputLimit;
-    return addressInputs.acquire(budgetGroupOf('websocket', remoteAddress)!) ?? this.inputLimit;
+    return addressInputs.acquire(addressGroupOf('websocket', remoteAddress)!) ?? this.inputLimit;
   }
 
   /**

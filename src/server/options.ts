@@ -157,6 +157,23 @@ export interface GatewayLimits {
   /** Open connections from one IP address; beyond it upgrades get 429. Default 100. */
   maxConnectionsPerIp?: number;
   /**
+   * New connections per second from one address (an IPv4 address, an IPv6 /64, as
+   * `maxConnectionsPerIp` counts), a token bucket per address: each WebSocket upgrade, event
+   * stream or TCP connection admitted takes one (HTTP POST exchanges take none); beyond it 429
+   * with `Retry-After` (the seconds until a token, at least 1), a TCP connection a refusal line.
+   * Every connection starts with full per-connection budgets (`rateBurst`, `bytesPerSecond`, ...),
+   * so without it an address that closes and reopens connections refills them at will. The
+   * address's bucket is kept after its last connection closes until it has refilled. 0
+   * disables. Default 20.
+   */
+  connectionsPerSecondPerIp?: number;
+  /**
+   * How many connections one address may open at once before `connectionsPerSecondPerIp`
+   * applies. Default 100 (`maxConnectionsPerIp`'s default: all of an address's clients can
+   * reconnect together after a restart).
+   */
+  connectionsBurstPerIp?: number;
+  /**
    * Incoming messages per second per connection (token bucket): requests beyond it get -32003,
    * notifications are dropped; responses and invalid messages take tokens too but are handled
    * as usual. 0 disables. Default 1 000.
@@ -526,6 +543,8 @@ export const defaultLimits: Required<GatewayLimits> = {
   newTopicSubscribesBurstPerIp: 1_000,
   maxConnections: 10_000,
   maxConnectionsPerIp: 100,
+  connectionsPerSecondPerIp: 20,
+  connectionsBurstPerIp: 100,
   ratePerSecond: 1_000,
   rateBurst: 2_000,
   bytesPerSecond: 1024 * 1024,
@@ -574,6 +593,8 @@ export const limitRules: Record<keyof GatewayLimits, LimitRule> = {
   newTopicSubscribesBurstPerIp: { min: 1, max: MAX_INT, integer: false },
   maxConnections: count(),
   maxConnectionsPerIp: count(),
+  connectionsPerSecondPerIp: { min: 0, max: MAX_INT, integer: false },
+  connectionsBurstPerIp: { min: 1, max: MAX_INT, integer: false },
   ratePerSecond: { min: 0, max: MAX_INT, integer: false },
   rateBurst: { min: 1, max: MAX_INT, integer: false },
   bytesPerSecond: { min: 0, max: MAX_INT, integer: false },

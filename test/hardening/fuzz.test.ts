@@ -176,6 +176,7 @@ beforeAll(async () => {
     ratePerSecond: 0,
     maxInFlight: 100_000,
     maxConnectionsPerIp: 10_000,
+    connectionsPerSecondPerIp: 0,
   };
   const running = await res.gateway({ limits });
   gateway = running.gateway;
@@ -1229,6 +1230,7 @@ async function surfaceGateway(broker: Broker | undefined): Promise<Surface> {
     limits: {
       maxTopicBytesPerConnection: TOPIC_BYTES_PER_CONNECTION,
       maxConnectionsPerIp: 10_000,
+      connectionsPerSecondPerIp: 0,
       ratePerSecond: 0,
     },
   });

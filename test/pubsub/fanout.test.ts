@@ -12,7 +12,9 @@ const MESSAGES = 50;
 
 describe('fan-out', () => {
   it(`delivers every one of ${MESSAGES} messages, in order and nothing else, to ${SUBSCRIBERS} subscribers`, async () => {
-    const { gateway, url } = await res.gateway({ limits: { maxConnectionsPerIp: SUBSCRIBERS } });
+    const { gateway, url } = await res.gateway({
+      limits: { maxConnectionsPerIp: SUBSCRIBERS, connectionsPerSecondPerIp: 0 },
+    });
     gateway.topic('fan');
 
     // Connect in batches so the listener's accept queue is never flooded.

@@ -12,7 +12,7 @@ if (!gc) throw new Error('run with --expose-gc');
 const gateway = createGateway({
   logger: createLogger({ level: 'error' }),
   heartbeatIntervalMs: 0,
-  limits: { maxConnectionsPerIp: 200 },
+  limits: { maxConnectionsPerIp: 200, connectionsPerSecondPerIp: 0 },
 });
 gateway.topic('prices.*');
 gateway.topic('priv.*');
