@@ -75,6 +75,8 @@ import { canConnect } from '../support/network.js';
 const MAX_BYTES = 64 * 1024;
 const MAX_DEPTH = 32;
 const MAX_BATCH = 20;
+/** The gateway's default: texts past 2 x this many characters are counted before parsing. */
+const MAX_VALUES = 10_000;
 /** The property a successful prototype-pollution attempt would add to every object. */
 const CANARY = 'fuzzPolluted';
 /** In the message of the Error `boom` throws: it must never reach the wire. */
@@ -173,6 +175,7 @@ beforeAll(async () => {
     maxMessageBytes: MAX_BYTES,
     maxDepth: MAX_DEPTH,
     maxBatch: MAX_BATCH,
+    maxJsonValues: MAX_VALUES,
     ratePerSecond: 0,
     maxInFlight: 100_000,
     maxConnectionsPerIp: 10_000,
@@ -335,7 +338,12 @@ interface Outgoing {
   label: string;
 }
 
-const LIMITS: FrameLimits = { maxBytes: MAX_BYTES, maxDepth: MAX_DEPTH, maxBatch: MAX_BATCH };
+const LIMITS: FrameLimits = {
+  maxBytes: MAX_BYTES,
+  maxDepth: MAX_DEPTH,
+  maxBatch: MAX_BATCH,
+  maxJsonValues: MAX_VALUES,
+};
 
 /** Where the runs go (the gateway under test, or its twin), and the limits the model applies. */
 let target: { url: () => string; limits: FrameLimits } = { url: () => url, limits: LIMITS };

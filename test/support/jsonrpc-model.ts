@@ -118,6 +118,11 @@ export interface FrameLimits {
   /** Longer batches are answered with one -32002 error. */
   maxBatch?: number;
   /**
+   * Frames holding more values (objects, arrays, strings, numbers, literals; keys not counted)
+   * are Invalid Request, counted on the raw text before parsing.
+   */
+  maxJsonValues?: number;
+  /**
    * A binary frame (JSON travels in text frames): 'refuse' (when absent) closes the WebSocket
    * with 1003 Unsupported Data; 'text' reads it as UTF-8, invalid sequences as U+FFFD.
    */
@@ -144,15 +149,18 @@ export function analyseFrame(bytes: Uint8Array, binary: boolean, limits: FrameLi
 /** One frame's text: a parse error, too deep, or the value safe parsing yields. */
 export function analyseText(text: string, limits: FrameLimits = {}): Analysed {
   const maxDepth = limits.maxDepth ?? Infinity;
+  const maxValues = limits.maxJsonValues ?? Infinity;
   let value: Json;
   try {
     value = JSON.parse(text);
   } catch {
-    // Not JSON: a parse error, or Invalid Request (too deep) when the raw text already nests
-    // too deeply: depth is checked before parsing, so either may come first.
-    return { errors: rawDepth(text) > maxDepth ? [-32700, -32600] : [-32700] };
+    // Not JSON: a parse error, or Invalid Request when the raw text already nests too deeply or
+    // may hold too many values (a text of n characters can hold more than maxValues only when
+    // n > 2 x maxValues): both are checked before parsing, so either may come first.
+    const refusable = rawDepth(text) > maxDepth || text.length > 2 * maxValues;
+    return { errors: refusable ? [-32700, -32600] : [-32700] };
   }
-  if (valueDepth(value) > maxDepth) return { errors: [-32600] };
+  if (valueDepth(value) > maxDepth || valueCount(value) > maxValues) return { errors: [-32600] };
   return { value: stripped(value) };
 }
 
@@ -329,6 +337,18 @@ function rawDepth(text: string): number {
     else if (c === ']' || c === '}') depth--;
   }
   return max;
+}
+
+/** Values in a parsed value, itself included, object keys not counted (iterative). */
+function valueCount(value: Json): number {
+  let count = 0;
+  const stack: Json[] = [value];
+  while (stack.length > 0) {
+    const node = stack.pop()!;
+    count++;
+    if (node !== null && typeof node === 'object') stack.push(...Object.values(node));
+  }
+  return count;
 }
 
 /** Nesting of a parsed value (iterative: generated values nest 20 000 deep). */
