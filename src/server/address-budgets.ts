@@ -1,9 +1,6 @@
 import type { InputBudget, InputLimit } from '../transport/ws-transport.js';
 import { RateLimit, TokenBucket } from './token-bucket.js';
 
-/** The address group a connection's per-address budgets count under (addressGroupOf). */
-export { addressGroupOf as budgetGroupOf } from './address-group.js';
-
 /**
  * A connection's own limit where it has none, only its address's: a bucket that never runs
  * out (a finite rate, so that no arithmetic on it makes NaN).

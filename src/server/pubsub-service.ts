@@ -40,13 +40,8 @@ import type { Session } from './session.js';
 import { defaultLimits } from './options.js';
 import type { GatewayLimits } from './options.js';
 import { RateLimit, TokenBucket } from './token-bucket.js';
-import {
-  AddressBudgets,
-  AddressBudget,
-  PairedBucket,
-  budgetGroupOf,
-  unboundedLimit,
-} from './address-budgets.js';
+import { AddressBudgets, AddressBudget, PairedBucket, unboundedLimit } from './address-budgets.js';
+import { addressGroupOf } from './address-group.js';
 import { PARAMS_NOT_KEPT, TopicSubscription } from './topic-subscription.js';
 import type { KeptParams, TopicEnds } from './topic-subscription.js';
 import { claimsAllow } from './claims-authorization.js';
@@ -962,7 +957,7 @@ export class PubSubService<C> {
     const addresses = this.newTopicAddresses;
     const group =
       addresses && this.tables.get(session) === table
-        ? budgetGroupOf(session.transport.kind, session.remoteAddress)
+        ? addressGroupOf(session.transport.kind, session.remoteAddress)
         : undefined;
     const entry: AddressBudget | undefined =
       group === undefined ? undefined : addresses!.acquire(group);
