@@ -67,12 +67,15 @@ export function readTopicHistory(
 class NodeReading {
   readonly #mark: number;
   #waiting: { cancel: () => void; fail: (error: Error) => void } | undefined;
+  /** Stopped: a read asked for after that (a `last` call's second) is failed, never sent. */
+  #stopped = false;
 
   constructor(private readonly reads: HistoryReads) {
     this.#mark = reads.mark();
   }
 
   history(topic: string, afterSeq: number, limit: number): Promise<History> {
+    if (this.#stopped) return Promise.reject(new Error('history call cancelled'));
     return new Promise<History>((resolve, reject) => {
       const cancel = this.reads.read(topic, afterSeq, limit, this.#mark, (error, history) => {
         this.#waiting = undefined;
@@ -84,6 +87,7 @@ class NodeReading {
   }
 
   stop(): void {
+    this.#stopped = true;
     const waiting = this.#waiting;
     this.#waiting = undefined;
     waiting?.cancel();
