@@ -1,5 +1,5 @@
 import type * as NatsTransport from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
+import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/transport-node';
 import { JsonRpcError } from '../protocol/errors.js';
 import { UpstreamError } from './upstream-error.js';
 import { UpstreamEndpoint } from './upstream-endpoint.js';
@@ -30,17 +30,20 @@ async function loadNats(): Promise<NatsModule> {
   }
 }
 
+/** The status NATS answers a request with when no one subscribes to its subject. */
+const NO_RESPONDERS = 503;
+
 /**
  * JSON-RPC 2.0 over NATS request-reply: the request is the payload, the identity headers are
  * NATS message headers, the reply (a JSON-RPC response) is read as over HTTP. A notification is
- * published without a reply subject. A cancelled or timed-out request's reply is ignored, and
- * the call's slot is held until it comes or NATS gives up on it.
+ * published without a reply subject. Each request has its own reply inbox, unsubscribed when the
+ * request is cancelled or times out: the NATS client lets go of it at once, and a late reply
+ * reaches no one (the inbox is never reused, so it cannot be taken for another request's).
  */
 export class NatsUpstreamClient extends UpstreamEndpoint {
   /**
-   * A request given up stays pending in the NATS client until its reply or NATS's own timeout
-   * (`timeoutMs` + 1 s): the call keeps its slot until then, so cancelling calls cannot make the
-   * gateway hold more pending NATS requests than maxConcurrent.
+   * The slot of a request given up is held until its inbox is unsubscribed, which the abort does
+   * before the attempt settles: the call lets go within the same turn.
    */
   protected override readonly keepsAbortedRequests = true;
   private link: Promise<{ nats: NatsModule; connection: NatsConnection }> | undefined;
@@ -87,12 +90,7 @@ export class NatsUpstreamClient extends UpstreamEndpoint {
         link.connection.publish(subject, payload, { headers });
         return undefined;
       }
-      // The endpoint's timer aborts first; NATS's own timeout, a little later, frees the reply's slot.
-      const pending = link.connection.request(subject, payload, {
-        headers,
-        timeout: request.timeoutMs + 1_000,
-      });
-      const reply = await pending;
+      const reply = await this.exchange(link, payload, headers, request);
       if (reply.data.length > maxReplyBytes) {
         throw new UpstreamError('unavailable', this.name, 'reply too large');
       }
@@ -100,16 +98,44 @@ export class NatsUpstreamClient extends UpstreamEndpoint {
     } catch (err) {
       if (request.aborted || err instanceof UpstreamError || err instanceof JsonRpcError) throw err;
       const detail = err instanceof Error ? err.message : String(err);
-      const noResponders =
-        err instanceof Error && /no responders/i.test(`${err.message} ${String(err.cause)}`);
-      throw new UpstreamError(
-        'unavailable',
-        this.name,
-        noResponders ? 'no responders' : 'request failed',
-        detail,
-        noResponders,
-      );
+      throw new UpstreamError('unavailable', this.name, 'request failed', detail);
     }
+  }
+
+  /**
+   * Publish the request with a fresh reply inbox, subscribed for one message, and resolve with
+   * the reply. No timer of its own: the endpoint aborts the attempt at its timeout, and the abort
+   * unsubscribes the inbox, so the NATS client holds nothing past it.
+   */
+  private exchange(
+    link: { nats: NatsModule; connection: NatsConnection },
+    payload: string,
+    headers: MsgHdrs,
+    request: UpstreamRequest,
+  ): Promise<Msg> {
+    if (request.aborted) return Promise.reject(request.abortReason as Error);
+    const inbox = link.nats.createInbox();
+    return new Promise<Msg>((resolve, reject) => {
+      const subscription = link.connection.subscribe(inbox, {
+        max: 1,
+        callback: (err, msg) => {
+          if (err) reject(err);
+          else if (msg.data.length === 0 && msg.headers?.code === NO_RESPONDERS) {
+            reject(new UpstreamError('unavailable', this.name, 'no responders', undefined, true));
+          } else resolve(msg);
+        },
+      });
+      // Closed without a reply (the connection closed, the server dropped the subscription).
+      void subscription.closed.then(
+        (err) => reject(err ?? new Error('reply subscription closed without a reply')),
+        reject,
+      );
+      request.onAbort((reason) => {
+        subscription.unsubscribe();
+        reject(reason as Error);
+      });
+      link.connection.publish(this.natsOptions.subject, payload, { headers, reply: inbox });
+    });
   }
 
   async close(): Promise<void> {

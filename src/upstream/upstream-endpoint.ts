@@ -102,10 +102,11 @@ export abstract class UpstreamEndpoint {
   private inFlightCount = 0;
   private nextId = 1;
   /**
-   * Calls in flight per session. Weak: an entry goes with its session, and a call's count is a
-   * number set in place, so counting allocates nothing per call.
+   * Each session's share: its calls in flight and its address group. Weak: an entry goes with its
+   * session; made once per session and counted in place, so a call allocates nothing for it and
+   * works out its address group (a parse of the address) only on its session's first call.
    */
-  private readonly bySession = new WeakMap<object, number>();
+  private readonly bySession = new WeakMap<object, SessionShare>();
   private readonly maxPerSession: number;
   /** Calls in flight per client address group; an entry only while it has calls in flight. */
   private readonly byAddress: AddressShares;
@@ -138,7 +139,7 @@ export abstract class UpstreamEndpoint {
 
   /** Calls of `session` to this upstream now in flight, counted as `inFlight` counts. */
   inFlightOf(session: object): number {
-    return this.bySession.get(session) ?? 0;
+    return this.bySession.get(session)?.held ?? 0;
   }
 
   /** Calls from `address`'s group to this upstream now in flight, counted as `inFlight` counts. */
@@ -181,9 +182,10 @@ export abstract class UpstreamEndpoint {
   ): Promise<unknown> {
     const { name, maxConcurrent, observer } = this.options;
     const started = performance.now();
-    const session = options.session;
-    const held = session === undefined ? 0 : (this.bySession.get(session) ?? 0);
-    const group = options.address === undefined ? undefined : addressGroup(options.address);
+    const share =
+      options.session === undefined ? undefined : this.shareOf(options.session, options);
+    const held = share === undefined ? 0 : share.held;
+    const group = share === undefined ? groupOf(options.address) : share.group;
     // The session's own share first: a session past it is told so, whatever the others hold. The
     // upstream's bound before the address's: with one address holding every slot (a single
     // client machine, a test), a full upstream is named as such.
@@ -217,7 +219,7 @@ export abstract class UpstreamEndpoint {
       );
     }
     this.inFlightCount++;
-    if (session !== undefined) this.bySession.set(session, held + 1);
+    if (share !== undefined) share.held++;
     if (group !== undefined) this.byAddress.take(group);
     observer?.started(name);
     const slot = new Slot();
@@ -229,19 +231,32 @@ export abstract class UpstreamEndpoint {
       throw err;
     } finally {
       const seconds = (performance.now() - started) / 1000;
-      if (slot.kept === 0) this.free(outcome, seconds, session, group);
-      else slot.free = () => this.free(outcome, seconds, session, group);
+      if (slot.kept === 0) this.free(outcome, seconds, share, group);
+      else slot.free = () => this.free(outcome, seconds, share, group);
     }
+  }
+
+  /**
+   * The session's share, made on its first call. The address is the session's, the same on each of
+   * its calls: its group is worked out then, once.
+   */
+  private shareOf(session: object, options: UpstreamCallOptions): SessionShare {
+    let share = this.bySession.get(session);
+    if (share === undefined) {
+      share = { held: 0, group: groupOf(options.address) };
+      this.bySession.set(session, share);
+    }
+    return share;
   }
 
   private free(
     outcome: UpstreamOutcome,
     seconds: number,
-    session: object | undefined,
+    share: SessionShare | undefined,
     group: string | undefined,
   ): void {
     this.inFlightCount--;
-    if (session !== undefined) this.bySession.set(session, this.bySession.get(session)! - 1);
+    if (share !== undefined) share.held--;
     if (group !== undefined) this.byAddress.give(group);
     this.options.observer?.settled(this.options.name, outcome, seconds);
   }
@@ -371,6 +386,16 @@ export abstract class UpstreamEndpoint {
   }
 }
 
+/** A session's calls in flight to one upstream, and its client's address group (none: unbounded). */
+interface SessionShare {
+  held: number;
+  readonly group: string | undefined;
+}
+
+function groupOf(address: string | undefined): string | undefined {
+  return address === undefined ? undefined : addressGroup(address);
+}
+
 /**
  * A call's place among maxConcurrent (and its session's and address's shares): freed once the call has its
  * answer (`free` is set then) and the transport has let go of every attempt it was still holding
@@ -442,6 +467,11 @@ class Attempt implements UpstreamRequest {
     else this.onRelease = listener;
   }
 
+  /** Forget the `whenReleased` listener: its waiter gave up. */
+  stopWaiting(): void {
+    this.onRelease = undefined;
+  }
+
   abort(reason: unknown): void {
     if (this.aborted) return;
     this.aborted = true;
@@ -469,11 +499,14 @@ function releasedWithin(
     const finish = (letGo: boolean) => {
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
+      attempt.stopWaiting();
       resolve(letGo);
     };
-    const timer = setTimeout(() => finish(false), boundMs);
+    // Unref'd: a wait for a transport to let go never keeps the process alive on its own.
+    const timer = setTimeout(() => finish(false), boundMs).unref();
     const onAbort = () => {
       clearTimeout(timer);
+      attempt.stopWaiting();
       reject(signal!.reason as Error);
     };
     signal?.addEventListener('abort', onAbort, { once: true });
