@@ -53,7 +53,7 @@ export const tierRules: readonly (readonly [Tier, readonly string[]])[] = [
       'test/pubsub/{broker-link-gap,deny-list,notify-broker-down,redis-gateway,replay-bounds,topic-limits}.test.ts',
       'test/transports/{eof-flush,same-answers,stdio,tls}.test.ts',
       // Gateway mode's upstreams: the Python upstream (a child process), NATS.
-      'test/upstream/{routing,faults,nats-upstream,nats-kept-requests,properties}.test.ts',
+      'test/upstream/{routing,faults,nats-upstream,nats-kept-requests,nats-retry,properties}.test.ts',
     ],
   ],
   ['browser', ['test/e2e/**']],
