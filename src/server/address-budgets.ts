@@ -168,7 +168,8 @@ export class AddressBudgets<E extends AddressBudget = AddressBudget> {
 
 /**
  * A connection's bucket of a limit that also has a per-address bucket: what it takes or spends
- * comes out of both.
+ * comes out of both. Both are refilled from one reading of the connection's limit's clock (once
+ * per message or call, not once per bucket): the address's limit must read the same clock.
  */
 export class PairedBucket extends TokenBucket {
   constructor(
@@ -183,17 +184,19 @@ export class PairedBucket extends TokenBucket {
    * undefined when taken.
    */
   takeBoth(): 'connection' | 'address' | undefined {
-    if (this.available() < 1) return 'connection';
-    if (this.address.available() < 1) return 'address';
-    this.take();
-    this.address.take();
+    const clock = this.limit.now();
+    if (this.availableAt(clock) < 1) return 'connection';
+    if (this.address.availableAt(clock) < 1) return 'address';
+    this.takeAt(clock);
+    this.address.takeAt(clock);
     return undefined;
   }
 
   /** Spend from both (TokenBucket.spend): the longer of the two waits. */
   override spend(amount: number): number {
-    const own = super.spend(amount);
-    const shared = this.address.spend(amount);
+    const clock = this.limit.now();
+    const own = this.spendAt(amount, clock);
+    const shared = this.address.spendAt(amount, clock);
     return own > shared ? own : shared;
   }
 }

@@ -112,7 +112,10 @@ export class Heartbeat<K = string> {
     }
     // TCP and stdio have no ping frame (their clients send rpc.ping); HTTP exchanges are brief.
     if (!(transport instanceof WsTransport)) return;
-    if (!transport.alive) {
+    // Reading paused for the input budget (the peer sent more than it may) holds the pong back
+    // with the rest: not a dead peer. The output buffer's pause is not excused: the ping waits
+    // behind that output, so a peer that has not read it in an interval has not answered.
+    if (!transport.alive && !transport.pongMayBeUnread) {
       this.onDead('missed-pong');
       transport.socket.terminate();
       return;

@@ -37,7 +37,7 @@ export class RateLimit {
  * rest (RateLimit).
  */
 export class TokenBucket {
-  private readonly limit: RateLimit;
+  protected readonly limit: RateLimit;
   private tokens: number;
   private last: number;
 
@@ -58,7 +58,15 @@ export class TokenBucket {
   }
 
   take(): boolean {
-    this.refill();
+    return this.takeAt(this.limit.now());
+  }
+
+  /**
+   * take() at `clock`, a reading of the limit's clock: a caller that works on several buckets
+   * of one clock reads it once for all of them.
+   */
+  takeAt(clock: number): boolean {
+    this.refill(clock);
     if (this.tokens < 1) return false;
     this.tokens--;
     return true;
@@ -70,14 +78,24 @@ export class TokenBucket {
    * debt, 0 when there is none.
    */
   spend(amount: number): number {
-    this.refill();
+    return this.spendAt(amount, this.limit.now());
+  }
+
+  /** spend() at `clock`, a reading of the limit's clock (see takeAt). */
+  spendAt(amount: number, clock: number): number {
+    this.refill(clock);
     this.tokens -= amount;
     return this.tokens >= 0 ? 0 : Math.ceil((-this.tokens * 1000) / this.limit.perSecond);
   }
 
   /** The tokens there are now (negative while in debt). */
   available(): number {
-    this.refill();
+    return this.availableAt(this.limit.now());
+  }
+
+  /** available() at `clock`, a reading of the limit's clock (see takeAt). */
+  availableAt(clock: number): number {
+    this.refill(clock);
     return this.tokens;
   }
 
@@ -86,14 +104,14 @@ export class TokenBucket {
    * that (what stays empty of it is less than `perSecond / 1000` tokens). 0 when full.
    */
   msUntilFull(): number {
-    this.refill();
+    this.refill(this.limit.now());
     const { burst, perSecond } = this.limit;
     return Math.floor(((burst - this.tokens) * 1000) / perSecond);
   }
 
-  private refill(): void {
+  private refill(clock: number): void {
     const limit = this.limit;
-    const now = smallMs(limit.now() - limit.origin);
+    const now = smallMs(clock - limit.origin);
     if (now === this.last) return;
     this.tokens = Math.min(limit.burst, this.tokens + ((now - this.last) * limit.perSecond) / 1000);
     this.last = now;

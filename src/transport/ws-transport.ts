@@ -45,17 +45,19 @@ export interface InputBudget {
   spend(bytes: number): number;
 }
 
-/** A connection's input budget, and the timer that resumes reading once it has refilled. */
+/**
+ * A connection's input budget, the limit it was made with (told when the connection closes),
+ * and the timer that resumes reading once it has refilled. Made at the first message, and kept
+ * in place of the limit on the socket (TransportSocket.inputLimit): a message costs no lookup,
+ * and a connection that never sends holds none.
+ */
 class InputReading {
   timer: ReturnType<typeof setTimeout> | undefined = undefined;
-  constructor(readonly budget: InputBudget) {}
+  constructor(
+    readonly limit: InputLimit,
+    readonly budget: InputBudget,
+  ) {}
 }
-
-/**
- * Per transport, from its first message on, its input budget (see InputLimit). Kept here
- * rather than in a field, which every connection, idle or not, would carry.
- */
-const inputReadings = new WeakMap<WsTransport, InputReading>();
 
 /**
  * What ws's server allows by default (its `maxPendingAutoPongs`): a peer with this many pongs
@@ -82,11 +84,12 @@ function pongWritten(this: TransportSocket): void {
 export class TransportSocket extends WebSocket {
   rpcTransport: WsTransport | undefined = undefined;
   /**
-   * The bytes its connection may read (see InputLimit); undefined: no limit. Kept here, not in
+   * The bytes its connection may read (see InputLimit); from its first message on, the
+   * InputReading made of that limit, which keeps it. Undefined: no limit. Kept here, not in
    * the settings transports share: connections from different address groups have different
    * ones (limits.bytesPerSecondPerIp), and settings of their own would cost each far more.
    */
-  inputLimit: InputLimit | undefined = undefined;
+  inputLimit: InputLimit | InputReading | undefined = undefined;
   /**
    * Pongs sent and not yet written (see MAX_PENDING_PONGS). Declared only: the property is
    * added by the first ping, so a socket that is never pinged (a browser never pings) has no
@@ -277,6 +280,7 @@ const PING_UNANSWERED = 4; // the heartbeat's latest ping has not been answered 
 const DEFLATE = 8; // the socket negotiated permessage-deflate
 const SHARED_DEFLATE = 16; // it can take the broadcasts compressed once for all (SharedDeflate.accepts)
 const BUDGETED = 32; // it reports to the node-wide output budget (shared.budget)
+const INPUT_HELD = 64; // reading was paused for the input budget since the latest ping (see pongMayBeUnread)
 
 /** Incoming texts not handled yet, and the index of the next. */
 interface Held {
@@ -315,7 +319,7 @@ export class WsTransport implements ServerTransport, BudgetMember {
     return true;
   }
   private listener: TransportListener | undefined;
-  /** CORKED, FLUSH_DUE, PING_UNANSWERED, DEFLATE, SHARED_DEFLATE, BUDGETED. */
+  /** CORKED, FLUSH_DUE, PING_UNANSWERED, DEFLATE, SHARED_DEFLATE, BUDGETED, INPUT_HELD. */
   private flags = 0;
   private readonly shared: WsShared;
   /**
@@ -354,6 +358,15 @@ export class WsTransport implements ServerTransport, BudgetMember {
   }
   set alive(alive: boolean) {
     this.setFlag(PING_UNANSWERED, !alive);
+  }
+  /**
+   * Reading was paused for the input budget at some time since the heartbeat's latest ping: the
+   * peer's pong may be waiting, unread, behind the messages it sent before it. Not a sign of a
+   * dead peer (a peer that sends nothing is never paused for long: the pause only pays for
+   * what it sent).
+   */
+  get pongMayBeUnread(): boolean {
+    return (this.flags & INPUT_HELD) !== 0;
   }
   /** The payload of the heartbeat's latest ping to this socket (one buffer shared by a sweep). */
   private pingPayload: Buffer | undefined;
@@ -496,6 +509,8 @@ export class WsTransport implements ServerTransport, BudgetMember {
   /** Heartbeat: ping the peer with `payload`; only a pong carrying it counts as an answer. */
   ping(payload: Buffer): void {
     this.alive = false;
+    // Still paused: the pong to this ping cannot be read before reading resumes.
+    this.setFlag(INPUT_HELD, this.inputPaused);
     this.pingPayload = payload;
     this.socket.ping(payload);
   }
@@ -525,8 +540,8 @@ export class WsTransport implements ServerTransport, BudgetMember {
   /** @internal */
   onSocketMessage(data: RawData, isBinary = false): void {
     this.shared.counters.messagesIn++;
-    const inputLimit = this.socket.inputLimit;
-    const throttled = inputLimit !== undefined && this.spendInput(inputLimit, byteLengthOf(data));
+    const input = this.socket.inputLimit;
+    const throttled = input !== undefined && this.spendInput(input, byteLengthOf(data));
     const text = this.textOf(data, isBinary);
     if (text === undefined) return;
     // `ws` hands over every message of a chunk it has read, paused or not: keep them in order.
@@ -566,15 +581,18 @@ export class WsTransport implements ServerTransport, BudgetMember {
    * The budget is made at the first message: a connection that never sends holds none. Returns
    * whether reading is paused for the budget.
    */
-  private spendInput(limit: InputLimit, bytes: number): boolean {
-    let input = inputReadings.get(this);
-    if (input === undefined) inputReadings.set(this, (input = new InputReading(limit.budget())));
+  private spendInput(limit: InputLimit | InputReading, bytes: number): boolean {
+    const input =
+      limit instanceof InputReading
+        ? limit
+        : (this.socket.inputLimit = new InputReading(limit, limit.budget()));
     const wait = input.budget.spend(bytes);
     // Already paused: the timer looks at the budget again when it fires.
     if (input.timer !== undefined) return true;
     // Closing: the peer's close frame must still be read.
     if (wait === 0 || this.socket.readyState !== this.socket.OPEN) return false;
     this.socket.pause();
+    this.flags |= INPUT_HELD;
     input.timer = setTimeout(() => this.resumeInput(), wait);
     input.timer.unref();
     return true;
@@ -582,8 +600,8 @@ export class WsTransport implements ServerTransport, BudgetMember {
 
   /** The input budget's timer: read on if it has refilled, else wait for what is still owed. */
   private resumeInput(): void {
-    const input = inputReadings.get(this);
-    if (input === undefined) return;
+    const input = this.socket.inputLimit;
+    if (!(input instanceof InputReading)) return;
     const wait = input.budget.spend(0);
     if (wait > 0) {
       input.timer = setTimeout(() => this.resumeInput(), wait);
@@ -597,12 +615,13 @@ export class WsTransport implements ServerTransport, BudgetMember {
 
   /** True while reading is paused because the connection sent more than its input budget. */
   get inputPaused(): boolean {
-    return inputReadings.get(this)?.timer !== undefined;
+    const input = this.socket.inputLimit;
+    return input instanceof InputReading && input.timer !== undefined;
   }
 
   private stopInputPause(): void {
-    const input = inputReadings.get(this);
-    if (input?.timer === undefined) return;
+    const input = this.socket.inputLimit;
+    if (!(input instanceof InputReading) || input.timer === undefined) return;
     clearTimeout(input.timer);
     input.timer = undefined;
   }
@@ -611,12 +630,12 @@ export class WsTransport implements ServerTransport, BudgetMember {
   onSocketClose(code: number, reason: Buffer): void {
     clearTimeout(this.closeTimer);
     this.budget?.leave(this);
-    // Once: the limit of an address group counts its open connections.
-    const inputLimit = this.socket.inputLimit;
-    this.socket.inputLimit = undefined;
-    inputLimit?.release?.();
     this.stopWaitingToResume();
     this.stopInputPause();
+    // Once: the limit of an address group counts its open connections.
+    const input = this.socket.inputLimit;
+    this.socket.inputLimit = undefined;
+    (input instanceof InputReading ? input.limit : input)?.release?.();
     this.dropHeld();
     this.listener?.transportClosed(code, reason.toString('utf8'));
   }
