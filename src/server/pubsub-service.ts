@@ -602,7 +602,8 @@ export class PubSubService<C> {
    * wins over a prefix, a longer prefix over a shorter one), so its `authorize` is asked with
    * the params the client sent: the kept ones, or none when the subscribe carried none. A
    * subscribe whose params were not kept (its own definition had no `authorize`) cannot give
-   * them, and its subscription ends rather than be weighed on params it never sent.
+   * them, and its subscription ends rather than be weighed on params it never sent. The
+   * `authorize` request carries `refresh: true`.
    */
   private mayGoOn(
     session: Session<C>,
@@ -621,7 +622,14 @@ export class PubSubService<C> {
       );
       return Promise.resolve(false);
     }
-    return this.mayUseTopic(session, topic, definition, subscription.params);
+    if (!claimsAllow(this.topicsOf, session.context, topic, session.logger, 'topicsOf')) {
+      return Promise.resolve(false);
+    }
+    const { authorize } = definition.options;
+    // `refresh`: a hook with shares (the subscribe hook) waits for them rather than refuse a
+    // re-check busy, which would end a subscription the new context may still allow.
+    const request = { session, topic, params: subscription.params, refresh: true };
+    return Promise.resolve(!authorize || authorize(request));
   }
 
   /**

@@ -21,6 +21,12 @@ export interface TopicRequest {
   };
   readonly topic: string;
   readonly params: unknown;
+  /**
+   * True when a refresh weighs a subscription the session already holds again: such a check
+   * waits for the hook's shares instead of being refused -32013, since a busy hook must not end
+   * a subscription the new context still allows.
+   */
+  readonly refresh?: boolean;
 }
 
 /** Whether `topic` is one of `patterns` (exact names, or prefixes ending in `*`). */
@@ -40,6 +46,13 @@ export function matchesTopic(patterns: readonly string[], topic: string): boolea
  * neither can several connections from one address: past it, a session with a call of its own in
  * flight waits for it (in the same queue), one without is refused -32013 whatever `onFailure`. A
  * waiting subscribe whose session has closed is dropped unasked.
+ *
+ * A refresh's checks (`refresh: true`) are never refused busy: they wait in the session's queue
+ * past `maxQueuedPerSession` (one refresh at a time per session, so they are at most its
+ * subscriptions, which maxSubscriptions bounds), and when the address's share is full and the
+ * session has no call of its own, the session waits in line for the next slot another session
+ * of the address gives back (each session at most once, so the line is at most the address's
+ * connections, which maxConnectionsPerIp bounds).
  */
 export function subscribeHook(
   config: SubscribeHookConfig,
@@ -62,6 +75,18 @@ export function subscribeHook(
     return allow;
   };
   const perAddress = new AddressShares(config.maxConcurrentPerAddress);
+  // Per address group: sessions whose refresh waits for one of the address's slots, in order.
+  const addressLines = new Map<string, Lane[]>();
+  /** The ending call's slots: to its session's next call, else to the address's line, else free. */
+  const release = (lane: Lane): void => {
+    const group = lane.group;
+    if (!lane.next() || group === undefined) return;
+    const line = addressLines.get(group);
+    const heir = line?.shift();
+    if (line?.length === 0) addressLines.delete(group);
+    if (heir) heir.admit();
+    else perAddress.give(group);
+  };
   const lanes = new WeakMap<object, Lane>();
   const laneOf = (session: TopicRequest['session']): Lane => {
     let lane = lanes.get(session);
@@ -122,7 +147,7 @@ export function subscribeHook(
       lane.waiting.length > 0 ||
       (addressFull && lane.running > 0);
     if (queue) {
-      if (lane.waiting.length >= config.maxQueuedPerSession) {
+      if (request.refresh !== true && lane.waiting.length >= config.maxQueuedPerSession) {
         throw busy(
           `${config.maxQueuedPerSession} subscribes of this session waiting for the subscribe hook`,
           'maxQueuedPerSession',
@@ -132,6 +157,14 @@ export function subscribeHook(
       await new Promise<void>((resolve) => lane.waiting.push(resolve));
       // The slots were handed over by the call that ended: `running` and the address's count
       // already count this one.
+    } else if (addressFull && request.refresh === true) {
+      // The session's other checks queue behind this one (its `waiting` is no longer empty).
+      await new Promise<void>((resolve) => {
+        lane.waiting.push(resolve);
+        const line = addressLines.get(group);
+        if (line) line.push(lane);
+        else addressLines.set(group, [lane]);
+      });
     } else if (addressFull) {
       // No call of its own to wait for: waiting would be on other sessions, unbounded in time.
       throw busy(
@@ -148,7 +181,7 @@ export function subscribeHook(
       if (request.session.isClosed === true) return false;
       return await ask(request);
     } finally {
-      if (lane.next() && group !== undefined) perAddress.give(group);
+      release(lane);
     }
   };
 }
@@ -164,6 +197,12 @@ class Lane {
 
   /** `group`: the session's address group, if it has an address. */
   constructor(readonly group: string | undefined) {}
+
+  /** Take a slot another session of the address handed over, for the first waiting call. */
+  admit(): void {
+    this.running++;
+    this.waiting.shift()?.();
+  }
 
   /** Hand the ending call's slot on; true when none was waiting and the slot is free. */
   next(): boolean {
