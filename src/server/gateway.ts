@@ -191,7 +191,8 @@ export class Gateway<C = unknown> {
       pubsub.presence,
       {
         patternOf: (topic) => this.pubsub.topicPattern(topic),
-        mayUse: (session, topic, params) => this.pubsub.mayUse(session, topic, params),
+        mayUse: (session, topic, params, refresh) =>
+          this.pubsub.mayUse(session, topic, params, refresh),
         checkName: (topic) => this.pubsub.checkTopicName(topic),
         reserve: (session, topic, fresh) => this.pubsub.reserveStreamTopic(session, topic, fresh),
       },

@@ -48,7 +48,7 @@ export interface PresenceTopics<C> {
   /** The declared pattern `topic` falls under; undefined when none. */
   patternOf(topic: string): string | undefined;
   /** Whether `session` may subscribe to `topic` (claims, then the topic's authorize). */
-  mayUse(session: Session<C>, topic: string, params: unknown): Promise<boolean>;
+  mayUse(session: Session<C>, topic: string, params: unknown, refresh?: boolean): Promise<boolean>;
   /** Refuse a name a subscribe to it would be refused for (-32602: too long, a lone surrogate). */
   checkName(topic: string): void;
   /**
@@ -208,11 +208,11 @@ export class PresenceService<C> {
       );
     }
     const session = ctx.session;
-    const mayGoOn = () => this.topics.mayUse(session, topic, params);
-    if (!(await mayGoOn())) {
+    if (!(await this.topics.mayUse(session, topic, params))) {
       throw new ServerError(ErrorCode.Unauthorized, 'Not authorized for this topic', { topic });
     }
     // A refresh weighs it again, as the topic's own subscriptions are.
+    const mayGoOn = () => this.topics.mayUse(session, topic, params, true);
     StreamContext.markStandsFor(ctx, { topic, mayGoOn });
     const signal = ctx.signal;
     if (signal.aborted) throw new ServerError(ErrorCode.RequestCancelled, 'Request cancelled');

@@ -457,11 +457,14 @@ export class PubSubService<C> {
     return this.resolveTopic(name)?.pattern;
   }
 
-  /** Whether `session` may subscribe to `topic`: declared, its claims, the topic's authorize. */
-  mayUse(session: Session<C>, topic: string, params: unknown): Promise<boolean> {
+  /**
+   * Whether `session` may subscribe to `topic`: declared, its claims, the topic's authorize.
+   * `refresh`: a re-check at a refresh (see mayUseTopic).
+   */
+  mayUse(session: Session<C>, topic: string, params: unknown, refresh = false): Promise<boolean> {
     const definition = this.resolveTopic(topic);
     return definition
-      ? this.mayUseTopic(session, topic, definition, params)
+      ? this.mayUseTopic(session, topic, definition, params, refresh)
       : Promise.resolve(false);
   }
 
@@ -477,17 +480,25 @@ export class PubSubService<C> {
     subscription.ended = this.onTopicSubscribed?.(session, topic, id);
   }
 
+  /**
+   * The session's claims (`topicsOf`), then the topic's `authorize`. `refresh`: a re-check of a
+   * subscription at a refresh, told to `authorize` (`refresh: true`): a hook with shares (the
+   * subscribe hook) waits for them rather than refuse it busy, which would end a subscription
+   * the new context may still allow.
+   */
   private async mayUseTopic(
     session: Session<C>,
     topic: string,
     definition: TopicDefinition<C>,
     params: unknown,
+    refresh = false,
   ): Promise<boolean> {
     if (!claimsAllow(this.topicsOf, session.context, topic, session.logger, 'topicsOf')) {
       return false;
     }
     const { authorize } = definition.options;
-    return !authorize || authorize({ session, topic, params });
+    if (!authorize) return true;
+    return authorize(refresh ? { session, topic, params, refresh } : { session, topic, params });
   }
 
   /**
@@ -622,14 +633,7 @@ export class PubSubService<C> {
       );
       return Promise.resolve(false);
     }
-    if (!claimsAllow(this.topicsOf, session.context, topic, session.logger, 'topicsOf')) {
-      return Promise.resolve(false);
-    }
-    const { authorize } = definition.options;
-    // `refresh`: a hook with shares (the subscribe hook) waits for them rather than refuse a
-    // re-check busy, which would end a subscription the new context may still allow.
-    const request = { session, topic, params: subscription.params, refresh: true };
-    return Promise.resolve(!authorize || authorize(request));
+    return this.mayUseTopic(session, topic, definition, subscription.params, true);
   }
 
   /**

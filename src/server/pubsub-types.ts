@@ -27,6 +27,11 @@ export interface TopicOptions<C> extends Partial<FlowControl> {
     session: Session<C>;
     topic: string;
     params: unknown;
+    /**
+     * True when a subscription is weighed again at a refresh (the session's context replaced):
+     * false ends it with -32004. Absent on a subscribe.
+     */
+    refresh?: boolean;
   }) => boolean | Promise<boolean>;
   /** What the broker keeps for clients that resume (default 1 000 messages, 10 minutes). */
   history?: Partial<Retention>;

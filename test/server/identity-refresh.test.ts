@@ -6,6 +6,7 @@ import { token, tokenIdentity } from './identity-tokens.js';
 import type { TestContext } from './identity-tokens.js';
 import { openRawRpc } from './raw-rpc.js';
 import type { RawRpc } from './raw-rpc.js';
+import { waitUntil } from '../support/waiting.js';
 
 let running: RunningGateway<TestContext> | undefined;
 const sockets: RawRpc[] = [];
@@ -191,5 +192,38 @@ describe('refresh and expiry', () => {
     });
     expect([...messages.keys()].sort()).toEqual([kept, refused].sort());
     expect(gateway.pubsub.subscriptionCount([...gateway.sessions.values()][0]!)).toBe(1);
+  });
+
+  it("a topic's authorize is told a re-check at a refresh (refresh: true), for the topic and its $presence", async () => {
+    const { gateway, url } = await start();
+    const asked: { topic: string; refresh: boolean | undefined }[] = [];
+    gateway.topic('room.*', {
+      presence: true,
+      authorize: ({ topic, refresh }) => {
+        asked.push({ topic, refresh });
+        return true;
+      },
+    });
+    const socket = await open(
+      url,
+      token({ user: 'ann', ttl: 60_000, topics: ['room.*'], methods: ['*'] }),
+    );
+    expect((await socket.request('subscribe', ['room.a'])).error).toBeUndefined();
+    expect((await socket.request('subscribe', ['$presence', { topic: 'room.b' }])).error).toBe(
+      undefined,
+    );
+    expect(asked).toEqual([
+      { topic: 'room.a', refresh: undefined },
+      { topic: 'room.b', refresh: undefined },
+    ]);
+    const reply = await socket.request('rpc.authenticate', {
+      token: token({ user: 'ann', ttl: 60_000, topics: ['room.*'], methods: ['*'] }),
+    });
+    expect(reply.error).toBeUndefined();
+    await waitUntil(() => asked.length === 4, 'both re-checked');
+    expect(asked.slice(2).sort((a, b) => a.topic.localeCompare(b.topic))).toEqual([
+      { topic: 'room.a', refresh: true },
+      { topic: 'room.b', refresh: true },
+    ]);
   });
 });
