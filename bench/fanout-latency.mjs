@@ -18,6 +18,7 @@
 import { fork, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import WebSocket from 'ws';
+import { benchLimits } from './gateway-limits.mjs';
 
 const now = () => Number(process.hrtime.bigint());
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
@@ -40,14 +41,7 @@ async function startServer(kind) {
     const { pino } = await import('pino');
     const gateway = createGateway({
       logger: pino({ level: 'warn' }),
-      limits: {
-        maxConnectionsPerIp: 100_000,
-        connectionsPerSecondPerIp: 0,
-        ratePerSecond: 1e9,
-        rateBurst: 1e9,
-        bytesPerSecond: 1e12,
-        bytesPerSecondPerIp: 1e12,
-      },
+      limits: benchLimits,
     });
     gateway.topic('bench');
     const { port } = await gateway.listen(0, '127.0.0.1');

@@ -7,15 +7,9 @@
 // is node A's plus node B's (`helperCpuUs`); the broker's own (Redis, NATS) is not counted.
 // Fan-out only (`only: 'fanout'`). Settings as the single-node `gateway` contestant.
 import { fileURLToPath } from 'node:url';
+import { benchLimits } from '../gateway-limits.mjs';
 
-export const limits = {
-  maxConnectionsPerIp: 100_000,
-  connectionsPerSecondPerIp: 0,
-  ratePerSecond: 1e9,
-  rateBurst: 1e9,
-  bytesPerSecond: 1e12,
-  bytesPerSecondPerIp: 1e12,
-};
+export const limits = benchLimits;
 
 /** One gateway node on `broker`, listening on a free port of `host`. */
 export async function startNode(host, broker) {

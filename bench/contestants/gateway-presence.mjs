@@ -6,16 +6,9 @@
 // and maxConnections raised above the scenario's 10,000 members. Presence scenario only
 // (`only: 'presence'`).
 import { countRedisCommands, presenceProbe } from '../presence-probe.mjs';
+import { benchLimits } from '../gateway-limits.mjs';
 
-const limits = {
-  maxConnections: 100_000,
-  maxConnectionsPerIp: 100_000,
-  connectionsPerSecondPerIp: 0,
-  ratePerSecond: 1e9,
-  bytesPerSecond: 1e12,
-  bytesPerSecondPerIp: 1e12,
-  rateBurst: 1e9,
-};
+const limits = { ...benchLimits, maxConnections: 100_000 };
 export const PRESENCE_TOPIC = 'room';
 const REDIS_URL = 'redis://127.0.0.1:6379';
 

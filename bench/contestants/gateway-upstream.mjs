@@ -5,14 +5,9 @@
 // `gateway` contestant: the logger quieted to "warn", and the abuse limits raised out of the
 // way of one load generator. Two rows share this server: one driven by the bench's raw
 // JSON-RPC client, one by this project's own Node client.
-const limits = {
-  maxConnectionsPerIp: 100_000,
-  connectionsPerSecondPerIp: 0,
-  ratePerSecond: 1e9,
-  rateBurst: 1e9,
-  bytesPerSecond: 1e12,
-  bytesPerSecondPerIp: 1e12,
-};
+import { benchLimits } from '../gateway-limits.mjs';
+
+const limits = benchLimits;
 
 export function gatewayUpstreamContestant({ id, name, client, clientBaselineId }) {
   return {

@@ -8,6 +8,7 @@
 //   subscribe adds the socket to the topic's Set and is answered with the topic's id, an
 //   unsubscribe removes it, a publish builds one frame string and `ws.send`s it to each socket
 //   of the topic's Set. No heartbeat, no validation, no limits.
+import { benchLimits } from '../gateway-limits.mjs';
 
 const DATA = { price: 97_000.25, symbol: 'BTC-USD' };
 
@@ -22,13 +23,9 @@ export async function startGateway(host, { connections }) {
   const gateway = createGateway({
     logger: pino({ level: 'warn' }),
     limits: {
+      ...benchLimits,
       maxConnections: connections + 1_000,
       maxConnectionsPerIp: connections + 1_000,
-      connectionsPerSecondPerIp: 0,
-      ratePerSecond: 1e9,
-      bytesPerSecond: 1e12,
-      bytesPerSecondPerIp: 1e12,
-      rateBurst: 1e9,
     },
   });
   gateway.topic('all');
