@@ -10,7 +10,7 @@ import type { RawReply } from '../server/raw-rpc.js';
 import { Resources } from '../support/resources.js';
 import { openSocket } from '../support/sockets.js';
 import { waitFor } from '../support/waiting.js';
-import { startHeldUpstream } from '../upstream/held-upstream.js';
+import { heldUpstreamIn } from '../upstream/held-upstream.js';
 import type { HeldUpstream } from '../upstream/held-upstream.js';
 
 const res = new Resources();
@@ -20,14 +20,7 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-async function heldUpstream(): Promise<HeldUpstream> {
-  const upstream = await startHeldUpstream(() => ({ allow: true }));
-  cleanups.push(async () => {
-    upstream.release();
-    await upstream.stop();
-  });
-  return upstream;
-}
+const heldUpstream = (): Promise<HeldUpstream> => heldUpstreamIn(cleanups, () => ({ allow: true }));
 
 /** A gateway whose `private.*` topics the subscribe hook decides, calling `auth` at `url`. */
 async function gatewayWithHook(url: string, subscribe: Record<string, unknown>) {

@@ -13,7 +13,7 @@ import { startGateway } from '../support/gateway.js';
 import { waitFor } from '../support/waiting.js';
 import { openRawRpc } from '../server/raw-rpc.js';
 import type { RawReply, RawRpc } from '../server/raw-rpc.js';
-import { startHeldUpstream } from '../upstream/held-upstream.js';
+import { heldUpstreamIn } from '../upstream/held-upstream.js';
 import type { HeldRequest, HeldUpstream } from '../upstream/held-upstream.js';
 
 const cleanups: (() => Promise<unknown> | void)[] = [];
@@ -25,14 +25,7 @@ afterEach(async () => {
 const allow = (request: HeldRequest): unknown =>
   request.method === 'wsrpc.connect' ? { context: {}, user: 'u' } : { allow: true };
 
-async function heldUpstream(): Promise<HeldUpstream> {
-  const upstream = await startHeldUpstream(allow);
-  cleanups.push(async () => {
-    upstream.release();
-    await upstream.stop();
-  });
-  return upstream;
-}
+const heldUpstream = (): Promise<HeldUpstream> => heldUpstreamIn(cleanups, allow);
 
 /** A gateway whose hooks of `section` call `auth` at `url` (maxConcurrent 16). */
 async function gatewayWithHooks(url: string, section: Record<string, unknown>) {

@@ -94,3 +94,19 @@ function answer(res: ServerResponse, id: number | undefined, result: unknown): v
   res.writeHead(200, { 'content-type': 'application/json' });
   res.end(JSON.stringify({ jsonrpc: '2.0', id, result }));
 }
+
+/**
+ * startHeldUpstream, its end (every held request answered, then the server stopped) put on
+ * `cleanups` for the test's afterEach to run.
+ */
+export async function heldUpstreamIn(
+  cleanups: (() => Promise<unknown> | void)[],
+  result?: (request: HeldRequest) => unknown,
+): Promise<HeldUpstream> {
+  const upstream = await startHeldUpstream(result);
+  cleanups.push(async () => {
+    upstream.release();
+    await upstream.stop();
+  });
+  return upstream;
+}
