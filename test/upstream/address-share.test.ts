@@ -9,7 +9,7 @@ import type { RawReply } from '../server/raw-rpc.js';
 import { Resources } from '../support/resources.js';
 import { openSocket } from '../support/sockets.js';
 import { waitFor } from '../support/waiting.js';
-import { startHeldUpstream } from './held-upstream.js';
+import { expectUpstreamBusy, heldFor as heldOf, startHeldUpstream } from './held-upstream.js';
 import type { HeldUpstream } from './held-upstream.js';
 import { startRoutedGateway } from './routed-gateway.js';
 import type { RoutedGateway } from './routed-gateway.js';
@@ -79,16 +79,8 @@ async function sessionFrom(from: string, user: string): Promise<Client> {
 }
 
 /** Held requests sent for `user` (X-Wsrpc-User). */
-const heldFor = (user: string) =>
-  upstream.held.filter((request) => request.headers['x-wsrpc-user'] === user).length;
-
-function expectBusy(reply: RawReply, upstreamName: string, bound: string, limit: number): void {
-  expect(reply.error).toMatchObject({
-    code: -32013,
-    message: 'Upstream busy',
-    data: { upstream: upstreamName, bound, limit },
-  });
-}
+const heldFor = (user: string): number => heldOf(upstream, user);
+const expectBusy = expectUpstreamBusy;
 
 describe("an address's share of an upstream", () => {
   it('connections from one address together past it are refused -32013 naming maxConcurrentPerAddress, while another address is still answered', async () => {

@@ -3,6 +3,8 @@
 import { createServer } from 'node:http';
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { expect } from 'vitest';
+import type { RawReply } from '../server/raw-rpc.js';
 
 export interface HeldRequest {
   readonly method: string;
@@ -109,4 +111,23 @@ export async function heldUpstreamIn(
     await upstream.stop();
   });
   return upstream;
+}
+
+/** Requests `upstream` holds that were sent for `user` (X-Wsrpc-User). */
+export function heldFor(upstream: HeldUpstream, user: string): number {
+  return upstream.held.filter((request) => request.headers['x-wsrpc-user'] === user).length;
+}
+
+/** `reply` is -32013 Upstream busy for `upstreamName`, naming the `bound` it met and its `limit`. */
+export function expectUpstreamBusy(
+  reply: RawReply,
+  upstreamName: string,
+  bound: string,
+  limit: number,
+): void {
+  expect(reply.error).toMatchObject({
+    code: -32013,
+    message: 'Upstream busy',
+    data: { upstream: upstreamName, bound, limit },
+  });
 }

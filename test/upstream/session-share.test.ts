@@ -3,9 +3,9 @@
 // request until the test releases it, so what it holds is the gateway's calls in flight.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openRawRpc } from '../server/raw-rpc.js';
-import type { RawReply, RawRpc } from '../server/raw-rpc.js';
+import type { RawRpc } from '../server/raw-rpc.js';
 import { waitFor } from '../support/waiting.js';
-import { startHeldUpstream } from './held-upstream.js';
+import { expectUpstreamBusy, heldFor as heldOf, startHeldUpstream } from './held-upstream.js';
 import type { HeldUpstream } from './held-upstream.js';
 import { startRoutedGateway } from './routed-gateway.js';
 import type { RoutedGateway } from './routed-gateway.js';
@@ -54,16 +54,8 @@ async function session(user: string): Promise<RawRpc> {
 }
 
 /** Held requests sent for `user` (X-Wsrpc-User). */
-const heldFor = (user: string) =>
-  upstream.held.filter((request) => request.headers['x-wsrpc-user'] === user).length;
-
-function expectBusy(reply: RawReply, upstreamName: string, bound: string, limit: number): void {
-  expect(reply.error).toMatchObject({
-    code: -32013,
-    message: 'Upstream busy',
-    data: { upstream: upstreamName, bound, limit },
-  });
-}
+const heldFor = (user: string): number => heldOf(upstream, user);
+const expectBusy = expectUpstreamBusy;
 
 describe("a session's share of an upstream", () => {
   it('past its share a session is refused -32013 naming maxConcurrentPerSession, while another session is still answered', async () => {
