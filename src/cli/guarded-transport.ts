@@ -2,10 +2,10 @@ import { exceedsDepth } from '../protocol/safe-json.js';
 import type { Transport, TransportListener } from '../transport/transport.js';
 import { MAX_DEPTH } from './limits.js';
 
-/** The frame being handled: how many came so far, and its length in characters. */
+/** The frame being handled: how many came so far, and its text (empty between frames). */
 export interface FrameMeter {
   readonly frames: number;
-  readonly chars: number;
+  readonly text: string;
 }
 
 /**
@@ -16,7 +16,7 @@ export interface FrameMeter {
  */
 export class GuardedTransport implements Transport, FrameMeter {
   frames = 0;
-  chars = 0;
+  text = '';
   private refused = false;
 
   constructor(
@@ -46,8 +46,13 @@ export class GuardedTransport implements Transport, FrameMeter {
           return;
         }
         this.frames++;
-        this.chars = text.length;
-        listener.receive(text);
+        // Held only while the frame is handled: a large one is not kept alive after.
+        this.text = text;
+        try {
+          listener.receive(text);
+        } finally {
+          this.text = '';
+        }
       },
       transportClosed: (code, reason) => listener.transportClosed(code, reason),
     });

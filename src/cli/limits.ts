@@ -3,11 +3,17 @@
  * means harm, and the command ends with exit 3 saying which limit it passed (docs/cli.md).
  */
 
-/** Largest message: a WebSocket message, a tcp:// line, an HTTP body (an OpenRPC document can be large). */
+/**
+ * Largest message in bytes, as sent: a WebSocket message, a tcp:// line (UTF-8), an HTTP body
+ * (an OpenRPC document can be large).
+ */
 export const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 /** Deepest nesting of a message, the whole message counted (the gateway's own default). */
 export const MAX_DEPTH = 64;
-/** Notification text kept while the subscribe answer is on its way. */
+/**
+ * Notification text kept while the subscribe answer is on its way, in UTF-8 bytes
+ * (measured only when its length cannot decide: Utf8Budget).
+ */
 export const MAX_EARLY_BYTES = 16 * 1024 * 1024;
 /** Notifications kept while the subscribe answer is on its way; past it they are dropped. */
 export const MAX_EARLY_MESSAGES = 10_000;

@@ -15,6 +15,7 @@ import { ConnectionError, messageOf, withHint } from './errors.js';
 import type { Output } from './errors.js';
 import { MAX_EARLY_BYTES, MAX_EARLY_MESSAGES, mebibytes } from './limits.js';
 import type { PeerConnection } from './peer-connection.js';
+import { Utf8Budget } from './utf8-budget.js';
 
 /** Shown with a -32601 answer to the subscribe call. */
 export const METHODS_EXAMPLE = '--methods eth_subscribe,eth_subscription,eth_unsubscribe';
@@ -49,7 +50,8 @@ export async function runSubscribe(connection: PeerConnection, run: SubscribeRun
   const { methods } = run;
   let id: SubscriptionId | undefined;
   const early: SubscriptionNotification[] = [];
-  const earlyText = { chars: 0, lastFrame: 0 };
+  const earlyText = new Utf8Budget(MAX_EARLY_BYTES);
+  let lastEarlyFrame = 0;
   let settled = false;
   let finish!: (outcome: Outcome) => void;
   const done = new Promise<Outcome>((resolve) => {
@@ -101,15 +103,19 @@ export async function runSubscribe(connection: PeerConnection, run: SubscribeRun
     run.stdout.write(`${text}\n`);
   }
 
-  /** Keep a notification until the subscribe answer names ours, within MAX_EARLY_BYTES of text. */
+  /**
+   * Keep a notification until the subscribe answer names ours, within MAX_EARLY_BYTES of text
+   * (in UTF-8 bytes).
+   */
   function keepEarly(decoded: SubscriptionNotification): void {
     // A batch's notifications share one frame: its text is counted once.
-    const { frames, chars } = connection.frame;
-    if (frames !== earlyText.lastFrame) {
-      earlyText.lastFrame = frames;
-      earlyText.chars += chars;
+    const { frames, text } = connection.frame;
+    let within = true;
+    if (frames !== lastEarlyFrame) {
+      lastEarlyFrame = frames;
+      within = earlyText.add(text);
     }
-    if (earlyText.chars > MAX_EARLY_BYTES) {
+    if (!within) {
       failed(
         `${connection.endpoint.hostPort} sent more than ${mebibytes(MAX_EARLY_BYTES)} of notifications before answering "${methods.subscribe}" (the CLI's limit)`,
       );

@@ -199,6 +199,53 @@ describe('the CLI against a hostile server', () => {
     expect(result.stderr).toMatch(/more than 16 MiB of notifications before answering "subscribe"/);
   });
 
+  /**
+   * A server that sends `texts` as the results of notifications for other subscriptions, then
+   * one for the subscription it answers with ("mine"), then the answer, then completes it.
+   */
+  async function earlyServer(texts: string[]) {
+    return wsServer((socket, { id }) => {
+      if (id === undefined) return;
+      texts.forEach((text, n) =>
+        socket.send(
+          `{"jsonrpc":"2.0","method":"subscription","params":{"subscription":"s${n}","result":"${text}"}}`,
+        ),
+      );
+      const mine = (params: string): string =>
+        `{"jsonrpc":"2.0","method":"subscription","params":{"subscription":"mine",${params}}}`;
+      socket.send(mine('"result":1'));
+      socket.send(JSON.stringify({ jsonrpc: '2.0', id, result: 'mine' }));
+      socket.send(mine('"complete":true'));
+    });
+  }
+
+  it('subscribe: the 16 MiB before the answer are UTF-8 bytes: 6 Mi characters of 3 bytes each pass it', async () => {
+    // 6 Mi characters (under 16 Mi), 18 MiB of UTF-8 (over 16 MiB).
+    const url = await earlyServer(Array.from({ length: 6 }, () => '語'.repeat(MiB)));
+    const deadline = new Deadline(15_000);
+    const result = await subscribe(await openWs(url, deadline), deadline);
+    expect(result.code).toBe(3);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toMatch(/more than 16 MiB of notifications before answering "subscribe"/);
+  });
+
+  it('subscribe: multi-byte text under 16 MiB of UTF-8 before the answer is kept (3 times its length is over)', async () => {
+    // 5 MiB of ASCII, then 1.5 MiB of 3-byte and 2 MiB of 4-byte characters: 6.5 Mi UTF-16
+    // code units (3 times that is over 16 MiB), 8.5 MiB of UTF-8.
+    const texts = [
+      ...Array.from({ length: 5 }, () => 'x'.repeat(MiB)),
+      '語'.repeat(MiB / 2),
+      '😀'.repeat(MiB / 2),
+    ];
+    const bytes = texts.reduce((sum, text) => sum + Buffer.byteLength(text), 0);
+    expect(bytes).toBeLessThan(16 * MiB);
+    expect(texts.join('').length * 3).toBeGreaterThan(16 * MiB);
+    const url = await earlyServer(texts);
+    const deadline = new Deadline(15_000);
+    const result = await subscribe(await openWs(url, deadline), deadline);
+    expect(result).toEqual({ code: 0, stdout: '1\n', stderr: '' });
+  });
+
   it('call: a result that cannot be printed ends with exit 3, no stack trace', async () => {
     const unprintable: RpcConnection = {
       call: () => Promise.resolve({ n: 1n }),
