@@ -32,7 +32,7 @@ export interface UpstreamRoutes {
  * own, a prefix route (`orders.*`) serves every name under it that has no handler of its own
  * (the longest prefix wins). Each call goes to the upstream with the session's identity headers,
  * the client's cancellation, the route's timeout and the upstream's concurrency bounds (its
- * session's and its client address's shares among them).
+ * session's, its user's and its client address's shares among them).
  */
 export function installUpstreamRoutes(
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any context type
@@ -87,6 +87,7 @@ function endpointFor(
     maxConcurrent: upstream.maxConcurrent,
     maxConcurrentPerSession: upstream.maxConcurrentPerSession,
     maxConcurrentPerAddress: upstream.maxConcurrentPerAddress,
+    maxConcurrentPerUser: upstream.maxConcurrentPerUser,
     retries: upstream.retries,
     observer,
     maxReplyBytes,
@@ -128,6 +129,7 @@ function routeHandler(
       idempotent,
       session: ctx.session,
       address: ctx.session.remoteAddress,
+      user: ctx.session.user,
     };
     try {
       if (ctx.id === undefined) {

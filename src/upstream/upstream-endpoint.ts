@@ -2,11 +2,12 @@ import { nanoid } from 'nanoid';
 import type { Params } from '../protocol/types.js';
 import { JsonRpcError } from '../protocol/errors.js';
 import { addressGroup } from '../server/address-group.js';
-import { AddressShares } from './address-shares.js';
+import { KeyedShares } from './keyed-shares.js';
 import { UpstreamError } from './upstream-error.js';
 import {
   defaultMaxConcurrentPerAddress,
   defaultMaxConcurrentPerSession,
+  defaultMaxConcurrentPerUser,
 } from './upstreams-config.js';
 
 /** One request as an upstream transport (HTTP, NATS) sends it. */
@@ -55,6 +56,12 @@ export interface UpstreamCallOptions {
    * by it.
    */
   address?: string | undefined;
+  /**
+   * The session's authenticated user (`Session.user`): all calls of one user's sessions, from
+   * whatever addresses, take at most `maxConcurrentPerUser`. None (an anonymous session): not
+   * bounded by it.
+   */
+  user?: string | undefined;
 }
 
 /** How each upstream request ended, for metrics. */
@@ -82,6 +89,12 @@ export interface UpstreamEndpointOptions {
    */
   maxConcurrentPerAddress?: number;
   /**
+   * Of those, the calls of one user's sessions (`UpstreamCallOptions.user`), counted the same way;
+   * more of that user's are refused -32013. Default: max(maxConcurrentPerSession, 1,
+   * floor(maxConcurrent / 4)).
+   */
+  maxConcurrentPerUser?: number;
+  /**
    * How many times a call that is safe to send again is sent again. A retry is sent only once
    * the transport has let go of the attempt before it, so a call holds one request at a time.
    */
@@ -95,8 +108,9 @@ const MAX_BACKOFF_MS = 1_000;
 
 /**
  * What every upstream does the same whatever its transport: the concurrency bounds, the
- * upstream's and each session's and client address's share of it (refused at once, never queued), a timeout per attempt, safe retries with a short backoff, the request id,
- * the deadline header and the metrics. `attempt` sends one request and reads its reply.
+ * upstream's and each session's, user's and client address's share of it (refused at once, never
+ * queued), a timeout per attempt, safe retries with a short backoff, the request id, the deadline
+ * header and the metrics. `attempt` sends one request and reads its reply.
  */
 export abstract class UpstreamEndpoint {
   private inFlightCount = 0;
@@ -109,7 +123,9 @@ export abstract class UpstreamEndpoint {
   private readonly bySession = new WeakMap<object, SessionShare>();
   private readonly maxPerSession: number;
   /** Calls in flight per client address group; an entry only while it has calls in flight. */
-  private readonly byAddress: AddressShares;
+  private readonly byAddress: KeyedShares;
+  /** Calls in flight per user; an entry only while the user has calls in flight. */
+  private readonly byUser: KeyedShares;
 
   /**
    * True when the transport may keep an aborted attempt's request (its body, its place in a
@@ -122,9 +138,13 @@ export abstract class UpstreamEndpoint {
   constructor(protected readonly options: UpstreamEndpointOptions) {
     this.maxPerSession =
       options.maxConcurrentPerSession ?? defaultMaxConcurrentPerSession(options.maxConcurrent);
-    this.byAddress = new AddressShares(
+    this.byAddress = new KeyedShares(
       options.maxConcurrentPerAddress ??
         defaultMaxConcurrentPerAddress(options.maxConcurrent, this.maxPerSession),
+    );
+    this.byUser = new KeyedShares(
+      options.maxConcurrentPerUser ??
+        defaultMaxConcurrentPerUser(options.maxConcurrent, this.maxPerSession),
     );
   }
 
@@ -150,6 +170,16 @@ export abstract class UpstreamEndpoint {
   /** Address groups with calls to this upstream in flight (the entries the gateway holds). */
   get addressesInFlight(): number {
     return this.byAddress.size;
+  }
+
+  /** Calls of `user`'s sessions to this upstream now in flight, counted as `inFlight` counts. */
+  inFlightFor(user: string): number {
+    return this.byUser.of(user);
+  }
+
+  /** Users with calls to this upstream in flight (the entries the gateway holds). */
+  get usersInFlight(): number {
+    return this.byUser.size;
   }
 
   /**
@@ -186,9 +216,11 @@ export abstract class UpstreamEndpoint {
       options.session === undefined ? undefined : this.shareOf(options.session, options);
     const held = share === undefined ? 0 : share.held;
     const group = share === undefined ? groupOf(options.address) : share.group;
-    // The session's own share first: a session past it is told so, whatever the others hold. The
-    // upstream's bound before the address's: with one address holding every slot (a single
-    // client machine, a test), a full upstream is named as such.
+    const { user } = options;
+    // The caller's own shares first, its session's then its user's: a session or a user past its
+    // share is told so, whatever the others hold. The upstream's bound before the address's: with
+    // one address holding every slot (a single client machine, a test), a full upstream is named
+    // as such.
     if (held >= this.maxPerSession) {
       observer?.settled(name, 'busy', 0);
       const limit = this.maxPerSession;
@@ -196,6 +228,16 @@ export abstract class UpstreamEndpoint {
         name,
         `${limit} calls of this session in flight`,
         'maxConcurrentPerSession',
+        limit,
+      );
+    }
+    if (user !== undefined && this.byUser.isFull(user)) {
+      observer?.settled(name, 'busy', 0);
+      const limit = this.byUser.max;
+      throw UpstreamError.busy(
+        name,
+        `${limit} calls of this user in flight`,
+        'maxConcurrentPerUser',
         limit,
       );
     }
@@ -221,6 +263,7 @@ export abstract class UpstreamEndpoint {
     this.inFlightCount++;
     if (share !== undefined) share.held++;
     if (group !== undefined) this.byAddress.take(group);
+    if (user !== undefined) this.byUser.take(user);
     observer?.started(name);
     const slot = new Slot();
     let outcome: UpstreamOutcome = 'ok';
@@ -231,8 +274,8 @@ export abstract class UpstreamEndpoint {
       throw err;
     } finally {
       const seconds = (performance.now() - started) / 1000;
-      if (slot.kept === 0) this.free(outcome, seconds, share, group);
-      else slot.free = () => this.free(outcome, seconds, share, group);
+      if (slot.kept === 0) this.free(outcome, seconds, share, group, user);
+      else slot.free = () => this.free(outcome, seconds, share, group, user);
     }
   }
 
@@ -254,10 +297,12 @@ export abstract class UpstreamEndpoint {
     seconds: number,
     share: SessionShare | undefined,
     group: string | undefined,
+    user: string | undefined,
   ): void {
     this.inFlightCount--;
     if (share !== undefined) share.held--;
     if (group !== undefined) this.byAddress.give(group);
+    if (user !== undefined) this.byUser.give(user);
     this.options.observer?.settled(this.options.name, outcome, seconds);
   }
 
@@ -397,9 +442,9 @@ function groupOf(address: string | undefined): string | undefined {
 }
 
 /**
- * A call's place among maxConcurrent (and its session's and address's shares): freed once the call has its
- * answer (`free` is set then) and the transport has let go of every attempt it was still holding
- * when aborted (`kept`).
+ * A call's place among maxConcurrent (and its session's, user's and address's shares): freed once
+ * the call has its answer (`free` is set then) and the transport has let go of every attempt it
+ * was still holding when aborted (`kept`).
  */
 class Slot {
   kept = 0;

@@ -43,7 +43,8 @@ export class UpstreamError extends JsonRpcError {
 
   /**
    * -32013: `limit` calls in flight under the bound its option `bound` names, so a client can
-   * tell its own share (`maxConcurrentPerSession`) from the upstream's (`maxConcurrent`).
+   * tell its own shares (`maxConcurrentPerSession`, `maxConcurrentPerUser`) from its address's
+   * (`maxConcurrentPerAddress`) and the upstream's (`maxConcurrent`).
    */
   static busy(upstream: string, reason: string, bound: string, limit: number): UpstreamError {
     return new UpstreamError('busy', upstream, reason, undefined, false, { bound, limit });

@@ -35,6 +35,16 @@ export function defaultMaxConcurrentPerAddress(maxConcurrent: number, perSession
   return Math.max(perSession, 1, Math.floor(maxConcurrent / 4));
 }
 
+/**
+ * One user's share of an upstream unless `maxConcurrentPerUser` is given: as an address's, a
+ * quarter of its maxConcurrent (16 of the default 64), so a user's connections from many addresses
+ * (each within its session's and its address's share) cannot take every slot; never below the
+ * session's share, which a single connection of the user may take.
+ */
+export function defaultMaxConcurrentPerUser(maxConcurrent: number, perSession: number): number {
+  return defaultMaxConcurrentPerAddress(maxConcurrent, perSession);
+}
+
 export const upstreamBounds = Object.freeze({
   maxConcurrent: 100_000,
   retries: 5,
@@ -52,6 +62,12 @@ interface UpstreamCommon {
    * /64) may hold at once: at least maxConcurrentPerSession, at most maxConcurrent.
    */
   readonly maxConcurrentPerAddress: number;
+  /**
+   * Of maxConcurrent, what the calls of all sessions of one authenticated user (`Session.user`,
+   * whatever their addresses) may hold at once: at least maxConcurrentPerSession, at most
+   * maxConcurrent. Anonymous sessions are not counted under it.
+   */
+  readonly maxConcurrentPerUser: number;
   readonly retries: number;
 }
 
@@ -96,6 +112,7 @@ const upstreamRules: Record<string, Rule> = {
   maxConcurrent: numberIn(1, upstreamBounds.maxConcurrent, true),
   maxConcurrentPerSession: numberIn(1, upstreamBounds.maxConcurrent, true),
   maxConcurrentPerAddress: numberIn(1, upstreamBounds.maxConcurrent, true),
+  maxConcurrentPerUser: numberIn(1, upstreamBounds.maxConcurrent, true),
   retries: numberIn(0, upstreamBounds.retries, true),
   connections: numberIn(1, upstreamBounds.connections, true),
   headers: headerRecord,
@@ -143,13 +160,14 @@ function resolveUpstream(name: string, options: unknown): UpstreamConfig {
   const given = checkOptions(options, upstreamRules, `${path}.`, 'an upstream');
   const maxConcurrent =
     (given['maxConcurrent'] as number | undefined) ?? upstreamDefaults.maxConcurrent;
-  const { perSession, perAddress } = resolveShares(path, given, maxConcurrent);
+  const { perSession, perAddress, perUser } = resolveShares(path, given, maxConcurrent);
   const common = {
     name,
     timeoutMs: (given['timeoutMs'] as number | undefined) ?? upstreamDefaults.timeoutMs,
     maxConcurrent,
     maxConcurrentPerSession: perSession,
     maxConcurrentPerAddress: perAddress,
+    maxConcurrentPerUser: perUser,
     retries: (given['retries'] as number | undefined) ?? upstreamDefaults.retries,
   };
   if ((given['url'] === undefined) === (given['nats'] === undefined)) {
@@ -184,20 +202,23 @@ function resolveUpstream(name: string, options: unknown): UpstreamConfig {
 }
 
 /**
- * A session's and an address's shares of `maxConcurrent`: perSession <= perAddress <=
- * maxConcurrent (a network session always counts under its address, so a larger session share
- * could never be used). Whichever is not given defaults within the other.
+ * A session's, an address's and a user's shares of `maxConcurrent`: perSession <= perAddress <=
+ * maxConcurrent and perSession <= perUser <= maxConcurrent (a network session always counts
+ * under its address, and an authenticated one under its user, so a larger session share could
+ * never be used). Whichever is not given defaults within the others.
  */
 function resolveShares(
   path: string,
   given: Record<string, unknown>,
   maxConcurrent: number,
-): { perSession: number; perAddress: number } {
+): { perSession: number; perAddress: number; perUser: number } {
   const session = given['maxConcurrentPerSession'] as number | undefined;
   const address = given['maxConcurrentPerAddress'] as number | undefined;
+  const user = given['maxConcurrentPerUser'] as number | undefined;
   for (const [key, value] of [
     ['maxConcurrentPerSession', session],
     ['maxConcurrentPerAddress', address],
+    ['maxConcurrentPerUser', user],
   ] as const) {
     if (value !== undefined && value > maxConcurrent) {
       throw new RangeError(
@@ -205,16 +226,29 @@ function resolveShares(
       );
     }
   }
-  if (session !== undefined && address !== undefined && session > address) {
-    throw new RangeError(
-      `${path}.maxConcurrentPerSession must be at most maxConcurrentPerAddress (${address}), not ${session}`,
-    );
+  if (session !== undefined) {
+    for (const [key, value] of [
+      ['maxConcurrentPerAddress', address],
+      ['maxConcurrentPerUser', user],
+    ] as const) {
+      if (value !== undefined && session > value) {
+        throw new RangeError(
+          `${path}.maxConcurrentPerSession must be at most ${key} (${value}), not ${session}`,
+        );
+      }
+    }
   }
   const perSession =
-    session ?? Math.min(defaultMaxConcurrentPerSession(maxConcurrent), address ?? maxConcurrent);
+    session ??
+    Math.min(
+      defaultMaxConcurrentPerSession(maxConcurrent),
+      address ?? maxConcurrent,
+      user ?? maxConcurrent,
+    );
   return {
     perSession,
     perAddress: address ?? defaultMaxConcurrentPerAddress(maxConcurrent, perSession),
+    perUser: user ?? defaultMaxConcurrentPerUser(maxConcurrent, perSession),
   };
 }
 

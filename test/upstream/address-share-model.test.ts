@@ -1,9 +1,10 @@
-// The upstream's three concurrency bounds against a model: every call is counted against its
-// session's share (maxConcurrentPerSession), its client address group's share
-// (maxConcurrentPerAddress; IPv6 by /64, none for a session without an address) and the
-// upstream's maxConcurrent from the moment it is accepted until its slot is freed: when answered
-// or, for a transport that keeps aborted requests, when the transport lets go of a request its
-// caller gave up. An address's entry exists only while it has calls in flight.
+// The upstream's four concurrency bounds against a model: every call is counted against its
+// session's share (maxConcurrentPerSession), its user's (maxConcurrentPerUser; none for an
+// anonymous session), its client address group's (maxConcurrentPerAddress; IPv6 by /64, none for a
+// session without an address) and the upstream's maxConcurrent from the moment it is accepted
+// until its slot is freed: when answered or, for a transport that keeps aborted requests, when the
+// transport lets go of a request its caller gave up. An address's or a user's entry exists only
+// while it has calls in flight.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { UpstreamEndpoint, UpstreamError } from '../../src/upstream/index.js';
@@ -18,6 +19,7 @@ class HeldEndpoint extends UpstreamEndpoint {
     maxConcurrent: number;
     maxConcurrentPerSession: number;
     maxConcurrentPerAddress: number;
+    maxConcurrentPerUser: number;
     keepsAbortedRequests: boolean;
   }) {
     super({ name: 'held', retries: 0, ...options });
@@ -45,17 +47,24 @@ class HeldEndpoint extends UpstreamEndpoint {
 
 /**
  * The sessions' client addresses: two sessions from one IPv4 address, two from addresses of one
- * IPv6 /64 (one group), one IPv4-mapped (the first group) and one without an address (stdio).
+ * IPv6 /64 (one group), one IPv4-mapped (the first group) and one without an address (stdio);
+ * and their users: ann's sessions from both groups and without an address, bob's from one group,
+ * one anonymous session.
  */
-const SESSIONS: readonly { address: string | undefined; group: string | undefined }[] = [
-  { address: '10.0.0.1', group: 'v4' },
-  { address: '10.0.0.1', group: 'v4' },
-  { address: '2001:db8:1:2::5', group: 'v6' },
-  { address: '2001:db8:1:2:ffff::9', group: 'v6' },
-  { address: '::ffff:10.0.0.1', group: 'v4' },
-  { address: undefined, group: undefined },
+const SESSIONS: readonly {
+  address: string | undefined;
+  group: string | undefined;
+  user: string | undefined;
+}[] = [
+  { address: '10.0.0.1', group: 'v4', user: 'ann' },
+  { address: '10.0.0.1', group: 'v4', user: 'bob' },
+  { address: '2001:db8:1:2::5', group: 'v6', user: 'ann' },
+  { address: '2001:db8:1:2:ffff::9', group: 'v6', user: undefined },
+  { address: '::ffff:10.0.0.1', group: 'v4', user: 'bob' },
+  { address: undefined, group: undefined, user: 'ann' },
 ];
 const GROUPS = ['v4', 'v6'] as const;
+const USERS = ['ann', 'bob'] as const;
 
 interface ModelCall {
   session: number;
@@ -67,24 +76,31 @@ interface ModelCall {
 
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-describe('per-session, per-address and shared counts against a model', () => {
-  it('a call is refused exactly when a bound it counts under is full (session, upstream, address: the first full one named), counts are never above any bound, and all return to 0 with no address entry left', async () => {
+describe('per-session, per-user, per-address and shared counts against a model', () => {
+  it('a call is refused exactly when a bound it counts under is full (session, user, upstream, address: the first full one named), counts are never above any bound, and all return to 0 with no address or user entry left', async () => {
     const step = fc.oneof(
       fc.record({ kind: fc.constant('call' as const), session: fc.nat(SESSIONS.length - 1) }),
       fc.record({ kind: fc.constant('answer' as const), pick: fc.nat(20) }),
       fc.record({ kind: fc.constant('cancel' as const), pick: fc.nat(20) }),
     );
+    // maxConcurrent, then per address (at most it), per session (at most that), per user (from
+    // the session's share to maxConcurrent).
     const bounds = fc
       .integer({ min: 1, max: 8 })
       .chain((maxConcurrent) =>
         fc
           .integer({ min: 1, max: maxConcurrent })
           .chain((perAddress) =>
-            fc.tuple(
-              fc.constant(maxConcurrent),
-              fc.constant(perAddress),
-              fc.integer({ min: 1, max: perAddress }),
-            ),
+            fc
+              .integer({ min: 1, max: perAddress })
+              .chain((perSession) =>
+                fc.tuple(
+                  fc.constant(maxConcurrent),
+                  fc.constant(perAddress),
+                  fc.constant(perSession),
+                  fc.integer({ min: perSession, max: maxConcurrent }),
+                ),
+              ),
           ),
       );
     await fc.assert(
@@ -92,11 +108,16 @@ describe('per-session, per-address and shared counts against a model', () => {
         bounds,
         fc.boolean(),
         fc.array(step, { maxLength: 50 }),
-        async ([maxConcurrent, maxConcurrentPerAddress, maxConcurrentPerSession], keeps, steps) => {
+        async (
+          [maxConcurrent, maxConcurrentPerAddress, maxConcurrentPerSession, maxConcurrentPerUser],
+          keeps,
+          steps,
+        ) => {
           const endpoint = new HeldEndpoint({
             maxConcurrent,
             maxConcurrentPerSession,
             maxConcurrentPerAddress,
+            maxConcurrentPerUser,
             keepsAbortedRequests: keeps,
           });
           const sessions = SESSIONS.map(() => ({}));
@@ -105,24 +126,28 @@ describe('per-session, per-address and shared counts against a model', () => {
             calls.filter((c) => c.holdsSlot && which(c)).length;
           const ofSession = (i: number) => slots((c) => c.session === i);
           const ofGroup = (group: string) => slots((c) => SESSIONS[c.session]!.group === group);
+          const ofUser = (user: string) => slots((c) => SESSIONS[c.session]!.user === user);
           for (const s of steps) {
             if (s.kind === 'call') {
-              const { address, group } = SESSIONS[s.session]!;
+              const { address, group, user } = SESSIONS[s.session]!;
               const controller = new AbortController();
               const expectedBound =
                 ofSession(s.session) >= maxConcurrentPerSession
                   ? 'maxConcurrentPerSession'
-                  : slots() >= maxConcurrent
-                    ? 'maxConcurrent'
-                    : group !== undefined && ofGroup(group) >= maxConcurrentPerAddress
-                      ? 'maxConcurrentPerAddress'
-                      : undefined;
+                  : user !== undefined && ofUser(user) >= maxConcurrentPerUser
+                    ? 'maxConcurrentPerUser'
+                    : slots() >= maxConcurrent
+                      ? 'maxConcurrent'
+                      : group !== undefined && ofGroup(group) >= maxConcurrentPerAddress
+                        ? 'maxConcurrentPerAddress'
+                        : undefined;
               const before = endpoint.open.length;
               const answer = endpoint.call('m', undefined, {
                 timeoutMs: 1_000_000,
                 signal: controller.signal,
                 session: sessions[s.session]!,
                 ...(address === undefined ? {} : { address }),
+                ...(user === undefined ? {} : { user }),
               });
               if (expectedBound !== undefined) {
                 const err = await answer.then(
@@ -180,12 +205,18 @@ describe('per-session, per-address and shared counts against a model', () => {
             expect(endpoint.inFlightFrom('10.0.0.1')).toBe(ofGroup('v4'));
             expect(endpoint.inFlightFrom('2001:db8:1:2::1')).toBe(ofGroup('v6'));
             expect(endpoint.addressesInFlight).toBe(GROUPS.filter((g) => ofGroup(g) > 0).length);
+            for (const user of USERS) {
+              expect(endpoint.inFlightFor(user)).toBe(ofUser(user));
+              expect(ofUser(user)).toBeLessThanOrEqual(maxConcurrentPerUser);
+            }
+            expect(endpoint.usersInFlight).toBe(USERS.filter((u) => ofUser(u) > 0).length);
           }
           for (const entry of [...endpoint.open]) entry.settle();
           await flush();
           expect(endpoint.inFlight).toBe(0);
           for (const session of sessions) expect(endpoint.inFlightOf(session)).toBe(0);
           expect(endpoint.addressesInFlight).toBe(0);
+          expect(endpoint.usersInFlight).toBe(0);
         },
       ),
       { numRuns: 200 },

@@ -4,13 +4,15 @@
 // on Linux); the upstream holds each request until the test releases it, so what it holds is the
 // gateway's calls in flight.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { WebSocket } from 'ws';
-import type { RawReply } from '../server/raw-rpc.js';
 import { Resources } from '../support/resources.js';
-import { openSocket } from '../support/sockets.js';
 import { waitFor } from '../support/waiting.js';
-import { expectUpstreamBusy, heldFor as heldOf, startHeldUpstream } from './held-upstream.js';
-import type { HeldUpstream } from './held-upstream.js';
+import {
+  clientFrom,
+  expectUpstreamBusy,
+  heldFor as heldOf,
+  startHeldUpstream,
+} from './held-upstream.js';
+import type { HeldUpstream, LoopbackClient } from './held-upstream.js';
 import { startRoutedGateway } from './routed-gateway.js';
 import type { RoutedGateway } from './routed-gateway.js';
 
@@ -51,32 +53,9 @@ afterAll(async () => {
   await upstream?.stop();
 });
 
-interface Client {
-  socket: WebSocket;
-  request(method: string): Promise<RawReply>;
-}
-
 /** A session of `user` over a connection from the loopback address `from`. */
-async function sessionFrom(from: string, user: string): Promise<Client> {
-  const socket = await openSocket(res, `${running.url}?user=${user}`, undefined, {
-    localAddress: from,
-  });
-  const pending = new Map<number, (reply: RawReply) => void>();
-  socket.on('message', (data) => {
-    const reply = JSON.parse((data as Buffer).toString('utf8')) as RawReply;
-    pending.get(reply.id)?.(reply);
-    pending.delete(reply.id);
-  });
-  let nextId = 1;
-  return {
-    socket,
-    request(method) {
-      const id = nextId++;
-      socket.send(JSON.stringify({ jsonrpc: '2.0', id, method }));
-      return new Promise((resolve) => pending.set(id, resolve));
-    },
-  };
-}
+const sessionFrom = (from: string, user: string): Promise<LoopbackClient> =>
+  clientFrom(res, running.url, from, user);
 
 /** Held requests sent for `user` (X-Wsrpc-User). */
 const heldFor = (user: string): number => heldOf(upstream, user);

@@ -26,6 +26,7 @@ describe('resolveUpstreamsConfig', () => {
       maxConcurrent: upstreamDefaults.maxConcurrent,
       maxConcurrentPerSession: upstreamDefaults.maxConcurrent / 8,
       maxConcurrentPerAddress: upstreamDefaults.maxConcurrent / 4,
+      maxConcurrentPerUser: upstreamDefaults.maxConcurrent / 4,
       retries: 0,
       connections: upstreamDefaults.connections,
       headers: {},

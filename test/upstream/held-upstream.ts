@@ -4,7 +4,10 @@ import { createServer } from 'node:http';
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { expect } from 'vitest';
+import type { WebSocket } from 'ws';
 import type { RawReply } from '../server/raw-rpc.js';
+import type { Resources } from '../support/resources.js';
+import { openSocket } from '../support/sockets.js';
 
 export interface HeldRequest {
   readonly method: string;
@@ -113,8 +116,8 @@ export async function heldUpstreamIn(
   return upstream;
 }
 
-/** Requests `upstream` holds that were sent for `user` (X-Wsrpc-User). */
-export function heldFor(upstream: HeldUpstream, user: string): number {
+/** Requests `upstream` holds that were sent for `user` (X-Wsrpc-User; undefined: anonymous). */
+export function heldFor(upstream: HeldUpstream, user: string | undefined): number {
   return upstream.held.filter((request) => request.headers['x-wsrpc-user'] === user).length;
 }
 
@@ -130,4 +133,51 @@ export function expectUpstreamBusy(
     message: 'Upstream busy',
     data: { upstream: upstreamName, bound, limit },
   });
+}
+
+export interface LoopbackClient {
+  readonly socket: WebSocket;
+  /** Send a call; calls are numbered 1, 2, ... in the order sent. */
+  request(method: string): Promise<RawReply>;
+  /** Give up the call numbered `id` (rpc.cancel). */
+  cancel(id: number): void;
+}
+
+/**
+ * A session of `user` (none: anonymous) on the gateway at `url` (`?user=` as startRoutedGateway
+ * reads it), over a connection from the loopback address `from` (every 127/8 address is loopback
+ * on Linux); `res` closes it in cleanup.
+ */
+export async function clientFrom(
+  res: Resources,
+  url: string,
+  from: string,
+  user?: string,
+): Promise<LoopbackClient> {
+  const socket = await openSocket(
+    res,
+    user === undefined ? url : `${url}?user=${user}`,
+    undefined,
+    {
+      localAddress: from,
+    },
+  );
+  const pending = new Map<number, (reply: RawReply) => void>();
+  socket.on('message', (data) => {
+    const reply = JSON.parse((data as Buffer).toString('utf8')) as RawReply;
+    pending.get(reply.id)?.(reply);
+    pending.delete(reply.id);
+  });
+  let nextId = 1;
+  return {
+    socket,
+    request(method) {
+      const id = nextId++;
+      socket.send(JSON.stringify({ jsonrpc: '2.0', id, method }));
+      return new Promise((resolve) => pending.set(id, resolve));
+    },
+    cancel(id) {
+      socket.send(JSON.stringify({ jsonrpc: '2.0', method: 'rpc.cancel', params: { id } }));
+    },
+  };
 }

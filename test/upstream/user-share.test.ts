@@ -1,0 +1,182 @@
+// Each user's share of an upstream (maxConcurrentPerUser): one authenticated user opening
+// connections from several addresses, each within its session's and its address's share, cannot
+// take the slots every user shares. Connections come from loopback addresses of their own (every
+// 127/8 address is loopback on Linux); the upstream holds each request until the test releases
+// it, so what it holds is the gateway's calls in flight.
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { RawReply } from '../server/raw-rpc.js';
+import { httpGet } from '../support/network.js';
+import { Resources } from '../support/resources.js';
+import { waitFor } from '../support/waiting.js';
+import {
+  clientFrom,
+  expectUpstreamBusy,
+  heldFor as heldOf,
+  startHeldUpstream,
+} from './held-upstream.js';
+import type { HeldUpstream, LoopbackClient } from './held-upstream.js';
+import { startRoutedGateway } from './routed-gateway.js';
+import type { RoutedGateway } from './routed-gateway.js';
+
+const res = new Resources();
+let upstream: HeldUpstream;
+let running: RoutedGateway;
+
+beforeAll(async () => {
+  upstream = await startHeldUpstream();
+  const url = upstream.url;
+  running = await startRoutedGateway({
+    upstreams: {
+      // By default: maxConcurrentPerSession max(1, floor(16 / 8)) = 2, maxConcurrentPerAddress
+      // and maxConcurrentPerUser max(2, floor(16 / 4)) = 4.
+      wide: { url, maxConcurrent: 16 },
+      // maxConcurrentPerSession by default: min(2, maxConcurrentPerUser) = 1.
+      retrying: { url, maxConcurrent: 16, maxConcurrentPerUser: 1, retries: 3 },
+    },
+    methods: {
+      'wide.*': 'wide',
+      'idem.*': { upstream: 'retrying', idempotent: true },
+      'plain.*': 'retrying',
+    },
+  });
+});
+
+afterEach(async () => {
+  upstream.release();
+  await res.cleanup();
+  await waitFor(() => running.gateway.sessions.size === 0, 'the sessions to close');
+  for (const endpoint of running.routes.upstreams.values()) {
+    await waitFor(() => endpoint.inFlight === 0, `${endpoint.name} to hold no call`);
+    expect(endpoint.usersInFlight).toBe(0);
+    expect(endpoint.addressesInFlight).toBe(0);
+  }
+});
+
+afterAll(async () => {
+  await running?.close();
+  await upstream?.stop();
+});
+
+/** A session of `user` (none: anonymous) over a connection from the loopback address `from`. */
+const sessionFrom = (from: string, user?: string): Promise<LoopbackClient> =>
+  clientFrom(res, running.url, from, user);
+
+/** Held requests sent for `user` (X-Wsrpc-User; undefined: anonymous). */
+const heldFor = (user: string | undefined): number => heldOf(upstream, user);
+const wide = () => running.routes.upstreams.get('wide')!;
+
+/** The `wsrpc_upstream_in_flight` gauge of `name` as the gateway's /metrics shows it. */
+async function inFlightGauge(name: string): Promise<number> {
+  const { body } = await httpGet(`${running.httpUrl}/metrics`);
+  const line = new RegExp(`^wsrpc_upstream_in_flight\\{upstream="${name}"\\} (\\d+)$`, 'm');
+  return Number(line.exec(body)?.[1]);
+}
+
+/** Alice's sessions from two addresses, two calls each: her whole share of `wide` (4). */
+async function aliceHoldingHerShare(): Promise<{
+  calls: Promise<RawReply>[];
+  sessions: LoopbackClient[];
+}> {
+  const sessions = [
+    await sessionFrom('127.0.0.2', 'alice'),
+    await sessionFrom('127.0.0.3', 'alice'),
+  ];
+  const calls = sessions.flatMap((session) => [
+    session.request('wide.get'),
+    session.request('wide.get'),
+  ]);
+  await waitFor(() => heldFor('alice') === 4, 'alice to hold her share');
+  expect(wide().inFlightFor('alice')).toBe(4);
+  return { calls, sessions };
+}
+
+describe("a user's share of an upstream", () => {
+  it('sessions of one user from several addresses together past it are refused -32013 naming maxConcurrentPerUser, while another user still gets through', async () => {
+    const { calls } = await aliceHoldingHerShare();
+    // A third address of hers holds nothing, and her new session nothing: only her user is full.
+    const third = await sessionFrom('127.0.0.4', 'alice');
+    expectUpstreamBusy(await third.request('wide.get'), 'wide', 'maxConcurrentPerUser', 4);
+    expect(wide().inFlightFrom('127.0.0.4')).toBe(0);
+    expect(wide().inFlightFrom('127.0.0.2')).toBe(2);
+
+    // Bob, from one of alice's addresses and from another, is answered.
+    const bobHere = await sessionFrom('127.0.0.2', 'bob');
+    const bobThere = await sessionFrom('127.0.0.5', 'bob');
+    const bobs = [bobHere.request('wide.get'), bobThere.request('wide.get')];
+    await waitFor(() => heldFor('bob') === 2, "bob's calls to reach the upstream");
+    expect(wide().usersInFlight).toBe(2);
+    upstream.release();
+    for (const reply of await Promise.all([...calls, ...bobs])) {
+      expect(reply.result).toEqual({ ok: true });
+    }
+    // Answered calls give the user its share back, and its entry goes.
+    expect(wide().inFlightFor('alice')).toBe(0);
+    expect(wide().usersInFlight).toBe(0);
+    const again = third.request('wide.get');
+    await waitFor(() => heldFor('alice') === 1, "alice's next call to reach the upstream");
+    upstream.release();
+    expect((await again).result).toEqual({ ok: true });
+  });
+
+  it('anonymous sessions are not counted per user: past a user share across addresses, they still get through', async () => {
+    const sessions = [
+      await sessionFrom('127.0.0.2'),
+      await sessionFrom('127.0.0.3'),
+      await sessionFrom('127.0.0.4'),
+    ];
+    // Six calls, each session within its share (2) and each address within its (4): more than a
+    // user's share (4), and all of them held.
+    const calls = sessions.flatMap((session) => [
+      session.request('wide.get'),
+      session.request('wide.get'),
+    ]);
+    await waitFor(() => heldFor(undefined) === 6, 'the anonymous calls to reach the upstream');
+    expect(wide().usersInFlight).toBe(0);
+    upstream.release();
+    for (const reply of await Promise.all(calls)) expect(reply.result).toEqual({ ok: true });
+  });
+
+  it('calls given up (rpc.cancel) give the user its share back', async () => {
+    const { sessions } = await aliceHoldingHerShare();
+    const [first] = sessions as [LoopbackClient, LoopbackClient];
+    // Calls 1 and 2 of the session from 127.0.0.2.
+    for (const id of [1, 2]) first.cancel(id);
+    await waitFor(() => wide().inFlightFor('alice') === 2, 'the cancelled calls to let go');
+    const third = await sessionFrom('127.0.0.4', 'alice');
+    const next = [third.request('wide.get'), third.request('wide.get')];
+    await waitFor(() => heldFor('alice') === 4, "her new session's calls to reach the upstream");
+    expectUpstreamBusy(await first.request('wide.get'), 'wide', 'maxConcurrentPerUser', 4);
+    upstream.release();
+    for (const reply of await Promise.all(next)) expect(reply.result).toEqual({ ok: true });
+    await waitFor(() => wide().inFlight === 0, 'every call to end');
+    expect(wide().usersInFlight).toBe(0);
+    expect(await inFlightGauge('wide')).toBe(0);
+  });
+
+  it('connections that close give the user its share back', async () => {
+    const { sessions } = await aliceHoldingHerShare();
+    for (const session of sessions) session.socket.close();
+    await waitFor(() => wide().inFlightFor('alice') === 0, 'her calls to end');
+    expect(wide().usersInFlight).toBe(0);
+    expect(await inFlightGauge('wide')).toBe(0);
+    const again = await sessionFrom('127.0.0.4', 'alice');
+    const reply = again.request('wide.get');
+    await waitFor(() => heldFor('alice') === 1, "her new session's call to reach the upstream");
+    upstream.release();
+    expect((await reply).result).toEqual({ ok: true });
+  });
+
+  it("a call being retried keeps its user's share between attempts", async () => {
+    const here = await sessionFrom('127.0.0.2', 'alice');
+    const there = await sessionFrom('127.0.0.3', 'alice');
+    const retried = here.request('idem.get');
+    const attempts = () => upstream.received.filter((r) => r.method === 'idem.get').length;
+    await waitFor(() => heldFor('alice') === 1, 'the first attempt to reach the upstream');
+    // Its connection reset: -32011, sent again (idempotent route), the retry then held.
+    upstream.drop((request) => request.method === 'idem.get');
+    await waitFor(() => attempts() === 2 && heldFor('alice') === 1, 'the call to be sent again');
+    expectUpstreamBusy(await there.request('plain.get'), 'retrying', 'maxConcurrentPerUser', 1);
+    upstream.release();
+    expect((await retried).result).toEqual({ ok: true });
+  });
+});
