@@ -3,7 +3,7 @@ import { addressGroup } from '../server/address-group.js';
 import type { UpgradeRequest } from '../server/options.js';
 import { UpgradeRejection } from '../server/upgrade-rejection.js';
 import type { Tracing } from '../tracing/tracing.js';
-import { AddressShares } from '../upstream/address-shares.js';
+import { KeyedShares } from '../upstream/keyed-shares.js';
 import type { JsonRpcHttpClient } from '../upstream/json-rpc-http-client.js';
 import { failureOf, isRefusal, readConnectResult, refusalStatus } from './hook-answers.js';
 import type { HookIdentity } from './hook-answers.js';
@@ -48,7 +48,7 @@ export function connectHook(
       'retry-after': RETRY_AFTER_SECONDS,
     });
   };
-  const perAddress = new AddressShares(config.maxConcurrentPerAddress);
+  const perAddress = new KeyedShares(config.maxConcurrentPerAddress);
   const decide = async (request: UpgradeRequest): Promise<HookIdentity> => {
     let result: unknown;
     try {

@@ -1,7 +1,7 @@
 import type { Logger } from '../peer/logger.js';
 import { addressGroup } from '../server/address-group.js';
 import type { Tracing } from '../tracing/tracing.js';
-import { AddressShares } from '../upstream/address-shares.js';
+import { KeyedShares } from '../upstream/keyed-shares.js';
 import type { JsonRpcHttpClient } from '../upstream/json-rpc-http-client.js';
 import { UpstreamError } from '../upstream/upstream-error.js';
 import { failureOf, isRefusal } from './hook-answers.js';
@@ -74,7 +74,7 @@ export function subscribeHook(
     deps.metrics.outcome('subscribe', allow ? 'accepted' : 'refused');
     return allow;
   };
-  const perAddress = new AddressShares(config.maxConcurrentPerAddress);
+  const perAddress = new KeyedShares(config.maxConcurrentPerAddress);
   // Per address group: sessions whose refresh waits for one of the address's slots, in order.
   const addressLines = new Map<string, Lane[]>();
   /** The ending call's slots: to its session's next call, else to the address's line, else free. */
