@@ -6,6 +6,7 @@ import { AddressBudget, AddressBudgets } from './address-budgets.js';
 import { addressGroup, addressGroupOf } from './address-group.js';
 import type { UpgradeRequest } from './options.js';
 import { RateLimit } from './token-bucket.js';
+import { UserConnections } from './user-connections.js';
 
 export interface AdmissionLimits {
   maxConnections: number;
@@ -14,13 +15,15 @@ export interface AdmissionLimits {
   connectionsPerSecondPerIp?: number;
   /** Absent: as many as maxConnectionsPerIp. */
   connectionsBurstPerIp?: number;
+  /** Sessions of one user (`userOf`) on this node; absent: not bounded. */
+  maxConnectionsPerUser?: number;
 }
 
 export interface Refusal {
   status: number;
   message: string;
   /** Why, for the rejected-upgrades metric and the log. */
-  reason: 'origin' | 'capacity' | 'ip-limit' | 'ip-rate';
+  reason: 'origin' | 'capacity' | 'ip-limit' | 'ip-rate' | 'user-limit';
   headers?: Record<string, string>;
 }
 
@@ -56,9 +59,12 @@ function connectionRatesOf(limits: AdmissionLimits, now: () => number) {
  * Who gets past the door before authentication runs: origin allow-list, connection counts
  * (total and per IP) and the rate of new connections per IP. A slot is held from admission
  * until the returned release function (socket closed or upgrade failed) or `release` (session
- * closed) is called.
+ * closed) is called. After authentication, `admitUser` bounds the sessions per user, which the
+ * session table counts in `users` (from a session's identity to its close).
  */
 export class Admission {
+  /** Sessions per user on this node (limits.maxConnectionsPerUser), counted by the session table. */
+  readonly users: UserConnections;
   private total = 0;
   private readonly perIp = new Map<string, number>();
   /**
@@ -77,6 +83,7 @@ export class Admission {
     now: () => number = Date.now,
   ) {
     this.rates = connectionRatesOf(limits, now);
+    this.users = new UserConnections(limits.maxConnectionsPerUser ?? Infinity);
   }
 
   get connections(): number {
@@ -122,6 +129,21 @@ export class Admission {
       if (released) return;
       released = true;
       this.release(upgrade.transport, upgrade.remoteAddress);
+    };
+  }
+
+  /**
+   * Whether a session of `user` may open, checked once its user is known, in the same turn as
+   * the session opens (so it counts before another is weighed): the refusal when the user has
+   * limits.maxConnectionsPerUser sessions on this node already. A session without a user passes.
+   */
+  admitUser(user: string | undefined): Refusal | undefined {
+    if (user === undefined || this.users.admits(user)) return undefined;
+    return {
+      status: 429,
+      message: 'Too many connections for this user (maxConnectionsPerUser)',
+      reason: 'user-limit',
+      headers: { 'Retry-After': '5' },
     };
   }
 

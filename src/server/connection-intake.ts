@@ -349,6 +349,13 @@ export class ConnectionIntake<C> {
       }
       // The client left while the hooks ran.
       if (socket.destroyed) return false;
+      // From here to the session's opening (ws calls back synchronously) nothing waits.
+      const tooMany = deps.admission.admitUser(user);
+      if (tooMany) {
+        const { reason, status, message, headers } = tooMany;
+        this.refuse(socket, reason, status, message, headers, upgrade);
+        return false;
+      }
       let opened = false;
       // ws calls back synchronously or not at all (it refused or destroyed the socket, or a
       // hook such as selectProtocol threw).
@@ -481,6 +488,10 @@ export class ConnectionIntake<C> {
       try {
         if (deps.isClosing()) return refuse(503, 'draining', 'Server shutting down');
         if (res.destroyed) return undefined; // the client left while the hooks ran
+        const tooMany = deps.admission.admitUser(user);
+        if (tooMany) {
+          return refuse(tooMany.status, tooMany.reason, tooMany.message, tooMany.headers);
+        }
         const transport = open();
         const session = deps.attach(
           transport,
@@ -568,6 +579,11 @@ export class ConnectionIntake<C> {
         if (deps.isClosing()) return refuse(503, 'Server shutting down', 'draining');
         input.destroy();
         return undefined;
+      }
+      const tooMany = deps.admission.admitUser(user);
+      if (tooMany) {
+        admitted();
+        return refuse(tooMany.status, tooMany.message, tooMany.reason);
       }
       const transport = new NdjsonTransport(input, output, {
         kind,

@@ -11,7 +11,7 @@ import type { AuthenticateOutcome } from './run-authenticate.js';
 import { revocationMark, revokedSince } from './revocation.js';
 import { runAuthenticate } from './run-authenticate.js';
 import type { GatewayConfig } from './gateway-config.js';
-import type { GatewayOptions, UpgradeRequest } from './options.js';
+import type { GatewayLimits, GatewayOptions, UpgradeRequest } from './options.js';
 import type { Session } from './session.js';
 import { closeWhenIdle } from './shutdown.js';
 
@@ -25,6 +25,11 @@ export const IdentityCloseCode = {
   AuthenticationDeadline: 4408,
   /** The identity expired without a successful refresh. */
   CredentialsExpired: 4419,
+  /**
+   * An in-band connection authenticated as a user that has `limits.maxConnectionsPerUser`
+   * sessions on this node already.
+   */
+  TooManyUserConnections: 4429,
 } as const;
 
 /** Refused `rpc.authenticate` calls an in-band connection gets before it is closed (4401). */
@@ -56,8 +61,11 @@ export interface IdentityDeps<C> {
   /** The authenticate hook as the gateway composed it (the same one the upgrade runs). */
   authenticate: GatewayOptions<C>['authenticate'];
   logger: Logger;
-  /** Announce a session that authenticated in-band (SessionTable.authenticated). */
-  authenticated(session: Session<C>, user: string | undefined): void;
+  /**
+   * Announce a session that authenticated in-band (SessionTable.authenticated); false, with
+   * nothing announced, when its user has limits.maxConnectionsPerUser sessions here already.
+   */
+  authenticated(session: Session<C>, user: string | undefined): boolean;
   /** Hold a user's messages on this node while its session is announced (see ConnectionIntake.holdUser). */
   holdUser(user: string): Promise<void>;
   releaseUser(user: string): void;
@@ -246,7 +254,13 @@ export class IdentityService<C> {
       return refusal('Authentication refused: the connection is closing', 'invalid');
     }
     const outcome = await this.check(session, state, token);
-    if (!outcome.ok && state.pending && ++state.refusals >= MAX_AUTHENTICATE_REFUSALS) {
+    // A refusal that closes the connection already (revoked, too many of the user's) is not counted.
+    if (
+      !outcome.ok &&
+      state.pending &&
+      !state.closing &&
+      ++state.refusals >= MAX_AUTHENTICATE_REFUSALS
+    ) {
       session.logger.info({ refusals: state.refusals }, 'closing: authentication refused');
       this.closeAfterReply(
         session,
@@ -309,9 +323,9 @@ export class IdentityService<C> {
     }
     if (session.isClosed || state.expired) return refusal('Credentials expired', 'expired');
     if (state.pending) {
-      if (!(await this.announce(session, state, context, expiresAt, user, mark))) {
-        return refusal('revoked', 'revoked');
-      }
+      const announced = await this.announce(session, state, context, expiresAt, user, mark);
+      if (announced === 'revoked') return refusal('revoked', 'revoked');
+      if (announced === 'user-limit') return tooManyUserConnections(config.limits);
       this.schedule(session, state);
     } else {
       session.setIdentity({ context, expiresAt });
@@ -329,9 +343,11 @@ export class IdentityService<C> {
 
   /**
    * An in-band connection authenticated: it becomes a session like one authenticated at the
-   * upgrade. False when the user was revoked since `mark` (taken before the deny check): a
+   * upgrade. 'revoked' when the user was revoked since `mark` (taken before the deny check): a
    * revocation landing while the user's hold is awaited finds no session of the user to close,
    * so this one is closed (4403) once its refusal is answered; it stays unauthenticated till then.
+   * 'user-limit' when the user has limits.maxConnectionsPerUser sessions here: closed (4429)
+   * once its refusal is answered, unauthenticated till then.
    */
   private async announce(
     session: Session<C>,
@@ -340,21 +356,35 @@ export class IdentityService<C> {
     expiresAt: number | undefined,
     user: string | undefined,
     mark: number,
-  ): Promise<boolean> {
+  ): Promise<'announced' | 'revoked' | 'user-limit'> {
     if (user !== undefined) await this.deps.holdUser(user);
     try {
       if (revokedSince(this.deps.authenticate, user, context, mark)) {
         session.logger.info({ user }, 'revoked while authenticating in-band: closing');
         this.closeAfterReply(session, state, IdentityCloseCode.Revoked, 'revoked');
-        return false;
+        return 'revoked';
+      }
+      const before = session.context;
+      session.setIdentity({ context, expiresAt });
+      // A closed session is not announced (its close has run: it would never leave the count).
+      if (!session.isClosed && !this.deps.authenticated(session, user)) {
+        // Nothing saw the identity: the table announced nothing. Back to unauthenticated.
+        session.setIdentity({ context: before, expiresAt: undefined });
+        session.setIdentity('pending');
+        const { maxConnectionsPerUser } = this.deps.config.limits;
+        session.logger.info({ user, maxConnectionsPerUser }, 'too many connections for the user');
+        this.closeAfterReply(
+          session,
+          state,
+          IdentityCloseCode.TooManyUserConnections,
+          'too many connections for this user',
+        );
+        return 'user-limit';
       }
       clearTimers(state);
       state.pending = false;
-      session.setIdentity({ context, expiresAt });
-      if (session.isClosed) return true;
-      this.deps.authenticated(session, user);
-      session.logger.info({ user }, 'authenticated in-band');
-      return true;
+      if (!session.isClosed) session.logger.info({ user }, 'authenticated in-band');
+      return 'announced';
     } finally {
       if (user !== undefined) this.deps.releaseUser(user);
     }
@@ -433,6 +463,23 @@ function readToken(params: unknown): string {
     throw new InvalidParamsError('rpc.authenticate takes { "token": string } (not empty)');
   }
   return token;
+}
+
+/**
+ * An in-band `rpc.authenticate` of a user at limits.maxConnectionsPerUser: -32000, as other
+ * bounds on what a client holds at once are (maxInFlight, the tokens waiting), not a -32010:
+ * the token is good, and the client may try again once a session of the user has closed.
+ */
+function tooManyUserConnections(limits: Required<GatewayLimits>): CheckOutcome {
+  const { maxConnectionsPerUser } = limits;
+  return {
+    ok: false,
+    error: new JsonRpcError(
+      ErrorCode.ServerBusy,
+      'Too many connections for this user (maxConnectionsPerUser)',
+      { maxConnectionsPerUser },
+    ),
+  };
 }
 
 function refusal(message: string, reason: UnauthenticatedReason): CheckOutcome {

@@ -157,6 +157,15 @@ export interface GatewayLimits {
   /** Open connections from one IP address; beyond it upgrades get 429. Default 100. */
   maxConnectionsPerIp?: number;
   /**
+   * Sessions of one user (as `userOf` names it) on this node, wherever they connect from, so one
+   * account cannot hold every slot of `maxConnections`; a cluster bounds it per node. Counted
+   * from when the session's user is known until it closes; sessions without a user do not
+   * count. Beyond it an upgrade authenticated at the handshake gets 429 (a TCP connection a
+   * refusal line); an in-band `rpc.authenticate` gets -32000 with `data: { maxConnectionsPerUser }`
+   * and the connection is closed with 4429. Default 1 000.
+   */
+  maxConnectionsPerUser?: number;
+  /**
    * New connections per second from one address (an IPv4 address, an IPv6 /64, as
    * `maxConnectionsPerIp` counts), a token bucket per address: each WebSocket upgrade, event
    * stream or TCP connection admitted takes one (HTTP POST exchanges take none); beyond it 429
@@ -543,6 +552,7 @@ export const defaultLimits: Required<GatewayLimits> = {
   newTopicSubscribesBurstPerIp: 1_000,
   maxConnections: 10_000,
   maxConnectionsPerIp: 100,
+  maxConnectionsPerUser: 1_000,
   connectionsPerSecondPerIp: 20,
   connectionsBurstPerIp: 100,
   ratePerSecond: 1_000,
@@ -593,6 +603,7 @@ export const limitRules: Record<keyof GatewayLimits, LimitRule> = {
   newTopicSubscribesBurstPerIp: { min: 1, max: MAX_INT, integer: false },
   maxConnections: count(),
   maxConnectionsPerIp: count(),
+  maxConnectionsPerUser: count(),
   connectionsPerSecondPerIp: { min: 0, max: MAX_INT, integer: false },
   connectionsBurstPerIp: { min: 1, max: MAX_INT, integer: false },
   ratePerSecond: { min: 0, max: MAX_INT, integer: false },

@@ -22,7 +22,12 @@ export interface SessionTableDeps<C> {
   /** The gateway's logger: each session logs through a child of it. */
   logger: Logger;
   limits: Required<GatewayLimits>;
-  admission: Pick<Admission, 'release'>;
+  /**
+   * Frees a session's connection slot when it closes, and counts the sessions of each user
+   * (`users`, limits.maxConnectionsPerUser) from its identity to its close; without `users`
+   * they are not counted.
+   */
+  admission: Pick<Admission, 'release'> & Partial<Pick<Admission, 'users'>>;
   pubsub: { detach(session: Session<C>): void };
   /**
    * Told when a session of a user opens here and when it closes (the router listens for the
@@ -130,17 +135,28 @@ export class SessionTable<C> implements LocalSessions {
       session.setIdentity('pending');
       return session;
     }
-    this.authenticated(session, user);
+    // The caller let the user in (Admission.admitUser) in this same turn.
+    this.announce(session, user);
     return session;
   }
 
   /**
-   * A session has its identity: at its opening, or when an in-band connection authenticated
-   * (`user` is `userOf(context)`, held by the caller until this returns).
+   * An in-band connection authenticated (`user` is `userOf(context)`, held by the caller until
+   * this returns): announced as a session opened with its identity, unless its user has
+   * limits.maxConnectionsPerUser sessions here already; then false, and nothing is changed.
    */
-  authenticated(session: Session<C>, user: string | undefined): void {
+  authenticated(session: Session<C>, user: string | undefined): boolean {
+    const users = this.deps.admission.users;
+    if (user !== undefined && users && !users.admits(user)) return false;
+    this.announce(session, user);
+    return true;
+  }
+
+  /** A session has its identity: on `connected$`, in its user's index and count. */
+  private announce(session: Session<C>, user: string | undefined): void {
     if (user !== undefined) {
       session.user = user;
+      this.deps.admission.users?.opened(user);
       const inbox = this.deps.inbox;
       if (inbox) session.inbox = new SessionInbox(session, inbox.holdMs, inbox.maxHeld);
       let sessions = this.byUser.get(user);
@@ -159,6 +175,7 @@ export class SessionTable<C> implements LocalSessions {
     this.deps.pubsub.detach(session);
     session.inbox?.close();
     if (session.user !== undefined) {
+      this.deps.admission.users?.closed(session.user);
       const sessions = this.byUser.get(session.user);
       sessions?.delete(session);
       if (sessions?.size === 0) this.byUser.delete(session.user);
