@@ -233,7 +233,11 @@ export class ClientConnection<S> {
     const codec = this.config.encoding;
     // The gateway may answer in JSON: the codec only when its subprotocol was chosen.
     const encoded = codec && socket.protocol === codec.subprotocol ? codec : undefined;
-    const peer = this.host.createPeer(new WebSocketTransport(socket, encoded));
+    const peer = this.host.createPeer(
+      new WebSocketTransport(socket, encoded, {
+        maxBufferedBytes: this.config.maxBufferedBytes,
+      }),
+    );
     this.#peer = peer;
     // The backoff is not reset here: a server that accepts and closes at once would be
     // redialled at the initial delay forever. It is reset when a connection that has

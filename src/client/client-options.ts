@@ -17,6 +17,7 @@ import {
 } from '../peer/option-rules.js';
 import type { Rule } from '../peer/option-rules.js';
 import { DEFAULT_SUBSCRIPTION_METHODS } from '../protocol/subscription-frames.js';
+import { DEFAULT_CLIENT_MAX_BUFFERED_BYTES } from '../transport/websocket-transport.js';
 import type { WebSocketConstructor } from '../transport/websocket-transport.js';
 import type { WireCodec } from '../encoding/codec.js';
 import { defaultBackoff } from './backoff.js';
@@ -101,6 +102,14 @@ export interface ClientOptions {
    */
   maxJoined?: number;
   /**
+   * Bytes the client may leave queued for a server that does not read them: past it, after an
+   * incoming message, the client stops reading (the `ws` WebSocket in Node, `tcpSocket`,
+   * `streamSocket`) until the server has read them down to half; a browser's WebSocket, which
+   * cannot stop reading, is closed with 1008 past 16 times it. Raise it for large uploads.
+   * Default 4 MiB; 0: no bound.
+   */
+  maxBufferedBytes?: number;
+  /**
    * Gather the calls and notifications made in one turn into one JSON-RPC batch
    * of up to this many (fewer frames; meant for browsers, where a WebSocket
    * cannot be corked). Default 0: off. Keep it at or below the server's maxBatch.
@@ -144,6 +153,7 @@ export const clientDefaults = Object.freeze({
   maxQueued: 100,
   maxPendingCalls: 1024,
   maxJoined: 1000,
+  maxBufferedBytes: DEFAULT_CLIENT_MAX_BUFFERED_BYTES,
   batchCalls: 0,
   heartbeat: Object.freeze({ intervalMs: 20_000, timeoutMs: 10_000 }),
   inbox: false,
@@ -171,6 +181,8 @@ export interface ClientConfig {
   readonly maxQueued: number;
   readonly maxPendingCalls: number;
   readonly maxJoined: number;
+  /** Bytes queued for the server past which reading pauses; 0: no bound. */
+  readonly maxBufferedBytes: number;
   readonly batchCalls: number;
   readonly heartbeat: Readonly<{ intervalMs: number; timeoutMs: number }> | false;
   readonly inbox: boolean;
@@ -245,6 +257,7 @@ export const clientOptionRules: Readonly<Record<keyof ClientOptions, Rule | null
   maxQueued: count(0),
   maxPendingCalls: count(1),
   maxJoined: count(0),
+  maxBufferedBytes: count(0),
   batchCalls: count(0),
   heartbeat: orFalse('an object { intervalMs, timeoutMs }'),
   inbox: ofType('boolean'),

@@ -24,6 +24,7 @@ export type ForwardedOptions = Pick<
   | 'maxQueued'
   | 'maxPendingCalls'
   | 'maxJoined'
+  | 'maxBufferedBytes'
   | 'batchCalls'
   | 'heartbeat'
   | 'inbox'
@@ -128,6 +129,7 @@ const sharedRules: Readonly<Record<string, Rule | null>> = {
   maxQueued: clientOptionRules.maxQueued,
   maxPendingCalls: clientOptionRules.maxPendingCalls,
   maxJoined: clientOptionRules.maxJoined,
+  maxBufferedBytes: clientOptionRules.maxBufferedBytes,
   batchCalls: clientOptionRules.batchCalls,
   heartbeat: nested(heartbeatRules, true),
   inbox: clientOptionRules.inbox,
