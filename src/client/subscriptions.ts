@@ -79,6 +79,13 @@ export interface Shared {
   generation: number;
   lastSeq?: number | undefined;
   /**
+   * Where the server said the current delivery starts: the `since` of the last (re)subscribe,
+   * the position or a join's `seq`, the end of a gap; else the first message's seq. A message
+   * from it up to `lastSeq` is a duplicate (a replay's overlap); one below it cannot be: the
+   * topic was numbered anew.
+   */
+  startSeq: number;
+  /**
    * `lastSeq` is a baseline the next message can be checked against: false until the first
    * position or message, and after a gap of unknown size that named no numbering.
    */
@@ -153,6 +160,7 @@ function newShared(key: string, params: unknown[], joined: boolean): Shared {
     hub: new Hub(),
     observers: 0,
     generation: 0,
+    startSeq: 0,
     resyncs: [],
     retries: 0,
   };
@@ -350,9 +358,13 @@ export class ClientSubscriptions {
     shared.resubscribe = false;
     stopRetry(shared);
     this.#waiting.delete(shared);
-    if (isSequenceNumber(seq) && existing === undefined) {
-      shared.lastSeq = seq;
-      shared.checked = true;
+    if (isSequenceNumber(seq)) {
+      // Its frames replay what came after `seq`.
+      shared.startSeq = seq;
+      if (!existing) {
+        shared.lastSeq = seq;
+        shared.checked = true;
+      }
     }
     shared.serverId = id;
     if (!existing) this.#joinedHeld++;
@@ -488,10 +500,10 @@ export class ClientSubscriptions {
     // even before its first message a reconnect can resume from there.
     // With the epoch, a server whose broker lost the topic (and numbers it anew) can tell; an
     // epoch not known yet is left out of the JSON.
+    const since = shared.lastSeq;
     const options: StartOptions =
-      shared.lastSeq === undefined
-        ? { position: true }
-        : { since: shared.lastSeq, epoch: shared.epoch };
+      since === undefined ? { position: true } : { since, epoch: shared.epoch };
+    if (since !== undefined) shared.startSeq = since;
     const params: Params = [shared.params[0], shared.params[1] ?? null, options];
     let answered = false;
     // Runs as the reply is read, before the notifications read after it: the server sends the
@@ -626,7 +638,7 @@ export class ClientSubscriptions {
         return;
       case 'position':
         // The starting point of a topic subscription: nothing to emit.
-        shared.lastSeq = update.seq;
+        shared.lastSeq = shared.startSeq = update.seq;
         shared.checked = true;
         return;
       case 'epoch':
@@ -658,9 +670,10 @@ export class ClientSubscriptions {
     if (gap !== null && shared.lastSeq !== undefined && !isSequenceNumber(shared.lastSeq + gap))
       gap = null;
     if (gap !== null) {
-      if (shared.lastSeq !== undefined) shared.lastSeq += gap;
+      // What it covers was never delivered: a message there is no duplicate.
+      if (shared.lastSeq !== undefined) shared.startSeq = shared.lastSeq += gap;
     } else if (withEpoch) {
-      shared.lastSeq = 0;
+      shared.lastSeq = shared.startSeq = 0;
       shared.checked = true;
     } else {
       shared.checked = false;
@@ -670,16 +683,28 @@ export class ClientSubscriptions {
 
   /**
    * Continuity: a message's seq follows the last one seen, past the `missed` ones the server
-   * skipped for a slow consumer. A duplicate is dropped. A hole (messages missing with no
-   * signal) is filled by resubscribing from the last message seen, which replays it from
-   * history or says with a gap signal what history no longer has; past the budget, it is
-   * reported here as a gap signal of its size. False when the message must not be emitted.
+   * skipped for a slow consumer. A duplicate (from `startSeq` up to the last seen: a replay's
+   * overlap) is dropped. A seq below `startSeq` is no replay: the topic was numbered anew
+   * without a new epoch, told as a gap of unknown size, and the message starts the count again.
+   * A hole (messages missing with no signal) is filled by resubscribing from the last message
+   * seen, which replays it from history or says with a gap signal what history no longer has;
+   * past the budget, it is reported here as a gap signal of its size. False when the message
+   * must not be emitted.
    */
   #inSequence(shared: Shared, seq: number, missed: number): boolean {
-    if (!shared.checked || shared.lastSeq === undefined) return true;
+    if (!shared.checked || shared.lastSeq === undefined) {
+      shared.startSeq = seq;
+      return true;
+    }
     if (seq <= shared.lastSeq) {
-      this.logger.debug({ seq, lastSeq: shared.lastSeq }, 'subscription: duplicate dropped');
-      return false;
+      if (seq >= shared.startSeq) {
+        this.logger.debug({ seq, lastSeq: shared.lastSeq }, 'subscription: duplicate dropped');
+        return false;
+      }
+      this.logger.warn({ seq, lastSeq: shared.lastSeq }, 'subscription: numbered anew');
+      this.#gapSeen(shared, null, false);
+      shared.startSeq = seq;
+      return true;
     }
     const hole = seq - shared.lastSeq - 1 - missed;
     if (hole <= 0) return true;
