@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Gateway, LifecycleEvent, UserPresenceChange } from '../../src/index.js';
 import { createGateway } from '../../src/index.js';
 import { silentLogger } from '../../src/peer/logger.js';
@@ -206,19 +206,62 @@ describe('lifecycle events across gateways (clusterEvents, one MemoryBroker)', (
   it('a node not heard from for its lease has its users taken offline; back, they are online again', async () => {
     const ring = new Set<LinkedBroker>();
     const clusterEvents = { leaseMs: 600, flushMs: 20 };
-    const a = await gatewayWithUsers({ broker: new LinkedBroker(ring), clusterEvents });
-    const brokerB = new LinkedBroker(ring);
+    // Node A's heartbeats (one per check of the leases, right after it) and node B's, in order
+    // with carol going offline on node A.
+    const log: string[] = [];
+    class Tapped extends LinkedBroker {
+      constructor(private readonly name: string) {
+        super(ring);
+      }
+      override publish(...args: Parameters<MemoryBroker['publish']>): Promise<number> {
+        const [topic, payload] = args;
+        const heard = ring.has(this); // cut, nobody hears it
+        if (
+          heard &&
+          topic === LIFECYCLE_TOPIC &&
+          (JSON.parse(payload) as { k: string }).k === 'h'
+        ) {
+          log.push(`${this.name} heartbeat`);
+        }
+        return super.publish(...args);
+      }
+    }
+    const a = await gatewayWithUsers({ broker: new Tapped('A'), clusterEvents });
+    const brokerB = new Tapped('B');
     const b = await gatewayWithUsers({ broker: brokerB, clusterEvents });
     const onA = record(a.gateway);
+    a.gateway.userOffline$.subscribe(() => log.push('offline'));
     await raw(`${b.url}?user=carol`);
     await waitUntil(() => a.gateway.isUserOnline('carol'), 'carol known on node A');
-    const cutAt = Date.now();
-    brokerB.cut();
-    await waitUntil(() => onA.offline.length === 1, 'carol offline on node A', 5_000);
-    const took = Date.now() - cutAt;
-    // The lease, plus at most the third of it between two checks.
-    expect(took).toBeGreaterThanOrEqual(600 - 50);
-    expect(took).toBeLessThan(2 * 600 + 200);
+    const heartbeats = (node: string) =>
+      log.filter((entry) => entry === `${node} heartbeat`).length;
+    const afterHeartbeats = async (node: string, count: number) => {
+      const target = heartbeats(node) + count;
+      await waitUntil(() => heartbeats(node) >= target, `${count} heartbeats of node ${node}`);
+    };
+    // The leases are read on a clock that moves only when the test says (the timers are real):
+    // node B last heard at T, its lease ends at T + 600.
+    const T = Date.now();
+    vi.useFakeTimers({ toFake: ['Date'], now: T });
+    try {
+      await afterHeartbeats('B', 1);
+      brokerB.cut();
+      // At the lease's end (T + 600, not past it), checks come and go: carol stays.
+      vi.setSystemTime(T + 600);
+      await afterHeartbeats('A', 3);
+      expect(onA.offline).toEqual([]);
+      // Past it: the first check takes carol offline, before the heartbeat that follows it.
+      vi.setSystemTime(T + 601);
+      log.push('lapsed');
+      await waitUntil(() => onA.offline.length === 1, 'carol offline on node A', 5_000);
+      await afterHeartbeats('A', 1);
+      expect(log.slice(log.lastIndexOf('lapsed') + 1, log.indexOf('offline') + 2)).toEqual([
+        'offline',
+        'A heartbeat',
+      ]);
+    } finally {
+      vi.useRealTimers();
+    }
     expect(onA.offline).toEqual([{ user: 'carol', node: b.gateway.nodeId }]);
     ring.add(brokerB);
     // Its next heartbeat: node A asks for its users and has carol again.
