@@ -27,10 +27,27 @@ const COMMA = 44;
 /** Space and below: JSON's whitespace (and control characters, which no valid text has here). */
 const SPACE = 32;
 
+/**
+ * Whether `text` holds more than `max` of `{` and `[` together, strings' included: found by
+ * the engine's indexOf, a handful of calls for an ordinary message, instead of a loop over every
+ * character (a tenth of the cost of the scan on a message of a few hundred characters).
+ */
+function moreOpenersThan(text: string, max: number): boolean {
+  let opens = 0;
+  for (let i = text.indexOf('{'); i !== -1; i = text.indexOf('{', i + 1)) {
+    if (++opens > max) return true;
+  }
+  for (let i = text.indexOf('['); i !== -1; i = text.indexOf('[', i + 1)) {
+    if (++opens > max) return true;
+  }
+  return false;
+}
+
 /** True when the JSON text nests objects/arrays deeper than `maxDepth`. */
 export function exceedsDepth(text: string, maxDepth: number): boolean {
-  // Each level needs an opening and a closing character.
-  if (text.length <= maxDepth * 2) return false;
+  // Each level needs an opening and a closing character, and an opening `{` or `[` of its own:
+  // a text with no more of them than maxDepth (in strings or not) cannot nest deeper.
+  if (text.length <= maxDepth * 2 || !moreOpenersThan(text, maxDepth)) return false;
   let depth = 0;
   let inString = false;
   for (let i = 0; i < text.length; i++) {

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, it, expect, afterEach } from 'vitest';
 import { exceedsDepth, safeJsonParse } from '../../src/protocol/safe-json.js';
 import { parseFrame } from '../../src/protocol/classify.js';
@@ -261,6 +262,31 @@ describe('exceedsDepth', () => {
       expect(exceedsDepth(text, depth)).toBe(false);
       expect(exceedsDepth(text, depth - 1)).toBe(true);
     }
+  });
+
+  it('agrees with the real depth of any value, whatever brackets its strings and keys hold', () => {
+    // Strings made of the characters the scan treats specially, so the count of `{` and `[`
+    // (strings' included) is often past the depth while the nesting is not.
+    const text = fc.string({ unit: fc.constantFrom('{', '[', ']', '}', '"', '\\', 'u', 'a') });
+    const { value } = fc.letrec<{ value: unknown }>((tie) => ({
+      value: fc.oneof(
+        { depthSize: 'small', withCrossShrink: true },
+        text,
+        fc.integer(),
+        fc.array(tie('value'), { maxLength: 4 }),
+        fc.dictionary(text, tie('value'), { maxKeys: 3 }),
+      ),
+    }));
+    const depthOf = (v: unknown): number =>
+      v === null || typeof v !== 'object'
+        ? 0
+        : 1 + Math.max(0, ...Object.values(v as Record<string, unknown>).map(depthOf));
+    fc.assert(
+      fc.property(value, fc.nat(12), (v, maxDepth) => {
+        expect(exceedsDepth(JSON.stringify(v), maxDepth)).toBe(depthOf(v) > maxDepth);
+      }),
+      { numRuns: 2_000 },
+    );
   });
 
   it('does not throw on huge input', () => {
