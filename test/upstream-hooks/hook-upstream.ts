@@ -11,9 +11,15 @@ export interface HookRequest {
   headers: IncomingHttpHeaders;
 }
 
-/** What a method answers: its result, `{ error }`, or `'hang'` (no answer until stopped). */
+/**
+ * What a method answers: its result, `{ error }`, `'hang'` (no answer until stopped), or
+ * `'hold'` (no answer until `releaseHeld`, which answers it as the method answers then).
+ */
 export type HookAnswer =
-  { result: unknown } | { error: { code: number; message: string; data?: unknown } } | 'hang';
+  | { result: unknown }
+  | { error: { code: number; message: string; data?: unknown } }
+  | 'hang'
+  | 'hold';
 
 export interface HookUpstream {
   readonly url: string;
@@ -25,6 +31,8 @@ export interface HookUpstream {
   ): void;
   /** Requests of one method. */
   of(method: string): HookRequest[];
+  /** Answer every request held by `'hold'`, each as its method answers now. */
+  releaseHeld(): void;
   stop(): Promise<void>;
   /** Listen again on the same port. */
   start(): Promise<void>;
@@ -34,6 +42,7 @@ export async function startHookUpstream(): Promise<HookUpstream> {
   const answers = new Map<string, HookAnswer | ((params: Record<string, unknown>) => HookAnswer)>();
   const requests: HookRequest[] = [];
   const sockets = new Set<Socket>();
+  const held: (() => void)[] = [];
   let server: Server;
   let port = 0;
 
@@ -50,16 +59,26 @@ export async function startHookUpstream(): Promise<HookUpstream> {
         };
         const params = message.params ?? {};
         requests.push({ method: message.method, params, headers: req.headers });
-        const configured = answers.get(message.method);
-        const answer = typeof configured === 'function' ? configured(params) : configured;
-        if (answer === 'hang') return;
-        if (message.id === undefined) {
-          res.writeHead('error' in (answer ?? {}) ? 500 : 204).end();
-          return;
-        }
-        const member = answer ?? { error: { code: -32601, message: 'Method not found' } };
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ jsonrpc: '2.0', id: message.id, ...member }));
+        const reply = (): void => {
+          const configured = answers.get(message.method);
+          const answer = typeof configured === 'function' ? configured(params) : configured;
+          if (answer === 'hang') return;
+          if (answer === 'hold') {
+            held.push(reply);
+            return;
+          }
+          respond(answer);
+        };
+        const respond = (answer: Exclude<HookAnswer, 'hang' | 'hold'> | undefined): void => {
+          if (message.id === undefined) {
+            res.writeHead('error' in (answer ?? {}) ? 500 : 204).end();
+            return;
+          }
+          const member = answer ?? { error: { code: -32601, message: 'Method not found' } };
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ jsonrpc: '2.0', id: message.id, ...member }));
+        };
+        reply();
       });
     });
     server.on('connection', (socket) => {
@@ -76,6 +95,9 @@ export async function startHookUpstream(): Promise<HookUpstream> {
     requests,
     answer: (method, answer) => answers.set(method, answer),
     of: (method) => requests.filter((r) => r.method === method),
+    releaseHeld() {
+      for (const reply of held.splice(0)) reply();
+    },
     async stop() {
       for (const socket of sockets) socket.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
