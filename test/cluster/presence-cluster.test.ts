@@ -163,9 +163,11 @@ for (const kind of ['redis', 'nats'] as const) {
     it('coalesces a burst of joins into few events, each list at most maxListed', async () => {
       const nodes = await cluster(kind, 3);
       const events: PresenceEvent[] = [];
-      const watching = nodes[2]!.gateway
-        .presence('room.1')
-        .events$.subscribe((e) => events.push(e));
+      let lastEventAt = 0;
+      const watching = nodes[2]!.gateway.presence('room.1').events$.subscribe((e) => {
+        events.push(e);
+        lastEventAt = Date.now();
+      });
       cleanups.push(() => watching.unsubscribe());
       const started = Date.now();
       // 300 joins spread over two nodes, as fast as they come (well over 1 000 a second): 20
@@ -176,13 +178,13 @@ for (const kind of ['redis', 'nats'] as const) {
           await Promise.all(Array.from({ length: 14 }, () => raw.request('subscribe', ['room.1'])));
         }),
       );
-      const took = Date.now() - started;
       await waitFor(() => events.at(-1)?.count === 300, 'the count of 300 in an event');
       const listed = events.reduce((n, e) => n + e.joined.length + (e.truncated ?? 0), 0);
       expect(listed).toBe(300);
       for (const event of events) expect(event.joined.length).toBeLessThanOrEqual(50);
-      // At most one event a window (100 ms), plus the one after the burst.
-      expect(events.length).toBeLessThanOrEqual(Math.ceil(took / 100) + 2);
+      // At most one event a window (100 ms), plus the one after the burst, over the time from
+      // the first join to the last event's arrival (a loaded machine only makes it longer).
+      expect(events.length).toBeLessThanOrEqual(Math.ceil((lastEventAt - started) / 100) + 2);
     });
 
     it('removes the members of a node that stops renewing within twice the lease', async () => {
