@@ -184,3 +184,42 @@ describe('in-band authentication and refresh', () => {
     ]);
   });
 });
+
+describe('connections per user (limits.maxConnectionsPerUser)', () => {
+  async function oneEachGateway(inBand: boolean) {
+    const running = await res.gateway<Identity>({
+      authenticate,
+      userOf: (context) => context.user,
+      identity: { inBand },
+      limits: { maxConnectionsPerUser: 1 },
+    });
+    running.gateway.method('whoami', (_params, ctx) => ctx.session.context.user);
+    return running;
+  }
+
+  it.each([
+    // The client closes the connection on the -32000 answer, ahead of the server's 4429.
+    ['in-band', true, { error: expect.objectContaining({ code: -32000 }) }],
+    ['at the upgrade', false, { httpStatus: 429 }],
+  ] as const)(
+    'a client past the bound (%s) keeps retrying, its calls queued, and opens once a place is free',
+    async (_how, inBand, refusal) => {
+      const { url, gateway } = await oneEachGateway(inBand);
+      const tokenTransport = inBand ? 'in-band' : 'header';
+      const first = res.client(url, { tokenTransport, getToken: () => tokenFor('alice') });
+      expect(await first.call('whoami')).toBe('alice');
+      const second = res.client(url, { tokenTransport, getToken: () => tokenFor('alice') });
+      const events = collect(second);
+      const queued = second.call('whoami');
+      await waitUntil(() => events.length >= 2, 'two refused attempts');
+      for (const event of events) expect(event).toMatchObject({ ...refusal, willRetry: true });
+      expect(second.state).not.toBe('closed');
+      // Another user is not held back by alice's bound.
+      const bob = res.client(url, { tokenTransport, getToken: () => tokenFor('bob') });
+      expect(await bob.call('whoami')).toBe('bob');
+      await first.close();
+      expect(await queued).toBe('alice');
+      expect(gateway.sessions.size).toBe(2);
+    },
+  );
+});
