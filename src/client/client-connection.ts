@@ -274,7 +274,11 @@ export class ClientConnection<S> {
           }
           const refused = refusalOf(err);
           failure = refused ?? (err as Error);
-          peer.close(refused ? 4401 : 1000, refused ? 'authentication refused' : 'no answer');
+          // Anything else (no answer in time, -32000 past maxConnectionsPerUser) is retried.
+          peer.close(
+            refused ? 4401 : 1000,
+            refused ? 'authentication refused' : 'authentication failed',
+          );
         },
       );
   }

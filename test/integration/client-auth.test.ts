@@ -199,7 +199,11 @@ describe('connections per user (limits.maxConnectionsPerUser)', () => {
 
   it.each([
     // The client closes the connection on the -32000 answer, ahead of the server's 4429.
-    ['in-band', true, { error: expect.objectContaining({ code: -32000 }) }],
+    [
+      'in-band',
+      true,
+      { reason: 'authentication failed', error: expect.objectContaining({ code: -32000 }) },
+    ],
     ['at the upgrade', false, { httpStatus: 429 }],
   ] as const)(
     'a client past the bound (%s) keeps retrying, its calls queued, and opens once a place is free',
