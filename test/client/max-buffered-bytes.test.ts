@@ -5,10 +5,8 @@
  * WebSocket and over `tcpSocket`, and through the shared worker (the tab's option reaches the
  * worker's client); it goes on once the server reads. The option is checked like the others.
  */
-import { createServer } from 'node:net';
-import type { AddressInfo, Server, Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { WebSocket, WebSocketServer } from 'ws';
+import { WebSocket } from 'ws';
 import { createClient } from '../../src/client/index.js';
 import type { RpcClient } from '../../src/client/client.js';
 import { resolveClientOptions } from '../../src/client/client-options.js';
@@ -16,6 +14,12 @@ import { createSharedClient } from '../../src/client/shared/index.js';
 import { tcpSocket } from '../../src/transport/ndjson-socket.js';
 import type { WebSocketConstructor } from '../../src/transport/websocket-transport.js';
 import { SharedTabs } from '../support/shared-tabs.js';
+import {
+  READ_SLACK,
+  tcpNoReadServer as noReadOverTcp,
+  wsNoReadServer as noReadOverWs,
+} from '../support/no-read-server.js';
+import type { NoReadServer } from '../support/no-read-server.js';
 import { waitFor } from '../support/waiting.js';
 
 const cleanups: (() => unknown)[] = [];
@@ -27,92 +31,10 @@ afterEach(async () => {
 
 /** The bound given: far below the 4 MiB default. */
 const MAX_BUFFERED = 256 * 1024;
-/** Each request's id, echoed in its -32601 answer: the answers are what piles up. */
-const BIG_ID = 'i'.repeat(16 * 1024);
 /** Requests the server sends: 32 MiB of answers, past the default and the kernel's buffers. */
 const REQUESTS = 2048;
-/** Bytes the server keeps queued on its own side, at most, before it waits. */
-const SERVER_QUEUE = 512 * 1024;
-/** Past the bound by at most what one read from the network can hold (a 64 KiB chunk's answers). */
-const SLACK = 64 * 1024 + 4 * (BIG_ID.length + 100);
-
-const request = (n: number): string => `{"jsonrpc":"2.0","method":"m","id":"${BIG_ID}${n}"}`;
-
-/** A hostile server: sends REQUESTS requests, reads nothing until told to. */
-interface NoReadServer {
-  url: string;
-  answers(): number;
-  startReading(): void;
-}
-
-/** Calls `pump` again a moment later while it has more to send (not in a tight loop). */
-const again = (pump: () => void): void => void setTimeout(pump, 1);
-
-async function wsNoReadServer(): Promise<NoReadServer> {
-  const server = new WebSocketServer({ port: 0, host: '127.0.0.1' });
-  cleanups.push(() => {
-    for (const client of server.clients) client.terminate();
-    return new Promise((resolve) => server.close(resolve));
-  });
-  await new Promise((resolve) => server.once('listening', resolve));
-  let sent = 0;
-  let answers = 0;
-  let raw: Socket | undefined;
-  server.on('connection', (ws) => {
-    raw = (ws as unknown as { _socket: Socket })._socket;
-    raw.pause();
-    ws.on('message', () => answers++);
-    const pump = (): void => {
-      if (ws.readyState !== WebSocket.OPEN) return;
-      while (sent < REQUESTS && ws.bufferedAmount < SERVER_QUEUE) ws.send(request(sent++));
-      if (sent < REQUESTS) again(pump);
-    };
-    pump();
-  });
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `ws://127.0.0.1:${port}`,
-    answers: () => answers,
-    startReading: () => raw!.resume(),
-  };
-}
-
-async function tcpNoReadServer(): Promise<NoReadServer> {
-  let sent = 0;
-  let answers = 0;
-  let socket: Socket | undefined;
-  const server: Server = createServer((sock) => {
-    socket = sock;
-    sock.on('error', () => undefined);
-    const pump = (): void => {
-      if (sock.destroyed) return;
-      while (sent < REQUESTS && sock.writableLength < SERVER_QUEUE)
-        sock.write(`${request(sent++)}\n`);
-      if (sent < REQUESTS) again(pump);
-    };
-    pump();
-  });
-  cleanups.push(() => {
-    socket?.destroy();
-    return new Promise((resolve) => server.close(resolve));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `tcp://127.0.0.1:${port}`,
-    answers: () => answers,
-    startReading: () => {
-      let text = '';
-      socket!.setEncoding('utf8');
-      socket!.on('data', (chunk: string) => {
-        text += chunk;
-        const lines = text.split('\n');
-        text = lines.pop()!;
-        answers += lines.length;
-      });
-    },
-  };
-}
+const wsNoReadServer = () => noReadOverWs(REQUESTS, cleanups);
+const tcpNoReadServer = () => noReadOverTcp(REQUESTS, cleanups);
 
 /** What the client's socket was told: the bytes queued for the server at each pause, and resumes. */
 interface Watch {
@@ -153,7 +75,7 @@ function client(url: string, options: Record<string, unknown>): RpcClient {
 async function expectPausedAtBoundThenResumed(server: NoReadServer, watch: Watch): Promise<void> {
   await waitFor(() => watch.pausedAt.length > 0, 'the client to stop reading', 60_000);
   expect(watch.pausedAt[0]).toBeGreaterThan(MAX_BUFFERED);
-  expect(watch.pausedAt[0]).toBeLessThanOrEqual(MAX_BUFFERED + SLACK);
+  expect(watch.pausedAt[0]).toBeLessThanOrEqual(MAX_BUFFERED + READ_SLACK);
   server.startReading();
   await waitFor(
     () => server.answers() === REQUESTS,
@@ -161,7 +83,7 @@ async function expectPausedAtBoundThenResumed(server: NoReadServer, watch: Watch
     60_000,
   );
   expect(watch.resumes).toBeGreaterThan(0);
-  expect(Math.max(...watch.pausedAt)).toBeLessThanOrEqual(MAX_BUFFERED + SLACK);
+  expect(Math.max(...watch.pausedAt)).toBeLessThanOrEqual(MAX_BUFFERED + READ_SLACK);
 }
 
 describe('createClient maxBufferedBytes: a server that sends but never reads', () => {

@@ -5,14 +5,18 @@
  * that cannot stop reading (a browser's WebSocket) is closed with 1008 naming the bound, 16 times
  * the pause bound.
  */
-import { createServer } from 'node:net';
-import type { AddressInfo, Server, Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { WebSocket, WebSocketServer } from 'ws';
+import { WebSocket } from 'ws';
 import { Peer } from '../../src/peer/peer.js';
 import { tcpSocket } from '../../src/transport/ndjson-socket.js';
 import { WebSocketTransport } from '../../src/transport/websocket-transport.js';
 import type { WebSocketLike } from '../../src/transport/websocket-transport.js';
+import {
+  READ_SLACK,
+  tcpNoReadServer as noReadOverTcp,
+  wsNoReadServer as noReadOverWs,
+} from '../support/no-read-server.js';
+import type { NoReadServer } from '../support/no-read-server.js';
 import { waitFor } from '../support/waiting.js';
 
 const cleanups: (() => unknown)[] = [];
@@ -22,94 +26,10 @@ afterEach(async () => {
 
 /** The bound the client is given: small, so a few hundred requests pass it. */
 const MAX_BUFFERED = 256 * 1024;
-/** Each request's id, echoed in its -32601 answer: the answers are what piles up. */
-const BIG_ID = 'i'.repeat(16 * 1024);
 /** Requests the server sends in all: 16 MiB of answers, far past the bound and the kernel's buffers. */
 const REQUESTS = 1024;
-/** Bytes the server keeps queued on its own side, at most, before it waits. */
-const SERVER_QUEUE = 512 * 1024;
-
-const request = (n: number): string => `{"jsonrpc":"2.0","method":"m","id":"${BIG_ID}${n}"}`;
-
-/** A hostile server's side of one connection: sends requests, reads nothing until told to. */
-interface NoReadServer {
-  url: string;
-  sent(): number;
-  answers(): number;
-  startReading(): void;
-}
-
-/** A `ws` server that pauses its socket (reads nothing) and sends REQUESTS requests. */
-async function wsNoReadServer(): Promise<NoReadServer & { socket(): WebSocket | undefined }> {
-  const server = new WebSocketServer({ port: 0, host: '127.0.0.1' });
-  cleanups.push(() => {
-    for (const client of server.clients) client.terminate();
-    return new Promise((resolve) => server.close(resolve));
-  });
-  await new Promise((resolve) => server.once('listening', resolve));
-  let sent = 0;
-  let answers = 0;
-  let socket: WebSocket | undefined;
-  server.on('connection', (ws) => {
-    socket = ws;
-    const raw = (ws as unknown as { _socket: Socket })._socket;
-    raw.pause();
-    ws.on('message', () => answers++);
-    const pump = (): void => {
-      if (ws.readyState !== WebSocket.OPEN) return;
-      while (sent < REQUESTS && ws.bufferedAmount < SERVER_QUEUE) ws.send(request(sent++));
-      if (sent < REQUESTS) setImmediate(pump);
-    };
-    pump();
-  });
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `ws://127.0.0.1:${port}`,
-    sent: () => sent,
-    answers: () => answers,
-    startReading: () => (socket as unknown as { _socket: Socket })._socket.resume(),
-    socket: () => socket,
-  };
-}
-
-/** The same over TCP, newline-delimited JSON: a net server that does not read until told to. */
-async function tcpNoReadServer(): Promise<NoReadServer> {
-  let sent = 0;
-  let answers = 0;
-  let socket: Socket | undefined;
-  const server: Server = createServer((sock) => {
-    socket = sock;
-    sock.on('error', () => undefined);
-    const pump = (): void => {
-      if (sock.destroyed) return;
-      while (sent < REQUESTS && sock.writableLength < SERVER_QUEUE)
-        sock.write(`${request(sent++)}\n`);
-      if (sent < REQUESTS) setImmediate(pump);
-    };
-    pump();
-  });
-  cleanups.push(() => {
-    socket?.destroy();
-    return new Promise((resolve) => server.close(resolve));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `tcp://127.0.0.1:${port}`,
-    sent: () => sent,
-    answers: () => answers,
-    startReading: () => {
-      let text = '';
-      socket!.setEncoding('utf8');
-      socket!.on('data', (chunk: string) => {
-        text += chunk;
-        const lines = text.split('\n');
-        text = lines.pop()!;
-        answers += lines.length;
-      });
-    },
-  };
-}
+const wsNoReadServer = () => noReadOverWs(REQUESTS, cleanups);
+const tcpNoReadServer = () => noReadOverTcp(REQUESTS, cleanups);
 
 /** A client Peer (no handlers: it answers -32601) over `socket`, and the peak it ever queued. */
 function answeringPeer(socket: WebSocketLike, onMessage: (listener: () => void) => void) {
@@ -125,9 +45,6 @@ function answeringPeer(socket: WebSocketLike, onMessage: (listener: () => void) 
   return { transport, peer, seen };
 }
 
-/** Past the bound by at most what one read from the network can hold (a 64 KiB chunk's answers). */
-const SLACK = 64 * 1024 + 4 * (BIG_ID.length + 100);
-
 async function expectPausedThenResumed(
   server: NoReadServer,
   transport: WebSocketTransport,
@@ -138,14 +55,14 @@ async function expectPausedThenResumed(
     'the client to stop reading, or to read everything',
   );
   expect(transport.readingPaused).toBe(true);
-  expect(seen.peak).toBeLessThanOrEqual(MAX_BUFFERED + SLACK);
+  expect(seen.peak).toBeLessThanOrEqual(MAX_BUFFERED + READ_SLACK);
   server.startReading();
   await waitFor(
     () => server.answers() === REQUESTS,
     () => `all answers (${server.answers()})`,
   );
   expect(transport.readingPaused).toBe(false);
-  expect(seen.peak).toBeLessThanOrEqual(MAX_BUFFERED + SLACK);
+  expect(seen.peak).toBeLessThanOrEqual(MAX_BUFFERED + READ_SLACK);
 }
 
 describe('client transport: a server that sends but never reads', () => {
@@ -200,8 +117,8 @@ describe('client transport: a server that sends but never reads', () => {
     expect(ws.readyState).toBe(WebSocket.CLOSING);
     // Past the pause bound it goes on reading (an application's own sends may queue that much),
     // up to 16 times the bound.
-    expect(seen.peak).toBeGreaterThan(MAX_BUFFERED + SLACK);
-    expect(seen.peak).toBeLessThanOrEqual(16 * MAX_BUFFERED + SLACK);
+    expect(seen.peak).toBeGreaterThan(MAX_BUFFERED + READ_SLACK);
+    expect(seen.peak).toBeLessThanOrEqual(16 * MAX_BUFFERED + READ_SLACK);
     // The server reads at last: the answers, then the close frame with the code and reason.
     const serverSide = server.socket()!;
     const closed = new Promise<[number, string]>((resolve) =>
