@@ -438,8 +438,26 @@ export class Gateway<C = unknown> {
         this.metrics.httpSocketClosed('body-timeout');
         this.refusals.refused({ reason: 'body-timeout', remoteAddress }, 'http socket closed');
       },
-      newSession: (context, remoteAddress, transport, admit) =>
-        this.sessionTable.create(transport, context, remoteAddress, admit, this.httpPeerConfig),
+      userOf: auth.userOf,
+      refused: (reason, status, remoteAddress) => {
+        this.metrics.upgradeRejected(reason);
+        this.refusals.refused(
+          { status, reason, transport: 'http', remoteAddress },
+          'http request rejected',
+        );
+      },
+      newSession: (context, remoteAddress, transport, admit, user) => {
+        const session = this.sessionTable.create(
+          transport,
+          context,
+          remoteAddress,
+          admit,
+          this.httpPeerConfig,
+        );
+        // What is keyed on a session's user (an upstream's share per user) sees the exchange's.
+        session.user = user;
+        return session;
+      },
       ended: (session) => this.pubsub.detach(session),
     });
     const dispatch: HttpDispatchDeps<C> = {

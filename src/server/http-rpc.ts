@@ -35,6 +35,16 @@ async function untilIdle(session: {
 export interface HttpRpcDeps<C> {
   admission: Admission;
   authenticate: ((request: UpgradeRequest) => C | Promise<C>) | undefined;
+  /**
+   * The user of a context (GatewayOptions.userOf), read once an exchange has authenticated: its
+   * session's `user`, and what limits.maxConnectionsPerUser counts it under.
+   */
+  userOf?: ((context: C) => string | undefined) | undefined;
+  /**
+   * Told of an exchange refused past limits.maxConnectionsPerUser (`user-limit`), counted and
+   * logged as an upgrade's refusal is.
+   */
+  refused?: (reason: string, status: number, remoteAddress: string | undefined) => void;
   limits: Required<GatewayLimits>;
   logger: Logger;
   /** Proxies whose X-Forwarded-For names the client (rate buckets and limits are per client). */
@@ -47,6 +57,8 @@ export interface HttpRpcDeps<C> {
     remoteAddress: string | undefined,
     transport: ServerTransport,
     admit: { take(): boolean } | undefined,
+    /** `userOf(context)`: the session's `user`. */
+    user: string | undefined,
   ): Session<C>;
   /**
    * An exchange's session is done (answered, its handlers idle, or its caller gone): release
@@ -167,6 +179,39 @@ export class HttpRpc<C> {
       return refuse(req, res, auth.status, text, auth.headers);
     }
     const context = auth.context;
+    let user: string | undefined;
+    try {
+      user = deps.userOf?.(context);
+    } catch (err) {
+      // A failing hook refuses the exchange (500), as it refuses an upgrade.
+      deps.logger.error({ err }, 'userOf failed');
+      return refuse(req, res, 500, 'Internal server error\n');
+    }
+    // The user's count is checked and taken in this turn (nothing awaited in between), and held
+    // until the exchange ends: an exchange is a session of its user while it runs.
+    const tooMany = deps.admission.admitUser(user);
+    if (tooMany) {
+      deps.refused?.(tooMany.reason, tooMany.status, upgrade.remoteAddress);
+      return refuse(req, res, tooMany.status, `${tooMany.message}\n`, tooMany.headers);
+    }
+    if (user === undefined) return this.run(req, res, upgrade, context, undefined);
+    deps.admission.users.opened(user);
+    try {
+      await this.run(req, res, upgrade, context, user);
+    } finally {
+      deps.admission.users.closed(user);
+    }
+  }
+
+  /** An admitted, authenticated exchange: its body read, answered, and its handlers idle. */
+  private async run(
+    req: IncomingMessage,
+    res: ServerResponse,
+    upgrade: UpgradeRequest,
+    context: C,
+    user: string | undefined,
+  ): Promise<void> {
+    const { deps } = this;
     // Undefined when there is none to answer: the client left (also while `authenticate` ran),
     // or a 413 or 408 has been sent.
     const body = await readBody(req, res, {
@@ -180,6 +225,7 @@ export class HttpRpc<C> {
       upgrade.remoteAddress,
       new HttpExchangeTransport(),
       this.bucketFor(upgrade.remoteAddress),
+      user,
     );
     this.sessions.add(session);
     // A caller gone before its answer: stop the work done for it (handlers see ctx.signal).

@@ -1,6 +1,7 @@
 // limits.maxConnectionsPerUser: the sessions of one user on a node, over real gateways and
 // sockets: the handshake refusal (429, a TCP refusal line, an event stream's 429), the in-band
-// refusal (-32000 then close 4429), and a model of open/authenticate/refresh/close sequences.
+// refusal (-32000 then close 4429), HTTP POST exchanges (counted while they run, 429 past the
+// bound), and a model of open/authenticate/refresh/close/POST sequences.
 import { connect } from 'node:net';
 import type { Socket } from 'node:net';
 import fc from 'fast-check';
@@ -16,6 +17,11 @@ import { openStream } from '../sse/sse-raw.js';
 import { startGateway } from '../support/gateway.js';
 import type { RunningGateway } from '../support/gateway.js';
 import { sampleValue, scrape } from '../support/metrics.js';
+import { deferred } from '../support/promises.js';
+import type { Deferred } from '../support/promises.js';
+import { waitFor } from '../support/waiting.js';
+import { postRpc } from './http-post.js';
+import type { PostAnswer } from './http-post.js';
 import { openRawRpc } from './raw-rpc.js';
 import type { RawRpc } from './raw-rpc.js';
 
@@ -52,8 +58,12 @@ async function start(
   return running;
 }
 
+function gatewayAdmission(gateway: Gateway<Ctx>): Admission {
+  return (gateway as unknown as { admission: Admission }).admission;
+}
+
 function counted(gateway: Gateway<Ctx>): Admission['users'] {
-  return (gateway as unknown as { admission: Admission }).admission.users;
+  return gatewayAdmission(gateway).users;
 }
 
 /** A socket authenticated at the upgrade with `token` (a Bearer header), or in-band without. */
@@ -84,6 +94,42 @@ async function sessionOf<T>(
   expect(fresh).toHaveLength(1);
   return [made, fresh[0]!];
 }
+
+/**
+ * A `hold` method on `gateway` whose calls are answered when the test says: `entered(n)`
+ * resolves once n calls have started (each one's exchange or connection counted by then).
+ */
+function holdMethod(gateway: Gateway<Ctx>) {
+  let started = 0;
+  let release = deferred();
+  const waiters: { count: number; resolve: () => void }[] = [];
+  gateway.method('hold', async () => {
+    started++;
+    for (const waiter of waiters.filter((w) => w.count <= started)) {
+      waiters.splice(waiters.indexOf(waiter), 1);
+      waiter.resolve();
+    }
+    await release.promise;
+    return 'held';
+  });
+  return {
+    entered(count: number): Promise<void> {
+      if (started >= count) return Promise.resolve();
+      return new Promise((resolve) => waiters.push({ count, resolve }));
+    },
+    release(): void {
+      release.resolve();
+      release = deferred();
+    },
+  };
+}
+
+/** A POST of `method` to the gateway's path with the Bearer `token`. */
+function post(httpUrl: string, token: string, method = 'rpc.ping'): Promise<PostAnswer> {
+  return postRpc(`${httpUrl}/rpc`, { id: 1, method }, { token });
+}
+
+const USER_LIMIT_BODY = 'Too many connections for this user (maxConnectionsPerUser)\n';
 
 /** Close the client's socket and wait until the gateway's session has closed (and left the count). */
 async function closeBoth(socket: RawRpc, session: Session<Ctx>): Promise<void> {
@@ -183,6 +229,49 @@ describe('limits.maxConnectionsPerUser', () => {
     await open(url, 'good-bob');
   });
 
+  it('counts an HTTP POST exchange as a session of its user until it ends: 429 user-limit past the bound, another user goes through', async () => {
+    const { gateway, url, httpUrl } = await start(2);
+    const held = holdMethod(gateway);
+    const users = counted(gateway);
+    const slow = [post(httpUrl, 'good-ann', 'hold'), post(httpUrl, 'good-ann', 'hold')];
+    await held.entered(2);
+    expect(users.sessionsOf('ann')).toBe(2);
+    const refused = await post(httpUrl, 'good-ann');
+    expect(refused).toMatchObject({ status: 429, retryAfter: '5', body: USER_LIMIT_BODY });
+    // Exchanges and connections are counted together.
+    expect(await refusedStatus(url, 'good-ann')).toBe(429);
+    const bob = await post(httpUrl, 'good-bob');
+    expect(bob.reply?.result).toBe('pong');
+    expect((await post(httpUrl, 'anon')).reply?.result).toBe('pong');
+    const metrics = await scrape(httpUrl);
+    expect(sampleValue(metrics, 'rpc_rejected_upgrades_total', { reason: 'user-limit' })).toBe(2);
+    held.release();
+    for (const answer of await Promise.all(slow)) expect(answer.reply?.result).toBe('held');
+    // Each exchange leaves the count once its work is done (after its response is sent).
+    await waitFor(() => users.users === 0, 'the exchanges to leave the count');
+    expect((await post(httpUrl, 'good-ann')).reply?.result).toBe('pong');
+    await waitFor(() => users.users === 0, 'the exchange to leave the count');
+    expect(gatewayAdmission(gateway).connections).toBe(0);
+  });
+
+  it('gives an exchange its session user; a userOf that throws refuses it 500, its slot freed', async () => {
+    const running = await startGateway<Ctx>({
+      authenticate: ({ token }) => ({ user: token }),
+      userOf: (context) => {
+        if (context.user === 'boom') throw new Error('userOf failed');
+        return context.user;
+      },
+    });
+    gateways.push(running);
+    const { gateway, httpUrl } = running;
+    gateway.method('whoami', (_params, ctx) => ctx.session.user ?? null);
+    expect((await post(httpUrl, 'ann', 'whoami')).reply?.result).toBe('ann');
+    const failed = await post(httpUrl, 'boom', 'whoami');
+    expect(failed).toMatchObject({ status: 500, body: 'Internal server error\n' });
+    expect(gatewayAdmission(gateway).connections).toBe(0);
+    expect(counted(gateway).users).toBe(0);
+  });
+
   it('refuses a TCP connection past the bound with a refusal line, an event stream with 429', async () => {
     const running = await startGateway<Ctx>({
       // TCP carries no token: the hook names the user itself.
@@ -244,7 +333,9 @@ type Step =
   | { kind: 'in-band' }
   | { kind: 'authenticate'; at: number; user: number }
   | { kind: 'refresh'; at: number; user: number }
-  | { kind: 'close'; at: number };
+  | { kind: 'close'; at: number }
+  | { kind: 'post'; user: number } // an HTTP POST exchange held until an 'end-post'
+  | { kind: 'end-post'; at: number };
 
 const USERS = ['u0', 'u1'];
 const tokenOf = (user: number): string => (user < 0 ? 'anon' : `good-${USERS[user]}`);
@@ -263,7 +354,40 @@ const step: fc.Arbitrary<Step> = fc.oneof(
     user: fc.integer({ min: -1, max: 1 }),
   }),
   fc.record({ kind: fc.constant('close' as const), at: fc.nat() }),
+  fc.record({ kind: fc.constant('post' as const), user: fc.integer({ min: -1, max: 1 }) }),
+  fc.record({ kind: fc.constant('end-post' as const), at: fc.nat() }),
 );
+
+/**
+ * A `hold` method whose calls (params `{ key }`) each wait for their own release: `started(key)`
+ * resolves once that call runs (its exchange counted by then), `release(key)` answers it.
+ */
+function keyedHolds(gateway: Gateway<Ctx>) {
+  const started = new Map<number, Deferred<void>>();
+  const released = new Map<number, Deferred<void>>();
+  const of = (map: typeof started, key: number) => {
+    let entry = map.get(key);
+    if (!entry) map.set(key, (entry = deferred()));
+    return entry;
+  };
+  gateway.method('hold', async (params) => {
+    const key = (params as { key: number }).key;
+    of(started, key).resolve();
+    await of(released, key).promise;
+    return key;
+  });
+  return {
+    started: (key: number): Promise<void> => of(started, key).promise,
+    release: (key: number): void => of(released, key).resolve(),
+  };
+}
+
+/** An HTTP POST exchange in progress: its answer, once released. */
+interface Exchange {
+  key: number;
+  user: number;
+  answer: Promise<PostAnswer>;
+}
 
 interface Conn {
   socket: RawRpc;
@@ -273,14 +397,17 @@ interface Conn {
 }
 
 describe('limits.maxConnectionsPerUser, a model', () => {
-  it('decides every open, authenticate and refresh as a count per user would; empty once all close', async () => {
+  it('decides every open, authenticate, refresh and POST as a count per user would; empty once all close', async () => {
     await fc.assert(
       fc.asyncProperty(
         fc.integer({ min: 1, max: 3 }),
         fc.array(step, { minLength: 1, maxLength: 14 }),
         async (max, steps) => {
-          const { gateway, url } = await start(max);
+          const { gateway, url, httpUrl } = await start(max);
           const users = counted(gateway);
+          const holds = keyedHolds(gateway);
+          const exchanges: Exchange[] = [];
+          let nextKey = 0;
           const model = new Map<number, number>();
           const countOf = (user: number): number => model.get(user) ?? 0;
           const add = (user: number, by: number): void => {
@@ -334,12 +461,40 @@ describe('limits.maxConnectionsPerUser, a model', () => {
                 });
                 if (s.user === conn.user) expect(reply.result).toBeDefined();
                 else expect(reply.error?.data).toMatchObject({ reason: 'user-changed' });
-              } else {
+              } else if (s.kind === 'close') {
                 const conn = pick(s.at, () => true);
                 if (!conn) continue;
                 await closeBoth(conn.socket, conn.session);
                 if (conn.user !== undefined) add(conn.user, -1);
                 drop(conn);
+              } else if (s.kind === 'post') {
+                const key = nextKey++;
+                const answer = postRpc(
+                  `${httpUrl}/rpc`,
+                  { id: 1, method: 'hold', params: { key } },
+                  { token: tokenOf(s.user) },
+                );
+                if (s.user >= 0 && countOf(s.user) >= max) {
+                  expect(await answer).toMatchObject({ status: 429, body: USER_LIMIT_BODY });
+                } else {
+                  await holds.started(key);
+                  exchanges.push({ key, user: s.user, answer });
+                  add(s.user, 1);
+                }
+              } else {
+                const exchange = exchanges[s.at % Math.max(1, exchanges.length)];
+                if (!exchange) continue;
+                holds.release(exchange.key);
+                expect((await exchange.answer).reply?.result).toBe(exchange.key);
+                exchanges.splice(exchanges.indexOf(exchange), 1);
+                add(exchange.user, -1);
+                // The exchange leaves the count once its work is done, after its response.
+                await waitFor(
+                  () =>
+                    exchange.user < 0 ||
+                    users.sessionsOf(USERS[exchange.user]!) === countOf(exchange.user),
+                  'the exchange to leave the count',
+                );
               }
               for (const [i, user] of USERS.entries()) {
                 expect(users.sessionsOf(user), user).toBe(countOf(i));
@@ -347,8 +502,14 @@ describe('limits.maxConnectionsPerUser, a model', () => {
               expect(users.users).toBe(model.size);
             }
             for (const conn of conns.splice(0)) await closeBoth(conn.socket, conn.session);
-            expect(users.users).toBe(0);
+            for (const exchange of exchanges.splice(0)) {
+              holds.release(exchange.key);
+              await exchange.answer;
+            }
+            await waitFor(() => users.users === 0, 'every exchange to leave the count');
+            expect(gatewayAdmission(gateway).connections).toBe(0);
           } finally {
+            for (const exchange of exchanges) holds.release(exchange.key);
             for (const conn of conns) conn.socket.close();
             gateways.pop(); // this run's, closed here
             sockets.splice(0);

@@ -4,6 +4,7 @@
 // 127/8 address is loopback on Linux); the upstream holds each request until the test releases
 // it, so what it holds is the gateway's calls in flight.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { postRpc } from '../server/http-post.js';
 import type { RawReply } from '../server/raw-rpc.js';
 import { httpGet } from '../support/network.js';
 import { Resources } from '../support/resources.js';
@@ -116,6 +117,33 @@ describe("a user's share of an upstream", () => {
     await waitFor(() => heldFor('alice') === 1, "alice's next call to reach the upstream");
     upstream.release();
     expect((await again).result).toEqual({ ok: true });
+  });
+
+  it('HTTP POST exchanges of one user from several addresses past it are refused -32013 naming maxConcurrentPerUser, while another user still gets through', async () => {
+    // Each exchange is a session of its own (share 2) from an address of its own (share 4).
+    const postFrom = (from: string, user: string) =>
+      postRpc(`${running.httpUrl}/rpc?user=${user}`, { id: 1, method: 'wide.get' }, { from });
+    const alice = ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'].map((from) =>
+      postFrom(from, 'alice'),
+    );
+    await waitFor(() => heldFor('alice') === 4, "alice's exchanges to reach the upstream");
+    expect(wide().inFlightFor('alice')).toBe(4);
+    const fifth = await postFrom('127.0.0.6', 'alice');
+    expect(fifth.status).toBe(200);
+    expectUpstreamBusy(fifth.reply!, 'wide', 'maxConcurrentPerUser', 4);
+    expect(wide().inFlightFrom('127.0.0.6')).toBe(0);
+    // Bob, over POST from one of alice's addresses and over a connection, is answered.
+    const bobPost = postFrom('127.0.0.2', 'bob');
+    const bob = await sessionFrom('127.0.0.7', 'bob');
+    const bobCall = bob.request('wide.get');
+    await waitFor(() => heldFor('bob') === 2, "bob's calls to reach the upstream");
+    upstream.release();
+    for (const answer of await Promise.all([...alice, bobPost])) {
+      expect(answer.reply?.result).toEqual({ ok: true });
+    }
+    expect((await bobCall).result).toEqual({ ok: true });
+    expect(wide().inFlightFor('alice')).toBe(0);
+    expect(wide().usersInFlight).toBe(0);
   });
 
   it('anonymous sessions are not counted per user: past a user share across addresses, they still get through', async () => {
