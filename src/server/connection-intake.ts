@@ -561,9 +561,34 @@ export class ConnectionIntake<C> {
     if (typeof admitted !== 'function') {
       return refuse(admitted.status, admitted.message, admitted.reason);
     }
+    // The slot is released on every way out (refused, the client gone during a hook, a hook
+    // throwing) except one: a session opened, which frees it when it closes.
+    let kept = false;
+    try {
+      const session = await this.openStream(input, output, kind, request, refuse);
+      kept = session !== undefined;
+      session?.logger.info({ transport: kind, remoteAddress }, 'connected');
+      return session;
+    } catch (err) {
+      deps.logger.error({ err, transport: kind, remoteAddress }, 'connection failed');
+      return refuse(500, 'Internal server error', 'error');
+    } finally {
+      if (!kept) admitted();
+    }
+  }
+
+  /** acceptStream after admission: the hooks, then the session (which takes the slot). */
+  private async openStream(
+    input: Readable,
+    output: Writable,
+    kind: 'stdio' | 'tcp',
+    request: UpgradeRequest,
+    refuse: (status: number, message: string, reason: string) => undefined,
+  ): Promise<Session<C> | undefined> {
+    const { deps } = this;
+    const { remoteAddress } = request;
     const identified = await this.identify(request);
     if (!identified.ok) {
-      admitted();
       if (identified.hook === 'userOf') return refuse(500, 'Internal server error', 'auth-error');
       const { status, message, reason } = identified;
       return refuse(status, message ?? 'Internal server error', reason);
@@ -574,17 +599,13 @@ export class ConnectionIntake<C> {
       // nothing, whose 'end' has been emitted already: a transport made now would never see
       // it, and the session would hold its slot until keepalive gave up on the peer.
       const left = input.destroyed || (kind === 'tcp' && input.readableEnded);
-      if (deps.isClosing() || left) {
-        admitted();
-        if (deps.isClosing()) return refuse(503, 'Server shutting down', 'draining');
+      if (deps.isClosing()) return refuse(503, 'Server shutting down', 'draining');
+      if (left) {
         input.destroy();
         return undefined;
       }
       const tooMany = deps.admission.admitUser(user);
-      if (tooMany) {
-        admitted();
-        return refuse(tooMany.status, tooMany.message, tooMany.reason);
-      }
+      if (tooMany) return refuse(tooMany.status, tooMany.message, tooMany.reason);
       const transport = new NdjsonTransport(input, output, {
         kind,
         maxLineBytes: deps.limits.maxMessageBytes,
@@ -597,7 +618,6 @@ export class ConnectionIntake<C> {
           void closeWhenIdle(session, deadline, CloseCode.Normal, 'input ended'),
       });
       const session = deps.attach(transport, context, remoteAddress, user, request, pending);
-      session.logger.info({ transport: kind, remoteAddress }, 'connected');
       return session;
     } finally {
       this.releaseUser(user);
@@ -628,18 +648,18 @@ export class ConnectionIntake<C> {
     // A revocation of the user that landed during the hold found no session to close: refused as
     // the deny check refuses. Checked last: from here to the session's opening in the caller
     // nothing waits on I/O, so no revocation can land in between.
-    if (revokedSince(deps.authenticate, held.user, auth.context, mark)) {
+    let revoked: boolean;
+    try {
+      revoked = revokedSince(deps.authenticate, held.user, auth.context, mark);
+    } catch (err) {
+      // identity.issuedAtOf threw: refused as a failing authenticate is (500).
       this.releaseUser(held.user);
-      const status = 401;
-      const message = 'revoked';
-      return {
-        ok: false,
-        hook: 'authenticate',
-        status,
-        message,
-        headers: undefined,
-        reason: 'unauthenticated',
-      };
+      deps.logger.error({ err }, 'identity.issuedAtOf failed');
+      return authFailed(500, undefined, 'auth-error');
+    }
+    if (revoked) {
+      this.releaseUser(held.user);
+      return authFailed(401, 'revoked', 'unauthenticated');
     }
     return { ok: true, context: auth.context, user: held.user, pending: false };
   }
@@ -669,6 +689,15 @@ export class ConnectionIntake<C> {
   private releaseUser(user: string | undefined): void {
     if (user !== undefined) this.deps.router.userDisconnected(user);
   }
+}
+
+/** A refusal of the identity gates, as runAuthenticate reports one of the hook. */
+function authFailed<C>(
+  status: number,
+  message: string | undefined,
+  reason: 'unauthenticated' | 'auth-error',
+): Identified<C> {
+  return { ok: false, hook: 'authenticate', status, message, headers: undefined, reason };
 }
 
 // Shared by every upgrading socket (`this` is the socket): no closure per connection.
