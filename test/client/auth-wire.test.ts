@@ -3,22 +3,15 @@
 // 4401/4403/4419) stopping the retries and rejecting calls with AuthenticationError, and the
 // per-dial functions (url, headers, the header token).
 import type { IncomingHttpHeaders } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { WebSocket, WebSocketServer } from 'ws';
+import type { WebSocket } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AuthenticationError, createClient } from '../../src/client/index.js';
+import { AuthenticationError } from '../../src/client/index.js';
 import type { ClientOptions, DisconnectEvent, RpcClient } from '../../src/client/index.js';
+import type { ClientFrame as Frame } from '../support/fake-gateway.js';
+import { FakeGateways, frameOf, send } from '../support/fake-gateway.js';
 import { CaptureLogger } from '../support/logging.js';
 import { sleep } from '../support/promises.js';
 import { waitUntil } from '../support/waiting.js';
-
-interface Frame {
-  id?: number | string;
-  method?: string;
-  params?: unknown;
-  result?: unknown;
-  error?: { code: number; message: string; data?: unknown };
-}
 
 /** One connection to the fake server: the frames it got, and how to answer or call. */
 interface Conn {
@@ -39,52 +32,32 @@ const ok: Answer = (frame) =>
       ? { result: 'sub-1' }
       : { result: frame.method };
 
-const servers: WebSocketServer[] = [];
-const clients: RpcClient[] = [];
-afterEach(async () => {
-  await Promise.all(clients.splice(0).map((c) => c.close()));
-  for (const server of servers.splice(0)) {
-    for (const socket of server.clients) socket.terminate();
-    await new Promise((resolve) => server.close(resolve));
-  }
-});
+const gateways = new FakeGateways({ reconnect: { initialDelayMs: 10, maxDelayMs: 50 } });
+afterEach(() => gateways.cleanup());
 
 async function fakeServer(answer: Answer = ok) {
-  const server = new WebSocketServer({ port: 0, host: '127.0.0.1' });
-  servers.push(server);
-  await new Promise((resolve) => server.once('listening', resolve));
   const conns: Conn[] = [];
-  server.on('connection', (socket, request) => {
+  const { url } = await gateways.listen((socket, _n, request) => {
     const conn: Conn = {
       socket,
       headers: request.headers,
       url: request.url ?? '',
       frames: [],
-      send: (frame) => socket.send(JSON.stringify({ jsonrpc: '2.0', ...frame })),
+      send: (frame) => send(socket, frame),
     };
     conns.push(conn);
     socket.on('message', (data) => {
-      const frame = JSON.parse((data as Buffer).toString('utf8')) as Frame;
+      const frame = frameOf(data);
       conn.frames.push(frame);
       if (frame.method === undefined || frame.id === undefined) return;
       const reply = answer(frame, conn);
       if (reply) conn.send({ id: frame.id, ...reply });
     });
   });
-  const { port } = server.address() as AddressInfo;
-  return { url: `ws://127.0.0.1:${port}/rpc`, conns };
+  return { url, conns };
 }
 
-function client(options: ClientOptions): RpcClient {
-  const made = createClient({
-    WebSocket,
-    reconnect: { initialDelayMs: 10, maxDelayMs: 50 },
-    heartbeat: false,
-    ...options,
-  });
-  clients.push(made);
-  return made;
-}
+const client = (options: ClientOptions): RpcClient => gateways.client(options);
 
 function collect(c: RpcClient): DisconnectEvent[] {
   const events: DisconnectEvent[] = [];

@@ -4,14 +4,13 @@
  * client is 'open' only on a connection whose handshake (auth included) completed and that it
  * was not asked to leave; such a connection, never open, carries nothing but the token.
  */
-import type { AddressInfo } from 'node:net';
 import fc from 'fast-check';
-import { WebSocket, WebSocketServer } from 'ws';
+import type { WebSocket } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createClient } from '../../src/client/index.js';
 import type { ClientOptions, ConnectionState, RpcClient } from '../../src/client/index.js';
 import { ErrorCode } from '../../src/protocol/error-codes.js';
 import { ReservedMethod } from '../../src/protocol/reserved.js';
+import { FakeGateways, frameOf, send } from '../support/fake-gateway.js';
 import { waitUntil, within } from '../support/waiting.js';
 
 interface Frame {
@@ -40,15 +39,13 @@ interface Conn {
   toldToLeave: boolean;
 }
 
-const servers: WebSocketServer[] = [];
-const clients: RpcClient[] = [];
-afterEach(async () => {
-  await Promise.all(clients.splice(0).map((c) => c.close()));
-  for (const server of servers.splice(0)) {
-    for (const socket of server.clients) socket.terminate();
-    await new Promise((resolve) => server.close(resolve));
-  }
+const gateways = new FakeGateways({
+  getToken: () => 'tok',
+  tokenTransport: 'in-band',
+  reconnect: { initialDelayMs: 5, maxDelayMs: 20, jitter: 0 },
 });
+const { clients } = gateways;
+afterEach(() => gateways.cleanup());
 
 /** The answer to rpc.authenticate a script gives (ignored when it gives none). */
 const answerOf = (script: Script, n: number) =>
@@ -56,25 +53,19 @@ const answerOf = (script: Script, n: number) =>
     ? { result: { sessionId: `s${n}` } }
     : { error: { code: ErrorCode.MethodNotFound, message: 'Method not found' } };
 
-const send = (socket: WebSocket, frame: object) =>
-  socket.send(JSON.stringify({ jsonrpc: '2.0', ...frame }));
-
 /**
  * A server that treats the connections as `scripts` say, in order (past their end: answered at
  * once), and answers `echo` with 'echo'.
  */
 async function fakeServer(scripts: readonly Script[]) {
-  const server = new WebSocketServer({ port: 0, host: '127.0.0.1' });
-  servers.push(server);
-  await new Promise((resolve) => server.once('listening', resolve));
   const conns: Conn[] = [];
-  server.on('connection', (socket) => {
+  const { url } = await gateways.listen((socket) => {
     const script = scripts[conns.length] ?? { reconnect: 'none', answer: 'ok' };
     const conn: Conn = { socket, methods: [], answered: false, toldToLeave: false };
     conns.push(conn);
     const notice = { jsonrpc: '2.0', method: ReservedMethod.Reconnect, params: {} };
     socket.on('message', (data) => {
-      const frame = JSON.parse((data as Buffer).toString('utf8')) as Frame;
+      const frame = frameOf<Frame>(data);
       if (frame.method) conn.methods.push(frame.method);
       if (frame.id === undefined) return;
       if (frame.method === 'echo') return send(socket, { id: frame.id, result: 'echo' });
@@ -90,8 +81,7 @@ async function fakeServer(scripts: readonly Script[]) {
       if (frames.length) socket.send(JSON.stringify(frames.length === 1 ? frames[0] : frames));
     });
   });
-  const { port } = server.address() as AddressInfo;
-  return { url: `ws://127.0.0.1:${port}/rpc`, conns };
+  return { url, conns };
 }
 
 /** Each state the client moves to, and whether an 'open' came on a connection it may not be. */
@@ -109,19 +99,8 @@ function watch(client: RpcClient, conns: readonly Conn[]) {
   return { states, wrongOpens };
 }
 
-function client(url: string, options: Partial<ClientOptions> = {}): RpcClient {
-  const made = createClient({
-    url,
-    WebSocket,
-    getToken: () => 'tok',
-    tokenTransport: 'in-band',
-    heartbeat: false,
-    reconnect: { initialDelayMs: 5, maxDelayMs: 20, jitter: 0 },
-    ...options,
-  });
-  clients.push(made);
-  return made;
-}
+const client = (url: string, options: Partial<ClientOptions> = {}): RpcClient =>
+  gateways.client({ url, ...options });
 
 describe('rpc.reconnect while authenticating in-band', () => {
   it('the connection left is never open; a call made meanwhile goes out on the next one', async () => {

@@ -9,11 +9,8 @@
  *   a subscription resumes from, so later messages are not taken for duplicates.
  */
 import fc from 'fast-check';
-import type { AddressInfo } from 'node:net';
-import type { Subscription } from 'rxjs';
-import { WebSocket, WebSocketServer } from 'ws';
+import { WebSocket } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createClient } from '../../src/client/index.js';
 import type { RpcClient } from '../../src/client/client.js';
 import { resolveClientOptions } from '../../src/client/client-options.js';
 import type { SubscriptionEvent } from '../../src/client/subscriptions.js';
@@ -22,74 +19,17 @@ import {
   isSequenceNumber,
 } from '../../src/protocol/subscription-frames.js';
 import { gapTail, messageTail, missedPart, positionTail } from '../../src/pubsub/frames.js';
+import type { ClientFrame } from '../support/fake-gateway.js';
+import { FakeGateways, framesOf, note, reply } from '../support/fake-gateway.js';
 import { CaptureLogger, logged } from '../support/logging.js';
 import { waitFor } from '../support/waiting.js';
 
-interface Request {
-  jsonrpc: '2.0';
-  method: string;
-  params?: unknown;
-  id?: number;
-}
+const gateways = new FakeGateways({ reconnect: { initialDelayMs: 20, maxDelayMs: 50 } });
+const { subscriptions } = gateways;
+afterEach(() => gateways.cleanup());
 
-/** A scripted gateway: `onConnection(socket, n)` for the n-th connection (from 1). */
-interface FakeGateway {
-  url: string;
-  sockets: WebSocket[];
-}
-
-const servers: WebSocketServer[] = [];
-const clients: RpcClient[] = [];
-const subscriptions: Subscription[] = [];
-afterEach(async () => {
-  for (const s of subscriptions.splice(0)) s.unsubscribe();
-  await Promise.all(clients.splice(0).map((c) => c.close()));
-  for (const server of servers.splice(0)) {
-    for (const socket of server.clients) socket.terminate();
-    await new Promise((resolve) => server.close(resolve));
-  }
-});
-
-async function fakeGateway(
-  onConnection: (socket: WebSocket, n: number) => void,
-): Promise<FakeGateway> {
-  const server = new WebSocketServer({ port: 0, host: '127.0.0.1' });
-  servers.push(server);
-  await new Promise((resolve) => server.once('listening', resolve));
-  const sockets: WebSocket[] = [];
-  server.on('connection', (socket) => {
-    sockets.push(socket);
-    onConnection(socket, sockets.length);
-  });
-  const { port } = server.address() as AddressInfo;
-  return { url: `ws://127.0.0.1:${port}/rpc`, sockets };
-}
-
-/** Each request of a frame (single or batch) the client sent. */
-function requestsOf(data: unknown): Request[] {
-  const parsed = JSON.parse((data as Buffer).toString('utf8')) as Request | Request[];
-  return Array.isArray(parsed) ? parsed : [parsed];
-}
-
-function reply(socket: WebSocket, id: number | undefined, result: unknown): void {
-  socket.send(JSON.stringify({ jsonrpc: '2.0', result, id }));
-}
-
-function note(socket: WebSocket, params: Record<string, unknown>): void {
-  socket.send(JSON.stringify({ jsonrpc: '2.0', method: 'subscription', params }));
-}
-
-function client(url: string, options: Record<string, unknown> = {}): RpcClient {
-  const made = createClient({
-    url,
-    WebSocket,
-    heartbeat: false,
-    reconnect: { initialDelayMs: 20, maxDelayMs: 50 },
-    ...options,
-  });
-  clients.push(made);
-  return made;
-}
+const client = (url: string, options: Record<string, unknown> = {}): RpcClient =>
+  gateways.client({ url, ...options });
 
 describe('maxJoined: subscriptions the server makes', () => {
   it('is an option at least 0, default 1 000', () => {
@@ -104,9 +44,9 @@ describe('maxJoined: subscriptions the server makes', () => {
 
   it('holds what the maxJoined option says', async () => {
     const unsubscribed: unknown[] = [];
-    const gateway = await fakeGateway((socket) => {
+    const gateway = await gateways.listen((socket) => {
       socket.on('message', (data) => {
-        for (const request of requestsOf(data)) {
+        for (const request of framesOf(data)) {
           if (request.method !== 'unsubscribe') continue;
           unsubscribed.push((request.params as unknown[])[0]);
           reply(socket, request.id, true);
@@ -134,9 +74,9 @@ describe('maxJoined: subscriptions the server makes', () => {
   it('holds 1 000 at once: more are unsubscribed, not announced, warned of once', async () => {
     const extra = 40;
     const unsubscribed: unknown[] = [];
-    const gateway = await fakeGateway((socket) => {
+    const gateway = await gateways.listen((socket) => {
       socket.on('message', (data) => {
-        for (const request of requestsOf(data)) {
+        for (const request of framesOf(data)) {
           if (request.method !== 'unsubscribe') continue;
           unsubscribed.push((request.params as unknown[])[0]);
           reply(socket, request.id, true);
@@ -180,10 +120,10 @@ describe('maxJoined: subscriptions the server makes', () => {
   });
   it('unsubscribes of refused joins in flight are bounded by half the call table', async () => {
     const unsubscribed: unknown[] = [];
-    const gateway = await fakeGateway((socket) => {
+    const gateway = await gateways.listen((socket) => {
       socket.on('message', (data) => {
         // Never answered: each holds a slot of the client's call table.
-        for (const request of requestsOf(data)) {
+        for (const request of framesOf(data)) {
           if (request.method === 'unsubscribe') unsubscribed.push((request.params as unknown[])[0]);
         }
       });
@@ -216,11 +156,11 @@ describe('resubscribing more subscriptions than the call table holds', () => {
     const subscribed: string[][] = [];
     let waiting = 0;
     let mostWaiting = 0;
-    const gateway = await fakeGateway((socket, n) => {
+    const gateway = await gateways.listen((socket, n) => {
       const topics: string[] = [];
       subscribed[n - 1] = topics;
       socket.on('message', (data) => {
-        for (const request of requestsOf(data)) {
+        for (const request of framesOf(data)) {
           if (request.method !== 'subscribe') continue;
           const topic = (request.params as string[])[0]!;
           topics.push(topic);
@@ -268,13 +208,13 @@ describe('resubscribing more subscriptions than the call table holds', () => {
   it('a table full of calls the server leaves unanswered: the subscribes wait, then go', async () => {
     let release: (() => void) | undefined;
     const subscribed: string[] = [];
-    const gateway = await fakeGateway((socket) => {
-      const held: Request[] = [];
+    const gateway = await gateways.listen((socket) => {
+      const held: ClientFrame[] = [];
       release = () => {
         for (const request of held.splice(0)) reply(socket, request.id, 'late');
       };
       socket.on('message', (data) => {
-        for (const request of requestsOf(data)) {
+        for (const request of framesOf(data)) {
           if (request.method === 'slow') held.push(request);
           else if (request.method === 'subscribe') {
             const topic = (request.params as string[])[0]!;
@@ -344,9 +284,9 @@ describe('sequence numbers and counts out of range', () => {
    */
   async function run(script: Record<string, unknown>[]) {
     const options: unknown[] = [];
-    const gateway = await fakeGateway((socket, n) => {
+    const gateway = await gateways.listen((socket, n) => {
       socket.on('message', (data) => {
-        for (const request of requestsOf(data)) {
+        for (const request of framesOf(data)) {
           if (request.method !== 'subscribe') continue;
           options.push((request.params as unknown[])[2]);
           reply(socket, request.id, 'sub1');

@@ -14,73 +14,19 @@
  *   published is delivered once or covered by a gap signal, never a gap of unknown size.
  */
 import fc from 'fast-check';
-import type { AddressInfo } from 'node:net';
-import type { Subscription } from 'rxjs';
-import { WebSocket, WebSocketServer } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createClient } from '../../src/client/index.js';
 import type { RpcClient } from '../../src/client/client.js';
 import type { SubscriptionEvent } from '../../src/client/subscriptions.js';
+import { FakeGateways, framesOf, note, reply } from '../support/fake-gateway.js';
 import { CaptureLogger } from '../support/logging.js';
 import { waitFor } from '../support/waiting.js';
 
-interface Request {
-  method?: string;
-  params?: unknown;
-  id?: number | string;
-  error?: unknown;
-}
+const gateways = new FakeGateways({ reconnect: { initialDelayMs: 20, maxDelayMs: 50 } });
+const { subscriptions } = gateways;
+afterEach(() => gateways.cleanup());
 
-const servers: WebSocketServer[] = [];
-const clients: RpcClient[] = [];
-const subscriptions: Subscription[] = [];
-afterEach(async () => {
-  for (const s of subscriptions.splice(0)) s.unsubscribe();
-  await Promise.all(clients.splice(0).map((c) => c.close()));
-  for (const server of servers.splice(0)) {
-    for (const socket of server.clients) socket.terminate();
-    await new Promise((resolve) => server.close(resolve));
-  }
-});
-
-/** A `ws` server: `onConnection(socket, n)` for the n-th connection (from 1). */
-async function fakeGateway(
-  onConnection: (socket: WebSocket, n: number) => void,
-): Promise<{ url: string; sockets: WebSocket[] }> {
-  const server = new WebSocketServer({ port: 0, host: '127.0.0.1' });
-  servers.push(server);
-  await new Promise((resolve) => server.once('listening', resolve));
-  const sockets: WebSocket[] = [];
-  server.on('connection', (socket) => {
-    sockets.push(socket);
-    onConnection(socket, sockets.length);
-  });
-  const { port } = server.address() as AddressInfo;
-  return { url: `ws://127.0.0.1:${port}/rpc`, sockets };
-}
-
-/** Each request (or response) of a frame the client sent. */
-function framesOf(data: unknown): Request[] {
-  const parsed = JSON.parse((data as Buffer).toString('utf8')) as Request | Request[];
-  return Array.isArray(parsed) ? parsed : [parsed];
-}
-
-const reply = (socket: WebSocket, id: unknown, result: unknown): void =>
-  socket.send(JSON.stringify({ jsonrpc: '2.0', result, id }));
-const note = (socket: WebSocket, params: Record<string, unknown>): void =>
-  socket.send(JSON.stringify({ jsonrpc: '2.0', method: 'subscription', params }));
-
-function client(url: string, options: Record<string, unknown> = {}): RpcClient {
-  const made = createClient({
-    url,
-    WebSocket,
-    heartbeat: false,
-    reconnect: { initialDelayMs: 20, maxDelayMs: 50 },
-    ...options,
-  });
-  clients.push(made);
-  return made;
-}
+const client = (url: string, options: Record<string, unknown> = {}): RpcClient =>
+  gateways.client({ url, ...options });
 
 /** What an Observer of `subscribeWithMeta('feed')` saw, as `m<seq>@<seq>` and `gap(<n>)`. */
 function watch(c: RpcClient): string[] {
@@ -103,7 +49,7 @@ describe('a numbering that goes back without an epoch', () => {
   it('1, 2, 3, then 2**52 past the resync budget, then 4, 5: 4 and 5 come after gap null', async () => {
     const since: unknown[] = [];
     let probeAnswered = false;
-    const gateway = await fakeGateway((socket) => {
+    const gateway = await gateways.listen((socket) => {
       let n = 0;
       socket.on('message', (data) => {
         for (const request of framesOf(data)) {
@@ -149,7 +95,7 @@ describe('a numbering that goes back without an epoch', () => {
 
   it('the duplicates of a replay after a resubscribe, and after a reconnect, are dropped', async () => {
     const since: unknown[] = [];
-    const gateway = await fakeGateway((socket, connection) => {
+    const gateway = await gateways.listen((socket, connection) => {
       socket.on('message', (data) => {
         for (const request of framesOf(data)) {
           if (request.method === 'unsubscribe') reply(socket, request.id, true);
@@ -226,7 +172,7 @@ async function play(steps: Step[]): Promise<{ nullGaps: number; unaccounted: num
   /** Sent on the current subscription since its start or the last break (hole, leap, jump back). */
   let recent: number[] = [];
 
-  const gateway = await fakeGateway((socket) => {
+  const gateway = await gateways.listen((socket) => {
     socket.on('message', (data) => {
       for (const frame of framesOf(data)) {
         if (typeof frame.id === 'string' && frame.id.startsWith('probe')) {
@@ -371,14 +317,7 @@ async function play(steps: Step[]): Promise<{ nullGaps: number; unaccounted: num
 }
 
 /** Everything one run made, closed before the next. */
-async function endRun(): Promise<void> {
-  for (const s of subscriptions.splice(0)) s.unsubscribe();
-  await Promise.all(clients.splice(0).map((c) => c.close()));
-  for (const server of servers.splice(0)) {
-    for (const socket of server.clients) socket.terminate();
-    await new Promise((resolve) => server.close(resolve));
-  }
-}
+const endRun = (): Promise<void> => gateways.cleanup();
 
 const normalStep: fc.Arbitrary<Step> = fc.oneof(
   { weight: 5, arbitrary: fc.constant<Step>({ k: 'next' }) },
