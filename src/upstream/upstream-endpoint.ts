@@ -222,43 +222,16 @@ export abstract class UpstreamEndpoint {
     // one address holding every slot (a single client machine, a test), a full upstream is named
     // as such.
     if (held >= this.maxPerSession) {
-      observer?.settled(name, 'busy', 0);
-      const limit = this.maxPerSession;
-      throw UpstreamError.busy(
-        name,
-        `${limit} calls of this session in flight`,
-        'maxConcurrentPerSession',
-        limit,
-      );
+      throw this.busy('maxConcurrentPerSession', this.maxPerSession, 'calls of this session');
     }
     if (user !== undefined && this.byUser.isFull(user)) {
-      observer?.settled(name, 'busy', 0);
-      const limit = this.byUser.max;
-      throw UpstreamError.busy(
-        name,
-        `${limit} calls of this user in flight`,
-        'maxConcurrentPerUser',
-        limit,
-      );
+      throw this.busy('maxConcurrentPerUser', this.byUser.max, 'calls of this user');
     }
     if (this.inFlightCount >= maxConcurrent) {
-      observer?.settled(name, 'busy', 0);
-      throw UpstreamError.busy(
-        name,
-        `${maxConcurrent} calls in flight`,
-        'maxConcurrent',
-        maxConcurrent,
-      );
+      throw this.busy('maxConcurrent', maxConcurrent, 'calls');
     }
     if (group !== undefined && this.byAddress.isFull(group)) {
-      observer?.settled(name, 'busy', 0);
-      const limit = this.byAddress.max;
-      throw UpstreamError.busy(
-        name,
-        `${limit} calls from this address in flight`,
-        'maxConcurrentPerAddress',
-        limit,
-      );
+      throw this.busy('maxConcurrentPerAddress', this.byAddress.max, 'calls from this address');
     }
     this.inFlightCount++;
     if (share !== undefined) share.held++;
@@ -277,6 +250,16 @@ export abstract class UpstreamEndpoint {
       if (slot.kept === 0) this.free(outcome, seconds, share, group, user);
       else slot.free = () => this.free(outcome, seconds, share, group, user);
     }
+  }
+
+  /**
+   * A call refused at `bound`, with `limit` of the `calls` it counts in flight: counted as settled
+   * busy, its error -32013 naming the bound and the limit.
+   */
+  private busy(bound: string, limit: number, calls: string): UpstreamError {
+    const { name, observer } = this.options;
+    observer?.settled(name, 'busy', 0);
+    return UpstreamError.busy(name, `${limit} ${calls} in flight`, bound, limit);
   }
 
   /**

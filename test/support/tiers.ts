@@ -72,7 +72,7 @@ export const tierRules: readonly (readonly [Tier, readonly string[]])[] = [
       'test/deploy/deploy-files.test.ts',
       'test/hardening/address-group.test.ts',
       'test/pubsub/{delivery,delivery-continuity,delivery-pass,delivery-queues,except-set,history-reads,memory-broker,session-router,topic-registry,user-inbox-router}.test.ts',
-      'test/upstream/{config,per-session-config,address-share-model,per-address-config,per-user-config}.test.ts',
+      'test/upstream/{config,share-config,address-share-model}.test.ts',
       'test/standalone/config-file.test.ts',
     ],
   ],

@@ -6,11 +6,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/peer/logger.js';
 import { noTracing } from '../../src/tracing/index.js';
 import { resolveHooksConfig, upstreamHooks } from '../../src/upstream-hooks/index.js';
-import type { RawReply } from '../server/raw-rpc.js';
 import { Resources } from '../support/resources.js';
-import { openSocket } from '../support/sockets.js';
 import { waitFor } from '../support/waiting.js';
-import { heldUpstreamIn } from '../upstream/held-upstream.js';
+import { clientFrom, heldUpstreamIn } from '../upstream/held-upstream.js';
 import type { HeldUpstream } from '../upstream/held-upstream.js';
 
 const res = new Resources();
@@ -36,28 +34,10 @@ async function gatewayWithHook(url: string, subscribe: Record<string, unknown>) 
   return running;
 }
 
-interface Client {
-  /** The session id the hook is told (read from the first subscribe it is asked). */
-  subscribe(topic: string): Promise<RawReply>;
-}
-
-/** A connection from the loopback address `from`. */
-async function connectFrom(url: string, from: string): Promise<Client> {
-  const socket = await openSocket(res, url, undefined, { localAddress: from });
-  const pending = new Map<number, (reply: RawReply) => void>();
-  socket.on('message', (data) => {
-    const reply = JSON.parse((data as Buffer).toString('utf8')) as RawReply;
-    pending.get(reply.id)?.(reply);
-    pending.delete(reply.id);
-  });
-  let nextId = 1;
-  return {
-    subscribe(topic) {
-      const id = nextId++;
-      socket.send(JSON.stringify({ jsonrpc: '2.0', id, method: 'subscribe', params: [topic] }));
-      return new Promise((resolve) => pending.set(id, resolve));
-    },
-  };
+/** A connection from the loopback address `from`, subscribing to one topic per call. */
+async function connectFrom(url: string, from: string) {
+  const client = await clientFrom(res, url, from);
+  return { subscribe: (topic: string) => client.request('subscribe', [topic]) };
 }
 
 const asked = (upstream: HeldUpstream, prefix: string) =>

@@ -3,11 +3,15 @@
 import { createServer } from 'node:http';
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { expect } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import type { WebSocket } from 'ws';
+import type { UpstreamEndpoint } from '../../src/upstream/index.js';
 import type { RawReply } from '../server/raw-rpc.js';
-import type { Resources } from '../support/resources.js';
+import { Resources } from '../support/resources.js';
 import { openSocket } from '../support/sockets.js';
+import { waitFor } from '../support/waiting.js';
+import { startRoutedGateway } from './routed-gateway.js';
+import type { RoutedGateway } from './routed-gateway.js';
 
 export interface HeldRequest {
   readonly method: string;
@@ -138,7 +142,7 @@ export function expectUpstreamBusy(
 export interface LoopbackClient {
   readonly socket: WebSocket;
   /** Send a call; calls are numbered 1, 2, ... in the order sent. */
-  request(method: string): Promise<RawReply>;
+  request(method: string, params?: unknown): Promise<RawReply>;
   /** Give up the call numbered `id` (rpc.cancel). */
   cancel(id: number): void;
 }
@@ -171,13 +175,105 @@ export async function clientFrom(
   let nextId = 1;
   return {
     socket,
-    request(method) {
+    request(method, params) {
       const id = nextId++;
-      socket.send(JSON.stringify({ jsonrpc: '2.0', id, method }));
+      socket.send(JSON.stringify({ jsonrpc: '2.0', id, method, params }));
       return new Promise((resolve) => pending.set(id, resolve));
     },
     cancel(id) {
       socket.send(JSON.stringify({ jsonrpc: '2.0', method: 'rpc.cancel', params: { id } }));
     },
   };
+}
+
+/** A gateway whose routes reach one held upstream, for the tests of each share of an upstream. */
+export interface HeldShares {
+  readonly upstream: HeldUpstream;
+  readonly running: RoutedGateway;
+  /** The gateway's endpoint of the upstream `name`. */
+  readonly endpoint: (name: string) => UpstreamEndpoint;
+  /** A session of `user` (none: anonymous) over a connection from the loopback address `from`. */
+  readonly sessionFrom: (from: string, user?: string) => Promise<LoopbackClient>;
+  /** Requests the upstream holds that were sent for `user` (X-Wsrpc-User; undefined: anonymous). */
+  readonly heldFor: (user: string | undefined) => number;
+}
+
+/**
+ * For the test file that calls it (at its top level): a held upstream, and a gateway
+ * (startRoutedGateway) routing `methods` to `upstreams(url)`, each of them at the held upstream's
+ * url; both started before the file's tests and stopped after them. After each test every held
+ * request is answered and the test's sessions closed, then each endpoint is seen to hold no call,
+ * no user and no address.
+ */
+export function heldSharesPerFile(
+  upstreams: (url: string) => Record<string, unknown>,
+  methods: Record<string, unknown>,
+): HeldShares {
+  const res = new Resources();
+  let upstream: HeldUpstream | undefined;
+  let running: RoutedGateway | undefined;
+  const started = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new Error('heldSharesPerFile: read before beforeAll');
+    return value;
+  };
+  const shares: HeldShares = {
+    get upstream() {
+      return started(upstream);
+    },
+    get running() {
+      return started(running);
+    },
+    endpoint: (name) => started(shares.running.routes.upstreams.get(name)),
+    sessionFrom: (from, user) => clientFrom(res, shares.running.url, from, user),
+    heldFor: (user) => heldFor(shares.upstream, user),
+  };
+
+  beforeAll(async () => {
+    upstream = await startHeldUpstream();
+    running = await startRoutedGateway({ upstreams: upstreams(upstream.url), methods });
+  });
+
+  afterEach(async () => {
+    shares.upstream.release();
+    await res.cleanup();
+    const { gateway, routes } = shares.running;
+    await waitFor(() => gateway.sessions.size === 0, 'the sessions to close');
+    for (const endpoint of routes.upstreams.values()) {
+      await waitFor(() => endpoint.inFlight === 0, `${endpoint.name} to hold no call`);
+      expect(endpoint.usersInFlight).toBe(0);
+      expect(endpoint.addressesInFlight).toBe(0);
+    }
+  });
+
+  afterAll(async () => {
+    await running?.close();
+    await upstream?.stop();
+  });
+
+  return shares;
+}
+
+/**
+ * A call of `user` from `first` on `idem.get` (an idempotent route of the upstream `retrying`,
+ * whose share at `bound` is 1) keeps that share between attempts: its connection reset (-32011),
+ * it is sent again, and meanwhile `other` (counted at `bound` with `first`) is refused -32013 on
+ * `plain.get` (a route of `retrying` that is not idempotent).
+ */
+export async function expectRetryKeepsShare(
+  shares: HeldShares,
+  first: LoopbackClient,
+  other: LoopbackClient,
+  user: string,
+  bound: string,
+): Promise<void> {
+  const { upstream } = shares;
+  const retried = first.request('idem.get');
+  const attempts = () => upstream.received.filter((r) => r.method === 'idem.get').length;
+  await waitFor(() => shares.heldFor(user) === 1, 'the first attempt to reach the upstream');
+  // Its connection reset: -32011, sent again (idempotent route), the retry then held.
+  upstream.drop((request) => request.method === 'idem.get');
+  await waitFor(() => attempts() === 2 && shares.heldFor(user) === 1, 'the call to be sent again');
+  expectUpstreamBusy(await other.request('plain.get'), 'retrying', bound, 1);
+  upstream.release();
+  expect((await retried).result).toEqual({ ok: true });
 }

@@ -3,72 +3,34 @@
 // take the slots every user shares. Connections come from loopback addresses of their own (every
 // 127/8 address is loopback on Linux); the upstream holds each request until the test releases
 // it, so what it holds is the gateway's calls in flight.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { postRpc } from '../server/http-post.js';
 import type { RawReply } from '../server/raw-rpc.js';
 import { httpGet } from '../support/network.js';
-import { Resources } from '../support/resources.js';
 import { waitFor } from '../support/waiting.js';
-import {
-  clientFrom,
-  expectUpstreamBusy,
-  heldFor as heldOf,
-  startHeldUpstream,
-} from './held-upstream.js';
-import type { HeldUpstream, LoopbackClient } from './held-upstream.js';
-import { startRoutedGateway } from './routed-gateway.js';
-import type { RoutedGateway } from './routed-gateway.js';
+import { expectRetryKeepsShare, expectUpstreamBusy, heldSharesPerFile } from './held-upstream.js';
+import type { LoopbackClient } from './held-upstream.js';
 
-const res = new Resources();
-let upstream: HeldUpstream;
-let running: RoutedGateway;
-
-beforeAll(async () => {
-  upstream = await startHeldUpstream();
-  const url = upstream.url;
-  running = await startRoutedGateway({
-    upstreams: {
-      // By default: maxConcurrentPerSession max(1, floor(16 / 8)) = 2, maxConcurrentPerAddress
-      // and maxConcurrentPerUser max(2, floor(16 / 4)) = 4.
-      wide: { url, maxConcurrent: 16 },
-      // maxConcurrentPerSession by default: min(2, maxConcurrentPerUser) = 1.
-      retrying: { url, maxConcurrent: 16, maxConcurrentPerUser: 1, retries: 3 },
-    },
-    methods: {
-      'wide.*': 'wide',
-      'idem.*': { upstream: 'retrying', idempotent: true },
-      'plain.*': 'retrying',
-    },
-  });
-});
-
-afterEach(async () => {
-  upstream.release();
-  await res.cleanup();
-  await waitFor(() => running.gateway.sessions.size === 0, 'the sessions to close');
-  for (const endpoint of running.routes.upstreams.values()) {
-    await waitFor(() => endpoint.inFlight === 0, `${endpoint.name} to hold no call`);
-    expect(endpoint.usersInFlight).toBe(0);
-    expect(endpoint.addressesInFlight).toBe(0);
-  }
-});
-
-afterAll(async () => {
-  await running?.close();
-  await upstream?.stop();
-});
-
-/** A session of `user` (none: anonymous) over a connection from the loopback address `from`. */
-const sessionFrom = (from: string, user?: string): Promise<LoopbackClient> =>
-  clientFrom(res, running.url, from, user);
-
-/** Held requests sent for `user` (X-Wsrpc-User; undefined: anonymous). */
-const heldFor = (user: string | undefined): number => heldOf(upstream, user);
-const wide = () => running.routes.upstreams.get('wide')!;
+const shares = heldSharesPerFile(
+  (url) => ({
+    // By default: maxConcurrentPerSession max(1, floor(16 / 8)) = 2, maxConcurrentPerAddress
+    // and maxConcurrentPerUser max(2, floor(16 / 4)) = 4.
+    wide: { url, maxConcurrent: 16 },
+    // maxConcurrentPerSession by default: min(2, maxConcurrentPerUser) = 1.
+    retrying: { url, maxConcurrent: 16, maxConcurrentPerUser: 1, retries: 3 },
+  }),
+  {
+    'wide.*': 'wide',
+    'idem.*': { upstream: 'retrying', idempotent: true },
+    'plain.*': 'retrying',
+  },
+);
+const { sessionFrom, heldFor } = shares;
+const wide = () => shares.endpoint('wide');
 
 /** The `wsrpc_upstream_in_flight` gauge of `name` as the gateway's /metrics shows it. */
 async function inFlightGauge(name: string): Promise<number> {
-  const { body } = await httpGet(`${running.httpUrl}/metrics`);
+  const { body } = await httpGet(`${shares.running.httpUrl}/metrics`);
   const line = new RegExp(`^wsrpc_upstream_in_flight\\{upstream="${name}"\\} (\\d+)$`, 'm');
   return Number(line.exec(body)?.[1]);
 }
@@ -106,7 +68,7 @@ describe("a user's share of an upstream", () => {
     const bobs = [bobHere.request('wide.get'), bobThere.request('wide.get')];
     await waitFor(() => heldFor('bob') === 2, "bob's calls to reach the upstream");
     expect(wide().usersInFlight).toBe(2);
-    upstream.release();
+    shares.upstream.release();
     for (const reply of await Promise.all([...calls, ...bobs])) {
       expect(reply.result).toEqual({ ok: true });
     }
@@ -115,14 +77,18 @@ describe("a user's share of an upstream", () => {
     expect(wide().usersInFlight).toBe(0);
     const again = third.request('wide.get');
     await waitFor(() => heldFor('alice') === 1, "alice's next call to reach the upstream");
-    upstream.release();
+    shares.upstream.release();
     expect((await again).result).toEqual({ ok: true });
   });
 
   it('HTTP POST exchanges of one user from several addresses past it are refused -32013 naming maxConcurrentPerUser, while another user still gets through', async () => {
     // Each exchange is a session of its own (share 2) from an address of its own (share 4).
     const postFrom = (from: string, user: string) =>
-      postRpc(`${running.httpUrl}/rpc?user=${user}`, { id: 1, method: 'wide.get' }, { from });
+      postRpc(
+        `${shares.running.httpUrl}/rpc?user=${user}`,
+        { id: 1, method: 'wide.get' },
+        { from },
+      );
     const alice = ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'].map((from) =>
       postFrom(from, 'alice'),
     );
@@ -137,7 +103,7 @@ describe("a user's share of an upstream", () => {
     const bob = await sessionFrom('127.0.0.7', 'bob');
     const bobCall = bob.request('wide.get');
     await waitFor(() => heldFor('bob') === 2, "bob's calls to reach the upstream");
-    upstream.release();
+    shares.upstream.release();
     for (const answer of await Promise.all([...alice, bobPost])) {
       expect(answer.reply?.result).toEqual({ ok: true });
     }
@@ -160,7 +126,7 @@ describe("a user's share of an upstream", () => {
     ]);
     await waitFor(() => heldFor(undefined) === 6, 'the anonymous calls to reach the upstream');
     expect(wide().usersInFlight).toBe(0);
-    upstream.release();
+    shares.upstream.release();
     for (const reply of await Promise.all(calls)) expect(reply.result).toEqual({ ok: true });
   });
 
@@ -174,7 +140,7 @@ describe("a user's share of an upstream", () => {
     const next = [third.request('wide.get'), third.request('wide.get')];
     await waitFor(() => heldFor('alice') === 4, "her new session's calls to reach the upstream");
     expectUpstreamBusy(await first.request('wide.get'), 'wide', 'maxConcurrentPerUser', 4);
-    upstream.release();
+    shares.upstream.release();
     for (const reply of await Promise.all(next)) expect(reply.result).toEqual({ ok: true });
     await waitFor(() => wide().inFlight === 0, 'every call to end');
     expect(wide().usersInFlight).toBe(0);
@@ -190,21 +156,13 @@ describe("a user's share of an upstream", () => {
     const again = await sessionFrom('127.0.0.4', 'alice');
     const reply = again.request('wide.get');
     await waitFor(() => heldFor('alice') === 1, "her new session's call to reach the upstream");
-    upstream.release();
+    shares.upstream.release();
     expect((await reply).result).toEqual({ ok: true });
   });
 
   it("a call being retried keeps its user's share between attempts", async () => {
     const here = await sessionFrom('127.0.0.2', 'alice');
     const there = await sessionFrom('127.0.0.3', 'alice');
-    const retried = here.request('idem.get');
-    const attempts = () => upstream.received.filter((r) => r.method === 'idem.get').length;
-    await waitFor(() => heldFor('alice') === 1, 'the first attempt to reach the upstream');
-    // Its connection reset: -32011, sent again (idempotent route), the retry then held.
-    upstream.drop((request) => request.method === 'idem.get');
-    await waitFor(() => attempts() === 2 && heldFor('alice') === 1, 'the call to be sent again');
-    expectUpstreamBusy(await there.request('plain.get'), 'retrying', 'maxConcurrentPerUser', 1);
-    upstream.release();
-    expect((await retried).result).toEqual({ ok: true });
+    await expectRetryKeepsShare(shares, here, there, 'alice', 'maxConcurrentPerUser');
   });
 });
