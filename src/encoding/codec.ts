@@ -53,7 +53,10 @@ export function subprotocolOf(name: EncodingName): string {
   return name === 'json' ? JSON_SUBPROTOCOL : `${JSON_SUBPROTOCOL}+${name}`;
 }
 
-/** Text no JSON parser reads: the engine answers it -32700 Parse error, id null. */
+/**
+ * Text no JSON parser reads: the engine answers it -32700 Parse error, id null, refused before
+ * JSON.parse is called (it starts no JSON value: safe-json's NOT_A_VALUE).
+ */
 const PARSE_ERROR_TEXT = '\u0000';
 
 /**

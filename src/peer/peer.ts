@@ -75,9 +75,17 @@ export class Peer<S = unknown> extends PeerCore<S> {
     (this.incoming as IncomingDispatch<S>).stopAcceptingCalls();
   }
 
-  /** Every id echoed as sent, found the fastest way (idTextsOf). */
+  /**
+   * Every id echoed as sent, found the fastest way (idTextsOf). A batch's members after the
+   * first cost the transport's input budget too (Transport.chargeMessages): it counted the
+   * frame as one message.
+   */
   protected override parse(text: string): Frame | Incoming {
-    return parseIncomingWith(text, this.config.parse, idTextsOf);
+    const parsed = parseIncomingWith(text, this.config.parse, idTextsOf);
+    if (!('kind' in parsed) && parsed.messages.length > 1) {
+      this.transport.chargeMessages?.(parsed.messages.length - 1);
+    }
+    return parsed;
   }
 
   protected override answering(): IncomingCalls<S> {

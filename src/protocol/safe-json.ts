@@ -150,9 +150,20 @@ function refusalBeforeParse(
 
 export function safeJsonParse(text: string, maxDepth = Infinity): SafeParseResult {
   const value = parseJson(text, maxDepth);
+  if (value === NO_VALUE) return { ok: false, reason: 'syntax', message: syntaxMessage(text) };
   return value instanceof JsonRefusal
     ? { ok: false, reason: value.reason, message: value.message }
     : { ok: true, value };
+}
+
+/** The message of JSON.parse's SyntaxError on `text`. */
+function syntaxMessage(text: string): string {
+  try {
+    JSON.parse(text);
+  } catch (err) {
+    return (err as Error).message;
+  }
+  return '';
 }
 
 /** Why parseJson refused a text. An instance of it is never a value JSON.parse makes. */
@@ -164,12 +175,28 @@ export class JsonRefusal {
 }
 
 /**
+ * A text whose first character after whitespace starts no JSON value, or that has none (empty,
+ * blank): JSON.parse would throw on it. (Whitespace JSON does not allow is a syntax error
+ * wherever it is, so skipping all of it, not JSON's four alone, finds no text JSON.parse reads;
+ * the character after it is no whitespace either, so that backtracking finds nothing more.)
+ */
+const NOT_A_VALUE = /^\s*(?:$|[^\s"\-\d[{tfn])/;
+
+/**
+ * parseJson's refusal of a text NOT_A_VALUE finds, made without JSON.parse: its SyntaxError
+ * costs a stack trace, several times what parsing a small message does. No message: the engine
+ * answers -32700 without one, and safeJsonParse gives JSON.parse's own.
+ */
+const NO_VALUE = /* @__PURE__ */ new JsonRefusal('syntax', '');
+
+/**
  * safeJsonParse with the value itself as its answer, or a JsonRefusal: no object around every
  * message's value (the parse of each frame goes through here).
  */
 export function parseJson(text: string, maxDepth = Infinity, maxValues = Infinity): unknown {
   const refusal = refusalBeforeParse(text, maxDepth, maxValues);
   if (refusal !== undefined) return refusal;
+  if (NOT_A_VALUE.test(text)) return NO_VALUE;
   let value: unknown;
   try {
     value = JSON.parse(text);

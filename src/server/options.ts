@@ -9,6 +9,7 @@ import type { SubscriptionMethods } from './pubsub-service.js';
 import type { Session } from './session.js';
 import type { ClusterEventsOptions } from './lifecycle-options.js';
 import type { PerMessageDeflateOptions } from './deflate-options.js';
+import { DEFAULT_MESSAGE_COST_BYTES } from '../transport/ws-transport.js';
 
 /** What the authenticate hook sees of an upgrade request. */
 export interface UpgradeRequest {
@@ -209,6 +210,16 @@ export interface GatewayLimits {
    * refilled, so reconnecting does not refill it. 0 disables. Default 8 MiB (8 388 608).
    */
   bytesPerSecondPerIp?: number;
+  /**
+   * The least a WebSocket message costs against `bytesPerSecond` and `bytesPerSecondPerIp`,
+   * however few its bytes: each text or binary message, each ping and pong the peer sends, and
+   * each member of a batch after the first. Reading a frame, and refusing or answering what it
+   * carries, costs the gateway about as much as parsing this many bytes of an ordinary request,
+   * whatever the frame holds: without it a flood of empty frames costs the budget nothing. On a
+   * connection that negotiated `perMessageDeflate`, where inflating each message costs far more,
+   * a message costs at least 16 times this. 0: a message costs its bytes alone. Default 256.
+   */
+  messageCostBytes?: number;
   /**
    * Read-side back-pressure: once handling an incoming message leaves more than this many
    * bytes queued for a connection (WebSocket, TCP, stdio) that is not reading its replies, the
@@ -559,6 +570,7 @@ export const defaultLimits: Required<GatewayLimits> = {
   rateBurst: 2_000,
   bytesPerSecond: 1024 * 1024,
   bytesPerSecondPerIp: 8 * 1024 * 1024,
+  messageCostBytes: DEFAULT_MESSAGE_COST_BYTES,
   maxBufferedBytes: 4 * 1024 * 1024,
   maxBufferedBytesTotal: 512 * 1024 * 1024,
   endOfInputDeadlineMs: 30_000,
@@ -610,6 +622,7 @@ export const limitRules: Record<keyof GatewayLimits, LimitRule> = {
   rateBurst: { min: 1, max: MAX_INT, integer: false },
   bytesPerSecond: { min: 0, max: MAX_INT, integer: false },
   bytesPerSecondPerIp: { min: 0, max: MAX_INT, integer: false },
+  messageCostBytes: count(0),
   maxBufferedBytes: count(0),
   maxBufferedBytesTotal: count(0),
   endOfInputDeadlineMs: delay,

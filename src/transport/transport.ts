@@ -15,6 +15,12 @@ export interface Transport {
   readonly bufferedAmount: number;
   /** Attach the single consumer. Called once, right after construction. */
   listen(listener: TransportListener): void;
+  /**
+   * Count `count` more incoming messages against the transport's input budget, at the least a
+   * message costs each (the gateway's `limits.messageCostBytes`): the members of a batch after
+   * the first, known only once the frame is parsed. Absent: the transport has no such budget.
+   */
+  chargeMessages?(count: number): void;
 }
 
 /**

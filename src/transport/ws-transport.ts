@@ -39,6 +39,23 @@ export interface InputLimit {
   release?(): void;
 }
 
+/**
+ * The default of limits.messageCostBytes, the least bytes an incoming message costs its
+ * connection's input budget: reading an empty frame and answering it costs the gateway about
+ * what parsing and answering this many bytes of an ordinary request does (docs/performance.md,
+ * "The input budget's floor").
+ */
+export const DEFAULT_MESSAGE_COST_BYTES = 256;
+
+/**
+ * On a connection that negotiated permessage-deflate, the least a message costs its input
+ * budget is this many times the floor (`limits.messageCostBytes`): ws inflates every message
+ * of such a connection on its own (no context takeover), at a cost per message (about 200 µs,
+ * measured on Node 20) some 16 times that of reading and answering an empty frame on a plain
+ * one, whatever its size.
+ */
+export const DEFLATE_MESSAGE_COST_FACTOR = 16;
+
 /** One connection's input budget. */
 export interface InputBudget {
   /** Count `bytes` read: the ms to stop reading for before it has refilled, 0 for none. */
@@ -104,6 +121,7 @@ export class TransportSocket extends WebSocket {
       if (event === 'message') transport.onSocketMessage(first as RawData, second as boolean);
       else if (event === 'close') transport.onSocketClose(first as number, second as Buffer);
       else if (event === 'pong') transport.onPong(first as Buffer);
+      else if (event === 'ping') transport.onPing(first as Buffer);
       // 'close' always follows 'error'; handling it here is what keeps ws's emit from throwing.
       else if (event === 'error' && this.listenerCount('error') === 0) return true;
     }
@@ -243,6 +261,11 @@ interface WsShared {
   readonly maxBufferedBytes: number;
   /** The gateway's compressor of broadcasts, when compression is on. */
   readonly deflate: SharedDeflate | undefined;
+  /**
+   * The least bytes an incoming message costs the input budget (limits.messageCostBytes); on a
+   * connection that negotiated permessage-deflate, DEFLATE_MESSAGE_COST_FACTOR times this.
+   */
+  readonly messageCost: number;
   /** The node-wide output budget the transports that joined one (flag BUDGETED) report to. */
   budget?: BudgetLedger;
 }
@@ -258,17 +281,19 @@ function sharedOf(
   closeGraceMs: number,
   maxBufferedBytes: number,
   deflate: SharedDeflate | undefined,
+  messageCost: number,
 ): WsShared {
   const last = sharedByCounters.get(counters);
   if (
     last !== undefined &&
     last.closeGraceMs === closeGraceMs &&
     last.maxBufferedBytes === maxBufferedBytes &&
-    last.deflate === deflate
+    last.deflate === deflate &&
+    last.messageCost === messageCost
   ) {
     return last;
   }
-  const shared: WsShared = { counters, closeGraceMs, maxBufferedBytes, deflate };
+  const shared: WsShared = { counters, closeGraceMs, maxBufferedBytes, deflate, messageCost };
   sharedByCounters.set(counters, shared);
   return shared;
 }
@@ -308,7 +333,10 @@ const MAX_CORKED_BYTES = 64 * 1024;
  *
  * Input budget (`inputLimit`): a connection that sends more bytes than its budget allows has
  * its socket paused the same way, until the budget has refilled. The two pauses are separate
- * reasons: reading resumes once neither holds.
+ * reasons: reading resumes once neither holds. Each message costs its bytes, and at least
+ * `messageCostBytes` (DEFLATE_MESSAGE_COST_FACTOR times that with permessage-deflate): a text
+ * or binary message, a ping or pong the peer sends, and each member of a batch after the first
+ * (chargeMessages, told by the peer once it has parsed the batch).
  */
 export class WsTransport implements ServerTransport, BudgetMember {
   // Getters, not fields: nothing more to store per connection.
@@ -482,8 +510,10 @@ export class WsTransport implements ServerTransport, BudgetMember {
     deflate?: SharedDeflate,
     /** The bytes it may read (see InputLimit); undefined: no limit. */
     inputLimit?: InputLimit,
+    /** The least an incoming message costs that budget (limits.messageCostBytes). */
+    messageCostBytes = DEFAULT_MESSAGE_COST_BYTES,
   ) {
-    this.shared = sharedOf(counters, closeGraceMs, maxBufferedBytes, deflate);
+    this.shared = sharedOf(counters, closeGraceMs, maxBufferedBytes, deflate, messageCostBytes);
     // The socket reports to this transport through its own emit (TransportSocket).
     socket.rpcTransport = this;
     socket.inputLimit = inputLimit;
@@ -519,6 +549,39 @@ export class WsTransport implements ServerTransport, BudgetMember {
   onPong(data: Buffer): void {
     const expected = this.pingPayload;
     if (expected !== undefined && expected.equals(data)) this.alive = true;
+    this.spendControl(data);
+  }
+
+  /** @internal A ping from the peer (TransportSocket answers it): it costs the input budget. */
+  onPing(data: Buffer): void {
+    this.spendControl(data);
+  }
+
+  /** A control frame read costs the input budget as a message does: its bytes, at least the floor. */
+  private spendControl(data: Buffer): void {
+    const input = this.socket.inputLimit;
+    if (input === undefined) return;
+    const floor = this.messageCost;
+    this.spendInput(input, data.length > floor ? data.length : floor);
+  }
+
+  /**
+   * The least an incoming message costs the input budget: limits.messageCostBytes, or
+   * DEFLATE_MESSAGE_COST_FACTOR times that on a connection that negotiated permessage-deflate.
+   */
+  private get messageCost(): number {
+    const cost = this.shared.messageCost;
+    return this.flags & DEFLATE ? cost * DEFLATE_MESSAGE_COST_FACTOR : cost;
+  }
+
+  /**
+   * Count `count` more incoming messages against the input budget, at the least a message costs
+   * each: the members of a batch after the first, known only once the peer has parsed it (the
+   * frame was counted as one). Past the budget, what follows waits as after any message.
+   */
+  chargeMessages(count: number): void {
+    const input = this.socket.inputLimit;
+    if (input !== undefined && count > 0) this.spendInput(input, count * this.messageCost);
   }
 
   /** Report to the node-wide output budget from now on (GatewayLimits.maxBufferedBytesTotal). */
@@ -541,7 +604,13 @@ export class WsTransport implements ServerTransport, BudgetMember {
   onSocketMessage(data: RawData, isBinary = false): void {
     this.shared.counters.messagesIn++;
     const input = this.socket.inputLimit;
-    const throttled = input !== undefined && this.spendInput(input, byteLengthOf(data));
+    let throttled = false;
+    if (input !== undefined) {
+      // However few its bytes, a message costs what reading and answering one does.
+      const bytes = byteLengthOf(data);
+      const floor = this.messageCost;
+      throttled = this.spendInput(input, bytes > floor ? bytes : floor);
+    }
     const text = this.textOf(data, isBinary);
     if (text === undefined) return;
     // `ws` hands over every message of a chunk it has read, paused or not: keep them in order.

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { describe, it, expect, afterEach } from 'vitest';
+import { describe, it, expect, afterEach, vi } from 'vitest';
 import { exceedsDepth, safeJsonParse } from '../../src/protocol/safe-json.js';
 import { parseFrame } from '../../src/protocol/classify.js';
 import { createRawPeer } from '../support/peers.js';
@@ -292,5 +292,67 @@ describe('exceedsDepth', () => {
   it('does not throw on huge input', () => {
     expect(exceedsDepth('['.repeat(100_000), 10)).toBe(true);
     expect(exceedsDepth('"'.repeat(100_001), 10)).toBe(false);
+  });
+});
+
+describe('text that starts no JSON value', () => {
+  const notJson = ['', ' ', ' \t\r\n', 'x', ' \u00a0x', '\u0000', ']', '}{', 'undefined'];
+
+  it('is answered -32700 as ever, without calling JSON.parse (its SyntaxError costs a stack trace)', () => {
+    const parse = vi.spyOn(JSON, 'parse');
+    try {
+      for (const text of notJson) {
+        expect(parseFrame(text, { maxDepth: 64, maxJsonValues: 10_000 })).toEqual({
+          batch: false,
+          messages: [
+            {
+              kind: 'invalid',
+              version: '2.0',
+              id: null,
+              error: { code: -32700, message: 'Parse error' },
+            },
+          ],
+        });
+      }
+      expect(parse).not.toHaveBeenCalled();
+    } finally {
+      parse.mockRestore();
+    }
+  });
+
+  it('is still refused for its depth or its values first, as the scan before parsing finds them', () => {
+    expect(parseFrame('x' + '['.repeat(200), { maxDepth: 64 }).messages[0]).toMatchObject({
+      error: { code: -32600, data: { maxDepth: 64 } },
+    });
+    expect(parseFrame('x' + ',1'.repeat(50), { maxJsonValues: 10 }).messages[0]).toMatchObject({
+      error: { code: -32600, data: { maxJsonValues: 10 } },
+    });
+  });
+
+  it('gets from safeJsonParse what JSON.parse gives, its message included, for any text', () => {
+    const reference = (text: string) => {
+      try {
+        return { ok: true, value: JSON.parse(text) as unknown };
+      } catch (err) {
+        return { ok: false, reason: 'syntax', message: (err as Error).message };
+      }
+    };
+    const whitespace = fc.constantFrom(' ', '\t', '\n', '\r', '\u00a0', '\u2028', '\uFEFF', '\v');
+    const text = fc.oneof(
+      fc.string({ maxLength: 12 }),
+      fc.string({ unit: 'binary', maxLength: 12 }),
+      fc
+        .tuple(fc.array(whitespace, { maxLength: 3 }), fc.json({ maxDepth: 2 }))
+        .map(([lead, json]) => lead.join('') + json),
+      fc
+        .tuple(fc.array(whitespace, { maxLength: 3 }), fc.string({ maxLength: 4 }))
+        .map(([lead, rest]) => lead.join('') + rest),
+    );
+    fc.assert(
+      fc.property(text, (t) => {
+        expect(safeJsonParse(t)).toEqual(reference(t));
+      }),
+      { numRuns: 2000 },
+    );
   });
 });
