@@ -420,6 +420,7 @@ export class ConnectionIntake<C> {
       limits.maxBufferedBytes,
       this.deflate,
       this.inputLimitFor(remoteAddress),
+      limits.messageCostBytes,
     );
     const codec = this.codecs.get(ws.protocol);
     transport.setEncoding(codec ? { codec, maxDepth: limits.maxDepth } : this.jsonEncoding);

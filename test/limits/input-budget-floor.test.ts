@@ -26,10 +26,11 @@ const BURST = 2 * MAX_MESSAGE_BYTES;
 /** How many messages of the floor the burst pays for. */
 const AT_FLOOR = BURST / FLOOR;
 
-async function floorGateway() {
+async function floorGateway(messageCostBytes?: number) {
   const running = await res.gateway({
     heartbeatIntervalMs: 0,
     limits: {
+      ...(messageCostBytes === undefined ? {} : { messageCostBytes }),
       maxMessageBytes: MAX_MESSAGE_BYTES,
       // Refills nothing that matters while a test runs: no timing in the counts.
       bytesPerSecond: 1,
@@ -74,6 +75,14 @@ describe('limits.messageCostBytes (WebSocket input budget floor)', () => {
         error: { code: -32700, message: 'Parse error' },
       });
     }
+  });
+
+  it('charges the floor the gateway is given, not the default', async () => {
+    const running = await floorGateway(2 * FLOOR);
+    const { socket, transport, handled } = await connection(running);
+    for (let i = 0; i < 3 * AT_FLOOR; i++) socket.send('');
+    await waitUntil(() => transport.inputPaused, 'reading to pause');
+    expect(handled.count).toBe(AT_FLOOR / 2);
   });
 
   it('charges a pong the peer sends unasked the floor, and what follows waits', async () => {
