@@ -273,6 +273,8 @@ export class Gateway<C = unknown> {
       userOf: auth.userOf,
       issuedAtOf: config.identity.issuedAtOf,
       sessions: () => this.sessionTable.live.values(),
+      // The HTTP exchanges are made below, before any revocation can come.
+      exchanges: (target) => this.httpRpc.revoke(target),
     });
     const live = this.sessionTable.live;
     this.heartbeat = new Heartbeat(
@@ -441,6 +443,8 @@ export class Gateway<C = unknown> {
       userOf: auth.userOf,
       refused: (reason, status, remoteAddress) => {
         this.metrics.upgradeRejected(reason);
+        // A failed or timed-out hook is logged by runAuthenticate already.
+        if (reason === 'auth-error' || reason === 'auth-timeout') return;
         this.refusals.refused(
           { status, reason, transport: 'http', remoteAddress },
           'http request rejected',

@@ -15,6 +15,7 @@ import type { TrustedProxies } from './client-address.js';
 import { readBody } from './read-body.js';
 import { HttpExchangeTransport } from './http-exchange-transport.js';
 import { closeUnread } from './http-routes.js';
+import { REVOKED_CLOSE_CODE, revocationMark, revokedSince } from './revocation.js';
 
 /** Media types a JSON-RPC POST may carry (the JSON-RPC over HTTP description lists all three). */
 const JSON_TYPES = new Set(['application/json', 'application/json-rpc', 'application/jsonrequest']);
@@ -41,8 +42,10 @@ export interface HttpRpcDeps<C> {
    */
   userOf?: ((context: C) => string | undefined) | undefined;
   /**
-   * Told of an exchange refused past limits.maxConnectionsPerUser (`user-limit`), counted and
-   * logged as an upgrade's refusal is.
+   * Told of an exchange refused by a gate an upgrade also has, with the upgrade's reason
+   * (`draining`, admission's `origin`, `capacity`, `ip-limit`, `ip-rate`, authentication's
+   * `unauthenticated`, `auth-error`, `auth-timeout`, and `user-limit`): counted and logged as an
+   * upgrade's refusal is.
    */
   refused?: (reason: string, status: number, remoteAddress: string | undefined) => void;
   limits: Required<GatewayLimits>;
@@ -66,6 +69,23 @@ export interface HttpRpcDeps<C> {
    * close hook that does this for connections does not run.
    */
   ended(session: Session<C>): void;
+}
+
+/**
+ * A revocation's target among the exchanges in progress: one exchange by its session's id, or
+ * every exchange of a user but those `spare` keeps (credentials issued after the revocation).
+ */
+export interface ExchangeRevocation<C> {
+  session?: string | undefined;
+  user?: string | undefined;
+  reason: string;
+  spare?: ((context: C) => boolean) | undefined;
+}
+
+/** One exchange in progress: its session, and how a revocation ends it. */
+interface Exchange<C> {
+  readonly session: Session<C>;
+  readonly revoke: (reason: string) => void;
 }
 
 function send(
@@ -114,8 +134,13 @@ export class HttpRpc<C> {
 
   /** Requests being handled now; a drain waits for them. */
   private inFlight = 0;
-  /** Sessions of the exchanges in progress, so a shutdown can end them. */
-  private readonly sessions = new Set<Session<C>>();
+  /**
+   * The exchanges in progress by their session's id, so a shutdown can end them and
+   * revokeSession find one.
+   */
+  private readonly exchanges = new Map<string, Exchange<C>>();
+  /** The same exchanges by user (those with one), for revokeUser; a user's entry while it has one. */
+  private readonly byUser = new Map<string, Set<Exchange<C>>>();
 
   async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     this.inFlight++;
@@ -137,7 +162,9 @@ export class HttpRpc<C> {
 
   private async exchange(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { deps } = this;
+    const upgrade = describeUpgrade(req, 'http', deps.proxies);
     if (deps.isClosing()) {
+      deps.refused?.('draining', 503, upgrade.remoteAddress);
       return refuse(req, res, 503, 'Server shutting down\n', { 'retry-after': '1' });
     }
     const type = (req.headers['content-type'] ?? '').split(';', 1)[0]!.trim().toLowerCase();
@@ -147,9 +174,9 @@ export class HttpRpc<C> {
     const declared = Number(req.headers['content-length'] ?? 0);
     if (declared > deps.limits.maxMessageBytes) return this.tooLarge(req, res);
 
-    const upgrade = describeUpgrade(req, 'http', deps.proxies);
     const admitted = deps.admission.admit(upgrade);
     if (typeof admitted !== 'function') {
+      deps.refused?.(admitted.reason, admitted.status, upgrade.remoteAddress);
       return refuse(req, res, admitted.status, `${admitted.message}\n`, admitted.headers);
     }
     try {
@@ -168,6 +195,9 @@ export class HttpRpc<C> {
   ): Promise<void> {
     const { deps } = this;
     this.allowOrigin(req, res);
+    // Taken before the deny check: a revocation received from here until the exchange is in
+    // progress finds nothing to end, and is caught by revokedSince (run).
+    const mark = revocationMark();
     const auth = await runAuthenticate(
       deps.authenticate,
       upgrade,
@@ -175,6 +205,7 @@ export class HttpRpc<C> {
       deps.limits.authenticateTimeoutMs,
     );
     if (!auth.ok) {
+      deps.refused?.(auth.reason, auth.status, upgrade.remoteAddress);
       const text = `${auth.message ?? 'Internal server error'}\n`;
       return refuse(req, res, auth.status, text, auth.headers);
     }
@@ -185,6 +216,7 @@ export class HttpRpc<C> {
     } catch (err) {
       // A failing hook refuses the exchange (500), as it refuses an upgrade.
       deps.logger.error({ err }, 'userOf failed');
+      deps.refused?.('auth-error', 500, upgrade.remoteAddress);
       return refuse(req, res, 500, 'Internal server error\n');
     }
     // The user's count is checked and taken in this turn (nothing awaited in between), and held
@@ -194,10 +226,10 @@ export class HttpRpc<C> {
       deps.refused?.(tooMany.reason, tooMany.status, upgrade.remoteAddress);
       return refuse(req, res, tooMany.status, `${tooMany.message}\n`, tooMany.headers);
     }
-    if (user === undefined) return this.run(req, res, upgrade, context, undefined);
+    if (user === undefined) return this.run(req, res, upgrade, context, undefined, mark);
     deps.admission.users.opened(user);
     try {
-      await this.run(req, res, upgrade, context, user);
+      await this.run(req, res, upgrade, context, user, mark);
     } finally {
       deps.admission.users.closed(user);
     }
@@ -210,6 +242,8 @@ export class HttpRpc<C> {
     upgrade: UpgradeRequest,
     context: C,
     user: string | undefined,
+    /** revocationMark() before the exchange's deny check. */
+    mark: number,
   ): Promise<void> {
     const { deps } = this;
     // Undefined when there is none to answer: the client left (also while `authenticate` ran),
@@ -220,6 +254,12 @@ export class HttpRpc<C> {
       timedOut: () => deps.bodyTimedOut?.(upgrade.remoteAddress),
     });
     if (body === undefined) return;
+    // The user revoked on this node since its deny check: refused as the check would refuse it.
+    // Nothing is awaited from here until the exchange is in `exchanges`.
+    if (revokedSince(deps.authenticate, user, context, mark)) {
+      deps.refused?.('unauthenticated', 401, upgrade.remoteAddress);
+      return send(res, 401, 'revoked\n');
+    }
     const session = deps.newSession(
       context,
       upgrade.remoteAddress,
@@ -227,7 +267,15 @@ export class HttpRpc<C> {
       this.bucketFor(upgrade.remoteAddress),
       user,
     );
-    this.sessions.add(session);
+    const exchange: Exchange<C> = {
+      session,
+      // Its handlers are aborted and their results dropped; the caller is answered at once.
+      revoke: (reason) => {
+        session.close(REVOKED_CLOSE_CODE, reason);
+        send(res, 403, `${reason}\n`);
+      },
+    };
+    this.track(exchange, user);
     // A caller gone before its answer: stop the work done for it (handlers see ctx.signal).
     const abandon = (): void => {
       if (!res.writableFinished) session.close(CloseCode.GoingAway, 'client went away');
@@ -245,14 +293,58 @@ export class HttpRpc<C> {
       await untilIdle(session);
     } finally {
       res.off('close', abandon);
-      this.sessions.delete(session);
+      this.untrack(exchange, user);
       deps.ended(session);
     }
   }
 
   /** End every exchange still running (their handlers are aborted): the last step of a shutdown. */
   closeAll(): void {
-    for (const session of [...this.sessions]) session.close(CloseCode.GoingAway, 'server closed');
+    for (const { session } of [...this.exchanges.values()]) {
+      session.close(CloseCode.GoingAway, 'server closed');
+    }
+  }
+
+  /**
+   * End the exchanges in progress a revocation names (one by its session's id, or a user's):
+   * their handlers are aborted (ctx.signal), and a caller not yet answered gets 403 with the
+   * reason. Returns how many it ended.
+   */
+  revoke(target: ExchangeRevocation<C>): number {
+    const { session: id, user, reason, spare } = target;
+    let found: Iterable<Exchange<C>>;
+    if (typeof id === 'string') {
+      const one = this.exchanges.get(id);
+      found = one ? [one] : [];
+    } else if (typeof user === 'string') {
+      found = [...(this.byUser.get(user) ?? [])];
+    } else return 0;
+    let ended = 0;
+    for (const exchange of found) {
+      const { session } = exchange;
+      if (session.isClosed) continue;
+      if (id === undefined && spare?.(session.context)) continue;
+      session.logger.info({ reason }, 'session revoked');
+      exchange.revoke(reason);
+      ended++;
+    }
+    return ended;
+  }
+
+  private track(exchange: Exchange<C>, user: string | undefined): void {
+    this.exchanges.set(exchange.session.id, exchange);
+    if (user === undefined) return;
+    let ofUser = this.byUser.get(user);
+    if (!ofUser) this.byUser.set(user, (ofUser = new Set()));
+    ofUser.add(exchange);
+  }
+
+  private untrack(exchange: Exchange<C>, user: string | undefined): void {
+    this.exchanges.delete(exchange.session.id);
+    if (user === undefined) return;
+    const ofUser = this.byUser.get(user);
+    if (!ofUser?.delete(exchange) || ofUser.size > 0) return;
+    this.byUser.delete(user);
   }
 
   /**

@@ -170,7 +170,7 @@ export class GatewayMetrics {
     });
     this.rejectedUpgrades = new Counter({
       name: 'rpc_rejected_upgrades_total',
-      help: 'WebSocket upgrades refused, by reason.',
+      help: 'Connections refused before they opened (WebSocket upgrades, event streams, HTTP POST requests), by reason.',
       labelNames: ['reason'],
       registers,
     });

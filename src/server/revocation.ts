@@ -11,6 +11,7 @@ import {
   mergeDenials,
 } from '../pubsub/deny-list.js';
 import type { Denial } from '../pubsub/deny-list.js';
+import type { ExchangeRevocation } from './http-rpc.js';
 import type { UpgradeRequest } from './options.js';
 import type { Session } from './session.js';
 import { brokerUnavailable } from './session-router.js';
@@ -99,6 +100,11 @@ export interface RevocationDeps<C> {
   issuedAtOf: ((context: C) => number | undefined) | undefined;
   /** This node's open sessions. */
   sessions(): Iterable<Session<C>>;
+  /**
+   * End this node's HTTP POST exchanges in progress a revocation names (HttpRpc.revoke); returns
+   * how many. Their sessions are not among `sessions()`.
+   */
+  exchanges?: (target: ExchangeRevocation<C>) => number;
 }
 
 /** A close reason of at most 123 bytes, cut on a character boundary. */
@@ -219,8 +225,9 @@ export class Revocations<C> {
 
   /**
    * Close this node's sessions a revocation names (SessionRouterOptions.revoked): the session,
-   * or the user's sessions but those whose credentials were issued after the revocation.
-   * Returns how many it closed.
+   * or the user's sessions but those whose credentials were issued after the revocation; its
+   * HTTP POST exchanges in progress likewise (answered 403 with the reason). Returns how many it
+   * closed and ended.
    */
   readonly closeLocal = (revocation: Revocation): number => {
     const { session: id, user, revokedAt } = revocation;
@@ -242,6 +249,13 @@ export class Revocations<C> {
       session.close(REVOKED_CLOSE_CODE, reason);
       closed++;
     }
+    closed +=
+      this.deps.exchanges?.({
+        session: id,
+        user,
+        reason,
+        spare: (context) => this.issuedAfter(context, revokedAt),
+      }) ?? 0;
     return closed;
   };
 
