@@ -82,10 +82,11 @@ export interface ExchangeRevocation<C> {
   spare?: ((context: C) => boolean) | undefined;
 }
 
-/** One exchange in progress: its session, and how a revocation ends it. */
+/** One exchange in progress: its session, and how a revocation or the shutdown ends it. */
 interface Exchange<C> {
   readonly session: Session<C>;
   readonly revoke: (reason: string) => void;
+  readonly shutDown: () => void;
 }
 
 function send(
@@ -274,6 +275,12 @@ export class HttpRpc<C> {
         session.close(REVOKED_CLOSE_CODE, reason);
         send(res, 403, `${reason}\n`);
       },
+      // A call cut by the shutdown was not answered: 503, as a POST arriving while it drains,
+      // never the 204 of a notification accepted.
+      shutDown: () => {
+        send(res, 503, 'Server shutting down\n', { 'retry-after': '1' });
+        session.close(CloseCode.GoingAway, 'server closed');
+      },
     };
     this.track(exchange, user);
     // A caller gone before its answer: stop the work done for it (handlers see ctx.signal).
@@ -300,9 +307,7 @@ export class HttpRpc<C> {
 
   /** End every exchange still running (their handlers are aborted): the last step of a shutdown. */
   closeAll(): void {
-    for (const { session } of [...this.exchanges.values()]) {
-      session.close(CloseCode.GoingAway, 'server closed');
-    }
+    for (const exchange of [...this.exchanges.values()]) exchange.shutDown();
   }
 
   /**
