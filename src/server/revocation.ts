@@ -305,8 +305,20 @@ export class Revocations<C> {
     return !!seen && seen.receivedAt >= mark && !this.issuedAfter(context, seen.revokedAt);
   }
 
+  /**
+   * Whether `context`'s credentials were issued after `revokedAt`. An issuedAtOf that throws
+   * cannot show they were: the revocation applies (fail closed), and one session's failing hook
+   * does not stop the rest of the user's sessions and exchanges from being ended.
+   */
   private issuedAfter(context: C, revokedAt: number): boolean {
-    return issuedAfter(this.deps.issuedAtOf?.(context), revokedAt);
+    let issuedAt: number | undefined;
+    try {
+      issuedAt = this.deps.issuedAtOf?.(context);
+    } catch (err) {
+      this.deps.logger.error({ err }, 'identity.issuedAtOf failed: taken as issued before');
+      return false;
+    }
+    return issuedAfter(issuedAt, revokedAt);
   }
 
   /**

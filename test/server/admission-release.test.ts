@@ -104,7 +104,7 @@ function firstLine(port: number): Promise<unknown> {
 }
 
 describe('a revocation check that throws (identity.issuedAtOf)', () => {
-  it('refuses a TCP connection with a 500 line; its connection slot and user hold are given back', async () => {
+  it('refuses a TCP connection as revoked (fail closed); its connection slot and user hold are given back', async () => {
     const { gateway, broker } = await start();
     const { port } = await gateway.listenTcp(0, '127.0.0.1');
     const line = firstLine(port);
@@ -115,14 +115,14 @@ describe('a revocation check that throws (identity.issuedAtOf)', () => {
     broker.openAll();
     expect(await within(line, 'the refusal line')).toMatchObject({
       id: null,
-      error: { message: 'Internal server error', data: { status: 500 } },
+      error: { message: 'revoked', data: { status: 401 } },
     });
     expect(admissionOf(gateway).connections).toBe(0);
     await within(broker.dropped, "the gateway to drop ann's subscription");
     expect(gateway.sessions.size).toBe(0);
   });
 
-  it('refuses a WebSocket upgrade with 500; its connection slot and user hold are given back', async () => {
+  it('refuses a WebSocket upgrade as revoked, 401 (fail closed); its connection slot and user hold are given back', async () => {
     const { gateway, url, broker } = await start();
     const refused = openRawRpc(url).then(
       (socket) => {
@@ -135,8 +135,27 @@ describe('a revocation check that throws (identity.issuedAtOf)', () => {
     expect(admissionOf(gateway).connections).toBe(1);
     expect(await gateway.revokeUser('ann')).toBe(0);
     broker.openAll();
-    expect(await within(refused, 'the refusal')).toMatchObject({ status: 500 });
+    expect(await within(refused, 'the refusal')).toMatchObject({ status: 401 });
     expect(admissionOf(gateway).connections).toBe(0);
     await within(broker.dropped, "the gateway to drop ann's subscription");
+  });
+
+  it('a revocation ends every session of the user even when issuedAtOf throws for them', async () => {
+    const started = await startGateway<Ctx>({
+      authenticate: () => ({ user: 'ann' }),
+      userOf: (context) => context.user,
+      identity: {
+        issuedAtOf: () => {
+          throw new Error('no issue time');
+        },
+      },
+      limits: { connectionsPerSecondPerIp: 0 },
+    });
+    running.push(started);
+    const first = await openRawRpc(started.url);
+    const second = await openRawRpc(started.url);
+    expect(await started.gateway.revokeUser('ann')).toBe(2);
+    expect((await within(first.closed, 'the first close')).code).toBe(4403);
+    expect((await within(second.closed, 'the second close')).code).toBe(4403);
   });
 });
