@@ -66,10 +66,9 @@ afterEach(async () => {
 });
 
 /** A gateway where everyone is `ann`, whose `identity.issuedAtOf` always throws. */
-async function start(): Promise<{ gateway: Gateway<Ctx>; url: string; broker: HeldUserBroker }> {
-  const broker = new HeldUserBroker();
+async function annGateway(broker?: MemoryBroker): Promise<RunningGateway<Ctx>> {
   const started = await startGateway<Ctx>({
-    broker,
+    ...(broker ? { broker } : {}),
     authenticate: () => ({ user: 'ann' }),
     userOf: (context) => context.user,
     identity: {
@@ -80,7 +79,14 @@ async function start(): Promise<{ gateway: Gateway<Ctx>; url: string; broker: He
     limits: { connectionsPerSecondPerIp: 0 },
   });
   running.push(started);
-  return { gateway: started.gateway, url: started.url, broker };
+  return started;
+}
+
+/** annGateway on a broker that holds the node's subscription for ann until the test says. */
+async function start(): Promise<{ gateway: Gateway<Ctx>; url: string; broker: HeldUserBroker }> {
+  const broker = new HeldUserBroker();
+  const { gateway, url } = await annGateway(broker);
+  return { gateway, url, broker };
 }
 
 function admissionOf(gateway: Gateway<Ctx>): Admission {
@@ -141,17 +147,7 @@ describe('a revocation check that throws (identity.issuedAtOf)', () => {
   });
 
   it('a revocation ends every session of the user even when issuedAtOf throws for them', async () => {
-    const started = await startGateway<Ctx>({
-      authenticate: () => ({ user: 'ann' }),
-      userOf: (context) => context.user,
-      identity: {
-        issuedAtOf: () => {
-          throw new Error('no issue time');
-        },
-      },
-      limits: { connectionsPerSecondPerIp: 0 },
-    });
-    running.push(started);
+    const started = await annGateway();
     const first = await openRawRpc(started.url);
     const second = await openRawRpc(started.url);
     expect(await started.gateway.revokeUser('ann')).toBe(2);
