@@ -557,12 +557,19 @@ export class WsTransport implements ServerTransport, BudgetMember {
     this.spendControl(data);
   }
 
-  /** A control frame read costs the input budget as a message does: its bytes, at least the floor. */
+  /** A control frame read costs the input budget as a message does. */
   private spendControl(data: Buffer): void {
     const input = this.socket.inputLimit;
-    if (input === undefined) return;
+    if (input !== undefined) this.spendMessage(input, data.length);
+  }
+
+  /**
+   * One message read: its bytes, at least the floor (however few its bytes, a message costs
+   * what reading and answering one does). True when reading must pause for the budget.
+   */
+  private spendMessage(input: InputLimit | InputReading, bytes: number): boolean {
     const floor = this.messageCost;
-    this.spendInput(input, data.length > floor ? data.length : floor);
+    return this.spendInput(input, bytes > floor ? bytes : floor);
   }
 
   /**
@@ -604,13 +611,7 @@ export class WsTransport implements ServerTransport, BudgetMember {
   onSocketMessage(data: RawData, isBinary = false): void {
     this.shared.counters.messagesIn++;
     const input = this.socket.inputLimit;
-    let throttled = false;
-    if (input !== undefined) {
-      // However few its bytes, a message costs what reading and answering one does.
-      const bytes = byteLengthOf(data);
-      const floor = this.messageCost;
-      throttled = this.spendInput(input, bytes > floor ? bytes : floor);
-    }
+    const throttled = input !== undefined && this.spendMessage(input, byteLengthOf(data));
     const text = this.textOf(data, isBinary);
     if (text === undefined) return;
     // `ws` hands over every message of a chunk it has read, paused or not: keep them in order.
