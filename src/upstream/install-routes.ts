@@ -1,5 +1,6 @@
 import { nanoid } from 'nanoid';
 import type { Logger } from '../peer/logger.js';
+import { logNoise } from '../peer/noise-log.js';
 import type { HandlerContext } from '../peer/handler-context.js';
 import type { Handler } from '../peer/method-registry.js';
 import type { Params } from '../protocol/types.js';
@@ -14,6 +15,22 @@ import type { UpstreamEndpoint } from './upstream-endpoint.js';
 import { UpstreamError } from './upstream-error.js';
 import { upstreamMetrics } from './upstream-metrics.js';
 import type { RouteConfig, UpstreamConfig, UpstreamsConfig } from './upstreams-config.js';
+
+/**
+ * The most characters of a client's method name a log line or a span attribute carries, by
+ * default: the client chooses the name, as long as its message may be.
+ */
+export const MAX_SHOWN_METHOD_CHARS = 256;
+
+export interface UpstreamRouteDeps {
+  logger: Logger;
+  tracing: Tracing;
+  /**
+   * The most characters of a method name a failure's log line or a span's `rpc.method` carries
+   * (default MAX_SHOWN_METHOD_CHARS); a longer one is cut there, its length logged beside it.
+   */
+  maxShownMethodChars?: number;
+}
 
 export interface UpstreamRoutes {
   /** The upstreams by name (hooks call theirs through these). */
@@ -38,7 +55,7 @@ export function installUpstreamRoutes(
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any context type
   gateway: Gateway<any>,
   config: UpstreamsConfig,
-  deps: { logger: Logger; tracing: Tracing },
+  deps: UpstreamRouteDeps,
 ): UpstreamRoutes {
   const observer = upstreamMetrics(gateway.metrics.registry);
   const maxReplyBytes = gateway.config.limits.maxMessageBytes;
@@ -48,13 +65,15 @@ export function installUpstreamRoutes(
   }
   const identity = new IdentityHeaders(gateway.config.auth.userOf, deps.logger);
   const exposeDetails = gateway.config.protocol.exposeErrorDetails;
+  const failures = new FailureLog(deps.maxShownMethodChars ?? MAX_SHOWN_METHOD_CHARS);
   const removers = config.routes.map((route) => {
     const handler = routeHandler(
       route,
       upstreams.get(route.upstream)!,
       identity,
       exposeDetails,
-      deps,
+      failures,
+      deps.tracing,
     );
     return route.pattern.endsWith('*')
       ? gateway.registry.prefix(route.pattern.slice(0, -1), handler)
@@ -102,12 +121,55 @@ function endpointFor(
     : new NatsUpstreamClient({ ...common, servers: upstream.servers, subject: upstream.subject });
 }
 
+/**
+ * The log of routed calls that failed without the upstream's answer. A client makes such
+ * failures at will (calls past its shares, calls to an upstream that is down or slow, with any
+ * method name), so: a refusal (-32013) is not logged, as nothing was sent (it is counted in
+ * `wsrpc_upstream_requests_total{outcome="busy"}`); the other failures are a session's noise
+ * (logNoise: its first NOISE_WARN_LIMIT at warn, then debug); a method name is cut to `maxChars`.
+ */
+class FailureLog {
+  /** Failures logged per session. */
+  private readonly counts = new WeakMap<object, number>();
+
+  constructor(readonly maxChars: number) {}
+
+  failed(
+    ctx: HandlerContext<Session<unknown>>,
+    route: RouteConfig,
+    requestId: string | undefined,
+    err: UpstreamError,
+  ): void {
+    if (err.failure === 'busy') return;
+    const count = (this.counts.get(ctx.session) ?? 0) + 1;
+    this.counts.set(ctx.session, count);
+    const fields: Record<string, unknown> = {
+      upstream: err.upstream,
+      route: route.pattern,
+      method: this.shown(ctx.method),
+      requestId,
+      reason: err.reason,
+      detail: err.detail,
+    };
+    if (ctx.method.length > this.maxChars) fields['methodChars'] = ctx.method.length;
+    logNoise(ctx.logger, count, fields, 'upstream request failed');
+  }
+
+  /** `method` whole up to `maxChars`, else cut there (never inside a surrogate pair). */
+  shown(method: string): string {
+    if (method.length <= this.maxChars) return method;
+    const last = method.charCodeAt(this.maxChars - 1);
+    return method.slice(0, last >= 0xd800 && last <= 0xdbff ? this.maxChars - 1 : this.maxChars);
+  }
+}
+
 function routeHandler(
   route: RouteConfig,
   endpoint: UpstreamEndpoint,
   identity: IdentityHeaders,
   exposeDetails: boolean,
-  deps: { logger: Logger; tracing: Tracing },
+  failures: FailureLog,
+  tracing: Tracing,
 ): Handler<Session<unknown>> {
   const { timeoutMs, idempotent } = route;
   /** The call itself; `traceparent` is the one the upstream gets, `span` the client span's. */
@@ -140,31 +202,29 @@ function routeHandler(
     } catch (err) {
       span?.setError(err);
       if (!(err instanceof UpstreamError)) throw err;
-      ctx.logger.warn(
-        {
-          upstream: err.upstream,
-          method: ctx.method,
-          requestId: headers['x-request-id'],
-          reason: err.reason,
-          detail: err.detail,
-        },
-        'upstream request failed',
-      );
+      failures.failed(ctx, route, headers['x-request-id'], err);
       throw exposeDetails ? err.withDetail() : err;
     }
   };
   // Tracing off: no spans to open, and the client's traceparent, if any, goes on as it came
   // (what noTracing's spans would pass through), without the spans' closures per call.
-  if (deps.tracing === noTracing) {
+  if (tracing === noTracing) {
     return (params, ctx) => forward(params, ctx, ctx.traceparent, undefined);
   }
-  const spanName = `upstream.request ${route.upstream}`;
+  // Named after the route, not the client's method name: a prefix route serves any number of
+  // names, and span names should be few (OpenTelemetry's RPC conventions). The name itself is
+  // `rpc.method`, cut as in the log.
+  const callName = `rpc.call ${route.pattern}`;
+  const requestName = `upstream.request ${route.upstream}`;
   return (params: unknown, ctx: HandlerContext<Session<unknown>>) => {
-    const attributes = { 'rpc.method': ctx.method, 'wsrpc.upstream': route.upstream };
+    const attributes = {
+      'rpc.method': failures.shown(ctx.method),
+      'wsrpc.upstream': route.upstream,
+    };
     // The call as the gateway serves it (server span), and inside it the request to the upstream
     // (client span), whose traceparent the upstream gets.
-    return deps.tracing.span(`rpc.call ${ctx.method}`, attributes, ctx.traceparent, (call) =>
-      deps.tracing.span(spanName, attributes, call.traceparent, (span) =>
+    return tracing.span(callName, attributes, ctx.traceparent, (call) =>
+      tracing.span(requestName, attributes, call.traceparent, (span) =>
         forward(params, ctx, span.traceparent, span),
       ),
     );

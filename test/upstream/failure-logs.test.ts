@@ -1,0 +1,183 @@
+// What the gateway logs about routed calls that fail without an upstream's answer: a client can
+// make such failures at will (a call past its share, a call to an upstream that is down), so
+// none of them may make a log line per call at warn, nor put its whole method name in one.
+import { createServer } from 'node:http';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import fc from 'fast-check';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { NOISE_WARN_LIMIT } from '../../src/peer/noise-log.js';
+import { MAX_SHOWN_METHOD_CHARS } from '../../src/upstream/install-routes.js';
+import { CaptureLogger, logged } from '../support/logging.js';
+import type { LogRecord } from '../support/logging.js';
+import { Resources } from '../support/resources.js';
+import { waitFor } from '../support/waiting.js';
+import { clientFrom, expectUpstreamBusy, startHeldUpstream } from './held-upstream.js';
+import type { HeldUpstream, LoopbackClient } from './held-upstream.js';
+import { startRoutedGateway } from './routed-gateway.js';
+import type { RoutedGateway } from './routed-gateway.js';
+
+const FAILED = 'upstream request failed';
+/** A method name far longer than a log line should carry. */
+const LONG = 'down.' + 'x'.repeat(4_000);
+
+/** An upstream that answers every request 502 without a JSON-RPC body: -32011 for each call. */
+async function startDownUpstream(): Promise<{ url: string; server: Server }> {
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(502).end('bad gateway'));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}/rpc`, server };
+}
+
+const logger = new CaptureLogger();
+const res = new Resources();
+let held: HeldUpstream;
+let down: { url: string; server: Server };
+let running: RoutedGateway;
+let holder: LoopbackClient;
+let holding: Promise<unknown>;
+
+beforeAll(async () => {
+  held = await startHeldUpstream();
+  down = await startDownUpstream();
+  running = await startRoutedGateway(
+    {
+      // One call in flight at most: while the holder's call is held, every other one is refused.
+      upstreams: { held: { url: held.url, maxConcurrent: 1 }, down: { url: down.url } },
+      methods: { 'held.*': 'held', 'down.*': 'down' },
+    },
+    { logger },
+  );
+  holder = await clientFrom(new Resources(), running.url, '127.0.0.1');
+  holding = holder.request('held.hold');
+  await waitFor(() => held.held.length === 1, 'the holder to take the one slot');
+});
+
+afterEach(async () => {
+  await res.cleanup();
+  await waitFor(() => running.gateway.sessions.size === 1, "the test's sessions to close");
+  logger.records.splice(0);
+});
+
+afterAll(async () => {
+  held.release();
+  await holding;
+  holder.socket.close();
+  await running.close();
+  await held.stop();
+  await new Promise((resolve) => down.server.close(resolve));
+});
+
+/** A fresh session of this file's gateway, closed after the test. */
+const session = (): Promise<LoopbackClient> => clientFrom(res, running.url, '127.0.0.1');
+
+const warnings = (records: readonly LogRecord[]) => records.filter((r) => r.level === 'warn');
+
+async function busyCount(): Promise<number> {
+  const text = await running.gateway.metrics.registry.metrics();
+  const match = /wsrpc_upstream_requests_total\{upstream="held",outcome="busy"\} (\d+)/.exec(text);
+  return match ? Number(match[1]) : 0;
+}
+
+describe('logs of routed calls that fail', () => {
+  it('a flood of -32013 refusals logs nothing at warn; each is counted as busy', async () => {
+    const before = await busyCount();
+    const flood = 60;
+    const clients = await Promise.all([session(), session()]);
+    for (const client of clients) {
+      const replies = await Promise.all(
+        Array.from({ length: flood / 2 }, () => client.request('held.' + 'y'.repeat(4_000))),
+      );
+      for (const reply of replies) expectUpstreamBusy(reply, 'held', 'maxConcurrent', 1);
+    }
+    expect(warnings(logger.records)).toEqual([]);
+    expect(logged(logger.records, FAILED)).toEqual([]);
+    expect((await busyCount()) - before).toBe(flood);
+  });
+
+  it('other failures: the first NOISE_WARN_LIMIT of a session at warn, the rest at debug, per session', async () => {
+    const first = await session();
+    const calls = NOISE_WARN_LIMIT + 15;
+    for (let i = 0; i < calls; i++) {
+      expect((await first.request('down.get')).error).toMatchObject({ code: -32011 });
+    }
+    const levels = logged(logger.records, FAILED).map((r) => r.level);
+    expect(levels).toEqual([
+      ...Array<string>(NOISE_WARN_LIMIT).fill('warn'),
+      ...Array<string>(calls - NOISE_WARN_LIMIT).fill('debug'),
+    ]);
+    // The last warn line says the rest go to debug.
+    expect(logged(logger.records, FAILED)[NOISE_WARN_LIMIT - 1]!.obj).toMatchObject({
+      moreAtDebug: true,
+    });
+    // Another session has a count of its own.
+    const second = await session();
+    expect((await second.request('down.get')).error).toMatchObject({ code: -32011 });
+    expect(logged(logger.records, FAILED).at(-1)!.level).toBe('warn');
+  });
+
+  it('a long method name is logged cut, with the route and the name length', async () => {
+    const client = await session();
+    expect((await client.request(LONG)).error).toMatchObject({ code: -32011 });
+    const [record] = logged(logger.records, FAILED);
+    const fields = record!.obj as Record<string, unknown>;
+    expect(fields).toMatchObject({ upstream: 'down', route: 'down.*', methodChars: LONG.length });
+    expect(fields['method']).toBe(LONG.slice(0, MAX_SHOWN_METHOD_CHARS));
+    expect(JSON.stringify(record).length).toBeLessThan(2 * MAX_SHOWN_METHOD_CHARS + 1_000);
+  });
+
+  it('model: over any sequence of refusals and failures across sessions, busy logs nothing and each session has NOISE_WARN_LIMIT warn lines, then debug', async () => {
+    const step = fc.record({
+      session: fc.integer({ min: 0, max: 2 }),
+      busy: fc.boolean(),
+      long: fc.boolean(),
+    });
+    await fc.assert(
+      fc.asyncProperty(fc.array(step, { maxLength: 40 }), async (steps) => {
+        const runRes = new Resources();
+        try {
+          const sessions = await Promise.all(
+            [0, 1, 2].map(() => clientFrom(runRes, running.url, '127.0.0.1')),
+          );
+          logger.records.splice(0);
+          // The model: each session's count of failures other than busy.
+          const failures = [0, 0, 0];
+          const expected: { level: string; count: number; methodChars?: number }[] = [];
+          for (const { session: at, busy, long } of steps) {
+            const name = long ? LONG : 'down.get';
+            const method = busy ? name.replace(/^down\./, 'held.') : name;
+            const reply = await sessions[at]!.request(method);
+            expect(reply.error?.code).toBe(busy ? -32013 : -32011);
+            if (busy) continue;
+            const count = ++failures[at]!;
+            expected.push({
+              level: count <= NOISE_WARN_LIMIT ? 'warn' : 'debug',
+              count,
+              ...(long ? { methodChars: LONG.length } : {}),
+            });
+          }
+          const seen = logged(logger.records, FAILED).map((r) => {
+            const fields = r.obj as { count: number; method: string; methodChars?: number };
+            expect(fields.method.length).toBeLessThanOrEqual(MAX_SHOWN_METHOD_CHARS);
+            return {
+              level: r.level,
+              count: fields.count,
+              ...(fields.methodChars === undefined ? {} : { methodChars: fields.methodChars }),
+            };
+          });
+          expect(seen).toEqual(expected);
+          expect(warnings(logger.records)).toHaveLength(
+            expected.filter((e) => e.level === 'warn').length,
+          );
+        } finally {
+          await runRes.cleanup();
+          await waitFor(() => running.gateway.sessions.size === 1, "the run's sessions to close");
+        }
+      }),
+      { numRuns: 15 },
+    );
+  });
+});
