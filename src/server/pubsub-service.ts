@@ -117,6 +117,12 @@ export class PubSubService<C> {
   private readonly prefixes: TopicDefinition<C>[] = [];
   private readonly streams = new Map<string, { handler: StreamHandler<C>; flow: FlowControl }>();
   private readonly tables = new Map<Session<C>, SessionTable>();
+  /**
+   * How many times each session's context was replaced while it could have calls under way (a
+   * refresh, which `reauthorize` is told of): a call that weighed a topic against the session's
+   * identity and then awaited compares it before it takes effect (see `takeEffect`).
+   */
+  private readonly refreshes = new WeakMap<Session<C>, number>();
   private readonly head: string;
   /** What every topic subscription's end tells (one object for all of them). */
   private readonly topicEnds: TopicEnds<C>;
@@ -396,16 +402,26 @@ export class PubSubService<C> {
     if (stream) {
       this.checkLimit(table); // before the handler, so a refused subscribe has no side effects
       const streamCtx = new StreamContext(ctx);
+      // Before the handler weighs the topic it stands for (`$presence`), if it does.
+      const seen = this.refreshesOf(session);
       try {
         const returned = stream.handler(request.params, streamCtx);
         if (isObservable(returned)) {
           return this.startStream(session, table, returned, stream.flow, ctx, streamCtx);
         }
         const source = from(await returned);
-        // Cancelled (rpc.cancel) or closed while the handler was building it: never started.
-        throwIfCancelled(ctx);
-        const current = this.requireTable(session);
-        return this.startStream(session, current, source, stream.flow, ctx, streamCtx);
+        const standsFor = streamCtx.standsFor;
+        const weighed: Weighed | undefined = standsFor && {
+          seen,
+          topic: standsFor.topic,
+          again: () => standsFor.mayGoOn(),
+        };
+        return await this.takeEffect(session, weighed, () => {
+          // Cancelled (rpc.cancel) or closed while the handler was building it: never started.
+          throwIfCancelled(ctx);
+          const current = this.requireTable(session);
+          return this.startStream(session, current, source, stream.flow, ctx, streamCtx);
+        });
       } catch (err) {
         streamCtx.end();
         throw err;
@@ -414,16 +430,16 @@ export class PubSubService<C> {
     this.checkTopicName(request.name);
     const definition = this.resolveTopic(request.name);
     if (!definition) throw new InvalidParamsError('Unknown topic', { topic: request.name });
+    const weighed = this.weighing(session, request.name, () =>
+      this.mayUseTopic(session, request.name, definition, request.params, true),
+    );
     const allowed = await this.mayUseTopic(session, request.name, definition, request.params);
     throwIfCancelled(ctx);
-    if (!allowed) {
-      throw new ServerError(ErrorCode.Unauthorized, 'Not authorized for this topic', {
-        topic: request.name,
-      });
-    }
+    if (!allowed) throw notAuthorized(request.name);
     return this.holdAndStart(request.name, request.name, session, table, definition.flow, ctx, {
       request,
       kept: keptParams(definition, request.params),
+      weighed,
     });
   }
 
@@ -437,18 +453,21 @@ export class PubSubService<C> {
     this.checkTopicName(request.topic);
     const definition = this.resolveTopic(request.topic);
     if (!definition) throw new InvalidParamsError('Unknown topic', { topic: request.topic });
+    const weighed = this.weighing(session, request.topic, () =>
+      this.mayUseTopic(session, request.topic, definition, undefined, true),
+    );
     const allowed = await this.mayUseTopic(session, request.topic, definition, undefined);
     throwIfCancelled(ctx);
-    if (!allowed) {
-      throw new ServerError(ErrorCode.Unauthorized, 'Not authorized for this topic', {
-        topic: request.topic,
-      });
-    }
+    if (!allowed) throw notAuthorized(request.topic);
     const slots = this.historySlotsOf(this.requireTable(session));
-    return readTopicHistory(this.historyReads, slots, request, ctx.signal).catch((err: unknown) => {
-      throwIfCancelled(ctx);
-      throw this.brokerUnavailable(err, request.topic, 'history was not read');
-    });
+    const page = await readTopicHistory(this.historyReads, slots, request, ctx.signal).catch(
+      (err: unknown) => {
+        throwIfCancelled(ctx);
+        throw this.brokerUnavailable(err, request.topic, 'history was not read');
+      },
+    );
+    // The page is the call's effect: a refresh since the check weighs it as it would a subscribe.
+    return this.takeEffect(session, weighed, () => page);
   }
 
   /** The session's claims (`topicsOf`), then the topic's own `authorize`: both must allow. */
@@ -520,9 +539,11 @@ export class PubSubService<C> {
     this.checkTopicName(topic);
     const definition = this.resolveTopic(topic);
     if (!definition) throw new InvalidParamsError('Unknown topic', { topic });
+    const weighed = this.weighing(session, topic, () =>
+      this.mayUseTopic(session, topic, definition, undefined, true),
+    );
     const allowed = await this.mayUseTopic(session, topic, definition, undefined);
-    if (!allowed)
-      throw new ServerError(ErrorCode.Unauthorized, 'Not authorized for this topic', { topic });
+    if (!allowed) throw notAuthorized(topic);
     const table = this.requireTable(session);
     let start: (() => void) | undefined;
     const ctx: TopicContext = {
@@ -538,6 +559,7 @@ export class PubSubService<C> {
     };
     const id = await this.holdAndStart(topic, topic, session, table, definition.flow, ctx, {
       request,
+      weighed,
     });
     if (table.subscriptions.has(id)) {
       announce(id);
@@ -579,6 +601,9 @@ export class PubSubService<C> {
    * `standsFor`); other streams and `$inbox` are not topics the claims name.
    */
   async reauthorize(session: Session<C>): Promise<void> {
+    // In the turn the table is read: a call under way that weighed the old context has either
+    // taken effect (it is in the table, weighed below) or sees this when it does (takeEffect).
+    this.refreshes.set(session, this.refreshesOf(session) + 1);
     const table = this.tables.get(session);
     if (!table) return;
     const checks = [...table.subscriptions].map(async ([id, subscription]) => {
@@ -691,25 +716,58 @@ export class PubSubService<C> {
       // The broker is down: worth retrying (-32009), unlike an Internal error.
       throw this.brokerUnavailable(err, name, 'could not subscribe');
     }
-    if (this.tables.get(session) !== table) {
-      // The connection closed while the broker was subscribing.
-      table.topicBytes -= bytes;
-      this.registry.release(topic);
-      throw new ConnectionClosedError();
-    }
     try {
-      // Cancelled while the broker was subscribing: the caller is answered -32001, so nothing
-      // may stay behind.
-      throwIfCancelled(ctx);
-      const id = this.startTopic(topic, bytes, table, flow, ctx, start);
-      this.watchTopicSubscription(session, topic, id, table);
-      return id;
+      return await this.takeEffect(session, start.weighed, () => {
+        // The connection closed while the broker was subscribing.
+        if (this.tables.get(session) !== table) throw new ConnectionClosedError();
+        // Cancelled while the broker was subscribing: the caller is answered -32001, so nothing
+        // may stay behind.
+        throwIfCancelled(ctx);
+        const id = this.startTopic(topic, bytes, table, flow, ctx, start);
+        this.watchTopicSubscription(session, topic, id, table);
+        return id;
+      });
     } catch (err) {
-      // Cancelled, or another subscribe took the last slot while the broker was subscribing.
+      // Refused by a refresh, closed, cancelled, or another subscribe took the last slot while
+      // the broker was subscribing.
       table.topicBytes -= bytes;
       this.registry.release(topic);
       throw err;
     }
+  }
+
+  /** Refreshes `session` has had (see `refreshes`). */
+  private refreshesOf(session: Session<C>): number {
+    return this.refreshes.get(session) ?? 0;
+  }
+
+  /**
+   * What a call that is about to weigh `topic` keeps to weigh it again (`again`, as a refresh's
+   * re-check) should a refresh land before it takes effect. Taken before the first check reads
+   * the session's identity.
+   */
+  private weighing(session: Session<C>, topic: string, again: () => Promise<boolean>): Weighed {
+    return { seen: this.refreshesOf(session), topic, again };
+  }
+
+  /**
+   * Run `effect` (start a subscription, answer a read) once the topic is allowed by the identity
+   * in force: when refreshes landed since `weighed` was taken (a refresh's `reauthorize` weighs
+   * only what the session's table holds, not a call still awaiting), `again` is asked under the
+   * current identity, as often as refreshes land during the asking. `effect` runs in the turn of
+   * the last comparison, so no refresh falls between the check and the effect; a refusal is
+   * -32004 and `effect` never runs. No `weighed`: nothing to weigh (`$inbox`, plain streams).
+   */
+  private async takeEffect<T>(
+    session: Session<C>,
+    weighed: Weighed | undefined,
+    effect: () => T,
+  ): Promise<T> {
+    while (weighed && weighed.seen !== this.refreshesOf(session)) {
+      weighed.seen = this.refreshesOf(session);
+      if (!(await weighed.again())) throw notAuthorized(weighed.topic);
+    }
+    return effect();
   }
 
   private startTopic(
@@ -1013,6 +1071,24 @@ interface TopicStart {
   starting?: (request: SubscribeRequest) => SubscribeRequest;
   /** What the subscription holds of the subscribe's params (keptParams). */
   kept?: KeptParams;
+  /** The topic check made before the subscribe awaited, asked again after a refresh (takeEffect). */
+  weighed?: Weighed;
+}
+
+/**
+ * A topic check a call made against the session's identity before it awaited: `seen`, the
+ * session's refreshes then (PubSubService.refreshes); `again`, the check under the identity in
+ * force, as a refresh's re-check (`authorize` is told `refresh: true`).
+ */
+interface Weighed {
+  seen: number;
+  readonly topic: string;
+  readonly again: () => Promise<boolean>;
+}
+
+/** -32004 for a topic the session's identity does not allow. */
+function notAuthorized(topic: string): ServerError {
+  return new ServerError(ErrorCode.Unauthorized, 'Not authorized for this topic', { topic });
 }
 
 /**
