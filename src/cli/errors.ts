@@ -1,4 +1,5 @@
 import { JsonRpcError } from '../protocol/errors.js';
+import { terminalText } from './terminal-text.js';
 
 /** The CLI's exit codes (also listed in the help text). */
 export const ExitCode = {
@@ -48,6 +49,8 @@ export interface Output {
 /**
  * Print `err` for a person, never with a stack trace, and return the exit code.
  * JSON-RPC errors are printed as `error CODE: MESSAGE` and, when present, `data: JSON`.
+ * What a server wrote is printed through terminalText: its control characters escaped, cut to
+ * MAX_TERMINAL_TEXT (JSON.stringify leaves the C1 range and DEL as they are, so `data` too).
  */
 export function reportFailure(err: unknown, stderr: Output): number {
   if (err instanceof UsageError) {
@@ -56,16 +59,18 @@ export function reportFailure(err: unknown, stderr: Output): number {
     return ExitCode.Usage;
   }
   if (err instanceof JsonRpcError) {
-    stderr.write(`error ${err.code}: ${err.message}\n`);
-    if (err.data !== undefined) stderr.write(`data: ${JSON.stringify(err.data)}\n`);
+    stderr.write(`error ${err.code}: ${terminalText(err.message)}\n`);
+    if (err.data !== undefined) stderr.write(`data: ${terminalText(JSON.stringify(err.data))}\n`);
     const hint = hints.get(err);
     if (hint !== undefined) stderr.write(`wsrpc: ${hint}\n`);
     return ExitCode.RpcError;
   }
   if (err instanceof ConnectionError) {
-    stderr.write(`wsrpc: ${err.message}\n`);
+    // The server's parts of the message were escaped and cut where they were put in; escaping
+    // the whole line as well covers what Node or ws quote from the server in their own errors.
+    stderr.write(`wsrpc: ${terminalText(err.message, Infinity)}\n`);
     return ExitCode.Unreachable;
   }
-  stderr.write(`wsrpc: unexpected failure: ${messageOf(err)}\n`);
+  stderr.write(`wsrpc: unexpected failure: ${terminalText(messageOf(err))}\n`);
   return ExitCode.Unreachable;
 }

@@ -10,7 +10,12 @@ import type { Endpoint } from './endpoint.js';
 import { ConnectionError } from './errors.js';
 import { MAX_DEPTH, MAX_MESSAGE_BYTES, nestedTooDeep } from './limits.js';
 import type { HttpAnswer } from './network-messages.js';
-import { describeHttpStatus, describeNetworkError, timeoutMessage } from './network-messages.js';
+import {
+  bodySnippet,
+  describeHttpStatus,
+  describeNetworkError,
+  timeoutMessage,
+} from './network-messages.js';
 import { readBody } from './read-body.js';
 
 interface JsonRpcResponse {
@@ -53,7 +58,7 @@ export class HttpConnection implements RpcConnection {
     }
     const response = asResponse(parsed);
     if (!response) {
-      const snippet = answer.body.replace(/\s+/g, ' ').trim().slice(0, 200);
+      const snippet = bodySnippet(answer.body, 200);
       throw new ConnectionError(
         `${this.endpoint.hostPort} answered 200 but not with a JSON-RPC response${snippet ? `: ${snippet}` : ' (empty body)'}; is ${this.endpoint.url.pathname} a JSON-RPC endpoint?`,
       );

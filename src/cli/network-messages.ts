@@ -1,6 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import { schemeOf } from './endpoint.js';
 import type { Endpoint } from './endpoint.js';
+import { terminalText } from './terminal-text.js';
 
 /** What the connection was trying to do when it failed, for the hints. */
 export interface Attempt {
@@ -35,11 +36,15 @@ export function timeoutMessage(attempt: Attempt, what = 'answer'): string {
   return `no ${what} from ${attempt.endpoint.hostPort} within ${attempt.timeoutMs} ms; is the server up and the URL right? (raise the limit with --timeout MS)`;
 }
 
-/** A socket, DNS or TLS error (an `err.code` from Node or a message from `ws`), for a person. */
+/**
+ * A socket, DNS or TLS error (an `err.code` from Node or a message from `ws`), for a person.
+ * The message and the certificate's names may quote the server: they go through terminalText.
+ */
 export function describeNetworkError(err: Error, attempt: Attempt): string {
   const { endpoint } = attempt;
   const where = endpoint.hostPort;
-  const code = (err as NodeJS.ErrnoException).code ?? '';
+  const code = terminalText((err as NodeJS.ErrnoException).code ?? '');
+  const message = terminalText(err.message);
   if (code === 'ECONNREFUSED') {
     return `cannot connect to ${where}: connection refused; is the gateway running?`;
   }
@@ -67,11 +72,11 @@ export function describeNetworkError(err: Error, attempt: Attempt): string {
   }
   if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') {
     const reason = (err as { reason?: unknown }).reason;
-    const detail = typeof reason === 'string' ? `: ${reason}` : '';
+    const detail = typeof reason === 'string' ? `: ${terminalText(reason)}` : '';
     return `TLS: the certificate of ${where} is not valid for the name "${endpoint.host}" (hostname mismatch${detail}); use a host name the certificate lists, or skip verification with -k/--insecure`;
   }
   if (notTls.has(code) || /wrong version number|packet length too long/i.test(err.message)) {
-    return `TLS handshake with ${where} failed (${code || err.message}); is the server speaking TLS? If not, use ${plainScheme(endpoint)}`;
+    return `TLS handshake with ${where} failed (${code || message}); is the server speaking TLS? If not, use ${plainScheme(endpoint)}`;
   }
   if (code === 'ECONNRESET' || err.message === 'socket hang up') {
     const hint = endpoint.secure
@@ -80,25 +85,29 @@ export function describeNetworkError(err: Error, attempt: Attempt): string {
     return `${where} closed the connection before answering; ${hint}`;
   }
   if (code.startsWith('ERR_TLS') || code.startsWith('ERR_SSL') || code.includes('CERT')) {
-    return `TLS: the connection to ${where} failed (${code}: ${err.message}); check --cacert, or skip verification with -k/--insecure`;
+    return `TLS: the connection to ${where} failed (${code}: ${message}); check --cacert, or skip verification with -k/--insecure`;
   }
   if (
     err.message === 'Server sent no subprotocol' ||
     err.message === 'Server sent an invalid subprotocol'
   ) {
-    return `${where} accepted the WebSocket but none of the subprotocols offered (${err.message}); check --protocol`;
+    return `${where} accepted the WebSocket but none of the subprotocols offered (${message}); check --protocol`;
   }
   if (/Invalid (Upgrade|Sec-WebSocket-Accept) header/.test(err.message)) {
-    return `${where} did not answer as a WebSocket server (${err.message}); is ${endpoint.url.pathname} a WebSocket endpoint?`;
+    return `${where} did not answer as a WebSocket server (${message}); is ${endpoint.url.pathname} a WebSocket endpoint?`;
   }
-  return `cannot talk to ${where}: ${code ? `${code}: ` : ''}${err.message}`;
+  return `cannot talk to ${where}: ${code ? `${code}: ` : ''}${message}`;
 }
 
-/** One line of a response body, shortened, or '' when there is nothing to show. */
-function bodySnippet(body: string): string {
-  const line = body.replace(/\s+/g, ' ').trim();
-  if (line === '') return '';
-  return line.length > 300 ? `${line.slice(0, 300)}...` : line;
+/** Longest part of a response body quoted in a message, in characters. */
+const MAX_SNIPPET = 300;
+
+/**
+ * One line of a response body (runs of white space made one space), shortened and safe for a
+ * terminal (terminalText), or '' when there is nothing to show.
+ */
+export function bodySnippet(body: string, max = MAX_SNIPPET): string {
+  return terminalText(body.replace(/\s+/g, ' ').trim(), max);
 }
 
 export interface HttpAnswer {
@@ -120,7 +129,7 @@ export function describeHttpStatus(answer: HttpAnswer, endpoint: Endpoint): stri
   const said =
     snippet && snippet !== STATUS_CODES[status] ? ` (the server said: "${snippet}")` : '';
   const retryAfter = answer.headers['retry-after'];
-  const retry = typeof retryAfter === 'string' ? ` in ${retryAfter} s` : ' later';
+  const retry = typeof retryAfter === 'string' ? ` in ${terminalText(retryAfter)} s` : ' later';
   const how = endpoint.kind === 'ws' ? 'the WebSocket upgrade' : 'the request';
   switch (status) {
     case 401:
@@ -152,7 +161,7 @@ export function describeHttpStatus(answer: HttpAnswer, endpoint: Endpoint): stri
   }
   if (status >= 300 && status < 400) {
     const location = answer.headers['location'];
-    const to = typeof location === 'string' ? ` to ${location}` : '';
+    const to = typeof location === 'string' ? ` to ${terminalText(location)}` : '';
     return `${where} redirects ${path}${to} (${statusText}); use that URL instead`;
   }
   if (status >= 200 && status < 300 && endpoint.kind === 'ws') {
@@ -183,7 +192,7 @@ export function describeClose(
 ): string {
   if (code === undefined) return `the connection to ${endpoint.hostPort} closed`;
   const meaning = closeMeanings[code];
-  const said = reason === meaning ? undefined : reason;
+  const said = reason === meaning || reason === undefined ? undefined : terminalText(reason);
   const parts = [String(code), meaning, said].filter((p) => p !== undefined && p !== '');
   return `${endpoint.hostPort} closed the connection (${parts.join(', ')})`;
 }
@@ -217,7 +226,7 @@ export function describeStreamRefusal(refusal: StreamRefusal, endpoint: Endpoint
   const { status } = refusal;
   const where = endpoint.hostPort;
   const statusText = `${status} ${STATUS_CODES[status] ?? ''}`.trim();
-  const why = refusal.message === '' ? statusText : `"${refusal.message}"`;
+  const why = refusal.message === '' ? statusText : `"${terminalText(refusal.message)}"`;
   const refused = `${where} refused the connection: ${why} (error ${refusal.code}, status ${statusText})`;
   if (status === 401 || status === 403) {
     const secure = schemeOf('ws', endpoint.secure);

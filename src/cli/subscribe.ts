@@ -15,6 +15,7 @@ import { ConnectionError, messageOf, withHint } from './errors.js';
 import type { Output } from './errors.js';
 import { MAX_EARLY_BYTES, MAX_EARLY_MESSAGES, mebibytes } from './limits.js';
 import type { PeerConnection } from './peer-connection.js';
+import { terminalText } from './terminal-text.js';
 import { Utf8Budget } from './utf8-budget.js';
 
 /** Shown with a -32601 answer to the subscribe call. */
@@ -141,7 +142,7 @@ export async function runSubscribe(connection: PeerConnection, run: SubscribeRun
     (result) => {
       if (!isSubscriptionId(result)) {
         failed(
-          `${connection.endpoint.hostPort} answered "${methods.subscribe}" with ${JSON.stringify(result)} instead of a subscription id`,
+          `${connection.endpoint.hostPort} answered "${methods.subscribe}" with ${terminalText(JSON.stringify(result ?? null))} instead of a subscription id`,
         );
         return;
       }
