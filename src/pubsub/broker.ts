@@ -172,6 +172,14 @@ export interface Broker {
   ): Promise<OnceResult>;
   /** True while the broker can take publishes (readiness follows it). */
   readonly ready: boolean;
+  /**
+   * Call `listener` each time the link to the broker is up again after it was down, once this
+   * node's subscriptions are back in place: `$`-topic messages (no history, no catch-up) sent
+   * meanwhile never arrive, so what they said is read again (the deny list, see
+   * docs/identity.md). Returns a function that stops the calls. Optional: a broker without it
+   * is never down, or is not read again.
+   */
+  onRelinked?(listener: () => void): () => void;
   close(): Promise<void>;
   /**
    * Put `user` on the deny list for `forMs` (gateway.revokeUser), with the revocation's time

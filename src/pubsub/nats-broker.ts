@@ -144,6 +144,8 @@ export class NatsBroker implements Broker {
   readonly presence: NatsPresenceStore;
   private sweepTimer: NodeJS.Timeout | undefined;
   private sweeping = false;
+  /** Told when the connection is up again with the subscriptions in place (onRelinked). */
+  private readonly relinkListeners = new Set<() => void>();
 
   private constructor(options: NatsBrokerOptions) {
     this.servers = options.servers ?? 'nats://127.0.0.1:4222';
@@ -230,6 +232,19 @@ export class NatsBroker implements Broker {
   /** True while connected to NATS, and it answers. */
   get ready(): boolean {
     return !this.closed && this.connected && this.link !== undefined && this.health.healthy;
+  }
+
+  /**
+   * `listener` is called each time the client reconnects (or a new connection is made), after a
+   * round trip on the connection: the server then has the subscriptions the client sent again
+   * on reconnecting, so a message published after that reaches this node.
+   */
+  onRelinked(listener: () => void): () => void {
+    const own = (): void => listener();
+    this.relinkListeners.add(own);
+    return () => {
+      this.relinkListeners.delete(own);
+    };
   }
 
   /** The stream and subject a topic lives on. */
@@ -448,6 +463,7 @@ export class NatsBroker implements Broker {
           this.health.reset();
           // The server may have restarted without our consumers: recreate them all.
           this.consumers.restartAll();
+          this.relinked(link);
         }
       }
     })().catch(this.onError);
@@ -461,6 +477,22 @@ export class NatsBroker implements Broker {
       this.scheduleConnect();
     }, this.onError);
     this.consumers.restartAll();
+    this.relinked(link);
+  }
+
+  /** Tell the onRelinked listeners, once the server has what the client sent before now. */
+  private relinked(link: Link): void {
+    if (this.relinkListeners.size === 0) return;
+    link.nc.flush().then(() => {
+      if (this.closed || this.link !== link || !this.connected) return;
+      for (const listener of [...this.relinkListeners]) {
+        try {
+          listener();
+        } catch (err) {
+          this.onError(err);
+        }
+      }
+    }, noop);
   }
 
   private requireLink(what: string): Link {

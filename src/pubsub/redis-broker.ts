@@ -121,6 +121,8 @@ export class RedisBroker implements Broker {
   private closed = false;
   private closing: Promise<void> | undefined;
   private lastError: Error | undefined;
+  /** Told when both connections are up again with the subscriptions in place (onRelinked). */
+  private readonly relinkListeners = new Set<() => void>();
 
   /** Connects in the background; `connect()` waits for it. Never throws for network reasons. */
   constructor(options: RedisBrokerOptions) {
@@ -183,6 +185,8 @@ export class RedisBroker implements Broker {
       // Anything that failed to catch up while the command connection was down tries again.
       if (this.subscriber.status !== 'ready') return;
       this.topics.catchUpAll();
+      // A read after an outage may have failed on this connection alone: it is tried again.
+      this.relinked();
     });
     this.subscriber.on('ready', () => {
       this.resubscribe().catch((error: unknown) => this.onError(toError(error)));
@@ -223,6 +227,20 @@ export class RedisBroker implements Broker {
 
   get ready(): boolean {
     return !this.closed && this.command.status === 'ready' && this.health.healthy;
+  }
+
+  /**
+   * `listener` is called each time both connections are up again, the subscriber's channels
+   * subscribed anew (a message published after that reaches this node). Also after a
+   * reconnect of the command connection alone, and at the first connection: reading again
+   * what a listener reads costs one more read, never a miss.
+   */
+  onRelinked(listener: () => void): () => void {
+    const own = (): void => listener();
+    this.relinkListeners.add(own);
+    return () => {
+      this.relinkListeners.delete(own);
+    };
   }
 
   async publish(
@@ -369,6 +387,21 @@ export class RedisBroker implements Broker {
 
   private async resubscribe(): Promise<void> {
     await this.direct.resubscribe();
+    // The `$`-topics are heard again: what they said meanwhile is read again (onRelinked).
+    this.relinked();
     await this.topics.resubscribe();
+  }
+
+  private relinked(): void {
+    if (this.closed || this.command.status !== 'ready' || this.subscriber.status !== 'ready') {
+      return;
+    }
+    for (const listener of [...this.relinkListeners]) {
+      try {
+        listener();
+      } catch (error) {
+        this.onError(toError(error));
+      }
+    }
   }
 }

@@ -261,6 +261,7 @@ export class Gateway<C = unknown> {
         },
         // The revocations are made below, before any message can come.
         revoked: (revocation) => this.revocations.closeLocal(revocation),
+        relinked: () => this.revocations.recheck(),
         member: (body) => this.membership.receive(body),
       },
     );
@@ -275,6 +276,7 @@ export class Gateway<C = unknown> {
       sessions: () => this.sessionTable.live.values(),
       // The HTTP exchanges are made below, before any revocation can come.
       exchanges: (target) => this.httpRpc.revoke(target),
+      exchangeUsers: () => this.httpRpc.users(),
     });
     const live = this.sessionTable.live;
     this.heartbeat = new Heartbeat(

@@ -336,6 +336,11 @@ export class HttpRpc<C> {
     return ended;
   }
 
+  /** The users with exchanges in progress (those with one). */
+  users(): IterableIterator<string> {
+    return this.byUser.keys();
+  }
+
   private track(exchange: Exchange<C>, user: string | undefined): void {
     this.exchanges.set(exchange.session.id, exchange);
     if (user === undefined) return;

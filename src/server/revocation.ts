@@ -24,6 +24,13 @@ export const REVOKED_CLOSE_CODE = 4403;
 /** The close reason when the application gives none. */
 const DEFAULT_REASON = 'revoked';
 
+/**
+ * Users whose deny-list entries a node reads at once when its broker link is back
+ * (Revocations.recheck): one batch of reads in flight, pipelined on the broker connection, per
+ * this many users with sessions or exchanges here.
+ */
+export const DEFAULT_RECHECK_BATCH = 100;
+
 /** A WebSocket close reason is at most 123 bytes of UTF-8. */
 const MAX_REASON_BYTES = 123;
 
@@ -105,6 +112,10 @@ export interface RevocationDeps<C> {
    * how many. Their sessions are not among `sessions()`.
    */
   exchanges?: (target: ExchangeRevocation<C>) => number;
+  /** The users with HTTP POST exchanges in progress on this node (HttpRpc.users). */
+  exchangeUsers?: () => Iterable<string>;
+  /** Deny-list reads in flight at once in a recheck. Default DEFAULT_RECHECK_BATCH. */
+  recheckBatch?: number;
 }
 
 /** A close reason of at most 123 bytes, cut on a character boundary. */
@@ -229,35 +240,113 @@ export class Revocations<C> {
    * HTTP POST exchanges in progress likewise (answered 403 with the reason). Returns how many it
    * closed and ended.
    */
-  readonly closeLocal = (revocation: Revocation): number => {
-    const { session: id, user, revokedAt } = revocation;
-    const reason = closeReasonOf(
-      typeof revocation.reason === 'string' ? revocation.reason : DEFAULT_REASON,
-    );
-    // Remembered for the sessions of the user still being admitted, which are not among those
-    // below: each looks here (revokedSince) once it is about to open. The message does not say
-    // how long the user is listed, so it adds no listing the deny check would refuse by.
-    if (typeof user === 'string' && Number.isFinite(revokedAt)) {
-      this.remember(user, { revokedAt, until: 0 }, revocationMark());
+  readonly closeLocal = (revocation: Revocation): number => this.closeNamed([revocation]);
+
+  /**
+   * Read the deny list again for every user with a session or an HTTP POST exchange in progress
+   * on this node, and close those listed as a received revocation closes them (closeLocal, with
+   * the listing's revocation time and the reason `revoked`: the list keeps no reason). Run when
+   * the broker's link is back (SessionRouterOptions.relinked): a revocation sent while it was
+   * down never arrives. Reads go `recheckBatch` users at a time. Resolves false when some entry
+   * could not be read (those users' sessions stay open until a later run reads it).
+   */
+  readonly recheck = async (): Promise<boolean> => {
+    const { broker, logger, nodeId } = this.deps;
+    if (!broker.denied) return true;
+    const users = new Set<string>();
+    for (const session of this.deps.sessions()) {
+      if (!session.isClosed && session.user !== undefined) users.add(session.user);
+    }
+    for (const user of this.deps.exchangeUsers?.() ?? []) users.add(user);
+    const batch = Math.max(1, Math.floor(this.deps.recheckBatch ?? DEFAULT_RECHECK_BATCH));
+    const listed = [...users];
+    let unread = 0;
+    let closed = 0;
+    for (let start = 0; start < listed.length; start += batch) {
+      const part = listed.slice(start, start + batch);
+      const reads = await Promise.allSettled(
+        part.map((user) => Promise.resolve().then(() => broker.denied!(user))),
+      );
+      const revocations: (Revocation & { user: string })[] = [];
+      reads.forEach((read, index) => {
+        const user = part[index]!;
+        if (read.status === 'rejected') {
+          unread++;
+          return;
+        }
+        if (!read.value) return;
+        this.remember(user, read.value);
+        revocations.push({
+          user,
+          reason: DEFAULT_REASON,
+          revokedAt: read.value.revokedAt,
+          origin: nodeId,
+        });
+      });
+      closed += this.closeNamed(revocations);
+      // Down again: the rest would fail alike, and its return runs this again.
+      if (unread > 0 && !broker.ready) {
+        unread += listed.length - start - part.length;
+        break;
+      }
+    }
+    if (closed > 0 || unread > 0) {
+      logger.info(
+        { users: listed.length, closed, unread },
+        'deny list read again after a broker outage',
+      );
+    }
+    return unread === 0;
+  };
+
+  /**
+   * Close the sessions and end the exchanges the revocations name, in one pass over this
+   * node's sessions (see closeLocal).
+   */
+  private closeNamed(revocations: readonly Revocation[]): number {
+    if (revocations.length === 0) return 0;
+    const bySession = new Map<string, { revocation: Revocation; reason: string }>();
+    const byUser = new Map<string, { revocation: Revocation; reason: string }>();
+    for (const revocation of revocations) {
+      const { session: id, user, revokedAt } = revocation;
+      const reason = closeReasonOf(
+        typeof revocation.reason === 'string' ? revocation.reason : DEFAULT_REASON,
+      );
+      // Remembered for the sessions of the user still being admitted, which are not among those
+      // below: each looks here (revokedSince) once it is about to open. The message does not say
+      // how long the user is listed, so it adds no listing the deny check would refuse by.
+      if (typeof user === 'string' && Number.isFinite(revokedAt)) {
+        this.remember(user, { revokedAt, until: 0 }, revocationMark());
+      }
+      if (typeof id === 'string') bySession.set(id, { revocation, reason });
+      else if (typeof user === 'string') byUser.set(user, { revocation, reason });
     }
     let closed = 0;
     for (const session of this.deps.sessions()) {
       if (session.isClosed) continue;
-      if (typeof id === 'string' ? session.id !== id : session.user !== user) continue;
-      if (id === undefined && this.issuedAfter(session.context, revokedAt)) continue;
+      const named =
+        bySession.get(session.id) ??
+        (session.user === undefined ? undefined : byUser.get(session.user));
+      if (!named) continue;
+      const { revocation, reason } = named;
+      if (revocation.session === undefined) {
+        if (this.issuedAfter(session.context, revocation.revokedAt)) continue;
+      }
       session.logger.info({ reason }, 'session revoked');
       session.close(REVOKED_CLOSE_CODE, reason);
       closed++;
     }
-    closed +=
-      this.deps.exchanges?.({
-        session: id,
-        user,
-        reason,
-        spare: (context) => this.issuedAfter(context, revokedAt),
-      }) ?? 0;
+    for (const { revocation, reason } of [...bySession.values(), ...byUser.values()]) {
+      closed +=
+        this.deps.exchanges?.({
+          session: revocation.session,
+          user: revocation.user,
+          reason,
+          spare: (context) => this.issuedAfter(context, revocation.revokedAt),
+        }) ?? 0;
+    }
     return closed;
-  };
+  }
 
   /**
    * The authenticate hook with the deny check after it: a listed user is refused (401

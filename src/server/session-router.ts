@@ -172,6 +172,13 @@ export interface SessionRouterOptions {
   revoked?: (revocation: Revocation) => number;
   /** Server-side joins and leaves between nodes, and their answers (sendMember). */
   member?: (body: unknown) => void;
+  /**
+   * The broker's link is back (Broker.onRelinked) while the router runs: the revocations sent
+   * while it was down never arrive, so what they said is read again (Revocations.recheck).
+   * Resolves false when it could not all be read: called again after a backoff (250 ms,
+   * doubling, up to 5 s) until it resolves true, and at the next return of the link.
+   */
+  relinked?: () => Promise<boolean>;
 }
 
 /** This node's listening for one user's messages (`$user.<name>` or the inbox), shared by their sessions. */
@@ -208,6 +215,14 @@ export class SessionRouter {
   private stopped = false;
   /** Receives the node channel's messages while one is open (openChannel). */
   private channel: ((body: unknown) => void) | undefined;
+  /** Stops the broker's onRelinked calls (while started). */
+  private unlisten: (() => void) | undefined;
+  /** The `relinked` option running, one at a time. */
+  private relinkRun: Promise<void> | undefined;
+  /** The link came back during a run: another follows it. */
+  private relinkAgain = false;
+  private relinkTimer: NodeJS.Timeout | undefined;
+  private relinkDelay = RETRY_MIN_MS;
 
   constructor(
     private readonly broker: Broker,
@@ -233,6 +248,9 @@ export class SessionRouter {
       this.started = false; // a later start() tries again
       throw err;
     }
+    if (this.options.relinked && this.broker.onRelinked) {
+      this.unlisten = this.broker.onRelinked(() => this.relinked());
+    }
   }
 
   async stop(): Promise<void> {
@@ -240,6 +258,11 @@ export class SessionRouter {
     clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
     this.retrying.clear();
+    this.unlisten?.();
+    this.unlisten = undefined;
+    clearTimeout(this.relinkTimer);
+    this.relinkTimer = undefined;
+    this.relinkAgain = false;
     if (!this.started) return;
     this.started = false;
     await this.broker.unsubscribe(`$node.${this.nodeId}`).catch(() => undefined);
@@ -473,6 +496,47 @@ export class SessionRouter {
       const listener = this.users.get(user);
       if (listener) listener.ready = this.listen(user, listener);
     }
+  }
+
+  /** The broker's link is back: run the `relinked` option (one run at a time, see there). */
+  private relinked(): void {
+    clearTimeout(this.relinkTimer);
+    this.relinkTimer = undefined;
+    if (this.stopped || !this.started) return;
+    if (this.relinkRun) {
+      this.relinkAgain = true;
+      return;
+    }
+    this.relinkRun = this.runRelinked();
+  }
+
+  private async runRelinked(): Promise<void> {
+    let complete = false;
+    try {
+      complete = await this.options.relinked!();
+    } catch (err) {
+      this.logger.error({ err }, 'reading revocations again after a broker outage failed');
+    }
+    this.relinkRun = undefined;
+    if (this.stopped || !this.started) return;
+    if (this.relinkAgain) {
+      this.relinkAgain = false;
+      this.relinked();
+      return;
+    }
+    if (complete) this.relinkDelay = RETRY_MIN_MS;
+    else this.retryRelinked();
+  }
+
+  /** The next run of `relinked` after the backoff, once the broker is ready. */
+  private retryRelinked(): void {
+    this.relinkTimer = setTimeout(() => {
+      this.relinkTimer = undefined;
+      if (this.broker.ready) this.relinked();
+      else this.retryRelinked();
+    }, this.relinkDelay);
+    this.relinkTimer.unref();
+    this.relinkDelay = Math.min(this.relinkDelay * 2, RETRY_MAX_MS);
   }
 
   private receive(payload: string): void {
