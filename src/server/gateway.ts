@@ -28,6 +28,7 @@ import {
   checkPathsFree,
   joinServer,
   pathOf,
+  ProbeBudget,
   routeFor,
   serveOther,
   serveRoute,
@@ -306,15 +307,18 @@ export class Gateway<C = unknown> {
             },
           )
         : undefined;
-    this.metrics = new GatewayMetrics({
-      connections: () => countByTransport(live.values()),
-      subscriptionsByTopic: () => this.pubsub.topics(),
-      // Labelled by declared topic (`room.*`), not by the names clients choose under it.
-      subscriptionsByPattern: () => this.pubsub.subscriptionsByPattern(),
-      dropped: () => this.pubsub.stats.dropped,
-      slowConsumerDisconnects: () => this.pubsub.stats.slowConsumerDisconnects,
-      methodLabel: (method) => this.registry.patternOf(method),
-    });
+    this.metrics = new GatewayMetrics(
+      {
+        connections: () => countByTransport(live.values()),
+        subscriptionsByTopic: () => this.pubsub.topics(),
+        // Labelled by declared topic (`room.*`), not by the names clients choose under it.
+        subscriptionsByPattern: () => this.pubsub.subscriptionsByPattern(),
+        dropped: () => this.pubsub.stats.dropped,
+        slowConsumerDisconnects: () => this.pubsub.stats.slowConsumerDisconnects,
+        methodLabel: (method) => this.registry.patternOf(method),
+      },
+      { cacheMs: this.limits.metricsCacheMs },
+    );
     const authorize = auth.authorize;
     const subscribeMethod = this.pubsub.methods.subscribe;
     const appAuthorize = withMethodClaims<C>(
@@ -490,6 +494,10 @@ export class Gateway<C = unknown> {
       readiness: () => this.readiness,
       sessionCount: () => live.size,
       discovery: () => this.discovery,
+      probes: new ProbeBudget(
+        this.limits,
+        (req) => this.proxies?.clientAddress(req) ?? req.socket.remoteAddress,
+      ),
     };
     const tenant: ServerTenant = {
       ownsServer: this.ownsServer,

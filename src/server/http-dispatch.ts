@@ -3,12 +3,15 @@ import type { Server as HttpServer } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../peer/logger.js';
+import { AddressBudget, AddressBudgets } from './address-budgets.js';
+import { addressGroupOf } from './address-group.js';
 import { closeUnread, sendText, serveLivez, serveReadyz } from './http-routes.js';
 import type { Readiness } from './http-routes.js';
 import type { HttpRpc } from './http-rpc.js';
 import type { GatewayMetrics } from './metrics.js';
 import type { ResolvedRoutes } from './options.js';
 import type { SseEndpoint } from './sse-endpoint.js';
+import { RateLimit } from './token-bucket.js';
 
 /**
  * What the gateway answers on its port besides WebSocket upgrades: its `routes`, and plain
@@ -33,6 +36,77 @@ export interface HttpDispatchDeps<C> {
   sessionCount(): number;
   /** The OpenRPC document, serialised, once `serveDiscovery` was called. */
   discovery(): string | undefined;
+  /** limits.probeRequestsPerSecondPerIp: the budget of the operational routes; absent: none. */
+  probes?: ProbeBudget;
+}
+
+/** The limits a ProbeBudget is made from (GatewayLimits, resolved). */
+export interface ProbeLimits {
+  /** 0: off. */
+  probeRequestsPerSecondPerIp: number;
+  probeRequestsBurstPerIp: number;
+  /** How many address groups' buckets are kept at most. */
+  maxHttpSockets: number;
+}
+
+/**
+ * limits.probeRequestsPerSecondPerIp: a token bucket per address group for the gateway's
+ * operational routes (probes, metrics, the OpenRPC document, the upgrade hints). A request
+ * holds its group's entry only while it takes a token, so every entry is kept just until its
+ * bucket would be full again (AddressBudgets: dropped then, no timer), at most maxHttpSockets
+ * of them; a new group finding the table full takes the place of the entry nearest to full,
+ * which an address that keeps its bucket empty never is.
+ */
+export class ProbeBudget {
+  private readonly budgets: AddressBudgets | undefined;
+
+  constructor(
+    limits: ProbeLimits,
+    /** The client's address of a request (trusted proxies looked through). */
+    private readonly clientAddress: (req: IncomingMessage) => string | undefined = (req) =>
+      req.socket.remoteAddress,
+    now: () => number = Date.now,
+  ) {
+    const perSecond = limits.probeRequestsPerSecondPerIp;
+    if (perSecond <= 0) return;
+    const limit = new RateLimit(perSecond, limits.probeRequestsBurstPerIp, now);
+    this.budgets = new AddressBudgets(
+      limit,
+      limits.maxHttpSockets,
+      (group) => new AddressBudget(limit, group),
+    );
+  }
+
+  /** Address groups whose buckets are kept. */
+  get size(): number {
+    return this.budgets?.size ?? 0;
+  }
+
+  /**
+   * Take a token for `req`'s address group: undefined when taken (or when none can be kept, a
+   * state AddressBudgets reaches only while entries are held), else the whole seconds until
+   * there is one, at least 1, for Retry-After.
+   */
+  refuse(req: IncomingMessage): number | undefined {
+    const budgets = this.budgets;
+    if (budgets === undefined) return undefined;
+    const group = addressGroupOf('http', this.clientAddress(req))!;
+    const entry = budgets.acquire(group);
+    if (entry === undefined) return undefined;
+    const taken = entry.take();
+    const seconds = taken ? 0 : (1 - entry.available()) / budgets.limit.perSecond;
+    budgets.release(entry);
+    return taken ? undefined : Math.max(1, Math.ceil(seconds));
+  }
+}
+
+/**
+ * Whether a request to `route` spends from the operational budget: everything but JSON-RPC
+ * over POST, its CORS preflights and the event stream, whose limits are the sessions'.
+ */
+function isOperational(route: Route, method: string | undefined): boolean {
+  if (route === 'events') return false;
+  return route !== 'rpc' || (method !== 'POST' && method !== 'OPTIONS');
 }
 
 /** A request target's path, without its query string. */
@@ -71,6 +145,18 @@ export async function serveRoute<C>(
   // JSON-RPC POSTs and the event stream's requests read their bodies (within bodyTimeoutMs).
   const readsBody = (route === 'rpc' && req.method === 'POST') || route === 'events';
   if (!readsBody) closeUnread(req, res);
+  const retryAfter = isOperational(route, req.method) ? deps.probes?.refuse(req) : undefined;
+  if (retryAfter !== undefined) {
+    deps.metrics.httpSocketClosed('probe-rate');
+    res.setHeader('retry-after', String(retryAfter));
+    res.setHeader('connection', 'close');
+    sendText(
+      res,
+      429,
+      'Too many requests from this address (limits.probeRequestsPerSecondPerIp)\n',
+    );
+    return;
+  }
   try {
     switch (route) {
       case 'livez':

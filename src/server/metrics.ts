@@ -82,10 +82,26 @@ export class GatewayMetrics {
   private readonly rejectedUpgrades: Counter<'reason'>;
   private readonly closedHttpSockets: Counter<'reason'>;
 
+  /** limits.metricsCacheMs: how long a rendered text is reused. */
+  private readonly cacheMs: number;
+  private readonly now: () => number;
+  /** The render under way, which every scrape arriving meanwhile shares. */
+  private rendering: Promise<string> | undefined;
+  /** The last rendered text and when it was done (on `now`'s clock), while cacheMs > 0. */
+  private rendered: { text: string; at: number } | undefined;
+
   constructor(
     private readonly sources: MetricsSources,
-    options: { defaultMetrics?: boolean } = {},
+    options: {
+      defaultMetrics?: boolean;
+      /** How long (ms) a rendered text is reused (limits.metricsCacheMs); 0: not reused. */
+      cacheMs?: number;
+      /** The clock cacheMs is measured on. */
+      now?: () => number;
+    } = {},
   ) {
+    this.cacheMs = options.cacheMs ?? 0;
+    this.now = options.now ?? Date.now;
     const registers = [this.registry];
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
     // eslint-disable-next-line @typescript-eslint/no-this-alias -- prom-client binds `this` in collect() to the metric
@@ -176,7 +192,7 @@ export class GatewayMetrics {
     });
     this.closedHttpSockets = new Counter({
       name: 'rpc_http_sockets_closed_total',
-      help: 'Sockets of the HTTP port closed before their request was served, by reason (ip-limit, capacity, headers-timeout, body-timeout).',
+      help: 'Sockets of the HTTP port closed before their request was served, by reason (ip-limit, capacity, headers-timeout, body-timeout, probe-rate).',
       labelNames: ['reason'],
       registers,
     });
@@ -229,8 +245,35 @@ export class GatewayMetrics {
     this.closedHttpSockets.inc({ reason });
   }
 
-  /** The Prometheus text exposition: prom-client's metrics plus the latency histogram. */
-  async render(): Promise<string> {
+  /**
+   * The Prometheus text exposition: prom-client's metrics plus the latency histogram. A render
+   * walks every local topic and reads the process's file descriptors, so it is done once at a
+   * time, its promise shared by every call that comes while it runs, and its text returned
+   * again for `cacheMs` after it finished: however many scrapes come, at most one render per
+   * cacheMs (one at a time when 0).
+   */
+  render(): Promise<string> {
+    const rendered = this.rendered;
+    if (rendered !== undefined && this.now() - rendered.at < this.cacheMs) {
+      return Promise.resolve(rendered.text);
+    }
+    if (this.rendering !== undefined) return this.rendering;
+    const rendering = this.renderNow().then(
+      (text) => {
+        this.rendering = undefined;
+        if (this.cacheMs > 0) this.rendered = { text, at: this.now() };
+        return text;
+      },
+      (err: unknown) => {
+        this.rendering = undefined;
+        throw err;
+      },
+    );
+    this.rendering = rendering;
+    return rendering;
+  }
+
+  private async renderNow(): Promise<string> {
     return (await this.registry.metrics()) + this.renderLatency();
   }
 

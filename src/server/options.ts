@@ -258,6 +258,33 @@ export interface GatewayLimits {
    */
   maxHttpSocketsPerIp?: number;
   /**
+   * Requests per second from one address (an IPv4 address, an IPv6 /64, as
+   * `maxConnectionsPerIp` counts; the client's address once trusted proxies are looked
+   * through) to the gateway's operational routes: `routes.livez`, `readyz`, `metrics`,
+   * `openrpc`, and a plain GET or other method on the WebSocket path or `routes.rpc` (not
+   * JSON-RPC POSTs, CORS preflights or the event stream, which have limits of their own). A
+   * token bucket per address group; beyond it 429 with `Retry-After` (the seconds until a
+   * token, at least 1) and `Connection: close`, counted in `rpc_http_sockets_closed_total`
+   * as `probe-rate`. An orchestrator probes every few seconds and a scraper every few, far
+   * below it; a loop of scrapes or probes from one address cannot take the event loop from
+   * the sessions. The address's bucket is kept until it has refilled, at most
+   * `maxHttpSockets` of them. 0 disables. Default 20.
+   */
+  probeRequestsPerSecondPerIp?: number;
+  /**
+   * How many operational requests one address may make at once before
+   * `probeRequestsPerSecondPerIp` applies. Default 40: the probes of every container of a pod,
+   * a few scrapers and a person's curl, all from one node's address, at the same moment.
+   */
+  probeRequestsBurstPerIp?: number;
+  /**
+   * How long (ms) the text of `routes.metrics` is reused after it was rendered: a render walks
+   * every local topic and reads the process's file descriptors, so concurrent scrapes share
+   * one render, and scrapes within this time get its text. 0: every scrape renders (still one
+   * at a time, shared by the scrapes that arrive while it runs). Default 1 000.
+   */
+  metricsCacheMs?: number;
+  /**
    * A connection to the HTTP port must have sent its first request's whole header block (TLS
    * handshake included) this many ms after it opened, or it is destroyed; later requests on a
    * keep-alive connection get Node's `headersTimeout`, set to this. A TLS connection to
@@ -576,6 +603,9 @@ export const defaultLimits: Required<GatewayLimits> = {
   endOfInputDeadlineMs: 30_000,
   maxHttpSockets: 2_000,
   maxHttpSocketsPerIp: 200,
+  probeRequestsPerSecondPerIp: 20,
+  probeRequestsBurstPerIp: 40,
+  metricsCacheMs: 1_000,
   headersTimeoutMs: 10_000,
   bodyTimeoutMs: 30_000,
   authenticateTimeoutMs: 10_000,
@@ -628,6 +658,9 @@ export const limitRules: Record<keyof GatewayLimits, LimitRule> = {
   endOfInputDeadlineMs: delay,
   maxHttpSockets: count(),
   maxHttpSocketsPerIp: count(),
+  probeRequestsPerSecondPerIp: { min: 0, max: MAX_INT, integer: false },
+  probeRequestsBurstPerIp: { min: 1, max: MAX_INT, integer: false },
+  metricsCacheMs: { min: 0, max: 2 ** 31 - 1, integer: true },
   headersTimeoutMs: delay,
   bodyTimeoutMs: delay,
   authenticateTimeoutMs: delay,

@@ -11,7 +11,8 @@ const ws = { transport: 'websocket' };
 
 describe('GET /metrics', () => {
   it('is Prometheus text with connection and message counts', async () => {
-    const { url, httpUrl, gateway } = await res.demoGateway();
+    // Each scrape renders: the counts read before and after are the moment's.
+    const { url, httpUrl, gateway } = await res.demoGateway({ limits: { metricsCacheMs: 0 } });
     const empty = await fetch(`${httpUrl}/metrics`);
     expect(empty.status).toBe(200);
     expect(empty.headers.get('content-type')).toContain('text/plain');
@@ -111,7 +112,7 @@ describe('GET /metrics', () => {
   });
 
   it('reports subscriptions by topic, dropped messages and slow-consumer disconnects', async () => {
-    const { url, httpUrl, gateway } = await res.gateway();
+    const { url, httpUrl, gateway } = await res.gateway({ limits: { metricsCacheMs: 0 } });
     gateway.topic('news');
     // A high-water mark of 0 makes every message "too much": deterministic drops and disconnects.
     gateway.topic('lossy', { slowConsumer: 'drop', highWaterMark: 0 });

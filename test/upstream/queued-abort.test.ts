@@ -46,7 +46,10 @@ beforeAll(async () => {
         'brief.*': { upstream: 'single', timeoutMs: 200 },
       },
     },
-    { limits: { maxMessageBytes: 1024 * 1024 } },
+    // The slots are read from /metrics in a polling loop: every scrape renders, none refused.
+    {
+      limits: { maxMessageBytes: 1024 * 1024, metricsCacheMs: 0, probeRequestsPerSecondPerIp: 0 },
+    },
   );
 });
 
