@@ -630,18 +630,33 @@ export class ClientSubscriptions {
       return;
     }
     if (update.kind === 'other') return;
-    if (update.epoch !== undefined) shared.epoch = update.epoch;
+    // The numbering the frame belongs to. Another than the one the last seq seen belongs to,
+    // said on any frame but a gap signal (which says what it means itself): the topic is
+    // numbered anew from 1, told as a gap of unknown size. Without a baseline (after a gap of
+    // unknown size that named no epoch, say) there is nothing to tell: the epoch is learnt.
+    const epoch = update.epoch ?? shared.epoch;
+    if (
+      epoch !== shared.epoch &&
+      shared.checked &&
+      shared.epoch !== undefined &&
+      update.kind !== 'gap'
+    ) {
+      this.logger.warn({ epoch }, 'subscription: numbered anew');
+      this.#gapSeen(shared, null, true);
+    }
+    shared.epoch = epoch;
     switch (update.kind) {
       case 'gap':
         this.logger.warn({ gap: update.gap }, 'subscription: messages lost beyond history');
         this.#gapSeen(shared, update.gap, update.epoch !== undefined);
         return;
       case 'position':
-        // The starting point of a topic subscription: nothing to emit.
+        // Where the subscription starts, or, later, that the messages up to it are not for this
+        // subscriber (published `except` it): nothing to emit. One at or below the last seen
+        // (a faulty server) moves nothing: what follows it up to there is a duplicate.
+        if (shared.checked && update.seq <= (shared.lastSeq ?? -1)) return;
         shared.lastSeq = shared.startSeq = update.seq;
         shared.checked = true;
-        return;
-      case 'epoch':
         return;
       case 'message': {
         const { seq, missed } = update;
