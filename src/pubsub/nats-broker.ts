@@ -237,7 +237,8 @@ export class NatsBroker implements Broker {
   /**
    * `listener` is called each time the client reconnects (or a new connection is made), after a
    * round trip on the connection: the server then has the subscriptions the client sent again
-   * on reconnecting, so a message published after that reaches this node.
+   * on reconnecting (on a new connection, the `$`-topic subscriptions the broker made on it), so
+   * a message published after that reaches this node.
    */
   onRelinked(listener: () => void): () => void {
     const own = (): void => listener();
@@ -453,6 +454,9 @@ export class NatsBroker implements Broker {
     this.connected = true;
     this.health.reset();
     this.streams.forgetAll();
+    // A new connection has none of the last one's core subscriptions: the `$`-topics held are
+    // subscribed on it before anything else can use it (the consumers follow below).
+    this.direct.relink(link);
     void (async () => {
       for await (const status of nc.status()) {
         if (status.type === 'disconnect') {
@@ -471,6 +475,8 @@ export class NatsBroker implements Broker {
       if (this.link !== link) return;
       this.link = undefined;
       this.connected = false;
+      // Their consumers died with the connection: restarted on the next one (attach).
+      this.consumers.suspendAll();
       if (this.closed) return;
       // Closed although reconnects never give up (e.g. rejected credentials): start over.
       this.onError(err ?? new Error('NATS connection closed'));

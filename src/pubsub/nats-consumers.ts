@@ -14,7 +14,7 @@
  */
 import { DeliverPolicy } from '@nats-io/jetstream';
 import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
-import type { Subscription } from '@nats-io/transport-node';
+import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { BrokerMessage } from './broker.js';
 import { exceptOf } from './nats-except.js';
 import { bounded, noop, withTimeout } from './nats-link.js';
@@ -37,8 +37,11 @@ interface TopicSubscription {
   consumer?: Consumer;
   messages?: ConsumerMessages;
   restartTimer?: NodeJS.Timeout;
-  /** While the topic has no stream: the advisory subscription that tells when it is made. */
-  awaitingStream?: Subscription;
+  /**
+   * While the topic has no stream: the advisory subscription that tells when it is made, and the
+   * connection it listens on (one closed for good hears nothing: listened to again on the next).
+   */
+  awaitingStream?: { nc: NatsConnection; subscription: Subscription };
 }
 
 /** The subject on which JetStream announces that a stream was created. */
@@ -159,18 +162,21 @@ export class NatsConsumers {
    * is seen by one or the other).
    */
   private async streamOrAwait(link: Link, sub: TopicSubscription) {
+    // Listening on a connection closed since: the stream may have been made meanwhile unheard.
+    if (sub.awaitingStream && sub.awaitingStream.nc !== link.nc) this.stopAwaiting(sub);
     const existing = sub.awaitingStream
       ? undefined
       : await this.streams.streamInfo(link, sub.topic);
     if (existing) return existing;
     if (!sub.awaitingStream) {
       const { stream } = natsTopicNames(this.prefix, sub.topic);
-      sub.awaitingStream = link.nc.subscribe(streamCreatedSubject(stream), {
+      const subscription = link.nc.subscribe(streamCreatedSubject(stream), {
         callback: (err) => {
           if (err) this.onError(err);
-          else if (sub.awaitingStream) this.scheduleRestart(sub, 0);
+          else if (sub.awaitingStream?.subscription === subscription) this.scheduleRestart(sub, 0);
         },
       });
+      sub.awaitingStream = { nc: link.nc, subscription };
       // The server has the interest once this round trip is back.
       await link.nc.flush();
     }
@@ -180,7 +186,7 @@ export class NatsConsumers {
   }
 
   private stopAwaiting(sub: TopicSubscription): void {
-    sub.awaitingStream?.unsubscribe();
+    sub.awaitingStream?.subscription.unsubscribe();
     sub.awaitingStream = undefined;
   }
 
