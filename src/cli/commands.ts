@@ -4,13 +4,17 @@ import type { RpcConnection } from './connection.js';
 import type { Deadline } from './deadline.js';
 import { ConnectionError, messageOf, withHint } from './errors.js';
 import type { Output } from './errors.js';
+import { jsonText } from './json-text.js';
 
-/** Print the answer to `method` as pretty JSON; one that cannot be printed is a ConnectionError. */
+/**
+ * Print the answer to `method` as pretty JSON, safe for a terminal (jsonText); one that cannot be
+ * printed is a ConnectionError.
+ */
 function printJson(value: unknown, method: string, stdout: Output): void {
   let text: string;
   try {
     // A result is never absent on the wire; print null rather than nothing if it were.
-    text = JSON.stringify(value ?? null, null, 2);
+    text = jsonText(value ?? null, 2);
   } catch (err) {
     throw new ConnectionError(`cannot print the answer to "${method}": ${messageOf(err)}`);
   }

@@ -13,6 +13,7 @@ import type { Params } from '../protocol/types.js';
 import { Deadline } from './deadline.js';
 import { ConnectionError, messageOf, withHint } from './errors.js';
 import type { Output } from './errors.js';
+import { jsonText } from './json-text.js';
 import { MAX_EARLY_BYTES, MAX_EARLY_MESSAGES, mebibytes } from './limits.js';
 import type { PeerConnection } from './peer-connection.js';
 import { terminalText } from './terminal-text.js';
@@ -92,11 +93,14 @@ export async function runSubscribe(connection: PeerConnection, run: SubscribeRun
     }
   }
 
-  /** One line of compact JSON; a message that cannot be printed ends the run. */
+  /**
+   * One line of compact JSON, safe for a terminal (jsonText); a message that cannot be printed
+   * ends the run.
+   */
   function print(result: unknown): void {
     let text: string;
     try {
-      text = JSON.stringify(result);
+      text = jsonText(result);
     } catch (err) {
       failed(`cannot print a message of the subscription: ${messageOf(err)}`);
       return;

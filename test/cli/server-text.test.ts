@@ -42,11 +42,19 @@ const MORE_SHOWN = '\\u009b2J\\u0085\\u007f\\tend';
 const REASON = '\u001b[2K\r\u001b[31mX\u0007\nok\u009b8m';
 const REASON_SHOWN = '\\u001b[2K\\r\\u001b[31mX\\u0007\\nok\\u009b8m';
 
+/** Bidirectional controls (RLO reverses what follows, RLI ... PDI hides), LRM, RLM, ALM, U+2028/9. */
+const BIDI =
+  'x\u202etxt.exe\u2067hid\u2069\u202a\u202b\u202c\u202d\u2066\u2068\u200e\u200f\u061c\u2028\u2029';
+const BIDI_SHOWN =
+  'x\\u202etxt.exe\\u2067hid\\u2069\\u202a\\u202b\\u202c\\u202d\\u2066\\u2068\\u200e\\u200f\\u061c\\u2028\\u2029';
+/** Control characters, bidirectional controls and the line and paragraph separators. */
+const UNSAFE = /[\p{Cc}\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/u;
+
 /** stderr's lines, each checked to hold no control character (the newline ending each is the CLI's). */
 function safeLines(stderr: string): string[] {
   expect(stderr.endsWith('\n')).toBe(true);
   const lines = stderr.slice(0, -1).split('\n');
-  for (const line of lines) expect(line).not.toMatch(/\p{Cc}/u);
+  for (const line of lines) expect(line).not.toMatch(UNSAFE);
   return lines;
 }
 
@@ -119,6 +127,23 @@ describe("the CLI prints a server's text without its control characters", () => 
       `error -32000: ${EVIL_SHOWN}${MORE_SHOWN}`,
       // JSON.stringify escapes C0 itself (\t as \\t); C1 and DEL it leaves to terminalText.
       `data: {"note":"a\\u009b2J\\u0085\\u007f\\tend"}`,
+    ]);
+  });
+
+  it('ws: bidirectional controls in an error message and its data are escaped', async () => {
+    const result = await wsCall((socket, id) =>
+      socket.send(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          id,
+          error: { code: -32000, message: BIDI, data: { [BIDI]: BIDI } },
+        }),
+      ),
+    );
+    expect(result.code).toBe(1);
+    expect(safeLines(result.stderr)).toEqual([
+      `error -32000: ${BIDI_SHOWN}`,
+      `data: {"${BIDI_SHOWN}":"${BIDI_SHOWN}"}`,
     ]);
   });
 

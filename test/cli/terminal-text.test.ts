@@ -8,8 +8,15 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { MAX_TERMINAL_TEXT, terminalText } from '../../src/cli/terminal-text.js';
 
-/** Unicode's control characters: C0, DEL and C1 (general category Cc). */
-const CONTROL = /\p{Cc}/u;
+/**
+ * Unicode's control characters (general category Cc: C0, DEL, C1), the bidirectional controls
+ * (embeddings, overrides, isolates, the marks LRM, RLM, ALM) and the line and paragraph separators.
+ */
+const CONTROL = /[\p{Cc}\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/u;
+const LAYOUT = [
+  0x061c, 0x200e, 0x200f, 0x2028, 0x2029, 0x202a, 0x202b, 0x202c, 0x202d, 0x202e, 0x2066, 0x2067,
+  0x2068, 0x2069,
+];
 const CUT = / \.\.\.\[(\d+) more characters cut\]$/;
 
 /** Control characters among printable ones (1- to 4-byte, a backslash), and any UTF-16 unit. */
@@ -18,6 +25,7 @@ const hostile = fc.oneof(
     unit: fc.oneof(
       fc.integer({ min: 0, max: 0x1f }).map((code) => String.fromCharCode(code)),
       fc.integer({ min: 0x7f, max: 0x9f }).map((code) => String.fromCharCode(code)),
+      fc.constantFrom(...LAYOUT).map((code) => String.fromCharCode(code)),
       fc.constantFrom('a', ' ', '\\', 'é', '\u00a0', '語', '😀'),
     ),
     maxLength: 60,
@@ -26,10 +34,10 @@ const hostile = fc.oneof(
   fc.string({ unit: 'binary-ascii', maxLength: 60 }),
 );
 
-/** Text without a control character: any code point but Cc. */
+/** Text without a control character: any code point but those of CONTROL. */
 const printable = fc
   .string({ unit: 'binary', maxLength: 60 })
-  .map((s) => s.replace(/\p{Cc}/gu, ''));
+  .map((s) => s.replace(new RegExp(CONTROL.source, 'gu'), ''));
 
 describe('terminalText', () => {
   it('never writes a control character, whatever the text and the bound', () => {
@@ -83,6 +91,16 @@ describe('terminalText', () => {
       '\\u001b]0;T\\u0007\\r\\n\\t\\u007f\\u009b\\u0085\\u0000',
     );
     expect(terminalText('a\u00a0\\u001b語😀')).toBe('a\u00a0\\u001b語😀');
+  });
+
+  it('escapes the bidirectional controls and the line and paragraph separators as \\u20XX', () => {
+    // Trojan Source: RLO shows "txt.exe" as "exe.txt"; an isolate hides what follows it.
+    expect(terminalText('invoice\u202etxt.exe')).toBe('invoice\\u202etxt.exe');
+    expect(terminalText(String.fromCharCode(...LAYOUT))).toBe(
+      LAYOUT.map((code) => `\\u${code.toString(16).padStart(4, '0')}`).join(''),
+    );
+    // Right-to-left text itself is not a control: Arabic and Hebrew letters pass.
+    expect(terminalText('مرحبا שלום')).toBe('مرحبا שלום');
   });
 
   it('cuts 1 MiB to MAX_TERMINAL_TEXT (4096) characters and says how many were left out', () => {
