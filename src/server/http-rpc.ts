@@ -1,6 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AnsweringPeer } from '../peer/answering-peer.js';
 import type { Logger } from '../peer/logger.js';
+import { encodeFailure } from '../protocol/encode.js';
+import { ErrorCode, defaultErrorMessage } from '../protocol/error-codes.js';
 import { isTraceparent } from '../protocol/traceparent.js';
 import { CloseCode } from '../transport/transport.js';
 import type { ServerTransport } from '../transport/transport.js';
@@ -12,7 +14,7 @@ import { addressGroup } from './address-group.js';
 import { runAuthenticate } from './run-authenticate.js';
 import { describeUpgrade } from './upgrade-request.js';
 import type { TrustedProxies } from './client-address.js';
-import { readBody } from './read-body.js';
+import { readBodyBytes, utf8Text } from './read-body.js';
 import { HttpExchangeTransport } from './http-exchange-transport.js';
 import { closeUnread } from './http-routes.js';
 import { REVOKED_CLOSE_CODE, revocationMark, revokedSince } from './revocation.js';
@@ -21,6 +23,12 @@ import { REVOKED_CLOSE_CODE, revocationMark, revokedSince } from './revocation.j
 const JSON_TYPES = new Set(['application/json', 'application/json-rpc', 'application/jsonrequest']);
 /** Per-address rate buckets kept for HTTP callers; the oldest are forgotten past this. */
 const MAX_BUCKETS = 10_000;
+/** The answer to a body that is not UTF-8: not JSON text, so a parse error (RFC 8259, 8.1). */
+const NOT_UTF8 = encodeFailure(null, {
+  code: ErrorCode.ParseError,
+  message: defaultErrorMessage[ErrorCode.ParseError]!,
+  data: { reason: 'invalid UTF-8' },
+});
 
 /** Resolves once the session's peer has no call or notification handler running (or it closed). */
 async function untilIdle(session: {
@@ -249,17 +257,23 @@ export class HttpRpc<C> {
     const { deps } = this;
     // Undefined when there is none to answer: the client left (also while `authenticate` ran),
     // or a 413 or 408 has been sent.
-    const body = await readBody(req, res, {
+    const bytes = await readBodyBytes(req, res, {
       maxBytes: deps.limits.maxMessageBytes,
       timeoutMs: deps.limits.bodyTimeoutMs,
       timedOut: () => deps.bodyTimedOut?.(upgrade.remoteAddress),
     });
-    if (body === undefined) return;
+    if (bytes === undefined) return;
     // The user revoked on this node since its deny check: refused as the check would refuse it.
     // Nothing is awaited from here until the exchange is in `exchanges`.
     if (revokedSince(deps.authenticate, user, context, mark)) {
       deps.refused?.('unauthenticated', 401, upgrade.remoteAddress);
       return send(res, 401, 'revoked\n');
+    }
+    const body = utf8Text(bytes);
+    if (body === undefined) {
+      // Answered as a syntax error is, token taken and all; there is no message for a session.
+      this.bucketFor(upgrade.remoteAddress)?.take();
+      return send(res, 200, NOT_UTF8, {}, 'application/json; charset=utf-8');
     }
     const session = deps.newSession(
       context,

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
 /** How a request body is read: at most `maxBytes`, within `timeoutMs`. */
@@ -23,13 +24,32 @@ function refuse(res: ServerResponse, status: number, text: string): void {
 /**
  * A request's whole body as text, bounded in size (413) and time (408); undefined when there is
  * none to answer: the client left, or the 413 or 408 has been sent. A declared Content-Length
- * over the bound is refused before anything is read.
+ * over the bound is refused before anything is read. Bytes that are not UTF-8 are read as
+ * U+FFFD: a caller that must refuse them reads with readBodyBytes and utf8Text.
  */
-export function readBody(
+export async function readBody(
   req: IncomingMessage,
   res: ServerResponse,
   limits: BodyLimits,
 ): Promise<string | undefined> {
+  return (await readBodyBytes(req, res, limits))?.toString('utf8');
+}
+
+/**
+ * The text of `bytes` when they are well-formed UTF-8, else undefined: a JSON text is UTF-8
+ * (RFC 8259, section 8.1), so bytes that are not are no JSON at all, and reading them with
+ * U+FFFD in place of the bad ones would answer a request the client never sent.
+ */
+export function utf8Text(bytes: Buffer): string | undefined {
+  return isUtf8(bytes) ? bytes.toString('utf8') : undefined;
+}
+
+/** readBody's bytes, not decoded. */
+export function readBodyBytes(
+  req: IncomingMessage,
+  res: ServerResponse,
+  limits: BodyLimits,
+): Promise<Buffer | undefined> {
   if (req.destroyed || res.destroyed || req.socket.destroyed) return Promise.resolve(undefined);
   const { maxBytes, timeoutMs } = limits;
   const tooLarge = (): void => {
@@ -43,7 +63,7 @@ export function readBody(
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    const done = (body: string | undefined): void => {
+    const done = (body: Buffer | undefined): void => {
       clearTimeout(timer);
       resolve(body);
     };
@@ -65,7 +85,7 @@ export function readBody(
       }
       chunks.push(chunk);
     });
-    req.on('end', () => done(Buffer.concat(chunks).toString('utf8')));
+    req.on('end', () => done(Buffer.concat(chunks)));
     req.on('error', () => done(undefined));
     req.on('close', () => done(undefined));
   });

@@ -82,9 +82,9 @@ export class JsonRpcHttpClient extends UpstreamEndpoint {
         new ReplyReader(
           request,
           this.http.maxReplyBytes,
-          (status, text) => {
+          (status, body) => {
             try {
-              resolve(this.answerOf(request, status, text));
+              resolve(this.answerOf(request, status, body));
             } catch (err) {
               reject(err as Error);
             }
@@ -96,13 +96,13 @@ export class JsonRpcHttpClient extends UpstreamEndpoint {
   }
 
   /** The call's outcome from the upstream's HTTP answer (throws its error). */
-  private answerOf(request: UpstreamRequest, status: number, text: string): unknown {
+  private answerOf(request: UpstreamRequest, status: number, body: Buffer): unknown {
     const ok = status >= 200 && status < 300;
     if (request.id === undefined) {
       if (!ok) throw new UpstreamError('unavailable', this.name, `status ${status}`);
       return undefined;
     }
-    return readReply(text, request.id, this.name, ok ? undefined : status);
+    return readReply(body, request.id, this.name, ok ? undefined : status);
   }
 
   async close(): Promise<void> {
@@ -145,7 +145,7 @@ class ReplyReader implements Dispatcher.DispatchHandler {
   constructor(
     private readonly request: UpstreamRequest,
     private readonly maxBytes: number,
-    private readonly resolve: (status: number, text: string) => void,
+    private readonly resolve: (status: number, body: Buffer) => void,
     private readonly reject: (err: unknown) => void,
   ) {
     request.onAbort((reason) => this.controller?.abort(reason as Error));
@@ -177,8 +177,8 @@ class ReplyReader implements Dispatcher.DispatchHandler {
     this.done = true;
     this.controller = undefined;
     const { chunks } = this;
-    const text = (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)).toString('utf8');
-    this.resolve(this.status, text);
+    // Bytes, not text: readReply refuses a body that is not UTF-8.
+    this.resolve(this.status, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
   }
 
   onResponseError(_controller: Dispatcher.DispatchController | undefined, err: Error): void {

@@ -94,7 +94,7 @@ export class NatsUpstreamClient extends UpstreamEndpoint {
       if (reply.data.length > maxReplyBytes) {
         throw new UpstreamError('unavailable', this.name, 'reply too large');
       }
-      return readReply(reply.string(), request.id, this.name);
+      return readReply(reply.data, request.id, this.name);
     } catch (err) {
       if (request.aborted || err instanceof UpstreamError || err instanceof JsonRpcError) throw err;
       const detail = err instanceof Error ? err.message : String(err);

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { JsonRpcError } from '../protocol/errors.js';
 import { safeJsonParse } from '../protocol/safe-json.js';
 import { isRecord } from '../peer/option-rules.js';
@@ -7,13 +8,22 @@ import { UpstreamError } from './upstream-error.js';
 const MAX_REPLY_DEPTH = 64;
 
 /**
- * The result of an upstream's JSON-RPC reply to request `id`, or its error unchanged as a
- * JsonRpcError; anything that is not that response is -32011. `status` is the HTTP status when
- * it was not 2xx: an error response still passes through, anything else names the status.
+ * The result of an upstream's JSON-RPC reply (its body's bytes) to request `id`, or its error
+ * unchanged as a JsonRpcError; anything that is not that response is -32011. `status` is the
+ * HTTP status when it was not 2xx: an error response still passes through, anything else names
+ * the status. Bytes that are not UTF-8 are no JSON text (RFC 8259, section 8.1): -32011 too,
+ * never a result with U+FFFD where the upstream's bytes were.
  */
-export function readReply(text: string, id: number, upstream: string, status?: number): unknown {
+export function readReply(
+  body: Uint8Array,
+  id: number,
+  upstream: string,
+  status?: number,
+): unknown {
   const notResponse = (reason: string) =>
     new UpstreamError('unavailable', upstream, status === undefined ? reason : `status ${status}`);
+  if (!isUtf8(body)) throw notResponse('invalid UTF-8 in the reply');
+  const text = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8');
   const parsed = safeJsonParse(text, MAX_REPLY_DEPTH);
   if (!parsed.ok) throw notResponse('invalid JSON in the reply');
   const reply = parsed.value;
