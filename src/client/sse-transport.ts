@@ -167,7 +167,11 @@ export class SseSocket implements WebSocketLike {
   private readonly fetch: typeof fetch;
   private readonly headers: Record<string, string>;
   private session: { session: string; secret: string } | undefined;
-  private lastEventId: string | undefined;
+  /**
+   * The id of the last event read: where a resume starts. Before any, where the first stream
+   * started (its session event's `lastEventId`, else 0).
+   */
+  private lastEventId = '0';
   private readonly abort = new AbortController();
   private posting: Promise<void> = Promise.resolve();
   private queuedBytes = 0;
@@ -250,7 +254,8 @@ export class SseSocket implements WebSocketLike {
     if (this.session) {
       headers['x-wsrpc-session'] = this.session.session;
       headers['x-wsrpc-secret'] = this.session.secret;
-      if (this.lastEventId !== undefined) headers['last-event-id'] = this.lastEventId;
+      // Always named: a resume without it is given nothing the stream missed.
+      headers['last-event-id'] = this.lastEventId;
     }
     let received = false;
     let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
@@ -299,13 +304,20 @@ export class SseSocket implements WebSocketLike {
   /** Whether to go on reading. */
   private onEvent(event: SseEvent): boolean {
     if (event.event === 'session') {
-      const hello = parseJson(event.data) as { session?: unknown; secret?: unknown } | undefined;
+      const hello = parseJson(event.data) as
+        { session?: unknown; secret?: unknown; lastEventId?: unknown } | undefined;
       if (typeof hello?.session !== 'string' || typeof hello.secret !== 'string') {
         this.finish(1006, 'malformed session event');
         return false;
       }
       this.session = { session: hello.session, secret: hello.secret };
       if (this.readyState === CONNECTING) {
+        // The first stream starts after the events sent before it. A resumed stream's session
+        // event says what the server has sent, not what this socket has read: it moves nothing.
+        const start = hello.lastEventId;
+        if (typeof start === 'number' && Number.isSafeInteger(start) && start >= 0) {
+          this.lastEventId = String(start);
+        }
         this.readyState = OPEN;
         this.emit(this.onopen, {});
       }
