@@ -1,7 +1,9 @@
 import type { Denial } from './deny-list.js';
 import type { PresenceStore } from './presence.js';
+import type { SessionDenial } from './session-deny-list.js';
 
 export type { Denial } from './deny-list.js';
+export type { SessionDenial } from './session-deny-list.js';
 
 /** One published message as a broker hands it back: JSON text plus its per-topic sequence number. */
 export interface BrokerMessage {
@@ -196,6 +198,27 @@ export interface Broker {
    * refuses to authenticate the user (it fails closed).
    */
   denied?(user: string): Promise<Denial | undefined>;
+  /**
+   * Keep a record that `session` of `node` was revoked (gateway.revokeSession of a session on
+   * another node), for `forMs`, with the revocation's time and `reason` (kept cut to 123 bytes):
+   * `node` reads it when its link is back (deniedSessions), as the message to its topic is lost
+   * while its link is down. A session already recorded keeps the newer revocation and the later
+   * end. Rejects when the broker is unavailable, or its records are at their bound
+   * (`SessionDenyListFullError`). Optional, with `deniedSessions`: without them a revoked
+   * session of a node cut off from the broker stays open.
+   */
+  denySession?(
+    node: string,
+    session: string,
+    revokedAt: number,
+    forMs: number,
+    reason: string,
+  ): Promise<void>;
+  /**
+   * The revoked sessions of `node` whose records have not lapsed, in one read. Rejects when the
+   * broker is unavailable.
+   */
+  deniedSessions?(node: string): Promise<SessionDenial[]>;
   /**
    * Where the topics' members are kept (topics declared with `presence`), shared by every node
    * on the broker. Optional: a broker without it cannot declare presence topics.

@@ -98,6 +98,6 @@ export class NatsDenyList {
 }
 
 /** The bucket holds `max_msgs` entries already (discard new). */
-function isFull(err: unknown): boolean {
+export function isFull(err: unknown): boolean {
   return err instanceof JetStreamApiError && /maximum messages/i.test(err.message);
 }

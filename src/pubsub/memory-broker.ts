@@ -5,6 +5,8 @@ import { MemoryDenyList } from './deny-list.js';
 import type { Denial } from './deny-list.js';
 import { OnceKeys } from './once-keys.js';
 import { MemoryPresenceStore } from './presence.js';
+import { MemorySessionDenyList } from './session-deny-list.js';
+import type { SessionDenial } from './session-deny-list.js';
 
 /** Options of {@link MemoryBroker}. */
 export interface MemoryBrokerOptions {
@@ -22,6 +24,11 @@ export interface MemoryBrokerOptions {
    * is refused. Default 100 000.
    */
   maxDeniedUsers?: number;
+  /**
+   * Revoked sessions (revokeSession of another node's session) kept at most, every node's
+   * together; a revocation beyond it, with none lapsed, is refused. Default 100 000.
+   */
+  maxDeniedSessions?: number;
   /**
    * Idempotency keys (publishOnce) remembered at most; beyond it the oldest is forgotten first.
    * Default 100 000.
@@ -63,6 +70,8 @@ export class MemoryBroker implements Broker {
   private readonly epochPrefix = nanoid(10);
   /** Revoked users (gateway.revokeUser). */
   private readonly denyList: MemoryDenyList;
+  /** Revoked sessions, per node (gateway.revokeSession). */
+  private readonly sessionDenyList: MemorySessionDenyList;
   /** Idempotency keys of publishOnce, with the seq of their first publish. */
   private readonly onceKeys: OnceKeys;
   /** Topics' members (presence), in process. */
@@ -78,6 +87,7 @@ export class MemoryBroker implements Broker {
     this.sweepIntervalMs = settings.sweepIntervalMs ?? 60_000;
     this.nextSweepAt = this.now() + this.sweepIntervalMs;
     this.denyList = new MemoryDenyList(this.now, settings.maxDeniedUsers);
+    this.sessionDenyList = new MemorySessionDenyList(this.now, settings.maxDeniedSessions);
     this.presence = new MemoryPresenceStore(this.now);
     this.onceKeys = new OnceKeys(this.now, Math.max(1, settings.maxIdempotencyKeys ?? 100_000));
   }
@@ -173,6 +183,7 @@ export class MemoryBroker implements Broker {
     this.listeners.clear();
     this.logs.clear();
     this.denyList.clear();
+    this.sessionDenyList.clear();
     this.onceKeys.clear();
     return Promise.resolve();
   }
@@ -186,6 +197,25 @@ export class MemoryBroker implements Broker {
   denied(user: string): Promise<Denial | undefined> {
     if (this.closed) return Promise.reject(new Error('Broker closed'));
     return Promise.resolve(this.denyList.denied(user));
+  }
+
+  denySession(
+    node: string,
+    session: string,
+    revokedAt: number,
+    forMs: number,
+    reason: string,
+  ): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('Broker closed'));
+    // Through a promise, so a full list rejects rather than throws.
+    return Promise.resolve().then(() =>
+      this.sessionDenyList.deny(node, session, revokedAt, forMs, reason),
+    );
+  }
+
+  deniedSessions(node: string): Promise<SessionDenial[]> {
+    if (this.closed) return Promise.reject(new Error('Broker closed'));
+    return Promise.resolve(this.sessionDenyList.denied(node));
   }
 
   private newLog(topic: string, retention: Retention, now: number): TopicLog {

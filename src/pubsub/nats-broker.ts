@@ -10,6 +10,9 @@ import type { TopicCreationBudget } from './creation-budget.js';
 import { DEFAULT_MAX_DENIED_USERS } from './deny-list.js';
 import type { Denial } from './deny-list.js';
 import { NatsDenyList } from './deny-list-nats.js';
+import { DEFAULT_MAX_DENIED_SESSIONS } from './session-deny-list.js';
+import type { SessionDenial } from './session-deny-list.js';
+import { NatsSessionDenyList } from './session-deny-list-nats.js';
 import { HealthCheck } from './health-check.js';
 import { NatsConsumers } from './nats-consumers.js';
 import { NatsDirectSubjects } from './nats-direct.js';
@@ -63,6 +66,13 @@ export interface NatsBrokerOptions extends TopicCreationBudget {
    * Set when the bucket is created. Default 100 000.
    */
   maxDeniedUsers?: number;
+  /**
+   * Revoked sessions (revokeSession of another node's session; the bucket
+   * `<prefix>-deny-session`) kept at most, every node's together, lapsed records included until
+   * the bucket's max age (24 h) drops them; a revocation beyond it is refused. Set when the
+   * bucket is created. Default 100 000.
+   */
+  maxDeniedSessions?: number;
   /**
    * Idempotency keys (publishOnce) the `<prefix>-once` bucket holds at most; beyond it the
    * oldest is dropped first. Default 1 000 000.
@@ -138,6 +148,8 @@ export class NatsBroker implements Broker {
   private readonly health: HealthCheck;
   /** Revoked users: a JetStream key-value bucket. */
   private readonly denyList: NatsDenyList;
+  /** Revoked sessions, keyed by node and session: a JetStream key-value bucket. */
+  private readonly sessionDenyList: NatsSessionDenyList;
   /** Idempotency keys of publishOnce: a JetStream key-value bucket. */
   private readonly onceKeys: NatsOnceKeys;
   /** Topics' members (presence): a JetStream key-value bucket, see presence-nats.ts. */
@@ -179,6 +191,12 @@ export class NatsBroker implements Broker {
       this.replicas,
       this.timeoutMs,
       options.maxDeniedUsers ?? DEFAULT_MAX_DENIED_USERS,
+    );
+    this.sessionDenyList = new NatsSessionDenyList(
+      this.prefix,
+      this.replicas,
+      this.timeoutMs,
+      options.maxDeniedSessions ?? DEFAULT_MAX_DENIED_SESSIONS,
     );
     this.presence = new NatsPresenceStore(this.prefix, this.replicas, this.timeoutMs, (what) =>
       this.requireLink(what),
@@ -347,6 +365,22 @@ export class NatsBroker implements Broker {
   async denied(user: string): Promise<Denial | undefined> {
     const link = this.requireLink(`read the deny list for "${user}"`);
     return this.denyList.denied(link, user);
+  }
+
+  async denySession(
+    node: string,
+    session: string,
+    revokedAt: number,
+    forMs: number,
+    reason: string,
+  ): Promise<void> {
+    const link = this.requireLink(`revoke session "${session}"`);
+    return this.sessionDenyList.deny(link, node, session, revokedAt, forMs, reason);
+  }
+
+  async deniedSessions(node: string): Promise<SessionDenial[]> {
+    const link = this.requireLink(`read the revoked sessions of "${node}"`);
+    return this.sessionDenyList.denied(link, node);
   }
 
   /**

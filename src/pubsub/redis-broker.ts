@@ -6,6 +6,8 @@ import { CreationBudget } from './creation-budget.js';
 import type { TopicCreationBudget } from './creation-budget.js';
 import type { Denial } from './deny-list.js';
 import { RedisDenyList } from './deny-list-redis.js';
+import { RedisSessionDenyList } from './session-deny-list-redis.js';
+import type { SessionDenial } from './session-deny-list.js';
 import { HealthCheck } from './health-check.js';
 import { RedisPresenceStore } from './presence-redis.js';
 import { RedisDirectChannels } from './redis-direct.js';
@@ -39,6 +41,11 @@ export interface RedisBrokerOptions extends TopicCreationBudget {
    * one is answered. 0 turns the check off. Default 2 000.
    */
   healthCheckIntervalMs?: number;
+  /**
+   * Revoked sessions (revokeSession of another node's session) kept at most per node, in a
+   * sorted set per node; a revocation beyond it, with none lapsed, is refused. Default 100 000.
+   */
+  maxDeniedSessions?: number;
   /**
    * Connection errors, failed catch-up reads and exceptions thrown by `deliver`.
    * They never propagate: the broker reports them here and carries on. Default: ignored.
@@ -116,6 +123,8 @@ export class RedisBroker implements Broker {
   private readonly health: HealthCheck;
   /** Revoked users: a key per user, expiring with the entry. */
   private readonly denyList: RedisDenyList;
+  /** Revoked sessions, per node: a sorted set and a hash, trimmed as they lapse. */
+  private readonly sessionDenyList: RedisSessionDenyList;
   /** Topics' members (presence): see presence-redis.ts. */
   readonly presence: RedisPresenceStore;
   private closed = false;
@@ -165,6 +174,11 @@ export class RedisBroker implements Broker {
     this.topics = new RedisTopicSubscriptions({ ...parts, runner: this.runner });
     this.direct = new RedisDirectChannels({ ...parts, command: this.command });
     this.denyList = new RedisDenyList(this.runner, this.prefix);
+    this.sessionDenyList = new RedisSessionDenyList(
+      this.runner,
+      this.prefix,
+      options.maxDeniedSessions,
+    );
     this.presence = new RedisPresenceStore(this.runner, this.prefix);
 
     const reportError = (error: Error): void => {
@@ -324,6 +338,23 @@ export class RedisBroker implements Broker {
   async denied(user: string): Promise<Denial | undefined> {
     this.assertUsable();
     return this.denyList.denied(user);
+  }
+
+  /** Revoked sessions: `<prefix>deny-session:{<node>}:until` and `:record`, bounded per node. */
+  async denySession(
+    node: string,
+    session: string,
+    revokedAt: number,
+    forMs: number,
+    reason: string,
+  ): Promise<void> {
+    this.assertUsable();
+    return this.sessionDenyList.deny(node, session, revokedAt, forMs, reason);
+  }
+
+  async deniedSessions(node: string): Promise<SessionDenial[]> {
+    this.assertUsable();
+    return this.sessionDenyList.denied(node);
   }
 
   close(): Promise<void> {

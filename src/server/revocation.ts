@@ -11,6 +11,7 @@ import {
   mergeDenials,
 } from '../pubsub/deny-list.js';
 import type { Denial } from '../pubsub/deny-list.js';
+import { DEFAULT_SESSION_DENY_FOR_MS, closeReasonOf } from '../pubsub/session-deny-list.js';
 import type { ExchangeRevocation } from './http-rpc.js';
 import type { UpgradeRequest } from './options.js';
 import type { Session } from './session.js';
@@ -30,9 +31,6 @@ const DEFAULT_REASON = 'revoked';
  * this many users with sessions or exchanges here.
  */
 export const DEFAULT_RECHECK_BATCH = 100;
-
-/** A WebSocket close reason is at most 123 bytes of UTF-8. */
-const MAX_REASON_BYTES = 123;
 
 /**
  * Denials this node remembers, so a revoked client retrying in a loop costs no broker read, and
@@ -92,6 +90,12 @@ export interface RevokeUserOptions {
 export interface RevokeSessionOptions {
   /** Told to the client as the close reason (truncated to 123 bytes). Default `revoked`. */
   reason?: string;
+  /**
+   * How long the broker keeps the revocation of a session on another node, in ms, for that
+   * node to read should its broker link be down now: 1 to 86 400 000 (24 h). Default 3 600 000
+   * (1 h); a node whose link is back later leaves the session open.
+   */
+  keepForMs?: number;
 }
 
 type Authenticate<C> = (request: UpgradeRequest) => C | Promise<C>;
@@ -118,16 +122,7 @@ export interface RevocationDeps<C> {
   recheckBatch?: number;
 }
 
-/** A close reason of at most 123 bytes, cut on a character boundary. */
-export function closeReasonOf(reason: string): string {
-  if (Buffer.byteLength(reason) <= MAX_REASON_BYTES) return reason;
-  let cut = '';
-  for (const char of reason) {
-    if (Buffer.byteLength(cut + char) > MAX_REASON_BYTES) break;
-    cut += char;
-  }
-  return cut;
-}
+export { closeReasonOf };
 
 /** Credentials issued after the revocation: the deny list does not apply to them. */
 function issuedAfter(issuedAt: number | undefined, revokedAt: number): boolean {
@@ -142,8 +137,8 @@ function readReason(method: string, options: { reason?: unknown }): string {
   return closeReasonOf(reason);
 }
 
-function readDenyForMs(denyForMs: unknown): number {
-  const value = denyForMs ?? DEFAULT_DENY_FOR_MS;
+function readForMs(method: string, option: string, given: unknown, byDefault: number): number {
+  const value = given ?? byDefault;
   if (
     typeof value !== 'number' ||
     !Number.isInteger(value) ||
@@ -151,7 +146,7 @@ function readDenyForMs(denyForMs: unknown): number {
     value > MAX_DENY_FOR_MS
   ) {
     throw new RangeError(
-      `revokeUser: denyForMs must be an integer from 1 to ${MAX_DENY_FOR_MS} (24 h), got ${JSON.stringify(value) ?? typeof value}`,
+      `${method}: ${option} must be an integer from 1 to ${MAX_DENY_FOR_MS} (24 h), got ${JSON.stringify(value) ?? typeof value}`,
     );
   }
   return value;
@@ -182,7 +177,7 @@ export class Revocations<C> {
       throw new TypeError('revokeUser: user must be a non-empty string');
     }
     const reason = readReason('revokeUser', options);
-    const denyForMs = readDenyForMs(options.denyForMs);
+    const denyForMs = readForMs('revokeUser', 'denyForMs', options.denyForMs, DEFAULT_DENY_FOR_MS);
     const { broker, router, nodeId } = this.deps;
     if (!broker.deny || !broker.denied) {
       throw new TypeError(
@@ -216,22 +211,30 @@ export class Revocations<C> {
   }
 
   /**
-   * Close one session, on whichever node holds it, with 4403 and `reason`. Nothing is listed:
-   * the same credentials may connect again (revokeUser keeps a user out). Resolves false when
-   * the session is not here and its id names no other node.
+   * Close one session, on whichever node holds it, with 4403 and `reason`. The user is not
+   * listed: the same credentials may connect again (revokeUser keeps a user out). A session on
+   * another node is recorded in the broker for `keepForMs` first (Broker.denySession), so that
+   * node closes it when its link is back should the message not reach it (recheck). Resolves
+   * false when the session is not here and its id names no other node.
    */
   async revokeSession(sessionId: string, options: RevokeSessionOptions = {}): Promise<boolean> {
     if (typeof sessionId !== 'string' || sessionId === '') {
       throw new TypeError('revokeSession: sessionId must be a non-empty string');
     }
     const reason = readReason('revokeSession', options);
+    const keepForMs = readForMs(
+      'revokeSession',
+      'keepForMs',
+      options.keepForMs,
+      DEFAULT_SESSION_DENY_FOR_MS,
+    );
     const revocation = {
       session: sessionId,
       reason,
       revokedAt: Date.now(),
       origin: this.deps.nodeId,
     };
-    return this.deps.router.revokeSession(revocation);
+    return this.deps.router.revokeSession(revocation, keepForMs);
   }
 
   /**
@@ -243,14 +246,56 @@ export class Revocations<C> {
   readonly closeLocal = (revocation: Revocation): number => this.closeNamed([revocation]);
 
   /**
-   * Read the deny list again for every user with a session or an HTTP POST exchange in progress
-   * on this node, and close those listed as a received revocation closes them (closeLocal, with
-   * the listing's revocation time and the reason `revoked`: the list keeps no reason). Run when
-   * the broker's link is back (SessionRouterOptions.relinked): a revocation sent while it was
-   * down never arrives. Reads go `recheckBatch` users at a time. Resolves false when some entry
-   * could not be read (those users' sessions stay open until a later run reads it).
+   * Read again what revocations sent while the broker's link was down said, and close what
+   * they name as a received revocation closes it (closeLocal). Run when the link is back
+   * (SessionRouterOptions.relinked): those messages never arrive. Reads this node's revoked
+   * sessions (recheckSessions) and the deny list (recheckUsers) side by side. Resolves false
+   * when something could not be read (what it names stays open until a later run reads it).
    */
   readonly recheck = async (): Promise<boolean> => {
+    const [users, sessions] = await Promise.all([this.recheckUsers(), this.recheckSessions()]);
+    return users && sessions;
+  };
+
+  /**
+   * Read this node's revoked sessions in the broker (Broker.deniedSessions, one read) and close
+   * those still here with 4403 and each record's reason (403 for an HTTP POST exchange). True
+   * without such records in the broker; false when the read failed.
+   */
+  private async recheckSessions(): Promise<boolean> {
+    const { broker, logger, nodeId } = this.deps;
+    if (!broker.deniedSessions) return true;
+    let records;
+    try {
+      records = await Promise.resolve().then(() => broker.deniedSessions!(nodeId));
+    } catch (err) {
+      logger.warn({ err }, 'revoked sessions unread after a broker outage');
+      return false;
+    }
+    const closed = this.closeNamed(
+      records.map(({ session, revokedAt, reason }) => ({
+        session,
+        reason,
+        revokedAt,
+        origin: nodeId,
+      })),
+    );
+    if (closed > 0) {
+      logger.info(
+        { recorded: records.length, closed },
+        'revoked sessions read again after a broker outage',
+      );
+    }
+    return true;
+  }
+
+  /**
+   * Read the deny list again for every user with a session or an HTTP POST exchange in progress
+   * on this node, and close those listed (closeLocal, with the listing's revocation time and the
+   * reason `revoked`: the list keeps no reason). Reads go `recheckBatch` users at a time. False
+   * when some entry could not be read (those users' sessions stay open until a later run).
+   */
+  private async recheckUsers(): Promise<boolean> {
     const { broker, logger, nodeId } = this.deps;
     if (!broker.denied) return true;
     const users = new Set<string>();
@@ -297,7 +342,7 @@ export class Revocations<C> {
       );
     }
     return unread === 0;
-  };
+  }
 
   /**
    * Close the sessions and end the exchanges the revocations name, in one pass over this

@@ -3,6 +3,10 @@ import { ErrorCode } from '../protocol/error-codes.js';
 import { ServerError } from '../protocol/errors.js';
 import type { Params } from '../protocol/types.js';
 import type { Broker, BrokerMessage, Retention } from '../pubsub/broker.js';
+import {
+  DEFAULT_SESSION_DENY_FOR_MS,
+  SessionDenyListFullError,
+} from '../pubsub/session-deny-list.js';
 import type { SubscribeRequest } from '../pubsub/subscribe-params.js';
 
 /** Directed messages need no history: whoever is not connected now is not addressed. */
@@ -271,18 +275,52 @@ export class SessionRouter {
 
   /**
    * Close a session on any node (gateway.revokeSession): here at once, or through the broker
-   * to the node its id names. Resolves false when it is not here and its id names no other
-   * node; rejects with -32009 when the broker did not take the message.
+   * to the node its id names. For another node, a broker with `denySession` keeps a record of
+   * the revocation for `keepForMs` first, which that node reads when its link is back
+   * (Revocations.recheck): the message is lost while its link is down. Resolves false when it
+   * is not here and its id names no other node; rejects with -32009 when the broker did not
+   * take the record or the message, with SessionDenyListFullError when its records are at
+   * their bound.
    */
-  async revokeSession(revocation: Revocation & { session: string }): Promise<boolean> {
+  async revokeSession(
+    revocation: Revocation & { session: string },
+    keepForMs = DEFAULT_SESSION_DENY_FOR_MS,
+  ): Promise<boolean> {
     if ((this.options.revoked?.(revocation) ?? 0) > 0) return true;
     const sessionId = revocation.session;
     const dash = sessionId.lastIndexOf('-');
     const node = dash > 0 ? sessionId.slice(0, dash) : this.nodeId;
     if (node === this.nodeId) return false;
+    await this.recordRevokedSession(node, revocation, keepForMs);
     const payload = JSON.stringify({ method: '', revoke: revocation });
     await this.publish(`$node.${node}`, payload, DIRECT, { session: sessionId });
     return true;
+  }
+
+  /** Broker.denySession, when the broker has it (see revokeSession). */
+  private async recordRevokedSession(
+    node: string,
+    revocation: Revocation & { session: string },
+    keepForMs: number,
+  ): Promise<void> {
+    const { broker } = this;
+    if (!broker.denySession || !broker.deniedSessions) return;
+    const { session, revokedAt, reason } = revocation;
+    try {
+      // Through a promise, so a broker that throws synchronously fails like one that rejects.
+      await Promise.resolve().then(() =>
+        broker.denySession!(node, session, revokedAt, keepForMs, reason),
+      );
+    } catch (err) {
+      if (err instanceof SessionDenyListFullError) throw err;
+      throw brokerUnavailable(
+        this.logger,
+        this.options.exposeErrorDetails ?? false,
+        err,
+        'the session was not revoked',
+        { session },
+      );
+    }
   }
 
   /**

@@ -1,0 +1,119 @@
+/*
+ * NatsBroker's revoked sessions: a JetStream key-value bucket (nats-kv.ts), `<prefix>-deny-session`
+ * (the stream `KV_<prefix>-deny-session`), one key per revoked session, `<node>.<session>`, each
+ * part encoded as the deny list encodes a user, so a node's records are the keys under
+ * `<node>.*`, read in one scan. Each record holds the revocation as JSON and lapses at its own
+ * `until`, checked on read; the bucket's max age is the longest revocation allowed
+ * (MAX_DENY_FOR_MS), which is when JetStream drops a record for good.
+ */
+import { MAX_DENY_FOR_MS } from './deny-list.js';
+import { isFull } from './deny-list-nats.js';
+import { NatsKvBucket, isWrongLastSequence } from './nats-kv.js';
+import { bounded } from './nats-link.js';
+import type { Link } from './nats-link.js';
+import { encodeTopic } from './nats-names.js';
+import { isNoResponders, isStreamNotFound } from './nats-streams.js';
+import {
+  SessionDenyListFullError,
+  closeReasonOf,
+  decodeSessionDenial,
+  encodeSessionDenial,
+  mergeSessionDenials,
+} from './session-deny-list.js';
+import type { SessionDenial } from './session-deny-list.js';
+
+/** Revocations of one session racing from several nodes: each is tried again this often at most. */
+const MAX_ATTEMPTS = 5;
+
+/** The bucket, and the key of a node's revoked session (`*` for every one of the node's). */
+export function natsSessionDenyNames(
+  prefix: string,
+  node: string,
+  session?: string,
+): { bucket: string; stream: string; key: string } {
+  const bucket = `${prefix}-deny-session`;
+  const key = `${encodeTopic(node)}.${session === undefined ? '*' : encodeTopic(session)}`;
+  return { bucket, stream: `KV_${bucket}`, key };
+}
+
+export class NatsSessionDenyList {
+  private readonly bucket: NatsKvBucket;
+
+  constructor(
+    private readonly prefix: string,
+    replicas: number,
+    private readonly timeoutMs: number,
+    private readonly maxEntries: number,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.bucket = new NatsKvBucket(
+      {
+        bucket: natsSessionDenyNames(prefix, '').bucket,
+        replicas,
+        // Full means a revocation refused, never an older one dropped.
+        discard: 'new',
+        maxEntries,
+        maxAgeMs: MAX_DENY_FOR_MS,
+        denyDelete: true,
+      },
+      timeoutMs,
+    );
+  }
+
+  async deny(
+    link: Link,
+    node: string,
+    session: string,
+    revokedAt: number,
+    forMs: number,
+    reason: string,
+  ): Promise<void> {
+    const { key } = natsSessionDenyNames(this.prefix, node, session);
+    const outcome = await bounded(`revoke session "${session}"`, this.timeoutMs, async () => {
+      await this.bucket.ensure(link);
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const last = await this.bucket.last(link, key);
+          const stored = last ? decodeSessionDenial(last.string()) : undefined;
+          const next = mergeSessionDenials(this.live(stored), {
+            session,
+            revokedAt,
+            until: this.now() + forMs,
+            reason: closeReasonOf(reason),
+          });
+          // Written over exactly the record read, or tried again: two nodes revoking one
+          // session at once both count.
+          await this.bucket.put(link, key, encodeSessionDenial(next), last?.seq ?? 0);
+          return 'denied';
+        } catch (err) {
+          if (isFull(err)) return 'full';
+          if (attempt >= MAX_ATTEMPTS) throw err;
+          if (isStreamNotFound(err) || isNoResponders(err)) {
+            // The bucket was deleted behind our back: made again.
+            this.bucket.forget();
+            await this.bucket.ensure(link);
+          } else if (!isWrongLastSequence(err)) throw err;
+        }
+      }
+    });
+    if (outcome === 'full') throw new SessionDenyListFullError(this.maxEntries);
+  }
+
+  /** The node's records that have not lapsed, in one scan (no bucket: none; reading makes none). */
+  async denied(link: Link, node: string): Promise<SessionDenial[]> {
+    const { key } = natsSessionDenyNames(this.prefix, node);
+    const scan = await bounded(`read the revoked sessions of "${node}"`, this.timeoutMs, () =>
+      this.bucket.scan(link, key),
+    );
+    const records: SessionDenial[] = [];
+    for (const entry of scan.entries) {
+      const denial = this.live(decodeSessionDenial(entry.value));
+      if (denial) records.push(denial);
+    }
+    return records;
+  }
+
+  private live(denial: SessionDenial | undefined): SessionDenial | undefined {
+    return denial && denial.until > this.now() ? denial : undefined;
+  }
+}
