@@ -3,6 +3,8 @@ export { defaultRetention, TopicCreationLimitError, MAX_EXCEPT } from './broker.
 export { MAX_HISTORY_PAGE } from './history-params.js';
 export { DenyListFullError, DEFAULT_DENY_FOR_MS, MAX_DENY_FOR_MS } from './deny-list.js';
 export type { Denial } from './deny-list.js';
+export { SessionDenyListFullError, DEFAULT_SESSION_DENY_FOR_MS } from './session-deny-list.js';
+export type { SessionDenial } from './session-deny-list.js';
 export {
   MemoryPresenceStore,
   DEFAULT_PRESENCE_LEASE_MS,
