@@ -9,7 +9,11 @@ import { requestText } from './request-text.js';
 export interface JsonRpcHttpClientOptions extends UpstreamEndpointOptions {
   /** The JSON-RPC endpoint (http or https) requests are POSTed to. */
   url: string;
-  /** Keep-alive connections in the pool. */
+  /**
+   * The most sockets of the pool. Fewer than `maxConcurrent` lets a call admitted wait for a
+   * socket other calls hold: a configuration file gives at least `maxConcurrent`
+   * (upstreams-config.ts, resolveConnections).
+   */
   connections: number;
   /** A reply body larger than this is -32011 (the gateway's maxMessageBytes). */
   maxReplyBytes: number;
@@ -63,6 +67,8 @@ export class JsonRpcHttpClient extends UpstreamEndpoint {
     this.fixedHeaders = Object.entries(http.headers ?? {});
     this.pool = new Pool(url.origin, {
       connections: http.connections,
+      // One request per socket at a time: pipelined, a request would wait on its socket behind
+      // another call's slow answer, whoever made it, whatever the sockets free.
       pipelining: 1,
       // The endpoint's own timer bounds each attempt (UpstreamCallOptions.timeoutMs).
       headersTimeout: 0,
@@ -157,7 +163,10 @@ class ReplyReader implements Dispatcher.DispatchHandler {
   }
 
   onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number): void {
-    // A 1xx is informational: the answer's status follows.
+    // An interim 102 or 103 comes here before the answer, whose status follows. A 100 Continue
+    // never does: undici's HTTP/1.1 parser (client-h1.js, onHeadersComplete) destroys the socket
+    // on one ("bad response", as it never sends `Expect: 100-continue`), so an upstream that sends
+    // it fails that call -32011 "connection failed", after the request reached it.
     if (statusCode >= 200) this.status = statusCode;
   }
 

@@ -36,9 +36,10 @@ const NO_RESPONDERS = 503;
 /**
  * JSON-RPC 2.0 over NATS request-reply: the request is the payload, the identity headers are
  * NATS message headers, the reply (a JSON-RPC response) is read as over HTTP. A notification is
- * published without a reply subject. Each request has its own reply inbox, unsubscribed when the
- * request is cancelled or times out: the NATS client lets go of it at once, and a late reply
- * reaches no one (the inbox is never reused, so it cannot be taken for another request's).
+ * published without a reply subject. Each request has its own reply inbox, unsubscribed however
+ * the request ends (answered, cancelled, timed out, or refused by the NATS client before it
+ * left): the NATS client lets go of it at once, and a late reply reaches no one (the inbox is
+ * never reused, so it cannot be taken for another request's).
  */
 export class NatsUpstreamClient extends UpstreamEndpoint {
   /**
@@ -104,8 +105,11 @@ export class NatsUpstreamClient extends UpstreamEndpoint {
 
   /**
    * Publish the request with a fresh reply inbox, subscribed for one message, and resolve with
-   * the reply. No timer of its own: the endpoint aborts the attempt at its timeout, and the abort
-   * unsubscribes the inbox, so the NATS client holds nothing past it.
+   * the reply. No timer of its own: the endpoint aborts the attempt at its timeout. Every way the
+   * exchange settles unsubscribes the inbox (a reply does on its own, `max: 1`), so the NATS
+   * client holds nothing past it: the endpoint's timer, which would abort it, is cleared once the
+   * attempt settles, so a publish that throws (a payload past the server's max_payload, the
+   * connection closed) must let go here.
    */
   private exchange(
     link: { nats: NatsModule; connection: NatsConnection },
@@ -116,12 +120,16 @@ export class NatsUpstreamClient extends UpstreamEndpoint {
     if (request.aborted) return Promise.reject(request.abortReason as Error);
     const inbox = link.nats.createInbox();
     return new Promise<Msg>((resolve, reject) => {
+      const fail = (err: unknown) => {
+        if (!subscription.isClosed()) subscription.unsubscribe();
+        reject(err as Error);
+      };
       const subscription = link.connection.subscribe(inbox, {
         max: 1,
         callback: (err, msg) => {
-          if (err) reject(err);
+          if (err) fail(err);
           else if (msg.data.length === 0 && msg.headers?.code === NO_RESPONDERS) {
-            reject(new UpstreamError('unavailable', this.name, 'no responders', undefined, true));
+            fail(new UpstreamError('unavailable', this.name, 'no responders', undefined, true));
           } else resolve(msg);
         },
       });
@@ -130,11 +138,12 @@ export class NatsUpstreamClient extends UpstreamEndpoint {
         (err) => reject(err ?? new Error('reply subscription closed without a reply')),
         reject,
       );
-      request.onAbort((reason) => {
-        subscription.unsubscribe();
-        reject(reason as Error);
-      });
-      link.connection.publish(this.natsOptions.subject, payload, { headers, reply: inbox });
+      request.onAbort(fail);
+      try {
+        link.connection.publish(this.natsOptions.subject, payload, { headers, reply: inbox });
+      } catch (err) {
+        fail(err);
+      }
     });
   }
 

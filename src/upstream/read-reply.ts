@@ -12,7 +12,8 @@ const MAX_REPLY_DEPTH = 64;
  * unchanged as a JsonRpcError; anything that is not that response is -32011. `status` is the
  * HTTP status when it was not 2xx: an error response still passes through, anything else names
  * the status. Bytes that are not UTF-8 are no JSON text (RFC 8259, section 8.1): -32011 too,
- * never a result with U+FFFD where the upstream's bytes were.
+ * never a result with U+FFFD where the upstream's bytes were. It throws nothing else: a
+ * JsonRpcError it throws goes to the client as it is.
  */
 export function readReply(
   body: Uint8Array,
@@ -31,9 +32,12 @@ export function readReply(
   if (reply['id'] !== id) throw notResponse('a reply to another id');
   const error = reply['error'];
   if (error !== undefined) {
+    // A safe integer, as the gateway's reply to its client must carry it (isWireError): an
+    // integer past 2^53 (1e300) is not one JSON-RPC can pass on exactly, so it is the upstream's
+    // malformed answer (-32011, logged as the upstream's failures are), not an internal error.
     if (
       !isRecord(error) ||
-      !Number.isInteger(error['code']) ||
+      !Number.isSafeInteger(error['code']) ||
       typeof error['message'] !== 'string'
     ) {
       throw notResponse('a malformed error object');

@@ -13,8 +13,6 @@ export const upstreamDefaults = Object.freeze({
   timeoutMs: 10_000,
   maxConcurrent: 64,
   retries: 0,
-  /** Keep-alive connections of an HTTP upstream's pool. */
-  connections: 16,
 });
 
 /**
@@ -48,7 +46,8 @@ export function defaultMaxConcurrentPerUser(maxConcurrent: number, perSession: n
 export const upstreamBounds = Object.freeze({
   maxConcurrent: 100_000,
   retries: 5,
-  connections: 1024,
+  /** As maxConcurrent's: an HTTP upstream's connections are at least its maxConcurrent. */
+  connections: 100_000,
 });
 
 interface UpstreamCommon {
@@ -75,6 +74,10 @@ export interface HttpUpstreamConfig extends UpstreamCommon {
   readonly kind: 'http';
   /** The JSON-RPC endpoint requests are POSTed to. */
   readonly url: string;
+  /**
+   * The most sockets of the upstream's pool: at least maxConcurrent (its default), so every call
+   * admitted has one (see resolveConnections).
+   */
   readonly connections: number;
   /** Sent with every request (a key the upstream checks, say). */
   readonly headers: Readonly<Record<string, string>>;
@@ -196,7 +199,11 @@ function resolveUpstream(name: string, options: unknown): UpstreamConfig {
     ...common,
     kind: 'http',
     url: given['url'] as string,
-    connections: (given['connections'] as number | undefined) ?? upstreamDefaults.connections,
+    connections: resolveConnections(
+      path,
+      given['connections'] as number | undefined,
+      maxConcurrent,
+    ),
     headers: Object.freeze({ ...((given['headers'] as Record<string, string> | undefined) ?? {}) }),
   };
 }
@@ -250,6 +257,30 @@ function resolveShares(
     perAddress: address ?? defaultMaxConcurrentPerAddress(maxConcurrent, perSession),
     perUser: user ?? defaultMaxConcurrentPerUser(maxConcurrent, perSession),
   };
+}
+
+/**
+ * An HTTP upstream's pool sockets: `maxConcurrent` unless given, and never fewer. The shares
+ * (session, address, user) are promises about slots, and a slot is a socket only when the pool
+ * has one for every call admitted: with fewer, one address's calls within its share (say 16 the
+ * upstream never answers) could hold every socket, and a call admitted for another address would
+ * wait in the pool's queue for one of them until its timeout. With pipelining 1 (two requests
+ * never share a socket, so none waits behind another's slow answer), as many sockets as calls
+ * admitted means no admitted call ever waits for a socket. Idle ones close after undici's
+ * keep-alive timeout, so the sockets open follow the calls in flight.
+ */
+function resolveConnections(
+  path: string,
+  connections: number | undefined,
+  maxConcurrent: number,
+): number {
+  if (connections === undefined) return maxConcurrent;
+  if (connections < maxConcurrent) {
+    throw new RangeError(
+      `${path}.connections must be at least maxConcurrent (${maxConcurrent}), not ${connections}: each call admitted needs a pool socket of its own, else the calls of one client address can hold every socket while the calls admitted for others wait (lower maxConcurrent to keep fewer sockets)`,
+    );
+  }
+  return connections;
 }
 
 function resolveRoute(

@@ -28,7 +28,7 @@ describe('resolveUpstreamsConfig', () => {
       maxConcurrentPerAddress: upstreamDefaults.maxConcurrent / 4,
       maxConcurrentPerUser: upstreamDefaults.maxConcurrent / 4,
       retries: 0,
-      connections: upstreamDefaults.connections,
+      connections: upstreamDefaults.maxConcurrent,
       headers: {},
     });
     expect(config.upstreams.get('billing')).toMatchObject({
@@ -60,8 +60,8 @@ describe('resolveUpstreamsConfig', () => {
     [{ url, retries: 6 }, 'upstreams.orders.retries must be an integer from 0 to 5, not 6'],
     [{ url, retries: '1' }, 'upstreams.orders.retries must be an integer from 0 to 5, not "1"'],
     [
-      { url, connections: 5000 },
-      'upstreams.orders.connections must be an integer from 1 to 1024, not 5000',
+      { url, connections: 100_001 },
+      'upstreams.orders.connections must be an integer from 1 to 100000, not 100001',
     ],
     [{ url: 'ftp://x/rpc' }, 'upstreams.orders.url must be an http(s) URL, not "ftp://x/rpc"'],
     [{ url: 'not a url' }, 'upstreams.orders.url must be an http(s) URL, not "not a url"'],

@@ -1,6 +1,8 @@
 // Calls given up (rpc.cancel, a disconnect, the route timeout) while their HTTP request waits in
 // the upstream's pool queue: undici keeps such a request, body and all, until a socket frees, so
 // the call keeps its maxConcurrent slot until then. The caller is answered at once all the same.
+// A configuration file gives a pool a socket for every call admitted, so no request waits there;
+// the endpoint (JsonRpcHttpClient) takes fewer, and these tests give it one to have a queue.
 import fc from 'fast-check';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { scrape, sampleValue } from '../support/metrics.js';
@@ -9,6 +11,8 @@ import type { PythonUpstream } from '../support/python-upstream.js';
 import { RawRpc } from '../support/raw-rpc.js';
 import type { WireFrame } from '../support/raw-rpc.js';
 import { waitFor } from '../support/waiting.js';
+import { resolveUpstreamsConfig } from '../../src/upstream/index.js';
+import type { HttpUpstreamConfig, UpstreamsConfig } from '../../src/upstream/index.js';
 import { startRoutedGateway } from './routed-gateway.js';
 import type { RoutedGateway } from './routed-gateway.js';
 
@@ -37,7 +41,6 @@ beforeAll(async () => {
           maxConcurrent: MAX_CONCURRENT,
           // One session takes the whole bound here: its share is the upstream's.
           maxConcurrentPerSession: MAX_CONCURRENT,
-          connections: 1,
           timeoutMs: 60_000,
         },
       },
@@ -50,8 +53,16 @@ beforeAll(async () => {
     {
       limits: { maxMessageBytes: 1024 * 1024, metricsCacheMs: 0, probeRequestsPerSecondPerIp: 0 },
     },
+    withOneSocket,
   );
 });
+
+/** The configuration as resolved, its upstream's pool given the one socket a file cannot give. */
+function withOneSocket(config: unknown): UpstreamsConfig {
+  const resolved = resolveUpstreamsConfig(config);
+  const single = resolved.upstreams.get('single') as HttpUpstreamConfig;
+  return { ...resolved, upstreams: new Map([['single', { ...single, connections: 1 }]]) };
+}
 
 afterEach(() => closeAll());
 

@@ -3,7 +3,7 @@ import { silentLogger } from '../../src/peer/logger.js';
 import { noTracing } from '../../src/tracing/tracing.js';
 import type { GatewayOptions } from '../../src/server/options.js';
 import { installUpstreamRoutes, resolveUpstreamsConfig } from '../../src/upstream/index.js';
-import type { UpstreamRoutes } from '../../src/upstream/index.js';
+import type { UpstreamRoutes, UpstreamsConfig } from '../../src/upstream/index.js';
 import { startGateway } from '../support/gateway.js';
 import type { RunningGateway } from '../support/gateway.js';
 
@@ -21,11 +21,12 @@ export interface RoutedGateway extends RunningGateway<TestContext | undefined> {
 /**
  * A gateway on a free port whose `?user=NAME` connections have the context
  * `{ user: NAME, roles: ['buyer'] }` (none without it), with `config` (the file's `upstreams` and
- * `methods` sections) installed.
+ * `methods` sections) installed, as `resolve` reads them (by default as a configuration file's).
  */
 export async function startRoutedGateway(
   config: unknown,
   options: GatewayOptions<TestContext | undefined> = {},
+  resolve: (config: unknown) => UpstreamsConfig = resolveUpstreamsConfig,
 ): Promise<RoutedGateway> {
   const running = await startGateway<TestContext | undefined>({
     authenticate: (request) => {
@@ -35,7 +36,7 @@ export async function startRoutedGateway(
     userOf: (context) => context?.user,
     ...options,
   });
-  const routes = installUpstreamRoutes(running.gateway, resolveUpstreamsConfig(config), {
+  const routes = installUpstreamRoutes(running.gateway, resolve(config), {
     logger: silentLogger,
     tracing: noTracing,
   });
