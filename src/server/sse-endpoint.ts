@@ -2,12 +2,12 @@ import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../peer/logger.js';
 import { SseTransport } from '../transport/sse-transport.js';
-import { CloseCode } from '../transport/transport.js';
 import type { SseLimits } from '../transport/sse-transport.js';
 import type { ConnectionIntake } from './connection-intake.js';
 import { closeUnread, sendText } from './http-routes.js';
 import type { GatewayLimits } from './options.js';
 import { readBody } from './read-body.js';
+import { RateLimit, TokenBucket } from './token-bucket.js';
 
 /** The headers naming an HTTP streaming session on its later requests. */
 export const SESSION_HEADER = 'x-wsrpc-session';
@@ -15,6 +15,16 @@ export const SECRET_HEADER = 'x-wsrpc-secret';
 
 /** A comment on the event stream this often (proxies time out streams that go quiet). */
 const HEARTBEAT_MS = 15_000;
+
+/**
+ * How often one session's stream may be resumed: RESUME_BURST at once, then RESUMES_PER_SECOND.
+ * A resume replays up to `sseReplayBytes`; without a bound a client could make the server write
+ * that as fast as it can ask. A client whose stream drops resumes once per drop; past the rate
+ * a resume is refused 429 (Retry-After) and the stream in place, if any, stays. Sessions per
+ * address are bounded (maxConnectionsPerIp), so resumes per address are too.
+ */
+const RESUME_BURST = 10;
+const RESUMES_PER_SECOND = 1;
 
 /** The headers the client sends (the session's, Last-Event-ID, a token), granted to a preflight. */
 const CLIENT_HEADERS = [
@@ -87,13 +97,17 @@ function sameSecret(given: string, expected: string): boolean {
 /**
  * The HTTP streaming fallback's route (`routes.events`): `GET` opens a session and streams
  * what the server sends it as Server-Sent Events; `GET` with the session's id and secret (the
- * stream's first event tells them) and `Last-Event-ID` resumes a dropped stream; `POST` with
+ * stream's first event tells them) and `Last-Event-ID` (absent: 0) resumes a dropped stream,
+ * the one it replaces cut, at most RESUME_BURST at once and RESUMES_PER_SECOND after; `POST` with
  * them carries one JSON-RPC message or batch from the client (answered 202: the replies come
  * on the stream); `DELETE` with them ends the session (1000). Id and secret go in the X-Wsrpc-Session and X-Wsrpc-Secret headers, or the
  * `session` and `secret` query parameters (EventSource sets no headers).
  */
 export class SseEndpoint<C> {
   private readonly sessions = new Map<string, SseTransport>();
+  /** Each open session's resume budget (RESUME_BURST, RESUMES_PER_SECOND). */
+  private readonly resumes = new Map<string, TokenBucket>();
+  private readonly resumeRate = new RateLimit(RESUMES_PER_SECOND, RESUME_BURST);
   private readonly sseLimits: SseLimits;
 
   constructor(private readonly deps: SseEndpointDeps<C>) {
@@ -144,7 +158,7 @@ export class SseEndpoint<C> {
     if (req.method === 'DELETE') {
       res.writeHead(204, { 'cache-control': 'no-store' });
       res.end();
-      transport.close(CloseCode.Normal, 'client closed');
+      transport.closeByClient();
       return;
     }
     if (req.method === 'GET') {
@@ -153,7 +167,15 @@ export class SseEndpoint<C> {
       if (lastEventId !== undefined && !Number.isSafeInteger(lastEventId)) {
         return sendText(res, 400, 'Last-Event-ID must be an event id (an integer).\n');
       }
-      // Its socket leaves the HTTP socket bounds, as the stream it replaces did.
+      const resumes = this.resumes.get(id);
+      if (resumes && !resumes.take()) {
+        const seconds = Math.max(1, Math.ceil((1 - resumes.available()) / RESUMES_PER_SECOND));
+        res.setHeader('retry-after', String(seconds));
+        // Its connection closes too: a client past the rate holds no socket open by resuming.
+        res.setHeader('connection', 'close');
+        return sendText(res, 429, 'Too many resumes of this session: retry later.\n');
+      }
+      // Its socket leaves the HTTP socket bounds, as the stream it replaces did (cut by attach).
       this.deps.intake.holdEventStream(res);
       transport.attach(res, lastEventId);
       return;
@@ -179,9 +201,13 @@ export class SseEndpoint<C> {
         randomBytes(24).toString('base64url'),
         this.sseLimits,
         this.deps.counters,
-        (closed) => this.sessions.delete(closed.sessionId),
+        (closed) => {
+          this.sessions.delete(closed.sessionId);
+          this.resumes.delete(closed.sessionId);
+        },
       );
       this.sessions.set(transport.sessionId, transport);
+      this.resumes.set(transport.sessionId, new TokenBucket(this.resumeRate));
       return transport;
     });
   }

@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { CloseCode } from './transport.js';
 import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
 import type { BudgetLedger, BudgetMember } from './output-budget.js';
@@ -31,6 +32,30 @@ function eventText(id: number | undefined, text: string, event?: string): string
   return `${head}data: ${text.split('\n').join('\ndata: ')}\n\n`;
 }
 
+/**
+ * Cut a stream's connection: destroyed with a TCP reset (SO_LINGER 0), so that what the kernel
+ * still holds unsent for it goes too. A plain close would leave that to the kernel, which sends
+ * it on for as long as the peer keeps its window shut, outside every bound of the gateway. A TLS
+ * socket is reset through the TCP socket under it (a TLS stream has no reset of its own).
+ */
+function cut(stream: ServerResponse): void {
+  const socket = stream.socket ?? stream.req.socket;
+  resetSocket(socket);
+  stream.destroy();
+}
+
+function resetSocket(socket: Socket): void {
+  if (socket.destroyed) return;
+  try {
+    socket.resetAndDestroy();
+  } catch {
+    // ERR_INVALID_HANDLE_TYPE: a TLS socket, whose TCP socket is its `_parent`.
+    const tcp = (socket as { _parent?: Socket })._parent;
+    if (tcp && !tcp.destroyed) resetSocket(tcp);
+    socket.destroy();
+  }
+}
+
 function frameText(frame: string | EncodedFrame): string {
   if (typeof frame === 'string') return frame;
   const { bytes } = frame;
@@ -45,7 +70,13 @@ function frameText(frame: string | EncodedFrame): string {
  * sent again from a replay buffer bounded in bytes and age; a resume from before what the
  * buffer still holds closes the session (1008) rather than go on with a gap. A session whose
  * stream stays away for `graceMs` is closed (1001); one whose stream holds more than
- * `maxBufferedBytes` unread is closed (1008), its stream ended.
+ * `maxBufferedBytes` unread is closed (1008).
+ *
+ * A session holds at most one stream: a stream that stops being the session's is cut (`cut`)
+ * rather than ended, unless it can end at once. Once replaced or closed, its socket has left
+ * the HTTP socket bounds (the stream was handed over), the output budget and the session's
+ * buffer bound, and no timer watches it: ended politely, a stream its peer does not read would
+ * hold its queue, its socket and the kernel's send buffer for as long as the peer stays.
  */
 export class SseTransport implements ServerTransport, BudgetMember {
   readonly kind = 'sse' as const;
@@ -102,15 +133,20 @@ export class SseTransport implements ServerTransport, BudgetMember {
   }
 
   /**
-   * Make `res` the session's stream (ending the one before, if any), and send the events after
-   * `lastEventId` again. Returns false, having closed the session, when some of those events
-   * are no longer held.
+   * Make `res` the session's stream, and send the events after `lastEventId` again (undefined:
+   * 0, every event still held: a client whose stream dropped before it saw an event with an id
+   * has seen none). Returns false, having closed the session, when some of those events are no
+   * longer held. The stream before, if any, is cut: the client reads this one from now on, and
+   * what it missed on the other comes again from the replay buffer.
    */
   attach(res: ServerResponse, lastEventId: number | undefined): boolean {
     if (this.closed) return false;
     const previous = this.stream;
     this.stream = undefined;
-    previous?.end();
+    if (previous) {
+      this.budget?.report(this, 0);
+      cut(previous);
+    }
     clearTimeout(this.graceTimer);
     this.graceTimer = undefined;
     res.writeHead(200, {
@@ -127,16 +163,17 @@ export class SseTransport implements ServerTransport, BudgetMember {
       lastEventId: this.lastEventId,
     });
     res.write(eventText(undefined, hello, 'session'));
-    if (lastEventId !== undefined && lastEventId < this.lastEventId) {
+    const seen = lastEventId ?? 0;
+    if (seen < this.lastEventId) {
       this.pruneOld();
       const first = this.sent[this.sentFrom];
-      if (lastEventId < 0 || first === undefined || first.id > lastEventId + 1) {
+      if (seen < 0 || first === undefined || first.id > seen + 1) {
         this.close(CloseCode.PolicyViolation, 'events after Last-Event-ID are no longer held');
         return false;
       }
       for (let i = this.sentFrom; i < this.sent.length; i++) {
         const event = this.sent[i]!;
-        if (event.id > lastEventId) this.write(eventText(event.id, event.text));
+        if (event.id > seen) this.write(eventText(event.id, event.text));
       }
     }
     clearInterval(this.heartbeatTimer);
@@ -168,7 +205,24 @@ export class SseTransport implements ServerTransport, BudgetMember {
     return this.stream?.writableLength ?? 0;
   }
 
+  /**
+   * Close the session: its stream ends with the close event, or is cut when the event cannot
+   * go out at once (see `endStream`).
+   */
   close(code: number = CloseCode.Normal, reason = ''): void {
+    this.closeWith(code, reason, (stream) => this.endStream(stream, code, reason));
+  }
+
+  /**
+   * The client ended the session (DELETE): closed (1000), its stream cut whatever it holds. The
+   * client reads no more of it, and an end would leave what the kernel holds for it to a
+   * closed socket's send queue.
+   */
+  closeByClient(): void {
+    this.closeWith(CloseCode.Normal, 'client closed', cut);
+  }
+
+  private closeWith(code: number, reason: string, stop: (stream: ServerResponse) => void): void {
     if (this.closed) return;
     this.closed = true;
     this.budget?.leave(this);
@@ -176,11 +230,7 @@ export class SseTransport implements ServerTransport, BudgetMember {
     clearInterval(this.heartbeatTimer);
     const stream = this.stream;
     this.stream = undefined;
-    if (stream && !stream.destroyed) {
-      // A stream over its bound is not read: cut it rather than queue more.
-      if (code === CloseCode.PolicyViolation && this.overBuffer(stream)) stream.destroy();
-      else stream.end(eventText(undefined, JSON.stringify({ code, reason }), 'close'));
-    }
+    if (stream && !stream.destroyed) stop(stream);
     this.sent.length = 0;
     this.sentBytes = 0;
     this.onClosed(this);
@@ -201,6 +251,25 @@ export class SseTransport implements ServerTransport, BudgetMember {
     const stream = this.stream;
     if (!stream || stream.writableEnded || stream.destroyed) return listener();
     stream.write('', () => listener());
+  }
+
+  /**
+   * End a stream that is no longer the session's with its close event, when that can go: a
+   * stream over its bound is cut at once, and one whose socket still holds something unsent at
+   * the end of the turn (what this turn wrote has been handed to the kernel by then: the
+   * response corks its socket until the next tick) is cut then. Such a peer is not reading, or
+   * is far behind; waiting for it would keep its socket and queue, outside every bound, for as
+   * long as it likes. A client that did not get the close event learns of it on its resume:
+   * 404, the session is gone.
+   */
+  private endStream(stream: ServerResponse, code: number, reason: string): void {
+    if (this.overBuffer(stream)) return cut(stream);
+    const socket = stream.socket;
+    stream.end(eventText(undefined, JSON.stringify({ code, reason }), 'close'));
+    if (!socket) return;
+    setImmediate(() => {
+      if (!socket.destroyed && socket.writableLength > 0) resetSocket(socket);
+    });
   }
 
   private write(chunk: string): void {
