@@ -1,17 +1,21 @@
 // Reading a configuration file: YAML (.yaml, .yml) or JSON (.json), with `${ENV}` substitution in
 // its string values. What it returns is checked by resolveStandaloneConfig; here only what makes
 // the file unreadable is refused.
-import { readFile } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import { extname } from 'node:path';
-import { isMap, isScalar, isSeq, parse as parseYaml, parseDocument } from 'yaml';
+import { isMap, isScalar, isSeq, parse as parseYaml } from 'yaml';
+import { jsonNestingOffset, MAX_CONFIG_NESTING, valueNestsDeeper } from './config-nesting.js';
+import { duplicateKeyOffsets } from './duplicate-keys.js';
 import { jsonErrorOffset } from './json-error-offset.js';
+import { parseYamlBounded } from './parse-yaml-bounded.js';
 import { describeSubstitutionProblems, substitute } from './env-substitution.js';
 import type { SubstitutionProblems } from './env-substitution.js';
 
 /**
  * Why a configuration file could not be loaded: `read` (no such file, no permission, an
- * extension that is neither YAML nor JSON), `parse` (a syntax error, with its line and column),
- * or `env` (variables the file names that are not set; one line each).
+ * extension that is neither YAML nor JSON, over 1 MiB), `parse` (a syntax error or a duplicate
+ * key, with its line and column; nesting deeper than 64 levels), or `env` (variables the file
+ * names that are not set; one line each).
  */
 export class ConfigFileError extends Error {
   override readonly name = 'ConfigFileError';
@@ -26,6 +30,11 @@ export class ConfigFileError extends Error {
 /** The most aliases a YAML file may expand (a bound against "billion laughs" files). */
 const MAX_ALIAS_COUNT = 100;
 
+/** The largest file read, in bytes: far above any real configuration (a few KB). */
+const MAX_CONFIG_FILE_BYTES = 1024 * 1024;
+
+const tooDeep = `nests deeper than ${MAX_CONFIG_NESTING} levels, the most a configuration file may nest`;
+
 /**
  * Read `path`, parse it by its extension and substitute `${NAME}` / `${NAME:-default}` in its
  * string values from `env`. Rejects with a ConfigFileError naming the file (and the line and
@@ -36,12 +45,7 @@ export async function loadConfigFile(
   env: Readonly<Record<string, string | undefined>> = process.env,
 ): Promise<unknown> {
   const kind = formatOf(path);
-  let text: string;
-  try {
-    text = await readFile(path, 'utf8');
-  } catch (err) {
-    throw new ConfigFileError(`cannot read ${path}: ${(err as Error).message}`, 'read');
-  }
+  const text = await readText(path);
   const problems: SubstitutionProblems = { missing: [], malformed: [] };
   const value =
     kind === 'json'
@@ -64,28 +68,76 @@ function formatOf(path: string): 'json' | 'yaml' {
   );
 }
 
+/** The file's text, refused past MAX_CONFIG_FILE_BYTES before any of it is parsed. */
+async function readText(path: string): Promise<string> {
+  // One byte more than the bound tells a file over it, however large (or endless) it is.
+  const buffer = Buffer.alloc(MAX_CONFIG_FILE_BYTES + 1);
+  let length = 0;
+  try {
+    const file = await open(path, 'r');
+    try {
+      for (;;) {
+        const { bytesRead } = await file.read(buffer, length, buffer.length - length, null);
+        length += bytesRead;
+        if (bytesRead === 0 || length === buffer.length) break;
+      }
+    } finally {
+      await file.close();
+    }
+  } catch (err) {
+    throw new ConfigFileError(`cannot read ${path}: ${(err as Error).message}`, 'read');
+  }
+  if (length > MAX_CONFIG_FILE_BYTES) {
+    throw new ConfigFileError(
+      `cannot read ${path}: larger than 1 MiB (${MAX_CONFIG_FILE_BYTES} bytes), the most a configuration file may be`,
+      'read',
+    );
+  }
+  return buffer.toString('utf8', 0, length);
+}
+
 function parseYamlText(
   path: string,
   text: string,
   env: Readonly<Record<string, string | undefined>>,
   problems: SubstitutionProblems,
 ): unknown {
-  const document = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
+  const parsed = parseYamlBounded(text, MAX_CONFIG_NESTING);
+  if ('tooDeepAt' in parsed) {
+    throw new ConfigFileError(`${path}${lineColumn(text, parsed.tooDeepAt)}: ${tooDeep}`, 'parse');
+  }
+  const { document } = parsed;
   const error = document.errors[0];
   if (error) {
-    // prettyErrors sets linePos and appends " at line L, column C:" and the line's text.
-    const position = error.linePos?.[0];
-    const where = position ? `:${position.line}:${position.col}` : '';
-    const message = error.message.split(' at line ', 1)[0]!;
-    throw new ConfigFileError(`${path}${where}: ${message} (${error.code})`, 'parse');
+    throw new ConfigFileError(
+      `${path}${lineColumn(text, error.pos[0])}: ${error.message} (${error.code})`,
+      'parse',
+    );
+  }
+  // At the offset and in the words of the yaml package's own check, which is quadratic.
+  const duplicate = duplicateKeyOffsets(document)[0];
+  if (duplicate !== undefined) {
+    throw new ConfigFileError(
+      `${path}${lineColumn(text, duplicate)}: Map keys must be unique (DUPLICATE_KEY)`,
+      'parse',
+    );
   }
   substituteNode(document.contents, '', env, problems);
+  let value: unknown;
   try {
-    return document.toJS({ maxAliasCount: MAX_ALIAS_COUNT }) as unknown;
+    value = document.toJS({ maxAliasCount: MAX_ALIAS_COUNT }) as unknown;
   } catch (err) {
     // Too many aliases expanded ("billion laughs"), or an alias to nothing.
     throw new ConfigFileError(`${path}: ${(err as Error).message}`, 'parse');
   }
+  // An alias nests its anchor's value again: deeper than the text, or without end in its own anchor.
+  if (valueNestsDeeper(value, MAX_CONFIG_NESTING)) {
+    throw new ConfigFileError(
+      `${path}: nests deeper than ${MAX_CONFIG_NESTING} levels through its aliases, the most a configuration file may nest`,
+      'parse',
+    );
+  }
+  return value;
 }
 
 /** Substitute in every string scalar under `node`; an unquoted whole reference is read as YAML. */
@@ -133,6 +185,11 @@ function parseJson(
     const offset = jsonErrorOffset(text);
     const where = offset === undefined ? '' : lineColumn(text, offset);
     throw new ConfigFileError(`${path}${where}: ${(err as Error).message}`, 'parse');
+  }
+  // JSON.parse does not recurse; substituteValue and the checks do, once per level.
+  const deep = jsonNestingOffset(text, MAX_CONFIG_NESTING);
+  if (deep !== undefined) {
+    throw new ConfigFileError(`${path}${lineColumn(text, deep)}: ${tooDeep}`, 'parse');
   }
   return substituteValue(value, '', env, problems);
 }

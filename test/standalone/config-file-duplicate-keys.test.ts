@@ -1,0 +1,155 @@
+// Duplicate keys in a YAML configuration file: found with one set per mapping (the yaml package's
+// own check compares each key with every earlier one, so 40 000 keys take 20 s), reported as that
+// check reports them: the first duplicate, with its line and column.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import * as yaml from 'yaml';
+import { ConfigFileError, loadConfigFile } from '../../src/standalone/config-file.js';
+import { duplicateKeyOffsets } from '../../src/standalone/duplicate-keys.js';
+
+// The real composer, with the options each one is made with recorded.
+const composerOptions = vi.hoisted(() => [] as unknown[]);
+vi.mock('yaml', async (importOriginal) => {
+  const real = await importOriginal<typeof yaml>();
+  class Composer extends real.Composer {
+    constructor(options?: ConstructorParameters<typeof real.Composer>[0]) {
+      super(options);
+      composerOptions.push(options);
+    }
+  }
+  return { ...real, Composer };
+});
+
+const dir = mkdtempSync(join(tmpdir(), 'config-file-dup-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+let files = 0;
+function file(name: string, text: string): string {
+  const path = join(dir, `${files++}-${name}`);
+  writeFileSync(path, text);
+  return path;
+}
+
+async function loaded(path: string): Promise<{ error?: ConfigFileError }> {
+  try {
+    await loadConfigFile(path, {});
+    return {};
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigFileError);
+    return { error: error as ConfigFileError };
+  }
+}
+
+/** What the yaml package's own (quadratic) check finds: its DUPLICATE_KEY errors' offsets. */
+function libraryDuplicates(text: string): number[] {
+  const document = yaml.parseDocument(text, { uniqueKeys: true });
+  return document.errors
+    .filter((e) => e.code === 'DUPLICATE_KEY')
+    .map((e) => e.pos[0])
+    .sort((a, b) => a - b);
+}
+
+// Key spellings and the value YAML 1.2's core schema reads from each.
+const spellings: readonly (readonly [string, unknown])[] = [
+  ['a', 'a'],
+  ['"a"', 'a'],
+  ["'a'", 'a'],
+  ['b', 'b'],
+  ['1', 1],
+  ['01', 1],
+  ['0x1', 1],
+  ['1.0', 1],
+  ['"1"', '1'],
+  ['0', 0],
+  ['-0', -0],
+  ['true', true],
+  ['True', true],
+  ['"true"', 'true'],
+  ['null', null],
+  ['~', null],
+  ['"null"', 'null'],
+  ['.nan', NaN],
+];
+
+const keyArb = fc.constantFrom(...spellings.map(([spelling]) => spelling));
+const propsArb = fc.constantFrom('', '&x ', '!!str ', '&y !!str ');
+
+/** A YAML mapping of the given keys, block or flow, nested mappings as some values. */
+const mappingArb: fc.Arbitrary<string> = fc.letrec<{ map: string }>((tie) => ({
+  map: fc.oneof(
+    { maxDepth: 3, withCrossShrink: true },
+    fc
+      .array(fc.tuple(propsArb, keyArb, fc.oneof(fc.constant('v'), tie('map'))), { maxLength: 6 })
+      .map((pairs) => `{ ${pairs.map(([p, k, v]) => `${p}${k}: ${v}`).join(', ')} }`),
+    fc
+      .array(fc.tuple(keyArb, fc.oneof(fc.constant('v'), tie('map'))), { maxLength: 6 })
+      .map((pairs) => `{ ${pairs.map(([k, v]) => `${k}: ${v}`).join(', ')} }`),
+  ),
+})).map;
+
+const blockArb = fc
+  .array(fc.tuple(propsArb, keyArb, fc.oneof(fc.constant('v'), mappingArb)), {
+    minLength: 1,
+    maxLength: 12,
+  })
+  .map((pairs) => pairs.map(([p, k, v]) => `${p}${k}: ${v}\n`).join(''));
+
+describe('duplicate keys', () => {
+  it('finds the keys the yaml package finds, at the same offsets (property)', () => {
+    fc.assert(
+      fc.property(blockArb, (text) => {
+        const document = yaml.parseDocument(text, { uniqueKeys: false });
+        expect(document.errors).toEqual([]);
+        expect(duplicateKeyOffsets(document)).toEqual(libraryDuplicates(text));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('refuses the first repeated value of a flat mapping, at its line (model)', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.nat(spellings.length - 1), { maxLength: 10 }), async (keys) => {
+        // The model: a key repeats an earlier one when their values are equal (NaN equals none).
+        const values = keys.map((index) => spellings[index]![1]);
+        const first = values.findIndex(
+          (value, i) => !Number.isNaN(value) && values.slice(0, i).some((v) => v === value),
+        );
+        const text = keys.map((index, line) => `${spellings[index]![0]}: ${line}\n`).join('');
+        const path = file('flat.yaml', text);
+        const { error } = await loaded(path);
+        if (first === -1) expect(error).toBeUndefined();
+        else {
+          expect(error?.kind).toBe('parse');
+          expect(error?.message).toBe(
+            `${path}:${first + 1}:1: Map keys must be unique (DUPLICATE_KEY)`,
+          );
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('the first duplicate in the file is the one named, nested or not', async () => {
+    const path = file('nested.yaml', 'a:\n  x: 1\n  y: 2\n  x: 3\nb: 1\na: 2\n');
+    expect((await loaded(path)).error?.message).toBe(
+      `${path}:4:3: Map keys must be unique (DUPLICATE_KEY)`,
+    );
+  });
+
+  it('a mapping of 40 000 keys is checked by the set per mapping, not the yaml package', async () => {
+    const keys = Array.from({ length: 40_000 }, (_, i) => `  k${i}: 1\n`).join('');
+    composerOptions.length = 0;
+    expect((await loaded(file('many.yaml', `limits:\n${keys}`))).error).toBeUndefined();
+    const withDuplicate = file('many-dup.yaml', `limits:\n${keys}  k17: 2\n`);
+    expect((await loaded(withDuplicate)).error?.message).toBe(
+      `${withDuplicate}:40002:3: Map keys must be unique (DUPLICATE_KEY)`,
+    );
+    expect(composerOptions).toEqual([
+      expect.objectContaining({ uniqueKeys: false }),
+      expect.objectContaining({ uniqueKeys: false }),
+    ]);
+  });
+});
