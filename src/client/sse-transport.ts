@@ -1,6 +1,7 @@
 // The client's side of the gateway's HTTP streaming fallback (routes.events): a WebSocket-like
 // socket over one fetch stream of Server-Sent Events (the server's messages) and POSTs (the
 // client's), and a socket that tries WebSocket first and falls back to it.
+import { ReservedMethod } from '../protocol/reserved.js';
 import type { WebSocketConstructor, WebSocketLike } from '../transport/websocket-transport.js';
 
 const CONNECTING = 0;
@@ -382,12 +383,19 @@ export interface FallbackSocketOptions extends SseSocketOptions {
   websocketTimeoutMs?: number;
   /**
    * Once on a less preferred transport, a WebSocket is tried in the background after this
-   * long, then at twice the delay each time up to `maxProbeDelayMs`; when one opens, the
-   * fallback connection closes (1012) so the client reconnects over WebSocket.
+   * long, then at twice the delay each time up to `maxProbeDelayMs`; when one opens, the client
+   * leaves the fallback connection as a draining server's (rpc.reconnect): its calls out are
+   * answered there, then it reconnects over WebSocket.
    * Default 1 000 ms, at most 30 000 ms.
    */
   probeDelayMs?: number;
   maxProbeDelayMs?: number;
+  /**
+   * How long the fallback connection is kept, once a WebSocket opened, for its user to close
+   * it; then it closes (1012). The client closes it sooner: once its calls are answered, or
+   * after its `connectTimeoutMs` with those still out rejected. Default 30 000 ms.
+   */
+  moveDeadlineMs?: number;
 }
 
 /**
@@ -395,7 +403,8 @@ export interface FallbackSocketOptions extends SseSocketOptions {
  * that cannot open (refused, blocked, not open within `websocketTimeoutMs`) falls back to the
  * HTTP streaming fallback, with the same client on top (reconnect, subscriptions, resume).
  * Moves back up: while on the fallback, a WebSocket is tried in the background, and once one
- * opens the fallback connection closes so the client reconnects over WebSocket.
+ * opens the client leaves the fallback connection as a draining server's, its calls answered
+ * there first, and reconnects over WebSocket.
  * `createClient({ url, WebSocket: fallbackSocket({ WebSocket }) })`.
  */
 export function fallbackSocket(options: FallbackSocketOptions = {}): WebSocketConstructor {
@@ -422,6 +431,7 @@ export function fallbackSocket(options: FallbackSocketOptions = {}): WebSocketCo
   const websocketTimeoutMs = options.websocketTimeoutMs ?? 5_000;
   const firstProbe = options.probeDelayMs ?? 1_000;
   const maxProbe = options.maxProbeDelayMs ?? 30_000;
+  const moveDeadlineMs = options.moveDeadlineMs ?? 30_000;
 
   return class FallbackSocket implements WebSocketLike {
     onopen: ((event: unknown) => void) | null = null;
@@ -435,6 +445,7 @@ export function fallbackSocket(options: FallbackSocketOptions = {}): WebSocketCo
     private closedByUser: { code: number; reason: string } | undefined;
     private probeTimer: ReturnType<typeof setTimeout> | undefined;
     private probe: WebSocketLike | undefined;
+    private moveDeadline: ReturnType<typeof setTimeout> | undefined;
 
     constructor(
       private readonly url: string,
@@ -539,14 +550,37 @@ export function fallbackSocket(options: FallbackSocketOptions = {}): WebSocketCo
           probe.onclose = null;
           probe.close(1000, 'probe');
           this.probe = undefined;
-          // The client reconnects at once on 1012, and the next socket starts with WebSocket.
-          this.inner?.close(1012, 'websocket available');
+          this.moveUp();
         };
       }, delay);
       (this.probeTimer as { unref?: () => void }).unref?.();
     }
 
+    /**
+     * A WebSocket opens: leave this connection as a draining server has the client leave one
+     * (the reserved notification rpc.reconnect, naming this URL). The client sends it no new
+     * call, lets the calls out on it be answered, still handles what arrives on it, then closes
+     * it and reconnects, the next socket starting with WebSocket. A socket not closed within
+     * `moveDeadlineMs` (one under something other than the client) is closed (1012) then.
+     */
+    private moveUp(): void {
+      const inner = this.inner;
+      if (!inner || inner.readyState !== OPEN) return;
+      const deadline = setTimeout(() => {
+        if (this.inner === inner) inner.close(1012, 'websocket available');
+      }, moveDeadlineMs);
+      (deadline as { unref?: () => void }).unref?.();
+      this.moveDeadline = deadline;
+      const notice = {
+        jsonrpc: '2.0',
+        method: ReservedMethod.Reconnect,
+        params: { url: this.url },
+      };
+      this.onmessage?.({ data: JSON.stringify(notice) });
+    }
+
     private stopProbing(): void {
+      clearTimeout(this.moveDeadline);
       clearTimeout(this.probeTimer);
       this.probeTimer = undefined;
       const probe = this.probe;
