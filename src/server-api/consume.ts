@@ -8,6 +8,7 @@ import { nanoid } from 'nanoid';
 import type { Logger } from '../peer/logger.js';
 import { encodeFailure } from '../protocol/encode.js';
 import { ErrorCode } from '../protocol/error-codes.js';
+import { INVALID_UTF8_REPLY, strictUtf8 } from '../protocol/invalid-utf8.js';
 import type { ApiCaller } from './auth.js';
 import type { ServerApiConsume } from './config.js';
 import { Fifo } from '../pubsub/fifo.js';
@@ -33,12 +34,8 @@ export interface ConsumerHandling {
   maxBytes: number;
 }
 
-/** Whether `text` is longer than `maxBytes` in UTF-8 (measured only when its length cannot tell). */
-function oversize(text: string, maxBytes: number): boolean {
-  // A UTF-16 code unit is 1 to 3 bytes of UTF-8 (a pair of them 4).
-  if (text.length > maxBytes) return true;
-  return text.length * 3 > maxBytes && Buffer.byteLength(text, 'utf8') > maxBytes;
-}
+/** The field of a stream entry that holds its request. */
+const REQUEST_FIELD = Buffer.from('request');
 
 /**
  * The reply to a request over `maxBytes`: -32600 with `data: { maxBodyBytes }` under id null
@@ -143,8 +140,8 @@ class Slots {
 /**
  * XREADGROUP on `stream` as `group`: every entry is handled, then acknowledged, whatever its
  * outcome (a request that fails is logged, never retried forever). An entry whose field
- * `request` is missing, or holds more than `maxBytes`, is logged and acknowledged unhandled (a
- * stream entry has nowhere to be answered). Entries another consumer of the group took
+ * `request` is missing, holds more than `maxBytes`, or is not UTF-8, is logged and acknowledged
+ * unhandled (a stream entry has nowhere to be answered). Entries another consumer of the group took
  * and left unacknowledged for CLAIM_IDLE_MS (its node died) are taken over (XAUTOCLAIM).
  *
  * At most `maxConcurrent` entries are handled at once, started in the stream's order: each read
@@ -187,16 +184,20 @@ async function consumeRedis(
   const consumer = `${hostname()}-${process.pid}-${nanoid(6)}`;
   const slots = new Slots(consume.maxConcurrent);
   let closed = false;
-  const handleEntry = async (id: string, fields: string[]): Promise<void> => {
-    const at = fields.indexOf('request');
-    const text = at >= 0 && at % 2 === 0 ? fields[at + 1] : undefined;
-    if (text === undefined)
+  // Entries are read as bytes: a request that is not UTF-8 is refused, not read with U+FFFD.
+  const handleEntry = async (id: string, fields: Buffer[]): Promise<void> => {
+    const at = fields.findIndex((field, index) => index % 2 === 0 && field.equals(REQUEST_FIELD));
+    const request = at >= 0 ? fields[at + 1] : undefined;
+    const text = request && request.length <= maxBytes ? strictUtf8(request) : undefined;
+    if (request === undefined)
       logger.warn({ stream, id }, 'server API: stream entry without a request field');
-    else if (oversize(text, maxBytes)) {
+    else if (request.length > maxBytes) {
       logger.warn(
         { stream, id, maxBodyBytes: maxBytes },
         'server API: stream entry over maxBodyBytes; not handled',
       );
+    } else if (text === undefined) {
+      logger.warn({ stream, id }, 'server API: stream entry not UTF-8; not handled');
     } else await handle(text, answer, logger, { stream, id });
     try {
       await acks.xack(stream, group, id);
@@ -205,8 +206,9 @@ async function consumeRedis(
       logger.warn({ err, stream, id }, 'server API: acknowledging a stream entry failed');
     }
   };
-  const start = (entries: [string, string[]][]): void => {
-    for (const [id, fields] of entries) slots.run(() => handleEntry(id, fields));
+  const start = (entries: [Buffer, Buffer[]][]): void => {
+    // Entry ids are ASCII (`<ms>-<seq>`).
+    for (const [id, fields] of entries) slots.run(() => handleEntry(id.toString('latin1'), fields));
   };
   let nextClaim = Date.now() + CLAIM_IDLE_MS;
   const loop = (async () => {
@@ -216,7 +218,8 @@ async function consumeRedis(
       try {
         if (Date.now() >= nextClaim) {
           nextClaim = Date.now() + CLAIM_IDLE_MS;
-          const claimed = (await redis.xautoclaim(
+          // ioredis has no Buffer form of XAUTOCLAIM by name.
+          const claimed = (await redis.callBuffer('XAUTOCLAIM', [
             stream,
             group,
             consumer,
@@ -224,11 +227,11 @@ async function consumeRedis(
             '0-0',
             'COUNT',
             slots.free,
-          )) as [string, [string, string[]][]];
+          ])) as [Buffer, [Buffer, Buffer[]][]];
           start(claimed[1].filter((entry) => entry !== null));
           if (slots.free === 0) continue;
         }
-        const read = (await redis.xreadgroup(
+        const read = (await redis.xreadgroupBuffer(
           'GROUP',
           group,
           consumer,
@@ -239,7 +242,7 @@ async function consumeRedis(
           'STREAMS',
           stream,
           '>',
-        )) as [string, [string, string[]][]][] | null;
+        )) as [Buffer, [Buffer, Buffer[]][]][] | null;
         for (const [, entries] of read ?? []) start(entries);
       } catch (err) {
         if (closed) break;
@@ -274,7 +277,8 @@ async function consumeRedis(
  * and can try again or elsewhere, instead of the node holding an unbounded backlog.
  *
  * A message over `maxBytes` is refused at once, neither queued nor handled: its reply subject
- * gets -32600 `Request too large`, and it is logged.
+ * gets -32600 `Request too large`, and it is logged. So is one that is not UTF-8 (no JSON text):
+ * -32700 under id null, `data.reason` "invalid UTF-8".
  */
 async function consumeNats(
   url: string,
@@ -288,11 +292,12 @@ async function consumeNats(
   const nc = await connect({ servers: url, name: 'wsrpc-server-api', maxReconnectAttempts: -1 });
   type Message = {
     data: Uint8Array;
-    string(): string;
     reply?: string;
     respond(data: string): boolean;
   };
-  const waiting = new Fifo<Message>();
+  /** A message taken: its text (checked UTF-8 on arrival), and where its reply goes. */
+  type Taken = { text: string; msg: Message };
+  const waiting = new Fifo<Taken>();
   let refused = 0;
   const reply = (msg: Message, text: string): void => {
     // respond throws on a closed connection: logged, never an unhandled exception.
@@ -310,9 +315,9 @@ async function consumeNats(
       refused = 0;
     }
   });
-  const run = (msg: Message): void =>
+  const run = ({ text, msg }: Taken): void =>
     slots.run(async () => {
-      const answer = await handle(msg.string(), handling.answer, logger, { subject });
+      const answer = await handle(text, handling.answer, logger, { subject });
       reply(msg, answer ?? '');
     });
   const subscription = nc.subscribe(subject, {
@@ -330,8 +335,15 @@ async function consumeNats(
         reply(msg, tooLargeReply(maxBytes));
         return;
       }
-      if (slots.free > 0) run(msg);
-      else if (waiting.length < maxQueued) waiting.push(msg);
+      const text = strictUtf8(msg.data);
+      if (text === undefined) {
+        logger.warn({ subject }, 'server API: NATS message not UTF-8; refused');
+        reply(msg, INVALID_UTF8_REPLY);
+        return;
+      }
+      const taken = { text, msg };
+      if (slots.free > 0) run(taken);
+      else if (waiting.length < maxQueued) waiting.push(taken);
       else {
         if (refused++ === 0) {
           logger.warn(
@@ -339,7 +351,7 @@ async function consumeNats(
             'server API: NATS consumer full; refusing messages with -32000 until it catches up',
           );
         }
-        reply(msg, handling.busy(msg.string()));
+        reply(msg, handling.busy(text));
       }
     },
   });

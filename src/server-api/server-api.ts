@@ -13,7 +13,8 @@ import { SocketGate } from '../server/admission.js';
 import type { SocketCut } from '../server/admission.js';
 import { joinServer, pathOf } from '../server/http-dispatch.js';
 import { closeUnread } from '../server/http-routes.js';
-import { readBody } from '../server/read-body.js';
+import { INVALID_UTF8_REPLY } from '../protocol/invalid-utf8.js';
+import { readBodyBytes, utf8Text } from '../server/read-body.js';
 import { RefusalLog } from '../server/upgrade-rejection.js';
 import { apiAuthentication } from './auth.js';
 import type { ApiCaller } from './auth.js';
@@ -199,11 +200,14 @@ export async function startServerApi(
       const text = 'A valid API key or token is required (Authorization: Bearer ...)\n';
       return refuse(req, res, 401, text, { 'www-authenticate': 'Bearer' });
     }
-    const body = await readBody(req, res, {
+    const bytes = await readBodyBytes(req, res, {
       maxBytes: config.maxBodyBytes,
       timeoutMs: config.bodyTimeoutMs,
     });
-    if (body === undefined) return;
+    if (bytes === undefined) return;
+    const body = utf8Text(bytes);
+    // Not JSON text at all: answered as a syntax error is, 200 under id null.
+    if (body === undefined) return send(res, 200, INVALID_UTF8_REPLY);
     const reply = await answer(body, caller);
     if (reply === undefined) res.writeHead(204, { 'cache-control': 'no-store' }).end();
     else send(res, 200, reply);

@@ -6,7 +6,8 @@ import type { SseLimits } from '../transport/sse-transport.js';
 import type { ConnectionIntake } from './connection-intake.js';
 import { closeUnread, sendText } from './http-routes.js';
 import type { GatewayLimits } from './options.js';
-import { readBody } from './read-body.js';
+import { INVALID_UTF8_REPLY } from '../protocol/invalid-utf8.js';
+import { readBodyBytes, utf8Text } from './read-body.js';
 import { RateLimit, TokenBucket } from './token-bucket.js';
 
 /** The headers naming an HTTP streaming session on its later requests. */
@@ -100,7 +101,8 @@ function sameSecret(given: string, expected: string): boolean {
  * stream's first event tells them) and `Last-Event-ID` (absent: 0) resumes a dropped stream,
  * the one it replaces cut, at most RESUME_BURST at once and RESUMES_PER_SECOND after; `POST` with
  * them carries one JSON-RPC message or batch from the client (answered 202: the replies come
- * on the stream); `DELETE` with them ends the session (1000). Id and secret go in the X-Wsrpc-Session and X-Wsrpc-Secret headers, or the
+ * on the stream; a body that is not UTF-8 is answered there as a syntax error is, -32700 under
+ * id null, with `data.reason` "invalid UTF-8"); `DELETE` with them ends the session (1000). Id and secret go in the X-Wsrpc-Session and X-Wsrpc-Secret headers, or the
  * `session` and `secret` query parameters (EventSource sets no headers).
  */
 export class SseEndpoint<C> {
@@ -181,17 +183,20 @@ export class SseEndpoint<C> {
       return;
     }
     const { maxMessageBytes, bodyTimeoutMs } = this.deps.limits;
-    const body = await readBody(req, res, {
+    const bytes = await readBodyBytes(req, res, {
       maxBytes: maxMessageBytes,
       timeoutMs: bodyTimeoutMs,
       timedOut: () => this.deps.bodyTimedOut(req.socket.remoteAddress),
     });
-    if (body === undefined) return;
+    if (bytes === undefined) return;
     // The session may have ended while the body came: its message would go nowhere.
     if (transport.isClosed) return noSession(res);
     res.writeHead(202, { 'cache-control': 'no-store', 'content-length': '0' });
     res.end();
-    transport.receive(body);
+    const body = utf8Text(bytes);
+    // Not text, so not handed to the session; answered on the stream as a syntax error is.
+    if (body === undefined) transport.send(INVALID_UTF8_REPLY);
+    else transport.receive(body);
   }
 
   private async open(req: IncomingMessage, res: ServerResponse): Promise<void> {

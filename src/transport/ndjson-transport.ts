@@ -1,7 +1,9 @@
 import type { Readable, Writable } from 'node:stream';
 import { CloseCode } from './transport.js';
 import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
-import { LineSplitter } from './ndjson-lines.js';
+import { INVALID_UTF8_REPLY } from '../protocol/invalid-utf8.js';
+import { ByteLineSplitter, NOT_UTF8, TOO_LARGE } from './ndjson-byte-lines.js';
+import type { ByteLine } from './ndjson-byte-lines.js';
 import type { BudgetLedger, BudgetMember } from './output-budget.js';
 import { flushAfterTask } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
@@ -21,7 +23,10 @@ function ndjsonLine(bytes: Uint8Array): Buffer {
 
 export interface NdjsonTransportOptions {
   kind: 'tcp' | 'stdio';
-  /** Longest line accepted; a longer one gets a -32600 error line and the stream is closed. */
+  /**
+   * Longest line accepted, in bytes; a longer one gets a -32600 error line and the stream is
+   * closed.
+   */
   maxLineBytes: number;
   /**
    * How long a close waits for the output to be written (and, on TCP, for the peer to close its
@@ -54,6 +59,10 @@ export interface NdjsonTransportOptions {
  * language servers' and MCP's stdio transports carry them: a TCP socket (readable and writable
  * are the same stream) or a process's stdin and stdout. Writes made together are corked into one
  * (turn-coalescer), up to 64 KiB.
+ * The input is read as bytes and each line decoded on its own: a line that is not UTF-8 is
+ * answered -32700 (id null, `data.reason` "invalid UTF-8") and reading goes on, as it does
+ * after a line with a syntax error; NDJSON has no close code to carry it, as 1007 does on a
+ * WebSocket.
  * With `maxBufferedBytes`, reading pauses while the peer leaves too much of its output unread.
  *
  * A close ends the output and is complete (`transportClosed`) once what was written has been
@@ -64,14 +73,14 @@ export interface NdjsonTransportOptions {
 export class NdjsonTransport implements ServerTransport, BudgetMember {
   private listener: TransportListener | undefined;
   /** Lines not handled yet: before `listen`, or while reading is paused. */
-  private held: string[] | undefined;
+  private held: ByteLine[] | undefined;
   private heldFrom = 0;
   /** Set while reading is paused: stops the wait for the output to drain. */
   private cancelResume: (() => void) | undefined;
   /** The input ended while lines were still held: handled once they are. */
   private endPending = false;
   /** The framing: incoming chunks cut into lines; public for tests (its `scanned` count). */
-  readonly lines = new LineSplitter();
+  readonly lines: ByteLineSplitter;
   private corked = false;
   private closed = false;
   private closing = false;
@@ -94,7 +103,7 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
     private readonly options: NdjsonTransportOptions,
   ) {
     this.kind = options.kind;
-    readable.setEncoding('utf8');
+    this.lines = new ByteLineSplitter(options.maxLineBytes);
     readable.on('data', this.onChunk);
     readable.on('end', () => {
       this.inputEnded = true;
@@ -232,9 +241,12 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
     return whenDrained(this.writable, () => this.bufferedAmount, 0, listener);
   }
 
-  private readonly onChunk = (chunk: string): void => this.onData(chunk);
+  // A readable someone set an encoding on hands over text: its bytes again (what was not UTF-8
+  // has already become U+FFFD there).
+  private readonly onChunk = (chunk: Buffer | string): void =>
+    this.onData(typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk);
 
-  private onData(chunk: string): void {
+  private onData(chunk: Buffer): void {
     // Closing or closed: what still arrives is thrown away, not buffered.
     if (this.closing || this.closed) return;
     const lines = this.lines.push(chunk);
@@ -316,14 +328,16 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
     this.close(CloseCode.MessageTooBig, 'message too large');
   }
 
-  private deliver(line: string): void {
-    if (Buffer.byteLength(line) > this.options.maxLineBytes) return this.tooLarge();
+  private deliver(line: ByteLine): void {
+    if (line === TOO_LARGE) return this.tooLarge();
     if (!this.listener) {
       (this.held ??= []).push(line);
       return;
     }
     if (this.options.counters) this.options.counters.messagesIn++;
-    this.listener.receive(line);
+    // Answered here: the peer is handed text, and these bytes are none.
+    if (line === NOT_UTF8) this.send(INVALID_UTF8_REPLY);
+    else this.listener.receive(line);
     this.checkBackPressure();
   }
 

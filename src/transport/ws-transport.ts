@@ -2,6 +2,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocket } from 'ws';
 import type { RawData } from 'ws';
 import { binaryToText, jsonBytesToBinary, textToBinary } from '../encoding/codec.js';
+import { strictUtf8 } from '../protocol/invalid-utf8.js';
 import type { WireCodec } from '../encoding/codec.js';
 import { CloseCode } from './transport.js';
 import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
@@ -11,11 +12,19 @@ import { flushAfterTask } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
 import type { Upstream } from './when-drained.js';
 
-function toText(data: RawData): string {
-  if (Buffer.isBuffer(data)) return data.toString('utf8');
-  if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
-  return Buffer.from(data).toString('utf8');
+/** A message's bytes as ws hands them over (a Buffer, its fragments, or an ArrayBuffer). */
+function bytesOf(data: RawData): Buffer {
+  if (Buffer.isBuffer(data)) return data;
+  if (Array.isArray(data)) return Buffer.concat(data);
+  return Buffer.from(data);
 }
+
+/**
+ * The close code of a message whose bytes are not what its type says (RFC 6455, 7.4.1): ws
+ * closes with it a text frame that is not UTF-8, and so does this transport a binary frame read
+ * as JSON text.
+ */
+const INVALID_PAYLOAD = 1007;
 
 /** The bytes of a message as ws hands it over (a Buffer, its fragments, or an ArrayBuffer). */
 function byteLengthOf(data: RawData): number {
@@ -240,7 +249,7 @@ function buildersOf(codec: WireCodec): BinaryBuilders {
  * or JSON, whose binary frames close 1003 ('refuse': JSON travels in text frames, and a
  * binary one is a client that believes it negotiated a binary encoding, or is confused) or,
  * for clients known to send JSON in binary frames, are read as UTF-8 text ('text', the
- * gateway's `binaryJsonFrames`).
+ * gateway's `binaryJsonFrames`; one that is not UTF-8 closes 1007, as such a text frame does).
  */
 export type WsEncoding =
   { codec: WireCodec; maxDepth: number } | { binaryFrames: 'text' | 'refuse' };
@@ -632,18 +641,16 @@ export class WsTransport implements ServerTransport, BudgetMember {
         this.close(CloseCode.UnsupportedData, `text frame on a ${encoding.codec.name} connection`);
         return undefined;
       }
-      const bytes = Buffer.isBuffer(data)
-        ? data
-        : Array.isArray(data)
-          ? Buffer.concat(data)
-          : new Uint8Array(data);
-      return binaryToText(encoding.codec, bytes, encoding.maxDepth);
+      return binaryToText(encoding.codec, bytesOf(data), encoding.maxDepth);
     }
-    if (isBinary && encoding.binaryFrames === 'refuse') {
+    if (!isBinary) return bytesOf(data).toString('utf8'); // ws has checked it is UTF-8
+    if (encoding.binaryFrames === 'refuse') {
       this.close(CloseCode.UnsupportedData, 'binary frame on a JSON connection');
       return undefined;
     }
-    return toText(data);
+    const text = strictUtf8(bytesOf(data));
+    if (text === undefined) this.close(INVALID_PAYLOAD, 'invalid UTF-8');
+    return text;
   }
 
   /**
