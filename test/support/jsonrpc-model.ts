@@ -134,12 +134,12 @@ export type Analysed = { close: number } | { errors: number[] } | { value: Json 
 
 /**
  * One WebSocket message's bytes: size first, then the frame type (binary) or UTF-8 (text),
- * then its text.
+ * then its text (a binary frame read as text must be UTF-8 as a text frame must).
  */
 export function analyseFrame(bytes: Uint8Array, binary: boolean, limits: FrameLimits): Analysed {
   if (limits.maxBytes !== undefined && bytes.length > limits.maxBytes) return { close: 1009 };
   if (binary && limits.binaryFrames !== 'text') return { close: 1003 };
-  if (!binary && !isValidUtf8(bytes)) return { close: 1007 };
+  if (!isValidUtf8(bytes)) return { close: 1007 };
   return analyseText(
     Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('utf8'),
     limits,
