@@ -1,8 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AnsweringPeer } from '../peer/answering-peer.js';
 import type { Logger } from '../peer/logger.js';
-import { encodeFailure } from '../protocol/encode.js';
-import { ErrorCode, defaultErrorMessage } from '../protocol/error-codes.js';
 import { isTraceparent } from '../protocol/traceparent.js';
 import { CloseCode } from '../transport/transport.js';
 import type { ServerTransport } from '../transport/transport.js';
@@ -14,6 +12,7 @@ import { addressGroup } from './address-group.js';
 import { runAuthenticate } from './run-authenticate.js';
 import { describeUpgrade } from './upgrade-request.js';
 import type { TrustedProxies } from './client-address.js';
+import { INVALID_UTF8_REPLY } from '../protocol/invalid-utf8.js';
 import { readBodyBytes, utf8Text } from './read-body.js';
 import { HttpExchangeTransport } from './http-exchange-transport.js';
 import { closeUnread } from './http-routes.js';
@@ -23,12 +22,6 @@ import { REVOKED_CLOSE_CODE, revocationMark, revokedSince } from './revocation.j
 const JSON_TYPES = new Set(['application/json', 'application/json-rpc', 'application/jsonrequest']);
 /** Per-address rate buckets kept for HTTP callers; the oldest are forgotten past this. */
 const MAX_BUCKETS = 10_000;
-/** The answer to a body that is not UTF-8: not JSON text, so a parse error (RFC 8259, 8.1). */
-const NOT_UTF8 = encodeFailure(null, {
-  code: ErrorCode.ParseError,
-  message: defaultErrorMessage[ErrorCode.ParseError]!,
-  data: { reason: 'invalid UTF-8' },
-});
 
 /** Resolves once the session's peer has no call or notification handler running (or it closed). */
 async function untilIdle(session: {
@@ -273,7 +266,7 @@ export class HttpRpc<C> {
     if (body === undefined) {
       // Answered as a syntax error is, token taken and all; there is no message for a session.
       this.bucketFor(upgrade.remoteAddress)?.take();
-      return send(res, 200, NOT_UTF8, {}, 'application/json; charset=utf-8');
+      return send(res, 200, INVALID_UTF8_REPLY, {}, 'application/json; charset=utf-8');
     }
     const session = deps.newSession(
       context,
