@@ -9,9 +9,31 @@ const OPEN = 1;
 const CLOSING = 2;
 const CLOSED = 3;
 
-/** How long a dropped stream is retried (resumed by Last-Event-ID) before the socket closes. */
+/**
+ * Resumes (by Last-Event-ID) of a dropped stream that reach no server, in a row since the last
+ * stream read, before the socket closes; the n-th waits n times RESUME_DELAY_MS first.
+ */
 const RESUME_ATTEMPTS = 5;
 const RESUME_DELAY_MS = 250;
+
+/**
+ * The longest a dropped stream stays away while the server asks the client to wait (429, or 503
+ * with Retry-After): the gateway's default `sseGraceMs`, after which such a gateway has closed
+ * the session. A wait that would end later closes the socket at once (1006).
+ */
+const MAX_RESUME_WAIT_MS = 30_000;
+
+/** What a 429 without a Retry-After the client can read waits. */
+const DEFAULT_RETRY_AFTER_MS = 1_000;
+
+/** Retry-After in ms (delay-seconds or an HTTP-date, RFC 9110 10.2.3); undefined when neither. */
+function retryAfterMs(value: string | null, now = Date.now()): number | undefined {
+  if (value === null) return undefined;
+  const text = value.trim();
+  if (/^\d+$/.test(text)) return Number(text) * 1_000;
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
 
 export interface SseSocketOptions {
   /**
@@ -151,7 +173,8 @@ function reportHandlerError(err: unknown): void {
 /**
  * The WebSocket surface RpcClient uses, over the gateway's HTTP streaming fallback: opens when
  * the stream's first event names the session; a stream that drops is resumed by
- * Last-Event-ID (nothing lost); messages are POSTed one at a time, in order, at most
+ * Last-Event-ID (nothing lost), a resume refused 429 (or 503 with Retry-After) tried again once
+ * its Retry-After is over, within MAX_RESUME_WAIT_MS of the drop; messages are POSTed one at a time, in order, at most
  * `MAX_QUEUED_POST_CHARS` of them waiting (past it, the socket closes with 1008). An exception
  * thrown by a handler (`onmessage`, `onopen`...) is reported as a host reports a listener's
  * (`reportError`, else thrown in a task of its own): it never reads as a dropped stream.
@@ -249,8 +272,11 @@ export class SseSocket implements WebSocketLike {
     this.finish(code, reason);
   }
 
-  /** Read the event stream; on a drop, resume it after the last event seen. */
-  private async stream(attempt: number): Promise<void> {
+  /**
+   * Read the event stream; on a drop, resume it after the last event seen. `attempt` counts the
+   * resumes in a row that reached no server; `lostAt` is when the last stream read dropped.
+   */
+  private async stream(attempt: number, lostAt = 0): Promise<void> {
     const headers: Record<string, string> = { ...this.headers, accept: 'text/event-stream' };
     if (this.session) {
       headers['x-wsrpc-session'] = this.session.session;
@@ -268,7 +294,15 @@ export class SseSocket implements WebSocketLike {
       });
       if (!res.ok || !res.body) {
         await res.body?.cancel().catch(() => undefined);
-        return this.finish(1006, `event stream answered ${res.status}`);
+        const wait = this.session ? this.waitAsked(res) : undefined;
+        if (wait === undefined) return this.finish(1006, `event stream answered ${res.status}`);
+        if (Date.now() + wait - lostAt > MAX_RESUME_WAIT_MS) {
+          return this.finish(1006, `event stream answered ${res.status}, wait past the cap`);
+        }
+        // The server is there, only busy: the same resume again once the wait is over.
+        await this.sleep(wait);
+        if (this.readyState === OPEN) return this.stream(attempt, lostAt);
+        return;
       }
       reader = res.body.getReader();
     } catch {
@@ -298,8 +332,33 @@ export class SseSocket implements WebSocketLike {
     if (this.readyState !== OPEN) return this.finish(1006, 'event stream failed');
     const next = received ? 0 : attempt + 1;
     if (next >= RESUME_ATTEMPTS) return this.finish(1006, 'event stream lost');
-    await new Promise((resolve) => setTimeout(resolve, RESUME_DELAY_MS * next));
-    if (this.readyState === OPEN) return this.stream(next);
+    await this.sleep(RESUME_DELAY_MS * next);
+    if (this.readyState === OPEN) return this.stream(next, received ? Date.now() : lostAt);
+  }
+
+  /**
+   * How long a refused resume asks to be waited for: a 429 (the gateway's resume rate), or a
+   * 503 with Retry-After (a proxy or server briefly unavailable). Undefined: the answer is final.
+   */
+  private waitAsked(res: Response): number | undefined {
+    const asked = retryAfterMs(res.headers.get('retry-after'));
+    if (res.status === 429) return asked ?? DEFAULT_RETRY_AFTER_MS;
+    return res.status === 503 ? asked : undefined;
+  }
+
+  /** `ms`, or less once the socket closes (no timer outlives it). */
+  private sleep(ms: number): Promise<void> {
+    const { signal } = this.abort;
+    return new Promise((resolve) => {
+      if (signal.aborted) return resolve();
+      const timer = setTimeout(done, ms);
+      function done(): void {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        resolve();
+      }
+      signal.addEventListener('abort', done);
+    });
   }
 
   /** Whether to go on reading. */
@@ -530,19 +589,24 @@ export function fallbackSocket(options: FallbackSocketOptions = {}): WebSocketCo
     private startProbing(delay: number): void {
       this.probeTimer = setTimeout(() => {
         this.probeTimer = undefined;
+        const tryAgain = (): void => {
+          if (!this.closedByUser && this.inner?.readyState === OPEN) {
+            this.startProbing(Math.min(delay * 2, maxProbe));
+          }
+        };
         let probe: WebSocketLike;
         try {
           probe = make('websocket', this.url, this.protocols, this.init);
         } catch {
-          return;
+          // A constructor that throws (a URL it rejects, a port a browser blocks) is one failed
+          // attempt, as a refused upgrade is: what made it throw may pass.
+          return tryAgain();
         }
         this.probe = probe;
         const retry = (): void => {
           probe.onopen = probe.onclose = probe.onerror = null;
           this.probe = undefined;
-          if (!this.closedByUser && this.inner?.readyState === OPEN) {
-            this.startProbing(Math.min(delay * 2, maxProbe));
-          }
+          tryAgain();
         };
         probe.onerror = () => undefined;
         probe.onclose = retry;

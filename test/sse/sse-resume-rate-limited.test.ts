@@ -1,0 +1,94 @@
+/**
+ * A stream that flaps faster than the gateway lets a session resume (10 at once, then 1/s) is
+ * refused 429 with Retry-After: the client waits that out and resumes again from the same
+ * Last-Event-ID, so the session goes on and what was sent meanwhile is replayed.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { RpcClient } from '../../src/client/client.js';
+import { sseSocket } from '../../src/client/sse-transport.js';
+import { deferred } from '../support/promises.js';
+import type { Deferred } from '../support/promises.js';
+import { startGateway } from '../support/gateway.js';
+import { waitUntil, within } from '../support/waiting.js';
+import { outcome } from './move-up.js';
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+interface StreamTransport {
+  lastEventId: number;
+  stream?: { destroy(): void };
+}
+
+interface Resume {
+  lastEventId: string | undefined;
+  status: number | 'failed';
+}
+
+/** The global fetch, with each resume's Last-Event-ID and the status it was answered. */
+function observingFetch() {
+  const resumes: Resume[] = [];
+  const observed = async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
+    const headers = (init?.headers ?? {}) as Record<string, string>;
+    const resuming = (init?.method ?? 'GET') === 'GET' && headers['x-wsrpc-session'] !== undefined;
+    if (!resuming) return fetch(input, init);
+    const resume: Resume = { lastEventId: headers['last-event-id'], status: 'failed' };
+    resumes.push(resume);
+    const res = await fetch(input, init);
+    resume.status = res.status;
+    return res;
+  };
+  return { fetch: observed as typeof fetch, resumes };
+}
+
+describe('HTTP streaming fallback (client): a resume refused 429', () => {
+  it('waits out Retry-After and resumes from the same id; the session and its reply survive', async () => {
+    const running = await startGateway({ routes: { events: '/rpc/events' } });
+    cleanups.push(() => running.gateway.close({ timeoutMs: 1_000 }));
+    const answers: Deferred<string>[] = [];
+    running.gateway.method('held', () => {
+      const answer = deferred<string>();
+      answers.push(answer);
+      return answer.promise;
+    });
+    running.gateway.method('add', ([a, b]: [number, number]) => a + b);
+    const observing = observingFetch();
+    const rpc = new RpcClient({
+      url: running.url,
+      WebSocket: sseSocket({ fetch: observing.fetch }),
+      reconnect: false,
+      heartbeat: false,
+    });
+    cleanups.push(() => rpc.close());
+    await rpc.opened();
+    const sessions = () => [...running.gateway.sessions.values()];
+    const [session] = sessions();
+    const transport = () => session!.transport as unknown as StreamTransport;
+    expect(await rpc.call('add', [1, 2])).toBe(3); // event 1, read
+    const call = outcome(rpc.call('held'));
+    await waitUntil(() => answers.length === 1, 'the call to reach the server');
+
+    // Drop the stream as each resume attaches, until the gateway refuses one.
+    const refused = () => observing.resumes.some((resume) => resume.status === 429);
+    for (let drops = 0; !refused(); drops++) {
+      expect(drops).toBeLessThan(100);
+      const stream = transport().stream;
+      stream?.destroy();
+      await waitUntil(
+        () => refused() || (transport().stream !== undefined && transport().stream !== stream),
+        'the next resume',
+      );
+    }
+    answers[0]!.resolve('answered'); // sent while the stream is away: replayed on the resume
+
+    expect(await within(call, 'the reply, replayed')).toBe('resolved answered');
+    expect(sessions()).toEqual([session]);
+    const at = observing.resumes.findIndex((resume) => resume.status === 429);
+    const after = observing.resumes.slice(at);
+    expect(after.map((resume) => resume.lastEventId)).toEqual(after.map(() => '1'));
+    expect(after.at(-1)!.status).toBe(200);
+    expect(await rpc.call('add', [2, 3])).toBe(5);
+  });
+});
