@@ -1,3 +1,6 @@
+import { ErrorCode } from '../protocol/error-codes.js';
+import { exceedsDepth } from '../protocol/safe-json.js';
+import { MAX_MESSAGE_DEPTH } from './encoded-depth.js';
 import { hasBigIntId, hasWideId, jsonWithBigInts, withExactIds } from './exact-integers.js';
 
 /** What a codec's structure walk found: well-formed, or why it refuses the bytes. */
@@ -133,18 +136,149 @@ export function binaryToText(
 
 /**
  * One outgoing JSON text (always valid: the engine wrote it) as the codec's bytes; an id
- * beyond 2^53 goes as the 64-bit integer its digits write, as it came.
+ * beyond 2^53 goes as the 64-bit integer its digits write, as it came. Never throws an
+ * encoder's error: a response the codec cannot encode (nested deeper than MAX_MESSAGE_DEPTH,
+ * which would overflow the stack of msgpackr's or cbor-x's recursive encoder) goes as a -32603
+ * Internal error with `data: { reason }` for its id; a text with a request or notification it
+ * cannot encode is not sent at all: an UnencodableMessageError says why, and what answers the
+ * text's calls.
  */
 export function textToBinary(codec: WireCodec, text: string): Uint8Array {
-  const value: unknown = JSON.parse(text);
-  return codec.encode(hasWideId(value) ? withExactIds(codec, text, value) : value);
+  const outgoing = encodeOutgoing(codec, text);
+  if (outgoing.refused.length > 0) {
+    const { reason } = outgoing.refused[0]!;
+    throw new UnencodableMessageError(reason, localAnswers(text, reason));
+  }
+  return outgoing.bytes!;
+}
+
+/**
+ * When every message of `text` is a call (a request with an id): the text of the -32603
+ * answers, `data: { reason }`, its sender reads as the peer's (a batch's answers in a batch).
+ * Undefined otherwise: a notification or response unsent has no one to answer, and its loss is
+ * told by closing the connection.
+ */
+function localAnswers(text: string, reason: string): string | undefined {
+  const parsed: unknown = JSON.parse(text);
+  const answers: unknown[] = [];
+  for (const message of Array.isArray(parsed) ? parsed : [parsed]) {
+    const { id, method } = (message ?? {}) as { id?: unknown; method?: unknown };
+    if (id === undefined || method === undefined) return undefined;
+    answers.push(internalError(id, reason));
+  }
+  return JSON.stringify(Array.isArray(parsed) ? answers : answers[0]);
+}
+
+/** A message of an outgoing text that its codec cannot encode, and why. */
+export interface RefusedMessage {
+  /** The parsed message: a request or a notification (a response goes as -32603 instead). */
+  readonly message: unknown;
+  readonly reason: string;
+}
+
+/**
+ * An outgoing text as the codec's bytes, with the messages left out of them: a response the
+ * codec cannot encode is replaced by a -32603 Internal error for its id, `data: { reason }`;
+ * a request or notification it cannot encode is left out and listed in `refused` (`bytes` is
+ * undefined when nothing is left to send). Never throws: the encoder is not asked to encode
+ * anything nested deeper than MAX_MESSAGE_DEPTH, and any error of its is caught.
+ */
+export function encodeOutgoing(
+  codec: WireCodec,
+  text: string,
+): { bytes: Uint8Array | undefined; refused: RefusedMessage[] } {
+  const parsed: unknown = JSON.parse(text);
+  const value = hasWideId(parsed) ? withExactIds(codec, text, parsed) : parsed;
+  if (!exceedsDepth(text, MAX_MESSAGE_DEPTH)) {
+    const bytes = tryEncode(codec, value, false);
+    if (bytes instanceof Uint8Array) return { bytes, refused: [] };
+  }
+  // Rare: encode the messages one at a time to find those the codec cannot.
+  const refused: RefusedMessage[] = [];
+  const kept: unknown[] = [];
+  for (const message of Array.isArray(value) ? value : [value]) {
+    const encoded = tryEncode(codec, message);
+    if (encoded instanceof Uint8Array) kept.push(message);
+    else if (isResponse(message)) kept.push(internalError(message.id, encoded.reason));
+    else refused.push({ message, reason: encoded.reason });
+  }
+  if (kept.length === 0) return { bytes: undefined, refused };
+  const whole = Array.isArray(value) ? kept : kept[0];
+  const bytes = tryEncode(codec, whole);
+  // Each message encodes alone and the batch nests one level more, within the bound: this
+  // fails only if the encoder fails on what it took a moment ago.
+  if (!(bytes instanceof Uint8Array)) return { bytes: undefined, refused: [...refused, bytes] };
+  return { bytes, refused };
+}
+
+/** Thrown by textToBinary for a text with a request or notification its codec cannot encode. */
+export class UnencodableMessageError extends Error {
+  constructor(
+    readonly reason: string,
+    /** The answers to the text's calls, when it holds nothing else (see localAnswers). */
+    readonly answers: string | undefined,
+  ) {
+    super(`message not sent: ${reason}`);
+    this.name = 'UnencodableMessageError';
+  }
+}
+
+/** `value` encoded, or why not; `walk`: whether its depth is yet to be checked. */
+function tryEncode(codec: WireCodec, value: unknown, walk = true): Uint8Array | RefusedMessage {
+  if (walk && nestsDeeperThan(value, MAX_MESSAGE_DEPTH)) {
+    return { message: value, reason: `nests deeper than ${MAX_MESSAGE_DEPTH} levels` };
+  }
+  try {
+    return codec.encode(value);
+  } catch (err) {
+    // Short: the reason may be a close frame's (at most 123 bytes).
+    return {
+      message: value,
+      reason: `not encodable as ${codec.name}: ${String(err).slice(0, 60)}`,
+    };
+  }
+}
+
+function isResponse(message: unknown): message is { id: unknown } {
+  return (
+    typeof message === 'object' &&
+    message !== null &&
+    'id' in message &&
+    !('method' in message) &&
+    ('result' in message || 'error' in message)
+  );
+}
+
+function internalError(id: unknown, reason: string): unknown {
+  return {
+    jsonrpc: '2.0',
+    error: { code: ErrorCode.InternalError, message: 'Internal error', data: { reason } },
+    id,
+  };
+}
+
+/** Whether a parsed value nests deeper than `max`, walked without recursion. */
+function nestsDeeperThan(value: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [item, depth] = stack.pop()!;
+    if (typeof item !== 'object' || item === null) continue;
+    if (depth + 1 > max) return true;
+    for (const child of Array.isArray(item) ? item : Object.values(item)) {
+      if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
+    }
+  }
+  return false;
 }
 
 const decoder = /* @__PURE__ */ new TextDecoder();
 
-/** A fan-out frame's UTF-8 JSON bytes as the codec's bytes. */
+/**
+ * A fan-out frame's UTF-8 JSON bytes as the codec's bytes. Throws an UnencodableMessageError,
+ * never an encoder's error, for one it cannot encode.
+ */
 export function jsonBytesToBinary(codec: WireCodec, bytes: Uint8Array): Uint8Array {
-  return codec.encode(JSON.parse(decoder.decode(bytes)));
+  return textToBinary(codec, decoder.decode(bytes));
 }
 
 /** `codec` with its conversions between frames and JSON text (`toText`, `toBinary`) added. */

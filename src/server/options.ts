@@ -10,6 +10,7 @@ import type { Session } from './session.js';
 import type { ClusterEventsOptions } from './lifecycle-options.js';
 import type { PerMessageDeflateOptions } from './deflate-options.js';
 import { DEFAULT_MESSAGE_COST_BYTES } from '../transport/ws-transport.js';
+import { MAX_ENCODED_DEPTH } from '../encoding/encoded-depth.js';
 
 /** What the authenticate hook sees of an upgrade request. */
 export interface UpgradeRequest {
@@ -88,7 +89,10 @@ export interface GatewayLimits {
   maxMessageBytes?: number;
   /** Longest batch; longer ones get one -32002 error. Default 100. */
   maxBatch?: number;
-  /** Deepest JSON nesting; deeper messages get -32600 with `data: { maxDepth }`. Default 64. */
+  /**
+   * Deepest JSON nesting; deeper messages get -32600 with `data: { maxDepth }`. Default 64, at
+   * most 512 (MAX_ENCODED_DEPTH: what comes in may be sent back, in MessagePack or CBOR too).
+   */
   maxDepth?: number;
   /**
    * Most JSON values one incoming message may hold: each object, array, string, number,
@@ -630,7 +634,8 @@ const delay: LimitRule = { min: 1, max: 2 ** 31 - 1, integer: true };
 export const limitRules: Record<keyof GatewayLimits, LimitRule> = {
   maxMessageBytes: count(),
   maxBatch: count(),
-  maxDepth: count(),
+  // What comes in may go out (an echo): no deeper than MessagePack and CBOR encode safely.
+  maxDepth: { min: 1, max: MAX_ENCODED_DEPTH, integer: true },
   maxJsonValues: count(),
   maxInFlight: count(),
   maxPendingCalls: count(),

@@ -1,4 +1,4 @@
-import type { WireCodec } from '../encoding/codec.js';
+import type { UnencodableMessageError, WireCodec } from '../encoding/codec.js';
 import type { Transport, TransportListener } from './transport.js';
 import { flushAfterTask } from './turn-coalescer.js';
 
@@ -32,8 +32,12 @@ const RESUME_POLL_MS = 10;
  * the application sends itself (an upload on a slow link) may queue past the pause bound.
  */
 const CLOSE_FACTOR = 16;
-/** Nesting accepted in a binary frame from the gateway: past it, a parse error, not a deep decode. */
-const MAX_BINARY_DEPTH = 1_000;
+/**
+ * Nesting accepted in a binary frame from the gateway, which sends nothing deeper (encoding/
+ * encoded-depth.ts MAX_MESSAGE_DEPTH; a literal, as the client's bundle carries no module of
+ * src/encoding/): past it, a parse error, not a deep decode by a recursive decoder.
+ */
+const MAX_BINARY_DEPTH = 515;
 const decoder = /* @__PURE__ */ new TextDecoder();
 
 function toText(data: unknown): string {
@@ -183,7 +187,14 @@ export class WebSocketTransport implements Transport {
       this.raw.cork();
       flushAfterTask(this);
     }
-    this.socket.send(this.codec ? this.codec.toBinary(frame) : frame);
+    try {
+      this.socket.send(this.codec ? this.codec.toBinary(frame) : frame);
+    } catch (err) {
+      // Not sent: nested deeper than the codec encodes safely (codec.ts textToBinary). Its loss
+      // is told, not silent: the connection closes 1011 with the reason (its calls reject with
+      // it), and the client reconnects. Nothing escapes the send into the caller's task.
+      this.close(1011, (err as UnencodableMessageError).message);
+    }
   }
 
   close(code = 1000, reason = ''): void {

@@ -1,7 +1,12 @@
 import type { Duplex } from 'node:stream';
 import { WebSocket } from 'ws';
 import type { RawData } from 'ws';
-import { binaryToText, jsonBytesToBinary, textToBinary } from '../encoding/codec.js';
+import {
+  UnencodableMessageError,
+  binaryToText,
+  jsonBytesToBinary,
+  textToBinary,
+} from '../encoding/codec.js';
 import { strictUtf8 } from '../protocol/invalid-utf8.js';
 import type { WireCodec } from '../encoding/codec.js';
 import { CloseCode } from './transport.js';
@@ -222,9 +227,28 @@ function binaryFrame(payload: Uint8Array): Buffer {
   return frame;
 }
 
+/** What a codec cannot encode (see codec.ts encodeOutgoing) comes back, not thrown. */
+type Encoded<T> = T | UnencodableMessageError;
+
 interface BinaryBuilders {
-  payload: (bytes: Uint8Array) => Uint8Array;
-  frame: (bytes: Uint8Array) => Buffer;
+  /** The payload, throwing for a frame the codec cannot encode (used once `payload` took it). */
+  encode: (bytes: Uint8Array) => Uint8Array;
+  payload: (bytes: Uint8Array) => Encoded<Uint8Array>;
+  frame: (bytes: Uint8Array) => Encoded<Buffer>;
+}
+
+/**
+ * `encode(arg)`, or the UnencodableMessageError it throws: returned, so that a fan-out frame's
+ * cached form (EncodedFrame.wire) is the refusal for every socket, and nothing is thrown out of
+ * a send.
+ */
+function encoded<A, T>(encode: (arg: A) => T, arg: A): Encoded<T> {
+  try {
+    return encode(arg);
+  } catch (err) {
+    if (err instanceof UnencodableMessageError) return err;
+    throw err;
+  }
 }
 
 /**
@@ -237,8 +261,16 @@ const binaryBuilders = new Map<WireCodec, BinaryBuilders>();
 function buildersOf(codec: WireCodec): BinaryBuilders {
   let builders = binaryBuilders.get(codec);
   if (!builders) {
-    const payload = (bytes: Uint8Array): Uint8Array => jsonBytesToBinary(codec, bytes);
-    builders = { payload, frame: (bytes) => binaryFrame(payload(bytes)) };
+    const encode = (bytes: Uint8Array): Uint8Array => jsonBytesToBinary(codec, bytes);
+    const payload = (bytes: Uint8Array): Encoded<Uint8Array> => encoded(encode, bytes);
+    builders = {
+      encode,
+      payload,
+      frame: (bytes) => {
+        const built = payload(bytes);
+        return built instanceof UnencodableMessageError ? built : binaryFrame(built);
+      },
+    };
     binaryBuilders.set(codec, builders);
   }
   return builders;
@@ -833,33 +865,51 @@ export class WsTransport implements ServerTransport, BudgetMember {
   private sendBinary(frame: string | EncodedFrame, codec: WireCodec, direct: boolean): void {
     const builders = buildersOf(codec);
     const deflate = this.deflate;
-    if (direct && deflate) {
-      // With compression: each broadcast compressed once per encoding, the rest by ws.
-      const payload =
-        typeof frame === 'string' ? textToBinary(codec, frame) : frame.wire(builders.payload);
-      if (payload.length < deflate.settings.threshold) {
-        // Below the threshold a broadcast's frame is built once per publish, as without deflate.
-        this.raw!.write(
-          typeof frame === 'string' ? binaryFrame(payload) : frame.wire(builders.frame),
-        );
-      } else if (typeof frame === 'string') {
-        this.socket.send(payload, { binary: true }, this.senderWritten());
-      } else if (!this.sharedDeflate) this.raw!.write(frame.wire(builders.frame));
-      else {
-        this.raw!.write(frame.wire(deflate.binaryFrame(builders.payload)));
-        deflate.counters.framesSent++;
-      }
-    } else if (direct) {
-      this.raw!.write(
+    if (direct && !deflate) {
+      const wire =
         typeof frame === 'string'
-          ? binaryFrame(textToBinary(codec, frame))
-          : frame.wire(builders.frame),
-      );
-    } else {
-      const payload =
-        typeof frame === 'string' ? textToBinary(codec, frame) : frame.wire(builders.payload);
-      this.socket.send(payload, { binary: true }, this.senderWritten());
+          ? encoded((text: string) => binaryFrame(textToBinary(codec, text)), frame)
+          : frame.wire(builders.frame);
+      if (!this.unencodable(wire)) this.raw!.write(wire);
+      return;
     }
+    const payload =
+      typeof frame === 'string'
+        ? encoded((text: string) => textToBinary(codec, text), frame)
+        : frame.wire(builders.payload);
+    if (this.unencodable(payload)) return;
+    if (!direct) {
+      this.socket.send(payload, { binary: true }, this.senderWritten());
+    } else if (payload.length < deflate!.settings.threshold) {
+      // With compression: each broadcast compressed once per encoding, the rest by ws. Below
+      // the threshold a broadcast's frame is built once per publish, as without deflate.
+      const wire = typeof frame === 'string' ? binaryFrame(payload) : frame.wire(builders.frame);
+      if (!this.unencodable(wire)) this.raw!.write(wire);
+    } else if (typeof frame === 'string') {
+      this.socket.send(payload, { binary: true }, this.senderWritten());
+    } else if (!this.sharedDeflate) {
+      const wire = frame.wire(builders.frame);
+      if (!this.unencodable(wire)) this.raw!.write(wire);
+    } else {
+      // The payload was encoded just above: `encode` does not throw on it.
+      this.raw!.write(frame.wire(deflate!.binaryFrame(builders.encode)));
+      deflate!.counters.framesSent++;
+    }
+  }
+
+  /**
+   * Whether `built` is a message the codec could not encode (nested too deep for it). A call to
+   * this peer is answered here, -32603 with `data: { reason }`, as the peer would answer it;
+   * anything else (a notification, a subscription's message) is lost to this peer, and its
+   * loss told by closing this one connection 1011 with the reason, logged with the session's
+   * close.
+   */
+  private unencodable<T>(built: Encoded<T>): built is UnencodableMessageError {
+    if (!(built instanceof UnencodableMessageError)) return false;
+    const answers = built.answers;
+    if (answers === undefined) this.close(CloseCode.InternalError, built.message);
+    else queueMicrotask(() => this.listener?.receive(answers));
+    return true;
   }
 
   /**
