@@ -4,6 +4,7 @@
 // and NATS clients are loaded only here, and only for the kind configured (both are optional
 // peer dependencies).
 import { hostname } from 'node:os';
+import type { Redis } from 'ioredis';
 import { nanoid } from 'nanoid';
 import type { Logger } from '../peer/logger.js';
 import { encodeFailure } from '../protocol/encode.js';
@@ -11,12 +12,16 @@ import { ErrorCode } from '../protocol/error-codes.js';
 import { INVALID_UTF8_REPLY, strictUtf8 } from '../protocol/invalid-utf8.js';
 import type { ApiCaller } from './auth.js';
 import type { ServerApiConsume } from './config.js';
+import { defineTake, takeEntries } from './stream-take.js';
+import type { TakenEntry } from './stream-take.js';
 import { Fifo } from '../pubsub/fifo.js';
 
 /** Who a consumed request is from: whoever could write to the stream or subject. */
 const BROKER_CALLER: ApiCaller = Object.freeze({ kind: 'broker' });
-/** How long one XREADGROUP blocks, in ms (close waits at most this). */
-const BLOCK_MS = 1_000;
+/** How soon a read that found no entry is made again, in ms. */
+const POLL_MS = 50;
+/** How soon a read that failed (Redis unreachable) is tried again, in ms. */
+const RETRY_MS = 500;
 /** An entry a consumer took and did not acknowledge for this long is taken over (its node died). */
 const CLAIM_IDLE_MS = 60_000;
 
@@ -33,9 +38,6 @@ export interface ConsumerHandling {
    */
   maxBytes: number;
 }
-
-/** The field of a stream entry that holds its request. */
-const REQUEST_FIELD = Buffer.from('request');
 
 /**
  * The reply to a request over `maxBytes`: -32600 with `data: { maxBodyBytes }` under id null
@@ -138,17 +140,24 @@ class Slots {
 }
 
 /**
- * XREADGROUP on `stream` as `group`: every entry is handled, then acknowledged, whatever its
+ * Entries of `stream` read as `group`: every entry is handled, then acknowledged, whatever its
  * outcome (a request that fails is logged, never retried forever). An entry whose field
  * `request` is missing, holds more than `maxBytes`, or is not UTF-8, is logged and acknowledged
- * unhandled (a stream entry has nowhere to be answered). Entries another consumer of the group took
- * and left unacknowledged for CLAIM_IDLE_MS (its node died) are taken over (XAUTOCLAIM).
+ * unhandled (a stream entry has nowhere to be answered); the first two never leave Redis (see
+ * stream-take.ts): a read brings in at most one request of `maxBytes` per free slot. Entries
+ * another consumer of the group took and left unacknowledged for CLAIM_IDLE_MS (its node died)
+ * are taken over the same way, at start and every CLAIM_IDLE_MS.
  *
  * At most `maxConcurrent` entries are handled at once, started in the stream's order: each read
  * asks for no more entries than there are free slots, and none is made while every slot is
  * taken, so the rest wait in the stream (for this node's other consumers of the group too).
- * The reads block on a connection of their own; the acknowledgements go on another, so one is
- * never held behind a blocked read.
+ * A read that finds nothing is made again POLL_MS later (a blocking read would bring in the
+ * entries unchecked).
+ *
+ * The group goes with the stream (Redis restarted without persistence, the key deleted): a read
+ * that finds it gone (NOGROUP) makes it again from the stream's start, so every entry written
+ * since is handled. A read that fails otherwise is logged once per outage, and tried again
+ * every RETRY_MS.
  */
 async function consumeRedis(
   url: string,
@@ -166,88 +175,88 @@ async function consumeRedis(
   redis.on('error', (err: Error) =>
     logger.warn({ err }, 'server API: Redis consumer connection error'),
   );
-  await redis.connect();
-  const acks = redis.duplicate({ connectionName: 'wsrpc-server-api-ack' });
-  acks.on('error', (err: Error) =>
-    logger.warn({ err }, 'server API: Redis consumer connection error'),
-  );
+  defineTake(redis);
   try {
-    await acks.connect();
-    await redis.xgroup('CREATE', stream, group, '$', 'MKSTREAM');
+    await redis.connect();
+    await createGroup(redis, stream, group, '$');
   } catch (err) {
-    if (!/BUSYGROUP/.test((err as Error).message)) {
-      redis.disconnect();
-      acks.disconnect();
-      throw err;
-    }
+    redis.disconnect();
+    throw err;
   }
   const consumer = `${hostname()}-${process.pid}-${nanoid(6)}`;
   const slots = new Slots(consume.maxConcurrent);
   let closed = false;
-  // Entries are read as bytes: a request that is not UTF-8 is refused, not read with U+FFFD.
-  const handleEntry = async (id: string, fields: Buffer[]): Promise<void> => {
-    const at = fields.findIndex((field, index) => index % 2 === 0 && field.equals(REQUEST_FIELD));
-    const request = at >= 0 ? fields[at + 1] : undefined;
-    const text = request && request.length <= maxBytes ? strictUtf8(request) : undefined;
-    if (request === undefined)
-      logger.warn({ stream, id }, 'server API: stream entry without a request field');
-    else if (request.length > maxBytes) {
-      logger.warn(
-        { stream, id, maxBodyBytes: maxBytes },
-        'server API: stream entry over maxBodyBytes; not handled',
-      );
-    } else if (text === undefined) {
+  // Requests are read as bytes: one that is not UTF-8 is refused, not read with U+FFFD.
+  const handleEntry = async (entry: TakenEntry): Promise<void> => {
+    const { id } = entry;
+    if ('refused' in entry) {
+      // Acknowledged by the script already.
+      if (entry.refused === 'too large') {
+        logger.warn(
+          { stream, id, maxBodyBytes: maxBytes },
+          'server API: stream entry over maxBodyBytes; not handled',
+        );
+      } else logger.warn({ stream, id }, 'server API: stream entry without a request field');
+      return;
+    }
+    const text = strictUtf8(entry.request);
+    if (text === undefined) {
       logger.warn({ stream, id }, 'server API: stream entry not UTF-8; not handled');
     } else await handle(text, answer, logger, { stream, id });
     try {
-      await acks.xack(stream, group, id);
+      await redis.xack(stream, group, id);
     } catch (err) {
       // Left pending: XAUTOCLAIM hands it to a consumer again after CLAIM_IDLE_MS.
       logger.warn({ err, stream, id }, 'server API: acknowledging a stream entry failed');
     }
   };
-  const start = (entries: [Buffer, Buffer[]][]): void => {
-    // Entry ids are ASCII (`<ms>-<seq>`).
-    for (const [id, fields] of entries) slots.run(() => handleEntry(id.toString('latin1'), fields));
+  const start = (entries: TakenEntry[]): void => {
+    for (const entry of entries) {
+      if ('refused' in entry) void handleEntry(entry);
+      else slots.run(() => handleEntry(entry));
+    }
   };
-  let nextClaim = Date.now() + CLAIM_IDLE_MS;
+  const pause = new Pause();
+  let nextClaim = Date.now();
+  let failures = 0;
   const loop = (async () => {
     while (!closed) {
       await slots.freed();
       if (closed) break;
       try {
-        if (Date.now() >= nextClaim) {
-          nextClaim = Date.now() + CLAIM_IDLE_MS;
-          // ioredis has no Buffer form of XAUTOCLAIM by name.
-          const claimed = (await redis.callBuffer('XAUTOCLAIM', [
-            stream,
-            group,
-            consumer,
-            CLAIM_IDLE_MS,
-            '0-0',
-            'COUNT',
-            slots.free,
-          ])) as [Buffer, [Buffer, Buffer[]][]];
-          start(claimed[1].filter((entry) => entry !== null));
-          if (slots.free === 0) continue;
-        }
-        const read = (await redis.xreadgroupBuffer(
-          'GROUP',
+        const claiming = Date.now() >= nextClaim;
+        if (claiming) nextClaim = Date.now() + CLAIM_IDLE_MS;
+        const count = slots.free;
+        const taken = await takeEntries(redis, {
+          stream,
           group,
           consumer,
-          'COUNT',
-          slots.free,
-          'BLOCK',
-          BLOCK_MS,
-          'STREAMS',
-          stream,
-          '>',
-        )) as [Buffer, [Buffer, Buffer[]][]][] | null;
-        for (const [, entries] of read ?? []) start(entries);
+          count,
+          maxBytes,
+          ...(claiming ? { claimIdleMs: CLAIM_IDLE_MS } : {}),
+        });
+        if (failures > 0) {
+          logger.info({ stream, failures }, 'server API: reading the Redis stream again');
+          failures = 0;
+        }
+        start(taken);
+        // A full takeover may have left more behind: the next round takes over again.
+        if (claiming && taken.length === count) nextClaim = Date.now();
+        if (taken.length === 0 && !claiming) await pause.for(POLL_MS);
       } catch (err) {
         if (closed) break;
-        logger.warn({ err, stream }, 'server API: reading the Redis stream failed; retrying');
-        await new Promise((resolve) => setTimeout(resolve, 500));
+        if (/NOGROUP/.test((err as Error).message)) {
+          logger.warn(
+            { stream, group },
+            'server API: the stream or its consumer group is gone; making the group again from the stream start',
+          );
+          await createGroup(redis, stream, group, '0').catch(() => undefined);
+          continue;
+        }
+        if (failures++ === 0) {
+          logger.warn({ err, stream }, 'server API: reading the Redis stream failed; retrying');
+        }
+        await pause.for(RETRY_MS);
       }
     }
   })();
@@ -255,13 +264,48 @@ async function consumeRedis(
     close: async () => {
       closed = true;
       slots.wake();
+      pause.end();
       await loop;
       await slots.settled();
-      await Promise.all(
-        [redis, acks].map((connection) => connection.quit().catch(() => connection.disconnect())),
-      );
+      await redis.quit().catch(() => redis.disconnect());
     },
   };
+}
+
+/** XGROUP CREATE … MKSTREAM from `from`; a group that exists already is left as it is. */
+async function createGroup(
+  redis: Redis,
+  stream: string,
+  group: string,
+  from: '$' | '0',
+): Promise<void> {
+  try {
+    await redis.xgroup('CREATE', stream, group, from, 'MKSTREAM');
+  } catch (err) {
+    if (!/BUSYGROUP/.test((err as Error).message)) throw err;
+  }
+}
+
+/** A wait that `end` cuts short (closing), and every later one too. */
+class Pause {
+  private ended = false;
+  private cut: (() => void) | undefined;
+
+  for(ms: number): Promise<void> {
+    if (this.ended) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.cut = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+
+  end(): void {
+    this.ended = true;
+    this.cut?.();
+  }
 }
 
 /**

@@ -123,9 +123,22 @@ export function nodeOf(sessionId: string): string | undefined {
   return dash > 0 ? sessionId.slice(0, dash) : undefined;
 }
 
+/** The -32011 a call gets when it reaches a node whose server API is closing. */
+function apiClosed(sessionId: string): ErrorObject {
+  return {
+    code: ErrorCode.UpstreamUnavailable,
+    message: "The client's node is closing its server API",
+    data: { sessionId, reason: 'server API closed' },
+  };
+}
+
 export class NodeRequests {
   private readonly pending = new Map<string, Pending>();
   private channel: NodeChannel | undefined;
+  /** close() was called: calls from other nodes are refused, those in progress finish. */
+  private closing = false;
+  /** Calls from other nodes to this node's clients, until their answers are sent back. */
+  private readonly serving = new Set<Promise<void>>();
 
   constructor(
     private readonly gateway: Gateway<any>, // eslint-disable-line @typescript-eslint/no-explicit-any -- any application context
@@ -137,14 +150,47 @@ export class NodeRequests {
     this.channel = await this.gateway.openNodeChannel((body) => this.receive(body as Wire));
   }
 
+  /**
+   * Stop: this node's own requests still waiting end now, and calls other nodes make to this
+   * node's clients are refused with -32011. Calls already in progress to them are let finish:
+   * the client's answer, or the -32011 of a session the gateway's drain closes, is sent back,
+   * and the channel closes after the last (resolving does not wait for them: the drain that ends
+   * them comes after).
+   */
   async close(): Promise<void> {
-    await this.channel?.close();
-    this.channel = undefined;
+    this.closing = true;
     // Whatever still waits ends now (their timers are unref'd and cleared as they settle).
     for (const [id, pending] of this.pending) {
       this.pending.delete(id);
       if (pending.kind === 'user') pending.done();
     }
+    if (this.serving.size === 0) await this.closeChannel();
+  }
+
+  private async closeChannel(): Promise<void> {
+    const channel = this.channel;
+    this.channel = undefined;
+    await channel?.close();
+  }
+
+  /** Call a local session for another node and send the answer back; tracked until sent. */
+  private serve(session: Session<unknown>, call: Extract<Wire, { t: 'call' }>, timeoutMs: number) {
+    const served = callSession(session, call.method, call.params, timeoutMs)
+      .then((result) => this.answerBack(call, result))
+      .finally(() => {
+        this.serving.delete(served);
+        if (this.closing && this.serving.size === 0) void this.closeChannel();
+      });
+    this.serving.add(served);
+  }
+
+  private answerBack(call: Extract<Wire, { t: 'call' }>, answer: ClientAnswer): Promise<void> {
+    return this.send(call.from, { t: 'answer', id: call.id, answer }).catch((err: unknown) =>
+      this.options.logger.warn(
+        { err, node: call.from },
+        'server API: could not answer another node',
+      ),
+    );
   }
 
   /**
@@ -335,27 +381,27 @@ export class NodeRequests {
   /** A call from another node (or this one, for a user's sessions): made here, answered back. */
   private answerCall(call: Extract<Wire, { t: 'call' }>): void {
     const timeoutMs = Math.max(1, Math.min(call.timeoutMs, 2 ** 31 - 1));
-    const answer = (result: ClientAnswer): void =>
-      this.reply(call.from, { t: 'answer', id: call.id, answer: result });
     if (typeof call.session === 'string') {
       const session = this.gateway.sessions.get(call.session);
       if (!session) {
-        answer({ sessionId: call.session, error: noSuchSession().toErrorObject() });
-        return;
-      }
-      void callSession(session, call.method, call.params, timeoutMs).then(answer);
+        void this.answerBack(call, {
+          sessionId: call.session,
+          error: noSuchSession().toErrorObject(),
+        });
+      } else if (this.closing) {
+        void this.answerBack(call, { sessionId: call.session, error: apiClosed(call.session) });
+      } else this.serve(session, call, timeoutMs);
       return;
     }
-    if (typeof call.user !== 'string') return;
+    // A closing node announces no session of the user: the asking node does not wait for it.
+    if (typeof call.user !== 'string' || this.closing) return;
     const sessions = [...this.gateway.sessions.values()].filter(
       (session) => session.user === call.user && session.transport.canPush,
     );
     if (sessions.length === 0) return;
     // Announced before any answer, so the asking node waits for each of them.
     this.reply(call.from, { t: 'calling', id: call.id, sessions: sessions.map((s) => s.id) });
-    for (const session of sessions) {
-      void callSession(session, call.method, call.params, timeoutMs).then(answer);
-    }
+    for (const session of sessions) this.serve(session, call, timeoutMs);
   }
 }
 

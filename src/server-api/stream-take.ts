@@ -1,0 +1,105 @@
+// Taking Redis stream entries for the consumed server API with their sizes checked inside Redis:
+// a script reads (XREADGROUP) or takes over (XAUTOCLAIM) at most `count` entries, one at a time,
+// and sends back only each entry's `request` field, and only when it is at most `maxBytes`. An
+// entry without one, or with a larger one, is acknowledged there and reported by id. So what a
+// call brings into the gateway is at most `count` × `maxBytes` bytes of requests, whatever was
+// written to the stream.
+import type { Redis } from 'ioredis';
+
+/** One entry taken: its request to handle, or why it was acknowledged unhandled. */
+export type TakenEntry =
+  | { id: string; request: Buffer }
+  | { id: string; refused: 'no request field' }
+  | { id: string; refused: 'too large'; bytes: number };
+
+// KEYS[1] the stream; ARGV: group, consumer, count, maxBytes, and the idle time in ms after
+// which another consumer's entries are taken over, or '' to read new entries. Entries are
+// read one at a time so the script itself holds one large entry at most at once. XAUTOCLAIM
+// names an entry deleted meanwhile as nil (Redis 6.2; false here) or apart (7.0): skipped.
+const TAKE_SCRIPT = `
+local stream, group, consumer = KEYS[1], ARGV[1], ARGV[2]
+local count, maxBytes, idle = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local taken, examined, cursor = {}, 0, '0-0'
+while examined < count do
+  local entry
+  if idle == '' then
+    local read = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', 1, 'STREAMS', stream, '>')
+    if not read then break end
+    entry = read[1][2][1]
+    if not entry then break end
+  else
+    local claimed = redis.call('XAUTOCLAIM', stream, group, consumer, idle, cursor, 'COUNT', 1)
+    cursor = claimed[1]
+    entry = claimed[2][1]
+  end
+  if entry then
+    examined = examined + 1
+    local id, fields, request = entry[1], entry[2], nil
+    for i = 1, #fields, 2 do
+      if fields[i] == 'request' then request = fields[i + 1] break end
+    end
+    if request == nil then
+      redis.call('XACK', stream, group, id)
+      taken[#taken + 1] = { id, 'none', 0 }
+    elseif #request > maxBytes then
+      redis.call('XACK', stream, group, id)
+      taken[#taken + 1] = { id, 'large', #request }
+    else
+      taken[#taken + 1] = { id, 'ok', request }
+    end
+  end
+  if idle ~= '' and cursor == '0-0' then break end
+end
+return taken
+`;
+
+const COMMAND = 'wsrpcTakeStreamEntries';
+
+type RawEntry = [Buffer, Buffer, Buffer | number];
+type WithTake = Redis & {
+  [K in `${typeof COMMAND}Buffer`]: (...args: (string | number)[]) => Promise<RawEntry[]>;
+};
+
+/** Make `takeEntries` available on `redis` (EVALSHA, loading the script when Redis lacks it). */
+export function defineTake(redis: Redis): void {
+  redis.defineCommand(COMMAND, { numberOfKeys: 1, lua: TAKE_SCRIPT });
+}
+
+/**
+ * Read up to `count` new entries of `stream` for `consumer` of `group` or, with `claimIdleMs`,
+ * take over up to `count` entries other consumers left unacknowledged that long. Rejects as
+ * XREADGROUP does (NOGROUP when the stream or its group is gone).
+ */
+export async function takeEntries(
+  redis: Redis,
+  options: {
+    stream: string;
+    group: string;
+    consumer: string;
+    count: number;
+    maxBytes: number;
+    claimIdleMs?: number;
+  },
+): Promise<TakenEntry[]> {
+  const { stream, group, consumer, count, maxBytes, claimIdleMs } = options;
+  const raw = await (redis as WithTake)[`${COMMAND}Buffer`](
+    stream,
+    group,
+    consumer,
+    count,
+    maxBytes,
+    claimIdleMs === undefined ? '' : claimIdleMs,
+  );
+  // Entry ids are ASCII (`<ms>-<seq>`).
+  return raw.map(([id, kind, value]): TakenEntry => {
+    const at = id.toString('latin1');
+    switch (kind.toString('latin1')) {
+      case 'ok':
+        return { id: at, request: value as Buffer };
+      case 'large':
+        return { id: at, refused: 'too large', bytes: value as number };
+      default:
+        return { id: at, refused: 'no request field' };
+    }
+  });
+}
