@@ -1,12 +1,14 @@
 import type { CheckResult } from './codec.js';
 import { StructureWalk } from './structure-walk.js';
+import { isWellFormedUtf8 } from './utf8-bytes.js';
 
 /**
  * Check one CBOR data item (see WireCodec.check). Refused as 'syntax': byte strings and tags
  * (no JSON counterpart; tags also cover cbor-x's records, shared references and typed arrays,
- * so a tag bomb never reaches the decoder), simple values other than false, true, null and
- * undefined, indefinite lengths, reserved argument sizes, and any length larger than the bytes
- * left (every item takes at least one byte). Refused as 'values' past `maxValues` values, as
+ * so a tag bomb never reaches the decoder), simple values other than false, true and null
+ * (undefined included), indefinite lengths, reserved argument sizes, and any length larger than the bytes
+ * left (every item takes at least one byte). Refused as 'utf8': a text string (a key or a
+ * value) whose bytes are not well-formed UTF-8. Refused as 'values' past `maxValues` values, as
  * 'depth' past `maxDepth` levels: whichever comes first.
  */
 export function checkCbor(bytes: Uint8Array, maxDepth: number, maxValues = Infinity): CheckResult {
@@ -42,6 +44,7 @@ export function checkCbor(bytes: Uint8Array, maxDepth: number, maxValues = Infin
         break;
       case 3: // text string
         if (argument > end - pos) return 'syntax';
+        if (!isWellFormedUtf8(bytes, pos, pos + argument)) return 'utf8';
         pos += argument;
         break;
       case 4:
@@ -51,8 +54,11 @@ export function checkCbor(bytes: Uint8Array, maxDepth: number, maxValues = Infin
         items = argument;
         break;
       case 7:
-        // false, true, null, undefined, or a float of 2, 4 or 8 bytes (read above as its argument)
-        if (!(info >= 20 && info <= 23) && !(info >= 25 && info <= 27)) return 'syntax';
+        // false, true, null, or a float of 2, 4 or 8 bytes (read above as its argument).
+        // undefined (23) has no JSON value: as an id it would drop the member and turn a
+        // request into a notification, so it is refused wherever it stands, as MessagePack's
+        // undefined (an ext type) is.
+        if (!(info >= 20 && info <= 22) && !(info >= 25 && info <= 27)) return 'syntax';
         break;
       default: // 2 byte string, 6 tag
         return 'syntax';

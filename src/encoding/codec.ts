@@ -3,8 +3,11 @@ import { exceedsDepth } from '../protocol/safe-json.js';
 import { MAX_MESSAGE_DEPTH } from './encoded-depth.js';
 import { hasBigIntId, hasWideId, jsonWithBigInts, withExactIds } from './exact-integers.js';
 
-/** What a codec's structure walk found: well-formed, or why it refuses the bytes. */
-export type CheckResult = 'ok' | 'syntax' | 'depth' | 'values';
+/**
+ * What a codec's structure walk found: well-formed, or why it refuses the bytes ('utf8': a
+ * string whose bytes are not well-formed UTF-8).
+ */
+export type CheckResult = 'ok' | 'syntax' | 'depth' | 'values' | 'utf8';
 
 /**
  * A binary encoding of JSON-RPC messages (MessagePack, CBOR), negotiated per WebSocket
@@ -30,7 +33,8 @@ export interface WireCodec {
    * than `maxDepth`, 'values' when it holds more than `maxValues` values (counted as JSON text
    * is: each array, map and scalar one, map keys none; default Infinity), 'syntax' for a
    * truncated or malformed value, trailing bytes, a length larger than the bytes left, or a
-   * type outside JSON's (binary strings, extensions, tags). Bounded: no recursion, no
+   * type outside JSON's (binary strings, extensions, tags), 'utf8' for a string that is not
+   * well-formed UTF-8 (a decoder would read U+FFFD in its place). Bounded: no recursion, no
    * allocation per item.
    */
   readonly check: (bytes: Uint8Array, maxDepth: number, maxValues?: number) => CheckResult;
@@ -111,7 +115,8 @@ export function binaryToText(
   const checked = codec.check(bytes, maxDepth, maxValues);
   if (checked === 'depth') return tooDeepText(maxDepth);
   if (checked === 'values') return tooManyValuesText(maxValues);
-  if (checked === 'syntax') return PARSE_ERROR_TEXT;
+  // A string that is not UTF-8 is no JSON string: refused as JSON text with such bytes is.
+  if (checked === 'syntax' || checked === 'utf8') return PARSE_ERROR_TEXT;
   let value: unknown;
   try {
     value = codec.decode(bytes);

@@ -1,5 +1,6 @@
 import type { CheckResult } from './codec.js';
 import { StructureWalk } from './structure-walk.js';
+import { isWellFormedUtf8 } from './utf8-bytes.js';
 
 /** Bytes of the argument that follows a MessagePack type byte of fixed-size scalars. */
 function scalarSize(type: number): number | undefined {
@@ -32,6 +33,7 @@ function scalarSize(type: number): number | undefined {
  * (no JSON counterpart; ext also covers msgpackr's records and structured clones), the unused
  * 0xc1, and any length larger than the bytes left (every item takes at least one byte), so a
  * five-byte array32 header cannot make the decoder allocate four billion slots. Refused as
+ * 'utf8': a string (a key or a value) whose bytes are not well-formed UTF-8. Refused as
  * 'values' past `maxValues` values, as 'depth' past `maxDepth` levels: whichever comes first.
  */
 export function checkMsgpack(
@@ -56,16 +58,20 @@ export function checkMsgpack(
     let items: number | undefined;
     let map = false;
     let skip = 0;
+    let text = false;
     if (type <= 0x7f || type >= 0xe0) skip = 0;
     else if (type <= 0x8f) {
       items = type & 0x0f;
       map = true;
     } else if (type <= 0x9f) items = type & 0x0f;
-    else if (type <= 0xbf) skip = type & 0x1f;
-    else if (type >= 0xd9 && type <= 0xdb) {
+    else if (type <= 0xbf) {
+      skip = type & 0x1f;
+      text = true;
+    } else if (type >= 0xd9 && type <= 0xdb) {
       const length = read(type === 0xd9 ? 1 : type === 0xda ? 2 : 4);
       if (length === undefined) return 'syntax';
       skip = length;
+      text = true;
     } else if (type >= 0xdc && type <= 0xdf) {
       const count = read(type === 0xdc || type === 0xde ? 2 : 4);
       if (count === undefined) return 'syntax';
@@ -78,6 +84,7 @@ export function checkMsgpack(
     }
     if (items !== undefined && (map ? items * 2 : items) > end - pos) return 'syntax';
     if (pos + skip > end) return 'syntax';
+    if (text && !isWellFormedUtf8(bytes, pos, pos + skip)) return 'utf8';
     pos += skip;
     const refusal = items === undefined ? walk.scalar() : map ? walk.map(items) : walk.array(items);
     if (refusal !== undefined) return refusal;
