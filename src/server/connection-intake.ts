@@ -15,7 +15,7 @@ import type { InputLimit } from '../transport/ws-transport.js';
 import { RateLimit, TokenBucket } from './token-bucket.js';
 import { AddressInputLimits, unboundedLimit } from './address-budgets.js';
 import { addressGroupOf } from './address-group.js';
-import { subprotocolOf } from '../encoding/codec.js';
+import { ENCODING_NAMES, subprotocolOf } from '../encoding/codec.js';
 import type { WireCodec } from '../encoding/codec.js';
 import { loadCodecs } from '../encoding/load-codecs.js';
 import { SharedDeflate } from '../transport/deflate-frames.js';
@@ -38,6 +38,9 @@ import { streamRefusal } from './stream-refusal.js';
 import { rejectUpgrade } from './upgrade-rejection.js';
 import type { RefusalLog } from './upgrade-rejection.js';
 import { describeStream, describeUpgrade, handshakeFault } from './upgrade-request.js';
+
+/** The subprotocols of every encoding a gateway can enable, on or off. */
+const ALL_ENCODING_PROTOCOLS: ReadonlySet<string> = new Set(ENCODING_NAMES.map(subprotocolOf));
 
 /** What `identify` found: the session's identity, or which hook refused or failed. */
 type Identified<C> =
@@ -267,8 +270,14 @@ export class ConnectionIntake<C> {
     const { selectProtocol } = config.http;
     if (selectProtocol) return selectProtocol(list, describeUpgrade(request, 'websocket', proxies));
     // The client's first choice among the encodings on. Never echo a token a browser sent as a
-    // subprotocol when a real protocol name is there.
-    return list.find((p) => this.encodingProtocols.has(p)) ?? list[0] ?? false;
+    // subprotocol when a real protocol name is there, nor an encoding that is off: the
+    // connection would speak JSON to a client sending binary frames. With none left, no
+    // subprotocol: the client fails the handshake.
+    return (
+      list.find((p) => this.encodingProtocols.has(p)) ??
+      list.find((p) => !ALL_ENCODING_PROTOCOLS.has(p)) ??
+      false
+    );
   }
 
   private async onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
