@@ -1,5 +1,6 @@
 import type { CheckResult } from './codec.js';
 import { StructureWalk } from './structure-walk.js';
+import { isProtoKey } from './proto-keys.js';
 import { isWellFormedUtf8 } from './utf8-bytes.js';
 
 /**
@@ -9,9 +10,15 @@ import { isWellFormedUtf8 } from './utf8-bytes.js';
  * (undefined included), indefinite lengths, reserved argument sizes, and any length larger than the bytes
  * left (every item takes at least one byte). Refused as 'utf8': a text string (a key or a
  * value) whose bytes are not well-formed UTF-8. Refused as 'values' past `maxValues` values, as
- * 'depth' past `maxDepth` levels: whichever comes first.
+ * 'depth' past `maxDepth` levels: whichever comes first. `protoKeys`, when given, gets the
+ * offset of each map key `__proto__` (see proto-keys.ts).
  */
-export function checkCbor(bytes: Uint8Array, maxDepth: number, maxValues = Infinity): CheckResult {
+export function checkCbor(
+  bytes: Uint8Array,
+  maxDepth: number,
+  maxValues = Infinity,
+  protoKeys?: number[],
+): CheckResult {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const end = bytes.length;
   const walk = new StructureWalk(maxDepth, maxValues);
@@ -45,6 +52,7 @@ export function checkCbor(bytes: Uint8Array, maxDepth: number, maxValues = Infin
       case 3: // text string
         if (argument > end - pos) return 'syntax';
         if (!isWellFormedUtf8(bytes, pos, pos + argument)) return 'utf8';
+        if (protoKeys && walk.atKey && isProtoKey(bytes, pos, argument)) protoKeys.push(pos);
         pos += argument;
         break;
       case 4:

@@ -1,6 +1,7 @@
 import { ErrorCode } from '../protocol/error-codes.js';
 import { exceedsDepth } from '../protocol/safe-json.js';
 import { MAX_MESSAGE_DEPTH } from './encoded-depth.js';
+import { decodeKeepingProtoKeys } from './proto-keys.js';
 import { hasBigIntId, hasWideId, jsonWithBigInts, withExactIds } from './exact-integers.js';
 
 /**
@@ -102,6 +103,21 @@ function valueCapOf(codec: WireCodec): number {
 }
 
 /**
+ * A codec's check (checkMsgpack, checkCbor) also listing the offsets of the map keys
+ * `__proto__`, which the decoders rename (see proto-keys.ts). A check that does not list them
+ * leaves the list empty.
+ */
+type CheckFindingProtoKeys = (
+  bytes: Uint8Array,
+  maxDepth: number,
+  maxValues: number,
+  protoKeys: number[],
+) => CheckResult;
+
+/** The offsets of one frame's `__proto__` keys: reused, frames are read one at a time. */
+const protoKeys: number[] = [];
+
+/**
  * The JSON text of one binary frame, or text the engine answers with the precise error.
  * `maxValues`: the most values it may hold (the gateway's limits.maxJsonValues); by default the
  * codec's own cap (withValueCap), else none.
@@ -112,14 +128,18 @@ export function binaryToText(
   maxDepth: number,
   maxValues = valueCapOf(codec),
 ): string {
-  const checked = codec.check(bytes, maxDepth, maxValues);
+  protoKeys.length = 0;
+  const checked = (codec.check as CheckFindingProtoKeys)(bytes, maxDepth, maxValues, protoKeys);
   if (checked === 'depth') return tooDeepText(maxDepth);
   if (checked === 'values') return tooManyValuesText(maxValues);
   // A string that is not UTF-8 is no JSON string: refused as JSON text with such bytes is.
   if (checked === 'syntax' || checked === 'utf8') return PARSE_ERROR_TEXT;
   let value: unknown;
   try {
-    value = codec.decode(bytes);
+    value =
+      protoKeys.length === 0
+        ? codec.decode(bytes)
+        : decodeKeepingProtoKeys(codec, bytes, protoKeys);
   } catch {
     return PARSE_ERROR_TEXT;
   }
@@ -310,7 +330,8 @@ export function withValueCap(codec: WireCodec, maxValues: number): WireCodec {
     maxValues,
     encode: (value) => codec.encode(value),
     decode: (bytes) => codec.decode(bytes),
-    check: (bytes, maxDepth, values = maxValues) => codec.check(bytes, maxDepth, values),
+    check: (bytes, maxDepth, values = maxValues, protoKeys?: number[]) =>
+      (codec.check as CheckFindingProtoKeys)(bytes, maxDepth, values, protoKeys!),
     toText: (bytes, maxDepth, values = maxValues) => binaryToText(capped, bytes, maxDepth, values),
     toBinary: (text) => textToBinary(capped, text),
   };

@@ -1,5 +1,6 @@
 import type { CheckResult } from './codec.js';
 import { StructureWalk } from './structure-walk.js';
+import { isProtoKey } from './proto-keys.js';
 import { isWellFormedUtf8 } from './utf8-bytes.js';
 
 /** Bytes of the argument that follows a MessagePack type byte of fixed-size scalars. */
@@ -35,11 +36,13 @@ function scalarSize(type: number): number | undefined {
  * five-byte array32 header cannot make the decoder allocate four billion slots. Refused as
  * 'utf8': a string (a key or a value) whose bytes are not well-formed UTF-8. Refused as
  * 'values' past `maxValues` values, as 'depth' past `maxDepth` levels: whichever comes first.
+ * `protoKeys`, when given, gets the offset of each map key `__proto__` (see proto-keys.ts).
  */
 export function checkMsgpack(
   bytes: Uint8Array,
   maxDepth: number,
   maxValues = Infinity,
+  protoKeys?: number[],
 ): CheckResult {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const end = bytes.length;
@@ -84,7 +87,10 @@ export function checkMsgpack(
     }
     if (items !== undefined && (map ? items * 2 : items) > end - pos) return 'syntax';
     if (pos + skip > end) return 'syntax';
-    if (text && !isWellFormedUtf8(bytes, pos, pos + skip)) return 'utf8';
+    if (text) {
+      if (!isWellFormedUtf8(bytes, pos, pos + skip)) return 'utf8';
+      if (protoKeys && walk.atKey && isProtoKey(bytes, pos, skip)) protoKeys.push(pos);
+    }
     pos += skip;
     const refusal = items === undefined ? walk.scalar() : map ? walk.map(items) : walk.array(items);
     if (refusal !== undefined) return refusal;

@@ -28,6 +28,12 @@ export class StructureWalk {
     return this.open.length === 0;
   }
 
+  /** Whether the next item read is a map's key. */
+  get atKey(): boolean {
+    const left = this.open[this.open.length - 1]!;
+    return left < 0 && left % 2 === 0;
+  }
+
   /** One scalar was read. */
   scalar(): WalkRefusal | undefined {
     const key = this.take();
