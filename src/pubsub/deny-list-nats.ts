@@ -33,6 +33,30 @@ export function natsDenyNames(
   return { bucket, stream: `KV_${bucket}`, subject: `$KV.${bucket}.${encodeTopic(user)}` };
 }
 
+/**
+ * A bucket of revocations (users' or sessions'): entries kept as long as the longest revocation
+ * allowed, none deleted but by age.
+ */
+export function denyBucket(
+  bucket: string,
+  replicas: number,
+  maxEntries: number,
+  timeoutMs: number,
+): NatsKvBucket {
+  return new NatsKvBucket(
+    {
+      bucket,
+      replicas,
+      // Full means a revocation refused, never an older one dropped.
+      discard: 'new',
+      maxEntries,
+      maxAgeMs: MAX_DENY_FOR_MS,
+      denyDelete: true,
+    },
+    timeoutMs,
+  );
+}
+
 export class NatsDenyList {
   private readonly bucket: NatsKvBucket;
 
@@ -43,18 +67,7 @@ export class NatsDenyList {
     private readonly maxEntries: number,
     private readonly now: () => number = Date.now,
   ) {
-    this.bucket = new NatsKvBucket(
-      {
-        bucket: natsDenyNames(prefix, '').bucket,
-        replicas,
-        // Full means a revocation refused, never an older one dropped.
-        discard: 'new',
-        maxEntries,
-        maxAgeMs: MAX_DENY_FOR_MS,
-        denyDelete: true,
-      },
-      timeoutMs,
-    );
+    this.bucket = denyBucket(natsDenyNames(prefix, '').bucket, replicas, maxEntries, timeoutMs);
   }
 
   async deny(link: Link, user: string, revokedAt: number, forMs: number): Promise<void> {

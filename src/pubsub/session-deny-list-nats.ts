@@ -6,9 +6,9 @@
  * `until`, checked on read; the bucket's max age is the longest revocation allowed
  * (MAX_DENY_FOR_MS), which is when JetStream drops a record for good.
  */
-import { MAX_DENY_FOR_MS } from './deny-list.js';
-import { isFull } from './deny-list-nats.js';
-import { NatsKvBucket, isWrongLastSequence } from './nats-kv.js';
+import { denyBucket, isFull } from './deny-list-nats.js';
+import { isWrongLastSequence } from './nats-kv.js';
+import type { NatsKvBucket } from './nats-kv.js';
 import { bounded } from './nats-link.js';
 import type { Link } from './nats-link.js';
 import { encodeTopic } from './nats-names.js';
@@ -46,16 +46,10 @@ export class NatsSessionDenyList {
     private readonly maxEntries: number,
     private readonly now: () => number = Date.now,
   ) {
-    this.bucket = new NatsKvBucket(
-      {
-        bucket: natsSessionDenyNames(prefix, '').bucket,
-        replicas,
-        // Full means a revocation refused, never an older one dropped.
-        discard: 'new',
-        maxEntries,
-        maxAgeMs: MAX_DENY_FOR_MS,
-        denyDelete: true,
-      },
+    this.bucket = denyBucket(
+      natsSessionDenyNames(prefix, '').bucket,
+      replicas,
+      maxEntries,
       timeoutMs,
     );
   }

@@ -15,6 +15,8 @@ import type { Denial } from '../../src/pubsub/deny-list.js';
 import { Revocations } from '../../src/server/revocation.js';
 import { SessionRouter } from '../../src/server/session-router.js';
 import type { Session } from '../../src/server/session.js';
+import { fakeSession } from '../support/fake-sessions.js';
+import type { FakeSession } from '../support/fake-sessions.js';
 import { captureLogger } from '../support/logging.js';
 import { deferred } from '../support/promises.js';
 import type { Deferred } from '../support/promises.js';
@@ -25,19 +27,9 @@ interface Identity {
   issuedAt: number;
 }
 
-interface FakeSession {
-  id: string;
-  user: string;
-  context: Identity;
-  isClosed: boolean;
-  closedWith: { code: number; reason: string } | undefined;
-  logger: { info(): void };
-  close(code: number, reason: string): void;
-}
-
 interface Real {
   revocations: Revocations<Identity>;
-  sessions: FakeSession[];
+  sessions: FakeSession<Identity>[];
   list: Map<string, Denial>;
   failing: Set<string>;
 }
@@ -77,18 +69,7 @@ const openCommand = (user: string, age: number): Command => ({
     if (revokedBefore(model, identity)) return Promise.resolve();
     const id = `s${model.next++}`;
     model.open.set(id, identity);
-    real.sessions.push({
-      id,
-      user,
-      context: identity,
-      isClosed: false,
-      closedWith: undefined,
-      logger: { info: () => undefined },
-      close(code, reason) {
-        this.isClosed = true;
-        this.closedWith = { code, reason };
-      },
-    });
+    real.sessions.push(fakeSession(id, user, identity));
     return Promise.resolve();
   },
   toString: () => `open(${user}, -${age})`,

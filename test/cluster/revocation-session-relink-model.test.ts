@@ -15,35 +15,12 @@ import { MemoryBroker } from '../../src/pubsub/memory-broker.js';
 import { Revocations } from '../../src/server/revocation.js';
 import { SessionRouter } from '../../src/server/session-router.js';
 import type { Session } from '../../src/server/session.js';
+import { fakeSession } from '../support/fake-sessions.js';
+import type { FakeSession } from '../support/fake-sessions.js';
 import { captureLogger } from '../support/logging.js';
 import { within } from '../support/waiting.js';
 
 type NodeId = 'A' | 'B';
-
-interface FakeSession {
-  id: string;
-  user: undefined;
-  context: object;
-  isClosed: boolean;
-  closedWith: { code: number; reason: string } | undefined;
-  logger: { info(): void };
-  close(code: number, reason: string): void;
-}
-
-function fakeSession(id: string): FakeSession {
-  return {
-    id,
-    user: undefined,
-    context: {},
-    isClosed: false,
-    closedWith: undefined,
-    logger: { info: () => undefined },
-    close(code, reason) {
-      this.isClosed = true;
-      this.closedWith = { code, reason };
-    },
-  };
-}
 
 /** `$`-topic delivery between the nodes' links, and the revoked-session records of a MemoryBroker. */
 class Hub {
@@ -124,7 +101,7 @@ interface GatewayNode {
   link: NodeLink;
   router: SessionRouter;
   revocations: Revocations<object>;
-  sessions: FakeSession[];
+  sessions: FakeSession<object>[];
   /** Told when a run of `relinked` has finished. */
   rechecked: (() => void) | undefined;
 }
@@ -133,7 +110,7 @@ async function startNode(hub: Hub, id: NodeId): Promise<GatewayNode> {
   const { logger } = captureLogger();
   const link = new NodeLink(hub);
   const broker = link as unknown as Broker;
-  const node = { link, sessions: [] as FakeSession[], rechecked: undefined } as GatewayNode;
+  const node = { link, sessions: [] as FakeSession<object>[], rechecked: undefined } as GatewayNode;
   node.router = new SessionRouter(broker, id, {} as never, logger, {
     revoked: (revocation) => node.revocations.closeLocal(revocation),
     relinked: () => node.revocations.recheck().finally(() => node.rechecked?.()),
@@ -197,7 +174,7 @@ const openCommand = (node: NodeId): Command => ({
     const id = `${node}-s${model.next++}`;
     model.opened[node].push(id);
     model.open.add(id);
-    real.nodes[node].sessions.push(fakeSession(id));
+    real.nodes[node].sessions.push(fakeSession(id, undefined, {}));
     return Promise.resolve();
   },
   toString: () => `open(${node})`,
