@@ -132,60 +132,80 @@ function apiClosed(sessionId: string): ErrorObject {
   };
 }
 
+/**
+ * A gateway's node channel and who receives on it. It stays open once opened, for as long as
+ * the gateway's router receives: a server API that closed goes on receiving, to refuse the
+ * calls still sent to its node at once (its sessions stay until the gateway's drain), and one
+ * started again on the same gateway takes the channel over.
+ */
+interface SharedChannel {
+  receiver: NodeRequests;
+  readonly opened: Promise<NodeChannel>;
+}
+
+const channels = new WeakMap<object, SharedChannel>();
+
 export class NodeRequests {
   private readonly pending = new Map<string, Pending>();
   private channel: NodeChannel | undefined;
   /** close() was called: calls from other nodes are refused, those in progress finish. */
   private closing = false;
-  /** Calls from other nodes to this node's clients, until their answers are sent back. */
-  private readonly serving = new Set<Promise<void>>();
 
   constructor(
     private readonly gateway: Gateway<any>, // eslint-disable-line @typescript-eslint/no-explicit-any -- any application context
     private readonly options: NodeRequestsOptions,
   ) {}
 
-  /** Listen on the gateway's node channel: for requests from other nodes, and answers to ours. */
+  /**
+   * Listen on the gateway's node channel (opened once per gateway, see SharedChannel): for
+   * requests from other nodes, and answers to ours.
+   */
   async start(): Promise<void> {
-    this.channel = await this.gateway.openNodeChannel((body) => this.receive(body as Wire));
+    let shared = channels.get(this.gateway);
+    if (!shared) {
+      const receiving: { receiver: NodeRequests } = { receiver: this };
+      const opened = this.gateway.openNodeChannel((body) =>
+        receiving.receiver.receive(body as Wire),
+      );
+      const created: SharedChannel = Object.assign(receiving, { opened });
+      channels.set(this.gateway, created);
+      // A channel that did not open is opened again by the next start.
+      opened.catch(() => {
+        if (channels.get(this.gateway) === created) channels.delete(this.gateway);
+      });
+      shared = created;
+    }
+    shared.receiver = this;
+    this.channel = await shared.opened;
   }
 
   /**
    * Stop: this node's own requests still waiting end now, and calls other nodes make to this
-   * node's clients are refused with -32011. Calls already in progress to them are let finish:
-   * the client's answer, or the -32011 of a session the gateway's drain closes, is sent back,
-   * and the channel closes after the last (resolving does not wait for them: the drain that ends
-   * them comes after).
+   * node's clients are refused with -32011 at once, from now until the gateway stops receiving
+   * or a server API started again takes the channel over. Calls already in progress to them are
+   * let finish: the client's answer, or the -32011 of a session the gateway's drain closes, is
+   * sent back (resolving does not wait for them: the drain that ends them comes after).
    */
-  async close(): Promise<void> {
+  close(): Promise<void> {
     this.closing = true;
     // Whatever still waits ends now (their timers are unref'd and cleared as they settle).
     for (const [id, pending] of this.pending) {
       this.pending.delete(id);
       if (pending.kind === 'user') pending.done();
     }
-    if (this.serving.size === 0) await this.closeChannel();
+    return Promise.resolve();
   }
 
-  private async closeChannel(): Promise<void> {
-    const channel = this.channel;
-    this.channel = undefined;
-    await channel?.close();
-  }
-
-  /** Call a local session for another node and send the answer back; tracked until sent. */
+  /** Call a local session for another node and send the answer back. */
   private serve(session: Session<unknown>, call: Extract<Wire, { t: 'call' }>, timeoutMs: number) {
-    const served = callSession(session, call.method, call.params, timeoutMs)
-      .then((result) => this.answerBack(call, result))
-      .finally(() => {
-        this.serving.delete(served);
-        if (this.closing && this.serving.size === 0) void this.closeChannel();
-      });
-    this.serving.add(served);
+    void callSession(session, call.method, call.params, timeoutMs).then((result) =>
+      this.answerBack(call, result),
+    );
   }
 
+  /** A reply to another node's request: sent after close() too (a refusal, an answer in progress). */
   private answerBack(call: Extract<Wire, { t: 'call' }>, answer: ClientAnswer): Promise<void> {
-    return this.send(call.from, { t: 'answer', id: call.id, answer }).catch((err: unknown) =>
+    return this.sendOn(call.from, { t: 'answer', id: call.id, answer }).catch((err: unknown) =>
       this.options.logger.warn(
         { err, node: call.from },
         'server API: could not answer another node',
@@ -328,13 +348,19 @@ export class NodeRequests {
     return nanoid(12);
   }
 
+  /** A request of this node's own: refused once close() was called. */
   private async send(node: string | undefined, body: Wire): Promise<void> {
+    if (this.closing) throw new ServerError(ErrorCode.ShuttingDown, 'The server API is closed');
+    await this.sendOn(node, body);
+  }
+
+  private async sendOn(node: string | undefined, body: Wire): Promise<void> {
     if (!this.channel) throw new ServerError(ErrorCode.ShuttingDown, 'The server API is closed');
     await this.channel.send(node, body);
   }
 
   private reply(node: string, body: Wire): void {
-    this.send(node, body).catch((err: unknown) =>
+    this.sendOn(node, body).catch((err: unknown) =>
       this.options.logger.warn({ err, node }, 'server API: could not answer another node'),
     );
   }

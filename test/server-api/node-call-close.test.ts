@@ -3,8 +3,9 @@
  * SIGTERM does first): the call in progress is let finish and its answer reaches the caller; one
  * the close cuts (the gateway closing its sessions) answers -32011 at once; a call arriving while
  * the closed API waits for those answers -32011 at once too (the client is on its way to another
- * node). Never
- * -32012 after the caller's whole timeoutMs. Two gateways in this process share Redis, and NATS.
+ * node), and so does one arriving once the API closed with nothing in progress. Never -32012 after
+ * the caller's whole timeoutMs. A server API started again on the same gateway serves calls
+ * again. Two gateways in this process share Redis, and NATS.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -111,6 +112,34 @@ for (const kind of ['redis', 'nats'] as const) {
         expect((await within(reply, 'the answer', WAIT_MS)).body?.error).toMatchObject({
           code: -32011,
           data: { sessionId, reason: 'session closed' },
+        });
+      });
+
+      it('made once the server API closed with nothing in progress: the caller gets -32011 at once', async () => {
+        const { b, sessionId, callThroughA } = await heldOnB(kind);
+        await within(b.api.close(), "B's server API to close");
+        expect((await within(callThroughA(), 'the answer', WAIT_MS)).body?.error).toMatchObject({
+          code: -32011,
+          data: { sessionId, reason: 'server API closed' },
+        });
+      });
+
+      it('made to a server API started again on the same gateway: the client answers', async () => {
+        const { a, b, sessionId, release, called } = await heldOnB(kind);
+        await within(b.api.close(), "B's server API to close");
+        const again = await startApi(b.gateway);
+        apis.push(again);
+        release();
+        const reply = post(a.api.url, 'callClient', {
+          sessionId,
+          method: 'held',
+          timeoutMs: CALL_TIMEOUT_MS,
+        });
+        await within(called, 'the call to reach the client');
+        expect((await within(reply, 'the answer', WAIT_MS)).body).toEqual({
+          jsonrpc: '2.0',
+          id: 1,
+          result: { result: 'answered' },
         });
       });
 
