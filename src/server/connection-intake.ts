@@ -628,6 +628,8 @@ export class ConnectionIntake<C> {
           void closeWhenIdle(session, deadline, CloseCode.Normal, 'input ended'),
       });
       const session = deps.attach(transport, context, remoteAddress, user, request, pending);
+      // The lines the transport refuses itself cost the session's rate limit too.
+      transport.admit = session;
       return session;
     } finally {
       this.releaseUser(user);

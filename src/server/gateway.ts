@@ -490,6 +490,13 @@ export class Gateway<C = unknown> {
           this.metrics.httpSocketClosed('body-timeout');
           this.refusals.refused({ reason: 'body-timeout', remoteAddress }, 'http socket closed');
         },
+        resumeRefused: (reason, remoteAddress) => {
+          this.metrics.upgradeRejected(reason);
+          this.refusals.refused(
+            { reason, transport: 'sse', remoteAddress },
+            'event stream resume rejected',
+          );
+        },
       }),
       readiness: () => this.readiness,
       sessionCount: () => live.size,

@@ -186,7 +186,7 @@ export class GatewayMetrics {
     });
     this.rejectedUpgrades = new Counter({
       name: 'rpc_rejected_upgrades_total',
-      help: 'Connections refused before they opened (WebSocket upgrades, event streams, HTTP POST requests), by reason.',
+      help: 'Connections refused before they opened (WebSocket upgrades, event streams and their resumes, HTTP POST requests), by reason.',
       labelNames: ['reason'],
       registers,
     });

@@ -52,7 +52,20 @@ export interface SseEndpointDeps<C> {
   counters: { messagesIn: number; messagesOut: number };
   /** Told of a POST body that did not arrive in time (answered 408). */
   bodyTimedOut(remoteAddress: string | undefined): void;
+  /**
+   * Told of a resume refused, with the reason rpc_rejected_upgrades_total counts it under (see
+   * ResumeRefusal).
+   */
+  resumeRefused(reason: ResumeRefusal, remoteAddress: string | undefined): void;
 }
+
+/**
+ * Why a resume (a GET naming a session) was refused: `resume-rate` past the session's resume
+ * rate (429); `resume-bad-id` a Last-Event-ID that is no integer (400); `resume-expired` the
+ * events after it are no longer held (the session closes 1008); `resume-unknown` no such
+ * session, a wrong secret or none (404, 400).
+ */
+export type ResumeRefusal = 'resume-rate' | 'resume-bad-id' | 'resume-expired' | 'resume-unknown';
 
 function header(req: IncomingMessage, name: string): string | undefined {
   const value = req.headers[name];
@@ -102,8 +115,10 @@ function sameSecret(given: string, expected: string): boolean {
  * the one it replaces cut, at most RESUME_BURST at once and RESUMES_PER_SECOND after; `POST` with
  * them carries one JSON-RPC message or batch from the client (answered 202: the replies come
  * on the stream; a body that is not UTF-8 is answered there as a syntax error is, -32700 under
- * id null, with `data.reason` "invalid UTF-8"); `DELETE` with them ends the session (1000). Id and secret go in the X-Wsrpc-Session and X-Wsrpc-Secret headers, or the
- * `session` and `secret` query parameters (EventSource sets no headers).
+ * id null, with `data.reason` "invalid UTF-8", and takes a rate token as one does); `DELETE`
+ * with them ends the session (1000). Id and secret go in the X-Wsrpc-Session and
+ * X-Wsrpc-Secret headers, or the `session` and `secret` query parameters (EventSource sets no
+ * headers). A refused resume is told to `resumeRefused`, with its reason.
  */
 export class SseEndpoint<C> {
   private readonly sessions = new Map<string, SseTransport>();
@@ -147,13 +162,19 @@ export class SseEndpoint<C> {
       res.setHeader('allow', 'GET, POST, DELETE, OPTIONS');
       return sendText(res, 405, 'Use GET for the event stream, POST to send, DELETE to end.\n');
     }
+    const resuming = req.method === 'GET';
+    const refuseResume = (reason: ResumeRefusal): void => {
+      if (resuming) this.deps.resumeRefused(reason, req.socket.remoteAddress);
+    };
     if (id === undefined || secret === undefined) {
+      refuseResume('resume-unknown');
       closeUnread(req, res);
       return sendText(res, 400, `Name the session: ${SESSION_HEADER} and ${SECRET_HEADER}.\n`);
     }
     const transport = this.sessions.get(id);
     if (!transport || transport.isClosed || !sameSecret(secret, transport.secret)) {
       // The same answer for an unknown id and a wrong secret: ids cannot be probed.
+      refuseResume('resume-unknown');
       closeUnread(req, res);
       return noSession(res);
     }
@@ -163,14 +184,16 @@ export class SseEndpoint<C> {
       transport.closeByClient();
       return;
     }
-    if (req.method === 'GET') {
+    if (resuming) {
       const last = header(req, 'last-event-id') ?? url.searchParams.get('lastEventId') ?? undefined;
       const lastEventId = last === undefined ? undefined : Number(last);
       if (lastEventId !== undefined && !Number.isSafeInteger(lastEventId)) {
+        refuseResume('resume-bad-id');
         return sendText(res, 400, 'Last-Event-ID must be an event id (an integer).\n');
       }
       const resumes = this.resumes.get(id);
       if (resumes && !resumes.take()) {
+        refuseResume('resume-rate');
         const seconds = Math.max(1, Math.ceil((1 - resumes.available()) / RESUMES_PER_SECOND));
         res.setHeader('retry-after', String(seconds));
         // Its connection closes too: a client past the rate holds no socket open by resuming.
@@ -179,7 +202,8 @@ export class SseEndpoint<C> {
       }
       // Its socket leaves the HTTP socket bounds, as the stream it replaces did (cut by attach).
       this.deps.intake.holdEventStream(res);
-      transport.attach(res, lastEventId);
+      // False: the events after lastEventId are gone, and the session with them (1008).
+      if (!transport.attach(res, lastEventId)) refuseResume('resume-expired');
       return;
     }
     const { maxMessageBytes, bodyTimeoutMs } = this.deps.limits;
@@ -195,12 +219,13 @@ export class SseEndpoint<C> {
     res.end();
     const body = utf8Text(bytes);
     // Not text, so not handed to the session; answered on the stream as a syntax error is.
-    if (body === undefined) transport.send(INVALID_UTF8_REPLY);
+    if (body === undefined) transport.refuse(INVALID_UTF8_REPLY);
     else transport.receive(body);
   }
 
   private async open(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    await this.deps.intake.acceptEventStream(req, res, () => {
+    let opened: SseTransport | undefined;
+    const session = await this.deps.intake.acceptEventStream(req, res, () => {
       const transport = new SseTransport(
         randomBytes(16).toString('base64url'),
         randomBytes(24).toString('base64url'),
@@ -213,8 +238,12 @@ export class SseEndpoint<C> {
       );
       this.sessions.set(transport.sessionId, transport);
       this.resumes.set(transport.sessionId, new TokenBucket(this.resumeRate));
+      opened = transport;
       return transport;
     });
+    // Set before any I/O since the session opened (this continues its turn): no POST for it
+    // can have been read yet.
+    if (session && opened) opened.admit = session;
   }
 
   /** Shutdown: every session's stream goes (their sessions are closed by the gateway). */

@@ -94,6 +94,13 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
   private budget: BudgetLedger | undefined;
   /** BudgetMember: what this transport last reported to its budget. */
   budgeted = 0;
+  /**
+   * The session's rate limit (limits.ratePerSecond), set by its owner once the session is open:
+   * a line answered here rather than handed to the listener (not UTF-8) takes a token of it, as a
+   * line the session answers does. Free, it would let a peer send without end while its calls
+   * are rate limited. Undefined: no limit.
+   */
+  admit: { take(): boolean } | undefined = undefined;
   readonly canPush = true;
   readonly kind: 'tcp' | 'stdio';
 
@@ -336,8 +343,10 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
     }
     if (this.options.counters) this.options.counters.messagesIn++;
     // Answered here: the peer is handed text, and these bytes are none.
-    if (line === NOT_UTF8) this.send(INVALID_UTF8_REPLY);
-    else this.listener.receive(line);
+    if (line === NOT_UTF8) {
+      this.admit?.take();
+      this.send(INVALID_UTF8_REPLY);
+    } else this.listener.receive(line);
     this.checkBackPressure();
   }
 

@@ -94,6 +94,11 @@ export class SseTransport implements ServerTransport, BudgetMember {
   private budget: BudgetLedger | undefined;
   /** BudgetMember: what this transport last reported to its budget. */
   budgeted = 0;
+  /**
+   * The session's rate limit (limits.ratePerSecond), set by its owner once the session is open:
+   * what `refuse` takes a token of. Undefined: no limit.
+   */
+  admit: { take(): boolean } | undefined = undefined;
 
   constructor(
     /** The session's id and secret, told to the client in each stream's first event. */
@@ -190,6 +195,19 @@ export class SseTransport implements ServerTransport, BudgetMember {
     if (this.closed || !this.listener) return;
     this.counters.messagesIn++;
     this.listener.receive(text);
+  }
+
+  /**
+   * One message the client POSTed that is no message for the session (its bytes are not
+   * UTF-8), answered `reply` here: counted, and charged a token of the session's rate limit
+   * (`admit`), as a message the session answers is. Free, it would let a client send without end
+   * while its calls are rate limited.
+   */
+  refuse(reply: string): void {
+    if (this.closed) return;
+    this.counters.messagesIn++;
+    this.admit?.take();
+    this.send(reply);
   }
 
   send(frame: string | EncodedFrame): void {
