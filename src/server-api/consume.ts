@@ -14,11 +14,12 @@ import type { ApiCaller } from './auth.js';
 import type { ServerApiConsume } from './config.js';
 import { defineTake, takeEntries } from './stream-take.js';
 import type { TakenEntry } from './stream-take.js';
+import { StreamWake } from './stream-wake.js';
 import { Fifo } from '../pubsub/fifo.js';
 
 /** Who a consumed request is from: whoever could write to the stream or subject. */
 const BROKER_CALLER: ApiCaller = Object.freeze({ kind: 'broker' });
-/** How soon a read that found no entry is made again, in ms. */
+/** How soon a read that found no entry is made again where Redis refuses tracking, in ms. */
 const POLL_MS = 50;
 /** How soon a read that failed (Redis unreachable) is tried again, in ms. */
 const RETRY_MS = 500;
@@ -151,8 +152,11 @@ class Slots {
  * At most `maxConcurrent` entries are handled at once, started in the stream's order: each read
  * asks for no more entries than there are free slots, and none is made while every slot is
  * taken, so the rest wait in the stream (for this node's other consumers of the group too).
- * A read that finds nothing is made again POLL_MS later (a blocking read would bring in the
- * entries unchecked).
+ * A read that finds nothing waits for the stream to be written (StreamWake: Redis tells a
+ * connection of the consumer's own that the key changed, never what it holds; a blocking read
+ * would bring the entries in unchecked), or for the next takeover, so an idle consumer runs no
+ * command. Where Redis refuses that (or while its connection is being made again), the read is
+ * made again POLL_MS later.
  *
  * The group goes with the stream (Redis restarted without persistence, the key deleted): a read
  * that finds it gone (NOGROUP) makes it again from the stream's start, so every entry written
@@ -184,6 +188,7 @@ async function consumeRedis(
     throw err;
   }
   const consumer = `${hostname()}-${process.pid}-${nanoid(6)}`;
+  const wake = new StreamWake(redis, stream, logger);
   const slots = new Slots(consume.maxConcurrent);
   let closed = false;
   // Requests are read as bytes: one that is not UTF-8 is refused, not read with U+FFFD.
@@ -227,6 +232,8 @@ async function consumeRedis(
         const claiming = Date.now() >= nextClaim;
         if (claiming) nextClaim = Date.now() + CLAIM_IDLE_MS;
         const count = slots.free;
+        // Cleared before the read: a write it does not see wakes the wait below.
+        wake.clear();
         const taken = await takeEntries(redis, {
           stream,
           group,
@@ -242,7 +249,10 @@ async function consumeRedis(
         start(taken);
         // A full takeover may have left more behind: the next round takes over again.
         if (claiming && taken.length === count) nextClaim = Date.now();
-        if (taken.length === 0 && !claiming) await pause.for(POLL_MS);
+        if (taken.length === 0 && !claiming) {
+          if (wake.watching) await wake.wait(Math.max(0, nextClaim - Date.now()));
+          else await pause.for(POLL_MS);
+        }
       } catch (err) {
         if (closed) break;
         if (/NOGROUP/.test((err as Error).message)) {
@@ -265,6 +275,7 @@ async function consumeRedis(
       closed = true;
       slots.wake();
       pause.end();
+      wake.close();
       await loop;
       await slots.settled();
       await redis.quit().catch(() => redis.disconnect());
