@@ -50,6 +50,7 @@ import type { PresenceHandle } from './presence-service.js';
 import type { StreamHandler, TopicOptions } from './pubsub-service.js';
 import type { PublishOptions } from './pubsub-types.js';
 import type { Session } from './session.js';
+import { assertEncodableParams } from './session.js';
 import { SessionRouter, namesInbox, subscribeTopicOf } from './session-router.js';
 import type { NodeChannel } from './session-router.js';
 import { SessionTable } from './session-table.js';
@@ -631,9 +632,16 @@ export class Gateway<C = unknown> {
    * known to whoever the application shows them to); check who may reach a session before
    * calling this with an id that came from a client. Resolves false when the session is not known here
    * and its id names no other gateway; rejects with -32009 Broker unavailable (a JsonRpcError)
-   * when the broker did not take the message.
+   * when the broker did not take the message, and with publish's RangeError, sending nothing,
+   * when `params` nest deeper than MAX_ENCODED_DEPTH (512 levels).
    */
   notifySession(sessionId: string, method: string, params?: Params): Promise<boolean> {
+    try {
+      // Here, where it enters: a session on another node is refused on this one, unsent.
+      assertEncodableParams(params);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
     return this.router.notifySession(sessionId, method, params);
   }
 
@@ -642,9 +650,16 @@ export class Gateway<C = unknown> {
    * broker. With `userInbox`, the message is kept, numbered, in the user's inbox and resolves
    * with its number there (clients that subscribe `$inbox` get it exactly once, even across
    * reconnects); without, it reaches the sessions connected now and resolves undefined.
-   * Rejects with -32009 Broker unavailable (a JsonRpcError) when the broker did not take it.
+   * Rejects with -32009 Broker unavailable (a JsonRpcError) when the broker did not take it,
+   * and like notifySession when `params` nest deeper than MAX_ENCODED_DEPTH, sending nothing.
    */
   notifyUser(user: string, method: string, params?: Params): Promise<number | undefined> {
+    try {
+      // Before the broker: no node, and no inbox, is handed what no connection could be sent.
+      assertEncodableParams(params);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
     return this.router.notifyUser(user, method, params);
   }
 

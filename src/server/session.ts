@@ -7,6 +7,7 @@ import type { Params } from '../protocol/types.js';
 import type { Sink } from '../pubsub/sink.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { JsonRpcError } from '../protocol/errors.js';
+import { assertEncodableDepth } from '../encoding/encoded-depth.js';
 import type { EncodedFrame, ServerTransport } from '../transport/transport.js';
 import type { JoinOptions, SessionMembership, SharedMembership } from './membership.js';
 import type { SessionInbox } from './session-router.js';
@@ -20,6 +21,15 @@ export function pushUnsupported(what: string): JsonRpcError {
     ErrorCode.UnsupportedTransport,
     `${what} need a connection the server can send on: use the WebSocket (ws:// or wss://), TCP or stdio, not HTTP POST`,
   );
+}
+
+/**
+ * Throws publish's RangeError (assertEncodableDepth) when notification params nest deeper than
+ * MAX_ENCODED_DEPTH: refused where they enter, as published data is, since past the bound a
+ * MessagePack or CBOR connection could not be sent them and would be closed 1011.
+ */
+export function assertEncodableParams(params: Params | undefined): void {
+  if (params !== undefined) assertEncodableDepth(JSON.stringify(params) ?? 'null', 'params');
 }
 
 /** Session.expiry of a connection that has not authenticated yet. */
@@ -192,12 +202,18 @@ export class Session<C = unknown> implements Sink {
       : this.peer.call(target, params, options);
   }
 
+  /**
+   * Send the client a notification. Throws a RangeError, sending nothing, when `params` nest
+   * deeper than MAX_ENCODED_DEPTH (512 levels), as `gateway.publish` rejects such data.
+   */
   notify<P extends Params | undefined>(
     descriptor: NotificationDescriptor<P>,
     params: NoInfer<P>,
   ): void;
   notify(method: string, params?: Params): void;
   notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {
+    // Whatever the connection: whether a value is refused does not depend on who it is for.
+    assertEncodableParams(params);
     // An HTTP exchange has nowhere to put a message the client did not ask for, and a
     // connection not yet authenticated is sent nothing: dropped.
     if (!this.transport.canPush || this.unauthenticated) return;
