@@ -1,26 +1,77 @@
-import { TERMINAL_CONTROL } from './terminal-text.js';
+import { ESCAPED_CHARACTER, keptSequenceAt } from './terminal-text.js';
 
 /**
- * What JSON.stringify writes raw that a terminal acts on: TERMINAL_CONTROL but C0. JSON.stringify
- * escapes C0 inside strings itself, and outside strings writes only the newlines and spaces of
- * its indentation. Every other character of TERMINAL_CONTROL can only stand inside a string (a
- * key or a value), never right after an escaping backslash (those escape ASCII characters), so
- * writing it as `\uXXXX` there leaves the JSON text meaning the same value.
+ * What JSON.stringify writes raw that a terminal acts on or shows as nothing: ESCAPED_CHARACTER
+ * but C0 and surrogates. JSON.stringify escapes C0 and a lone surrogate inside strings itself,
+ * and outside strings writes only the newlines and spaces of its indentation. Every other
+ * character of ESCAPED_CHARACTER can only stand inside a string (a key or a value), never right
+ * after an escaping backslash (those escape ASCII characters), so writing it as `\uXXXX` there
+ * leaves the JSON text meaning the same value.
  */
-const RAW_CONTROL = new RegExp(`(?![\\u0000-\\u001f])${TERMINAL_CONTROL.source}`, 'gu');
+const RAW_ESCAPED = `[${ESCAPED_CHARACTER.source}--[\\0-\\x1f]]`;
+const ANY_RAW_ESCAPED = new RegExp(RAW_ESCAPED, 'v');
+
+/**
+ * A character to escape, or one of JSON.stringify's own escapes (`\"`, `\\`, `\n`, `\u001b`,
+ * `\udc00`) taken whole so that what follows is read from after it: a digit ending `\u0010` is
+ * never the start of a keycap.
+ */
+const PIECE = new RegExp(`\\\\(?:u[0-9a-f]{4}|.)|${RAW_ESCAPED}`, 'gv');
+
+/** Where the code point before `at` in `text` starts. */
+function before(text: string, at: number): number {
+  return at >= 2 && text.codePointAt(at - 2)! > 0xffff ? at - 2 : at - 1;
+}
+
+/**
+ * Where the sequence of KEPT_SEQUENCE that holds the character at `at` ends, when one does, as
+ * terminalText's reading from `from` on finds it: such a sequence holds a character of
+ * ESCAPED_CHARACTER within two code points of its start, and none stands between `from` and
+ * `at`, so it starts at `at` or one or two code points before it. Searching only there keeps
+ * the slow search for an emoji sequence off all the text that holds nothing to escape.
+ */
+function keptTo(text: string, from: number, at: number): number | undefined {
+  const one = before(text, at);
+  for (const start of [before(text, one), one, at]) {
+    if (start < from) continue;
+    const kept = keptSequenceAt(text, start);
+    if (kept !== undefined) return start + kept.length;
+  }
+  return undefined;
+}
+
+/** `\uXXXX` for each UTF-16 unit of `char`: a surrogate pair for an astral character. */
+function escaped(char: string): string {
+  let out = '';
+  for (let at = 0; at < char.length; at++) {
+    out += `\\u${char.charCodeAt(at).toString(16).padStart(4, '0')}`;
+  }
+  return out;
+}
 
 /**
  * `value` as JSON text (indented by `indent` spaces when given) that is safe to write to a
- * terminal: DEL, the C1 controls, the bidirectional controls and U+2028/U+2029 are written as
- * `\uXXXX` escapes in keys and values alike, so a server's JSON cannot drive the terminal or
- * reorder what a person reads; JSON.parse of the text gives the value back unchanged. A value
+ * terminal: DEL, the C1 controls, the format characters (bidirectional controls, zero-width
+ * characters, tag characters), the default-ignorables and U+2028/U+2029 are written as `\uXXXX`
+ * escapes in keys and values alike, where terminalText escapes them (legitimate emoji and joined
+ * script stay as they are), so a server's JSON cannot drive the terminal, reorder what a person
+ * reads or hide text in it; JSON.parse of the text gives the value back unchanged. A value
  * without JSON text (undefined) is written as null; one JSON.stringify rejects (a cycle, a
  * BigInt) throws as it does.
  */
 export function jsonText(value: unknown, indent?: number): string {
   const text = JSON.stringify(value, null, indent) ?? 'null';
-  return text.replace(
-    RAW_CONTROL,
-    (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`,
-  );
+  if (!ANY_RAW_ESCAPED.test(text)) return text;
+  // Read as terminalText reads: on from the end of the last escape or kept sequence.
+  let from = 0;
+  return text.replace(PIECE, (piece: string, at: number) => {
+    if (at < from) return piece; // inside a kept sequence
+    if (piece.startsWith('\\')) {
+      from = at + piece.length;
+      return piece;
+    }
+    const end = keptTo(text, from, at);
+    from = end ?? at + piece.length;
+    return end === undefined ? escaped(piece) : piece;
+  });
 }

@@ -1,38 +1,41 @@
 /**
  * jsonText (src/cli/json-text.ts), through which the CLI prints a server's JSON on stdout: for any
  * JSON value, compact or indented, the text parses back to the value itself, holds no character a
- * terminal acts on (C0 but the layout's newlines, DEL, C1, bidirectional controls, U+2028/U+2029)
- * in keys or values, and is JSON.stringify's own text when there was none to escape.
+ * terminal acts on or shows as nothing (C0 but the layout's newlines, DEL, C1, format characters,
+ * default-ignorables, U+2028/U+2029) raw in keys or values but inside legitimate emoji and joined
+ * script, escapes exactly where terminalText escapes, and is JSON.stringify's own text when there
+ * was none to escape.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { jsonText } from '../../src/cli/json-text.js';
 import { terminalText } from '../../src/cli/terminal-text.js';
+import { HIDDEN, LEGITIMATE_SAMPLES, holdsNoHiddenRaw, hostileUnit, tags } from './hidden-text.js';
 
-/** Bidirectional controls (embeddings, overrides, isolates, LRM, RLM, ALM) and U+2028, U+2029. */
-const LAYOUT = [
-  0x061c, 0x200e, 0x200f, 0x2028, 0x2029, 0x202a, 0x202b, 0x202c, 0x202d, 0x202e, 0x2066, 0x2067,
-  0x2068, 0x2069,
-];
-const CONTROLS = /[\p{Cc}\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/gu;
-/** What no output may hold raw: any of CONTROLS but the newline. */
-const UNSAFE = /(?!\n)[\p{Cc}\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/u;
-
-const char = (code: number): string => String.fromCharCode(code);
-/** Units of keys and strings: controls of every kind among printable text, lone surrogates. */
-const unit = fc.oneof(
-  fc.integer({ min: 0, max: 0x1f }).map(char),
-  fc.integer({ min: 0x7f, max: 0x9f }).map(char),
-  fc.constantFrom(...LAYOUT).map(char),
-  fc.integer({ min: 0xd800, max: 0xdfff }).map(char),
-  fc.constantFrom('a', ' ', '"', '\\', '/', 'é', '\u00a0', 'ש', 'م', '語', '😀'),
-  fc.constant('binary' as const),
-);
-const hostileJson = fc.jsonValue({ stringUnit: unit, maxDepth: 4 });
-/** JSON values whose strings and keys hold nothing of CONTROLS. */
+const char = (code: number): string => String.fromCodePoint(code);
+/** `\uXXXX` for each UTF-16 unit of `text`: a surrogate pair for an astral character. */
+const jsonEscape = (text: string): string =>
+  Array.from(
+    { length: text.length },
+    (_, at) => `\\u${text.charCodeAt(at).toString(16).padStart(4, '0')}`,
+  ).join('');
+const hostileJson = fc.jsonValue({
+  stringUnit: fc.oneof(hostileUnit, fc.integer({ min: 0, max: 0x10ffff }).map(char)),
+  maxDepth: 4,
+});
+/** JSON values whose strings and keys hold nothing hidden. */
 const plainJson = fc
   .jsonValue({ maxDepth: 4 })
-  .map((value) => JSON.parse(JSON.stringify(value).replace(CONTROLS, '')) as unknown);
+  .map(
+    (value) =>
+      JSON.parse(JSON.stringify(value).replace(new RegExp(HIDDEN.source, 'gv'), '')) as unknown,
+  );
+/** Text JSON.stringify writes as it is: no C0, quote, backslash or lone surrogate. */
+const stringifiedAsIs = fc
+  .string({ unit: hostileUnit, maxLength: 40 })
+  .map((s) =>
+    [...s].filter((c) => c >= ' ' && c !== '"' && c !== '\\' && !/\p{Cs}/u.test(c)).join(''),
+  );
 
 describe('jsonText', () => {
   it('parses back to the value, and holds no raw control, compact or indented', () => {
@@ -42,12 +45,12 @@ describe('jsonText', () => {
         const meant = JSON.parse(JSON.stringify(value)) as unknown;
         const compact = jsonText(value);
         expect(JSON.parse(compact)).toEqual(meant);
-        expect(compact).not.toMatch(UNSAFE);
+        expect(holdsNoHiddenRaw(compact)).toBe(true);
         expect(compact).not.toContain('\n');
 
         const indented = jsonText(value, 2);
         expect(JSON.parse(indented)).toEqual(meant);
-        expect(indented).not.toMatch(UNSAFE);
+        expect(holdsNoHiddenRaw(indented)).toBe(true);
       }),
       { numRuns: 500 },
     );
@@ -64,17 +67,43 @@ describe('jsonText', () => {
 
   it('escapes exactly the characters terminalText escapes, past C0 each as \\uXXXX', () => {
     const differ: number[] = [];
-    for (let code = 0; code <= 0xffff; code++) {
+    for (let code = 0; code <= 0x10ffff; code++) {
       // JSON.stringify escapes these itself, and terminalText leaves them.
       if ((code >= 0xd800 && code <= 0xdfff) || code === 0x22 || code === 0x5c) continue;
       const text = char(code);
       const json = jsonText(text);
       const shown = code < 0x20 ? json.includes(text) : json === `"${text}"`;
       const wanted = terminalText(text) === text;
-      const escape = `"\\u${code.toString(16).padStart(4, '0')}"`;
-      if (shown !== wanted || (!wanted && code >= 0x20 && json !== escape)) differ.push(code);
+      if (shown !== wanted || (!wanted && code >= 0x20 && json !== `"${jsonEscape(text)}"`)) {
+        differ.push(code);
+      }
     }
     expect(differ).toEqual([]);
+  });
+
+  it('escapes where terminalText escapes in context too (joiners, selectors, emoji sequences)', () => {
+    fc.assert(
+      fc.property(stringifiedAsIs, (text) => {
+        // terminalText writes an astral character as \u{XXXXX}, JSON as a surrogate pair.
+        const shown = terminalText(text, Infinity).replace(
+          /\\u\{([0-9a-f]+)\}/g,
+          (_, hex: string) => jsonEscape(String.fromCodePoint(parseInt(hex, 16))),
+        );
+        expect(jsonText(text)).toBe(`"${shown}"`);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('escapes a zero-width or tag character in a key or a value, and keeps emoji and joined script', () => {
+    expect(jsonText({ 'user.get\u200b': ['top\u00adic', `ok${tags('hi')}`, '\ufeff\u2060'] })).toBe(
+      '{"user.get\\u200b":["top\\u00adic","ok\\udb40\\udc68\\udb40\\udc69","\\ufeff\\u2060"]}',
+    );
+    const legitimate = { [LEGITIMATE_SAMPLES.join(' ')]: LEGITIMATE_SAMPLES };
+    expect(jsonText(legitimate, 2)).toBe(JSON.stringify(legitimate, null, 2));
+    // A digit of JSON's own \u0010 escape is no keycap: U+FE0F after it is escaped.
+    expect(jsonText('\u0010\ufe0f\u20e3')).toBe('"\\u0010\\ufe0f\u20e3"');
+    expect(jsonText('\\1\ufe0f\u20e3')).toBe('"\\\\1\ufe0f\u20e3"');
   });
 
   it('writes keys and values alike, and a value without JSON text as null', () => {
