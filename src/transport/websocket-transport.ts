@@ -35,9 +35,10 @@ const CLOSE_FACTOR = 16;
 /**
  * Nesting accepted in a binary frame from the gateway, which sends nothing deeper (encoding/
  * encoded-depth.ts MAX_MESSAGE_DEPTH; a literal, as the client's bundle carries no module of
- * src/encoding/): past it, a parse error, not a deep decode by a recursive decoder.
+ * src/encoding/, held equal to it by test/client/binary-unencodable.test.ts): past it, a parse
+ * error, not a deep decode by a recursive decoder.
  */
-const MAX_BINARY_DEPTH = 515;
+export const MAX_BINARY_DEPTH = 515;
 const decoder = /* @__PURE__ */ new TextDecoder();
 
 function toText(data: unknown): string {
@@ -119,57 +120,59 @@ export interface WebSocketTransportOptions {
  * corked (see the client's `batchCalls`).
  */
 export class WebSocketTransport implements Transport {
-  private listener: TransportListener | undefined;
-  private readonly raw: Corkable | undefined;
-  private corked = false;
-  private readonly gate: ReadGate;
+  // #private: their names minify, and the class is in every browser bundle of the client.
+  #listener: TransportListener | undefined;
+  readonly #raw: Corkable | undefined;
+  #corked: boolean | undefined;
+  readonly #gate: ReadGate;
+  /** The negotiated binary codec: every frame both ways is binary. Undefined: JSON text. */
+  readonly #codec: WireCodec | undefined;
 
   /** Uncork: what was written since the cork leaves in one write (called by turn-coalescer). */
   flushWrites(): void {
-    this.corked = false;
-    this.raw?.uncork();
+    this.#corked = false;
+    this.#raw?.uncork();
   }
 
   constructor(
     readonly socket: WebSocketLike,
-    /** The negotiated binary codec: every frame both ways is binary. Undefined: JSON text. */
-    private readonly codec?: WireCodec,
+    codec?: WireCodec,
     options: WebSocketTransportOptions = {},
   ) {
+    this.#codec = codec;
     const raw = (socket as { _socket?: Partial<Corkable> })._socket;
-    this.raw = typeof raw?.cork === 'function' ? (raw as Corkable) : undefined;
+    this.#raw = typeof raw?.cork === 'function' ? (raw as Corkable) : undefined;
     const limit = options.maxBufferedBytes ?? DEFAULT_CLIENT_MAX_BUFFERED_BYTES;
     // 1008, policy violation; a literal, as CloseCode would bring its whole table into the bundle.
     const gate = readGate(socket, limit > 0 ? limit : Infinity, (reason) =>
       this.close(1008, reason),
     );
-    this.gate = gate;
+    this.#gate = gate;
     socket.binaryType = 'arraybuffer';
-    socket.onmessage = (event) => {
-      const text = this.textOf(event.data);
-      if (text !== undefined) this.listener?.receive(text);
+    socket.onmessage = ({ data }) => {
+      // A text frame on a binary connection is refused (1003), not read.
+      if (codec && typeof data === 'string') {
+        this.close(1003, `text frame on a ${codec.name} connection`);
+      } else {
+        this.#listener?.receive(
+          codec
+            ? codec.toText(
+                data instanceof ArrayBuffer ? new Uint8Array(data) : (data as Uint8Array),
+                MAX_BINARY_DEPTH,
+              )
+            : toText(data),
+        );
+      }
       // The answers it sent count: reading more would only queue more for a peer not reading.
       gate.check();
     };
-    socket.onclose = (event) => this.listener?.transportClosed(event.code, event.reason);
+    socket.onclose = (event) => this.#listener?.transportClosed(event.code, event.reason);
     socket.onerror = () => undefined;
   }
 
   /** True while reading is paused because the peer left more than `maxBufferedBytes` unread. */
   get readingPaused(): boolean {
-    return this.gate.paused();
-  }
-
-  /** A message's JSON text; undefined when a text frame came on a binary connection (closed 1003). */
-  private textOf(data: unknown): string | undefined {
-    const codec = this.codec;
-    if (!codec) return toText(data);
-    if (typeof data === 'string') {
-      this.close(1003, `text frame on a ${codec.name} connection`);
-      return undefined;
-    }
-    const bytes = data instanceof ArrayBuffer ? new Uint8Array(data) : (data as Uint8Array);
-    return codec.toText(bytes, MAX_BINARY_DEPTH);
+    return this.#gate.paused();
   }
 
   get bufferedAmount(): number {
@@ -177,23 +180,30 @@ export class WebSocketTransport implements Transport {
   }
 
   listen(listener: TransportListener): void {
-    this.listener = listener;
+    this.#listener = listener;
   }
 
   send(frame: string): void {
+    const codec = this.#codec;
     if (this.socket.readyState !== OPEN) return;
-    if (this.raw && !this.corked) {
-      this.corked = true;
-      this.raw.cork();
+    if (this.#raw && !this.#corked) {
+      this.#corked = true;
+      this.#raw.cork();
       flushAfterTask(this);
     }
     try {
-      this.socket.send(this.codec ? this.codec.toBinary(frame) : frame);
+      this.socket.send(codec ? codec.toBinary(frame) : frame);
     } catch (err) {
-      // Not sent: nested deeper than the codec encodes safely (codec.ts textToBinary). Its loss
-      // is told, not silent: the connection closes 1011 with the reason (its calls reject with
-      // it), and the client reconnects. Nothing escapes the send into the caller's task.
-      this.close(1011, (err as UnencodableMessageError).message);
+      // Not sent: nested deeper than the codec encodes safely (codec.ts textToBinary). As the
+      // gateway does: a call is answered here with the codec's -32603 `data: { reason }`; the
+      // loss of anything else (a notification) is told by closing 1011 with the reason. A batch
+      // goes again message by message, so that only what cannot be encoded is refused (the
+      // codec answers all of a batch's calls, or none). Nothing escapes into the caller's task.
+      const { answers } = err as UnencodableMessageError;
+      if (frame[0] === '[') {
+        for (const one of JSON.parse(frame) as unknown[]) this.send(JSON.stringify(one));
+      } else if (answers) queueMicrotask(() => this.#listener?.receive(answers));
+      else this.close(1011, (err as Error).message);
     }
   }
 
