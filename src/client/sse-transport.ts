@@ -26,13 +26,46 @@ const MAX_RESUME_WAIT_MS = 30_000;
 /** What a 429 without a Retry-After the client can read waits. */
 const DEFAULT_RETRY_AFTER_MS = 1_000;
 
-/** Retry-After in ms (delay-seconds or an HTTP-date, RFC 9110 10.2.3); undefined when neither. */
-function retryAfterMs(value: string | null, now = Date.now()): number | undefined {
-  if (value === null) return undefined;
-  const text = value.trim();
-  if (/^\d+$/.test(text)) return Number(text) * 1_000;
-  const at = Date.parse(text);
-  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+/**
+ * The least a refused resume waits before it is tried again, whatever Retry-After asks (0, a
+ * date past): no answer of a server or proxy makes the client resume in a loop.
+ */
+export const MIN_REFUSAL_WAIT_MS = 1_000;
+
+/**
+ * An HTTP-date (RFC 9110 5.6.7): IMF-fixdate, or the obsolete RFC 850 and asctime forms a
+ * recipient must also read. Date.parse alone takes far more ("1.5", "-1": dates in 2001).
+ */
+const HTTP_DATE =
+  /^[A-Z][a-z]{2}(?:, \d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d GMT| [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})$|^[A-Z][a-z]{5,8}, \d\d-[A-Z][a-z]{2}-\d\d \d\d:\d\d:\d\d GMT$/;
+
+/**
+ * Retry-After in ms: delay-seconds or an HTTP-date (RFC 9110 10.2.3); undefined when neither.
+ * Finite: more digits than a number holds ask for a wait past any cap, not for none.
+ */
+function retryAfterMs(value: string | null, now: number): number | undefined {
+  const text = value?.trim() ?? '';
+  if (/^\d+$/.test(text)) return Math.min(Number(text) * 1_000, Number.MAX_SAFE_INTEGER);
+  // asctime names no zone: it is GMT, which Date.parse would not assume.
+  const at = HTTP_DATE.test(text) ? Date.parse(text.endsWith('GMT') ? text : `${text} GMT`) : NaN;
+  return Number.isNaN(at) ? undefined : at - now;
+}
+
+/**
+ * How long a refused resume waits before it is tried again: a 429 (the gateway's resume rate)
+ * what its Retry-After asks, 1 s without one it can read; a 503 (a proxy or server briefly
+ * unavailable) what its Retry-After asks. Never less than MIN_REFUSAL_WAIT_MS. Undefined: the
+ * answer is final (any other status, a 503 without a Retry-After it can read).
+ */
+export function refusalWait(
+  status: number,
+  retryAfter: string | null,
+  now = Date.now(),
+): number | undefined {
+  const asked = retryAfterMs(retryAfter, now);
+  const wait =
+    status === 429 ? (asked ?? DEFAULT_RETRY_AFTER_MS) : status === 503 ? asked : undefined;
+  return wait === undefined ? undefined : Math.max(wait, MIN_REFUSAL_WAIT_MS);
 }
 
 export interface SseSocketOptions {
@@ -174,7 +207,8 @@ function reportHandlerError(err: unknown): void {
  * The WebSocket surface RpcClient uses, over the gateway's HTTP streaming fallback: opens when
  * the stream's first event names the session; a stream that drops is resumed by
  * Last-Event-ID (nothing lost), a resume refused 429 (or 503 with Retry-After) tried again once
- * its Retry-After is over, within MAX_RESUME_WAIT_MS of the drop; messages are POSTed one at a time, in order, at most
+ * its Retry-After is over (refusalWait: at least 1 s), within MAX_RESUME_WAIT_MS of the drop;
+ * messages are POSTed one at a time, in order, at most
  * `MAX_QUEUED_POST_CHARS` of them waiting (past it, the socket closes with 1008). An exception
  * thrown by a handler (`onmessage`, `onopen`...) is reported as a host reports a listener's
  * (`reportError`, else thrown in a task of its own): it never reads as a dropped stream.
@@ -294,7 +328,9 @@ export class SseSocket implements WebSocketLike {
       });
       if (!res.ok || !res.body) {
         await res.body?.cancel().catch(() => undefined);
-        const wait = this.session ? this.waitAsked(res) : undefined;
+        const wait = this.session
+          ? refusalWait(res.status, res.headers.get('retry-after'))
+          : undefined;
         if (wait === undefined) return this.finish(1006, `event stream answered ${res.status}`);
         if (Date.now() + wait - lostAt > MAX_RESUME_WAIT_MS) {
           return this.finish(1006, `event stream answered ${res.status}, wait past the cap`);
@@ -334,16 +370,6 @@ export class SseSocket implements WebSocketLike {
     if (next >= RESUME_ATTEMPTS) return this.finish(1006, 'event stream lost');
     await this.sleep(RESUME_DELAY_MS * next);
     if (this.readyState === OPEN) return this.stream(next, received ? Date.now() : lostAt);
-  }
-
-  /**
-   * How long a refused resume asks to be waited for: a 429 (the gateway's resume rate), or a
-   * 503 with Retry-After (a proxy or server briefly unavailable). Undefined: the answer is final.
-   */
-  private waitAsked(res: Response): number | undefined {
-    const asked = retryAfterMs(res.headers.get('retry-after'));
-    if (res.status === 429) return asked ?? DEFAULT_RETRY_AFTER_MS;
-    return res.status === 503 ? asked : undefined;
   }
 
   /** `ms`, or less once the socket closes (no timer outlives it). */
