@@ -40,6 +40,22 @@ function byteLengthOf(data: RawData): number {
 }
 
 /**
+ * What a binary message (MessagePack, CBOR) costs the input budget: the larger of its frame's
+ * bytes and the UTF-8 bytes of the JSON text it was turned into, at least `floor`. The gateway
+ * handles the text, which can be six times the frame and more (a control character in a
+ * string: one byte in the frame, `\u0001` in the text; a CBOR half-precision float: three bytes,
+ * up to 22 characters), so a client pays for the same work whichever encoding it sends, never
+ * less than the same content sent as JSON text would cost.
+ */
+export function binaryMessageCost(frameBytes: number, text: string, floor: number): number {
+  const paid = frameBytes > floor ? frameBytes : floor;
+  // UTF-8 takes at most three bytes a UTF-16 unit: a text that cannot be larger is not measured.
+  if (3 * text.length <= paid) return paid;
+  const textBytes = Buffer.byteLength(text);
+  return textBytes > paid ? textBytes : paid;
+}
+
+/**
  * What limits the bytes a connection reads (the gateway's `limits.bytesPerSecond`): one for all
  * of a server's connections, or one for each address group's (`bytesPerSecondPerIp`), each
  * connection given a budget of its own at its first message.
@@ -377,7 +393,8 @@ const MAX_CORKED_BYTES = 64 * 1024;
  * reasons: reading resumes once neither holds. Each message costs its bytes, and at least
  * `messageCostBytes` (DEFLATE_MESSAGE_COST_FACTOR times that with permessage-deflate): a text
  * or binary message, a ping or pong the peer sends, and each member of a batch after the first
- * (chargeMessages, told by the peer once it has parsed the batch).
+ * (chargeMessages, told by the peer once it has parsed the batch). A message in a binary
+ * encoding costs the larger of its bytes and its JSON text's (binaryMessageCost).
  */
 export class WsTransport implements ServerTransport, BudgetMember {
   // Getters, not fields: nothing more to store per connection.
@@ -614,6 +631,20 @@ export class WsTransport implements ServerTransport, BudgetMember {
   }
 
   /**
+   * A binary message turned into `text`: what handling that text costs beyond what its frame
+   * was charged (see binaryMessageCost). Read after the conversion, before the text is handled.
+   * True when reading must pause for the budget.
+   */
+  private spendConverted(bytes: number, text: string): boolean {
+    // The frame's spend made the connection's budget (InputReading) in place of its limit.
+    const input = this.socket.inputLimit;
+    if (input === undefined) return false;
+    const floor = this.messageCost;
+    const beyond = binaryMessageCost(bytes, text, floor) - (bytes > floor ? bytes : floor);
+    return beyond > 0 && this.spendInput(input, beyond);
+  }
+
+  /**
    * The least an incoming message costs the input budget: limits.messageCostBytes, or
    * DEFLATE_MESSAGE_COST_FACTOR times that on a connection that negotiated permessage-deflate.
    */
@@ -652,9 +683,13 @@ export class WsTransport implements ServerTransport, BudgetMember {
   onSocketMessage(data: RawData, isBinary = false): void {
     this.shared.counters.messagesIn++;
     const input = this.socket.inputLimit;
-    const throttled = input !== undefined && this.spendMessage(input, byteLengthOf(data));
+    const bytes = byteLengthOf(data);
+    let throttled = input !== undefined && this.spendMessage(input, bytes);
     const text = this.textOf(data, isBinary);
     if (text === undefined) return;
+    if (input !== undefined && 'codec' in this.encoding) {
+      throttled = this.spendConverted(bytes, text) || throttled;
+    }
     // `ws` hands over every message of a chunk it has read, paused or not: keep them in order.
     // The message that takes the budget past its end waits too: it is what would cost.
     if (this.held !== undefined || !this.listener || this.cancelResume || throttled) {
