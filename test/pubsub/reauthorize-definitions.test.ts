@@ -191,7 +191,12 @@ describe('what the authorize of the definition a refresh resolves is asked with'
   });
 
   it('only what the client sent: else, with params not kept, the subscription ends -32004', async () => {
-    const { gateway, url } = await res.gateway<TestContext>(tokenIdentity());
+    // Unlimited connections: each run opens one, and shrinking a failure runs many more, which the
+    // default rate per address would refuse 429 (shrinking to a counterexample of its own).
+    const { gateway, url } = await res.gateway<TestContext>({
+      ...tokenIdentity(),
+      limits: { connectionsPerSecondPerIp: 0 },
+    });
     let run = 0;
     await fc.assert(
       fc.asyncProperty(scenario, async ({ admitted, later, params, verdict }) => {
