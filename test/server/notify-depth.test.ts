@@ -220,6 +220,32 @@ for (const kind of ['redis', 'nats'] as const) {
         await stillOpen(json, 1);
         expect(b.gateway.sessions.size).toBe(2);
       });
+
+      it('from a node that does not check, sent to no session and thrown nowhere', async () => {
+        const prefix = `wsrpcnotifydepth${Math.random().toString(36).slice(2)}`;
+        const b = await userGateway({ broker: await newBroker(kind, prefix) });
+        const binary = await watchedClient(b.url, 'dee');
+        const json = await watchedClient(b.url, 'dee', false);
+        await waitUntil(() => b.gateway.sessions.size === 2, 'both sessions on node B');
+        // What notifyUser on a node without the check puts on the broker, as it would.
+        const raw = await newBroker(kind, prefix);
+        const directed = (params: Params) =>
+          raw.publish('$user.dee', JSON.stringify({ user: 'dee', method: 'note', params }), {
+            maxLength: 1,
+            maxAgeMs: 60_000,
+          });
+        await directed(nested(MAX_ENCODED_DEPTH + 1));
+        await directed(['after']);
+        await waitUntil(
+          () => binary.notes.length > 0 && json.notes.length > 0,
+          'the next note on both connections',
+        );
+        // All or none: the JSON connection, which could be sent it, is not sent it either.
+        expect(binary.notes).toEqual([['after']]);
+        expect(json.notes).toEqual([['after']]);
+        await stillOpen(binary, 1);
+        await stillOpen(json, 1);
+      });
     },
   );
 }
