@@ -171,13 +171,13 @@ export class Admission {
     const rates = this.rates;
     const entry = rates?.acquire(group);
     if (rates === undefined || entry === undefined || entry.take()) return undefined;
-    const seconds = (1 - entry.available()) / rates.limit.perSecond;
+    const seconds = entry.retryAfterSeconds();
     rates.release(entry);
     return {
       status: 429,
       message: 'Too many new connections from this address',
       reason: 'ip-rate',
-      headers: { 'Retry-After': String(Math.max(1, Math.ceil(seconds))) },
+      headers: { 'Retry-After': String(seconds) },
     };
   }
 

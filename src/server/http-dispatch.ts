@@ -93,10 +93,9 @@ export class ProbeBudget {
     const group = addressGroupOf('http', this.clientAddress(req))!;
     const entry = budgets.acquire(group);
     if (entry === undefined) return undefined;
-    const taken = entry.take();
-    const seconds = taken ? 0 : (1 - entry.available()) / budgets.limit.perSecond;
+    const seconds = entry.take() ? undefined : entry.retryAfterSeconds();
     budgets.release(entry);
-    return taken ? undefined : Math.max(1, Math.ceil(seconds));
+    return seconds;
   }
 }
 

@@ -194,7 +194,7 @@ export class SseEndpoint<C> {
       const resumes = this.resumes.get(id);
       if (resumes && !resumes.take()) {
         refuseResume('resume-rate');
-        const seconds = Math.max(1, Math.ceil((1 - resumes.available()) / RESUMES_PER_SECOND));
+        const seconds = resumes.retryAfterSeconds();
         res.setHeader('retry-after', String(seconds));
         // Its connection closes too: a client past the rate holds no socket open by resuming.
         res.setHeader('connection', 'close');

@@ -100,6 +100,14 @@ export class TokenBucket {
   }
 
   /**
+   * The Retry-After, in whole seconds and at least 1, of a refusal for want of a token: when the
+   * refill gives the next one.
+   */
+  retryAfterSeconds(): number {
+    return Math.max(1, Math.ceil((1 - this.available()) / this.limit.perSecond));
+  }
+
+  /**
    * The whole ms until the bucket is full, rounded down: it is full within a millisecond of
    * that (what stays empty of it is less than `perSecond / 1000` tokens). 0 when full.
    */

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { RateLimit, TokenBucket, smallMs } from '../../src/server/token-bucket.js';
 
@@ -15,6 +16,35 @@ function drain(bucket: TokenBucket, max = 1_000): number {
 }
 
 describe('TokenBucket', () => {
+  it("a refusal's retryAfterSeconds is when the next token is there: at least 1 s, not a second later", () => {
+    fc.assert(
+      fc.property(
+        fc.double({ min: 0.01, max: 1_000, noNaN: true }),
+        fc.integer({ min: 1, max: 50 }),
+        fc.array(fc.integer({ min: 0, max: 5_000 }), { maxLength: 20 }),
+        (perSecond, burst, gaps) => {
+          const c = clock();
+          const bucket = new TokenBucket(perSecond, burst, c.now);
+          for (const gap of gaps) {
+            c.advance(gap);
+            bucket.take();
+          }
+          drain(bucket, 100_000);
+          const seconds = bucket.retryAfterSeconds();
+          expect(Number.isInteger(seconds) && seconds >= 1).toBe(true);
+          if (seconds > 1) {
+            c.advance((seconds - 1) * 1000);
+            expect(bucket.available()).toBeLessThan(1);
+            c.advance(1000);
+          } else {
+            c.advance(1000);
+          }
+          expect(bucket.take()).toBe(true);
+        },
+      ),
+    );
+  });
+
   it('gives its burst, then refills at its rate from an epoch-time clock', () => {
     const c = clock();
     const bucket = new TokenBucket(10, 5, c.now);
