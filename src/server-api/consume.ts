@@ -15,6 +15,7 @@ import type { ServerApiConsume } from './config.js';
 import { defineTake, takeEntries } from './stream-take.js';
 import type { TakenEntry } from './stream-take.js';
 import { StreamWake } from './stream-wake.js';
+import type { ConsumerFigures } from './consumer-metrics.js';
 import { Fifo } from '../pubsub/fifo.js';
 
 /** Who a consumed request is from: whoever could write to the stream or subject. */
@@ -38,6 +39,8 @@ export interface ConsumerHandling {
    * get too): a larger one is refused unread, never handled.
    */
   maxBytes: number;
+  /** Where the consumer's state and counts go (its metrics). */
+  figures: ConsumerFigures;
 }
 
 /**
@@ -53,7 +56,28 @@ function tooLargeReply(maxBytes: number): string {
 }
 
 export interface Consumer {
+  /**
+   * It reads its broker now: Redis, its last read worked (false from a failed one until the
+   * next that works); NATS, connected with its subscription. False once closed.
+   */
+  readonly up: boolean;
   close(): Promise<void>;
+}
+
+/** The consumer's `up`, kept in its figures too. */
+class UpState {
+  private value = false;
+
+  constructor(private readonly figures: ConsumerFigures) {}
+
+  get up(): boolean {
+    return this.value;
+  }
+
+  set up(up: boolean) {
+    this.value = up;
+    this.figures.up = up;
+  }
 }
 
 export async function startConsumer(
@@ -104,6 +128,7 @@ class Slots {
 
   constructor(
     readonly max: number,
+    private readonly figures: ConsumerFigures,
     private readonly onFree: () => void = () => undefined,
   ) {}
 
@@ -113,9 +138,9 @@ class Slots {
 
   /** Run `work` in a slot (the caller saw one free); its slot is free again once it settles. */
   run(work: () => Promise<void>): void {
-    this.used++;
+    this.figures.inProgress = ++this.used;
     const done = work().finally(() => {
-      this.used--;
+      this.figures.inProgress = --this.used;
       this.running.delete(done);
       this.wake();
       this.onFree();
@@ -161,15 +186,17 @@ class Slots {
  * The group goes with the stream (Redis restarted without persistence, the key deleted): a read
  * that finds it gone (NOGROUP) makes it again from the stream's start, so every entry written
  * since is handled. A read that fails otherwise is logged once per outage, and tried again
- * every RETRY_MS.
+ * every RETRY_MS. The consumer shows down (`up`, and its metric) from a lost connection or a
+ * failed read until a read works again.
  */
 async function consumeRedis(
   url: string,
   consume: Extract<ServerApiConsume, { kind: 'redis' }>,
-  { answer, maxBytes }: ConsumerHandling,
+  { answer, maxBytes, figures }: ConsumerHandling,
   logger: Logger,
 ): Promise<Consumer> {
   const { stream, group } = consume;
+  const state = new UpState(figures);
   const { Redis } = await import('ioredis');
   const redis = new Redis(url, {
     connectionName: 'wsrpc-server-api',
@@ -189,27 +216,52 @@ async function consumeRedis(
   }
   const consumer = `${hostname()}-${process.pid}-${nanoid(6)}`;
   const wake = new StreamWake(redis, stream, logger);
-  const slots = new Slots(consume.maxConcurrent);
+  const slots = new Slots(consume.maxConcurrent, figures);
+  state.up = true;
   let closed = false;
+  // Closing while Redis is away: what waits for it is given up (ioredis would hold it until
+  // Redis is back, even once disconnected).
+  let giveUp!: (err: Error) => void;
+  const givenUp = new Promise<never>((_resolve, reject) => (giveUp = reject));
+  givenUp.catch(() => undefined);
+  const orGivenUp = <T>(command: Promise<T>): Promise<T> => Promise.race([command, givenUp]);
+  // Commands wait while Redis is away (maxRetriesPerRequest: null), so a read does not fail
+  // then: the lost connection is what shows the consumer down, until a read works again.
+  let connected = true;
+  redis.on('ready', () => (connected = true));
+  redis.on('close', () => {
+    if (!connected || closed) return;
+    connected = false;
+    state.up = false;
+    figures.failures.disconnected++;
+  });
   // Requests are read as bytes: one that is not UTF-8 is refused, not read with U+FFFD.
   const handleEntry = async (entry: TakenEntry): Promise<void> => {
     const { id } = entry;
     if ('refused' in entry) {
       // Acknowledged by the script already.
       if (entry.refused === 'too large') {
+        figures.consumed.too_large++;
         logger.warn(
           { stream, id, maxBodyBytes: maxBytes },
           'server API: stream entry over maxBodyBytes; not handled',
         );
-      } else logger.warn({ stream, id }, 'server API: stream entry without a request field');
+      } else {
+        figures.consumed.invalid++;
+        logger.warn({ stream, id }, 'server API: stream entry without a request field');
+      }
       return;
     }
     const text = strictUtf8(entry.request);
     if (text === undefined) {
+      figures.consumed.invalid++;
       logger.warn({ stream, id }, 'server API: stream entry not UTF-8; not handled');
-    } else await handle(text, answer, logger, { stream, id });
+    } else {
+      await handle(text, answer, logger, { stream, id });
+      figures.consumed.handled++;
+    }
     try {
-      await redis.xack(stream, group, id);
+      await orGivenUp(redis.xack(stream, group, id));
     } catch (err) {
       // Left pending: XAUTOCLAIM hands it to a consumer again after CLAIM_IDLE_MS.
       logger.warn({ err, stream, id }, 'server API: acknowledging a stream entry failed');
@@ -234,14 +286,17 @@ async function consumeRedis(
         const count = slots.free;
         // Cleared before the read: a write it does not see wakes the wait below.
         wake.clear();
-        const taken = await takeEntries(redis, {
-          stream,
-          group,
-          consumer,
-          count,
-          maxBytes,
-          ...(claiming ? { claimIdleMs: CLAIM_IDLE_MS } : {}),
-        });
+        const taken = await orGivenUp(
+          takeEntries(redis, {
+            stream,
+            group,
+            consumer,
+            count,
+            maxBytes,
+            ...(claiming ? { claimIdleMs: CLAIM_IDLE_MS } : {}),
+          }),
+        );
+        state.up = true;
         if (failures > 0) {
           logger.info({ stream, failures }, 'server API: reading the Redis stream again');
           failures = 0;
@@ -253,16 +308,24 @@ async function consumeRedis(
           if (wake.watching) await wake.wait(Math.max(0, nextClaim - Date.now()));
           else await pause.for(POLL_MS);
         }
-      } catch (err) {
+      } catch (readErr) {
         if (closed) break;
+        let err = readErr;
         if (/NOGROUP/.test((err as Error).message)) {
+          figures.failures.group_lost++;
           logger.warn(
             { stream, group },
             'server API: the stream or its consumer group is gone; making the group again from the stream start',
           );
-          await createGroup(redis, stream, group, '0').catch(() => undefined);
-          continue;
+          // One that cannot be made is a failed read: retried after RETRY_MS, not at once.
+          const made = await orGivenUp(createGroup(redis, stream, group, '0')).then(
+            () => true,
+            (groupErr: unknown) => ((err = groupErr), false),
+          );
+          if (made || closed) continue;
         }
+        figures.failures.read++;
+        state.up = false;
         if (failures++ === 0) {
           logger.warn({ err, stream }, 'server API: reading the Redis stream failed; retrying');
         }
@@ -271,14 +334,26 @@ async function consumeRedis(
     }
   })();
   return {
+    get up() {
+      return state.up;
+    },
     close: async () => {
       closed = true;
+      state.up = false;
+      // A Redis that is away would hold the read (and acknowledgements) under way until it is
+      // back: they fail at once instead (an entry left unacknowledged is taken over later).
+      const away = (): void => {
+        redis.disconnect();
+        giveUp(new Error('closed while Redis is away'));
+      };
+      redis.on('close', away);
+      if (redis.status !== 'ready') away();
       slots.wake();
       pause.end();
       wake.close();
       await loop;
       await slots.settled();
-      await redis.quit().catch(() => redis.disconnect());
+      if (redis.status === 'ready') await redis.quit().catch(() => redis.disconnect());
     },
   };
 }
@@ -334,6 +409,9 @@ class Pause {
  * A message over `maxBytes` is refused at once, neither queued nor handled: its reply subject
  * gets -32600 `Request too large`, and it is logged. So is one that is not UTF-8 (no JSON text):
  * -32700 under id null, `data.reason` "invalid UTF-8".
+ *
+ * The client reconnects by itself (and subscribes again): the consumer is shown down from the
+ * connection's loss until it is back, and for good if the server closes the subscription.
  */
 async function consumeNats(
   url: string,
@@ -342,7 +420,8 @@ async function consumeNats(
   logger: Logger,
 ): Promise<Consumer> {
   const { subject, queue: group, maxConcurrent, maxQueued } = consume;
-  const { maxBytes } = handling;
+  const { maxBytes, figures } = handling;
+  const state = new UpState(figures);
   const { connect } = await import('@nats-io/transport-node');
   const nc = await connect({ servers: url, name: 'wsrpc-server-api', maxReconnectAttempts: -1 });
   type Message = {
@@ -362,8 +441,9 @@ async function consumeNats(
       logger.warn({ err, subject }, 'server API: could not reply');
     }
   };
-  const slots: Slots = new Slots(maxConcurrent, () => {
+  const slots: Slots = new Slots(maxConcurrent, figures, () => {
     const next = waiting.shift();
+    figures.queued = waiting.length;
     if (next) run(next);
     else if (refused > 0) {
       logger.warn({ subject, refused }, 'server API: NATS consumer caught up');
@@ -373,16 +453,19 @@ async function consumeNats(
   const run = ({ text, msg }: Taken): void =>
     slots.run(async () => {
       const answer = await handle(text, handling.answer, logger, { subject });
+      figures.consumed.handled++;
       reply(msg, answer ?? '');
     });
   const subscription = nc.subscribe(subject, {
     queue: group,
     callback: (err, msg) => {
       if (err) {
+        figures.failures.subscription++;
         logger.warn({ err, subject }, 'server API: NATS subscription error');
         return;
       }
       if (msg.data.length > maxBytes) {
+        figures.consumed.too_large++;
         logger.warn(
           { subject, bytes: msg.data.length, maxBodyBytes: maxBytes },
           'server API: NATS message over maxBodyBytes; refused',
@@ -392,14 +475,18 @@ async function consumeNats(
       }
       const text = strictUtf8(msg.data);
       if (text === undefined) {
+        figures.consumed.invalid++;
         logger.warn({ subject }, 'server API: NATS message not UTF-8; refused');
         reply(msg, INVALID_UTF8_REPLY);
         return;
       }
       const taken = { text, msg };
       if (slots.free > 0) run(taken);
-      else if (waiting.length < maxQueued) waiting.push(taken);
-      else {
+      else if (waiting.length < maxQueued) {
+        waiting.push(taken);
+        figures.queued = waiting.length;
+      } else {
+        figures.consumed.busy++;
         if (refused++ === 0) {
           logger.warn(
             { subject, maxConcurrent, maxQueued },
@@ -410,9 +497,36 @@ async function consumeNats(
       }
     },
   });
+  let closing = false;
+  let subscribed = true;
+  void subscription.closed.then((err) => {
+    subscribed = false;
+    if (closing) return;
+    state.up = false;
+    logger.warn({ err, subject }, 'server API: the NATS subscription closed; nothing is consumed');
+  });
+  void (async () => {
+    for await (const status of nc.status()) {
+      if (closing) return;
+      if (status.type === 'disconnect') {
+        figures.failures.disconnected++;
+        state.up = false;
+        logger.warn({ subject }, 'server API: NATS consumer disconnected; reconnecting');
+      } else if (status.type === 'reconnect') {
+        state.up = subscribed;
+        logger.info({ subject }, 'server API: NATS consumer reconnected');
+      }
+    }
+  })();
   await nc.flush();
+  state.up = subscribed;
   return {
+    get up() {
+      return state.up;
+    },
     close: async () => {
+      closing = true;
+      state.up = false;
       // Messages already delivered (the drain's included) are handled before the connection closes.
       await subscription.drain().catch(() => undefined);
       await slots.settled();

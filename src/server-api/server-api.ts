@@ -21,6 +21,7 @@ import type { ApiCaller } from './auth.js';
 import type { ServerApiConfig, ServerApiListen } from './config.js';
 import { busyReply } from './busy-reply.js';
 import { startConsumer } from './consume.js';
+import { consumerFigures } from './consumer-metrics.js';
 import { apiMethods } from './methods.js';
 import { NodeRequests } from './node-requests.js';
 import type { Tracing } from '../tracing/tracing.js';
@@ -37,9 +38,21 @@ export interface ServerApiDeps {
   brokerUrl?: string;
 }
 
+/** The broker consumer's state (`consume`), as `wsrpc_server_api_consumer_up` shows it too. */
+export interface ServerApiConsumerStatus {
+  readonly kind: 'redis' | 'nats';
+  /**
+   * It reads its broker now: Redis, its last read of the stream worked; NATS, it is connected
+   * with its subscription. False while it cannot (the broker unreachable) and once closed.
+   */
+  readonly up: boolean;
+}
+
 export interface ServerApi {
   /** The listener's URL (`http://host:port/`), or the path's on the gateway's server (undefined). */
   readonly url: string | undefined;
+  /** The broker consumer's state now; undefined without `consume`. */
+  readonly consumer: ServerApiConsumerStatus | undefined;
   /**
    * Answer one JSON-RPC request text as an authenticated backend (what the HTTP endpoint and the
    * consumers do): the reply text, or undefined for a notification.
@@ -260,7 +273,12 @@ export async function startServerApi(
     ? await startConsumer(
         config.consume,
         deps.brokerUrl,
-        { answer, busy, maxBytes: config.maxBodyBytes },
+        {
+          answer,
+          busy,
+          maxBytes: config.maxBodyBytes,
+          figures: consumerFigures(gateway.metrics.registry, config.consume.kind),
+        },
         logger,
       ).catch(async (err: unknown) => {
         await stopHttp();
@@ -272,6 +290,9 @@ export async function startServerApi(
   let closed: Promise<void> | undefined;
   return {
     url,
+    get consumer() {
+      return consumer && config.consume && { kind: config.consume.kind, up: consumer.up };
+    },
     answer,
     close: () =>
       (closed ??= (async () => {

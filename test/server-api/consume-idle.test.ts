@@ -82,13 +82,22 @@ async function takesSinceReset(): Promise<number> {
   return calls;
 }
 
-/** Takes over an idle stretch (once the consumer watches its stream, and has settled). */
+/** Takes over an idle stretch, once the consumer watches its stream and has settled. */
 async function takesWhileIdle(): Promise<number> {
   await waitFor(async () => {
     const list = (await admin.client('LIST')) as string;
     return list.split('\n').some((l) => /\bname=wsrpc-server-api-watch\b.*\bsub=1\b/.test(l));
   }, 'the watch connection subscribed');
-  await sleep(100);
+  // Settled: a short window without a take (a consumer that polls never gets there).
+  await waitFor(
+    async () => {
+      await admin.config('RESETSTAT');
+      await sleep(100);
+      return (await takesSinceReset()) === 0;
+    },
+    'the consumer idle',
+    10_000,
+  );
   await admin.config('RESETSTAT');
   await sleep(IDLE_STRETCH_MS);
   return takesSinceReset();
@@ -184,7 +193,7 @@ describe.skipIf(!hasRedisServer && !mustRun)('an idle Redis stream consumer', ()
       }),
       { numRuns: 6, endOnFailure: true },
     );
-  });
+  }, 120_000);
 
   it('polls, still answering, where Redis refuses CLIENT TRACKING', async () => {
     await admin.call(
@@ -202,7 +211,11 @@ describe.skipIf(!hasRedisServer && !mustRun)('an idle Redis stream consumer', ()
     const { add, handled } = await consumer(url);
     await add(1);
     await handled(1);
-    expect(await connectionNames()).not.toContain('wsrpc-server-api-watch');
+    // The watch connection is made, refused, and let go of.
+    await waitFor(
+      async () => !(await connectionNames()).includes('wsrpc-server-api-watch'),
+      'no watch connection',
+    );
     await add(2);
     await handled(2);
   });
@@ -211,10 +224,13 @@ describe.skipIf(!hasRedisServer && !mustRun)('an idle Redis stream consumer', ()
     const { api, add, handled } = await consumer();
     await add(1);
     await handled(1);
-    expect((await connectionNames()).sort()).toEqual([
-      'wsrpc-server-api',
-      'wsrpc-server-api-watch',
-    ]);
+    // Those of the consumers before are gone once they are closed.
+    await waitFor(
+      async () =>
+        JSON.stringify((await connectionNames()).sort()) ===
+        JSON.stringify(['wsrpc-server-api', 'wsrpc-server-api-watch']),
+      "the consumer's two connections",
+    );
     await api.close();
     await waitFor(async () => (await connectionNames()).length === 0, 'no consumer connection');
   });

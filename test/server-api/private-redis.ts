@@ -35,7 +35,8 @@ export class PrivateRedis {
     this.child = undefined;
   }
 
-  private async run(): Promise<void> {
+  /** Start it (again, after `stop`) on its port: an empty Redis. */
+  async run(): Promise<void> {
     const child = spawn(
       'redis-server',
       ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
