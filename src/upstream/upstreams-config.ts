@@ -161,8 +161,13 @@ function resolveUpstream(name: string, options: unknown): UpstreamConfig {
   const path = `upstreams.${name}`;
   if (!isRecord(options)) refuse(path, 'an object ({ url } or { nats })', options);
   const given = checkOptions(options, upstreamRules, `${path}.`, 'an upstream');
+  const connections = given['connections'] as number | undefined;
+  // An HTTP upstream given fewer sockets than the default calls in flight, and no maxConcurrent,
+  // admits as many calls as it has sockets: a file that sets only `connections` keeps loading,
+  // and each call admitted still has a socket of its own.
   const maxConcurrent =
-    (given['maxConcurrent'] as number | undefined) ?? upstreamDefaults.maxConcurrent;
+    (given['maxConcurrent'] as number | undefined) ??
+    Math.min(upstreamDefaults.maxConcurrent, connections ?? Infinity);
   const { perSession, perAddress, perUser } = resolveShares(path, given, maxConcurrent);
   const common = {
     name,
@@ -199,11 +204,7 @@ function resolveUpstream(name: string, options: unknown): UpstreamConfig {
     ...common,
     kind: 'http',
     url: given['url'] as string,
-    connections: resolveConnections(
-      path,
-      given['connections'] as number | undefined,
-      maxConcurrent,
-    ),
+    connections: resolveConnections(path, connections, maxConcurrent),
     headers: Object.freeze({ ...((given['headers'] as Record<string, string> | undefined) ?? {}) }),
   };
 }

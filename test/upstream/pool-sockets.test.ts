@@ -55,9 +55,22 @@ describe("an HTTP upstream's connections", () => {
     expect(resolved({ maxConcurrent: 3, connections: 5 }).connections).toBe(5);
   });
 
+  it('given alone and fewer than the default maxConcurrent, make maxConcurrent as many, its shares with it', () => {
+    expect(resolved({ connections: 16 })).toMatchObject({
+      connections: 16,
+      maxConcurrent: 16,
+      maxConcurrentPerSession: 2,
+      maxConcurrentPerAddress: 4,
+      maxConcurrentPerUser: 4,
+    });
+    expect(resolved({ connections: 200 })).toMatchObject({ connections: 200, maxConcurrent: 64 });
+    // A share given beyond what the sockets allow is refused, as past any maxConcurrent.
+    expect(() => resolved({ connections: 4, maxConcurrentPerSession: 8 })).toThrow(RangeError);
+  });
+
   it.each([
     [
-      { connections: 16 },
+      { maxConcurrent: 64, connections: 16 },
       'upstreams.orders.connections must be at least maxConcurrent (64), not 16: each call admitted needs a pool socket of its own, else the calls of one client address can hold every socket while the calls admitted for others wait (lower maxConcurrent to keep fewer sockets)',
     ],
     [
@@ -96,6 +109,10 @@ describe("an HTTP upstream's connections", () => {
             return;
           }
           expect(upstream.connections).toBeGreaterThanOrEqual(upstream.maxConcurrent);
+          // Refused only for an explicit maxConcurrent above the sockets, or a share past it.
+          if (maxConcurrent === undefined) {
+            expect(upstream.maxConcurrent).toBe(Math.min(64, connections ?? Infinity));
+          }
         },
       ),
       { numRuns: 500 },
