@@ -191,6 +191,13 @@ export class SseEndpoint<C> {
         refuseResume('resume-bad-id');
         return sendText(res, 400, 'Last-Event-ID must be an event id (an integer).\n');
       }
+      // No event has such an id: refused, the session and its stream left as they are (a
+      // negative id would close the session as events no longer held, one from the future
+      // would leave the events up to it unrecognised by the client when they come).
+      if (lastEventId !== undefined && (lastEventId < 0 || lastEventId > transport.lastEventId)) {
+        refuseResume('resume-bad-id');
+        return sendText(res, 400, 'Last-Event-ID must be the id of an event this session sent.\n');
+      }
       const resumes = this.resumes.get(id);
       if (resumes && !resumes.take()) {
         refuseResume('resume-rate');

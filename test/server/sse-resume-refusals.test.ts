@@ -80,6 +80,23 @@ describe('a refused resume of an event stream in rpc_rejected_upgrades_total', (
     expect(await refused()).toEqual({ ...none, 'resume-bad-id': 3 });
   });
 
+  it('counts a Last-Event-ID no event has (negative, or past the last sent) as resume-bad-id (400), the session kept', async () => {
+    const { gateway, events, open, refused } = await sseGateway();
+    gateway.method('echo', (params) => params);
+    const first = await open();
+    const echo = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'echo', params: [1] });
+    expect((await post(events, first.session, echo)).status).toBe(202);
+    await first.until((all) => all.some((event) => event.id === '1'));
+    for (const id of [-1, 2, 2 ** 53 - 1]) {
+      const resumed = await open(resumeHeaders(first.session, id));
+      expect(resumed.status).toBe(400);
+    }
+    expect(await refused()).toEqual({ ...none, 'resume-bad-id': 3 });
+    // The session and its stream are as they were: a resume from the last event is taken.
+    expect(gateway.sessions.size).toBe(1);
+    expect((await open(resumeHeaders(first.session, 1))).status).toBe(200);
+  });
+
   it('counts a resume from before what the replay buffer holds as resume-expired', async () => {
     const { gateway, events, open, refused } = await sseGateway({
       limits: { sseReplayBytes: 200 },
