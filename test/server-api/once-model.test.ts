@@ -65,8 +65,11 @@ async function runModel(
     await broker.subscribe(topic, (message: BrokerMessage) => delivered[topic]!.push(message.seq));
   }
   const lastSeq = new Map<string, number>();
-  /** By topic and key: the first publish's seq and when its window ends. */
-  const held = new Map<string, { seq: number; until: number }>();
+  /**
+   * By topic and key: the first publish's seq and when its window ends, between `until` (the
+   * window counted from before the publish was sent) and `untilLatest` (from after its answer).
+   */
+  const held = new Map<string, { seq: number; until: number; untilLatest: number }>();
   try {
     for (const op of ops) {
       if (op.kind === 'pass') {
@@ -93,13 +96,17 @@ async function runModel(
       expect(new Set(results.map((r) => r.seq)).size).toBe(1);
       const entry = held.get(id);
       const holds = entry !== undefined && entry.until > after + fuzzMs;
-      const lapsed = entry === undefined || entry.until <= before - fuzzMs;
+      const lapsed = entry === undefined || entry.untilLatest <= before - fuzzMs;
       if (holds) expect(results[0]).toEqual({ seq: entry.seq, duplicate: true });
       if (lapsed) expect(fresh).toHaveLength(1);
       if (fresh.length === 1) {
         expect(fresh[0]!.seq).toBe((lastSeq.get(topic) ?? 0) + 1);
         lastSeq.set(topic, fresh[0]!.seq);
-        held.set(id, { seq: fresh[0]!.seq, until: before + op.windowMs });
+        held.set(id, {
+          seq: fresh[0]!.seq,
+          until: before + op.windowMs,
+          untilLatest: after + op.windowMs,
+        });
       } else {
         expect(results[0]!.seq).toBe(entry!.seq);
       }
