@@ -8,20 +8,46 @@ import { paramsShape } from './json-schema.js';
  * The `data` of a -32602 reply from contract validation, a stable shape:
  * `{ "issues": [{ "path": ["minuend"], "message": "Expected number" }] }`
  * where `path` leads from the params to the offending value (empty for the params themselves).
+ * At most MAX_REPORTED_ISSUES issues are listed, in the schema's order; `omitted` counts the
+ * rest, and is there only when there are some.
  */
 export interface ValidationIssues {
   issues: { path: (string | number)[]; message: string }[];
+  omitted?: number;
+}
+
+/**
+ * The issues a -32602 lists: a request failing in many places (each item of a long array) is
+ * answered with the first ones, not with one issue per item (a reply many times the request).
+ */
+export const MAX_REPORTED_ISSUES = 20;
+/**
+ * The longest member name a path shows; longer ones are cut and end in "…". A record key is
+ * the client's own text, repeated in the path of every issue under it.
+ */
+export const MAX_ISSUE_KEY_CHARS = 64;
+/** The longest message an issue shows (a schema library may quote the input in it). */
+export const MAX_ISSUE_MESSAGE_CHARS = 256;
+
+function cut(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text;
 }
 
 function toPath(issue: StandardSchemaV1.Issue): (string | number)[] {
   return (issue.path ?? []).map((segment) => {
     const key = typeof segment === 'object' ? segment.key : segment;
-    return typeof key === 'number' ? key : String(key);
+    return typeof key === 'number' ? key : cut(String(key), MAX_ISSUE_KEY_CHARS);
   });
 }
 
 function describe(issues: readonly StandardSchemaV1.Issue[]): ValidationIssues {
-  return { issues: issues.map((issue) => ({ path: toPath(issue), message: issue.message })) };
+  const listed = issues.slice(0, MAX_REPORTED_ISSUES).map((issue) => ({
+    path: toPath(issue),
+    message: cut(issue.message, MAX_ISSUE_MESSAGE_CHARS),
+  }));
+  return issues.length > MAX_REPORTED_ISSUES
+    ? { issues: listed, omitted: issues.length - MAX_REPORTED_ISSUES }
+    : { issues: listed };
 }
 
 /** Positional params mapped onto the names the contract gives them; named params pass through. */
