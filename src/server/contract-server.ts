@@ -88,7 +88,7 @@ export interface ImplementOptions {
    * and, given to `contractEvents`, every notification and published message; then check
    * that it is JSON as it stands (no Date, bigint, Map, ...: -32603 naming the path, and
    * logged). What goes out is still what the handler returned, not the schema's output.
-   * Default false: `process.env.NODE_ENV !== 'production'` turns it on in development.
+   * Default false; pass `process.env.NODE_ENV !== 'production'` to check in development only.
    */
   validateResults?: boolean;
 }
