@@ -27,7 +27,7 @@ import {
 import type { ValidationIssues } from '../contract/validate.js';
 import type { HandlerContext } from '../peer/handler-context.js';
 import type { Logger } from '../peer/logger.js';
-import { InternalError } from '../protocol/errors.js';
+import { InternalError, InvalidParamsError } from '../protocol/errors.js';
 import type { Params } from '../protocol/types.js';
 import type { Gateway } from './gateway.js';
 import type { TopicOptions } from './pubsub-service.js';
@@ -111,6 +111,40 @@ function assertJson(
 }
 
 /**
+ * How many validation issues cost the input budget one message's worth (limits.messageCostBytes):
+ * a schema library finds and describes each bad value of a long array or record one by one, a
+ * few µs each, so params failing in many places cost many times what their bytes paid for.
+ */
+export const ISSUES_PER_CHARGED_MESSAGE = 4;
+
+/** Charge the connection for the issues of a failed validation (nothing else is charged here). */
+function chargeIssues(transport: { chargeMessages?(count: number): void }, err: unknown): void {
+  if (!(err instanceof InvalidParamsError)) return;
+  const data = err.data as Partial<ValidationIssues> | undefined;
+  const count = (data?.issues?.length ?? 0) + (data?.omitted ?? 0);
+  const messages = Math.floor(count / ISSUES_PER_CHARGED_MESSAGE);
+  if (messages > 0) transport.chargeMessages?.(messages);
+}
+
+/** `validate` whose failures also cost the caller's input budget (chargeIssues). */
+function chargingFailures<C>(
+  validate: (params: Params | undefined) => unknown,
+): (params: Params | undefined, ctx: Ctx<C>) => unknown {
+  return (params, ctx) => {
+    const charge = (err: unknown): never => {
+      chargeIssues(ctx.session.transport, err);
+      throw err;
+    };
+    try {
+      const valid = validate(params);
+      return valid instanceof Promise ? valid.catch(charge) : valid;
+    } catch (err) {
+      return charge(err);
+    }
+  };
+}
+
+/**
  * Serve a contract on a gateway: every method's params are validated (-32602
  * with the issues), positional params are mapped to names where the contract
  * says so, streams and topics are declared, and `rpc.discover` and
@@ -131,10 +165,10 @@ export function implementContract<K extends Contract, C>(
     return [name, spec, handler] as const;
   });
   for (const [name, spec, handler] of handlers) {
-    const validate = paramsValidator(spec);
+    const validate = chargingFailures<C>(paramsValidator(spec));
     // Stays synchronous when the schemas and the handler are, as a plain method would be.
     gateway.method(name, (params: Params | undefined, ctx) =>
-      andThen(validate(params), (valid) => {
+      andThen(validate(params, ctx), (valid) => {
         const result = handler(valid, ctx);
         if (!options.validateResults) return result;
         // Checked, but sent as returned: the caller parses it with the same schema, and the
@@ -163,9 +197,9 @@ export function implementContract<K extends Contract, C>(
       continue;
     }
     // Params documented as one member named "params" are accepted in that form, as for methods.
-    const validate = paramsValidator(spec as MethodSpec);
+    const validate = chargingFailures<C>(paramsValidator(spec as MethodSpec));
     gateway.stream(name, (params, ctx) =>
-      andThen(validate(params as Params | undefined), (valid) => stream(valid, ctx)),
+      andThen(validate(params as Params | undefined, ctx), (valid) => stream(valid, ctx)),
     );
   }
   const document = toOpenRpc(contract, gateway.pubsub.methods);
