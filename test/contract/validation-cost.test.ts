@@ -6,7 +6,7 @@
  * to the session, with a budget that does not refill within the test (1 byte a second).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
+import type WebSocket from 'ws';
 import { z } from 'zod';
 import { defineContract } from '../../src/contract/contract.js';
 import { ISSUES_PER_CHARGED_MESSAGE, implementContract } from '../../src/server/contract-server.js';
