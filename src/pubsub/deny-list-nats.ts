@@ -57,6 +57,34 @@ export function denyBucket(
   );
 }
 
+/**
+ * Write `merge(last)` over the record under `key` exactly as read, reading again when another
+ * node wrote between (two nodes revoking at once both count), at most MAX_ATTEMPTS times; a
+ * bucket deleted behind our back is made again. 'full' when the bucket refused it for room.
+ */
+export async function putMerged(
+  bucket: NatsKvBucket,
+  link: Link,
+  key: string,
+  merge: (last: StoredMsg | null) => string,
+): Promise<'denied' | 'full'> {
+  await bucket.ensure(link);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const last = await bucket.last(link, key);
+      await bucket.put(link, key, merge(last), last?.seq ?? 0);
+      return 'denied';
+    } catch (err) {
+      if (isFull(err)) return 'full';
+      if (attempt >= MAX_ATTEMPTS) throw err;
+      if (isStreamNotFound(err) || isNoResponders(err)) {
+        bucket.forget();
+        await bucket.ensure(link);
+      } else if (!isWrongLastSequence(err)) throw err;
+    }
+  }
+}
+
 export class NatsDenyList {
   private readonly bucket: NatsKvBucket;
 
@@ -72,27 +100,11 @@ export class NatsDenyList {
 
   async deny(link: Link, user: string, revokedAt: number, forMs: number): Promise<void> {
     const key = encodeTopic(user);
-    const outcome = await bounded(`deny "${user}"`, this.timeoutMs, async () => {
-      await this.bucket.ensure(link);
-      for (let attempt = 1; ; attempt++) {
-        try {
-          const last = await this.bucket.last(link, key);
-          const next = mergeDenials(this.live(last), { revokedAt, until: this.now() + forMs });
-          // Written over exactly the entry read, or tried again: two nodes revoking one user
-          // at once both count.
-          await this.bucket.put(link, key, encodeDenial(next), last?.seq ?? 0);
-          return 'denied';
-        } catch (err) {
-          if (isFull(err)) return 'full';
-          if (attempt >= MAX_ATTEMPTS) throw err;
-          if (isStreamNotFound(err) || isNoResponders(err)) {
-            // The bucket was deleted behind our back: made again.
-            this.bucket.forget();
-            await this.bucket.ensure(link);
-          } else if (!isWrongLastSequence(err)) throw err;
-        }
-      }
-    });
+    const outcome = await bounded(`deny "${user}"`, this.timeoutMs, () =>
+      putMerged(this.bucket, link, key, (last) =>
+        encodeDenial(mergeDenials(this.live(last), { revokedAt, until: this.now() + forMs })),
+      ),
+    );
     if (outcome === 'full') throw new DenyListFullError(this.maxEntries);
   }
 

@@ -6,13 +6,11 @@
  * `until`, checked on read; the bucket's max age is the longest revocation allowed
  * (MAX_DENY_FOR_MS), which is when JetStream drops a record for good.
  */
-import { denyBucket, isFull } from './deny-list-nats.js';
-import { isWrongLastSequence } from './nats-kv.js';
+import { denyBucket, putMerged } from './deny-list-nats.js';
 import type { NatsKvBucket } from './nats-kv.js';
 import { bounded } from './nats-link.js';
 import type { Link } from './nats-link.js';
 import { encodeTopic } from './nats-names.js';
-import { isNoResponders, isStreamNotFound } from './nats-streams.js';
 import {
   SessionDenyListFullError,
   closeReasonOf,
@@ -21,9 +19,6 @@ import {
   mergeSessionDenials,
 } from './session-deny-list.js';
 import type { SessionDenial } from './session-deny-list.js';
-
-/** Revocations of one session racing from several nodes: each is tried again this often at most. */
-const MAX_ATTEMPTS = 5;
 
 /** The bucket, and the key of a node's revoked session (`*` for every one of the node's). */
 export function natsSessionDenyNames(
@@ -63,33 +58,19 @@ export class NatsSessionDenyList {
     reason: string,
   ): Promise<void> {
     const { key } = natsSessionDenyNames(this.prefix, node, session);
-    const outcome = await bounded(`revoke session "${session}"`, this.timeoutMs, async () => {
-      await this.bucket.ensure(link);
-      for (let attempt = 1; ; attempt++) {
-        try {
-          const last = await this.bucket.last(link, key);
-          const stored = last ? decodeSessionDenial(last.string()) : undefined;
-          const next = mergeSessionDenials(this.live(stored), {
+    const outcome = await bounded(`revoke session "${session}"`, this.timeoutMs, () =>
+      putMerged(this.bucket, link, key, (last) => {
+        const stored = last ? decodeSessionDenial(last.string()) : undefined;
+        return encodeSessionDenial(
+          mergeSessionDenials(this.live(stored), {
             session,
             revokedAt,
             until: this.now() + forMs,
             reason: closeReasonOf(reason),
-          });
-          // Written over exactly the record read, or tried again: two nodes revoking one
-          // session at once both count.
-          await this.bucket.put(link, key, encodeSessionDenial(next), last?.seq ?? 0);
-          return 'denied';
-        } catch (err) {
-          if (isFull(err)) return 'full';
-          if (attempt >= MAX_ATTEMPTS) throw err;
-          if (isStreamNotFound(err) || isNoResponders(err)) {
-            // The bucket was deleted behind our back: made again.
-            this.bucket.forget();
-            await this.bucket.ensure(link);
-          } else if (!isWrongLastSequence(err)) throw err;
-        }
-      }
-    });
+          }),
+        );
+      }),
+    );
     if (outcome === 'full') throw new SessionDenyListFullError(this.maxEntries);
   }
 
