@@ -2,6 +2,7 @@ import type { Logger } from '../peer/logger.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { ServerError } from '../protocol/errors.js';
 import type { Params } from '../protocol/types.js';
+import { assertEncodableParams } from './session.js';
 import type { Broker, BrokerMessage, Retention } from '../pubsub/broker.js';
 import {
   DEFAULT_SESSION_DENY_FOR_MS,
@@ -148,7 +149,7 @@ export function decodeInboxMessage(message: BrokerMessage): InboxMessage | undef
 }
 
 export interface LocalSessions {
-  /** Notify one local session; false when no such session is here. */
+  /** Notify one local session (params already held to MAX_ENCODED_DEPTH); false when no such session is here. */
   notifySession(sessionId: string, method: string, params: Params | undefined): boolean;
   /** Notify every local session of a user; returns how many. */
   notifyUser(user: string, method: string, params: Params | undefined): number;
@@ -598,6 +599,13 @@ export class SessionRouter {
       return;
     }
     if (typeof message.method !== 'string') return;
+    try {
+      // Held here, once, to what any connection can be sent: a node may not have checked it.
+      assertEncodableParams(message.params);
+    } catch (err) {
+      this.logger.warn({ err, method: message.method }, 'directed message not delivered');
+      return;
+    }
     if (typeof message.session === 'string') {
       this.local.notifySession(message.session, message.method, message.params);
     } else if (typeof message.user === 'string') {

@@ -186,16 +186,18 @@ export class SessionTable<C> implements LocalSessions {
     if (session.isAuthenticated) this.disconnectedSubject.next(session);
   };
 
+  // Params held to MAX_ENCODED_DEPTH where they entered (gateway.notifySession/notifyUser, or
+  // the router for a message from another node): not checked again per session.
   notifySession(id: string, method: string, params: Params | undefined): boolean {
     const session = this.live.get(id);
     if (!session || session.isClosed) return false;
-    session.notify(method, params);
+    session.notifyChecked(method, params);
     return true;
   }
 
   notifyUser(user: string, method: string, params: Params | undefined): number {
     const sessions = [...(this.byUser.get(user) ?? [])];
-    for (const session of sessions) if (!session.isClosed) session.notify(method, params);
+    for (const session of sessions) if (!session.isClosed) session.notifyChecked(method, params);
     return sessions.length;
   }
 

@@ -214,11 +214,19 @@ export class Session<C = unknown> implements Sink {
   notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {
     // Whatever the connection: whether a value is refused does not depend on who it is for.
     assertEncodableParams(params);
+    this.notifyChecked(typeof target === 'string' ? target : target.name, params);
+  }
+
+  /**
+   * notify() with params already held to MAX_ENCODED_DEPTH (assertEncodableParams): the
+   * gateway checks a message for a user's or a session's once, not once per session.
+   * @internal
+   */
+  notifyChecked(method: string, params: Params | undefined): void {
     // An HTTP exchange has nowhere to put a message the client did not ask for, and a
     // connection not yet authenticated is sent nothing: dropped.
     if (!this.transport.canPush || this.unauthenticated) return;
-    if (typeof target === 'string') this.peer.notify(target, params);
-    else this.peer.notify(target, params);
+    this.peer.notify(method, params);
   }
 
   batch(
