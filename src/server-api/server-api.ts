@@ -13,8 +13,8 @@ import { SocketGate } from '../server/admission.js';
 import type { SocketCut } from '../server/admission.js';
 import { joinServer, pathOf } from '../server/http-dispatch.js';
 import { closeUnread } from '../server/http-routes.js';
-import { INVALID_UTF8_REPLY } from '../protocol/invalid-utf8.js';
-import { readBodyBytes, utf8Text } from '../server/read-body.js';
+import { INVALID_UTF8_REPLY, strictUtf8 } from '../protocol/invalid-utf8.js';
+import { readBodyBytes } from '../server/read-body.js';
 import { RefusalLog } from '../server/upgrade-rejection.js';
 import { apiAuthentication } from './auth.js';
 import type { ApiCaller } from './auth.js';
@@ -218,7 +218,7 @@ export async function startServerApi(
       timeoutMs: config.bodyTimeoutMs,
     });
     if (bytes === undefined) return;
-    const body = utf8Text(bytes);
+    const body = strictUtf8(bytes);
     // Not JSON text at all: answered as a syntax error is, 200 under id null.
     if (body === undefined) return send(res, 200, INVALID_UTF8_REPLY);
     const reply = await answer(body, caller);

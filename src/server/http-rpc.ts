@@ -12,8 +12,8 @@ import { addressGroup } from './address-group.js';
 import { runAuthenticate } from './run-authenticate.js';
 import { describeUpgrade } from './upgrade-request.js';
 import type { TrustedProxies } from './client-address.js';
-import { INVALID_UTF8_REPLY } from '../protocol/invalid-utf8.js';
-import { readBodyBytes, utf8Text } from './read-body.js';
+import { INVALID_UTF8_REPLY, strictUtf8 } from '../protocol/invalid-utf8.js';
+import { readBodyBytes } from './read-body.js';
 import { HttpExchangeTransport } from './http-exchange-transport.js';
 import { closeUnread } from './http-routes.js';
 import { REVOKED_CLOSE_CODE, revocationMark, revokedSince } from './revocation.js';
@@ -262,7 +262,7 @@ export class HttpRpc<C> {
       deps.refused?.('unauthenticated', 401, upgrade.remoteAddress);
       return send(res, 401, 'revoked\n');
     }
-    const body = utf8Text(bytes);
+    const body = strictUtf8(bytes);
     if (body === undefined) {
       // Answered as a syntax error is, token taken and all; there is no message for a session.
       this.bucketFor(upgrade.remoteAddress)?.take();

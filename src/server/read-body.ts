@@ -1,5 +1,4 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { strictUtf8 } from '../protocol/invalid-utf8.js';
 
 /** How a request body is read: at most `maxBytes`, within `timeoutMs`. */
 export interface BodyLimits {
@@ -22,18 +21,9 @@ function refuse(res: ServerResponse, status: number, text: string): void {
 }
 
 /**
- * The text of `bytes` when they are well-formed UTF-8, else undefined: a JSON text is UTF-8
- * (RFC 8259, section 8.1), so bytes that are not are no JSON at all, and reading them with
- * U+FFFD in place of the bad ones would answer a request the client never sent.
- */
-export function utf8Text(bytes: Buffer): string | undefined {
-  return strictUtf8(bytes);
-}
-
-/**
  * A request's whole body, bounded in size (413) and time (408); undefined when there is none to
  * answer: the client left, or the 413 or 408 has been sent. A declared Content-Length over the
- * bound is refused before anything is read. Read as text with utf8Text, which refuses bytes
+ * bound is refused before anything is read. Read as text with strictUtf8 (protocol/invalid-utf8.ts), which refuses bytes
  * that are not UTF-8 (answered INVALID_UTF8_REPLY), never reads them as U+FFFD.
  */
 export function readBodyBytes(

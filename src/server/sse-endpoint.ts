@@ -6,8 +6,8 @@ import type { SseLimits } from '../transport/sse-transport.js';
 import type { ConnectionIntake } from './connection-intake.js';
 import { closeUnread, sendText } from './http-routes.js';
 import type { GatewayLimits } from './options.js';
-import { INVALID_UTF8_REPLY } from '../protocol/invalid-utf8.js';
-import { readBodyBytes, utf8Text } from './read-body.js';
+import { INVALID_UTF8_REPLY, strictUtf8 } from '../protocol/invalid-utf8.js';
+import { readBodyBytes } from './read-body.js';
 import { RateLimit, TokenBucket } from './token-bucket.js';
 
 /** The headers naming an HTTP streaming session on its later requests. */
@@ -224,7 +224,7 @@ export class SseEndpoint<C> {
     if (transport.isClosed) return noSession(res);
     res.writeHead(202, { 'cache-control': 'no-store', 'content-length': '0' });
     res.end();
-    const body = utf8Text(bytes);
+    const body = strictUtf8(bytes);
     // Not text, so not handed to the session; answered on the stream as a syntax error is.
     if (body === undefined) transport.refuse(INVALID_UTF8_REPLY);
     else transport.receive(body);

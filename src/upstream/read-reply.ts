@@ -1,5 +1,5 @@
-import { isUtf8 } from 'node:buffer';
 import { JsonRpcError } from '../protocol/errors.js';
+import { strictUtf8 } from '../protocol/invalid-utf8.js';
 import { safeJsonParse } from '../protocol/safe-json.js';
 import { isRecord } from '../peer/option-rules.js';
 import { UpstreamError } from './upstream-error.js';
@@ -23,8 +23,8 @@ export function readReply(
 ): unknown {
   const notResponse = (reason: string) =>
     new UpstreamError('unavailable', upstream, status === undefined ? reason : `status ${status}`);
-  if (!isUtf8(body)) throw notResponse('invalid UTF-8 in the reply');
-  const text = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8');
+  const text = strictUtf8(body);
+  if (text === undefined) throw notResponse('invalid UTF-8 in the reply');
   const parsed = safeJsonParse(text, MAX_REPLY_DEPTH);
   if (!parsed.ok) throw notResponse('invalid JSON in the reply');
   const reply = parsed.value;
