@@ -117,29 +117,33 @@ function assertJson(
  */
 export const ISSUES_PER_CHARGED_MESSAGE = 4;
 
-/** Charge the connection for the issues of a failed validation (nothing else is charged here). */
-function chargeIssues(transport: { chargeMessages?(count: number): void }, err: unknown): void {
-  if (!(err instanceof InvalidParamsError)) return;
-  const data = err.data as Partial<ValidationIssues> | undefined;
-  const count = (data?.issues?.length ?? 0) + (data?.omitted ?? 0);
-  const messages = Math.floor(count / ISSUES_PER_CHARGED_MESSAGE);
-  if (messages > 0) transport.chargeMessages?.(messages);
+/**
+ * Charge the connection for the issues of a failed validation (nothing else is charged here),
+ * and throw the failure on.
+ */
+function chargeIssues(transport: { chargeMessages?(count: number): void }, err: unknown): never {
+  if (err instanceof InvalidParamsError) {
+    const data = err.data as Partial<ValidationIssues> | undefined;
+    const count = (data?.issues?.length ?? 0) + (data?.omitted ?? 0);
+    const messages = Math.floor(count / ISSUES_PER_CHARGED_MESSAGE);
+    if (messages > 0) transport.chargeMessages?.(messages);
+  }
+  throw err;
 }
 
 /** `validate` whose failures also cost the caller's input budget (chargeIssues). */
 function chargingFailures<C>(
   validate: (params: Params | undefined) => unknown,
 ): (params: Params | undefined, ctx: Ctx<C>) => unknown {
+  // Nothing made per call on the way that passes: a closure only for a failure.
   return (params, ctx) => {
-    const charge = (err: unknown): never => {
-      chargeIssues(ctx.session.transport, err);
-      throw err;
-    };
     try {
       const valid = validate(params);
-      return valid instanceof Promise ? valid.catch(charge) : valid;
+      return valid instanceof Promise
+        ? valid.catch((err: unknown) => chargeIssues(ctx.session.transport, err))
+        : valid;
     } catch (err) {
-      return charge(err);
+      return chargeIssues(ctx.session.transport, err);
     }
   };
 }
