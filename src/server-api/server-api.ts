@@ -21,6 +21,7 @@ import type { ApiCaller } from './auth.js';
 import type { ServerApiConfig, ServerApiListen } from './config.js';
 import { busyReply } from './busy-reply.js';
 import { startConsumer } from './consume.js';
+import type { Consumer } from './consume.js';
 import { consumerFigures } from './consumer-metrics.js';
 import { apiMethods } from './methods.js';
 import { NodeRequests } from './node-requests.js';
@@ -44,6 +45,8 @@ export interface ServerApiConsumerStatus {
   /**
    * It reads its broker now: Redis, its last read of the stream worked; NATS, it is connected
    * with its subscription. False while it cannot (the broker unreachable) and once closed.
+   * While false (and before the consumer first reads), the gateway's /readyz answers 503
+   * `server-api-consumer-unavailable`, until the server API is closed.
    */
   readonly up: boolean;
 }
@@ -160,6 +163,41 @@ export async function startServerApi(
   if (config.path !== undefined && !deps.server) {
     throw new TypeError("serverApi.path needs the gateway's HTTP server (deps.server)");
   }
+  const readiness = config.consume && new ConsumerReadiness(gateway);
+  try {
+    return await openServerApi(gateway, config, deps, readiness);
+  } catch (err) {
+    readiness?.release();
+    throw err;
+  }
+}
+
+/**
+ * A node whose server API takes its calls from a broker (`consume`) is not ready (/readyz 503)
+ * until the consumer first reads, nor while it cannot: a load balancer or Kubernetes takes the
+ * node out, and brings it back once the consumer reads again. Held from the start of
+ * startServerApi until the server API closes, or fails to start.
+ */
+class ConsumerReadiness {
+  /** The consumer, once started. */
+  consumer: Consumer | undefined;
+  readonly release: () => void;
+
+  constructor(
+    gateway: Gateway<any>, // eslint-disable-line @typescript-eslint/no-explicit-any -- any application context
+  ) {
+    this.release = gateway.addReadinessCondition(() =>
+      this.consumer?.up ? undefined : 'server-api-consumer-unavailable',
+    );
+  }
+}
+
+async function openServerApi(
+  gateway: Gateway<any>, // eslint-disable-line @typescript-eslint/no-explicit-any -- any application context
+  config: ServerApiConfig,
+  deps: ServerApiDeps,
+  readiness: ConsumerReadiness | undefined,
+): Promise<ServerApi> {
   const logger = deps.logger.child({ component: 'server-api' });
   const authenticate = await apiAuthentication(config.keys, config.jwt);
   const nodes = new NodeRequests(gateway, {
@@ -286,6 +324,7 @@ export async function startServerApi(
         throw err;
       })
     : undefined;
+  if (readiness) readiness.consumer = consumer;
 
   let closed: Promise<void> | undefined;
   return {
@@ -297,6 +336,8 @@ export async function startServerApi(
     close: () =>
       (closed ??= (async () => {
         closing = true;
+        // Closed on purpose: the node is as ready as one without a server API.
+        readiness?.release();
         await consumer?.close();
         await stopHttp();
         await Promise.allSettled([...inFlight]);

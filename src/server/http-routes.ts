@@ -2,9 +2,40 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 
 /**
  * What /readyz says: `ready` (200), or why not (503): `draining` (drain or close under way),
- * `broker-unavailable` (the broker is down: new connections are refused), `not-listening`.
+ * `broker-unavailable` (the broker is down: new connections are refused), `not-listening`,
+ * `server-api-consumer-unavailable` (the server API's broker consumer cannot read: from its
+ * start until it first does, and from a lost broker until it reads again).
  */
-export type Readiness = 'ready' | 'draining' | 'broker-unavailable' | 'not-listening';
+export type Readiness =
+  'ready' | 'draining' | 'broker-unavailable' | 'not-listening' | 'server-api-consumer-unavailable';
+
+/** Why a layer on the gateway is not ready, or undefined while it is. */
+export type ReadinessCondition = () => Exclude<Readiness, 'ready'> | undefined;
+
+/**
+ * The conditions layers started on a gateway add to its readiness, asked in the order added:
+ * the first that names a reason is the one /readyz reports.
+ */
+export class ReadinessConditions {
+  private readonly conditions = new Set<{ condition: ReadinessCondition }>();
+
+  /** Add `condition`; the function returned removes it (once; again does nothing). */
+  add(condition: ReadinessCondition): () => void {
+    // Wrapped: the same function added twice is two conditions, each removed by its own call.
+    const entry = { condition };
+    this.conditions.add(entry);
+    return () => void this.conditions.delete(entry);
+  }
+
+  /** The first reason a condition gives, or undefined when none does. */
+  notReady(): Exclude<Readiness, 'ready'> | undefined {
+    for (const { condition } of this.conditions) {
+      const reason = condition();
+      if (reason !== undefined) return reason;
+    }
+    return undefined;
+  }
+}
 
 /** Liveness (`routes.livez`): the process runs and answers. */
 export function serveLivez(res: ServerResponse): void {
