@@ -1,3 +1,4 @@
+import { encodeSuccessText } from '../protocol/encode.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { ReservedMethod, isReservedMethod } from '../protocol/reserved.js';
 import type { Params, ProtocolVersion, RequestId } from '../protocol/types.js';
@@ -12,7 +13,9 @@ import type { Reply } from './replies.js';
  * The answering side of a server's peer: IncomingCalls (incoming-calls.ts) plus what a server
  * asks before it runs anything, in this order: draining (-32006), the rate limit (-32003, asked
  * of every message, rpc.ping included), the identity gate, and, once the handler is found
- * within maxInFlight, `authorize` (-32004). Apart so that the browser client does not carry it.
+ * within maxInFlight, `authorize` (-32004). A reserved method with a result given as text
+ * (reservedResults: rpc.discover's document) is answered with it after the gate, within
+ * maxInFlight. Apart so that the browser client does not carry it.
  */
 
 export class IncomingDispatch<S> extends IncomingCalls<S> {
@@ -62,6 +65,19 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
         this.config.onCallSettled?.(method, 'rejected', 0);
         return failure(id, refusal.code, version, refusal.data);
       }
+    }
+    const result = isReservedMethod(method) ? this.config.reservedResults?.get(method) : undefined;
+    if (result !== undefined) {
+      // Its text as it is, no handler to run. Beyond maxInFlight it is refused as IncomingCalls
+      // refuses any call (-32000, `data: { maxInFlight }`), written here so that the browser
+      // client, which carries IncomingCalls, carries none of this.
+      const { maxInFlight } = this.config;
+      if (this.inFlightCount >= maxInFlight) {
+        this.config.onCallSettled?.(method, 'rejected', 0);
+        return failure(id, ErrorCode.ServerBusy, version, { maxInFlight });
+      }
+      this.config.onCallSettled?.(method, 'ok', 0);
+      return encodeSuccessText(id, result, version);
     }
     return super.request(id, method, params, version, traceparent);
   }

@@ -69,8 +69,16 @@ export interface PeerOptions<S> {
   onClosed?: (peer: Peer<S>, info: CloseInfo) => void;
   /** Told of every incoming call once it is answered, for metrics. */
   onCallSettled?: (method: string, outcome: CallOutcome, durationMs: number) => void;
-  /** Handlers for reserved `rpc.` methods the layer above provides (e.g. rpc.discover). */
+  /** Handlers for reserved `rpc.` methods the layer above provides (e.g. rpc.authenticate). */
   reservedMethods?: ReadonlyMap<string, Handler<S>>;
+  /**
+   * Reserved `rpc.` methods the layer above answers with one result whatever the call, given
+   * as its JSON text (JSON.stringify's) and written as it is: rpc.discover's document,
+   * serialised once rather than on every call. Looked up at each call, so a changed entry
+   * answers the next one. Within maxInFlight and the server's checks as reservedMethods are;
+   * a server's peer only (IncomingDispatch).
+   */
+  reservedResults?: ReadonlyMap<string, string>;
   /** Reserved (`rpc.`) notifications other than cancel, for the layer above. */
   onReservedNotification?: (method: string, params: Params | undefined) => void;
   /**
@@ -97,6 +105,7 @@ export interface PeerConfig<S> {
   readonly onClosed?: PeerOptions<S>['onClosed'];
   readonly onCallSettled?: PeerOptions<S>['onCallSettled'];
   readonly reservedMethods?: PeerOptions<S>['reservedMethods'];
+  readonly reservedResults?: PeerOptions<S>['reservedResults'];
   readonly onReservedNotification?: PeerOptions<S>['onReservedNotification'];
   /** The middleware composed once; undefined when there is none. */
   readonly middleware?: MiddlewareChain<S> | undefined;
@@ -128,6 +137,7 @@ export function peerConfig<S>(options: Omit<PeerOptions<S>, 'session'>): PeerCon
     onClosed: options.onClosed,
     onCallSettled: options.onCallSettled,
     reservedMethods: options.reservedMethods,
+    reservedResults: options.reservedResults,
     onReservedNotification: options.onReservedNotification,
     middleware: composeMiddleware(options.middleware, options.subscribeMethod),
   };

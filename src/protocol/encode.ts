@@ -52,6 +52,22 @@ export function encodeSuccess(
   return `{"jsonrpc":"2.0","result":${text},"id":${encodeId(id)}}`;
 }
 
+/**
+ * encodeSuccess's reply with `json` as its result, written as it is: for a result serialised
+ * once and answered again and again unchanged (the OpenRPC document of `rpc.discover`), where
+ * encodeSuccess would serialise it on every call. `json` must be the text of one JSON value
+ * (JSON.stringify's, never a peer's). The frame is encodeSuccess's own, around a null result:
+ * one place writes the shape of a success.
+ */
+export function encodeSuccessText(
+  id: RequestId,
+  json: string,
+  version: ProtocolVersion = '2.0',
+): string {
+  // The first `"result":null` is the result member: it comes before the id and the error.
+  return encodeSuccess(id, null, version).replace('"result":null', () => `"result":${json}`);
+}
+
 export function encodeFailure(
   id: RequestId,
   error: ErrorObject,

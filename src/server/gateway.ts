@@ -107,6 +107,8 @@ export class Gateway<C = unknown> {
   private readonly identity: IdentityService<C>;
   /** Reserved `rpc.` methods the gateway itself answers (shared by every session's peer). */
   private readonly reservedMethods = new Map<string, Handler<Session<C>>>();
+  /** Reserved methods answered with a result serialised beforehand: rpc.discover's document. */
+  private readonly reservedResults = new Map<string, string>();
   /** Peer settings every session shares (one object, one set of closures, for all of them). */
   private readonly peerConfig: PeerConfig<Session<C>>;
   private readonly admission: Admission;
@@ -359,6 +361,7 @@ export class Gateway<C = unknown> {
         : appAuthorize,
       onCallSettled: (method, outcome, ms) => this.metrics.callSettled(method, outcome, ms),
       reservedMethods: this.reservedMethods,
+      reservedResults: this.reservedResults,
       // Per call only when sessions can be unauthenticated or expire.
       gate: IdentityService.needed(config) ? this.identity.gate : undefined,
       parse: {
@@ -618,11 +621,14 @@ export class Gateway<C = unknown> {
 
   /**
    * Serve an OpenRPC document at `rpc.discover` and `GET /openrpc.json`
-   * (`implementContract` does this with the contract's document).
+   * (`implementContract` does this with the contract's document). It is serialised here, once:
+   * a later change to the object shows once it is given again.
    */
   serveDiscovery(document: unknown): void {
     this.discovery = JSON.stringify(document);
-    this.reservedMethods.set(ReservedMethod.Discover, () => document);
+    // Each call writes this text, not the whole document again. A document JSON.stringify
+    // writes as nothing is answered null, as a handler's undefined is.
+    this.reservedResults.set(ReservedMethod.Discover, this.discovery ?? 'null');
   }
 
   /**
