@@ -34,7 +34,8 @@ import {
   serveRoute,
 } from './http-dispatch.js';
 import type { HttpDispatchDeps, ServerTenant } from './http-dispatch.js';
-import type { Readiness } from './http-routes.js';
+import { ReadinessConditions } from './http-routes.js';
+import type { Readiness, ReadinessCondition } from './http-routes.js';
 import { Revocations } from './revocation.js';
 import type { RevokeSessionOptions, RevokeUserOptions } from './revocation.js';
 import { HttpRpc } from './http-rpc.js';
@@ -91,6 +92,8 @@ export class Gateway<C = unknown> {
   /** Who is subscribed to the topics declared with `presence`, on every node. */
   private readonly presenceService: PresenceService<C>;
   private closing = false;
+  /** What else holds readiness at 503 (`addReadinessCondition`). */
+  private readonly readinessConditions = new ReadinessConditions();
   /** This gateway's id among its peers: the prefix of its session ids. */
   readonly nodeId = nanoid(10);
   private readonly router: SessionRouter;
@@ -743,7 +746,17 @@ export class Gateway<C = unknown> {
     if (!this.httpServer.listening) return 'not-listening';
     // A gateway whose broker is down cannot publish: the load balancer should send clients elsewhere.
     if (!this.pubsub.broker.ready) return 'broker-unavailable';
-    return 'ready';
+    return this.readinessConditions.notReady() ?? 'ready';
+  }
+
+  /**
+   * Hold /readyz (and `isReady`) at 503 while `condition` says why not, until the function
+   * returned is called: for a layer started on the gateway whose work the node takes from
+   * elsewhere (the server API's broker consumer).
+   * @internal
+   */
+  addReadinessCondition(condition: ReadinessCondition): () => void {
+    return this.readinessConditions.add(condition);
   }
 
   /**
