@@ -105,10 +105,9 @@ export async function serve(
       closers.push(() => routes.close());
       await routes.ready;
     }
-    const { host, port, tcpPort } = config.listen;
-    const address = await gateway.listen(port, host);
-    const tcpAddress = tcpPort === undefined ? undefined : await gateway.listenTcp(tcpPort, host);
     let serverApiUrl: string | undefined;
+    // Before the listeners: a server API that consumes from a broker holds /readyz at 503 from
+    // its start until its consumer reads, so the node is never seen ready before that.
     if (config.serverApi) {
       const api = await startServerApi(gateway, config.serverApi, {
         logger,
@@ -121,6 +120,9 @@ export async function serve(
       apiClose = () => api.close();
       serverApiUrl = api.url;
     }
+    const { host, port, tcpPort } = config.listen;
+    const address = await gateway.listen(port, host);
+    const tcpAddress = tcpPort === undefined ? undefined : await gateway.listenTcp(tcpPort, host);
     const scheme = config.tls ? 'wss' : 'ws';
     const url = `${scheme}://${hostForUrl(address)}:${address.port}${gateway.config.http.path}`;
     const tcp = tcpAddress && `${tcpAddress.address}:${tcpAddress.port}`;

@@ -47,9 +47,9 @@ export const tierRules: readonly (readonly [Tier, readonly string[]])[] = [
       'test/hardening/{broker-down,drain-process,fuzz}.test.ts',
       'test/integration/{demo-process,recipe*}.test.ts',
       'test/jwt/recipe-jwt.test.ts',
-      'test/standalone/{check-config,example,serve}.test.ts',
+      'test/standalone/{check-config,example,serve,serve-readiness}.test.ts',
       'test/sse/nginx-fallback.test.ts',
-      'test/server-api/{cluster,consume,once-model,python-backend}.test.ts',
+      'test/server-api/{cluster,consume,consume-readiness,once-model,python-backend}.test.ts',
       'test/pubsub/{broker-link-gap,deny-list,notify-broker-down,redis-gateway,replay-bounds,topic-limits}.test.ts',
       'test/transports/{eof-flush,same-answers,stdio,tls}.test.ts',
       // Gateway mode's upstreams: the Python upstream (a child process), NATS.
