@@ -96,6 +96,10 @@ class StandInSocket {
   }
 
   deliver(data) {
+    // A socket hands over a flat string, read from the frame's bytes; one built here by
+    // concatenation is a rope, which whatever reads it first (a regex, JSON.parse) must flatten
+    // first. Flattened here (ToNumber reads it whole), for every variant alike.
+    Number(data);
     if (this.onmessage) this.onmessage({ data });
     else this.listener?.(data);
   }
