@@ -336,12 +336,17 @@ async function openServerApi(
     close: () =>
       (closed ??= (async () => {
         closing = true;
-        // Closed on purpose: the node is as ready as one without a server API.
-        readiness?.release();
-        await consumer?.close();
-        await stopHttp();
-        await Promise.allSettled([...inFlight]);
-        await nodes.close();
+        try {
+          await consumer?.close();
+          await stopHttp();
+          await Promise.allSettled([...inFlight]);
+          await nodes.close();
+        } finally {
+          // Closed on purpose: the node is as ready as one without a server API, once it is
+          // closed. Not before: a node that closes it on its way down (the standalone server
+          // closes it before draining) must not look ready to a load balancer meanwhile.
+          readiness?.release();
+        }
       })()),
   };
 }

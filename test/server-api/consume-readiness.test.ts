@@ -18,7 +18,7 @@ import { hasProgram } from '../support/server-processes.js';
 import { waitFor, within } from '../support/waiting.js';
 import { PrivateNats } from './private-nats.js';
 import { PrivateRedis } from './private-redis.js';
-import { startApi, userOptions } from './support.js';
+import { asUser, post, startApi, userOptions } from './support.js';
 
 const mustRun = process.env['CI'] === 'true';
 const hasRedisServer = hasProgram('redis-server');
@@ -199,6 +199,47 @@ describe.skipIf(!hasRedisServer && !mustRun)('/readyz with a Redis stream consum
       await withRedis(redis.url, (writer) => writer.del(stream));
       await answers(200, 'ready');
       expect(api.consumer).toEqual({ kind: 'redis', up: true });
+    },
+    TIMEOUT_MS,
+  );
+
+  it(
+    'stays 503 while the server API closes (its calls in flight finishing), 200 once closed',
+    async () => {
+      const { running, readyz, answers } = await node();
+      const api = await startApi(running.gateway, {
+        consume: { redisStream: `readiness-${process.pid}-5`, url: redis.url },
+      });
+      apis.push(api);
+      await answers(200, 'ready');
+      // A call through the server API held by its client until released: close waits for it.
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      let called!: () => void;
+      const reached = new Promise<void>((resolve) => (called = resolve));
+      const client = res.client(asUser(running.url, 'ann'));
+      client.method('hold', async () => {
+        called();
+        await held;
+        return 'done';
+      });
+      await client.call('rpc.ping');
+      const session = [...running.gateway.sessions.values()][0]!;
+      const answer = post(api.url, 'callClient', { sessionId: session.id, method: 'hold' });
+      await within(reached, 'the client to be called');
+      const closing = api.close();
+      try {
+        await answers(503, NOT_READY);
+        expect(api.consumer).toEqual({ kind: 'redis', up: false });
+      } finally {
+        release();
+      }
+      // callClient answers with the client's result in `result`.
+      expect((await within(answer, 'the held call to be answered')).body?.result).toEqual({
+        result: 'done',
+      });
+      await within(closing, 'the server API to close');
+      expect(await readyz()).toEqual({ status: 200, body: { status: 'ready', sessions: 1 } });
     },
     TIMEOUT_MS,
   );
