@@ -1,6 +1,6 @@
 // The standalone server: a gateway assembled from a resolved configuration file. The broker,
-// the identity (jwtAuth, or the connect hook), declared topics, routes to upstreams, the server
-// API for backends, tracing, TLS from files, static files, then the listeners; `close` drains.
+// the identity (jwtAuth, or the connect hook), declared topics, routes to upstreams, tracing,
+// TLS from files, static files, the listeners, then the server API for backends; `close` drains.
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
@@ -105,24 +105,35 @@ export async function serve(
       closers.push(() => routes.close());
       await routes.ready;
     }
-    let serverApiUrl: string | undefined;
-    // Before the listeners: a server API that consumes from a broker holds /readyz at 503 from
-    // its start until its consumer reads, so the node is never seen ready before that.
-    if (config.serverApi) {
-      const api = await startServerApi(gateway, config.serverApi, {
-        logger,
-        tracing,
-        server: gateway.httpServer,
-        // consume.url's default: the broker's URL, when the consumer is of the broker's kind.
-        brokerUrl:
-          config.broker.kind === config.serverApi.consume?.kind ? config.broker.url : undefined,
-      });
-      apiClose = () => api.close();
-      serverApiUrl = api.url;
-    }
     const { host, port, tcpPort } = config.listen;
-    const address = await gateway.listen(port, host);
-    const tcpAddress = tcpPort === undefined ? undefined : await gateway.listenTcp(tcpPort, host);
+    // A server API that consumes from a broker holds /readyz at 503 from its start until its
+    // consumer reads. Until it has started, this condition stands in for it: the listeners open
+    // at once (/livez answers while the consumer's broker is slow to reach), and the node is
+    // never seen ready before its consumer reads.
+    const apiStarting =
+      config.serverApi?.consume &&
+      gateway.addReadinessCondition(() => 'server-api-consumer-unavailable');
+    let address: AddressInfo;
+    let tcpAddress: AddressInfo | undefined;
+    let serverApiUrl: string | undefined;
+    try {
+      address = await gateway.listen(port, host);
+      tcpAddress = tcpPort === undefined ? undefined : await gateway.listenTcp(tcpPort, host);
+      if (config.serverApi) {
+        const api = await startServerApi(gateway, config.serverApi, {
+          logger,
+          tracing,
+          server: gateway.httpServer,
+          // consume.url's default: the broker's URL, when the consumer is of the broker's kind.
+          brokerUrl:
+            config.broker.kind === config.serverApi.consume?.kind ? config.broker.url : undefined,
+        });
+        apiClose = () => api.close();
+        serverApiUrl = api.url;
+      }
+    } finally {
+      apiStarting?.();
+    }
     const scheme = config.tls ? 'wss' : 'ws';
     const url = `${scheme}://${hostForUrl(address)}:${address.port}${gateway.config.http.path}`;
     const tcp = tcpAddress && `${tcpAddress.address}:${tcpAddress.port}`;

@@ -1,8 +1,8 @@
 /**
  * A standalone server whose server API consumes calls from a broker is never seen ready before
- * that consumer reads: the server API (which holds /readyz at 503 from its start until its
- * consumer reads) starts before the gateway's listeners, so no probe reaches a listener while
- * readiness lacks the consumer's condition, even in the turns `listenTcp` takes.
+ * that consumer reads: a readiness condition stands in for the server API's own from before the
+ * listeners open until the server API has started (and holds /readyz at 503 itself), so no probe
+ * finds the node ready in between, even in the turns `listenTcp` takes.
  */
 import { nanoid } from 'nanoid';
 import { pino } from 'pino';
@@ -25,7 +25,7 @@ afterEach(async () => {
 });
 
 describe('serve: readiness of a node with a server API consumer', () => {
-  it('has the consumer condition in place before any listener opens, and is ready once it reads', async () => {
+  it('holds readiness from before any listener opens until the server API holds it, and is ready once the consumer reads', async () => {
     const prefix = `serve-ready-${nanoid(6)}:`;
     prefixes.push(prefix);
     // The order in which the consumer's readiness condition and the listeners come.
@@ -55,7 +55,13 @@ describe('serve: readiness of a node with a server API consumer', () => {
     const server = await serve(config, { logger: pino({ level: 'silent' }) });
     servers.push(server);
 
-    expect(order).toEqual(['addReadinessCondition', 'listen', 'listenTcp']);
+    // The stand-in, the listeners, then the server API's own condition.
+    expect(order).toEqual([
+      'addReadinessCondition',
+      'listen',
+      'listenTcp',
+      'addReadinessCondition',
+    ]);
     const url = `http://127.0.0.1:${server.address.port}/readyz`;
     await waitFor(
       async () => (await httpGet(url)).status === 200,
