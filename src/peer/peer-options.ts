@@ -77,6 +77,7 @@ export interface PeerOptions<S> {
    * serialised once rather than on every call. Looked up at each call, so a changed entry
    * answers the next one. Within maxInFlight and the server's checks as reservedMethods are;
    * a server's peer only (IncomingDispatch).
+   * @internal
    */
   reservedResults?: ReadonlyMap<string, string>;
   /** Reserved (`rpc.`) notifications other than cancel, for the layer above. */

@@ -625,7 +625,8 @@ export class Gateway<C = unknown> {
   /**
    * Serve an OpenRPC document at `rpc.discover` and `GET /openrpc.json`
    * (`implementContract` does this with the contract's document). It is serialised here, once:
-   * a later change to the object shows once it is given again.
+   * a later change to the object shows once it is given again. Throws JSON.stringify's TypeError
+   * for a document it cannot write (a BigInt, a cycle), and the document served before stays.
    */
   serveDiscovery(document: unknown): void {
     this.discovery = JSON.stringify(document);

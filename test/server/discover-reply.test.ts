@@ -160,6 +160,19 @@ describe('rpc.discover answers from the text serialised once', () => {
     expect(await (await fetch(`${httpUrl}/openrpc.json`)).text()).toBe(JSON.stringify(second));
   });
 
+  it('refuses a document JSON.stringify cannot write with its TypeError, and the one given before stays', async () => {
+    const { gateway, url, httpUrl } = await discoveryGateway();
+    const served = trickyDocument('served');
+    gateway.serveDiscovery(served);
+    const cyclic: Record<string, unknown> = { openrpc: '1.3.2' };
+    cyclic['self'] = cyclic;
+    expect(() => gateway.serveDiscovery(cyclic)).toThrow(TypeError);
+    expect(() => gateway.serveDiscovery({ big: 1n })).toThrow(TypeError);
+    const ws = await textSocket(url);
+    expect(await ws.ask(discoverCall(1))).toBe(expectedReply(served, 1));
+    expect(await (await fetch(`${httpUrl}/openrpc.json`)).text()).toBe(JSON.stringify(served));
+  });
+
   it('answers what the document was when it was given: rpc.discover and GET agree after it is changed', async () => {
     const { gateway, url, httpUrl } = await discoveryGateway();
     const document = trickyDocument('given');
