@@ -45,6 +45,8 @@ export type ServerApiConsume =
       readonly url: string | undefined;
       /** Entries handled at once; the rest wait in the stream (XREADGROUP reads the free slots). */
       readonly maxConcurrent: number;
+      /** Whether /readyz answers 503 while the consumer is not up. */
+      readonly readiness: boolean;
     }
   | {
       readonly kind: 'nats';
@@ -60,6 +62,8 @@ export type ServerApiConsume =
        * a message is refused (-32000 on its reply subject).
        */
       readonly maxQueued: number;
+      /** Whether /readyz answers 503 while the consumer is not up. */
+      readonly readiness: boolean;
     };
 
 /** The server API's settings, resolved (see resolveServerApiConfig). */
@@ -108,6 +112,12 @@ export const serverApiDefaults = Object.freeze({
   maxHttpSocketsPerIp: defaultLimits.maxHttpSocketsPerIp,
   headersTimeoutMs: defaultLimits.headersTimeoutMs,
   group: 'wsrpc-gateway',
+  /**
+   * consume: /readyz follows the consumer. Off for a node whose WebSocket service should stay in
+   * the load balancer while the consumer's broker is out (with a `consume.url` of its own, every
+   * node would go out at once).
+   */
+  readiness: true,
   /** consume: requests handled at once. */
   maxConcurrent: 64,
   /** consume (NATS): messages waiting for a slot. */
@@ -249,6 +259,7 @@ function resolveConsume(value: unknown, prefix: string): ServerApiConsume {
       url: nonEmptyString,
       maxConcurrent: numberIn(1, 10_000, true),
       maxQueued: numberIn(0, 100_000, true),
+      readiness: ofType('boolean', 'true or false'),
     },
     prefix,
     prefix.slice(0, -1),
@@ -257,6 +268,7 @@ function resolveConsume(value: unknown, prefix: string): ServerApiConsume {
   const group = (o['group'] as string | undefined) ?? serverApiDefaults.group;
   const maxConcurrent =
     (o['maxConcurrent'] as number | undefined) ?? serverApiDefaults.maxConcurrent;
+  const readiness = (o['readiness'] as boolean | undefined) ?? serverApiDefaults.readiness;
   if ((o['redisStream'] === undefined) === (o['natsSubject'] === undefined)) {
     throw new TypeError(
       `${prefix.slice(0, -1)} needs exactly one of ${prefix}redisStream and ${prefix}natsSubject`,
@@ -274,6 +286,7 @@ function resolveConsume(value: unknown, prefix: string): ServerApiConsume {
       group,
       url,
       maxConcurrent,
+      readiness,
     });
   }
   const subject = o['natsSubject'] as string;
@@ -281,5 +294,13 @@ function resolveConsume(value: unknown, prefix: string): ServerApiConsume {
     refuse(`${prefix}natsSubject`, 'a NATS subject without spaces or wildcards', subject, true);
   }
   const maxQueued = (o['maxQueued'] as number | undefined) ?? serverApiDefaults.maxQueued;
-  return Object.freeze({ kind: 'nats', subject, queue: group, url, maxConcurrent, maxQueued });
+  return Object.freeze({
+    kind: 'nats',
+    subject,
+    queue: group,
+    url,
+    maxConcurrent,
+    maxQueued,
+    readiness,
+  });
 }

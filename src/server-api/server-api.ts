@@ -163,7 +163,7 @@ export async function startServerApi(
   if (config.path !== undefined && !deps.server) {
     throw new TypeError("serverApi.path needs the gateway's HTTP server (deps.server)");
   }
-  const readiness = config.consume && new ConsumerReadiness(gateway);
+  const readiness = config.consume?.readiness ? new ConsumerReadiness(gateway) : undefined;
   try {
     return await openServerApi(gateway, config, deps, readiness);
   } catch (err) {

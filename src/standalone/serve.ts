@@ -110,9 +110,9 @@ export async function serve(
     // consumer reads. Until it has started, this condition stands in for it: the listeners open
     // at once (/livez answers while the consumer's broker is slow to reach), and the node is
     // never seen ready before its consumer reads.
-    const apiStarting =
-      config.serverApi?.consume &&
-      gateway.addReadinessCondition(() => 'server-api-consumer-unavailable');
+    const apiStarting = config.serverApi?.consume?.readiness
+      ? gateway.addReadinessCondition(() => 'server-api-consumer-unavailable')
+      : undefined;
     let address: AddressInfo;
     let tcpAddress: AddressInfo | undefined;
     let serverApiUrl: string | undefined;

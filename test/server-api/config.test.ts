@@ -57,6 +57,7 @@ describe('resolveServerApiConfig', () => {
       group: 'wsrpc-gateway',
       url: undefined,
       maxConcurrent: 64,
+      readiness: true,
     });
     expect(
       resolveServerApiConfig({
@@ -70,13 +71,14 @@ describe('resolveServerApiConfig', () => {
       url: 'nats://n:4222',
       maxConcurrent: 64,
       maxQueued: 256,
+      readiness: true,
     });
     expect(
       resolveServerApiConfig({
         ...base,
-        consume: { natsSubject: 'wsrpc.api', maxConcurrent: 1, maxQueued: 0 },
+        consume: { natsSubject: 'wsrpc.api', maxConcurrent: 1, maxQueued: 0, readiness: false },
       }).consume,
-    ).toMatchObject({ maxConcurrent: 1, maxQueued: 0 });
+    ).toMatchObject({ maxConcurrent: 1, maxQueued: 0, readiness: false });
   });
 
   const refused: [string, unknown, RegExp][] = [
@@ -259,6 +261,11 @@ describe('resolveServerApiConfig', () => {
       'consume.maxQueued too large',
       { ...base, consume: { natsSubject: 'a', maxQueued: 100_001 } },
       /^serverApi\.consume\.maxQueued must be an integer from 0 to 100000, not 100001$/,
+    ],
+    [
+      'consume.readiness not a boolean',
+      { ...base, consume: { redisStream: 'a', readiness: 'no' } },
+      /^serverApi\.consume\.readiness must be true or false, not "no"$/,
     ],
     [
       'consume.maxQueued for a Redis stream',

@@ -70,7 +70,7 @@ async function node() {
 class HeldRelay {
   port = 0;
   private opened = false;
-  private readonly held: Socket[] = [];
+  readonly held: Socket[] = [];
   private readonly sockets = new Set<Socket>();
   private readonly server: Server = createServer((inbound) => {
     this.track(inbound);
@@ -160,6 +160,31 @@ describe.skipIf(!hasRedisServer && !mustRun)('/readyz with a Redis stream consum
       expect(api.consumer).toEqual({ kind: 'redis', up: true });
       expect(await readyz()).toEqual({ status: 200, body: { status: 'ready', sessions: 0 } });
       expect(running.gateway.isReady).toBe(true);
+    },
+    TIMEOUT_MS,
+  );
+
+  it(
+    'with consume.readiness false, leaves /readyz at 200 while the consumer is not up',
+    async () => {
+      const { running, readyz } = await node();
+      const { relay, address } = await heldRelay(redis.port);
+      const starting = startApi(running.gateway, {
+        consume: {
+          redisStream: `readiness-${process.pid}-6`,
+          url: `redis://${address}`,
+          readiness: false,
+        },
+      });
+      starting.catch(() => undefined);
+      // The consumer's connection is held: it is not up, and the node is ready all the same.
+      await waitFor(() => relay.held.length > 0, 'the consumer to reach the relay');
+      expect(await readyz()).toEqual({ status: 200, body: { status: 'ready', sessions: 0 } });
+      relay.open();
+      const api = await within(starting, 'the server API to start');
+      apis.push(api);
+      expect(api.consumer).toEqual({ kind: 'redis', up: true });
+      expect((await readyz()).status).toBe(200);
     },
     TIMEOUT_MS,
   );
