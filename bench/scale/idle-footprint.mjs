@@ -4,6 +4,13 @@
 // per connection by kind (what a connection is made of, to the byte).
 //
 //   node --expose-gc bench/scale/idle-footprint.mjs [--contestant gateway|raw-ws] [--connections N] [--snapshot]
+//     [--subscribe few|many]
+//
+// With --subscribe, the connections are opened first and what is measured is what their
+// subscriptions add: each connection subscribes to 10 topics, the same 10 for all (`few`: 10
+// topics of N subscribers) or its own share of N topics of 10 subscribers each (`many`); the
+// figures are per subscription. The difference between the two, times 10, is what a topic adds
+// beyond its subscriptions.
 //
 // The gateway is the package's build (dist/), or SCALE_GATEWAY_MODULE (another build, as for
 // the scale run). Prints one JSON line: bytes per connection of heapUsed, of the heap without
@@ -19,12 +26,46 @@ import { starters } from './contestants.mjs';
 
 const HOST = '127.0.0.1';
 const WARM_UP = 200;
+/** With --subscribe: the subscriptions of each connection. */
+const PER_CONNECTION = 10;
+
+/** The topic of a connection's `j`th subscription: see --subscribe above. */
+const topicOf = (layout, i, j, n) =>
+  layout === 'few' ? `t.${j}` : `t.${(i % (n / PER_CONNECTION)) * PER_CONNECTION + j}`;
+
+/** Subscribe every socket to its PER_CONNECTION topics; resolves once every one is answered. */
+function subscribeAll(sockets, layout) {
+  let id = 0;
+  const answered = [];
+  sockets.forEach((ws, i) => {
+    for (let j = 0; j < PER_CONNECTION; j++) {
+      const mine = ++id;
+      answered.push(
+        new Promise((resolve, reject) => {
+          const onMessage = (data) => {
+            const reply = JSON.parse(data.toString());
+            if (reply.id !== mine) return;
+            ws.off('message', onMessage);
+            if (reply.error) reject(new Error(`subscribe refused: ${JSON.stringify(reply.error)}`));
+            else resolve();
+          };
+          ws.on('message', onMessage);
+        }),
+      );
+      const params = [topicOf(layout, i, j, sockets.length)];
+      ws.send(JSON.stringify({ jsonrpc: '2.0', method: 'subscribe', params, id: mine }));
+    }
+  });
+  return Promise.all(answered);
+}
 
 async function clients() {
   const url = process.argv[3];
   let sockets = [];
-  process.on('message', async ({ open }) => {
-    if (open > 0) {
+  process.on('message', async ({ open, subscribe }) => {
+    if (subscribe) {
+      await subscribeAll(sockets, subscribe);
+    } else if (open > 0) {
       for (let i = 0; i < open; i += 200) {
         const batch = [];
         for (let j = i; j < Math.min(open, i + 200); j++) {
@@ -101,33 +142,44 @@ async function main() {
       contestant: { type: 'string', default: 'gateway' },
       connections: { type: 'string', default: '2000' },
       snapshot: { type: 'boolean', default: false },
+      subscribe: { type: 'string' },
     },
   });
+  const layout = values.subscribe;
+  if (layout !== undefined && layout !== 'few' && layout !== 'many') {
+    throw new Error(`--subscribe must be few or many, not ${layout}`);
+  }
   if (typeof globalThis.gc !== 'function') throw new Error('run with node --expose-gc');
   const n = Number(values.connections);
   const server = await starters[values.contestant](HOST, { connections: n });
   const url = `ws://${HOST}:${server.port}/rpc`;
   const child = fork(new URL(import.meta.url), ['--clients', url], { execArgv: [] });
-  const ask = (open) =>
+  const tell = (message) =>
     new Promise((resolve) => {
       child.once('message', resolve);
-      child.send({ open });
+      child.send(message);
     });
+  const ask = (open) => tell({ open });
   // Warm up: the code and the shared objects a first connection makes.
   for (let round = 0; round < 2; round++) {
     await ask(WARM_UP);
     await ask(0);
   }
   const snapshots = join(tmpdir(), `idle-footprint-${process.pid}`);
+  // What is measured: n connections opening, or, with --subscribe, their subscriptions.
+  if (layout) await ask(n);
+  const units = layout ? n * PER_CONNECTION : n;
   const before = await memory();
   if (values.snapshot) writeHeapSnapshot(`${snapshots}.0.heapsnapshot`);
-  await ask(n);
+  if (layout) await tell({ subscribe: layout });
+  else await ask(n);
   const after = await memory();
   if (values.snapshot) writeHeapSnapshot(`${snapshots}.1.heapsnapshot`);
-  const per = (key) => Math.round((after[key] - before[key]) / n);
+  const per = (key) => Math.round((after[key] - before[key]) / units);
   const result = {
     contestant: values.contestant,
     connections: n,
+    ...(layout && { subscriptions: units, topics: layout === 'few' ? PER_CONNECTION : n }),
     heapUsed: per('heapUsed'),
     heapNoCode: per('heapNoCode'),
     external: per('external'),
@@ -138,7 +190,7 @@ async function main() {
     for (const row of perConnectionObjects(
       `${snapshots}.0.heapsnapshot`,
       `${snapshots}.1.heapsnapshot`,
-      n,
+      units,
     )) {
       console.log(
         `${String(row.bytes).padStart(8)} B ${String(row.count).padStart(6)}  ${row.kind}`,

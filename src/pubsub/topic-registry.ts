@@ -41,6 +41,16 @@ export class TopicRegistry {
   }
 
   /**
+   * `id` JSON-quoted: the topic's own string when it is the topic's shared id, so that every
+   * subscription sharing it holds one string (not one of its own each) and a shared frame's id
+   * is the same string as theirs.
+   */
+  quotedId(topic: string, id: string): string {
+    const state = this.topics.get(topic);
+    return state?.sharedId === id ? state.sharedQuotedId : JSON.stringify(id);
+  }
+
+  /**
    * Keep `topic` subscribed on the broker; resolves once the broker has it, for every caller:
    * one that comes while the first is still subscribing waits for the same subscription
    * (accepting its subscriber earlier could let it miss what is published meanwhile).

@@ -786,7 +786,12 @@ export class PubSubService<C> {
     const sharedId = this.registry.sharedId(topic);
     const id =
       sharedId !== undefined && !table.subscriptions.has(sharedId) ? sharedId : this.newId();
-    const delivery = this.newDelivery(table.sink, id, flow, (table.sink as Session<C>).id);
+    const delivery = this.newDelivery(
+      table.sink,
+      this.registry.quotedId(topic, id),
+      flow,
+      (table.sink as Session<C>).id,
+    );
     // The table's sink is its session (requireTable).
     const session = table.sink as Session<C>;
     const subscription = new TopicSubscription<C>(
@@ -831,7 +836,7 @@ export class PubSubService<C> {
   ): string {
     this.checkLimit(table);
     const id = this.newId();
-    const delivery = this.newDelivery(table.sink, id, flow);
+    const delivery = this.newDelivery(table.sink, JSON.stringify(id), flow);
     attachStream({
       session,
       table,
@@ -855,9 +860,12 @@ export class PubSubService<C> {
     return true;
   }
 
-  /** `ownerId`: the session's id, for a topic subscription (a publish `except` it passes it by). */
-  private newDelivery(sink: Sink, id: string, flow: FlowControl, ownerId?: string): Delivery {
-    return new Delivery(sink, this.head, JSON.stringify(id), flow, this.countSlowConsumer, ownerId);
+  /**
+   * `quotedId`: the subscription id JSON-quoted. `ownerId`: the session's id, for a topic
+   * subscription (a publish `except` it passes it by).
+   */
+  private newDelivery(sink: Sink, quotedId: string, flow: FlowControl, ownerId?: string): Delivery {
+    return new Delivery(sink, this.head, quotedId, flow, this.countSlowConsumer, ownerId);
   }
 
   /** Every delivery's slow-consumer counter (one function for all of them). */
