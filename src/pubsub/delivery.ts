@@ -38,6 +38,36 @@ interface Waiting {
 }
 
 /**
+ * A replay under way, from `pauseForReplay` to its end: apart from the Delivery, which most of
+ * the time has none, so that a subscription does not carry these fields for its whole life.
+ */
+interface Replay {
+  /** Live messages that arrive while history is being replayed, sent after it. */
+  waiting: Fifo<Waiting> | undefined;
+  /** Characters of frame text in `waiting`. */
+  waitingChars: number;
+  /** The first live message held since `pauseForReplay` (even if dropped from the backlog since). */
+  firstHeldSeq: number | undefined;
+  /** Set when the topic's numbering restarted during a replay: what was read is void. */
+  restarted: { epoch: string | undefined } | undefined;
+  /** An epoch learned from live messages while a replay was going on (told at `resume`). */
+  learnedEpoch: string | undefined;
+  /** The epoch of the history a paged replay reads (set by `replayBegin`). */
+  epoch: string | undefined;
+}
+
+function newReplay(waiting: Fifo<Waiting> | undefined): Replay {
+  return {
+    waiting,
+    waitingChars: 0,
+    firstHeldSeq: undefined,
+    restarted: undefined,
+    learnedEpoch: undefined,
+    epoch: undefined,
+  };
+}
+
+/**
  * One subscription's outbound path. The socket's buffered bytes are checked
  * before every frame, so a stalled subscriber costs at most one high-water
  * mark of memory (plus one held message) and never delays anyone else.
@@ -70,18 +100,8 @@ export class Delivery {
   private passed: PassedSeqs | undefined;
   /** Sequence numbers up to this one were already sent (resume): later duplicates are dropped. */
   private floorSeq = 0;
-  /** Live messages that arrive while history is being replayed, sent after it. */
-  private waiting: Fifo<Waiting> | undefined;
-  /** Characters of frame text in `waiting`. */
-  private waitingChars = 0;
-  /** The first live message held since `pauseForReplay` (even if dropped from the backlog since). */
-  private firstHeldSeq: number | undefined;
-  /** Set when the topic's numbering restarted during a replay: what was read is void. */
-  private restartedDuringReplay: { epoch: string | undefined } | undefined;
-  /** An epoch learned from live messages while a replay was going on (told at `resume`). */
-  private learnedEpoch: string | undefined;
-  /** The epoch of the history a paged replay reads (set by `replayBegin`). */
-  private replayEpoch: string | undefined;
+  /** The replay under way, if any; with `waiting`, live messages are held back for it. */
+  private replay: Replay | undefined;
   /** Told when the subscription stops (a replay waiting for the socket or a read gives up). */
   private stopListeners: Set<() => void> | undefined;
   /**
@@ -118,7 +138,7 @@ export class Delivery {
   pass(seq: number): void {
     if (this.stopped || seq <= this.floorSeq) return;
     if (
-      this.waiting === undefined &&
+      this.replay?.waiting === undefined &&
       this.held === undefined &&
       this.missed === 0 &&
       seq === this.lastSeq + 1
@@ -137,8 +157,9 @@ export class Delivery {
   offer(tail: string, shared?: SharedFrame, seq?: number): void {
     if (this.stopped) return;
     if (seq !== undefined && seq <= this.floorSeq) return;
-    if (this.waiting) {
-      this.hold(this.waiting, { tail, shared, seq, missedBefore: 0 });
+    const replay = this.replay;
+    if (replay?.waiting) {
+      this.hold(replay, replay.waiting, { tail, shared, seq, missedBefore: 0 });
       return;
     }
     if (this.sink.bufferedAmount < this.flow.highWaterMark) {
@@ -185,11 +206,11 @@ export class Delivery {
    * connection is closed (`disconnect`). Dropped messages are reported, as `missed`, with
    * the message that followed them.
    */
-  private hold(waiting: Fifo<Waiting>, entry: Waiting): void {
-    if (waiting.length === 0 && this.firstHeldSeq === undefined) this.firstHeldSeq = entry.seq;
+  private hold(replay: Replay, waiting: Fifo<Waiting>, entry: Waiting): void {
+    if (waiting.length === 0 && replay.firstHeldSeq === undefined) replay.firstHeldSeq = entry.seq;
     waiting.push(entry);
-    this.waitingChars += entry.tail.length;
-    if (this.waitingChars <= this.flow.highWaterMark && waiting.length <= MAX_WAITING) return;
+    replay.waitingChars += entry.tail.length;
+    if (replay.waitingChars <= this.flow.highWaterMark && waiting.length <= MAX_WAITING) return;
     if (this.flow.slowConsumer === 'disconnect') {
       this.disconnect();
       return;
@@ -197,10 +218,10 @@ export class Delivery {
     const keepOne = this.flow.slowConsumer === 'keep-latest';
     while (
       waiting.length > 1 &&
-      (keepOne || this.waitingChars > this.flow.highWaterMark || waiting.length > MAX_WAITING)
+      (keepOne || replay.waitingChars > this.flow.highWaterMark || waiting.length > MAX_WAITING)
     ) {
       const dropped = waiting.shift()!;
-      this.waitingChars -= dropped.tail.length;
+      replay.waitingChars -= dropped.tail.length;
       waiting.peek()!.missedBefore += dropped.missedBefore + 1;
       this.droppedTotal++;
       this.onSlowConsumer('dropped');
@@ -215,9 +236,14 @@ export class Delivery {
   pauseForReplay(afterSeq?: number): void {
     this.floorSeq = afterSeq ?? 0;
     this.lastSeq = afterSeq ?? Number.NaN;
-    if (this.waiting) return;
-    this.waiting = new Fifo();
-    this.firstHeldSeq = undefined;
+    const replay = this.replay;
+    if (replay?.waiting) return;
+    if (replay) {
+      replay.waiting = new Fifo();
+      replay.firstHeldSeq = undefined;
+    } else {
+      this.replay = newReplay(new Fifo());
+    }
   }
 
   /**
@@ -256,10 +282,11 @@ export class Delivery {
   ): boolean {
     if (this.replayOver(epoch)) return false;
     this.floorSeq = floorSeq;
-    this.replayEpoch = epoch;
+    const replay = (this.replay ??= newReplay(undefined));
+    replay.epoch = epoch;
     if (gap !== 0) this.sendGap(gap, epoch);
     // A subscriber that did not know the epoch (or the topic had none yet) learns it now.
-    this.tellEpoch(epoch ?? this.learnedEpoch);
+    this.tellEpoch(epoch ?? replay.learnedEpoch);
     return true;
   }
 
@@ -272,10 +299,11 @@ export class Delivery {
    */
   replayPage(
     history: readonly { tail: string; seq: number }[],
-    epoch: string | undefined = this.replayEpoch,
+    epoch: string | undefined = this.replay?.epoch,
   ): boolean {
     if (this.replayOver(epoch)) return false;
-    if (epoch !== undefined && this.replayEpoch !== undefined && epoch !== this.replayEpoch) {
+    const replayEpoch = this.replay?.epoch;
+    if (epoch !== undefined && replayEpoch !== undefined && epoch !== replayEpoch) {
       // This page is from a numbering the live messages have not shown yet: those held back
       // belong to the old one, and the gap signal covers them.
       this.endRestarted(epoch, true);
@@ -295,7 +323,7 @@ export class Delivery {
    * socket to drain below its high-water mark first).
    */
   replayEnd(): void {
-    if (!this.replayOver(this.replayEpoch)) this.flushWaiting();
+    if (!this.replayOver(this.replay?.epoch)) this.flushWaiting();
   }
 
   /**
@@ -312,8 +340,9 @@ export class Delivery {
 
   /** The numbering restart seen during the replay, if any (live messages came in another one). */
   private restartSince(epoch: string | undefined): { epoch: string | undefined } | undefined {
-    if (this.restartedDuringReplay) return this.restartedDuringReplay;
-    const learned = this.learnedEpoch;
+    const replay = this.replay;
+    if (replay?.restarted) return replay.restarted;
+    const learned = replay?.learnedEpoch;
     if (learned !== undefined && epoch !== undefined && learned !== epoch) {
       // Live messages came in another numbering than the one history was read in.
       return { epoch: learned };
@@ -328,19 +357,16 @@ export class Delivery {
    */
   private endRestarted(epoch: string | undefined, dropHeld: boolean): void {
     this.floorSeq = 0;
-    if (dropHeld) this.waiting = new Fifo();
+    // Those held back belong to the old numbering: flushWaiting finds none.
+    if (dropHeld && this.replay) this.replay.waiting = undefined;
     this.sendGap(null, epoch);
     this.flushWaiting();
   }
 
   /** Send the live messages held back during a replay, and deliver live ones directly again. */
   private flushWaiting(): void {
-    const waiting = this.waiting ?? [];
-    this.waiting = undefined;
-    this.waitingChars = 0;
-    this.learnedEpoch = undefined;
-    this.restartedDuringReplay = undefined;
-    this.replayEpoch = undefined;
+    const waiting = this.replay?.waiting ?? [];
+    this.replay = undefined;
     // The floor stays: a live copy of the last replayed message may still be on its way
     // (history and live delivery can travel on different broker connections).
     // The backlog was bounded by the policy as it filled: it is written whole, as a page is.
@@ -357,7 +383,7 @@ export class Delivery {
 
   /** The seq of the oldest live message held back now (during a replay), if any. */
   get oldestWaitingSeq(): number | undefined {
-    return this.waiting?.peek()?.seq;
+    return this.replay?.waiting?.peek()?.seq;
   }
 
   /** The topic's high-water mark for this subscriber's socket. */
@@ -412,9 +438,10 @@ export class Delivery {
    */
   epochSeen(epoch: string | undefined, restarted: boolean): void {
     if (this.stopped) return;
-    if (this.waiting && !restarted) {
+    const replay = this.replay;
+    if (replay?.waiting && !restarted) {
       // Mid-replay, the replay compares the client's epoch with the broker's itself.
-      this.learnedEpoch = epoch ?? this.learnedEpoch;
+      replay.learnedEpoch = epoch ?? replay.learnedEpoch;
       return;
     }
     const other =
@@ -464,13 +491,14 @@ export class Delivery {
       this.heldSeq = undefined;
       this.skip();
     }
-    if (this.waiting) {
+    const replay = this.replay;
+    if (replay?.waiting) {
       // Mid-replay: the live messages held so far belong to the old numbering (the gap
       // signal sent at resume covers them).
-      this.waiting = new Fifo();
-      this.waitingChars = 0;
-      this.firstHeldSeq = undefined;
-      this.restartedDuringReplay = { epoch };
+      replay.waiting = new Fifo();
+      replay.waitingChars = 0;
+      replay.firstHeldSeq = undefined;
+      replay.restarted = { epoch };
       return;
     }
     if (this.resumable) {
@@ -484,7 +512,8 @@ export class Delivery {
 
   /** Sequence number of the first live message held back during a replay, if any. */
   get firstWaitingSeq(): number | undefined {
-    return this.waiting === undefined ? undefined : this.firstHeldSeq;
+    const replay = this.replay;
+    return replay?.waiting === undefined ? undefined : replay.firstHeldSeq;
   }
 
   /** Send a frame for this subscription made of the head, its id and `tail`, regardless of policy. */
@@ -515,7 +544,7 @@ export class Delivery {
     this.stopped = true;
     this.held = undefined;
     this.heldSeq = undefined;
-    this.waiting = undefined;
+    this.replay = undefined;
     this.cancelDrain?.();
     this.cancelDrain = undefined;
     const listeners = this.stopListeners;
