@@ -1,9 +1,11 @@
 import { request } from 'node:http';
 import type { IncomingMessage } from 'node:http';
+import perfHooks from 'node:perf_hooks';
+import type { IntervalHistogram } from 'node:perf_hooks';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ProbeBudget } from '../../src/server/http-dispatch.js';
-import { GatewayMetrics } from '../../src/server/metrics.js';
+import { EVENT_LOOP_SAMPLE_MS, GatewayMetrics } from '../../src/server/metrics.js';
 import type { MetricsSources } from '../../src/server/metrics.js';
 import { sampleValue } from '../support/metrics.js';
 import { Resources } from '../support/resources.js';
@@ -304,5 +306,21 @@ describe('ProbeBudget against a model', () => {
     );
     for (let i = 0; i < 10; i++) expect(off.refuse(from('10.0.0.1'))).toBeUndefined();
     expect(off.size).toBe(0);
+  });
+});
+
+describe('GatewayMetrics: the default metrics', () => {
+  it('sample the event-loop delay every EVENT_LOOP_SAMPLE_MS (100 ms), not every 10 ms, and still report its lag', async () => {
+    // prom-client asks node:perf_hooks for the histogram when the default metrics are made.
+    const monitor = vi.spyOn(perfHooks, 'monitorEventLoopDelay');
+    const { sources } = countingSources();
+    const metrics = new GatewayMetrics(sources, { cacheMs: 0 });
+    expect(EVENT_LOOP_SAMPLE_MS).toBe(100);
+    expect(monitor).toHaveBeenCalledWith({ resolution: EVENT_LOOP_SAMPLE_MS });
+    const histogram = monitor.mock.results[0]!.value as IntervalHistogram;
+    histogram.disable();
+    const text = await metrics.render();
+    expect(text).toContain('nodejs_eventloop_lag_p99_seconds');
+    monitor.mockRestore();
   });
 });
