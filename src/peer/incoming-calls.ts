@@ -93,9 +93,14 @@ export class IncomingCalls<S> {
   }
 
   /** The connection has closed: abort the running calls and complete the notifications. */
-  close(info: CloseInfo, error: Error): void {
+  close(info: CloseInfo): void {
     this.closeInfo = info;
-    if (this.#running) for (const call of this.#running) call.abort(error);
+    if (this.#running?.size) {
+      // One error for them all, made only if there are any: an Error's stack costs microseconds,
+      // and a server closes connections by the thousand, most with no call running.
+      const error = closedError(this.closeInfo);
+      for (const call of this.#running) call.abort(error);
+    }
     this.#running = undefined;
     this.#runningById = undefined;
     this.#hub?.complete();

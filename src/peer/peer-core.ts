@@ -380,9 +380,8 @@ export class PeerCore<S = unknown> implements TransportListener {
   private teardown(code: number, reason: string): void {
     if (this.closeInfo) return;
     this.closeInfo = { code, reason };
-    const error = closedError(this.closeInfo);
     this.#pendingTable?.rejectAll(this.lostCallError(this.closeInfo));
-    this.dispatch?.close(this.closeInfo, error);
+    this.dispatch?.close(this.closeInfo);
     this.#closedWaiter?.resolve?.(this.closeInfo);
     // Only a server's peers are given onClosed, and they are Peers.
     this.config.onClosed?.(this as unknown as Peer<S>, this.closeInfo);
