@@ -136,7 +136,11 @@ export class Lifecycle {
 
   private emit(event: WireEvent): void {
     if (this.stopped) return;
-    this.eventsSubject.next({ ...event, node: this.nodeId } as LifecycleEvent);
+    // Made only for an observer: a Subject's next costs about 0.7 µs even with none, on every
+    // connect, disconnect, subscribe and unsubscribe.
+    if (this.eventsSubject.observed) {
+      this.eventsSubject.next({ ...event, node: this.nodeId } as LifecycleEvent);
+    }
     if (!this.cluster) return;
     if (this.pending.length < this.cluster.maxEventsPerFlush) this.pending.push(event);
     else {
@@ -225,7 +229,9 @@ export class Lifecycle {
     switch (wire.k) {
       case 'd': {
         if (this.users.delta(node, wire.v, wire.on, wire.off)) this.ask(node);
-        for (const event of wire.e) this.eventsSubject.next({ ...event, node } as LifecycleEvent);
+        if (this.eventsSubject.observed) {
+          for (const event of wire.e) this.eventsSubject.next({ ...event, node } as LifecycleEvent);
+        }
         return;
       }
       case 'h':

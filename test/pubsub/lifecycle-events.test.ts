@@ -1,3 +1,4 @@
+import { Subject } from 'rxjs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Gateway, LifecycleEvent, UserPresenceChange } from '../../src/index.js';
 import { createGateway } from '../../src/index.js';
@@ -52,6 +53,11 @@ class LinkedBroker extends MemoryBroker {
   }
 }
 
+/** A value a lifecycle Subject carries (an event with its node). */
+function isLifecycleEvent(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && 'type' in value && 'node' in value;
+}
+
 function record(gateway: Gateway<Ctx>) {
   const events: LifecycleEvent[] = [];
   const online: UserPresenceChange[] = [];
@@ -90,6 +96,25 @@ describe('lifecycle events on one gateway', () => {
       { type: 'unsubscribe', sessionId, topic: 'room.b', node },
       { type: 'disconnect', sessionId, user: 'alice', code: 4001, reason: 'bye now', node },
     ]);
+  });
+
+  it('makes no event while nobody observes events$, and tells an observer that comes later', async () => {
+    const { gateway, url } = await gatewayWithUsers();
+    // The gateway's own observers of the Subject behind events$, if any, count as observers.
+    const nexts = vi.spyOn(Subject.prototype, 'next');
+    const quiet = await raw(`${url}?user=bob`);
+    await quiet.request('subscribe', ['room.a']);
+    quiet.socket.close(4001, 'bye');
+    await waitUntil(() => gateway.sessions.size === 0, 'the first session to close');
+    const made = nexts.mock.calls.filter(([value]) => isLifecycleEvent(value));
+    nexts.mockRestore();
+    expect(made).toEqual([]);
+    const seen = record(gateway);
+    const client = await raw(`${url}?user=carol`);
+    await waitUntil(() => seen.events.length === 1, 'the connect');
+    expect(seen.events[0]).toMatchObject({ type: 'connect', user: 'carol' });
+    await client.request('subscribe', ['room.b']);
+    expect(seen.events.map((event) => event.type)).toEqual(['connect', 'subscribe']);
   });
 
   it('a server-side close gives its own code and reason; a session without a user has no user', async () => {
