@@ -10,7 +10,7 @@ import {
   DEFAULT_MESSAGE_COST_BYTES,
   DEFLATE_MESSAGE_COST_FACTOR,
 } from '../../src/transport/ws-transport.js';
-import { newSession, sessionIds } from '../support/gateway.js';
+import { countHandled, newSession, sessionIds } from '../support/gateway.js';
 import { Resources } from '../support/resources.js';
 import { openSocket } from '../support/sockets.js';
 import { waitUntil } from '../support/waiting.js';
@@ -38,14 +38,7 @@ describe('the input budget floor with perMessageDeflate', () => {
       });
       expect(socket.extensions.includes('permessage-deflate')).toBe(deflate);
       const transport = newSession(gateway, before).transport as WsTransport;
-      const listener = (transport as unknown as { listener: { receive(text: string): void } })
-        .listener;
-      const handled = { count: 0 };
-      const receive = listener.receive.bind(listener);
-      listener.receive = (text) => {
-        handled.count++;
-        receive(text);
-      };
+      const handled = countHandled(transport);
       return { socket, transport, handled };
     }
 

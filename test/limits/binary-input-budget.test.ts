@@ -17,7 +17,7 @@ import { msgpack } from '../../src/msgpack.js';
 import type { Session } from '../../src/server/session.js';
 import { DEFAULT_MESSAGE_COST_BYTES } from '../../src/transport/ws-transport.js';
 import type { WsTransport } from '../../src/transport/ws-transport.js';
-import { newSession, sessionIds } from '../support/gateway.js';
+import { countHandled, newSession, sessionIds } from '../support/gateway.js';
 import { Resources } from '../support/resources.js';
 import { closeOf, openSocket } from '../support/sockets.js';
 import { waitUntil } from '../support/waiting.js';
@@ -59,13 +59,7 @@ async function connection(running: Awaited<ReturnType<typeof budgetGateway>>, pr
   socket.on('message', (data: Buffer) => replies.push(data));
   const session: Session = newSession(running.gateway, before);
   const transport = session.transport as WsTransport;
-  const listener = (transport as unknown as { listener: { receive(text: string): void } }).listener;
-  const handled = { count: 0 };
-  const receive = listener.receive.bind(listener);
-  listener.receive = (text) => {
-    handled.count++;
-    receive(text);
-  };
+  const handled = countHandled(transport);
   return { socket, transport, handled, replies };
 }
 

@@ -11,7 +11,7 @@ import { resolveLimits } from '../../src/server/options.js';
 import type { Session } from '../../src/server/session.js';
 import { DEFAULT_MESSAGE_COST_BYTES } from '../../src/transport/ws-transport.js';
 import type { WsTransport } from '../../src/transport/ws-transport.js';
-import { newSession, sessionIds } from '../support/gateway.js';
+import { countHandled, newSession, sessionIds } from '../support/gateway.js';
 import { Resources } from '../support/resources.js';
 import { openSocket } from '../support/sockets.js';
 import { waitUntil } from '../support/waiting.js';
@@ -49,13 +49,7 @@ async function connection(running: Awaited<ReturnType<typeof floorGateway>>) {
   socket.on('message', (data) => replies.push((data as Buffer).toString('utf8')));
   const session: Session = newSession(running.gateway, before);
   const transport = session.transport as WsTransport;
-  const listener = (transport as unknown as { listener: { receive(text: string): void } }).listener;
-  const handled = { count: 0 };
-  const receive = listener.receive.bind(listener);
-  listener.receive = (text) => {
-    handled.count++;
-    receive(text);
-  };
+  const handled = countHandled(transport);
   return { socket, transport, handled, replies };
 }
 

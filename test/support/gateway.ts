@@ -2,6 +2,7 @@ import { WebSocket } from 'ws';
 import { createGateway } from '../../src/server/gateway.js';
 import type { Gateway } from '../../src/server/gateway.js';
 import type { Session } from '../../src/server/session.js';
+import type { WsTransport } from '../../src/transport/ws-transport.js';
 import type { GatewayOptions } from '../../src/server/options.js';
 import { silentLogger } from '../../src/peer/logger.js';
 import { RpcClient } from '../../src/client/client.js';
@@ -76,4 +77,20 @@ export function newSession<C>(gateway: Gateway<C>, before: ReadonlySet<string>):
 
 export function sessionIds<C>(gateway: Gateway<C>): Set<string> {
   return new Set(gateway.sessions.keys());
+}
+
+/**
+ * How many messages `transport` has handed its session so far: its listener's `receive` is
+ * wrapped to count them (for the input-budget tests, which count what was handled before
+ * reading paused).
+ */
+export function countHandled(transport: WsTransport): { count: number } {
+  const listener = (transport as unknown as { listener: { receive(text: string): void } }).listener;
+  const handled = { count: 0 };
+  const receive = listener.receive.bind(listener);
+  listener.receive = (text) => {
+    handled.count++;
+    receive(text);
+  };
+  return handled;
 }
