@@ -163,11 +163,12 @@ export async function startServerApi(
   if (config.path !== undefined && !deps.server) {
     throw new TypeError("serverApi.path needs the gateway's HTTP server (deps.server)");
   }
-  const readiness = config.consume?.readiness ? new ConsumerReadiness(gateway) : undefined;
+  const readiness: ConsumerReadiness = { consumer: undefined, release: undefined };
+  readiness.release = holdReadiness(gateway, config, () => readiness.consumer?.up ?? false);
   try {
     return await openServerApi(gateway, config, deps, readiness);
   } catch (err) {
-    readiness?.release();
+    readiness.release?.();
     throw err;
   }
 }
@@ -178,25 +179,35 @@ export async function startServerApi(
  * node out, and brings it back once the consumer reads again. Held from the start of
  * startServerApi until the server API closes, or fails to start.
  */
-class ConsumerReadiness {
+interface ConsumerReadiness {
   /** The consumer, once started. */
   consumer: Consumer | undefined;
-  readonly release: () => void;
+  /** Lets readiness go; undefined with no consumer, or `consume.readiness: false`. */
+  release: (() => void) | undefined;
+}
 
-  constructor(
-    gateway: Gateway<any>, // eslint-disable-line @typescript-eslint/no-explicit-any -- any application context
-  ) {
-    this.release = gateway.addReadinessCondition(() =>
-      this.consumer?.up ? undefined : 'server-api-consumer-unavailable',
-    );
-  }
+/**
+ * Hold `gateway`'s /readyz at 503 `server-api-consumer-unavailable` while `up()` is false, for
+ * a server API configured to consume with `consume.readiness` on; the function returned lets
+ * go. Undefined when readiness does not follow the consumer. Also what holds readiness before
+ * startServerApi is called (the standalone server's listeners open first).
+ */
+export function holdReadiness(
+  gateway: Gateway<any>, // eslint-disable-line @typescript-eslint/no-explicit-any -- any application context
+  config: ServerApiConfig,
+  up: () => boolean,
+): (() => void) | undefined {
+  if (!config.consume?.readiness) return undefined;
+  return gateway.addReadinessCondition(() =>
+    up() ? undefined : 'server-api-consumer-unavailable',
+  );
 }
 
 async function openServerApi(
   gateway: Gateway<any>, // eslint-disable-line @typescript-eslint/no-explicit-any -- any application context
   config: ServerApiConfig,
   deps: ServerApiDeps,
-  readiness: ConsumerReadiness | undefined,
+  readiness: ConsumerReadiness,
 ): Promise<ServerApi> {
   const logger = deps.logger.child({ component: 'server-api' });
   const authenticate = await apiAuthentication(config.keys, config.jwt);
@@ -324,7 +335,7 @@ async function openServerApi(
         throw err;
       })
     : undefined;
-  if (readiness) readiness.consumer = consumer;
+  readiness.consumer = consumer;
 
   let closed: Promise<void> | undefined;
   return {
@@ -345,7 +356,7 @@ async function openServerApi(
           // Closed on purpose: the node is as ready as one without a server API, once it is
           // closed. Not before: a node that closes it on its way down (the standalone server
           // closes it before draining) must not look ready to a load balancer meanwhile.
-          readiness?.release();
+          readiness.release?.();
         }
       })()),
   };

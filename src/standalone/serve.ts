@@ -9,7 +9,7 @@ import type { Broker } from '../pubsub/broker.js';
 import { brokerFromEnv } from '../server/broker-from-env.js';
 import { Gateway } from '../server/gateway.js';
 import { createLogger } from '../server/logger.js';
-import { startServerApi } from '../server-api/server-api.js';
+import { holdReadiness, startServerApi } from '../server-api/server-api.js';
 import { loadTracing } from '../tracing/load-tracing.js';
 import { installUpstreamRoutes } from '../upstream/install-routes.js';
 import { upstreamHooks } from '../upstream-hooks/upstream-hooks.js';
@@ -110,9 +110,7 @@ export async function serve(
     // consumer reads. Until it has started, this condition stands in for it: the listeners open
     // at once (/livez answers while the consumer's broker is slow to reach), and the node is
     // never seen ready before its consumer reads.
-    const apiStarting = config.serverApi?.consume?.readiness
-      ? gateway.addReadinessCondition(() => 'server-api-consumer-unavailable')
-      : undefined;
+    const apiStarting = config.serverApi && holdReadiness(gateway, config.serverApi, () => false);
     let address: AddressInfo;
     let tcpAddress: AddressInfo | undefined;
     let serverApiUrl: string | undefined;
