@@ -23,6 +23,11 @@ export class StreamWake {
   private closed = false;
   /** Redis refused tracking: the connection is let go, the consumer polls. */
   private refused = false;
+  /**
+   * Counts the connection's closes: an arming whose connection closed since it began is over,
+   * and an error it meets is the cut's, not Redis refusing tracking.
+   */
+  private closes = 0;
 
   constructor(
     redis: Redis,
@@ -37,7 +42,11 @@ export class StreamWake {
       // Each (re)connection arms itself again, in order: tracking first, then SUBSCRIBE.
       autoResubscribe: false,
       enableOfflineQueue: false,
-      maxRetriesPerRequest: 1,
+      // A command under way when the connection drops fails then, rather than going again on
+      // the next connection: CLIENT ID would answer that connection's id to an arming of the
+      // last one, and a TRACKING sent again would name a client that is gone or overlap the
+      // next arming's own. Each connection arms itself anew from its 'ready'.
+      maxRetriesPerRequest: 0,
       lazyConnect: true,
     });
     this.conn.on('error', (err: Error) =>
@@ -46,6 +55,7 @@ export class StreamWake {
     this.conn.on('ready', () => void this.arm());
     this.conn.on('close', () => {
       // Writes while it reconnects would go unseen: the consumer reads once and polls meanwhile.
+      this.closes++;
       this.armed = false;
       this.signal();
     });
@@ -102,17 +112,22 @@ export class StreamWake {
 
   private async arm(): Promise<void> {
     if (this.closed || this.refused) return;
+    const connection = this.closes;
+    const cut = (): boolean => this.closes !== connection || this.closed;
     try {
       const id = (await this.conn.client('ID')) as number;
+      if (cut()) return;
       await this.conn.client('TRACKING', 'ON', 'REDIRECT', id, 'BCAST', 'PREFIX', this.stream);
+      if (cut()) return;
       await this.conn.subscribe(INVALIDATE_CHANNEL);
-      if (this.closed) return;
+      if (cut()) return;
       this.armed = true;
       // Anything written before tracking began is found by the read this starts.
       this.signal();
     } catch (err) {
-      // A connection error: the next 'ready' arms again. Redis's own refusal stands.
-      if ((err as Error).name !== 'ReplyError' || this.closed) return;
+      // A connection error, or anything met once the connection was cut: the next 'ready' arms
+      // again. Redis's own refusal, on the connection still open, stands.
+      if ((err as Error).name !== 'ReplyError' || cut()) return;
       this.refused = true;
       this.conn.disconnect();
       this.logger.warn(

@@ -133,7 +133,7 @@ describe.skipIf(!hasRedisServer && !mustRun)('an idle Redis stream consumer', ()
     await add(2);
     await handled(2);
     expect(await takesWhileIdle()).toBeLessThanOrEqual(1);
-  });
+  }, 60_000);
 
   it('watches again once its wake-up connection is cut', async () => {
     const { add, handled } = await consumer();
@@ -149,7 +149,7 @@ describe.skipIf(!hasRedisServer && !mustRun)('an idle Redis stream consumer', ()
     expect(await takesWhileIdle()).toBeLessThanOrEqual(1);
     await add(3);
     await handled(3);
-  });
+  }, 60_000);
 
   it('model: for any writes, idle stretches and cuts, each entry is handled once', async () => {
     type Step = { kind: 'add'; count: number } | { kind: 'idle' } | { kind: 'cut' };
