@@ -23,6 +23,37 @@ export const defaultFlowControl: FlowControl = { slowConsumer: 'drop', highWater
 export const SLOW_CONSUMER_CLOSE_CODE = 1013;
 
 /**
+ * What every subscription of a topic on a node shares: its frames' head, its flow control and
+ * the slow-consumer counter. One object per topic (pubsub-service.ts keeps one per FlowControl),
+ * so that each subscription holds one reference for the three.
+ */
+export interface DeliveryRoute {
+  /** The frames' opening, up to the subscription id (notificationHead). */
+  readonly head: string;
+  readonly flow: FlowControl;
+  /** Told of each message skipped, and of a disconnect, for metrics. */
+  readonly onSlowConsumer: (event: 'dropped' | 'disconnected') => void;
+}
+
+/**
+ * The message a `keep-latest` subscription holds while its socket is over the high-water mark,
+ * and the wait for the socket to drain that sends it. Made when one is first held.
+ */
+interface Held {
+  tail: string;
+  seq: number | undefined;
+  cancelDrain: () => void;
+}
+
+/**
+ * `lastSeq` while unknown, as stored. A small integer, so the field stays one in every Delivery
+ * (NaN, a double, would give each its own boxed number). Sequence numbers are never negative (a
+ * `$`-topic's are 0), so `UNKNOWN_SEQ + 1` is none of them: the hot paths compare a seq with the
+ * stored value + 1 directly, which fails while unknown as a comparison with NaN does.
+ */
+const UNKNOWN_SEQ = -2;
+
+/**
  * Live messages held for one subscription while its history is replayed: at most this many,
  * and at most the topic's `highWaterMark` in characters of frame text; beyond either, the
  * topic's slow-consumer policy applies to the backlog.
@@ -84,17 +115,10 @@ export class Delivery {
   missed = 0;
   /** Total messages skipped over the subscription's life. */
   droppedTotal = 0;
-  private held: string | undefined;
-  /** The sequence number of the held message. */
-  private heldSeq: number | undefined;
-  /**
-   * The last sequence number the subscriber has accounted for: written to it, or covered by a
-   * gap signal, or (once the next message carries them) by `missed`. NaN while unknown (a
-   * subscriber that was told no position, an unknown gap): every comparison with it is false,
-   * so the next message written sets it without a check.
-   */
-  private lastSeq = Number.NaN;
-  private cancelDrain: (() => void) | undefined;
+  /** The newest message held (`keep-latest`) until the socket drains. */
+  private held: Held | undefined;
+  /** `lastSeq` as stored: UNKNOWN_SEQ while unknown. */
+  private seqSeen = UNKNOWN_SEQ;
   private stopped = false;
   /** Seqs passed by (`pass`) after the last one accounted for, oldest first. */
   private passed: PassedSeqs | undefined;
@@ -116,14 +140,31 @@ export class Delivery {
 
   constructor(
     private readonly sink: Sink,
-    private readonly head: string,
+    /** The topic's head, flow control and slow-consumer counter, shared by its subscriptions. */
+    private readonly route: DeliveryRoute,
     private readonly quotedId: string,
-    private readonly flow: FlowControl,
-    /** Told of each message skipped, and of a disconnect, for metrics. */
-    private readonly onSlowConsumer: (event: 'dropped' | 'disconnected') => void = () => undefined,
     /** The session the subscription belongs to: a message published `except` it passes it by. */
     readonly ownerId?: string,
   ) {}
+
+  /**
+   * The last sequence number the subscriber has accounted for: written to it, or covered by a
+   * gap signal, or (once the next message carries them) by `missed`. NaN while unknown (a
+   * subscriber that was told no position, an unknown gap): every comparison with it is false,
+   * so the next message written sets it without a check. Setting NaN makes it unknown.
+   */
+  private get lastSeq(): number {
+    const seq = this.seqSeen;
+    return seq === UNKNOWN_SEQ ? Number.NaN : seq;
+  }
+
+  private set lastSeq(seq: number) {
+    this.seqSeen = Number.isNaN(seq) ? UNKNOWN_SEQ : seq;
+  }
+
+  private get flow(): FlowControl {
+    return this.route.flow;
+  }
 
   /**
    * A message not meant for this subscriber (published `except` its session): not written, but
@@ -141,10 +182,10 @@ export class Delivery {
       this.replay?.waiting === undefined &&
       this.held === undefined &&
       this.missed === 0 &&
-      seq === this.lastSeq + 1
+      seq === this.seqSeen + 1
     ) {
       if (this.resumable) this.sendRaw(positionTail(seq, this.clientEpoch));
-      this.lastSeq = seq;
+      this.seqSeen = seq;
       return;
     }
     (this.passed ??= new PassedSeqs(MAX_WAITING)).push(seq);
@@ -165,18 +206,17 @@ export class Delivery {
     if (this.sink.bufferedAmount < this.flow.highWaterMark) {
       if (this.held !== undefined) {
         // Something newer is here: the held message is superseded.
-        this.held = undefined;
-        this.heldSeq = undefined;
+        this.dropHeld();
         this.skip();
       }
       // The common case: the next seq, nothing skipped, the topic's shared id.
       if (
-        seq === this.lastSeq + 1 &&
+        seq === this.seqSeen + 1 &&
         this.missed === 0 &&
         shared !== undefined &&
         shared.quotedId === this.quotedId
       ) {
-        this.lastSeq = seq;
+        this.seqSeen = seq;
         this.sink.send(shared);
         return;
       }
@@ -187,12 +227,17 @@ export class Delivery {
       case 'drop':
         this.skip();
         return;
-      case 'keep-latest':
-        if (this.held !== undefined) this.skip();
-        this.held = tail;
-        this.heldSeq = seq;
-        this.cancelDrain ??= this.sink.onDrain(() => this.flushHeld());
+      case 'keep-latest': {
+        const held = this.held;
+        if (held === undefined) {
+          this.held = { tail, seq, cancelDrain: this.sink.onDrain(() => this.flushHeld()) };
+        } else {
+          this.skip();
+          held.tail = tail;
+          held.seq = seq;
+        }
         return;
+      }
       case 'disconnect':
         this.disconnect();
         return;
@@ -224,7 +269,7 @@ export class Delivery {
       replay.waitingChars -= dropped.tail.length;
       waiting.peek()!.missedBefore += dropped.missedBefore + 1;
       this.droppedTotal++;
-      this.onSlowConsumer('dropped');
+      this.route.onSlowConsumer('dropped');
     }
   }
 
@@ -487,8 +532,7 @@ export class Delivery {
     this.floorSeq = 0;
     if (this.held !== undefined) {
       // The old numbering's: never to be sent now.
-      this.held = undefined;
-      this.heldSeq = undefined;
+      this.dropHeld();
       this.skip();
     }
     const replay = this.replay;
@@ -518,7 +562,7 @@ export class Delivery {
 
   /** Send a frame for this subscription made of the head, its id and `tail`, regardless of policy. */
   sendRaw(tail: string): void {
-    if (!this.stopped) this.sink.send(this.head + this.quotedId + tail);
+    if (!this.stopped) this.sink.send(this.route.head + this.quotedId + tail);
   }
 
   /**
@@ -532,9 +576,9 @@ export class Delivery {
   /** Send a last frame regardless of pressure (a stream's completion): it is one small frame. */
   finish(tail: string): void {
     if (this.stopped) return;
-    if (this.held !== undefined) this.write(this.held, this.heldSeq);
-    this.held = undefined;
-    this.heldSeq = undefined;
+    const held = this.held;
+    this.dropHeld();
+    if (held !== undefined) this.write(held.tail, held.seq);
     this.write(tail, undefined);
     this.stop();
   }
@@ -542,11 +586,8 @@ export class Delivery {
   stop(): void {
     const wasStopped = this.stopped;
     this.stopped = true;
-    this.held = undefined;
-    this.heldSeq = undefined;
+    this.dropHeld();
     this.replay = undefined;
-    this.cancelDrain?.();
-    this.cancelDrain = undefined;
     const listeners = this.stopListeners;
     this.stopListeners = undefined;
     if (wasStopped || !listeners) return;
@@ -555,24 +596,30 @@ export class Delivery {
 
   private disconnect(): void {
     this.stop();
-    this.onSlowConsumer('disconnected');
+    this.route.onSlowConsumer('disconnected');
     this.sink.close(SLOW_CONSUMER_CLOSE_CODE, 'slow consumer');
   }
 
+  /** The socket drained: the held message goes. */
   private flushHeld(): void {
-    this.cancelDrain = undefined;
     const held = this.held;
-    if (held === undefined || this.stopped) return;
-    const seq = this.heldSeq;
     this.held = undefined;
-    this.heldSeq = undefined;
-    this.write(held, seq);
+    if (held === undefined || this.stopped) return;
+    this.write(held.tail, held.seq);
+  }
+
+  /** Forget the held message, if any, and stop waiting for the socket to drain. */
+  private dropHeld(): void {
+    const held = this.held;
+    if (held === undefined) return;
+    this.held = undefined;
+    held.cancelDrain();
   }
 
   private skip(): void {
     this.missed++;
     this.droppedTotal++;
-    this.onSlowConsumer('dropped');
+    this.route.onSlowConsumer('dropped');
   }
 
   /** Write one message (with `missed`, and after a gap signal when it follows a hole). */
@@ -582,7 +629,7 @@ export class Delivery {
       this.sink.send(shared);
       return;
     }
-    this.sink.send(this.head + this.quotedId + missedPart(this.missed) + tail);
+    this.sink.send(this.route.head + this.quotedId + missedPart(this.missed) + tail);
     this.missed = 0;
   }
 

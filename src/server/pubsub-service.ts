@@ -11,7 +11,7 @@ import { isWellFormed } from '../protocol/well-formed.js';
 import { TopicCreationLimitError, defaultRetention, exceptList } from '../pubsub/broker.js';
 import type { Broker, BrokerMessage, Retention } from '../pubsub/broker.js';
 import { Delivery, defaultFlowControl } from '../pubsub/delivery.js';
-import type { FlowControl } from '../pubsub/delivery.js';
+import type { DeliveryRoute, FlowControl } from '../pubsub/delivery.js';
 import { finalTail, notificationHead } from '../pubsub/frames.js';
 import { DrainWaiters } from '../pubsub/drain-waiters.js';
 import { HistoryReads } from '../pubsub/history-reads.js';
@@ -865,8 +865,23 @@ export class PubSubService<C> {
    * subscription (a publish `except` it passes it by).
    */
   private newDelivery(sink: Sink, quotedId: string, flow: FlowControl, ownerId?: string): Delivery {
-    return new Delivery(sink, this.head, quotedId, flow, this.countSlowConsumer, ownerId);
+    return new Delivery(sink, this.routeOf(flow), quotedId, ownerId);
   }
+
+  /**
+   * The route every delivery of a topic (or stream) shares: one per FlowControl, which each
+   * definition makes once.
+   */
+  private routeOf(flow: FlowControl): DeliveryRoute {
+    let route = this.routes.get(flow);
+    if (!route) {
+      route = { head: this.head, flow, onSlowConsumer: this.countSlowConsumer };
+      this.routes.set(flow, route);
+    }
+    return route;
+  }
+
+  private readonly routes = new WeakMap<FlowControl, DeliveryRoute>();
 
   /** Every delivery's slow-consumer counter (one function for all of them). */
   private readonly countSlowConsumer = (event: 'dropped' | 'disconnected'): void => {

@@ -176,10 +176,12 @@ async function subscriber(setup: Setup) {
   const id = setup.sharedId === false ? 'own' : registry.sharedId(TOPIC)!;
   const delivery = new Delivery(
     sink,
-    head,
+    {
+      head,
+      flow: { slowConsumer: setup.policy ?? 'drop', highWaterMark: setup.highWaterMark ?? 1 << 20 },
+      onSlowConsumer: (event) => drops.push(event),
+    },
     JSON.stringify(id),
-    { slowConsumer: setup.policy ?? 'drop', highWaterMark: setup.highWaterMark ?? 1 << 20 },
-    (event) => drops.push(event),
   );
   delivery.resumable = setup.mode !== 'plain';
   delivery.clientEpoch = setup.mode === 'since' ? setup.clientEpoch : undefined;

@@ -32,10 +32,12 @@ function subscriber(policy: SlowConsumerPolicy = 'drop') {
   const socket = new Socket();
   const delivery = new Delivery(
     socket,
-    notificationHead('subscription'),
+    {
+      head: notificationHead('subscription'),
+      flow: { slowConsumer: policy, highWaterMark: 100 },
+      onSlowConsumer: () => undefined,
+    },
     '"0x1"',
-    { slowConsumer: policy, highWaterMark: 100 },
-    () => undefined,
     'session-1',
   );
   delivery.resumable = true;

@@ -151,10 +151,12 @@ describe('a Delivery passed by more seqs than it keeps', () => {
     const socket = new Socket();
     const delivery = new Delivery(
       socket,
-      notificationHead('subscription'),
+      {
+        head: notificationHead('subscription'),
+        flow: { slowConsumer: 'drop', highWaterMark: 1 << 20 },
+        onSlowConsumer: () => undefined,
+      },
       '"0x1"',
-      { slowConsumer: 'drop', highWaterMark: 1 << 20 },
-      () => undefined,
       'session-1',
     );
     delivery.resumable = true;

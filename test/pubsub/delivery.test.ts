@@ -30,8 +30,14 @@ const payload = JSON.stringify('x'.repeat(1_000)); // about 1 KB per message
 function replayWithBacklog(flow: FlowControl) {
   const sink = new RecordingSink();
   const dropped: string[] = [];
-  const delivery = new Delivery(sink, notificationHead('subscription'), '"0x1"', flow, (e) =>
-    dropped.push(e),
+  const delivery = new Delivery(
+    sink,
+    {
+      head: notificationHead('subscription'),
+      flow,
+      onSlowConsumer: (e) => dropped.push(e),
+    },
+    '"0x1"',
   );
   delivery.pauseForReplay(10);
   for (let seq = 11; seq <= 60; seq++) delivery.offer(messageTail(payload, seq), undefined, seq);
