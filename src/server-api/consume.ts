@@ -64,9 +64,13 @@ export interface Consumer {
   close(): Promise<void>;
 }
 
-/** The consumer's `up`, kept in its figures too. */
+/**
+ * The consumer's `up`, kept in its figures too. False for good once closed: a read under way
+ * then, answered afterwards, must not show a closing consumer up (readiness follows it).
+ */
 class UpState {
   private value = false;
+  private closed = false;
 
   constructor(private readonly figures: ConsumerFigures) {}
 
@@ -75,8 +79,14 @@ class UpState {
   }
 
   set up(up: boolean) {
+    if (this.closed) return;
     this.value = up;
     this.figures.up = up;
+  }
+
+  close(): void {
+    this.up = false;
+    this.closed = true;
   }
 }
 
@@ -339,7 +349,7 @@ async function consumeRedis(
     },
     close: async () => {
       closed = true;
-      state.up = false;
+      state.close();
       // A Redis that is away would hold the read (and acknowledgements) under way until it is
       // back: they fail at once instead (an entry left unacknowledged is taken over later).
       const away = (): void => {
@@ -526,7 +536,7 @@ async function consumeNats(
     },
     close: async () => {
       closing = true;
-      state.up = false;
+      state.close();
       // Messages already delivered (the drain's included) are handled before the connection closes.
       await subscription.drain().catch(() => undefined);
       await slots.settled();

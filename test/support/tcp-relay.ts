@@ -4,12 +4,16 @@ import type { Server, Socket } from 'node:net';
 /**
  * A TCP relay from 127.0.0.1:`port` (any free one) to 127.0.0.1:`targetPort`, to cut one
  * process off from a server while others keep it: `cut()` drops every relayed connection
- * and refuses new ones, `restore()` listens again on the same port.
+ * and refuses new ones, `restore()` listens again on the same port. `hold()` keeps what the
+ * relayed clients send from reaching the server (their commands stay under way, unanswered)
+ * until `release()`; `heldText()` reads what is held.
  */
 export class TcpRelay {
   port = 0;
   private server: Server | undefined;
   private readonly sockets = new Set<Socket>();
+  /** While held: what each client sent, not yet passed on to its server connection. */
+  private held: Map<Socket, Buffer[]> | undefined;
 
   constructor(private readonly targetPort: number) {}
 
@@ -25,7 +29,11 @@ export class TcpRelay {
           outbound.destroy();
         });
       }
-      inbound.pipe(outbound);
+      inbound.on('data', (chunk: Buffer) => {
+        const held = this.held;
+        if (!held) outbound.write(chunk);
+        else held.set(outbound, [...(held.get(outbound) ?? []), chunk]);
+      });
       outbound.pipe(inbound);
     });
     await new Promise<void>((resolve, reject) => {
@@ -46,6 +54,26 @@ export class TcpRelay {
       : Promise.resolve();
     for (const socket of this.sockets) socket.destroy();
     await closed;
+  }
+
+  /** Hold what clients send from now on, until `release`. */
+  hold(): void {
+    this.held ??= new Map();
+  }
+
+  /** What is held, every connection's, as text (latin1: byte for byte). */
+  heldText(): string {
+    return [...(this.held?.values() ?? [])]
+      .flat()
+      .map((chunk) => chunk.toString('latin1'))
+      .join('');
+  }
+
+  /** Pass on what was held, in order, and stop holding. */
+  release(): void {
+    const held = this.held;
+    this.held = undefined;
+    for (const [outbound, chunks] of held ?? []) for (const chunk of chunks) outbound.write(chunk);
   }
 
   restore(): Promise<number> {
