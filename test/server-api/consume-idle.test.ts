@@ -8,14 +8,15 @@
  * cuts of the wake-up connection: every entry is handled once, and an idle stretch runs no take.
  */
 import fc from 'fast-check';
-import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { afterEach, describe, expect, it } from 'vitest';
 import type { ServerApi } from '../../src/server-api/index.js';
 import { sleep } from '../support/promises.js';
 import { Resources } from '../support/resources.js';
 import { hasProgram } from '../support/server-processes.js';
 import { waitFor } from '../support/waiting.js';
-import { PrivateRedis } from './private-redis.js';
+import type { PrivateRedis } from './private-redis.js';
+import { withPrivateRedis } from './private-redis.js';
 import { startApi, userOptions } from './support.js';
 
 const mustRun = process.env['CI'] === 'true';
@@ -28,16 +29,9 @@ let admin: Redis;
 /** An idle stretch: long enough for a consumer that polls to poll several times. */
 const IDLE_STRETCH_MS = 600;
 
-beforeAll(async () => {
-  if (!hasRedisServer) return;
-  redis = await PrivateRedis.start();
-  admin = new Redis(redis.url, { maxRetriesPerRequest: null });
-  admin.on('error', () => undefined);
-});
-
-afterAll(async () => {
-  admin?.disconnect();
-  await redis?.stop();
+withPrivateRedis((server, client) => {
+  redis = server;
+  admin = client;
 });
 
 afterEach(async () => {

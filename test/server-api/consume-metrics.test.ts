@@ -7,7 +7,7 @@
  */
 import { connect as connectNats } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ServerApi } from '../../src/server-api/index.js';
 import type { GatewayOptions } from '../../src/server/options.js';
@@ -16,7 +16,8 @@ import { Resources } from '../support/resources.js';
 import { hasProgram } from '../support/server-processes.js';
 import { waitFor, within } from '../support/waiting.js';
 import { PrivateNats } from './private-nats.js';
-import { PrivateRedis } from './private-redis.js';
+import type { PrivateRedis } from './private-redis.js';
+import { withPrivateRedis } from './private-redis.js';
 import { asUser, startApi, userOptions } from './support.js';
 
 const mustRun = process.env['CI'] === 'true';
@@ -71,17 +72,10 @@ describe.skipIf(!hasRedisServer && !mustRun)('the Redis stream consumer in metri
   let redis: PrivateRedis;
   let writer: Redis;
 
-  beforeAll(async () => {
-    if (!hasRedisServer) return;
-    redis = await PrivateRedis.start();
-    // Queues its commands while Redis is down, and sends them once it is back.
-    writer = new Redis(redis.url, { maxRetriesPerRequest: null });
-    writer.on('error', () => undefined);
-  });
-
-  afterAll(async () => {
-    writer?.disconnect();
-    await redis?.stop();
+  // The writer queues its commands while Redis is down, and sends them once it is back.
+  withPrivateRedis((server, client) => {
+    redis = server;
+    writer = client;
   });
 
   it('counts what it took, shows down while it cannot read, counts why, and shows up again', async () => {

@@ -6,13 +6,14 @@
  * deletions and restarts, and every entry written is handled exactly once.
  */
 import fc from 'fast-check';
-import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { afterEach, describe, expect, it } from 'vitest';
 import type { ServerApi } from '../../src/server-api/index.js';
 import { hasProgram } from '../support/server-processes.js';
 import { Resources } from '../support/resources.js';
 import { waitFor } from '../support/waiting.js';
-import { PrivateRedis } from './private-redis.js';
+import type { PrivateRedis } from './private-redis.js';
+import { withPrivateRedis } from './private-redis.js';
 import { startApi, userOptions } from './support.js';
 
 const mustRun = process.env['CI'] === 'true';
@@ -22,17 +23,10 @@ const apis: ServerApi[] = [];
 let redis: PrivateRedis;
 let writer: Redis;
 
-beforeAll(async () => {
-  if (!hasRedisServer) return;
-  redis = await PrivateRedis.start();
-  // Queues its commands while Redis restarts, and sends them once it is back.
-  writer = new Redis(redis.url, { maxRetriesPerRequest: null });
-  writer.on('error', () => undefined);
-});
-
-afterAll(async () => {
-  writer?.disconnect();
-  await redis?.stop();
+// The writer queues its commands while Redis restarts, and sends them once it is back.
+withPrivateRedis((server, client) => {
+  redis = server;
+  writer = client;
 });
 
 afterEach(async () => {

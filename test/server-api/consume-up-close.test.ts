@@ -8,8 +8,8 @@
  * look from close() on, and every entry written before the hold was handled.
  */
 import fc from 'fast-check';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
 import { resolveServerApiConfig } from '../../src/server-api/config.js';
 import { startConsumer } from '../../src/server-api/consume.js';
 import type { Consumer } from '../../src/server-api/consume.js';
@@ -18,7 +18,8 @@ import { CaptureLogger } from '../support/logging.js';
 import { hasProgram } from '../support/server-processes.js';
 import { TcpRelay } from '../support/tcp-relay.js';
 import { waitFor } from '../support/waiting.js';
-import { PrivateRedis } from './private-redis.js';
+import type { PrivateRedis } from './private-redis.js';
+import { withPrivateRedis } from './private-redis.js';
 import { API_KEY } from './support.js';
 
 const mustRun = process.env['CI'] === 'true';
@@ -27,16 +28,9 @@ let redis: PrivateRedis;
 let admin: Redis;
 let streams = 0;
 
-beforeAll(async () => {
-  if (!hasRedisServer) return;
-  redis = await PrivateRedis.start();
-  admin = new Redis(redis.url, { maxRetriesPerRequest: null });
-  admin.on('error', () => undefined);
-});
-
-afterAll(async () => {
-  admin?.disconnect();
-  await redis?.stop();
+withPrivateRedis((server, client) => {
+  redis = server;
+  admin = client;
 });
 
 /** A consumer of a stream of its own, through a relay; what it answered, in order. */

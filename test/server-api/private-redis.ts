@@ -4,9 +4,12 @@
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll } from 'vitest';
 import { withRedis } from '../support/brokers.js';
 import { canConnect, freePort } from '../support/network.js';
 import { killChild } from '../support/processes.js';
+import { hasProgram } from '../support/server-processes.js';
 import { waitFor } from '../support/waiting.js';
 
 export class PrivateRedis {
@@ -51,4 +54,26 @@ export class PrivateRedis {
       );
     }, `redis-server on ${this.port}`);
   }
+}
+
+/**
+ * A private redis-server for the tests of one file, and a client of it, handed to `use` before
+ * the tests run and stopped after them (where there is no redis-server, neither is made: those
+ * tests skip). The client queues its commands while the server is down or restarting and sends
+ * them once it is back.
+ */
+export function withPrivateRedis(use: (server: PrivateRedis, client: Redis) => void): void {
+  let server: PrivateRedis | undefined;
+  let client: Redis | undefined;
+  beforeAll(async () => {
+    if (!hasProgram('redis-server')) return;
+    server = await PrivateRedis.start();
+    client = new Redis(server.url, { maxRetriesPerRequest: null });
+    client.on('error', () => undefined);
+    use(server, client);
+  });
+  afterAll(async () => {
+    client?.disconnect();
+    await server?.stop();
+  });
 }
