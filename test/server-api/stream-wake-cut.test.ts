@@ -8,14 +8,13 @@
  * so the command is under way when the connection drops. The fast-check model cuts at any of
  * the arming steps, one to three times in a row.
  */
-import { connect, createServer } from 'node:net';
-import type { Server, Socket } from 'node:net';
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StreamWake } from '../../src/server-api/stream-wake.js';
 import { REDIS_URL } from '../support/brokers.js';
 import { logged, captureLogger } from '../support/logging.js';
+import { TcpRelay } from '../support/tcp-relay.js';
 import { waitFor } from '../support/waiting.js';
 
 /** The arming commands, as the bytes that name each on the wire (RESP, any case). */
@@ -27,59 +26,18 @@ const ARMING = {
 type Step = keyof typeof ARMING;
 
 /**
- * A TCP relay to the shared Redis that cuts, one after the other, the connections on which the
- * commands of `cuts` are sent: the chunk carrying the command is dropped, and both ends closed.
+ * A relay to the shared Redis that cuts, one after the other, the connections on which the
+ * commands of `cuts` are sent; `pending()` counts the cuts not made yet.
  */
-class CuttingRelay {
-  port = 0;
-  readonly #server: Server;
-  readonly #sockets = new Set<Socket>();
-  #cuts: Step[] = [];
-  /** Connections cut so far. */
-  cutCount = 0;
-
-  constructor(targetPort: number) {
-    this.#server = createServer((inbound) => {
-      const outbound = connect({ host: '127.0.0.1', port: targetPort });
-      for (const socket of [inbound, outbound]) {
-        this.#sockets.add(socket);
-        socket.on('error', () => undefined);
-        socket.once('close', () => {
-          this.#sockets.delete(socket);
-          inbound.destroy();
-          outbound.destroy();
-        });
-      }
-      inbound.on('data', (chunk: Buffer) => {
-        const next = this.#cuts[0];
-        if (next !== undefined && ARMING[next].test(chunk.toString('latin1'))) {
-          this.#cuts.shift();
-          this.cutCount++;
-          inbound.destroy();
-          outbound.destroy();
-          return;
-        }
-        outbound.write(chunk);
-      });
-      outbound.pipe(inbound);
-    });
-  }
-
-  async start(cuts: Step[]): Promise<void> {
-    this.#cuts = [...cuts];
-    await new Promise<void>((resolve) => this.#server.listen(0, '127.0.0.1', resolve));
-    const address = this.#server.address();
-    this.port = typeof address === 'object' && address ? address.port : 0;
-  }
-
-  get pendingCuts(): number {
-    return this.#cuts.length;
-  }
-
-  async stop(): Promise<void> {
-    for (const socket of this.#sockets) socket.destroy();
-    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
-  }
+function cuttingRelay(cuts: Step[]): { relay: TcpRelay; pending: () => number } {
+  const left = [...cuts];
+  const relay = new TcpRelay(Number(new URL(REDIS_URL).port), (chunk) => {
+    const next = left[0];
+    if (next === undefined || !ARMING[next].test(chunk.toString('latin1'))) return false;
+    left.shift();
+    return true;
+  });
+  return { relay, pending: () => left.length };
 }
 
 let admin: Redis;
@@ -99,8 +57,8 @@ afterAll(() => {
  * that it never took a cut for Redis refusing tracking.
  */
 async function watchesAfter(cuts: Step[]): Promise<void> {
-  const relay = new CuttingRelay(Number(new URL(REDIS_URL).port));
-  await relay.start(cuts);
+  const { relay, pending } = cuttingRelay(cuts);
+  await relay.start();
   const stream = `wake-cut-${process.pid}-${++streams}`;
   const base = new Redis(`redis://127.0.0.1:${relay.port}`, {
     lazyConnect: true,
@@ -112,9 +70,9 @@ async function watchesAfter(cuts: Step[]): Promise<void> {
   const wake = new StreamWake(base, stream, logger);
   try {
     await waitFor(
-      () => relay.pendingCuts === 0 && wake.watching,
+      () => pending() === 0 && wake.watching,
       () =>
-        `the wake watching after cuts at ${cuts.join(', ')} (${relay.cutCount} made; refused: ` +
+        `the wake watching after cuts at ${cuts.join(', ')} (${cuts.length - pending()} made; refused: ` +
         `${logged(records, 'server API: Redis refused CLIENT TRACKING on the stream; the consumer polls it instead').length})`,
       10_000,
     );
@@ -131,7 +89,7 @@ async function watchesAfter(cuts: Step[]): Promise<void> {
   } finally {
     wake.close();
     base.disconnect();
-    await relay.stop();
+    await relay.cut();
     await admin.del(stream);
   }
 }

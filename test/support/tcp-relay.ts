@@ -15,7 +15,14 @@ export class TcpRelay {
   /** While held: what each client sent, not yet passed on to its server connection. */
   private held: Map<Socket, Buffer[]> | undefined;
 
-  constructor(private readonly targetPort: number) {}
+  constructor(
+    private readonly targetPort: number,
+    /**
+     * Looks at each chunk a client sends: true cuts that connection there (the chunk dropped,
+     * both ends closed), so that what the chunk carried is under way, unanswered, when it drops.
+     */
+    private readonly cutOn?: (chunk: Buffer) => boolean,
+  ) {}
 
   async start(): Promise<number> {
     const server = createServer((inbound) => {
@@ -30,9 +37,15 @@ export class TcpRelay {
         });
       }
       inbound.on('data', (chunk: Buffer) => {
+        if (this.cutOn?.(chunk)) {
+          inbound.destroy();
+          outbound.destroy();
+          return;
+        }
         const held = this.held;
         if (!held) outbound.write(chunk);
-        else held.set(outbound, [...(held.get(outbound) ?? []), chunk]);
+        else if (held.has(outbound)) held.get(outbound)!.push(chunk);
+        else held.set(outbound, [chunk]);
       });
       outbound.pipe(inbound);
     });
