@@ -90,6 +90,12 @@ export interface Shared {
    * position or message, and after a gap of unknown size that named no numbering.
    */
   checked?: boolean;
+  /**
+   * Accepted on a connection lost before it learnt where it starts (its position or a first
+   * numbered message): what was published from then until the next subscribe cannot be asked
+   * for, so the next numbered frame is preceded by a gap signal of unknown size.
+   */
+  unplaced?: boolean;
   /** When the last resubscribes to fill a hole happened (at most RESYNC_BUDGET kept). */
   resyncs: number[];
   /** The numbering `lastSeq` belongs to (the topic's epoch), once the server said it. */
@@ -427,6 +433,7 @@ export class ClientSubscriptions {
     for (const shared of this.#byServerId.values()) {
       shared.serverId = undefined;
       shared.resubscribe = true;
+      if (shared.lastSeq === undefined) shared.unplaced = true;
     }
     for (const shared of this.shared.values()) {
       if (shared.retryTimer === undefined) continue;
@@ -630,6 +637,11 @@ export class ClientSubscriptions {
       return;
     }
     if (update.kind === 'other') return;
+    if (shared.unplaced && (update.kind !== 'message' || update.seq !== undefined)) {
+      shared.unplaced = false;
+      // A gap signal says what it means itself; before a position or message, the unknown.
+      if (update.kind !== 'gap') this.#gapSeen(shared, null, false);
+    }
     // The numbering the frame belongs to. Another than the one the last seq seen belongs to,
     // said on any frame but a gap signal (which says what it means itself): the topic is
     // numbered anew from 1, told as a gap of unknown size. Without a baseline (after a gap of

@@ -11,7 +11,7 @@ import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 
 /** The bound, in bytes gzipped; docs/performance.md gives the figure it was set from. */
-const CREATE_CLIENT_GZIP_BYTES = 19_850;
+const CREATE_CLIENT_GZIP_BYTES = 19_900;
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 

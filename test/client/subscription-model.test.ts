@@ -32,6 +32,12 @@ interface Outbound {
   position?: { observer: number; seq: number; epoch: number };
   /** A subscribe reply, with the id it hands out (for the out-of-order fault). */
   replyTo?: string;
+  /**
+   * Set on the reply to a subscribe that asked for its position: where the server started the
+   * subscription (what its position frame says). The reply read, the Observer is subscribed
+   * from there, whether or not it reads the position before the connection drops.
+   */
+  accepts?: { observer: number; seq: number; epoch: number };
 }
 
 interface ServerSubscription {
@@ -166,6 +172,8 @@ class ModelServer {
       }
     }
     const answer: Outbound = { text: reply(request.id, id), replyTo: id };
+    if (options.position)
+      answer.accepts = { observer: params.o, seq: this.lastSeq, epoch: this.epoch };
     // Only for an id never handed out before on this connection: a reused id's early
     // notifications cannot be told from the old subscription's.
     if (this.replyLate && id !== TOPIC) {
@@ -217,6 +225,8 @@ class FakeSocket implements WebSocketLike {
   onerror: ((event: unknown) => void) | null = null;
   outbound: Outbound[] = [];
   private connection: Connection | undefined;
+  /** Observers whose subscribe reply was read here, but not yet the position it promised. */
+  private readonly unplaced = new Set<number>();
 
   constructor(private readonly world: World) {
     world.sockets.push(this);
@@ -241,12 +251,12 @@ class FakeSocket implements WebSocketLike {
     const frames = this.outbound.splice(0, count);
     for (const f of frames) {
       if (this.readyState !== 1) return;
-      if (f.position && !this.world.starts.has(f.position.observer)) {
-        this.world.starts.set(f.position.observer, {
-          seq: f.position.seq,
-          epoch: f.position.epoch,
-        });
+      const start = f.position ?? f.accepts;
+      if (start && !this.world.starts.has(start.observer)) {
+        this.world.starts.set(start.observer, { seq: start.seq, epoch: start.epoch });
       }
+      if (f.accepts) this.unplaced.add(f.accepts.observer);
+      if (f.position) this.unplaced.delete(f.position.observer);
       this.onmessage?.({ data: f.text });
     }
   }
@@ -256,6 +266,7 @@ class FakeSocket implements WebSocketLike {
     if (this.readyState >= 2) return;
     this.readyState = 3;
     this.outbound = [];
+    for (const observer of this.unplaced) this.world.unknownStarts.add(observer);
     if (this.connection) this.world.server.close(this.connection);
     setTimeout(() => this.onclose?.({ code, reason }), 0);
   }
@@ -264,6 +275,12 @@ class FakeSocket implements WebSocketLike {
 class World {
   readonly sockets: FakeSocket[] = [];
   readonly starts: Starts = new Map();
+  /**
+   * Observers subscribed (their reply read) on a connection lost before they read where they
+   * start: their client cannot tell what was published meanwhile, so it may say so once, with a
+   * gap signal of unknown size before its first message.
+   */
+  readonly unknownStarts = new Set<number>();
   constructor(readonly server: ModelServer) {}
 
   get current(): FakeSocket | undefined {
@@ -347,11 +364,14 @@ interface Observed {
 /**
  * Check one Observer's events against the model: from its position, each message is the next
  * seq after the last one accounted for (a gap signal accounts for its count; `null` starts a
- * later numbering from 0), carries that seq's data, and appears once.
+ * later numbering from 0), carries that seq's data, and appears once. An Observer whose start
+ * its client never learnt (`unknownStart`) may be told so by a `null` gap before its first
+ * message: the next message then only has to come after its start.
  */
 function accountingProblem(
   observed: Observed,
   start: { seq: number; epoch: number } | undefined,
+  unknownStart = false,
 ): string | undefined {
   if (observed.errors.length > 0)
     return `observer ${observed.index} failed: ${String(observed.errors[0])}`;
@@ -360,10 +380,13 @@ function accountingProblem(
   let accounted = start.seq;
   let epoch = start.epoch;
   let numberedAnew = false;
+  let unknownCount = false;
   for (const [i, event] of observed.events.entries()) {
     const where = `observer ${observed.index}, event #${i} ${JSON.stringify(event)} (accounted ${accounted}, epoch ${epoch})`;
     if (event.gap !== undefined) {
-      if (event.gap === null) {
+      if (event.gap === null && unknownStart && i === 0) {
+        unknownCount = true;
+      } else if (event.gap === null) {
         numberedAnew = true;
         accounted = 0;
       } else {
@@ -374,6 +397,14 @@ function accountingProblem(
     }
     const [e, s] = String(event.data).split(':').map(Number) as [number, number];
     if (event.seq !== s) return `${where}: seq does not match the data`;
+    if (unknownCount) {
+      unknownCount = false;
+      if (e < epoch || (e === epoch && s <= accounted))
+        return `${where}: after an unknown start, a message from before the start`;
+      epoch = e;
+      accounted = s;
+      continue;
+    }
     if (numberedAnew) {
       if (!(e > epoch)) return `${where}: a gap:null must be followed by a later numbering`;
       epoch = e;
@@ -475,27 +506,36 @@ async function run(historyMax: number, script: Op[]): Promise<void> {
     await turn();
   }
 
-  // Quiet end: faults off, one more message, then read everything until nothing moves.
+  // Quiet end: faults off, everything read until nothing moves (the client connected and
+  // subscribed), then one more message that every active Observer must end with.
   server.silentDrops = 0;
   server.replyLate = false;
-  server.publish(1);
-  let idle = 0;
-  for (let round = 0; idle < 3; round++) {
-    if (round > 2_000) throw new Error('the client never settled');
-    await turn();
-    const socket = world.current;
-    if (!socket) {
-      idle = 0;
-      continue;
+  const settle = async (): Promise<void> => {
+    let idle = 0;
+    for (let round = 0; idle < 3; round++) {
+      if (round > 2_000) throw new Error('the client never settled');
+      await turn();
+      const socket = world.current;
+      if (!socket) {
+        idle = 0;
+        continue;
+      }
+      if (socket.outbound.length > 0) {
+        socket.read(Number.MAX_SAFE_INTEGER);
+        idle = 0;
+      } else idle++;
     }
-    if (socket.outbound.length > 0) {
-      socket.read(Number.MAX_SAFE_INTEGER);
-      idle = 0;
-    } else idle++;
-  }
+  };
+  await settle();
+  server.publish(1);
+  await settle();
 
   for (const o of observed) {
-    const problem = accountingProblem(o, world.starts.get(o.index));
+    const problem = accountingProblem(
+      o,
+      world.starts.get(o.index),
+      world.unknownStarts.has(o.index),
+    );
     if (problem) throw new Error(problem);
     if (!o.active) continue;
     const start = world.starts.get(o.index);
@@ -523,6 +563,24 @@ describe('client subscription state: model-based', () => {
       { numRuns: Number(process.env.MODEL_RUNS ?? 150) },
     );
   }, 120_000);
+
+  it('a subscription accepted but lost before its position was read: what was published meanwhile is replayed or told', async () => {
+    // The reply is read (the subscription is live on the server, its status 'subscribed'), the
+    // position is not; messages are published while the client is away.
+    for (const published of [0, 1, 5]) {
+      const script: Op[] = [
+        { kind: 'read', count: 1 },
+        { kind: 'drop' },
+        { kind: 'publish', count: published },
+      ];
+      try {
+        await run(1_000, script);
+      } finally {
+        for (const s of subscriptions.splice(0)) s.unsubscribe();
+        await Promise.all(clients.splice(0).map((c) => c.close()));
+      }
+    }
+  });
 
   it('a resume replay of up to 100 000 messages read with its reply in one read', async () => {
     await fc.assert(

@@ -17,6 +17,8 @@ import { newSession, sessionIds } from '../support/gateway.js';
 import { waitUntil } from '../support/waiting.js';
 import type { WireFrame } from '../support/raw-rpc.js';
 import { recordingWebSocket } from '../support/client.js';
+import type { RpcClient } from '../../src/client/client.js';
+import { subscriptionStatus$ } from '../../src/client/subscription-status.js';
 
 const res = new Resources();
 const subscriptions: Subscription[] = [];
@@ -242,6 +244,79 @@ describe('client subscriptions: history unavailable', () => {
     await waitUntil(() => seen.events.length === 5, 'the next message');
     expect(seen.events[4]).toEqual({ data: 4, seq: 4 });
     expect(framesOf(sent, 'subscribe')[2]!.params).toMatchObject(['news', null, { since: 3 }]);
+  });
+});
+
+describe('client subscriptions: lost before the position', () => {
+  /** Resolves once the client's subscription to `topic` is in `state` (its status). */
+  const statusOf = (client: RpcClient, topic: string) => {
+    let state = '';
+    subscriptions.push(subscriptionStatus$(client, topic).subscribe((s) => (state = s.state)));
+    return () => state;
+  };
+
+  /** A memory broker whose position reads (history from the top) wait for `release`. */
+  class HeldPosition extends MemoryBroker {
+    hold = true;
+    readonly held: (() => void)[] = [];
+    override history(topic: string, afterSeq: number) {
+      const read = () => super.history(topic, afterSeq);
+      if (!this.hold || afterSeq !== Number.MAX_SAFE_INTEGER) return read();
+      return new Promise<void>((resolve) => this.held.push(resolve)).then(read);
+    }
+  }
+
+  // The server accepted the subscription (the client has its reply: status 'subscribed') but
+  // the connection is lost before the position that says where it starts. What is published
+  // until the next subscribe cannot be asked for: the client says so with a gap of unknown size.
+  it.each([0, 3])(
+    'with %i published meanwhile: a gap signal of unknown size, then the messages after the new position',
+    async (published) => {
+      const broker = new HeldPosition();
+      const { gateway, url } = await res.gateway({ broker });
+      gateway.topic('news');
+      const client = res.client(url);
+      const seen = observe(client.subscribeWithMeta('news'));
+      const state = statusOf(client, 'news');
+      await waitUntil(() => broker.held.length === 1, 'the position read');
+      await waitUntil(() => state() === 'subscribed', 'the subscribe reply');
+
+      broker.hold = false;
+      for (const session of gateway.sessions.values()) session.close(1012, 'restart');
+      await waitUntil(() => state() === 'resuming', 'the lost connection');
+      for (let n = 1; n <= published; n++) await gateway.publish('news', n);
+      for (const release of broker.held.splice(0)) release();
+      await waitUntil(
+        () => state() === 'subscribed' && topicsOf(gateway)['news'] === 1,
+        'the resubscription',
+      );
+      await gateway.publish('news', 'next');
+      await waitUntil(() => seen.events.some((e) => e.data === 'next'), 'the next message');
+      expect(seen.events).toEqual([
+        { data: undefined, gap: null },
+        { data: 'next', seq: published + 1 },
+      ]);
+      expect(seen.errors).toEqual([]);
+    },
+  );
+
+  it('a subscription that learnt its position resumes from it: no gap signal, what was published meanwhile replayed', async () => {
+    const broker = new HeldPosition();
+    broker.hold = false;
+    const { gateway, url } = await res.gateway({ broker });
+    gateway.topic('news');
+    const client = res.client(url);
+    const seen = observe(client.subscribeWithMeta('news'));
+    await waitUntil(() => topicsOf(gateway)['news'] === 1, 'the subscription');
+    await gateway.publish('news', 1);
+    await waitUntil(() => seen.events.length === 1, 'the first message');
+    for (const session of gateway.sessions.values()) session.close(1012, 'restart');
+    await gateway.publish('news', 2);
+    await waitUntil(() => seen.events.length === 2, 'the replay');
+    expect(seen.events).toEqual([
+      { data: 1, seq: 1 },
+      { data: 2, seq: 2 },
+    ]);
   });
 });
 

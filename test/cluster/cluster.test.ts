@@ -317,6 +317,9 @@ describe.skipIf(skipRedis)(
       const subscriber = c.subscriber('S', [a.url, `ws://127.0.0.1:${portB}/rpc`]);
       const publisher = c.client(p.url);
       await c.subscribersOn([a], 1);
+      // Its position read: counted on the server is not yet told (a loss before it is a gap of
+      // unknown size: test/client/subscription-model.test.ts).
+      await waitFor(() => subscriber.knowsItsStart(), 'S to have its position');
       await new Promise((resolve) => {
         a.child.once('exit', resolve);
         a.child.kill('SIGKILL');

@@ -8,7 +8,9 @@ import { WebSocket } from 'ws';
 import { RpcClient } from '../../src/client/client.js';
 import type { ClientOptions } from '../../src/client/client.js';
 import type { ConnectionState } from '../../src/client/connection-state.js';
+import { managers } from '../../src/client/subscriptions.js';
 import type { SubscriptionEvent } from '../../src/client/subscriptions.js';
+import { canonicalJson } from '../../src/client/canonical-json.js';
 import { NATS_URL, REDIS_URL, deleteNatsStreams, deleteRedisKeys } from './brokers.js';
 import type { BrokerKind } from './brokers.js';
 import { bundleForNode } from './bundle.js';
@@ -72,6 +74,17 @@ export class Subscriber {
       },
       error: (err: unknown) => this.errors.push(err),
     });
+  }
+
+  /**
+   * The client knows where its subscription starts (the position the server gave it, or a
+   * message's seq): a resume from here can ask for what it missed. Before it, a lost
+   * connection can only be told as a gap of unknown size.
+   */
+  knowsItsStart(): boolean {
+    return (
+      managers.get(this.client)?.shared.get(canonicalJson([this.topic]))?.lastSeq !== undefined
+    );
   }
 
   /** Messages received (gap signals left out). */
