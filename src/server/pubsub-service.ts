@@ -786,18 +786,17 @@ export class PubSubService<C> {
     const sharedId = this.registry.sharedId(topic);
     const id =
       sharedId !== undefined && !table.subscriptions.has(sharedId) ? sharedId : this.newId();
-    const delivery = this.newDelivery(
-      table.sink,
-      this.registry.quotedId(topic, id),
-      flow,
-      (table.sink as Session<C>).id,
-    );
     // The table's sink is its session (requireTable).
     const session = table.sink as Session<C>;
     const subscription = new TopicSubscription<C>(
       topic,
       kept,
-      delivery,
+      {
+        sink: table.sink,
+        route: this.routeOf(flow),
+        quotedId: this.registry.quotedId(topic, id),
+        ownerId: session.id,
+      },
       bytes,
       table,
       this.topicEnds,
@@ -807,19 +806,19 @@ export class PubSubService<C> {
       if (table.subscriptions.get(id) !== subscription) return;
       // Where it starts is settled in the turn it joins the topic: no message falls between.
       const { since, epoch, position = false } = starting ? starting(request) : request;
-      delivery.resumable = since !== undefined || position;
-      delivery.clientEpoch = epoch;
+      subscription.resumable = since !== undefined || position;
+      subscription.clientEpoch = epoch;
       if (since !== undefined) {
-        replay(this.broker, this.logger, topic, since, epoch, delivery, {
+        replay(this.broker, this.logger, topic, since, epoch, subscription, {
           reads: this.historyReads,
           slots: this.historySlotsOf(table),
           drains: (table.drains ??= new DrainWaiters(session)),
         });
-      } else if (position) sendPosition(this.broker, this.logger, topic, delivery);
+      } else if (position) sendPosition(this.broker, this.logger, topic, subscription);
       else if (this.resolveTopic(topic)?.options.latestValue === true) {
-        sendLatest(this.broker, this.logger, topic, delivery);
+        sendLatest(this.broker, this.logger, topic, subscription);
       }
-      this.registry.attach(topic, delivery);
+      this.registry.attach(topic, subscription);
       subscription.started = true;
       this.lifecycle?.subscribed(session, topic);
     });
@@ -861,11 +860,11 @@ export class PubSubService<C> {
   }
 
   /**
-   * `quotedId`: the subscription id JSON-quoted. `ownerId`: the session's id, for a topic
-   * subscription (a publish `except` it passes it by).
+   * A stream's delivery (a topic subscription is its own: TopicSubscription). `quotedId`: the
+   * subscription id JSON-quoted.
    */
-  private newDelivery(sink: Sink, quotedId: string, flow: FlowControl, ownerId?: string): Delivery {
-    return new Delivery(sink, this.routeOf(flow), quotedId, ownerId);
+  private newDelivery(sink: Sink, quotedId: string, flow: FlowControl): Delivery {
+    return new Delivery(sink, this.routeOf(flow), quotedId);
   }
 
   /**

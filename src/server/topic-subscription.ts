@@ -1,4 +1,6 @@
-import type { Delivery } from '../pubsub/delivery.js';
+import { Delivery } from '../pubsub/delivery.js';
+import type { DeliveryRoute } from '../pubsub/delivery.js';
+import type { Sink } from '../pubsub/sink.js';
 import type { TopicRegistry } from '../pubsub/topic-registry.js';
 import type { SessionSubscription, SessionTable } from './pubsub-types.js';
 import type { Session } from './session.js';
@@ -24,9 +26,12 @@ export type KeptParams = string | typeof PARAMS_NOT_KEPT | undefined;
  * the node lets go of the topic, the connection's bytes (topic name, kept params) come back. A
  * class rather than a closure: a closure made where the subscribe is handled would keep that
  * whole scope (the request, the call's context) for as long as the subscription lives, on every
- * subscriber.
+ * subscriber. It is its own Delivery (the outbound path the topic's registry writes to) rather
+ * than holding one: a gateway keeps one per subscriber of every topic, and one object instead
+ * of two saves an object header and a reference on each (32 bytes, test/pubsub/delivery-
+ * footprint.test.ts).
  */
-export class TopicSubscription<C> implements SessionSubscription {
+export class TopicSubscription<C> extends Delivery implements SessionSubscription {
   /** Announced live (lifecycle `subscribed`): its end is announced too. */
   started = false;
   /** What `onTopicSubscribed` (presence) returned for it: run after the rest of its end. */
@@ -40,7 +45,8 @@ export class TopicSubscription<C> implements SessionSubscription {
      * that were not kept, undefined when it carried none.
      */
     private readonly kept: KeptParams,
-    readonly delivery: Delivery,
+    /** The delivery's: its sink (the session), route, quoted id and owner (the session's id). */
+    delivery: { sink: Sink; route: DeliveryRoute; quotedId: string; ownerId: string },
     /**
      * UTF-8 bytes of `topic` and of `kept`, counted against the connection
      * (maxTopicBytesPerConnection).
@@ -48,7 +54,14 @@ export class TopicSubscription<C> implements SessionSubscription {
     private readonly bytes: number,
     private readonly table: SessionTable,
     private readonly ends: TopicEnds<C>,
-  ) {}
+  ) {
+    super(delivery.sink, delivery.route, delivery.quotedId, delivery.ownerId);
+  }
+
+  /** The outbound path of the subscription: itself. */
+  get delivery(): Delivery {
+    return this;
+  }
 
   /** What the subscribe carried for the topic's `authorize`; undefined when none or not kept. */
   get params(): unknown {
@@ -66,9 +79,9 @@ export class TopicSubscription<C> implements SessionSubscription {
   }
 
   teardown(): void {
-    this.delivery.stop();
+    this.stop();
     this.table.topicBytes -= this.bytes;
-    this.ends.registry.detach(this.topic, this.delivery);
+    this.ends.registry.detach(this.topic, this);
     this.ends.registry.release(this.topic);
     if (this.started)
       this.ends.lifecycle()?.unsubscribed(this.table.sink as Session<C>, this.topic);

@@ -1,5 +1,8 @@
 import { expect, it } from 'vitest';
 import { Delivery } from '../../src/pubsub/delivery.js';
+import { TopicSubscription } from '../../src/server/topic-subscription.js';
+import type { TopicEnds } from '../../src/server/topic-subscription.js';
+import type { SessionTable } from '../../src/server/pubsub-types.js';
 import type { DeliveryRoute } from '../../src/pubsub/delivery.js';
 import { messageTail, notificationHead } from '../../src/pubsub/frames.js';
 import type { Sink } from '../../src/pubsub/sink.js';
@@ -17,6 +20,13 @@ import { fullGc, heapUsedButCode } from '../support/heap.js';
  * field each, made 176 + 16 bytes. The bound sits between.
  */
 const BOUND_BYTES_PER_DELIVERY = 160;
+/*
+ * A topic subscription (what a session's table and the topic's registry hold) is its own
+ * Delivery: 200 bytes (seven fields of its own on top of the delivery's). Held beside a Delivery
+ * of its own, it was an 88-byte object and the 144-byte delivery: 232 bytes. The bound sits
+ * between.
+ */
+const BOUND_BYTES_PER_TOPIC_SUBSCRIPTION = 216;
 const DELIVERIES = 50_000;
 const ROUNDS = 3;
 const WARM_UP = 1000;
@@ -34,28 +44,67 @@ const route: DeliveryRoute = {
 };
 const tail = messageTail('1', 1);
 
-function delivered(ownerId: string): Delivery {
-  const delivery = new Delivery(sink, route, '"0x1"', ownerId);
+const owner = 'session-1';
+const table: SessionTable = {
+  sink,
+  subscriptions: new Map(),
+  topicBytes: 0,
+  historySlots: undefined,
+  drains: undefined,
+  newTopics: undefined,
+};
+const ends: TopicEnds<unknown> = {
+  registry: { detach: () => undefined, release: () => undefined },
+  lifecycle: () => undefined,
+};
+
+function delivered(): Delivery {
+  const delivery = new Delivery(sink, route, '"0x1"', owner);
   delivery.offer(tail, undefined, 1);
   return delivery;
 }
 
-/** Heap grown per delivery by making DELIVERIES of them (after a warm-up, so shapes settle). */
-function perDeliveryBytes(): number {
-  const owner = 'session-1';
-  const deliveries = new Array<Delivery | undefined>(DELIVERIES + WARM_UP).fill(undefined);
-  for (let i = 0; i < WARM_UP; i++) deliveries[i] = delivered(owner);
+/** A topic subscription as the pub/sub service makes it, started and having delivered. */
+function subscribed(): TopicSubscription<unknown> {
+  const subscription = new TopicSubscription<unknown>(
+    'prices',
+    undefined,
+    { sink, route, quotedId: '"0x1"', ownerId: owner },
+    6,
+    table,
+    ends,
+  );
+  subscription.started = true;
+  subscription.delivery.offer(tail, undefined, 1);
+  return subscription;
+}
+
+/** Heap grown per object by making DELIVERIES of them (after a warm-up, so shapes settle). */
+function perObjectBytes(make: () => { delivery: Delivery } | Delivery): number {
+  const made = new Array<{ delivery: Delivery } | Delivery | undefined>(DELIVERIES + WARM_UP).fill(
+    undefined,
+  );
+  for (let i = 0; i < WARM_UP; i++) made[i] = make();
   fullGc();
   const before = heapUsedButCode();
-  for (let i = WARM_UP; i < DELIVERIES + WARM_UP; i++) deliveries[i] = delivered(owner);
+  for (let i = WARM_UP; i < DELIVERIES + WARM_UP; i++) made[i] = make();
   fullGc();
   const grown = heapUsedButCode() - before;
-  expect(deliveries.every((d) => d !== undefined && !d.isStopped)).toBe(true);
+  const live = (d: (typeof made)[number]) =>
+    d !== undefined && !(d instanceof Delivery ? d : d.delivery).isStopped;
+  expect(made.every(live)).toBe(true);
   return grown / DELIVERIES;
 }
 
+/** The least of a few rounds: what else the test process allocates meanwhile only adds. */
+const leastOf = (make: () => { delivery: Delivery } | Delivery): number =>
+  Math.min(...Array.from({ length: ROUNDS }, () => perObjectBytes(make)));
+
 it('a delivery that has delivered holds at most 160 bytes of its own', () => {
-  // The least of a few rounds: what else the test process allocates meanwhile only adds.
-  const perDelivery = Math.min(...Array.from({ length: ROUNDS }, perDeliveryBytes));
-  expect(perDelivery).toBeLessThanOrEqual(BOUND_BYTES_PER_DELIVERY);
+  expect(leastOf(delivered)).toBeLessThanOrEqual(BOUND_BYTES_PER_DELIVERY);
+});
+
+it('a topic subscription, its delivery included, holds at most 216 bytes of its own', () => {
+  // Held as the session's table holds it: the subscription, and through it its delivery.
+  expect(leastOf(subscribed)).toBeLessThanOrEqual(BOUND_BYTES_PER_TOPIC_SUBSCRIPTION);
 });
