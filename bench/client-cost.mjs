@@ -22,8 +22,15 @@ const { values: opts } = parseArgs({
     clients: { type: 'string', default: '1' },
     only: { type: 'string' },
     child: { type: 'boolean', default: false },
+    help: { type: 'boolean', default: false },
   },
 });
+if (opts.help) {
+  console.log(
+    'node bench/client-cost.mjs [--seconds N] [--in-flight N] [--clients N] [--only variant]',
+  );
+  process.exit(0);
+}
 
 /** name -> [client, mode, createClient options] */
 const VARIANTS = {

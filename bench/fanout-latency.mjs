@@ -106,9 +106,17 @@ async function subscribe(url, clientKind, got) {
   return () => ws.terminate();
 }
 
+const USAGE =
+  'node bench/fanout-latency.mjs <gateway|ws> <wsrpc|raw> [subscribers=1000] [messages=200] [intervalMs=10]';
+
 async function main() {
   const [serverKind, clientKind, subscribers = '1000', messages = '200', interval = '10'] =
     process.argv.slice(2);
+  if (!['gateway', 'ws'].includes(serverKind) || !['wsrpc', 'raw'].includes(clientKind)) {
+    console.log(USAGE);
+    process.exitCode = serverKind === '--help' ? 0 : 2;
+    return;
+  }
   const S = Number(subscribers);
   const N = Number(messages);
   const out = process.env.CALLGRIND;

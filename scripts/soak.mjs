@@ -343,8 +343,15 @@ function readOptions() {
       seconds: { type: 'string', default: '60' },
       rate: { type: 'string', default: '1500' },
       'publish-ms': { type: 'string', default: '5' },
+      help: { type: 'boolean', default: false },
     },
   });
+  if (values.help) {
+    console.log(
+      'npm run soak, or node scripts/soak.mjs [--connections 3000] [--seconds 60] [--rate 1500] [--publish-ms 5]',
+    );
+    process.exit(0);
+  }
   const int = (name, min, max) => {
     const n = Number(values[name]);
     if (!Number.isInteger(n) || n < min || n > max) {

@@ -143,8 +143,15 @@ async function main() {
       connections: { type: 'string', default: '2000' },
       snapshot: { type: 'boolean', default: false },
       subscribe: { type: 'string' },
+      help: { type: 'boolean', default: false },
     },
   });
+  if (values.help) {
+    console.log(
+      'node --expose-gc bench/scale/idle-footprint.mjs [--contestant gateway|raw-ws] [--connections N] [--snapshot] [--subscribe few|many]',
+    );
+    return;
+  }
   const layout = values.subscribe;
   if (layout !== undefined && layout !== 'few' && layout !== 'many') {
     throw new Error(`--subscribe must be few or many, not ${layout}`);
