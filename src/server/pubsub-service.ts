@@ -791,12 +791,8 @@ export class PubSubService<C> {
     const subscription = new TopicSubscription<C>(
       topic,
       kept,
-      {
-        sink: table.sink,
-        route: this.routeOf(flow),
-        quotedId: this.registry.quotedId(topic, id),
-        ownerId: session.id,
-      },
+      this.routeOf(flow),
+      this.registry.quotedId(topic, id),
       bytes,
       table,
       this.topicEnds,

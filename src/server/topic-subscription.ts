@@ -1,6 +1,5 @@
 import { Delivery } from '../pubsub/delivery.js';
 import type { DeliveryRoute } from '../pubsub/delivery.js';
-import type { Sink } from '../pubsub/sink.js';
 import type { TopicRegistry } from '../pubsub/topic-registry.js';
 import type { SessionSubscription, SessionTable } from './pubsub-types.js';
 import type { Session } from './session.js';
@@ -45,8 +44,10 @@ export class TopicSubscription<C> extends Delivery implements SessionSubscriptio
      * that were not kept, undefined when it carried none.
      */
     private readonly kept: KeptParams,
-    /** The delivery's: its sink (the session), route, quoted id and owner (the session's id). */
-    delivery: { sink: Sink; route: DeliveryRoute; quotedId: string; ownerId: string },
+    /** The topic's head, flow control and slow-consumer counter, shared by its subscriptions. */
+    route: DeliveryRoute,
+    /** The subscription id, JSON-quoted. */
+    quotedId: string,
     /**
      * UTF-8 bytes of `topic` and of `kept`, counted against the connection
      * (maxTopicBytesPerConnection).
@@ -55,7 +56,8 @@ export class TopicSubscription<C> extends Delivery implements SessionSubscriptio
     private readonly table: SessionTable,
     private readonly ends: TopicEnds<C>,
   ) {
-    super(delivery.sink, delivery.route, delivery.quotedId, delivery.ownerId);
+    // Written to the table's session, which owns it (a publish `except` it passes it by).
+    super(table.sink, route, quotedId, (table.sink as Session<C>).id);
   }
 
   /** The outbound path of the subscription: itself. */

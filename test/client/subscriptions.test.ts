@@ -248,7 +248,7 @@ describe('client subscriptions: history unavailable', () => {
 });
 
 describe('client subscriptions: lost before the position', () => {
-  /** Resolves once the client's subscription to `topic` is in `state` (its status). */
+  /** Reads the state `subscriptionStatus$` last told of the client's subscription to `topic`. */
   const statusOf = (client: RpcClient, topic: string) => {
     let state = '';
     subscriptions.push(subscriptionStatus$(client, topic).subscribe((s) => (state = s.state)));
