@@ -348,10 +348,12 @@ const turn = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, 0
 
 const clients: RpcClient[] = [];
 const subscriptions: Subscription[] = [];
-afterEach(async () => {
+/** Unsubscribe every Observer and close every client of the last run. */
+async function cleanUp(): Promise<void> {
   for (const s of subscriptions.splice(0)) s.unsubscribe();
   await Promise.all(clients.splice(0).map((c) => c.close()));
-});
+}
+afterEach(cleanUp);
 
 interface Observed {
   index: number;
@@ -556,8 +558,7 @@ describe('client subscription state: model-based', () => {
         try {
           await run(historyMax, script);
         } finally {
-          for (const s of subscriptions.splice(0)) s.unsubscribe();
-          await Promise.all(clients.splice(0).map((c) => c.close()));
+          await cleanUp();
         }
       }),
       { numRuns: Number(process.env.MODEL_RUNS ?? 150) },
@@ -576,8 +577,7 @@ describe('client subscription state: model-based', () => {
       try {
         await run(1_000, script);
       } finally {
-        for (const s of subscriptions.splice(0)) s.unsubscribe();
-        await Promise.all(clients.splice(0).map((c) => c.close()));
+        await cleanUp();
       }
     }
   });
@@ -599,8 +599,7 @@ describe('client subscription state: model-based', () => {
           try {
             await run(100_000, script);
           } finally {
-            for (const s of subscriptions.splice(0)) s.unsubscribe();
-            await Promise.all(clients.splice(0).map((c) => c.close()));
+            await cleanUp();
           }
         },
       ),
