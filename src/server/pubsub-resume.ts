@@ -9,31 +9,50 @@ import type { DrainWaiters } from '../pubsub/drain-waiters.js';
 import type { HistoryReads } from '../pubsub/history-reads.js';
 import type { Slots } from '../pubsub/slots.js';
 
+/** A topic's last seq and epoch as read for a subscriber that asked for its position. */
+export interface Placement {
+  readonly lastSeq: number;
+  readonly epoch: string | undefined;
+}
+
 /**
- * Tell the subscriber where it starts: `{"subscription": id, "seq": N, "epoch": E}`, N being
- * the last message it will not get and E the broker's name for the topic's numbering (when
- * it has one). Live messages wait meanwhile, so N is exact.
+ * Read where a subscriber that asked for its position starts, holding its live messages until
+ * `tellPosition`. Called in the turn the subscription joins the topic, so that every message
+ * after the one read is either held or counted in the read. Resolves to undefined when the
+ * broker could not say (logged).
  */
-export function sendPosition(
+export function readPosition(
   broker: Broker,
   logger: Logger,
   topic: string,
   delivery: Delivery,
-): void {
+): Promise<Placement | undefined> {
   delivery.pauseForReplay();
-  broker.history(topic, Number.MAX_SAFE_INTEGER).then(
-    ({ lastSeq, epoch }) => {
-      // Messages that arrived while asking are delivered: the position is just before them.
-      const position = Math.min(lastSeq, (delivery.firstWaitingSeq ?? lastSeq + 1) - 1);
-      delivery.sendPosition(position, epoch);
-      delivery.resume(0, [], position);
-    },
+  return broker.history(topic, Number.MAX_SAFE_INTEGER).then(
+    ({ lastSeq, epoch }) => ({ lastSeq, epoch }),
     (err: unknown) => {
       logger.warn({ err, topic }, 'could not read the topic position');
-      // Told no position, the subscriber starts from its first message (nothing is checked before).
-      delivery.resume(0, [], 0);
+      return undefined;
     },
   );
+}
+
+/**
+ * Tell the subscriber where it starts: `{"subscription": id, "seq": N, "epoch": E}`, N being
+ * the last message it will not get and E the broker's name for the topic's numbering (when
+ * it has one), then release the messages held since `readPosition`. N is exact: a message
+ * held meanwhile that the read already counted is delivered, the position put just before it.
+ */
+export function tellPosition(delivery: Delivery, placement: Placement | undefined): void {
+  if (placement === undefined) {
+    // Told no position, the subscriber starts from its first message (nothing is checked before).
+    delivery.resume(0, [], 0);
+    return;
+  }
+  const { lastSeq, epoch } = placement;
+  const position = Math.min(lastSeq, (delivery.firstWaitingSeq ?? lastSeq + 1) - 1);
+  delivery.sendPosition(position, epoch);
+  delivery.resume(0, [], position);
 }
 
 /** How a replay reads history: through the node's shared, bounded reads and the connection's slots. */

@@ -24,7 +24,8 @@ import { readHistoryParams } from '../pubsub/history-params.js';
 import { readTopicHistory } from './pubsub-history.js';
 import type { HistoryPage } from './pubsub-history.js';
 import { sendLatest } from './pubsub-latest.js';
-import { replay, sendPosition } from './pubsub-resume.js';
+import { readPosition, replay, tellPosition } from './pubsub-resume.js';
+import type { Placement } from './pubsub-resume.js';
 import { attachStream } from './pubsub-stream.js';
 import { StreamContext } from './stream-context.js';
 import type {
@@ -719,16 +720,17 @@ export class PubSubService<C> {
       // The broker is down: worth retrying (-32009), unlike an Internal error.
       throw this.brokerUnavailable(err, name, 'could not subscribe');
     }
+    let started: ReturnType<typeof this.startTopic>;
     try {
-      return await this.takeEffect(session, start.weighed, () => {
+      started = await this.takeEffect(session, start.weighed, () => {
         // The connection closed while the broker was subscribing.
         if (this.tables.get(session) !== table) throw new ConnectionClosedError();
         // Cancelled while the broker was subscribing: the caller is answered -32001, so nothing
         // may stay behind.
         throwIfCancelled(ctx);
-        const id = this.startTopic(topic, bytes, table, flow, ctx, start);
-        this.watchTopicSubscription(session, topic, id, table);
-        return id;
+        const made = this.startTopic(topic, bytes, table, flow, ctx, start);
+        this.watchTopicSubscription(session, topic, made.id, table);
+        return made;
       });
     } catch (err) {
       // Refused by a refresh, closed, cancelled, or another subscribe took the last slot while
@@ -737,6 +739,21 @@ export class PubSubService<C> {
       this.registry.release(topic);
       throw err;
     }
+    const { id, subscription, placed } = started;
+    if (!placed) return id;
+    // The reply waits for the position, so that the two leave in one write: a client that has
+    // the reply has where it starts, rather than a connection lost between the two frames.
+    await placed;
+    // A subscription ended meanwhile (a refresh refused it, the server made the session leave
+    // the topic) has sent its end frame: the reply names it and the client ends it. One whose
+    // call was cancelled is answered -32001 by the peer, so it may not stay behind.
+    if (ctx.signal.aborted && table.subscriptions.get(id) === subscription) {
+      table.subscriptions.delete(id);
+      subscription.teardown();
+    }
+    throwIfCancelled(ctx);
+    if (this.tables.get(session) !== table) throw new ConnectionClosedError();
+    return id;
   }
 
   /** Refreshes `session` has had (see `refreshes`). */
@@ -773,6 +790,12 @@ export class PubSubService<C> {
     return effect();
   }
 
+  /**
+   * Make the subscription and settle where it starts, in the turn it is made. One that says
+   * where it starts (`since`, `position`, or `$inbox`'s own start) joins the topic now, its live
+   * messages held; a position is read now, and `placed` settles once it is known, so the reply
+   * can wait for it and go out with it. Any other subscription joins once its reply has gone.
+   */
   private startTopic(
     topic: string,
     bytes: number,
@@ -780,7 +803,7 @@ export class PubSubService<C> {
     flow: FlowControl,
     ctx: TopicContext,
     { request, starting, kept }: TopicStart,
-  ): string {
+  ): { id: string; subscription: TopicSubscription<C>; placed?: Promise<unknown> } {
     this.checkLimit(table);
     // Sharing the topic's id lets one encoded frame serve every such subscriber.
     const sharedId = this.registry.sharedId(topic);
@@ -798,27 +821,39 @@ export class PubSubService<C> {
       this.topicEnds,
     );
     table.subscriptions.set(id, subscription);
+    const { since, epoch, position = false } = starting ? starting(request) : request;
+    subscription.resumable = since !== undefined || position;
+    subscription.clientEpoch = epoch;
+    // Where it starts is settled in the turn it joins the topic: no message falls between.
+    const joinsNow = since !== undefined || position || starting !== undefined;
+    let placement: Placement | undefined;
+    let placed: Promise<unknown> | undefined;
+    if (since === undefined && position) {
+      placed = readPosition(this.broker, this.logger, topic, subscription).then(
+        (read) => (placement = read),
+      );
+    } else if (joinsNow) subscription.pauseForReplay(since);
+    if (joinsNow) this.registry.attach(topic, subscription);
     ctx.afterReply(() => {
       if (table.subscriptions.get(id) !== subscription) return;
-      // Where it starts is settled in the turn it joins the topic: no message falls between.
-      const { since, epoch, position = false } = starting ? starting(request) : request;
-      subscription.resumable = since !== undefined || position;
-      subscription.clientEpoch = epoch;
       if (since !== undefined) {
         replay(this.broker, this.logger, topic, since, epoch, subscription, {
           reads: this.historyReads,
           slots: this.historySlotsOf(table),
           drains: (table.drains ??= new DrainWaiters(session)),
         });
-      } else if (position) sendPosition(this.broker, this.logger, topic, subscription);
-      else if (this.resolveTopic(topic)?.options.latestValue === true) {
-        sendLatest(this.broker, this.logger, topic, subscription);
+      } else if (placed) tellPosition(subscription, placement);
+      else if (joinsNow) subscription.resume(0, [], 0);
+      else {
+        if (this.resolveTopic(topic)?.options.latestValue === true) {
+          sendLatest(this.broker, this.logger, topic, subscription);
+        }
+        this.registry.attach(topic, subscription);
       }
-      this.registry.attach(topic, subscription);
       subscription.started = true;
       this.lifecycle?.subscribed(session, topic);
     });
-    return id;
+    return placed ? { id, subscription, placed } : { id, subscription };
   }
 
   private startStream(

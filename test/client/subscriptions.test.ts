@@ -1,5 +1,6 @@
 import type { Observable, Subscription } from 'rxjs';
 import { afterEach, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
 import {
   ErrorCode,
   MemoryBroker,
@@ -19,6 +20,7 @@ import type { WireFrame } from '../support/raw-rpc.js';
 import { recordingWebSocket } from '../support/client.js';
 import type { RpcClient } from '../../src/client/client.js';
 import { subscriptionStatus$ } from '../../src/client/subscription-status.js';
+import type { WebSocketConstructor } from '../../src/transport/websocket-transport.js';
 
 const res = new Resources();
 const subscriptions: Subscription[] = [];
@@ -255,39 +257,65 @@ describe('client subscriptions: lost before the position', () => {
     return () => state;
   };
 
-  /** A memory broker whose position reads (history from the top) wait for `release`. */
-  class HeldPosition extends MemoryBroker {
-    hold = true;
-    readonly held: (() => void)[] = [];
-    override history(topic: string, afterSeq: number) {
-      const read = () => super.history(topic, afterSeq);
-      if (!this.hold || afterSeq !== Number.MAX_SAFE_INTEGER) return read();
-      return new Promise<void>((resolve) => this.held.push(resolve)).then(read);
-    }
+  /**
+   * A `ws` WebSocket class whose first connection is cut when the frame telling a subscription's
+   * position arrives: that frame and any after it are never delivered. The gateway writes the
+   * reply and the position together, so this is the one way a client gets the one without the
+   * other: a connection lost between the two frames of one write. `onCut` runs at the cut.
+   */
+  function cutAtFirstPosition(onCut: () => void): WebSocketConstructor {
+    let cuts = 0;
+    return class CutAtPosition extends WebSocket {
+      #cut = false;
+      override emit(event: string | symbol, ...args: unknown[]): boolean {
+        if (event === 'message' && !this.#cut && cuts === 0) {
+          const frame = JSON.parse(String(args[0])) as WireFrame;
+          const params = frame.params as { seq?: number; result?: unknown } | undefined;
+          if (
+            frame.method === 'subscription' &&
+            params?.seq !== undefined &&
+            !('result' in params)
+          ) {
+            cuts++;
+            this.#cut = true;
+            this.terminate();
+            onCut();
+          }
+        }
+        if (event === 'message' && this.#cut) return false;
+        return super.emit(event, ...args);
+      }
+    };
   }
 
-  // The server accepted the subscription (the client has its reply: status 'subscribed') but
-  // the connection is lost before the position that says where it starts. What is published
-  // until the next subscribe cannot be asked for: the client says so with a gap of unknown size.
+  // The client has the subscription's reply (status 'subscribed') but the connection is lost
+  // before the position that says where it starts. What is published until the next subscribe
+  // cannot be asked for: the client says so with a gap of unknown size.
   it.each([0, 3])(
     'with %i published meanwhile: a gap signal of unknown size, then the messages after the new position',
     async (published) => {
-      const broker = new HeldPosition();
-      const { gateway, url } = await res.gateway({ broker });
+      const { gateway, url } = await res.gateway();
       gateway.topic('news');
-      const client = res.client(url);
+      let stateAtCut: string | undefined;
+      let publishing: Promise<unknown> = Promise.resolve();
+      const client = res.client(url, {
+        WebSocket: cutAtFirstPosition(() => {
+          stateAtCut = state();
+          // Published at the cut, before the client can reconnect: the memory broker numbers
+          // each message as it is published.
+          const messages = Array.from({ length: published }, (_, i) => i + 1);
+          publishing = Promise.all(messages.map((n) => gateway.publish('news', n)));
+        }),
+      });
       const seen = observe(client.subscribeWithMeta('news'));
       const state = statusOf(client, 'news');
-      await waitUntil(() => broker.held.length === 1, 'the position read');
-      await waitUntil(() => state() === 'subscribed', 'the subscribe reply');
+      await waitUntil(() => stateAtCut !== undefined, 'the cut at the position');
+      expect(stateAtCut).toBe('subscribed');
+      await publishing;
 
-      broker.hold = false;
-      for (const session of gateway.sessions.values()) session.close(1012, 'restart');
-      await waitUntil(() => state() === 'resuming', 'the lost connection');
-      for (let n = 1; n <= published; n++) await gateway.publish('news', n);
-      for (const release of broker.held.splice(0)) release();
       await waitUntil(
-        () => state() === 'subscribed' && topicsOf(gateway)['news'] === 1,
+        () =>
+          state() === 'subscribed' && topicsOf(gateway)['news'] === 1 && client.state === 'open',
         'the resubscription',
       );
       await gateway.publish('news', 'next');
@@ -301,9 +329,7 @@ describe('client subscriptions: lost before the position', () => {
   );
 
   it('a subscription that learnt its position resumes from it: no gap signal, what was published meanwhile replayed', async () => {
-    const broker = new HeldPosition();
-    broker.hold = false;
-    const { gateway, url } = await res.gateway({ broker });
+    const { gateway, url } = await res.gateway();
     gateway.topic('news');
     const client = res.client(url);
     const seen = observe(client.subscribeWithMeta('news'));

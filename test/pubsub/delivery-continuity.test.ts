@@ -14,7 +14,7 @@ import type { SlowConsumerPolicy } from '../../src/pubsub/delivery.js';
 import { notificationHead } from '../../src/pubsub/frames.js';
 import type { Sink } from '../../src/pubsub/sink.js';
 import { TopicRegistry } from '../../src/pubsub/topic-registry.js';
-import { replay, sendPosition } from '../../src/server/pubsub-resume.js';
+import { readPosition, replay, tellPosition } from '../../src/server/pubsub-resume.js';
 
 const TOPIC = 't';
 const head = notificationHead('subscription');
@@ -190,7 +190,10 @@ async function subscriber(setup: Setup) {
       firstPage: setup.firstPage,
     });
   } else if (setup.mode === 'position') {
-    sendPosition(broker, silentLogger, TOPIC, delivery);
+    // As the gateway does: read when it joins the topic, tell once the reply has gone.
+    void readPosition(broker, silentLogger, TOPIC, delivery).then((placement) =>
+      tellPosition(delivery, placement),
+    );
   }
   registry.attach(TOPIC, delivery);
   return { broker, sink, delivery, drops };
