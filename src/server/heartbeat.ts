@@ -16,6 +16,13 @@ export interface Watched {
 const MAX_SLICES = 100;
 /** ...each at least this long (so short intervals, as tests use, are one slice). */
 const MIN_SLICE_MS = 100;
+/**
+ * The most connections visited in one event-loop turn: a slice holding more goes on in the next
+ * turns (setImmediate), so that the sockets' I/O is served in between. A ping costs tens of µs
+ * of CPU here (its write and its pong), so a turn holds the loop a few ms at most, however many
+ * connections a slice has (1,000 at 100,000 connections).
+ */
+export const VISITS_PER_TURN = 100;
 
 /**
  * Pings every WebSocket once per interval and terminates those that did not answer the
@@ -26,9 +33,10 @@ const MIN_SLICE_MS = 100;
  *
  * The interval is cut into slices (up to 100, at least 100 ms long): each connection is given
  * one when it opens (in turn, so they stay even) and is visited in that slice of every round,
- * so going through 100,000 connections is a hundred short turns rather than one that writes
- * 100,000 pings while every other socket waits (seconds, on two cores), and each connection's
- * visits are exactly one interval apart, however many open and close meanwhile.
+ * so going through 100,000 connections is a hundred short slices rather than one turn that
+ * writes 100,000 pings while every other socket waits (seconds, on two cores), and each
+ * connection's visits are exactly one interval apart, however many open and close meanwhile. A
+ * slice itself is visited VISITS_PER_TURN connections per event-loop turn.
  *
  * It also closes a connection (WebSocket or TCP) whose queued output is above `stuckBytes`
  * (`maxBufferedBytes`) at two visits in a row when what was queued at the first has still not
@@ -91,18 +99,32 @@ export class Heartbeat<K = string> {
     if (this.at === 0) this.payload = randomBytes(8);
     const keys = this.slices[this.at]!;
     this.at = (this.at + 1) % this.slices.length;
-    let kept = 0;
-    for (let i = 0; i < keys.length; i++) {
+    this.visitFrom(keys, 0, 0, this.payload);
+  }
+
+  /**
+   * Visit `keys` from `from` on, at most VISITS_PER_TURN of them, then go on in the next turn.
+   * The keys still watched are moved down to the first `kept` places as it goes (keys a session
+   * opened meanwhile adds at the end are visited too), and the rest cut off at the end.
+   */
+  private visitFrom(keys: K[], from: number, kept: number, payload: Buffer): void {
+    if (this.timer === undefined) return; // stopped
+    const end = Math.min(keys.length, from + VISITS_PER_TURN);
+    for (let i = from; i < end; i++) {
       const key = keys[i]!;
       const entry = this.watched.get(key);
       if (!entry) continue;
       keys[kept++] = key;
-      this.visit(entry);
+      this.visit(entry, payload);
+    }
+    if (end < keys.length) {
+      setImmediate(() => this.visitFrom(keys, end, kept, payload));
+      return;
     }
     keys.length = kept;
   }
 
-  private visit(entry: Watched): void {
+  private visit(entry: Watched, payload: Buffer): void {
     const transport = entry.transport;
     if (this.stuck(transport)) {
       this.onDead('not-reading');
@@ -120,7 +142,7 @@ export class Heartbeat<K = string> {
       transport.socket.terminate();
       return;
     }
-    transport.ping(this.payload);
+    transport.ping(payload);
   }
 
   /**

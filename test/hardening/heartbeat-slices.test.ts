@@ -3,7 +3,7 @@
 // each ping (the pong with its payload) or not. No socket is opened.
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { Heartbeat } from '../../src/server/heartbeat.js';
+import { Heartbeat, VISITS_PER_TURN } from '../../src/server/heartbeat.js';
 import type { HeartbeatVerdict, Watched } from '../../src/server/heartbeat.js';
 import { WsTransport } from '../../src/transport/ws-transport.js';
 import type { TransportSocket } from '../../src/transport/ws-transport.js';
@@ -89,6 +89,36 @@ describe('heartbeat slices', () => {
     }
   });
 
+  it(`visits a slice of more than ${VISITS_PER_TURN} connections ${VISITS_PER_TURN} per event-loop turn, so the sockets' I/O is served in between`, async () => {
+    const { fakes, add, start, takeVisits } = connections();
+    const count = 2 * VISITS_PER_TURN + VISITS_PER_TURN / 2;
+    for (let i = 0; i < count; i++) add(true);
+    // One slice (an interval of 100 ms) holding every connection.
+    const heartbeat = start(100);
+    const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+    try {
+      vi.advanceTimersByTime(100);
+      const turns = [takeVisits()];
+      // The heartbeat's next turn was queued before this one's, so it has run when this resolves.
+      while (turns.length < 5) {
+        await nextTurn();
+        turns.push(takeVisits());
+      }
+      expect(turns).toEqual([VISITS_PER_TURN, VISITS_PER_TURN, VISITS_PER_TURN / 2, 0, 0]);
+      expect(fakes.every((f) => f.pingedAt.length === 1)).toBe(true);
+      // A silent connection is still cut at its next visit, in the turn its place comes.
+      fakes[count - 1]!.answers = false;
+      vi.advanceTimersByTime(100);
+      for (let i = 0; i < 3; i++) await nextTurn();
+      vi.advanceTimersByTime(100);
+      for (let i = 0; i < 3; i++) await nextTurn();
+      expect(fakes[count - 1]!.terminatedAt).toHaveLength(1);
+      expect(fakes.slice(0, -1).every((f) => f.terminatedAt.length === 0)).toBe(true);
+    } finally {
+      heartbeat.stop();
+    }
+  });
+
   it('model: slices as even as the connections allow, each connection visited exactly one interval apart whoever opens and closes, the silent ones cut at their second visit', () => {
     fc.assert(
       fc.property(
@@ -96,6 +126,9 @@ describe('heartbeat slices', () => {
         fc.array(fc.boolean(), { maxLength: 300 }),
         fc.array(fc.tuple(fc.boolean(), fc.nat()), { maxLength: 100 }),
         (intervalMs, first, late) => {
+          // A slice of more than VISITS_PER_TURN goes on in setImmediate turns: faked here too,
+          // so each advance runs the whole slice.
+          vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'setImmediate'] });
           const { watched, fakes, add, start, takeVisits, clock } = connections();
           for (const answers of first) add(answers);
           const dead: HeartbeatVerdict[] = [];
