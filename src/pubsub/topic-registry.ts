@@ -3,8 +3,44 @@ import type { Delivery } from './delivery.js';
 import { SharedFrame, messageTail } from './frames.js';
 import { exceptMatcher } from './except-set.js';
 
+/**
+ * A topic with more local subscribers than this is fanned out this many subscribers per
+ * event-loop turn, the sockets' I/O served in between: a socket write costs 15 to 30 µs here, so
+ * a turn holds the loop a few ms, where writing to 10,000 subscribers in one held it 200 to 300
+ * ms (bench/scale/loop-delay.mjs).
+ */
+export const FAN_OUT_PER_TURN = 250;
+
+/**
+ * The most messages of one topic that wait for a fan-out under way over several turns: past it,
+ * the fan-out is finished at once, in the turn, as a small topic's is. So what waits is bounded,
+ * and a node that cannot keep up is held back by its broker link as it would be without turns.
+ */
+export const MAX_FAN_OUT_BACKLOG = 1_000;
+
+/** A message ready to offer to each subscriber: its frame built once. */
+interface Prepared {
+  readonly tail: string;
+  readonly shared: SharedFrame;
+  readonly seq: number;
+  /** Published `except` some sessions: whether a session is one of them. */
+  readonly excepted: ((sessionId: string) => boolean) | undefined;
+  /** The numbering restarted, or named its epoch for the first time: told before the message. */
+  readonly notice: { epoch: string | undefined; restarted: boolean } | undefined;
+}
+
+/** A big topic's fan-out under way: `batch` to every subscriber, `iterator` the next ones. */
+interface FanOutInTurns {
+  batch: Prepared[];
+  iterator: Iterator<Delivery> | undefined;
+  /** Arrived since the batch started: the next batch. */
+  pending: Prepared[];
+}
+
 interface TopicState {
   deliveries: Set<Delivery>;
+  /** Set while a fan-out goes on over several turns: later messages wait behind it. */
+  fanning: FanOutInTurns | undefined;
   /** Holders (deliveries plus accepted-but-not-started subscriptions) keeping the broker subscription. */
   holds: number;
   lastSeq: number;
@@ -33,6 +69,10 @@ export class TopicRegistry {
     /** Hands out subscription ids; the registry takes one per topic to share. */
     private readonly newId: () => string,
     private readonly onBrokerError: (err: unknown, topic: string) => void,
+    /** Subscribers written to per turn on a big topic (FAN_OUT_PER_TURN; tests use fewer). */
+    private readonly perTurn = FAN_OUT_PER_TURN,
+    /** Messages that may wait behind a fan-out in turns (MAX_FAN_OUT_BACKLOG). */
+    private readonly maxBacklog = MAX_FAN_OUT_BACKLOG,
   ) {}
 
   /** The id shared by the first subscription of each session to `topic`; undefined if not held. */
@@ -63,6 +103,7 @@ export class TopicRegistry {
       const sharedId = this.newId();
       const created: TopicState = {
         deliveries: new Set(),
+        fanning: undefined,
         holds: 0,
         lastSeq: 0,
         epoch: undefined,
@@ -120,34 +161,99 @@ export class TopicRegistry {
     return out;
   }
 
+  /**
+   * A message from the broker, to every local subscriber of its topic, in the order the broker
+   * sent them. A topic of at most `perTurn` subscribers is written to at once. A bigger one is
+   * written to `perTurn` subscribers per turn: the messages that arrive in the task gather into
+   * one batch (each subscriber gets them in one write), and those that arrive while it goes on
+   * wait for the next, so every subscriber gets every message in order.
+   */
   private fanOut(message: BrokerMessage): void {
     const state = this.topics.get(message.topic);
     if (!state) return;
+    const prepared = this.prepare(state, message);
+    const fanning = state.fanning;
+    if (fanning) {
+      fanning.pending.push(prepared);
+      if (fanning.pending.length >= this.maxBacklog) this.fanOutInTurns(state, fanning, Infinity);
+      return;
+    }
+    if (state.deliveries.size > this.perTurn) {
+      const started: FanOutInTurns = { batch: [], iterator: undefined, pending: [prepared] };
+      state.fanning = started;
+      queueMicrotask(() => this.fanOutInTurns(state, started, this.perTurn));
+      return;
+    }
+    const { tail, shared, seq, excepted, notice } = prepared;
+    if (excepted === undefined && notice === undefined) {
+      for (const delivery of state.deliveries) delivery.offer(tail, shared, seq);
+      return;
+    }
+    // Rare: published `except` some sessions, or a notice each subscriber checks its epoch by
+    // (once per held topic, and on a restart).
+    for (const delivery of state.deliveries) offerTo(delivery, prepared);
+  }
+
+  /** The message's frame and what each subscriber is to check first; the topic's numbering moves on. */
+  private prepare(state: TopicState, message: BrokerMessage): Prepared {
     const epoch = message.epoch;
     // Numbering restarted (a broker that lost its data): earlier sequence numbers mean nothing now.
     const restarted =
       message.seq <= state.lastSeq ||
       (epoch !== undefined && state.epoch !== undefined && epoch !== state.epoch);
-    if (restarted || (epoch !== undefined && state.epoch === undefined)) {
-      // Rare (once per held topic, and on a restart): each subscriber checks its own epoch.
-      for (const delivery of state.deliveries) delivery.epochSeen(epoch, restarted);
-    }
+    const notice =
+      restarted || (epoch !== undefined && state.epoch === undefined)
+        ? { epoch, restarted }
+        : undefined;
     state.lastSeq = message.seq;
     if (epoch !== undefined) state.epoch = epoch;
     // The payload was serialized once at publish; the tail is built once per message.
     const tail = messageTail(message.payload, message.seq);
     const shared = new SharedFrame(state.sharedQuotedId, this.head + state.sharedQuotedId + tail);
-    const except = message.except;
-    if (except === undefined) {
-      for (const delivery of state.deliveries) delivery.offer(tail, shared, message.seq);
-      return;
-    }
     // Published `except` some sessions: theirs pass it by (one lookup per subscriber).
-    const excepted = exceptMatcher(except);
-    for (const delivery of state.deliveries) {
-      if (delivery.ownerId !== undefined && excepted(delivery.ownerId)) {
-        delivery.pass(message.seq);
-      } else delivery.offer(tail, shared, message.seq);
+    const excepted = message.except === undefined ? undefined : exceptMatcher(message.except);
+    return { tail, shared, seq: message.seq, excepted, notice };
+  }
+
+  /**
+   * Go on with a fan-out in turns: up to `limit` subscribers now, the rest in the next turn; a
+   * finished batch makes way for the messages that waited. `limit` Infinity finishes it all now.
+   */
+  private fanOutInTurns(state: TopicState, fanning: FanOutInTurns, limit: number): void {
+    // Finished (at once, past the backlog bound) since this turn was planned.
+    if (state.fanning !== fanning) return;
+    for (let written = 0; ;) {
+      if (fanning.iterator === undefined) {
+        if (fanning.pending.length === 0) {
+          state.fanning = undefined;
+          return;
+        }
+        fanning.batch = fanning.pending;
+        fanning.pending = [];
+        // A subscriber that joins meanwhile is visited too (a Set's iterator reaches what is
+        // added after it): what it gets from before it joined its position accounts for.
+        fanning.iterator = state.deliveries.values();
+      }
+      for (;;) {
+        if (written >= limit) {
+          setImmediate(() => this.fanOutInTurns(state, fanning, this.perTurn));
+          return;
+        }
+        const next = fanning.iterator.next();
+        if (next.done === true) break;
+        for (const prepared of fanning.batch) offerTo(next.value, prepared);
+        written++;
+      }
+      fanning.iterator = undefined;
     }
   }
+}
+
+/** One prepared message to one subscriber: its epoch notice first, then the message or its pass. */
+function offerTo(delivery: Delivery, prepared: Prepared): void {
+  const { notice, excepted } = prepared;
+  if (notice) delivery.epochSeen(notice.epoch, notice.restarted);
+  if (excepted !== undefined && delivery.ownerId !== undefined && excepted(delivery.ownerId)) {
+    delivery.pass(prepared.seq);
+  } else delivery.offer(prepared.tail, prepared.shared, prepared.seq);
 }
