@@ -17,7 +17,7 @@ import { RawRpc } from '../support/raw-rpc.js';
 import { newSession, sessionIds } from '../support/gateway.js';
 import { waitUntil } from '../support/waiting.js';
 import type { WireFrame } from '../support/raw-rpc.js';
-import { recordingWebSocket } from '../support/client.js';
+import { observeEvents, recordingWebSocket } from '../support/client.js';
 import type { RpcClient } from '../../src/client/client.js';
 import { subscriptionStatus$ } from '../../src/client/subscription-status.js';
 import type { WebSocketConstructor } from '../../src/transport/websocket-transport.js';
@@ -32,18 +32,8 @@ afterEach(async () => {
 const topicsOf = (gateway: Gateway<unknown>) => gateway.pubsub.topics();
 const framesOf = (sent: WireFrame[], method: string) => sent.filter((f) => f.method === method);
 
-/** Record what an Observer gets: events, and how it ended. */
-function observe(source: Observable<SubscriptionEvent<unknown>>) {
-  const seen = { events: [] as SubscriptionEvent<unknown>[], errors: [] as unknown[], done: false };
-  subscriptions.push(
-    source.subscribe({
-      next: (e) => seen.events.push(e),
-      error: (err: unknown) => seen.errors.push(err),
-      complete: () => (seen.done = true),
-    }),
-  );
-  return seen;
-}
+const observe = <T>(source: Observable<SubscriptionEvent<T>>) =>
+  observeEvents(source, subscriptions);
 
 async function clientWithSession(
   gateway: Gateway<unknown>,

@@ -14,6 +14,7 @@ import { RawRpc } from '../support/raw-rpc.js';
 import { newSession, sessionIds } from '../support/gateway.js';
 import { Resources } from '../support/resources.js';
 import { waitUntil } from '../support/waiting.js';
+import { observeEvents } from '../support/client.js';
 
 const res = new Resources();
 const subscriptions: Subscription[] = [];
@@ -22,24 +23,27 @@ afterEach(async () => {
   await res.cleanup();
 });
 
-/** Record what an Observer gets: events, errors, and whether it completed. */
-function observe(source: Observable<SubscriptionEvent<unknown>>) {
-  const seen = { events: [] as SubscriptionEvent<unknown>[], errors: [] as unknown[], done: false };
-  subscriptions.push(
-    source.subscribe({
-      next: (e) => seen.events.push(e),
-      error: (err: unknown) => seen.errors.push(err),
-      complete: () => (seen.done = true),
-    }),
-  );
-  return seen;
-}
+const observe = <T>(source: Observable<SubscriptionEvent<T>>) =>
+  observeEvents(source, subscriptions);
 
 async function rawWithSession<C>(gateway: Gateway<C>, url: string) {
   const before = sessionIds(gateway);
   const client = await RawRpc.open(url);
   res.track(client.socket);
   return { client, session: newSession(gateway, before) };
+}
+
+/** Send a subscribe to `news` with `position: true`; resolves with its id once its position read is held. */
+async function subscribeHeld(client: RawRpc, broker: HeldPositionBroker): Promise<number> {
+  const id = client.nextId();
+  client.send({
+    jsonrpc: '2.0',
+    method: 'subscribe',
+    params: ['news', null, { position: true }],
+    id,
+  });
+  await waitUntil(() => broker.held.length === 1, 'the position read');
+  return id;
 }
 
 /**
@@ -72,14 +76,7 @@ describe('subscribing with its position', () => {
     const { client } = await rawWithSession(gateway, url);
     const reads = readsOf(client);
 
-    const id = client.nextId();
-    client.send({
-      jsonrpc: '2.0',
-      method: 'subscribe',
-      params: ['news', null, { position: true }],
-      id,
-    });
-    await waitUntil(() => broker.held.length === 1, 'the position read');
+    const id = await subscribeHeld(client, broker);
     // Published while the position is read: not counted in it, so delivered after it.
     await gateway.publish('news', 'meanwhile');
     // A later request is answered, this one is not: its reply waits for the position.
@@ -109,14 +106,7 @@ describe('subscribing with its position', () => {
     gateway.topic('news');
     const { client, session } = await rawWithSession(gateway, url);
 
-    const id = client.nextId();
-    client.send({
-      jsonrpc: '2.0',
-      method: 'subscribe',
-      params: ['news', null, { position: true }],
-      id,
-    });
-    await waitUntil(() => broker.held.length === 1, 'the position read');
+    const id = await subscribeHeld(client, broker);
     client.send({ jsonrpc: '2.0', method: 'rpc.cancel', params: { id } });
     await client.barrier();
     broker.release();
@@ -138,13 +128,7 @@ describe('subscribing with its position', () => {
     gateway.topic('news');
     const { client } = await rawWithSession(gateway, url);
 
-    client.send({
-      jsonrpc: '2.0',
-      method: 'subscribe',
-      params: ['news', null, { position: true }],
-      id: 1,
-    });
-    await waitUntil(() => broker.held.length === 1, 'the position read');
+    await subscribeHeld(client, broker);
     await client.close();
     await waitUntil(() => gateway.sessions.size === 0, 'the session to close');
     broker.release();

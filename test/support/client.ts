@@ -1,4 +1,5 @@
 import { filter, firstValueFrom, distinctUntilChanged, tap, toArray } from 'rxjs';
+import type { Observable, Subscription } from 'rxjs';
 import { WebSocket } from 'ws';
 import type { RpcClient } from '../../src/client/client.js';
 import type { ConnectionState } from '../../src/client/connection-state.js';
@@ -55,4 +56,20 @@ export function recordStates(client: RpcClient): {
     ),
   );
   return { states, done };
+}
+
+/**
+ * Record what an Observer of `source` gets: its events, its errors, and whether it completed
+ * (`done`). Its Subscription is pushed to `keep`, for the test to end afterwards.
+ */
+export function observeEvents<T>(source: Observable<T>, keep: Subscription[]) {
+  const seen = { events: [] as T[], errors: [] as unknown[], done: false };
+  keep.push(
+    source.subscribe({
+      next: (e) => seen.events.push(e),
+      error: (err: unknown) => seen.errors.push(err),
+      complete: () => (seen.done = true),
+    }),
+  );
+  return seen;
 }
