@@ -231,7 +231,8 @@ export class TopicRegistry {
         fanning.batch = fanning.pending;
         fanning.pending = [];
         // A subscriber that joins meanwhile is visited too (a Set's iterator reaches what is
-        // added after it): what it gets from before it joined its position accounts for.
+        // added after it): a message it is given from before it joined is accounted for by its
+        // position, as one the broker sends it late is.
         fanning.iterator = state.deliveries.values();
       }
       for (;;) {
