@@ -79,8 +79,11 @@ interface Replay {
   waitingChars: number;
   /** The first live message held since `pauseForReplay` (even if dropped from the backlog since). */
   firstHeldSeq: number | undefined;
-  /** Set when the topic's numbering restarted during a replay: what was read is void. */
-  restarted: { epoch: string | undefined } | undefined;
+  /**
+   * Set when the topic's numbering restarted during a replay: what was read is void, unless it
+   * was read in the new numbering (`epoch`, when the restart named a new one: not `rewound`).
+   */
+  restarted: { epoch: string | undefined; rewound: boolean } | undefined;
   /** An epoch learned from live messages while a replay was going on (told at `resume`). */
   learnedEpoch: string | undefined;
   /** The epoch of the history a paged replay reads (set by `replayBegin`). */
@@ -386,7 +389,14 @@ export class Delivery {
   /** The numbering restart seen during the replay, if any (live messages came in another one). */
   private restartSince(epoch: string | undefined): { epoch: string | undefined } | undefined {
     const replay = this.replay;
-    if (replay?.restarted) return replay.restarted;
+    const restarted = replay?.restarted;
+    if (restarted) {
+      // History (or the position) was read in the new numbering: what was read stands, and the
+      // live messages held since the restart follow on from it.
+      const readInIt = !restarted.rewound && epoch !== undefined && restarted.epoch === epoch;
+      if (!readInIt) return restarted;
+      replay!.restarted = undefined;
+    }
     const learned = replay?.learnedEpoch;
     if (learned !== undefined && epoch !== undefined && learned !== epoch) {
       // Live messages came in another numbering than the one history was read in.
@@ -480,9 +490,16 @@ export class Delivery {
    * `restarted`: the topic's numbering restarted. A subscriber whose positions belong to
    * another numbering is told, with a gap signal of unknown size carrying the new epoch,
    * before the new numbering's first message; one that had no epoch is told which it is.
+   * `rewound`: the restart kept the epoch (a broker restored from an older snapshot), so the
+   * epoch cannot tell who has seen it. A restart to a new epoch is no news to a subscriber
+   * already in it: one whose position was read, or that was told a gap, after the restart and
+   * before this node was handed the new numbering's first message.
    */
-  epochSeen(epoch: string | undefined, restarted: boolean): void {
+  epochSeen(epoch: string | undefined, restarted: boolean, rewound = false): void {
     if (this.stopped) return;
+    if (restarted && !rewound && epoch !== undefined && epoch === this.clientEpoch) {
+      restarted = false;
+    }
     const replay = this.replay;
     if (replay?.waiting && !restarted) {
       // Mid-replay, the replay compares the client's epoch with the broker's itself.
@@ -491,7 +508,7 @@ export class Delivery {
     }
     const other =
       epoch !== undefined && this.clientEpoch !== undefined && epoch !== this.clientEpoch;
-    if (restarted || other) this.numberingRestarted(epoch);
+    if (restarted || other) this.numberingRestarted(epoch, rewound);
     else this.tellEpoch(epoch);
   }
 
@@ -528,7 +545,7 @@ export class Delivery {
    * nothing now. A subscriber that tracks positions is told with a gap signal of unknown
    * size carrying the new epoch, before the new numbering's first message.
    */
-  private numberingRestarted(epoch: string | undefined): void {
+  private numberingRestarted(epoch: string | undefined, rewound: boolean): void {
     this.floorSeq = 0;
     if (this.held !== undefined) {
       // The old numbering's: never to be sent now.
@@ -542,7 +559,9 @@ export class Delivery {
       replay.waiting = new Fifo();
       replay.waitingChars = 0;
       replay.firstHeldSeq = undefined;
-      replay.restarted = { epoch };
+      replay.restarted = { epoch, rewound };
+      // Live messages come in the new numbering now.
+      replay.learnedEpoch = epoch ?? replay.learnedEpoch;
       return;
     }
     if (this.resumable) {

@@ -25,8 +25,11 @@ interface Prepared {
   readonly seq: number;
   /** Published `except` some sessions: whether a session is one of them. */
   readonly excepted: ((sessionId: string) => boolean) | undefined;
-  /** The numbering restarted, or named its epoch for the first time: told before the message. */
-  readonly notice: { epoch: string | undefined; restarted: boolean } | undefined;
+  /**
+   * The numbering restarted, or named its epoch for the first time: told before the message.
+   * `rewound`: restarted in the same epoch (its seq went back).
+   */
+  readonly notice: { epoch: string | undefined; restarted: boolean; rewound: boolean } | undefined;
 }
 
 /** A big topic's fan-out under way: `batch` to every subscriber, `iterator` the next ones. */
@@ -198,12 +201,12 @@ export class TopicRegistry {
   private prepare(state: TopicState, message: BrokerMessage): Prepared {
     const epoch = message.epoch;
     // Numbering restarted (a broker that lost its data): earlier sequence numbers mean nothing now.
-    const restarted =
-      message.seq <= state.lastSeq ||
-      (epoch !== undefined && state.epoch !== undefined && epoch !== state.epoch);
+    const renamed = epoch !== undefined && state.epoch !== undefined && epoch !== state.epoch;
+    const rewound = !renamed && message.seq <= state.lastSeq;
+    const restarted = renamed || rewound;
     const notice =
       restarted || (epoch !== undefined && state.epoch === undefined)
-        ? { epoch, restarted }
+        ? { epoch, restarted, rewound }
         : undefined;
     state.lastSeq = message.seq;
     if (epoch !== undefined) state.epoch = epoch;
@@ -253,7 +256,7 @@ export class TopicRegistry {
 /** One prepared message to one subscriber: its epoch notice first, then the message or its pass. */
 function offerTo(delivery: Delivery, prepared: Prepared): void {
   const { notice, excepted } = prepared;
-  if (notice) delivery.epochSeen(notice.epoch, notice.restarted);
+  if (notice) delivery.epochSeen(notice.epoch, notice.restarted, notice.rewound);
   if (excepted !== undefined && delivery.ownerId !== undefined && excepted(delivery.ownerId)) {
     delivery.pass(prepared.seq);
   } else delivery.offer(prepared.tail, prepared.shared, prepared.seq);

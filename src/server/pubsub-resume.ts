@@ -52,7 +52,7 @@ export function tellPosition(delivery: Delivery, placement: Placement | undefine
   const { lastSeq, epoch } = placement;
   const position = Math.min(lastSeq, (delivery.firstWaitingSeq ?? lastSeq + 1) - 1);
   delivery.sendPosition(position, epoch);
-  delivery.resume(0, [], position);
+  delivery.resume(0, [], position, epoch);
 }
 
 /** How a replay reads history: through the node's shared, bounded reads and the connection's slots. */

@@ -214,6 +214,12 @@ function checkAccounting(
   since?: number,
 ) {
   let accounted: number | undefined = since;
+  /**
+   * The numbering the gateway told the subscriber it is in (with its position, a gap or an
+   * epoch signal). Not the epoch a resume names: its `since` may lie past what that numbering
+   * reached (a broker restored from an older snapshot), which a gap null in the same epoch tells.
+   */
+  let epoch: string | undefined;
   let lastWritten = 0;
   let messages = 0;
   /** Spans [from, to] covered by a gap signal or a `missed` count. */
@@ -235,6 +241,11 @@ function checkAccounting(
         throw problem(i, 'a gap signal to a subscriber that does not track positions');
       const gap = p['gap'];
       if (gap === null) {
+        // An unknown gap says the numbering restarted: never to the one the subscriber is in.
+        if (p['epoch'] !== undefined && p['epoch'] === epoch) {
+          throw problem(i, `gap null to ${epoch}, the numbering it is in already`);
+        }
+        epoch = p['epoch'] as string | undefined;
         accounted = typeof p['epoch'] === 'string' ? 0 : undefined;
         lastWritten = 0;
         return;
@@ -249,6 +260,7 @@ function checkAccounting(
     }
     if (!('result' in p)) {
       if (!resumable) throw problem(i, 'a position or epoch signal to a plain subscriber');
+      if (typeof p['epoch'] === 'string') epoch = p['epoch'];
       if ('seq' in p) {
         if (messages > 0) throw problem(i, 'a position after messages');
         accounted = p['seq'] as number;

@@ -18,7 +18,8 @@ import { RedisBroker, redisTopicKeys } from '../../src/pubsub/redis-broker.js';
 import { SessionRouter } from '../../src/server/session-router.js';
 import { Resources } from '../support/resources.js';
 import { rejectionOf } from '../support/promises.js';
-import { deleteRedisKeys } from '../support/brokers.js';
+import { deleteRedisKeys, withRedis } from '../support/brokers.js';
+import { holdPositionReads } from '../support/held-position.js';
 import { canConnect, freePort } from '../support/network.js';
 import { RawRpc } from '../support/raw-rpc.js';
 import { waitUntil } from '../support/waiting.js';
@@ -265,6 +266,53 @@ describe.skipIf(!reachable && !mustRun)('resuming on Redis when Redis lost the t
     expect(resumed.notifications(id)).toEqual([
       { subscription: id, gap: null, epoch: newEpoch },
       ...[1, 2, 3, 4, 5, 6].map((n) => ({ subscription: id, seq: n, result: `new${n}` })),
+    ]);
+  });
+
+  it("Redis loses the topic while a subscriber's position is read: read in the new numbering, it is placed there, with no gap", async () => {
+    const redisBroker = await broker(REDIS_URL);
+    const reads = holdPositionReads(redisBroker);
+    const { gateway, url } = await res.gateway({ broker: redisBroker });
+    const topic = `feed-${randomBytes(4).toString('hex')}`;
+    gateway.topic(topic);
+    // A plain subscriber shows when this node has been handed a message; this node sees the
+    // old numbering live.
+    const plain = await raw(url);
+    const plainId = (await plain.request('subscribe', [topic])).result as string;
+    for (let n = 1; n <= 3; n++) await gateway.publish(topic, `old${n}`);
+    await plain.until(() => plain.notifications(plainId).length === 3, 'old3 on this node');
+    const { epoch: oldEpoch } = await gateway.broker.history(topic, 0);
+    const client = await raw(url);
+    const id = client.nextId();
+    client.send({
+      jsonrpc: '2.0',
+      method: 'subscribe',
+      params: [topic, null, { position: true }],
+      id,
+    });
+    await waitUntil(() => reads.held.length === 1, 'the position read');
+
+    // Redis loses the topic while the read waits; the new numbering's first message reaches
+    // this node before the read is made.
+    await withRedis(REDIS_URL, (admin) => {
+      const keys = redisTopicKeys(prefix, topic);
+      return admin.del(keys.meta, keys.log);
+    });
+    await gateway.publish(topic, 'new1');
+    await plain.until(() => plain.notifications(plainId).length === 4, 'new1 on this node');
+    reads.release();
+    const subscription = (await client.response(id)).result as string;
+    await gateway.publish(topic, 'new2');
+    await client.until(
+      () => client.notifications(subscription).some((m) => m.result === 'new2'),
+      'new2',
+    );
+    const { epoch: newEpoch } = await gateway.broker.history(topic, 0);
+    expect(newEpoch).not.toBe(oldEpoch);
+    expect(client.notifications(subscription)).toEqual([
+      { subscription, seq: 0, epoch: newEpoch },
+      { subscription, seq: 1, result: 'new1' },
+      { subscription, seq: 2, result: 'new2' },
     ]);
   });
 });
