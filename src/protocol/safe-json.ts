@@ -196,15 +196,19 @@ const NO_VALUE = /* @__PURE__ */ new JsonRefusal('syntax', '');
 export function parseJson(text: string, maxDepth = Infinity, maxValues = Infinity): unknown {
   const refusal = refusalBeforeParse(text, maxDepth, maxValues);
   if (refusal !== undefined) return refusal;
-  if (NOT_A_VALUE.test(text)) return NO_VALUE;
+  // A text starting `{` or `[` (every message) starts a value: only another one is looked at.
+  const first = text.charCodeAt(0);
+  if (first !== OPEN_BRACE && first !== OPEN_BRACKET && NOT_A_VALUE.test(text)) return NO_VALUE;
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (err) {
     return new JsonRefusal('syntax', (err as Error).message);
   }
-  // A key can also be spelled with \u escapes ("\u005f_proto__"), which only JSON.parse decodes.
-  if (text.includes('__proto__') || text.includes('constructor') || text.includes('\\u')) {
+  // Both keys stripped need "proto" in the text: `__proto__` itself, and the `prototype` a
+  // `constructor` must hold to be stripped. A key can also be spelled with \u escapes
+  // ("\u005f_proto__"), which only JSON.parse decodes.
+  if (text.includes('proto') || text.includes('\\u')) {
     stripDangerousKeys(value);
   }
   return value;

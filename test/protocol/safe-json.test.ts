@@ -161,7 +161,74 @@ describe('safeJsonParse: prototype pollution', () => {
       expect(frames.map(json)).toEqual([{ jsonrpc: '2.0', result: ['ok'], id: 1 }]);
     },
   );
+
+  it('model: whatever the keys and however they are spelled, no __proto__ key and no constructor holding a prototype is left, and nothing else is removed', () => {
+    /** A key as itself or, with `escapes`, with some of its characters written as \u escapes. */
+    const spelled = (key: string, escapes: boolean) =>
+      (escapes
+        ? fc.array(fc.boolean(), { minLength: key.length, maxLength: key.length })
+        : fc.constant([] as boolean[])
+      ).map((escape) =>
+        [...key]
+          .map((c, i) => (escape[i] ? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}` : c))
+          .join(''),
+      );
+    const keys = fc.constantFrom('__proto__', 'constructor', 'prototype', 'proto', 'a', 'b');
+    const texts = (escapes: boolean) =>
+      fc.letrec<{ text: fc.Arbitrary<string> }>((tie) => ({
+        // Mostly objects, so that a key is often followed by an object with keys of its own.
+        text: fc.oneof(
+          { maxDepth: 4, withCrossShrink: true },
+          fc.constantFrom('1', '"x"', 'null', '"prototype"'),
+          fc.array(tie('text'), { maxLength: 3 }).map((items) => `[${items.join(',')}]`),
+          {
+            weight: 3,
+            arbitrary: fc
+              .array(
+                fc.tuple(
+                  keys.chain((key) => spelled(key, escapes)),
+                  tie('text'),
+                ),
+                {
+                  maxLength: 3,
+                },
+              )
+              .map((members) => `{${members.map(([k, v]) => `"${k}":${v}`).join(',')}}`),
+          },
+        ),
+      })).text;
+    const value = fc.oneof(texts(false), texts(true));
+    fc.assert(
+      fc.property(value, (text) => {
+        const got = parsed(text);
+        expect(allOwnKeys(got)).not.toContain('__proto__');
+        expect(hasConstructorPrototype(got)).toBe(false);
+        // What is left is JSON.parse's value with exactly the dangerous keys stripped.
+        const expected = JSON.parse(text) as unknown;
+        stripAlways(expected);
+        expect(got).toEqual(expected);
+      }),
+      { numRuns: 500 },
+    );
+  });
 });
+
+/** The stripping parseJson does, done on every value whatever its text: the model. */
+function stripAlways(value: unknown): void {
+  if (value === null || typeof value !== 'object') return;
+  if (Array.isArray(value)) {
+    for (const item of value) stripAlways(item);
+    return;
+  }
+  const record = value as Record<string, unknown>;
+  if (Object.prototype.hasOwnProperty.call(record, '__proto__')) delete record['__proto__'];
+  if (Object.prototype.hasOwnProperty.call(record, 'constructor')) {
+    const ctor = record['constructor'];
+    if (ctor !== null && typeof ctor === 'object' && 'prototype' in ctor)
+      delete record['constructor'];
+  }
+  for (const key of Object.keys(record)) stripAlways(record[key]);
+}
 
 describe('safeJsonParse: syntax and depth', () => {
   it('parses ordinary JSON', () => {
