@@ -175,7 +175,7 @@ describe('safeJsonParse: prototype pollution', () => {
       );
     const keys = fc.constantFrom('__proto__', 'constructor', 'prototype', 'proto', 'a', 'b');
     const texts = (escapes: boolean) =>
-      fc.letrec<{ text: fc.Arbitrary<string> }>((tie) => ({
+      fc.letrec<{ text: string }>((tie) => ({
         // Mostly objects, so that a key is often followed by an object with keys of its own.
         text: fc.oneof(
           { maxDepth: 4, withCrossShrink: true },
