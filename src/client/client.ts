@@ -79,10 +79,20 @@ class ClientPeer extends Peer<RpcClient> {
 export const CLIENT_MAX_IN_FLIGHT = 256;
 
 /**
+ * Each client's offline queue, for `queuedIn`. A map filled by the constructor rather than a
+ * static block reading the private field: a static block runs when the module loads, so a
+ * bundler keeps the whole client wherever this module is imported (the shared client's tab,
+ * whose fallback is loaded on demand, would ship it).
+ */
+const offlineQueues = new WeakMap<RpcClient, OfflineQueue>();
+
+/**
  * How many calls and notifications wait in `client`'s offline queue. For the shared worker's
  * host, which bounds each tab's share of it; not part of the client's API.
  */
-export let queuedIn: (client: RpcClient) => number;
+export function queuedIn(client: RpcClient): number {
+  return offlineQueues.get(client)?.size ?? 0;
+}
 
 /**
  * A JSON-RPC 2.0 client over WebSocket for browsers and Node. It connects on
@@ -186,6 +196,7 @@ export class RpcClient {
     const client = this;
     const backoff = this.#connection.backoff;
     this.#queue = new OfflineQueue(config.maxQueued);
+    offlineQueues.set(this, this.#queue);
     this.#subscriptions = new ClientSubscriptions(
       {
         call: (method, params) => this.call(method, params),
@@ -221,10 +232,6 @@ export class RpcClient {
 
   get state(): ConnectionState {
     return this.#connection.state;
-  }
-
-  static {
-    queuedIn = (client) => client.#queue.size;
   }
 
   /** The URL of the current (or next) connection. */
@@ -306,7 +313,12 @@ export class RpcClient {
     );
   }
 
-  /** Send a notification; while disconnected it is queued (or throws, with `whenDisconnected: 'reject'`). */
+  /**
+   * Send a notification; while disconnected it is queued (or throws, with `whenDisconnected:
+   * 'reject'`). Params that cannot be sent throw, sending nothing: a TypeError when they are not
+   * JSON (a BigInt, a cycle), an UnencodableMessageError when they nest too deep for the binary
+   * `encoding` (515 levels with the envelope).
+   */
   notify<P extends Params | undefined>(
     descriptor: NotificationDescriptor<P>,
     params: NoInfer<P>,
@@ -317,8 +329,10 @@ export class RpcClient {
     const peer = this.#livePeer();
     if (peer) return peer.notify(method, params);
     this.#assertMayQueue();
-    // Params that cannot be encoded throw now, as they do while connected, not in the flush.
-    encodeNotification(method, params);
+    // Params that cannot be encoded throw now, as they do while connected, not in the flush:
+    // as JSON, and in the binary encoding asked for (too deep for it: UnencodableMessageError).
+    const frame = encodeNotification(method, params);
+    this.config.encoding?.toBinary(frame);
     // A notification has no caller waiting, so a failure to queue or send is only logged.
     this.#queue
       .enqueue(method, { timeoutMs: 0 }, 0, () => {

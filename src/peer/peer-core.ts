@@ -159,7 +159,10 @@ export class PeerCore<S = unknown> implements TransportListener {
     return promise;
   }
 
-  /** Send a notification. Throws ConnectionClosedError when the connection is closed. */
+  /**
+   * Send a notification. Throws ConnectionClosedError when the connection is closed, and the
+   * transport's error, sending nothing, when its encoding cannot carry the notification.
+   */
   notify<P extends Params | undefined>(
     descriptor: NotificationDescriptor<P>,
     params: NoInfer<P>,
@@ -355,7 +358,13 @@ export class PeerCore<S = unknown> implements TransportListener {
     const frames = this.#outbox;
     if (!frames || frames.length === 0 || this.closeInfo) return;
     this.#outbox = undefined;
-    this.transport.send(frames.length === 1 ? frames[0]! : encodeBatch(frames));
+    try {
+      this.transport.send(frames.length === 1 ? frames[0]! : encodeBatch(frames));
+    } catch (err) {
+      // A notification its encoding cannot carry, whose sender's call is over: its loss is
+      // told by closing, as for one gathered into a batch.
+      this.transport.close(1011, (err as Error).message);
+    }
   }
 
   private logUnmatched(id: RequestId, error?: unknown): void {

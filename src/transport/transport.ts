@@ -7,7 +7,11 @@ import type { BudgetLedger } from './output-budget.js';
  * and Node clients).
  */
 export interface Transport {
-  /** Queue one text frame. Never throws; a closed transport drops it. */
+  /**
+   * Queue one text frame; a closed transport drops it. Throws only for a lone notification its
+   * encoding cannot carry (nested too deep for a binary codec: UnencodableMessageError), which
+   * is then not sent, so that its sender is told.
+   */
   send(frame: string): void;
   /** Start closing; `listener.transportClosed` fires once the close is complete. */
   close(code?: number, reason?: string): void;

@@ -195,15 +195,20 @@ export class WebSocketTransport implements Transport {
       this.socket.send(codec ? codec.toBinary(frame) : frame);
     } catch (err) {
       // Not sent: nested deeper than the codec encodes safely (codec.ts textToBinary). As the
-      // gateway does: a call is answered here with the codec's -32603 `data: { reason }`; the
-      // loss of anything else (a notification) is told by closing 1011 with the reason. A batch
-      // goes again message by message, so that only what cannot be encoded is refused (the
-      // codec answers all of a batch's calls, or none). Nothing escapes into the caller's task.
+      // gateway does, a call is answered here with the codec's -32603 `data: { reason }`. A lone
+      // notification's UnencodableMessageError is thrown to its sender (`notify` throws). A
+      // batch goes again message by message, so that only what cannot be encoded is refused
+      // (the codec answers all of a batch's calls, or none); a notification in it was sent
+      // with others, its sender's call over, so its loss is told by closing 1011 with why.
       const { answers } = err as UnencodableMessageError;
       if (frame[0] === '[') {
-        for (const one of JSON.parse(frame) as unknown[]) this.send(JSON.stringify(one));
+        try {
+          for (const one of JSON.parse(frame) as unknown[]) this.send(JSON.stringify(one));
+        } catch (lost) {
+          this.close(1011, (lost as Error).message);
+        }
       } else if (answers) queueMicrotask(() => this.#listener?.receive(answers));
-      else this.close(1011, (err as Error).message);
+      else throw err;
     }
   }
 

@@ -111,9 +111,50 @@ describe.each([msgpack, cbor])('$name', (codec: WireCodec) => {
     expect([...gateway.sessions.values()]).toEqual([session]);
   });
 
-  it('a notification too deep to encode closes the connection 1011 with why, as the gateway', async () => {
-    const { url } = await binaryGateway();
+  it('a notification too deep to encode throws to its sender and sends nothing; the connection goes on', async () => {
+    const { url, gateway } = await binaryGateway();
+    const seen: unknown[] = [];
+    gateway.method('note', (params) => {
+      seen.push(params);
+      return null;
+    });
     const client = resources.client(url, { encoding: codec });
+    const disconnects: DisconnectEvent[] = [];
+    client.disconnects$.subscribe((event) => disconnects.push(event));
+    await client.opened();
+    const [session] = gateway.sessions.values();
+    expect(() => client.notify('note', nested(600))).toThrow(
+      expect.objectContaining({
+        name: 'UnencodableMessageError',
+        message: expect.stringMatching(/nests deeper than/) as unknown,
+      }),
+    );
+    client.notify('note', [1]);
+    expect(await within(client.call('echo', [2]), 'the next call')).toEqual([2]);
+    expect(seen).toEqual([[1]]);
+    expect(disconnects).toEqual([]);
+    expect([...gateway.sessions.values()]).toEqual([session]);
+  });
+
+  it('queued while disconnected, a notification too deep throws at once and is not queued', async () => {
+    const { url, gateway } = await binaryGateway();
+    const seen: unknown[] = [];
+    gateway.method('note', (params) => {
+      seen.push(params);
+      return null;
+    });
+    // Not open yet: its notifications are queued.
+    const client = resources.client(url, { encoding: codec });
+    expect(() => client.notify('note', nested(600))).toThrow(/nests deeper than/);
+    client.notify('note', [1]);
+    await client.opened();
+    expect(await within(client.call('echo', [2]), 'a call after the flush')).toEqual([2]);
+    expect(seen).toEqual([[1]]);
+  });
+
+  it('gathered with others (batchCalls), a notification too deep closes the connection 1011 with why, as the gateway', async () => {
+    const { url } = await binaryGateway();
+    const client = resources.client(url, { encoding: codec, batchCalls: 8 });
     const disconnect = new Promise<DisconnectEvent>((resolve) => {
       client.disconnects$.subscribe(resolve);
     });
