@@ -625,7 +625,26 @@ describe('per-tab bounds of the shared worker', () => {
           );
         }
       }),
-      { numRuns: 30 },
+      {
+        numRuns: 30,
+        // One run past every bound whatever the random ones do: the third stream, then a batch
+        // and a call once two calls hold both slots.
+        examples: [
+          [
+            [
+              { k: 'open', id: 1 },
+              { k: 'open', id: 2 },
+              { k: 'open', id: 3 },
+              { k: 'call', id: 1 },
+              { k: 'call', id: 2 },
+              { k: 'batch', id: 3, requests: 1 },
+              { k: 'call', id: 4 },
+              { k: 'settle', id: 1 },
+              { k: 'cancel', id: 2 },
+            ],
+          ],
+        ],
+      },
     );
     // The runs went past both bounds (else the property says little).
     expect(refusals.open).toBeGreaterThan(0);
