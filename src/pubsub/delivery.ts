@@ -398,8 +398,14 @@ export class Delivery {
       replay!.restarted = undefined;
     }
     const learned = replay?.learnedEpoch;
-    if (learned !== undefined && epoch !== undefined && learned !== epoch) {
-      // Live messages came in another numbering than the one history was read in.
+    // Live messages came in another numbering than the one history was read in. Not when they
+    // came in the one the replay began in: then a later page is the newer one (replayPage).
+    if (
+      learned !== undefined &&
+      epoch !== undefined &&
+      learned !== epoch &&
+      learned !== replay?.epoch
+    ) {
       return { epoch: learned };
     }
     return undefined;

@@ -580,10 +580,48 @@ async function runScenario(s: Scenario): Promise<void> {
   }
 }
 
+/** Scenarios fast-check once found, kept: each failed on code since mended. */
+const restartExamples: Scenario[] = [
+  // The position is read after the broker lost the topic, before the new numbering's first
+  // message reaches the node: told the new epoch, then a gap null naming it.
+  {
+    mode: 'position',
+    top: 0,
+    sinceOffset: 0,
+    clientEpoch: 'e0',
+    retention: 1,
+    policy: 'drop',
+    highWaterMark: 120,
+    sharedId: false,
+    firstPage: 1,
+    ops: [{ op: 'live', skip: 0 }, { op: 'restart' }, { op: 'live', skip: 0 }],
+  },
+  // A paged replay's second page is read after the broker lost the topic, the live message
+  // held in the old numbering: the gap null named the old epoch, not the page's new one.
+  {
+    mode: 'since',
+    top: 0,
+    sinceOffset: 0,
+    clientEpoch: undefined,
+    retention: 3,
+    policy: 'drop',
+    highWaterMark: 120,
+    sharedId: false,
+    firstPage: 1,
+    ops: [
+      { op: 'pressure', high: true },
+      { op: 'live', skip: 2 },
+      { op: 'resume', ok: true },
+      { op: 'restart' },
+    ],
+  },
+];
+
 describe('the sequence a subscriber receives (model-based)', () => {
   it('accounts for every seq exactly: holes, skips, held messages, replays, gaps and restarts', async () => {
     await fc.assert(fc.asyncProperty(scenarioArbitrary, runScenario), {
       numRuns: Number(process.env['FC_RUNS'] ?? 400),
+      examples: restartExamples.map((example) => [example]),
     });
   });
 });
