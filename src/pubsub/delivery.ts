@@ -60,6 +60,13 @@ const UNKNOWN_SEQ = -2;
  */
 const MAX_WAITING = 10_000;
 
+/** `Delivery.flags`: the subscription has stopped. */
+const STOPPED = 1;
+/** `Delivery.flags`: the subscriber tracks positions (`resumable`). */
+const RESUMABLE = 2;
+/** The lowest `Delivery.flags` bit a subclass may use for its own. */
+export const FIRST_SUBCLASS_FLAG = 4;
+
 interface Waiting {
   tail: string;
   shared: SharedFrame | undefined;
@@ -122,7 +129,11 @@ export class Delivery {
   private held: Held | undefined;
   /** `lastSeq` as stored: UNKNOWN_SEQ while unknown. */
   private seqSeen = UNKNOWN_SEQ;
-  private stopped = false;
+  /**
+   * STOPPED, RESUMABLE, and bits from FIRST_SUBCLASS_FLAG up for a subclass's own: one small
+   * integer rather than a field each, on every subscription a gateway holds.
+   */
+  protected flags = 0;
   /** Seqs passed by (`pass`) after the last one accounted for, oldest first. */
   private passed: PassedSeqs | undefined;
   /** Sequence numbers up to this one were already sent (resume): later duplicates are dropped. */
@@ -131,13 +142,6 @@ export class Delivery {
   private replay: Replay | undefined;
   /** Told when the subscription stops (a replay waiting for the socket or a read gives up). */
   private stopListeners: Set<() => void> | undefined;
-  /**
-   * The subscriber tracks positions (it subscribed with `since` or `position`): it is told
-   * which epoch its sequence numbers belong to, and, with a gap signal, when the broker's
-   * numbering restarts. Other clients of the convention expect every notification to carry
-   * a result, so they are told nothing.
-   */
-  resumable = false;
   /** The epoch the subscriber's sequence numbers belong to, as it told us or we told it. */
   clientEpoch: string | undefined;
 
@@ -146,9 +150,30 @@ export class Delivery {
     /** The topic's head, flow control and slow-consumer counter, shared by its subscriptions. */
     private readonly route: DeliveryRoute,
     private readonly quotedId: string,
-    /** The session the subscription belongs to: a message published `except` it passes it by. */
-    readonly ownerId?: string,
   ) {}
+
+  /**
+   * The subscriber tracks positions (it subscribed with `since` or `position`): it is told
+   * which epoch its sequence numbers belong to, and, with a gap signal, when the broker's
+   * numbering restarts. Other clients of the convention expect every notification to carry
+   * a result, so they are told nothing.
+   */
+  get resumable(): boolean {
+    return (this.flags & RESUMABLE) !== 0;
+  }
+
+  set resumable(resumable: boolean) {
+    this.flags = resumable ? this.flags | RESUMABLE : this.flags & ~RESUMABLE;
+  }
+
+  /** The session the subscription belongs to (its sink's): a message published `except` it passes it by. */
+  get ownerId(): string | undefined {
+    return this.sink.id;
+  }
+
+  private get stopped(): boolean {
+    return (this.flags & STOPPED) !== 0;
+  }
 
   /**
    * The last sequence number the subscriber has accounted for: written to it, or covered by a
@@ -610,7 +635,7 @@ export class Delivery {
 
   stop(): void {
     const wasStopped = this.stopped;
-    this.stopped = true;
+    this.flags |= STOPPED;
     this.dropHeld();
     this.replay = undefined;
     const listeners = this.stopListeners;

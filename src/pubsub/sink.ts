@@ -9,4 +9,9 @@ export interface Sink {
   close(code: number, reason: string): void;
   /** Call `listener` once the socket's write buffer has emptied; returns a function that cancels. */
   onDrain(listener: () => void): () => void;
+  /**
+   * The session the sink is (a gateway's sink is its session): a message published `except`
+   * it passes its subscriptions by. Undefined for a sink that is no session's.
+   */
+  readonly id?: string;
 }

@@ -44,7 +44,7 @@ import type { GatewayLimits } from './options.js';
 import { RateLimit, TokenBucket } from './token-bucket.js';
 import { AddressBudgets, AddressBudget, PairedBucket, unboundedLimit } from './address-budgets.js';
 import { addressGroupOf } from './address-group.js';
-import { PARAMS_NOT_KEPT, TopicSubscription } from './topic-subscription.js';
+import { PARAMS_NOT_KEPT, TopicSubscription, topicBytesOf } from './topic-subscription.js';
 import type { KeptParams, TopicEnds } from './topic-subscription.js';
 import { claimsAllow } from './claims-authorization.js';
 import { pushUnsupported } from './session.js';
@@ -703,9 +703,7 @@ export class PubSubService<C> {
     start: TopicStart,
   ): Promise<string> {
     this.checkLimit(table);
-    const bytes =
-      Buffer.byteLength(topic, 'utf8') +
-      (typeof start.kept === 'string' ? Buffer.byteLength(start.kept, 'utf8') : 0);
+    const bytes = topicBytesOf(topic, start.kept);
     this.reserveTopicBytes(table, bytes, typeof start.kept === 'string');
     try {
       this.checkNewTopic(topic, session, table);
@@ -728,7 +726,7 @@ export class PubSubService<C> {
         // Cancelled while the broker was subscribing: the caller is answered -32001, so nothing
         // may stay behind.
         throwIfCancelled(ctx);
-        const made = this.startTopic(topic, bytes, table, flow, ctx, start);
+        const made = this.startTopic(topic, table, flow, ctx, start);
         this.watchTopicSubscription(session, topic, made.id, table);
         return made;
       });
@@ -798,7 +796,6 @@ export class PubSubService<C> {
    */
   private startTopic(
     topic: string,
-    bytes: number,
     table: SessionTable,
     flow: FlowControl,
     ctx: TopicContext,
@@ -816,7 +813,6 @@ export class PubSubService<C> {
       kept,
       this.routeOf(flow),
       this.registry.quotedId(topic, id),
-      bytes,
       table,
       this.topicEnds,
     );

@@ -1,4 +1,4 @@
-import { Delivery } from '../pubsub/delivery.js';
+import { Delivery, FIRST_SUBCLASS_FLAG } from '../pubsub/delivery.js';
 import type { DeliveryRoute } from '../pubsub/delivery.js';
 import type { TopicRegistry } from '../pubsub/topic-registry.js';
 import type { SessionSubscription, SessionTable } from './pubsub-types.js';
@@ -21,6 +21,20 @@ export const PARAMS_NOT_KEPT = Symbol('params not kept');
 export type KeptParams = string | typeof PARAMS_NOT_KEPT | undefined;
 
 /**
+ * UTF-8 bytes of a subscription's topic and kept params, counted against its connection
+ * (maxTopicBytesPerConnection) while it lives.
+ */
+export function topicBytesOf(topic: string, kept: KeptParams): number {
+  return (
+    Buffer.byteLength(topic, 'utf8') +
+    (typeof kept === 'string' ? Buffer.byteLength(kept, 'utf8') : 0)
+  );
+}
+
+/** `flags` bit: announced live (lifecycle `subscribed`). */
+const STARTED = FIRST_SUBCLASS_FLAG;
+
+/**
  * A session's subscription to a topic, and what its end undoes: the delivery leaves the topic,
  * the node lets go of the topic, the connection's bytes (topic name, kept params) come back. A
  * class rather than a closure: a closure made where the subscribe is handled would keep that
@@ -31,8 +45,6 @@ export type KeptParams = string | typeof PARAMS_NOT_KEPT | undefined;
  * footprint.test.ts).
  */
 export class TopicSubscription<C> extends Delivery implements SessionSubscription {
-  /** Announced live (lifecycle `subscribed`): its end is announced too. */
-  started = false;
   /** What `onTopicSubscribed` (presence) returned for it: run after the rest of its end. */
   ended: (() => void) | undefined = undefined;
 
@@ -48,16 +60,20 @@ export class TopicSubscription<C> extends Delivery implements SessionSubscriptio
     route: DeliveryRoute,
     /** The subscription id, JSON-quoted. */
     quotedId: string,
-    /**
-     * UTF-8 bytes of `topic` and of `kept`, counted against the connection
-     * (maxTopicBytesPerConnection).
-     */
-    private readonly bytes: number,
     private readonly table: SessionTable,
     private readonly ends: TopicEnds<C>,
   ) {
     // Written to the table's session, which owns it (a publish `except` it passes it by).
-    super(table.sink, route, quotedId, (table.sink as Session<C>).id);
+    super(table.sink, route, quotedId);
+  }
+
+  /** Announced live (lifecycle `subscribed`): its end is announced too. */
+  get started(): boolean {
+    return (this.flags & STARTED) !== 0;
+  }
+
+  set started(started: boolean) {
+    this.flags = started ? this.flags | STARTED : this.flags & ~STARTED;
   }
 
   /** The outbound path of the subscription: itself. */
@@ -82,7 +98,8 @@ export class TopicSubscription<C> extends Delivery implements SessionSubscriptio
 
   teardown(): void {
     this.stop();
-    this.table.topicBytes -= this.bytes;
+    // Its bytes, as they were counted when it was made (topic and kept params never change).
+    this.table.topicBytes -= topicBytesOf(this.topic, this.kept);
     this.ends.registry.detach(this.topic, this);
     this.ends.registry.release(this.topic);
     if (this.started)

@@ -38,7 +38,6 @@ function subscriber(policy: SlowConsumerPolicy = 'drop') {
       onSlowConsumer: () => undefined,
     },
     '"0x1"',
-    'session-1',
   );
   delivery.resumable = true;
   const offer = (seq: number) => delivery.offer(messageTail(String(seq), seq), undefined, seq);

@@ -157,7 +157,6 @@ describe('a Delivery passed by more seqs than it keeps', () => {
         onSlowConsumer: () => undefined,
       },
       '"0x1"',
-      'session-1',
     );
     delivery.resumable = true;
     delivery.pauseForReplay(0);
