@@ -43,11 +43,17 @@ async function binaryGateway() {
   let release!: () => void;
   const released = new Promise<void>((resolve) => (release = resolve));
   running.gateway.method('echo', (params) => params);
+  /** The params of every `note` the gateway was sent. */
+  const notes: unknown[] = [];
+  running.gateway.method('note', (params) => {
+    notes.push(params);
+    return null;
+  });
   running.gateway.method('held', async () => {
     await released;
     return 'held done';
   });
-  return { ...running, release };
+  return { ...running, release, notes };
 }
 
 it('the client reads binary frames as deep as the gateway may send (MAX_MESSAGE_DEPTH)', () => {
@@ -112,12 +118,7 @@ describe.each([msgpack, cbor])('$name', (codec: WireCodec) => {
   });
 
   it('a notification too deep to encode throws to its sender and sends nothing; the connection goes on', async () => {
-    const { url, gateway } = await binaryGateway();
-    const seen: unknown[] = [];
-    gateway.method('note', (params) => {
-      seen.push(params);
-      return null;
-    });
+    const { url, gateway, notes } = await binaryGateway();
     const client = resources.client(url, { encoding: codec });
     const disconnects: DisconnectEvent[] = [];
     client.disconnects$.subscribe((event) => disconnects.push(event));
@@ -131,25 +132,20 @@ describe.each([msgpack, cbor])('$name', (codec: WireCodec) => {
     );
     client.notify('note', [1]);
     expect(await within(client.call('echo', [2]), 'the next call')).toEqual([2]);
-    expect(seen).toEqual([[1]]);
+    expect(notes).toEqual([[1]]);
     expect(disconnects).toEqual([]);
     expect([...gateway.sessions.values()]).toEqual([session]);
   });
 
   it('queued while disconnected, a notification too deep throws at once and is not queued', async () => {
-    const { url, gateway } = await binaryGateway();
-    const seen: unknown[] = [];
-    gateway.method('note', (params) => {
-      seen.push(params);
-      return null;
-    });
+    const { url, notes } = await binaryGateway();
     // Not open yet: its notifications are queued.
     const client = resources.client(url, { encoding: codec });
     expect(() => client.notify('note', nested(600))).toThrow(/nests deeper than/);
     client.notify('note', [1]);
     await client.opened();
     expect(await within(client.call('echo', [2]), 'a call after the flush')).toEqual([2]);
-    expect(seen).toEqual([[1]]);
+    expect(notes).toEqual([[1]]);
   });
 
   it('gathered with others (batchCalls), a notification too deep closes the connection 1011 with why, as the gateway', async () => {
