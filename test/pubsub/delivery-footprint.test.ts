@@ -16,18 +16,18 @@ import { fullGc, heapUsedButCode } from '../support/heap.js';
  *
  * 128 bytes a delivery (a 24-byte header and thirteen fields; its position a small integer in
  * the object, whether it stopped and whether it tracks positions two bits of one, its owner read
- * from its sink). With a field each for those three it was 144 bytes; with the position kept as
- * NaN while unknown (a 16-byte double box beside each delivery) and the head, flow control and
- * slow-consumer counter one field each, 176 + 16. The bound sits between 128 and 144.
+ * from its sink). A field each for those three makes 144 bytes; the position kept as NaN while
+ * unknown (a 16-byte double box beside each delivery) and the head, flow control and
+ * slow-consumer counter one field each would make 176 + 16. The bound sits between 128 and 144.
  */
 const BOUND_BYTES_PER_DELIVERY = 136;
 /*
  * A topic subscription (what a session's table and the topic's registry hold) is its own
  * Delivery: 168 bytes (five fields of its own on top of the delivery's; whether it was announced
  * is a bit of the delivery's flags, and the bytes it counts against its connection are worked out
- * again from its topic and params when it ends). With a field each for those, and the delivery's
- * own, it was 200 bytes; held beside a Delivery of its own, an 88-byte object and the 144-byte
- * delivery: 232 bytes. The bound sits between 168 and 200.
+ * again from its topic and params when it ends). A field each for those, and for the delivery's
+ * own, makes 200 bytes; held beside a Delivery of its own, an 88-byte object and the 144-byte
+ * delivery would make 232 bytes. The bound sits between 168 and 200.
  */
 const BOUND_BYTES_PER_TOPIC_SUBSCRIPTION = 184;
 const DELIVERIES = 50_000;
