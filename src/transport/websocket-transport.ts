@@ -208,7 +208,9 @@ export class WebSocketTransport implements Transport {
           this.close(1011, (lost as Error).message);
         }
       } else if (answers) queueMicrotask(() => this.#listener?.receive(answers));
-      else throw err;
+      else if ((err as Error).name === 'UnencodableMessageError') throw err;
+      // Anything else the socket throws (none is known) reaches no caller: the connection ends.
+      else this.close(1011, (err as Error).message);
     }
   }
 
