@@ -4,6 +4,7 @@ import { build } from 'esbuild';
 import { builtinModules } from 'node:module';
 import { gzipSync } from 'node:zlib';
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { fallbackOnDemand } from './fallback-on-demand.mjs';
 
 const forbidden = new Set([...builtinModules, ...builtinModules.map((m) => `node:${m}`), 'ws']);
 const offenders = [];
@@ -116,20 +117,12 @@ if (offenders.length > 0) {
 }
 for (const file of worker.outputFiles) writeFileSync(file.path, file.contents);
 const workerJs = worker.outputFiles.find((f) => f.path.endsWith('.js')).contents;
-const onDemand = {
-  name: 'fallback-on-demand',
-  setup(b) {
-    b.onResolve({ filter: /\/host\.js$/, namespace: 'file' }, (args) =>
-      args.kind === 'dynamic-import' ? { path: args.path, external: true } : undefined,
-    );
-  },
-};
 const tab = await sizeOf(
   "export { createSharedClient } from './src/client/shared/index.ts';",
   'ts',
   {
     conditions: ['es2015'],
-    plugins: [onDemand],
+    plugins: [fallbackOnDemand],
     logLevel: 'warning',
   },
 );

@@ -10,6 +10,7 @@ import type { Plugin } from 'esbuild';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
+import { fallbackOnDemand } from '../../scripts/fallback-on-demand.mjs';
 
 /** The bound, in bytes gzipped; docs/performance.md gives the figure it was set from. */
 const CREATE_CLIENT_GZIP_BYTES = 20_000;
@@ -27,16 +28,6 @@ const serverOnly = [
   'rxjs/dist/esm/internal/BehaviorSubject.js',
   'rxjs/dist/esm/internal/operators/',
 ];
-
-/** Resolves the shared client's per-tab fallback, a dynamic import, as loaded on demand. */
-const fallbackOnDemand: Plugin = {
-  name: 'fallback-on-demand',
-  setup(b) {
-    b.onResolve({ filter: /\/host\.js$/, namespace: 'file' }, (args) =>
-      args.kind === 'dynamic-import' ? { path: args.path, external: true } : undefined,
-    );
-  },
-};
 
 /** An app's bundle of `entry` as scripts/bundle-client.mjs builds it: gzipped bytes, minified bytes per module. */
 async function bundled(
