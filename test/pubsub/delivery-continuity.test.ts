@@ -641,8 +641,10 @@ const restartExamples: Scenario[] = [
 
 describe('the sequence a subscriber receives (model-based)', () => {
   it('accounts for every seq exactly: holes, skips, held messages, replays, gaps and restarts', async () => {
+    // 5,000 runs take about a second; some interleavings take tens of thousands to reach
+    // (FC_RUNS=500000 for a longer hunt: about a minute, with --testTimeout raised).
     await fc.assert(fc.asyncProperty(scenarioArbitrary, runScenario), {
-      numRuns: Number(process.env['FC_RUNS'] ?? 400),
+      numRuns: Number(process.env['FC_RUNS'] ?? 5_000),
       examples: restartExamples.map((example) => [example]),
     });
   });
