@@ -69,6 +69,8 @@ if (!existsSync(CHROMIUM)) {
 const AHEAD = 1_000;
 /** Published per turn of the bench's event loop. */
 const PER_TURN = 100;
+/** A tab that reads no message for this long has lost some: the run fails. */
+const STALL_MS = 30_000;
 /** Bounds the whole run: it stops by itself. */
 const WATCHDOG_MS = (ROUNDS * 4 * (SECONDS + 60) + 120) * 1000;
 
@@ -276,13 +278,19 @@ async function messages(who, profileAs) {
     const m0 = await metrics();
     let k = 0;
     let read = 0;
+    let movedAt = Date.now();
     while (read < MESSAGES) {
       if (k < MESSAGES && k - read < AHEAD) {
         for (let i = 0; i < PER_TURN && k < MESSAGES; i++)
           await gateway.publish('bench', payload(++k));
       } else {
         await sleep(5);
-        read = await got();
+        const now = await got();
+        if (now > read) movedAt = Date.now();
+        else if (Date.now() - movedAt > STALL_MS) {
+          throw new Error(`${who}: stuck at ${now} of ${k} published messages read`);
+        }
+        read = now;
       }
     }
     const m1 = await metrics();
