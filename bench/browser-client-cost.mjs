@@ -21,6 +21,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { chromium } from 'playwright-core';
 import { benchLimits } from './gateway-limits.mjs';
+import { median, ratioSummary } from './stats.mjs';
 
 const { values: opts } = parseArgs({
   options: {
@@ -235,7 +236,7 @@ async function openTab(profileAs) {
   return { tab, metrics };
 }
 
-/** Main-thread µs per call, `in-flight` calls kept going. */
+/** Renderer CPU and JavaScript µs per call, `in-flight` calls kept going; round trips. */
 async function calls(who, profileAs) {
   const { tab, metrics } = await openTab(profileAs);
   try {
@@ -251,19 +252,13 @@ async function calls(who, profileAs) {
     if (!isolated) throw new Error('the page is not cross-origin isolated');
     await tab.evaluate(() => globalThis.stop());
     const n = d1 - d0;
-    return {
-      cpu: (m1.cpu - m0.cpu) / n,
-      script: (m1.script - m0.script) / n,
-      count: n,
-      p50,
-      p99,
-    };
+    return { cpu: (m1.cpu - m0.cpu) / n, script: (m1.script - m0.script) / n, p50, p99 };
   } finally {
     await tab.close();
   }
 }
 
-/** Main-thread µs per message read, MESSAGES published to one subscription. */
+/** Renderer CPU and JavaScript µs per message read, MESSAGES published to one subscription. */
 async function messages(who, profileAs) {
   const { tab, metrics } = await openTab(profileAs);
   const got = () => tab.evaluate(() => globalThis.state.got);
@@ -298,21 +293,19 @@ async function messages(who, profileAs) {
     if (failure) throw new Error(`${who}: ${failure}`);
     if (read !== MESSAGES) throw new Error(`${who}: read ${read} of ${MESSAGES}`);
     await tab.evaluate(() => globalThis.stop());
-    return {
-      cpu: (m1.cpu - m0.cpu) / MESSAGES,
-      script: (m1.script - m0.script) / MESSAGES,
-      count: MESSAGES,
-    };
+    return { cpu: (m1.cpu - m0.cpu) / MESSAGES, script: (m1.script - m0.script) / MESSAGES };
   } finally {
     await tab.close();
   }
 }
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 const fmt = (x) => x.toFixed(2);
+/** The median of the rounds' ratios of `key`, this client's to the raw one's. */
+const ratio = ({ own, raw }, key) =>
+  ratioSummary(
+    own.map((r) => r[key]),
+    raw.map((r) => r[key]),
+  ).median.toFixed(2) + '×';
 
 const results = { calls: { raw: [], own: [] }, messages: { raw: [], own: [] } };
 try {
@@ -333,21 +326,18 @@ try {
   );
   console.log('| --- | --- | --- | --- | --- | --- | --- |');
   for (const [unit, byWho] of Object.entries(results)) {
-    const ratio = (key) =>
-      median(byWho.own.map((own, i) => own[key] / byWho.raw[i][key])).toFixed(2) + '×';
     for (const who of ['raw', 'own']) {
       const rows = byWho[who];
       const cpu = rows.map((r) => r.cpu);
       const script = rows.map((r) => r.script);
       console.log(
         `| ${unit === 'calls' ? 'call' : 'message'} | ${who === 'own' ? 'createClient' : 'raw WebSocket'} | ` +
-          `${cpu.map(fmt).join(', ')} | ${fmt(median(cpu))} | ${who === 'own' ? ratio('cpu') : ''} | ` +
-          `${fmt(median(script))} | ${who === 'own' ? ratio('script') : ''} |`,
+          `${cpu.map(fmt).join(', ')} | ${fmt(median(cpu))} | ${who === 'own' ? ratio(byWho, 'cpu') : ''} | ` +
+          `${fmt(median(script))} | ${who === 'own' ? ratio(byWho, 'script') : ''} |`,
       );
     }
   }
   const { raw, own } = results.calls;
-  const latency = (key) => median(own.map((o, i) => o[key] / raw[i][key])).toFixed(2) + '×';
   console.log(
     '\n| call round trip in the page, µs | raw WebSocket (each round) | median | createClient (each round) | median | × raw |',
   );
@@ -356,7 +346,7 @@ try {
     const each = (rows) => rows.map((r) => r[key].toFixed(0)).join(', ');
     const mid = (rows) => median(rows.map((r) => r[key])).toFixed(0);
     console.log(
-      `| ${key} | ${each(raw)} | ${mid(raw)} | ${each(own)} | ${mid(own)} | ${latency(key)} |`,
+      `| ${key} | ${each(raw)} | ${mid(raw)} | ${each(own)} | ${mid(own)} | ${ratio(results.calls, key)} |`,
     );
   }
 } finally {
