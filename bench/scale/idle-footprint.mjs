@@ -4,13 +4,14 @@
 // per connection by kind (what a connection is made of, to the byte).
 //
 //   node --expose-gc bench/scale/idle-footprint.mjs [--contestant gateway|raw-ws] [--connections N] [--snapshot]
-//     [--subscribe few|many]
+//     [--subscribe few|many] [--per-connection K]
 //
 // With --subscribe, the connections are opened first and what is measured is what their
-// subscriptions add: each connection subscribes to 10 topics, the same 10 for all (`few`: 10
-// topics of N subscribers) or its own share of N topics of 10 subscribers each (`many`); the
-// figures are per subscription. The difference between the two, times 10, is what a topic adds
-// beyond its subscriptions.
+// subscriptions add: each connection subscribes to K topics (10 by default), the same K for all
+// (`few`: K topics of N subscribers) or its own share of N topics of K subscribers each (`many`);
+// the figures are per subscription. The difference between the two, times K, is what a topic
+// adds beyond its subscriptions; `few` with K = 1 (one topic, every connection on it), what a
+// connection's first subscription costs, as in the scale run's one-topic phase.
 //
 // The gateway is the package's build (dist/), or SCALE_GATEWAY_MODULE (another build, as for
 // the scale run). Prints one JSON line: bytes per connection of heapUsed, of the heap without
@@ -26,19 +27,17 @@ import { starters } from './contestants.mjs';
 
 const HOST = '127.0.0.1';
 const WARM_UP = 200;
-/** With --subscribe: the subscriptions of each connection. */
-const PER_CONNECTION = 10;
 
-/** The topic of a connection's `j`th subscription: see --subscribe above. */
-const topicOf = (layout, i, j, n) =>
-  layout === 'few' ? `t.${j}` : `t.${(i % (n / PER_CONNECTION)) * PER_CONNECTION + j}`;
+/** The topic of a connection's `j`th of k subscriptions: see --subscribe above. */
+const topicOf = (layout, i, j, n, k) =>
+  layout === 'few' ? `t.${j}` : `t.${(i % (n / k)) * k + j}`;
 
-/** Subscribe every socket to its PER_CONNECTION topics; resolves once every one is answered. */
-function subscribeAll(sockets, layout) {
+/** Subscribe every socket to its k topics; resolves once every one is answered. */
+function subscribeAll(sockets, layout, k) {
   let id = 0;
   const answered = [];
   sockets.forEach((ws, i) => {
-    for (let j = 0; j < PER_CONNECTION; j++) {
+    for (let j = 0; j < k; j++) {
       const mine = ++id;
       answered.push(
         new Promise((resolve, reject) => {
@@ -52,7 +51,7 @@ function subscribeAll(sockets, layout) {
           ws.on('message', onMessage);
         }),
       );
-      const params = [topicOf(layout, i, j, sockets.length)];
+      const params = [topicOf(layout, i, j, sockets.length, k)];
       ws.send(JSON.stringify({ jsonrpc: '2.0', method: 'subscribe', params, id: mine }));
     }
   });
@@ -62,9 +61,9 @@ function subscribeAll(sockets, layout) {
 async function clients() {
   const url = process.argv[3];
   let sockets = [];
-  process.on('message', async ({ open, subscribe }) => {
+  process.on('message', async ({ open, subscribe, perConnection }) => {
     if (subscribe) {
-      await subscribeAll(sockets, subscribe);
+      await subscribeAll(sockets, subscribe, perConnection);
     } else if (open > 0) {
       for (let i = 0; i < open; i += 200) {
         const batch = [];
@@ -143,12 +142,13 @@ async function main() {
       connections: { type: 'string', default: '2000' },
       snapshot: { type: 'boolean', default: false },
       subscribe: { type: 'string' },
+      'per-connection': { type: 'string', default: '10' },
       help: { type: 'boolean', default: false },
     },
   });
   if (values.help) {
     console.log(
-      'node --expose-gc bench/scale/idle-footprint.mjs [--contestant gateway|raw-ws] [--connections N] [--snapshot] [--subscribe few|many]',
+      'node --expose-gc bench/scale/idle-footprint.mjs [--contestant gateway|raw-ws] [--connections N] [--snapshot] [--subscribe few|many] [--per-connection K]',
     );
     return;
   }
@@ -158,6 +158,12 @@ async function main() {
   }
   if (typeof globalThis.gc !== 'function') throw new Error('run with node --expose-gc');
   const n = Number(values.connections);
+  const perConnection = Number(values['per-connection']);
+  if (!Number.isSafeInteger(perConnection) || perConnection < 1) {
+    throw new Error(
+      `--per-connection must be a whole number from 1, not ${values['per-connection']}`,
+    );
+  }
   const server = await starters[values.contestant](HOST, { connections: n });
   const url = `ws://${HOST}:${server.port}/rpc`;
   const child = fork(new URL(import.meta.url), ['--clients', url], { execArgv: [] });
@@ -175,10 +181,10 @@ async function main() {
   const snapshots = join(tmpdir(), `idle-footprint-${process.pid}`);
   // What is measured: n connections opening, or, with --subscribe, their subscriptions.
   if (layout) await ask(n);
-  const units = layout ? n * PER_CONNECTION : n;
+  const units = layout ? n * perConnection : n;
   const before = await memory();
   if (values.snapshot) writeHeapSnapshot(`${snapshots}.0.heapsnapshot`);
-  if (layout) await tell({ subscribe: layout });
+  if (layout) await tell({ subscribe: layout, perConnection });
   else await ask(n);
   const after = await memory();
   if (values.snapshot) writeHeapSnapshot(`${snapshots}.1.heapsnapshot`);
@@ -186,7 +192,7 @@ async function main() {
   const result = {
     contestant: values.contestant,
     connections: n,
-    ...(layout && { subscriptions: units, topics: layout === 'few' ? PER_CONNECTION : n }),
+    ...(layout && { subscriptions: units, topics: layout === 'few' ? perConnection : n }),
     heapUsed: per('heapUsed'),
     heapNoCode: per('heapNoCode'),
     external: per('external'),

@@ -46,6 +46,13 @@ export class RunningCall<S> implements HandlerContext<S> {
   afterSend: (() => void) | undefined;
   private abortReason: unknown;
   aborted = false;
+  /**
+   * Its place among its connection's running calls (IncomingCalls keeps them as a list through
+   * the calls): the calls that started before and after it, and whether it is on the list.
+   */
+  older: RunningCall<S> | undefined = undefined;
+  newer: RunningCall<S> | undefined = undefined;
+  listed = false;
 
   constructor(
     readonly session: S,

@@ -24,9 +24,16 @@ import type { Reply } from './replies.js';
  */
 
 export class IncomingCalls<S> {
-  // Allocated on first use: most connections never need them, and a gateway holds thousands.
-  #running: Set<RunningCall<S>> | undefined;
-  #runningById: Map<RequestId, RunningCall<S>> | undefined;
+  /**
+   * The calls running (asynchronous handlers), oldest first, linked through the calls
+   * themselves: a connection holds no table for them, not even once its calls have ended (a
+   * Set and a Map kept per connection cost over 300 bytes each one of thousands). rpc.cancel
+   * walks it, at most maxInFlight calls.
+   */
+  #oldest: RunningCall<S> | undefined = undefined;
+  #newest: RunningCall<S> | undefined = undefined;
+  #runningCount = 0;
+  // Made on first use: most connections never need it, and a gateway holds thousands.
   #hub: Hub<IncomingNotification> | undefined;
 
   constructor(
@@ -39,7 +46,7 @@ export class IncomingCalls<S> {
 
   /** Incoming calls being run: what a drain or a half-close waits for. */
   get inFlightCount(): number {
-    return this.#running?.size ?? 0;
+    return this.#runningCount;
   }
 
   /** Every incoming notification, as the peer's `notifications$` shows them. */
@@ -95,14 +102,22 @@ export class IncomingCalls<S> {
   /** The connection has closed: abort the running calls and complete the notifications. */
   close(info: CloseInfo): void {
     this.closeInfo = info;
-    if (this.#running?.size) {
+    if (this.#oldest) {
       // One error for them all, made only if there are any: an Error's stack costs microseconds,
       // and a server closes connections by the thousand, most with no call running.
       const error = closedError(this.closeInfo);
-      for (const call of this.#running) call.abort(error);
+      // Unlinked first: a handler that settles later finds itself off the list.
+      let call: RunningCall<S> | undefined = this.#oldest;
+      this.#oldest = this.#newest = undefined;
+      this.#runningCount = 0;
+      while (call) {
+        const next: RunningCall<S> | undefined = call.newer;
+        call.older = call.newer = undefined;
+        call.listed = false;
+        call.abort(error);
+        call = next;
+      }
     }
-    this.#running = undefined;
-    this.#runningById = undefined;
     this.#hub?.complete();
   }
 
@@ -185,16 +200,26 @@ export class IncomingCalls<S> {
   }
 
   #track(call: RunningCall<S>): void {
-    (this.#running ??= new Set()).add(call);
-    const byId = (this.#runningById ??= new Map());
-    if (call.id !== undefined && !byId.has(call.id)) byId.set(call.id, call);
+    const newest = this.#newest;
+    call.older = newest;
+    if (newest) newest.newer = call;
+    else this.#oldest = call;
+    this.#newest = call;
+    call.listed = true;
+    this.#runningCount++;
   }
 
+  /** Take an ended call off the list; once only (after close, the list has let go of it). */
   #finish(call: RunningCall<S>): void {
-    this.#running?.delete(call);
-    if (call.id !== undefined && this.#runningById?.get(call.id) === call) {
-      this.#runningById.delete(call.id);
-    }
+    if (!call.listed) return;
+    call.listed = false;
+    const { older, newer } = call;
+    if (older) older.newer = newer;
+    else this.#oldest = newer;
+    if (newer) newer.older = older;
+    else this.#newest = older;
+    call.older = call.newer = undefined;
+    this.#runningCount--;
   }
 
   protected deliverNotification(method: string, params: Params | undefined): void {
@@ -228,6 +253,12 @@ export class IncomingCalls<S> {
   #cancelRunning(params: Params | undefined): void {
     const id = params && !Array.isArray(params) ? (params as { id?: unknown }).id : undefined;
     if (typeof id !== 'string' && typeof id !== 'number') return;
-    this.#runningById?.get(id)?.abort(new Error('Cancelled by caller'));
+    // The oldest running call with that id (ids of calls running together should differ).
+    for (let call = this.#oldest; call; call = call.newer) {
+      if (call.id === id) {
+        call.abort(new Error('Cancelled by caller'));
+        return;
+      }
+    }
   }
 }
