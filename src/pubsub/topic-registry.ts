@@ -52,7 +52,10 @@ interface TopicState {
   /** The id every session's first subscription to the topic gets, plain and JSON-quoted. */
   sharedId: string;
   sharedQuotedId: string;
-  /** The broker subscription, settled once the broker has the topic. */
+  /**
+   * The broker subscription while it is being made (its holders wait for it); undefined once the
+   * broker has the topic, so that a topic held for long keeps no settled promise.
+   */
   ready: Promise<void> | undefined;
 }
 
@@ -63,6 +66,12 @@ interface TopicState {
  */
 export class TopicRegistry {
   private readonly topics = new Map<string, TopicState>();
+  /**
+   * What the broker calls with each message of every topic held: one function for them all
+   * (the message names its topic), where one per topic would keep a closure and its scope for
+   * as long as the topic is held.
+   */
+  private readonly deliver = (message: BrokerMessage): void => this.fanOut(message);
 
   constructor(
     /** Only the subscription half is used: a wrapper need not forward the rest. */
@@ -117,12 +126,17 @@ export class TopicRegistry {
       this.topics.set(topic, created);
       // Through a promise, so a broker that throws synchronously fails like one that rejects.
       created.ready = Promise.resolve()
-        .then(() => this.broker.subscribe(topic, (message) => this.fanOut(message)))
-        .catch((err: unknown) => {
-          // The broker never had it: no unsubscribe to send, no holder to keep.
-          if (this.topics.get(topic) === created) this.topics.delete(topic);
-          throw err;
-        });
+        .then(() => this.broker.subscribe(topic, this.deliver))
+        .then(
+          () => {
+            created.ready = undefined;
+          },
+          (err: unknown) => {
+            // The broker never had it: no unsubscribe to send, no holder to keep.
+            if (this.topics.get(topic) === created) this.topics.delete(topic);
+            throw err;
+          },
+        );
       state = created;
     }
     state.holds++;
