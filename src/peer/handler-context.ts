@@ -47,12 +47,11 @@ export class RunningCall<S> implements HandlerContext<S> {
   private abortReason: unknown;
   aborted = false;
   /**
-   * Its place among its connection's running calls (IncomingCalls keeps them as a list through
-   * the calls): the calls that started before and after it, and whether it is on the list.
+   * Its neighbours among its connection's running calls (IncomingCalls keeps them as a list
+   * through the calls): the ones that started just before and just after it.
    */
-  older: RunningCall<S> | undefined = undefined;
-  newer: RunningCall<S> | undefined = undefined;
-  listed = false;
+  older: RunningCall<S> | undefined;
+  newer: RunningCall<S> | undefined;
 
   constructor(
     readonly session: S,

@@ -30,8 +30,8 @@ export class IncomingCalls<S> {
    * Set and a Map kept per connection cost over 300 bytes each one of thousands). rpc.cancel
    * walks it, at most maxInFlight calls.
    */
-  #oldest: RunningCall<S> | undefined = undefined;
-  #newest: RunningCall<S> | undefined = undefined;
+  #oldest: RunningCall<S> | undefined;
+  #newest: RunningCall<S> | undefined;
   #runningCount = 0;
   // Made on first use: most connections never need it, and a gateway holds thousands.
   #hub: Hub<IncomingNotification> | undefined;
@@ -102,20 +102,15 @@ export class IncomingCalls<S> {
   /** The connection has closed: abort the running calls and complete the notifications. */
   close(info: CloseInfo): void {
     this.closeInfo = info;
-    if (this.#oldest) {
+    let call = this.#oldest;
+    if (call) {
       // One error for them all, made only if there are any: an Error's stack costs microseconds,
       // and a server closes connections by the thousand, most with no call running.
       const error = closedError(this.closeInfo);
-      // Unlinked first: a handler that settles later finds itself off the list.
-      let call: RunningCall<S> | undefined = this.#oldest;
-      this.#oldest = this.#newest = undefined;
-      this.#runningCount = 0;
-      while (call) {
-        const next: RunningCall<S> | undefined = call.newer;
-        call.older = call.newer = undefined;
-        call.listed = false;
+      // Each off the list first: a handler that settles later finds itself off it.
+      for (; call; call = this.#oldest) {
+        this.#finish(call);
         call.abort(error);
-        call = next;
       }
     }
     this.#hub?.complete();
@@ -144,16 +139,6 @@ export class IncomingCalls<S> {
   /** Hand an application notification to its handler and observers. */
   protected accept(method: string, params: Params | undefined): void {
     this.deliverNotification(method, params);
-  }
-
-  protected rejected(
-    id: RequestId,
-    method: string,
-    version: ProtocolVersion,
-    code: number,
-  ): string {
-    this.config.onCallSettled?.(method, 'rejected', 0);
-    return failure(id, code, version);
   }
 
   #runHandler(
@@ -201,19 +186,18 @@ export class IncomingCalls<S> {
 
   #track(call: RunningCall<S>): void {
     const newest = this.#newest;
-    call.older = newest;
     if (newest) newest.newer = call;
     else this.#oldest = call;
+    call.older = newest;
     this.#newest = call;
-    call.listed = true;
     this.#runningCount++;
   }
 
   /** Take an ended call off the list; once only (after close, the list has let go of it). */
   #finish(call: RunningCall<S>): void {
-    if (!call.listed) return;
-    call.listed = false;
     const { older, newer } = call;
+    // Only the oldest call on the list has none older: any other without is off it.
+    if (!older && this.#oldest !== call) return;
     if (older) older.newer = newer;
     else this.#oldest = newer;
     if (newer) newer.older = older;
@@ -255,10 +239,7 @@ export class IncomingCalls<S> {
     if (typeof id !== 'string' && typeof id !== 'number') return;
     // The oldest running call with that id (ids of calls running together should differ).
     for (let call = this.#oldest; call; call = call.newer) {
-      if (call.id === id) {
-        call.abort(new Error('Cancelled by caller'));
-        return;
-      }
+      if (call.id === id) return call.abort(new Error('Cancelled by caller'));
     }
   }
 }

@@ -38,6 +38,12 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
     return super.inFlightCount + this.authorizing;
   }
 
+  /** A call refused before it ran (draining, the rate limit, authorize), counted as such. */
+  private rejected(id: RequestId, method: string, version: ProtocolVersion, code: number): string {
+    this.config.onCallSettled?.(method, 'rejected', 0);
+    return failure(id, code, version);
+  }
+
   /** See Peer.stopAcceptingCalls. */
   stopAcceptingCalls(): void {
     this.acceptingCalls = false;
