@@ -4,6 +4,9 @@
 // theirs calls), interleaves the contestants round-robin through every scenario for
 // R rounds, prints one markdown table per scenario and writes them to BENCHMARKS.md
 // (a run of some scenarios only replaces those scenarios' tables there).
+// BENCH_SERVER_FLAGS adds Node flags to every server process, BENCH_LOAD_FLAGS to the load
+// generator's (`--cpu-prof --cpu-prof-dir=DIR` for a CPU profile of each; Node refuses those in
+// NODE_OPTIONS).
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -106,7 +109,13 @@ function fail(message) {
 }
 
 // ---- processes
-const newLoadgen = () => new Child('load generator', here('./loadgen.mjs'), { env: CHILD_ENV });
+/** Node flags from the environment variable `name` (see the top of this file). */
+const flagsFrom = (name) => process.env[name]?.split(/\s+/).filter(Boolean) ?? [];
+const newLoadgen = () =>
+  new Child('load generator', here('./loadgen.mjs'), {
+    execArgv: flagsFrom('BENCH_LOAD_FLAGS'),
+    env: CHILD_ENV,
+  });
 let loadgen = newLoadgen();
 const servers = new Map();
 /** The upstream of the upstream scenarios: { child, url }, started before the servers. */
@@ -136,7 +145,10 @@ async function startServer(contestant) {
     return { child: undefined, url: upstream.url };
   }
   const child = new Child(`${contestant.name} server`, here('./server.mjs'), {
-    execArgv: ['--expose-gc'],
+    execArgv: [
+      '--expose-gc',
+      ...(process.env.BENCH_SERVER_FLAGS?.split(/\s+/).filter(Boolean) ?? []),
+    ],
     env: CHILD_ENV,
   });
   try {
