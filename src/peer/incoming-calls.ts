@@ -26,9 +26,9 @@ import type { Reply } from './replies.js';
 export class IncomingCalls<S> {
   /**
    * The calls running (asynchronous handlers), oldest first, linked through the calls
-   * themselves: a connection holds no table for them, not even once its calls have ended (a
-   * Set and a Map kept per connection cost over 300 bytes each one of thousands). rpc.cancel
-   * walks it, at most maxInFlight calls.
+   * themselves: a connection holds no table for them, not even after its calls have ended (a
+   * Set and a Map kept per connection would cost each of thousands over 300 bytes). rpc.cancel
+   * walks it: at most maxInFlight calls.
    */
   #oldest: RunningCall<S> | undefined;
   #newest: RunningCall<S> | undefined;
