@@ -27,6 +27,7 @@ import { sendLatest } from './pubsub-latest.js';
 import { readPosition, replay, tellPosition } from './pubsub-resume.js';
 import type { Placement } from './pubsub-resume.js';
 import { attachStream } from './pubsub-stream.js';
+import { CompactMap } from './compact-map.js';
 import { StreamContext } from './stream-context.js';
 import type {
   PubSubLimits,
@@ -931,7 +932,7 @@ export class PubSubService<C> {
     if (!table) {
       table = {
         sink: session,
-        subscriptions: new Map(),
+        subscriptions: new CompactMap(),
         topicBytes: 0,
         historySlots: undefined,
         drains: undefined,

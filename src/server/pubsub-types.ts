@@ -11,6 +11,7 @@ import type { Delivery, FlowControl } from '../pubsub/delivery.js';
 import type { DrainWaiters } from '../pubsub/drain-waiters.js';
 import type { Sink } from '../pubsub/sink.js';
 import type { Slots } from '../pubsub/slots.js';
+import type { CompactMap } from './compact-map.js';
 import type { TokenBucket } from './token-bucket.js';
 import type { Session } from './session.js';
 import type { TopicPresenceOptions } from './presence-options.js';
@@ -94,7 +95,8 @@ export interface SessionSubscription {
 export interface SessionTable {
   /** The session, as the socket fan-out writes to. */
   sink: Sink;
-  subscriptions: Map<string, SessionSubscription>;
+  /** By subscription id; most connections hold one (CompactMap keeps it without a hash table). */
+  subscriptions: CompactMap<string, SessionSubscription>;
   /**
    * UTF-8 bytes of the topic names its subscriptions hold (topic and `$presence`) and of the
    * params kept for them, subscribes under way included.

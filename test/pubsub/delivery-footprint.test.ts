@@ -6,6 +6,7 @@ import type { SessionTable } from '../../src/server/pubsub-types.js';
 import type { DeliveryRoute } from '../../src/pubsub/delivery.js';
 import { messageTail, notificationHead } from '../../src/pubsub/frames.js';
 import type { Sink } from '../../src/pubsub/sink.js';
+import { CompactMap } from '../../src/server/compact-map.js';
 import { fullGc, heapUsedButCode } from '../support/heap.js';
 
 /*
@@ -52,7 +53,7 @@ const owner = 'session-1';
 const owned: Sink = { ...sink, id: owner };
 const table: SessionTable = {
   sink: owned,
-  subscriptions: new Map(),
+  subscriptions: new CompactMap(),
   topicBytes: 0,
   historySlots: undefined,
   drains: undefined,
