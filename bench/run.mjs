@@ -145,10 +145,7 @@ async function startServer(contestant) {
     return { child: undefined, url: upstream.url };
   }
   const child = new Child(`${contestant.name} server`, here('./server.mjs'), {
-    execArgv: [
-      '--expose-gc',
-      ...(process.env.BENCH_SERVER_FLAGS?.split(/\s+/).filter(Boolean) ?? []),
-    ],
+    execArgv: ['--expose-gc', ...flagsFrom('BENCH_SERVER_FLAGS')],
     env: CHILD_ENV,
   });
   try {

@@ -19,6 +19,7 @@ import { silentLogger } from '../../src/peer/logger.js';
 import { MethodRegistry } from '../../src/peer/method-registry.js';
 import { peerConfig } from '../../src/peer/peer-options.js';
 import { ErrorCode } from '../../src/protocol/error-codes.js';
+import { settle } from '../support/peers.js';
 import { deferred } from '../support/promises.js';
 import type { Deferred } from '../support/promises.js';
 
@@ -58,11 +59,6 @@ interface ModelCall {
   /** A request's answer, once it has come (undefined: none yet). */
   reply: Promise<unknown> | undefined;
 }
-
-/** Let the handlers' continuations (their `then`s) run. */
-const microtasks = async (): Promise<void> => {
-  for (let i = 0; i < 5; i++) await Promise.resolve();
-};
 
 async function run(ops: Op[]): Promise<void> {
   const started: Started[] = [];
@@ -126,7 +122,8 @@ async function run(ops: Op[]): Promise<void> {
         const [call] = pool.splice(op.pick % pool.length, 1);
         if (op.fail) call!.started.end.reject(new Error('handler failed'));
         else call!.started.end.resolve('done');
-        await microtasks();
+        // The handler's continuations (its `then`s) run.
+        await settle(1);
         if (pool === running) ended.push(call!);
         // A request's answer: its result or error, or none when the connection had closed.
         if (call!.reply) {
