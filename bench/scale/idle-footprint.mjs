@@ -4,14 +4,16 @@
 // per connection by kind (what a connection is made of, to the byte).
 //
 //   node --expose-gc bench/scale/idle-footprint.mjs [--contestant gateway|raw-ws] [--connections N] [--snapshot]
-//     [--subscribe few|many] [--per-connection K]
+//     [--subscribe few|many] [--per-connection K] [--position]
 //
 // With --subscribe, the connections are opened first and what is measured is what their
 // subscriptions add: each connection subscribes to K topics (10 by default), the same K for all
 // (`few`: K topics of N subscribers) or its own share of N topics of K subscribers each (`many`);
 // the figures are per subscription. The difference between the two, times K, is what a topic
 // adds beyond its subscriptions; `few` with K = 1 (one topic, every connection on it), what a
-// connection's first subscription costs, as in the scale run's one-topic phase.
+// connection's first subscription costs, as in the scale run's one-topic phase. With --position,
+// each subscribe asks where it starts (`[topic, null, { position: true }]`), as the project's own
+// client subscribes to a topic.
 //
 // The gateway is the package's build (dist/), or SCALE_GATEWAY_MODULE (another build, as for
 // the scale run). Prints one JSON line: bytes per connection of heapUsed, of the heap without
@@ -33,7 +35,7 @@ const topicOf = (layout, i, j, n, k) =>
   layout === 'few' ? `t.${j}` : `t.${(i % (n / k)) * k + j}`;
 
 /** Subscribe every socket to its k topics; resolves once every one is answered. */
-function subscribeAll(sockets, layout, k) {
+function subscribeAll(sockets, layout, k, position) {
   let id = 0;
   const answered = [];
   sockets.forEach((ws, i) => {
@@ -51,7 +53,8 @@ function subscribeAll(sockets, layout, k) {
           ws.on('message', onMessage);
         }),
       );
-      const params = [topicOf(layout, i, j, sockets.length, k)];
+      const topic = topicOf(layout, i, j, sockets.length, k);
+      const params = position ? [topic, null, { position: true }] : [topic];
       ws.send(JSON.stringify({ jsonrpc: '2.0', method: 'subscribe', params, id: mine }));
     }
   });
@@ -61,9 +64,9 @@ function subscribeAll(sockets, layout, k) {
 async function clients() {
   const url = process.argv[3];
   let sockets = [];
-  process.on('message', async ({ open, subscribe, perConnection }) => {
+  process.on('message', async ({ open, subscribe, perConnection, position }) => {
     if (subscribe) {
-      await subscribeAll(sockets, subscribe, perConnection);
+      await subscribeAll(sockets, subscribe, perConnection, position);
     } else if (open > 0) {
       for (let i = 0; i < open; i += 200) {
         const batch = [];
@@ -143,12 +146,13 @@ async function main() {
       snapshot: { type: 'boolean', default: false },
       subscribe: { type: 'string' },
       'per-connection': { type: 'string', default: '10' },
+      position: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
   });
   if (values.help) {
     console.log(
-      'node --expose-gc bench/scale/idle-footprint.mjs [--contestant gateway|raw-ws] [--connections N] [--snapshot] [--subscribe few|many] [--per-connection K]',
+      'node --expose-gc bench/scale/idle-footprint.mjs [--contestant gateway|raw-ws] [--connections N] [--snapshot] [--subscribe few|many] [--per-connection K] [--position]',
     );
     return;
   }
@@ -184,7 +188,7 @@ async function main() {
   const units = layout ? n * perConnection : n;
   const before = await memory();
   if (values.snapshot) writeHeapSnapshot(`${snapshots}.0.heapsnapshot`);
-  if (layout) await tell({ subscribe: layout, perConnection });
+  if (layout) await tell({ subscribe: layout, perConnection, position: values.position });
   else await ask(n);
   const after = await memory();
   if (values.snapshot) writeHeapSnapshot(`${snapshots}.1.heapsnapshot`);

@@ -97,6 +97,18 @@ interface Replay {
   epoch: string | undefined;
 }
 
+/** Delivery's rare state: see its `rare` field. */
+interface RareState {
+  held: Held | undefined;
+  passed: PassedSeqs | undefined;
+  replay: Replay | undefined;
+  stopListeners: Set<() => void> | undefined;
+}
+
+function newRareState(): RareState {
+  return { held: undefined, passed: undefined, replay: undefined, stopListeners: undefined };
+}
+
 function newReplay(waiting: Fifo<Waiting> | undefined): Replay {
   return {
     waiting,
@@ -120,13 +132,15 @@ function newReplay(waiting: Fifo<Waiting> | undefined): Replay {
  * reaches). A subscriber that tracks positions gets a gap signal for them before the message;
  * any other one gets them counted in the message's `missed`. Nothing passes silently.
  */
-export class Delivery {
+export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
   /** Messages skipped since the last one sent; reported on the next. */
   missed = 0;
-  /** Total messages skipped over the subscription's life. */
-  droppedTotal = 0;
-  /** The newest message held (`keep-latest`) until the socket drains. */
-  private held: Held | undefined;
+  /**
+   * What only some subscriptions have, and only for a while: a held message, seqs passed by, a
+   * replay under way, stop listeners. One field for the four, made when the first is and dropped
+   * once none is left, rather than four on every subscription a gateway keeps.
+   */
+  private rare: RareState | undefined;
   /** `lastSeq` as stored: UNKNOWN_SEQ while unknown. */
   private seqSeen = UNKNOWN_SEQ;
   /**
@@ -134,23 +148,70 @@ export class Delivery {
    * integer rather than a field each, on every subscription a gateway holds.
    */
   protected flags = 0;
-  /** Seqs passed by (`pass`) after the last one accounted for, oldest first. */
-  private passed: PassedSeqs | undefined;
   /** Sequence numbers up to this one were already sent (resume): later duplicates are dropped. */
   private floorSeq = 0;
-  /** The replay under way, if any; with `waiting`, live messages are held back for it. */
-  private replay: Replay | undefined;
-  /** Told when the subscription stops (a replay waiting for the socket or a read gives up). */
-  private stopListeners: Set<() => void> | undefined;
   /** The epoch the subscriber's sequence numbers belong to, as it told us or we told it. */
   clientEpoch: string | undefined;
 
   constructor(
     private readonly sink: Sink,
     /** The topic's head, flow control and slow-consumer counter, shared by its subscriptions. */
-    private readonly route: DeliveryRoute,
+    protected readonly route: R,
     private readonly quotedId: string,
   ) {}
+
+  /** The newest message held (`keep-latest`) until the socket drains. */
+  private get held(): Held | undefined {
+    return this.rare?.held;
+  }
+
+  private set held(held: Held | undefined) {
+    this.setRare('held', held);
+  }
+
+  /** Seqs passed by (`pass`) after the last one accounted for, oldest first. */
+  private get passed(): PassedSeqs | undefined {
+    return this.rare?.passed;
+  }
+
+  private set passed(passed: PassedSeqs | undefined) {
+    this.setRare('passed', passed);
+  }
+
+  /** The replay under way, if any; with `waiting`, live messages are held back for it. */
+  private get replay(): Replay | undefined {
+    return this.rare?.replay;
+  }
+
+  private set replay(replay: Replay | undefined) {
+    this.setRare('replay', replay);
+  }
+
+  /** Told when the subscription stops (a replay waiting for the socket or a read gives up). */
+  private get stopListeners(): Set<() => void> | undefined {
+    return this.rare?.stopListeners;
+  }
+
+  private set stopListeners(listeners: Set<() => void> | undefined) {
+    this.setRare('stopListeners', listeners);
+  }
+
+  private setRare<K extends keyof RareState>(key: K, value: RareState[K]): void {
+    const rare = this.rare;
+    if (value !== undefined) {
+      (this.rare ??= newRareState())[key] = value;
+    } else if (rare !== undefined) {
+      rare[key] = value;
+      if (
+        rare.held === undefined &&
+        rare.passed === undefined &&
+        rare.replay === undefined &&
+        rare.stopListeners === undefined
+      ) {
+        this.rare = undefined;
+      }
+    }
+  }
 
   /**
    * The subscriber tracks positions (it subscribed with `since` or `position`): it is told
@@ -296,7 +357,6 @@ export class Delivery {
       const dropped = waiting.shift()!;
       replay.waitingChars -= dropped.tail.length;
       waiting.peek()!.missedBefore += dropped.missedBefore + 1;
-      this.droppedTotal++;
       this.route.onSlowConsumer('dropped');
     }
   }
@@ -502,6 +562,8 @@ export class Delivery {
     listeners.add(listener);
     return () => {
       listeners.delete(listener);
+      // Nothing left to tell: the set (and the rare state, if that was all) goes.
+      if (listeners.size === 0 && this.stopListeners === listeners) this.stopListeners = undefined;
     };
   }
 
@@ -668,7 +730,6 @@ export class Delivery {
 
   private skip(): void {
     this.missed++;
-    this.droppedTotal++;
     this.route.onSlowConsumer('dropped');
   }
 

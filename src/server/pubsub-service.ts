@@ -11,7 +11,7 @@ import { isWellFormed } from '../protocol/well-formed.js';
 import { TopicCreationLimitError, defaultRetention, exceptList } from '../pubsub/broker.js';
 import type { Broker, BrokerMessage, Retention } from '../pubsub/broker.js';
 import { Delivery, defaultFlowControl } from '../pubsub/delivery.js';
-import type { DeliveryRoute, FlowControl } from '../pubsub/delivery.js';
+import type { FlowControl } from '../pubsub/delivery.js';
 import { finalTail, notificationHead } from '../pubsub/frames.js';
 import { DrainWaiters } from '../pubsub/drain-waiters.js';
 import { HistoryReads } from '../pubsub/history-reads.js';
@@ -46,6 +46,7 @@ import { RateLimit, TokenBucket } from './token-bucket.js';
 import { AddressBudgets, AddressBudget, PairedBucket, unboundedLimit } from './address-budgets.js';
 import { addressGroupOf } from './address-group.js';
 import { PARAMS_NOT_KEPT, TopicSubscription, topicBytesOf } from './topic-subscription.js';
+import type { TopicRoute } from './topic-subscription.js';
 import type { KeptParams, TopicEnds } from './topic-subscription.js';
 import { claimsAllow } from './claims-authorization.js';
 import { pushUnsupported } from './session.js';
@@ -815,7 +816,6 @@ export class PubSubService<C> {
       this.routeOf(flow),
       this.registry.quotedId(topic, id),
       table,
-      this.topicEnds,
     );
     table.subscriptions.set(id, subscription);
     const { since, epoch, position = false } = starting ? starting(request) : request;
@@ -897,18 +897,23 @@ export class PubSubService<C> {
 
   /**
    * The route every delivery of a topic (or stream) shares: one per FlowControl, which each
-   * definition makes once.
+   * definition makes once. A stream's deliveries ignore its `ends`.
    */
-  private routeOf(flow: FlowControl): DeliveryRoute {
+  private routeOf(flow: FlowControl): TopicRoute<C> {
     let route = this.routes.get(flow);
     if (!route) {
-      route = { head: this.head, flow, onSlowConsumer: this.countSlowConsumer };
+      route = {
+        head: this.head,
+        flow,
+        onSlowConsumer: this.countSlowConsumer,
+        ends: this.topicEnds,
+      };
       this.routes.set(flow, route);
     }
     return route;
   }
 
-  private readonly routes = new WeakMap<FlowControl, DeliveryRoute>();
+  private readonly routes = new WeakMap<FlowControl, TopicRoute<C>>();
 
   /** Every delivery's slow-consumer counter (one function for all of them). */
   private readonly countSlowConsumer = (event: 'dropped' | 'disconnected'): void => {

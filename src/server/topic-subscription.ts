@@ -12,6 +12,14 @@ export interface TopicEnds<C> {
 }
 
 /**
+ * A topic's route (its subscriptions' shared head, flow control and slow-consumer counter) with
+ * what ending one of them tells: one reference on each subscription for all of it.
+ */
+export interface TopicRoute<C> extends DeliveryRoute {
+  readonly ends: TopicEnds<C>;
+}
+
+/**
  * Stands for a subscribe's params that were not kept: its topic's definition had no `authorize`
  * to read them again. Unlike `undefined` (the subscribe carried none), what it carried is unknown.
  */
@@ -44,7 +52,7 @@ const STARTED = FIRST_SUBCLASS_FLAG;
  * of two saves an object header and a reference on each (32 bytes, test/pubsub/delivery-
  * footprint.test.ts).
  */
-export class TopicSubscription<C> extends Delivery implements SessionSubscription {
+export class TopicSubscription<C> extends Delivery<TopicRoute<C>> implements SessionSubscription {
   /** What `onTopicSubscribed` (presence) returned for it: run after the rest of its end. */
   ended: (() => void) | undefined = undefined;
 
@@ -56,12 +64,11 @@ export class TopicSubscription<C> extends Delivery implements SessionSubscriptio
      * that were not kept, undefined when it carried none.
      */
     private readonly kept: KeptParams,
-    /** The topic's head, flow control and slow-consumer counter, shared by its subscriptions. */
-    route: DeliveryRoute,
+    /** The topic's head, flow control, slow-consumer counter and ends, shared by its subscriptions. */
+    route: TopicRoute<C>,
     /** The subscription id, JSON-quoted. */
     quotedId: string,
     private readonly table: SessionTable,
-    private readonly ends: TopicEnds<C>,
   ) {
     // Written to the table's session, which owns it (a publish `except` it passes it by).
     super(table.sink, route, quotedId);
@@ -100,10 +107,10 @@ export class TopicSubscription<C> extends Delivery implements SessionSubscriptio
     this.stop();
     // Its bytes, as they were counted when it was made (topic and kept params never change).
     this.table.topicBytes -= topicBytesOf(this.topic, this.kept);
-    this.ends.registry.detach(this.topic, this);
-    this.ends.registry.release(this.topic);
-    if (this.started)
-      this.ends.lifecycle()?.unsubscribed(this.table.sink as Session<C>, this.topic);
+    const { ends } = this.route;
+    ends.registry.detach(this.topic, this);
+    ends.registry.release(this.topic);
+    if (this.started) ends.lifecycle()?.unsubscribed(this.table.sink as Session<C>, this.topic);
     this.ended?.();
   }
 }
