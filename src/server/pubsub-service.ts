@@ -46,8 +46,7 @@ import { RateLimit, TokenBucket } from './token-bucket.js';
 import { AddressBudgets, AddressBudget, PairedBucket, unboundedLimit } from './address-budgets.js';
 import { addressGroupOf } from './address-group.js';
 import { PARAMS_NOT_KEPT, TopicSubscription, topicBytesOf } from './topic-subscription.js';
-import type { TopicRoute } from './topic-subscription.js';
-import type { KeptParams, TopicEnds } from './topic-subscription.js';
+import type { KeptParams, TopicEnds, TopicRoute } from './topic-subscription.js';
 import { claimsAllow } from './claims-authorization.js';
 import { pushUnsupported } from './session.js';
 import {
