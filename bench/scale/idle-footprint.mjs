@@ -4,7 +4,7 @@
 // per connection by kind (what a connection is made of, to the byte).
 //
 //   node --expose-gc bench/scale/idle-footprint.mjs [--contestant gateway|raw-ws] [--connections N] [--snapshot]
-//     [--subscribe few|many] [--per-connection K] [--position]
+//     [--subscribe few|many] [--per-connection K] [--position | --since]
 //
 // With --subscribe, the connections are opened first and what is measured is what their
 // subscriptions add: each connection subscribes to K topics (10 by default), the same K for all
@@ -13,7 +13,8 @@
 // adds beyond its subscriptions; `few` with K = 1 (one topic, every connection on it), what a
 // connection's first subscription costs, as in the scale run's one-topic phase. With --position,
 // each subscribe asks where it starts (`[topic, null, { position: true }]`), as the project's own
-// client subscribes to a topic.
+// client subscribes to a topic; with --since, each resumes from the topic's start
+// (`[topic, null, { since: 0 }]`), as the project's client resubscribes after a reconnect.
 //
 // The gateway is the package's build (dist/), or SCALE_GATEWAY_MODULE (another build, as for
 // the scale run). Prints one JSON line: bytes per connection of heapUsed, of the heap without
@@ -35,7 +36,7 @@ const topicOf = (layout, i, j, n, k) =>
   layout === 'few' ? `t.${j}` : `t.${(i % (n / k)) * k + j}`;
 
 /** Subscribe every socket to its k topics; resolves once every one is answered. */
-function subscribeAll(sockets, layout, k, position) {
+function subscribeAll(sockets, layout, k, start) {
   let id = 0;
   const answered = [];
   sockets.forEach((ws, i) => {
@@ -54,7 +55,7 @@ function subscribeAll(sockets, layout, k, position) {
         }),
       );
       const topic = topicOf(layout, i, j, sockets.length, k);
-      const params = position ? [topic, null, { position: true }] : [topic];
+      const params = start ? [topic, null, start] : [topic];
       ws.send(JSON.stringify({ jsonrpc: '2.0', method: 'subscribe', params, id: mine }));
     }
   });
@@ -64,9 +65,9 @@ function subscribeAll(sockets, layout, k, position) {
 async function clients() {
   const url = process.argv[3];
   let sockets = [];
-  process.on('message', async ({ open, subscribe, perConnection, position }) => {
+  process.on('message', async ({ open, subscribe, perConnection, start }) => {
     if (subscribe) {
-      await subscribeAll(sockets, subscribe, perConnection, position);
+      await subscribeAll(sockets, subscribe, perConnection, start);
     } else if (open > 0) {
       for (let i = 0; i < open; i += 200) {
         const batch = [];
@@ -147,12 +148,13 @@ async function main() {
       subscribe: { type: 'string' },
       'per-connection': { type: 'string', default: '10' },
       position: { type: 'boolean', default: false },
+      since: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
   });
   if (values.help) {
     console.log(
-      'node --expose-gc bench/scale/idle-footprint.mjs [--contestant gateway|raw-ws] [--connections N] [--snapshot] [--subscribe few|many] [--per-connection K] [--position]',
+      'node --expose-gc bench/scale/idle-footprint.mjs [--contestant gateway|raw-ws] [--connections N] [--snapshot] [--subscribe few|many] [--per-connection K] [--position | --since]',
     );
     return;
   }
@@ -188,7 +190,8 @@ async function main() {
   const units = layout ? n * perConnection : n;
   const before = await memory();
   if (values.snapshot) writeHeapSnapshot(`${snapshots}.0.heapsnapshot`);
-  if (layout) await tell({ subscribe: layout, perConnection, position: values.position });
+  const start = values.since ? { since: 0 } : values.position ? { position: true } : undefined;
+  if (layout) await tell({ subscribe: layout, perConnection, start });
   else await ask(n);
   const after = await memory();
   if (values.snapshot) writeHeapSnapshot(`${snapshots}.1.heapsnapshot`);

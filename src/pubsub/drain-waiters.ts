@@ -5,17 +5,23 @@ import type { Sink } from './sink.js';
  * listener of the socket rather than one each: a connection's many resumes add one listener.
  */
 export class DrainWaiters {
-  private readonly listeners = new Set<() => void>();
+  /**
+   * Made when one waits and let go once none does: a connection keeps its DrainWaiters for
+   * life, and an empty Set's table would outweigh it.
+   */
+  private listeners: Set<() => void> | undefined;
   private cancel: (() => void) | undefined;
 
   constructor(private readonly sink: Sink) {}
 
   /** Call `listener` once the socket has drained; returns a function that cancels. */
   wait(listener: () => void): () => void {
-    this.listeners.add(listener);
+    (this.listeners ??= new Set()).add(listener);
     this.cancel ??= this.sink.onDrain(() => this.drained());
     return () => {
-      if (!this.listeners.delete(listener) || this.listeners.size > 0) return;
+      const listeners = this.listeners;
+      if (!listeners?.delete(listener) || listeners.size > 0) return;
+      this.listeners = undefined;
       const cancel = this.cancel;
       this.cancel = undefined;
       cancel?.();
@@ -23,9 +29,9 @@ export class DrainWaiters {
   }
 
   private drained(): void {
+    const listeners = this.listeners;
+    this.listeners = undefined;
     this.cancel = undefined;
-    const listeners = [...this.listeners];
-    this.listeners.clear();
-    for (const listener of listeners) listener();
+    if (listeners) for (const listener of listeners) listener();
   }
 }

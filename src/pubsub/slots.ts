@@ -4,8 +4,12 @@
  */
 export class Slots {
   private used = 0;
-  /** Waiting turns in arrival order (a Set keeps insertion order and deletes in O(1)). */
-  private readonly queue = new Set<() => void>();
+  /**
+   * Waiting turns in arrival order (a Set keeps insertion order and deletes in O(1)); made when
+   * a turn has to wait and let go once none does: a connection keeps its slots for life, and
+   * an empty Set's table would outweigh them.
+   */
+  private queue: Set<() => void> | undefined;
 
   constructor(readonly size: number) {}
 
@@ -16,7 +20,7 @@ export class Slots {
 
   /** Turns waiting. */
   get waiting(): number {
-    return this.queue.size;
+    return this.queue?.size ?? 0;
   }
 
   /**
@@ -36,20 +40,23 @@ export class Slots {
       this.used++;
       granted(release);
     };
-    if (this.used < this.size && this.queue.size === 0) {
+    if (this.used < this.size && this.queue === undefined) {
       turn();
       return () => undefined;
     }
-    this.queue.add(turn);
-    return () => {
-      this.queue.delete(turn);
-    };
+    (this.queue ??= new Set()).add(turn);
+    return () => this.dequeue(turn);
+  }
+
+  private dequeue(turn: () => void): void {
+    const queue = this.queue;
+    if (queue?.delete(turn) && queue.size === 0) this.queue = undefined;
   }
 
   private next(): void {
-    while (this.used < this.size && this.queue.size > 0) {
+    while (this.used < this.size && this.queue !== undefined) {
       const [turn] = this.queue;
-      this.queue.delete(turn!);
+      this.dequeue(turn!);
       turn!();
     }
   }

@@ -102,8 +102,9 @@ export interface SessionTable {
    * params kept for them, subscribes under way included.
    */
   topicBytes: number;
-  // The three below are made when first needed: most connections never resume, and only the
-  // first subscriber of a topic brings it onto the node.
+  // The three below are made when first needed: a connection that never resumes from a
+  // position holds neither of the first two, and only the first subscriber of a topic brings it
+  // onto the node.
   /** Its history reads (resume replays): a page is read holding one. */
   historySlots: Slots | undefined;
   /** Its replays waiting for the socket to drain, on one listener. */
