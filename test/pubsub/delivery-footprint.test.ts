@@ -6,7 +6,7 @@ import type { SessionTable } from '../../src/server/pubsub-types.js';
 import { messageTail, notificationHead } from '../../src/pubsub/frames.js';
 import type { Sink } from '../../src/pubsub/sink.js';
 import { CompactMap } from '../../src/server/compact-map.js';
-import { fullGc, heapUsedButCode } from '../support/heap.js';
+import { bytesPerObject } from '../support/heap.js';
 
 /*
  * What one subscription's Delivery holds once it has delivered: a gateway keeps one per
@@ -43,7 +43,6 @@ const sink: Sink = {
   close: () => undefined,
   onDrain: () => () => undefined,
 };
-
 const tail = messageTail('1', 1);
 
 const owner = 'session-1';
@@ -57,7 +56,6 @@ const table: SessionTable = {
   drains: undefined,
   newTopics: undefined,
 };
-
 const ends: TopicEnds<unknown> = {
   registry: { detach: () => undefined, release: () => undefined },
   lifecycle: () => undefined,
@@ -127,22 +125,9 @@ function subscribed(): TopicSubscription<unknown> {
   return subscription;
 }
 
-/** Heap grown per object by making DELIVERIES of them (after a warm-up, so shapes settle). */
-function perObjectBytes(make: () => Delivery): number {
-  const made = new Array<Delivery | undefined>(DELIVERIES + WARM_UP).fill(undefined);
-  for (let i = 0; i < WARM_UP; i++) made[i] = make();
-  fullGc();
-  const before = heapUsedButCode();
-  for (let i = WARM_UP; i < DELIVERIES + WARM_UP; i++) made[i] = make();
-  fullGc();
-  const grown = heapUsedButCode() - before;
-  expect(made.every((d) => d !== undefined && !d.isStopped)).toBe(true);
-  return grown / DELIVERIES;
-}
-
-/** The least of a few rounds: what else the test process allocates meanwhile only adds. */
+/** Heap per object, the objects made kept live (not stopped). */
 const leastOf = (make: () => Delivery): number =>
-  Math.min(...Array.from({ length: ROUNDS }, () => perObjectBytes(make)));
+  bytesPerObject(make, { count: DELIVERIES, warmUp: WARM_UP, rounds: ROUNDS }, (d) => !d.isStopped);
 
 it(`a delivery that has delivered holds at most ${BOUND_BYTES_PER_DELIVERY} bytes of its own`, () => {
   expect(leastOf(delivered)).toBeLessThanOrEqual(BOUND_BYTES_PER_DELIVERY);

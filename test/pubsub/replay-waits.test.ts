@@ -16,7 +16,7 @@ import { describe, expect, it } from 'vitest';
 import { DrainWaiters } from '../../src/pubsub/drain-waiters.js';
 import type { Sink } from '../../src/pubsub/sink.js';
 import { Slots } from '../../src/pubsub/slots.js';
-import { fullGc, heapUsedButCode } from '../support/heap.js';
+import { bytesPerObject } from '../support/heap.js';
 
 type SlotOp =
   { kind: 'take' } | { kind: 'release'; which: number } | { kind: 'giveUp'; which: number };
@@ -65,20 +65,19 @@ describe('Slots (model)', () => {
                 grantNext();
                 break;
               }
-              case 'release': {
-                if (takes.length === 0) break;
-                const i = op.which % takes.length;
-                takes[i]!.release?.();
-                holding.delete(i);
-                grantNext();
-                break;
-              }
+              case 'release':
               case 'giveUp': {
                 if (takes.length === 0) break;
                 const i = op.which % takes.length;
-                takes[i]!.giveUp();
-                const at = waiting.indexOf(i);
-                if (at !== -1) waiting.splice(at, 1);
+                if (op.kind === 'release') {
+                  takes[i]!.release?.();
+                  holding.delete(i);
+                  grantNext();
+                } else {
+                  takes[i]!.giveUp();
+                  const at = waiting.indexOf(i);
+                  if (at !== -1) waiting.splice(at, 1);
+                }
                 break;
               }
             }
@@ -174,21 +173,7 @@ describe('DrainWaiters (model)', () => {
 const BOUND_BYTES_AFTER_USE = 56;
 const MADE = 20_000;
 
-/** Heap grown per object by making MADE of them with `make`, after full collections. */
-function perObjectBytes(make: () => unknown): number {
-  const made = new Array<unknown>(MADE).fill(undefined);
-  for (let i = 0; i < 500; i++) make(); // shapes settle
-  fullGc();
-  const before = heapUsedButCode();
-  for (let i = 0; i < MADE; i++) made[i] = make();
-  fullGc();
-  const grown = heapUsedButCode() - before;
-  expect(made.every((m) => m !== undefined)).toBe(true);
-  return grown / MADE;
-}
-
-const leastOf = (make: () => unknown): number =>
-  Math.min(...Array.from({ length: 3 }, () => perObjectBytes(make)));
+const leastOf = (make: () => unknown): number => bytesPerObject(make, { count: MADE, warmUp: 500 });
 
 describe('after use', () => {
   it(`a connection's history read slots hold at most ${BOUND_BYTES_AFTER_USE} bytes once no turn waits`, () => {
