@@ -5,12 +5,11 @@
 // seconds each; messages of BYTES bytes (default: the size of a gateway fan-out frame of the
 // scale run's message). Prints messages published and delivered per second, and the broker
 // server's own CPU per published message (from /proc). Every wait is bounded.
-import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { nowMs, sleep } from '../ipc.mjs';
 import { ScaleChild } from './child.mjs';
+import { cpuUsOf, pidOf } from './proc-cpu.mjs';
 
 const here = (path) => fileURLToPath(new URL(path, import.meta.url));
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -44,26 +43,6 @@ const subscriberCounts = opts.subscribers
   .map(Number)
   .filter((n) => n >= 1 && n <= 64);
 const payload = Buffer.from(SAMPLE_FRAME.padEnd(size, ' ').slice(0, size));
-
-/** A process's CPU time in µs (user + system), from /proc; undefined when it cannot be read. */
-function cpuUsOf(pid) {
-  if (!pid) return undefined;
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    const ticks = Number(fields[11]) + Number(fields[12]);
-    return (ticks / CLOCK_TICKS) * 1e6;
-  } catch {
-    return undefined;
-  }
-}
-const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
-const pidOf = (name) => {
-  try {
-    return Number(execFileSync('pidof', ['-s', name], { encoding: 'utf8' }).trim()) || undefined;
-  } catch {
-    return undefined;
-  }
-};
 
 async function redisPublisher() {
   const { Redis } = await import('ioredis');

@@ -7,7 +7,8 @@
 // - raw-ws: a `ws` WebSocketServer with the least JSON-RPC that answers the same frames: a
 //   subscribe adds the socket to the topic's Set and is answered with the topic's id, an
 //   unsubscribe removes it, a publish builds one frame string and `ws.send`s it to each socket
-//   of the topic's Set. No heartbeat, no validation, no limits.
+//   of the topic's Set. No heartbeat, no validation, no limits. Several of them share no topic
+//   space: the run hands each publish to every one of them (the harness is their broker).
 import { benchLimits } from '../gateway-limits.mjs';
 
 const DATA = { price: 97_000.25, symbol: 'BTC-USD' };
@@ -15,13 +16,42 @@ const DATA = { price: 97_000.25, symbol: 'BTC-USD' };
 /** What every published message carries: `k` (which message) and `t` (when it was published, ms on the shared monotonic clock). */
 const message = (k, t) => ({ k, t, ...DATA });
 
-export async function startGateway(host, { connections }) {
+/**
+ * A broker of its own for one node: `kind` 'redis' or 'nats', every node's with `prefix`. The
+ * bound on the topics a node creates on the broker (100 a second, a burst of 1,000) is off: the
+ * many-topics step publishes to 10,000 new topics through one node at once, and that bound is
+ * there against abuse, as the limits bench/gateway-limits.mjs raises are.
+ */
+async function connectBroker({ kind, prefix }) {
+  const creation = { newTopicsPerSecond: 0 };
+  if (kind === 'redis') {
+    const { RedisBroker } = await import('wsrpc-gateway/redis');
+    return RedisBroker.create({
+      url: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+      prefix: `${prefix}:`,
+      ...creation,
+    });
+  }
+  if (kind === 'nats') {
+    const { NatsBroker } = await import('wsrpc-gateway/nats');
+    return NatsBroker.connect({
+      servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
+      prefix,
+      ...creation,
+    });
+  }
+  throw new Error(`unknown broker ${kind}`);
+}
+
+export async function startGateway(host, { connections, broker: brokerSettings }) {
   // SCALE_GATEWAY_MODULE: another build to measure (a worktree's dist/src/index.js, for a
   // before-and-after), else the package's own dist/.
   const { createGateway } = await import(process.env.SCALE_GATEWAY_MODULE ?? 'wsrpc-gateway');
   const { pino } = await import('pino');
+  const broker = brokerSettings && (await connectBroker(brokerSettings));
   const gateway = createGateway({
     logger: pino({ level: 'warn' }),
+    ...(broker && { broker }),
     limits: {
       ...benchLimits,
       maxConnections: connections + 1_000,
@@ -40,7 +70,10 @@ export async function startGateway(host, { connections }) {
     port,
     publish,
     message,
-    close: () => gateway.close({ timeoutMs: 1_000 }),
+    async close() {
+      await gateway.close({ timeoutMs: 1_000 });
+      await broker?.close();
+    },
   };
 }
 

@@ -1,7 +1,7 @@
-// The measured steps of the scale run against one server process, in order: the connect
-// storm, memory with every connection open, one topic with every connection subscribed
-// (paced messages, then a burst), and many topics with a few subscribers each. Each step
-// returns plain figures; the runner prints them side by side.
+// The measured steps of the scale run against one server process (or a ServerGroup of several,
+// bench/scale/server-group.mjs), in order: the connect storm, memory with every connection open,
+// one topic with every connection subscribed (paced messages, then a burst), and many topics with
+// a few subscribers each. Each step returns plain figures; the runner prints them side by side.
 import { nowMs, sleep } from '../ipc.mjs';
 import { Histogram } from './histogram.mjs';
 
@@ -53,7 +53,8 @@ export class Phases {
     return memoryOf(this.server);
   }
 
-  async storm(url) {
+  /** Load process p opens its share on `urls[p mod urls.length]` (one URL per node). */
+  async storm(urls) {
     const { loads, shares, addresses, settings } = this;
     const cpu0 = await cpuOf(this.server);
     const t0 = nowMs();
@@ -61,7 +62,12 @@ export class Phases {
       loads.map((load, p) =>
         load.request(
           'open',
-          { url, count: shares[p], addresses: addresses[p], concurrency: settings.concurrency },
+          {
+            url: urls[p % urls.length],
+            count: shares[p],
+            addresses: addresses[p],
+            concurrency: settings.concurrency,
+          },
           settings.stepTimeoutMs,
         ),
       ),

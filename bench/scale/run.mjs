@@ -1,7 +1,8 @@
 // The scale run: `npm run bench -- --scale [--connections N]` (or `node bench/scale/run.mjs`).
-// For each contestant (bench/scale/contestants.mjs), one after the other: a server process, a
-// few load processes (bench/scale/load.mjs) that open N connections from loopback source
-// addresses 127.0.0.2 and up, then the steps of bench/scale/phases.mjs. Every count and wait is
+// For each contestant (bench/scale/contestants.mjs), one after the other: a server process (or,
+// with --nodes K, K of them: for the gateway, nodes sharing one topic space through Redis or
+// NATS), a few load processes (bench/scale/load.mjs) that open N connections from loopback
+// source addresses 127.0.0.2 and up, then the steps of bench/scale/phases.mjs. Every count and wait is
 // bounded, a watchdog ends the run, and every child is stopped (killed at worst) on the way out.
 // Prints one markdown table, both contestants side by side.
 import { existsSync } from 'node:fs';
@@ -10,7 +11,10 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ScaleChild, fileLimitFor } from './child.mjs';
 import { names } from './contestants.mjs';
+import { removeBrokerPrefix } from './broker-cleanup.mjs';
 import { Phases } from './phases.mjs';
+import { pidOf } from './proc-cpu.mjs';
+import { ServerGroup } from './server-group.mjs';
 import { renderTable } from './table.mjs';
 
 const here = (path) => fileURLToPath(new URL(path, import.meta.url));
@@ -26,6 +30,8 @@ const EMPTY_IDLE_MS = 5_000;
 const options = {
   connections: { type: 'string', default: '100000' },
   'load-processes': { type: 'string' },
+  nodes: { type: 'string', default: '1' },
+  broker: { type: 'string', default: 'redis' },
   contestants: { type: 'string', default: 'gateway,raw-ws' },
   messages: { type: 'string', default: '20' },
   burst: { type: 'string', default: '10' },
@@ -38,14 +44,18 @@ const options = {
   help: { type: 'boolean', default: false },
 };
 
-const HELP = `node bench/scale/run.mjs [--connections N] [--load-processes P] [--contestants gateway,raw-ws]
-  [--messages M] [--burst B] [--topics T] [--per-topic S] [--passes R] [--concurrency C]
-  [--idle-seconds I] [--watchdog-minutes W]
+const HELP = `node bench/scale/run.mjs [--connections N] [--nodes K] [--broker redis|nats] [--load-processes P]
+  [--contestants gateway,raw-ws] [--messages M] [--burst B] [--topics T] [--per-topic S] [--passes R]
+  [--concurrency C] [--idle-seconds I] [--watchdog-minutes W]
 N connections (default 100,000, at most ${MAX_CONNECTIONS.toLocaleString('en-US')}) on one server process per
-contestant, opened by P load processes (default 2 to 4), at most C handshakes in flight each;
+contestant, or on K (default 1, at most 16) sharing them evenly: gateway nodes with a topic
+space shared through the broker (default redis; its CPU counted with theirs), raw ws servers
+each handed every publish. Opened by P load processes (default 2 to 4, or K times what one
+process's open files allow), at most C handshakes in flight each;
 held idle for I seconds (default 35: a whole heartbeat round of the gateway); M paced messages
-and a burst of B to one topic all of them subscribe to; T topics with S subscribers each, R
-publish passes. Capped to what the open-file limit allows. SCALE_GATEWAY_MODULE=<path> measures
+and a burst of B to one topic all of them subscribe to; T topics (0: that step skipped) with S
+subscribers each, R publish passes. What the gateway nodes leave on the broker (keys, streams
+under the run's own prefix) is removed after them. Capped to what the open-file limit allows. SCALE_GATEWAY_MODULE=<path> measures
 another build of the gateway (a worktree's dist/src/index.js) instead of this one's dist/.`;
 
 function int(value, name, min, max) {
@@ -82,7 +92,7 @@ export async function main(argv) {
   const settings = {
     messages: int(opts.messages, 'messages', 1, 1_000),
     burst: int(opts.burst, 'burst', 1, 1_000),
-    topics: int(opts.topics, 'topics', 1, 100_000),
+    topics: int(opts.topics, 'topics', 0, 100_000),
     perTopic: int(opts['per-topic'], 'per-topic', 1, 100),
     passes: int(opts.passes, 'passes', 1, 20),
     idleMs: int(opts['idle-seconds'], 'idle-seconds', 1, 120) * 1000,
@@ -94,24 +104,41 @@ export async function main(argv) {
   };
   const kinds = opts.contestants.split(',');
   for (const kind of kinds) if (!names[kind]) throw new Error(`unknown contestant ${kind}`);
+  const nodes = int(opts.nodes, 'nodes', 1, 16);
+  const brokerKind = opts.broker;
+  if (brokerKind !== 'redis' && brokerKind !== 'nats')
+    throw new Error(`--broker must be redis or nats, not ${brokerKind}`);
 
-  // One process holds every connection: the open-file limit decides how many there can be.
-  const files = fileLimitFor(requested + FD_RESERVE);
-  const connections = Math.min(
-    requested,
-    Math.floor((files.limit - FD_RESERVE) / 1_000) * 1_000 || files.limit - FD_RESERVE,
+  // Each server process holds its node's share: the open-file limit decides how many there can be.
+  const files = fileLimitFor(Math.ceil(requested / nodes) + FD_RESERVE);
+  const perProcess = files.limit - FD_RESERVE;
+  const perNode = Math.min(
+    Math.ceil(requested / nodes),
+    Math.floor(perProcess / 1_000) * 1_000 || perProcess,
   );
+  const connections = Math.min(requested, perNode * nodes);
   const notes = [];
   if (connections < requested)
     notes.push(
-      `${files.note}: ${connections.toLocaleString('en-US')} connections per server instead of ${requested.toLocaleString('en-US')}`,
+      `${files.note}: ${connections.toLocaleString('en-US')} connections instead of ${requested.toLocaleString('en-US')}`,
     );
+  const loadsPerNode = Math.ceil(perNode / perProcess);
   const loadCount = opts['load-processes']
     ? int(opts['load-processes'], 'load-processes', 1, 16)
-    : Math.max(
-        Math.min(4, Math.max(2, Math.ceil(connections / 25_000))),
-        Math.ceil(connections / (files.limit - FD_RESERVE)),
-      );
+    : nodes > 1
+      ? nodes * loadsPerNode
+      : Math.max(Math.min(4, Math.max(2, Math.ceil(connections / 25_000))), loadsPerNode);
+  // Load process p connects to node p mod K: every node gets the same share.
+  if (loadCount % nodes !== 0)
+    throw new Error(`--load-processes must be a multiple of --nodes (${nodes})`);
+  if (nodes > 1)
+    notes.push(
+      `${nodes} server processes per contestant, ${perNode.toLocaleString('en-US')} connections each: ` +
+        `the gateway's nodes share one topic space through ${brokerKind === 'redis' ? 'Redis' : 'NATS'} ` +
+        `(a publish goes through the first node; the server CPU figures include the broker's, from /proc), ` +
+        `raw ws's servers share none (each is handed every publish at once; the harness is their broker); ` +
+        `memory is the processes' sum`,
+    );
   const shares = Array.from(
     { length: loadCount },
     (_, p) => Math.floor(connections / loadCount) + (p < connections % loadCount ? 1 : 0),
@@ -170,7 +197,26 @@ export async function main(argv) {
   for (const [c, kind] of kinds.entries()) {
     const name = names[kind];
     log(`${name}:`);
-    const server = spawn(`${name} server`, './server.mjs', ['--expose-gc']);
+    const servers = Array.from({ length: nodes }, (_, i) =>
+      spawn(nodes > 1 ? `${name} node ${i + 1}` : `${name} server`, './server.mjs', [
+        '--expose-gc',
+      ]),
+    );
+    // Gateway nodes share a topic space through the broker, under a prefix of this run's own.
+    const sharedTopics = nodes > 1 && kind === 'gateway';
+    const broker = sharedTopics
+      ? { kind: brokerKind, prefix: `scale${process.pid}x${Date.now().toString(36)}` }
+      : undefined;
+    const brokerPid = sharedTopics ? pidOf(`${brokerKind}-server`) : undefined;
+    if (sharedTopics && brokerPid === undefined)
+      notes.push(`no process named ${brokerKind}-server: the broker's CPU is not counted`);
+    const server =
+      nodes > 1
+        ? new ServerGroup(servers, {
+            sharedTopics,
+            brokerPid,
+          })
+        : servers[0];
     const loads = shares.map((_, p) => spawn(`load ${p + 1}`, './load.mjs'));
     const phases = new Phases({
       server,
@@ -182,12 +228,16 @@ export async function main(argv) {
     });
     const r = { name };
     try {
-      const { port } = await server.request('start', { kind, host: HOST, connections });
-      const url = `ws://${HOST}:${port}/rpc`;
+      const started = await Promise.all(
+        servers.map((s) =>
+          s.request('start', { kind, host: HOST, connections: perNode, broker }, 60_000),
+        ),
+      );
+      const urls = started.map(({ port }) => `ws://${HOST}:${port}/rpc`);
       r.base = await phases.baseline();
       r.emptyIdle = await phases.emptyIdle(EMPTY_IDLE_MS);
       log(`  storm to ${connections.toLocaleString('en-US')}...`);
-      r.storm = await phases.storm(url);
+      r.storm = await phases.storm(urls);
       log(`  open in ${(r.storm.openMs / 1000).toFixed(1)} s, ${r.storm.failed} failed`);
       r.open = await phases.memory();
       log(`  idle for ${settings.idleMs / 1000} s...`);
@@ -201,27 +251,38 @@ export async function main(argv) {
       log(`  burst: ${r.burst.cpuPerDeliveryUs.toFixed(2)} µs CPU per delivery`);
       await phases.unsubscribe();
       r.unsubMem = await phases.memory();
-      log(`  ${settings.topics.toLocaleString('en-US')} topics × ${settings.perTopic}...`);
-      r.topicSub = await phases.subscribe({
-        prefix: 't.',
-        topics: settings.topics,
-        perTopic: settings.perTopic,
-      });
-      r.topicMem = await phases.memory();
-      r.topicPasses = await phases.topicPasses({
-        topics: settings.topics,
-        passes: settings.passes,
-        accepted: r.topicSub.accepted,
-      });
-      log(`  ${r.topicPasses.cpuPerPublishUs.toFixed(1)} µs CPU per publish to one topic`);
+      // --topics 0: no many-topics step.
+      if (settings.topics > 0) {
+        log(`  ${settings.topics.toLocaleString('en-US')} topics × ${settings.perTopic}...`);
+        r.topicSub = await phases.subscribe({
+          prefix: 't.',
+          topics: settings.topics,
+          perTopic: settings.perTopic,
+        });
+        r.topicMem = await phases.memory();
+        r.topicPasses = await phases.topicPasses({
+          topics: settings.topics,
+          passes: settings.passes,
+          accepted: r.topicSub.accepted,
+        });
+        log(`  ${r.topicPasses.cpuPerPublishUs.toFixed(1)} µs CPU per publish to one topic`);
+      }
     } catch (err) {
       phases.problem(err.message);
     }
     problems.push(...phases.problems.map((p) => `${name}: ${p}`));
     results.set(kind, r);
     await Promise.all(loads.map((load) => load.request('closeAll').catch(() => undefined)));
-    await Promise.all([server.stop(), ...loads.map((load) => load.stop())]);
-    for (const child of [server, ...loads]) children.delete(child);
+    await Promise.all([...servers, ...loads].map((child) => child.stop()));
+    for (const child of [...servers, ...loads]) children.delete(child);
+    if (broker) {
+      try {
+        const removed = await removeBrokerPrefix(broker);
+        log(`  removed ${removed.toLocaleString('en-US')} broker keys or streams of the run`);
+      } catch (err) {
+        problems.push(`${name}: could not remove the run's broker state (${err.message})`);
+      }
+    }
   }
   clearTimeout(watchdog);
   process.off('SIGINT', onSignal);
@@ -238,6 +299,7 @@ export async function main(argv) {
       results,
       kinds,
       connections,
+      nodes,
       settings,
       subscriptions,
       loadCount,

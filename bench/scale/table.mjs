@@ -11,18 +11,26 @@ const fmt = (value, digits = 3) => {
 const per = (after, before, key, count) =>
   after && before && count ? (after[key] - before[key]) / count / KB : undefined;
 
-function rows({ connections, settings, subscriptions }) {
+function rows({ connections, nodes = 1, settings, subscriptions }) {
   const n = connections.toLocaleString('en-US');
   const t = settings.topics.toLocaleString('en-US');
-  return [
+  const all = [
     ['**Connect storm**'],
     ['connections open', (r) => r.storm?.opened, { noRatio: true }],
     ['failed handshakes', (r) => r.storm?.failed, { noRatio: true }],
     [`time to all ${n} open (s)`, (r) => r.storm && r.storm.openMs / 1000],
     ['server CPU per connection opened (µs)', (r) => r.storm?.cpuPerConnUs],
-    [`**Memory per connection at ${n}** (server process, minus the empty process)`],
+    [
+      nodes > 1
+        ? `**Memory per connection at ${n}** (the ${nodes} server processes together, minus them empty)`
+        : `**Memory per connection at ${n}** (server process, minus the empty process)`,
+    ],
     ['RSS per connection (KB)', (r) => per(r.open, r.base, 'rss', r.storm?.opened)],
     ['heap used per connection (KB)', (r) => per(r.open, r.base, 'heapUsed', r.storm?.opened)],
+    [
+      'heap used per connection, compiled code aside (KB)',
+      (r) => per(r.open, r.base, 'heapNoCode', r.storm?.opened),
+    ],
     [
       'external + array buffers per connection (bytes)',
       (r) =>
@@ -79,6 +87,13 @@ function rows({ connections, settings, subscriptions }) {
       (r) => r.topicPasses?.spanMs,
     ],
   ];
+  // --topics 0: the many-topics step did not run.
+  return settings.topics > 0
+    ? all
+    : all.slice(
+        0,
+        all.findIndex(([label]) => label.includes(' topics × ')),
+      );
 }
 
 export function renderTable(run) {
