@@ -50,7 +50,7 @@ const HELP = `node bench/scale/run.mjs [--connections N] [--nodes K] [--broker r
 N connections (default 100,000, at most ${MAX_CONNECTIONS.toLocaleString('en-US')}) on one server process per
 contestant, or on K (default 1, at most 16) sharing them evenly: gateway nodes with a topic
 space shared through the broker (default redis; its CPU counted with theirs), raw ws servers
-each handed every publish. Opened by P load processes (default 2 to 4, or K times what one
+each handed every publish (--broker none: the gateway's nodes too, no broker). Opened by P load processes (default 2 to 4, or K times what one
 process's open files allow), at most C handshakes in flight each;
 held idle for I seconds (default 35: a whole heartbeat round of the gateway); M paced messages
 and a burst of B to one topic all of them subscribe to; T topics (0: that step skipped) with S
@@ -106,8 +106,8 @@ export async function main(argv) {
   for (const kind of kinds) if (!names[kind]) throw new Error(`unknown contestant ${kind}`);
   const nodes = int(opts.nodes, 'nodes', 1, 16);
   const brokerKind = opts.broker;
-  if (brokerKind !== 'redis' && brokerKind !== 'nats')
-    throw new Error(`--broker must be redis or nats, not ${brokerKind}`);
+  if (brokerKind !== 'redis' && brokerKind !== 'nats' && brokerKind !== 'none')
+    throw new Error(`--broker must be redis, nats or none, not ${brokerKind}`);
 
   // Each server process holds its node's share: the open-file limit decides how many there can be.
   const files = fileLimitFor(Math.ceil(requested / nodes) + FD_RESERVE);
@@ -134,9 +134,11 @@ export async function main(argv) {
   if (nodes > 1)
     notes.push(
       `${nodes} server processes per contestant, ${perNode.toLocaleString('en-US')} connections each: ` +
-        `the gateway's nodes share one topic space through ${brokerKind === 'redis' ? 'Redis' : 'NATS'} ` +
-        `(a publish goes through the first node; the server CPU figures include the broker's, from /proc), ` +
-        `raw ws's servers share none (each is handed every publish at once; the harness is their broker); ` +
+        (brokerKind === 'none'
+          ? `no broker: the gateway's nodes share no topic space, as raw ws's servers do (each is handed every publish at once; the harness is their broker); `
+          : `the gateway's nodes share one topic space through ${brokerKind === 'redis' ? 'Redis' : 'NATS'} ` +
+            `(a publish goes through the first node; the server CPU figures include the broker's, from /proc), ` +
+            `raw ws's servers share none (each is handed every publish at once; the harness is their broker); `) +
         `memory is the processes' sum`,
     );
   const shares = Array.from(
@@ -203,7 +205,7 @@ export async function main(argv) {
       ]),
     );
     // Gateway nodes share a topic space through the broker, under a prefix of this run's own.
-    const sharedTopics = nodes > 1 && kind === 'gateway';
+    const sharedTopics = nodes > 1 && kind === 'gateway' && brokerKind !== 'none';
     const broker = sharedTopics
       ? { kind: brokerKind, prefix: `scale${process.pid}x${Date.now().toString(36)}` }
       : undefined;
