@@ -3,9 +3,7 @@
 // buckets) named with it. The prefix is the run's own (`scale<pid>x<time>`), so nothing else is
 // touched. Topic history is kept on purpose by the brokers, so without this each run would leave
 // its 10,000 topics behind on the machine's Redis or NATS.
-
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+import { NATS_URL, REDIS_URL } from './local-brokers.mjs';
 
 /** Remove what `kind` ('redis' or 'nats') holds under `prefix`; resolves with how many went. */
 export async function removeBrokerPrefix({ kind, prefix }) {

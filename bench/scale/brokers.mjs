@@ -9,11 +9,9 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { nowMs, sleep } from '../ipc.mjs';
 import { ScaleChild } from './child.mjs';
-import { cpuUsOf, pidOf } from './proc-cpu.mjs';
+import { NATS_URL, REDIS_URL, cpuUsOf, pidOf } from './local-brokers.mjs';
 
 const here = (path) => fileURLToPath(new URL(path, import.meta.url));
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 /** Publishes in flight at once. */
 const WINDOW = 1_000;
 

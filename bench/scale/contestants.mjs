@@ -10,6 +10,7 @@
 //   of the topic's Set. No heartbeat, no validation, no limits. Several of them share no topic
 //   space: the run hands each publish to every one of them (the harness is their broker).
 import { benchLimits } from '../gateway-limits.mjs';
+import { NATS_URL, REDIS_URL } from './local-brokers.mjs';
 
 const DATA = { price: 97_000.25, symbol: 'BTC-USD' };
 
@@ -27,7 +28,7 @@ async function connectBroker({ kind, prefix }) {
   if (kind === 'redis') {
     const { RedisBroker } = await import('wsrpc-gateway/redis');
     return RedisBroker.create({
-      url: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+      url: REDIS_URL,
       prefix: `${prefix}:`,
       ...creation,
     });
@@ -35,7 +36,7 @@ async function connectBroker({ kind, prefix }) {
   if (kind === 'nats') {
     const { NatsBroker } = await import('wsrpc-gateway/nats');
     return NatsBroker.connect({
-      servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
+      servers: NATS_URL,
       prefix,
       ...creation,
     });

@@ -13,7 +13,7 @@ import { ScaleChild, fileLimitFor } from './child.mjs';
 import { names } from './contestants.mjs';
 import { removeBrokerPrefix } from './broker-cleanup.mjs';
 import { Phases } from './phases.mjs';
-import { pidOf } from './proc-cpu.mjs';
+import { pidOf } from './local-brokers.mjs';
 import { ServerGroup } from './server-group.mjs';
 import { renderTable } from './table.mjs';
 

@@ -5,7 +5,7 @@
 // broker (the broker brings it to the others); otherwise (raw ws) every node is handed it at
 // once and fans it out to its own connections, the harness acting as the broker, and the
 // publish time is the earliest node's.
-import { cpuUsOf } from './proc-cpu.mjs';
+import { cpuUsOf } from './local-brokers.mjs';
 
 const PUBLISHES = new Set(['publishOne', 'publishBurst', 'publishTopics']);
 

@@ -1,7 +1,11 @@
-// Another process's CPU time, read from /proc: the brokers' (redis-server, nats-server), which
-// the scale runs count beside the Node processes they measure themselves.
+// The machine's own Redis and NATS as the scale runs reach them: their URLs (REDIS_URL and
+// NATS_URL override them), and their processes' CPU time, read from /proc, which the runs count
+// beside the Node processes they measure themselves.
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+
+export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+export const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 
 const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
 
