@@ -63,7 +63,9 @@ export class ScaleChild {
   }
 
   request(cmd, args = {}, timeoutMs = 60_000) {
-    if (!this.alive) return Promise.reject(new Error(`${this.name} is not running`));
+    // Killed but not yet exited, a child's channel is closed already.
+    if (!this.alive || !this.proc.connected)
+      return Promise.reject(new Error(`${this.name} is not running`));
     const id = ++this.nextId;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -71,7 +73,14 @@ export class ScaleChild {
         reject(new Error(`${this.name}: "${cmd}" timed out after ${timeoutMs} ms`));
       }, timeoutMs);
       this.pending.set(id, { cmd, resolve, reject, timer });
-      this.proc.send({ id, cmd, args });
+      // With a callback, a send on a channel that closes meanwhile fails this request only,
+      // instead of an 'error' event nobody listens for.
+      this.proc.send({ id, cmd, args }, (err) => {
+        if (!err) return;
+        this.pending.delete(id);
+        clearTimeout(timer);
+        reject(new Error(`${this.name}: "${cmd}" not sent (${err.message})`));
+      });
     });
   }
 

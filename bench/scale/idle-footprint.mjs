@@ -24,9 +24,10 @@ import { readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { getHeapSpaceStatistics, writeHeapSnapshot } from 'node:v8';
+import { writeHeapSnapshot } from 'node:v8';
 import WebSocket from 'ws';
 import { starters } from './contestants.mjs';
+import { settledMemory } from './settled-memory.mjs';
 
 const HOST = '127.0.0.1';
 const WARM_UP = 200;
@@ -92,17 +93,7 @@ async function clients() {
 }
 
 /** Memory after the connections settled and full collections. */
-async function memory() {
-  await new Promise((resolve) => setTimeout(resolve, 200));
-  for (let i = 0; i < 6; i++) {
-    globalThis.gc();
-    await new Promise((resolve) => setImmediate(resolve));
-  }
-  const heapNoCode = getHeapSpaceStatistics()
-    .filter((space) => space.space_name !== 'code_space')
-    .reduce((sum, space) => sum + space.space_used_size, 0);
-  return { ...process.memoryUsage(), heapNoCode };
-}
+const memory = () => settledMemory(200);
 
 /** Count and self size of a snapshot's objects, by type and constructor name. */
 function objectsOf(file) {

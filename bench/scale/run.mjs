@@ -24,6 +24,8 @@ const HOST = '127.0.0.1';
 /** File descriptors a process needs besides its connections (modules, IPC, stdio, epoll...). */
 const FD_RESERVE = 256;
 const MAX_CONNECTIONS = 200_000;
+/** How long an interrupted run waits for the removal of its nodes' broker state. */
+const BROKER_CLEANUP_MS = 10_000;
 /** How long the empty server's idle CPU is read, before any connection. */
 const EMPTY_IDLE_MS = 5_000;
 
@@ -168,21 +170,31 @@ export async function main(argv) {
     children.add(child);
     return child;
   };
-  const killAll = () => {
+  /** The broker state of the contestant under way (its nodes' prefix), until it is removed. */
+  let brokerInUse;
+  /** Set once the run is being stopped: it goes no further, and `abort` ends the process. */
+  let aborting = false;
+  /** Stop every child and, within BROKER_CLEANUP_MS, remove what the nodes left on the broker. */
+  const abort = async (why, code) => {
+    if (aborting) return;
+    aborting = true;
+    log(`bench --scale: ${why}; stopping.`);
     for (const child of children) child.kill();
+    if (brokerInUse) {
+      let timer;
+      const deadline = new Promise((resolve) => (timer = setTimeout(resolve, BROKER_CLEANUP_MS)));
+      await Promise.race([removeBrokerPrefix(brokerInUse).catch(() => undefined), deadline]);
+      clearTimeout(timer);
+    }
+    process.exit(code);
   };
   const watchdogMs = int(opts['watchdog-minutes'], 'watchdog-minutes', 1, 120) * 60_000;
-  const watchdog = setTimeout(() => {
-    log(`bench --scale: watchdog: over ${watchdogMs / 60_000} minutes; stopping.`);
-    killAll();
-    process.exit(2);
-  }, watchdogMs);
+  const watchdog = setTimeout(
+    () => void abort(`watchdog: over ${watchdogMs / 60_000} minutes`, 2),
+    watchdogMs,
+  );
   watchdog.unref();
-  const onSignal = () => {
-    log('bench --scale: interrupted');
-    killAll();
-    process.exit(130);
-  };
+  const onSignal = () => void abort('interrupted', 130);
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
 
@@ -197,6 +209,8 @@ export async function main(argv) {
   const results = new Map();
   const problems = [];
   for (const [c, kind] of kinds.entries()) {
+    // Stopping: no next contestant; abort exits the process once the broker is cleaned.
+    if (aborting) await new Promise(() => undefined);
     const name = names[kind];
     log(`${name}:`);
     const servers = Array.from({ length: nodes }, (_, i) =>
@@ -209,6 +223,7 @@ export async function main(argv) {
     const broker = sharedTopics
       ? { kind: brokerKind, prefix: `scale${process.pid}x${Date.now().toString(36)}` }
       : undefined;
+    brokerInUse = broker;
     const brokerPid = sharedTopics ? pidOf(`${brokerKind}-server`) : undefined;
     if (sharedTopics && brokerPid === undefined)
       notes.push(`no process named ${brokerKind}-server: the broker's CPU is not counted`);
@@ -284,6 +299,7 @@ export async function main(argv) {
       } catch (err) {
         problems.push(`${name}: could not remove the run's broker state (${err.message})`);
       }
+      brokerInUse = undefined;
     }
   }
   clearTimeout(watchdog);

@@ -2,9 +2,9 @@
 // runner over IPC: its CPU time, its memory (after a full collection), and publishes
 // stamped with the shared monotonic clock (bench/ipc.mjs nowMs).
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { getHeapSpaceStatistics } from 'node:v8';
 import { nowMs, serve } from '../ipc.mjs';
 import { starters } from './contestants.mjs';
+import { settledMemory } from './settled-memory.mjs';
 
 let server;
 /** Event-loop delay between `loopStart` and `loopRead`. */
@@ -14,16 +14,6 @@ const cpuUs = () => {
   const { user, system } = process.cpuUsage();
   return user + system;
 };
-
-/** Full collections, a turn apart: what a collection frees may let the next free more. */
-async function collectGarbage() {
-  if (typeof globalThis.gc !== 'function') return false;
-  for (let i = 0; i < 6; i++) {
-    globalThis.gc();
-    await new Promise((resolve) => setImmediate(resolve));
-  }
-  return true;
-}
 
 /** `n` messages to `topicAt(i)`, `perTurn` per event-loop turn, the turns back to back. */
 function publishMany({ n, perTurn, topicAt, k }) {
@@ -52,17 +42,8 @@ serve({
     return { port: server.port, pid: process.pid };
   },
   cpu: () => ({ us: cpuUs(), t: nowMs() }),
-  async memory() {
-    // Let close and timer work settle, then collect before reading.
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    const collected = await collectGarbage();
-    // The heap but for compiled code: code the optimizer makes while connections open is the
-    // process's, not theirs, and several processes (--nodes) each make their own.
-    const heapNoCode = getHeapSpaceStatistics()
-      .filter((space) => space.space_name !== 'code_space')
-      .reduce((sum, space) => sum + space.space_used_size, 0);
-    return { ...process.memoryUsage(), heapNoCode, collected };
-  },
+  // Let close and timer work settle, then collect before reading.
+  memory: () => settledMemory(100),
   loopStart() {
     loop = monitorEventLoopDelay({ resolution: 10 });
     loop.enable();
