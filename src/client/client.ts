@@ -56,12 +56,19 @@ export type { ClientConfig, ClientOptions } from './client-options.js';
 class ClientPeer extends Peer<RpcClient> {
   // Set before the client's first connection (see the RpcClient constructor).
   readonly #subscriptions = managers.get(this.session)!;
+  /** The characters of the frame being read (what a notification kept for later counts). */
+  #frameChars = 0;
+
+  override receive(text: string): void {
+    this.#frameChars = text.length;
+    super.receive(text);
+  }
 
   protected override handle(message: Incoming): Reply | Promise<Reply> {
     const subscriptions = this.#subscriptions;
     return message.kind === 'notification' &&
       message.method === subscriptions.methods.notification &&
-      subscriptions.handleNotification(message.params)
+      subscriptions.handleNotification(message.params, this.#frameChars)
       ? undefined
       : super.handle(message);
   }

@@ -2,7 +2,7 @@ import { Observable } from 'rxjs';
 import { Hub } from '../peer/hub.js';
 import type { Logger } from '../peer/logger.js';
 import { ErrorCode } from '../protocol/error-codes.js';
-import { JsonRpcError } from '../protocol/errors.js';
+import { InternalError, JsonRpcError } from '../protocol/errors.js';
 import {
   ConnectionClosedError,
   NotConnectedError,
@@ -111,11 +111,20 @@ type StartOptions = { position: true } | { since: number; epoch: string | undefi
 
 /**
  * Notifications for ids not yet known, kept for a server that sends them before the subscribe
- * reply (this gateway never does). Bounded; a message lost here is a hole in the sequence that
- * the continuity check finds and fills by resubscribing.
+ * reply (this gateway never does): at most ORPHANS_PER_ID for each of ORPHAN_IDS ids, and at
+ * most ORPHAN_TEXT_CHARS of the frames they came in together (the CLI's bound on the same, MAX_EARLY_BYTES), so that a
+ * server cannot make the client hold its messages however large they are. A message dropped
+ * here is a hole in the sequence that the continuity check finds and fills by resubscribing.
  */
 const ORPHAN_IDS = 64;
 const ORPHANS_PER_ID = 256;
+export const ORPHAN_TEXT_CHARS = 16 * 1024 * 1024;
+
+/** The notifications kept for one id not yet known, and the characters of their frames. */
+interface Orphans {
+  updates: SubscriptionUpdate[];
+  chars: number;
+}
 /**
  * A hole in a subscription's sequence (a message missing with no gap signal for it) is filled
  * by resubscribing from the last message seen, at most this many times per window; beyond
@@ -226,7 +235,9 @@ export class ClientSubscriptions {
    */
   declare onStatus?: () => void;
   readonly #byServerId = new Map<SubscriptionId, Shared>();
-  readonly #orphans = new Map<SubscriptionId, SubscriptionUpdate[]>();
+  readonly #orphans = new Map<SubscriptionId, Orphans>();
+  /** The characters of the frames of every notification in `#orphans`. */
+  #orphanChars = 0;
   readonly #retired = new Set<SubscriptionId>();
   readonly #joinedHub = new Hub<JoinedSubscription>();
   /** Each subscription the server makes for this client, as it is announced. */
@@ -418,13 +429,14 @@ export class ClientSubscriptions {
   }
 
   /**
-   * Route one subscription notification. Returns false when it is not one (its params name no
-   * subscription id: see decodeSubscriptionNotification).
+   * Route one subscription notification, read from a frame of `frameChars` characters (what
+   * keeping it for an id not yet known counts). Returns false when it is not one (its params
+   * name no subscription id: see decodeSubscriptionNotification).
    */
-  handleNotification(params: Params | undefined): boolean {
+  handleNotification(params: Params | undefined, frameChars = 0): boolean {
     const notification = decodeSubscriptionNotification(params);
     if (!notification) return false;
-    this.#route(notification.subscription, notification.update);
+    this.#route(notification.subscription, notification.update, frameChars);
     return true;
   }
 
@@ -447,7 +459,7 @@ export class ClientSubscriptions {
     this.#inFlight = 0;
     this.#line++;
     this.#byServerId.clear();
-    this.#orphans.clear();
+    this.#dropOrphans();
     this.#retired.clear();
   }
 
@@ -468,7 +480,7 @@ export class ClientSubscriptions {
     this.#joinedHeld = 0;
     this.#waiting.clear();
     this.#byServerId.clear();
-    this.#orphans.clear();
+    this.#dropOrphans();
     this.#retired.clear();
     this.#joinedHub.complete();
   }
@@ -528,9 +540,8 @@ export class ClientSubscriptions {
       this.#byServerId.set(id, shared);
       this.#retired.delete(id);
       this.onStatus?.();
-      const early = this.#orphans.get(id);
-      this.#orphans.delete(id);
-      if (early) for (const update of early) this.#route(id, update);
+      const early = this.#takeOrphans(id);
+      if (early) for (const update of early) this.#route(id, update, 0);
     };
     // Counted against the window only when it goes on this connection (not queued offline).
     const line = this.caller.isOpen ? this.#line : -1;
@@ -548,6 +559,15 @@ export class ClientSubscriptions {
       (id) => {
         settled(false);
         accepted(id);
+        if (answered || generation !== shared.generation || !active(shared)) return;
+        // Answered, but with no subscription id: no message will ever name it. The
+        // subscription fails as a call with a malformed response does, rather than wait.
+        this.#forget(shared);
+        shared.hub.error(
+          new InternalError('Malformed response', {
+            reason: `"${this.methods.subscribe}" was answered with no subscription id`,
+          }),
+        );
       },
       (err: unknown) => {
         const full = err instanceof TooManyPendingCallsError;
@@ -610,7 +630,7 @@ export class ClientSubscriptions {
     // Messages still on their way to this id are the old subscription's, even if the server
     // hands the id out again (a topic's shared id): until a subscribe reply names it again,
     // they are dropped.
-    this.#orphans.delete(id);
+    this.#takeOrphans(id);
     this.#retired.delete(id);
     this.#retired.add(id);
     trim(this.#retired, RETIRED_IDS);
@@ -621,10 +641,10 @@ export class ClientSubscriptions {
   }
 
   /** A notification for `id`: to its subscription, or kept until the subscribe reply names it. */
-  #route(id: SubscriptionId, update: SubscriptionUpdate): void {
+  #route(id: SubscriptionId, update: SubscriptionUpdate, frameChars: number): void {
     const shared = this.#byServerId.get(id);
     if (shared) this.#deliver(shared, update);
-    else if (!this.#retired.has(id)) this.#keepOrphan(id, update);
+    else if (!this.#retired.has(id)) this.#keepOrphan(id, update, frameChars);
   }
 
   #deliver(shared: Shared, update: SubscriptionUpdate): void {
@@ -756,12 +776,31 @@ export class ClientSubscriptions {
     return false;
   }
 
-  #keepOrphan(id: SubscriptionId, update: SubscriptionUpdate): void {
-    let list = this.#orphans.get(id);
-    if (!list) {
-      this.#orphans.set(id, (list = []));
-      trim(this.#orphans, ORPHAN_IDS);
+  /** Keep `update` for `id` until a subscribe reply names it, within the bounds (ORPHAN_IDS...). */
+  #keepOrphan(id: SubscriptionId, update: SubscriptionUpdate, frameChars: number): void {
+    if (this.#orphanChars + frameChars > ORPHAN_TEXT_CHARS) return;
+    let kept = this.#orphans.get(id);
+    if (!kept) {
+      if (this.#orphans.size >= ORPHAN_IDS) this.#takeOrphans(this.#orphans.keys().next().value!);
+      this.#orphans.set(id, (kept = { updates: [], chars: 0 }));
     }
-    if (list.length < ORPHANS_PER_ID) list.push(update);
+    if (kept.updates.length >= ORPHANS_PER_ID) return;
+    kept.updates.push(update);
+    kept.chars += frameChars;
+    this.#orphanChars += frameChars;
+  }
+
+  /** The notifications kept for `id`, no longer kept. */
+  #takeOrphans(id: SubscriptionId): SubscriptionUpdate[] | undefined {
+    const kept = this.#orphans.get(id);
+    if (!kept) return undefined;
+    this.#orphans.delete(id);
+    this.#orphanChars -= kept.chars;
+    return kept.updates;
+  }
+
+  #dropOrphans(): void {
+    this.#orphans.clear();
+    this.#orphanChars = 0;
   }
 }

@@ -82,17 +82,38 @@ export interface SubscriptionNotification {
   update: SubscriptionUpdate;
 }
 
+/** The most characters of a stream's error value its -32603 message quotes. */
+export const STREAM_ERROR_QUOTE_CHARS = 200;
+
 /**
  * A stream's error that is not a JSON-RPC error object (code an integer, message a string)
- * still ends the stream: as -32603, the value sent kept in `data`.
+ * still ends the stream: as -32603, the value sent kept in `data`, its JSON text quoted in the
+ * message (the first STREAM_ERROR_QUOTE_CHARS characters).
  */
 function streamError(value: unknown): ErrorObject {
   if (isErrorObject(value)) return value;
   return {
     code: ErrorCode.InternalError,
-    message: `the stream ended with an error: ${JSON.stringify(value) ?? String(value)}`,
+    message: `the stream ended with an error: ${quoted(value)}`,
     data: value,
   };
+}
+
+/**
+ * A value read from a frame, as JSON text for a message. JSON.parse reads any nesting without
+ * recursion, but JSON.stringify recurses: a value nested a few thousand levels deep (a frame of
+ * some kilobytes) overflows the stack, and the reader of the frame must not throw.
+ */
+function quoted(value: unknown): string {
+  let text: string;
+  try {
+    text = JSON.stringify(value) ?? String(value);
+  } catch {
+    return 'a value nested too deep to quote';
+  }
+  return text.length > STREAM_ERROR_QUOTE_CHARS
+    ? `${text.slice(0, STREAM_ERROR_QUOTE_CHARS)}…`
+    : text;
 }
 
 /**

@@ -1,15 +1,18 @@
 /*
  * The client against a server that misbehaves (a plain `ws` server written by hand): a flood of
- * rpc.token requests, malformed responses to its calls; and a batch whose entry has no string
- * method, from JavaScript.
+ * rpc.token requests, malformed responses to its calls, subscription frames no server should
+ * send (a stream error nested thousands deep, a subscribe answered with no id, notifications for
+ * ids not known yet past the bound on what is kept of them); and a batch whose entry has no
+ * string method, from JavaScript.
  */
 import type { AddressInfo } from 'node:net';
 import { WebSocket, WebSocketServer } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createClient } from '../../src/client/index.js';
+import { createClient, subscriptionStatus$ } from '../../src/client/index.js';
+import { ORPHAN_TEXT_CHARS } from '../../src/client/subscriptions.js';
 import type { ClientOptions, RpcClient } from '../../src/client/client.js';
 import { ErrorCode } from '../../src/protocol/error-codes.js';
-import { InternalError } from '../../src/protocol/errors.js';
+import { InternalError, JsonRpcError } from '../../src/protocol/errors.js';
 import { deferred, rejectionOf } from '../support/promises.js';
 import { waitFor } from '../support/waiting.js';
 
@@ -146,5 +149,109 @@ describe('a batch entry whose method is not a string', () => {
     socket.terminate();
     await waitFor(() => client.state !== 'open', 'the drop');
     expect(await rejectionOf(client.batch(entries))).toBeInstanceOf(TypeError);
+  });
+});
+
+interface Request {
+  method: string;
+  id: unknown;
+  params: unknown[];
+}
+
+/** The first subscribe the server reads from frame `from` on. */
+async function nextSubscribe(frames: string[], from: number): Promise<Request> {
+  const subscribeAt = (): number =>
+    frames.findIndex(
+      (text, i) => i >= from && (JSON.parse(text) as Request).method === 'subscribe',
+    );
+  await waitFor(() => subscribeAt() >= 0, 'the subscribe');
+  return JSON.parse(frames[subscribeAt()]!) as Request;
+}
+
+/** What `observable` gave: its values, and the error it ended with, if any. */
+function observe(observable: { subscribe(o: object): unknown }) {
+  const seen = { values: [] as unknown[], error: undefined as unknown };
+  observable.subscribe({
+    next: (value: unknown) => seen.values.push(value),
+    error: (error: unknown) => (seen.error = error),
+  });
+  return seen;
+}
+
+describe('subscription frames no server should send', () => {
+  it('a stream error nested 100,000 deep ends the subscription with -32603, and nothing throws', async () => {
+    const { client, socket, frames } = await connect();
+    const deep = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
+    // For an id nobody subscribed to: read and kept aside, no throw out of the socket's handler.
+    socket.send(
+      `{"jsonrpc":"2.0","method":"subscription","params":{"subscription":"0xdead","error":${deep}}}`,
+    );
+    const seen = observe(client.subscribe('t'));
+    const { id } = await nextSubscribe(frames, 0);
+    socket.send(JSON.stringify({ jsonrpc: '2.0', result: '0x1', id }));
+    socket.send(
+      `{"jsonrpc":"2.0","method":"subscription","params":{"subscription":"0x1","error":${deep}}}`,
+    );
+    await waitFor(() => seen.error !== undefined, 'the end of the subscription');
+    expect(seen.error).toBeInstanceOf(JsonRpcError);
+    expect((seen.error as JsonRpcError).code).toBe(ErrorCode.InternalError);
+    expect((seen.error as JsonRpcError).message).toBe(
+      'the stream ended with an error: a value nested too deep to quote',
+    );
+    expect(client.state).toBe('open');
+  });
+
+  it('a subscribe answered with no subscription id fails as a malformed response, not waiting for ever', async () => {
+    const { client, socket, frames } = await connect();
+    for (const [i, result] of [true, null, {}, [1], 1.5e400].entries()) {
+      const topic = `t${i}`;
+      const statuses: string[] = [];
+      subscriptionStatus$(client, topic).subscribe((status) => statuses.push(status.state));
+      const seen = observe(client.subscribe(topic));
+      const { id } = await nextSubscribe(frames, frames.length);
+      // 1.5e400 is read as Infinity: no subscription id either.
+      const text = JSON.stringify({ jsonrpc: '2.0', result: '@', id }).replace(
+        '"@"',
+        typeof result === 'number' ? '1.5e400' : JSON.stringify(result),
+      );
+      socket.send(text);
+      await waitFor(() => seen.error !== undefined, `the failure of ${text}`);
+      expect(seen.error).toBeInstanceOf(InternalError);
+      expect((seen.error as InternalError).message).toBe('Malformed response');
+      expect((seen.error as InternalError).data).toEqual({
+        reason: '"subscribe" was answered with no subscription id',
+      });
+      expect(statuses.at(-1)).toBe('error');
+    }
+    expect(client.state).toBe('open');
+  });
+
+  it('notifications for an id not known yet are kept within ORPHAN_TEXT_CHARS of their frames', async () => {
+    const { client, socket, frames } = await connect();
+    const seen = observe(client.subscribeWithMeta<string>('t'));
+    const { id } = await nextSubscribe(frames, 0);
+    // Messages 1..20 of ~1 MiB each before the reply that names their id: more than the bound.
+    const big = 'x'.repeat(1024 * 1024);
+    const frameOf = (seq: number): string =>
+      JSON.stringify({
+        jsonrpc: '2.0',
+        method: 'subscription',
+        params: { subscription: '0x1', seq, result: big },
+      });
+    for (let seq = 1; seq <= 20; seq++) socket.send(frameOf(seq));
+    socket.send(JSON.stringify({ jsonrpc: '2.0', result: '0x1', id }));
+    const kept = Math.floor(ORPHAN_TEXT_CHARS / frameOf(10).length);
+    expect(kept).toBeLessThan(20);
+    await waitFor(() => seen.values.length >= kept, 'the messages kept');
+    // The next one live: the hole where the dropped ones were is filled by a resubscribe (the
+    // old id unsubscribed first).
+    socket.send(frameOf(21));
+    const resubscribe = await nextSubscribe(frames, 1);
+    expect(JSON.parse(frames[1]!)).toMatchObject({ method: 'unsubscribe', params: ['0x1'] });
+    expect(resubscribe.params[2]).toMatchObject({ since: kept });
+    expect(seen.values.map((event) => (event as { seq: number }).seq)).toEqual(
+      Array.from({ length: kept }, (_, i) => i + 1),
+    );
+    expect(seen.error).toBeUndefined();
   });
 });

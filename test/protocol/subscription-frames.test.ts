@@ -9,6 +9,7 @@ import {
   DEFAULT_SUBSCRIPTION_METHODS,
   decodeSubscriptionNotification,
   isSubscriptionId,
+  STREAM_ERROR_QUOTE_CHARS,
 } from '../../src/protocol/subscription-frames.js';
 import {
   epochTail,
@@ -87,6 +88,28 @@ describe('decodeSubscriptionNotification', () => {
         },
       });
     }
+  });
+
+  it('a stream error is quoted in the message up to STREAM_ERROR_QUOTE_CHARS, and one too deep to write is not quoted at all', () => {
+    const long = 'y'.repeat(STREAM_ERROR_QUOTE_CHARS * 2);
+    expect(decode({ subscription: 's', error: long })?.update).toEqual({
+      kind: 'error',
+      error: {
+        code: -32603,
+        message: `the stream ended with an error: ${JSON.stringify(long).slice(0, STREAM_ERROR_QUOTE_CHARS)}…`,
+        data: long,
+      },
+    });
+    // As JSON.parse reads a frame: any depth, where JSON.stringify overflows the stack.
+    const deep: unknown = JSON.parse(`${'['.repeat(100_000)}${']'.repeat(100_000)}`);
+    expect(decode({ subscription: 's', error: deep })?.update).toEqual({
+      kind: 'error',
+      error: {
+        code: -32603,
+        message: 'the stream ended with an error: a value nested too deep to quote',
+        data: deep,
+      },
+    });
   });
 
   it('ids are strings or numbers, for client and CLI alike; anything else is not a subscription notification', () => {
