@@ -1,4 +1,5 @@
 import { isUtf8 } from 'node:buffer';
+import { trimJsonWhitespace } from './ndjson-lines.js';
 
 const NEWLINE = 0x0a;
 
@@ -7,7 +8,7 @@ export const NOT_UTF8 = Symbol('not UTF-8');
 /** A line longer than the bound (trimmed, in UTF-8 bytes). */
 export const TOO_LARGE = Symbol('too large');
 
-/** One line read: its text (trimmed, never empty), or why it is no message. */
+/** One line read: its text (trimmed of JSON whitespace, never empty), or why it is no message. */
 export type ByteLine = string | typeof NOT_UTF8 | typeof TOO_LARGE;
 
 /**
@@ -15,7 +16,8 @@ export type ByteLine = string | typeof NOT_UTF8 | typeof TOO_LARGE;
  * lines out, each decoded as UTF-8 on its own once its newline has come. A line that is not
  * UTF-8 comes out as NOT_UTF8 rather than with U+FFFD in place of its bad bytes; a character
  * cut between two chunks is read whole (a newline byte never occurs inside a UTF-8 sequence,
- * so cutting at newlines never cuts one). Lines are trimmed and empty ones dropped. Each byte
+ * so cutting at newlines never cuts one). Lines are trimmed of JSON whitespace (trimJsonWhitespace)
+ * and those that held nothing else dropped. Each byte
  * is searched for a newline once, however the input is cut; the held part's size is a count.
  */
 export class ByteLineSplitter {
@@ -52,7 +54,7 @@ export class ByteLineSplitter {
     return lines;
   }
 
-  /** The input has ended: what is held, as its last line (none when only whitespace is). */
+  /** The input has ended: what is held, as its last line (none when only JSON whitespace is). */
   end(): ByteLine | undefined {
     const last: ByteLine[] = [];
     if (this.pieces.length > 0) this.keep(this.take(new Uint8Array(0)), last);
@@ -81,7 +83,7 @@ export class ByteLineSplitter {
       lines.push(over ? TOO_LARGE : NOT_UTF8);
       return;
     }
-    const line = bytes.toString('utf8').trim();
+    const line = trimJsonWhitespace(bytes.toString('utf8'));
     if (line.length === 0) return;
     // Measured again only when the bytes are over: what trim took off does not count.
     lines.push(over && Buffer.byteLength(line) > this.maxLineBytes ? TOO_LARGE : line);

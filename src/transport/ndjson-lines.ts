@@ -1,6 +1,25 @@
+/** Space, tab, LF and CR: the only whitespace JSON allows around a value (RFC 8259, section 2). */
+function isJsonWhitespace(code: number): boolean {
+  return code === 0x20 || code === 0x09 || code === 0x0a || code === 0x0d;
+}
+
 /**
- * Newline-delimited JSON framing, for both ends: chunks in, whole lines out (trimmed, empty
- * ones dropped), and what is left held for the next chunk. Each character is looked at a
+ * `text` without the JSON whitespace at its ends. Not String.prototype.trim, which also takes
+ * off what JSON does not count as whitespace (U+00A0, a byte order mark, U+2028, vertical tab,
+ * form feed...): a line `\u00a0{...}` is no JSON text, and must be answered -32700 as on the
+ * other transports, not run.
+ */
+export function trimJsonWhitespace(text: string): string {
+  let start = 0;
+  let end = text.length;
+  while (start < end && isJsonWhitespace(text.charCodeAt(start))) start++;
+  while (end > start && isJsonWhitespace(text.charCodeAt(end - 1))) end--;
+  return start === 0 && end === text.length ? text : text.slice(start, end);
+}
+
+/**
+ * Newline-delimited JSON framing, for both ends: chunks in, whole lines out (trimmed of JSON
+ * whitespace, those that held nothing else dropped), and what is left held for the next chunk. Each character is looked at a
  * bounded number of times, however the input is cut: only the new chunk is searched for a
  * newline, and the held part's size is kept as a running count rather than re-measured, so a
  * 1 MB line sent 200 bytes at a time costs what one write of it costs.
@@ -41,7 +60,7 @@ export class LineSplitter {
     return lines;
   }
 
-  /** The input has ended: what is held, as its last line (none when only whitespace is). */
+  /** The input has ended: what is held, as its last line (none when only JSON whitespace is). */
   end(): string | undefined {
     const last: string[] = [];
     if (this.pieces.length > 0) this.keep(this.take(''), last);
@@ -64,7 +83,7 @@ export class LineSplitter {
   }
 
   private keep(line: string, lines: string[]): void {
-    const trimmed = line.trim();
+    const trimmed = trimJsonWhitespace(line);
     if (trimmed.length > 0) lines.push(trimmed);
   }
 }

@@ -43,11 +43,14 @@ async function feed(pieces: readonly Uint8Array[], maxLineBytes = 16 * 1024 * 10
   return { lines, transport, chunks };
 }
 
-/** What the framing promises: lines cut at '\n', trimmed, empty ones dropped, a last line without '\n' kept. */
+/**
+ * What the framing promises: lines cut at '\n', trimmed of JSON whitespace (space, tab, CR: no
+ * other), those that held nothing else dropped, a last line without '\n' kept.
+ */
 function expectedLines(text: string): string[] {
   return text
     .split('\n')
-    .map((line) => line.trim())
+    .map((line) => line.replace(/^[ \t\r]+|[ \t\r]+$/g, ''))
     .filter((line) => line.length > 0);
 }
 
@@ -63,8 +66,14 @@ function cut(bytes: Uint8Array, cuts: number[]): Uint8Array[] {
   return pieces;
 }
 
-/** Lines of JSON-ish text: any characters but '\n' (multi-byte ones, '\r', spaces included). */
-const lineText = fc.string({ unit: 'binary', maxLength: 40 }).map((s) => s.replace(/\n/g, ' '));
+/**
+ * Lines of JSON-ish text: any characters but '\n' (multi-byte ones, '\r', spaces included), often
+ * with whitespace at the ends, JSON's or another kind String.prototype.trim would also take.
+ */
+const edgeSpace = fc.constantFrom(' ', '\t', '\r', '\u00a0', '\ufeff', '\u000b', '\u2028', '');
+const lineText = fc
+  .tuple(edgeSpace, fc.string({ unit: 'binary', maxLength: 40 }), edgeSpace)
+  .map(([before, text, after]) => `${before}${text}${after}`.replace(/\n/g, ' '));
 
 describe('NDJSON framing', () => {
   it('any cut of any input into chunks gives the lines one write gives', async () => {

@@ -234,7 +234,8 @@ describe('NDJSON: each line is refused exactly when it is not UTF-8', () => {
           const input = Buffer.concat(lines.flatMap((line) => [line, Buffer.from('\n')]));
           const { received, sent } = await feed(cut(input, cuts));
           const valid = lines.filter(isUtf8).map((line) => Buffer.from(line).toString('utf8'));
-          expect(received).toEqual(valid.map((text) => text.trim()).filter(Boolean));
+          const trimmed = valid.map((text) => text.replace(/^[ \t\r]+|[ \t\r]+$/g, ''));
+          expect(received).toEqual(trimmed.filter(Boolean));
           expect(sent).toEqual(lines.filter((line) => !isUtf8(line)).map(() => INVALID_UTF8));
         },
       ),

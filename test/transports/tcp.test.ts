@@ -60,6 +60,34 @@ const lines = (text: string): unknown[] =>
     .map((line) => JSON.parse(line) as unknown);
 
 describe('TCP (newline-delimited JSON)', () => {
+  it('takes only JSON whitespace (space, tab, CR, LF) around a line: any other is a parse error, as on every transport', async () => {
+    const { gateway, port } = await tcpGateway();
+    gateway.method('sum', (params: number[]) => params.reduce((a, b) => a + b, 0));
+    const call = (id: number): string =>
+      JSON.stringify({ jsonrpc: '2.0', method: 'sum', params: [1, id], id });
+    // U+00A0, a byte order mark, vertical tab, form feed, U+2028, U+3000: String.prototype.trim
+    // takes them off, JSON does not.
+    const others = ['\u00a0', '\ufeff', '\u000b', '\u000c', '\u2028', '\u3000'];
+    const input = [
+      ` \t${call(1)}\t \r`,
+      ...others.map((space, i) => `${space}${call(10 + i)}`),
+      ...others.map((space, i) => `${call(20 + i)}${space}`),
+      ...others,
+      call(2),
+    ].join('\n');
+    const replies = lines(await rawExchange(port, `${input}\n`, true));
+    const parseError = {
+      jsonrpc: '2.0',
+      error: { code: -32700, message: 'Parse error' },
+      id: null,
+    };
+    expect(replies).toEqual([
+      { jsonrpc: '2.0', result: 2, id: 1 },
+      ...Array.from({ length: others.length * 3 }, () => parseError),
+      { jsonrpc: '2.0', result: 3, id: 2 },
+    ]);
+  });
+
   it('carries calls both ways and batches', async () => {
     const { gateway, url } = await tcpGateway();
     gateway.method('subtract', ([a, b]: [number, number]) => a - b);
