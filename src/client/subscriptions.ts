@@ -118,13 +118,8 @@ type StartOptions = { position: true } | { since: number; epoch: string | undefi
  */
 const ORPHAN_IDS = 64;
 const ORPHANS_PER_ID = 256;
-export const ORPHAN_TEXT_CHARS = 16 * 1024 * 1024;
+export const ORPHAN_TEXT_CHARS = 16_777_216; // 16 MiB: a literal, which a bundler drops where it is unused
 
-/** The notifications kept for one id not yet known, and the characters of their frames. */
-interface Orphans {
-  updates: SubscriptionUpdate[];
-  chars: number;
-}
 /**
  * A hole in a subscription's sequence (a message missing with no gap signal for it) is filled
  * by resubscribing from the last message seen, at most this many times per window; beyond
@@ -235,8 +230,12 @@ export class ClientSubscriptions {
    */
   declare onStatus?: () => void;
   readonly #byServerId = new Map<SubscriptionId, Shared>();
-  readonly #orphans = new Map<SubscriptionId, Orphans>();
-  /** The characters of the frames of every notification in `#orphans`. */
+  readonly #orphans = new Map<SubscriptionId, SubscriptionUpdate[]>();
+  /**
+   * The characters of the frames of the notifications for ids not yet known since `#orphans`
+   * was last empty, kept or not: a bound on what it holds rather than a tally of it, which an id
+   * let go of would have to be taken off.
+   */
   #orphanChars = 0;
   readonly #retired = new Set<SubscriptionId>();
   readonly #joinedHub = new Hub<JoinedSubscription>();
@@ -459,7 +458,7 @@ export class ClientSubscriptions {
     this.#inFlight = 0;
     this.#line++;
     this.#byServerId.clear();
-    this.#dropOrphans();
+    this.#orphans.clear();
     this.#retired.clear();
   }
 
@@ -480,7 +479,7 @@ export class ClientSubscriptions {
     this.#joinedHeld = 0;
     this.#waiting.clear();
     this.#byServerId.clear();
-    this.#dropOrphans();
+    this.#orphans.clear();
     this.#retired.clear();
     this.#joinedHub.complete();
   }
@@ -540,7 +539,8 @@ export class ClientSubscriptions {
       this.#byServerId.set(id, shared);
       this.#retired.delete(id);
       this.onStatus?.();
-      const early = this.#takeOrphans(id);
+      const early = this.#orphans.get(id);
+      this.#orphans.delete(id);
       if (early) for (const update of early) this.#route(id, update, 0);
     };
     // Counted against the window only when it goes on this connection (not queued offline).
@@ -565,7 +565,7 @@ export class ClientSubscriptions {
         this.#forget(shared);
         shared.hub.error(
           new InternalError('Malformed response', {
-            reason: `"${this.methods.subscribe}" was answered with no subscription id`,
+            reason: 'the subscribe was answered with no subscription id',
           }),
         );
       },
@@ -630,7 +630,7 @@ export class ClientSubscriptions {
     // Messages still on their way to this id are the old subscription's, even if the server
     // hands the id out again (a topic's shared id): until a subscribe reply names it again,
     // they are dropped.
-    this.#takeOrphans(id);
+    this.#orphans.delete(id);
     this.#retired.delete(id);
     this.#retired.add(id);
     trim(this.#retired, RETIRED_IDS);
@@ -778,29 +778,13 @@ export class ClientSubscriptions {
 
   /** Keep `update` for `id` until a subscribe reply names it, within the bounds (ORPHAN_IDS...). */
   #keepOrphan(id: SubscriptionId, update: SubscriptionUpdate, frameChars: number): void {
-    if (this.#orphanChars + frameChars > ORPHAN_TEXT_CHARS) return;
-    let kept = this.#orphans.get(id);
-    if (!kept) {
-      if (this.#orphans.size >= ORPHAN_IDS) this.#takeOrphans(this.#orphans.keys().next().value!);
-      this.#orphans.set(id, (kept = { updates: [], chars: 0 }));
+    if (this.#orphans.size === 0) this.#orphanChars = 0;
+    if ((this.#orphanChars += frameChars) > ORPHAN_TEXT_CHARS) return;
+    let list = this.#orphans.get(id);
+    if (!list) {
+      this.#orphans.set(id, (list = []));
+      trim(this.#orphans, ORPHAN_IDS);
     }
-    if (kept.updates.length >= ORPHANS_PER_ID) return;
-    kept.updates.push(update);
-    kept.chars += frameChars;
-    this.#orphanChars += frameChars;
-  }
-
-  /** The notifications kept for `id`, no longer kept. */
-  #takeOrphans(id: SubscriptionId): SubscriptionUpdate[] | undefined {
-    const kept = this.#orphans.get(id);
-    if (!kept) return undefined;
-    this.#orphans.delete(id);
-    this.#orphanChars -= kept.chars;
-    return kept.updates;
-  }
-
-  #dropOrphans(): void {
-    this.#orphans.clear();
-    this.#orphanChars = 0;
+    if (list.length < ORPHANS_PER_ID) list.push(update);
   }
 }

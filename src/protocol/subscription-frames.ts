@@ -82,38 +82,26 @@ export interface SubscriptionNotification {
   update: SubscriptionUpdate;
 }
 
-/** The most characters of a stream's error value its -32603 message quotes. */
-export const STREAM_ERROR_QUOTE_CHARS = 200;
-
 /**
  * A stream's error that is not a JSON-RPC error object (code an integer, message a string)
- * still ends the stream: as -32603, the value sent kept in `data`, its JSON text quoted in the
- * message (the first STREAM_ERROR_QUOTE_CHARS characters).
+ * still ends the stream: as -32603, the value sent kept in `data` and quoted in the message as
+ * JSON. JSON.parse reads any nesting without recursion, but JSON.stringify recurses: a value
+ * nested a few thousand levels deep (a frame of some kilobytes) is not quoted, since the reader
+ * of a frame must not throw.
  */
 function streamError(value: unknown): ErrorObject {
   if (isErrorObject(value)) return value;
+  let quoted: string;
+  try {
+    quoted = JSON.stringify(value) ?? String(value);
+  } catch {
+    quoted = 'a value nested too deep to quote';
+  }
   return {
     code: ErrorCode.InternalError,
-    message: `the stream ended with an error: ${quoted(value)}`,
+    message: `the stream ended with an error: ${quoted}`,
     data: value,
   };
-}
-
-/**
- * A value read from a frame, as JSON text for a message. JSON.parse reads any nesting without
- * recursion, but JSON.stringify recurses: a value nested a few thousand levels deep (a frame of
- * some kilobytes) overflows the stack, and the reader of the frame must not throw.
- */
-function quoted(value: unknown): string {
-  let text: string;
-  try {
-    text = JSON.stringify(value) ?? String(value);
-  } catch {
-    return 'a value nested too deep to quote';
-  }
-  return text.length > STREAM_ERROR_QUOTE_CHARS
-    ? `${text.slice(0, STREAM_ERROR_QUOTE_CHARS)}…`
-    : text;
 }
 
 /**

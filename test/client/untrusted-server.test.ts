@@ -219,7 +219,7 @@ describe('subscription frames no server should send', () => {
       expect(seen.error).toBeInstanceOf(InternalError);
       expect((seen.error as InternalError).message).toBe('Malformed response');
       expect((seen.error as InternalError).data).toEqual({
-        reason: '"subscribe" was answered with no subscription id',
+        reason: 'the subscribe was answered with no subscription id',
       });
       expect(statuses.at(-1)).toBe('error');
     }
