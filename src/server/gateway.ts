@@ -201,7 +201,10 @@ export class Gateway<C = unknown> {
         mayUse: (session, topic, params, refresh) =>
           this.pubsub.mayUse(session, topic, params, refresh),
         checkName: (topic) => this.pubsub.checkTopicName(topic),
-        reserve: (session, topic, fresh) => this.pubsub.reserveStreamTopic(session, topic, fresh),
+        keptParams: (topic, params) => this.pubsub.keptParamsFor(topic, params),
+        mayGoOn: (session, topic, kept) => this.pubsub.mayGoOnKept(session, topic, kept),
+        reserve: (session, topic, fresh, kept) =>
+          this.pubsub.reserveStreamTopic(session, topic, fresh, kept),
       },
     );
     this.pubsub.onTopicSubscribed = (session, topic, id) =>

@@ -23,6 +23,7 @@ import type { ResolvedPresence, TopicPresenceOptions } from './presence-options.
 import { PresenceWindow } from './presence-window.js';
 import type { PresenceEvent } from './presence-window.js';
 import type { Session } from './session.js';
+import type { KeptParams } from './topic-subscription.js';
 
 /** The subscription name a client asks a topic's presence with: `["$presence", {"topic": t}]`. */
 export const PRESENCE_SUBSCRIPTION = '$presence';
@@ -49,14 +50,21 @@ export interface PresenceTopics<C> {
   patternOf(topic: string): string | undefined;
   /** Whether `session` may subscribe to `topic` (claims, then the topic's authorize). */
   mayUse(session: Session<C>, topic: string, params: unknown, refresh?: boolean): Promise<boolean>;
+  /**
+   * What a subscription to `topic` keeps of its subscribe's `params` for a refresh's re-check:
+   * their JSON text when the topic has `authorize`, else nothing (as a topic subscription keeps).
+   */
+  keptParams(topic: string, params: unknown): KeptParams;
+  /** Whether a subscription to `topic` that kept `kept` may go on at a refresh (claims, authorize). */
+  mayGoOn(session: Session<C>, topic: string, kept: KeptParams): Promise<boolean>;
   /** Refuse a name a subscribe to it would be refused for (-32602: too long, a lone surrogate). */
   checkName(topic: string): void;
   /**
-   * Count `topic` against the session's limits as a subscribe to it counts
-   * (`maxTopicBytesPerConnection`, -32005; and, when `fresh`, the new-topic rate, -32003);
-   * returns the release.
+   * Count `topic` and the params kept for it against the session's limits as a subscribe to it
+   * counts (`maxTopicBytesPerConnection`, -32005; and, when `fresh`, the new-topic rate,
+   * -32003); returns the release.
    */
-  reserve(session: Session<C>, topic: string, fresh: boolean): () => void;
+  reserve(session: Session<C>, topic: string, fresh: boolean, kept: KeptParams): () => void;
 }
 
 export interface PresenceSettings {
@@ -211,13 +219,16 @@ export class PresenceService<C> {
     if (!(await this.topics.mayUse(session, topic, params))) {
       throw new ServerError(ErrorCode.Unauthorized, 'Not authorized for this topic', { topic });
     }
-    // A refresh weighs it again, as the topic's own subscriptions are.
-    const mayGoOn = () => this.topics.mayUse(session, topic, params, true);
+    // A refresh weighs it again, as the topic's own subscriptions are, with what it keeps of the
+    // params: their text, counted with the name, only for a topic with `authorize`. Not `params`
+    // itself, which a client could make a MiB each, held for the stream's life and counted nowhere.
+    const kept = this.topics.keptParams(topic, params);
+    const mayGoOn = () => this.topics.mayGoOn(session, topic, kept);
     StreamContext.markStandsFor(ctx, { topic, mayGoOn });
     const signal = ctx.signal;
     if (signal.aborted) throw new ServerError(ErrorCode.RequestCancelled, 'Request cancelled');
     // A topic whose presence this node does not watch yet costs a broker channel.
-    const release = this.topics.reserve(ctx.session, topic, !this.watches.has(topic));
+    const release = this.topics.reserve(ctx.session, topic, !this.watches.has(topic), kept);
     signal.addEventListener('abort', release, { once: true });
     const store = this.store;
     return new Observable<unknown>((subscriber) => {

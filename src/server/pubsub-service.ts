@@ -652,18 +652,42 @@ export class PubSubService<C> {
     definition: TopicDefinition<C>,
     subscription: SessionSubscription,
   ): Promise<boolean> {
-    if (
-      definition.options.authorize &&
-      subscription instanceof TopicSubscription &&
-      !subscription.paramsKnown
-    ) {
+    const known = !(subscription instanceof TopicSubscription) || subscription.paramsKnown;
+    return this.mayGoOnWith(session, topic, definition, subscription.params, known);
+  }
+
+  /**
+   * mayGoOn for a stream that stands for `topic` (`$presence`) and kept `kept` of its
+   * subscribe's params (keptParamsFor): weighed under the definition `topic` resolves to now.
+   */
+  mayGoOnKept(session: Session<C>, topic: string, kept: KeptParams): Promise<boolean> {
+    const definition = this.resolveTopic(topic);
+    if (!definition) return Promise.resolve(false);
+    const params = typeof kept === 'string' ? (JSON.parse(kept) as unknown) : undefined;
+    return this.mayGoOnWith(session, topic, definition, params, kept !== PARAMS_NOT_KEPT);
+  }
+
+  /** What a subscription to `topic` keeps of its subscribe's `params` (keptParams). */
+  keptParamsFor(topic: string, params: unknown): KeptParams {
+    const definition = this.resolveTopic(topic);
+    return definition ? keptParams(definition, params) : PARAMS_NOT_KEPT;
+  }
+
+  private mayGoOnWith(
+    session: Session<C>,
+    topic: string,
+    definition: TopicDefinition<C>,
+    params: unknown,
+    paramsKnown: boolean,
+  ): Promise<boolean> {
+    if (definition.options.authorize && !paramsKnown) {
       session.logger.info(
         { topic, pattern: definition.pattern },
         "topic authorize not asked: the subscription's params were not kept",
       );
       return Promise.resolve(false);
     }
-    return this.mayUseTopic(session, topic, definition, subscription.params, true);
+    return this.mayUseTopic(session, topic, definition, params, true);
   }
 
   /**
@@ -992,10 +1016,15 @@ export class PubSubService<C> {
    * rate. The name has passed `checkTopicName`. Returns the release, run when the stream ends
    * (more than once is harmless).
    */
-  reserveStreamTopic(session: Session<C>, topic: string, fresh: boolean): () => void {
+  reserveStreamTopic(
+    session: Session<C>,
+    topic: string,
+    fresh: boolean,
+    kept: KeptParams = undefined,
+  ): () => void {
     const table = this.requireTable(session);
-    const bytes = Buffer.byteLength(topic, 'utf8');
-    this.reserveTopicBytes(table, bytes, false);
+    const bytes = topicBytesOf(topic, kept);
+    this.reserveTopicBytes(table, bytes, typeof kept === 'string');
     if (fresh) {
       try {
         this.takeNewTopic(topic, session, table);

@@ -12,6 +12,7 @@ import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import type { GatewayOptions } from '../../src/server/options.js';
 import { REDIS_URL, deleteRedisKeys, withRedis } from '../support/brokers.js';
 import { canConnect } from '../support/network.js';
+import { fullGc, heapUsedButCode } from '../support/heap.js';
 import { RawRpc } from '../support/raw-rpc.js';
 import type { WireFrame } from '../support/raw-rpc.js';
 import { Resources } from '../support/resources.js';
@@ -111,6 +112,53 @@ describe('$presence: maxTopicBytesPerConnection', () => {
     expect((await client.request('unsubscribe', [first])).result).toBe(true);
     await watching(client, name(3));
     expect((await presence(client, name(4))).error).toEqual(refused);
+  });
+});
+
+describe('$presence: its params', () => {
+  it('are kept, as text counted with the name, only for a topic whose authorize a refresh asks again', async () => {
+    const running = await res.gateway({ limits: { maxTopicBytesPerConnection: 200 } });
+    running.gateway.topic('room.*', { presence: true });
+    running.gateway.topic('vip.*', { presence: true, authorize: () => true });
+    const client = await raw(running.url);
+    const pad = 'x'.repeat(300);
+    // Counted: 'vip.a' and the params' text, over the bound.
+    const refused = await client.request('subscribe', ['$presence', { topic: 'vip.a', pad }]);
+    expect(refused.error).toMatchObject({ code: -32005, data: { limit: 200 } });
+    expect((refused.error as { data: { bytes: number } }).data.bytes).toBe(
+      Buffer.byteLength('vip.a') + JSON.stringify({ topic: 'vip.a', pad }).length,
+    );
+    expect(typeof (await presence(client, 'vip.b')).result).toBe('string');
+    // Not kept, so not counted: only the name is.
+    const taken = await client.request('subscribe', ['$presence', { topic: 'room.a', pad }]);
+    expect(typeof taken.result).toBe('string');
+  });
+
+  it('of a topic without authorize are not held while the subscription lives (a client cannot make each a MiB)', async () => {
+    // No input budget: 4 MB of subscribes read at once rather than over seconds.
+    const running = await res.gateway({ limits: { bytesPerSecond: 0 } });
+    running.gateway.topic('room.*', { presence: true });
+    const client = await raw(running.url);
+    const count = 20;
+    const padBytes = 200_000;
+    const subscribe = async (i: number): Promise<void> => {
+      // A string of its own in each frame: the gateway's parse makes one per subscribe.
+      const pad = `${i}`.padEnd(padBytes, 'x');
+      const reply = await client.request('subscribe', ['$presence', { topic: 'room.a', pad }]);
+      expect(typeof reply.result).toBe('string');
+    };
+    // The topic watched and the code paths run before the heap is read.
+    for (let i = 0; i < 3; i++) await subscribe(i);
+    client.frames.length = 0;
+    fullGc();
+    const before = heapUsedButCode();
+    for (let i = 0; i < count; i++) await subscribe(i);
+    client.frames.length = 0;
+    fullGc();
+    const grown = heapUsedButCode() - before;
+    // Held whole, the pads alone would be count × padBytes (4 MB); a subscription itself holds
+    // some KB, whatever its params.
+    expect(grown).toBeLessThan((count * padBytes) / 4);
   });
 });
 
