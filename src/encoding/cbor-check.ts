@@ -2,11 +2,13 @@ import type { CheckResult } from './codec.js';
 import { StructureWalk } from './structure-walk.js';
 import { isProtoKey } from './proto-keys.js';
 import { isWellFormedUtf8 } from './utf8-bytes.js';
+import { isNonFiniteFloat } from './non-finite.js';
 
 /**
  * Check one CBOR data item (see WireCodec.check). Refused as 'syntax': byte strings and tags
  * (no JSON counterpart; tags also cover cbor-x's records, shared references and typed arrays,
- * so a tag bomb never reaches the decoder), simple values other than false, true and null
+ * so a tag bomb never reaches the decoder), a float that is NaN or infinite (none in JSON
+ * either), simple values other than false, true and null
  * (undefined included), indefinite lengths, reserved argument sizes, and any length larger than the bytes
  * left (every item takes at least one byte). Refused as 'utf8': a text string (a key or a
  * value) whose bytes are not well-formed UTF-8. Refused as 'values' past `maxValues` values, as
@@ -67,6 +69,8 @@ export function checkCbor(
         // request into a notification, so it is refused wherever it stands, as MessagePack's
         // undefined (an ext type) is.
         if (!(info >= 20 && info <= 22) && !(info >= 25 && info <= 27)) return 'syntax';
+        if (info >= 25 && isNonFiniteFloat(bytes, pos - (1 << (info - 24)), 1 << (info - 24)))
+          return 'syntax';
         break;
       default: // 2 byte string, 6 tag
         return 'syntax';

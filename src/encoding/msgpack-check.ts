@@ -2,6 +2,7 @@ import type { CheckResult } from './codec.js';
 import { StructureWalk } from './structure-walk.js';
 import { isProtoKey } from './proto-keys.js';
 import { isWellFormedUtf8 } from './utf8-bytes.js';
+import { isNonFiniteFloat } from './non-finite.js';
 
 /** Bytes of the argument that follows a MessagePack type byte of fixed-size scalars. */
 function scalarSize(type: number): number | undefined {
@@ -31,8 +32,8 @@ function scalarSize(type: number): number | undefined {
 
 /**
  * Check one MessagePack value (see WireCodec.check). Refused as 'syntax': bin and ext types
- * (no JSON counterpart; ext also covers msgpackr's records and structured clones), the unused
- * 0xc1, and any length larger than the bytes left (every item takes at least one byte), so a
+ * (no JSON counterpart; ext also covers msgpackr's records and structured clones), a float that
+ * is NaN or infinite (none in JSON either), the unused 0xc1, and any length larger than the bytes left (every item takes at least one byte), so a
  * five-byte array32 header cannot make the decoder allocate four billion slots. Refused as
  * 'utf8': a string (a key or a value) whose bytes are not well-formed UTF-8. Refused as
  * 'values' past `maxValues` values, as 'depth' past `maxDepth` levels: whichever comes first.
@@ -83,6 +84,12 @@ export function checkMsgpack(
     } else {
       const size = scalarSize(type);
       if (size === undefined) return 'syntax'; // 0xc1, bin, ext, fixext
+      if (
+        (type === 0xca || type === 0xcb) &&
+        pos + size <= end &&
+        isNonFiniteFloat(bytes, pos, size)
+      )
+        return 'syntax';
       skip = size;
     }
     if (items !== undefined && (map ? items * 2 : items) > end - pos) return 'syntax';

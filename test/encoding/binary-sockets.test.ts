@@ -118,6 +118,18 @@ describe.each([msgpack, cbor])('$name', (codec) => {
       raw.socket.send(new Uint8Array(bomb));
       expect((await raw.next()).value).toMatchObject({ id: null, error: { code: -32700 } });
     }
+    // NaN and the infinities have no JSON counterpart: as an id, JSON.stringify made null of them
+    // and the call ran, answered under an id its client never sent.
+    for (const id of [NaN, Infinity, -Infinity]) {
+      raw.socket.send(codec.encode({ jsonrpc: '2.0', id, method: 'sum', params: [1] }));
+      expect((await raw.next()).value).toEqual({
+        jsonrpc: '2.0',
+        id: null,
+        error: { code: -32700, message: 'Parse error' },
+      });
+    }
+    raw.socket.send(codec.encode({ jsonrpc: '2.0', id: 3, method: 'sum', params: [NaN, 1] }));
+    expect((await raw.next()).value).toMatchObject({ id: null, error: { code: -32700 } });
     raw.socket.send(valid);
     expect((await raw.next()).value).toEqual({ jsonrpc: '2.0', id: 1, result: 1 });
   });

@@ -107,4 +107,37 @@ describe('cbor bad input', () => {
       expect(cbor.check(new Uint8Array(bytes), 64)).toBe('ok');
     }
   });
+
+  it('refuses NaN and the infinities at every float width, and takes every finite float', () => {
+    const nonFinite = [
+      [0xf9, 0x7c, 0x00], // half +Infinity
+      [0xf9, 0xfc, 0x00], // half -Infinity
+      [0xf9, 0x7e, 0x00], // half NaN
+      [0xfa, 0x7f, 0x80, 0, 0], // single +Infinity
+      [0xfa, 0xff, 0xc0, 0, 0], // single NaN
+      [0xfb, 0x7f, 0xf0, 0, 0, 0, 0, 0, 0], // double +Infinity
+      [0xfb, 0xff, 0xf8, 0, 0, 0, 0, 0, 0], // double NaN
+    ];
+    for (const bytes of nonFinite) expect(cbor.check(new Uint8Array(bytes), 64)).toBe('syntax');
+    const finite = [
+      [0xf9, 0x7b, 0xff], // half 65504, the largest
+      [0xfa, 0x7f, 0x7f, 0xff, 0xff], // single, the largest
+      [0xfb, 0x7f, 0xef, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff], // double, the largest
+      [0xfb, 0x80, 0, 0, 0, 0, 0, 0, 0], // -0
+    ];
+    for (const bytes of finite) expect(cbor.check(new Uint8Array(bytes), 64)).toBe('ok');
+    expect(msgpack.check(new Uint8Array([0xca, 0x7f, 0x80, 0, 0]), 64)).toBe('syntax');
+    expect(msgpack.check(new Uint8Array([0xcb, 0x7f, 0xf8, 0, 0, 0, 0, 0, 0]), 64)).toBe('syntax');
+    expect(msgpack.check(new Uint8Array([0xcb, 0xff, 0xf0, 0, 0, 0, 0, 0, 0]), 64)).toBe('syntax');
+    expect(msgpack.check(new Uint8Array([0xca, 0x7f, 0x7f, 0xff, 0xff]), 64)).toBe('ok');
+    expect(msgpack.check(msgpack.encode([1.5, -0, Number.MAX_VALUE, Number.MIN_VALUE]), 64)).toBe(
+      'ok',
+    );
+    // Each encoder's own output for them, too.
+    for (const codec of [msgpack, cbor]) {
+      for (const value of [NaN, Infinity, -Infinity]) {
+        expect(codec.check(codec.encode({ id: value }), 64)).toBe('syntax');
+      }
+    }
+  });
 });
