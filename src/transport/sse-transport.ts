@@ -7,7 +7,7 @@ import { whenDrained } from './when-drained.js';
 
 /** The bounds of one HTTP streaming session (GatewayLimits' sse* limits and maxBufferedBytes). */
 export interface SseLimits {
-  /** Bytes of sent events kept for a resume by Last-Event-ID. */
+  /** Bytes of sent events kept for a resume by Last-Event-ID (KEPT_EVENT_BYTES each beyond its text). */
   replayBytes: number;
   /** How long a sent event is kept for a resume. */
   replayMs: number;
@@ -18,6 +18,14 @@ export interface SseLimits {
   /** A comment line this often keeps proxies from timing the stream out. */
   heartbeatMs: number;
 }
+
+/**
+ * What keeping one sent event costs beyond its text's bytes (its record, its string's header,
+ * its place in the list), counted against `replayBytes` with them: counted by text alone, a
+ * buffer of tiny events (a flood of rpc.ping answers, about 200 bytes of heap for 43 of text)
+ * held four to five times its bound.
+ */
+export const KEPT_EVENT_BYTES = 176;
 
 interface SentEvent {
   readonly id: number;
@@ -215,7 +223,7 @@ export class SseTransport implements ServerTransport, BudgetMember {
     this.counters.messagesOut++;
     const text = frameText(frame);
     const id = this.nextId++;
-    this.remember({ id, text, at: this.now(), bytes: Buffer.byteLength(text) });
+    this.remember({ id, text, at: this.now(), bytes: Buffer.byteLength(text) + KEPT_EVENT_BYTES });
     this.write(eventText(id, text));
   }
 

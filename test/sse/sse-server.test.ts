@@ -8,6 +8,7 @@ import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { UpgradeRejection } from '../../src/index.js';
 import type { GatewayOptions } from '../../src/index.js';
+import { KEPT_EVENT_BYTES } from '../../src/transport/sse-transport.js';
 import { startGateway } from '../support/gateway.js';
 import { sampleValue, scrape } from '../support/metrics.js';
 import { Resources } from '../support/resources.js';
@@ -146,6 +147,30 @@ describe('HTTP streaming fallback (server)', () => {
     await waitUntil(() => gateway.sessions.size === 0, 'the session closed');
     // The session is gone: its id answers 404 from now on.
     expect((await post(events, first.session, call(2, 'rpc.ping'))).status).toBe(404);
+  });
+
+  it('counts each kept event as its text plus KEPT_EVENT_BYTES: tiny events keep it bounded too', async () => {
+    const replayBytes = 10_000;
+    const { events, open } = await sseGateway({
+      limits: { sseReplayBytes: replayBytes, ratePerSecond: 0 },
+    });
+    const first = await open();
+    // 100 answers of rpc.ping, an event each.
+    for (let id = 1; id <= 100; id++) await post(events, first.session, call(id, 'rpc.ping'));
+    await first.until(withId(100));
+    first.destroy();
+    const last = Number(first.events.at(-1)!.id);
+    const text = first.events.at(-1)!.data;
+    const kept = Math.floor(replayBytes / (Buffer.byteLength(text) + KEPT_EVENT_BYTES));
+    expect(kept).toBeLessThan(100);
+    // From within what is kept: resumed. From before it: closed 1008.
+    const resumed = await open(resumeHeaders(first.session, last - kept + 1));
+    expect(resumed.status).toBe(200);
+    resumed.destroy();
+    const late = await open(resumeHeaders(first.session, last - kept - 5));
+    await late.until((e) => e.some((m) => m.event === 'close'));
+    const close = late.events.find((e) => e.event === 'close');
+    expect(JSON.parse(close!.data)).toMatchObject({ code: 1008 });
   });
 
   it('closes a session whose stream stays away past sseGraceMs', async () => {
