@@ -31,6 +31,9 @@ export function readReply(
   if (!isRecord(reply) || reply['jsonrpc'] !== '2.0') throw notResponse('not a JSON-RPC response');
   if (reply['id'] !== id) throw notResponse('a reply to another id');
   const error = reply['error'];
+  // The specification: "Either the result member or error member MUST be included, but both
+  // members MUST NOT be included." One with both answers nothing, as the client's peer holds.
+  if (error !== undefined && 'result' in reply) throw notResponse('both "result" and "error"');
   if (error !== undefined) {
     // A safe integer, as the gateway's reply to its client must carry it (isWireError): an
     // integer past 2^53 (1e300) is not one JSON-RPC can pass on exactly, so it is the upstream's

@@ -37,6 +37,18 @@ const unsafeCode = fc.oneof(
 );
 
 describe('readReply on an error object', () => {
+  it('refuses a reply with both result and error: -32011, not the error passed on', () => {
+    for (const result of ['1', 'null', '{}']) {
+      const outcome = outcomeOf(
+        `{"jsonrpc":"2.0","id":${ID},"result":${result},"error":{"code":1,"message":"m"}}`,
+      );
+      expect((outcome as { thrown: unknown }).thrown).toBeInstanceOf(UpstreamError);
+      expect(outcome).toMatchObject({
+        thrown: { code: -32011, reason: 'both "result" and "error"' },
+      });
+    }
+  });
+
   it('refuses a code that is not a safe integer: -32011 "a malformed error object"', () => {
     fc.assert(
       fc.property(unsafeCode, fc.string(), (code, message) => {
