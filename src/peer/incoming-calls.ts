@@ -7,6 +7,7 @@ import { Hub } from './hub.js';
 import type { Logger } from './logger.js';
 import type { Handler } from './method-registry.js';
 import type { MiddlewareChain } from './middleware.js';
+import { logNoise } from './noise-log.js';
 import type { IncomingNotification } from './notifications.js';
 import { closedError } from './peer-options.js';
 import type { CallOutcome, CloseInfo, PeerConfig } from './peer-options.js';
@@ -35,6 +36,8 @@ export class IncomingCalls<S> {
   #runningCount = 0;
   // Made on first use: most connections never need it, and a gateway holds thousands.
   #hub: Hub<IncomingNotification> | undefined;
+  /** Notification handlers that failed: the other side can make them fail at will (logNoise). */
+  #notificationFailures = 0;
 
   constructor(
     protected readonly session: S,
@@ -222,7 +225,9 @@ export class IncomingCalls<S> {
     this.#track(call);
     const report = (err: unknown): void => {
       this.#finish(call);
-      if (!call.aborted) this.logger.warn({ err, method }, 'notification handler failed');
+      if (call.aborted) return;
+      const count = ++this.#notificationFailures;
+      logNoise(this.logger, count, { err, method }, 'notification handler failed');
     };
     try {
       const chain = this.config.middleware;

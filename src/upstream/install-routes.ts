@@ -203,6 +203,9 @@ function routeHandler(
       span?.setError(err);
       if (!(err instanceof UpstreamError)) throw err;
       failures.failed(ctx, route, headers['x-request-id'], err);
+      // A notification's failure has no one to answer: logged (or, busy, not) and counted above,
+      // it is not thrown on to be logged again, once per failure, as a failed handler.
+      if (ctx.id === undefined) return undefined;
       throw exposeDetails ? err.withDetail() : err;
     }
   };

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { composeMiddleware } from '../../src/peer/middleware.js';
+import { NOISE_WARN_LIMIT } from '../../src/peer/noise-log.js';
 import type { Middleware, MiddlewareContext } from '../../src/peer/middleware.js';
 import type { HandlerContext } from '../../src/peer/handler-context.js';
 import { peerConfig } from '../../src/peer/peer.js';
@@ -364,6 +365,21 @@ describe('middleware around notifications and subscribes', () => {
     r.peer.registry.method('log', () => undefined);
     await r.ask({ jsonrpc: '2.0', method: 'log', params: [] });
     expect(logger.at('warn').map((l) => l.msg)).toEqual(['notification handler failed']);
+  });
+
+  it("failed notification handlers are the other side's noise: the first NOISE_WARN_LIMIT at warn, the rest at debug", async () => {
+    const logger = capturingLogger();
+    const r = rawWith([], { logger });
+    r.peer.registry.method('log', () => {
+      throw new Error('bad params');
+    });
+    const sent = NOISE_WARN_LIMIT + 5;
+    for (let i = 0; i < sent; i++) await r.ask({ jsonrpc: '2.0', method: 'log', params: [] });
+    const failed = logger.lines.filter((l) => l.msg === 'notification handler failed');
+    expect(failed.map((l) => l.level)).toEqual([
+      ...Array<string>(NOISE_WARN_LIMIT).fill('warn'),
+      ...Array<string>(sent - NOISE_WARN_LIMIT).fill('debug'),
+    ]);
   });
 
   it('sees a call of the subscribe method as kind subscribe, with its topic', async () => {

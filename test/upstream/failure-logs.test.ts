@@ -76,9 +76,11 @@ const session = (): Promise<LoopbackClient> => clientFrom(res, running.url, '127
 
 const warnings = (records: readonly LogRecord[]) => records.filter((r) => r.level === 'warn');
 
-async function busyCount(): Promise<number> {
+async function busyCount(upstream = 'held'): Promise<number> {
   const text = await running.gateway.metrics.registry.metrics();
-  const match = /wsrpc_upstream_requests_total\{upstream="held",outcome="busy"\} (\d+)/.exec(text);
+  const match = new RegExp(
+    `wsrpc_upstream_requests_total\\{upstream="${upstream}",outcome="busy"\\} (\\d+)`,
+  ).exec(text);
   return match ? Number(match[1]) : 0;
 }
 
@@ -117,6 +119,29 @@ describe('logs of routed calls that fail', () => {
     const second = await session();
     expect((await second.request('down.get')).error).toMatchObject({ code: -32011 });
     expect(logged(logger.records, FAILED).at(-1)!.level).toBe('warn');
+  });
+
+  it('notifications log as calls do: busy nothing, others NOISE_WARN_LIMIT at warn then debug, never again as a failed handler', async () => {
+    const [heldBefore, downBefore] = [await busyCount(), await busyCount('down')];
+    const client = await session();
+    const notify = (method: string): void =>
+      client.socket.send(JSON.stringify({ jsonrpc: '2.0', method, params: [] }));
+    for (let i = 0; i < 30; i++) notify('held.get');
+    // Past the session's share of the upstream, some of these are refused busy too.
+    const sent = NOISE_WARN_LIMIT + 15;
+    for (let i = 0; i < sent; i++) notify('down.get');
+    const failed = () => logged(logger.records, FAILED).length;
+    await waitFor(
+      async () => failed() + (await busyCount('down')) - downBefore === sent,
+      'every notification failed or refused',
+    );
+    expect((await busyCount()) - heldBefore).toBe(30);
+    expect(logged(logger.records, 'notification handler failed')).toEqual([]);
+    expect(failed()).toBeGreaterThan(0);
+    expect(logged(logger.records, FAILED).map((r) => r.level)).toEqual([
+      ...Array<string>(Math.min(failed(), NOISE_WARN_LIMIT)).fill('warn'),
+      ...Array<string>(Math.max(0, failed() - NOISE_WARN_LIMIT)).fill('debug'),
+    ]);
   });
 
   it('a long method name is logged cut, with the route and the name length', async () => {
