@@ -24,6 +24,13 @@ import type { Reply } from './replies.js';
  * either.
  */
 
+/**
+ * Each connection's notification handlers that failed: the other side can make them fail at
+ * will, so they are logged as its noise (logNoise). Kept aside, for the connections that have
+ * any, rather than in a field every connection's IncomingCalls would carry.
+ */
+const notificationFailures = new WeakMap<object, number>();
+
 export class IncomingCalls<S> {
   /**
    * The calls running (asynchronous handlers), oldest first, linked through the calls
@@ -36,8 +43,6 @@ export class IncomingCalls<S> {
   #runningCount = 0;
   // Made on first use: most connections never need it, and a gateway holds thousands.
   #hub: Hub<IncomingNotification> | undefined;
-  /** Notification handlers that failed: the other side can make them fail at will (logNoise). */
-  #notificationFailures = 0;
 
   constructor(
     protected readonly session: S,
@@ -226,7 +231,8 @@ export class IncomingCalls<S> {
     const report = (err: unknown): void => {
       this.#finish(call);
       if (call.aborted) return;
-      const count = ++this.#notificationFailures;
+      const count = (notificationFailures.get(this) ?? 0) + 1;
+      notificationFailures.set(this, count);
       logNoise(this.logger, count, { err, method }, 'notification handler failed');
     };
     try {
