@@ -134,6 +134,9 @@ export class JsonRpcHttpClient extends UpstreamEndpoint {
   }
 }
 
+/** The body of a notification's answer, which is not kept. */
+const EMPTY = Buffer.alloc(0);
+
 /**
  * One request's undici handler: the status and the body's chunks, refused past `maxBytes` (the
  * pool's maxResponseSize covers a declared length, this a streamed one). The attempt's abort
@@ -171,7 +174,10 @@ class ReplyReader implements Dispatcher.DispatchHandler {
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.done) return;
+    // A notification's answer is its status alone: its body is read to the end (the socket goes
+    // back to the pool after it) but neither kept nor bounded, so no body fails a notification
+    // the upstream took.
+    if (this.done || this.request.id === undefined) return;
     this.size += chunk.length;
     if (this.size > this.maxBytes) {
       this.fail(Object.assign(new Error(`reply over ${this.maxBytes} bytes`), { code: TOO_LARGE }));
@@ -198,6 +204,13 @@ class ReplyReader implements Dispatcher.DispatchHandler {
     if (this.done) return;
     this.done = true;
     this.controller = undefined;
+    // A notification the upstream answered 2xx was taken, whatever became of the body after (a
+    // declared length over the bound, a reset): only the attempt's own abort (its timeout) fails it.
+    const { request, status } = this;
+    if (request.id === undefined && status >= 200 && status < 300 && !request.aborted) {
+      this.resolve(status, EMPTY);
+      return;
+    }
     this.reject(err);
   }
 }

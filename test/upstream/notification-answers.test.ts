@@ -1,0 +1,86 @@
+// A notification to an HTTP upstream is taken by any 2xx answer: its body is read to the end
+// (the socket goes back to the pool) but neither kept nor bounded, and what becomes of it after
+// the status (a body past maxReplyBytes, declared or streamed; a reset mid-body) does not fail
+// the notification. A call's reply is still bounded, and a notification answered with another
+// status still fails.
+import { createServer } from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { JsonRpcHttpClient, UpstreamError } from '../../src/upstream/index.js';
+
+const MAX_REPLY_BYTES = 64 * 1024;
+const big = 'x'.repeat(4 * MAX_REPLY_BYTES);
+
+/** How the upstream answers each method. */
+const answers: Record<string, (res: ServerResponse) => void> = {
+  streamedBig: (res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    for (let i = 0; i < 4; i++) res.write(big.slice(0, MAX_REPLY_BYTES));
+    res.end();
+  },
+  declaredBig: (res) => {
+    res.writeHead(200, { 'content-length': String(big.length) });
+    res.end(big);
+  },
+  resetMidBody: (res) => {
+    res.writeHead(200, { 'content-length': String(big.length) });
+    res.write(big.slice(0, 1024), () => res.socket?.destroy());
+  },
+  status500: (res) => res.writeHead(500).end('no'),
+};
+
+let server: Server;
+let client: JsonRpcHttpClient;
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (chunk: string) => (body += chunk));
+    req.on('end', () => {
+      const { method } = JSON.parse(body) as { method: string };
+      answers[method]!(res);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  client = new JsonRpcHttpClient({
+    name: 'notified',
+    url: `http://127.0.0.1:${port}/rpc`,
+    maxConcurrent: 4,
+    connections: 2,
+    retries: 0,
+    maxReplyBytes: MAX_REPLY_BYTES,
+  });
+});
+
+afterAll(async () => {
+  await client?.close();
+  await new Promise((resolve) => server?.close(resolve));
+});
+
+const options = { timeoutMs: 60_000 };
+
+describe('a notification to an HTTP upstream', () => {
+  it.each(['streamedBig', 'declaredBig', 'resetMidBody'])(
+    'answered 2xx (%s): taken',
+    async (method) => {
+      await expect(client.notify(method, [], options)).resolves.toBeUndefined();
+      expect(client.inFlight).toBe(0);
+    },
+  );
+
+  it('answered 500: -32011 with the status', async () => {
+    const failure = await client.notify('status500', [], options).catch((err: unknown) => err);
+    expect(failure).toBeInstanceOf(UpstreamError);
+    expect(failure).toMatchObject({ code: -32011, reason: 'status 500' });
+  });
+
+  it("a call's reply past maxReplyBytes still fails: -32011 reply too large", async () => {
+    for (const method of ['streamedBig', 'declaredBig']) {
+      const failure = await client.call(method, [], options).catch((err: unknown) => err);
+      expect(failure).toMatchObject({ code: -32011, reason: 'reply too large' });
+    }
+  });
+});
