@@ -94,6 +94,12 @@ interface IdentityState {
   queue: Promise<unknown> | undefined;
   /** Tokens in the queue: the one being checked and those waiting behind it. */
   queued: number;
+  /**
+   * A run of the hook given up on (it did not settle within authenticateTimeoutMs) has not
+   * settled yet: the next token is refused without running the hook again, so that a hook that
+   * hangs leaves one run per connection behind, not one per token.
+   */
+  hookHanging: boolean;
   cancelTimers: (() => void)[];
   /** Whether the session's close clears the timers (set up with the first timer). */
   watched: boolean;
@@ -179,6 +185,7 @@ export class IdentityService<C> {
       closing: false,
       queue: undefined,
       queued: 0,
+      hookHanging: false,
       cancelTimers: [],
       watched: false,
     };
@@ -297,14 +304,30 @@ export class IdentityService<C> {
     const mark = revocationMark();
     // No request kept: there is no hook to ask, and the token is accepted as runAuthenticate
     // accepts anything without one.
+    if (state.hookHanging) {
+      return refusalOf({
+        ok: false,
+        status: 503,
+        message: 'Authentication timed out',
+        headers: undefined,
+        reason: 'auth-timeout',
+      });
+    }
+    let run: Promise<unknown> | undefined;
     const outcome: AuthenticateOutcome<C> = state.request
       ? await runAuthenticate(
           this.deps.authenticate,
           { ...state.request, token, phase },
           logger,
           config.limits.authenticateTimeoutMs,
+          (started) => (run = started),
         )
       : { ok: true, context: undefined as C };
+    if (!outcome.ok && outcome.reason === 'auth-timeout' && run) {
+      state.hookHanging = true;
+      const settled = (): void => void (state.hookHanging = false);
+      run.then(settled, settled);
+    }
     if (!outcome.ok) return refusalOf(outcome);
     const context = outcome.context;
     let user: string | undefined;

@@ -28,6 +28,8 @@ export async function runAuthenticate<C>(
   request: UpgradeRequest,
   logger: Logger,
   timeoutMs: number,
+  /** Told of the hook's run itself, which may go on after it was given up on. */
+  running?: (run: Promise<unknown>) => void,
 ): Promise<AuthenticateOutcome<C>> {
   if (!hook) return { ok: true, context: undefined as C };
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -36,7 +38,9 @@ export async function runAuthenticate<C>(
   });
   try {
     // Through a promise, so a hook that throws synchronously fails like one that rejects.
-    const context = await Promise.race([Promise.resolve().then(() => hook(request)), timedOut]);
+    const run = Promise.resolve().then(() => hook(request));
+    running?.(run);
+    const context = await Promise.race([run, timedOut]);
     if (context === TIMED_OUT) {
       logger.warn({ timeoutMs }, 'authenticate hook did not settle in time: refused');
       return {

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../src/protocol/error-codes.js';
 import { startGateway } from '../support/gateway.js';
 import type { RunningGateway } from '../support/gateway.js';
+import { deferred } from '../support/promises.js';
 import { token, tokenIdentity } from './identity-tokens.js';
 import type { TestContext } from './identity-tokens.js';
 import { openRawRpc } from './raw-rpc.js';
@@ -225,5 +226,40 @@ describe('refresh and expiry', () => {
       { topic: 'room.a', refresh: true },
       { topic: 'room.b', refresh: true },
     ]);
+  });
+});
+
+describe('a hook that hangs', () => {
+  it('leaves one run behind per connection: the tokens after it are refused without running it again', async () => {
+    const base = tokenIdentity();
+    const hanging = deferred<TestContext>();
+    let runs = 0;
+    running = await startGateway<TestContext>({
+      ...base,
+      limits: { authenticateTimeoutMs: 100 },
+      authenticate: (request) => {
+        if (request.phase === 'upgrade') return base.authenticate!(request);
+        runs++;
+        return hanging.promise;
+      },
+    });
+    running.gateway.method('whoami', (_params, ctx) => ctx.session.context.user);
+    const socket = await open(running.url, token({ user: 'ann', ttl: 60_000 }));
+    const refresh = () =>
+      socket.request('rpc.authenticate', { token: token({ user: 'ann', ttl: 120_000 }) });
+    const unavailable = {
+      code: ErrorCode.Unauthenticated,
+      message: 'Authentication timed out',
+      data: { reason: 'unavailable', status: 503 },
+    };
+    for (let i = 0; i < 5; i++) expect((await refresh()).error).toEqual(unavailable);
+    expect(runs).toBe(1);
+    // The session keeps the identity it had, and goes on.
+    expect((await socket.request('whoami')).result).toBe('ann');
+    // Once the run settles, the next token runs the hook again (this time answered at once).
+    hanging.resolve({ user: 'ann', expiresAt: Date.now() + 120_000 } as TestContext);
+    await sleep(10);
+    expect((await refresh()).result).toMatchObject({ user: 'ann' });
+    expect(runs).toBe(2);
   });
 });
