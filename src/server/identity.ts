@@ -320,7 +320,9 @@ export class IdentityService<C> {
           { ...state.request, token, phase },
           logger,
           config.limits.authenticateTimeoutMs,
-          (started) => (run = started),
+          (started) => {
+            run = started;
+          },
         )
       : { ok: true, context: undefined as C };
     if (!outcome.ok && outcome.reason === 'auth-timeout' && run) {

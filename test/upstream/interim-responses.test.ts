@@ -2,11 +2,12 @@
 // Hints are skipped and the answer read; a 100 Continue (the gateway never sends
 // `Expect: 100-continue`) makes undici's HTTP/1.1 parser destroy the socket, so that call fails
 // -32011 "connection failed" and the calls after it are answered as ever.
-import { createServer } from 'node:http';
-import type { Server, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JsonRpcHttpClient, UpstreamError } from '../../src/upstream/index.js';
+import { UpstreamError } from '../../src/upstream/index.js';
+import type { JsonRpcHttpClient } from '../../src/upstream/index.js';
+import { startScriptedUpstream } from './scripted-upstream.js';
+import type { ScriptedUpstream } from './scripted-upstream.js';
 
 /** Before its answer, each method's interim response. */
 const interim: Record<string, (res: ServerResponse) => void> = {
@@ -16,36 +17,24 @@ const interim: Record<string, (res: ServerResponse) => void> = {
   plain: () => undefined,
 };
 
-let server: Server;
+let upstream: ScriptedUpstream;
 let client: JsonRpcHttpClient;
 
 beforeAll(async () => {
-  server = createServer((req, res) => {
-    let body = '';
-    req.setEncoding('utf8');
-    req.on('data', (chunk: string) => (body += chunk));
-    req.on('end', () => {
-      const { id, method } = JSON.parse(body) as { id: number; method: string };
+  upstream = await startScriptedUpstream(
+    'interim',
+    ({ id, method }, res) => {
       interim[method]!(res);
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ jsonrpc: '2.0', id, result: method }));
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  client = new JsonRpcHttpClient({
-    name: 'interim',
-    url: `http://127.0.0.1:${port}/rpc`,
-    maxConcurrent: 4,
-    connections: 4,
-    retries: 0,
-    maxReplyBytes: 64 * 1024,
-  });
+    },
+    { maxReplyBytes: 64 * 1024 },
+  );
+  client = upstream.client;
 });
 
 afterAll(async () => {
-  await client?.close();
-  await new Promise((resolve) => server?.close(resolve));
+  await upstream?.close();
 });
 
 const call = (method: string) => client.call(method, undefined, { timeoutMs: 60_000 });

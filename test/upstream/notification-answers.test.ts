@@ -3,11 +3,12 @@
 // the status (a body past maxReplyBytes, declared or streamed; a reset mid-body) does not fail
 // the notification. A call's reply is still bounded, and a notification answered with another
 // status still fails.
-import { createServer } from 'node:http';
-import type { Server, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JsonRpcHttpClient, UpstreamError } from '../../src/upstream/index.js';
+import { UpstreamError } from '../../src/upstream/index.js';
+import type { JsonRpcHttpClient } from '../../src/upstream/index.js';
+import { startScriptedUpstream } from './scripted-upstream.js';
+import type { ScriptedUpstream } from './scripted-upstream.js';
 
 const MAX_REPLY_BYTES = 64 * 1024;
 const big = 'x'.repeat(4 * MAX_REPLY_BYTES);
@@ -30,34 +31,19 @@ const answers: Record<string, (res: ServerResponse) => void> = {
   status500: (res) => res.writeHead(500).end('no'),
 };
 
-let server: Server;
+let upstream: ScriptedUpstream;
 let client: JsonRpcHttpClient;
 
 beforeAll(async () => {
-  server = createServer((req, res) => {
-    let body = '';
-    req.setEncoding('utf8');
-    req.on('data', (chunk: string) => (body += chunk));
-    req.on('end', () => {
-      const { method } = JSON.parse(body) as { method: string };
-      answers[method]!(res);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  client = new JsonRpcHttpClient({
-    name: 'notified',
-    url: `http://127.0.0.1:${port}/rpc`,
-    maxConcurrent: 4,
-    connections: 2,
-    retries: 0,
+  upstream = await startScriptedUpstream('notified', ({ method }, res) => answers[method]!(res), {
     maxReplyBytes: MAX_REPLY_BYTES,
+    connections: 2,
   });
+  client = upstream.client;
 });
 
 afterAll(async () => {
-  await client?.close();
-  await new Promise((resolve) => server?.close(resolve));
+  await upstream?.close();
 });
 
 const options = { timeoutMs: 60_000 };
