@@ -121,6 +121,15 @@ const ORPHANS_PER_ID = 256;
 export const ORPHAN_TEXT_CHARS = 16_777_216; // 16 MiB: a literal, which a bundler drops where it is unused
 
 /**
+ * The notifications kept for one id not yet known, and the characters of the frames they came in
+ * (each charged its whole frame: a batch's members are charged the batch each, never less).
+ */
+interface Orphans {
+  updates: SubscriptionUpdate[];
+  chars: number;
+}
+
+/**
  * A hole in a subscription's sequence (a message missing with no gap signal for it) is filled
  * by resubscribing from the last message seen, at most this many times per window; beyond
  * that the hole is reported as a gap signal of its size, so nothing is ever missed in silence.
@@ -230,12 +239,8 @@ export class ClientSubscriptions {
    */
   declare onStatus?: () => void;
   readonly #byServerId = new Map<SubscriptionId, Shared>();
-  readonly #orphans = new Map<SubscriptionId, SubscriptionUpdate[]>();
-  /**
-   * The characters of the frames of the notifications for ids not yet known since `#orphans`
-   * was last empty, kept or not: a bound on what it holds rather than a tally of it, which an id
-   * let go of would have to be taken off.
-   */
+  readonly #orphans = new Map<SubscriptionId, Orphans>();
+  /** The characters charged for every notification `#orphans` holds. */
   #orphanChars = 0;
   readonly #retired = new Set<SubscriptionId>();
   readonly #joinedHub = new Hub<JoinedSubscription>();
@@ -432,7 +437,7 @@ export class ClientSubscriptions {
    * keeping it for an id not yet known counts). Returns false when it is not one (its params
    * name no subscription id: see decodeSubscriptionNotification).
    */
-  handleNotification(params: Params | undefined, frameChars = 0): boolean {
+  handleNotification(params: Params | undefined, frameChars: number): boolean {
     const notification = decodeSubscriptionNotification(params);
     if (!notification) return false;
     this.#route(notification.subscription, notification.update, frameChars);
@@ -458,7 +463,7 @@ export class ClientSubscriptions {
     this.#inFlight = 0;
     this.#line++;
     this.#byServerId.clear();
-    this.#orphans.clear();
+    this.#dropOrphans();
     this.#retired.clear();
   }
 
@@ -479,7 +484,7 @@ export class ClientSubscriptions {
     this.#joinedHeld = 0;
     this.#waiting.clear();
     this.#byServerId.clear();
-    this.#orphans.clear();
+    this.#dropOrphans();
     this.#retired.clear();
     this.#joinedHub.complete();
   }
@@ -539,8 +544,7 @@ export class ClientSubscriptions {
       this.#byServerId.set(id, shared);
       this.#retired.delete(id);
       this.onStatus?.();
-      const early = this.#orphans.get(id);
-      this.#orphans.delete(id);
+      const early = this.#takeOrphans(id);
       if (early) for (const update of early) this.#route(id, update, 0);
     };
     // Counted against the window only when it goes on this connection (not queued offline).
@@ -630,7 +634,7 @@ export class ClientSubscriptions {
     // Messages still on their way to this id are the old subscription's, even if the server
     // hands the id out again (a topic's shared id): until a subscribe reply names it again,
     // they are dropped.
-    this.#orphans.delete(id);
+    this.#takeOrphans(id);
     this.#retired.delete(id);
     this.#retired.add(id);
     trim(this.#retired, RETIRED_IDS);
@@ -778,13 +782,29 @@ export class ClientSubscriptions {
 
   /** Keep `update` for `id` until a subscribe reply names it, within the bounds (ORPHAN_IDS...). */
   #keepOrphan(id: SubscriptionId, update: SubscriptionUpdate, frameChars: number): void {
-    if (this.#orphans.size === 0) this.#orphanChars = 0;
-    if ((this.#orphanChars += frameChars) > ORPHAN_TEXT_CHARS) return;
-    let list = this.#orphans.get(id);
-    if (!list) {
-      this.#orphans.set(id, (list = []));
-      trim(this.#orphans, ORPHAN_IDS);
+    if (this.#orphanChars + frameChars > ORPHAN_TEXT_CHARS) return;
+    let kept = this.#orphans.get(id);
+    if (!kept) {
+      if (this.#orphans.size >= ORPHAN_IDS) this.#takeOrphans(this.#orphans.keys().next().value!);
+      this.#orphans.set(id, (kept = { updates: [], chars: 0 }));
     }
-    if (list.length < ORPHANS_PER_ID) list.push(update);
+    if (kept.updates.length >= ORPHANS_PER_ID) return;
+    kept.updates.push(update);
+    kept.chars += frameChars;
+    this.#orphanChars += frameChars;
+  }
+
+  /** The notifications kept for `id`, no longer kept. */
+  #takeOrphans(id: SubscriptionId): SubscriptionUpdate[] | undefined {
+    const kept = this.#orphans.get(id);
+    if (!kept) return undefined;
+    this.#orphans.delete(id);
+    this.#orphanChars -= kept.chars;
+    return kept.updates;
+  }
+
+  #dropOrphans(): void {
+    this.#orphans.clear();
+    this.#orphanChars = 0;
   }
 }

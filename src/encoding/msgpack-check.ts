@@ -84,16 +84,11 @@ export function checkMsgpack(
     } else {
       const size = scalarSize(type);
       if (size === undefined) return 'syntax'; // 0xc1, bin, ext, fixext
-      if (
-        (type === 0xca || type === 0xcb) &&
-        pos + size <= end &&
-        isNonFiniteFloat(bytes, pos, size)
-      )
-        return 'syntax';
       skip = size;
     }
     if (items !== undefined && (map ? items * 2 : items) > end - pos) return 'syntax';
     if (pos + skip > end) return 'syntax';
+    if ((type === 0xca || type === 0xcb) && isNonFiniteFloat(bytes, pos, skip)) return 'syntax';
     if (text) {
       if (!isWellFormedUtf8(bytes, pos, pos + skip)) return 'utf8';
       if (protoKeys && walk.atKey && isProtoKey(bytes, pos, skip)) protoKeys.push(pos);

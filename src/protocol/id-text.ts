@@ -29,7 +29,8 @@ const UPPER_E = 69;
 const LOWER_I = 105;
 const LOWER_D = 100;
 
-function isWhitespace(c: number): boolean {
+/** Space, tab, LF and CR: the only whitespace JSON allows around a value (RFC 8259, section 2). */
+export function isWhitespace(c: number): boolean {
   return c === 32 || c === 9 || c === 10 || c === 13;
 }
 

@@ -9,7 +9,7 @@ import { InvalidParamsError, JsonRpcError } from '../protocol/errors.js';
 import { ReservedMethod } from '../protocol/reserved.js';
 import type { AuthenticateOutcome } from './run-authenticate.js';
 import { revocationMark, revokedSince } from './revocation.js';
-import { runAuthenticate } from './run-authenticate.js';
+import { AUTH_TIMED_OUT, runAuthenticate } from './run-authenticate.js';
 import type { GatewayConfig } from './gateway-config.js';
 import type { GatewayLimits, GatewayOptions, UpgradeRequest } from './options.js';
 import type { Session } from './session.js';
@@ -39,6 +39,13 @@ export const MAX_AUTHENTICATE_REFUSALS = 3;
  * being checked: more are answered -32000 at once, so a client cannot line up hook runs.
  */
 export const MAX_WAITING_AUTHENTICATIONS = 2;
+
+/**
+ * After a run of the hook that did not settle in time, a connection's tokens are refused without
+ * running the hook until that run settles, or for at most this many `authenticateTimeoutMs`: at
+ * most one hung run per connection per such period.
+ */
+export const HOOK_HANG_RETRY_FACTOR = 10;
 /** How long an expired session's calls in flight have to finish before the close (4419). */
 export const EXPIRY_CLOSE_DEADLINE_MS = 10_000;
 /** The longest delay a Node timer takes; longer ones are waited for in steps. */
@@ -302,18 +309,10 @@ export class IdentityService<C> {
     const { config, logger } = this.deps;
     const phase = state.pending ? 'in-band' : 'refresh';
     const mark = revocationMark();
+    if (state.hookHanging) return refusalOf(AUTH_TIMED_OUT);
+    let run: Promise<unknown> | undefined;
     // No request kept: there is no hook to ask, and the token is accepted as runAuthenticate
     // accepts anything without one.
-    if (state.hookHanging) {
-      return refusalOf({
-        ok: false,
-        status: 503,
-        message: 'Authentication timed out',
-        headers: undefined,
-        reason: 'auth-timeout',
-      });
-    }
-    let run: Promise<unknown> | undefined;
     const outcome: AuthenticateOutcome<C> = state.request
       ? await runAuthenticate(
           this.deps.authenticate,
@@ -326,8 +325,17 @@ export class IdentityService<C> {
         )
       : { ok: true, context: undefined as C };
     if (!outcome.ok && outcome.reason === 'auth-timeout' && run) {
+      // Until that run settles, or at the latest HOOK_HANG_RETRY_FACTOR timeouts later (a run
+      // that never settles must not keep the connection from ever refreshing again).
       state.hookHanging = true;
-      const settled = (): void => void (state.hookHanging = false);
+      const settled = (): void => {
+        clearTimeout(giveUp);
+        state.hookHanging = false;
+      };
+      const giveUp = setTimeout(
+        settled,
+        HOOK_HANG_RETRY_FACTOR * config.limits.authenticateTimeoutMs,
+      ).unref();
       run.then(settled, settled);
     }
     if (!outcome.ok) return refusalOf(outcome);

@@ -43,13 +43,7 @@ export async function runAuthenticate<C>(
     const context = await Promise.race([run, timedOut]);
     if (context === TIMED_OUT) {
       logger.warn({ timeoutMs }, 'authenticate hook did not settle in time: refused');
-      return {
-        ok: false,
-        status: 503,
-        message: 'Authentication timed out',
-        headers: { 'Retry-After': '1' },
-        reason: 'auth-timeout',
-      };
+      return AUTH_TIMED_OUT;
     }
     return { ok: true, context };
   } catch (err) {
@@ -65,3 +59,12 @@ export async function runAuthenticate<C>(
 }
 
 const TIMED_OUT = Symbol('timed out');
+
+/** The outcome of a hook that did not settle within its time: 503, try again in a second. */
+export const AUTH_TIMED_OUT = {
+  ok: false,
+  status: 503,
+  message: 'Authentication timed out',
+  headers: { 'Retry-After': '1' },
+  reason: 'auth-timeout',
+} as const satisfies AuthenticateOutcome<unknown>;

@@ -1,7 +1,4 @@
-/** Space, tab, LF and CR: the only whitespace JSON allows around a value (RFC 8259, section 2). */
-function isJsonWhitespace(code: number): boolean {
-  return code === 0x20 || code === 0x09 || code === 0x0a || code === 0x0d;
-}
+import { isWhitespace as isJsonWhitespace } from '../protocol/id-text.js';
 
 /**
  * `text` without the JSON whitespace at its ends. Not String.prototype.trim, which also takes

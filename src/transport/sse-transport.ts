@@ -23,7 +23,7 @@ export interface SseLimits {
  * What keeping one sent event costs beyond its text's bytes (its record, its string's header,
  * its place in the list), counted against `replayBytes` with them: counted by text alone, a
  * buffer of tiny events (a flood of rpc.ping answers, about 200 bytes of heap for 43 of text)
- * held four to five times its bound.
+ * would hold four to five times its bound.
  */
 export const KEPT_EVENT_BYTES = 176;
 

@@ -96,7 +96,7 @@ class Model {
   }
 
   private frame(id: string, params: Record<string, unknown>): void {
-    expect(this.subs.handleNotification({ subscription: id, ...params })).toBe(true);
+    expect(this.subs.handleNotification({ subscription: id, ...params }, 0)).toBe(true);
   }
 
   /** Serve the client's requests waiting on this connection. */

@@ -246,13 +246,12 @@ async function run(ops: Op[]): Promise<void> {
         if (step.kind === 'gap') {
           gap = true;
           model.seq += 3;
-          h.manager.handleNotification({ subscription: model.id!, gap: 3 });
+          h.manager.handleNotification({ subscription: model.id!, gap: 3 }, 0);
         } else {
-          h.manager.handleNotification({
-            subscription: model.id!,
-            result: model.seq + 1,
-            seq: ++model.seq,
-          });
+          h.manager.handleNotification(
+            { subscription: model.id!, result: model.seq + 1, seq: ++model.seq },
+            0,
+          );
         }
         break;
       }

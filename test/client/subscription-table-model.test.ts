@@ -164,7 +164,7 @@ class Model {
     for (const [id, sub] of [...this.serverSubs]) {
       if (sub.topic !== topic || !sub.joined) continue;
       this.serverSubs.delete(id);
-      expect(this.subs.handleNotification({ subscription: id, complete: true })).toBe(true);
+      expect(this.subs.handleNotification({ subscription: id, complete: true }, 0)).toBe(true);
     }
   }
 

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../src/protocol/error-codes.js';
 import { startGateway } from '../support/gateway.js';
 import type { RunningGateway } from '../support/gateway.js';
+import { HOOK_HANG_RETRY_FACTOR } from '../../src/server/identity.js';
 import { deferred } from '../support/promises.js';
 import { token, tokenIdentity } from './identity-tokens.js';
 import type { TestContext } from './identity-tokens.js';
@@ -230,13 +231,14 @@ describe('refresh and expiry', () => {
 });
 
 describe('a hook that hangs', () => {
-  it('leaves one run behind per connection: the tokens after it are refused without running it again', async () => {
+  it('leaves one run behind per connection per HOOK_HANG_RETRY_FACTOR timeouts: the tokens after it are refused without running it again', async () => {
     const base = tokenIdentity();
     const hanging = deferred<TestContext>();
     let runs = 0;
+    const timeoutMs = 300;
     running = await startGateway<TestContext>({
       ...base,
-      limits: { authenticateTimeoutMs: 100 },
+      limits: { authenticateTimeoutMs: timeoutMs },
       authenticate: (request) => {
         if (request.phase === 'upgrade') return base.authenticate!(request);
         runs++;
@@ -256,10 +258,14 @@ describe('a hook that hangs', () => {
     expect(runs).toBe(1);
     // The session keeps the identity it had, and goes on.
     expect((await socket.request('whoami')).result).toBe('ann');
-    // Once the run settles, the next token runs the hook again (this time answered at once).
+    // A run that never settles keeps the hook from the connection for a while, not for ever.
+    await sleep(HOOK_HANG_RETRY_FACTOR * timeoutMs + 100);
+    expect((await refresh()).error).toEqual(unavailable);
+    expect(runs).toBe(2);
+    // Once the runs settle, the next token runs the hook again (this time answered at once).
     hanging.resolve({ user: 'ann', expiresAt: Date.now() + 120_000 } as TestContext);
     await sleep(10);
     expect((await refresh()).result).toMatchObject({ user: 'ann' });
-    expect(runs).toBe(2);
+    expect(runs).toBe(3);
   });
 });
