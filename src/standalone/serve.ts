@@ -85,7 +85,6 @@ export async function serve(
       ...config.gateway,
       ...identity,
       identity: { ...config.gateway.identity, ...identity.identity },
-      ...(hooks?.middleware && { middleware: hooks.middleware }),
       logger,
       broker,
       tls: config.tls && readTls(config.tls, fileOf),

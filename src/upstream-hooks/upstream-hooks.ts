@@ -1,5 +1,4 @@
 import type { Logger } from '../peer/logger.js';
-import type { Middleware } from '../peer/middleware.js';
 import type { Gateway } from '../server/gateway.js';
 import type { GatewayOptions, IdentityOptions } from '../server/options.js';
 import type { Session } from '../server/session.js';
@@ -26,10 +25,7 @@ export interface UpstreamHooks {
   readonly identity?: Pick<IdentityOptions<HookIdentity>, 'expiresAtOf' | 'topicsOf' | 'methodsOf'>;
   /** With `hooks.subscribe`: the `authorize` hook of the topics declared. */
   readonly authorizeTopic?: (request: TopicRequest) => boolean | Promise<boolean>;
-  /** With subscribe or unsubscribe events: what reports them (a gateway option). */
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any context type
-  readonly middleware?: readonly Middleware<Session<any>>[];
-  /** Register the metrics on the gateway and report its connects and disconnects. */
+  /** Register the metrics on the gateway and report its sessions' events. */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any context type
   attach(gateway: Gateway<any>): void;
   /** Send the events still queued (one attempt), stop, close the hooks' upstream connections. */
@@ -42,8 +38,7 @@ const hookIdentities = new WeakSet<object>();
 /**
  * Hooks to upstreams from the `hooks` section (see docs/gateway-mode.md, "Hooks"): the connect
  * hook as `authenticate` (with `userOf` and the identity hooks from its answer), the subscribe
- * hook as a topic `authorize`, the events hook as a bounded queue fed by `attach` and, for
- * subscribes and unsubscribes, by `middleware`.
+ * hook as a topic `authorize`, the events hook as a bounded queue fed by what `attach` hears.
  */
 export function upstreamHooks(
   config: HooksConfig,
@@ -59,7 +54,6 @@ export function upstreamHooks(
   };
   const hookDeps = { logger, tracing: deps.tracing, metrics };
   let userOf: ((context: never) => string | undefined) | undefined;
-  let unsubscribeMethod = 'unsubscribe';
 
   const hooks: { -readonly [K in keyof UpstreamHooks]: UpstreamHooks[K] } = {
     attach,
@@ -98,9 +92,6 @@ export function upstreamHooks(
   const events = config.events;
   const queue = events && new EventQueue(events, clientOf(events.upstream), hookDeps);
   const wanted = new Set<LifecycleEventType>(events?.events ?? []);
-  /** Subscription ids to their topics, per session: an unsubscribe names only the id. */
-  const topicsById = new WeakMap<object, Map<string, string>>();
-
   function report(
     type: LifecycleEventType,
     session: Session<unknown>,
@@ -118,36 +109,6 @@ export function upstreamHooks(
     });
   }
 
-  if (wanted.has('subscribe') || wanted.has('unsubscribe')) {
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any context type
-    const reportSubscriptions: Middleware<Session<any>> = async (ctx, next) => {
-      if (ctx.kind === 'subscribe') {
-        const id = await next();
-        if (typeof id === 'string' && ctx.topic !== undefined) {
-          let byId = topicsById.get(ctx.session);
-          if (!byId) topicsById.set(ctx.session, (byId = new Map<string, string>()));
-          byId.set(id, ctx.topic);
-          report('subscribe', ctx.session, { topic: ctx.topic });
-        }
-        return id;
-      }
-      if (ctx.method !== unsubscribeMethod) return next();
-      const result = await next();
-      const params = ctx.params;
-      const id = Array.isArray(params)
-        ? (params as unknown[])[0]
-        : (params as { subscription?: unknown } | undefined)?.subscription;
-      const byId = topicsById.get(ctx.session);
-      const topic = typeof id === 'string' ? byId?.get(id) : undefined;
-      if (result === true && topic !== undefined) {
-        byId!.delete(id as string);
-        report('unsubscribe', ctx.session, { topic });
-      }
-      return result;
-    };
-    hooks.middleware = [reportSubscriptions];
-  }
-
   let attached = false;
   const subscriptions: { unsubscribe(): void }[] = [];
 
@@ -157,11 +118,11 @@ export function upstreamHooks(
     attached = true;
     metrics.register(gateway.metrics.registry);
     userOf = gateway.config.auth.userOf as typeof userOf;
-    unsubscribeMethod = gateway.config.pubsub.subscriptionMethods.unsubscribe;
     if (!queue) return;
     if (wanted.has('connect')) {
       subscriptions.push(gateway.connected$.subscribe((session) => report('connect', session, {})));
     }
+    if (wanted.has('subscribe') || wanted.has('unsubscribe')) reportSubscriptions(gateway);
     if (wanted.has('disconnect')) {
       subscriptions.push(
         gateway.disconnected$.subscribe((session) => {
@@ -171,6 +132,27 @@ export function upstreamHooks(
         }),
       );
     }
+  }
+
+  /**
+   * Every topic subscription of a session announced on connected$ that starts or ends on this
+   * node, whoever made or ended it: the client (subscribe, unsubscribe), the server (join,
+   * leave) or a refresh that no longer allows it. Those a closing session ends are not told:
+   * its disconnect says they are gone.
+   */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any context type
+  function reportSubscriptions(gateway: Gateway<any>): void {
+    const open = new Map<string, Session<unknown>>();
+    subscriptions.push(
+      gateway.connected$.subscribe((session) => open.set(session.id, session)),
+      gateway.disconnected$.subscribe((session) => open.delete(session.id)),
+      gateway.events$.subscribe((event) => {
+        if (event.type !== 'subscribe' && event.type !== 'unsubscribe') return;
+        if (event.node !== gateway.nodeId) return;
+        const session = open.get(event.sessionId);
+        if (session && !session.isClosed) report(event.type, session, { topic: event.topic });
+      }),
+    );
   }
 
   async function close(): Promise<void> {

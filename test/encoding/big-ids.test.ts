@@ -114,6 +114,34 @@ describe.each(rawCodecs)('$codec.name', (raw) => {
     });
   });
 
+  it('a float id comes back as the number it holds: 2.5 as a float, 2.0 and -0 as integers', async () => {
+    const socket = await connect();
+    // A request whose id is the 64-bit float `id`, written by hand: both encoders write a whole
+    // float (and -0) as an integer.
+    const floatRequest = (id: number): Uint8Array => {
+      const float = new Uint8Array(9);
+      float[0] = raw.codec.name === 'msgpack' ? 0xcb : 0xfb;
+      new DataView(float.buffer).setFloat64(1, id);
+      const members = ['jsonrpc', '2.0', 'method', 'echo', 'params', [], 'id'].flatMap((item) => [
+        ...raw.encode(item),
+      ]);
+      // A map of 4 members: fixmap in MessagePack, major type 5 in CBOR.
+      return new Uint8Array([raw.codec.name === 'msgpack' ? 0x84 : 0xa4, ...members, ...float]);
+    };
+    for (const [sent, echoed, bytes] of [
+      [2.5, 2.5, raw.encode(2.5)],
+      [2, 2, [2]],
+      [-0, 0, [0]],
+    ] as const) {
+      socket.socket.send(floatRequest(sent));
+      const reply = await socket.next();
+      expect(reply.value).toEqual({ jsonrpc: '2.0', id: echoed, result: [] });
+      expect(Object.is((reply.value as { id: number }).id, echoed)).toBe(true);
+      // The id is the reply's last member, in the bytes named.
+      expect([...reply.bytes.subarray(reply.bytes.length - [...bytes].length)]).toEqual([...bytes]);
+    }
+  });
+
   it('property: any safe integer, 64-bit integer or string id comes back equal', async () => {
     const socket = await connect();
     const id = fc.oneof(

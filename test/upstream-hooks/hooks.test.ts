@@ -40,7 +40,6 @@ async function gatewayWithHooks(
   const running = await startGateway<HookIdentity>({
     authenticate: hooks.authenticate,
     userOf: hooks.userOf,
-    ...(hooks.middleware ? { middleware: hooks.middleware } : {}),
     ...options,
     identity: { ...hooks.identity, ...options.identity },
   });
@@ -315,6 +314,48 @@ describe('the events hook', () => {
     });
     const batches = auth.of('wsrpc.events').map((r) => (r.params['events'] as unknown[]).length);
     expect(batches).toEqual([3, 3]);
+  });
+
+  it('tells an unsubscribe for each subscription the gateway ends, and none for those a disconnect ends', async () => {
+    const auth = await upstream();
+    decideConnect(auth);
+    auth.answer('wsrpc.events', { result: null });
+    const { url, gateway } = await gatewayWithHooks(auth.url, {
+      connect: { upstream: 'auth' },
+      events: { upstream: 'auth', flushIntervalMs: 20 },
+    });
+    const before = sessionIds(gateway);
+    const ann = await connect(url, 'good-ann');
+    const session = newSession(gateway, before);
+    const news = await ann.request('subscribe', ['public.news']);
+    await ann.request('subscribe', ['public.sport']);
+    await ann.request('subscribe', ['public.sport']);
+    // The server makes the session leave both of its subscriptions to public.sport.
+    expect(await gateway.leave(session.id, 'public.sport')).toBe(true);
+    // The server makes it join one: told as a subscribe, as the client's own.
+    expect(await gateway.join(session.id, 'public.weather')).toBe(true);
+    expect((await ann.request('unsubscribe', [news.result])).result).toBe(true);
+    // An unsubscribe of what is not (any more) there tells nothing.
+    expect((await ann.request('unsubscribe', [news.result])).result).toBe(false);
+    ann.close();
+    const types = () => eventsOf(auth).map((e) => [e.type, e.user, e.topic]);
+    await waitFor(
+      () => eventsOf(auth).some((e) => e.type === 'disconnect'),
+      () => JSON.stringify(types()),
+    );
+    // The subscription to public.weather ended with the connection: the disconnect says so.
+    expect(types()).toEqual([
+      ['connect', 'ann', undefined],
+      ['subscribe', 'ann', 'public.news'],
+      ['subscribe', 'ann', 'public.sport'],
+      ['subscribe', 'ann', 'public.sport'],
+      ['unsubscribe', 'ann', 'public.sport'],
+      ['unsubscribe', 'ann', 'public.sport'],
+      ['subscribe', 'ann', 'public.weather'],
+      ['unsubscribe', 'ann', 'public.news'],
+      ['disconnect', 'ann', undefined],
+    ]);
+    expect(new Set(eventsOf(auth).map((e) => e.sessionId))).toEqual(new Set([session.id]));
   });
 
   it('sends only the events listed', async () => {
