@@ -23,7 +23,7 @@ const message = (k, t) => ({ k, t, ...DATA });
  * many-topics step publishes to 10,000 new topics through one node at once, and that bound is
  * there against abuse, as the limits bench/gateway-limits.mjs raises are.
  */
-async function connectBroker({ kind, prefix }) {
+async function connectBroker({ kind, prefix, historyStorage }) {
   const creation = { newTopicsPerSecond: 0 };
   if (kind === 'redis') {
     const { RedisBroker } = await import('wsrpc-gateway/redis');
@@ -38,6 +38,7 @@ async function connectBroker({ kind, prefix }) {
     return NatsBroker.connect({
       servers: NATS_URL,
       prefix,
+      ...(historyStorage && { historyStorage }),
       ...creation,
     });
   }
@@ -70,6 +71,8 @@ export async function startGateway(host, { connections, broker: brokerSettings }
   return {
     port,
     publish,
+    /** A publish whose outcome is awaited (prepareTopics). */
+    prepare: (topic, data) => gateway.publish(topic, data),
     message,
     async close() {
       await gateway.close({ timeoutMs: 1_000 });
@@ -134,6 +137,8 @@ export async function startRawWs(host) {
         '}}';
       for (const ws of topic.sockets) ws.send(frame);
     },
+    /** Nothing to make before a topic's first subscriber. */
+    prepare: async () => undefined,
     message,
     close() {
       for (const ws of wss.clients) ws.terminate();

@@ -34,6 +34,7 @@ const options = {
   'load-processes': { type: 'string' },
   nodes: { type: 'string', default: '1' },
   broker: { type: 'string', default: 'redis' },
+  'history-storage': { type: 'string' },
   contestants: { type: 'string', default: 'gateway,raw-ws' },
   messages: { type: 'string', default: '20' },
   burst: { type: 'string', default: '10' },
@@ -46,7 +47,8 @@ const options = {
   help: { type: 'boolean', default: false },
 };
 
-const HELP = `node bench/scale/run.mjs [--connections N] [--nodes K] [--broker redis|nats] [--load-processes P]
+const HELP = `node bench/scale/run.mjs [--connections N] [--nodes K] [--broker redis|nats]
+  [--history-storage file|memory] [--load-processes P]
   [--contestants gateway,raw-ws] [--messages M] [--burst B] [--topics T] [--per-topic S] [--passes R]
   [--concurrency C] [--idle-seconds I] [--watchdog-minutes W]
 N connections (default 100,000, at most ${MAX_CONNECTIONS.toLocaleString('en-US')}) on one server process per
@@ -57,7 +59,8 @@ process's open files allow), at most C handshakes in flight each;
 held idle for I seconds (default 35: a whole heartbeat round of the gateway); M paced messages
 and a burst of B to one topic all of them subscribe to; T topics (0: that step skipped) with S
 subscribers each, R publish passes. What the gateway nodes leave on the broker (keys, streams
-under the run's own prefix) is removed after them. Capped to what the open-file limit allows. SCALE_GATEWAY_MODULE=<path> measures
+under the run's own prefix) is removed after them. --history-storage: the NATS broker's
+historyStorage (default file). Capped to what the open-file limit allows. SCALE_GATEWAY_MODULE=<path> measures
 another build of the gateway (a worktree's dist/src/index.js) instead of this one's dist/.`;
 
 function int(value, name, min, max) {
@@ -110,6 +113,12 @@ export async function main(argv) {
   const brokerKind = opts.broker;
   if (brokerKind !== 'redis' && brokerKind !== 'nats' && brokerKind !== 'none')
     throw new Error(`--broker must be redis, nats or none, not ${brokerKind}`);
+  const historyStorage = opts['history-storage'];
+  if (
+    historyStorage !== undefined &&
+    (brokerKind !== 'nats' || !['file', 'memory'].includes(historyStorage))
+  )
+    throw new Error(`--history-storage takes file or memory, with --broker nats`);
 
   // Each server process holds its node's share: the open-file limit decides how many there can be.
   const files = fileLimitFor(Math.ceil(requested / nodes) + FD_RESERVE);
@@ -143,6 +152,7 @@ export async function main(argv) {
             `raw ws's servers share none (each is handed every publish at once; the harness is their broker); `) +
         `memory is the processes' sum`,
     );
+  if (historyStorage) notes.push(`the NATS broker's topic streams in ${historyStorage} storage`);
   const shares = Array.from(
     { length: loadCount },
     (_, p) => Math.floor(connections / loadCount) + (p < connections % loadCount ? 1 : 0),
@@ -221,7 +231,11 @@ export async function main(argv) {
     // Gateway nodes share a topic space through the broker, under a prefix of this run's own.
     const sharedTopics = nodes > 1 && kind === 'gateway' && brokerKind !== 'none';
     const broker = sharedTopics
-      ? { kind: brokerKind, prefix: `scale${process.pid}x${Date.now().toString(36)}` }
+      ? {
+          kind: brokerKind,
+          prefix: `scale${process.pid}x${Date.now().toString(36)}`,
+          ...(historyStorage && { historyStorage }),
+        }
       : undefined;
     brokerInUse = broker;
     const brokerPid = sharedTopics ? pidOf(`${brokerKind}-server`) : undefined;
@@ -271,6 +285,8 @@ export async function main(argv) {
       // --topics 0: no many-topics step.
       if (settings.topics > 0) {
         log(`  ${settings.topics.toLocaleString('en-US')} topics × ${settings.perTopic}...`);
+        r.topicPrepare = await phases.prepareTopics({ topics: settings.topics });
+        log(`  first publish to each topic: ${(r.topicPrepare.ms / 1000).toFixed(1)} s`);
         r.topicSub = await phases.subscribe({
           prefix: 't.',
           topics: settings.topics,

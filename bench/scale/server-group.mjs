@@ -7,7 +7,7 @@
 // publish time is the earliest node's.
 import { cpuUsOf } from './local-brokers.mjs';
 
-const PUBLISHES = new Set(['publishOne', 'publishBurst', 'publishTopics']);
+const PUBLISHES = new Set(['publishOne', 'publishBurst', 'publishTopics', 'prepareTopics']);
 
 export class ServerGroup {
   /**

@@ -65,6 +65,25 @@ serve({
   /** One message to each of the topics `prefix`0 .. `prefix`(count-1), `perTurn` per turn, numbered from `k`. */
   publishTopics: ({ prefix, count, k, perTurn }) =>
     publishMany({ n: count, perTurn, topicAt: (i) => prefix + i, k }),
+  /**
+   * One message to each of the topics `prefix`0 .. `prefix`(count-1), before they have
+   * subscribers, `concurrency` publishes awaited at a time: what a broker makes for a topic on
+   * its first publish (a NATS stream, a Redis counter) is made here, once, not in the measured
+   * passes. Resolves with the time it took and how many publishes failed.
+   */
+  async prepareTopics({ prefix, count, k, concurrency }) {
+    const startedAt = nowMs();
+    let next = 0;
+    let failed = 0;
+    const worker = async () => {
+      while (next < count) {
+        const i = next++;
+        await server.prepare(prefix + i, server.message(k + i, nowMs())).catch(() => failed++);
+      }
+    };
+    await Promise.all(Array.from({ length: concurrency }, worker));
+    return { ms: nowMs() - startedAt, failed };
+  },
   async exit() {
     let timer;
     const deadline = new Promise((resolve) => (timer = setTimeout(resolve, 3_000)));

@@ -1,6 +1,6 @@
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection, NodeConnectionOptions } from '@nats-io/transport-node';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { StorageType, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamPublishOptions, PubAck } from '@nats-io/jetstream';
 
 import { defaultRetention, pageLimit } from './broker.js';
@@ -47,6 +47,16 @@ export interface NatsBrokerOptions extends TopicCreationBudget {
   reconnectWaitMs?: number;
   /** Replicas of each topic stream (clustered JetStream). Default 1. */
   replicas?: number;
+  /**
+   * Where the topic streams this broker creates keep their history: `file` (it survives a
+   * restart of NATS) or `memory` (it does not: after a restart each topic is a new stream, a
+   * new epoch, and its subscribers are told of the gap). File storage holds two of the NATS
+   * server's file descriptors per stream, so the server's open-file limit bounds the topics
+   * with history at about half of it; memory storage holds none, and makes a stream several
+   * times faster. A stream that exists already keeps the storage it was made with. Default
+   * `file`.
+   */
+  historyStorage?: 'file' | 'memory';
   /**
    * Round-trip to the server (a flush) this often, in ms, while connected; two checks in a row
    * without an answer within `timeoutMs` make `ready` false (a server that hangs with the
@@ -97,7 +107,8 @@ export interface NatsBrokerOptions extends TopicCreationBudget {
  * sequence: 1, 2, 3, ... without holes, the same on every node. Streams are created
  * by the topic's first publish, with its retention (max messages, max age, discard old;
  * JetStream keeps at least one message and at least 100 ms); a later publish with other
- * limits updates the stream. File storage: history survives a NATS restart.
+ * limits updates the stream. File storage by default: history survives a NATS restart
+ * (`historyStorage`).
  *
  * Subscribers read through an ordered consumer starting after the last sequence
  * they were given; after a reconnect the consumer is recreated from there, so
@@ -184,6 +195,7 @@ export class NatsBroker implements Broker {
       this.replicas,
       new CreationBudget(options),
       this.timeoutMs,
+      storageOf(options.historyStorage),
     );
     this.direct = new NatsDirectSubjects(this.prefix, this.timeoutMs, this.onError);
     this.denyList = new NatsDenyList(
@@ -545,4 +557,13 @@ export class NatsBroker implements Broker {
     }
     return link;
   }
+}
+
+/** The JetStream storage of `historyStorage`; anything else is refused where the broker is made. */
+function storageOf(historyStorage: unknown): StorageType {
+  if (historyStorage === undefined || historyStorage === 'file') return StorageType.File;
+  if (historyStorage === 'memory') return StorageType.Memory;
+  throw new TypeError(
+    `NATS broker historyStorage must be "file" or "memory", got ${JSON.stringify(historyStorage)}`,
+  );
 }

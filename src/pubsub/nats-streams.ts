@@ -112,14 +112,16 @@ export class NatsStreams {
   private readonly ensuring = new Map<string, Promise<void>>();
 
   /**
-   * `prefix` names the streams; `replicas` is set on every stream created; `budget` bounds
-   * how many this node creates per second; `timeoutMs` bounds waiting for a new stream to listen.
+   * `prefix` names the streams; `replicas` and `storage` are set on every stream created;
+   * `budget` bounds how many this node creates per second; `timeoutMs` bounds waiting for a new
+   * stream to listen.
    */
   constructor(
     private readonly prefix: string,
     private readonly replicas: number,
     private readonly budget: CreationBudget,
     private readonly timeoutMs: number,
+    private readonly storage: StorageType = StorageType.File,
   ) {}
 
   /** The stream is gone (deleted behind our back): set it up again on the next publish. */
@@ -139,7 +141,7 @@ export class NatsStreams {
       name: stream,
       subjects: [subject],
       retention: RetentionPolicy.Limits,
-      storage: StorageType.File,
+      storage: this.storage,
       discard: DiscardPolicy.Old,
       num_replicas: this.replicas,
       max_msgs: Number.isFinite(retention.maxLength)

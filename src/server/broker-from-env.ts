@@ -4,7 +4,8 @@ import type { Broker } from '../pubsub/broker.js';
 /**
  * The broker chosen by configuration: `BROKER=memory|redis|nats`, with
  * `REDIS_URL` (default redis://127.0.0.1:6379) or `NATS_URL` (default
- * nats://127.0.0.1:4222) and `BROKER_PREFIX`. Undefined for memory: the
+ * nats://127.0.0.1:4222) and `BROKER_PREFIX`; for NATS, `NATS_HISTORY_STORAGE=file|memory`
+ * (NatsBrokerOptions.historyStorage). Undefined for memory: the
  * gateway's embedded default. The Redis and NATS clients (optional peer dependencies: `ioredis`,
  * `@nats-io/transport-node` and `@nats-io/jetstream`) load only when chosen; one that is not
  * installed rejects with an error naming it.
@@ -31,7 +32,15 @@ export async function brokerFromEnv(
         () => import('../nats.js'),
       );
       const servers = env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
-      return NatsBroker.connect({ servers, onError, ...(prefix ? { prefix } : {}) });
+      const historyStorage = env['NATS_HISTORY_STORAGE'];
+      if (historyStorage !== undefined && historyStorage !== 'file' && historyStorage !== 'memory')
+        throw new Error(`NATS_HISTORY_STORAGE must be file or memory, not "${historyStorage}"`);
+      return NatsBroker.connect({
+        servers,
+        onError,
+        ...(prefix ? { prefix } : {}),
+        ...(historyStorage && { historyStorage }),
+      });
     }
     default:
       throw new Error(`BROKER must be memory, redis or nats, not "${env['BROKER']}"`);

@@ -62,12 +62,22 @@ export type BrokerConfig =
       readonly kind: 'redis' | 'nats';
       readonly url: string | undefined;
       readonly prefix: string | undefined;
+      /** NATS only: NatsBrokerOptions.historyStorage. */
+      readonly historyStorage?: 'file' | 'memory';
     };
 
 export function resolveBroker(value: unknown): BrokerConfig {
-  const rules = { kind: oneOf('memory', 'redis', 'nats'), url: nonEmpty, prefix: nonEmpty };
+  const rules = {
+    kind: oneOf('memory', 'redis', 'nats'),
+    url: nonEmpty,
+    prefix: nonEmpty,
+    historyStorage: oneOf('file', 'memory'),
+  };
   const given = checkOptions(value, rules, 'broker.', 'broker');
   const kind = (given['kind'] ?? 'memory') as BrokerConfig['kind'];
+  if (kind !== 'nats' && given['historyStorage'] !== undefined) {
+    throw new TypeError(`broker.historyStorage is for kind nats, not for kind ${kind}`);
+  }
   if (kind === 'memory') {
     for (const key of ['url', 'prefix']) {
       if (given[key] !== undefined) {
@@ -82,7 +92,13 @@ export function resolveBroker(value: unknown): BrokerConfig {
     const what = kind === 'redis' ? 'a redis:// or rediss:// URL' : 'a nats:// or tls:// URL';
     refuse('broker.url', what, url, true);
   }
-  return Object.freeze({ kind, url, prefix: given['prefix'] as string | undefined });
+  const historyStorage = given['historyStorage'] as 'file' | 'memory' | undefined;
+  return Object.freeze({
+    kind,
+    url,
+    prefix: given['prefix'] as string | undefined,
+    ...(historyStorage && { historyStorage }),
+  });
 }
 
 /** One declared topic (or prefix ending in `*`), as `gateway.topic` takes it. */

@@ -166,7 +166,12 @@ function openBroker(config: BrokerConfig, logger: Logger): Promise<Broker | unde
   if (config.kind === 'memory') return Promise.resolve(undefined);
   const urlKey = config.kind === 'redis' ? 'REDIS_URL' : 'NATS_URL';
   return brokerFromEnv(
-    { BROKER: config.kind, [urlKey]: config.url, BROKER_PREFIX: config.prefix },
+    {
+      BROKER: config.kind,
+      [urlKey]: config.url,
+      BROKER_PREFIX: config.prefix,
+      NATS_HISTORY_STORAGE: config.historyStorage,
+    },
     logger,
   );
 }

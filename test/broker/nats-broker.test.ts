@@ -122,8 +122,17 @@ function newTopic(name: string): string {
   return `${name}.${++topicCounter}`;
 }
 
-async function open(servers = NATS_URL, timeoutMs = 5_000): Promise<NatsBroker> {
-  const broker = await NatsBroker.connect({ servers, prefix, timeoutMs });
+async function open(
+  servers = NATS_URL,
+  timeoutMs = 5_000,
+  historyStorage?: 'file' | 'memory',
+): Promise<NatsBroker> {
+  const broker = await NatsBroker.connect({
+    servers,
+    prefix,
+    timeoutMs,
+    ...(historyStorage && { historyStorage }),
+  });
   brokers.push(broker);
   return broker;
 }
@@ -465,6 +474,45 @@ describe.skipIf(skipFault)(
       await waitFor(() => seen.messages.length >= history.lastSeq, 'delivery after restart');
       expect(seen.messages.map((m) => m.seq)).toEqual(range(1, history.lastSeq));
       expect(seen.messages.map((m) => m.payload)).toEqual(payloads);
+    });
+
+    it('with historyStorage memory, a restart loses the topic: it is numbered anew from 1, under a new epoch', async () => {
+      const port = await freePort();
+      const storeDir = await mkdtemp(join(tmpdir(), 'wsrpc-nats-'));
+      tempDirs.push(storeDir);
+      const server = await startServer(port, storeDir);
+      const url = `nats://127.0.0.1:${port}`;
+      const a = await open(url, 2_000, 'memory');
+      const b = await open(url, 2_000, 'memory');
+      const topic = newTopic('memory-fault');
+      const seen = collector();
+      await b.subscribe(topic, seen.deliver);
+      for (const i of range(1, 3)) expect(await a.publish(topic, `"before ${i}"`)).toBe(i);
+      await waitFor(() => seen.messages.length >= 3, 'messages before the kill');
+      const before = (await b.history(topic, 0)).epoch;
+
+      const exited = new Promise((resolve) => server.once('exit', resolve));
+      server.kill('SIGKILL');
+      await exited;
+      await waitFor(() => !a.ready && !b.ready, 'both nodes to notice');
+      await startServer(port, storeDir);
+      await waitFor(() => a.ready && b.ready, 'both nodes to reconnect');
+      expect(await b.history(topic, 0)).toEqual({ messages: [], lastSeq: 0 });
+      let seq = 0;
+      await waitFor(async () => {
+        try {
+          seq = await a.publish(topic, '"after"');
+          return true;
+        } catch {
+          return false;
+        }
+      }, 'the publish after the restart');
+      expect(seq).toBe(1);
+      await waitFor(() => seen.messages.length >= 4, 'delivery after restart');
+      const last = seen.messages[3]!;
+      expect([last.seq, last.payload]).toEqual([1, '"after"']);
+      expect(last.epoch).not.toBe(before);
+      expect(seen.messages.slice(0, 3).every((m) => m.epoch === before)).toBe(true);
     });
   },
 );

@@ -16,6 +16,7 @@ import { TopicCreationLimitError } from '../../src/pubsub/broker.js';
 import type { BrokerMessage } from '../../src/pubsub/broker.js';
 import { NatsBroker } from '../../src/pubsub/nats-broker.js';
 import { natsTopicNames } from '../../src/pubsub/nats-names.js';
+import { brokerFromEnv } from '../../src/server/broker-from-env.js';
 import type { Gateway } from '../../src/server/gateway.js';
 import { RawRpc } from '../support/raw-rpc.js';
 import { waitUntil } from '../support/waiting.js';
@@ -169,6 +170,45 @@ describe.skipIf(skip)('NATS: what a client can make the broker hold', () => {
     expect(await streamsOf(prefix)).toEqual([natsTopicNames(prefix, kept).stream]);
     // A publisher that still takes the deleted stream for set up makes it again.
     expect(await a.publish(expiring, '"back"')).toBe(1);
+  });
+
+  it('historyStorage picks the storage of the streams the broker makes; one made already keeps its own', async () => {
+    const prefix = newPrefix();
+    const onFile = await open(prefix);
+    const inMemory = await open(prefix, { historyStorage: 'memory' });
+    const storageOf = async (topic: string) =>
+      (await jsm.streams.info(natsTopicNames(prefix, topic).stream)).config.storage;
+    expect(await onFile.publish('made.on-file', '1')).toBe(1);
+    expect(await inMemory.publish('made.in-memory', '1')).toBe(1);
+    expect(await storageOf('made.on-file')).toBe('file');
+    expect(await storageOf('made.in-memory')).toBe('memory');
+    // Each publishes to the other's stream, with other limits too (the stream is updated):
+    // the numbering goes on, and the storage a stream was made with stays.
+    expect(await inMemory.publish('made.on-file', '2', { maxLength: 5, maxAgeMs: 60_000 })).toBe(2);
+    expect(await onFile.publish('made.in-memory', '2', { maxLength: 5, maxAgeMs: 60_000 })).toBe(2);
+    expect(await storageOf('made.on-file')).toBe('file');
+    expect(await storageOf('made.in-memory')).toBe('memory');
+    const history = await inMemory.history('made.in-memory', 0);
+    expect(history.messages.map((m) => [m.seq, m.payload])).toEqual([
+      [1, '1'],
+      [2, '2'],
+    ]);
+    await expect(
+      NatsBroker.connect({ servers: NATS_URL, prefix, historyStorage: 'disk' as 'file' }),
+    ).rejects.toThrow('NATS broker historyStorage must be "file" or "memory", got "disk"');
+  });
+
+  it('brokerFromEnv takes NATS_HISTORY_STORAGE (as npm start and the config file do)', async () => {
+    const prefix = newPrefix();
+    const env = { BROKER: 'nats', NATS_URL, BROKER_PREFIX: prefix };
+    const broker = (await brokerFromEnv({ ...env, NATS_HISTORY_STORAGE: 'memory' })) as NatsBroker;
+    brokers.push(broker);
+    expect(await broker.publish('from.env', '1')).toBe(1);
+    const { stream } = natsTopicNames(prefix, 'from.env');
+    expect((await jsm.streams.info(stream)).config.storage).toBe('memory');
+    await expect(brokerFromEnv({ ...env, NATS_HISTORY_STORAGE: 'ram' })).rejects.toThrow(
+      'NATS_HISTORY_STORAGE must be file or memory, not "ram"',
+    );
   });
 
   it('two prefixes never share a stream, even when one is the other plus "_"', async () => {

@@ -194,6 +194,14 @@ describe('resolveStandaloneConfig', () => {
       userInbox: true,
     });
     expect(config.broker).toEqual({ kind: 'redis', url: 'redis://127.0.0.1:6379', prefix: 'gw' });
+    expect(
+      resolveStandaloneConfig({ broker: { kind: 'nats', historyStorage: 'memory' } }).broker,
+    ).toEqual({
+      kind: 'nats',
+      url: undefined,
+      prefix: undefined,
+      historyStorage: 'memory',
+    });
     expect(config.topics['chat.*']).toEqual({
       history: { maxLength: 10 },
       slowConsumer: 'keep-latest',
@@ -330,6 +338,14 @@ describe('resolveStandaloneConfig', () => {
     [
       { broker: { kind: 'nats', url: 'redis://x' } },
       new RangeError('broker.url must be a nats:// or tls:// URL, not "redis://x"'),
+    ],
+    [
+      { broker: { kind: 'nats', historyStorage: 'disk' } },
+      new RangeError('broker.historyStorage must be "file" or "memory", not "disk"'),
+    ],
+    [
+      { broker: { kind: 'redis', historyStorage: 'memory' } },
+      new TypeError('broker.historyStorage is for kind nats, not for kind redis'),
     ],
     [
       { topics: [] },
