@@ -140,6 +140,15 @@ export function decodeInboxMessage(message: BrokerMessage): InboxMessage | undef
     return undefined;
   }
   if (typeof body?.method !== 'string') return undefined;
+  const params = body.params;
+  // Held to what a notification may carry, once per message: the broker is written by other
+  // nodes and whatever else reaches it, which this node's own checks never saw.
+  if (params !== undefined && (typeof params !== 'object' || params === null)) return undefined;
+  try {
+    assertEncodableParams(params as Params | undefined);
+  } catch {
+    return undefined;
+  }
   return {
     seq: message.seq,
     epoch: message.epoch,
@@ -644,7 +653,11 @@ export class SessionInbox {
   private sentPlain = false;
 
   constructor(
-    private readonly session: { notify(method: string, params?: Params): void; logger: Logger },
+    private readonly session: {
+      notifyChecked(method: string, params: Params | undefined): void;
+      readonly isClosed: boolean;
+      logger: Logger;
+    },
     private readonly holdMs: number,
     private readonly maxHeld: number,
   ) {}
@@ -754,7 +767,9 @@ export class SessionInbox {
 
   private sendPlain(message: InboxMessage): void {
     this.sentPlain = true;
-    this.session.notify(message.method, message.params);
+    // Held to MAX_ENCODED_DEPTH by decodeInboxMessage; sent from a timer too (goPlain), where
+    // nothing may throw: a session closing meanwhile is sent nothing.
+    if (!this.session.isClosed) this.session.notifyChecked(message.method, message.params);
   }
 
   private clearTimer(): void {

@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { InboxGap } from '../../src/client/inbox.js';
 import { ErrorCode } from '../../src/index.js';
 import type { JsonRpcError } from '../../src/index.js';
+import { MemoryBroker } from '../../src/pubsub/memory-broker.js';
 import { createGateway } from '../../src/server/gateway.js';
 import type { GatewayOptions } from '../../src/server/options.js';
 import { UpgradeRejection } from '../../src/server/upgrade-rejection.js';
@@ -185,6 +186,34 @@ describe('user inbox on one gateway', () => {
     expect(first).toEqual({ subscription: id, seq: 1, result: { method: 'msg', params: [1] } });
     expect(second).toEqual({ subscription: id, seq: 2, result: { method: 'msg', params: [2] } });
     expect(fresh.frames.filter((f) => f.method === 'msg')).toEqual([]); // nothing plain
+  });
+
+  it('an inbox message on the broker that no notification may carry (params too deep, not structured) reaches no session, and the gateway stays up', async () => {
+    const broker = new MemoryBroker();
+    const { gateway, url } = await inboxGateway({ broker, userInbox: { holdMs: 300 } });
+    // One session past its hold (plain), one still held (undecided): the two ways a message goes.
+    const plain = await raw(`${url}?user=gina`);
+    expect((await plain.request('whoami')).result).toBe('gina');
+    const held = await raw(`${url}?user=gina`);
+    await waitUntil(() => gateway.sessions.size === 2, 'both sessions');
+    // What another node, or anything else writing to the broker, may leave in the inbox.
+    const deep = '['.repeat(600) + ']'.repeat(600);
+    for (const payload of [
+      `{"method":"deep","params":${deep}}`,
+      '{"method":"scalar","params":5}',
+      '{"method":"null","params":null}',
+    ]) {
+      await broker.publish('~inbox.gina', payload, { maxLength: 50, maxAgeMs: 60_000 });
+    }
+    await gateway.notifyUser('gina', 'fine', [1]);
+    for (const client of [plain, held]) {
+      await client.until(() => client.frames.some((f) => f.method === 'fine'), 'the good one');
+    }
+    expect(plain.frames.filter((f) => f.method !== undefined)).toEqual([
+      { jsonrpc: '2.0', method: 'fine', params: [1] },
+    ]);
+    expect(held.frames).toEqual([{ jsonrpc: '2.0', method: 'fine', params: [1] }]);
+    expect((await held.request('whoami')).result).toBe('gina');
   });
 
   it('$inbox is the wire name: position, then numbered { method, params } messages; resume with since and epoch', async () => {

@@ -58,7 +58,9 @@ function recordingSession() {
   return {
     notified,
     session: {
-      notify: (method: string, params?: Params) => void notified.push({ method, params }),
+      notifyChecked: (method: string, params: Params | undefined) =>
+        void notified.push({ method, params }),
+      isClosed: false,
       logger: silentLogger,
     },
   };
