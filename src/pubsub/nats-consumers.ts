@@ -208,6 +208,9 @@ export class NatsConsumers {
       max_messages: 256,
       // Also the idle-heartbeat period (half of it) that detects a consumer lost on the server.
       expires: 10_000,
+      // A consumer or stream gone ends the consume (closed, below) rather than being recreated
+      // by the client library at the same position: the stream may have been made again.
+      abort_on_missing_resource: true,
       callback: (m) => this.receive(sub, generation, m),
     });
     if (stale()) {
@@ -217,6 +220,21 @@ export class NatsConsumers {
     }
     sub.consumer = consumer;
     sub.messages = messages;
+    void (async () => {
+      for await (const status of messages.status()) {
+        if (stale()) return;
+        // The library is about to recreate the ordered consumer by itself (missed heartbeats,
+        // a delivery out of order), after the last stream seq it saw, on whatever stream has
+        // the name then: one deleted and made again numbers from 1 anew, and its first
+        // messages would be skipped and the rest delivered under the old epoch. Taken over:
+        // nothing more of this consumer is delivered, and restart() looks at the stream first.
+        if (status.type === 'reset') {
+          sub.generation++;
+          this.scheduleRestart(sub, 0);
+          return;
+        }
+      }
+    })().catch(this.onError);
     void messages.closed().then((err) => {
       // Ended on its own (not by us): recreate it from the last delivered seq.
       if (!stale()) {

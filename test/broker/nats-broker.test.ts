@@ -407,6 +407,39 @@ describe.skipIf(skipShared)(
       expect(later.messages.map((m) => m.seq)).toEqual([4]);
       expect(seen).toEqual([1, 2]);
     });
+
+    it('a stream deleted and made again while a node is subscribed: the node reads the new one from its seq 1, under its new epoch', async () => {
+      const a = await open();
+      const b = await open();
+      const topic = newTopic('made-again');
+      const seen = collector();
+      await a.publish(topic, '"first"');
+      await b.subscribe(topic, seen.deliver);
+      for (const i of range(1, 5)) await a.publish(topic, `"old ${i}"`);
+      await waitFor(() => seen.messages.length >= 5, 'the old messages');
+      const nc = await connect({ servers: NATS_URL });
+      try {
+        const jsm = await jetstreamManager(nc);
+        await jsm.streams.delete(`${prefix}_${encodeTopic(topic)}`);
+      } finally {
+        await nc.close();
+      }
+      // The publisher finds the stream gone and makes it again: numbered from 1 anew.
+      const seqs: number[] = [];
+      for (const i of range(1, 3)) seqs.push(await a.publish(topic, `"new ${i}"`));
+      expect(seqs).toEqual([1, 2, 3]);
+      const newOnes = () => seen.messages.filter((m) => m.payload.startsWith('"new'));
+      await waitFor(() => newOnes().length >= 3, 'the new stream read from its start', 30_000);
+      for (const i of range(4, 6)) await a.publish(topic, `"new ${i}"`);
+      await waitFor(() => newOnes().length >= 6, 'the later ones');
+      expect(newOnes().map((m) => [m.seq, m.payload])).toEqual(
+        range(1, 6).map((i) => [i, `"new ${i}"`]),
+      );
+      const oldEpoch = seen.messages[0]!.epoch;
+      expect(seen.messages.slice(0, 5).map((m) => m.epoch)).toEqual(Array(5).fill(oldEpoch));
+      expect(new Set(newOnes().map((m) => m.epoch)).size).toBe(1);
+      expect(newOnes()[0]!.epoch).not.toBe(oldEpoch);
+    });
   },
 );
 
