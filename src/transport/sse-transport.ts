@@ -168,7 +168,15 @@ export class SseTransport implements ServerTransport, BudgetMember {
       // nginx passes the stream on as it comes with this, whatever its proxy_buffering.
       'x-accel-buffering': 'no',
     });
-    res.on('close', () => this.streamClosed(res));
+    // A response queued behind another on a pipelined connection has no socket yet, and gets
+    // no 'close' if the connection dies first: its socket's close is heard too.
+    const socket = res.req.socket;
+    const gone = (): void => this.streamClosed(res);
+    socket.once('close', gone);
+    res.once('close', () => {
+      socket.off('close', gone);
+      gone();
+    });
     this.stream = res;
     const hello = JSON.stringify({
       session: this.sessionId,

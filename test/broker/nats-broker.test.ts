@@ -429,7 +429,7 @@ describe.skipIf(skipShared)(
       for (const i of range(1, 3)) seqs.push(await a.publish(topic, `"new ${i}"`));
       expect(seqs).toEqual([1, 2, 3]);
       const newOnes = () => seen.messages.filter((m) => m.payload.startsWith('"new'));
-      await waitFor(() => newOnes().length >= 3, 'the new stream read from its start', 30_000);
+      await waitFor(() => newOnes().length >= 3, 'the new stream read from its start');
       for (const i of range(4, 6)) await a.publish(topic, `"new ${i}"`);
       await waitFor(() => newOnes().length >= 6, 'the later ones');
       expect(newOnes().map((m) => [m.seq, m.payload])).toEqual(
