@@ -398,8 +398,9 @@ export class SseSocket implements WebSocketLike {
       }
       this.session = { session: hello.session, secret: hello.secret };
       if (this.readyState === CONNECTING) {
-        // The first stream starts after the events sent before it. A resumed stream's session
-        // event says what the server has sent, not what this socket has read: it moves nothing.
+        // The first stream's events follow on from where its session event says. A resumed
+        // stream's session event says where that stream goes on, not what this socket has
+        // read: it moves nothing.
         const start = hello.lastEventId;
         if (typeof start === 'number' && Number.isSafeInteger(start) && start >= 0) {
           this.lastEventId = String(start);

@@ -178,13 +178,15 @@ export class SseTransport implements ServerTransport, BudgetMember {
       gone();
     });
     this.stream = res;
+    const seen = lastEventId ?? 0;
+    // Where this stream's events follow on: a client reading from here has every event after
+    // it, the ones sent before the stream came (replayed below) included.
     const hello = JSON.stringify({
       session: this.sessionId,
       secret: this.secret,
-      lastEventId: this.lastEventId,
+      lastEventId: seen,
     });
     res.write(eventText(undefined, hello, 'session'));
-    const seen = lastEventId ?? 0;
     if (seen < this.lastEventId) {
       this.pruneOld();
       const first = this.sent[this.sentFrom];
