@@ -2,6 +2,7 @@ import type { Broker, BrokerMessage } from './broker.js';
 import type { Delivery } from './delivery.js';
 import { SharedFrame, messageTail } from './frames.js';
 import { exceptMatcher } from './except-set.js';
+import { isSendablePayload } from './sendable-payload.js';
 
 /**
  * A topic with more local subscribers than this is fanned out this many subscribers per
@@ -30,6 +31,11 @@ interface Prepared {
    * `rewound`: restarted in the same epoch (its seq went back).
    */
   readonly notice: { epoch: string | undefined; restarted: boolean; rewound: boolean } | undefined;
+  /**
+   * Its payload cannot go into a frame (isSendablePayload): offered to nobody. Each subscriber's
+   * next message then tells of it (a gap signal, or `missed`), as of any message not received.
+   */
+  readonly unsendable: boolean;
 }
 
 /** A big topic's fan-out under way: `batch` to every subscriber, `iterator` the next ones. */
@@ -201,8 +207,8 @@ export class TopicRegistry {
       queueMicrotask(() => this.fanOutInTurns(state, started, this.perTurn));
       return;
     }
-    const { tail, shared, seq, excepted, notice } = prepared;
-    if (excepted === undefined && notice === undefined) {
+    const { tail, shared, seq, excepted, notice, unsendable } = prepared;
+    if (excepted === undefined && notice === undefined && !unsendable) {
       for (const delivery of state.deliveries) delivery.offer(tail, shared, seq);
       return;
     }
@@ -224,12 +230,19 @@ export class TopicRegistry {
         : undefined;
     state.lastSeq = message.seq;
     if (epoch !== undefined) state.epoch = epoch;
+    const unsendable = !isSendablePayload(message.payload);
+    if (unsendable) {
+      this.onBrokerError(
+        new Error(`message ${message.seq} of the broker is not one JSON value on one line`),
+        message.topic,
+      );
+    }
     // The payload was serialized once at publish; the tail is built once per message.
     const tail = messageTail(message.payload, message.seq);
     const shared = new SharedFrame(state.sharedQuotedId, this.head + state.sharedQuotedId + tail);
     // Published `except` some sessions: theirs pass it by (one lookup per subscriber).
     const excepted = message.except === undefined ? undefined : exceptMatcher(message.except);
-    return { tail, shared, seq: message.seq, excepted, notice };
+    return { tail, shared, seq: message.seq, excepted, notice, unsendable };
   }
 
   /**
@@ -271,6 +284,7 @@ export class TopicRegistry {
 function offerTo(delivery: Delivery, prepared: Prepared): void {
   const { notice, excepted } = prepared;
   if (notice) delivery.epochSeen(notice.epoch, notice.restarted, notice.rewound);
+  if (prepared.unsendable) return;
   if (excepted !== undefined && delivery.ownerId !== undefined && excepted(delivery.ownerId)) {
     delivery.pass(prepared.seq);
   } else delivery.offer(prepared.tail, prepared.shared, prepared.seq);

@@ -7,6 +7,7 @@ import { JsonRpcError, ServerError } from '../protocol/errors.js';
 import type { Params } from '../protocol/types.js';
 import type { Gateway } from '../server/gateway.js';
 import { MAX_DENY_FOR_MS } from '../pubsub/deny-list.js';
+import { isSendablePayload } from '../pubsub/sendable-payload.js';
 import type { ApiCaller } from './auth.js';
 import type { ServerApiConfig } from './config.js';
 import type { NodeRequests } from './node-requests.js';
@@ -212,17 +213,17 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
         topic,
       });
     }
-    const messages = read.messages.map((m) => ({
-      seq: m.seq,
-      data: JSON.parse(m.payload) as unknown,
-    }));
-    const last = messages.at(-1)?.seq ?? since;
+    // A message that cannot go into a frame is left out (its seq is not there).
+    const messages = read.messages
+      .filter((m) => isSendablePayload(m.payload))
+      .map((m) => ({ seq: m.seq, data: JSON.parse(m.payload) as unknown }));
+    const last = read.messages.at(-1)?.seq ?? since;
     return {
       messages,
       lastSeq: read.lastSeq,
       ...(read.epoch === undefined ? {} : { epoch: read.epoch }),
       // More retained after this page: ask again with since = the last seq here.
-      more: last < read.lastSeq && messages.length === limit,
+      more: last < read.lastSeq && read.messages.length === limit,
     };
   });
 

@@ -2,6 +2,7 @@
 // same authorization as a subscribe, a page at a time. Apart from the service, which only
 // checks the topic and hands over the connection's read slots.
 import type { History } from '../pubsub/broker.js';
+import { isSendablePayload } from '../pubsub/sendable-payload.js';
 import type { HistoryReads } from '../pubsub/history-reads.js';
 import type { HistoryRequest } from '../pubsub/history-params.js';
 import type { Slots } from '../pubsub/slots.js';
@@ -117,13 +118,14 @@ function page(
   limit: number,
   wanted: number | undefined,
 ): HistoryPage {
-  const messages = history.messages.slice(0, limit).map((m) => ({
-    seq: m.seq,
-    data: JSON.parse(m.payload) as unknown,
-  }));
+  // A message that cannot go into a frame is left out of the page (its seq is not there).
+  const messages = history.messages
+    .slice(0, limit)
+    .filter((m) => isSendablePayload(m.payload))
+    .map((m) => ({ seq: m.seq, data: JSON.parse(m.payload) as unknown }));
   const answer: HistoryPage = { messages, lastSeq: history.lastSeq };
   if (history.epoch !== undefined) answer.epoch = history.epoch;
-  const first = messages[0]?.seq ?? history.lastSeq + 1;
+  const first = history.messages[0]?.seq ?? history.lastSeq + 1;
   const asked = since + 1;
   const expected = wanted === undefined ? history.lastSeq >= asked : wanted > 0;
   if (expected && first > asked) answer.truncated = true;

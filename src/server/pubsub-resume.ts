@@ -5,6 +5,7 @@ import type { Logger } from '../peer/logger.js';
 import type { Broker, History } from '../pubsub/broker.js';
 import type { Delivery } from '../pubsub/delivery.js';
 import { messageTail } from '../pubsub/frames.js';
+import { isSendablePayload } from '../pubsub/sendable-payload.js';
 import type { DrainWaiters } from '../pubsub/drain-waiters.js';
 import type { HistoryReads } from '../pubsub/history-reads.js';
 import type { Slots } from '../pubsub/slots.js';
@@ -151,12 +152,16 @@ async function runReplay(
   let history = start.history;
   if (!delivery.replayBegin(start.gap, start.floorSeq, history.epoch)) return;
   for (;;) {
-    const tails = history.messages.map((m) => ({
-      tail: messageTail(m.payload, m.seq),
-      seq: m.seq,
-    }));
+    // A message that cannot go into a frame is left out: the subscriber is told of it as of a
+    // message lost (the next one's gap signal or `missed`).
+    const tails = history.messages
+      .filter((m) => isSendablePayload(m.payload))
+      .map((m) => ({ tail: messageTail(m.payload, m.seq), seq: m.seq }));
+    if (tails.length < history.messages.length) {
+      logger.warn({ topic }, 'history holds messages that are not one JSON value: left out');
+    }
     if (!delivery.replayPage(tails, history.epoch)) return;
-    const cursor = tails.at(-1)?.seq;
+    const cursor = history.messages.at(-1)?.seq;
     // Done: history had nothing more, or this page reached the topic's last seq (when it was
     // read), or the live messages held back (they follow on from here).
     if (cursor === undefined || cursor >= history.lastSeq) break;
