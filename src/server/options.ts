@@ -229,7 +229,9 @@ export interface GatewayLimits {
    * bytes queued for a connection (WebSocket, TCP, stdio) that is not reading its replies, the
    * gateway stops reading from it until its write buffer has drained to half of this; nothing
    * already received is lost. Keep topics' and streams' `highWaterMark` (default 1 MiB) below
-   * it, so slow-consumer policies act before reading stops. 0 disables. Default 4 MiB.
+   * it, so slow-consumer policies act before reading stops. An HTTP streaming session whose
+   * event stream holds more than this with nothing of it leaving for 5 s, or 16 times this at
+   * any moment, is closed (1008). 0 disables. Default 4 MiB.
    */
   maxBufferedBytes?: number;
   /**

@@ -27,6 +27,15 @@ export interface SseLimits {
  */
 export const KEPT_EVENT_BYTES = 176;
 
+/**
+ * How long a stream may hold more than maxBufferedBytes with nothing of it leaving before its
+ * session is closed as not reading (1008): a reader behind a slow link drains some in that time.
+ */
+export const STALL_LOOK_MS = 5_000;
+
+/** Past this many times maxBufferedBytes held by a stream, its session is closed (1008) at once. */
+export const STALL_FACTOR = 16;
+
 interface SentEvent {
   readonly id: number;
   readonly text: string;
@@ -78,7 +87,8 @@ function frameText(frame: string | EncodedFrame): string {
  * sent again from a replay buffer bounded in bytes and age; a resume from before what the
  * buffer still holds closes the session (1008) rather than go on with a gap. A session whose
  * stream stays away for `graceMs` is closed (1001); one whose stream holds more than
- * `maxBufferedBytes` unread is closed (1008).
+ * `maxBufferedBytes` with nothing of it leaving for STALL_LOOK_MS, or more than STALL_FACTOR
+ * times it, is closed (1008).
  *
  * A session holds at most one stream: a stream that stops being the session's is cut (`cut`)
  * rather than ended, unless it can end at once. Once replaced or closed, its socket has left
@@ -98,6 +108,10 @@ export class SseTransport implements ServerTransport, BudgetMember {
   private closed = false;
   private graceTimer: ReturnType<typeof setTimeout> | undefined;
   private heartbeatTimer: ReturnType<typeof setInterval> | undefined;
+  /** Bytes handed to the current stream: with what it still holds, what has left it. */
+  private streamBytes = 0;
+  /** The next look at a stream holding more than maxBufferedBytes (notReading). */
+  private stallTimer: ReturnType<typeof setTimeout> | undefined;
   /** The node-wide output budget (maxBufferedBytesTotal) this transport reports to. */
   private budget: BudgetLedger | undefined;
   /** BudgetMember: what this transport last reported to its budget. */
@@ -178,6 +192,7 @@ export class SseTransport implements ServerTransport, BudgetMember {
       gone();
     });
     this.stream = res;
+    this.streamBytes = 0;
     const seen = lastEventId ?? 0;
     // Where this stream's events follow on: a client reading from here has every event after
     // it, the ones sent before the stream came (replayed below) included.
@@ -264,6 +279,7 @@ export class SseTransport implements ServerTransport, BudgetMember {
     this.budget?.leave(this);
     clearTimeout(this.graceTimer);
     clearInterval(this.heartbeatTimer);
+    clearTimeout(this.stallTimer);
     const stream = this.stream;
     this.stream = undefined;
     if (stream && !stream.destroyed) stop(stream);
@@ -312,8 +328,32 @@ export class SseTransport implements ServerTransport, BudgetMember {
     const stream = this.stream;
     if (!stream || stream.destroyed) return;
     stream.write(chunk);
-    if (this.overBuffer(stream)) this.close(CloseCode.PolicyViolation, 'not reading');
-    else this.budget?.report(this, this.bufferedAmount);
+    this.streamBytes += Buffer.byteLength(chunk);
+    const limit = this.limits.maxBufferedBytes;
+    if (limit > 0 && stream.writableLength > limit * STALL_FACTOR) {
+      this.close(CloseCode.PolicyViolation, 'not reading');
+      return;
+    }
+    this.budget?.report(this, this.bufferedAmount);
+    if (this.overBuffer(stream) && this.stallTimer === undefined) this.lookAgain(stream);
+  }
+
+  /**
+   * The stream holds more than maxBufferedBytes: looked at again after STALL_LOOK_MS, and the
+   * session closed (1008) if it still does and nothing of it has left since. A large reply, or a
+   * burst, to a client that reads goes out; one that does not read is closed within that time,
+   * or at once past STALL_FACTOR times the bound.
+   */
+  private lookAgain(stream: ServerResponse): void {
+    const left = this.streamBytes - stream.writableLength;
+    this.stallTimer = setTimeout(() => {
+      this.stallTimer = undefined;
+      if (this.stream !== stream || this.closed || !this.overBuffer(stream)) return;
+      if (this.streamBytes - stream.writableLength === left) {
+        this.close(CloseCode.PolicyViolation, 'not reading');
+      } else this.lookAgain(stream);
+    }, STALL_LOOK_MS);
+    this.stallTimer.unref();
   }
 
   private overBuffer(stream: ServerResponse): boolean {

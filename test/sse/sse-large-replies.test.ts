@@ -1,0 +1,48 @@
+/**
+ * maxBufferedBytes on an event stream: a reply larger than the bound, to a client that reads,
+ * is delivered (as on a WebSocket); a stream that holds more than the bound with nothing of it
+ * leaving for STALL_LOOK_MS closes its session (1008, "not reading").
+ */
+import { afterEach, expect, it } from 'vitest';
+import { RpcClient } from '../../src/client/client.js';
+import { sseSocket } from '../../src/client/sse-transport.js';
+import { startGateway } from '../support/gateway.js';
+import { waitUntil } from '../support/waiting.js';
+import { openRawStream, stalledStreamsGateway } from './stalled-streams.js';
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+it('a reply larger than maxBufferedBytes reaches a client that reads, and so do the messages after it', async () => {
+  const { gateway, url } = await startGateway({
+    routes: { events: '/rpc/events' },
+    limits: { maxBufferedBytes: 256 * 1024 },
+  });
+  cleanups.push(() => gateway.close({ timeoutMs: 500 }));
+  gateway.method('big', (params) => 'x'.repeat((params as number[])[0]!));
+  const client = new RpcClient({ url, WebSocket: sseSocket(), reconnect: false, heartbeat: false });
+  cleanups.push(() => client.close());
+  await client.opened();
+  // Two large replies written in one turn, then a small one: all of them arrive.
+  const replies = await Promise.all([
+    client.call('big', [1024 * 1024]),
+    client.call('big', [300 * 1024]),
+    client.call('big', [10]),
+  ]);
+  expect(replies.map((reply) => (reply as string).length)).toEqual([1024 * 1024, 300 * 1024, 10]);
+  expect(gateway.sessions.size).toBe(1);
+});
+
+it('a stream not read that holds more than maxBufferedBytes closes its session (1008)', async () => {
+  const running = await stalledStreamsGateway({ maxBufferedBytes: 64 * 1024 });
+  cleanups.push(() => running.gateway.close({ timeoutMs: 1_000 }));
+  const stream = await openRawStream(running.port, {}, { stall: true });
+  cleanups.push(() => stream.socket.destroy());
+  await running.fillUntilQueued(stream.session.session, 128 * 1024);
+  const [session] = [...running.gateway.sessions.values()];
+  const closed = await session!.closed;
+  expect(closed).toMatchObject({ code: 1008, reason: 'not reading' });
+  await waitUntil(() => running.gateway.sessions.size === 0, 'the session gone');
+});
