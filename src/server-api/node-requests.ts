@@ -6,7 +6,12 @@
 import { nanoid } from 'nanoid';
 import type { Logger } from '../peer/logger.js';
 import { ErrorCode } from '../protocol/error-codes.js';
-import { InvalidParamsError, JsonRpcError, ServerError } from '../protocol/errors.js';
+import {
+  InvalidParamsError,
+  JsonRpcError,
+  ServerError,
+  isErrorObject,
+} from '../protocol/errors.js';
 import {
   ConnectionClosedError,
   TimeoutError,
@@ -393,7 +398,7 @@ export class NodeRequests {
         const entry = this.pending.get(body.id);
         const answer = body.answer;
         // What another node sent is checked as far as reading it needs: a broken message is dropped.
-        if (typeof (answer as Partial<ClientAnswer> | null)?.sessionId !== 'string') return;
+        if (!isClientAnswer(answer)) return;
         if (entry?.kind === 'session') entry.settle(answer);
         else if (entry?.kind === 'user') {
           entry.answers.set(answer.sessionId, answer);
@@ -436,4 +441,12 @@ function noSuchSession(): InvalidParamsError {
     field: 'sessionId',
     reason: 'no such session',
   });
+}
+
+/** What a node's answer must be to be read: a session id, and a result or an error object. */
+function isClientAnswer(value: unknown): value is ClientAnswer {
+  if (typeof value !== 'object' || value === null) return false;
+  const answer = value as Record<string, unknown>;
+  if (typeof answer['sessionId'] !== 'string') return false;
+  return 'error' in answer ? isErrorObject(answer['error']) : 'result' in answer;
 }

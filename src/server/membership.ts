@@ -5,7 +5,7 @@
 // would make it; the client is told of it by `rpc.joined` before its first frame.
 import type { Logger } from '../peer/logger.js';
 import { ErrorCode } from '../protocol/error-codes.js';
-import { JsonRpcError, ServerError, toWireError } from '../protocol/errors.js';
+import { JsonRpcError, ServerError, isErrorObject, toWireError } from '../protocol/errors.js';
 import { ConnectionClosedError, TimeoutError } from '../protocol/local-errors.js';
 import { ReservedMethod } from '../protocol/reserved.js';
 import type { ErrorObject } from '../protocol/types.js';
@@ -190,7 +190,11 @@ export class Membership<C> {
     const wire = body as Wire;
     if (typeof wire !== 'object' || wire === null || typeof wire.id !== 'string') return;
     if (wire.t === 'done') {
-      this.pending.get(wire.id)?.settle(wire);
+      // Only an answer of the shape a node sends settles a request: anything else on the channel
+      // is ignored (logged), and the request's timeout still runs.
+      const answered = 'error' in wire ? isErrorObject(wire.error) : typeof wire.done === 'boolean';
+      if (answered) this.pending.get(wire.id)?.settle(wire);
+      else this.deps.logger.warn({ id: wire.id }, 'join/leave answer of no known shape: ignored');
       return;
     }
     if ((wire.t !== 'join' && wire.t !== 'leave') || typeof wire.from !== 'string') return;
