@@ -76,7 +76,16 @@ export interface SseSocketOptions {
   eventsUrl?: (url: string) => string;
   /** The fetch to use. Default `globalThis.fetch`. */
   fetch?: typeof fetch;
+  /**
+   * The most characters one event may take (its lines together, as they arrive): a server or
+   * proxy that sends an event without end is closed 1009 past it, not read into memory for
+   * ever. Default 16 MiB (DEFAULT_MAX_EVENT_CHARS).
+   */
+  maxEventChars?: number;
 }
+
+/** Default of `maxEventChars`: 16 MiB, the most a client holds of notifications not yet placed. */
+export const DEFAULT_MAX_EVENT_CHARS = 16 * 1024 * 1024;
 
 /** The default events URL of a gateway URL. */
 export function defaultEventsUrl(url: string): string {
@@ -106,13 +115,22 @@ const LF = 10;
 export class EventStreamParser {
   /** The current line's text so far, in the pieces it came in (joined once it ends). */
   private line: string[] = [];
+  /** Characters of the event under way: its ended lines, and the current line's so far. */
+  private eventChars = 0;
+  private lineChars = 0;
   private skipLf = false;
   private id: string | undefined;
   private event = 'message';
   private data: string[] = [];
 
-  /** The events that `chunk` completes, in order. */
-  push(chunk: string, into: SseEvent[] = []): SseEvent[] {
+  /** `maxEventChars`: past it, `push` returns undefined (the stream is to be given up). */
+  constructor(private readonly maxEventChars = Infinity) {}
+
+  /**
+   * The events that `chunk` completes, in order; undefined once an event has taken more than
+   * `maxEventChars` characters.
+   */
+  push(chunk: string, into: SseEvent[] = []): SseEvent[] | undefined {
     let at = 0;
     if (this.skipLf && chunk.charCodeAt(0) === LF) at = 1;
     this.skipLf = false;
@@ -125,11 +143,13 @@ export class EventStreamParser {
       const end = Math.min(cr, lf);
       if (end === Infinity) {
         this.line.push(chunk.slice(at));
+        this.lineChars += chunk.length - at;
         break;
       }
       this.line.push(chunk.slice(at, end));
       const text = this.line.length === 1 ? this.line[0]! : this.line.join('');
       this.line = [];
+      this.lineChars = 0;
       this.take(text, into);
       at = end + 1;
       if (end === cr) {
@@ -137,11 +157,13 @@ export class EventStreamParser {
         else if (chunk.charCodeAt(at) === LF) at++;
       }
     }
-    return into;
+    return this.eventChars + this.lineChars > this.maxEventChars ? undefined : into;
   }
 
   private take(line: string, into: SseEvent[]): void {
+    this.eventChars += line.length + 1;
     if (line === '') {
+      this.eventChars = 0;
       if (this.data.length > 0) {
         into.push({ id: this.id, event: this.event, data: this.data.join('\n') });
       }
@@ -224,6 +246,7 @@ export class SseSocket implements WebSocketLike {
   private readonly url: string;
   private readonly fetch: typeof fetch;
   private readonly headers: Record<string, string>;
+  private readonly maxEventChars: number;
   private session: { session: string; secret: string } | undefined;
   /**
    * The id of the last event read: where a resume starts. Before any, where the first stream
@@ -245,6 +268,7 @@ export class SseSocket implements WebSocketLike {
     if (!found) throw new TypeError('The HTTP streaming fallback needs fetch');
     this.fetch = found.bind(globalThis);
     this.headers = options?.headers ?? {};
+    this.maxEventChars = sse.maxEventChars ?? DEFAULT_MAX_EVENT_CHARS;
     void this.stream(0);
   }
 
@@ -346,7 +370,7 @@ export class SseSocket implements WebSocketLike {
     }
     if (reader) {
       const decoder = new TextDecoder();
-      const parser = new EventStreamParser();
+      const parser = new EventStreamParser(this.maxEventChars);
       for (;;) {
         // Only the read is the stream's: what the handlers throw is theirs (see onEvent).
         let chunk: ReadableStreamReadResult<Uint8Array>;
@@ -356,7 +380,12 @@ export class SseSocket implements WebSocketLike {
           break; // a dropped connection: resumed below, while the socket is open
         }
         if (chunk.done || this.readyState >= CLOSING) break;
-        for (const event of parser.push(decoder.decode(chunk.value, { stream: true }))) {
+        const events = parser.push(decoder.decode(chunk.value, { stream: true }));
+        if (!events) {
+          reader.cancel().catch(() => undefined);
+          return this.finish(1009, `an event over ${this.maxEventChars} characters`);
+        }
+        for (const event of events) {
           received = true;
           if (!this.onEvent(event)) {
             reader.cancel().catch(() => undefined);

@@ -199,3 +199,68 @@ describe('SseSocket reading a large event in many chunks', () => {
     expect(touched).toBeLessThan(10 * text.length);
   });
 });
+
+describe('maxEventChars', () => {
+  it('the parser gives up on an event past the bound, in whatever chunks it comes, and never on a stream of smaller ones (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 20, max: 200 }),
+        fc.array(fc.integer({ min: 1, max: 40 }), { minLength: 1, maxLength: 30 }),
+        (max, cuts) => {
+          // Small events and comments, each under the bound, many times over it in all.
+          const small = `: beat\n\nid: 1\ndata: ${'s'.repeat(max - 20)}\n\n`;
+          const text = small.repeat(20);
+          const parser = new EventStreamParser(max);
+          let at = 0;
+          for (const size of [...cuts, text.length]) {
+            expect(parser.push(text.slice(at, at + size))).toBeDefined();
+            at += size;
+            if (at >= text.length) break;
+          }
+          // One event over the bound: given up once the characters held pass it.
+          const over = new EventStreamParser(max);
+          const big = `data: ${'b'.repeat(max)}`;
+          let results: (SseEvent[] | undefined)[] = [];
+          for (let from = 0; from < big.length; from += cuts[0]!) {
+            results = [...results, over.push(big.slice(from, from + cuts[0]!))];
+          }
+          expect(results.at(-1)).toBeUndefined();
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+
+  it('SseSocket closes 1009 on an event without end past maxEventChars', async () => {
+    const hello = JSON.stringify({ session: 's', secret: 't', lastEventId: 0 });
+    const head = new TextEncoder().encode(`event: session\ndata: ${hello}\n\ndata: `);
+    const filler = new TextEncoder().encode('z'.repeat(16 * 1024));
+    let sent = 0;
+    const body = new ReadableStream<Uint8Array>(
+      {
+        pull(controller) {
+          // The session event, then one event's data that never ends.
+          controller.enqueue(sent++ === 0 ? head : filler);
+        },
+      },
+      { highWaterMark: 0 },
+    );
+    const served = (() =>
+      Promise.resolve(
+        new Response(body, { headers: { 'content-type': 'text/event-stream' } }),
+      )) as unknown as typeof fetch;
+    const Socket = sseSocket({
+      fetch: served,
+      eventsUrl: () => 'http://127.0.0.1:9/rpc/events',
+      maxEventChars: 256 * 1024,
+    }) as new (url: string) => WebSocketLike;
+    const socket = new Socket('ws://127.0.0.1:9/rpc');
+    cleanups.push(() => socket.close());
+    const closed = await new Promise<{ code: number; reason: string }>((resolve) => {
+      socket.onclose = resolve;
+    });
+    expect(closed).toEqual({ code: 1009, reason: 'an event over 262144 characters' });
+    // It stopped reading soon after the bound: not the whole endless body.
+    expect(sent * 16 * 1024).toBeLessThan(2 * 256 * 1024);
+  });
+});
