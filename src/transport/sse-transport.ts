@@ -214,6 +214,8 @@ export class SseTransport implements ServerTransport, BudgetMember {
         if (event.id > seen) this.write(eventText(event.id, event.text));
       }
     }
+    // The replay's writes may have closed the session (its stream over the bound): no timer then.
+    if (this.closed) return false;
     clearInterval(this.heartbeatTimer);
     this.heartbeatTimer = setInterval(
       () => this.stream?.write(': heartbeat\n\n'),
