@@ -307,3 +307,48 @@ describe('lifecycle events across gateways (clusterEvents, one MemoryBroker)', (
     expect(() => createGateway({ clusterEvents: 'yes' as never })).toThrow(TypeError);
   });
 });
+
+describe('what else reaches the lifecycle topic', () => {
+  it('a message of no known shape changes no user list and reaches no observer; a good one after it does', async () => {
+    const ring = new Set<LinkedBroker>();
+    const clusterEvents = { leaseMs: 3_000, flushMs: 20 };
+    const a = await gatewayWithUsers({ broker: new LinkedBroker(ring), clusterEvents });
+    const seen = record(a.gateway);
+    const other = new LinkedBroker(ring);
+    const junk: unknown[] = [
+      { k: 'd', n: 'x', v: 1, on: 'abc', off: [], e: [] },
+      { k: 'd', n: 'x', v: 1, on: [{ a: 1 }], off: [], e: [] },
+      { k: 'd', n: 'x', v: 1, on: [], off: [], e: [null, 5, 's'] },
+      {
+        k: 'd',
+        n: 'x',
+        v: 1,
+        on: [],
+        off: [],
+        e: [{ type: 'connect', sessionId: 's', deep: [[[]]] }],
+      },
+      { k: 'd', n: 'x', v: 1, on: [], off: [], e: [{ type: 'subscribe', sessionId: 's' }] },
+      { k: 'd', n: 'x', v: '1', on: [], off: [], e: [] },
+      { k: 's', n: 'x', v: 1, u: [1, 2] },
+      { k: 'h', n: 'x' },
+      { k: 'w', n: 'x', of: 7 },
+      { k: 'z', n: 'x' },
+      [{ k: 'b', n: 'x' }],
+    ];
+    for (const wire of junk) await other.publish(LIFECYCLE_TOPIC, JSON.stringify(wire));
+    const good = {
+      k: 'd',
+      n: 'x',
+      v: 1,
+      on: ['zoe'],
+      off: [],
+      e: [{ type: 'connect', sessionId: 'x-1', user: 'zoe' }],
+    };
+    await other.publish(LIFECYCLE_TOPIC, JSON.stringify(good));
+    await waitUntil(() => seen.events.length === 1, 'the good event');
+    expect(seen.events).toEqual([{ type: 'connect', sessionId: 'x-1', user: 'zoe', node: 'x' }]);
+    expect(seen.online).toEqual([{ user: 'zoe', node: 'x' }]);
+    other.cut();
+    await other.close();
+  });
+});
