@@ -79,13 +79,13 @@ export interface SseSocketOptions {
   /**
    * The most characters one event may take (its lines together, as they arrive): a server or
    * proxy that sends an event without end is closed 1009 past it, not read into memory for
-   * ever. Default 16 MiB (DEFAULT_MAX_EVENT_CHARS).
+   * ever; so is one whose single message is larger. Default 100 Mi (DEFAULT_MAX_EVENT_CHARS).
    */
   maxEventChars?: number;
 }
 
-/** Default of `maxEventChars`: 16 MiB, the most a client holds of notifications not yet placed. */
-export const DEFAULT_MAX_EVENT_CHARS = 16 * 1024 * 1024;
+/** Default of `maxEventChars`: 100 Mi characters, as `ws` takes a message of up to 100 MiB. */
+export const DEFAULT_MAX_EVENT_CHARS = 100 * 1024 * 1024;
 
 /** The default events URL of a gateway URL. */
 export function defaultEventsUrl(url: string): string {

@@ -223,11 +223,12 @@ export class NatsConsumers {
     void (async () => {
       for await (const status of messages.status()) {
         if (stale()) return;
-        // The library is about to recreate the ordered consumer by itself (missed heartbeats,
-        // a delivery out of order), after the last stream seq it saw, on whatever stream has
-        // the name then: one deleted and made again numbers from 1 anew, and its first
-        // messages would be skipped and the rest delivered under the old epoch. Taken over:
-        // nothing more of this consumer is delivered, and restart() looks at the stream first.
+        // The library is about to recreate the ordered consumer by itself (a delivery out of
+        // order; a consumer or stream gone ends the consume instead, above), after the last
+        // stream seq it saw, on whatever stream has the name then: one deleted and made again
+        // numbers from 1 anew, and its first messages would be skipped and the rest delivered
+        // under the old epoch. Taken over: nothing more of this consumer is delivered, and
+        // restart() looks at the stream first.
         if (status.type === 'reset') {
           sub.generation++;
           this.scheduleRestart(sub, 0);

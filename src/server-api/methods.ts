@@ -8,6 +8,7 @@ import type { Params } from '../protocol/types.js';
 import type { Gateway } from '../server/gateway.js';
 import { MAX_DENY_FOR_MS } from '../pubsub/deny-list.js';
 import { isSendablePayload } from '../pubsub/sendable-payload.js';
+import { unsendablePageEnd } from '../server/pubsub-history.js';
 import type { ApiCaller } from './auth.js';
 import type { ServerApiConfig } from './config.js';
 import type { NodeRequests } from './node-requests.js';
@@ -207,6 +208,11 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
     let read;
     try {
       read = await gateway.broker.history(topic, since, limit);
+      // A page of nothing but messages that cannot be sent: read on past it (pubsub-history).
+      for (let after = unsendablePageEnd(read); after !== undefined;) {
+        read = await gateway.broker.history(topic, after, limit);
+        after = unsendablePageEnd(read);
+      }
     } catch (err) {
       deps.logger.warn({ err, topic }, 'server API: history read failed');
       throw new ServerError(ErrorCode.BrokerUnavailable, 'Broker unavailable: history not read', {

@@ -32,7 +32,7 @@ export async function brokerFromEnv(
         () => import('../nats.js'),
       );
       const servers = env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
-      const historyStorage = env['NATS_HISTORY_STORAGE'];
+      const historyStorage = env['NATS_HISTORY_STORAGE'] || undefined;
       if (historyStorage !== undefined && historyStorage !== 'file' && historyStorage !== 'memory')
         throw new Error(`NATS_HISTORY_STORAGE must be file or memory, not "${historyStorage}"`);
       return NatsBroker.connect({

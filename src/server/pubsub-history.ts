@@ -107,8 +107,24 @@ async function read(reading: NodeReading, request: HistoryRequest): Promise<Hist
     since = Math.max(0, lastSeq - last);
     wanted = lastSeq - since;
   }
-  const history = await reading.history(topic, since, limit);
+  let history = await reading.history(topic, since, limit);
+  // A page of nothing but messages that cannot be sent would leave no seq to ask on from:
+  // read on past it, to the first that can be, or the topic's end.
+  for (let after = unsendablePageEnd(history); after !== undefined;) {
+    history = await reading.history(topic, after, limit);
+    after = unsendablePageEnd(history);
+  }
   return page(history, since, limit, wanted);
+}
+
+/**
+ * The last seq of a page that holds messages, none of which can be sent (isSendablePayload),
+ * before the topic's end: where to read on from. Undefined for any other page.
+ */
+export function unsendablePageEnd(history: History): number | undefined {
+  const last = history.messages.at(-1)?.seq;
+  if (last === undefined || last >= history.lastSeq) return undefined;
+  return history.messages.some((m) => isSendablePayload(m.payload)) ? undefined : last;
 }
 
 /** The answer: `truncated` when the first message held is past the one asked for. */

@@ -24,12 +24,19 @@ export function pushUnsupported(what: string): JsonRpcError {
 }
 
 /**
- * Throws publish's RangeError (assertEncodableDepth) when notification params nest deeper than
- * MAX_ENCODED_DEPTH: refused where they enter, as published data is, since past the bound a
- * MessagePack or CBOR connection could not be sent them and would be closed 1011.
+ * Throws a TypeError for notification params that are not an object or an array (JSON-RPC's
+ * params are structured, or absent), and publish's RangeError (assertEncodableDepth) for params
+ * nested deeper than MAX_ENCODED_DEPTH: refused where they enter, as published data is, since
+ * past the bound a MessagePack or CBOR connection could not be sent them and would be closed 1011.
  */
 export function assertEncodableParams(params: Params | undefined): void {
-  if (params !== undefined) assertEncodableDepth(JSON.stringify(params) ?? 'null', 'params');
+  if (params === undefined) return;
+  if (typeof params !== 'object' || params === null) {
+    throw new TypeError(
+      `params must be an object or an array, not ${params === null ? 'null' : typeof params}`,
+    );
+  }
+  assertEncodableDepth(JSON.stringify(params) ?? 'null', 'params');
 }
 
 /** Session.expiry of a connection that has not authenticated yet. */

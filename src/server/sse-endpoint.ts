@@ -146,6 +146,12 @@ export class SseEndpoint<C> {
     // Only a POST to a session reads its body (within bodyTimeoutMs); answers to any other
     // request with a body, refusals included, close the connection.
     if (req.method !== 'POST' || opening) closeUnread(req, res);
+    // Pipelined behind another request on its connection (its response has no socket yet): a
+    // stream behind a stream would never be written, and its session would hold a slot for
+    // nothing. Refused before any session is made or named.
+    if (req.method === 'GET' && !res.socket) {
+      return sendText(res, 400, 'An event stream needs its connection to itself.\n');
+    }
     const origin = header(req, 'origin');
     if (origin !== undefined && this.deps.origins.corsAllows(origin)) {
       grantOrigin(res, origin);

@@ -193,6 +193,9 @@ export class SseTransport implements ServerTransport, BudgetMember {
     });
     this.stream = res;
     this.streamBytes = 0;
+    // A look at the stream before this one: this one is looked at from its own first overflow.
+    clearTimeout(this.stallTimer);
+    this.stallTimer = undefined;
     const seen = lastEventId ?? 0;
     // Where this stream's events follow on: a client reading from here has every event after
     // it, the ones sent before the stream came (replayed below) included.
@@ -351,7 +354,9 @@ export class SseTransport implements ServerTransport, BudgetMember {
     this.stallTimer = setTimeout(() => {
       this.stallTimer = undefined;
       if (this.stream !== stream || this.closed || !this.overBuffer(stream)) return;
-      if (this.streamBytes - stream.writableLength === left) {
+      // What a write adds beyond its text (the chunk's framing, a heartbeat) is not counted in
+      // streamBytes, so writes alone make this go down: only a rise is something leaving.
+      if (this.streamBytes - stream.writableLength <= left) {
         this.close(CloseCode.PolicyViolation, 'not reading');
       } else this.lookAgain(stream);
     }, STALL_LOOK_MS);

@@ -65,3 +65,25 @@ it('is offered to no subscriber; each is told of it; history leaves it out', asy
     { subscription: again, seq: 6, result: { ok: 6 } },
   ]);
 });
+
+it('topic.history pages on past a page of nothing but such messages', async () => {
+  const broker = new MemoryBroker();
+  const { gateway, url } = await res.gateway({ broker });
+  gateway.topic('feed', { history: { maxLength: 100 } });
+  const client = await raw(url);
+  await broker.publish('feed', '{"ok":1}');
+  for (const payload of UNSENDABLE) await broker.publish('feed', payload);
+  await broker.publish('feed', '{"ok":6}');
+  // Paged one at a time, each page asked from the last seq of the one before.
+  const seen: number[] = [];
+  let since = 0;
+  for (;;) {
+    const reply = await client.request('topic.history', { topic: 'feed', since, limit: 1 });
+    const { messages, lastSeq } = reply.result as { messages: { seq: number }[]; lastSeq: number };
+    if (messages.length === 0) break;
+    seen.push(...messages.map((m) => m.seq));
+    since = messages.at(-1)!.seq;
+    if (since >= lastSeq) break;
+  }
+  expect(seen).toEqual([1, 6]);
+});

@@ -120,6 +120,25 @@ describe('params deeper than MAX_ENCODED_DEPTH, on one node', () => {
     expect([...gateway.sessions.keys()]).toEqual([session!.id]);
   });
 
+  it('params that are not an object or an array are refused (TypeError) by notifySession, notifyUser and session.notify alike', async () => {
+    const { gateway, url } = await userGateway();
+    const watched = await watchedClient(url, 'cy');
+    const [session] = gateway.sessions.values();
+    for (const params of [null, 5, 'text', true] as unknown as Params[]) {
+      const refusal = `params must be an object or an array, not ${params === null ? 'null' : typeof params}`;
+      await expect(gateway.notifySession(session!.id, 'note', params)).rejects.toThrow(
+        new TypeError(refusal),
+      );
+      await expect(gateway.notifyUser('cy', 'note', params)).rejects.toThrow(
+        new TypeError(refusal),
+      );
+      expect(() => session!.notify('note', params)).toThrow(new TypeError(refusal));
+    }
+    expect(await gateway.notifySession(session!.id, 'note', ['after'])).toBe(true);
+    await waitUntil(() => watched.notes.length > 0, 'the next note');
+    expect(watched.notes).toEqual([['after']]);
+  });
+
   it('session.notify throws the RangeError and sends nothing', async () => {
     const { gateway, url } = await userGateway();
     const watched = await watchedClient(url, 'bob');

@@ -35,14 +35,22 @@ it('a reply larger than maxBufferedBytes reaches a client that reads, and so do 
   expect(gateway.sessions.size).toBe(1);
 });
 
-it('a stream not read that holds more than maxBufferedBytes closes its session (1008)', async () => {
-  const running = await stalledStreamsGateway({ maxBufferedBytes: 64 * 1024 });
-  cleanups.push(() => running.gateway.close({ timeoutMs: 1_000 }));
-  const stream = await openRawStream(running.port, {}, { stall: true });
-  cleanups.push(() => stream.socket.destroy());
-  await running.fillUntilQueued(stream.session.session, 128 * 1024);
-  const [session] = [...running.gateway.sessions.values()];
-  const closed = await session!.closed;
-  expect(closed).toMatchObject({ code: 1008, reason: 'not reading' });
-  await waitUntil(() => running.gateway.sessions.size === 0, 'the session gone');
-});
+it.each([false, true])(
+  'a stream not read that holds more than maxBufferedBytes closes its session (1008), small messages still coming: %s',
+  async (trickle) => {
+    const running = await stalledStreamsGateway({ maxBufferedBytes: 64 * 1024 });
+    cleanups.push(() => running.gateway.close({ timeoutMs: 1_000 }));
+    const stream = await openRawStream(running.port, {}, { stall: true });
+    cleanups.push(() => stream.socket.destroy());
+    await running.fillUntilQueued(stream.session.session, 128 * 1024);
+    const [session] = [...running.gateway.sessions.values()];
+    // Each write adds its chunk's framing to what the stream holds: no sign of reading.
+    const timer = trickle
+      ? setInterval(() => session!.isClosed || session!.notify('small', [1]), 100)
+      : undefined;
+    cleanups.push(() => clearInterval(timer));
+    const closed = await session!.closed;
+    expect(closed).toMatchObject({ code: 1008, reason: 'not reading' });
+    await waitUntil(() => running.gateway.sessions.size === 0, 'the session gone');
+  },
+);
