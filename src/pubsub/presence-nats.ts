@@ -46,6 +46,11 @@ export class NatsPresenceStore implements PresenceStore {
   private readonly leaseSeqs = new Map<string, number>();
   /** Owners whose lease this node made, or is making (one attempt per owner at a time). */
   private readonly leasing = new Map<string, Promise<void>>();
+  /**
+   * Owners found lapsed or released: a late write under one is refused rather than make it a
+   * lease again (its members would be listed twice, then reaped as leaving). One per lapse.
+   */
+  private readonly retired = new Set<string>();
 
   constructor(
     prefix: string,
@@ -112,6 +117,7 @@ export class NatsPresenceStore implements PresenceStore {
         if (!isWrongLastSequence(err) && !isStreamNotFound(err) && !isNoResponders(err)) throw err;
         if (!isWrongLastSequence(err)) this.bucket.forget();
         this.forgetOwner(owner);
+        this.retired.add(owner);
         return false;
       }
     });
@@ -137,6 +143,7 @@ export class NatsPresenceStore implements PresenceStore {
 
   async release(owner: string): Promise<void> {
     this.forgetOwner(owner);
+    this.retired.add(owner);
     await this.removeOwner(encodeTopic(owner));
   }
 
@@ -166,6 +173,9 @@ export class NatsPresenceStore implements PresenceStore {
 
   /** Make the owner's lease unless this node did already. */
   private lease(link: Link, owner: string, leaseMs: number): Promise<void> {
+    if (this.retired.has(owner)) {
+      return Promise.reject(new Error(`presence owner ${owner} lapsed: nothing written`));
+    }
     let leasing = this.leasing.get(owner);
     if (!leasing) {
       leasing = this.makeLease(link, owner, leaseMs);

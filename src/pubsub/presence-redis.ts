@@ -23,12 +23,14 @@ const NOW_MS = `local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 +
 
 // KEYS: leases, the owner's topics, reaping. ARGV: owner, leaseMs, topic, '1' when the write
 // joins members (a write that only removes needs no listing: a topic the owner has members in
-// is listed already). An owner being reaped gets no lease back: its node learns it lapsed at
-// its next renewal.
+// is listed already), '1' when this is the owner's first write (the one that makes its lease).
+// An owner being reaped, or whose lease is gone (lapsed and reaped), gets no lease back and
+// writes nothing: 0, and its node learns it lapsed at its next renewal.
 const LEASE_LUA = `${NOW_MS}
-if ARGV[4] == '1' then redis.call('SADD', KEYS[2], ARGV[3]) end
 if redis.call('ZSCORE', KEYS[3], ARGV[1]) then return 0 end
+if ARGV[5] ~= '1' and not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+if ARGV[4] == '1' then redis.call('SADD', KEYS[2], ARGV[3]) end
 return 1`;
 
 // KEYS: hash, keys index, the owner's set. ARGV: owner, count joined, then key/value pairs of
@@ -81,12 +83,14 @@ return claimed`;
 const DROP_LEASE_LUA = `redis.call('ZREM', KEYS[1], ARGV[1])
 return redis.call('SMEMBERS', KEYS[2])`;
 
-// KEYS: hash, keys index, the owner's set. The owner's members removed: key/value pairs.
+// KEYS: hash, keys index, the owner's set. ARGV: the start of the owner's stored values
+// (encodeEntry's '["<owner>",'). The owner's members removed: key/value pairs. A key written
+// since by another owner (the node's next one) is its, and stays.
 const REAP_TOPIC_LUA = `
 local removed = {}
 for _, key in ipairs(redis.call('SMEMBERS', KEYS[3])) do
   local value = redis.call('HGET', KEYS[1], key)
-  if value then
+  if value and string.sub(value, 1, #ARGV[1]) == ARGV[1] then
     redis.call('HDEL', KEYS[1], key)
     redis.call('ZREM', KEYS[2], key)
     table.insert(removed, key)
@@ -147,6 +151,11 @@ export class RedisPresenceStore implements PresenceStore {
   private readonly keys: ReturnType<typeof redisPresenceKeys>;
   /** The last write under way per owner and topic (settled, never rejected): the next waits. */
   private readonly writes = new Map<string, Promise<void>>();
+  /**
+   * Owners whose lease a write of this store made (or that it released): a later write only
+   * extends a lease that is still there. One per owner this node used, a new one per lapse.
+   */
+  private readonly leasing = new Set<string>();
 
   constructor(
     private readonly runner: RedisScriptRunner,
@@ -194,18 +203,21 @@ export class RedisPresenceStore implements PresenceStore {
     leaseMs: number,
   ): Promise<void> {
     const ownerTopics = this.keys.ownerTopics(owner);
-    // Sent together, the lease (and the owner's topic) first: a member is never written
-    // without the topic listed where a reaper finds it.
-    const lease = this.runner.run(
+    // The lease (and the owner's topic) first: a member is never written without the topic
+    // listed where a reaper finds it, nor under an owner that lapsed (a write would otherwise
+    // give a reaped owner its lease back, and its node would never learn its members went).
+    const first = !this.leasing.has(owner);
+    this.leasing.add(owner);
+    const leased = await this.runner.run(
       leaseScript,
       [this.keys.leases, ownerTopics, this.keys.reaping],
-      [owner, String(leaseMs), topic, joined.length > 0 ? '1' : '0'],
+      [owner, String(leaseMs), topic, joined.length > 0 ? '1' : '0', first ? '1' : '0'],
     );
+    if (Number(leased) !== 1) throw new Error(`presence owner ${owner} lapsed: nothing written`);
     const args = [owner, String(joined.length)];
     for (const entry of joined) args.push(entry.key, encodeEntry(owner, entry));
     args.push(...left);
-    const members = this.runner.run(writeScript, this.keys.topic(topic, owner), args);
-    const [, remaining] = await Promise.all([lease, members]);
+    const remaining = await this.runner.run(writeScript, this.keys.topic(topic, owner), args);
     // The owner's last member here left: the topic leaves its list, so the list names only
     // topics it has members in (what release and reaping walk).
     if (Number(remaining) === 0) await this.runner.run(unlistScript, [ownerTopics], [topic]);
@@ -227,6 +239,8 @@ export class RedisPresenceStore implements PresenceStore {
   }
 
   async release(owner: string): Promise<void> {
+    // Kept in `leasing`: a late write under the released owner finds no lease and writes nothing.
+    this.leasing.add(owner);
     await this.removeOwner(owner);
   }
 
@@ -262,11 +276,9 @@ export class RedisPresenceStore implements PresenceStore {
     )) as string[];
     const reaped: ReapedMembers[] = [];
     for (const topic of topics) {
-      const pairs = (await this.runner.run(
-        reapTopicScript,
-        this.keys.topic(topic, owner),
-        [],
-      )) as string[];
+      const pairs = (await this.runner.run(reapTopicScript, this.keys.topic(topic, owner), [
+        `[${JSON.stringify(owner)},`,
+      ])) as string[];
       const members: PresenceEntry[] = [];
       for (let i = 0; i + 1 < pairs.length; i += 2) {
         const decoded = decodeEntry(pairs[i]!, pairs[i + 1]!);

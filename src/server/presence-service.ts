@@ -431,9 +431,13 @@ export class PresenceService<C> {
       const store = this.store;
       if (this.leased && !(await store.renew(this.owner, this.settings.leaseMs))) {
         // Lapsed (a long pause, a broker outage): other nodes removed, or are removing, our
-        // members. What the old owner still holds goes, and everything is written anew.
-        await store.release(this.owner);
+        // members. Writes from now on go under a new owner; those under way under the old one
+        // are let finish, then what the old owner still holds goes, and everything is written
+        // anew (a write racing the release would leave members under an owner nobody reaps).
+        const old = this.owner;
         this.owner = this.newOwner();
+        await Promise.allSettled([...this.flushes]);
+        await store.release(old);
         this.logger.warn('presence: this node’s lease had lapsed; its members are written again');
         for (const [topic, members] of this.local) {
           const entries = [...members.values()];

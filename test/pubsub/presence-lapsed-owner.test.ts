@@ -1,0 +1,86 @@
+/**
+ * A presence owner (a node's name for its members) that lapsed or was released never gets a
+ * lease again: a late write under a released owner is refused (its members would be listed
+ * twice, then reaped as leaving), and on Redis so is one under an owner another node reaped
+ * (the write would give it its lease back, and the node would never learn its members went).
+ * Reaping or releasing an owner removes only the members it still holds: a key written since by
+ * the node's next owner stays. On the real brokers, each store as the gateway uses it.
+ */
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect as connectNats } from '@nats-io/transport-node';
+import { nanoid } from 'nanoid';
+import { afterEach, describe, expect, it } from 'vitest';
+import { NatsBroker } from '../../src/pubsub/nats-broker.js';
+import { natsPresenceBucket } from '../../src/pubsub/presence-nats.js';
+import type { PresenceEntry, PresenceStore } from '../../src/pubsub/presence.js';
+import { RedisBroker } from '../../src/pubsub/redis-broker.js';
+import { NATS_URL, REDIS_URL, deleteNatsStreams, deleteRedisKeys } from '../support/brokers.js';
+import { sleep } from '../support/promises.js';
+
+const LEASE_MS = 300;
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+const member = (key: string): PresenceEntry => ({ key, sessionId: key.split('/')[0]! });
+
+/** Two nodes' presence stores on one broker, under a prefix of the test's own. */
+async function twoStores(kind: 'redis' | 'nats'): Promise<readonly [PresenceStore, PresenceStore]> {
+  const prefix = `lapse-${nanoid(6)}`;
+  cleanups.push(async () => {
+    if (kind === 'redis') return deleteRedisKeys(REDIS_URL, prefix);
+    const nc = await connectNats({ servers: NATS_URL, timeout: 2_000 });
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.delete(natsPresenceBucket(prefix).stream).catch(() => false);
+    await nc.close();
+    await deleteNatsStreams(prefix);
+  });
+  const open = async (): Promise<PresenceStore> => {
+    const broker =
+      kind === 'redis'
+        ? await RedisBroker.create({ url: REDIS_URL, prefix: `${prefix}:` })
+        : await NatsBroker.connect({ servers: NATS_URL, prefix });
+    cleanups.push(() => broker.close().catch(() => undefined));
+    return broker.presence!;
+  };
+  return [await open(), await open()];
+}
+
+describe.each(['redis', 'nats'] as const)('%s', (kind) => {
+  it('a write under an owner another node reaped is refused, and its renewal says it lapsed', async () => {
+    const [a, b] = await twoStores(kind);
+    await a.write('room.1', 'O1', [member('stay/0x1')], [], LEASE_MS);
+    await sleep(LEASE_MS + 100); // no renewal: the lease lapses
+    const reaped = await b.reap();
+    expect(reaped.flatMap((r) => r.members.map((m) => m.key))).toEqual(['stay/0x1']);
+    // A write that was queued on the node before it noticed: Redis refuses it (a write there
+    // would give the owner its lease back); NATS takes it under the reaped owner, whose release
+    // (what the node does once its renewal fails) takes it away.
+    const late = await a.write('room.1', 'O1', [member('late/0x2')], [], LEASE_MS).then(
+      () => 'written',
+      () => 'refused',
+    );
+    expect(late).toBe(kind === 'redis' ? 'refused' : 'written');
+    expect(await a.renew('O1', LEASE_MS)).toBe(false);
+    await a.release('O1');
+    expect(await a.count('room.1')).toBe(0);
+  });
+
+  it('a write under a released owner is refused; the next owner holds its members, none reaped from it', async () => {
+    const [a, b] = await twoStores(kind);
+    await a.write('room.1', 'O1', [member('stay/0x1')], [], LEASE_MS);
+    await a.release('O1');
+    await expect(a.write('room.1', 'O1', [member('late/0x2')], [], LEASE_MS)).rejects.toThrow(
+      /lapsed/,
+    );
+    await a.write('room.1', 'O2', [member('stay/0x1'), member('late/0x2')], [], LEASE_MS);
+    for (let i = 0; i < 4; i++) {
+      expect(await a.renew('O2', LEASE_MS)).toBe(true);
+      expect(await b.reap()).toEqual([]);
+      await sleep(LEASE_MS / 3);
+    }
+    const page = await a.members('room.1', undefined, 10);
+    expect(page.members.map((m) => m.key).sort()).toEqual(['late/0x2', 'stay/0x1']);
+  });
+});
