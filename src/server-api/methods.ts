@@ -193,6 +193,10 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
       ]);
       return { count, ...page };
     } catch (err) {
+      // A cursor no page returned (NATS pages by sequence number): the caller's, not the broker's.
+      if (err instanceof RangeError) {
+        throw new JsonRpcError(ErrorCode.InvalidParams, err.message, { field: 'cursor' });
+      }
       deps.logger.warn({ err, topic }, 'server API: presence read failed');
       throw new ServerError(ErrorCode.BrokerUnavailable, 'Broker unavailable: members not read', {
         topic,
