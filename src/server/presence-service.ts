@@ -28,6 +28,12 @@ import type { KeptParams } from './topic-subscription.js';
 /** The subscription name a client asks a topic's presence with: `["$presence", {"topic": t}]`. */
 export const PRESENCE_SUBSCRIPTION = '$presence';
 
+/**
+ * The most JSON one presence announcement carries (its lists of joins and leaves): more goes in
+ * several, each well under NATS's default max_payload (1 MiB).
+ */
+export const ANNOUNCE_BYTES = 256 * 1024;
+
 /** Members a page of `gateway.presence(topic).members()` holds unless asked otherwise. */
 const DEFAULT_PAGE = 100;
 
@@ -406,17 +412,37 @@ export class PresenceService<C> {
     }
   }
 
+  /**
+   * Tell every node of `joined` and `left`, in messages of at most ANNOUNCE_BYTES of JSON each
+   * (a node's whole membership of a topic, written again after a lapse or removed on close,
+   * would pass a broker's message bound, NATS's max_payload of 1 MiB by default), in order.
+   */
   private async announce(
     topic: string,
     joined: readonly PresenceEntry[],
     left: readonly PresenceEntry[],
   ): Promise<void> {
     if (joined.length === 0 && left.length === 0) return;
-    const changes: Changes = {};
-    if (joined.length > 0) changes.j = [...joined];
-    if (left.length > 0) changes.l = [...left];
+    const messages: Changes[] = [];
+    let changes: Changes = {};
+    let bytes = 0;
+    const add = (list: 'j' | 'l', entry: PresenceEntry): void => {
+      const size = JSON.stringify(entry).length + 1;
+      if (bytes > 0 && bytes + size > ANNOUNCE_BYTES) {
+        messages.push(changes);
+        changes = {};
+        bytes = 0;
+      }
+      (changes[list] ??= []).push(entry);
+      bytes += size;
+    };
+    for (const entry of joined) add('j', entry);
+    for (const entry of left) add('l', entry);
+    messages.push(changes);
     try {
-      await this.broker.publish(PRESENCE_EVENTS_PREFIX + topic, JSON.stringify(changes));
+      for (const message of messages) {
+        await this.broker.publish(PRESENCE_EVENTS_PREFIX + topic, JSON.stringify(message));
+      }
     } catch (err) {
       // The store holds the truth; watchers miss this event's lists, not the count.
       this.logger.warn({ err, topic }, 'presence: could not announce joins and leaves');
