@@ -7,17 +7,11 @@
  */
 import { afterEach, expect, it } from 'vitest';
 import { MemoryBroker } from '../../src/pubsub/memory-broker.js';
-import { RawRpc } from '../support/raw-rpc.js';
 import { Resources } from '../support/resources.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
-
-async function raw(url: string): Promise<RawRpc> {
-  const client = await RawRpc.open(url);
-  res.track(client.socket);
-  return client;
-}
+const raw = (url: string) => res.rawRpc(url);
 
 const UNSENDABLE = ['not json {', '{"a":\n1}', '[1,\r2]', '['.repeat(600) + ']'.repeat(600)];
 

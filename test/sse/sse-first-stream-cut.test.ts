@@ -9,6 +9,7 @@ import { RpcClient } from '../../src/client/client.js';
 import { sseSocket } from '../../src/client/sse-transport.js';
 import { startGateway } from '../support/gateway.js';
 import { waitUntil } from '../support/waiting.js';
+import { cutAfterSessionEvent } from './cut-stream.js';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
@@ -24,24 +25,8 @@ function cuttingFetch() {
     if ((init?.method ?? 'GET') !== 'GET') return fetch(input, init);
     lastEventIds.push((init?.headers as Record<string, string> | undefined)?.['last-event-id']);
     const res = await fetch(input, init);
-    if (++gets > 1 || !res.body) return res;
-    const reader = res.body.getReader();
-    const decoder = new TextDecoder();
-    let text = '';
-    const body = new ReadableStream<Uint8Array>({
-      async pull(controller) {
-        const chunk = await reader.read();
-        if (chunk.done) return controller.close();
-        text += decoder.decode(chunk.value, { stream: true });
-        const session = /^event: session\n[^\n]*\n\n/.exec(text);
-        if (!session) return;
-        sessionEvents.push(session[0]);
-        controller.enqueue(new TextEncoder().encode(session[0]));
-        await reader.cancel();
-        controller.error(new Error('dropped after the session event'));
-      },
-    });
-    return new Response(body, { status: res.status, headers: res.headers });
+    if (++gets > 1) return res;
+    return cutAfterSessionEvent(res, (event) => sessionEvents.push(event));
   };
   return { fetch: wrapped as typeof fetch, lastEventIds, sessionEvents };
 }

@@ -10,6 +10,7 @@ import { deferred } from '../support/promises.js';
 import type { Deferred } from '../support/promises.js';
 import { startGateway } from '../support/gateway.js';
 import { waitUntil, within } from '../support/waiting.js';
+import { cutAfterSessionEvent } from './cut-stream.js';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
@@ -43,23 +44,7 @@ function resumingFetch() {
     const res = await fetch(input, init);
     if (!cutAfterSession || lastEventIds.length === 1 || !res.body) return res;
     cutAfterSession = false;
-    const reader = res.body.getReader();
-    const decoder = new TextDecoder();
-    let text = '';
-    const body = new ReadableStream<Uint8Array>({
-      async pull(controller) {
-        const chunk = await reader.read();
-        if (chunk.done) return controller.close();
-        text += decoder.decode(chunk.value, { stream: true });
-        // The session event is the stream's first: it goes through, what follows it does not.
-        const session = /^event: session\n[^\n]*\n\n/.exec(text);
-        if (!session) return;
-        controller.enqueue(new TextEncoder().encode(session[0]));
-        await reader.cancel();
-        controller.error(new Error('dropped after the session event'));
-      },
-    });
-    return new Response(body, { status: res.status, headers: res.headers });
+    return cutAfterSessionEvent(res);
   };
   return {
     fetch: watched as typeof fetch,

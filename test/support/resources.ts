@@ -9,6 +9,7 @@ import { registerDemoService } from '../../demo/service.js';
 import { connectClient, openRawSocket, startGateway } from './gateway.js';
 import type { RunningGateway } from './gateway.js';
 import { killChild } from './processes.js';
+import { RawRpc } from './raw-rpc.js';
 
 type RawSocket = Awaited<ReturnType<typeof openRawSocket>>;
 
@@ -48,6 +49,13 @@ export class Resources {
     const raw = await openRawSocket(url, protocols);
     this.sockets.push(raw.socket);
     return raw;
+  }
+
+  /** A RawRpc client (request/until/notifications) on `url`, closed with the other sockets. */
+  async rawRpc(url: string): Promise<RawRpc> {
+    const client = await RawRpc.open(url);
+    this.sockets.push(client.socket);
+    return client;
   }
 
   /** Track a `ws` socket created by the test itself. */
