@@ -132,6 +132,13 @@ export interface History {
  */
 export interface Broker {
   /**
+   * True when every payload it delivers was published through a gateway in this process (the
+   * memory broker): a payload is then not checked again on its way to subscribers. A broker
+   * other processes write to (Redis, NATS) leaves it unset, and each message it delivers is
+   * checked once per node (isSendablePayload) before it goes into a frame.
+   */
+  readonly trustedPayloads?: boolean;
+  /**
    * Publish JSON text; resolves with the message's sequence number once the broker has
    * stored it (and trimmed the topic's history to `retention`). Rejects, never drops
    * silently, when the broker is unavailable. With `except` (at most MAX_EXCEPT session ids,

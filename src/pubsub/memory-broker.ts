@@ -62,6 +62,8 @@ interface TopicLog {
  * dropped first), so distinct topic names published once do not accumulate.
  */
 export class MemoryBroker implements Broker {
+  /** Only this process publishes to it, through a gateway (whose publish writes JSON). */
+  readonly trustedPayloads: boolean = true;
   private readonly listeners = new Map<string, (message: BrokerMessage) => void>();
   private readonly logs = new Map<string, TopicLog>();
   private readonly now: () => number;

@@ -81,7 +81,7 @@ export class TopicRegistry {
 
   constructor(
     /** Only the subscription half is used: a wrapper need not forward the rest. */
-    private readonly broker: Pick<Broker, 'subscribe' | 'unsubscribe'>,
+    private readonly broker: Pick<Broker, 'subscribe' | 'unsubscribe' | 'trustedPayloads'>,
     /** The notification frame's fixed start (notificationHead). */
     private readonly head: string,
     /** Hands out subscription ids; the registry takes one per topic to share. */
@@ -230,7 +230,7 @@ export class TopicRegistry {
         : undefined;
     state.lastSeq = message.seq;
     if (epoch !== undefined) state.epoch = epoch;
-    const unsendable = !isSendablePayload(message.payload);
+    const unsendable = this.broker.trustedPayloads !== true && !isSendablePayload(message.payload);
     if (unsendable) {
       this.onBrokerError(
         new Error(`message ${message.seq} of the broker is not one JSON value on one line`),

@@ -89,8 +89,9 @@ const INBOX_FLOW: FlowControl = { ...defaultFlowControl, slowConsumer: 'disconne
 function inboxTap(
   inner: Broker,
   received: (message: BrokerMessage) => void,
-): Pick<Broker, 'subscribe' | 'unsubscribe'> {
+): Pick<Broker, 'subscribe' | 'unsubscribe' | 'trustedPayloads'> {
   return {
+    trustedPayloads: inner.trustedPayloads,
     subscribe: (topic, deliver) =>
       topic.startsWith(INBOX_TOPIC_PREFIX)
         ? inner.subscribe(topic, (message) => {
@@ -184,7 +185,7 @@ export class PubSubService<C> {
       inbox ? inboxTap(broker, inbox.received) : broker,
       this.head,
       () => this.newId(),
-      (err, topic) => logger.warn({ err, topic }, 'broker unsubscribe failed'),
+      (err, topic) => logger.warn({ err, topic }, 'broker error on a topic'),
     );
     this.topicEnds = { registry: this.registry, lifecycle: () => this.lifecycle };
   }
