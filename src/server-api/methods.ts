@@ -7,8 +7,7 @@ import { JsonRpcError, ServerError } from '../protocol/errors.js';
 import type { Params } from '../protocol/types.js';
 import type { Gateway } from '../server/gateway.js';
 import { MAX_DENY_FOR_MS } from '../pubsub/deny-list.js';
-import { isSendablePayload } from '../pubsub/sendable-payload.js';
-import { unsendablePageEnd } from '../server/pubsub-history.js';
+import { pastUnsendable, sendableMessages } from '../server/pubsub-history.js';
 import type { ApiCaller } from './auth.js';
 import type { ServerApiConfig } from './config.js';
 import type { NodeRequests } from './node-requests.js';
@@ -211,12 +210,9 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
     const limit = optionalInteger(p, 'limit', 1, config.maxHistoryLimit) ?? config.maxHistoryLimit;
     let read;
     try {
-      read = await gateway.broker.history(topic, since, limit);
-      // A page of nothing but messages that cannot be sent: read on past it (pubsub-history).
-      for (let after = unsendablePageEnd(read); after !== undefined;) {
-        read = await gateway.broker.history(topic, after, limit);
-        after = unsendablePageEnd(read);
-      }
+      read = await pastUnsendable(await gateway.broker.history(topic, since, limit), (after) =>
+        gateway.broker.history(topic, after, limit),
+      );
     } catch (err) {
       deps.logger.warn({ err, topic }, 'server API: history read failed');
       throw new ServerError(ErrorCode.BrokerUnavailable, 'Broker unavailable: history not read', {
@@ -224,9 +220,7 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
       });
     }
     // A message that cannot go into a frame is left out (its seq is not there).
-    const messages = read.messages
-      .filter((m) => isSendablePayload(m.payload))
-      .map((m) => ({ seq: m.seq, data: JSON.parse(m.payload) as unknown }));
+    const messages = sendableMessages(read.messages);
     const last = read.messages.at(-1)?.seq ?? since;
     return {
       messages,

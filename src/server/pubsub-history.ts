@@ -107,21 +107,40 @@ async function read(reading: NodeReading, request: HistoryRequest): Promise<Hist
     since = Math.max(0, lastSeq - last);
     wanted = lastSeq - since;
   }
-  let history = await reading.history(topic, since, limit);
-  // A page of nothing but messages that cannot be sent would leave no seq to ask on from:
-  // read on past it, to the first that can be, or the topic's end.
+  const history = await pastUnsendable(await reading.history(topic, since, limit), (after) =>
+    reading.history(topic, after, limit),
+  );
+  return page(history, since, limit, wanted);
+}
+
+/**
+ * `history`, or, when it is a page of nothing but messages that cannot be sent (which would
+ * leave a caller no seq to ask on from), the first page `readAfter` reads past it that holds
+ * one that can be, or reaches the topic's end.
+ */
+export async function pastUnsendable(
+  history: History,
+  readAfter: (seq: number) => Promise<History>,
+): Promise<History> {
   for (let after = unsendablePageEnd(history); after !== undefined;) {
-    history = await reading.history(topic, after, limit);
+    history = await readAfter(after);
     after = unsendablePageEnd(history);
   }
-  return page(history, since, limit, wanted);
+  return history;
+}
+
+/** A page's messages as a history answer gives them: those that cannot be sent left out. */
+export function sendableMessages(messages: History['messages']): { seq: number; data: unknown }[] {
+  return messages
+    .filter((m) => isSendablePayload(m.payload))
+    .map((m) => ({ seq: m.seq, data: JSON.parse(m.payload) as unknown }));
 }
 
 /**
  * The last seq of a page that holds messages, none of which can be sent (isSendablePayload),
  * before the topic's end: where to read on from. Undefined for any other page.
  */
-export function unsendablePageEnd(history: History): number | undefined {
+function unsendablePageEnd(history: History): number | undefined {
   const last = history.messages.at(-1)?.seq;
   if (last === undefined || last >= history.lastSeq) return undefined;
   return history.messages.some((m) => isSendablePayload(m.payload)) ? undefined : last;
@@ -135,10 +154,7 @@ function page(
   wanted: number | undefined,
 ): HistoryPage {
   // A message that cannot go into a frame is left out of the page (its seq is not there).
-  const messages = history.messages
-    .slice(0, limit)
-    .filter((m) => isSendablePayload(m.payload))
-    .map((m) => ({ seq: m.seq, data: JSON.parse(m.payload) as unknown }));
+  const messages = sendableMessages(history.messages.slice(0, limit));
   const answer: HistoryPage = { messages, lastSeq: history.lastSeq };
   if (history.epoch !== undefined) answer.epoch = history.epoch;
   const first = history.messages[0]?.seq ?? history.lastSeq + 1;
