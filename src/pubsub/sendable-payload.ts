@@ -17,3 +17,14 @@ export function isSendablePayload(payload: string): boolean {
     !LINE_BREAK.test(payload) && !(parseJson(payload, MAX_ENCODED_DEPTH) instanceof JsonRefusal)
   );
 }
+
+/**
+ * isSendablePayload for a payload `broker` delivered: always true for a broker whose payloads
+ * are trusted (Broker.trustedPayloads, the memory broker), which are not checked again.
+ */
+export function isSendableFrom(
+  broker: { readonly trustedPayloads?: boolean },
+  payload: string,
+): boolean {
+  return broker.trustedPayloads === true || isSendablePayload(payload);
+}

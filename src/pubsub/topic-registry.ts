@@ -2,7 +2,7 @@ import type { Broker, BrokerMessage } from './broker.js';
 import type { Delivery } from './delivery.js';
 import { SharedFrame, messageTail } from './frames.js';
 import { exceptMatcher } from './except-set.js';
-import { isSendablePayload } from './sendable-payload.js';
+import { isSendableFrom } from './sendable-payload.js';
 
 /**
  * A topic with more local subscribers than this is fanned out this many subscribers per
@@ -230,7 +230,7 @@ export class TopicRegistry {
         : undefined;
     state.lastSeq = message.seq;
     if (epoch !== undefined) state.epoch = epoch;
-    const unsendable = this.broker.trustedPayloads !== true && !isSendablePayload(message.payload);
+    const unsendable = !isSendableFrom(this.broker, message.payload);
     if (unsendable) {
       this.onBrokerError(
         new Error(`message ${message.seq} of the broker is not one JSON value on one line`),

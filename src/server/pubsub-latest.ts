@@ -5,7 +5,7 @@ import type { Logger } from '../peer/logger.js';
 import type { Broker } from '../pubsub/broker.js';
 import type { Delivery } from '../pubsub/delivery.js';
 import { messageTail } from '../pubsub/frames.js';
-import { isSendablePayload } from '../pubsub/sendable-payload.js';
+import { isSendableFrom } from '../pubsub/sendable-payload.js';
 
 /**
  * Live messages wait while the topic's last seq and then its last message are read; the
@@ -29,7 +29,7 @@ export function sendLatest(
       }
       const { seq, payload, epoch } = latest;
       // One that cannot go into a frame is not sent: the next message tells of it as missed.
-      const sendable = payload !== undefined && isSendablePayload(payload);
+      const sendable = payload !== undefined && isSendableFrom(broker, payload);
       delivery.resume(
         0,
         sendable ? [{ tail: messageTail(payload, seq), seq }] : [],

@@ -5,7 +5,7 @@ import type { Logger } from '../peer/logger.js';
 import type { Broker, History } from '../pubsub/broker.js';
 import type { Delivery } from '../pubsub/delivery.js';
 import { messageTail } from '../pubsub/frames.js';
-import { isSendablePayload } from '../pubsub/sendable-payload.js';
+import { isSendableFrom } from '../pubsub/sendable-payload.js';
 import type { DrainWaiters } from '../pubsub/drain-waiters.js';
 import type { HistoryReads } from '../pubsub/history-reads.js';
 import type { Slots } from '../pubsub/slots.js';
@@ -123,9 +123,17 @@ export function replay(
     });
   const writable = (): Promise<boolean> => whenWritable(delivery, drains);
   const firstPage = Math.max(1, Math.floor(options.firstPage ?? FIRST_PAGE));
-  void runReplay(read, writable, firstPage, logger, topic, since, clientEpoch, delivery).catch(
-    (err: unknown) => logger.warn({ err, topic }, 'replay failed'),
-  );
+  void runReplay(
+    read,
+    writable,
+    firstPage,
+    logger,
+    broker,
+    topic,
+    since,
+    clientEpoch,
+    delivery,
+  ).catch((err: unknown) => logger.warn({ err, topic }, 'replay failed'));
 }
 
 async function runReplay(
@@ -133,6 +141,8 @@ async function runReplay(
   writable: () => Promise<boolean>,
   firstPage: number,
   logger: Logger,
+  /** Whose payloads are checked before they go into frames (isSendableFrom). */
+  broker: Pick<Broker, 'trustedPayloads'>,
   topic: string,
   since: number,
   clientEpoch: string | undefined,
@@ -155,7 +165,7 @@ async function runReplay(
     // A message that cannot go into a frame is left out: the subscriber is told of it as of a
     // message lost (the next one's gap signal or `missed`).
     const tails = history.messages
-      .filter((m) => isSendablePayload(m.payload))
+      .filter((m) => isSendableFrom(broker, m.payload))
       .map((m) => ({ tail: messageTail(m.payload, m.seq), seq: m.seq }));
     if (tails.length < history.messages.length) {
       logger.warn({ topic }, 'history holds messages that are not one JSON value: left out');
