@@ -61,7 +61,11 @@ it('a node with 1,200 members of 1 KiB of info each closes: a watcher on another
   // cancel out, and would leave nothing to see.
   const changes = (list: PresenceEvent[], side: 'joined' | 'left') =>
     list.reduce((sum, e) => sum + e[side].length + (e.truncated ?? 0), 0);
-  await waitFor(() => changes(events, 'joined') >= 1200, 'the joins seen on the other node', 20_000);
+  await waitFor(
+    () => changes(events, 'joined') >= 1200,
+    'the joins seen on the other node',
+    20_000,
+  );
   const before = events.length;
   await a.gateway.close();
   await waitFor(() => events.at(-1)?.count === 0, 'the leaves seen on the other node', 20_000);
