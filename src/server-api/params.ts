@@ -1,6 +1,7 @@
 // Reading a server API request's params (by name): each refusal is -32602 Invalid params naming
 // the field and what it must be, in `data.field`.
 import { InvalidParamsError } from '../protocol/errors.js';
+import { isWellFormed } from '../protocol/well-formed.js';
 import { MAX_EXCEPT } from '../pubsub/broker.js';
 
 export type NamedParams = Readonly<Record<string, unknown>>;
@@ -62,6 +63,8 @@ export function topicName(params: NamedParams, field = 'topic'): string {
   if (topic.startsWith('$') || topic.startsWith('~')) {
     throw invalid(field, 'a topic name not starting with "$" or "~" (the gateway\'s own)');
   }
+  // Sent as UTF-8 a lone surrogate becomes U+FFFD: the name would be its twin's.
+  if (!isWellFormed(topic)) throw invalid(field, 'well-formed Unicode (no lone surrogate)');
   return topic;
 }
 
