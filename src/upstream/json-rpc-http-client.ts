@@ -150,6 +150,8 @@ class ReplyReader implements Dispatcher.DispatchHandler {
   private readonly chunks: Buffer[] = [];
   private controller: Dispatcher.DispatchController | undefined;
   private done = false;
+  /** Bounds the read of a taken notification's body. */
+  private drain: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly request: UpstreamRequest,
@@ -170,7 +172,22 @@ class ReplyReader implements Dispatcher.DispatchHandler {
     // never does: undici's HTTP/1.1 parser (client-h1.js, onHeadersComplete) destroys the socket
     // on one ("bad response", as it never sends `Expect: 100-continue`), so an upstream that sends
     // it fails that call -32011 "connection failed", after the request reached it.
-    if (statusCode >= 200) this.status = statusCode;
+    if (statusCode < 200) return;
+    this.status = statusCode;
+    // A notification is taken by its 2xx status: settled now, so no timeout while its body is
+    // awaited fails it (it would be sent again, or counted as never delivered). The body is
+    // still read to the end, to give the socket back to the pool, for at most the attempt's
+    // timeout.
+    if (this.request.id === undefined && statusCode < 300 && !this.done) {
+      this.done = true;
+      this.resolve(statusCode, EMPTY);
+      const drain = setTimeout(
+        () => this.controller?.abort(new Error('notification answer body not read in time')),
+        this.request.timeoutMs,
+      );
+      drain.unref();
+      this.drain = drain;
+    }
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -188,6 +205,7 @@ class ReplyReader implements Dispatcher.DispatchHandler {
   }
 
   onResponseEnd(): void {
+    clearTimeout(this.drain);
     if (this.done) return;
     this.done = true;
     this.controller = undefined;
@@ -197,6 +215,7 @@ class ReplyReader implements Dispatcher.DispatchHandler {
   }
 
   onResponseError(_controller: Dispatcher.DispatchController | undefined, err: Error): void {
+    clearTimeout(this.drain);
     this.fail(err);
   }
 
@@ -204,13 +223,6 @@ class ReplyReader implements Dispatcher.DispatchHandler {
     if (this.done) return;
     this.done = true;
     this.controller = undefined;
-    // A notification the upstream answered 2xx was taken, whatever became of the body after (a
-    // declared length over the bound, a reset): only the attempt's own abort (its timeout) fails it.
-    const { request, status } = this;
-    if (request.id === undefined && status >= 200 && status < 300 && !request.aborted) {
-      this.resolve(status, EMPTY);
-      return;
-    }
     this.reject(err);
   }
 }

@@ -1,7 +1,7 @@
 // A notification to an HTTP upstream is taken by any 2xx answer: its body is read to the end
 // (the socket goes back to the pool) but neither kept nor bounded, and what becomes of it after
-// the status (a body past maxReplyBytes, declared or streamed; a reset mid-body) does not fail
-// the notification. A call's reply is still bounded, and a notification answered with another
+// the status (a body past maxReplyBytes, declared or streamed; a reset mid-body; the attempt's
+// timeout while the body is awaited) does not fail the notification. A call's reply is still bounded, and a notification answered with another
 // status still fails.
 import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -29,6 +29,11 @@ const answers: Record<string, (res: ServerResponse) => void> = {
     res.write(big.slice(0, 1024), () => res.socket?.destroy());
   },
   status500: (res) => res.writeHead(500).end('no'),
+  // The status at once, the body never: the attempt's timeout ends it.
+  bodyNever: (res) => {
+    res.writeHead(200, { 'content-length': '2' });
+    res.flushHeaders();
+  },
 };
 
 let upstream: ScriptedUpstream;
@@ -56,6 +61,11 @@ describe('a notification to an HTTP upstream', () => {
       expect(client.inFlight).toBe(0);
     },
   );
+
+  it('answered 2xx and its body not sent within the timeout: taken, not failed (nor sent again)', async () => {
+    await expect(client.notify('bodyNever', [], { timeoutMs: 300 })).resolves.toBeUndefined();
+    expect(client.inFlight).toBe(0);
+  });
 
   it('answered 500: -32011 with the status', async () => {
     const failure = await client.notify('status500', [], options).catch((err: unknown) => err);
