@@ -362,8 +362,11 @@ export class ClientSubscriptions {
     }
     const key = joinedKey(topic);
     const existing = this.shared.get(key);
-    if (existing?.serverId !== undefined) {
-      // Joined twice (a join racing the client's resubscribe): one subscription is enough.
+    if (existing?.serverId !== undefined || this.#resumesFurther(existing, seq)) {
+      // Joined twice (a join racing the client's resubscribe): one subscription is enough, and
+      // the client's own, when it resumes from the last message seen and the join starts later
+      // (an application that joins on every connect): taking the join would skip what was
+      // published while the client was away.
       this.#sendUnsubscribe(id);
       return;
     }
@@ -393,6 +396,17 @@ export class ClientSubscriptions {
     this.#byServerId.set(id, shared);
     this.#retired.delete(id);
     if (!existing) this.#joinedHub.next({ topic, subscription: this.#observeJoined(shared) });
+  }
+
+  /**
+   * Whether the client's entry, not subscribed on this connection yet (so on its way to
+   * resubscribing: in flight, waiting, or at the next open), resumes from an earlier message
+   * than a join starting after `seq` (none: at the topic's current position) would.
+   */
+  #resumesFurther(existing: Shared | undefined, seq: unknown): boolean {
+    const last = existing?.lastSeq;
+    if (last === undefined) return false;
+    return !isSequenceNumber(seq) || seq > last;
   }
 
   /**

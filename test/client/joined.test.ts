@@ -107,4 +107,36 @@ describe('joined subscriptions in the client', () => {
     expect(gateway.pubsub.subscriptionCount(next)).toBe(1);
     expect(next.leave('room.1')).toBe(true);
   });
+
+  it('an application that joins on every connect: after a reconnect nothing published meanwhile is lost', async () => {
+    const { gateway, port } = await res.gateway();
+    gateway.topic('room.*');
+    // The join of the new session reaches the client before its own resubscribe is answered.
+    gateway.connected$.subscribe((session) => {
+      session.join('room.1').catch(() => undefined);
+    });
+    const relay = new TcpRelay(port);
+    relays.push(relay);
+    const relayPort = await relay.start();
+    const client = res.client(`ws://127.0.0.1:${relayPort}/rpc`);
+    const events: SubscriptionEvent<unknown>[] = [];
+    client.joined$.subscribe(({ subscription }) => subscription.subscribe((e) => events.push(e)));
+    await client.opened();
+    await onlySession(gateway);
+    await waitUntil(() => client.subscriptionOf('room.1') !== undefined, 'joined');
+    for (const n of [1, 2]) await gateway.publish('room.1', n);
+    await waitUntil(() => events.length === 2, 'two messages');
+
+    await relay.cut();
+    await waitUntil(() => gateway.sessions.size === 0, 'the session closed');
+    for (const n of [3, 4, 5]) await gateway.publish('room.1', n);
+    await relay.restore();
+    await client.opened();
+    await gateway.publish('room.1', 6);
+    await waitUntil(() => events.some((e) => e.data === 6), 'the next live one');
+    expect(events.map((e) => e.data)).toEqual([1, 2, 3, 4, 5, 6]);
+    // One subscription is kept on the new session: the other was unsubscribed.
+    const next = await onlySession(gateway);
+    await waitUntil(() => gateway.pubsub.subscriptionCount(next) === 1, 'one subscription');
+  });
 });
