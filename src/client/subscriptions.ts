@@ -362,11 +362,17 @@ export class ClientSubscriptions {
     }
     const key = joinedKey(topic);
     const existing = this.shared.get(key);
-    if (existing?.serverId !== undefined || this.#resumesFurther(existing, seq)) {
-      // Joined twice (a join racing the client's resubscribe): one subscription is enough, and
-      // the client's own, when it resumes from the last message seen and the join starts later
-      // (an application that joins on every connect): taking the join would skip what was
-      // published while the client was away.
+    const last = existing?.lastSeq;
+    if (
+      existing?.serverId !== undefined ||
+      (last !== undefined && !(isSequenceNumber(seq) && seq <= last))
+    ) {
+      // Joined twice (a join racing the client's resubscribe): one subscription is enough. An
+      // entry not subscribed on this connection yet is on its way to resubscribing (in flight,
+      // waiting, or at the next open): when it resumes from the last message seen and the join
+      // starts later (no seq: at the topic's current position), the client's own is kept, as
+      // taking the join would skip what was published while the client was away (an
+      // application that joins on every connect).
       this.#sendUnsubscribe(id);
       return;
     }
@@ -396,17 +402,6 @@ export class ClientSubscriptions {
     this.#byServerId.set(id, shared);
     this.#retired.delete(id);
     if (!existing) this.#joinedHub.next({ topic, subscription: this.#observeJoined(shared) });
-  }
-
-  /**
-   * Whether the client's entry, not subscribed on this connection yet (so on its way to
-   * resubscribing: in flight, waiting, or at the next open), resumes from an earlier message
-   * than a join starting after `seq` (none: at the topic's current position) would.
-   */
-  #resumesFurther(existing: Shared | undefined, seq: unknown): boolean {
-    const last = existing?.lastSeq;
-    if (last === undefined) return false;
-    return !isSequenceNumber(seq) || seq > last;
   }
 
   /**
@@ -591,6 +586,9 @@ export class ClientSubscriptions {
         const full = err instanceof TooManyPendingCallsError;
         settled(full);
         if (generation !== shared.generation || !active(shared)) return;
+        // A reply that still comes (the call timed out as the server took it) is stale: its
+        // subscription is ended on the server, not left to pile up with each retry.
+        shared.generation++;
         if (full && line === this.#line && this.#inFlight > 0) {
           // The table is full: it goes when one of the subscribes in flight frees a slot.
           this.#waiting.add(shared);

@@ -21,7 +21,10 @@ export interface CallOptions {
    * Called with the result as soon as the response is read: before the promise settles, and
    * so before any later message of the same read is handled. For state that notifications
    * following the response depend on, such as a subscription id (a promise's callbacks run
-   * only after every message already read). An exception it throws is ignored.
+   * only after every message already read). An exception it throws is ignored. A result that
+   * comes after the call was given up (timed out, cancelled) still reaches it, if among the
+   * last ABANDONED_MEMORY given up: what the other side made for the call (a subscription) can
+   * then be undone.
    */
   onResult?: (result: unknown) => void;
 }
@@ -66,8 +69,8 @@ export class PendingCalls {
   private nextId = 1;
   /** The id of the entry `add` made last. */
   lastId = 0;
-  /** In the order given up, oldest first. */
-  #abandoned: Set<RequestId> | undefined;
+  /** In the order given up, oldest first: each with its onResult, which a late result reaches. */
+  #abandoned: Map<RequestId, ((result: unknown) => void) | undefined> | undefined;
   /** How many entries have a finite deadline. */
   #timed = 0;
   #timer: ReturnType<typeof setTimeout> | undefined;
@@ -135,14 +138,16 @@ export class PendingCalls {
   /** Settle with a response. Returns false when no call is waiting for this id. */
   resolve(id: RequestId, result: unknown): boolean {
     const entry = this.#settle(id);
-    if (!entry) return false;
-    if (entry.onResult) {
-      try {
-        entry.onResult(result);
-      } catch {
-        // The caller's hook; the promise still settles with the result.
+    if (!entry) {
+      const late = this.#abandoned?.get(id);
+      if (late) {
+        // Once: a second response with the id is no answer to anything.
+        this.#abandoned!.set(id, undefined);
+        runOnResult(late, result);
       }
+      return false;
     }
+    if (entry.onResult) runOnResult(entry.onResult, result);
     entry.resolve(result);
     return true;
   }
@@ -216,9 +221,9 @@ export class PendingCalls {
   #giveUp(id: number, reason: Error): void {
     const entry = this.#settle(id);
     if (!entry) return;
-    const abandoned = (this.#abandoned ??= new Set());
-    abandoned.add(id);
-    if (abandoned.size > ABANDONED_MEMORY) abandoned.delete(abandoned.values().next().value!);
+    const abandoned = (this.#abandoned ??= new Map());
+    abandoned.set(id, entry.onResult);
+    if (abandoned.size > ABANDONED_MEMORY) abandoned.delete(abandoned.keys().next().value!);
     entry.reject(reason);
     // Nobody waits for the answer any more: let the other side stop working on it.
     this.#onCancel(id);
@@ -231,5 +236,13 @@ export class PendingCalls {
       this.nextId = id >= Number.MAX_SAFE_INTEGER ? 1 : id + 1;
       if (!this.#entries?.has(id)) return id;
     }
+  }
+}
+
+function runOnResult(onResult: (result: unknown) => void, result: unknown): void {
+  try {
+    onResult(result);
+  } catch {
+    // The caller's hook; the promise still settles with the result.
   }
 }
