@@ -38,7 +38,10 @@ type Wire =
       params?: Params;
       timeoutMs: number;
     }
-  /** A node that has sessions of the user called: which ones (their answers follow). */
+  /**
+   * A node that has the session, or sessions of the user, called: which ones (their answers
+   * follow).
+   */
   | { t: 'calling'; id: string; sessions: string[] }
   | { t: 'answer'; id: string; answer: ClientAnswer }
   | { t: 'count'; id: string; from: string; topic: string }
@@ -47,6 +50,8 @@ type Wire =
 interface PendingCall {
   kind: 'session';
   settle(answer: ClientAnswer): void;
+  /** The session's node said it has the session (`calling`): its answer is awaited. */
+  acknowledged(): void;
 }
 
 interface PendingUserCall {
@@ -240,12 +245,21 @@ export class NodeRequests {
         timeoutMs,
       );
       timer.unref();
+      // A node that has the session says so at once: none within the window, no node has it
+      // (an id naming no node, or one that is gone), rather than a slot held for timeoutMs.
+      const unheard = setTimeout(
+        () => settle({ sessionId, error: noSuchSession().toErrorObject() }),
+        Math.min(this.options.windowMs, timeoutMs),
+      );
+      unheard.unref();
       const settle = (answer: ClientAnswer): void => {
         clearTimeout(timer);
+        clearTimeout(unheard);
         this.pending.delete(id);
         resolve(answer);
       };
-      this.pending.set(id, { kind: 'session', settle });
+      const acknowledged = (): void => clearTimeout(unheard);
+      this.pending.set(id, { kind: 'session', settle, acknowledged });
       this.send(node, {
         t: 'call',
         id,
@@ -388,6 +402,7 @@ export class NodeRequests {
       }
       case 'calling': {
         const entry = this.pending.get(body.id);
+        if (entry?.kind === 'session') return entry.acknowledged();
         if (entry?.kind !== 'user' || !Array.isArray(body.sessions)) return;
         for (const sessionId of body.sessions) {
           if (!entry.answers.has(sessionId)) entry.answers.set(sessionId, undefined);
@@ -421,7 +436,10 @@ export class NodeRequests {
         });
       } else if (this.closing) {
         void this.answerBack(call, { sessionId: call.session, error: apiClosed(call.session) });
-      } else this.serve(session, call, timeoutMs);
+      } else {
+        this.reply(call.from, { t: 'calling', id: call.id, sessions: [call.session] });
+        this.serve(session, call, timeoutMs);
+      }
       return;
     }
     // A closing node announces no session of the user: the asking node does not wait for it.
