@@ -9,6 +9,7 @@ import { NatsBroker } from '../../src/pubsub/nats-broker.js';
 import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import type { Gateway } from '../../src/server/gateway.js';
 import type { Session } from '../../src/server/session.js';
+import { REDIS_URL, deleteNatsStreams, deleteRedisKeys } from '../support/brokers.js';
 import { canConnect } from '../support/network.js';
 import { Resources } from '../support/resources.js';
 import { waitUntil } from '../support/waiting.js';
@@ -18,9 +19,14 @@ const redisUp = await canConnect(6379);
 const natsUp = await canConnect(4222);
 const res = new Resources();
 const brokers: Broker[] = [];
+const prefixes: { kind: Kind; prefix: string }[] = [];
 afterEach(async () => {
   await res.cleanup();
   await Promise.all(brokers.splice(0).map((b) => b.close()));
+  for (const { kind, prefix } of prefixes.splice(0)) {
+    if (kind === 'redis') await deleteRedisKeys(REDIS_URL, prefix).catch(() => 0);
+    else await deleteNatsStreams(prefix).catch(() => 0);
+  }
 });
 
 type Kind = 'redis' | 'nats';
@@ -37,6 +43,7 @@ async function newBroker(kind: Kind, prefix: string): Promise<Broker> {
 /** Two gateways in this process, each with its own connection to one broker: two nodes. */
 async function twoNodes(kind: Kind) {
   const prefix = `wsrpcmember${Math.random().toString(36).slice(2)}`;
+  prefixes.push({ kind, prefix });
   const nodes = [];
   for (let i = 0; i < 2; i++) {
     const node = await res.gateway({ broker: await newBroker(kind, prefix) });

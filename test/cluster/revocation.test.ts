@@ -7,17 +7,14 @@
  * with -32009 rather than hang, and authenticating fails closed (503).
  */
 import { randomBytes } from 'node:crypto';
-import { jetstreamManager } from '@nats-io/jetstream';
-import { connect as connectNats } from '@nats-io/transport-node';
 import { WebSocket } from 'ws';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Broker } from '../../src/pubsub/broker.js';
-import { natsDenyNames } from '../../src/pubsub/deny-list-nats.js';
 import { NatsBroker } from '../../src/pubsub/nats-broker.js';
 import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import type { GatewayOptions } from '../../src/server/options.js';
 import { UpgradeRejection } from '../../src/server/upgrade-rejection.js';
-import { NATS_URL, REDIS_URL, deleteRedisKeys } from '../support/brokers.js';
+import { NATS_URL, REDIS_URL, deleteNatsStreams, deleteRedisKeys } from '../support/brokers.js';
 import { canConnect } from '../support/network.js';
 import { sleep } from '../support/promises.js';
 import { Resources } from '../support/resources.js';
@@ -48,7 +45,7 @@ afterEach(async () => {
 afterAll(async () => {
   for (const { kind, prefix } of prefixes) {
     if (kind === 'redis') await deleteRedisKeys(REDIS_URL, prefix).catch(() => 0);
-    else await deleteNatsBucket(prefix).catch(() => undefined);
+    else await deleteNatsStreams(prefix).catch(() => 0);
   }
 });
 
@@ -58,15 +55,6 @@ interface Identity {
   user: string;
   /** When the credentials were issued (ms since the epoch). */
   issuedAt: number;
-}
-
-async function deleteNatsBucket(prefix: string): Promise<void> {
-  const nc = await connectNats({ servers: NATS_URL, timeout: 2_000 });
-  try {
-    await (await jetstreamManager(nc)).streams.delete(natsDenyNames(prefix, 'x').stream);
-  } finally {
-    await nc.close();
-  }
 }
 
 async function newBroker(kind: Kind, prefix: string, port?: number): Promise<Broker> {

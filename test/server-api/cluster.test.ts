@@ -10,7 +10,7 @@ import type { Broker } from '../../src/pubsub/broker.js';
 import { NatsBroker } from '../../src/pubsub/nats-broker.js';
 import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import type { ServerApi } from '../../src/server-api/index.js';
-import { NATS_URL, REDIS_URL, deleteRedisKeys } from '../support/brokers.js';
+import { NATS_URL, REDIS_URL, deleteNatsStreams, deleteRedisKeys } from '../support/brokers.js';
 import { canConnect } from '../support/network.js';
 import { sleep } from '../support/promises.js';
 import { Resources } from '../support/resources.js';
@@ -23,7 +23,7 @@ const natsUp = await canConnect(4222);
 const res = new Resources();
 const brokers: Broker[] = [];
 const apis: ServerApi[] = [];
-const redisPrefixes: string[] = [];
+const prefixes: { kind: Kind; prefix: string }[] = [];
 
 afterEach(async () => {
   await Promise.all(apis.splice(0).map((api) => api.close()));
@@ -32,7 +32,10 @@ afterEach(async () => {
 });
 
 afterAll(async () => {
-  for (const prefix of redisPrefixes) await deleteRedisKeys(REDIS_URL, prefix).catch(() => 0);
+  for (const { kind, prefix } of prefixes) {
+    if (kind === 'redis') await deleteRedisKeys(REDIS_URL, prefix).catch(() => 0);
+    else await deleteNatsStreams(prefix).catch(() => 0);
+  }
 });
 
 type Kind = 'redis' | 'nats';
@@ -48,7 +51,7 @@ async function newBroker(kind: Kind, prefix: string): Promise<Broker> {
 
 async function twoNodes(kind: Kind) {
   const prefix = `wsrpcapi${randomBytes(5).toString('hex')}`;
-  if (kind === 'redis') redisPrefixes.push(prefix);
+  prefixes.push({ kind, prefix });
   const nodes = [];
   for (let i = 0; i < 2; i++) {
     const running = await res.gateway(userOptions(await newBroker(kind, prefix)));
@@ -70,6 +73,10 @@ for (const kind of ['redis', 'nats'] as const) {
       const onB = res.client(asUser(b.url, 'ann'));
       onB.method('where', () => 'b');
       onB.method('slow', () => sleep(2_000));
+      onB.method('slowish', async () => {
+        await sleep(1_000);
+        return 'b, later';
+      });
       await Promise.all([onA.call('rpc.ping'), onB.call('rpc.ping')]);
       const sessionOnB = [...b.gateway.sessions.keys()][0]!;
       expect(
@@ -93,6 +100,22 @@ for (const kind of ['redis', 'nats'] as const) {
         method: 'where',
       });
       expect(gone.body?.error).toMatchObject({ code: -32602, data: { field: 'sessionId' } });
+      // An id naming no node: no node says it has the session within countWindowMs, so the
+      // call ends then, not after its timeout (holding a slot of the shared table meanwhile).
+      const ghost = await post(a.api.url, 'callClient', {
+        sessionId: 'ghostnode-AAAAAAAAAAAAAAAAAAAAAA',
+        method: 'where',
+        timeoutMs: 60_000,
+      });
+      expect(ghost.body?.error).toMatchObject({ code: -32602, data: { field: 'sessionId' } });
+      // A client that answers after the window is still waited for: its node said it has it.
+      expect(
+        await call(a.api.url, 'callClient', {
+          sessionId: sessionOnB,
+          method: 'slowish',
+          timeoutMs: 10_000,
+        }),
+      ).toEqual({ result: 'b, later' });
       const byUser = await call<{ results: { sessionId: string; result: string }[] }>(
         a.api.url,
         'callClient',

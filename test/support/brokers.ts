@@ -47,14 +47,17 @@ export async function withRedis<T>(url: string, fn: (redis: Redis) => Promise<T>
   }
 }
 
-/** Delete every JetStream stream named `<prefix>_...` (as NatsBroker names topic streams). */
+/**
+ * Delete every JetStream stream of a NatsBroker's `prefix`: its topic streams (`<prefix>_...`)
+ * and its key-value buckets' (`KV_<prefix>-...`: idempotency keys, deny lists, presence).
+ */
 export async function deleteNatsStreams(prefix: string): Promise<number> {
   const nc = await connectNats({ servers: NATS_URL, timeout: 2_000 });
   try {
     const jsm = await jetstreamManager(nc);
     const ours: string[] = [];
     for await (const name of jsm.streams.names())
-      if (name.startsWith(`${prefix}_`)) ours.push(name);
+      if (name.startsWith(`${prefix}_`) || name.startsWith(`KV_${prefix}-`)) ours.push(name);
     await Promise.all(ours.map((name) => jsm.streams.delete(name)));
     return ours.length;
   } finally {
