@@ -161,6 +161,30 @@ describe('createClientHost bounds options', () => {
   });
 });
 
+describe("a tab's hello, checked again in the worker", () => {
+  // A port takes anything: a script posting its own hello skips the tab's check.
+  it.each([
+    [null, 'options must be an object, not null'],
+    [{ tabHeartbeatMs: 0 }, 'tabHeartbeatMs must be an integer from 1 to 2147483647, not 0'],
+    [{ tabHeartbeatMs: 1e12 }, 'tabHeartbeatMs must be an integer from 1 to 2147483647'],
+    [{ tabHeartbeatMs: 'abc' }, 'tabHeartbeatMs must be an integer from 1 to 2147483647'],
+  ])('options %j: fail naming the option, no client made', async (options, message) => {
+    const host = makeHost({});
+    const channel = new MessageChannel();
+    ports.push(channel.port1);
+    const got: HostMessage[] = [];
+    channel.port1.onmessage = (event) => got.push(event.data as HostMessage);
+    host.connect(channel.port2);
+    channel.port1.postMessage({ t: 'hello', options, token: false });
+    await waitFor(() => got.length > 0, 'an answer to the hello');
+    expect(got[0]).toMatchObject({
+      t: 'fail',
+      error: { message: expect.stringContaining(message) },
+    });
+    expect(host.tabs).toBe(0);
+  });
+});
+
 describe('per-tab bounds of the shared worker', () => {
   it('a tab past maxStreamsPerTab gets -32005 on the stream it opened; other tabs are not touched', async () => {
     const { gateway, url } = await res.gateway();

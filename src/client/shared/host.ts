@@ -12,7 +12,7 @@ import type { Observable, Subscription } from 'rxjs';
 import type { HandlerContext } from '../../peer/handler-context.js';
 import type { BatchEntry } from '../../peer/peer-core.js';
 import { Hub } from '../../peer/hub.js';
-import { checkOptions, numberIn } from '../../peer/option-rules.js';
+import { checkOptions, isRecord, numberIn, refuse } from '../../peer/option-rules.js';
 import type { Rule } from '../../peer/option-rules.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { MethodNotFoundError, ServerError } from '../../protocol/errors.js';
@@ -301,7 +301,11 @@ class Host implements ClientHost {
 
   #start(fromTab: ForwardedOptions, token: boolean): void {
     const { fixed, tabHeartbeatMs: fixedBeat, maxCallsPerTab, maxQueuedPerTab } = this.#config;
+    // The tab checked them, but a port takes anything: createClient checks the rest again.
+    if (!isRecord(fromTab)) refuse('options', 'an object', fromTab);
     const { tabHeartbeatMs, ...given } = fromTab;
+    if (tabHeartbeatMs !== undefined)
+      sharedOnlyRules.tabHeartbeatMs!(tabHeartbeatMs, 'tabHeartbeatMs');
     const options = { ...given, ...fixed } as ClientOptions;
     // The tabs' getToken, asked in whichever tab is there, unless the worker script has one.
     if (!options.getToken && token) options.getToken = () => this.#token();
