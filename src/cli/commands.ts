@@ -4,17 +4,21 @@ import type { RpcConnection } from './connection.js';
 import type { Deadline } from './deadline.js';
 import { ConnectionError, messageOf, withHint } from './errors.js';
 import type { Output } from './errors.js';
-import { jsonText } from './json-text.js';
+import { jsonText, jsonTextLength } from './json-text.js';
+import { MAX_INDENTED_TEXT } from './limits.js';
 
 /**
- * Print the answer to `method` as pretty JSON, safe for a terminal (jsonText); one that cannot be
- * printed is a ConnectionError.
+ * Print the answer to `method` as pretty JSON, safe for a terminal (jsonText): indented by 2, or
+ * compact on one line when indented it would pass MAX_INDENTED_TEXT (measured first, without
+ * writing it: indented, a large array nested deep takes up to some 130 times its compact size).
+ * One that cannot be printed is a ConnectionError.
  */
 function printJson(value: unknown, method: string, stdout: Output): void {
   let text: string;
   try {
     // A result is never absent on the wire; print null rather than nothing if it were.
-    text = jsonText(value ?? null, 2);
+    const indented = jsonTextLength(value ?? null, 2, MAX_INDENTED_TEXT) <= MAX_INDENTED_TEXT;
+    text = jsonText(value ?? null, indented ? 2 : undefined);
   } catch (err) {
     throw new ConnectionError(`cannot print the answer to "${method}": ${messageOf(err)}`);
   }

@@ -75,3 +75,56 @@ export function jsonText(value: unknown, indent?: number): string {
     return end === undefined ? escaped(piece) : piece;
   });
 }
+
+/**
+ * The length of `JSON.stringify(value, null, indent)` (in UTF-16 code units), counted without
+ * writing it, for a value JSON.parse made; once the count passes `stopPast` it stops, and the
+ * length returned is only known to be larger. Indentation repeats per element: an array of many
+ * elements nested deep takes far more indented than compact (an element per line, after 2 spaces
+ * per level), more than a string can hold.
+ */
+export function jsonTextLength(value: unknown, indent = 0, stopPast = Infinity): number {
+  const newline = indent > 0 ? 1 : 0;
+  const colon = indent > 0 ? 2 : 1; // ': ' or ':'
+  let total = 0;
+  const measure = (item: unknown, level: number): void => {
+    if (total > stopPast) return;
+    if (item === null || typeof item === 'boolean') {
+      total += String(item).length;
+    } else if (typeof item === 'number') {
+      total += Number.isFinite(item) ? String(item).length : 4; // null
+    } else if (typeof item === 'string') {
+      total += JSON.stringify(item).length;
+    } else if (Array.isArray(item)) {
+      total += 2;
+      if (item.length === 0) return;
+      // Each element on its line, one level in; the closing bracket on its own.
+      total += item.length * (newline + (level + 1) * indent) + (item.length - 1);
+      total += newline + level * indent;
+      for (const element of item as unknown[]) {
+        if (element === undefined || typeof element === 'function' || typeof element === 'symbol')
+          total += 4; // null
+        else measure(element, level + 1);
+        if (total > stopPast) return;
+      }
+    } else if (typeof item === 'object') {
+      total += 2;
+      let entries = 0;
+      for (const [key, member] of Object.entries(item)) {
+        if (member === undefined || typeof member === 'function' || typeof member === 'symbol')
+          continue;
+        entries++;
+        total += newline + (level + 1) * indent + JSON.stringify(key).length + colon;
+        measure(member, level + 1);
+        if (total > stopPast) return;
+      }
+      if (entries > 0) total += entries - 1 + newline + level * indent;
+    } else {
+      // undefined and the like at the top (written as null), or what JSON cannot write (a
+      // BigInt: JSON.stringify throws when it comes to it).
+      total += 4;
+    }
+  };
+  measure(value, 0);
+  return total;
+}

@@ -15,6 +15,12 @@ export const MAX_DEPTH = 64;
  * (measured only when its length cannot decide: Utf8Budget).
  */
 export const MAX_EARLY_BYTES = 16 * 1024 * 1024;
+/**
+ * Longest indented text of an answer `call` and `discover` print, in UTF-16 code units: an answer
+ * whose indented JSON would be longer (many elements nested deep: each is written on a line of
+ * its own after 2 spaces per level) is printed compact, on one line, as `subscribe` prints.
+ */
+export const MAX_INDENTED_TEXT = 64 * 1024 * 1024;
 /** Notifications kept while the subscribe answer is on its way; past it they are dropped. */
 export const MAX_EARLY_MESSAGES = 10_000;
 

@@ -8,7 +8,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { jsonText } from '../../src/cli/json-text.js';
+import { jsonText, jsonTextLength } from '../../src/cli/json-text.js';
 import { terminalText } from '../../src/cli/terminal-text.js';
 import { HIDDEN, LEGITIMATE_SAMPLES, holdsNoHiddenRaw, hostileUnit, tags } from './hidden-text.js';
 
@@ -112,5 +112,26 @@ describe('jsonText', () => {
     );
     expect(jsonText({ k: '\u007f\u0085' }, 2)).toBe('{\n  "k": "\\u007f\\u0085"\n}');
     expect(jsonText(undefined)).toBe('null');
+  });
+});
+
+describe('jsonTextLength', () => {
+  it("is the length of JSON.stringify's text, compact or indented, for any JSON value", () => {
+    fc.assert(
+      fc.property(hostileJson, fc.integer({ min: 0, max: 8 }), (value, indent) => {
+        // As JSON.parse makes it (no -0, no undefined).
+        const parsed = JSON.parse(JSON.stringify(value)) as unknown;
+        expect(jsonTextLength(parsed, indent)).toBe(JSON.stringify(parsed, null, indent).length);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('stops counting once past the bound, a length known to be larger', () => {
+    const deep = JSON.parse(`${'['.repeat(60)}${'0,'.repeat(1_000_000)}0${']'.repeat(60)}`);
+    expect(jsonTextLength(deep)).toBe(2_000_121);
+    // Indented: each of the million elements after 120 spaces.
+    expect(jsonTextLength(deep, 2, 10_000)).toBeGreaterThan(10_000);
+    expect(jsonTextLength(deep, 2)).toBe(JSON.stringify(deep, null, 2).length);
   });
 });
