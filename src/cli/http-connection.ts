@@ -8,7 +8,7 @@ import type { ConnectOptions, RpcConnection } from './connection.js';
 import type { Deadline } from './deadline.js';
 import type { Endpoint } from './endpoint.js';
 import { ConnectionError } from './errors.js';
-import { MAX_DEPTH, MAX_MESSAGE_BYTES, nestedTooDeep } from './limits.js';
+import { MAX_DEPTH, MAX_MESSAGE_BYTES, mebibytes, nestedTooDeep } from './limits.js';
 import type { HttpAnswer } from './network-messages.js';
 import {
   bodySnippet,
@@ -16,7 +16,7 @@ import {
   describeNetworkError,
   timeoutMessage,
 } from './network-messages.js';
-import { readBody } from './read-body.js';
+import { MAX_REFUSAL_BODY, REFUSAL_BODY_MS, readBody } from './read-body.js';
 
 interface JsonRpcResponse {
   result?: unknown;
@@ -106,12 +106,23 @@ export class HttpConnection implements RpcConnection {
           ? undefined
           : setTimeout(() => fail(new ConnectionError(timeoutMessage(attempt))), remaining);
       const req = request(endpoint.url, requestOptions, (response: IncomingMessage) => {
-        readBody(response, MAX_MESSAGE_BYTES).then(
-          (text) => {
+        const status = response.statusCode ?? 0;
+        const taken = status >= 200 && status < 300;
+        // A refusal's body is only quoted: a little of it, for a little while.
+        const read = taken
+          ? readBody(response, MAX_MESSAGE_BYTES)
+          : readBody(response, MAX_REFUSAL_BODY, REFUSAL_BODY_MS);
+        read.then(
+          ({ bytes, overflowed }) => {
+            if (taken && overflowed) {
+              const limit = mebibytes(MAX_MESSAGE_BYTES);
+              const message = `${endpoint.hostPort} sent a body larger than ${limit} (the CLI's limit); it was not read`;
+              return fail(new ConnectionError(message));
+            }
             if (settled) return;
             settled = true;
             clearTimeout(timer);
-            resolve({ status: response.statusCode ?? 0, body: text, headers: response.headers });
+            resolve({ status, body: bytes.toString('utf8'), headers: response.headers });
           },
           (err: Error) => fail(new ConnectionError(describeNetworkError(err, attempt))),
         );

@@ -7,7 +7,7 @@ import type { Deadline } from './deadline.js';
 import type { Endpoint } from './endpoint.js';
 import { ConnectionError } from './errors.js';
 import { MAX_MESSAGE_BYTES, mebibytes } from './limits.js';
-import { readBody } from './read-body.js';
+import { MAX_REFUSAL_BODY, REFUSAL_BODY_MS, readBody } from './read-body.js';
 import { describeHttpStatus, describeNetworkError } from './network-messages.js';
 import { CLOSE_GRACE_MS, PeerConnection, connectWithin } from './peer-connection.js';
 
@@ -46,7 +46,10 @@ function openSocket(
         const answer = { status: response.statusCode ?? 0, body, headers: response.headers };
         failed(new ConnectionError(describeHttpStatus(answer, endpoint)));
       };
-      readBody(response, 4096).then(refused, () => refused(''));
+      readBody(response, MAX_REFUSAL_BODY, REFUSAL_BODY_MS).then(
+        ({ bytes }) => refused(bytes.toString('utf8')),
+        () => refused(''),
+      );
     });
     socket.once('open', () => opened(socket));
     return () => socket.terminate(); // emits one more 'error', ignored by then

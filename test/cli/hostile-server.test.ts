@@ -6,6 +6,7 @@
  * In-process, over real sockets, against src.
  */
 import { createServer as createHttpServer } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import { createServer as createNetServer } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -244,6 +245,88 @@ describe('the CLI against a hostile server', () => {
     const deadline = new Deadline(15_000);
     const result = await subscribe(await openWs(url, deadline), deadline);
     expect(result).toEqual({ code: 0, stdout: '1\n', stderr: '' });
+  });
+
+  /**
+   * An HTTP server that answers every request (a POST, or a WebSocket upgrade) with `status` and
+   * a body that never ends: `send` writes its pieces. Its address, and the bytes it wrote.
+   */
+  async function endlessBody(
+    status: number,
+    send: (response: ServerResponse) => void,
+  ): Promise<string> {
+    const responses = new Set<ServerResponse>();
+    const server = createHttpServer((request, response) => {
+      request.resume();
+      responses.add(response);
+      response.on('close', () => responses.delete(response));
+      response.writeHead(status, { 'content-type': 'text/plain' });
+      send(response);
+    });
+    cleanups.push(() => {
+      for (const response of responses) response.destroy();
+      server.closeAllConnections();
+      return new Promise((resolve) => server.close(resolve));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  }
+
+  /** Write `chunk` as fast as the client reads it, until the response closes. */
+  const flood =
+    (chunk: Buffer | string) =>
+    (response: ServerResponse): void => {
+      const pump = (): void => {
+        while (!response.destroyed && response.write(chunk));
+      };
+      response.on('drain', pump);
+      pump();
+    };
+
+  /** Write one byte every 50 ms, until the response closes. */
+  const drip = (response: ServerResponse): void => {
+    response.write('go away');
+    const timer = setInterval(() => response.write('.'), 50);
+    response.on('close', () => clearInterval(timer));
+  };
+
+  const rejected =
+    /^wsrpc: authentication rejected: 127\.0\.0\.1:\d+ answered .* with 401 Unauthorized \(the server said: "go away/;
+
+  it('http: a 401 whose body never ends is an authentication rejection, at once', async () => {
+    const host = await endlessBody(401, flood(`go away ${'x'.repeat(64 * 1024)}`));
+    const connection = new HttpConnection(endpointOf(new URL(`http://${host}/rpc`))!, options);
+    const result = await call(connection, new Deadline(15_000));
+    expect(result.code).toBe(3);
+    expect(result.stderr).toMatch(rejected);
+  });
+
+  it('ws: a 401 to the upgrade whose body never ends is an authentication rejection, with no timeout', async () => {
+    const host = await endlessBody(401, flood(`go away ${'x'.repeat(64 * 1024)}`));
+    const result = await outcome(() => openWs(`ws://${host}/rpc`, new Deadline(0)).then(() => {}));
+    expect(result.code).toBe(3);
+    expect(result.stderr).toMatch(rejected);
+  });
+
+  it('http and ws: a 401 whose short body trickles and never ends is a rejection, with no timeout', async () => {
+    const host = await endlessBody(401, drip);
+    const connection = new HttpConnection(endpointOf(new URL(`http://${host}/rpc`))!, options);
+    const overHttp = await call(connection, new Deadline(0));
+    expect(overHttp.code).toBe(3);
+    expect(overHttp.stderr).toMatch(rejected);
+    const overWs = await outcome(() => openWs(`ws://${host}/rpc`, new Deadline(0)).then(() => {}));
+    expect(overWs.code).toBe(3);
+    expect(overWs.stderr).toMatch(rejected);
+  });
+
+  it('http: a 200 whose body passes 64 MiB ends with exit 3 naming the limit, the rest not read', async () => {
+    const host = await endlessBody(200, flood(Buffer.alloc(MiB, 'x')));
+    const connection = new HttpConnection(endpointOf(new URL(`http://${host}/rpc`))!, options);
+    const result = await call(connection, new Deadline(15_000));
+    expect(result.code).toBe(3);
+    expect(result.stderr).toMatch(
+      /^wsrpc: 127\.0\.0\.1:\d+ sent a body larger than 64 MiB \(the CLI's limit\)/,
+    );
   });
 
   it('call: a result that cannot be printed ends with exit 3, no stack trace', async () => {
