@@ -2,13 +2,14 @@ import { request as httpRequest } from 'node:http';
 import type { IncomingMessage, RequestOptions } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { JsonRpcError, isErrorObject } from '../protocol/errors.js';
+import { strictUtf8 } from '../protocol/invalid-utf8.js';
 import { exceedsDepth } from '../protocol/safe-json.js';
 import type { ErrorObject, Params } from '../protocol/types.js';
 import type { ConnectOptions, RpcConnection } from './connection.js';
 import type { Deadline } from './deadline.js';
 import type { Endpoint } from './endpoint.js';
 import { ConnectionError } from './errors.js';
-import { MAX_DEPTH, MAX_MESSAGE_BYTES, mebibytes, nestedTooDeep } from './limits.js';
+import { MAX_DEPTH, MAX_MESSAGE_BYTES, mebibytes, nestedTooDeep, notUtf8 } from './limits.js';
 import type { HttpAnswer } from './network-messages.js';
 import {
   bodySnippet,
@@ -17,6 +18,11 @@ import {
   timeoutMessage,
 } from './network-messages.js';
 import { MAX_REFUSAL_BODY, REFUSAL_BODY_MS, readBody } from './read-body.js';
+
+/** An answer with its body's bytes as they came (`body` has U+FFFD for those that are not UTF-8). */
+interface PostAnswer extends HttpAnswer {
+  bytes: Buffer;
+}
 
 interface JsonRpcResponse {
   result?: unknown;
@@ -46,19 +52,22 @@ export class HttpConnection implements RpcConnection {
     const id = this.nextId++;
     const answer = await this.post({ jsonrpc: '2.0', method, params, id }, deadline);
     if (answer.status !== 200) throw new ConnectionError(describeHttpStatus(answer, this.endpoint));
+    // The body as the server sent it: never with U+FFFD in place of bytes that are not UTF-8.
+    const body = strictUtf8(answer.bytes);
+    if (body === undefined) throw new ConnectionError(notUtf8(this.endpoint.hostPort));
     // Parsed, the result would be printed by a recursion that deep.
-    if (exceedsDepth(answer.body, MAX_DEPTH)) {
+    if (exceedsDepth(body, MAX_DEPTH)) {
       throw new ConnectionError(nestedTooDeep(this.endpoint.hostPort));
     }
     let parsed: unknown;
     try {
-      parsed = JSON.parse(answer.body);
+      parsed = JSON.parse(body);
     } catch {
       parsed = undefined;
     }
     const response = asResponse(parsed);
     if (!response) {
-      const snippet = bodySnippet(answer.body, 200);
+      const snippet = bodySnippet(body, 200);
       throw new ConnectionError(
         `${this.endpoint.hostPort} answered 200 but not with a JSON-RPC response${snippet ? `: ${snippet}` : ' (empty body)'}; is ${this.endpoint.url.pathname} a JSON-RPC endpoint?`,
       );
@@ -79,7 +88,7 @@ export class HttpConnection implements RpcConnection {
     return Promise.resolve();
   }
 
-  private post(message: Record<string, unknown>, deadline: Deadline): Promise<HttpAnswer> {
+  private post(message: Record<string, unknown>, deadline: Deadline): Promise<PostAnswer> {
     const body = JSON.stringify(message);
     const { endpoint, options } = this;
     const attempt = { endpoint, timeoutMs: deadline.timeoutMs };
@@ -122,7 +131,7 @@ export class HttpConnection implements RpcConnection {
             if (settled) return;
             settled = true;
             clearTimeout(timer);
-            resolve({ status, body: bytes.toString('utf8'), headers: response.headers });
+            resolve({ status, body: bytes.toString('utf8'), bytes, headers: response.headers });
           },
           (err: Error) => fail(new ConnectionError(describeNetworkError(err, attempt))),
         );

@@ -33,3 +33,12 @@ export function mebibytes(n: number): string {
 export function nestedTooDeep(hostPort: string): string {
   return `${hostPort} sent a message nested deeper than ${MAX_DEPTH} levels (the CLI's limit); it was not read`;
 }
+
+/**
+ * A message whose bytes are not UTF-8, from the server at `hostPort`: JSON text is UTF-8 (RFC 8259,
+ * section 8.1), and read with U+FFFD in place of the bad bytes it would print what the server
+ * never sent.
+ */
+export function notUtf8(hostPort: string): string {
+  return `${hostPort} sent a message that is not UTF-8; it was not read`;
+}

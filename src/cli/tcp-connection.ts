@@ -1,5 +1,6 @@
 import { connect as connectTcp, isIP } from 'node:net';
 import type { Socket } from 'node:net';
+import { Transform } from 'node:stream';
 import { connect as connectTls } from 'node:tls';
 import type { Params } from '../protocol/types.js';
 import { streamSocket } from '../transport/ndjson-socket.js';
@@ -9,7 +10,7 @@ import type { ConnectOptions } from './connection.js';
 import type { Deadline } from './deadline.js';
 import type { Endpoint } from './endpoint.js';
 import { ConnectionError } from './errors.js';
-import { MAX_MESSAGE_BYTES, mebibytes } from './limits.js';
+import { MAX_MESSAGE_BYTES, mebibytes, notUtf8 } from './limits.js';
 import {
   describeNetworkError,
   describeStreamRefusal,
@@ -75,19 +76,70 @@ interface Refusal {
  */
 function watchForRefusal(raw: Socket, endpoint: Endpoint): Refusal {
   const refusal: Refusal = {};
-  let text = '';
-  const onData = (chunk: string): void => {
-    text += chunk;
+  const chunks: Buffer[] = [];
+  let size = 0;
+  const onData = (chunk: Buffer): void => {
+    chunks.push(chunk);
+    size += chunk.length;
     refusal.answered = true;
-    const newline = text.indexOf('\n');
-    if (newline < 0 && text.length < MAX_REFUSAL_LINE) return;
+    const newline = chunk.indexOf(0x0a);
+    if (newline < 0 && size < MAX_REFUSAL_LINE) return;
     raw.off('data', onData);
-    const found = streamRefusalOf(newline < 0 ? text : text.slice(0, newline));
+    const bytes = Buffer.concat(chunks);
+    const line = bytes.subarray(0, newline < 0 ? MAX_REFUSAL_LINE : size - chunk.length + newline);
+    // Only quoted (escaped for the terminal): a line that is not UTF-8 fails the connection anyway.
+    const found = streamRefusalOf(line.toString('utf8'));
     if (found) refusal.error = new ConnectionError(describeStreamRefusal(found, endpoint));
   };
-  raw.setEncoding('utf8');
   raw.on('data', onData);
   return refusal;
+}
+
+/**
+ * What `raw` reads, handed on as it comes once checked to be UTF-8 (the NDJSON socket decodes
+ * what it gets with U+FFFD in place of bytes that are not: the CLI would print what the server
+ * never sent). At the first bytes that are not, nothing more is handed on, `invalid` is told and
+ * the stream is destroyed, ending the NDJSON socket without the line it held. Backpressure passes
+ * through (the NDJSON socket pauses its input), and destroying either side destroys the other.
+ */
+function checkedUtf8(raw: Socket, invalid: () => void): Transform {
+  const decoder = new TextDecoder('utf-8', { fatal: true });
+  let bad = false;
+  const reject = (): void => {
+    bad = true;
+    invalid();
+    checked.destroy();
+  };
+  const checked = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      if (bad) return done();
+      try {
+        decoder.decode(chunk, { stream: true });
+      } catch {
+        reject();
+        return done();
+      }
+      done(null, chunk);
+    },
+    flush(done) {
+      try {
+        decoder.decode(); // a character cut off by the end
+      } catch {
+        return reject(); // and no end: the line held is not delivered
+      }
+      done();
+    },
+  });
+  raw.pipe(checked);
+  // Cut (by the server or by the CLI) rather than ended: the NDJSON socket closes too.
+  raw.once('close', () => {
+    if (!checked.writableEnded) checked.destroy();
+  });
+  // Destroyed by the NDJSON socket (a line past its limit): read no more.
+  checked.once('close', () => {
+    if (!raw.readableEnded) raw.destroy();
+  });
+  return checked;
 }
 
 /**
@@ -115,13 +167,21 @@ export class TcpConnection extends PeerConnection {
     // Errors after the open end in 'close', which the peer turns into ConnectionClosedError.
     raw.on('error', () => undefined);
     const refusal = watchForRefusal(raw, endpoint);
-    // The same newline-delimited JSON socket `tcpSocket()` gives, over the socket opened here.
-    // It opens on the next turn (sending nothing before): the Peer is attached first, so lines
-    // that arrived meanwhile reach it.
-    const StreamSocket = streamSocket(raw, raw, { maxLineBytes: MAX_MESSAGE_BYTES });
+    // The connection, once made, fails with the reason (the bytes come on later turns).
+    const made: { connection?: TcpConnection } = {};
+    const input = checkedUtf8(raw, () => {
+      const err = new ConnectionError(notUtf8(endpoint.hostPort));
+      if (made.connection) made.connection.fail(err);
+      else raw.destroy();
+    });
+    // The same newline-delimited JSON socket `tcpSocket()` gives, over the socket opened here
+    // (reading through the UTF-8 check). It opens on the next turn (sending nothing before): the
+    // Peer is attached first, so lines that arrived meanwhile reach it.
+    const StreamSocket = streamSocket(input, raw, { maxLineBytes: MAX_MESSAGE_BYTES });
     const socket = new StreamSocket('') as WebSocketLike;
     const opened = new Promise<void>((resolve) => (socket.onopen = () => resolve()));
     const connection = new TcpConnection(endpoint, socket, raw, refusal);
+    made.connection = connection;
     await opened;
     return connection;
   }

@@ -329,6 +329,80 @@ describe('the CLI against a hostile server', () => {
     );
   });
 
+  /** A tcp:// server answering each line with the bytes `answer(id)` gives, in `pieces` writes. */
+  async function tcpAnswering(answer: (id: unknown) => Buffer, pieces = 1): Promise<string> {
+    const sockets: Socket[] = [];
+    const server = createNetServer((socket) => {
+      sockets.push(socket);
+      socket.on('error', () => undefined);
+      let text = '';
+      socket.setEncoding('utf8').on('data', (chunk: string) => {
+        text += chunk;
+        const newline = text.indexOf('\n');
+        if (newline < 0) return;
+        const { id } = JSON.parse(text.slice(0, newline)) as { id?: unknown };
+        text = text.slice(newline + 1);
+        const bytes = answer(id);
+        const step = Math.ceil(bytes.length / pieces);
+        // Each piece on its own turn, so each arrives as a chunk of its own.
+        for (let at = 0; at < bytes.length; at += step) {
+          setTimeout(() => socket.write(bytes.subarray(at, at + step)), (at / step) * 20);
+        }
+      });
+    });
+    cleanups.push(() => {
+      for (const socket of sockets) socket.destroy();
+      return new Promise((resolve) => server.close(resolve));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return `tcp://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  }
+
+  /** A response to `id` whose result is a string holding `bytes` as they are. */
+  const resultHolding = (id: unknown, bytes: number[], end = '\n'): Buffer =>
+    Buffer.concat([
+      Buffer.from(`{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":"`),
+      Buffer.from(bytes),
+      Buffer.from(`"}${end}`),
+    ]);
+
+  const notUtf8 = /^wsrpc: 127\.0\.0\.1:\d+ sent a message that is not UTF-8/;
+
+  it('tcp://: a line that is not UTF-8 ends with exit 3 saying so, nothing printed', async () => {
+    const url = await tcpAnswering((id) => resultHolding(id, [0xff, 0x9b, 0x32, 0x4a]));
+    const deadline = new Deadline(10_000);
+    const connection = await TcpConnection.open(endpointOf(new URL(url))!, options, deadline);
+    cleanups.push(() => connection.close());
+    const result = await call(connection, deadline);
+    expect(result).toMatchObject({ code: 3, stdout: '' });
+    expect(result.stderr).toMatch(notUtf8);
+  });
+
+  it('tcp://: UTF-8 split between chunks is read whole', async () => {
+    // "é€😀", each character cut between two writes.
+    const bytes = [0xc3, 0xa9, 0xe2, 0x82, 0xac, 0xf0, 0x9f, 0x98, 0x80];
+    const url = await tcpAnswering((id) => resultHolding(id, bytes), 11);
+    const deadline = new Deadline(10_000);
+    const connection = await TcpConnection.open(endpointOf(new URL(url))!, options, deadline);
+    cleanups.push(() => connection.close());
+    const result = await call(connection, deadline);
+    expect(result).toEqual({ code: 0, stdout: '"é€😀"\n', stderr: '' });
+  });
+
+  it('http: a body that is not UTF-8 ends with exit 3 saying so, nothing printed', async () => {
+    const server = createHttpServer((request, response) => {
+      request.resume();
+      request.on('end', () => response.end(resultHolding(1, [0xff, 0xc3, 0x28, 0x9b], '')));
+    });
+    cleanups.push(() => new Promise((resolve) => server.close(resolve)));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/rpc`;
+    const connection = new HttpConnection(endpointOf(new URL(url))!, options);
+    const result = await call(connection, new Deadline(10_000));
+    expect(result).toMatchObject({ code: 3, stdout: '' });
+    expect(result.stderr).toMatch(notUtf8);
+  });
+
   it('call: a result that cannot be printed ends with exit 3, no stack trace', async () => {
     const unprintable: RpcConnection = {
       call: () => Promise.resolve({ n: 1n }),
