@@ -6,7 +6,7 @@ import type { ConnectOptions } from './connection.js';
 import type { Deadline } from './deadline.js';
 import type { Endpoint } from './endpoint.js';
 import { ConnectionError } from './errors.js';
-import { MAX_MESSAGE_BYTES, mebibytes } from './limits.js';
+import { MAX_MESSAGE_BYTES, mebibytes, notUtf8 } from './limits.js';
 import { MAX_REFUSAL_BODY, REFUSAL_BODY_MS, readBody } from './read-body.js';
 import { describeHttpStatus, describeNetworkError } from './network-messages.js';
 import { CLOSE_GRACE_MS, PeerConnection, connectWithin } from './peer-connection.js';
@@ -63,15 +63,27 @@ export class WsConnection extends PeerConnection {
     private readonly ws: WebSocket,
   ) {
     super(endpoint, ws as unknown as WebSocketLike);
+    // A frame ws refused (a WS_ERR_ code): ws closes with its own code (1009, 1007, 1002), and
+    // the close that follows would say 1006, or whatever the server answers; say why instead.
     // Other errors after the open end in 'close', which the peer turns into ConnectionClosedError.
     ws.on('error', (err: Error & { code?: string }) => {
-      if (err.code !== 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') return;
-      const limit = mebibytes(MAX_MESSAGE_BYTES);
-      this.fail(
-        new ConnectionError(
-          `${endpoint.hostPort} sent a message larger than ${limit} (the CLI's limit); it was not read`,
-        ),
-      );
+      const where = endpoint.hostPort;
+      if (err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') {
+        const limit = mebibytes(MAX_MESSAGE_BYTES);
+        this.fail(
+          new ConnectionError(
+            `${where} sent a message larger than ${limit} (the CLI's limit); it was not read`,
+          ),
+        );
+      } else if (err.code === 'WS_ERR_INVALID_UTF8') {
+        this.fail(new ConnectionError(notUtf8(where)));
+      } else if (err.code?.startsWith('WS_ERR_')) {
+        this.fail(
+          new ConnectionError(
+            `${where} broke the WebSocket protocol (${err.message}); the CLI closed the connection`,
+          ),
+        );
+      }
     });
   }
 

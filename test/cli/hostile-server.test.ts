@@ -389,6 +389,29 @@ describe('the CLI against a hostile server', () => {
     expect(result).toEqual({ code: 0, stdout: '"é€😀"\n', stderr: '' });
   });
 
+  it('ws: a text message that is not UTF-8 ends with exit 3 saying so (the CLI closed with 1007)', async () => {
+    const url = await wsServer((socket, { id }) =>
+      socket.send(resultHolding(id, [0xff, 0x9b, 0x32, 0x4a], ''), { binary: false }),
+    );
+    const deadline = new Deadline(10_000);
+    const result = await call(await openWs(url, deadline), deadline);
+    expect(result).toMatchObject({ code: 3, stdout: '' });
+    expect(result.stderr).toMatch(notUtf8);
+  });
+
+  it('ws: a frame breaking the protocol ends with exit 3 saying so, not as a close without a frame', async () => {
+    const url = await wsServer((socket) =>
+      // A final frame of opcode 3, which RFC 6455 reserves.
+      (socket as unknown as { _socket: Socket })._socket.write(Buffer.from([0x83, 0x00])),
+    );
+    const deadline = new Deadline(10_000);
+    const result = await call(await openWs(url, deadline), deadline);
+    expect(result).toMatchObject({ code: 3, stdout: '' });
+    expect(result.stderr).toMatch(
+      /^wsrpc: 127\.0\.0\.1:\d+ broke the WebSocket protocol \(Invalid WebSocket frame: invalid opcode 3\)/,
+    );
+  });
+
   it('http: a body that is not UTF-8 ends with exit 3 saying so, nothing printed', async () => {
     const server = createHttpServer((request, response) => {
       request.resume();
