@@ -15,6 +15,8 @@
  * `maxJoined` joined subscriptions are held; and once everything is served, the server holds one
  * subscription per entry that wants one, and no other but those whose unsubscribe the full
  * table refused, or joins refused past `maxJoined` (whose unsubscribes in flight are bounded).
+ * A second join of a topic the client already holds (its resubscribe after a reconnect) is
+ * unsubscribed like any other call.
  */
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -149,11 +151,14 @@ class Model {
   join(topic: Topic): void {
     const held = [...this.serverSubs.values()].some((s) => s.topic === topic && s.joined);
     if (!this.connected || held) return;
+    // The client's own joined entry for the topic (a join it resubscribed after a reconnect):
+    // a second join of it is one too many, unsubscribed (through the table, like any other).
+    const twice = [...this.subs.shared.values()].some((e) => e.joined && e.params[0] === topic);
     const id = `s${++this.nextId}`;
     this.serverSubs.set(id, { topic, joined: true });
     this.subs.handleJoined({ topic, subscription: id });
     const entries = [...this.subs.shared.values()];
-    if (!entries.some((e) => e.serverId === id)) {
+    if (!twice && !entries.some((e) => e.serverId === id)) {
       // Refused: only with maxJoined held. Its unsubscribe may be left out (too many in flight).
       expect(entries.filter((e) => e.joined).length).toBe(this.maxJoined);
       this.refusedJoins.add(id);
@@ -260,7 +265,9 @@ describe('client subscriptions against a bounded call table (model)', () => {
       fc.asyncProperty(
         fc.integer({ min: 1, max: 6 }),
         fc.integer({ min: 0, max: 3 }),
-        fc.array(op, { maxLength: 60 }),
+        // Full-length runs: at fast-check's default size a run is ~5 ops, and a join, a drop, a
+        // reconnect, its resubscribe served and a second join of the topic never came together.
+        fc.array(op, { maxLength: 60, size: 'max' }),
         async (maxPendingCalls, maxJoined, ops) => {
           const model = new Model(maxPendingCalls, maxJoined);
           current = model;
@@ -316,7 +323,7 @@ describe('client subscriptions against a bounded call table (model)', () => {
         },
       ),
       {
-        numRuns: Number(process.env['MODEL_RUNS'] ?? 200),
+        numRuns: Number(process.env['MODEL_RUNS'] ?? 150),
         examples: [
           // More subscriptions than the table holds, then a reconnect.
           [
@@ -331,6 +338,18 @@ describe('client subscriptions against a bounded call table (model)', () => {
               { t: 'drop' },
               { t: 'reconnect' },
               { t: 'app' },
+            ],
+          ],
+          // A joined topic resubscribed by the client after a reconnect, then joined again.
+          [
+            1,
+            1,
+            [
+              { t: 'join', topic: 'a' },
+              { t: 'drop' },
+              { t: 'reconnect' },
+              { t: 'serve', count: 1, at: 0 },
+              { t: 'join', topic: 'a' },
             ],
           ],
         ],
