@@ -114,7 +114,14 @@ async function serveFile(file: string, io: Io): Promise<number> {
     for (const problem of problems) io.stderr.write(`${file}: ${problem.message}\n`);
     return GatewayExitCode.Invalid;
   }
-  const logger = createLogger();
+  let logger;
+  try {
+    logger = createLogger();
+  } catch (err) {
+    // LOG_LEVEL that is not a level: a configuration problem, told as one (exit 1).
+    io.stderr.write(`wsrpc-gateway serve: ${(err as Error).message}\n`);
+    return GatewayExitCode.Invalid;
+  }
   let server;
   try {
     server = await serve(config, { logger, baseDir: dirname(file) });

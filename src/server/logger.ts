@@ -26,14 +26,37 @@ export const REDACTED_PATHS = [
   'query.access_token',
 ];
 
-/** The gateway's default logger: pino at LOG_LEVEL (default info), with credentials redacted. */
+/** The levels LOG_LEVEL may name: pino's, and `silent` (nothing logged). */
+const LOG_LEVELS = [...Object.keys(pino.levels.values), 'silent'];
+
+/**
+ * LOG_LEVEL's level, `info` when it is unset or empty. Any other value than one of pino's
+ * levels (or `customLevels`) is refused naming it: pino's own message ("default level:verbose
+ * must be included in custom levels") names neither the variable nor what it may be.
+ */
+function envLogLevel(customLevels: Readonly<Record<string, number>> = {}): string {
+  const level = process.env['LOG_LEVEL'];
+  if (level === undefined || level === '') return 'info';
+  const levels = [...LOG_LEVELS, ...Object.keys(customLevels)];
+  if (!levels.includes(level)) {
+    throw new RangeError(
+      `LOG_LEVEL must be one of ${levels.join(', ')}, not ${JSON.stringify(level.slice(0, 100))}${level.length > 100 ? '...' : ''}`,
+    );
+  }
+  return level;
+}
+
+/**
+ * The gateway's default logger: pino at LOG_LEVEL (default info; unset or empty is info), with
+ * credentials redacted. Throws a RangeError naming LOG_LEVEL when it is not a level of pino's.
+ */
 export function createLogger(
   options: LoggerOptions = {},
   /** Where lines go; default stdout. Pass `pino.destination(2)` when stdout carries NDJSON (stdio). */
   destination?: DestinationStream,
 ): PinoLogger {
   const settings = {
-    level: process.env['LOG_LEVEL'] ?? 'info',
+    level: options.level ?? envLogLevel(options.customLevels),
     redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
     ...options,
   };

@@ -183,4 +183,27 @@ describe('wsrpc-gateway serve', () => {
     expect(stderr).toContain(`${path}: listen.port must be an integer from 0 to 65535`);
     expect(stderr).toContain(`${path}: broker.kind must be "memory" or "redis" or "nats"`);
   });
+
+  it('LOG_LEVEL: a level pino does not have is exit 1 naming it; empty is unset (info)', async () => {
+    const path = join(dir, 'log-level.yaml');
+    writeFileSync(path, 'listen: { host: 127.0.0.1, port: 0 }\n');
+    for (const level of ['verbose', 'INFO']) {
+      const child = spawn(process.execPath, [cli, 'serve', '--config', path], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, LOG_LEVEL: level },
+      });
+      cleanups.push(() => killChild(child));
+      let stderr = '';
+      child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
+      const code = await within(new Promise((resolve) => child.once('exit', resolve)), 'exit');
+      expect(code).toBe(1);
+      expect(stderr).toBe(
+        `wsrpc-gateway serve: LOG_LEVEL must be one of trace, debug, info, warn, error, fatal, silent, not "${level}"\n`,
+      );
+    }
+    const served = await serveFile('listen: { host: 127.0.0.1, port: 0 }\n', { LOG_LEVEL: '' });
+    expect(served.url).toMatch(/^ws:\/\/127\.0\.0\.1:\d+\/rpc$/);
+    served.child.kill('SIGTERM');
+    expect(await within(served.exited, 'serve to exit after SIGTERM')).toBe(0);
+  });
 });
