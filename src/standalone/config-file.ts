@@ -5,7 +5,7 @@ import { open } from 'node:fs/promises';
 import { extname } from 'node:path';
 import { isMap, isScalar, isSeq, parse as parseYaml } from 'yaml';
 import { jsonNestingOffset, MAX_CONFIG_NESTING, valueNestsDeeper } from './config-nesting.js';
-import { duplicateKeyOffsets } from './duplicate-keys.js';
+import { duplicateKeyOffsets, jsonDuplicateKey } from './duplicate-keys.js';
 import { jsonErrorOffset } from './json-error-offset.js';
 import { parseYamlBounded } from './parse-yaml-bounded.js';
 import { describeSubstitutionProblems, substitute } from './env-substitution.js';
@@ -14,7 +14,7 @@ import type { SubstitutionProblems } from './env-substitution.js';
 /**
  * Why a configuration file could not be loaded: `read` (no such file, no permission, an
  * extension that is neither YAML nor JSON, over 1 MiB), `parse` (a syntax error or a duplicate
- * key, with its line and column; nesting deeper than 64 levels), or `env` (variables the file
+ * key, YAML or JSON, with its line and column; nesting deeper than 64 levels), or `env` (variables the file
  * names that are not set; one line each).
  */
 export class ConfigFileError extends Error {
@@ -190,6 +190,15 @@ function parseJson(
   const deep = jsonNestingOffset(text, MAX_CONFIG_NESTING);
   if (deep !== undefined) {
     throw new ConfigFileError(`${path}${lineColumn(text, deep)}: ${tooDeep}`, 'parse');
+  }
+  // JSON.parse keeps the last value of a repeated key: refused, as in YAML.
+  const duplicate = jsonDuplicateKey(text);
+  if (duplicate !== undefined) {
+    const key = duplicate.key.length > 100 ? `${duplicate.key.slice(0, 100)}...` : duplicate.key;
+    throw new ConfigFileError(
+      `${path}${lineColumn(text, duplicate.offset)}: Object keys must be unique, ${JSON.stringify(key)} repeats an earlier key (DUPLICATE_KEY)`,
+      'parse',
+    );
   }
   return substituteValue(value, '', env, problems);
 }

@@ -24,3 +24,49 @@ export function duplicateKeyOffsets(document: Document.Parsed): number[] {
   });
   return offsets.sort((a, b) => a - b);
 }
+
+const OPEN_BRACE = 0x7b;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACE = 0x7d;
+const CLOSE_BRACKET = 0x5d;
+const COMMA = 0x2c;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+/**
+ * The first key of valid JSON `text` that repeats an earlier key of its object (JSON.parse keeps
+ * the last of them): its offset and its name, or undefined when no key repeats. Keys are
+ * compared as JSON.parse reads them, after their escapes (`"a"` and `"\u0061"` are one key).
+ * One pass with one set per open object, no recursion.
+ */
+export function jsonDuplicateKey(text: string): { offset: number; key: string } | undefined {
+  // One entry per open object or array: an object's keys so far, null for an array.
+  const open: (Set<string> | null)[] = [];
+  // Whether the next string is a key: just after an object's `{` or a `,` in an object.
+  let keyNext = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === QUOTE) {
+      const start = i;
+      for (i++; text.charCodeAt(i) !== QUOTE; i++) {
+        if (text.charCodeAt(i) === BACKSLASH) i++;
+      }
+      if (!keyNext) continue;
+      keyNext = false;
+      const key = JSON.parse(text.slice(start, i + 1)) as string;
+      const keys = open[open.length - 1]!;
+      if (keys.has(key)) return { offset: start, key };
+      keys.add(key);
+    } else if (c === OPEN_BRACE) {
+      open.push(new Set());
+      keyNext = true;
+    } else if (c === OPEN_BRACKET) {
+      open.push(null);
+    } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+      open.pop();
+    } else if (c === COMMA) {
+      keyNext = open[open.length - 1] != null;
+    }
+  }
+  return undefined;
+}

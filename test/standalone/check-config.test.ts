@@ -91,6 +91,20 @@ describe('wsrpc-gateway check-config', () => {
     expect(stderr).toMatch(new RegExp(`^${path.replace(/[.\\]/g, '\\$&')}:\\d+:\\d+: `));
   });
 
+  it('a duplicate key, in JSON as in YAML: exit 2 with its line and column', () => {
+    const json = file('dup.json', '{"listen": {"port": 18201, "port": 18202}}');
+    const fromJson = run(['check-config', json]);
+    expect(fromJson.code).toBe(2);
+    expect(fromJson.stdout).toBe('');
+    expect(fromJson.stderr).toBe(
+      `${json}:1:28: Object keys must be unique, "port" repeats an earlier key (DUPLICATE_KEY)\n`,
+    );
+    const yaml = file('dup.yaml', 'listen:\n  port: 18201\n  port: 18202\n');
+    const fromYaml = run(['check-config', yaml]);
+    expect(fromYaml.code).toBe(2);
+    expect(fromYaml.stderr).toBe(`${yaml}:3:3: Map keys must be unique (DUPLICATE_KEY)\n`);
+  });
+
   it('a file it cannot read, or no file: exit 2', () => {
     const missing = run(['check-config', join(dir, 'nope.yaml')]);
     expect(missing.code).toBe(2);

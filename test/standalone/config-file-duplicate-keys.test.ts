@@ -153,3 +153,121 @@ describe('duplicate keys', () => {
     ]);
   });
 });
+
+// JSON: JSON.parse keeps the last of a repeated key; the file is refused at the repeated key, as
+// a YAML file is. Keys are compared as JSON.parse compares them: after their escapes.
+const jsonKeys: readonly (readonly [string, string])[] = [
+  ['"a"', 'a'],
+  ['"\\u0061"', 'a'],
+  ['"b"', 'b'],
+  ['"1"', '1'],
+  ['"__proto__"', '__proto__'],
+  ['""', ''],
+];
+
+interface JsonText {
+  readonly text: string;
+  /** Offsets of keys repeating an earlier key of their object (the model). */
+  readonly repeated: readonly number[];
+}
+
+type JsonTree = { kind: 'value'; text: string } | { kind: 'array'; items: JsonTree[] } | ObjectTree;
+interface ObjectTree {
+  kind: 'object';
+  pairs: [number, JsonTree][];
+}
+
+const jsonTreeArb: fc.Arbitrary<JsonTree> = fc.letrec<{ tree: JsonTree }>((tie) => ({
+  tree: fc.oneof(
+    { maxDepth: 4, withCrossShrink: true },
+    fc.constantFrom('1', '"a"', '"\\"a\\": 1,"', 'null', '{}', '[]').map((text) => ({
+      kind: 'value' as const,
+      text,
+    })),
+    fc.array(tie('tree'), { maxLength: 4 }).map((items) => ({ kind: 'array' as const, items })),
+    fc
+      .array(fc.tuple(fc.nat(jsonKeys.length - 1), tie('tree')), { maxLength: 5 })
+      .map((pairs) => ({ kind: 'object' as const, pairs })),
+  ),
+})).tree;
+
+/** The tree as JSON text, with the offset of each key that repeats one of its object's keys. */
+function renderJson(tree: JsonTree): JsonText {
+  let text = '';
+  const repeated: number[] = [];
+  const render = (node: JsonTree): void => {
+    if (node.kind === 'value') text += node.text;
+    else if (node.kind === 'array') {
+      text += '[ ';
+      node.items.forEach((item, i) => {
+        if (i > 0) text += ', ';
+        render(item);
+      });
+      text += ' ]';
+    } else {
+      const seen = new Set<string>();
+      text += '{\n';
+      node.pairs.forEach(([key, value], i) => {
+        if (i > 0) text += ',\n';
+        const [spelling, name] = jsonKeys[key]!;
+        if (seen.has(name)) repeated.push(text.length);
+        seen.add(name);
+        text += `${spelling}: `;
+        render(value);
+      });
+      text += '\n}';
+    }
+  };
+  render(tree);
+  return { text, repeated: repeated.sort((a, b) => a - b) };
+}
+
+function lineColumn(text: string, offset: number): string {
+  const before = text.slice(0, offset).split('\n');
+  return `${before.length}:${before[before.length - 1]!.length + 1}`;
+}
+
+describe('duplicate keys in JSON', () => {
+  it('a repeated key is refused at its line and column, exit 2 (parse), not its last value taken', async () => {
+    const path = file('dup.json', '{"listen": {"port": 18201, "port": 18202}}');
+    const { error } = await loaded(path);
+    expect(error?.kind).toBe('parse');
+    expect(error?.message).toBe(
+      `${path}:1:28: Object keys must be unique, "port" repeats an earlier key (DUPLICATE_KEY)`,
+    );
+  });
+
+  it('keys are compared after their escapes; the same key in other objects is not repeated', async () => {
+    const escaped = file('escaped.json', '{\n  "path": "/a",\n  "p\\u0061th": "/b"\n}');
+    expect((await loaded(escaped)).error?.message).toBe(
+      `${escaped}:3:3: Object keys must be unique, "path" repeats an earlier key (DUPLICATE_KEY)`,
+    );
+    const apart = file(
+      'apart.json',
+      '{"limits": {"maxBatch": 1}, "upstreams": {"a": {"url": "http://x/rpc"}, "b": {"url": "http://x/rpc"}}, "path": "/\\"limits\\": 1"}',
+    );
+    expect((await loaded(apart)).error).toBeUndefined();
+  });
+
+  it('refuses the first repeated key in the file, nested or not (model)', async () => {
+    await fc.assert(
+      fc.asyncProperty(jsonTreeArb, async (tree) => {
+        const { text, repeated } = renderJson({ kind: 'object', pairs: [[2, tree]] });
+        const path = file('model.json', text);
+        const { error } = await loaded(path);
+        if (repeated.length === 0) expect(error).toBeUndefined();
+        else {
+          expect(error?.kind).toBe('parse');
+          expect(error?.message).toMatch(
+            new RegExp(`^${escapeRegExp(path)}:${lineColumn(text, repeated[0]!)}: Object keys`),
+          );
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
+});
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
