@@ -165,7 +165,7 @@ function substituteNode(
 /** What YAML makes of `text` as an unquoted scalar: a number, a boolean, null, or the string. */
 function plainScalar(text: string): unknown {
   try {
-    const value: unknown = parseYaml(text);
+    const value: unknown = parseYaml(text, { logLevel: 'error' });
     return typeof value === 'object' && value !== null ? text : value;
   } catch {
     return text;

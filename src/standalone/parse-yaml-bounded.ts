@@ -29,7 +29,9 @@ export function parseYamlBounded(
     }
   }
   for (const token of parser.end()) tokens.push(token);
-  const composer = new Composer({ uniqueKeys: false });
+  // logLevel error: the package's warnings (a key that is a list or a map, stringified) are not
+  // printed on stderr; the checks name such a key, at its path in the file.
+  const composer = new Composer({ uniqueKeys: false, logLevel: 'error' });
   let document: Document.Parsed | undefined;
   for (const next of composer.compose(tokens, true, text.length)) {
     if (document) {

@@ -105,6 +105,16 @@ describe('wsrpc-gateway check-config', () => {
     expect(fromYaml.stderr).toBe(`${yaml}:3:3: Map keys must be unique (DUPLICATE_KEY)\n`);
   });
 
+  it('a key that is a list or a map: its problem alone on stderr, no warning of the yaml package', () => {
+    const path = file('collection-key.yaml', 'listen:\n  ? [a, b]\n  : 1\n  ? { c: d }\n  : 2\n');
+    const { code, stderr } = run(['check-config', path]);
+    expect(code).toBe(1);
+    expect(stderr.trimEnd().split('\n')).toEqual([
+      `${path}: listen.[ a, b ] is not an option of listen`,
+      `${path}: 1 problem`,
+    ]);
+  });
+
   it('a file it cannot read, or no file: exit 2', () => {
     const missing = run(['check-config', join(dir, 'nope.yaml')]);
     expect(missing.code).toBe(2);
