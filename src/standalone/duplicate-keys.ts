@@ -1,28 +1,49 @@
 // Duplicate keys of a parsed YAML document, found with one set per mapping. The yaml package's
 // own check (`uniqueKeys`) compares each key with every earlier key of its mapping: a mapping of
-// 40 000 keys take 20 s. This finds the same keys in one pass.
-import { isScalar, visit } from 'yaml';
+// 40 000 keys take 20 s. This finds the same keys, and more, in one pass.
+import { isScalar, Pair, visit, YAMLMap } from 'yaml';
 import type { Document } from 'yaml';
 
 /**
  * The offset of every key that repeats an earlier key of its mapping, in file order. Keys are
- * compared as the yaml package compares them: scalars by their value with `===` (so `1`, `01`
- * and `0x1` are one key, `1` and `"1"` two, and `.nan` repeats nothing), any other key only
- * with itself, which a parsed document never repeats.
+ * compared as the object the file becomes has them, not as YAML values (the yaml package's own
+ * check compares values, and its toJS then keeps the last of the keys it took for two): a
+ * scalar by its String (null: ""), so `1`, `01`, `0x1` and `"1"` are one key, and so are `null`,
+ * `~` and `""`, or two `.nan`; an alias as its anchor's key; a list or a map as toJS writes it.
  */
 export function duplicateKeyOffsets(document: Document.Parsed): number[] {
   const offsets: number[] = [];
   visit(document, {
     Map(_, map) {
-      const seen = new Set<unknown>();
+      const seen = new Set<string>();
       for (const { key } of map.items) {
-        if (!isScalar(key) || Number.isNaN(key.value)) continue;
-        if (seen.has(key.value)) offsets.push(key.range![0]);
-        else seen.add(key.value);
+        const name = objectKey(document, key);
+        if (name === undefined) continue;
+        const range = (key as { range?: readonly number[] }).range;
+        if (seen.has(name) && range) offsets.push(range[0]!);
+        else seen.add(name);
       }
     },
   });
   return offsets.sort((a, b) => a - b);
+}
+
+/** The key of the object toJS makes of a mapping with `key`; undefined if toJS refuses it. */
+function objectKey(document: Document.Parsed, key: unknown): string | undefined {
+  if (isScalar(key)) {
+    const { value } = key;
+    if (value === null) return '';
+    if (typeof value !== 'object') return String(value as string | number | boolean | bigint);
+  }
+  // An alias, a list or a map (rare): as toJS makes it, of a mapping of this key alone.
+  const alone = new YAMLMap(document.schema);
+  alone.items.push(new Pair(key, null));
+  try {
+    return Object.keys(alone.toJS(document) as object)[0];
+  } catch {
+    // Too many aliases, or one to nothing: the document's own toJS refuses it.
+    return undefined;
+  }
 }
 
 const OPEN_BRACE = 0x7b;
