@@ -7,6 +7,7 @@ import { middlewareRule } from '../peer/middleware.js';
 import type { Middleware } from '../peer/middleware.js';
 import {
   checkOptions,
+  describe,
   either,
   isRecord,
   numberIn,
@@ -170,13 +171,60 @@ const hook = ofType('function');
 const object = (what: string): Rule => ofType('object', what);
 
 /**
+ * A list of origins as browsers send them in `Origin` (admission compares them exactly): an
+ * entry that none sends (`https://app.example/`, `HTTPS://APP.EXAMPLE`, `app.example`, `*`)
+ * would refuse every page 403, so it is refused here, naming the origin it likely means.
+ */
+const origins: Rule = (value, name) => {
+  strings(value, name);
+  (value as readonly string[]).forEach((entry, index) => {
+    const meant = originOf(entry);
+    if (meant === entry) return;
+    const hint =
+      entry === '*'
+        ? ' (leave allowedOrigins out for any origin, or give a predicate)'
+        : meant === undefined
+          ? ''
+          : ` (did you mean ${JSON.stringify(meant)}?)`;
+    throw new RangeError(
+      `${name}[${index}] must be an origin such as https://app.example (no path, no trailing slash), not ${describe(entry)}${hint}`,
+    );
+  });
+};
+
+/**
+ * The Origin a browser sends for pages at `entry`: `scheme://host[:port]` (lower case, no
+ * default port) for http, https and the other special schemes; `scheme://host` for an app's or
+ * an extension's own scheme (capacitor://localhost, chrome-extension://id); "null" as itself.
+ * A host (and port) without a scheme is taken as https. Undefined when there is none to name.
+ */
+function originOf(entry: string): string | undefined {
+  if (entry === 'null') return entry;
+  const hostOnly = /^[^:/?#\s*]+(:\d+)?$/.test(entry);
+  const url = parseUrl(hostOnly ? `https://${entry}` : entry);
+  if (!url) return undefined;
+  if (url.origin !== 'null') return url.origin;
+  // An opaque origin: file: (whose pages send "null"), or a scheme of its own.
+  if (url.protocol === 'file:' || url.host === '') return undefined;
+  return `${url.protocol}//${url.host}`;
+}
+
+function parseUrl(text: string): URL | undefined {
+  try {
+    return new URL(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * What each option may be. A null rule: the option is checked by its own resolver (path, routes,
  * limits, userInbox, subscriptionMethods). Every option of `GatewayOptions` is here.
  */
 export const gatewayOptionRules: Readonly<Record<keyof GatewayOptions<unknown>, Rule | null>> = {
   path: null,
   routes: null,
-  allowedOrigins: either(strings, hook),
+  allowedOrigins: either(origins, hook),
   trustedProxies: strings,
   refuseWhileBrokerDown: bool,
   limits: object('an object of limits such as { maxBatch: 50 }'),

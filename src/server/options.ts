@@ -363,8 +363,10 @@ export interface GatewayDataOptions {
   routes?: GatewayRoutes;
   /**
    * Origins allowed to open a WebSocket (exact strings such as "https://app.example.com",
-   * or a predicate); others get 403. Requests without an Origin header (non-browser
-   * clients) are not affected. Default: any origin. Set it when `authenticate` trusts
+   * or a predicate); others get 403. Each entry must be an origin as browsers send it (scheme,
+   * host, a port other than the scheme's; no path, no trailing slash; or "null"): any other is
+   * refused with a RangeError, since no browser would match it. Requests without an Origin
+   * header (non-browser clients) are not affected. Default: any origin. Set it when `authenticate` trusts
    * cookies: browsers send them with upgrades from any site (cross-site WebSocket hijacking).
    */
   allowedOrigins?: readonly string[] | ((origin: string) => boolean);

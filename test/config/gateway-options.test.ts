@@ -76,6 +76,12 @@ const refused: [
     'allowedOrigins must be an array of strings',
   ],
   [
+    'allowedOrigins entry',
+    { allowedOrigins: ['https://app.example/'] },
+    RangeError,
+    'allowedOrigins[0] must be an origin such as https://app.example (no path, no trailing slash), not "https://app.example/" (did you mean "https://app.example"?)',
+  ],
+  [
     'trustedProxies type',
     { trustedProxies: '10.0.0.0/8' },
     TypeError,
@@ -262,6 +268,54 @@ describe('resolveGatewayOptions: the one step that checks createGateway options'
     expect(() => createGateway({ heartbeatIntervl: 1 } as never)).toThrow(
       'heartbeatIntervl is not an option of createGateway',
     );
+  });
+
+  it('allowedOrigins: an entry no browser sends as its Origin is refused, naming the origin meant', () => {
+    const refusal = (entry: string): string => {
+      try {
+        createGateway({ logger: silentLogger, allowedOrigins: ['https://ok.example', entry] });
+      } catch (err) {
+        expect(err).toBeInstanceOf(RangeError);
+        return (err as Error).message;
+      }
+      return 'accepted';
+    };
+    const must = 'must be an origin such as https://app.example (no path, no trailing slash)';
+    expect(refusal('https://app.example/')).toBe(
+      `allowedOrigins[1] ${must}, not "https://app.example/" (did you mean "https://app.example"?)`,
+    );
+    expect(refusal('HTTPS://APP.EXAMPLE')).toBe(
+      `allowedOrigins[1] ${must}, not "HTTPS://APP.EXAMPLE" (did you mean "https://app.example"?)`,
+    );
+    expect(refusal('app.example')).toBe(
+      `allowedOrigins[1] ${must}, not "app.example" (did you mean "https://app.example"?)`,
+    );
+    expect(refusal('https://app.example:443/login?x=1')).toBe(
+      `allowedOrigins[1] ${must}, not "https://app.example:443/login?x=1" (did you mean "https://app.example"?)`,
+    );
+    expect(refusal('chrome-extension://abcdef/')).toBe(
+      `allowedOrigins[1] ${must}, not "chrome-extension://abcdef/" (did you mean "chrome-extension://abcdef"?)`,
+    );
+    expect(refusal('*')).toBe(
+      `allowedOrigins[1] ${must}, not "*" (leave allowedOrigins out for any origin, or give a predicate)`,
+    );
+    expect(refusal('')).toBe(`allowedOrigins[1] ${must}, not ""`);
+    expect(refusal('file:///home/page.html')).toBe(
+      `allowedOrigins[1] ${must}, not "file:///home/page.html"`,
+    );
+    // What a browser sends: scheme, host and a port other than the scheme's; "null" (sandboxed
+    // or file pages); an app's or an extension's own scheme.
+    for (const origin of [
+      'https://app.example',
+      'http://localhost:3000',
+      'https://[::1]:8443',
+      'https://xn--bcher-kva.example',
+      'null',
+      'capacitor://localhost',
+      'chrome-extension://abcdef',
+    ]) {
+      expect(refusal(origin), origin).toBe('accepted');
+    }
   });
 
   it('fills every default in, from gatewayDefaults', () => {

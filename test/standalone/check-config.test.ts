@@ -115,6 +115,20 @@ describe('wsrpc-gateway check-config', () => {
     ]);
   });
 
+  it('allowedOrigins: an entry that is not an origin, exit 1, naming the origin meant', () => {
+    const path = file(
+      'origins.yaml',
+      'allowedOrigins: ["https://app.example", "https://app.example/"]\n',
+    );
+    const { code, stdout, stderr } = run(['check-config', path]);
+    expect(code).toBe(1);
+    expect(stdout).toBe('');
+    expect(stderr.trimEnd().split('\n')).toEqual([
+      `${path}: allowedOrigins[1] must be an origin such as https://app.example (no path, no trailing slash), not "https://app.example/" (did you mean "https://app.example"?)`,
+      `${path}: 1 problem`,
+    ]);
+  });
+
   it('a file it cannot read, or no file: exit 2', () => {
     const missing = run(['check-config', join(dir, 'nope.yaml')]);
     expect(missing.code).toBe(2);
