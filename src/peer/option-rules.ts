@@ -10,9 +10,16 @@ export function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** How a refused value is shown: as JSON where it can be, else by its type. */
+/**
+ * How a refused value is shown: a number as JavaScript writes it (JSON has Infinity and NaN as
+ * null), else as JSON where it can be, else by its type.
+ */
 export function describe(value: unknown): string {
-  return typeof value === 'function' ? 'a function' : (JSON.stringify(value) ?? typeof value);
+  return typeof value === 'function'
+    ? 'a function'
+    : typeof value === 'number'
+      ? `${value}`
+      : (JSON.stringify(value) ?? typeof value);
 }
 
 /** Refuse `value` for `name`: a TypeError, or a RangeError when it is the right type out of range. */

@@ -124,6 +124,18 @@ const refused: [
     RangeError,
     'callTimeoutMs must be a number at least 0 (0: no timeout), not -1',
   ],
+  [
+    'callTimeoutMs NaN',
+    { callTimeoutMs: NaN },
+    TypeError,
+    'callTimeoutMs must be a number at least 0 (0: no timeout), not NaN',
+  ],
+  [
+    'heartbeatIntervalMs Infinity',
+    { heartbeatIntervalMs: Infinity },
+    RangeError,
+    'heartbeatIntervalMs must be an integer from 0 to 2147483647 (0: off), not Infinity',
+  ],
   ['callTimeout range', { callTimeout: -1 }, RangeError, 'callTimeout must be a number at least 0'],
   [
     'heartbeatIntervalMs type',

@@ -129,6 +129,24 @@ describe('wsrpc-gateway check-config', () => {
     ]);
   });
 
+  it('a number JSON has no word for is shown as JavaScript writes it: Infinity, NaN, not null', () => {
+    const yaml = file(
+      'inf.yaml',
+      'shutdown: { drainDeadlineMs: .inf }\nlimits: { maxBatch: .nan }\n',
+    );
+    expect(run(['check-config', yaml]).stderr.trimEnd().split('\n')).toEqual([
+      `${yaml}: limits.maxBatch must be a number, not NaN`,
+      `${yaml}: shutdown.drainDeadlineMs must be an integer from 0 to 2147483647, not Infinity`,
+      `${yaml}: 2 problems`,
+    ]);
+    const json = file('inf.json', '{"shutdown": {"drainDeadlineMs": -1e400}}');
+    const { code, stderr } = run(['check-config', json]);
+    expect(code).toBe(1);
+    expect(stderr).toContain(
+      `${json}: shutdown.drainDeadlineMs must be an integer from 0 to 2147483647, not -Infinity\n`,
+    );
+  });
+
   it('a file it cannot read, or no file: exit 2', () => {
     const missing = run(['check-config', join(dir, 'nope.yaml')]);
     expect(missing.code).toBe(2);
