@@ -12,14 +12,21 @@ export function isRecord(value: unknown): value is Record<string, unknown> {
 
 /**
  * How a refused value is shown: a number as JavaScript writes it (JSON has Infinity and NaN as
- * null), else as JSON where it can be, else by its type.
+ * null), else as JSON where it can be, else by its type; cut after 200 characters.
  */
 export function describe(value: unknown): string {
-  return typeof value === 'function'
-    ? 'a function'
-    : typeof value === 'number'
-      ? `${value}`
-      : (JSON.stringify(value) ?? typeof value);
+  return cut(
+    typeof value === 'function'
+      ? 'a function'
+      : typeof value === 'number'
+        ? `${value}`
+        : (JSON.stringify(value) ?? typeof value),
+  );
+}
+
+/** `text` cut after 200 characters, with "...": a message names a value, not all of it. */
+export function cut(text: string): string {
+  return text.length > 200 ? `${text.slice(0, 200)}...` : text;
 }
 
 /** Refuse `value` for `name`: a TypeError, or a RangeError when it is the right type out of range. */
@@ -100,7 +107,7 @@ export function checkOptions(
         Object.keys(rules).filter((name) => !deprecated.includes(name)),
       );
       throw new TypeError(
-        `${prefix}${key} is not an option of ${owner}${near ? ` (did you mean ${prefix}${near}?)` : ''}`,
+        `${prefix}${cut(key)} is not an option of ${owner}${near ? ` (did you mean ${prefix}${near}?)` : ''}`,
       );
     }
     const rule = rules[key];

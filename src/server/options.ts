@@ -2,7 +2,7 @@ import type { TransportKind } from '../transport/transport.js';
 import type { IncomingMessage, Server as HttpServer, ServerResponse } from 'node:http';
 import type { Logger } from '../peer/logger.js';
 import type { Middleware } from '../peer/middleware.js';
-import { describe, isRecord } from '../peer/option-rules.js';
+import { cut, describe, isRecord } from '../peer/option-rules.js';
 import type { Broker, Retention } from '../pubsub/broker.js';
 import type { Params } from '../protocol/types.js';
 import type { SubscriptionMethods } from './pubsub-service.js';
@@ -745,7 +745,7 @@ export function resolvePath(path: unknown): string {
     throw new TypeError(`path must be a string such as "/rpc", not ${describe(path)}`);
   }
   const problem = pathProblem(path);
-  if (problem) throw new RangeError(`path ${problem}, not ${JSON.stringify(path)}`);
+  if (problem) throw new RangeError(`path ${problem}, not ${describe(path)}`);
   return path;
 }
 
@@ -769,7 +769,7 @@ export function resolveRoutes(
   for (const key of Object.keys(given)) {
     if (!(ROUTE_NAMES as readonly string[]).includes(key)) {
       throw new TypeError(
-        `routes.${key} is not a route of the gateway (${ROUTE_NAMES.join(', ')})`,
+        `routes.${cut(key)} is not a route of the gateway (${ROUTE_NAMES.join(', ')})`,
       );
     }
   }
@@ -787,7 +787,7 @@ export function resolveRoutes(
     }
     if (typeof value === 'string') {
       const problem = pathProblem(value);
-      if (problem) throw new RangeError(`routes.${name} ${problem}, not ${JSON.stringify(value)}`);
+      if (problem) throw new RangeError(`routes.${name} ${problem}, not ${describe(value)}`);
     }
     resolved[name] = value;
   }
@@ -799,7 +799,7 @@ export function resolveRoutes(
     const other = taken.get(route);
     if (other !== undefined) {
       throw new RangeError(
-        `routes.${name} ${JSON.stringify(route)} is already ${other}: each route needs a path of its own${name === 'rpc' ? '' : ' (only routes.rpc may share the WebSocket path)'}`,
+        `routes.${name} ${describe(route)} is already ${other}: each route needs a path of its own${name === 'rpc' ? '' : ' (only routes.rpc may share the WebSocket path)'}`,
       );
     }
     taken.set(route, `routes.${name}`);

@@ -4,6 +4,7 @@
 import { open } from 'node:fs/promises';
 import { extname } from 'node:path';
 import { isMap, isScalar, isSeq, parse as parseYaml } from 'yaml';
+import { describe } from '../peer/option-rules.js';
 import { jsonNestingOffset, MAX_CONFIG_NESTING, valueNestsDeeper } from './config-nesting.js';
 import { duplicateKeyOffsets, jsonDuplicateKey } from './duplicate-keys.js';
 import { jsonErrorOffset } from './json-error-offset.js';
@@ -194,9 +195,8 @@ function parseJson(
   // JSON.parse keeps the last value of a repeated key: refused, as in YAML.
   const duplicate = jsonDuplicateKey(text);
   if (duplicate !== undefined) {
-    const key = duplicate.key.length > 100 ? `${duplicate.key.slice(0, 100)}...` : duplicate.key;
     throw new ConfigFileError(
-      `${path}${lineColumn(text, duplicate.offset)}: Object keys must be unique, ${JSON.stringify(key)} repeats an earlier key (DUPLICATE_KEY)`,
+      `${path}${lineColumn(text, duplicate.offset)}: Object keys must be unique, ${describe(duplicate.key)} repeats an earlier key (DUPLICATE_KEY)`,
       'parse',
     );
   }

@@ -1,5 +1,6 @@
 // `${NAME}` and `${NAME:-default}` in the string values of a configuration file, so secrets and
 // per-deployment addresses come from the environment rather than from the file.
+import { describe } from '../peer/option-rules.js';
 
 /** A `${NAME}` whose variable is not set (and that gives no default), at a path in the file. */
 export interface MissingVariable {
@@ -70,7 +71,7 @@ export function describeSubstitutionProblems(problems: SubstitutionProblems): st
     ),
     ...problems.malformed.map(
       ({ text, path }) =>
-        `${path}: ${JSON.stringify(text)} is not a variable reference: use \${NAME} or \${NAME:-default}, or $\${ for a literal \${`,
+        `${path}: ${describe(text)} is not a variable reference: use \${NAME} or \${NAME:-default}, or $\${ for a literal \${`,
     ),
   ];
 }

@@ -2,7 +2,7 @@
 // listens, TLS files, the broker, declared topics, static files, the drain on shutdown and the
 // JWT identity. Each resolver refuses a bad value with a TypeError or RangeError naming its full
 // path in the file, in the style of the library's options (src/peer/option-rules.ts).
-import { checkOptions, numberIn, oneOf, ofType, refuse } from '../peer/option-rules.js';
+import { checkOptions, cut, numberIn, oneOf, ofType, refuse } from '../peer/option-rules.js';
 import type { Rule } from '../peer/option-rules.js';
 import type { SlowConsumerPolicy } from '../pubsub/delivery.js';
 import { resolveJwtOptions } from '../server/jwt/jwt-options.js';
@@ -126,7 +126,7 @@ export function resolveTopics(value: unknown): Readonly<Record<string, TopicConf
   )(value, 'topics');
   const topics: Record<string, TopicConfig> = {};
   for (const [pattern, options] of Object.entries(value as Record<string, unknown>)) {
-    const path = `topics.${pattern}`;
+    const path = `topics.${cut(pattern)}`;
     if (pattern === '' || pattern.startsWith('$')) {
       throw new RangeError(
         `${path}: a topic pattern is a name or a prefix ending in "*", not starting with "$"`,

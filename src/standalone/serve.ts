@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import type { Logger } from '../peer/logger.js';
+import { cut } from '../peer/option-rules.js';
 import type { Broker } from '../pubsub/broker.js';
 import { brokerFromEnv } from '../server/broker-from-env.js';
 import { Gateway } from '../server/gateway.js';
@@ -190,7 +191,9 @@ function readTls(files: TlsFilesConfig, fileOf: (name: string) => string): TlsOp
     try {
       return readFileSync(fileOf(file), 'utf8');
     } catch (err) {
-      throw new Error(`tls.${key}: cannot read ${file}: ${(err as Error).message}`, { cause: err });
+      throw new Error(`tls.${key}: cannot read ${cut(file)}: ${cut((err as Error).message)}`, {
+        cause: err,
+      });
     }
   };
   return {

@@ -5,6 +5,7 @@ import { readFileSync, readdirSync, statSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { cut } from '../peer/option-rules.js';
 import { contentTypeOf, serveAssets } from '../server/static-assets.js';
 import type { StaticAsset } from '../server/static-assets.js';
 
@@ -33,7 +34,7 @@ export function staticFilesHandler(
     bytes += body.length;
     if (assets.size >= MAX_STATIC_FILES || bytes > MAX_STATIC_BYTES) {
       throw new RangeError(
-        `static.dir holds more than ${MAX_STATIC_FILES} files or ${MAX_STATIC_BYTES} bytes: ${dir}`,
+        `static.dir holds more than ${MAX_STATIC_FILES} files or ${MAX_STATIC_BYTES} bytes: ${cut(dir)}`,
       );
     }
     assets.set(urlPath, { body, type: contentTypeOf(file) });

@@ -330,6 +330,19 @@ describe('resolveGatewayOptions: the one step that checks createGateway options'
     }
   });
 
+  it('a long refused value is cut to 200 characters, with an ellipsis', () => {
+    const long = '/'.repeat(10) + 'x'.repeat(100_000);
+    expect(() => createGateway({ path: 'rpc'.repeat(50_000) })).toThrow(
+      `path must start with "/", not "${'rpc'.repeat(66)}r...`,
+    );
+    expect(() => createGateway({ routes: { livez: 'x'.repeat(100_000) } })).toThrow(
+      new RegExp(`^routes\\.livez must start with "/", not "x{199}\\.\\.\\.$`),
+    );
+    expect(() => createGateway({ limits: { maxBatch: long as unknown as number } })).toThrow(
+      `limits.maxBatch must be a number, not "${long.slice(0, 199)}...`,
+    );
+  });
+
   it('fills every default in, from gatewayDefaults', () => {
     const config = resolveGatewayOptions({ logger: silentLogger });
     expect(config.http).toMatchObject({

@@ -147,6 +147,28 @@ describe('wsrpc-gateway check-config', () => {
     );
   });
 
+  it('a long value or key is cut to 200 characters in its message, with an ellipsis', () => {
+    const long = (c: string): string => c.repeat(100_000);
+    const path = file('long.yaml', `path: "${long('A')}"\n? ${long('B')}\n: 1\n`);
+    const { code, stderr } = run(['check-config', path]);
+    expect(code).toBe(1);
+    const lines = stderr.trimEnd().split('\n');
+    expect(lines).toEqual([
+      expect.stringMatching(
+        new RegExp(`^${path}: ${'B'.repeat(200)}\\.\\.\\. is not an option of `),
+      ),
+      `${path}: path must start with "/", not "${'A'.repeat(199)}...`,
+      `${path}: 2 problems`,
+    ]);
+    for (const line of lines) expect(line.length).toBeLessThan(path.length * 3 + 300);
+    const reference = file('reference.yaml', `jwt: { secret: "\${${long('C')}" }\n`);
+    const malformed = run(['check-config', reference]);
+    expect(malformed.code).toBe(1);
+    expect(malformed.stderr).toBe(
+      `${reference}: jwt.secret: "\${${'C'.repeat(197)}... is not a variable reference: use \${NAME} or \${NAME:-default}, or $\${ for a literal \${\n`,
+    );
+  });
+
   it('a file it cannot read, or no file: exit 2', () => {
     const missing = run(['check-config', join(dir, 'nope.yaml')]);
     expect(missing.code).toBe(2);
