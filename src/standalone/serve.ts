@@ -3,6 +3,8 @@
 // TLS from files, static files, the listeners, then the server API for backends; `close` drains.
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import { createSecureContext } from 'node:tls';
+import type { SecureContextOptions } from 'node:tls';
 import { resolve } from 'node:path';
 import type { Logger } from '../peer/logger.js';
 import { cut } from '../peer/option-rules.js';
@@ -186,6 +188,11 @@ async function identityOptions(
   return jwtAuth(config.jwt) as unknown as Partial<GatewayOptions<unknown>>;
 }
 
+/**
+ * The PEM text of `tls:`'s files, each tried as what it should be (createSecureContext), so a
+ * file that is not PEM, a wrong passphrase or a key of another certificate is refused naming
+ * the field, not by the TLS server as it starts ("PEM routines::no start line").
+ */
 function readTls(files: TlsFilesConfig, fileOf: (name: string) => string): TlsOptions {
   const read = (key: keyof TlsFilesConfig, file: string): string => {
     try {
@@ -196,12 +203,38 @@ function readTls(files: TlsFilesConfig, fileOf: (name: string) => string): TlsOp
       });
     }
   };
-  return {
+  const usable = (what: string, options: SecureContextOptions): void => {
+    try {
+      createSecureContext(options);
+    } catch (err) {
+      throw new Error(`${what}: ${cut((err as Error).message)}`, { cause: err });
+    }
+  };
+  const tls: TlsOptions = {
     cert: read('certFile', files.certFile),
     key: read('keyFile', files.keyFile),
     ...(files.caFile !== undefined && { ca: read('caFile', files.caFile) }),
     ...(files.passphrase !== undefined && { passphrase: files.passphrase }),
   };
+  const { certFile, keyFile, caFile } = files;
+  if (tls.ca !== undefined) {
+    const what = `tls.caFile: cannot use ${cut(caFile!)}`;
+    // OpenSSL takes a file of no certificate at all as no authorities, silently.
+    if (!String(tls.ca).includes('-----BEGIN CERTIFICATE-----')) {
+      throw new Error(`${what}: it holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
+    }
+    usable(what, { ca: tls.ca });
+  }
+  usable(`tls.certFile: cannot use ${cut(certFile)}`, { cert: tls.cert });
+  usable(
+    `tls.keyFile: cannot use ${cut(keyFile)}${tls.passphrase === undefined ? '' : ' (with tls.passphrase)'}`,
+    {
+      key: tls.key,
+      passphrase: tls.passphrase,
+    },
+  );
+  usable(`tls.keyFile: cannot use ${cut(keyFile)} with tls.certFile ${cut(certFile)}`, tls);
+  return tls;
 }
 
 function hostForUrl(address: AddressInfo): string {

@@ -17,6 +17,7 @@ import type { RpcClient } from '../../src/client/client.js';
 import { REDIS_URL, deleteRedisKeys } from '../support/brokers.js';
 import { killChild } from '../support/processes.js';
 import { startPythonUpstream } from '../support/python-upstream.js';
+import { makeSelfSignedCertificate } from '../support/tls.js';
 import type { PythonUpstream } from '../support/python-upstream.js';
 import { within } from '../support/waiting.js';
 
@@ -182,6 +183,61 @@ describe('wsrpc-gateway serve', () => {
     expect(code).toBe(1);
     expect(stderr).toContain(`${path}: listen.port must be an integer from 0 to 65535`);
     expect(stderr).toContain(`${path}: broker.kind must be "memory" or "redis" or "nats"`);
+  });
+
+  it('tls: a file that is not PEM, or a key of another certificate, is exit 1 naming the field', async () => {
+    const one = makeSelfSignedCertificate();
+    const other = makeSelfSignedCertificate();
+    cleanups.push(() => {
+      one.remove();
+      other.remove();
+      return Promise.resolve();
+    });
+    const notPem = join(dir, 'not.pem');
+    writeFileSync(notPem, 'not a pem\n');
+    const refusal = async (tls: string): Promise<string> => {
+      const path = join(dir, 'tls.yaml');
+      writeFileSync(path, `listen: { host: 127.0.0.1, port: 0 }\ntls: ${tls}\n`);
+      const child = spawn(process.execPath, [cli, 'serve', '--config', path], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, LOG_LEVEL: 'info' },
+      });
+      cleanups.push(() => killChild(child));
+      let output = '';
+      child.stdout.setEncoding('utf8').on('data', (text: string) => (output += text));
+      child.stderr.setEncoding('utf8').on('data', (text: string) => (output += text));
+      const code = await within(new Promise((resolve) => child.once('exit', resolve)), 'exit');
+      expect(code).toBe(1);
+      const logged = output
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as { msg: string; err?: { message: string } });
+      expect(logged.map((line) => line.msg)).toEqual(['could not start the gateway']);
+      return logged[0]!.err!.message;
+    };
+    expect(await refusal(`{ certFile: "${notPem}", keyFile: "${one.keyFile}" }`)).toMatch(
+      new RegExp(`^tls\\.certFile: cannot use ${notPem}: .*PEM`),
+    );
+    expect(await refusal(`{ certFile: "${one.certFile}", keyFile: "${notPem}" }`)).toMatch(
+      new RegExp(`^tls\\.keyFile: cannot use ${notPem}: `),
+    );
+    expect(
+      await refusal(
+        `{ certFile: "${one.certFile}", keyFile: "${one.keyFile}", caFile: "${notPem}" }`,
+      ),
+    ).toMatch(new RegExp(`^tls\\.caFile: cannot use ${notPem}: `));
+    expect(await refusal(`{ certFile: "${one.certFile}", keyFile: "${other.keyFile}" }`)).toMatch(
+      new RegExp(
+        `^tls\\.keyFile: cannot use ${other.keyFile} with tls\\.certFile ${one.certFile}: `,
+      ),
+    );
+    // A certificate, its key and an authority are taken, and serve listens with TLS.
+    const served = await serveFile(
+      `listen: { host: 127.0.0.1, port: 0 }\ntls: { certFile: "${one.certFile}", keyFile: "${one.keyFile}", caFile: "${other.certFile}" }\n`,
+    );
+    expect(served.url).toMatch(/^wss:\/\/127\.0\.0\.1:\d+\/rpc$/);
+    served.child.kill('SIGTERM');
+    expect(await within(served.exited, 'serve to exit after SIGTERM')).toBe(0);
   });
 
   it('LOG_LEVEL: a level pino does not have is exit 1 naming it; empty is unset (info)', async () => {
