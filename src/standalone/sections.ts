@@ -2,9 +2,18 @@
 // listens, TLS files, the broker, declared topics, static files, the drain on shutdown and the
 // JWT identity. Each resolver refuses a bad value with a TypeError or RangeError naming its full
 // path in the file, in the style of the library's options (src/peer/option-rules.ts).
-import { checkOptions, cut, numberIn, oneOf, ofType, refuse } from '../peer/option-rules.js';
+import {
+  checkOptions,
+  cut,
+  either,
+  numberIn,
+  oneOf,
+  ofType,
+  refuse,
+} from '../peer/option-rules.js';
 import type { Rule } from '../peer/option-rules.js';
 import type { SlowConsumerPolicy } from '../pubsub/delivery.js';
+import { MAX_PRESENCE_PAGE } from '../pubsub/presence.js';
 import { resolveJwtOptions } from '../server/jwt/jwt-options.js';
 import type { JwtAuthOptions } from '../server/jwt/jwt-options.js';
 
@@ -106,12 +115,21 @@ export interface TopicConfig {
   readonly history: { readonly maxLength?: number; readonly maxAgeMs?: number } | undefined;
   readonly slowConsumer: SlowConsumerPolicy | undefined;
   readonly highWaterMark: number | undefined;
+  /** Who is subscribed, kept for `members` and `$presence` (no info: that takes a function). */
+  readonly presence: true | { readonly maxListed?: number } | undefined;
 }
 
 const topicRules: Record<keyof TopicConfig, Rule> = {
   history: ofType('object', 'an object { maxLength, maxAgeMs }'),
   slowConsumer: oneOf('drop', 'keep-latest', 'disconnect'),
   highWaterMark: numberIn(1, Number.MAX_SAFE_INTEGER, true),
+  presence: either(
+    ofType('boolean', 'true or an object { maxListed }'),
+    ofType('object', 'true or an object { maxListed }'),
+  ),
+};
+const presenceRules: Record<string, Rule> = {
+  maxListed: numberIn(1, MAX_PRESENCE_PAGE, true),
 };
 const historyRules: Record<string, Rule> = {
   maxLength: numberIn(1, 1_000_000, true),
@@ -139,10 +157,19 @@ export function resolveTopics(value: unknown): Readonly<Record<string, TopicConf
       `${path}.history.`,
       `${path}.history`,
     );
+    const presence = given['presence'];
     topics[pattern] = Object.freeze({
       history: given['history'] === undefined ? undefined : Object.freeze(history),
       slowConsumer: given['slowConsumer'] as SlowConsumerPolicy | undefined,
       highWaterMark: given['highWaterMark'] as number | undefined,
+      presence:
+        presence === true
+          ? true
+          : typeof presence === 'object'
+            ? Object.freeze(
+                checkOptions(presence, presenceRules, `${path}.presence.`, `${path}.presence`),
+              )
+            : undefined,
     });
   }
   return Object.freeze(topics);

@@ -100,6 +100,7 @@ export async function serve(
         ...(topic.history && { history: topic.history }),
         ...(topic.slowConsumer && { slowConsumer: topic.slowConsumer }),
         ...(topic.highWaterMark !== undefined && { highWaterMark: topic.highWaterMark }),
+        ...(topic.presence && { presence: topic.presence }),
       });
     }
     if (config.upstreams) {

@@ -206,7 +206,22 @@ describe('resolveStandaloneConfig', () => {
       history: { maxLength: 10 },
       slowConsumer: 'keep-latest',
       highWaterMark: undefined,
+      presence: undefined,
     });
+    // Presence: true, or its maxListed (info takes a function: code, not a file).
+    const presence = (value: unknown) =>
+      resolveStandaloneConfig({ topics: { 'room.*': { presence: value } } }).topics['room.*']!
+        .presence;
+    expect(presence(true)).toBe(true);
+    expect(presence(false)).toBeUndefined();
+    expect(presence({ maxListed: 10 })).toEqual({ maxListed: 10 });
+    expect(() => presence({ maxListed: 0 })).toThrow(
+      'topics.room.*.presence.maxListed must be an integer from 1 to 1000, not 0',
+    );
+    expect(() => presence({ info: 'user' })).toThrow(
+      'topics.room.*.presence.info is not an option of topics.room.*.presence',
+    );
+    expect(() => presence('yes')).toThrow('topics.room.*.presence must be true or an object');
     expect(config.upstreams?.routes).toHaveLength(1);
     expect(config.shutdown.drainDeadlineMs).toBe(500);
   });

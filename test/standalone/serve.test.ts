@@ -19,7 +19,7 @@ import { killChild } from '../support/processes.js';
 import { startPythonUpstream } from '../support/python-upstream.js';
 import { makeSelfSignedCertificate } from '../support/tls.js';
 import type { PythonUpstream } from '../support/python-upstream.js';
-import { within } from '../support/waiting.js';
+import { waitFor, within } from '../support/waiting.js';
 
 const cli = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'serve-'));
@@ -88,6 +88,7 @@ describe('wsrpc-gateway serve', () => {
         `  prefix: ${prefix}`,
         'topics:',
         '  "news.*": { history: { maxLength: 10 } }',
+        '  "room.*": { presence: { maxListed: 50 } }',
         'upstreams:',
         `  orders: { url: "${upstream.url}", timeoutMs: 5000 }`,
         'methods:',
@@ -126,6 +127,26 @@ describe('wsrpc-gateway serve', () => {
     const published = (await response.json()) as { result: { seq: number; duplicate: boolean } };
     expect(published.result).toEqual({ seq: expect.any(Number), duplicate: false });
     expect(await within(messages, 'the published message')).toEqual([{ headline: 'hello' }]);
+
+    // A topic declared with presence: the server API lists who is subscribed.
+    const inRoom = client.subscribe('room.1').subscribe();
+    cleanups.push(() => Promise.resolve(inRoom.unsubscribe()));
+    const members = async (): Promise<{ members?: unknown[] }> => {
+      const answer = await fetch(served.serverApi!, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 2,
+          method: 'members',
+          params: { topic: 'room.1' },
+        }),
+      });
+      const body = (await answer.json()) as { result?: { members?: unknown[] }; error?: unknown };
+      if (body.error) throw new Error(JSON.stringify(body.error));
+      return body.result!;
+    };
+    await waitFor(async () => (await members()).members?.length === 1, 'one member of room.1');
 
     served.child.kill('SIGTERM');
     expect(await within(served.exited, 'serve to exit after SIGTERM')).toBe(0);
