@@ -77,7 +77,7 @@ export class HttpConnection implements RpcConnection {
   }
 
   async notify(method: string, params: Params | undefined, deadline: Deadline): Promise<void> {
-    const answer = await this.post({ jsonrpc: '2.0', method, params }, deadline);
+    const answer = await this.post({ jsonrpc: '2.0', method, params }, deadline, true);
     // 204 is the answer to a notification; any other 2xx also means it was taken.
     if (answer.status < 200 || answer.status >= 300) {
       throw new ConnectionError(describeHttpStatus(answer, this.endpoint));
@@ -88,7 +88,12 @@ export class HttpConnection implements RpcConnection {
     return Promise.resolve();
   }
 
-  private post(message: Record<string, unknown>, deadline: Deadline): Promise<PostAnswer> {
+  /** `statusOnly`: a 2xx is the answer (a notification's), its body not read. */
+  private post(
+    message: Record<string, unknown>,
+    deadline: Deadline,
+    statusOnly = false,
+  ): Promise<PostAnswer> {
     const body = JSON.stringify(message);
     const { endpoint, options } = this;
     const attempt = { endpoint, timeoutMs: deadline.timeoutMs };
@@ -117,6 +122,14 @@ export class HttpConnection implements RpcConnection {
       const req = request(endpoint.url, requestOptions, (response: IncomingMessage) => {
         const status = response.statusCode ?? 0;
         const taken = status >= 200 && status < 300;
+        if (taken && statusOnly) {
+          // Taken: whatever the body is, or however long it runs, it answers nothing more.
+          settled = true;
+          clearTimeout(timer);
+          resolve({ status, body: '', bytes: Buffer.alloc(0), headers: response.headers });
+          response.destroy();
+          return;
+        }
         // A refusal's body is only quoted: a little of it, for a little while.
         const read = taken
           ? readBody(response, MAX_MESSAGE_BYTES)

@@ -319,6 +319,13 @@ describe('the CLI against a hostile server', () => {
     expect(overWs.stderr).toMatch(rejected);
   });
 
+  it('http: a notification answered 200 with a body that never ends is taken at its status, exit 0', async () => {
+    const host = await endlessBody(200, flood(Buffer.alloc(MiB, 'x')));
+    const connection = new HttpConnection(endpointOf(new URL(`http://${host}/rpc`))!, options);
+    const result = await outcome(() => connection.notify('foo', undefined, new Deadline(0)));
+    expect(result).toEqual({ code: 0, stdout: '', stderr: '' });
+  });
+
   it('http: a 200 whose body passes 64 MiB ends with exit 3 naming the limit, the rest not read', async () => {
     const host = await endlessBody(200, flood(Buffer.alloc(MiB, 'x')));
     const connection = new HttpConnection(endpointOf(new URL(`http://${host}/rpc`))!, options);
