@@ -1,4 +1,4 @@
-import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
+import { getHeapSnapshot, getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
 /*
@@ -52,4 +52,33 @@ export function bytesPerObject<T>(
     return grown / count;
   };
   return Math.min(...Array.from({ length: rounds }, round));
+}
+
+/**
+ * The self sizes (bytes, as a heap snapshot counts them: the object's own fields, not what they
+ * point to) of the live objects whose constructor is named `name`: exact, unlike a reading of
+ * the heap in use, which moves with whatever else the process allocates.
+ */
+export async function selfSizesOf(name: string): Promise<number[]> {
+  let text = '';
+  for await (const chunk of getHeapSnapshot()) text += String(chunk);
+  const snapshot = JSON.parse(text) as {
+    snapshot: { meta: { node_fields: string[]; node_types: [string[], ...unknown[]] } };
+    nodes: number[];
+    strings: string[];
+  };
+  const { node_fields: fields, node_types: types } = snapshot.snapshot.meta;
+  const width = fields.length;
+  const typeAt = fields.indexOf('type');
+  const nameAt = fields.indexOf('name');
+  const sizeAt = fields.indexOf('self_size');
+  const objectType = types[0].indexOf('object');
+  const sizes: number[] = [];
+  const { nodes, strings } = snapshot;
+  for (let i = 0; i < nodes.length; i += width) {
+    if (nodes[i + typeAt] === objectType && strings[nodes[i + nameAt]!] === name) {
+      sizes.push(nodes[i + sizeAt]!);
+    }
+  }
+  return sizes;
 }
