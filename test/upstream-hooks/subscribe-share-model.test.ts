@@ -67,111 +67,118 @@ describe("the subscribe hook's shares against a model", () => {
         ),
       );
     await fc.assert(
-      fc.asyncProperty(shares, fc.array(step, { maxLength: 50 }), async (bounds, steps) => {
-        const [perAddress, perSession, maxQueued] = bounds;
-        const { open, client } = heldClient();
-        const config = {
-          upstream: undefined as never,
-          timeoutMs: 1_000_000,
-          onFailure: 'refuse',
-          topics: ['*'],
-          maxConcurrentPerSession: perSession,
-          maxConcurrentPerAddress: perAddress,
-          maxQueuedPerSession: maxQueued,
-        } satisfies SubscribeHookConfig;
-        const authorize = subscribeHook(config, client, {
-          logger: silentLogger,
-          tracing: noTracing,
-          metrics: new HookMetrics(),
-          userOf: () => undefined,
-          contextOf: (session) => session.context,
-        });
-        const sessions = SESSIONS.map((s, i) => ({
-          id: `s${i}`,
-          context: null,
-          ...(s.address === undefined ? {} : { remoteAddress: s.address }),
-        }));
-        const model: ModelSession[] = SESSIONS.map(() => ({ running: 0, waiting: [] }));
-        /** Topics asked, in the order the model expects them asked. */
-        const asked = new Set<string>();
-        const answers: Promise<boolean>[] = [];
-        const ofGroup = (group: string) =>
-          model.reduce((n, m, i) => n + (SESSIONS[i]!.group === group ? m.running : 0), 0);
-        let next = 0;
-        for (const s of steps) {
-          if (s.kind === 'subscribe') {
-            const m = model[s.session]!;
-            const group = SESSIONS[s.session]!.group;
-            const topic = `s${s.session}.${next++}`;
-            const addressFull = group !== undefined && ofGroup(group) >= perAddress;
-            const queue =
-              m.running >= perSession || m.waiting.length > 0 || (addressFull && m.running > 0);
-            const refusal =
-              queue && m.waiting.length >= maxQueued
-                ? 'maxQueuedPerSession'
-                : !queue && addressFull
-                  ? 'maxConcurrentPerAddress'
-                  : undefined;
-            const answer = Promise.resolve(
-              authorize({ session: sessions[s.session]!, topic, params: undefined }),
-            );
-            if (refusal !== undefined) {
-              const err = await answer.then(
-                () => undefined,
-                (e: unknown) => e,
-              );
-              expect(err).toBeInstanceOf(UpstreamError);
-              expect((err as UpstreamError).data).toMatchObject({ bound: refusal });
-              continue;
-            }
-            answers.push(answer);
-            if (queue) m.waiting.push(topic);
-            else {
-              m.running++;
-              asked.add(topic);
-            }
-          } else {
-            if (open.length === 0) continue;
-            const entry = open[s.pick % open.length]!;
-            const session = Number(entry.topic.slice(1, entry.topic.indexOf('.')));
-            const m = model[session]!;
-            entry.answer();
-            asked.delete(entry.topic);
-            const woken = m.waiting.shift();
-            if (woken === undefined) m.running--;
-            else asked.add(woken);
-          }
-          await flush();
-          expect(new Set(open.map((o) => o.topic))).toEqual(asked);
-          model.forEach((m, i) => {
-            expect(open.filter((o) => o.topic.startsWith(`s${i}.`))).toHaveLength(m.running);
-            expect(m.running).toBeLessThanOrEqual(perSession);
-            expect(m.waiting.length).toBeLessThanOrEqual(maxQueued);
+      // Full-length runs: at fast-check's default size a run is ~5 steps, and no session ever
+      // had two subscribes waiting (to be asked in order) in 200 runs.
+      fc.asyncProperty(
+        shares,
+        fc.array(step, { maxLength: 50, size: 'max' }),
+        async (bounds, steps) => {
+          const [perAddress, perSession, maxQueued] = bounds;
+          const { open, client } = heldClient();
+          const config = {
+            upstream: undefined as never,
+            timeoutMs: 1_000_000,
+            onFailure: 'refuse',
+            topics: ['*'],
+            maxConcurrentPerSession: perSession,
+            maxConcurrentPerAddress: perAddress,
+            maxQueuedPerSession: maxQueued,
+          } satisfies SubscribeHookConfig;
+          const authorize = subscribeHook(config, client, {
+            logger: silentLogger,
+            tracing: noTracing,
+            metrics: new HookMetrics(),
+            userOf: () => undefined,
+            contextOf: (session) => session.context,
           });
-          for (const group of ['v4', 'v6']) expect(ofGroup(group)).toBeLessThanOrEqual(perAddress);
-        }
-        while (open.length > 0) {
-          open[0]!.answer();
-          await flush();
-        }
-        expect(await Promise.all(answers)).toEqual(answers.map(() => true));
-        // Every share given back: fresh sessions of each address take its whole share again.
-        for (const address of ['10.0.0.1', '2001:db8:1:2::7']) {
-          const fresh = () => ({ id: `f${next++}`, context: null, remoteAddress: address });
-          const held = Array.from({ length: perAddress }, (_, i) =>
-            Promise.resolve(
-              authorize({ session: fresh(), topic: `again.${i}`, params: undefined }),
-            ),
-          );
-          await flush();
-          expect(open).toHaveLength(perAddress);
-          await expect(
-            Promise.resolve(authorize({ session: fresh(), topic: 'over', params: undefined })),
-          ).rejects.toMatchObject({ data: { bound: 'maxConcurrentPerAddress' } });
-          while (open.length > 0) open[0]!.answer();
-          expect(await Promise.all(held)).toEqual(held.map(() => true));
-        }
-      }),
+          const sessions = SESSIONS.map((s, i) => ({
+            id: `s${i}`,
+            context: null,
+            ...(s.address === undefined ? {} : { remoteAddress: s.address }),
+          }));
+          const model: ModelSession[] = SESSIONS.map(() => ({ running: 0, waiting: [] }));
+          /** Topics asked, in the order the model expects them asked. */
+          const asked = new Set<string>();
+          const answers: Promise<boolean>[] = [];
+          const ofGroup = (group: string) =>
+            model.reduce((n, m, i) => n + (SESSIONS[i]!.group === group ? m.running : 0), 0);
+          let next = 0;
+          for (const s of steps) {
+            if (s.kind === 'subscribe') {
+              const m = model[s.session]!;
+              const group = SESSIONS[s.session]!.group;
+              const topic = `s${s.session}.${next++}`;
+              const addressFull = group !== undefined && ofGroup(group) >= perAddress;
+              const queue =
+                m.running >= perSession || m.waiting.length > 0 || (addressFull && m.running > 0);
+              const refusal =
+                queue && m.waiting.length >= maxQueued
+                  ? 'maxQueuedPerSession'
+                  : !queue && addressFull
+                    ? 'maxConcurrentPerAddress'
+                    : undefined;
+              const answer = Promise.resolve(
+                authorize({ session: sessions[s.session]!, topic, params: undefined }),
+              );
+              if (refusal !== undefined) {
+                const err = await answer.then(
+                  () => undefined,
+                  (e: unknown) => e,
+                );
+                expect(err).toBeInstanceOf(UpstreamError);
+                expect((err as UpstreamError).data).toMatchObject({ bound: refusal });
+                continue;
+              }
+              answers.push(answer);
+              if (queue) m.waiting.push(topic);
+              else {
+                m.running++;
+                asked.add(topic);
+              }
+            } else {
+              if (open.length === 0) continue;
+              const entry = open[s.pick % open.length]!;
+              const session = Number(entry.topic.slice(1, entry.topic.indexOf('.')));
+              const m = model[session]!;
+              entry.answer();
+              asked.delete(entry.topic);
+              const woken = m.waiting.shift();
+              if (woken === undefined) m.running--;
+              else asked.add(woken);
+            }
+            await flush();
+            expect(new Set(open.map((o) => o.topic))).toEqual(asked);
+            model.forEach((m, i) => {
+              expect(open.filter((o) => o.topic.startsWith(`s${i}.`))).toHaveLength(m.running);
+              expect(m.running).toBeLessThanOrEqual(perSession);
+              expect(m.waiting.length).toBeLessThanOrEqual(maxQueued);
+            });
+            for (const group of ['v4', 'v6'])
+              expect(ofGroup(group)).toBeLessThanOrEqual(perAddress);
+          }
+          while (open.length > 0) {
+            open[0]!.answer();
+            await flush();
+          }
+          expect(await Promise.all(answers)).toEqual(answers.map(() => true));
+          // Every share given back: fresh sessions of each address take its whole share again.
+          for (const address of ['10.0.0.1', '2001:db8:1:2::7']) {
+            const fresh = () => ({ id: `f${next++}`, context: null, remoteAddress: address });
+            const held = Array.from({ length: perAddress }, (_, i) =>
+              Promise.resolve(
+                authorize({ session: fresh(), topic: `again.${i}`, params: undefined }),
+              ),
+            );
+            await flush();
+            expect(open).toHaveLength(perAddress);
+            await expect(
+              Promise.resolve(authorize({ session: fresh(), topic: 'over', params: undefined })),
+            ).rejects.toMatchObject({ data: { bound: 'maxConcurrentPerAddress' } });
+            while (open.length > 0) open[0]!.answer();
+            expect(await Promise.all(held)).toEqual(held.map(() => true));
+          }
+        },
+      ),
       { numRuns: 200 },
     );
   });
