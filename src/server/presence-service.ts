@@ -20,6 +20,7 @@ import {
 import type { PresenceEntry, PresenceMember, PresenceStore } from '../pubsub/presence.js';
 import { resolvePresence } from './presence-options.js';
 import type { ResolvedPresence, TopicPresenceOptions } from './presence-options.js';
+import { FirstPageReads } from './first-page-reads.js';
 import { PresenceWindow } from './presence-window.js';
 import type { PresenceEvent } from './presence-window.js';
 import type { Session } from './session.js';
@@ -36,6 +37,19 @@ export const ANNOUNCE_BYTES = 256 * 1024;
 
 /** Members a page of `gateway.presence(topic).members()` holds unless asked otherwise. */
 const DEFAULT_PAGE = 100;
+
+/**
+ * First pages of `$presence` subscriptions read from the store at once on the node (each a
+ * count and a page of members; one per topic at a time, shared by its subscribers).
+ */
+export const MAX_PRESENCE_FIRST_PAGE_READS = 8;
+
+/** What a `$presence` subscription is sent first. */
+interface FirstPage {
+  count: number;
+  members: PresenceMember[];
+  cursor?: string;
+}
 
 /** `gateway.presence(topic)`: the topic's members on every node. */
 export interface PresenceHandle {
@@ -99,6 +113,21 @@ export class PresenceService<C> {
   /** The writes under way (at most one per topic). */
   private readonly flushes = new Set<Promise<void>>();
   private readonly watches = new Map<string, Observable<PresenceEvent>>();
+  private readonly firstPages = new FirstPageReads<FirstPage>(
+    MAX_PRESENCE_FIRST_PAGE_READS,
+    async (topic) => {
+      const maxListed = this.presenceOf(topic)?.maxListed ?? 1;
+      const [count, page] = await Promise.all([
+        this.store.count(topic),
+        this.store.members(topic, undefined, maxListed),
+      ]);
+      return {
+        count,
+        members: page.members.map(publicMember),
+        ...(page.cursor !== undefined ? { cursor: page.cursor } : {}),
+      };
+    },
+  );
   /** This node's lease id in the store: new when its lease was found lapsed. */
   private owner: string;
   private leased = false;
@@ -236,7 +265,6 @@ export class PresenceService<C> {
     // A topic whose presence this node does not watch yet costs a broker channel.
     const release = this.topics.reserve(ctx.session, topic, !this.watches.has(topic), kept);
     signal.addEventListener('abort', release, { once: true });
-    const store = this.store;
     return new Observable<unknown>((subscriber) => {
       // Events come in while the first page is read: held, then sent after it.
       let held: PresenceEvent[] | undefined = [];
@@ -245,19 +273,20 @@ export class PresenceService<C> {
         next: (event) => (held ? held.push(event) : subscriber.next(event)),
         error: (err: unknown) => subscriber.error(err),
       });
-      Promise.all([store.count(topic), store.members(topic, undefined, presence.maxListed)]).then(
-        ([count, page]) => {
-          subscriber.next({
-            count,
-            members: page.members.map(publicMember),
-            ...(page.cursor !== undefined ? { cursor: page.cursor } : {}),
-          });
+      // Read from after the watch began (shared with the topic's other subscribers, bounded on
+      // the node); not at all when the subscription ends before its read starts.
+      const leave = this.firstPages.want(topic, {
+        done: (page) => {
+          subscriber.next(page);
           for (const event of held ?? []) subscriber.next(event);
           held = undefined;
         },
-        (err: unknown) => subscriber.error(err),
-      );
-      return () => watching.unsubscribe();
+        fail: (err: unknown) => subscriber.error(err),
+      });
+      return () => {
+        leave();
+        watching.unsubscribe();
+      };
     });
   }
 
