@@ -131,6 +131,8 @@ function refuse(
  */
 export class HttpRpc<C> {
   private readonly buckets = new Map<string, TokenBucket>();
+  /** limits.bytesPerSecondPerIp for POST bodies: per address group, as `buckets`. */
+  private readonly byteBuckets = new Map<string, TokenBucket>();
 
   constructor(private readonly deps: HttpRpcDeps<C>) {}
 
@@ -256,6 +258,21 @@ export class HttpRpc<C> {
       timedOut: () => deps.bodyTimedOut?.(upgrade.remoteAddress),
     });
     if (bytes === undefined) return;
+    // The parsing an address's bodies ask of the event loop is bounded as its WebSocket
+    // messages' is: a body its bytes (at least messageCostBytes), refused 429 before parsing
+    // when the address's byte bucket does not hold it (a POST cannot be paused, as a socket is).
+    const byteBucket = this.byteBucketFor(upgrade.remoteAddress);
+    if (byteBucket) {
+      const cost = Math.max(bytes.length, deps.limits.messageCostBytes);
+      if (byteBucket.available() < cost) {
+        const wait = Math.ceil((cost - byteBucket.available()) / deps.limits.bytesPerSecondPerIp);
+        deps.refused?.('ip-bytes', 429, upgrade.remoteAddress);
+        return send(res, 429, 'Too many bytes from this address: try again later\n', {
+          'retry-after': String(Math.max(1, wait)),
+        });
+      }
+      byteBucket.spend(cost);
+    }
     // The user revoked on this node since its deny check: refused as the check would refuse it.
     // Nothing is awaited from here until the exchange is in `exchanges`.
     if (revokedSince(deps.authenticate, user, context, mark)) {
@@ -396,6 +413,17 @@ export class HttpRpc<C> {
     req.resume();
   }
 
+  /** limits.bytesPerSecondPerIp's bucket of the address (burst 2 × maxMessageBytes); none when off. */
+  private byteBucketFor(remoteAddress: string | undefined): TokenBucket | undefined {
+    const { bytesPerSecondPerIp, maxMessageBytes } = this.deps.limits;
+    if (bytesPerSecondPerIp <= 0) return undefined;
+    return lastUsed(
+      this.byteBuckets,
+      remoteAddress === undefined ? 'unknown' : addressGroup(remoteAddress),
+      () => new TokenBucket(bytesPerSecondPerIp, 2 * maxMessageBytes),
+    );
+  }
+
   /** Rate limiting per address: each HTTP request is a new session, so the bucket outlives it. */
   private bucketFor(remoteAddress: string | undefined): TokenBucket | undefined {
     const { ratePerSecond, rateBurst } = this.deps.limits;
@@ -414,4 +442,16 @@ export class HttpRpc<C> {
     this.buckets.set(key, bucket);
     return bucket;
   }
+}
+
+/** `key`'s entry of `map` (made when missing), moved last: the oldest go first past MAX_BUCKETS. */
+function lastUsed<T>(map: Map<string, T>, key: string, make: () => T): T {
+  let value = map.get(key);
+  if (value !== undefined) map.delete(key);
+  else {
+    value = make();
+    if (map.size >= MAX_BUCKETS) map.delete(map.keys().next().value!);
+  }
+  map.set(key, value);
+  return value;
 }

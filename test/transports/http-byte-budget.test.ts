@@ -1,0 +1,64 @@
+/**
+ * POST bodies are charged to their address's limits.bytesPerSecondPerIp bucket (burst twice
+ * maxMessageBytes), as its WebSocket messages are: a body the bucket does not hold is refused
+ * 429 with Retry-After before it is parsed, and counted as an `ip-bytes` refusal. Without it an
+ * address could ask the event loop to parse some 1 GiB/s through POSTs (1,000 requests of 1 MiB),
+ * while its WebSocket connections were held to the budget.
+ */
+import { afterEach, expect, it } from 'vitest';
+import { scrape, sampleValue } from '../support/metrics.js';
+import { Resources } from '../support/resources.js';
+
+const res = new Resources();
+afterEach(() => res.cleanup());
+
+async function post(httpUrl: string, body: string) {
+  const response = await fetch(`${httpUrl}/rpc`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body,
+  });
+  return {
+    status: response.status,
+    retryAfter: response.headers.get('retry-after'),
+    body: await response.text(),
+  };
+}
+
+it('bodies past the address byte budget are refused 429 with Retry-After before they are parsed', async () => {
+  // A slow refill: 1 KiB/s, bursts of 2 × 4 KiB.
+  const { gateway, httpUrl } = await res.gateway({
+    limits: { maxMessageBytes: 4096, bytesPerSecondPerIp: 1024, ratePerSecond: 0 },
+  });
+  let parsed = 0;
+  gateway.method('echo', (params) => {
+    parsed++;
+    return params;
+  });
+  const body = (n: number) =>
+    JSON.stringify({ jsonrpc: '2.0', id: n, method: 'echo', params: ['x'.repeat(3000)] });
+  const first = await post(httpUrl, body(1));
+  const second = await post(httpUrl, body(2));
+  expect([first.status, second.status]).toEqual([200, 200]);
+  // The burst (8 KiB) is spent: the third, of some 3 KiB, waits for the refill.
+  const third = await post(httpUrl, body(3));
+  expect(third.status).toBe(429);
+  expect(Number(third.retryAfter)).toBeGreaterThanOrEqual(1);
+  expect(parsed).toBe(2);
+  const metrics = await scrape(httpUrl);
+  expect(sampleValue(metrics, 'rpc_rejected_upgrades_total', { reason: 'ip-bytes' })).toBe(1);
+});
+
+it('with bytesPerSecondPerIp 0, POST bodies are not charged', async () => {
+  const { gateway, httpUrl } = await res.gateway({
+    limits: { maxMessageBytes: 4096, bytesPerSecondPerIp: 0, ratePerSecond: 0 },
+  });
+  gateway.method('echo', (params) => params);
+  for (let i = 0; i < 5; i++) {
+    const answer = await post(
+      httpUrl,
+      JSON.stringify({ jsonrpc: '2.0', id: i, method: 'echo', params: ['x'.repeat(3000)] }),
+    );
+    expect(answer.status).toBe(200);
+  }
+});
