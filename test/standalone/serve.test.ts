@@ -67,6 +67,18 @@ async function serveFile(config: string, env: Record<string, string> = {}): Prom
   return { child, url, serverApi, exited };
 }
 
+/** A call to the server API `served` logged, with the test's key; its result (throws its error). */
+async function apiCall<T>(served: Served, method: string, params: object): Promise<T> {
+  const answer = await fetch(served.serverApi!, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+  });
+  const body = (await answer.json()) as { result?: T; error?: unknown };
+  if (body.error !== undefined) throw new Error(JSON.stringify(body.error));
+  return body.result!;
+}
+
 function connect(url: string): RpcClient {
   const client = createClient({ url, WebSocket });
   cleanups.push(() => client.close());
@@ -114,38 +126,17 @@ describe('wsrpc-gateway serve', () => {
     // A declared topic: a backend publishes through the server API.
     const messages = firstValueFrom(client.subscribe('news.today').pipe(take(1), toArray()));
     await new Promise((resolve) => setTimeout(resolve, 300));
-    const response = await fetch(served.serverApi!, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'publish',
-        params: { topic: 'news.today', data: { headline: 'hello' } },
-      }),
+    const published = await apiCall<{ seq: number; duplicate: boolean }>(served, 'publish', {
+      topic: 'news.today',
+      data: { headline: 'hello' },
     });
-    const published = (await response.json()) as { result: { seq: number; duplicate: boolean } };
-    expect(published.result).toEqual({ seq: expect.any(Number), duplicate: false });
+    expect(published).toEqual({ seq: expect.any(Number), duplicate: false });
     expect(await within(messages, 'the published message')).toEqual([{ headline: 'hello' }]);
 
     // A topic declared with presence: the server API lists who is subscribed.
     const inRoom = client.subscribe('room.1').subscribe();
     cleanups.push(() => Promise.resolve(inRoom.unsubscribe()));
-    const members = async (): Promise<{ members?: unknown[] }> => {
-      const answer = await fetch(served.serverApi!, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
-        body: JSON.stringify({
-          jsonrpc: '2.0',
-          id: 2,
-          method: 'members',
-          params: { topic: 'room.1' },
-        }),
-      });
-      const body = (await answer.json()) as { result?: { members?: unknown[] }; error?: unknown };
-      if (body.error) throw new Error(JSON.stringify(body.error));
-      return body.result!;
-    };
+    const members = () => apiCall<{ members: unknown[] }>(served, 'members', { topic: 'room.1' });
     await waitFor(async () => (await members()).members?.length === 1, 'one member of room.1');
 
     served.child.kill('SIGTERM');
