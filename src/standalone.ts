@@ -15,7 +15,7 @@ export type {
   TopicConfig,
 } from './standalone/sections.js';
 export type { OwnerSections } from './standalone/owner-sections.js';
-export { serve } from './standalone/serve.js';
+export { serve, tlsFileProblem } from './standalone/serve.js';
 export { summarizeStandaloneConfig } from './standalone/summary.js';
 export type { ServeOptions, StandaloneServer } from './standalone/serve.js';
 export { shutdownOnSignals } from './standalone/shutdown-signals.js';

@@ -92,8 +92,16 @@ async function load(file: string, io: Io): Promise<{ value: unknown } | { code: 
 async function checkConfig(file: string, io: Io): Promise<number> {
   const loaded = await load(file, io);
   if ('code' in loaded) return loaded.code;
-  const { examineStandaloneConfig, summarizeStandaloneConfig } = await import('../standalone.js');
+  const { examineStandaloneConfig, summarizeStandaloneConfig, tlsFileProblem } = await import(
+    '../standalone.js'
+  );
   const { config, problems } = examineStandaloneConfig(loaded.value, file);
+  // The TLS files are read as serve reads them: one it would refuse is a problem here too.
+  const tlsProblem = config && tlsFileProblem(config, dirname(file));
+  if (tlsProblem !== undefined) {
+    io.stderr.write(`${file}: ${tlsProblem}\n${file}: 1 problem\n`);
+    return GatewayExitCode.Invalid;
+  }
   if (!config) {
     for (const problem of problems) io.stderr.write(`${file}: ${problem.message}\n`);
     const count = problems.length === 1 ? '1 problem' : `${problems.length} problems`;

@@ -194,6 +194,20 @@ async function identityOptions(
  * file that is not PEM, a wrong passphrase or a key of another certificate is refused naming
  * the field, not by the TLS server as it starts ("PEM routines::no start line").
  */
+/**
+ * What `serve` would refuse in the configuration's TLS files (each problem naming its key), read
+ * relative to `baseDir`: undefined when they are usable, or there are none. For check-config.
+ */
+export function tlsFileProblem(config: StandaloneConfig, baseDir: string): string | undefined {
+  if (!config.tls) return undefined;
+  try {
+    readTls(config.tls, (name) => resolve(baseDir, name));
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
 function readTls(files: TlsFilesConfig, fileOf: (name: string) => string): TlsOptions {
   const read = (key: keyof TlsFilesConfig, file: string): string => {
     try {

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { makeSelfSignedCertificate } from '../support/tls.js';
 
 const cli = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'check-config-'));
@@ -127,6 +128,20 @@ describe('wsrpc-gateway check-config', () => {
       `${path}: allowedOrigins[1] must be an origin such as https://app.example (no path, no trailing slash), not "https://app.example/" (did you mean "https://app.example"?)`,
       `${path}: 1 problem`,
     ]);
+  });
+
+  it('a TLS file serve would refuse is a problem here too, naming its key; usable files pass', () => {
+    const certificate = makeSelfSignedCertificate();
+    certificate.remove();
+    file('good-cert.pem', certificate.cert);
+    file('good-key.pem', certificate.key);
+    file('not-pem.txt', 'not a certificate\n');
+    const bad = file('tls-bad.yaml', 'tls: { certFile: not-pem.txt, keyFile: good-key.pem }\n');
+    const refused = run(['check-config', bad]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/^.*tls-bad\.yaml: tls\.certFile: cannot use not-pem\.txt: /);
+    const good = file('tls-good.yaml', 'tls: { certFile: good-cert.pem, keyFile: good-key.pem }\n');
+    expect(run(['check-config', good])).toMatchObject({ code: 0, stderr: '' });
   });
 
   it('a number JSON has no word for is shown as JavaScript writes it: Infinity, NaN, not null', () => {
