@@ -428,19 +428,11 @@ export class HttpRpc<C> {
   private bucketFor(remoteAddress: string | undefined): TokenBucket | undefined {
     const { ratePerSecond, rateBurst } = this.deps.limits;
     if (ratePerSecond <= 0) return undefined;
-    const key = remoteAddress === undefined ? 'unknown' : addressGroup(remoteAddress);
-    let bucket = this.buckets.get(key);
-    if (bucket) {
-      // Most recently used last, so the oldest go first when the map is full.
-      this.buckets.delete(key);
-    } else {
-      bucket = new TokenBucket(ratePerSecond, rateBurst);
-      if (this.buckets.size >= MAX_BUCKETS) {
-        this.buckets.delete(this.buckets.keys().next().value!);
-      }
-    }
-    this.buckets.set(key, bucket);
-    return bucket;
+    return lastUsed(
+      this.buckets,
+      remoteAddress === undefined ? 'unknown' : addressGroup(remoteAddress),
+      () => new TokenBucket(ratePerSecond, rateBurst),
+    );
   }
 }
 
