@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../../src/index.js';
 import { browserMissing, launchChromium } from '../support/browser.js';
 import { startGateway } from '../support/gateway.js';
-import { waitFor } from '../support/waiting.js';
+import { waitFor, within } from '../support/waiting.js';
 
 const missing = browserMissing();
 if (missing) console.warn(`[e2e] shared worker tests skipped: ${missing}`);
@@ -125,12 +125,19 @@ describe.skipIf(missing !== undefined)('createSharedClient in Chromium', () => {
     return tab;
   }
 
-  /** Run `name` of the page's `act` with `arg`. */
+  /**
+   * Run `name` of the page's `act` with `arg`; a step that does not end within 20 s fails
+   * naming itself and the page (rather than the whole test's timeout naming nothing).
+   */
   const act = (tab: Page, name: string, arg?: unknown): Promise<unknown> =>
-    tab.evaluate(
-      ([n, a]) =>
-        (window as unknown as { act: Record<string, (a: unknown) => unknown> }).act[n]!(a),
-      [name, arg] as const,
+    within(
+      tab.evaluate(
+        ([n, a]) =>
+          (window as unknown as { act: Record<string, (a: unknown) => unknown> }).act[n]!(a),
+        [name, arg] as const,
+      ),
+      `act ${name}(${JSON.stringify(arg) ?? ''}) in ${tab.url()}`,
+      20_000,
     );
   const gotIn = async (tab: Page, count: number): Promise<unknown> => {
     await waitFor(async () => ((await act(tab, 'got')) as unknown[]).length === count, 'messages');
