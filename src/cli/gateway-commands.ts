@@ -92,9 +92,8 @@ async function load(file: string, io: Io): Promise<{ value: unknown } | { code: 
 async function checkConfig(file: string, io: Io): Promise<number> {
   const loaded = await load(file, io);
   if ('code' in loaded) return loaded.code;
-  const { examineStandaloneConfig, summarizeStandaloneConfig, tlsFileProblem } = await import(
-    '../standalone.js'
-  );
+  const { examineStandaloneConfig, summarizeStandaloneConfig, tlsFileProblem } =
+    await import('../standalone.js');
   const { config, problems } = examineStandaloneConfig(loaded.value, file);
   // The TLS files are read as serve reads them: one it would refuse is a problem here too.
   const tlsProblem = config && tlsFileProblem(config, dirname(file));
