@@ -441,14 +441,17 @@ export class ConnectionIntake<C> {
   }
 
   /**
-   * The input limit of a WebSocket connection from `remoteAddress`: its address group's, which
-   * it holds until it closes (WsTransport releases it), or its own alone when the per-address
-   * budget is off or can keep no entry for the group.
+   * The input limit of a WebSocket (or TCP) connection from `remoteAddress`: its address group's,
+   * which it holds until it closes (its transport releases it), or its own alone when the
+   * per-address budget is off or can keep no entry for the group.
    */
-  private inputLimitFor(remoteAddress: string | undefined): InputLimit | undefined {
+  private inputLimitFor(
+    remoteAddress: string | undefined,
+    kind: 'websocket' | 'tcp' = 'websocket',
+  ): InputLimit | undefined {
     const addressInputs = this.addressInputs;
     if (addressInputs === undefined) return this.inputLimit;
-    return addressInputs.acquire(addressGroupOf('websocket', remoteAddress)!) ?? this.inputLimit;
+    return addressInputs.acquire(addressGroupOf(kind, remoteAddress)!) ?? this.inputLimit;
   }
 
   /**
@@ -621,6 +624,12 @@ export class ConnectionIntake<C> {
         maxLineBytes: deps.limits.maxMessageBytes,
         maxBufferedBytes: deps.limits.maxBufferedBytes,
         counters: deps.metrics.countersFor(kind),
+        // A TCP peer's lines cost the input budgets a WebSocket's messages do; stdio's are the
+        // parent process's, which started the gateway.
+        ...(kind === 'tcp' && {
+          inputLimit: this.inputLimitFor(remoteAddress, 'tcp'),
+          messageCostBytes: deps.limits.messageCostBytes,
+        }),
         // `echo request | server` or a half-closed socket: answer what came, then close; the
         // answers are written (the close waits for them) by the same deadline.
         endOfInputDeadlineMs: deps.limits.endOfInputDeadlineMs,

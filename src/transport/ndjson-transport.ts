@@ -5,6 +5,7 @@ import { INVALID_UTF8_REPLY } from '../protocol/invalid-utf8.js';
 import { ByteLineSplitter, NOT_UTF8, TOO_LARGE } from './ndjson-byte-lines.js';
 import type { ByteLine } from './ndjson-byte-lines.js';
 import type { BudgetLedger, BudgetMember } from './output-budget.js';
+import type { InputBudget, InputLimit } from './ws-transport.js';
 import { flushAfterTask } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
 
@@ -52,6 +53,15 @@ export interface NdjsonTransportOptions {
   maxBufferedBytes?: number;
   /** Message counts, shared by a server's transports, for metrics. */
   counters?: { messagesIn: number; messagesOut: number };
+  /**
+   * The input budget (limits.bytesPerSecond, and its address's bytesPerSecondPerIp), as a
+   * WebSocket connection has: each line costs its UTF-8 bytes, at least `messageCostBytes`, and
+   * past the budget reading stops until it has refilled (nothing is refused or lost). Released
+   * when the transport closes. None: not bounded.
+   */
+  inputLimit?: InputLimit;
+  /** The least a line costs `inputLimit`. Default 0. */
+  messageCostBytes?: number;
 }
 
 /**
@@ -90,6 +100,8 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
   /** The close code and reason, kept for when the close completes. */
   private closingWith: [number, string] | undefined;
   private closeTimer: ReturnType<typeof setTimeout> | undefined;
+  /** The input budget, made at the first line (see NdjsonTransportOptions.inputLimit). */
+  private inputBudget: InputBudget | undefined;
   /** The node-wide output budget this transport reports to, once it has joined one. */
   private budget: BudgetLedger | undefined;
   /** BudgetMember: what this transport last reported to its budget. */
@@ -285,6 +297,9 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
   private resumeReading(): void {
     this.cancelResume = undefined;
     if (this.closing || this.closed) return;
+    // Still owing the input budget: the wait goes on.
+    const owed = this.inputBudget?.spend(0) ?? 0;
+    if (owed > 0) return this.pauseFor(owed);
     this.budget?.report(this, this.bufferedAmount);
     this.deliverHeld();
     if (!this.cancelResume && !this.endPending && !this.closing && !this.closed)
@@ -347,7 +362,27 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
       this.admit?.take();
       this.send(INVALID_UTF8_REPLY);
     } else this.listener.receive(line);
+    this.spendInput(line);
     this.checkBackPressure();
+  }
+
+  /** Count `line` against the input budget; past it, stop reading until it has refilled. */
+  private spendInput(line: ByteLine): void {
+    const limit = this.options.inputLimit;
+    if (!limit || this.closing || this.closed) return;
+    const budget = (this.inputBudget ??= limit.budget());
+    const bytes = typeof line === 'string' ? Buffer.byteLength(line) : 0;
+    const wait = budget.spend(Math.max(bytes, this.options.messageCostBytes ?? 0));
+    // Paused already (the output): the debt is looked at again before reading goes on.
+    if (wait > 0 && !this.cancelResume) this.pauseFor(wait);
+  }
+
+  /** Stop reading for `ms`, then read on as after the output drained (resumeReading). */
+  private pauseFor(ms: number): void {
+    this.readable.pause();
+    const timer = setTimeout(() => this.resumeReading(), ms);
+    timer.unref?.();
+    this.cancelResume = () => clearTimeout(timer);
   }
 
   private finish(code: number, reason: string): void {
@@ -356,6 +391,7 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
     // A close this transport was asked for completes with the code it was given.
     if (this.closingWith) [code, reason] = this.closingWith;
     this.budget?.leave(this);
+    this.options.inputLimit?.release?.();
     clearTimeout(this.closeTimer);
     this.stopReadPause();
     this.readable.off('data', this.onChunk);
