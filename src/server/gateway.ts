@@ -39,6 +39,7 @@ import type { Readiness, ReadinessCondition } from './http-routes.js';
 import { Revocations } from './revocation.js';
 import type { RevokeSessionOptions, RevokeUserOptions } from './revocation.js';
 import { HttpRpc } from './http-rpc.js';
+import { postByteBuckets } from './address-buckets.js';
 import { claimsAllow } from './claims-authorization.js';
 import { IdentityService } from './identity.js';
 import { GatewayMetrics, countByTransport } from './metrics.js';
@@ -445,7 +446,10 @@ export class Gateway<C = unknown> {
       timesHeaders && !(nodeRequestTimeout > 0 && nodeRequestTimeout <= requestTimeout);
     if (shortened) server.requestTimeout = requestTimeout;
     const unwatch = serverGate?.watch(server);
+    // One byte budget per address for every HTTP body (POST /rpc and an event stream's POSTs).
+    const postBytes = postByteBuckets(this.limits);
     this.httpRpc = new HttpRpc<C>({
+      postBytes,
       admission: this.admission,
       authenticate,
       limits: this.limits,
@@ -488,6 +492,7 @@ export class Gateway<C = unknown> {
       metrics: this.metrics,
       httpRpc: this.httpRpc,
       events: new SseEndpoint<C>({
+        postBytes,
         intake: this.intake,
         origins: {
           corsAllows: (origin) => this.admission.corsAllows(origin),

@@ -7,8 +7,8 @@ import type { ServerTransport } from '../transport/transport.js';
 import type { Admission } from './admission.js';
 import type { GatewayLimits, UpgradeRequest } from './options.js';
 import type { Session } from './session.js';
-import { TokenBucket } from './token-bucket.js';
-import { addressGroup } from './address-group.js';
+import type { TokenBucket } from './token-bucket.js';
+import { AddressBuckets } from './address-buckets.js';
 import { runAuthenticate } from './run-authenticate.js';
 import { describeUpgrade } from './upgrade-request.js';
 import type { TrustedProxies } from './client-address.js';
@@ -20,8 +20,6 @@ import { REVOKED_CLOSE_CODE, revocationMark, revokedSince } from './revocation.j
 
 /** Media types a JSON-RPC POST may carry (the JSON-RPC over HTTP description lists all three). */
 const JSON_TYPES = new Set(['application/json', 'application/json-rpc', 'application/jsonrequest']);
-/** Per-address rate buckets kept for HTTP callers; the oldest are forgotten past this. */
-const MAX_BUCKETS = 10_000;
 
 /** Resolves once the session's peer has no call or notification handler running (or it closed). */
 async function untilIdle(session: {
@@ -56,6 +54,8 @@ export interface HttpRpcDeps<C> {
   isClosing: () => boolean;
   /** Told of a POST whose body did not arrive within `bodyTimeoutMs` (answered 408 and closed). */
   bodyTimedOut?: (remoteAddress: string | undefined) => void;
+  /** limits.bytesPerSecondPerIp for HTTP bodies, shared with the event streams' POSTs. */
+  postBytes?: AddressBuckets | undefined;
   newSession(
     context: C,
     remoteAddress: string | undefined,
@@ -130,11 +130,13 @@ function refuse(
  * Other statuses mean the request never reached JSON-RPC (see docs/transports.md, "HTTP POST").
  */
 export class HttpRpc<C> {
-  private readonly buckets = new Map<string, TokenBucket>();
-  /** limits.bytesPerSecondPerIp for POST bodies: per address group, as `buckets`. */
-  private readonly byteBuckets = new Map<string, TokenBucket>();
+  /** limits.ratePerSecond per address: each HTTP request is a new session, so it outlives them. */
+  private readonly buckets: AddressBuckets | undefined;
 
-  constructor(private readonly deps: HttpRpcDeps<C>) {}
+  constructor(private readonly deps: HttpRpcDeps<C>) {
+    const { ratePerSecond, rateBurst } = deps.limits;
+    this.buckets = ratePerSecond > 0 ? new AddressBuckets(ratePerSecond, rateBurst) : undefined;
+  }
 
   /** Requests being handled now; a drain waits for them. */
   private inFlight = 0;
@@ -261,7 +263,7 @@ export class HttpRpc<C> {
     // The parsing an address's bodies ask of the event loop is bounded as its WebSocket
     // messages' is: a body its bytes (at least messageCostBytes), refused 429 before parsing
     // when the address's byte bucket does not hold it (a POST cannot be paused, as a socket is).
-    const byteBucket = this.byteBucketFor(upgrade.remoteAddress);
+    const byteBucket = deps.postBytes?.of(upgrade.remoteAddress);
     if (byteBucket) {
       const cost = Math.max(bytes.length, deps.limits.messageCostBytes);
       if (byteBucket.available() < cost) {
@@ -413,37 +415,8 @@ export class HttpRpc<C> {
     req.resume();
   }
 
-  /** limits.bytesPerSecondPerIp's bucket of the address (burst 2 × maxMessageBytes); none when off. */
-  private byteBucketFor(remoteAddress: string | undefined): TokenBucket | undefined {
-    const { bytesPerSecondPerIp, maxMessageBytes } = this.deps.limits;
-    if (bytesPerSecondPerIp <= 0) return undefined;
-    return lastUsed(
-      this.byteBuckets,
-      remoteAddress === undefined ? 'unknown' : addressGroup(remoteAddress),
-      () => new TokenBucket(bytesPerSecondPerIp, 2 * maxMessageBytes),
-    );
-  }
-
-  /** Rate limiting per address: each HTTP request is a new session, so the bucket outlives it. */
   private bucketFor(remoteAddress: string | undefined): TokenBucket | undefined {
-    const { ratePerSecond, rateBurst } = this.deps.limits;
-    if (ratePerSecond <= 0) return undefined;
-    return lastUsed(
-      this.buckets,
-      remoteAddress === undefined ? 'unknown' : addressGroup(remoteAddress),
-      () => new TokenBucket(ratePerSecond, rateBurst),
-    );
+    return this.buckets?.of(remoteAddress);
   }
-}
 
-/** `key`'s entry of `map` (made when missing), moved last: the oldest go first past MAX_BUCKETS. */
-function lastUsed<T>(map: Map<string, T>, key: string, make: () => T): T {
-  let value = map.get(key);
-  if (value !== undefined) map.delete(key);
-  else {
-    value = make();
-    if (map.size >= MAX_BUCKETS) map.delete(map.keys().next().value!);
-  }
-  map.set(key, value);
-  return value;
 }

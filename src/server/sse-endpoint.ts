@@ -9,6 +9,7 @@ import type { GatewayLimits } from './options.js';
 import { INVALID_UTF8_REPLY, strictUtf8 } from '../protocol/invalid-utf8.js';
 import { readBodyBytes } from './read-body.js';
 import { RateLimit, TokenBucket } from './token-bucket.js';
+import type { AddressBuckets } from './address-buckets.js';
 
 /** The headers naming an HTTP streaming session on its later requests. */
 export const SESSION_HEADER = 'x-wsrpc-session';
@@ -52,6 +53,11 @@ export interface SseEndpointDeps<C> {
   counters: { messagesIn: number; messagesOut: number };
   /** Told of a POST body that did not arrive in time (answered 408). */
   bodyTimedOut(remoteAddress: string | undefined): void;
+  /**
+   * limits.bytesPerSecondPerIp for HTTP bodies, shared with POST /rpc: a session's POST past its
+   * address's budget waits for it (its 202 with it), as a WebSocket's socket stops being read.
+   */
+  postBytes?: AddressBuckets | undefined;
   /**
    * Told of a resume refused, with the reason rpc_rejected_upgrades_total counts it under (see
    * ResumeRefusal).
@@ -125,6 +131,10 @@ export class SseEndpoint<C> {
   /** Each open session's resume budget (RESUME_BURST, RESUMES_PER_SECOND). */
   private readonly resumes = new Map<string, TokenBucket>();
   private readonly resumeRate = new RateLimit(RESUMES_PER_SECOND, RESUME_BURST);
+  /** Each open session's client address (after trusted proxies), for its POSTs' byte budget. */
+  private readonly addresses = new WeakMap<SseTransport, string | undefined>();
+  /** A session's POSTs waiting for the byte budget: each goes after the one before it. */
+  private readonly turns = new WeakMap<SseTransport, Promise<void>>();
   private readonly sseLimits: SseLimits;
 
   constructor(private readonly deps: SseEndpointDeps<C>) {
@@ -226,6 +236,19 @@ export class SseEndpoint<C> {
       timedOut: () => this.deps.bodyTimedOut(req.socket.remoteAddress),
     });
     if (bytes === undefined) return;
+    // Past the address's byte budget, or behind a POST of the session that is: it waits, in
+    // order (its sender's next POSTs with it, as a paused socket holds a WebSocket's).
+    const bucket = this.deps.postBytes?.of(this.addresses.get(transport));
+    const wait = bucket?.spend(Math.max(bytes.length, this.deps.limits.messageCostBytes)) ?? 0;
+    const before = this.turns.get(transport);
+    if (wait > 0 || before) {
+      // The wait counts the debt of the POSTs before it too: it runs from now, not after them.
+      const until = Date.now() + wait;
+      const turn = (before ?? Promise.resolve()).then(() => delay(until - Date.now()));
+      this.turns.set(transport, turn);
+      await turn;
+      if (this.turns.get(transport) === turn) this.turns.delete(transport);
+    }
     // The session may have ended while the body came: its message would go nowhere.
     if (transport.isClosed) return noSession(res);
     res.writeHead(202, { 'cache-control': 'no-store', 'content-length': '0' });
@@ -256,11 +279,19 @@ export class SseEndpoint<C> {
     });
     // Set before any I/O since the session opened (this continues its turn): no POST for it
     // can have been read yet.
-    if (session && opened) opened.admit = session;
+    if (session && opened) {
+      opened.admit = session;
+      this.addresses.set(opened, session.remoteAddress);
+    }
   }
 
   /** Shutdown: every session's stream goes (their sessions are closed by the gateway). */
   get size(): number {
     return this.sessions.size;
   }
+}
+
+/** Resolves after `ms` (at once for 0). */
+function delay(ms: number): Promise<void> {
+  return ms > 0 ? new Promise((resolve) => setTimeout(resolve, ms)) : Promise.resolve();
 }
