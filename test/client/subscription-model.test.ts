@@ -405,6 +405,11 @@ function accountingProblem(
       unknownCount = false;
       if (e < epoch || (e === epoch && s <= accounted))
         return `${where}: after an unknown start, a message from before the start`;
+      // A gap:null after the unknown start's (the topic numbered anew meanwhile) is answered by
+      // this same message, which starts the accounting afresh: it must be of a later numbering.
+      if (numberedAnew && !(e > epoch))
+        return `${where}: a gap:null must be followed by a later numbering`;
+      numberedAnew = false;
       epoch = e;
       accounted = s;
       continue;
@@ -577,6 +582,20 @@ describe('client subscription state: model-based', () => {
                 { kind: 'read', count: 10 },
                 { kind: 'read', count: 10 },
               ]).flat(),
+            ],
+          ],
+          // An unknown start, then the topic numbered anew before any message: two gap:null
+          // signals, answered by one message of the new numbering.
+          [
+            1,
+            [
+              { kind: 'read', count: 1 },
+              { kind: 'drop' },
+              { kind: 'read', count: 1 },
+              { kind: 'read', count: 1 },
+              { kind: 'loseTopic' },
+              { kind: 'publish', count: 1 },
+              { kind: 'silentDrop', count: 1 },
             ],
           ],
           // A subscribe's notifications read before its reply (kept, then taken in order).
