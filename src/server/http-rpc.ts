@@ -418,5 +418,4 @@ export class HttpRpc<C> {
   private bucketFor(remoteAddress: string | undefined): TokenBucket | undefined {
     return this.buckets?.of(remoteAddress);
   }
-
 }
