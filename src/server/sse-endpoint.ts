@@ -291,7 +291,8 @@ export class SseEndpoint<C> {
   }
 }
 
-/** Resolves after `ms` (at once for 0). */
+/** Resolves after `ms` (at once for 0); its timer keeps no process alive. */
 function delay(ms: number): Promise<void> {
-  return ms > 0 ? new Promise((resolve) => setTimeout(resolve, ms)) : Promise.resolve();
+  if (ms <= 0) return Promise.resolve();
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
