@@ -267,10 +267,9 @@ export class HttpRpc<C> {
     if (byteBucket) {
       const cost = Math.max(bytes.length, deps.limits.messageCostBytes);
       if (byteBucket.available() < cost) {
-        const wait = Math.ceil((cost - byteBucket.available()) / deps.limits.bytesPerSecondPerIp);
         deps.refused?.('ip-bytes', 429, upgrade.remoteAddress);
         return send(res, 429, 'Too many bytes from this address: try again later\n', {
-          'retry-after': String(Math.max(1, wait)),
+          'retry-after': String(byteBucket.retryAfterSeconds(cost)),
         });
       }
       byteBucket.spend(cost);

@@ -37,14 +37,15 @@ export function readBodyBytes(
     refuse(res, 413, `Request body larger than ${maxBytes} bytes\n`);
     req.resume();
   };
-  if (Number(req.headers['content-length'] ?? 0) > maxBytes) {
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (declared > maxBytes) {
     tooLarge();
     return Promise.resolve(undefined);
   }
   // One buffer, grown by doubling, that each piece is copied into: a body trickled in a byte a
   // segment would otherwise hold an object of some 64 bytes per byte until it ends.
-  const declared = Number(req.headers['content-length'] ?? 0);
-  let body = Buffer.allocUnsafe(Math.min(Number.isSafeInteger(declared) ? declared : 0, 16_384));
+  const start = Number.isSafeInteger(declared) && declared > 0 ? Math.min(declared, 16_384) : 0;
+  let body = Buffer.allocUnsafe(start);
   return new Promise((resolve) => {
     let size = 0;
     const done = (body: Buffer | undefined): void => {

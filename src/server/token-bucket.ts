@@ -100,11 +100,11 @@ export class TokenBucket {
   }
 
   /**
-   * The Retry-After, in whole seconds and at least 1, of a refusal for want of a token: when the
-   * refill gives the next one.
+   * The Retry-After, in whole seconds and at least 1, of a refusal for want of `amount` tokens
+   * (one unless given): when the refill gives them.
    */
-  retryAfterSeconds(): number {
-    return Math.max(1, Math.ceil((1 - this.available()) / this.limit.perSecond));
+  retryAfterSeconds(amount = 1): number {
+    return Math.max(1, Math.ceil((amount - this.available()) / this.limit.perSecond));
   }
 
   /**
