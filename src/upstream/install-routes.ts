@@ -107,6 +107,7 @@ function endpointFor(
     maxConcurrentPerSession: upstream.maxConcurrentPerSession,
     maxConcurrentPerAddress: upstream.maxConcurrentPerAddress,
     maxConcurrentPerUser: upstream.maxConcurrentPerUser,
+    reservedForNewCallers: upstream.reservedForNewCallers,
     retries: upstream.retries,
     observer,
     maxReplyBytes,

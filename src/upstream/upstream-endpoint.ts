@@ -8,6 +8,7 @@ import {
   defaultMaxConcurrentPerAddress,
   defaultMaxConcurrentPerSession,
   defaultMaxConcurrentPerUser,
+  defaultReservedForNewCallers,
 } from './upstreams-config.js';
 
 /** One request as an upstream transport (HTTP, NATS) sends it. */
@@ -95,6 +96,14 @@ export interface UpstreamEndpointOptions {
    */
   maxConcurrentPerUser?: number;
   /**
+   * Of maxConcurrent, the slots kept for new callers: a call whose session, address group or user
+   * already has a call in flight is refused -32013 once `maxConcurrent - reservedForNewCallers`
+   * calls are in flight, so callers at their full shares cannot take the last slots from one that
+   * has none. Calls that name no session, address or user are not counted as either. Default:
+   * floor(maxConcurrent / 8).
+   */
+  reservedForNewCallers?: number;
+  /**
    * How many times a call that is safe to send again is sent again. A retry is sent only once
    * the transport has let go of the attempt before it, so a call holds one request at a time.
    */
@@ -126,6 +135,8 @@ export abstract class UpstreamEndpoint {
   private readonly byAddress: KeyedShares;
   /** Calls in flight per user; an entry only while the user has calls in flight. */
   private readonly byUser: KeyedShares;
+  /** The most calls in flight at which a caller already calling is admitted one more. */
+  private readonly maxForCallersCalling: number;
 
   /**
    * True when the transport may keep an aborted attempt's request (its body, its place in a
@@ -146,6 +157,14 @@ export abstract class UpstreamEndpoint {
       options.maxConcurrentPerUser ??
         defaultMaxConcurrentPerUser(options.maxConcurrent, this.maxPerSession),
     );
+    const reserve =
+      options.reservedForNewCallers ?? defaultReservedForNewCallers(options.maxConcurrent);
+    if (!Number.isInteger(reserve) || reserve < 0 || reserve >= options.maxConcurrent) {
+      throw new RangeError(
+        `reservedForNewCallers must be an integer from 0 to below maxConcurrent (${options.maxConcurrent}), not ${reserve}`,
+      );
+    }
+    this.maxForCallersCalling = options.maxConcurrent - reserve;
   }
 
   get name(): string {
@@ -222,16 +241,38 @@ export abstract class UpstreamEndpoint {
     // one address holding every slot (a single client machine, a test), a full upstream is named
     // as such.
     if (held >= this.maxPerSession) {
-      throw this.busy('maxConcurrentPerSession', this.maxPerSession, 'calls of this session');
+      throw this.busy(
+        'maxConcurrentPerSession',
+        this.maxPerSession,
+        'calls of this session in flight',
+      );
     }
     if (user !== undefined && this.byUser.isFull(user)) {
-      throw this.busy('maxConcurrentPerUser', this.byUser.max, 'calls of this user');
+      throw this.busy('maxConcurrentPerUser', this.byUser.max, 'calls of this user in flight');
     }
     if (this.inFlightCount >= maxConcurrent) {
-      throw this.busy('maxConcurrent', maxConcurrent, 'calls');
+      throw this.busy('maxConcurrent', maxConcurrent, 'calls in flight');
+    }
+    // The last slots are a new caller's: one with a call in flight under any key it counts under
+    // (its session, address group, user) is refused them.
+    if (
+      this.inFlightCount >= this.maxForCallersCalling &&
+      (held > 0 ||
+        (group !== undefined && this.byAddress.of(group) > 0) ||
+        (user !== undefined && this.byUser.of(user) > 0))
+    ) {
+      throw this.busy(
+        'reservedForNewCallers',
+        this.maxForCallersCalling,
+        'calls in flight, the rest kept for callers with none',
+      );
     }
     if (group !== undefined && this.byAddress.isFull(group)) {
-      throw this.busy('maxConcurrentPerAddress', this.byAddress.max, 'calls from this address');
+      throw this.busy(
+        'maxConcurrentPerAddress',
+        this.byAddress.max,
+        'calls from this address in flight',
+      );
     }
     this.inFlightCount++;
     if (share !== undefined) share.held++;
@@ -253,13 +294,13 @@ export abstract class UpstreamEndpoint {
   }
 
   /**
-   * A call refused at `bound`, with `limit` of the `calls` it counts in flight: counted as settled
-   * busy, its error -32013 naming the bound and the limit.
+   * A call refused at `bound`, `limit` calls of those it counts (`what`) being in flight: counted
+   * as settled busy, its error -32013 naming the bound and the limit.
    */
-  private busy(bound: string, limit: number, calls: string): UpstreamError {
+  private busy(bound: string, limit: number, what: string): UpstreamError {
     const { name, observer } = this.options;
     observer?.settled(name, 'busy', 0);
-    return UpstreamError.busy(name, `${limit} ${calls} in flight`, bound, limit);
+    return UpstreamError.busy(name, `${limit} ${what}`, bound, limit);
   }
 
   /**

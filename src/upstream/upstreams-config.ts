@@ -43,6 +43,15 @@ export function defaultMaxConcurrentPerUser(maxConcurrent: number, perSession: n
   return defaultMaxConcurrentPerAddress(maxConcurrent, perSession);
 }
 
+/**
+ * The slots of an upstream kept for new callers unless `reservedForNewCallers` is given: an eighth
+ * of its maxConcurrent (8 of the default 64; none below 8), so callers at their full shares leave
+ * room for one that has no call in flight.
+ */
+export function defaultReservedForNewCallers(maxConcurrent: number): number {
+  return Math.floor(maxConcurrent / 8);
+}
+
 export const upstreamBounds = Object.freeze({
   maxConcurrent: 100_000,
   retries: 5,
@@ -67,6 +76,11 @@ interface UpstreamCommon {
    * maxConcurrent. Anonymous sessions are not counted under it.
    */
   readonly maxConcurrentPerUser: number;
+  /**
+   * Of maxConcurrent, the slots only a call of a caller with none in flight (its session, address
+   * group and user) may take: below maxConcurrent.
+   */
+  readonly reservedForNewCallers: number;
   readonly retries: number;
 }
 
@@ -116,6 +130,7 @@ const upstreamRules: Record<string, Rule> = {
   maxConcurrentPerSession: numberIn(1, upstreamBounds.maxConcurrent, true),
   maxConcurrentPerAddress: numberIn(1, upstreamBounds.maxConcurrent, true),
   maxConcurrentPerUser: numberIn(1, upstreamBounds.maxConcurrent, true),
+  reservedForNewCallers: numberIn(0, upstreamBounds.maxConcurrent, true),
   retries: numberIn(0, upstreamBounds.retries, true),
   connections: numberIn(1, upstreamBounds.connections, true),
   headers: headerRecord,
@@ -176,6 +191,7 @@ function resolveUpstream(name: string, options: unknown): UpstreamConfig {
     maxConcurrentPerSession: perSession,
     maxConcurrentPerAddress: perAddress,
     maxConcurrentPerUser: perUser,
+    reservedForNewCallers: resolveReserve(path, given, maxConcurrent),
     retries: (given['retries'] as number | undefined) ?? upstreamDefaults.retries,
   };
   if ((given['url'] === undefined) === (given['nats'] === undefined)) {
@@ -207,6 +223,22 @@ function resolveUpstream(name: string, options: unknown): UpstreamConfig {
     connections: resolveConnections(path, connections, maxConcurrent),
     headers: Object.freeze({ ...((given['headers'] as Record<string, string> | undefined) ?? {}) }),
   };
+}
+
+/** The slots kept for new callers: fewer than maxConcurrent, so a caller calling gets some. */
+function resolveReserve(
+  path: string,
+  given: Record<string, unknown>,
+  maxConcurrent: number,
+): number {
+  const reserve = given['reservedForNewCallers'] as number | undefined;
+  if (reserve === undefined) return defaultReservedForNewCallers(maxConcurrent);
+  if (reserve >= maxConcurrent) {
+    throw new RangeError(
+      `${path}.reservedForNewCallers must be below maxConcurrent (${maxConcurrent}), not ${reserve}`,
+    );
+  }
+  return reserve;
 }
 
 /**

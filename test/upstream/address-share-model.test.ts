@@ -1,8 +1,9 @@
-// The upstream's four concurrency bounds against a model: every call is counted against its
-// session's share (maxConcurrentPerSession), its user's (maxConcurrentPerUser; none for an
-// anonymous session), its client address group's (maxConcurrentPerAddress; IPv6 by /64, none for a
-// session without an address) and the upstream's maxConcurrent from the moment it is accepted
-// until its slot is freed: when answered or, for a transport that keeps aborted requests, when the
+// The upstream's concurrency bounds against a model: every call is counted against its session's
+// share (maxConcurrentPerSession), its user's (maxConcurrentPerUser; none for an anonymous
+// session), its client address group's (maxConcurrentPerAddress; IPv6 by /64, none for a session
+// without an address) and the upstream's maxConcurrent, of which the last reservedForNewCallers
+// slots go only to a call whose session, address group and user have none in flight, from the
+// moment it is accepted until its slot is freed: when answered or, for a transport that keeps aborted requests, when the
 // transport lets go of a request its caller gave up. An address's or a user's entry exists only
 // while it has calls in flight.
 import fc from 'fast-check';
@@ -20,6 +21,7 @@ class HeldEndpoint extends UpstreamEndpoint {
     maxConcurrentPerSession: number;
     maxConcurrentPerAddress: number;
     maxConcurrentPerUser: number;
+    reservedForNewCallers: number;
     keepsAbortedRequests: boolean;
   }) {
     super({ name: 'held', retries: 0, ...options });
@@ -47,9 +49,9 @@ class HeldEndpoint extends UpstreamEndpoint {
 
 /**
  * The sessions' client addresses: two sessions from one IPv4 address, two from addresses of one
- * IPv6 /64 (one group), one IPv4-mapped (the first group) and one without an address (stdio);
+ * IPv6 /64 (one group), one IPv4-mapped (the first group) and two without an address (stdio);
  * and their users: ann's sessions from both groups and without an address, bob's from one group,
- * one anonymous session.
+ * two anonymous sessions (one of them without an address: only its session counts it).
  */
 const SESSIONS: readonly {
   address: string | undefined;
@@ -62,6 +64,7 @@ const SESSIONS: readonly {
   { address: '2001:db8:1:2:ffff::9', group: 'v6', user: undefined },
   { address: '::ffff:10.0.0.1', group: 'v4', user: 'bob' },
   { address: undefined, group: undefined, user: 'ann' },
+  { address: undefined, group: undefined, user: undefined },
 ];
 const GROUPS = ['v4', 'v6'] as const;
 const USERS = ['ann', 'bob'] as const;
@@ -72,6 +75,8 @@ interface ModelCall {
   request: UpstreamRequest | undefined;
   answered: boolean;
   holdsSlot: boolean;
+  /** Admitted while its session, address group or user had a call in flight. */
+  admittedCalling: boolean;
 }
 
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -84,7 +89,7 @@ describe('per-session, per-user, per-address and shared counts against a model',
       fc.record({ kind: fc.constant('cancel' as const), pick: fc.nat(20) }),
     );
     // maxConcurrent, then per address (at most it), per session (at most that), per user (from
-    // the session's share to maxConcurrent).
+    // the session's share to maxConcurrent), the slots kept for new callers (below maxConcurrent).
     const bounds = fc
       .integer({ min: 1, max: 8 })
       .chain((maxConcurrent) =>
@@ -99,6 +104,7 @@ describe('per-session, per-user, per-address and shared counts against a model',
                   fc.constant(perAddress),
                   fc.constant(perSession),
                   fc.integer({ min: perSession, max: maxConcurrent }),
+                  fc.integer({ min: 0, max: maxConcurrent - 1 }),
                 ),
               ),
           ),
@@ -107,9 +113,15 @@ describe('per-session, per-user, per-address and shared counts against a model',
       fc.asyncProperty(
         bounds,
         fc.boolean(),
-        fc.array(step, { maxLength: 50 }),
+        fc.array(step, { maxLength: 50, size: 'max' }),
         async (
-          [maxConcurrent, maxConcurrentPerAddress, maxConcurrentPerSession, maxConcurrentPerUser],
+          [
+            maxConcurrent,
+            maxConcurrentPerAddress,
+            maxConcurrentPerSession,
+            maxConcurrentPerUser,
+            reservedForNewCallers,
+          ],
           keeps,
           steps,
         ) => {
@@ -118,6 +130,7 @@ describe('per-session, per-user, per-address and shared counts against a model',
             maxConcurrentPerSession,
             maxConcurrentPerAddress,
             maxConcurrentPerUser,
+            reservedForNewCallers,
             keepsAbortedRequests: keeps,
           });
           const sessions = SESSIONS.map(() => ({}));
@@ -131,6 +144,12 @@ describe('per-session, per-user, per-address and shared counts against a model',
             if (s.kind === 'call') {
               const { address, group, user } = SESSIONS[s.session]!;
               const controller = new AbortController();
+              // A caller already calling: its session, its address group or its user has a call
+              // in flight.
+              const calling =
+                ofSession(s.session) > 0 ||
+                (group !== undefined && ofGroup(group) > 0) ||
+                (user !== undefined && ofUser(user) > 0);
               const expectedBound =
                 ofSession(s.session) >= maxConcurrentPerSession
                   ? 'maxConcurrentPerSession'
@@ -138,9 +157,11 @@ describe('per-session, per-user, per-address and shared counts against a model',
                     ? 'maxConcurrentPerUser'
                     : slots() >= maxConcurrent
                       ? 'maxConcurrent'
-                      : group !== undefined && ofGroup(group) >= maxConcurrentPerAddress
-                        ? 'maxConcurrentPerAddress'
-                        : undefined;
+                      : calling && slots() >= maxConcurrent - reservedForNewCallers
+                        ? 'reservedForNewCallers'
+                        : group !== undefined && ofGroup(group) >= maxConcurrentPerAddress
+                          ? 'maxConcurrentPerAddress'
+                          : undefined;
               const before = endpoint.open.length;
               const answer = endpoint.call('m', undefined, {
                 timeoutMs: 1_000_000,
@@ -167,6 +188,7 @@ describe('per-session, per-user, per-address and shared counts against a model',
                 request: endpoint.open.at(-1)!.request,
                 answered: false,
                 holdsSlot: true,
+                admittedCalling: calling,
               });
             } else {
               const live = calls.filter((c) =>
@@ -195,6 +217,10 @@ describe('per-session, per-user, per-address and shared counts against a model',
             }
             expect(endpoint.inFlight).toBe(slots());
             expect(slots()).toBeLessThanOrEqual(maxConcurrent);
+            // What the kept slots promise: callers already calling never hold them.
+            expect(slots((c) => c.admittedCalling)).toBeLessThanOrEqual(
+              maxConcurrent - reservedForNewCallers,
+            );
             SESSIONS.forEach((_, i) => {
               expect(endpoint.inFlightOf(sessions[i]!)).toBe(ofSession(i));
               expect(ofSession(i)).toBeLessThanOrEqual(maxConcurrentPerSession);

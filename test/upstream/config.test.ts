@@ -27,6 +27,7 @@ describe('resolveUpstreamsConfig', () => {
       maxConcurrentPerSession: upstreamDefaults.maxConcurrent / 8,
       maxConcurrentPerAddress: upstreamDefaults.maxConcurrent / 4,
       maxConcurrentPerUser: upstreamDefaults.maxConcurrent / 4,
+      reservedForNewCallers: upstreamDefaults.maxConcurrent / 8,
       retries: 0,
       connections: upstreamDefaults.maxConcurrent,
       headers: {},

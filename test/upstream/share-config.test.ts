@@ -1,11 +1,16 @@
 // Each share of an upstream (maxConcurrentPerSession, maxConcurrentPerAddress,
-// maxConcurrentPerUser) as a configuration file gives it: checked where the upstream's other
-// options are. The session's share defaults to an eighth of maxConcurrent; the address's and the
-// user's to a quarter, never below the session's share.
+// maxConcurrentPerUser) and the slots it keeps for new callers (reservedForNewCallers) as a
+// configuration file gives them: checked where the upstream's other options are. The session's
+// share defaults to an eighth of maxConcurrent; the address's and the user's to a quarter, never
+// below the session's share; the slots kept to an eighth.
 import { describe, expect, it } from 'vitest';
 import { resolveUpstreamsConfig } from '../../src/upstream/upstreams-config.js';
 
-type Share = 'maxConcurrentPerSession' | 'maxConcurrentPerAddress' | 'maxConcurrentPerUser';
+type Share =
+  | 'maxConcurrentPerSession'
+  | 'maxConcurrentPerAddress'
+  | 'maxConcurrentPerUser'
+  | 'reservedForNewCallers';
 
 const url = 'http://orders:9000/rpc';
 const nats = { nats: { url: 'nats://n', subject: 's' }, maxConcurrent: 32 };
@@ -113,6 +118,33 @@ const cases: Record<Share, ShareCases> = {
       ],
     ],
   }),
+  // The slots kept for new callers: an eighth of maxConcurrent, 0 allowed, below maxConcurrent.
+  reservedForNewCallers: {
+    shares: ['reservedForNewCallers'],
+    values: [
+      [{ url }, [8]],
+      [{ url, maxConcurrent: 800 }, [100]],
+      [{ url, maxConcurrent: 15 }, [1]],
+      [{ url, maxConcurrent: 7 }, [0]],
+      [{ url, reservedForNewCallers: 0 }, [0]],
+      [{ url, reservedForNewCallers: 63 }, [63]],
+      [nats, [4]],
+    ],
+    refusals: [
+      [
+        { url, reservedForNewCallers: -1 },
+        'upstreams.orders.reservedForNewCallers must be an integer from 0 to 100000, not -1',
+      ],
+      [
+        { url, reservedForNewCallers: 64 },
+        'upstreams.orders.reservedForNewCallers must be below maxConcurrent (64), not 64',
+      ],
+      [
+        { url, maxConcurrent: 1, reservedForNewCallers: 1 },
+        'upstreams.orders.reservedForNewCallers must be below maxConcurrent (1), not 1',
+      ],
+    ],
+  },
 };
 
 describe.each(Object.entries(cases))('%s', (_, { shares, values, refusals }) => {
