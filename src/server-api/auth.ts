@@ -15,6 +15,21 @@ export type ApiCaller =
   | { readonly kind: 'jwt'; readonly user: string }
   | { readonly kind: 'broker' };
 
+/**
+ * Whose share of the table of calls to clients a request takes: one API key's requests (by its
+ * place in the list, never its value), one token subject's, or the broker consumer's together.
+ */
+export function callerKey(caller: ApiCaller): string {
+  switch (caller.kind) {
+    case 'key':
+      return `key:${caller.key}`;
+    case 'jwt':
+      return `jwt:${caller.user}`;
+    case 'broker':
+      return 'broker';
+  }
+}
+
 /** Checks one request's credentials; resolves undefined when they are missing or refused. */
 export type ApiAuthenticate = (headers: IncomingHttpHeaders) => Promise<ApiCaller | undefined>;
 

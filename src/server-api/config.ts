@@ -94,6 +94,12 @@ export interface ServerApiConfig {
   readonly countWindowMs: number;
   /** Calls to clients on other nodes awaiting their answer at once (beyond: -32000). */
   readonly maxPendingCalls: number;
+  /**
+   * Of those, what one caller's requests may hold (an API key, a token's subject, the broker
+   * consumer's requests together; beyond: -32000), so one backend cannot refuse the others:
+   * a quarter of maxPendingCalls by default.
+   */
+  readonly maxPendingCallsPerCaller: number;
   /** The most messages one `history` read returns. */
   readonly maxHistoryLimit: number;
 }
@@ -169,6 +175,7 @@ export function resolveServerApiConfig(value: unknown, prefix = 'serverApi.'): S
       maxCallTimeoutMs: ms,
       countWindowMs: numberIn(1, 60_000, true),
       maxPendingCalls: numberIn(1, 1_000_000, true),
+      maxPendingCallsPerCaller: numberIn(1, 1_000_000, true),
       maxHistoryLimit: numberIn(1, 100_000, true),
     },
     prefix,
@@ -196,6 +203,7 @@ export function resolveServerApiConfig(value: unknown, prefix = 'serverApi.'): S
     );
   }
   const defaults = serverApiDefaults;
+  const maxPendingCalls = (o['maxPendingCalls'] as number | undefined) ?? defaults.maxPendingCalls;
   const config: ServerApiConfig = {
     listen: o['listen'] === undefined ? undefined : resolveListen(o['listen'], `${prefix}listen.`),
     path,
@@ -210,9 +218,20 @@ export function resolveServerApiConfig(value: unknown, prefix = 'serverApi.'): S
     callTimeoutMs: (o['callTimeoutMs'] as number | undefined) ?? defaults.callTimeoutMs,
     maxCallTimeoutMs: (o['maxCallTimeoutMs'] as number | undefined) ?? defaults.maxCallTimeoutMs,
     countWindowMs: (o['countWindowMs'] as number | undefined) ?? defaults.countWindowMs,
-    maxPendingCalls: (o['maxPendingCalls'] as number | undefined) ?? defaults.maxPendingCalls,
+    maxPendingCalls,
+    maxPendingCallsPerCaller:
+      (o['maxPendingCallsPerCaller'] as number | undefined) ??
+      Math.max(1, Math.floor(maxPendingCalls / 4)),
     maxHistoryLimit: (o['maxHistoryLimit'] as number | undefined) ?? defaults.maxHistoryLimit,
   };
+  if (config.maxPendingCallsPerCaller > maxPendingCalls) {
+    refuse(
+      `${prefix}maxPendingCallsPerCaller`,
+      `at most ${prefix}maxPendingCalls (${maxPendingCalls})`,
+      config.maxPendingCallsPerCaller,
+      true,
+    );
+  }
   if (config.callTimeoutMs > config.maxCallTimeoutMs) {
     refuse(
       `${prefix}callTimeoutMs`,

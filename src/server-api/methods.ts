@@ -8,6 +8,7 @@ import type { Params } from '../protocol/types.js';
 import type { Gateway } from '../server/gateway.js';
 import { MAX_DENY_FOR_MS } from '../pubsub/deny-list.js';
 import { pastUnsendable, sendableMessages } from '../server/pubsub-history.js';
+import { callerKey } from './auth.js';
 import type { ApiCaller } from './auth.js';
 import type { ServerApiConfig } from './config.js';
 import type { NodeRequests } from './node-requests.js';
@@ -144,7 +145,7 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
     return { found };
   });
 
-  registry.method('callClient', async (params) => {
+  registry.method('callClient', async (params, ctx) => {
     const p = named(params, 'callClient', ['sessionId', 'user', 'method', 'params', 'timeoutMs']);
     if ((p['sessionId'] === undefined) === (p['user'] === undefined)) {
       throw invalid('sessionId', 'given, or user, not both');
@@ -154,17 +155,31 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
     const timeoutMs =
       optionalInteger(p, 'timeoutMs', 1, config.maxCallTimeoutMs) ?? config.callTimeoutMs;
     if (p['sessionId'] !== undefined) {
-      const answer = await nodes.callSession(text(p, 'sessionId'), method, args, timeoutMs);
+      const answer = await nodes.callSession(
+        text(p, 'sessionId'),
+        method,
+        args,
+        timeoutMs,
+        callerKey(ctx.session),
+      );
       if ('error' in answer)
         throw new JsonRpcError(answer.error.code, answer.error.message, answer.error.data);
       return { result: answer.result };
     }
-    return { results: await nodes.callUser(text(p, 'user'), method, args, timeoutMs) };
+    return {
+      results: await nodes.callUser(
+        text(p, 'user'),
+        method,
+        args,
+        timeoutMs,
+        callerKey(ctx.session),
+      ),
+    };
   });
 
-  registry.method('subscribers', async (params) => {
+  registry.method('subscribers', async (params, ctx) => {
     const p = named(params, 'subscribers', ['topic']);
-    return nodes.countSubscribers(topicName(p));
+    return nodes.countSubscribers(topicName(p), callerKey(ctx.session));
   });
 
   // Who is subscribed, for a topic declared with presence: a page of members on every node.

@@ -5,6 +5,7 @@
 // node's own topic and are matched to a bounded table of pending requests by id.
 import { nanoid } from 'nanoid';
 import type { Logger } from '../peer/logger.js';
+import { KeyedShares } from '../upstream/keyed-shares.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import {
   InvalidParamsError,
@@ -74,6 +75,8 @@ type Pending = PendingCall | PendingUserCall | PendingCount;
 export interface NodeRequestsOptions {
   /** Requests awaiting answers at once; beyond it a request is refused with -32000. */
   maxPending: number;
+  /** Of those, one caller's (`callerKey`); beyond it that caller's are refused with -32000. */
+  maxPendingPerCaller: number;
   /** How long to wait for other nodes to announce (a user's sessions, a topic's count), in ms. */
   windowMs: number;
   logger: Logger;
@@ -157,6 +160,10 @@ const channels = new WeakMap<object, SharedChannel>();
 
 export class NodeRequests {
   private readonly pending = new Map<string, Pending>();
+  /** Whose each pending request is (`callerKey`), for its caller's share. */
+  private readonly callerOf = new Map<string, string>();
+  /** Requests pending per caller; an entry only while the caller has one. */
+  private readonly byCaller: KeyedShares;
   private channel: NodeChannel | undefined;
   /** close() was called: calls from other nodes are refused, those in progress finish. */
   private closing = false;
@@ -164,7 +171,9 @@ export class NodeRequests {
   constructor(
     private readonly gateway: Gateway<any>, // eslint-disable-line @typescript-eslint/no-explicit-any -- any application context
     private readonly options: NodeRequestsOptions,
-  ) {}
+  ) {
+    this.byCaller = new KeyedShares(options.maxPendingPerCaller);
+  }
 
   /**
    * Listen on the gateway's node channel (opened once per gateway, see SharedChannel): for
@@ -200,7 +209,7 @@ export class NodeRequests {
     this.closing = true;
     // Whatever still waits ends now (their timers are unref'd and cleared as they settle).
     for (const [id, pending] of this.pending) {
-      this.pending.delete(id);
+      this.release(id);
       if (pending.kind === 'user') pending.done();
     }
     return Promise.resolve();
@@ -233,12 +242,13 @@ export class NodeRequests {
     method: string,
     params: Params | undefined,
     timeoutMs: number,
+    caller: string,
   ): Promise<ClientAnswer> {
     const local = this.gateway.sessions.get(sessionId);
     if (local) return callSession(local, method, params, timeoutMs);
     const node = nodeOf(sessionId);
     if (node === undefined || node === this.gateway.nodeId) throw noSuchSession();
-    const id = this.reserve();
+    const id = this.reserve(caller);
     return new Promise<ClientAnswer>((resolve, reject) => {
       const timer = setTimeout(
         () => settle({ sessionId, error: timedOut(sessionId, timeoutMs) }),
@@ -255,7 +265,7 @@ export class NodeRequests {
       const settle = (answer: ClientAnswer): void => {
         clearTimeout(timer);
         clearTimeout(unheard);
-        this.pending.delete(id);
+        this.release(id);
         resolve(answer);
       };
       const acknowledged = (): void => clearTimeout(unheard);
@@ -270,7 +280,7 @@ export class NodeRequests {
         timeoutMs,
       }).catch((err: unknown) => {
         clearTimeout(timer);
-        this.pending.delete(id);
+        this.release(id);
         reject(err as Error);
       });
     });
@@ -286,8 +296,9 @@ export class NodeRequests {
     method: string,
     params: Params | undefined,
     timeoutMs: number,
+    caller: string,
   ): Promise<ClientAnswer[]> {
-    const id = this.reserve();
+    const id = this.reserve(caller);
     const answers = new Map<string, ClientAnswer | undefined>();
     return new Promise<ClientAnswer[]>((resolve, reject) => {
       let ended = false;
@@ -296,7 +307,7 @@ export class NodeRequests {
         ended = true;
         clearTimeout(windowTimer);
         clearTimeout(deadline);
-        this.pending.delete(id);
+        this.release(id);
         resolve(
           [...answers].map(
             ([sessionId, answer]) => answer ?? { sessionId, error: timedOut(sessionId, timeoutMs) },
@@ -334,7 +345,7 @@ export class NodeRequests {
         ended = true;
         clearTimeout(windowTimer);
         clearTimeout(deadline);
-        this.pending.delete(id);
+        this.release(id);
         reject(err as Error);
       });
     });
@@ -344,8 +355,8 @@ export class NodeRequests {
    * Subscribers of `topic` on every node that answers within `windowMs` (this one always
    * does, through the broker like the others): the sum, and how many nodes answered.
    */
-  async countSubscribers(topic: string): Promise<{ count: number; nodes: number }> {
-    const id = this.reserve();
+  async countSubscribers(topic: string, caller: string): Promise<{ count: number; nodes: number }> {
+    const id = this.reserve(caller);
     const entry: PendingCount = { kind: 'count', count: 0, nodes: 0 };
     this.pending.set(id, entry);
     try {
@@ -353,18 +364,39 @@ export class NodeRequests {
       await new Promise((resolve) => setTimeout(resolve, this.options.windowMs).unref());
       return { count: entry.count, nodes: entry.nodes };
     } finally {
-      this.pending.delete(id);
+      this.release(id);
     }
   }
 
-  /** A fresh request id, or -32000 when the table of pending requests is full. */
-  private reserve(): string {
+  /**
+   * A fresh request id, counted under `caller` until `release`: -32000 when the table of pending
+   * requests is full, or the caller's share of it.
+   */
+  private reserve(caller: string): string {
     if (this.pending.size >= this.options.maxPending) {
       throw new ServerError(ErrorCode.ServerBusy, 'Too many calls to clients in progress', {
         maxPendingCalls: this.options.maxPending,
       });
     }
-    return nanoid(12);
+    if (!this.byCaller.take(caller)) {
+      throw new ServerError(
+        ErrorCode.ServerBusy,
+        'Too many calls to clients in progress for this caller',
+        { maxPendingCallsPerCaller: this.byCaller.max },
+      );
+    }
+    const id = nanoid(12);
+    this.callerOf.set(id, caller);
+    return id;
+  }
+
+  /** The request `id` is over: out of the table, and its caller's share given back. */
+  private release(id: string): void {
+    this.pending.delete(id);
+    const caller = this.callerOf.get(id);
+    if (caller === undefined) return;
+    this.callerOf.delete(id);
+    this.byCaller.give(caller);
   }
 
   /** A request of this node's own: refused once close() was called. */

@@ -213,6 +213,7 @@ async function openServerApi(
   const authenticate = await apiAuthentication(config.keys, config.jwt);
   const nodes = new NodeRequests(gateway, {
     maxPending: config.maxPendingCalls,
+    maxPendingPerCaller: config.maxPendingCallsPerCaller,
     windowMs: config.countWindowMs,
     logger,
   });

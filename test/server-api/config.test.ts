@@ -29,6 +29,7 @@ describe('resolveServerApiConfig', () => {
       maxCallTimeoutMs: serverApiDefaults.maxCallTimeoutMs,
       countWindowMs: serverApiDefaults.countWindowMs,
       maxPendingCalls: serverApiDefaults.maxPendingCalls,
+      maxPendingCallsPerCaller: serverApiDefaults.maxPendingCalls / 4,
       maxHistoryLimit: serverApiDefaults.maxHistoryLimit,
     });
     expect(Object.isFrozen(config)).toBe(true);
@@ -44,6 +45,19 @@ describe('resolveServerApiConfig', () => {
       maxHttpSocketsPerIp: 2,
       headersTimeoutMs: 5,
     });
+    // A caller's share follows maxPendingCalls: a quarter, at least 1.
+    for (const [maxPendingCalls, share] of [
+      [100, 25],
+      [3, 1],
+      [1, 1],
+    ] as const) {
+      expect(resolveServerApiConfig({ ...base, maxPendingCalls }).maxPendingCallsPerCaller).toBe(
+        share,
+      );
+    }
+    expect(
+      resolveServerApiConfig({ ...base, maxPendingCallsPerCaller: 7 }).maxPendingCallsPerCaller,
+    ).toBe(7);
     expect(resolveServerApiConfig({ path: '/api', jwt: { secret: 'x' } })).toMatchObject({
       path: '/api',
       listen: undefined,
@@ -206,6 +220,16 @@ describe('resolveServerApiConfig', () => {
       'maxPendingCalls 0',
       { ...base, maxPendingCalls: 0 },
       /^serverApi\.maxPendingCalls must be an integer from 1 to 1000000, not 0$/,
+    ],
+    [
+      'maxPendingCallsPerCaller over maxPendingCalls',
+      { ...base, maxPendingCalls: 10, maxPendingCallsPerCaller: 11 },
+      /^serverApi\.maxPendingCallsPerCaller must be at most serverApi\.maxPendingCalls \(10\), not 11$/,
+    ],
+    [
+      'maxPendingCallsPerCaller over the default maxPendingCalls',
+      { ...base, maxPendingCallsPerCaller: 10_001 },
+      /^serverApi\.maxPendingCallsPerCaller must be at most serverApi\.maxPendingCalls \(10000\), not 10001$/,
     ],
     [
       'maxHistoryLimit too large',
