@@ -89,9 +89,25 @@ async function load(file: string, io: Io): Promise<{ value: unknown } | { code: 
   }
 }
 
+/**
+ * The level serve logs at (LOG_LEVEL), or undefined after printing why LOG_LEVEL is none: serve
+ * refuses to start with it, and check-config reports it the same way.
+ */
+async function logLevel(command: GatewayCommandName, io: Io): Promise<string | undefined> {
+  const { logLevelOf } = await import('../server/logger.js');
+  try {
+    return logLevelOf(io.env['LOG_LEVEL']);
+  } catch (err) {
+    io.stderr.write(`wsrpc-gateway ${command}: ${(err as Error).message}\n`);
+    return undefined;
+  }
+}
+
 async function checkConfig(file: string, io: Io): Promise<number> {
   const loaded = await load(file, io);
   if ('code' in loaded) return loaded.code;
+  // Told before the file's problems, and the file still checked: one run lists them all.
+  const level = await logLevel('check-config', io);
   const { examineStandaloneConfig, summarizeStandaloneConfig, tlsFileProblem } =
     await import('../standalone.js');
   const { config, problems } = examineStandaloneConfig(loaded.value, file);
@@ -107,6 +123,7 @@ async function checkConfig(file: string, io: Io): Promise<number> {
     io.stderr.write(`${file}: ${count}\n`);
     return GatewayExitCode.Invalid;
   }
+  if (level === undefined) return GatewayExitCode.Invalid;
   io.stdout.write(`ok: ${file}: ${summarizeStandaloneConfig(config)}\n`);
   return GatewayExitCode.Success;
 }
@@ -121,14 +138,10 @@ async function serveFile(file: string, io: Io): Promise<number> {
     for (const problem of problems) io.stderr.write(`${file}: ${problem.message}\n`);
     return GatewayExitCode.Invalid;
   }
-  let logger;
-  try {
-    logger = createLogger();
-  } catch (err) {
-    // LOG_LEVEL that is not a level: a configuration problem, told as one (exit 1).
-    io.stderr.write(`wsrpc-gateway serve: ${(err as Error).message}\n`);
-    return GatewayExitCode.Invalid;
-  }
+  // LOG_LEVEL that is not a level: a configuration problem, told as one (exit 1).
+  const level = await logLevel('serve', io);
+  if (level === undefined) return GatewayExitCode.Invalid;
+  const logger = createLogger({ level });
   let server;
   try {
     server = await serve(config, { logger, baseDir: dirname(file) });

@@ -30,20 +30,23 @@ export const REDACTED_PATHS = [
 const LOG_LEVELS = [...Object.keys(pino.levels.values), 'silent'];
 
 /**
- * LOG_LEVEL's level, `info` when it is unset or empty. Any other value than one of pino's
- * levels (or `customLevels`) is refused naming it: pino's own message ("default level:verbose
- * must be included in custom levels") names neither the variable nor what it may be.
+ * The level a LOG_LEVEL of `value` names, `info` when it is unset or empty. Any other value than
+ * one of pino's levels (or `customLevels`) is refused naming it: pino's own message ("default
+ * level:verbose must be included in custom levels") names neither the variable nor what it may
+ * be. The one check of LOG_LEVEL: createLogger, and the CLI's serve and check-config, use it.
  */
-function envLogLevel(customLevels: Readonly<Record<string, number>> = {}): string {
-  const level = process.env['LOG_LEVEL'];
-  if (level === undefined || level === '') return 'info';
+export function logLevelOf(
+  value: string | undefined,
+  customLevels: Readonly<Record<string, number>> = {},
+): string {
+  if (value === undefined || value === '') return 'info';
   const levels = [...LOG_LEVELS, ...Object.keys(customLevels)];
-  if (!levels.includes(level)) {
+  if (!levels.includes(value)) {
     throw new RangeError(
-      `LOG_LEVEL must be one of ${levels.join(', ')}, not ${JSON.stringify(level.slice(0, 100))}${level.length > 100 ? '...' : ''}`,
+      `LOG_LEVEL must be one of ${levels.join(', ')}, not ${JSON.stringify(value.slice(0, 100))}${value.length > 100 ? '...' : ''}`,
     );
   }
-  return level;
+  return value;
 }
 
 /**
@@ -56,7 +59,7 @@ export function createLogger(
   destination?: DestinationStream,
 ): PinoLogger {
   const settings = {
-    level: options.level ?? envLogLevel(options.customLevels),
+    level: options.level ?? logLevelOf(process.env['LOG_LEVEL'], options.customLevels),
     redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
     ...options,
   };

@@ -184,6 +184,35 @@ describe('wsrpc-gateway check-config', () => {
     );
   });
 
+  it('a LOG_LEVEL serve would refuse: exit 1 naming it as serve does, the file checked too', () => {
+    const levels = 'trace, debug, info, warn, error, fatal, silent';
+    const good = file('log-level.yaml', 'listen: { host: 127.0.0.1, port: 0 }\n');
+    for (const level of ['verbose', 'INFO']) {
+      const { code, stdout, stderr } = run(['check-config', good], { LOG_LEVEL: level });
+      expect(code).toBe(1);
+      expect(stdout).toBe('');
+      expect(stderr).toBe(
+        `wsrpc-gateway check-config: LOG_LEVEL must be one of ${levels}, not "${level}"\n`,
+      );
+    }
+    // The file is still checked: every problem is printed in one run.
+    const bad = file('log-level-bad.yaml', 'path: rpc\n');
+    const both = run(['check-config', bad], { LOG_LEVEL: 'verbose' });
+    expect(both.code).toBe(1);
+    expect(both.stderr).toBe(
+      [
+        `wsrpc-gateway check-config: LOG_LEVEL must be one of ${levels}, not "verbose"`,
+        `${bad}: path must start with "/", not "rpc"`,
+        `${bad}: 1 problem`,
+        '',
+      ].join('\n'),
+    );
+    // Empty is unset (info), as for serve.
+    const empty = run(['check-config', good], { LOG_LEVEL: '' });
+    expect(empty.stderr).toBe('');
+    expect(empty.code).toBe(0);
+  });
+
   it('a file it cannot read, or no file: exit 2', () => {
     const missing = run(['check-config', join(dir, 'nope.yaml')]);
     expect(missing.code).toBe(2);
