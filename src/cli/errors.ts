@@ -1,4 +1,5 @@
 import { JsonRpcError } from '../protocol/errors.js';
+import { writeKeptNumbers } from './kept-numbers.js';
 import { terminalText } from './terminal-text.js';
 
 /** The CLI's exit codes (also listed in the help text). */
@@ -60,7 +61,9 @@ export function reportFailure(err: unknown, stderr: Output): number {
   }
   if (err instanceof JsonRpcError) {
     stderr.write(`error ${err.code}: ${terminalText(err.message)}\n`);
-    if (err.data !== undefined) stderr.write(`data: ${terminalText(JSON.stringify(err.data))}\n`);
+    if (err.data !== undefined) {
+      stderr.write(`data: ${terminalText(writeKeptNumbers(JSON.stringify(err.data)))}\n`);
+    }
     const hint = hints.get(err);
     if (hint !== undefined) stderr.write(`wsrpc: ${hint}\n`);
     return ExitCode.RpcError;

@@ -9,6 +9,7 @@ import type { ConnectOptions, RpcConnection } from './connection.js';
 import type { Deadline } from './deadline.js';
 import type { Endpoint } from './endpoint.js';
 import { ConnectionError } from './errors.js';
+import { keepNumbers } from './kept-numbers.js';
 import { MAX_DEPTH, MAX_MESSAGE_BYTES, mebibytes, nestedTooDeep, notUtf8 } from './limits.js';
 import type { HttpAnswer } from './network-messages.js';
 import {
@@ -61,7 +62,8 @@ export class HttpConnection implements RpcConnection {
     }
     let parsed: unknown;
     try {
-      parsed = JSON.parse(body);
+      // A number a double cannot hold is kept as the server wrote it (keepNumbers).
+      parsed = JSON.parse(keepNumbers(body));
     } catch {
       parsed = undefined;
     }

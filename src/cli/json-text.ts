@@ -1,3 +1,4 @@
+import { writeKeptNumbers } from './kept-numbers.js';
 import { ESCAPED_CHARACTER, keptSequenceAt } from './terminal-text.js';
 
 /**
@@ -55,12 +56,13 @@ function escaped(char: string): string {
  * characters, tag characters), the default-ignorables and U+2028/U+2029 are written as `\uXXXX`
  * escapes in keys and values alike, where terminalText escapes them (legitimate emoji and joined
  * script stay as they are), so a server's JSON cannot drive the terminal, reorder what a person
- * reads or hide text in it; JSON.parse of the text gives the value back unchanged. A value
- * without JSON text (undefined) is written as null; one JSON.stringify rejects (a cycle, a
- * BigInt) throws as it does.
+ * reads or hide text in it; JSON.parse of the text gives the value back unchanged. A number a
+ * double cannot hold, kept as a marked string (keepNumbers), is written as the server wrote it.
+ * A value without JSON text (undefined) is written as null; one JSON.stringify rejects (a cycle,
+ * a BigInt) throws as it does.
  */
 export function jsonText(value: unknown, indent?: number): string {
-  const text = JSON.stringify(value, null, indent) ?? 'null';
+  const text = writeKeptNumbers(JSON.stringify(value, null, indent) ?? 'null');
   if (!ANY_RAW_ESCAPED.test(text)) return text;
   // Read as terminalText reads: on from the end of the last escape or kept sequence.
   let from = 0;
@@ -81,7 +83,8 @@ export function jsonText(value: unknown, indent?: number): string {
  * writing it, for a value JSON.parse made; once the count passes `stopPast` it stops, and the
  * length returned is only known to be larger. Indentation repeats per element: an array of many
  * elements nested deep takes far more indented than compact (an element per line, after 2 spaces
- * per level), more than a string can hold.
+ * per level), more than a string can hold. A kept number (keepNumbers) is counted as its marked
+ * string, longer than the number written: the count errs long, never short.
  */
 export function jsonTextLength(value: unknown, indent = 0, stopPast = Infinity): number {
   const newline = indent > 0 ? 1 : 0;

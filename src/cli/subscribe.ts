@@ -14,6 +14,7 @@ import { Deadline } from './deadline.js';
 import { ConnectionError, messageOf, withHint } from './errors.js';
 import type { Output } from './errors.js';
 import { jsonText } from './json-text.js';
+import { writeKeptNumbers } from './kept-numbers.js';
 import { MAX_EARLY_BYTES, MAX_EARLY_MESSAGES, mebibytes } from './limits.js';
 import type { PeerConnection } from './peer-connection.js';
 import { terminalText } from './terminal-text.js';
@@ -146,7 +147,7 @@ export async function runSubscribe(connection: PeerConnection, run: SubscribeRun
     (result) => {
       if (!isSubscriptionId(result)) {
         failed(
-          `${connection.endpoint.hostPort} answered "${methods.subscribe}" with ${terminalText(JSON.stringify(result ?? null))} instead of a subscription id`,
+          `${connection.endpoint.hostPort} answered "${methods.subscribe}" with ${terminalText(writeKeptNumbers(JSON.stringify(result ?? null)))} instead of a subscription id`,
         );
         return;
       }

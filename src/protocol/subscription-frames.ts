@@ -39,7 +39,8 @@ export const DEFAULT_SUBSCRIPTION_METHODS: Readonly<SubscriptionMethodNames> = O
  * A subscription id: what the subscribe request is answered with, and what each notification
  * names in `params.subscription`. This gateway hands out strings; other servers of the same
  * protocol hand out numbers too (jsonrpsee's default ids are integers), so a reader takes both.
- * A number is compared as JSON.parse read it, in the reply and in every notification alike.
+ * A number is compared as JSON.parse read it, in the reply and in every notification alike (the
+ * CLI reads one a double cannot hold as the text the server wrote: src/cli/kept-numbers.ts).
  */
 export type SubscriptionId = string | number;
 
