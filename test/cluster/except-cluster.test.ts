@@ -19,7 +19,7 @@ afterEach(async () => {
   await res.cleanup();
   await Promise.all(brokers.splice(0).map((b) => b.close()));
   for (const { kind, prefix } of prefixes.splice(0)) {
-    if (kind === 'redis') await deleteRedisKeys(REDIS_URL, `${prefix}:`);
+    if (kind === 'redis') await deleteRedisKeys(REDIS_URL, prefix);
     else await deleteNatsStreams(prefix);
   }
 });

@@ -26,7 +26,7 @@ afterEach(async () => {
 
 describe('serve: readiness of a node with a server API consumer', () => {
   it('holds readiness from before any listener opens until the server API holds it, and is ready once the consumer reads', async () => {
-    const prefix = `serve-ready-${nanoid(6)}:`;
+    const prefix = `serve-ready-${nanoid(6)}`;
     prefixes.push(prefix);
     // The order in which the consumer's readiness condition and the listeners come.
     const order: string[] = [];
@@ -44,11 +44,11 @@ describe('serve: readiness of a node with a server API consumer', () => {
 
     const config = resolveStandaloneConfig({
       listen: { host: '127.0.0.1', port: 0, tcpPort: 0 },
-      broker: { kind: 'redis', url: REDIS_URL, prefix },
+      broker: { kind: 'redis', url: REDIS_URL, prefix: `${prefix}:` },
       serverApi: {
         listen: { host: '127.0.0.1', port: 0 },
         keys: [nanoid(32)],
-        consume: { redisStream: `${prefix}api` },
+        consume: { redisStream: `${prefix}:api` },
       },
       shutdown: { drainDeadlineMs: 500 },
     });

@@ -8,8 +8,18 @@ export const NATS_URL = 'nats://127.0.0.1:4222';
 
 export type BrokerKind = 'redis' | 'nats';
 
-/** Delete every key under `prefix:` (as brokerFromEnv prefixes Redis keys). Returns how many. */
+/**
+ * Delete every key under `prefix:` (as brokerFromEnv prefixes Redis keys). Returns how many.
+ * `prefix` is given without the colon: one given with it (a RedisBroker's own `x:`) would
+ * match `x::*`, delete nothing and leave the keys on the shared server, so it is refused.
+ */
 export async function deleteRedisKeys(url: string, prefix: string): Promise<number> {
+  if (prefix.endsWith(':')) {
+    const base = prefix.slice(0, -1);
+    throw new Error(
+      `deleteRedisKeys takes the prefix without its ":" ("${base}" for the keys "${base}:*"), not "${prefix}"`,
+    );
+  }
   const redis = new Redis(url, {
     lazyConnect: true,
     maxRetriesPerRequest: 0,
