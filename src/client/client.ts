@@ -155,12 +155,20 @@ export class RpcClient {
     this.#logger = config.logger;
     const getToken = config.getToken;
     // The server asks for a fresh token before the session's identity expires (rpc.token).
-    // Requests that come while one is being fetched share it: getToken runs once at a time.
+    // Requests that come while one is being fetched share it, so a server flooding rpc.token
+    // costs one getToken; but only while the request that started the fetch is wanted: once its
+    // connection has closed (or the server cancelled it) the next request calls getToken again,
+    // so a getToken that never settles costs the session that asked, not every later one.
     let fetching: Promise<{ token: string }> | undefined;
-    const freshToken = (): Promise<{ token: string }> =>
-      (fetching ??= (async () => ({ token: await getToken!() }))().finally(
-        () => (fetching = undefined),
-      ));
+    const freshToken: Handler<RpcClient> = (_params, ctx) => {
+      if (fetching) return fetching;
+      const drop = (): void => {
+        if (fetching === current) fetching = undefined;
+      };
+      const current = (async () => ({ token: await getToken!() }))().finally(drop);
+      ctx.signal.addEventListener('abort', drop);
+      return (fetching = current);
+    };
     const reservedMethods = getToken ? new Map([[ReservedMethod.Token, freshToken]]) : undefined;
     // One config for every connection's peer.
     const peerConfig: PeerConfig<RpcClient> = {
