@@ -272,13 +272,13 @@ export class ClientConnection<S> {
             this.logger.warn({}, 'server has no rpc.authenticate: going on without it');
             return this.#ready(peer);
           }
+          // A refusal for "unavailable" is the server's trouble, not the token's (the hook timed
+          // out, a key set or the deny list could not be read): retried as an upgrade's 503 is.
           const refused = refusalOf(err);
-          failure = refused ?? (err as Error);
+          const stop = refused && refused.reason !== 'unavailable' ? refused : undefined;
+          failure = stop ?? (err as Error);
           // Anything else (no answer in time, -32000 past maxConnectionsPerUser) is retried.
-          peer.close(
-            refused ? 4401 : 1000,
-            refused ? 'authentication refused' : 'authentication failed',
-          );
+          peer.close(stop ? 4401 : 1000, stop ? 'authentication refused' : 'authentication failed');
         },
       );
   }

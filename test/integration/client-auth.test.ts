@@ -118,6 +118,29 @@ describe('in-band authentication and refresh', () => {
     expect(seen).toHaveLength(1);
   });
 
+  it('an in-band refusal for "unavailable" (503, try again) is retried like a 503 upgrade', async () => {
+    // The hook cannot check the token for now (a key set or deny list down): 503 twice.
+    let runs = 0;
+    const { url, gateway } = await res.gateway<Identity>({
+      authenticate: (request) => {
+        if (++runs <= 2) throw new UpgradeRejection(503, 'key set unavailable: timed out');
+        return authenticate(request);
+      },
+      userOf: (context) => context.user,
+      identity: { inBand: true },
+    });
+    gateway.method('whoami', (_params, ctx) => ctx.session.context.user);
+    const client = res.client(url, { getToken: () => tokenFor('alice') });
+    const events = collect(client);
+    expect(await client.call('whoami')).toBe('alice');
+    expect(runs).toBe(3);
+    expect(events).toEqual([
+      expect.objectContaining({ willRetry: true }),
+      expect.objectContaining({ willRetry: true }),
+    ]);
+    expect(events[0]!.error).toMatchObject({ code: -32010, data: { reason: 'unavailable' } });
+  });
+
   it('client.authenticate refreshes the live connection, keeping every subscription', async () => {
     const { url, gateway } = await identityGateway(true);
     const client = res.client(url, { getToken: () => tokenFor('alice', 5_000) });
