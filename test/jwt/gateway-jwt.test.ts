@@ -172,3 +172,21 @@ describe('createGateway({ ...jwtAuth(...) })', () => {
     expect((await raw.request('orders.cancel')).error).toMatchObject({ code: -32004 });
   });
 });
+
+describe('jwtAuth and revocation', () => {
+  it('a token whose iat is ahead of the clock does not pass for one issued after a revocation', async () => {
+    const { url, gateway } = await jwtGateway();
+    // Signed before the revocation by an issuer whose clock is an hour ahead (or that sets iat
+    // as it likes): its iat names a time after the revocation.
+    const ahead = await signHs256(validClaims({ iat: now() + 3_600, exp: now() + 7_200 }));
+    await gateway.revokeUser('alice');
+    const outcome = await attemptUpgrade(res, url, {
+      headers: { authorization: `Bearer ${ahead}` },
+    });
+    expect(outcome).toBe(401);
+    // Within the clock tolerance it is taken as it is: issued now, after the revocation.
+    const fresh = await signHs256(validClaims({ iat: now() + 2 }));
+    const client = res.client(url, { WebSocket: bearerWebSocket(fresh) });
+    expect(await client.call('whoami')).toMatchObject({ user: 'alice' });
+  });
+});

@@ -96,6 +96,11 @@ export function jwtAuth<C extends JwtContext = JwtContext>(options: JwtAuthOptio
     const token = tokenOf(request, resolved);
     if (token === undefined) throw new UpgradeRejection(401, 'token required', refusalHeaders());
     const claims = await verify(token);
+    // jose takes any iat without maxTokenAge. One ahead of the clock would pass for credentials
+    // issued after a revocation made meanwhile (issuedAtOf), letting a revoked token in.
+    if (typeof claims.iat === 'number' && claims.iat * 1000 > Date.now() + toleranceMs) {
+      throw refuseToken('token issued in the future');
+    }
     const identity = identityOf(claims, resolved.claims);
     return resolved.context ? resolved.context(identity.claims, identity) : (identity as C);
   };

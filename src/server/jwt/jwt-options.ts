@@ -55,7 +55,7 @@ export interface JwtAuthOptions<C extends JwtContext = JwtContext> {
   issuer?: string | readonly string[];
   /** An `aud` required (one of these). */
   audience?: string | readonly string[];
-  /** Seconds of clock difference allowed on `exp`, `nbf`. Default 30. */
+  /** Seconds of clock difference allowed on `exp`, `nbf`, `iat`. Default 30. */
   clockToleranceSec?: number;
   /** Also take the token from this cookie (after `request.token` and the Bearer header). */
   cookie?: string;
