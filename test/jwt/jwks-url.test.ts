@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import type { JWK } from 'jose';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { jwtAuth } from '../../src/jwt.js';
+import { MAX_JWKS_BYTES } from '../../src/server/jwt/key-source.js';
 import { freePort } from '../support/network.js';
 import { sleep } from '../support/promises.js';
 import { refusal, signWith, signingKey, withToken } from './jwt-fixtures.js';
@@ -169,6 +170,46 @@ describe('jwtAuth with jwksUrl', () => {
     expect(await refusal(gone.authenticate(withToken(token)))).toEqual({
       status: 503,
       message: 'key set unavailable: unreachable (ECONNREFUSED)',
+    });
+  });
+
+  it('a key set larger than MAX_JWKS_BYTES: 503, read no further than the bound', async () => {
+    const token = await signWith(first);
+    // Chunked (no Content-Length): 64 MiB of whitespace, then a set that would be fine.
+    const chunk = Buffer.alloc(1 << 20, 0x20);
+    let written = 0;
+    const server: Server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      const pump = (): void => {
+        while (written < 64) {
+          written++;
+          if (!res.write(chunk)) return void res.once('drain', pump);
+        }
+        res.end(JSON.stringify({ keys: [first.publicJwk] }));
+      };
+      res.on('error', () => undefined);
+      pump();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    try {
+      const auth = jwtAuth({ jwksUrl: `http://127.0.0.1:${port}/jwks.json` });
+      expect(await refusal(auth.authenticate(withToken(token)))).toEqual({
+        status: 503,
+        message: `key set unavailable: larger than ${MAX_JWKS_BYTES} bytes`,
+      });
+      // Socket buffers let a few MiB past the bound through, not the whole body.
+      expect(written).toBeLessThan(16);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+    // One that says its size up front is refused without reading the body.
+    const declared = await keySetServer({ status: 200, body: ' '.repeat(MAX_JWKS_BYTES + 1) });
+    const auth = jwtAuth({ jwksUrl: declared.url });
+    expect(await refusal(auth.authenticate(withToken(token)))).toEqual({
+      status: 503,
+      message: `key set unavailable: larger than ${MAX_JWKS_BYTES} bytes`,
     });
   });
 });

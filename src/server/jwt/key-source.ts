@@ -86,8 +86,17 @@ function unavailableDetail(err: unknown): string {
 }
 
 /**
- * `fetch`, with the reasons a key set cannot be had named: its HTTP status, or the network
- * error's code. A timeout passes as it is, for jose to report as one.
+ * The most bytes of a key set read from `jwksUrl`. Real sets are a few KiB; jose reads the whole
+ * body before parsing it, so a server sending without end would have the gateway hold all it
+ * could send within jwksTimeoutMs (hundreds of MiB over a fast link), then parse it on the event
+ * loop. Past this: 503, the rest left unread.
+ */
+export const MAX_JWKS_BYTES = 1024 * 1024;
+
+/**
+ * `fetch`, with the reasons a key set cannot be had named: its HTTP status, a body past
+ * MAX_JWKS_BYTES, or the network error's code. A timeout passes as it is, for jose to report as
+ * one.
  */
 const checkedFetch = async (url: string, init: RequestInit): Promise<Response> => {
   let response: Response;
@@ -104,8 +113,46 @@ const checkedFetch = async (url: string, init: RequestInit): Promise<Response> =
     await response.body?.cancel();
     throw new KeySetUnavailable(`HTTP ${response.status}`);
   }
-  return response;
+  const body = await boundedBody(response, init.signal);
+  return new Response(body, { status: 200, headers: response.headers });
 };
+
+/**
+ * The body's text (UTF-8, as `response.json()` reads it), at most MAX_JWKS_BYTES; the stream is
+ * cancelled past them.
+ */
+async function boundedBody(
+  response: Response,
+  signal: AbortSignal | null | undefined,
+): Promise<string> {
+  const tooLarge = (): KeySetUnavailable =>
+    new KeySetUnavailable(`larger than ${MAX_JWKS_BYTES} bytes`);
+  if (Number(response.headers.get('content-length')) > MAX_JWKS_BYTES) {
+    await response.body?.cancel();
+    throw tooLarge();
+  }
+  const reader = response.body?.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    for (;;) {
+      const { done, value } = (await reader?.read()) ?? { done: true, value: undefined };
+      if (done) break;
+      size += value.byteLength;
+      if (size > MAX_JWKS_BYTES) {
+        await reader!.cancel();
+        throw tooLarge();
+      }
+      chunks.push(value);
+    }
+  } catch (err) {
+    if (err instanceof KeySetUnavailable) throw err;
+    // The timeout's abort, as jose reports it; else the connection broke mid-body.
+    if (signal?.aborted) throw signal.reason;
+    throw new KeySetUnavailable('unreachable', { cause: err });
+  }
+  return new TextDecoder().decode(Buffer.concat(chunks));
+}
 
 /** Algorithms each public key type can verify. */
 function algorithmsOfKey(key: KeyObject): readonly string[] {
