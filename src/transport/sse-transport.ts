@@ -73,6 +73,8 @@ function resetSocket(socket: Socket): void {
   }
 }
 
+const utf8 = new TextEncoder();
+
 function frameText(frame: string | EncodedFrame): string {
   if (typeof frame === 'string') return frame;
   const { bytes } = frame;
@@ -332,8 +334,16 @@ export class SseTransport implements ServerTransport, BudgetMember {
   private write(chunk: string): void {
     const stream = this.stream;
     if (!stream || stream.destroyed) return;
-    stream.write(chunk);
-    this.streamBytes += Buffer.byteLength(chunk);
+    // Text that is not ASCII is written as its UTF-8 bytes: a stream counts a string it holds
+    // by its characters (writableLength), a third of the bytes of text such as '€€€', so
+    // maxBufferedBytes and the output budget would hold three times their bound, and the stall
+    // look, which sets the bytes handed over against writableLength, would take each such write
+    // for bytes leaving (a client that never reads kept until 16 times the bound). Bytes of
+    // their own, not slices of Node's shared pool, which would keep whole pool blocks alive
+    // while queued. ASCII, whose characters are its bytes, goes as it is: no copy.
+    const bytes = Buffer.byteLength(chunk);
+    stream.write(bytes === chunk.length ? chunk : utf8.encode(chunk));
+    this.streamBytes += bytes;
     const limit = this.limits.maxBufferedBytes;
     if (limit > 0 && stream.writableLength > limit * STALL_FACTOR) {
       this.close(CloseCode.PolicyViolation, 'not reading');

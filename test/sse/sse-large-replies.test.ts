@@ -35,7 +35,7 @@ it('a reply larger than maxBufferedBytes reaches a client that reads, and so do 
   expect(gateway.sessions.size).toBe(1);
 });
 
-it.each([false, true])(
+it.each(['none', 'ascii', 'non-ascii'] as const)(
   'a stream not read that holds more than maxBufferedBytes closes its session (1008), small messages still coming: %s',
   async (trickle) => {
     const running = await stalledStreamsGateway({ maxBufferedBytes: 64 * 1024 });
@@ -44,13 +44,31 @@ it.each([false, true])(
     cleanups.push(() => stream.socket.destroy());
     await running.fillUntilQueued(stream.session.session, 128 * 1024);
     const [session] = [...running.gateway.sessions.values()];
-    // Each write adds its chunk's framing to what the stream holds: no sign of reading.
-    const timer = trickle
-      ? setInterval(() => session!.isClosed || session!.notify('small', [1]), 100)
-      : undefined;
+    // Each write adds its chunk's framing to what the stream holds: no sign of reading. A
+    // message of characters UTF-8 writes in three bytes each is no sign of it either: what the
+    // stream holds is counted in the unit it was counted in as it was written.
+    const small = trickle === 'non-ascii' ? '€'.repeat(200) : 1;
+    const timer =
+      trickle === 'none'
+        ? undefined
+        : setInterval(() => session!.isClosed || session!.notify('small', [small]), 100);
     cleanups.push(() => clearInterval(timer));
     const closed = await session!.closed;
     expect(closed).toMatchObject({ code: 1008, reason: 'not reading' });
     await waitUntil(() => running.gateway.sessions.size === 0, 'the session gone');
   },
 );
+
+it('what a stream not read holds is counted in bytes, as UTF-8 writes them', async () => {
+  const running = await stalledStreamsGateway({ maxBufferedBytes: 0 });
+  cleanups.push(() => running.gateway.close({ timeoutMs: 1_000 }));
+  const stream = await openRawStream(running.port, {}, { stall: true });
+  cleanups.push(() => stream.socket.destroy());
+  await running.fillUntilQueued(stream.session.session, 128 * 1024);
+  const transport = running.transportOf(stream.session.session)!;
+  const before = transport.budgetBytes;
+  const [session] = [...running.gateway.sessions.values()];
+  // 100 000 characters, 300 000 bytes of UTF-8.
+  session!.notify('euros', ['€'.repeat(100_000)]);
+  expect(transport.budgetBytes - before).toBeGreaterThanOrEqual(300_000);
+});
