@@ -103,7 +103,8 @@ export class SseTransport implements ServerTransport, BudgetMember {
   readonly canPush = true;
   private listener: TransportListener | undefined;
   private stream: ServerResponse | undefined;
-  private readonly sent: SentEvent[] = [];
+  /** Kept events from `sentFrom` on; the slots before it are emptied, waiting to be compacted. */
+  private readonly sent: (SentEvent | undefined)[] = [];
   private sentFrom = 0;
   private sentBytes = 0;
   private nextId = 1;
@@ -392,7 +393,9 @@ export class SseTransport implements ServerTransport, BudgetMember {
       const event = this.sent[this.sentFrom]!;
       if (this.sentBytes <= replayBytes && event.at >= oldest) break;
       this.sentBytes -= event.bytes;
-      this.sentFrom++;
+      // Let go at once: a slot kept until the compaction below would keep its text alive, up
+      // to 64 events past the bound (64 MiB for replies of nearly sseReplayBytes each).
+      this.sent[this.sentFrom++] = undefined;
     }
     // Compact once half the array is gone: amortised O(1) per event.
     if (this.sentFrom > 64 && this.sentFrom * 2 > this.sent.length) {

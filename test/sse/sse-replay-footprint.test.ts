@@ -1,0 +1,57 @@
+/**
+ * What an HTTP streaming session's replay buffer holds in the heap: sseReplayBytes of kept
+ * events (each counted as its text plus KEPT_EVENT_BYTES), and nothing of the events it has let
+ * go, whatever their size or characters. Measured on transports without a stream, as a session
+ * whose stream is away keeps its events.
+ */
+import { afterEach, expect, it } from 'vitest';
+import { SseTransport } from '../../src/transport/sse-transport.js';
+import type { SseLimits } from '../../src/transport/sse-transport.js';
+import { fullGc, heapUsedButCode } from '../support/heap.js';
+
+const REPLAY_BYTES = 1024 * 1024;
+const limits: SseLimits = {
+  replayBytes: REPLAY_BYTES,
+  replayMs: 600_000,
+  graceMs: 600_000,
+  maxBufferedBytes: 0,
+  heartbeatMs: 15_000,
+};
+
+const made: SseTransport[] = [];
+afterEach(() => {
+  for (const transport of made.splice(0)) transport.close();
+});
+
+/**
+ * Heap grown per transport by `sessions` transports each sent `events` texts made by `text`: the
+ * least of three rounds, since what else the process allocates meanwhile only adds.
+ */
+function heapPerSession(sessions: number, events: number, text: (i: number) => string): number {
+  const round = (): number => {
+    for (const transport of made.splice(0)) transport.close();
+    fullGc();
+    const before = heapUsedButCode();
+    for (let s = 0; s < sessions; s++) {
+      const transport = new SseTransport(`s${s}`, 'secret', limits, counters(), () => undefined);
+      made.push(transport);
+      for (let i = 0; i < events; i++) transport.send(text(i));
+    }
+    fullGc();
+    return (heapUsedButCode() - before) / sessions;
+  };
+  return Math.min(round(), round(), round());
+}
+
+function counters() {
+  return { messagesIn: 0, messagesOut: 0 };
+}
+
+const reply = (result: string, id: number): string =>
+  JSON.stringify({ jsonrpc: '2.0', result, id });
+
+it('events let go hold no heap: 64 replies of nearly sseReplayBytes each', () => {
+  // Each one evicts the one before: one is kept.
+  const held = heapPerSession(4, 64, (i) => reply('a'.repeat(REPLAY_BYTES - 4096), i));
+  expect(held).toBeLessThan(1.25 * REPLAY_BYTES);
+});
