@@ -7,7 +7,10 @@ import { whenDrained } from './when-drained.js';
 
 /** The bounds of one HTTP streaming session (GatewayLimits' sse* limits and maxBufferedBytes). */
 export interface SseLimits {
-  /** Bytes of sent events kept for a resume by Last-Event-ID (KEPT_EVENT_BYTES each beyond its text). */
+  /**
+   * Bytes of sent events kept for a resume by Last-Event-ID: each its text's (keptTextBytes) and
+   * KEPT_EVENT_BYTES.
+   */
   replayBytes: number;
   /** How long a sent event is kept for a resume. */
   replayMs: number;
@@ -35,6 +38,20 @@ export const STALL_LOOK_MS = 5_000;
 
 /** Past this many times maxBufferedBytes held by a stream, its session is closed (1008) at once. */
 export const STALL_FACTOR = 16;
+
+/** A character V8 cannot hold in a one-byte string. */
+const PAST_LATIN1 = /[\u0100-\uffff]/;
+
+/**
+ * What a kept text costs the heap, as `replayBytes` counts it: its UTF-8 bytes, or two a
+ * character when it has a character past U+00FF, for which V8 holds the whole string at two
+ * bytes a character (ASCII text with one '€' takes twice its UTF-8 bytes).
+ */
+function keptTextBytes(text: string): number {
+  const bytes = Buffer.byteLength(text);
+  if (bytes === text.length || !PAST_LATIN1.test(text)) return bytes;
+  return Math.max(bytes, 2 * text.length);
+}
 
 interface SentEvent {
   readonly id: number;
@@ -256,7 +273,7 @@ export class SseTransport implements ServerTransport, BudgetMember {
     this.counters.messagesOut++;
     const text = frameText(frame);
     const id = this.nextId++;
-    this.remember({ id, text, at: this.now(), bytes: Buffer.byteLength(text) + KEPT_EVENT_BYTES });
+    this.remember({ id, text, at: this.now(), bytes: keptTextBytes(text) + KEPT_EVENT_BYTES });
     this.write(eventText(id, text));
   }
 
