@@ -5,7 +5,10 @@
 export interface BudgetMember {
   /** What this connection last reported: the budget's bookkeeping, not to be set by anyone else. */
   budgeted: number;
-  /** Bytes queued for the peer now; 0 once the connection is closing (its buffers go with it). */
+  /**
+   * Bytes queued for the peer now, and what the connection holds of its peer's messages read
+   * but not yet handled (WsTransport); 0 once the connection is closing (its buffers go with it).
+   */
   readonly budgetBytes: number;
 }
 

@@ -364,10 +364,11 @@ const SHARED_DEFLATE = 16; // it can take the broadcasts compressed once for all
 const BUDGETED = 32; // it reports to the node-wide output budget (shared.budget)
 const INPUT_HELD = 64; // reading was paused for the input budget since the latest ping (see pongMayBeUnread)
 
-/** Incoming texts not handled yet, and the index of the next. */
+/** Incoming texts not handled yet, the index of the next, and the characters of those left. */
 interface Held {
   texts: string[];
   from: number;
+  chars: number;
 }
 
 /** Bytes gathered under one cork before they are written anyway. */
@@ -674,8 +675,21 @@ export class WsTransport implements ServerTransport, BudgetMember {
     return this.flags & BUDGETED ? this.shared.budget : undefined;
   }
 
-  /** BudgetMember: bytes queued for the peer, or 0 once closing (the buffers go with the socket). */
+  /**
+   * BudgetMember: bytes queued for the peer and characters of incoming messages held, or 0 once
+   * closing (the buffers go with the socket, what was held is dropped). Held messages count: with
+   * permessage-deflate one 64 KiB read can hold ~60 frames that each inflate to maxMessageBytes
+   * (six times that as JSON text for MessagePack), all handed over by `ws` however paused the
+   * socket is, and kept until the input budget lets them through; uncounted, a hundred such
+   * connections of one address ran the process out of heap.
+   */
   get budgetBytes(): number {
+    if (this.socket.readyState !== this.socket.OPEN) return 0;
+    return this.bufferedAmount + (this.held?.chars ?? 0);
+  }
+
+  /** Bytes queued for the peer, or 0 once closing: what read-side back-pressure weighs. */
+  private get queuedBytes(): number {
     return this.socket.readyState === this.socket.OPEN ? this.bufferedAmount : 0;
   }
 
@@ -693,7 +707,10 @@ export class WsTransport implements ServerTransport, BudgetMember {
     // `ws` hands over every message of a chunk it has read, paused or not: keep them in order.
     // The message that takes the budget past its end waits too: it is what would cost.
     if (this.held !== undefined || !this.listener || this.cancelResume || throttled) {
-      (this.held ??= { texts: [], from: 0 }).texts.push(text);
+      const held = (this.held ??= { texts: [], from: 0, chars: 0 });
+      held.texts.push(text);
+      held.chars += text.length;
+      this.budget?.report(this, this.budgetBytes);
       return;
     }
     this.listener.receive(text);
@@ -793,8 +810,8 @@ export class WsTransport implements ServerTransport, BudgetMember {
   private checkBackPressure(): void {
     const limit = this.shared.maxBufferedBytes;
     if (limit <= 0 || this.cancelResume) return;
-    const buffered = this.budgetBytes; // 0 once closing: nothing more is read anyway
-    this.budget?.report(this, buffered);
+    const buffered = this.queuedBytes; // 0 once closing: nothing more is read anyway
+    this.budget?.report(this, this.budgetBytes);
     if (buffered <= limit) return;
     const raw = this.raw;
     if (!raw) return; // nothing to wait on: never pause what could not be resumed
@@ -830,11 +847,13 @@ export class WsTransport implements ServerTransport, BudgetMember {
     while (held.from < texts.length && !this.cancelResume && !this.inputPaused && this.listener) {
       const text = texts[held.from]!;
       texts[held.from++] = '';
+      held.chars -= text.length;
       this.listener.receive(text);
       if (this.held !== held) return; // closed meanwhile
       this.checkBackPressure();
     }
     if (held.from >= texts.length) this.dropHeld();
+    this.budget?.report(this, this.budgetBytes);
   }
 
   private dropHeld(): void {
@@ -893,7 +912,7 @@ export class WsTransport implements ServerTransport, BudgetMember {
     // bufferedAmount keeps meaning "what this peer has not read" to the slow-consumer check.
     if (this.flags & FLUSH_DUE && this.bufferedAmountCorked() >= MAX_CORKED_BYTES)
       this.flushWrites();
-    this.budget?.report(this, this.bufferedAmount);
+    this.budget?.report(this, this.budgetBytes);
   }
 
   /** One message in the connection's binary encoding: a fan-out frame is encoded once per publish. */
