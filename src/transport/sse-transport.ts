@@ -164,9 +164,18 @@ export class SseTransport implements ServerTransport, BudgetMember {
     this.budget = budget;
   }
 
-  /** BudgetMember: bytes queued on the stream, or 0 once closed. */
+  /**
+   * BudgetMember: bytes queued on the stream and the replay buffer's, or 0 once closed. The
+   * replay buffer counts: each session may keep sseReplayBytes of it, stream or no stream, and
+   * maxConnections sessions' worth (10 GiB by default) is more than the process can hold.
+   */
   get budgetBytes(): number {
-    return this.closed ? 0 : this.bufferedAmount;
+    return this.closed ? 0 : this.bufferedAmount + this.replayKeptBytes;
+  }
+
+  /** What the replay buffer keeps, as sseReplayBytes counts it (0 once closed). */
+  get replayKeptBytes(): number {
+    return this.sentBytes;
   }
 
   /** Whether the session has closed: a stream or POST for it gets 404. */
@@ -191,7 +200,7 @@ export class SseTransport implements ServerTransport, BudgetMember {
     const previous = this.stream;
     this.stream = undefined;
     if (previous) {
-      this.budget?.report(this, 0);
+      this.budget?.report(this, this.budgetBytes);
       cut(previous);
     }
     clearTimeout(this.graceTimer);
@@ -367,7 +376,7 @@ export class SseTransport implements ServerTransport, BudgetMember {
       this.close(CloseCode.PolicyViolation, 'not reading');
       return;
     }
-    this.budget?.report(this, this.bufferedAmount);
+    this.budget?.report(this, this.budgetBytes);
     if (this.overBuffer(stream) && this.stallTimer === undefined) this.lookAgain(stream);
   }
 
@@ -400,6 +409,8 @@ export class SseTransport implements ServerTransport, BudgetMember {
     this.sent.push(event);
     this.sentBytes += event.bytes;
     this.pruneOld();
+    // Kept with or without a stream: told now, not only with the next write to one.
+    this.budget?.report(this, this.budgetBytes);
   }
 
   /** Drop the oldest events past the replay buffer's bytes or age. */

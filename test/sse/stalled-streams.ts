@@ -136,6 +136,7 @@ interface SseInside {
   sessionId: string;
   stream: ServerResponse | undefined;
   budgetBytes: number;
+  replayKeptBytes: number;
   isClosed: boolean;
 }
 
