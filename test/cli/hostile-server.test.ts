@@ -10,7 +10,6 @@ import type { ServerResponse } from 'node:http';
 import { createServer as createNetServer } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { WebSocketServer } from 'ws';
 import type { WebSocket } from 'ws';
 import { runCall } from '../../src/cli/commands.js';
 import type { RpcConnection } from '../../src/cli/connection.js';
@@ -23,6 +22,7 @@ import { runSubscribe } from '../../src/cli/subscribe.js';
 import { TcpConnection } from '../../src/cli/tcp-connection.js';
 import { WsConnection } from '../../src/cli/ws-connection.js';
 import { DEFAULT_SUBSCRIPTION_METHODS } from '../../src/protocol/subscription-frames.js';
+import { rawWsServer } from '../support/raw-ws-server.js';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
@@ -36,20 +36,12 @@ const options = { headers: {}, protocols: [], insecure: false, ca: undefined };
 const nested = (depth: number): string => '['.repeat(depth) + ']'.repeat(depth);
 
 /** A `ws` server that hands each message it gets (parsed) to `onMessage`, with the socket. */
-async function wsServer(onMessage: (socket: WebSocket, message: { id?: unknown }) => void) {
-  const server = new WebSocketServer({ port: 0, host: '127.0.0.1', maxPayload: 0 });
-  cleanups.push(() => {
-    for (const client of server.clients) client.terminate();
-    return new Promise((resolve) => server.close(resolve));
-  });
-  await new Promise((resolve) => server.once('listening', resolve));
-  server.on('connection', (socket) => {
-    socket.on('error', () => undefined);
-    socket.on('message', (data: Buffer) =>
-      onMessage(socket, JSON.parse(data.toString('utf8')) as { id?: unknown }),
-    );
-  });
-  return `ws://127.0.0.1:${(server.address() as AddressInfo).port}`;
+function wsServer(onMessage: (socket: WebSocket, message: { id?: unknown }) => void) {
+  return rawWsServer(
+    cleanups,
+    (socket, text) => onMessage(socket, JSON.parse(text) as { id?: unknown }),
+    { maxPayload: 0 },
+  );
 }
 
 async function openWs(url: string, deadline: Deadline): Promise<WsConnection> {

@@ -9,9 +9,9 @@ import { createServer as createNetServer } from 'node:net';
 import type { AddressInfo, Server } from 'node:net';
 import { createInterface } from 'node:readline';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { WebSocketServer } from 'ws';
 import { jsonText } from '../../src/cli/json-text.js';
 import { keepNumbers, writeKeptNumbers } from '../../src/cli/kept-numbers.js';
+import { rawWsServer } from '../support/raw-ws-server.js';
 import { CliResources, ensureCliBuilt, waitFor } from './cli-harness.js';
 
 const resources = new CliResources();
@@ -61,19 +61,10 @@ async function tcpServer(rest: string): Promise<string> {
 
 /** A ws:// server handing each message's text to `onMessage` with a way to send; its URL. */
 async function wsServer(onMessage: (text: string, send: (text: string) => void) => void) {
-  const server = new WebSocketServer({ port: 0, host: '127.0.0.1' });
-  closers.push(() => {
-    for (const client of server.clients) client.terminate();
-    return new Promise((resolve) => server.close(resolve));
-  });
-  await new Promise((resolve) => server.once('listening', resolve));
-  server.on('connection', (socket) => {
-    socket.on('error', () => undefined);
-    socket.on('message', (data: Buffer) =>
-      onMessage(data.toString('utf8'), (text) => socket.send(text)),
-    );
-  });
-  return `ws://127.0.0.1:${(server.address() as AddressInfo).port}/rpc`;
+  const url = await rawWsServer(closers, (socket, text) =>
+    onMessage(text, (reply) => socket.send(reply)),
+  );
+  return `${url}/rpc`;
 }
 
 const RESULT =

@@ -7,16 +7,9 @@
 import { afterEach, expect, it } from 'vitest';
 import { OutputBudget } from '../../src/transport/output-budget.js';
 import { SseTransport } from '../../src/transport/sse-transport.js';
-import type { SseLimits } from '../../src/transport/sse-transport.js';
+import { REPLAY_BYTES, replayLimits } from './replay-limits.js';
 
-const REPLAY_BYTES = 1024 * 1024;
-const limits: SseLimits = {
-  replayBytes: REPLAY_BYTES,
-  replayMs: 600_000,
-  graceMs: 600_000,
-  maxBufferedBytes: 0,
-  heartbeatMs: 15_000,
-};
+const limits = replayLimits;
 
 const made: SseTransport[] = [];
 afterEach(() => {

@@ -6,17 +6,10 @@
  */
 import { afterEach, expect, it } from 'vitest';
 import { SseTransport } from '../../src/transport/sse-transport.js';
-import type { SseLimits } from '../../src/transport/sse-transport.js';
+import { REPLAY_BYTES, replayLimits } from './replay-limits.js';
 import { fullGc, heapUsedButCode } from '../support/heap.js';
 
-const REPLAY_BYTES = 1024 * 1024;
-const limits: SseLimits = {
-  replayBytes: REPLAY_BYTES,
-  replayMs: 600_000,
-  graceMs: 600_000,
-  maxBufferedBytes: 0,
-  heartbeatMs: 15_000,
-};
+const limits = replayLimits;
 
 const made: SseTransport[] = [];
 afterEach(() => {
