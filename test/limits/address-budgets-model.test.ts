@@ -2,17 +2,20 @@
  * The per-address buckets (AddressBudgets) against a model of connections opening, spending and
  * closing over time: entries are counted by the connections holding them, kept after the last
  * closes only until the bucket would be full again (so reconnecting does not refill it), and
- * never more than the bound.
+ * never more than the bound. An unheld entry goes before it is full only for a new group at the
+ * bound, and then the one nearest to full; the heap keeping them by that time stays in order
+ * after every step.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { AddressBudget, AddressBudgets, PairedBucket } from '../../src/server/address-budgets.js';
 import { RateLimit } from '../../src/server/token-bucket.js';
 
-const GROUPS = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j'];
+const GROUPS = 'abcdefghijklmnop'.split('');
 
 type Op =
   | { kind: 'open'; group: string }
+  | { kind: 'visit'; group: string; amount: number }
   | { kind: 'close'; index: number }
   | { kind: 'spend'; index: number; amount: number }
   | { kind: 'take'; index: number }
@@ -33,6 +36,17 @@ const op: fc.Arbitrary<Op> = fc.oneof(
     }),
   },
   fc.record({ kind: fc.constant('take' as const), index: fc.nat(20) }),
+  // A connection that opens, spends and closes at once: its entry, unless others hold it, goes
+  // into the heap of unheld ones, so that runs keep many there (a heap of 6 or more has entries
+  // two levels down in both halves, where one moved into a removed slot may have to sift up).
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      kind: fc.constant('visit' as const),
+      group: fc.constantFrom(...GROUPS),
+      amount: fc.integer({ min: 1, max: 3_000 }),
+    }),
+  },
   fc.record({
     kind: fc.constant('advance' as const),
     // Steps of a few ms too: an entry must be gone the first millisecond it is full.
@@ -53,17 +67,32 @@ interface Released {
   crowded: boolean;
 }
 
+/** The heap of unheld entries, private to AddressBudgets: read for its invariant. */
+function heapOf(budgets: AddressBudgets): readonly AddressBudget[] {
+  return (budgets as unknown as { unheld: AddressBudget[] }).unheld;
+}
+
+/** Each entry knows its slot, and none is full before its parent. */
+function expectHeapOrder(heap: readonly AddressBudget[]): void {
+  const wrong = heap.findIndex(
+    (entry, slot) =>
+      entry.slot !== slot || (slot > 0 && entry.fullAt < heap[(slot - 1) >> 1]!.fullAt),
+  );
+  expect(wrong, 'the first slot out of heap order').toBe(-1);
+}
+
 describe('AddressBudgets', () => {
   it('counts connections per entry, keeps an unheld entry only until it is full, and stays within the bound', () => {
     fc.assert(
       fc.property(
         fc.oneof(fc.integer({ min: 1, max: 10 }), fc.integer({ min: 1, max: 2_000 })),
         fc.integer({ min: 1, max: 5_000 }),
-        // Small tables (crowding) and ones holding several unheld entries in their heap.
-        fc.oneof(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 6, max: 8 })),
+        // Small tables (crowding) and ones holding a heap of unheld entries three or four levels
+        // deep.
+        fc.oneof(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 6, max: 14 })),
         // Full-length runs (at fast-check's default size a run is ~5 steps), so that several
         // unheld entries are kept at once and taken again or dropped from the heap.
-        fc.array(op, { maxLength: 120, size: 'max' }),
+        fc.array(op, { maxLength: 150, size: 'max' }),
         (perSecond, burst, maxEntries, ops) => {
           let now = 1_000_000;
           const clock = () => now;
@@ -77,52 +106,70 @@ describe('AddressBudgets', () => {
           const open: Connection[] = [];
           const released = new Map<string, Released>();
           const held = (group: string) => open.filter((c) => c.group === group && c.entry);
+          const unheld = () =>
+            GROUPS.map((group) => budgets.peek(group)).filter(
+              (entry): entry is AddressBudget => entry !== undefined && entry.refs === 0,
+            );
+
+          /** Open a connection of `group`: whether it took the place of an unheld entry. */
+          const openOne = (group: string): { connection: Connection; evicting: boolean } => {
+            const before = budgets.peek(group);
+            const crowding = before === undefined && budgets.size >= maxEntries;
+            // The table is full even once the unheld entries full by now are dropped.
+            const full = unheld().filter((e) => e.fullAt <= now).length;
+            const evicting = crowding && budgets.size - full >= maxEntries;
+            const entry = budgets.acquire(group);
+            if (entry === undefined) {
+              // Only when every entry kept is held by a connection.
+              const heldGroups = new Set(open.filter((c) => c.entry).map((c) => c.group));
+              expect(heldGroups.size).toBe(maxEntries);
+            } else {
+              const last = released.get(group);
+              if (last && held(group).length === 0 && entry !== last.entry && !last.crowded) {
+                // A new bucket only once the old one was full again (within a millisecond).
+                expect(last.entry.available()).toBeGreaterThanOrEqual(
+                  burst - perSecond / 1000 - 1e-6,
+                );
+              }
+              if (last && entry === last.entry) expect(entry.available()).toBeLessThan(burst);
+            }
+            if (crowding && entry) for (const r of released.values()) r.crowded = true;
+            const connection = { group, entry, bucket: entry && new PairedBucket(own, entry) };
+            open.push(connection);
+            released.delete(group);
+            return { connection, evicting: evicting && entry !== undefined };
+          };
+
+          /** Close `connection`: whether it let go of an entry. */
+          const closeOne = (connection: Connection): boolean => {
+            open.splice(open.indexOf(connection), 1);
+            if (!connection.entry) return false;
+            budgets.release(connection.entry);
+            if (held(connection.group).length === 0) {
+              released.set(connection.group, { entry: connection.entry, crowded: false });
+            }
+            return true;
+          };
 
           for (const step of ops) {
             // The table drops the entries nobody holds that are full when an entry is taken or
             // let go: at each open, and at each close of a connection that held one.
             let swept = false;
+            // Whether a new group took the place of the unheld entry nearest to full.
+            let evicting = false;
+            const waiting = unheld();
             if (step.kind === 'open') {
               swept = true;
-              const before = budgets.peek(step.group);
-              const crowding = before === undefined && budgets.size >= maxEntries;
-              const entry = budgets.acquire(step.group);
-              if (entry === undefined) {
-                // Only when every entry kept is held by a connection.
-                const heldGroups = new Set(open.filter((c) => c.entry).map((c) => c.group));
-                expect(heldGroups.size).toBe(maxEntries);
-              } else {
-                const last = released.get(step.group);
-                if (
-                  last &&
-                  held(step.group).length === 0 &&
-                  entry !== last.entry &&
-                  !last.crowded
-                ) {
-                  // A new bucket only once the old one was full again (within a millisecond).
-                  expect(last.entry.available()).toBeGreaterThanOrEqual(
-                    burst - perSecond / 1000 - 1e-6,
-                  );
-                }
-                if (last && entry === last.entry) expect(entry.available()).toBeLessThan(burst);
-              }
-              if (crowding && entry) for (const r of released.values()) r.crowded = true;
-              open.push({
-                group: step.group,
-                entry,
-                bucket: entry && new PairedBucket(own, entry),
-              });
-              released.delete(step.group);
+              evicting = openOne(step.group).evicting;
+            } else if (step.kind === 'visit') {
+              swept = true;
+              const opened = openOne(step.group);
+              evicting = opened.evicting;
+              opened.connection.bucket?.spend(step.amount);
+              closeOne(opened.connection);
             } else if (step.kind === 'close') {
               if (open.length === 0) continue;
-              const [closed] = open.splice(step.index % open.length, 1);
-              if (closed!.entry) {
-                swept = true;
-                budgets.release(closed!.entry);
-                if (held(closed!.group).length === 0) {
-                  released.set(closed!.group, { entry: closed!.entry, crowded: false });
-                }
-              }
+              swept = closeOne(open[step.index % open.length]!);
             } else if (step.kind === 'spend' || step.kind === 'take') {
               if (open.length === 0) continue;
               const bucket = open[step.index % open.length]!.bucket;
@@ -133,6 +180,17 @@ describe('AddressBudgets', () => {
             }
 
             expect(budgets.size).toBeLessThanOrEqual(maxEntries);
+            expectHeapOrder(heapOf(budgets));
+            // An unheld entry goes before it is full only for a new group at the bound, and
+            // then the one nearest to full.
+            const notFull = waiting.filter((e) => e.fullAt > now);
+            const dropped = notFull.filter((e) => budgets.peek(e.group) !== e);
+            if (evicting) {
+              expect(dropped).toHaveLength(1);
+              expect(dropped[0]!.fullAt).toBe(Math.min(...notFull.map((e) => e.fullAt)));
+            } else {
+              expect(dropped).toEqual([]);
+            }
             for (const group of GROUPS) {
               const holders = held(group);
               const entry = budgets.peek(group);
@@ -169,6 +227,28 @@ describe('AddressBudgets', () => {
     budgets.acquire('b');
     expect(budgets.peek('a')).toBeUndefined();
     expect(budgets.size).toBe(1);
+  });
+
+  it('keeps the heap in order when an entry moved into a taken one’s slot must sift up', () => {
+    let now = 0;
+    const limit = new RateLimit(1, 100, () => now); // full 1 s after each token spent
+    const budgets = new AddressBudgets(limit, 10, (group) => new AddressBudget(limit, group));
+    // Let go in this order, the heap is [a 1, b 5, c 2, d 6, e 7, f 3] (s until full): f, the
+    // last, lies under c, in the other half from d.
+    const spent = { a: 1, b: 5, c: 2, d: 6, e: 7, f: 3 };
+    const entries = Object.entries(spent).map(([group, tokens]) => {
+      const entry = budgets.acquire(group)!;
+      entry.spend(tokens);
+      budgets.release(entry);
+      return entry;
+    });
+    expect(heapOf(budgets).map((e) => e.group)).toEqual(['a', 'b', 'c', 'd', 'e', 'f']);
+    // Taking d again moves f into its slot, under b: f must go up past it.
+    expect(budgets.acquire('d')).toBe(entries[3]);
+    expectHeapOrder(heapOf(budgets));
+    now = 3_000;
+    budgets.acquire('x');
+    expect(['a', 'b', 'c', 'e', 'f'].filter((group) => budgets.peek(group))).toEqual(['b', 'e']);
   });
 
   it('at its bound, gives a new group the place of the unheld entry nearest to full, or none', () => {
