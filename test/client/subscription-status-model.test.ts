@@ -3,11 +3,15 @@
  * (src/client/subscriptions.ts), driven in memory: a scripted caller stands for the connection
  * (subscribe calls that the test answers, refuses or loses with the connection), and random
  * runs of observers coming and going, replies, refusals, lost and regained connections, gap
- * signals, messages, holes in the sequence (filled by resubscribing), a status observer that
+ * signals, messages, holes in the sequence (the client resubscribes from the last message
+ * seen), the server's answer to such a resubscribe that replays what the client missed (all of
+ * it, all but what history no longer holds, or a topic numbered anew), a status observer that
  * goes away and one that looks afresh (it never saw the entry accepted), and the client's close
  * are checked against a model of the states
  * (connecting, subscribed, resuming, gap, error, closed). After every step the last status told
- * is the model's; a state is never told twice in a row (a gap excepted: gap, then subscribed).
+ * is the model's; a state is never told twice in a row (a gap excepted: gap, then subscribed); a
+ * gap is told with its count and the position after it; and a replay reaches every Observer of
+ * the data once, in order.
  */
 import fc from 'fast-check';
 import type { Subscription } from 'rxjs';
@@ -16,7 +20,7 @@ import type { RpcClient } from '../../src/client/client.js';
 import { subscriptionStatus$ } from '../../src/client/subscription-status.js';
 import type { SubscriptionStatus } from '../../src/client/subscription-status.js';
 import { ClientSubscriptions, managers } from '../../src/client/subscriptions.js';
-import type { SubscriptionCaller } from '../../src/client/subscriptions.js';
+import type { SubscriptionCaller, SubscriptionEvent } from '../../src/client/subscriptions.js';
 import { Hub } from '../../src/peer/hub.js';
 import { silentLogger } from '../../src/peer/logger.js';
 import { JsonRpcError } from '../../src/protocol/errors.js';
@@ -36,6 +40,7 @@ type Op =
   | { kind: 'gap' }
   | { kind: 'message' }
   | { kind: 'hole' }
+  | { kind: 'fill'; outcome: 'all' | 'lost' | 'anew'; more: number }
   | { kind: 'watch' }
   | { kind: 'close' };
 
@@ -48,7 +53,15 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 3, arbitrary: fc.constant({ kind: 'reopen' } as const) },
   { weight: 2, arbitrary: fc.constant({ kind: 'gap' } as const) },
   { weight: 2, arbitrary: fc.constant({ kind: 'message' } as const) },
-  { weight: 2, arbitrary: fc.constant({ kind: 'hole' } as const) },
+  { weight: 3, arbitrary: fc.constant({ kind: 'hole' } as const) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant('fill' as const),
+      outcome: fc.constantFrom('all' as const, 'lost' as const, 'anew' as const),
+      more: fc.nat(2),
+    }),
+  },
   { weight: 2, arbitrary: fc.constant({ kind: 'watch' } as const) },
   { weight: 1, arbitrary: fc.constant({ kind: 'close' } as const) },
 );
@@ -117,7 +130,12 @@ interface Model {
   resubscribe: boolean;
   /** The last word was an error: kept until a new subscribe. */
   failed: boolean;
+  /** The last seq the client has seen. */
   seq: number;
+  /** The topic's last seq on the server: past `seq` while a hole is not filled yet. */
+  published: number;
+  /** Numberings the topic had (each 'anew' starts one). */
+  epochs: number;
   /** Holes the current entry filled by resubscribing (RESYNC_BUDGET a minute, then gaps). */
   resyncs: number;
   closed: boolean;
@@ -125,6 +143,16 @@ interface Model {
 
 /** How many holes a minute the client fills by resubscribing (RESYNC_BUDGET). */
 const RESYNC_BUDGET = 5;
+
+/** An Observer of the subscription's data, and what it was given. */
+interface DataObserver {
+  subscription: Subscription;
+  events: SubscriptionEvent<unknown>[];
+}
+
+/** A message as the data Observers see it: its seq, or a gap signal's count. */
+const seen = (event: SubscriptionEvent<unknown>): number | { gap: number | null } =>
+  event.gap !== undefined ? { gap: event.gap } : event.seq!;
 
 /** A status observer, and what it was told. */
 interface Watcher {
@@ -161,7 +189,7 @@ async function run(ops: Op[]): Promise<void> {
   };
   // The status observer: it may go away for a while ('watch'), and a new one look again.
   let watcher: Watcher | undefined = watch();
-  const observers: Subscription[] = [];
+  const observers: DataObserver[] = [];
   const model: Model = {
     observers: 0,
     entry: undefined,
@@ -173,6 +201,8 @@ async function run(ops: Op[]): Promise<void> {
     resubscribe: false,
     failed: false,
     seq: 0,
+    published: 0,
+    epochs: 0,
     resyncs: 0,
     closed: false,
   };
@@ -196,7 +226,15 @@ async function run(ops: Op[]): Promise<void> {
   for (const step of ops) {
     if (model.closed) break;
     const before = watcher?.told.length ?? 0;
-    let gap: number | undefined;
+    /** A gap signal the step gives: its count, and the client's position after it. */
+    let gap: { missed: number | null; seq: number } | undefined;
+    /** A step that answers a resubscribe: 'subscribed' first, when the status was not. */
+    let answered = false;
+    /** A step that made a hole and answered the resubscribe: 'resuming', then 'subscribed'. */
+    let resumed = false;
+    /** What the step gives every Observer of the data. */
+    let given: ReturnType<typeof seen>[] | undefined;
+    const had = observers.map((o) => o.events.length);
     switch (step.kind) {
       case 'observe': {
         if (model.observers === 0) {
@@ -210,15 +248,19 @@ async function run(ops: Op[]): Promise<void> {
           attempt();
         }
         model.observers++;
-        observers.push(
-          h.manager.observe(TOPIC).subscribe({ error: () => undefined, complete: () => undefined }),
-        );
+        const observer: DataObserver = { subscription: undefined as never, events: [] };
+        observer.subscription = h.manager.observe(TOPIC).subscribe({
+          next: (event) => observer.events.push(event),
+          error: () => undefined,
+          complete: () => undefined,
+        });
+        observers.push(observer);
         break;
       }
       case 'leave': {
         const observer = observers.shift();
         if (!observer) break;
-        observer.unsubscribe();
+        observer.subscription.unsubscribe();
         if (--model.observers === 0) {
           model.entry = undefined;
           model.subscribed = false;
@@ -236,7 +278,9 @@ async function run(ops: Op[]): Promise<void> {
           model.subscribed = true;
           model.acceptedOnce = true;
           model.id = id;
-          // The position follows the reply, as the gateway sends it: the last seq seen.
+          // The position follows the reply, as the gateway sends it: the last seq seen (a
+          // server with nothing more: a hole not filled yet is not owed).
+          model.published = model.seq;
           h.manager.handleNotification({ subscription: id, seq: model.seq }, 0);
         }
         break;
@@ -280,15 +324,18 @@ async function run(ops: Op[]): Promise<void> {
       case 'message': {
         if (!model.subscribed) break;
         if (step.kind === 'gap') {
-          gap = 3;
           model.seq += 3;
+          gap = { missed: 3, seq: model.seq };
+          given = [{ gap: 3 }];
           h.manager.handleNotification({ subscription: model.id!, gap: 3 }, 0);
         } else {
           h.manager.handleNotification(
             { subscription: model.id!, result: model.seq + 1, seq: ++model.seq },
             0,
           );
+          given = [model.seq];
         }
+        model.published = model.seq;
         break;
       }
       case 'hole': {
@@ -300,12 +347,66 @@ async function run(ops: Op[]): Promise<void> {
         if (model.resyncs < RESYNC_BUDGET) {
           model.resyncs++;
           model.subscribed = false;
+          given = [];
           attempt();
         } else {
-          gap = 1;
+          gap = { missed: 1, seq: seq - 1 };
+          given = [{ gap: 1 }, seq];
           model.seq = seq;
         }
+        model.published = seq;
         h.manager.handleNotification({ subscription: model.id!, result: seq, seq }, 0);
+        break;
+      }
+      case 'fill': {
+        // The server accepts the current resubscribe from the last message seen (after a hole,
+        // or a lost connection) and replays what came after it, `more` published meanwhile
+        // included, each once; then live messages go on from there. History may no longer hold
+        // the first of them (a gap of 1), or the topic was numbered anew (a gap of unknown size
+        // with the new epoch, then its history from 1). A first subscribe is no resume. With no
+        // resubscribe waiting, a subscribed entry makes one first: a hole, as in 'hole'.
+        if (model.entry === undefined || !model.acceptedOnce) break;
+        if (model.subscribed && model.resyncs < RESYNC_BUDGET) {
+          model.resyncs++;
+          model.subscribed = false;
+          attempt();
+          model.published = model.seq + 2;
+          h.manager.handleNotification(
+            { subscription: model.id!, result: model.published, seq: model.published },
+            0,
+          );
+          await settle();
+          resumed = true;
+        }
+        const i = h.calls.findIndex((c) => c.sent && current(c));
+        if (i < 0) break;
+        const [call] = h.calls.splice(i, 1);
+        const id = `0x${(++h.state.ids).toString(16)}`;
+        call!.accept(id);
+        model.subscribed = true;
+        model.id = id;
+        answered = true;
+        given = [];
+        let first = model.seq + 1;
+        let last = model.published + step.more;
+        if (step.outcome === 'anew') {
+          const epoch = `e${++model.epochs}`;
+          h.manager.handleNotification({ subscription: id, gap: null, epoch }, 0);
+          gap = { missed: null, seq: 0 };
+          given.push({ gap: null });
+          first = 1;
+          last = step.more + 1;
+        } else if (step.outcome === 'lost' && first <= last) {
+          h.manager.handleNotification({ subscription: id, gap: 1 }, 0);
+          gap = { missed: 1, seq: first };
+          given.push({ gap: 1 });
+          first++;
+        }
+        for (let seq = first; seq <= last; seq++) {
+          h.manager.handleNotification({ subscription: id, result: seq, seq }, 0);
+          given.push(seq);
+        }
+        model.seq = model.published = last;
         break;
       }
       case 'watch': {
@@ -334,13 +435,30 @@ async function run(ops: Op[]): Promise<void> {
       }
     }
     await settle();
+    if (given !== undefined && model.entry !== undefined) {
+      // Every Observer there before the step is given the same, each message once.
+      observers.forEach((o, i) => {
+        if (i < had.length) expect(o.events.slice(had[i]).map(seen), step.kind).toEqual(given);
+      });
+    }
     if (!watcher) continue;
     const { told } = watcher;
     const state = expected(model);
     expect(told.at(-1)!.state, `after ${step.kind}`).toBe(state);
+    const now = told.slice(before);
+    if (resumed) {
+      expect(now.slice(0, 2).map((s) => s.state)).toEqual(['resuming', 'subscribed']);
+      now.splice(0, 2);
+    } else if (answered && before > 0 && told[before - 1]!.state !== 'subscribed') {
+      expect(now[0]?.state, 'the resubscribe accepted').toBe('subscribed');
+      now.shift();
+    }
     if (gap !== undefined) {
-      expect(told.slice(before).map((s) => s.state)).toEqual(['gap', 'subscribed']);
-      expect(told.at(-2)!.missed).toBe(gap);
+      expect(now.map((s) => s.state)).toEqual(['gap', 'subscribed']);
+      expect(now[0]!.missed).toBe(gap.missed);
+      expect(now.map((s) => s.seq)).toEqual([gap.seq, gap.seq]);
+    } else if (answered) {
+      expect(now, 'a replay that lost nothing tells nothing more').toEqual([]);
     }
   }
   if (!watcher) return;
@@ -354,9 +472,9 @@ describe('subscriptionStatus$, model-based', () => {
     await fc.assert(
       // Full-length runs (at the default size a run is ~5 steps), and the case that needs a
       // status observer of its own: one that looks while a hole is filled.
-      fc.asyncProperty(fc.array(op, { maxLength: 40, size: 'max' }), (ops) => run(ops)),
+      fc.asyncProperty(fc.array(op, { maxLength: 60, size: 'max' }), (ops) => run(ops)),
       {
-        numRuns: 300,
+        numRuns: 500,
         examples: [
           [
             [
@@ -371,6 +489,26 @@ describe('subscriptionStatus$, model-based', () => {
         ],
       },
     );
+  });
+
+  it('a resubscribe answered with a replay: all of it, all but what history lost, or anew', async () => {
+    await run([
+      { kind: 'observe' },
+      { kind: 'observe' },
+      { kind: 'reply' },
+      { kind: 'message' },
+      { kind: 'hole' },
+      { kind: 'fill', outcome: 'all', more: 1 },
+      { kind: 'message' },
+      { kind: 'drop' },
+      { kind: 'reopen' },
+      { kind: 'fill', outcome: 'lost', more: 2 },
+      { kind: 'fill', outcome: 'anew', more: 1 },
+      { kind: 'message' },
+      { kind: 'hole' },
+      { kind: 'message' },
+      { kind: 'leave' },
+    ]);
   });
 
   it('a loss before the first reply stays connecting; after one, resuming', async () => {
