@@ -26,13 +26,15 @@ class Counting extends SharedStore<number> {
 type Step =
   { kind: 'subscribe'; who: number } | { kind: 'unsubscribe'; who: number } | { kind: 'tick' };
 
+// Full-length scripts (at fast-check's default size a script is ~5 steps), so that a store is
+// let go and taken again several times within one macrotask before the tick.
 const steps = fc.array(
   fc.oneof(
     fc.record({ kind: fc.constant('subscribe' as const), who: fc.integer({ min: 0, max: 3 }) }),
     fc.record({ kind: fc.constant('unsubscribe' as const), who: fc.integer({ min: 0, max: 3 }) }),
     fc.record({ kind: fc.constant('tick' as const) }),
   ),
-  { maxLength: 60 },
+  { maxLength: 60, size: 'max' },
 );
 
 beforeEach(() => {
@@ -86,6 +88,22 @@ describe('SharedStore', () => {
           });
         }
       }),
+      // What needs a store let go twice within one macrotask takes a few steps in a row out of
+      // 60: enough runs to make it, and the shortest case as an example.
+      {
+        numRuns: 1_000,
+        examples: [
+          [
+            [
+              { kind: 'subscribe', who: 0 },
+              { kind: 'unsubscribe', who: 0 },
+              { kind: 'subscribe', who: 1 },
+              { kind: 'unsubscribe', who: 1 },
+              { kind: 'tick' },
+            ],
+          ],
+        ],
+      },
     );
   });
 
