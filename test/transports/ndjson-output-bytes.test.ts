@@ -22,7 +22,10 @@ function unread(): { transport: NdjsonTransport; written: (string | Buffer)[] } 
       for (const { chunk } of chunks) written.push(chunk as string | Buffer);
     },
   });
-  const transport = new NdjsonTransport(new PassThrough(), output, { kind: 'stdio', maxLineBytes: 1024 });
+  const transport = new NdjsonTransport(new PassThrough(), output, {
+    kind: 'stdio',
+    maxLineBytes: 1024,
+  });
   transport.listen({ receive: () => undefined, transportClosed: () => undefined });
   return { transport, written };
 }
