@@ -33,7 +33,9 @@ const RETRY_AFTER_SECONDS = '1';
  * Retry-After (`onFailure: refuse`), or an anonymous context (`allow`). At most
  * `maxConcurrentPerAddress` calls are in flight for one client address (grouped as per-address
  * connection limits are): past it that address is refused 429 with Retry-After without a call,
- * so one address cannot take the upstream's maxConcurrent and have everyone else refused.
+ * so one address cannot take the upstream's maxConcurrent and have everyone else refused; and an
+ * address with a connect in progress is refused the same way the upstream's last
+ * `reservedForNewCallers` slots, so many addresses at their full share cannot either.
  */
 export function connectHook(
   config: ConnectHookConfig,
@@ -67,11 +69,17 @@ export function connectHook(
     // No address (stdio): nothing to share out.
     if (request.remoteAddress === undefined) return decide(request);
     const group = addressGroup(request.remoteAddress);
-    if (!perAddress.take(group)) {
+    // The upstream's last slots are kept for addresses with no connect in progress
+    // (reservedForNewCallers), so addresses at their full share cannot refuse everyone else.
+    const busy =
+      perAddress.of(group) > 0 && !client.admitsCallersCalling
+        ? 'Connects in progress from this address: the last slots are kept for other addresses'
+        : perAddress.take(group)
+          ? undefined
+          : 'Too many connects in progress from this address';
+    if (busy !== undefined) {
       deps.metrics.outcome('connect', 'busy');
-      throw new UpgradeRejection(429, 'Too many connects in progress from this address', {
-        'retry-after': RETRY_AFTER_SECONDS,
-      });
+      throw new UpgradeRejection(429, busy, { 'retry-after': RETRY_AFTER_SECONDS });
     }
     try {
       return await decide(request);

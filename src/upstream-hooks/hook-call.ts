@@ -18,6 +18,7 @@ export function hookClient(
     connections: upstream.connections,
     headers: upstream.headers,
     maxConcurrent: upstream.maxConcurrent,
+    reservedForNewCallers: upstream.reservedForNewCallers,
     retries: upstream.retries,
     maxReplyBytes: MAX_HOOK_REPLY_BYTES,
     observer,

@@ -176,6 +176,15 @@ export abstract class UpstreamEndpoint {
     return this.inFlightCount;
   }
 
+  /**
+   * Whether a call of a caller that already has one in flight would be admitted now: fewer than
+   * `maxConcurrent - reservedForNewCallers` calls in flight. For hooks, which keep their callers'
+   * shares themselves and call naming no session, address or user.
+   */
+  get admitsCallersCalling(): boolean {
+    return this.inFlightCount < this.maxForCallersCalling;
+  }
+
   /** Calls of `session` to this upstream now in flight, counted as `inFlight` counts. */
   inFlightOf(session: object): number {
     return this.bySession.get(session)?.held ?? 0;

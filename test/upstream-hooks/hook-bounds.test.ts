@@ -92,6 +92,25 @@ describe('the connect hook per client address', () => {
     expect((await again).status).toBe(101);
   });
 
+  it("addresses at their full share are refused (429) the upstream's last slots, which go to addresses with no connect in progress", async () => {
+    const auth = await heldUpstream();
+    // maxConcurrent 16: 2 an address, the last 2 kept (reservedForNewCallers: floor(16 / 8)).
+    const { url } = await gatewayWithHooks(auth.url, { connect: { upstream: 'auth' } });
+    const held: Promise<Upgrade>[] = [];
+    for (let n = 10; n < 17; n++) {
+      held.push(upgrade(url, `127.0.0.${n}`), upgrade(url, `127.0.0.${n}`));
+      await waitFor(() => connectsFrom(auth, `127.0.0.${n}`) === 2, `127.0.0.${n} to hold 2`);
+    }
+    // 14 in progress: an address with one of its own gets no more, within its share or not.
+    held.push(upgrade(url, '127.0.0.17'));
+    await waitFor(() => connectsFrom(auth, '127.0.0.17') === 1, 'a new address to be asked');
+    expect(await upgrade(url, '127.0.0.17')).toMatchObject({ status: 429, retryAfter: '1' });
+    held.push(upgrade(url, '127.0.0.18'));
+    await waitFor(() => connectsFrom(auth, '127.0.0.18') === 1, 'another new address to be asked');
+    auth.release();
+    for (const admitted of await Promise.all(held)) expect(admitted.status).toBe(101);
+  });
+
   it('an explicit maxConcurrentPerAddress of 1 admits one connect per address at a time', async () => {
     const auth = await heldUpstream();
     const { url } = await gatewayWithHooks(auth.url, {
