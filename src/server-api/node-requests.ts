@@ -70,7 +70,8 @@ interface PendingCount {
   nodes: number;
 }
 
-type Pending = PendingCall | PendingUserCall | PendingCount;
+/** A pending request, and whose share of the table it takes (`callerKey`). */
+type Pending = (PendingCall | PendingUserCall | PendingCount) & { readonly caller: string };
 
 export interface NodeRequestsOptions {
   /** Requests awaiting answers at once; beyond it a request is refused with -32000. */
@@ -160,8 +161,6 @@ const channels = new WeakMap<object, SharedChannel>();
 
 export class NodeRequests {
   private readonly pending = new Map<string, Pending>();
-  /** Whose each pending request is (`callerKey`), for its caller's share. */
-  private readonly callerOf = new Map<string, string>();
   /** Requests pending per caller; an entry only while the caller has one. */
   private readonly byCaller: KeyedShares;
   private channel: NodeChannel | undefined;
@@ -269,7 +268,7 @@ export class NodeRequests {
         resolve(answer);
       };
       const acknowledged = (): void => clearTimeout(unheard);
-      this.pending.set(id, { kind: 'session', settle, acknowledged });
+      this.pending.set(id, { kind: 'session', settle, acknowledged, caller });
       this.send(node, {
         t: 'call',
         id,
@@ -314,8 +313,9 @@ export class NodeRequests {
           ),
         );
       };
-      const entry: PendingUserCall = {
+      const entry: PendingUserCall & Pending = {
         kind: 'user',
+        caller,
         answers,
         windowClosed: false,
         done: () => {
@@ -357,7 +357,7 @@ export class NodeRequests {
    */
   async countSubscribers(topic: string, caller: string): Promise<{ count: number; nodes: number }> {
     const id = this.reserve(caller);
-    const entry: PendingCount = { kind: 'count', count: 0, nodes: 0 };
+    const entry: PendingCount & Pending = { kind: 'count', count: 0, nodes: 0, caller };
     this.pending.set(id, entry);
     try {
       await this.send(undefined, { t: 'count', id, from: this.gateway.nodeId, topic });
@@ -369,8 +369,9 @@ export class NodeRequests {
   }
 
   /**
-   * A fresh request id, counted under `caller` until `release`: -32000 when the table of pending
-   * requests is full, or the caller's share of it.
+   * A fresh request id, counted under `caller` from now on: its entry, set at once, names the
+   * caller, and `release` gives the share back. -32000 when the table of pending requests is
+   * full, or the caller's share of it.
    */
   private reserve(caller: string): string {
     if (this.pending.size >= this.options.maxPending) {
@@ -385,18 +386,15 @@ export class NodeRequests {
         { maxPendingCallsPerCaller: this.byCaller.max },
       );
     }
-    const id = nanoid(12);
-    this.callerOf.set(id, caller);
-    return id;
+    return nanoid(12);
   }
 
-  /** The request `id` is over: out of the table, and its caller's share given back. */
+  /** The request `id` is over: out of the table, and its caller's share given back (once). */
   private release(id: string): void {
+    const entry = this.pending.get(id);
+    if (entry === undefined) return;
     this.pending.delete(id);
-    const caller = this.callerOf.get(id);
-    if (caller === undefined) return;
-    this.callerOf.delete(id);
-    this.byCaller.give(caller);
+    this.byCaller.give(entry.caller);
   }
 
   /** A request of this node's own: refused once close() was called. */

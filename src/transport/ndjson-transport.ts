@@ -1,5 +1,6 @@
 import type { Readable, Writable } from 'node:stream';
 import { CloseCode } from './transport.js';
+import { byteCounted } from './byte-counted.js';
 import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
 import { INVALID_UTF8_REPLY } from '../protocol/invalid-utf8.js';
 import { ByteLineSplitter, NOT_UTF8, TOO_LARGE } from './ndjson-byte-lines.js';
@@ -20,20 +21,6 @@ function ndjsonLine(bytes: Uint8Array): Buffer {
   line.set(bytes, 0);
   line[bytes.length] = NEWLINE;
   return line;
-}
-
-const utf8 = new TextEncoder();
-
-/**
- * The line of a JSON text, as the stream should hold it. A socket counts a string it holds
- * (writableLength) by its characters, a third of the UTF-8 bytes of text such as '€€€', so the
- * slow-consumer bound and the output budget would let three times their bound pile up: text that
- * is not ASCII goes as its UTF-8 bytes, a copy of its own (a slice of Node's shared pool would keep
- * a whole pool block alive while queued). ASCII, whose characters are its bytes, goes as it is.
- */
-function lineOf(text: string): string | Uint8Array {
-  const line = `${text}\n`;
-  return Buffer.byteLength(line) === line.length ? line : utf8.encode(line);
 }
 
 export interface NdjsonTransportOptions {
@@ -220,7 +207,9 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
     }
     if (this.options.counters) this.options.counters.messagesOut++;
     // JSON text never contains a raw newline (JSON.stringify escapes them), so a line is a message.
-    this.writable.write(typeof frame === 'string' ? lineOf(frame) : frame.wire(ndjsonLine));
+    this.writable.write(
+      typeof frame === 'string' ? byteCounted(`${frame}\n`) : frame.wire(ndjsonLine),
+    );
     // Large output goes to the kernel at once: bufferedAmount keeps meaning what the peer has
     // not read, for the slow-consumer check, instead of what is being gathered.
     if (this.writable.writableLength >= MAX_CORKED_BYTES) this.flushWrites();

@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { CloseCode } from './transport.js';
+import { byteCounted } from './byte-counted.js';
 import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
 import type { BudgetLedger, BudgetMember } from './output-budget.js';
 import { whenDrained } from './when-drained.js';
@@ -89,8 +90,6 @@ function resetSocket(socket: Socket): void {
     socket.destroy();
   }
 }
-
-const utf8 = new TextEncoder();
 
 function frameText(frame: string | EncodedFrame): string {
   if (typeof frame === 'string') return frame;
@@ -361,15 +360,11 @@ export class SseTransport implements ServerTransport, BudgetMember {
   private write(chunk: string): void {
     const stream = this.stream;
     if (!stream || stream.destroyed) return;
-    // Text that is not ASCII is written as its UTF-8 bytes: a stream counts a string it holds
-    // by its characters (writableLength), a third of the bytes of text such as '€€€', so
-    // maxBufferedBytes and the output budget would hold three times their bound, and the stall
-    // look, which sets the bytes handed over against writableLength, would take each such write
-    // for bytes leaving (a client that never reads kept until 16 times the bound). Bytes of
-    // their own, not slices of Node's shared pool, which would keep whole pool blocks alive
-    // while queued. ASCII, whose characters are its bytes, goes as it is: no copy.
+    // Counted in bytes (byteCounted): the stall look sets the bytes handed over against
+    // writableLength, and would take each write of text counted in characters for bytes leaving
+    // (a client that never reads kept until 16 times the bound).
     const bytes = Buffer.byteLength(chunk);
-    stream.write(bytes === chunk.length ? chunk : utf8.encode(chunk));
+    stream.write(byteCounted(chunk, bytes));
     this.streamBytes += bytes;
     const limit = this.limits.maxBufferedBytes;
     if (limit > 0 && stream.writableLength > limit * STALL_FACTOR) {

@@ -265,7 +265,7 @@ export abstract class UpstreamEndpoint {
     // The last slots are a new caller's: one with a call in flight under any key it counts under
     // (its session, address group, user) is refused them.
     if (
-      this.inFlightCount >= this.maxForCallersCalling &&
+      !this.admitsCallersCalling &&
       (held > 0 ||
         (group !== undefined && this.byAddress.of(group) > 0) ||
         (user !== undefined && this.byUser.of(user) > 0))
