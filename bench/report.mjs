@@ -1,4 +1,4 @@
-// Turns the per-round figures into markdown tables, and writes them into BENCHMARKS.md
+// Turns the per-round figures into markdown tables, and writes them into docs/benchmarks.md
 // between the results markers, with the command, the date and the machine.
 import os from 'node:os';
 import { readFile, writeFile } from 'node:fs/promises';

@@ -2,7 +2,7 @@
 // [--scenarios x,y] [--no-write]`. It forks one server process per contestant and one
 // load generator (and, for the upstream scenarios, one upstream process every contestant of
 // theirs calls), interleaves the contestants round-robin through every scenario for
-// R rounds, prints one markdown table per scenario and writes them to BENCHMARKS.md
+// R rounds, prints one markdown table per scenario and writes them to docs/benchmarks.md
 // (a run of some scenarios only replaces those scenarios' tables there).
 // BENCH_SERVER_FLAGS adds Node flags to every server process, BENCH_LOAD_FLAGS to the load
 // generator's (`--cpu-prof --cpu-prof-dir=DIR` for a CPU profile of each; Node refuses those in
@@ -30,7 +30,7 @@ if (process.argv.includes('--scale')) {
 }
 
 const here = (path) => fileURLToPath(new URL(path, import.meta.url));
-const BENCHMARKS = here('../BENCHMARKS.md');
+const BENCHMARKS = here('../docs/benchmarks.md');
 // Pure-JS `ws` in every process: the native bufferutil/utf-8-validate addons are optional
 // dependencies that some installs have and others do not.
 const CHILD_ENV = { WS_NO_BUFFER_UTIL: '1', WS_NO_UTF_8_VALIDATE: '1' };
@@ -53,7 +53,7 @@ if (opts.help) {
       `scenarios: ${scenariosFor(settingsFor({}))
         .map((s) => s.id)
         .join(', ')}\n` +
-      'A run of some scenarios replaces only their tables in BENCHMARKS.md.',
+      'A run of some scenarios replaces only their tables in docs/benchmarks.md.',
   );
   process.exit(0);
 }
@@ -68,7 +68,7 @@ const settings = settingsFor({ quick: opts.quick, rounds: opts.rounds && Number(
 const pick = (list, ids) => (ids ? list.filter((x) => ids.split(',').includes(x.id)) : list);
 const allScenarios = scenariosFor(settings);
 const scenarios = pick(allScenarios, opts.scenarios);
-// A run of some scenarios only replaces those scenarios' tables in BENCHMARKS.md and keeps the rest.
+// A run of some scenarios only replaces those scenarios' tables in docs/benchmarks.md and keeps the rest.
 const partial = scenarios.length < allScenarios.length;
 const tables = scenarios.flatMap((s) => s.tables);
 // Each table's baseline always runs (its ratios are taken against it); a contestant that takes
@@ -326,7 +326,7 @@ process.stdout.write(
 );
 if (!opts['no-write']) {
   await writeResults(BENCHMARKS, section);
-  log(`\nbench: results written to BENCHMARKS.md`);
+  log(`\nbench: results written to docs/benchmarks.md`);
 }
 log(`bench: done in ${formatDuration(durationMs)}`);
 if (failures.length > 0) {
