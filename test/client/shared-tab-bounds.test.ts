@@ -50,8 +50,11 @@ const makeHost = (options: ClientHostOptions): ClientHost => shared.host(options
 const openTab = (host: ClientHost, url: string, extra: Partial<SharedClientOptions> = {}) =>
   shared.tab(host, url, extra).tab;
 
-/** A tab that posts the port protocol itself, and what the worker posted it. */
-function rawTab(host: ClientHost, url: string) {
+/**
+ * A tab that posts the port protocol itself, and what the worker posted it; with `token`, it
+ * says it has a getToken (it answers the worker's `rpc.token` runs only when the test does).
+ */
+function rawTab(host: ClientHost, url: string, token = false) {
   const channel = new MessageChannel();
   ports.push(channel.port1);
   const got: HostMessage[] = [];
@@ -87,7 +90,7 @@ function rawTab(host: ClientHost, url: string) {
     send({ t: 'jsub', id, jid: -1 });
     await next((m) => m.t === 'end' && m.id === id);
   };
-  send({ t: 'hello', options: { url: [url] }, token: false });
+  send({ t: 'hello', options: { url: [url] }, token });
   return { got, send, next, barrier };
 }
 
@@ -676,6 +679,150 @@ describe('per-tab bounds of the shared worker', () => {
     expect(refusals.batch).toBeGreaterThan(0);
   });
 });
+
+describe('the worker asking its tabs for a token', () => {
+  /** A gateway that takes any token in-band: the session's user is the token. */
+  const tokenGateway = () =>
+    res.gateway<{ user: string }>({
+      identity: { inBand: true },
+      authenticate: ({ token }) => ({ user: String(token) }),
+      userOf: (context) => context.user,
+    });
+  const tokenRuns = (tab: { got: HostMessage[] }): RunMessage[] =>
+    tab.got.filter((m): m is RunMessage => m.t === 'run' && m.method === 'rpc.token');
+  /** The most token runs the tab had at once: posted to it and not yet aborted. */
+  const mostAtOnce = (tab: { got: HostMessage[] }): number => {
+    const open = new Set<number>();
+    let most = 0;
+    for (const m of tab.got) {
+      if (m.t === 'run' && m.method === 'rpc.token') open.add(m.id);
+      if (m.t === 'abort') open.delete(m.id);
+      most = Math.max(most, open.size);
+    }
+    return most;
+  };
+
+  it('a getToken that has not answered holds one run in its tab: every token the worker wants meanwhile waits on that one', async () => {
+    const { url } = await tokenGateway();
+    const host = makeHost({});
+    const tab = rawTab(host, url, true);
+    await waitFor(() => tokenRuns(tab).length === 1, 'the dial asking the tab for a token');
+    // authenticate() without a token, three times: each asks the worker's getToken.
+    for (const id of [1, 2, 3]) tab.send({ t: 'auth', id });
+    await tab.barrier();
+    expect(tokenRuns(tab)).toHaveLength(1);
+
+    tab.send({ t: 'answer', id: tokenRuns(tab)[0]!.id, result: 'ann' });
+    for (const id of [1, 2, 3]) {
+      expect(await tab.next((m) => m.t === 'result' && m.id === id)).toMatchObject({
+        result: { user: 'ann' },
+      });
+    }
+    expect(tokenRuns(tab)).toHaveLength(1);
+  });
+
+  it('a token no tab gives within connectTimeoutMs is given up on both sides: the tab is told, and the next request asks again, one run at a time', async () => {
+    const { url } = await tokenGateway();
+    const host = makeHost({ connectTimeoutMs: 100 });
+    const tab = rawTab(host, url, true); // never answers its token runs
+    await waitFor(() => tokenRuns(tab).length === 1, 'the first token run');
+    tab.send({ t: 'auth', id: 1 });
+    expect(await tab.next((m) => m.t === 'result' && m.id === 1)).toMatchObject({
+      error: { name: 'TimeoutError', fields: { method: 'rpc.token', timeoutMs: 100 } },
+    });
+    await waitFor(() => tokenRuns(tab).length >= 3, 'the dials after it asking again');
+    const runs = tokenRuns(tab);
+    for (const run of runs.slice(0, -1)) {
+      expect(tab.got.some((m) => m.t === 'abort' && m.id === run.id)).toBe(true);
+    }
+    expect(mostAtOnce(tab)).toBe(1);
+  });
+
+  it('a tab whose getToken did not answer in time is asked after the other tabs', async () => {
+    const { gateway, url } = await tokenGateway();
+    const host = makeHost({ connectTimeoutMs: 200 });
+    const silent = rawTab(host, url, true);
+    await waitFor(() => tokenRuns(silent).length === 1, 'the first tab asked');
+    const answering = rawTab(host, url, true);
+    const answered = new Set<number>();
+    await waitFor(() => {
+      for (const run of tokenRuns(answering)) {
+        if (answered.has(run.id)) continue;
+        answered.add(run.id);
+        answering.send({ t: 'answer', id: run.id, result: 'bob' });
+      }
+      return [...gateway.sessions.values()].some((session) => session.user === 'bob');
+    }, 'a session with the second tab’s token');
+    for (const run of tokenRuns(silent)) {
+      expect(silent.got.some((m) => m.t === 'abort' && m.id === run.id)).toBe(true);
+    }
+    expect(mostAtOnce(silent)).toBe(1);
+  });
+
+  it('the worker’s client closing gives up the token it was asking for: the tab is told', async () => {
+    const { url } = await tokenGateway();
+    const host = makeHost({});
+    const tab = rawTab(host, url, true);
+    await waitFor(() => tokenRuns(tab).length === 1, 'the dial asking the tab for a token');
+    await host.close();
+    const [run] = tokenRuns(tab);
+    await tab.next((m) => m.t === 'abort' && m.id === run!.id);
+  });
+
+  it('a token run the worker gave up on is over in the tab too: what its getToken gives later is not posted', async () => {
+    const { gateway, url } = await tokenGateway();
+    gateway.method('whoami', (_params, ctx) => ctx.session.user);
+    const host = makeHost({ connectTimeoutMs: 100 });
+    const heard: HostMessage[] = [];
+    const posted: TabMessage[] = [];
+    const first = deferred<string>();
+    let asked = 0;
+    const { tab } = shared.tab(
+      host,
+      url,
+      // The first token comes only once the worker has given up on it; the next ones at once.
+      { getToken: () => (asked++ === 0 ? first.promise : 'ann') },
+      (port) => new RecordingPort(port, heard, posted) as unknown as MessagePort,
+    );
+    expect(await tab.call('whoami')).toBe('ann');
+    const run1 = heard.find((m): m is RunMessage => m.t === 'run' && m.method === 'rpc.token')!;
+    expect(heard.some((m) => m.t === 'abort' && m.id === run1.id)).toBe(true);
+    first.resolve('late');
+    await first.promise;
+    expect(await tab.call('whoami')).toBe('ann'); // a round trip after the late token
+    expect(posted.filter((m) => m.t === 'answer' && m.id === run1.id)).toEqual([]);
+  });
+});
+
+/** A tab's end of its channel that keeps what crosses it each way. */
+class RecordingPort {
+  #listener: ((event: MessageEvent) => void) | null = null;
+  constructor(
+    readonly inner: MessagePort,
+    readonly heard: HostMessage[],
+    readonly posted: TabMessage[],
+  ) {}
+  set onmessage(listener: ((event: MessageEvent) => void) | null) {
+    this.#listener = listener;
+    this.inner.onmessage =
+      listener &&
+      ((event: MessageEvent) => {
+        this.heard.push(event.data as HostMessage);
+        listener(event);
+      });
+  }
+  get onmessage(): ((event: MessageEvent) => void) | null {
+    return this.#listener;
+  }
+  postMessage(message: TabMessage): void {
+    this.posted.push(message);
+    this.inner.postMessage(message);
+  }
+  close(): void {
+    this.inner.close();
+  }
+  addEventListener(): void {}
+}
 
 /** A logger that keeps what the worker's client warns of. */
 function warnings() {

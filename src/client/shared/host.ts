@@ -10,6 +10,7 @@
 // wrong cannot take the worker every tab of the origin shares.
 import type { Observable, Subscription } from 'rxjs';
 import type { HandlerContext } from '../../peer/handler-context.js';
+import { MAX_TIMER_MS } from '../../peer/pending-calls.js';
 import type { BatchEntry } from '../../peer/peer-core.js';
 import { Hub } from '../../peer/hub.js';
 import { checkOptions, isRecord, numberIn, refuse } from '../../peer/option-rules.js';
@@ -19,6 +20,7 @@ import { MethodNotFoundError, ServerError } from '../../protocol/errors.js';
 import {
   ConnectionClosedError,
   NotConnectedError,
+  TimeoutError,
   TooManyPendingCallsError,
 } from '../../protocol/local-errors.js';
 import { ReservedMethod } from '../../protocol/reserved.js';
@@ -26,7 +28,7 @@ import type { Params, RequestId } from '../../protocol/types.js';
 import type { DisconnectEvent } from '../authentication.js';
 import { CLIENT_MAX_IN_FLIGHT, createClient, queuedIn } from '../client.js';
 import type { RpcClient } from '../client.js';
-import { clientOptionRules } from '../client-options.js';
+import { clientDefaults, clientOptionRules } from '../client-options.js';
 import type { ClientOptions } from '../client-options.js';
 import { subscriptionStatus$ } from '../subscription-status.js';
 import type { SubscriptionEvent } from '../subscriptions.js';
@@ -189,6 +191,8 @@ class HostedTab {
   readonly queued = new Set<object>();
   /** Pings sent since the tab last posted anything. */
   missed = 0;
+  /** Its getToken let the last token asked of it pass its deadline: asked after other tabs. */
+  tokenLate = false;
   /** Told 'gone' since it was let go: what it posted before reading that is not answered. */
   toldGone = false;
 
@@ -223,6 +227,11 @@ class Host implements ClientHost {
   /** Per method, the tabs that registered it, in order, and how to unregister it. */
   readonly #handlers = new Map<string, { tabs: HostedTab[]; remove: () => void }>();
   #runs = 0;
+  /**
+   * The token the tabs are being asked for: every token the client wants meanwhile (a dial, the
+   * server's rpc.token, authenticate()) waits on it, so a getToken that hangs holds one run.
+   */
+  #tokenAsked: { promise: Promise<string>; wanted: AbortController } | undefined;
   #timer: ReturnType<typeof setInterval> | undefined;
   /** The client's joined$, numbered for the tabs: a tab reads one by its number (`jsub`). */
   #joins = new Hub<{ topic: string; jid: number }>();
@@ -308,7 +317,13 @@ class Host implements ClientHost {
       sharedOnlyRules.tabHeartbeatMs!(tabHeartbeatMs, 'tabHeartbeatMs');
     const options = { ...given, ...fixed } as ClientOptions;
     // The tabs' getToken, asked in whichever tab is there, unless the worker script has one.
-    if (!options.getToken && token) options.getToken = () => this.#token();
+    // A tab has the time a dial waits for its providers to give it (createClient checked
+    // connectTimeoutMs before it first asks).
+    const tokenMs = Math.min(
+      options.connectTimeoutMs ?? clientDefaults.connectTimeoutMs,
+      MAX_TIMER_MS,
+    );
+    if (!options.getToken && token) options.getToken = () => this.#token(tokenMs);
     const client = createClient(options);
     this.#client = client;
     const slots = client.config.maxPendingCalls;
@@ -339,6 +354,8 @@ class Host implements ClientHost {
       client.state$.subscribe((state) => {
         // Open: the client has just sent everything queued (or failed it); nothing waits.
         if (state === 'open') for (const tab of this.#tabs) tab.queued.clear();
+        // Closed for good: no dial will want the token being asked for.
+        if (state === 'closed') this.#stopAskingForToken();
         broadcast({ t: 'state', state });
       }),
       client.disconnects$.subscribe((event) =>
@@ -586,10 +603,14 @@ class Host implements ClientHost {
     this.#handlers.delete(method);
   }
 
-  /** The tabs that can run `method`, first registered first. */
+  /**
+   * The tabs that can run `method`, first registered first; for a token, the tabs with a
+   * getToken, those that let the last one asked of them pass its deadline after the others.
+   */
   #servers(method: string): readonly HostedTab[] {
-    if (method === ReservedMethod.Token) return [...this.#tabs].filter((tab) => tab.token);
-    return this.#handlers.get(method)?.tabs ?? [];
+    if (method !== ReservedMethod.Token) return this.#handlers.get(method)?.tabs ?? [];
+    const asked = [...this.#tabs].filter((tab) => tab.token);
+    return asked.sort((a, b) => Number(a.tokenLate) - Number(b.tokenLate)); // a stable sort
   }
 
   /**
@@ -597,16 +618,24 @@ class Host implements ClientHost {
    * that has it and room for one more run, and in the next if that one goes away without
    * answering. The call is over when its signal aborts (the server cancelled it or gave up on
    * it, the connection closed), whether or not the tab answers: a tab that never does holds
-   * none of the client's in-flight slots beyond the server's wait.
+   * none of the client's in-flight slots beyond the server's wait. With `deadlineMs`, a tab
+   * that has not answered within it is given up on (told `abort`) and the next one asked.
    */
-  async #route(method: string, params: Params | undefined, ctx: RunContext): Promise<unknown> {
+  async #route(
+    method: string,
+    params: Params | undefined,
+    ctx: RunContext,
+    deadlineMs?: number,
+  ): Promise<unknown> {
     const tried = new Set<HostedTab>();
     const notification = ctx.id === undefined && method !== ReservedMethod.Token;
     const signal = ctx.signal;
+    let timedOut = false;
     for (;;) {
       signal?.throwIfAborted();
       const untried = this.#servers(method).filter((t) => !tried.has(t));
       if (untried.length === 0) {
+        if (timedOut) throw new TimeoutError(method, deadlineMs!);
         throw new MethodNotFoundError(`No open tab has a handler for "${method}"`);
       }
       // A notification holds nothing in the tab: it goes to the first, full or not.
@@ -632,15 +661,30 @@ class Host implements ClientHost {
       };
       if (notification) return tab.post(run);
       const outcome = await new Promise<Outcome>((resolve, reject) => {
-        // Settled at once, as a cancelled handler is: what the tab answers later is dropped.
-        const abort = (): void => {
+        // Over at once, as a cancelled handler is: what the tab answers later is dropped.
+        const giveUp = (): void => {
+          clearTimeout(late);
+          signal?.removeEventListener('abort', abort);
           tab.runs.delete(id);
           tab.post({ t: 'abort', id });
+        };
+        const abort = (): void => {
+          giveUp();
           // The peer aborts a handler's signal with an Error (cancelled, or the connection's).
           reject(signal!.reason as Error);
         };
+        const late =
+          deadlineMs === undefined
+            ? undefined
+            : setTimeout(() => {
+                giveUp();
+                timedOut = tab.tokenLate = true;
+                resolve(undefined);
+              }, deadlineMs);
         tab.runs.set(id, (outcome) => {
+          clearTimeout(late);
           signal?.removeEventListener('abort', abort);
+          if (outcome && deadlineMs !== undefined) tab.tokenLate = false;
           resolve(outcome);
         });
         tab.post(run);
@@ -652,10 +696,30 @@ class Host implements ClientHost {
     }
   }
 
-  /** A token from a tab's getToken. */
-  async #token(): Promise<string> {
-    const noContext = { id: undefined, traceparent: undefined, signal: undefined };
-    return (await this.#route(ReservedMethod.Token, undefined, noContext)) as string;
+  /**
+   * A token from a tab's getToken, each tab given `deadlineMs` to answer. Asked of one tab at a
+   * time, and once for every caller while it is being asked: a getToken that hangs holds one
+   * run, however often the client wants a token meanwhile.
+   */
+  #token(deadlineMs: number): Promise<string> {
+    if (this.#tokenAsked) return this.#tokenAsked.promise;
+    const wanted = new AbortController();
+    const context = { id: undefined, traceparent: undefined, signal: wanted.signal };
+    const promise = (async () => {
+      try {
+        return (await this.#route(ReservedMethod.Token, undefined, context, deadlineMs)) as string;
+      } finally {
+        if (this.#tokenAsked?.wanted === wanted) this.#tokenAsked = undefined;
+      }
+    })();
+    this.#tokenAsked = { promise, wanted };
+    return promise;
+  }
+
+  /** The client has closed: the token being asked for is not wanted; its tab is told. */
+  #stopAskingForToken(): void {
+    this.#tokenAsked?.wanted.abort(new ConnectionClosedError('Client closed'));
+    this.#tokenAsked = undefined;
   }
 
   #beat(): void {
@@ -694,6 +758,7 @@ class Host implements ClientHost {
 
   #stop(): void {
     clearInterval(this.#timer);
+    this.#stopAskingForToken();
     for (const watching of this.#watching) watching.unsubscribe();
     this.#watching = [];
     for (const { watch } of this.#joined.values()) watch?.unsubscribe();

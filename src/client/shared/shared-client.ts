@@ -502,10 +502,15 @@ export class SharedRpcClient {
     );
   }
 
-  /** Run a server-to-client call (or notification) the worker handed to this tab. */
+  /**
+   * Run a server-to-client call (or notification) the worker handed to this tab. One the worker
+   * aborts is over here at once: it is not kept, and what its handler (or getToken, which takes
+   * no signal) gives later is not posted.
+   */
   async #run(m: Extract<HostMessage, { t: 'run' }>): Promise<void> {
+    const controller = new AbortController();
     const answer = (reply: Omit<Extract<TabMessage, { t: 'answer' }>, 't' | 'id'>): void => {
-      if (m.notification) return;
+      if (m.notification || controller.signal.aborted) return;
       try {
         this.#post({ t: 'answer', id: m.id, ...reply });
       } catch (err) {
@@ -518,7 +523,6 @@ export class SharedRpcClient {
         ? getToken && (() => getToken())
         : this.registry.get(m.method);
     if (!handler) return answer({ missing: true });
-    const controller = new AbortController();
     const hooks: (() => void)[] = [];
     const logger = this.#config.logger ?? silentLogger;
     const ctx: HandlerContext<SharedRpcClient> = {
@@ -531,7 +535,10 @@ export class SharedRpcClient {
       state: {},
       afterReply: (hook) => hooks.push(hook),
     };
-    this.#running.set(m.id, (reason) => controller.abort(reason ?? new CancelledError(m.method)));
+    this.#running.set(m.id, (reason) => {
+      this.#running.delete(m.id);
+      controller.abort(reason ?? new CancelledError(m.method));
+    });
     try {
       const result: unknown = await handler(m.params, ctx);
       answer({ result });
