@@ -41,7 +41,7 @@ import type { RevokeSessionOptions, RevokeUserOptions } from './revocation.js';
 import { HttpRpc } from './http-rpc.js';
 import { postByteBuckets } from './address-buckets.js';
 import { claimsAllow } from './claims-authorization.js';
-import { IdentityService } from './identity.js';
+import { IdentityService, refusingExpired } from './identity.js';
 import { GatewayMetrics, countByTransport } from './metrics.js';
 import { resolveGatewayOptions } from './gateway-config.js';
 import type { GatewayConfig } from './gateway-config.js';
@@ -336,8 +336,11 @@ export class Gateway<C = unknown> {
       config.identity.methodsOf,
       [subscribeMethod, this.pubsub.methods.unsubscribe],
     );
-    // The hook every phase runs: the upgrade, POST, in-band and refresh.
-    const authenticate = this.revocations.guard(auth.authenticate);
+    // The hook every phase runs: the upgrade, POST, in-band and refresh. An expired identity is
+    // refused before the deny check, which would read the broker for it.
+    const authenticate = this.revocations.guard(
+      refusingExpired(auth.authenticate, config.identity.expiresAtOf, this.logger),
+    );
     this.pubsub.topicsOf = config.identity.topicsOf;
     this.identity = new IdentityService<C>({
       config,

@@ -11,9 +11,10 @@ import type { AuthenticateOutcome } from './run-authenticate.js';
 import { revocationMark, revokedSince } from './revocation.js';
 import { AUTH_TIMED_OUT, runAuthenticate } from './run-authenticate.js';
 import type { GatewayConfig } from './gateway-config.js';
-import type { GatewayLimits, GatewayOptions, UpgradeRequest } from './options.js';
+import type { GatewayLimits, GatewayOptions, IdentityOptions, UpgradeRequest } from './options.js';
 import type { Session } from './session.js';
 import { closeWhenIdle } from './shutdown.js';
+import { UpgradeRejection } from './upgrade-rejection.js';
 
 /** Close codes of the identity's life (see docs/wire-protocol.md, close codes). */
 export const IdentityCloseCode = {
@@ -352,7 +353,7 @@ export class IdentityService<C> {
     }
     const expiresAt = this.expiresAtOf(context, session.logger);
     if (expiresAt !== undefined && expiresAt <= Date.now()) {
-      return refusal('The token has expired', 'expired');
+      return refusal(EXPIRED_MESSAGE, 'expired');
     }
     if (session.isClosed || state.expired) return refusal('Credentials expired', 'expired');
     if (state.pending) {
@@ -424,15 +425,7 @@ export class IdentityService<C> {
   }
 
   private expiresAtOf(context: C, logger: Logger): number | undefined {
-    const hook = this.deps.config.identity.expiresAtOf;
-    if (!hook) return undefined;
-    try {
-      const at = hook(context);
-      return typeof at === 'number' && Number.isFinite(at) ? at : undefined;
-    } catch (err) {
-      logger.error({ err }, 'identity.expiresAtOf failed: the identity does not expire');
-      return undefined;
-    }
+    return expiryOf(this.deps.config.identity.expiresAtOf, context, logger);
   }
 
   /**
@@ -486,6 +479,52 @@ export class IdentityService<C> {
       'credentials expired',
     );
   }
+}
+
+/** `identity.expiresAtOf` of `context`; undefined (it does not expire) when the hook throws. */
+function expiryOf<C>(
+  hook: IdentityOptions<C>['expiresAtOf'],
+  context: C,
+  logger: Logger,
+): number | undefined {
+  if (!hook) return undefined;
+  try {
+    const at = hook(context);
+    return typeof at === 'number' && Number.isFinite(at) ? at : undefined;
+  } catch (err) {
+    logger.error({ err }, 'identity.expiresAtOf failed: the identity does not expire');
+    return undefined;
+  }
+}
+
+/** What refuses an identity that has expired by the time the hook accepts it. */
+const EXPIRED_MESSAGE = 'The token has expired';
+
+/**
+ * The authenticate hook, refusing at the upgrade an identity that has expired by the time the
+ * hook accepts it (`identity.expiresAtOf` at or before now), as IdentityService.check refuses one
+ * in-band: 401 `The token has expired` on a WebSocket upgrade, an event stream's GET and a POST,
+ * a refusal line with status 401 on TCP and stdio. Let through, an upgrade would open a session
+ * only for its expiry to close it at once (4419), and a POST, which has no expiry timer, would
+ * run its calls. In-band and on refresh the context goes back to `check`, which refuses the same
+ * identity -32010 `expired` after its own checks (a refresh for another user is `user-changed`
+ * first). The hook itself without `expiresAtOf`.
+ */
+export function refusingExpired<C>(
+  hook: GatewayOptions<C>['authenticate'],
+  expiresAtOf: IdentityOptions<C>['expiresAtOf'],
+  logger: Logger,
+): GatewayOptions<C>['authenticate'] {
+  if (!hook || !expiresAtOf) return hook;
+  return async (request) => {
+    const context = await hook(request);
+    if (request.phase !== 'upgrade') return context;
+    const expiresAt = expiryOf(expiresAtOf, context, logger);
+    if (expiresAt !== undefined && expiresAt <= Date.now()) {
+      throw new UpgradeRejection(401, EXPIRED_MESSAGE);
+    }
+    return context;
+  };
 }
 
 function readToken(params: unknown): string {
