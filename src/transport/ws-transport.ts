@@ -207,6 +207,76 @@ function wakeSenderWaits(transport: WsTransport): void {
   for (const wake of waits) wake();
 }
 
+/**
+ * ws's Receiver, as far as this module reaches into it: the step that inflates a compressed
+ * frame (permessage-deflate) and, once inflated, hands its message over and parses on.
+ */
+interface InflatingReceiver {
+  decompress(data: Buffer, cb: (err?: Error | null) => void): void;
+}
+
+/** A compressed frame ws is to inflate once its connection's messages no longer wait. */
+interface WaitingInflate {
+  readonly receiver: InflatingReceiver;
+  readonly data: Buffer;
+  readonly cb: (err?: Error | null) => void;
+  /** On the socket's 'close': ws finishes parsing (and emits its close) only past this frame. */
+  readonly onClose: () => void;
+}
+
+/**
+ * Per transport, the compressed frame ws waits to inflate (see WsTransport.waitsToInflate).
+ * Only transports holding one have an entry; kept here rather than in a field, which every
+ * connection would carry.
+ */
+const waitingInflates = new WeakMap<WsTransport, WaitingInflate>();
+
+/** ws's own `decompress` (Receiver.prototype), and the key of a receiver's WebSocket. */
+let receiverDecompress: InflatingReceiver['decompress'] | undefined;
+let receiverSocketKey: symbol | undefined;
+
+/**
+ * A receiver's `decompress` on a connection that negotiated permessage-deflate: ws parses a
+ * chunk it has read to its end and hands over every message in it however paused the socket is,
+ * and one 64 KiB read can carry some sixty frames that each inflate to maxMessageBytes. While
+ * the transport holds messages or has paused reading, the frame waits, compressed, and the
+ * receiver with it (it parses nothing past a frame being inflated): the transport inflates it
+ * once it reads on.
+ */
+function decompressUnlessWaiting(
+  this: InflatingReceiver,
+  data: Buffer,
+  cb: (err?: Error | null) => void,
+): void {
+  const socket = (this as unknown as Record<symbol, TransportSocket | undefined>)[
+    receiverSocketKey!
+  ];
+  if (socket?.rpcTransport?.waitToInflate(this, data, cb) !== true) {
+    receiverDecompress!.call(this, data, cb);
+  }
+}
+
+/**
+ * Make `socket`'s receiver inflate through decompressUnlessWaiting. False when ws's receiver is
+ * not shaped as this module expects (another version of ws): then it inflates as it will.
+ */
+function gateInflating(socket: TransportSocket): boolean {
+  const receiver = (socket as unknown as { _receiver?: InflatingReceiver | null })._receiver;
+  if (!receiver) return false;
+  const own = Object.getPrototypeOf(receiver) as Partial<InflatingReceiver> | null;
+  if (typeof own?.decompress !== 'function') return false;
+  if (receiverSocketKey === undefined || (receiver as never)[receiverSocketKey] !== socket) {
+    const fields = receiver as unknown as Record<symbol, unknown>;
+    receiverSocketKey = Object.getOwnPropertySymbols(receiver).find(
+      (key) => fields[key] === socket,
+    );
+    if (receiverSocketKey === undefined) return false;
+  }
+  receiverDecompress ??= own.decompress;
+  receiver.decompress = decompressUnlessWaiting;
+  return true;
+}
+
 function headerLength(payloadLength: number): number {
   return payloadLength < 126 ? 2 : payloadLength < 65_536 ? 4 : 10;
 }
@@ -385,9 +455,10 @@ const MAX_CORKED_BYTES = 64 * 1024;
  * `maxBufferedBytes` queued for the peer (a client that sends but does not read its
  * replies), the transport stops reading the socket until its write buffer has drained
  * to half of that. Messages `ws` had already parsed from the last chunk read are held
- * and handled, in order, when reading resumes. With permessage-deflate, what `ws` holds to
- * compress counts as queued too, and the wait follows it as `ws` writes it (whenDrained's
- * upstream).
+ * and handled, in order, when reading resumes; with permessage-deflate, `ws` inflates none of
+ * the frames after them meanwhile (decompressUnlessWaiting), so what is held is what was read,
+ * and one inflated message. What `ws` holds to compress counts as queued too, and the wait
+ * follows it as `ws` writes it (whenDrained's upstream).
  *
  * Input budget (`inputLimit`): a connection that sends more bytes than its budget allows has
  * its socket paused the same way, until the budget has refilled. The two pauses are separate
@@ -587,6 +658,7 @@ export class WsTransport implements ServerTransport, BudgetMember {
     const negotiated = extensions?.['permessage-deflate'];
     if (negotiated === undefined) return;
     this.flags |= DEFLATE;
+    gateInflating(this.socket);
     if (deflate.accepts(negotiated.params)) this.flags |= SHARED_DEFLATE;
   }
 
@@ -677,15 +749,27 @@ export class WsTransport implements ServerTransport, BudgetMember {
 
   /**
    * BudgetMember: bytes queued for the peer and characters of incoming messages held, or 0 once
-   * closing (the buffers go with the socket, what was held is dropped). Held messages count: with
-   * permessage-deflate one 64 KiB read can hold ~60 frames that each inflate to maxMessageBytes
-   * (six times that as JSON text for MessagePack), all handed over by `ws` however paused the
-   * socket is, and kept until the input budget lets them through; uncounted, a hundred such
-   * connections of one address ran the process out of heap.
+   * closing (the buffers go with the socket, what was held is dropped). Held messages count: a
+   * connection holds at most the one that made it wait and the rest of the read it came in
+   * (waitsToInflate), but that one can be maxMessageBytes of JSON text, six times it and more
+   * for MessagePack, and every connection of the node may hold one.
    */
   get budgetBytes(): number {
     if (this.socket.readyState !== this.socket.OPEN) return 0;
     return this.bufferedAmount + (this.held?.chars ?? 0);
+  }
+
+  /**
+   * @internal Whether ws holds a compressed frame of this connection that it inflates only once
+   * the connection reads on (waitsToInflate).
+   */
+  get frameWaiting(): boolean {
+    return waitingInflates.has(this);
+  }
+
+  /** @internal Characters of the incoming messages read and not handed to the session yet. */
+  get heldInputChars(): number {
+    return this.held?.chars ?? 0;
   }
 
   /** Bytes queued for the peer, or 0 once closing: what read-side back-pressure weighs. */
@@ -839,21 +923,68 @@ export class WsTransport implements ServerTransport, BudgetMember {
     this.cancelResume = undefined;
   }
 
-  /** Handle held messages in order until none is left or reading pauses again. */
+  /**
+   * Handle held messages in order until none is left or reading pauses again; then, if nothing
+   * waits any more, let ws inflate the frame it waits on.
+   */
   private deliverHeld(): void {
     const held = this.held;
-    if (!held) return;
-    const texts = held.texts;
-    while (held.from < texts.length && !this.cancelResume && !this.inputPaused && this.listener) {
-      const text = texts[held.from]!;
-      texts[held.from++] = '';
-      held.chars -= text.length;
-      this.listener.receive(text);
-      if (this.held !== held) return; // closed meanwhile
-      this.checkBackPressure();
+    if (held) {
+      const texts = held.texts;
+      while (held.from < texts.length && !this.cancelResume && !this.inputPaused && this.listener) {
+        const text = texts[held.from]!;
+        texts[held.from++] = '';
+        held.chars -= text.length;
+        this.listener.receive(text);
+        if (this.held !== held) return; // closed meanwhile (close lets ws inflate on)
+        this.checkBackPressure();
+      }
+      if (held.from >= texts.length) this.dropHeld();
+      this.budget?.report(this, this.budgetBytes);
     }
-    if (held.from >= texts.length) this.dropHeld();
-    this.budget?.report(this, this.budgetBytes);
+    if (!this.waitsToInflate) this.inflateWaiting();
+  }
+
+  /**
+   * Whether ws is to inflate no further frame of this connection: its messages wait (held, or
+   * not listened to yet) or reading is paused. Then what it holds of them is what it had when it
+   * paused, and at most the one message that made it pause (one compressed read can carry
+   * dozens that each inflate to maxMessageBytes). Once closing, ws reads on to the peer's close.
+   */
+  private get waitsToInflate(): boolean {
+    return (
+      this.socket.readyState === this.socket.OPEN &&
+      (this.held !== undefined ||
+        this.cancelResume !== undefined ||
+        this.inputPaused ||
+        this.listener === undefined)
+    );
+  }
+
+  /**
+   * @internal ws's receiver is about to inflate `data` (decompressUnlessWaiting): true when it
+   * is to wait, kept here until this transport reads on (or its socket closes).
+   */
+  waitToInflate(
+    // Spelled out, not InflatingReceiver: the API report would name a type the entry does not export.
+    receiver: { decompress(data: Buffer, cb: (err?: Error | null) => void): void },
+    data: Buffer,
+    cb: (err?: Error | null) => void,
+  ): boolean {
+    if (!this.waitsToInflate) return false;
+    const onClose = (): void => this.inflateWaiting();
+    waitingInflates.set(this, { receiver, data, cb, onClose });
+    this.raw?.once('close', onClose);
+    return true;
+  }
+
+  /** Let ws inflate the frame it waits on, if any (and parse on past it). */
+  private inflateWaiting(): void {
+    const waiting = waitingInflates.get(this);
+    if (waiting === undefined) return;
+    waitingInflates.delete(this);
+    this.raw?.off('close', waiting.onClose);
+    receiverDecompress!.call(waiting.receiver, waiting.data, waiting.cb);
   }
 
   private dropHeld(): void {
@@ -1021,6 +1152,7 @@ export class WsTransport implements ServerTransport, BudgetMember {
       this.socket.terminate();
       return;
     }
+    this.inflateWaiting(); // closing: ws reads on to the peer's close frame
     const timer = setTimeout(() => this.socket.terminate(), this.shared.closeGraceMs);
     timer.unref();
     this.waiting = timer;

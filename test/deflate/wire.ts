@@ -1,5 +1,6 @@
 import { connect } from 'node:net';
 import type { Socket } from 'node:net';
+import { constants, deflateRawSync } from 'node:zlib';
 import { WebSocket } from 'ws';
 import type { ClientOptions } from 'ws';
 
@@ -94,10 +95,33 @@ export async function recordingClient(
 }
 
 /**
- * A client done by hand over TCP that negotiates permessage-deflate and can send any frame,
- * such as a compressed one that inflates far past the gateway's limit.
+ * A client frame of `opcode` (0x1 text, 0x2 binary, 0x9 ping) carrying `payload`, final, masked
+ * with a zero key (the payload goes as it is), and deflated with RSV1 set when `compress` (RFC
+ * 7692 7.2.1: without the 00 00 ff ff tail): a MiB of one repeated byte takes about a KiB.
  */
-export async function handmadeDeflateClient(port: number, path = '/rpc') {
+export function clientFrame(payload: Uint8Array, opcode: number, compress: boolean): Buffer {
+  const data = compress
+    ? deflateRawSync(payload, { finishFlush: constants.Z_SYNC_FLUSH, level: 9 }).subarray(0, -4)
+    : Buffer.from(payload);
+  const extended = data.length < 126 ? 0 : data.length < 65_536 ? 2 : 8;
+  const header = Buffer.alloc(2 + extended + 4); // the masking key last, zero
+  header[0] = 0x80 | (compress ? 0x40 : 0) | opcode;
+  if (extended === 0) header[1] = 0x80 | data.length;
+  else if (extended === 2) {
+    header[1] = 0x80 | 126;
+    header.writeUInt16BE(data.length, 2);
+  } else {
+    header[1] = 0x80 | 127;
+    header.writeBigUInt64BE(BigInt(data.length), 2);
+  }
+  return Buffer.concat([header, data]);
+}
+
+/**
+ * A client done by hand over TCP that negotiates permessage-deflate (and `protocol`, when given)
+ * and can send any frame, such as a compressed one that inflates far past the gateway's limit.
+ */
+export async function handmadeDeflateClient(port: number, path = '/rpc', protocol?: string) {
   const socket: Socket = connect(port, '127.0.0.1');
   socket.on('error', () => undefined);
   const chunks: Buffer[] = [];
@@ -117,6 +141,7 @@ export async function handmadeDeflateClient(port: number, path = '/rpc') {
       'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==',
       'Sec-WebSocket-Version: 13',
       'Sec-WebSocket-Extensions: permessage-deflate; client_no_context_takeover',
+      ...(protocol === undefined ? [] : [`Sec-WebSocket-Protocol: ${protocol}`]),
       '',
       '',
     ].join('\r\n'),
