@@ -133,7 +133,7 @@ export class SseEndpoint<C> {
   private readonly resumeRate = new RateLimit(RESUMES_PER_SECOND, RESUME_BURST);
   /** Each open session's client address (after trusted proxies), for its POSTs' byte budget. */
   private readonly addresses = new WeakMap<SseTransport, string | undefined>();
-  /** A session's POSTs waiting for the byte budget: each goes after the one before it. */
+  /** A session's latest POST under way: the next waits for it (see postReceived). */
   private readonly turns = new WeakMap<SseTransport, Promise<void>>();
   private readonly sseLimits: SseLimits;
 
@@ -229,27 +229,53 @@ export class SseEndpoint<C> {
       if (!transport.attach(res, lastEventId)) refuseResume('resume-expired');
       return;
     }
-    const { maxMessageBytes, bodyTimeoutMs } = this.deps.limits;
+    // One POST of a session at a time, in the order they came: each waits for the one before.
+    const before = this.turns.get(transport);
+    let done!: () => void;
+    const turn = new Promise<void>((resolve) => (done = resolve));
+    this.turns.set(transport, turn);
+    try {
+      if (before) await before;
+      await this.postReceived(req, res, transport);
+    } finally {
+      done();
+      if (this.turns.get(transport) === turn) this.turns.delete(transport);
+    }
+  }
+
+  /**
+   * A session's POST, its turn come: its body read and handed to the session, answered 202. Past
+   * the address's byte budget the body is read only once the budget is out of debt: what waits is
+   * the request, its body still in its socket (Node stops reading one whose body is not read), as
+   * a WebSocket past its budget is not read. Read first, a body would wait in the gateway, and a
+   * client writing POSTs faster than the budget (pipelined on one connection, or on many) would
+   * make it hold as many as it wrote. The POST that takes the budget into debt is handed over at
+   * once; the session's next waits for that debt.
+   */
+  private async postReceived(
+    req: IncomingMessage,
+    res: ServerResponse,
+    transport: SseTransport,
+  ): Promise<void> {
+    const { maxMessageBytes, bodyTimeoutMs, messageCostBytes } = this.deps.limits;
+    const bucket = this.deps.postBytes?.of(this.addresses.get(transport));
+    // Other POSTs of the address (POST /rpc, other sessions) may spend while this one waits.
+    for (let wait = bucket?.spend(0) ?? 0; wait > 0; wait = bucket!.spend(0)) {
+      await delay(wait);
+    }
+    // The session may have ended meanwhile: its message would go nowhere.
+    if (transport.isClosed) {
+      closeUnread(req, res);
+      return noSession(res);
+    }
     const bytes = await readBodyBytes(req, res, {
       maxBytes: maxMessageBytes,
       timeoutMs: bodyTimeoutMs,
       timedOut: () => this.deps.bodyTimedOut(req.socket.remoteAddress),
     });
     if (bytes === undefined) return;
-    // Past the address's byte budget, or behind a POST of the session that is: it waits, in
-    // order (its sender's next POSTs with it, as a paused socket holds a WebSocket's).
-    const bucket = this.deps.postBytes?.of(this.addresses.get(transport));
-    const wait = bucket?.spend(Math.max(bytes.length, this.deps.limits.messageCostBytes)) ?? 0;
-    const before = this.turns.get(transport);
-    if (wait > 0 || before) {
-      // The wait counts the debt of the POSTs before it too: it runs from now, not after them.
-      const until = Date.now() + wait;
-      const turn = (before ?? Promise.resolve()).then(() => delay(until - Date.now()));
-      this.turns.set(transport, turn);
-      await turn;
-      if (this.turns.get(transport) === turn) this.turns.delete(transport);
-    }
-    // The session may have ended while the body came: its message would go nowhere.
+    bucket?.spend(Math.max(bytes.length, messageCostBytes));
+    // Or while the body came.
     if (transport.isClosed) return noSession(res);
     res.writeHead(202, { 'cache-control': 'no-store', 'content-length': '0' });
     res.end();

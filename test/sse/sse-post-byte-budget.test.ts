@@ -1,9 +1,10 @@
 /**
  * An event stream's POSTs cost their address's HTTP byte budget (limits.bytesPerSecondPerIp,
- * shared with POST /rpc): past it a POST waits for the budget, its 202 with it, in order behind
- * the session's earlier POSTs, as a WebSocket's socket stops being read. Nothing is refused or
- * lost: every message is answered on the stream, in the order sent. The budget is the one POST
- * /rpc spends: once the stream's POSTs have spent it, a POST /rpc of the address is refused 429.
+ * shared with POST /rpc): past it a POST waits for the budget before its body is read, its 202
+ * with it, in order behind the session's earlier POSTs, as a WebSocket's socket stops being read.
+ * Nothing is refused or lost: every message is answered on the stream, in the order sent. The
+ * budget is the one POST /rpc spends: once the stream's POSTs have spent it, a POST /rpc of the
+ * address is refused 429.
  */
 import { afterEach, expect, it } from 'vitest';
 import { startGateway } from '../support/gateway.js';
@@ -33,9 +34,10 @@ it('POSTs past the byte budget wait their turn, every message answered in order;
       JSON.stringify({ jsonrpc: '2.0', id: i + 1, method: 'echo', params: [i + 1, pad] }),
     ),
   );
-  // The first two fit the burst; the rest owe some 28 KB, seven seconds of the budget. Meanwhile
-  // a POST /rpc of the same address finds the budget spent: refused.
-  await sent[0];
+  // The first two fit the burst and the third takes it into debt; each of the rest is read once
+  // that debt is paid, and takes it into debt again: some 28 KB, seven seconds of the budget.
+  // Meanwhile a POST /rpc of the same address finds the budget spent: refused.
+  await sent[3];
   const refused = await fetch(`${gateway.httpUrl}/rpc`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
