@@ -257,24 +257,24 @@ function decompressUnlessWaiting(
 }
 
 /**
- * Make `socket`'s receiver inflate through decompressUnlessWaiting. False when ws's receiver is
- * not shaped as this module expects (another version of ws): then it inflates as it will.
+ * Make `socket`'s receiver inflate through decompressUnlessWaiting. A receiver not shaped as
+ * this module expects (another version of ws) is left as it is, and inflates every frame it
+ * parses: test/deflate/deflate-held-per-connection.test.ts fails then.
  */
-function gateInflating(socket: TransportSocket): boolean {
+function gateInflating(socket: TransportSocket): void {
   const receiver = (socket as unknown as { _receiver?: InflatingReceiver | null })._receiver;
-  if (!receiver) return false;
+  if (!receiver) return;
   const own = Object.getPrototypeOf(receiver) as Partial<InflatingReceiver> | null;
-  if (typeof own?.decompress !== 'function') return false;
-  if (receiverSocketKey === undefined || (receiver as never)[receiverSocketKey] !== socket) {
-    const fields = receiver as unknown as Record<symbol, unknown>;
+  if (typeof own?.decompress !== 'function') return;
+  const fields = receiver as unknown as Record<symbol, unknown>;
+  if (receiverSocketKey === undefined || fields[receiverSocketKey] !== socket) {
     receiverSocketKey = Object.getOwnPropertySymbols(receiver).find(
       (key) => fields[key] === socket,
     );
-    if (receiverSocketKey === undefined) return false;
+    if (receiverSocketKey === undefined) return;
   }
   receiverDecompress ??= own.decompress;
   receiver.decompress = decompressUnlessWaiting;
-  return true;
 }
 
 function headerLength(payloadLength: number): number {
