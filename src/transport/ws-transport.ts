@@ -215,7 +215,7 @@ interface InflatingReceiver {
   decompress(data: Buffer, cb: (err?: Error | null) => void): void;
 }
 
-/** A compressed frame ws is to inflate once its connection's messages no longer wait. */
+/** A compressed frame ws is to inflate once its connection reads on (see waitsToInflate). */
 interface WaitingInflate {
   readonly receiver: InflatingReceiver;
   readonly data: Buffer;
