@@ -91,6 +91,16 @@ export class TopicCreationLimitError extends Error {
   }
 }
 
+/**
+ * A publish the broker may have stored although it did not say so: it was sent, and its answer
+ * was lost (the connection dropped under it, or no answer came in time). If it was stored, it
+ * has a seq and subscribers get it like any other message; a retry may then store it twice
+ * (`publishOnce` with the same key lands once).
+ */
+export class PublishUnconfirmedError extends Error {
+  override readonly name = 'PublishUnconfirmedError';
+}
+
 /** A history page size: a positive integer, or undefined (everything) for anything else. */
 export function pageLimit(limit: number | undefined): number | undefined {
   return limit !== undefined && Number.isFinite(limit) && limit >= 1
@@ -141,7 +151,8 @@ export interface Broker {
   /**
    * Publish JSON text; resolves with the message's sequence number once the broker has
    * stored it (and trimmed the topic's history to `retention`). Rejects, never drops
-   * silently, when the broker is unavailable. With `except` (at most MAX_EXCEPT session ids,
+   * silently, when the broker is unavailable: with PublishUnconfirmedError when the message was
+   * sent and its answer lost (it may be stored). With `except` (at most MAX_EXCEPT session ids,
    * see exceptList), the message carries them to every node (BrokerMessage.except).
    */
   publish(

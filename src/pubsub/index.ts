@@ -1,5 +1,10 @@
 export type { Broker, BrokerMessage, Retention, History } from './broker.js';
-export { defaultRetention, TopicCreationLimitError, MAX_EXCEPT } from './broker.js';
+export {
+  defaultRetention,
+  TopicCreationLimitError,
+  PublishUnconfirmedError,
+  MAX_EXCEPT,
+} from './broker.js';
 export { MAX_HISTORY_PAGE } from './history-params.js';
 export { DenyListFullError, DEFAULT_DENY_FOR_MS, MAX_DENY_FOR_MS } from './deny-list.js';
 export type { Denial } from './deny-list.js';

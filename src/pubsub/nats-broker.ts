@@ -3,7 +3,7 @@ import type { NatsConnection, NodeConnectionOptions } from '@nats-io/transport-n
 import { StorageType, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamPublishOptions, PubAck } from '@nats-io/jetstream';
 
-import { defaultRetention, pageLimit } from './broker.js';
+import { PublishUnconfirmedError, defaultRetention, pageLimit } from './broker.js';
 import type { Broker, BrokerMessage, History, OnceResult, Retention } from './broker.js';
 import { CreationBudget } from './creation-budget.js';
 import type { TopicCreationBudget } from './creation-budget.js';
@@ -129,7 +129,8 @@ export interface NatsBrokerOptions extends TopicCreationBudget {
  *
  * While disconnected, `ready` is false and every operation rejects at once with
  * {@link NatsBrokerUnavailableError}; operations that get no answer reject after
- * `timeoutMs` (a publish that timed out may still have been stored). A server that stops
+ * `timeoutMs` (a publish that timed out may still have been stored: it rejects with
+ * PublishUnconfirmedError, as one whose connection dropped under it). A server that stops
  * answering with the connection up is found by a round trip every `healthCheckIntervalMs`:
  * `ready` is false while those fail.
  */
@@ -293,8 +294,11 @@ export class NatsBroker implements Broker {
     const link = this.requireLink(what);
     if (isDirect(topic)) return this.direct.publish(link, topic, payload);
     const options = { timeout: this.timeoutMs, headers: exceptHeaders(except) };
+    const sent: PublishProgress = { to: false, stored: false, givenUp: false };
     return bounded(what, this.timeoutMs, async () => {
-      return (await this.publishToStream(link, topic, payload, retention, options)).seq;
+      return (await this.publishToStream(link, topic, payload, retention, options, sent)).seq;
+    }).catch((err: unknown) => {
+      throw unconfirmedIfSent(err, sent);
     });
   }
 
@@ -314,21 +318,29 @@ export class NatsBroker implements Broker {
     const what = `publish to "${topic}"`;
     const link = this.requireLink(what);
     if (isDirect(topic)) throw new TypeError('publishOnce takes no $-topic: they keep nothing');
+    const sent: PublishProgress = { to: false, stored: false, givenUp: false };
     return bounded(what, this.timeoutMs, async () => {
       const seen = await this.onceKeys.seen(link, topic, key);
       if (seen !== undefined) return { seq: seen, duplicate: true };
       const msgID = natsOnceNames(this.prefix, topic, key).msgId;
       const options = { timeout: this.timeoutMs, msgID };
-      const ack = await this.publishToStream(link, topic, payload, retention, options);
+      const ack = await this.publishToStream(link, topic, payload, retention, options, sent);
+      // Stored: whatever fails now, the message is published (a retry with the key within
+      // JetStream's duplicate window gets its seq).
+      sent.stored = true;
       await this.onceKeys.remember(link, topic, key, ack.seq, windowMs);
       return { seq: ack.seq, duplicate: ack.duplicate };
+    }).catch((err: unknown) => {
+      throw unconfirmedIfSent(err, sent);
     });
   }
 
   /**
    * Publish to the topic's stream, made first if this node has not set it up. A publish that no
    * stream took ("no responders": nothing stored) found it deleted behind our back: the stream
-   * is made again, and the message published again, once.
+   * is made again, and the message published again, once. `sent.to` is set once the message is
+   * on its way to a stream that may take it: from then on a failure leaves it unknown whether
+   * it was stored.
    */
   private async publishToStream(
     link: Link,
@@ -336,15 +348,22 @@ export class NatsBroker implements Broker {
     payload: string,
     retention: Retention,
     options: Partial<JetStreamPublishOptions>,
+    sent: PublishProgress,
   ): Promise<PubAck> {
     const { subject } = this.names(topic);
     await this.streams.ensureStream(link, topic, retention);
+    // Timed out meanwhile: the publisher was told it was not published, so it is not sent.
+    if (sent.givenUp) throw new NatsBrokerUnavailableError(`NATS broker: publish given up`);
     try {
+      sent.to = true;
       return await link.js.publish(subject, payload, options);
     } catch (err) {
       if (!isNoResponders(err)) throw err;
+      sent.to = false;
       this.streams.forget(topic);
       await this.streams.ensureStream(link, topic, retention);
+      if (sent.givenUp) throw new NatsBrokerUnavailableError(`NATS broker: publish given up`);
+      sent.to = true;
       return link.js.publish(subject, payload, options);
     }
   }
@@ -557,6 +576,31 @@ export class NatsBroker implements Broker {
     }
     return link;
   }
+}
+
+/**
+ * How far a publish got: sent to its stream (`to`), acknowledged as stored (`stored`); or
+ * `givenUp`: its failure was told, and it is not to be sent after that.
+ */
+interface PublishProgress {
+  to: boolean;
+  stored: boolean;
+  givenUp: boolean;
+}
+
+/**
+ * A publish's failure as the publisher is to see it: unconfirmed (PublishUnconfirmedError) when
+ * the message was stored (what failed came after), or was sent to its stream and no answer came
+ * (the connection dropped under it, or none in time), since the stream may have stored it; as
+ * it is when it was never sent, or JetStream refused it (an API error, or no stream to take it).
+ */
+function unconfirmedIfSent(err: unknown, sent: PublishProgress): unknown {
+  sent.givenUp = true;
+  const unanswered =
+    sent.to && err instanceof NatsBrokerUnavailableError && !isNoResponders(err.cause);
+  if (!sent.stored && !unanswered) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  return new PublishUnconfirmedError(message, { cause: err });
 }
 
 /** The JetStream storage of `historyStorage`; anything else is refused where the broker is made. */

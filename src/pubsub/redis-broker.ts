@@ -1,6 +1,11 @@
 import { Redis } from 'ioredis';
 import type { RedisOptions } from 'ioredis';
-import { TopicCreationLimitError, defaultRetention, pageLimit } from './broker.js';
+import {
+  PublishUnconfirmedError,
+  TopicCreationLimitError,
+  defaultRetention,
+  pageLimit,
+} from './broker.js';
 import type { Broker, BrokerMessage, History, OnceResult, Retention } from './broker.js';
 import { CreationBudget } from './creation-budget.js';
 import type { TopicCreationBudget } from './creation-budget.js';
@@ -11,7 +16,7 @@ import type { SessionDenial } from './session-deny-list.js';
 import { HealthCheck } from './health-check.js';
 import { RedisPresenceStore } from './presence-redis.js';
 import { RedisDirectChannels } from './redis-direct.js';
-import { describeTarget, toError, unavailableError } from './redis-errors.js';
+import { describeTarget, mayHaveRun, toError, unavailableError } from './redis-errors.js';
 import { isDirect, redisOnceKey, redisTopicKeys } from './redis-keys.js';
 import { RedisScriptRunner } from './redis-script-runner.js';
 import { publishToTopic, readTopic } from './redis-scripts.js';
@@ -94,7 +99,8 @@ const CLOSE_TIMEOUT_MS = 2_000;
  *
  * Faults: while the command connection is down `ready` is false and publish, subscribe and
  * history reject at once with "Redis broker unavailable"; a command that gets no reply within
- * `commandTimeoutMs` rejects too (a publish that timed out may still have been stored). Both
+ * `commandTimeoutMs` rejects too (a publish that timed out may still have been stored: it
+ * rejects with PublishUnconfirmedError, as one whose connection dropped under it). Both
  * connections reconnect by themselves. A Redis that stops answering with its connection up
  * (hung, stopped) is found by a PING every `healthCheckIntervalMs`: `ready` is false while
  * the checks fail. Errors are reported to `onError`, never thrown from event handlers.
@@ -266,14 +272,16 @@ export class RedisBroker implements Broker {
     this.assertUsable();
     if (isDirect(topic)) return this.direct.publish(topic, payload);
     const keys = redisTopicKeys(this.prefix, topic);
-    const published = await publishToTopic(
-      this.runner,
-      keys,
-      payload,
-      retention,
-      this.creation.available(),
-      undefined,
-      except,
+    const published = await unconfirmedIfSent(
+      publishToTopic(
+        this.runner,
+        keys,
+        payload,
+        retention,
+        this.creation.available(),
+        undefined,
+        except,
+      ),
     );
     if (!published) throw new TopicCreationLimitError(topic, this.creation.perSecond);
     if (published.created) this.creation.spend();
@@ -296,13 +304,8 @@ export class RedisBroker implements Broker {
     if (isDirect(topic)) throw new TypeError('publishOnce takes no $-topic: they keep nothing');
     const keys = redisTopicKeys(this.prefix, topic);
     const once = { key: redisOnceKey(this.prefix, topic, key), windowMs };
-    const published = await publishToTopic(
-      this.runner,
-      keys,
-      payload,
-      retention,
-      this.creation.available(),
-      once,
+    const published = await unconfirmedIfSent(
+      publishToTopic(this.runner, keys, payload, retention, this.creation.available(), once),
     );
     if (!published) throw new TopicCreationLimitError(topic, this.creation.perSecond);
     if (published.created) this.creation.spend();
@@ -434,5 +437,19 @@ export class RedisBroker implements Broker {
         this.onError(toError(error));
       }
     }
+  }
+}
+
+/**
+ * A publish's outcome, its failure told as unconfirmed (PublishUnconfirmedError) when the script
+ * may have run all the same: it was sent and its answer was lost.
+ */
+async function unconfirmedIfSent<T>(publishing: Promise<T>): Promise<T> {
+  try {
+    return await publishing;
+  } catch (error) {
+    if (!mayHaveRun(error)) throw error;
+    const err = toError(error);
+    throw new PublishUnconfirmedError(err.message, { cause: err });
   }
 }

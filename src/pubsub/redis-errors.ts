@@ -26,3 +26,18 @@ export function unavailableError(target: string, reason: unknown): Error {
     reason === undefined ? undefined : { cause: reason },
   );
 }
+
+/** How ioredis refuses a command it did not send (the connection is not up; no offline queue). */
+const NOT_SENT = "Stream isn't writeable";
+
+/**
+ * Whether a command that failed may still have run on Redis: it was sent and its answer was
+ * lost (the connection dropped under it, or no answer within the command timeout). False when
+ * ioredis did not send it, or Redis answered with an error (a script that fails runs nothing).
+ */
+export function mayHaveRun(error: unknown): boolean {
+  for (let at: unknown = error; at instanceof Error; at = at.cause) {
+    if (at.name === 'ReplyError' || at.message.startsWith(NOT_SENT)) return false;
+  }
+  return true;
+}

@@ -8,7 +8,12 @@ import { ErrorCode } from '../protocol/error-codes.js';
 import { InvalidParamsError, ServerError } from '../protocol/errors.js';
 import { ConnectionClosedError } from '../protocol/local-errors.js';
 import { isWellFormed } from '../protocol/well-formed.js';
-import { TopicCreationLimitError, defaultRetention, exceptList } from '../pubsub/broker.js';
+import {
+  PublishUnconfirmedError,
+  TopicCreationLimitError,
+  defaultRetention,
+  exceptList,
+} from '../pubsub/broker.js';
 import type { Broker, BrokerMessage, Retention } from '../pubsub/broker.js';
 import { Delivery, defaultFlowControl } from '../pubsub/delivery.js';
 import type { FlowControl } from '../pubsub/delivery.js';
@@ -270,7 +275,7 @@ export class PubSubService<C> {
           { topic, newTopicsPerSecond: err.perSecond },
         );
       }
-      throw this.brokerUnavailable(err, topic, 'the message was not published');
+      throw this.publishFailed(err, topic);
     });
   }
 
@@ -317,7 +322,7 @@ export class PubSubService<C> {
             },
           );
         }
-        throw this.brokerUnavailable(err, topic, 'the message was not published');
+        throw this.publishFailed(err, topic);
       });
   }
 
@@ -352,6 +357,19 @@ export class PubSubService<C> {
    * (which may name the broker's host and port) goes to the log, and to the client only with
    * `exposeErrorDetails`.
    */
+  /**
+   * -32009 for a publish the broker did not confirm: "the message was not published" when it
+   * never reached the broker, "the message may have been published" when it was sent and its
+   * answer was lost (then, if the broker stored it, subscribers get it with its seq).
+   */
+  private publishFailed(err: unknown, topic: string): ServerError {
+    const what =
+      err instanceof PublishUnconfirmedError
+        ? 'the message may have been published'
+        : 'the message was not published';
+    return this.brokerUnavailable(err, topic, what);
+  }
+
   private brokerUnavailable(err: unknown, topic: string, what: string): ServerError {
     return brokerUnavailable(this.logger, this.exposeErrorDetails, err, what, { topic });
   }
