@@ -20,6 +20,7 @@ import { describeTarget, mayHaveRun, toError, unavailableError } from './redis-e
 import { isDirect, redisOnceKey, redisTopicKeys } from './redis-keys.js';
 import { RedisScriptRunner } from './redis-script-runner.js';
 import { publishToTopic, readTopic } from './redis-scripts.js';
+import type { Published, SeenSeq } from './redis-scripts.js';
 import { RedisTopicSubscriptions } from './redis-topic-subscriptions.js';
 
 export { redisTopicKeys } from './redis-keys.js';
@@ -61,6 +62,13 @@ export interface RedisBrokerOptions extends TopicCreationBudget {
 const CLOSE_TIMEOUT_MS = 2_000;
 
 /**
+ * Topics whose last published seq a node remembers, the most recently published ones: each
+ * publish tells the script where the topic stood, so that a Redis restored from an older
+ * snapshot is found at the first publish (see PUBLISH_LUA).
+ */
+const PUBLISHED_TOPICS_KEPT = 10_000;
+
+/**
  * A {@link Broker} on Redis (6.2 or later, for `XTRIM MINID`; tested on 7), so that gateway
  * nodes sharing one Redis share one topic space.
  *
@@ -81,9 +89,13 @@ const CLOSE_TIMEOUT_MS = 2_000;
  * without persistence, a flush, an eviction) the next publish starts a new epoch at seq 1 and
  * clears the old stream; subscribers seeing a new epoch restart their count, and history no
  * longer holds the messages from before: Redis without persistence loses history across a
- * restart. A Redis restored from an older snapshot (same epoch, lower seq) hands out the lost
- * seqs again; subscribers rewind to the then-current seq when they catch up after the
- * reconnect, and may miss what was published on the restored Redis before that catch-up.
+ * restart. A Redis restored from an older snapshot (same epoch, lower seq) would hand out the
+ * lost seqs again under the same epoch: a node that has seen a later seq of the topic (the last
+ * delivered here, or the last it published) numbers the topic anew (a new epoch, the stream
+ * emptied) at its first publish to it or when it catches up after the reconnect, so every node
+ * and every resuming client sees a new epoch. Publishes made on the restored Redis before that,
+ * by nodes that had seen no such seq, can take the count past what a subscriber had: those
+ * reused seqs cannot be told from the lost ones.
  *
  * Retention is applied on publish: the stream is trimmed exactly (not `~`) to `maxLength`,
  * which costs one entry removed per publish once a topic is full; entries older
@@ -138,6 +150,8 @@ export class RedisBroker implements Broker {
   private lastError: Error | undefined;
   /** Told when both connections are up again with the subscriptions in place (onRelinked). */
   private readonly relinkListeners = new Set<() => void>();
+  /** The last seq this node published of each of its PUBLISHED_TOPICS_KEPT latest topics. */
+  private readonly published = new Map<string, SeenSeq>();
 
   /** Connects in the background; `connect()` waits for it. Never throws for network reasons. */
   constructor(options: RedisBrokerOptions) {
@@ -281,10 +295,11 @@ export class RedisBroker implements Broker {
         this.creation.available(),
         undefined,
         except,
+        this.seen(topic),
       ),
     );
     if (!published) throw new TopicCreationLimitError(topic, this.creation.perSecond);
-    if (published.created) this.creation.spend();
+    this.remember(topic, published);
     return published.seq;
   }
 
@@ -305,10 +320,19 @@ export class RedisBroker implements Broker {
     const keys = redisTopicKeys(this.prefix, topic);
     const once = { key: redisOnceKey(this.prefix, topic, key), windowMs };
     const published = await unconfirmedIfSent(
-      publishToTopic(this.runner, keys, payload, retention, this.creation.available(), once),
+      publishToTopic(
+        this.runner,
+        keys,
+        payload,
+        retention,
+        this.creation.available(),
+        once,
+        undefined,
+        this.seen(topic),
+      ),
     );
     if (!published) throw new TopicCreationLimitError(topic, this.creation.perSecond);
-    if (published.created) this.creation.spend();
+    this.remember(topic, published);
     return { seq: published.seq, duplicate: published.duplicate };
   }
 
@@ -389,6 +413,30 @@ export class RedisBroker implements Broker {
     // Stops any reconnect in progress and drops a connection that did not quit in time.
     this.command.disconnect();
     this.subscriber.disconnect();
+  }
+
+  /**
+   * The highest seq of `topic` this node has seen, with its epoch: of the last one delivered
+   * here (if it is subscribed) and the last one it published (if among the latest topics it
+   * published to); the delivered one when their epochs differ (it follows the topic as it goes).
+   */
+  private seen(topic: string): SeenSeq | undefined {
+    const delivered = this.topics.seen(topic);
+    const published = this.published.get(topic);
+    if (delivered === undefined) return published;
+    if (published === undefined || published.epoch !== delivered.epoch) return delivered;
+    return published.seq > delivered.seq ? published : delivered;
+  }
+
+  /** After a publish: spend the creation budget if it made the topic, and keep its seq. */
+  private remember(topic: string, published: Published): void {
+    if (published.created) this.creation.spend();
+    if (published.epoch === '') return; // a duplicate: it wrote nothing
+    this.published.delete(topic);
+    this.published.set(topic, { epoch: published.epoch, seq: published.seq });
+    if (this.published.size > PUBLISHED_TOPICS_KEPT) {
+      this.published.delete(this.published.keys().next().value!);
+    }
   }
 
   private assertUsable(): void {

@@ -14,17 +14,24 @@ import type { RedisScriptRunner } from './redis-script-runner.js';
 // may create ('1': the topic may be created, '0': only an existing topic is published to).
 // ARGV[7]: the session ids left out, as a JSON list ('' for none): a field `x` of the entry, and
 // `~<list>\n` before the payload on the channel (a JSON payload never starts with `~`).
-// Returns { the message's seq, 1 when this publish created the topic }, or { -1, 0 } when the
-// topic does not exist and may not be created (nothing is written). Everything happens in one
-// script, so seq order is the order of the stream and of the PUBLISHes that every subscriber sees.
+// ARGV[8], ARGV[9]: an epoch of the topic and a seq of it the publishing node has seen ('' and 0
+// when none). A count below that seq in that epoch means Redis lost messages it had acknowledged
+// (it came back from an older snapshot) and would hand their seqs out again under the same
+// epoch: the topic is numbered anew instead, under the new epoch, as a topic Redis lost.
+// Returns { the message's seq, 1 when this publish created the topic, the topic's epoch }, or
+// { -1, 0, '' } when the topic does not exist and may not be created (nothing is written).
+// Everything happens in one script, so seq order is the order of the stream and of the
+// PUBLISHes that every subscriber sees.
 const PUBLISH_LUA = `
 local meta, log = KEYS[1], KEYS[2]
 local epoch = redis.call('HGET', meta, 'e')
 local created = 0
-if not epoch then
-  if ARGV[6] ~= '1' then return {-1, 0} end
+local rewound = epoch and epoch == ARGV[8]
+  and tonumber(redis.call('HGET', meta, 'n') or '0') < tonumber(ARGV[9])
+if not epoch or rewound then
+  if not rewound and ARGV[6] ~= '1' then return {-1, 0, ''} end
   epoch = ARGV[5]
-  created = 1
+  if not rewound then created = 1 end
   redis.call('DEL', log)
   redis.call('HSET', meta, 'e', epoch, 'n', 0)
 end
@@ -74,7 +81,20 @@ end
 local live = ARGV[2]
 if except ~= '' then live = '~' .. except .. '\\n' .. live end
 redis.call('PUBLISH', ARGV[1], epoch .. ':' .. string.format('%d', seq) .. ':' .. live)
-return {seq, created}
+return {seq, created, epoch}
+`;
+
+// KEYS: meta, log. ARGV: the epoch a node delivered the topic in, a seq of it the node delivered,
+// a new epoch. When the topic's count in that epoch is below that seq (Redis came back from an
+// older snapshot), the topic is numbered anew under the new epoch, its stream emptied, as the
+// publish script does. Returns 1 when it was, else 0.
+const RENUMBER_LUA = `
+local meta = KEYS[1]
+if redis.call('HGET', meta, 'e') ~= ARGV[1] then return 0 end
+if tonumber(redis.call('HGET', meta, 'n') or '0') >= tonumber(ARGV[2]) then return 0 end
+redis.call('DEL', KEYS[2])
+redis.call('HSET', meta, 'e', ARGV[3], 'n', 0)
+return 1
 `;
 
 // KEYS: meta, log. ARGV: first id, last id ('+' for the end), COUNT (0: all).
@@ -117,20 +137,22 @@ return {tonumber(state[1]), state[2], entries}
 `;
 
 // The publish above, once per idempotency key: KEYS meta, log, the key's own (in the topic's
-// slot), ARGV as above ('' for the left-out ids) plus the window in ms. A key still held answers its first seq and writes
-// nothing ({ seq, 0, 1 }); else the publish runs and the key holds its seq for the window
-// ({ seq, created, 0 }). One script, so two retries racing cannot both publish.
+// slot), ARGV as above ('' for the left-out ids) plus the window in ms (ARGV[10]). A key still
+// held answers its first seq and writes nothing ({ seq, 0, '', 1 }); else the publish runs and
+// the key holds its seq for the window ({ seq, created, epoch, 0 }). One script, so two retries
+// racing cannot both publish.
 const PUBLISH_ONCE_LUA = `
 local seen = redis.call('GET', KEYS[3])
-if seen then return {tonumber(seen), 0, 1} end
+if seen then return {tonumber(seen), 0, '', 1} end
 ${PUBLISH_LUA.replace(
-  'return {seq, created}',
-  "redis.call('SET', KEYS[3], seq, 'PX', ARGV[8])\nreturn {seq, created, 0}",
+  'return {seq, created, epoch}',
+  "redis.call('SET', KEYS[3], seq, 'PX', ARGV[10])\nreturn {seq, created, epoch, 0}",
 )}`;
 
 const publishScript = script(PUBLISH_LUA);
 const publishOnceScript = script(PUBLISH_ONCE_LUA);
 const historyScript = script(HISTORY_LUA);
+const renumberScript = script(RENUMBER_LUA);
 
 /** One read of a topic: its epoch ('' when it does not exist), latest seq and entries. */
 export interface Read {
@@ -144,8 +166,16 @@ export interface Published {
   seq: number;
   /** The topic did not exist: this publish made its keys. */
   created: boolean;
+  /** The epoch `seq` belongs to ('' for a duplicate, which wrote nothing). */
+  epoch: string;
   /** With an idempotency key: the key was held, nothing was written (`seq` is the first's). */
   duplicate: boolean;
+}
+
+/** A seq of a topic that a node has seen (published or delivered), and the epoch it belongs to. */
+export interface SeenSeq {
+  epoch: string;
+  seq: number;
 }
 
 /** An idempotency key for publishToTopic: its Redis key and how long it is held. */
@@ -157,7 +187,8 @@ export interface OnceKey {
 /**
  * Store and PUBLISH one message on a topic, trimming it to `retention`. When the topic does
  * not exist yet and `mayCreate` is false, nothing is written and the result is undefined. With
- * `once`, only when its key is not held (see PUBLISH_ONCE_LUA).
+ * `once`, only when its key is not held (see PUBLISH_ONCE_LUA). With `seen` (a seq of the topic
+ * this node has seen), a topic whose count went back below it is numbered anew first.
  */
 export async function publishToTopic(
   runner: RedisScriptRunner,
@@ -167,6 +198,7 @@ export async function publishToTopic(
   mayCreate = true,
   once?: OnceKey,
   except?: readonly string[],
+  seen?: SeenSeq,
 ): Promise<Published | undefined> {
   const maxLength = Number.isFinite(retention.maxLength)
     ? Math.max(0, Math.floor(retention.maxLength))
@@ -182,6 +214,8 @@ export async function publishToTopic(
     randomBytes(8).toString('hex'),
     mayCreate ? '1' : '0',
     except ? JSON.stringify(except) : '',
+    seen?.epoch ?? '',
+    String(seen?.seq ?? 0),
   ];
   const reply = once
     ? await runner.run(
@@ -193,8 +227,32 @@ export async function publishToTopic(
   if (!Array.isArray(reply) || typeof reply[0] !== 'number') {
     throw new Error(`Redis broker: unexpected publish reply`);
   }
-  const [seq, created, duplicate] = reply as [number, unknown, unknown];
-  return seq < 0 ? undefined : { seq, created: created === 1, duplicate: duplicate === 1 };
+  const [seq, created, epoch, duplicate] = reply as [number, unknown, unknown, unknown];
+  return seq < 0
+    ? undefined
+    : {
+        seq,
+        created: created === 1,
+        epoch: typeof epoch === 'string' ? epoch : '',
+        duplicate: duplicate === 1,
+      };
+}
+
+/**
+ * Number the topic anew (a new epoch, its stream emptied) if its count in `seen.epoch` is below
+ * `seen.seq`: Redis came back from an older snapshot. Resolves whether it did.
+ */
+export async function renumberIfRewound(
+  runner: RedisScriptRunner,
+  keys: RedisTopicKeys,
+  seen: SeenSeq,
+): Promise<boolean> {
+  const reply = await runner.run(
+    renumberScript,
+    [keys.meta, keys.log],
+    [seen.epoch, String(seen.seq), randomBytes(8).toString('hex')],
+  );
+  return reply === 1;
 }
 
 /** Messages after `afterSeq` up to `toId`, with the topic's epoch and latest seq, atomically. */

@@ -9,8 +9,8 @@ import type { BrokerMessage } from './broker.js';
 import { toError } from './redis-errors.js';
 import { redisTopicKeys } from './redis-keys.js';
 import type { RedisTopicKeys } from './redis-keys.js';
-import { readTopic } from './redis-scripts.js';
-import type { Read } from './redis-scripts.js';
+import { readTopic, renumberIfRewound } from './redis-scripts.js';
+import type { Read, SeenSeq } from './redis-scripts.js';
 import type { RedisScriptRunner } from './redis-script-runner.js';
 
 interface TopicState {
@@ -115,6 +115,14 @@ export class RedisTopicSubscriptions {
   /** Drop every subscription (the broker is closing). */
   clear(): void {
     for (const state of [...this.topics.values()]) this.forget(state);
+  }
+
+  /** The last seq delivered of a subscribed topic, with its epoch; undefined before it has one. */
+  seen(topic: string): SeenSeq | undefined {
+    const state = this.topics.get(topic);
+    return state?.started && state.epoch !== ''
+      ? { epoch: state.epoch, seq: state.lastSeq }
+      : undefined;
   }
 
   /** Anything that failed to catch up while the command connection was down tries again. */
@@ -279,6 +287,7 @@ export class RedisTopicSubscriptions {
     this.enqueue(state, async () => {
       clearTimeout(state.retryTimer);
       state.retryTimer = undefined;
+      let renumbered = false;
       try {
         for (;;) {
           const read = await this.read(state, state.lastSeq, '+', CATCH_UP_BATCH);
@@ -292,7 +301,19 @@ export class RedisTopicSubscriptions {
             }
           }
           if (read.lastSeq < state.lastSeq) {
-            // Same epoch but an older seq: Redis came back from an older snapshot.
+            // Same epoch but an older seq: Redis came back from an older snapshot, without
+            // messages it had acknowledged, and would give their seqs to new ones under the
+            // same epoch, which no subscriber or resuming client could tell from the lost ones.
+            // The topic is numbered anew for every node (a new epoch), and read again.
+            // (Once: read again, it is numbered anew, or by another node, or has gone past.)
+            if (!renumbered) {
+              renumbered = true;
+              await renumberIfRewound(this.runner, state.keys, {
+                epoch: state.epoch,
+                seq: state.lastSeq,
+              });
+              continue;
+            }
             state.lastSeq = read.lastSeq;
             return;
           }
