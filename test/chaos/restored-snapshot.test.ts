@@ -33,9 +33,8 @@ import { hasProgram, startRedisServer } from '../support/server-processes.js';
 import { TcpRelay } from '../support/tcp-relay.js';
 import { inCi } from '../support/environment.js';
 import { settle, waitFor } from '../support/waiting.js';
-import { PublishLog, accountSubscription, seqRanges } from './accounting.js';
-import type { ReceivedEvent, SubscriptionAccount } from './accounting.js';
-import type { SubscriptionParams } from '../support/raw-rpc.js';
+import { PublishLog, accountSubscription } from './accounting.js';
+import { receivedEvents, violations } from './fault-accounts.js';
 
 const missing = !hasProgram('redis-server') && !inCi;
 const res = new Resources();
@@ -48,27 +47,6 @@ afterEach(async () => {
   await cluster?.cleanup();
   cluster = undefined;
 });
-
-/** A raw subscriber's messages and gap signals, as the accounting reads them. */
-function received(notifications: readonly SubscriptionParams[]): ReceivedEvent[] {
-  const events: ReceivedEvent[] = [];
-  for (const n of notifications) {
-    if ('result' in n) events.push({ data: n.result, seq: n.seq!, at: 0 });
-    else if ('gap' in n) events.push({ data: undefined, gap: n.gap ?? null, at: 0 });
-  }
-  return events;
-}
-
-/** What went wrong for one subscription, readably; [] when nothing did. */
-function violations(account: SubscriptionAccount): string[] {
-  const out = [...account.problems];
-  for (const outcome of ['lost', 'reordered'] as const) {
-    const seqs = seqRanges(account, outcome);
-    if (seqs) out.push(`${account.label}: ${outcome} ${seqs}`);
-  }
-  if (account.duplicates.length > 0) out.push(`${account.label}: duplicates`);
-  return out;
-}
 
 type Scenario = 'P holding' | 'P publishing only' | 'a new node publishing, B back first';
 
@@ -188,7 +166,7 @@ describe.skipIf(missing)('Redis restored from an older snapshot', () => {
         ),
       );
       accounts.push(
-        accountSubscription('resumed@B', topic, received(resumed.notifications(id)), log, {
+        accountSubscription('resumed@B', topic, receivedEvents(resumed.notifications(id)), log, {
           after: { gen: 0, seq: 25 },
         }),
       );
