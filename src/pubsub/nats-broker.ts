@@ -114,7 +114,10 @@ export interface NatsBrokerOptions extends TopicCreationBudget {
  * they were given; after a reconnect the consumer is recreated from there, so
  * what was published meanwhile (and is still retained) arrives, in order, once.
  * A topic's epoch is its stream's creation time: a stream deleted and made again numbers
- * from 1 anew, and a subscription that finds it so starts again from its first message.
+ * from 1 anew, and a subscription that finds it so starts again from its first message. A
+ * stream whose store came back older (same creation time, a lower last seq) is resumed from
+ * its last seq, so that the new messages given the lost ones' seqs are delivered, told to this
+ * node's subscribers as a numbering that went back.
  * A `$`-topic subscribe resolves once the server has the interest (a flush), so what another
  * node publishes after that reaches it.
  *

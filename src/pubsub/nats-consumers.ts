@@ -321,6 +321,14 @@ export class NatsConsumers {
           if (sub.epoch !== undefined && info.created !== sub.epoch) {
             // The stream was deleted and made again: its numbering starts from 1 anew.
             sub.lastSeq = 0;
+          } else if (info.state.last_seq < sub.lastSeq) {
+            // The same stream, its count back below what was delivered here: NATS lost
+            // messages it had acknowledged (its store came back older: a crash before they
+            // reached the disk, a restored backup) and gives their seqs to new ones under the
+            // same epoch. Resumed from there, so the new ones are delivered: their seqs going
+            // back tell this node's subscribers of the new numbering (a gap of unknown size),
+            // where resuming after the last seq delivered would skip them in silence.
+            sub.lastSeq = info.state.last_seq;
           }
           sub.epoch = info.created;
           await this.startConsumer(link, sub);

@@ -29,6 +29,11 @@ export class PrivateBroker {
     readonly kind: BrokerKind,
   ) {}
 
+  /** The broker's directory (NATS: its store; Redis: where it would save), once started. */
+  get storeDir(): string {
+    return this.dir;
+  }
+
   /** Whether a restart keeps the topics' numbering (NATS file store) or loses it (Redis). */
   get keepsNumbering(): boolean {
     return this.kind === 'nats';
