@@ -353,11 +353,6 @@ export class PubSubService<C> {
   }
 
   /**
-   * -32009 for a broker operation that failed (the broker is down or refused). The cause
-   * (which may name the broker's host and port) goes to the log, and to the client only with
-   * `exposeErrorDetails`.
-   */
-  /**
    * -32009 for a publish the broker did not confirm: "the message was not published" when it
    * never reached the broker, "the message may have been published" when it was sent and its
    * answer was lost (then, if the broker stored it, subscribers get it with its seq).
@@ -370,6 +365,11 @@ export class PubSubService<C> {
     return this.brokerUnavailable(err, topic, what);
   }
 
+  /**
+   * -32009 for a broker operation that failed (the broker is down or refused). The cause
+   * (which may name the broker's host and port) goes to the log, and to the client only with
+   * `exposeErrorDetails`.
+   */
   private brokerUnavailable(err: unknown, topic: string, what: string): ServerError {
     return brokerUnavailable(this.logger, this.exposeErrorDetails, err, what, { topic });
   }
