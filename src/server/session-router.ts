@@ -3,6 +3,7 @@ import { ErrorCode } from '../protocol/error-codes.js';
 import { ServerError } from '../protocol/errors.js';
 import type { Params } from '../protocol/types.js';
 import { assertEncodableParams } from './session.js';
+import { PublishUnconfirmedError } from '../pubsub/broker.js';
 import type { Broker, BrokerMessage, Retention } from '../pubsub/broker.js';
 import {
   DEFAULT_SESSION_DENY_FOR_MS,
@@ -432,12 +433,15 @@ export class SessionRouter {
       // Through a promise, so a broker that throws synchronously fails like one that rejects.
       return await Promise.resolve().then(() => this.broker.publish(topic, payload, retention));
     } catch (err) {
-      // A JsonRpcError, so a handler that returns notifyUser's promise answers precisely.
+      // A JsonRpcError, so a handler that returns notifyUser's promise answers precisely. One
+      // whose answer was lost may have been stored (an inbox message then reaches the user).
       throw brokerUnavailable(
         this.logger,
         this.options.exposeErrorDetails ?? false,
         err,
-        'the message was not sent',
+        err instanceof PublishUnconfirmedError
+          ? 'the message may have been sent'
+          : 'the message was not sent',
         {},
         logged,
       );

@@ -192,3 +192,48 @@ describe('a NATS publish that timed out before it was sent', () => {
     30_000,
   );
 });
+
+describe.each(['redis', 'nats'] as const)(
+  'a notifyUser to an inbox meeting a lost answer (%s)',
+  (kind) => {
+    it.skipIf(!up[kind] && !mustRun)(
+      'is told the message may have been sent, and the user gets it, numbered',
+      async () => {
+        const relay = new LostAnswerRelay(ports[kind]);
+        await relay.start();
+        closers.push(() => relay.cut());
+        interface Ctx {
+          user: string | undefined;
+        }
+        const inboxes = {
+          authenticate: ({ query }: { query: URLSearchParams }) => ({
+            user: query.get('user') ?? undefined,
+          }),
+          userOf: (context: Ctx) => context.user,
+          userInbox: true,
+        };
+        const brokerA = await broker(kind, relay.port);
+        const a = await res.gateway<Ctx>({ broker: brokerA, ...inboxes });
+        const b = await res.gateway<Ctx>({ broker: await broker(kind, ports[kind]), ...inboxes });
+        const user = `u${randomBytes(4).toString('hex')}`;
+        const client = res.client(`${b.url}?user=${user}`, { inbox: true });
+        const got: unknown[] = [];
+        client.notificationsOf('hello').subscribe((params) => got.push(params));
+        await waitFor(() => b.gateway.pubsub.topics()[`~inbox.${user}`] === 1, 'the inbox held');
+
+        expect(await a.gateway.notifyUser(user, 'hello', { n: 1 })).toBe(1);
+        relay.arm(`"n":2}`);
+        const lost = await a.gateway.notifyUser(user, 'hello', { n: 2 }).then(
+          (seq) => ({ seq }),
+          (err: unknown) => ({ message: (err as Error).message }),
+        );
+        expect(lost).toEqual({ message: 'Broker unavailable: the message may have been sent' });
+        await waitFor(() => brokerA.ready, 'A linked to the broker again');
+        expect(await a.gateway.notifyUser(user, 'hello', { n: 3 })).toBe(3);
+        await waitFor(() => got.length === 3, 'three messages at the user');
+        expect(got).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }]);
+      },
+      30_000,
+    );
+  },
+);
