@@ -154,13 +154,13 @@ describe('logs of routed calls that fail', () => {
     expect(JSON.stringify(record).length).toBeLessThan(2 * MAX_SHOWN_METHOD_CHARS + 1_000);
   });
 
-  it('model: over any sequence of refusals and failures across sessions, busy logs nothing and each session has NOISE_WARN_LIMIT warn lines, then debug', async () => {
+  it('model: over any sequence of refusals and failures across sessions, busy logs nothing and each session has NOISE_WARN_LIMIT warn lines, then debug; each names its method as cut', async () => {
     // A step is a run of calls from one session, so that sessions go past NOISE_WARN_LIMIT
     // failures (at fast-check's default size an array is ~5 steps: a session never did).
     const step = fc.record({
       session: fc.integer({ min: 0, max: 2 }),
       busy: fc.oneof({ weight: 3, arbitrary: fc.constant(false) }, fc.constant(true)),
-      long: fc.boolean(),
+      method: methodName,
       times: fc.integer({ min: 1, max: 8 }),
     });
     await fc.assert(
@@ -173,9 +173,8 @@ describe('logs of routed calls that fail', () => {
           logger.records.splice(0);
           // The model: each session's count of failures other than busy.
           const failures = [0, 0, 0];
-          const expected: { level: string; count: number; methodChars?: number }[] = [];
-          for (const { session: at, busy, long, times } of steps) {
-            const name = long ? LONG : 'down.get';
+          const expected: Record<string, unknown>[] = [];
+          for (const { session: at, busy, method: name, times } of steps) {
             const method = busy ? name.replace(/^down\./, 'held.') : name;
             for (let i = 0; i < times; i++) {
               const reply = await sessions[at]!.request(method);
@@ -185,29 +184,92 @@ describe('logs of routed calls that fail', () => {
               expected.push({
                 level: count <= NOISE_WARN_LIMIT ? 'warn' : 'debug',
                 count,
-                ...(long ? { methodChars: LONG.length } : {}),
+                method: shownAs(method),
+                ...(count === NOISE_WARN_LIMIT ? { moreAtDebug: true } : {}),
+                ...(method.length > MAX_SHOWN_METHOD_CHARS ? { methodChars: method.length } : {}),
               });
             }
           }
           const seen = logged(logger.records, FAILED).map((r) => {
-            const fields = r.obj as { count: number; method: string; methodChars?: number };
-            expect(fields.method.length).toBeLessThanOrEqual(MAX_SHOWN_METHOD_CHARS);
+            const fields = r.obj as Record<string, unknown>;
             return {
               level: r.level,
-              count: fields.count,
-              ...(fields.methodChars === undefined ? {} : { methodChars: fields.methodChars }),
+              count: fields['count'],
+              method: fields['method'],
+              ...('moreAtDebug' in fields ? { moreAtDebug: fields['moreAtDebug'] } : {}),
+              ...('methodChars' in fields ? { methodChars: fields['methodChars'] } : {}),
             };
           });
           expect(seen).toEqual(expected);
           expect(warnings(logger.records)).toHaveLength(
-            expected.filter((e) => e.level === 'warn').length,
+            expected.filter((e) => e['level'] === 'warn').length,
           );
         } finally {
           await runRes.cleanup();
           await waitFor(() => running.gateway.sessions.size === 1, "the run's sessions to close");
         }
       }),
-      { numRuns: 15 },
+      // One example whose names sit at the cut: exactly MAX_SHOWN_METHOD_CHARS, and one past it
+      // with an astral character across the cut.
+      {
+        numRuns: 15,
+        examples: [
+          [
+            [
+              { session: 0, busy: false, method: nameOf(MAX_SHOWN_METHOD_CHARS), times: 1 },
+              {
+                session: 1,
+                busy: false,
+                method: nameOf(MAX_SHOWN_METHOD_CHARS + 1, MAX_SHOWN_METHOD_CHARS - 1),
+                times: 1,
+              },
+            ],
+          ],
+        ],
+      },
     );
   });
 });
+
+/**
+ * A routed name (`down.`...) `length` UTF-16 units long, with an astral character (a surrogate
+ * pair) from `pairAt` when given and it fits.
+ */
+function nameOf(length: number, pairAt?: number): string {
+  const name = 'down.' + 'x'.repeat(length - 'down.'.length);
+  if (pairAt === undefined || pairAt + 2 > length) return name;
+  return name.slice(0, pairAt) + '\u{1F600}' + name.slice(pairAt + 2);
+}
+
+/** Method names: a short one, or one about MAX_SHOWN_METHOD_CHARS long or far past it. */
+const methodName = fc.oneof(
+  { weight: 2, arbitrary: fc.constant('down.get') },
+  {
+    weight: 3,
+    arbitrary: fc
+      .record({
+        length: fc.oneof(
+          fc.integer({ min: MAX_SHOWN_METHOD_CHARS - 2, max: MAX_SHOWN_METHOD_CHARS + 2 }),
+          fc.constant(LONG.length),
+        ),
+        pairAt: fc.option(
+          fc.integer({ min: MAX_SHOWN_METHOD_CHARS - 2, max: MAX_SHOWN_METHOD_CHARS }),
+          { nil: undefined },
+        ),
+      })
+      .map(({ length, pairAt }) => nameOf(length, pairAt)),
+  },
+);
+
+/**
+ * The model of the logged name: whole up to MAX_SHOWN_METHOD_CHARS; past it, the longest start
+ * of it that is no longer and is well-formed (a cut never leaves half a surrogate pair).
+ */
+function shownAs(method: string): string {
+  if (method.length <= MAX_SHOWN_METHOD_CHARS) return method;
+  for (let cut = MAX_SHOWN_METHOD_CHARS; ; cut--) {
+    const shown = method.slice(0, cut);
+    // A start of a well-formed name is well-formed unless it ends in a pair's first half.
+    if (!/[\ud800-\udbff]$/.test(shown)) return shown;
+  }
+}
