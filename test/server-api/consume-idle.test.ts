@@ -5,7 +5,8 @@
  * answered. Its wake-up connection comes back after it is cut; a Redis that refuses CLIENT
  * TRACKING (an ACL) leaves the consumer polling, still answering; close() lets go of every
  * connection the consumer opened. The fast-check model writes entries between idle stretches and
- * cuts of the wake-up connection: every entry is handled once, and an idle stretch runs no take.
+ * cuts of the wake-up connection, and writes another stream whose name starts with the
+ * consumer's during idle stretches: every entry is handled once, and an idle stretch runs no take.
  */
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
@@ -76,8 +77,13 @@ async function takesSinceReset(): Promise<number> {
   return calls;
 }
 
-/** Takes over an idle stretch, once the consumer watches its stream and has settled. */
-async function takesWhileIdle(): Promise<number> {
+/**
+ * Takes over an idle stretch (`stretch`, by default IDLE_STRETCH_MS of nothing), once the consumer
+ * watches its stream and has settled.
+ */
+async function takesWhileIdle(
+  stretch: () => Promise<void> = () => sleep(IDLE_STRETCH_MS),
+): Promise<number> {
   await waitFor(async () => {
     const list = (await admin.client('LIST')) as string;
     return list.split('\n').some((l) => /\bname=wsrpc-server-api-watch\b.*\bsub=1\b/.test(l));
@@ -93,7 +99,7 @@ async function takesWhileIdle(): Promise<number> {
     10_000,
   );
   await admin.config('RESETSTAT');
-  await sleep(IDLE_STRETCH_MS);
+  await stretch();
   return takesSinceReset();
 }
 
@@ -146,7 +152,14 @@ describe.skipIf(!hasRedisServer && !mustRun)('an idle Redis stream consumer', ()
   }, 60_000);
 
   it('model: for any writes, idle stretches and cuts, each entry is handled once', async () => {
-    type Step = { kind: 'add'; count: number } | { kind: 'idle' } | { kind: 'cut' };
+    // `other`: an idle stretch in which another stream is written, one whose name starts with
+    // the consumer's (the wake-up connection tracks the name as a prefix, so Redis tells it of
+    // that stream's writes too), `count` times spread over the stretch.
+    type Step =
+      | { kind: 'add'; count: number }
+      | { kind: 'idle' }
+      | { kind: 'cut' }
+      | { kind: 'other'; count: number };
     const step: fc.Arbitrary<Step> = fc.oneof(
       {
         arbitrary: fc.record({
@@ -157,35 +170,72 @@ describe.skipIf(!hasRedisServer && !mustRun)('an idle Redis stream consumer', ()
       },
       { arbitrary: fc.constant({ kind: 'idle' as const }), weight: 1 },
       { arbitrary: fc.constant({ kind: 'cut' as const }), weight: 1 },
+      {
+        arbitrary: fc.record({
+          kind: fc.constant('other' as const),
+          count: fc.integer({ min: 2, max: 3 }),
+        }),
+        weight: 1,
+      },
     );
     await fc.assert(
       fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 4 }), async (steps) => {
-        const { add, published } = await consumer();
+        const { stream, add, published } = await consumer();
         const written: number[] = [];
         try {
           for (const next of steps) {
             if (next.kind === 'idle') expect(await takesWhileIdle()).toBeLessThanOrEqual(1);
             else if (next.kind === 'cut') await killWatch();
-            else {
+            else if (next.kind === 'other') {
+              const other = `${stream}-other`;
+              const takes = await takesWhileIdle(async () => {
+                for (let i = 0; i < next.count; i++) {
+                  await admin.xadd(other, '*', 'request', '{}');
+                  await sleep(IDLE_STRETCH_MS / next.count);
+                }
+              });
+              expect(takes).toBeLessThanOrEqual(1);
+            } else {
               for (let i = 0; i < next.count; i++) {
                 written.push(written.length + 1);
                 await add(written.length);
               }
-              let seen: number[] = [];
-              await waitFor(
-                async () => (seen = await published()).length >= written.length,
-                () => `entries ${JSON.stringify(written)} handled (${JSON.stringify(seen)})`,
-                15_000,
-              );
-              expect([...seen].sort((a, b) => a - b)).toEqual(written);
             }
+            // After every step: every entry written so far handled, each once.
+            let seen: number[] = [];
+            await waitFor(
+              async () => (seen = await published()).length >= written.length,
+              () => `entries ${JSON.stringify(written)} handled (${JSON.stringify(seen)})`,
+              15_000,
+            );
+            expect([...seen].sort((a, b) => a - b)).toEqual(written);
           }
         } finally {
           await apis.pop()?.close();
           await res.cleanup();
         }
       }),
-      { numRuns: 6, endOnFailure: true },
+      {
+        numRuns: 6,
+        endOnFailure: true,
+        examples: [
+          [
+            [
+              { kind: 'add', count: 2 },
+              { kind: 'cut' },
+              { kind: 'idle' },
+              { kind: 'add', count: 1 },
+            ],
+          ],
+          [
+            [
+              { kind: 'add', count: 1 },
+              { kind: 'other', count: 3 },
+              { kind: 'add', count: 1 },
+            ],
+          ],
+        ],
+      },
     );
   }, 120_000);
 
