@@ -910,14 +910,25 @@ describe('the offline queue a shared worker’s tabs share', () => {
     expect(await Promise.all(queued)).toEqual(['q1', 'q2', 'q3']);
   });
 
-  it('model: whatever two tabs call, notify and cancel while disconnected, each holds at most its share, the queue at most maxQueued, and exactly what was taken is sent, in order', async () => {
+  it('model: whatever two tabs call, notify and cancel while disconnected, and across reconnections, each holds at most its share, the queue at most maxQueued, and exactly what was taken is sent, in order', async () => {
     const share = 2;
     const maxQueued = 3;
-    const op = fc.record({
-      tab: fc.constantFrom(0, 1),
-      k: fc.constantFrom('call' as const, 'notify' as const, 'cancel' as const),
-    });
-    const seen = { perTab: 0, whole: 0 };
+    // `flush`: the gateway comes up (everything queued is sent), then goes away again; the
+    // tabs' shares are free once more for the next time the client is disconnected.
+    const op = fc.oneof(
+      {
+        weight: 6,
+        arbitrary: fc.record({
+          tab: fc.constantFrom(0, 1),
+          k: fc.constantFrom('call' as const, 'notify' as const, 'cancel' as const),
+        }),
+      },
+      {
+        weight: 1,
+        arbitrary: fc.record({ tab: fc.constant(0), k: fc.constant('flush' as const) }),
+      },
+    );
+    const seen = { perTab: 0, whole: 0, flushes: 0 };
     await fc.assert(
       fc.asyncProperty(fc.array(op, { minLength: 3, maxLength: 12 }), async (ops) => {
         const port = await freePort();
@@ -929,70 +940,90 @@ describe('the offline queue a shared worker’s tabs share', () => {
         const queue: { tab: number; key: string; call?: number }[] = [];
         const refusedMessage: string[] = [];
         let n = 0;
-        for (const { tab: t, k } of ops) {
-          const tab = tabs[t]!;
-          const from = tab.got.length;
-          const mine = queue.filter((q) => q.tab === t);
-          if (k === 'cancel') {
-            const call = mine.find((q) => q.call !== undefined);
-            if (!call) continue;
-            tab.send({ t: 'cancel', id: call.call! });
-            const result = await tab.next((m) => m.t === 'result' && m.id === call.call, from);
-            expect(result).toMatchObject({ error: { name: 'CancelledError' } });
-            queue.splice(queue.indexOf(call), 1);
-            continue;
+        /**
+         * The gateway up: exactly what was queued is sent, in order, each call answered; then,
+         * unless `last`, down again, the client disconnected once more.
+         */
+        const flush = async (last: boolean): Promise<void> => {
+          const { gateway, read } = await recordingGateway(port);
+          try {
+            const calls = queue.filter((q) => q.call !== undefined);
+            for (const q of calls) {
+              const result = await tabs[q.tab]!.next((m) => m.t === 'result' && m.id === q.call);
+              expect(result).toMatchObject({ result: q.key });
+            }
+            await waitFor(() => read.length >= queue.length, `${queue.length} queued sent`);
+            // A barrier call after the flush: anything sent past the model would be read by now.
+            const barrier = ++n;
+            tabs[0]!.send({ t: 'call', id: barrier, method: 'echo', params: ['last'] });
+            await tabs[0]!.next((m) => m.t === 'result' && m.id === barrier);
+            expect(read).toEqual([...queue.map((q) => q.key), 'last']);
+            queue.length = 0;
+          } finally {
+            await gateway.close();
           }
-          const key = `${k}-${t}-${++n}`;
-          const refusal =
-            mine.length >= share
-              ? 'Not connected and this tab has 2 calls and notifications queued (maxQueuedPerTab of the shared worker)'
-              : queue.length >= maxQueued
-                ? 'Not connected and 3 calls are already queued'
-                : undefined;
-          if (refusal?.includes('this tab')) seen.perTab++;
-          else if (refusal) seen.whole++;
-          if (k === 'call') {
-            tab.send({ t: 'call', id: n, method: 'echo', params: [key] });
-            if (refusal) {
-              const result = await tab.next((m) => m.t === 'result' && m.id === n, from);
-              expect(result).toMatchObject({
-                error: { name: 'NotConnectedError', message: refusal },
-              });
-            } else queue.push({ tab: t, key, call: n });
-          } else {
-            tab.send({ t: 'notify', method: 'note', params: [key] });
-            if (refusal) refusedMessage.push(refusal);
-            else queue.push({ tab: t, key });
+          if (!last) {
+            seen.flushes++;
+            await waitFor(() => host.client?.state !== 'open', 'the client disconnected again');
           }
-          await tab.barrier();
-          // Nothing taken was answered yet: it waits in the queue.
-          expect(tab.got.slice(from).filter((m) => m.t === 'result' && m.id === n)).toHaveLength(
-            k === 'call' && refusal ? 1 : 0,
-          );
-          expect(dropped()).toEqual(refusedMessage);
-        }
-        const { gateway, read } = await recordingGateway(port);
+        };
         try {
-          const calls = queue.filter((q) => q.call !== undefined);
-          for (const q of calls) {
-            const result = await tabs[q.tab]!.next((m) => m.t === 'result' && m.id === q.call);
-            expect(result).toMatchObject({ result: q.key });
+          for (const { tab: t, k } of ops) {
+            if (k === 'flush') {
+              await flush(false);
+              continue;
+            }
+            const tab = tabs[t]!;
+            const from = tab.got.length;
+            const mine = queue.filter((q) => q.tab === t);
+            if (k === 'cancel') {
+              const call = mine.find((q) => q.call !== undefined);
+              if (!call) continue;
+              tab.send({ t: 'cancel', id: call.call! });
+              const result = await tab.next((m) => m.t === 'result' && m.id === call.call, from);
+              expect(result).toMatchObject({ error: { name: 'CancelledError' } });
+              queue.splice(queue.indexOf(call), 1);
+              continue;
+            }
+            const key = `${k}-${t}-${++n}`;
+            const refusal =
+              mine.length >= share
+                ? 'Not connected and this tab has 2 calls and notifications queued (maxQueuedPerTab of the shared worker)'
+                : queue.length >= maxQueued
+                  ? 'Not connected and 3 calls are already queued'
+                  : undefined;
+            if (refusal?.includes('this tab')) seen.perTab++;
+            else if (refusal) seen.whole++;
+            if (k === 'call') {
+              tab.send({ t: 'call', id: n, method: 'echo', params: [key] });
+              if (refusal) {
+                const result = await tab.next((m) => m.t === 'result' && m.id === n, from);
+                expect(result).toMatchObject({
+                  error: { name: 'NotConnectedError', message: refusal },
+                });
+              } else queue.push({ tab: t, key, call: n });
+            } else {
+              tab.send({ t: 'notify', method: 'note', params: [key] });
+              if (refusal) refusedMessage.push(refusal);
+              else queue.push({ tab: t, key });
+            }
+            await tab.barrier();
+            // Nothing taken was answered yet: it waits in the queue.
+            expect(tab.got.slice(from).filter((m) => m.t === 'result' && m.id === n)).toHaveLength(
+              k === 'call' && refusal ? 1 : 0,
+            );
+            expect(dropped()).toEqual(refusedMessage);
           }
-          await waitFor(() => read.length >= queue.length, `${queue.length} queued sent`);
-          // A barrier call after the flush: anything sent past the model would be read by now.
-          tabs[0]!.send({ t: 'call', id: 0, method: 'echo', params: ['last'] });
-          await tabs[0]!.next((m) => m.t === 'result' && m.id === 0);
-          expect(read).toEqual([...queue.map((q) => q.key), 'last']);
+          await flush(true);
         } finally {
           await host.close();
-          await gateway.close();
         }
       }),
       {
         numRuns: 15,
-        // One run past both bounds whatever the random ones do: tab 1's call finds the queue
-        // full (3), tab 0's third finds its share taken (2).
         examples: [
+          // One run past both bounds whatever the random ones do: tab 1's call finds the queue
+          // full (3), tab 0's third finds its share taken (2).
           [
             [
               { tab: 0, k: 'call' },
@@ -1002,11 +1033,23 @@ describe('the offline queue a shared worker’s tabs share', () => {
               { tab: 0, k: 'call' },
             ],
           ],
+          // A tab's whole share taken by notifications, sent once connected: the next time
+          // the client is disconnected, the share is the tab's again.
+          [
+            [
+              { tab: 0, k: 'notify' },
+              { tab: 0, k: 'notify' },
+              { tab: 0, k: 'flush' },
+              { tab: 0, k: 'call' },
+              { tab: 0, k: 'notify' },
+            ],
+          ],
         ],
       },
     );
-    // The runs went past both bounds (else the property says little).
+    // The runs went past both bounds and connected mid-run (else the property says little).
     expect(seen.perTab).toBeGreaterThan(0);
     expect(seen.whole).toBeGreaterThan(0);
+    expect(seen.flushes).toBeGreaterThan(0);
   });
 });
