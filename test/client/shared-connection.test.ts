@@ -347,6 +347,9 @@ describe('sharing, as a model: the gateway holds a topic while any tab observes 
     const { gateway, url } = await res.gateway();
     const topics = ['t0', 't1'];
     for (const topic of topics) gateway.topic(topic);
+    // A round trip through a tab's port, the worker's client and the gateway: what the tab
+    // posted before it (a subscribe, an unsubscribe) has reached the gateway once it is answered.
+    gateway.method('barrier', () => true);
     const { open } = sharedConnection(url);
     type Step = { kind: 'sub' | 'unsub' | 'close'; tab: number; topic: number };
     const step = fc.record({
@@ -354,35 +357,72 @@ describe('sharing, as a model: the gateway holds a topic while any tab observes 
       tab: fc.integer({ min: 0, max: 2 }),
       topic: fc.integer({ min: 0, max: 1 }),
     });
+    /** One observer: what it received, and its unsubscribe. */
+    type Observer = { got: unknown[]; unsubscribe: () => void };
+    let published = 0;
     await fc.assert(
       fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 12 }), async (steps) => {
         const slots: (SharedRpcClient | undefined)[] = [];
-        /** Per tab, per topic: its observers' unsubscribes. */
-        const held: (() => void)[][][] = [];
+        /** Per tab, per topic: its observers. */
+        const held: Observer[][][] = [];
         const tabAt = (i: number): SharedRpcClient => (slots[i] ??= open());
-        for (const { kind, tab, topic } of steps) {
-          const mine = ((held[tab] ??= [])[topic] ??= []);
-          if (kind === 'close') {
-            await slots[tab]?.close();
-            slots[tab] = undefined;
-            held[tab] = [];
-          } else if (kind === 'sub') {
-            const s = tabAt(tab).subscribe(topics[topic]!).subscribe();
-            mine.push(() => s.unsubscribe());
-          } else mine.pop()?.();
-          for (const [t, name] of topics.entries()) {
-            const expected = held.some((perTab) => (perTab[t]?.length ?? 0) > 0) ? 1 : 0;
-            await waitFor(
-              () => subscriptions(gateway, name) === expected,
-              () => `${name}: ${subscriptions(gateway, name)} on the gateway, model ${expected}`,
-              5_000,
-            );
+        try {
+          for (const { kind, tab, topic } of steps) {
+            const mine = ((held[tab] ??= [])[topic] ??= []);
+            if (kind === 'close') {
+              await slots[tab]?.close();
+              slots[tab] = undefined;
+              held[tab] = [];
+            } else if (kind === 'sub') {
+              const got: unknown[] = [];
+              const s = tabAt(tab)
+                .subscribe(topics[topic]!)
+                .subscribe((m) => got.push(m));
+              mine.push({ got, unsubscribe: () => s.unsubscribe() });
+            } else mine.pop()?.unsubscribe();
+            await slots[tab]?.call('barrier');
+            for (const [t, name] of topics.entries()) {
+              const observers = held.flatMap((perTab) => perTab[t] ?? []);
+              const expected = observers.length > 0 ? 1 : 0;
+              await waitFor(
+                () => subscriptions(gateway, name) === expected,
+                () => `${name}: ${subscriptions(gateway, name)} on the gateway, model ${expected}`,
+                5_000,
+              );
+              if (expected === 0) continue;
+              // Held, the topic reaches every observer: none was left behind by another's leaving.
+              const message = ++published;
+              await gateway.publish(name, message);
+              await waitFor(
+                () => observers.every((o) => o.got.includes(message)),
+                () => `${name}: message ${message} to all ${observers.length} observers`,
+                5_000,
+              );
+            }
           }
+        } finally {
+          // Every run starts with no tab, whatever the one before did (a failed run, shrinking).
+          for (const tab of slots) await tab?.close();
+          await waitFor(() => gateway.sessions.size === 0, 'every session to end', 5_000);
         }
-        for (const tab of slots) await tab?.close();
-        await waitFor(() => gateway.sessions.size === 0, 'every session to end', 5_000);
       }),
-      { numRuns: 15 },
+      {
+        numRuns: 15,
+        examples: [
+          // Two observers of a topic in one tab and one in another: each leaving while others
+          // remain must leave the topic held for them.
+          [
+            [
+              { kind: 'sub', tab: 0, topic: 0 },
+              { kind: 'sub', tab: 0, topic: 0 },
+              { kind: 'sub', tab: 1, topic: 0 },
+              { kind: 'unsub', tab: 0, topic: 0 },
+              { kind: 'close', tab: 1, topic: 0 },
+              { kind: 'unsub', tab: 0, topic: 0 },
+            ],
+          ],
+        ],
+      },
     );
   }, 120_000);
 });
