@@ -204,6 +204,15 @@ describe('a new epoch, and a position in mid-stream', () => {
     expect(got).toEqual([...seen('a', 1, 5), 'gap(null)', ...seen('b', 1, 3)]);
   });
 
+  it('a new epoch is told where its first seq is the one the old numbering expected next', async () => {
+    // Seq 1 follows position 0 in the count alone: the numbering is another.
+    const { got } = await scripted([
+      { seq: 0, epoch: 'A' },
+      ...messages('b', 1, 3, { epoch: 'B' }),
+    ]);
+    expect(got).toEqual(['gap(null)', ...seen('b', 1, 3)]);
+  });
+
   it("the gateway's way (gap null with the new epoch, then its frames) is told once", async () => {
     const { got, logger } = await scripted([
       { seq: 0 },
