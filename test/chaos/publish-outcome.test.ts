@@ -21,9 +21,9 @@ import { deleteNatsStreams, deleteRedisKeys } from '../support/brokers.js';
 import type { BrokerKind } from '../support/brokers.js';
 import { canConnect } from '../support/network.js';
 import { Resources } from '../support/resources.js';
+import { TcpRelay } from '../support/tcp-relay.js';
 import { waitFor } from '../support/waiting.js';
 import { PublishLog, accountSubscription } from './accounting.js';
-import { LostAnswerRelay } from './lost-answer-relay.js';
 
 const mustRun = process.env['CI'] === 'true';
 const up: Record<BrokerKind, boolean> = {
@@ -76,7 +76,7 @@ describe.each(['redis', 'nats'] as const)('a publish meeting a broker fault (%s)
   it.skipIf(!up[kind] && !mustRun)(
     'an answer lost: told the message may have been published, and subscribers get it; a link down: told it was not, and nobody gets it',
     async () => {
-      const relay = new LostAnswerRelay(ports[kind]);
+      const relay = new TcpRelay(ports[kind]);
       await relay.start();
       closers.push(() => relay.cut());
       const brokerA = await broker(kind, relay.port);
@@ -99,7 +99,7 @@ describe.each(['redis', 'nats'] as const)('a publish meeting a broker fault (%s)
 
       expect(await publish()).toEqual({ seq: 1 });
       // The next publish's command holds its payload `{"t":...,"i":2}`: its answer is lost.
-      relay.arm(`"i":2}`);
+      relay.loseAnswerTo(`"i":2}`);
       expect(await publish()).toEqual({
         code: -32009,
         message: 'Broker unavailable: the message may have been published',
@@ -199,7 +199,7 @@ describe.each(['redis', 'nats'] as const)(
     it.skipIf(!up[kind] && !mustRun)(
       'is told the message may have been sent, and the user gets it, numbered',
       async () => {
-        const relay = new LostAnswerRelay(ports[kind]);
+        const relay = new TcpRelay(ports[kind]);
         await relay.start();
         closers.push(() => relay.cut());
         interface Ctx {
@@ -222,7 +222,7 @@ describe.each(['redis', 'nats'] as const)(
         await waitFor(() => b.gateway.pubsub.topics()[`~inbox.${user}`] === 1, 'the inbox held');
 
         expect(await a.gateway.notifyUser(user, 'hello', { n: 1 })).toBe(1);
-        relay.arm(`"n":2}`);
+        relay.loseAnswerTo(`"n":2}`);
         const lost = await a.gateway.notifyUser(user, 'hello', { n: 2 }).then(
           (seq) => ({ seq }),
           (err: unknown) => ({ message: (err as Error).message }),

@@ -16,22 +16,12 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Broker } from '../../src/pubsub/broker.js';
-import { NatsBroker } from '../../src/pubsub/nats-broker.js';
-import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import type { Gateway } from '../../src/server/gateway.js';
-import { Cluster, Subscriber } from '../support/cluster.js';
-import type { BrokerKind } from '../support/brokers.js';
-import { inCi } from '../support/environment.js';
-import { Resources } from '../support/resources.js';
-import { hasProgram } from '../support/server-processes.js';
-import { TcpRelay } from '../support/tcp-relay.js';
+import { Subscriber } from '../support/cluster.js';
 import { waitFor } from '../support/waiting.js';
 import { PublishLog, accountSubscription } from './accounting.js';
 import { receivedEvents, violations } from './fault-accounts.js';
-import { PrivateBroker } from './private-broker.js';
-
-const programs: Record<BrokerKind, string> = { redis: 'redis-server', nats: 'nats-server' };
-const missing = (kind: BrokerKind): boolean => !hasProgram(programs[kind]) && !inCi;
+import { FaultRig, missingBroker } from './fault-rig.js';
 
 /** History kept per topic: more than is published while C is cut, so C catches up whole. */
 const HISTORY = 5_000;
@@ -41,45 +31,19 @@ const AFTER = 60;
 /** At most this many per publisher while the broker blips (a few ms apart). */
 const MAX_BLIP_PUBLISHES = 2_000;
 
-const res = new Resources();
-const closers: (() => Promise<unknown>)[] = [];
-let cluster: Cluster | undefined;
+const rig = new FaultRig();
+const res = rig.res;
 
-afterEach(async () => {
-  await res.cleanup();
-  for (const close of closers.splice(0).reverse()) await close().catch(() => undefined);
-  await cluster?.cleanup();
-  cluster = undefined;
-});
+afterEach(() => rig.cleanup());
 
 describe.each(['redis', 'nats'] as const)('two nodes publishing through a %s blip', (kind) => {
-  it.skipIf(missing(kind))(
+  it.skipIf(missingBroker(kind))(
     'every accepted publish numbered once; every subscriber on three nodes (one cut off throughout) gets each once in order, or is told',
     async () => {
-      const c = (cluster = new Cluster('', kind));
-      const server = new PrivateBroker(c, kind);
-      await server.start();
-      const relay = new TcpRelay(server.port);
-      await relay.start();
-      closers.push(() => relay.cut());
+      const { server } = await rig.privateBroker(kind);
+      const relay = await rig.relayTo(server.port);
       const prefix = `blip${randomBytes(4).toString('hex')}`;
-      const broker = async (port = server.port): Promise<Broker> => {
-        const made =
-          kind === 'redis'
-            ? await RedisBroker.create({
-                url: server.url(port),
-                prefix: `${prefix}:`,
-                reconnectMaxDelayMs: 200,
-              })
-            : await NatsBroker.connect({
-                servers: server.url(port),
-                prefix,
-                timeoutMs: 2_000,
-                reconnectWaitMs: 50,
-              });
-        closers.push(() => made.close());
-        return made;
-      };
+      const broker = (port = server.port): Promise<Broker> => rig.connect(server, prefix, port);
       const brokers = [await broker(), await broker(), await broker(relay.port)];
       const nodes = await Promise.all(brokers.map((b) => res.gateway({ broker: b })));
       const [a, b, cNode] = nodes as [(typeof nodes)[0], (typeof nodes)[0], (typeof nodes)[0]];

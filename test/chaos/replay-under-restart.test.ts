@@ -15,31 +15,16 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Broker } from '../../src/pubsub/broker.js';
-import { NatsBroker } from '../../src/pubsub/nats-broker.js';
-import { RedisBroker } from '../../src/pubsub/redis-broker.js';
-import { Cluster, Subscriber } from '../support/cluster.js';
-import type { BrokerKind } from '../support/brokers.js';
-import { inCi } from '../support/environment.js';
-import { Resources } from '../support/resources.js';
-import { hasProgram } from '../support/server-processes.js';
+import { Subscriber } from '../support/cluster.js';
 import { waitFor } from '../support/waiting.js';
 import { PublishLog, accountSubscription } from './accounting.js';
 import { receivedEvents, violations } from './fault-accounts.js';
-import { PrivateBroker } from './private-broker.js';
+import { FaultRig, missingBroker } from './fault-rig.js';
 
-const programs: Record<BrokerKind, string> = { redis: 'redis-server', nats: 'nats-server' };
-const missing = (kind: BrokerKind): boolean => !hasProgram(programs[kind]) && !inCi;
+const rig = new FaultRig();
+const res = rig.res;
 
-const res = new Resources();
-const closers: (() => Promise<unknown>)[] = [];
-let cluster: Cluster | undefined;
-
-afterEach(async () => {
-  await res.cleanup();
-  for (const close of closers.splice(0).reverse()) await close().catch(() => undefined);
-  await cluster?.cleanup();
-  cluster = undefined;
-});
+afterEach(() => rig.cleanup());
 
 /** Reads of history after `afterSeq` wait until `release()`. */
 function holdReadsAfter(broker: Broker, afterSeq: number) {
@@ -61,30 +46,14 @@ function holdReadsAfter(broker: Broker, afterSeq: number) {
 type Release = 'while the broker is down' | 'once the broker is back';
 
 describe.each(['redis', 'nats'] as const)('a replay in progress when %s restarts', (kind) => {
-  it.skipIf(missing(kind)).each<Release>(['while the broker is down', 'once the broker is back'])(
+  it
+    .skipIf(missingBroker(kind))
+    .each<Release>(['while the broker is down', 'once the broker is back'])(
     'the held page read let go %s: every subscriber gets each message once in order, or is told',
     async (release) => {
-      const c = (cluster = new Cluster('', kind));
-      const server = new PrivateBroker(c, kind);
-      await server.start();
+      const { server } = await rig.privateBroker(kind);
       const prefix = `replay${randomBytes(4).toString('hex')}`;
-      const broker = async (): Promise<Broker> => {
-        const made =
-          kind === 'redis'
-            ? await RedisBroker.create({
-                url: server.url(),
-                prefix: `${prefix}:`,
-                reconnectMaxDelayMs: 200,
-              })
-            : await NatsBroker.connect({
-                servers: server.url(),
-                prefix,
-                timeoutMs: 2_000,
-                reconnectWaitMs: 50,
-              });
-        closers.push(() => made.close());
-        return made;
-      };
+      const broker = (port = server.port): Promise<Broker> => rig.connect(server, prefix, port);
       const brokerP = await broker();
       const brokerG = await broker();
       // The replay's first page is 51..150 (FIRST_PAGE): the read after 150 is the second.

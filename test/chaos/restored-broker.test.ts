@@ -31,33 +31,20 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Broker } from '../../src/pubsub/broker.js';
-import { NatsBroker } from '../../src/pubsub/nats-broker.js';
-import { RedisBroker } from '../../src/pubsub/redis-broker.js';
-import { Cluster, Subscriber } from '../support/cluster.js';
+import { Subscriber } from '../support/cluster.js';
 import { withRedis } from '../support/brokers.js';
 import type { BrokerKind } from '../support/brokers.js';
-import { Resources } from '../support/resources.js';
-import { hasProgram } from '../support/server-processes.js';
-import { TcpRelay } from '../support/tcp-relay.js';
-import { inCi } from '../support/environment.js';
 import { settle, waitFor } from '../support/waiting.js';
 import { PublishLog, accountSubscription } from './accounting.js';
 import type { SubscriptionAccount } from './accounting.js';
 import { receivedEvents, violations } from './fault-accounts.js';
-import { PrivateBroker } from './private-broker.js';
+import { FaultRig, missingBroker } from './fault-rig.js';
+import type { PrivateBroker } from './private-broker.js';
 
-const programs: Record<BrokerKind, string> = { redis: 'redis-server', nats: 'nats-server' };
-const missing = (kind: BrokerKind): boolean => !hasProgram(programs[kind]) && !inCi;
-const res = new Resources();
-const closers: (() => Promise<unknown>)[] = [];
-let cluster: Cluster | undefined;
+const rig = new FaultRig();
+const res = rig.res;
 
-afterEach(async () => {
-  await res.cleanup();
-  for (const close of closers.splice(0).reverse()) await close().catch(() => undefined);
-  await cluster?.cleanup();
-  cluster = undefined;
-});
+afterEach(() => rig.cleanup());
 
 type Scenario = 'P holding' | 'P publishing only' | 'a new node publishing, B back first';
 
@@ -76,7 +63,7 @@ class RestorableBroker {
     await this.server.kill();
     this.copy = mkdtempSync(join(tmpdir(), 'wsrpc-nats-copy-'));
     const copy = this.copy;
-    closers.push(() => Promise.resolve(rmSync(copy, { recursive: true, force: true })));
+    rig.onCleanup(() => Promise.resolve(rmSync(copy, { recursive: true, force: true })));
     cpSync(this.server.storeDir, this.copy, { recursive: true });
     await this.server.start();
   }
@@ -101,34 +88,14 @@ const SCENARIOS: Record<BrokerKind, Scenario[]> = {
 };
 
 describe.each(['redis', 'nats'] as const)('%s restored from an older state', (kind) => {
-  it.skipIf(missing(kind)).each<Scenario>(SCENARIOS[kind])(
+  it.skipIf(missingBroker(kind)).each<Scenario>(SCENARIOS[kind])(
     '%s: every subscriber is told of the new numbering, and gets it whole',
     async (scenario) => {
-      const c = (cluster = new Cluster('', kind));
-      const server = new PrivateBroker(c, kind);
-      await server.start();
+      const { server } = await rig.privateBroker(kind);
       const state = new RestorableBroker(server);
-      const relay = new TcpRelay(server.port);
-      await relay.start();
-      closers.push(() => relay.cut());
+      const relay = await rig.relayTo(server.port);
       const prefix = `restored${randomBytes(4).toString('hex')}`;
-      const broker = async (port = server.port): Promise<Broker> => {
-        const made =
-          kind === 'redis'
-            ? await RedisBroker.create({
-                url: server.url(port),
-                prefix: `${prefix}:`,
-                reconnectMaxDelayMs: 200,
-              })
-            : await NatsBroker.connect({
-                servers: server.url(port),
-                prefix,
-                timeoutMs: 2_000,
-                reconnectWaitMs: 50,
-              });
-        closers.push(() => made.close());
-        return made;
-      };
+      const broker = (port = server.port): Promise<Broker> => rig.connect(server, prefix, port);
       const brokerP = await broker();
       const brokerB = await broker(relay.port);
       const p = await res.gateway({ broker: brokerP });

@@ -18,33 +18,22 @@ import { randomBytes } from 'node:crypto';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect as connectNats } from '@nats-io/transport-node';
 import { afterEach, describe, expect, it } from 'vitest';
-import { NatsBroker } from '../../src/pubsub/nats-broker.js';
-import { Cluster, Subscriber } from '../support/cluster.js';
-import { inCi } from '../support/environment.js';
-import { Resources } from '../support/resources.js';
-import { hasProgram } from '../support/server-processes.js';
-import { TcpRelay } from '../support/tcp-relay.js';
+import type { NatsBroker } from '../../src/pubsub/nats-broker.js';
+import { Subscriber } from '../support/cluster.js';
 import { waitFor } from '../support/waiting.js';
 import { PublishLog, accountSubscription } from './accounting.js';
 import { receivedEvents, violations } from './fault-accounts.js';
-import { PrivateBroker } from './private-broker.js';
+import { FaultRig, missingBroker } from './fault-rig.js';
 
-const missing = !hasProgram('nats-server') && !inCi;
-const res = new Resources();
-const closers: (() => Promise<unknown>)[] = [];
-let cluster: Cluster | undefined;
+const rig = new FaultRig();
+const res = rig.res;
 
-afterEach(async () => {
-  await res.cleanup();
-  for (const close of closers.splice(0).reverse()) await close().catch(() => undefined);
-  await cluster?.cleanup();
-  cluster = undefined;
-});
+afterEach(() => rig.cleanup());
 
 type Scenario =
   'deleted while B is cut off' | 'deleted while B is linked' | 'in memory, NATS restarted';
 
-describe.skipIf(missing)('a NATS stream lost and made again', () => {
+describe.skipIf(missingBroker('nats'))('a NATS stream lost and made again', () => {
   it.each<Scenario>([
     'deleted while B is cut off',
     'deleted while B is linked',
@@ -52,24 +41,14 @@ describe.skipIf(missing)('a NATS stream lost and made again', () => {
   ])(
     '%s: live subscribers and a resuming client are told, then get the new numbering',
     async (scenario) => {
-      const c = (cluster = new Cluster('', 'nats'));
-      const server = new PrivateBroker(c, 'nats');
-      await server.start();
-      const relay = new TcpRelay(server.port);
-      await relay.start();
-      closers.push(() => relay.cut());
+      const { server } = await rig.privateBroker('nats');
+      const relay = await rig.relayTo(server.port);
       const prefix = `recreated${randomBytes(4).toString('hex')}`;
-      const broker = async (port: number): Promise<NatsBroker> => {
-        const made = await NatsBroker.connect({
-          servers: server.url(port),
-          prefix,
-          timeoutMs: 2_000,
-          reconnectWaitMs: 50,
+      const broker = async (port: number): Promise<NatsBroker> =>
+        // A NATS server gives a NatsBroker (its stream names are read below).
+        (await rig.connect(server, prefix, port, {
           ...(scenario === 'in memory, NATS restarted' ? { historyStorage: 'memory' } : {}),
-        });
-        closers.push(() => made.close());
-        return made;
-      };
+        })) as NatsBroker;
       const brokerP = await broker(server.port);
       const brokerB = await broker(relay.port);
       const p = await res.gateway({ broker: brokerP });

@@ -6,7 +6,9 @@ import type { Server, Socket } from 'node:net';
  * process off from a server while others keep it: `cut()` drops every relayed connection
  * and refuses new ones, `restore()` listens again on the same port. `hold()` keeps what the
  * relayed clients send from reaching the server (their commands stay under way, unanswered)
- * until `release()`; `heldText()` reads what is held.
+ * until `release()`; `heldText()` reads what is held. `loseAnswerTo(marker)` passes the next
+ * chunk holding `marker` on to the server, which runs it, and drops that client's connection at
+ * once, so that it never reads the answer.
  */
 export class TcpRelay {
   port = 0;
@@ -14,6 +16,9 @@ export class TcpRelay {
   private readonly sockets = new Set<Socket>();
   /** While held: what each client sent, not yet passed on to its server connection. */
   private held: Map<Socket, Buffer[]> | undefined;
+  /** Chunks passed on whose answer was lost (loseAnswerTo). */
+  lost = 0;
+  private loseMarker: string | undefined;
 
   constructor(
     private readonly targetPort: number,
@@ -42,6 +47,15 @@ export class TcpRelay {
           outbound.destroy();
           return;
         }
+        const marker = this.loseMarker;
+        if (marker !== undefined && chunk.toString('latin1').includes(marker)) {
+          // The server still reads the chunk before its end closes.
+          this.loseMarker = undefined;
+          this.lost++;
+          inbound.destroy();
+          outbound.end(chunk);
+          return;
+        }
         const held = this.held;
         if (!held) outbound.write(chunk);
         else if (held.has(outbound)) held.get(outbound)!.push(chunk);
@@ -67,6 +81,11 @@ export class TcpRelay {
       : Promise.resolve();
     for (const socket of this.sockets) socket.destroy();
     await closed;
+  }
+
+  /** Lose the answer to the next chunk a client sends that holds `marker`. */
+  loseAnswerTo(marker: string): void {
+    this.loseMarker = marker;
   }
 
   /** Hold what clients send from now on, until `release`. */
