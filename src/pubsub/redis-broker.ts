@@ -20,7 +20,7 @@ import { describeTarget, mayHaveRun, toError, unavailableError } from './redis-e
 import { isDirect, redisOnceKey, redisTopicKeys } from './redis-keys.js';
 import { RedisScriptRunner } from './redis-script-runner.js';
 import { publishToTopic, readTopic } from './redis-scripts.js';
-import type { Published, SeenSeq } from './redis-scripts.js';
+import type { OnceKey, Published, SeenSeq } from './redis-scripts.js';
 import { RedisTopicSubscriptions } from './redis-topic-subscriptions.js';
 
 export { redisTopicKeys } from './redis-keys.js';
@@ -285,22 +285,7 @@ export class RedisBroker implements Broker {
   ): Promise<number> {
     this.assertUsable();
     if (isDirect(topic)) return this.direct.publish(topic, payload);
-    const keys = redisTopicKeys(this.prefix, topic);
-    const published = await unconfirmedIfSent(
-      publishToTopic(
-        this.runner,
-        keys,
-        payload,
-        retention,
-        this.creation.available(),
-        undefined,
-        except,
-        this.seen(topic),
-      ),
-    );
-    if (!published) throw new TopicCreationLimitError(topic, this.creation.perSecond);
-    this.remember(topic, published);
-    return published.seq;
+    return (await this.publishScript(topic, payload, retention, undefined, except)).seq;
   }
 
   /**
@@ -317,22 +302,8 @@ export class RedisBroker implements Broker {
   ): Promise<OnceResult> {
     this.assertUsable();
     if (isDirect(topic)) throw new TypeError('publishOnce takes no $-topic: they keep nothing');
-    const keys = redisTopicKeys(this.prefix, topic);
     const once = { key: redisOnceKey(this.prefix, topic, key), windowMs };
-    const published = await unconfirmedIfSent(
-      publishToTopic(
-        this.runner,
-        keys,
-        payload,
-        retention,
-        this.creation.available(),
-        once,
-        undefined,
-        this.seen(topic),
-      ),
-    );
-    if (!published) throw new TopicCreationLimitError(topic, this.creation.perSecond);
-    this.remember(topic, published);
+    const published = await this.publishScript(topic, payload, retention, once);
     return { seq: published.seq, duplicate: published.duplicate };
   }
 
@@ -413,6 +384,35 @@ export class RedisBroker implements Broker {
     // Stops any reconnect in progress and drops a connection that did not quit in time.
     this.command.disconnect();
     this.subscriber.disconnect();
+  }
+
+  /**
+   * One publish script run (plain or keyed by `once`): told where this node last saw the topic,
+   * refused past the creation budget, its outcome remembered; its failure told as unconfirmed
+   * when it may have run all the same.
+   */
+  private async publishScript(
+    topic: string,
+    payload: string,
+    retention: Retention,
+    once: OnceKey | undefined,
+    except?: readonly string[],
+  ): Promise<Published> {
+    const published = await unconfirmedIfSent(
+      publishToTopic(
+        this.runner,
+        redisTopicKeys(this.prefix, topic),
+        payload,
+        retention,
+        this.creation.available(),
+        once,
+        except,
+        this.seen(topic),
+      ),
+    );
+    if (!published) throw new TopicCreationLimitError(topic, this.creation.perSecond);
+    this.remember(topic, published);
+    return published;
   }
 
   /**

@@ -22,8 +22,8 @@ import type { BrokerKind } from '../support/brokers.js';
 import { canConnect } from '../support/network.js';
 import { sleep } from '../support/promises.js';
 import { waitFor } from '../support/waiting.js';
-import { PublishLog, accountSubscription } from './accounting.js';
-import { violations } from './fault-accounts.js';
+import { PublishLog } from './accounting.js';
+import { violations, subscriberAccount } from './fault-accounts.js';
 
 const mustRun = process.env['CI'] === 'true';
 const up: Record<BrokerKind, boolean> = {
@@ -122,14 +122,7 @@ describe.each(['redis', 'nats'] as const)('a node killed mid-fan-out (%s)', (kin
         30_000,
       );
 
-      const accounts = subscribers.map((s) =>
-        accountSubscription(
-          s.label,
-          'feed',
-          s.events.map((e) => ({ ...e, at: 0 })),
-          log,
-        ),
-      );
+      const accounts = subscribers.map((s) => subscriberAccount(s, 'feed', log));
       expect(accounts.flatMap(violations)).toEqual([]);
       expect(new Set(accounts.flatMap((a) => [...a.outcomes.values()]))).toEqual(
         new Set(['delivered']),

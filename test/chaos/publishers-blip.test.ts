@@ -20,7 +20,7 @@ import type { Gateway } from '../../src/server/gateway.js';
 import { Subscriber } from '../support/cluster.js';
 import { waitFor } from '../support/waiting.js';
 import { PublishLog, accountSubscription } from './accounting.js';
-import { receivedEvents, violations } from './fault-accounts.js';
+import { receivedEvents, violations, subscriberAccount } from './fault-accounts.js';
 import { FaultRig, missingBroker } from './fault-rig.js';
 
 /** History kept per topic: more than is published while C is cut, so C catches up whole. */
@@ -123,14 +123,7 @@ describe.each(['redis', 'nats'] as const)('two nodes publishing through a %s bli
 
       expect(log.conflicts).toEqual([]);
       const accounts = [
-        ...subscribers.map((s) =>
-          accountSubscription(
-            s.label,
-            topic,
-            s.events.map((e) => ({ ...e, at: 0 })),
-            log,
-          ),
-        ),
+        ...subscribers.map((s) => subscriberAccount(s, topic, log)),
         accountSubscription('raw@C', topic, receivedEvents(raw.notifications(rawId)), log, {
           after: { gen: 0, seq: rawPosition },
         }),

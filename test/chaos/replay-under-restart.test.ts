@@ -18,7 +18,12 @@ import type { Broker } from '../../src/pubsub/broker.js';
 import { Subscriber } from '../support/cluster.js';
 import { waitFor } from '../support/waiting.js';
 import { PublishLog, accountSubscription } from './accounting.js';
-import { receivedEvents, violations } from './fault-accounts.js';
+import {
+  NumberedPublishes,
+  receivedEvents,
+  violations,
+  subscriberAccount,
+} from './fault-accounts.js';
 import { FaultRig, missingBroker } from './fault-rig.js';
 
 const rig = new FaultRig();
@@ -69,19 +74,10 @@ describe.each(['redis', 'nats'] as const)('a replay in progress when %s restarts
       await waitFor(() => live.every((s) => s.knowsItsStart()), 'the live subscribers placed');
 
       const log = new PublishLog([topic]);
-      let gen = 0;
-      const publish = async (count: number): Promise<number> => {
-        for (let k = 0; k < count; k++) {
-          const record = log.start(topic, gen, 'replay');
-          const seq = await p.gateway.publish(topic, { t: topic, i: record.i });
-          // Not past the seq before it: the broker numbers the topic anew from here.
-          if (seq <= log.lastSeq(topic, gen)) record.gen = ++gen;
-          log.accept(record, seq);
-        }
-        return log.lastSeq(topic, gen);
-      };
+      const numbered = new NumberedPublishes(log, topic, 'replay', p.gateway);
+      const publish = (count: number): Promise<number> => numbered.publish(count);
       const has = (events: readonly { seq?: number; data: unknown }[], seq: number): boolean =>
-        events.some((e) => e.seq === seq && log.recordOf(topic, e.data)?.gen === gen);
+        numbered.has(events, seq);
 
       await publish(300);
       const { epoch } = await brokerP.history(topic, 0, 1);
@@ -110,14 +106,7 @@ describe.each(['redis', 'nats'] as const)('a replay in progress when %s restarts
       await waitFor(() => live.every((s) => has(s.events, last)), 'the last message live');
 
       const accounts = [
-        ...live.map((s) =>
-          accountSubscription(
-            s.label,
-            topic,
-            s.events.map((e) => ({ ...e, at: 0 })),
-            log,
-          ),
-        ),
+        ...live.map((s) => subscriberAccount(s, topic, log)),
         accountSubscription('resumer@G', topic, got(), log, { after: { gen: 0, seq: 50 } }),
       ];
       expect(accounts.flatMap(violations)).toEqual([]);

@@ -37,7 +37,12 @@ import type { BrokerKind } from '../support/brokers.js';
 import { settle, waitFor } from '../support/waiting.js';
 import { PublishLog, accountSubscription } from './accounting.js';
 import type { SubscriptionAccount } from './accounting.js';
-import { receivedEvents, violations } from './fault-accounts.js';
+import {
+  NumberedPublishes,
+  receivedEvents,
+  violations,
+  subscriberAccount,
+} from './fault-accounts.js';
 import { FaultRig, missingBroker } from './fault-rig.js';
 import type { PrivateBroker } from './private-broker.js';
 
@@ -114,23 +119,14 @@ describe.each(['redis', 'nats'] as const)('%s restored from an older state', (ki
       );
 
       const log = new PublishLog([topic]);
-      let gen = 0;
-      let publisher = p.gateway;
+      const numbered = new NumberedPublishes(log, topic, 'snapshot', p.gateway);
       const publish = async (count: number): Promise<void> => {
-        for (let k = 0; k < count; k++) {
-          const record = log.start(topic, gen, 'snapshot');
-          const seq = await publisher.publish(topic, { t: topic, i: record.i });
-          // Not past the seq before it: the topic is numbered anew from here.
-          if (seq <= log.lastSeq(topic, gen)) record.gen = ++gen;
-          log.accept(record, seq);
-        }
+        await numbered.publish(count);
       };
-      const has = (sub: Subscriber, seq: number, g = gen): boolean =>
-        sub.events.some(
-          (e) => e.seq === seq && log.recordOf(topic, e.data)?.gen === g && e.gap === undefined,
-        );
+      const has = (sub: Subscriber, seq: number, g = numbered.gen): boolean =>
+        numbered.has(sub.events, seq, g);
       const passed30 = async (): Promise<void> => {
-        while (gen === 0 || log.lastSeq(topic, gen) <= 30) await publish(1);
+        while (numbered.gen === 0 || numbered.lastSeq <= 30) await publish(1);
       };
 
       await publish(20);
@@ -151,7 +147,7 @@ describe.each(['redis', 'nats'] as const)('%s restored from an older state', (ki
         await waitFor(() => brokerB.ready, 'B linked again');
         const n = await res.gateway({ broker: await broker() });
         n.gateway.topic(topic);
-        publisher = n.gateway;
+        numbered.via = n.gateway;
         // One at a time until B's subscribers have news of the restored topic: B has caught up.
         const before = subscribers.map((s) => s.events.length);
         await waitFor(async () => {
@@ -168,7 +164,7 @@ describe.each(['redis', 'nats'] as const)('%s restored from an older state', (ki
       }
       await publish(1);
       await waitFor(
-        () => subscribers.every((s) => has(s, log.lastSeq(topic, gen))),
+        () => subscribers.every((s) => has(s, numbered.lastSeq)),
         'the last message everywhere',
       );
 
@@ -181,7 +177,7 @@ describe.each(['redis', 'nats'] as const)('%s restored from an older state', (ki
       const reply = await resumed.request('subscribe', [topic, null, { since: 25, epoch }]);
       const id = reply.result as string;
       await publish(1);
-      const final = log.lastSeq(topic, gen);
+      const final = numbered.lastSeq;
       await resumed.until(
         () => resumed.notifications(id).some((n) => n.seq === final),
         'the resumed client to have the last message',
@@ -199,20 +195,10 @@ describe.each(['redis', 'nats'] as const)('%s restored from an older state', (ki
        * gap signal did not cover (those published before the node noticed, at most) delivered.
        */
       function check(live: readonly Subscriber[], more: readonly SubscriptionAccount[]): void {
-        const accounts = [
-          ...live.map((s) =>
-            accountSubscription(
-              s.label,
-              topic,
-              s.events.map((e) => ({ ...e, at: 0 })),
-              log,
-            ),
-          ),
-          ...more,
-        ];
+        const accounts = [...live.map((s) => subscriberAccount(s, topic, log)), ...more];
         expect(accounts.flatMap(violations)).toEqual([]);
         for (const account of accounts) {
-          const latest = [...account.outcomes].filter(([record]) => record.gen === gen);
+          const latest = [...account.outcomes].filter(([record]) => record.gen === numbered.gen);
           const firstDelivered = latest.findIndex(([, outcome]) => outcome === 'delivered');
           const told = latest.slice(0, Math.max(0, firstDelivered)).map(([, outcome]) => outcome);
           expect({ who: account.label, told: new Set(told) }).toEqual({

@@ -22,7 +22,12 @@ import type { NatsBroker } from '../../src/pubsub/nats-broker.js';
 import { Subscriber } from '../support/cluster.js';
 import { waitFor } from '../support/waiting.js';
 import { PublishLog, accountSubscription } from './accounting.js';
-import { receivedEvents, violations } from './fault-accounts.js';
+import {
+  NumberedPublishes,
+  receivedEvents,
+  violations,
+  subscriberAccount,
+} from './fault-accounts.js';
 import { FaultRig, missingBroker } from './fault-rig.js';
 
 const rig = new FaultRig();
@@ -67,19 +72,10 @@ describe.skipIf(missingBroker('nats'))('a NATS stream lost and made again', () =
       await raw.until(() => raw.notifications(rawId).length > 0, 'the raw position');
 
       const log = new PublishLog([topic]);
-      let gen = 0;
-      const publish = async (count: number): Promise<number> => {
-        for (let k = 0; k < count; k++) {
-          const record = log.start(topic, gen, scenario);
-          const seq = await p.gateway.publish(topic, { t: topic, i: record.i });
-          // Not past the seq before it: the topic is numbered anew from here.
-          if (seq <= log.lastSeq(topic, gen)) record.gen = ++gen;
-          log.accept(record, seq);
-        }
-        return log.lastSeq(topic, gen);
-      };
+      const numbered = new NumberedPublishes(log, topic, scenario, p.gateway);
+      const publish = (count: number): Promise<number> => numbered.publish(count);
       const has = (events: readonly { seq?: number; data: unknown }[], seq: number): boolean =>
-        events.some((e) => e.seq === seq && log.recordOf(topic, e.data)?.gen === gen);
+        numbered.has(events, seq);
 
       await publish(25);
       await waitFor(() => has(away.events, 25), 'seq 25 at the client that leaves');
@@ -106,7 +102,7 @@ describe.skipIf(missingBroker('nats'))('a NATS stream lost and made again', () =
         }
       }
       // The new numbering goes past what B had.
-      while (gen === 0 || log.lastSeq(topic, gen) <= 30) await publish(1);
+      while (numbered.gen === 0 || numbered.lastSeq <= 30) await publish(1);
       if (cut) {
         await relay.restore();
         await waitFor(() => brokerB.ready, 'B linked again');
@@ -126,14 +122,7 @@ describe.skipIf(missingBroker('nats'))('a NATS stream lost and made again', () =
 
       const position = raw.notifications(rawId)[0]!.seq!;
       const accounts = [
-        ...subscribers.map((s) =>
-          accountSubscription(
-            s.label,
-            topic,
-            s.events.map((e) => ({ ...e, at: 0 })),
-            log,
-          ),
-        ),
+        ...subscribers.map((s) => subscriberAccount(s, topic, log)),
         accountSubscription('raw@B', topic, receivedEvents(raw.notifications(rawId)), log, {
           after: { gen: 0, seq: position },
         }),
@@ -148,7 +137,7 @@ describe.skipIf(missingBroker('nats'))('a NATS stream lost and made again', () =
       expect(accounts.flatMap(violations)).toEqual([]);
       // The new numbering reached everyone from its first message.
       for (const account of accounts) {
-        const latest = [...account.outcomes].filter(([record]) => record.gen === gen);
+        const latest = [...account.outcomes].filter(([record]) => record.gen === numbered.gen);
         expect({ who: account.label, outcomes: new Set(latest.map(([, o]) => o)) }).toEqual({
           who: account.label,
           outcomes: new Set(['delivered']),
