@@ -94,12 +94,12 @@ async function runtimeExports(path) {
 
 /** The short report of an entry that shares another entry's types. */
 async function sharedTypesReport(entry, target, sameTypesAs) {
-  const bundle = await runtimeExports(target.import);
-  const original = await runtimeExports(sameTypesAs[1].import);
+  const bundle = await runtimeExports(target.default);
+  const original = await runtimeExports(sameTypesAs[1].default);
   if (bundle.join() !== original.join()) {
     throw new Error(
-      `${packageEntry(entry)} (${target.import}) exports ${bundle.join(', ')}\n` +
-        `but ${packageEntry(sameTypesAs[0])} (${sameTypesAs[1].import}) exports ${original.join(', ')}`,
+      `${packageEntry(entry)} (${target.default}) exports ${bundle.join(', ')}\n` +
+        `but ${packageEntry(sameTypesAs[0])} (${sameTypesAs[1].default}) exports ${original.join(', ')}`,
     );
   }
   return {
@@ -108,7 +108,7 @@ async function sharedTypesReport(entry, target, sameTypesAs) {
       `## API Report File for "${packageEntry(entry)}"`,
       '',
       `Types: \`${target.types}\`, the same as \`${packageEntry(sameTypesAs[0])}\` (see ${reportName(sameTypesAs[0])}.api.md).`,
-      `Runtime: \`${target.import}\`, one bundled ES module whose exports are the same as that entry's:`,
+      `Runtime: \`${target.default}\`, one bundled ES module whose exports are the same as that entry's:`,
       '',
       '```ts',
       `export { ${bundle.join(', ')} };`,

@@ -136,6 +136,81 @@ describe.skipIf(!reachable)('the packed package, installed into an empty project
     });
   });
 
+  it('a CommonJS module requires every entry that needs no peer, gets the very modules import gives, and serves a call', () => {
+    // A `.cjs` file is CommonJS whatever the project's "type": it loads the package through
+    // require(), as an Express or NestJS app compiled to CommonJS does.
+    writeFileSync(
+      join(project, 'consumer.cjs'),
+      `const entries = ['wsrpc-gateway', 'wsrpc-gateway/client', 'wsrpc-gateway/protocol',
+         'wsrpc-gateway/client/browser', 'wsrpc-gateway/client/shared', 'wsrpc-gateway/standalone'];
+       const { createGateway, silentLogger, JsonRpcError } = require('wsrpc-gateway');
+       const { createClient } = require('wsrpc-gateway/client');
+       const { WebSocket } = require('ws');
+       (async () => {
+         const required = entries.map((entry) => Object.keys(require(entry)).length > 0);
+         const imported = await import('wsrpc-gateway');
+         const gateway = createGateway({ logger: silentLogger });
+         gateway.method('sum', ([a, b]) => a + b);
+         const { port } = await gateway.listen(0, '127.0.0.1');
+         const client = createClient({ url: 'ws://127.0.0.1:' + port + '/rpc', WebSocket });
+         const sum = await client.call('sum', [2, 3]);
+         const refused = await client.call('nope').catch((err) => err instanceof JsonRpcError && err.code);
+         await client.close();
+         await gateway.close();
+         console.log(JSON.stringify({
+           required,
+           sameModule: imported.createGateway === createGateway && imported.JsonRpcError === JsonRpcError,
+           sum,
+           refused,
+         }));
+       })().catch((err) => { console.error(err); process.exit(1); });`,
+    );
+    const out = run(process.execPath, ['consumer.cjs'], project, 20_000);
+    expect(out.stderr).toBe('');
+    expect(JSON.parse(out.stdout)).toEqual({
+      required: [true, true, true, true, true, true],
+      sameModule: true,
+      sum: 5,
+      refused: -32601,
+    });
+  });
+
+  for (const [kind, options] of [
+    // What NestJS and older TypeScript projects use; TypeScript 6 deprecates it.
+    [
+      'module commonjs, moduleResolution node10',
+      '"module": "commonjs", "moduleResolution": "node10", "ignoreDeprecations": "6.0"',
+    ],
+    ['module nodenext, in a CommonJS package', '"module": "nodenext"'],
+  ] as const) {
+    it(`its types check in a CommonJS TypeScript project (${kind})`, () => {
+      const dir = mkdtempSync(join(project, 'ts-'));
+      writeFileSync(join(dir, 'package.json'), '{ "type": "commonjs" }');
+      writeFileSync(
+        join(dir, 'app.ts'),
+        `import { createGateway, silentLogger, JsonRpcError } from 'wsrpc-gateway';
+         import { createClient } from 'wsrpc-gateway/client';
+         import type { Params } from 'wsrpc-gateway/protocol';
+         import { RedisBroker } from 'wsrpc-gateway/redis';
+         const gateway = createGateway({ logger: silentLogger });
+         gateway.method('next', (params: Params) => (params as number[])[0]! + 1);
+         const result: Promise<unknown> = createClient({ url: 'ws://127.0.0.1:1/rpc' }).call('next', [1]);
+         export { result, JsonRpcError, RedisBroker };`,
+      );
+      const types = join(root, 'node_modules/@types');
+      writeFileSync(
+        join(dir, 'tsconfig.json'),
+        `{ "compilerOptions": { ${options}, "target": "es2022", "strict": true, "noEmit": true,
+           "skipLibCheck": true, "types": ["node"], "typeRoots": [${JSON.stringify(types)}] },
+           "files": ["app.ts"] }`,
+      );
+      const tsc = join(root, 'node_modules/typescript/bin/tsc');
+      const out = run(process.execPath, [tsc, '-p', join(dir, 'tsconfig.json')], dir, 60_000);
+      expect(out.stdout + out.stderr).toBe('');
+      expect(out.status).toBe(0);
+    }, 60_000);
+  }
+
   it('the wsrpc-gateway command checks a configuration file as installed (yaml and undici are dependencies)', () => {
     const file = join(project, 'gateway.yaml');
     writeFileSync(

@@ -11,7 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
-  exports: Record<string, { types: string; import: string }>;
+  exports: Record<string, { types: string; default: string }>;
 };
 // The optional peers: the broker clients and jose (the JWT entry's).
 const brokerClients = /^(ioredis|@ioredis\/|@nats-io\/|jose$)/;
@@ -88,7 +88,7 @@ describe('what each entry loads (the built dist: `npm run build` first)', () => 
   for (const entry of ['.', './client', './protocol']) {
     it(`"${entry}" loads no Redis or NATS client and not jose, at run time or in its types`, () => {
       const target = pkg.exports[entry]!;
-      const loaded = packagesLoadedBy(join(root, target.import));
+      const loaded = packagesLoadedBy(join(root, target.default));
       expect(loaded.filter((name) => brokerClients.test(name))).toEqual([]);
       const typed = packagesInTypes(join(root, target.types));
       expect(typed.filter((name) => brokerClients.test(name))).toEqual([]);
@@ -96,38 +96,38 @@ describe('what each entry loads (the built dist: `npm run build` first)', () => 
   }
 
   it('"./redis" loads ioredis and no NATS package; "./nats" the NATS packages and not ioredis', () => {
-    const redis = packagesLoadedBy(join(root, pkg.exports['./redis']!.import));
+    const redis = packagesLoadedBy(join(root, pkg.exports['./redis']!.default));
     expect(redis).toContain('ioredis');
     expect(redis.filter((name) => name.startsWith('@nats-io/'))).toEqual([]);
-    const nats = packagesLoadedBy(join(root, pkg.exports['./nats']!.import));
+    const nats = packagesLoadedBy(join(root, pkg.exports['./nats']!.default));
     expect(nats).toEqual(expect.arrayContaining(['@nats-io/transport-node', '@nats-io/jetstream']));
     expect(nats).not.toContain('ioredis');
   });
 
   it('"./jwt" loads jose and no broker client', () => {
-    const jwt = packagesLoadedBy(join(root, pkg.exports['./jwt']!.import));
+    const jwt = packagesLoadedBy(join(root, pkg.exports['./jwt']!.default));
     expect(jwt).toContain('jose');
     expect(jwt.filter((name) => name !== 'jose' && brokerClients.test(name))).toEqual([]);
   });
 
   it('"./msgpack" loads msgpackr and "./cbor" cbor-x, and no broker client', () => {
-    const msgpack = packagesLoadedBy(join(root, pkg.exports['./msgpack']!.import));
+    const msgpack = packagesLoadedBy(join(root, pkg.exports['./msgpack']!.default));
     expect(msgpack).toContain('msgpackr');
     expect(msgpack.filter((name) => brokerClients.test(name) || name === 'cbor-x')).toEqual([]);
-    const cbor = packagesLoadedBy(join(root, pkg.exports['./cbor']!.import));
+    const cbor = packagesLoadedBy(join(root, pkg.exports['./cbor']!.default));
     expect(cbor).toContain('cbor-x');
     expect(cbor.filter((name) => brokerClients.test(name) || name === 'msgpackr')).toEqual([]);
   });
 
   it('".", "./client" and "./protocol" load neither msgpackr nor cbor-x (a gateway imports them when enabled)', () => {
     for (const entry of ['.', './client', './protocol']) {
-      const loaded = packagesLoadedBy(join(root, pkg.exports[entry]!.import));
+      const loaded = packagesLoadedBy(join(root, pkg.exports[entry]!.default));
       expect(loaded.filter((name) => name === 'msgpackr' || name === 'cbor-x')).toEqual([]);
     }
   });
 
   it('"./standalone" loads yaml and no broker client and not jose (each loads when configured)', () => {
-    const standalone = packagesLoadedBy(join(root, pkg.exports['./standalone']!.import));
+    const standalone = packagesLoadedBy(join(root, pkg.exports['./standalone']!.default));
     expect(standalone).toContain('yaml');
     expect(standalone.filter((name) => brokerClients.test(name))).toEqual([]);
   });
