@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 
 interface ExportEntry {
   types?: string;
-  import?: string;
+  default?: string;
 }
 
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
@@ -11,17 +11,21 @@ const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.ur
 };
 
 describe('package.json exports', () => {
-  it('./client/browser has the client types, listed before import (nodenext resolves it)', () => {
+  it('./client/browser has the client types, listed before default (nodenext resolves it)', () => {
     const entry = pkg.exports['./client/browser']!;
     expect(entry.types).toBe('./dist/src/client/index.d.ts');
     expect(entry.types).toBe(pkg.exports['./client']!.types);
     expect(Object.keys(entry)[0]).toBe('types');
-    expect(entry.import).toBe('./dist/browser/client.js');
+    expect(entry.default).toBe('./dist/browser/client.js');
   });
 
-  it('every entry with an import has types', () => {
+  it('every entry has types, and only types and default: import and require load the same file', () => {
     for (const [name, entry] of Object.entries(pkg.exports)) {
       expect({ name, types: typeof entry.types }).toEqual({ name, types: 'string' });
+      expect({ name, conditions: Object.keys(entry) }).toEqual({
+        name,
+        conditions: ['types', 'default'],
+      });
     }
   });
 });
