@@ -24,6 +24,7 @@ import type { ClientConfig, ReconnectOptions } from './client-options.js';
 import type { ConnectionState } from './connection-state.js';
 import { openSocket, prepareDial } from './dial.js';
 import type { Dial, HttpRefusal } from './dial.js';
+import { watchNetwork } from './network-wake.js';
 import { redactErrorUrl, redactUrl } from './redact-url.js';
 
 /** The close code the client uses when it gives up on a silent server. */
@@ -87,6 +88,8 @@ export class ClientConnection<S> {
   #retiring: Peer<S> | undefined;
   /** The connection lost was left on the server's request (rpc.reconnect). */
   #reconnectNow = false;
+  /** Stops listening for the browser's network and visibility events. */
+  readonly #unwatch: (() => void) | undefined;
 
   /** The connection state; replays the current one to each new subscriber. */
   readonly state$: Observable<ConnectionState> = this.stateHub.observable;
@@ -100,6 +103,7 @@ export class ClientConnection<S> {
   ) {
     this.#urls = config.urls;
     this.backoff = config.reconnect;
+    if (config.networkEvents) this.#unwatch = watchNetwork((online) => this.#wake(online));
   }
 
   get state(): ConnectionState {
@@ -128,6 +132,7 @@ export class ClientConnection<S> {
     clearTimeout(this.#reconnectTimer);
     clearTimeout(this.#connectTimer);
     clearInterval(this.#heartbeatTimer);
+    this.#unwatch?.();
     this.#setState('closed');
     this.host.closing(this.refused);
     const peer = this.#peer;
@@ -298,15 +303,35 @@ export class ClientConnection<S> {
   #startHeartbeat(peer: Peer<S>): void {
     const heartbeat = this.config.heartbeat;
     if (heartbeat === false) return;
-    const { intervalMs, timeoutMs } = heartbeat;
     clearInterval(this.#heartbeatTimer);
-    this.#heartbeatTimer = setInterval(() => {
-      peer.call(ReservedMethod.Ping, undefined, { timeoutMs }).catch((err: unknown) => {
-        if (!(err instanceof TimeoutError) || peer.isClosed) return;
-        this.logger.warn({ timeoutMs }, 'server did not answer rpc.ping: reconnecting');
-        peer.close(HEARTBEAT_CLOSE_CODE, 'heartbeat timeout');
-      });
-    }, intervalMs);
+    this.#heartbeatTimer = setInterval(() => this.#probe(peer), heartbeat.intervalMs);
+  }
+
+  /** rpc.ping: no answer within the heartbeat's timeoutMs, and the connection is given up. */
+  #probe(peer: Peer<S>): void {
+    const heartbeat = this.config.heartbeat;
+    if (heartbeat === false) return;
+    const { timeoutMs } = heartbeat;
+    peer.call(ReservedMethod.Ping, undefined, { timeoutMs }).catch((err: unknown) => {
+      if (!(err instanceof TimeoutError) || peer.isClosed) return;
+      this.logger.warn({ timeoutMs }, 'server did not answer rpc.ping: reconnecting');
+      peer.close(HEARTBEAT_CLOSE_CODE, 'heartbeat timeout');
+    });
+  }
+
+  /**
+   * The network or the page is back (`online`), or the network went: an open connection is
+   * probed at once (one that died meanwhile is found now, not at the next heartbeat), and a
+   * reconnect waiting out its backoff dials now when the network is back.
+   */
+  #wake(online: boolean): void {
+    const peer = this.livePeer();
+    if (peer) return this.#probe(peer);
+    if (!online || this.#reconnectTimer === undefined) return;
+    clearTimeout(this.#reconnectTimer);
+    this.#reconnectTimer = undefined;
+    this.logger.debug({ url: redactUrl(this.url) }, 'network back: dialling now');
+    this.connect();
   }
 
   /** A reserved notification of the server's, other than rpc.joined. */
@@ -391,7 +416,10 @@ export class ClientConnection<S> {
     const delayMs = this.#reconnectNow && attempt === 0 ? 0 : backoffDelay(attempt, this.backoff);
     this.#reconnectNow = false;
     this.logger.debug({ attempt, delayMs, url: redactUrl(this.url) }, 'reconnect scheduled');
-    this.#reconnectTimer = setTimeout(() => this.connect(), delayMs);
+    this.#reconnectTimer = setTimeout(() => {
+      this.#reconnectTimer = undefined;
+      this.connect();
+    }, delayMs);
   }
 
   /** Move to `state`; a state is never emitted twice in a row. */

@@ -122,6 +122,14 @@ export interface ClientOptions {
    */
   heartbeat?: { intervalMs?: number; timeoutMs?: number } | false;
   /**
+   * In a browser (a page or a worker): when the network comes back (the `online` event) or the
+   * page becomes visible again, a reconnect waiting out its backoff dials at once, and an open
+   * connection is probed with `rpc.ping` (so is one when the network goes, `offline`): one that
+   * died meanwhile is left within the heartbeat's `timeoutMs`. Where there are no such events
+   * (Node), nothing is listened to. Default true.
+   */
+  networkEvents?: boolean;
+  /**
    * Keep the user's inbox (the gateway's `userInbox`): the client subscribes `$inbox` for its
    * whole life, as its first call on every connection, and each message sent to its user
    * (`gateway.notifyUser`) reaches `notifications$`, `notificationsOf` and the handler
@@ -156,6 +164,7 @@ export const clientDefaults = Object.freeze({
   maxBufferedBytes: DEFAULT_CLIENT_MAX_BUFFERED_BYTES,
   batchCalls: 0,
   heartbeat: Object.freeze({ intervalMs: 20_000, timeoutMs: 10_000 }),
+  networkEvents: true,
   inbox: false,
   subscriptionMethods: DEFAULT_SUBSCRIPTION_METHODS,
 });
@@ -185,6 +194,7 @@ export interface ClientConfig {
   readonly maxBufferedBytes: number;
   readonly batchCalls: number;
   readonly heartbeat: Readonly<{ intervalMs: number; timeoutMs: number }> | false;
+  readonly networkEvents: boolean;
   readonly inbox: boolean;
   readonly subscriptionMethods: Readonly<ClientSubscriptionMethods>;
   readonly logger: Logger;
@@ -260,6 +270,7 @@ export const clientOptionRules: Readonly<Record<keyof ClientOptions, Rule | null
   maxBufferedBytes: count(0),
   batchCalls: count(0),
   heartbeat: orFalse('an object { intervalMs, timeoutMs }'),
+  networkEvents: ofType('boolean'),
   inbox: ofType('boolean'),
   subscriptionMethods: ofType('object', 'an object { subscribe, notification, unsubscribe }'),
   logger: ofType('object', 'a logger'),

@@ -27,6 +27,7 @@ export type ForwardedOptions = Pick<
   | 'maxBufferedBytes'
   | 'batchCalls'
   | 'heartbeat'
+  | 'networkEvents'
   | 'inbox'
   | 'subscriptionMethods'
 > & {
@@ -132,6 +133,7 @@ const sharedRules: Readonly<Record<string, Rule | null>> = {
   maxBufferedBytes: clientOptionRules.maxBufferedBytes,
   batchCalls: clientOptionRules.batchCalls,
   heartbeat: nested(heartbeatRules, true),
+  networkEvents: clientOptionRules.networkEvents,
   inbox: clientOptionRules.inbox,
   subscriptionMethods: nested(
     {
