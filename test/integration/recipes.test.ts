@@ -1,7 +1,7 @@
 /**
  * The recipes in docs/recipes run as written: each page's `server.ts` block is bundled against
  * this source tree (`wsrpc-gateway` is src/index.ts; express, fastify and the rest are the
- * installed packages) and run as a process, then used as its page says: the app's routes, 404
+ * installed packages; NestJS's decorators as its page asks) and run as a process, then used as its page says: the app's routes, 404
  * and error handler, the gateway's WebSocket, POST and health routes, many requests in a row,
  * and SIGTERM, after which the process exits 0 by itself.
  */
@@ -13,7 +13,12 @@ import { root, spawnServer } from '../support/demo-process.js';
 import { Resources } from '../support/resources.js';
 import { freePort } from '../support/network.js';
 import { waitForState } from '../support/client.js';
-import { buildForNode, recipeDir, waitForRecipeServer } from '../support/recipes.js';
+import {
+  buildForNode,
+  recipeDir,
+  recipeTypeErrors,
+  waitForRecipeServer,
+} from '../support/recipes.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
@@ -29,7 +34,7 @@ async function bundleRecipe(page: string): Promise<string> {
   const source = join(outDir, page.replace(/\.md$/, '.ts'));
   writeFileSync(source, code);
   const outfile = join(outDir, page.replace(/\.md$/, '.mjs'));
-  await buildForNode(source, outfile);
+  await buildForNode(source, outfile, { experimentalDecorators: page === 'nestjs.md' });
   return outfile;
 }
 
@@ -65,7 +70,7 @@ function send(port: number, path: string, body?: string, agent?: Agent): Promise
 const sum = (a: number, b: number, id = 1) =>
   JSON.stringify({ jsonrpc: '2.0', method: 'sum', params: [a, b], id });
 
-describe.each(['express.md', 'fastify.md'])('docs/recipes/%s', (page) => {
+describe.each(['express.md', 'fastify.md', 'nestjs.md'])('docs/recipes/%s', (page) => {
   it('runs as written: the app and the gateway on one port, and SIGTERM exits 0', async () => {
     const file = await bundleRecipe(page);
     const port = await freePort();
@@ -118,4 +123,12 @@ describe.each(['express.md', 'fastify.md'])('docs/recipes/%s', (page) => {
     // The client was told to reconnect (the drain's notice), and is trying to.
     await waitForState(client, 'reconnecting');
   });
+});
+
+describe('docs/recipes/nestjs.md', () => {
+  it('type-checks with the decorators its page asks for', async () => {
+    await bundleRecipe('nestjs.md'); // writes server.ts beside the bundle
+    const errors = recipeTypeErrors(outDir, ['nestjs.ts'], { experimentalDecorators: true });
+    expect(errors).toEqual([]);
+  }, 180_000);
 });

@@ -46,13 +46,19 @@ export function recipeBlocks<K extends string>(
  * Type errors of `files` (relative to `dir`), with the tree's tsconfig, JSX on, and
  * `wsrpc-gateway` and its entries mapped onto src/; only errors in `dir` count.
  */
-export function recipeTypeErrors(dir: string, files: string[]): string[] {
+export function recipeTypeErrors(
+  dir: string,
+  files: string[],
+  /** Over the tree's options: what the recipe's page says its tsconfig.json needs. */
+  overrides: ts.CompilerOptions = {},
+): string[] {
   const config = ts.readConfigFile(join(root, 'tsconfig.json'), (p) => ts.sys.readFile(p));
   const { options } = ts.parseJsonConfigFileContent(config.config, ts.sys, root);
   const program = ts.createProgram(
     files.map((f) => join(dir, f)),
     {
       ...options,
+      ...overrides,
       noEmit: true,
       jsx: ts.JsxEmit.ReactJSX,
       baseUrl: root,
@@ -69,10 +75,19 @@ export function recipeTypeErrors(dir: string, files: string[]): string[] {
     .map((d) => `${d.file!.fileName}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
 }
 
-/** `entry` bundled for Node into `outfile` (packages external, `wsrpc-gateway` from src/). */
-export async function buildForNode(entry: string, outfile: string): Promise<void> {
+/**
+ * `entry` bundled for Node into `outfile` (packages external, `wsrpc-gateway` from src/);
+ * `experimentalDecorators` for code written with TypeScript's decorators (NestJS's).
+ */
+export async function buildForNode(
+  entry: string,
+  outfile: string,
+  { experimentalDecorators = false } = {},
+): Promise<void> {
   await build({
     entryPoints: [entry],
+    // Only then in place of the tree's tsconfig.json, which esbuild reads otherwise.
+    ...(experimentalDecorators && { tsconfigRaw: { compilerOptions: { experimentalDecorators } } }),
     bundle: true,
     platform: 'node',
     format: 'esm',
