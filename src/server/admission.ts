@@ -27,8 +27,41 @@ export interface Refusal {
   headers?: Record<string, string>;
 }
 
-/** Which Origins may open a WebSocket: a list of exact origins, or a predicate. */
+/**
+ * Which Origins may open a WebSocket: a list of exact origins, or a predicate. Without one, a
+ * browser's Origin must name the host the request was sent to (sameHost).
+ */
 export type OriginPolicy = readonly string[] | ((origin: string) => boolean);
+
+/** The last Origin and Host compared by sameHost, and the answer: a page's connections repeat them. */
+let lastOrigin: string | undefined;
+let lastHost: string | undefined;
+let lastSame = false;
+
+/**
+ * Without `allowedOrigins`: whether a browser's `origin` names the host the request was sent to
+ * (its Host header), whatever the scheme and port. A browser sends its cookies with an upgrade
+ * from any site, so a page elsewhere must not open a session as the user (cross-site WebSocket
+ * hijacking) unless the gateway lists it; cookies are not kept apart by port either, so a page
+ * on another port of the same host (a dev server, a proxy's port that `$host` leaves out) is let
+ * in. An Origin that is no URL (`null`, from a sandboxed iframe or a file) never matches.
+ */
+export function sameHost(origin: string, host: string | undefined): boolean {
+  if (origin === lastOrigin && host === lastHost) return lastSame;
+  let same = false;
+  if (host !== undefined) {
+    try {
+      // The Host header parsed the way the Origin is, so case, brackets and IDN forms compare.
+      same = new URL(origin).hostname === new URL(`http://${host}`).hostname;
+    } catch {
+      same = false;
+    }
+  }
+  lastOrigin = origin;
+  lastHost = host;
+  lastSame = same;
+  return same;
+}
 
 /**
  * Whether a connection counts in the connection rate: every kept connection (WebSocket, event
@@ -98,7 +131,10 @@ export class Admission {
   admit(upgrade: UpgradeRequest): Refusal | (() => void) {
     const origin = upgrade.headers.origin;
     // Browsers always send Origin; programs that send none are not subject to the browser's rules.
-    if (this.origins && origin !== undefined && !this.originAllowed(origin)) {
+    if (
+      origin !== undefined &&
+      !(this.origins ? this.originAllowed(origin) : sameHost(origin, upgrade.headers.host))
+    ) {
       return { status: 403, message: 'Origin not allowed', reason: 'origin' };
     }
     if (this.total >= this.limits.maxConnections) {

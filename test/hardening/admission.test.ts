@@ -45,6 +45,43 @@ describe('origin allow-list', () => {
     expect(gateway.sessions.size).toBe(3);
   });
 
+  it('without a list: a browser page on the host it connects to (any port or scheme) is admitted, a page elsewhere gets 403', async () => {
+    let authenticated = 0;
+    const { url, port, gateway } = await res.gateway({ authenticate: () => ++authenticated });
+    const to = (host: string) => ({ headers: { host } });
+    // Cross-site WebSocket hijacking: an evil page, a sibling subdomain, a look-alike, an opaque
+    // origin (sandboxed iframe, file:), and a page whose host differs only in being a name.
+    for (const [origin, host] of [
+      ['https://evil.example', 'app.example.com'],
+      ['https://other.example.com', 'app.example.com'],
+      ['https://app.example.com.evil.example', 'app.example.com'],
+      ['null', `127.0.0.1:${port}`],
+      ['http://localhost:5173', `127.0.0.1:${port}`],
+    ]) {
+      const refused = await upgradeRefusal(res, url, undefined, { origin, ...to(host!) });
+      expect({ origin, host, status: refused.status, body: refused.body }).toEqual({
+        origin,
+        host,
+        status: 403,
+        body: 'Origin not allowed\n',
+      });
+    }
+    expect(authenticated).toBe(0);
+    expect(gateway.sessions.size).toBe(0);
+    // The host the request went to, whatever the port, the scheme and the letters' case: a page
+    // served by the gateway, a dev server on another port, a proxy whose Host drops the port.
+    await openSocket(res, url, undefined, { origin: `http://127.0.0.1:${port}` });
+    await openSocket(res, url, undefined, { origin: 'http://127.0.0.1:5173' });
+    await openSocket(res, url, undefined, {
+      origin: 'https://App.Example.com:8443',
+      ...to('app.example.com'),
+    });
+    await openSocket(res, url, undefined, { origin: 'http://[::1]:3000', ...to('[::1]:8080') });
+    // A program that sends no Origin header is not subject to the browser's rules.
+    await openSocket(res, url);
+    expect(authenticated).toBe(5);
+  });
+
   it('a predicate sees the Origin header and decides', async () => {
     const seen: string[] = [];
     const { url, gateway } = await res.gateway({

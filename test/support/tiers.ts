@@ -70,7 +70,7 @@ export const tierRules: readonly (readonly [Tier, readonly string[]])[] = [
       'test/react/shared-store.test.ts',
       'test/client/{iterate-model,subscription-status-model}.test.ts',
       'test/deploy/deploy-files.test.ts',
-      'test/hardening/address-group.test.ts',
+      'test/hardening/{address-group,same-host}.test.ts',
       'test/pubsub/{delivery,delivery-continuity,delivery-pass,delivery-queues,except-set,history-reads,memory-broker,session-router,topic-registry,user-inbox-router}.test.ts',
       'test/upstream/{config,share-config,address-share-model}.test.ts',
       'test/standalone/config-file.test.ts',
