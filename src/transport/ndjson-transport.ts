@@ -86,6 +86,8 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
   /** Lines not handled yet: before `listen`, or while reading is paused. */
   private held: ByteLine[] | undefined;
   private heldFrom = 0;
+  /** Characters of the lines in `held` not handled yet (their share of budgetBytes). */
+  private heldChars = 0;
   /** Set while reading is paused: stops the wait for the output to drain. */
   private cancelResume: (() => void) | undefined;
   /** The input ended while lines were still held: handled once they are. */
@@ -171,9 +173,15 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
     this.budget = budget;
   }
 
-  /** BudgetMember: bytes queued for the peer, or 0 once closing (the buffers go with the streams). */
+  /**
+   * BudgetMember: bytes queued for the peer, and the peer's input held here (the line not ended
+   * yet, lines waiting while reading is paused), or 0 once closing (the buffers go with the
+   * streams). The unfinished line counts: each connection may hold up to maxMessageBytes of one,
+   * and every connection of the node may.
+   */
   get budgetBytes(): number {
-    return this.closing || this.closed ? 0 : this.bufferedAmount;
+    if (this.closing || this.closed) return 0;
+    return this.bufferedAmount + this.lines.heldBytes + this.heldChars;
   }
 
   /** Uncork: what was written since the cork leaves in one write (turn-coalescer, the 64 KiB cap). */
@@ -213,7 +221,7 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
     // Large output goes to the kernel at once: bufferedAmount keeps meaning what the peer has
     // not read, for the slow-consumer check, instead of what is being gathered.
     if (this.writable.writableLength >= MAX_CORKED_BYTES) this.flushWrites();
-    this.budget?.report(this, this.writable.writableLength);
+    this.budget?.report(this, this.budgetBytes);
   }
 
   /** A socket (TCP) rather than a pair of pipes (stdio). */
@@ -275,10 +283,18 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
     for (const line of lines) {
       if (this.closing || this.closed) return; // a line closed it (too large): drop the rest
       // Paused by an earlier line: the rest of this chunk waits, in order.
-      if (this.held !== undefined || this.cancelResume) (this.held ??= []).push(line);
+      if (this.held !== undefined || this.cancelResume) this.hold(line);
       else this.deliver(line);
     }
     if (this.lines.heldBytes > this.options.maxLineBytes) this.tooLarge();
+    // What the chunk left held (an unfinished line, lines waiting) is the node's to bound.
+    else this.budget?.report(this, this.budgetBytes);
+  }
+
+  /** Keep `line` to handle once reading goes on (or the session listens). */
+  private hold(line: ByteLine): void {
+    (this.held ??= []).push(line);
+    if (typeof line === 'string') this.heldChars += line.length;
   }
 
   /** After a line was handled: stop reading if the peer has fallen too far behind. */
@@ -286,7 +302,7 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
     const limit = this.options.maxBufferedBytes ?? 0;
     if (limit <= 0 || this.cancelResume || this.closing || this.closed) return;
     const buffered = this.bufferedAmount;
-    this.budget?.report(this, buffered);
+    this.budget?.report(this, this.budgetBytes);
     if (buffered <= limit) return;
     this.readable.pause();
     this.cancelResume = whenDrained(
@@ -303,7 +319,7 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
     // Still owing the input budget: the wait goes on.
     const owed = this.inputBudget?.spend(0) ?? 0;
     if (owed > 0) return this.pauseFor(owed);
-    this.budget?.report(this, this.bufferedAmount);
+    this.budget?.report(this, this.budgetBytes);
     this.deliverHeld();
     if (!this.cancelResume && !this.endPending && !this.closing && !this.closed)
       this.readable.resume();
@@ -315,6 +331,9 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
     this.cancelResume = undefined;
     this.held = undefined;
     this.heldFrom = 0;
+    this.heldChars = 0;
+    // Nor is an unfinished line ever ended: it goes now, not with the transport.
+    this.lines.clear();
   }
 
   /** Handle held lines in order until none is left or reading pauses again. */
@@ -329,11 +348,13 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
       if (this.closing || this.closed) return;
       const line = held[this.heldFrom]!;
       held[this.heldFrom++] = '';
+      if (typeof line === 'string') this.heldChars -= line.length;
       this.deliver(line);
     }
     if (this.held === held && this.heldFrom >= held.length) {
       this.held = undefined;
       this.heldFrom = 0;
+      this.heldChars = 0;
     }
     if (!this.held && !this.cancelResume && this.endPending) this.endOfInput();
   }
@@ -356,7 +377,7 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
   private deliver(line: ByteLine): void {
     if (line === TOO_LARGE) return this.tooLarge();
     if (!this.listener) {
-      (this.held ??= []).push(line);
+      this.hold(line);
       return;
     }
     if (this.options.counters) this.options.counters.messagesIn++;
