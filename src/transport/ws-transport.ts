@@ -266,15 +266,119 @@ function gateInflating(socket: TransportSocket): void {
   if (!receiver) return;
   const own = Object.getPrototypeOf(receiver) as Partial<InflatingReceiver> | null;
   if (typeof own?.decompress !== 'function') return;
-  const fields = receiver as unknown as Record<symbol, unknown>;
+  if (!findReceiverSocketKey(receiver, socket)) return;
+  receiverDecompress ??= own.decompress;
+  receiver.decompress = decompressUnlessWaiting;
+}
+
+/**
+ * ws's Receiver, as far as counting what it holds of a message still arriving reaches: its
+ * parse state (ws's GET_MASK, GET_DATA, INFLATING), the frame being read, the message's
+ * fragments so far (compressed lengths in `_totalPayloadLength`, inflated ones in
+ * `_messageLength`), the bytes read and not parsed, and the chunks its Writable queues while it
+ * inflates.
+ */
+interface ReceivingFields {
+  _bufferedBytes: number;
+  _totalPayloadLength: number;
+  _messageLength: number;
+  _payloadLength: number;
+  _state: number;
+  _opcode: number;
+  _compressed: boolean;
+  writableLength: number;
+  _write(chunk: Buffer, encoding: BufferEncoding, cb: (err?: Error | null) => void): void;
+}
+
+/** ws's Receiver states in which the frame being read has its length counted but no data taken. */
+const RECEIVER_GET_MASK = 3;
+const RECEIVER_GET_DATA = 4;
+/** ws's Receiver state while a compressed frame, taken from its buffers, is inflated (or waits). */
+const RECEIVER_INFLATING = 5;
+
+/**
+ * The bytes ws's receiver holds of the message still arriving: those read and not parsed (a
+ * frame arriving slowly waits there whole until its last byte), the fragments of the message
+ * parsed so far (inflated, when compressed), a compressed frame being inflated or waiting to
+ * be (waitToInflate), and the chunks queued behind it. Undefined for a receiver not shaped as
+ * ws 8's: then nothing of it is counted (see countReceiving).
+ */
+export function receiverHeldBytes(receiver: unknown): number | undefined {
+  const r = receiver as Partial<ReceivingFields> | null | undefined;
+  if (
+    typeof r?._bufferedBytes !== 'number' ||
+    typeof r._totalPayloadLength !== 'number' ||
+    typeof r._messageLength !== 'number' ||
+    typeof r._payloadLength !== 'number' ||
+    typeof r._state !== 'number' ||
+    typeof r._opcode !== 'number' ||
+    typeof r.writableLength !== 'number'
+  ) {
+    return undefined;
+  }
+  const state = r._state;
+  let fragments: number;
+  if (r._compressed === true) {
+    fragments = r._messageLength + (state === RECEIVER_INFLATING ? r._payloadLength : 0);
+  } else {
+    // A data frame's length is added to the total at its header, before its bytes are taken.
+    const reading =
+      (state === RECEIVER_GET_MASK || state === RECEIVER_GET_DATA) && r._opcode < 8
+        ? r._payloadLength
+        : 0;
+    fragments = r._totalPayloadLength - reading;
+  }
+  return r._bufferedBytes + fragments + r.writableLength;
+}
+
+/** ws's own `_write` (Receiver.prototype), which writeCounted runs before reporting. */
+let receiverWrite: ReceivingFields['_write'] | undefined;
+
+/**
+ * A receiver's `_write` on a connection that reports to the node-wide budget: each chunk read,
+ * once ws has parsed what it could of it, the transport reports what it holds, the part of a
+ * message still arriving included (a frame of maxMessageBytes sent slowly is held whole until
+ * its last byte).
+ */
+function writeCounted(
+  this: ReceivingFields,
+  chunk: Buffer,
+  encoding: BufferEncoding,
+  cb: (err?: Error | null) => void,
+): void {
+  receiverWrite!.call(this, chunk, encoding, cb);
+  const socket = (this as unknown as Record<symbol, TransportSocket | undefined>)[
+    receiverSocketKey!
+  ];
+  socket?.rpcTransport?.reportInput();
+}
+
+/** The key of `receiver`'s WebSocket among its symbol fields (ws's kWebSocket), once found. */
+function findReceiverSocketKey(receiver: object, socket: TransportSocket): boolean {
+  const fields = receiver as Record<symbol, unknown>;
   if (receiverSocketKey === undefined || fields[receiverSocketKey] !== socket) {
     receiverSocketKey = Object.getOwnPropertySymbols(receiver).find(
       (key) => fields[key] === socket,
     );
-    if (receiverSocketKey === undefined) return;
   }
-  receiverDecompress ??= own.decompress;
-  receiver.decompress = decompressUnlessWaiting;
+  return receiverSocketKey !== undefined;
+}
+
+/**
+ * Make `socket`'s receiver report each chunk it parses (writeCounted). A receiver not shaped as
+ * this module expects (another version of ws) is left as it is: the message still arriving is
+ * then not counted toward the node's total, only bounded per connection by maxMessageBytes
+ * (ws's maxPayload); test/limits/unfinished-input-ws.test.ts covers both.
+ */
+function countReceiving(socket: TransportSocket): boolean {
+  const receiver = (socket as unknown as { _receiver?: ReceivingFields | null })._receiver;
+  if (!receiver || receiverHeldBytes(receiver) === undefined) return false;
+  const own = Object.getPrototypeOf(receiver) as Partial<ReceivingFields> | null;
+  if (typeof own?._write !== 'function' || !findReceiverSocketKey(receiver, socket)) return false;
+  receiverWrite ??= own._write;
+  if (receiverWrite !== own._write) return false;
+  receiver._write = writeCounted;
+  return true;
 }
 
 function headerLength(payloadLength: number): number {
@@ -740,6 +844,20 @@ export class WsTransport implements ServerTransport, BudgetMember {
   joinBudget(budget: BudgetLedger): void {
     this.shared.budget = budget;
     this.flags |= BUDGETED;
+    countReceiving(this.socket);
+  }
+
+  /** @internal ws has parsed a chunk read (writeCounted): report what is held now. */
+  reportInput(): void {
+    this.budget?.report(this, this.budgetBytes);
+  }
+
+  /**
+   * @internal Bytes ws holds of the message still arriving (receiverHeldBytes); 0 for a
+   * receiver of another shape.
+   */
+  get receivingBytes(): number {
+    return receiverHeldBytes((this.socket as unknown as { _receiver?: unknown })._receiver) ?? 0;
   }
 
   /** The node-wide output budget this transport reports to, once it has joined one. */
@@ -752,11 +870,12 @@ export class WsTransport implements ServerTransport, BudgetMember {
    * closing (the buffers go with the socket, what was held is dropped). Held messages count: a
    * connection holds at most the one that made it wait and the rest of the read it came in
    * (waitsToInflate), but that one can be maxMessageBytes of JSON text, six times it and more
-   * for MessagePack, and every connection of the node may hold one.
+   * for MessagePack, and every connection of the node may hold one. So does the message still
+   * arriving, which ws holds until its last byte (receivingBytes): maxMessageBytes a connection.
    */
   get budgetBytes(): number {
     if (this.socket.readyState !== this.socket.OPEN) return 0;
-    return this.bufferedAmount + (this.held?.chars ?? 0);
+    return this.bufferedAmount + (this.held?.chars ?? 0) + this.receivingBytes;
   }
 
   /**
