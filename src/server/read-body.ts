@@ -6,18 +6,46 @@ export interface BodyLimits {
   timeoutMs: number;
   /** Told of a body that did not arrive within `timeoutMs` (answered 408 and closed). */
   timedOut?: () => void;
+  /** Told the bytes read so far after each piece (what the caller counts while it is held). */
+  received?: (bytes: number) => void;
+  /**
+   * Reading stops when it aborts: the promise resolves undefined at once, and the caller
+   * answers the request (refuseUnread), whose body is then discarded unread.
+   */
+  signal?: AbortSignal;
 }
 
 /** A plain-text reply that closes the connection (the body was not read to its end). */
-function refuse(res: ServerResponse, status: number, text: string): void {
+function refuse(
+  res: ServerResponse,
+  status: number,
+  text: string,
+  headers: Record<string, string> = {},
+): void {
   if (res.headersSent) return;
   res.writeHead(status, {
     'content-type': 'text/plain; charset=utf-8',
     'content-length': String(Buffer.byteLength(text)),
     'cache-control': 'no-store',
     connection: 'close',
+    ...headers,
   });
   res.end(text);
+}
+
+/**
+ * Answer a request whose body was left unread (its reading stopped by BodyLimits.signal), and
+ * close its connection; what is left of the body is discarded as it comes.
+ */
+export function refuseUnread(
+  req: IncomingMessage,
+  res: ServerResponse,
+  status: number,
+  text: string,
+  headers?: Record<string, string>,
+): void {
+  refuse(res, status, text, headers);
+  req.resume();
 }
 
 /**
@@ -32,7 +60,8 @@ export function readBodyBytes(
   limits: BodyLimits,
 ): Promise<Buffer | undefined> {
   if (req.destroyed || res.destroyed || req.socket.destroyed) return Promise.resolve(undefined);
-  const { maxBytes, timeoutMs } = limits;
+  const { maxBytes, timeoutMs, received, signal } = limits;
+  if (signal?.aborted) return Promise.resolve(undefined);
   const tooLarge = (): void => {
     refuse(res, 413, `Request body larger than ${maxBytes} bytes\n`);
     req.resume();
@@ -50,8 +79,14 @@ export function readBodyBytes(
     let size = 0;
     const done = (body: Buffer | undefined): void => {
       clearTimeout(timer);
+      signal?.removeEventListener('abort', stop);
       resolve(body);
     };
+    const stop = (): void => {
+      req.removeAllListeners('data');
+      done(undefined);
+    };
+    signal?.addEventListener('abort', stop);
     // A body trickling in holds the request open: it gets timeoutMs, then 408.
     const timer = setTimeout(() => {
       req.removeAllListeners('data');
@@ -75,6 +110,7 @@ export function readBodyBytes(
       }
       chunk.copy(body, size);
       size = end;
+      received?.(size);
     });
     req.on('end', () => done(body.subarray(0, size)));
     req.on('error', () => done(undefined));

@@ -2,12 +2,13 @@ import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../peer/logger.js';
 import { SseTransport } from '../transport/sse-transport.js';
+import { CloseCode } from '../transport/transport.js';
 import type { SseLimits } from '../transport/sse-transport.js';
 import type { ConnectionIntake } from './connection-intake.js';
 import { closeUnread, sendText } from './http-routes.js';
 import type { GatewayLimits } from './options.js';
 import { INVALID_UTF8_REPLY, strictUtf8 } from '../protocol/invalid-utf8.js';
-import { readBodyBytes } from './read-body.js';
+import { readBodyBytes, refuseUnread } from './read-body.js';
 import { RateLimit, TokenBucket } from './token-bucket.js';
 import type { AddressBuckets } from './address-buckets.js';
 
@@ -135,6 +136,8 @@ export class SseEndpoint<C> {
   private readonly addresses = new WeakMap<SseTransport, string | undefined>();
   /** A session's latest POST under way: the next waits for it (see postReceived). */
   private readonly turns = new WeakMap<SseTransport, Promise<void>>();
+  /** The session's POST whose body is being read: stopped when the session closes. */
+  private readonly reading = new Map<SseTransport, AbortController>();
   private readonly sseLimits: SseLimits;
 
   constructor(private readonly deps: SseEndpointDeps<C>) {
@@ -268,11 +271,33 @@ export class SseEndpoint<C> {
       closeUnread(req, res);
       return noSession(res);
     }
-    const bytes = await readBodyBytes(req, res, {
-      maxBytes: maxMessageBytes,
-      timeoutMs: bodyTimeoutMs,
-      timedOut: () => this.deps.bodyTimedOut(req.socket.remoteAddress),
-    });
+    // A session closed while its body comes (the node's total over budget, a DELETE, a drain)
+    // stops the reading: what was read goes at once, not once the client has sent the rest.
+    const stop = new AbortController();
+    this.reading.set(transport, stop);
+    let bytes: Buffer | undefined;
+    try {
+      bytes = await readBodyBytes(req, res, {
+        maxBytes: maxMessageBytes,
+        timeoutMs: bodyTimeoutMs,
+        timedOut: () => this.deps.bodyTimedOut(req.socket.remoteAddress),
+        received: (read) => transport.bodyReading(read),
+        signal: stop.signal,
+      });
+    } finally {
+      this.reading.delete(transport);
+      transport.bodyReading(0);
+    }
+    if (stop.signal.aborted) {
+      // Closed to bring the node's total within its budget (1013): try again later, as a
+      // WebSocket closed for it is told; otherwise the session is gone.
+      if (transport.closeCode === CloseCode.TryAgainLater) {
+        refuseUnread(req, res, 503, 'Server over its memory budget: try again later.\n', {
+          'retry-after': '1',
+        });
+      } else refuseUnread(req, res, 404, 'No such session: open a new event stream.\n');
+      return;
+    }
     if (bytes === undefined) return;
     bucket?.spend(Math.max(bytes.length, messageCostBytes));
     // Or while the body came.
@@ -296,6 +321,7 @@ export class SseEndpoint<C> {
         (closed) => {
           this.sessions.delete(closed.sessionId);
           this.resumes.delete(closed.sessionId);
+          this.reading.get(closed)?.abort();
         },
       );
       this.sessions.set(transport.sessionId, transport);

@@ -135,6 +135,10 @@ export class SseTransport implements ServerTransport, BudgetMember {
   private budget: BudgetLedger | undefined;
   /** BudgetMember: what this transport last reported to its budget. */
   budgeted = 0;
+  /** Bytes read so far of the POST body being read (bodyReading). */
+  private bodyBytes = 0;
+  /** The code the session closed with. */
+  private closedWith: number | undefined;
   /**
    * The session's rate limit (limits.ratePerSecond), set by its owner once the session is open:
    * what `refuse` takes a token of. Undefined: no limit.
@@ -169,7 +173,23 @@ export class SseTransport implements ServerTransport, BudgetMember {
    * maxConnections sessions' worth (10 GiB by default) is more than the process can hold.
    */
   get budgetBytes(): number {
-    return this.closed ? 0 : this.bufferedAmount + this.replayKeptBytes;
+    return this.closed ? 0 : this.bufferedAmount + this.replayKeptBytes + this.bodyBytes;
+  }
+
+  /**
+   * The bytes read so far of the session's POST body being read (0: none is), told by the
+   * endpoint as they come. They count toward the node's total: a session's POSTs are read one at
+   * a time, but each may be maxMessageBytes, and every session may have one arriving slowly.
+   */
+  bodyReading(bytes: number): void {
+    if (this.closed) return;
+    this.bodyBytes = bytes;
+    this.budget?.report(this, this.budgetBytes);
+  }
+
+  /** The close code, once closed: why a POST whose body was being read goes unanswered. */
+  get closeCode(): number | undefined {
+    return this.closedWith;
   }
 
   /** What the replay buffer keeps, as sseReplayBytes counts it (0 once closed). */
@@ -309,6 +329,8 @@ export class SseTransport implements ServerTransport, BudgetMember {
   private closeWith(code: number, reason: string, stop: (stream: ServerResponse) => void): void {
     if (this.closed) return;
     this.closed = true;
+    this.closedWith = code;
+    this.bodyBytes = 0;
     this.budget?.leave(this);
     clearTimeout(this.graceTimer);
     clearInterval(this.heartbeatTimer);
