@@ -124,3 +124,34 @@ it('POST bodies being read count toward maxBufferedBytesTotal: past it the large
   const answer = events.find((e) => e.data.includes('"result"'))!;
   expect(JSON.parse(answer.data)).toMatchObject({ id: 1, result: DECLARED - 56 });
 });
+
+it('a session ended while its POST body is read stops the reading: the POST is answered 404 at once', async () => {
+  const gateway = await startGateway({ heartbeatIntervalMs: 0, routes: { events: '/rpc/events' } });
+  running.push(gateway);
+  const url = `${gateway.httpUrl}/rpc/events`;
+  const stream = await openStream(url);
+  streams.push(stream);
+  const headers = {
+    'x-wsrpc-session': stream.session.session,
+    'x-wsrpc-secret': stream.session.secret,
+  };
+  const session = [...gateway.gateway.sessions.values()][0]!;
+  const transport = session.transport as unknown as { budgetBytes: number };
+  const post = request(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'content-length': '4096', ...headers },
+  });
+  post.on('error', () => undefined);
+  posts.push(post);
+  const answer = new Promise<IncomingMessage>((resolve) => post.once('response', resolve));
+  post.write('{"jsonrpc":"2.0","method":"x","params":["');
+  // Counted while it is read (the session's replay buffer holds its first event besides).
+  const before = transport.budgetBytes;
+  await waitUntil(() => transport.budgetBytes > before, 'the body to be counted');
+  const ended = await fetch(url, { method: 'DELETE', headers });
+  expect(ended.status).toBe(204);
+  const response = await within(answer, 'the answer to the POST');
+  expect(response.statusCode).toBe(404);
+  expect(response.headers.connection).toBe('close');
+  response.resume();
+});
