@@ -187,7 +187,7 @@ export class SseTransport implements ServerTransport, BudgetMember {
     this.budget?.report(this, this.budgetBytes);
   }
 
-  /** The close code, once closed: why a POST whose body was being read goes unanswered. */
+  /** The code the session closed with (undefined while open): its POST being read is answered by it. */
   get closeCode(): number | undefined {
     return this.closedWith;
   }
