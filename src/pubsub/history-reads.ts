@@ -1,4 +1,5 @@
 import type { Broker, History } from './broker.js';
+import { LinkWaiters } from './link-waiters.js';
 import { Slots } from './slots.js';
 
 /** One broker read and everyone waiting for it. */
@@ -24,12 +25,15 @@ export class HistoryReads {
   private readonly reads = new Map<string, SharedRead>();
   /** Reads sent to the broker so far: the clock marks are taken on. */
   private sent = 0;
+  /** Replays waiting for the broker's link to be back (a read failed while it was down). */
+  readonly link: LinkWaiters;
 
   constructor(
     private readonly broker: Broker,
     maxConcurrent: number,
   ) {
     this.slots = new Slots(Math.max(1, maxConcurrent));
+    this.link = new LinkWaiters(broker);
   }
 
   /** Broker reads under way and waiting (for tests and metrics). */

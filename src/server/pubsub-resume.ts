@@ -8,6 +8,7 @@ import { messageTail } from '../pubsub/frames.js';
 import { isSendableFrom } from '../pubsub/sendable-payload.js';
 import type { DrainWaiters } from '../pubsub/drain-waiters.js';
 import type { HistoryReads } from '../pubsub/history-reads.js';
+import { LinkWaiters } from '../pubsub/link-waiters.js';
 import type { Slots } from '../pubsub/slots.js';
 
 /** A topic's last seq and epoch as read for a subscriber that asked for its position. */
@@ -70,6 +71,12 @@ export interface ReplayReads {
 
 /** Messages in a replay's first page; later pages are sized to about the high-water mark. */
 export const FIRST_PAGE = 100;
+/**
+ * History reads of one page that may fail in a row with the broker's link up before the replay
+ * gives up on history (the broker answers, but cannot read it): what it could not read is told
+ * as a gap. Reads that fail while the link is down do not count: the replay waits for the link.
+ */
+export const READ_ATTEMPTS = 3;
 /** The most messages one page reads. */
 export const MAX_PAGE = 1_000;
 
@@ -99,6 +106,14 @@ export function nextPageSize(count: number, chars: number, highWaterMark: number
  * sequence number, or the client's epoch is not the topic's), the broker lost the topic and
  * numbers it anew: the subscriber gets a gap signal of unknown size (`null`) with the new
  * epoch, then everything history holds, then the live messages.
+ *
+ * A read that fails while the broker's link is down waits for the link to be back (the broker
+ * reconnects by itself; `onRelinked`, or `ready` again) and is made again, from where the
+ * replay stands: the subscription's live messages wait as during any replay (the node gets
+ * none while its link is down), and nothing the broker still holds is told as missing. Only
+ * when reads keep failing with the link up (READ_ATTEMPTS in a row) is the rest given up: a
+ * gap signal of unknown size when the first page could not be read, else the count of what
+ * was not read, before the next live message.
  */
 export function replay(
   broker: Broker,
@@ -112,7 +127,8 @@ export function replay(
   delivery.pauseForReplay(since);
   const { reads, drains } = options;
   const mark = reads?.mark() ?? 0;
-  const read = (afterSeq: number, limit: number): Promise<History | undefined> =>
+  const link = reads?.link ?? new LinkWaiters(broker);
+  const readOnce = (afterSeq: number, limit: number): Promise<History | undefined> =>
     readPage(delivery, options, (done) => {
       if (reads) return reads.read(topic, afterSeq, limit, mark, done);
       broker.history(topic, afterSeq, limit).then(
@@ -121,6 +137,8 @@ export function replay(
       );
       return () => undefined;
     });
+  const read = (afterSeq: number, limit: number): Promise<History | undefined> =>
+    readThroughOutages(readOnce, afterSeq, limit, broker, link, delivery, logger, topic);
   const writable = (): Promise<boolean> => whenWritable(delivery, drains);
   const firstPage = Math.max(1, Math.floor(options.firstPage ?? FIRST_PAGE));
   void runReplay(
@@ -195,6 +213,56 @@ async function runReplay(
   }
   // The live messages held back go out as a page does: once the socket has room.
   if (await writable()) delivery.replayEnd();
+}
+
+/**
+ * One page of history, read again while the broker's link is down and when it is back: a read
+ * that fails with the link down waits for it (LinkWaiters) and is made again; one that fails
+ * with the link up is made again at once, READ_ATTEMPTS times in a row at most, then its error
+ * is thrown. Undefined when the subscription stopped meanwhile (nothing left waiting).
+ */
+async function readThroughOutages(
+  readOnce: (afterSeq: number, limit: number) => Promise<History | undefined>,
+  afterSeq: number,
+  limit: number,
+  broker: Pick<Broker, 'ready'>,
+  link: LinkWaiters,
+  delivery: Delivery,
+  logger: Logger,
+  topic: string,
+): Promise<History | undefined> {
+  let failedLinked = 0;
+  for (;;) {
+    try {
+      return await readOnce(afterSeq, limit);
+    } catch (err) {
+      // A broker client may learn that its link dropped just after the read failed with it.
+      await new Promise((resolve) => setImmediate(resolve));
+      if (broker.ready) {
+        if (++failedLinked >= READ_ATTEMPTS) throw err;
+        continue;
+      }
+      logger.info({ err, topic, afterSeq }, 'history read failed with the broker down: waiting');
+      if (!(await whenLinked(delivery, link))) return undefined;
+    }
+  }
+}
+
+/**
+ * Resolves true once the broker's link is up (told by `link`), false when the subscription
+ * stops first (then nothing is left waiting).
+ */
+function whenLinked(delivery: Delivery, link: LinkWaiters): Promise<boolean> {
+  if (delivery.isStopped) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const stopWaiting = link.wait(() => done(true));
+    const offStop = delivery.onStop(() => done(false));
+    function done(linked: boolean): void {
+      offStop();
+      stopWaiting();
+      resolve(linked && !delivery.isStopped);
+    }
+  });
 }
 
 /** The first page, and the gap and floor it implies (another numbering: read from its start). */
