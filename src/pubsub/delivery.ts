@@ -67,6 +67,25 @@ const RESUMABLE = 2;
 /** The lowest `Delivery.flags` bit a subclass may use for its own. */
 export const FIRST_SUBCLASS_FLAG = 4;
 
+/**
+ * Times one paged replay starts over in a new numbering (see ReplayStep); past it, a further
+ * restart ends the replay as one in one go does. A topic renumbered again and again (or live
+ * messages and history that keep naming different epochs) cannot keep a replay going.
+ */
+const MAX_RENUMBERS = 3;
+
+/**
+ * Where a replay stands after one of its steps (`replayBegin`, `replayPage`, `replayEnd`):
+ *   - `more`: go on (the next page, or the end);
+ *   - `over`: stopped, or ended (the live messages held back have followed);
+ *   - `renumbered` (a paged replay only): the topic was numbered anew (a new epoch) since the
+ *     replay began. The subscriber has been told (`{"gap":null,"epoch":<new>}`); the replay is
+ *     to read the new numbering's history from its start (after seq 0) and go on from there,
+ *     the live messages of the new numbering still held behind it, so that nothing the broker
+ *     holds of it is told as missing.
+ */
+export type ReplayStep = 'more' | 'over' | 'renumbered';
+
 interface Waiting {
   tail: string;
   shared: SharedFrame | undefined;
@@ -95,6 +114,10 @@ interface Replay {
   learnedEpoch: string | undefined;
   /** The epoch of the history a paged replay reads (set by `replayBegin`). */
   epoch: string | undefined;
+  /** The replay reads history a page at a time, and can start over in a new numbering. */
+  paged: boolean;
+  /** Times it started over in a new numbering (at most MAX_RENUMBERS). */
+  renumbers: number;
 }
 
 /** Delivery's rare state: see its `rare` field. */
@@ -117,6 +140,8 @@ function newReplay(waiting: Fifo<Waiting> | undefined): Replay {
     restarted: undefined,
     learnedEpoch: undefined,
     epoch: undefined,
+    paged: false,
+    renumbers: 0,
   };
 }
 
@@ -394,16 +419,17 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
     /** The topic's epoch, sent with a gap signal. */
     epoch?: string,
   ): void {
-    if (!this.replayBegin(gap, floorSeq, epoch)) return;
-    if (!this.replayPage(history, epoch)) return;
+    if (this.replayBegin(gap, floorSeq, epoch) !== 'more') return;
+    if (this.replayPage(history, epoch) !== 'more') return;
     this.replayEnd();
   }
 
   /**
-   * Start replaying history read in `epoch`: the gap signal, if any, and the epoch. False
-   * when the replay is over already: stopped, or the numbering restarted while the history
-   * was read (what was read may be the old one's; the subscriber has been told, with a gap
-   * signal of unknown size, and has the live messages of the new numbering).
+   * Start replaying history read in `epoch`: the gap signal, if any, and the epoch. Not
+   * `more` when the numbering restarted while the history was read (what was read may be the
+   * old one's; the subscriber has been told, with a gap signal of unknown size): a replay in
+   * one go is then `over`, the live messages of the new numbering sent; a `paged` one is
+   * `renumbered` when the new numbering has an epoch (see ReplayStep). `over` when stopped.
    */
   replayBegin(
     /** Messages history no longer held (0: none; null: unknown). */
@@ -412,67 +438,104 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
     floorSeq = this.floorSeq,
     /** The topic's epoch, sent with a gap signal. */
     epoch?: string,
-  ): boolean {
-    if (this.replayOver(epoch)) return false;
-    this.floorSeq = floorSeq;
+    /** History is read a page at a time (replayPage), and can be read again from its start. */
+    paged = false,
+  ): ReplayStep {
+    if (this.stopped) return 'over';
     const replay = (this.replay ??= newReplay(undefined));
+    replay.paged = paged;
+    const step = this.replayStep(epoch);
+    if (step !== 'more') return step;
+    this.floorSeq = floorSeq;
     replay.epoch = epoch;
-    if (gap !== 0) this.sendGap(gap, epoch);
+    // A counted gap that live messages held back fall in is told as the pages are written
+    // (account, writeHeldBefore): the held ones go in their place, the rest told around them.
+    const firstHeld = replay.waiting?.peek()?.seq;
+    const heldInGap = gap !== null && firstHeld !== undefined && firstHeld <= floorSeq + gap;
+    if (gap !== 0 && !heldInGap) this.sendGap(gap, epoch);
     // A subscriber that did not know the epoch (or the topic had none yet) learns it now.
     this.tellEpoch(epoch ?? replay.learnedEpoch);
-    return true;
+    return 'more';
   }
 
   /**
    * Write one page of the replayed history (read in `epoch`), whatever the socket holds: a
    * page is read only once the socket was below its high-water mark, and is sized to about
-   * it. Sequence numbers already had are skipped. False when the replay is over: stopped, or
-   * the numbering restarted since the replay began (the page is void; told as in
-   * `replayBegin`).
+   * it. Sequence numbers already had are skipped; live messages held back that come before a
+   * message of the page go first (history no longer held them: trimmed while it was read).
+   * Not `more` when the numbering restarted since the replay began: the page is void (told as
+   * in `replayBegin`).
    */
   replayPage(
     history: readonly { tail: string; seq: number }[],
     epoch: string | undefined = this.replay?.epoch,
-  ): boolean {
-    if (this.replayOver(epoch)) return false;
-    const replayEpoch = this.replay?.epoch;
+  ): ReplayStep {
+    const step = this.replayStep(epoch);
+    if (step !== 'more') return step;
+    const replay = this.replay;
+    const replayEpoch = replay?.epoch;
     if (epoch !== undefined && replayEpoch !== undefined && epoch !== replayEpoch) {
-      // This page is from a numbering the live messages have not shown yet: those held back
-      // belong to the old one, and the gap signal covers them.
-      this.endRestarted(epoch, true);
-      return false;
+      // This page is from another numbering than the replay began in. The live messages held
+      // back belong to it when they showed it (those held before it showed were dropped
+      // then); otherwise they are the old one's, which the gap signal covers.
+      return this.restartReplay(epoch, false, replay?.learnedEpoch !== epoch);
     }
     for (const message of history) {
-      if (message.seq > this.floorSeq) this.write(message.tail, message.seq);
+      if (message.seq <= this.floorSeq) continue;
+      if (replay?.waiting !== undefined) this.writeHeldBefore(replay, replay.waiting, message.seq);
+      this.write(message.tail, message.seq);
     }
     const last = history.at(-1)?.seq;
     if (last !== undefined) this.floorSeq = Math.max(this.floorSeq, last);
-    return true;
+    return 'more';
+  }
+
+  /**
+   * Write the live messages held back whose seq comes before `seq`, a message of the page
+   * being replayed: the page skipped them, so history no longer held them, and they go in
+   * their place rather than be told as a gap. Each is then had (the floor passes it).
+   */
+  private writeHeldBefore(replay: Replay, waiting: Fifo<Waiting>, seq: number): void {
+    for (let next = waiting.peek(); next?.seq !== undefined && next.seq < seq;) {
+      waiting.shift();
+      replay.waitingChars -= next.tail.length;
+      if (next.seq > this.floorSeq) {
+        this.missed += next.missedBefore;
+        this.write(next.tail, next.seq, next.shared);
+        this.floorSeq = next.seq;
+      }
+      next = waiting.peek();
+    }
   }
 
   /**
    * The replay is over: the live messages held back meanwhile follow, each seq once, whatever
    * the socket holds (the backlog is bounded by the policy; a paged replay waits for the
-   * socket to drain below its high-water mark first).
+   * socket to drain below its high-water mark first). `renumbered` instead when a paged
+   * replay finds the numbering restarted (see ReplayStep); `over` otherwise.
    */
-  replayEnd(): void {
-    if (!this.replayOver(this.replay?.epoch)) this.flushWaiting();
+  replayEnd(): ReplayStep {
+    const step = this.replayStep(this.replay?.epoch);
+    if (step !== 'more') return step;
+    this.flushWaiting();
+    return 'over';
   }
 
   /**
-   * Whether the replay (of history read in `epoch`) is over: stopped, or the numbering
-   * restarted since (then ended here, the subscriber told as in `replayBegin`).
+   * Whether the replay (of history read in `epoch`) goes on: `over` when stopped; when the
+   * numbering restarted since, the subscriber is told (restartReplay).
    */
-  private replayOver(epoch: string | undefined): boolean {
-    if (this.stopped) return true;
+  private replayStep(epoch: string | undefined): ReplayStep {
+    if (this.stopped) return 'over';
     const restarted = this.restartSince(epoch);
-    if (!restarted) return false;
-    this.endRestarted(restarted.epoch, false);
-    return true;
+    if (!restarted) return 'more';
+    return this.restartReplay(restarted.epoch, restarted.rewound, false);
   }
 
   /** The numbering restart seen during the replay, if any (live messages came in another one). */
-  private restartSince(epoch: string | undefined): { epoch: string | undefined } | undefined {
+  private restartSince(
+    epoch: string | undefined,
+  ): { epoch: string | undefined; rewound: boolean } | undefined {
     const replay = this.replay;
     const restarted = replay?.restarted;
     if (restarted) {
@@ -491,22 +554,50 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
       learned !== epoch &&
       learned !== replay?.epoch
     ) {
-      return { epoch: learned };
+      return { epoch: learned, rewound: false };
     }
     return undefined;
   }
 
   /**
-   * End a replay whose numbering restarted: only the live messages of the new numbering
-   * follow (none when `dropHeld`: those held are the old one's), after saying that the rest
-   * is lost.
+   * The replay's numbering restarted (to `epoch`; `rewound`: in the same epoch, its seq gone
+   * back): the subscriber is told, with a gap signal of unknown size. `dropHeld`: the live
+   * messages held back are the old numbering's, never to be sent. A paged replay of a new
+   * epoch then reads that numbering from its start (`renumbered`), its live messages still
+   * held behind it. Any other (one in one go, a numbering without an epoch to read it by or
+   * gone back in the same one, one renumbered MAX_RENUMBERS times already) ends here: the
+   * live messages held back follow (`over`).
    */
-  private endRestarted(epoch: string | undefined, dropHeld: boolean): void {
+  private restartReplay(
+    epoch: string | undefined,
+    rewound: boolean,
+    dropHeld: boolean,
+  ): ReplayStep {
     this.floorSeq = 0;
-    // Those held back belong to the old numbering: flushWaiting finds none.
-    if (dropHeld && this.replay) this.replay.waiting = undefined;
+    const replay = this.replay;
+    if (dropHeld && replay?.waiting !== undefined) {
+      replay.waiting = new Fifo();
+      replay.waitingChars = 0;
+      replay.firstHeldSeq = undefined;
+    }
     this.sendGap(null, epoch);
+    if (
+      replay !== undefined &&
+      replay.paged &&
+      replay.waiting !== undefined &&
+      epoch !== undefined &&
+      !rewound &&
+      replay.renumbers < MAX_RENUMBERS
+    ) {
+      replay.renumbers++;
+      replay.epoch = epoch;
+      replay.restarted = undefined;
+      // Live messages of this numbering are no news now (the subscriber was told it).
+      replay.learnedEpoch = epoch;
+      return 'renumbered';
+    }
     this.flushWaiting();
+    return 'over';
   }
 
   /** Send the live messages held back during a replay, and deliver live ones directly again. */
@@ -595,7 +686,12 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
     }
     const replay = this.replay;
     if (replay?.waiting && !restarted) {
-      // Mid-replay, the replay compares the client's epoch with the broker's itself.
+      // Mid-replay, the replay compares the client's epoch with the broker's itself. Live
+      // messages of another numbering than the client's are held whatever their seq: the
+      // floor (the client's `since`) is of its own.
+      if (epoch !== undefined && this.clientEpoch !== undefined && epoch !== this.clientEpoch) {
+        this.floorSeq = 0;
+      }
       replay.learnedEpoch = epoch ?? replay.learnedEpoch;
       return;
     }

@@ -3,7 +3,7 @@
 // one part that reasons about the broker's numbering; the service only picks which to run.
 import type { Logger } from '../peer/logger.js';
 import type { Broker, History } from '../pubsub/broker.js';
-import type { Delivery } from '../pubsub/delivery.js';
+import type { Delivery, ReplayStep } from '../pubsub/delivery.js';
 import { messageTail } from '../pubsub/frames.js';
 import { isSendableFrom } from '../pubsub/sendable-payload.js';
 import type { DrainWaiters } from '../pubsub/drain-waiters.js';
@@ -105,7 +105,9 @@ export function nextPageSize(count: number, chars: number, highWaterMark: number
  * When `since` cannot belong to the broker's numbering (it is past the topic's last
  * sequence number, or the client's epoch is not the topic's), the broker lost the topic and
  * numbers it anew: the subscriber gets a gap signal of unknown size (`null`) with the new
- * epoch, then everything history holds, then the live messages.
+ * epoch, then everything history holds, then the live messages. The same when the topic is
+ * numbered anew while the replay reads it (a page, or the live messages held back, in a new
+ * epoch): told, then the new numbering's history from its start, then its live messages.
  *
  * A read that fails while the broker's link is down waits for the link to be back (the broker
  * reconnects by itself; `onRelinked`, or `ready` again) and is made again, from where the
@@ -178,8 +180,22 @@ async function runReplay(
   }
   if (!start) return; // the subscription ended
   let history = start.history;
-  if (!delivery.replayBegin(start.gap, start.floorSeq, history.epoch)) return;
+  let step = delivery.replayBegin(start.gap, start.floorSeq, history.epoch, true);
   for (;;) {
+    if (step === 'over') return;
+    if (step === 'renumbered') {
+      // Told: the new numbering is read from its start, its live messages held behind it.
+      let all: History | undefined;
+      try {
+        all = await read(0, firstPage);
+      } catch (err) {
+        logger.warn({ err, topic }, 'history unavailable: the rest of the replay is skipped');
+        step = await end(writable, delivery);
+        continue;
+      }
+      if (!all) return; // the subscription ended
+      history = all;
+    }
     // A message that cannot go into a frame is left out: the subscriber is told of it as of a
     // message lost (the next one's gap signal or `missed`).
     const tails = history.messages
@@ -188,13 +204,20 @@ async function runReplay(
     if (tails.length < history.messages.length) {
       logger.warn({ topic }, 'history holds messages that are not one JSON value: left out');
     }
-    if (!delivery.replayPage(tails, history.epoch)) return;
+    step = delivery.replayPage(tails, history.epoch);
+    if (step !== 'more') continue;
     const cursor = history.messages.at(-1)?.seq;
+    const oldestHeld = delivery.oldestWaitingSeq;
     // Done: history had nothing more, or this page reached the topic's last seq (when it was
     // read), or the live messages held back (they follow on from here).
-    if (cursor === undefined || cursor >= history.lastSeq) break;
-    const oldestHeld = delivery.oldestWaitingSeq;
-    if (oldestHeld !== undefined && cursor >= oldestHeld - 1) break;
+    if (
+      cursor === undefined ||
+      cursor >= history.lastSeq ||
+      (oldestHeld !== undefined && cursor >= oldestHeld - 1)
+    ) {
+      step = await end(writable, delivery);
+      continue;
+    }
     page = nextPageSize(
       tails.length,
       tails.reduce((sum, t) => sum + t.tail.length, 0),
@@ -206,13 +229,21 @@ async function runReplay(
     } catch (err) {
       // What was not read is told as a gap (counted) before the next live message.
       logger.warn({ err, topic }, 'history unavailable: the rest of the replay is skipped');
-      break;
+      step = await end(writable, delivery);
+      continue;
     }
     if (!next) return; // the subscription ended
     history = next;
   }
-  // The live messages held back go out as a page does: once the socket has room.
-  if (await writable()) delivery.replayEnd();
+}
+
+/**
+ * The replay's end: the live messages held back go out as a page does, once the socket has
+ * room. `renumbered` when the numbering restarted meanwhile (read on from its start).
+ */
+async function end(writable: () => Promise<boolean>, delivery: Delivery): Promise<ReplayStep> {
+  if (!(await writable())) return 'over';
+  return delivery.replayEnd();
 }
 
 /**

@@ -10,9 +10,10 @@
  * Live messages published before the fault wait behind the replay; more are published during
  * and after it. The resuming subscriber (raw protocol, so what the server says is checked) and
  * live subscribers on both nodes must each get every message once in order, or be told of it;
- * and where the numbering survived (NATS; the cut link), nothing the broker still holds may be
- * told as missing: every message is delivered. A read that failed while the link was down is
- * made again once it is back.
+ * and nothing the broker still holds may be told as missing: every message of a numbering that
+ * survived (all of them but on a restarted Redis, which loses the old one) is delivered. A read
+ * that failed while the link was down is made again once it is back, and live messages of a
+ * new numbering held behind the replay follow it.
  *
  * Real redis-server or nats-server on a port of their own (test/chaos/private-broker.ts), two
  * in-process gateways: P publishes, G serves the subscribers; G's history reads of the second
@@ -147,16 +148,15 @@ describe.each(['redis', 'nats'] as const)('a replay in progress when %s goes awa
         accountSubscription('resumer@G', topic, got(), log, { after: { gen: 0, seq: 50 } }),
       ];
       expect(accounts.flatMap(violations)).toEqual([]);
-      if (cut || server.keepsNumbering) {
-        // The numbering survived: what the broker held when the replay read on is delivered,
-        // not told as a gap.
-        const notDelivered = accounts.flatMap((a) =>
-          [...a.outcomes]
-            .filter(([, outcome]) => outcome !== 'delivered')
-            .map(([record, outcome]) => `${a.label}: ${record.gen}:${record.seq} ${outcome}`),
-        );
-        expect(notDelivered).toEqual([]);
-      }
+      // What the broker held when the replay read on is delivered, not told as a gap: every
+      // message of a numbering that survived (a restarted Redis loses its first one).
+      const lostNumbering = !cut && !server.keepsNumbering ? 0 : -1;
+      const notDelivered = accounts.flatMap((a) =>
+        [...a.outcomes]
+          .filter(([record, outcome]) => outcome !== 'delivered' && record.gen !== lostNumbering)
+          .map(([record, outcome]) => `${a.label}: ${record.gen}:${record.seq} ${outcome}`),
+      );
+      expect(notDelivered).toEqual([]);
     },
     30_000,
   );
