@@ -531,6 +531,55 @@ describe('a replay in pages when the broker is down or numbers the topic anew', 
   });
 });
 
+describe('the two unknown gaps a resume can tell', () => {
+  // `{"gap":null,"epoch":E}` says numbering E starts from its beginning (the client counts on
+  // from seq 0 of it); `{"gap":null}` says the count is unknown (the client has no position
+  // until the next message). A resume never sends one for the other.
+  it('history that cannot be read (the link up): gap null without an epoch, then the live messages', async () => {
+    const { broker, sink } = await subscriber({
+      mode: 'since',
+      top: 10,
+      since: 2,
+      clientEpoch: 'e0',
+    });
+    broker.live(11);
+    await broker.answerReads(false); // every attempt fails, the broker answering
+    broker.live(12);
+    expect(sink.frames).toEqual([{ subscription: '0x1', gap: null }, message(11), message(12)]);
+  });
+
+  it('a resume in a numbering the broker no longer has: gap null naming the new one, then it from its start', async () => {
+    const { broker, sink } = await subscriber({
+      mode: 'since',
+      top: 3,
+      since: 8,
+      clientEpoch: 'e0',
+    });
+    broker.epoch = 'e1';
+    await broker.answerReads(true);
+    broker.live(4);
+    expect(sink.frames).toEqual([
+      { subscription: '0x1', gap: null, epoch: 'e1' },
+      ...[1, 2, 3, 4].map((seq) => message(seq, 'e1')),
+    ]);
+  });
+
+  it('a resume past the last seq of its own epoch (a broker restored older): gap null naming that epoch, then it from its start', async () => {
+    const { broker, sink } = await subscriber({
+      mode: 'since',
+      top: 3,
+      since: 8,
+      clientEpoch: 'e0',
+    });
+    await broker.answerReads(true);
+    broker.live(4);
+    expect(sink.frames).toEqual([
+      { subscription: '0x1', gap: null, epoch: 'e0' },
+      ...[1, 2, 3, 4].map((seq) => message(seq)),
+    ]);
+  });
+});
+
 describe('a numbering that goes back in the same epoch', () => {
   it('a broker restored from an older snapshot hands out seqs again: a subscriber past them is told (gap null) and gets them', async () => {
     const { broker, sink } = await subscriber({ mode: 'position', top: 5 });
