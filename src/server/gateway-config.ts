@@ -174,10 +174,18 @@ const object = (what: string): Rule => ofType('object', what);
  * A list of origins as browsers send them in `Origin` (admission compares them exactly): an
  * entry that none sends (`https://app.example/`, `HTTPS://APP.EXAMPLE`, `app.example`, `*`)
  * would refuse every page 403, so it is refused here, naming the origin it likely means.
+ * "null" is sent by every sandboxed iframe and file: page, so any site can send it by framing
+ * itself sandboxed: listed, it would let every site in. Refused, saying why; code that means it
+ * says so with a predicate. Here, in the one step createGateway and the configuration file share.
  */
 const origins: Rule = (value, name) => {
   strings(value, name);
   (value as readonly string[]).forEach((entry, index) => {
+    if (entry === 'null') {
+      throw new RangeError(
+        `${name}[${index}] must not be "null": every sandboxed iframe, file: page and some redirects send Origin: null, so listing it lets in any page that makes itself one (a cross-site page included); to allow it knowingly, pass allowedOrigins a predicate in code`,
+      );
+    }
     const meant = originOf(entry);
     if (meant === entry) return;
     const hint =
@@ -195,11 +203,10 @@ const origins: Rule = (value, name) => {
 /**
  * The Origin a browser sends for pages at `entry`: `scheme://host[:port]` (lower case, no
  * default port) for http, https and the other special schemes; `scheme://host` for an app's or
- * an extension's own scheme (capacitor://localhost, chrome-extension://id); "null" as itself.
- * A host (and port) without a scheme is taken as https. Undefined when there is none to name.
+ * an extension's own scheme (capacitor://localhost, chrome-extension://id). A host (and port)
+ * without a scheme is taken as https. Undefined when there is none to name.
  */
 function originOf(entry: string): string | undefined {
-  if (entry === 'null') return entry;
   const hostOnly = /^[^:/?#\s*]+(:\d+)?$/.test(entry);
   const url = parseUrl(hostOnly ? `https://${entry}` : entry);
   if (!url) return undefined;

@@ -364,11 +364,13 @@ export interface GatewayDataOptions {
   /**
    * Origins allowed to open a WebSocket (exact strings such as "https://app.example.com",
    * or a predicate); others get 403. Each entry must be an origin as browsers send it (scheme,
-   * host, a port other than the scheme's; no path, no trailing slash; or "null"): any other is
-   * refused with a RangeError, since no browser would match it. "null" is what any sandboxed
-   * iframe or `file:` page sends: listing it lets every such page in. Requests without an Origin
-   * header (non-browser clients) are not affected. Default: any origin. Set it when `authenticate` trusts
-   * cookies: browsers send them with upgrades from any site (cross-site WebSocket hijacking).
+   * host, a port other than the scheme's; no path, no trailing slash): any other is refused with
+   * a RangeError, since no browser would match it. "null" is refused too, saying why: every
+   * sandboxed iframe and `file:` page sends it, so any site can by framing itself sandboxed; a
+   * predicate that returns true for it allows it knowingly. Requests without an Origin header
+   * (non-browser clients) are not affected. Default: any origin. Set it when `authenticate`
+   * trusts cookies: browsers send them with upgrades from any site (cross-site WebSocket
+   * hijacking).
    */
   allowedOrigins?: readonly string[] | ((origin: string) => boolean);
   /**

@@ -315,14 +315,19 @@ describe('resolveGatewayOptions: the one step that checks createGateway options'
     expect(refusal('file:///home/page.html')).toBe(
       `allowedOrigins[1] ${must}, not "file:///home/page.html"`,
     );
-    // What a browser sends: scheme, host and a port other than the scheme's; "null" (sandboxed
-    // or file pages); an app's or an extension's own scheme.
+    // "null" is what any sandboxed iframe or file: page sends: listed, it would let in any site
+    // that frames itself sandboxed. Refused, saying why; a predicate in code can still allow it.
+    expect(refusal('null')).toBe(
+      'allowedOrigins[1] must not be "null": every sandboxed iframe, file: page and some redirects send Origin: null, so listing it lets in any page that makes itself one (a cross-site page included); to allow it knowingly, pass allowedOrigins a predicate in code',
+    );
+    expect(() => createGateway({ allowedOrigins: (origin) => origin === 'null' })).not.toThrow();
+    // What a browser sends: scheme, host and a port other than the scheme's; an app's or an
+    // extension's own scheme.
     for (const origin of [
       'https://app.example',
       'http://localhost:3000',
       'https://[::1]:8443',
       'https://xn--bcher-kva.example',
-      'null',
       'capacitor://localhost',
       'chrome-extension://abcdef',
     ]) {

@@ -8,6 +8,10 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { makeSelfSignedCertificate } from '../support/tls.js';
 
+/** What a file listing "null" in allowedOrigins[1] is told (resolveGatewayOptions' message). */
+const NULL_ORIGIN_REFUSAL =
+  'allowedOrigins[1] must not be "null": every sandboxed iframe, file: page and some redirects send Origin: null, so listing it lets in any page that makes itself one (a cross-site page included); to allow it knowingly, pass allowedOrigins a predicate in code';
+
 const cli = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'check-config-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -126,6 +130,17 @@ describe('wsrpc-gateway check-config', () => {
     expect(stdout).toBe('');
     expect(stderr.trimEnd().split('\n')).toEqual([
       `${path}: allowedOrigins[1] must be an origin such as https://app.example (no path, no trailing slash), not "https://app.example/" (did you mean "https://app.example"?)`,
+      `${path}: 1 problem`,
+    ]);
+  });
+
+  it('allowedOrigins: "null" is refused, saying why (any sandboxed or file: page sends it), exit 1', () => {
+    const path = file('null-origin.yaml', 'allowedOrigins: ["https://app.example", "null"]\n');
+    const { code, stdout, stderr } = run(['check-config', path]);
+    expect(code).toBe(1);
+    expect(stdout).toBe('');
+    expect(stderr.trimEnd().split('\n')).toEqual([
+      `${path}: ${NULL_ORIGIN_REFUSAL}`,
       `${path}: 1 problem`,
     ]);
   });
