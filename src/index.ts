@@ -119,6 +119,7 @@ export type {
 } from './transport/transport.js';
 export { RpcClient, createClient } from './client/client.js';
 export type { ClientConfig, ClientOptions } from './client/client.js';
+export type { GetToken, TokenRequest } from './client/client-options.js';
 export { AuthenticationError } from './client/authentication.js';
 export type { DisconnectEvent } from './client/authentication.js';
 export type { ConnectionState } from './client/connection-state.js';

@@ -11,14 +11,14 @@ import type { PeerCore as Peer } from '../peer/peer-core.js';
 import { MAX_TIMER_MS } from '../peer/pending-calls.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { JsonRpcError } from '../protocol/errors.js';
-import { TimeoutError } from '../protocol/local-errors.js';
+import { NotConnectedError, TimeoutError } from '../protocol/local-errors.js';
 import { ReservedMethod } from '../protocol/reserved.js';
 import type { Params } from '../protocol/types.js';
 import type { Transport } from '../transport/transport.js';
 import { WebSocketTransport } from '../transport/websocket-transport.js';
 import type { WebSocketLike } from '../transport/websocket-transport.js';
 import { EXPIRED_CLOSE_CODE, authFailureOf, refusalOf } from './authentication.js';
-import type { AuthenticationError, DisconnectEvent } from './authentication.js';
+import type { DisconnectEvent } from './authentication.js';
 import { backoffDelay } from './backoff.js';
 import type { ClientConfig, ReconnectOptions } from './client-options.js';
 import type { ConnectionState } from './connection-state.js';
@@ -46,10 +46,10 @@ export interface ConnectionHost<S> {
   /** The open connection was lost; a reconnect follows (unless reconnecting is off). */
   lost(): void;
   /**
-   * Closing for good, the state already 'closed': fail what is queued or subscribed, with
-   * `refused` when the server refused the credentials.
+   * Closing for good, the state already 'closed': fail what is queued or subscribed with `why`
+   * (the AuthenticationError when the server refused the credentials).
    */
-  closing(refused: AuthenticationError | undefined): void;
+  closing(why: Error): void;
   /** Closed for good, state$ completed: complete what else lives across connections. */
   closed(): void;
 }
@@ -64,13 +64,18 @@ export class ClientConnection<S> {
   #peer: Peer<S> | undefined;
   /** The peer whose `rpc.authenticate` is not answered yet: nothing else is sent on it. */
   #authenticating: Peer<S> | undefined;
-  /** Why the client stopped for good, when the server refused its credentials. */
-  refused: AuthenticationError | undefined;
   /** The last ending of a connection or attempt. */
   lastDisconnect: DisconnectEvent | undefined;
-  /** Counts dials, so that the providers of an abandoned one are ignored when they settle. */
-  #dials = 0;
-  #dialTimedOut = false;
+  /**
+   * The attempt being made: aborted when it is given up (timed out, failed, the client closed),
+   * with why. It is getToken's signal, and what its providers give once it aborted is ignored.
+   */
+  #dialWanted: AbortController | undefined;
+  /**
+   * Aborted by close(), with why calls fail from then on: the refusal of the credentials, or
+   * NotConnectedError. What waits on the client's life (authenticate()'s getToken) stops there.
+   */
+  readonly stopped = new AbortController();
   /** A 4419 was retried with a fresh token; reset once a connection stays up (resetAfterMs). */
   #expiredRetried = false;
   /** The URL of the last dial (the only one known when `url` is a function). */
@@ -125,16 +130,20 @@ export class ClientConnection<S> {
 
   /**
    * Close for good: no timer fires any more, the state is 'closed' (so nothing reconnects),
-   * the host fails what waits, then the socket goes.
+   * the host fails what waits with `why` (the refusal of the credentials, or NotConnectedError),
+   * then the socket goes.
    */
-  async close(): Promise<void> {
+  async close(why: Error = new NotConnectedError('Client closed')): Promise<void> {
     if (this.state === 'closed') return;
     clearTimeout(this.#reconnectTimer);
     clearTimeout(this.#connectTimer);
     clearInterval(this.#heartbeatTimer);
     this.#unwatch?.();
+    // Before the state moves: whoever hears 'closed' reads why from the signal.
+    this.stopped.abort(why);
+    this.#dialWanted!.abort(why);
     this.#setState('closed');
-    this.host.closing(this.refused);
+    this.host.closing(why);
     const peer = this.#peer;
     const socket = this.socket;
     this.#peer = undefined;
@@ -153,45 +162,46 @@ export class ClientConnection<S> {
 
   connect(): void {
     if (this.state === 'closed') return;
-    const dial = ++this.#dials;
-    this.#dialTimedOut = false;
+    const wanted = (this.#dialWanted = new AbortController());
     // The providers (url, protocols, headers, getToken) count in the attempt's time.
     this.#connectTimer = setTimeout(
       () => {
+        const ms = this.config.connectTimeoutMs;
         this.logger.warn({ url: redactUrl(this.url) }, 'connection attempt timed out');
-        this.#dialTimedOut = true;
-        if (this.socket) return this.socket.close(); // its onclose goes on from there
-        this.#dials++; // the providers are still at it: forget them
-        this.#dialFailed(new Error('connection attempt timed out while preparing it'));
+        const late = new Error(`connection attempt timed out after ${ms} ms`);
+        wanted.abort(late); // the providers still at it are forgotten; a socket's onclose reads why
+        if (this.socket) return this.socket.close();
+        this.#dialFailed(late);
       },
       Math.min(this.config.connectTimeoutMs, MAX_TIMER_MS),
     );
     let prepared: Dial | Promise<Dial>;
     try {
-      prepared = prepareDial(this.config, this.url);
+      prepared = prepareDial(this.config, this.url, wanted.signal);
     } catch (err) {
       this.#dialFailed(err);
       return;
     }
-    if (!(prepared instanceof Promise)) return this.#dial(prepared);
+    if (!(prepared instanceof Promise)) return this.#dial(prepared, wanted.signal);
     prepared.then(
-      (ready) => dial === this.#dials && this.#dial(ready),
-      (err: unknown) => dial === this.#dials && this.#dialFailed(err),
+      (ready) => wanted.signal.aborted || this.#dial(ready, wanted.signal),
+      (err: unknown) => wanted.signal.aborted || this.#dialFailed(err),
     );
   }
 
   /** A provider failed, or the URL or the WebSocket was refused: try again later, elsewhere. */
   #dialFailed(err: unknown, url = this.url, what = 'could not prepare the dial'): void {
+    // Never once closed: close() aborts the attempt (whose providers are then ignored) and clears its timer.
     clearTimeout(this.#connectTimer);
-    if (this.state === 'closed') return;
     const error = redactErrorUrl(err, url) as Error;
+    this.#dialWanted!.abort(error); // getToken, when another provider failed or time ran out
     this.logger.warn({ err: error, url: redactUrl(url) }, what);
     this.#urlIndex++; // a URL the WebSocket refuses will not get better: try the next one
     this.#ended({ error });
   }
 
-  #dial(dial: Dial): void {
-    if (this.state === 'closed') return clearTimeout(this.#connectTimer);
+  /** Dial: never once closed, for the same reason as #dialFailed. */
+  #dial(dial: Dial, wanted: AbortSignal): void {
     const url = (this.#dialedUrl = dial.url);
     // Logged without query string or userinfo: tokens travel there.
     const logUrl = redactUrl(url);
@@ -220,11 +230,7 @@ export class ClientConnection<S> {
         code: event.code,
         reason: refusal?.body || event.reason || undefined,
         httpStatus,
-        error: this.#dialTimedOut
-          ? new Error(`connection attempt timed out after ${this.config.connectTimeoutMs} ms`)
-          : refusal
-            ? undefined
-            : error,
+        error: (wanted.reason as Error | undefined) ?? (refusal ? undefined : error),
       });
     };
     socket.onopen = () => {
@@ -401,8 +407,7 @@ export class ClientConnection<S> {
       );
     }
     if (willRetry) return this.#scheduleReconnect();
-    this.refused = refused;
-    void this.close();
+    void this.close(refused);
   }
 
   #scheduleReconnect(): void {

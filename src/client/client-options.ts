@@ -29,6 +29,19 @@ import type { ClientSubscriptionMethods } from './subscriptions.js';
 /** A value, or a function (sync or async) called for it before each dial. */
 export type PerDial<T> = T | (() => T | Promise<T>);
 
+/** What `getToken` is given each time it is asked for a token. */
+export interface TokenRequest {
+  /**
+   * Aborted once the token is no longer wanted: the client closed, the connect attempt it serves
+   * passed `connectTimeoutMs`, or every server request (`rpc.token`) waiting on it was given
+   * up. Nothing waits on the token from then on, and a token given later is dropped.
+   */
+  readonly signal: AbortSignal;
+}
+
+/** The token provider: a function that may ignore its argument. */
+export type GetToken = (request: TokenRequest) => string | Promise<string>;
+
 /** Reconnecting: the backoff, and what a refusal of the credentials does. */
 export interface ReconnectOptions extends BackoffOptions {
   /**
@@ -66,10 +79,11 @@ export interface ClientOptions {
    */
   headers?: PerDial<Record<string, string>>;
   /**
-   * The token provider, called before each dial and when the server asks for a fresh token
-   * (`rpc.token`). Its token goes as `tokenTransport` says.
+   * The token provider, called before each dial, by `authenticate()` without a token, and when
+   * the server asks for a fresh token (`rpc.token`). Its token goes as `tokenTransport` says.
+   * `signal` aborts when the token is no longer wanted (see TokenRequest).
    */
-  getToken?: () => string | Promise<string>;
+  getToken?: GetToken;
   /**
    * `'in-band'`: `rpc.authenticate { token }` is the first message of every connection, before
    * queued calls and resubscribes (works in browsers). `'header'`: `Authorization: Bearer`
@@ -181,7 +195,7 @@ export interface ClientConfig {
   /** The binary codec asked for; undefined: JSON. */
   readonly encoding: WireCodec | undefined;
   readonly headers: PerDial<Record<string, string>> | undefined;
-  readonly getToken: (() => string | Promise<string>) | undefined;
+  readonly getToken: GetToken | undefined;
   readonly tokenTransport: 'in-band' | 'header';
   readonly reconnect: Readonly<ReconnectOptions> | false;
   readonly connectTimeoutMs: number;

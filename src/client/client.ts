@@ -39,6 +39,7 @@ import { ClientInbox } from './inbox.js';
 import type { InboxGap } from './inbox.js';
 import { OfflineQueue } from './offline-queue.js';
 import { presenceState } from './presence.js';
+import { onAbort, whileWanted } from './wanted.js';
 import type { PresenceState } from './presence.js';
 import { ClientSubscriptions, managers } from './subscriptions.js';
 import type { JoinedSubscription, SubscriptionEvent } from './subscriptions.js';
@@ -156,18 +157,18 @@ export class RpcClient {
     const getToken = config.getToken;
     // The server asks for a fresh token before the session's identity expires (rpc.token).
     // Requests that come while one is being fetched share it, so a server flooding rpc.token
-    // costs one getToken; but only while the request that started the fetch is wanted: once its
-    // connection has closed (or the server cancelled it) the next request calls getToken again,
-    // so a getToken that never settles costs the session that asked, not every later one.
-    let fetching: Promise<{ token: string }> | undefined;
-    const freshToken: Handler<RpcClient> = (_params, ctx) => {
-      if (fetching) return fetching;
+    // costs one getToken; but only while the request that started the fetch is wanted: getToken
+    // is given its signal, so once the server cancels it or its connection closes, the fetch is
+    // over (those sharing it with it) and the next request calls getToken again. Each request
+    // is over as soon as it is given up: a getToken that never settles holds nobody.
+    let fetching: Promise<string> | undefined;
+    const freshToken: Handler<RpcClient> = async (_params, { signal }) => {
+      const current = (fetching ??= whileWanted(signal, getToken!));
       const drop = (): void => {
         if (fetching === current) fetching = undefined;
       };
-      const current = (async () => ({ token: await getToken!() }))().finally(drop);
-      ctx.signal.addEventListener('abort', drop);
-      return (fetching = current);
+      current.then(drop, drop);
+      return { token: await whileWanted(signal, () => current) };
     };
     const reservedMethods = getToken ? new Map([[ReservedMethod.Token, freshToken]]) : undefined;
     // One config for every connection's peer.
@@ -199,8 +200,8 @@ export class RpcClient {
         this.#queue.flush();
       },
       lost: () => this.#subscriptions.connectionLost(),
-      closing: (refused) => {
-        this.#queue.failAll(refused ?? new NotConnectedError('Client closed'));
+      closing: (why) => {
+        this.#queue.failAll(why);
         this.#subscriptions.closeAll();
       },
       closed: () => this.#notificationSubject.complete(),
@@ -284,7 +285,9 @@ export class RpcClient {
     if (token === undefined && !getToken) {
       throw new TypeError('authenticate() needs a token, or a getToken option to ask for one');
     }
-    const params = { token: token ?? (await getToken!()) };
+    // Over at close(): a getToken that hangs does not hold authenticate() beyond the client.
+    const signal = this.#connection.stopped.signal;
+    const params = { token: token ?? (await whileWanted(signal, getToken!)) };
     try {
       return (await this.call(ReservedMethod.Authenticate, params)) as AuthenticateResult;
     } catch (err) {
@@ -439,7 +442,7 @@ export class RpcClient {
 
   /** Why calls fail once closed: the refusal of the credentials, or close(). */
   #closedError(): Error {
-    return this.#connection.refused ?? new NotConnectedError('Client closed');
+    return this.#connection.stopped.signal.reason as Error;
   }
 
   #assertMayQueue(): void {
@@ -498,10 +501,7 @@ export class RpcClient {
     if (!entries.some((entry) => !entry.notification)) return peer.batch(entries, options);
     // The members are given up through their signal: the peer has no other way in.
     const giveUp = new AbortController();
-    const signal = options.signal;
-    const forward = (): void => giveUp.abort(signal?.reason);
-    if (signal?.aborted) forward();
-    else signal?.addEventListener('abort', forward, { once: true });
+    const stopForwarding = onAbort(options.signal, (reason) => giveUp.abort(reason));
     let refusal: JsonRpcError | undefined;
     const watched: WatchedBatch = {
       size: entries.length,
@@ -510,7 +510,7 @@ export class RpcClient {
     this.#batches.add(watched);
     const done = (): void => {
       this.#batches.delete(watched);
-      signal?.removeEventListener('abort', forward);
+      stopForwarding();
     };
     return peer.batch(entries, { ...options, signal: giveUp.signal }).then(
       (results) => {

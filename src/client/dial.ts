@@ -37,15 +37,20 @@ const valueOf = <T>(value: PerDial<T> | undefined): T | Promise<T> | undefined =
 /**
  * The inputs of the next dial: at once when none comes from an async function (so a client
  * with fixed options dials in its constructor), else a promise. `nextUrl` is the fixed URL
- * whose turn it is. Throws, or rejects, when a function does, or gives a URL that is not one.
+ * whose turn it is; `signal` (getToken's) aborts when the dial is given up. Throws, or rejects,
+ * when a function does, or gives a URL that is not one.
  */
-export function prepareDial(config: ClientConfig, nextUrl: string): Dial | Promise<Dial> {
+export function prepareDial(
+  config: ClientConfig,
+  nextUrl: string,
+  signal: AbortSignal,
+): Dial | Promise<Dial> {
   const { getToken } = config;
   const parts = [
     config.urlOf ? config.urlOf() : nextUrl,
     valueOf(config.protocols),
     valueOf(config.headers),
-    getToken?.(),
+    getToken?.({ signal }),
   ] as const;
   const build = ([url, protocols, headers, token]: readonly [unknown, ...unknown[]]): Dial => {
     if (token !== undefined && typeof token !== 'string') {

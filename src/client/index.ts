@@ -1,7 +1,7 @@
 // Browser-safe entry: nothing here may import Node built-ins or `ws`.
 export { RpcClient, createClient } from './client.js';
 export type { ClientConfig, ClientOptions } from './client.js';
-export type { PerDial, ReconnectOptions } from './client-options.js';
+export type { GetToken, PerDial, ReconnectOptions, TokenRequest } from './client-options.js';
 export { AuthenticationError } from './authentication.js';
 export type { AuthenticateResult, DisconnectEvent } from './authentication.js';
 export type { ConnectionState } from './connection-state.js';

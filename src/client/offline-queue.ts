@@ -1,6 +1,7 @@
 import { CancelledError, NotConnectedError, TimeoutError } from '../protocol/local-errors.js';
 import { MAX_TIMER_MS } from '../peer/pending-calls.js';
 import type { CallOptions } from '../peer/pending-calls.js';
+import { onAbort } from './wanted.js';
 
 /** Work deferred until the next connection opens. */
 interface Deferred {
@@ -46,7 +47,6 @@ export class OfflineQueue {
     const timeout = options.timeoutMs ?? options.timeout ?? defaultTimeout;
     const deadline = timeout > 0 && Number.isFinite(timeout) ? Date.now() + timeout : undefined;
     let timer: ReturnType<typeof setTimeout> | undefined;
-    let onAbort: (() => void) | undefined;
     let resolveOuter!: (value: T) => void;
     let rejectOuter!: (err: unknown) => void;
     const promise = new Promise<T>((res, rej) => {
@@ -56,7 +56,7 @@ export class OfflineQueue {
     const cleanup = (): void => {
       this.#items.delete(item);
       clearTimeout(timer);
-      if (onAbort) options.signal?.removeEventListener('abort', onAbort);
+      stopListening();
     };
     const item: Deferred = {
       deadline,
@@ -84,11 +84,9 @@ export class OfflineQueue {
         () => item.fail(new TimeoutError(method, timeout)),
         Math.min(timeout, MAX_TIMER_MS),
       );
-    if (options.signal) {
-      const signal = options.signal;
-      onAbort = () => item.fail(new CancelledError(method, signal.reason));
-      signal.addEventListener('abort', onAbort, { once: true });
-    }
+    const stopListening = onAbort(options.signal, (reason) =>
+      item.fail(new CancelledError(method, reason)),
+    );
     this.#items.add(item);
     return promise;
   }

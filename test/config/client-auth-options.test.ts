@@ -78,10 +78,13 @@ describe('createClient credential options', () => {
 });
 
 describe('prepareDial: the inputs of one dial', () => {
+  const signal = new AbortController().signal;
+
   it('is sync when every input is fixed or sync, so the client dials in its constructor', () => {
     const dial = prepareDial(
       resolveClientOptions({ ...base, protocols: () => 'jsonrpc-2.0', getToken: () => 'tok' }),
       url,
+      new AbortController().signal,
     );
     expect(dial).toEqual({ url, protocols: 'jsonrpc-2.0', headers: undefined, token: 'tok' });
   });
@@ -95,8 +98,8 @@ describe('prepareDial: the inputs of one dial', () => {
       getToken: () => Promise.resolve(`token-${n}`),
       tokenTransport: 'header',
     });
-    const first = await prepareDial(config, '');
-    const second = await prepareDial(config, '');
+    const first = await prepareDial(config, '', signal);
+    const second = await prepareDial(config, '', signal);
     expect(first.url).toBe('ws://127.0.0.1:1/rpc?n=1');
     expect(second).toEqual({
       url: 'ws://127.0.0.1:1/rpc?n=2',
@@ -108,12 +111,12 @@ describe('prepareDial: the inputs of one dial', () => {
 
   it('refuses what a function gives that cannot be used', async () => {
     const badUrl = resolveClientOptions({ ...base, url: () => 'not a url' });
-    expect(() => prepareDial(badUrl, '')).toThrow(RangeError);
+    expect(() => prepareDial(badUrl, '', signal)).toThrow(RangeError);
     const badToken = resolveClientOptions({
       ...base,
       getToken: () => Promise.resolve(42 as unknown as string),
     });
-    await expect(prepareDial(badToken, url)).rejects.toThrow(
+    await expect(prepareDial(badToken, url, signal)).rejects.toThrow(
       'getToken must give a string, not number',
     );
   });

@@ -31,6 +31,7 @@ import type { RpcClient } from '../client.js';
 import { clientDefaults, clientOptionRules } from '../client-options.js';
 import type { ClientOptions } from '../client-options.js';
 import { subscriptionStatus$ } from '../subscription-status.js';
+import { onAbort } from '../wanted.js';
 import type { SubscriptionEvent } from '../subscriptions.js';
 import type { HostMessage, TabMessage, WireDisconnect, WireSettled } from './messages.js';
 import { sharedOnlyRules } from './options.js';
@@ -230,8 +231,9 @@ class Host implements ClientHost {
   /**
    * The token the tabs are being asked for: every token the client wants meanwhile (a dial, the
    * server's rpc.token, authenticate()) waits on it, so a getToken that hangs holds one run.
+   * `waiting` counts those still wanting it; when none does, it is given up (`wanted` aborts).
    */
-  #tokenAsked: { promise: Promise<string>; wanted: AbortController } | undefined;
+  #tokenAsked: { promise: Promise<string>; wanted: AbortController; waiting: number } | undefined;
   #timer: ReturnType<typeof setInterval> | undefined;
   /** The client's joined$, numbered for the tabs: a tab reads one by its number (`jsub`). */
   #joins = new Hub<{ topic: string; jid: number }>();
@@ -323,7 +325,7 @@ class Host implements ClientHost {
       options.connectTimeoutMs ?? clientDefaults.connectTimeoutMs,
       MAX_TIMER_MS,
     );
-    if (!options.getToken && token) options.getToken = () => this.#token(tokenMs);
+    if (!options.getToken && token) options.getToken = ({ signal }) => this.#token(tokenMs, signal);
     const client = createClient(options);
     this.#client = client;
     const slots = client.config.maxPendingCalls;
@@ -670,6 +672,8 @@ class Host implements ClientHost {
         };
         const abort = (): void => {
           giveUp();
+          // A token no longer wanted before this tab gave it (its dial timed out): late too.
+          if (deadlineMs !== undefined) tab.tokenLate = true;
           // The peer aborts a handler's signal with an Error (cancelled, or the connection's).
           reject(signal!.reason as Error);
         };
@@ -699,21 +703,42 @@ class Host implements ClientHost {
   /**
    * A token from a tab's getToken, each tab given `deadlineMs` to answer. Asked of one tab at a
    * time, and once for every caller while it is being asked: a getToken that hangs holds one
-   * run, however often the client wants a token meanwhile.
+   * run, however often the client wants a token meanwhile. A caller whose `signal` aborts is
+   * answered at once with its reason; once no caller wants the token, the tab is told `abort`
+   * (its getToken's signal aborts) and the next caller asks anew.
    */
-  #token(deadlineMs: number): Promise<string> {
-    if (this.#tokenAsked) return this.#tokenAsked.promise;
-    const wanted = new AbortController();
-    const context = { id: undefined, traceparent: undefined, signal: wanted.signal };
-    const promise = (async () => {
-      try {
-        return (await this.#route(ReservedMethod.Token, undefined, context, deadlineMs)) as string;
-      } finally {
-        if (this.#tokenAsked?.wanted === wanted) this.#tokenAsked = undefined;
-      }
-    })();
-    this.#tokenAsked = { promise, wanted };
-    return promise;
+  #token(deadlineMs: number, signal: AbortSignal): Promise<string> {
+    let asked = this.#tokenAsked;
+    if (!asked) {
+      const wanted = new AbortController();
+      const context = { id: undefined, traceparent: undefined, signal: wanted.signal };
+      const promise = (async () => {
+        try {
+          return (await this.#route(
+            ReservedMethod.Token,
+            undefined,
+            context,
+            deadlineMs,
+          )) as string;
+        } finally {
+          if (this.#tokenAsked?.wanted === wanted) this.#tokenAsked = undefined;
+        }
+      })();
+      // Nobody may be waiting when it fails (they all gave up): that is no unhandled rejection.
+      promise.catch(() => undefined);
+      asked = this.#tokenAsked = { promise, wanted, waiting: 0 };
+    }
+    const mine = asked;
+    mine.waiting++;
+    return new Promise<string>((resolve, reject) => {
+      const stop = onAbort(signal, (reason) => {
+        reject(reason as Error);
+        if (--mine.waiting) return;
+        if (this.#tokenAsked === mine) this.#tokenAsked = undefined;
+        mine.wanted.abort(reason);
+      });
+      mine.promise.then(resolve, reject).finally(stop);
+    });
   }
 
   /** The client has closed: the token being asked for is not wanted; its tab is told. */

@@ -4,6 +4,7 @@
 export { SharedRpcClient, createSharedClient } from './shared-client.js';
 export type { SharedCallOptions } from './shared-client.js';
 export type { SharedClientOptions, SharedWorkerLike, ForwardedOptions } from './options.js';
+export type { GetToken, TokenRequest } from '../client-options.js';
 export { shareClient } from './share-client.js';
 export { createClientHost } from './host.js';
 export type { ClientHost, ClientHostOptions } from './host.js';

@@ -12,7 +12,7 @@ import {
 } from '../../peer/option-rules.js';
 import type { Rule } from '../../peer/option-rules.js';
 import { checkUrl, clientOptionRules, heartbeatRules, reconnectRules } from '../client-options.js';
-import type { ClientOptions } from '../client-options.js';
+import type { ClientOptions, GetToken } from '../client-options.js';
 
 /** createClient's options that the worker's client is made with: data, posted to it. */
 export type ForwardedOptions = Pick<
@@ -74,9 +74,10 @@ export interface SharedClientOptions extends ForwardedOptions {
   tabHeartbeatMs?: number;
   /**
    * The token provider, called in a tab whenever the worker's client needs a token (before
-   * each dial, and when the server asks for a fresh one): any tab that gave one answers.
+   * each dial, and when the server asks for a fresh one): any tab that gave one answers. Its
+   * `signal` aborts when the worker no longer wants that token (see TokenRequest).
    */
-  getToken?: () => string | Promise<string>;
+  getToken?: GetToken;
   /** Where this tab's handlers of server-to-client calls log (`ctx.logger`). */
   logger?: Logger;
 }
@@ -88,7 +89,7 @@ export interface SharedClientConfig {
   readonly worker: (() => SharedWorkerLike) | undefined;
   readonly name: string;
   readonly fallback: 'per-tab' | 'throw';
-  readonly getToken: (() => string | Promise<string>) | undefined;
+  readonly getToken: GetToken | undefined;
   readonly logger: Logger | undefined;
 }
 

@@ -504,8 +504,8 @@ export class SharedRpcClient {
 
   /**
    * Run a server-to-client call (or notification) the worker handed to this tab. One the worker
-   * aborts is over here at once: it is not kept, and what its handler (or getToken, which takes
-   * no signal) gives later is not posted.
+   * aborts is over here at once: it is not kept, its handler's (or getToken's) signal aborts, and
+   * what it gives later is not posted.
    */
   async #run(m: Extract<HostMessage, { t: 'run' }>): Promise<void> {
     const controller = new AbortController();
@@ -520,7 +520,8 @@ export class SharedRpcClient {
     const getToken = this.#config.getToken;
     const handler =
       m.method === ReservedMethod.Token
-        ? getToken && (() => getToken())
+        ? getToken &&
+          ((_params: unknown, { signal }: { signal: AbortSignal }) => getToken({ signal }))
         : this.registry.get(m.method);
     if (!handler) return answer({ missing: true });
     const hooks: (() => void)[] = [];
