@@ -57,8 +57,8 @@ describe('origin allow-list', () => {
       ['https://app.example.com.evil.example', 'app.example.com'],
       ['null', `127.0.0.1:${port}`],
       ['http://localhost:5173', `127.0.0.1:${port}`],
-    ]) {
-      const refused = await upgradeRefusal(res, url, undefined, { origin, ...to(host!) });
+    ] as const) {
+      const refused = await upgradeRefusal(res, url, undefined, { origin, host });
       expect({ origin, host, status: refused.status, body: refused.body }).toEqual({
         origin,
         host,
