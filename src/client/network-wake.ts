@@ -28,16 +28,13 @@ export function watchNetwork(wake: (online: boolean) => void): () => void {
   const visible = (): void => {
     if (page!.visibilityState === 'visible') wake(true);
   };
-  if (listens(scope)) {
-    scope.addEventListener('online', online);
-    scope.addEventListener('offline', offline);
-  }
-  if (listens(page)) page.addEventListener('visibilitychange', visible);
-  return () => {
+  const listen = (verb: 'addEventListener' | 'removeEventListener'): void => {
     if (listens(scope)) {
-      scope.removeEventListener('online', online);
-      scope.removeEventListener('offline', offline);
+      scope[verb]('online', online);
+      scope[verb]('offline', offline);
     }
-    if (listens(page)) page.removeEventListener('visibilitychange', visible);
+    if (listens(page)) page[verb]('visibilitychange', visible);
   };
+  listen('addEventListener');
+  return () => listen('removeEventListener');
 }
