@@ -21,6 +21,7 @@ import { observeEvents, recordingWebSocket } from '../support/client.js';
 import type { RpcClient } from '../../src/client/client.js';
 import { subscriptionStatus$ } from '../../src/client/subscription-status.js';
 import type { WebSocketConstructor } from '../../src/transport/websocket-transport.js';
+import { READ_ATTEMPTS } from '../../src/server/pubsub-resume.js';
 
 const res = new Resources();
 const subscriptions: Subscription[] = [];
@@ -203,12 +204,15 @@ describe('client subscriptions: epochs', () => {
 
 describe('client subscriptions: history unavailable', () => {
   it('a gap of unknown size without an epoch keeps the position: the next resume replays nothing twice', async () => {
-    /** A memory broker whose next history read fails (as when Redis answers an error). */
+    /**
+     * A memory broker whose next history reads fail, its link up (as when Redis answers an
+     * error): as many as a replay makes before it gives history up.
+     */
     class FlakyHistory extends MemoryBroker {
-      failNext = false;
+      failing = 0;
       override history(topic: string, afterSeq: number) {
-        if (!this.failNext) return super.history(topic, afterSeq);
-        this.failNext = false;
+        if (this.failing === 0) return super.history(topic, afterSeq);
+        this.failing--;
         return Promise.reject(new Error('history unavailable'));
       }
     }
@@ -223,7 +227,7 @@ describe('client subscriptions: history unavailable', () => {
     for (const n of [1, 2, 3]) await gateway.publish('news', n);
     await waitUntil(() => seen.events.length === 3, 'the messages');
 
-    broker.failNext = true;
+    broker.failing = READ_ATTEMPTS;
     for (const session of gateway.sessions.values()) session.close(1012, 'restart');
     await waitUntil(() => seen.events.length === 4, 'the gap of unknown size');
     expect(seen.events[3]).toEqual({ data: undefined, gap: null });
