@@ -82,18 +82,23 @@ describe("getToken's signal", () => {
 
   it('the connect deadline aborts the dial’s getToken; its late token is never sent, the next dial’s is', async () => {
     const { url, tokens } = await server();
-    const { asked, getToken } = heldTokens();
-    const c = client(url, { getToken, connectTimeoutMs: 100 });
-    await waitUntil(() => asked.length === 2, 'the dial after the first timed out');
-    const [first, second] = asked;
+    const { asked, getToken: held } = heldTokens();
+    // The first dial's getToken hangs; the dials after it get a token at once (a deadline long
+    // enough for a loaded machine to open and authenticate within it).
+    let dials = 0;
+    const c = client(url, {
+      connectTimeoutMs: 1_000,
+      getToken: (request?: { signal: AbortSignal }) => (dials++ === 0 ? held(request) : 'fresh'),
+    });
+    await within(c.opened(), 'a connection with a later dial’s token');
+    const [first] = asked;
     expect(first!.signal?.aborted).toBe(true);
     expect(first!.signal?.reason).toBeInstanceOf(Error);
-    expect(second!.signal?.aborted).toBe(false);
     first!.token.resolve('late');
-    second!.token.resolve('fresh');
-    await within(c.opened(), 'the connection with the second token');
+    await first!.token.promise;
     expect(await c.call('echo')).toBe('echo');
-    expect(tokens).toEqual(['fresh']);
+    expect(tokens.length).toBeGreaterThan(0);
+    expect(tokens.every((token) => token === 'fresh')).toBe(true);
   });
 
   it('authenticate() waiting on a getToken that hangs rejects at close(), and the getToken is aborted', async () => {
@@ -263,18 +268,22 @@ describe('rpc.token requests sharing one getToken (model)', () => {
 
 /** Through the shared worker: the worker asks a tab's getToken by message, and tells it abort. */
 describe("getToken's signal in a tab of the shared connection", () => {
-  it('the worker giving up on the token (the connect deadline) aborts the tab’s getToken; the next dial’s token is used', async () => {
+  it('the worker giving up on the token (the connect deadline) aborts the tab’s getToken; a later dial’s token is used', async () => {
     const { url, tokens } = await server();
-    const { asked, getToken } = heldTokens();
-    const host = shared.host({ connectTimeoutMs: 100 });
-    const { tab } = shared.tab(host, url, { getToken });
-    await waitUntil(() => asked.length === 2, 'the tab asked again after the deadline');
-    expect(asked[0]!.signal?.aborted).toBe(true);
-    expect(asked[1]!.signal?.aborted).toBe(false);
-    asked[0]!.token.resolve('late');
-    asked[1]!.token.resolve('fresh');
+    const { asked, getToken: held } = heldTokens();
+    let calls = 0;
+    const host = shared.host({ connectTimeoutMs: 1_000 });
+    const { tab } = shared.tab(host, url, {
+      getToken: (request) => (calls++ === 0 ? held(request) : 'fresh'),
+    });
     expect(await within(tab.call('echo'), 'a call on the connection')).toBe('echo');
-    expect(tokens).toEqual(['fresh']);
+    const [first] = asked;
+    expect(first!.signal?.aborted).toBe(true);
+    first!.token.resolve('late');
+    await first!.token.promise;
+    expect(await tab.call('echo')).toBe('echo');
+    expect(tokens.length).toBeGreaterThan(0);
+    expect(tokens.every((token) => token === 'fresh')).toBe(true);
   });
 
   it('the worker’s client closing aborts the tab’s getToken', async () => {
