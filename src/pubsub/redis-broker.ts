@@ -284,7 +284,8 @@ export class RedisBroker implements Broker {
     except?: readonly string[],
   ): Promise<number> {
     this.assertUsable();
-    if (isDirect(topic)) return this.direct.publish(topic, payload);
+    // A message to a node or a user is a plain PUBLISH: sent, its answer lost, it may be delivered.
+    if (isDirect(topic)) return unconfirmedIfSent(this.direct.publish(topic, payload));
     return (await this.publishScript(topic, payload, retention, undefined, except)).seq;
   }
 

@@ -11,6 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode, JsonRpcError } from '../../src/index.js';
+import { PublishUnconfirmedError } from '../../src/pubsub/index.js';
 import { FaultRig, missingBroker } from '../chaos/fault-rig.js';
 import { waitFor } from '../support/waiting.js';
 
@@ -76,6 +77,32 @@ describe.each(['redis', 'nats'] as const)('notifySession to another node (%s)', 
       expect(await a.gateway.notifySession(sessionId!, 'hello', { n: 4 })).toBe(true);
       await waitFor(() => got.length === 3, 'the last message at the session');
       expect(got).toEqual([{ n: 1 }, { n: 2 }, { n: 4 }]);
+    },
+    30_000,
+  );
+});
+
+describe('RedisBroker, a message to a node or a user', () => {
+  it.skipIf(missingBroker('redis'))(
+    'a PUBLISH whose answer was lost rejects PublishUnconfirmedError; one refused before it was sent does not',
+    async () => {
+      const { server } = await rig.privateBroker('redis');
+      const relay = await rig.relayTo(server.port);
+      const broker = await rig.connect(
+        server,
+        `wsrpcdirect${randomBytes(4).toString('hex')}`,
+        relay.port,
+      );
+      relay.loseAnswerTo('"lost"');
+      const lost = await broker.publish('$user:alice', '"lost"').catch((err: unknown) => err);
+      expect(relay.lost).toBe(1);
+      expect(lost).toBeInstanceOf(PublishUnconfirmedError);
+      await waitFor(() => broker.ready, 'linked again');
+      await relay.cut();
+      await waitFor(() => !broker.ready, 'the link down noticed');
+      const refused = await broker.publish('$user:alice', '"refused"').catch((err: unknown) => err);
+      expect(refused).toBeInstanceOf(Error);
+      expect(refused).not.toBeInstanceOf(PublishUnconfirmedError);
     },
     30_000,
   );
