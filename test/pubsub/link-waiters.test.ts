@@ -9,6 +9,7 @@
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { LinkWaiters } from '../../src/pubsub/link-waiters.js';
+import { WaitersModel } from '../support/waiters-model.js';
 
 const POLL_MS = 100;
 
@@ -55,31 +56,19 @@ describe('LinkWaiters (model)', () => {
       fc.property(fc.array(opArb, { maxLength: 50 }), (ops) => {
         const broker = new FakeBroker();
         const waiters = new LinkWaiters(broker, POLL_MS);
-        const cancels: (() => void)[] = [];
-        const told: number[] = [];
-        // The model: who waits, who was told.
-        const waiting = new Set<number>();
-        const modelTold: number[] = [];
+        const model = new WaitersModel();
+        const { told, waiting, modelTold } = model;
         const check = (): void => {
-          if (!broker.ready) return;
-          modelTold.push(...waiting);
-          waiting.clear();
+          if (broker.ready) model.tellAll();
         };
         for (const op of ops) {
           switch (op.kind) {
-            case 'wait': {
-              const i = cancels.length;
-              cancels.push(waiters.wait(() => told.push(i)));
-              waiting.add(i);
+            case 'wait':
+              model.wait((listener) => waiters.wait(listener));
               break;
-            }
-            case 'cancel': {
-              if (cancels.length === 0) break;
-              const i = op.which % cancels.length;
-              cancels[i]!();
-              waiting.delete(i);
+            case 'cancel':
+              model.cancel(op.which);
               break;
-            }
             case 'ready':
               broker.ready = op.ready;
               break;
@@ -102,7 +91,7 @@ describe('LinkWaiters (model)', () => {
           for (const i of told) expect(waiting.has(i)).toBe(false);
         }
         // Everyone gives up (a cancel after being told does nothing): nothing is left held.
-        for (const cancel of cancels) cancel();
+        for (const cancel of model.cancels) cancel();
         expect(told).toEqual(modelTold);
         expect(broker.listeners.size).toBe(0);
         expect(vi.getTimerCount()).toBe(0);

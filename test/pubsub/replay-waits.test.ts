@@ -17,6 +17,7 @@ import { DrainWaiters } from '../../src/pubsub/drain-waiters.js';
 import type { Sink } from '../../src/pubsub/sink.js';
 import { Slots } from '../../src/pubsub/slots.js';
 import { bytesPerObject } from '../support/heap.js';
+import { WaitersModel } from '../support/waiters-model.js';
 
 type SlotOp =
   { kind: 'take' } | { kind: 'release'; which: number } | { kind: 'giveUp'; which: number };
@@ -131,33 +132,23 @@ describe('DrainWaiters (model)', () => {
       fc.property(fc.array(drainOpArb, { maxLength: 40 }), (ops) => {
         const { sink, listening, drain } = drainableSink();
         const waiters = new DrainWaiters(sink);
-        const cancels: (() => void)[] = [];
-        const told: number[] = [];
-        const waiting = new Set<number>();
-        const modelTold: number[] = [];
+        const model = new WaitersModel();
+        const { told, modelTold } = model;
         for (const op of ops) {
           switch (op.kind) {
-            case 'wait': {
-              const i = cancels.length;
-              cancels.push(waiters.wait(() => told.push(i)));
-              waiting.add(i);
+            case 'wait':
+              model.wait((listener) => waiters.wait(listener));
               break;
-            }
-            case 'cancel': {
-              if (cancels.length === 0) break;
-              const i = op.which % cancels.length;
-              cancels[i]!();
-              waiting.delete(i);
+            case 'cancel':
+              model.cancel(op.which);
               break;
-            }
             case 'drain':
               drain();
-              modelTold.push(...waiting);
-              waiting.clear();
+              model.tellAll();
               break;
           }
           expect(told).toEqual(modelTold);
-          expect(listening()).toBe(waiting.size > 0 ? 1 : 0);
+          expect(listening()).toBe(model.waiting.size > 0 ? 1 : 0);
         }
       }),
       { numRuns: 1000 },
