@@ -28,10 +28,13 @@ export interface Refusal {
 }
 
 /**
- * Which Origins may open a WebSocket: a list of exact origins, or a predicate. Without one, a
- * browser's Origin must name the host the request was sent to (sameHost).
+ * Which Origins may open a WebSocket: a list of exact origins (`["*"]` alone: every origin), or a
+ * predicate. Without one, a browser's Origin must name the host the request was sent to (sameHost).
  */
 export type OriginPolicy = readonly string[] | ((origin: string) => boolean);
+
+/** The one entry of an `allowedOrigins` list that admits every origin. */
+export const ANY_ORIGIN = '*';
 
 /** The last Origin and Host compared by sameHost, and the answer: a page's connections repeat them. */
 let lastOrigin: string | undefined;
@@ -224,7 +227,8 @@ export class Admission {
 
   private originAllowed(origin: string): boolean {
     const policy = this.origins!;
-    return typeof policy === 'function' ? policy(origin) : policy.includes(origin);
+    if (typeof policy === 'function') return policy(origin);
+    return policy[0] === ANY_ORIGIN || policy.includes(origin);
   }
 }
 

@@ -21,6 +21,7 @@ import type { Rule } from '../peer/option-rules.js';
 import type { Broker } from '../pubsub/broker.js';
 import type { EncodingName } from '../encoding/codec.js';
 import { encodingsRule, resolveEncodings } from '../encoding/encodings-option.js';
+import { ANY_ORIGIN } from './admission.js';
 import { TrustedProxies } from './client-address.js';
 import { defaultClusterEvents, resolveClusterEvents } from './lifecycle-options.js';
 import type { ResolvedClusterEvents } from './lifecycle-options.js';
@@ -180,7 +181,14 @@ const object = (what: string): Rule => ofType('object', what);
  */
 const origins: Rule = (value, name) => {
   strings(value, name);
-  (value as readonly string[]).forEach((entry, index) => {
+  const list = value as readonly string[];
+  list.forEach((entry, index) => {
+    if (entry === ANY_ORIGIN) {
+      if (list.length === 1) return;
+      throw new RangeError(
+        `${name}[${index}] "*" admits every origin, so it must be the only entry, not one of ${list.length}`,
+      );
+    }
     if (entry === 'null') {
       throw new RangeError(
         `${name}[${index}] must not be "null": every sandboxed iframe, file: page and some redirects send Origin: null, so listing it lets in any page that makes itself one (a cross-site page included); to allow it knowingly, pass allowedOrigins a predicate in code`,
@@ -188,12 +196,7 @@ const origins: Rule = (value, name) => {
     }
     const meant = originOf(entry);
     if (meant === entry) return;
-    const hint =
-      entry === '*'
-        ? ' (leave allowedOrigins out for any origin, or give a predicate)'
-        : meant === undefined
-          ? ''
-          : ` (did you mean ${JSON.stringify(meant)}?)`;
+    const hint = meant === undefined ? '' : ` (did you mean ${JSON.stringify(meant)}?)`;
     throw new RangeError(
       `${name}[${index}] must be an origin such as https://app.example (no path, no trailing slash), not ${describe(entry)}${hint}`,
     );

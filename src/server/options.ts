@@ -367,10 +367,11 @@ export interface GatewayDataOptions {
    * host, a port other than the scheme's; no path, no trailing slash): any other is refused with
    * a RangeError, since no browser would match it. "null" is refused too, saying why: every
    * sandboxed iframe and `file:` page sends it, so any site can by framing itself sandboxed; a
-   * predicate that returns true for it allows it knowingly. Requests without an Origin header
-   * (non-browser clients) are not affected. Default: any origin. Set it when `authenticate`
-   * trusts cookies: browsers send them with upgrades from any site (cross-site WebSocket
-   * hijacking).
+   * predicate that returns true for it allows it knowingly. `["*"]` (that entry alone) admits
+   * every origin. Requests without an Origin header (non-browser clients) are not affected.
+   * Default: pages on the host the request was sent to (the Origin's host name is the Host
+   * header's, any scheme or port), since browsers send cookies with upgrades from any site
+   * (cross-site WebSocket hijacking).
    */
   allowedOrigins?: readonly string[] | ((origin: string) => boolean);
   /**

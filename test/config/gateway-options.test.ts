@@ -309,8 +309,11 @@ describe('resolveGatewayOptions: the one step that checks createGateway options'
       `allowedOrigins[1] ${must}, not "chrome-extension://abcdef/" (did you mean "chrome-extension://abcdef"?)`,
     );
     expect(refusal('*')).toBe(
-      `allowedOrigins[1] ${must}, not "*" (leave allowedOrigins out for any origin, or give a predicate)`,
+      'allowedOrigins[1] "*" admits every origin, so it must be the only entry, not one of 2',
     );
+    const any = createGateway({ logger: silentLogger, allowedOrigins: ['*'] });
+    expect(any.config.http.allowedOrigins).toEqual(['*']);
+    void any.close();
     expect(refusal('')).toBe(`allowedOrigins[1] ${must}, not ""`);
     expect(refusal('file:///home/page.html')).toBe(
       `allowedOrigins[1] ${must}, not "file:///home/page.html"`,

@@ -82,6 +82,22 @@ describe('origin allow-list', () => {
     expect(authenticated).toBe(5);
   });
 
+  it('["*"] admits every origin, null included, and grants CORS to each', async () => {
+    const { url, httpUrl } = await res.gateway({ allowedOrigins: ['*'] });
+    for (const origin of ['https://evil.example', 'null', 'http://localhost:5173']) {
+      await openSocket(res, url, undefined, { origin, headers: { host: 'app.example.com' } });
+    }
+    const preflight = await fetch(`${httpUrl}/rpc`, {
+      method: 'OPTIONS',
+      headers: {
+        origin: 'https://widget.example',
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'content-type',
+      },
+    });
+    expect(preflight.headers.get('access-control-allow-origin')).toBe('https://widget.example');
+  });
+
   it('a predicate sees the Origin header and decides', async () => {
     const seen: string[] = [];
     const { url, gateway } = await res.gateway({
