@@ -105,7 +105,7 @@ export interface GatewayConfig<C = unknown> {
     readonly tls: TlsOptions | undefined;
     readonly httpHandler:
       ((req: IncomingMessage, res: ServerResponse) => boolean | Promise<boolean>) | undefined;
-    /** Undefined: any origin. */
+    /** Undefined: pages on the host the request was sent to (sameHost in admission.ts). */
     readonly allowedOrigins: GatewayOptions<C>['allowedOrigins'];
     readonly trustedProxies: readonly string[];
     readonly selectProtocol: GatewayOptions<C>['selectProtocol'];
