@@ -3,7 +3,7 @@ import { ErrorCode } from '../protocol/error-codes.js';
 import { ServerError } from '../protocol/errors.js';
 import type { Params } from '../protocol/types.js';
 import { assertEncodableParams } from './session.js';
-import { PublishUnconfirmedError, TopicCreationLimitError } from '../pubsub/broker.js';
+import { PublishUnconfirmedError } from '../pubsub/broker.js';
 import type { Broker, BrokerMessage, Retention } from '../pubsub/broker.js';
 import {
   DEFAULT_SESSION_DENY_FOR_MS,
@@ -429,24 +429,21 @@ export class SessionRouter {
     retention: Retention,
     logged: Record<string, unknown>,
   ): Promise<number> {
-    // A broker not linked refuses a message without sending it; a linked one may have sent it
-    // before it failed (a plain Redis PUBLISH whose answer was lost tells no more than that).
-    const linked = this.broker.ready;
     try {
       // Through a promise, so a broker that throws synchronously fails like one that rejects.
       return await Promise.resolve().then(() => this.broker.publish(topic, payload, retention));
     } catch (err) {
-      // A JsonRpcError, so a handler that returns notifyUser's promise answers precisely. One
-      // that may have reached the broker may be delivered (an inbox message stored, a message
-      // to a session or user passed on): "was not sent" only where it surely was not.
-      const unknown =
-        err instanceof PublishUnconfirmedError ||
-        (linked && !(err instanceof TopicCreationLimitError) && retention === DIRECT);
+      // A JsonRpcError, so a handler that returns notifyUser's promise answers precisely. The
+      // broker tells a message that may have reached it (PublishUnconfirmedError: an inbox
+      // message stored, a message to a session or user passed on, its answer lost): "was not
+      // sent" only where it surely was not.
       throw brokerUnavailable(
         this.logger,
         this.options.exposeErrorDetails ?? false,
         err,
-        unknown ? 'the message may have been sent' : 'the message was not sent',
+        err instanceof PublishUnconfirmedError
+          ? 'the message may have been sent'
+          : 'the message was not sent',
         {},
         logged,
       );
