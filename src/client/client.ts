@@ -39,7 +39,7 @@ import { ClientInbox } from './inbox.js';
 import type { InboxGap } from './inbox.js';
 import { OfflineQueue } from './offline-queue.js';
 import { presenceState } from './presence.js';
-import { onAbort, whileWanted } from './wanted.js';
+import { onAbort, SharedRun, whileWanted } from './wanted.js';
 import type { PresenceState } from './presence.js';
 import { ClientSubscriptions, managers } from './subscriptions.js';
 import type { JoinedSubscription, SubscriptionEvent } from './subscriptions.js';
@@ -157,19 +157,14 @@ export class RpcClient {
     const getToken = config.getToken;
     // The server asks for a fresh token before the session's identity expires (rpc.token).
     // Requests that come while one is being fetched share it, so a server flooding rpc.token
-    // costs one getToken; but only while the request that started the fetch is wanted: getToken
-    // is given its signal, so once the server cancels it or its connection closes, the fetch is
-    // over (those sharing it with it) and the next request calls getToken again. Each request
-    // is over as soon as it is given up: a getToken that never settles holds nobody.
-    let fetching: Promise<string> | undefined;
-    const freshToken: Handler<RpcClient> = async (_params, { signal }) => {
-      const current = (fetching ??= whileWanted(signal, getToken!));
-      const drop = (): void => {
-        if (fetching === current) fetching = undefined;
-      };
-      current.then(drop, drop);
-      return { token: await whileWanted(signal, () => current) };
-    };
+    // costs one getToken. The fetch is wanted while any request sharing it is: each request is
+    // over as soon as it is given up (cancelled, or its connection closed), and getToken's signal
+    // aborts once the last of them is, so a getToken that never settles holds nobody and the
+    // next request calls getToken again.
+    const fetching = new SharedRun<string>();
+    const freshToken: Handler<RpcClient> = async (_params, { signal }) => ({
+      token: await fetching.want(signal, getToken!),
+    });
     const reservedMethods = getToken ? new Map([[ReservedMethod.Token, freshToken]]) : undefined;
     // One config for every connection's peer.
     const peerConfig: PeerConfig<RpcClient> = {

@@ -28,3 +28,45 @@ export const whileWanted = <T>(
     // Not asked at all once unwanted already.
     if (!signal.aborted) Promise.resolve({ signal }).then(work).then(resolve, reject).finally(stop);
   });
+
+/**
+ * One run of a piece of work (a getToken) shared by everyone who wants its result while it runs.
+ * Each caller waits with a signal of its own and is answered with that signal's reason as soon
+ * as it aborts, alone: the others still get the result. The run's own signal aborts once the
+ * last caller waiting on it has given up, and the next caller starts a new run, as does the
+ * first one after a run has settled.
+ */
+export class SharedRun<T> {
+  #run: { result: Promise<T>; wanted: AbortController; waiting: number } | undefined;
+
+  /** The current run's result for a caller wanting it while `signal` has not aborted; `work` starts a run when none is under way. */
+  want(signal: AbortSignal, work: (request: TokenRequest) => T | Promise<T>): Promise<T> {
+    let run = this.#run;
+    if (!run) {
+      const wanted = new AbortController();
+      const started = { result: whileWanted(wanted.signal, work), wanted, waiting: 0 };
+      const over = (): void => {
+        if (this.#run === started) this.#run = undefined;
+      };
+      // Also what keeps a run nobody waits on any more from an unhandled rejection.
+      started.result.then(over, over);
+      run = this.#run = started;
+    }
+    const mine = run;
+    mine.waiting++;
+    return new Promise<T>((resolve, reject) => {
+      const stop = onAbort(signal, (reason) => {
+        reject(reason as Error);
+        if (--mine.waiting === 0 && this.#run === mine) this.giveUp(reason);
+      });
+      mine.result.then(resolve, reject).finally(stop);
+    });
+  }
+
+  /** Nobody wants the current run's result any more (its client closed): its signal aborts. */
+  giveUp(reason: unknown): void {
+    const run = this.#run;
+    this.#run = undefined;
+    run?.wanted.abort(reason);
+  }
+}

@@ -155,11 +155,11 @@ describe("getToken's signal", () => {
 });
 
 /**
- * The server's rpc.token requests share one getToken while it runs. Model: the request that
- * started the current getToken, and those that came while it ran. Each request given up is
- * over at once; the getToken's signal aborts exactly when the request that started it is given
- * up, and every request sharing it ends then too; a token given after the abort answers nobody;
- * a request made after that asks getToken again.
+ * The server's rpc.token requests share one getToken while it runs. Model: the requests waiting
+ * on the current getToken, the one that started it and those that came while it ran. Each request
+ * given up is over at once and alone: the others sharing the getToken still get its token; the
+ * getToken's signal aborts exactly when the last request waiting on it is given up; a token given
+ * after the abort answers nobody; a request made after that asks getToken again.
  */
 describe('rpc.token requests sharing one getToken (model)', () => {
   type Command =
@@ -209,8 +209,8 @@ describe('rpc.token requests sharing one getToken (model)', () => {
           } else if (cmd.kind === 'cancel') {
             if (waiting.length === 0) continue;
             const id = waiting[cmd.pick % waiting.length]!;
-            // The request that started the getToken: it, and every request sharing it, end.
-            const ended = id === waiting[0] ? waiting : [id];
+            // Whichever request it is (the one that started the getToken too), it ends alone.
+            const ended = [id];
             waiting = waiting.filter((w) => !ended.includes(w));
             send(socket, { method: ReservedMethod.Cancel, params: { id } });
             // Over at once: answered with an error, not the token.

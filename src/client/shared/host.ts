@@ -31,7 +31,7 @@ import type { RpcClient } from '../client.js';
 import { clientDefaults, clientOptionRules } from '../client-options.js';
 import type { ClientOptions } from '../client-options.js';
 import { subscriptionStatus$ } from '../subscription-status.js';
-import { onAbort } from '../wanted.js';
+import { SharedRun } from '../wanted.js';
 import type { SubscriptionEvent } from '../subscriptions.js';
 import type { HostMessage, TabMessage, WireDisconnect, WireSettled } from './messages.js';
 import { sharedOnlyRules } from './options.js';
@@ -231,9 +231,9 @@ class Host implements ClientHost {
   /**
    * The token the tabs are being asked for: every token the client wants meanwhile (a dial, the
    * server's rpc.token, authenticate()) waits on it, so a getToken that hangs holds one run.
-   * `waiting` counts those still wanting it; when none does, it is given up (`wanted` aborts).
+   * When none of them wants it any more, it is given up (the tab is told `abort`).
    */
-  #tokenAsked: { promise: Promise<string>; wanted: AbortController; waiting: number } | undefined;
+  readonly #tokenAsked = new SharedRun<string>();
   #timer: ReturnType<typeof setInterval> | undefined;
   /** The client's joined$, numbered for the tabs: a tab reads one by its number (`jsub`). */
   #joins = new Hub<{ topic: string; jid: number }>();
@@ -708,43 +708,21 @@ class Host implements ClientHost {
    * (its getToken's signal aborts) and the next caller asks anew.
    */
   #token(deadlineMs: number, signal: AbortSignal): Promise<string> {
-    let asked = this.#tokenAsked;
-    if (!asked) {
-      const wanted = new AbortController();
-      const context = { id: undefined, traceparent: undefined, signal: wanted.signal };
-      const promise = (async () => {
-        try {
-          return (await this.#route(
-            ReservedMethod.Token,
-            undefined,
-            context,
-            deadlineMs,
-          )) as string;
-        } finally {
-          if (this.#tokenAsked?.wanted === wanted) this.#tokenAsked = undefined;
-        }
-      })();
-      // Nobody may be waiting when it fails (they all gave up): that is no unhandled rejection.
-      promise.catch(() => undefined);
-      asked = this.#tokenAsked = { promise, wanted, waiting: 0 };
-    }
-    const mine = asked;
-    mine.waiting++;
-    return new Promise<string>((resolve, reject) => {
-      const stop = onAbort(signal, (reason) => {
-        reject(reason as Error);
-        if (--mine.waiting) return;
-        if (this.#tokenAsked === mine) this.#tokenAsked = undefined;
-        mine.wanted.abort(reason);
-      });
-      mine.promise.then(resolve, reject).finally(stop);
-    });
+    return this.#tokenAsked.want(
+      signal,
+      async ({ signal: wanted }) =>
+        (await this.#route(
+          ReservedMethod.Token,
+          undefined,
+          { id: undefined, traceparent: undefined, signal: wanted },
+          deadlineMs,
+        )) as string,
+    );
   }
 
   /** The client has closed: the token being asked for is not wanted; its tab is told. */
   #stopAskingForToken(): void {
-    this.#tokenAsked?.wanted.abort(new ConnectionClosedError('Client closed'));
-    this.#tokenAsked = undefined;
+    this.#tokenAsked.giveUp(new ConnectionClosedError('Client closed'));
   }
 
   #beat(): void {
