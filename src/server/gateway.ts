@@ -39,6 +39,7 @@ import type { Readiness, ReadinessCondition } from './http-routes.js';
 import { Revocations } from './revocation.js';
 import type { RevokeSessionOptions, RevokeUserOptions } from './revocation.js';
 import { HttpRpc } from './http-rpc.js';
+import { BodyReading, BodyReadings } from './body-readings.js';
 import { postByteBuckets } from './address-buckets.js';
 import { claimsAllow } from './claims-authorization.js';
 import { IdentityService, refusingExpired } from './identity.js';
@@ -85,7 +86,9 @@ export class Gateway<C = unknown> {
   private readonly limits: Required<GatewayLimits>;
   private readonly heartbeat: Heartbeat;
   /** Bytes queued for all connections together (limits.maxBufferedBytesTotal); none when 0. */
-  private readonly outputBudget: OutputBudget<Session<C>> | undefined;
+  private readonly outputBudget: OutputBudget<Session<C> | BodyReading> | undefined;
+  /** The POST /rpc bodies being read, counted toward outputBudget; none without it. */
+  private readonly bodyReadings: BodyReadings | undefined;
   private readonly ownsServer: boolean;
   private readonly ownsBroker: boolean;
   /** Topics, streams and the subscribe/unsubscribe methods. */
@@ -304,19 +307,33 @@ export class Gateway<C = unknown> {
     const { maxBufferedBytesTotal } = this.limits;
     this.outputBudget =
       maxBufferedBytesTotal > 0
-        ? new OutputBudget<Session<C>>(
+        ? new OutputBudget<Session<C> | BodyReading>(
             maxBufferedBytesTotal,
-            () => live.values(),
-            (session) => (isBudgetMember(session.transport) ? session.transport : undefined),
-            (session, queued) => {
-              session.logger.warn(
+            () => chain(live.values(), this.bodyReadings?.values()),
+            (entry) =>
+              entry instanceof BodyReading
+                ? entry
+                : isBudgetMember(entry.transport)
+                  ? entry.transport
+                  : undefined,
+            (entry, queued) => {
+              if (entry instanceof BodyReading) {
+                this.logger.warn(
+                  { queued, maxBufferedBytesTotal, remoteAddress: entry.remoteAddress },
+                  'refusing a POST body: bytes held on this node are over their budget',
+                );
+                entry.stop();
+                return;
+              }
+              entry.logger.warn(
                 { queued, maxBufferedBytesTotal },
                 'closing a connection: output queued on this node is over its budget',
               );
-              session.close(CloseCode.TryAgainLater, 'output over budget');
+              entry.close(CloseCode.TryAgainLater, 'output over budget');
             },
           )
         : undefined;
+    this.bodyReadings = this.outputBudget && new BodyReadings(this.outputBudget);
     this.metrics = new GatewayMetrics(
       {
         connections: () => countByTransport(live.values()),
@@ -453,6 +470,7 @@ export class Gateway<C = unknown> {
     const postBytes = postByteBuckets(this.limits);
     this.httpRpc = new HttpRpc<C>({
       postBytes,
+      bodyReadings: this.bodyReadings,
       admission: this.admission,
       authenticate,
       limits: this.limits,
@@ -943,4 +961,10 @@ async function stopListening(server: HttpServer, timeoutMs: number): Promise<voi
 /** Create a gateway; call `listen()` to start it. */
 export function createGateway<C = unknown>(options: GatewayOptions<C> = {}): Gateway<C> {
   return new Gateway<C>(options);
+}
+
+/** The entries of `first`, then those of `second` (if any). */
+function* chain<A, B>(first: Iterable<A>, second: Iterable<B> | undefined): Generator<A | B> {
+  yield* first;
+  if (second) yield* second;
 }

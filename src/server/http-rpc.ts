@@ -13,7 +13,8 @@ import { runAuthenticate } from './run-authenticate.js';
 import { describeUpgrade } from './upgrade-request.js';
 import type { TrustedProxies } from './client-address.js';
 import { INVALID_UTF8_REPLY, strictUtf8 } from '../protocol/invalid-utf8.js';
-import { readBodyBytes } from './read-body.js';
+import { readBodyBytes, refuseUnread } from './read-body.js';
+import type { BodyReadings } from './body-readings.js';
 import { HttpExchangeTransport } from './http-exchange-transport.js';
 import { closeUnread } from './http-routes.js';
 import { REVOKED_CLOSE_CODE, revocationMark, revokedSince } from './revocation.js';
@@ -56,6 +57,8 @@ export interface HttpRpcDeps<C> {
   bodyTimedOut?: (remoteAddress: string | undefined) => void;
   /** limits.bytesPerSecondPerIp for HTTP bodies, shared with the event streams' POSTs. */
   postBytes?: AddressBuckets | undefined;
+  /** The bodies being read, counted toward limits.maxBufferedBytesTotal; undefined: not counted. */
+  bodyReadings?: BodyReadings | undefined;
   newSession(
     context: C,
     remoteAddress: string | undefined,
@@ -254,11 +257,27 @@ export class HttpRpc<C> {
     const { deps } = this;
     // Undefined when there is none to answer: the client left (also while `authenticate` ran),
     // or a 413 or 408 has been sent.
-    const bytes = await readBodyBytes(req, res, {
-      maxBytes: deps.limits.maxMessageBytes,
-      timeoutMs: deps.limits.bodyTimeoutMs,
-      timedOut: () => deps.bodyTimedOut?.(upgrade.remoteAddress),
-    });
+    const reading = deps.bodyReadings?.start(upgrade.remoteAddress);
+    let bytes: Buffer | undefined;
+    try {
+      bytes = await readBodyBytes(req, res, {
+        maxBytes: deps.limits.maxMessageBytes,
+        timeoutMs: deps.limits.bodyTimeoutMs,
+        timedOut: () => deps.bodyTimedOut?.(upgrade.remoteAddress),
+        received: reading && ((read) => reading.read(read)),
+        signal: reading?.stopped,
+      });
+    } finally {
+      if (reading) deps.bodyReadings!.end(reading);
+    }
+    if (reading?.stopped.aborted) {
+      // The node's bodies and queues together over limits.maxBufferedBytesTotal, this one among
+      // the largest: try again later, as a connection closed for it is told (1013).
+      deps.refused?.('over-budget', 503, upgrade.remoteAddress);
+      return refuseUnread(req, res, 503, 'Server over its memory budget: try again later.\n', {
+        'retry-after': '1',
+      });
+    }
     if (bytes === undefined) return;
     // The parsing an address's bodies ask of the event loop is bounded as its WebSocket
     // messages' is: a body its bytes (at least messageCostBytes), refused 429 before parsing

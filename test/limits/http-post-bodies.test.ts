@@ -1,6 +1,6 @@
 /**
- * POST /rpc bodies being read are not connections' input: they are bounded node-wide by the
- * HTTP sockets that can be open (limits.maxHttpSockets, maxHttpSocketsPerIp per address), each
+ * POST /rpc bodies being read are bounded by the HTTP sockets that can be open (and node-wide by
+ * limits.maxBufferedBytesTotal as well: http-post-body-total.test.ts) (limits.maxHttpSockets, maxHttpSocketsPerIp per address), each
  * reading one body at a time of at most maxMessageBytes (a declared Content-Length over it is
  * 413 before a byte of the body is read), for at most bodyTimeoutMs. So at most maxHttpSockets
  * × maxMessageBytes (2 000 × 1 MiB by default) is held, and 200 MiB from one address. Here the
