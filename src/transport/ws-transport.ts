@@ -251,8 +251,14 @@ function decompressUnlessWaiting(
   const socket = (this as unknown as Record<symbol, TransportSocket | undefined>)[
     receiverSocketKey!
   ];
-  if (socket?.rpcTransport?.waitToInflate(this, data, cb) !== true) {
-    receiverDecompress!.call(this, data, cb);
+  // Inflating ends after the chunk that carried the frame was reported (writeCounted): what
+  // the message holds inflated is reported once ws has parsed on past it.
+  const inflated = (err?: Error | null): void => {
+    cb(err);
+    socket?.rpcTransport?.reportInput();
+  };
+  if (socket?.rpcTransport?.waitToInflate(this, data, inflated) !== true) {
+    receiverDecompress!.call(this, data, inflated);
   }
 }
 
