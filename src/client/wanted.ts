@@ -41,6 +41,8 @@ export class SharedRun<T> {
 
   /** The current run's result for a caller wanting it while `signal` has not aborted; `work` starts a run when none is under way. */
   want(signal: AbortSignal, work: (request: TokenRequest) => T | Promise<T>): Promise<T> {
+    // Unwanted already: no run is started for it.
+    if (signal.aborted) return Promise.reject(signal.reason as Error);
     let run = this.#run;
     if (!run) {
       const wanted = new AbortController();
