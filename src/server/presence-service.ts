@@ -34,6 +34,8 @@ export const PRESENCE_SUBSCRIPTION = '$presence';
  * several, each well under NATS's default max_payload (1 MiB).
  */
 export const ANNOUNCE_BYTES = 256 * 1024;
+/** An announcement's JSON around its entries: `{"j":[],"l":[]}`. */
+const ANNOUNCE_ENVELOPE_BYTES = 15;
 
 /** Members a page of `gateway.presence(topic).members()` holds unless asked otherwise. */
 const DEFAULT_PAGE = 100;
@@ -454,13 +456,15 @@ export class PresenceService<C> {
     if (joined.length === 0 && left.length === 0) return;
     const messages: Changes[] = [];
     let changes: Changes = {};
-    let bytes = 0;
+    let bytes = ANNOUNCE_ENVELOPE_BYTES;
     const add = (list: 'j' | 'l', entry: PresenceEntry): void => {
-      const size = JSON.stringify(entry).length + 1;
-      if (bytes > 0 && bytes + size > ANNOUNCE_BYTES) {
+      // UTF-8 bytes, as a broker bounds a message: an `info` not in ASCII takes up to three
+      // bytes a character.
+      const size = Buffer.byteLength(JSON.stringify(entry), 'utf8') + 1;
+      if (bytes > ANNOUNCE_ENVELOPE_BYTES && bytes + size > ANNOUNCE_BYTES) {
         messages.push(changes);
         changes = {};
-        bytes = 0;
+        bytes = ANNOUNCE_ENVELOPE_BYTES;
       }
       (changes[list] ??= []).push(entry);
       bytes += size;
