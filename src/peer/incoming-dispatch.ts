@@ -142,14 +142,28 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
       this.deliverNotification(method, params);
       return;
     }
+    // A notification waiting on the hook holds its params as a call waiting on it does: within
+    // maxInFlight with them, or one connection (or a POST of notifications, answered 204 at
+    // once) could make the node hold any number while the hook is slow.
+    if (this.inFlightCount >= this.config.maxInFlight) {
+      this.logger.debug({ method }, 'notification dropped: too many calls in flight');
+      return;
+    }
     const verdict = this.askAuthorize(method, params);
     if (!isPromiseLike(verdict)) {
       if (verdict) this.deliverNotification(method, params);
       return;
     }
+    this.authorizing++;
     Promise.resolve(verdict).then(
-      (allowed) => allowed && !this.closeInfo && this.deliverNotification(method, params),
-      (err: unknown) => this.logger.error({ err, method }, 'authorize hook failed'),
+      (allowed) => {
+        this.authorizing--;
+        if (allowed && !this.closeInfo) this.deliverNotification(method, params);
+      },
+      (err: unknown) => {
+        this.authorizing--;
+        this.logger.error({ err, method }, 'authorize hook failed');
+      },
     );
   }
 
