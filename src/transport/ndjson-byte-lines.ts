@@ -27,6 +27,12 @@ export class ByteLineSplitter {
   private held = 0;
   /** Bytes searched for a newline so far; exposed so tests can say it is linear without a clock. */
   scanned = 0;
+  /**
+   * Bytes read that no line's text stands for since takeUncounted last took them: a line that is
+   * not UTF-8, the whitespace trimmed off a line (a line of nothing else, all of it), the newlines.
+   * An input budget charges them too, or a peer could send them without limit.
+   */
+  private uncounted = 0;
 
   constructor(private readonly maxLineBytes: number) {}
 
@@ -41,6 +47,7 @@ export class ByteLineSplitter {
     let from = 0;
     let newline = chunk.indexOf(NEWLINE);
     while (newline !== -1) {
+      this.uncounted++; // the newline
       this.keep(this.take(chunk.subarray(from, newline)), lines);
       from = newline + 1;
       newline = chunk.indexOf(NEWLINE, from);
@@ -59,6 +66,13 @@ export class ByteLineSplitter {
     const last: ByteLine[] = [];
     if (this.pieces.length > 0) this.keep(this.take(new Uint8Array(0)), last);
     return last[0];
+  }
+
+  /** The bytes read that no line's text stands for (see `uncounted`), since the last call. */
+  takeUncounted(): number {
+    const bytes = this.uncounted;
+    this.uncounted = 0;
+    return bytes;
   }
 
   /** Drop what is held (a line over the limit is thrown away). */
@@ -80,10 +94,14 @@ export class ByteLineSplitter {
   private keep(bytes: Buffer, lines: ByteLine[]): void {
     const over = bytes.length > this.maxLineBytes;
     if (!isUtf8(bytes)) {
+      this.uncounted += bytes.length;
       lines.push(over ? TOO_LARGE : NOT_UTF8);
       return;
     }
-    const line = trimJsonWhitespace(bytes.toString('utf8'));
+    const text = bytes.toString('utf8');
+    const line = trimJsonWhitespace(text);
+    // JSON whitespace is one byte a character.
+    this.uncounted += text.length - line.length;
     if (line.length === 0) return;
     // Measured again only when the bytes are over: what trim took off does not count.
     lines.push(over && Buffer.byteLength(line) > this.maxLineBytes ? TOO_LARGE : line);

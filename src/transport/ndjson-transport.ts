@@ -286,9 +286,12 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
       if (this.held !== undefined || this.cancelResume) this.hold(line);
       else this.deliver(line);
     }
-    if (this.lines.heldBytes > this.options.maxLineBytes) this.tooLarge();
+    if (this.lines.heldBytes > this.options.maxLineBytes) return this.tooLarge();
+    // Bytes no line's text stands for (not UTF-8, whitespace) cost the input budget as well.
+    const uncounted = this.lines.takeUncounted();
+    if (uncounted > 0) this.spendBytes(uncounted);
     // What the chunk left held (an unfinished line, lines waiting) is the node's to bound.
-    else this.budget?.report(this, this.budgetBytes);
+    this.budget?.report(this, this.budgetBytes);
   }
 
   /** Keep `line` to handle once reading goes on (or the session listens). */
@@ -392,11 +395,17 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
 
   /** Count `line` against the input budget; past it, stop reading until it has refilled. */
   private spendInput(line: ByteLine): void {
+    // A line not UTF-8 has its bytes charged as uncounted (onData): here, the floor.
+    const bytes = typeof line === 'string' ? Buffer.byteLength(line) : 0;
+    this.spendBytes(Math.max(bytes, this.options.messageCostBytes ?? 0));
+  }
+
+  /** Count `bytes` read against the input budget; past it, stop reading until it has refilled. */
+  private spendBytes(bytes: number): void {
     const limit = this.options.inputLimit;
     if (!limit || this.closing || this.closed) return;
     const budget = (this.inputBudget ??= limit.budget());
-    const bytes = typeof line === 'string' ? Buffer.byteLength(line) : 0;
-    const wait = budget.spend(Math.max(bytes, this.options.messageCostBytes ?? 0));
+    const wait = budget.spend(bytes);
     // Paused already (the output): the debt is looked at again before reading goes on.
     if (wait > 0 && !this.cancelResume) this.pauseFor(wait);
   }
