@@ -904,6 +904,10 @@ export class WsTransport implements ServerTransport, BudgetMember {
 
   /** @internal */
   onSocketMessage(data: RawData, isBinary = false): void {
+    // Closing (the gateway closed it, or the peer did): nothing more it sends is handled, nor
+    // decoded. Its answers could not be sent, and its input budget no longer pauses reading
+    // (the peer's close frame must be read), so handling it would be parsing without a bound.
+    if (this.socket.readyState !== this.socket.OPEN) return;
     this.shared.counters.messagesIn++;
     const input = this.socket.inputLimit;
     const bytes = byteLengthOf(data);
