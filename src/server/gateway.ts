@@ -26,6 +26,7 @@ import { SseEndpoint } from './sse-endpoint.js';
 import { Heartbeat } from './heartbeat.js';
 import {
   checkPathsFree,
+  closeServedUpgrades,
   joinServer,
   pathOf,
   ProbeBudget,
@@ -946,6 +947,7 @@ async function stopListening(server: HttpServer, timeoutMs: number): Promise<voi
     const idle = setInterval(() => server.closeIdleConnections(), 50);
     const cut = setTimeout(() => {
       server.closeAllConnections();
+      closeServedUpgrades(server);
       done();
     }, timeoutMs);
     function done(): void {

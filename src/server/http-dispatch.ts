@@ -1,6 +1,7 @@
 import { IncomingMessage, ServerResponse } from 'node:http';
 import type { Server as HttpServer } from 'node:http';
 import type { Socket } from 'node:net';
+import { Server as TlsServer } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../peer/logger.js';
 import { AddressBudget, AddressBudgets } from './address-budgets.js';
@@ -283,6 +284,16 @@ class ServerHub {
     void this.requestNobodyTook(req, res);
   private readonly onUpgrade = (req: IncomingMessage, socket: Duplex): void =>
     this.upgradeNobodyTook(socket);
+  /**
+   * When each socket's first request began (it opened; a TLS one once its handshake was done),
+   * until a request was read from it: what an upgrade served as a request is timed from.
+   */
+  private readonly opened = new WeakMap<Duplex, number>();
+  private readonly onConnection = (socket: Duplex): void =>
+    void this.opened.set(socket, Date.now());
+  private readonly connectionEvent: 'connection' | 'secureConnection';
+  /** Sockets of upgrades served as requests, open: Node's server no longer sees them. */
+  private readonly served = new Set<Duplex>();
 
   constructor(private readonly server: HttpServer) {
     this.ownEmit = Object.hasOwn(server, 'emit');
@@ -300,6 +311,8 @@ class ServerHub {
     // these also answer what nobody else listens for.
     server.on('request', this.onRequest);
     server.on('upgrade', this.onUpgrade);
+    this.connectionEvent = server instanceof TlsServer ? 'secureConnection' : 'connection';
+    server.on(this.connectionEvent, this.onConnection);
   }
 
   get empty(): boolean {
@@ -333,6 +346,7 @@ class ServerHub {
   dismantle(): void {
     this.server.off('request', this.onRequest);
     this.server.off('upgrade', this.onUpgrade);
+    this.server.off(this.connectionEvent, this.onConnection);
     if (this.server.emit !== this.wrapper) return; // wrapped again since: ours passes through
     if (this.ownEmit) this.server.emit = this.emit;
     else delete (this.server as { emit?: unknown }).emit;
@@ -366,6 +380,8 @@ class ServerHub {
       return true;
     }
     const [req, res] = args as [IncomingMessage, ServerResponse];
+    // A later request on the socket began at a time Node does not tell.
+    this.opened.delete(req.socket);
     for (const tenant of this.tenants) tenant.headersRead(req.socket, false);
     for (const tenant of this.tenants) {
       const route = tenant.route(req);
@@ -402,15 +418,10 @@ class ServerHub {
    * data, up to its Content-Length. A chunked body is refused (411): this is no HTTP parser.
    */
   private serveIgnoringUpgrade(upgrade: IncomingMessage, socket: Duplex, head: Buffer): void {
-    socket.on('error', () => socket.destroy());
-    const req = new IncomingMessage(socket as Socket);
-    req.method = upgrade.method;
-    req.url = upgrade.url;
-    req.httpVersion = upgrade.httpVersion;
-    req.httpVersionMajor = upgrade.httpVersionMajor;
-    req.httpVersionMinor = upgrade.httpVersionMinor;
-    req.rawHeaders = upgrade.rawHeaders;
-    req.headers = upgrade.headers;
+    // Read before the request is emitted, which forgets it.
+    const started = this.opened.get(socket) ?? Date.now();
+    this.keep(socket);
+    const req = requestLike(upgrade, socket);
     const res = new ServerResponse(req);
     res.shouldKeepAlive = false;
     res.assignSocket(socket as Socket);
@@ -429,11 +440,15 @@ class ServerHub {
       );
       return;
     }
+    const read = this.timeRequest(socket, res, started);
     let left = length;
     const end = (): void => {
+      read();
       socket.off('data', feed);
       req.complete = true;
       req.push(null);
+      // Nothing more is read, but a client that leaves must still be seen ('end').
+      socket.resume();
     };
     const feed = (chunk: Buffer): void => {
       const part = chunk.subarray(0, left);
@@ -455,11 +470,67 @@ class ServerHub {
     this.server.emit('request', req, res);
   }
 
+  /**
+   * An upgraded socket is Node's server's no more: nothing of it handles the client's FIN (the
+   * socket allows half-open), and closeAllConnections does not see it. Served as a request, it
+   * is destroyed on an error and once the client has ended its side, as Node's server does with
+   * its own, so a client that leaves frees its place in the socket bounds; and kept in `served`
+   * for `closeServed`.
+   */
+  private keep(socket: Duplex): void {
+    this.served.add(socket);
+    socket.on('error', () => socket.destroy());
+    socket.once('end', () => socket.destroy());
+    socket.once('close', () => this.served.delete(socket));
+  }
+
+  /**
+   * Node's requestTimeout, which does not run for an upgraded socket: the request must be all
+   * in within the server's requestTimeout of when it began, or it is answered 408 (unless an
+   * answer has begun) and its socket destroyed, whatever reads its body. A request that was not
+   * its socket's first is timed from its headers, which Node's headersTimeout bounded. Returns
+   * what stops the timer once the request is all in.
+   */
+  private timeRequest(socket: Duplex, res: ServerResponse, started: number): () => void {
+    const bound = this.server.requestTimeout;
+    if (!(bound > 0)) return () => undefined;
+    const expired = (): void => {
+      if (socket.writable && !res.headersSent) socket.write(REQUEST_TIMEOUT);
+      socket.destroy();
+    };
+    const timer = setTimeout(expired, Math.max(0, started + bound - Date.now()));
+    timer.unref();
+    const stop = (): void => clearTimeout(timer);
+    socket.once('close', stop);
+    return stop;
+  }
+
+  /** Destroy the sockets of upgrades served as requests (the server is closing). */
+  closeServed(): void {
+    for (const socket of this.served) socket.destroy();
+  }
+
   private upgradeNobodyTook(socket: Duplex): void {
     if (!this.answersTheRest('upgrade')) return; // another listener's, or nobody's: left alone
     const tenant = this.tenants.find((candidate) => candidate.ownsServer) ?? this.tenants[0];
     tenant?.refuseUpgrade(socket);
   }
+}
+
+/** What Node's server writes when a request is not all in within its requestTimeout. */
+const REQUEST_TIMEOUT = 'HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n';
+
+/** An HTTP request with `upgrade`'s head, reading from `socket`. */
+function requestLike(upgrade: IncomingMessage, socket: Duplex): IncomingMessage {
+  const req = new IncomingMessage(socket as Socket);
+  req.method = upgrade.method;
+  req.url = upgrade.url;
+  req.httpVersion = upgrade.httpVersion;
+  req.httpVersionMajor = upgrade.httpVersionMajor;
+  req.httpVersionMinor = upgrade.httpVersionMinor;
+  req.rawHeaders = upgrade.rawHeaders;
+  req.headers = upgrade.headers;
+  return req;
 }
 
 /** Whether an upgrade asks for WebSocket (the Upgrade header names it, in any case). */
@@ -481,6 +552,14 @@ const hubs = new WeakMap<HttpServer, ServerHub>();
  */
 export function checkPathsFree(server: HttpServer, paths: ReadonlyMap<string, string>): void {
   hubs.get(server)?.check(paths);
+}
+
+/**
+ * Destroy the sockets of `server`'s upgrades that are served as requests (`Upgrade: h2c`):
+ * Node's closeAllConnections does not see them, and `server.close()` waits for them.
+ */
+export function closeServedUpgrades(server: HttpServer): void {
+  hubs.get(server)?.closeServed();
 }
 
 /**

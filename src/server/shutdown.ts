@@ -7,6 +7,7 @@ import { CloseCode } from '../transport/transport.js';
 import { WsTransport } from '../transport/ws-transport.js';
 import type { ConnectionIntake } from './connection-intake.js';
 import type { Heartbeat } from './heartbeat.js';
+import { closeServedUpgrades } from './http-dispatch.js';
 import type { HttpRpc } from './http-rpc.js';
 import type { Session } from './session.js';
 import type { SessionRouter } from './session-router.js';
@@ -129,6 +130,7 @@ export async function shutdown<C>(parts: ShutdownParts<C>, options: CloseOptions
     await new Promise<void>((resolve) => {
       server.close(() => resolve());
       server.closeAllConnections();
+      closeServedUpgrades(server);
     });
   }
   await parts.router.stop();
