@@ -6,23 +6,34 @@ import type { Broker } from '../pubsub/broker.js';
 import type { Delivery } from '../pubsub/delivery.js';
 import { messageTail } from '../pubsub/frames.js';
 import { isSendableFrom } from '../pubsub/sendable-payload.js';
+import { subscriberReads } from './subscriber-reads.js';
+import type { SubscriberRead, SubscriberReadLimits } from './subscriber-reads.js';
 
 /**
  * Live messages wait while the topic's last seq and then its last message are read; the
  * subscriber gets that message (when history still holds it), then the live ones after it.
  * Each seq once: a live message the read already had is dropped, and one that came after it is
  * sent after it, so a publish racing the read is neither doubled nor lost. When the read fails
- * the subscriber just starts live.
+ * the subscriber just starts live (logged).
+ *
+ * Each read holds one of the connection's slots and goes through the node's reads (`limits`),
+ * as a resume's pages do: a subscriber waiting its turn keeps its live messages held and still
+ * gets the latest value first. Subscribers of a topic waiting together share the node's reads,
+ * and one that unsubscribes gives up its turn and its reads (one nobody else waits for is not
+ * sent), so subscribing and unsubscribing in a loop cannot pile reads up at the broker.
  */
 export function sendLatest(
   broker: Broker,
   logger: Logger,
   topic: string,
   delivery: Delivery,
+  limits: SubscriberReadLimits = {},
 ): void {
   delivery.pauseForReplay();
-  void readLatest(broker, topic).then(
+  void readLatest(subscriberReads(broker, topic, delivery, limits)).then(
     (latest) => {
+      // The subscription ended while it waited: nothing to send.
+      if (latest === 'stopped') return;
       if (latest === undefined) {
         delivery.resume(0, [], 0);
         return;
@@ -46,15 +57,21 @@ export function sendLatest(
 
 /**
  * The topic's last message: its seq, and its payload while history holds it. Undefined when
- * nothing was ever published.
+ * nothing was ever published; 'stopped' when the subscription ended first.
  */
 async function readLatest(
-  broker: Broker,
-  topic: string,
-): Promise<{ seq: number; payload: string | undefined; epoch: string | undefined } | undefined> {
-  const { lastSeq } = await broker.history(topic, Number.MAX_SAFE_INTEGER);
+  read: SubscriberRead,
+): Promise<
+  { seq: number; payload: string | undefined; epoch: string | undefined } | undefined | 'stopped'
+> {
+  // After the last possible seq: no messages, only the topic's latest seq (the same read for
+  // every subscriber of the topic, so those waiting together share one).
+  const head = await read(Number.MAX_SAFE_INTEGER, 1);
+  if (head === undefined) return 'stopped';
+  const { lastSeq } = head;
   if (lastSeq < 1) return undefined;
-  const page = await broker.history(topic, lastSeq - 1, 1);
+  const page = await read(lastSeq - 1, 1);
+  if (page === undefined) return 'stopped';
   const message = page.messages[0];
   // Published to again between the two reads: the one read is still the last this subscriber
   // is owed before the live ones, which the delivery holds back from the first read on.

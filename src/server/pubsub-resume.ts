@@ -7,9 +7,9 @@ import type { Delivery, ReplayStep } from '../pubsub/delivery.js';
 import { messageTail } from '../pubsub/frames.js';
 import { isSendableFrom } from '../pubsub/sendable-payload.js';
 import type { DrainWaiters } from '../pubsub/drain-waiters.js';
-import type { HistoryReads } from '../pubsub/history-reads.js';
 import { LinkWaiters } from '../pubsub/link-waiters.js';
-import type { Slots } from '../pubsub/slots.js';
+import { subscriberReads } from './subscriber-reads.js';
+import type { SubscriberReadLimits } from './subscriber-reads.js';
 
 /** A topic's last seq and epoch as read for a subscriber that asked for its position. */
 export interface Placement {
@@ -20,18 +20,24 @@ export interface Placement {
 /**
  * Read where a subscriber that asked for its position starts, holding its live messages until
  * `tellPosition`. Called in the turn the subscription joins the topic, so that every message
- * after the one read is either held or counted in the read. Resolves to undefined when the
- * broker could not say (logged).
+ * after the one read is either held or counted in the read. The read waits its turn as a
+ * replay's pages do (`limits`: the connection's slots, the node's reads); live messages are
+ * held meanwhile, and the position is still exact when it comes. Resolves to undefined when the
+ * broker could not say (logged), or the subscription ended first (nothing left waiting).
  */
 export function readPosition(
   broker: Broker,
   logger: Logger,
   topic: string,
   delivery: Delivery,
+  limits: SubscriberReadLimits = {},
 ): Promise<Placement | undefined> {
   delivery.pauseForReplay();
-  return broker.history(topic, Number.MAX_SAFE_INTEGER).then(
-    ({ lastSeq, epoch }) => ({ lastSeq, epoch }),
+  // After the last possible seq: no messages, only the topic's latest seq. The same read for
+  // every subscriber of the topic, so those waiting together share one.
+  const read = subscriberReads(broker, topic, delivery, limits);
+  return read(Number.MAX_SAFE_INTEGER, 1).then(
+    (history) => history && { lastSeq: history.lastSeq, epoch: history.epoch },
     (err: unknown) => {
       logger.warn({ err, topic }, 'could not read the topic position');
       return undefined;
@@ -58,11 +64,7 @@ export function tellPosition(delivery: Delivery, placement: Placement | undefine
 }
 
 /** How a replay reads history: through the node's shared, bounded reads and the connection's slots. */
-export interface ReplayReads {
-  /** The node's history reads (shared, at most so many at once). Default: the broker, directly. */
-  reads?: HistoryReads;
-  /** The connection's slots: a page is read while holding one. Default: no bound. */
-  slots?: Slots;
+export interface ReplayReads extends SubscriberReadLimits {
   /** The connection's drain waiters (one socket listener for all its replays). */
   drains?: DrainWaiters;
   /** Messages in the first page. Default FIRST_PAGE. */
@@ -128,17 +130,11 @@ export function replay(
 ): void {
   delivery.pauseForReplay(since);
   const { reads, drains } = options;
-  const mark = reads?.mark() ?? 0;
   const link = reads?.link ?? new LinkWaiters(broker);
-  const readOnce = (afterSeq: number, limit: number): Promise<History | undefined> =>
-    readPage(delivery, options, (done) => {
-      if (reads) return reads.read(topic, afterSeq, limit, mark, done);
-      broker.history(topic, afterSeq, limit).then(
-        (history) => done(undefined, history),
-        (error: unknown) => done(error ?? new Error('history read failed')),
-      );
-      return () => undefined;
-    });
+  const readHeld = subscriberReads(broker, topic, delivery, options);
+  // A page is read once the socket has room for it (undefined: the subscription ended).
+  const readOnce = async (afterSeq: number, limit: number): Promise<History | undefined> =>
+    (await whenWritable(delivery, drains)) ? readHeld(afterSeq, limit) : undefined;
   const read = (afterSeq: number, limit: number): Promise<History | undefined> =>
     readThroughOutages(readOnce, afterSeq, limit, broker, link, delivery, logger, topic);
   const writable = (): Promise<boolean> => whenWritable(delivery, drains);
@@ -338,65 +334,4 @@ function whenWritable(delivery: Delivery, drains: DrainWaiters | undefined): Pro
       resolve(writable && !delivery.isStopped);
     }
   });
-}
-
-/**
- * One page: once the socket is below the high-water mark, holding one of the connection's
- * slots while it is read. Undefined when the subscription stopped meanwhile; then nothing is
- * left waiting (no drain listener, no turn for a slot, no slot held, no read waited for).
- */
-async function readPage(
-  delivery: Delivery,
-  { slots, drains }: ReplayReads,
-  start: (done: (error: unknown, history?: History) => void) => () => void,
-): Promise<History | undefined> {
-  if (!(await whenWritable(delivery, drains))) return undefined;
-  return new Promise((resolve, reject) => {
-    if (delivery.isStopped) {
-      resolve(undefined);
-      return;
-    }
-    let settled = false;
-    /** Gives up what is waited for now: the turn for a slot, or the read. */
-    let cancelWait: (() => void) | undefined;
-    /** The connection slot held while reading. */
-    let release: (() => void) | undefined;
-    const finish = (outcome: () => void): void => {
-      if (settled) return;
-      settled = true;
-      offStop();
-      const cancel = cancelWait;
-      cancelWait = undefined;
-      cancel?.();
-      const held = release;
-      release = undefined;
-      held?.();
-      outcome();
-    };
-    const offStop = delivery.onStop(() => finish(() => resolve(undefined)));
-    const reading = (held: () => void): void => {
-      release = held;
-      if (settled) {
-        release = undefined;
-        held();
-        return;
-      }
-      cancelWait = start((error, history) => {
-        cancelWait = undefined;
-        if (error === undefined) finish(() => resolve(history));
-        else finish(() => reject(toError(error)));
-      });
-    };
-    if (!slots) {
-      reading(() => undefined);
-      return;
-    }
-    const giveUpTurn = slots.take(reading);
-    if (release === undefined && !settled) cancelWait = giveUpTurn;
-  });
-}
-
-function toError(value: unknown): Error {
-  if (value instanceof Error) return value;
-  return new Error(typeof value === 'string' ? value : 'history read failed');
 }

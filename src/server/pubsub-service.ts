@@ -868,9 +868,10 @@ export class PubSubService<C> {
     let placement: Placement | undefined;
     let placed: Promise<unknown> | undefined;
     if (since === undefined && position) {
-      placed = readPosition(this.broker, this.logger, topic, subscription).then(
-        (read) => (placement = read),
-      );
+      placed = readPosition(this.broker, this.logger, topic, subscription, {
+        reads: this.historyReads,
+        slots: this.historySlotsOf(table),
+      }).then((read) => (placement = read));
     } else if (joinsNow) subscription.pauseForReplay(since);
     if (joinsNow) this.registry.attach(topic, subscription);
     ctx.afterReply(() => {
@@ -885,7 +886,10 @@ export class PubSubService<C> {
       else if (joinsNow) subscription.resume(0, [], 0);
       else {
         if (this.resolveTopic(topic)?.options.latestValue === true) {
-          sendLatest(this.broker, this.logger, topic, subscription);
+          sendLatest(this.broker, this.logger, topic, subscription, {
+            reads: this.historyReads,
+            slots: this.historySlotsOf(table),
+          });
         }
         this.registry.attach(topic, subscription);
       }
