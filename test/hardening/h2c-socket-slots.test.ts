@@ -11,6 +11,7 @@ import type { Socket } from 'node:net';
 import { afterEach, expect, it } from 'vitest';
 import { startGateway } from '../support/gateway.js';
 import type { RunningGateway } from '../support/gateway.js';
+import { waitUntil } from '../support/waiting.js';
 
 const sockets: Socket[] = [];
 const gateways: RunningGateway[] = [];
@@ -23,18 +24,22 @@ const H2C =
   'Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n';
 const HEAD = `POST /upload HTTP/1.1\r\nHost: x\r\n${H2C}Content-Length: 1000\r\n\r\nab`;
 
-const bodyReader = {
-  httpHandler: (req: IncomingMessage, answer: ServerResponse) => {
-    req.on('data', () => undefined);
-    req.on('end', () => answer.writeHead(200).end('ok'));
-    return true;
-  },
-};
-
-async function gatewayWith(limits: Record<string, number>): Promise<RunningGateway> {
-  const running = await startGateway({ limits, ...bodyReader });
+/** The gateway, with an httpHandler that reads bodies, and how many requests it has been handed. */
+async function gatewayWith(
+  limits: Record<string, number>,
+): Promise<RunningGateway & { upgrades: () => number }> {
+  let handed = 0;
+  const running = await startGateway({
+    limits,
+    httpHandler: (req: IncomingMessage, answer: ServerResponse) => {
+      handed++;
+      req.on('data', () => undefined);
+      req.on('end', () => answer.writeHead(200).end('ok'));
+      return true;
+    },
+  });
   gateways.push(running);
-  return running;
+  return Object.assign(running, { upgrades: () => handed });
 }
 
 async function open(port: number): Promise<Socket> {
@@ -69,28 +74,28 @@ function closing(running: RunningGateway, waitMs: number): Promise<string> {
 
 it('sockets of h2c requests whose clients left are freed (maxHttpSocketsPerIp)', async () => {
   // Long timeouts: only the clients' FIN can free the places within the test.
-  const { port } = await gatewayWith({
+  const { port, upgrades } = await gatewayWith({
     headersTimeoutMs: 10_000,
     bodyTimeoutMs: 30_000,
     maxHttpSocketsPerIp: 3,
   });
   for (let i = 0; i < 3; i++) (await open(port)).write(HEAD);
-  await new Promise((resolve) => setTimeout(resolve, 200));
+  await waitUntil(() => upgrades() === 3, 'the three requests read');
   expect(await livez(port), 'the three h2c sockets hold every place').toBe('reset');
-  // The clients leave.
+  // The clients leave: their places come free (each try before that is cut, as above).
   for (const socket of sockets.splice(0)) socket.end();
-  await new Promise((resolve) => setTimeout(resolve, 300));
-  expect(await livez(port)).toBe('HTTP/1.1 200 OK');
+  await waitUntil(async () => (await livez(port)) === 'HTTP/1.1 200 OK', 'a place free');
 });
 
 it('gateway.close() completes after an h2c request whose client left', async () => {
   const running = await gatewayWith({ headersTimeoutMs: 10_000, bodyTimeoutMs: 30_000 });
   const socket = await open(running.port);
+  const gone = new Promise<void>((resolve) => socket.once('close', () => resolve()));
   socket.write(HEAD);
-  await new Promise((resolve) => setTimeout(resolve, 200));
-  socket.destroy();
-  await new Promise((resolve) => setTimeout(resolve, 100));
-  expect(await closing(running, 5_000)).toBe('closed');
+  await waitUntil(() => running.upgrades() === 1, 'the request read');
+  socket.end();
+  await gone; // the server's side closed once the client's FIN came
+  expect(await closing(running, 15_000)).toBe('closed');
 });
 
 it('gateway.close() completes with an h2c request still sending its body', async () => {
@@ -98,7 +103,7 @@ it('gateway.close() completes with an h2c request still sending its body', async
   const socket = await open(running.port);
   const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
   socket.write(HEAD);
-  await new Promise((resolve) => setTimeout(resolve, 200));
-  expect(await closing(running, 5_000)).toBe('closed');
+  await waitUntil(() => running.upgrades() === 1, 'the request read');
+  expect(await closing(running, 15_000)).toBe('closed');
   await closed;
 });
