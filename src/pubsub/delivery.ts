@@ -368,7 +368,7 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
   private hold(replay: Replay, waiting: Fifo<Waiting>, entry: Waiting): void {
     if (waiting.length === 0 && replay.firstHeldSeq === undefined) replay.firstHeldSeq = entry.seq;
     waiting.push(entry);
-    replay.waitingChars += entry.tail.length;
+    this.setWaitingChars(replay, replay.waitingChars + entry.tail.length);
     if (replay.waitingChars <= this.flow.highWaterMark && waiting.length <= MAX_WAITING) return;
     if (this.flow.slowConsumer === 'disconnect') {
       this.disconnect();
@@ -380,7 +380,7 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
       (keepOne || replay.waitingChars > this.flow.highWaterMark || waiting.length > MAX_WAITING)
     ) {
       const dropped = waiting.shift()!;
-      replay.waitingChars -= dropped.tail.length;
+      this.setWaitingChars(replay, replay.waitingChars - dropped.tail.length);
       waiting.peek()!.missedBefore += dropped.missedBefore + 1;
       this.route.onSlowConsumer('dropped');
     }
@@ -498,7 +498,7 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
   private writeHeldBefore(replay: Replay, waiting: Fifo<Waiting>, seq: number): void {
     for (let next = waiting.peek(); next?.seq !== undefined && next.seq < seq;) {
       waiting.shift();
-      replay.waitingChars -= next.tail.length;
+      this.setWaitingChars(replay, replay.waitingChars - next.tail.length);
       if (next.seq > this.floorSeq) {
         this.missed += next.missedBefore;
         this.write(next.tail, next.seq, next.shared);
@@ -577,7 +577,7 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
     const replay = this.replay;
     if (dropHeld && replay?.waiting !== undefined) {
       replay.waiting = new Fifo();
-      replay.waitingChars = 0;
+      this.setWaitingChars(replay, 0);
       replay.firstHeldSeq = undefined;
     }
     this.sendGap(null, epoch);
@@ -602,8 +602,7 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
 
   /** Send the live messages held back during a replay, and deliver live ones directly again. */
   private flushWaiting(): void {
-    const waiting = this.replay?.waiting ?? [];
-    this.replay = undefined;
+    const waiting = this.endReplay()?.waiting ?? [];
     // The floor stays: a live copy of the last replayed message may still be on its way
     // (history and live delivery can travel on different broker connections).
     // The backlog was bounded by the policy as it filled: it is written whole, as a page is.
@@ -617,6 +616,32 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
       this.write(message.tail, seq, message.shared);
     }
   }
+
+  /**
+   * Set the characters of frame text `replay` holds back, telling `heldChanged` the change: only
+   * while it is the replay under way (one ended was released whole, by `endReplay`).
+   */
+  private setWaitingChars(replay: Replay, chars: number): void {
+    const change = chars - replay.waitingChars;
+    replay.waitingChars = chars;
+    if (change !== 0 && replay === this.replay) this.heldChanged(change);
+  }
+
+  /** The replay is over (or the subscription stopped): what it holds back is released. Returns it. */
+  private endReplay(): Replay | undefined {
+    const replay = this.replay;
+    if (replay === undefined) return undefined;
+    this.setWaitingChars(replay, 0);
+    this.replay = undefined;
+    return replay;
+  }
+
+  /**
+   * The characters of frame text held back for replays changed by `chars` (fewer when
+   * negative). Told where a backlog grows and shrinks, never on the live path: a subclass counts
+   * them for its connection (TopicSubscription).
+   */
+  protected heldChanged(_chars: number): void {}
 
   /** The seq of the oldest live message held back now (during a replay), if any. */
   get oldestWaitingSeq(): number | undefined {
@@ -746,7 +771,7 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
       // Mid-replay: the live messages held so far belong to the old numbering (the gap
       // signal sent at resume covers them).
       replay.waiting = new Fifo();
-      replay.waitingChars = 0;
+      this.setWaitingChars(replay, 0);
       replay.firstHeldSeq = undefined;
       replay.restarted = { epoch, rewound };
       // Live messages come in the new numbering now.
@@ -795,7 +820,7 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
     const wasStopped = this.stopped;
     this.flags |= STOPPED;
     this.dropHeld();
-    this.replay = undefined;
+    this.endReplay();
     const listeners = this.stopListeners;
     this.stopListeners = undefined;
     if (wasStopped || !listeners) return;

@@ -85,7 +85,7 @@ export class Gateway<C = unknown> {
   /** Its HTTP routes (GatewayOptions.routes), resolved. */
   private readonly routes: ResolvedRoutes;
   private readonly limits: Required<GatewayLimits>;
-  private readonly heartbeat: Heartbeat;
+  private readonly heartbeat: Heartbeat<string, Session<C>>;
   /** Bytes queued for all connections together (limits.maxBufferedBytesTotal); none when 0. */
   private readonly outputBudget: OutputBudget<Session<C> | BodyReading> | undefined;
   /** The POST /rpc bodies being read, counted toward outputBudget; none without it. */
@@ -304,6 +304,7 @@ export class Gateway<C = unknown> {
             ? 'terminating a connection that missed its pong'
             : 'closing a connection that does not read what it is sent',
         ),
+      (session) => this.pubsub.heldOutputOf(session)?.chars ?? 0,
     );
     const { maxBufferedBytesTotal } = this.limits;
     this.outputBudget =
@@ -332,8 +333,11 @@ export class Gateway<C = unknown> {
               );
               entry.close(CloseCode.TryAgainLater, 'output over budget');
             },
+            // What its subscriptions hold back during replays is the connection's output too.
+            (entry) => (entry instanceof BodyReading ? undefined : this.pubsub.heldOutputOf(entry)),
           )
         : undefined;
+    this.pubsub.outputBudget = this.outputBudget;
     this.bodyReadings = this.outputBudget && new BodyReadings(this.outputBudget);
     this.metrics = new GatewayMetrics(
       {

@@ -40,7 +40,9 @@ export const VISITS_PER_TURN = 100;
  *
  * It also closes a connection (WebSocket or TCP) whose queued output is above `stuckBytes`
  * (`maxBufferedBytes`) at two visits in a row when what was queued at the first has still not
- * been written at the second: a peer that has not read even that in a whole interval. TCP has
+ * been written at the second: a peer that has not read even that in a whole interval. What its
+ * subscriptions hold back during replays (`heldOf`) counts as queued: a peer that does not read
+ * stalls them, and they grow with its topics however little its socket holds. TCP has
  * no ping frame, so this is how a TCP peer that stopped reading is found; stdio, the process's
  * one connection, is left alone.
  *
@@ -49,7 +51,7 @@ export const VISITS_PER_TURN = 100;
  * (set by the matching pong) says who answered, and only connections above `stuckBytes` at the
  * last visit are remembered (weakly).
  */
-export class Heartbeat<K = string> {
+export class Heartbeat<K = string, W extends Watched = Watched> {
   private timer: ReturnType<typeof setInterval> | undefined;
   /** The keys of the sessions of each slice. */
   private readonly slices: K[][] = [];
@@ -66,11 +68,13 @@ export class Heartbeat<K = string> {
 
   constructor(
     intervalMs: number,
-    private readonly watched: ReadonlyMap<K, Watched>,
+    private readonly watched: ReadonlyMap<K, W>,
     /** Output queued above this at two visits in a row, not going down: not reading. 0: never. */
     private readonly stuckBytes: number,
     /** Told of each connection the heartbeat ends (for the log). */
     private readonly onDead: (verdict: HeartbeatVerdict) => void,
+    /** Characters a connection's subscriptions hold back during replays, counted as queued. */
+    private readonly heldOf: (entry: W) => number = () => 0,
   ) {
     if (intervalMs > 0) {
       const count = Math.max(1, Math.min(MAX_SLICES, Math.floor(intervalMs / MIN_SLICE_MS)));
@@ -124,9 +128,9 @@ export class Heartbeat<K = string> {
     keys.length = kept;
   }
 
-  private visit(entry: Watched, payload: Buffer): void {
+  private visit(entry: W, payload: Buffer): void {
     const transport = entry.transport;
-    if (this.stuck(transport)) {
+    if (this.stuck(entry)) {
       this.onDead('not-reading');
       if (transport instanceof WsTransport) transport.socket.terminate();
       else entry.close(CloseCode.PolicyViolation, 'not reading');
@@ -150,9 +154,10 @@ export class Heartbeat<K = string> {
    * written yet: the peer has not read even that in a whole interval. (A reader that keeps up
    * may have as much queued at every visit, while it keeps taking it.)
    */
-  private stuck(transport: ServerTransport): boolean {
+  private stuck(entry: W): boolean {
+    const transport = entry.transport;
     if (this.stuckBytes <= 0 || transport.kind === 'stdio' || !transport.onWritten) return false;
-    if (transport.bufferedAmount <= this.stuckBytes) {
+    if (transport.bufferedAmount + this.heldOf(entry) <= this.stuckBytes) {
       this.above.delete(transport);
       return false;
     }

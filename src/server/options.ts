@@ -231,7 +231,10 @@ export interface GatewayLimits {
    * already received is lost. Keep topics' and streams' `highWaterMark` (default 1 MiB) below
    * it, so slow-consumer policies act before reading stops. An HTTP streaming session whose
    * event stream holds more than this with nothing of it leaving for 5 s, or 16 times this at
-   * any moment, is closed (1008). 0 disables. Default 4 MiB.
+   * any moment, is closed (1008). A WebSocket or TCP connection whose output stays above it
+   * from one heartbeat to the next, nothing of it written, is closed as not reading; that output
+   * includes the live messages its subscriptions hold back while history is replayed. 0
+   * disables. Default 4 MiB.
    */
   maxBufferedBytes?: number;
   /**
@@ -239,7 +242,9 @@ export interface GatewayLimits {
    * `maxBufferedBytes` per connection allows in total (10 000 × 4 MiB = 40 GiB). Beyond it the
    * connections with the most queued are closed with 1013 (Try Again Later), largest first,
    * until the total is back within it. Counted as bytes queued per connection, so a fan-out
-   * frame queued for many subscribers counts once for each. 0 disables. Default 512 MiB.
+   * frame queued for many subscribers counts once for each. A connection's share includes the
+   * live messages its subscriptions hold back while history is replayed. 0 disables. Default
+   * 512 MiB.
    */
   maxBufferedBytesTotal?: number;
   /**

@@ -33,6 +33,8 @@ import { readPosition, replay, tellPosition } from './pubsub-resume.js';
 import type { Placement } from './pubsub-resume.js';
 import { attachStream } from './pubsub-stream.js';
 import { CompactMap } from './compact-map.js';
+import type { HeldOutput } from './held-output.js';
+import type { BudgetLedger } from '../transport/output-budget.js';
 import { StreamContext } from './stream-context.js';
 import type {
   PubSubLimits,
@@ -159,6 +161,11 @@ export class PubSubService<C> {
    */
   onTopicSubscribed:
     ((session: Session<C>, topic: string, id: string) => (() => void) | undefined) | undefined;
+  /**
+   * The node's output budget (limits.maxBufferedBytesTotal), which what a connection's
+   * subscriptions hold back during replays counts toward; set by the gateway when it has one.
+   */
+  outputBudget: BudgetLedger | undefined;
   /** Told when a session's topic subscription starts and ends (gateway.events$); set by the gateway. */
   lifecycle:
     | {
@@ -192,7 +199,11 @@ export class PubSubService<C> {
       () => this.newId(),
       (err, topic) => logger.warn({ err, topic }, 'broker error on a topic'),
     );
-    this.topicEnds = { registry: this.registry, lifecycle: () => this.lifecycle };
+    this.topicEnds = {
+      registry: this.registry,
+      lifecycle: () => this.lifecycle,
+      budget: () => this.outputBudget,
+    };
   }
 
   /** Register the subscribe and unsubscribe methods on a registry. */
@@ -397,6 +408,11 @@ export class PubSubService<C> {
     return this.tables.get(session)?.subscriptions.size ?? 0;
   }
 
+  /** What the session's subscriptions hold back during replays, once they have held any. */
+  heldOutputOf(session: Session<C>): HeldOutput | undefined {
+    return this.tables.get(session)?.held;
+  }
+
   /** Release everything a closed session held. */
   detach(session: Session<C>): void {
     const table = this.tables.get(session);
@@ -407,6 +423,8 @@ export class PubSubService<C> {
     }
     for (const subscription of table.subscriptions.values()) subscription.teardown();
     table.subscriptions.clear();
+    // Each teardown released its backlog: the running total is 0 now, and leaves the budget.
+    table.held?.leave();
   }
 
   private async subscribe(
@@ -988,6 +1006,7 @@ export class PubSubService<C> {
         historySlots: undefined,
         drains: undefined,
         newTopics: undefined,
+        held: undefined,
       };
       this.tables.set(session, table);
     }

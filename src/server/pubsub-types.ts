@@ -12,6 +12,7 @@ import type { DrainWaiters } from '../pubsub/drain-waiters.js';
 import type { Sink } from '../pubsub/sink.js';
 import type { Slots } from '../pubsub/slots.js';
 import type { CompactMap } from './compact-map.js';
+import type { HeldOutput } from './held-output.js';
 import type { TokenBucket } from './token-bucket.js';
 import type { Session } from './session.js';
 import type { TopicPresenceOptions } from './presence-options.js';
@@ -111,6 +112,8 @@ export interface SessionTable {
   drains: DrainWaiters | undefined;
   /** Its subscribes that bring a topic onto this node's broker link. */
   newTopics: TokenBucket | undefined;
+  /** What its subscriptions hold back during replays (made at the first), counted as its output. */
+  held: HeldOutput | undefined;
 }
 
 /** The limits the pub/sub service applies (GatewayLimits, resolved). */

@@ -1,14 +1,21 @@
 import { Delivery, FIRST_SUBCLASS_FLAG } from '../pubsub/delivery.js';
 import type { DeliveryRoute } from '../pubsub/delivery.js';
 import type { TopicRegistry } from '../pubsub/topic-registry.js';
+import type { BudgetLedger } from '../transport/output-budget.js';
+import { HeldOutput } from './held-output.js';
 import type { SessionSubscription, SessionTable } from './pubsub-types.js';
 import type { Session } from './session.js';
 
-/** What ending a topic subscription tells: the node's topic registry and the lifecycle events. */
+/**
+ * What ending a topic subscription tells: the node's topic registry and the lifecycle events;
+ * and whom what it holds back during a replay is reported to.
+ */
 export interface TopicEnds<C> {
   readonly registry: Pick<TopicRegistry, 'detach' | 'release'>;
   /** gateway.events$ (`unsubscribed`), when the gateway set it. */
   lifecycle(): { unsubscribed(session: Session<C>, topic: string): void } | undefined;
+  /** The node's output budget (limits.maxBufferedBytesTotal), when it has one. */
+  budget?(): BudgetLedger | undefined;
 }
 
 /**
@@ -101,6 +108,11 @@ export class TopicSubscription<C> extends Delivery<TopicRoute<C>> implements Ses
   /** Whether its bytes include kept params. */
   get keepsParams(): boolean {
     return typeof this.kept === 'string';
+  }
+
+  /** What it holds back for a replay counts for its connection (the table's HeldOutput). */
+  protected override heldChanged(chars: number): void {
+    (this.table.held ??= new HeldOutput(this.route.ends.budget?.())).add(chars);
   }
 
   teardown(): void {

@@ -37,6 +37,10 @@ export function isBudgetMember(transport: object): transport is BudgetMember {
  * still over, the connections holding the most are closed (`shed`, 1013 Try Again Later),
  * largest first, until the total is back within the limit. Closing is what frees memory: a
  * peer that does not read holds its queue however long reading from it is paused.
+ *
+ * An entry may hold output besides its transport's (`extraOf`: a connection's subscriptions'
+ * replay backlogs, HeldOutput), a member of its own that reports to the same ledger: the exact
+ * count weighs the entry by the two together, and shedding it takes both.
  */
 export class OutputBudget<E> implements BudgetLedger {
   private total = 0;
@@ -51,6 +55,8 @@ export class OutputBudget<E> implements BudgetLedger {
     private readonly memberOf: (entry: E) => BudgetMember | undefined,
     /** Close an entry to bring the total down (the caller closes with 1013 and logs). */
     private readonly shed: (entry: E, queuedBytes: number) => void,
+    /** What else an entry holds as its own output, when anything. */
+    private readonly extraOf?: (entry: E) => BudgetMember | undefined,
   ) {}
 
   /** The running total: at least what is queued now (it learns of drained bytes late). */
@@ -77,23 +83,36 @@ export class OutputBudget<E> implements BudgetLedger {
   /** Count every connection exactly and, while over the limit, shed the largest queues. */
   private readonly check = (): void => {
     this.checkScheduled = false;
-    const queued: { entry: E; member: BudgetMember; bytes: number }[] = [];
+    const queued: {
+      entry: E;
+      member: BudgetMember | undefined;
+      extra: BudgetMember | undefined;
+      bytes: number;
+    }[] = [];
     let total = 0;
     for (const entry of this.entries()) {
       const member = this.memberOf(entry);
-      if (!member) continue;
-      const bytes = member.budgetBytes;
-      member.budgeted = bytes;
+      const extra = this.extraOf?.(entry);
+      const bytes = recount(member) + recount(extra);
       total += bytes;
-      if (bytes > 0) queued.push({ entry, member, bytes });
+      if (bytes > 0) queued.push({ entry, member, extra, bytes });
     }
     this.total = total;
     if (total <= this.limit) return;
     queued.sort((a, b) => b.bytes - a.bytes);
-    for (const { entry, member, bytes } of queued) {
+    for (const { entry, member, extra, bytes } of queued) {
       if (this.total <= this.limit) break;
       this.shed(entry, bytes);
-      this.leave(member);
+      if (member) this.leave(member);
+      if (extra) this.leave(extra);
     }
   };
+}
+
+/** What `member` holds now, noted as what it last reported (the exact count); 0 for none. */
+function recount(member: BudgetMember | undefined): number {
+  if (!member) return 0;
+  const bytes = member.budgetBytes;
+  member.budgeted = bytes;
+  return bytes;
 }

@@ -55,6 +55,7 @@ const table: SessionTable = {
   historySlots: undefined,
   drains: undefined,
   newTopics: undefined,
+  held: undefined,
 };
 const ends: TopicEnds<unknown> = {
   registry: { detach: () => undefined, release: () => undefined },
