@@ -1,7 +1,6 @@
 import { IncomingMessage, ServerResponse } from 'node:http';
 import type { Server as HttpServer } from 'node:http';
 import type { Socket } from 'node:net';
-import { Server as TlsServer } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../peer/logger.js';
 import { AddressBudget, AddressBudgets } from './address-budgets.js';
@@ -284,14 +283,6 @@ class ServerHub {
     void this.requestNobodyTook(req, res);
   private readonly onUpgrade = (req: IncomingMessage, socket: Duplex): void =>
     this.upgradeNobodyTook(socket);
-  /**
-   * When each socket's first request began (it opened; a TLS one once its handshake was done),
-   * until a request was read from it: what an upgrade served as a request is timed from.
-   */
-  private readonly opened = new WeakMap<Duplex, number>();
-  private readonly onConnection = (socket: Duplex): void =>
-    void this.opened.set(socket, Date.now());
-  private readonly connectionEvent: 'connection' | 'secureConnection';
   /** Sockets of upgrades served as requests, open: Node's server no longer sees them. */
   private readonly served = new Set<Duplex>();
 
@@ -311,8 +302,6 @@ class ServerHub {
     // these also answer what nobody else listens for.
     server.on('request', this.onRequest);
     server.on('upgrade', this.onUpgrade);
-    this.connectionEvent = server instanceof TlsServer ? 'secureConnection' : 'connection';
-    server.on(this.connectionEvent, this.onConnection);
   }
 
   get empty(): boolean {
@@ -346,7 +335,6 @@ class ServerHub {
   dismantle(): void {
     this.server.off('request', this.onRequest);
     this.server.off('upgrade', this.onUpgrade);
-    this.server.off(this.connectionEvent, this.onConnection);
     if (this.server.emit !== this.wrapper) return; // wrapped again since: ours passes through
     if (this.ownEmit) this.server.emit = this.emit;
     else delete (this.server as { emit?: unknown }).emit;
@@ -380,8 +368,6 @@ class ServerHub {
       return true;
     }
     const [req, res] = args as [IncomingMessage, ServerResponse];
-    // A later request on the socket began at a time Node does not tell.
-    this.opened.delete(req.socket);
     for (const tenant of this.tenants) tenant.headersRead(req.socket, false);
     for (const tenant of this.tenants) {
       const route = tenant.route(req);
@@ -418,8 +404,6 @@ class ServerHub {
    * data, up to its Content-Length. A chunked body is refused (411): this is no HTTP parser.
    */
   private serveIgnoringUpgrade(upgrade: IncomingMessage, socket: Duplex, head: Buffer): void {
-    // Read before the request is emitted, which forgets it.
-    const started = this.opened.get(socket) ?? Date.now();
     this.keep(socket);
     const req = requestLike(upgrade, socket);
     const res = new ServerResponse(req);
@@ -440,7 +424,7 @@ class ServerHub {
       );
       return;
     }
-    const read = this.timeRequest(socket, res, started);
+    const read = this.timeRequest(socket, res);
     let left = length;
     const end = (): void => {
       read();
@@ -486,19 +470,20 @@ class ServerHub {
 
   /**
    * Node's requestTimeout, which does not run for an upgraded socket: the request must be all
-   * in within the server's requestTimeout of when it began, or it is answered 408 (unless an
-   * answer has begun) and its socket destroyed, whatever reads its body. A request that was not
-   * its socket's first is timed from its headers, which Node's headersTimeout bounded. Returns
+   * in within the server's requestTimeout of its headers having been read (which Node's
+   * headersTimeout bounded), or it is answered 408 (unless an answer has begun) and its socket
+   * destroyed, whatever reads its body. Timed from its headers rather than from its first
+   * byte, which would take a start time kept for every connection the server accepts. Returns
    * what stops the timer once the request is all in.
    */
-  private timeRequest(socket: Duplex, res: ServerResponse, started: number): () => void {
+  private timeRequest(socket: Duplex, res: ServerResponse): () => void {
     const bound = this.server.requestTimeout;
     if (!(bound > 0)) return () => undefined;
     const expired = (): void => {
       if (socket.writable && !res.headersSent) socket.write(REQUEST_TIMEOUT);
       socket.destroy();
     };
-    const timer = setTimeout(expired, Math.max(0, started + bound - Date.now()));
+    const timer = setTimeout(expired, bound);
     timer.unref();
     const stop = (): void => clearTimeout(timer);
     socket.once('close', stop);

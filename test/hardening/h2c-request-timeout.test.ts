@@ -2,8 +2,8 @@
  * A request with `Upgrade: h2c` (any upgrade the gateway does not take) is served as the
  * HTTP/1.1 request it also is, on a socket Node's HTTP server has handed over, and is bounded
  * in time as an ordinary request is (docs/security-and-limits.md): on the gateway's own server
- * a whole request, `httpHandler`'s included, within headersTimeoutMs + bodyTimeoutMs, or 408
- * and the connection closed, whatever reads its body.
+ * a whole request, `httpHandler`'s included, within headersTimeoutMs + bodyTimeoutMs of its
+ * headers, or 408 and the connection closed, whatever reads its body.
  */
 import { connect } from 'node:net';
 import type { Socket } from 'node:net';
