@@ -121,6 +121,8 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
     return Promise.resolve(verdict).then(
       (allowed) => {
         this.authorizing--;
+        // Closed while the hook decided: no answer can be sent, and no handler runs for it.
+        if (this.closeInfo) return undefined;
         return allowed
           ? super.run(handler, id, method, params, version, traceparent)
           : this.rejected(id, method, version, ErrorCode.Unauthorized);
