@@ -168,6 +168,9 @@ export class NatsConsumers {
       ? undefined
       : await this.streams.streamInfo(link, sub.topic);
     if (existing) return existing;
+    // Ended while the look was under way (its subscribe timed out, an unsubscribe): nothing
+    // listens for it any more, and nothing may be left listening in its name.
+    if (!sub.active) return undefined;
     if (!sub.awaitingStream) {
       const { stream } = natsTopicNames(this.prefix, sub.topic);
       const subscription = link.nc.subscribe(streamCreatedSubject(stream), {
@@ -181,7 +184,7 @@ export class NatsConsumers {
       await link.nc.flush();
     }
     const info = await this.streams.streamInfo(link, sub.topic);
-    if (info) this.stopAwaiting(sub);
+    if (info || !sub.active) this.stopAwaiting(sub);
     return info;
   }
 
