@@ -1,11 +1,11 @@
 // Where the verifying key comes from, and which `alg` values fit it: a shared secret (HS*), one
 // public key (the algorithms of its type), or a key set in memory or at a URL (jose picks the
 // key by `kid`; a URL's set is cached and fetched again on an unknown `kid`, at most once per
-// cooldown). Problems of the key set itself become KeySetUnavailable (503), never a 401.
+// cooldown, a failed fetch's included). Problems of the key set itself become KeySetUnavailable (503), never a 401.
 import { KeyObject, createPublicKey } from 'node:crypto';
 import type { JsonWebKeyInput } from 'node:crypto';
 import { createLocalJWKSet, createRemoteJWKSet, customFetch, errors } from 'jose';
-import type { JWTVerifyGetKey, KeyInput } from 'jose';
+import type { JWTVerifyGetKey, KeyInput, RemoteJWKSet } from 'jose';
 import { jwtDefaults } from './jwt-options.js';
 import type { ResolvedJwtOptions } from './jwt-options.js';
 import type { JwtContext } from './claims-context.js';
@@ -34,12 +34,15 @@ export function keySourceOf(options: ResolvedJwtOptions<JwtContext>): KeySource 
     case 'jwksUrl':
       return {
         key: resolverOf(
-          createRemoteJWKSet(key.url, {
-            timeoutDuration: options.jwksTimeoutMs,
-            cooldownDuration: options.jwksCooldownMs,
-            cacheMaxAge: options.jwksCacheMaxAgeMs,
-            [customFetch]: checkedFetch,
-          }),
+          coolingDownOnFailure(
+            createRemoteJWKSet(key.url, {
+              timeoutDuration: options.jwksTimeoutMs,
+              cooldownDuration: options.jwksCooldownMs,
+              cacheMaxAge: options.jwksCacheMaxAgeMs,
+              [customFetch]: checkedFetch,
+            }),
+            options.jwksCooldownMs,
+          ),
         ),
         algorithms: options.algorithms ?? jwtDefaults.keyAlgorithms,
       };
@@ -54,6 +57,45 @@ function localSet(jwks: Parameters<typeof createLocalJWKSet>[0]): JWTVerifyGetKe
       cause: err,
     });
   }
+}
+
+/**
+ * A remote set whose failed fetch starts a cooldown as a successful one does. jose waits out its
+ * cooldown only after a fetch that succeeded, so while the key set's server fails, every token
+ * with a `kid` the cached set lacks (anyone can make one) would fetch again. For `cooldownMs`
+ * after a failure, a token is checked against the set last fetched, if any, and otherwise (or
+ * when its key is not there) given that failure again, without a fetch.
+ */
+function coolingDownOnFailure(remote: RemoteJWKSet, cooldownMs: number): JWTVerifyGetKey {
+  let failed: { at: number; error: unknown; cached: JWTVerifyGetKey | undefined } | undefined;
+  return async (header, token) => {
+    if (failed !== undefined && performance.now() - failed.at < cooldownMs) {
+      if (failed.cached === undefined) throw failed.error;
+      try {
+        return await failed.cached(header, token);
+      } catch (err) {
+        if (err instanceof errors.JWKSNoMatchingKey) throw failed.error;
+        throw err;
+      }
+    }
+    try {
+      const key = await remote(header, token);
+      failed = undefined;
+      return key;
+    } catch (err) {
+      if (!(
+        err instanceof errors.JWKSNoMatchingKey || err instanceof errors.JWKSMultipleMatchingKeys
+      )) {
+        const jwks = remote.jwks();
+        failed = {
+          at: performance.now(),
+          error: err,
+          cached: jwks === undefined ? undefined : createLocalJWKSet(jwks),
+        };
+      }
+      throw err;
+    }
+  };
 }
 
 /**
