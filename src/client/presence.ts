@@ -47,13 +47,26 @@ export function presenceState(
   return through(subscribe(PRESENCE_SUBSCRIPTION, { topic }), (to) => {
     const listed = new Map<string, PresenceMember>();
     return (value) => {
-      const frame = value as PresenceFrame;
+      // The server's data: a frame with no count is passed over, a list that is no list taken as
+      // none, an entry with no session id left out (each would otherwise throw out of the
+      // frame's handling, an uncaught error).
+      const frame = value as PresenceFrame | null;
+      if (typeof frame?.count !== 'number') return;
       // The first frame (again after a reconnect) starts the list over.
-      if (frame.members) listed.clear();
-      for (const member of frame.members ?? []) listed.set(member.sessionId, member);
-      for (const gone of frame.left ?? []) listed.delete(gone.sessionId);
-      for (const member of frame.joined ?? []) listed.set(member.sessionId, member);
+      if (Array.isArray(frame.members)) listed.clear();
+      for (const member of members(frame.members)) listed.set(member.sessionId, member);
+      for (const gone of members(frame.left)) listed.delete(gone.sessionId);
+      for (const member of members(frame.joined)) listed.set(member.sessionId, member);
       to.next({ count: frame.count, members: [...listed.values()] });
     };
   });
 }
+
+/** The entries of a list that are members (a session id at least); none when it is no list. */
+const members = (list: unknown): PresenceMember[] =>
+  Array.isArray(list)
+    ? (list as unknown[]).filter(
+        (member): member is PresenceMember =>
+          typeof (member as PresenceMember | null)?.sessionId === 'string',
+      )
+    : [];
