@@ -372,8 +372,9 @@ export class ClientSubscriptions {
       // waiting, or at the next open): when it resumes from the last message seen and the join
       // starts later (no seq: at the topic's current position), the client's own is kept, as
       // taking the join would skip what was published while the client was away (an
-      // application that joins on every connect).
-      this.#sendUnsubscribe(id);
+      // application that joins on every connect). Within the refused joins' window, as a server
+      // repeating the join could otherwise fill the call table with unsubscribes.
+      this.#endJoin(id);
       return;
     }
     if (!existing && this.#joinedHeld >= this.#maxJoined) {
@@ -404,16 +405,21 @@ export class ClientSubscriptions {
     if (!existing) this.#joinedHub.next({ topic, subscription: this.#observeJoined(shared) });
   }
 
+  /** Unsubscribe a join not taken, if the window has room; past it, it is left to the server. */
+  #endJoin(id: SubscriptionId): void {
+    if (this.#refusing < this.#window && this.caller.isOpen) {
+      this.#refusing++;
+      this.#sendUnsubscribe(id, () => this.#refusing--);
+    }
+  }
+
   /**
    * A join past `maxJoined`: unsubscribed, and told at warn at most once per interval. Their
    * unsubscribes in flight are bounded by the window too: past it, one is left to the server
    * (its frames are dropped unread), rather than refused by a full call table at a cost per join.
    */
   #refuseJoin(topic: string, id: SubscriptionId): void {
-    if (this.#refusing < this.#window && this.caller.isOpen) {
-      this.#refusing++;
-      this.#sendUnsubscribe(id, () => this.#refusing--);
-    }
+    this.#endJoin(id);
     this.#joinedRefused++;
     const now = Date.now();
     if (now - this.#joinedWarnedAt < JOINED_WARN_INTERVAL_MS) return;
