@@ -142,7 +142,8 @@ const EMPTY = Buffer.alloc(0);
  * pool's maxResponseSize covers a declared length, this a streamed one). The attempt's abort
  * (timeout, the caller's cancel) aborts the request, closing its socket, once it has started,
  * or as soon as it starts. Undici calls onResponseEnd or onResponseError once for every request,
- * aborted or not (when aborted at onRequestStart, at once): the attempt settles only then.
+ * aborted or not (when aborted at onRequestStart, at once): the attempt settles only then, but
+ * for a notification, settled by its status, whose call keeps its slot until then instead.
  */
 class ReplyReader implements Dispatcher.DispatchHandler {
   private status = 0;
@@ -152,6 +153,8 @@ class ReplyReader implements Dispatcher.DispatchHandler {
   private done = false;
   /** Bounds the read of a taken notification's body. */
   private drain: NodeJS.Timeout | undefined;
+  /** Frees the slot a taken notification keeps while its body is read (its socket held). */
+  private letGo: (() => void) | undefined;
 
   constructor(
     private readonly request: UpstreamRequest,
@@ -175,11 +178,13 @@ class ReplyReader implements Dispatcher.DispatchHandler {
     if (statusCode < 200) return;
     this.status = statusCode;
     // A notification is taken by its 2xx status: settled now, so no timeout while its body is
-    // awaited fails it (it would be sent again, or counted as never delivered). The body is
-    // still read to the end, to give the socket back to the pool, for at most the attempt's
-    // timeout.
-    if (this.request.id === undefined && statusCode < 300 && !this.done) {
+    // awaited fails it (it would be sent again, or counted as never delivered), and the client
+    // that sent it waits for nothing more. The body is still read to the end, to give the
+    // socket back to the pool, for at most the attempt's timeout and `maxBytes`; its call keeps
+    // its slot and shares until then, the socket being its own until then.
+    if (this.request.id === undefined && statusCode < 300 && !this.done && !this.request.aborted) {
       this.done = true;
+      this.letGo = this.request.keepAfterAnswer();
       this.resolve(statusCode, EMPTY);
       const drain = setTimeout(
         () => this.controller?.abort(new Error('notification answer body not read in time')),
@@ -191,11 +196,9 @@ class ReplyReader implements Dispatcher.DispatchHandler {
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    // A notification's answer is its status alone: its body is read to the end (the socket goes
-    // back to the pool after it) but neither kept nor bounded, so no body fails a notification
-    // the upstream took.
-    if (this.done || this.request.id === undefined) return;
     this.size += chunk.length;
+    if (this.letGo !== undefined) return this.drainData(controller);
+    if (this.done) return;
     if (this.size > this.maxBytes) {
       this.fail(Object.assign(new Error(`reply over ${this.maxBytes} bytes`), { code: TOO_LARGE }));
       controller.abort(new Error('reply too large'));
@@ -204,8 +207,17 @@ class ReplyReader implements Dispatcher.DispatchHandler {
     this.chunks.push(chunk);
   }
 
+  /**
+   * A taken notification's body: its answer was its status, so the body is neither kept nor a
+   * failure, but read only up to `maxBytes`, as a call's reply is: past that the socket is given
+   * up, its slot freed, rather than held to read an endless body.
+   */
+  private drainData(controller: Dispatcher.DispatchController): void {
+    if (this.size > this.maxBytes) controller.abort(new Error('notification reply too large'));
+  }
+
   onResponseEnd(): void {
-    clearTimeout(this.drain);
+    this.drained();
     if (this.done) return;
     this.done = true;
     this.controller = undefined;
@@ -215,8 +227,16 @@ class ReplyReader implements Dispatcher.DispatchHandler {
   }
 
   onResponseError(_controller: Dispatcher.DispatchController | undefined, err: Error): void {
-    clearTimeout(this.drain);
+    this.drained();
     this.fail(err);
+  }
+
+  /** The request's socket is let go (its reply read to the end, or given up): free its slot. */
+  private drained(): void {
+    clearTimeout(this.drain);
+    const letGo = this.letGo;
+    this.letGo = undefined;
+    letGo?.();
   }
 
   private fail(err: unknown): void {

@@ -31,6 +31,15 @@ export interface UpstreamRequest {
    * without an AbortController per attempt. One listener: the transport's.
    */
   onAbort(listener: (reason: unknown) => void): void;
+  /**
+   * Keep the call's slot, and its session's, address's and user's shares, past the attempt's
+   * answer until the returned function is called (once is enough; more do nothing): for a request
+   * the transport still holds once it has answered, such as a notification taken by its status
+   * whose reply is still read off its socket. Else an answered request would free a slot while
+   * holding a socket, and one caller could hold more of the upstream than its shares. Call it
+   * before settling the attempt.
+   */
+  keepAfterAnswer(): () => void;
 }
 
 export interface UpstreamCallOptions {
@@ -171,7 +180,10 @@ export abstract class UpstreamEndpoint {
     return this.options.name;
   }
 
-  /** Calls to this upstream now in flight (a call given up counts until its request is let go). */
+  /**
+   * Calls to this upstream now in flight (a call given up counts until its request is let go, a
+   * notification taken until its reply is read).
+   */
   get inFlight(): number {
     return this.inFlightCount;
   }
@@ -219,7 +231,11 @@ export abstract class UpstreamEndpoint {
     return this.run(method, params, options, true);
   }
 
-  /** Send a notification (no id): resolves once the upstream took it. Never retried. */
+  /**
+   * Send a notification (no id): resolves once the upstream took it. Never retried. Its slot and
+   * shares are held until the transport lets go of the request (`keepAfterAnswer`), which may be
+   * after this resolves: the notifying client is not made to wait for it.
+   */
   async notify(
     method: string,
     params: Params | undefined,
@@ -413,6 +429,7 @@ export abstract class UpstreamEndpoint {
       expectsReply ? this.nextId++ : undefined,
       headers,
       timeoutMs,
+      slot,
     );
     slot.last = request;
     return new Promise<unknown>((resolve, reject) => {
@@ -477,7 +494,7 @@ function groupOf(address: string | undefined): string | undefined {
 /**
  * A call's place among maxConcurrent (and its session's, user's and address's shares): freed once
  * the call has its answer (`free` is set then) and the transport has let go of every attempt it
- * was still holding when aborted (`kept`).
+ * was still holding when aborted or answered (`kept`).
  */
 class Slot {
   kept = 0;
@@ -511,6 +528,7 @@ class Attempt implements UpstreamRequest {
     readonly id: number | undefined,
     readonly headers: Record<string, string>,
     readonly timeoutMs: number,
+    private readonly slot: Slot,
   ) {}
 
   get signal(): AbortSignal {
@@ -524,6 +542,16 @@ class Attempt implements UpstreamRequest {
   onAbort(listener: (reason: unknown) => void): void {
     if (this.aborted) listener(this.abortReason);
     else this.listener = listener;
+  }
+
+  keepAfterAnswer(): () => void {
+    this.slot.kept++;
+    let kept = true;
+    return () => {
+      if (!kept) return;
+      kept = false;
+      this.slot.letGo();
+    };
   }
 
   /** The endpoint's side: reject the attempt when it is aborted. */

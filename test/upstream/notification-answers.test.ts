@@ -1,11 +1,13 @@
 // A notification to an HTTP upstream is taken by any 2xx answer: its body is read to the end
-// (the socket goes back to the pool) but neither kept nor bounded, and what becomes of it after
-// the status (a body past maxReplyBytes, declared or streamed; a reset mid-body; the attempt's
-// timeout while the body is awaited) does not fail the notification. A call's reply is still bounded, and a notification answered with another
-// status still fails.
+// (the socket goes back to the pool), not kept, and what becomes of it after the status (a body
+// past maxReplyBytes, declared or streamed; a reset mid-body; the attempt's timeout while the
+// body is awaited) does not fail the notification; its slot is freed once the socket is let go
+// (read to the end, or given up past maxReplyBytes or the timeout). A call's reply is bounded
+// too, and a notification answered with another status still fails.
 import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UpstreamError } from '../../src/upstream/index.js';
+import { waitFor } from '../support/waiting.js';
 import type { JsonRpcHttpClient } from '../../src/upstream/index.js';
 import { startScriptedUpstream } from './scripted-upstream.js';
 import type { ScriptedUpstream } from './scripted-upstream.js';
@@ -58,13 +60,13 @@ describe('a notification to an HTTP upstream', () => {
     'answered 2xx (%s): taken',
     async (method) => {
       await expect(client.notify(method, [], options)).resolves.toBeUndefined();
-      expect(client.inFlight).toBe(0);
+      await waitFor(() => client.inFlight === 0, 'the socket to be let go, and the slot with it');
     },
   );
 
   it('answered 2xx and its body not sent within the timeout: taken, not failed (nor sent again)', async () => {
     await expect(client.notify('bodyNever', [], { timeoutMs: 300 })).resolves.toBeUndefined();
-    expect(client.inFlight).toBe(0);
+    await waitFor(() => client.inFlight === 0, 'the socket to be given up at the timeout');
   });
 
   it('answered 500: -32011 with the status', async () => {
