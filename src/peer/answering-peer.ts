@@ -1,5 +1,6 @@
 import { parseFrame } from '../protocol/classify.js';
 import { encodeBatch } from '../protocol/encode.js';
+import { keepParamsTexts } from '../protocol/params-text.js';
 import { Peer } from './peer.js';
 
 /**
@@ -16,6 +17,7 @@ export class AnsweringPeer<S = unknown> extends Peer<S> {
   async answer(text: string, traceparent?: string): Promise<string | undefined> {
     if (this.closeInfo) return undefined;
     const frame = parseFrame(text, this.config.parse);
+    keepParamsTexts(text, frame);
     if (traceparent !== undefined) {
       for (const message of frame.messages) {
         if (message.kind === 'request') message.traceparent ??= traceparent;

@@ -1,6 +1,7 @@
 import type { Observable } from 'rxjs';
 import { parseIncomingWith } from '../protocol/classify.js';
 import { idTextsOf } from '../protocol/id-text.js';
+import { keepParamsTexts } from '../protocol/params-text.js';
 import type { Frame, Incoming } from '../protocol/classify.js';
 import type { Params } from '../protocol/types.js';
 import type { Transport } from '../transport/transport.js';
@@ -78,10 +79,12 @@ export class Peer<S = unknown> extends PeerCore<S> {
   /**
    * Every id echoed as sent, found the fastest way (idTextsOf). A batch's members after the
    * first cost the transport's input budget too (Transport.chargeMessages): it counted the
-   * frame as one message.
+   * frame as one message. Params holding a number JSON.stringify would write otherwise keep
+   * their text (params-text.ts), for a gateway to pass them on as sent.
    */
   protected override parse(text: string): Frame | Incoming {
     const parsed = parseIncomingWith(text, this.config.parse, idTextsOf);
+    keepParamsTexts(text, parsed);
     if (!('kind' in parsed) && parsed.messages.length > 1) {
       this.transport.chargeMessages?.(parsed.messages.length - 1);
     }

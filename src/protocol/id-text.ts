@@ -202,7 +202,7 @@ function lastMemberIdStart(text: string, end: number): number {
 }
 
 /** Index of the quote that closes the string opening at `open`. */
-function stringEnd(text: string, open: number): number {
+export function stringEnd(text: string, open: number): number {
   let i = open + 1;
   for (;;) {
     const c = text.charCodeAt(i);
