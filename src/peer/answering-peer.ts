@@ -1,6 +1,7 @@
 import { parseFrame } from '../protocol/classify.js';
 import { encodeBatch } from '../protocol/encode.js';
 import { keepParamsTexts } from '../protocol/params-text.js';
+import { keepsParamsTexts } from './method-registry.js';
 import { Peer } from './peer.js';
 
 /**
@@ -17,7 +18,7 @@ export class AnsweringPeer<S = unknown> extends Peer<S> {
   async answer(text: string, traceparent?: string): Promise<string | undefined> {
     if (this.closeInfo) return undefined;
     const frame = parseFrame(text, this.config.parse);
-    keepParamsTexts(text, frame);
+    if (keepsParamsTexts(this.config.registry)) keepParamsTexts(text, frame);
     if (traceparent !== undefined) {
       for (const message of frame.messages) {
         if (message.kind === 'request') message.traceparent ??= traceparent;

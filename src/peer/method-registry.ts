@@ -51,6 +51,12 @@ export class HandlerTable<S> {
  * server shares across all sessions.
  */
 export class MethodRegistry<S> extends HandlerTable<S> {
+  /**
+   * Whether some handler passes its params on as the client wrote them (a gateway's upstream
+   * routes): the server's peers then keep the text of params holding a number JSON.stringify
+   * would write otherwise (protocol/params-text.ts), which no other handler needs.
+   */
+  keepsParamsTexts = false;
   /** Prefix routes (`orders.*`), longest first: consulted only when the exact lookup misses. */
   private prefixes: { readonly prefix: string; readonly handler: Handler<S> }[] = [];
 
@@ -93,3 +99,7 @@ export class MethodRegistry<S> extends HandlerTable<S> {
     return this.prefixes.find((p) => name.startsWith(p.prefix));
   }
 }
+
+/** Whether `registry` asks the server's peers to keep params' texts (MethodRegistry.keepsParamsTexts). */
+export const keepsParamsTexts = <S>(registry: HandlerTable<S>): boolean =>
+  registry instanceof MethodRegistry && registry.keepsParamsTexts;

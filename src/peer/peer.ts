@@ -2,6 +2,7 @@ import type { Observable } from 'rxjs';
 import { parseIncomingWith } from '../protocol/classify.js';
 import { idTextsOf } from '../protocol/id-text.js';
 import { keepParamsTexts } from '../protocol/params-text.js';
+import { keepsParamsTexts } from './method-registry.js';
 import type { Frame, Incoming } from '../protocol/classify.js';
 import type { Params } from '../protocol/types.js';
 import type { Transport } from '../transport/transport.js';
@@ -84,7 +85,7 @@ export class Peer<S = unknown> extends PeerCore<S> {
    */
   protected override parse(text: string): Frame | Incoming {
     const parsed = parseIncomingWith(text, this.config.parse, idTextsOf);
-    keepParamsTexts(text, parsed);
+    if (keepsParamsTexts(this.config.registry)) keepParamsTexts(text, parsed);
     if (!('kind' in parsed) && parsed.messages.length > 1) {
       this.transport.chargeMessages?.(parsed.messages.length - 1);
     }

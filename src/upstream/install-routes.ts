@@ -66,6 +66,8 @@ export function installUpstreamRoutes(
   const identity = new IdentityHeaders(gateway.config.auth.userOf, deps.logger);
   const exposeDetails = gateway.config.protocol.exposeErrorDetails;
   const failures = new FailureLog(deps.maxShownMethodChars ?? MAX_SHOWN_METHOD_CHARS);
+  // Routed params go to the upstream as the client wrote them (request-text.ts).
+  if (config.routes.length > 0) gateway.registry.keepsParamsTexts = true;
   const removers = config.routes.map((route) => {
     const handler = routeHandler(
       route,
