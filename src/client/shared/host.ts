@@ -16,7 +16,7 @@ import { Hub } from '../../peer/hub.js';
 import { checkOptions, isRecord, numberIn, refuse } from '../../peer/option-rules.js';
 import type { Rule } from '../../peer/option-rules.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
-import { MethodNotFoundError, ServerError } from '../../protocol/errors.js';
+import { InternalError, MethodNotFoundError, ServerError } from '../../protocol/errors.js';
 import {
   ConnectionClosedError,
   NotConnectedError,
@@ -203,15 +203,30 @@ class HostedTab {
     readonly token: boolean,
   ) {}
 
-  post(message: HostMessage): void {
+  /**
+   * Post `message` to the tab. Undefined once posted; else the error that tells why it could
+   * not be (structured cloning refused it: a value nested deeper than the clone goes, one that
+   * a custom worker's middleware made uncloneable), for the caller to pass on in its place.
+   */
+  post(message: HostMessage): InternalError | undefined {
     try {
       this.port.postMessage(message);
+      return undefined;
     } catch (err) {
-      // A result a custom worker's middleware made uncloneable: the caller still gets an answer.
+      // A result: the caller still gets an answer.
       if (message.t === 'result')
         this.port.postMessage({ ...message, result: undefined, error: toWire(err) });
+      return unposted(err);
     }
   }
+}
+
+/** What a message the worker cannot post to a tab is told as: -32603, `data.reason` why. */
+function unposted(err: unknown): InternalError {
+  const why = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+  return new InternalError('Internal error', {
+    reason: `the shared worker could not post it to the tab (${why})`,
+  });
 }
 
 class Host implements ClientHost {
@@ -363,9 +378,13 @@ class Host implements ClientHost {
       client.disconnects$.subscribe((event) =>
         broadcast({ t: 'disconnect', event: wireDisconnect(event) }),
       ),
-      client.notifications$.subscribe((n) =>
-        broadcast({ t: 'note', method: n.method, params: n.params }),
-      ),
+      client.notifications$.subscribe(({ method, params }) => {
+        for (const tab of this.#tabs) {
+          const failed = tab.post({ t: 'note', method, params });
+          // No gap form for a notification: the tab is told which one it did not get, and why.
+          if (failed) tab.post({ t: 'unposted', method, error: toWire(failed) });
+        }
+      }),
     ];
     const every = fixedBeat ?? tabHeartbeatMs ?? DEFAULT_TAB_HEARTBEAT_MS;
     this.#timer = setInterval(() => this.#beat(), every);
@@ -391,11 +410,13 @@ class Host implements ClientHost {
       case 'notify':
         return this.#notify(tab, client, m.method, m.params);
       case 'sub':
-        return this.#follow(tab, m.id, client.subscribeWithMeta(m.topic, m.params), (event) => ({
-          t: 'msg',
-          id: m.id,
-          event,
-        }));
+        return this.#follow(
+          tab,
+          m.id,
+          client.subscribeWithMeta(m.topic, m.params),
+          (event) => ({ t: 'msg', id: m.id, event }),
+          (event) => ({ t: 'msg', id: m.id, event: lostEvent(event) }),
+        );
       case 'status':
         return this.#follow(tab, m.id, subscriptionStatus$(client, m.topic, m.params), (s) => {
           const { error, ...status } = s;
@@ -419,9 +440,15 @@ class Host implements ClientHost {
           // An id the tab uses again: the stream it named ends too, rather than outlive its id.
           tab.streams.get(m.id)?.unsubscribe();
           tab.streams.delete(m.id);
-          return tab.post({ t: 'end', id: m.id });
+          return void tab.post({ t: 'end', id: m.id });
         }
-        return this.#follow(tab, m.id, joined.source, (event) => ({ t: 'msg', id: m.id, event }));
+        return this.#follow(
+          tab,
+          m.id,
+          joined.source,
+          (event) => ({ t: 'msg', id: m.id, event }),
+          (event) => ({ t: 'msg', id: m.id, event: lostEvent(event) }),
+        );
       }
       case 'gaps':
         return this.#follow(tab, m.id, client.inboxGaps$, (gap) => ({ t: 'gap', id: m.id, gap }));
@@ -463,14 +490,14 @@ class Host implements ClientHost {
     // slots and its place in the queue for this one.
     if (replaced) this.#giveUp(tab, id, replaced);
     if (tab.slots + slots > this.#maxCalls) {
-      return tab.post({
+      return void tab.post({
         t: 'result',
         id,
         error: toWire(new TooManyPendingCallsError(this.#maxCalls)),
       });
     }
     if (this.#queues() && tab.queued.size >= this.#maxQueued) {
-      return tab.post({ t: 'result', id, error: toWire(this.#queueFull()) });
+      return void tab.post({ t: 'result', id, error: toWire(this.#queueFull()) });
     }
     const controller = new AbortController();
     const call: HostedCall = { controller, slots };
@@ -538,12 +565,18 @@ class Host implements ClientHost {
     if (queuedIn(client) > before) tab.queued.add({});
   }
 
-  /** Pass what `source` emits to the tab as `wrap` makes it, until it ends or the tab unsubscribes. */
+  /**
+   * Pass what `source` emits to the tab as `wrap` makes it, until it ends or the tab
+   * unsubscribes. A value the tab cannot be posted is posted as `lost` makes it (the gap
+   * signal of a subscription's message); without `lost`, the stream ends with the -32603 error
+   * that says why.
+   */
   #follow<T>(
     tab: HostedTab,
     id: number,
     source: Observable<T>,
     wrap: (value: T) => HostMessage,
+    lost?: (value: T) => HostMessage,
   ): void {
     const limit = this.#config.maxStreamsPerTab;
     if (!tab.streams.has(id) && tab.streams.size >= limit) {
@@ -552,12 +585,22 @@ class Host implements ClientHost {
         `Too many streams open in this tab: at most ${limit} (maxStreamsPerTab of the shared worker)`,
         { limit },
       );
-      return tab.post({ t: 'end', id, error: toWire(error) });
+      return void tab.post({ t: 'end', id, error: toWire(error) });
     }
     // An id the tab uses again: the stream it named would otherwise outlive the tab.
     tab.streams.get(id)?.unsubscribe();
+    tab.streams.delete(id);
+    let ended = false;
     const subscription = source.subscribe({
-      next: (value) => tab.post(wrap(value)),
+      next: (value) => {
+        if (ended) return;
+        const failed = tab.post(wrap(value));
+        if (!failed || (lost && !tab.post(lost(value)))) return;
+        ended = true;
+        tab.streams.get(id)?.unsubscribe();
+        tab.streams.delete(id);
+        tab.post({ t: 'end', id, error: toWire(failed) });
+      },
       error: (err: unknown) => {
         tab.streams.delete(id);
         tab.post({ t: 'end', id, error: toWire(err) });
@@ -567,7 +610,9 @@ class Host implements ClientHost {
         tab.post({ t: 'end', id });
       },
     });
-    if (!subscription.closed) tab.streams.set(id, subscription);
+    // Ended while subscribing (a value it could not post, at once): nothing is kept.
+    if (ended) subscription.unsubscribe();
+    else if (!subscription.closed) tab.streams.set(id, subscription);
   }
 
   #register(tab: HostedTab, method: string): void {
@@ -577,7 +622,7 @@ class Host implements ClientHost {
       const error = new RangeError(
         `Too many handlers in this tab: at most ${limit} (maxHandlersPerTab of the shared worker); "${method}" is not registered`,
       );
-      return tab.post({ t: 'refused', method, error: toWire(error) });
+      return void tab.post({ t: 'refused', method, error: toWire(error) });
     }
     let entry = this.#handlers.get(method);
     if (!entry) {
@@ -661,7 +706,11 @@ class Host implements ClientHost {
         traceparent: ctx.traceparent,
         notification,
       };
-      if (notification) return tab.post(run);
+      if (notification) {
+        const failed = tab.post(run);
+        if (failed) tab.post({ t: 'unposted', method, error: toWire(failed) });
+        return;
+      }
       const outcome = await new Promise<Outcome>((resolve, reject) => {
         // Over at once, as a cancelled handler is: what the tab answers later is dropped.
         const giveUp = (): void => {
@@ -691,7 +740,13 @@ class Host implements ClientHost {
           if (outcome && deadlineMs !== undefined) tab.tokenLate = false;
           resolve(outcome);
         });
-        tab.post(run);
+        const failed = tab.post(run);
+        if (failed) {
+          // Not run anywhere (no tab can be posted it): answered with why, its slot free.
+          clearTimeout(late);
+          tab.runs.delete(id);
+          return reject(failed);
+        }
         signal?.addEventListener('abort', abort, { once: true });
       });
       if (!outcome) continue;
@@ -770,6 +825,14 @@ class Host implements ClientHost {
     this.#client = undefined;
     void client?.close();
   }
+}
+
+/**
+ * The gap signal a tab gets for a subscription's message it cannot be posted: that message, and
+ * the ones the server skipped just before it, lost.
+ */
+function lostEvent(event: SubscriptionEvent<unknown>): SubscriptionEvent<unknown> {
+  return { data: undefined, gap: event.gap === undefined ? (event.missed ?? 0) + 1 : event.gap };
 }
 
 /** The client's call slots a batch takes: one per entry that is not a notification. */

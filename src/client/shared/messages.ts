@@ -94,6 +94,11 @@ export type HostMessage =
       notification: boolean;
     }
   | { t: 'abort'; id: number }
+  /**
+   * A notification from the server (`note`, or `run` for a handler) the worker could not post
+   * to this tab (structured cloning refused it): `error` (-32603) says why. The tab logs it.
+   */
+  | { t: 'unposted'; method: string; error: WireError }
   /** A `register` the worker did not take (the tab holds `maxHandlersPerTab` already). */
   | { t: 'refused'; method: string; error: WireError }
   | { t: 'ping' }

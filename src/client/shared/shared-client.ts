@@ -486,6 +486,12 @@ export class SharedRpcClient {
           { err: fromWire(m.error), method: m.method },
           'the shared worker did not register this handler',
         );
+      case 'unposted':
+        // The worker read it but could not pass it on (nested too deep to clone, say).
+        return (this.#config.logger ?? silentLogger).error(
+          { err: fromWire(m.error), method: m.method },
+          'a notification from the server could not be passed to this tab: lost',
+        );
       case 'ping':
         return this.#port.postMessage({ t: 'pong' } satisfies TabMessage);
     }
