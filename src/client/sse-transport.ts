@@ -14,7 +14,42 @@ const CLOSED = 3;
  * stream read, before the socket closes; the n-th waits n times RESUME_DELAY_MS first.
  */
 const RESUME_ATTEMPTS = 5;
-const RESUME_DELAY_MS = 250;
+export const RESUME_DELAY_MS = 250;
+
+/** A stream up this long was a sound one: the resume after it waits nothing. */
+export const RESUME_STABLE_MS = 5_000;
+
+/**
+ * The longest a resume after streams cut short waits: well within the gateway's default
+ * `sseGraceMs` (30 s), for which it keeps the session of a dropped stream.
+ */
+export const MAX_RESUME_DELAY_MS = 5_000;
+
+/**
+ * Streams cut short in a row, counting the one that just ended (up `upMs`, having delivered
+ * application `messages` or not). One up RESUME_STABLE_MS resets the count; a short one that
+ * delivered messages made progress: it counts as the first; a short one that delivered none
+ * (the session event every stream starts with, at most) adds one.
+ */
+export function shortStreams(short: number, upMs: number, messages: boolean): number {
+  if (upMs >= RESUME_STABLE_MS) return 0;
+  return messages ? 1 : short + 1;
+}
+
+/**
+ * What the resume after `short` streams cut short in a row waits: nothing after a sound stream,
+ * else RESUME_DELAY_MS doubled for each further one, up to MAX_RESUME_DELAY_MS. A server or
+ * proxy that cuts every stream at once is asked again at most once per MAX_RESUME_DELAY_MS.
+ */
+export function resumeDelay(short: number): number {
+  return short === 0 ? 0 : Math.min(RESUME_DELAY_MS * 2 ** (short - 1), MAX_RESUME_DELAY_MS);
+}
+
+/** How one stream ended: the socket is done with; refused for `wait`; or lost. */
+type StreamEnd =
+  | undefined
+  | { refused: number }
+  | { refused?: undefined; received: boolean; upMs: number; messages: boolean };
 
 /**
  * The longest a dropped stream stays away while the server asks the client to wait (429, or 503
@@ -228,7 +263,7 @@ function reportHandlerError(err: unknown): void {
 /**
  * The WebSocket surface RpcClient uses, over the gateway's HTTP streaming fallback: opens when
  * the stream's first event names the session; a stream that drops is resumed by
- * Last-Event-ID (nothing lost), a resume refused 429 (or 503 with Retry-After) tried again once
+ * Last-Event-ID (nothing lost), paced as resumeDelay says after streams cut short, a resume refused 429 (or 503 with Retry-After) tried again once
  * its Retry-After is over (refusalWait: at least 1 s), within MAX_RESUME_WAIT_MS of the drop;
  * messages are POSTed one at a time, in order, at most
  * `MAX_QUEUED_POST_CHARS` of them waiting (past it, the socket closes with 1008). An exception
@@ -269,7 +304,7 @@ export class SseSocket implements WebSocketLike {
     this.fetch = found.bind(globalThis);
     this.headers = options?.headers ?? {};
     this.maxEventChars = sse.maxEventChars ?? DEFAULT_MAX_EVENT_CHARS;
-    void this.stream(0);
+    void this.stream();
   }
 
   get bufferedAmount(): number {
@@ -331,10 +366,41 @@ export class SseSocket implements WebSocketLike {
   }
 
   /**
-   * Read the event stream; on a drop, resume it after the last event seen. `attempt` counts the
-   * resumes in a row that reached no server; `lostAt` is when the last stream read dropped.
+   * Read the event stream; on a drop, resume it after the last event seen, in a loop (no
+   * promise chain grows with the resumes). A resume that reaches no server waits
+   * RESUME_DELAY_MS times the number of such resumes in a row (RESUME_ATTEMPTS of them close
+   * the socket); one refused waits what refusalWait says; one after a stream that read
+   * anything waits resumeDelay of the streams cut short in a row.
    */
-  private async stream(attempt: number, lostAt = 0): Promise<void> {
+  private async stream(): Promise<void> {
+    let attempt = 0;
+    let short = 0;
+    let lostAt = 0;
+    for (;;) {
+      const end = await this.streamOnce(lostAt);
+      if (!end) return;
+      let wait: number;
+      if (end.refused !== undefined) wait = end.refused;
+      else {
+        if (this.readyState !== OPEN) return this.finish(1006, 'event stream failed');
+        if (end.received) {
+          attempt = 0;
+          lostAt = Date.now();
+          short = shortStreams(short, end.upMs, end.messages);
+        } else if (++attempt >= RESUME_ATTEMPTS) return this.finish(1006, 'event stream lost');
+        wait = Math.max(RESUME_DELAY_MS * attempt, resumeDelay(short));
+      }
+      await this.sleep(wait);
+      if (this.readyState !== OPEN) return;
+    }
+  }
+
+  /**
+   * One stream, read until it drops. `lostAt` is when the last stream that read anything
+   * dropped: a refusal whose wait would end more than MAX_RESUME_WAIT_MS after it closes the
+   * socket.
+   */
+  private async streamOnce(lostAt: number): Promise<StreamEnd> {
     const headers: Record<string, string> = { ...this.headers, accept: 'text/event-stream' };
     if (this.session) {
       headers['x-wsrpc-session'] = this.session.session;
@@ -343,6 +409,8 @@ export class SseSocket implements WebSocketLike {
       headers['last-event-id'] = this.lastEventId;
     }
     let received = false;
+    let messages = false;
+    let upAt = 0;
     let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
     try {
       const res = await this.fetch(this.url, {
@@ -355,18 +423,18 @@ export class SseSocket implements WebSocketLike {
         const wait = this.session
           ? refusalWait(res.status, res.headers.get('retry-after'))
           : undefined;
-        if (wait === undefined) return this.finish(1006, `event stream answered ${res.status}`);
+        if (wait === undefined)
+          return void this.finish(1006, `event stream answered ${res.status}`);
         if (Date.now() + wait - lostAt > MAX_RESUME_WAIT_MS) {
-          return this.finish(1006, `event stream answered ${res.status}, wait past the cap`);
+          return void this.finish(1006, `event stream answered ${res.status}, wait past the cap`);
         }
         // The server is there, only busy: the same resume again once the wait is over.
-        await this.sleep(wait);
-        if (this.readyState === OPEN) return this.stream(attempt, lostAt);
-        return;
+        return { refused: wait };
       }
       reader = res.body.getReader();
+      upAt = Date.now();
     } catch {
-      // Not connected: retried below, while the socket is open.
+      // Not connected: retried, while the socket is open.
     }
     if (reader) {
       const decoder = new TextDecoder();
@@ -377,16 +445,17 @@ export class SseSocket implements WebSocketLike {
         try {
           chunk = await reader.read();
         } catch {
-          break; // a dropped connection: resumed below, while the socket is open
+          break; // a dropped connection: resumed, while the socket is open
         }
         if (chunk.done || this.readyState >= CLOSING) break;
         const events = parser.push(decoder.decode(chunk.value, { stream: true }));
         if (!events) {
           reader.cancel().catch(() => undefined);
-          return this.finish(1009, `an event over ${this.maxEventChars} characters`);
+          return void this.finish(1009, `an event over ${this.maxEventChars} characters`);
         }
         for (const event of events) {
           received = true;
+          if (event.event !== 'session') messages = true;
           if (!this.onEvent(event)) {
             reader.cancel().catch(() => undefined);
             return;
@@ -394,11 +463,7 @@ export class SseSocket implements WebSocketLike {
         }
       }
     }
-    if (this.readyState !== OPEN) return this.finish(1006, 'event stream failed');
-    const next = received ? 0 : attempt + 1;
-    if (next >= RESUME_ATTEMPTS) return this.finish(1006, 'event stream lost');
-    await this.sleep(RESUME_DELAY_MS * next);
-    if (this.readyState === OPEN) return this.stream(next, received ? Date.now() : lostAt);
+    return { received, upMs: reader ? Date.now() - upAt : 0, messages };
   }
 
   /** `ms`, or less once the socket closes (no timer outlives it). */

@@ -1,11 +1,14 @@
 /**
  * A stream that flaps faster than the gateway lets a session resume (10 at once, then 1/s) is
  * refused 429 with Retry-After: the client waits that out and resumes again from the same
- * Last-Event-ID, so the session goes on and what was sent meanwhile is replayed.
+ * Last-Event-ID, so the session goes on and what was sent meanwhile is replayed. The client
+ * paces its own resumes after streams cut short (resumeDelay), which keeps it under that rate:
+ * here those waits are ended at once, so the stream flaps as fast as a client without them
+ * would; the 429's Retry-After is waited out for real.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { RpcClient } from '../../src/client/client.js';
-import { sseSocket } from '../../src/client/sse-transport.js';
+import { SseSocket, sseSocket } from '../../src/client/sse-transport.js';
 import { deferred } from '../support/promises.js';
 import type { Deferred } from '../support/promises.js';
 import { startGateway } from '../support/gateway.js';
@@ -14,6 +17,7 @@ import { outcome } from './move-up.js';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
+  vi.restoreAllMocks();
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
@@ -55,6 +59,13 @@ describe('HTTP streaming fallback (client): a resume refused 429', () => {
     });
     running.gateway.method('add', ([a, b]: [number, number]) => a + b);
     const observing = observingFetch();
+    // Only a refusal's wait is waited: the pacing of resumes after short streams is taken out.
+    const proto = SseSocket.prototype as unknown as { sleep(ms: number): Promise<void> };
+    const sleep = proto.sleep; // eslint-disable-line @typescript-eslint/unbound-method
+    vi.spyOn(proto, 'sleep').mockImplementation(function (this: unknown, ms) {
+      const refusal = observing.resumes.at(-1)?.status === 429;
+      return sleep.call(this, refusal ? ms : 0);
+    });
     const rpc = new RpcClient({
       url: running.url,
       WebSocket: sseSocket({ fetch: observing.fetch }),
