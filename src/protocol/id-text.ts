@@ -10,40 +10,18 @@
  * search. Only an id that does not round-trip (or text that might hold one) pays for a scan of
  * the message text.
  */
+import { isNumberChar, isWhitespace, memberValueSpans, startsNumber } from './json-members.js';
 
 const QUOTE = 34;
-const BACKSLASH = 92;
 const COMMA = 44;
 const COLON = 58;
 const OPEN_BRACE = 123;
-const OPEN_BRACKET = 91;
 const CLOSE_BRACE = 125;
-const CLOSE_BRACKET = 93;
 const MINUS = 45;
-const PLUS = 43;
-const DOT = 46;
 const DIGIT_0 = 48;
 const DIGIT_9 = 57;
-const LOWER_E = 101;
-const UPPER_E = 69;
 const LOWER_I = 105;
 const LOWER_D = 100;
-
-/** Space, tab, LF and CR: the only whitespace JSON allows around a value (RFC 8259, section 2). */
-export function isWhitespace(c: number): boolean {
-  return c === 32 || c === 9 || c === 10 || c === 13;
-}
-
-function isNumberChar(c: number): boolean {
-  return (
-    (c >= DIGIT_0 && c <= DIGIT_9) ||
-    c === MINUS ||
-    c === PLUS ||
-    c === DOT ||
-    c === LOWER_E ||
-    c === UPPER_E
-  );
-}
 
 /**
  * An "id" member whose number has a fraction or an exponent, anywhere in the text (one in the
@@ -201,79 +179,12 @@ function lastMemberIdStart(text: string, end: number): number {
   return before === OPEN_BRACE || before === COMMA ? start : -1;
 }
 
-/** Index of the quote that closes the string opening at `open`. */
-export function stringEnd(text: string, open: number): number {
-  let i = open + 1;
-  for (;;) {
-    const c = text.charCodeAt(i);
-    if (c === QUOTE) return i;
-    i += c === BACKSLASH ? 2 : 1;
-  }
-}
-
-/** Whether the string token text[open..close] reads "id" (escapes decoded, as JSON.parse does). */
-function isIdKey(text: string, open: number, close: number): boolean {
-  if (close - open === 3) {
-    return text.charCodeAt(open + 1) === LOWER_I && text.charCodeAt(open + 2) === LOWER_D;
-  }
-  // Otherwise only escapes can spell it ("\u0069d"), in at most 12 characters.
-  if (close - open > 13) return false;
-  const token = text.slice(open, close + 1);
-  return token.includes('\\') && JSON.parse(token) === 'id';
-}
-
 /**
  * The number text of each message's last "id" member, by the message's index (its place in
  * the batch, or 0). `text` is valid JSON (JSON.parse took it), which the scan relies on.
  */
 export function scanIdTexts(text: string, batch: boolean): (string | undefined)[] {
-  const out: (string | undefined)[] = [];
-  const messageDepth = batch ? 2 : 1;
-  let depth = 0;
-  let index = 0;
-  /** The container at messageDepth is an object: its strings alternate key, value. */
-  let inObject = false;
-  let expectKey = false;
-  let valueOfId = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === QUOTE) {
-      const close = stringEnd(text, i);
-      if (depth === messageDepth && inObject && expectKey) {
-        valueOfId = isIdKey(text, i, close);
-        expectKey = false;
-      } else if (depth === messageDepth) {
-        valueOfId = false; // a string value
-      }
-      i = close;
-    } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
-      depth++;
-      if (depth === messageDepth) {
-        inObject = c === OPEN_BRACE;
-        expectKey = inObject;
-        valueOfId = false;
-      } else if (depth === messageDepth + 1) {
-        valueOfId = false; // an object or array value
-      }
-    } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
-      depth--;
-    } else if (c === COMMA) {
-      if (depth === messageDepth - 1) index++;
-      else if (depth === messageDepth && inObject) {
-        expectKey = true;
-        valueOfId = false;
-      }
-    } else if (
-      depth === messageDepth &&
-      valueOfId &&
-      (c === MINUS || (c >= DIGIT_0 && c <= DIGIT_9))
-    ) {
-      let end = i + 1;
-      while (end < text.length && isNumberChar(text.charCodeAt(end))) end++;
-      out[index] = text.slice(i, end); // a later "id" member replaces it, as in JSON.parse
-      valueOfId = false;
-      i = end - 1;
-    }
-  }
-  return out;
+  return memberValueSpans(text, batch, 'id').map((span) =>
+    span && startsNumber(text.charCodeAt(span[0])) ? text.slice(span[0], span[1]) : undefined,
+  );
 }

@@ -11,22 +11,12 @@
  * number that does not round-trip keeps a text.
  */
 import type { Frame, Incoming } from './classify.js';
-import { stringEnd } from './id-text.js';
+import { isNumberChar, memberValueSpans, startsNumber, stringEnd } from './json-members.js';
 import type { Params } from './types.js';
 
 const QUOTE = 34;
-const COMMA = 44;
 const OPEN_BRACE = 123;
 const OPEN_BRACKET = 91;
-const CLOSE_BRACE = 125;
-const CLOSE_BRACKET = 93;
-const MINUS = 45;
-const PLUS = 43;
-const DOT = 46;
-const DIGIT_0 = 48;
-const DIGIT_9 = 57;
-const LOWER_E = 101;
-const UPPER_E = 69;
 
 /**
  * Text that may hold a number String() would write otherwise. A number written without an
@@ -88,30 +78,10 @@ function paramsOf(message: Incoming): Params | undefined {
   return message.kind === 'request' || message.kind === 'notification' ? message.params : undefined;
 }
 
-function isNumberChar(c: number): boolean {
-  return (
-    (c >= DIGIT_0 && c <= DIGIT_9) ||
-    c === MINUS ||
-    c === PLUS ||
-    c === DOT ||
-    c === LOWER_E ||
-    c === UPPER_E
-  );
-}
-
 /** Whether String() writes the number `token` reads as in the same text. */
 function roundTrips(token: string): boolean {
   const value = Number(token);
   return Number.isFinite(value) && String(value) === token;
-}
-
-/** Whether the string token text[open..close] reads "params" (escapes decoded). */
-function isParamsKey(text: string, open: number, close: number): boolean {
-  if (close - open === 7) return text.startsWith('params', open + 1);
-  // Otherwise only escapes can spell it ("\u0070arams"), in at most 36 characters.
-  if (close - open > 37) return false;
-  const token = text.slice(open, close + 1);
-  return token.includes('\\') && JSON.parse(token) === 'params';
 }
 
 /**
@@ -120,60 +90,26 @@ function isParamsKey(text: string, open: number, close: number): boolean {
  * round-trip. `text` is valid JSON (JSON.parse took it), which the scan relies on.
  */
 export function scanParamsTexts(text: string, batch: boolean): (string | undefined)[] {
-  const out: (string | undefined)[] = [];
-  const messageDepth = batch ? 2 : 1;
-  let depth = 0;
-  let index = 0;
-  /** The container at messageDepth is an object: its strings alternate key, value. */
-  let inObject = false;
-  let expectKey = false;
-  let valueOfParams = false;
-  /** Where the params value being read opens; -1 outside one. */
-  let start = -1;
-  /** Whether the params value being read holds a number that does not round-trip. */
-  let changes = false;
-  for (let i = 0; i < text.length; i++) {
+  return memberValueSpans(text, batch, 'params').map((span) =>
+    span && isContainer(text.charCodeAt(span[0])) && holdsChangingNumber(text, span[0], span[1])
+      ? text.slice(span[0], span[1])
+      : undefined,
+  );
+}
+
+const isContainer = (c: number): boolean => c === OPEN_BRACE || c === OPEN_BRACKET;
+
+/** Whether text[start..end) holds, outside its strings, a number that does not round-trip. */
+function holdsChangingNumber(text: string, start: number, end: number): boolean {
+  for (let i = start; i < end; i++) {
     const c = text.charCodeAt(i);
-    if (c === QUOTE) {
-      const close = stringEnd(text, i);
-      if (depth === messageDepth && inObject && expectKey) {
-        valueOfParams = isParamsKey(text, i, close);
-        expectKey = false;
-      } else if (depth === messageDepth) {
-        valueOfParams = false; // a string value
-      }
-      i = close;
-    } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
-      depth++;
-      if (depth === messageDepth) {
-        inObject = c === OPEN_BRACE;
-        expectKey = inObject;
-        valueOfParams = false;
-      } else if (depth === messageDepth + 1 && valueOfParams) {
-        start = i;
-        changes = false;
-        valueOfParams = false;
-      }
-    } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
-      if (depth === messageDepth + 1 && start >= 0) {
-        // A later "params" member replaces an earlier one, as in JSON.parse.
-        out[index] = changes ? text.slice(start, i + 1) : undefined;
-        start = -1;
-      }
-      depth--;
-    } else if (c === COMMA) {
-      if (depth === messageDepth - 1) index++;
-      else if (depth === messageDepth && inObject) {
-        expectKey = true;
-        valueOfParams = false;
-      }
-    } else if (c === MINUS || (c >= DIGIT_0 && c <= DIGIT_9)) {
-      let end = i + 1;
-      while (end < text.length && isNumberChar(text.charCodeAt(end))) end++;
-      if (start >= 0 && !changes) changes = !roundTrips(text.slice(i, end));
-      if (depth === messageDepth) valueOfParams = false;
-      i = end - 1;
+    if (c === QUOTE) i = stringEnd(text, i);
+    else if (startsNumber(c)) {
+      let after = i + 1;
+      while (after < end && isNumberChar(text.charCodeAt(after))) after++;
+      if (!roundTrips(text.slice(i, after))) return true;
+      i = after - 1;
     }
   }
-  return out;
+  return false;
 }

@@ -1,4 +1,4 @@
-import { isWhitespace as isJsonWhitespace } from '../protocol/id-text.js';
+import { isWhitespace as isJsonWhitespace } from '../protocol/json-members.js';
 
 /**
  * `text` without the JSON whitespace at its ends. Not String.prototype.trim, which also takes
