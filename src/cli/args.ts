@@ -91,7 +91,15 @@ export function parseHeader(text: string, command: CommandName): [string, string
       command,
     );
   }
-  return [name.toLowerCase(), text.slice(colon + 1).trim()];
+  const value = text.slice(colon + 1).trim();
+  // What an HTTP header value may hold (RFC 9110 5.5): tab, visible ASCII, and bytes past it.
+  if (/[^\t\x20-\x7e\x80-\xff]/.test(value)) {
+    throw new UsageError(
+      `-H ${name}: the value holds a character a header cannot carry (a control character, or one past U+00FF)`,
+      command,
+    );
+  }
+  return [name.toLowerCase(), value];
 }
 
 function parseHeaders(list: readonly string[], command: CommandName): Record<string, string> {
@@ -106,12 +114,22 @@ function parseHeaders(list: readonly string[], command: CommandName): Record<str
   return headers;
 }
 
+/** The longest delay a timer takes (2^31-1 ms). */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
 function parseTimeout(text: string | undefined, command: CommandName): number {
   if (text === undefined) return DEFAULT_TIMEOUT_MS;
   const value = Number(text);
   if (text.trim() === '' || !Number.isSafeInteger(value) || value < 0) {
     throw new UsageError(
       `--timeout takes a whole number of milliseconds (0: no limit), got "${text}"; e.g. --timeout 30000`,
+      command,
+    );
+  }
+  // The longest a timer waits (about 24.8 days); a longer one would fire at once.
+  if (value > MAX_TIMEOUT_MS) {
+    throw new UsageError(
+      `--timeout is at most ${MAX_TIMEOUT_MS} ms (about 24.8 days; 0: no limit), got "${text}"`,
       command,
     );
   }
@@ -255,6 +273,18 @@ export function parseCommandLine(argv: readonly string[]): Invocation {
   }
   checkNoHeaders(endpoint, values, command);
   const protocols = values.protocol ?? [];
+  for (const protocol of protocols) {
+    // A subprotocol is an HTTP token (RFC 6455 4.1), and each is sent once.
+    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(protocol)) {
+      throw new UsageError(
+        `--protocol takes a subprotocol name (letters, digits and !#$%&'*+.^_\`|~-), got "${protocol}"`,
+        command,
+      );
+    }
+  }
+  if (new Set(protocols).size !== protocols.length) {
+    throw new UsageError('--protocol names each subprotocol once', command);
+  }
   if (protocols.length > 0 && endpoint.kind === 'http') {
     throw new UsageError(
       `--protocol is a WebSocket subprotocol and needs a ws:// or wss:// URL; over HTTP send credentials with -H 'Authorization: Bearer TOKEN'`,
