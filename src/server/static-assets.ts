@@ -28,15 +28,31 @@ export function contentTypeOf(file: string): string {
 }
 
 /**
+ * A URL path as the assets are keyed: each segment decoded and encoded again with
+ * encodeURIComponent, so that `/logo@2x.png` and `/logo%402x.png` name the same file however the
+ * browser escapes it. A segment that is not valid percent-encoding names no file.
+ */
+function canonicalPath(path: string): string {
+  try {
+    return path
+      .split('/')
+      .map((segment) => encodeURIComponent(decodeURIComponent(segment)))
+      .join('/');
+  } catch {
+    return '';
+  }
+}
+
+/**
  * An `httpHandler` answering GET and HEAD for the URL paths of `assets` (the query string cut
- * off); false for anything else, which the gateway answers with 404.
+ * off, the path compared as canonicalPath writes it); false for anything else, which the gateway answers with 404.
  */
 export function serveAssets(
   assets: ReadonlyMap<string, StaticAsset>,
 ): (req: IncomingMessage, res: ServerResponse) => boolean {
   return (req, res) => {
     if (req.method !== 'GET' && req.method !== 'HEAD') return false;
-    const asset = assets.get((req.url ?? '/').split('?', 1)[0]!);
+    const asset = assets.get(canonicalPath((req.url ?? '/').split('?', 1)[0]!));
     if (!asset) return false;
     res.writeHead(200, {
       'Content-Type': asset.type,
