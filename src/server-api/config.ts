@@ -156,7 +156,11 @@ const keyList: Rule = (value, name) => {
  * at least one of `keys` and `jwt` (the API is never open). `prefix` names where the section
  * sits in its file, for the messages.
  */
-export function resolveServerApiConfig(value: unknown, prefix = 'serverApi.'): ServerApiConfig {
+export function resolveServerApiConfig(
+  value: unknown,
+  prefix = 'serverApi.',
+  clientsJwt?: unknown,
+): ServerApiConfig {
   const owner = prefix.slice(0, -1) || 'serverApi';
   if (!isRecord(value)) refuse(owner, 'an object', value);
   const ms = numberIn(1, MAX_DELAY_MS, true);
@@ -201,6 +205,9 @@ export function resolveServerApiConfig(value: unknown, prefix = 'serverApi.'): S
     throw new TypeError(
       `${owner} needs ${prefix}keys (API keys) or ${prefix}jwt (jwtAuth options): the server API is never open`,
     );
+  }
+  if (o['jwt'] !== undefined && isRecord(clientsJwt)) {
+    refuseSharedJwtKey(o['jwt'] as Record<string, unknown>, clientsJwt, `${prefix}jwt`);
   }
   const defaults = serverApiDefaults;
   const maxPendingCalls = (o['maxPendingCalls'] as number | undefined) ?? defaults.maxPendingCalls;
@@ -322,4 +329,105 @@ function resolveConsume(value: unknown, prefix: string): ServerApiConsume {
     maxQueued,
     readiness,
   });
+}
+
+const JWT_KEY_SOURCES = ['secret', 'publicKey', 'jwks', 'jwksUrl'] as const;
+
+/**
+ * Refuse a `serverApi.jwt` that verifies with the clients' `jwt` key (`clientsJwt`, the file's
+ * top-level `jwt`): a token is not marked as an operator's, so every client's WebSocket token
+ * would call the server API (publish anywhere, disconnectUser, callClient). Allowed only when
+ * `serverApi.jwt` requires an audience (or an issuer) that the clients' `jwt` does not accept.
+ */
+function refuseSharedJwtKey(
+  apiJwt: Readonly<Record<string, unknown>>,
+  clientsJwt: Readonly<Record<string, unknown>>,
+  path: string,
+): void {
+  const source = JWT_KEY_SOURCES.find(
+    (name) =>
+      apiJwt[name] !== undefined &&
+      clientsJwt[name] !== undefined &&
+      sameKey(name, apiJwt[name], clientsJwt[name]),
+  );
+  if (source === undefined) return;
+  if (
+    excludes(apiJwt['audience'], clientsJwt['audience']) ||
+    excludes(apiJwt['issuer'], clientsJwt['issuer'])
+  ) {
+    return;
+  }
+  throw new TypeError(
+    `${path}.${source} is the same key as jwt.${source}: every client's WebSocket token would be ` +
+      `accepted by the server API (publish, disconnectUser, callClient). Give ${path} a key of ` +
+      `its own, or a ${path}.audience (or ${path}.issuer) that jwt.audience (jwt.issuer) does ` +
+      `not accept`,
+  );
+}
+
+/** Whether the server API requires a value (`api`) none of which the clients' (`clients`) accept. */
+function excludes(api: unknown, clients: unknown): boolean {
+  if (api === undefined || clients === undefined) return false; // none given: any is accepted
+  const accepted = new Set(listOf(clients));
+  return listOf(api).every((value) => !accepted.has(value));
+}
+
+function listOf(value: unknown): unknown[] {
+  return Array.isArray(value) ? value : [value];
+}
+
+function sameKey(source: (typeof JWT_KEY_SOURCES)[number], a: unknown, b: unknown): boolean {
+  switch (source) {
+    case 'secret':
+      return bytesOf(a).equals(bytesOf(b));
+    case 'jwksUrl':
+      return urlOf(a) === urlOf(b);
+    case 'jwks': {
+      // One key of the set in both verifies a token for both.
+      const keysOf = (set: unknown): string[] =>
+        isRecord(set) && Array.isArray(set['keys']) ? set['keys'].map(canonical) : [];
+      const theirs = new Set(keysOf(b));
+      return keysOf(a).some((key) => theirs.has(key));
+    }
+    case 'publicKey':
+      if (typeof a === 'string' && typeof b === 'string') {
+        return a.replace(/\s+/g, '') === b.replace(/\s+/g, '');
+      }
+      if (isEqualsable(a)) return a.equals(b);
+      return a === b || canonical(a) === canonical(b);
+  }
+}
+
+function isEqualsable(value: unknown): value is { equals(other: unknown): boolean } {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as { equals?: unknown }).equals === 'function'
+  );
+}
+
+function bytesOf(value: unknown): Buffer {
+  if (typeof value === 'string') return Buffer.from(value);
+  if (value instanceof Uint8Array) return Buffer.from(value.buffer, value.byteOffset, value.length);
+  return Buffer.alloc(0);
+}
+
+function urlOf(value: unknown): string {
+  try {
+    return new URL(String(value)).href;
+  } catch {
+    return String(value);
+  }
+}
+
+/** JSON with sorted keys: two JWKs of the same members compare equal. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (isRecord(value)) {
+    return `{${Object.keys(value)
+      .sort()
+      .map((key) => `${JSON.stringify(key)}:${canonical(value[key])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'undefined';
 }

@@ -38,7 +38,9 @@ export const ownerSections = {
       ),
       hooks: attempt(() => (file['hooks'] === undefined ? undefined : resolveHooksConfig(file))),
       serverApi: attempt(() =>
-        file['serverApi'] === undefined ? undefined : resolveServerApiConfig(file['serverApi']),
+        file['serverApi'] === undefined
+          ? undefined
+          : resolveServerApiConfig(file['serverApi'], 'serverApi.', file['jwt']),
       ),
       tracing: attempt(() => resolveTracingConfig(file['tracing'])) as TracingConfig,
     };
