@@ -148,6 +148,12 @@ const keyList: Rule = (value, name) => {
         `${name}[${i}] must be a string of at least ${MIN_KEY_LENGTH} characters, not one of ${key.length}`,
       );
     }
+    if (/\s/.test(key)) {
+      // A Bearer token is read up to the first space: a key with one never authenticates.
+      throw new TypeError(
+        `${name}[${i}] must not contain whitespace (a Bearer token ends at the first space): the key of ${key.length} characters has some`,
+      );
+    }
   });
 };
 
