@@ -20,16 +20,16 @@ afterEach(async () => {
 });
 
 class CountingBroker extends MemoryBroker {
-  now = 0;
+  running = 0;
   peak = 0;
   override async history(topic: string, afterSeq: number, limit?: number): Promise<History> {
-    this.now++;
-    this.peak = Math.max(this.peak, this.now);
+    this.running++;
+    this.peak = Math.max(this.peak, this.running);
     try {
       await new Promise((r) => setTimeout(r, 200));
       return await super.history(topic, afterSeq, limit);
     } finally {
-      this.now--;
+      this.running--;
     }
   }
 }
