@@ -12,16 +12,77 @@ export function isRecord(value: unknown): value is Record<string, unknown> {
 
 /**
  * How a refused value is shown: a number as JavaScript writes it (JSON has Infinity and NaN as
- * null), else as JSON where it can be, else by its type; cut after 200 characters.
+ * null), else as JSON where it can be, else by its type; cut after 200 characters. `name` is the
+ * path the value was given at. A value that may hold a secret is never shown:
+ * - under a secret-bearing path (a segment such as `keys`, `secret`, `password`, `passphrase`,
+ *   `token`, `credentials`, `authorization`, `cookie`, or a name ending in one, like `apiKey`),
+ *   a string, array or object is told by its type and length only ("a string of 34
+ *   characters"); numbers and booleans are shown;
+ * - a URL under a path ending in `url`, `urls` or `servers` is shown with its userinfo and its
+ *   query and fragment replaced by `***`; any other string holding `//` with its userinfo masked.
  */
-export function describe(value: unknown): string {
+export function describe(value: unknown, name = ''): string {
+  if (isSecretPath(name) && hidden(value)) return describeSecret(value);
+  const urlPath = isUrlPath(name);
+  if (typeof value === 'string') return cut(JSON.stringify(maskIfUrl(value, urlPath)));
   return cut(
     typeof value === 'function'
       ? 'a function'
       : typeof value === 'number'
         ? `${value}`
-        : (JSON.stringify(value) ?? typeof value),
+        : (JSON.stringify(value, function (this: unknown, key: string, item: unknown) {
+            if (key !== '' && !Array.isArray(this) && isSecretPath(key) && hidden(item)) {
+              return describeSecret(item);
+            }
+            return typeof item === 'string' ? maskIfUrl(item, urlPath || isUrlPath(key)) : item;
+          }) ?? typeof value),
   );
+}
+
+const SECRET_SEGMENT =
+  /(?:^|[a-z0-9_-])(?:keys?|secrets?|passwords?|passphrase|tokens?|credentials?|authorization|cookies?)$/i;
+
+/** Whether a segment of the path `name` ("serverApi.keys[0]", "jwt.secret") names a secret. */
+export function isSecretPath(name: string): boolean {
+  return name.split(/[.[\]]/).some((segment) => segment !== '' && SECRET_SEGMENT.test(segment));
+}
+
+function isUrlPath(name: string): boolean {
+  return /(?:urls?|servers)(?:\[\d+\])?$/i.test(name);
+}
+
+/** Whether a value under a secret-bearing path is hidden: text and containers, not numbers. */
+function hidden(value: unknown): boolean {
+  return typeof value === 'string' || (typeof value === 'object' && value !== null);
+}
+
+/** A secret told by its type and length, never its value. */
+function describeSecret(value: unknown): string {
+  if (typeof value === 'string') return `a string of ${value.length} characters`;
+  if (Array.isArray(value))
+    return `an array of ${value.length} item${value.length === 1 ? '' : 's'}`;
+  if (value instanceof Uint8Array) return `a Uint8Array of ${value.length} bytes`;
+  return 'an object';
+}
+
+function maskIfUrl(text: string, urlPath: boolean): string {
+  return urlPath ? maskUrl(text) : text.includes('//') ? maskUrl(text, false) : text;
+}
+
+/**
+ * `url` with its userinfo ("user:password@") and, unless `withQuery` is false, its query and fragment
+ * replaced by `***`, kept otherwise as given (not parsed: a malformed URL is masked the same way).
+ */
+export function maskUrl(url: string, withQuery = true): string {
+  const query = withQuery ? url.search(/[?#]/) : -1;
+  let head = query < 0 ? url : url.slice(0, query);
+  const slashes = head.indexOf('//');
+  const start = slashes < 0 ? 0 : slashes + 2;
+  const slash = head.indexOf('/', start);
+  const end = slash < 0 ? head.length : slash;
+  const at = head.lastIndexOf('@', end - 1);
+  if (at >= start) head = `${head.slice(0, start)}***${head.slice(at)}`;
+  return query < 0 ? head : `${head}${url[query]}***`;
 }
 
 /** `text` cut after 200 characters, with "...": a message names a value, not all of it. */
@@ -31,7 +92,9 @@ export function cut(text: string): string {
 
 /** Refuse `value` for `name`: a TypeError, or a RangeError when it is the right type out of range. */
 export function refuse(name: string, expected: string, value: unknown, range = false): never {
-  throw new (range ? RangeError : TypeError)(`${name} must be ${expected}, not ${describe(value)}`);
+  throw new (range ? RangeError : TypeError)(
+    `${name} must be ${expected}, not ${describe(value, name)}`,
+  );
 }
 
 /** A number in [min, max] (an integer if `integer`); `note` says what special values mean. */

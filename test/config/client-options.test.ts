@@ -68,7 +68,13 @@ const refused: [
     TypeError,
     'headers must be an object of header strings or a function, not {"authorization":1}',
   ],
-  ['getToken', { getToken: 'abc' }, TypeError, 'getToken must be a function, not "abc"'],
+  // A token given as text where a function is expected is told by its length, not echoed.
+  [
+    'getToken',
+    { getToken: 'abc' },
+    TypeError,
+    'getToken must be a function, not a string of 3 characters',
+  ],
   [
     'tokenTransport',
     { tokenTransport: 'query' },
