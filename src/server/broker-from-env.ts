@@ -1,5 +1,6 @@
 import type { Logger } from '../peer/logger.js';
 import type { Broker } from '../pubsub/broker.js';
+import { refuse } from '../peer/option-rules.js';
 
 /**
  * The broker chosen by configuration: `BROKER=memory|redis|nats`, with
@@ -23,6 +24,7 @@ export async function brokerFromEnv(
     case 'redis': {
       const { RedisBroker } = await withPeers('redis', ['ioredis'], () => import('../redis.js'));
       const url = env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+      checkUrl('REDIS_URL', url, /^rediss?:\/\//i, 'a redis:// or rediss:// URL');
       return RedisBroker.create({ url, onError, ...(prefix ? { prefix: `${prefix}:` } : {}) });
     }
     case 'nats': {
@@ -32,6 +34,9 @@ export async function brokerFromEnv(
         () => import('../nats.js'),
       );
       const servers = env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
+      for (const server of servers.split(',')) {
+        checkUrl('NATS_URL', server.trim(), /^(nats|tls|wss?):\/\//i, 'a nats:// or tls:// URL');
+      }
       const historyStorage = env['NATS_HISTORY_STORAGE'] || undefined;
       if (historyStorage !== undefined && historyStorage !== 'file' && historyStorage !== 'memory')
         throw new Error(`NATS_HISTORY_STORAGE must be file or memory, not "${historyStorage}"`);
@@ -45,6 +50,14 @@ export async function brokerFromEnv(
     default:
       throw new Error(`BROKER must be memory, redis or nats, not "${env['BROKER']}"`);
   }
+}
+
+/**
+ * The check a configuration file's broker.url passes: the scheme, and a URL the parser takes.
+ * The value is shown masked (refuse under a name ending in URL).
+ */
+function checkUrl(name: string, url: string, scheme: RegExp, what: string): void {
+  if (!scheme.test(url) || !URL.canParse(url)) refuse(name, what, url, true);
 }
 
 /**
