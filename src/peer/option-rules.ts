@@ -5,9 +5,15 @@
 /** Checks one given value (never undefined); throws a TypeError or RangeError naming `name`. */
 export type Rule = (value: unknown, name: string) => void;
 
-/** An object of options: not null, not an array. */
+/** An object of options: not null, not an array, not a Set or Map (a YAML !!set or !!omap). */
 export function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    !Array.isArray(value) &&
+    !(value instanceof Set) &&
+    !(value instanceof Map)
+  );
 }
 
 /**
@@ -25,6 +31,9 @@ export function describe(value: unknown, name = ''): string {
   if (isSecretPath(name) && hidden(value)) return describeSecret(value);
   const urlPath = isUrlPath(name);
   if (typeof value === 'string') return cut(JSON.stringify(maskIfUrl(value, urlPath)));
+  if (value instanceof Set) return `a Set of ${value.size} (a YAML !!set, not a mapping)`;
+  if (value instanceof Map)
+    return `a Map of ${value.size} (a YAML !!omap or !!pairs, not a mapping)`;
   return cut(
     typeof value === 'function'
       ? 'a function'
@@ -111,7 +120,9 @@ export function numberIn(min: number, max: number, integer = false, note = ''): 
 /** A value of one `typeof` ('boolean', 'function', 'string', 'object': not null, not an array). */
 export function ofType(type: string, what = `a ${type}`): Rule {
   return (value, name) => {
-    if (typeof value !== type || value === null || Array.isArray(value)) refuse(name, what, value);
+    if (typeof value !== type || value === null || (type === 'object' && !isRecord(value))) {
+      refuse(name, what, value);
+    }
   };
 }
 
