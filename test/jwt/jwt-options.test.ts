@@ -50,7 +50,9 @@ describe('jwtAuth options', () => {
       ],
       [
         { jwks: { keys: 'x' } },
-        new TypeError('jwks must be a JSON Web Key Set { keys: [...] }, not {"keys":"x"}'),
+        new TypeError(
+          'jwks must be a JSON Web Key Set { keys: [...] }, not {"keys":"a string of 1 characters"}',
+        ),
       ],
       [
         { jwksUrl: 'http://keys.example.com/jwks' },

@@ -69,7 +69,7 @@ describe('resolveUpstreamsConfig', () => {
     [{ url: 42 }, 'upstreams.orders.url must be an http(s) URL, not 42'],
     [
       { url: 'http://u:p@x/rpc' },
-      'upstreams.orders.url must be an http(s) URL without credentials (use headers), not "http://u:p@x/rpc"',
+      'upstreams.orders.url must be an http(s) URL without credentials (use headers), not "http://***@x/rpc"',
     ],
     [
       { url, headers: { 'bad name': 'x' } },
