@@ -7,9 +7,7 @@ import { JsonRpcError, ServerError } from '../protocol/errors.js';
 import type { Params } from '../protocol/types.js';
 import type { Gateway } from '../server/gateway.js';
 import { MAX_DENY_FOR_MS } from '../pubsub/deny-list.js';
-import type { History } from '../pubsub/broker.js';
-import type { HistoryReads } from '../pubsub/history-reads.js';
-import { pastUnsendable, sendableMessages } from '../server/pubsub-history.js';
+import { NodeReading, pastUnsendable, sendableMessages } from '../server/pubsub-history.js';
 import { callerKey } from './auth.js';
 import type { ApiCaller } from './auth.js';
 import type { ServerApiConfig } from './config.js';
@@ -229,12 +227,17 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
     try {
       // Through the node's reads, as a client's `history` call and resume replays: at most
       // `limits.maxHistoryReads` at the broker at once (a batch of calls included), identical
-      // reads made together shared.
-      const reads = gateway.pubsub.historyReads;
-      const mark = reads.mark();
-      const nodeRead = (after: number): Promise<History> =>
-        readThrough(reads, topic, after, limit, mark, ctx.signal);
-      read = await pastUnsendable(await nodeRead(since), nodeRead);
+      // reads made together shared; the call's end gives up a read not yet sent.
+      const reading = new NodeReading(gateway.pubsub.historyReads);
+      const stop = (): void => reading.stop();
+      ctx.signal?.addEventListener('abort', stop, { once: true });
+      try {
+        read = await pastUnsendable(await reading.history(topic, since, limit), (after) =>
+          reading.history(topic, after, limit),
+        );
+      } finally {
+        ctx.signal?.removeEventListener('abort', stop);
+      }
     } catch (err) {
       deps.logger.warn({ err, topic }, 'server API: history read failed');
       throw new ServerError(ErrorCode.BrokerUnavailable, 'Broker unavailable: history not read', {
@@ -254,31 +257,4 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
   });
 
   return registry;
-}
-
-/** One read through the node's reads; the call's end (`signal`) gives up a read not yet sent. */
-function readThrough(
-  reads: HistoryReads,
-  topic: string,
-  afterSeq: number,
-  limit: number,
-  mark: number,
-  signal: AbortSignal | undefined,
-): Promise<History> {
-  return new Promise<History>((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(new Error('history call cancelled'));
-      return;
-    }
-    const onAbort = (): void => {
-      cancel();
-      reject(new Error('history call cancelled'));
-    };
-    const cancel = reads.read(topic, afterSeq, limit, mark, (error, history) => {
-      signal?.removeEventListener('abort', onAbort);
-      if (history) resolve(history);
-      else reject(error instanceof Error ? error : new Error('history read failed'));
-    });
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
 }

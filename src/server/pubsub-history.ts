@@ -65,7 +65,7 @@ export function readTopicHistory(
  * gives up the read it waits for, which is then not sent if no one else waits for it, and
  * fails it here, so that the connection's slot comes back.
  */
-class NodeReading {
+export class NodeReading {
   readonly #mark: number;
   #waiting: { cancel: () => void; fail: (error: Error) => void } | undefined;
   /** Stopped: a read asked for after that (a `last` call's second) is failed, never sent. */
