@@ -182,21 +182,23 @@ function routeHandler(
     traceparent: string | undefined,
     span: TraceSpan | undefined,
   ): Promise<unknown> => {
-    // The one headers object of the call: the endpoint and the transport add to it, none copy it.
-    const headers = identity.of(ctx.session);
     // Set here rather than left to the endpoint: the failure log below names it.
-    headers['x-request-id'] = nanoid();
-    if (traceparent !== undefined) headers['traceparent'] = traceparent;
-    const options = {
-      signal: ctx.signal,
-      timeoutMs,
-      headers,
-      idempotent,
-      session: ctx.session,
-      address: ctx.session.remoteAddress,
-      user: ctx.session.user,
-    };
+    const requestId = nanoid();
     try {
+      // The one headers object of the call: the endpoint and the transport add to it, none copy
+      // it. In the try: a session whose user cannot go out as a header is refused (-32011).
+      const headers = identity.of(ctx.session, endpoint.name);
+      headers['x-request-id'] = requestId;
+      if (traceparent !== undefined) headers['traceparent'] = traceparent;
+      const options = {
+        signal: ctx.signal,
+        timeoutMs,
+        headers,
+        idempotent,
+        session: ctx.session,
+        address: ctx.session.remoteAddress,
+        user: ctx.session.user,
+      };
       if (ctx.id === undefined) {
         await endpoint.notify(ctx.method, params as Params | undefined, options);
         return undefined;
@@ -205,7 +207,7 @@ function routeHandler(
     } catch (err) {
       span?.setError(err);
       if (!(err instanceof UpstreamError)) throw err;
-      failures.failed(ctx, route, headers['x-request-id'], err);
+      failures.failed(ctx, route, requestId, err);
       // A notification's failure has no one to answer: logged (or, busy, not) and counted above,
       // it is not thrown on to be logged again, once per failure, as a failed handler.
       if (ctx.id === undefined) return undefined;

@@ -18,10 +18,11 @@ export interface BusyBound {
 
 /**
  * A transport failure of an upstream request: -32011, -32012 or -32013 with
- * `data: { upstream, reason }` (-32013 adds the `bound` and `limit` it met). `reason` is a short text that never names the upstream's
- * address; `detail` (the underlying error's message, which may) is logged, and added to `data`
- * only with `exposeErrorDetails`. `unsent` marks a request that never left the gateway
- * (connection refused): safe to send again on any route.
+ * `data: { upstream, reason }` (-32013 adds the `bound` and `limit` it met, a request the
+ * gateway cannot write the `limit` it would pass). `reason` is a short text that never names
+ * the upstream's address; `detail` (the underlying error's message, which may) is logged, and
+ * added to `data` only with `exposeErrorDetails`. `unsent` marks a request that never left the
+ * gateway (connection refused): safe to send again on any route.
  */
 export class UpstreamError extends JsonRpcError {
   override name = 'UpstreamError';
@@ -32,13 +33,9 @@ export class UpstreamError extends JsonRpcError {
     readonly reason: string,
     readonly detail?: string,
     readonly unsent = false,
-    busy?: BusyBound,
+    bound?: Partial<BusyBound>,
   ) {
-    super(
-      codeOf[failure],
-      undefined,
-      busy ? { upstream, reason, bound: busy.bound, limit: busy.limit } : { upstream, reason },
-    );
+    super(codeOf[failure], undefined, { upstream, reason, ...bound });
   }
 
   /**
@@ -48,6 +45,21 @@ export class UpstreamError extends JsonRpcError {
    */
   static busy(upstream: string, reason: string, bound: string, limit: number): UpstreamError {
     return new UpstreamError('busy', upstream, reason, undefined, false, { bound, limit });
+  }
+
+  /**
+   * -32011 for a request the gateway cannot write (its session's identity does not fit a
+   * header), never sent; `limit`, when given, is the bound it would pass.
+   */
+  static unsendable(upstream: string, reason: string, limit?: number): UpstreamError {
+    return new UpstreamError(
+      'unavailable',
+      upstream,
+      reason,
+      undefined,
+      true,
+      limit === undefined ? undefined : { limit },
+    );
   }
 
   /** The same error with `detail` in its data (GatewayOptions.exposeErrorDetails). */
