@@ -102,6 +102,12 @@ export interface ServerApiConfig {
   readonly maxPendingCallsPerCaller: number;
   /** The most messages one `history` read returns. */
   readonly maxHistoryLimit: number;
+  /**
+   * The most bytes (UTF-8) of messages one `history` page holds: the page ends before the
+   * message that would pass it (a first message larger than it is a page of its own), `more`
+   * set, so a page of `maxHistoryLimit` large messages is not one reply of a GiB.
+   */
+  readonly maxHistoryBytes: number;
 }
 
 export const serverApiDefaults = Object.freeze({
@@ -113,6 +119,7 @@ export const serverApiDefaults = Object.freeze({
   countWindowMs: 250,
   maxPendingCalls: 10_000,
   maxHistoryLimit: 1_000,
+  maxHistoryBytes: 4 * 1_048_576,
   /** listen: the gateway's own bounds for its port. */
   maxHttpSockets: defaultLimits.maxHttpSockets,
   maxHttpSocketsPerIp: defaultLimits.maxHttpSocketsPerIp,
@@ -187,6 +194,7 @@ export function resolveServerApiConfig(
       maxPendingCalls: numberIn(1, 1_000_000, true),
       maxPendingCallsPerCaller: numberIn(1, 1_000_000, true),
       maxHistoryLimit: numberIn(1, 100_000, true),
+      maxHistoryBytes: numberIn(1, 2 ** 30, true),
     },
     prefix,
     owner,
@@ -236,6 +244,7 @@ export function resolveServerApiConfig(
       (o['maxPendingCallsPerCaller'] as number | undefined) ??
       Math.max(1, Math.floor(maxPendingCalls / 4)),
     maxHistoryLimit: (o['maxHistoryLimit'] as number | undefined) ?? defaults.maxHistoryLimit,
+    maxHistoryBytes: (o['maxHistoryBytes'] as number | undefined) ?? defaults.maxHistoryBytes,
   };
   if (config.maxPendingCallsPerCaller > maxPendingCalls) {
     refuse(

@@ -7,8 +7,9 @@ import { JsonRpcError, ServerError } from '../protocol/errors.js';
 import type { Params } from '../protocol/types.js';
 import type { Gateway } from '../server/gateway.js';
 import { MAX_DENY_FOR_MS } from '../pubsub/deny-list.js';
-import { NodeReading, pastUnsendable, sendableMessages } from '../server/pubsub-history.js';
+import { NodeReading } from '../server/pubsub-history.js';
 import { callerKey } from './auth.js';
+import { readApiHistoryPage } from './history-page.js';
 import type { ApiCaller } from './auth.js';
 import type { ServerApiConfig } from './config.js';
 import type { NodeRequests } from './node-requests.js';
@@ -29,6 +30,7 @@ import type { Tracing } from '../tracing/tracing.js';
 const MAX_KEY_LENGTH = 256;
 /** The most topics one broadcast names. */
 export const MAX_BROADCAST_TOPICS = 1_000;
+export { HISTORY_READ_PAGE } from './history-page.js';
 
 export interface ApiMethodDeps {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any application context
@@ -223,37 +225,22 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
     const topic = topicName(p);
     const since = optionalInteger(p, 'since', 0, Number.MAX_SAFE_INTEGER) ?? 0;
     const limit = optionalInteger(p, 'limit', 1, config.maxHistoryLimit) ?? config.maxHistoryLimit;
-    let read;
+    // Through the node's reads, as a client's `history` call and resume replays: at most
+    // `limits.maxHistoryReads` at the broker at once (a batch of calls included), identical
+    // reads made together shared; the call's end gives up a read not yet sent.
+    const reading = new NodeReading(gateway.pubsub.historyReads);
+    const stop = (): void => reading.stop();
+    ctx.signal?.addEventListener('abort', stop, { once: true });
     try {
-      // Through the node's reads, as a client's `history` call and resume replays: at most
-      // `limits.maxHistoryReads` at the broker at once (a batch of calls included), identical
-      // reads made together shared; the call's end gives up a read not yet sent.
-      const reading = new NodeReading(gateway.pubsub.historyReads);
-      const stop = (): void => reading.stop();
-      ctx.signal?.addEventListener('abort', stop, { once: true });
-      try {
-        read = await pastUnsendable(await reading.history(topic, since, limit), (after) =>
-          reading.history(topic, after, limit),
-        );
-      } finally {
-        ctx.signal?.removeEventListener('abort', stop);
-      }
+      return await readApiHistoryPage(reading, topic, since, limit, config.maxHistoryBytes);
     } catch (err) {
       deps.logger.warn({ err, topic }, 'server API: history read failed');
       throw new ServerError(ErrorCode.BrokerUnavailable, 'Broker unavailable: history not read', {
         topic,
       });
+    } finally {
+      ctx.signal?.removeEventListener('abort', stop);
     }
-    // A message that cannot go into a frame is left out (its seq is not there).
-    const messages = sendableMessages(read.messages);
-    const last = read.messages.at(-1)?.seq ?? since;
-    return {
-      messages,
-      lastSeq: read.lastSeq,
-      ...(read.epoch === undefined ? {} : { epoch: read.epoch }),
-      // More retained after this page: ask again with since = the last seq here.
-      more: last < read.lastSeq && read.messages.length === limit,
-    };
   });
 
   return registry;

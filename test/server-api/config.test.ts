@@ -31,6 +31,7 @@ describe('resolveServerApiConfig', () => {
       maxPendingCalls: serverApiDefaults.maxPendingCalls,
       maxPendingCallsPerCaller: serverApiDefaults.maxPendingCalls / 4,
       maxHistoryLimit: serverApiDefaults.maxHistoryLimit,
+      maxHistoryBytes: serverApiDefaults.maxHistoryBytes,
     });
     expect(Object.isFrozen(config)).toBe(true);
     expect(
