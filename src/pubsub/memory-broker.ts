@@ -8,6 +8,11 @@ import { MemoryPresenceStore } from './presence.js';
 import { MemorySessionDenyList } from './session-deny-list.js';
 import type { SessionDenial } from './session-deny-list.js';
 
+/** {@link MemoryBrokerOptions.maxTopicHistoryChars} by default: 64 Mi characters. */
+export const DEFAULT_MAX_TOPIC_HISTORY_CHARS = 64 * 1024 * 1024;
+/** {@link MemoryBrokerOptions.maxHistoryChars} by default: 256 Mi characters. */
+export const DEFAULT_MAX_HISTORY_CHARS = 256 * 1024 * 1024;
+
 /** Options of {@link MemoryBroker}. */
 export interface MemoryBrokerOptions {
   /** The clock history ages are measured with. Default `Date.now`. */
@@ -17,6 +22,18 @@ export interface MemoryBrokerOptions {
    * resume). Beyond this many, the least recently published ones are dropped. Default 10 000.
    */
   maxIdleTopics?: number;
+  /**
+   * Characters of payload one topic's log keeps at most (the history lives in this process's
+   * heap): beyond it the oldest messages are dropped, as beyond the topic's `maxLength`; the
+   * latest is kept whatever its size. Default 64 Mi (DEFAULT_MAX_TOPIC_HISTORY_CHARS).
+   */
+  maxTopicHistoryChars?: number;
+  /**
+   * Characters of payload every log together keeps at most: beyond it the least recently
+   * published topics give up their oldest messages first (a subscribed topic keeps its
+   * numbering), never the message being published. Default 256 Mi (DEFAULT_MAX_HISTORY_CHARS).
+   */
+  maxHistoryChars?: number;
   /** How often, at most, a publish looks for expired idle logs. Default 60 000 ms. */
   sweepIntervalMs?: number;
   /**
@@ -41,6 +58,8 @@ interface TopicLog {
   retention: Retention;
   /** Retained messages, oldest first, with when they were published. */
   messages: { message: BrokerMessage; at: number }[];
+  /** The characters of the retained messages' payloads. */
+  chars: number;
   /** Names this log's numbering: a log dropped and made again starts a new one. */
   epoch: string;
   /** Last publish (or creation), for dropping the least recently used idle logs first. */
@@ -59,13 +78,23 @@ interface TopicLog {
  * Memory: a log is kept while its topic is subscribed here; an idle one (no subscriber) is
  * dropped once all its messages have expired (checked on publish, at most every
  * `sweepIntervalMs`), and at most `maxIdleTopics` idle logs are kept (least recently published
- * dropped first), so distinct topic names published once do not accumulate.
+ * dropped first), so distinct topic names published once do not accumulate. What the logs keep
+ * is bounded in characters too, each (`maxTopicHistoryChars`) and all together
+ * (`maxHistoryChars`): the count bound alone would let a topic keep `maxLength` messages of any
+ * size, and a broadcast to many topics a copy for each.
  */
 export class MemoryBroker implements Broker {
   /** Only this process publishes to it, through a gateway (whose publish writes JSON). */
   readonly trustedPayloads: boolean = true;
   private readonly listeners = new Map<string, (message: BrokerMessage) => void>();
+  /** Subscribed topics that are not `$`-topics: the ones that may have a log. */
+  private subscribedTopics = 0;
+  /** By when each was last published, least recently first (a publish moves its log last). */
   private readonly logs = new Map<string, TopicLog>();
+  private readonly maxTopicHistoryChars: number;
+  private readonly maxHistoryChars: number;
+  /** The characters every log keeps, together. */
+  private historyChars = 0;
   private readonly now: () => number;
   private readonly maxIdleTopics: number;
   private readonly sweepIntervalMs: number;
@@ -86,6 +115,11 @@ export class MemoryBroker implements Broker {
     const settings = typeof options === 'function' ? { now: options } : options;
     this.now = settings.now ?? Date.now;
     this.maxIdleTopics = Math.max(0, settings.maxIdleTopics ?? 10_000);
+    this.maxTopicHistoryChars = Math.max(
+      0,
+      settings.maxTopicHistoryChars ?? DEFAULT_MAX_TOPIC_HISTORY_CHARS,
+    );
+    this.maxHistoryChars = Math.max(0, settings.maxHistoryChars ?? DEFAULT_MAX_HISTORY_CHARS);
     this.sweepIntervalMs = settings.sweepIntervalMs ?? 60_000;
     this.nextSweepAt = this.now() + this.sweepIntervalMs;
     this.denyList = new MemoryDenyList(this.now, settings.maxDeniedUsers);
@@ -101,6 +135,11 @@ export class MemoryBroker implements Broker {
   /** Topic logs held (subscribed topics, and idle ones kept for resuming clients). */
   get retainedTopics(): number {
     return this.logs.size;
+  }
+
+  /** Characters of payload the logs keep, together (within `maxHistoryChars`). */
+  get retainedHistoryChars(): number {
+    return this.historyChars;
   }
 
   publish(
@@ -146,12 +185,24 @@ export class MemoryBroker implements Broker {
       return 0;
     }
     const now = this.now();
-    const log = this.logs.get(topic) ?? this.newLog(topic, retention, now);
+    let log = this.logs.get(topic);
+    if (log) {
+      // Last in the map: the logs stay ordered from the least recently published.
+      this.logs.delete(topic);
+      this.logs.set(topic, log);
+    } else {
+      log = this.newLog(topic, retention, now);
+    }
     log.retention = retention;
     log.touched = now;
     const message: BrokerMessage = { topic, seq: ++log.lastSeq, payload, epoch: log.epoch };
-    if (retention.maxLength > 0) log.messages.push({ message, at: now });
+    if (retention.maxLength > 0) {
+      log.messages.push({ message, at: now });
+      log.chars += payload.length;
+      this.historyChars += payload.length;
+    }
     this.trim(log, retention, now);
+    if (this.historyChars > this.maxHistoryChars) this.evict(log);
     // The live copy alone names who is left out: history replays it to everyone.
     this.listeners.get(topic)?.(except ? { ...message, except } : message);
     this.maybeSweep(now);
@@ -159,12 +210,13 @@ export class MemoryBroker implements Broker {
   }
 
   subscribe(topic: string, deliver: (message: BrokerMessage) => void): Promise<void> {
+    if (!this.listeners.has(topic) && !topic.startsWith('$')) this.subscribedTopics++;
     this.listeners.set(topic, deliver);
     return Promise.resolve();
   }
 
   unsubscribe(topic: string): Promise<void> {
-    this.listeners.delete(topic);
+    if (this.listeners.delete(topic) && !topic.startsWith('$')) this.subscribedTopics--;
     return Promise.resolve();
   }
 
@@ -183,7 +235,9 @@ export class MemoryBroker implements Broker {
   close(): Promise<void> {
     this.closed = true;
     this.listeners.clear();
+    this.subscribedTopics = 0;
     this.logs.clear();
+    this.historyChars = 0;
     this.denyList.clear();
     this.sessionDenyList.clear();
     this.onceKeys.clear();
@@ -225,6 +279,7 @@ export class MemoryBroker implements Broker {
       lastSeq: 0,
       retention,
       messages: [],
+      chars: 0,
       epoch: `${this.epochPrefix}.${(++this.logsMade).toString(36)}`,
       touched: now,
     };
@@ -234,10 +289,10 @@ export class MemoryBroker implements Broker {
 
   /**
    * Sweep idle logs when it is time to, or when there are more of them than allowed (logs
-   * beyond the subscribed ones: `listeners` also counts `$`-topics, which have none).
+   * beyond the subscribed topics': `$`-topics, subscribed as they may be, have none).
    */
   private maybeSweep(now: number): void {
-    if (now >= this.nextSweepAt || this.logs.size > this.listeners.size + this.maxIdleTopics) {
+    if (now >= this.nextSweepAt || this.logs.size > this.subscribedTopics + this.maxIdleTopics) {
       this.sweep(now);
     }
   }
@@ -255,12 +310,47 @@ export class MemoryBroker implements Broker {
     // Down to 90 % of the bound, so a stream of new topics sweeps once per many of them.
     const keep = Math.floor(this.maxIdleTopics * 0.9);
     idle.sort((a, b) => a[1].touched - b[1].touched);
-    for (const [topic] of idle.slice(0, idle.length - keep)) this.logs.delete(topic);
+    for (const [topic] of idle.slice(0, idle.length - keep)) this.dropLog(topic);
+  }
+
+  private dropLog(topic: string): void {
+    const log = this.logs.get(topic);
+    if (!log) return;
+    this.historyChars -= log.chars;
+    this.logs.delete(topic);
+  }
+
+  /**
+   * Every log together past `maxHistoryChars`: the least recently published give up their
+   * oldest messages until the total is within it. One emptied is dropped when idle (as a sweep
+   * drops an expired one), else moved last (it keeps its numbering, and has nothing more to
+   * give), so the next eviction does not walk it again. `current`, the log just published to,
+   * goes last, down to its latest message.
+   */
+  private evict(current: TopicLog): void {
+    for (const [topic, log] of this.logs) {
+      if (this.historyChars <= this.maxHistoryChars || log === current) break;
+      const over = this.historyChars - this.maxHistoryChars;
+      this.dropOldest(log, countOver(log, over, 0));
+      if (log.messages.length > 0) continue;
+      if (this.listeners.has(topic)) {
+        this.logs.delete(topic);
+        this.logs.set(topic, log);
+      } else {
+        this.logs.delete(topic);
+      }
+    }
+    if (this.historyChars > this.maxHistoryChars) {
+      this.dropOldest(current, countOver(current, this.historyChars - this.maxHistoryChars, 1));
+    }
   }
 
   private trim(log: TopicLog, retention: Retention, now: number): void {
     const excess = log.messages.length - retention.maxLength;
-    if (excess > 0) log.messages.splice(0, excess);
+    if (excess > 0) this.dropOldest(log, excess);
+    if (log.chars > this.maxTopicHistoryChars) {
+      this.dropOldest(log, countOver(log, log.chars - this.maxTopicHistoryChars, 1));
+    }
     this.trimByAge(log, retention.maxAgeMs, now);
   }
 
@@ -268,6 +358,27 @@ export class MemoryBroker implements Broker {
     const oldest = now - maxAgeMs;
     let drop = 0;
     while (drop < log.messages.length && log.messages[drop]!.at < oldest) drop++;
-    if (drop > 0) log.messages.splice(0, drop);
+    if (drop > 0) this.dropOldest(log, drop);
   }
+
+  /** Drop the `count` oldest messages of `log`, and their characters from the counts. */
+  private dropOldest(log: TopicLog, count: number): void {
+    if (count <= 0) return;
+    let chars = 0;
+    for (const { message } of log.messages.splice(0, count)) chars += message.payload.length;
+    log.chars -= chars;
+    this.historyChars -= chars;
+  }
+}
+
+/**
+ * How many of `log`'s oldest messages hold at least `chars` characters, leaving at least `keep`
+ * messages (its latest ones) whatever they hold.
+ */
+function countOver(log: TopicLog, chars: number, keep: number): number {
+  const most = log.messages.length - keep;
+  let count = 0;
+  let freed = 0;
+  while (count < most && freed < chars) freed += log.messages[count++]!.message.payload.length;
+  return count;
 }
