@@ -8,6 +8,7 @@ import type { Params } from '../protocol/types.js';
 import type { Gateway } from '../server/gateway.js';
 import { MAX_DENY_FOR_MS } from '../pubsub/deny-list.js';
 import { NodeReading } from '../server/pubsub-history.js';
+import { Slots } from '../pubsub/slots.js';
 import { callerKey } from './auth.js';
 import { readApiHistoryPage } from './history-page.js';
 import type { ApiCaller } from './auth.js';
@@ -30,6 +31,13 @@ import type { Tracing } from '../tracing/tracing.js';
 const MAX_KEY_LENGTH = 256;
 /** The most topics one broadcast names. */
 export const MAX_BROADCAST_TOPICS = 1_000;
+/**
+ * `members` calls reading the presence store at once on the node (each a count and a page of up
+ * to 1 000 members); the others wait their turn, in order, holding no page. As
+ * `limits.maxHistoryReads` bounds `history`: a backend's batches (`maxBatch` calls each, on as
+ * many sockets as it opens) cannot make the node hold a page for each of them at once.
+ */
+export const MAX_MEMBERS_READS = 16;
 export { HISTORY_READ_PAGE } from './history-page.js';
 
 export interface ApiMethodDeps {
@@ -45,6 +53,7 @@ export interface ApiMethodDeps {
 export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
   const { gateway, config, nodes, tracing } = deps;
   const registry = new MethodRegistry<ApiCaller>();
+  const memberReads = new Slots(MAX_MEMBERS_READS);
 
   const publish = (
     topic: string,
@@ -185,7 +194,7 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
   });
 
   // Who is subscribed, for a topic declared with presence: a page of members on every node.
-  registry.method('members', async (params) => {
+  registry.method('members', async (params, ctx) => {
     const p = named(params, 'members', ['topic', 'cursor', 'limit']);
     const topic = topicName(p);
     const cursor = optionalText(p, 'cursor', 1024);
@@ -199,6 +208,7 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
         topic,
       });
     }
+    const release = await turnOf(memberReads, ctx.signal);
     try {
       const [count, page] = await Promise.all([
         handle.count(),
@@ -217,6 +227,8 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
       throw new ServerError(ErrorCode.BrokerUnavailable, 'Broker unavailable: members not read', {
         topic,
       });
+    } finally {
+      release();
     }
   });
 
@@ -244,4 +256,26 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
   });
 
   return registry;
+}
+
+/**
+ * A slot of `slots` once it is this call's turn; the call's end (`signal`) while it waits gives
+ * up the turn and rejects with the signal's reason.
+ */
+function turnOf(slots: Slots, signal: AbortSignal | undefined): Promise<() => void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason as Error);
+      return;
+    }
+    const onAbort = (): void => {
+      leave();
+      reject(signal!.reason as Error);
+    };
+    const leave = slots.take((release) => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve(release);
+    });
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
 }
