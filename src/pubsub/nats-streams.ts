@@ -2,10 +2,12 @@
  * Topic streams on JetStream: their configuration from a topic's retention, creating them (at
  * a topic's first publish, within the node's budget of new topics) or bringing them to new
  * limits, remembering which this node has already set up so that a publish costs no stream
- * round trip in the common case, and deleting the ones nobody uses any more. Also what every
+ * round trip in the common case, and deleting the ones nobody uses any more without losing a
+ * message one of them took meanwhile (see `deleteIfIdle`). Also what every
  * stream the broker makes (topic streams, key-value buckets) needs when several nodes make it
  * at the same moment: `addStream` and `awaitListening`.
  */
+import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   DiscardPolicy,
@@ -18,6 +20,7 @@ import type { StreamConfig, StreamInfo } from '@nats-io/jetstream';
 import { TopicCreationLimitError } from './broker.js';
 import type { Retention } from './broker.js';
 import type { CreationBudget } from './creation-budget.js';
+import { NatsBrokerUnavailableError } from './nats-link.js';
 import type { Link } from './nats-link.js';
 import { natsStreamPrefix, natsTopicNames } from './nats-names.js';
 
@@ -191,34 +194,62 @@ export class NatsStreams {
     topic: string,
     config: TopicStreamConfig,
   ): Promise<void> {
-    let info: StreamInfo | undefined;
-    if (!this.budget.available()) {
-      // No new stream now: only one that exists already may be published to.
-      if (!(await this.streamInfo(link, topic))) {
-        throw new TopicCreationLimitError(topic, this.budget.perSecond);
-      }
-    } else {
-      try {
-        // Idempotent: a node racing us with the same configuration gets the same stream.
-        info = await addStream(link, config);
-        // Nothing ever stored: made now (or by a node racing us), so it counts as new.
-        if (info.state.last_seq === 0) this.budget.spend();
-      } catch (err) {
-        if (!(err instanceof JetStreamApiError) || err.code !== STREAM_NAME_IN_USE) throw err;
-        // Made with other limits, perhaps by another node this moment: changed once set up.
-        await this.streamInfo(link, topic);
+    let found = await this.addOrFind(link, topic, config);
+    if (found.info && isParked(found.info, config.subjects![0]!)) {
+      // Being deleted as idle (see deleteIfIdle), or left so by a node that stopped half-way:
+      // it takes no publish until settled. Settled here (deleted if idle, else taking
+      // publishes again), then looked for or made once more.
+      await this.settle(link, topic, config.name, config.subjects![0]!);
+      found = await this.addOrFind(link, topic, config);
+      if (found.info && isParked(found.info, config.subjects![0]!)) {
+        throw new NatsBrokerUnavailableError(
+          `NATS broker: the stream of "${topic}" is being deleted as idle; publish again`,
+        );
       }
     }
-    info ??= await link.jsm.streams.update(config.name, {
-      max_msgs: config.max_msgs,
-      max_age: config.max_age,
-      duplicate_window: config.duplicate_window,
-      discard: config.discard,
-    });
+    let info = found.info;
+    if (!found.added) {
+      info = await link.jsm.streams.update(config.name, {
+        max_msgs: config.max_msgs,
+        max_age: config.max_age,
+        duplicate_window: config.duplicate_window,
+        discard: config.discard,
+      });
+    }
     // Nothing stored yet: perhaps another node's creation, not listening yet. Waited for here,
     // so that a first burst of publishes still reaches the stream in the order it was made.
-    if (info.state.last_seq === 0) {
+    if (info!.state.last_seq === 0) {
       await awaitListening(link, natsTopicNames(this.prefix, topic).subject, this.timeoutMs);
+    }
+  }
+
+  /**
+   * The topic's stream as made now with `config` (`added`: nothing more to set), or as found
+   * (`info`, undefined when it is gone meanwhile: then updating it fails, as a publish to it
+   * would). Within the budget of new streams; beyond it only a stream that exists is found.
+   */
+  private async addOrFind(
+    link: Link,
+    topic: string,
+    config: TopicStreamConfig,
+  ): Promise<{ info: StreamInfo | undefined; added: boolean }> {
+    if (!this.budget.available()) {
+      // No new stream now: only one that exists already may be published to.
+      const info = await this.streamInfo(link, topic);
+      if (!info) throw new TopicCreationLimitError(topic, this.budget.perSecond);
+      return { info, added: false };
+    }
+    try {
+      // Idempotent: a node racing us with the same configuration gets the same stream.
+      const info = await addStream(link, config);
+      // Nothing ever stored: made now (or by a node racing us), so it counts as new.
+      if (info.state.last_seq === 0) this.budget.spend();
+      return { info, added: true };
+    } catch (err) {
+      if (!(err instanceof JetStreamApiError) || err.code !== STREAM_NAME_IN_USE) throw err;
+      // Made with other limits (perhaps by another node this moment), or parked: brought to
+      // them once set up.
+      return { info: await this.streamInfo(link, topic), added: false };
     }
   }
 
@@ -237,7 +268,10 @@ export class NatsStreams {
       if (isStreamNotFound(err)) return undefined;
       throw err;
     }
-    if (info.state.last_seq === 0) await awaitListening(link, subject, this.timeoutMs);
+    // A parked stream (see settle) listens elsewhere, and was set up to be changed.
+    if (info.state.last_seq === 0 && !isParked(info, subject)) {
+      await awaitListening(link, subject, this.timeoutMs);
+    }
     return info;
   }
 
@@ -245,32 +279,105 @@ export class NatsStreams {
    * Delete the topic's stream if it is idle: no message retained (its last one is older than
    * its `max_age`, or none was ever stored) and no consumer on it, from any node. Its
    * numbering ends there: a later publish makes a new stream, with a new epoch, from seq 1.
-   * True when it was deleted.
+   * True when it was deleted. A stream found parked (see `settle`) is settled.
    */
   async deleteIfIdle(link: Link, topic: string): Promise<boolean> {
+    const { stream, subject } = natsTopicNames(this.prefix, topic);
     const info = await this.streamInfo(link, topic);
-    if (!info || !isIdle(info)) return false;
-    return this.delete(link, topic, info.config.name);
+    if (!info || (!isIdle(info) && !isParked(info, subject))) return false;
+    return this.settle(link, topic, stream, subject);
   }
 
   /**
    * Delete every idle stream of this prefix (see `deleteIfIdle`), on any node's behalf: those
    * left behind when their last subscriber was on a node that is gone, or whose messages
-   * expired after it left. Only streams whose name and subject are exactly this prefix's are
-   * touched (another prefix that starts with this one has other subjects). Returns how many.
+   * expired after it left; and settle any left parked by a node that stopped half-way. Only
+   * streams whose name and subject are exactly this prefix's are touched (another prefix that
+   * starts with this one has other subjects). Returns how many were deleted.
    */
   async sweepIdle(link: Link): Promise<number> {
     const streamPrefix = natsStreamPrefix(this.prefix);
     let deleted = 0;
-    for await (const info of link.jsm.streams.list(`${this.prefix}.*`)) {
+    // `>`: a parked stream's subject has more tokens than a topic's.
+    for await (const info of link.jsm.streams.list(`${this.prefix}.>`)) {
       const name = info.config.name;
-      if (!name.startsWith(streamPrefix) || !isIdle(info)) continue;
-      const token = name.slice(streamPrefix.length);
+      if (!name.startsWith(streamPrefix)) continue;
+      const subject = `${this.prefix}.${name.slice(streamPrefix.length)}`;
       const subjects = info.config.subjects ?? [];
-      if (subjects.length !== 1 || subjects[0] !== `${this.prefix}.${token}`) continue;
-      if (await this.delete(link, undefined, name)) deleted++;
+      if (subjects.length !== 1) continue;
+      const parked = isParked(info, subject);
+      if (!parked && (subjects[0] !== subject || !isIdle(info))) continue;
+      // Perhaps another node's creation this moment: changed only once it listens (see
+      // streamInfo); one deleted meanwhile is passed over.
+      if (!parked && info.state.last_seq === 0) {
+        const listening = await awaitListening(link, subject, this.timeoutMs).then(
+          () => true,
+          () => false,
+        );
+        if (!listening) continue;
+      }
+      if (await this.settle(link, undefined, name, subject)) deleted++;
     }
     return deleted;
+  }
+
+  /**
+   * Delete the stream if it is idle, so that no publish it took is lost with it. JetStream
+   * deletes a stream by name, whatever it holds, so a publish stored between a look that found
+   * it idle and the delete would have been acknowledged (the publisher told its seq) and then
+   * deleted. So the stream is first parked: its subject moved to one of this call's own, where
+   * nobody publishes, so that from then on a publish to the topic finds no stream and stores
+   * nothing (the publishing node settles the stream itself, then publishes: see
+   * addOrUpdateStream). A probe on the parked subject, refused by the stream after every
+   * message it was given before (a stream takes its messages in order), is the fence: the look
+   * after it sees all a publish stored, and the stream is deleted only if it still holds
+   * nothing and has no consumer, and is still parked by this call; otherwise it takes its
+   * subject back. True when it was deleted.
+   *
+   * Any node may settle a parked stream (one whose node stopped half-way is never left so):
+   * settling again parks it anew under its own subject, and whoever parked it before finds the
+   * subject not its own and leaves it. The delete itself stays a request by name: a node that
+   * stalls between its last look and its delete for as long as another node takes to settle,
+   * delete, make and publish to the stream anew would delete the new one; such a stream is
+   * then lost as a topic the broker lost (a new epoch, a gap signal to its subscribers).
+   */
+  private async settle(
+    link: Link,
+    topic: string | undefined,
+    stream: string,
+    subject: string,
+  ): Promise<boolean> {
+    const parked = `${subject}${PARKED_MARK}${randomBytes(8).toString('hex')}`;
+    try {
+      await link.jsm.streams.update(stream, { subjects: [parked] });
+    } catch (err) {
+      if (isStreamNotFound(err)) return false;
+      throw err;
+    }
+    try {
+      await link.js.publish(parked, undefined, {
+        timeout: this.timeoutMs,
+        expect: { lastSequence: UNREACHED_SEQ },
+      });
+    } catch (err) {
+      // Nobody listens on it: parked anew by another node, or deleted. Theirs to settle.
+      if (isNoResponders(err)) return false;
+      // The stream refused it, after everything it was given before: the fence.
+      if (!(err instanceof JetStreamApiError)) throw err;
+    }
+    let info: StreamInfo;
+    try {
+      info = await link.jsm.streams.info(stream);
+    } catch (err) {
+      if (isStreamNotFound(err)) return false;
+      throw err;
+    }
+    const subjects = info.config.subjects ?? [];
+    if (subjects.length !== 1 || subjects[0] !== parked) return false;
+    if (isIdle(info)) return this.delete(link, topic, stream);
+    // It holds a message (taken before it was parked) or is consumed: kept, taking publishes.
+    await link.jsm.streams.update(stream, { subjects: [subject] });
+    return false;
   }
 
   private async delete(link: Link, topic: string | undefined, stream: string): Promise<boolean> {
@@ -285,6 +392,15 @@ export class NatsStreams {
     if (topic !== undefined) this.ensured.delete(topic);
     return true;
   }
+}
+
+/** What follows a topic's subject in a parked stream's subject (then a random part). */
+const PARKED_MARK = '.idle.';
+
+/** The stream has its topic subject `subject` parked (see NatsStreams.settle). */
+function isParked(info: StreamInfo, subject: string): boolean {
+  const subjects = info.config.subjects ?? [];
+  return subjects.length === 1 && subjects[0]!.startsWith(`${subject}${PARKED_MARK}`);
 }
 
 function isIdle(info: StreamInfo): boolean {
