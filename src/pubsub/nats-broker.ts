@@ -71,15 +71,15 @@ export interface NatsBrokerOptions extends TopicCreationBudget {
    */
   idleStreamSweepMs?: number;
   /**
-   * Users the deny list (revokeUser; the bucket `<prefix>-deny`) holds at most, lapsed entries
-   * included until the bucket's max age (24 h) drops them; a revocation beyond it is refused.
+   * Users the deny list (revokeUser; the bucket `<prefix>-deny`) holds at most; a revocation
+   * beyond it first drops the lapsed entries, and is refused when none has lapsed.
    * Set when the bucket is created. Default 100 000.
    */
   maxDeniedUsers?: number;
   /**
    * Revoked sessions (revokeSession of another node's session; the bucket
-   * `<prefix>-deny-session`) kept at most, every node's together, lapsed records included until
-   * the bucket's max age (24 h) drops them; a revocation beyond it is refused. Set when the
+   * `<prefix>-deny-session`) kept at most, every node's together; a revocation beyond it first
+   * drops the lapsed records, and is refused when none has lapsed. Set when the
    * bucket is created. Default 100 000.
    */
   maxDeniedSessions?: number;

@@ -191,6 +191,21 @@ export class NatsKvBucket {
   }
 
   /**
+   * Remove `key`'s value of sequence `seq` (and any older one), not one written after it; how
+   * many went. No bucket: none.
+   */
+  async purgeUpTo(link: Link, key: string, seq: number): Promise<number> {
+    try {
+      if (!(await this.setUp(link))) return 0;
+      const filter = this.subject(key);
+      return (await link.jsm.streams.purge(this.stream, { filter, seq: seq + 1 })).purged;
+    } catch (err) {
+      if (this.gone(err)) return 0;
+      throw err;
+    }
+  }
+
+  /**
    * The keys matching `filter` written after `afterSeq`, in sequence order, at most `max` of
    * them, through a consumer made for this read and deleted after it. No bucket: none.
    */

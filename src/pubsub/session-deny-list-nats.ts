@@ -3,8 +3,9 @@
  * (the stream `KV_<prefix>-deny-session`), one key per revoked session, `<node>.<session>`, each
  * part encoded as the deny list encodes a user, so a node's records are the keys under
  * `<node>.*`, read in one scan. Each record holds the revocation as JSON and lapses at its own
- * `until`, checked on read; the bucket's max age is the longest revocation allowed
- * (MAX_DENY_FOR_MS), which is when JetStream drops a record for good.
+ * `until`, checked on read; a revocation the full bucket refuses first drops the lapsed
+ * records (dropLapsed in deny-list-nats.ts), as Redis trims them; the bucket's max age is the
+ * longest revocation allowed (MAX_DENY_FOR_MS), when JetStream drops any left.
  */
 import { denyBucket, putMerged } from './deny-list-nats.js';
 import type { NatsKvBucket } from './nats-kv.js';
@@ -59,17 +60,24 @@ export class NatsSessionDenyList {
   ): Promise<void> {
     const { key } = natsSessionDenyNames(this.prefix, node, session);
     const outcome = await bounded(`revoke session "${session}"`, this.timeoutMs, () =>
-      putMerged(this.bucket, link, key, (last) => {
-        const stored = last ? decodeSessionDenial(last.string()) : undefined;
-        return encodeSessionDenial(
-          mergeSessionDenials(this.live(stored), {
-            session,
-            revokedAt,
-            until: this.now() + forMs,
-            reason: closeReasonOf(reason),
-          }),
-        );
-      }),
+      putMerged(
+        this.bucket,
+        link,
+        key,
+        (last) => {
+          const stored = last ? decodeSessionDenial(last.string()) : undefined;
+          return encodeSessionDenial(
+            mergeSessionDenials(this.live(stored), {
+              session,
+              revokedAt,
+              until: this.now() + forMs,
+              reason: closeReasonOf(reason),
+            }),
+          );
+          // A record that does not read as one revokes nothing: it goes too.
+        },
+        (value) => !this.live(decodeSessionDenial(value)),
+      ),
     );
     if (outcome === 'full') throw new SessionDenyListFullError(this.maxEntries);
   }

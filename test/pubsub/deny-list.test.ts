@@ -1,8 +1,8 @@
 /**
  * The deny list of revoked users in each broker (Broker.deny, Broker.denied): an entry holds
  * the newest revocation time and the latest end of the revocations of its user, lapses at that
- * end, and the list is bounded (MemoryBroker, NATS: refused when full, nothing dropped; Redis:
- * each key expires with its entry). A model test checks random revocations, reads and time
+ * end, and the list is bounded (MemoryBroker, NATS: lapsed entries dropped to make room, then
+ * refused when full, nothing live dropped; Redis: each key expires with its entry). A model test checks random revocations, reads and time
  * passing against a Map on MemoryBroker (a clock of the test's) and on Redis (real time).
  */
 import { randomBytes } from 'node:crypto';
@@ -168,6 +168,30 @@ describe.skipIf(!natsUp && !mustRun)('NatsBroker deny list', () => {
       await broker.deny('a', 2, 60_000);
       expect((await broker.denied('a'))?.revokedAt).toBe(2);
       expect(await broker.denied('c')).toBeUndefined();
+    } finally {
+      await deleteNatsBucket(prefix).catch(() => undefined);
+    }
+  });
+
+  it('makes room by dropping lapsed entries only: a user revoked again since stays', async () => {
+    const prefix = `${natsPrefix}l`;
+    try {
+      const broker = await natsBroker(2, prefix);
+      const now = Date.now();
+      await broker.deny('a', now, 200);
+      await broker.deny('b', now, 200);
+      await waitFor(
+        async () => (await broker.denied('a')) === undefined && !(await broker.denied('b')),
+        'the lapses',
+      );
+      // a revoked again: written over, live; b lapsed, its room taken back for c.
+      await broker.deny('a', now + 1, 60_000);
+      await broker.deny('c', now, 60_000);
+      expect((await broker.denied('a'))?.revokedAt).toBe(now + 1);
+      expect((await broker.denied('c'))?.revokedAt).toBe(now);
+      // Full of live entries: refused, nothing dropped.
+      await expect(broker.deny('d', now, 60_000)).rejects.toThrow(DenyListFullError);
+      expect((await broker.denied('a'))?.revokedAt).toBe(now + 1);
     } finally {
       await deleteNatsBucket(prefix).catch(() => undefined);
     }

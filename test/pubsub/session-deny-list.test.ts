@@ -3,8 +3,8 @@
  * a node reads its own records in one read, a record keeps the newest revocation with its
  * reason (cut to 123 bytes) and the latest end, lapses at that end, and the records are bounded
  * (MemoryBroker and NATS in all, Redis per node): past the bound a revocation is refused with
- * SessionDenyListFullError, nothing dropped (MemoryBroker and Redis drop lapsed records to make
- * room; NATS counts them until the bucket's max age drops them).
+ * SessionDenyListFullError, nothing live dropped (every broker drops lapsed records to make
+ * room).
  */
 import { randomBytes } from 'node:crypto';
 import { jetstreamManager } from '@nats-io/jetstream';
@@ -119,7 +119,7 @@ function common(make: (maxDeniedSessions?: number) => Promise<Broker>): void {
   });
 }
 
-/** MemoryBroker and Redis drop a lapsed record (NATS counts it until the bucket drops it). */
+/** A lapsed record's room is taken back for a new one. */
 function dropsLapsed(make: (maxDeniedSessions?: number) => Promise<Broker>): void {
   it('drops a record once it lapses, and takes its room back', async () => {
     const broker = await make(1);
@@ -172,6 +172,25 @@ describe.skipIf(!redisUp && !mustRun)('RedisBroker revoked sessions', () => {
 
 describe.skipIf(!natsUp && !mustRun)('NatsBroker revoked sessions', () => {
   common(natsBroker);
+  dropsLapsed(natsBroker);
+
+  it('makes room by dropping lapsed records only: one revoked again since stays', async () => {
+    const broker = await natsBroker(2);
+    const now = Date.now();
+    await broker.denySession('b', 'b-1', now, 200, 'brief');
+    await broker.denySession('b', 'b-2', now, 200, 'brief');
+    await waitFor(async () => (await broker.deniedSessions('b')).length === 0, 'the lapses');
+    // b-1 revoked again: written over, live; b-2 lapsed, its room taken back for c-1.
+    await broker.denySession('b', 'b-1', now + 1, 60_000, 'again');
+    await broker.denySession('c', 'c-1', now, 60_000, 'new');
+    expect((await broker.deniedSessions('b')).map((r) => r.reason)).toEqual(['again']);
+    expect((await broker.deniedSessions('c')).map((r) => r.reason)).toEqual(['new']);
+    // Full of live records: refused, nothing dropped.
+    await expect(broker.denySession('c', 'c-2', now, 60_000, 'r')).rejects.toThrow(
+      SessionDenyListFullError,
+    );
+    expect((await broker.deniedSessions('b')).map((r) => r.reason)).toEqual(['again']);
+  });
 
   it('keeps the records in a KV bucket, discard new, whose max age is the longest revocation', async () => {
     const broker = await natsBroker(7);
