@@ -10,6 +10,8 @@ import type { Link } from './nats-link.js';
 import { isStreamNotFound } from './nats-streams.js';
 
 const HISTORY_BATCH = 256;
+/** Empty batches in a row, the stream still holding what they asked for, before a read fails. */
+const EMPTY_FETCHES = 3;
 
 /**
  * The messages of `topic` (stream `stream`) after `afterSeq` (at most `limit` of them, the
@@ -45,8 +47,11 @@ export async function readHistory(
     opt_start_seq: next,
   });
   try {
-    // Batches until the last sequence seen in stream info; a batch that comes back
-    // short (older messages aged out meanwhile) ends at its expiry, not in a hang.
+    // Batches until the last sequence seen in stream info. A batch that comes back empty ends
+    // at its expiry, not in a hang: the messages it asked for aged out meanwhile, or the
+    // server was slower than the expiry. The stream tells which: a page cut short while the
+    // stream still holds what follows would be told to a resuming subscriber as lost.
+    let empty = 0;
     while (next <= upTo && (limit === undefined || messages.length < limit)) {
       const batch = await consumer.fetch({
         max_messages: Math.min(upTo - next + 1, HISTORY_BATCH),
@@ -59,7 +64,30 @@ export async function readHistory(
         messages.push({ topic, seq: m.seq, payload: m.string(), epoch });
         next = m.seq + 1;
       }
-      if (received === 0) break;
+      if (received > 0) {
+        empty = 0;
+        continue;
+      }
+      let now: StreamInfo;
+      try {
+        now = await link.jsm.streams.info(stream);
+      } catch (err) {
+        if (isStreamNotFound(err)) break;
+        throw err;
+      }
+      const { state } = now;
+      // Aged out, or gone with the stream (made anew since): the page ends here. Aged out in
+      // part: what is left of the range is read.
+      if (state.messages === 0 || state.first_seq > upTo || now.created !== epoch) break;
+      if (state.first_seq > next) {
+        next = state.first_seq;
+        continue;
+      }
+      if (++empty >= EMPTY_FETCHES) {
+        throw new Error(
+          `NATS broker: history of "${topic}" came back empty ${empty} times while the stream holds seq ${next}`,
+        );
+      }
     }
   } finally {
     consumer.delete().catch(noop);
