@@ -1,7 +1,6 @@
 // A latest-value topic's first message: a new subscriber (no `since`, no `position`) gets the
 // topic's last message before the live ones. Apart from the service, beside the resume, because
 // it reasons the same way about what the subscriber holds back while history is read.
-import type { Logger } from '../peer/logger.js';
 import type { Broker } from '../pubsub/broker.js';
 import type { Delivery } from '../pubsub/delivery.js';
 import { messageTail } from '../pubsub/frames.js';
@@ -10,11 +9,16 @@ import { subscriberReads } from './subscriber-reads.js';
 import type { SubscriberRead, SubscriberReadLimits } from './subscriber-reads.js';
 
 /**
- * Live messages wait while the topic's last seq and then its last message are read; the
- * subscriber gets that message (when history still holds it), then the live ones after it.
- * Each seq once: a live message the read already had is dropped, and one that came after it is
- * sent after it, so a publish racing the read is neither doubled nor lost. When the read fails
- * the subscriber just starts live (logged).
+ * What the read found: the topic's last message (its payload while history still holds it),
+ * undefined when nothing was ever published, 'stopped' when the subscription ended first.
+ */
+export type LatestValue =
+  { seq: number; payload: string | undefined; epoch: string | undefined } | undefined | 'stopped';
+
+/**
+ * Hold the subscriber's live messages and read the topic's last seq, then its last message.
+ * Rejects when the broker cannot be read: the subscribe is then refused (-32009), so that no
+ * subscriber takes "nothing first" for "the topic has no message".
  *
  * Each read holds one of the connection's slots and goes through the node's reads (`limits`),
  * as a resume's pages do: a subscriber waiting its turn keeps its live messages held and still
@@ -22,48 +26,35 @@ import type { SubscriberRead, SubscriberReadLimits } from './subscriber-reads.js
  * and one that unsubscribes gives up its turn and its reads (one nobody else waits for is not
  * sent), so subscribing and unsubscribing in a loop cannot pile reads up at the broker.
  */
-export function sendLatest(
+export function readLatestValue(
   broker: Broker,
-  logger: Logger,
   topic: string,
   delivery: Delivery,
   limits: SubscriberReadLimits = {},
-): void {
+): Promise<LatestValue> {
   delivery.pauseForReplay();
-  void readLatest(subscriberReads(broker, topic, delivery, limits)).then(
-    (latest) => {
-      // The subscription ended while it waited: nothing to send.
-      if (latest === 'stopped') return;
-      if (latest === undefined) {
-        delivery.resume(0, [], 0);
-        return;
-      }
-      const { seq, payload, epoch } = latest;
-      // One that cannot go into a frame is not sent: the next message tells of it as missed.
-      const sendable = payload !== undefined && isSendableFrom(broker, payload);
-      delivery.resume(
-        0,
-        sendable ? [{ tail: messageTail(payload, seq), seq }] : [],
-        seq - 1,
-        epoch,
-      );
-    },
-    (err: unknown) => {
-      logger.warn({ err, topic }, 'could not read the latest value: starting live');
-      delivery.resume(0, [], 0);
-    },
-  );
+  return readLatest(subscriberReads(broker, topic, delivery, limits));
 }
 
 /**
- * The topic's last message: its seq, and its payload while history holds it. Undefined when
- * nothing was ever published; 'stopped' when the subscription ended first.
+ * Send what `readLatestValue` found, then release the live messages held since. Each seq once:
+ * a live message the read already had is dropped, and one that came after it is sent after it,
+ * so a publish racing the read is neither doubled nor lost.
  */
-async function readLatest(
-  read: SubscriberRead,
-): Promise<
-  { seq: number; payload: string | undefined; epoch: string | undefined } | undefined | 'stopped'
-> {
+export function sendLatestValue(broker: Broker, delivery: Delivery, latest: LatestValue): void {
+  // The subscription ended while it waited: nothing to send.
+  if (latest === 'stopped') return;
+  if (latest === undefined) {
+    delivery.resume(0, [], 0);
+    return;
+  }
+  const { seq, payload, epoch } = latest;
+  // One that cannot go into a frame is not sent: the next message tells of it as missed.
+  const sendable = payload !== undefined && isSendableFrom(broker, payload);
+  delivery.resume(0, sendable ? [{ tail: messageTail(payload, seq), seq }] : [], seq - 1, epoch);
+}
+
+async function readLatest(read: SubscriberRead): Promise<LatestValue> {
   // After the last possible seq: no messages, only the topic's latest seq (the same read for
   // every subscriber of the topic, so those waiting together share one).
   const head = await read(Number.MAX_SAFE_INTEGER, 1);

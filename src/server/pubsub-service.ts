@@ -28,7 +28,8 @@ import { TopicRegistry } from '../pubsub/topic-registry.js';
 import { readHistoryParams } from '../pubsub/history-params.js';
 import { readTopicHistory } from './pubsub-history.js';
 import type { HistoryPage } from './pubsub-history.js';
-import { sendLatest } from './pubsub-latest.js';
+import { readLatestValue, sendLatestValue } from './pubsub-latest.js';
+import type { LatestValue } from './pubsub-latest.js';
 import { readPosition, replay, tellPosition } from './pubsub-resume.js';
 import type { Placement } from './pubsub-resume.js';
 import { attachStream } from './pubsub-stream.js';
@@ -801,9 +802,20 @@ export class PubSubService<C> {
     }
     const { id, subscription, placed } = started;
     if (!placed) return id;
-    // The reply waits for the position, so that the two leave in one write: a client that has
-    // the reply has where it starts, rather than a connection lost between the two frames.
-    await placed;
+    // The reply waits for the position or the latest value, so that the two leave in one write:
+    // a client that has the reply has where it starts, rather than a connection lost between
+    // the two frames.
+    try {
+      await placed;
+    } catch (err) {
+      // The latest value could not be read: refused (-32009, worth retrying) rather than
+      // started without it, which the subscriber would take for a topic with no message.
+      if (table.subscriptions.get(id) === subscription) {
+        table.subscriptions.delete(id);
+        subscription.teardown();
+      }
+      throw this.brokerUnavailable(err, name, 'could not read the latest value');
+    }
     // A subscription ended meanwhile (a refresh refused it, the server made the session leave
     // the topic) has sent its end frame: the reply names it and the client ends it. One whose
     // call was cancelled is answered -32001 by the peer, so it may not stay behind.
@@ -852,9 +864,10 @@ export class PubSubService<C> {
 
   /**
    * Make the subscription and settle where it starts, in the turn it is made. One that says
-   * where it starts (`since`, `position`, or `$inbox`'s own start) joins the topic now, its live
-   * messages held; a position is read now, and `placed` settles once it is known, so the reply
-   * can wait for it and go out with it. Any other subscription joins once its reply has gone.
+   * where it starts (`since`, `position`, `$inbox`'s own start, or a latest-value topic's last
+   * message) joins the topic now, its live messages held; a position or a latest value is read
+   * now, and `placed` settles once it is known, so the reply can wait for it and go out with it.
+   * Any other subscription joins once its reply has gone.
    */
   private startTopic(
     topic: string,
@@ -881,15 +894,27 @@ export class PubSubService<C> {
     const { since, epoch, position = false } = starting ? starting(request) : request;
     subscription.resumable = since !== undefined || position;
     subscription.clientEpoch = epoch;
+    // A new subscriber of a latest-value topic gets its last message first, read before the
+    // reply.
+    const latestFirst =
+      since === undefined &&
+      !position &&
+      starting === undefined &&
+      this.resolveTopic(topic)?.options.latestValue === true;
     // Where it starts is settled in the turn it joins the topic: no message falls between.
-    const joinsNow = since !== undefined || position || starting !== undefined;
+    const joinsNow = since !== undefined || position || starting !== undefined || latestFirst;
     let placement: Placement | undefined;
+    let latest: LatestValue;
     let placed: Promise<unknown> | undefined;
+    const reads = { reads: this.historyReads, slots: this.historySlotsOf(table) };
     if (since === undefined && position) {
-      placed = readPosition(this.broker, this.logger, topic, subscription, {
-        reads: this.historyReads,
-        slots: this.historySlotsOf(table),
-      }).then((read) => (placement = read));
+      placed = readPosition(this.broker, this.logger, topic, subscription, reads).then(
+        (read) => (placement = read),
+      );
+    } else if (latestFirst) {
+      placed = readLatestValue(this.broker, topic, subscription, reads).then(
+        (read) => (latest = read),
+      );
     } else if (joinsNow) subscription.pauseForReplay(since);
     if (joinsNow) this.registry.attach(topic, subscription);
     ctx.afterReply(() => {
@@ -900,17 +925,10 @@ export class PubSubService<C> {
           slots: this.historySlotsOf(table),
           drains: (table.drains ??= new DrainWaiters(session)),
         });
-      } else if (placed) tellPosition(subscription, placement);
+      } else if (latestFirst) sendLatestValue(this.broker, subscription, latest);
+      else if (placed) tellPosition(subscription, placement);
       else if (joinsNow) subscription.resume(0, [], 0);
-      else {
-        if (this.resolveTopic(topic)?.options.latestValue === true) {
-          sendLatest(this.broker, this.logger, topic, subscription, {
-            reads: this.historyReads,
-            slots: this.historySlotsOf(table),
-          });
-        }
-        this.registry.attach(topic, subscription);
-      }
+      else this.registry.attach(topic, subscription);
       subscription.started = true;
       this.lifecycle?.subscribed(session, topic);
     });
