@@ -11,6 +11,7 @@ import { INVALID_UTF8_REPLY, strictUtf8 } from '../protocol/invalid-utf8.js';
 import { readBodyBytes, refuseUnread } from './read-body.js';
 import { RateLimit, TokenBucket } from './token-bucket.js';
 import type { AddressBuckets } from './address-buckets.js';
+import { sameHost } from './admission.js';
 
 /** The headers naming an HTTP streaming session on its later requests. */
 export const SESSION_HEADER = 'x-wsrpc-session';
@@ -42,7 +43,10 @@ const CLIENT_HEADERS = [
 export interface SseOrigins {
   /** Whether `origin` is on the allow-list: its requests get CORS headers. */
   corsAllows(origin: string): boolean;
-  /** Whether there is an allow-list: an Origin not on it is refused (403). */
+  /**
+   * Whether there is an allow-list: an Origin not on it is refused (403). Without one, an Origin
+   * that does not name the request's host is (sameHost, as admission holds an upgrade to).
+   */
   readonly restricted: boolean;
 }
 
@@ -169,8 +173,11 @@ export class SseEndpoint<C> {
     if (origin !== undefined && this.deps.origins.corsAllows(origin)) {
       grantOrigin(res, origin);
     } else if (origin !== undefined && !opening) {
-      // The opening GET is refused by admission, as an upgrade is (and counted there).
-      if (this.deps.origins.restricted || req.method === 'OPTIONS') {
+      // The opening GET is refused by admission, as an upgrade is (and counted there). A
+      // session's POST, resume and DELETE are held to the same rule: without an allow-list, a
+      // page on another host is refused, since the browser sends the user's cookies with them.
+      const sameSite = !this.deps.origins.restricted && sameHost(origin, req.headers.host);
+      if (!sameSite || req.method === 'OPTIONS') {
         closeUnread(req, res);
         return sendText(res, 403, 'Origin not allowed\n');
       }
