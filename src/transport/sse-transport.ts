@@ -268,10 +268,9 @@ export class SseTransport implements ServerTransport, BudgetMember {
     // The replay's writes may have closed the session (its stream over the bound): no timer then.
     if (this.closed) return false;
     clearInterval(this.heartbeatTimer);
-    this.heartbeatTimer = setInterval(
-      () => this.stream?.write(': heartbeat\n\n'),
-      this.limits.heartbeatMs,
-    );
+    // Written as events are (`write`): held to the stream's bound, counted in its output budget
+    // and its stall look, so a reader that never reads cannot have comments queued without end.
+    this.heartbeatTimer = setInterval(() => this.write(': heartbeat\n\n'), this.limits.heartbeatMs);
     this.heartbeatTimer.unref();
     return true;
   }
@@ -408,8 +407,8 @@ export class SseTransport implements ServerTransport, BudgetMember {
     this.stallTimer = setTimeout(() => {
       this.stallTimer = undefined;
       if (this.stream !== stream || this.closed || !this.overBuffer(stream)) return;
-      // What a write adds beyond its text (the chunk's framing, a heartbeat) is not counted in
-      // streamBytes, so writes alone make this go down: only a rise is something leaving.
+      // What a write adds beyond its text (the chunk's framing) is not counted in streamBytes,
+      // so writes alone make this go down: only a rise is something leaving.
       if (this.streamBytes - stream.writableLength <= left) {
         this.close(CloseCode.PolicyViolation, 'not reading');
       } else this.lookAgain(stream);
