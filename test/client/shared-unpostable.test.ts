@@ -4,7 +4,8 @@
  * cloning throws RangeError): a subscription's message is told to the tab as a gap signal
  * (`{ gap: 1 }`, as for a message the server says is lost), never dropped in silence; a
  * server-to-tab call is answered -32603 with `data.reason` and frees the tab's run slot; a
- * notification is logged in the tab (its method, and why).
+ * notification is logged in the tab (its method, and why); a message of the user's inbox is told
+ * on the tab's `inboxGaps$` as a gap of 1 besides.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type { WebSocket } from 'ws';
@@ -114,6 +115,41 @@ describe('the shared worker and what it cannot post to a tab', () => {
       expect(err.code).toBe(-32603);
     } finally {
       watch.unsubscribe();
+    }
+  });
+
+  it("a message of the user's inbox it cannot post reaches the tab's inboxGaps$ as a gap of 1, in its place", async () => {
+    const gw = await gateways.listen((socket) => {
+      socket.on('message', (data) => {
+        for (const frame of framesOf(data)) {
+          if (frame.method !== 'subscribe') continue;
+          reply(socket, frame.id, 'inbox');
+          note(socket, { subscription: 'inbox', seq: 0 }); // the position
+          note(socket, { subscription: 'inbox', seq: 1, result: { method: 'm', params: [1] } });
+          socket.send(
+            `{"jsonrpc":"2.0","method":"subscription","params":{"subscription":"inbox","seq":2,"result":{"method":"m","params":[${deep(10_000)}]}}}`,
+          );
+          note(socket, { subscription: 'inbox', seq: 3, result: { method: 'm', params: [3] } });
+        }
+      });
+    });
+    const host = shared.host();
+    const { tab } = shared.tab(host, gw.url, { inbox: true });
+    const seen: unknown[] = [];
+    const watches = [
+      tab.notificationsOf('m').subscribe((params) => seen.push(params)),
+      tab.inboxGaps$.subscribe((gap) => seen.push(gap)),
+    ];
+    // A second observer of the gaps: each is told once.
+    const gaps: unknown[] = [];
+    watches.push(tab.inboxGaps$.subscribe((gap) => gaps.push(gap)));
+    try {
+      await tab.opened();
+      await waitFor(() => seen.some((v) => Array.isArray(v) && v[0] === 3), 'message 3');
+      expect(seen).toEqual([[1], { gap: 1 }, [3]]);
+      expect(gaps).toEqual([{ gap: 1 }]);
+    } finally {
+      for (const watch of watches) watch.unsubscribe();
     }
   });
 });

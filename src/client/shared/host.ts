@@ -32,6 +32,7 @@ import { clientDefaults, clientOptionRules } from '../client-options.js';
 import type { ClientOptions } from '../client-options.js';
 import { subscriptionStatus$ } from '../subscription-status.js';
 import { SharedRun } from '../wanted.js';
+import { INBOX_SUBSCRIPTION } from '../inbox.js';
 import type { SubscriptionEvent } from '../subscriptions.js';
 import type { HostMessage, TabMessage, WireDisconnect, WireSettled } from './messages.js';
 import { sharedOnlyRules } from './options.js';
@@ -196,6 +197,11 @@ class HostedTab {
   tokenLate = false;
   /** Told 'gone' since it was let go: what it posted before reading that is not answered. */
   toldGone = false;
+  /**
+   * The params of the last notification it was sent, when that one could not be posted: read
+   * by the worker's observer of the user's inbox, which comes next when it was an inbox message.
+   */
+  unposted: Params | undefined;
 
   constructor(
     readonly port: MessagePort,
@@ -383,9 +389,29 @@ class Host implements ClientHost {
           const failed = tab.post({ t: 'note', method, params });
           // No gap form for a notification: the tab is told which one it did not get, and why.
           if (failed) tab.post({ t: 'unposted', method, error: toWire(failed) });
+          // Params that cannot be cloned are an object: its identity names the message.
+          tab.unposted = failed && params;
         }
       }),
     ];
+    if (client.config.inbox) {
+      // The client hands each message of the user's inbox on as a notification from its own
+      // observer of the inbox subscription, the first (made with the client): this one is told
+      // of the message after it (a hub tells its observers in the order they came), so a tab
+      // whose notification of it was not posted is told of an inbox message lost, for its
+      // inboxGaps$. Its end is the client's inbox's, told through inboxGaps$.
+      const lost = (event: SubscriptionEvent<unknown>): void => {
+        const message = event.data as { params?: unknown } | null | undefined;
+        for (const tab of this.#tabs) {
+          if (tab.unposted !== undefined && tab.unposted === message?.params)
+            tab.post({ t: 'lost' });
+          tab.unposted = undefined;
+        }
+      };
+      this.#watching.push(
+        client.subscribeWithMeta(INBOX_SUBSCRIPTION).subscribe({ next: lost, error: () => {} }),
+      );
+    }
     const every = fixedBeat ?? tabHeartbeatMs ?? DEFAULT_TAB_HEARTBEAT_MS;
     this.#timer = setInterval(() => this.#beat(), every);
   }

@@ -99,6 +99,8 @@ export type HostMessage =
    * to this tab (structured cloning refused it): `error` (-32603) says why. The tab logs it.
    */
   | { t: 'unposted'; method: string; error: WireError }
+  /** The last `unposted` was a message of the user's inbox: one gap on `inboxGaps$`. */
+  | { t: 'lost' }
   /** A `register` the worker did not take (the tab holds `maxHandlersPerTab` already). */
   | { t: 'refused'; method: string; error: WireError }
   | { t: 'ping' }

@@ -492,6 +492,11 @@ export class SharedRpcClient {
           { err: fromWire(m.error), method: m.method },
           'a notification from the server could not be passed to this tab: lost',
         );
+      case 'lost':
+        // A message of the user's inbox: told as a gap of 1, as one lost beyond retention.
+        for (const { message, subscriber } of this.#streams.values())
+          if (message.t === 'gaps') subscriber.next({ gap: 1 } satisfies InboxGap);
+        return;
       case 'ping':
         return this.#port.postMessage({ t: 'pong' } satisfies TabMessage);
     }
