@@ -1,4 +1,5 @@
 import { Observable } from 'rxjs';
+import type { Subscription } from 'rxjs';
 import { bindMethods } from '../contract/bind.js';
 import type { MethodsApi } from '../contract/bind.js';
 import type {
@@ -17,7 +18,7 @@ import { andThen, paramsValidator, validateMessage } from '../contract/validate.
 import type { HandlerContext } from '../peer/handler-context.js';
 import { silentLogger } from '../peer/logger.js';
 import type { Logger } from '../peer/logger.js';
-import { JsonRpcError } from '../protocol/errors.js';
+import { InternalError, JsonRpcError } from '../protocol/errors.js';
 import type { Params } from '../protocol/types.js';
 import type { RpcClient } from './client.js';
 
@@ -73,15 +74,26 @@ export interface ContractClient<K extends Contract> {
 }
 
 /**
+ * Values that may wait behind an async parse, at most, per Observable: a server sending faster
+ * than an async schema parses (one that awaits I/O) cannot make the client hold its messages
+ * without bound. One more is dropped or ends the stream (`parseEach`'s `overflow`).
+ */
+export const MAX_PARSE_BACKLOG = 1_000;
+
+/**
  * Each value through `parse` (sync or async), emitted in arrival order; a sync parse emits at
  * once. A parse that throws or rejects ends the stream with its error, unless `drop` takes it
- * (returns true). Written out rather than with concatMap: concatMap's `from` brings rxjs's
- * iterable and async-iterable support, and tslib, into the browser bundle (about 3 KiB).
+ * (returns true). A value that finds MAX_PARSE_BACKLOG waiting is given to `overflow`: dropped
+ * when it returns nothing, else the source is let go and the stream ends with that error once
+ * the values waiting are emitted. Written out rather than with concatMap: concatMap's `from`
+ * brings rxjs's iterable and async-iterable support, and tslib, into the browser bundle (about
+ * 3 KiB).
  */
 function parseEach<T>(
   source: Observable<T>,
   parse: (value: T) => unknown,
-  drop: (err: unknown) => boolean = () => false,
+  drop: (err: unknown) => boolean,
+  overflow: () => Error | undefined,
 ): Observable<unknown> {
   return new Observable<unknown>((subscriber) => {
     const fail = (err: unknown): void => {
@@ -108,17 +120,30 @@ function parseEach<T>(
     let pending = 0;
     let tail: Promise<void> = Promise.resolve();
     let sourceDone = false;
+    /** Let go after an overflow: what the source still sends is not read. */
+    let letGo = false;
     const settled = (): void => {
       pending--;
       if (sourceDone && pending === 0) subscriber.complete();
     };
-    const subscription = source.subscribe({
+    let subscription: Subscription | undefined = undefined;
+    subscription = source.subscribe({
       next: (value) => {
+        if (letGo) return;
         if (pending === 0) {
           const running = step(value);
           if (!running) return;
           pending++;
           tail = running.then(settled);
+          return;
+        }
+        // The one parsing, and MAX_PARSE_BACKLOG behind it.
+        if (pending > MAX_PARSE_BACKLOG) {
+          const err = overflow();
+          if (!err) return;
+          letGo = true;
+          subscription?.unsubscribe();
+          tail = tail.then(() => subscriber.error(err));
           return;
         }
         // Behind an async parse: wait for it, so messages keep their order.
@@ -135,6 +160,8 @@ function parseEach<T>(
         if (pending === 0) subscriber.complete();
       },
     });
+    // Let go while subscribing (a source that emits at once): not kept.
+    if (letGo) subscription.unsubscribe();
     return () => subscription.unsubscribe();
   });
 }
@@ -188,13 +215,33 @@ export function useContract<K extends Contract>(
       );
       return true;
     };
-    return parseEach(client.notificationsOf(name), (params) => validate(params), dropped);
+    // Past the backlog, dropped as well: a notification has no stream to end.
+    const overflow = (): undefined => {
+      logger.warn(
+        { notification: name, limit: MAX_PARSE_BACKLOG },
+        'notification dropped: too many waiting for its schema',
+      );
+      return undefined;
+    };
+    return parseEach(client.notificationsOf(name), (params) => validate(params), dropped, overflow);
   };
   const subscribe = (name: string, params: unknown): Observable<unknown> => {
     const schema = specOfTopic(subscriptionSpecs, name)?.data;
     const messages = client.subscribe(name, params);
     if (!schema) return messages;
-    return parseEach(messages, (data) => validateMessage(schema, name, data));
+    // A message past the backlog ends the subscription (after those waiting): every message,
+    // or a word about the ones missed.
+    const overflow = (): Error =>
+      new InternalError('Subscription messages come faster than its data schema parses them', {
+        subscription: name,
+        limit: MAX_PARSE_BACKLOG,
+      });
+    return parseEach(
+      messages,
+      (data) => validateMessage(schema, name, data),
+      () => false,
+      overflow,
+    );
   };
   return {
     api: bindMethods<K['methods']>(client, contract.methods),
