@@ -31,6 +31,13 @@ interface PresenceFrame {
   left?: PresenceMember[];
 }
 
+/**
+ * The most members a list holds: the most a topic lists (`maxListed` is 1 to 1 000), so that a
+ * server listing without end cannot grow it. Past it a join changes only `count`, as past the
+ * topic's own `maxListed`.
+ */
+export const MAX_LISTED = 1000;
+
 /** The subscription name the server answers presence on. */
 export const PRESENCE_SUBSCRIPTION = '$presence';
 
@@ -46,6 +53,11 @@ export function presenceState(
 ): Observable<PresenceState> {
   return through(subscribe(PRESENCE_SUBSCRIPTION, { topic }), (to) => {
     const listed = new Map<string, PresenceMember>();
+    // Past MAX_LISTED only those already listed are updated.
+    const list = (member: PresenceMember): void => {
+      const id = member.sessionId;
+      if (listed.size < MAX_LISTED || listed.has(id)) listed.set(id, member);
+    };
     return (value) => {
       // The server's data: a frame with no count is passed over, a list that is no list taken as
       // none, an entry with no session id left out (each would otherwise throw out of the
@@ -54,9 +66,9 @@ export function presenceState(
       if (typeof frame?.count !== 'number') return;
       // The first frame (again after a reconnect) starts the list over.
       if (Array.isArray(frame.members)) listed.clear();
-      for (const member of members(frame.members)) listed.set(member.sessionId, member);
+      for (const member of members(frame.members)) list(member);
       for (const gone of members(frame.left)) listed.delete(gone.sessionId);
-      for (const member of members(frame.joined)) listed.set(member.sessionId, member);
+      for (const member of members(frame.joined)) list(member);
       to.next({ count: frame.count, members: [...listed.values()] });
     };
   });

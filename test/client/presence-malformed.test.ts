@@ -4,10 +4,12 @@
  * thrown out of the frame's handling (rxjs reports an exception thrown by an observer's `next`
  * through config.onUnhandledError, else rethrows it from a timer: an uncaught exception that ends
  * a Node process, an uncaught error on a page), and the frames after it are folded in as ever.
+ * And a server listing more members than any topic lists (MAX_LISTED) grows no list past it.
  */
 import { config } from 'rxjs';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { FakeGateways, framesOf, note, reply } from '../support/fake-gateway.js';
+import { MAX_LISTED } from '../../src/client/presence.js';
 import type { PresenceState } from '../../src/client/presence.js';
 import { waitFor } from '../support/waiting.js';
 
@@ -55,6 +57,40 @@ describe('client.presence against a hostile server', () => {
       }
     });
   }
+});
+
+describe('client.presence against a server listing without end', () => {
+  it(`lists at most MAX_LISTED (${MAX_LISTED}) members; past it a join changes the count alone`, async () => {
+    const many = (from: number, n: number) =>
+      Array.from({ length: n }, (_, i) => ({ sessionId: `s${from + i}` }));
+    const gw = await gateways.listen((socket) => {
+      socket.on('message', (data) => {
+        for (const frame of framesOf(data)) {
+          if (frame.method !== 'subscribe') continue;
+          reply(socket, frame.id, 'p1');
+          // A first page past the bound, then joins past it, a leave, and a join in its room.
+          note(socket, { subscription: 'p1', result: { count: 1500, members: many(0, 1500) } });
+          note(socket, { subscription: 'p1', result: { count: 3500, joined: many(1500, 2000) } });
+          note(socket, {
+            subscription: 'p1',
+            result: { count: 3499, left: [{ sessionId: 's0' }] },
+          });
+          note(socket, { subscription: 'p1', result: { count: 3500, joined: many(5000, 1) } });
+        }
+      });
+    });
+    const client = gateways.client({ url: gw.url });
+    const states: PresenceState[] = [];
+    gateways.subscriptions.push(client.presence('room').subscribe((s) => states.push(s)));
+    await waitFor(() => states.length === 4, 'the four frames');
+    expect(states.map((s) => [s.count, s.members.length])).toEqual([
+      [1500, MAX_LISTED],
+      [3500, MAX_LISTED],
+      [3499, MAX_LISTED - 1],
+      [3500, MAX_LISTED],
+    ]);
+    expect(states[3]!.members.at(-1)).toEqual({ sessionId: 's5000' });
+  });
 });
 
 afterEach(() => {
