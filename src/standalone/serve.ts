@@ -91,7 +91,8 @@ export async function serve(
       logger,
       broker,
       tls: config.tls && readTls(config.tls, fileOf),
-      httpHandler: config.static && staticFilesHandler(fileOf(config.static.dir)),
+      httpHandler:
+        config.static && staticFilesHandler(fileOf(config.static.dir), config.static.dir),
     } as GatewayOptions<unknown>);
     hooks?.attach(gateway);
     for (const [pattern, topic] of Object.entries(config.topics)) {

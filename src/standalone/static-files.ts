@@ -1,9 +1,11 @@
 // The `static` section: the files of one folder served on the gateway's port (a browser page
 // next to its endpoint), and the browser client bundle at /wsrpc-client.js so the page needs no
 // build step. Files are read once at start: no path from a request ever reaches the file system.
-import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readSync } from 'node:fs';
+import { readdirSync, realpathSync, statSync } from 'node:fs';
+import type { Stats } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { join, relative, sep } from 'node:path';
+import { join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cut } from '../peer/option-rules.js';
 import { contentTypeOf, serveAssets } from '../server/static-assets.js';
@@ -19,49 +21,179 @@ export const CLIENT_BUNDLE_PATH = '/wsrpc-client.js';
 /** The package's browser bundle, relative to this module once built (dist/src/standalone/). */
 const CLIENT_BUNDLE = new URL('../../browser/client.js', import.meta.url);
 
+/** Opened without blocking: a FIFO put in place of a listed file cannot hold the start. */
+const READ_FLAGS = constants.O_RDONLY | (constants.O_NONBLOCK ?? 0);
+
+/** One file to serve, listed and sized before any is read. */
+interface ListedFile {
+  /** Its URL path, each segment as encodeURIComponent writes it. */
+  readonly urlPath: string;
+  /** Its real path (a symlink's target). */
+  readonly file: string;
+  readonly size: number;
+}
+
 /**
  * An `httpHandler` serving the files under `dir` (`/` is `index.html`) and the browser client at
- * /wsrpc-client.js; false for anything else (404). Throws when the folder cannot be read or
- * holds more than MAX_STATIC_FILES files or MAX_STATIC_BYTES bytes.
+ * /wsrpc-client.js; false for anything else (404). Throws (naming `name`, the folder as the
+ * configuration gives it) when the folder cannot be read, is not a folder, or holds more than
+ * MAX_STATIC_FILES files or MAX_STATIC_BYTES bytes: sizes are checked before any file is read.
  */
 export function staticFilesHandler(
   dir: string,
+  name = dir,
 ): (req: IncomingMessage, res: ServerResponse) => boolean {
+  const listed = listStaticFiles(dir, name);
   const assets = new Map<string, StaticAsset>();
+  // A file listed twice (through a symlink) is read once.
+  const bodies = new Map<string, Buffer>();
   let bytes = 0;
-  const add = (urlPath: string, file: string): void => {
-    const body = readFileSync(file);
-    bytes += body.length;
-    if (assets.size >= MAX_STATIC_FILES || bytes > MAX_STATIC_BYTES) {
-      throw new RangeError(
-        `static.dir holds more than ${MAX_STATIC_FILES} files or ${MAX_STATIC_BYTES} bytes: ${cut(dir)}`,
-      );
+  for (const { urlPath, file } of listed) {
+    let body = bodies.get(file);
+    if (!body) {
+      body = readAtMost(file, MAX_STATIC_BYTES - bytes, name);
+      bytes += body.length;
+      bodies.set(file, body);
     }
-    assets.set(urlPath, { body, type: contentTypeOf(file) });
-  };
-  for (const file of filesUnder(dir)) {
-    const urlPath = `/${relative(dir, file).split(sep).map(encodeURIComponent).join('/')}`;
-    add(urlPath, file);
-    if (urlPath.endsWith('/index.html')) add(urlPath.slice(0, -'index.html'.length), file);
+    const asset = { body, type: contentTypeOf(file) };
+    assets.set(urlPath, asset);
+    if (urlPath.endsWith('/index.html')) assets.set(urlPath.slice(0, -'index.html'.length), asset);
   }
-  try {
-    if (!assets.has(CLIENT_BUNDLE_PATH)) add(CLIENT_BUNDLE_PATH, fileURLToPath(CLIENT_BUNDLE));
-  } catch {
-    // Running from the sources (no dist/browser): the page brings its own client, or none.
+  if (!assets.has(CLIENT_BUNDLE_PATH)) {
+    const bundle = fileURLToPath(CLIENT_BUNDLE);
+    try {
+      assets.set(CLIENT_BUNDLE_PATH, {
+        body: readAtMost(bundle, MAX_STATIC_BYTES, name),
+        type: contentTypeOf(bundle),
+      });
+    } catch {
+      // Running from the sources (no dist/browser): the page brings its own client, or none.
+    }
   }
   return serveAssets(assets);
 }
 
-/** Every regular file under `dir`, subfolders included (hidden entries skipped). */
-function filesUnder(dir: string): string[] {
-  const files: string[] = [];
-  for (const name of readdirSync(dir)) {
-    if (name.startsWith('.')) continue;
-    const path = join(dir, name);
-    const stat = statSync(path);
-    if (stat.isDirectory()) files.push(...filesUnder(path));
-    else if (stat.isFile()) files.push(path);
-    if (files.length > MAX_STATIC_FILES) break;
+/**
+ * What `serve` would refuse in `static.dir` (read relative to `baseDir`), as serve words it:
+ * undefined when the folder is usable, or there is none. For check-config.
+ */
+export function staticDirProblem(
+  config: { readonly static: { readonly dir: string } | undefined },
+  baseDir: string,
+): string | undefined {
+  if (!config.static) return undefined;
+  try {
+    staticFilesHandler(join(baseDir, config.static.dir), config.static.dir);
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
   }
+}
+
+/**
+ * The files under `dir` to serve, subfolders included, with their sizes; nothing is read. Hidden
+ * entries are skipped, and so is a symlink whose target is not inside the folder (its real
+ * path), does not exist, or is a folder it is already in.
+ */
+function listStaticFiles(dir: string, name: string): ListedFile[] {
+  let root: string;
+  try {
+    root = realpathSync(dir);
+    if (!statSync(root).isDirectory()) {
+      throw new TypeError(`static.dir: ${cut(name)} is not a folder`);
+    }
+  } catch (err) {
+    if (err instanceof TypeError) throw err;
+    throw new Error(`static.dir: cannot read ${cut(name)}: ${cut((err as Error).message)}`, {
+      cause: err,
+    });
+  }
+  const inside = (path: string): boolean =>
+    path === root || path.startsWith(root.endsWith(sep) ? root : root + sep);
+  const files: ListedFile[] = [];
+  let bytes = 0;
+  const walk = (folder: string, urlPath: string, within: ReadonlySet<string>): void => {
+    let names: string[];
+    try {
+      names = readdirSync(folder);
+    } catch (err) {
+      throw new Error(`static.dir: cannot read ${cut(name)}: ${cut((err as Error).message)}`, {
+        cause: err,
+      });
+    }
+    for (const entry of names) {
+      if (entry.startsWith('.')) continue;
+      const target = resolvedEntry(join(folder, entry), inside);
+      if (!target) continue;
+      const path = `${urlPath}/${encodeURIComponent(entry)}`;
+      if (target.stat.isDirectory()) {
+        if (!within.has(target.path)) walk(target.path, path, new Set([...within, target.path]));
+      } else if (target.stat.isFile()) {
+        files.push({ urlPath: path, file: target.path, size: target.stat.size });
+        bytes += target.stat.size;
+        if (files.length > MAX_STATIC_FILES) {
+          throw new RangeError(
+            `static.dir: ${cut(name)} holds more than ${MAX_STATIC_FILES} files, the most it may hold`,
+          );
+        }
+        if (bytes > MAX_STATIC_BYTES) throw overBudget(name);
+      }
+    }
+  };
+  walk(root, '', new Set([root]));
   return files;
+}
+
+/**
+ * An entry's real path and what it is; undefined for a symlink that leads outside the folder
+ * (`inside` says), or nowhere.
+ */
+function resolvedEntry(
+  path: string,
+  inside: (path: string) => boolean,
+): { path: string; stat: Stats } | undefined {
+  const stat = lstatSync(path);
+  if (!stat.isSymbolicLink()) return { path, stat };
+  try {
+    const real = realpathSync(path);
+    return inside(real) ? { path: real, stat: statSync(real) } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function overBudget(name: string): RangeError {
+  return new RangeError(
+    `static.dir: ${cut(name)} holds more than ${MAX_STATIC_BYTES} bytes (64 MiB), the most its files may hold together`,
+  );
+}
+
+/**
+ * A regular file's bytes, refused (over budget) past `budget`: a file that grew, or was replaced
+ * by another, after it was listed is read no further than that.
+ */
+function readAtMost(file: string, budget: number, name: string): Buffer {
+  let fd: number;
+  try {
+    fd = openSync(file, READ_FLAGS);
+  } catch (err) {
+    throw new Error(`static.dir: cannot read ${cut(file)}: ${cut((err as Error).message)}`, {
+      cause: err,
+    });
+  }
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile()) throw new TypeError(`static.dir: ${cut(file)} is not a regular file`);
+    if (stat.size > budget) throw overBudget(name);
+    const body = Buffer.alloc(stat.size);
+    let length = 0;
+    while (length < body.length) {
+      const read = readSync(fd, body, length, body.length - length, null);
+      if (read === 0) break;
+      length += read;
+    }
+    return body.subarray(0, length);
+  } finally {
+    closeSync(fd);
+  }
 }
