@@ -1,6 +1,7 @@
 // `static.dir` as serve loads it: sizes are checked before a byte is read (a file over the budget,
-// even one larger than Node can read at once, is refused with the static.dir message), and a
-// symlink is served only when it leads to a file inside the folder.
+// even one larger than Node can read at once, is refused with the static.dir message), a symlink
+// is served only when it leads to a file inside the folder, and each file has a strong ETag that
+// If-None-Match answers with 304.
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -82,6 +83,36 @@ describe('static.dir symlinks', () => {
         const { status } = await get(`${base}${path}`);
         expect(`${path} ${status}`).toBe(`${path} 404`);
       }
+    });
+  });
+});
+
+describe('static.dir ETag', () => {
+  it('a strong ETag per file; If-None-Match with it is 304 without a body, GET and HEAD', async () => {
+    const dir = folder('etag', { 'index.html': 'page', 'other.txt': 'other' });
+    await serving(dir, async (base) => {
+      const first = await get(`${base}/`);
+      const etag = first.headers.get('etag');
+      expect(etag).toMatch(/^"[A-Za-z0-9_-]+"$/);
+      expect(first.headers.get('cache-control')).toBe('no-cache');
+      expect((await get(`${base}/index.html`)).headers.get('etag')).toBe(etag);
+      expect((await get(`${base}/other.txt`)).headers.get('etag')).not.toBe(etag);
+      for (const match of [etag!, `W/${etag!}`, `"nope", ${etag!}`, '*']) {
+        for (const method of ['GET', 'HEAD']) {
+          const answer = await fetch(`${base}/`, { method, headers: { 'if-none-match': match } });
+          const body = await answer.text();
+          expect({ match, method, status: answer.status, body }).toEqual({
+            match,
+            method,
+            status: 304,
+            body: '',
+          });
+          expect(answer.headers.get('etag')).toBe(etag);
+          expect(answer.headers.get('cache-control')).toBe('no-cache');
+        }
+      }
+      const changed = await get(`${base}/`, { 'if-none-match': '"something-else"' });
+      expect({ status: changed.status, body: changed.body }).toEqual({ status: 200, body: 'page' });
     });
   });
 });
