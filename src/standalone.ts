@@ -16,6 +16,7 @@ export type {
 } from './standalone/sections.js';
 export type { OwnerSections } from './standalone/owner-sections.js';
 export { serve, tlsFileProblem } from './standalone/serve.js';
+export { staticDirProblem } from './standalone/static-files.js';
 export { summarizeStandaloneConfig } from './standalone/summary.js';
 export type { ServeOptions, StandaloneServer } from './standalone/serve.js';
 export { shutdownOnSignals } from './standalone/shutdown-signals.js';

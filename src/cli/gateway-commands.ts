@@ -108,17 +108,21 @@ async function checkConfig(file: string, io: Io): Promise<number> {
   if ('code' in loaded) return loaded.code;
   // Told before the file's problems, and the file still checked: one run lists them all.
   const level = await logLevel('check-config', io);
-  const { examineStandaloneConfig, summarizeStandaloneConfig, tlsFileProblem } =
+  const { examineStandaloneConfig, summarizeStandaloneConfig, staticDirProblem, tlsFileProblem } =
     await import('../standalone.js');
-  const { config, problems } = examineStandaloneConfig(loaded.value, file);
-  // The TLS files are read as serve reads them: one it would refuse is a problem here too.
-  const tlsProblem = config && tlsFileProblem(config, dirname(file));
-  if (tlsProblem !== undefined) {
-    io.stderr.write(`${file}: ${tlsProblem}\n${file}: 1 problem\n`);
-    return GatewayExitCode.Invalid;
-  }
-  if (!config) {
-    for (const problem of problems) io.stderr.write(`${file}: ${problem.message}\n`);
+  const examined = examineStandaloneConfig(loaded.value, file);
+  const { config } = examined;
+  // The TLS files and static.dir are read as serve reads them: what it would refuse is a
+  // problem here too, in its words.
+  const fileProblems = config
+    ? [tlsFileProblem(config, dirname(file)), staticDirProblem(config, dirname(file))]
+    : [];
+  const problems = [
+    ...examined.problems.map((problem) => problem.message),
+    ...fileProblems.filter((problem) => problem !== undefined),
+  ];
+  if (!config || problems.length > 0) {
+    for (const problem of problems) io.stderr.write(`${file}: ${problem}\n`);
     const count = problems.length === 1 ? '1 problem' : `${problems.length} problems`;
     io.stderr.write(`${file}: ${count}\n`);
     return GatewayExitCode.Invalid;

@@ -5,11 +5,12 @@ import { closeSync, constants, fstatSync, lstatSync, openSync, readSync } from '
 import { readdirSync, realpathSync, statSync } from 'node:fs';
 import type { Stats } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { join, sep } from 'node:path';
+import { join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cut } from '../peer/option-rules.js';
 import { contentTypeOf, serveAssets } from '../server/static-assets.js';
 import type { StaticAsset } from '../server/static-assets.js';
+import type { StandaloneConfig } from './standalone-config.js';
 
 /** The most files a static folder may hold (subfolders included). */
 export const MAX_STATIC_FILES = 1_000;
@@ -78,16 +79,30 @@ export function staticFilesHandler(
  * undefined when the folder is usable, or there is none. For check-config.
  */
 export function staticDirProblem(
-  config: { readonly static: { readonly dir: string } | undefined },
+  config: Pick<StandaloneConfig, 'static'>,
   baseDir: string,
 ): string | undefined {
   if (!config.static) return undefined;
   try {
-    staticFilesHandler(join(baseDir, config.static.dir), config.static.dir);
+    staticFilesHandler(resolve(baseDir, config.static.dir), config.static.dir);
     return undefined;
   } catch (err) {
-    return (err as Error).message;
+    return withCauses(err as Error);
   }
+}
+
+/**
+ * A file or folder of static.dir that cannot be read: the system's reason is the cause, which
+ * pino logs after the message (`static.dir: cannot read web: ENOENT: ...`).
+ */
+function cannotRead(what: string, err: unknown): Error {
+  return new Error(`static.dir: cannot read ${cut(what)}`, { cause: err });
+}
+
+/** The error's message followed by its causes', as pino's error serializer writes it. */
+function withCauses(err: Error): string {
+  const cause = err.cause;
+  return cause instanceof Error ? `${err.message}: ${withCauses(cause)}` : err.message;
 }
 
 /**
@@ -104,9 +119,7 @@ function listStaticFiles(dir: string, name: string): ListedFile[] {
     }
   } catch (err) {
     if (err instanceof TypeError) throw err;
-    throw new Error(`static.dir: cannot read ${cut(name)}: ${cut((err as Error).message)}`, {
-      cause: err,
-    });
+    throw cannotRead(name, err);
   }
   const inside = (path: string): boolean =>
     path === root || path.startsWith(root.endsWith(sep) ? root : root + sep);
@@ -117,9 +130,7 @@ function listStaticFiles(dir: string, name: string): ListedFile[] {
     try {
       names = readdirSync(folder);
     } catch (err) {
-      throw new Error(`static.dir: cannot read ${cut(name)}: ${cut((err as Error).message)}`, {
-        cause: err,
-      });
+      throw cannotRead(join(name, relative(root, folder)), err);
     }
     for (const entry of names) {
       if (entry.startsWith('.')) continue;
@@ -177,9 +188,7 @@ function readAtMost(file: string, budget: number, name: string): Buffer {
   try {
     fd = openSync(file, READ_FLAGS);
   } catch (err) {
-    throw new Error(`static.dir: cannot read ${cut(file)}: ${cut((err as Error).message)}`, {
-      cause: err,
-    });
+    throw cannotRead(file, err);
   }
   try {
     const stat = fstatSync(fd);

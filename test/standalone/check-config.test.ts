@@ -1,7 +1,7 @@
 // `wsrpc-gateway check-config FILE` as a user runs it: the built CLI (`npm run build` first) in a
 // child process, its exit code and what it prints.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -156,6 +156,37 @@ describe('wsrpc-gateway check-config', () => {
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/^.*tls-bad\.yaml: tls\.certFile: cannot use not-pem\.txt: /);
     const good = file('tls-good.yaml', 'tls: { certFile: good-cert.pem, keyFile: good-key.pem }\n');
+    expect(run(['check-config', good])).toMatchObject({ code: 0, stderr: '' });
+  });
+
+  it('a static.dir serve would refuse is a problem here too, in the words serve logs it', () => {
+    file('not-a-folder.txt', 'text\n');
+    const cases = [
+      ['static-missing.yaml', 'no-such-web', /^static\.dir: cannot read no-such-web: ENOENT: /],
+      ['static-file.yaml', 'not-a-folder.txt', /^static\.dir: not-a-folder\.txt is not a folder$/],
+    ] as const;
+    for (const [name, dir, message] of cases) {
+      const path = file(name, `listen: { host: 127.0.0.1, port: 0 }\nstatic: { dir: ${dir} }\n`);
+      const checked = run(['check-config', path]);
+      expect(checked.code).toBe(1);
+      expect(checked.stdout).toBe('');
+      const [problem, count, ...rest] = checked.stderr.split('\n');
+      expect(problem!.slice(`${path}: `.length)).toMatch(message);
+      expect([count, ...rest]).toEqual([`${path}: 1 problem`, '']);
+      // serve refuses the same folder at start (exit 1), logging the same message.
+      const served = run(['serve', '--config', path]);
+      expect(served.code).toBe(1);
+      const logged = served.stdout
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .map((line) => (JSON.parse(line) as { err?: { message?: string } }).err?.message)
+        .filter((text) => text !== undefined);
+      expect(logged).toEqual([problem!.slice(`${path}: `.length)]);
+    }
+    const web = join(dir, 'web');
+    mkdirSync(web, { recursive: true });
+    writeFileSync(join(web, 'index.html'), 'page');
+    const good = file('static-good.yaml', 'static: { dir: web }\n');
     expect(run(['check-config', good])).toMatchObject({ code: 0, stderr: '' });
   });
 
