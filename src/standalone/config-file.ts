@@ -1,7 +1,9 @@
 // Reading a configuration file: YAML (.yaml, .yml) or JSON (.json), with `${ENV}` substitution in
 // its string values. What it returns is checked by resolveStandaloneConfig; here only what makes
 // the file unreadable is refused.
-import { open } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import type { Stats } from 'node:fs';
+import { open, stat } from 'node:fs/promises';
 import { extname } from 'node:path';
 import { isMap, isScalar, isSeq, parse as parseYaml } from 'yaml';
 import { describe } from '../peer/option-rules.js';
@@ -13,8 +15,9 @@ import { describeSubstitutionProblems, substitute } from './env-substitution.js'
 import type { SubstitutionProblems } from './env-substitution.js';
 
 /**
- * Why a configuration file could not be loaded: `read` (no such file, no permission, an
- * extension that is neither YAML nor JSON, over 1 MiB), `parse` (a syntax error or a duplicate
+ * Why a configuration file could not be loaded: `read` (no such file, no permission, not a
+ * regular file (a folder, a FIFO, a device), an extension that is neither YAML nor JSON, over
+ * 1 MiB), `parse` (a syntax error or a duplicate
  * key, YAML or JSON, with its line and column; nesting deeper than 64 levels), or `env` (variables the file
  * names that are not set; one line each).
  */
@@ -69,14 +72,45 @@ function formatOf(path: string): 'json' | 'yaml' {
   );
 }
 
-/** The file's text, refused past MAX_CONFIG_FILE_BYTES before any of it is parsed. */
+/**
+ * Opened without blocking: a FIFO put in place of the file after it was checked does not hold
+ * the open until a writer comes (the handle's own stat refuses it then).
+ */
+const READ_FLAGS = constants.O_RDONLY | (constants.O_NONBLOCK ?? 0);
+
+/** What a file that is not a regular file is, for its refusal. */
+function kindOf(stats: Stats): string {
+  if (stats.isDirectory()) return 'a folder';
+  if (stats.isFIFO()) return 'a FIFO';
+  if (stats.isSocket()) return 'a socket';
+  if (stats.isCharacterDevice()) return 'a character device';
+  if (stats.isBlockDevice()) return 'a block device';
+  return 'not a file';
+}
+
+function notRegular(path: string, stats: Stats): ConfigFileError {
+  return new ConfigFileError(
+    `cannot read ${path}: it is ${kindOf(stats)}, not a regular file`,
+    'read',
+  );
+}
+
+/**
+ * The file's text, refused past MAX_CONFIG_FILE_BYTES before any of it is parsed. Only a regular
+ * file is read: a FIFO (or a device) would hold the read until a writer comes, or without end;
+ * it is refused before it is opened.
+ */
 async function readText(path: string): Promise<string> {
   // One byte more than the bound tells a file over it, however large (or endless) it is.
   const buffer = Buffer.alloc(MAX_CONFIG_FILE_BYTES + 1);
   let length = 0;
   try {
-    const file = await open(path, 'r');
+    const before = await stat(path);
+    if (!before.isFile()) throw notRegular(path, before);
+    const file = await open(path, READ_FLAGS);
     try {
+      const opened = await file.stat();
+      if (!opened.isFile()) throw notRegular(path, opened);
       for (;;) {
         const { bytesRead } = await file.read(buffer, length, buffer.length - length, null);
         length += bytesRead;
@@ -86,6 +120,7 @@ async function readText(path: string): Promise<string> {
       await file.close();
     }
   } catch (err) {
+    if (err instanceof ConfigFileError) throw err;
     throw new ConfigFileError(`cannot read ${path}: ${(err as Error).message}`, 'read');
   }
   if (length > MAX_CONFIG_FILE_BYTES) {

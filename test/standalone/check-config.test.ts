@@ -271,6 +271,22 @@ describe('wsrpc-gateway check-config', () => {
     expect(serve.stderr).toContain('serve needs --config FILE (or WSRPC_CONFIG=FILE)');
   });
 
+  it('a FIFO or a folder given as the file: exit 2 at once, never opened to wait on a writer', () => {
+    const fifo = join(dir, 'fifo.yaml');
+    expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+    const folder = join(dir, 'folder.yaml');
+    mkdirSync(folder);
+    for (const [path, what] of [
+      [fifo, 'a FIFO'],
+      [folder, 'a folder'],
+    ] as const) {
+      const refusal = `cannot read ${path}: it is ${what}, not a regular file\n`;
+      // Without the fix, reading the FIFO waits for a writer: run's timeout ends it, no exit code.
+      expect(run(['check-config', path])).toEqual({ code: 2, stdout: '', stderr: refusal });
+      expect(run(['serve', '--config', path])).toEqual({ code: 2, stdout: '', stderr: refusal });
+    }
+  });
+
   it('the help names both commands', () => {
     const { code, stdout } = run(['--help']);
     expect(code).toBe(0);
