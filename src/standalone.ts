@@ -18,6 +18,7 @@ export type { OwnerSections } from './standalone/owner-sections.js';
 export { serve, tlsFileProblem } from './standalone/serve.js';
 export { staticDirProblem } from './standalone/static-files.js';
 export { summarizeStandaloneConfig } from './standalone/summary.js';
+export { configWarnings } from './standalone/config-warnings.js';
 export type { ServeOptions, StandaloneServer } from './standalone/serve.js';
 export { shutdownOnSignals } from './standalone/shutdown-signals.js';
 export type { ShutdownOnSignals } from './standalone/shutdown-signals.js';

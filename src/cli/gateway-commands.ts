@@ -108,8 +108,13 @@ async function checkConfig(file: string, io: Io): Promise<number> {
   if ('code' in loaded) return loaded.code;
   // Told before the file's problems, and the file still checked: one run lists them all.
   const level = await logLevel('check-config', io);
-  const { examineStandaloneConfig, summarizeStandaloneConfig, staticDirProblem, tlsFileProblem } =
-    await import('../standalone.js');
+  const {
+    configWarnings,
+    examineStandaloneConfig,
+    summarizeStandaloneConfig,
+    staticDirProblem,
+    tlsFileProblem,
+  } = await import('../standalone.js');
   const examined = examineStandaloneConfig(loaded.value, file);
   const { config } = examined;
   // The TLS files and static.dir are read as serve reads them: what it would refuse is a
@@ -128,6 +133,8 @@ async function checkConfig(file: string, io: Io): Promise<number> {
     return GatewayExitCode.Invalid;
   }
   if (level === undefined) return GatewayExitCode.Invalid;
+  // What serve would log as a warning at start: told, and the file still passes.
+  for (const warning of configWarnings(config)) io.stderr.write(`${file}: warning: ${warning}\n`);
   io.stdout.write(`ok: ${file}: ${summarizeStandaloneConfig(config)}\n`);
   return GatewayExitCode.Success;
 }

@@ -271,6 +271,16 @@ describe('wsrpc-gateway check-config', () => {
     expect(serve.stderr).toContain('serve needs --config FILE (or WSRPC_CONFIG=FILE)');
   });
 
+  it('trustedProxies with a /0 subnet: "ok" and exit 0, with a warning line on stderr', () => {
+    const path = file('every-proxy.yaml', 'trustedProxies: ["10.0.0.0/8", "::/0"]\n');
+    const { code, stdout, stderr } = run(['check-config', path]);
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/^ok: /);
+    expect(stderr).toBe(
+      `${path}: warning: trustedProxies: "::/0" trusts every peer's X-Forwarded-For, so any client can claim any address (per-address limits, rate buckets, logs); list the proxies' own addresses or subnets\n`,
+    );
+  });
+
   it('a FIFO or a folder given as the file: exit 2 at once, never opened to wait on a writer', () => {
     const fifo = join(dir, 'fifo.yaml');
     expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
