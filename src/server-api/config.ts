@@ -1,5 +1,7 @@
 // The `serverApi` section of a configuration file (or the object given to startServerApi), checked
 // and resolved once: every default stated here, every refusal naming the option's full path.
+import { createPublicKey, KeyObject } from 'node:crypto';
+import type { JsonWebKey } from 'node:crypto';
 import { checkOptions, isRecord, numberIn, ofType, refuse } from '../peer/option-rules.js';
 import type { Rule } from '../peer/option-rules.js';
 import { MAX_IDEMPOTENCY_WINDOW_MS } from '../pubsub/broker.js';
@@ -359,25 +361,90 @@ function refuseSharedJwtKey(
   clientsJwt: Readonly<Record<string, unknown>>,
   path: string,
 ): void {
-  const source = JWT_KEY_SOURCES.find(
-    (name) =>
-      apiJwt[name] !== undefined &&
-      clientsJwt[name] !== undefined &&
-      sameKey(name, apiJwt[name], clientsJwt[name]),
-  );
-  if (source === undefined) return;
+  const shared = sharedKey(apiJwt, clientsJwt);
+  if (shared === undefined) return;
   if (
     excludes(apiJwt['audience'], clientsJwt['audience']) ||
     excludes(apiJwt['issuer'], clientsJwt['issuer'])
   ) {
     return;
   }
+  const [apiSource, clientsSource] = shared;
   throw new TypeError(
-    `${path}.${source} is the same key as jwt.${source}: every client's WebSocket token would be ` +
+    `${path}.${apiSource} is the same key as jwt.${clientsSource}: every client's WebSocket token would be ` +
       `accepted by the server API (publish, disconnectUser, callClient). Give ${path} a key of ` +
       `its own, or a ${path}.audience (or ${path}.issuer) that jwt.audience (jwt.issuer) does ` +
       `not accept`,
   );
+}
+
+type KeySource = (typeof JWT_KEY_SOURCES)[number];
+
+/**
+ * The key sources of `api` and `clients` (in that order) that verify the same tokens, compared
+ * by what they verify with, whatever the form: a PEM, a JWK, a KeyObject, a member of `jwks`.
+ */
+function sharedKey(
+  api: Readonly<Record<string, unknown>>,
+  clients: Readonly<Record<string, unknown>>,
+): [KeySource, KeySource] | undefined {
+  const theirs = new Map<string, KeySource>();
+  for (const source of JWT_KEY_SOURCES) {
+    for (const print of keyPrints(source, clients[source])) theirs.set(print, source);
+  }
+  for (const source of JWT_KEY_SOURCES) {
+    for (const print of keyPrints(source, api[source])) {
+      const match = theirs.get(print);
+      if (match !== undefined) return [source, match];
+    }
+  }
+  return undefined;
+}
+
+/** What a key source verifies with, as comparable strings (one per key of a set). */
+function keyPrints(source: KeySource, value: unknown): string[] {
+  if (value === undefined) return [];
+  switch (source) {
+    case 'secret':
+      return [`secret:${bytesOf(value).toString('base64url')}`];
+    case 'jwksUrl':
+      return [`url:${urlOf(value)}`];
+    case 'jwks':
+      return isRecord(value) && Array.isArray(value['keys'])
+        ? value['keys'].map(publicKeyPrint)
+        : [];
+    case 'publicKey':
+      return [publicKeyPrint(value)];
+  }
+}
+
+/**
+ * A public key's members that make it the key it is (kty and n, e or crv, x, y), whatever form it
+ * is given in (PEM, JWK with or without kid, alg, use, KeyObject, CryptoKey); the value as it is
+ * when it is not a key Node reads.
+ */
+function publicKeyPrint(value: unknown): string {
+  try {
+    const key =
+      typeof value === 'string'
+        ? createPublicKey(value)
+        : value instanceof KeyObject
+          ? value.type === 'public'
+            ? value
+            : createPublicKey(value)
+          : isCryptoKey(value)
+            ? KeyObject.from(value)
+            : createPublicKey({ key: value as JsonWebKey, format: 'jwk' });
+    const jwk = key.export({ format: 'jwk' });
+    const { kty, n, e, crv, x, y } = jwk;
+    return `key:${canonical({ kty, n, e, crv, x, y })}`;
+  } catch {
+    return `value:${typeof value === 'string' ? value.replace(/\s+/g, '') : canonical(value)}`;
+  }
+}
+
+function isCryptoKey(value: unknown): value is CryptoKey {
+  return typeof CryptoKey !== 'undefined' && value instanceof CryptoKey;
 }
 
 /** Whether the server API requires a value (`api`) none of which the clients' (`clients`) accept. */
@@ -389,36 +456,6 @@ function excludes(api: unknown, clients: unknown): boolean {
 
 function listOf(value: unknown): unknown[] {
   return Array.isArray(value) ? value : [value];
-}
-
-function sameKey(source: (typeof JWT_KEY_SOURCES)[number], a: unknown, b: unknown): boolean {
-  switch (source) {
-    case 'secret':
-      return bytesOf(a).equals(bytesOf(b));
-    case 'jwksUrl':
-      return urlOf(a) === urlOf(b);
-    case 'jwks': {
-      // One key of the set in both verifies a token for both.
-      const keysOf = (set: unknown): string[] =>
-        isRecord(set) && Array.isArray(set['keys']) ? set['keys'].map(canonical) : [];
-      const theirs = new Set(keysOf(b));
-      return keysOf(a).some((key) => theirs.has(key));
-    }
-    case 'publicKey':
-      if (typeof a === 'string' && typeof b === 'string') {
-        return a.replace(/\s+/g, '') === b.replace(/\s+/g, '');
-      }
-      if (isEqualsable(a)) return a.equals(b);
-      return a === b || canonical(a) === canonical(b);
-  }
-}
-
-function isEqualsable(value: unknown): value is { equals(other: unknown): boolean } {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    typeof (value as { equals?: unknown }).equals === 'function'
-  );
 }
 
 function bytesOf(value: unknown): Buffer {

@@ -3,6 +3,7 @@
 // token would call the server API (publish, disconnectUser, callClient). A serverApi.jwt that
 // requires an audience (or issuer) the clients' jwt does not accept is allowed, and a client's
 // token is then refused by the server API.
+import { generateKeyPairSync } from 'node:crypto';
 import { expect, it } from 'vitest';
 import { silentLogger } from '../../src/peer/logger.js';
 import { serve } from '../../src/standalone/serve.js';
@@ -96,5 +97,25 @@ it("accepts one key when serverApi.jwt requires an audience the clients' jwt doe
     expect(await post(await signHs256({ sub: 'ops', aud: 'ops', exp }, SECRET))).toBe(200);
   } finally {
     await server.close();
+  }
+});
+
+it('refuses one key given in two forms: a PEM and a JWK, a public key and a set holding it', () => {
+  const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const pem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
+  const jwk = { ...publicKey.export({ format: 'jwk' }), kid: 'k1', alg: 'ES256', use: 'sig' };
+  const forms: [string, Record<string, unknown>, string, Record<string, unknown>][] = [
+    ['publicKey', { publicKey: pem }, 'publicKey', { publicKey: jwk }],
+    ['publicKey', { publicKey: pem }, 'jwks', { jwks: { keys: [jwk] } }],
+    ['jwks', { jwks: { keys: [jwk] } }, 'publicKey', { publicKey: pem }],
+  ];
+  for (const [clientsSource, clients, apiSource, api] of forms) {
+    expect(() =>
+      resolveStandaloneConfig({
+        listen: { host: '127.0.0.1', port: 0 },
+        jwt: clients,
+        serverApi: { listen: { host: '127.0.0.1', port: 0 }, jwt: api },
+      }),
+    ).toThrow(`serverApi.jwt.${apiSource} is the same key as jwt.${clientsSource}`);
   }
 });
