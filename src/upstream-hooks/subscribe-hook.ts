@@ -4,6 +4,7 @@ import type { Tracing } from '../tracing/tracing.js';
 import { KeyedShares } from '../upstream/keyed-shares.js';
 import type { JsonRpcHttpClient } from '../upstream/json-rpc-http-client.js';
 import { UpstreamError } from '../upstream/upstream-error.js';
+import { userHeader } from '../upstream/identity-headers.js';
 import { failureOf, isRefusal } from './hook-answers.js';
 import type { HookMetrics } from './hook-metrics.js';
 import type { SubscribeHookConfig } from './hooks-config.js';
@@ -110,10 +111,11 @@ export function subscribeHook(
       userOf && session.context !== undefined ? userOf(session.context as never) : undefined;
     let result: unknown;
     try {
-      // In the try: a user encodeURIComponent refuses (a lone surrogate, from an identity other
-      // than the connect hook's) is a failure of the hook, decided by onFailure.
+      // In the try: a user no header can carry (a lone surrogate, or longer than
+      // MAX_USER_HEADER_BYTES encoded, from an identity other than the connect hook's) is a
+      // failure of the hook, decided by onFailure; the upstream is not asked.
       const headers: Record<string, string> = { 'x-wsrpc-session': session.id };
-      if (typeof user === 'string') headers['x-wsrpc-user'] = encodeURIComponent(user);
+      if (typeof user === 'string') headers['x-wsrpc-user'] = userHeader(user, client.name);
       result = await tracedHookRequest(
         deps.tracing,
         client,

@@ -85,7 +85,7 @@ export class IdentityHeaders {
 }
 
 /** `user` percent-encoded for X-Wsrpc-User, or the refusal of a request that would carry it. */
-function userHeader(user: string, upstream: string): string {
+export function userHeader(user: string, upstream: string): string {
   // Each UTF-16 unit is at least one character encoded: a longer user cannot fit, whatever it is.
   if (user.length > MAX_USER_HEADER_BYTES) throw userTooLong(upstream);
   if (!isWellFormed(user)) {

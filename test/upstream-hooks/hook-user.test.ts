@@ -11,6 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/peer/logger.js';
 import type { GatewayOptions } from '../../src/server/options.js';
 import { noTracing } from '../../src/tracing/index.js';
+import { MAX_USER_HEADER_BYTES } from '../../src/upstream/identity-headers.js';
 import { MAX_HOOK_USER_BYTES, readConnectResult } from '../../src/upstream-hooks/hook-answers.js';
 import { resolveHooksConfig, upstreamHooks } from '../../src/upstream-hooks/index.js';
 import type { HookIdentity } from '../../src/upstream-hooks/index.js';
@@ -182,5 +183,40 @@ describe('the subscribe hook, given a user it cannot encode', () => {
     const allowed = await rpc.request('subscribe', { topic: 'private.x' });
     expect(allowed.error).toBeUndefined();
     expect(typeof allowed.result).toBe('string');
+  });
+});
+
+describe('the subscribe hook, given a user longer than X-Wsrpc-User carries', () => {
+  it('fails by onFailure without asking the upstream: refuse answers -32004', async () => {
+    const auth = await upstream();
+    const { url } = await gatewayWithHooks(
+      auth.url,
+      { subscribe: { upstream: 'auth', topics: ['private.*'] } },
+      {
+        authenticate: () => ({ context: null }),
+        // From an identity other than the connect hook's (which caps its users at 1 KiB).
+        userOf: () => 'a'.repeat(MAX_USER_HEADER_BYTES + 1),
+      },
+    );
+    const rpc = await openRawRpc(url);
+    cleanups.push(() => rpc.close());
+    const refused = await rpc.request('subscribe', { topic: 'private.x' });
+    expect(refused.error).toMatchObject({ code: -32004, data: { topic: 'private.x' } });
+    expect(auth.of('wsrpc.subscribe')).toEqual([]);
+  });
+
+  it('a user at the bound is sent', async () => {
+    const auth = await upstream();
+    auth.answer('wsrpc.subscribe', () => ({ result: { allow: true } }));
+    const { url } = await gatewayWithHooks(
+      auth.url,
+      { subscribe: { upstream: 'auth', topics: ['private.*'] } },
+      { authenticate: () => ({ context: null }), userOf: () => 'a'.repeat(MAX_USER_HEADER_BYTES) },
+    );
+    const rpc = await openRawRpc(url);
+    cleanups.push(() => rpc.close());
+    const allowed = await rpc.request('subscribe', { topic: 'private.x' });
+    expect(allowed.error).toBeUndefined();
+    expect(auth.of('wsrpc.subscribe')).toHaveLength(1);
   });
 });
