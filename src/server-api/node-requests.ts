@@ -59,6 +59,8 @@ interface PendingUserCall {
   kind: 'user';
   /** Sessions announced, and their answers once they come. */
   answers: Map<string, ClientAnswer | undefined>;
+  /** The JSON characters of the answers kept (at most MAX_USER_ANSWERS_CHARS). */
+  chars: number;
   /** The window for nodes to announce their sessions has passed. */
   windowClosed: boolean;
   done(): void;
@@ -84,6 +86,31 @@ export interface NodeRequestsOptions {
 }
 
 /** The -32012 a call gets when its client did not answer in time. */
+/**
+ * The most JSON characters the answers of one callClient by user hold together: a user may have
+ * maxConnectionsPerUser sessions on each node, each answering up to maxMessageBytes, and the
+ * reply holds them all. An answer that would pass it is replaced by answersTooLarge.
+ */
+export const MAX_USER_ANSWERS_CHARS = 4 * 1_048_576;
+
+function answersTooLarge(sessionId: string): ErrorObject {
+  return {
+    code: ErrorCode.ServerBusy,
+    message: "The answers of the user's sessions are over the reply's bound",
+    data: { sessionId, reason: 'answers too large', limit: MAX_USER_ANSWERS_CHARS },
+  };
+}
+
+/** `answer` as a user call keeps it: whole while the answers fit the bound, else its refusal. */
+function keptAnswer(entry: PendingUserCall, answer: ClientAnswer): ClientAnswer {
+  const chars = JSON.stringify('result' in answer ? answer.result : answer.error)?.length ?? 0;
+  if (entry.chars + chars > MAX_USER_ANSWERS_CHARS) {
+    return { sessionId: answer.sessionId, error: answersTooLarge(answer.sessionId) };
+  }
+  entry.chars += chars;
+  return answer;
+}
+
 function timedOut(sessionId: string, timeoutMs: number): ErrorObject {
   return {
     code: ErrorCode.UpstreamTimeout,
@@ -317,6 +344,7 @@ export class NodeRequests {
         kind: 'user',
         caller,
         answers,
+        chars: 0,
         windowClosed: false,
         done: () => {
           if (entry.windowClosed && [...answers.values()].every((a) => a !== undefined)) end();
@@ -446,7 +474,9 @@ export class NodeRequests {
         if (!isClientAnswer(answer)) return;
         if (entry?.kind === 'session') entry.settle(answer);
         else if (entry?.kind === 'user') {
-          entry.answers.set(answer.sessionId, answer);
+          // A session answers once: another answer naming it is not counted again.
+          if (entry.answers.get(answer.sessionId) !== undefined) return;
+          entry.answers.set(answer.sessionId, keptAnswer(entry, answer));
           entry.done();
         }
         return;
