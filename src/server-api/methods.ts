@@ -38,6 +38,13 @@ export const MAX_BROADCAST_TOPICS = 1_000;
  * many sockets as it opens) cannot make the node hold a page for each of them at once.
  */
 export const MAX_MEMBERS_READS = 16;
+/**
+ * Broadcast publishes under way at once on the node, every broadcast's together; a broadcast's
+ * other topics wait their turn. Each publish holds the message's payload (up to
+ * `maxMessageBytes`) until the broker takes it: a broadcast to MAX_BROADCAST_TOPICS topics would
+ * otherwise hold as many copies at once.
+ */
+export const MAX_BROADCAST_PUBLISHES = 32;
 export { HISTORY_READ_PAGE } from './history-page.js';
 
 export interface ApiMethodDeps {
@@ -54,6 +61,7 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
   const { gateway, config, nodes, tracing } = deps;
   const registry = new MethodRegistry<ApiCaller>();
   const memberReads = new Slots(MAX_MEMBERS_READS);
+  const broadcastPublishes = new Slots(MAX_BROADCAST_PUBLISHES);
 
   const publish = (
     topic: string,
@@ -85,7 +93,7 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
     return publish(topic, p['data'], key, except);
   });
 
-  registry.method('broadcast', async (params) => {
+  registry.method('broadcast', async (params, ctx) => {
     const p = named(params, 'broadcast', ['topics', 'data', 'except']);
     const except = exceptIds(p);
     const topics = p['topics'];
@@ -100,6 +108,7 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
     // Each topic its own publish: one that fails fails the call, naming its topic.
     await Promise.all(
       names.map(async (topic) => {
+        const release = await turnOf(broadcastPublishes, ctx.signal);
         try {
           seqs[topic] = (await publish(topic, p['data'], undefined, except)).seq;
         } catch (err) {
@@ -108,6 +117,8 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
             throw new JsonRpcError(err.code, err.message, { ...data, topic, published: seqs });
           }
           throw err;
+        } finally {
+          release();
         }
       }),
     );

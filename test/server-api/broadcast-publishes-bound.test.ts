@@ -1,0 +1,71 @@
+/**
+ * A server API broadcast publishes its topics at most MAX_BROADCAST_PUBLISHES at once on the
+ * node (every broadcast's together): each publish holds the payload until the broker takes it,
+ * so a broadcast of one large message to MAX_BROADCAST_TOPICS topics does not hold a copy for
+ * each at once. Every topic is still published, and the reply has each one's seq.
+ */
+import { afterEach, expect, it } from 'vitest';
+import { MemoryBroker } from '../../src/pubsub/memory-broker.js';
+import type { Retention } from '../../src/pubsub/broker.js';
+import { MAX_BROADCAST_PUBLISHES } from '../../src/server-api/methods.js';
+import type { ServerApi } from '../../src/server-api/index.js';
+import { Resources } from '../support/resources.js';
+import { waitFor } from '../support/waiting.js';
+import { post, startApi } from './support.js';
+
+const res = new Resources();
+const apis: ServerApi[] = [];
+
+afterEach(async () => {
+  await Promise.all(apis.splice(0).map((api) => api.close()));
+  await res.cleanup();
+});
+
+/** A broker whose publishes wait until the test lets them all go, counting those under way. */
+class HeldBroker extends MemoryBroker {
+  running = 0;
+  peak = 0;
+  private held: (() => void)[] | undefined = [];
+
+  override async publish(
+    topic: string,
+    payload: string,
+    retention?: Retention,
+    except?: readonly string[],
+  ): Promise<number> {
+    this.running++;
+    this.peak = Math.max(this.peak, this.running);
+    try {
+      if (this.held) await new Promise<void>((resolve) => this.held!.push(resolve));
+      return await super.publish(topic, payload, retention, except);
+    } finally {
+      this.running--;
+    }
+  }
+
+  letGo(): void {
+    const held = this.held ?? [];
+    this.held = undefined;
+    for (const resolve of held) resolve();
+  }
+}
+
+it('server API broadcast publishes stay within MAX_BROADCAST_PUBLISHES on the node', async () => {
+  const broker = new HeldBroker();
+  const { gateway } = await res.gateway({ broker });
+  const api = await startApi(gateway);
+  apis.push(api);
+  const topics = Array.from({ length: 200 }, (_, i) => `t.${i}`);
+  // Two broadcasts at once: the bound is the node's, not each call's.
+  const replies = Promise.all([
+    post(api.url, 'broadcast', { topics: topics.slice(0, 100), data: 'x'.repeat(1000) }),
+    post(api.url, 'broadcast', { topics: topics.slice(100), data: 'x'.repeat(1000) }),
+  ]);
+  await waitFor(() => broker.running >= MAX_BROADCAST_PUBLISHES, 'publishes to start');
+  broker.letGo();
+  for (const reply of await replies) {
+    const { seqs } = reply.body?.result as { seqs: Record<string, number> };
+    expect(Object.values(seqs)).toEqual(Array.from({ length: 100 }, () => 1));
+  }
+  expect(broker.peak).toBe(MAX_BROADCAST_PUBLISHES);
+});
