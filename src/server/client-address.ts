@@ -1,5 +1,6 @@
 import { BlockList, isIP } from 'node:net';
 import type { IncomingMessage } from 'node:http';
+import { cut } from '../peer/option-rules.js';
 
 const MAPPED_V4 = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i;
 
@@ -15,6 +16,20 @@ function forwardedAddress(entry: string): string | undefined {
   if (bracketed) address = bracketed[1]!;
   else if (/^\d{1,3}(?:\.\d{1,3}){3}:\d+$/.test(address)) address = address.split(':', 1)[0]!;
   return isIP(address) === 0 ? undefined : normalize(address);
+}
+
+/**
+ * A warning for each entry of `trustedProxies` with a prefix length of 0 (`0.0.0.0/0`, `::/0`):
+ * every peer's X-Forwarded-For believed. Allowed, since a setup may mean it (a gateway reached
+ * only through proxies, on a network nothing else reaches), but almost never meant.
+ */
+export function everyPeerWarnings(entries: readonly string[]): string[] {
+  return entries
+    .filter((entry) => /\/0{1,3}$/.test(entry.trim()))
+    .map(
+      (entry) =>
+        `trustedProxies: "${cut(entry)}" trusts every peer's X-Forwarded-For, so any client can claim any address (per-address limits, rate buckets, logs); list the proxies' own addresses or subnets`,
+    );
 }
 
 /**

@@ -20,7 +20,7 @@ import { OutputBudget, isBudgetMember } from '../transport/output-budget.js';
 import { CloseCode } from '../transport/transport.js';
 import { Admission, SocketGate } from './admission.js';
 import type { SocketCut, SocketLimits } from './admission.js';
-import { TrustedProxies } from './client-address.js';
+import { everyPeerWarnings, TrustedProxies } from './client-address.js';
 import { ConnectionIntake } from './connection-intake.js';
 import { SseEndpoint } from './sse-endpoint.js';
 import { Heartbeat } from './heartbeat.js';
@@ -181,6 +181,7 @@ export class Gateway<C = unknown> {
     this.admission = new Admission(this.limits, http.allowedOrigins);
     this.proxies =
       http.trustedProxies.length > 0 ? new TrustedProxies(http.trustedProxies) : undefined;
+    for (const warning of everyPeerWarnings(http.trustedProxies)) this.logger.warn({}, warning);
     this.ownsBroker = !pubsub.broker;
     const inbox = pubsub.userInbox;
     this.pubsub = new PubSubService<C>(

@@ -19,7 +19,6 @@ import { upstreamHooks } from '../upstream-hooks/upstream-hooks.js';
 import type { GatewayOptions, TlsOptions } from '../server/options.js';
 import type { BrokerConfig, TlsFilesConfig } from './sections.js';
 import type { StandaloneConfig } from './standalone-config.js';
-import { configWarnings } from './config-warnings.js';
 import { staticFilesHandler } from './static-files.js';
 
 export interface ServeOptions {
@@ -75,7 +74,6 @@ export async function serve(
     apiClose = undefined;
     await closeApi?.().catch((err: unknown) => logger.warn({ err }, 'error while closing'));
   };
-  for (const warning of configWarnings(config)) logger.warn({}, warning);
   try {
     const tracing = await loadTracing(config.tracing);
     const broker = await openBroker(config.broker, logger);

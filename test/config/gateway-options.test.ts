@@ -1,6 +1,7 @@
 import { createServer } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { createGateway, defaultLimits, silentLogger } from '../../src/index.js';
+import { captureLogger } from '../support/logging.js';
 import {
   gatewayDefaults,
   gatewayOptionRules,
@@ -433,5 +434,23 @@ describe('resolveGatewayOptions: the one step that checks createGateway options'
     } finally {
       await gateway.close();
     }
+  });
+});
+
+describe('trustedProxies with a /0 subnet', () => {
+  it('makes the gateway with a warning per such entry (every peer believed); proxies named: none', async () => {
+    const warningsOf = async (trustedProxies: string[]): Promise<string[]> => {
+      const { logger, records } = captureLogger();
+      const gateway = createGateway({ logger, trustedProxies });
+      await gateway.close();
+      return records.filter((record) => record.level === 'warn').map((record) => record.msg);
+    };
+    expect(await warningsOf(['10.0.0.0/8', '0.0.0.0/0', '::/0'])).toEqual(
+      ['0.0.0.0/0', '::/0'].map(
+        (entry) =>
+          `trustedProxies: "${entry}" trusts every peer's X-Forwarded-For, so any client can claim any address (per-address limits, rate buckets, logs); list the proxies' own addresses or subnets`,
+      ),
+    );
+    expect(await warningsOf(['10.0.0.0/8', 'fd00::/8', '0.0.0.0/1'])).toEqual([]);
   });
 });
