@@ -443,7 +443,9 @@ describe('trustedProxies with a /0 subnet', () => {
       const { logger, records } = captureLogger();
       const gateway = createGateway({ logger, trustedProxies });
       await gateway.close();
-      return records.filter((record) => record.level === 'warn').map((record) => record.msg);
+      return records
+        .filter((record) => record.level === 'warn')
+        .map((record) => String(record.msg));
     };
     expect(await warningsOf(['10.0.0.0/8', '0.0.0.0/0', '::/0'])).toEqual(
       ['0.0.0.0/0', '::/0'].map(

@@ -11,7 +11,7 @@ import { MAX_BROADCAST_PUBLISHES } from '../../src/server-api/methods.js';
 import type { ServerApi } from '../../src/server-api/index.js';
 import { Resources } from '../support/resources.js';
 import { waitFor } from '../support/waiting.js';
-import { post, startApi } from './support.js';
+import { HeldGate, post, startApi } from './support.js';
 
 const res = new Resources();
 const apis: ServerApi[] = [];
@@ -21,32 +21,17 @@ afterEach(async () => {
   await res.cleanup();
 });
 
-/** A broker whose publishes wait until the test lets them all go, counting those under way. */
+/** A broker whose publishes wait until the test lets them all go. */
 class HeldBroker extends MemoryBroker {
-  running = 0;
-  peak = 0;
-  private held: (() => void)[] | undefined = [];
+  readonly gate = new HeldGate();
 
-  override async publish(
+  override publish(
     topic: string,
     payload: string,
     retention?: Retention,
     except?: readonly string[],
   ): Promise<number> {
-    this.running++;
-    this.peak = Math.max(this.peak, this.running);
-    try {
-      if (this.held) await new Promise<void>((resolve) => this.held!.push(resolve));
-      return await super.publish(topic, payload, retention, except);
-    } finally {
-      this.running--;
-    }
-  }
-
-  letGo(): void {
-    const held = this.held ?? [];
-    this.held = undefined;
-    for (const resolve of held) resolve();
+    return this.gate.through(() => super.publish(topic, payload, retention, except));
   }
 }
 
@@ -61,11 +46,11 @@ it('server API broadcast publishes stay within MAX_BROADCAST_PUBLISHES on the no
     post(api.url, 'broadcast', { topics: topics.slice(0, 100), data: 'x'.repeat(1000) }),
     post(api.url, 'broadcast', { topics: topics.slice(100), data: 'x'.repeat(1000) }),
   ]);
-  await waitFor(() => broker.running >= MAX_BROADCAST_PUBLISHES, 'publishes to start');
-  broker.letGo();
+  await waitFor(() => broker.gate.running >= MAX_BROADCAST_PUBLISHES, 'publishes to start');
+  broker.gate.letGo();
   for (const reply of await replies) {
     const { seqs } = reply.body?.result as { seqs: Record<string, number> };
     expect(Object.values(seqs)).toEqual(Array.from({ length: 100 }, () => 1));
   }
-  expect(broker.peak).toBe(MAX_BROADCAST_PUBLISHES);
+  expect(broker.gate.peak).toBe(MAX_BROADCAST_PUBLISHES);
 });

@@ -12,7 +12,7 @@ import { MAX_MEMBERS_READS } from '../../src/server-api/methods.js';
 import type { ServerApi } from '../../src/server-api/index.js';
 import { Resources } from '../support/resources.js';
 import { waitFor } from '../support/waiting.js';
-import { API_KEY, startApi } from './support.js';
+import { API_KEY, HeldGate, startApi } from './support.js';
 
 const res = new Resources();
 const apis: ServerApi[] = [];
@@ -24,29 +24,14 @@ afterEach(async () => {
 
 /** A presence store whose member reads wait until the test lets them all go. */
 class HeldStore extends MemoryPresenceStore {
-  running = 0;
-  peak = 0;
-  private held: (() => void)[] | undefined = [];
+  readonly gate = new HeldGate();
 
-  override async members(
+  override members(
     topic: string,
     cursor: string | undefined,
     limit: number,
   ): Promise<PresencePage> {
-    this.running++;
-    this.peak = Math.max(this.peak, this.running);
-    try {
-      if (this.held) await new Promise<void>((resolve) => this.held!.push(resolve));
-      return await super.members(topic, cursor, limit);
-    } finally {
-      this.running--;
-    }
-  }
-
-  letGo(): void {
-    const held = this.held ?? [];
-    this.held = undefined;
-    for (const resolve of held) resolve();
+    return this.gate.through(() => super.members(topic, cursor, limit));
   }
 }
 
@@ -71,10 +56,10 @@ it('server API members reads stay within MAX_MEMBERS_READS on the node', async (
     headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
     body: JSON.stringify(batch),
   });
-  await waitFor(() => broker.presence.running >= MAX_MEMBERS_READS, 'reads to start');
-  broker.presence.letGo();
+  await waitFor(() => broker.presence.gate.running >= MAX_MEMBERS_READS, 'reads to start');
+  broker.presence.gate.letGo();
   const replies = (await (await response).json()) as { result?: unknown; error?: unknown }[];
   expect(replies).toHaveLength(100);
   expect(replies.every((reply) => reply.result !== undefined)).toBe(true);
-  expect(broker.presence.peak).toBe(MAX_MEMBERS_READS);
+  expect(broker.presence.gate.peak).toBe(MAX_MEMBERS_READS);
 });

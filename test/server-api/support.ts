@@ -85,3 +85,30 @@ export async function call<T = Record<string, unknown>>(
   }
   return reply.body.result as T;
 }
+
+/**
+ * Work held until the test lets it all go, counting how much is under way at once (`peak`): to
+ * see a bound on reads or publishes the node makes at once.
+ */
+export class HeldGate {
+  running = 0;
+  peak = 0;
+  private held: (() => void)[] | undefined = [];
+
+  async through<T>(work: () => Promise<T>): Promise<T> {
+    this.running++;
+    this.peak = Math.max(this.peak, this.running);
+    try {
+      if (this.held) await new Promise<void>((resolve) => this.held!.push(resolve));
+      return await work();
+    } finally {
+      this.running--;
+    }
+  }
+
+  letGo(): void {
+    const held = this.held ?? [];
+    this.held = undefined;
+    for (const resolve of held) resolve();
+  }
+}
