@@ -23,11 +23,11 @@ export interface Placement {
  * after the one read is either held or counted in the read. The read waits its turn as a
  * replay's pages do (`limits`: the connection's slots, the node's reads); live messages are
  * held meanwhile, and the position is still exact when it comes. Resolves to undefined when the
- * broker could not say (logged), or the subscription ended first (nothing left waiting).
+ * subscription ended first (nothing left waiting); rejects when the broker could not say, and
+ * the subscribe is then refused (-32009) rather than started without the position it asked for.
  */
 export function readPosition(
   broker: Broker,
-  logger: Logger,
   topic: string,
   delivery: Delivery,
   limits: SubscriberReadLimits = {},
@@ -38,10 +38,6 @@ export function readPosition(
   const read = subscriberReads(broker, topic, delivery, limits);
   return read(Number.MAX_SAFE_INTEGER, 1).then(
     (history) => history && { lastSeq: history.lastSeq, epoch: history.epoch },
-    (err: unknown) => {
-      logger.warn({ err, topic }, 'could not read the topic position');
-      return undefined;
-    },
   );
 }
 
@@ -53,7 +49,7 @@ export function readPosition(
  */
 export function tellPosition(delivery: Delivery, placement: Placement | undefined): void {
   if (placement === undefined) {
-    // Told no position, the subscriber starts from its first message (nothing is checked before).
+    // The subscription ended while its position was read: nothing waits for it.
     delivery.resume(0, [], 0);
     return;
   }

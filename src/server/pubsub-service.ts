@@ -808,13 +808,14 @@ export class PubSubService<C> {
     try {
       await placed;
     } catch (err) {
-      // The latest value could not be read: refused (-32009, worth retrying) rather than
-      // started without it, which the subscriber would take for a topic with no message.
+      // The position or the latest value could not be read: refused (-32009, worth retrying)
+      // rather than started without it (a subscriber would take no latest value for a topic
+      // with no message, and one without its position could not check continuity).
       if (table.subscriptions.get(id) === subscription) {
         table.subscriptions.delete(id);
         subscription.teardown();
       }
-      throw this.brokerUnavailable(err, name, 'could not read the latest value');
+      throw this.brokerUnavailable(err, name, `could not read ${started.reading}`);
     }
     // A subscription ended meanwhile (a refresh refused it, the server made the session leave
     // the topic) has sent its end frame: the reply names it and the client ends it. One whose
@@ -875,7 +876,13 @@ export class PubSubService<C> {
     flow: FlowControl,
     ctx: TopicContext,
     { request, starting, kept }: TopicStart,
-  ): { id: string; subscription: TopicSubscription<C>; placed?: Promise<unknown> } {
+  ): {
+    id: string;
+    subscription: TopicSubscription<C>;
+    placed?: Promise<unknown>;
+    /** What `placed` reads, as a refusal names it. */
+    reading?: string;
+  } {
     this.checkLimit(table);
     // Sharing the topic's id lets one encoded frame serve every such subscriber.
     const sharedId = this.registry.sharedId(topic);
@@ -908,7 +915,7 @@ export class PubSubService<C> {
     let placed: Promise<unknown> | undefined;
     const reads = { reads: this.historyReads, slots: this.historySlotsOf(table) };
     if (since === undefined && position) {
-      placed = readPosition(this.broker, this.logger, topic, subscription, reads).then(
+      placed = readPosition(this.broker, topic, subscription, reads).then(
         (read) => (placement = read),
       );
     } else if (latestFirst) {
@@ -932,7 +939,8 @@ export class PubSubService<C> {
       subscription.started = true;
       this.lifecycle?.subscribed(session, topic);
     });
-    return placed ? { id, subscription, placed } : { id, subscription };
+    if (!placed) return { id, subscription };
+    return { id, subscription, placed, reading: latestFirst ? 'the latest value' : 'the position' };
   }
 
   private startStream(

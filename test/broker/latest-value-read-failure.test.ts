@@ -30,7 +30,7 @@ afterAll(async () => {
   if (!skip) await deleteRedisKeys(REDIS_URL, base);
 });
 
-describe.skipIf(skip)('latest value: a read that fails', () => {
+describe.skipIf(skip)('where a subscription starts: a read that fails', () => {
   // The read happens before the reply; its failure refuses the subscribe (-32009).
   it('refuses the subscribe with -32009, and a retry once it reads subscribes', async () => {
     const broker = await RedisBroker.create({ url: REDIS_URL, prefix });
@@ -65,6 +65,36 @@ describe.skipIf(skip)('latest value: a read that fails', () => {
     await raw.until(
       () => raw.notifications(id).some((n) => n.seq === 2),
       'the live message after the retry',
+    );
+  });
+
+  it('a position that cannot be read refuses the subscribe with -32009 too', async () => {
+    const broker = await RedisBroker.create({ url: REDIS_URL, prefix });
+    brokers.push(broker);
+    const { gateway, url } = await res.gateway({ broker });
+    gateway.topic('feed.*');
+    const topic = 'feed.position';
+    expect(await gateway.publish(topic, { p: 1 })).toBe(1);
+    // A first subscriber: the node holds the topic's broker subscription from here on.
+    const first = await RawRpc.open(url);
+    res.track(first.socket);
+    const firstReply = await first.request('subscribe', [topic]);
+    expect(firstReply.result, JSON.stringify(firstReply)).toBeDefined();
+
+    const { log } = redisTopicKeys(prefix, topic);
+    await withRedis(REDIS_URL, (redis) => redis.set(log, 'not a stream'));
+    const raw = await RawRpc.open(url);
+    res.track(raw.socket);
+    const refused = await raw.request('subscribe', [topic, null, { position: true }]);
+    // Not started without the position it asked for, which it could check nothing against.
+    expect(refused.error?.code).toBe(-32009);
+
+    await withRedis(REDIS_URL, (redis) => redis.del(log));
+    const id = (await raw.request('subscribe', [topic, null, { position: true }])).result as string;
+    expect(typeof id).toBe('string');
+    await raw.until(
+      () => raw.notifications(id).some((n) => n.seq !== undefined),
+      'the position once it reads',
     );
   });
 });

@@ -217,13 +217,20 @@ async function subscriber(setup: Setup) {
       firstPage: setup.firstPage,
     });
   } else if (setup.mode === 'position') {
-    // As the gateway does: read when it joins the topic, tell once the reply has gone.
-    void readPosition(broker, silentLogger, TOPIC, delivery).then((placement) =>
-      tellPosition(delivery, placement),
+    // As the gateway does: read when it joins the topic, tell once the reply has gone; a read
+    // that fails refuses the subscribe (-32009): the subscription is ended, nothing sent.
+    void readPosition(broker, TOPIC, delivery).then(
+      (placement) => tellPosition(delivery, placement),
+      () => {
+        refused.is = true;
+        registry.detach(TOPIC, delivery);
+        delivery.stop();
+      },
     );
   }
+  const refused = { is: false };
   registry.attach(TOPIC, delivery);
-  return { broker, sink, delivery, drops };
+  return { broker, sink, delivery, drops, refused };
 }
 
 /**
@@ -667,7 +674,7 @@ type Scenario = typeof scenarioArbitrary extends fc.Arbitrary<infer T> ? T : nev
 
 async function runScenario(s: Scenario): Promise<void> {
   const since = Math.max(0, s.top + s.sinceOffset);
-  const { broker, sink, drops } = await subscriber({
+  const { broker, sink, drops, refused } = await subscriber({
     mode: s.mode,
     top: s.top,
     retention: s.retention,
@@ -771,6 +778,12 @@ async function runScenario(s: Scenario): Promise<void> {
     last = Math.max(last, since + 1);
   }
   live(last - liveSeq - 1);
+  if (refused.is) {
+    // Its position could not be read: refused, it was sent nothing (the client subscribes
+    // again); `restart` entries are the test's own marks, not frames.
+    expect(sink.received.filter((r) => r.kind !== 'restart')).toEqual([]);
+    return;
+  }
   const seqs = messageSeqs(sink);
   expect(seqs.at(-1)).toBe(last);
   const resumable = s.mode !== 'plain';
