@@ -8,8 +8,9 @@
  */
 import { createServer } from 'node:http';
 import type { Server, ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { listenOnLoopback } from '../support/network.js';
 import { EventStreamParser, sseSocket } from '../../src/client/sse-transport.js';
 import type { SseEvent } from '../../src/client/sse-transport.js';
 import type { WebSocketLike } from '../../src/transport/websocket-transport.js';
@@ -115,15 +116,9 @@ async function byteServer(
     };
     void write(res, byte);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  cleanups.push(
-    () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  );
-  const { port } = server.address() as AddressInfo;
+  const listening = await listenOnLoopback(server);
+  cleanups.push(listening.close);
+  const { port } = listening;
   return { url: `http://127.0.0.1:${port}/rpc/events`, socketClosed };
 }
 

@@ -9,8 +9,8 @@
 import { connect } from 'node:net';
 import { createServer } from 'node:http';
 import type { ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterEach, expect, it } from 'vitest';
+import { listenOnLoopback } from '../support/network.js';
 import { STALL_FACTOR, SseTransport } from '../../src/transport/sse-transport.js';
 import { waitUntil, within } from '../support/waiting.js';
 
@@ -43,17 +43,11 @@ it('a stream not read, sent only heartbeats past its bound, is closed 1008 (not 
     transport.attach(res, undefined);
     opened({ transport, res });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  cleanups.push(
-    () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  );
+  const listening = await listenOnLoopback(server);
+  cleanups.push(listening.close);
   let closedWith: { code: number; reason: string } | undefined;
   // A client that sends its request and never reads a byte.
-  const client = connect({ port: (server.address() as AddressInfo).port, host: '127.0.0.1' });
+  const client = connect({ port: listening.port, host: '127.0.0.1' });
   client.on('error', () => undefined);
   client.pause();
   cleanups.push(() => client.destroy());

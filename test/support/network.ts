@@ -1,3 +1,5 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { connect, createServer } from 'node:net';
 
 /** True when something accepts TCP connections on 127.0.0.1:`port` (within a second). */
@@ -37,4 +39,21 @@ export async function httpGet(url: string): Promise<{ status: number; body: stri
   } catch {
     return { status: 0, body: '' };
   }
+}
+
+/**
+ * Listen `server` on an ephemeral loopback port; `close` ends its connections (kept-alive or
+ * held open by a test) and the server.
+ */
+export async function listenOnLoopback(
+  server: Server,
+): Promise<{ port: number; close: () => Promise<void> }> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  const close = (): Promise<void> =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
+  return { port, close };
 }
