@@ -544,10 +544,18 @@ export class ClientSubscriptions {
     if (since !== undefined) shared.startSeq = since;
     const params: Params = [shared.params[0], shared.params[1] ?? null, options];
     let answered = false;
+    let taken = false;
     // Runs as the reply is read, before the notifications read after it: the server sends the
     // reply first, so from here on every message of the subscription finds its id.
     const accepted = (id: unknown): void => {
       if (answered || !isSubscriptionId(id)) return;
+      // An id another subscription holds would take its messages (and an unsubscribe of it
+      // would end the other): this one fails as a malformed response instead.
+      const holder = this.#byServerId.get(id);
+      if (holder && holder !== shared) {
+        taken = true;
+        return;
+      }
       answered = true;
       if (generation !== shared.generation || !active(shared)) {
         // Everyone left before the reply: end it on the server rather than leak it.
@@ -584,7 +592,9 @@ export class ClientSubscriptions {
         this.#forget(shared);
         shared.hub.error(
           new InternalError('Malformed response', {
-            reason: 'the subscribe was answered with no subscription id',
+            reason: taken
+              ? "the subscribe was answered with another subscription's id"
+              : 'the subscribe was answered with no subscription id',
           }),
         );
       },

@@ -226,6 +226,36 @@ describe('subscription frames no server should send', () => {
     expect(client.state).toBe('open');
   });
 
+  it("a subscribe answered with another held subscription's id fails, and the other keeps its messages", async () => {
+    const { client, socket, frames } = await connect();
+    const first = observe(client.subscribe('a'));
+    const firstAsk = await nextSubscribe(frames, 0);
+    socket.send(JSON.stringify({ jsonrpc: '2.0', result: '0x1', id: firstAsk.id }));
+    const asked = frames.length;
+    const second = observe(client.subscribe('b'));
+    const secondAsk = await nextSubscribe(frames, asked);
+    socket.send(JSON.stringify({ jsonrpc: '2.0', result: '0x1', id: secondAsk.id }));
+    await waitFor(() => second.error !== undefined, 'the failure of the second');
+    expect(second.error).toBeInstanceOf(InternalError);
+    expect((second.error as InternalError).data).toEqual({
+      reason: "the subscribe was answered with another subscription's id",
+    });
+    socket.send(
+      JSON.stringify({
+        jsonrpc: '2.0',
+        method: 'subscription',
+        params: { subscription: '0x1', seq: 1, result: 'for a' },
+      }),
+    );
+    await waitFor(() => first.values.length === 1, "the first one's message");
+    expect(first.values).toEqual(['for a']);
+    expect(second.values).toEqual([]);
+    expect(first.error).toBeUndefined();
+    // Nothing ended the first one's id on the server.
+    expect(frames.map((text) => (JSON.parse(text) as Request).method)).not.toContain('unsubscribe');
+    expect(client.state).toBe('open');
+  });
+
   it('notifications for an id not known yet are kept within ORPHAN_TEXT_CHARS of their frames', async () => {
     const { client, socket, frames } = await connect();
     const seen = observe(client.subscribeWithMeta<string>('t'));
