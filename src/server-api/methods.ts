@@ -105,23 +105,31 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
     );
     if (!('data' in p)) throw invalid('data', 'given (any JSON value)');
     const seqs: Record<string, number> = {};
-    // Each topic its own publish: one that fails fails the call, naming its topic.
+    // Each topic its own publish. The first that fails fails the call, naming its topic; the
+    // topics still waiting for their turn are not published, and the reply waits for those under
+    // way, so that `published` names every topic that was (a retry of the rest publishes none
+    // twice).
+    let failure: unknown;
     await Promise.all(
       names.map(async (topic) => {
         const release = await turnOf(broadcastPublishes, ctx.signal);
         try {
-          seqs[topic] = (await publish(topic, p['data'], undefined, except)).seq;
-        } catch (err) {
-          if (err instanceof JsonRpcError) {
-            const data = typeof err.data === 'object' && err.data !== null ? err.data : {};
-            throw new JsonRpcError(err.code, err.message, { ...data, topic, published: seqs });
+          if (failure === undefined) {
+            seqs[topic] = (await publish(topic, p['data'], undefined, except)).seq;
           }
-          throw err;
+        } catch (err) {
+          failure ??= { err, topic };
         } finally {
           release();
         }
       }),
     );
+    if (failure !== undefined) {
+      const { err, topic } = failure as { err: unknown; topic: string };
+      if (!(err instanceof JsonRpcError)) throw err;
+      const data = typeof err.data === 'object' && err.data !== null ? err.data : {};
+      throw new JsonRpcError(err.code, err.message, { ...data, topic, published: seqs });
+    }
     return { seqs };
   });
 
