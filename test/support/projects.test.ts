@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import config from '../../vitest.config.js';
-import { patternRegExp, testFiles, tierOf, tierRules, tiers } from './tiers.js';
+import { patternRegExp, sharedModuleTiers, testFiles, tierOf, tierRules, tiers } from './tiers.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const files = testFiles(root);
@@ -50,6 +50,29 @@ describe('vitest projects (test tiers)', () => {
       .flatMap((file) => {
         const text = readFileSync(`${root}${file}`, 'utf8');
         return notForUnit.filter((re) => re.test(text)).map((re) => `${file}: ${re.source}`);
+      });
+    expect(offenders).toEqual([]);
+  });
+
+  it('no file of a tier that shares modules mocks a module or leaves a global or listener behind', () => {
+    const offenders = files
+      .filter((file) => sharedModuleTiers.includes(tierOf(file)))
+      .flatMap((file) => {
+        const text = readFileSync(`${root}${file}`, 'utf8');
+        const count = (re: RegExp): number => text.match(re)?.length ?? 0;
+        const found: string[] = [];
+        if (/\bvi\.(mock|doMock)\(/.test(text)) found.push('vi.mock');
+        if (/\bvi\.stubGlobal\(/.test(text) && !/\bvi\.unstubAllGlobals\(/.test(text)) {
+          found.push('vi.stubGlobal without vi.unstubAllGlobals');
+        }
+        if (/\bvi\.stubEnv\(/.test(text) && !/\bvi\.unstubAllEnvs\(/.test(text)) {
+          found.push('vi.stubEnv without vi.unstubAllEnvs');
+        }
+        if (/\bprocess\.env\.\w+ *=[^=]/.test(text)) found.push('process.env set (use vi.stubEnv)');
+        if (count(/\bprocess\.(on|once)\(/g) > count(/\bprocess\.(off|removeListener)\(/g)) {
+          found.push('process.on without process.off');
+        }
+        return found.map((what) => `${file}: ${what}`);
       });
     expect(offenders).toEqual([]);
   });

@@ -19,6 +19,15 @@ import { join, relative, sep } from 'node:path';
 export const tiers = ['unit', 'sockets', 'external', 'browser'] as const;
 export type Tier = (typeof tiers)[number];
 
+/**
+ * Tiers whose files share their worker's modules (vitest's `isolate: false`): a worker reads the
+ * gateway's modules once rather than once per file, which was a third of the suite's time. A
+ * file there must leave nothing behind (a global it stubs unstubbed, a process listener
+ * removed) and must not `vi.mock` a module, as a module another file loaded first is not
+ * mocked again: such a file goes in an isolated tier (test/support/projects.test.ts checks).
+ */
+export const sharedModuleTiers: readonly Tier[] = ['sockets'];
+
 /** Patterns: `**` any folders, `*` any characters within a name, `{a,b}` either. */
 export const tierRules: readonly (readonly [Tier, readonly string[]])[] = [
   // Files in the unit folders below that open sockets.
@@ -73,7 +82,7 @@ export const tierRules: readonly (readonly [Tier, readonly string[]])[] = [
       'test/hardening/{address-group,same-host}.test.ts',
       'test/pubsub/{delivery,delivery-continuity,delivery-pass,delivery-queues,except-set,history-reads,memory-broker,session-router,topic-registry,user-inbox-router}.test.ts',
       'test/upstream/{config,share-config,address-share-model}.test.ts',
-      'test/standalone/config-file.test.ts',
+      'test/standalone/{config-file,config-file-duplicate-keys}.test.ts',
     ],
   ],
 ];
