@@ -30,9 +30,20 @@ interface TopicState {
   /** Set once `epoch` and `lastSeq` hold the starting point; reconnects leave it alone before. */
   started: boolean;
   retryTimer: NodeJS.Timeout | undefined;
+  /** Characters of the live messages waiting on `chain` (at most MAX_QUEUED_LIVE_CHARS). */
+  queuedChars: number;
+  /** A catch-up is on `chain` for the live messages not kept past that bound. */
+  catchUpQueued: boolean;
 }
 
 const CATCH_UP_BATCH = 512;
+/**
+ * The live messages of one topic kept while earlier work on it (a read of the stream) is under
+ * way, in characters. Every one is in the stream too: past the bound, a message is left there
+ * and one catch-up after the work queued reads what the stream keeps after the last delivered
+ * (a span it no longer keeps reaches subscribers as a gap, as after a broker outage).
+ */
+export const MAX_QUEUED_LIVE_CHARS = 8 * 1_048_576;
 const RETRY_CATCH_UP_MS = 1_000;
 
 /** What the topic subscriptions need from their broker. */
@@ -88,6 +99,8 @@ export class RedisTopicSubscriptions {
       subscribed: Promise.resolve(),
       started: false,
       retryTimer: undefined,
+      queuedChars: 0,
+      catchUpQueued: false,
     };
     state.subscribed = this.startSubscription(state);
     this.topics.set(topic, state);
@@ -160,7 +173,28 @@ export class RedisTopicSubscriptions {
       except = parseExcept(payload.slice(1, end));
       payload = payload.slice(end + 1);
     }
-    this.enqueue(state, () => this.live(state, epoch, seq, payload, except));
+    if (state.pending === 0) {
+      this.enqueue(state, () => this.live(state, epoch, seq, payload, except));
+      return;
+    }
+    const chars = message.length;
+    if (state.queuedChars + chars > MAX_QUEUED_LIVE_CHARS) {
+      if (!state.catchUpQueued) {
+        state.catchUpQueued = true;
+        this.catchUp(state);
+      }
+      return;
+    }
+    state.queuedChars += chars;
+    this.enqueue(state, () => {
+      state.queuedChars -= chars;
+      return this.live(state, epoch, seq, payload, except);
+    });
+  }
+
+  /** Characters of `topic`'s live messages waiting behind earlier work (for tests). */
+  queuedLiveChars(topic: string): number {
+    return this.topics.get(topic)?.queuedChars ?? 0;
   }
 
   /**
@@ -252,7 +286,13 @@ export class RedisTopicSubscriptions {
       state.epoch = epoch;
     }
     if (seq <= state.lastSeq) return; // already delivered (from the stream)
-    if (seq > state.lastSeq + 1) return this.fillGap(state, seq, payload, except);
+    if (seq > state.lastSeq + 1) {
+      // A read of the stream failed and its retry is due: this message is in the stream too,
+      // and the retry reads it, rather than every message queued behind the failure trying
+      // (and waiting on) a read of its own.
+      if (state.retryTimer) return;
+      return this.fillGap(state, seq, payload, except);
+    }
     this.emit(state, seq, payload, except);
   }
 
@@ -287,6 +327,7 @@ export class RedisTopicSubscriptions {
     this.enqueue(state, async () => {
       clearTimeout(state.retryTimer);
       state.retryTimer = undefined;
+      state.catchUpQueued = false;
       let renumbered = false;
       try {
         for (;;) {
