@@ -1,5 +1,6 @@
 // The server API's methods: what a backend can ask of the gateway. Params by name, checked here
 // (-32602 naming the field); each method's reference is in docs/gateway-mode.md.
+import { setMaxListeners } from 'node:events';
 import type { Logger } from '../peer/logger.js';
 import { MethodRegistry } from '../peer/method-registry.js';
 import { ErrorCode } from '../protocol/error-codes.js';
@@ -110,6 +111,9 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
     // way, so that `published` names every topic that was (a retry of the rest publishes none
     // twice).
     let failure: unknown;
+    // Each topic waiting for its turn listens for the call's end: as many listeners as topics
+    // (at most MAX_BROADCAST_TOPICS), which is not the leak Node warns of past ten.
+    if (ctx.signal) setMaxListeners(MAX_BROADCAST_TOPICS + 1, ctx.signal);
     await Promise.all(
       names.map(async (topic) => {
         const release = await turnOf(broadcastPublishes, ctx.signal);

@@ -98,3 +98,24 @@ it('a broadcast one topic of which fails publishes nothing after its reply, whic
   );
   expect(Object.keys(published)).toHaveLength(MAX_BROADCAST_PUBLISHES - 1);
 });
+
+it('a broadcast whose topics wait for their turn makes Node warn of no listener leak', async () => {
+  const warnings: string[] = [];
+  const onWarning = (warning: Error): void => void warnings.push(warning.name);
+  process.on('warning', onWarning);
+  try {
+    const broker = new HeldBroker();
+    const { gateway } = await res.gateway({ broker });
+    const api = await startApi(gateway);
+    apis.push(api);
+    const topics = Array.from({ length: 100 }, (_, i) => `w.${i}`);
+    const reply = post(api.url, 'broadcast', { topics, data: 1 });
+    await waitFor(() => broker.gate.running >= MAX_BROADCAST_PUBLISHES, 'publishes to start');
+    broker.gate.letGo();
+    expect((await reply).body?.result).toBeDefined();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(warnings).not.toContain('MaxListenersExceededWarning');
+  } finally {
+    process.off('warning', onWarning);
+  }
+});
