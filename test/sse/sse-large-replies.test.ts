@@ -35,13 +35,14 @@ it('a reply larger than maxBufferedBytes reaches a client that reads, and so do 
   expect(gateway.sessions.size).toBe(1);
 });
 
-it.each(['none', 'ascii', 'non-ascii'] as const)(
+// The three at once: each waits out STALL_LOOK_MS twice on its own gateway.
+it.concurrent.for(['none', 'ascii', 'non-ascii'] as const)(
   'a stream not read that holds more than maxBufferedBytes closes its session (1008), small messages still coming: %s',
-  async (trickle) => {
+  async (trickle, { expect, onTestFinished }) => {
     const running = await stalledStreamsGateway({ maxBufferedBytes: 64 * 1024 });
-    cleanups.push(() => running.gateway.close({ timeoutMs: 1_000 }));
+    onTestFinished(() => running.gateway.close({ timeoutMs: 1_000 }));
     const stream = await openRawStream(running.port, {}, { stall: true });
-    cleanups.push(() => stream.socket.destroy());
+    onTestFinished(() => void stream.socket.destroy());
     await running.fillUntilQueued(stream.session.session, 128 * 1024);
     const [session] = [...running.gateway.sessions.values()];
     // Each write adds its chunk's framing to what the stream holds: no sign of reading. A
@@ -52,7 +53,7 @@ it.each(['none', 'ascii', 'non-ascii'] as const)(
       trickle === 'none'
         ? undefined
         : setInterval(() => session!.isClosed || session!.notify('small', [small]), 100);
-    cleanups.push(() => clearInterval(timer));
+    onTestFinished(() => clearInterval(timer));
     const closed = await session!.closed;
     expect(closed).toMatchObject({ code: 1008, reason: 'not reading' });
     await waitUntil(() => running.gateway.sessions.size === 0, 'the session gone');
