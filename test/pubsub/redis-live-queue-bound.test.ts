@@ -68,6 +68,8 @@ it.skipIf(!redisUp && !mustRun)(
       () => publisher.close(),
     );
     await publisher.connect();
+    // Ready before subscribing, as the broker's own connections are.
+    await Promise.all([command.ping(), subscriber.ping()]);
     const runner = new TestRunner(command, (cause) => cause);
     const subs = new RedisTopicSubscriptions({
       prefix,
