@@ -75,12 +75,16 @@ function isPromise<T>(value: T | Promise<T>): value is Promise<T> {
   return typeof (value as { then?: unknown } | null)?.then === 'function';
 }
 
-/** Continue with `next` now when `value` is ready, later when it is a promise: sync schemas stay sync. */
+/**
+ * Continue with `next` now when `value` is ready, later when it is a promise: sync schemas stay
+ * sync. A thenable that is not a native promise (a schema library's own) is made one first: its
+ * `then` need not return anything, and callers tell a pending parse by `instanceof Promise`.
+ */
 export function andThen<T, U>(
   value: T | Promise<T>,
   next: (ready: T) => U | Promise<U>,
 ): U | Promise<U> {
-  return isPromise(value) ? value.then(next) : next(value);
+  return isPromise(value) ? Promise.resolve(value).then(next) : next(value);
 }
 
 function checked(

@@ -148,3 +148,39 @@ describe('useContract with an async schema', () => {
     expect(got).toEqual(Array.from({ length: total - 1 }, (_, n) => n));
   });
 });
+
+describe('useContract with a schema whose parse is a thenable, not a native promise', () => {
+  it("a call's result and each message are the parsed values, in order", async () => {
+    // A schema library's own thenable: `then` calls back later and returns nothing.
+    const schema: StandardSchemaV1<number> = {
+      '~standard': {
+        version: 1,
+        vendor: 'test',
+        validate: (value) =>
+          ({
+            then(onParsed: (result: StandardSchemaV1.Result<number>) => void) {
+              setImmediate(() => onParsed({ value: (value as number) * 10 }));
+            },
+          }) as unknown as Promise<StandardSchemaV1.Result<number>>,
+      },
+    };
+    const contract = defineContract({
+      name: 'thenable',
+      version: '1.0.0',
+      methods: { one: { result: schema } },
+      subscriptions: { feed: { data: schema } },
+    });
+    const { gateway, url } = await res.gateway();
+    gateway.method('one', () => 1);
+    gateway.topic('feed');
+    const client = res.client(url);
+    const bound = useContract(client, contract);
+    expect(await bound.api.one()).toBe(10);
+    const got: unknown[] = [];
+    subscriptions.push(bound.subscribe('feed').subscribe((v) => got.push(v)));
+    await waitFor(() => gateway.pubsub.topics()['feed'] === 1, 'the subscription');
+    for (const n of [1, 2, 3]) await gateway.publish('feed', n);
+    await waitFor(() => got.length === 3, 'the three messages parsed');
+    expect(got).toEqual([10, 20, 30]);
+  });
+});
