@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { MAX_PARSE_BACKLOG, useContract } from '../../src/client/contract-client.js';
 import { defineContract } from '../../src/contract/contract.js';
 import { InternalError } from '../../src/protocol/errors.js';
+import { implementContract } from '../../src/server/contract-server.js';
 import { captureLogger } from '../support/logging.js';
 import { deferred } from '../support/promises.js';
 import { Resources } from '../support/resources.js';
@@ -150,7 +151,7 @@ describe('useContract with an async schema', () => {
 });
 
 describe('useContract with a schema whose parse is a thenable, not a native promise', () => {
-  it("a call's result and each message are the parsed values, in order", async () => {
+  it("a call's params and result and each message are the parsed values, in order", async () => {
     // A schema library's own thenable: `then` calls back later and returns nothing.
     const schema: StandardSchemaV1<number> = {
       '~standard': {
@@ -170,12 +171,33 @@ describe('useContract with a schema whose parse is a thenable, not a native prom
       methods: { one: { result: schema } },
       subscriptions: { feed: { data: schema } },
     });
+    const byName: StandardSchemaV1<{ n: number }> = {
+      '~standard': {
+        version: 1,
+        vendor: 'test',
+        validate: (value) =>
+          ({
+            then(onParsed: (result: StandardSchemaV1.Result<{ n: number }>) => void) {
+              setImmediate(() => onParsed({ value: { n: (value as { n: number }).n * 10 } }));
+            },
+          }) as unknown as Promise<StandardSchemaV1.Result<{ n: number }>>,
+      },
+    };
+    const served = defineContract({
+      name: 'thenable-params',
+      version: '1.0.0',
+      methods: { tenfold: { params: byName, result: schema } },
+    });
     const { gateway, url } = await res.gateway();
     gateway.method('one', () => 1);
     gateway.topic('feed');
+    // The server side: params parsed by the thenable reach the handler (its result is checked
+    // against the schema and sent as the handler gave it).
+    implementContract(gateway, served, { methods: { tenfold: ({ n }) => n } });
     const client = res.client(url);
     const bound = useContract(client, contract);
     expect(await bound.api.one()).toBe(10);
+    expect(await client.call('tenfold', { n: 2 })).toBe(20);
     const got: unknown[] = [];
     subscriptions.push(bound.subscribe('feed').subscribe((v) => got.push(v)));
     await waitFor(() => gateway.pubsub.topics()['feed'] === 1, 'the subscription');
