@@ -119,6 +119,9 @@ export interface SseSocketOptions {
   maxEventChars?: number;
 }
 
+/** How long the DELETE that tells the server of a close may take before it is given up. */
+export const CLOSE_NOTICE_MS = 5_000;
+
 /** Default of `maxEventChars`: 100 Mi characters, as `ws` takes a message of up to 100 MiB. */
 export const DEFAULT_MAX_EVENT_CHARS = 100 * 1024 * 1024;
 
@@ -398,6 +401,9 @@ export class SseSocket implements WebSocketLike {
             method: 'DELETE',
             headers: { 'x-wsrpc-session': session.session, 'x-wsrpc-secret': session.secret },
             credentials: 'include',
+            // A server that never answers would hold the request (and, over HTTP/1.1, one of
+            // the few connections a browser opens to the origin) until the browser gives up.
+            signal: AbortSignal.timeout(CLOSE_NOTICE_MS),
           });
         } catch {
           // Not told: the server ends the session once its grace period is over.

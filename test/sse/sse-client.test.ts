@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
 import { ConnectionClosedError, RpcClient, UpgradeRejection } from '../../src/index.js';
 import {
+  CLOSE_NOTICE_MS,
   MAX_QUEUED_POST_CHARS,
   fallbackSocket,
   sseSocket,
@@ -153,12 +154,24 @@ describe('HTTP streaming fallback (client)', () => {
   });
 });
 
-/** fetch, with every request's method recorded and POSTs held until aborted when `holdPosts`. */
-function watchedFetch(options: { holdPosts?: boolean } = {}) {
+/**
+ * fetch, with every request's method recorded, and POSTs (`holdPosts`) or the DELETE
+ * (`holdDelete`) held until aborted; `aborted` names those given up.
+ */
+function watchedFetch(options: { holdPosts?: boolean; holdDelete?: boolean } = {}) {
   const methods: string[] = [];
+  const aborted: string[] = [];
   const watched = (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
     const method = init?.method ?? 'GET';
     methods.push(method);
+    if (method === 'DELETE' && options.holdDelete) {
+      return new Promise((_resolve, reject) => {
+        init?.signal?.addEventListener('abort', () => {
+          aborted.push(method);
+          reject(new Error('aborted'));
+        });
+      });
+    }
     if (method === 'POST' && options.holdPosts) {
       return new Promise((_resolve, reject) => {
         init?.signal?.addEventListener('abort', () => reject(new Error('aborted')));
@@ -166,7 +179,7 @@ function watchedFetch(options: { holdPosts?: boolean } = {}) {
     }
     return fetch(input, init);
   };
-  return { fetch: watched as typeof fetch, methods };
+  return { fetch: watched as typeof fetch, methods, aborted };
 }
 
 describe('HTTP streaming fallback (client): its bounds and its handlers', () => {
@@ -198,6 +211,24 @@ describe('HTTP streaming fallback (client): its bounds and its handlers', () => 
     expect(methods.filter((m) => m === 'POST').length).toBeLessThan(count);
     expect(methods).toContain('DELETE');
   });
+
+  it('gives up the DELETE that tells the server of a close after CLOSE_NOTICE_MS', async () => {
+    const { url } = await sseGateway();
+    const { fetch: held, methods, aborted } = watchedFetch({ holdDelete: true });
+    const rpc = new RpcClient({
+      url,
+      WebSocket: sseSocket({ fetch: held }),
+      reconnect: false,
+      heartbeat: false,
+    });
+    await rpc.opened();
+    const closedAt = performance.now();
+    await rpc.close();
+    await waitUntil(() => methods.includes('DELETE'), 'the DELETE');
+    await waitUntil(() => aborted.length === 1, 'the DELETE given up', CLOSE_NOTICE_MS + 5_000);
+    // Given up by its deadline, not at once (the server would never hear of the close).
+    expect(performance.now() - closedAt).toBeGreaterThanOrEqual(CLOSE_NOTICE_MS - 50);
+  }, 20_000);
 
   it('reports what a handler throws and reads on: no resume, nothing lost', async () => {
     const { gateway, url } = await sseGateway();
