@@ -110,7 +110,7 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
     // topics still waiting for their turn are not published, and the reply waits for those under
     // way, so that `published` names every topic that was (a retry of the rest publishes none
     // twice).
-    let failure: unknown;
+    const failures: { err: unknown; topic: string }[] = [];
     // Each topic waiting for its turn listens for the call's end: as many listeners as topics
     // (at most MAX_BROADCAST_TOPICS), which is not the leak Node warns of past ten.
     if (ctx.signal) setMaxListeners(MAX_BROADCAST_TOPICS + 1, ctx.signal);
@@ -118,18 +118,19 @@ export function apiMethods(deps: ApiMethodDeps): MethodRegistry<ApiCaller> {
       names.map(async (topic) => {
         const release = await turnOf(broadcastPublishes, ctx.signal);
         try {
-          if (failure === undefined) {
+          if (failures.length === 0) {
             seqs[topic] = (await publish(topic, p['data'], undefined, except)).seq;
           }
         } catch (err) {
-          failure ??= { err, topic };
+          failures.push({ err, topic });
         } finally {
           release();
         }
       }),
     );
-    if (failure !== undefined) {
-      const { err, topic } = failure as { err: unknown; topic: string };
+    const [first] = failures;
+    if (first) {
+      const { err, topic } = first;
       if (!(err instanceof JsonRpcError)) throw err;
       const data = typeof err.data === 'object' && err.data !== null ? err.data : {};
       throw new JsonRpcError(err.code, err.message, { ...data, topic, published: seqs });

@@ -85,7 +85,6 @@ export interface NodeRequestsOptions {
   logger: Logger;
 }
 
-/** The -32012 a call gets when its client did not answer in time. */
 /**
  * The most JSON characters the answers of one callClient by user hold together: a user may have
  * maxConnectionsPerUser sessions on each node, each answering up to maxMessageBytes, and the
@@ -111,6 +110,7 @@ function keptAnswer(entry: PendingUserCall, answer: ClientAnswer): ClientAnswer 
   return answer;
 }
 
+/** The -32012 a call gets when its client did not answer in time. */
 function timedOut(sessionId: string, timeoutMs: number): ErrorObject {
   return {
     code: ErrorCode.UpstreamTimeout,
