@@ -7,7 +7,7 @@ import { ByteLineSplitter, NOT_UTF8, TOO_LARGE } from './ndjson-byte-lines.js';
 import type { ByteLine } from './ndjson-byte-lines.js';
 import type { BudgetLedger, BudgetMember } from './output-budget.js';
 import type { InputBudget, InputLimit } from './ws-transport.js';
-import { flushAfterTask } from './turn-coalescer.js';
+import { flushAfterTask, MAX_GATHERED_FRAMES } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
 
 const NEWLINE = 0x0a;
@@ -95,6 +95,8 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
   /** The framing: incoming chunks cut into lines; public for tests (its `scanned` count). */
   readonly lines: ByteLineSplitter;
   private corked = false;
+  /** Lines written under the present cork (MAX_GATHERED_FRAMES). */
+  private gathered = 0;
   private closed = false;
   private closing = false;
   private inputEnded = false;
@@ -188,6 +190,7 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
   flushWrites(): void {
     if (!this.corked) return;
     this.corked = false;
+    this.gathered = 0;
     this.writable.uncork();
   }
 
@@ -220,7 +223,9 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
     );
     // Large output goes to the kernel at once: bufferedAmount keeps meaning what the peer has
     // not read, for the slow-consumer check, instead of what is being gathered.
-    if (this.writable.writableLength >= MAX_CORKED_BYTES) this.flushWrites();
+    // Many small lines go every MAX_GATHERED_FRAMES, for the peer to start on them.
+    if (++this.gathered >= MAX_GATHERED_FRAMES || this.writable.writableLength >= MAX_CORKED_BYTES)
+      this.flushWrites();
     this.budget?.report(this, this.budgetBytes);
   }
 

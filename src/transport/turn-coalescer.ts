@@ -8,7 +8,21 @@
  * loop, while a lone reply waits for nothing but the end of its own callback: not, as an
  * uncork in a setImmediate would make it, for every other I/O callback of the poll phase.
  * A write made after the flush starts the next gather; order per socket is unchanged.
+ *
+ * A task that writes many frames to one socket (the replies to 64 pipelined calls) does not
+ * gather them all: every MAX_GATHERED_FRAMES frames go at once, so the peer reads and answers
+ * the first while this side is still making the rest. Gathering all 64 made the two ends take
+ * turns, each idle while the other worked: a closed loop of 64 calls ran at half the rate, and
+ * each call waited about twice as long, for the same CPU per call (docs/performance.md).
  */
+
+/**
+ * Frames gathered under one cork before they are written while the task goes on: few enough
+ * that the peer starts early, enough that the write's system call is shared (16: the most
+ * calls per second on one connection with 64 in flight, against 8 and 32, bench rr-1x64).
+ */
+export const MAX_GATHERED_FRAMES = 16;
+
 /** A transport corked since its last flush. */
 export interface CorkedWriter {
   /** Write what was gathered and uncork. */

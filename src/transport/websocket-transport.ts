@@ -1,6 +1,6 @@
 import type { UnencodableMessageError, WireCodec } from '../encoding/codec.js';
 import type { Transport, TransportListener } from './transport.js';
-import { flushAfterTask } from './turn-coalescer.js';
+import { flushAfterTask, MAX_GATHERED_FRAMES } from './turn-coalescer.js';
 
 /**
  * The part of the WHATWG WebSocket API the client uses. The browser's native
@@ -128,9 +128,13 @@ export class WebSocketTransport implements Transport {
   /** The negotiated binary codec: every frame both ways is binary. Undefined: JSON text. */
   readonly #codec: WireCodec | undefined;
 
+  /** Frames sent under the present cork (MAX_GATHERED_FRAMES). */
+  #gathered = 0;
+
   /** Uncork: what was written since the cork leaves in one write (called by turn-coalescer). */
   flushWrites(): void {
     this.#corked = false;
+    this.#gathered = 0;
     this.#raw?.uncork();
   }
 
@@ -193,6 +197,9 @@ export class WebSocketTransport implements Transport {
     }
     try {
       this.socket.send(codec ? codec.toBinary(frame) : frame);
+      // Many calls in one task go every MAX_GATHERED_FRAMES, for the server to start on them
+      // (in a browser, where nothing is corked, flushing does nothing).
+      if (++this.#gathered >= MAX_GATHERED_FRAMES) this.flushWrites();
     } catch (err) {
       // Not sent: nested deeper than the codec encodes safely (codec.ts textToBinary). As the
       // gateway does, a call is answered here with the codec's -32603 `data: { reason }`. A lone

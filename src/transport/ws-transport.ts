@@ -13,7 +13,7 @@ import { CloseCode } from './transport.js';
 import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
 import type { BudgetLedger, BudgetMember } from './output-budget.js';
 import type { SharedDeflate } from './deflate-frames.js';
-import { flushAfterTask } from './turn-coalescer.js';
+import { flushAfterTask, MAX_GATHERED_FRAMES } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
 import type { Upstream } from './when-drained.js';
 
@@ -543,6 +543,11 @@ const DEFLATE = 8; // the socket negotiated permessage-deflate
 const SHARED_DEFLATE = 16; // it can take the broadcasts compressed once for all (SharedDeflate.accepts)
 const BUDGETED = 32; // it reports to the node-wide output budget (shared.budget)
 const INPUT_HELD = 64; // reading was paused for the input budget since the latest ping (see pongMayBeUnread)
+// The bits above these count the frames sent since the last flush (MAX_GATHERED_FRAMES): a
+// counter in the flags rather than a field, which every idle connection would carry. The flags
+// above all stay below GATHERED_ONE.
+const GATHERED_ONE = 256;
+const GATHERED_MASK = ~(GATHERED_ONE - 1);
 
 /** Incoming texts not handled yet, the index of the next, and the characters of those left. */
 interface Held {
@@ -671,7 +676,7 @@ export class WsTransport implements ServerTransport, BudgetMember {
 
   /** Write what was gathered and uncork (called by turn-coalescer, or at the 64 KiB cap). */
   flushWrites(): void {
-    this.flags &= ~FLUSH_DUE;
+    this.flags &= ~FLUSH_DUE & ~GATHERED_MASK;
     this.flushText();
     if (!(this.flags & CORKED)) return;
     this.flags &= ~CORKED;
@@ -1170,7 +1175,12 @@ export class WsTransport implements ServerTransport, BudgetMember {
     }
     // Coalescing pays off for small frames; large bursts go to the kernel at once, so
     // bufferedAmount keeps meaning "what this peer has not read" to the slow-consumer check.
-    if (this.flags & FLUSH_DUE && this.bufferedAmountCorked() >= MAX_CORKED_BYTES)
+    // Many small frames go every MAX_GATHERED_FRAMES, for the peer to start on them.
+    if (
+      this.flags & FLUSH_DUE &&
+      ((this.flags += GATHERED_ONE) >= MAX_GATHERED_FRAMES * GATHERED_ONE ||
+        this.bufferedAmountCorked() >= MAX_CORKED_BYTES)
+    )
       this.flushWrites();
     this.budget?.report(this, this.budgetBytes);
   }

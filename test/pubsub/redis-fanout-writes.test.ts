@@ -16,6 +16,7 @@ import { canConnect } from '../support/network.js';
 import { RawRpc } from '../support/raw-rpc.js';
 import { Resources } from '../support/resources.js';
 import { waitUntil } from '../support/waiting.js';
+import { MAX_GATHERED_FRAMES } from '../../src/transport/turn-coalescer.js';
 
 const reachable = await canConnect(6379);
 const mustRun = process.env['CI'] === 'true';
@@ -53,7 +54,7 @@ function countCalls(stream: Record<string, unknown>, names: string[]): { count: 
 }
 
 describe.skipIf(!reachable && !mustRun)('fan-out of a burst received through Redis', () => {
-  it('writes each subscriber at most once per read of the broker connection, in order', async () => {
+  it('writes each subscriber at most once per read of the broker connection (and per 16 messages), in order', async () => {
     const receiving = await node();
     const publishing = await node();
     const raw = await RawRpc.open(receiving.url);
@@ -84,8 +85,10 @@ describe.skipIf(!reachable && !mustRun)('fan-out of a burst received through Red
     expect(raw.notifications(id).map((m) => m.result)).toEqual(
       Array.from({ length: n + 1 }, (_, i) => i),
     );
-    // One write per message when each is fanned out on its own; at most one per read here.
-    expect(socketWrites.count).toBeLessThanOrEqual(reads);
+    // One write per message when each is fanned out on its own; here at most one per read and
+    // per 16 messages of a read.
+    expect(socketWrites.count).toBeLessThanOrEqual(reads + Math.ceil(n / MAX_GATHERED_FRAMES));
+    console.log('READS', reads, socketWrites.count);
     expect(reads).toBeLessThan(n);
   });
 });
