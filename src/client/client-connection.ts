@@ -209,7 +209,12 @@ export class ClientConnection<S> {
     let error: Error | undefined;
     let socket: WebSocketLike;
     try {
-      socket = openSocket(this.config.WebSocket, dial, (r) => (refusal = r));
+      socket = openSocket(
+        this.config.WebSocket,
+        dial,
+        this.config.maxMessageBytes,
+        (r) => (refusal = r),
+      );
     } catch (err) {
       return this.#dialFailed(err, url, 'could not create WebSocket');
     }

@@ -124,6 +124,14 @@ export interface ClientOptions {
    */
   maxBufferedBytes?: number;
   /**
+   * Largest message taken from the server, in bytes: a larger one closes the connection with
+   * 1009 (calls in flight reject with ConnectionClosedError, and the client reconnects). Given
+   * to the `ws` WebSocket in Node as its `maxPayload`, which refuses the message as it arrives,
+   * holding no more than that; a browser's WebSocket has no such setting and reads any size.
+   * `tcpSocket` and `streamSocket` take `maxLineBytes` instead. Default 16 MiB; 0: no bound.
+   */
+  maxMessageBytes?: number;
+  /**
    * Gather the calls and notifications made in one turn into one JSON-RPC batch
    * of up to this many (fewer frames; meant for browsers, where a WebSocket
    * cannot be corked). Default 0: off. Keep it at or below the server's maxBatch.
@@ -176,6 +184,7 @@ export const clientDefaults = Object.freeze({
   maxPendingCalls: 1024,
   maxJoined: 1000,
   maxBufferedBytes: DEFAULT_CLIENT_MAX_BUFFERED_BYTES,
+  maxMessageBytes: 16 * 1024 * 1024,
   batchCalls: 0,
   heartbeat: Object.freeze({ intervalMs: 20_000, timeoutMs: 10_000 }),
   networkEvents: true,
@@ -206,6 +215,8 @@ export interface ClientConfig {
   readonly maxJoined: number;
   /** Bytes queued for the server past which reading pauses; 0: no bound. */
   readonly maxBufferedBytes: number;
+  /** Largest message taken from the server (`ws`'s maxPayload); 0: no bound. */
+  readonly maxMessageBytes: number;
   readonly batchCalls: number;
   readonly heartbeat: Readonly<{ intervalMs: number; timeoutMs: number }> | false;
   readonly networkEvents: boolean;
@@ -282,6 +293,7 @@ export const clientOptionRules: Readonly<Record<keyof ClientOptions, Rule | null
   maxPendingCalls: count(1),
   maxJoined: count(0),
   maxBufferedBytes: count(0),
+  maxMessageBytes: count(0),
   batchCalls: count(0),
   heartbeat: orFalse('an object { intervalMs, timeoutMs }'),
   networkEvents: ofType('boolean'),

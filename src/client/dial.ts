@@ -74,19 +74,21 @@ export function prepareDial(
 
 /**
  * A socket for `dial`. With `ws`, a refused upgrade's status and the start of its body go to
- * `onRefused` before the socket closes (1006); browsers do not show them.
+ * `onRefused` before the socket closes (1006); browsers do not show them. `maxPayload` (the
+ * largest message taken) and the headers are options of `ws`'s constructor; a browser's
+ * WebSocket takes two arguments and ignores a third.
  */
 export function openSocket(
   WebSocket: WebSocketConstructor,
   dial: Dial,
+  maxPayload: number,
   onRefused: (refusal: HttpRefusal) => void,
 ): WebSocketLike {
   const Ctor = WebSocket as new (url: string, protocols?: unknown, options?: object) => object;
-  const socket = (
-    dial.headers
-      ? new Ctor(dial.url, dial.protocols, { headers: dial.headers })
-      : new Ctor(dial.url, dial.protocols)
-  ) as WebSocketLike & { on?: (event: string, listener: (...args: never[]) => void) => void };
+  const socket = new Ctor(dial.url, dial.protocols, {
+    maxPayload,
+    headers: dial.headers,
+  }) as WebSocketLike & { on?: (event: string, listener: (...args: never[]) => void) => void };
   socket.on?.('unexpected-response', (_request: unknown, response: Response) => {
     let body = '';
     let told = false;

@@ -114,7 +114,8 @@ export interface SseSocketOptions {
   /**
    * The most characters one event may take (its lines together, as they arrive): a server or
    * proxy that sends an event without end is closed 1009 past it, not read into memory for
-   * ever; so is one whose single message is larger. Default 100 Mi (DEFAULT_MAX_EVENT_CHARS).
+   * ever; so is one whose single message is larger. Default: createClient's `maxMessageBytes`
+   * (16 MiB unless given; 0 there: no bound), else 100 Mi (DEFAULT_MAX_EVENT_CHARS).
    */
   maxEventChars?: number;
 }
@@ -122,7 +123,7 @@ export interface SseSocketOptions {
 /** How long the DELETE that tells the server of a close may take before it is given up. */
 export const CLOSE_NOTICE_MS = 5_000;
 
-/** Default of `maxEventChars`: 100 Mi characters, as `ws` takes a message of up to 100 MiB. */
+/** Default of `maxEventChars` made with no `maxPayload` (not by createClient): 100 Mi characters, as `ws`'s own default. */
 export const DEFAULT_MAX_EVENT_CHARS = 100 * 1024 * 1024;
 
 /** The default events URL of a gateway URL. */
@@ -204,6 +205,8 @@ export class EventStreamParser {
   private event = 'message';
   /** The event's data lines, joined by LF once it ends. */
   private readonly data = new Pieces('\n');
+  /** An event took more than maxEventChars: nothing more is read. */
+  private over = false;
 
   /** `maxEventChars`: past it, `push` returns undefined (the stream is to be given up). */
   constructor(private readonly maxEventChars = Infinity) {}
@@ -238,12 +241,14 @@ export class EventStreamParser {
         else if (chunk.charCodeAt(at) === LF) at++;
       }
     }
-    return this.eventChars + this.lineChars > this.maxEventChars ? undefined : into;
+    return this.over || this.eventChars + this.lineChars > this.maxEventChars ? undefined : into;
   }
 
   private take(line: string, into: SseEvent[]): void {
     this.eventChars += line.length + 1;
     if (line === '') {
+      // An event that ended within the chunk is held to the bound as one still arriving is.
+      if (this.eventChars > this.maxEventChars) this.over = true;
       this.eventChars = 0;
       if (!this.data.isEmpty) {
         into.push({ id: this.id, event: this.event, data: this.data.take() });
@@ -340,7 +345,7 @@ export class SseSocket implements WebSocketLike {
   constructor(
     url: string,
     _protocols?: unknown,
-    options?: { headers?: Record<string, string> },
+    options?: { headers?: Record<string, string>; maxPayload?: number },
     sse: SseSocketOptions = {},
   ) {
     this.url = (sse.eventsUrl ?? defaultEventsUrl)(url);
@@ -348,7 +353,11 @@ export class SseSocket implements WebSocketLike {
     if (!found) throw new TypeError('The HTTP streaming fallback needs fetch');
     this.fetch = found.bind(globalThis);
     this.headers = options?.headers ?? {};
-    this.maxEventChars = sse.maxEventChars ?? DEFAULT_MAX_EVENT_CHARS;
+    // createClient's maxMessageBytes, as it gives `ws` (0: no bound).
+    const maxPayload = options?.maxPayload;
+    this.maxEventChars =
+      sse.maxEventChars ??
+      (maxPayload === undefined ? DEFAULT_MAX_EVENT_CHARS : maxPayload || Infinity);
     void this.stream();
   }
 
@@ -594,7 +603,11 @@ function parseJson(text: string): unknown {
 /** A WebSocket class for `createClient` over the HTTP streaming fallback alone. */
 export function sseSocket(options: SseSocketOptions = {}): WebSocketConstructor {
   return class extends SseSocket {
-    constructor(url: string, protocols?: unknown, init?: { headers?: Record<string, string> }) {
+    constructor(
+      url: string,
+      protocols?: unknown,
+      init?: { headers?: Record<string, string>; maxPayload?: number },
+    ) {
       super(url, protocols, init, options);
     }
   };
@@ -649,7 +662,7 @@ export function fallbackSocket(options: FallbackSocketOptions = {}): WebSocketCo
     name: TransportName,
     url: string,
     protocols: unknown,
-    init: { headers?: Record<string, string> } | undefined,
+    init: { headers?: Record<string, string>; maxPayload?: number } | undefined,
   ): WebSocketLike => {
     if (name === 'sse') return new SseSocket(url, protocols, init, options);
     if (!WebSocketClass) throw new TypeError('No WebSocket class: pass { WebSocket }');
@@ -678,7 +691,7 @@ export function fallbackSocket(options: FallbackSocketOptions = {}): WebSocketCo
     constructor(
       private readonly url: string,
       private readonly protocols?: unknown,
-      private readonly init?: { headers?: Record<string, string> },
+      private readonly init?: { headers?: Record<string, string>; maxPayload?: number },
     ) {
       this.attempt(0);
     }

@@ -170,8 +170,17 @@ export class WebSocketTransport implements Transport {
       // The answers it sent count: reading more would only queue more for a peer not reading.
       gate.check();
     };
-    socket.onclose = (event) => this.#listener?.transportClosed(event.code, event.reason);
-    socket.onerror = () => undefined;
+    // `ws` refusing a frame (past maxPayload, not UTF-8, malformed) closes with the code it sends
+    // the server, but reports 1006 here; that code is on its error, under a symbol.
+    let refused: [number, string] | undefined;
+    socket.onclose = (event) =>
+      this.#listener?.transportClosed(...(refused ?? [event.code, event.reason]));
+    socket.onerror = (event) => {
+      const err = (event as { error?: Record<symbol, number> & Error }).error;
+      const key =
+        err && Object.getOwnPropertySymbols(err).find((k) => k.description === 'status-code');
+      if (key) refused = [err[key]!, err.message];
+    };
   }
 
   /** True while reading is paused because the peer left more than `maxBufferedBytes` unread. */

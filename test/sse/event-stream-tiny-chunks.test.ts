@@ -157,6 +157,12 @@ describe('SseSocket reading a real server that writes a byte at a time', () => {
     expect(received).toEqual(messages);
   }, 60_000);
 
+  it('holds an event that ends within one chunk to maxEventChars as well', () => {
+    const parser = new EventStreamParser(256);
+    expect(parser.push(`data: ${'y'.repeat(200)}\n\n`)).toHaveLength(1);
+    expect(parser.push(`data: ${'z'.repeat(300)}\n\n`)).toBeUndefined();
+  });
+
   it('gives up an event without end at maxEventChars (1009) and lets the connection go', async () => {
     const { url, socketClosed } = await byteServer(async (_res, byte) => {
       await byte(`event: session\ndata: ${hello}\n\ndata: `);

@@ -25,6 +25,7 @@ export type ForwardedOptions = Pick<
   | 'maxPendingCalls'
   | 'maxJoined'
   | 'maxBufferedBytes'
+  | 'maxMessageBytes'
   | 'batchCalls'
   | 'heartbeat'
   | 'networkEvents'
@@ -132,6 +133,7 @@ const sharedRules: Readonly<Record<string, Rule | null>> = {
   maxPendingCalls: clientOptionRules.maxPendingCalls,
   maxJoined: clientOptionRules.maxJoined,
   maxBufferedBytes: clientOptionRules.maxBufferedBytes,
+  maxMessageBytes: clientOptionRules.maxMessageBytes,
   batchCalls: clientOptionRules.batchCalls,
   heartbeat: nested(heartbeatRules, true),
   networkEvents: clientOptionRules.networkEvents,
