@@ -22,6 +22,7 @@ import { runSubscribe } from '../../src/cli/subscribe.js';
 import { TcpConnection } from '../../src/cli/tcp-connection.js';
 import { WsConnection } from '../../src/cli/ws-connection.js';
 import { DEFAULT_SUBSCRIPTION_METHODS } from '../../src/protocol/subscription-frames.js';
+import { listenOnLoopback } from '../support/network.js';
 import { rawWsServer } from '../support/raw-ws-server.js';
 
 const cleanups: (() => unknown)[] = [];
@@ -124,9 +125,9 @@ describe('the CLI against a hostile server', () => {
       request.resume();
       request.on('end', () => response.end(`{"jsonrpc":"2.0","id":1,"result":${nested(20_000)}}`));
     });
-    cleanups.push(() => new Promise((resolve) => server.close(resolve)));
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/rpc`;
+    const listening = await listenOnLoopback(server);
+    cleanups.push(listening.close);
+    const url = `http://127.0.0.1:${listening.port}/rpc`;
     const connection = new HttpConnection(endpointOf(new URL(url))!, options);
     const result = await call(connection, new Deadline(10_000));
     expect(result.code).toBe(3);
@@ -255,13 +256,12 @@ describe('the CLI against a hostile server', () => {
       response.writeHead(status, { 'content-type': 'text/plain' });
       send(response);
     });
+    const { port, close } = await listenOnLoopback(server);
     cleanups.push(() => {
       for (const response of responses) response.destroy();
-      server.closeAllConnections();
-      return new Promise((resolve) => server.close(resolve));
+      return close();
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    return `127.0.0.1:${(server.address() as AddressInfo).port}`;
+    return `127.0.0.1:${port}`;
   }
 
   /** Write `chunk` as fast as the client reads it, until the response closes. */
@@ -416,9 +416,9 @@ describe('the CLI against a hostile server', () => {
       request.resume();
       request.on('end', () => response.end(resultHolding(1, [0xff, 0xc3, 0x28, 0x9b], '')));
     });
-    cleanups.push(() => new Promise((resolve) => server.close(resolve)));
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/rpc`;
+    const listening = await listenOnLoopback(server);
+    cleanups.push(listening.close);
+    const url = `http://127.0.0.1:${listening.port}/rpc`;
     const connection = new HttpConnection(endpointOf(new URL(url))!, options);
     const result = await call(connection, new Deadline(10_000));
     expect(result).toMatchObject({ code: 3, stdout: '' });

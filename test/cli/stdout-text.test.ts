@@ -8,7 +8,6 @@
  * what the server sent. In-process over real sockets, as main() runs each command.
  */
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { WebSocket } from 'ws';
 import { runCall, runDiscover } from '../../src/cli/commands.js';
@@ -21,6 +20,7 @@ import { runSubscribe } from '../../src/cli/subscribe.js';
 import { WsConnection } from '../../src/cli/ws-connection.js';
 import { DEFAULT_SUBSCRIPTION_METHODS } from '../../src/protocol/subscription-frames.js';
 import { FakeGateways, frameOf } from '../support/fake-gateway.js';
+import { listenOnLoopback } from '../support/network.js';
 
 const gateways = new FakeGateways();
 const cleanups: (() => unknown)[] = [];
@@ -98,12 +98,8 @@ async function httpConnection(result: unknown): Promise<RpcConnection> {
       response.end(JSON.stringify({ jsonrpc: '2.0', id, result }));
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  cleanups.push(() => {
-    server.closeAllConnections();
-    return new Promise((resolve) => server.close(resolve));
-  });
-  const { port } = server.address() as AddressInfo;
+  const { port, close } = await listenOnLoopback(server);
+  cleanups.push(close);
   const connection = new HttpConnection(
     endpointOf(new URL(`http://127.0.0.1:${port}/rpc`))!,
     options,

@@ -7,8 +7,7 @@
  * event is asked again at most once per MAX_RESUME_DELAY_MS, not in a loop with no delay.
  */
 import { createServer } from 'node:http';
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
@@ -20,17 +19,15 @@ import {
   resumeDelay,
   shortStreams,
 } from '../../src/client/sse-transport.js';
+import { listenOnLoopback } from '../support/network.js';
 import { waitUntil } from '../support/waiting.js';
 
-const servers: Server[] = [];
+const serverCloses: (() => Promise<void>)[] = [];
 const sockets: SseSocket[] = [];
 afterEach(async () => {
   vi.restoreAllMocks();
   for (const socket of sockets.splice(0)) socket.close();
-  for (const server of servers.splice(0)) {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  }
+  for (const close of serverCloses.splice(0)) await close();
 });
 
 /** Each wait the socket asks for, recorded and ended at once (no clock involved). */
@@ -59,9 +56,8 @@ async function cuttingServer(
       () => res.destroy(),
     );
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  servers.push(server);
-  const { port } = server.address() as AddressInfo;
+  const { port, close } = await listenOnLoopback(server);
+  serverCloses.push(close);
   return { url: `ws://127.0.0.1:${port}/rpc`, streams: () => streams };
 }
 

@@ -6,10 +6,10 @@
  */
 import fc from 'fast-check';
 import { createServer } from 'node:http';
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { MIN_REFUSAL_WAIT_MS, SseSocket, refusalWait } from '../../src/client/sse-transport.js';
+import { listenOnLoopback } from '../support/network.js';
 import { waitUntil } from '../support/waiting.js';
 
 const NOW = Date.UTC(2030, 0, 15, 12, 0, 0);
@@ -107,21 +107,17 @@ async function refusingServer(status: number, retryAfter: string) {
     resumes++;
     res.writeHead(status, { 'retry-after': retryAfter }).end();
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  servers.push(server);
-  const { port } = server.address() as AddressInfo;
+  const { port, close } = await listenOnLoopback(server);
+  serverCloses.push(close);
   return { url: `ws://127.0.0.1:${port}/rpc`, resumes: () => resumes };
 }
 
-const servers: Server[] = [];
+const serverCloses: (() => Promise<void>)[] = [];
 const sockets: SseSocket[] = [];
 afterEach(async () => {
   vi.restoreAllMocks();
   for (const socket of sockets.splice(0)) socket.close();
-  for (const server of servers.splice(0)) {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  }
+  for (const close of serverCloses.splice(0)) await close();
 });
 
 function open(url: string) {

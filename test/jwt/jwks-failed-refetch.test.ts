@@ -4,9 +4,9 @@
 // can make, do not each send a request to a failing key set server. A token whose key the set
 // last fetched holds is still verified meanwhile.
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { jwtAuth } from '../../src/jwt.js';
+import { listenOnLoopback } from '../support/network.js';
 import { sleep } from '../support/promises.js';
 import { refusal, signWith, signingKey, withToken } from './jwt-fixtures.js';
 
@@ -29,15 +29,8 @@ describe('jwtAuth with jwksUrl whose server fails after a first good fetch', () 
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ keys: [known.publicJwk] }));
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    closers.push(
-      () =>
-        new Promise<void>((resolve) => {
-          server.closeAllConnections();
-          server.close(() => resolve());
-        }),
-    );
-    const { port } = server.address() as AddressInfo;
+    const { port, close } = await listenOnLoopback(server);
+    closers.push(close);
     const cooldownMs = 4_000;
     const auth = jwtAuth({
       jwksUrl: `http://127.0.0.1:${port}/jwks.json`,

@@ -4,12 +4,11 @@
 // that never answers, or answers garbage, is a 503 and never a crash.
 import { createServer } from 'node:http';
 import type { Server, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { JWK } from 'jose';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { jwtAuth } from '../../src/jwt.js';
 import { MAX_JWKS_BYTES } from '../../src/server/jwt/key-source.js';
-import { freePort } from '../support/network.js';
+import { freePort, listenOnLoopback } from '../support/network.js';
 import { sleep } from '../support/promises.js';
 import { refusal, signWith, signingKey, withToken } from './jwt-fixtures.js';
 import type { SigningKey } from './jwt-fixtures.js';
@@ -48,20 +47,17 @@ async function keySetServer(first: Answer): Promise<KeySetServer> {
     res.writeHead(answer.status, { 'content-type': 'application/json' });
     res.end(answer.body);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
+  const { port, close } = await listenOnLoopback(server);
   const handle: KeySetServer = {
     url: `http://127.0.0.1:${port}/.well-known/jwks.json`,
     requests: () => requests,
     answer: (next) => {
       answer = next;
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const res of held) res.destroy();
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    close: () => {
+      for (const res of held) res.destroy();
+      return close();
+    },
   };
   servers.push(handle);
   return handle;
@@ -190,8 +186,7 @@ describe('jwtAuth with jwksUrl', () => {
       res.on('error', () => undefined);
       pump();
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const { port } = server.address() as AddressInfo;
+    const { port, close } = await listenOnLoopback(server);
     try {
       const auth = jwtAuth({ jwksUrl: `http://127.0.0.1:${port}/jwks.json` });
       expect(await refusal(auth.authenticate(withToken(token)))).toEqual({
@@ -201,8 +196,7 @@ describe('jwtAuth with jwksUrl', () => {
       // Socket buffers let a few MiB past the bound through, not the whole body.
       expect(written).toBeLessThan(16);
     } finally {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
+      await close();
     }
     // One that says its size up front is refused without reading the body.
     const declared = await keySetServer({ status: 200, body: ' '.repeat(MAX_JWKS_BYTES + 1) });

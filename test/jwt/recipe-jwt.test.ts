@@ -5,14 +5,13 @@
  */
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { RpcClient } from '../../src/client/client.js';
 import { root, spawnServer, waitForLivez } from '../support/demo-process.js';
-import { freePort } from '../support/network.js';
+import { freePort, listenOnLoopback } from '../support/network.js';
 import { killChild } from '../support/processes.js';
 import { openRaw, upgradeRefusal } from '../support/sockets.js';
 import { Resources } from '../support/resources.js';
@@ -71,16 +70,15 @@ describe('docs/recipes/tokens.md, server-jwt.ts', () => {
       response.writeHead(200, { 'content-type': 'application/json' });
       response.end(JSON.stringify({ keys: [key.publicJwk] }));
     });
-    await new Promise<void>((resolve) => jwks.listen(0, '127.0.0.1', resolve));
-    const jwksUrl = `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`;
+    const listening = await listenOnLoopback(jwks);
+    const jwksUrl = `http://127.0.0.1:${listening.port}/jwks.json`;
     const port = await freePort();
     const server = spawnServer(await bundleServer(), port, { JWKS_URL: jwksUrl });
     await waitForLivez(server.child, `http://127.0.0.1:${port}`);
     url = `ws://127.0.0.1:${port}/rpc`;
     stop = async () => {
       await killChild(server.child);
-      jwks.closeAllConnections();
-      await new Promise<void>((resolve) => jwks.close(() => resolve()));
+      await listening.close();
     };
   }, 60_000);
 

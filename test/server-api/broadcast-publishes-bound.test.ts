@@ -9,18 +9,11 @@ import { afterEach, expect, it } from 'vitest';
 import { MemoryBroker } from '../../src/pubsub/memory-broker.js';
 import type { Retention } from '../../src/pubsub/broker.js';
 import { MAX_BROADCAST_PUBLISHES } from '../../src/server-api/methods.js';
-import type { ServerApi } from '../../src/server-api/index.js';
-import { Resources } from '../support/resources.js';
 import { waitFor } from '../support/waiting.js';
-import { HeldGate, post, startApi } from './support.js';
+import { ApiResources, HeldGate, post } from './support.js';
 
-const res = new Resources();
-const apis: ServerApi[] = [];
-
-afterEach(async () => {
-  await Promise.all(apis.splice(0).map((api) => api.close()));
-  await res.cleanup();
-});
+const res = new ApiResources();
+afterEach(() => res.cleanup());
 
 /** A broker whose publishes wait until the test lets them all go. */
 class HeldBroker extends MemoryBroker {
@@ -39,8 +32,7 @@ class HeldBroker extends MemoryBroker {
 it('server API broadcast publishes stay within MAX_BROADCAST_PUBLISHES on the node', async () => {
   const broker = new HeldBroker();
   const { gateway } = await res.gateway({ broker });
-  const api = await startApi(gateway);
-  apis.push(api);
+  const api = await res.api(gateway);
   const topics = Array.from({ length: 200 }, (_, i) => `t.${i}`);
   // Two broadcasts at once: the bound is the node's, not each call's.
   const replies = Promise.all([
@@ -80,8 +72,7 @@ class FailingBroker extends HeldBroker {
 it('a broadcast one topic of which fails publishes nothing after its reply, which names every topic published', async () => {
   const broker = new FailingBroker('t.0');
   const { gateway } = await res.gateway({ broker });
-  const api = await startApi(gateway);
-  apis.push(api);
+  const api = await res.api(gateway);
   const topics = Array.from({ length: 100 }, (_, i) => `t.${i}`);
   const reply = post(api.url, 'broadcast', { topics, data: 'x' });
   // t.0 failed at once; the next ones under way are held, the rest wait their turn.
@@ -106,8 +97,7 @@ it('a broadcast whose topics wait for their turn makes Node warn of no listener 
   try {
     const broker = new HeldBroker();
     const { gateway } = await res.gateway({ broker });
-    const api = await startApi(gateway);
-    apis.push(api);
+    const api = await res.api(gateway);
     const topics = Array.from({ length: 100 }, (_, i) => `w.${i}`);
     const reply = post(api.url, 'broadcast', { topics, data: 1 });
     await waitFor(() => broker.gate.running >= MAX_BROADCAST_PUBLISHES, 'publishes to start');

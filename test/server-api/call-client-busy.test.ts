@@ -5,26 +5,18 @@
  * client answers them.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import type { ServerApi } from '../../src/server-api/index.js';
-import { Resources } from '../support/resources.js';
 import { waitFor } from '../support/waiting.js';
-import { asUser, post, startApi, userOptions } from './support.js';
+import { ApiResources, asUser, post, userOptions } from './support.js';
 
-const res = new Resources();
-const apis: ServerApi[] = [];
-
-afterEach(async () => {
-  await Promise.all(apis.splice(0).map((api) => api.close()));
-  await res.cleanup();
-});
+const res = new ApiResources();
+afterEach(() => res.cleanup());
 
 const LIMIT = 4;
 
 describe("callClient past the session's maxPendingCalls", () => {
   it('is -32000 Server busy naming the session and the limit, not -32011', async () => {
     const running = await res.gateway({ ...userOptions(), limits: { maxPendingCalls: LIMIT } });
-    const api = await startApi(running.gateway);
-    apis.push(api);
+    const api = await res.api(running.gateway);
     const client = res.client(asUser(running.url, 'held'));
     let held = 0;
     let release!: () => void;

@@ -7,17 +7,10 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { MAX_USER_ANSWERS_CHARS } from '../../src/server-api/node-requests.js';
-import type { ServerApi } from '../../src/server-api/index.js';
-import { Resources } from '../support/resources.js';
-import { asUser, post, startApi, userOptions } from './support.js';
+import { ApiResources, asUser, post, userOptions } from './support.js';
 
-const res = new Resources();
-const apis: ServerApi[] = [];
-
-afterEach(async () => {
-  await Promise.all(apis.splice(0).map((api) => api.close()));
-  await res.cleanup();
-});
+const res = new ApiResources();
+afterEach(() => res.cleanup());
 
 describe('callClient by user: the answers together', () => {
   it(`are held to MAX_USER_ANSWERS_CHARS (${MAX_USER_ANSWERS_CHARS}); one past it is -32000`, async () => {
@@ -25,8 +18,7 @@ describe('callClient by user: the answers together', () => {
       ...userOptions(),
       limits: { maxMessageBytes: 2 * 1024 * 1024 },
     });
-    const api = await startApi(running.gateway);
-    apis.push(api);
+    const api = await res.api(running.gateway);
     // Each session answers a string of 40% of the bound: two fit, a third does not.
     const big = 'x'.repeat(Math.floor(MAX_USER_ANSWERS_CHARS * 0.4));
     const SESSIONS = 4;

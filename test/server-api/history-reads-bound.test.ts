@@ -7,17 +7,10 @@
 import { afterEach, expect, it } from 'vitest';
 import { MemoryBroker } from '../../src/pubsub/memory-broker.js';
 import type { History } from '../../src/pubsub/broker.js';
-import type { ServerApi } from '../../src/server-api/index.js';
-import { Resources } from '../support/resources.js';
-import { API_KEY, startApi } from './support.js';
+import { API_KEY, ApiResources } from './support.js';
 
-const res = new Resources();
-const apis: ServerApi[] = [];
-
-afterEach(async () => {
-  await Promise.all(apis.splice(0).map((api) => api.close()));
-  await res.cleanup();
-});
+const res = new ApiResources();
+afterEach(() => res.cleanup());
 
 class CountingBroker extends MemoryBroker {
   running = 0;
@@ -38,8 +31,7 @@ it('server API history reads stay within limits.maxHistoryReads', async () => {
   const broker = new CountingBroker();
   const { gateway } = await res.gateway({ broker, limits: { maxHistoryReads: 2 } });
   gateway.topic('t.*', { history: { maxMessages: 10 } } as never);
-  const api = await startApi(gateway);
-  apis.push(api);
+  const api = await res.api(gateway);
   const batch = Array.from({ length: 20 }, (_, i) => ({
     jsonrpc: '2.0',
     id: i,

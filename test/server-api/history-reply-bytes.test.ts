@@ -9,18 +9,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { History } from '../../src/pubsub/broker.js';
 import { MemoryBroker } from '../../src/pubsub/memory-broker.js';
-import type { ServerApi } from '../../src/server-api/index.js';
 import { HISTORY_READ_PAGE } from '../../src/server-api/methods.js';
-import { Resources } from '../support/resources.js';
-import { call, startApi } from './support.js';
+import { ApiResources, call } from './support.js';
 
-const res = new Resources();
-const apis: ServerApi[] = [];
-
-afterEach(async () => {
-  await Promise.all(apis.splice(0).map((api) => api.close()));
-  await res.cleanup();
-});
+const res = new ApiResources();
+afterEach(() => res.cleanup());
 
 /** A MemoryBroker that notes the largest page a history read asked of it. */
 class PageBroker extends MemoryBroker {
@@ -43,8 +36,7 @@ const ofBytes = (bytes: number): string => 'x'.repeat(bytes - 2);
 async function started(settings: Record<string, unknown> = {}) {
   const broker = new PageBroker();
   const { gateway } = await res.gateway({ broker });
-  const api = await startApi(gateway, settings);
-  apis.push(api);
+  const api = await res.api(gateway, settings);
   return { broker, gateway, api };
 }
 

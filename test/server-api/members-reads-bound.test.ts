@@ -9,18 +9,11 @@ import { MemoryBroker } from '../../src/pubsub/memory-broker.js';
 import { MemoryPresenceStore } from '../../src/pubsub/presence.js';
 import type { PresencePage } from '../../src/pubsub/presence.js';
 import { MAX_MEMBERS_READS } from '../../src/server-api/methods.js';
-import type { ServerApi } from '../../src/server-api/index.js';
-import { Resources } from '../support/resources.js';
 import { waitFor } from '../support/waiting.js';
-import { API_KEY, HeldGate, startApi } from './support.js';
+import { API_KEY, ApiResources, HeldGate } from './support.js';
 
-const res = new Resources();
-const apis: ServerApi[] = [];
-
-afterEach(async () => {
-  await Promise.all(apis.splice(0).map((api) => api.close()));
-  await res.cleanup();
-});
+const res = new ApiResources();
+afterEach(() => res.cleanup());
 
 /** A presence store whose member reads wait until the test lets them all go. */
 class HeldStore extends MemoryPresenceStore {
@@ -43,8 +36,7 @@ it('server API members reads stay within MAX_MEMBERS_READS on the node', async (
   const broker = new HeldBroker();
   const { gateway } = await res.gateway({ broker });
   gateway.topic('lobby', { presence: true });
-  const api = await startApi(gateway);
-  apis.push(api);
+  const api = await res.api(gateway);
   const batch = Array.from({ length: 100 }, (_, i) => ({
     jsonrpc: '2.0',
     id: i,

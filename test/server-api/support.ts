@@ -10,6 +10,7 @@ import { UpgradeRejection } from '../../src/server/upgrade-rejection.js';
 import { resolveServerApiConfig, startServerApi } from '../../src/server-api/index.js';
 import type { ServerApi } from '../../src/server-api/index.js';
 import { noTracing } from '../../src/tracing/index.js';
+import { Resources } from '../support/resources.js';
 
 export const API_KEY = 'test-key-0123456789abcdef';
 
@@ -42,6 +43,29 @@ export async function startApi(
   });
   const api = await startServerApi(gateway, config, { logger: silentLogger, tracing: noTracing });
   return api as ServerApi & { url: string };
+}
+
+/**
+ * Resources that also start server APIs (`api`, as startApi does) and close them in `cleanup()`,
+ * all at once and before the rest: an API calls into its gateway and the gateway's sessions, so
+ * it stops before they do.
+ */
+export class ApiResources extends Resources {
+  readonly apis: ServerApi[] = [];
+
+  async api(
+    gateway: Gateway<any>, // eslint-disable-line @typescript-eslint/no-explicit-any -- any context
+    settings: Record<string, unknown> = {},
+  ): Promise<ServerApi & { url: string }> {
+    const api = await startApi(gateway, settings);
+    this.apis.push(api);
+    return api;
+  }
+
+  override async cleanup(): Promise<void> {
+    await Promise.all(this.apis.splice(0).map((api) => api.close()));
+    await super.cleanup();
+  }
 }
 
 export interface RpcReply {

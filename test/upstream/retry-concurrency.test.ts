@@ -6,12 +6,12 @@
 // until answered or their socket closes).
 import { createServer } from 'node:http';
 import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import fc from 'fast-check';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { JsonRpcHttpClient, UpstreamEndpoint, UpstreamError } from '../../src/upstream/index.js';
 import type { UpstreamFailure } from '../../src/upstream/index.js';
 import type { UpstreamRequest } from '../../src/upstream/upstream-endpoint.js';
+import { listenOnLoopback } from '../support/network.js';
 import { rejectionOf } from '../support/promises.js';
 import { waitFor } from '../support/waiting.js';
 
@@ -94,16 +94,12 @@ async function startCountingUpstream(): Promise<{
       res.end(JSON.stringify({ jsonrpc: '2.0', id: message.id, result: message.method }));
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const { port, close } = await listenOnLoopback(server);
   return {
-    url: `${origin}/rpc`,
+    url: `http://127.0.0.1:${port}/rpc`,
     concurrency,
     received,
-    async stop() {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    stop: close,
   };
 }
 
