@@ -18,7 +18,8 @@ export const INBOX_SUBSCRIPTION = '$inbox';
 
 /**
  * Messages of the user's inbox that will never arrive: `gap` of them (null: unknown how
- * many) were lost beyond the server's retention, or skipped. Time to refetch.
+ * many) were lost beyond the server's retention, or skipped, or came malformed (no method) and
+ * were dropped. Time to refetch.
  */
 export interface InboxGap {
   gap: number | null;
@@ -83,7 +84,10 @@ export class ClientInbox<S> {
     if (event.missed) this.#gapSubject.next({ gap: event.missed });
     const message = event.data as { method?: unknown; params?: unknown } | null | undefined;
     if (typeof message?.method !== 'string') {
+      // Not one of the user's messages as the gateway sends them (a server fault, or something
+      // else written to the inbox): told as one that will not arrive, not passed on.
       this.host.logger.warn({ seq: event.seq }, 'inbox message without a method: ignored');
+      this.#gapSubject.next({ gap: 1 });
       return;
     }
     this.#dispatch(message.method, message.params as Params | undefined);

@@ -285,3 +285,28 @@ describe('subscription frames no server should send', () => {
     expect(seen.error).toBeUndefined();
   });
 });
+
+describe('inbox messages no server should send', () => {
+  it('one without a method is not passed on, and is told on inboxGaps$ as one that will not arrive', async () => {
+    const { client, socket, frames } = await connect({ inbox: true });
+    const gaps = observe(client.inboxGaps$);
+    const notified = observe(client.notificationsOf('order.shipped'));
+    const { id, params } = await nextSubscribe(frames, 0);
+    expect(params[0]).toBe('$inbox');
+    socket.send(JSON.stringify({ jsonrpc: '2.0', result: '0x1', id }));
+    const message = (seq: number, result: unknown): string =>
+      JSON.stringify({
+        jsonrpc: '2.0',
+        method: 'subscription',
+        params: { subscription: '0x1', seq, result },
+      });
+    socket.send(message(1, { method: 'order.shipped', params: { id: 1 } }));
+    socket.send(message(2, { params: { id: 2 } }));
+    socket.send(message(3, { method: 'order.shipped', params: { id: 3 } }));
+
+    await waitFor(() => notified.values.length === 2, 'the two well-formed messages');
+    expect(notified.values).toEqual([{ id: 1 }, { id: 3 }]);
+    expect(gaps.values).toEqual([{ gap: 1 }]);
+    expect(client.state).toBe('open');
+  });
+});
