@@ -128,7 +128,9 @@ export interface ClientOptions {
    * 1009 (calls in flight reject with ConnectionClosedError, and the client reconnects). Given
    * to the `ws` WebSocket in Node as its `maxPayload`, which refuses the message as it arrives,
    * holding no more than that; a browser's WebSocket has no such setting and reads any size.
-   * `tcpSocket` and `streamSocket` take `maxLineBytes` instead. Default 16 MiB; 0: no bound.
+   * `tcpSocket` and `streamSocket` take `maxLineBytes` instead. Keep it above the largest
+   * message the server sends: a subscription resumed over a larger one meets it again on every
+   * reconnect. Default 100 MiB (`ws`'s own); 0: no bound.
    */
   maxMessageBytes?: number;
   /**
@@ -184,7 +186,7 @@ export const clientDefaults = Object.freeze({
   maxPendingCalls: 1024,
   maxJoined: 1000,
   maxBufferedBytes: DEFAULT_CLIENT_MAX_BUFFERED_BYTES,
-  maxMessageBytes: 16 * 1024 * 1024,
+  maxMessageBytes: 100 * 1024 * 1024,
   batchCalls: 0,
   heartbeat: Object.freeze({ intervalMs: 20_000, timeoutMs: 10_000 }),
   networkEvents: true,

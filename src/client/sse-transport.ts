@@ -115,7 +115,7 @@ export interface SseSocketOptions {
    * The most characters one event may take (its lines together, as they arrive): a server or
    * proxy that sends an event without end is closed 1009 past it, not read into memory for
    * ever; so is one whose single message is larger. Default: createClient's `maxMessageBytes`
-   * (16 MiB unless given; 0 there: no bound), else 100 Mi (DEFAULT_MAX_EVENT_CHARS).
+   * (100 MiB unless given; 0 there: no bound), else 100 Mi (DEFAULT_MAX_EVENT_CHARS).
    */
   maxEventChars?: number;
 }

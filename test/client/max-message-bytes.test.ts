@@ -1,8 +1,8 @@
 /**
  * createClient's `maxMessageBytes`: the largest message the client takes from the server. A
  * server sends one notification of exactly the bound, then one a byte larger: the first is
- * read, the second closes the connection with 1009 (with `ws` in Node, refused as it arrives;
- * without the bound `ws` would take up to 100 MiB). The default is 16 MiB. Over the HTTP
+ * read, the second closes the connection with 1009 (with `ws` in Node, refused as it arrives).
+ * The default, 100 MiB, is what `ws` is given (`ws`'s own). Over the HTTP
  * streaming fallback the same option bounds an event. The option is checked like the others,
  * and the shared client forwards it to its worker.
  */
@@ -25,7 +25,7 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
+const DEFAULT_MAX_MESSAGE_BYTES = 100 * 1024 * 1024;
 
 /** A notification of exactly `bytes` bytes of JSON text (ASCII), its params [n, padding]. */
 function notificationOf(bytes: number, n: number): string {
@@ -85,13 +85,27 @@ describe('createClient maxMessageBytes', () => {
     expect(disconnects[0]).toMatchObject({ code: 1009, willRetry: false });
   });
 
-  it('is 16 MiB by default (ws alone would take 100 MiB)', async () => {
-    const url = await sendingServer(DEFAULT_MAX_MESSAGE_BYTES);
-    const { read, disconnects } = watchedClient(url, {});
+  it('gives ws 100 MiB by default, and 0 as no bound', async () => {
+    /** The options each socket was made with. */
+    const made: { maxPayload?: number }[] = [];
+    class Recording extends WebSocket {
+      constructor(url: string, protocols?: string | string[], options?: { maxPayload?: number }) {
+        super(url, protocols, options);
+        made.push(options ?? {});
+      }
+    }
+    const url = await sendingServer(100);
+    watchedClient(url, { WebSocket: Recording as unknown as WebSocketConstructor });
+    watchedClient(url, {
+      WebSocket: Recording as unknown as WebSocketConstructor,
+      maxMessageBytes: 0,
+    });
 
-    await waitUntil(() => disconnects.length === 1, 'the disconnect', 30_000);
-    expect(read).toEqual([1]);
-    expect(disconnects[0]).toMatchObject({ code: 1009 });
+    await waitUntil(() => made.length === 2, 'both sockets');
+    expect(made.map((options) => options.maxPayload).sort()).toEqual([
+      0,
+      DEFAULT_MAX_MESSAGE_BYTES,
+    ]);
   });
 
   it('tells any frame ws refuses by the code ws closed with, not 1006: not UTF-8 is 1007', async () => {
