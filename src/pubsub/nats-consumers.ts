@@ -16,6 +16,7 @@ import { DeliverPolicy } from '@nats-io/jetstream';
 import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { BrokerMessage } from './broker.js';
+import { malformedExcept } from './broker.js';
 import { exceptOf } from './nats-except.js';
 import { bounded, noop, withTimeout } from './nats-link.js';
 import type { Link } from './nats-link.js';
@@ -260,7 +261,8 @@ export class NatsConsumers {
       };
       // Only a message that leaves sessions out has headers.
       const except = m.headers === undefined ? undefined : exceptOf(m.headers);
-      if (except) message.except = except;
+      if (except === 'malformed') this.onError(malformedExcept(sub.topic, m.seq));
+      else if (except) message.except = except;
       sub.deliver(message);
     } catch (err) {
       this.onError(err);

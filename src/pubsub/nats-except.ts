@@ -18,8 +18,11 @@ export function exceptHeaders(except: readonly string[] | undefined): MsgHdrs | 
   return h;
 }
 
-/** The left-out session ids of a received message; undefined when it names none. */
-export function exceptOf(h: MsgHdrs | undefined): readonly string[] | undefined {
+/**
+ * The left-out session ids of a received message; undefined when it names none, or 'malformed'
+ * when its header is not a list of session ids (the message is for every subscriber then).
+ */
+export function exceptOf(h: MsgHdrs | undefined): readonly string[] | 'malformed' | undefined {
   const text = h?.get(EXCEPT_HEADER);
-  return text ? parseExcept(text) : undefined;
+  return text ? (parseExcept(text) ?? 'malformed') : undefined;
 }

@@ -322,7 +322,15 @@ export class RedisBroker implements Broker {
   async history(topic: string, afterSeq: number, limit?: number): Promise<History> {
     this.assertUsable();
     const keys = redisTopicKeys(this.prefix, topic);
-    const read = await readTopic(this.runner, keys, topic, afterSeq, '+', pageLimit(limit) ?? 0);
+    const read = await readTopic(
+      this.runner,
+      keys,
+      topic,
+      afterSeq,
+      '+',
+      pageLimit(limit) ?? 0,
+      this.onError,
+    );
     const history: History = { messages: read.messages, lastSeq: read.lastSeq };
     if (read.epoch !== '') history.epoch = read.epoch;
     return history;

@@ -4,7 +4,7 @@
  * one that knows their KEYS, ARGV and reply layouts.
  */
 import { randomBytes } from 'node:crypto';
-import { parseExcept } from './broker.js';
+import { malformedExcept, parseExcept } from './broker.js';
 import type { BrokerMessage, Retention } from './broker.js';
 import type { RedisTopicKeys } from './redis-keys.js';
 import { script } from './redis-script-runner.js';
@@ -263,6 +263,8 @@ export async function readTopic(
   afterSeq: number,
   toId: string,
   count: number,
+  /** Told of a message whose except list is malformed (it is read as leaving out nobody). */
+  onMalformed?: (error: Error) => void,
 ): Promise<Read> {
   const after = Number.isFinite(afterSeq) ? Math.max(0, Math.floor(afterSeq)) : 0;
   const reply = await runner.run(
@@ -277,7 +279,7 @@ export async function readTopic(
   const messages: BrokerMessage[] = [];
   if (Array.isArray(entries)) {
     for (const entry of entries as unknown[]) {
-      const message = parseEntry(topic, entry);
+      const message = parseEntry(topic, entry, onMalformed);
       if (message) messages.push(message);
     }
   }
@@ -288,7 +290,11 @@ export async function readTopic(
   };
 }
 
-function parseEntry(topic: string, entry: unknown): BrokerMessage | undefined {
+function parseEntry(
+  topic: string,
+  entry: unknown,
+  onMalformed?: (error: Error) => void,
+): BrokerMessage | undefined {
   if (!Array.isArray(entry) || entry.length < 2) return undefined;
   const [id, fields] = entry as [unknown, unknown];
   if (typeof id !== 'string' || !Array.isArray(fields)) return undefined;
@@ -301,7 +307,10 @@ function parseEntry(topic: string, entry: unknown): BrokerMessage | undefined {
     const value = list[i + 1];
     if (typeof value !== 'string') continue;
     if (list[i] === 'p') payload = value;
-    else if (list[i] === 'x') except = parseExcept(value);
+    else if (list[i] === 'x') {
+      except = parseExcept(value);
+      if (!except) onMalformed?.(malformedExcept(topic, seq));
+    }
   }
   if (payload === undefined) return undefined;
   return except ? { topic, seq, payload, except } : { topic, seq, payload };

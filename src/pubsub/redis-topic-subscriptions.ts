@@ -4,7 +4,7 @@
  * chain per topic, which is where gaps are filled, duplicates dropped and new epochs noticed.
  */
 import type { Redis } from 'ioredis';
-import { parseExcept } from './broker.js';
+import { malformedExcept, parseExcept } from './broker.js';
 import type { BrokerMessage } from './broker.js';
 import { toError } from './redis-errors.js';
 import { redisTopicKeys } from './redis-keys.js';
@@ -171,6 +171,7 @@ export class RedisTopicSubscriptions {
       const end = payload.indexOf('\n');
       if (end < 0) return;
       except = parseExcept(payload.slice(1, end));
+      if (!except) this.onError(malformedExcept(state.topic, seq));
       payload = payload.slice(end + 1);
     }
     if (state.pending === 0) {
@@ -223,7 +224,7 @@ export class RedisTopicSubscriptions {
 
   /** The topic's stream after `afterSeq` up to `toId`, with its epoch and latest seq. */
   private read(state: TopicState, afterSeq: number, toId: string, count: number): Promise<Read> {
-    return readTopic(this.runner, state.keys, state.topic, afterSeq, toId, count);
+    return readTopic(this.runner, state.keys, state.topic, afterSeq, toId, count, this.onError);
   }
 
   private forget(state: TopicState): void {
