@@ -83,6 +83,12 @@ export const tierRules: readonly (readonly [Tier, readonly string[]])[] = [
       'test/pubsub/{delivery,delivery-continuity,delivery-pass,delivery-queues,except-set,history-reads,memory-broker,session-router,topic-registry,user-inbox-router}.test.ts',
       'test/upstream/{config,share-config,address-share-model}.test.ts',
       'test/standalone/{config-file,config-file-duplicate-keys}.test.ts',
+      // Heap measurements that open no socket: isolated, so that nothing another file left
+      // running allocates while they measure.
+      'test/server/session-footprint.test.ts',
+      'test/pubsub/topic-footprint.test.ts',
+      'test/sse/sse-replay-footprint.test.ts',
+      'test/transports/ws-settings-retention.test.ts',
     ],
   ],
 ];
