@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import type { BrokerMessage } from '../../src/pubsub/broker.js';
+import type { Broker, BrokerMessage } from '../../src/pubsub/broker.js';
 import { NatsBroker } from '../../src/pubsub/nats-broker.js';
 import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import { deleteNatsStreams, deleteRedisKeys, NATS_URL, REDIS_URL } from '../support/brokers.js';
@@ -30,6 +30,26 @@ const retention = { maxLength: 100, maxAgeMs: 60_000 };
 const malformed = (topic: string, seq: number): string =>
   `topic ${topic}, message ${seq}: its except list is not a list of session ids; delivered to every subscriber`;
 
+/**
+ * `publisher` publishes to `topic` with the malformed list, `receiver` subscribed: the message
+ * arrives with no except, and `errors` (the receiver's onError) names it. Resolves its seq.
+ */
+async function deliveredAndReported(
+  publisher: Broker,
+  receiver: Broker,
+  topic: string,
+  errors: string[],
+): Promise<number> {
+  const delivered: BrokerMessage[] = [];
+  await receiver.subscribe(topic, (message) => delivered.push(message));
+  const seq = await publisher.publish(topic, '"hello"', retention, NUMBERS);
+  await waitFor(() => delivered.length === 1, 'the message');
+  expect(delivered[0]).toMatchObject({ seq, payload: '"hello"' });
+  expect(delivered[0]!.except).toBeUndefined();
+  expect(errors).toContain(malformed(topic, seq));
+  return seq;
+}
+
 describe('a message with a malformed except list', () => {
   it('Redis: is delivered with no except, and reported, live and from history', async () => {
     const errors: string[] = [];
@@ -45,14 +65,7 @@ describe('a message with a malformed except list', () => {
     );
     await Promise.all([publisher.connect(), receiver.connect()]);
     const topic = 'redis.bad';
-    const delivered: BrokerMessage[] = [];
-    await receiver.subscribe(topic, (message) => delivered.push(message));
-
-    const seq = await publisher.publish(topic, '"hello"', retention, NUMBERS);
-    await waitFor(() => delivered.length === 1, 'the message');
-    expect(delivered[0]).toMatchObject({ seq, payload: '"hello"' });
-    expect(delivered[0]!.except).toBeUndefined();
-    expect(errors).toContain(malformed(topic, seq));
+    const seq = await deliveredAndReported(publisher, receiver, topic, errors);
 
     errors.splice(0);
     const history = await receiver.history(topic, 0);
@@ -72,14 +85,6 @@ describe('a message with a malformed except list', () => {
       () => publisher.close(),
       () => receiver.close(),
     );
-    const topic = 'nats.bad';
-    const delivered: BrokerMessage[] = [];
-    await receiver.subscribe(topic, (message) => delivered.push(message));
-
-    const seq = await publisher.publish(topic, '"hello"', retention, NUMBERS);
-    await waitFor(() => delivered.length === 1, 'the message');
-    expect(delivered[0]).toMatchObject({ seq, payload: '"hello"' });
-    expect(delivered[0]!.except).toBeUndefined();
-    expect(errors).toContain(malformed(topic, seq));
+    await deliveredAndReported(publisher, receiver, 'nats.bad', errors);
   });
 });
