@@ -50,10 +50,6 @@ export function exceptList(
 }
 
 /**
- * The left-out session ids as a broker carries them (a JSON list of strings, stored by the
- * Redis publish script or sent in a NATS header); undefined for anything else.
- */
-/**
  * What a broker reports (its onError) for a message whose except list is there but is not a list
  * of session ids (never one this gateway writes): delivered to every subscriber rather than lost,
  * and said.
@@ -64,6 +60,10 @@ export function malformedExcept(topic: string, seq: number): Error {
   );
 }
 
+/**
+ * The left-out session ids as a broker carries them (a JSON list of strings, stored by the
+ * Redis publish script or sent in a NATS header); undefined for anything else.
+ */
 export function parseExcept(text: string): readonly string[] | undefined {
   try {
     const list: unknown = JSON.parse(text);
