@@ -86,7 +86,7 @@ export const tierRules: readonly (readonly [Tier, readonly string[]])[] = [
       // Heap measurements that open no socket: isolated, so that nothing another file left
       // running allocates while they measure.
       'test/server/session-footprint.test.ts',
-      'test/pubsub/topic-footprint.test.ts',
+      'test/pubsub/{topic-footprint,delivery-footprint,replay-waits}.test.ts',
       'test/sse/sse-replay-footprint.test.ts',
       'test/transports/ws-settings-retention.test.ts',
     ],
