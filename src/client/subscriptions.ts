@@ -114,11 +114,15 @@ type StartOptions = { position: true } | { since: number; epoch: string | undefi
  * reply (this gateway never does): at most ORPHANS_PER_ID for each of ORPHAN_IDS ids, and at
  * most ORPHAN_TEXT_CHARS of the frames they came in together (the CLI's bound on the same, MAX_EARLY_BYTES), so that a
  * server cannot make the client hold its messages however large they are. A message dropped
- * here is a hole in the sequence that the continuity check finds and fills by resubscribing.
+ * here is a hole in the sequence that the continuity check finds and fills by resubscribing; one
+ * without a sequence number is counted (for at most DROP_COUNT_IDS ids) and told as a gap signal
+ * of that count once the reply names its id, after the messages kept.
  */
 const ORPHAN_IDS = 64;
 const ORPHANS_PER_ID = 256;
 export const ORPHAN_TEXT_CHARS = 16_777_216; // 16 MiB: a literal, which a bundler drops where it is unused
+/** Ids whose dropped messages without a sequence number are counted (the oldest forgotten). */
+const DROP_COUNT_IDS = 256;
 
 /**
  * The notifications kept for one id not yet known, and the characters of the frames they came in
@@ -242,6 +246,8 @@ export class ClientSubscriptions {
   readonly #orphans = new Map<SubscriptionId, Orphans>();
   /** The characters charged for every notification `#orphans` holds. */
   #orphanChars = 0;
+  /** For an id not known yet, how many of its messages without a sequence number were dropped. */
+  readonly #orphanDrops = new Map<SubscriptionId, number>();
   readonly #retired = new Set<SubscriptionId>();
   readonly #joinedHub = new Hub<JoinedSubscription>();
   /** Each subscription the server makes for this client, as it is announced. */
@@ -569,6 +575,11 @@ export class ClientSubscriptions {
       this.onStatus?.();
       const early = this.#takeOrphans(id);
       if (early) for (const update of early) this.#route(id, update, 0);
+      // Dropped after those kept, with no number for the continuity check to find them by.
+      const dropped = this.#orphanDrops.get(id);
+      if (dropped && this.#byServerId.get(id) === shared)
+        shared.hub.next({ data: undefined, gap: dropped });
+      this.#orphanDrops.delete(id);
     };
     // Counted against the window only when it goes on this connection (not queued offline).
     const line = this.caller.isOpen ? this.#line : -1;
@@ -663,6 +674,7 @@ export class ClientSubscriptions {
     // hands the id out again (a topic's shared id): until a subscribe reply names it again,
     // they are dropped.
     this.#takeOrphans(id);
+    this.#orphanDrops.delete(id);
     this.#retired.delete(id);
     this.#retired.add(id);
     trim(this.#retired, RETIRED_IDS);
@@ -810,13 +822,17 @@ export class ClientSubscriptions {
 
   /** Keep `update` for `id` until a subscribe reply names it, within the bounds (ORPHAN_IDS...). */
   #keepOrphan(id: SubscriptionId, update: SubscriptionUpdate, frameChars: number): void {
-    if (this.#orphanChars + frameChars > ORPHAN_TEXT_CHARS) return;
+    if (this.#orphanChars + frameChars > ORPHAN_TEXT_CHARS)
+      return this.#orphanDropped(id, [update]);
     let kept = this.#orphans.get(id);
     if (!kept) {
-      if (this.#orphans.size >= ORPHAN_IDS) this.#takeOrphans(this.#orphans.keys().next().value!);
+      if (this.#orphans.size >= ORPHAN_IDS) {
+        const oldest = this.#orphans.keys().next().value!;
+        this.#orphanDropped(oldest, this.#takeOrphans(oldest)!);
+      }
       this.#orphans.set(id, (kept = { updates: [], chars: 0 }));
     }
-    if (kept.updates.length >= ORPHANS_PER_ID) return;
+    if (kept.updates.length >= ORPHANS_PER_ID) return this.#orphanDropped(id, [update]);
     kept.updates.push(update);
     kept.chars += frameChars;
     this.#orphanChars += frameChars;
@@ -831,8 +847,20 @@ export class ClientSubscriptions {
     return kept.updates;
   }
 
+  /** Count those of `updates`, dropped for `id`, that no sequence number tells of. */
+  #orphanDropped(id: SubscriptionId, updates: SubscriptionUpdate[]): void {
+    let count = 0;
+    for (const update of updates)
+      if (update.kind === 'message' && update.seq === undefined) count++;
+    if (count === 0) return;
+    const drops = this.#orphanDrops;
+    drops.set(id, (drops.get(id) ?? 0) + count);
+    trim(drops, DROP_COUNT_IDS);
+  }
+
   #dropOrphans(): void {
     this.#orphans.clear();
     this.#orphanChars = 0;
+    this.#orphanDrops.clear();
   }
 }

@@ -286,6 +286,61 @@ describe('subscription frames no server should send', () => {
   });
 });
 
+describe('notifications without sequence numbers before their subscribe reply', () => {
+  const unnumbered = (subscription: string, k: number): string =>
+    JSON.stringify({ jsonrpc: '2.0', method: 'subscription', params: { subscription, result: k } });
+
+  it('past the 256 kept for an id, those dropped are told as one gap signal after the kept ones', async () => {
+    const { client, socket, frames } = await connect();
+    const seen = observe(client.subscribeWithMeta<number>('t'));
+    const { id } = await nextSubscribe(frames, 0);
+    for (let k = 1; k <= 300; k++) socket.send(unnumbered('0x1', k));
+    socket.send(JSON.stringify({ jsonrpc: '2.0', result: '0x1', id }));
+    socket.send(unnumbered('0x1', 301));
+    await waitFor(() => seen.values.length === 258, 'the kept, the gap signal and the live one');
+    const values = seen.values as { data: unknown; gap?: number | null }[];
+    expect(values.slice(0, 256).map((v) => v.data)).toEqual(
+      Array.from({ length: 256 }, (_, i) => i + 1),
+    );
+    expect(values[256]).toMatchObject({ data: undefined, gap: 44 });
+    expect(values[257]).toMatchObject({ data: 301 });
+    expect(seen.error).toBeUndefined();
+  });
+
+  it('an id whose kept messages were dropped for a 65th id hears of them all as a gap', async () => {
+    const { client, socket, frames } = await connect();
+    const seen = observe(client.subscribeWithMeta<number>('t'));
+    const { id } = await nextSubscribe(frames, 0);
+    for (let k = 1; k <= 3; k++) socket.send(unnumbered('0x1', k));
+    // 64 other ids not known yet: the first one's kept messages make room for the last.
+    for (let other = 2; other <= 65; other++) socket.send(unnumbered(`0x${other.toString(16)}`, 0));
+    socket.send(JSON.stringify({ jsonrpc: '2.0', result: '0x1', id }));
+    socket.send(unnumbered('0x1', 4));
+    await waitFor(() => seen.values.length === 2, 'the gap signal and the live one');
+    expect(seen.values[0]).toMatchObject({ data: undefined, gap: 3 });
+    expect(seen.values[1]).toMatchObject({ data: 4 });
+  });
+
+  it('numbered ones dropped are not counted: the resubscribe fills their hole instead', async () => {
+    const { client, socket, frames } = await connect();
+    const seen = observe(client.subscribeWithMeta<number>('t'));
+    const { id } = await nextSubscribe(frames, 0);
+    const numbered = (seq: number): string =>
+      JSON.stringify({
+        jsonrpc: '2.0',
+        method: 'subscription',
+        params: { subscription: '0x1', seq, result: seq },
+      });
+    for (let seq = 1; seq <= 300; seq++) socket.send(numbered(seq));
+    socket.send(JSON.stringify({ jsonrpc: '2.0', result: '0x1', id }));
+    await waitFor(() => seen.values.length === 256, 'the kept ones');
+    socket.send(numbered(301));
+    const resubscribe = await nextSubscribe(frames, 1);
+    expect(resubscribe.params[2]).toMatchObject({ since: 256 });
+    expect((seen.values as { gap?: unknown }[]).filter((v) => v.gap !== undefined)).toEqual([]);
+  });
+});
+
 describe('inbox messages no server should send', () => {
   it('one without a method is not passed on, and is told on inboxGaps$ as one that will not arrive', async () => {
     const { client, socket, frames } = await connect({ inbox: true });
