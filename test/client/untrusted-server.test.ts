@@ -6,6 +6,7 @@
  * string method, from JavaScript.
  */
 import type { AddressInfo } from 'node:net';
+import fc from 'fast-check';
 import { WebSocket, WebSocketServer } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createClient, subscriptionStatus$ } from '../../src/client/index.js';
@@ -319,6 +320,63 @@ describe('notifications without sequence numbers before their subscribe reply', 
     await waitFor(() => seen.values.length === 2, 'the gap signal and the live one');
     expect(seen.values[0]).toMatchObject({ data: undefined, gap: 3 });
     expect(seen.values[1]).toMatchObject({ data: 4 });
+  });
+
+  it('model: of the messages sent for an id before its reply, each is delivered in order or counted in the one gap signal', async () => {
+    // The client's bounds, as the model keeps them: 256 messages for each of 64 ids, the oldest
+    // id's pushed out for a new one.
+    const PER_ID = 256;
+    const IDS = 64;
+    const idArb = fc.oneof(
+      { weight: 2, arbitrary: fc.constant(1) },
+      { weight: 3, arbitrary: fc.integer({ min: 2, max: 80 }) },
+    );
+    const runs = fc.array(fc.tuple(idArb, fc.integer({ min: 1, max: 400 })), {
+      minLength: 1,
+      maxLength: 12,
+    });
+    await fc.assert(
+      fc.asyncProperty(runs, async (bursts) => {
+        const { client, socket, frames } = await connect();
+        try {
+          const seen = observe(client.subscribeWithMeta<number>('t'));
+          const { id } = await nextSubscribe(frames, 0);
+          const kept = new Map<number, number[]>();
+          let sent = 0;
+          let k = 0;
+          for (const [sub, count] of bursts) {
+            for (let i = 0; i < count; i++, k++) {
+              socket.send(unnumbered(`0x${sub.toString(16)}`, k));
+              if (sub === 1) sent++;
+              let list = kept.get(sub);
+              if (!list) {
+                if (kept.size >= IDS) kept.delete(kept.keys().next().value!);
+                kept.set(sub, (list = []));
+              }
+              if (list.length < PER_ID) list.push(k);
+            }
+          }
+          socket.send(JSON.stringify({ jsonrpc: '2.0', result: '0x1', id }));
+          socket.send(unnumbered('0x1', -1));
+          await waitFor(
+            () => (seen.values.at(-1) as { data?: unknown } | undefined)?.data === -1,
+            'the live message',
+          );
+          const delivered = kept.get(1) ?? [];
+          // Each message as its data, the gap signal as { gap }.
+          const values = (seen.values.slice(0, -1) as { data: unknown; gap?: number | null }[]).map(
+            (v) => (v.gap === undefined ? v.data : { gap: v.gap, data: v.data }),
+          );
+          const expected: unknown[] = [...delivered];
+          if (sent > delivered.length)
+            expected.push({ gap: sent - delivered.length, data: undefined });
+          expect(values).toEqual(expected);
+        } finally {
+          await client.close();
+        }
+      }),
+      { numRuns: 20 },
+    );
   });
 
   it('numbered ones dropped are not counted: the resubscribe fills their hole instead', async () => {
