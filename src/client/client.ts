@@ -346,7 +346,10 @@ export class RpcClient {
     // as JSON, and in the binary encoding asked for (too deep for it: UnencodableMessageError).
     const frame = encodeNotification(method, params);
     this.config.encoding?.toBinary(frame);
-    // A notification has no caller waiting, so a failure to queue or send is only logged.
+    // A full queue throws, as a call made now rejects: nothing else would tell of it.
+    if (this.#queue.full) throw this.#queue.fullError();
+    // Queued, it has no caller waiting: a failure to send it later (the client closed first) is
+    // logged.
     this.#queue
       .enqueue(method, { timeoutMs: 0 }, 0, () => {
         this.#requirePeer().notify(method, params);

@@ -27,6 +27,16 @@ export class OfflineQueue {
     return this.#items.size;
   }
 
+  /** True when `enqueue` would refuse: `limit` entries wait. */
+  get full(): boolean {
+    return this.#items.size >= this.limit;
+  }
+
+  /** The error a full queue refuses with. */
+  fullError(): NotConnectedError {
+    return new NotConnectedError(`Not connected and ${this.limit} calls are already queued`);
+  }
+
   /**
    * Queue `send`, to be run with the time left of its timeout once connected.
    * Rejects at once with NotConnectedError when the queue is full.
@@ -37,11 +47,7 @@ export class OfflineQueue {
     defaultTimeout: number,
     send: (remainingTimeout: number) => Promise<T>,
   ): Promise<T> {
-    if (this.#items.size >= this.limit) {
-      return Promise.reject(
-        new NotConnectedError(`Not connected and ${this.limit} calls are already queued`),
-      );
-    }
+    if (this.full) return Promise.reject(this.fullError());
     if (options.signal?.aborted)
       return Promise.reject(new CancelledError(method, options.signal.reason));
     const timeout = options.timeoutMs ?? options.timeout ?? defaultTimeout;

@@ -143,7 +143,7 @@ export class PeerCore<S = unknown> implements TransportListener {
     const pending = this.pending;
     let promise: Promise<unknown>;
     try {
-      promise = pending.add(method, options);
+      promise = pending.add(method, options, params);
     } catch (err) {
       return Promise.reject(err as Error);
     }
@@ -187,6 +187,17 @@ export class PeerCore<S = unknown> implements TransportListener {
     const parts: string[] = [];
     const promises: Promise<unknown>[] = [];
     const opened: number[] = [];
+    // The frame written again, should the peer refuse it unread (PendingCalls.failRefused).
+    const sent = (): string => {
+      let call = 0;
+      return encodeBatch(
+        entries.map(({ notification, method, params }) =>
+          notification
+            ? encodeNotification(method, params)
+            : encodeRequest(opened[call++]!, method, params),
+        ),
+      );
+    };
     try {
       for (const entry of entries) {
         if (entry.notification) {
@@ -194,7 +205,7 @@ export class PeerCore<S = unknown> implements TransportListener {
           promises.push(Promise.resolve(undefined));
         } else {
           const pending = this.pending;
-          promises.push(pending.add(entry.method, options));
+          promises.push(pending.add(entry.method, options, sent));
           opened.push(pending.lastId);
           parts.push(encodeRequest(pending.lastId, entry.method, entry.params));
         }
@@ -311,6 +322,8 @@ export class PeerCore<S = unknown> implements TransportListener {
       case 'failure':
         this.admit?.take();
         if (!this.#pendingTable?.reject(message.id, message.error)) {
+          // A frame refused unread: the call it carried fails now rather than at its timeout.
+          if (message.id === null && this.#pendingTable?.failRefused(message.error)) return;
           if (message.id === null) this.config.onIdlessError?.(message.error);
           this.logUnmatched(message.id, message.error);
         }

@@ -4,7 +4,10 @@ import {
   TimeoutError,
   TooManyPendingCallsError,
 } from '../protocol/local-errors.js';
-import type { ErrorObject, RequestId } from '../protocol/types.js';
+import { encodeRequest } from '../protocol/encode.js';
+import { ErrorCode } from '../protocol/error-codes.js';
+import { exceedsDepth, scanJson } from '../protocol/safe-json.js';
+import type { ErrorObject, Params, RequestId } from '../protocol/types.js';
 
 export interface CallOptions {
   /**
@@ -40,7 +43,16 @@ interface Entry {
   timeout: number;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
+  /** What the call was sent with: its params, or its batch's frame written again (Sent). */
+  sent: Sent;
 }
+
+/**
+ * A call's params, or for a call sent in a batch, what writes the batch's frame again (shared by
+ * its calls): enough to write its frame again should the peer refuse a frame unread
+ * (failRefused), without keeping the text of every frame in flight.
+ */
+export type Sent = Params | undefined | (() => string);
 
 /**
  * The longest delay a Node or browser timer takes (2^31-1 ms, about 24.8 days); a longer one
@@ -99,7 +111,7 @@ export class PendingCalls {
    * Reserve an id and a settle-once entry: the promise, the id left in `lastId` (a call's hot
    * path allocates nothing it can do without). Throws TooManyPendingCallsError when full.
    */
-  add(method: string, options?: CallOptions): Promise<unknown> {
+  add(method: string, options?: CallOptions, sent?: Sent): Promise<unknown> {
     if (this.size >= this.#limit) throw new TooManyPendingCallsError(this.#limit);
     const signal = options?.signal;
     if (signal?.aborted) throw new CancelledError(method, signal.reason);
@@ -115,6 +127,7 @@ export class PendingCalls {
       timeout,
       signal,
       onAbort: undefined,
+      sent,
     };
     const promise = new Promise<unknown>((resolve, reject) => {
       entry.resolve = resolve;
@@ -167,6 +180,34 @@ export class PendingCalls {
     const entry = this.#settle(id);
     entry?.reject(reason);
     return !!entry;
+  }
+
+  /**
+   * The peer refused a frame unread (-32600, id null, `data` naming the `maxJsonValues` or
+   * `maxDepth` it passed): the peer reads frames in order and answers such a refusal at once, so
+   * it is the oldest pending call whose frame passes that limit, written again and counted as the
+   * peer counts it. It fails with the error, and with it every call of its batch. False when no
+   * pending call's frame passes it.
+   */
+  failRefused(error: ErrorObject): boolean {
+    if (error.code !== ErrorCode.InvalidRequest) return false;
+    const data = error.data as { maxJsonValues?: unknown; maxDepth?: unknown } | undefined;
+    const values = data?.maxJsonValues;
+    const depth = data?.maxDepth;
+    if (typeof values !== 'number' && typeof depth !== 'number') return false;
+    for (const [id, { method, sent }] of this.#entries ?? []) {
+      const text = typeof sent === 'function' ? sent() : encodeRequest(id, method, sent);
+      const over =
+        typeof values === 'number'
+          ? scanJson(text, Infinity, values) === 'values'
+          : exceedsDepth(text, depth as number);
+      if (!over) continue;
+      const refused = JsonRpcError.fromErrorObject(error);
+      if (typeof sent !== 'function') return this.fail(id, refused);
+      this.#entries!.forEach((entry, other) => entry.sent === sent && this.fail(other, refused));
+      return true;
+    }
+    return false;
   }
 
   /** Reject every pending call; used once, on close. */

@@ -4,6 +4,8 @@ import { rejectionOf } from '../support/promises.js';
 import { waitForState } from '../support/client.js';
 import { captureLogger, logged } from '../support/logging.js';
 import { sumGateway } from '../support/client.js';
+import { waitFor } from '../support/waiting.js';
+import { NotConnectedError } from '../../src/protocol/local-errors.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
@@ -62,5 +64,31 @@ describe('offline queue: params that cannot be serialised', () => {
     // Queued before the call, so handled before the call was answered.
     expect(later).toEqual([['later']]);
     expect(logged(records, 'queued notification dropped')).toHaveLength(1);
+  });
+});
+
+describe('offline queue: full', () => {
+  it('a notification past maxQueued throws NotConnectedError, as a call rejects; those queued are sent on connecting', async () => {
+    const first = await sumGateway(res);
+    const client = res.client(first.url, { maxQueued: 2 });
+    await client.opened();
+    await first.gateway.close();
+    await waitForState(client, 'reconnecting');
+
+    const queued = client.call('sum', [1, 2]);
+    client.notify('record', ['kept']);
+    const refused = await rejectionOf(client.call('sum', [3, 4]));
+    expect(refused).toBeInstanceOf(NotConnectedError);
+    expect(() => client.notify('record', ['over'])).toThrow(
+      new NotConnectedError('Not connected and 2 calls are already queued'),
+    );
+
+    const second = await sumGateway(res, {}, first.port);
+    const recorded: unknown[] = [];
+    second.gateway.method('record', (params) => void recorded.push(params));
+    expect(await queued).toBe(3);
+    await waitFor(() => recorded.length === 1, 'the queued notification');
+    expect(await client.call('sum', [0, 0])).toBe(0);
+    expect(recorded).toEqual([['kept']]);
   });
 });

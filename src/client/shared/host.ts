@@ -583,11 +583,12 @@ class Host implements ClientHost {
     const before = queuedIn(client);
     try {
       client.notify(method, params);
-    } catch {
-      // Closed, or disconnected with whenDisconnected 'reject': the tab threw already.
+    } catch (err) {
+      // What the tab could not tell before posting it (the client's queue full, params JSON
+      // cannot carry): nobody awaits a notification, so it is logged, as above.
+      client.config.logger.warn({ err, method }, 'queued notification dropped');
       return;
     }
-    // Not when the client's own queue was full (it dropped and logged it).
     if (queuedIn(client) > before) tab.queued.add({});
   }
 
