@@ -169,6 +169,10 @@ function track(conn) {
     // message that arrived after a later one, or twice.
     if (k < tracker.expected) tracker.outOfOrder++;
     else tracker.expected = k + 1;
+    // Per message (paced runs): when the last subscriber got it, read once per message.
+    const arrivals = subs.arrivals;
+    if (arrivals && ++arrivals.counts[k - tracker.first] === subs.trackers.length)
+      arrivals.at[k - tracker.first] = nowMs();
     if (k === tracker.last && !tracker.complete) {
       tracker.complete = true;
       tracker.lastAt = nowMs();
@@ -188,8 +192,12 @@ function bytesRead(conns) {
   return total;
 }
 
-/** Expect messages first..first+n-1 on every subscriber. Must be acknowledged before publishing. */
-function arm({ first, n }) {
+/**
+ * Expect messages first..first+n-1 on every subscriber. Must be acknowledged before publishing.
+ * With `perMessage`, also note when the last subscriber got each message (awaitDelivery's
+ * `arrivals`).
+ */
+function arm({ first, n, perMessage = false }) {
   for (const t of subs.trackers) {
     Object.assign(t, {
       first,
@@ -202,6 +210,9 @@ function arm({ first, n }) {
     Object.assign(t, { lastAt: 0, complete: false });
   }
   subs.done = 0;
+  subs.arrivals = perMessage
+    ? { at: new Float64Array(n).fill(NaN), counts: new Int32Array(n) }
+    : undefined;
   subs.bytesAtArm = bytesRead(subs.conns);
   subs.cpuAtDone = undefined;
   subs.cpuAtArm = cpuNowUs();
@@ -245,6 +256,8 @@ async function awaitDelivery({ n, timeoutMs }) {
     lastAt,
     bytesRead: bytesRead(subs.conns) - subs.bytesAtArm,
     clientCpuUs: (subs.cpuAtDone ?? cpuNowUs()) - subs.cpuAtArm,
+    // NaN for a message some subscriber never got.
+    ...(subs.arrivals && { arrivals: Array.from(subs.arrivals.at) }),
   };
 }
 

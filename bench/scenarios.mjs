@@ -7,6 +7,7 @@
 // client CPU time is the same delta in the load generator's process: what its clients spent
 // (the harness's own bookkeeping per call or message included, the same for every client).
 import { sleep } from './ipc.mjs';
+import { percentile } from './stats.mjs';
 import { presenceScenario, runPresence } from './presence-scenario.mjs';
 import { deflateScenario } from './deflate-scenario.mjs';
 
@@ -33,19 +34,25 @@ const CLIENT_CPU_NOTE =
   'Client CPU: the load generator’s own CPU time across the window, per unit; × raw client: ' +
   'divided by that of the bench’s raw ws client against the same server in the same round ' +
   '(for the rows driven by another client of that server).';
-// The time until the last subscriber has the last message: for bursts, from the first
-// publish (how long until everyone is up to date); paced, from the last publish (how long
-// one message takes to reach every subscriber). Measured from the last publish, a burst
-// would reward the slower servers, whose backlog builds up on their side, not the client's.
+// Bursts: the time until the last subscriber has the last message, from the first publish (how
+// long until everyone is up to date; measured from the last publish, it would reward the slower
+// servers, whose backlog builds up on their side, not the client's). Paced: for each message,
+// the time from its publish to its last subscriber, p50 and p99 over the run.
 // Server CPU per published message, and per delivered one (the same CPU divided by messages ×
 // subscribers: what one delivery to one subscriber costs).
+/** Messages of a paced run left out of its percentiles: the first ones warm the path up. */
+const PACED_SKIP = 5;
+
 const fanoutFigures = (mode) => [
   { key: 'cpuUsPerMsg', label: 'server CPU µs/published msg', format: 'sig' },
   { key: 'cpuUsPerDelivery', label: 'server CPU µs/delivered msg', format: 'sig' },
   { key: 'deliveredPerSec', label: 'delivered msg/s', format: 'int' },
-  mode === 'burst'
-    ? { key: 'lastMs', label: 'all delivered, ms after 1st publish', format: 'sig' }
-    : { key: 'lastMs', label: 'last msg to last subscriber, ms', format: 'sig' },
+  ...(mode === 'burst'
+    ? [{ key: 'lastMs', label: 'all delivered, ms after 1st publish', format: 'sig' }]
+    : [
+        { key: 'p50Ms', label: 'publish to last subscriber p50 ms', format: 'sig' },
+        { key: 'p99Ms', label: 'p99 ms', format: 'sig' },
+      ]),
   clientCpuFigure('clientCpuUsPerMsg', 'client CPU µs/received msg'),
 ];
 // Gateway mode: the gateway's CPU per call is its whole added cost (upstream-direct has no
@@ -145,7 +152,9 @@ function fanoutScenario(subscribers, { burst, paced }) {
         `One topic, ${subscribers} subscriber connections; the server publishes ${paced.n} messages, ` +
           `one per turn every ${paced.intervalMs} ms (an offered ` +
           `${((1000 / paced.intervalMs) * subscribers).toLocaleString('en-US')} deliveries/s: ` +
-          `delivered msg/s is lower only if the contestant falls behind). ${CLIENT_CPU_NOTE}`,
+          `delivered msg/s is lower only if the contestant falls behind). Latency: for each ` +
+          `message, from its publish to its arrival at the last subscriber, the first ` +
+          `${PACED_SKIP} left out. ${CLIENT_CPU_NOTE}`,
       ),
     ],
     run: (ctx, contestant) => runFanout(ctx, contestant, subscribers),
@@ -156,7 +165,8 @@ async function fanoutRun(ctx, contestant, { table, n, burst, intervalMs, subscri
   const { loadgen } = ctx;
   const { child } = ctx.server(contestant);
   const first = ctx.takeSequence(n);
-  await loadgen.request('arm', { first, n });
+  const paced = mode === 'paced';
+  await loadgen.request('arm', { first, n, perMessage: paced });
   const c0 = await child.request('cpu');
   const published = await child.request('publish', { first, n, burst, intervalMs }, 120_000);
   const timeoutMs = 5_000 + n * subscribers * 0.05;
@@ -177,13 +187,31 @@ async function fanoutRun(ctx, contestant, { table, n, burst, intervalMs, subscri
     deliveredPerSec: complete
       ? got.received / ((got.lastAt - published.startedAt) / 1000)
       : undefined,
-    lastMs: complete
-      ? got.lastAt - (mode === 'burst' ? published.startedAt : published.lastAt)
-      : undefined,
+    ...(paced
+      ? pacedLatencies(published.times, got.arrivals)
+      : { lastMs: complete ? got.lastAt - published.startedAt : undefined }),
     clientCpuUsPerMsg: got.received > 0 ? got.clientCpuUs / got.received : undefined,
     lost: Math.max(0, got.lost) + got.outOfOrder + got.stray,
   };
   return { table, values, problems };
+}
+
+/**
+ * A paced run's p50 and p99 of each message's time from its publish to its last subscriber
+ * (both clocks CLOCK_MONOTONIC, see ipc.mjs); a message some subscriber never got is left out
+ * (the run reports it lost).
+ */
+function pacedLatencies(times, arrivals) {
+  const latencies = [];
+  for (let i = PACED_SKIP; i < times.length; i++) {
+    const at = arrivals[i];
+    if (Number.isFinite(at)) latencies.push(at - times[i]);
+  }
+  const sorted = Float64Array.from(latencies);
+  return {
+    p50Ms: percentile(sorted, sorted.length, 50),
+    p99Ms: percentile(sorted, sorted.length, 99),
+  };
 }
 
 /**

@@ -20,10 +20,13 @@ function publish({ first, n, burst, intervalMs, size = 0 }) {
   let k = first;
   let turns = 0;
   let lastAt = 0;
+  /** Paced (intervalMs > 0): when each turn published, for each message's own latency. */
+  const times = intervalMs > 0 ? [] : undefined;
   const startedAt = nowMs();
   return new Promise((resolve, reject) => {
     const turn = () => {
       turns++;
+      times?.push(nowMs());
       try {
         for (let i = 0; i < burst && k < end; i++, k++) {
           if (k === end - 1) lastAt = nowMs();
@@ -37,7 +40,7 @@ function publish({ first, n, burst, intervalMs, size = 0 }) {
         reject(err);
         return;
       }
-      if (k >= end) resolve({ startedAt, lastAt, endedAt: nowMs() });
+      if (k >= end) resolve({ startedAt, lastAt, endedAt: nowMs(), times });
       else if (intervalMs > 0)
         setTimeout(turn, Math.max(0, startedAt + turns * intervalMs - nowMs()));
       else setImmediate(turn);
