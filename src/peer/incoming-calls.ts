@@ -25,9 +25,10 @@ import type { Reply } from './replies.js';
  */
 
 /**
- * Each connection's notification handlers that failed: the other side can make them fail at
- * will, so they are logged as its noise (logNoise). Kept aside, for the connections that have
- * any, rather than in a field every connection's IncomingCalls would carry.
+ * Each connection's notification handlers that failed, or were not run for too many calls in
+ * flight: the other side can bring either about at will, so they are logged as its noise
+ * (logNoise). Kept aside, for the connections that have any, rather than in a field every
+ * connection's IncomingCalls would carry.
  */
 const notificationFailures = new WeakMap<object, number>();
 
@@ -215,14 +216,20 @@ export class IncomingCalls<S> {
   }
 
   protected deliverNotification(method: string, params: Params | undefined): void {
-    // A notification is a call whose caller wants no answer: run its handler if there is one.
+    // A notification is a call whose caller wants no answer: run its handler if there is one,
+    // within maxInFlight. Past it the handler is not run (logged); its observers still get it.
     const handler = this.config.registry.get(method);
-    if (handler && this.inFlightCount >= this.config.maxInFlight) {
-      this.logger.debug({ method }, 'notification dropped: too many calls in flight');
-      return;
-    }
-    if (handler) this.#runForNotification(handler, method, params);
+    if (handler && this.inFlightCount < this.config.maxInFlight)
+      this.#runForNotification(handler, method, params);
+    else if (handler)
+      this.#noise({ method }, 'notification handler not run: too many calls in flight');
     this.#hub?.next({ method, params });
+  }
+
+  #noise(fields: Record<string, unknown>, msg: string): void {
+    const count = (notificationFailures.get(this) ?? 0) + 1;
+    notificationFailures.set(this, count);
+    logNoise(this.logger, count, fields, msg);
   }
 
   #runForNotification(handler: Handler<S>, method: string, params: Params | undefined): void {
@@ -231,9 +238,7 @@ export class IncomingCalls<S> {
     const report = (err: unknown): void => {
       this.#finish(call);
       if (call.aborted) return;
-      const count = (notificationFailures.get(this) ?? 0) + 1;
-      notificationFailures.set(this, count);
-      logNoise(this.logger, count, { err, method }, 'notification handler failed');
+      this.#noise({ err, method }, 'notification handler failed');
     };
     try {
       const chain = this.config.middleware;
