@@ -18,7 +18,11 @@ export interface SubscriptionStatus {
   state: SubscriptionStatusState;
   /** Set on 'error': the JsonRpcError or transport error that ended it. */
   error?: unknown;
-  /** Set on 'gap': how many messages history no longer held (null: unknown). */
+  /**
+   * Set on 'gap': how many messages this subscriber will not get: history no longer held them
+   * after a resume (null: unknown how many), or the server skipped them for a slow consumer (told
+   * with the message after them).
+   */
   missed?: number | null;
   /** The topic's last sequence number seen, when the topic numbers its messages. */
   seq?: number;
@@ -63,7 +67,8 @@ function endOf(shared: Shared): { error: unknown } | boolean {
  * Observer of the topic's data it is 'closed' (and follows a later subscribe through
  * 'connecting'). 'subscribed' once the server accepted it; 'resuming' from the loss of the
  * connection (or a resubscribe that fills a hole in the sequence) until the server accepts it
- * again; 'gap' when messages were lost beyond history (`missed`), then 'subscribed' again;
+ * again; 'gap' when messages were lost (`missed`: beyond history, or skipped by the server for a
+ * slow consumer), then 'subscribed' again;
  * 'error' when the server refused it or a stream ended with an error (kept until a new
  * subscribe); 'closed' when unsubscribed, completed, or the client closed. Completes when the
  * client closes. A state is not repeated, a gap excepted.
@@ -100,8 +105,9 @@ export function subscriptionStatus$(
         if (current) {
           messages = current.hub.observable.subscribe({
             next: (event) => {
-              if (event.gap === undefined) return;
-              tell({ state: 'gap', missed: event.gap });
+              const missed = event.gap === undefined ? event.missed : event.gap;
+              if (missed === undefined || missed === 0) return;
+              tell({ state: 'gap', missed });
               tell({ state: 'subscribed' });
             },
             error: (error: unknown) => move({ state: 'error', error }),
