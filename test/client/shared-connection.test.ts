@@ -201,6 +201,40 @@ describe('createSharedClient over one host', () => {
     expect(slept).toEqual(['goal']);
   });
 
+  it('a tab let go and come back hears of a gap of unknown size on each subscription and status; what came meanwhile is not passed off as continuous', async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.topic('news');
+    gateway.topic('sport');
+    const { openFull } = sharedConnection(url, { tabHeartbeatMs: 50 });
+    const { tab: keeper } = openFull();
+    const { tab: sleeper, frozen } = openFull({}, true);
+    await Promise.all([keeper.opened(), sleeper.opened()]);
+    // The keeper holds the session; the sleeper alone holds 'sport'.
+    keeper.subscribe('news').subscribe();
+    const events: unknown[] = [];
+    sleeper.subscribeWithMeta<string>('sport').subscribe((e) => events.push(e));
+    const states: SubscriptionStatus[] = [];
+    sleeper.subscriptionStatus$('sport').subscribe((s) => states.push(s));
+    await status(sleeper, 'sport', 'subscribed');
+    await gateway.publish('sport', 'kick-off');
+    await waitFor(() => events.length === 1, 'the first message');
+    frozen!.frozen = true;
+    await waitFor(() => subscriptions(gateway, 'sport') === 0, 'the sleeper to be let go');
+    // Published while the sleeper is let go: it never gets it.
+    await gateway.publish('sport', 'goal');
+    frozen!.thaw();
+    await waitFor(() => subscriptions(gateway, 'sport') === 1, 'the tab to subscribe again');
+    await status(sleeper, 'sport', 'subscribed');
+    await gateway.publish('sport', 'final whistle');
+    await waitFor(() => events.length === 3, 'the message after the gap');
+    expect(events.map((e) => ({ ...(e as object), seq: undefined }))).toEqual([
+      { data: 'kick-off', seq: undefined },
+      { data: undefined, gap: null, seq: undefined },
+      { data: 'final whistle', seq: undefined },
+    ]);
+    expect(states.filter((s) => s.state === 'gap')).toEqual([{ state: 'gap', missed: null }]);
+  });
+
   it('a lone tab that wakes up after being let go comes back on one new connection, and calls at once', async () => {
     const { gateway, url } = await res.gateway();
     gateway.method('ping', () => 'pong');

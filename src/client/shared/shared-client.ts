@@ -580,7 +580,15 @@ export class SharedRpcClient {
       token: this.#config.getToken !== undefined,
     } satisfies TabMessage);
     for (const method of this.registry.names()) this.#post({ t: 'register', method });
-    for (const stream of this.#streams.values()) this.#post(stream.message);
+    for (const stream of this.#streams.values()) {
+      // What came while the worker had let this tab go never reached it: each stream that
+      // carries messages hears of a gap of unknown size, and starts again where the worker is.
+      const { t } = stream.message;
+      if (t === 'sub' || t === 'jsub') stream.subscriber.next({ data: undefined, gap: null });
+      else if (t === 'status') stream.subscriber.next({ state: 'gap', missed: null });
+      else if (t === 'gaps') stream.subscriber.next({ gap: null });
+      this.#post(stream.message);
+    }
   }
 
   /** Closed for good, with `error` for the calls made from now on. */
