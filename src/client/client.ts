@@ -515,10 +515,12 @@ export class RpcClient {
         done();
         const reason = refusal;
         if (!reason) return results;
-        return results.map((result) =>
-          result.status === 'rejected' &&
-          result.reason instanceof CancelledError &&
-          result.reason.reason === reason
+        // The whole frame was refused: its notifications were not delivered either.
+        return results.map((result, i) =>
+          entries[i]!.notification ||
+          (result.status === 'rejected' &&
+            result.reason instanceof CancelledError &&
+            result.reason.reason === reason)
             ? { status: 'rejected', reason }
             : result,
         );

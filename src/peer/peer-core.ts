@@ -22,7 +22,7 @@ import { logNoise } from './noise-log.js';
 import { closedError } from './peer-options.js';
 import type { CloseInfo, PeerConfig } from './peer-options.js';
 import type { Peer } from './peer.js';
-import { PendingCalls } from './pending-calls.js';
+import { frameRefusals, PendingCalls } from './pending-calls.js';
 import type { CallOptions } from './pending-calls.js';
 import { echoIdText, isPromiseLike } from './replies.js';
 import type { HookedReply, Reply } from './replies.js';
@@ -216,7 +216,14 @@ export class PeerCore<S = unknown> implements TransportListener {
       throw err;
     }
     this.transport.send(encodeBatch(parts));
-    return Promise.allSettled(promises);
+    const results = await Promise.allSettled(promises);
+    // Refused unread as a whole (PendingCalls.failRefused): its notifications were not delivered.
+    const refusal = results.find(
+      (r): r is PromiseRejectedResult =>
+        r.status === 'rejected' && frameRefusals.has(r.reason as object),
+    );
+    if (!refusal) return results;
+    return results.map((r, i) => (entries[i]!.notification ? refusal : r));
   }
 
   /** Close the connection. Pending calls reject and running handlers are aborted at once. */

@@ -55,6 +55,12 @@ interface Entry {
 export type Sent = Params | undefined | (() => string);
 
 /**
+ * The errors failRefused rejected calls with: the whole frame was refused, so a batch's
+ * notifications were not delivered either (PeerCore.batch).
+ */
+export const frameRefusals = new WeakSet<object>();
+
+/**
  * The longest delay a Node or browser timer takes (2^31-1 ms, about 24.8 days); a longer one
  * fires at once (Node warns TimeoutOverflowWarning). Longer timeouts are clamped to it.
  */
@@ -203,6 +209,7 @@ export class PendingCalls {
           : exceedsDepth(text, depth as number);
       if (!over) continue;
       const refused = JsonRpcError.fromErrorObject(error);
+      frameRefusals.add(refused);
       if (typeof sent !== 'function') return this.fail(id, refused);
       this.#entries!.forEach((entry, other) => entry.sent === sent && this.fail(other, refused));
       return true;

@@ -63,12 +63,14 @@ describe('a call refused unread by the gateway', () => {
     expect(await client.call('echo', [nested(3)])).toEqual([nested(3)]);
   });
 
-  it('in a batch: every call of the batch fails with it', async () => {
+  it('in a batch: every call and notification of the batch fails with it', async () => {
     const { client } = await connect();
     const results = await client.batch([
       { method: 'sum', params: [1, 2] },
+      { method: 'note', params: [3], notification: true },
       { method: 'sum', params: numbers(200) },
     ]);
+    expect(results).toHaveLength(3);
     for (const result of results) {
       expect(result.status).toBe('rejected');
       expect((result as PromiseRejectedResult).reason).toMatchObject({
