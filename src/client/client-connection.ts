@@ -123,7 +123,13 @@ export class ClientConnection<S> {
   /** The peer to send on: open, authenticated, and not one the server asked us to leave. */
   livePeer(): Peer<S> | undefined {
     const peer = this.#peer;
-    return peer && !peer.isClosed && peer !== this.#retiring && peer !== this.#authenticating
+    // A peer whose socket is closing drops what it is sent: calls and notifications made now
+    // wait for the next connection as they do while disconnected.
+    return peer &&
+      !peer.isClosed &&
+      !peer.isClosing &&
+      peer !== this.#retiring &&
+      peer !== this.#authenticating
       ? peer
       : undefined;
   }

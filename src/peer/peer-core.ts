@@ -103,6 +103,11 @@ export class PeerCore<S = unknown> implements TransportListener {
     return new IncomingCalls(this.session, this.logger, this.config, this.closeInfo);
   }
 
+  /** The transport has begun to close: what is sent now is dropped (Transport.closeStarted). */
+  get isClosing(): boolean {
+    return this.transport.closeStarted === true;
+  }
+
   /** TransportListener: the transport has closed. */
   transportClosed(code: number, reason: string): void {
     this.teardown(code, reason);

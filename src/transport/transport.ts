@@ -15,6 +15,11 @@ export interface Transport {
   send(frame: string): void;
   /** Start closing; `listener.transportClosed` fires once the close is complete. */
   close(code?: number, reason?: string): void;
+  /**
+   * True once the close has begun (either side's), before `transportClosed`: a frame sent now is
+   * dropped. Absent: the transport is closed only as `transportClosed` says.
+   */
+  readonly closeStarted?: boolean;
   /** Bytes queued but not yet written to the network. */
   readonly bufferedAmount: number;
   /** Attach the single consumer. Called once, right after construction. */

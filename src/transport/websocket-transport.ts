@@ -192,6 +192,11 @@ export class WebSocketTransport implements Transport {
     return this.socket.bufferedAmount;
   }
 
+  /** The close handshake has begun (CLOSING or CLOSED): `send` drops what it is given. */
+  get closeStarted(): boolean {
+    return this.socket.readyState > OPEN;
+  }
+
   listen(listener: TransportListener): void {
     this.#listener = listener;
   }
