@@ -201,6 +201,22 @@ describe('createSharedClient over one host', () => {
     expect(slept).toEqual(['goal']);
   });
 
+  it('a notify whose params JSON cannot carry throws in the tab, as RpcClient.notify does, and posts nothing', async () => {
+    const { gateway, url } = await res.gateway();
+    const noted: unknown[] = [];
+    gateway.method('note', (params) => void noted.push(params));
+    const { open } = sharedConnection(url);
+    const tab = open();
+    await tab.opened();
+    const cycle: Record<string, unknown> = {};
+    cycle['self'] = cycle;
+    expect(() => tab.notify('note', [1n])).toThrow(TypeError);
+    expect(() => tab.notify('note', cycle)).toThrow(TypeError);
+    tab.notify('note', ['fine']);
+    await waitFor(() => noted.length === 1, 'the good notification');
+    expect(noted).toEqual([['fine']]);
+  });
+
   it('a tab let go and come back hears of a gap of unknown size on each subscription and status; what came meanwhile is not passed off as continuous', async () => {
     const { gateway, url } = await res.gateway();
     gateway.topic('news');

@@ -25,6 +25,7 @@ import {
   ConnectionClosedError,
   NotConnectedError,
 } from '../../protocol/local-errors.js';
+import { encodeNotification } from '../../protocol/encode.js';
 import { ReservedMethod } from '../../protocol/reserved.js';
 import type { Params } from '../../protocol/types.js';
 import { AuthenticationError } from '../authentication.js';
@@ -294,7 +295,11 @@ export class SharedRpcClient {
     if (this.#config.forwarded.whenDisconnected === 'reject' && this.state !== 'open') {
       throw new NotConnectedError('Not connected');
     }
-    this.#post({ t: 'notify', method: nameOf(target), params });
+    const method = nameOf(target);
+    // Params JSON cannot carry (a BigInt, a cycle) pass the copy to the worker: they throw here,
+    // as RpcClient.notify throws, not in the worker where no one would hear of it.
+    encodeNotification(method, params);
+    this.#post({ t: 'notify', method, params });
   }
 
   /**
