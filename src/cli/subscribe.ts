@@ -68,6 +68,11 @@ export async function runSubscribe(connection: PeerConnection, run: SubscribeRun
     finish({ kind: 'failed', error: new ConnectionError(message) });
 
   function handle(update: SubscriptionUpdate): void {
+    // A stream's last notification may say what was skipped just before it, as a message does.
+    if ((update.kind === 'error' || update.kind === 'complete') && update.missed) {
+      run.stderr.write(`wsrpc: the server skipped ${update.missed} messages (slow consumer)
+`);
+    }
     switch (update.kind) {
       case 'error':
         finish({ kind: 'failed', error: JsonRpcError.fromErrorObject(update.error) });

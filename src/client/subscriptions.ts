@@ -693,9 +693,11 @@ export class ClientSubscriptions {
 
   #deliver(shared: Shared, update: SubscriptionUpdate): void {
     if (update.kind === 'error' || update.kind === 'complete') {
-      // The last notification of a per-subscriber stream.
+      // The last notification of a per-subscriber stream; messages the server skipped for a
+      // slow consumer just before it are told first, as those no history holds are.
       this.#forget(shared);
       shared.serverId = undefined;
+      if (update.missed) shared.hub.next({ data: undefined, gap: update.missed });
       if (update.kind === 'error') shared.hub.error(JsonRpcError.fromErrorObject(update.error));
       else shared.hub.complete();
       return;

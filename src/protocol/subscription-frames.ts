@@ -70,10 +70,13 @@ export type SubscriptionUpdate =
   | { kind: 'epoch'; epoch: string }
   /** `gap` messages are lost beyond history (null: unknown how many, or numbered anew). */
   | { kind: 'gap'; gap: number | null; epoch?: string }
-  /** The last notification of a per-subscriber stream: it completed. */
-  | { kind: 'complete' }
-  /** The last notification of a per-subscriber stream: it failed with `error`. */
-  | { kind: 'error'; error: ErrorObject }
+  /**
+   * The last notification of a per-subscriber stream: it completed; `missed` messages were
+   * skipped for a slow consumer just before it.
+   */
+  | { kind: 'complete'; missed?: number }
+  /** The last notification of a per-subscriber stream: it failed with `error` (`missed`: as above). */
+  | { kind: 'error'; error: ErrorObject; missed?: number }
   /** Names the subscription but says nothing of the above (ignored by readers). */
   | { kind: 'other' };
 
@@ -123,8 +126,13 @@ export function decodeSubscriptionNotification(
 }
 
 function decodeUpdate(message: Record<string, unknown>): SubscriptionUpdate {
-  if ('error' in message) return { kind: 'error', error: streamError(message['error']) };
-  if (message['complete'] === true) return { kind: 'complete' };
+  const missed = isSequenceNumber(message['missed']) ? message['missed'] : undefined;
+  if ('error' in message) {
+    const error = streamError(message['error']);
+    return missed ? { kind: 'error', error, missed } : { kind: 'error', error };
+  }
+  if (message['complete'] === true)
+    return missed ? { kind: 'complete', missed } : { kind: 'complete' };
   const epoch = typeof message['epoch'] === 'string' ? message['epoch'] : undefined;
   let update: SubscriptionUpdate & { epoch?: string };
   const seq = isSequenceNumber(message['seq']) ? message['seq'] : undefined;
@@ -132,7 +140,6 @@ function decodeUpdate(message: Record<string, unknown>): SubscriptionUpdate {
     const gap = message['gap'];
     update = { kind: 'gap', gap: isSequenceNumber(gap) ? gap : null };
   } else if ('result' in message) {
-    const missed = isSequenceNumber(message['missed']) ? message['missed'] : undefined;
     update = { kind: 'message', result: message['result'] };
     if (seq !== undefined) update.seq = seq;
     if (missed !== undefined) update.missed = missed;
