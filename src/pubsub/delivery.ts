@@ -121,15 +121,31 @@ interface Replay {
 }
 
 /** Delivery's rare state: see its `rare` field. */
+/**
+ * Messages skipped under the 'drop' policy wait to be told with the next message written; should
+ * none come, the socket's drain tells them (tellDropped). `seq`: the last one skipped, if numbered.
+ */
+interface DropWatch {
+  seq: number | undefined;
+  cancelDrain: () => void;
+}
+
 interface RareState {
   held: Held | undefined;
   passed: PassedSeqs | undefined;
   replay: Replay | undefined;
   stopListeners: Set<() => void> | undefined;
+  dropWatch: DropWatch | undefined;
 }
 
 function newRareState(): RareState {
-  return { held: undefined, passed: undefined, replay: undefined, stopListeners: undefined };
+  return {
+    held: undefined,
+    passed: undefined,
+    replay: undefined,
+    stopListeners: undefined,
+    dropWatch: undefined,
+  };
 }
 
 function newReplay(waiting: Fifo<Waiting> | undefined): Replay {
@@ -213,6 +229,14 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
   }
 
   /** Told when the subscription stops (a replay waiting for the socket or a read gives up). */
+  private get dropWatch(): DropWatch | undefined {
+    return this.rare?.dropWatch;
+  }
+
+  private set dropWatch(watch: DropWatch | undefined) {
+    this.setRare('dropWatch', watch);
+  }
+
   private get stopListeners(): Set<() => void> | undefined {
     return this.rare?.stopListeners;
   }
@@ -231,7 +255,8 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
         rare.held === undefined &&
         rare.passed === undefined &&
         rare.replay === undefined &&
-        rare.stopListeners === undefined
+        rare.stopListeners === undefined &&
+        rare.dropWatch === undefined
       ) {
         this.rare = undefined;
       }
@@ -340,6 +365,9 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
     switch (this.flow.slowConsumer) {
       case 'drop':
         this.skip();
+        // A subscriber that tracks positions takes gap signals: it need not wait for a next
+        // message to hear of this one. Another one learns of it from the next message's `missed`.
+        if (this.resumable) this.watchDrain(seq);
         return;
       case 'keep-latest': {
         const held = this.held;
@@ -844,9 +872,56 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
   /** Forget the held message, if any, and stop waiting for the socket to drain. */
   private dropHeld(): void {
     const held = this.held;
-    if (held === undefined) return;
-    this.held = undefined;
-    held.cancelDrain();
+    if (held !== undefined) {
+      this.held = undefined;
+      held.cancelDrain();
+    }
+    const watch = this.dropWatch;
+    if (watch !== undefined) {
+      this.dropWatch = undefined;
+      watch.cancelDrain();
+    }
+  }
+
+  /** A message skipped ('drop'): have the socket's drain tell it, should no message follow. */
+  private watchDrain(seq: number | undefined): void {
+    const watch = this.dropWatch;
+    if (watch !== undefined) {
+      if (seq !== undefined) watch.seq = seq;
+      return;
+    }
+    this.dropWatch = { seq, cancelDrain: this.sink.onDrain(() => this.tellDropped()) };
+  }
+
+  /**
+   * The socket drained and the messages skipped since the last one written are still untold
+   * (no message followed to carry them as `missed`): a subscriber that tracks positions is told
+   * them now by a gap signal of their count, with the messages this node never had among them,
+   * and the numbering moves past the last one skipped (told as a position, should seqs passed by
+   * lie among them). Not during a replay: its first message carries them.
+   */
+  private tellDropped(): void {
+    const watch = this.dropWatch;
+    this.dropWatch = undefined;
+    const last = watch?.seq;
+    // A count needs a known position to count from (after a gap of unknown size there is none):
+    // then, as for unnumbered messages, the next message carries it.
+    if (
+      last === undefined ||
+      this.stopped ||
+      this.missed === 0 ||
+      this.replay !== undefined ||
+      Number.isNaN(this.lastSeq) ||
+      last <= this.lastSeq
+    )
+      return;
+    const between = last - this.lastSeq;
+    const passedBy = this.passed === undefined ? 0 : this.takePassed(this.passed, last);
+    const lost = Math.max(Math.min(this.missed, between), between - passedBy);
+    this.lastSeq = last;
+    this.missed = 0;
+    this.sendRaw(gapTail(lost, this.clientEpoch));
+    if (passedBy > 0) this.sendRaw(positionTail(last!, this.clientEpoch));
   }
 
   private skip(): void {

@@ -1,7 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { SlowConsumerPolicy } from '../../src/index.js';
 import { Resources } from '../support/resources.js';
-import { expectConsistentGaps, expectHealthyGotEverything } from '../support/slow-consumer.js';
+import {
+  countedMessages,
+  expectConsistentGaps,
+  expectHealthyGotEverything,
+} from '../support/slow-consumer.js';
 import { RawRpc } from '../support/raw-rpc.js';
 import { newSession, sessionIds } from '../support/gateway.js';
 import { waitUntil, within } from '../support/waiting.js';
@@ -35,7 +39,7 @@ function oneMessageBytes(): number {
   return Buffer.byteLength(text) + 10;
 }
 
-async function setUp(policy: SlowConsumerPolicy) {
+async function setUp(policy: SlowConsumerPolicy, positions = false) {
   const { gateway, url } = await res.gateway();
   gateway.topic('bulk', { slowConsumer: policy, highWaterMark: HIGH_WATER_MARK });
 
@@ -47,7 +51,9 @@ async function setUp(policy: SlowConsumerPolicy) {
   const stalledSession = newSession(gateway, before);
 
   const healthyId = (await healthy.request('subscribe', ['bulk'])).result as string;
-  const stalledId = (await stalled.request('subscribe', ['bulk'])).result as string;
+  // With `positions`, as this project's client subscribes: told its position, and gaps.
+  const params = positions ? ['bulk', null, { position: true }] : ['bulk'];
+  const stalledId = (await stalled.request('subscribe', params)).result as string;
   expect(gateway.pubsub.topics()).toEqual({ bulk: 2 });
 
   // Stop reading: the kernel buffers fill, then the server's own write buffer grows.
@@ -87,7 +93,7 @@ async function publishUntilPressure(
 }
 
 describe('slow consumers', () => {
-  it("'drop': the stalled subscriber skips messages and is told how many it missed", async () => {
+  it("'drop': the stalled subscriber skips messages and is told how many it missed with the next message", async () => {
     const ctx = await setUp('drop');
     const { gateway, healthy, stalled, stalledSession, healthyId, stalledId } = ctx;
 
@@ -120,6 +126,53 @@ describe('slow consumers', () => {
     const missed = got.reduce((sum, m) => sum + (m.missed ?? 0), 0);
     expect(missed + got.length).toBe(last);
     expect(gateway.pubsub.stats.dropped).toBe(missed);
+    expect(gateway.pubsub.stats.slowConsumerDisconnects).toBe(0);
+    expect(stalledSession.isClosed).toBe(false);
+  });
+
+  it("'drop', tracking positions (as this project's client does): once the stalled socket drains, it is told how many were skipped with nothing more published", async () => {
+    const ctx = await setUp('drop', true);
+    const { gateway, healthy, stalled, stalledSession, healthyId, stalledId } = ctx;
+
+    const { published, maxBuffered } = await publishUntilPressure(ctx);
+    expect(maxBuffered).toBeGreaterThanOrEqual(HIGH_WATER_MARK);
+    // The healthy subscriber got all of it while the other one was still stalled.
+    expect(stalled.socket.isPaused).toBe(true);
+    expectHealthyGotEverything(healthy, healthyId, published);
+    expect(stalled.notifications(stalledId).length).toBeLessThan(published);
+    expect(gateway.pubsub.stats.dropped).toBeGreaterThan(0);
+
+    // The topic goes quiet: the drain alone tells what was skipped.
+    stalled.socket.resume();
+    await stalled.until(
+      () => {
+        const { got, lost } = countedMessages(stalled.notifications(stalledId));
+        return got + lost === published;
+      },
+      'every message received or told lost, nothing more published',
+      15_000,
+    );
+    const told = stalled.notifications(stalledId);
+    expect(told.at(-1)!.gap).toBeGreaterThan(0);
+    expect(told.at(-1)!.epoch).toBeTypeOf('string');
+    expectConsistentGaps(told);
+    expect(countedMessages(told).lost).toBe(gateway.pubsub.stats.dropped);
+
+    // The next message follows on, nothing told twice.
+    const last = published + 1;
+    expect(await gateway.publish('bulk', { i: last, pad })).toBe(last);
+    await stalled.until(
+      () => stalled.notifications(stalledId).some((m) => m.seq === last),
+      'the message published after the stall',
+      15_000,
+    );
+    const got = stalled.notifications(stalledId);
+    expect(got.at(-1)).toMatchObject({ seq: last });
+    expect(got.at(-1)!.missed).toBeUndefined();
+    expectConsistentGaps(got);
+    const { got: received, lost } = countedMessages(got);
+    expect(received + lost).toBe(last);
+    expect(gateway.pubsub.stats.dropped).toBe(lost);
     expect(gateway.pubsub.stats.slowConsumerDisconnects).toBe(0);
     expect(stalledSession.isClosed).toBe(false);
   });

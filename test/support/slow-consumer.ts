@@ -7,10 +7,23 @@ import type { RawRpc, SubscriptionParams } from './raw-rpc.js';
  * subscriber got. A message's result is `{ i }` with i its seq.
  */
 
-/** Every message's seq follows the previous one's by exactly 1 + its `missed`. */
+/**
+ * Every message's seq follows the previous one's by exactly 1 + its `missed`, after the counts of
+ * the gap signals between them (messages skipped that no message after them told) and past the
+ * position frames (a position-tracking subscriber told where its numbering stands).
+ */
 export function expectConsistentGaps(messages: SubscriptionParams[]): void {
   let previous = 0;
   for (const m of messages) {
+    if (m.gap !== undefined) {
+      expect(m.gap, 'a counted gap signal').toBeGreaterThan(0);
+      previous += m.gap!;
+      continue;
+    }
+    if (m.result === undefined) {
+      if (m.seq !== undefined) previous = m.seq;
+      continue;
+    }
     expect(m.seq).toBeGreaterThan(previous);
     expect(m.seq! - previous - 1, `gap before seq ${m.seq}`).toBe(m.missed ?? 0);
     expect((m.result as { i: number }).i).toBe(m.seq);
@@ -31,4 +44,15 @@ export function expectHealthyGotEverything(
     expect(m.missed).toBeUndefined();
     expect((m.result as { i: number }).i).toBe(k + 1);
   });
+}
+
+/** Messages received (with a result) and those told lost (`missed` on them, gap signals). */
+export function countedMessages(messages: SubscriptionParams[]): { got: number; lost: number } {
+  let got = 0;
+  let lost = 0;
+  for (const m of messages) {
+    if (m.result !== undefined) got++;
+    lost += (m.missed ?? 0) + (m.gap ?? 0);
+  }
+  return { got, lost };
 }
