@@ -191,8 +191,7 @@ export class SessionTable<C> implements LocalSessions {
   notifySession(id: string, method: string, params: Params | undefined): boolean {
     const session = this.live.get(id);
     if (!session || session.isClosed) return false;
-    session.notifyChecked(method, params);
-    return true;
+    return session.notifyChecked(method, params);
   }
 
   notifyUser(user: string, method: string, params: Params | undefined): number {

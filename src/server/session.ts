@@ -229,11 +229,13 @@ export class Session<C = unknown> implements Sink {
    * gateway checks a message for a user's or a session's once, not once per session.
    * @internal
    */
-  notifyChecked(method: string, params: Params | undefined): void {
-    // An HTTP exchange has nowhere to put a message the client did not ask for, and a
-    // connection not yet authenticated is sent nothing: dropped.
-    if (!this.transport.canPush || this.unauthenticated) return;
+  notifyChecked(method: string, params: Params | undefined): boolean {
+    // An HTTP exchange has nowhere to put a message the client did not ask for, a connection
+    // not yet authenticated is sent nothing, and a closing socket takes nothing more: false,
+    // not sent.
+    if (!this.transport.canPush || this.unauthenticated || this.peer.isClosing) return false;
     this.peer.notify(method, params);
+    return true;
   }
 
   batch(

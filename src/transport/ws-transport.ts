@@ -1134,6 +1134,11 @@ export class WsTransport implements ServerTransport, BudgetMember {
     this.deliverHeld();
   }
 
+  /** The close handshake has begun (CLOSING or CLOSED): `send` drops what it is given. */
+  get closeStarted(): boolean {
+    return this.socket.readyState > this.socket.OPEN;
+  }
+
   send(frame: string | EncodedFrame): void {
     if (this.socket.readyState !== this.socket.OPEN) return;
     const raw = this.raw;

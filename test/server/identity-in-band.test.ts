@@ -58,6 +58,8 @@ describe('in-band authentication', () => {
     const [session] = gateway.sessions.values();
     expect(session!.isAuthenticated).toBe(false);
     session!.notify('hello', ['pushed']);
+    // Not sent, so not claimed: notifySession answers false for it.
+    expect(await gateway.notifySession(session!.id, 'hello', ['by id'])).toBe(false);
     await expect(session!.call('anything')).rejects.toMatchObject({
       code: ErrorCode.Unauthenticated,
     });
