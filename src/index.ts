@@ -41,6 +41,7 @@ export { PubSubService, defaultSubscriptionMethods } from './server/pubsub-servi
 export type {
   SubscriptionMethods,
   TopicOptions,
+  PublishFromOptions,
   StreamHandler,
   PubSubStats,
 } from './server/pubsub-service.js';

@@ -51,7 +51,7 @@ import type { GatewayLimits, GatewayOptions, ResolvedRoutes } from './options.js
 import { PubSubService } from './pubsub-service.js';
 import { PRESENCE_SUBSCRIPTION, PresenceService } from './presence-service.js';
 import type { PresenceHandle } from './presence-service.js';
-import type { StreamHandler, TopicOptions } from './pubsub-service.js';
+import type { PublishFromOptions, StreamHandler, TopicOptions } from './pubsub-service.js';
 import type { PublishOptions } from './pubsub-types.js';
 import type { Session } from './session.js';
 import { assertEncodableParams } from './session.js';
@@ -647,9 +647,16 @@ export class Gateway<C = unknown> {
     return this.presenceService.handle(topic);
   }
 
-  /** Publish every value of an Observable to `topic`. */
-  publishFrom(topic: string, source: Observable<unknown>): Subscription {
-    return this.pubsub.publishFrom(topic, source);
+  /**
+   * Publish every value of an Observable to `topic`; unsubscribe the result to stop. A value
+   * that could not be published is logged at warn, or given to `options.onError` with why.
+   */
+  publishFrom(
+    topic: string,
+    source: Observable<unknown>,
+    options?: PublishFromOptions,
+  ): Subscription {
+    return this.pubsub.publishFrom(topic, source, options);
   }
 
   /** The broker topics live on. */

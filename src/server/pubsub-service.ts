@@ -339,10 +339,16 @@ export class PubSubService<C> {
   }
 
   /** Publish every value of `source` to `topic`; unsubscribe the result to stop. */
-  publishFrom(topic: string, source: Observable<unknown>): Subscription {
+  publishFrom(
+    topic: string,
+    source: Observable<unknown>,
+    options: PublishFromOptions = {},
+  ): Subscription {
+    const { onError } = options;
     return source.subscribe({
       next: (value) =>
         void this.publish(topic, value).catch((err: unknown) => {
+          if (onError) return reportTo(onError, err, value, this.logger, topic);
           // A broker failure was logged, with its cause, by publish.
           if (!(err instanceof ServerError && err.code === ErrorCode.BrokerUnavailable))
             this.logger.warn({ err, topic }, 'publish failed');
@@ -1263,4 +1269,29 @@ function keptParams<C>(definition: TopicDefinition<C>, params: unknown): KeptPar
  */
 function throwIfCancelled(ctx: TopicContext): void {
   if (ctx.signal.aborted) throw new ServerError(ErrorCode.RequestCancelled, 'Request cancelled');
+}
+
+/** Options of `gateway.publishFrom`. */
+export interface PublishFromOptions {
+  /**
+   * Called with each value that was not published and why (the broker did not take it, -32009;
+   * past `newTopicsPerSecond`, -32003; data JSON cannot carry or nested past MAX_ENCODED_DEPTH),
+   * instead of the warning logged without it: the values that reached no subscriber, in order.
+   */
+  onError?: (err: unknown, value: unknown) => void;
+}
+
+/** The application's onError, which must not throw into the publish's promise chain. */
+function reportTo(
+  onError: (err: unknown, value: unknown) => void,
+  err: unknown,
+  value: unknown,
+  logger: Logger,
+  topic: string,
+): void {
+  try {
+    onError(err, value);
+  } catch (thrown) {
+    logger.warn({ err: thrown, topic }, 'publishFrom onError threw');
+  }
 }

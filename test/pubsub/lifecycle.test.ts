@@ -505,6 +505,27 @@ describe('topics', () => {
     await client.until(() => client.notifications(id).length === 4, 'the direct message');
     expect(client.notifications(id)[3]).toEqual({ subscription: id, seq: 4, result: 'direct' });
   });
+
+  it('publishFrom tells onError of each value not published, with why, and goes on', async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.topic('feed');
+    const client = await raw(url);
+    const id = (await client.request('subscribe', ['feed'])).result as string;
+    const source = new Subject<unknown>();
+    const failed: [unknown, unknown][] = [];
+    gateway.publishFrom('feed', source, { onError: (err, value) => failed.push([err, value]) });
+    const cycle: Record<string, unknown> = {};
+    cycle['self'] = cycle;
+    source.next(1);
+    source.next(10n);
+    source.next(cycle);
+    source.next(2);
+    await client.until(() => client.notifications(id).length === 2, 'the two good values');
+    await client.until(() => failed.length === 2, 'the two refused');
+    expect(client.notifications(id).map((n) => n.result)).toEqual([1, 2]);
+    expect(failed.map(([err]) => err)).toEqual([expect.any(TypeError), expect.any(TypeError)]);
+    expect(failed.map(([, value]) => value)).toEqual([10n, cycle]);
+  });
 });
 
 describe('subscription ids', () => {
