@@ -231,9 +231,10 @@ export class Session<C = unknown> implements Sink {
    */
   notifyChecked(method: string, params: Params | undefined): boolean {
     // An HTTP exchange has nowhere to put a message the client did not ask for, a connection
-    // not yet authenticated is sent nothing, and a closing socket takes nothing more: false,
-    // not sent.
-    if (!this.transport.canPush || this.unauthenticated || this.peer.isClosing) return false;
+    // not yet authenticated is sent nothing, and a socket in its close handshake takes nothing
+    // more: false, not sent. Once closed, notify throws (ConnectionClosedError).
+    if (!this.transport.canPush || this.unauthenticated) return false;
+    if (this.peer.isClosing && !this.peer.isClosed) return false;
     this.peer.notify(method, params);
     return true;
   }
