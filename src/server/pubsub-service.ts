@@ -1,4 +1,4 @@
-import { isObservable, from } from 'rxjs';
+import { isObservable } from 'rxjs';
 import type { Observable, Subscription } from 'rxjs';
 import type { HandlerContext } from '../peer/handler-context.js';
 import type { Logger } from '../peer/logger.js';
@@ -37,6 +37,7 @@ import { CompactMap } from './compact-map.js';
 import type { HeldOutput } from './held-output.js';
 import type { BudgetLedger } from '../transport/output-budget.js';
 import { StreamContext } from './stream-context.js';
+import { pulledSource } from './pulled-stream.js';
 import type {
   PubSubLimits,
   PubSubStats,
@@ -458,7 +459,7 @@ export class PubSubService<C> {
         if (isObservable(returned)) {
           return this.startStream(session, table, returned, stream.flow, ctx, streamCtx);
         }
-        const source = from(await returned);
+        const source = pulledSource(await returned, session.transport, stream.flow.highWaterMark);
         const standsFor = streamCtx.standsFor;
         const weighed: Weighed | undefined = standsFor && {
           seen,

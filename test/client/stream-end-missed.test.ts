@@ -41,3 +41,24 @@ it('a stream past its socket: what was received plus the gap told before complet
   expect(order).toEqual([...order].sort((a, b) => a - b));
   if (gaps.length > 0) expect(events.at(-1)!.gap).toBeGreaterThan(0);
 });
+
+it('an async generator is pulled at its subscriber’s pace: every row arrives, none skipped', async () => {
+  const { gateway, url } = await res.gateway();
+  gateway.stream('rows', async function* () {
+    // Nothing in it waits but a resolved promise: without being paced it would outrun the
+    // socket as the Observable does.
+    for (let i = 0; i < ROWS; i++) yield await Promise.resolve({ i, row });
+  });
+  const client = res.client(url);
+  await client.opened();
+  const events: SubscriptionEvent<{ i: number }>[] = [];
+  let completed = false;
+  client.subscribeWithMeta<{ i: number }>('rows').subscribe({
+    next: (e) => events.push(e),
+    complete: () => (completed = true),
+  });
+  await waitUntil(() => completed, 'the end of the stream');
+  expect(events.filter((e) => e.gap !== undefined || e.missed)).toEqual([]);
+  expect(events.map((e) => e.data.i)).toEqual(Array.from({ length: ROWS }, (_, i) => i));
+  expect(gateway.pubsub.stats.dropped).toBe(0);
+});
