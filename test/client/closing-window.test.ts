@@ -1,43 +1,32 @@
 /*
  * Between the server's close frame and the socket's close (the close handshake, a round trip at
  * least), the client's socket drops what it is sent: a notification or a call made then waits
- * for the next connection, as it does while disconnected, rather than vanish. A hand-driven
- * server holds the handshake open by not reading until the test lets it.
+ * for the next connection, as it does while disconnected, rather than vanish. A scripted server
+ * holds the handshake open by not reading until the test lets it.
  */
-import type { AddressInfo } from 'node:net';
 import type { Socket } from 'node:net';
-import { WebSocket, WebSocketServer } from 'ws';
+import { WebSocket } from 'ws';
 import { afterEach, expect, it } from 'vitest';
-import { createClient } from '../../src/client/index.js';
-import type { RpcClient } from '../../src/client/client.js';
+import { FakeGateways } from '../support/fake-gateway.js';
+import type { ClientFrame } from '../support/fake-gateway.js';
 import { waitFor } from '../support/waiting.js';
 
-let server: WebSocketServer | undefined;
-let client: RpcClient | undefined;
-afterEach(async () => {
-  await client?.close();
-  for (const socket of server?.clients ?? []) socket.terminate();
-  await new Promise((resolve) => (server ? server.close(resolve) : resolve(undefined)));
-});
+const fakes = new FakeGateways();
+afterEach(() => fakes.cleanup());
 
 it('a notify and a call made while the close handshake runs are sent on the next connection', async () => {
-  server = new WebSocketServer({ port: 0, host: '127.0.0.1' });
-  await new Promise((resolve) => server!.once('listening', resolve));
   /** What each connection read, by connection. */
-  const read: { method?: string; id?: number; params?: unknown }[][] = [];
-  const sockets: WebSocket[] = [];
-  server.on('connection', (socket) => {
-    const mine: (typeof read)[number] = [];
+  const read: ClientFrame[][] = [];
+  const { url, sockets } = await fakes.listen((socket) => {
+    const mine: ClientFrame[] = [];
     read.push(mine);
-    sockets.push(socket);
     socket.on('message', (data) => {
-      const message = JSON.parse((data as Buffer).toString('utf8')) as (typeof mine)[number];
+      const message = JSON.parse((data as Buffer).toString('utf8')) as ClientFrame;
       mine.push(message);
       if (message.method === 'sum' && message.id !== undefined)
         socket.send(JSON.stringify({ jsonrpc: '2.0', result: 3, id: message.id }));
     });
   });
-  const { port } = server.address() as AddressInfo;
   const made: WebSocket[] = [];
   class Tracked extends WebSocket {
     constructor(...args: ConstructorParameters<typeof WebSocket>) {
@@ -45,10 +34,9 @@ it('a notify and a call made while the close handshake runs are sent on the next
       made.push(this);
     }
   }
-  client = createClient({
-    url: `ws://127.0.0.1:${port}/rpc`,
+  const client = fakes.client({
+    url,
     WebSocket: Tracked,
-    heartbeat: false,
     reconnect: { initialDelayMs: 10, maxDelayMs: 10 },
   });
   await client.opened();

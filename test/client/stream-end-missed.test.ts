@@ -14,12 +14,9 @@ const res = new Resources();
 afterEach(() => res.cleanup());
 
 const ROWS = 3_000;
-const row = 'r'.repeat(4_096);
 
-it('a stream past its socket: what was received plus the gap told before completion is every row', async () => {
-  const { gateway, url } = await res.gateway();
-  // All at once: 12 MiB in one turn, past the 1 MiB high-water mark.
-  gateway.stream('rows', () => range(0, ROWS).pipe(map((i) => ({ i, row }))));
+/** What a client's subscribeWithMeta('rows') gave, once the stream completed. */
+async function everyEvent(url: string): Promise<SubscriptionEvent<{ i: number }>[]> {
   const client = res.client(url);
   await client.opened();
   const events: SubscriptionEvent<{ i: number }>[] = [];
@@ -29,6 +26,15 @@ it('a stream past its socket: what was received plus the gap told before complet
     complete: () => (completed = true),
   });
   await waitUntil(() => completed, 'the end of the stream');
+  return events;
+}
+const row = 'r'.repeat(4_096);
+
+it('a stream past its socket: what was received plus the gap told before completion is every row', async () => {
+  const { gateway, url } = await res.gateway();
+  // All at once: 12 MiB in one turn, past the 1 MiB high-water mark.
+  gateway.stream('rows', () => range(0, ROWS).pipe(map((i) => ({ i, row }))));
+  const events = await everyEvent(url);
   const received = events.filter((e) => e.gap === undefined);
   const skippedBefore = received.reduce((n, e) => n + (e.missed ?? 0), 0);
   const gaps = events.filter((e) => e.gap !== undefined);
@@ -49,15 +55,7 @@ it('an async generator is pulled at its subscriber’s pace: every row arrives, 
     // socket as the Observable does.
     for (let i = 0; i < ROWS; i++) yield await Promise.resolve({ i, row });
   });
-  const client = res.client(url);
-  await client.opened();
-  const events: SubscriptionEvent<{ i: number }>[] = [];
-  let completed = false;
-  client.subscribeWithMeta<{ i: number }>('rows').subscribe({
-    next: (e) => events.push(e),
-    complete: () => (completed = true),
-  });
-  await waitUntil(() => completed, 'the end of the stream');
+  const events = await everyEvent(url);
   expect(events.filter((e) => e.gap !== undefined || e.missed)).toEqual([]);
   expect(events.map((e) => e.data.i)).toEqual(Array.from({ length: ROWS }, (_, i) => i));
   expect(gateway.pubsub.stats.dropped).toBe(0);

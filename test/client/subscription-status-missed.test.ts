@@ -1,45 +1,34 @@
 /*
  * Messages the server skipped for a slow consumer (`missed` on the message after them) are a
  * 'gap' in subscriptionStatus$ with their count, as messages history no longer held are: an app
- * on `subscribe`, `iterate` or the React hooks hears of them there. A hand-driven server sends
- * the frames a gateway sends under its 'drop' policy.
+ * on `subscribe`, `iterate` or the React hooks hears of them there. A scripted server sends the
+ * frames a gateway sends under its 'drop' policy.
  */
-import type { AddressInfo } from 'node:net';
-import { WebSocket, WebSocketServer } from 'ws';
 import { afterEach, expect, it } from 'vitest';
-import { createClient, subscriptionStatus$ } from '../../src/client/index.js';
-import type { RpcClient } from '../../src/client/client.js';
+import { subscriptionStatus$ } from '../../src/client/index.js';
 import type { SubscriptionStatus } from '../../src/client/subscription-status.js';
+import { FakeGateways } from '../support/fake-gateway.js';
+import type { ClientFrame } from '../support/fake-gateway.js';
 import { waitFor } from '../support/waiting.js';
 
-let server: WebSocketServer | undefined;
-let client: RpcClient | undefined;
-afterEach(async () => {
-  await client?.close();
-  for (const socket of server?.clients ?? []) socket.terminate();
-  await new Promise((resolve) => (server ? server.close(resolve) : resolve(undefined)));
-});
+const fakes = new FakeGateways();
+afterEach(() => fakes.cleanup());
 
 it("a message after skipped ones is told as a 'gap' of their count, then 'subscribed'", async () => {
-  server = new WebSocketServer({ port: 0, host: '127.0.0.1' });
-  await new Promise((resolve) => server!.once('listening', resolve));
-  const sockets: WebSocket[] = [];
-  const frames: { id: number; method: string }[] = [];
-  server.on('connection', (socket) => {
-    sockets.push(socket);
+  const frames: ClientFrame[] = [];
+  const { url, sockets } = await fakes.listen((socket) =>
     socket.on('message', (data) =>
-      frames.push(JSON.parse((data as Buffer).toString('utf8')) as never),
-    );
-  });
-  const { port } = server.address() as AddressInfo;
-  client = createClient({ url: `ws://127.0.0.1:${port}/rpc`, WebSocket, heartbeat: false });
+      frames.push(JSON.parse((data as Buffer).toString('utf8')) as ClientFrame),
+    ),
+  );
+  const client = fakes.client({ url });
   await client.opened();
   const statuses: SubscriptionStatus[] = [];
   const data: unknown[] = [];
-  const subs = [
+  fakes.subscriptions.push(
     client.subscribe('t').subscribe((d) => data.push(d)),
     subscriptionStatus$(client, 't').subscribe((s) => statuses.push(s)),
-  ];
+  );
   await waitFor(() => frames.some((f) => f.method === 'subscribe'), 'the subscribe');
   const { id } = frames.find((f) => f.method === 'subscribe')!;
   const message = (seq: number, result: string, missed?: number): string =>
@@ -60,5 +49,4 @@ it("a message after skipped ones is told as a 'gap' of their count, then 'subscr
   ).toEqual(['connecting', 'subscribed', { state: 'gap', missed: 3 }, 'subscribed']);
   // Nothing of it was taken for a hole to fill: no resubscribe.
   expect(frames.filter((f) => f.method === 'subscribe')).toHaveLength(1);
-  for (const s of subs) s.unsubscribe();
 });

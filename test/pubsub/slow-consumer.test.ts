@@ -92,18 +92,44 @@ async function publishUntilPressure(
   return { published: i, maxBuffered };
 }
 
+/**
+ * Under 'drop': publish until the stalled socket is under pressure, check that the healthy
+ * subscriber got everything while the stalled one got less and the gateway dropped some.
+ */
+async function publishUntilDropping(ctx: Awaited<ReturnType<typeof setUp>>): Promise<number> {
+  const { gateway, healthy, stalled, healthyId, stalledId } = ctx;
+  const { published, maxBuffered } = await publishUntilPressure(ctx);
+  expect(maxBuffered).toBeGreaterThanOrEqual(HIGH_WATER_MARK);
+  // The healthy subscriber got all of it while the other one was still stalled.
+  expect(stalled.socket.isPaused).toBe(true);
+  expectHealthyGotEverything(healthy, healthyId, published);
+  expect(stalled.notifications(stalledId).length).toBeLessThan(published);
+  expect(gateway.pubsub.stats.dropped).toBeGreaterThan(0);
+  return published;
+}
+
+/** Publish message `published + 1` and wait for the stalled subscriber to have it. */
+async function publishOneMore(
+  ctx: Awaited<ReturnType<typeof setUp>>,
+  published: number,
+): Promise<number> {
+  const { gateway, stalled, stalledId } = ctx;
+  const last = published + 1;
+  expect(await gateway.publish('bulk', { i: last, pad })).toBe(last);
+  await stalled.until(
+    () => stalled.notifications(stalledId).some((m) => m.seq === last),
+    'the message published after the stall',
+    15_000,
+  );
+  return last;
+}
+
 describe('slow consumers', () => {
   it("'drop': the stalled subscriber skips messages and is told how many it missed with the next message", async () => {
     const ctx = await setUp('drop');
-    const { gateway, healthy, stalled, stalledSession, healthyId, stalledId } = ctx;
+    const { gateway, stalled, stalledSession, stalledId } = ctx;
 
-    const { published, maxBuffered } = await publishUntilPressure(ctx);
-    expect(maxBuffered).toBeGreaterThanOrEqual(HIGH_WATER_MARK);
-    // The healthy subscriber got all of it while the other one was still stalled.
-    expect(stalled.socket.isPaused).toBe(true);
-    expectHealthyGotEverything(healthy, healthyId, published);
-    expect(stalled.notifications(stalledId).length).toBeLessThan(published);
-    expect(gateway.pubsub.stats.dropped).toBeGreaterThan(0);
+    const published = await publishUntilDropping(ctx);
 
     stalled.socket.resume();
     await waitUntil(
@@ -111,13 +137,7 @@ describe('slow consumers', () => {
       'the stalled socket to drain',
       15_000,
     );
-    const last = published + 1;
-    expect(await gateway.publish('bulk', { i: last, pad })).toBe(last);
-    await stalled.until(
-      () => stalled.notifications(stalledId).some((m) => m.seq === last),
-      'the message published after the stall',
-      15_000,
-    );
+    const last = await publishOneMore(ctx, published);
 
     const got = stalled.notifications(stalledId);
     expect(got.at(-1)!.seq).toBe(last);
@@ -132,15 +152,9 @@ describe('slow consumers', () => {
 
   it("'drop', tracking positions (as this project's client does): once the stalled socket drains, it is told how many were skipped with nothing more published", async () => {
     const ctx = await setUp('drop', true);
-    const { gateway, healthy, stalled, stalledSession, healthyId, stalledId } = ctx;
+    const { gateway, stalled, stalledSession, stalledId } = ctx;
 
-    const { published, maxBuffered } = await publishUntilPressure(ctx);
-    expect(maxBuffered).toBeGreaterThanOrEqual(HIGH_WATER_MARK);
-    // The healthy subscriber got all of it while the other one was still stalled.
-    expect(stalled.socket.isPaused).toBe(true);
-    expectHealthyGotEverything(healthy, healthyId, published);
-    expect(stalled.notifications(stalledId).length).toBeLessThan(published);
-    expect(gateway.pubsub.stats.dropped).toBeGreaterThan(0);
+    const published = await publishUntilDropping(ctx);
 
     // The topic goes quiet: the drain alone tells what was skipped.
     stalled.socket.resume();
@@ -159,13 +173,7 @@ describe('slow consumers', () => {
     expect(countedMessages(told).lost).toBe(gateway.pubsub.stats.dropped);
 
     // The next message follows on, nothing told twice.
-    const last = published + 1;
-    expect(await gateway.publish('bulk', { i: last, pad })).toBe(last);
-    await stalled.until(
-      () => stalled.notifications(stalledId).some((m) => m.seq === last),
-      'the message published after the stall',
-      15_000,
-    );
+    const last = await publishOneMore(ctx, published);
     const got = stalled.notifications(stalledId);
     expect(got.at(-1)).toMatchObject({ seq: last });
     expect(got.at(-1)!.missed).toBeUndefined();
