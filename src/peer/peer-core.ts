@@ -23,7 +23,7 @@ import { closedError } from './peer-options.js';
 import type { CloseInfo, PeerConfig } from './peer-options.js';
 import type { Peer } from './peer.js';
 import { frameRefusals, PendingCalls } from './pending-calls.js';
-import type { CallOptions } from './pending-calls.js';
+import type { BatchWriter, CallOptions } from './pending-calls.js';
 import { echoIdText, isPromiseLike } from './replies.js';
 import type { HookedReply, Reply } from './replies.js';
 
@@ -32,6 +32,12 @@ export interface BatchEntry {
   params?: Params;
   /** Send as a notification: no id, no response. */
   notification?: boolean;
+}
+
+/** Frames gathered for one batch (`batchOutgoing`), and the ids of the calls among them. */
+interface Outbox {
+  frames: string[];
+  ids: number[];
 }
 
 /**
@@ -53,7 +59,7 @@ export class PeerCore<S = unknown> implements TransportListener {
   protected readonly admit: { take(): boolean } | undefined;
   /** Made when `closed` is first read; one field, since most connections never read it. */
   #closedWaiter: { promise: Promise<CloseInfo>; resolve?: (info: CloseInfo) => void } | undefined;
-  #outbox: string[] | undefined;
+  #outbox: Outbox | undefined;
   /** Protocol noise seen so far (see NOISE_WARN_LIMIT). */
   #noise = 0;
   protected closeInfo: CloseInfo | undefined;
@@ -160,7 +166,7 @@ export class PeerCore<S = unknown> implements TransportListener {
       pending.fail(id, err);
       return promise;
     }
-    this.sendOutgoing(frame);
+    this.sendOutgoing(frame, id);
     return promise;
   }
 
@@ -192,17 +198,20 @@ export class PeerCore<S = unknown> implements TransportListener {
     const parts: string[] = [];
     const promises: Promise<unknown>[] = [];
     const opened: number[] = [];
-    // The frame written again, should the peer refuse it unread (PendingCalls.failRefused).
-    const sent = (): string => {
-      let call = 0;
-      return encodeBatch(
-        entries.map(({ notification, method, params }) =>
-          notification
-            ? encodeNotification(method, params)
-            : encodeRequest(opened[call++]!, method, params),
-        ),
-      );
-    };
+    // The frame written again, should the peer refuse it (PendingCalls.failRefused).
+    const sent: BatchWriter = Object.assign(
+      (): string => {
+        let call = 0;
+        return encodeBatch(
+          entries.map(({ notification, method, params }) =>
+            notification
+              ? encodeNotification(method, params)
+              : encodeRequest(opened[call++]!, method, params),
+          ),
+        );
+      },
+      { members: entries.length },
+    );
     try {
       for (const entry of entries) {
         if (entry.notification) {
@@ -368,21 +377,33 @@ export class PeerCore<S = unknown> implements TransportListener {
     if (!this.closeInfo) this.sendOutgoing(encodeNotification(ReservedMethod.Cancel, { id }));
   }
 
-  /** Requests and notifications go through here, to be gathered into a batch when asked. */
-  private sendOutgoing(frame: string): void {
+  /**
+   * Requests (with their `id`) and notifications go through here, to be gathered into a batch
+   * when asked.
+   */
+  private sendOutgoing(frame: string, id?: number): void {
     if (this.config.batchOutgoing <= 1) {
       this.transport.send(frame);
       return;
     }
-    const outbox = (this.#outbox ??= []);
-    if (outbox.push(frame) === 1) queueMicrotask(() => this.flushOutbox());
-    else if (outbox.length >= this.config.batchOutgoing) this.flushOutbox();
+    const outbox = (this.#outbox ??= { frames: [], ids: [] });
+    if (id !== undefined) outbox.ids.push(id);
+    if (outbox.frames.push(frame) === 1) queueMicrotask(() => this.flushOutbox());
+    else if (outbox.frames.length >= this.config.batchOutgoing) this.flushOutbox();
   }
 
   private flushOutbox(): void {
-    const frames = this.#outbox;
-    if (!frames || frames.length === 0 || this.closeInfo) return;
+    const outbox = this.#outbox;
+    if (!outbox || outbox.frames.length === 0 || this.closeInfo) return;
     this.#outbox = undefined;
+    const { frames, ids } = outbox;
+    if (ids.length > 0 && frames.length > 1) {
+      // Its calls went out as one batch: a refusal of it (PendingCalls.failRefused) names it.
+      const sent: BatchWriter = Object.assign(() => encodeBatch(frames), {
+        members: frames.length,
+      });
+      for (const id of ids) this.pending.regroup(id, sent);
+    }
     try {
       this.transport.send(frames.length === 1 ? frames[0]! : encodeBatch(frames));
     } catch (err) {

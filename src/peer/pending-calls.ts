@@ -52,7 +52,10 @@ interface Entry {
  * its calls): enough to write its frame again should the peer refuse a frame unread
  * (failRefused), without keeping the text of every frame in flight.
  */
-export type Sent = Params | undefined | (() => string);
+export type Sent = Params | undefined | BatchWriter;
+
+/** Writes a batch's frame again; `members`: how many messages it holds (what -32002 counts). */
+export type BatchWriter = (() => string) & { members: number };
 
 /**
  * The errors failRefused rejected calls with: the whole frame was refused, so a batch's
@@ -196,8 +199,17 @@ export class PendingCalls {
    * pending call's frame passes it.
    */
   failRefused(error: ErrorObject): boolean {
+    const data = error.data as
+      { maxJsonValues?: unknown; maxDepth?: unknown; received?: unknown } | undefined;
+    if (error.code === ErrorCode.BatchTooLarge) {
+      // A batch refused for its length: the oldest in flight of that many messages.
+      for (const { sent } of this.#entries?.values() ?? []) {
+        if (typeof sent === 'function' && sent.members === data?.received)
+          return this.#failBatch(sent, error);
+      }
+      return false;
+    }
     if (error.code !== ErrorCode.InvalidRequest) return false;
-    const data = error.data as { maxJsonValues?: unknown; maxDepth?: unknown } | undefined;
     const values = data?.maxJsonValues;
     const depth = data?.maxDepth;
     if (typeof values !== 'number' && typeof depth !== 'number') return false;
@@ -208,13 +220,26 @@ export class PendingCalls {
           ? scanJson(text, Infinity, values) === 'values'
           : exceedsDepth(text, depth as number);
       if (!over) continue;
+      if (typeof sent === 'function') return this.#failBatch(sent, error);
       const refused = JsonRpcError.fromErrorObject(error);
       frameRefusals.add(refused);
-      if (typeof sent !== 'function') return this.fail(id, refused);
-      this.#entries!.forEach((entry, other) => entry.sent === sent && this.fail(other, refused));
-      return true;
+      return this.fail(id, refused);
     }
     return false;
+  }
+
+  /** Every call sent in the batch `sent` writes fails with `error`, the refusal of its frame. */
+  #failBatch(sent: BatchWriter, error: ErrorObject): boolean {
+    const refused = JsonRpcError.fromErrorObject(error);
+    frameRefusals.add(refused);
+    this.#entries!.forEach((entry, id) => entry.sent === sent && this.fail(id, refused));
+    return true;
+  }
+
+  /** The call `id` went out in a batch after all (gathered by the peer): `sent` writes it. */
+  regroup(id: number, sent: BatchWriter): void {
+    const entry = this.#entries?.get(id);
+    if (entry) entry.sent = sent;
   }
 
   /** Reject every pending call; used once, on close. */

@@ -80,6 +80,35 @@ describe('a call refused unread by the gateway', () => {
     }
   });
 
+  it('calls gathered into one batch (batchCalls) fail together with the refusal of their frame', async () => {
+    const running = await sumGateway(res, { limits: { ...limits, maxBatch: 2 } });
+    const client = res.client(running.url, { callTimeoutMs: 0, batchCalls: 5 });
+    await client.opened();
+    // Each under the limit, together over it.
+    const overValues = await Promise.allSettled([
+      client.call('sum', numbers(60)),
+      client.call('sum', numbers(60)),
+    ]);
+    expect(overValues).toMatchObject([
+      {
+        status: 'rejected',
+        reason: { code: ErrorCode.InvalidRequest, data: { maxJsonValues: 100 } },
+      },
+      {
+        status: 'rejected',
+        reason: { code: ErrorCode.InvalidRequest, data: { maxJsonValues: 100 } },
+      },
+    ]);
+    // Three gathered past the server's maxBatch of 2.
+    const overBatch = await Promise.allSettled([1, 2, 3].map((n) => client.call('sum', [n, n])));
+    for (const result of overBatch)
+      expect(result).toMatchObject({
+        status: 'rejected',
+        reason: { code: ErrorCode.BatchTooLarge, data: { maxBatch: 2, received: 3 } },
+      });
+    expect(await client.call('sum', [1, 2])).toBe(3);
+  });
+
   it('model: of calls sent together, exactly those over a limit fail with it, the rest are answered', async () => {
     const { client } = await connect();
     // Each call: n numbers (n + 1 values with its array, plus the params array), or nested levels.
