@@ -120,7 +120,6 @@ interface Replay {
   renumbers: number;
 }
 
-/** Delivery's rare state: see its `rare` field. */
 /**
  * Messages skipped under the 'drop' policy wait to be told with the next message written; should
  * none come, the socket's drain tells them (tellDropped). `seq`: the last one skipped, if numbered.
@@ -130,6 +129,7 @@ interface DropWatch {
   cancelDrain: () => void;
 }
 
+/** Delivery's rare state: see its `rare` field. */
 interface RareState {
   held: Held | undefined;
   passed: PassedSeqs | undefined;
@@ -228,7 +228,6 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
     this.setRare('replay', replay);
   }
 
-  /** Told when the subscription stops (a replay waiting for the socket or a read gives up). */
   private get dropWatch(): DropWatch | undefined {
     return this.rare?.dropWatch;
   }
@@ -237,6 +236,7 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
     this.setRare('dropWatch', watch);
   }
 
+  /** Told when the subscription stops (a replay waiting for the socket or a read gives up). */
   private get stopListeners(): Set<() => void> | undefined {
     return this.rare?.stopListeners;
   }
@@ -869,7 +869,7 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
     this.write(held.tail, held.seq);
   }
 
-  /** Forget the held message, if any, and stop waiting for the socket to drain. */
+  /** Forget the held message, if any, and stop waiting for the socket to drain (for it or a skip). */
   private dropHeld(): void {
     const held = this.held;
     if (held !== undefined) {
@@ -921,7 +921,7 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
     this.lastSeq = last;
     this.missed = 0;
     this.sendRaw(gapTail(lost, this.clientEpoch));
-    if (passedBy > 0) this.sendRaw(positionTail(last!, this.clientEpoch));
+    if (passedBy > 0) this.sendRaw(positionTail(last, this.clientEpoch));
   }
 
   private skip(): void {
