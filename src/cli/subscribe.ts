@@ -68,10 +68,9 @@ export async function runSubscribe(connection: PeerConnection, run: SubscribeRun
     finish({ kind: 'failed', error: new ConnectionError(message) });
 
   function handle(update: SubscriptionUpdate): void {
-    // A stream's last notification may say what was skipped just before it, as a message does.
-    if ((update.kind === 'error' || update.kind === 'complete') && update.missed) {
-      run.stderr.write(`wsrpc: the server skipped ${update.missed} messages (slow consumer)
-`);
+    // A message, or a stream's last notification, may say what was skipped just before it.
+    if ('missed' in update && update.missed) {
+      run.stderr.write(`wsrpc: the server skipped ${update.missed} messages (slow consumer)\n`);
     }
     switch (update.kind) {
       case 'error':
@@ -87,9 +86,6 @@ export async function runSubscribe(connection: PeerConnection, run: SubscribeRun
         return;
       }
       case 'message':
-        if (update.missed !== undefined && update.missed > 0) {
-          run.stderr.write(`wsrpc: the server skipped ${update.missed} messages (slow consumer)\n`);
-        }
         print(update.result);
         return;
       case 'position':

@@ -20,11 +20,9 @@ import type { CallOptions } from '../peer/pending-calls.js';
 import type { Incoming } from '../protocol/classify.js';
 import { encodeNotification, encodeRequest } from '../protocol/encode.js';
 import { idTextsByScan } from '../protocol/id-text.js';
-import { ErrorCode } from '../protocol/error-codes.js';
-import { JsonRpcError } from '../protocol/errors.js';
-import { CancelledError, NotConnectedError } from '../protocol/local-errors.js';
+import { NotConnectedError } from '../protocol/local-errors.js';
 import { ReservedMethod } from '../protocol/reserved.js';
-import type { ErrorObject, Params } from '../protocol/types.js';
+import type { Params } from '../protocol/types.js';
 import type { WebSocketLike } from '../transport/websocket-transport.js';
 import { authFailureOf, refusalOf } from './authentication.js';
 import type { AuthenticateResult, DisconnectEvent } from './authentication.js';
@@ -39,7 +37,7 @@ import { ClientInbox } from './inbox.js';
 import type { InboxGap } from './inbox.js';
 import { OfflineQueue } from './offline-queue.js';
 import { presenceState } from './presence.js';
-import { onAbort, SharedRun, whileWanted } from './wanted.js';
+import { SharedRun, whileWanted } from './wanted.js';
 import type { PresenceState } from './presence.js';
 import { ClientSubscriptions, managers } from './subscriptions.js';
 import type { JoinedSubscription, SubscriptionEvent } from './subscriptions.js';
@@ -137,8 +135,6 @@ export class RpcClient {
   readonly joined$: Observable<JoinedSubscription>;
   /** The `$inbox` subscription (ClientOptions.inbox). */
   readonly #inbox: ClientInbox<RpcClient>;
-  /** Batches sent and not yet answered (see sendBatch). */
-  readonly #batches = new Set<WatchedBatch>();
 
   /**
    * Why each connection, or attempt at one, ended: close code and reason, the HTTP status of a
@@ -182,7 +178,6 @@ export class RpcClient {
       },
       reservedMethods,
       middleware: composeMiddleware(config.middleware),
-      onIdlessError: (error) => this.#batchRefused(error),
     };
     this.#connection = new ClientConnection<RpcClient>(config, this.#logger, {
       createPeer: (transport) => {
@@ -412,14 +407,14 @@ export class RpcClient {
     options: CallOptions = {},
   ): Promise<PromiseSettledResult<unknown>[]> {
     const peer = this.#livePeer();
-    if (peer) return this.#sendBatch(peer, entries, options);
+    if (peer) return peer.batch(entries, options);
     return this.#whileDisconnected(
       'batch',
       options,
       () => {
         for (const entry of entries) encodeRequest(0, entry.method, entry.params);
       },
-      (timeoutMs) => this.#sendBatch(this.#requirePeer(), entries, { ...options, timeoutMs }),
+      (timeoutMs) => this.#requirePeer().batch(entries, { ...options, timeoutMs }),
     );
   }
 
@@ -486,73 +481,6 @@ export class RpcClient {
       () => this.#requirePeer().call(method, params, { onResult }),
     );
   }
-
-  /**
-   * Send a batch, watching for the server refusing it as a whole (-32002, id null): then
-   * every call in it rejects at once with that error rather than wait for its timeout.
-   */
-  #sendBatch(
-    peer: Peer<RpcClient>,
-    entries: readonly BatchEntry[],
-    options: CallOptions,
-  ): Promise<PromiseSettledResult<unknown>[]> {
-    if (!entries.some((entry) => !entry.notification)) return peer.batch(entries, options);
-    // The members are given up through their signal: the peer has no other way in.
-    const giveUp = new AbortController();
-    const stopForwarding = onAbort(options.signal, (reason) => giveUp.abort(reason));
-    let refusal: JsonRpcError | undefined;
-    const watched: WatchedBatch = {
-      size: entries.length,
-      fail: (err) => giveUp.abort((refusal = err)),
-    };
-    this.#batches.add(watched);
-    const done = (): void => {
-      this.#batches.delete(watched);
-      stopForwarding();
-    };
-    return peer.batch(entries, { ...options, signal: giveUp.signal }).then(
-      (results) => {
-        done();
-        const reason = refusal;
-        if (!reason) return results;
-        // The whole frame was refused: its notifications were not delivered either.
-        return results.map((result, i) =>
-          entries[i]!.notification ||
-          (result.status === 'rejected' &&
-            result.reason instanceof CancelledError &&
-            result.reason.reason === reason)
-            ? { status: 'rejected', reason }
-            : result,
-        );
-      },
-      (err: unknown) => {
-        done();
-        throw err;
-      },
-    );
-  }
-
-  /**
-   * An error with a null id: when it is -32002 Batch too large, the oldest batch still watched
-   * with as many members as it says was refused (the server refuses a batch as soon as it reads
-   * it, and reads frames in order).
-   */
-  #batchRefused(error: ErrorObject): void {
-    if (error.code !== ErrorCode.BatchTooLarge) return;
-    const received = (error.data as { received?: unknown } | undefined)?.received;
-    for (const batch of this.#batches) {
-      if (typeof received === 'number' && batch.size !== received) continue;
-      this.#batches.delete(batch);
-      batch.fail(JsonRpcError.fromErrorObject(error));
-      return;
-    }
-  }
-}
-
-/** A batch sent and not yet answered: its members (notifications included, as the server counts). */
-interface WatchedBatch {
-  size: number;
-  fail: (err: JsonRpcError) => void;
 }
 
 /** Create a client; it starts connecting at once. */

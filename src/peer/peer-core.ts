@@ -34,6 +34,14 @@ export interface BatchEntry {
   notification?: boolean;
 }
 
+/**
+ * The batch frame of `parts` (filled by the time it is asked for), and the `members` it holds:
+ * what a refused batch is found by.
+ */
+function batchWriter(parts: readonly string[], members: number): BatchWriter {
+  return Object.assign(() => encodeBatch(parts), { members });
+}
+
 /** Frames gathered for one batch (`batchOutgoing`), and the ids of the calls among them. */
 interface Outbox {
   frames: string[];
@@ -198,20 +206,8 @@ export class PeerCore<S = unknown> implements TransportListener {
     const parts: string[] = [];
     const promises: Promise<unknown>[] = [];
     const opened: number[] = [];
-    // The frame written again, should the peer refuse it (PendingCalls.failRefused).
-    const sent: BatchWriter = Object.assign(
-      (): string => {
-        let call = 0;
-        return encodeBatch(
-          entries.map(({ notification, method, params }) =>
-            notification
-              ? encodeNotification(method, params)
-              : encodeRequest(opened[call++]!, method, params),
-          ),
-        );
-      },
-      { members: entries.length },
-    );
+    // The frame again, should the peer refuse it (PendingCalls.failRefused).
+    const sent = batchWriter(parts, entries.length);
     try {
       for (const entry of entries) {
         if (entry.notification) {
@@ -343,9 +339,9 @@ export class PeerCore<S = unknown> implements TransportListener {
       case 'failure':
         this.admit?.take();
         if (!this.#pendingTable?.reject(message.id, message.error)) {
-          // A frame refused unread: the call it carried fails now rather than at its timeout.
+          // A frame refused (unread, or a batch past maxBatch): the calls it carried fail now
+          // rather than at their timeout.
           if (message.id === null && this.#pendingTable?.failRefused(message.error)) return;
-          if (message.id === null) this.config.onIdlessError?.(message.error);
           this.logUnmatched(message.id, message.error);
         }
         return undefined;
@@ -399,9 +395,7 @@ export class PeerCore<S = unknown> implements TransportListener {
     const { frames, ids } = outbox;
     if (ids.length > 0 && frames.length > 1) {
       // Its calls went out as one batch: a refusal of it (PendingCalls.failRefused) names it.
-      const sent: BatchWriter = Object.assign(() => encodeBatch(frames), {
-        members: frames.length,
-      });
+      const sent = batchWriter(frames, frames.length);
       for (const id of ids) this.pending.regroup(id, sent);
     }
     try {

@@ -1,6 +1,6 @@
 import type { ClassifyOptions, IdTextFinder } from '../protocol/classify.js';
 import { ConnectionClosedError } from '../protocol/local-errors.js';
-import type { ErrorObject, Params } from '../protocol/types.js';
+import type { Params } from '../protocol/types.js';
 import type { Logger } from './logger.js';
 import { MethodRegistry } from './method-registry.js';
 import type { Handler, HandlerTable } from './method-registry.js';
@@ -110,11 +110,6 @@ export interface PeerConfig<S> {
   readonly onReservedNotification?: PeerOptions<S>['onReservedNotification'];
   /** The middleware composed once; undefined when there is none. */
   readonly middleware?: MiddlewareChain<S> | undefined;
-  /**
-   * An error response with a null id, which answers no call: the other side could not read a
-   * request's id, or refused a whole batch (-32002). Logged as noise either way.
-   */
-  readonly onIdlessError?: (error: ErrorObject) => void;
   /**
    * How a PeerCore finds the numeric ids it must echo as sent (see id-text.ts); none: as
    * parsed. A Peer always uses idTextsOf.

@@ -6,7 +6,7 @@ import {
 } from '../protocol/local-errors.js';
 import { encodeRequest } from '../protocol/encode.js';
 import { ErrorCode } from '../protocol/error-codes.js';
-import { exceedsDepth, scanJson } from '../protocol/safe-json.js';
+import { exceedsDepth, mayExceedValues, scanJson } from '../protocol/safe-json.js';
 import type { ErrorObject, Params, RequestId } from '../protocol/types.js';
 
 export interface CallOptions {
@@ -192,19 +192,25 @@ export class PendingCalls {
   }
 
   /**
-   * The peer refused a frame unread (-32600, id null, `data` naming the `maxJsonValues` or
-   * `maxDepth` it passed): the peer reads frames in order and answers such a refusal at once, so
-   * it is the oldest pending call whose frame passes that limit, written again and counted as the
-   * peer counts it. It fails with the error, and with it every call of its batch. False when no
-   * pending call's frame passes it.
+   * The peer refused a frame (id null): unread (-32600, `data` naming the `maxJsonValues` or
+   * `maxDepth` it passed), or a batch past its `maxBatch` (-32002, `data.received` its length).
+   * The peer reads frames in order and answers such a refusal at once, so it is the oldest pending
+   * call whose frame passes that limit (written again and counted as the peer counts it), or the
+   * oldest batch of that length. It fails with the error, and with it every call of its batch.
+   * False when no pending call's frame is the one.
    */
   failRefused(error: ErrorObject): boolean {
     const data = error.data as
       { maxJsonValues?: unknown; maxDepth?: unknown; received?: unknown } | undefined;
     if (error.code === ErrorCode.BatchTooLarge) {
-      // A batch refused for its length: the oldest in flight of that many messages.
+      // A batch refused for its length: the oldest in flight of that many messages (of any, when
+      // the refusal does not say how many it read).
+      const received = data?.received;
       for (const { sent } of this.#entries?.values() ?? []) {
-        if (typeof sent === 'function' && sent.members === data?.received)
+        if (
+          typeof sent === 'function' &&
+          (typeof received !== 'number' || sent.members === received)
+        )
           return this.#failBatch(sent, error);
       }
       return false;
@@ -213,11 +219,17 @@ export class PendingCalls {
     const values = data?.maxJsonValues;
     const depth = data?.maxDepth;
     if (typeof values !== 'number' && typeof depth !== 'number') return false;
+    /** The batch last looked at: its calls follow one another, and one look does for all. */
+    let seen: BatchWriter | undefined;
     for (const [id, { method, sent }] of this.#entries ?? []) {
+      if (typeof sent === 'function') {
+        if (sent === seen) continue;
+        seen = sent;
+      }
       const text = typeof sent === 'function' ? sent() : encodeRequest(id, method, sent);
       const over =
         typeof values === 'number'
-          ? scanJson(text, Infinity, values) === 'values'
+          ? mayExceedValues(text.length, values) && scanJson(text, Infinity, values) === 'values'
           : exceedsDepth(text, depth as number);
       if (!over) continue;
       if (typeof sent === 'function') return this.#failBatch(sent, error);

@@ -682,11 +682,11 @@ export class Gateway<C = unknown> {
    * most once: a session is one connection. Session ids are `<nodeId>-<22 random letters and
    * digits>`: not guessable from one another, but not capabilities either (they are logged, and
    * known to whoever the application shows them to); check who may reach a session before
-   * calling this with an id that came from a client. Resolves false when the session is not known here
-   * and its id names no other gateway, and when it is here but cannot be sent it (not
-   * authenticated yet, its socket closing, a plain HTTP exchange); rejects with -32009 Broker unavailable (a JsonRpcError)
-   * when the broker did not take the message, and with publish's RangeError, sending nothing,
-   * when `params` nest deeper than MAX_ENCODED_DEPTH (512 levels).
+   * calling this with an id that came from a client. Resolves false when the session is not
+   * known here and its id names no other gateway, and when it is here but cannot be sent it (not
+   * authenticated yet, its socket closing, a plain HTTP exchange); rejects with -32009 Broker
+   * unavailable (a JsonRpcError) when the broker did not take the message, and with publish's
+   * RangeError, sending nothing, when `params` nest deeper than MAX_ENCODED_DEPTH (512 levels).
    */
   notifySession(sessionId: string, method: string, params?: Params): Promise<boolean> {
     try {

@@ -169,6 +169,10 @@ async function nextSubscribe(frames: string[], from: number): Promise<Request> {
   return JSON.parse(frames[subscribeAt()]!) as Request;
 }
 
+/** A subscription notification with these params, as a server writes it. */
+const subscriptionFrame = (params: Record<string, unknown>): string =>
+  JSON.stringify({ jsonrpc: '2.0', method: 'subscription', params });
+
 /** What `observable` gave: its values, and the error it ended with, if any. */
 function observe(observable: { subscribe(o: object): unknown }) {
   const seen = { values: [] as unknown[], error: undefined as unknown };
@@ -241,13 +245,7 @@ describe('subscription frames no server should send', () => {
     expect((second.error as InternalError).data).toEqual({
       reason: "the subscribe was answered with another subscription's id",
     });
-    socket.send(
-      JSON.stringify({
-        jsonrpc: '2.0',
-        method: 'subscription',
-        params: { subscription: '0x1', seq: 1, result: 'for a' },
-      }),
-    );
+    socket.send(subscriptionFrame({ subscription: '0x1', seq: 1, result: 'for a' }));
     await waitFor(() => first.values.length === 1, "the first one's message");
     expect(first.values).toEqual(['for a']);
     expect(second.values).toEqual([]);
@@ -264,11 +262,7 @@ describe('subscription frames no server should send', () => {
     // Messages 1..20 of ~1 MiB each before the reply that names their id: more than the bound.
     const big = 'x'.repeat(1024 * 1024);
     const frameOf = (seq: number): string =>
-      JSON.stringify({
-        jsonrpc: '2.0',
-        method: 'subscription',
-        params: { subscription: '0x1', seq, result: big },
-      });
+      subscriptionFrame({ subscription: '0x1', seq, result: big });
     for (let seq = 1; seq <= 20; seq++) socket.send(frameOf(seq));
     socket.send(JSON.stringify({ jsonrpc: '2.0', result: '0x1', id }));
     const kept = Math.floor(ORPHAN_TEXT_CHARS / frameOf(10).length);
@@ -289,7 +283,7 @@ describe('subscription frames no server should send', () => {
 
 describe('notifications without sequence numbers before their subscribe reply', () => {
   const unnumbered = (subscription: string, k: number): string =>
-    JSON.stringify({ jsonrpc: '2.0', method: 'subscription', params: { subscription, result: k } });
+    subscriptionFrame({ subscription, result: k });
 
   it('past the 256 kept for an id, those dropped are told as one gap signal after the kept ones', async () => {
     const { client, socket, frames } = await connect();
@@ -384,11 +378,7 @@ describe('notifications without sequence numbers before their subscribe reply', 
     const seen = observe(client.subscribeWithMeta<number>('t'));
     const { id } = await nextSubscribe(frames, 0);
     const numbered = (seq: number): string =>
-      JSON.stringify({
-        jsonrpc: '2.0',
-        method: 'subscription',
-        params: { subscription: '0x1', seq, result: seq },
-      });
+      subscriptionFrame({ subscription: '0x1', seq, result: seq });
     for (let seq = 1; seq <= 300; seq++) socket.send(numbered(seq));
     socket.send(JSON.stringify({ jsonrpc: '2.0', result: '0x1', id }));
     await waitFor(() => seen.values.length === 256, 'the kept ones');
@@ -408,11 +398,7 @@ describe('inbox messages no server should send', () => {
     expect(params[0]).toBe('$inbox');
     socket.send(JSON.stringify({ jsonrpc: '2.0', result: '0x1', id }));
     const message = (seq: number, result: unknown): string =>
-      JSON.stringify({
-        jsonrpc: '2.0',
-        method: 'subscription',
-        params: { subscription: '0x1', seq, result },
-      });
+      subscriptionFrame({ subscription: '0x1', seq, result });
     socket.send(message(1, { method: 'order.shipped', params: { id: 1 } }));
     socket.send(message(2, { params: { id: 2 } }));
     socket.send(message(3, { method: 'order.shipped', params: { id: 3 } }));
