@@ -48,9 +48,9 @@ interface Entry {
 }
 
 /**
- * A call's params, or for a call sent in a batch, what writes the batch's frame again (shared by
- * its calls): enough to write its frame again should the peer refuse a frame unread
- * (failRefused), without keeping the text of every frame in flight.
+ * What a call was sent in, to find it by should the peer refuse that frame (failRefused): a lone
+ * call's params (its frame is written again from them, its text not kept), or the writer of its
+ * batch's frame, shared by the batch's calls.
  */
 export type Sent = Params | undefined | BatchWriter;
 
