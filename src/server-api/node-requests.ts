@@ -3,6 +3,13 @@
 // over the gateway's node channel (directed messaging, see SessionRouter.openChannel): a request
 // goes to the node a session id names, or to every node; the answers come back to the asking
 // node's own topic and are matched to a bounded table of pending requests by id.
+//
+// A call to a client is made only once its asker knows it waits for the answer: the node with the
+// session says `calling` and holds the call until the asker says `go` (it still waits) or `drop`
+// (it already told its caller that no node has the session, the window for saying so being
+// over). Without that, a node hearing the request late would call a client whose answer reaches
+// no one, the caller having been told -32602. A request without `confirm` (from a node that does
+// not send `go`) is called at once, as it asks.
 import { nanoid } from 'nanoid';
 import type { Logger } from '../peer/logger.js';
 import { KeyedShares } from '../upstream/keyed-shares.js';
@@ -38,12 +45,18 @@ type Wire =
       method: string;
       params?: Params;
       timeoutMs: number;
+      /** Hold the call until `go` (see the top of this file). */
+      confirm?: true;
     }
   /**
-   * A node that has the session, or sessions of the user, called: which ones (their answers
-   * follow).
+   * A node that has the session, or sessions of the user: which ones. With `from`, it holds the
+   * call for `go` or `drop` to that node; without, it called them already. Their answers follow.
    */
-  | { t: 'calling'; id: string; sessions: string[] }
+  | { t: 'calling'; id: string; sessions: string[]; from?: string }
+  /** The asker of a held call still waits for its answers: call the clients now. */
+  | { t: 'go'; id: string; from: string }
+  /** The asker of a held call no longer waits (its window passed): do not call them. */
+  | { t: 'drop'; id: string; from: string }
   | { t: 'answer'; id: string; answer: ClientAnswer }
   | { t: 'count'; id: string; from: string; topic: string }
   | { t: 'counted'; id: string; count: number };
@@ -51,8 +64,20 @@ type Wire =
 interface PendingCall {
   kind: 'session';
   settle(answer: ClientAnswer): void;
-  /** The session's node said it has the session (`calling`): its answer is awaited. */
-  acknowledged(): void;
+  /**
+   * The session's node said it has the session (`calling`): its answer is awaited, and a node
+   * that holds the call (`holder`) is told to make it.
+   */
+  acknowledged(holder: string | undefined): void;
+}
+
+/** A call this node holds for its asker's `go` (see the top of this file). */
+interface HeldCall {
+  readonly call: Extract<Wire, { t: 'call' }>;
+  readonly sessions: Session<unknown>[];
+  readonly timeoutMs: number;
+  /** Ends the hold of an asker that never said (its `go` or `drop` lost): the call is not made. */
+  readonly expiry: ReturnType<typeof setTimeout>;
 }
 
 interface PendingUserCall {
@@ -188,6 +213,8 @@ const channels = new WeakMap<object, SharedChannel>();
 
 export class NodeRequests {
   private readonly pending = new Map<string, Pending>();
+  /** Calls of other nodes (and this one's by user) held for their asker's `go`, by request id. */
+  private readonly held = new Map<string, HeldCall>();
   /** Requests pending per caller; an entry only while the caller has one. */
   private readonly byCaller: KeyedShares;
   private channel: NodeChannel | undefined;
@@ -233,6 +260,8 @@ export class NodeRequests {
    */
   close(): Promise<void> {
     this.closing = true;
+    // A held call was not made: its asker hears -32011 now, as a call arriving now would.
+    for (const id of [...this.held.keys()]) this.refuseHeld(id);
     // Whatever still waits ends now (their timers are unref'd and cleared as they settle).
     for (const [id, pending] of this.pending) {
       this.release(id);
@@ -294,7 +323,16 @@ export class NodeRequests {
         this.release(id);
         resolve(answer);
       };
-      const acknowledged = (): void => clearTimeout(unheard);
+      const acknowledged = (holder: string | undefined): void => {
+        clearTimeout(unheard);
+        if (holder === undefined) return;
+        // Not sent, the call is not made: the caller hears why, as when the request was not.
+        this.send(holder, { t: 'go', id, from: this.gateway.nodeId }).catch((err: unknown) => {
+          clearTimeout(timer);
+          this.release(id);
+          reject(err as Error);
+        });
+      };
       this.pending.set(id, { kind: 'session', settle, acknowledged, caller });
       this.send(node, {
         t: 'call',
@@ -304,6 +342,7 @@ export class NodeRequests {
         method,
         params,
         timeoutMs,
+        confirm: true,
       }).catch((err: unknown) => {
         clearTimeout(timer);
         this.release(id);
@@ -369,6 +408,7 @@ export class NodeRequests {
         method,
         params,
         timeoutMs,
+        confirm: true,
       }).catch((err: unknown) => {
         ended = true;
         clearTimeout(windowTimer);
@@ -458,13 +498,17 @@ export class NodeRequests {
         entry.nodes++;
         return;
       }
-      case 'calling': {
-        const entry = this.pending.get(body.id);
-        if (entry?.kind === 'session') return entry.acknowledged();
-        if (entry?.kind !== 'user' || !Array.isArray(body.sessions)) return;
-        for (const sessionId of body.sessions) {
-          if (!entry.answers.has(sessionId)) entry.answers.set(sessionId, undefined);
-        }
+      case 'calling':
+        return this.heardCalling(body);
+      case 'go':
+      case 'drop': {
+        const held = this.held.get(body.id);
+        if (held?.call.from !== body.from) return;
+        this.held.delete(body.id);
+        clearTimeout(held.expiry);
+        if (body.t === 'drop') return;
+        if (this.closing) return this.refuse(held);
+        for (const session of held.sessions) this.serve(session, held.call, held.timeoutMs);
         return;
       }
       case 'answer': {
@@ -484,6 +528,91 @@ export class NodeRequests {
     }
   }
 
+  /**
+   * A node says it has the session, or sessions of the user, of one of this node's requests.
+   * A request still waiting takes them and, from a node that holds the call, lets it be made
+   * (`go`); one over (its window passed, or ended) tells that node not to make it (`drop`).
+   */
+  private heardCalling(body: Extract<Wire, { t: 'calling' }>): void {
+    const entry = this.pending.get(body.id);
+    const holder = typeof body.from === 'string' ? body.from : undefined;
+    if (entry?.kind === 'session') return entry.acknowledged(holder);
+    if (entry?.kind === 'user' && !entry.windowClosed && Array.isArray(body.sessions)) {
+      for (const sessionId of body.sessions) {
+        if (typeof sessionId === 'string' && !entry.answers.has(sessionId)) {
+          entry.answers.set(sessionId, undefined);
+        }
+      }
+      if (holder !== undefined) this.goOrFail(holder, body.id, entry, body.sessions);
+      return;
+    }
+    if (holder !== undefined)
+      this.reply(holder, { t: 'drop', id: body.id, from: this.gateway.nodeId });
+  }
+
+  /**
+   * Let a node make a user call it holds; not sent, its sessions are answered with why (the
+   * call is not made, and the request goes on for the other nodes' sessions).
+   */
+  private goOrFail(holder: string, id: string, entry: PendingUserCall, sessions: string[]): void {
+    this.send(holder, { t: 'go', id, from: this.gateway.nodeId }).catch((err: unknown) => {
+      for (const sessionId of sessions) {
+        if (typeof sessionId !== 'string' || entry.answers.get(sessionId) !== undefined) continue;
+        entry.answers.set(sessionId, {
+          sessionId,
+          error:
+            err instanceof JsonRpcError
+              ? err.toErrorObject()
+              : { code: ErrorCode.InternalError, message: (err as Error).message },
+        });
+      }
+      entry.done();
+    });
+  }
+
+  /**
+   * Hold a call for its asker's `go`, having told it which sessions (`calling`); past this
+   * node's bound of held calls (maxPending), refused with -32000 instead. A hold its asker
+   * never ends (a `go` or `drop` lost) ends with the call's timeout, the call not made.
+   */
+  private hold(
+    call: Extract<Wire, { t: 'call' }>,
+    sessions: Session<unknown>[],
+    timeoutMs: number,
+  ) {
+    // The same request heard twice is held once.
+    if (this.held.has(call.id)) return;
+    if (this.held.size >= this.options.maxPending) {
+      for (const session of sessions)
+        void this.answerBack(call, heldTooMany(session.id, this.options.maxPending));
+      return;
+    }
+    const expiry = setTimeout(() => this.held.delete(call.id), timeoutMs);
+    expiry.unref();
+    this.held.set(call.id, { call, sessions, timeoutMs, expiry });
+    this.reply(call.from, {
+      t: 'calling',
+      id: call.id,
+      sessions: sessions.map((s) => s.id),
+      from: this.gateway.nodeId,
+    });
+  }
+
+  /** A held call not to be made (the server API closes): -32011 to its asker for each session. */
+  private refuseHeld(id: string): void {
+    const held = this.held.get(id);
+    if (!held) return;
+    this.held.delete(id);
+    clearTimeout(held.expiry);
+    this.refuse(held);
+  }
+
+  private refuse(held: HeldCall): void {
+    for (const session of held.sessions) {
+      void this.answerBack(held.call, { sessionId: session.id, error: apiClosed(session.id) });
+    }
+  }
+
   /** A call from another node (or this one, for a user's sessions): made here, answered back. */
   private answerCall(call: Extract<Wire, { t: 'call' }>): void {
     const timeoutMs = Math.max(1, Math.min(call.timeoutMs, 2 ** 31 - 1));
@@ -496,6 +625,8 @@ export class NodeRequests {
         });
       } else if (this.closing) {
         void this.answerBack(call, { sessionId: call.session, error: apiClosed(call.session) });
+      } else if (call.confirm === true) {
+        this.hold(call, [session], timeoutMs);
       } else {
         this.reply(call.from, { t: 'calling', id: call.id, sessions: [call.session] });
         this.serve(session, call, timeoutMs);
@@ -508,10 +639,23 @@ export class NodeRequests {
       (session) => session.user === call.user && session.transport.canPush,
     );
     if (sessions.length === 0) return;
+    if (call.confirm === true) return this.hold(call, sessions, timeoutMs);
     // Announced before any answer, so the asking node waits for each of them.
     this.reply(call.from, { t: 'calling', id: call.id, sessions: sessions.map((s) => s.id) });
     for (const session of sessions) this.serve(session, call, timeoutMs);
   }
+}
+
+/** The -32000 a call gets when its client's node holds maxPending calls for their askers' `go`. */
+function heldTooMany(sessionId: string, limit: number): ClientAnswer {
+  return {
+    sessionId,
+    error: {
+      code: ErrorCode.ServerBusy,
+      message: "Too many calls to clients in progress on the client's node",
+      data: { sessionId, reason: 'too many pending calls', limit },
+    },
+  };
 }
 
 function noSuchSession(): InvalidParamsError {
