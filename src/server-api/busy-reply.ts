@@ -16,14 +16,25 @@ const BUSY: ErrorObject = Object.freeze({
  * notifications: the requester waiting on the reply subject still learns it was not handled).
  */
 export function busyReply(text: string, parse: ClassifyOptions): string {
+  return failureReply(text, parse, BUSY);
+}
+
+/**
+ * `error` under each request's id of `text`, as busyReply answers: what a consumed request gets
+ * when its reply cannot be sent as it is (its handling done or refused).
+ */
+export function failureReply(text: string, parse: ClassifyOptions, error: ErrorObject): string {
   const frame = parseFrame(text, parse);
   const parts: string[] = [];
   for (const message of frame.messages) {
     if (message.kind !== 'request' && message.kind !== 'invalid') continue;
-    const error = message.kind === 'request' ? BUSY : message.error;
-    const reply = encodeFailure(message.id, error, message.version);
+    const reply = encodeFailure(
+      message.id,
+      message.kind === 'request' ? error : message.error,
+      message.version,
+    );
     parts.push(message.idText ? withIdText(reply, message.id, message.idText) : reply);
   }
-  if (parts.length === 0) return encodeFailure(null, BUSY);
+  if (parts.length === 0) return encodeFailure(null, error);
   return frame.batch ? encodeBatch(parts) : parts[0]!;
 }

@@ -47,6 +47,11 @@ export type ServerApiConsume =
       readonly url: string | undefined;
       /** Entries handled at once; the rest wait in the stream (XREADGROUP reads the free slots). */
       readonly maxConcurrent: number;
+      /**
+       * An entry a consumer took and left unacknowledged this long, in ms, is taken over by
+       * another (its node died); one being handled is marked not idle every third of it.
+       */
+      readonly claimIdleMs: number;
       /** Whether /readyz answers 503 while the consumer is not up. */
       readonly readiness: boolean;
     }
@@ -137,6 +142,8 @@ export const serverApiDefaults = Object.freeze({
   maxConcurrent: 64,
   /** consume (NATS): messages waiting for a slot. */
   maxQueued: 256,
+  /** consume (Redis): how long an entry left unacknowledged waits to be taken over, in ms. */
+  claimIdleMs: 60_000,
 });
 
 const nonEmptyString: Rule = (value, name) => {
@@ -302,6 +309,7 @@ function resolveConsume(value: unknown, prefix: string): ServerApiConsume {
       url: nonEmptyString,
       maxConcurrent: numberIn(1, 10_000, true),
       maxQueued: numberIn(0, 100_000, true),
+      claimIdleMs: numberIn(1_000, 86_400_000, true),
       readiness: ofType('boolean', 'true or false'),
     },
     prefix,
@@ -329,8 +337,14 @@ function resolveConsume(value: unknown, prefix: string): ServerApiConsume {
       group,
       url,
       maxConcurrent,
+      claimIdleMs: (o['claimIdleMs'] as number | undefined) ?? serverApiDefaults.claimIdleMs,
       readiness,
     });
+  }
+  if (o['claimIdleMs'] !== undefined) {
+    throw new TypeError(
+      `${prefix}claimIdleMs applies to ${prefix}redisStream only: NATS keeps no unacknowledged request`,
+    );
   }
   const subject = o['natsSubject'] as string;
   if (/[\s*>]/.test(subject)) {

@@ -9,10 +9,11 @@ import { nanoid } from 'nanoid';
 import type { Logger } from '../peer/logger.js';
 import { encodeFailure } from '../protocol/encode.js';
 import { ErrorCode } from '../protocol/error-codes.js';
+import type { ErrorObject } from '../protocol/types.js';
 import { INVALID_UTF8_REPLY, strictUtf8 } from '../protocol/invalid-utf8.js';
 import type { ApiCaller } from './auth.js';
 import type { ServerApiConsume } from './config.js';
-import { defineTake, takeEntries } from './stream-take.js';
+import { defineTake, renewEntries, takeEntries } from './stream-take.js';
 import type { TakenEntry } from './stream-take.js';
 import { StreamWake } from './stream-wake.js';
 import type { ConsumerFigures } from './consumer-metrics.js';
@@ -24,8 +25,6 @@ const BROKER_CALLER: ApiCaller = Object.freeze({ kind: 'broker' });
 const POLL_MS = 50;
 /** How soon a read that failed (Redis unreachable) is tried again, in ms. */
 const RETRY_MS = 500;
-/** An entry a consumer took and did not acknowledge for this long is taken over (its node died). */
-const CLAIM_IDLE_MS = 60_000;
 
 type Answer = (text: string, caller: ApiCaller) => Promise<string | undefined>;
 
@@ -34,6 +33,8 @@ export interface ConsumerHandling {
   answer: Answer;
   /** The reply to a request refused (NATS, its queue full): `-32000 Server busy`. */
   busy: (text: string) => string;
+  /** `error` under each request's id of `text` (NATS: a reply too large to send as it is). */
+  failure: (text: string, error: ErrorObject) => string;
   /**
    * The largest request taken, in UTF-8 bytes (`serverApi.maxBodyBytes`, the bound HTTP bodies
    * get too): a larger one is refused unread, never handled.
@@ -116,14 +117,45 @@ async function handle(
 ): Promise<string | undefined> {
   try {
     const reply = await answer(text, BROKER_CALLER);
-    // Nobody may read a stream entry's answer: an error is worth a line in the log.
-    if (reply?.includes('"error"'))
-      logger.warn({ ...where, reply }, 'server API: a consumed request failed');
+    // Nobody may read a stream entry's answer: an error is worth a line in the log (its id,
+    // code and message; not the reply, which may be megabytes).
+    const errors = reply?.includes('"error"') ? errorsOf(reply) : [];
+    if (errors.length > 0) {
+      logger.warn(
+        { ...where, errors: errors.slice(0, LOGGED_ERRORS), failed: errors.length },
+        'server API: a consumed request failed',
+      );
+    }
     return reply;
   } catch (err) {
     logger.warn({ ...where, err }, 'server API: a consumed request could not be answered');
     return undefined;
   }
+}
+
+/** The most errors of one reply (a batch's) a log line names. */
+const LOGGED_ERRORS = 10;
+
+/** The errors a reply (ours: valid JSON, one response or a batch of them) holds: id, code, message. */
+function errorsOf(reply: string): { id: unknown; code: unknown; message: unknown }[] {
+  const parsed = JSON.parse(reply) as unknown;
+  const responses = (Array.isArray(parsed) ? parsed : [parsed]) as Record<string, unknown>[];
+  return responses.flatMap((response) => {
+    const error = response['error'] as Record<string, unknown> | undefined;
+    return error ? [{ id: response['id'], code: error['code'], message: error['message'] }] : [];
+  });
+}
+
+/**
+ * The error a NATS request gets in place of a reply larger than the server carries: handled,
+ * its reply could not be sent.
+ */
+function replyTooLarge(bytes: number, maxPayload: number): ErrorObject {
+  return {
+    code: ErrorCode.InternalError,
+    message: "The reply is larger than the NATS server's max_payload",
+    data: { reason: 'reply too large', bytes, maxPayload, handled: true },
+  };
 }
 
 /**
@@ -181,8 +213,14 @@ class Slots {
  * `request` is missing, holds more than `maxBytes`, or is not UTF-8, is logged and acknowledged
  * unhandled (a stream entry has nowhere to be answered); the first two never leave Redis (see
  * stream-take.ts): a read brings in at most one request of `maxBytes` per free slot. Entries
- * another consumer of the group took and left unacknowledged for CLAIM_IDLE_MS (its node died)
- * are taken over the same way, at start and every CLAIM_IDLE_MS.
+ * another consumer of the group took and left unacknowledged for `claimIdleMs` (its node died)
+ * are taken over the same way, at start and every `claimIdleMs`. The entries being handled here
+ * are marked not idle every third of it (renewEntries), so a request handled for longer is
+ * not taken over and run a second time; one taken again while it runs here runs once.
+ *
+ * A read whose reply the connection lost has left the entries it took pending for this
+ * consumer: after a lost connection or a failed read, the next read takes those again first
+ * (those being handled left out), so they run now and in the stream's order.
  *
  * At most `maxConcurrent` entries are handled at once, started in the stream's order: each read
  * asks for no more entries than there are free slots, and none is made while every slot is
@@ -193,9 +231,12 @@ class Slots {
  * command. Where Redis refuses that (or while its connection is being made again), the read is
  * made again POLL_MS later.
  *
- * The group goes with the stream (Redis restarted without persistence, the key deleted): a read
- * that finds it gone (NOGROUP) makes it again from the stream's start, so every entry written
- * since is handled. A read that fails otherwise is logged once per outage, and tried again
+ * The group is made from the stream's start when no other group reads the stream (entries
+ * written before any node started are handled), else from its end (startOfNewGroup). It goes
+ * with the stream (Redis restarted without persistence, the key deleted): a read that finds it
+ * gone (NOGROUP) makes it again after the last entry this node read when the stream still holds
+ * that entry, else from the stream's start, so every entry written since is handled
+ * (groupStartAfterLoss). A read that fails otherwise is logged once per outage, and tried again
  * every RETRY_MS. The consumer shows down (`up`, and its metric) from a lost connection or a
  * failed read until a read works again.
  */
@@ -219,7 +260,7 @@ async function consumeRedis(
   defineTake(redis);
   try {
     await redis.connect();
-    await createGroup(redis, stream, group, '$');
+    await createGroup(redis, stream, group, await startOfNewGroup(redis, stream));
   } catch (err) {
     redis.disconnect();
     throw err;
@@ -229,6 +270,22 @@ async function consumeRedis(
   const slots = new Slots(consume.maxConcurrent, figures);
   state.up = true;
   let closed = false;
+  /** Ids of the entries being handled here, from their take to their acknowledgement. */
+  const handling = new Set<string>();
+  /** The id of the last entry a read of new entries took (where a group made again starts). */
+  let lastRead: string | undefined;
+  /**
+   * A read's reply may have been lost with the connection, the entries it took left pending
+   * for this consumer: the next read takes them again first (takeEntries' `own`).
+   */
+  let recover = false;
+  const renewal = setInterval(() => {
+    if (handling.size === 0 || !connected) return;
+    renewEntries(redis, stream, group, consumer, handling).catch((err: unknown) =>
+      logger.debug({ err, stream }, 'server API: marking stream entries in progress failed'),
+    );
+  }, consume.claimIdleMs / 3);
+  renewal.unref();
   // Closing while Redis is away: what waits for it is given up (ioredis would hold it until
   // Redis is back, even once disconnected).
   let giveUp!: (err: Error) => void;
@@ -238,10 +295,15 @@ async function consumeRedis(
   // Commands wait while Redis is away (maxRetriesPerRequest: null), so a read does not fail
   // then: the lost connection is what shows the consumer down, until a read works again.
   let connected = true;
-  redis.on('ready', () => (connected = true));
+  redis.on('ready', () => {
+    connected = true;
+    // What a read lost with the connection took is read again now, not at the next write.
+    if (recover) wake.poke();
+  });
   redis.on('close', () => {
     if (!connected || closed) return;
     connected = false;
+    recover = true;
     state.up = false;
     figures.failures.disconnected++;
   });
@@ -273,14 +335,21 @@ async function consumeRedis(
     try {
       await orGivenUp(redis.xack(stream, group, id));
     } catch (err) {
-      // Left pending: XAUTOCLAIM hands it to a consumer again after CLAIM_IDLE_MS.
+      // Left pending: XAUTOCLAIM hands it to a consumer again after claimIdleMs.
       logger.warn({ err, stream, id }, 'server API: acknowledging a stream entry failed');
+    } finally {
+      handling.delete(id);
     }
   };
   const start = (entries: TakenEntry[]): void => {
     for (const entry of entries) {
       if ('refused' in entry) void handleEntry(entry);
-      else slots.run(() => handleEntry(entry));
+      // Taken again while handled here (a takeover of this node's own entry after a stall):
+      // it runs once; its acknowledgement ends both.
+      else if (!handling.has(entry.id)) {
+        handling.add(entry.id);
+        slots.run(() => handleEntry(entry));
+      }
     }
   };
   const pause = new Pause();
@@ -291,21 +360,33 @@ async function consumeRedis(
       await slots.freed();
       if (closed) break;
       try {
-        const claiming = Date.now() >= nextClaim;
-        if (claiming) nextClaim = Date.now() + CLAIM_IDLE_MS;
+        const recovering = recover;
+        recover = false;
+        const claiming = !recovering && Date.now() >= nextClaim;
+        if (claiming) nextClaim = Date.now() + consume.claimIdleMs;
         const count = slots.free;
         // Cleared before the read: a write it does not see wakes the wait below.
         wake.clear();
-        const taken = await orGivenUp(
-          takeEntries(redis, {
-            stream,
-            group,
-            consumer,
-            count,
-            maxBytes,
-            ...(claiming ? { claimIdleMs: CLAIM_IDLE_MS } : {}),
-          }),
-        );
+        let taken: TakenEntry[];
+        try {
+          taken = await orGivenUp(
+            takeEntries(redis, {
+              stream,
+              group,
+              consumer,
+              count,
+              maxBytes,
+              ...(claiming ? { claimIdleMs: consume.claimIdleMs } : {}),
+              ...(recovering ? { own: [...handling] } : {}),
+            }),
+          );
+        } catch (err) {
+          recover = true;
+          throw err;
+        }
+        if (!claiming && !recovering && taken.length > 0) lastRead = taken[taken.length - 1]!.id;
+        // A full read of its own entries may have left more behind: the next read goes on.
+        if (recovering && taken.length === count) recover = true;
         state.up = true;
         if (failures > 0) {
           logger.info({ stream, failures }, 'server API: reading the Redis stream again');
@@ -314,7 +395,7 @@ async function consumeRedis(
         start(taken);
         // A full takeover may have left more behind: the next round takes over again.
         if (claiming && taken.length === count) nextClaim = Date.now();
-        if (taken.length === 0 && !claiming) {
+        if (taken.length === 0 && !claiming && !recovering) {
           if (wake.watching) await wake.wait(Math.max(0, nextClaim - Date.now()));
           else await pause.for(POLL_MS);
         }
@@ -323,12 +404,16 @@ async function consumeRedis(
         let err = readErr;
         if (/NOGROUP/.test((err as Error).message)) {
           figures.failures.group_lost++;
-          logger.warn(
-            { stream, group },
-            'server API: the stream or its consumer group is gone; making the group again from the stream start',
-          );
           // One that cannot be made is a failed read: retried after RETRY_MS, not at once.
-          const made = await orGivenUp(createGroup(redis, stream, group, '0')).then(
+          const made = await orGivenUp(
+            groupStartAfterLoss(redis, stream, lastRead).then((from) => {
+              logger.warn(
+                { stream, group, from },
+                'server API: the stream or its consumer group is gone; making the group again',
+              );
+              return createGroup(redis, stream, group, from);
+            }),
+          ).then(
             () => true,
             (groupErr: unknown) => ((err = groupErr), false),
           );
@@ -363,9 +448,42 @@ async function consumeRedis(
       wake.close();
       await loop;
       await slots.settled();
+      clearInterval(renewal);
       if (redis.status === 'ready') await redis.quit().catch(() => redis.disconnect());
     },
   };
+}
+
+/**
+ * Where the group starts when this node makes it first: at the stream's start when no group
+ * reads the stream (or there is no stream yet): what backends wrote before any gateway started
+ * is requests too. At its end when another group reads it: the stream's entries are that
+ * group's (a group renamed in the configuration does not run them again).
+ */
+async function startOfNewGroup(redis: Redis, stream: string): Promise<'$' | '0'> {
+  try {
+    const groups = (await redis.xinfo('GROUPS', stream)) as unknown[];
+    return groups.length === 0 ? '0' : '$';
+  } catch (err) {
+    if (/no such key/i.test((err as Error).message)) return '0';
+    throw err;
+  }
+}
+
+/**
+ * Where a group found gone starts again: after the last entry this node read, when the stream
+ * still holds it (the group alone was deleted: what was handled before it is not run again);
+ * else at the stream's start (the stream went with it, Redis restarted without persistence: all
+ * it holds was written since).
+ */
+async function groupStartAfterLoss(
+  redis: Redis,
+  stream: string,
+  lastRead: string | undefined,
+): Promise<string> {
+  if (lastRead === undefined) return '0';
+  const still = await redis.xrange(stream, lastRead, lastRead);
+  return still.length > 0 ? lastRead : '0';
 }
 
 /** XGROUP CREATE … MKSTREAM from `from`; a group that exists already is left as it is. */
@@ -373,7 +491,7 @@ async function createGroup(
   redis: Redis,
   stream: string,
   group: string,
-  from: '$' | '0',
+  from: string,
 ): Promise<void> {
   try {
     await redis.xgroup('CREATE', stream, group, from, 'MKSTREAM');
@@ -443,10 +561,25 @@ async function consumeNats(
   type Taken = { text: string; msg: Message };
   const waiting = new Fifo<Taken>();
   let refused = 0;
-  const reply = (msg: Message, text: string): void => {
+  /**
+   * Send `text` to `msg`'s reply subject. A reply to `request` larger than the server takes
+   * (its max_payload; NATS would refuse it and the requester wait out its timeout) goes as
+   * an error under each request's id instead.
+   */
+  const reply = (msg: Message, text: string, request?: string): void => {
     // respond throws on a closed connection: logged, never an unhandled exception.
     try {
-      if (msg.reply) msg.respond(text);
+      if (!msg.reply) return;
+      const maxPayload = nc.info?.max_payload;
+      const bytes = maxPayload === undefined ? 0 : Buffer.byteLength(text);
+      if (request !== undefined && maxPayload !== undefined && bytes > maxPayload) {
+        figures.failures.reply_too_large++;
+        logger.warn(
+          { subject, bytes, maxPayload },
+          "server API: a reply over the NATS server's max_payload; sent as -32603 instead",
+        );
+        msg.respond(handling.failure(request, replyTooLarge(bytes, maxPayload)));
+      } else msg.respond(text);
     } catch (err) {
       logger.warn({ err, subject }, 'server API: could not reply');
     }
@@ -464,7 +597,7 @@ async function consumeNats(
     slots.run(async () => {
       const answer = await handle(text, handling.answer, logger, { subject });
       figures.consumed.handled++;
-      reply(msg, answer ?? '');
+      reply(msg, answer ?? '', text);
     });
   const subscription = nc.subscribe(subject, {
     queue: group,

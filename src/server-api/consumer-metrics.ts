@@ -3,7 +3,8 @@
 // handlers all held) and what it refuses:
 //   wsrpc_server_api_consumer_up{kind}                 1 while it reads its broker, else 0
 //   wsrpc_server_api_consumed_total{kind,outcome}      requests taken: handled, busy, too_large, invalid
-//   wsrpc_server_api_consumer_failures_total{kind,reason}  read, group_lost, disconnected, subscription
+//   wsrpc_server_api_consumer_failures_total{kind,reason}  read, group_lost, disconnected, subscription,
+//                                                      reply_too_large
 //   wsrpc_server_api_consumer_in_progress{kind}        requests being handled now
 //   wsrpc_server_api_consumer_queued{kind}             NATS: messages waiting on the node
 // The consumer moves plain numbers (ConsumerFigures); prom-client reads them when scraped.
@@ -22,12 +23,20 @@ export type ConsumedOutcome = 'handled' | 'busy' | 'too_large' | 'invalid';
 /**
  * Why the consumer could not read: `read` (a Redis read or group creation failed: Redis
  * unreachable, a command refused), `group_lost` (the stream's consumer group was gone and is
- * made again), `disconnected` (NATS connection lost), `subscription` (NATS subscription error).
+ * made again), `disconnected` (NATS connection lost), `subscription` (NATS subscription error),
+ * `reply_too_large` (NATS: a reply over the server's max_payload, sent as -32603 instead).
  */
-export type ConsumerFailure = 'read' | 'group_lost' | 'disconnected' | 'subscription';
+export type ConsumerFailure =
+  'read' | 'group_lost' | 'disconnected' | 'subscription' | 'reply_too_large';
 
 const OUTCOMES: readonly ConsumedOutcome[] = ['handled', 'busy', 'too_large', 'invalid'];
-const FAILURES: readonly ConsumerFailure[] = ['read', 'group_lost', 'disconnected', 'subscription'];
+const FAILURES: readonly ConsumerFailure[] = [
+  'read',
+  'group_lost',
+  'disconnected',
+  'subscription',
+  'reply_too_large',
+];
 
 /** One kind of consumer's figures on one registry (a server API started again shares them). */
 export class ConsumerFigures {

@@ -19,7 +19,8 @@ import { RefusalLog } from '../server/upgrade-rejection.js';
 import { apiAuthentication } from './auth.js';
 import type { ApiCaller } from './auth.js';
 import type { ServerApiConfig, ServerApiListen } from './config.js';
-import { busyReply } from './busy-reply.js';
+import { busyReply, failureReply } from './busy-reply.js';
+import type { ErrorObject } from '../protocol/types.js';
 import { startConsumer } from './consume.js';
 import type { Consumer } from './consume.js';
 import { consumerFigures } from './consumer-metrics.js';
@@ -236,6 +237,8 @@ async function openServerApi(
     ).answer(text);
 
   const busy = (text: string): string => busyReply(text, peers.parse);
+  const failure = (text: string, error: ErrorObject): string =>
+    failureReply(text, peers.parse, error);
 
   let closing = false;
   const inFlight = new Set<Promise<void>>();
@@ -326,6 +329,7 @@ async function openServerApi(
         {
           answer,
           busy,
+          failure,
           maxBytes: config.maxBodyBytes,
           figures: consumerFigures(gateway.metrics.registry, config.consume.kind),
         },

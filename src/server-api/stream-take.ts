@@ -12,14 +12,19 @@ export type TakenEntry =
   | { id: string; refused: 'no request field' }
   | { id: string; refused: 'too large'; bytes: number };
 
-// KEYS[1] the stream; ARGV: group, consumer, count, maxBytes, and the idle time in ms after
-// which another consumer's entries are taken over, or '' to read new entries. Entries are
-// read one at a time so the script itself holds one large entry at most at once. XAUTOCLAIM
-// names an entry deleted meanwhile as nil (Redis 6.2; false here) or apart (7.0): skipped.
+// KEYS[1] the stream; ARGV: group, consumer, count, maxBytes, then the mode: '' to read new
+// entries, 'own' to read again the entries this consumer took and has not acknowledged (their
+// ids after ARGV[6] left out: those it is handling), or the idle time in ms after which another
+// consumer's entries are taken over. Entries are read one at a time so the script itself holds
+// one large entry at most at once. XAUTOCLAIM names an entry deleted meanwhile as nil (Redis
+// 6.2; false here) or apart (7.0), and a read of the consumer's own entries as an entry
+// without fields: skipped (acknowledged, in the second case: nothing is left to handle).
 const TAKE_SCRIPT = `
 local stream, group, consumer = KEYS[1], ARGV[1], ARGV[2]
 local count, maxBytes, idle = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local taken, examined, cursor = {}, 0, '0-0'
+local skip = {}
+for i = 6, #ARGV do skip[ARGV[i]] = true end
 while examined < count do
   local entry
   if idle == '' then
@@ -27,6 +32,18 @@ while examined < count do
     if not read then break end
     entry = read[1][2][1]
     if not entry then break end
+  elseif idle == 'own' then
+    local read = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', 1, 'STREAMS', stream, cursor)
+    if not read then break end
+    entry = read[1][2][1]
+    if not entry then break end
+    cursor = entry[1]
+    if skip[cursor] then
+      entry = nil
+    elseif not entry[2] then
+      redis.call('XACK', stream, group, cursor)
+      entry = nil
+    end
   else
     local claimed = redis.call('XAUTOCLAIM', stream, group, consumer, idle, cursor, 'COUNT', 1)
     cursor = claimed[1]
@@ -48,27 +65,66 @@ while examined < count do
       taken[#taken + 1] = { id, 'ok', request }
     end
   end
-  if idle ~= '' and cursor == '0-0' then break end
+  if idle ~= '' and idle ~= 'own' and cursor == '0-0' then break end
 end
 return taken
 `;
 
+// KEYS[1] the stream; ARGV: group, consumer, then ids. Each id still pending for this consumer
+// is claimed by it again (JUSTID: its delivery count unchanged), which makes its idle time 0:
+// no other consumer takes it over while it is being handled. One taken over already (this node
+// stalled past the takeover's idle time) is left to its new consumer.
+const RENEW_SCRIPT = `
+local stream, group, consumer = KEYS[1], ARGV[1], ARGV[2]
+local renewed = 0
+for i = 3, #ARGV do
+  local pending = redis.call('XPENDING', stream, group, ARGV[i], ARGV[i], 1, consumer)
+  if pending[1] then
+    redis.call('XCLAIM', stream, group, consumer, 0, ARGV[i], 'JUSTID')
+    renewed = renewed + 1
+  end
+end
+return renewed
+`;
+
 const COMMAND = 'wsrpcTakeStreamEntries';
+const RENEW = 'wsrpcRenewStreamEntries';
 
 type RawEntry = [Buffer, Buffer, Buffer | number];
 type WithTake = Redis & {
   [K in `${typeof COMMAND}Buffer`]: (...args: (string | number)[]) => Promise<RawEntry[]>;
-};
+} & { [K in typeof RENEW]: (...args: string[]) => Promise<number> };
 
-/** Make `takeEntries` available on `redis` (EVALSHA, loading the script when Redis lacks it). */
+/**
+ * Make `takeEntries` and `renewEntries` available on `redis` (EVALSHA, loading the script when
+ * Redis lacks it).
+ */
 export function defineTake(redis: Redis): void {
   redis.defineCommand(COMMAND, { numberOfKeys: 1, lua: TAKE_SCRIPT });
+  redis.defineCommand(RENEW, { numberOfKeys: 1, lua: RENEW_SCRIPT });
 }
 
 /**
- * Read up to `count` new entries of `stream` for `consumer` of `group` or, with `claimIdleMs`,
- * take over up to `count` entries other consumers left unacknowledged that long. Rejects as
- * XREADGROUP does (NOGROUP when the stream or its group is gone).
+ * Make the idle time of `ids` 0 where they are still pending for `consumer` (they are being
+ * handled): a takeover waits for entries idle `claimIdleMs`, which a request handled longer
+ * would otherwise reach, and run a second time. Resolves with how many were.
+ */
+export function renewEntries(
+  redis: Redis,
+  stream: string,
+  group: string,
+  consumer: string,
+  ids: Iterable<string>,
+): Promise<number> {
+  return (redis as WithTake)[RENEW](stream, group, consumer, ...ids);
+}
+
+/**
+ * Read up to `count` new entries of `stream` for `consumer` of `group`; with `claimIdleMs`,
+ * take over up to `count` entries other consumers left unacknowledged that long; with `own`,
+ * read again up to `count` of the entries this consumer took and has not acknowledged, those
+ * in `own` left out (being handled: a read whose reply the connection lost took the others).
+ * Rejects as XREADGROUP does (NOGROUP when the stream or its group is gone).
  */
 export async function takeEntries(
   redis: Redis,
@@ -79,16 +135,19 @@ export async function takeEntries(
     count: number;
     maxBytes: number;
     claimIdleMs?: number;
+    own?: Iterable<string>;
   },
 ): Promise<TakenEntry[]> {
-  const { stream, group, consumer, count, maxBytes, claimIdleMs } = options;
+  const { stream, group, consumer, count, maxBytes, claimIdleMs, own } = options;
+  const mode = own ? 'own' : claimIdleMs === undefined ? '' : claimIdleMs;
   const raw = await (redis as WithTake)[`${COMMAND}Buffer`](
     stream,
     group,
     consumer,
     count,
     maxBytes,
-    claimIdleMs === undefined ? '' : claimIdleMs,
+    mode,
+    ...(own ?? []),
   );
   // Entry ids are ASCII (`<ms>-<seq>`).
   return raw.map(([id, kind, value]): TakenEntry => {

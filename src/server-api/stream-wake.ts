@@ -97,6 +97,11 @@ export class StreamWake {
     });
   }
 
+  /** End a wait under way as a write would: the consumer has something to read (see consume.ts). */
+  poke(): void {
+    this.signal();
+  }
+
   /** Disconnect at once: a wait under way ends. */
   close(): void {
     this.closed = true;

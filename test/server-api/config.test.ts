@@ -72,8 +72,13 @@ describe('resolveServerApiConfig', () => {
       group: 'wsrpc-gateway',
       url: undefined,
       maxConcurrent: 64,
+      claimIdleMs: 60_000,
       readiness: true,
     });
+    expect(
+      resolveServerApiConfig({ ...base, consume: { redisStream: 's', claimIdleMs: 1_000 } })
+        .consume,
+    ).toMatchObject({ kind: 'redis', claimIdleMs: 1_000 });
     expect(
       resolveServerApiConfig({
         ...base,
@@ -291,6 +296,16 @@ describe('resolveServerApiConfig', () => {
       'consume.readiness not a boolean',
       { ...base, consume: { redisStream: 'a', readiness: 'no' } },
       /^serverApi\.consume\.readiness must be true or false, not "no"$/,
+    ],
+    [
+      'consume.claimIdleMs below a second',
+      { ...base, consume: { redisStream: 'a', claimIdleMs: 999 } },
+      /^serverApi\.consume\.claimIdleMs must be an integer from 1000 to 86400000, not 999$/,
+    ],
+    [
+      'consume.claimIdleMs for a NATS subject',
+      { ...base, consume: { natsSubject: 'a', claimIdleMs: 5_000 } },
+      /^serverApi\.consume\.claimIdleMs applies to serverApi\.consume\.redisStream only: NATS keeps no unacknowledged request$/,
     ],
     [
       'consume.maxQueued for a Redis stream',

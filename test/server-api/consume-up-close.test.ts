@@ -57,6 +57,7 @@ async function relayedConsumer() {
         return Promise.resolve(undefined);
       },
       busy: () => '',
+      failure: () => '',
       maxBytes: 1 << 20,
       figures,
     },
