@@ -173,7 +173,7 @@ export class IncomingCalls<S> {
     // A synchronous handler is over before anything could cancel it: no bookkeeping needed.
     if (!isPromiseLike(result)) {
       settled('ok');
-      return successReply(call, result, version);
+      return this.successReply(call, result, version);
     }
     this.#track(call);
     if (this.closeInfo) call.abort(closedError(this.closeInfo)); // the handler closed the connection itself
@@ -182,7 +182,7 @@ export class IncomingCalls<S> {
         this.#finish(call);
         settled('ok');
         if (this.closeInfo) return undefined;
-        return successReply(call, value, version);
+        return this.successReply(call, value, version);
       },
       (err: unknown) => {
         this.#finish(call);
@@ -191,6 +191,11 @@ export class IncomingCalls<S> {
         return errorReply(call, err, version, this.config.exposeErrorDetails);
       },
     );
+  }
+
+  /** The reply to a call whose handler returned `result` (the server's writes a kept text). */
+  protected successReply(call: RunningCall<S>, result: unknown, version: ProtocolVersion): Reply {
+    return successReply(call, result, version);
   }
 
   #track(call: RunningCall<S>): void {

@@ -5,7 +5,9 @@ import type { Params, ProtocolVersion, RequestId } from '../protocol/types.js';
 import { IncomingCalls } from './incoming-calls.js';
 import type { Logger } from './logger.js';
 import type { Handler } from './method-registry.js';
+import type { RunningCall } from './handler-context.js';
 import type { CloseInfo, PeerConfig, PeerOptions } from './peer-options.js';
+import { keptResultText } from './result-text.js';
 import { failure, isPromiseLike } from './replies.js';
 import type { Reply } from './replies.js';
 
@@ -86,6 +88,18 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
       return encodeSuccessText(id, result, version);
     }
     return super.request(id, method, params, version, traceparent);
+  }
+
+  /** A result kept as its upstream wrote it goes as that text (result-text.ts). */
+  protected override successReply(
+    call: RunningCall<S>,
+    result: unknown,
+    version: ProtocolVersion,
+  ): Reply {
+    const text = call.aborted ? undefined : keptResultText(call, result);
+    if (text === undefined) return super.successReply(call, result, version);
+    const reply = encodeSuccessText(call.id ?? null, text, version);
+    return call.afterSend ? { text: reply, afterSend: call.afterSend } : reply;
   }
 
   override notification(method: string, params: Params | undefined): void {

@@ -34,6 +34,11 @@ const OPEN_BRACKET = 91;
  */
 const MAY_NOT_ROUND_TRIP = /\d[eE]|\.\d*0(?![\d"])|[\d.]{16}|0\.0{6}|-0(?![.\d])/;
 
+/** Whether `text` may hold a number JSON.stringify would write otherwise once parsed. */
+export function mayNotRoundTrip(text: string): boolean {
+  return MAY_NOT_ROUND_TRIP.test(text);
+}
+
 /** Each parsed params object holding a number that does not round-trip, with its text. */
 const kept = new WeakMap<object, string>();
 

@@ -1,6 +1,7 @@
 import { nanoid } from 'nanoid';
 import type { Logger } from '../peer/logger.js';
 import { logNoise } from '../peer/noise-log.js';
+import { keepResultText } from '../peer/result-text.js';
 import type { HandlerContext } from '../peer/handler-context.js';
 import type { Handler } from '../peer/method-registry.js';
 import type { Params } from '../protocol/types.js';
@@ -190,6 +191,9 @@ function routeHandler(
       const headers = identity.of(ctx.session, endpoint.name);
       headers['x-request-id'] = requestId;
       if (traceparent !== undefined) headers['traceparent'] = traceparent;
+      // The upstream's result as it wrote it, when it may hold a number JavaScript does not
+      // hold exactly: the client is sent that text (keepResultText), not a rewrite of it.
+      let resultText: string | undefined;
       const options = {
         signal: ctx.signal,
         timeoutMs,
@@ -198,12 +202,15 @@ function routeHandler(
         session: ctx.session,
         address: ctx.session.remoteAddress,
         user: ctx.session.user,
+        onResultText: (text: string) => (resultText = text),
       };
       if (ctx.id === undefined) {
         await endpoint.notify(ctx.method, params as Params | undefined, options);
         return undefined;
       }
-      return await endpoint.call(ctx.method, params as Params | undefined, options);
+      const result = await endpoint.call(ctx.method, params as Params | undefined, options);
+      if (resultText !== undefined) keepResultText(ctx, result, resultText);
+      return result;
     } catch (err) {
       span?.setError(err);
       if (!(err instanceof UpstreamError)) throw err;

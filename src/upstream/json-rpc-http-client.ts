@@ -108,7 +108,7 @@ export class JsonRpcHttpClient extends UpstreamEndpoint {
       if (!ok) throw new UpstreamError('unavailable', this.name, `status ${status}`);
       return undefined;
     }
-    return readReply(body, request.id, this.name, ok ? undefined : status);
+    return readReply(body, request.id, this.name, ok ? undefined : status, request.onResultText);
   }
 
   async close(): Promise<void> {

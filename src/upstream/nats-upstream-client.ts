@@ -95,7 +95,7 @@ export class NatsUpstreamClient extends UpstreamEndpoint {
       if (reply.data.length > maxReplyBytes) {
         throw new UpstreamError('unavailable', this.name, 'reply too large');
       }
-      return readReply(reply.data, request.id, this.name);
+      return readReply(reply.data, request.id, this.name, undefined, request.onResultText);
     } catch (err) {
       if (request.aborted || err instanceof UpstreamError || err instanceof JsonRpcError) throw err;
       const detail = err instanceof Error ? err.message : String(err);

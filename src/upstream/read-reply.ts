@@ -1,5 +1,7 @@
 import { JsonRpcError } from '../protocol/errors.js';
 import { strictUtf8 } from '../protocol/invalid-utf8.js';
+import { memberValueSpans } from '../protocol/json-members.js';
+import { mayNotRoundTrip } from '../protocol/params-text.js';
 import { safeJsonParse } from '../protocol/safe-json.js';
 import { isRecord } from '../peer/option-rules.js';
 import { UpstreamError } from './upstream-error.js';
@@ -14,12 +16,18 @@ const MAX_REPLY_DEPTH = 64;
  * the status. Bytes that are not UTF-8 are no JSON text (RFC 8259, section 8.1): -32011 too,
  * never a result with U+FFFD where the upstream's bytes were. It throws nothing else: a
  * JsonRpcError it throws goes to the client as it is.
+ *
+ * Parsing reads every number as a double, so the result written back for the client could say
+ * something else than the upstream did (12345678901234567890 as 12345678901234567000, 1e400 as
+ * null): when the reply may hold such a number, `onResultText` is given the result's text as
+ * the upstream wrote it, for the reply to carry that text instead (see keepResultText).
  */
 export function readReply(
   body: Uint8Array,
   id: number,
   upstream: string,
   status?: number,
+  onResultText?: (text: string) => void,
 ): unknown {
   const notResponse = (reason: string) =>
     new UpstreamError('unavailable', upstream, status === undefined ? reason : `status ${status}`);
@@ -49,5 +57,9 @@ export function readReply(
   }
   if (status !== undefined) throw notResponse('');
   if (!('result' in reply)) throw notResponse('a response with neither result nor error');
+  if (onResultText && mayNotRoundTrip(text)) {
+    const span = memberValueSpans(text, false, 'result')[0];
+    if (span) onResultText(text.slice(span[0], span[1]));
+  }
   return reply['result'];
 }

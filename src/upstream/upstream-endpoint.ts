@@ -19,6 +19,8 @@ export interface UpstreamRequest {
   readonly id: number | undefined;
   /** The request's own (the transport may add to it): identity, request id, deadline. */
   readonly headers: Record<string, string>;
+  /** UpstreamCallOptions.onResultText: the transport hands it to readReply. */
+  readonly onResultText: ((text: string) => void) | undefined;
   /** The attempt's timeout (its signal aborts then). */
   readonly timeoutMs: number;
   /** Aborted on the caller's cancel or the attempt's timeout (made when first read). */
@@ -55,6 +57,11 @@ export interface UpstreamCallOptions {
   headers?: Record<string, string>;
   /** Safe to send again after -32011 or -32012 (at most `retries` times). Default false. */
   idempotent?: boolean;
+  /**
+   * Given the text of the result as the upstream wrote it, when it may hold a number that
+   * JavaScript does not hold exactly (see readReply), to send the client that text.
+   */
+  onResultText?: (text: string) => void;
   /**
    * Whose share of the upstream the call takes (the client's session): at most
    * `maxConcurrentPerSession` calls of one session are in flight. None: only maxConcurrent.
@@ -430,6 +437,7 @@ export abstract class UpstreamEndpoint {
       headers,
       timeoutMs,
       slot,
+      options.onResultText,
     );
     slot.last = request;
     return new Promise<unknown>((resolve, reject) => {
@@ -529,6 +537,7 @@ class Attempt implements UpstreamRequest {
     readonly headers: Record<string, string>,
     readonly timeoutMs: number,
     private readonly slot: Slot,
+    readonly onResultText: ((text: string) => void) | undefined,
   ) {}
 
   get signal(): AbortSignal {

@@ -163,6 +163,13 @@ class Handler(BaseHTTPRequestHandler):
                 return {"cancelled": state["cancelled"].get(params.get("requestId"), False)}
         if method == "orders.fail":
             raise RpcError(params.get("code", 1001), params.get("message", "failed"), params.get("data"))
+        if method == "orders.ledger":
+            # Python's integers are exact at any size: the next account number, as JSON writes it.
+            account = params["account"]
+            result = {"account": account, "next": account + 1, "rate": params.get("rate")}
+            if params.get("negativeZero"):
+                result["zero"] = -0.0
+            return result
         if method == "orders.big":
             return "x" * int(params.get("bytes", 1024))
         if method == "orders.publish":
