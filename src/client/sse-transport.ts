@@ -547,6 +547,17 @@ export class SseSocket implements WebSocketLike {
         this.finish(1006, 'malformed session event');
         return false;
       }
+      // A resumed stream is this session's, going on after the last event read: another
+      // session (a proxy that dropped the session's headers), or a stream going on from
+      // elsewhere, would lose what this session sent unsaid. The connection is lost instead.
+      if (
+        this.readyState !== CONNECTING &&
+        (hello.session !== this.session?.session ||
+          String(hello.lastEventId) !== (this.lastEventId ?? '0'))
+      ) {
+        this.finish(1006, 'the resumed stream does not go on from this session');
+        return false;
+      }
       this.session = { session: hello.session, secret: hello.secret };
       if (this.readyState === CONNECTING) {
         // The first stream's events follow on from where its session event says. A resumed

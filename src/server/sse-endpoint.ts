@@ -182,6 +182,16 @@ export class SseEndpoint<C> {
         return sendText(res, 403, 'Origin not allowed\n');
       }
     }
+    // A resume that names no session (a proxy dropped its headers, an EventSource reopening a
+    // URL without them): a new session would go on as if it were the old one, whose messages
+    // after Last-Event-ID would be lost unsaid. Refused: the client learns its stream is lost.
+    if (opening && lastEventIdOf(req, url) !== undefined) {
+      return sendText(
+        res,
+        400,
+        `A resume names its session: ${SESSION_HEADER} and ${SECRET_HEADER}.\n`,
+      );
+    }
     if (opening) return this.open(req, res);
     if (req.method === 'OPTIONS') return preflight(req, res, origin);
     if (req.method !== 'GET' && req.method !== 'POST' && req.method !== 'DELETE') {
@@ -211,9 +221,10 @@ export class SseEndpoint<C> {
       return;
     }
     if (resuming) {
-      const last = header(req, 'last-event-id') ?? url.searchParams.get('lastEventId') ?? undefined;
-      const lastEventId = last === undefined ? undefined : Number(last);
-      if (lastEventId !== undefined && !Number.isSafeInteger(lastEventId)) {
+      const last = lastEventIdOf(req, url);
+      // Digits only: Number() would read "0x1", "1e0", " 1 " and "" (0) as ids too.
+      const lastEventId = last !== undefined && /^\d{1,16}$/.test(last) ? Number(last) : undefined;
+      if (last !== undefined && (lastEventId === undefined || !Number.isSafeInteger(lastEventId))) {
         refuseResume('resume-bad-id');
         return sendText(res, 400, 'Last-Event-ID must be an event id (an integer).\n');
       }
@@ -354,4 +365,9 @@ export class SseEndpoint<C> {
 function delay(ms: number): Promise<void> {
   if (ms <= 0) return Promise.resolve();
   return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}
+
+/** The Last-Event-ID a request carries: its header, or (EventSource cannot set one) its query. */
+function lastEventIdOf(req: IncomingMessage, url: URL): string | undefined {
+  return header(req, 'last-event-id') ?? url.searchParams.get('lastEventId') ?? undefined;
 }
