@@ -118,6 +118,30 @@ export interface SseSocketOptions {
    * (100 MiB unless given; 0 there: no bound), else 100 Mi (DEFAULT_MAX_EVENT_CHARS).
    */
   maxEventChars?: number;
+  /**
+   * A stream that brings nothing (no event, not the comment the gateway writes every 15 s) for
+   * this long is taken as dropped and resumed from the last event read: a connection that died
+   * without a word (a phone that changed networks) would otherwise hold the replies sent on it
+   * until the heartbeat, if any, gave the whole connection up. Default 45 000 (three of the
+   * gateway's comments, DEFAULT_MAX_SILENCE_MS); 0: no bound.
+   */
+  maxSilenceMs?: number;
+}
+
+/** Default of `maxSilenceMs`: three of the gateway's 15 s stream comments. */
+export const DEFAULT_MAX_SILENCE_MS = 45_000;
+
+/** What a read that met `maxSilenceMs` first gives instead of a chunk. */
+const SILENT = Symbol('silent');
+
+/** `read`, or SILENT once `ms` passed without it (`ms` 0: no bound). */
+function beforeSilence<T>(read: Promise<T>, ms: number): Promise<T | typeof SILENT> {
+  if (ms <= 0) return read;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const silent = new Promise<typeof SILENT>((resolve) => {
+    timer = setTimeout(resolve, ms, SILENT);
+  });
+  return Promise.race([read, silent]).finally(() => clearTimeout(timer));
 }
 
 /** How long the DELETE that tells the server of a close may take before it is given up. */
@@ -332,6 +356,7 @@ export class SseSocket implements WebSocketLike {
   private readonly fetch: typeof fetch;
   private readonly headers: Record<string, string>;
   private readonly maxEventChars: number;
+  private readonly maxSilenceMs: number;
   private session: { session: string; secret: string } | undefined;
   /**
    * The id of the last event read: where a resume starts. Before any, where the first stream
@@ -355,6 +380,7 @@ export class SseSocket implements WebSocketLike {
     this.headers = options?.headers ?? {};
     // createClient's maxMessageBytes, as it gives `ws` (0: no bound).
     const maxPayload = options?.maxPayload;
+    this.maxSilenceMs = sse.maxSilenceMs ?? DEFAULT_MAX_SILENCE_MS;
     this.maxEventChars =
       sse.maxEventChars ??
       (maxPayload === undefined ? DEFAULT_MAX_EVENT_CHARS : maxPayload || Infinity);
@@ -498,11 +524,16 @@ export class SseSocket implements WebSocketLike {
       const parser = new EventStreamParser(this.maxEventChars);
       for (;;) {
         // Only the read is the stream's: what the handlers throw is theirs (see onEvent).
-        let chunk: ReadableStreamReadResult<Uint8Array>;
+        let chunk: ReadableStreamReadResult<Uint8Array> | typeof SILENT;
         try {
-          chunk = await reader.read();
+          chunk = await beforeSilence(reader.read(), this.maxSilenceMs);
         } catch {
           break; // a dropped connection: resumed, while the socket is open
+        }
+        // Silent past maxSilenceMs: a connection that died unsaid, resumed as a dropped one.
+        if (chunk === SILENT) {
+          reader.cancel().catch(() => undefined);
+          break;
         }
         if (chunk.done || this.readyState >= CLOSING) break;
         const events = parser.push(decoder.decode(chunk.value, { stream: true }));

@@ -49,10 +49,12 @@ async function cuttingServer(
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     if (req.method !== 'GET') return void res.writeHead(202).end();
     streams++;
-    // The session event, as the gateway starts every stream (a resumed one too), then a cut.
+    // The session event, as the gateway starts every stream (a resumed one too: going on after
+    // the Last-Event-ID it names), then a cut.
+    const last = Number(req.headers['last-event-id'] ?? 0);
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     res.write(
-      `event: session\ndata: {"session":"n-1","secret":"s","lastEventId":0}\n\n${more(streams)}`,
+      `event: session\ndata: {"session":"n-1","secret":"s","lastEventId":${last}}\n\n${more(streams)}`,
       () => res.destroy(),
     );
   });
