@@ -40,6 +40,15 @@ const NO_RESPONDERS = 503;
  * the request ends (answered, cancelled, timed out, or refused by the NATS client before it
  * left): the NATS client lets go of it at once, and a late reply reaches no one (the inbox is
  * never reused, so it cannot be taken for another request's).
+ *
+ * The NATS client queues what is published and never pushes back: a slow or stalled link would
+ * hold request after request in it. So a request keeps its slot until the server has what was
+ * published before it (a `flush`, the server's PONG): a notification past its publish, a call
+ * given up (timed out, cancelled) past its abort; an answered call's request has arrived. A link
+ * that stalls thus holds at most `maxConcurrent` requests, and calls past them are refused
+ * (-32013). While the client is disconnected (reconnecting), a request is refused at once as not
+ * sent (-32011 `not connected`, retried where retries apply), not published into a queue the
+ * client throws away on reconnecting.
  */
 export class NatsUpstreamClient extends UpstreamEndpoint {
   /**
@@ -49,6 +58,10 @@ export class NatsUpstreamClient extends UpstreamEndpoint {
   protected override readonly keepsAbortedRequests = true;
   private link: Promise<{ nats: NatsModule; connection: NatsConnection }> | undefined;
   private closed = false;
+  /** The connection is lost and being made again: nothing published now would be sent. */
+  private down = false;
+  /** Those waiting for the connection to be lost (see flushed). */
+  private onDown: (() => void)[] = [];
 
   constructor(private readonly natsOptions: NatsUpstreamClientOptions) {
     super(natsOptions);
@@ -67,11 +80,39 @@ export class NatsUpstreamClient extends UpstreamEndpoint {
         maxReconnectAttempts: -1,
       });
       if (this.closed) await connection.close();
+      void this.watch(connection);
       return { nats, connection };
     })();
     // A failed first connect is tried again by the next call.
     this.link.catch(() => (this.link = undefined));
     return this.link;
+  }
+
+  /** Follow the connection's state (`down` while it is being made again). */
+  private async watch(connection: NatsConnection): Promise<void> {
+    for await (const status of connection.status()) {
+      if (status.type === 'disconnect') {
+        this.down = true;
+        for (const wake of this.onDown.splice(0)) wake();
+      } else if (status.type === 'reconnect') this.down = false;
+    }
+  }
+
+  /**
+   * Resolves once the server has everything published so far (a PING answered), or the
+   * connection is lost: till then, what was published may still be in the client's queue. Lost,
+   * nothing more is published until it is back (`down` refuses requests), so the queue cannot
+   * grow meanwhile (and the client lets go of it on reconnecting).
+   */
+  private flushed(connection: NatsConnection): Promise<void> {
+    if (this.down) return Promise.resolve();
+    let wake!: () => void;
+    const lost = new Promise<void>((resolve) => (wake = resolve));
+    this.onDown.push(wake);
+    return Promise.race([connection.flush().catch(() => undefined), lost]).finally(() => {
+      const at = this.onDown.indexOf(wake);
+      if (at >= 0) this.onDown.splice(at, 1);
+    });
   }
 
   protected async attempt(request: UpstreamRequest): Promise<unknown> {
@@ -82,6 +123,9 @@ export class NatsUpstreamClient extends UpstreamEndpoint {
       const detail = err instanceof Error ? err.message : String(err);
       throw new UpstreamError('unavailable', this.name, 'not connected', detail, true);
     }
+    if (this.down) {
+      throw new UpstreamError('unavailable', this.name, 'not connected', 'reconnecting', true);
+    }
     const headers = link.nats.headers();
     for (const [name, value] of Object.entries(request.headers)) headers.set(name, value);
     const payload = requestText(request);
@@ -89,6 +133,8 @@ export class NatsUpstreamClient extends UpstreamEndpoint {
     try {
       if (request.id === undefined) {
         link.connection.publish(subject, payload, { headers });
+        const letGo = request.keepAfterAnswer();
+        void this.flushed(link.connection).then(letGo);
         return undefined;
       }
       const reply = await this.exchange(link, payload, headers, request);
@@ -133,12 +179,20 @@ export class NatsUpstreamClient extends UpstreamEndpoint {
           } else resolve(msg);
         },
       });
-      // Closed without a reply (the connection closed, the server dropped the subscription).
+      let givenUp = false;
+      // Closed without a reply (the connection closed, the server dropped the subscription);
+      // not the close the abort makes, whose attempt settles once flushed.
       void subscription.closed.then(
-        (err) => reject(err ?? new Error('reply subscription closed without a reply')),
-        reject,
+        (err) => givenUp || reject(err ?? new Error('reply subscription closed without a reply')),
+        (err: unknown) => givenUp || reject(err as Error),
       );
-      request.onAbort(fail);
+      // Given up, the request may still be in the client's queue: the attempt settles (and its
+      // slot is let go) once the server has it, the caller answered at once all the same.
+      request.onAbort((reason) => {
+        givenUp = true;
+        if (!subscription.isClosed()) subscription.unsubscribe();
+        void this.flushed(link.connection).then(() => reject(reason as Error));
+      });
       try {
         link.connection.publish(this.natsOptions.subject, payload, { headers, reply: inbox });
       } catch (err) {
