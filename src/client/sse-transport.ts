@@ -128,6 +128,9 @@ export interface SseSocketOptions {
   maxSilenceMs?: number;
 }
 
+/** The shortest interval of keepalive POSTs, whatever a server asks. */
+const MIN_KEEPALIVE_MS = 100;
+
 /** Default of `maxSilenceMs`: three of the gateway's 15 s stream comments. */
 export const DEFAULT_MAX_SILENCE_MS = 45_000;
 
@@ -365,6 +368,9 @@ export class SseSocket implements WebSocketLike {
   private lastEventId = '0';
   private readonly abort = new AbortController();
   private posting: Promise<void> = Promise.resolve();
+  /** Sent a POST since the keepalive ticker last looked. */
+  private posted = false;
+  private keepalive: ReturnType<typeof setInterval> | undefined;
   private queuedBytes = 0;
 
   constructor(
@@ -398,6 +404,7 @@ export class SseSocket implements WebSocketLike {
       return;
     }
     const session = this.session!;
+    this.posted = true;
     this.queuedBytes += data.length;
     this.posting = this.posting.then(async () => {
       try {
@@ -496,7 +503,7 @@ export class SseSocket implements WebSocketLike {
     let upAt = 0;
     let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
     try {
-      const res = await this.fetch(this.url, {
+      const res = await this.fetch(this.session ? this.url : this.openingUrl(), {
         headers,
         credentials: 'include',
         signal: this.abort.signal,
@@ -590,6 +597,10 @@ export class SseSocket implements WebSocketLike {
         return false;
       }
       this.session = { session: hello.session, secret: hello.secret };
+      const every = (hello as { keepaliveMs?: unknown }).keepaliveMs;
+      if (this.keepalive === undefined && typeof every === 'number' && every > 0) {
+        this.keepAlive(every);
+      }
       if (this.readyState === CONNECTING) {
         // The first stream's events follow on from where its session event says. A resumed
         // stream's session event says where that stream goes on, not what this socket has
@@ -624,8 +635,50 @@ export class SseSocket implements WebSocketLike {
     }
   }
 
+  /**
+   * The opening GET's URL: it asks the gateway to expect word from this client (its keepalives,
+   * below), so that the session can be given up once this client is gone without a word. A
+   * query parameter, not a header: a GET with no header of its own needs no CORS preflight.
+   */
+  private openingUrl(): string {
+    const url = new URL(this.url);
+    url.searchParams.set('keepalive', '1');
+    return url.href;
+  }
+
+  /**
+   * Be heard from at least every `everyMs` (the gateway's keepaliveMs): every half of it, a POST
+   * with the keepalive header and no body unless a message was POSTed since the last look.
+   */
+  private keepAlive(everyMs: number): void {
+    this.keepalive = setInterval(
+      () => {
+        const session = this.session;
+        if (this.posted || this.readyState !== OPEN || !session) {
+          this.posted = false;
+          return;
+        }
+        this.fetch(this.url, {
+          method: 'POST',
+          headers: {
+            'x-wsrpc-session': session.session,
+            'x-wsrpc-secret': session.secret,
+            'x-wsrpc-keepalive': '1',
+          },
+          credentials: 'include',
+          signal: this.abort.signal,
+        }).then(
+          (res) => res.body?.cancel(),
+          () => undefined, // a connection lost: the stream tells, and is resumed
+        );
+      },
+      Math.max(MIN_KEEPALIVE_MS, everyMs / 2),
+    );
+  }
+
   private finish(code: number, reason: string): void {
     if (this.readyState === CLOSED) return;
+    clearInterval(this.keepalive);
     const opened = this.readyState !== CONNECTING;
     this.readyState = CLOSED;
     this.abort.abort();

@@ -526,6 +526,7 @@ export class Gateway<C = unknown> {
           restricted: http.allowedOrigins !== undefined,
         },
         limits: this.limits,
+        keepaliveMs: config.timing.heartbeatIntervalMs,
         logger: this.logger,
         counters: this.metrics.countersFor('sse'),
         bodyTimedOut: (remoteAddress) => {

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { CloseCode } from '../transport/transport.js';
 import type { ServerTransport } from '../transport/transport.js';
+import { SseTransport } from '../transport/sse-transport.js';
 import { WsTransport } from '../transport/ws-transport.js';
 
 /** Why the heartbeat ended a connection. */
@@ -14,6 +15,11 @@ export interface Watched {
 
 /** An interval is cut into at most this many slices... */
 const MAX_SLICES = 100;
+/**
+ * Visits in a row an event stream's client that asked for keepalives may go unheard before it is
+ * given up: it is heard at least every half interval (SseSocket), so three is a margin of two.
+ */
+const SSE_UNHEARD_VISITS = 3;
 /** ...each at least this long (so short intervals, as tests use, are one slice). */
 const MIN_SLICE_MS = 100;
 /**
@@ -134,6 +140,19 @@ export class Heartbeat<K = string, W extends Watched = Watched> {
       this.onDead('not-reading');
       if (transport instanceof WsTransport) transport.socket.terminate();
       else entry.close(CloseCode.PolicyViolation, 'not reading');
+      return;
+    }
+    // An event stream's client that said it would be heard from every interval (its keepalive):
+    // given up after three visits in a row without a word, as a WebSocket that misses a pong.
+    // Its TCP connection alone could hold it for a quarter of an hour past its going.
+    if (transport instanceof SseTransport && transport.keepaliveMs > 0) {
+      if (transport.heard) {
+        transport.heard = false;
+        transport.unheardVisits = 0;
+      } else if (++transport.unheardVisits >= SSE_UNHEARD_VISITS) {
+        this.onDead('missed-pong');
+        entry.close(CloseCode.GoingAway, 'no word from the client');
+      }
       return;
     }
     // TCP and stdio have no ping frame (their clients send rpc.ping); HTTP exchanges are brief.

@@ -19,6 +19,13 @@ export const SECRET_HEADER = 'x-wsrpc-secret';
 
 /** A comment on the event stream this often (proxies time out streams that go quiet). */
 const HEARTBEAT_MS = 15_000;
+/**
+ * On a session's opening GET (or `keepalive=1`): its client will be heard from at least every
+ * `keepaliveMs` the session event names (POSTs, resumes, or a POST with this header and no
+ * body), and the heartbeat may give the session up when it is not (a client gone without a
+ * word, its TCP connection left to time out). On a POST: that keepalive, answered 204.
+ */
+export const KEEPALIVE_HEADER = 'x-wsrpc-keepalive';
 
 /**
  * How often one session's stream may be resumed: RESUME_BURST at once, then RESUMES_PER_SECOND.
@@ -37,6 +44,7 @@ const CLIENT_HEADERS = [
   'last-event-id',
   SESSION_HEADER,
   SECRET_HEADER,
+  KEEPALIVE_HEADER,
 ] as const;
 
 /** Which pages on other origins may use the route (GatewayOptions.allowedOrigins). */
@@ -54,6 +62,11 @@ export interface SseEndpointDeps<C> {
   intake: Pick<ConnectionIntake<C>, 'acceptEventStream' | 'holdEventStream'>;
   origins: SseOrigins;
   limits: Required<GatewayLimits>;
+  /**
+   * How often a session whose client asks for it (KEEPALIVE_HEADER on its opening GET) must be
+   * heard from: the heartbeat's interval (0: the heartbeat is off, nothing asked).
+   */
+  keepaliveMs: number;
   logger: Logger;
   counters: { messagesIn: number; messagesOut: number };
   /** Told of a POST body that did not arrive in time (answered 408). */
@@ -192,7 +205,7 @@ export class SseEndpoint<C> {
         `A resume names its session: ${SESSION_HEADER} and ${SECRET_HEADER}.\n`,
       );
     }
-    if (opening) return this.open(req, res);
+    if (opening) return this.open(req, res, url);
     if (req.method === 'OPTIONS') return preflight(req, res, origin);
     if (req.method !== 'GET' && req.method !== 'POST' && req.method !== 'DELETE') {
       res.setHeader('allow', 'GET, POST, DELETE, OPTIONS');
@@ -213,6 +226,15 @@ export class SseEndpoint<C> {
       refuseResume('resume-unknown');
       closeUnread(req, res);
       return noSession(res);
+    }
+    // Anything that names the session, with its secret, is word from its client.
+    transport.heard = true;
+    if (req.method === 'POST' && header(req, KEEPALIVE_HEADER) !== undefined) {
+      // A keepalive: nothing for the session to read, answered at once.
+      closeUnread(req, res);
+      res.writeHead(204, { 'cache-control': 'no-store' });
+      res.end();
+      return;
     }
     if (req.method === 'DELETE') {
       res.writeHead(204, { 'cache-control': 'no-store' });
@@ -328,7 +350,7 @@ export class SseEndpoint<C> {
     else transport.receive(body);
   }
 
-  private async open(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  private async open(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
     let opened: SseTransport | undefined;
     const session = await this.deps.intake.acceptEventStream(req, res, () => {
       const transport = new SseTransport(
@@ -344,6 +366,12 @@ export class SseEndpoint<C> {
       );
       this.sessions.set(transport.sessionId, transport);
       this.resumes.set(transport.sessionId, new TokenBucket(this.resumeRate));
+      if (
+        header(req, KEEPALIVE_HEADER) !== undefined ||
+        url.searchParams.get('keepalive') === '1'
+      ) {
+        transport.keepaliveMs = this.deps.keepaliveMs;
+      }
       opened = transport;
       return transport;
     });

@@ -144,6 +144,16 @@ export class SseTransport implements ServerTransport, BudgetMember {
    * what `refuse` takes a token of. Undefined: no limit.
    */
   admit: { take(): boolean } | undefined = undefined;
+  /**
+   * How often its client said it will be heard from (the opening GET's keepalive header), told
+   * to it in each session event; 0: it did not say. The heartbeat gives up a session that said
+   * and then was not heard from at three visits in a row (see Heartbeat).
+   */
+  keepaliveMs = 0;
+  /** Its client was heard from (a request naming the session) since the heartbeat last looked. */
+  heard = true;
+  /** Heartbeat visits in a row its client was not heard from at. */
+  unheardVisits = 0;
 
   constructor(
     /** The session's id and secret, told to the client in each stream's first event. */
@@ -251,6 +261,7 @@ export class SseTransport implements ServerTransport, BudgetMember {
       session: this.sessionId,
       secret: this.secret,
       lastEventId: seen,
+      ...(this.keepaliveMs > 0 ? { keepaliveMs: this.keepaliveMs } : {}),
     });
     res.write(eventText(undefined, hello, 'session'));
     if (seen < this.lastEventId) {
