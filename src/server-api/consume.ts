@@ -449,7 +449,15 @@ async function consumeRedis(
       await loop;
       await slots.settled();
       clearInterval(renewal);
-      if (redis.status === 'ready') await redis.quit().catch(() => redis.disconnect());
+      if (redis.status === 'ready') {
+        // Each start reads as a consumer of its own: one left in the group for every start
+        // before would pile up. Deleted only while it holds no entry (deleting a consumer drops
+        // its unacknowledged entries from the group, which no takeover would then find).
+        await leaveGroup(redis, stream, group, consumer).catch((err: unknown) =>
+          logger.debug({ err, stream }, 'server API: leaving the consumer group failed'),
+        );
+        await redis.quit().catch(() => redis.disconnect());
+      }
     },
   };
 }
@@ -484,6 +492,17 @@ async function groupStartAfterLoss(
   if (lastRead === undefined) return '0';
   const still = await redis.xrange(stream, lastRead, lastRead);
   return still.length > 0 ? lastRead : '0';
+}
+
+/** Delete `consumer` from the group when it holds no unacknowledged entry. */
+async function leaveGroup(
+  redis: Redis,
+  stream: string,
+  group: string,
+  consumer: string,
+): Promise<void> {
+  const held = (await redis.xpending(stream, group, '-', '+', 1, consumer)) as unknown[];
+  if (held.length === 0) await redis.xgroup('DELCONSUMER', stream, group, consumer);
 }
 
 /** XGROUP CREATE … MKSTREAM from `from`; a group that exists already is left as it is. */

@@ -152,6 +152,23 @@ describe.skipIf(!redisUp && !mustRun)('the Redis stream consumer: each entry onc
     );
   });
 
+  it('a consumer that closes leaves the group: consumers do not pile up start after start', async () => {
+    const stream = newStream();
+    const ran: number[] = [];
+    for (let start = 1; start <= 3; start++) {
+      const started = await consumer(stream, ran);
+      await admin!.xadd(stream, '*', 'request', request(start));
+      await waitFor(() => ran.length === start, `entry ${start} run`);
+      await waitFor(
+        async () => ((await admin!.xpending(stream, 'wsrpc-gateway')) as [number])[0] === 0,
+        'acknowledged',
+      );
+      await started.close();
+    }
+    expect(ran).toEqual([1, 2, 3]);
+    expect(await admin!.xinfo('CONSUMERS', stream, 'wsrpc-gateway')).toEqual([]);
+  });
+
   it('a request handled for longer than claimIdleMs is marked not idle, and runs once on two nodes', async () => {
     const stream = newStream();
     const ran: number[] = [];
