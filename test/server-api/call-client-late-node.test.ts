@@ -11,14 +11,11 @@
  * real gateways sharing Redis, and NATS. The model (fast-check) draws the delay on both sides
  * of the window, and the invariant must hold wherever it lands.
  */
-import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import type { Broker } from '../../src/pubsub/broker.js';
-import { NatsBroker } from '../../src/pubsub/nats-broker.js';
-import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import type { Gateway } from '../../src/server/gateway.js';
-import { NATS_URL, REDIS_URL, deleteNatsStreams, deleteRedisKeys } from '../support/brokers.js';
+import { TestBrokers } from '../support/brokers.js';
+import type { BrokerKind as Kind } from '../support/brokers.js';
 import { canConnect } from '../support/network.js';
 import { waitFor } from '../support/waiting.js';
 import { ApiResources, asUser, post, userOptions } from './support.js';
@@ -27,25 +24,17 @@ const mustRun = process.env['CI'] === 'true';
 const redisUp = await canConnect(6379);
 const natsUp = await canConnect(4222);
 const res = new ApiResources();
-const brokers: Broker[] = [];
-const prefixes: { kind: Kind; prefix: string }[] = [];
+const brokers = new TestBrokers();
 
 /** The asker's window for a node to say it has the session (serverApi.countWindowMs). */
 const WINDOW_MS = 100;
 
 afterEach(async () => {
   await res.cleanup();
-  await Promise.all(brokers.splice(0).map((broker) => broker.close()));
+  await brokers.closeAll();
 });
 
-afterAll(async () => {
-  for (const { kind, prefix } of prefixes) {
-    if (kind === 'redis') await deleteRedisKeys(REDIS_URL, prefix).catch(() => 0);
-    else await deleteNatsStreams(prefix).catch(() => 0);
-  }
-});
-
-type Kind = 'redis' | 'nats';
+afterAll(() => brokers.deleteAll());
 
 /** What node B's channel is given, and how: `call` messages delayed by `delayMs`, some dropped. */
 interface Slowness {
@@ -72,15 +61,6 @@ function slowChannel(gateway: Pick<Gateway<unknown>, 'openNodeChannel'>, slow: S
     });
 }
 
-async function newBroker(kind: Kind, prefix: string): Promise<Broker> {
-  const broker =
-    kind === 'redis'
-      ? await RedisBroker.create({ url: REDIS_URL, prefix: `${prefix}:` })
-      : await NatsBroker.connect({ servers: NATS_URL, prefix, timeoutMs: 2_000 });
-  brokers.push(broker);
-  return broker;
-}
-
 /**
  * Node A (asked), node B (slow as `slow` says), each with a client of user "ann" whose method
  * `where` counts its calls.
@@ -90,12 +70,11 @@ const prefixByGateway = new WeakMap<object, string>();
 const prefixOf = (gateway: object): string => prefixByGateway.get(gateway)!;
 
 async function twoNodes(kind: Kind, slow: Slowness, settingsOfB: Record<string, unknown> = {}) {
-  const prefix = `wsrpclate${randomBytes(5).toString('hex')}`;
-  prefixes.push({ kind, prefix });
+  const prefix = brokers.prefix(kind, 'wsrpclate');
   const calls = { a: 0, b: 0 };
   const nodes = [];
   for (const name of ['a', 'b'] as const) {
-    const running = await res.gateway(userOptions(await newBroker(kind, prefix)));
+    const running = await res.gateway(userOptions(await brokers.open(kind, prefix)));
     prefixByGateway.set(running.gateway, prefix);
     if (name === 'b') slowChannel(running.gateway, slow);
     const api = await res.api(running.gateway, {
@@ -186,7 +165,7 @@ for (const kind of ['redis', 'nats'] as const) {
       // Node C speaks as a node of the version before holding did: its requests carry no
       // `confirm`, and it calls its clients as soon as it hears a request, saying `calling`
       // without `from`.
-      const c = await res.gateway(userOptions(await newBroker(kind, prefixOf(a.gateway))));
+      const c = await res.gateway(userOptions(await brokers.open(kind, prefixOf(a.gateway))));
       const heardByC: Record<string, unknown>[] = [];
       const channel = await c.gateway.openNodeChannel((body) => {
         const message = body as Record<string, unknown>;

@@ -6,11 +6,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import type { Broker } from '../../src/pubsub/broker.js';
-import { NatsBroker } from '../../src/pubsub/nats-broker.js';
-import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import type { ServerApi } from '../../src/server-api/index.js';
-import { NATS_URL, REDIS_URL, deleteNatsStreams, deleteRedisKeys } from '../support/brokers.js';
+import { TestBrokers } from '../support/brokers.js';
+import type { BrokerKind as Kind } from '../support/brokers.js';
 import { canConnect } from '../support/network.js';
 import { sleep } from '../support/promises.js';
 import { Resources } from '../support/resources.js';
@@ -21,40 +19,22 @@ const mustRun = process.env['CI'] === 'true';
 const redisUp = await canConnect(6379);
 const natsUp = await canConnect(4222);
 const res = new Resources();
-const brokers: Broker[] = [];
+const brokers = new TestBrokers();
 const apis: ServerApi[] = [];
-const prefixes: { kind: Kind; prefix: string }[] = [];
 
 afterEach(async () => {
   await Promise.all(apis.splice(0).map((api) => api.close()));
   await res.cleanup();
-  await Promise.all(brokers.splice(0).map((broker) => broker.close()));
+  await brokers.closeAll();
 });
 
-afterAll(async () => {
-  for (const { kind, prefix } of prefixes) {
-    if (kind === 'redis') await deleteRedisKeys(REDIS_URL, prefix).catch(() => 0);
-    else await deleteNatsStreams(prefix).catch(() => 0);
-  }
-});
-
-type Kind = 'redis' | 'nats';
-
-async function newBroker(kind: Kind, prefix: string): Promise<Broker> {
-  const broker =
-    kind === 'redis'
-      ? await RedisBroker.create({ url: REDIS_URL, prefix: `${prefix}:` })
-      : await NatsBroker.connect({ servers: NATS_URL, prefix, timeoutMs: 2_000 });
-  brokers.push(broker);
-  return broker;
-}
+afterAll(() => brokers.deleteAll());
 
 async function twoNodes(kind: Kind) {
-  const prefix = `wsrpcapi${randomBytes(5).toString('hex')}`;
-  prefixes.push({ kind, prefix });
+  const prefix = brokers.prefix(kind, 'wsrpcapi');
   const nodes = [];
   for (let i = 0; i < 2; i++) {
-    const running = await res.gateway(userOptions(await newBroker(kind, prefix)));
+    const running = await res.gateway(userOptions(await brokers.open(kind, prefix)));
     running.gateway.topic('news');
     const api = await startApi(running.gateway);
     apis.push(api);

@@ -1,6 +1,9 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect as connectNats } from '@nats-io/transport-node';
 import { Redis } from 'ioredis';
+import type { Broker } from '../../src/pubsub/broker.js';
+import { NatsBroker } from '../../src/pubsub/nats-broker.js';
+import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 
 export const REDIS_URL = 'redis://127.0.0.1:6379';
 
@@ -83,5 +86,42 @@ export async function natsLastSeq(stream: string): Promise<number> {
     return (await jsm.streams.info(stream)).state.last_seq;
   } finally {
     await nc.close();
+  }
+}
+
+/**
+ * The brokers a test file opens on the shared Redis and NATS, each set under a prefix of its own:
+ * `open` one, `closeAll` after each test, `deleteAll` (the prefixes' keys and streams) after the
+ * file.
+ */
+export class TestBrokers {
+  private readonly opened: Broker[] = [];
+  private readonly prefixes: { kind: BrokerKind; prefix: string }[] = [];
+
+  /** A fresh prefix starting with `stem`, deleted by deleteAll. */
+  prefix(kind: BrokerKind, stem: string): string {
+    const prefix = `${stem}${Math.random().toString(16).slice(2, 12)}`;
+    this.prefixes.push({ kind, prefix });
+    return prefix;
+  }
+
+  async open(kind: BrokerKind, prefix: string): Promise<Broker> {
+    const broker =
+      kind === 'redis'
+        ? await RedisBroker.create({ url: REDIS_URL, prefix: `${prefix}:` })
+        : await NatsBroker.connect({ servers: NATS_URL, prefix, timeoutMs: 2_000 });
+    this.opened.push(broker);
+    return broker;
+  }
+
+  async closeAll(): Promise<void> {
+    await Promise.all(this.opened.splice(0).map((broker) => broker.close()));
+  }
+
+  async deleteAll(): Promise<void> {
+    for (const { kind, prefix } of this.prefixes.splice(0)) {
+      if (kind === 'redis') await deleteRedisKeys(REDIS_URL, prefix).catch(() => 0);
+      else await deleteNatsStreams(prefix).catch(() => 0);
+    }
   }
 }
