@@ -502,13 +502,12 @@ export class NodeRequests {
         return this.heardCalling(body);
       case 'go':
       case 'drop': {
-        const held = this.held.get(body.id);
-        if (held?.call.from !== body.from) return;
-        this.held.delete(body.id);
-        clearTimeout(held.expiry);
-        if (body.t === 'drop') return;
-        if (this.closing) return this.refuse(held);
-        for (const session of held.sessions) this.serve(session, held.call, held.timeoutMs);
+        // Only its asker ends a hold; once closing, none is left (close refused them).
+        if (this.held.get(body.id)?.call.from !== body.from) return;
+        const held = this.takeHeld(body.id)!;
+        if (body.t === 'go') {
+          for (const session of held.sessions) this.serve(session, held.call, held.timeoutMs);
+        }
         return;
       }
       case 'answer': {
@@ -598,18 +597,20 @@ export class NodeRequests {
     });
   }
 
-  /** A held call not to be made (the server API closes): -32011 to its asker for each session. */
-  private refuseHeld(id: string): void {
+  /** A held call, out of the table and its expiry cleared. */
+  private takeHeld(id: string): HeldCall | undefined {
     const held = this.held.get(id);
-    if (!held) return;
+    if (!held) return undefined;
     this.held.delete(id);
     clearTimeout(held.expiry);
-    this.refuse(held);
+    return held;
   }
 
-  private refuse(held: HeldCall): void {
-    for (const session of held.sessions) {
-      void this.answerBack(held.call, { sessionId: session.id, error: apiClosed(session.id) });
+  /** A held call not to be made (the server API closes): -32011 to its asker for each session. */
+  private refuseHeld(id: string): void {
+    const held = this.takeHeld(id);
+    for (const session of held?.sessions ?? []) {
+      void this.answerBack(held!.call, { sessionId: session.id, error: apiClosed(session.id) });
     }
   }
 
