@@ -668,8 +668,10 @@ export class SseSocket implements WebSocketLike {
           credentials: 'include',
           signal: this.abort.signal,
         }).then(
-          (res) => res.body?.cancel(),
-          () => undefined, // a connection lost: the stream tells, and is resumed
+          // Nothing to read: the body let go; neither it nor a connection lost is the
+          // application's (the stream tells of a lost connection, and is resumed).
+          (res) => res.body?.cancel().catch(() => undefined),
+          () => undefined,
         );
       },
       Math.max(MIN_KEEPALIVE_MS, everyMs / 2),
