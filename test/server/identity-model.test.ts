@@ -240,6 +240,8 @@ class StartSlowCall implements Command {
     const reply = real.peer.request('slow');
     if (m.phase === 'authenticated') {
       m.inFlight++;
+      // Awaited by ReleaseCall; a sequence that fails first leaves it unawaited, not unhandled.
+      reply.catch(() => undefined);
       this.replies.push(reply);
       const started = real.slowStarted + 1;
       await until(() => real.slowStarted >= started, 'the slow call on the server');
@@ -320,7 +322,9 @@ class AnswerTokenRequest implements Command {
     ask.answered = true;
     const call = real.peer.serverCalls.filter((c) => c.method === 'rpc.token')[index]!;
     // The server gave up on the request at the expiry it named: a late answer changes nothing.
-    const heard = m.now < ask.expiresAt;
+    // Once the identity has expired (a re-authentication may have made it expire sooner than
+    // the request named) the server refuses the token without the hook.
+    const heard = m.now < ask.expiresAt && m.phase !== 'expired';
     if (this.answer === 'error') {
       real.peer.answer(call, { error: { code: -32000, message: 'no token to give' } });
     } else {
