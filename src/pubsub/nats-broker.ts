@@ -24,13 +24,20 @@ import { NatsBrokerUnavailableError, bounded, noop, withTimeout } from './nats-l
 import type { Link } from './nats-link.js';
 import { isDirect, natsTopicNames } from './nats-names.js';
 import { NatsStreams, isNoResponders } from './nats-streams.js';
+import { natsServerOptions } from './nats-servers.js';
+import type { NatsServerOptions } from './nats-servers.js';
 
 export { NatsBrokerUnavailableError } from './nats-link.js';
 export { encodeTopic } from './nats-names.js';
 
 /** How to reach NATS and name what the broker creates there. */
 export interface NatsBrokerOptions extends TopicCreationBudget {
-  /** NATS server URL(s). Default `nats://127.0.0.1:4222`. */
+  /**
+   * NATS server URL(s), a list or comma-separated. Default `nats://127.0.0.1:4222`. Credentials
+   * in a URL (`nats://user:password@host:4222`, `nats://token@host:4222`) are used to connect
+   * (percent-encode `@`, `:` and `/` in them); the other URLs' must be the same, and
+   * `connection` must then give none of its own.
+   */
   servers?: string | string[];
   /**
    * Names every stream (`<prefix>_<topic>`) and subject (`<prefix>.<topic>`) the broker
@@ -138,7 +145,8 @@ export interface NatsBrokerOptions extends TopicCreationBudget {
  * `ready` is false while those fail.
  */
 export class NatsBroker implements Broker {
-  private readonly servers: string | string[];
+  /** The server URLs without credentials, and the credentials they carried. */
+  private readonly servers: NatsServerOptions;
   private readonly prefix: string;
   private readonly timeoutMs: number;
   private readonly reconnectWaitMs: number;
@@ -175,7 +183,8 @@ export class NatsBroker implements Broker {
   private readonly relinkListeners = new Set<() => void>();
 
   private constructor(options: NatsBrokerOptions) {
-    this.servers = options.servers ?? 'nats://127.0.0.1:4222';
+    this.connection = options.connection ?? {};
+    this.servers = natsServerOptions(options.servers ?? 'nats://127.0.0.1:4222', this.connection);
     this.prefix = options.prefix ?? 'wsrpc';
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(this.prefix)) {
       throw new TypeError(
@@ -193,7 +202,6 @@ export class NatsBroker implements Broker {
         // A failing error handler must not break recovery.
       }
     };
-    this.connection = options.connection ?? {};
     this.streams = new NatsStreams(
       this.prefix,
       this.replicas,
@@ -467,7 +475,7 @@ export class NatsBroker implements Broker {
       try {
         const nc = await connect({
           ...this.connection,
-          servers: this.servers,
+          ...this.servers,
           timeout: this.timeoutMs,
           reconnect: true,
           maxReconnectAttempts: -1,

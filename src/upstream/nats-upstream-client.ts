@@ -6,10 +6,12 @@ import { UpstreamEndpoint } from './upstream-endpoint.js';
 import type { UpstreamEndpointOptions, UpstreamRequest } from './upstream-endpoint.js';
 import { readReply } from './read-reply.js';
 import { requestText } from './request-text.js';
+import { natsServerOptions } from '../pubsub/nats-servers.js';
 
 type NatsModule = typeof NatsTransport;
 
 export interface NatsUpstreamClientOptions extends UpstreamEndpointOptions {
+  /** Server URLs; credentials in them are used to connect (see natsServerOptions). */
   servers: readonly string[];
   /** Requests go to this subject; a responder (or a queue group of them) answers. */
   subject: string;
@@ -75,7 +77,7 @@ export class NatsUpstreamClient extends UpstreamEndpoint {
     this.link ??= (async () => {
       const nats = await loadNats();
       const connection = await nats.connect({
-        servers: [...this.natsOptions.servers],
+        ...natsServerOptions(this.natsOptions.servers),
         name: `wsrpc-gateway upstream ${this.name}`,
         maxReconnectAttempts: -1,
       });

@@ -2,6 +2,7 @@
 // resolved with the rules every option of the library uses (src/peer/option-rules.ts): each
 // refusal names the option's full path in the file and what it may be.
 import { isReservedMethod } from '../protocol/reserved.js';
+import { natsServerOptions } from '../pubsub/nats-servers.js';
 import { checkOptions, isRecord, numberIn, ofType, refuse } from '../peer/option-rules.js';
 import type { Rule } from '../peer/option-rules.js';
 
@@ -377,9 +378,14 @@ function natsServers(value: unknown, name: string): void {
   if (
     !Array.isArray(list) ||
     list.length === 0 ||
-    list.some((s) => typeof s !== 'string' || s === '')
+    list.some((s) => typeof s !== 'string' || !/^(nats|tls|wss?):\/\//i.test(s) || !URL.canParse(s))
   ) {
-    refuse(name, 'a NATS server URL or a non-empty array of them', value);
+    refuse(name, 'a nats:// or tls:// URL or a non-empty array of them', value, true);
+  }
+  try {
+    natsServerOptions(list as string[]);
+  } catch (err) {
+    throw new TypeError(`${name}: ${(err as Error).message}`, { cause: err });
   }
 }
 

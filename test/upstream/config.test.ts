@@ -93,7 +93,11 @@ describe('resolveUpstreamsConfig', () => {
     [{ nats: { subject: 's' } }, 'upstreams.orders.nats.url is required'],
     [
       { nats: { url: [], subject: 's' } },
-      'upstreams.orders.nats.url must be a NATS server URL or a non-empty array of them, not []',
+      'upstreams.orders.nats.url must be a nats:// or tls:// URL or a non-empty array of them, not []',
+    ],
+    [
+      { nats: { url: 'redis://n', subject: 's' } },
+      'upstreams.orders.nats.url must be a nats:// or tls:// URL or a non-empty array of them, not "redis://n"',
     ],
     [
       { nats: { url: 'nats://n', subject: 'a.*' } },
