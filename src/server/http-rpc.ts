@@ -172,6 +172,9 @@ export class HttpRpc<C> {
   private async exchange(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { deps } = this;
     const upgrade = describeUpgrade(req, 'http', deps.proxies);
+    // Before any refusal: a page on an allowed origin reads its status and Retry-After, where
+    // CORS would show it a failed request.
+    this.allowOrigin(req, res);
     if (deps.isClosing()) {
       deps.refused?.('draining', 503, upgrade.remoteAddress);
       return refuse(req, res, 503, 'Server shutting down\n', { 'retry-after': '1' });
@@ -203,7 +206,6 @@ export class HttpRpc<C> {
     upgrade: UpgradeRequest,
   ): Promise<void> {
     const { deps } = this;
-    this.allowOrigin(req, res);
     // Taken before the deny check: a revocation received from here until the exchange is in
     // progress finds nothing to end, and is caught by revokedSince (run).
     const mark = revocationMark();
@@ -424,6 +426,8 @@ export class HttpRpc<C> {
     const origin = req.headers.origin;
     if (origin === undefined || !this.deps.admission.corsAllows(origin)) return;
     res.setHeader('access-control-allow-origin', origin);
+    // The Retry-After of a refusal (429, 503), which CORS hides from the page otherwise.
+    res.setHeader('access-control-expose-headers', 'retry-after');
     res.setHeader('vary', 'Origin');
   }
 

@@ -98,11 +98,13 @@ function header(req: IncomingMessage, name: string): string | undefined {
 
 /**
  * CORS for a page on an allowed origin: it may read the answers, with credentials (cookies go
- * with its requests as they go with a WebSocket upgrade).
+ * with its requests as they go with a WebSocket upgrade), and the Retry-After of a refusal
+ * (CORS hides it otherwise, and the client would wait its own guess instead).
  */
 function grantOrigin(res: ServerResponse, origin: string): void {
   res.setHeader('access-control-allow-origin', origin);
   res.setHeader('access-control-allow-credentials', 'true');
+  res.setHeader('access-control-expose-headers', 'retry-after');
   res.setHeader('vary', 'Origin');
 }
 
