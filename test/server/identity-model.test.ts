@@ -431,8 +431,10 @@ async function runSequence(
     real.slowStarted++;
     return new Promise<string>((resolve) => real.slow.push(() => resolve('done')));
   });
-  // Only the clock and the timers the identity uses: sockets and setImmediate stay real.
-  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+  // Only the clocks and the timers the identity uses: sockets and setImmediate stay real. The
+  // monotonic clock too: a call's timeout is a deadline on it (performance.now) whose timer is
+  // a setTimeout, and the two must move together.
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date', 'performance'] });
   const now = Date.now();
   const model: Model = {
     now,
