@@ -52,6 +52,13 @@ export type ServerApiConsume =
        * another (its node died); one being handled is marked not idle every third of it.
        */
       readonly claimIdleMs: number;
+      /**
+       * An entry taken over after it was delivered this many times (each node that took it
+       * died or stalled with it) is not handled again: it goes to `deadLetterStream`.
+       */
+      readonly maxDeliveries: number;
+      /** Where such entries are copied (about DEAD_LETTER_MAX_LENGTH kept); undefined: nowhere. */
+      readonly deadLetterStream: string | undefined;
       /** Whether /readyz answers 503 while the consumer is not up. */
       readonly readiness: boolean;
     }
@@ -144,6 +151,8 @@ export const serverApiDefaults = Object.freeze({
   maxQueued: 256,
   /** consume (Redis): how long an entry left unacknowledged waits to be taken over, in ms. */
   claimIdleMs: 60_000,
+  /** consume (Redis): deliveries of an entry before a takeover sends it to the dead letters. */
+  maxDeliveries: 5,
 });
 
 const nonEmptyString: Rule = (value, name) => {
@@ -299,6 +308,20 @@ function resolveListen(value: unknown, prefix: string): ServerApiListen {
   });
 }
 
+const deadLetterRule: Rule = (value, name) => {
+  if (value !== false && (typeof value !== 'string' || value === '')) {
+    refuse(name, 'a stream key or false', value);
+  }
+};
+
+/** The dead-letter stream: `<stream>:dead-letter` by default, none when false. */
+function deadLetterOf(value: unknown, stream: string, prefix: string): string | undefined {
+  if (value === false) return undefined;
+  const key = (value as string | undefined) ?? `${stream}:dead-letter`;
+  if (key === stream) refuse(`${prefix}deadLetterStream`, 'another key than the stream', key, true);
+  return key;
+}
+
 function resolveConsume(value: unknown, prefix: string): ServerApiConsume {
   const o = checkOptions(
     value,
@@ -310,6 +333,8 @@ function resolveConsume(value: unknown, prefix: string): ServerApiConsume {
       maxConcurrent: numberIn(1, 10_000, true),
       maxQueued: numberIn(0, 100_000, true),
       claimIdleMs: numberIn(1_000, 86_400_000, true),
+      maxDeliveries: numberIn(1, 1_000, true),
+      deadLetterStream: deadLetterRule,
       readiness: ofType('boolean', 'true or false'),
     },
     prefix,
@@ -338,13 +363,17 @@ function resolveConsume(value: unknown, prefix: string): ServerApiConsume {
       url,
       maxConcurrent,
       claimIdleMs: (o['claimIdleMs'] as number | undefined) ?? serverApiDefaults.claimIdleMs,
+      maxDeliveries: (o['maxDeliveries'] as number | undefined) ?? serverApiDefaults.maxDeliveries,
+      deadLetterStream: deadLetterOf(o['deadLetterStream'], o['redisStream'] as string, prefix),
       readiness,
     });
   }
-  if (o['claimIdleMs'] !== undefined) {
-    throw new TypeError(
-      `${prefix}claimIdleMs applies to ${prefix}redisStream only: NATS keeps no unacknowledged request`,
-    );
+  for (const option of ['claimIdleMs', 'maxDeliveries', 'deadLetterStream']) {
+    if (o[option] !== undefined) {
+      throw new TypeError(
+        `${prefix}${option} applies to ${prefix}redisStream only: NATS keeps no unacknowledged request`,
+      );
+    }
   }
   const subject = o['natsSubject'] as string;
   if (/[\s*>]/.test(subject)) {

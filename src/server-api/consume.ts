@@ -216,7 +216,9 @@ class Slots {
  * another consumer of the group took and left unacknowledged for `claimIdleMs` (its node died)
  * are taken over the same way, at start and every `claimIdleMs`. The entries being handled here
  * are marked not idle every third of it (renewEntries), so a request handled for longer is
- * not taken over and run a second time; one taken again while it runs here runs once.
+ * not taken over and run a second time; one taken again while it runs here runs once. An entry
+ * taken over after `maxDeliveries` deliveries (every node that took it died or stalled with it)
+ * is not run again: the script copies it to `deadLetterStream` and acknowledges it.
  *
  * A read whose reply the connection lost has left the entries it took pending for this
  * consumer: after a lost connection or a failed read, the next read takes those again first
@@ -318,6 +320,16 @@ async function consumeRedis(
           { stream, id, maxBodyBytes: maxBytes },
           'server API: stream entry over maxBodyBytes; not handled',
         );
+      } else if (entry.refused === 'delivered too often') {
+        figures.consumed.delivered_too_often++;
+        const { deliveries } = entry;
+        const { maxDeliveries, deadLetterStream } = consume;
+        logger.error(
+          { stream, id, deliveries, maxDeliveries, deadLetterStream },
+          deadLetterStream === undefined
+            ? 'server API: stream entry taken over after maxDeliveries; dropped, not handled'
+            : 'server API: stream entry taken over after maxDeliveries; moved to the dead-letter stream, not handled',
+        );
       } else {
         figures.consumed.invalid++;
         logger.warn({ stream, id }, 'server API: stream entry without a request field');
@@ -376,6 +388,8 @@ async function consumeRedis(
               consumer,
               count,
               maxBytes,
+              maxDeliveries: consume.maxDeliveries,
+              deadLetter: consume.deadLetterStream,
               ...(claiming ? { claimIdleMs: consume.claimIdleMs } : {}),
               ...(recovering ? { own: [...handling] } : {}),
             }),

@@ -2,7 +2,8 @@
 // operator can tell that a node's consumer is stuck (its broker unreachable, its group lost, its
 // handlers all held) and what it refuses:
 //   wsrpc_server_api_consumer_up{kind}                 1 while it reads its broker, else 0
-//   wsrpc_server_api_consumed_total{kind,outcome}      requests taken: handled, busy, too_large, invalid
+//   wsrpc_server_api_consumed_total{kind,outcome}      requests taken: handled, busy, too_large, invalid,
+//                                                      delivered_too_often
 //   wsrpc_server_api_consumer_failures_total{kind,reason}  read, group_lost, disconnected, subscription,
 //                                                      reply_too_large
 //   wsrpc_server_api_consumer_in_progress{kind}        requests being handled now
@@ -16,9 +17,10 @@ export type ConsumerKind = 'redis' | 'nats';
 /**
  * What became of a request taken: `handled` (answered, whatever the answer), `busy` (NATS: its
  * queue was full, refused with -32000), `too_large` (over maxBodyBytes), `invalid` (not UTF-8,
- * or a Redis entry without a `request` field).
+ * or a Redis entry without a `request` field), `delivered_too_often` (Redis: taken over after
+ * consume.maxDeliveries deliveries; to the dead-letter stream, not handled).
  */
-export type ConsumedOutcome = 'handled' | 'busy' | 'too_large' | 'invalid';
+export type ConsumedOutcome = 'handled' | 'busy' | 'too_large' | 'invalid' | 'delivered_too_often';
 
 /**
  * Why the consumer could not read: `read` (a Redis read or group creation failed: Redis
@@ -29,7 +31,13 @@ export type ConsumedOutcome = 'handled' | 'busy' | 'too_large' | 'invalid';
 export type ConsumerFailure =
   'read' | 'group_lost' | 'disconnected' | 'subscription' | 'reply_too_large';
 
-const OUTCOMES: readonly ConsumedOutcome[] = ['handled', 'busy', 'too_large', 'invalid'];
+const OUTCOMES: readonly ConsumedOutcome[] = [
+  'handled',
+  'busy',
+  'too_large',
+  'invalid',
+  'delivered_too_often',
+];
 const FAILURES: readonly ConsumerFailure[] = [
   'read',
   'group_lost',
@@ -87,7 +95,7 @@ function register(registry: Registry, kinds: ReadonlyMap<ConsumerKind, ConsumerF
   });
   new Counter({
     name: 'wsrpc_server_api_consumed_total',
-    help: 'Requests the server API consumer took, by kind and outcome (handled, busy, too_large, invalid).',
+    help: 'Requests the server API consumer took, by kind and outcome (handled, busy, too_large, invalid, delivered_too_often).',
     labelNames: ['kind', 'outcome'],
     registers,
     collect() {

@@ -10,21 +10,31 @@ import type { Redis } from 'ioredis';
 export type TakenEntry =
   | { id: string; request: Buffer }
   | { id: string; refused: 'no request field' }
-  | { id: string; refused: 'too large'; bytes: number };
+  | { id: string; refused: 'too large'; bytes: number }
+  | { id: string; refused: 'delivered too often'; deliveries: number };
 
-// KEYS[1] the stream; ARGV: group, consumer, count, maxBytes, then the mode: '' to read new
-// entries, 'own' to read again the entries this consumer took and has not acknowledged (their
-// ids after ARGV[6] left out: those it is handling), or the idle time in ms after which another
-// consumer's entries are taken over. Entries are read one at a time so the script itself holds
-// one large entry at most at once. XAUTOCLAIM names an entry deleted meanwhile as nil (Redis
-// 6.2; false here) or apart (7.0), and a read of the consumer's own entries as an entry
-// without fields: skipped (acknowledged, in the second case: nothing is left to handle).
+/** The dead-letter stream's length, about (XADD MAXLEN ~): the oldest entries go past it. */
+export const DEAD_LETTER_MAX_LENGTH = 10_000;
+
+// KEYS[1] the stream, KEYS[2] the dead-letter stream ('' for none); ARGV: group, consumer,
+// count, maxBytes, the mode, maxDeliveries, the dead-letter stream's length, then ids. The mode:
+// '' to read new entries, 'own' to read again the entries this consumer took and has not
+// acknowledged (the ids left out: those it is handling), or the idle time in ms after which
+// another consumer's entries are taken over. Entries are read one at a time so the script
+// itself holds one large entry at most at once. XAUTOCLAIM names an entry deleted meanwhile as
+// nil (Redis 6.2; false here) or apart (7.0), and a read of the consumer's own entries as an
+// entry without fields: skipped (acknowledged, in the second case: nothing is left to handle).
+// An entry taken over once it has been delivered more than maxDeliveries times (this takeover
+// counted: each node that took it died or stalled with it) is not handled: it is copied to the
+// dead-letter stream with its id and delivery count, and acknowledged.
 const TAKE_SCRIPT = `
-local stream, group, consumer = KEYS[1], ARGV[1], ARGV[2]
+local stream, dead, group, consumer = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
 local count, maxBytes, idle = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local maxDeliveries, deadLength = tonumber(ARGV[6]), tonumber(ARGV[7])
 local taken, examined, cursor = {}, 0, '0-0'
 local skip = {}
-for i = 6, #ARGV do skip[ARGV[i]] = true end
+for i = 8, #ARGV do skip[ARGV[i]] = true end
+local takingOver = idle ~= '' and idle ~= 'own'
 while examined < count do
   local entry
   if idle == '' then
@@ -55,17 +65,29 @@ while examined < count do
     for i = 1, #fields, 2 do
       if fields[i] == 'request' then request = fields[i + 1] break end
     end
+    local deliveries = 0
+    if takingOver and request ~= nil and #request <= maxBytes then
+      local pending = redis.call('XPENDING', stream, group, id, id, 1)
+      if pending[1] then deliveries = pending[1][4] end
+    end
     if request == nil then
       redis.call('XACK', stream, group, id)
       taken[#taken + 1] = { id, 'none', 0 }
     elseif #request > maxBytes then
       redis.call('XACK', stream, group, id)
       taken[#taken + 1] = { id, 'large', #request }
+    elseif deliveries > maxDeliveries then
+      if dead ~= '' then
+        redis.call('XADD', dead, 'MAXLEN', '~', deadLength, '*', 'request', request,
+          'id', id, 'stream', stream, 'group', group, 'deliveries', deliveries)
+      end
+      redis.call('XACK', stream, group, id)
+      taken[#taken + 1] = { id, 'poison', deliveries }
     else
       taken[#taken + 1] = { id, 'ok', request }
     end
   end
-  if idle ~= '' and idle ~= 'own' and cursor == '0-0' then break end
+  if takingOver and cursor == '0-0' then break end
 end
 return taken
 `;
@@ -100,7 +122,7 @@ type WithTake = Redis & {
  * Redis lacks it).
  */
 export function defineTake(redis: Redis): void {
-  redis.defineCommand(COMMAND, { numberOfKeys: 1, lua: TAKE_SCRIPT });
+  redis.defineCommand(COMMAND, { numberOfKeys: 2, lua: TAKE_SCRIPT });
   redis.defineCommand(RENEW, { numberOfKeys: 1, lua: RENEW_SCRIPT });
 }
 
@@ -121,10 +143,12 @@ export function renewEntries(
 
 /**
  * Read up to `count` new entries of `stream` for `consumer` of `group`; with `claimIdleMs`,
- * take over up to `count` entries other consumers left unacknowledged that long; with `own`,
- * read again up to `count` of the entries this consumer took and has not acknowledged, those
- * in `own` left out (being handled: a read whose reply the connection lost took the others).
- * Rejects as XREADGROUP does (NOGROUP when the stream or its group is gone).
+ * take over up to `count` entries other consumers left unacknowledged that long (one delivered
+ * more than `maxDeliveries` times, this takeover counted, is refused: copied to `deadLetter`
+ * when given, and acknowledged); with `own`, read again up to `count` of the entries this
+ * consumer took and has not acknowledged, those in `own` left out (being handled: a read whose
+ * reply the connection lost took the others). Rejects as XREADGROUP does (NOGROUP when the
+ * stream or its group is gone).
  */
 export async function takeEntries(
   redis: Redis,
@@ -134,6 +158,8 @@ export async function takeEntries(
     consumer: string;
     count: number;
     maxBytes: number;
+    maxDeliveries: number;
+    deadLetter: string | undefined;
     claimIdleMs?: number;
     own?: Iterable<string>;
   },
@@ -142,11 +168,14 @@ export async function takeEntries(
   const mode = own ? 'own' : claimIdleMs === undefined ? '' : claimIdleMs;
   const raw = await (redis as WithTake)[`${COMMAND}Buffer`](
     stream,
+    options.deadLetter ?? '',
     group,
     consumer,
     count,
     maxBytes,
     mode,
+    options.maxDeliveries,
+    DEAD_LETTER_MAX_LENGTH,
     ...(own ?? []),
   );
   // Entry ids are ASCII (`<ms>-<seq>`).
@@ -157,6 +186,8 @@ export async function takeEntries(
         return { id: at, request: value as Buffer };
       case 'large':
         return { id: at, refused: 'too large', bytes: value as number };
+      case 'poison':
+        return { id: at, refused: 'delivered too often', deliveries: value as number };
       default:
         return { id: at, refused: 'no request field' };
     }

@@ -73,12 +73,24 @@ describe('resolveServerApiConfig', () => {
       url: undefined,
       maxConcurrent: 64,
       claimIdleMs: 60_000,
+      maxDeliveries: 5,
+      deadLetterStream: 'wsrpc:api:dead-letter',
       readiness: true,
     });
     expect(
       resolveServerApiConfig({ ...base, consume: { redisStream: 's', claimIdleMs: 1_000 } })
         .consume,
     ).toMatchObject({ kind: 'redis', claimIdleMs: 1_000 });
+    expect(
+      resolveServerApiConfig({
+        ...base,
+        consume: { redisStream: 's', maxDeliveries: 1, deadLetterStream: 'dead' },
+      }).consume,
+    ).toMatchObject({ maxDeliveries: 1, deadLetterStream: 'dead' });
+    expect(
+      resolveServerApiConfig({ ...base, consume: { redisStream: 's', deadLetterStream: false } })
+        .consume,
+    ).toMatchObject({ deadLetterStream: undefined });
     expect(
       resolveServerApiConfig({
         ...base,
@@ -306,6 +318,26 @@ describe('resolveServerApiConfig', () => {
       'consume.claimIdleMs for a NATS subject',
       { ...base, consume: { natsSubject: 'a', claimIdleMs: 5_000 } },
       /^serverApi\.consume\.claimIdleMs applies to serverApi\.consume\.redisStream only: NATS keeps no unacknowledged request$/,
+    ],
+    [
+      'consume.maxDeliveries of 0',
+      { ...base, consume: { redisStream: 'a', maxDeliveries: 0 } },
+      /^serverApi\.consume\.maxDeliveries must be an integer from 1 to 1000, not 0$/,
+    ],
+    [
+      'consume.deadLetterStream the stream itself',
+      { ...base, consume: { redisStream: 'a', deadLetterStream: 'a' } },
+      /^serverApi\.consume\.deadLetterStream must be another key than the stream, not "a"$/,
+    ],
+    [
+      'consume.deadLetterStream empty',
+      { ...base, consume: { redisStream: 'a', deadLetterStream: '' } },
+      /^serverApi\.consume\.deadLetterStream must be a stream key or false, not ""$/,
+    ],
+    [
+      'consume.maxDeliveries for a NATS subject',
+      { ...base, consume: { natsSubject: 'a', maxDeliveries: 3 } },
+      /^serverApi\.consume\.maxDeliveries applies to serverApi\.consume\.redisStream only: NATS keeps no unacknowledged request$/,
     ],
     [
       'consume.maxQueued for a Redis stream',
