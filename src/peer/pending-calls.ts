@@ -5,6 +5,7 @@ import {
   TooManyPendingCallsError,
 } from '../protocol/local-errors.js';
 import { encodeRequest } from '../protocol/encode.js';
+import { ReservedMethod } from '../protocol/reserved.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { exceedsDepth, mayExceedValues, scanJson } from '../protocol/safe-json.js';
 import type { ErrorObject, Params, RequestId } from '../protocol/types.js';
@@ -121,7 +122,10 @@ export class PendingCalls {
    * path allocates nothing it can do without). Throws TooManyPendingCallsError when full.
    */
   add(method: string, options?: CallOptions, sent?: Sent): Promise<unknown> {
-    if (this.size >= this.#limit) throw new TooManyPendingCallsError(this.#limit);
+    // rpc.ping has one slot beyond the limit: a heartbeat must still find out that a connection
+    // whose table its calls fill (and wait on for ever, the server gone) is dead.
+    const room = method === ReservedMethod.Ping ? this.#limit + 1 : this.#limit;
+    if (this.size >= room) throw new TooManyPendingCallsError(this.#limit);
     const signal = options?.signal;
     if (signal?.aborted) throw new CancelledError(method, signal.reason);
     const id = this.allocateId();

@@ -147,6 +147,50 @@ describe('client heartbeat (rpc.ping)', () => {
     await waitForState(client, 'open');
   });
 
+  it("leaves a silent server however many of the table's slots its calls hold; the table holds one ping more at most", async () => {
+    const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+    servers.push(wss);
+    await new Promise<void>((resolve) => wss.once('listening', () => resolve()));
+    const { port } = wss.address() as { port: number };
+    const maxPendingCalls = 3;
+    for (let held = 0; held <= maxPendingCalls; held++) {
+      const closes: { code: number; reason: string }[] = [];
+      const methods: string[] = [];
+      wss.removeAllListeners('connection');
+      wss.on('connection', (socket) => {
+        socket.on('message', (data) => {
+          methods.push(
+            (JSON.parse((data as Buffer).toString('utf8')) as { method: string }).method,
+          );
+        });
+        socket.on('close', (code, reason) => closes.push({ code, reason: reason.toString() }));
+      });
+      const client = res.client(`ws://127.0.0.1:${port}`, {
+        maxPendingCalls,
+        heartbeat: { intervalMs: 50, timeoutMs: 50 },
+        reconnect: false,
+      });
+      await waitForState(client, 'open');
+      // Calls the server never answers, without a timeout of their own: only the heartbeat ends them.
+      const calls = Array.from({ length: held }, () =>
+        client.call('hang', undefined, { timeoutMs: 0 }).then(
+          () => 'answered',
+          (err: Error) => err.name,
+        ),
+      );
+      if (held === maxPendingCalls) {
+        expect(await client.call('one.more').catch((err: Error) => err.name)).toBe(
+          'TooManyPendingCallsError',
+        );
+      }
+      await within(waitForState(client, 'closed'), `the client to leave with ${held} calls held`);
+      await waitUntil(() => closes.length === 1, 'the server to see the close');
+      expect(closes[0]).toEqual({ code: HEARTBEAT_CLOSE_CODE, reason: 'heartbeat timeout' });
+      expect(methods).toContain('rpc.ping');
+      expect(await Promise.all(calls)).toEqual(Array(held).fill('ConnectionClosedError'));
+    }
+  });
+
   it('stays open against a gateway that answers rpc.ping', async () => {
     const { url, gateway } = await res.demoGateway();
     const client = res.client(url, { heartbeat: { intervalMs: 50, timeoutMs: 50 } });
