@@ -3,6 +3,8 @@ import { encodeBatch } from '../protocol/encode.js';
 import { keepParamsTexts } from '../protocol/params-text.js';
 import { keepsParamsTexts } from './method-registry.js';
 import { Peer } from './peer.js';
+import { batchReply } from './replies.js';
+import type { RequestId } from '../protocol/types.js';
 
 /**
  * A peer for hosts where each request carries its own response (HTTP POST): `answer` returns
@@ -25,16 +27,10 @@ export class AnsweringPeer<S = unknown> extends Peer<S> {
       }
     }
     const replies = await Promise.all(frame.messages.map((m) => Promise.resolve(this.handle(m))));
-    const parts: string[] = [];
-    const hooks: (() => void)[] = [];
-    for (const reply of replies) {
-      if (reply === undefined) continue;
-      if (typeof reply === 'string') parts.push(reply);
-      else {
-        parts.push(reply.text);
-        hooks.push(reply.afterSend);
-      }
-    }
+    // A lone message's reply is its own; a batch's is bounded as a whole (batchReply).
+    const { parts, hooks } = frame.batch
+      ? batchReply(replies, frame.messages as { id?: RequestId }[])
+      : batchReply(replies, [], Infinity);
     for (const hook of hooks) this.runAfterSend(hook);
     if (parts.length === 0) return undefined;
     return frame.batch ? encodeBatch(parts) : parts[0];

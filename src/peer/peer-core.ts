@@ -24,7 +24,7 @@ import type { CloseInfo, PeerConfig } from './peer-options.js';
 import type { Peer } from './peer.js';
 import { frameRefusals, PendingCalls } from './pending-calls.js';
 import type { BatchWriter, CallOptions } from './pending-calls.js';
-import { echoIdText, isPromiseLike } from './replies.js';
+import { batchReply, echoIdText, isPromiseLike } from './replies.js';
 import type { HookedReply, Reply } from './replies.js';
 
 export interface BatchEntry {
@@ -251,8 +251,11 @@ export class PeerCore<S = unknown> implements TransportListener {
     if (!one) return this.handleBatch((parsed as Frame).messages);
     const reply = this.handle(one);
     if (reply === undefined) return;
-    if (isPromiseLike(reply)) void reply.then((r) => r !== undefined && this.sendReply(r));
-    else this.sendReply(reply);
+    if (isPromiseLike(reply)) {
+      void reply
+        .then((r) => r !== undefined && this.sendReply(r))
+        .catch((err: unknown) => this.replyFailed(err));
+    } else this.sendReply(reply);
   }
 
   /**
@@ -269,32 +272,32 @@ export class PeerCore<S = unknown> implements TransportListener {
     for (const reply of replies) {
       if (isPromiseLike(reply)) {
         // Members run concurrently; the one reply waits for the slowest.
-        void Promise.all(replies.map((r) => Promise.resolve(r))).then((settled) =>
-          this.sendBatchReply(settled),
-        );
+        void Promise.all(replies.map((r) => Promise.resolve(r)))
+          .then((settled) => this.sendBatchReply(settled, messages))
+          .catch((err: unknown) => this.replyFailed(err));
         return;
       }
       sync.push(reply);
     }
-    this.sendBatchReply(sync);
+    this.sendBatchReply(sync, messages);
   }
 
-  private sendBatchReply(replies: Reply[]): void {
-    const parts: string[] = [];
-    const hooks: (() => void)[] = [];
-    for (const reply of replies) {
-      if (reply === undefined) continue;
-      if (typeof reply === 'string') {
-        parts.push(reply);
-      } else {
-        parts.push(reply.text);
-        hooks.push(reply.afterSend);
-      }
-    }
+  private sendBatchReply(replies: Reply[], messages: Incoming[]): void {
+    const { parts, hooks } = batchReply(replies, messages as { id?: RequestId }[]);
     // Spec 6: nothing at all is returned for a batch of notifications only.
     if (parts.length === 0 || this.closeInfo) return;
     this.transport.send(encodeBatch(parts));
     for (const hook of hooks) this.runAfterSend(hook);
+  }
+
+  /**
+   * A reply that could not be sent (the transport refused it): the connection cannot answer what
+   * it was asked, so it closes (1011) rather than leave its calls unanswered, and the error is
+   * logged; nothing is thrown into a promise no one awaits.
+   */
+  private replyFailed(err: unknown): void {
+    this.logger.error({ err }, 'a reply could not be sent: closing the connection');
+    if (!this.closeInfo) this.close(1011, 'reply could not be sent');
   }
 
   private sendReply(reply: string | HookedReply): void {

@@ -80,3 +80,55 @@ export function errorReply<S>(
   }
   return encodeFailure(id, toWireError(err, exposeErrorDetails), version);
 }
+
+/**
+ * The most characters a batch's reply may hold. A batch multiplies what one call can answer by
+ * up to maxBatch (a hundred history pages): past this, joined into one string, it would pass
+ * V8's string limit and throw, or hold hundreds of MiB for one frame.
+ */
+export const MAX_BATCH_REPLY_CHARS = 64 * 1024 * 1024;
+
+/** What a batch's replies come to: the members' texts to join, and the hooks of those sent. */
+export interface BatchReply {
+  parts: string[];
+  hooks: (() => void)[];
+}
+
+/**
+ * The replies of a batch's members (`replies[i]` answers `messages[i]`), within
+ * MAX_BATCH_REPLY_CHARS: a member whose reply would take the batch past it is answered -32603
+ * (`data: { reason: 'batch reply too large', maxBatchReplyChars }`) under its own id instead,
+ * its afterReply hook not run (its reply was not sent); the members before and after it that
+ * fit are answered as they are.
+ */
+export function batchReply(
+  replies: readonly Reply[],
+  messages: readonly { id?: RequestId; idText?: string; version?: ProtocolVersion }[],
+  maxChars = MAX_BATCH_REPLY_CHARS,
+): BatchReply {
+  const parts: string[] = [];
+  const hooks: (() => void)[] = [];
+  // The brackets, and a comma between members.
+  let chars = 1;
+  for (let i = 0; i < replies.length; i++) {
+    const reply = replies[i];
+    if (reply === undefined) continue;
+    let text = typeof reply === 'string' ? reply : reply.text;
+    if (chars + text.length + 1 > maxChars) {
+      const { id = null, idText, version } = messages[i] ?? {};
+      text = encodeFailure(
+        id,
+        {
+          code: ErrorCode.InternalError,
+          message: 'Reply too large',
+          data: { reason: 'batch reply too large', maxBatchReplyChars: maxChars },
+        },
+        version,
+      );
+      if (idText !== undefined) text = withIdText(text, id, idText);
+    } else if (typeof reply !== 'string') hooks.push(reply.afterSend);
+    chars += text.length + 1;
+    parts.push(text);
+  }
+  return { parts, hooks };
+}
