@@ -206,8 +206,8 @@ export class RpcClient {
     this.#subscriptions = new ClientSubscriptions(
       {
         call: (method, params) => this.call(method, params),
-        subscribe: (method, params, onAccepted) =>
-          this.#callUntimedWhileQueued(method, params, onAccepted),
+        subscribe: (method, params, onAccepted, withdrawn) =>
+          this.#callUntimedWhileQueued(method, params, onAccepted, withdrawn),
         retryDelay: (attempt) =>
           backoffDelay(attempt, backoff === false ? defaultBackoff : backoff),
         get isOpen() {
@@ -464,19 +464,21 @@ export class RpcClient {
 
   /**
    * A subscribe: while disconnected it waits in the queue without a timeout (it is the
-   * resubscription the next connection needs, however long that takes); once sent, the
-   * default callTimeoutMs applies.
+   * resubscription the next connection needs, however long that takes), until `withdrawn`
+   * takes it out (no one wants it any more); once sent, the default callTimeoutMs applies and
+   * `withdrawn` does nothing (its reply is unsubscribed when it comes).
    */
   #callUntimedWhileQueued(
     method: string,
     params: Params,
     onResult: (result: unknown) => void,
+    withdrawn: AbortSignal,
   ): Promise<unknown> {
     const peer = this.#livePeer();
     if (peer) return peer.call(method, params, { onResult });
     return this.#whileDisconnected(
       method,
-      { timeoutMs: 0 },
+      { timeoutMs: 0, signal: withdrawn },
       () => encodeRequest(0, method, params),
       () => this.#requirePeer().call(method, params, { onResult }),
     );

@@ -9,6 +9,8 @@ interface Deferred {
   deadline: number | undefined;
   run: (remainingTimeout: number) => void;
   fail: (err: unknown) => void;
+  /** Fail with the TimeoutError of its own timeout (its deadline passed unsent). */
+  expire: () => void;
 }
 
 /**
@@ -83,13 +85,11 @@ export class OfflineQueue {
         cleanup();
         rejectOuter(err);
       },
+      expire: () => item.fail(new TimeoutError(method, timeout)),
     };
     if (deadline !== undefined)
       // Node fires a longer timer at once (TimeoutOverflowWarning); clamp as PendingCalls does.
-      timer = setTimeout(
-        () => item.fail(new TimeoutError(method, timeout)),
-        Math.min(timeout, MAX_TIMER_MS),
-      );
+      timer = setTimeout(item.expire, Math.min(timeout, MAX_TIMER_MS));
     const stopListening = onAbort(options.signal, (reason) =>
       item.fail(new CancelledError(method, reason)),
     );
@@ -97,13 +97,21 @@ export class OfflineQueue {
     return promise;
   }
 
-  /** Run everything queued, in order. One entry that fails does not stop the others. */
+  /**
+   * Run everything queued, in order. One entry that fails does not stop the others. One whose
+   * deadline has passed (its timer not run yet: a throttled background tab's timers run late)
+   * times out here, unsent: sent, it would run on the server after its caller was told it
+   * timed out.
+   */
   flush(): void {
     const now = Date.now();
-    // 0 means "no timeout" to the peer, so a nearly expired call keeps at least 1 ms.
     for (const item of [...this.#items]) {
+      if (item.deadline !== undefined && item.deadline <= now) {
+        item.expire();
+        continue;
+      }
       try {
-        item.run(item.deadline === undefined ? 0 : Math.max(1, item.deadline - now));
+        item.run(item.deadline === undefined ? 0 : item.deadline - now);
       } catch (err) {
         item.fail(err);
       }

@@ -52,6 +52,8 @@ export interface SubscriptionCaller {
     method: string,
     params: Params,
     onAccepted: (result: unknown) => void,
+    /** Aborted when no one wants it any more: taken out of the queue if it waits there. */
+    withdrawn: AbortSignal,
   ): Promise<unknown>;
   /** How long to wait before the `attempt`-th retry (from 0) of a subscribe that failed transiently. */
   retryDelay(attempt: number): number;
@@ -104,6 +106,12 @@ export interface Shared {
   retryTimer?: ReturnType<typeof setTimeout> | undefined;
   /** Transient failures in a row, for the retry backoff. */
   retries: number;
+  /**
+   * Aborted when the subscribe last sent is not wanted any more (stopped, sent again): one
+   * waiting in the offline queue leaves it, instead of holding a place in maxQueued and going
+   * out on the next connection for nobody.
+   */
+  withdraw?: AbortController | undefined;
 }
 
 /** Where a (re)subscribe asks to start. */
@@ -593,7 +601,9 @@ export class ClientSubscriptions {
       this.#inFlight--;
       if (!full) this.#pump();
     };
-    this.caller.subscribe(this.methods.subscribe, params, accepted).then(
+    shared.withdraw?.abort();
+    const withdraw = (shared.withdraw = new AbortController());
+    this.caller.subscribe(this.methods.subscribe, params, accepted, withdraw.signal).then(
       (id) => {
         settled(false);
         accepted(id);
@@ -652,6 +662,8 @@ export class ClientSubscriptions {
   #stop(shared: Shared): void {
     this.#forget(shared);
     shared.generation++;
+    shared.withdraw?.abort();
+    shared.withdraw = undefined;
     stopRetry(shared);
     if (shared.serverId !== undefined) this.#sendUnsubscribe(shared.serverId);
     shared.serverId = undefined;

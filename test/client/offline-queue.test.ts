@@ -1,4 +1,7 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { OfflineQueue } from '../../src/client/offline-queue.js';
+import { TimeoutError } from '../../src/protocol/local-errors.js';
 import { Resources } from '../support/resources.js';
 import { rejectionOf } from '../support/promises.js';
 import { waitForState } from '../support/client.js';
@@ -90,5 +93,86 @@ describe('offline queue: full', () => {
     await waitFor(() => recorded.length === 1, 'the queued notification');
     expect(await client.call('sum', [0, 0])).toBe(0);
     expect(recorded).toEqual([['kept']]);
+  });
+});
+
+describe('offline queue: subscribes no one wants any more', () => {
+  type Op = { subscribe: string } | { unsubscribe: string };
+  const topics = ['a', 'b', 'c'];
+  const op = fc.oneof(
+    fc.constantFrom(...topics).map((t): Op => ({ subscribe: t })),
+    fc.constantFrom(...topics).map((t): Op => ({ unsubscribe: t })),
+  );
+
+  it('leave the queue: they hold no place in maxQueued and the next connection sends only the wanted ones, once', async () => {
+    const maxQueued = topics.length + 1;
+    const first = await sumGateway(res);
+    const port = first.port;
+    const client = res.client(first.url, {
+      maxQueued,
+      reconnect: { initialDelayMs: 10, maxDelayMs: 20 },
+    });
+    await client.opened();
+    await first.gateway.close();
+    await fc.assert(
+      fc.asyncProperty(fc.array(op, { maxLength: 30 }), async (ops) => {
+        await waitForState(client, 'reconnecting');
+        // While disconnected: subscribe and unsubscribe as the app's views come and go.
+        const held = new Map<string, { unsubscribe(): void }[]>(topics.map((t) => [t, []]));
+        for (const step of ops) {
+          if ('subscribe' in step) {
+            held.get(step.subscribe)!.push(client.subscribe(step.subscribe).subscribe());
+          } else held.get(step.unsubscribe)!.pop()?.unsubscribe();
+        }
+        const wanted = topics.filter((t) => held.get(t)!.length > 0);
+        // The model: one queued subscribe per topic still wanted, and room for a call beside them.
+        const call = client.call('sum', [1, 2]).catch((err: Error) => err.name);
+        const subscribed: string[] = [];
+        const second = await sumGateway(res, {}, port);
+        try {
+          for (const topic of topics) {
+            second.gateway.topic(topic, {
+              authorize: () => {
+                subscribed.push(topic);
+                return true;
+              },
+            });
+          }
+          // Queued in order before the call: answered, every subscribe queued before it was read.
+          expect(await call).toBe(3);
+          expect([...subscribed].sort()).toEqual(wanted);
+        } finally {
+          for (const subscriptions of held.values()) for (const s of subscriptions) s.unsubscribe();
+          await second.gateway.close();
+        }
+      }),
+      { numRuns: 15 },
+    );
+  }, 60_000);
+});
+
+describe('offline queue: an entry whose deadline passed before its timer ran', () => {
+  afterEach(() => void vi.useRealTimers());
+
+  it('times out unsent when flushed (a late timer, as in a throttled tab), with its own timeout', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    const queue = new OfflineQueue(10);
+    const sent: number[] = [];
+    const send = (remaining: number) => {
+      sent.push(remaining);
+      return Promise.resolve('ran');
+    };
+    const late = queue.enqueue('late', { timeoutMs: 1_000 }, 30_000, send);
+    const onTime = queue.enqueue('onTime', { timeoutMs: 5_000 }, 30_000, send);
+    // The clock moves on, the timers do not run (a background tab's are held back).
+    vi.setSystemTime(Date.now() + 1_500);
+    queue.flush();
+    const timedOut = await late.catch((err: unknown) => err);
+    expect(timedOut).toBeInstanceOf(TimeoutError);
+    expect((timedOut as TimeoutError).message).toBe('Call to "late" timed out after 1000 ms');
+    expect(await onTime).toBe('ran');
+    // Only the call still in time went out, with what is left of its timeout.
+    expect(sent).toEqual([3_500]);
+    expect(queue.size).toBe(0);
   });
 });
