@@ -789,6 +789,9 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
    */
   private numberingRestarted(epoch: string | undefined, rewound: boolean): void {
     this.floorSeq = 0;
+    // Seqs passed by (`except`) are the old numbering's: counted against the new one, they
+    // would hide as many of its losses.
+    this.passed = undefined;
     if (this.held !== undefined) {
       // The old numbering's: never to be sent now.
       this.dropHeld();

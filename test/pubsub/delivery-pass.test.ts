@@ -134,6 +134,31 @@ describe('a message passed by (published except the subscriber)', () => {
     expect(holesSeen(socket)).toBe(0);
   });
 
+  it("passed seqs of a numbering the broker lost are forgotten: they hide none of the new one's losses", () => {
+    const { socket, delivery, offer } = subscriber('drop');
+    delivery.sendPosition(0, 'e1');
+    offer(1);
+    socket.bufferedAmount = 1_000;
+    offer(2); // skipped
+    delivery.pass(3); // kept as a number: something was skipped before it
+    socket.bufferedAmount = 0;
+    // The broker lost the topic: numbered anew (e2), its seq 3 never offered here (lost).
+    delivery.epochSeen('e2', true);
+    offer(1);
+    offer(2);
+    offer(4);
+    // The new numbering's loss of 3 is told (a gap of 1), not taken for e1's passed seq 3.
+    expect(summary(socket)).toEqual([
+      { position: 0 },
+      { seq: 1 },
+      { gap: null },
+      { seq: 1 },
+      { seq: 2 },
+      { gap: 1 },
+      { seq: 4 },
+    ]);
+  });
+
   it('while the socket is full (drop): only the messages offered and skipped count as missed', () => {
     const { socket, delivery, offer } = subscriber('drop');
     delivery.sendPosition(0, undefined);
