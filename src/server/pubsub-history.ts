@@ -146,6 +146,30 @@ function unsendablePageEnd(history: History): number | undefined {
   return history.messages.some((m) => isSendablePayload(m.payload)) ? undefined : last;
 }
 
+/**
+ * The most payload (UTF-8 bytes) one `history` page carries: the page ends before the message
+ * that would take it past, the first message whatever its size, and the caller asks on from
+ * its last seq (it is below `lastSeq`). A hundred messages of up to `maxMessageBytes` each would
+ * make a reply of a hundred MiB, and a batch of such calls many times that, for a request of a
+ * few bytes (the server API's pages have the same bound, `maxHistoryBytes`).
+ */
+export const MAX_HISTORY_PAGE_BYTES = 4 * 1024 * 1024;
+
+/** `messages` up to the one that would take their sendable payloads past `maxBytes`. */
+function withinBytes(messages: History['messages'], maxBytes: number): History['messages'] {
+  let bytes = 0;
+  let kept = 0;
+  for (const message of messages) {
+    if (isSendablePayload(message.payload)) {
+      const size = Buffer.byteLength(message.payload, 'utf8');
+      if (bytes > 0 && bytes + size > maxBytes) break;
+      bytes += size;
+    }
+    kept++;
+  }
+  return kept === messages.length ? messages : messages.slice(0, kept);
+}
+
 /** The answer: `truncated` when the first message held is past the one asked for. */
 function page(
   history: History,
@@ -154,7 +178,9 @@ function page(
   wanted: number | undefined,
 ): HistoryPage {
   // A message that cannot go into a frame is left out of the page (its seq is not there).
-  const messages = sendableMessages(history.messages.slice(0, limit));
+  const messages = sendableMessages(
+    withinBytes(history.messages.slice(0, limit), MAX_HISTORY_PAGE_BYTES),
+  );
   const answer: HistoryPage = { messages, lastSeq: history.lastSeq };
   if (history.epoch !== undefined) answer.epoch = history.epoch;
   const first = history.messages[0]?.seq ?? history.lastSeq + 1;

@@ -1,4 +1,6 @@
+import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
+import { MAX_HISTORY_PAGE_BYTES } from '../../src/server/pubsub-history.js';
 import { ErrorCode } from '../../src/protocol/error-codes.js';
 import { MAX_HISTORY_PAGE } from '../../src/pubsub/history-params.js';
 import { RawRpc } from '../support/raw-rpc.js';
@@ -197,4 +199,55 @@ describe('the history method', () => {
     expect(read).toMatchObject({ messages: [{ seq: 1, data: { v: 1 } }], lastSeq: 2 });
     expect(read.messages[0]!.data.v).toBe(1);
   });
+});
+
+describe('the history method: pages bounded in bytes', () => {
+  it('ends a page before the message that would take it past MAX_HISTORY_PAGE_BYTES; paging on reads every message once, in order', async () => {
+    const { gateway, url } = await start();
+    gateway.topic('large.*', { history: { maxLength: 1_000 } });
+    const raw = await open(url);
+    const KIB = 1024;
+    let topics = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        // Sizes in KiB around the bound: several to a page, or one larger than it alone.
+        fc.array(fc.integer({ min: 1, max: 5 * KIB }), { minLength: 1, maxLength: 12 }),
+        fc.integer({ min: 1, max: 100 }),
+        async (sizes, limit) => {
+          const topic = `large.${++topics}`;
+          for (const [i, size] of sizes.entries()) {
+            await gateway.publish(topic, `${i}:`.padEnd(size * KIB - 2, 'x'));
+          }
+          const read: string[] = [];
+          let since = 0;
+          for (;;) {
+            const reply = await raw.request('topic.history', { topic, since, limit });
+            const page = reply.result as {
+              messages: { seq: number; data: string }[];
+              lastSeq: number;
+            };
+            // The model: from `since`, as many as fit in the bound (the first whatever its
+            // size), at most `limit`.
+            const left = sizes.slice(since);
+            let bytes = 0;
+            let fit = 0;
+            for (const size of left.slice(0, limit)) {
+              const payload = size * KIB; // the JSON string's quotes replace the 2 chars cut
+              if (fit > 0 && bytes + payload > MAX_HISTORY_PAGE_BYTES) break;
+              bytes += payload;
+              fit++;
+            }
+            expect(page.messages.map((m) => m.seq)).toEqual(
+              Array.from({ length: fit }, (_, k) => since + k + 1),
+            );
+            read.push(...page.messages.map((m) => m.data.slice(0, m.data.indexOf(':'))));
+            since = page.messages.at(-1)!.seq;
+            if (since >= page.lastSeq) break;
+          }
+          expect(read).toEqual(sizes.map((_, i) => String(i)));
+        },
+      ),
+      { numRuns: 12 },
+    );
+  }, 120_000);
 });
