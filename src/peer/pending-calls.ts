@@ -7,7 +7,7 @@ import {
 import { encodeRequest } from '../protocol/encode.js';
 import { ReservedMethod } from '../protocol/reserved.js';
 import { ErrorCode } from '../protocol/error-codes.js';
-import { exceedsDepth, mayExceedValues, scanJson } from '../protocol/safe-json.js';
+import { jsonShape } from '../protocol/safe-json.js';
 import type { ErrorObject, Params, RequestId } from '../protocol/types.js';
 
 export interface CallOptions {
@@ -46,6 +46,8 @@ interface Entry {
   onAbort: (() => void) | undefined;
   /** What the call was sent with: its params, or its batch's frame written again (Sent). */
   sent: Sent;
+  /** Its frame's depth and values (jsonShape), once a refusal has asked (a lone call's). */
+  shape?: JsonShape | undefined;
 }
 
 /**
@@ -56,7 +58,9 @@ interface Entry {
 export type Sent = Params | undefined | BatchWriter;
 
 /** Writes a batch's frame again; `members`: how many messages it holds (what -32002 counts). */
-export type BatchWriter = (() => string) & { members: number };
+export type BatchWriter = (() => string) & { members: number; shape?: JsonShape };
+
+type JsonShape = ReturnType<typeof jsonShape>;
 
 /**
  * The errors failRefused rejected calls with: the whole frame was refused, so a batch's
@@ -225,16 +229,20 @@ export class PendingCalls {
     if (typeof values !== 'number' && typeof depth !== 'number') return false;
     /** The batch last looked at: its calls follow one another, and one look does for all. */
     let seen: BatchWriter | undefined;
-    for (const [id, { method, sent }] of this.#entries ?? []) {
+    for (const [id, entry] of this.#entries ?? []) {
+      const { method, sent } = entry;
       if (typeof sent === 'function') {
         if (sent === seen) continue;
         seen = sent;
       }
-      const text = typeof sent === 'function' ? sent() : encodeRequest(id, method, sent);
+      // Each frame is written again and measured once, whatever the refusals that come (a peer
+      // sending such refusals over and over must not make every pending call re-encoded each time).
+      const shape =
+        typeof sent === 'function'
+          ? (sent.shape ??= jsonShape(sent()))
+          : (entry.shape ??= jsonShape(encodeRequest(id, method, sent)));
       const over =
-        typeof values === 'number'
-          ? mayExceedValues(text.length, values) && scanJson(text, Infinity, values) === 'values'
-          : exceedsDepth(text, depth as number);
+        typeof values === 'number' ? shape.values > values : shape.depth > (depth as number);
       if (!over) continue;
       if (typeof sent === 'function') return this.#failBatch(sent, error);
       const refused = JsonRpcError.fromErrorObject(error);
