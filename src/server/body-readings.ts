@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import type { BudgetLedger, BudgetMember } from '../transport/output-budget.js';
 
 /**
@@ -12,7 +13,7 @@ export class BodyReading implements BudgetMember {
   readonly #stop = new AbortController();
 
   constructor(
-    private readonly ledger: BudgetLedger,
+    protected readonly ledger: BudgetLedger,
     /** The client's address (after trusted proxies), for the log line of a refusal. */
     readonly remoteAddress: string | undefined,
   ) {}
@@ -39,6 +40,31 @@ export class BodyReading implements BudgetMember {
   }
 }
 
+/**
+ * A POST /rpc reply written and not yet taken by its client, as the budget counts it: what Node
+ * holds of it for the socket (`writableLength`; the kernel's buffers are not counted). Past the
+ * budget its socket is destroyed: a client that does not read its replies would otherwise hold
+ * them on the node for as long as it keeps the socket open, one reply on each socket it has.
+ */
+export class ReplyWriting extends BodyReading {
+  constructor(
+    ledger: BudgetLedger,
+    remoteAddress: string | undefined,
+    private readonly res: ServerResponse,
+  ) {
+    super(ledger, remoteAddress);
+  }
+
+  override get budgetBytes(): number {
+    return this.stopped.aborted || this.res.writableFinished ? 0 : this.res.writableLength;
+  }
+
+  override stop(): void {
+    super.stop();
+    this.res.destroy();
+  }
+}
+
 /** The POST /rpc bodies being read on the node, each counted toward its budget while it is. */
 export class BodyReadings {
   readonly #reading = new Set<BodyReading>();
@@ -50,6 +76,24 @@ export class BodyReadings {
     const reading = new BodyReading(this.ledger, remoteAddress);
     this.#reading.add(reading);
     return reading;
+  }
+
+  /**
+   * `res` has been written (its reply whole): what of it its socket has not taken counts until
+   * it has (`finish`) or the socket closes.
+   */
+  replied(res: ServerResponse, remoteAddress: string | undefined): void {
+    if (res.writableFinished || res.destroyed) return;
+    const writing = new ReplyWriting(this.ledger, remoteAddress, res);
+    this.#reading.add(writing);
+    const end = (): void => {
+      res.off('finish', end);
+      res.off('close', end);
+      this.end(writing);
+    };
+    res.once('finish', end);
+    res.once('close', end);
+    this.ledger.report(writing, writing.budgetBytes);
   }
 
   /** Its reading is over (read, refused, stopped or its client gone): it no longer counts. */

@@ -40,7 +40,7 @@ import type { Readiness, ReadinessCondition } from './http-routes.js';
 import { Revocations } from './revocation.js';
 import type { RevokeSessionOptions, RevokeUserOptions } from './revocation.js';
 import { HttpRpc } from './http-rpc.js';
-import { BodyReading, BodyReadings } from './body-readings.js';
+import { BodyReading, BodyReadings, ReplyWriting } from './body-readings.js';
 import { postByteBuckets } from './address-buckets.js';
 import { claimsAllow } from './claims-authorization.js';
 import { IdentityService, refusingExpired } from './identity.js';
@@ -323,7 +323,9 @@ export class Gateway<C = unknown> {
               if (entry instanceof BodyReading) {
                 this.logger.warn(
                   { queued, maxBufferedBytesTotal, remoteAddress: entry.remoteAddress },
-                  'refusing a POST body: bytes held on this node are over their budget',
+                  entry instanceof ReplyWriting
+                    ? 'closing a POST whose reply is not read: bytes held on this node are over their budget'
+                    : 'refusing a POST body: bytes held on this node are over their budget',
                 );
                 entry.stop();
                 return;

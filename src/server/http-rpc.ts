@@ -342,7 +342,11 @@ export class HttpRpc<C> {
         isTraceparent(traceparent) ? traceparent : undefined,
       );
       if (reply === undefined) send(res, 204);
-      else send(res, 200, reply, {}, 'application/json; charset=utf-8');
+      else {
+        send(res, 200, reply, {}, 'application/json; charset=utf-8');
+        // Counted on the node until its client has taken it (limits.maxBufferedBytesTotal).
+        deps.bodyReadings?.replied(res, upgrade.remoteAddress);
+      }
       await untilIdle(session);
     } finally {
       res.off('close', abandon);
