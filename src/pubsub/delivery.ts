@@ -433,6 +433,15 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
   }
 
   /**
+   * The subscriber is owed every message after `seq` (a topic's latest value it was owed could
+   * not go into a frame): the next message counts from there, and tells of what it did not get
+   * (`missed`, or a gap signal), where a position not known would tell nothing.
+   */
+  countFrom(seq: number): void {
+    this.lastSeq = seq;
+  }
+
+  /**
    * Replay history after a reconnect: first the gap (how many messages history no
    * longer had), then the retained messages, then the live ones that arrived
    * meanwhile, each sequence number once and in order. In one go: `replayBegin`,

@@ -51,6 +51,7 @@ export function sendLatestValue(broker: Broker, delivery: Delivery, latest: Late
   const { seq, payload, epoch } = latest;
   // One that cannot go into a frame is not sent: the next message tells of it as missed.
   const sendable = payload !== undefined && isSendableFrom(broker, payload);
+  if (!sendable) delivery.countFrom(seq - 1);
   delivery.resume(0, sendable ? [{ tail: messageTail(payload, seq), seq }] : [], seq - 1, epoch);
 }
 

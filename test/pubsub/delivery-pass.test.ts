@@ -3,6 +3,8 @@ import { Delivery } from '../../src/pubsub/delivery.js';
 import type { SlowConsumerPolicy } from '../../src/pubsub/delivery.js';
 import { messageTail, notificationHead } from '../../src/pubsub/frames.js';
 import type { Sink } from '../../src/pubsub/sink.js';
+import type { Broker } from '../../src/pubsub/broker.js';
+import { sendLatestValue } from '../../src/server/pubsub-latest.js';
 
 /** A socket whose buffered bytes the test sets, recording the params of each frame. */
 class Socket implements Sink {
@@ -169,5 +171,29 @@ describe('a message passed by (published except the subscriber)', () => {
     offer(3);
     expect(summary(socket)).toEqual([{ position: 0 }, { position: 1 }, { seq: 3, missed: 1 }]);
     expect(holesSeen(socket)).toBe(0);
+  });
+});
+
+describe("a topic's latest value that cannot go into a frame", () => {
+  it('is told as missed by the next message, to a subscriber that does not track positions', () => {
+    const { socket, delivery, offer } = subscriber();
+    delivery.resumable = false;
+    // The subscribe's read of the latest value: live messages held meanwhile.
+    delivery.pauseForReplay();
+    offer(3);
+    const broker = { trustedPayloads: false } as unknown as Broker;
+    sendLatestValue(broker, delivery, { seq: 2, payload: 'not json', epoch: undefined });
+    offer(4);
+    expect(summary(socket)).toEqual([{ seq: 3, missed: 1 }, { seq: 4 }]);
+  });
+
+  it('one that can is sent first, then the live ones, nothing missed', () => {
+    const { socket, delivery, offer } = subscriber();
+    delivery.resumable = false;
+    delivery.pauseForReplay();
+    offer(3);
+    const broker = { trustedPayloads: false } as unknown as Broker;
+    sendLatestValue(broker, delivery, { seq: 2, payload: '"two"', epoch: undefined });
+    expect(summary(socket)).toEqual([{ seq: 2 }, { seq: 3 }]);
   });
 });
