@@ -93,6 +93,27 @@ export function scanJson(
   maxDepth: number,
   maxValues: number,
 ): 'depth' | 'values' | undefined {
+  return walkJson(text, maxDepth, maxValues, undefined);
+}
+
+/**
+ * How deep `text` nests and how many values it holds, counted as scanJson counts them (so
+ * `values > maxValues` exactly when scanJson says 'values' for it, `depth > maxDepth` exactly
+ * when exceedsDepth does): what a refusal naming either limit is checked against, once per text.
+ */
+export function jsonShape(text: string): { depth: number; values: number } {
+  const shape = { depth: 0, values: 0 };
+  walkJson(text, Infinity, Infinity, shape);
+  return shape;
+}
+
+/** scanJson's pass; `shape`, when given, gets the deepest nesting and the most values reached. */
+function walkJson(
+  text: string,
+  maxDepth: number,
+  maxValues: number,
+  shape: { depth: number; values: number } | undefined,
+): 'depth' | 'values' | undefined {
   let depth = 0;
   let values = 0;
   let inString = false;
@@ -112,11 +133,14 @@ export function scanJson(
       inToken = false;
       if (++depth > maxDepth) return 'depth';
       if (++values > maxValues) return 'values';
+      if (shape && depth > shape.depth) shape.depth = depth;
     } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
       inToken = false;
       depth--;
     } else if (c === COLON) {
       inToken = false;
+      // A key was counted as a value: the most values reached is taken before it is given back.
+      if (shape && values > shape.values) shape.values = values;
       values--;
     } else if (c === COMMA || c <= SPACE) {
       inToken = false;
@@ -125,6 +149,7 @@ export function scanJson(
       if (++values > maxValues) return 'values';
     }
   }
+  if (shape && values > shape.values) shape.values = values;
   return undefined;
 }
 
@@ -234,47 +259,4 @@ function stripDangerousKeys(value: unknown): void {
     }
     for (const key of Object.keys(record)) stack.push(record[key]);
   }
-}
-
-/**
- * How deep `text` nests and how many values it holds, counted as scanJson counts them (so
- * `values > maxValues` exactly when scanJson says 'values' for it, `depth > maxDepth` exactly
- * when exceedsDepth does): what a refusal naming either limit is checked against, once per text.
- */
-export function jsonShape(text: string): { depth: number; values: number } {
-  let depth = 0;
-  let deepest = 0;
-  let values = 0;
-  let counted = 0;
-  let inString = false;
-  let inToken = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === BACKSLASH) i++;
-      else if (c === QUOTE) inString = false;
-      continue;
-    }
-    if (c === QUOTE) {
-      inString = true;
-      inToken = false;
-      if (++values > counted) counted = values;
-    } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
-      inToken = false;
-      if (++depth > deepest) deepest = depth;
-      if (++values > counted) counted = values;
-    } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
-      inToken = false;
-      depth--;
-    } else if (c === COLON) {
-      inToken = false;
-      values--;
-    } else if (c === COMMA || c <= SPACE) {
-      inToken = false;
-    } else if (!inToken) {
-      inToken = true;
-      if (++values > counted) counted = values;
-    }
-  }
-  return { depth: deepest, values: counted };
 }
