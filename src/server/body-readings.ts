@@ -13,7 +13,7 @@ export class BodyReading implements BudgetMember {
   readonly #stop = new AbortController();
 
   constructor(
-    protected readonly ledger: BudgetLedger,
+    private readonly ledger: BudgetLedger,
     /** The client's address (after trusted proxies), for the log line of a refusal. */
     readonly remoteAddress: string | undefined,
   ) {}
