@@ -966,14 +966,19 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
     let hole = between - this.missed;
     const passedBy = this.passed === undefined ? 0 : this.takePassed(this.passed, seq);
     hole -= passedBy;
-    if (hole > 0) {
+    if (passedBy > 0 && this.resumable) {
+      // Seqs passed by (`except`) among those before: a position-tracking subscriber is told
+      // where its numbering now stands, so this message follows on from it. The skipped ones
+      // (`missed`) and a hole may lie anywhere among them (which, is not kept): they are told
+      // first, as one gap signal, so that no position names a skipped seq as passed by (a resume
+      // from that position would then never tell of it).
+      const untold = Math.max(0, hole) + this.missed;
+      if (untold > 0) this.sendGap(untold, this.clientEpoch);
+      this.missed = 0;
+      this.sendRaw(positionTail(seq - 1, this.clientEpoch));
+    } else if (hole > 0) {
       if (this.resumable) this.sendGap(hole, this.clientEpoch);
       else this.missed += hole;
-    }
-    // Seqs passed by (`except`) just before: a position-tracking subscriber is told where its
-    // numbering now stands, so this message (with its `missed`) follows on from it.
-    if (passedBy > 0 && this.resumable) {
-      this.sendRaw(positionTail(seq - 1 - this.missed, this.clientEpoch));
     }
     this.lastSeq = seq;
     return true;
