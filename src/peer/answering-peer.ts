@@ -3,8 +3,7 @@ import { encodeBatch } from '../protocol/encode.js';
 import { keepParamsTexts } from '../protocol/params-text.js';
 import { keepsParamsTexts } from './method-registry.js';
 import { Peer } from './peer.js';
-import { batchReply } from './replies.js';
-import type { RequestId } from '../protocol/types.js';
+import { MAX_BATCH_REPLY_CHARS, batchReply } from './replies.js';
 
 /**
  * A peer for hosts where each request carries its own response (HTTP POST): `answer` returns
@@ -27,10 +26,12 @@ export class AnsweringPeer<S = unknown> extends Peer<S> {
       }
     }
     const replies = await Promise.all(frame.messages.map((m) => Promise.resolve(this.handle(m))));
-    // A lone message's reply is its own; a batch's is bounded as a whole (batchReply).
-    const { parts, hooks } = frame.batch
-      ? batchReply(replies, frame.messages as { id?: RequestId }[])
-      : batchReply(replies, [], Infinity);
+    // A lone message's reply is its own; a batch's is bounded as a whole.
+    const { parts, hooks } = batchReply(
+      replies,
+      frame.messages,
+      frame.batch ? MAX_BATCH_REPLY_CHARS : Infinity,
+    );
     for (const hook of hooks) this.runAfterSend(hook);
     if (parts.length === 0) return undefined;
     return frame.batch ? encodeBatch(parts) : parts[0];

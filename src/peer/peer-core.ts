@@ -283,7 +283,7 @@ export class PeerCore<S = unknown> implements TransportListener {
   }
 
   private sendBatchReply(replies: Reply[], messages: Incoming[]): void {
-    const { parts, hooks } = batchReply(replies, messages as { id?: RequestId }[]);
+    const { parts, hooks } = batchReply(replies, messages);
     // Spec 6: nothing at all is returned for a batch of notifications only.
     if (parts.length === 0 || this.closeInfo) return;
     this.transport.send(encodeBatch(parts));

@@ -3,6 +3,7 @@ import { ErrorCode, defaultErrorMessage } from '../protocol/error-codes.js';
 import { isWireError, toWireError } from '../protocol/errors.js';
 import type { ProtocolVersion, RequestId } from '../protocol/types.js';
 import type { RunningCall } from './handler-context.js';
+import type { Incoming } from '../protocol/classify.js';
 
 /*
  * What answering an incoming message produces, and the pure functions that encode it. Apart
@@ -103,7 +104,7 @@ export interface BatchReply {
  */
 export function batchReply(
   replies: readonly Reply[],
-  messages: readonly { id?: RequestId; idText?: string; version?: ProtocolVersion }[],
+  messages: readonly Incoming[],
   maxChars = MAX_BATCH_REPLY_CHARS,
 ): BatchReply {
   const parts: string[] = [];
@@ -115,7 +116,9 @@ export function batchReply(
     if (reply === undefined) continue;
     let text = typeof reply === 'string' ? reply : reply.text;
     if (chars + text.length + 1 > maxChars) {
-      const { id = null, idText, version } = messages[i] ?? {};
+      // Only a request (or an invalid one, answered under its id) has a reply to replace.
+      const message = messages[i] as Extract<Incoming, { kind: 'request' | 'invalid' }>;
+      const { id, idText, version } = message;
       text = encodeFailure(
         id,
         {

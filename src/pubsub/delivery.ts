@@ -969,7 +969,7 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
     if (passedBy > 0 && this.resumable) {
       // Seqs passed by (`except`) among those before: a position-tracking subscriber is told
       // where its numbering now stands, so this message follows on from it. The skipped ones
-      // (`missed`) and a hole may lie anywhere among them (which, is not kept): they are told
+      // (`missed`) and a hole may lie anywhere among them (their order is not kept): they are told
       // first, as one gap signal, so that no position names a skipped seq as passed by (a resume
       // from that position would then never tell of it).
       const untold = Math.max(0, hole) + this.missed;

@@ -5,6 +5,9 @@
  * it, "Authorization Violation"), so they are taken out of the URLs and given as its `user` and
  * `pass`, or `token`. The URLs it gets, and so any error naming one, carry no secret.
  */
+/** The schemes of a NATS server URL this project takes (NATS_URL, a NATS upstream's `url`). */
+export const NATS_URL_SCHEME = /^(nats|tls|wss?):\/\//i;
+
 export interface NatsServerOptions {
   servers: string[];
   user?: string;

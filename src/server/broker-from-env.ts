@@ -1,6 +1,7 @@
 import type { Logger } from '../peer/logger.js';
 import type { Broker } from '../pubsub/broker.js';
 import { refuse } from '../peer/option-rules.js';
+import { NATS_URL_SCHEME } from '../pubsub/nats-servers.js';
 
 /**
  * The broker chosen by configuration: `BROKER=memory|redis|nats`, with
@@ -35,7 +36,7 @@ export async function brokerFromEnv(
       );
       const servers = env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
       for (const server of servers.split(',')) {
-        checkUrl('NATS_URL', server.trim(), /^(nats|tls|wss?):\/\//i, 'a nats:// or tls:// URL');
+        checkUrl('NATS_URL', server.trim(), NATS_URL_SCHEME, 'a nats:// or tls:// URL');
       }
       const historyStorage = env['NATS_HISTORY_STORAGE'] || undefined;
       if (historyStorage !== undefined && historyStorage !== 'file' && historyStorage !== 'memory')

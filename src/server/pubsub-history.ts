@@ -129,13 +129,6 @@ export async function pastUnsendable(
   return history;
 }
 
-/** A page's messages as a history answer gives them: those that cannot be sent left out. */
-export function sendableMessages(messages: History['messages']): { seq: number; data: unknown }[] {
-  return messages
-    .filter((m) => isSendablePayload(m.payload))
-    .map((m) => ({ seq: m.seq, data: JSON.parse(m.payload) as unknown }));
-}
-
 /**
  * The last seq of a page that holds messages, none of which can be sent (isSendablePayload),
  * before the topic's end: where to read on from. Undefined for any other page.
@@ -155,19 +148,25 @@ function unsendablePageEnd(history: History): number | undefined {
  */
 export const MAX_HISTORY_PAGE_BYTES = 4 * 1024 * 1024;
 
-/** `messages` up to the one that would take their sendable payloads past `maxBytes`. */
-function withinBytes(messages: History['messages'], maxBytes: number): History['messages'] {
+/**
+ * A page's messages as a history answer gives them, in one pass: those that cannot be sent left
+ * out (their seqs not there), ending before the one that would take the page's payloads past
+ * `maxBytes` (UTF-8; the first whatever its size).
+ */
+function pageMessages(
+  messages: History['messages'],
+  maxBytes: number,
+): { seq: number; data: unknown }[] {
+  const kept: { seq: number; data: unknown }[] = [];
   let bytes = 0;
-  let kept = 0;
   for (const message of messages) {
-    if (isSendablePayload(message.payload)) {
-      const size = Buffer.byteLength(message.payload, 'utf8');
-      if (bytes > 0 && bytes + size > maxBytes) break;
-      bytes += size;
-    }
-    kept++;
+    if (!isSendablePayload(message.payload)) continue;
+    const size = Buffer.byteLength(message.payload, 'utf8');
+    if (kept.length > 0 && bytes + size > maxBytes) break;
+    bytes += size;
+    kept.push({ seq: message.seq, data: JSON.parse(message.payload) as unknown });
   }
-  return kept === messages.length ? messages : messages.slice(0, kept);
+  return kept;
 }
 
 /** The answer: `truncated` when the first message held is past the one asked for. */
@@ -178,9 +177,7 @@ function page(
   wanted: number | undefined,
 ): HistoryPage {
   // A message that cannot go into a frame is left out of the page (its seq is not there).
-  const messages = sendableMessages(
-    withinBytes(history.messages.slice(0, limit), MAX_HISTORY_PAGE_BYTES),
-  );
+  const messages = pageMessages(history.messages.slice(0, limit), MAX_HISTORY_PAGE_BYTES);
   const answer: HistoryPage = { messages, lastSeq: history.lastSeq };
   if (history.epoch !== undefined) answer.epoch = history.epoch;
   const first = history.messages[0]?.seq ?? history.lastSeq + 1;

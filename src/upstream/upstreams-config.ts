@@ -2,7 +2,7 @@
 // resolved with the rules every option of the library uses (src/peer/option-rules.ts): each
 // refusal names the option's full path in the file and what it may be.
 import { isReservedMethod } from '../protocol/reserved.js';
-import { natsServerOptions } from '../pubsub/nats-servers.js';
+import { NATS_URL_SCHEME, natsServerOptions } from '../pubsub/nats-servers.js';
 import { checkOptions, isRecord, numberIn, ofType, refuse } from '../peer/option-rules.js';
 import type { Rule } from '../peer/option-rules.js';
 
@@ -378,7 +378,7 @@ function natsServers(value: unknown, name: string): void {
   if (
     !Array.isArray(list) ||
     list.length === 0 ||
-    list.some((s) => typeof s !== 'string' || !/^(nats|tls|wss?):\/\//i.test(s) || !URL.canParse(s))
+    list.some((s) => typeof s !== 'string' || !NATS_URL_SCHEME.test(s) || !URL.canParse(s))
   ) {
     refuse(name, 'a nats:// or tls:// URL or a non-empty array of them', value, true);
   }

@@ -12,6 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { encodeFailure, encodeSuccess } from '../../src/protocol/encode.js';
 import { MAX_BATCH_REPLY_CHARS, batchReply } from '../../src/peer/replies.js';
 import type { Reply } from '../../src/peer/replies.js';
+import type { Incoming } from '../../src/protocol/classify.js';
 import { openRawSocket, startGateway } from '../support/gateway.js';
 import type { RunningGateway } from '../support/gateway.js';
 
@@ -35,7 +36,13 @@ describe('batchReply, against its model', () => {
             const text = encodeSuccess(i, 'x'.repeat(size));
             return hooked ? { text, afterSend: () => ran.push(i) } : text;
           });
-          const messages = sizes.map((_, i) => ({ id: i }));
+          const messages = sizes.map((_, i): Incoming => ({
+            kind: 'request',
+            version: '2.0',
+            id: i,
+            method: 'm',
+            params: undefined,
+          }));
           const { parts, hooks } = batchReply(replies, messages, maxChars);
           for (const hook of hooks) hook();
           // The model: in order, each call's own reply while it fits, else the refusal.
