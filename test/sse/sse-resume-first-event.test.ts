@@ -8,9 +8,9 @@ import { RpcClient } from '../../src/client/client.js';
 import { sseSocket } from '../../src/client/sse-transport.js';
 import { deferred } from '../support/promises.js';
 import type { Deferred } from '../support/promises.js';
-import { startGateway } from '../support/gateway.js';
 import { waitUntil, within } from '../support/waiting.js';
 import { cutAfterSessionEvent } from './cut-stream.js';
+import { heldCallsGateway } from './held-calls-gateway.js';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
@@ -59,14 +59,7 @@ function resumingFetch() {
 }
 
 async function setUp() {
-  const running = await startGateway({ routes: { events: '/rpc/events' } });
-  cleanups.push(() => running.gateway.close({ timeoutMs: 1_000 }));
-  const answers: Deferred<string>[] = [];
-  running.gateway.method('held', () => {
-    const answer = deferred<string>();
-    answers.push(answer);
-    return answer.promise;
-  });
+  const { running, answers } = await heldCallsGateway(cleanups);
   const resuming = resumingFetch();
   const rpc = new RpcClient({
     url: running.url,

@@ -9,11 +9,9 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { RpcClient } from '../../src/client/client.js';
 import { SseSocket, sseSocket } from '../../src/client/sse-transport.js';
-import { deferred } from '../support/promises.js';
-import type { Deferred } from '../support/promises.js';
-import { startGateway } from '../support/gateway.js';
 import { waitUntil, within } from '../support/waiting.js';
 import { outcome } from './move-up.js';
+import { heldCallsGateway } from './held-calls-gateway.js';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
@@ -49,14 +47,7 @@ function observingFetch() {
 
 describe('HTTP streaming fallback (client): a resume refused 429', () => {
   it('waits out Retry-After and resumes from the same id; the session and its reply survive', async () => {
-    const running = await startGateway({ routes: { events: '/rpc/events' } });
-    cleanups.push(() => running.gateway.close({ timeoutMs: 1_000 }));
-    const answers: Deferred<string>[] = [];
-    running.gateway.method('held', () => {
-      const answer = deferred<string>();
-      answers.push(answer);
-      return answer.promise;
-    });
+    const { running, answers } = await heldCallsGateway(cleanups);
     running.gateway.method('add', ([a, b]: [number, number]) => a + b);
     const observing = observingFetch();
     // Only a refusal's wait is waited: the pacing of resumes after short streams is taken out.

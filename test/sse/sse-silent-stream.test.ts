@@ -8,10 +8,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { RpcClient } from '../../src/client/client.js';
 import { sseSocket } from '../../src/client/sse-transport.js';
-import { deferred } from '../support/promises.js';
-import type { Deferred } from '../support/promises.js';
-import { startGateway } from '../support/gateway.js';
 import { waitUntil, within } from '../support/waiting.js';
+import { heldCallsGateway } from './held-calls-gateway.js';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
@@ -43,14 +41,7 @@ function silentAfterSessionEvent(res: Response): Response {
 
 describe('HTTP streaming fallback (client): a stream gone silent', () => {
   it('is resumed after maxSilenceMs, and the reply sent on it meanwhile is answered', async () => {
-    const running = await startGateway({ routes: { events: '/rpc/events' } });
-    cleanups.push(() => running.gateway.close({ timeoutMs: 1_000 }));
-    const answers: Deferred<string>[] = [];
-    running.gateway.method('held', () => {
-      const answer = deferred<string>();
-      answers.push(answer);
-      return answer.promise;
-    });
+    const { running, answers } = await heldCallsGateway(cleanups);
     const gets: (string | undefined)[] = [];
     const silencing = (async (input: RequestInfo | URL, init?: RequestInit) => {
       if ((init?.method ?? 'GET') !== 'GET') return fetch(input, init);
