@@ -144,6 +144,7 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
       (err: unknown) => {
         this.authorizing--;
         this.logger.error({ err, method }, 'authorize hook failed');
+        this.config.onCallSettled?.(method, 'error', 0);
         return failure(id, ErrorCode.InternalError, version);
       },
     );

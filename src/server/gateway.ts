@@ -384,12 +384,13 @@ export class Gateway<C = unknown> {
       maxInFlight: this.limits.maxInFlight,
       exposeErrorDetails: protocol.exposeErrorDetails,
       // With user inboxes, a session's first call also says how it takes its user's messages
-      // (SessionInbox): a `$inbox` subscribe, or anything else.
+      // (SessionInbox): anything but a `$inbox` subscribe takes them plain; the subscribe
+      // claims them when its handler takes it.
       authorize: inbox
         ? (method, params, session) => {
             const sessionInbox = session.inbox;
-            if (sessionInbox?.undecided) {
-              sessionInbox.firstCall(method === subscribeMethod && namesInbox(params));
+            if (sessionInbox?.undecided && !(method === subscribeMethod && namesInbox(params))) {
+              sessionInbox.firstCall();
             }
             return appAuthorize ? appAuthorize(method, params, session) : true;
           }

@@ -754,12 +754,22 @@ export class PubSubService<C> {
         { topic: INBOX_SUBSCRIPTION },
       );
     }
-    // From here the session gets no plain copies of its user's messages (SessionInbox).
+    // From here the session gets no plain copies of its user's messages (SessionInbox), unless
+    // this subscribe fails: then they come back to it.
     inbox.claim();
     return this.holdAndStart(inboxTopic(user), request.name, session, table, INBOX_FLOW, ctx, {
       request,
       starting: (asked) => inbox.started(asked),
-    });
+    }).then(
+      (id) => {
+        inbox.confirmed();
+        return id;
+      },
+      (err: unknown) => {
+        inbox.failed();
+        throw err;
+      },
+    );
   }
 
   /** Hold `topic` on the broker, then start the subscription (`name` is what the client asked for). */

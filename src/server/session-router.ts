@@ -3,7 +3,7 @@ import { ErrorCode } from '../protocol/error-codes.js';
 import { ServerError } from '../protocol/errors.js';
 import type { Params } from '../protocol/types.js';
 import { assertEncodableParams } from './session.js';
-import { PublishUnconfirmedError } from '../pubsub/broker.js';
+import { PublishUnconfirmedError, TopicCreationLimitError } from '../pubsub/broker.js';
 import type { Broker, BrokerMessage, Retention } from '../pubsub/broker.js';
 import {
   DEFAULT_SESSION_DENY_FOR_MS,
@@ -363,7 +363,8 @@ export class SessionRouter {
   /**
    * Notify every session of `user`, on every node (this one included, through the broker).
    * With user inboxes, resolves with the message's number in the user's inbox. Rejects with
-   * -32009 when the broker did not take it.
+   * -32009 when the broker did not take it, and with -32003 when the user's inbox is not on the
+   * broker yet and the node's budget for new topics (newTopicsPerSecond) is spent.
    */
   async notifyUser(user: string, method: string, params?: Params): Promise<number | undefined> {
     const inbox = this.options.inbox;
@@ -433,6 +434,17 @@ export class SessionRouter {
       // Through a promise, so a broker that throws synchronously fails like one that rejects.
       return await Promise.resolve().then(() => this.broker.publish(topic, payload, retention));
     } catch (err) {
+      // A user's first inbox message makes a topic: past the node's budget for new topics the
+      // broker is up, and worth trying again later, as gateway.publish tells it.
+      if (err instanceof TopicCreationLimitError) {
+        throw new ServerError(
+          ErrorCode.RateLimited,
+          'Too many new topics: the message was not sent',
+          {
+            newTopicsPerSecond: err.perSecond,
+          },
+        );
+      }
       // A JsonRpcError, so a handler that returns notifyUser's promise answers precisely. The
       // broker tells a message that may have reached it (PublishUnconfirmedError: an inbox
       // message stored, a message to a session or user passed on, its answer lost): "was not
@@ -642,11 +654,14 @@ type InboxMode = 'undecided' | 'plain' | 'claiming' | 'inbox';
  * would otherwise get messages plain before its `$inbox` subscribe and the same ones again,
  * before the ones it missed, from the resume. So until its first call (or `holdMs` after it
  * opened) the user's messages are held for it: a `$inbox` subscribe starts from the first of
- * them (when it asks for its position) or from its own `since`; anything else gets them plain.
+ * them (unless it resumes from its own `since`); anything else gets them plain.
  *
  * Modes: `undecided` (held, at most `maxHeld`, for at most `holdMs`), `plain` (notified),
- * `claiming` (a `$inbox` subscribe is on its way: only where it starts is remembered),
- * `inbox` (the subscription delivers; nothing here).
+ * `claiming` (`$inbox` subscribes are on their way: held, as undecided, until one of them has
+ * started and answered), `inbox` (a subscription delivers; nothing here). When every `$inbox`
+ * subscribe on its way fails, before or after it started, what was held comes back: sent plain
+ * if the session took its messages plain before, else held again for `holdMs`, so a retried
+ * `$inbox` subscribe starts from the first of them and any other call gets them plain.
  */
 export class SessionInbox {
   private mode: InboxMode = 'undecided';
@@ -654,9 +669,15 @@ export class SessionInbox {
   /** The first message held since the session opened or claimed the inbox. */
   private firstHeld: { seq: number } | undefined;
   private timer: NodeJS.Timeout | undefined;
-  private readonly openedAt = Date.now();
+  /** Epoch ms until which an undecided session's messages are held. */
+  private holdUntil: number;
   /** Some of the user's messages went to it plain (its first call was not a `$inbox` subscribe). */
   private sentPlain = false;
+  /** The session took its messages plain when its `$inbox` subscribes began. */
+  private claimedFromPlain = false;
+  /** `$inbox` subscribes claimed and not yet answered (`confirmed` or `failed`). */
+  private claims = 0;
+  private closed = false;
 
   constructor(
     private readonly session: {
@@ -666,7 +687,9 @@ export class SessionInbox {
     },
     private readonly holdMs: number,
     private readonly maxHeld: number,
-  ) {}
+  ) {
+    this.holdUntil = Date.now() + holdMs;
+  }
 
   /** Not yet told how the session takes its messages: its next call says. */
   get undecided(): boolean {
@@ -678,11 +701,13 @@ export class SessionInbox {
     return this.mode !== 'inbox';
   }
 
-  /** The session's first call: a `$inbox` subscribe (`inbox`) or anything else. */
-  firstCall(inbox: boolean): void {
-    if (this.mode !== 'undecided') return;
-    if (inbox) this.claim();
-    else this.goPlain();
+  /**
+   * The session's first call that is not a `$inbox` subscribe: its messages go plain from
+   * here. A `$inbox` subscribe decides when its handler takes it (`claim`): one sent as a
+   * notification, refused by the authorize hook or malformed leaves the session undecided.
+   */
+  firstCall(): void {
+    if (this.mode === 'undecided') this.goPlain();
   }
 
   /** One message of the user's inbox that the registry did not deliver to this session. */
@@ -694,72 +719,104 @@ export class SessionInbox {
         this.sendPlain(message);
         return;
       case 'claiming':
-        this.firstHeld ??= { seq: message.seq };
+        this.hold(message);
         return;
       case 'undecided': {
-        const left = this.holdMs - (Date.now() - this.openedAt);
-        if (left <= 0) {
+        if (Date.now() >= this.holdUntil) {
           this.goPlain();
           this.sendPlain(message);
           return;
         }
-        this.firstHeld ??= { seq: message.seq };
-        this.held.push(message);
-        // Beyond the bound the oldest go: a plain session gets the user's messages at most once.
-        if (this.held.length > this.maxHeld) this.held.shift();
-        if (!this.timer) {
-          this.timer = setTimeout(() => {
-            this.timer = undefined;
-            if (this.mode === 'undecided') this.goPlain();
-          }, left);
-          this.timer.unref();
-        }
+        this.hold(message);
+        this.timer ??= this.holdTimer();
         return;
       }
     }
   }
 
   /**
-   * A `$inbox` subscribe arrived: no more plain messages. What comes until the subscription
-   * starts is covered by where it starts (`started`).
+   * A `$inbox` subscribe reached its handler: no more plain messages while it is on its way.
+   * Pair with `confirmed` (it was answered with its subscription) or `failed`.
    */
   claim(): void {
+    if (this.closed) return;
+    this.claims++;
     if (this.mode === 'inbox' || this.mode === 'claiming') return;
-    if (this.mode === 'plain') this.firstHeld = undefined;
+    this.claimedFromPlain = this.mode === 'plain';
     this.mode = 'claiming';
-    this.held = [];
     this.clearTimer();
   }
 
   /**
-   * The `$inbox` subscription joins the user's topic now, in this very turn: from here on it
-   * delivers this session's messages. Returns where it starts: a subscribe that asked for its
-   * position starts before the first message held for the session (so nothing sent since the
-   * session opened is missed), one that resumes starts from its own `since`.
+   * The `$inbox` subscription joins the user's topic now, in this very turn. Returns where it
+   * starts: before the first message held for the session (so nothing sent since the session
+   * opened is missed), or from its own `since` when it resumes. What is held stays held until
+   * the subscribe is answered: should it fail, the session has it still.
    */
   started(request: SubscribeRequest): SubscribeRequest {
     const first = this.firstHeld;
-    this.mode = 'inbox';
-    this.held = [];
-    this.firstHeld = undefined;
-    this.clearTimer();
     if (request.since !== undefined && this.sentPlain) {
       this.session.logger.warn(
         { since: request.since },
         '$inbox resumed on a session that got user messages plain before it: some may arrive twice',
       );
     }
-    if (request.since !== undefined || !request.position || first === undefined) return request;
+    if (request.since !== undefined || first === undefined) return request;
     // Replayed from there; the epoch is told with it, as a position would have told it.
     return { ...request, since: first.seq - 1, epoch: undefined, position: false };
   }
 
-  /** The session closed: nothing held, no timer. */
-  close(): void {
+  /** A claimed `$inbox` subscribe was answered with its subscription: it delivers from here. */
+  confirmed(): void {
+    if (this.closed) return;
+    this.claims = Math.max(0, this.claims - 1);
     this.mode = 'inbox';
     this.held = [];
     this.firstHeld = undefined;
     this.clearTimer();
+  }
+
+  /** A claimed `$inbox` subscribe failed, before or after it started (see the class). */
+  failed(): void {
+    if (this.closed) return;
+    this.claims = Math.max(0, this.claims - 1);
+    if (this.mode !== 'claiming' || this.claims > 0) return;
+    if (this.claimedFromPlain) {
+      this.goPlain();
+      return;
+    }
+    this.mode = 'undecided';
+    this.holdUntil = Date.now() + this.holdMs;
+    this.timer ??= this.holdTimer();
+  }
+
+  /** The session closed: nothing held, no timer. */
+  close(): void {
+    this.closed = true;
+    this.mode = 'inbox';
+    this.held = [];
+    this.firstHeld = undefined;
+    this.clearTimer();
+  }
+
+  private hold(message: InboxMessage): void {
+    this.firstHeld ??= { seq: message.seq };
+    this.held.push(message);
+    // Beyond the bound the oldest go: a plain session gets the user's messages at most once.
+    if (this.held.length > this.maxHeld) this.held.shift();
+  }
+
+  /** Sends what is held plain once `holdUntil` passes with the session still undecided. */
+  private holdTimer(): NodeJS.Timeout {
+    const timer = setTimeout(
+      () => {
+        this.timer = undefined;
+        if (this.mode === 'undecided') this.goPlain();
+      },
+      Math.max(0, this.holdUntil - Date.now()),
+    );
+    timer.unref();
+    return timer;
   }
 
   private goPlain(): void {

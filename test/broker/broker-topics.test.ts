@@ -15,6 +15,8 @@ import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import { NatsBroker } from '../../src/pubsub/nats-broker.js';
 import { deleteNatsStreams, deleteRedisKeys } from '../support/brokers.js';
 import { canConnect } from '../support/network.js';
+import { Resources } from '../support/resources.js';
+import { ErrorCode } from '../../src/protocol/error-codes.js';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
 const inCi = process.env.CI === 'true';
@@ -118,5 +120,34 @@ describe.skipIf(!hasRedis)('Redis keys', () => {
     });
     brokers.push(other);
     for (const i of range(1, 3)) expect(await other.publish(`t.${i}`, '3')).toBe(3);
+  });
+});
+
+describe.skipIf(!hasRedis)('a user inbox past the budget for new topics', () => {
+  const res = new Resources();
+  afterEach(() => res.cleanup());
+
+  it('notifyUser to a user whose inbox is not on the broker yet is -32003 naming the budget, not -32009', async () => {
+    const broker = await RedisBroker.create({
+      url: REDIS_URL,
+      prefix: `${run}:inbox-budget:`,
+      newTopicsPerSecond: 0.001,
+      newTopicsBurst: 1,
+    });
+    brokers.push(broker);
+    const { gateway } = await res.gateway({
+      broker,
+      userInbox: true,
+      userOf: () => undefined,
+    });
+    expect(await gateway.notifyUser('first', 'msg', [1])).toBe(1);
+    const refused = gateway.notifyUser('second', 'msg', [1]);
+    await expect(refused).rejects.toMatchObject({
+      code: ErrorCode.RateLimited,
+      message: 'Too many new topics: the message was not sent',
+      data: { newTopicsPerSecond: 0.001 },
+    });
+    // The first user's inbox exists: within the budget whatever it holds.
+    expect(await gateway.notifyUser('first', 'msg', [2])).toBe(2);
   });
 });

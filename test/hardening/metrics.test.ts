@@ -4,6 +4,7 @@ import { Resources } from '../support/resources.js';
 import { waitUntil } from '../support/waiting.js';
 import { openRaw } from '../support/sockets.js';
 import { parseSamples, sampleValue, scrape } from '../support/metrics.js';
+import { silentLogger as silent } from '../../src/peer/logger.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
@@ -109,6 +110,32 @@ describe('GET /metrics', () => {
     expect(sampleValue(text, 'rpc_call_duration_seconds_count', { method: '(unknown)' })).toBe(
       undefined,
     );
+  });
+
+  it('counts every call the authorize hook settles: refused as rejected, a hook that throws or rejects as error', async () => {
+    const { url, httpUrl, gateway } = await res.gateway({
+      authorize: ({ method }) => {
+        if (method === 'denied') return false;
+        if (method === 'throws') throw new Error('hook bug');
+        if (method === 'rejects') return Promise.reject(new Error('hook bug'));
+        return true;
+      },
+      logger: silent,
+    });
+    for (const method of ['denied', 'throws', 'rejects', 'fine']) gateway.method(method, () => 1);
+    const raw = await openRaw(res, url);
+    expect((await raw.request('denied')).error?.code).toBe(ErrorCode.Unauthorized);
+    for (const method of ['throws', 'rejects']) {
+      expect((await raw.request(method)).error?.code).toBe(ErrorCode.InternalError);
+    }
+    expect((await raw.request('fine')).result).toBe(1);
+    const text = await scrape(httpUrl);
+    const count = (method: string, outcome: string) =>
+      sampleValue(text, 'rpc_calls_total', { method, outcome });
+    expect(count('denied', 'rejected')).toBe(1);
+    expect(count('throws', 'error')).toBe(1);
+    expect(count('rejects', 'error')).toBe(1);
+    expect(count('fine', 'ok')).toBe(1);
   });
 
   it('reports subscriptions by topic, dropped messages and slow-consumer disconnects', async () => {

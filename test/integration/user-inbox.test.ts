@@ -299,3 +299,81 @@ describe('user inbox on one gateway', () => {
     expect((warnings[0]!.obj as { err: JsonRpcError }).err.code).toBe(ErrorCode.InvalidParams);
   });
 });
+
+describe('user inbox: a new session whose $inbox subscribe does not take', () => {
+  it('a $inbox subscribe without position starts from the first message held for the session', async () => {
+    const { gateway, url } = await inboxGateway({ userInbox: { holdMs: 60_000 } });
+    const fresh = await raw(`${url}?user=hana`);
+    await waitUntil(() => gateway.sessions.size === 1, 'the session');
+    await gateway.notifyUser('hana', 'msg', [1]); // before its first call
+    const id = (await fresh.request('subscribe', ['$inbox'])).result as string;
+    await gateway.notifyUser('hana', 'msg', [2]);
+    await fresh.until(() => fresh.notifications(id).length === 3, 'the epoch and both messages');
+    expect(fresh.notifications(id).slice(1)).toEqual([
+      { subscription: id, seq: 1, result: { method: 'msg', params: [1] } },
+      { subscription: id, seq: 2, result: { method: 'msg', params: [2] } },
+    ]);
+  });
+
+  it('sent as a notification, malformed, or refused: the session still gets every message plain', async () => {
+    const { gateway, url } = await inboxGateway({
+      userInbox: { holdMs: 60_000 },
+      limits: { maxSubscriptions: 0 },
+    });
+    const asNotification = await raw(`${url}?user=ivy`);
+    const malformed = await raw(`${url}?user=ivy`);
+    const refused = await raw(`${url}?user=ivy`);
+    await waitUntil(() => gateway.sessions.size === 3, 'the sessions');
+    await gateway.notifyUser('ivy', 'msg', [1]);
+    asNotification.send({ jsonrpc: '2.0', method: 'subscribe', params: ['$inbox'] });
+    await asNotification.barrier();
+    const bad = await malformed.request('subscribe', ['$inbox', null, { since: 'x' }]);
+    expect(bad.error?.code).toBe(ErrorCode.InvalidParams);
+    const full = await refused.request('subscribe', ['$inbox', null, { position: true }]);
+    expect(full.error?.code).toBe(ErrorCode.TooManySubscriptions);
+    await gateway.notifyUser('ivy', 'msg', [2]);
+    for (const session of [asNotification, malformed, refused]) {
+      expect((await session.request('whoami')).result).toBe('ivy'); // its next call: plain
+      await session.until(
+        () => session.frames.filter((f) => f.method === 'msg').length === 2,
+        'both',
+      );
+      expect(session.frames.filter((f) => f.method === 'msg').map((f) => f.params)).toEqual([
+        [1],
+        [2],
+      ]);
+    }
+  });
+
+  it('a $inbox subscribe that fails after it started gives back what came meanwhile: a retry starts from there', async () => {
+    const broker = new MemoryBroker();
+    const history = broker.history.bind(broker);
+    // The first position read waits for the test, then fails: the subscription has joined the
+    // topic by then, and what is sent meanwhile would be its first messages.
+    const readRefused = deferred();
+    let positionReads = 0;
+    broker.history = (topic, afterSeq, limit) =>
+      afterSeq === Number.MAX_SAFE_INTEGER && positionReads++ === 0
+        ? readRefused.promise.then(() => Promise.reject(new Error('read refused')))
+        : history(topic, afterSeq, limit);
+    const { gateway, url } = await inboxGateway({ broker, userInbox: { holdMs: 60_000 } });
+    const fresh = await raw(`${url}?user=jo`);
+    await waitUntil(() => gateway.sessions.size === 1, 'the session');
+    const failing = fresh.request('subscribe', ['$inbox', null, { position: true }]);
+    await waitUntil(() => positionReads === 1, 'the position read');
+    await gateway.notifyUser('jo', 'msg', [1]);
+    readRefused.resolve();
+    expect((await failing).error?.code).toBe(ErrorCode.BrokerUnavailable);
+    await gateway.notifyUser('jo', 'msg', [2]);
+    const id = (await fresh.request('subscribe', ['$inbox', null, { position: true }]))
+      .result as string;
+    await fresh.until(() => fresh.notifications(id).length === 3, 'the epoch and both messages');
+    expect(
+      fresh
+        .notifications(id)
+        .slice(1)
+        .map((n) => n.seq),
+    ).toEqual([1, 2]);
+    expect(fresh.frames.filter((f) => f.method === 'msg')).toEqual([]); // nothing plain
+  });
+});

@@ -137,7 +137,7 @@ describe('SessionInbox', () => {
     const inbox = new SessionInbox(session, 60_000, 3);
     for (let seq = 1; seq <= 5; seq++) inbox.offer(message(seq));
     expect(notified).toEqual([]);
-    inbox.firstCall(false);
+    inbox.firstCall();
     expect(notified.map((n) => n.params)).toEqual([[3], [4], [5]]);
     inbox.offer(message(6));
     expect(notified.map((n) => n.params)).toEqual([[3], [4], [5], [6]]);
@@ -162,7 +162,7 @@ describe('SessionInbox', () => {
     const inbox = new SessionInbox(session, 60_000, 10);
     inbox.offer(message(7));
     inbox.offer(message(8));
-    inbox.firstCall(true);
+    inbox.claim();
     inbox.offer(message(9)); // while the subscribe is on its way
     expect(inbox.started({ name: '$inbox', params: undefined, position: true })).toEqual({
       name: '$inbox',
@@ -171,6 +171,9 @@ describe('SessionInbox', () => {
       epoch: undefined,
       position: false,
     });
+    // Held until the subscribe is answered: had it failed, the session would have them still.
+    expect(inbox.wantsMessages).toBe(true);
+    inbox.confirmed();
     expect(inbox.wantsMessages).toBe(false);
     const resumed = new SessionInbox(session, 60_000, 10);
     resumed.offer(message(7));

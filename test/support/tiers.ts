@@ -80,7 +80,7 @@ export const tierRules: readonly (readonly [Tier, readonly string[]])[] = [
       'test/client/{iterate-model,subscription-status-model}.test.ts',
       'test/deploy/deploy-files.test.ts',
       'test/hardening/{address-group,same-host}.test.ts',
-      'test/pubsub/{delivery,delivery-continuity,delivery-pass,delivery-queues,except-set,history-reads,memory-broker,session-router,topic-registry,user-inbox-router}.test.ts',
+      'test/pubsub/{delivery,delivery-continuity,delivery-pass,delivery-queues,except-set,history-reads,memory-broker,session-inbox-model,session-router,topic-registry,user-inbox-router}.test.ts',
       'test/upstream/{config,share-config,address-share-model}.test.ts',
       'test/standalone/{config-file,config-file-duplicate-keys}.test.ts',
       // Heap measurements that open no socket: isolated, so that nothing another file left
