@@ -7,13 +7,13 @@ import { isNonFiniteFloat } from './non-finite.js';
 /**
  * Check one CBOR data item (see WireCodec.check). Refused as 'syntax': byte strings and tags
  * (no JSON counterpart; tags also cover cbor-x's records, shared references and typed arrays,
- * so a tag bomb never reaches the decoder), a float that is NaN or infinite (none in JSON
- * either), simple values other than false, true and null
- * (undefined included), indefinite lengths, reserved argument sizes, and any length larger than the bytes
- * left (every item takes at least one byte). Refused as 'utf8': a text string (a key or a
- * value) whose bytes are not well-formed UTF-8. Refused as 'values' past `maxValues` values, as
- * 'depth' past `maxDepth` levels: whichever comes first. `protoKeys`, when given, gets the
- * offset of each map key `__proto__` (see proto-keys.ts).
+ * so a tag bomb never reaches the decoder), a map key that is not a text string (nor has one), a
+ * float that is NaN or infinite (none in JSON either), simple values other than false, true and
+ * null (undefined included), indefinite lengths, reserved argument sizes, and any length larger
+ * than the bytes left (every item takes at least one byte). Refused as 'utf8': a text string (a
+ * key or a value) whose bytes are not well-formed UTF-8. Refused as 'values' past `maxValues`
+ * values, as 'depth' past `maxDepth` levels: whichever comes first. `protoKeys`, when given,
+ * gets the offset of each map key `__proto__` (see proto-keys.ts).
  */
 export function checkCbor(
   bytes: Uint8Array,
@@ -45,6 +45,9 @@ export function checkCbor(
               : view.getUint32(pos) * 2 ** 32 + view.getUint32(pos + 4);
       pos += size;
     } else return 'syntax'; // 28-30 reserved; 31 indefinite length or break
+    // A map key other than a text string has no JSON counterpart: read as text it would
+    // become one (1 and "1" the same key).
+    if (major !== 3 && walk.atKey) return 'syntax';
     // An array's items, or a map's entries; undefined for a scalar.
     let items: number | undefined;
     switch (major) {

@@ -3,6 +3,11 @@ import { exceedsDepth } from '../protocol/safe-json.js';
 import { MAX_MESSAGE_DEPTH } from './encoded-depth.js';
 import { decodeKeepingProtoKeys } from './proto-keys.js';
 import { hasBigIntId, hasWideId, jsonWithBigInts, withExactIds } from './exact-integers.js';
+import {
+  holdsLoneSurrogate,
+  loneSurrogateReason,
+  mayHoldLoneSurrogate,
+} from './lone-surrogates.js';
 
 /**
  * What a codec's structure walk found: well-formed, or why it refuses the bytes ('utf8': a
@@ -33,10 +38,10 @@ export interface WireCodec {
    * Walk the encoded structure without building it: 'depth' when arrays and maps nest deeper
    * than `maxDepth`, 'values' when it holds more than `maxValues` values (counted as JSON text
    * is: each array, map and scalar one, map keys none; default Infinity), 'syntax' for a
-   * truncated or malformed value, trailing bytes, a length larger than the bytes left, or a
-   * type outside JSON's (binary strings, extensions, tags), 'utf8' for a string that is not
-   * well-formed UTF-8 (a decoder would read U+FFFD in its place). Bounded: no recursion, no
-   * allocation per item.
+   * truncated or malformed value, trailing bytes, a length larger than the bytes left, a type
+   * outside JSON's (binary strings, extensions, tags) or a map key that is not a string, 'utf8'
+   * for a string that is not well-formed UTF-8 (a decoder would read U+FFFD in its place).
+   * Bounded: no recursion, no allocation per item.
    */
   readonly check: (bytes: Uint8Array, maxDepth: number, maxValues?: number) => CheckResult;
   /**
@@ -163,10 +168,10 @@ export function binaryToText(
  * One outgoing JSON text (always valid: the engine wrote it) as the codec's bytes; an id
  * beyond 2^53 goes as the 64-bit integer its digits write, as it came. Never throws an
  * encoder's error: a response the codec cannot encode (nested deeper than MAX_MESSAGE_DEPTH,
- * which would overflow the stack of msgpackr's or cbor-x's recursive encoder) goes as a -32603
- * Internal error with `data: { reason }` for its id; a text with a request or notification it
- * cannot encode is not sent at all: an UnencodableMessageError says why, and what answers the
- * text's calls.
+ * which would overflow the stack of msgpackr's or cbor-x's recursive encoder, or holding a string
+ * with a lone surrogate, which no UTF-8 string can carry) goes as a -32603 Internal error with
+ * `data: { reason }` for its id; a text with a request or notification it cannot encode is not
+ * sent at all: an UnencodableMessageError says why, and what answers the text's calls.
  */
 export function textToBinary(codec: WireCodec, text: string): Uint8Array {
   const outgoing = encodeOutgoing(codec, text);
@@ -206,7 +211,9 @@ export interface RefusedMessage {
  * codec cannot encode is replaced by a -32603 Internal error for its id, `data: { reason }`;
  * a request or notification it cannot encode is left out and listed in `refused` (`bytes` is
  * undefined when nothing is left to send). Never throws: the encoder is not asked to encode
- * anything nested deeper than MAX_MESSAGE_DEPTH, and any error of its is caught.
+ * anything nested deeper than MAX_MESSAGE_DEPTH or holding a lone surrogate, and any error of
+ * its is caught. The messages are walked one by one only when the text is that deep or may hold
+ * one (lone-surrogates.ts mayHoldLoneSurrogate): an ordinary message costs scans of its text.
  */
 export function encodeOutgoing(
   codec: WireCodec,
@@ -214,7 +221,7 @@ export function encodeOutgoing(
 ): { bytes: Uint8Array | undefined; refused: RefusedMessage[] } {
   const parsed: unknown = JSON.parse(text);
   const value = hasWideId(parsed) ? withExactIds(codec, text, parsed) : parsed;
-  if (!exceedsDepth(text, MAX_MESSAGE_DEPTH)) {
+  if (!mayHoldLoneSurrogate(text) && !exceedsDepth(text, MAX_MESSAGE_DEPTH)) {
     const bytes = tryEncode(codec, value, false);
     if (bytes instanceof Uint8Array) return { bytes, refused: [] };
   }
@@ -248,10 +255,17 @@ export class UnencodableMessageError extends Error {
   }
 }
 
-/** `value` encoded, or why not; `walk`: whether its depth is yet to be checked. */
+/**
+ * `value` encoded, or why not; `walk`: whether its depth and its strings are yet to be checked.
+ * A lone surrogate is refused before the encoder, which would write what no decoder reads as
+ * sent (U+FFFD, or bytes that are not UTF-8).
+ */
 function tryEncode(codec: WireCodec, value: unknown, walk = true): Uint8Array | RefusedMessage {
   if (walk && nestsDeeperThan(value, MAX_MESSAGE_DEPTH)) {
     return { message: value, reason: `nests deeper than ${MAX_MESSAGE_DEPTH} levels` };
+  }
+  if (walk && holdsLoneSurrogate(value)) {
+    return { message: value, reason: loneSurrogateReason(codec.name) };
   }
   try {
     return codec.encode(value);

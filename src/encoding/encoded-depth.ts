@@ -1,4 +1,5 @@
 import { exceedsDepth } from '../protocol/safe-json.js';
+import { jsonHoldsLoneSurrogate } from './lone-surrogates.js';
 
 /**
  * How deep a value the gateway sends may nest. msgpackr and cbor-x encode and decode by
@@ -18,14 +19,22 @@ export const MAX_ENCODED_DEPTH = 512;
 export const MAX_MESSAGE_DEPTH = MAX_ENCODED_DEPTH + 3;
 
 /**
- * Throws a RangeError naming `what` when the JSON text of a value about to enter the gateway
- * (published data) nests deeper than MAX_ENCODED_DEPTH: refused where it enters, before any
- * subscriber's encoding could fail on it.
+ * Throws, naming `what`, when the JSON text of a value about to enter the gateway (published
+ * data, notification params, a stream's value) is one a MessagePack or CBOR connection could not
+ * be sent: a RangeError when it nests deeper than MAX_ENCODED_DEPTH, a TypeError when a string
+ * of it (a value or a key) holds a lone surrogate, which UTF-8 has no form for. Refused where it
+ * enters, for every encoding, before any subscriber's encoding could fail on it. The strings are
+ * looked at only when the text may hold one (lone-surrogates.ts mayHoldLoneSurrogate).
  */
-export function assertEncodableDepth(json: string, what: string): void {
+export function assertEncodable(json: string, what: string): void {
   if (exceedsDepth(json, MAX_ENCODED_DEPTH)) {
     throw new RangeError(
       `${what} nests deeper than ${MAX_ENCODED_DEPTH} levels, the most a value the gateway sends may`,
+    );
+  }
+  if (jsonHoldsLoneSurrogate(json)) {
+    throw new TypeError(
+      `${what} holds a string that is not well-formed Unicode (a lone surrogate), which MessagePack and CBOR cannot carry`,
     );
   }
 }

@@ -32,9 +32,10 @@ function scalarSize(type: number): number | undefined {
 
 /**
  * Check one MessagePack value (see WireCodec.check). Refused as 'syntax': bin and ext types
- * (no JSON counterpart; ext also covers msgpackr's records and structured clones), a float that
- * is NaN or infinite (none in JSON either), the unused 0xc1, and any length larger than the bytes left (every item takes at least one byte), so a
- * five-byte array32 header cannot make the decoder allocate four billion slots. Refused as
+ * (no JSON counterpart; ext also covers msgpackr's records and structured clones), a map key
+ * that is not a string (nor has one), a float that is NaN or infinite (none in JSON either), the
+ * unused 0xc1, and any length larger than the bytes left (every item takes at least one byte),
+ * so a five-byte array32 header cannot make the decoder allocate four billion slots. Refused as
  * 'utf8': a string (a key or a value) whose bytes are not well-formed UTF-8. Refused as
  * 'values' past `maxValues` values, as 'depth' past `maxDepth` levels: whichever comes first.
  * `protoKeys`, when given, gets the offset of each map key `__proto__` (see proto-keys.ts).
@@ -86,6 +87,9 @@ export function checkMsgpack(
       if (size === undefined) return 'syntax'; // 0xc1, bin, ext, fixext
       skip = size;
     }
+    // A map key other than a string has no JSON counterpart: read as text it would become one
+    // (1 and "1" the same key).
+    if (!text && walk.atKey) return 'syntax';
     if (items !== undefined && (map ? items * 2 : items) > end - pos) return 'syntax';
     if (pos + skip > end) return 'syntax';
     if ((type === 0xca || type === 0xcb) && isNonFiniteFloat(bytes, pos, skip)) return 'syntax';

@@ -24,7 +24,8 @@ export function decodeKeepingProtoKeys(
   offsets: readonly number[],
 ): unknown {
   const marker = markerAbsentFrom(bytes);
-  const copy = bytes.slice();
+  // A copy of its own: a Buffer's slice() is a view, which would overwrite the caller's bytes.
+  const copy = new Uint8Array(bytes);
   for (const offset of offsets) copy.set(marker, offset);
   const value = codec.decode(copy);
   return withProtoKeys(value, String.fromCharCode(...marker));

@@ -8,8 +8,8 @@ export type WalkRefusal = 'depth' | 'values';
  * item.
  *
  * Values are counted as JSON text is (safe-json.ts scanJson): each array, map and scalar one,
- * map keys none, so a frame passes `maxValues` exactly when its JSON text would. A key that is
- * itself an array or map (no JSON text has one) is counted, with what it holds.
+ * map keys none, so a frame passes `maxValues` exactly when its JSON text would. A key is a
+ * string: the checks refuse anything else at a key (atKey) before it is read.
  */
 export class StructureWalk {
   /**

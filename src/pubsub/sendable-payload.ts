@@ -1,4 +1,5 @@
 import { MAX_ENCODED_DEPTH } from '../encoding/encoded-depth.js';
+import { jsonHoldsLoneSurrogate } from '../encoding/lone-surrogates.js';
 import { JsonRefusal, parseJson } from '../protocol/safe-json.js';
 
 /** A line break: JSON allows one only as whitespace, and it would end a line of the framing. */
@@ -6,15 +7,19 @@ const LINE_BREAK = /[\r\n]/;
 
 /**
  * Whether a message's payload, as read from the broker, can go into a frame: one JSON value, at
- * most MAX_ENCODED_DEPTH deep, with no line break, as every publish through a gateway writes it
- * (JSON.stringify). The broker is written by other nodes and by whatever else reaches it, and a
- * payload is pasted into frames unparsed (frames.ts messageTail): one that is not JSON would make
- * a frame that is not either, and a line break would split an NDJSON line or an SSE event.
+ * most MAX_ENCODED_DEPTH deep, with no line break and no string holding a lone surrogate (which
+ * MessagePack and CBOR cannot carry), as every publish through a gateway writes it
+ * (JSON.stringify, held to assertEncodable). The broker is written by other nodes and by
+ * whatever else reaches it, and a payload is pasted into frames unparsed (frames.ts
+ * messageTail): one that is not JSON would make a frame that is not either, and a line break
+ * would split an NDJSON line or an SSE event.
  * Checked once per message per node, not per subscriber.
  */
 export function isSendablePayload(payload: string): boolean {
   return (
-    !LINE_BREAK.test(payload) && !(parseJson(payload, MAX_ENCODED_DEPTH) instanceof JsonRefusal)
+    !LINE_BREAK.test(payload) &&
+    !(parseJson(payload, MAX_ENCODED_DEPTH) instanceof JsonRefusal) &&
+    !jsonHoldsLoneSurrogate(payload)
   );
 }
 

@@ -3,7 +3,7 @@ import type { Observable, Subscription } from 'rxjs';
 import type { HandlerContext } from '../peer/handler-context.js';
 import type { Logger } from '../peer/logger.js';
 import type { MethodRegistry } from '../peer/method-registry.js';
-import { assertEncodableDepth } from '../encoding/encoded-depth.js';
+import { assertEncodable } from '../encoding/encoded-depth.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { InvalidParamsError, ServerError } from '../protocol/errors.js';
 import { ConnectionClosedError } from '../protocol/local-errors.js';
@@ -274,7 +274,7 @@ export class PubSubService<C> {
       }
       except = exceptList(options?.except);
       payload = JSON.stringify(data === undefined ? null : data);
-      assertEncodableDepth(payload, 'data');
+      assertEncodable(payload, 'data');
     } catch (err) {
       return Promise.reject(err as Error);
     }
@@ -317,7 +317,7 @@ export class PubSubService<C> {
       if (!isWellFormed(topic))
         throw new TypeError('Topic name is not well-formed Unicode (a lone surrogate)');
       payload = JSON.stringify(data === undefined ? null : data);
-      assertEncodableDepth(payload, 'data');
+      assertEncodable(payload, 'data');
     } catch (err) {
       return Promise.reject(err as Error);
     }

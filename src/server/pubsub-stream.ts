@@ -2,7 +2,7 @@
 // subscribe reply on, and its error or completion becomes the stream's final notification.
 // Apart from the service because it is about the Observable's life, not about subscribing.
 import type { Observable, Subscription } from 'rxjs';
-import { assertEncodableDepth } from '../encoding/encoded-depth.js';
+import { assertEncodable } from '../encoding/encoded-depth.js';
 import type { HandlerContext } from '../peer/handler-context.js';
 import { JsonRpcError, toWireError } from '../protocol/errors.js';
 import type { Delivery } from '../pubsub/delivery.js';
@@ -68,7 +68,7 @@ export function attachStream<C>({
           payload = JSON.stringify(value === undefined ? null : value);
           // Held to the bound publish's data is, so no subscriber's encoder is handed a value it
           // cannot write (which would close a MessagePack or CBOR connection 1011).
-          assertEncodableDepth(payload, 'stream value');
+          assertEncodable(payload, 'stream value');
         } catch (err) {
           session.logger.warn({ err }, 'stream value cannot be sent; ending the stream');
           end(finalTail(toWireError(err, exposeErrorDetails)));

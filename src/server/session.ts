@@ -7,7 +7,7 @@ import type { Params } from '../protocol/types.js';
 import type { Sink } from '../pubsub/sink.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { JsonRpcError } from '../protocol/errors.js';
-import { assertEncodableDepth } from '../encoding/encoded-depth.js';
+import { assertEncodable } from '../encoding/encoded-depth.js';
 import type { EncodedFrame, ServerTransport } from '../transport/transport.js';
 import type { JoinOptions, SessionMembership, SharedMembership } from './membership.js';
 import type { SessionInbox } from './session-router.js';
@@ -25,8 +25,8 @@ export function pushUnsupported(what: string): JsonRpcError {
 
 /**
  * Throws a TypeError for notification params that are not an object or an array (JSON-RPC's
- * params are structured, or absent), and publish's RangeError (assertEncodableDepth) for params
- * nested deeper than MAX_ENCODED_DEPTH: refused where they enter, as published data is, since
+ * params are structured, or absent), and publish's RangeError (assertEncodable) for params
+ * nested deeper than MAX_ENCODED_DEPTH, its TypeError for a string holding a lone surrogate: refused where they enter, as published data is, since
  * past the bound a MessagePack or CBOR connection could not be sent them and would be closed 1011.
  */
 export function assertEncodableParams(params: Params | undefined): void {
@@ -36,7 +36,7 @@ export function assertEncodableParams(params: Params | undefined): void {
       `params must be an object or an array, not ${params === null ? 'null' : typeof params}`,
     );
   }
-  assertEncodableDepth(JSON.stringify(params) ?? 'null', 'params');
+  assertEncodable(JSON.stringify(params) ?? 'null', 'params');
 }
 
 /** Session.expiry of a connection that has not authenticated yet. */
@@ -211,7 +211,8 @@ export class Session<C = unknown> implements Sink {
 
   /**
    * Send the client a notification. Throws a RangeError, sending nothing, when `params` nest
-   * deeper than MAX_ENCODED_DEPTH (512 levels), as `gateway.publish` rejects such data.
+   * deeper than MAX_ENCODED_DEPTH (512 levels), and a TypeError when a string of them holds a lone
+   * surrogate, as `gateway.publish` rejects such data.
    */
   notify<P extends Params | undefined>(
     descriptor: NotificationDescriptor<P>,

@@ -64,6 +64,24 @@ describe('__proto__ keys', () => {
     );
   });
 
+  it.each([msgpack, cbor])(
+    "leave the caller's bytes as they were in $name's toText, a Buffer's included",
+    (codec: WireCodec) => {
+      const params = JSON.parse('{"__proto__":{"x":1},"a":2}') as unknown;
+      const encoded = codec.encode({ jsonrpc: '2.0', id: 1, method: 'm', params });
+      for (const bytes of [Buffer.from(encoded), new Uint8Array(encoded)]) {
+        const before = Buffer.from(bytes);
+        const text = codec.toText(bytes, 64);
+        expect(text).toBe(
+          '{"jsonrpc":"2.0","id":1,"method":"m","params":{"__proto__":{"x":1},"a":2}}',
+        );
+        expect(Buffer.from(bytes).equals(before)).toBe(true);
+        // Read again, the same bytes give the same text.
+        expect(codec.toText(bytes, 64)).toBe(text);
+      }
+    },
+  );
+
   it('leave a key __proto_ the client sent as it is', async () => {
     const { url } = await recordingGateway();
     const raw = await rawBinarySocket(resources, url, [msgpack.subprotocol], msgpack.decode);
