@@ -27,8 +27,10 @@ import {
 import type { ValidationIssues } from '../contract/validate.js';
 import type { HandlerContext } from '../peer/handler-context.js';
 import type { Logger } from '../peer/logger.js';
-import { InternalError, InvalidParamsError } from '../protocol/errors.js';
+import { InternalError } from '../protocol/errors.js';
 import type { Params } from '../protocol/types.js';
+import { performance as nodePerformance } from 'node:perf_hooks';
+import type { EventLoopUtilization } from 'node:perf_hooks';
 import type { Gateway } from './gateway.js';
 import type { TopicOptions } from './pubsub-service.js';
 import type { PublishOptions } from './pubsub-types.js';
@@ -111,40 +113,60 @@ function assertJson(
 }
 
 /**
- * How many validation issues cost the input budget one message's worth (limits.messageCostBytes):
- * a schema library finds and describes each bad value of a long array or record one by one, a
- * few µs each, so params failing in many places cost many times what their bytes paid for.
+ * Bytes of the input budget (limits.bytesPerSecond, bytesPerSecondPerIp) that one millisecond
+ * of params validation costs: what the gateway reads of ordinary requests in a millisecond of
+ * its thread (80 to 110 ns a byte, docs/performance.md), so a millisecond spent validating a
+ * connection's params costs it what a millisecond spent reading its requests does. A schema's
+ * work does not follow the params' bytes: a union tries each option on every item, and folds
+ * thousands of failures into one issue.
  */
-export const ISSUES_PER_CHARGED_MESSAGE = 4;
+export const VALIDATION_BYTES_PER_MS = 10_000;
 
-/**
- * Charge the connection for the issues of a failed validation (nothing else is charged here),
- * and throw the failure on.
- */
-function chargeIssues(transport: { chargeMessages?(count: number): void }, err: unknown): never {
-  if (err instanceof InvalidParamsError) {
-    const data = err.data as Partial<ValidationIssues> | undefined;
-    const count = (data?.issues?.length ?? 0) + (data?.omitted ?? 0);
-    const messages = Math.floor(count / ISSUES_PER_CHARGED_MESSAGE);
-    if (messages > 0) transport.chargeMessages?.(messages);
-  }
-  throw err;
+/** Charge the connection for a validation begun at `start` (performance.now()), settled now. */
+function chargeTime(transport: { chargeBytes?(bytes: number): void }, start: number): void {
+  const bytes = Math.ceil((performance.now() - start) * VALIDATION_BYTES_PER_MS);
+  if (bytes > 0) transport.chargeBytes?.(bytes);
 }
 
-/** `validate` whose failures also cost the caller's input budget (chargeIssues). */
-function chargingFailures<C>(
+/**
+ * Charge the connection for the thread's busy time since `loop` (an event-loop utilization
+ * reading): what an async validation may have spent after its first await. The thread's, not the
+ * validation's alone (no finer measure exists), and nothing for the time it only waited (a
+ * lookup of its own): a schema that awaits a database costs what its own work does.
+ */
+function chargeBusy(
+  transport: { chargeBytes?(bytes: number): void },
+  loop: EventLoopUtilization,
+): void {
+  const bytes = Math.ceil(
+    nodePerformance.eventLoopUtilization(loop).active * VALIDATION_BYTES_PER_MS,
+  );
+  if (bytes > 0) transport.chargeBytes?.(bytes);
+}
+
+/**
+ * `validate` whose time, passing or failing, costs the caller's input budget: its synchronous
+ * time (chargeTime), and an async schema's the thread was busy until it settled (chargeBusy).
+ */
+function charging<C>(
   validate: (params: Params | undefined) => unknown,
 ): (params: Params | undefined, ctx: Ctx<C>) => unknown {
-  // Nothing made per call on the way that passes: a closure only for a failure.
   return (params, ctx) => {
+    const start = performance.now();
+    let valid: unknown;
     try {
-      const valid = validate(params);
-      return valid instanceof Promise
-        ? valid.catch((err: unknown) => chargeIssues(ctx.session.transport, err))
-        : valid;
+      valid = validate(params);
     } catch (err) {
-      return chargeIssues(ctx.session.transport, err);
+      chargeTime(ctx.session.transport, start);
+      throw err;
     }
+    chargeTime(ctx.session.transport, start);
+    // A closure only for an async schema: a plain one's way makes nothing per call.
+    if (valid instanceof Promise) {
+      const loop = nodePerformance.eventLoopUtilization();
+      return valid.finally(() => chargeBusy(ctx.session.transport, loop));
+    }
+    return valid;
   };
 }
 
@@ -169,7 +191,7 @@ export function implementContract<K extends Contract, C>(
     return [name, spec, handler] as const;
   });
   for (const [name, spec, handler] of handlers) {
-    const validate = chargingFailures<C>(paramsValidator(spec));
+    const validate = charging<C>(paramsValidator(spec));
     // Stays synchronous when the schemas and the handler are, as a plain method would be.
     gateway.method(name, (params: Params | undefined, ctx) =>
       andThen(validate(params, ctx), (valid) => {
@@ -201,7 +223,7 @@ export function implementContract<K extends Contract, C>(
       continue;
     }
     // Params documented as one member named "params" are accepted in that form, as for methods.
-    const validate = chargingFailures<C>(paramsValidator(spec as MethodSpec));
+    const validate = charging<C>(paramsValidator(spec as MethodSpec));
     gateway.stream(name, (params, ctx) =>
       andThen(validate(params as Params | undefined, ctx), (valid) => stream(valid, ctx)),
     );

@@ -405,6 +405,14 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
     this.spendBytes(Math.max(bytes, this.options.messageCostBytes ?? 0));
   }
 
+  /**
+   * Count `bytes` more against the input budget: work a line asked of the gateway beyond
+   * reading it (Transport.chargeBytes). Past the budget, reading stops until it has refilled.
+   */
+  chargeBytes(bytes: number): void {
+    if (bytes > 0) this.spendBytes(bytes);
+  }
+
   /** Count `bytes` read against the input budget; past it, stop reading until it has refilled. */
   private spendBytes(bytes: number): void {
     const limit = this.options.inputLimit;

@@ -30,6 +30,12 @@ export interface Transport {
    * the first, known only once the frame is parsed. Absent: the transport has no such budget.
    */
   chargeMessages?(count: number): void;
+  /**
+   * Count `bytes` more against the transport's input budget: work a message asked of the
+   * receiver beyond reading it (a contract's params validation, its time in bytes). Absent: the
+   * transport has no such budget.
+   */
+  chargeBytes?(bytes: number): void;
 }
 
 /**

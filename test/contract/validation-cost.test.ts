@@ -1,21 +1,26 @@
 /**
- * A contract's params validation that fails in many places costs the connection's input budget
- * for its issues (ISSUES_PER_CHARGED_MESSAGE of them a message's worth), not only the request's
- * bytes: a schema library works per bad value, so a flood of requests failing everywhere would
- * otherwise take many times the CPU its bytes paid for. Counted as the transport hands messages
- * to the session, with a budget that does not refill within the test (1 byte a second).
+ * A contract's params validation costs the connection's input budget its time
+ * (VALIDATION_BYTES_PER_MS a millisecond), passing or failing, sync or async, on top of the
+ * request's bytes: a schema's work does not follow the params' bytes (a union tries each option
+ * on every item and folds thousands of failures into one issue), so a flood of costly requests
+ * must be paused as a flood of bytes is. The schemas here burn at least a known time, so the
+ * least each validation is charged is known; nothing depends on how fast the machine is. Counted
+ * as the transport hands messages to the session, with a budget that does not refill within the
+ * test (1 byte a second).
  */
+import { connect } from 'node:net';
+import type { Socket } from 'node:net';
+import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { afterEach, describe, expect, it } from 'vitest';
-import type WebSocket from 'ws';
 import { z } from 'zod';
 import { defineContract } from '../../src/contract/contract.js';
-import { ISSUES_PER_CHARGED_MESSAGE, implementContract } from '../../src/server/contract-server.js';
+import { VALIDATION_BYTES_PER_MS, implementContract } from '../../src/server/contract-server.js';
 import type { Session } from '../../src/server/session.js';
-import { DEFAULT_MESSAGE_COST_BYTES } from '../../src/transport/ws-transport.js';
 import type { WsTransport } from '../../src/transport/ws-transport.js';
 import { countHandled, newSession, sessionIds } from '../support/gateway.js';
 import { Resources } from '../support/resources.js';
-import { openSocket } from '../support/sockets.js';
+import type { RawRpc } from '../support/raw-rpc.js';
+import { openRaw } from '../support/sockets.js';
 import { waitUntil } from '../support/waiting.js';
 
 const res = new Resources();
@@ -24,12 +29,67 @@ afterEach(() => res.cleanup());
 const MAX_MESSAGE_BYTES = 64 * 1024;
 /** The burst is 2 × maxMessageBytes. */
 const BURST = 2 * MAX_MESSAGE_BYTES;
-const ITEMS = 1_000;
+/** What each validation takes at least: its charge alone is over a third of the burst. */
+const BURN_MS = 5;
+/** At most this many such validations run before the budget is spent and reading pauses. */
+const PAID = Math.ceil(BURST / (BURN_MS * VALIDATION_BYTES_PER_MS));
+
+/** Keep the thread busy for at least `ms`: a validation of known least cost. */
+function burn(ms: number): void {
+  const start = performance.now();
+  while (performance.now() - start < ms) {
+    // busy: what a costly schema does
+  }
+}
+
+type Outcome = 'pass' | 'fail';
+
+/** The result a schema gives after its work: the value, or one issue for however much failed. */
+function resultOf(value: unknown, outcome: Outcome): StandardSchemaV1.Result<unknown> {
+  return outcome === 'pass' ? { value } : { issues: [{ message: 'No option matched' }] };
+}
+
+/** A Standard Schema whose validation burns BURN_MS, synchronously or in a later task. */
+function costly(outcome: Outcome, mode: 'sync' | 'async'): StandardSchemaV1<unknown> {
+  return {
+    '~standard': {
+      version: 1,
+      vendor: 'test',
+      validate: (value) => {
+        if (mode === 'sync') {
+          burn(BURN_MS);
+          return resultOf(value, outcome);
+        }
+        return new Promise((resolve) =>
+          setImmediate(() => {
+            burn(BURN_MS);
+            resolve(resultOf(value, outcome));
+          }),
+        );
+      },
+    },
+  };
+}
+
+/** A Standard Schema that only waits WAIT_MS (a lookup of its own), then passes. */
+const WAIT_MS = 20;
+const waiting: StandardSchemaV1<unknown> = {
+  '~standard': {
+    version: 1,
+    vendor: 'test',
+    validate: (value) => new Promise((resolve) => setTimeout(() => resolve({ value }), WAIT_MS)),
+  },
+};
 
 const contract = defineContract({
   name: 'cost',
   version: '1.0.0',
-  methods: { sum: { params: z.object({ values: z.array(z.number()) }), result: z.number() } },
+  methods: {
+    passes: { params: costly('pass', 'sync'), result: z.number() },
+    fails: { params: costly('fail', 'sync'), result: z.number() },
+    passesLater: { params: costly('pass', 'async'), result: z.number() },
+    waits: { params: waiting, result: z.number() },
+  },
 });
 
 async function costGateway() {
@@ -38,7 +98,7 @@ async function costGateway() {
     limits: { maxMessageBytes: MAX_MESSAGE_BYTES, bytesPerSecond: 1, bytesPerSecondPerIp: 0 },
   });
   implementContract(running.gateway, contract, {
-    methods: { sum: ({ values }) => values.reduce((a, b) => a + b, 0) },
+    methods: { passes: () => 1, fails: () => 1, passesLater: () => 1, waits: () => 1 },
   });
   return running;
 }
@@ -46,45 +106,91 @@ async function costGateway() {
 /** A connection, and the count of messages its session was handed. */
 async function connection(running: Awaited<ReturnType<typeof costGateway>>) {
   const before = sessionIds(running.gateway);
-  const socket: WebSocket = await openSocket(res, running.url);
+  const rpc = await openRaw(res, running.url);
   const session: Session = newSession(running.gateway, before);
   const transport = session.transport as WsTransport;
   const handled = countHandled(transport);
-  return { socket, transport, handled };
+  return { rpc, transport, handled };
 }
 
-const request = (id: number, item: unknown) =>
-  JSON.stringify({
-    jsonrpc: '2.0',
-    id,
-    method: 'sum',
-    params: { values: Array<unknown>(ITEMS).fill(item) },
+/**
+ * Call `method` one request at a time until reading pauses: how many were answered. Each
+ * validation is charged before its answer is sent, so the pause is there once the answer is.
+ */
+async function callsUntilPaused(rpc: RawRpc, transport: WsTransport, method: string) {
+  let answered = 0;
+  while (!transport.inputPaused) {
+    // Past what the burst can pay for, the validations were not charged.
+    expect(answered).toBeLessThan(PAID);
+    await rpc.request(method, { n: answered });
+    answered++;
+  }
+  return answered;
+}
+
+describe('contract validation and the input budget', () => {
+  it.each([
+    ['a passing validation', 'passes'],
+    ['a failing validation with a single issue', 'fails'],
+    ['an async validation, up to its settling', 'passesLater'],
+  ])('%s costs its time: reading pauses once the burst has paid for a few', async (_, method) => {
+    const running = await costGateway();
+    const { rpc, transport, handled } = await connection(running);
+    // Each request's bytes are a few dozen, and its least cost 256: they alone would leave
+    // nearly all of the burst.
+    expect(PAID * 256).toBeLessThan(BURST / 100);
+    const answered = await callsUntilPaused(rpc, transport, method);
+    expect(answered).toBeGreaterThanOrEqual(1);
+    expect(handled.count).toBe(answered);
   });
 
-describe('contract validation failures and the input budget', () => {
-  it('a request failing on every item costs its issues: reading pauses after the burst pays for them', async () => {
+  it('an async validation that only waits costs its own work, not the wait', async () => {
     const running = await costGateway();
-    const { socket, transport, handled } = await connection(running);
-    const bad = request(1, '');
-    // Each costs its bytes (the frame), then ITEMS / ISSUES_PER_CHARGED_MESSAGE floors.
-    const cost = bad.length + (ITEMS / ISSUES_PER_CHARGED_MESSAGE) * DEFAULT_MESSAGE_COST_BYTES;
-    const paid = Math.ceil(BURST / cost);
-    for (let i = 0; i < 40; i++) socket.send(bad);
-    await waitUntil(() => transport.inputPaused, 'reading to pause');
-    expect(handled.count).toBeLessThanOrEqual(paid + 1);
-    expect(handled.count).toBeLessThan(40);
-  });
-
-  it('valid requests of the same size cost only their bytes: all of them are handled', async () => {
-    const running = await costGateway();
-    const { socket, transport, handled } = await connection(running);
-    const good = request(1, 1);
-    const count = Math.floor(BURST / (good.length + 1)) - 1;
-    const answers: string[] = [];
-    socket.on('message', (data) => answers.push((data as Buffer).toString('utf8')));
-    for (let i = 0; i < count; i++) socket.send(good);
-    await waitUntil(() => answers.length === count, 'every answer');
-    expect(handled.count).toBe(count);
+    const { rpc, transport, handled } = await connection(running);
+    // Charged for its wall time, each would cost more than the whole burst.
+    expect(WAIT_MS * VALIDATION_BYTES_PER_MS).toBeGreaterThan(BURST);
+    for (let n = 0; n < 5; n++) expect((await rpc.request('waits', { n })).result).toBe(1);
     expect(transport.inputPaused).toBe(false);
+    expect(handled.count).toBe(5);
+  });
+
+  it("a costly sender's further requests wait; another connection is answered meanwhile", async () => {
+    const running = await costGateway();
+    const { rpc, transport, handled } = await connection(running);
+    const answered = await callsUntilPaused(rpc, transport, 'fails');
+    // Sent while reading is paused: it stays unread, in the socket, for as long as the debt.
+    const id = rpc.nextId();
+    rpc.send({ jsonrpc: '2.0', id, method: 'rpc.ping' });
+
+    const bystander = await openRaw(res, running.url);
+    expect((await bystander.request('rpc.ping')).result).toBe('pong');
+    expect((await bystander.request('fails', { n: 0 })).error).toMatchObject({ code: -32602 });
+
+    // The budget does not refill in this test: the sender's ping is still waiting, unhandled.
+    expect(handled.count).toBe(answered);
+    expect(transport.inputPaused).toBe(true);
+    expect(rpc.frames.some((frame) => frame.id === id)).toBe(false);
+  });
+
+  it('on a TCP connection too: reading pauses once the burst has paid for a few', async () => {
+    const { gateway } = await costGateway();
+    const { port } = await gateway.listenTcp(0, '127.0.0.1');
+    const socket: Socket = connect(port, '127.0.0.1');
+    res.netSockets.push(socket);
+    await new Promise((resolve) => socket.once('connect', resolve));
+    await waitUntil(() => gateway.sessions.size === 1, 'the session');
+    const session = [...gateway.sessions.values()][0]!;
+    const readable = (session.transport as unknown as { readable: Socket }).readable;
+    let text = '';
+    socket.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+    let answered = 0;
+    while (!readable.isPaused()) {
+      expect(answered).toBeLessThan(PAID);
+      const line = { jsonrpc: '2.0', id: answered, method: 'passes', params: { n: answered } };
+      socket.write(`${JSON.stringify(line)}\n`);
+      await waitUntil(() => new RegExp(`"id":${answered}[,}]`).test(text), `answer ${answered}`);
+      answered++;
+    }
+    expect(answered).toBeGreaterThanOrEqual(1);
   });
 });
