@@ -690,7 +690,8 @@ export class Gateway<C = unknown> {
    * known here and its id names no other gateway, and when it is here but cannot be sent it (not
    * authenticated yet, its socket closing, a plain HTTP exchange); rejects with -32009 Broker
    * unavailable (a JsonRpcError) when the broker did not take the message, and with publish's
-   * RangeError, sending nothing, when `params` nest deeper than MAX_ENCODED_DEPTH (512 levels).
+   * RangeError, sending nothing, when `params` nest deeper than MAX_ENCODED_DEPTH (512 levels), and
+   * its TypeError when a string of them holds a lone surrogate (assertEncodable).
    */
   notifySession(sessionId: string, method: string, params?: Params): Promise<boolean> {
     try {
@@ -708,7 +709,8 @@ export class Gateway<C = unknown> {
    * with its number there (clients that subscribe `$inbox` get it exactly once, even across
    * reconnects); without, it reaches the sessions connected now and resolves undefined.
    * Rejects with -32009 Broker unavailable (a JsonRpcError) when the broker did not take it,
-   * and like notifySession when `params` nest deeper than MAX_ENCODED_DEPTH, sending nothing.
+   * -32003 when a user's first inbox message finds the node's budget for new topics spent, and
+   * like notifySession when `params` cannot be sent in every encoding, sending nothing.
    */
   notifyUser(user: string, method: string, params?: Params): Promise<number | undefined> {
     try {

@@ -231,6 +231,13 @@ interface WaitingInflate {
  */
 const waitingInflates = new WeakMap<WsTransport, WaitingInflate>();
 
+/**
+ * The compressed frames a closing connection's receiver inflates on its way to the peer's close
+ * frame (see WsTransport.closingInflatesSpent), and how many each closing transport has.
+ */
+export const CLOSING_INFLATES = 8;
+const closingInflates = new WeakMap<WsTransport, number>();
+
 /** ws's own `decompress` (Receiver.prototype), and the key of a receiver's WebSocket. */
 let receiverDecompress: InflatingReceiver['decompress'] | undefined;
 let receiverSocketKey: symbol | undefined;
@@ -246,20 +253,37 @@ let receiverSocketKey: symbol | undefined;
 function decompressUnlessWaiting(
   this: InflatingReceiver,
   data: Buffer,
-  cb: (err?: Error | null) => void,
+  cb: InflatedCallback,
 ): void {
   const socket = (this as unknown as Record<symbol, TransportSocket | undefined>)[
     receiverSocketKey!
   ];
   // Inflating ends after the chunk that carried the frame was reported (writeCounted): what
-  // the message holds inflated is reported once ws has parsed on past it.
-  const inflated = (err?: Error | null): void => {
-    cb(err);
-    socket?.rpcTransport?.reportInput();
-  };
+  // the message holds inflated is reported once ws has parsed on past it. ws hands the callback
+  // it was given on to the next frame of the same chunk: wrapped once, not once per frame (ten
+  // thousand compressed frames in one read would nest ten thousand calls deep).
+  const inflated = cb[REPORTS_INPUT] === true ? cb : reportingInput(cb, socket);
   if (socket?.rpcTransport?.waitToInflate(this, data, inflated) !== true) {
     receiverDecompress!.call(this, data, inflated);
   }
+}
+
+/** Marks a callback of ws's receiver that reports the transport's input once called. */
+const REPORTS_INPUT = Symbol('reportsInput');
+
+type InflatedCallback = ((err?: Error | null) => void) & { [REPORTS_INPUT]?: true };
+
+/** `cb`, then report what `socket`'s transport holds. */
+function reportingInput(
+  cb: (err?: Error | null) => void,
+  socket: TransportSocket | undefined,
+): InflatedCallback {
+  const inflated: InflatedCallback = (err) => {
+    cb(err);
+    socket?.rpcTransport?.reportInput();
+  };
+  inflated[REPORTS_INPUT] = true;
+  return inflated;
 }
 
 /**
@@ -286,6 +310,7 @@ function gateInflating(socket: TransportSocket): void {
  */
 interface ReceivingFields {
   _bufferedBytes: number;
+  _fragments: unknown[];
   _totalPayloadLength: number;
   _messageLength: number;
   _payloadLength: number;
@@ -318,7 +343,8 @@ export function receiverHeldBytes(receiver: unknown): number | undefined {
     typeof r._payloadLength !== 'number' ||
     typeof r._state !== 'number' ||
     typeof r._opcode !== 'number' ||
-    typeof r.writableLength !== 'number'
+    typeof r.writableLength !== 'number' ||
+    !Array.isArray(r._fragments)
   ) {
     return undefined;
   }
@@ -334,8 +360,14 @@ export function receiverHeldBytes(receiver: unknown): number | undefined {
         : 0;
     fragments = r._totalPayloadLength - reading;
   }
+  // Each fragment is a Buffer of its own: a thousand one-byte fragments hold far more than a
+  // thousand bytes.
+  fragments += r._fragments.length * FRAGMENT_OVERHEAD_BYTES;
   return r._bufferedBytes + fragments + r.writableLength;
 }
+
+/** What one fragment of a message still arriving holds beyond its bytes (its Buffer). */
+export const FRAGMENT_OVERHEAD_BYTES = 128;
 
 /** ws's own `_write` (Receiver.prototype), which writeCounted runs before reporting. */
 let receiverWrite: ReceivingFields['_write'] | undefined;
@@ -368,6 +400,59 @@ function findReceiverSocketKey(receiver: object, socket: TransportSocket): boole
     );
   }
   return receiverSocketKey !== undefined;
+}
+
+/** ws's own `dataMessage` (Receiver.prototype), which dataMessageCounted runs after counting. */
+let receiverDataMessage: FragmentingReceiver['dataMessage'] | undefined;
+
+/**
+ * ws's Receiver, as far as counting a message's frames reaches: whether the frame just read is
+ * the message's last, and how many data frames the message came in (counted by ws against its
+ * maxFragments), handed over by `dataMessage` at each data frame's end.
+ */
+interface FragmentingReceiver {
+  _fin: boolean;
+  _numFragments: number;
+  dataMessage(cb: (err?: Error | null) => void): void;
+}
+
+/**
+ * Per transport, the frames of its messages read in more than one, beyond one each, not charged
+ * yet (see chargeFragments); only transports with such frames have an entry.
+ */
+const uncharged = new WeakMap<WsTransport, number>();
+
+/**
+ * A receiver's `dataMessage`: the frames of a message that came in several are counted before
+ * ws hands the message over, so that each frame costs the input budget what a message does
+ * (16,384 empty frames make one message that costs their parsing, not one message's).
+ */
+function dataMessageCounted(this: FragmentingReceiver, cb: (err?: Error | null) => void): void {
+  if (this._fin && this._numFragments > 1) {
+    const socket = (this as unknown as Record<symbol, TransportSocket | undefined>)[
+      receiverSocketKey!
+    ];
+    const transport = socket?.rpcTransport;
+    if (transport)
+      uncharged.set(transport, (uncharged.get(transport) ?? 0) + this._numFragments - 1);
+  }
+  receiverDataMessage!.call(this, cb);
+}
+
+/**
+ * Make `socket`'s receiver count the frames of fragmented messages (dataMessageCounted). A
+ * receiver not shaped as ws 8's is left as it is: a message then costs one message however
+ * many frames it came in (ws's maxFragments bounds them).
+ */
+function countFragments(socket: TransportSocket): void {
+  const receiver = (socket as unknown as { _receiver?: Partial<FragmentingReceiver> | null })
+    ._receiver;
+  if (!receiver || typeof receiver._numFragments !== 'number') return;
+  const own = Object.getPrototypeOf(receiver) as Partial<FragmentingReceiver> | null;
+  if (typeof own?.dataMessage !== 'function' || !findReceiverSocketKey(receiver, socket)) return;
+  receiverDataMessage ??= own.dataMessage;
+  if (receiverDataMessage !== own.dataMessage) return;
+  receiver.dataMessage = dataMessageCounted;
 }
 
 /**
@@ -762,6 +847,7 @@ export class WsTransport implements ServerTransport, BudgetMember {
     // The socket reports to this transport through its own emit (TransportSocket).
     socket.rpcTransport = this;
     socket.inputLimit = inputLimit;
+    if (inputLimit !== undefined) countFragments(socket);
     if (deflate) this.useDeflate(deflate);
   }
 
@@ -819,6 +905,17 @@ export class WsTransport implements ServerTransport, BudgetMember {
   }
 
   /**
+   * The frames of the messages read in several, beyond one each (dataMessageCounted): the
+   * floor each. True when reading must pause for the budget.
+   */
+  private chargeFragments(input: InputLimit | InputReading): boolean {
+    const frames = uncharged.get(this);
+    if (frames === undefined) return false;
+    uncharged.delete(this);
+    return this.spendInput(input, frames * this.messageCost);
+  }
+
+  /**
    * A binary message turned into `text`: what handling that text costs beyond what its frame
    * was charged (see binaryMessageCost). Read after the conversion, before the text is handled.
    * True when reading must pause for the budget.
@@ -849,6 +946,15 @@ export class WsTransport implements ServerTransport, BudgetMember {
   chargeMessages(count: number): void {
     const input = this.socket.inputLimit;
     if (input !== undefined && count > 0) this.spendInput(input, count * this.messageCost);
+  }
+
+  /**
+   * Count `bytes` more against the input budget: work a message asked of the gateway beyond
+   * reading it (Transport.chargeBytes). Past the budget, what follows waits as after any message.
+   */
+  chargeBytes(bytes: number): void {
+    const input = this.socket.inputLimit;
+    if (input !== undefined && bytes > 0) this.spendInput(input, bytes);
   }
 
   /** Report to the node-wide output budget from now on (GatewayLimits.maxBufferedBytesTotal). */
@@ -917,6 +1023,7 @@ export class WsTransport implements ServerTransport, BudgetMember {
     const input = this.socket.inputLimit;
     const bytes = byteLengthOf(data);
     let throttled = input !== undefined && this.spendMessage(input, bytes);
+    if (input !== undefined) throttled = this.chargeFragments(input) || throttled;
     const text = this.textOf(data, isBinary);
     if (text === undefined) return;
     if (input !== undefined && 'codec' in this.encoding) {
@@ -1105,11 +1212,24 @@ export class WsTransport implements ServerTransport, BudgetMember {
     data: Buffer,
     cb: (err?: Error | null) => void,
   ): boolean {
-    if (!this.waitsToInflate) return false;
+    if (!this.waitsToInflate && !this.closingInflatesSpent()) return false;
     const onClose = (): void => this.inflateWaiting();
     waitingInflates.set(this, { receiver, data, cb, onClose });
     this.raw?.once('close', onClose);
     return true;
+  }
+
+  /**
+   * Closing, ws reads on to the peer's close frame, inflating what comes before it, which the
+   * connection no longer handles (nor charges): at most CLOSING_INFLATES frames, then the rest
+   * waits and the close's grace ends the connection. True once they are spent.
+   */
+  private closingInflatesSpent(): boolean {
+    if (this.socket.readyState === this.socket.OPEN) return false;
+    const inflated = closingInflates.get(this) ?? 0;
+    if (inflated >= CLOSING_INFLATES) return true;
+    closingInflates.set(this, inflated + 1);
+    return false;
   }
 
   /** Let ws inflate the frame it waits on, if any (and parse on past it). */
@@ -1227,7 +1347,8 @@ export class WsTransport implements ServerTransport, BudgetMember {
   }
 
   /**
-   * Whether `built` is a message the codec could not encode (nested too deep for it). A call to
+   * Whether `built` is a message the codec could not encode (nested too deep for it, or holding a lone
+   * surrogate). A call to
    * this peer is answered here, -32603 with `data: { reason }`, as the peer would answer it;
    * anything else (a notification, a subscription's message) is lost to this peer, and its
    * loss told by closing this one connection 1011 with the reason, logged with the session's

@@ -171,3 +171,25 @@ export async function handmadeDeflateClient(port: number, path = '/rpc', protoco
     frames: (): RawFrame[] => parseFrames(Buffer.concat(chunks)),
   };
 }
+
+/**
+ * A client frame with its bits as given: `fin`, RSV1 (`compressed`: the payload is taken as
+ * compressed, whatever it holds), `opcode` (0 for a continuation); masked with a zero key.
+ */
+export function frameWith(
+  payload: Buffer,
+  { opcode, fin, compressed }: { opcode: number; fin: boolean; compressed: boolean },
+): Buffer {
+  const extended = payload.length < 126 ? 0 : payload.length < 65_536 ? 2 : 8;
+  const header = Buffer.alloc(2 + extended + 4);
+  header[0] = (fin ? 0x80 : 0) | (compressed ? 0x40 : 0) | opcode;
+  if (extended === 0) header[1] = 0x80 | payload.length;
+  else if (extended === 2) {
+    header[1] = 0x80 | 126;
+    header.writeUInt16BE(payload.length, 2);
+  } else {
+    header[1] = 0x80 | 127;
+    header.writeBigUInt64BE(BigInt(payload.length), 2);
+  }
+  return Buffer.concat([header, payload]);
+}

@@ -12,7 +12,11 @@ import * as wsModule from 'ws';
 import { WebSocket } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Session } from '../../src/index.js';
-import { TransportSocket, receiverHeldBytes } from '../../src/transport/ws-transport.js';
+import {
+  FRAGMENT_OVERHEAD_BYTES,
+  TransportSocket,
+  receiverHeldBytes,
+} from '../../src/transport/ws-transport.js';
 import { Resources } from '../support/resources.js';
 import { waitUntil, within } from '../support/waiting.js';
 
@@ -153,16 +157,22 @@ describe('the WebSocket message still arriving', () => {
       Buffer.alloc(1000, 0x61),
     ]);
     receiver.write(first);
-    expect(receiverHeldBytes(receiver)).toBe(1000);
+    // Each fragment held is a Buffer: its bytes and what a Buffer holds beside them.
+    expect(receiverHeldBytes(receiver)).toBe(1000 + FRAGMENT_OVERHEAD_BYTES);
     receiver.write(Buffer.from([0x80, 0x80 | 126, 0x07, 0xd0, 0, 0, 0, 0]));
-    expect(receiverHeldBytes(receiver)).toBe(1000);
+    expect(receiverHeldBytes(receiver)).toBe(1000 + FRAGMENT_OVERHEAD_BYTES);
     receiver.write(Buffer.alloc(300, 0x61));
-    expect(receiverHeldBytes(receiver)).toBe(1300);
+    expect(receiverHeldBytes(receiver)).toBe(1300 + FRAGMENT_OVERHEAD_BYTES);
     let message: Buffer | undefined;
     receiver.on('message', (data: Buffer) => (message = data));
     receiver.write(Buffer.alloc(1700, 0x61));
     expect(message?.length).toBe(3000);
     expect(receiverHeldBytes(receiver)).toBe(0);
+    // A thousand one-byte fragments of a message still arriving.
+    const oneByte = Buffer.from([0x00, 0x80 | 1, 0, 0, 0, 0, 0x61]);
+    receiver.write(Buffer.from([0x01, 0x80 | 1, 0, 0, 0, 0, 0x61]));
+    for (let i = 1; i < 1000; i++) receiver.write(oneByte);
+    expect(receiverHeldBytes(receiver)).toBe(1000 * (1 + FRAGMENT_OVERHEAD_BYTES));
     // Another version's receiver, shaped otherwise: not counted (the connection is still served).
     expect(receiverHeldBytes({ buffered: 10 })).toBeUndefined();
     expect(receiverHeldBytes(undefined)).toBeUndefined();
