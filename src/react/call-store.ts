@@ -30,6 +30,15 @@ export class CallStore<R> extends SharedStore<CallSnapshot<R>> {
     this.#call();
   }
 
+  /**
+   * A component mounting (or turning `enabled`) joins a settled call: it calls again for every
+   * holder, as a fresh mount expects (and a failed result is retried). One that joins a call
+   * under way shares it, which keeps StrictMode's remount to one call.
+   */
+  protected override joined(): void {
+    if (!this.#running) this.#call();
+  }
+
   protected stop(): void {
     const running = this.#running;
     this.#running = undefined;

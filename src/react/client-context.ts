@@ -1,9 +1,14 @@
-import { createContext, createElement, useContext, useLayoutEffect, useRef, useState } from 'react';
+import { createContext, createElement, useContext, useEffect, useRef, useState } from 'react';
 import type { ReactNode } from 'react';
 import { createClient } from '../client/client.js';
 import type { ClientOptions, RpcClient } from '../client/client.js';
+import { useServerRender } from './isomorphic.js';
 
-const ClientContext = createContext<RpcClient | undefined>(undefined);
+/**
+ * The nearest provider's client; null for a provider given `options` whose client is not made
+ * yet (rendering on the server, hydrating); undefined without a provider.
+ */
+const ClientContext = createContext<RpcClient | null | undefined>(undefined);
 
 export type ClientProviderProps = { children?: ReactNode } & (
   | {
@@ -28,17 +33,17 @@ interface Owned {
 }
 
 /**
- * The client its descendants' hooks use: the one given (`client`), or one made from `options`
- * when the provider mounts and closed when it unmounts. StrictMode's unmount and remount in one
- * commit keeps the client it made (one connection); its children render once it exists.
+ * The client made from `options` once the provider mounts (undefined before, and always on the
+ * server), closed a macrotask after it unmounts unless it mounts again meanwhile. A passive
+ * effect: React runs layout-effect cleanups when a Suspense fallback hides shown content, which
+ * would close the connection for as long as the fallback shows; passive ones run on unmount
+ * (and StrictMode's remount, which the deferred close lets keep the client).
  */
-export function ClientProvider(props: ClientProviderProps): ReactNode {
-  const given = props.client;
-  const options = useRef(props.options).current;
+function useOwnedClient(options: ClientOptions | undefined): RpcClient | undefined {
   const owned = useRef<Owned | undefined>(undefined);
   const [made, setMade] = useState<RpcClient | undefined>(undefined);
-  useLayoutEffect(() => {
-    if (given || !options) return undefined;
+  useEffect(() => {
+    if (!options) return undefined;
     let held = owned.current;
     if (held) clearTimeout(held.closing);
     else held = owned.current = { client: createClient(options) };
@@ -50,15 +55,46 @@ export function ClientProvider(props: ClientProviderProps): ReactNode {
         void kept.client.close();
       }, 0);
     };
-  }, [given, options]);
-  const client = given ?? made;
-  if (!client) return null;
-  return createElement(ClientContext.Provider, { value: client }, props.children);
+  }, [owned, options]);
+  return made;
 }
 
-/** The client of the nearest `ClientProvider`; throws without one. */
-export function useClient(): RpcClient {
+/**
+ * The client its descendants' hooks use: the one given (`client`), or one made from `options`
+ * when the provider mounts and closed when it unmounts. StrictMode's unmount and remount in one
+ * commit keeps the client it made (one connection), and so does a Suspense fallback hiding it.
+ * Its children render once that client exists; on the server, and while hydrating, they render
+ * at once, their hooks showing `loading` and `connecting`, and no client is made there.
+ */
+export function ClientProvider(props: ClientProviderProps): ReactNode {
+  const [options] = useState(props.client ? undefined : props.options);
+  const made = useOwnedClient(options);
+  const early = useServerRender();
+  const client = props.client ?? made;
+  if (!client && !early) return null;
+  return createElement(ClientContext.Provider, { value: client ?? null }, props.children);
+}
+
+/**
+ * The provider's client for the hooks: undefined while a provider given `options` has not made
+ * it yet (server rendering, hydration), when the hooks show their state before any call.
+ */
+export function useProvidedClient(): RpcClient | undefined {
   const client = useContext(ClientContext);
-  if (!client) throw new Error('useClient: no <ClientProvider> above this component');
+  if (client === undefined) throw new Error('useClient: no <ClientProvider> above this component');
+  return client ?? undefined;
+}
+
+/**
+ * The client of the nearest `ClientProvider`; throws without one, and while rendering on the
+ * server or hydrating under a provider given `options` (its client is made once it mounts).
+ */
+export function useClient(): RpcClient {
+  const client = useProvidedClient();
+  if (!client) {
+    throw new Error(
+      'useClient: the <ClientProvider options> client is made once it mounts, not on the server',
+    );
+  }
   return client;
 }

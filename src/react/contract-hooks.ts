@@ -13,7 +13,6 @@ import type { SpecOfTopic, TopicNames } from '../contract/topic-names.js';
 import { validateMessage, validateResult } from '../contract/validate.js';
 import type { CallOptions } from '../peer/pending-calls.js';
 import type { Params } from '../protocol/types.js';
-import { useClient } from './client-context.js';
 import { callKey, useMutationWith, useSharedCall } from './use-call.js';
 import type { UseCallOptions, UseCallResult, UseMutationResult } from './use-call.js';
 import { useSharedSubscription } from './use-subscription.js';
@@ -90,12 +89,11 @@ export function createHooks<K extends Contract>(contract: K): ContractHooks<K> {
   const subscriptions = contract.subscriptions ?? {};
   const hooks: Omit<ContractHooks<K>, 'api'> = {
     useCall: (name, ...[params, options = {}]) => {
-      const client = useClient();
       const spec = methodSpec(contract, name);
       const sent = params as Params | undefined;
       return useSharedCall(
         callKey(name, sent, spec, options.timeoutMs),
-        (signal) =>
+        (client, signal) =>
           client
             .call(name, sent, { signal, timeoutMs: options.timeoutMs })
             .then((result) => validateResult(spec, name, result)),
@@ -103,9 +101,8 @@ export function createHooks<K extends Contract>(contract: K): ContractHooks<K> {
       ) as never;
     },
     useMutation: (name, options = {}) => {
-      const client = useClient();
       const spec = methodSpec(contract, name);
-      return useMutationWith((params: unknown) =>
+      return useMutationWith((client, params: unknown) =>
         client
           .call(name, params as Params | undefined, options)
           .then((result) => validateResult(spec, name, result)),

@@ -2,7 +2,7 @@
 // that show the same topic and params. Its messages come from `client.subscribeWithMeta` (the
 // client shares one wire subscription per topic and params) and its status from
 // `subscriptionStatus$`. Messages waiting for an async parse are held in a bounded buffer.
-import type { Subscription } from 'rxjs';
+import type { Observable, Subscription } from 'rxjs';
 import { BufferOverflowError } from '../client/async-iterate.js';
 import type { RpcClient } from '../client/client.js';
 import { subscriptionStatus$ } from '../client/subscription-status.js';
@@ -22,6 +22,9 @@ export interface SubscriptionSnapshot<T> {
   /** Messages dropped unparsed because the buffer waiting for an async parse was full. */
   dropped: number;
 }
+
+/** A client's own status method (`SharedRpcClient.subscriptionStatus$`). */
+type OwnStatus = (topic: string, params: unknown) => Observable<SubscriptionStatus>;
 
 /** Each message through the contract's schema (sync or async); throws or rejects to refuse one. */
 export type Parse = (data: unknown) => unknown;
@@ -86,19 +89,37 @@ export class SubscriptionStore<T> extends SharedStore<SubscriptionSnapshot<T>> {
   protected start(): void {
     const run = this.#run;
     const live = (): boolean => run === this.#run;
-    // The messages first: the status then starts from the entry this subscribe made.
-    const messages = this.client.subscribeWithMeta<unknown>(this.topic, this.params).subscribe({
-      next: (event) => {
-        if (event.gap === undefined) this.#message(event.data, event.seq, live);
-      },
-      error: (error: unknown) =>
-        this.#after({ run: () => this.#fail(error), message: false }, live),
-    });
-    const status = subscriptionStatus$(this.client, this.topic, this.params).subscribe({
-      next: (status) => this.#status(status),
-      error: (error: unknown) => this.#fail(error),
-    });
-    this.#running = [messages, status];
+    try {
+      // The messages first: the status then starts from the entry this subscribe made.
+      const messages = this.client.subscribeWithMeta<unknown>(this.topic, this.params).subscribe({
+        next: (event) => {
+          if (event.gap === undefined) this.#message(event.data, event.seq, live);
+        },
+        error: (error: unknown) =>
+          this.#after({ run: () => this.#fail(error), message: false }, live),
+      });
+      this.#running.push(messages);
+      this.#running.push(
+        this.#status$().subscribe({
+          next: (status) => this.#status(status),
+          error: (error: unknown) => this.#fail(error),
+        }),
+      );
+    } catch (error) {
+      // Params that cannot be sent (a BigInt, a cycle): shown as the subscription's error.
+      this.stop();
+      this.#fail(error);
+    }
+  }
+
+  /**
+   * The status of this subscription: the client's own `subscriptionStatus$` where it has one
+   * (a `createSharedClient` client, which has no RpcClient to pass), else the function's.
+   */
+  #status$(): Observable<SubscriptionStatus> {
+    const own = (this.client as { subscriptionStatus$?: unknown }).subscriptionStatus$;
+    if (typeof own !== 'function') return subscriptionStatus$(this.client, this.topic, this.params);
+    return (own as OwnStatus).call(this.client, this.topic, this.params);
   }
 
   protected stop(): void {

@@ -1,20 +1,15 @@
-import {
-  useCallback,
-  useEffect,
-  useLayoutEffect,
-  useMemo,
-  useRef,
-  useState,
-  useSyncExternalStore,
-} from 'react';
+import { useCallback, useMemo, useRef, useState, useSyncExternalStore } from 'react';
+import type { RpcClient } from '../client/client.js';
 import { canonicalJson } from '../client/canonical-json.js';
 import { nameOf } from '../peer/method-descriptor.js';
 import type { MethodDescriptor } from '../peer/method-descriptor.js';
 import type { CallOptions } from '../peer/pending-calls.js';
+import { NotConnectedError } from '../protocol/local-errors.js';
 import type { Params } from '../protocol/types.js';
 import { CallStore } from './call-store.js';
-import type { CallSnapshot, Run } from './call-store.js';
-import { useClient } from './client-context.js';
+import type { CallSnapshot } from './call-store.js';
+import { useProvidedClient } from './client-context.js';
+import { useIsomorphicLayoutEffect } from './isomorphic.js';
 import { idOf, storeFor } from './shared-store.js';
 
 export type { CallSnapshot } from './call-store.js';
@@ -45,27 +40,35 @@ export interface UseMutationResult<P, R> extends CallSnapshot<R> {
 }
 
 const IDLE: CallSnapshot<never> = { data: undefined, error: undefined, loading: false };
+/** Before the provider has made its client (on the server, while hydrating). */
+const NOT_YET: CallSnapshot<never> = { data: undefined, error: undefined, loading: true };
 const noUnsubscribe = (): void => undefined;
+
+/** Makes the call with the provider's client; aborting `signal` cancels it. */
+export type RunWith<R> = (client: RpcClient, signal: AbortSignal) => Promise<R>;
 
 /**
  * The shared call `key` names, made by `run` by the first component that shows it. Used by
  * `useCall` and by the contract's hooks (`createHooks`).
  */
-export function useSharedCall<R>(key: string, run: Run<R>, enabled: boolean): UseCallResult<R> {
-  const client = useClient();
+export function useSharedCall<R>(key: string, run: RunWith<R>, enabled: boolean): UseCallResult<R> {
+  const client = useProvidedClient();
   const store = useCallback(
-    () => storeFor(client, key, () => new CallStore<R>(run)),
+    () => client && storeFor(client, key, () => new CallStore<R>((signal) => run(client, signal))),
     // `run` is the one of the render that makes the store: same key, same call.
     [client, key],
   );
   const subscribe = useCallback(
-    (onChange: () => void) => (enabled ? store().subscribe(onChange) : noUnsubscribe),
+    (onChange: () => void) => (enabled && store()?.subscribe(onChange)) || noUnsubscribe,
     [store, enabled],
   );
-  const get = useCallback(() => (enabled ? store().get() : IDLE), [store, enabled]);
+  const get = useCallback(
+    (): CallSnapshot<R> => (enabled ? (store()?.get() ?? NOT_YET) : IDLE),
+    [store, enabled],
+  );
   const snapshot = useSyncExternalStore(subscribe, get, get);
   const refetch = useCallback(() => {
-    if (enabled) store().refetch();
+    if (enabled) store()?.refetch();
   }, [store, enabled]);
   return useMemo(() => ({ ...snapshot, refetch }), [snapshot, refetch]);
 }
@@ -74,6 +77,8 @@ export function useSharedCall<R>(key: string, run: Run<R>, enabled: boolean): Us
  * The key of a call: its method, params, the contract's spec of it (0 without one) and its
  * timeout. Everything that changes the call is in it, so components share a call only when
  * each would have made that same call: one asking with another timeout gets a call of its own.
+ * Params JSON cannot carry (a BigInt, a cycle) get a key of their own, by what is wrong with
+ * them: the call's TypeError then shows as the hook's error, as a call that fails does.
  */
 export function callKey(
   method: string,
@@ -81,8 +86,16 @@ export function callKey(
   spec?: object,
   timeoutMs?: number,
 ): string {
-  const call = canonicalJson(params === undefined ? [method] : [method, params]);
-  return `${idOf(spec)} ${timeoutMs ?? ''} ${call}`;
+  return `${idOf(spec)} ${timeoutMs ?? ''} ${jsonKey(method, params)}`;
+}
+
+/** `[name, params]` as canonical JSON; for params it cannot write, why not (no JSON is `!`). */
+export function jsonKey(name: string, params: unknown): string {
+  try {
+    return canonicalJson(params === undefined ? [name] : [name, params]);
+  } catch (error) {
+    return `!${JSON.stringify(name)} ${String(error)}`;
+  }
 }
 
 /**
@@ -108,12 +121,11 @@ export function useCall(
   params?: Params,
   options: UseCallOptions = {},
 ): UseCallResult<unknown> {
-  const client = useClient();
   const method = nameOf(target);
   const { enabled = true, timeoutMs } = options;
   return useSharedCall(
     callKey(method, params, undefined, timeoutMs),
-    (signal) => client.call(method, params, { signal, timeoutMs }),
+    (client, signal) => client.call(method, params, { signal, timeoutMs }),
     enabled,
   );
 }
@@ -122,31 +134,31 @@ export function useCall(
  * The state of calls made on demand (`mutate(params)`, from an event handler): the last
  * result, error and whether one is under way. Each component has its own. A call under way
  * when the component unmounts is not cancelled (what it changes on the server still happens);
- * its outcome just no longer shows.
+ * its outcome just no longer shows. Every state of the latest call is shown, even for a call
+ * made before the component's effects ran (from a child's effect, a layout effect): React 18
+ * and later ignore a state set after unmount, so nothing needs to wait for the mount.
  */
-export function useMutationWith<P, R>(run: (params: P) => Promise<R>): UseMutationResult<P, R> {
+export function useMutationWith<P, R>(
+  run: (client: RpcClient, params: P) => Promise<R>,
+): UseMutationResult<P, R> {
+  const client = useProvidedClient();
   const [state, setState] = useState<CallSnapshot<R>>(IDLE);
   const latest = useRef(0);
-  const mounted = useRef(false);
-  const current = useRef(run);
-  useLayoutEffect(() => {
-    current.current = run;
+  const current = useRef({ client, run });
+  useIsomorphicLayoutEffect(() => {
+    current.current = { client, run };
   });
-  useEffect(() => {
-    mounted.current = true;
-    return () => {
-      mounted.current = false;
-    };
-  }, []);
   const mutateAsync = useCallback((...[params]: ParamsArgument<P>): Promise<R> => {
     const call = ++latest.current;
     const show = (next: (now: CallSnapshot<R>) => CallSnapshot<R>): void => {
-      if (mounted.current && latest.current === call) setState(next);
+      if (latest.current === call) setState(next);
     };
     show((now) => ({ ...now, error: undefined, loading: true }));
     let running: Promise<R>;
     try {
-      running = current.current(params as P);
+      const made = current.current;
+      if (!made.client) throw new NotConnectedError('useMutation: the client is not made yet');
+      running = made.run(made.client, params as P);
     } catch (error) {
       running = Promise.reject(error as Error);
     }
@@ -188,7 +200,8 @@ export function useMutation(
   target: MethodDescriptor<Params | undefined, unknown> | string,
   options: Pick<CallOptions, 'timeoutMs'> = {},
 ): UseMutationResult<Params | undefined, unknown> {
-  const client = useClient();
   const method = nameOf(target);
-  return useMutationWith((params: Params | undefined) => client.call(method, params, options));
+  return useMutationWith((client, params: Params | undefined) =>
+    client.call(method, params, options),
+  );
 }

@@ -2,7 +2,7 @@ import { useCallback, useSyncExternalStore } from 'react';
 import type { DisconnectEvent } from '../client/authentication.js';
 import type { RpcClient } from '../client/client.js';
 import type { ConnectionState } from '../client/connection-state.js';
-import { useClient } from './client-context.js';
+import { useProvidedClient } from './client-context.js';
 
 /** Where the client's connection stands, and why the last one (or attempt) ended. */
 export interface ConnectionSnapshot {
@@ -10,6 +10,10 @@ export interface ConnectionSnapshot {
   /** Close code, reason, HTTP status where known, error, whether it dials again (`disconnects$`). */
   lastDisconnect: DisconnectEvent | undefined;
 }
+
+/** Before the provider has made its client (on the server, while hydrating). */
+const NOT_YET: ConnectionSnapshot = { state: 'connecting', lastDisconnect: undefined };
+const noUnsubscribe = (): void => undefined;
 
 /** The snapshot last handed out per client: the same object while nothing changed. */
 const snapshots = new WeakMap<RpcClient, ConnectionSnapshot>();
@@ -28,9 +32,10 @@ function snapshotOf(client: RpcClient): ConnectionSnapshot {
  * (`disconnects$`), re-rendering on each change.
  */
 export function useConnectionState(): ConnectionSnapshot {
-  const client = useClient();
+  const client = useProvidedClient();
   const subscribe = useCallback(
     (onChange: () => void) => {
+      if (!client) return noUnsubscribe;
       const states = client.state$.subscribe(onChange);
       const ends = client.disconnects$.subscribe(onChange);
       return () => {
@@ -40,6 +45,6 @@ export function useConnectionState(): ConnectionSnapshot {
     },
     [client],
   );
-  const get = useCallback(() => snapshotOf(client), [client]);
+  const get = useCallback(() => (client ? snapshotOf(client) : NOT_YET), [client]);
   return useSyncExternalStore(subscribe, get, get);
 }

@@ -1,10 +1,10 @@
 import { useCallback, useMemo, useSyncExternalStore } from 'react';
-import { canonicalJson } from '../client/canonical-json.js';
 import type { SubscriptionStatus } from '../client/subscription-status.js';
 import { nameOf } from '../peer/method-descriptor.js';
 import type { SubscriptionDescriptor } from '../peer/method-descriptor.js';
-import { useClient } from './client-context.js';
+import { useProvidedClient } from './client-context.js';
 import { idOf, storeFor } from './shared-store.js';
+import { jsonKey } from './use-call.js';
 import { resolveSubscriptionOptions } from './subscription-options.js';
 import { SubscriptionStore } from './subscription-store.js';
 import type { Parse, SubscriptionSnapshot } from './subscription-store.js';
@@ -57,6 +57,8 @@ const CLOSED: SubscriptionSnapshot<never> = {
   error: undefined,
   dropped: 0,
 };
+/** Before the provider has made its client (on the server, while hydrating). */
+const NOT_YET: SubscriptionSnapshot<never> = { ...CLOSED, status: { state: 'connecting' } };
 const noUnsubscribe = (): void => undefined;
 
 /**
@@ -70,7 +72,7 @@ export function useSharedSubscription<T>(
   parse?: Parse,
   spec?: object,
 ): UseSubscriptionResult<T> {
-  const client = useClient();
+  const client = useProvidedClient();
   const { enabled = true } = options;
   const { history: count, bufferSize, overflow } = options;
   const { window, buffer } = useMemo(
@@ -80,25 +82,26 @@ export function useSharedSubscription<T>(
   // The buffer is in the key only where there is a parse to wait for: without one it holds
   // nothing, and components that differ only in it share the store.
   const waits = parse ? `${buffer.bufferSize} ${buffer.overflow} ` : '';
-  const subscription = canonicalJson(params === undefined ? [topic] : [topic, params]);
-  const key = `${idOf(spec)} ${waits}${subscription}`;
+  // Params JSON cannot carry have a key of their own: the subscribe's TypeError shows as `error`.
+  const key = `${idOf(spec)} ${waits}${jsonKey(topic, params)}`;
   const store = useCallback(
     () =>
+      client &&
       storeFor(client, key, () => new SubscriptionStore<T>(client, topic, params, parse, buffer)),
     // The topic, params, parse and buffer of the render that makes the store: same key, same ones.
     [client, key],
   );
   const subscribe = useCallback(
-    (onChange: () => void) => (enabled ? store().listen(onChange, window) : noUnsubscribe),
+    (onChange: () => void) => (enabled && store()?.listen(onChange, window)) || noUnsubscribe,
     [store, enabled, window],
   );
   const get = useCallback(
-    (): SubscriptionSnapshot<T> => (enabled ? store().get() : CLOSED),
+    (): SubscriptionSnapshot<T> => (enabled ? (store()?.get() ?? NOT_YET) : CLOSED),
     [store, enabled],
   );
   const snapshot = useSyncExternalStore(subscribe, get, get);
   const reset = useCallback(() => {
-    if (enabled) store().reset();
+    if (enabled) store()?.reset();
   }, [store, enabled]);
   const { history } = snapshot;
   const shown = useMemo(

@@ -1,16 +1,27 @@
 // @vitest-environment happy-dom
 /**
  * ClientProvider and useConnectionState against a real gateway on loopback: a provider given
- * options makes one client (one session, StrictMode included) and closes it on unmount; one
- * given a client leaves it open; useConnectionState follows the state and says why the last
- * connection ended (close code and reason).
+ * options makes one client (one session, StrictMode included), keeps it while a Suspense
+ * fallback hides it, closes it on unmount, and hydrates what the server rendered; one given a
+ * client leaves it open; useConnectionState follows the state and says why the last connection
+ * ended (close code and reason).
  */
-import { cleanup, render, screen } from '@testing-library/react';
-import { createElement } from 'react';
+import { act, cleanup, render, screen } from '@testing-library/react';
+import { Suspense, createElement, lazy } from 'react';
+import type { ComponentType } from 'react';
+import { hydrateRoot } from 'react-dom/client';
+import { renderToString } from 'react-dom/server';
 import { WebSocket } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RpcClient } from '../../src/client/client.js';
-import { ClientProvider, useClient, useConnectionState } from '../../src/react/index.js';
+import {
+  ClientProvider,
+  useCall,
+  useClient,
+  useConnectionState,
+  useSubscription,
+} from '../../src/react/index.js';
+import { deferred } from '../support/promises.js';
 import { Resources } from '../support/resources.js';
 import { waitFor as waitUntil } from '../support/waiting.js';
 import { recorder, renderWith } from './harness.js';
@@ -64,6 +75,98 @@ describe('ClientProvider', () => {
     await waitUntil(() => client.state === 'closed', 'the client closed');
     await waitUntil(() => gateway.sessions.size === 0, 'the session gone');
     expect({ opened: opened.length, sockets }).toEqual({ opened: 1, sockets: 1 });
+  });
+
+  it('keeps its client while a Suspense fallback hides it: one session, no message lost', async () => {
+    const { url, gateway } = await res.gateway();
+    gateway.topic('feed');
+    let opened = 0;
+    gateway.connected$.subscribe(() => opened++);
+    const clients = new Set<RpcClient>();
+    function Feed() {
+      clients.add(useClient());
+      const feed = useSubscription<string>('feed', undefined, { history: 10 });
+      return createElement('p', { 'data-testid': 'feed' }, feed.history.join(' '));
+    }
+    // A lazy child shown later suspends the boundary, whose fallback hides the provider.
+    const late = deferred<{ default: ComponentType }>();
+    const Late = lazy(() => late.promise);
+    const options = { url, WebSocket, reconnect: { initialDelayMs: 20, maxDelayMs: 200 } };
+    const ui = (withLate: boolean) =>
+      createElement(
+        Suspense,
+        { fallback: createElement('p', null, 'fallback') },
+        createElement(
+          ClientProvider,
+          { options },
+          createElement(Feed),
+          withLate ? createElement(Late) : null,
+        ),
+      );
+    const view = render(ui(false), { reactStrictMode: true });
+    await waitUntil(() => gateway.pubsub.topics().feed === 1, 'subscribed');
+    await gateway.publish('feed', 'before');
+    await waitUntil(() => screen.queryByTestId('feed')?.textContent === 'before', 'the message');
+    const [client] = clients;
+
+    view.rerender(ui(true));
+    expect(screen.getByText('fallback')).toBeTruthy();
+    // Past the macrotask a released client waits before it closes.
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    await gateway.publish('feed', 'hidden');
+    // A round trip on the same socket: the message published before it has arrived.
+    await client!.call('no.such.method').catch(() => undefined);
+    expect(client!.state).toBe('open');
+
+    await act(async () => {
+      late.resolve({ default: () => null });
+      await late.promise;
+    });
+    await gateway.publish('feed', 'after');
+    await waitUntil(
+      () => screen.queryByTestId('feed')?.textContent?.endsWith('after') === true,
+      'after',
+    );
+    expect(screen.getByTestId('feed').textContent).toBe('before hidden after');
+    expect({ opened, clients: clients.size }).toEqual({ opened: 1, clients: 1 });
+  });
+
+  it('renders its children on the server and hydrates them, then connects', async () => {
+    const { url, gateway } = await res.gateway();
+    gateway.method('answer', () => 42);
+    let sockets = 0;
+    class CountedWebSocket extends WebSocket {
+      constructor(address: string, protocols?: string | string[]) {
+        super(address, protocols);
+        sockets++;
+      }
+    }
+    function App() {
+      const { state } = useConnectionState();
+      const answer = useCall<number>('answer');
+      const text = answer.loading ? 'loading' : String(answer.data);
+      return createElement('p', { 'data-testid': 'app' }, `${state} ${text}`);
+    }
+    const options = { url, WebSocket: CountedWebSocket };
+    const ui = createElement(ClientProvider, { options }, createElement(App));
+    const html = renderToString(ui);
+    expect(html).toBe('<p data-testid="app">connecting loading</p>');
+    expect(sockets).toBe(0);
+
+    const container = document.createElement('div');
+    container.innerHTML = html;
+    document.body.append(container);
+    const recoverable: unknown[] = [];
+    const root = await act(() =>
+      hydrateRoot(container, ui, { onRecoverableError: (error) => recoverable.push(error) }),
+    );
+    try {
+      await waitUntil(() => container.textContent === 'open 42', 'open, with the answer');
+      expect({ recoverable, sockets }).toEqual({ recoverable: [], sockets: 1 });
+    } finally {
+      act(() => root.unmount());
+      container.remove();
+    }
   });
 
   it('leaves a client it was given open on unmount', async () => {

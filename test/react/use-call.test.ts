@@ -1,12 +1,13 @@
 // @vitest-environment happy-dom
 /**
  * useCall and useMutation against a real gateway on loopback (a Node client over `ws` inside
- * happy-dom): loading then data, errors, the call cancelled on the server when the component
- * unmounts or its params change, one call for StrictMode's double mount and for two components
- * asking the same, `enabled` and `refetch`, and mutations.
+ * happy-dom): loading then data, errors, params JSON cannot carry, the call cancelled on the
+ * server when the component unmounts or its params change, one call for StrictMode's double
+ * mount and for two components asking the same, a call again for a component mounting beside a
+ * settled one, `enabled` and `refetch`, and mutations (one started before the effects ran).
  */
 import { act, cleanup, screen } from '@testing-library/react';
-import { createElement, useState } from 'react';
+import { createElement, useEffect, useState } from 'react';
 import { afterEach, describe, expect, it } from 'vitest';
 import { JsonRpcError } from '../../src/protocol/errors.js';
 import { useCall, useMutation } from '../../src/react/index.js';
@@ -39,7 +40,7 @@ async function setup() {
       });
     });
   });
-  return { log, slow, client: res.client(url) };
+  return { log, slow, gateway, client: res.client(url) };
 }
 
 /** Renders a call's state as text: "loading", "data 3", "error -32050 Not today". */
@@ -141,6 +142,84 @@ describe('useCall', () => {
     expect(slow.started).toEqual([['same'], ['same']]);
   });
 
+  it('shows params JSON cannot carry (a BigInt, a cycle) as a TypeError, as client.call rejects', async () => {
+    const { client, log } = await setup();
+    const cycle: Record<string, unknown> = {};
+    cycle.self = cycle;
+    function Unsendable({ name, params }: { name: string; params: Record<string, unknown> }) {
+      const call = useCall('sum', params);
+      const error = call.error instanceof TypeError ? 'TypeError' : String(call.error);
+      return createElement('p', null, `${name} ${call.loading ? 'loading' : error}`);
+    }
+    renderWith(
+      client,
+      createElement(
+        'div',
+        null,
+        createElement(Unsendable, { name: 'bigint', params: { n: 1n } }),
+        createElement(Unsendable, { name: 'cycle', params: cycle }),
+      ),
+    );
+    await screen.findByText('bigint TypeError');
+    await screen.findByText('cycle TypeError');
+    expect(log.count('sum')).toBe(0);
+  });
+
+  it('calls again when a component mounts beside one whose call has settled', async () => {
+    const { client, log, gateway } = await setup();
+    let count = 0;
+    gateway.method('cart.count', () => ++count);
+    let showPage!: () => void;
+    function Count({ name }: { name: string }) {
+      return createElement('p', null, `${name} ${show(useCall('cart.count'))}`);
+    }
+    function App() {
+      const [page, setPage] = useState(false);
+      showPage = () => setPage(true);
+      return createElement(
+        'div',
+        null,
+        createElement(Count, { name: 'header' }),
+        page ? createElement(Count, { name: 'page' }) : null,
+      );
+    }
+    renderWith(client, createElement(App), true);
+    await screen.findByText('header data 1');
+    act(() => showPage());
+    await screen.findByText('page data 2');
+    expect(screen.getByText(/^header /).textContent).toBe('header data 2');
+    expect(log.count('cart.count')).toBe(2);
+  });
+
+  it('retries a failed shared call when a component mounts beside it', async () => {
+    const { client, log, gateway } = await setup();
+    let calls = 0;
+    gateway.method('flaky', () => {
+      if (++calls === 1) throw new JsonRpcError(-32050, 'Not yet');
+      return 'ok';
+    });
+    let showSecond!: () => void;
+    function Flaky({ name }: { name: string }) {
+      return createElement('p', null, `${name} ${show(useCall('flaky'))}`);
+    }
+    function App() {
+      const [second, setSecond] = useState(false);
+      showSecond = () => setSecond(true);
+      return createElement(
+        'div',
+        null,
+        createElement(Flaky, { name: 'first' }),
+        second ? createElement(Flaky, { name: 'second' }) : null,
+      );
+    }
+    renderWith(client, createElement(App));
+    await screen.findByText('first error -32050 Not yet');
+    act(() => showSecond());
+    await screen.findByText('second data "ok"');
+    expect(screen.getByText(/^first /).textContent).toBe('first data "ok"');
+    expect(log.count('flaky')).toBe(2);
+  });
+
   it('waits while not enabled; refetch calls again', async () => {
     const { client, log } = await setup();
     let enable!: () => void;
@@ -199,6 +278,30 @@ describe('useMutation', () => {
       'data 11 | error -32050 Not today',
       'data 11 | data undefined',
     ]);
+  });
+
+  it("shows loading for a mutation started before its effects ran (from a child's effect)", async () => {
+    const { client } = await setup();
+    const states = recorder<string>();
+    // A child's effects run before its parent's: the mutation starts before the hook's own.
+    function Start({ mutate }: { mutate: (params: number[]) => void }) {
+      useEffect(() => mutate([1, 2]), [mutate]);
+      return null;
+    }
+    function Form() {
+      const sum = useMutation<number>('sum');
+      const text = show(sum);
+      states.record(text);
+      return createElement(
+        'div',
+        null,
+        createElement('p', null, text),
+        createElement(Start, { mutate: sum.mutate }),
+      );
+    }
+    renderWith(client, createElement(Form));
+    await screen.findByText('data 3');
+    expect(states.values).toEqual(['data undefined', 'loading', 'data 3']);
   });
 
   it('does not cancel a mutation under way when the component unmounts', async () => {

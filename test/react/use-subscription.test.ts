@@ -4,7 +4,8 @@
  * happy-dom): the status through a lost connection (connecting, subscribed, resuming,
  * subscribed) and a gap, the latest message and the history window, one wire subscribe for
  * StrictMode's double mount and for two components, the unsubscribe when the last one
- * unmounts, reset, and a refused subscribe.
+ * unmounts, reset, a refused subscribe, params JSON cannot carry, and a client made by
+ * createSharedClient.
  */
 import { act, cleanup, screen } from '@testing-library/react';
 import { createElement } from 'react';
@@ -15,13 +16,17 @@ import { MemoryBroker } from '../../src/pubsub/memory-broker.js';
 import { useSubscription } from '../../src/react/index.js';
 import { READ_ATTEMPTS } from '../../src/server/pubsub-resume.js';
 import type { UseSubscriptionResult } from '../../src/react/index.js';
+import type { RpcClient } from '../../src/client/client.js';
 import { Resources } from '../support/resources.js';
+import { SharedTabs } from '../support/shared-tabs.js';
 import { waitFor as waitUntil } from '../support/waiting.js';
 import { methodLog, recorder, renderWith } from './harness.js';
 
 const res = new Resources();
+const tabs = new SharedTabs();
 afterEach(async () => {
   cleanup();
+  await tabs.cleanup();
   await res.cleanup();
 });
 
@@ -29,7 +34,7 @@ async function setup(broker = new MemoryBroker()) {
   const log = methodLog();
   const { url, gateway } = await res.gateway({ broker, middleware: log.middleware });
   gateway.topic('feed');
-  return { log, gateway, client: res.client(url) };
+  return { log, gateway, url, client: res.client(url) };
 }
 
 /** "subscribed 7 [5,6,7]": the state, the latest message and the history. */
@@ -204,5 +209,30 @@ describe('useSubscription', () => {
     // A round trip: a subscribe sent before it would have been seen by now.
     await client.call('no.such.method').catch(() => undefined);
     expect(log.count('subscribe')).toBe(0);
+  });
+
+  it('shows params JSON cannot carry (a BigInt) as its error, a TypeError', async () => {
+    const { client, log } = await setup();
+    let seen: UseSubscriptionResult<unknown> | undefined;
+    function Unsendable() {
+      seen = useSubscription('feed', { from: 1n });
+      return createElement('p', { 'data-testid': 'unsendable' }, seen.status.state);
+    }
+    renderWith(client, createElement(Unsendable));
+    await waitUntil(() => textOf('unsendable') === 'error', 'the error');
+    expect(seen!.error).toBeInstanceOf(TypeError);
+    await client.call('no.such.method').catch(() => undefined);
+    expect(log.count('subscribe')).toBe(0);
+  });
+
+  it('takes a client made by createSharedClient: its own subscription status', async () => {
+    const { gateway, url } = await setup();
+    const { tab } = tabs.tab(tabs.host(), url);
+    const states = recorder<string>();
+    renderWith(tab as unknown as RpcClient, createElement(feedView(states, 2)));
+    await waitUntil(() => textOf() === 'subscribed undefined []', 'subscribed');
+    await gateway.publish('feed', 'shared');
+    await waitUntil(() => textOf() === 'subscribed "shared" ["shared"]', 'the message');
+    expect(states.values).toEqual(['connecting', 'subscribed']);
   });
 });
