@@ -38,6 +38,7 @@ import { streamRefusal } from './stream-refusal.js';
 import { rejectUpgrade } from './upgrade-rejection.js';
 import type { RefusalLog } from './upgrade-rejection.js';
 import { describeStream, describeUpgrade, handshakeFault } from './upgrade-request.js';
+import { pathOf } from './http-dispatch.js';
 
 /** The subprotocols of every encoding a gateway can enable, on or off. */
 const ALL_ENCODING_PROTOCOLS: ReadonlySet<string> = new Set(ENCODING_NAMES.map(subprotocolOf));
@@ -284,7 +285,7 @@ export class ConnectionIntake<C> {
     const { deps } = this;
     socket.on('error', destroySocket);
     // The server's hub brings only upgrades for this path; kept as the check it depends on.
-    const path = (request.url ?? '/').split('?', 1)[0];
+    const path = pathOf(request.url);
     if (path !== deps.path) return this.refuse(socket, 'path', 404);
     // What ws would refuse is refused before it takes a connection slot or an authenticate call.
     const fault = handshakeFault(request);

@@ -108,9 +108,23 @@ function isOperational(route: Route, method: string | undefined): boolean {
   return route !== 'rpc' || (method !== 'POST' && method !== 'OPTIONS');
 }
 
-/** A request target's path, without its query string. */
+/** A request target in absolute form (`GET http://host/rpc`), as proxies are sent it. */
+const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\//i;
+
+/**
+ * A request target's path, without its query string. A target in absolute form is read for its
+ * path too: a server must accept that form (RFC 9112, section 3.2.2), whatever sends it.
+ */
 export function pathOf(url: string | undefined): string {
-  return (url ?? '/').split('?', 1)[0]!;
+  const target = url ?? '/';
+  if (target.charCodeAt(0) !== 0x2f && ABSOLUTE_FORM.test(target)) {
+    try {
+      return new URL(target).pathname;
+    } catch {
+      return target;
+    }
+  }
+  return target.split('?', 1)[0]!;
 }
 
 /**

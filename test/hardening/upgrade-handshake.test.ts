@@ -242,3 +242,31 @@ describe('handshakeFault', () => {
     expect(handshakeFault(request('GET', noUpgrade))?.status).toBe(400);
   });
 });
+
+describe('a request target in absolute form', () => {
+  /** Send `head` and read the answer's status line, then close the socket. */
+  function statusOf(port: number, head: string): Promise<string> {
+    const socket = connect({ port, host: '127.0.0.1' });
+    cleanups.push(() => socket.destroy());
+    return new Promise((resolve, reject) => {
+      let received = '';
+      socket.setEncoding('utf8');
+      socket.on('error', reject);
+      socket.on('data', (chunk: string) => {
+        received += chunk;
+        const end = received.indexOf('\r\n');
+        if (end !== -1) resolve(received.slice(0, end));
+      });
+      socket.write(`${head}\r\n\r\n`);
+    });
+  }
+
+  it('is upgraded as its origin form is (RFC 9112 3.2.2), and other paths stay 404', async () => {
+    const { gateway, port } = await startGateway();
+    cleanups.push(() => gateway.close({ timeoutMs: 1_000 }));
+    const absolute = upgradeHead().replace('GET /rpc ', `GET http://127.0.0.1:${port}/rpc?x=1 `);
+    expect(await statusOf(port, absolute)).toBe('HTTP/1.1 101 Switching Protocols');
+    const elsewhere = upgradeHead().replace('GET /rpc ', `GET http://127.0.0.1:${port}/other `);
+    expect(await statusOf(port, elsewhere)).toMatch(/^HTTP\/1\.1 404/);
+  });
+});
