@@ -103,18 +103,7 @@ export function clientFrame(payload: Uint8Array, opcode: number, compress: boole
   const data = compress
     ? deflateRawSync(payload, { finishFlush: constants.Z_SYNC_FLUSH, level: 9 }).subarray(0, -4)
     : Buffer.from(payload);
-  const extended = data.length < 126 ? 0 : data.length < 65_536 ? 2 : 8;
-  const header = Buffer.alloc(2 + extended + 4); // the masking key last, zero
-  header[0] = 0x80 | (compress ? 0x40 : 0) | opcode;
-  if (extended === 0) header[1] = 0x80 | data.length;
-  else if (extended === 2) {
-    header[1] = 0x80 | 126;
-    header.writeUInt16BE(data.length, 2);
-  } else {
-    header[1] = 0x80 | 127;
-    header.writeBigUInt64BE(BigInt(data.length), 2);
-  }
-  return Buffer.concat([header, data]);
+  return frameWith(data, { opcode, fin: true, compressed: compress });
 }
 
 /**

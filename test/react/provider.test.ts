@@ -12,6 +12,7 @@ import type { ComponentType } from 'react';
 import { hydrateRoot } from 'react-dom/client';
 import { renderToString } from 'react-dom/server';
 import { WebSocket } from 'ws';
+import { countedWebSocket } from './counted-socket.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RpcClient } from '../../src/client/client.js';
 import {
@@ -52,29 +53,23 @@ describe('ClientProvider', () => {
       return createElement(Connection);
     }
     // Every socket a client makes: a client closed at once may not get as far as a session.
-    let sockets = 0;
-    class CountedWebSocket extends WebSocket {
-      constructor(address: string, protocols?: string | string[]) {
-        super(address, protocols);
-        sockets++;
-      }
-    }
+    const counted = countedWebSocket();
     const options = {
       url,
-      WebSocket: CountedWebSocket,
+      WebSocket: counted.WebSocket,
       reconnect: { initialDelayMs: 20, maxDelayMs: 200 },
     };
     const view = render(createElement(ClientProvider, { options }, createElement(Probe)), {
       reactStrictMode: true,
     });
     await waitUntil(() => textOf() === 'open', 'open');
-    expect({ opened: opened.length, sockets }).toEqual({ opened: 1, sockets: 1 });
+    expect({ opened: opened.length, sockets: counted.made() }).toEqual({ opened: 1, sockets: 1 });
     const client = seen!;
 
     view.unmount();
     await waitUntil(() => client.state === 'closed', 'the client closed');
     await waitUntil(() => gateway.sessions.size === 0, 'the session gone');
-    expect({ opened: opened.length, sockets }).toEqual({ opened: 1, sockets: 1 });
+    expect({ opened: opened.length, sockets: counted.made() }).toEqual({ opened: 1, sockets: 1 });
   });
 
   it('keeps its client while a Suspense fallback hides it: one session, no message lost', async () => {
@@ -134,24 +129,18 @@ describe('ClientProvider', () => {
   it('renders its children on the server and hydrates them, then connects', async () => {
     const { url, gateway } = await res.gateway();
     gateway.method('answer', () => 42);
-    let sockets = 0;
-    class CountedWebSocket extends WebSocket {
-      constructor(address: string, protocols?: string | string[]) {
-        super(address, protocols);
-        sockets++;
-      }
-    }
+    const counted = countedWebSocket();
     function App() {
       const { state } = useConnectionState();
       const answer = useCall<number>('answer');
       const text = answer.loading ? 'loading' : String(answer.data);
       return createElement('p', { 'data-testid': 'app' }, `${state} ${text}`);
     }
-    const options = { url, WebSocket: CountedWebSocket };
+    const options = { url, WebSocket: counted.WebSocket };
     const ui = createElement(ClientProvider, { options }, createElement(App));
     const html = renderToString(ui);
     expect(html).toBe('<p data-testid="app">connecting loading</p>');
-    expect(sockets).toBe(0);
+    expect(counted.made()).toBe(0);
 
     const container = document.createElement('div');
     container.innerHTML = html;
@@ -162,7 +151,7 @@ describe('ClientProvider', () => {
     );
     try {
       await waitUntil(() => container.textContent === 'open 42', 'open, with the answer');
-      expect({ recoverable, sockets }).toEqual({ recoverable: [], sockets: 1 });
+      expect({ recoverable, sockets: counted.made() }).toEqual({ recoverable: [], sockets: 1 });
     } finally {
       act(() => root.unmount());
       container.remove();

@@ -5,7 +5,7 @@
  */
 import { createElement } from 'react';
 import { renderToString } from 'react-dom/server';
-import { WebSocket } from 'ws';
+import { countedWebSocket } from './counted-socket.js';
 import { describe, expect, it } from 'vitest';
 import {
   ClientProvider,
@@ -17,13 +17,7 @@ import {
 
 describe('ClientProvider on the server', () => {
   it('renders its children with the hooks before any call, opening no socket', () => {
-    let sockets = 0;
-    class CountedWebSocket extends WebSocket {
-      constructor(address: string, protocols?: string | string[]) {
-        super(address, protocols);
-        sockets++;
-      }
-    }
+    const counted = countedWebSocket();
     function App() {
       const { state } = useConnectionState();
       const call = useCall('rates.get', { pair: 'EUR/USD' });
@@ -36,9 +30,9 @@ describe('ClientProvider on the server', () => {
         `${state} call:${call.loading} off:${off.loading} feed:${feed.status.state} save:${save.loading}`,
       );
     }
-    const options = { url: 'ws://127.0.0.1:9/rpc', WebSocket: CountedWebSocket };
+    const options = { url: 'ws://127.0.0.1:9/rpc', WebSocket: counted.WebSocket };
     const html = renderToString(createElement(ClientProvider, { options }, createElement(App)));
     expect(html).toBe('<p>connecting call:true off:false feed:connecting save:false</p>');
-    expect(sockets).toBe(0);
+    expect(counted.made()).toBe(0);
   });
 });
