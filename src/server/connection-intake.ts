@@ -408,10 +408,12 @@ export class ConnectionIntake<C> {
 
   /**
    * Whether a connection is accepted unauthenticated, to authenticate in-band: with
-   * `identity.inBand`, when it carries no token.
+   * `identity.inBand`, when it carries no token (`identity.carriesToken`, by default a Bearer one).
    */
   private inBand(request: UpgradeRequest): boolean {
-    return this.deps.config.identity.inBand && request.token === undefined;
+    const { inBand, carriesToken } = this.deps.config.identity;
+    if (!inBand) return false;
+    return carriesToken ? !carriesToken(request) : request.token === undefined;
   }
 
   private openSession(

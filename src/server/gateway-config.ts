@@ -150,6 +150,7 @@ export interface GatewayConfig<C = unknown> {
   /** Identity over the connection's life (docs/identity.md); hooks undefined when not given. */
   readonly identity: {
     readonly inBand: boolean;
+    readonly carriesToken: IdentityOptions<C>['carriesToken'];
     readonly inBandDeadlineMs: number;
     readonly refreshAheadMs: number;
     readonly expiresAtOf: IdentityOptions<C>['expiresAtOf'];
@@ -281,6 +282,7 @@ export const gatewayOptionRules: Readonly<Record<keyof GatewayOptions<unknown>, 
 /** What each key of the `identity` option may be. */
 export const identityRules: Readonly<Record<keyof IdentityOptions<unknown>, Rule>> = {
   inBand: bool,
+  carriesToken: hook,
   inBandDeadlineMs: numberIn(100, 300_000, true),
   expiresAtOf: hook,
   refreshAheadMs: numberIn(0, MAX_DELAY_MS, true),
@@ -378,6 +380,7 @@ export function resolveGatewayOptions<C = unknown>(
     },
     identity: {
       inBand: identity.inBand ?? gatewayDefaults.identity.inBand,
+      carriesToken: identity.carriesToken,
       inBandDeadlineMs: identity.inBandDeadlineMs ?? gatewayDefaults.identity.inBandDeadlineMs,
       refreshAheadMs: identity.refreshAheadMs ?? gatewayDefaults.identity.refreshAheadMs,
       expiresAtOf: identity.expiresAtOf,

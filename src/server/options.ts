@@ -54,6 +54,12 @@ export interface IdentityOptions<C> {
    * with a Bearer token is authenticated at the upgrade as before. Default false.
    */
   inBand?: boolean;
+  /**
+   * With `inBand`: whether a request carries credentials `authenticate` reads, and so is
+   * authenticated at the upgrade rather than accepted unauthenticated. Default: a Bearer token
+   * (`request.token`). `jwtAuth` sets it to where it reads tokens (a cookie, a subprotocol).
+   */
+  carriesToken?: (request: UpgradeRequest) => boolean;
   /** How long an in-band connection has to authenticate, in ms. Default 10 000. */
   inBandDeadlineMs?: number;
   /** When the session's identity expires (ms since the epoch); undefined: never. */

@@ -173,6 +173,39 @@ describe('createGateway({ ...jwtAuth(...) })', () => {
   });
 });
 
+describe('jwtAuth with in-band authentication', () => {
+  /** A `ws` WebSocket whose upgrade carries `headers` and offers `extra` subprotocols. */
+  function socketWith(extra: string[], headers: Record<string, string> = {}) {
+    return class OfferingWebSocket extends WebSocket {
+      constructor(address: string, protocols?: string | string[], options: WsClientOptions = {}) {
+        super(address, [...[protocols ?? []].flat(), ...extra], { ...options, headers });
+      }
+    };
+  }
+
+  it('a token in a configured subprotocol or cookie is read at the upgrade; no token is accepted to authenticate in-band', async () => {
+    const auth = jwtAuth({
+      secret: SECRET,
+      issuer: ISSUER,
+      audience: AUDIENCE,
+      protocolPrefix: 'token.',
+      cookie: 'jwt',
+    });
+    const { gateway, url } = await res.gateway<JwtContext>({
+      ...auth,
+      identity: { ...auth.identity, inBand: true },
+    });
+    gateway.method('whoami', (_params, ctx) => ctx.session.context.user);
+    const token = await signHs256(validClaims({}));
+    const offered = res.client(url, { WebSocket: socketWith([`token.${token}`]) });
+    expect(await offered.call('whoami')).toBe('alice');
+    const cookie = res.client(url, { WebSocket: socketWith([], { cookie: `jwt=${token}` }) });
+    expect(await cookie.call('whoami')).toBe('alice');
+    const none = await openRaw(res, url);
+    expect((await none.request('whoami')).error).toMatchObject({ code: -32010 });
+  });
+});
+
 describe('jwtAuth and revocation', () => {
   it('a token whose iat is ahead of the clock does not pass for one issued after a revocation', async () => {
     const { url, gateway } = await jwtGateway();

@@ -32,6 +32,11 @@ export interface JwtAuth<C extends JwtContext = JwtContext> {
     readonly topicsOf: (context: C) => readonly string[] | undefined;
     /** The method patterns the token allows; undefined: no restriction from the token. */
     readonly methodsOf: (context: C) => readonly string[] | undefined;
+    /**
+     * Whether a request carries a token where `authenticate` reads one (Bearer, and the cookie
+     * or subprotocol configured): with `inBand`, such a connection is authenticated at once.
+     */
+    readonly carriesToken: (request: JwtAuthRequest) => boolean;
   };
 }
 
@@ -113,6 +118,7 @@ export function jwtAuth<C extends JwtContext = JwtContext>(options: JwtAuthOptio
       issuedAtOf: (context) => context.issuedAt,
       topicsOf: (context) => context.topics,
       methodsOf: (context) => context.methods,
+      carriesToken: (request) => tokenOf(request, resolved) !== undefined,
     },
   };
 }
