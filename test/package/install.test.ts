@@ -211,6 +211,30 @@ describe.skipIf(!reachable)('the packed package, installed into an empty project
     }, 60_000);
   }
 
+  it('its declarations check with skipLibCheck off and only the types it installs (@types/ws among its dependencies)', () => {
+    const dir = mkdtempSync(join(project, 'ts-'));
+    writeFileSync(
+      join(dir, 'app.ts'),
+      `import { createGateway, silentLogger } from 'wsrpc-gateway';
+       import { createClient } from 'wsrpc-gateway/client';
+       const gateway = createGateway({ logger: silentLogger });
+       export const client = createClient({ url: 'ws://127.0.0.1:1/rpc' });
+       export { gateway };`,
+    );
+    // The consumer's own node_modules/@types alone: what installing the package brought.
+    writeFileSync(
+      join(dir, 'tsconfig.json'),
+      `{ "compilerOptions": { "module": "nodenext", "target": "es2022", "strict": true,
+         "noEmit": true, "skipLibCheck": false,
+         "typeRoots": [${JSON.stringify(join(project, 'node_modules/@types'))}] },
+         "files": ["app.ts"] }`,
+    );
+    const tsc = join(root, 'node_modules/typescript/bin/tsc');
+    const out = run(process.execPath, [tsc, '-p', join(dir, 'tsconfig.json')], dir, 60_000);
+    expect(out.stdout + out.stderr).toBe('');
+    expect(out.status).toBe(0);
+  }, 60_000);
+
   it('the wsrpc-gateway command checks a configuration file as installed (yaml and undici are dependencies)', () => {
     const file = join(project, 'gateway.yaml');
     writeFileSync(
