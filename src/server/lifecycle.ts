@@ -106,7 +106,7 @@ export class Lifecycle {
 
   connected(session: LifecycleSession): void {
     const user = session.user;
-    if (user !== undefined && this.users.sessionOpened(user)) this.dirty.add(user);
+    if (user !== undefined && this.users.sessionOpened(user)) this.markChanged(user);
     this.emit(
       user === undefined
         ? { type: 'connect', sessionId: session.id }
@@ -122,8 +122,17 @@ export class Lifecycle {
         ? { type: 'disconnect', sessionId: session.id, ...closed }
         : { type: 'disconnect', sessionId: session.id, user, ...closed },
     );
-    if (user !== undefined && this.users.sessionClosed(user)) this.dirty.add(user);
+    if (user !== undefined && this.users.sessionClosed(user)) this.markChanged(user);
     this.scheduleFlush();
+  }
+
+  /**
+   * `user` came online or went offline here: told the other nodes in the next delta. Only while
+   * they can be told (cluster events on, listening): otherwise nothing would ever take it out,
+   * and the first snapshot once listening covers what changed before.
+   */
+  private markChanged(user: string): void {
+    if (this.cluster && this.listening) this.dirty.add(user);
   }
 
   subscribed(session: LifecycleSession, topic: string): void {

@@ -171,6 +171,22 @@ describe('lifecycle events on one gateway', () => {
   });
 });
 
+describe('lifecycle state on one gateway', () => {
+  it('without clusterEvents, keeps nothing of the users that came and went', async () => {
+    const { gateway, url } = await gatewayWithUsers();
+    for (let i = 0; i < 20; i++) {
+      const client = await raw(`${url}?user=user-${i}`);
+      await waitUntil(() => gateway.sessions.size === 1, 'the session');
+      await client.close();
+      await waitUntil(() => gateway.sessions.size === 0, 'its close');
+    }
+    // What would tell the other nodes of users online or offline: with no other node to tell,
+    // it held every user id the node had seen, for the life of the process.
+    const lifecycle = (gateway as unknown as { lifecycle: { dirty: Set<string> } }).lifecycle;
+    expect(lifecycle.dirty.size).toBe(0);
+  });
+});
+
 describe('lifecycle events across gateways (clusterEvents, one MemoryBroker)', () => {
   it("each gateway sees the other's events and users; offline only when gone from both", async () => {
     const ring = new Set<LinkedBroker>();
