@@ -94,7 +94,8 @@ const HANDSHAKE_KEY = /^[+/0-9A-Za-z]{22}==$/;
 
 /**
  * What `ws`'s handleUpgrade would refuse in `request`, with the status and text it would answer,
- * or undefined when the handshake is well formed. Checked before admission and `authenticate`,
+ * and what RFC 6455 refuses that ws takes (HTTP/1.0, no Host, a body), or undefined when the
+ * handshake is well formed. Checked before admission and `authenticate`,
  * so a malformed request takes no connection slot, spends no hook call, and is counted and logged
  * as every other refusal is (ws answers its own refusals without telling anyone).
  */
@@ -102,6 +103,17 @@ export function handshakeFault(request: IncomingMessage): HandshakeFault | undef
   const { headers } = request;
   if (request.method !== 'GET') {
     return { status: 405, message: 'Invalid HTTP method', headers: { Allow: 'GET' } };
+  }
+  // RFC 6455 4.1: an HTTP/1.1 (or later) GET with a Host header. What follows an upgrade's head
+  // is WebSocket frames: a body would be read as frames and break the protocol at once.
+  const { httpVersionMajor: major, httpVersionMinor: minor } = request;
+  if (major < 1 || (major === 1 && minor < 1)) {
+    return { status: 400, message: 'WebSocket needs HTTP/1.1 or later' };
+  }
+  if (headers.host === undefined) return { status: 400, message: 'Missing Host header' };
+  const length = headers['content-length'];
+  if (headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0')) {
+    return { status: 400, message: 'An upgrade request has no body' };
   }
   if (headers.upgrade?.toLowerCase() !== 'websocket') {
     return { status: 400, message: 'Invalid Upgrade header' };

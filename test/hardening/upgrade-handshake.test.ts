@@ -37,11 +37,13 @@ function upgradeHead(
     method = 'GET',
     key = KEY,
     version = '13',
-  }: { method?: string; key?: string; version?: string } = {},
+    http = '1.1',
+    host = true,
+  }: { method?: string; key?: string; version?: string; http?: string; host?: boolean } = {},
 ): string {
   return [
-    `${method} /rpc HTTP/1.1`,
-    'Host: 127.0.0.1',
+    `${method} /rpc HTTP/${http}`,
+    ...(host ? ['Host: 127.0.0.1'] : []),
     'Connection: Upgrade',
     'Upgrade: websocket',
     `Sec-WebSocket-Version: ${version}`,
@@ -115,6 +117,15 @@ const CASES: [string, string, number, string][] = [
     'Missing or invalid Sec-WebSocket-Version header',
   ],
   ['a POST', upgradeHead(['Content-Length: 0'], { method: 'POST' }), 405, 'Invalid HTTP method'],
+  ['HTTP/1.0', upgradeHead([], { http: '1.0' }), 400, 'WebSocket needs HTTP/1.1 or later'],
+  ['no Host header', upgradeHead([], { host: false }), 400, 'Missing Host header'],
+  ['a body', upgradeHead(['Content-Length: 5']), 400, 'An upgrade request has no body'],
+  [
+    'a chunked body',
+    upgradeHead(['Transfer-Encoding: chunked']),
+    400,
+    'An upgrade request has no body',
+  ],
 ];
 
 describe('malformed WebSocket handshakes', () => {
@@ -194,10 +205,16 @@ const wsParseProtocols: (value: string) => Set<string> = (() => {
 })();
 
 function request(method: string, headers: Record<string, string>): IncomingMessage {
-  return { method, headers } as unknown as IncomingMessage;
+  return {
+    method,
+    headers,
+    httpVersionMajor: 1,
+    httpVersionMinor: 1,
+  } as unknown as IncomingMessage;
 }
 
 const WELL_FORMED = {
+  host: '127.0.0.1',
   upgrade: 'websocket',
   'sec-websocket-key': KEY,
   'sec-websocket-version': '13',
