@@ -1,5 +1,5 @@
 import { MAX_ENCODED_DEPTH } from '../encoding/encoded-depth.js';
-import { jsonHoldsLoneSurrogate } from '../encoding/lone-surrogates.js';
+import { holdsLoneSurrogate, mayHoldLoneSurrogate } from '../encoding/lone-surrogates.js';
 import { JsonRefusal, parseJson } from '../protocol/safe-json.js';
 
 /** A line break: JSON allows one only as whitespace, and it would end a line of the framing. */
@@ -16,10 +16,11 @@ const LINE_BREAK = /[\r\n]/;
  * Checked once per message per node, not per subscriber.
  */
 export function isSendablePayload(payload: string): boolean {
+  if (LINE_BREAK.test(payload)) return false;
+  const value = parseJson(payload, MAX_ENCODED_DEPTH);
+  // The value parsed once, for its strings too (only when the text may hold a lone surrogate).
   return (
-    !LINE_BREAK.test(payload) &&
-    !(parseJson(payload, MAX_ENCODED_DEPTH) instanceof JsonRefusal) &&
-    !jsonHoldsLoneSurrogate(payload)
+    !(value instanceof JsonRefusal) && !(mayHoldLoneSurrogate(payload) && holdsLoneSurrogate(value))
   );
 }
 

@@ -30,7 +30,6 @@ import type { Logger } from '../peer/logger.js';
 import { InternalError } from '../protocol/errors.js';
 import type { Params } from '../protocol/types.js';
 import { performance as nodePerformance } from 'node:perf_hooks';
-import type { EventLoopUtilization } from 'node:perf_hooks';
 import type { Gateway } from './gateway.js';
 import type { TopicOptions } from './pubsub-service.js';
 import type { PublishOptions } from './pubsub-types.js';
@@ -122,49 +121,37 @@ function assertJson(
  */
 export const VALIDATION_BYTES_PER_MS = 10_000;
 
-/** Charge the connection for a validation begun at `start` (performance.now()), settled now. */
-function chargeTime(transport: { chargeBytes?(bytes: number): void }, start: number): void {
-  const bytes = Math.ceil((performance.now() - start) * VALIDATION_BYTES_PER_MS);
-  if (bytes > 0) transport.chargeBytes?.(bytes);
-}
-
-/**
- * Charge the connection for the thread's busy time since `loop` (an event-loop utilization
- * reading): what an async validation may have spent after its first await. The thread's, not the
- * validation's alone (no finer measure exists), and nothing for the time it only waited (a
- * lookup of its own): a schema that awaits a database costs what its own work does.
- */
-function chargeBusy(
-  transport: { chargeBytes?(bytes: number): void },
-  loop: EventLoopUtilization,
-): void {
-  const bytes = Math.ceil(
-    nodePerformance.eventLoopUtilization(loop).active * VALIDATION_BYTES_PER_MS,
-  );
+/** Charge the connection for `ms` of validation, at VALIDATION_BYTES_PER_MS. */
+function charge(transport: { chargeBytes?(bytes: number): void }, ms: number): void {
+  const bytes = Math.ceil(ms * VALIDATION_BYTES_PER_MS);
   if (bytes > 0) transport.chargeBytes?.(bytes);
 }
 
 /**
  * `validate` whose time, passing or failing, costs the caller's input budget: its synchronous
- * time (chargeTime), and an async schema's the thread was busy until it settled (chargeBusy).
+ * time, and for an async schema the time the thread was busy until it settled (an event-loop
+ * utilization reading): the thread's, not the validation's alone (no finer measure exists), and
+ * nothing for the time it only waited, so a schema that awaits a database costs what its own
+ * work does.
  */
 function charging<C>(
   validate: (params: Params | undefined) => unknown,
 ): (params: Params | undefined, ctx: Ctx<C>) => unknown {
   return (params, ctx) => {
-    const start = performance.now();
+    const transport = ctx.session.transport;
+    const start = nodePerformance.now();
     let valid: unknown;
     try {
       valid = validate(params);
-    } catch (err) {
-      chargeTime(ctx.session.transport, start);
-      throw err;
+    } finally {
+      charge(transport, nodePerformance.now() - start);
     }
-    chargeTime(ctx.session.transport, start);
     // A closure only for an async schema: a plain one's way makes nothing per call.
     if (valid instanceof Promise) {
       const loop = nodePerformance.eventLoopUtilization();
-      return valid.finally(() => chargeBusy(ctx.session.transport, loop));
+      return valid.finally(() =>
+        charge(transport, nodePerformance.eventLoopUtilization(loop).active),
+      );
     }
     return valid;
   };

@@ -76,6 +76,26 @@ function lockedVersion(name: string): string {
   return lock.packages[`node_modules/${name}`]!.version;
 }
 
+/**
+ * Type-check `source` as app.ts in a folder of its own under the consumer (an ES module package),
+ * a CommonJS package when `commonJs`, with `compilerOptions` (JSON members); expects tsc to pass
+ * without a word.
+ */
+function expectTypesCheck(source: string, compilerOptions: string, commonJs: boolean): void {
+  const dir = mkdtempSync(join(project, 'ts-'));
+  if (commonJs) writeFileSync(join(dir, 'package.json'), '{ "type": "commonjs" }');
+  writeFileSync(join(dir, 'app.ts'), source);
+  writeFileSync(
+    join(dir, 'tsconfig.json'),
+    `{ "compilerOptions": { ${compilerOptions}, "target": "es2022", "strict": true,
+       "noEmit": true }, "files": ["app.ts"] }`,
+  );
+  const tsc = join(root, 'node_modules/typescript/bin/tsc');
+  const out = run(process.execPath, [tsc, '-p', join(dir, 'tsconfig.json')], dir, 60_000);
+  expect(out.stdout + out.stderr).toBe('');
+  expect(out.status).toBe(0);
+}
+
 const reachable = registryReachable();
 const work = mkdtempSync(join(tmpdir(), 'package-install-'));
 const project = join(work, 'project');
@@ -184,10 +204,8 @@ describe.skipIf(!reachable)('the packed package, installed into an empty project
     ['module nodenext, in a CommonJS package', '"module": "nodenext"'],
   ] as const) {
     it(`its types check in a CommonJS TypeScript project (${kind})`, () => {
-      const dir = mkdtempSync(join(project, 'ts-'));
-      writeFileSync(join(dir, 'package.json'), '{ "type": "commonjs" }');
-      writeFileSync(
-        join(dir, 'app.ts'),
+      const types = join(root, 'node_modules/@types');
+      expectTypesCheck(
         `import { createGateway, silentLogger, JsonRpcError } from 'wsrpc-gateway';
          import { createClient } from 'wsrpc-gateway/client';
          import type { Params } from 'wsrpc-gateway/protocol';
@@ -196,43 +214,24 @@ describe.skipIf(!reachable)('the packed package, installed into an empty project
          gateway.method('next', (params: Params) => (params as number[])[0]! + 1);
          const result: Promise<unknown> = createClient({ url: 'ws://127.0.0.1:1/rpc' }).call('next', [1]);
          export { result, JsonRpcError, RedisBroker };`,
+        `${options}, "skipLibCheck": true, "types": ["node"], "typeRoots": [${JSON.stringify(types)}]`,
+        true,
       );
-      const types = join(root, 'node_modules/@types');
-      writeFileSync(
-        join(dir, 'tsconfig.json'),
-        `{ "compilerOptions": { ${options}, "target": "es2022", "strict": true, "noEmit": true,
-           "skipLibCheck": true, "types": ["node"], "typeRoots": [${JSON.stringify(types)}] },
-           "files": ["app.ts"] }`,
-      );
-      const tsc = join(root, 'node_modules/typescript/bin/tsc');
-      const out = run(process.execPath, [tsc, '-p', join(dir, 'tsconfig.json')], dir, 60_000);
-      expect(out.stdout + out.stderr).toBe('');
-      expect(out.status).toBe(0);
     }, 60_000);
   }
 
   it('its declarations check with skipLibCheck off and only the types it installs (@types/ws among its dependencies)', () => {
-    const dir = mkdtempSync(join(project, 'ts-'));
-    writeFileSync(
-      join(dir, 'app.ts'),
+    // The consumer's own node_modules/@types alone: what installing the package brought.
+    const types = join(project, 'node_modules/@types');
+    expectTypesCheck(
       `import { createGateway, silentLogger } from 'wsrpc-gateway';
        import { createClient } from 'wsrpc-gateway/client';
        const gateway = createGateway({ logger: silentLogger });
        export const client = createClient({ url: 'ws://127.0.0.1:1/rpc' });
        export { gateway };`,
+      `"module": "nodenext", "skipLibCheck": false, "typeRoots": [${JSON.stringify(types)}]`,
+      false,
     );
-    // The consumer's own node_modules/@types alone: what installing the package brought.
-    writeFileSync(
-      join(dir, 'tsconfig.json'),
-      `{ "compilerOptions": { "module": "nodenext", "target": "es2022", "strict": true,
-         "noEmit": true, "skipLibCheck": false,
-         "typeRoots": [${JSON.stringify(join(project, 'node_modules/@types'))}] },
-         "files": ["app.ts"] }`,
-    );
-    const tsc = join(root, 'node_modules/typescript/bin/tsc');
-    const out = run(process.execPath, [tsc, '-p', join(dir, 'tsconfig.json')], dir, 60_000);
-    expect(out.stdout + out.stderr).toBe('');
-    expect(out.status).toBe(0);
   }, 60_000);
 
   it('the wsrpc-gateway command checks a configuration file as installed (yaml and undici are dependencies)', () => {

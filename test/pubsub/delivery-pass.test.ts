@@ -232,25 +232,28 @@ describe('a message passed by (published except the subscriber)', () => {
 });
 
 describe("a topic's latest value that cannot go into a frame", () => {
-  it('is told as missed by the next message, to a subscriber that does not track positions', () => {
+  /**
+   * A subscriber that does not track positions, whose subscribe reads the latest value: message
+   * 3 arrives live (held meanwhile), then the latest value, seq 2, with `payload`.
+   */
+  function latestAfterLive(payload: string) {
     const { socket, delivery, offer } = subscriber();
     delivery.resumable = false;
-    // The subscribe's read of the latest value: live messages held meanwhile.
     delivery.pauseForReplay();
     offer(3);
     const broker = { trustedPayloads: false } as unknown as Broker;
-    sendLatestValue(broker, delivery, { seq: 2, payload: 'not json', epoch: undefined });
+    sendLatestValue(broker, delivery, { seq: 2, payload, epoch: undefined });
+    return { socket, offer };
+  }
+
+  it('is told as missed by the next message, to a subscriber that does not track positions', () => {
+    const { socket, offer } = latestAfterLive('not json');
     offer(4);
     expect(summary(socket)).toEqual([{ seq: 3, missed: 1 }, { seq: 4 }]);
   });
 
   it('one that can is sent first, then the live ones, nothing missed', () => {
-    const { socket, delivery, offer } = subscriber();
-    delivery.resumable = false;
-    delivery.pauseForReplay();
-    offer(3);
-    const broker = { trustedPayloads: false } as unknown as Broker;
-    sendLatestValue(broker, delivery, { seq: 2, payload: '"two"', epoch: undefined });
+    const { socket } = latestAfterLive('"two"');
     expect(summary(socket)).toEqual([{ seq: 2 }, { seq: 3 }]);
   });
 });
