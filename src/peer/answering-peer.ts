@@ -20,6 +20,8 @@ export class AnsweringPeer<S = unknown> extends Peer<S> {
     if (this.closeInfo) return undefined;
     const frame = parseFrame(text, this.config.parse);
     if (keepsParamsTexts(this.config.registry)) keepParamsTexts(text, frame);
+    // As Peer.parse: a batch's members after the first cost the transport's budget too.
+    if (frame.messages.length > 1) this.transport.chargeMessages?.(frame.messages.length - 1);
     if (traceparent !== undefined) {
       for (const message of frame.messages) {
         if (message.kind === 'request') message.traceparent ??= traceparent;

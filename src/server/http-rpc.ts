@@ -310,7 +310,7 @@ export class HttpRpc<C> {
     const session = deps.newSession(
       context,
       upgrade.remoteAddress,
-      new HttpExchangeTransport(),
+      new HttpExchangeTransport(byteBucket, deps.limits.messageCostBytes),
       this.bucketFor(upgrade.remoteAddress),
       user,
     );

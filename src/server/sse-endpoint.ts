@@ -382,6 +382,12 @@ export class SseEndpoint<C> {
     if (session && opened) {
       opened.admit = session;
       this.addresses.set(opened, session.remoteAddress);
+      const { postBytes, limits } = this.deps;
+      if (postBytes) {
+        const address = session.remoteAddress;
+        opened.charge = (bytes) => postBytes.of(address).spend(bytes);
+        opened.messageCostBytes = limits.messageCostBytes;
+      }
     }
   }
 

@@ -145,6 +145,14 @@ export class SseTransport implements ServerTransport, BudgetMember {
    */
   admit: { take(): boolean } | undefined = undefined;
   /**
+   * Spends from the input budget of the session's address (limits.bytesPerSecondPerIp), set by
+   * its owner with `admit`: what chargeMessages and chargeBytes cost, paid by the waits of the
+   * address's next POSTs. Undefined: no budget.
+   */
+  charge: ((bytes: number) => void) | undefined = undefined;
+  /** limits.messageCostBytes, set with `charge`: what each batch member after the first costs. */
+  messageCostBytes = 0;
+  /**
    * How often its client said it will be heard from (the opening GET's keepalive header), told
    * to it in each session event; 0: it did not say. The heartbeat gives up a session that said
    * and then was not heard from at three visits in a row (see Heartbeat).
@@ -170,6 +178,16 @@ export class SseTransport implements ServerTransport, BudgetMember {
 
   listen(listener: TransportListener): void {
     this.listener = listener;
+  }
+
+  /** Transport.chargeMessages: a batch's members after the first, as a WebSocket's cost. */
+  chargeMessages(count: number): void {
+    this.charge?.(count * this.messageCostBytes);
+  }
+
+  /** Transport.chargeBytes: work a message asked for (params validation) as bytes read. */
+  chargeBytes(bytes: number): void {
+    this.charge?.(bytes);
   }
 
   /** Report to the node-wide output budget from now on (GatewayLimits.maxBufferedBytesTotal). */

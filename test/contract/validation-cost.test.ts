@@ -22,6 +22,7 @@ import { Resources } from '../support/resources.js';
 import type { RawRpc } from '../support/raw-rpc.js';
 import { openRaw } from '../support/sockets.js';
 import { waitUntil } from '../support/waiting.js';
+import { openStream, post } from '../sse/sse-raw.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
@@ -192,5 +193,66 @@ describe('contract validation and the input budget', () => {
       answered++;
     }
     expect(answered).toBeGreaterThanOrEqual(1);
+  });
+});
+
+describe('contract validation and the address budget over HTTP', () => {
+  async function httpGateway() {
+    const running = await res.gateway({
+      heartbeatIntervalMs: 0,
+      routes: { events: '/rpc/events' },
+      limits: {
+        maxMessageBytes: MAX_MESSAGE_BYTES,
+        bytesPerSecondPerIp: 1,
+        ratePerSecond: 0,
+      },
+    });
+    implementContract(running.gateway, contract, {
+      methods: { passes: () => 1, fails: () => 1, passesLater: () => 1, waits: () => 1 },
+    });
+    return running;
+  }
+
+  function postRpc(httpUrl: string, id: number, method: string) {
+    return fetch(`${httpUrl}/rpc`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id, method, params: { n: id } }),
+    });
+  }
+
+  it.each([['passes'], ['fails'], ['passesLater']])(
+    'POST /rpc: %s costs its time, and the address is refused 429 once the burst has paid for a few',
+    async (method) => {
+      const { httpUrl } = await httpGateway();
+      // Charged for their bytes alone, the burst would answer hundreds of these.
+      let answered = 0;
+      for (;;) {
+        const response = await postRpc(httpUrl, answered, method);
+        await response.text();
+        if (response.status === 429) break;
+        expect(response.status).toBe(200);
+        answered++;
+        expect(answered).toBeLessThanOrEqual(PAID);
+      }
+      expect(answered).toBeGreaterThanOrEqual(1);
+    },
+  );
+
+  it("the streaming fallback's validations cost the address's budget: POST /rpc is then refused", async () => {
+    const { httpUrl } = await httpGateway();
+    const events = `${httpUrl}/rpc/events`;
+    const stream = await openStream(events);
+    // PAID validations take the burst into debt; their bodies alone are a few hundred bytes.
+    for (let id = 1; id <= PAID; id++) {
+      const body = JSON.stringify({ jsonrpc: '2.0', id, method: 'fails', params: { n: id } });
+      expect((await post(events, stream.session, body)).status).toBe(202);
+      const answer = new RegExp(`"id":${id}[,}]`);
+      await stream.until((got) => got.some((e) => answer.test(e.data)), 10_000);
+    }
+    const refused = await postRpc(httpUrl, 99, 'rpc.ping');
+    await refused.text();
+    expect(refused.status).toBe(429);
+    stream.destroy();
   });
 });

@@ -49,6 +49,26 @@ it('bodies past the address byte budget are refused 429 with Retry-After before 
   expect(sampleValue(metrics, 'rpc_rejected_upgrades_total', { reason: 'ip-bytes' })).toBe(1);
 });
 
+it("a batch's members after the first cost messageCostBytes each, as on a WebSocket", async () => {
+  // Bursts of 2 × 4 KiB; a batch of 40 pings is some 1.5 KiB of text, and costs 40 × 256 B.
+  const { httpUrl } = await res.gateway({
+    limits: { maxMessageBytes: 4096, bytesPerSecondPerIp: 1024, ratePerSecond: 0, maxBatch: 40 },
+  });
+  const batch = Array.from({ length: 40 }, (_, i) => ({
+    jsonrpc: '2.0',
+    id: i,
+    method: 'rpc.ping',
+  }));
+  const text = JSON.stringify(batch);
+  expect(text.length).toBeLessThan(2048);
+  const first = await post(httpUrl, text);
+  expect(first.status).toBe(200);
+  expect(JSON.parse(first.body)).toHaveLength(40);
+  // Charged for its text alone, the burst would answer four more of these.
+  const second = await post(httpUrl, text);
+  expect(second.status).toBe(429);
+});
+
 it('with bytesPerSecondPerIp 0, POST bodies are not charged', async () => {
   const { gateway, httpUrl } = await res.gateway({
     limits: { maxMessageBytes: 4096, bytesPerSecondPerIp: 0, ratePerSecond: 0 },
