@@ -187,7 +187,7 @@ export class RpcClient {
       },
       opened: () => {
         this.#subscriptions.connectionOpened();
-        this.#queue.flush();
+        this.#flushQueue();
       },
       lost: () => this.#subscriptions.connectionLost(),
       closing: (why) => {
@@ -346,10 +346,16 @@ export class RpcClient {
     // Queued, it has no caller waiting: a failure to send it later (the client closed first) is
     // logged.
     this.#queue
-      .enqueue(method, { timeoutMs: 0 }, 0, () => {
-        this.#requirePeer().notify(method, params);
-        return Promise.resolve();
-      })
+      .enqueue(
+        method,
+        { timeoutMs: 0 },
+        0,
+        () => {
+          this.#requirePeer().notify(method, params);
+          return Promise.resolve();
+        },
+        0,
+      )
       .catch((err: unknown) => this.#logger.warn({ err, method }, 'queued notification dropped'));
   }
 
@@ -415,6 +421,7 @@ export class RpcClient {
         for (const entry of entries) encodeRequest(0, entry.method, entry.params);
       },
       (timeoutMs) => this.#requirePeer().batch(entries, { ...options, timeoutMs }),
+      entries.filter((entry) => !entry.notification).length,
     );
   }
 
@@ -452,6 +459,7 @@ export class RpcClient {
     options: CallOptions,
     check: () => void,
     send: (timeoutMs: number) => Promise<T>,
+    slots?: number,
   ): Promise<T> {
     try {
       this.#assertMayQueue();
@@ -459,8 +467,29 @@ export class RpcClient {
     } catch (err) {
       return Promise.reject(err as Error);
     }
-    return this.#queue.enqueue(method, options, this.config.callTimeoutMs, send);
+    return this.#queue.enqueue(method, options, this.config.callTimeoutMs, send, slots);
   }
+
+  /**
+   * Send what the queue holds, as much as the call table has room for; while some waits, each
+   * call that settles sends more (once a turn), so a queued call never finds the table full.
+   */
+  #flushQueue(): void {
+    const peer = this.#livePeer();
+    if (!peer) return;
+    const waiting = this.#queue.flush(peer.callRoom, this.config.maxPendingCalls);
+    peer.onCallSettled(waiting ? this.#roomMade : undefined);
+  }
+
+  #flushDue = false;
+  readonly #roomMade = (): void => {
+    if (this.#flushDue) return;
+    this.#flushDue = true;
+    queueMicrotask(() => {
+      this.#flushDue = false;
+      this.#flushQueue();
+    });
+  };
 
   /**
    * A subscribe: while disconnected it waits in the queue without a timeout (it is the

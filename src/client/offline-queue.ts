@@ -11,6 +11,8 @@ interface Deferred {
   fail: (err: unknown) => void;
   /** Fail with the TimeoutError of its own timeout (its deadline passed unsent). */
   expire: () => void;
+  /** The places it takes in the call table once sent: its requests (a notification none). */
+  slots: number;
 }
 
 /**
@@ -18,7 +20,9 @@ interface Deferred {
  * own timeout and AbortSignal running while it waits, so a queued call settles
  * exactly once: sent on reconnect, timed out, cancelled, or failed on close.
  * The caller checks that an entry can be encoded before queueing it; one that
- * still fails when flushed is rejected alone and the flush goes on.
+ * still fails when flushed is rejected alone and the flush goes on. A flush sends
+ * no more than the call table has room for: the rest wait, in order, for the
+ * next flush (a call settling makes room), never rejected for want of room.
  */
 export class OfflineQueue {
   readonly #items = new Set<Deferred>();
@@ -48,6 +52,8 @@ export class OfflineQueue {
     options: CallOptions,
     defaultTimeout: number,
     send: (remainingTimeout: number) => Promise<T>,
+    /** The places it takes in the call table (a call 1, a batch its requests, a notify 0). */
+    slots = 1,
   ): Promise<T> {
     if (this.full) return Promise.reject(this.fullError());
     if (options.signal?.aborted)
@@ -86,6 +92,7 @@ export class OfflineQueue {
         rejectOuter(err);
       },
       expire: () => item.fail(new TimeoutError(method, timeout)),
+      slots,
     };
     if (deadline !== undefined)
       // Node fires a longer timer at once (TimeoutOverflowWarning); clamp as PendingCalls does.
@@ -98,24 +105,29 @@ export class OfflineQueue {
   }
 
   /**
-   * Run everything queued, in order. One entry that fails does not stop the others. One whose
-   * deadline has passed (its timer not run yet: a throttled background tab's timers run late)
-   * times out here, unsent: sent, it would run on the server after its caller was told it
-   * timed out.
+   * Run what is queued, in order, while the call table has `room`: the first entry that does
+   * not fit stops the flush, and it and those after it wait for the next (true when any do).
+   * One that needs more than the whole table (`capacity`) is run, to fail as it would while
+   * connected. One entry that fails does not stop the others. One whose deadline has passed
+   * (its timer not run yet: a throttled background tab's timers run late) times out here,
+   * unsent: sent, it would run on the server after its caller was told it timed out.
    */
-  flush(): void {
+  flush(room: number, capacity: number): boolean {
     const now = Date.now();
     for (const item of [...this.#items]) {
       if (item.deadline !== undefined && item.deadline <= now) {
         item.expire();
         continue;
       }
+      if (item.slots > room && item.slots <= capacity) return true;
+      room -= item.slots;
       try {
         item.run(item.deadline === undefined ? 0 : item.deadline - now);
       } catch (err) {
         item.fail(err);
       }
     }
+    return false;
   }
 
   failAll(err: unknown): void {

@@ -98,6 +98,16 @@ export class PeerCore<S = unknown> implements TransportListener {
     return this.#pendingTable?.size ?? 0;
   }
 
+  /** How many more calls the table takes now (maxPendingCalls less those awaiting a response). */
+  get callRoom(): number {
+    return this.config.maxPendingCalls - this.pendingCount;
+  }
+
+  /** Tell `listener` after each outgoing call settles, until replaced (undefined: no one). */
+  onCallSettled(listener: (() => void) | undefined): void {
+    this.pending.onSettled = listener;
+  }
+
   /** Outgoing calls awaiting a response; the table is made on the first call out. */
   private get pending(): PendingCalls {
     return (this.#pendingTable ??= new PendingCalls(

@@ -121,6 +121,9 @@ export class PendingCalls {
     return this.#entries?.size ?? 0;
   }
 
+  /** Told after each entry settles, while set: a queue waiting for room (the client's). */
+  onSettled: (() => void) | undefined = undefined;
+
   /**
    * Reserve an id and a settle-once entry: the promise, the id left in `lastId` (a call's hot
    * path allocates nothing it can do without). Throws TooManyPendingCallsError when full.
@@ -284,6 +287,7 @@ export class PendingCalls {
     this.#entries!.delete(id as number);
     if (entry.deadline < Infinity) this.#timed--;
     if (entry.onAbort) entry.signal!.removeEventListener('abort', entry.onAbort);
+    this.onSettled?.();
     return entry;
   }
 

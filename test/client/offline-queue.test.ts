@@ -166,7 +166,7 @@ describe('offline queue: an entry whose deadline passed before its timer ran', (
     const onTime = queue.enqueue('onTime', { timeoutMs: 5_000 }, 30_000, send);
     // The clock moves on, the timers do not run (a background tab's are held back).
     vi.setSystemTime(Date.now() + 1_500);
-    queue.flush();
+    queue.flush(10, 10);
     const timedOut = await late.catch((err: unknown) => err);
     expect(timedOut).toBeInstanceOf(TimeoutError);
     expect((timedOut as TimeoutError).message).toBe('Call to "late" timed out after 1000 ms');
@@ -174,5 +174,91 @@ describe('offline queue: an entry whose deadline passed before its timer ran', (
     // Only the call still in time went out, with what is left of its timeout.
     expect(sent).toEqual([3_500]);
     expect(queue.size).toBe(0);
+  });
+});
+
+describe('offline queue: the call table has room for only some of it', () => {
+  it('a flush sends entries in order while they fit the room; the rest wait, in order, for the next (model)', async () => {
+    const capacity = 6;
+    // An entry: its slots in the call table (0 a notification, past capacity a batch too big).
+    const entry = fc.integer({ min: 0, max: capacity + 1 });
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(entry, { maxLength: 20 }),
+        fc.array(fc.integer({ min: 0, max: capacity }), { minLength: 1, maxLength: 30 }),
+        async (slots, rooms) => {
+          const queue = new OfflineQueue(100);
+          const sent: number[] = [];
+          const settled: Promise<unknown>[] = slots.map((n, i) =>
+            queue.enqueue(
+              `m${i}`,
+              { timeoutMs: 0 },
+              0,
+              () => {
+                sent.push(i);
+                return Promise.resolve(i);
+              },
+              n,
+            ),
+          );
+          // The model: a flush runs the queue's head while it fits what is left of the room
+          // (one too big for the whole table runs, to fail as it would connected), and stops at
+          // the first that does not.
+          let next = 0;
+          for (const room of rooms) {
+            let left = room;
+            while (next < slots.length && (slots[next]! <= left || slots[next]! > capacity)) {
+              left -= slots[next]!;
+              next++;
+            }
+            const waits = queue.flush(room, capacity);
+            expect(waits).toBe(next < slots.length);
+            expect(sent).toEqual(Array.from({ length: next }, (_, i) => i));
+            expect(queue.size).toBe(slots.length - next);
+          }
+          // Nothing waiting is lost: flushes with the whole table free send the rest, each
+          // settling with its own.
+          while (queue.flush(capacity, capacity));
+          expect(await Promise.all(settled)).toEqual(slots.map((_, i) => i));
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+
+  it('calls queued past maxPendingCalls are all sent once connected, as calls settle, in order, none refused', async () => {
+    const first = await sumGateway(res);
+    const client = res.client(first.url, { maxPendingCalls: 3, maxQueued: 40 });
+    await client.opened();
+    await first.gateway.close();
+    await waitForState(client, 'reconnecting');
+
+    // Calls, notifications and a batch of two, queued in this order.
+    const calls: Promise<unknown>[] = [];
+    for (let n = 0; n < 12; n++) {
+      calls.push(client.call('record', [n]));
+      client.notify('record', [`note ${n}`]);
+    }
+    const batch = client.batch([
+      { method: 'record', params: ['batch a'] },
+      { method: 'record', params: ['batch b'] },
+    ]);
+
+    const second = await sumGateway(res, {}, first.port);
+    const recorded: unknown[] = [];
+    // Each call held a little: the table (3) is full while the queue still has calls.
+    second.gateway.method('record', async (params) => {
+      recorded.push((params as unknown[])[0]);
+      await new Promise((resolve) => setTimeout(resolve, 2));
+      return (params as unknown[])[0];
+    });
+    expect(await Promise.all(calls)).toEqual(Array.from({ length: 12 }, (_, n) => n));
+    const results = await batch;
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled']);
+    await waitFor(() => recorded.length === 12 * 2 + 2, 'everything queued');
+    const expected: unknown[] = [];
+    for (let n = 0; n < 12; n++) expected.push(n, `note ${n}`);
+    expected.push('batch a', 'batch b');
+    expect(recorded).toEqual(expected);
   });
 });
