@@ -381,13 +381,13 @@ export class ClientConnection<S> {
     // Closing at the deadline rejects the calls still out with ConnectionClosedError, as on any
     // lost connection. Once closed, the peer has no pending call, so the polling stops there.
     const closeWhenSettled = (): void => {
-      if (peer.pendingCount && Date.now() < until) setTimeout(closeWhenSettled, RETIRING_POLL_MS);
+      // The server's calls to this client too: their answers have only this connection to go by.
+      const busy = peer.pendingCount || peer.inFlightCount;
+      if (busy && Date.now() < until) setTimeout(closeWhenSettled, RETIRING_POLL_MS);
       else
         peer.close(
           1000,
-          peer.pendingCount
-            ? 'reconnect deadline: calls unfinished'
-            : 'reconnecting on server request',
+          busy ? 'reconnect deadline: calls unfinished' : 'reconnecting on server request',
         );
     };
     closeWhenSettled();

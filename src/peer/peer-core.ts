@@ -98,6 +98,11 @@ export class PeerCore<S = unknown> implements TransportListener {
     return this.#pendingTable?.size ?? 0;
   }
 
+  /** Incoming calls being authorized or run: what a drain or a half-close waits for. */
+  get inFlightCount(): number {
+    return this.dispatch?.inFlightCount ?? 0;
+  }
+
   /** How many more calls the table takes now (maxPendingCalls less those awaiting a response). */
   get callRoom(): number {
     return this.config.maxPendingCalls - this.pendingCount;

@@ -53,11 +53,6 @@ export class Peer<S = unknown> extends PeerCore<S> {
     return this.config.registry;
   }
 
-  /** Incoming calls being authorized or run: what a drain or a half-close waits for. */
-  get inFlightCount(): number {
-    return this.dispatch?.inFlightCount ?? 0;
-  }
-
   get bufferedAmount(): number {
     return this.transport.bufferedAmount;
   }

@@ -145,6 +145,9 @@ export class Gateway<C = unknown> {
   /** Prometheus metrics, served at /metrics. */
   readonly metrics: GatewayMetrics;
   private closePromise: Promise<void> | undefined;
+  private drainPromise: Promise<void> | undefined;
+  /** listen()'s start, settled (never rejects): what the shutdown waits for first. */
+  private starting: Promise<unknown> | undefined;
 
   /** Emits each session once it is open. */
   readonly connected$: Observable<Session<C>>;
@@ -813,9 +816,22 @@ export class Gateway<C = unknown> {
    * Start the HTTP server listening, the gateway's own or one it was given; `close()` then
    * stops it too. (A server the application starts itself is the application's to stop.)
    */
-  async listen(port = 8080, host = '127.0.0.1'): Promise<AddressInfo> {
+  listen(port = 8080, host = '127.0.0.1'): Promise<AddressInfo> {
+    const started = this.start(port, host);
+    // The shutdown waits for it: what a start under way begins after close() must not outlive it.
+    this.starting = started.catch(() => undefined);
+    return started;
+  }
+
+  private async start(port: number, host: string): Promise<AddressInfo> {
+    const unlessClosing = (): void => {
+      if (this.closing) throw new Error('The gateway is closing: it does not listen');
+    };
+    unlessClosing();
     await this.intake.codecsLoaded; // an encoding whose package is missing fails here, by name
+    unlessClosing();
     await this.router.start();
+    unlessClosing();
     this.lifecycle.start();
     this.startedServer = true;
     return new Promise((resolve, reject) => {
@@ -865,11 +881,16 @@ export class Gateway<C = unknown> {
    * after it are answered -32006, and each session is closed with 1012 once its
    * in-flight calls have finished (or the deadline passed). Then the gateway closes as `close()` does, broker included.
    */
-  async drain(options: DrainOptions = {}): Promise<void> {
-    if (this.closePromise) return this.closePromise;
-    this.closing = true;
-    await drainSessions(this.sessionTable.live, this.httpRpc, this.logger, options);
-    return this.close({ code: CloseCode.ServiceRestart, reason: 'service restart' });
+  drain(options: DrainOptions = {}): Promise<void> {
+    // Every caller, first or later, waits for the same drain: each session is told once.
+    this.drainPromise ??=
+      this.closePromise ??
+      (async () => {
+        this.closing = true;
+        await drainSessions(this.sessionTable.live, this.httpRpc, this.logger, options);
+        return this.close({ code: CloseCode.ServiceRestart, reason: 'service restart' });
+      })();
+    return this.drainPromise;
   }
 
   /**
@@ -887,6 +908,8 @@ export class Gateway<C = unknown> {
 
   private async shutdown(options: CloseOptions): Promise<void> {
     this.closing = true;
+    // A listen() under way stops at its next step, or finishes what it began: torn down below.
+    await this.starting;
     // Its members leave now, on every node, rather than when its lease lapses.
     await this.presenceService.close();
     const parts = {

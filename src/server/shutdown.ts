@@ -71,8 +71,13 @@ export async function drainSessions<C>(
 
 /**
  * Move one client elsewhere without loss: the rpc.reconnect notice (with `reconnectUrl`, if
- * given), no new calls (-32006), and the close (1012) once its calls are done or at the
- * deadline. Its client reconnects at once and resumes its subscriptions from their last seq.
+ * given), no new calls (-32006), and the close (1012) once the client has closed, or once its
+ * calls are done both ways and it has answered an rpc.ping sent after the notice, or at the
+ * deadline. The ping is the barrier for what the client sent before it read the notice: its
+ * answer comes after those frames, so each of them has been read, and answered (-32006 if it
+ * came after the notice) before the close; closed when idle alone, the gateway would drop a
+ * call still on its way, and the client would be told only that the connection closed. Its
+ * client reconnects at once and resumes its subscriptions from their last seq.
  */
 export function drainSession<C>(
   session: Session<C>,
@@ -85,7 +90,32 @@ export function drainSession<C>(
     ReservedMethod.Reconnect,
     options.reconnectUrl ? { url: options.reconnectUrl } : {},
   );
-  return closeWhenIdle(session, deadline);
+  let barrier = false;
+  // Any answer will do (an error too: a client that has no rpc.ping still answers in order).
+  const passed = (): void => void (barrier = true);
+  session
+    // No timeout of its own: the close at the deadline ends it (one would send rpc.cancel).
+    .call(ReservedMethod.Ping, undefined, { timeoutMs: 0 })
+    .then(passed, passed);
+  return closeWhenDone(session, deadline, () => barrier);
+}
+
+/**
+ * Close `session` (1012) once it is closed already, or has no call in flight either way (the
+ * client's, the server's own to the client) and `passed()`, or at `deadline` anyway.
+ */
+async function closeWhenDone<C>(
+  session: Session<C>,
+  deadline: number,
+  passed: () => boolean,
+): Promise<void> {
+  const busy = (): boolean =>
+    session.peer.inFlightCount > 0 || session.peer.pendingCount > 0 || !passed();
+  // Polling, as closeWhenIdle: once per session drained, for at most the deadline.
+  while (!session.isClosed && busy() && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  session.close(CloseCode.ServiceRestart, 'service restart');
 }
 
 /** What the gateway tears down, in `shutdown`'s order. */
@@ -128,7 +158,13 @@ export async function shutdown<C>(parts: ShutdownParts<C>, options: CloseOptions
   const server = parts.ownServer;
   if (server?.listening) {
     await new Promise<void>((resolve) => {
-      server.close(() => resolve());
+      // It stops listening at once; its callback waits for every socket, and another gateway's
+      // upgraded sockets on this server are that gateway's to close: not waited for past this.
+      const cut = setTimeout(resolve, options.timeoutMs ?? 5_000);
+      server.close(() => {
+        clearTimeout(cut);
+        resolve();
+      });
       server.closeAllConnections();
       closeServedUpgrades(server);
     });

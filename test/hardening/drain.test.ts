@@ -7,11 +7,22 @@ import { recordStates, waitForState } from '../support/client.js';
 import { upgradeRefusal } from '../support/sockets.js';
 import { waitUntil } from '../support/waiting.js';
 import { openRaw } from '../support/sockets.js';
+import type { RawRpc, WireFrame } from '../support/raw-rpc.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
 
 const NOTICE = { jsonrpc: '2.0', method: 'rpc.reconnect', params: {} };
+/** The barrier the gateway sends after the notice: its answer comes after what came before. */
+const PING = { jsonrpc: '2.0', method: 'rpc.ping', id: expect.any(Number) as unknown };
+
+/** Answer the gateway's rpc.ping calls from now on, as a client of the protocol does. */
+function answerPings(raw: RawRpc): void {
+  raw.socket.on('message', (data) => {
+    const frame = JSON.parse((data as Buffer).toString('utf8')) as WireFrame;
+    if (frame.method === 'rpc.ping') raw.send({ jsonrpc: '2.0', result: 'pong', id: frame.id });
+  });
+}
 
 describe('gateway.drain() (in process)', () => {
   it('readiness 503, upgrades 503, notice to everyone, in-flight calls finish, then 1012', async () => {
@@ -23,6 +34,8 @@ describe('gateway.drain() (in process)', () => {
     });
     const busy = await openRaw(res, url);
     const idle = await openRaw(res, url);
+    answerPings(busy);
+    answerPings(idle);
     busy.send({ jsonrpc: '2.0', method: 'slow', id: 'in-flight' });
     await waitUntil(
       () => [...gateway.sessions.values()].some((s) => s.peer.inFlightCount === 1),
@@ -34,10 +47,10 @@ describe('gateway.drain() (in process)', () => {
 
     await busy.until(() => busy.frames.some((f) => f.method === 'rpc.reconnect'), 'the notice');
     await idle.until(() => idle.frames.some((f) => f.method === 'rpc.reconnect'), 'the notice');
-    expect(busy.frames).toEqual([NOTICE]);
-    expect(idle.frames).toEqual([NOTICE]);
+    expect(busy.frames.slice(0, 2)).toEqual([NOTICE, PING]);
+    expect(idle.frames.slice(0, 2)).toEqual([NOTICE, PING]);
 
-    // The idle session goes at once; the busy one waits for its call.
+    // The idle session goes once it has answered the ping; the busy one waits for its call.
     expect(await idle.closed).toEqual({ code: 1012, reason: 'service restart' });
     expect(busy.socket.readyState).toBe(WebSocket.OPEN);
 
@@ -76,6 +89,7 @@ describe('gateway.drain() (in process)', () => {
       return untilAborted(ctx.signal);
     });
     const raw = await openRaw(res, url);
+    answerPings(raw);
     raw.send({ jsonrpc: '2.0', method: 'forever', id: 1 });
     await waitUntil(
       () => [...gateway.sessions.values()].some((s) => s.peer.inFlightCount === 1),
@@ -85,15 +99,84 @@ describe('gateway.drain() (in process)', () => {
     expect(await raw.closed).toEqual({ code: 1012, reason: 'service restart' });
     // The handler was told; no answer went out for the abandoned call.
     await aborted.promise;
-    expect(raw.frames).toEqual([NOTICE]);
+    expect(raw.frames).toEqual([NOTICE, PING]);
   });
 
   it('puts reconnectUrl in the notice', async () => {
     const { url, gateway } = await res.demoGateway();
     const raw = await openRaw(res, url);
+    answerPings(raw);
     await gateway.drain({ reconnectUrl: 'ws://other.example/rpc' });
-    expect(raw.frames).toEqual([{ ...NOTICE, params: { url: 'ws://other.example/rpc' } }]);
+    expect(raw.frames).toEqual([{ ...NOTICE, params: { url: 'ws://other.example/rpc' } }, PING]);
     expect((await raw.closed).code).toBe(1012);
+  });
+
+  it('a call the client sent before it read the notice is answered -32006, not dropped with the connection', async () => {
+    const { url, gateway } = await res.demoGateway();
+    const raw = await openRaw(res, url);
+    const draining = gateway.drain({ deadlineMs: 15_000 });
+    await raw.until(() => raw.frames.some((f) => f.method === 'rpc.ping'), 'the ping');
+    // What a client busy elsewhere does: its call goes out, then it reads the notice and the
+    // ping, and answers the ping. Idle, the session would have been closed at the notice.
+    raw.send({ jsonrpc: '2.0', method: 'sum', params: [1, 2], id: 'late' });
+    const ping = raw.frames.find((f) => f.method === 'rpc.ping')!;
+    raw.send({ jsonrpc: '2.0', result: 'pong', id: ping.id });
+    expect(await raw.response('late')).toEqual({
+      jsonrpc: '2.0',
+      error: { code: ErrorCode.ShuttingDown, message: 'Server shutting down' },
+      id: 'late',
+    });
+    expect(await raw.closed).toEqual({ code: 1012, reason: 'service restart' });
+    await draining;
+  });
+
+  it('a client that never answers the ping holds its session to the deadline, then 1012', async () => {
+    const { url, gateway } = await res.demoGateway();
+    const raw = await openRaw(res, url);
+    await gateway.drain({ deadlineMs: 200 });
+    expect(raw.frames).toEqual([NOTICE, PING]);
+    expect(await raw.closed).toEqual({ code: 1012, reason: 'service restart' });
+  });
+
+  it("the gateway's own call to the client in flight is answered before the close", async () => {
+    const { url, gateway } = await res.demoGateway();
+    const raw = await openRaw(res, url);
+    await waitUntil(() => gateway.sessions.size === 1, 'the session');
+    const session = [...gateway.sessions.values()][0]!;
+    const asked = session.call('confirm', ['order 7']);
+    await raw.until(() => raw.frames.some((f) => f.method === 'confirm'), 'the call');
+    const draining = gateway.drain({ deadlineMs: 15_000 });
+    await raw.until(() => raw.frames.some((f) => f.method === 'rpc.ping'), 'the ping');
+    const confirm = raw.frames.find((f) => f.method === 'confirm')!;
+    raw.send({ jsonrpc: '2.0', result: 'confirmed', id: confirm.id });
+    const ping = raw.frames.find((f) => f.method === 'rpc.ping')!;
+    raw.send({ jsonrpc: '2.0', result: 'pong', id: ping.id });
+    expect(await asked).toBe('confirmed');
+    expect((await raw.closed).code).toBe(1012);
+    await draining;
+  });
+
+  it("the client's handler for the gateway's call in flight finishes; its answer arrives before the client leaves", async () => {
+    const a = await res.demoGateway();
+    const b = await res.demoGateway();
+    const gate = deferred();
+    const client = res.client([a.url, b.url]);
+    client.method('confirm', async () => {
+      await gate.promise;
+      return 'confirmed';
+    });
+    await client.opened();
+    await waitUntil(() => a.gateway.sessions.size === 1, 'the session');
+    const session = [...a.gateway.sessions.values()][0]!;
+    const asked = session.call('confirm');
+    await waitUntil(() => session.peer.pendingCount === 1, 'the call out');
+    const drained = a.gateway.drain({ reconnectUrl: b.url, deadlineMs: 15_000 });
+    await waitForState(client, 'reconnecting');
+    gate.resolve();
+    expect(await asked).toBe('confirmed');
+    await drained;
+    await waitForState(client, 'open');
+    expect(client.url).toBe(b.url);
   });
 
   it('an RpcClient with two URLs finishes its call, then moves to the second gateway where queued calls succeed', async () => {
