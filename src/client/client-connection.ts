@@ -120,6 +120,11 @@ export class ClientConnection<S> {
     return this.#urls.length ? this.#urls[this.#urlIndex % this.#urls.length]! : this.#dialedUrl;
   }
 
+  /** Whether the server asked us to leave `peer` (rpc.reconnect): it carries no new calls. */
+  isRetiring(peer: Peer<S>): boolean {
+    return peer === this.#retiring;
+  }
+
   /** The peer to send on: open, authenticated, and not one the server asked us to leave. */
   livePeer(): Peer<S> | undefined {
     const peer = this.#peer;
@@ -307,11 +312,12 @@ export class ClientConnection<S> {
 
   /**
    * The connection may carry calls: resubscribe and send what was queued. Never for one that
-   * is closed or that the server asked us to leave: 'open' would send calls to nowhere.
+   * is closed or closing (its close frame read with the reply that opened it), or that the
+   * server asked us to leave: 'open' would send calls to nowhere.
    */
   #ready(peer: Peer<S>): void {
     if (this.#authenticating === peer) this.#authenticating = undefined;
-    if (peer.isClosed || peer === this.#retiring) return;
+    if (peer.isClosed || peer.isClosing || peer === this.#retiring) return;
     this.#everOpened = true;
     this.#setState('open');
     this.host.opened();

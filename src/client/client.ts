@@ -22,7 +22,8 @@ import { encodeNotification, encodeRequest } from '../protocol/encode.js';
 import { idTextsByScan } from '../protocol/id-text.js';
 import { NotConnectedError } from '../protocol/local-errors.js';
 import { ReservedMethod } from '../protocol/reserved.js';
-import type { Params } from '../protocol/types.js';
+import type { Params, RequestId } from '../protocol/types.js';
+import { ErrorCode } from '../protocol/error-codes.js';
 import type { WebSocketLike } from '../transport/websocket-transport.js';
 import { authFailureOf, refusalOf } from './authentication.js';
 import type { AuthenticateResult, DisconnectEvent } from './authentication.js';
@@ -65,6 +66,12 @@ class ClientPeer extends Peer<RpcClient> {
 
   protected override handle(message: Incoming): Reply | Promise<Reply> {
     const subscriptions = this.#subscriptions;
+    if (message.kind === 'failure') {
+      return message.error.code === ErrorCode.ShuttingDown &&
+        resenders.get(this.session)!(this, message.id)
+        ? undefined
+        : super.handle(message);
+    }
     return message.kind === 'notification' &&
       message.method === subscriptions.methods.notification &&
       subscriptions.handleNotification(message.params, this.#frameChars)
@@ -80,6 +87,15 @@ class ClientPeer extends Peer<RpcClient> {
     return authFailureOf(info) ?? super.lostCallError(info);
   }
 }
+
+/**
+ * Each client's way to send again a call its server refused -32006 (Shutting down) on a
+ * connection it asked the client to leave: true when taken (see RpcClient's #resend).
+ */
+const resenders = new WeakMap<
+  RpcClient,
+  (peer: Peer<RpcClient>, id: RequestId | null) => boolean
+>();
 
 /** The server's calls a client runs at once; one more is answered -32000 Server busy. */
 export const CLIENT_MAX_IN_FLIGHT = 256;
@@ -231,6 +247,7 @@ export class RpcClient {
     this.inboxGaps$ = this.#inbox.gaps$;
     this.joined$ = this.#subscriptions.joined$;
     managers.set(this, this.#subscriptions);
+    resenders.set(this, (peer, id) => this.#resend(peer, id));
     // Before anything else, so that its subscribe is the first call of every connection.
     this.#inbox.start(config.inbox);
     this.#connection.connect();
@@ -471,13 +488,38 @@ export class RpcClient {
   }
 
   /**
+   * A call the server refused -32006 on a connection it asked us to leave (the notice, then the
+   * refusal of a call that crossed it on the wire) never ran there: it waits in the queue, with
+   * what is left of its timeout and its signal, for the next connection (sent at once if that is
+   * open already). False, for the refusal to reach the caller, when it is not such a call (a
+   * batch's, or on a connection still in use) or the queue is full.
+   */
+  #resend(peer: Peer<RpcClient>, id: RequestId | null): boolean {
+    if (id === null || !this.#connection.isRetiring(peer) || this.#queue.full) return false;
+    const call = peer.withdrawCall(id);
+    if (!call) return false;
+    const { method, params, signal, onResult } = call;
+    this.#queue
+      .enqueue(method, { timeoutMs: call.timeoutMs, signal }, 0, (timeoutMs) =>
+        this.#requirePeer().call(method, params, { timeoutMs, signal, onResult }),
+      )
+      .then(call.resolve, call.reject);
+    this.#flushQueue();
+    return true;
+  }
+
+  /**
    * Send what the queue holds, as much as the call table has room for; while some waits, each
    * call that settles sends more (once a turn), so a queued call never finds the table full.
    */
   #flushQueue(): void {
     const peer = this.#livePeer();
     if (!peer) return;
-    const waiting = this.#queue.flush(peer.callRoom, this.config.maxPendingCalls);
+    const waiting = this.#queue.flush(
+      peer.callRoom,
+      this.config.maxPendingCalls,
+      () => this.#livePeer() === peer,
+    );
     peer.onCallSettled(waiting ? this.#roomMade : undefined);
   }
 

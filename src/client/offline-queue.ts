@@ -108,13 +108,16 @@ export class OfflineQueue {
    * Run what is queued, in order, while the call table has `room`: the first entry that does
    * not fit stops the flush, and it and those after it wait for the next (true when any do).
    * One that needs more than the whole table (`capacity`) is run, to fail as it would while
-   * connected. One entry that fails does not stop the others. One whose deadline has passed
+   * connected. A connection that stops being `live` (an entry's send closed it) stops the flush
+   * too: the rest wait for the next connection. One entry that fails does not stop the others.
+   * One whose deadline has passed
    * (its timer not run yet: a throttled background tab's timers run late) times out here,
    * unsent: sent, it would run on the server after its caller was told it timed out.
    */
-  flush(room: number, capacity: number): boolean {
+  flush(room: number, capacity: number, live: () => boolean): boolean {
     const now = Date.now();
     for (const item of [...this.#items]) {
+      if (!live()) return true;
       if (item.deadline !== undefined && item.deadline <= now) {
         item.expire();
         continue;

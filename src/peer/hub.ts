@@ -11,7 +11,8 @@ import type { Observer, Subscriber } from 'rxjs';
  * One source, many observers, as an rxjs Subject: each value goes to the observers there are
  * when it is sent (in the order they came); after `complete` or `error` nothing more is sent,
  * and an observer that comes later gets that end at once. Made with `replay`, it holds a current
- * value (`value`) that each new observer gets first, as a BehaviorSubject; without, it holds no
+ * value (`value`) that each new observer gets first, as a BehaviorSubject (a value sent by an
+ * observer while another is sent replaces it for the observers not told yet); without, it holds no
  * value it sent (a subscription's hub would otherwise keep its last message alive, and every
  * message it sends would outlive the young generation, long after its observers are done).
  */
@@ -33,8 +34,19 @@ export class Hub<T> {
   ) {}
 
   next(value: T): void {
-    if (this.replay) this.value = value;
-    if (this.#observers) for (const o of this.#observers) o.next?.(value);
+    const observers = this.#observers;
+    if (!observers) return;
+    if (!this.replay) {
+      for (const o of observers) o.next?.(value);
+      return;
+    }
+    this.value = value;
+    // An observer may send a value, or end the hub, while this one is being sent: the observers
+    // not told yet get only the newer (a state's observers all end on the state it is in).
+    for (const o of observers) {
+      if (this.value !== value || !this.#observers) return;
+      o.next?.(value);
+    }
   }
 
   complete(): void {

@@ -23,7 +23,7 @@ import { closedError } from './peer-options.js';
 import type { CloseInfo, PeerConfig } from './peer-options.js';
 import type { Peer } from './peer.js';
 import { frameRefusals, PendingCalls } from './pending-calls.js';
-import type { BatchWriter, CallOptions } from './pending-calls.js';
+import type { BatchWriter, CallOptions, WithdrawnCall } from './pending-calls.js';
 import { batchReply, echoIdText, isPromiseLike } from './replies.js';
 import type { HookedReply, Reply } from './replies.js';
 
@@ -106,6 +106,14 @@ export class PeerCore<S = unknown> implements TransportListener {
   /** How many more calls the table takes now (maxPendingCalls less those awaiting a response). */
   get callRoom(): number {
     return this.config.maxPendingCalls - this.pendingCount;
+  }
+
+  /**
+   * Take a lone outgoing call out unsettled, for it to be answered another way (see
+   * PendingCalls.withdraw); undefined when no call waits for `id`, or it went in a batch.
+   */
+  withdrawCall(id: RequestId): WithdrawnCall | undefined {
+    return this.#pendingTable?.withdraw(id);
   }
 
   /** Tell `listener` after each outgoing call settles, until replaced (undefined: no one). */

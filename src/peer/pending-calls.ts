@@ -50,6 +50,18 @@ interface Entry {
   shape?: JsonShape | undefined;
 }
 
+/** A call taken out of the table unsettled (PendingCalls.withdraw). */
+export interface WithdrawnCall {
+  method: string;
+  params: Params | undefined;
+  /** What is left of its timeout; 0: none. */
+  timeoutMs: number;
+  signal: AbortSignal | undefined;
+  onResult: ((result: unknown) => void) | undefined;
+  resolve: (value: unknown) => void;
+  reject: (reason: unknown) => void;
+}
+
 /**
  * What a call was sent in, to find it by should the peer refuse that frame (failRefused): a lone
  * call's params (its frame is written again from them, its text not kept), or the writer of its
@@ -183,6 +195,20 @@ export class PendingCalls {
     if (entry.onResult) runOnResult(entry.onResult, result);
     entry.resolve(result);
     return true;
+  }
+
+  /**
+   * Take a lone call out of the table unsettled, for its caller to be answered another way (the
+   * call sent again on another connection): what it needs for that, with what is left of its
+   * timeout (0: none). Undefined when no call waits for `id`, or it went in a batch.
+   */
+  withdraw(id: RequestId): WithdrawnCall | undefined {
+    const entry = this.#entries?.get(id as number);
+    if (!entry || typeof entry.sent === 'function') return undefined;
+    this.#settle(id);
+    const { method, sent, deadline, signal, onResult, resolve, reject } = entry;
+    const timeoutMs = deadline === Infinity ? 0 : Math.max(1, deadline - performance.now());
+    return { method, params: sent, timeoutMs, signal, onResult, resolve, reject };
   }
 
   /** Settle with an error response. Returns false when no call is waiting for this id. */

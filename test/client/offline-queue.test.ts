@@ -9,6 +9,7 @@ import { captureLogger, logged } from '../support/logging.js';
 import { sumGateway } from '../support/client.js';
 import { waitFor } from '../support/waiting.js';
 import { NotConnectedError } from '../../src/protocol/local-errors.js';
+import { msgpack } from '../../src/msgpack.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
@@ -166,7 +167,7 @@ describe('offline queue: an entry whose deadline passed before its timer ran', (
     const onTime = queue.enqueue('onTime', { timeoutMs: 5_000 }, 30_000, send);
     // The clock moves on, the timers do not run (a background tab's are held back).
     vi.setSystemTime(Date.now() + 1_500);
-    queue.flush(10, 10);
+    queue.flush(10, 10, () => true);
     const timedOut = await late.catch((err: unknown) => err);
     expect(timedOut).toBeInstanceOf(TimeoutError);
     expect((timedOut as TimeoutError).message).toBe('Call to "late" timed out after 1000 ms');
@@ -211,14 +212,14 @@ describe('offline queue: the call table has room for only some of it', () => {
               left -= slots[next]!;
               next++;
             }
-            const waits = queue.flush(room, capacity);
+            const waits = queue.flush(room, capacity, () => true);
             expect(waits).toBe(next < slots.length);
             expect(sent).toEqual(Array.from({ length: next }, (_, i) => i));
             expect(queue.size).toBe(slots.length - next);
           }
           // Nothing waiting is lost: flushes with the whole table free send the rest, each
           // settling with its own.
-          while (queue.flush(capacity, capacity));
+          while (queue.flush(capacity, capacity, () => true));
           expect(await Promise.all(settled)).toEqual(slots.map((_, i) => i));
         },
       ),
@@ -260,5 +261,54 @@ describe('offline queue: the call table has room for only some of it', () => {
     for (let n = 0; n < 12; n++) expected.push(n, `note ${n}`);
     expected.push('batch a', 'batch b');
     expect(recorded).toEqual(expected);
+  });
+});
+
+describe('offline queue: the connection closes while the queue is sent', () => {
+  it('a flush stops when the connection stops being live; the rest wait for the next', () => {
+    const queue = new OfflineQueue(10);
+    const sent: string[] = [];
+    let live = true;
+    const entry = (name: string, closes = false) =>
+      queue.enqueue(name, { timeoutMs: 0 }, 0, () => {
+        sent.push(name);
+        if (closes) live = false;
+        return Promise.resolve(name);
+      });
+    const settled = [entry('a'), entry('closes', true), entry('b'), entry('c')];
+    expect(queue.flush(10, 10, () => live)).toBe(true);
+    expect(sent).toEqual(['a', 'closes']);
+    expect(queue.size).toBe(2);
+    live = true;
+    expect(queue.flush(10, 10, () => live)).toBe(false);
+    expect(sent).toEqual(['a', 'closes', 'b', 'c']);
+    return expect(Promise.all(settled)).resolves.toEqual(['a', 'closes', 'b', 'c']);
+  });
+
+  it('calls and notifications queued behind an entry whose send closes the connection go on the next one', async () => {
+    const port = (await sumGateway(res, { encodings: ['json', 'msgpack'] })).port;
+    await res.gateways.pop()!.close();
+    const { logger, records } = captureLogger();
+    const client = res.client(`ws://127.0.0.1:${port}/rpc`, { encoding: msgpack, logger });
+    // Queued while the gateway is away. The batch's notification nests deeper than MessagePack
+    // carries: sending it closes the connection 1011 (docs/client.md), in the middle of the flush.
+    let deep: unknown[] = [];
+    for (let i = 0; i < 600; i++) deep = [deep];
+    const before = client.call('sum', [1, 1]);
+    const batch = client.batch([
+      { method: 'sum', params: [2, 2] },
+      { method: 'note', params: deep, notification: true },
+    ]);
+    const after = [3, 4, 5].map((n) => client.call('sum', [n, n]));
+    client.notify('record', ['queued']);
+    const recorded: unknown[] = [];
+    const second = await sumGateway(res, { encodings: ['json', 'msgpack'] }, port);
+    second.gateway.method('record', (params) => void recorded.push(params));
+    expect(await before).toBe(2);
+    await batch.catch(() => undefined);
+    expect(await Promise.all(after)).toEqual([6, 8, 10]);
+    await waitFor(() => recorded.length === 1, 'the queued notification');
+    expect(recorded).toEqual([['queued']]);
+    expect(logged(records, 'queued notification dropped')).toHaveLength(0);
   });
 });

@@ -7,7 +7,7 @@
 import { afterEach, expect, it } from 'vitest';
 import { createGateway } from '../../src/server/gateway.js';
 import type { Gateway } from '../../src/server/gateway.js';
-import { silentLogger } from '../support/logging.js';
+import { silentLogger } from '../../src/peer/logger.js';
 import { Resources } from '../support/resources.js';
 import { openRaw } from '../support/sockets.js';
 import { waitUntil } from '../support/waiting.js';

@@ -220,6 +220,53 @@ describe('gateway.drain() (in process)', () => {
   });
 });
 
+describe('a call refused -32006 on a connection the server asked the client to leave', () => {
+  it('is sent again on the next connection: the caller gets its result, never the refusal', async () => {
+    const a = await res.demoGateway();
+    const b = await res.demoGateway();
+    a.gateway.method('where', () => 'A');
+    b.gateway.method('where', () => 'B');
+    // The session drains while its next call is already on the wire: read after the notice.
+    a.gateway.method('leave', (_params, ctx) => {
+      void ctx.session.drain({ reconnectUrl: b.url, deadlineMs: 15_000 });
+      return 'leaving';
+    });
+    const client = res.client([a.url, b.url]);
+    await client.opened();
+    const [left, where, sum] = [
+      client.call('leave'),
+      client.call('where'),
+      client.call('sum', [20, 22]),
+    ];
+    expect(await left).toBe('leaving');
+    expect(await where).toBe('B');
+    expect(await sum).toBe(42);
+    expect(client.url).toBe(b.url);
+  });
+
+  it('a batch refused -32006 is not sent again: its calls get the refusal', async () => {
+    const a = await res.demoGateway();
+    const b = await res.demoGateway();
+    a.gateway.method('leave', (_params, ctx) => {
+      void ctx.session.drain({ reconnectUrl: b.url, deadlineMs: 15_000 });
+      return 'leaving';
+    });
+    const client = res.client([a.url, b.url]);
+    await client.opened();
+    const left = client.call('leave');
+    const batch = client.batch([
+      { method: 'sum', params: [1, 2] },
+      { method: 'sum', params: [3, 4] },
+    ]);
+    expect(await left).toBe('leaving');
+    const results = await batch;
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+    expect((results[0] as PromiseRejectedResult).reason).toMatchObject({
+      code: ErrorCode.ShuttingDown,
+    });
+  });
+});
+
 describe('session.drain(): moving one client', () => {
   it('the drained client reconnects and resumes without loss; the other sessions stay', async () => {
     const { url, gateway } = await res.gateway();

@@ -79,6 +79,51 @@ describe('Hub', () => {
     expect(got).toEqual(['first 1', 'first 2', 'late 2']);
   });
 
+  it('replaying: a value or an end sent by an observer while another is sent wins; every observer still there ends on the current value (model)', () => {
+    // Observer i, on seeing value v, sends reaction[i][v] (a value, or -1: the hub ends) once.
+    const values = 5;
+    const reactionArb = fc.array(
+      fc.array(fc.option(fc.integer({ min: -1, max: values - 1 }), { nil: undefined }), {
+        minLength: values,
+        maxLength: values,
+      }),
+      { minLength: 1, maxLength: 4 },
+    );
+    fc.assert(
+      fc.property(
+        reactionArb,
+        fc.array(fc.nat(values - 1), { maxLength: 6 }),
+        (reactions, sends) => {
+          const hub = new Hub<number>(0, true);
+          const seen: number[][] = reactions.map(() => []);
+          const ended = reactions.map(() => false);
+          const fired = reactions.map(() => new Set<number>());
+          reactions.forEach((reaction, i) => {
+            hub.watch({
+              next: (v) => {
+                expect(ended[i]).toBe(false);
+                seen[i]!.push(v);
+                const react = reaction[v];
+                if (react === undefined || fired[i]!.has(v)) return;
+                fired[i]!.add(v);
+                if (react === -1) hub.complete();
+                else hub.next(react);
+              },
+              complete: () => (ended[i] = true),
+            });
+          });
+          for (const v of sends) hub.next(v);
+          // Each observer still there ends on the hub's value: none is left on one since
+          // replaced. (One the hub ended on was told so, and nothing after it.)
+          seen.forEach((got, i) => {
+            if (!ended[i]) expect(got.at(-1)).toBe(hub.value);
+          });
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
   it('keeps no value it sent unless it replays: a sent message can be collected once its observers are done', async () => {
     const plain = new Hub<object>();
     const replaying = new Hub<object>(undefined, true);
