@@ -12,6 +12,6 @@ export type {
   ResultOf,
 } from './method-descriptor.js';
 export type { HandlerContext } from './handler-context.js';
-export type { CallOptions } from './pending-calls.js';
+export type { CallOptions, WithdrawnCall } from './pending-calls.js';
 export { silentLogger } from './logger.js';
 export type { Logger, LogFn } from './logger.js';
