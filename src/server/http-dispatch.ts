@@ -130,14 +130,16 @@ export function pathOf(url: string | undefined): string {
 /**
  * The gateway's routing table in one place: which of its routes a request is for, if any.
  * Routes have a path each (checked by `resolveRoutes`); the OpenRPC one only once there is a
- * document to serve.
+ * document to serve. With `routes.rpc` off, plain requests to the WebSocket path are the
+ * application's, as any turned-off route's path is (the upgrade hint answers them only where
+ * nothing else would: `ServerHub.nobodyTook`).
  */
 export function routeFor<C>(deps: HttpDispatchDeps<C>, req: IncomingMessage): Route | undefined {
   const path = pathOf(req.url);
   const { routes } = deps;
   if (path === routes.rpc) return 'rpc';
   if (path === routes.events) return 'events';
-  if (path === deps.path) return 'websocket';
+  if (path === deps.path && routes.rpc !== false) return 'websocket';
   if (path === routes.livez) return 'livez';
   if (path === routes.readyz) return 'readyz';
   if (path === routes.metrics) return 'metrics';
@@ -256,7 +258,7 @@ export async function serveOther<C>(
 
 /** One gateway's share of an HTTP server, as the server's hub sees it. */
 export interface ServerTenant {
-  /** The gateway created the server: what no gateway takes is answered 404. */
+  /** The gateway created the server: an upgrade nobody takes is its to refuse before another's. */
   readonly ownsServer: boolean;
   /** Every path the gateway answers, with the option that names it (for conflicts). */
   readonly paths: ReadonlyMap<string, string>;
@@ -281,22 +283,47 @@ export interface ServerTenant {
 type TakenEvent = 'request' | 'checkContinue' | 'upgrade';
 
 /**
+ * Registered symbols, so that two copies of this package on one server (two versions in one
+ * application, each with its hub) see each other's: the mark of a hub's 'upgrade' listener, and
+ * what the `httpHandler`s of the hubs a request went through answer, kept on the request.
+ */
+const HUB_LISTENER = Symbol.for('wsrpc-gateway.hub-listener');
+const HANDLERS = Symbol.for('wsrpc-gateway.http-handlers');
+
+function isHubListener(listener: unknown): boolean {
+  return (listener as { [HUB_LISTENER]?: unknown })[HUB_LISTENER] === true;
+}
+
+/** The answers of the `httpHandler`s a request has been offered to, by the hubs it went through. */
+function handlersOf(req: IncomingMessage): Promise<boolean>[] {
+  const holder = req as IncomingMessage & { [HANDLERS]?: Promise<boolean>[] };
+  return (holder[HANDLERS] ??= []);
+}
+
+/**
  * The gateways on one HTTP server. A gateway's requests and upgrades are taken before the
  * server's 'request' and 'upgrade' listeners see them (the hub wraps the server's `emit` for
  * those events), so an Express or Fastify app, another WebSocket endpoint or another gateway on
  * the same server never answers them, whichever was attached first; everything else goes to
- * the listeners as it came, untouched. What nobody else listens for is answered 404, as on a
- * server of the gateway's own.
+ * the listeners as it came, untouched. A request no listener takes and an upgrade no listener
+ * but the hubs' can take are answered 404, as on a server of the gateway's own.
+ *
+ * Whether anybody else takes a request is what the server's `emit` returns: the hub adds no
+ * 'request' listener, which could not tell whether the others answer (an application answers
+ * after awaits; engine.io, attached after it, takes every 'request' listener off and calls them
+ * itself, so that the count of listeners says nothing, and keeps them after the hub is gone).
+ * It adds an 'upgrade' listener, without which Node does not hand an upgrade over at all; the
+ * server's other 'upgrade' listeners are those without the hubs' mark.
  */
 class ServerHub {
   private readonly tenants: ServerTenant[] = [];
   private readonly ownEmit: boolean;
   private readonly emit: HttpServer['emit'];
   private readonly wrapper: HttpServer['emit'];
-  private readonly onRequest = (req: IncomingMessage, res: ServerResponse): void =>
-    void this.requestNobodyTook(req, res);
-  private readonly onUpgrade = (req: IncomingMessage, socket: Duplex): void =>
-    this.upgradeNobodyTook(socket);
+  private readonly onUpgrade = Object.assign(
+    (_req: IncomingMessage, socket: Duplex): void => this.upgradeNobodyTook(socket),
+    { [HUB_LISTENER]: true },
+  );
   /** Sockets of upgrades served as requests, open: Node's server no longer sees them. */
   private readonly served = new Set<Duplex>();
 
@@ -308,13 +335,12 @@ class ServerHub {
     // eslint-disable-next-line @typescript-eslint/no-this-alias -- `this` of the wrapper is the server
     const hub = this;
     this.wrapper = function (this: HttpServer, event: string | symbol, ...args: unknown[]) {
-      if (hub.take(event, args)) return true;
-      return Reflect.apply(emit, this, [event, ...args]) as boolean;
+      if (hub.tenants.length === 0 || !isTaken(event)) {
+        return Reflect.apply(emit, this, [event, ...args]) as boolean;
+      }
+      return hub.take(event, args, () => Reflect.apply(emit, this, [event, ...args]) as boolean);
     } as HttpServer['emit'];
     server.emit = this.wrapper;
-    // Node hands a request over as an upgrade only when the server has an 'upgrade' listener;
-    // these also answer what nobody else listens for.
-    server.on('request', this.onRequest);
     server.on('upgrade', this.onUpgrade);
   }
 
@@ -347,39 +373,21 @@ class ServerHub {
 
   /** The last gateway left: the server's `emit` and listeners are as they were. */
   dismantle(): void {
-    this.server.off('request', this.onRequest);
     this.server.off('upgrade', this.onUpgrade);
     if (this.server.emit !== this.wrapper) return; // wrapped again since: ours passes through
     if (this.ownEmit) this.server.emit = this.emit;
     else delete (this.server as { emit?: unknown }).emit;
   }
 
-  /** Whether a gateway took the event; every gateway's socket bounds see its headers. */
-  private take(event: string | symbol, args: unknown[]): boolean {
-    if (!isTaken(event) || this.tenants.length === 0) return false;
+  /**
+   * A gateway's request or upgrade is taken; any other goes on to the server's listeners
+   * (`pass`), and a request none of them takes is answered here. Every gateway's socket bounds
+   * see its headers.
+   */
+  private take(event: TakenEvent, args: unknown[], pass: () => boolean): boolean {
     if (event === 'upgrade') {
       const [req, socket, head] = args as [IncomingMessage, Duplex, Buffer];
-      if (!isWebSocketUpgrade(req)) {
-        // Another protocol (h2c: curl --http2): a server may ignore an Upgrade (RFC 9110 7.8), and
-        // the gateway's routes and what it answers for the rest are served as plain requests.
-        const routed = this.tenants.some((tenant) => tenant.route(req) !== undefined);
-        if (routed || this.answersTheRest('upgrade')) {
-          this.serveIgnoringUpgrade(req, socket, head);
-          return true;
-        }
-        for (const tenant of this.tenants) tenant.headersRead(socket, true);
-        return false;
-      }
-      const taker = this.tenants.find((tenant) => tenant.takesUpgrade(req));
-      // An upgrade nobody takes that the gateways answer (404) stays an HTTP socket, counted,
-      // until it closes; one another listener takes is no HTTP socket of theirs any more.
-      const elsewhere = taker === undefined && !this.answersTheRest('upgrade');
-      for (const tenant of this.tenants) {
-        tenant.headersRead(socket, taker === undefined ? elsewhere : tenant !== taker);
-      }
-      if (!taker) return false;
-      taker.upgrade(req, socket, head);
-      return true;
+      return this.takeUpgrade(req, socket, head) || pass();
     }
     const [req, res] = args as [IncomingMessage, ServerResponse];
     for (const tenant of this.tenants) tenant.headersRead(req.socket, false);
@@ -391,23 +399,92 @@ class ServerHub {
       tenant.serve(req, res, route);
       return true;
     }
+    // Node emits 'checkContinue' only to a listener of its own: the application's request.
+    if (event === 'checkContinue') return pass();
+    // The httpHandlers see it as the server's listeners do; whichever hub finds that no listener
+    // takes it (the innermost wrapper, with two copies of this package) answers once all declined.
+    const handlers = handlersOf(req);
+    handlers.push(this.others(req, res));
+    if (!pass()) void this.nobodyTook(req, res, handlers);
+    return true;
+  }
+
+  /** Whether the upgrade is taken here: a gateway's, or served as a request. */
+  private takeUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
+    if (!isWebSocketUpgrade(req)) {
+      // Another protocol (h2c: curl --http2): a server may ignore an Upgrade (RFC 9110 7.8), and
+      // the gateway's routes and what nobody else listens for are served as plain requests.
+      if (this.tenants.some((tenant) => tenant.route(req) !== undefined)) {
+        this.serveIgnoringUpgrade(req, socket, head);
+        return true;
+      }
+      if (!this.upgradesAlone()) {
+        for (const tenant of this.tenants) tenant.headersRead(socket, true);
+        return false;
+      }
+      // Node handed it over only because the hubs listen for upgrades: the application's
+      // handler gets it as Node would have given it without them.
+      if (this.server.listenerCount('request') > 0 && this.reparse(req, socket, head)) return true;
+      this.serveIgnoringUpgrade(req, socket, head);
+      return true;
+    }
+    const taker = this.tenants.find((tenant) => tenant.takesUpgrade(req));
+    // An upgrade nobody takes that the gateways answer (404) stays an HTTP socket, counted,
+    // until it closes; one another listener takes is no HTTP socket of theirs any more.
+    const elsewhere = taker === undefined && !this.upgradesAlone();
+    for (const tenant of this.tenants) {
+      tenant.headersRead(socket, taker === undefined ? elsewhere : tenant !== taker);
+    }
+    if (!taker) return false;
+    taker.upgrade(req, socket, head);
+    return true;
+  }
+
+  /** Whether the server's only 'upgrade' listeners are hubs': nobody else takes an upgrade. */
+  private upgradesAlone(): boolean {
+    return this.server.listeners('upgrade').every(isHubListener);
+  }
+
+  /** The gateways' httpHandlers, in turn, until one answers: whether one did. */
+  private async others(req: IncomingMessage, res: ServerResponse): Promise<boolean> {
+    for (const tenant of [...this.tenants]) if (await tenant.other(req, res)) return true;
     return false;
   }
 
-  /** Whether the gateways answer what nobody takes: the server is a gateway's, or theirs alone. */
-  private answersTheRest(event: 'request' | 'upgrade'): boolean {
-    return (
-      this.tenants.some((tenant) => tenant.ownsServer) || this.server.listenerCount(event) === 1
-    );
-  }
-
-  private async requestNobodyTook(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    // Decided as the request came, before any handler runs.
-    const answer = this.answersTheRest('request');
-    for (const tenant of [...this.tenants]) if (await tenant.other(req, res)) return;
-    if (!answer || res.headersSent) return;
+  /**
+   * A request no listener of the server takes, once every httpHandler it was offered to declined:
+   * on the WebSocket path of a gateway whose `routes.rpc` is off, the upgrade hint (the path is
+   * the application's only where it has a listener); else 404.
+   */
+  private async nobodyTook(
+    req: IncomingMessage,
+    res: ServerResponse,
+    handlers: readonly Promise<boolean>[],
+  ): Promise<void> {
+    for (const answered of handlers) if (await answered) return;
+    if (res.headersSent) return;
+    const home = this.tenants.find((tenant) => tenant.takesUpgrade(req));
+    if (home) return home.serve(req, res, 'websocket');
     closeUnread(req, res);
     sendText(res, 404, 'Not found\n');
+  }
+
+  /**
+   * Give an upgrade back to Node's HTTP server as the plain request it also is: its head again,
+   * less the `upgrade` token of its Connection header (so that it is no upgrade to Node's parser
+   * this time), then whatever came after it, read by Node's own connection handler as on any
+   * new socket. Keep-alive, chunked bodies, `requestTimeout` and `closeAllConnections` then hold
+   * for it as for any request. False when the server has no such handler (not Node's http).
+   */
+  private reparse(upgrade: IncomingMessage, socket: Duplex, head: Buffer): boolean {
+    const handler = [
+      ...this.server.listeners('connection'),
+      ...this.server.listeners('secureConnection'),
+    ].find((listener) => listener.name === 'connectionListener');
+    if (handler === undefined) return false;
+    socket.unshift(Buffer.concat([Buffer.from(plainHead(upgrade), 'latin1'), head]));
+    Reflect.apply(handler, this.server, [socket]);
+    return true;
   }
 
   /**
@@ -416,6 +493,8 @@ class ServerHub {
    * as an upgrade once the headers were parsed, and ended that request's body: the request is
    * made again with the same head, its body what came after the headers and then the socket's
    * data, up to its Content-Length. A chunked body is refused (411): this is no HTTP parser.
+   * For the gateways' routes, and on a server without a 'request' listener (`httpHandler`'s
+   * requests); the application's listener gets its requests through `reparse`.
    */
   private serveIgnoringUpgrade(upgrade: IncomingMessage, socket: Duplex, head: Buffer): void {
     this.keep(socket);
@@ -510,7 +589,10 @@ class ServerHub {
   }
 
   private upgradeNobodyTook(socket: Duplex): void {
-    if (!this.answersTheRest('upgrade')) return; // another listener's, or nobody's: left alone
+    const listeners = this.server.listeners('upgrade');
+    // Another listener's, or nobody's: left alone. With two copies of this package on the
+    // server, the first hub's listener answers.
+    if (!listeners.every(isHubListener) || listeners[0] !== this.onUpgrade) return;
     const tenant = this.tenants.find((candidate) => candidate.ownsServer) ?? this.tenants[0];
     tenant?.refuseUpgrade(socket);
   }
@@ -518,6 +600,30 @@ class ServerHub {
 
 /** What Node's server writes when a request is not all in within its requestTimeout. */
 const REQUEST_TIMEOUT = 'HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n';
+
+/**
+ * The head of `upgrade` as the client sent it, less the `upgrade` token of its Connection
+ * header (its Upgrade header stays, as Node leaves it on a request it does not upgrade). Header
+ * text is Latin-1 both ways, as Node's parser reads it.
+ */
+function plainHead(upgrade: IncomingMessage): string {
+  let text = `${upgrade.method} ${upgrade.url} HTTP/${upgrade.httpVersion}\r\n`;
+  const raw = upgrade.rawHeaders;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i]!;
+    let value = raw[i + 1]!;
+    if (name.toLowerCase() === 'connection') {
+      value = value
+        .split(',')
+        .map((token) => token.trim())
+        .filter((token) => token !== '' && token.toLowerCase() !== 'upgrade')
+        .join(', ');
+      if (value === '') continue;
+    }
+    text += `${name}: ${value}\r\n`;
+  }
+  return `${text}\r\n`;
+}
 
 /** An HTTP request with `upgrade`'s head, reading from `socket`. */
 function requestLike(upgrade: IncomingMessage, socket: Duplex): IncomingMessage {

@@ -34,6 +34,7 @@ describe('drain on SIGTERM (child process: node dist/demo/main.js)', () => {
       return seen;
     });
     for (const raw of everyone) await raw.barrier();
+    for (const raw of everyone) raw.answerPings();
 
     // ask_client calls back client.confirm on the asking connection; it stays unanswered for now.
     asker.send({
@@ -56,7 +57,8 @@ describe('drain on SIGTERM (child process: node dist/demo/main.js)', () => {
     for (const seen of texts) {
       expect(seen).toContain('{"jsonrpc":"2.0","method":"rpc.reconnect","params":{}}');
     }
-    // The idle clients are let go at once; the asker's call holds the process.
+    // The idle clients are let go once they have answered the drain's ping; the asker's call
+    // holds the process.
     for (const raw of others) {
       expect(await within(raw.closed, 'an idle client to close')).toEqual({
         code: 1012,

@@ -7,7 +7,6 @@ import { recordStates, waitForState } from '../support/client.js';
 import { upgradeRefusal } from '../support/sockets.js';
 import { waitUntil } from '../support/waiting.js';
 import { openRaw } from '../support/sockets.js';
-import type { RawRpc, WireFrame } from '../support/raw-rpc.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
@@ -15,14 +14,6 @@ afterEach(() => res.cleanup());
 const NOTICE = { jsonrpc: '2.0', method: 'rpc.reconnect', params: {} };
 /** The barrier the gateway sends after the notice: its answer comes after what came before. */
 const PING = { jsonrpc: '2.0', method: 'rpc.ping', id: expect.any(Number) as unknown };
-
-/** Answer the gateway's rpc.ping calls from now on, as a client of the protocol does. */
-function answerPings(raw: RawRpc): void {
-  raw.socket.on('message', (data) => {
-    const frame = JSON.parse((data as Buffer).toString('utf8')) as WireFrame;
-    if (frame.method === 'rpc.ping') raw.send({ jsonrpc: '2.0', result: 'pong', id: frame.id });
-  });
-}
 
 describe('gateway.drain() (in process)', () => {
   it('readiness 503, upgrades 503, notice to everyone, in-flight calls finish, then 1012', async () => {
@@ -34,8 +25,8 @@ describe('gateway.drain() (in process)', () => {
     });
     const busy = await openRaw(res, url);
     const idle = await openRaw(res, url);
-    answerPings(busy);
-    answerPings(idle);
+    busy.answerPings();
+    idle.answerPings();
     busy.send({ jsonrpc: '2.0', method: 'slow', id: 'in-flight' });
     await waitUntil(
       () => [...gateway.sessions.values()].some((s) => s.peer.inFlightCount === 1),
@@ -89,7 +80,7 @@ describe('gateway.drain() (in process)', () => {
       return untilAborted(ctx.signal);
     });
     const raw = await openRaw(res, url);
-    answerPings(raw);
+    raw.answerPings();
     raw.send({ jsonrpc: '2.0', method: 'forever', id: 1 });
     await waitUntil(
       () => [...gateway.sessions.values()].some((s) => s.peer.inFlightCount === 1),
@@ -105,7 +96,7 @@ describe('gateway.drain() (in process)', () => {
   it('puts reconnectUrl in the notice', async () => {
     const { url, gateway } = await res.demoGateway();
     const raw = await openRaw(res, url);
-    answerPings(raw);
+    raw.answerPings();
     await gateway.drain({ reconnectUrl: 'ws://other.example/rpc' });
     expect(raw.frames).toEqual([{ ...NOTICE, params: { url: 'ws://other.example/rpc' } }, PING]);
     expect((await raw.closed).code).toBe(1012);

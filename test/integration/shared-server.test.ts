@@ -545,8 +545,11 @@ describe('routes: moved, or turned off', () => {
         body: `{"error":"no such route","path":"${path}"}`,
       });
     }
-    // Only the upgrade and plain requests to the WebSocket path are the gateway's.
-    expect((await send(port, '/rpc', { body: call('sum', [1, 2]) })).status).toBe(405);
+    // Only the upgrade on the WebSocket path is the gateway's: plain requests there the app's.
+    expect(await send(port, '/rpc', { body: call('sum', [1, 2]) })).toMatchObject({
+      status: 404,
+      body: '{"error":"no such route","path":"/rpc"}',
+    });
     expect(await wsCall(port, '/rpc', 'sum', [1, 2])).toBe(3);
   });
 

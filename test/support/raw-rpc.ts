@@ -57,6 +57,16 @@ export class RawRpc {
     });
   }
 
+  /** Answer the server's rpc.ping calls from now on (a drain's barrier), as a client should. */
+  answerPings(): void {
+    this.socket.on('message', (data) => {
+      const frame = JSON.parse((data as Buffer).toString('utf8')) as WireFrame;
+      if (frame.method === 'rpc.ping' && frame.id !== undefined) {
+        this.send({ jsonrpc: '2.0', result: 'pong', id: frame.id });
+      }
+    });
+  }
+
   send(message: unknown): void {
     this.socket.send(typeof message === 'string' ? message : JSON.stringify(message));
   }
