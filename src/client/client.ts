@@ -274,12 +274,20 @@ export class RpcClient {
 
   /**
    * Resolves when the client is connected; rejects if it is closed first (with
-   * AuthenticationError when it stopped because the server refused its credentials).
+   * AuthenticationError when it stopped because the server refused its credentials). Calls
+   * made while it is not connected share one promise: an app that asks again and again through
+   * a long outage (each with a timeout of its own) adds nothing per call.
    */
-  async opened(): Promise<void> {
-    const state = await this.#connection.stateHub.first((s) => s === 'open' || s === 'closed');
-    if (state !== 'open') throw this.#closedError();
+  opened(): Promise<void> {
+    return (this.#opened ??= this.#connection.stateHub
+      .first((s) => s === 'open' || s === 'closed')
+      .then((state) => {
+        this.#opened = undefined;
+        if (state !== 'open') throw this.#closedError();
+      }));
   }
+
+  #opened: Promise<void> | undefined;
 
   /**
    * Present a new token on the connection (`rpc.authenticate`): the server checks it and
