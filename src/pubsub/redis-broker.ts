@@ -19,7 +19,7 @@ import { RedisDirectChannels } from './redis-direct.js';
 import { describeTarget, mayHaveRun, toError, unavailableError } from './redis-errors.js';
 import { isDirect, redisOnceKey, redisTopicKeys } from './redis-keys.js';
 import { RedisScriptRunner } from './redis-script-runner.js';
-import { publishToTopic, readTopic } from './redis-scripts.js';
+import { DEFAULT_IDLE_TOPIC_TTL_MS, publishToTopic, readTopic } from './redis-scripts.js';
 import type { OnceKey, Published, SeenSeq } from './redis-scripts.js';
 import { RedisTopicSubscriptions } from './redis-topic-subscriptions.js';
 
@@ -52,6 +52,14 @@ export interface RedisBrokerOptions extends TopicCreationBudget {
    * sorted set per node; a revocation beyond it, with none lapsed, is refused. Default 100 000.
    */
   maxDeniedSessions?: number;
+  /**
+   * How long a topic's count and epoch (its meta key) are kept after its history's age limit
+   * (`maxAgeMs`), from its last publish: a topic published to again within it goes on with its
+   * numbering; later, Redis has forgotten it (its next publish starts a new numbering, and a
+   * resume from before gets `gap: null`, as after Redis lost a topic). A topic whose history
+   * has no age limit keeps its key. Default 7 days.
+   */
+  idleTopicTtlMs?: number;
   /**
    * Connection errors, failed catch-up reads and exceptions thrown by `deliver`.
    * They never propagate: the broker reports them here and carries on. Default: ignored.
@@ -137,6 +145,7 @@ export class RedisBroker implements Broker {
   private readonly connectTimeoutMs: number;
   /** New topics (their keys) this node may create per second. */
   private readonly creation: CreationBudget;
+  private readonly idleTopicTtlMs: number;
   /** PINGs the command connection: a hung Redis makes `ready` false. */
   private readonly health: HealthCheck;
   /** Revoked users: a key per user, expiring with the entry. */
@@ -168,6 +177,7 @@ export class RedisBroker implements Broker {
     };
     this.connectTimeoutMs = options.connectTimeoutMs ?? 5_000;
     this.creation = new CreationBudget(options);
+    this.idleTopicTtlMs = options.idleTopicTtlMs ?? DEFAULT_IDLE_TOPIC_TTL_MS;
     const reconnectMaxDelayMs = options.reconnectMaxDelayMs ?? 2_000;
     const common: RedisOptions = {
       commandTimeout: options.commandTimeoutMs ?? 2_000,
@@ -417,6 +427,7 @@ export class RedisBroker implements Broker {
         once,
         except,
         this.seen(topic),
+        this.idleTopicTtlMs,
       ),
     );
     if (!published) throw new TopicCreationLimitError(topic, this.creation.perSecond);

@@ -18,6 +18,9 @@ import type { RedisScriptRunner } from './redis-script-runner.js';
 // when none). A count below that seq in that epoch means Redis lost messages it had acknowledged
 // (it came back from an older snapshot) and would hand their seqs out again under the same
 // epoch: the topic is numbered anew instead, under the new epoch, as a topic Redis lost.
+// ARGV[10]: how long after its history's age limit the topic's meta (its count and epoch) is
+// kept: refreshed by every publish, so a topic no one publishes to is forgotten (its next
+// publish starts a new numbering, as a topic Redis lost). With no age limit both are kept.
 // Returns { the message's seq, 1 when this publish created the topic, the topic's epoch }, or
 // { -1, 0, '' } when the topic does not exist and may not be created (nothing is written).
 // Everything happens in one script, so seq order is the order of the stream and of the
@@ -75,8 +78,10 @@ if maxAge >= 0 then
     redis.call('XTRIM', log, 'MAXLEN', 0)
   end
   redis.call('PEXPIRE', log, math.max(maxAge, 1))
+  redis.call('PEXPIRE', meta, maxAge + tonumber(ARGV[10]))
 else
   redis.call('PERSIST', log)
+  redis.call('PERSIST', meta)
 end
 local live = ARGV[2]
 if except ~= '' then live = '~' .. except .. '\\n' .. live end
@@ -137,7 +142,7 @@ return {tonumber(state[1]), state[2], entries}
 `;
 
 // The publish above, once per idempotency key: KEYS meta, log, the key's own (in the topic's
-// slot), ARGV as above ('' for the left-out ids) plus the window in ms (ARGV[10]). A key still
+// slot), ARGV as above ('' for the left-out ids) plus the window in ms (ARGV[11]). A key still
 // held answers its first seq and writes nothing ({ seq, 0, '', 1 }); else the publish runs and
 // the key holds its seq for the window ({ seq, created, epoch, 0 }). One script, so two retries
 // racing cannot both publish.
@@ -146,7 +151,7 @@ local seen = redis.call('GET', KEYS[3])
 if seen then return {tonumber(seen), 0, '', 1} end
 ${PUBLISH_LUA.replace(
   'return {seq, created, epoch}',
-  "redis.call('SET', KEYS[3], seq, 'PX', ARGV[10])\nreturn {seq, created, epoch, 0}",
+  "redis.call('SET', KEYS[3], seq, 'PX', ARGV[11])\nreturn {seq, created, epoch, 0}",
 )}`;
 
 const publishScript = script(PUBLISH_LUA);
@@ -178,6 +183,9 @@ export interface SeenSeq {
   seq: number;
 }
 
+/** RedisBroker's idleTopicTtlMs by default: 7 days. */
+export const DEFAULT_IDLE_TOPIC_TTL_MS = 7 * 24 * 3_600_000;
+
 /** An idempotency key for publishToTopic: its Redis key and how long it is held. */
 export interface OnceKey {
   key: string;
@@ -199,6 +207,8 @@ export async function publishToTopic(
   once?: OnceKey,
   except?: readonly string[],
   seen?: SeenSeq,
+  /** How long the topic's meta outlives its history's age limit (RedisBroker's idleTopicTtlMs). */
+  idleTopicTtlMs = DEFAULT_IDLE_TOPIC_TTL_MS,
 ): Promise<Published | undefined> {
   const maxLength = Number.isFinite(retention.maxLength)
     ? Math.max(0, Math.floor(retention.maxLength))
@@ -216,6 +226,7 @@ export async function publishToTopic(
     except ? JSON.stringify(except) : '',
     seen?.epoch ?? '',
     String(seen?.seq ?? 0),
+    String(Math.max(1, Math.floor(idleTopicTtlMs))),
   ];
   const reply = once
     ? await runner.run(

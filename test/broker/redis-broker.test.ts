@@ -281,6 +281,30 @@ describe.skipIf(!reachable && !mustRun)(
       }
     });
 
+    it("a topic's meta key expires idleTopicTtlMs after its history's age limit; with no age limit it is kept", async () => {
+      const aged = topicName();
+      const kept = topicName();
+      const a = await connected({ idleTopicTtlMs: 5_000 });
+      await a.publish(aged, '1', { maxLength: 100, maxAgeMs: 60_000 });
+      await a.publish(kept, '1', { maxLength: 100, maxAgeMs: Infinity });
+      const admin = new Redis(REDIS_URL);
+      try {
+        const ttl = await admin.pttl(redisTopicKeys(runPrefix, aged).meta);
+        expect(ttl).toBeGreaterThan(60_000);
+        expect(ttl).toBeLessThanOrEqual(65_000);
+        expect(await admin.pttl(redisTopicKeys(runPrefix, kept).meta)).toBe(-1);
+        // Forgotten: the next publish starts a new numbering under a new epoch.
+        const epoch = (await a.history(aged, 0)).epoch;
+        await admin.del(redisTopicKeys(runPrefix, aged).meta);
+        await a.publish(aged, '2', { maxLength: 100, maxAgeMs: 60_000 });
+        const after = await a.history(aged, 0);
+        expect(after.lastSeq).toBe(1);
+        expect(after.epoch).not.toBe(epoch);
+      } finally {
+        admin.disconnect();
+      }
+    });
+
     it('fills a gap from the stream when live messages were missed', async () => {
       const topic = topicName();
       const [a, b] = await Promise.all([connected(), connected()]);
