@@ -292,23 +292,46 @@ export class PresenceService<C> {
     });
   }
 
-  /** Stop renewing, and remove this node's members from the store (a gateway closing). */
+  /**
+   * Stop renewing, remove this node's members from the store and tell every node they left (a
+   * gateway closing). A drain closes its sessions first: their leaves wait in `pending`
+   * behind the write under way, and the release removes them from the store with the rest, so
+   * they are announced with the rest too.
+   */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
-    if (!this.leased || !this.broker.presence) return;
-    const remaining = [...this.local];
+    // Nothing written, being written or waiting to be: no member of this node anywhere.
+    const written = this.leased || this.flushes.size > 0 || this.pending.size > 0;
+    if (!written || !this.broker.presence) return;
+    // Every member any node may have been told of: those still here, and those whose leave is
+    // not written yet. One whose join is not written yet goes too: a lease found lapsed writes
+    // and announces every member here again, written or not, and a leave of a member a watcher
+    // never heard of changes nothing in its list.
+    const leaving = new Map<string, Map<string, PresenceEntry>>();
+    const gone = (topic: string, entries: Iterable<PresenceEntry>): void => {
+      let members = leaving.get(topic);
+      if (!members) leaving.set(topic, (members = new Map<string, PresenceEntry>()));
+      for (const entry of entries) members.set(entry.key, entry);
+    };
+    const takePending = (): void => {
+      for (const [topic, pending] of this.pending) gone(topic, pending.left.values());
+      this.pending.clear();
+    };
+    for (const [topic, members] of this.local) gone(topic, members.values());
     this.local.clear();
-    this.pending.clear();
+    takePending();
     // A write under way would land after the release, under an owner that no longer exists:
-    // it ends first (nothing is pending, so each stops after its current write).
+    // it ends first (nothing is pending, so each stops after its current write, and announces
+    // it ahead of the leaves below).
     await Promise.allSettled([...this.flushes]);
+    // A write that failed meanwhile put its changes back: its leaves were not announced either.
+    takePending();
     try {
       await this.store.release(this.owner);
-      for (const [topic, members] of remaining)
-        await this.announce(topic, [], [...members.values()]);
+      for (const [topic, members] of leaving) await this.announce(topic, [], [...members.values()]);
     } catch (err) {
       this.logger.warn(
         { err },

@@ -4,6 +4,7 @@ import type { Logger } from '../peer/logger.js';
 import { ReservedMethod } from '../protocol/reserved.js';
 import type { Broker } from '../pubsub/broker.js';
 import { CloseCode } from '../transport/transport.js';
+import { SseTransport } from '../transport/sse-transport.js';
 import { WsTransport } from '../transport/ws-transport.js';
 import type { ConnectionIntake } from './connection-intake.js';
 import type { Heartbeat } from './heartbeat.js';
@@ -102,15 +103,20 @@ export function drainSession<C>(
 
 /**
  * Close `session` (1012) once it is closed already, or has no call in flight either way (the
- * client's, the server's own to the client) and `passed()`, or at `deadline` anyway.
+ * client's, the server's own to the client), holds nothing unsent (a large reply still leaving,
+ * an event stream away with its events in the replay buffer: closed then, they would be lost)
+ * and `passed()`, or at `deadline` anyway.
  */
 async function closeWhenDone<C>(
   session: Session<C>,
   deadline: number,
   passed: () => boolean,
 ): Promise<void> {
+  const { transport } = session;
+  const unsent = (): boolean =>
+    transport instanceof SseTransport ? transport.holdsUndelivered : transport.bufferedAmount > 0;
   const busy = (): boolean =>
-    session.peer.inFlightCount > 0 || session.peer.pendingCount > 0 || !passed();
+    session.peer.inFlightCount > 0 || session.peer.pendingCount > 0 || !passed() || unsent();
   // Polling, as closeWhenIdle: once per session drained, for at most the deadline.
   while (!session.isClosed && busy() && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 10));

@@ -338,6 +338,14 @@ export class SseTransport implements ServerTransport, BudgetMember {
   }
 
   /**
+   * Whether what was sent may not have reached the client: no stream is attached (the events
+   * since it dropped wait in the replay buffer for its resume), or the stream holds bytes.
+   */
+  get holdsUndelivered(): boolean {
+    return this.stream === undefined ? this.nextId > 1 : this.bufferedAmount > 0;
+  }
+
+  /**
    * Close the session: its stream ends with the close event, or is cut when the event cannot
    * go out at once (see `endStream`).
    */

@@ -59,7 +59,7 @@ export const tierRules: readonly (readonly [Tier, readonly string[]])[] = [
       'test/standalone/{check-config,example,serve,serve-readiness}.test.ts',
       'test/sse/nginx-fallback.test.ts',
       'test/server-api/{cluster,consume,consume-readiness,once-model,python-backend}.test.ts',
-      'test/pubsub/{broker-link-gap,deny-list,notify-broker-down,redis-gateway,redis-live-queue-bound,replay-bounds,topic-limits}.test.ts',
+      'test/pubsub/{broker-link-gap,deny-list,notify-broker-down,presence-drain,redis-gateway,redis-live-queue-bound,replay-bounds,topic-limits}.test.ts',
       'test/transports/{eof-flush,same-answers,stdio,tls}.test.ts',
       // Gateway mode's upstreams: the Python upstream (a child process), NATS.
       'test/upstream/{routing,faults,nats-upstream,nats-kept-requests,nats-retry,properties}.test.ts',
