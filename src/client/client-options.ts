@@ -323,17 +323,33 @@ const methodRules = { subscribe: name, notification: name, unsubscribe: name, hi
 
 /**
  * A gateway URL that parses (relative to the page's, in a browser): ws:, wss:, http: or https:,
- * or whatever scheme the WebSocket class given takes (tcp: for `tcpSocket`).
+ * or whatever scheme the WebSocket class given takes (tcp: for `tcpSocket`). For the platform's
+ * own WebSocket (`native`), one of those four, given back absolute with http: as ws: and https:
+ * as wss:, as browsers older than 2024 take it only so: "localhost:8080/rpc" (no scheme, read as
+ * a scheme "localhost:") is refused here, rather than by every dial in silence.
  */
-export function checkUrl(url: unknown, key: string): string {
+export function checkUrl(url: unknown, key: string, native = false): string {
   if (typeof url !== 'string') refuse(key, 'a URL string', url);
+  let parsed: URL | undefined;
   try {
-    new URL(url, (globalThis as { location?: { href: string } }).location?.href);
+    parsed = new URL(url, (globalThis as { location?: { href: string } }).location?.href);
   } catch {
     // Shown without query string or userinfo: tokens travel there.
-    refuse(key, 'a URL such as "wss://host/rpc"', redactUrl(url), true);
   }
-  return url;
+  if (!parsed) refuse(key, 'a URL such as "wss://host/rpc"', redactUrl(url), true);
+  if (!native) return url;
+  const scheme = /^(?:ws|http)(s?):$/.exec(parsed.protocol);
+  if (!scheme) {
+    const what = `a ws:, wss:, http: or https: URL such as "wss://host/rpc" (this one's scheme is "${parsed.protocol}")`;
+    refuse(key, what, redactUrl(url), true);
+  }
+  parsed.protocol = `ws${scheme[1]}:`;
+  return parsed.href;
+}
+
+/** Whether `WebSocket` is the platform's own (a browser's), not a class the application gave. */
+export function isNativeSocket(WebSocket: unknown): boolean {
+  return WebSocket === (globalThis as { WebSocket?: unknown }).WebSocket;
 }
 
 /**
@@ -374,7 +390,9 @@ export function resolveClientOptions(options: unknown): ClientConfig {
     ...d,
     ...given,
     urls: Object.freeze(
-      list.map((u, i) => checkUrl(u, typeof url === 'string' ? 'url' : `url[${i}]`)),
+      list.map((u, i) =>
+        checkUrl(u, typeof url === 'string' ? 'url' : `url[${i}]`, isNativeSocket(WebSocket)),
+      ),
     ),
     urlOf,
     WebSocket,

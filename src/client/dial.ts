@@ -3,7 +3,7 @@
 // HTTP status of a refused upgrade read where the runtime shows it (`ws` in Node).
 import type { WebSocketConstructor, WebSocketLike } from '../transport/websocket-transport.js';
 import type { ClientConfig, PerDial } from './client-options.js';
-import { checkUrl } from './client-options.js';
+import { checkUrl, isNativeSocket } from './client-options.js';
 
 /** What one dial uses. `token` is set for in-band authentication only. */
 export interface Dial {
@@ -58,7 +58,7 @@ export function prepareDial(
     }
     const inBand = config.tokenTransport === 'in-band';
     return {
-      url: checkUrl(url, 'url()'),
+      url: checkUrl(url, 'url()', isNativeSocket(config.WebSocket)),
       protocols: withEncoding(config, protocols as Dial['protocols']),
       headers:
         token !== undefined && !inBand

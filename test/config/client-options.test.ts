@@ -355,3 +355,57 @@ describe('the peer and per-call options keep their old names as aliases', () => 
     await expect(both).rejects.toBeInstanceOf(TimeoutError);
   });
 });
+
+describe("url with the platform's own WebSocket (a browser's)", () => {
+  /** resolveClientOptions as in a page at `href`, whose global WebSocket is the one used. */
+  function inPage<T>(href: string, run: () => T): T {
+    const globals = globalThis as { WebSocket?: unknown; location?: unknown };
+    const saved = { WebSocket: globals.WebSocket, location: globals.location };
+    globals.WebSocket = class PageWebSocket {};
+    globals.location = { href };
+    try {
+      return run();
+    } finally {
+      globals.WebSocket = saved.WebSocket;
+      globals.location = saved.location;
+    }
+  }
+
+  it('a URL without a scheme (read as the scheme "localhost:") is refused, naming it', () => {
+    expect(() =>
+      inPage('http://localhost:5173/', () => resolveClientOptions({ url: 'localhost:8080/rpc' })),
+    ).toThrow(
+      new RangeError(
+        'url must be a ws:, wss:, http: or https: URL such as "wss://host/rpc" (this one\'s scheme is "localhost:"), not "localhost://8080/rpc"',
+      ),
+    );
+    expect(() =>
+      inPage('http://localhost:5173/', () => resolveClientOptions({ url: 'ftp://host/rpc' })),
+    ).toThrow(RangeError);
+  });
+
+  it('a relative or http(s) URL is made the absolute ws(s) URL every browser takes', () => {
+    const urls = inPage('https://app.example/page/', () =>
+      resolveClientOptions({
+        url: [
+          '/rpc',
+          'https://gw.example/rpc',
+          'http://gw.example:8080/rpc',
+          'wss://gw.example/rpc',
+        ],
+      }),
+    ).urls;
+    expect(urls).toEqual([
+      'wss://app.example/rpc',
+      'wss://gw.example/rpc',
+      'ws://gw.example:8080/rpc',
+      'wss://gw.example/rpc',
+    ]);
+  });
+
+  it("with a WebSocket class given, the URL is passed on as written (its scheme is that class's)", () => {
+    expect(resolveClientOptions({ url: 'tcp://127.0.0.1:9000', WebSocket }).urls).toEqual([
+      'tcp://127.0.0.1:9000',
+    ]);
+  });
+});
