@@ -4,7 +4,10 @@
 import type { Logger } from '../peer/logger.js';
 
 export interface ShutdownOnSignals {
-  /** Run the shutdown now, as a signal would (e.g. when stdin ends); a second call exits 1. */
+  /**
+   * Run the shutdown now, as a signal would (e.g. when stdin ends); called while one runs, it
+   * waits for that one (the shutdown's own end of stdin is no second signal).
+   */
   readonly stop: (reason: string) => Promise<void>;
 }
 
@@ -17,26 +20,29 @@ export function shutdownOnSignals(
   shutdown: (reason: string) => Promise<void>,
   signals: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM'],
 ): ShutdownOnSignals {
-  let stopping = false;
+  let running: Promise<void> | undefined;
   const exit = (code: number): never => {
     (logger as { flush?: () => void }).flush?.();
     process.exit(code);
   };
-  const stop = async (reason: string): Promise<void> => {
-    if (stopping) {
-      logger.warn({ signal: reason }, 'second signal: exiting now');
+  const stop = (reason: string): Promise<void> =>
+    (running ??= (async () => {
+      logger.info({ signal: reason }, 'shutting down');
+      try {
+        await shutdown(reason);
+      } catch (err) {
+        logger.error({ err }, 'shutdown failed');
+        exit(1);
+      }
+      exit(0);
+    })());
+  const onSignal = (name: NodeJS.Signals): void => {
+    if (running) {
+      logger.warn({ signal: name }, 'second signal: exiting now');
       exit(1);
     }
-    stopping = true;
-    logger.info({ signal: reason }, 'shutting down');
-    try {
-      await shutdown(reason);
-    } catch (err) {
-      logger.error({ err }, 'shutdown failed');
-      exit(1);
-    }
-    exit(0);
+    void stop(name);
   };
-  for (const signal of signals) process.on(signal, (name) => void stop(name));
+  for (const signal of signals) process.on(signal, onSignal);
   return { stop };
 }

@@ -146,6 +146,25 @@ describe('serving over stdio: the demo with STDIO=1 as a child process', () => {
     });
   });
 
+  it('SIGTERM drains the stdio session and exits 0 (the session the drain closes is no second signal)', async () => {
+    const demo = spawnDemo({ TICK_MS: '1000' });
+    demo.child.stdin!.write(`${SUBTRACT_REQUEST}\n`);
+    await waitFor(() => demo.stdout().includes('"result":19'), 'the answer');
+    // The drain's ping, answered as a client of the protocol does; then the session closes.
+    demo.child.kill('SIGTERM');
+    await waitFor(() => demo.stdout().includes('"rpc.ping"'), 'the drain ping');
+    const ping = lines(demo.stdout())
+      .map((line) => JSON.parse(line) as { method?: string; id?: number })
+      .find((message) => message.method === 'rpc.ping')!;
+    demo.child.stdin!.write(`{"jsonrpc":"2.0","result":"pong","id":${ping.id}}\n`);
+    const { code, signal } = await demo.exited;
+    expect({ code, signal, stderr: code === 0 ? '' : demo.stderr() }).toEqual({
+      code: 0,
+      signal: null,
+      stderr: '',
+    });
+  });
+
   it('stdout carries only JSON-RPC lines; the log goes to stderr', async () => {
     const demo = spawnDemo({ LOG_LEVEL: 'info', TICK_MS: '20' });
     const stdin = demo.child.stdin!;
