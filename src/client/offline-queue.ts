@@ -91,7 +91,7 @@ export class OfflineQueue {
         cleanup();
         rejectOuter(err);
       },
-      expire: () => item.fail(new TimeoutError(method, timeout)),
+      expire: () => item.fail(new TimeoutError(method, timeout, false)),
       slots,
     };
     if (deadline !== undefined)

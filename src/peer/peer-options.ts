@@ -147,7 +147,8 @@ export interface CloseInfo {
   reason: string;
 }
 
-/** The error calls and handlers get once the connection has closed. */
+/** The error calls and handlers get once the connection has closed: its code and reason said. */
 export function closedError(info: CloseInfo | undefined): ConnectionClosedError {
-  return new ConnectionClosedError('Connection closed', info?.code, info?.reason);
+  const why = info ? ` (${info.code}${info.reason ? ` ${info.reason}` : ''})` : '';
+  return new ConnectionClosedError(`Connection closed${why}`, info?.code, info?.reason);
 }

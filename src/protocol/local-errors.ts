@@ -18,14 +18,21 @@ export class ConnectionClosedError extends RpcLocalError {
   }
 }
 
-/** No response arrived within the call's timeout. */
+/**
+ * No response arrived within the call's timeout. `sent` false: the call never left the client
+ * (it waited for a connection the whole time), which the message says, as a slow server and an
+ * unreachable one are told apart by it.
+ */
 export class TimeoutError extends RpcLocalError {
   override name = 'TimeoutError';
   constructor(
     readonly method: string,
     readonly timeoutMs: number,
+    readonly sent = true,
   ) {
-    super(`Call to "${method}" timed out after ${timeoutMs} ms`);
+    super(
+      `Call to "${method}" timed out after ${timeoutMs} ms${sent ? '' : ', never sent: no connection was open'}`,
+    );
   }
 }
 

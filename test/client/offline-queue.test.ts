@@ -170,7 +170,9 @@ describe('offline queue: an entry whose deadline passed before its timer ran', (
     queue.flush(10, 10, () => true);
     const timedOut = await late.catch((err: unknown) => err);
     expect(timedOut).toBeInstanceOf(TimeoutError);
-    expect((timedOut as TimeoutError).message).toBe('Call to "late" timed out after 1000 ms');
+    expect((timedOut as TimeoutError).message).toBe(
+      'Call to "late" timed out after 1000 ms, never sent: no connection was open',
+    );
     expect(await onTime).toBe('ran');
     // Only the call still in time went out, with what is left of its timeout.
     expect(sent).toEqual([3_500]);

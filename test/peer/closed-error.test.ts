@@ -1,0 +1,24 @@
+/**
+ * What a call lost with its connection is told: ConnectionClosedError naming the close's code
+ * and reason in its message (a heartbeat's 4000, a drain's 1012 read in a console at a glance),
+ * and carrying them as fields; a call that timed out before it was ever sent says so.
+ */
+import { expect, it } from 'vitest';
+import { closedError } from '../../src/peer/peer-options.js';
+import { ConnectionClosedError, TimeoutError } from '../../src/protocol/local-errors.js';
+
+it('ConnectionClosedError says the code and reason the connection closed with', () => {
+  const lost = closedError({ code: 4000, reason: 'heartbeat timeout' });
+  expect(lost).toBeInstanceOf(ConnectionClosedError);
+  expect(lost.message).toBe('Connection closed (4000 heartbeat timeout)');
+  expect([lost.closeCode, lost.closeReason]).toEqual([4000, 'heartbeat timeout']);
+  expect(closedError({ code: 1006, reason: '' }).message).toBe('Connection closed (1006)');
+  expect(closedError(undefined).message).toBe('Connection closed');
+});
+
+it('a TimeoutError of a call never sent says so; one sent does not', () => {
+  expect(new TimeoutError('sum', 2_500, false).message).toBe(
+    'Call to "sum" timed out after 2500 ms, never sent: no connection was open',
+  );
+  expect(new TimeoutError('sum', 2_500).message).toBe('Call to "sum" timed out after 2500 ms');
+});
