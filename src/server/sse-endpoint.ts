@@ -53,7 +53,8 @@ export interface SseOrigins {
   corsAllows(origin: string): boolean;
   /**
    * Whether there is an allow-list: an Origin not on it is refused (403). Without one, an Origin
-   * that does not name the request's host is (sameHost, as admission holds an upgrade to).
+   * that does not name the request's host is (sameHost, as admission holds an upgrade to), and
+   * one that does gets CORS headers as a listed one would.
    */
   readonly restricted: boolean;
 }
@@ -97,9 +98,10 @@ function header(req: IncomingMessage, name: string): string | undefined {
 }
 
 /**
- * CORS for a page on an allowed origin: it may read the answers, with credentials (cookies go
- * with its requests as they go with a WebSocket upgrade), and the Retry-After of a refusal
- * (CORS hides it otherwise, and the client would wait its own guess instead).
+ * CORS for a page on an allowed origin (listed, or without a list on the request's host): it
+ * may read the answers, with credentials (cookies go with its requests as they go with a
+ * WebSocket upgrade), and the Retry-After of a refusal (CORS hides it otherwise, and the client
+ * would wait its own guess instead).
  */
 function grantOrigin(res: ServerResponse, origin: string): void {
   res.setHeader('access-control-allow-origin', origin);
@@ -185,17 +187,15 @@ export class SseEndpoint<C> {
       return sendText(res, 400, 'An event stream needs its connection to itself.\n');
     }
     const origin = header(req, 'origin');
-    if (origin !== undefined && this.deps.origins.corsAllows(origin)) {
+    if (origin !== undefined && this.grants(origin, req)) {
       grantOrigin(res, origin);
     } else if (origin !== undefined && !opening) {
-      // The opening GET is refused by admission, as an upgrade is (and counted there). A
-      // session's POST, resume and DELETE are held to the same rule: without an allow-list, a
-      // page on another host is refused, since the browser sends the user's cookies with them.
-      const sameSite = !this.deps.origins.restricted && sameHost(origin, req.headers.host);
-      if (!sameSite || req.method === 'OPTIONS') {
-        closeUnread(req, res);
-        return sendText(res, 403, 'Origin not allowed\n');
-      }
+      // The opening GET is refused by admission, as an upgrade is (and counted there), before
+      // any session is made: by the rule `grants` follows, so every session it opens is one its
+      // page may read. A session's POST, resume and DELETE, and a preflight, are held to it
+      // too: the browser sends the user's cookies with them.
+      closeUnread(req, res);
+      return sendText(res, 403, 'Origin not allowed\n');
     }
     // A resume that names no session (a proxy dropped its headers, an EventSource reopening a
     // URL without them): a new session would go on as if it were the old one, whose messages
@@ -389,6 +389,20 @@ export class SseEndpoint<C> {
         opened.messageCostBytes = limits.messageCostBytes;
       }
     }
+  }
+
+  /**
+   * Whether a page on `origin` may use the route and read its answers (CORS headers): one on
+   * the allow-list, or, without a list, one on the host the request was sent to, any port
+   * (sameHost). These are the origins admission lets open a session (an upgrade too): a page
+   * whose session the gateway would open must be able to read its stream, or the browser
+   * hides it and the client opens another each time, every one left for sseGraceMs.
+   */
+  private grants(origin: string, req: IncomingMessage): boolean {
+    const { origins } = this.deps;
+    return (
+      origins.corsAllows(origin) || (!origins.restricted && sameHost(origin, req.headers.host))
+    );
   }
 
   /** Shutdown: every session's stream goes (their sessions are closed by the gateway). */
