@@ -63,9 +63,11 @@ export interface SharedClientOptions extends ForwardedOptions {
    */
   name?: string;
   /**
-   * Where SharedWorker is missing, or the worker fails to start: `'per-tab'`, a connection
-   * of the tab's own (a plain client, behind the same API); `'throw'`, a TypeError.
-   * Default 'per-tab'.
+   * Where SharedWorker is missing, or the worker fails to start or does not answer within
+   * `connectTimeoutMs`: `'per-tab'`, a connection of the tab's own (a plain client, behind the
+   * same API); `'throw'`, a TypeError where SharedWorker is missing, and a client closed with
+   * ConnectionClosedError where the worker fails. Either is logged at warn (the tab's `logger`,
+   * or the console). Default 'per-tab'.
    */
   fallback?: 'per-tab' | 'throw';
   /**

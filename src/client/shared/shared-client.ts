@@ -1,8 +1,8 @@
 // The tab's side: the RpcClient surface a page uses (call, notify, subscribe, subscription
 // status, handlers of server-to-client calls, connection state), carried over a MessagePort to
 // the SharedWorker that holds the one connection. Where SharedWorker is missing, or the worker
-// does not start, the same worker side runs in the tab over a MessageChannel: one connection
-// per tab, behind the same API, loaded only then.
+// does not start or answer in time, the same worker side runs in the tab over a MessageChannel:
+// one connection per tab, behind the same API, loaded only then.
 import { Observable } from 'rxjs';
 import type { Subscriber } from 'rxjs';
 import type { HandlerContext } from '../../peer/handler-context.js';
@@ -30,6 +30,7 @@ import { ReservedMethod } from '../../protocol/reserved.js';
 import type { Params } from '../../protocol/types.js';
 import { AuthenticationError } from '../authentication.js';
 import type { AuthenticateResult, DisconnectEvent } from '../authentication.js';
+import { clientDefaults } from '../client-options.js';
 import type { ConnectionState } from '../connection-state.js';
 import type { HistoryOptions, HistoryResult } from '../history.js';
 import type { InboxGap } from '../inbox.js';
@@ -73,8 +74,13 @@ export class SharedRpcClient {
   #viaWorker = false;
   /** Whether the other side has answered on this port yet. */
   #ready = false;
-  /** What was posted before it answered: posted again to the fallback if the worker fails. */
+  /**
+   * What the tab posted while it has not answered, hello and bye aside: held (as cloned) until it
+   * does, so a worker that answers only after the tab took the fallback runs none of it.
+   */
   #outbox: TabMessage[] = [];
+  /** When the worker is taken as failed if it has not answered (see `#workerFailed`). */
+  #deadline: ReturnType<typeof setTimeout> | undefined;
   #nextId = 0;
   readonly #calls = new Map<number, PendingCall>();
   readonly #streams = new Map<number, Stream>();
@@ -135,9 +141,16 @@ export class SharedRpcClient {
     if (make) {
       try {
         const worker = make();
-        worker.addEventListener?.('error', () => this.#workerFailed());
+        worker.addEventListener?.('error', () => this.#workerFailed('failed to start'));
         this.#viaWorker = true;
         this.#attach(worker.port);
+        // A script the host answers with something else (an SPA's index.html) fires `error` in
+        // the tab that started the worker only: a tab attaching to it later hears nothing.
+        const ms = Math.min(
+          config.forwarded.connectTimeoutMs ?? clientDefaults.connectTimeoutMs,
+          2 ** 31 - 1,
+        );
+        this.#deadline = setTimeout(() => this.#workerFailed(`did not answer within ${ms} ms`), ms);
       } catch (err) {
         failure = err;
       }
@@ -393,24 +406,36 @@ export class SharedRpcClient {
     );
   }
 
-  /** The worker did not start (its script missing or failing): fall back before it answered. */
-  #workerFailed(): void {
-    if (this.#ready || this.#closedError) return;
-    if (this.#config.fallback === 'throw') {
-      return this.#shut(new ConnectionClosedError('The shared worker failed to start'));
-    }
-    const sent = this.#outbox;
-    // A new outbox for the fallback: posting `sent` again must not add to the list being read.
-    this.#outbox = [];
-    this.#port.onmessage = null;
+  /**
+   * The worker did not start (its script missing or failing), or did not answer by the
+   * deadline: give it up unanswered, and fall back (or close, with 'throw'). What the
+   * tab posted meanwhile is still held, and goes to the fallback.
+   */
+  #workerFailed(why: string): void {
+    if (this.#ready || this.#closedError || !this.#viaWorker) return;
+    clearTimeout(this.#deadline);
+    const port = this.#port;
+    port.onmessage = null;
+    // Read by a worker that starts after all: it lets this tab go, and closes the connection it
+    // made for the hello when no other tab has it.
+    port.postMessage({ t: 'bye' } satisfies TabMessage);
+    port.close();
+    const throws = this.#config.fallback === 'throw';
+    const text = `shared worker ${this.#config.workerUrl ?? '(the worker option)'} ${why}; ${throws ? 'client closed' : 'this tab connects on its own'}`;
+    const logger = this.#config.logger;
+    if (logger) logger.warn({ workerUrl: this.#config.workerUrl }, text);
+    else console.warn(`wsrpc-gateway: ${text}`);
+    if (throws) return this.#shut(new ConnectionClosedError(`The shared worker ${why}`));
     this.#fallBack();
-    for (const message of sent) if (message.t !== 'hello') this.#post(message);
   }
 
   #post(message: TabMessage): void {
     if (this.#closedError && message.t !== 'bye') return;
-    this.#port.postMessage(message);
-    if (!this.#ready) this.#outbox.push(message);
+    if (this.#ready || message.t === 'hello' || message.t === 'bye')
+      this.#port.postMessage(message);
+    // Cloned as postMessage would: params that cannot be cloned throw here, to the caller, and
+    // what the caller changes later is not what is sent.
+    else this.#outbox.push(structuredClone(message));
   }
 
   #stream<T>(message: (id: number) => Stream['message']): Observable<T> {
@@ -429,7 +454,8 @@ export class SharedRpcClient {
   #receive(m: HostMessage): void {
     if (!this.#ready) {
       this.#ready = true;
-      this.#outbox = [];
+      clearTimeout(this.#deadline);
+      for (const message of this.#outbox.splice(0)) this.#port.postMessage(message);
     }
     if (m.t === 'gone') {
       if (!this.#greeting) this.#reattach();
@@ -573,17 +599,20 @@ export class SharedRpcClient {
   #reattach(): void {
     if (this.#closedError) return;
     this.#away = false;
+    const hello: TabMessage = {
+      t: 'hello',
+      options: this.#config.forwarded,
+      token: this.#config.getToken !== undefined,
+    };
+    // Nothing left the tab but hello and bye: what it holds goes after this hello once answered.
+    if (!this.#ready) return this.#port.postMessage(hello);
     this.#greeting = true;
     const lost = new ConnectionClosedError('The shared connection let this tab go');
     for (const call of this.#calls.values()) call.reject(lost);
     this.#calls.clear();
     for (const abort of this.#running.values()) abort(lost);
     this.#running.clear();
-    this.#port.postMessage({
-      t: 'hello',
-      options: this.#config.forwarded,
-      token: this.#config.getToken !== undefined,
-    } satisfies TabMessage);
+    this.#port.postMessage(hello);
     for (const method of this.registry.names()) this.#post({ t: 'register', method });
     for (const stream of this.#streams.values()) {
       // What came while the worker had let this tab go never reached it: each stream that
@@ -600,6 +629,8 @@ export class SharedRpcClient {
   #shut(error: Error): void {
     if (this.#closedError) return;
     this.#closedError = error;
+    clearTimeout(this.#deadline);
+    this.#outbox = [];
     this.#page?.removeEventListener('pagehide', this.#onPageHide);
     this.#page?.removeEventListener('pageshow', this.#onPageShow);
     for (const call of this.#calls.values()) call.reject(error);
