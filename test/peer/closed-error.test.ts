@@ -4,6 +4,7 @@
  * and carrying them as fields; a call that timed out before it was ever sent says so.
  */
 import { expect, it } from 'vitest';
+import { fromWire, toWire } from '../../src/client/shared/wire-errors.js';
 import { closedError } from '../../src/peer/peer-options.js';
 import { ConnectionClosedError, TimeoutError } from '../../src/protocol/local-errors.js';
 
@@ -21,4 +22,14 @@ it('a TimeoutError of a call never sent says so; one sent does not', () => {
     'Call to "sum" timed out after 2500 ms, never sent: no connection was open',
   );
   expect(new TimeoutError('sum', 2_500).message).toBe('Call to "sum" timed out after 2500 ms');
+});
+
+it("a shared connection's tab gets the same errors: close and unsent timeout cross the worker", () => {
+  const unsent = fromWire(toWire(new TimeoutError('sum', 2_500, false)));
+  expect(unsent).toBeInstanceOf(TimeoutError);
+  expect(unsent.message).toBe(
+    'Call to "sum" timed out after 2500 ms, never sent: no connection was open',
+  );
+  const lost = fromWire(toWire(closedError({ code: 4000, reason: 'heartbeat timeout' })));
+  expect(lost.message).toBe('Connection closed (4000 heartbeat timeout)');
 });

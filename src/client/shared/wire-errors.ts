@@ -13,7 +13,7 @@ import {
 } from '../../protocol/local-errors.js';
 import type { ErrorObject } from '../../protocol/types.js';
 
-type Fields = Record<string, string | number | undefined>;
+type Fields = Record<string, string | number | boolean | undefined>;
 
 export type WireError = { rpc: ErrorObject } | { name: string; message: string; fields: Fields };
 
@@ -23,6 +23,7 @@ const fieldNames = [
   'closeReason',
   'method',
   'timeoutMs',
+  'sent',
   'limit',
   'code',
   'status',
@@ -32,7 +33,8 @@ const fieldNames = [
 const revivers: Record<string, (message: string, f: Fields) => Error> = {
   ConnectionClosedError: (m, f) =>
     new ConnectionClosedError(m, f.closeCode as number, f.closeReason as string),
-  TimeoutError: (_m, f) => new TimeoutError(f.method as string, f.timeoutMs as number),
+  TimeoutError: (_m, f) =>
+    new TimeoutError(f.method as string, f.timeoutMs as number, f.sent !== false),
   CancelledError: (_m, f) => new CancelledError(f.method as string),
   TooManyPendingCallsError: (_m, f) => new TooManyPendingCallsError(f.limit as number),
   NotConnectedError: (m) => new NotConnectedError(m),
@@ -55,7 +57,9 @@ export function toWire(error: unknown): WireError {
   const source = e as unknown as Record<string, unknown>;
   for (const name of fieldNames) {
     const value = source[name];
-    if (typeof value === 'string' || typeof value === 'number') fields[name] = value;
+    if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') {
+      fields[name] = value;
+    }
   }
   return { name: e.name, message: e.message, fields };
 }
