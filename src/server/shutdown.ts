@@ -36,6 +36,9 @@ export interface CloseOptions {
   timeoutMs?: number;
 }
 
+/** How long a drain waits for a client's answer to its rpc.ping (the barrier) at most. */
+export const DRAIN_PING_WAIT_MS = 2_000;
+
 /** Close `session` once it has no call in flight, or at `deadline` anyway. */
 export async function closeWhenIdle<C>(
   session: Session<C>,
@@ -93,12 +96,26 @@ export function drainSession<C>(
   );
   let barrier = false;
   // Any answer will do (an error too: a client that has no rpc.ping still answers in order).
+  // One that answers no call at all (it drops what it did not ask for) is waited for no longer
+  // than DRAIN_PING_WAIT_MS: its calls crossing the notice are then what the barrier cannot save.
+  let pingOut = true;
   const passed = (): void => void (barrier = true);
+  const waited = setTimeout(passed, Math.min(DRAIN_PING_WAIT_MS, deadline - Date.now()));
+  waited.unref();
   session
-    // No timeout of its own: the close at the deadline ends it (one would send rpc.cancel).
+    // No timeout of its own: the close ends it (a timeout would send rpc.cancel).
     .call(ReservedMethod.Ping, undefined, { timeoutMs: 0 })
-    .then(passed, passed);
-  return closeWhenDone(session, deadline, () => barrier);
+    .then(passed, passed)
+    .finally(() => {
+      pingOut = false;
+      clearTimeout(waited);
+    });
+  return closeWhenDone(
+    session,
+    deadline,
+    () => barrier,
+    () => (pingOut ? 1 : 0),
+  );
 }
 
 /**
@@ -111,12 +128,17 @@ async function closeWhenDone<C>(
   session: Session<C>,
   deadline: number,
   passed: () => boolean,
+  /** Of the gateway's calls to the client, those the drain made itself (its ping, unanswered). */
+  ownCalls: () => number,
 ): Promise<void> {
   const { transport } = session;
   const unsent = (): boolean =>
     transport instanceof SseTransport ? transport.holdsUndelivered : transport.bufferedAmount > 0;
   const busy = (): boolean =>
-    session.peer.inFlightCount > 0 || session.peer.pendingCount > 0 || !passed() || unsent();
+    session.peer.inFlightCount > 0 ||
+    session.peer.pendingCount > ownCalls() ||
+    !passed() ||
+    unsent();
   // Polling, as closeWhenIdle: once per session drained, for at most the deadline.
   while (!session.isClosed && busy() && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 10));

@@ -98,6 +98,12 @@ function frameText(frame: string | EncodedFrame): string {
 }
 
 /**
+ * How long after its stream dropped a session is taken to hold what its client has not read
+ * (holdsUndelivered): a drain waits that long at most for the resume.
+ */
+export const RESUME_AWAITED_MS = 5_000;
+
+/**
  * A session over HTTP streaming: what the server sends goes out as Server-Sent Events on the
  * session's current GET stream (one event per JSON-RPC message or batch, `id:` counting the
  * session's events from 1), what the client sends comes in by POST (`receive`). The stream
@@ -126,6 +132,8 @@ export class SseTransport implements ServerTransport, BudgetMember {
   private nextId = 1;
   private closed = false;
   private graceTimer: ReturnType<typeof setTimeout> | undefined;
+  /** When the session's stream last went (or, before its first, when the session opened). */
+  private awaySince = 0;
   private heartbeatTimer: ReturnType<typeof setInterval> | undefined;
   /** Bytes handed to the current stream: with what it still holds, what has left it. */
   private streamBytes = 0;
@@ -338,11 +346,14 @@ export class SseTransport implements ServerTransport, BudgetMember {
   }
 
   /**
-   * Whether what was sent may not have reached the client: no stream is attached (the events
-   * since it dropped wait in the replay buffer for its resume), or the stream holds bytes.
+   * Whether what was sent may not have reached the client: the stream holds bytes, or it dropped
+   * less than RESUME_AWAITED_MS ago (the events since wait in the replay buffer for its resume,
+   * which a client that is still there makes within a few seconds; one that went for good is
+   * not waited for to the end of sseGraceMs).
    */
   get holdsUndelivered(): boolean {
-    return this.stream === undefined ? this.nextId > 1 : this.bufferedAmount > 0;
+    if (this.stream !== undefined) return this.bufferedAmount > 0;
+    return this.now() - this.awaySince < RESUME_AWAITED_MS;
   }
 
   /**
@@ -493,6 +504,7 @@ export class SseTransport implements ServerTransport, BudgetMember {
   }
 
   private waitForStream(): void {
+    this.awaySince = this.now();
     this.graceTimer = setTimeout(
       () => this.close(CloseCode.GoingAway, 'event stream gone'),
       this.limits.graceMs,

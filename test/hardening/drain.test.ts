@@ -129,6 +129,20 @@ describe('gateway.drain() (in process)', () => {
     expect(await raw.closed).toEqual({ code: 1012, reason: 'service restart' });
   });
 
+  it('a client that answers no call at all is let go after DRAIN_PING_WAIT_MS, not held to the deadline', async () => {
+    const { url, gateway } = await res.demoGateway();
+    const raw = await openRaw(res, url);
+    const drained = gateway.drain({ deadlineMs: 600_000 }).then(() => 'drained');
+    // Far past the 2 s wait, far short of the deadline.
+    const outcome = await Promise.race([
+      drained,
+      new Promise((resolve) => setTimeout(() => resolve('still draining'), 30_000)),
+    ]);
+    expect(outcome).toBe('drained');
+    expect(raw.frames).toEqual([NOTICE, PING]);
+    expect(await raw.closed).toEqual({ code: 1012, reason: 'service restart' });
+  }, 40_000);
+
   it("the gateway's own call to the client in flight is answered before the close", async () => {
     const { url, gateway } = await res.demoGateway();
     const raw = await openRaw(res, url);
