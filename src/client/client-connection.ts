@@ -20,6 +20,7 @@ import type { WebSocketLike } from '../transport/websocket-transport.js';
 import { EXPIRED_CLOSE_CODE, authFailureOf, refusalOf } from './authentication.js';
 import type { DisconnectEvent } from './authentication.js';
 import { backoffDelay } from './backoff.js';
+import { checkUrl, isNativeSocket } from './client-options.js';
 import type { ClientConfig, ReconnectOptions } from './client-options.js';
 import type { ConnectionState } from './connection-state.js';
 import { openSocket, prepareDial } from './dial.js';
@@ -118,6 +119,15 @@ export class ClientConnection<S> {
   /** The URL of the current (or next) connection. */
   get url(): string {
     return this.#urls.length ? this.#urls[this.#urlIndex % this.#urls.length]! : this.#dialedUrl;
+  }
+
+  /** `url` as the configured URLs are kept (made absolute, ws: for http:, for a browser's). */
+  #asConfigured(url: string): string {
+    try {
+      return checkUrl(url, 'url', isNativeSocket(this.config.WebSocket));
+    } catch {
+      return url;
+    }
   }
 
   /** Whether the server asked us to leave `peer` (rpc.reconnect): it carries no new calls. */
@@ -363,7 +373,7 @@ export class ClientConnection<S> {
     // The server is draining: go elsewhere now rather than wait for the close. It may name
     // where: one of our URLs is taken next; any other, or none, means our own next URL.
     const target = params && !Array.isArray(params) ? (params as { url?: unknown }).url : undefined;
-    const named = typeof target === 'string' ? this.#urls.indexOf(target) : -1;
+    const named = typeof target === 'string' ? this.#urls.indexOf(this.#asConfigured(target)) : -1;
     if (typeof target === 'string' && named < 0) {
       this.logger.info({ url: redactUrl(target) }, 'server asked to reconnect elsewhere');
     }

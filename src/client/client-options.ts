@@ -347,9 +347,16 @@ export function checkUrl(url: unknown, key: string, native = false): string {
   return parsed.href;
 }
 
-/** Whether `WebSocket` is the platform's own (a browser's), not a class the application gave. */
+/**
+ * Whether `WebSocket` is the platform's own (a browser's, Node 22's), not a class the application
+ * gave: the global one, unless that is `ws`'s (an EventEmitter, put there by an application,
+ * which takes its own schemes such as ws+unix:).
+ */
 export function isNativeSocket(WebSocket: unknown): boolean {
-  return WebSocket === (globalThis as { WebSocket?: unknown }).WebSocket;
+  return (
+    WebSocket === (globalThis as { WebSocket?: unknown }).WebSocket &&
+    typeof (WebSocket as { prototype?: { on?: unknown } } | undefined)?.prototype?.on !== 'function'
+  );
 }
 
 /**

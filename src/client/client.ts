@@ -336,7 +336,7 @@ export class RpcClient {
     options?: CallOptions,
   ): Promise<unknown> {
     const method = nameOf(target);
-    const peer = this.#livePeer();
+    const peer = this.#sendingPeer();
     if (peer) return peer.call(method, params, options);
     return this.#whileDisconnected(
       method,
@@ -359,9 +359,9 @@ export class RpcClient {
   notify(method: string, params?: Params): void;
   notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {
     const method = nameOf(target);
-    const peer = this.#livePeer();
+    const peer = this.#sendingPeer();
     if (peer) return peer.notify(method, params);
-    this.#assertMayQueue();
+    if (!this.#livePeer()) this.#assertMayQueue();
     // Params that cannot be encoded throw now, as they do while connected, not in the flush:
     // as JSON, and in the binary encoding asked for (too deep for it: UnencodableMessageError).
     const frame = encodeNotification(method, params);
@@ -382,6 +382,7 @@ export class RpcClient {
         0,
       )
       .catch((err: unknown) => this.#logger.warn({ err, method }, 'queued notification dropped'));
+    this.#flushQueue();
   }
 
   /**
@@ -437,7 +438,7 @@ export class RpcClient {
     entries: readonly BatchEntry[],
     options: CallOptions = {},
   ): Promise<PromiseSettledResult<unknown>[]> {
-    const peer = this.#livePeer();
+    const peer = this.#sendingPeer();
     if (peer) return peer.batch(entries, options);
     return this.#whileDisconnected(
       'batch',
@@ -487,12 +488,25 @@ export class RpcClient {
     slots?: number,
   ): Promise<T> {
     try {
-      this.#assertMayQueue();
+      if (!this.#livePeer()) this.#assertMayQueue();
       check();
     } catch (err) {
       return Promise.reject(err as Error);
     }
-    return this.#queue.enqueue(method, options, this.config.callTimeoutMs, send, slots);
+    const queued = this.#queue.enqueue(method, options, this.config.callTimeoutMs, send, slots);
+    // Connected, behind calls waiting for room: sent in turn.
+    this.#flushQueue();
+    return queued;
+  }
+
+  /**
+   * The peer to send on at once: connected, with nothing queued before (calls waiting for room
+   * in the call table go first, in order; past maxQueued, at once, to meet the table's own
+   * refusal).
+   */
+  #sendingPeer(): Peer<RpcClient> | undefined {
+    const queue = this.#queue;
+    return queue.size === 0 || queue.full ? this.#livePeer() : undefined;
   }
 
   /**
@@ -508,8 +522,13 @@ export class RpcClient {
     if (!call) return false;
     const { method, params, signal, onResult } = call;
     this.#queue
-      .enqueue(method, { timeoutMs: call.timeoutMs, signal }, 0, (timeoutMs) =>
-        this.#requirePeer().call(method, params, { timeoutMs, signal, onResult }),
+      .enqueue(
+        method,
+        { timeoutMs: call.timeoutMs, signal },
+        0,
+        (timeoutMs) => this.#requirePeer().call(method, params, { timeoutMs, signal, onResult }),
+        1,
+        true,
       )
       .then(call.resolve, call.reject);
     this.#flushQueue();
@@ -553,7 +572,7 @@ export class RpcClient {
     onResult: (result: unknown) => void,
     withdrawn: AbortSignal,
   ): Promise<unknown> {
-    const peer = this.#livePeer();
+    const peer = this.#sendingPeer();
     if (peer) return peer.call(method, params, { onResult });
     return this.#whileDisconnected(
       method,

@@ -13,6 +13,8 @@ interface Deferred {
   expire: () => void;
   /** The places it takes in the call table once sent: its requests (a notification none). */
   slots: number;
+  /** Queued ahead of what the application queued (a call sent again: see `enqueue`'s `ahead`). */
+  ahead: boolean;
 }
 
 /**
@@ -25,7 +27,9 @@ interface Deferred {
  * next flush (a call settling makes room), never rejected for want of room.
  */
 export class OfflineQueue {
-  readonly #items = new Set<Deferred>();
+  #items = new Set<Deferred>();
+  /** How many entries at the front were queued `ahead`. */
+  #ahead = 0;
 
   constructor(private readonly limit: number) {}
 
@@ -54,6 +58,11 @@ export class OfflineQueue {
     send: (remainingTimeout: number) => Promise<T>,
     /** The places it takes in the call table (a call 1, a batch its requests, a notify 0). */
     slots = 1,
+    /**
+     * Ahead of what the application queued, behind those queued ahead before it: a call made
+     * earlier and sent again goes before calls made after it, in the order they were made.
+     */
+    ahead = false,
   ): Promise<T> {
     if (this.full) return Promise.reject(this.fullError());
     if (options.signal?.aborted)
@@ -68,7 +77,7 @@ export class OfflineQueue {
       rejectOuter = rej;
     });
     const cleanup = (): void => {
-      this.#items.delete(item);
+      if (this.#items.delete(item) && item.ahead) this.#ahead--;
       clearTimeout(timer);
       stopListening();
     };
@@ -93,6 +102,7 @@ export class OfflineQueue {
       },
       expire: () => item.fail(new TimeoutError(method, timeout, false)),
       slots,
+      ahead,
     };
     if (deadline !== undefined)
       // Node fires a longer timer at once (TimeoutOverflowWarning); clamp as PendingCalls does.
@@ -100,7 +110,11 @@ export class OfflineQueue {
     const stopListening = onAbort(options.signal, (reason) =>
       item.fail(new CancelledError(method, reason)),
     );
-    this.#items.add(item);
+    if (ahead) {
+      const items = [...this.#items];
+      items.splice(this.#ahead++, 0, item);
+      this.#items = new Set(items);
+    } else this.#items.add(item);
     return promise;
   }
 
@@ -117,6 +131,8 @@ export class OfflineQueue {
   flush(room: number, capacity: number, live: () => boolean): boolean {
     const now = Date.now();
     for (const item of [...this.#items]) {
+      // Settled meanwhile (by a flush its send led to, or its own signal): not run again.
+      if (!this.#items.has(item)) continue;
       if (!live()) return true;
       if (item.deadline !== undefined && item.deadline <= now) {
         item.expire();

@@ -403,6 +403,19 @@ describe("url with the platform's own WebSocket (a browser's)", () => {
     ]);
   });
 
+  it("ws's WebSocket put on the global (an isomorphic app's polyfill) keeps its own schemes", () => {
+    const globals = globalThis as { WebSocket?: unknown };
+    const saved = globals.WebSocket;
+    globals.WebSocket = WebSocket;
+    try {
+      expect(resolveClientOptions({ url: 'ws+unix:///tmp/gw.sock:/rpc' }).urls).toEqual([
+        'ws+unix:///tmp/gw.sock:/rpc',
+      ]);
+    } finally {
+      globals.WebSocket = saved;
+    }
+  });
+
   it("with a WebSocket class given, the URL is passed on as written (its scheme is that class's)", () => {
     expect(resolveClientOptions({ url: 'tcp://127.0.0.1:9000', WebSocket }).urls).toEqual([
       'tcp://127.0.0.1:9000',
