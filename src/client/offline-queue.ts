@@ -100,7 +100,8 @@ export class OfflineQueue {
         cleanup();
         rejectOuter(err);
       },
-      expire: () => item.fail(new TimeoutError(method, timeout, false)),
+      // Never sent, unless queued `ahead`: a call sent once and refused, sent again.
+      expire: () => item.fail(new TimeoutError(method, timeout, ahead)),
       slots,
       ahead,
     };

@@ -76,8 +76,8 @@ export async function drainSessions<C>(
 /**
  * Move one client elsewhere without loss: the rpc.reconnect notice (with `reconnectUrl`, if
  * given), no new calls (-32006), and the close (1012) once the client has closed, or once its
- * calls are done both ways and it has answered an rpc.ping sent after the notice, or at the
- * deadline. The ping is the barrier for what the client sent before it read the notice: its
+ * calls are done both ways, nothing sent to it waits to leave, and it has answered an rpc.ping
+ * sent after the notice (or DRAIN_PING_WAIT_MS passed without an answer), or at the deadline. The ping is the barrier for what the client sent before it read the notice: its
  * answer comes after those frames, so each of them has been read, and answered (-32006 if it
  * came after the notice) before the close; closed when idle alone, the gateway would drop a
  * call still on its way, and the client would be told only that the connection closed. Its

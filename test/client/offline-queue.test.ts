@@ -178,6 +178,24 @@ describe('offline queue: an entry whose deadline passed before its timer ran', (
     expect(sent).toEqual([3_500]);
     expect(queue.size).toBe(0);
   });
+
+  it('a call queued ahead (sent once, refused, to be sent again) that times out is not told "never sent"', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    const queue = new OfflineQueue(10);
+    const send = () => Promise.resolve('ran');
+    const again = queue.enqueue('again', { timeoutMs: 1_000 }, 30_000, send, 1, true);
+    const fresh = queue.enqueue('fresh', { timeoutMs: 1_000 }, 30_000, send);
+    vi.advanceTimersByTime(1_000);
+    const [timedOut, neverSent] = (await Promise.all([
+      again.catch((err: unknown) => err),
+      fresh.catch((err: unknown) => err),
+    ])) as TimeoutError[];
+    expect([timedOut!.sent, timedOut!.message]).toEqual([
+      true,
+      'Call to "again" timed out after 1000 ms',
+    ]);
+    expect(neverSent!.sent).toBe(false);
+  });
 });
 
 describe('offline queue: the call table has room for only some of it', () => {
