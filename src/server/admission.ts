@@ -220,9 +220,18 @@ export class Admission {
     };
   }
 
-  /** Whether cross-origin browsers may use HTTP POST from `origin`: only origins on an allow-list. */
+  /** Whether `origin` is on the allow-list (none: no origin is). */
   corsAllows(origin: string): boolean {
     return this.origins !== undefined && this.originAllowed(origin);
+  }
+
+  /**
+   * Whether a page on `origin` may read the answers of the gateway's HTTP routes (CORS), sent to
+   * `host`: the origins an upgrade is let in from, one on the allow-list, or without a list one on
+   * the request's host (any port: a dev server beside the gateway).
+   */
+  grantsCors(origin: string, host: string | undefined): boolean {
+    return this.origins !== undefined ? this.originAllowed(origin) : sameHost(origin, host);
   }
 
   private originAllowed(origin: string): boolean {

@@ -408,13 +408,13 @@ export class HttpRpc<C> {
   }
 
   /**
-   * CORS preflight (OPTIONS) for browsers on other origins: granted to origins on the gateway's
-   * `allowedOrigins` list, refused (403) otherwise. Without a list only same-origin pages (which
-   * send no preflight) can POST.
+   * CORS preflight (OPTIONS) for browsers on other origins: granted to the origins an upgrade is
+   * let in from (on the gateway's `allowedOrigins` list; without one, on the request's host at
+   * any port), refused (403) otherwise.
    */
   preflight(req: IncomingMessage, res: ServerResponse): void {
     const origin = req.headers.origin;
-    if (origin === undefined || !this.deps.admission.corsAllows(origin)) {
+    if (origin === undefined || !this.deps.admission.grantsCors(origin, req.headers.host)) {
       return refuse(req, res, 403, 'Origin not allowed\n');
     }
     this.allowOrigin(req, res);
@@ -428,7 +428,7 @@ export class HttpRpc<C> {
 
   private allowOrigin(req: IncomingMessage, res: ServerResponse): void {
     const origin = req.headers.origin;
-    if (origin === undefined || !this.deps.admission.corsAllows(origin)) return;
+    if (origin === undefined || !this.deps.admission.grantsCors(origin, req.headers.host)) return;
     res.setHeader('access-control-allow-origin', origin);
     // The Retry-After of a refusal (429, 503), which CORS hides from the page otherwise.
     res.setHeader('access-control-expose-headers', 'retry-after');

@@ -242,6 +242,8 @@ describe('the event stream from a page on the same host, another port (no allowe
     await rpc.close();
     // Told by its DELETE (preflighted as well), the gateway ends the session at once.
     await waitUntil(() => gateway.sessions.size === 0, 'the session ended');
+    // The page logs the DELETE's answer once it arrives, after the gateway has ended the session.
+    await waitUntil(() => log.at(-1) === 'DELETE 204', 'the DELETE answered');
     expect(log.slice(-2)).toEqual(['OPTIONS 204', 'DELETE 204']);
   });
 });

@@ -215,6 +215,31 @@ describe('POST /rpc', () => {
     expect(plain.headers.get('access-control-allow-origin')).toBeNull();
   });
 
+  it('without an allow-list, a page on the same host at another port gets CORS (as its upgrade is let in); another host does not', async () => {
+    const { httpUrl, port } = await res.demoGateway();
+    const page = `http://127.0.0.1:${port + 1}`;
+    const preflight = (origin: string) =>
+      fetch(`${httpUrl}/rpc`, {
+        method: 'OPTIONS',
+        headers: {
+          origin,
+          'access-control-request-method': 'POST',
+          'access-control-request-headers': 'content-type',
+        },
+      });
+    const granted = await preflight(page);
+    expect(granted.status).toBe(204);
+    expect(granted.headers.get('access-control-allow-origin')).toBe(page);
+    const call = await post(httpUrl, '{"jsonrpc":"2.0","method":"sum","params":[1,2],"id":1}', {
+      'content-type': 'application/json',
+      origin: page,
+    });
+    expect(call.body).toBe('{"jsonrpc":"2.0","result":3,"id":1}');
+    expect(call.headers.get('access-control-allow-origin')).toBe(page);
+    expect((await preflight('https://evil.example')).status).toBe(403);
+    expect((await preflight(`http://localhost:${port}`)).status).toBe(403);
+  });
+
   it('counts HTTP calls in the same metrics as WebSocket calls', async () => {
     const { httpUrl, url } = await res.demoGateway();
     await post(httpUrl, '{"jsonrpc":"2.0","method":"subtract","params":[2,1],"id":1}');
