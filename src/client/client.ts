@@ -338,7 +338,7 @@ export class RpcClient {
     const method = nameOf(target);
     const peer = this.#sendingPeer();
     if (peer) return peer.call(method, params, options);
-    return this.#whileDisconnected(
+    return this.#throughQueue(
       method,
       options ?? {},
       () => encodeRequest(0, method, params),
@@ -440,7 +440,7 @@ export class RpcClient {
   ): Promise<PromiseSettledResult<unknown>[]> {
     const peer = this.#sendingPeer();
     if (peer) return peer.batch(entries, options);
-    return this.#whileDisconnected(
+    return this.#throughQueue(
       'batch',
       options,
       () => {
@@ -477,10 +477,11 @@ export class RpcClient {
   }
 
   /**
-   * Queue a call made while disconnected. `check` encodes it first, so params that cannot be
+   * Queue a call made while disconnected, or while connected behind queued calls waiting for
+   * room (sent in turn, at once if it fits). `check` encodes it first, so params that cannot be
    * serialised reject now, as they do while connected, instead of failing in the flush.
    */
-  #whileDisconnected<T>(
+  #throughQueue<T>(
     method: string,
     options: CallOptions,
     check: () => void,
@@ -494,7 +495,6 @@ export class RpcClient {
       return Promise.reject(err as Error);
     }
     const queued = this.#queue.enqueue(method, options, this.config.callTimeoutMs, send, slots);
-    // Connected, behind calls waiting for room: sent in turn.
     this.#flushQueue();
     return queued;
   }
@@ -574,7 +574,7 @@ export class RpcClient {
   ): Promise<unknown> {
     const peer = this.#sendingPeer();
     if (peer) return peer.call(method, params, { onResult });
-    return this.#whileDisconnected(
+    return this.#throughQueue(
       method,
       { timeoutMs: 0, signal: withdrawn },
       () => encodeRequest(0, method, params),

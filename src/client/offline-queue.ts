@@ -125,9 +125,9 @@ export class OfflineQueue {
    * One that needs more than the whole table (`capacity`) is run, to fail as it would while
    * connected. A connection that stops being `live` (an entry's send closed it) stops the flush
    * too: the rest wait for the next connection. One entry that fails does not stop the others.
-   * One whose deadline has passed
-   * (its timer not run yet: a throttled background tab's timers run late) times out here,
-   * unsent: sent, it would run on the server after its caller was told it timed out.
+   * One whose deadline has passed (its timer not run yet: a throttled background tab's timers
+   * run late) times out here, unsent: sent, it would run on the server after its caller was
+   * told it timed out.
    */
   flush(room: number, capacity: number, live: () => boolean): boolean {
     const now = Date.now();

@@ -220,11 +220,6 @@ export class Admission {
     };
   }
 
-  /** Whether `origin` is on the allow-list (none: no origin is). */
-  corsAllows(origin: string): boolean {
-    return this.origins !== undefined && this.originAllowed(origin);
-  }
-
   /**
    * Whether a page on `origin` may read the answers of the gateway's HTTP routes (CORS), sent to
    * `host`: the origins an upgrade is let in from, one on the allow-list, or without a list one on

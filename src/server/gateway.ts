@@ -527,10 +527,7 @@ export class Gateway<C = unknown> {
       events: new SseEndpoint<C>({
         postBytes,
         intake: this.intake,
-        origins: {
-          corsAllows: (origin) => this.admission.corsAllows(origin),
-          restricted: http.allowedOrigins !== undefined,
-        },
+        origins: { grantsCors: (origin, host) => this.admission.grantsCors(origin, host) },
         limits: this.limits,
         keepaliveMs: config.timing.heartbeatIntervalMs,
         logger: this.logger,
@@ -876,10 +873,11 @@ export class Gateway<C = unknown> {
   }
 
   /**
-   * Graceful drain (what SIGTERM should do): readiness turns 503, new upgrades
-   * are refused, every client gets an `rpc.reconnect` notice, calls arriving
-   * after it are answered -32006, and each session is closed with 1012 once its
-   * in-flight calls have finished (or the deadline passed). Then the gateway closes as `close()` does, broker included.
+   * Graceful drain (what SIGTERM should do): readiness turns 503, new upgrades are refused,
+   * every client gets an `rpc.reconnect` notice and an `rpc.ping`, calls arriving after the
+   * notice are answered -32006, and each session is closed with 1012 once its calls are done
+   * both ways, its output has left and its client has answered the ping (see drainSession), or
+   * at the deadline. Then the gateway closes as `close()` does, broker included.
    */
   drain(options: DrainOptions = {}): Promise<void> {
     // Every caller, first or later, waits for the same drain: each session is told once.

@@ -11,7 +11,6 @@ import { INVALID_UTF8_REPLY, strictUtf8 } from '../protocol/invalid-utf8.js';
 import { readBodyBytes, refuseUnread } from './read-body.js';
 import { RateLimit, TokenBucket } from './token-bucket.js';
 import type { AddressBuckets } from './address-buckets.js';
-import { sameHost } from './admission.js';
 
 /** The headers naming an HTTP streaming session on its later requests. */
 export const SESSION_HEADER = 'x-wsrpc-session';
@@ -47,16 +46,15 @@ const CLIENT_HEADERS = [
   KEEPALIVE_HEADER,
 ] as const;
 
-/** Which pages on other origins may use the route (GatewayOptions.allowedOrigins). */
+/**
+ * Which pages on other origins may use the route and read its answers (CORS headers): the
+ * origins admission lets open a session, an upgrade too (Admission.grantsCors: the allow-list,
+ * or without one the request's host at any port). A page whose session the gateway would open
+ * must be able to read its stream, or the browser hides it and the client opens another each
+ * time, every one left for sseGraceMs; any other Origin is refused (403).
+ */
 export interface SseOrigins {
-  /** Whether `origin` is on the allow-list: its requests get CORS headers. */
-  corsAllows(origin: string): boolean;
-  /**
-   * Whether there is an allow-list: an Origin not on it is refused (403). Without one, an Origin
-   * that does not name the request's host is (sameHost, as admission holds an upgrade to), and
-   * one that does gets CORS headers as a listed one would.
-   */
-  readonly restricted: boolean;
+  grantsCors(origin: string, host: string | undefined): boolean;
 }
 
 export interface SseEndpointDeps<C> {
@@ -187,11 +185,11 @@ export class SseEndpoint<C> {
       return sendText(res, 400, 'An event stream needs its connection to itself.\n');
     }
     const origin = header(req, 'origin');
-    if (origin !== undefined && this.grants(origin, req)) {
+    if (origin !== undefined && this.deps.origins.grantsCors(origin, req.headers.host)) {
       grantOrigin(res, origin);
     } else if (origin !== undefined && !opening) {
       // The opening GET is refused by admission, as an upgrade is (and counted there), before
-      // any session is made: by the rule `grants` follows, so every session it opens is one its
+      // any session is made, by the rule grantsCors follows: every session it opens is one its
       // page may read. A session's POST, resume and DELETE, and a preflight, are held to it
       // too: the browser sends the user's cookies with them.
       closeUnread(req, res);
@@ -389,20 +387,6 @@ export class SseEndpoint<C> {
         opened.messageCostBytes = limits.messageCostBytes;
       }
     }
-  }
-
-  /**
-   * Whether a page on `origin` may use the route and read its answers (CORS headers): one on
-   * the allow-list, or, without a list, one on the host the request was sent to, any port
-   * (sameHost). These are the origins admission lets open a session (an upgrade too): a page
-   * whose session the gateway would open must be able to read its stream, or the browser
-   * hides it and the client opens another each time, every one left for sseGraceMs.
-   */
-  private grants(origin: string, req: IncomingMessage): boolean {
-    const { origins } = this.deps;
-    return (
-      origins.corsAllows(origin) || (!origins.restricted && sameHost(origin, req.headers.host))
-    );
   }
 
   /** Shutdown: every session's stream goes (their sessions are closed by the gateway). */

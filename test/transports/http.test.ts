@@ -35,6 +35,17 @@ async function post(
 
 const json = (answer: Answer): unknown => JSON.parse(answer.body);
 
+/** A browser's CORS preflight of a JSON POST to /rpc from a page on `origin`. */
+function preflightFrom(httpUrl: string, origin: string): Promise<Response> {
+  return fetch(`${httpUrl}/rpc`, {
+    method: 'OPTIONS',
+    headers: {
+      origin,
+      'access-control-request-method': 'POST',
+      'access-control-request-headers': 'content-type',
+    },
+  });
+}
 describe('POST /rpc', () => {
   it('answers a request with 200 and the JSON-RPC response, errors included', async () => {
     const { httpUrl } = await res.demoGateway();
@@ -188,15 +199,7 @@ describe('POST /rpc', () => {
 
   it('answers CORS preflights for origins on the allow-list only, and marks their responses', async () => {
     const { httpUrl } = await res.demoGateway({ allowedOrigins: ['https://app.example'] });
-    const preflight = (origin: string) =>
-      fetch(`${httpUrl}/rpc`, {
-        method: 'OPTIONS',
-        headers: {
-          origin,
-          'access-control-request-method': 'POST',
-          'access-control-request-headers': 'content-type',
-        },
-      });
+    const preflight = (origin: string) => preflightFrom(httpUrl, origin);
     const granted = await preflight('https://app.example');
     expect(granted.status).toBe(204);
     expect(granted.headers.get('access-control-allow-origin')).toBe('https://app.example');
@@ -218,15 +221,7 @@ describe('POST /rpc', () => {
   it('without an allow-list, a page on the same host at another port gets CORS (as its upgrade is let in); another host does not', async () => {
     const { httpUrl, port } = await res.demoGateway();
     const page = `http://127.0.0.1:${port + 1}`;
-    const preflight = (origin: string) =>
-      fetch(`${httpUrl}/rpc`, {
-        method: 'OPTIONS',
-        headers: {
-          origin,
-          'access-control-request-method': 'POST',
-          'access-control-request-headers': 'content-type',
-        },
-      });
+    const preflight = (origin: string) => preflightFrom(httpUrl, origin);
     const granted = await preflight(page);
     expect(granted.status).toBe(204);
     expect(granted.headers.get('access-control-allow-origin')).toBe(page);
