@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import type { Server as NetServer, Socket } from 'node:net';
 import { Server as TlsServer } from 'node:tls';
 import type { Duplex } from 'node:stream';
@@ -36,32 +37,40 @@ export type OriginPolicy = readonly string[] | ((origin: string) => boolean);
 /** The one entry of an `allowedOrigins` list that admits every origin. */
 export const ANY_ORIGIN = '*';
 
-/** The last Origin and Host compared by sameHost, and the answer: a page's connections repeat them. */
+/** The last Origin, Host and scheme compared by sameHost, and the answer: a page's connections repeat them. */
 let lastOrigin: string | undefined;
 let lastHost: string | undefined;
+let lastTls = false;
 let lastSame = false;
 
 /**
  * Without `allowedOrigins`: whether a browser's `origin` names the host the request was sent to
- * (its Host header), whatever the scheme and port. A browser sends its cookies with an upgrade
- * from any site, so a page elsewhere must not open a session as the user (cross-site WebSocket
- * hijacking) unless the gateway lists it; cookies are not kept apart by port either, so a page
- * on another port of the same host (a dev server, a proxy's port that `$host` leaves out) is let
- * in. An Origin that is no URL (`null`, from a sandboxed iframe or a file) never matches.
+ * (its Host header), at any port. A browser sends its cookies with an upgrade from any site, so
+ * a page elsewhere must not open a session as the user (cross-site WebSocket hijacking) unless
+ * the gateway lists it; cookies are not kept apart by port either, so a page on another port of
+ * the same host (a dev server, a proxy's port that `$host` leaves out) is let in. They are not
+ * kept apart by scheme either, `Secure` ones included (they go wherever the request is TLS): so a
+ * request known to have come over TLS (`tls`) is let in only from an `https:` page, not from a
+ * plain `http:` one anyone on the network can write into. An Origin that is no URL (`null`, from
+ * a sandboxed iframe or a file) never matches.
  */
-export function sameHost(origin: string, host: string | undefined): boolean {
-  if (origin === lastOrigin && host === lastHost) return lastSame;
+export function sameHost(origin: string, host: string | undefined, tls = false): boolean {
+  if (origin === lastOrigin && host === lastHost && tls === lastTls) return lastSame;
   let same = false;
   if (host !== undefined) {
     try {
       // The Host header parsed the way the Origin is, so case, brackets and IDN forms compare.
-      same = new URL(origin).hostname === new URL(`http://${host}`).hostname;
+      const page = new URL(origin);
+      same =
+        page.hostname === new URL(`http://${host}`).hostname &&
+        (!tls || page.protocol === 'https:');
     } catch {
       same = false;
     }
   }
   lastOrigin = origin;
   lastHost = host;
+  lastTls = tls;
   lastSame = same;
   return same;
 }
@@ -115,6 +124,8 @@ export class Admission {
   constructor(
     private readonly limits: AdmissionLimits,
     private readonly origins: OriginPolicy | undefined,
+    /** Whether a request came over TLS (sentOverTls): sameHost then wants an https page. */
+    private readonly overTls: (request: IncomingMessage) => boolean = () => false,
     /** The clock of the connection-rate buckets. */
     now: () => number = Date.now,
   ) {
@@ -134,10 +145,7 @@ export class Admission {
   admit(upgrade: UpgradeRequest): Refusal | (() => void) {
     const origin = upgrade.headers.origin;
     // Browsers always send Origin; programs that send none are not subject to the browser's rules.
-    if (
-      origin !== undefined &&
-      !(this.origins ? this.originAllowed(origin) : sameHost(origin, upgrade.headers.host))
-    ) {
+    if (origin !== undefined && !this.originGranted(origin, upgrade.request)) {
       return { status: 403, message: 'Origin not allowed', reason: 'origin' };
     }
     if (this.total >= this.limits.maxConnections) {
@@ -221,12 +229,18 @@ export class Admission {
   }
 
   /**
-   * Whether a page on `origin` may read the answers of the gateway's HTTP routes (CORS), sent to
-   * `host`: the origins an upgrade is let in from, one on the allow-list, or without a list one on
-   * the request's host (any port: a dev server beside the gateway).
+   * Whether a page on `origin` may read the answers of the gateway's HTTP routes (CORS) to
+   * `request`: the origins an upgrade is let in from, one on the allow-list, or without a list one
+   * on the request's host (any port: a dev server beside the gateway; https when it came over TLS).
    */
-  grantsCors(origin: string, host: string | undefined): boolean {
-    return this.origins !== undefined ? this.originAllowed(origin) : sameHost(origin, host);
+  grantsCors(origin: string, request: IncomingMessage): boolean {
+    return this.originGranted(origin, request);
+  }
+
+  /** The origin rule of upgrades and CORS alike (see OriginPolicy and sameHost). */
+  private originGranted(origin: string, request: IncomingMessage | undefined): boolean {
+    if (this.origins !== undefined) return this.originAllowed(origin);
+    return sameHost(origin, request?.headers.host, request !== undefined && this.overTls(request));
   }
 
   private originAllowed(origin: string): boolean {

@@ -20,7 +20,7 @@ import { OutputBudget, isBudgetMember } from '../transport/output-budget.js';
 import { CloseCode } from '../transport/transport.js';
 import { Admission, SocketGate } from './admission.js';
 import type { SocketCut, SocketLimits } from './admission.js';
-import { everyPeerWarnings, TrustedProxies } from './client-address.js';
+import { everyPeerWarnings, sentOverTls, TrustedProxies } from './client-address.js';
 import { ConnectionIntake } from './connection-intake.js';
 import { SseEndpoint } from './sse-endpoint.js';
 import { Heartbeat } from './heartbeat.js';
@@ -181,9 +181,12 @@ export class Gateway<C = unknown> {
     }
     const { http, auth, pubsub, protocol } = config;
     if (http.server) checkPathsFree(http.server, paths);
-    this.admission = new Admission(this.limits, http.allowedOrigins);
-    this.proxies =
+    const proxies =
       http.trustedProxies.length > 0 ? new TrustedProxies(http.trustedProxies) : undefined;
+    this.proxies = proxies;
+    this.admission = new Admission(this.limits, http.allowedOrigins, (request) =>
+      sentOverTls(request, proxies),
+    );
     for (const warning of everyPeerWarnings(http.trustedProxies)) this.logger.warn({}, warning);
     this.ownsBroker = !pubsub.broker;
     const inbox = pubsub.userInbox;
@@ -527,7 +530,7 @@ export class Gateway<C = unknown> {
       events: new SseEndpoint<C>({
         postBytes,
         intake: this.intake,
-        origins: { grantsCors: (origin, host) => this.admission.grantsCors(origin, host) },
+        origins: { grantsCors: (origin, req) => this.admission.grantsCors(origin, req) },
         limits: this.limits,
         keepaliveMs: config.timing.heartbeatIntervalMs,
         logger: this.logger,

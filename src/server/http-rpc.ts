@@ -414,7 +414,7 @@ export class HttpRpc<C> {
    */
   preflight(req: IncomingMessage, res: ServerResponse): void {
     const origin = req.headers.origin;
-    if (origin === undefined || !this.deps.admission.grantsCors(origin, req.headers.host)) {
+    if (origin === undefined || !this.deps.admission.grantsCors(origin, req)) {
       return refuse(req, res, 403, 'Origin not allowed\n');
     }
     this.allowOrigin(req, res);
@@ -428,7 +428,7 @@ export class HttpRpc<C> {
 
   private allowOrigin(req: IncomingMessage, res: ServerResponse): void {
     const origin = req.headers.origin;
-    if (origin === undefined || !this.deps.admission.grantsCors(origin, req.headers.host)) return;
+    if (origin === undefined || !this.deps.admission.grantsCors(origin, req)) return;
     res.setHeader('access-control-allow-origin', origin);
     // The Retry-After of a refusal (429, 503), which CORS hides from the page otherwise.
     res.setHeader('access-control-expose-headers', 'retry-after');

@@ -381,8 +381,9 @@ export interface GatewayDataOptions {
    * predicate that returns true for it allows it knowingly. `["*"]` (that entry alone) admits
    * every origin. Requests without an Origin header (non-browser clients) are not affected.
    * Default: pages on the host the request was sent to (the Origin's host name is the Host
-   * header's, any scheme or port), since browsers send cookies with upgrades from any site
-   * (cross-site WebSocket hijacking).
+   * header's, any port; an https page when the request came over TLS, on the gateway's socket or
+   * by a trusted proxy's X-Forwarded-Proto), since browsers send cookies with upgrades from any
+   * site (cross-site WebSocket hijacking).
    */
   allowedOrigins?: readonly string[] | ((origin: string) => boolean);
   /**
@@ -390,7 +391,8 @@ export interface GatewayDataOptions {
    * X-Forwarded-For header is believed. When a WebSocket upgrade or HTTP POST comes from one,
    * the client's address is the right-most X-Forwarded-For entry that is not itself a trusted
    * proxy; it is what per-IP connection limits, HTTP rate buckets, `remoteAddress` and the logs
-   * use. Default: none, and X-Forwarded-For is ignored (anyone can send one). TCP connections
+   * use; such a proxy's X-Forwarded-Proto (first entry) tells the default origin check whether
+   * the browser's request was TLS. Default: none, and X-Forwarded-For is ignored (anyone can send one). TCP connections
    * carry no such header and always count their peer.
    */
   trustedProxies?: readonly string[];

@@ -54,7 +54,7 @@ const CLIENT_HEADERS = [
  * time, every one left for sseGraceMs; any other Origin is refused (403).
  */
 export interface SseOrigins {
-  grantsCors(origin: string, host: string | undefined): boolean;
+  grantsCors(origin: string, request: IncomingMessage): boolean;
 }
 
 export interface SseEndpointDeps<C> {
@@ -185,7 +185,7 @@ export class SseEndpoint<C> {
       return sendText(res, 400, 'An event stream needs its connection to itself.\n');
     }
     const origin = header(req, 'origin');
-    if (origin !== undefined && this.deps.origins.grantsCors(origin, req.headers.host)) {
+    if (origin !== undefined && this.deps.origins.grantsCors(origin, req)) {
       grantOrigin(res, origin);
     } else if (origin !== undefined && !opening) {
       // The opening GET is refused by admission, as an upgrade is (and counted there), before

@@ -1,7 +1,8 @@
 /**
  * sameHost, the origin check without `allowedOrigins`: a browser's Origin is admitted exactly
- * when its host name is the one its request was sent to (the Host header), whatever the scheme,
- * the ports and the letters' case; an Origin that is no URL never is.
+ * when its host name is the one its request was sent to (the Host header), whatever the ports and
+ * the letters' case, and, for a request known to have come over TLS, when it is an https page;
+ * an Origin that is no URL never is.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -20,7 +21,7 @@ const shout = (h: string, mask: number) =>
   [...h].map((c, i) => ((mask >> (i % 31)) & 1 ? c.toUpperCase() : c)).join('');
 
 describe('sameHost', () => {
-  it('admits exactly the Origins whose host is the Host header’s, any scheme, port or case', () => {
+  it('admits exactly the Origins whose host is the Host header’s, any port or case, https over TLS', () => {
     fc.assert(
       fc.property(
         host,
@@ -30,15 +31,17 @@ describe('sameHost', () => {
         port,
         fc.integer(),
         fc.boolean(),
-        (pageHost, requestHost, scheme, pagePort, requestPort, mask, same) => {
+        fc.boolean(),
+        (pageHost, requestHost, scheme, pagePort, requestPort, mask, same, tls) => {
           const target = same ? pageHost : requestHost;
           const origin = `${scheme}://${withPort(shout(pageHost, mask), pagePort)}`;
           const header = withPort(target, requestPort);
           // The model: host names equal once both are read as URLs read them (lower case, IPv6
-          // and IPv4 written one way).
+          // and IPv4 written one way), and over TLS a page that is https.
           const expected =
-            new URL(`http://${pageHost}`).hostname === new URL(`http://${target}`).hostname;
-          expect(sameHost(origin, header)).toBe(expected);
+            new URL(`http://${pageHost}`).hostname === new URL(`http://${target}`).hostname &&
+            (!tls || scheme === 'https');
+          expect(sameHost(origin, header, tls)).toBe(expected);
         },
       ),
       { numRuns: 500 },
@@ -60,5 +63,7 @@ describe('sameHost', () => {
     expect(sameHost('https://a.example', 'a.example')).toBe(true);
     expect(sameHost('https://a.example', 'b.example')).toBe(false);
     expect(sameHost('https://b.example', 'b.example')).toBe(true);
+    expect(sameHost('http://b.example', 'b.example')).toBe(true);
+    expect(sameHost('http://b.example', 'b.example', true)).toBe(false);
   });
 });

@@ -75,6 +75,7 @@ describe('Admission: connectionsPerSecondPerIp', () => {
               connectionsBurstPerIp: burst,
             },
             undefined,
+            undefined,
             () => now,
           );
           // A millisecond's refill: how far the model may be from the gateway's bucket (an
