@@ -221,6 +221,7 @@ export class Gateway<C = unknown> {
     );
     this.pubsub.onTopicSubscribed = (session, topic, id) =>
       this.presenceService.subscribed(session, topic, id);
+    this.pubsub.watchedPresenceTopics = () => this.presenceService.watchedTopics;
     this.pubsub.stream(PRESENCE_SUBSCRIPTION, (params, ctx) =>
       this.presenceService.subscription(params, ctx),
     );
@@ -354,6 +355,7 @@ export class Gateway<C = unknown> {
         subscriptionsByTopic: () => this.pubsub.topics(),
         // Labelled by declared topic (`room.*`), not by the names clients choose under it.
         subscriptionsByPattern: () => this.pubsub.subscriptionsByPattern(),
+        topicsHeld: () => this.pubsub.topicsHeld(),
         dropped: () => this.pubsub.stats.dropped,
         slowConsumerDisconnects: () => this.pubsub.stats.slowConsumerDisconnects,
         methodLabel: (method) => this.registry.patternOf(method),

@@ -60,6 +60,8 @@ export interface MetricsSources {
    * the `topic` label's values stay as few as the declarations (PubSubService.subscriptionsByPattern).
    */
   subscriptionsByPattern?(): Record<string, number>;
+  /** Topics the node holds on the broker for its clients (what limits.maxTopics bounds). */
+  topicsHeld?(): number;
   dropped(): number;
   slowConsumerDisconnects(): number;
   /**
@@ -179,6 +181,17 @@ export class GatewayMetrics {
         for (const [topic, count] of Object.entries(counts)) this.set({ topic }, count);
       },
     });
+    const topicsHeld = sources.topicsHeld?.bind(sources);
+    if (topicsHeld) {
+      new Gauge({
+        name: 'rpc_topics_held',
+        help: 'Topics this node holds on the broker: subscribed, or whose $presence it watches (limits.maxTopics).',
+        registers,
+        collect() {
+          this.set(topicsHeld());
+        },
+      });
+    }
     new Counter({
       name: 'rpc_dropped_messages_total',
       help: 'Topic or stream messages not delivered to a slow subscriber.',

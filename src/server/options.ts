@@ -163,6 +163,14 @@ export interface GatewayLimits {
    * `newTopicSubscribesPerSecondPerIp` applies. Default 1 000.
    */
   newTopicSubscribesBurstPerIp?: number;
+  /**
+   * Topics this node holds on the broker at once for its clients: every topic with a subscriber
+   * on the node and every topic whose `$presence` it watches (each a broker channel or consumer
+   * and its local state, about 10 KB of heap). A subscribe that would add one past it is answered
+   * -32000 Server busy with `data: { maxTopics }`; subscribes to topics already held go on. Topics
+   * the gateway holds for itself (users' inboxes) count but are never refused. Default 100 000.
+   */
+  maxTopics?: number;
   /** Open connections in total; beyond it upgrades get 503. Default 10 000. */
   maxConnections?: number;
   /** Open connections from one IP address; beyond it upgrades get 429. Default 100. */
@@ -613,6 +621,7 @@ export const defaultLimits: Required<GatewayLimits> = {
   newTopicSubscribesBurst: 200,
   newTopicSubscribesPerSecondPerIp: 50,
   newTopicSubscribesBurstPerIp: 1_000,
+  maxTopics: 100_000,
   maxConnections: 10_000,
   maxConnectionsPerIp: 100,
   maxConnectionsPerUser: 1_000,
@@ -669,6 +678,7 @@ export const limitRules: Record<keyof GatewayLimits, LimitRule> = {
   newTopicSubscribesBurst: { min: 1, max: MAX_INT, integer: false },
   newTopicSubscribesPerSecondPerIp: { min: 0, max: MAX_INT, integer: false },
   newTopicSubscribesBurstPerIp: { min: 1, max: MAX_INT, integer: false },
+  maxTopics: count(),
   maxConnections: count(),
   maxConnectionsPerIp: count(),
   maxConnectionsPerUser: count(),

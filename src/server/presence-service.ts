@@ -115,6 +115,11 @@ export class PresenceService<C> {
   /** The writes under way (at most one per topic). */
   private readonly flushes = new Set<Promise<void>>();
   private readonly watches = new Map<string, Observable<PresenceEvent>>();
+
+  /** Topics whose presence this node watches: a broker channel each. */
+  get watchedTopics(): number {
+    return this.watches.size;
+  }
   private readonly firstPages = new FirstPageReads<FirstPage>(
     MAX_PRESENCE_FIRST_PAGE_READS,
     async (topic) => {

@@ -168,6 +168,16 @@ export class PubSubService<C> {
    * subscriptions hold back during replays counts toward; set by the gateway when it has one.
    */
   outputBudget: BudgetLedger | undefined;
+  /** Topics the node holds on the broker: the registry's and the `$presence` channels it watches. */
+  topicsHeld(): number {
+    return this.registry.topicCount + this.watchedPresenceTopics();
+  }
+
+  /**
+   * The topics whose `$presence` the node watches (each a broker channel of its own), counted
+   * with the registry's toward `maxTopics`; set by the gateway when presence is on.
+   */
+  watchedPresenceTopics: () => number = () => 0;
   /** Told when a session's topic subscription starts and ends (gateway.events$); set by the gateway. */
   lifecycle:
     | {
@@ -1156,14 +1166,26 @@ export class PubSubService<C> {
    * A subscribe to a topic this node does not hold yet subscribes it on the broker (an
    * ordered consumer on NATS, a channel and a read on Redis): at most `newTopicSubscribesPerSecond`
    * per connection (burst `newTopicSubscribesBurst`) and `newTopicSubscribesPerSecondPerIp` per
-   * address group (burst `newTopicSubscribesBurstPerIp`), beyond which -32003.
+   * address group (burst `newTopicSubscribesBurstPerIp`), beyond which -32003; and none while the
+   * node holds `maxTopics` (-32000).
    */
   private checkNewTopic(topic: string, session: Session<C>, table: SessionTable): void {
     if (this.registry.sharedId(topic) === undefined) this.takeNewTopic(topic, session, table);
   }
 
-  /** Take one of the connection's and its address's new-topic subscribes, or refuse (-32003). */
+  /**
+   * Take one of the connection's and its address's new-topic subscribes, or refuse: -32000 while
+   * the node holds `maxTopics` (asked first, so a refusal for it spends no rate), else -32003.
+   */
   private takeNewTopic(topic: string, session: Session<C>, table: SessionTable): void {
+    const held = this.topicsHeld();
+    if (held >= this.limits.maxTopics) {
+      throw new ServerError(
+        ErrorCode.ServerBusy,
+        `Server busy: this node holds ${held} topics, at most ${this.limits.maxTopics} (limits.maxTopics)`,
+        { topic, maxTopics: this.limits.maxTopics },
+      );
+    }
     let bucket = table.newTopics;
     if (bucket === undefined) {
       if (this.newTopicLimit === undefined && this.newTopicAddresses === undefined) return;
@@ -1214,7 +1236,10 @@ export class PubSubService<C> {
 /** The gateway limits the pub/sub service reads beyond PubSubLimits (defaults when not given). */
 type AddressLimits = Pick<
   Required<GatewayLimits>,
-  'newTopicSubscribesPerSecondPerIp' | 'newTopicSubscribesBurstPerIp' | 'maxConnections'
+  | 'newTopicSubscribesPerSecondPerIp'
+  | 'newTopicSubscribesBurstPerIp'
+  | 'maxConnections'
+  | 'maxTopics'
 >;
 
 /**

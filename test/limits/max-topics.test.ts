@@ -1,0 +1,123 @@
+/**
+ * limits.maxTopics: the topics a node holds on the broker for its clients (a subscriber on the
+ * node, or a watched `$presence`) never pass the limit, whatever clients subscribe to. A subscribe
+ * that would add one is answered -32000 with `data: { topic, maxTopics }`; subscribes to topics
+ * already held go on, and a topic let go of makes room again. Checked against a model (the set of
+ * topics with a subscriber) over random subscribes and unsubscribes from several connections,
+ * and on `rpc_topics_held`.
+ */
+import fc from 'fast-check';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ErrorCode } from '../../src/index.js';
+import { sampleValue, scrape } from '../support/metrics.js';
+import { Resources } from '../support/resources.js';
+import { openRaw } from '../support/sockets.js';
+import type { RawRpc } from '../support/raw-rpc.js';
+
+const res = new Resources();
+afterEach(() => res.cleanup());
+
+const busy = (topic: string, maxTopics: number) => ({
+  code: ErrorCode.ServerBusy,
+  message: expect.stringContaining('(limits.maxTopics)') as unknown,
+  data: { topic, maxTopics },
+});
+
+async function topicsHeld(httpUrl: string): Promise<number | undefined> {
+  return sampleValue(await scrape(httpUrl), 'rpc_topics_held');
+}
+
+describe('limits.maxTopics', () => {
+  it('refuses a subscribe that would add a topic past the limit, -32000, and counts $presence channels', async () => {
+    const { gateway, url, httpUrl } = await res.gateway({
+      limits: { maxTopics: 3, metricsCacheMs: 0 },
+    });
+    gateway.topic('room.*', { presence: true });
+    const a = await openRaw(res, url);
+    const b = await openRaw(res, url);
+    const one = (await a.request('subscribe', ['room.1'])).result as string;
+    expect(
+      (await a.request('subscribe', ['$presence', { topic: 'room.9' }])).error,
+    ).toBeUndefined();
+    expect((await b.request('subscribe', ['room.2'])).error).toBeUndefined();
+    expect(await topicsHeld(httpUrl)).toBe(3);
+    expect((await b.request('subscribe', ['room.3'])).error).toEqual(busy('room.3', 3));
+    expect((await b.request('subscribe', ['$presence', { topic: 'room.4' }])).error).toEqual(
+      busy('room.4', 3),
+    );
+    // Topics the node holds already take no room: another connection joins them.
+    expect((await b.request('subscribe', ['room.1'])).error).toBeUndefined();
+    expect(
+      (await b.request('subscribe', ['$presence', { topic: 'room.9' }])).error,
+    ).toBeUndefined();
+    // room.1 is let go of once neither holds it.
+    expect((await a.request('unsubscribe', [one])).result).toBe(true);
+    expect((await b.request('subscribe', ['room.3'])).error).toEqual(busy('room.3', 3));
+    await b.request('unsubscribe', [(await b.request('subscribe', ['room.1'])).result]);
+    const held = gateway.pubsub.topics();
+    expect(Object.keys(held).sort()).toEqual(['room.1', 'room.2']);
+  });
+
+  it('holds exactly the topics of the model, never more than maxTopics, over random subscribes and unsubscribes', async () => {
+    const maxTopics = 4;
+    const { gateway, url, httpUrl } = await res.gateway({
+      limits: { maxTopics, metricsCacheMs: 0 },
+    });
+    gateway.topic('t.*');
+    const sockets: RawRpc[] = [];
+    for (let i = 0; i < 3; i++) sockets.push(await openRaw(res, url));
+    const op = fc.oneof(
+      {
+        weight: 2,
+        arbitrary: fc.record({
+          kind: fc.constant('subscribe' as const),
+          who: fc.nat({ max: 2 }),
+          topic: fc.nat({ max: 6 }),
+        }),
+      },
+      {
+        weight: 1,
+        arbitrary: fc.record({
+          kind: fc.constant('unsubscribe' as const),
+          who: fc.nat({ max: 2 }),
+          pick: fc.nat(),
+        }),
+      },
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 30, size: 'max' }), async (ops) => {
+        // The model: each connection's subscriptions (id -> topic); a topic is held while any has it.
+        const subs = sockets.map(() => new Map<string, string>());
+        const heldTopics = () => new Set(subs.flatMap((m) => [...m.values()]));
+        try {
+          for (const step of ops) {
+            const socket = sockets[step.who]!;
+            const mine = subs[step.who]!;
+            if (step.kind === 'subscribe') {
+              const topic = `t.${step.topic}`;
+              const held = heldTopics();
+              const reply = await socket.request('subscribe', [topic]);
+              if (held.has(topic) || held.size < maxTopics) {
+                expect(reply.error).toBeUndefined();
+                mine.set(reply.result as string, topic);
+              } else {
+                expect(reply.error).toEqual(busy(topic, maxTopics));
+              }
+            } else if (mine.size > 0) {
+              const id = [...mine.keys()][step.pick % mine.size]!;
+              expect((await socket.request('unsubscribe', [id])).result).toBe(true);
+              mine.delete(id);
+            }
+            expect(gateway.pubsub.topicsHeld()).toBe(heldTopics().size);
+          }
+          expect(await topicsHeld(httpUrl)).toBe(heldTopics().size);
+        } finally {
+          for (const [i, mine] of subs.entries()) {
+            for (const id of mine.keys()) await sockets[i]!.request('unsubscribe', [id]);
+          }
+        }
+      }),
+      { numRuns: 25 },
+    );
+  });
+});
