@@ -29,7 +29,7 @@ export type { GatewayConfig } from './server/gateway-config.js';
 export { TrustedProxies } from './server/client-address.js';
 export type { Readiness } from './server/http-routes.js';
 export { UpgradeRejection } from './server/upgrade-rejection.js';
-export { createLogger, REDACTED_PATHS } from './server/logger.js';
+export { createLogger, REDACTED_PATHS, scrubLogged } from './server/logger.js';
 export { brokerFromEnv } from './server/broker-from-env.js';
 export { GatewayMetrics } from './server/metrics.js';
 export type { PresenceHandle } from './server/presence-service.js';

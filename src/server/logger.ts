@@ -26,6 +26,81 @@ export const REDACTED_PATHS = [
   'query.access_token',
 ];
 
+/** Keys whose values createLogger blanks at any depth (compared in lower case). */
+const SECRET_KEYS = new Set([
+  'token',
+  'access_token',
+  'password',
+  'authorization',
+  'cookie',
+  'cookies',
+  'sec-websocket-protocol',
+  'protocols',
+]);
+
+/** A query parameter in a URL written as text: `?token=...` or `&access_token=...`. */
+const SECRET_QUERY = /([?&](?:token|access_token|password)=)[^&#\s"]*/gi;
+
+/** How deep scrub looks into what is logged: request data (`{ request: { headers } }`) and more. */
+const SCRUB_DEPTH = 8;
+
+const CENSOR = '[redacted]';
+
+/**
+ * What is logged, with credentials blanked wherever they are: pino's redaction paths reach only
+ * the places they name (and a path like `*.password` calls the getter of whatever object is
+ * there: a URL's throws on a copy), so before them this replaces the values of SECRET_KEYS at any
+ * depth, a URL or URLSearchParams (a hook's `url` and `query`, which would otherwise be written
+ * whole, or as `{}`) by its text with secret parameters and any password blanked, and a secret
+ * parameter in a string under a key naming a URL. Objects are copied where something changes,
+ * never changed in place (they are the caller's); class instances other than those are left to
+ * pino.
+ */
+export function scrubLogged(value: unknown): unknown {
+  return scrub(value, 0, '');
+}
+
+function scrub(value: unknown, depth: number, key: string): unknown {
+  if (typeof value === 'string') {
+    return /url|href|path/i.test(key) ? value.replace(SECRET_QUERY, `$1${CENSOR}`) : value;
+  }
+  if (value === null || typeof value !== 'object') return value;
+  if (value instanceof URL) return scrubUrl(value);
+  if (value instanceof URLSearchParams) {
+    return Object.fromEntries(
+      [...value].map(([k, v]) => [k, SECRET_KEYS.has(k.toLowerCase()) ? CENSOR : v]),
+    );
+  }
+  if (depth >= SCRUB_DEPTH) return value;
+  if (Array.isArray(value)) {
+    const items = value as readonly unknown[];
+    let copy: unknown[] | undefined;
+    for (let i = 0; i < items.length; i++) {
+      const scrubbed = scrub(items[i], depth + 1, key);
+      if (scrubbed !== items[i]) (copy ??= [...items])[i] = scrubbed;
+    }
+    return copy ?? items;
+  }
+  const proto: unknown = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return value;
+  let copy: Record<string, unknown> | undefined;
+  for (const [k, v] of Object.entries(value)) {
+    const scrubbed = SECRET_KEYS.has(k.toLowerCase()) ? CENSOR : scrub(v, depth + 1, k);
+    if (scrubbed !== v) (copy ??= { ...(value as Record<string, unknown>) })[k] = scrubbed;
+  }
+  return copy ?? value;
+}
+
+/** A URL's text with its secret query parameters and password blanked. */
+function scrubUrl(url: URL): string {
+  const copy = new URL(url.href);
+  if (copy.password !== '') copy.password = 'redacted';
+  for (const name of new Set(copy.searchParams.keys())) {
+    if (SECRET_KEYS.has(name.toLowerCase())) copy.searchParams.set(name, CENSOR);
+  }
+  return copy.href;
+}
+
 /** The levels LOG_LEVEL may name: pino's, and `silent` (nothing logged). */
 const LOG_LEVELS = [...Object.keys(pino.levels.values), 'silent'];
 
@@ -60,8 +135,16 @@ export function createLogger(
 ): PinoLogger {
   const settings = {
     level: options.level ?? logLevelOf(process.env['LOG_LEVEL'], options.customLevels),
-    redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+    redact: { paths: REDACTED_PATHS, censor: CENSOR },
     ...options,
+    formatters: {
+      ...options.formatters,
+      log: (object: Record<string, unknown>) =>
+        scrubLogged(options.formatters?.log ? options.formatters.log(object) : object) as Record<
+          string,
+          unknown
+        >,
+    },
   };
   return destination ? pino(settings, destination) : pino(settings);
 }

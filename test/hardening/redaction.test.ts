@@ -169,4 +169,58 @@ describe('credential redaction in logs', () => {
     await waitUntil(() => lines.some((l) => l.includes('"connected"')), 'the connected line');
     expect(lines.join('')).not.toContain('SECRET-only');
   });
+  it('createLogger blanks credentials at any depth and in URLs, and takes a hook’s url and query without throwing', () => {
+    const { logger, lines } = capturedPino();
+    const logged = {
+      url: new URL('https://u:SECRET-userinfo@gw.example/rpc?token=SECRET-url&room=a'),
+      query: new URLSearchParams('access_token=SECRET-params&room=b'),
+      request: {
+        headers: {
+          host: 'gw.example',
+          Authorization: 'Bearer SECRET-deep',
+          cookie: 'sid=SECRET-deep-cookie',
+          'sec-websocket-protocol': 'jsonrpc-2.0, bearer.SECRET-deep-protocol',
+        },
+      },
+      call: { params: { token: 'SECRET-params-token', amount: 3 } },
+      path: '/rpc?room=c&token=SECRET-path',
+      protocols: ['jsonrpc-2.0', 'bearer.SECRET-protocols'],
+      list: [{ session: { password: 'SECRET-in-array' } }],
+    };
+    const before = JSON.stringify(logged);
+    logger.info(logged, 'hook');
+    // The caller's object is as it was: what changed was copied.
+    expect(JSON.stringify(logged)).toBe(before);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]!.match(/SECRET[-\w]*/g) ?? []).toEqual([]);
+    expect(JSON.parse(lines[0]!)).toMatchObject({
+      url: 'https://u:redacted@gw.example/rpc?token=%5Bredacted%5D&room=a',
+      query: { access_token: '[redacted]', room: 'b' },
+      request: { headers: { host: 'gw.example', Authorization: '[redacted]' } },
+      call: { params: { token: '[redacted]', amount: 3 } },
+      path: '/rpc?room=c&token=[redacted]',
+      protocols: '[redacted]',
+      list: [{ session: { password: '[redacted]' } }],
+    });
+  });
+
+  it('an authenticate hook and a handler that log the upgrade’s url and query with the default logger', async () => {
+    const { logger, lines } = capturedPino();
+    const { url, gateway } = await res.gateway({
+      logger,
+      authenticate: (request: UpgradeRequest) => {
+        logger.info({ url: request.url, query: request.query }, 'hook saw');
+        return { url: request.url };
+      },
+    });
+    gateway.method('where', (_params, ctx) => {
+      const { url: seen } = ctx.session.context as { url: URL };
+      ctx.session.logger.info({ url: seen }, 'handler saw');
+      return seen.pathname;
+    });
+    const client = res.client(`${url}?token=SECRET-query`);
+    expect(await client.call('where')).toBe('/rpc');
+    expect(lines.filter((l) => /"(hook|handler) saw"/.test(l))).toHaveLength(2);
+    expect(lines.join('')).not.toContain('SECRET');
+  });
 });
