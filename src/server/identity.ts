@@ -103,6 +103,14 @@ interface IdentityState {
   /** Tokens in the queue: the one being checked and those waiting behind it. */
   queued: number;
   /**
+   * Tokens in the queue that came before the identity expired: each is still checked (a refresh
+   * sent in time is not lost to a slow hook or key-set fetch), and the expiry's close waits for
+   * them while new calls are refused.
+   */
+  earlyTokens: number;
+  /** Expired while early tokens were being checked: closed (4419) once none of them renewed it. */
+  closeOnceChecked: boolean;
+  /**
    * A run of the hook given up on (it did not settle within authenticateTimeoutMs) has not
    * settled yet: the next token is refused without running the hook again, so that a hook that
    * hangs leaves one run per connection behind, not one per token.
@@ -193,6 +201,8 @@ export class IdentityService<C> {
       closing: false,
       queue: undefined,
       queued: 0,
+      earlyTokens: 0,
+      closeOnceChecked: false,
       hookHanging: false,
       cancelTimers: [],
       watched: false,
@@ -248,27 +258,37 @@ export class IdentityService<C> {
       });
     }
     state.queued++;
+    const early = !state.expired;
+    if (early) state.earlyTokens++;
     const next = (state.queue ?? Promise.resolve())
-      .then(() => this.attempt(session, state, token))
-      .finally(() => state.queued--);
+      .then(() => this.attempt(session, state, token, early))
+      .finally(() => {
+        state.queued--;
+        if (early && --state.earlyTokens === 0 && state.closeOnceChecked) {
+          state.closeOnceChecked = false;
+          if (state.expired) this.closeExpired(session);
+        }
+      });
     state.queue = next.catch(() => undefined);
     return next;
   }
 
   /**
    * One token's turn: checked, unless the answer is known without the hook (the session closed
-   * or closing, the identity expired); an in-band connection's third refusal closes it (4401).
+   * or closing, the identity expired before the token came: `early` is false); an in-band
+   * connection's third refusal closes it (4401).
    */
   private async attempt(
     session: Session<C>,
     state: IdentityState,
     token: string,
+    early: boolean,
   ): Promise<CheckOutcome> {
-    if (state.expired) return refusal('Credentials expired', 'expired');
+    if (state.expired && !early) return refusal('Credentials expired', 'expired');
     if (session.isClosed || state.closing) {
       return refusal('Authentication refused: the connection is closing', 'invalid');
     }
-    const outcome = await this.check(session, state, token);
+    const outcome = await this.check(session, state, token, early);
     // A refusal that closes the connection already (revoked, too many of the user's) is not counted.
     if (
       !outcome.ok &&
@@ -306,6 +326,7 @@ export class IdentityService<C> {
     session: Session<C>,
     state: IdentityState,
     token: string,
+    early: boolean,
   ): Promise<CheckOutcome> {
     const { config, logger } = this.deps;
     const phase = state.pending ? 'in-band' : 'refresh';
@@ -355,13 +376,18 @@ export class IdentityService<C> {
     if (expiresAt !== undefined && expiresAt <= Date.now()) {
       return refusal(EXPIRED_MESSAGE, 'expired');
     }
-    if (session.isClosed || state.expired) return refusal('Credentials expired', 'expired');
+    if (session.isClosed || (state.expired && !early)) {
+      return refusal('Credentials expired', 'expired');
+    }
     if (state.pending) {
       const announced = await this.announce(session, state, context, expiresAt, user, mark);
       if (announced === 'revoked') return refusal('revoked', 'revoked');
       if (announced === 'user-limit') return tooManyUserConnections(config.limits);
       this.schedule(session, state);
     } else {
+      // A refresh that came before the expiry renews the identity even when it expired while the
+      // token was checked: calls are let in again, and the close the expiry waited with is off.
+      state.expired = false;
       session.setIdentity({ context, expiresAt });
       // The new identity's timers at once: the old one's expiry must not end the session while
       // its subscriptions are weighed again.
@@ -466,11 +492,28 @@ export class IdentityService<C> {
       );
   }
 
-  /** Expired without a refresh: new calls refused (-32010), those in flight answered, then 4419. */
+  /**
+   * Expired without a refresh: new calls refused (-32010), those in flight answered, then 4419.
+   * With tokens sent before now still being checked, the close waits for them: one that renews
+   * the identity keeps the connection.
+   */
   private expire(session: Session<C>, state: IdentityState): void {
     if (session.isClosed || state.expired) return;
     state.expired = true;
     clearTimers(state);
+    if (state.earlyTokens > 0) {
+      state.closeOnceChecked = true;
+      session.logger.info(
+        'credentials expired with a refresh being checked: closing unless it renews them',
+      );
+      return;
+    }
+    this.closeExpired(session);
+  }
+
+  /** Close an expired session once the calls in flight are answered (4419). */
+  private closeExpired(session: Session<C>): void {
+    if (session.isClosed) return;
     session.logger.info('credentials expired: closing once the calls in flight are answered');
     void closeWhenIdle(
       session,

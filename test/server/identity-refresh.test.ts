@@ -129,6 +129,63 @@ describe('refresh and expiry', () => {
     expect(await socket.closed).toEqual({ code: 4419, reason: 'credentials expired' });
   });
 
+  it('a refresh sent before expiry and accepted after it keeps the connection; calls meanwhile get -32010', async () => {
+    const base = tokenIdentity({ refreshAheadMs: 0 });
+    const checking = deferred<void>();
+    const seen = deferred<void>();
+    running = await startGateway<TestContext>({
+      ...base,
+      authenticate: async (request) => {
+        if (request.phase === 'upgrade') return base.authenticate!(request);
+        // A slow check (a key-set fetch for a new kid): it ends once the test has seen the expiry.
+        seen.resolve();
+        await checking.promise;
+        return base.authenticate!(request);
+      },
+    });
+    running.gateway.method('whoami', (_params, ctx) => ctx.session.context.user);
+    // Long enough for the refresh to arrive before the expiry on a busy machine.
+    const socket = await open(running.url, token({ user: 'ann', ttl: 1_500 }));
+    const refresh = socket.request('rpc.authenticate', {
+      token: token({ user: 'ann', ttl: 120_000 }),
+    });
+    await seen.promise;
+    // The old identity expires while the token is checked: new calls are refused meanwhile.
+    await waitUntil(async () => (await socket.request('whoami')).error !== undefined, 'expiry');
+    expect((await socket.request('whoami')).error).toMatchObject({ data: { reason: 'expired' } });
+    checking.resolve();
+    expect((await refresh).result).toMatchObject({ user: 'ann' });
+    expect((await socket.request('whoami')).result).toBe('ann');
+    const [session] = running.gateway.sessions.values();
+    expect(session!.isClosed).toBe(false);
+  });
+
+  it('a refresh sent before expiry and refused after it: answered, then 4419', async () => {
+    const base = tokenIdentity({ refreshAheadMs: 0 });
+    const checking = deferred<void>();
+    const seen = deferred<void>();
+    running = await startGateway<TestContext>({
+      ...base,
+      authenticate: async (request) => {
+        if (request.phase === 'upgrade') return base.authenticate!(request);
+        seen.resolve();
+        await checking.promise;
+        return base.authenticate!(request);
+      },
+    });
+    running.gateway.method('whoami', (_params, ctx) => ctx.session.context.user);
+    // Long enough for the refresh to arrive before the expiry on a busy machine.
+    const socket = await open(running.url, token({ user: 'ann', ttl: 1_500 }));
+    const refresh = socket.request('rpc.authenticate', {
+      token: token({ user: 'bob', ttl: 120_000 }),
+    });
+    await seen.promise;
+    await waitUntil(async () => (await socket.request('whoami')).error !== undefined, 'expiry');
+    checking.resolve();
+    expect((await refresh).error).toMatchObject({ data: { reason: 'user-changed' } });
+    expect(await socket.closed).toEqual({ code: 4419, reason: 'credentials expired' });
+  });
+
   it('a refresh with fewer rights ends exactly the subscriptions it no longer allows (-32004)', async () => {
     const { gateway, url } = await start();
     gateway.topic('vip.*', { authorize: ({ session }) => session.context.methods !== undefined });
