@@ -62,7 +62,17 @@ export interface ServerApi {
    * consumers do): the reply text, or undefined for a notification.
    */
   answer(text: string, caller: ApiCaller): Promise<string | undefined>;
-  close(): Promise<void>;
+  /**
+   * Stop taking requests from the broker (`consume`): on a node about to drain, other nodes take
+   * them. The HTTP endpoint goes on serving until `close`.
+   */
+  stopConsuming(): Promise<void>;
+  /**
+   * Stop serving: new requests get 503, those in progress are waited for, at most `deadlineMs`
+   * when given; any still unanswered then gets 503 `Server API closed` (with `Retry-After`) and
+   * its connection is closed.
+   */
+  close(options?: { deadlineMs?: number }): Promise<void>;
 }
 
 function send(
@@ -99,7 +109,18 @@ function refuse(
 }
 
 /** What stops a listener (and its socket bounds). */
-type Stop = () => Promise<void>;
+/** Whether `promise` settles within `ms`. */
+function settledWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  return Promise.race([promise.then(() => true), late]).finally(() => clearTimeout(timer));
+}
+
+/** Stop listening; resolves once every connection has closed. `cut` closes those left at once. */
+interface Stop {
+  (): Promise<void>;
+  cut(): void;
+}
 
 /**
  * The server API's own HTTP listener, its sockets bounded as the gateway bounds its port's: per
@@ -128,13 +149,16 @@ async function listenOwn(
   server.headersTimeout = listen.headersTimeoutMs;
   server.requestTimeout = listen.headersTimeoutMs + bodyTimeoutMs;
   const unwatch = gate.watch(server);
-  const stop: Stop = () =>
-    new Promise<void>((resolve) => {
-      unwatch();
-      refusals.flush();
-      server.close(() => resolve());
-      server.closeIdleConnections();
-    });
+  const stop: Stop = Object.assign(
+    () =>
+      new Promise<void>((resolve) => {
+        unwatch();
+        refusals.flush();
+        server.close(() => resolve());
+        server.closeIdleConnections();
+      }),
+    { cut: () => server.closeAllConnections() },
+  );
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(listen.port, listen.host, () => {
@@ -242,6 +266,8 @@ async function openServerApi(
 
   let closing = false;
   const inFlight = new Set<Promise<void>>();
+  /** The responses of the requests in progress: what a close past its deadline answers. */
+  const responses = new Set<ServerResponse>();
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
     const work = exchange(req, res).catch((err: unknown) => {
       logger.error({ err }, 'server API request failed');
@@ -250,7 +276,11 @@ async function openServerApi(
       else res.destroy();
     });
     inFlight.add(work);
-    void work.finally(() => inFlight.delete(work));
+    responses.add(res);
+    void work.finally(() => {
+      inFlight.delete(work);
+      responses.delete(res);
+    });
   };
   const exchange = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     if (closing) return refuse(req, res, 503, 'Server API closing\n', { 'retry-after': '1' });
@@ -275,6 +305,8 @@ async function openServerApi(
     // Not JSON text at all: answered as a syntax error is, 200 under id null.
     if (body === undefined) return send(res, 200, INVALID_UTF8_REPLY);
     const reply = await answer(body, caller);
+    // Answered 503 already when a close's deadline passed while this request was handled.
+    if (res.headersSent) return;
     if (reply === undefined) res.writeHead(204, { 'cache-control': 'no-store' }).end();
     else send(res, 200, reply);
   };
@@ -316,10 +348,14 @@ async function openServerApi(
       throw err;
     }
     logger.info({ path }, "server API on the gateway's port");
-    stopHttp = () => {
-      leave();
-      return Promise.resolve();
-    };
+    // The gateway's server keeps its connections: a request cut is answered and closed alone.
+    stopHttp = Object.assign(
+      () => {
+        leave();
+        return Promise.resolve();
+      },
+      { cut: () => undefined },
+    );
   }
 
   const consumer = config.consume
@@ -343,19 +379,38 @@ async function openServerApi(
   readiness.consumer = consumer;
 
   let closed: Promise<void> | undefined;
+  let consumerClosed: Promise<void> | undefined;
+  const stopConsuming = (): Promise<void> =>
+    (consumerClosed ??= consumer?.close() ?? Promise.resolve());
+  /** Answer what is still in progress 503 and close its connection: the close's deadline passed. */
+  const cutRequests = (): void => {
+    logger.warn({ requests: responses.size }, 'server API closed with requests in progress: 503');
+    for (const res of responses) {
+      if (!res.headersSent) {
+        send(res, 503, 'Server API closed\n', { 'retry-after': '1', connection: 'close' });
+      } else {
+        res.destroy();
+      }
+    }
+    stopHttp.cut();
+  };
   return {
     url,
     get consumer() {
       return consumer && config.consume && { kind: config.consume.kind, up: consumer.up };
     },
     answer,
-    close: () =>
+    stopConsuming,
+    close: (options = {}) =>
       (closed ??= (async () => {
         closing = true;
         try {
-          await consumer?.close();
-          await stopHttp();
-          await Promise.allSettled([...inFlight]);
+          await stopConsuming();
+          const stopped = stopHttp();
+          const settled = Promise.allSettled([...inFlight]);
+          if (options.deadlineMs === undefined) await settled;
+          else if (!(await settledWithin(settled, options.deadlineMs))) cutRequests();
+          await stopped;
           await nodes.close();
         } finally {
           // Closed on purpose: the node is as ready as one without a server API, once it is

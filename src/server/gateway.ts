@@ -882,7 +882,8 @@ export class Gateway<C = unknown> {
    * every client gets an `rpc.reconnect` notice and an `rpc.ping`, calls arriving after the
    * notice are answered -32006, and each session is closed with 1012 once its calls are done
    * both ways, its output has left and its client has answered the ping (see drainSession), or
-   * at the deadline. Then the gateway closes as `close()` does, broker included.
+   * at the deadline. Then `beforeClose`, if given, and the gateway closes as `close()` does,
+   * broker included.
    */
   drain(options: DrainOptions = {}): Promise<void> {
     // Every caller, first or later, waits for the same drain: each session is told once.
@@ -891,6 +892,9 @@ export class Gateway<C = unknown> {
       (async () => {
         this.closing = true;
         await drainSessions(this.sessionTable.live, this.httpRpc, this.logger, options);
+        await options.beforeClose?.().catch((err: unknown) => {
+          this.logger.warn({ err }, 'drain: beforeClose failed');
+        });
         return this.close({ code: CloseCode.ServiceRestart, reason: 'service restart' });
       })();
     return this.drainPromise;

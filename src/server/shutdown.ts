@@ -26,6 +26,12 @@ export interface DrainOptions {
   deadlineMs?: number;
   /** Sent in the rpc.reconnect notice: where clients should go instead (optional). */
   reconnectUrl?: string;
+  /**
+   * Run once every session is drained, before the gateway closes (its HTTP server, its broker):
+   * close here what must serve until the sessions are gone and needs them no longer, such as a
+   * server API on the gateway's port. Its failure is logged; the close goes on.
+   */
+  beforeClose?: () => Promise<void>;
 }
 
 export interface CloseOptions {

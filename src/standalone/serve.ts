@@ -13,6 +13,7 @@ import { brokerFromEnv } from '../server/broker-from-env.js';
 import { Gateway } from '../server/gateway.js';
 import { createLogger } from '../server/logger.js';
 import { holdReadiness, startServerApi } from '../server-api/server-api.js';
+import type { ServerApi } from '../server-api/server-api.js';
 import { loadTracing } from '../tracing/load-tracing.js';
 import { installUpstreamRoutes } from '../upstream/install-routes.js';
 import { upstreamHooks } from '../upstream-hooks/upstream-hooks.js';
@@ -20,6 +21,12 @@ import type { GatewayOptions, TlsOptions } from '../server/options.js';
 import type { BrokerConfig, TlsFilesConfig } from './sections.js';
 import type { StandaloneConfig } from './standalone-config.js';
 import { staticFilesHandler } from './static-files.js';
+
+/**
+ * What the server API's requests in progress get at a shutdown when the drain took its whole
+ * deadline: a backend's publish made as its routed call ended still lands.
+ */
+export const SERVER_API_CLOSE_MIN_MS = 1_000;
 
 export interface ServeOptions {
   /** Where the server logs. Default: pino at LOG_LEVEL on stdout. */
@@ -43,7 +50,10 @@ export interface StandaloneServer {
   readonly serverApiUrl: string | undefined;
   /**
    * Drain (clients told to reconnect elsewhere, calls in flight finished, within
-   * `shutdown.drainDeadlineMs`), then close everything the server opened.
+   * `shutdown.drainDeadlineMs`; the server API serving backends meanwhile, without taking
+   * requests from the broker), close the server API (its requests in progress given what is left
+   * of the deadline, at least SERVER_API_CLOSE_MIN_MS, then 503), then everything else the server
+   * opened.
    */
   close(): Promise<void>;
 }
@@ -67,12 +77,16 @@ export async function serve(
     }
   };
   let gateway: Gateway<unknown> | undefined;
-  // The server API, closed before the gateway drains: no backend request starts meanwhile.
-  let apiClose: (() => Promise<void>) | undefined;
-  const apiClosed = async (): Promise<void> => {
-    const closeApi = apiClose;
-    apiClose = undefined;
-    await closeApi?.().catch((err: unknown) => logger.warn({ err }, 'error while closing'));
+  // The server API serves backends while the gateway drains (a routed call in flight may publish,
+  // notify or call a client), and closes once the sessions are drained, its requests in progress
+  // given what is left of the drain's deadline (at least SERVER_API_CLOSE_MIN_MS).
+  let api: ServerApi | undefined;
+  const apiClosed = async (deadlineMs: number): Promise<void> => {
+    const open = api;
+    api = undefined;
+    await open?.close({ deadlineMs }).catch((err: unknown) => {
+      logger.warn({ err }, 'error while closing');
+    });
   };
   try {
     const tracing = await loadTracing(config.tracing);
@@ -122,7 +136,7 @@ export async function serve(
       address = await gateway.listen(port, host);
       tcpAddress = tcpPort === undefined ? undefined : await gateway.listenTcp(tcpPort, host);
       if (config.serverApi) {
-        const api = await startServerApi(gateway, config.serverApi, {
+        api = await startServerApi(gateway, config.serverApi, {
           logger,
           tracing,
           server: gateway.httpServer,
@@ -130,7 +144,6 @@ export async function serve(
           brokerUrl:
             config.broker.kind === config.serverApi.consume?.kind ? config.broker.url : undefined,
         });
-        apiClose = () => api.close();
         serverApiUrl = api.url;
       }
     } finally {
@@ -143,10 +156,18 @@ export async function serve(
     const running = gateway;
     let closed: Promise<void> | undefined;
     const close = async (): Promise<void> => {
+      const { drainDeadlineMs } = config.shutdown;
+      const deadline = Date.now() + drainDeadlineMs;
+      const left = (): number => Math.max(SERVER_API_CLOSE_MIN_MS, deadline - Date.now());
       try {
-        await apiClosed();
-        await running.drain({ deadlineMs: config.shutdown.drainDeadlineMs });
+        // Requests queued on the broker go to nodes that are not draining.
+        await api?.stopConsuming();
+        await running.drain({
+          deadlineMs: drainDeadlineMs,
+          beforeClose: () => apiClosed(left()),
+        });
       } finally {
+        await apiClosed(left());
         await closeOthers();
       }
     };
@@ -159,7 +180,7 @@ export async function serve(
       close: () => (closed ??= close()),
     };
   } catch (err) {
-    await apiClosed();
+    await apiClosed(SERVER_API_CLOSE_MIN_MS);
     await gateway?.close().catch(() => undefined);
     await closeOthers();
     throw err;

@@ -39,6 +39,8 @@ export class EventQueue {
   private size = 0;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private sending: Promise<void> | undefined;
+  /** A batch failed once the queue was closing: what waits is dropped, not tried. */
+  private failedWhileClosing = false;
   private closed = false;
   /** Wakes a backoff early when the queue closes. */
   private wake: (() => void) | undefined;
@@ -72,20 +74,37 @@ export class EventQueue {
     else this.timer ??= setTimeout(() => this.startSending(), this.config.flushIntervalMs);
   }
 
-  /** Send what waits (one attempt per batch, until one fails), then stop. */
+  /**
+   * Send what waits (one attempt per batch, until one fails), then stop: within one `timeoutMs`
+   * from now, the batch under way included, so a hook that does not answer holds a shutdown
+   * that long at most. What is left then, or after a failure (the batch under way's too), is
+   * dropped.
+   */
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.timer);
     this.timer = undefined;
     this.wake?.();
+    const deadline = Date.now() + this.config.timeoutMs;
     await this.sending;
     while (this.size > 0) {
+      const left = deadline - Date.now();
+      if (this.failedWhileClosing || left <= 0) {
+        // The upstream is not taking them: the rest would wait a timeout each for nothing.
+        const why = this.failedWhileClosing
+          ? new Error('a batch failed as the gateway closed')
+          : new Error(
+              `the events hook's timeoutMs (${this.config.timeoutMs} ms) passed as the gateway closed`,
+            );
+        this.lose(this.take(this.size), why);
+        return;
+      }
       const batch = this.take();
       try {
-        await this.send(batch);
+        await this.send(batch, left);
       } catch (err) {
-        // The upstream is not taking them: the rest would wait a timeout each for nothing.
-        this.lose([...batch, ...this.take(this.size)], err);
+        this.failedWhileClosing = true;
+        this.lose(batch, err);
       }
     }
   }
@@ -131,6 +150,7 @@ export class EventQueue {
         return;
       } catch (err) {
         if (attempt >= this.config.retries || this.closed) {
+          if (this.closed) this.failedWhileClosing = true;
           this.lose(batch, err);
           return;
         }
@@ -139,14 +159,14 @@ export class EventQueue {
     }
   }
 
-  private async send(batch: LifecycleEvent[]): Promise<void> {
+  private async send(batch: LifecycleEvent[], timeoutMs = this.config.timeoutMs): Promise<void> {
     try {
       await tracedHookRequest(
         this.deps.tracing,
         this.client,
         'wsrpc.events',
         { events: batch },
-        { timeoutMs: this.config.timeoutMs, notify: true },
+        { timeoutMs, notify: true },
       );
       this.deps.metrics.outcome('events', 'sent');
     } catch (err) {

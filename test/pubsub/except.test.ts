@@ -109,7 +109,7 @@ describe('publish except', () => {
     const { gateway, url } = await res.gateway();
     gateway.topic('t.*');
     const api = await startApi(gateway);
-    res.gateways.push(api);
+    res.gateways.push({ close: () => api.close() });
     const a = await member(gateway, url, 't.one');
     const b = await member(gateway, url, 't.one');
     const c = await member(gateway, url, 't.two');

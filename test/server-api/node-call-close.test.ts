@@ -1,6 +1,6 @@
 /**
  * A call one node makes to a client on another, while that other node's server API closes (what
- * SIGTERM does first): the call in progress is let finish and its answer reaches the caller; one
+ * SIGTERM does once the node's sessions are drained): the call in progress is let finish and its answer reaches the caller; one
  * the close cuts (the gateway closing its sessions) answers -32011 at once; a call arriving while
  * the closed API waits for those answers -32011 at once too (the client is on its way to another
  * node), and so does one arriving once the API closed with nothing in progress. Never -32012 after

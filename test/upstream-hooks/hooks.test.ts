@@ -443,4 +443,34 @@ describe('the events hook', () => {
     // The first event was in flight; events 2 and 3 were dropped.
     expect([...new Set(delivered)]).toEqual([ids[0], ids[3], ids[4]]);
   });
+  it('at close, after the batch under way fails, drops what waits without sending it', async () => {
+    const auth = await upstream();
+    let failing = false;
+    auth.answer('wsrpc.events', () =>
+      failing ? { error: { code: -32603, message: 'down' } } : 'hold',
+    );
+    const { url, httpUrl, gateway, hooks } = await gatewayWithHooks(auth.url, {
+      events: { upstream: 'auth', events: ['connect'], batchSize: 1, flushIntervalMs: 10 },
+    });
+    for (let i = 0; i < 3; i++) {
+      await connect(url);
+      if (i === 0)
+        await waitFor(() => auth.of('wsrpc.events').length === 1, 'the first batch in flight');
+    }
+    await waitFor(
+      async () => sampleValue(await scrape(httpUrl), 'wsrpc_hook_events_queued') === 2,
+      'two events waiting',
+    );
+    const closing = hooks.close();
+    failing = true;
+    auth.releaseHeld();
+    await closing;
+    // One request: the one under way. The upstream failing as the gateway closes, each of the
+    // waiting batches would have cost a request (and a timeout, for an upstream that hangs).
+    expect(auth.of('wsrpc.events')).toHaveLength(1);
+    const metrics = await gateway.metrics.registry.metrics();
+    expect(
+      sampleValue(metrics, 'wsrpc_hook_events_dropped_total', { reason: 'undeliverable' }),
+    ).toBe(3);
+  });
 });
