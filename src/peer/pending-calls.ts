@@ -214,8 +214,11 @@ export class PendingCalls {
   /** Settle with an error response. Returns false when no call is waiting for this id. */
   reject(id: RequestId, error: ErrorObject): boolean {
     const entry = this.#settle(id);
-    entry?.reject(JsonRpcError.fromErrorObject(error));
-    return !!entry;
+    if (!entry) return false;
+    const answer = JsonRpcError.fromErrorObject(error);
+    answer.method = entry.method;
+    entry.reject(answer);
+    return true;
   }
 
   /**

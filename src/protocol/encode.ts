@@ -93,6 +93,13 @@ let lastOpening = '';
  * JSON.stringify would write as nothing and leave the frame invalid JSON.
  */
 function callOpening(method: string, params: Params | undefined): string {
+  // JSON-RPC 2.0 §4.2: by-position (an array) or by-name (an object); a lone string or number is
+  // the caller's mistake, refused here rather than sent for the peer to answer -32600.
+  if (params !== undefined && (typeof params !== 'object' || params === null)) {
+    throw new TypeError(
+      `params must be an array or an object (JSON-RPC 2.0 §4.2), not ${params === null ? 'null' : typeof params}: send [value] to pass it by position`,
+    );
+  }
   if (method !== lastMethod) {
     // Only a method other than the last one is looked at: the last one was a string.
     if (typeof method !== 'string') {

@@ -14,6 +14,11 @@ export class JsonRpcError extends Error {
   override name = 'JsonRpcError';
   readonly code: number;
   readonly data: unknown;
+  /**
+   * The method of the call this error answers, when it is the other side's answer to a call of
+   * this peer's: what "Method not found" or "Invalid params" was said of.
+   */
+  method?: string;
 
   constructor(code: number, message?: string, data?: unknown) {
     super(message ?? defaultErrorMessage[code] ?? 'Server error');
