@@ -1,8 +1,8 @@
 import { isReservedMethod } from '../protocol/reserved.js';
 import type { Params } from '../protocol/types.js';
 import type { HandlerContext } from './handler-context.js';
-import { nameOf } from './method-descriptor.js';
 import type { MethodDescriptor } from './method-descriptor.js';
+import { isRecord, refuse } from './option-rules.js';
 
 export type Handler<S, P = unknown, R = unknown> = (
   params: P,
@@ -17,15 +17,19 @@ export type Handler<S, P = unknown, R = unknown> = (
 export class HandlerTable<S> {
   protected readonly handlers = new Map<string, Handler<S>>();
 
-  /** Register a handler; returns a function that removes it. */
+  /**
+   * Register a handler; returns a function that removes it. Refused at once, so that the mistake
+   * is reported at the line that made it rather than as -32603 on every later call: a name that
+   * is not a string (nor a descriptor of one) is a TypeError, an empty one or one in the reserved
+   * `rpc.` space a RangeError, a handler that is not a function a TypeError, and a name that
+   * already has a handler an Error (the first handler stays).
+   */
   method<P extends Params | undefined, R>(
     descriptor: MethodDescriptor<P, R> | string,
     handler: Handler<S, P, R>,
   ): () => void {
-    const name = nameOf(descriptor);
-    if (isReservedMethod(name)) {
-      throw new Error(`Method names starting with "rpc." are reserved: "${name}"`);
-    }
+    const name = checkMethodName(descriptor);
+    checkHandler(handler, `method "${name}": handler`);
     if (this.handlers.has(name)) throw new Error(`Method "${name}" is already registered`);
     this.handlers.set(name, handler as Handler<S>);
     return () => {
@@ -66,9 +70,15 @@ export class MethodRegistry<S> extends HandlerTable<S> {
    * reserved `rpc.` space never reach it. Returns a function that removes it.
    */
   prefix(prefix: string, handler: Handler<S>): () => void {
-    if (isReservedMethod(prefix)) {
-      throw new Error(`Method names starting with "rpc." are reserved: "${prefix}*"`);
+    if (typeof prefix !== 'string') refuse('method prefix', 'a string', prefix);
+    // The prefix is what names start with: a "*" in it is a pattern's, and would match nothing.
+    if (prefix.includes('*')) {
+      refuse('method prefix', 'the start of method names, without "*"', prefix, true);
     }
+    if (isReservedMethod(prefix)) {
+      throw new RangeError(`Method names starting with "rpc." are reserved: "${prefix}*"`);
+    }
+    checkHandler(handler, `method prefix "${prefix}*": handler`);
     if (this.prefixes.some((p) => p.prefix === prefix)) {
       throw new Error(`Prefix "${prefix}*" is already registered`);
     }
@@ -98,6 +108,26 @@ export class MethodRegistry<S> extends HandlerTable<S> {
     if (isReservedMethod(name)) return undefined;
     return this.prefixes.find((p) => name.startsWith(p.prefix));
   }
+}
+
+/**
+ * The wire name of `descriptor` (a name, or a MethodDescriptor): a non-empty string outside the
+ * reserved `rpc.` space (JSON-RPC 2.0 §4), else a TypeError (not a string) or a RangeError.
+ * Kept short: the browser client carries it.
+ */
+export function checkMethodName(descriptor: unknown): string {
+  const name = isRecord(descriptor) ? descriptor['name'] : descriptor;
+  const text = typeof name === 'string';
+  if (!text || name === '' || isReservedMethod(name)) {
+    const what = 'a non-empty string, not starting with "rpc." (reserved)';
+    refuse('method name', what, text ? name : descriptor, text);
+  }
+  return name;
+}
+
+/** A handler is called on every call: one that is not a function would answer each -32603. */
+function checkHandler(handler: unknown, name: string): void {
+  if (typeof handler !== 'function') refuse(name, 'a function', handler);
 }
 
 /** Whether `registry` asks the server's peers to keep params' texts (MethodRegistry.keepsParamsTexts). */

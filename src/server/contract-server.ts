@@ -29,8 +29,11 @@ import type { HandlerContext } from '../peer/handler-context.js';
 import type { Logger } from '../peer/logger.js';
 import { InternalError } from '../protocol/errors.js';
 import type { Params } from '../protocol/types.js';
+import { checkMethodName } from '../peer/method-registry.js';
+import { isRecord, refuse } from '../peer/option-rules.js';
 import { performance as nodePerformance } from 'node:perf_hooks';
 import type { Gateway } from './gateway.js';
+import { checkStreamDeclaration, checkTopicDeclaration } from './pubsub-service.js';
 import type { TopicOptions } from './pubsub-service.js';
 import type { PublishOptions } from './pubsub-types.js';
 import type { Session } from './session.js';
@@ -170,13 +173,44 @@ export function implementContract<K extends Contract, C>(
   options: ImplementOptions = {},
 ): OpenRpcDocument {
   assertContract(contract);
+  if (!isRecord(implementation)) refuse('implementation', 'an object', implementation);
+  if (!isRecord(implementation.methods)) {
+    refuse('implementation.methods', 'an object of handlers', implementation.methods);
+  }
+  if (options !== undefined && !isRecord(options)) refuse('options', 'an object', options);
   // Every handler found before any is registered: a missing one leaves the gateway as it was.
   const handlers = Object.entries(contract.methods).map(([name, spec]) => {
     const handler = findHandler(implementation.methods, name) as
       ((params: unknown, ctx: Ctx<C>) => unknown) | undefined;
-    if (!handler) throw new Error(`The contract's method "${name}" has no handler`);
+    if (!handler) {
+      const methods = implementation.methods as Record<string, unknown>;
+      const given = Object.hasOwn(methods, name) ? methods[name] : undefined;
+      // Given, but as something that cannot be called: said as such, not as missing.
+      if (given !== undefined && !isRecord(given)) {
+        refuse(`implementation.methods["${name}"]`, 'a function', given);
+      }
+      throw new Error(`The contract's method "${name}" has no handler`);
+    }
+    checkMethodName(name);
+    if (gateway.registry.has(name)) throw new Error(`Method "${name}" is already registered`);
     return [name, spec, handler] as const;
   });
+  const subscriptions = contract.subscriptions ?? {};
+  const streams = checkedEntries(implementation.streams, 'streams', subscriptions);
+  const topics = checkedEntries(implementation.topics, 'topics', subscriptions);
+  for (const [name, stream] of Object.entries(streams)) {
+    if (stream === undefined) continue;
+    if (topics[name] !== undefined) {
+      // A stream takes no topic options: they would be dropped without a word.
+      throw new Error(`"${name}" has a stream and topic options: a name is a stream or a topic`);
+    }
+  }
+  // Checked as gateway.topic and gateway.stream check them, before any method is registered.
+  for (const name of Object.keys(subscriptions)) {
+    const stream = streams[name];
+    if (stream === undefined) checkTopicDeclaration(name, topics[name]);
+    else checkStreamDeclaration(name, stream, undefined);
+  }
   for (const [name, spec, handler] of handlers) {
     const validate = charging<C>(paramsValidator(spec));
     // Stays synchronous when the schemas and the handler are, as a plain method would be.
@@ -196,17 +230,10 @@ export function implementContract<K extends Contract, C>(
       }),
     );
   }
-  const streams = (implementation.streams ?? {}) as Record<
-    string,
-    StreamSource<unknown, unknown, C> | undefined
-  >;
-  for (const [name, spec] of Object.entries(contract.subscriptions ?? {})) {
-    const stream = streams[name];
+  for (const [name, spec] of Object.entries(subscriptions)) {
+    const stream = streams[name] as StreamSource<unknown, unknown, C> | undefined;
     if (!stream) {
-      gateway.topic(
-        name,
-        (implementation.topics as Record<string, TopicOptions<C>> | undefined)?.[name],
-      );
+      gateway.topic(name, topics[name] as TopicOptions<C> | undefined);
       continue;
     }
     // Params documented as one member named "params" are accepted in that form, as for methods.
@@ -218,6 +245,30 @@ export function implementContract<K extends Contract, C>(
   const document = toOpenRpc(contract, gateway.pubsub.methods);
   gateway.serveDiscovery(document);
   return document;
+}
+
+/**
+ * `implementation.streams` or `.topics`: undefined or an object, keyed by the contract's
+ * subscriptions only (a key the contract lacks, say a misspelt one, would leave its intended
+ * subscription a plain topic without a word); streams are functions.
+ */
+function checkedEntries(
+  value: unknown,
+  what: 'streams' | 'topics',
+  subscriptions: Record<string, unknown>,
+): Record<string, unknown> {
+  if (value === undefined) return {};
+  const path = `implementation.${what}`;
+  if (!isRecord(value)) refuse(path, 'an object', value);
+  for (const [name, entry] of Object.entries(value)) {
+    if (!Object.hasOwn(subscriptions, name)) {
+      throw new Error(`"${name}" in ${path} is not a subscription of the contract`);
+    }
+    if (what === 'streams' && entry !== undefined && typeof entry !== 'function') {
+      refuse(`${path}["${name}"]`, 'a function', entry);
+    }
+  }
+  return value;
 }
 
 /** Arguments after the name: params may be left out when the schema allows `undefined`. */

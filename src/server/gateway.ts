@@ -48,7 +48,7 @@ import { GatewayMetrics, countByTransport } from './metrics.js';
 import { resolveGatewayOptions } from './gateway-config.js';
 import type { GatewayConfig } from './gateway-config.js';
 import type { GatewayLimits, GatewayOptions, ResolvedRoutes } from './options.js';
-import { PubSubService } from './pubsub-service.js';
+import { PubSubService, checkStreamDeclaration, checkTopicDeclaration } from './pubsub-service.js';
 import { PRESENCE_SUBSCRIPTION, PresenceService } from './presence-service.js';
 import type { PresenceHandle } from './presence-service.js';
 import type { PublishFromOptions, StreamHandler, TopicOptions } from './pubsub-service.js';
@@ -598,7 +598,12 @@ export class Gateway<C = unknown> {
     };
   }
 
-  /** Register a handler for calls from clients. `ctx.session` is the calling Session. */
+  /**
+   * Register a handler for calls from clients. `ctx.session` is the calling Session. A name that
+   * is not a non-empty string (or a descriptor of one), a name starting with `rpc.`, a handler
+   * that is not a function, and a name already registered are refused here, with a TypeError,
+   * a RangeError or an Error naming the method (see MethodRegistry).
+   */
   method<P extends Params | undefined, R>(
     descriptor: MethodDescriptor<P, R> | string,
     handler: Handler<Session<C>, P, R>,
@@ -606,8 +611,14 @@ export class Gateway<C = unknown> {
     return this.registry.method(descriptor, handler);
   }
 
-  /** Declare a topic (exact name, or prefix ending in `*`) that clients may subscribe to. */
+  /**
+   * Declare a topic (exact name, or prefix ending in `*`) that clients may subscribe to. Refused
+   * here, before anything is declared: a pattern that is not a string (TypeError), empty or with
+   * a `*` anywhere but at its end (RangeError), options that are not an object or an `authorize`
+   * that is not a function (TypeError), and a name already declared as a topic or a stream (Error).
+   */
   topic(pattern: string, options?: TopicOptions<C>): void {
+    checkTopicDeclaration(pattern, options);
     this.checkHighWaterMark(pattern, options?.highWaterMark);
     const presence = this.presenceService.check(pattern, options?.presence);
     this.pubsub.topic(pattern, options);
@@ -616,9 +627,13 @@ export class Gateway<C = unknown> {
 
   /**
    * Declare a per-subscriber stream: `handler` returns an Observable or an async iterable (an
-   * `async function*`) for each subscriber; see StreamHandler.
+   * `async function*`) for each subscriber; see StreamHandler. Refused here, before anything is
+   * declared: a name that is not a string, a handler that is not a function or a `flow` that is
+   * not an object (TypeError), an empty name or one holding `*` (RangeError: a stream has one
+   * exact name), and a name already declared as a stream or a topic (Error).
    */
   stream<P, T>(name: string, handler: StreamHandler<C, P, T>, flow?: Partial<FlowControl>): void {
+    checkStreamDeclaration(name, handler, flow);
     this.checkHighWaterMark(name, flow?.highWaterMark);
     this.pubsub.stream(name, handler, flow);
   }

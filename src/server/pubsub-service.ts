@@ -2,6 +2,7 @@ import { isObservable } from 'rxjs';
 import type { Observable, Subscription } from 'rxjs';
 import type { HandlerContext } from '../peer/handler-context.js';
 import type { Logger } from '../peer/logger.js';
+import { isRecord, refuse } from '../peer/option-rules.js';
 import type { MethodRegistry } from '../peer/method-registry.js';
 import { assertEncodable } from '../encoding/encoded-depth.js';
 import { ErrorCode } from '../protocol/error-codes.js';
@@ -232,9 +233,18 @@ export class PubSubService<C> {
   /**
    * Declare a topic clients may subscribe to: an exact name (`prices.BTC`) or a
    * prefix ending in `*` (`chat.*`). Subscribing to an undeclared topic is rejected.
+   * Throws as `checkTopicDeclaration` does, and an Error for a name already declared as a
+   * topic or as a stream.
    */
   topic(pattern: string, options: TopicOptions<C> = {}): void {
+    checkTopicDeclaration(pattern, options);
     if (this.definitions.has(pattern)) throw new Error(`Topic "${pattern}" is already declared`);
+    // A subscribe finds the stream first: the topic would never have a subscriber.
+    if (this.streams.has(pattern)) {
+      throw new Error(
+        `Topic "${pattern}" is already declared as a stream: a name is a topic or a stream, not both`,
+      );
+    }
     const latestValue: unknown = options.latestValue;
     if (latestValue !== undefined && typeof latestValue !== 'boolean') {
       throw new TypeError(`Topic "${pattern}": latestValue must be true or false`);
@@ -257,13 +267,24 @@ export class PubSubService<C> {
     }
   }
 
-  /** Declare a per-subscriber stream: `handler` builds an Observable for each subscriber. */
+  /**
+   * Declare a per-subscriber stream: `handler` builds an Observable for each subscriber.
+   * Throws as `checkStreamDeclaration` does, and an Error for a name already declared as a
+   * stream or as a topic.
+   */
   stream<P, T>(
     name: string,
     handler: StreamHandler<C, P, T>,
     flow: Partial<FlowControl> = {},
   ): void {
+    checkStreamDeclaration(name, handler, flow);
     if (this.streams.has(name)) throw new Error(`Stream "${name}" is already declared`);
+    // A subscribe finds the stream first: the topic's subscribers would get the stream instead.
+    if (this.definitions.has(name)) {
+      throw new Error(
+        `Stream "${name}" is already declared as a topic: a name is a topic or a stream, not both`,
+      );
+    }
     this.streams.set(name, {
       handler: handler as StreamHandler<C>,
       flow: { ...defaultFlowControl, ...flow },
@@ -1305,6 +1326,41 @@ function keptParams<C>(definition: TopicDefinition<C>, params: unknown): KeptPar
  */
 function throwIfCancelled(ctx: TopicContext): void {
   if (ctx.signal.aborted) throw new ServerError(ErrorCode.RequestCancelled, 'Request cancelled');
+}
+
+/**
+ * What `topic(pattern, options)` is given, checked before anything is declared: `pattern` a
+ * string (else a TypeError), an exact name or a prefix ending in `*`, so not empty and with no
+ * `*` before its last character (else a RangeError: `resolveTopic` reads a `*` only at the
+ * end, so `a*b` would be the literal name); `options` an object or undefined, and its
+ * `authorize`, if given, a function (else a TypeError).
+ */
+export function checkTopicDeclaration(pattern: unknown, options: unknown): void {
+  const what = 'an exact name or a prefix ending in "*" (no "*" elsewhere)';
+  if (typeof pattern !== 'string') refuse('topic pattern', `a string, ${what}`, pattern);
+  if (pattern === '' || pattern.slice(0, -1).includes('*')) {
+    refuse('topic pattern', what, pattern, true);
+  }
+  if (options === undefined) return;
+  if (!isRecord(options)) refuse(`topic "${pattern}": options`, 'an object', options);
+  const authorize = options['authorize'];
+  if (authorize !== undefined && typeof authorize !== 'function') {
+    refuse(`topic "${pattern}": authorize`, 'a function', authorize);
+  }
+}
+
+/**
+ * What `stream(name, handler, flow)` is given, checked before anything is declared: `name` a
+ * string (else a TypeError), not empty and without `*` (else a RangeError: a stream has one
+ * exact name, a prefix pattern can only be a topic); `handler` a function and `flow` an object
+ * or undefined (else a TypeError).
+ */
+export function checkStreamDeclaration(name: unknown, handler: unknown, flow: unknown): void {
+  const what = 'an exact name, not empty and without "*" (a prefix pattern can only be a topic)';
+  if (typeof name !== 'string') refuse('stream name', `a string, ${what}`, name);
+  if (name === '' || name.includes('*')) refuse('stream name', what, name, true);
+  if (typeof handler !== 'function') refuse(`stream "${name}": handler`, 'a function', handler);
+  if (flow !== undefined && !isRecord(flow)) refuse(`stream "${name}": flow`, 'an object', flow);
 }
 
 /** Options of `gateway.publishFrom`. */
