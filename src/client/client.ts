@@ -217,7 +217,7 @@ export class RpcClient {
     // eslint-disable-next-line @typescript-eslint/no-this-alias -- read by the getter below
     const client = this;
     const backoff = this.#connection.backoff;
-    this.#queue = new OfflineQueue(config.maxQueued);
+    this.#queue = new OfflineQueue(config.maxQueued, () => describeDisconnect(this.lastDisconnect));
     offlineQueues.set(this, this.#queue);
     this.#subscriptions = new ClientSubscriptions(
       {
@@ -586,4 +586,13 @@ export class RpcClient {
 /** Create a client; it starts connecting at once. */
 export function createClient(options: ClientOptions): RpcClient {
   return new RpcClient(options);
+}
+
+/** A disconnect in a few words: the refusal's HTTP status, the close, or the socket's error. */
+function describeDisconnect(event: DisconnectEvent | undefined): string | undefined {
+  if (!event) return undefined;
+  const reason = event.reason ? ` ${JSON.stringify(event.reason.slice(0, 100))}` : '';
+  if (event.httpStatus !== undefined) return `HTTP ${event.httpStatus}${reason}`;
+  if (event.error) return event.error.message.slice(0, 200);
+  return event.code === undefined ? undefined : `closed ${event.code}${reason}`;
 }

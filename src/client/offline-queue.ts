@@ -31,7 +31,11 @@ export class OfflineQueue {
   /** How many entries at the front were queued `ahead`. */
   #ahead = 0;
 
-  constructor(private readonly limit: number) {}
+  constructor(
+    private readonly limit: number,
+    /** Why the last attempt to connect failed, for the TimeoutError of a call never sent. */
+    private readonly lastFailure: () => string | undefined = () => undefined,
+  ) {}
 
   get size(): number {
     return this.#items.size;
@@ -101,7 +105,8 @@ export class OfflineQueue {
         rejectOuter(err);
       },
       // Never sent, unless queued `ahead`: a call sent once and refused, sent again.
-      expire: () => item.fail(new TimeoutError(method, timeout, ahead)),
+      expire: () =>
+        item.fail(new TimeoutError(method, timeout, ahead, ahead ? undefined : this.lastFailure())),
       slots,
       ahead,
     };

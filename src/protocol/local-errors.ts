@@ -21,7 +21,8 @@ export class ConnectionClosedError extends RpcLocalError {
 /**
  * No response arrived within the call's timeout. `sent` false: the call never left the client
  * (it waited for a connection the whole time), which the message says, as a slow server and an
- * unreachable one are told apart by it.
+ * unreachable one are told apart by it, with why the last attempt to connect failed
+ * (`lastFailure`: "HTTP 404", "connect ECONNREFUSED ...") when the client knows.
  */
 export class TimeoutError extends RpcLocalError {
   override name = 'TimeoutError';
@@ -29,9 +30,10 @@ export class TimeoutError extends RpcLocalError {
     readonly method: string,
     readonly timeoutMs: number,
     readonly sent = true,
+    readonly lastFailure?: string,
   ) {
     super(
-      `Call to "${method}" timed out after ${timeoutMs} ms${sent ? '' : ', never sent: no connection was open'}`,
+      `Call to "${method}" timed out after ${timeoutMs} ms${sent ? '' : `, never sent: no connection was open${lastFailure ? ` (last attempt: ${lastFailure})` : ''}`}`,
     );
   }
 }

@@ -5,7 +5,12 @@
  * side answers a call with names the call's method (`err.method`), from either end.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { InvalidParamsError, MethodNotFoundError, createClient } from '../../src/index.js';
+import {
+  InvalidParamsError,
+  MethodNotFoundError,
+  TimeoutError,
+  createClient,
+} from '../../src/index.js';
 import { Resources } from '../support/resources.js';
 import { freePort } from '../support/network.js';
 import { WebSocket } from 'ws';
@@ -69,5 +74,26 @@ describe('an error answering a call', () => {
     const fromServer = await session!.call('unknownOnClient', []).catch((err: unknown) => err);
     expect(fromServer).toBeInstanceOf(MethodNotFoundError);
     expect(fromServer).toMatchObject({ method: 'unknownOnClient' });
+  });
+});
+
+describe('a call that never left the client', () => {
+  it('times out saying why the last attempt to connect failed: a wrong path’s 404, a refused port', async () => {
+    const { httpUrl } = await res.gateway();
+    const wrongPath = res.client(`${httpUrl.replace('http', 'ws')}/no-such-path`);
+    const notFound = await wrongPath
+      .call('sum', [1, 2], { timeoutMs: 1_500 })
+      .catch((err: unknown) => err);
+    expect(notFound).toBeInstanceOf(TimeoutError);
+    expect((notFound as TimeoutError).sent).toBe(false);
+    expect((notFound as Error).message).toMatch(
+      /never sent: no connection was open \(last attempt: HTTP 404/,
+    );
+    const port = await freePort();
+    const refused = res.client(`ws://127.0.0.1:${port}/rpc`);
+    const error = await refused
+      .call('sum', [1, 2], { timeoutMs: 1_500 })
+      .catch((err: unknown) => err);
+    expect((error as Error).message).toMatch(/\(last attempt: .*ECONNREFUSED/);
   });
 });

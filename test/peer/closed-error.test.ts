@@ -7,6 +7,7 @@ import { expect, it } from 'vitest';
 import { fromWire, toWire } from '../../src/client/shared/wire-errors.js';
 import { closedError } from '../../src/peer/peer-options.js';
 import { ConnectionClosedError, TimeoutError } from '../../src/protocol/local-errors.js';
+import { JsonRpcError, MethodNotFoundError } from '../../src/protocol/errors.js';
 
 it('ConnectionClosedError says the code and reason the connection closed with', () => {
   const lost = closedError({ code: 4000, reason: 'heartbeat timeout' });
@@ -32,4 +33,16 @@ it("a shared connection's tab gets the same errors: close and unsent timeout cro
   );
   const lost = fromWire(toWire(closedError({ code: 4000, reason: 'heartbeat timeout' })));
   expect(lost.message).toBe('Connection closed (4000 heartbeat timeout)');
+});
+
+it('the last attempt’s failure and an answer’s method cross the worker too', () => {
+  const unsent = fromWire(toWire(new TimeoutError('sum', 2_500, false, 'HTTP 404')));
+  expect(unsent.message).toBe(
+    'Call to "sum" timed out after 2500 ms, never sent: no connection was open (last attempt: HTTP 404)',
+  );
+  const answer = JsonRpcError.fromErrorObject({ code: -32601, message: 'Method not found' });
+  answer.method = 'sum2';
+  const crossed = fromWire(toWire(answer));
+  expect(crossed).toBeInstanceOf(MethodNotFoundError);
+  expect(crossed).toMatchObject({ code: -32601, message: 'Method not found', method: 'sum2' });
 });

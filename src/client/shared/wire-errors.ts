@@ -15,7 +15,8 @@ import type { ErrorObject } from '../../protocol/types.js';
 
 type Fields = Record<string, string | number | boolean | undefined>;
 
-export type WireError = { rpc: ErrorObject } | { name: string; message: string; fields: Fields };
+export type WireError =
+  { rpc: ErrorObject; method?: string } | { name: string; message: string; fields: Fields };
 
 /** The fields of the local errors that say more than the message. */
 const fieldNames = [
@@ -24,6 +25,7 @@ const fieldNames = [
   'method',
   'timeoutMs',
   'sent',
+  'lastFailure',
   'limit',
   'code',
   'status',
@@ -34,7 +36,12 @@ const revivers: Record<string, (message: string, f: Fields) => Error> = {
   ConnectionClosedError: (m, f) =>
     new ConnectionClosedError(m, f.closeCode as number, f.closeReason as string),
   TimeoutError: (_m, f) =>
-    new TimeoutError(f.method as string, f.timeoutMs as number, f.sent !== false),
+    new TimeoutError(
+      f.method as string,
+      f.timeoutMs as number,
+      f.sent !== false,
+      f.lastFailure as string | undefined,
+    ),
   CancelledError: (_m, f) => new CancelledError(f.method as string),
   TooManyPendingCallsError: (_m, f) => new TooManyPendingCallsError(f.limit as number),
   NotConnectedError: (m) => new NotConnectedError(m),
@@ -50,7 +57,7 @@ export function toWire(error: unknown): WireError {
     // Data that cannot be cloned would fail the whole message: keep it only as JSON.
     const rpc = error.toErrorObject();
     if (rpc.data !== undefined) rpc.data = jsonCopy(rpc.data);
-    return { rpc };
+    return error.method === undefined ? { rpc } : { rpc, method: error.method };
   }
   const e = error instanceof Error ? error : new Error(String(error));
   const fields: Fields = {};
@@ -65,7 +72,11 @@ export function toWire(error: unknown): WireError {
 }
 
 export function fromWire(wire: WireError): Error {
-  if ('rpc' in wire) return JsonRpcError.fromErrorObject(wire.rpc);
+  if ('rpc' in wire) {
+    const error = JsonRpcError.fromErrorObject(wire.rpc);
+    if (wire.method !== undefined) error.method = wire.method;
+    return error;
+  }
   const revive = revivers[wire.name];
   if (revive) return revive(wire.message, wire.fields);
   const error = new Error(wire.message);
