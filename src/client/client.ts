@@ -5,6 +5,7 @@ import { nameOf } from '../peer/method-descriptor.js';
 import type {
   MethodDescriptor,
   NotificationDescriptor,
+  ParamsArgs,
   SubscriptionDescriptor,
 } from '../peer/method-descriptor.js';
 import { HandlerTable } from '../peer/method-registry.js';
@@ -326,8 +327,7 @@ export class RpcClient {
 
   call<P extends Params | undefined, R>(
     descriptor: MethodDescriptor<P, R>,
-    params: NoInfer<P>,
-    options?: CallOptions,
+    ...args: ParamsArgs<P, [options?: CallOptions]>
   ): Promise<R>;
   call(method: string, params?: Params, options?: CallOptions): Promise<unknown>;
   call(
@@ -354,7 +354,7 @@ export class RpcClient {
    */
   notify<P extends Params | undefined>(
     descriptor: NotificationDescriptor<P>,
-    params: NoInfer<P>,
+    ...args: ParamsArgs<P>
   ): void;
   notify(method: string, params?: Params): void;
   notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {
@@ -392,7 +392,7 @@ export class RpcClient {
    * A rejected subscribe arrives as an error (a JsonRpcError); a stream's end
    * as completion.
    */
-  subscribe<P, T>(descriptor: SubscriptionDescriptor<P, T>, params?: NoInfer<P>): Observable<T>;
+  subscribe<P, T>(descriptor: SubscriptionDescriptor<P, T>, ...args: ParamsArgs<P>): Observable<T>;
   subscribe<T = unknown>(topic: string, params?: unknown): Observable<T>;
   subscribe(target: SubscriptionDescriptor | string, params?: unknown): Observable<unknown> {
     return this.#subscriptions.observeMessages(nameOf(target), params);

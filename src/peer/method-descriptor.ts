@@ -12,6 +12,15 @@ export interface MethodDescriptor<P extends Params | undefined = Params | undefi
   readonly types?: { params: P; result: R };
 }
 
+/**
+ * The params argument of a call, a notification or a subscribe made with a descriptor, then
+ * `Rest`: optional when the descriptor's params allow `undefined` (a method that takes none is
+ * called as `call(Ping)`), required otherwise.
+ */
+export type ParamsArgs<P, Rest extends unknown[] = []> = undefined extends P
+  ? [params?: NoInfer<P>, ...Rest]
+  : [params: NoInfer<P>, ...Rest];
+
 /** A notification's name with the type of its params. */
 export interface NotificationDescriptor<P extends Params | undefined = Params | undefined> {
   readonly kind: 'notification';

@@ -16,7 +16,7 @@ import { IncomingCalls } from './incoming-calls.js';
 import { silentLogger } from './logger.js';
 import type { Logger } from './logger.js';
 import { nameOf } from './method-descriptor.js';
-import type { MethodDescriptor, NotificationDescriptor } from './method-descriptor.js';
+import type { MethodDescriptor, NotificationDescriptor, ParamsArgs } from './method-descriptor.js';
 import type { IncomingNotification } from './notifications.js';
 import { logNoise } from './noise-log.js';
 import { closedError } from './peer-options.js';
@@ -171,8 +171,7 @@ export class PeerCore<S = unknown> implements TransportListener {
   /** Call a method on the other side and await its result. */
   call<P extends Params | undefined, R>(
     descriptor: MethodDescriptor<P, R>,
-    params: NoInfer<P>,
-    options?: CallOptions,
+    ...args: ParamsArgs<P, [options?: CallOptions]>
   ): Promise<R>;
   call(method: string, params?: Params, options?: CallOptions): Promise<unknown>;
   call(
@@ -207,7 +206,7 @@ export class PeerCore<S = unknown> implements TransportListener {
    */
   notify<P extends Params | undefined>(
     descriptor: NotificationDescriptor<P>,
-    params: NoInfer<P>,
+    ...args: ParamsArgs<P>
   ): void;
   notify(method: string, params?: Params): void;
   notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {

@@ -2,7 +2,7 @@ import { useCallback, useMemo, useRef, useState, useSyncExternalStore } from 're
 import type { RpcClient } from '../client/client.js';
 import { canonicalJson } from '../client/canonical-json.js';
 import { nameOf } from '../peer/method-descriptor.js';
-import type { MethodDescriptor } from '../peer/method-descriptor.js';
+import type { MethodDescriptor, ParamsArgs } from '../peer/method-descriptor.js';
 import type { CallOptions } from '../peer/pending-calls.js';
 import { NotConnectedError } from '../protocol/local-errors.js';
 import type { Params } from '../protocol/types.js';
@@ -108,8 +108,7 @@ export function jsonKey(name: string, params: unknown): string {
  */
 export function useCall<P extends Params | undefined, R>(
   descriptor: MethodDescriptor<P, R>,
-  params: NoInfer<P>,
-  options?: UseCallOptions,
+  ...args: ParamsArgs<P, [options?: UseCallOptions]>
 ): UseCallResult<R>;
 export function useCall<R = unknown>(
   method: string,

@@ -1,7 +1,7 @@
 import { useCallback, useMemo, useSyncExternalStore } from 'react';
 import type { SubscriptionStatus } from '../client/subscription-status.js';
 import { nameOf } from '../peer/method-descriptor.js';
-import type { SubscriptionDescriptor } from '../peer/method-descriptor.js';
+import type { ParamsArgs, SubscriptionDescriptor } from '../peer/method-descriptor.js';
 import { useProvidedClient } from './client-context.js';
 import { idOf, storeFor } from './shared-store.js';
 import { jsonKey } from './use-call.js';
@@ -130,8 +130,7 @@ export function useSharedSubscription<T>(
  */
 export function useSubscription<P, T>(
   descriptor: SubscriptionDescriptor<P, T>,
-  params?: NoInfer<P>,
-  options?: UseSubscriptionOptions,
+  ...args: ParamsArgs<P, [options?: UseSubscriptionOptions]>
 ): UseSubscriptionResult<T>;
 export function useSubscription<T = unknown>(
   topic: string,

@@ -1,6 +1,10 @@
 import type { Observable } from 'rxjs';
 import type { Logger } from '../peer/logger.js';
-import type { MethodDescriptor, NotificationDescriptor } from '../peer/method-descriptor.js';
+import type {
+  MethodDescriptor,
+  NotificationDescriptor,
+  ParamsArgs,
+} from '../peer/method-descriptor.js';
 import type { CallOptions } from '../peer/pending-calls.js';
 import type { BatchEntry, CloseInfo, IncomingNotification, Peer } from '../peer/peer.js';
 import type { Params } from '../protocol/types.js';
@@ -189,8 +193,7 @@ export class Session<C = unknown> implements Sink {
   /** Call a method the client registered, and await its answer. */
   call<P extends Params | undefined, R>(
     descriptor: MethodDescriptor<P, R>,
-    params: NoInfer<P>,
-    options?: CallOptions,
+    ...args: ParamsArgs<P, [options?: CallOptions]>
   ): Promise<R>;
   call(method: string, params?: Params, options?: CallOptions): Promise<unknown>;
   call(
@@ -216,7 +219,7 @@ export class Session<C = unknown> implements Sink {
    */
   notify<P extends Params | undefined>(
     descriptor: NotificationDescriptor<P>,
-    params: NoInfer<P>,
+    ...args: ParamsArgs<P>
   ): void;
   notify(method: string, params?: Params): void;
   notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {

@@ -12,6 +12,7 @@ import { nameOf } from '../../peer/method-descriptor.js';
 import type {
   MethodDescriptor,
   NotificationDescriptor,
+  ParamsArgs,
   SubscriptionDescriptor,
 } from '../../peer/method-descriptor.js';
 import { HandlerTable } from '../../peer/method-registry.js';
@@ -187,8 +188,7 @@ export class SharedRpcClient {
 
   call<P extends Params | undefined, R>(
     descriptor: MethodDescriptor<P, R>,
-    params: NoInfer<P>,
-    options?: SharedCallOptions,
+    ...args: ParamsArgs<P, [options?: SharedCallOptions]>
   ): Promise<R>;
   call(method: string, params?: Params, options?: SharedCallOptions): Promise<unknown>;
   call(
@@ -300,7 +300,7 @@ export class SharedRpcClient {
   /** Send a notification; throws as RpcClient's does once closed, or disconnected with 'reject'. */
   notify<P extends Params | undefined>(
     descriptor: NotificationDescriptor<P>,
-    params: NoInfer<P>,
+    ...args: ParamsArgs<P>
   ): void;
   notify(method: string, params?: Params): void;
   notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {
@@ -320,7 +320,7 @@ export class SharedRpcClient {
    * share one subscription on the server: the first subscribes, the last one's unsubscribe
    * (or its tab closing) ends it.
    */
-  subscribe<P, T>(descriptor: SubscriptionDescriptor<P, T>, params?: NoInfer<P>): Observable<T>;
+  subscribe<P, T>(descriptor: SubscriptionDescriptor<P, T>, ...args: ParamsArgs<P>): Observable<T>;
   subscribe<T = unknown>(topic: string, params?: unknown): Observable<T>;
   subscribe(target: SubscriptionDescriptor | string, params?: unknown): Observable<unknown> {
     return messagesOf(this.subscribeWithMeta(nameOf(target), params));
