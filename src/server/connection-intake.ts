@@ -35,7 +35,7 @@ import type { Session } from './session.js';
 import type { SessionRouter } from './session-router.js';
 import { closeWhenIdle } from './shutdown.js';
 import { streamRefusal } from './stream-refusal.js';
-import { rejectUpgrade } from './upgrade-rejection.js';
+import { rejectUpgrade, sendableRefusal } from './upgrade-rejection.js';
 import type { RefusalLog } from './upgrade-rejection.js';
 import { describeStream, describeUpgrade, handshakeFault } from './upgrade-request.js';
 import { pathOf } from './http-dispatch.js';
@@ -403,7 +403,7 @@ export class ConnectionIntake<C> {
         'upgrade rejected',
       );
     }
-    rejectUpgrade(socket, status, message, headers);
+    rejectUpgrade(socket, status, message, headers, this.deps.logger);
   }
 
   /**
@@ -471,7 +471,9 @@ export class ConnectionIntake<C> {
     const { deps } = this;
     const upgrade = describeUpgrade(req, 'sse', deps.proxies);
     // Status, text and log as an upgrade's refusal (rejectUpgrade, refuse): a failed hook is
-    // logged where it failed, not again as a refusal.
+    // logged where it failed, not again as a refusal. As a refused upgrade's socket is, the
+    // connection is closed after the answer: a client refused here does not go on sending
+    // requests on it.
     const refuse = (status: number, reason: string, message?: string, headers = {}): undefined => {
       deps.metrics.upgradeRejected(reason);
       if (reason !== 'auth-error' && reason !== 'auth-timeout') {
@@ -480,10 +482,15 @@ export class ConnectionIntake<C> {
           'upgrade rejected',
         );
       }
+      const sent = sendableRefusal({ status, message, headers }, deps.logger);
       if (!res.headersSent) {
-        res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', ...headers });
+        res.writeHead(sent.status, {
+          'content-type': 'text/plain; charset=utf-8',
+          ...sent.headers,
+          connection: 'close',
+        });
       }
-      res.end(`${message ?? STATUS_CODES[status] ?? 'Error'}\n`);
+      res.end(`${sent.message ?? STATUS_CODES[sent.status] ?? 'Error'}\n`);
       return undefined;
     };
     if (deps.isClosing()) return refuse(503, 'draining', 'Server shutting down');

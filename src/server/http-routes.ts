@@ -78,6 +78,29 @@ export function closeUnread(req: IncomingMessage, res: ServerResponse): void {
   if (!res.headersSent && mayHaveBody(req)) res.setHeader('connection', 'close');
 }
 
+/**
+ * The answer about to be sent refuses the request (401/403, 404, 405, 429, 503): its connection
+ * is closed after it, body or not, so a client refused goes on with nothing it was refused on,
+ * as a refused upgrade's socket is closed.
+ */
+export function closeRefused(res: ServerResponse): void {
+  if (!res.headersSent) res.setHeader('connection', 'close');
+}
+
+/**
+ * CORS for a page on an allowed origin (listed, or without a list on the request's host), the
+ * same on every HTTP route (POST `/rpc`, the event stream's): it may read the answers, with
+ * credentials (cookies go with its requests as they go with a WebSocket upgrade, and
+ * `authenticate` may read them), and the Retry-After of a refusal (CORS hides it otherwise, and
+ * the client would wait its own guess instead).
+ */
+export function grantOrigin(res: ServerResponse, origin: string): void {
+  res.setHeader('access-control-allow-origin', origin);
+  res.setHeader('access-control-allow-credentials', 'true');
+  res.setHeader('access-control-expose-headers', 'retry-after');
+  res.setHeader('vary', 'Origin');
+}
+
 export function sendText(res: ServerResponse, status: number, text: string): void {
   res.writeHead(status, {
     'content-type': 'text/plain; charset=utf-8',

@@ -16,7 +16,8 @@ import { INVALID_UTF8_REPLY, strictUtf8 } from '../protocol/invalid-utf8.js';
 import { readBodyBytes, refuseUnread } from './read-body.js';
 import type { BodyReadings } from './body-readings.js';
 import { HttpExchangeTransport } from './http-exchange-transport.js';
-import { closeUnread } from './http-routes.js';
+import { closeRefused, grantOrigin } from './http-routes.js';
+import { sendableRefusal } from './upgrade-rejection.js';
 import { REVOKED_CLOSE_CODE, revocationMark, revokedSince } from './revocation.js';
 
 /** Media types a JSON-RPC POST may carry (the JSON-RPC over HTTP description lists all three). */
@@ -113,16 +114,16 @@ function send(
 
 /**
  * A refusal sent before the body was read: the connection closes after it, so a body that
- * trickles in holds nothing open (bodyTimeoutMs only runs while a body is read).
+ * trickles in holds nothing open (bodyTimeoutMs only runs while a body is read), and a client
+ * refused goes on with nothing it was refused on, body or not.
  */
 function refuse(
-  req: IncomingMessage,
   res: ServerResponse,
   status: number,
   body: string,
   headers: Readonly<Record<string, string>> = {},
 ): void {
-  closeUnread(req, res);
+  closeRefused(res);
   send(res, status, body, headers);
 }
 
@@ -177,11 +178,11 @@ export class HttpRpc<C> {
     this.allowOrigin(req, res);
     if (deps.isClosing()) {
       deps.refused?.('draining', 503, upgrade.remoteAddress);
-      return refuse(req, res, 503, 'Server shutting down\n', { 'retry-after': '1' });
+      return refuse(res, 503, 'Server shutting down\n', { 'retry-after': '1' });
     }
     const type = (req.headers['content-type'] ?? '').split(';', 1)[0]!.trim().toLowerCase();
     if (!JSON_TYPES.has(type)) {
-      return refuse(req, res, 415, 'POST a JSON-RPC request with Content-Type: application/json\n');
+      return refuse(res, 415, 'POST a JSON-RPC request with Content-Type: application/json\n');
     }
     const declared = Number(req.headers['content-length'] ?? 0);
     if (declared > deps.limits.maxMessageBytes) return this.tooLarge(req, res);
@@ -189,7 +190,7 @@ export class HttpRpc<C> {
     const admitted = deps.admission.admit(upgrade);
     if (typeof admitted !== 'function') {
       deps.refused?.(admitted.reason, admitted.status, upgrade.remoteAddress);
-      return refuse(req, res, admitted.status, `${admitted.message}\n`, admitted.headers);
+      return refuse(res, admitted.status, `${admitted.message}\n`, admitted.headers);
     }
     try {
       await this.answer(req, res, upgrade);
@@ -217,8 +218,12 @@ export class HttpRpc<C> {
     );
     if (!auth.ok) {
       deps.refused?.(auth.reason, auth.status, upgrade.remoteAddress);
-      const text = `${auth.message ?? 'Internal server error'}\n`;
-      return refuse(req, res, auth.status, text, auth.headers);
+      // Checked as an upgrade's refusal is: one that may not be sent is a plain 500, logged.
+      const { status, message, headers } = sendableRefusal(
+        { status: auth.status, message: auth.message, headers: auth.headers ?? {} },
+        deps.logger,
+      );
+      return refuse(res, status, `${message ?? 'Internal server error'}\n`, headers);
     }
     const context = auth.context;
     let user: string | undefined;
@@ -228,14 +233,14 @@ export class HttpRpc<C> {
       // A failing hook refuses the exchange (500), as it refuses an upgrade.
       deps.logger.error({ err }, 'userOf failed');
       deps.refused?.('auth-error', 500, upgrade.remoteAddress);
-      return refuse(req, res, 500, 'Internal server error\n');
+      return refuse(res, 500, 'Internal server error\n');
     }
     // The user's count is checked and taken in this turn (nothing awaited in between), and held
     // until the exchange ends: an exchange is a session of its user while it runs.
     const tooMany = deps.admission.admitUser(user);
     if (tooMany) {
       deps.refused?.(tooMany.reason, tooMany.status, upgrade.remoteAddress);
-      return refuse(req, res, tooMany.status, `${tooMany.message}\n`, tooMany.headers);
+      return refuse(res, tooMany.status, `${tooMany.message}\n`, tooMany.headers);
     }
     if (user === undefined) return this.run(req, res, upgrade, context, undefined, mark);
     deps.admission.users.opened(user);
@@ -415,7 +420,7 @@ export class HttpRpc<C> {
   preflight(req: IncomingMessage, res: ServerResponse): void {
     const origin = req.headers.origin;
     if (origin === undefined || !this.deps.admission.grantsCors(origin, req)) {
-      return refuse(req, res, 403, 'Origin not allowed\n');
+      return refuse(res, 403, 'Origin not allowed\n');
     }
     this.allowOrigin(req, res);
     send(res, 204, undefined, {
@@ -426,13 +431,11 @@ export class HttpRpc<C> {
     });
   }
 
+  /** The CORS headers the event stream's route sends too (grantOrigin), credentials included. */
   private allowOrigin(req: IncomingMessage, res: ServerResponse): void {
     const origin = req.headers.origin;
     if (origin === undefined || !this.deps.admission.grantsCors(origin, req)) return;
-    res.setHeader('access-control-allow-origin', origin);
-    // The Retry-After of a refusal (429, 503), which CORS hides from the page otherwise.
-    res.setHeader('access-control-expose-headers', 'retry-after');
-    res.setHeader('vary', 'Origin');
+    grantOrigin(res, origin);
   }
 
   private tooLarge(req: IncomingMessage, res: ServerResponse): void {

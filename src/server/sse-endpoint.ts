@@ -5,7 +5,7 @@ import { SseTransport } from '../transport/sse-transport.js';
 import { CloseCode } from '../transport/transport.js';
 import type { SseLimits } from '../transport/sse-transport.js';
 import type { ConnectionIntake } from './connection-intake.js';
-import { closeUnread, sendText } from './http-routes.js';
+import { closeRefused, closeUnread, grantOrigin, sendText } from './http-routes.js';
 import type { GatewayLimits } from './options.js';
 import { INVALID_UTF8_REPLY, strictUtf8 } from '../protocol/invalid-utf8.js';
 import { readBodyBytes, refuseUnread } from './read-body.js';
@@ -95,19 +95,6 @@ function header(req: IncomingMessage, name: string): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
-/**
- * CORS for a page on an allowed origin (listed, or without a list on the request's host): it
- * may read the answers, with credentials (cookies go with its requests as they go with a
- * WebSocket upgrade), and the Retry-After of a refusal (CORS hides it otherwise, and the client
- * would wait its own guess instead).
- */
-function grantOrigin(res: ServerResponse, origin: string): void {
-  res.setHeader('access-control-allow-origin', origin);
-  res.setHeader('access-control-allow-credentials', 'true');
-  res.setHeader('access-control-expose-headers', 'retry-after');
-  res.setHeader('vary', 'Origin');
-}
-
 /** A CORS preflight (its origin already granted above, or absent: 403). */
 function preflight(req: IncomingMessage, res: ServerResponse, origin: string | undefined): void {
   if (origin === undefined) return sendText(res, 403, 'Origin not allowed\n');
@@ -125,6 +112,7 @@ function preflight(req: IncomingMessage, res: ServerResponse, origin: string | u
 }
 
 function noSession(res: ServerResponse): void {
+  closeRefused(res);
   sendText(res, 404, 'No such session: open a new event stream.\n');
 }
 
@@ -192,7 +180,7 @@ export class SseEndpoint<C> {
       // any session is made, by the rule grantsCors follows: every session it opens is one its
       // page may read. A session's POST, resume and DELETE, and a preflight, are held to it
       // too: the browser sends the user's cookies with them.
-      closeUnread(req, res);
+      closeRefused(res);
       return sendText(res, 403, 'Origin not allowed\n');
     }
     // A resume that names no session (a proxy dropped its headers, an EventSource reopening a
@@ -209,6 +197,7 @@ export class SseEndpoint<C> {
     if (req.method === 'OPTIONS') return preflight(req, res, origin);
     if (req.method !== 'GET' && req.method !== 'POST' && req.method !== 'DELETE') {
       res.setHeader('allow', 'GET, POST, DELETE, OPTIONS');
+      closeRefused(res);
       return sendText(res, 405, 'Use GET for the event stream, POST to send, DELETE to end.\n');
     }
     const resuming = req.method === 'GET';

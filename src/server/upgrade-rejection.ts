@@ -1,37 +1,106 @@
 import type { Duplex } from 'node:stream';
-import { STATUS_CODES } from 'node:http';
+import { STATUS_CODES, validateHeaderName, validateHeaderValue } from 'node:http';
 import type { Logger } from '../peer/logger.js';
 
-/** Thrown from `authenticate` to refuse a connection with an HTTP status. */
+/**
+ * Thrown from `authenticate` to refuse a connection with an HTTP status. A refusal is an error:
+ * its status is a 4xx or 5xx (any other is a RangeError), and its headers are ones Node would
+ * send (a name that is no HTTP token, or a value with CR, LF or another control character, is
+ * a TypeError), so a hook that copies request data into them cannot add a header or make a
+ * refusal read as a success. Thrown from the hook, either error refuses with a 500, logged, as
+ * anything else the hook throws does, on every transport.
+ */
 export class UpgradeRejection extends Error {
   override name = 'UpgradeRejection';
+  /** A copy of the headers given, checked and frozen: what is sent is what was checked. */
+  readonly headers: Readonly<Record<string, string>>;
   constructor(
     readonly status: number = 401,
     message?: string,
-    readonly headers: Readonly<Record<string, string>> = {},
+    headers: Readonly<Record<string, string>> = {},
   ) {
     super(message ?? STATUS_CODES[status] ?? 'Rejected');
+    if (!isRefusalStatus(status)) {
+      throw new RangeError(`UpgradeRejection status must be 400-599, not ${String(status)}`);
+    }
+    const copy: Record<string, string> = {};
+    for (const [name, value] of Object.entries(headers)) {
+      validateHeaderName(name);
+      validateHeaderValue(name, value);
+      copy[name] = value;
+    }
+    this.headers = Object.freeze(copy);
   }
 }
 
-/** Answer an upgrade request with a plain HTTP error and close the socket once it is written. */
+/** Whether `status` is one a refusal may have: an integer from 400 to 599. */
+function isRefusalStatus(status: unknown): boolean {
+  return typeof status === 'number' && Number.isInteger(status) && status >= 400 && status <= 599;
+}
+
+/**
+ * Why a refusal's status or headers must not go on the wire as they are, or undefined when they
+ * may: the checks UpgradeRejection's constructor makes, and Node's writeHead makes on the other
+ * transports, for the bytes rejectUpgrade writes itself.
+ */
+export function refusalFault(
+  status: number,
+  headers: Readonly<Record<string, string>>,
+): string | undefined {
+  if (!isRefusalStatus(status)) return `status ${String(status)} is not 400-599`;
+  for (const [name, value] of Object.entries(headers)) {
+    try {
+      validateHeaderName(name);
+      validateHeaderValue(name, value);
+    } catch (err) {
+      return (err as Error).message;
+    }
+  }
+  return undefined;
+}
+
+/** A refusal about to be sent: its status, its text (undefined: the status's) and headers. */
+export interface Refusal {
+  status: number;
+  message: string | undefined;
+  headers: Readonly<Record<string, string>>;
+}
+
+/**
+ * The refusal to send for `refusal`: itself, or, when its status or headers may not be sent
+ * (refusalFault), a plain 500 with the fault logged. Every transport sends what this gives.
+ */
+export function sendableRefusal(refusal: Refusal, logger: Logger | undefined): Refusal {
+  const fault = refusalFault(refusal.status, refusal.headers);
+  if (fault === undefined) return refusal;
+  logger?.error({ status: refusal.status, fault }, 'refusal not sendable: refused with 500');
+  return { status: 500, message: undefined, headers: {} };
+}
+
+/**
+ * Answer an upgrade request with a plain HTTP error and close the socket once it is written;
+ * one whose status or headers may not be sent is a plain 500 (sendableRefusal).
+ */
 export function rejectUpgrade(
   socket: Duplex,
   status: number,
-  message = STATUS_CODES[status] ?? 'Error',
+  text?: string,
   headers: Readonly<Record<string, string>> = {},
+  logger?: Logger,
 ): void {
   if (!socket.writable) {
     socket.destroy();
     return;
   }
-  const body = `${message}\n`;
+  const sent = sendableRefusal({ status, message: text, headers }, logger);
+  const reasonPhrase = STATUS_CODES[sent.status] ?? 'Error';
+  const body = `${sent.message ?? reasonPhrase}\n`;
   const lines = [
-    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}`,
+    `HTTP/1.1 ${sent.status} ${reasonPhrase}`,
     'Connection: close',
     'Content-Type: text/plain; charset=utf-8',
     `Content-Length: ${Buffer.byteLength(body)}`,
-    ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+    ...Object.entries(sent.headers).map(([k, v]) => `${k}: ${v}`),
   ];
   // An HTTP server's sockets allow half-open: ended alone, the socket would stay open until the
   // peer sends its FIN, which a peer holding sockets never does.

@@ -16,6 +16,33 @@ export const DEFAULT_MAX_LINE_BYTES = 1024 * 1024;
 /** UTF-8 takes at most 3 bytes per UTF-16 code unit (4 per surrogate pair). */
 const MAX_UTF8_PER_UNIT = 3;
 
+/**
+ * How the gateway's close notice begins: the last line of an NDJSON connection it closes, a
+ * JSON-RPC notification `rpc.close` with `{ code, reason }` (what a WebSocket's close frame
+ * carries; docs/wire-protocol.md). Written and read with this exact beginning, so every other
+ * line is told apart by one comparison.
+ */
+export const CLOSE_NOTICE_PREFIX = '{"jsonrpc":"2.0","method":"rpc.close","params":';
+
+/** The code and reason of a close notice, or undefined when `line` is none (or malformed). */
+function closeNoticeOf(line: string): { code: number; reason: string } | undefined {
+  if (!line.startsWith(CLOSE_NOTICE_PREFIX)) return undefined;
+  let notice: unknown;
+  try {
+    notice = JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+  const params = (notice as { params?: unknown }).params;
+  if (typeof params !== 'object' || params === null) return undefined;
+  const { code, reason } = params as { code?: unknown; reason?: unknown };
+  // The codes a WebSocket close frame may carry.
+  if (typeof code !== 'number' || !Number.isInteger(code) || code < 1000 || code > 4999) {
+    return undefined;
+  }
+  return { code, reason: typeof reason === 'string' ? reason : '' };
+}
+
 /** Options of the newline-delimited JSON sockets (`tcpSocket`, `streamSocket`). */
 interface LineOptions {
   /**
@@ -111,6 +138,8 @@ class NdjsonSocket implements WebSocketLike {
     for (const line of lines) {
       if (this.readyState >= CLOSING) return;
       if (this.overLimit(line)) return this.tooLarge();
+      const notice = closeNoticeOf(line);
+      if (notice) return this.closedByPeer(notice.code, notice.reason);
       if (this.readyState === OPEN) this.onmessage?.({ data: line });
       // Written before the client attached (e.g. a greeting): kept for the open.
       else if (this.readyState === CONNECTING) (this.early ??= []).push(line);
@@ -123,6 +152,20 @@ class NdjsonSocket implements WebSocketLike {
       line.length * MAX_UTF8_PER_UNIT > this.maxLineBytes &&
       Buffer.byteLength(line) > this.maxLineBytes
     );
+  }
+
+  /**
+   * The other side's close notice: the close event tells its code and reason, as a WebSocket's
+   * does a close frame's, once the other side's end comes (nothing is delivered after it). Our
+   * side ends at once, as a WebSocket answers a close frame.
+   */
+  private closedByPeer(code: number, reason: string): void {
+    this.readyState = CLOSING;
+    this.closeCode = code;
+    this.closeReason = reason;
+    this.lines.clear();
+    this.early = undefined;
+    this.output.end();
   }
 
   /** A line past the limit: drop it and close, and read no more of what the other side sends. */

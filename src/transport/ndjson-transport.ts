@@ -9,6 +9,7 @@ import type { BudgetLedger, BudgetMember } from './output-budget.js';
 import type { InputBudget, InputLimit } from './ws-transport.js';
 import { flushAfterTask, MAX_GATHERED_FRAMES } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
+import { CLOSE_NOTICE_PREFIX } from './ndjson-socket.js';
 
 const NEWLINE = 0x0a;
 const EMPTY = Buffer.alloc(0);
@@ -21,6 +22,14 @@ function ndjsonLine(bytes: Uint8Array): Buffer {
   line.set(bytes, 0);
   line[bytes.length] = NEWLINE;
   return line;
+}
+
+/**
+ * The line that ends an NDJSON connection the gateway closes, as a WebSocket's close frame
+ * would: a JSON-RPC notification with the close code and reason (docs/wire-protocol.md).
+ */
+function closeNotice(code: number, reason: string): string {
+  return `${CLOSE_NOTICE_PREFIX}${JSON.stringify({ code, reason })}}`;
 }
 
 export interface NdjsonTransportOptions {
@@ -242,7 +251,12 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
     if (this.cancelResume) this.readable.resume(); // what still arrives is read and dropped
     this.stopReadPause();
     this.flushWrites();
-    this.writable.end();
+    // NDJSON has no close frame: the code and reason go as a last line (closeNotice), so the
+    // peer tells a revocation, an expiry or a deadline from a dropped connection. Not once the
+    // peer has ended its side: it waits for its answers only, and reads no more than those.
+    if (!this.inputEnded && !this.writable.writableEnded && !this.writable.destroyed) {
+      this.writable.end(byteCounted(`${closeNotice(code, reason)}\n`));
+    } else this.writable.end();
     // A peer that never reads, or never finishes its side, must not hold the streams forever:
     // the grace, or what is left until the end-of-input deadline when that is later.
     const grace = this.options.closeGraceMs ?? 2_000;

@@ -266,11 +266,17 @@ describe('serveStream in-process', () => {
 
     const [first, ...rest] = lines(written);
     expect(first).toBe(SUBTRACT_REPLY);
-    expect(rest).toHaveLength(1);
+    // The error line, then the close notice with the code a WebSocket would be closed with.
+    expect(rest).toHaveLength(2);
     expect(JSON.parse(rest[0]!)).toMatchObject({
       jsonrpc: '2.0',
       error: { code: -32600 },
       id: null,
+    });
+    expect(JSON.parse(rest[1]!)).toEqual({
+      jsonrpc: '2.0',
+      method: 'rpc.close',
+      params: { code: 1009, reason: 'message too large' },
     });
     expect(await session.closed).toMatchObject({ code: 1009 });
     await waitFor(() => gateway.sessions.size === 0, 'the session to be gone');

@@ -196,6 +196,8 @@ describe('TCP (newline-delimited JSON)', () => {
         error: { code: -32600, message: 'Message too large', data: { maxMessageBytes: 64 } },
         id: null,
       },
+      // NDJSON's close frame: the code a WebSocket would be closed with.
+      { jsonrpc: '2.0', method: 'rpc.close', params: { code: 1009, reason: 'message too large' } },
     ]);
   });
 
