@@ -64,7 +64,8 @@ export interface ServerApi {
   answer(text: string, caller: ApiCaller): Promise<string | undefined>;
   /**
    * Stop taking requests from the broker (`consume`): on a node about to drain, other nodes take
-   * them. The HTTP endpoint goes on serving until `close`.
+   * them. It stops reading at once; the promise settles once the requests it took are answered.
+   * The HTTP endpoint goes on serving until `close`.
    */
   stopConsuming(): Promise<void>;
   /**
@@ -380,8 +381,11 @@ async function openServerApi(
 
   let closed: Promise<void> | undefined;
   let consumerClosed: Promise<void> | undefined;
+  // Never rejects: a shutdown goes on whatever the consumer's broker does.
   const stopConsuming = (): Promise<void> =>
-    (consumerClosed ??= consumer?.close() ?? Promise.resolve());
+    (consumerClosed ??= (consumer?.close() ?? Promise.resolve()).catch((err: unknown) => {
+      logger.warn({ err }, 'server API: closing the consumer failed');
+    }));
   /** Answer what is still in progress 503 and close its connection: the close's deadline passed. */
   const cutRequests = (): void => {
     logger.warn({ requests: responses.size }, 'server API closed with requests in progress: 503');
@@ -405,9 +409,10 @@ async function openServerApi(
       (closed ??= (async () => {
         closing = true;
         try {
-          await stopConsuming();
+          // Stops reading at once; what it took and still runs is waited for with the rest.
+          const consuming = stopConsuming();
           const stopped = stopHttp();
-          const settled = Promise.allSettled([...inFlight]);
+          const settled = Promise.allSettled([...inFlight, consuming]);
           if (options.deadlineMs === undefined) await settled;
           else if (!(await settledWithin(settled, options.deadlineMs))) cutRequests();
           await stopped;

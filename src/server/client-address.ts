@@ -102,7 +102,7 @@ export class TrustedProxies {
 
 /**
  * Whether the browser sent `request` over TLS: the socket is TLS, or it came from a trusted proxy
- * whose `X-Forwarded-Proto` says `https` (its first entry: the scheme the client used, as the
+ * whose `X-Forwarded-Proto` says `https` or `wss` (its first entry: the scheme the client used, as the
  * proxy in front of the others wrote it). A plain request from elsewhere may still have been TLS
  * up to a proxy the gateway does not know of: that is "not known to be", and false.
  */
@@ -114,5 +114,7 @@ export function sentOverTls(
   if (!proxies?.trusts(request.socket.remoteAddress)) return false;
   const header = request.headers['x-forwarded-proto'];
   const first = (Array.isArray(header) ? header[0] : header)?.split(',', 1)[0];
-  return first?.trim().toLowerCase() === 'https';
+  const proto = first?.trim().toLowerCase();
+  // Traefik names a WebSocket upgrade's scheme as the browser wrote it: wss.
+  return proto === 'https' || proto === 'wss';
 }

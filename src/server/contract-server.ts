@@ -33,8 +33,7 @@ import { checkMethodName } from '../peer/method-registry.js';
 import { isRecord, refuse } from '../peer/option-rules.js';
 import { performance as nodePerformance } from 'node:perf_hooks';
 import type { Gateway } from './gateway.js';
-import { checkStreamDeclaration, checkTopicDeclaration } from './pubsub-service.js';
-import type { TopicOptions } from './pubsub-service.js';
+import type { StreamHandler, TopicOptions } from './pubsub-service.js';
 import type { PublishOptions } from './pubsub-types.js';
 import type { Session } from './session.js';
 
@@ -205,11 +204,14 @@ export function implementContract<K extends Contract, C>(
       throw new Error(`"${name}" has a stream and topic options: a name is a stream or a topic`);
     }
   }
-  // Checked as gateway.topic and gateway.stream check them, before any method is registered.
+  // Checked as gateway.topic and gateway.stream check them, names already declared included,
+  // before anything is registered: a refusal leaves the gateway as it was.
   for (const name of Object.keys(subscriptions)) {
-    const stream = streams[name];
-    if (stream === undefined) checkTopicDeclaration(name, topics[name]);
-    else checkStreamDeclaration(name, stream, undefined);
+    gateway.checkDeclaration(
+      name,
+      topics[name] as TopicOptions<C> | undefined,
+      streams[name] as StreamHandler<C, unknown, unknown> | undefined,
+    );
   }
   for (const [name, spec, handler] of handlers) {
     const validate = charging<C>(paramsValidator(spec));

@@ -619,8 +619,9 @@ export class Gateway<C = unknown> {
    */
   topic(pattern: string, options?: TopicOptions<C>): void {
     checkTopicDeclaration(pattern, options);
-    this.checkHighWaterMark(pattern, options?.highWaterMark);
     const presence = this.presenceService.check(pattern, options?.presence);
+    this.pubsub.checkDeclarable(pattern, options, false);
+    this.checkHighWaterMark(pattern, options?.highWaterMark);
     this.pubsub.topic(pattern, options);
     if (presence) this.presenceService.declare(pattern, presence);
   }
@@ -642,6 +643,24 @@ export class Gateway<C = unknown> {
    * A slow-consumer high-water mark at or above half of `maxBufferedBytes` may never act, and
    * may keep a paused reader paused. Not an error (messages still flow), but worth saying once.
    */
+  /**
+   * Throw as `topic(name, options)` would (or, `asStream`, `stream(name, handler)`), declaring
+   * nothing: implementContract checks every subscription of a contract before it registers any
+   * of its methods, topics and streams.
+   */
+  checkDeclaration(
+    name: string,
+    options: TopicOptions<C> | undefined,
+    stream: StreamHandler<C, unknown, unknown> | undefined,
+  ): void {
+    if (stream) checkStreamDeclaration(name, stream, undefined);
+    else {
+      checkTopicDeclaration(name, options);
+      this.presenceService.check(name, options?.presence);
+    }
+    this.pubsub.checkDeclarable(name, options, stream !== undefined);
+  }
+
   private checkHighWaterMark(name: string, highWaterMark: number | undefined): void {
     const { maxBufferedBytes } = this.limits;
     if (highWaterMark === undefined || maxBufferedBytes <= 0) return;

@@ -115,10 +115,36 @@ export class PresenceService<C> {
   /** The writes under way (at most one per topic). */
   private readonly flushes = new Set<Promise<void>>();
   private readonly watches = new Map<string, Observable<PresenceEvent>>();
+  /**
+   * Topics whose `$presence` channel the node is subscribed to on the broker (a watcher is on),
+   * with how many of its watches listen (a handle's `events$` may outlive its map entry).
+   */
+  private readonly listening = new Map<string, number>();
+  /**
+   * `$presence` subscriptions accepted for a topic whose channel is not listened to yet, by topic:
+   * each counts toward limits.maxTopics from its acceptance until its watch starts or it ends, so
+   * that subscribes arriving together cannot all pass the limit before any of them listens.
+   */
+  private readonly reserved = new Map<string, number>();
 
-  /** Topics whose presence this node watches: a broker channel each. */
+  /** Topics whose presence this node watches or is about to: a broker channel each. */
   get watchedTopics(): number {
-    return this.watches.size;
+    let count = this.listening.size;
+    for (const topic of this.reserved.keys()) if (!this.listening.has(topic)) count++;
+    return count;
+  }
+
+  /** Count one `$presence` subscription of `topic` until the returned function is called. */
+  private reserveWatch(topic: string): () => void {
+    this.reserved.set(topic, (this.reserved.get(topic) ?? 0) + 1);
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      const left = this.reserved.get(topic)! - 1;
+      if (left === 0) this.reserved.delete(topic);
+      else this.reserved.set(topic, left);
+    };
   }
   private readonly firstPages = new FirstPageReads<FirstPage>(
     MAX_PRESENCE_FIRST_PAGE_READS,
@@ -270,8 +296,17 @@ export class PresenceService<C> {
     const signal = ctx.signal;
     if (signal.aborted) throw new ServerError(ErrorCode.RequestCancelled, 'Request cancelled');
     // A topic whose presence this node does not watch yet costs a broker channel.
-    const release = this.topics.reserve(ctx.session, topic, !this.watches.has(topic), kept);
-    signal.addEventListener('abort', release, { once: true });
+    const fresh = !this.listening.has(topic) && !this.reserved.has(topic);
+    const release = this.topics.reserve(ctx.session, topic, fresh, kept);
+    const unreserve = this.reserveWatch(topic);
+    signal.addEventListener(
+      'abort',
+      () => {
+        release();
+        unreserve();
+      },
+      { once: true },
+    );
     return new Observable<unknown>((subscriber) => {
       // Events come in while the first page is read: held, then sent after it.
       let held: PresenceEvent[] | undefined = [];
@@ -280,6 +315,8 @@ export class PresenceService<C> {
         next: (event) => (held ? held.push(event) : subscriber.next(event)),
         error: (err: unknown) => subscriber.error(err),
       });
+      // Listened to from here (or refused, and ended): counted as listening, no more as reserved.
+      unreserve();
       // Read from after the watch began (shared with the topic's other subscribers, bounded on
       // the node); not at all when the subscription ends before its read starts.
       const leave = this.firstPages.want(topic, {
@@ -374,6 +411,7 @@ export class PresenceService<C> {
         window.add(changes.j ?? [], changes.l ?? []);
         due ??= setTimeout(() => void emit(), this.settings.coalesceMs);
       };
+      this.listening.set(topic, (this.listening.get(topic) ?? 0) + 1);
       this.broker.subscribe(channel, deliver).catch((err: unknown) => {
         this.logger.warn({ err, topic }, 'presence: could not listen for joins and leaves');
         subscriber.error(err);
@@ -381,6 +419,9 @@ export class PresenceService<C> {
       return () => {
         clearTimeout(due);
         if (this.watches.get(topic) === watch) this.watches.delete(topic);
+        const listeners = this.listening.get(topic)! - 1;
+        if (listeners === 0) this.listening.delete(topic);
+        else this.listening.set(topic, listeners);
         this.broker.unsubscribe(channel).catch((err: unknown) => {
           this.logger.warn({ err, topic }, 'presence: broker unsubscribe failed');
         });

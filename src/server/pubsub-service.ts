@@ -237,22 +237,7 @@ export class PubSubService<C> {
    * topic or as a stream.
    */
   topic(pattern: string, options: TopicOptions<C> = {}): void {
-    checkTopicDeclaration(pattern, options);
-    if (this.definitions.has(pattern)) throw new Error(`Topic "${pattern}" is already declared`);
-    // A subscribe finds the stream first: the topic would never have a subscriber.
-    if (this.streams.has(pattern)) {
-      throw new Error(
-        `Topic "${pattern}" is already declared as a stream: a name is a topic or a stream, not both`,
-      );
-    }
-    const latestValue: unknown = options.latestValue;
-    if (latestValue !== undefined && typeof latestValue !== 'boolean') {
-      throw new TypeError(`Topic "${pattern}": latestValue must be true or false`);
-    }
-    if (pattern.startsWith('$') || pattern.startsWith(INBOX_TOPIC_PREFIX))
-      throw new Error(
-        `Topic names starting with "$" or "${INBOX_TOPIC_PREFIX}" are reserved: "${pattern}"`,
-      );
+    this.checkDeclarable(pattern, options, false);
     const definition = {
       pattern,
       options,
@@ -268,6 +253,39 @@ export class PubSubService<C> {
   }
 
   /**
+   * Throw as `topic(name, options)` (or, `asStream`, `stream(name, ...)`) would for a name already
+   * declared, a reserved one or a `latestValue` that is no boolean, declaring nothing: so that
+   * implementContract can check every name before it registers any.
+   */
+  checkDeclarable(name: string, options: TopicOptions<C> | undefined, asStream: boolean): void {
+    if (asStream) {
+      if (this.streams.has(name)) throw new Error(`Stream "${name}" is already declared`);
+      // A subscribe finds the stream first: the topic's subscribers would get the stream instead.
+      if (this.definitions.has(name)) {
+        throw new Error(
+          `Stream "${name}" is already declared as a topic: a name is a topic or a stream, not both`,
+        );
+      }
+      return;
+    }
+    if (this.definitions.has(name)) throw new Error(`Topic "${name}" is already declared`);
+    // A subscribe finds the stream first: the topic would never have a subscriber.
+    if (this.streams.has(name)) {
+      throw new Error(
+        `Topic "${name}" is already declared as a stream: a name is a topic or a stream, not both`,
+      );
+    }
+    const latestValue: unknown = options?.latestValue;
+    if (latestValue !== undefined && typeof latestValue !== 'boolean') {
+      throw new TypeError(`Topic "${name}": latestValue must be true or false`);
+    }
+    if (name.startsWith('$') || name.startsWith(INBOX_TOPIC_PREFIX))
+      throw new Error(
+        `Topic names starting with "$" or "${INBOX_TOPIC_PREFIX}" are reserved: "${name}"`,
+      );
+  }
+
+  /**
    * Declare a per-subscriber stream: `handler` builds an Observable for each subscriber.
    * Throws as `checkStreamDeclaration` does, and an Error for a name already declared as a
    * stream or as a topic.
@@ -278,13 +296,7 @@ export class PubSubService<C> {
     flow: Partial<FlowControl> = {},
   ): void {
     checkStreamDeclaration(name, handler, flow);
-    if (this.streams.has(name)) throw new Error(`Stream "${name}" is already declared`);
-    // A subscribe finds the stream first: the topic's subscribers would get the stream instead.
-    if (this.definitions.has(name)) {
-      throw new Error(
-        `Stream "${name}" is already declared as a topic: a name is a topic or a stream, not both`,
-      );
-    }
+    this.checkDeclarable(name, undefined, true);
     this.streams.set(name, {
       handler: handler as StreamHandler<C>,
       flow: { ...defaultFlowControl, ...flow },

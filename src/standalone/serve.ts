@@ -160,8 +160,10 @@ export async function serve(
       const deadline = Date.now() + drainDeadlineMs;
       const left = (): number => Math.max(SERVER_API_CLOSE_MIN_MS, deadline - Date.now());
       try {
-        // Requests queued on the broker go to nodes that are not draining.
-        await api?.stopConsuming();
+        // Requests queued on the broker go to nodes that are not draining: it stops reading at
+        // once; the requests it took and still runs are waited for by the server API's close,
+        // within its deadline, not before the drain starts.
+        void api?.stopConsuming();
         await running.drain({
           deadlineMs: drainDeadlineMs,
           beforeClose: () => apiClosed(left()),

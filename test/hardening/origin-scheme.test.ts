@@ -86,6 +86,8 @@ describe('the page’s scheme, without allowedOrigins', () => {
     const page = 'http://127.0.0.1:5173';
     expect(await upgrade(behindProxy.url, page, 'https')).toBe(403);
     expect(await upgrade(behindProxy.url, page, 'HTTPS, http')).toBe(403);
+    // Traefik writes the upgrade's own scheme.
+    expect(await upgrade(behindProxy.url, page, 'wss')).toBe(403);
     expect(await upgrade(behindProxy.url, 'https://127.0.0.1:5173', 'https')).toBe('open');
     expect(await upgrade(behindProxy.url, page, 'http')).toBe('open');
     expect(await upgrade(behindProxy.url, page)).toBe('open');

@@ -120,4 +120,28 @@ describe('limits.maxTopics', () => {
       { numRuns: 25 },
     );
   });
+  it('$presence subscribes sent together to new topics: no more are accepted than maxTopics', async () => {
+    const maxTopics = 2;
+    const { gateway, url } = await res.gateway({ limits: { maxTopics } });
+    gateway.topic('room.*', { presence: true });
+    const a = await openRaw(res, url);
+    const replies = await Promise.all(
+      [1, 2, 3, 4, 5, 6].map((i) => a.request('subscribe', ['$presence', { topic: `room.${i}` }])),
+    );
+    expect(replies.filter((r) => r.error === undefined)).toHaveLength(maxTopics);
+    for (const refused of replies.filter((r) => r.error !== undefined)) {
+      expect(refused.error).toMatchObject({ code: ErrorCode.ServerBusy, data: { maxTopics } });
+    }
+    expect(gateway.pubsub.topicsHeld()).toBe(maxTopics);
+  });
+
+  it('the server’s own gateway.presence(topic) reads hold no topic', async () => {
+    const { gateway, url } = await res.gateway({ limits: { maxTopics: 3 } });
+    gateway.topic('room.*', { presence: true });
+    for (let i = 0; i < 5; i++) await gateway.presence(`room.${i}`).count();
+    expect(gateway.pubsub.topicsHeld()).toBe(0);
+    const a = await openRaw(res, url);
+    expect((await a.request('subscribe', ['room.x'])).error).toBeUndefined();
+    expect(gateway.pubsub.topicsHeld()).toBe(1);
+  });
 });

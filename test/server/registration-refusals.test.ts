@@ -260,6 +260,34 @@ describe('implementContract', () => {
     expect(g.registry.has('go')).toBe(false);
   });
 
+  it('refuses a subscription name declared before, or a latestValue of the wrong type, registering nothing; a corrected retry works', () => {
+    const g = gateway();
+    g.topic('feed');
+    const methods = { 'cart.add': () => 1, ping: () => 2 };
+    expect(() => implementContract(g, contract, { methods })).toThrow(
+      'Topic "feed" is already declared',
+    );
+    expect(g.registry.has('cart.add')).toBe(false);
+    expect(g.pubsub.topicPattern('room.lobby')).toBeUndefined();
+    const h = gateway();
+    h.stream('feed', () => of(1));
+    expect(() => implementContract(h, contract, { methods })).toThrow(
+      'Topic "feed" is already declared as a stream',
+    );
+    expect(h.registry.has('ping')).toBe(false);
+    const k = gateway();
+    expect(() =>
+      implementContract(
+        k,
+        contract,
+        bad({ methods, topics: { 'room.*': { latestValue: 'yes' } } }),
+      ),
+    ).toThrow(new TypeError('Topic "room.*": latestValue must be true or false'));
+    expect(k.registry.has('ping')).toBe(false);
+    implementContract(k, contract, { methods, topics: { 'room.*': { latestValue: true } } });
+    expect(k.registry.has('ping')).toBe(true);
+  });
+
   it('still serves a well-formed implementation', () => {
     const g = gateway();
     const methods = { 'cart.add': () => 1, ping: () => 2 };

@@ -5,11 +5,14 @@
  * call ending during the drain publishes as it ends); it closes after them. A close of the server
  * API whose deadline passes answers what is still in progress 503, and finishes.
  */
+import { Redis } from 'ioredis';
+import { nanoid } from 'nanoid';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { serve } from '../../src/standalone/serve.js';
 import type { StandaloneServer } from '../../src/standalone/serve.js';
 import { resolveStandaloneConfig } from '../../src/standalone/standalone-config.js';
+import { REDIS_URL } from '../support/brokers.js';
 import { openRaw } from '../support/sockets.js';
 import { Resources } from '../support/resources.js';
 import { API_KEY, call, post, startApi } from '../server-api/support.js';
@@ -18,10 +21,12 @@ import type { ServerApi } from '../../src/server-api/index.js';
 const res = new Resources();
 const servers: StandaloneServer[] = [];
 const apis: ServerApi[] = [];
+const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
   await Promise.all(servers.splice(0).map((server) => server.close()));
   await Promise.all(apis.splice(0).map((api) => api.close({ deadlineMs: 0 })));
   await res.cleanup();
+  for (const cleanup of cleanups.splice(0)) await cleanup();
 });
 
 /** Far longer than any test waits: held for it, the test has failed already. */
@@ -68,6 +73,47 @@ describe('serve: shutdown with a server API', () => {
     expect((await held).body?.error?.code).toBe(-32011);
     await closing;
     expect((await client.closed).code).toBe(1012);
+  });
+
+  it('with a broker consumer: drains at once while a consumed call to a client is in progress', async () => {
+    const stream = `wsrpc-serve-drain:${nanoid(8)}`;
+    const redis = new Redis(REDIS_URL);
+    cleanups.push(async () => {
+      await redis.del(stream, `${stream}:dead-letter`);
+      redis.disconnect();
+    });
+    const config = resolveStandaloneConfig({
+      listen: { host: '127.0.0.1', port: 0 },
+      serverApi: {
+        listen: { host: '127.0.0.1', port: 0 },
+        keys: [API_KEY],
+        consume: { redisStream: stream, url: REDIS_URL },
+      },
+      shutdown: { drainDeadlineMs: 1_000 },
+    });
+    const server = await serve(config, { logger: pino({ level: 'silent' }) });
+    servers.push(server);
+    const client = await openRaw(res, server.url);
+    await client.request('rpc.ping');
+    const [session] = server.gateway.sessions.values();
+    await redis.xadd(
+      stream,
+      '*',
+      'request',
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'callClient',
+        params: { sessionId: session!.id, method: 'never', timeoutMs: CALL_TIMEOUT_MS },
+      }),
+    );
+    await client.until(() => client.frames.some((f) => f.method === 'never'), 'the consumed call');
+    const closing = server.close();
+    await client.until(
+      () => client.frames.some((f) => f.method === 'rpc.reconnect'),
+      'the drain’s notice, with the consumed call in progress',
+    );
+    await closing;
   });
 
   it('ServerApi.close({ deadlineMs }) answers a request still in progress 503 and finishes', async () => {

@@ -56,7 +56,7 @@ export const tierRules: readonly (readonly [Tier, readonly string[]])[] = [
       'test/hardening/{broker-down,drain-process,fuzz}.test.ts',
       'test/integration/{demo-process,recipe*}.test.ts',
       'test/jwt/recipe-jwt.test.ts',
-      'test/standalone/{check-config,example,serve,serve-readiness}.test.ts',
+      'test/standalone/{check-config,example,serve,serve-readiness,serve-drain-server-api}.test.ts',
       'test/sse/nginx-fallback.test.ts',
       'test/server-api/{cluster,consume,consume-readiness,once-model,python-backend}.test.ts',
       'test/pubsub/{broker-link-gap,deny-list,notify-broker-down,presence-drain,redis-gateway,redis-live-queue-bound,replay-bounds,topic-limits}.test.ts',
