@@ -146,5 +146,14 @@ export function createLogger(
         >,
     },
   };
-  return destination ? pino(settings, destination) : pino(settings);
+  const logger = destination ? pino(settings, destination) : pino(settings);
+  // A child's bindings are written on each of its lines, and pino formats them with no hook of
+  // the root's: scrubbed as they are bound. Its children inherit this `child`.
+  // Called on whichever logger `child` is called on (a child's child is made from that child).
+  const child = (Object.getPrototypeOf(logger) as { child: PinoLogger['child'] }).child;
+  const scrubbingChild = function (this: PinoLogger, bindings, childOptions) {
+    return child.call(this, scrubLogged(bindings) as typeof bindings, childOptions);
+  } as PinoLogger['child'];
+  logger.child = scrubbingChild;
+  return logger;
 }

@@ -189,10 +189,19 @@ describe('credential redaction in logs', () => {
     };
     const before = JSON.stringify(logged);
     logger.info(logged, 'hook');
+    logger
+      .child({ session: 's1' })
+      .child({ request: { headers: { authorization: 'Bearer SECRET-binding' } } })
+      .info('child');
     // The caller's object is as it was: what changed was copied.
     expect(JSON.stringify(logged)).toBe(before);
-    expect(lines).toHaveLength(1);
-    expect(lines[0]!.match(/SECRET[-\w]*/g) ?? []).toEqual([]);
+    expect(lines).toHaveLength(2);
+    expect(lines.join('').match(/SECRET[-\w]*/g) ?? []).toEqual([]);
+    expect(JSON.parse(lines[1]!)).toMatchObject({
+      msg: 'child',
+      session: 's1',
+      request: { headers: { authorization: '[redacted]' } },
+    });
     expect(JSON.parse(lines[0]!)).toMatchObject({
       url: 'https://u:redacted@gw.example/rpc?token=%5Bredacted%5D&room=a',
       query: { access_token: '[redacted]', room: 'b' },
