@@ -7,11 +7,12 @@
  * gateway writes itself), POST /rpc and the event stream's opening GET. Read off the raw bytes
  * on the wire: nothing the hook gave reaches them unchecked.
  */
-import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { UpgradeRejection } from '../../src/index.js';
 import { CaptureLogger } from '../support/logging.js';
 import { Resources } from '../support/resources.js';
+import { rawHttpExchange } from '../support/sockets.js';
+import type { RawHttpAnswer } from '../support/sockets.js';
 
 const resources = new Resources();
 const cleanups: (() => unknown)[] = [];
@@ -52,33 +53,9 @@ describe('UpgradeRejection', () => {
   });
 });
 
-interface Answer {
-  statusLine: string;
-  headers: Record<string, string>;
-  body: string;
-}
-
-/** Send `head` (a request without a body) on a socket of its own; the answer up to the close. */
-function send(port: number, head: string): Promise<Answer> {
-  const socket = connect({ port, host: '127.0.0.1' });
-  cleanups.push(() => socket.destroy());
-  return new Promise((resolve, reject) => {
-    let received = '';
-    socket.setEncoding('latin1');
-    socket.on('data', (chunk: string) => (received += chunk));
-    socket.on('error', reject);
-    socket.on('close', () => {
-      const [top = '', body = ''] = received.split('\r\n\r\n', 2);
-      const [statusLine = '', ...lines] = top.split('\r\n');
-      const headers: Record<string, string> = {};
-      for (const line of lines) {
-        const colon = line.indexOf(':');
-        headers[line.slice(0, colon).toLowerCase()] = line.slice(colon + 1).trim();
-      }
-      resolve({ statusLine, headers, body });
-    });
-    socket.write(`${head}\r\n\r\n`);
-  });
+/** Send `head` on a socket of its own; the answer up to the server's close (rawHttpExchange). */
+function send(port: number, head: string): Promise<RawHttpAnswer> {
+  return rawHttpExchange(port, head, (socket) => cleanups.push(() => socket.destroy()), 'latin1');
 }
 
 /** The three ways in, each naming the hook's case in X-Case. */

@@ -18,7 +18,8 @@ import { startGateway } from '../support/gateway.js';
 import { CaptureLogger } from '../support/logging.js';
 import { sampleValue, scrape } from '../support/metrics.js';
 import { Resources } from '../support/resources.js';
-import { attemptUpgrade } from '../support/sockets.js';
+import { attemptUpgrade, rawHttpExchange } from '../support/sockets.js';
+import type { RawHttpAnswer } from '../support/sockets.js';
 import { waitUntil } from '../support/waiting.js';
 
 const resources = new Resources();
@@ -52,33 +53,9 @@ function upgradeHead(
   ].join('\r\n');
 }
 
-interface Answer {
-  status: number;
-  headers: Record<string, string>;
-  body: string;
-}
-
-/** Send `head` on a socket of its own and read the answer up to the server's close. */
-function send(port: number, head: string): Promise<Answer> {
-  const socket = connect({ port, host: '127.0.0.1' });
-  cleanups.push(() => socket.destroy());
-  return new Promise((resolve, reject) => {
-    let received = '';
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk: string) => (received += chunk));
-    socket.on('error', reject);
-    socket.on('close', () => {
-      const [top = '', body = ''] = received.split('\r\n\r\n', 2);
-      const [statusLine = '', ...lines] = top.split('\r\n');
-      const headers: Record<string, string> = {};
-      for (const line of lines) {
-        const colon = line.indexOf(':');
-        headers[line.slice(0, colon).toLowerCase()] = line.slice(colon + 1).trim();
-      }
-      resolve({ status: Number(statusLine.split(' ')[1]), headers, body });
-    });
-    socket.write(`${head}\r\n\r\n`);
-  });
+/** Send `head` on a socket of its own; the answer up to the server's close (rawHttpExchange). */
+function send(port: number, head: string): Promise<RawHttpAnswer> {
+  return rawHttpExchange(port, head, (socket) => cleanups.push(() => socket.destroy()));
 }
 
 function slotsHeld<C>(gateway: Gateway<C>): number {
@@ -140,7 +117,7 @@ describe('malformed WebSocket handshakes', () => {
       },
     });
     cleanups.push(() => gateway.close({ timeoutMs: 1_000 }));
-    const answers: Answer[] = [];
+    const answers: RawHttpAnswer[] = [];
     for (const [, head] of CASES) answers.push(await send(port, head));
     expect(authenticated).toBe(0);
     expect(slotsHeld(gateway)).toBe(0);

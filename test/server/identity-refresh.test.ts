@@ -57,6 +57,27 @@ function received(socket: RawRpc) {
   return { messages, ends };
 }
 
+/**
+ * A gateway whose refresh checks are slow (a key-set fetch for a new kid): each waits for
+ * `checking`, which the test resolves once it has seen the expiry; `seen` resolves when one began.
+ */
+async function startWithSlowRefresh() {
+  const base = tokenIdentity({ refreshAheadMs: 0 });
+  const checking = deferred<void>();
+  const seen = deferred<void>();
+  running = await startGateway<TestContext>({
+    ...base,
+    authenticate: async (request) => {
+      if (request.phase === 'upgrade') return base.authenticate!(request);
+      seen.resolve();
+      await checking.promise;
+      return base.authenticate!(request);
+    },
+  });
+  running.gateway.method('whoami', (_params, ctx) => ctx.session.context.user);
+  return { running, checking, seen };
+}
+
 describe('refresh and expiry', () => {
   it('rpc.authenticate on a live connection replaces the context and keeps every subscription', async () => {
     const { gateway, url } = await start();
@@ -130,22 +151,9 @@ describe('refresh and expiry', () => {
   });
 
   it('a refresh sent before expiry and accepted after it keeps the connection; calls meanwhile get -32010', async () => {
-    const base = tokenIdentity({ refreshAheadMs: 0 });
-    const checking = deferred<void>();
-    const seen = deferred<void>();
-    running = await startGateway<TestContext>({
-      ...base,
-      authenticate: async (request) => {
-        if (request.phase === 'upgrade') return base.authenticate!(request);
-        // A slow check (a key-set fetch for a new kid): it ends once the test has seen the expiry.
-        seen.resolve();
-        await checking.promise;
-        return base.authenticate!(request);
-      },
-    });
-    running.gateway.method('whoami', (_params, ctx) => ctx.session.context.user);
+    const { checking, seen } = await startWithSlowRefresh();
     // Long enough for the refresh to arrive before the expiry on a busy machine.
-    const socket = await open(running.url, token({ user: 'ann', ttl: 1_500 }));
+    const socket = await open(running!.url, token({ user: 'ann', ttl: 1_500 }));
     const refresh = socket.request('rpc.authenticate', {
       token: token({ user: 'ann', ttl: 120_000 }),
     });
@@ -156,26 +164,14 @@ describe('refresh and expiry', () => {
     checking.resolve();
     expect((await refresh).result).toMatchObject({ user: 'ann' });
     expect((await socket.request('whoami')).result).toBe('ann');
-    const [session] = running.gateway.sessions.values();
+    const [session] = running!.gateway.sessions.values();
     expect(session!.isClosed).toBe(false);
   });
 
   it('a refresh sent before expiry and refused after it: answered, then 4419', async () => {
-    const base = tokenIdentity({ refreshAheadMs: 0 });
-    const checking = deferred<void>();
-    const seen = deferred<void>();
-    running = await startGateway<TestContext>({
-      ...base,
-      authenticate: async (request) => {
-        if (request.phase === 'upgrade') return base.authenticate!(request);
-        seen.resolve();
-        await checking.promise;
-        return base.authenticate!(request);
-      },
-    });
-    running.gateway.method('whoami', (_params, ctx) => ctx.session.context.user);
+    const { checking, seen } = await startWithSlowRefresh();
     // Long enough for the refresh to arrive before the expiry on a busy machine.
-    const socket = await open(running.url, token({ user: 'ann', ttl: 1_500 }));
+    const socket = await open(running!.url, token({ user: 'ann', ttl: 1_500 }));
     const refresh = socket.request('rpc.authenticate', {
       token: token({ user: 'bob', ttl: 120_000 }),
     });

@@ -154,3 +154,44 @@ export async function silentWebSocket(
   if (!head.startsWith('HTTP/1.1 101')) throw new Error(`handshake failed: ${head}`);
   return { socket, nextData };
 }
+
+/** An HTTP answer read raw off the socket, as the server wrote it. */
+export interface RawHttpAnswer {
+  statusLine: string;
+  status: number;
+  /** Header names in lower case. */
+  headers: Record<string, string>;
+  body: string;
+}
+
+/**
+ * Send `head` (a request without a body) on a socket of its own and read the answer up to the
+ * server's close, raw (`latin1` keeps every byte as one character, to see what a header holds).
+ * `track` is given the socket, to destroy in the test's cleanup.
+ */
+export function rawHttpExchange(
+  port: number,
+  head: string,
+  track: (socket: Socket) => void,
+  encoding: BufferEncoding = 'utf8',
+): Promise<RawHttpAnswer> {
+  const socket = connect({ port, host: '127.0.0.1' });
+  track(socket);
+  return new Promise((resolve, reject) => {
+    let received = '';
+    socket.setEncoding(encoding);
+    socket.on('data', (chunk: string) => (received += chunk));
+    socket.on('error', reject);
+    socket.on('close', () => {
+      const [top = '', body = ''] = received.split('\r\n\r\n', 2);
+      const [statusLine = '', ...lines] = top.split('\r\n');
+      const headers: Record<string, string> = {};
+      for (const line of lines) {
+        const colon = line.indexOf(':');
+        headers[line.slice(0, colon).toLowerCase()] = line.slice(colon + 1).trim();
+      }
+      resolve({ statusLine, status: Number(statusLine.split(' ')[1]), headers, body });
+    });
+    socket.write(`${head}\r\n\r\n`);
+  });
+}
