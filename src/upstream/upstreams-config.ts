@@ -395,12 +395,37 @@ function subjectRule(value: unknown, name: string): void {
   }
 }
 
+/**
+ * Headers a request's framing or its connection decides (RFC 9110 §7.6.1, §8.6, §10.1.1): the
+ * HTTP client sets them per request, and refuses a request that names them (every call would
+ * fail -32011 "connection failed").
+ */
+const PER_REQUEST_HEADERS = new Set([
+  'connection',
+  'content-length',
+  'expect',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+
 /** A header's name and value as HTTP takes them (RFC 9110 token; visible ASCII and spaces). */
 function headerRecord(value: unknown, name: string): void {
   if (!isRecord(value)) refuse(name, 'an object of header names to strings', value);
   for (const [header, text] of Object.entries(value)) {
     if (!/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(header))
       refuse(`${name}.${header}`, 'a valid header name', header, true);
+    if (PER_REQUEST_HEADERS.has(header.toLowerCase())) {
+      refuse(
+        `${name}.${header}`,
+        'left out: it is set for each request by the HTTP client (framing or connection)',
+        header,
+        true,
+      );
+    }
     if (typeof text !== 'string' || !/^[\t\x20-\x7e]*$/.test(text))
       refuse(`${name}.${header}`, 'a string of visible ASCII', text);
   }

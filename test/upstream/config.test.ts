@@ -119,6 +119,16 @@ describe('resolveUpstreamsConfig', () => {
     expect(() => withUpstream(orders)).toThrow(message);
   });
 
+  // Framing and connection headers the HTTP client sets per request: with one, every call failed.
+  it.each(['Content-Length', 'transfer-encoding', 'expect', 'connection', 'upgrade'])(
+    'refuses the header %s, which the HTTP client sets per request',
+    (header) => {
+      expect(() => withUpstream({ url, headers: { [header]: '1' } })).toThrow(
+        `upstreams.orders.headers.${header} must be left out: it is set for each request by the HTTP client (framing or connection), not "${header}"`,
+      );
+    },
+  );
+
   it.each([
     [{ 'orders.*': 'billing' }, 'methods.orders.* must name an upstream ("orders"), not "billing"'],
     [
