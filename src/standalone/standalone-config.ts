@@ -120,7 +120,10 @@ export function examineStandaloneConfig(
     try {
       return run();
     } catch (err) {
-      problems.push(err instanceof Error ? err : new Error(String(err)));
+      const problem = err instanceof Error ? err : new Error(String(err));
+      // One section resolved inside another (the upstreams inside the hooks) finds the same
+      // problem again: told once.
+      if (!problems.some((seen) => seen.message === problem.message)) problems.push(problem);
       return undefined;
     }
   };

@@ -172,8 +172,10 @@ export function resolveHooksConfig(file: unknown): HooksConfig {
       const known = [...upstreams.values()]
         .filter((u) => u.kind === 'http')
         .map((u) => `"${u.name}"`);
+      // A NATS upstream is declared but cannot take a hook: said so, not "none is declared".
+      const natsOne = upstream === undefined ? '' : ` (${JSON.stringify(name)} is a NATS upstream)`;
       throw new RangeError(
-        `${path}.upstream must name an HTTP upstream (${known.join(', ') || 'none is declared'}), not ${JSON.stringify(name)}`,
+        `${path}.upstream must name an HTTP upstream (${known.join(', ') || 'no HTTP upstream is declared'}), not ${JSON.stringify(name)}${natsOne}`,
       );
     }
     const base = {

@@ -171,6 +171,16 @@ describe('resolveStandaloneConfig', () => {
     expect(problems).toMatch(/encodings/);
   });
 
+  it('tells a problem once when two sections find it (the upstreams, resolved again by the hooks)', () => {
+    const { problems } = examineStandaloneConfig({
+      upstreams: { n: { nats: { url: 'nats://127.0.0.1:4222', subject: 'a.>' } } },
+      hooks: { connect: { upstream: 'n' } },
+    });
+    expect(problems.map((p) => p.message)).toEqual([
+      'upstreams.n.nats.subject must be a NATS subject without wildcards or spaces, not "a.>"',
+    ]);
+  });
+
   it('resolves a complete file', () => {
     const config = resolveStandaloneConfig({
       path: '/ws',

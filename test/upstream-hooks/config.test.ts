@@ -151,7 +151,16 @@ describe('resolveHooksConfig', () => {
 
   it('refuses a hook naming an upstream when none is declared, and a file that is not an object', () => {
     expect(() => resolveHooksConfig({ hooks: { connect: { upstream: 'auth' } } })).toThrow(
-      'hooks.connect.upstream must name an HTTP upstream (none is declared), not "auth"',
+      'hooks.connect.upstream must name an HTTP upstream (no HTTP upstream is declared), not "auth"',
+    );
+    // Declared, but over NATS: a hook is an HTTP request.
+    expect(() =>
+      resolveHooksConfig({
+        upstreams: { auth: { nats: { url: 'nats://127.0.0.1:4222', subject: 'auth.rpc' } } },
+        hooks: { connect: { upstream: 'auth' } },
+      }),
+    ).toThrow(
+      'hooks.connect.upstream must name an HTTP upstream (no HTTP upstream is declared), not "auth" ("auth" is a NATS upstream)',
     );
     expect(() => resolveHooksConfig(null)).toThrow('the configuration must be an object, not null');
   });
