@@ -118,7 +118,8 @@ async function sharedTypesReport(entry, target, sameTypesAs) {
   };
 }
 
-const entries = Object.entries(pkg.exports);
+// The module entries: the others (the shared worker's script, package.json) are files as they are.
+const entries = Object.entries(pkg.exports).filter(([, target]) => typeof target === 'object');
 const scratch = mkdtempSync(join(tmpdir(), 'api-report-'));
 const reports = [];
 try {

@@ -182,6 +182,10 @@ describe.skipIf(!reachable)('the packed package, installed into an empty project
            sameModule: imported.createGateway === createGateway && imported.JsonRpcError === JsonRpcError,
            sum,
            refused,
+           files: [
+             require.resolve('wsrpc-gateway/shared-worker.js').endsWith('/dist/browser/shared-worker.js'),
+             require('wsrpc-gateway/package.json').name,
+           ],
          }));
        })().catch((err) => { console.error(err); process.exit(1); });`,
     );
@@ -192,6 +196,7 @@ describe.skipIf(!reachable)('the packed package, installed into an empty project
       sameModule: true,
       sum: 5,
       refused: -32601,
+      files: [true, 'wsrpc-gateway'],
     });
   });
 

@@ -39,10 +39,12 @@ export async function bundleForNode(
 function entrySources(): Map<string, string> {
   const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
     name: string;
-    exports: Record<string, { types: string }>;
+    exports: Record<string, { types: string } | string>;
   };
   const sources = new Map<string, string>();
   for (const [subpath, target] of Object.entries(pkg.exports)) {
+    // A file served as it is (the shared worker's script, package.json): no module to map.
+    if (typeof target === 'string') continue;
     // ./dist/src/client/index.d.ts -> src/client/index.ts
     const source = target.types.replace(/^\.\/dist\//, '').replace(/\.d\.ts$/, '.ts');
     sources.set(subpath === '.' ? pkg.name : `${pkg.name}/${subpath.slice(2)}`, join(root, source));
