@@ -146,6 +146,8 @@ export class Gateway<C = unknown> {
   readonly metrics: GatewayMetrics;
   private closePromise: Promise<void> | undefined;
   private drainPromise: Promise<void> | undefined;
+  /** The drain's callers' beforeClose hooks, while its sessions drain (undefined otherwise). */
+  private beforeCloses: (() => Promise<void>)[] | undefined;
   /** listen()'s start, settled (never rejects): what the shutdown waits for first. */
   private starting: Promise<unknown> | undefined;
 
@@ -920,15 +922,23 @@ export class Gateway<C = unknown> {
    * broker included.
    */
   drain(options: DrainOptions = {}): Promise<void> {
+    // A later caller's beforeClose runs too, when it comes before the drain's own close.
+    if (options.beforeClose) this.beforeCloses?.push(options.beforeClose);
     // Every caller, first or later, waits for the same drain: each session is told once.
     this.drainPromise ??=
       this.closePromise ??
       (async () => {
         this.closing = true;
+        this.beforeCloses ??= options.beforeClose ? [options.beforeClose] : [];
         await drainSessions(this.sessionTable.live, this.httpRpc, this.logger, options);
-        await options.beforeClose?.().catch((err: unknown) => {
-          this.logger.warn({ err }, 'drain: beforeClose failed');
-        });
+        const beforeCloses = this.beforeCloses;
+        // Those that come from here on find the close under way: it does not wait for them.
+        this.beforeCloses = undefined;
+        for (const beforeClose of beforeCloses) {
+          await beforeClose().catch((err: unknown) => {
+            this.logger.warn({ err }, 'drain: beforeClose failed');
+          });
+        }
         return this.close({ code: CloseCode.ServiceRestart, reason: 'service restart' });
       })();
     return this.drainPromise;

@@ -1212,7 +1212,8 @@ export class PubSubService<C> {
    */
   private takeNewTopic(topic: string, session: Session<C>, table: SessionTable): void {
     const held = this.topicsHeld();
-    if (held >= this.limits.maxTopics) {
+    // A user's inbox is the gateway's own hold (the session router's), never refused for it.
+    if (held >= this.limits.maxTopics && !topic.startsWith(INBOX_TOPIC_PREFIX)) {
       throw new ServerError(
         ErrorCode.ServerBusy,
         `Server busy: this node holds ${held} topics, at most ${this.limits.maxTopics} (limits.maxTopics)`,

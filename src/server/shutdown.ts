@@ -29,7 +29,8 @@ export interface DrainOptions {
   /**
    * Run once every session is drained, before the gateway closes (its HTTP server, its broker):
    * close here what must serve until the sessions are gone and needs them no longer, such as a
-   * server API on the gateway's port. Its failure is logged; the close goes on.
+   * server API on the gateway's port. Its failure is logged; the close goes on. Given to a drain
+   * already under way, it runs too, if the drain's sessions are not all drained yet.
    */
   beforeClose?: () => Promise<void>;
 }
