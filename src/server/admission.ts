@@ -145,7 +145,7 @@ export class Admission {
   admit(upgrade: UpgradeRequest): Refusal | (() => void) {
     const origin = upgrade.headers.origin;
     // Browsers always send Origin; programs that send none are not subject to the browser's rules.
-    if (origin !== undefined && !this.originGranted(origin, upgrade.request)) {
+    if (origin !== undefined && !this.grantsCors(origin, upgrade.request)) {
       return { status: 403, message: 'Origin not allowed', reason: 'origin' };
     }
     if (this.total >= this.limits.maxConnections) {
@@ -232,13 +232,9 @@ export class Admission {
    * Whether a page on `origin` may read the answers of the gateway's HTTP routes (CORS) to
    * `request`: the origins an upgrade is let in from, one on the allow-list, or without a list one
    * on the request's host (any port: a dev server beside the gateway; https when it came over TLS).
+   * The one origin rule: upgrades are let in by it too (`request` undefined: TCP, stdio).
    */
-  grantsCors(origin: string, request: IncomingMessage): boolean {
-    return this.originGranted(origin, request);
-  }
-
-  /** The origin rule of upgrades and CORS alike (see OriginPolicy and sameHost). */
-  private originGranted(origin: string, request: IncomingMessage | undefined): boolean {
+  grantsCors(origin: string, request: IncomingMessage | undefined): boolean {
     if (this.origins !== undefined) return this.originAllowed(origin);
     return sameHost(origin, request?.headers.host, request !== undefined && this.overTls(request));
   }

@@ -620,11 +620,11 @@ export class Gateway<C = unknown> {
    * that is not a function (TypeError), and a name already declared as a topic or a stream (Error).
    */
   topic(pattern: string, options?: TopicOptions<C>): void {
-    checkTopicDeclaration(pattern, options);
-    const presence = this.presenceService.check(pattern, options?.presence);
-    this.pubsub.checkDeclarable(pattern, options, false);
+    this.checkDeclaration(pattern, options, undefined);
     this.checkHighWaterMark(pattern, options?.highWaterMark);
     this.pubsub.topic(pattern, options);
+    // Checked above: resolves, or is off.
+    const presence = this.presenceService.check(pattern, options?.presence);
     if (presence) this.presenceService.declare(pattern, presence);
   }
 
@@ -642,11 +642,7 @@ export class Gateway<C = unknown> {
   }
 
   /**
-   * A slow-consumer high-water mark at or above half of `maxBufferedBytes` may never act, and
-   * may keep a paused reader paused. Not an error (messages still flow), but worth saying once.
-   */
-  /**
-   * Throw as `topic(name, options)` would (or, `asStream`, `stream(name, handler)`), declaring
+   * Throw as `topic(name, options)` would (or, given `stream`, `stream(name, stream)`), declaring
    * nothing: implementContract checks every subscription of a contract before it registers any
    * of its methods, topics and streams.
    */
@@ -663,6 +659,10 @@ export class Gateway<C = unknown> {
     this.pubsub.checkDeclarable(name, options, stream !== undefined);
   }
 
+  /**
+   * A slow-consumer high-water mark at or above half of `maxBufferedBytes` may never act, and
+   * may keep a paused reader paused. Not an error (messages still flow), but worth saying once.
+   */
   private checkHighWaterMark(name: string, highWaterMark: number | undefined): void {
     const { maxBufferedBytes } = this.limits;
     if (highWaterMark === undefined || maxBufferedBytes <= 0) return;
