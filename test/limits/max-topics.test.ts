@@ -8,7 +8,8 @@
  */
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ErrorCode } from '../../src/index.js';
+import { ErrorCode, MemoryBroker } from '../../src/index.js';
+import { INBOX_TOPIC_PREFIX } from '../../src/server/session-router.js';
 import { sampleValue, scrape } from '../support/metrics.js';
 import { Resources } from '../support/resources.js';
 import { openRaw } from '../support/sockets.js';
@@ -133,6 +134,34 @@ describe('limits.maxTopics', () => {
       expect(refused.error).toMatchObject({ code: ErrorCode.ServerBusy, data: { maxTopics } });
     }
     expect(gateway.pubsub.topicsHeld()).toBe(maxTopics);
+  });
+
+  it('a user’s $inbox is never refused for maxTopics: it is the gateway’s own hold', async () => {
+    // The broker refuses inbox topics until `open`: the session router's own hold on ann's
+    // inbox fails (it retries later), so her `$inbox` subscribe is the one that adds the topic.
+    const broker = new MemoryBroker();
+    let open = false;
+    const subscribe = broker.subscribe.bind(broker);
+    broker.subscribe = (topic, deliver) =>
+      !open && topic.startsWith(INBOX_TOPIC_PREFIX)
+        ? Promise.reject(new Error('refused'))
+        : subscribe(topic, deliver);
+    const { gateway, url } = await res.gateway<{ user: string | undefined }>({
+      broker,
+      authenticate: ({ query }) => ({ user: query.get('user') ?? undefined }),
+      userOf: (context) => context.user,
+      userInbox: { maxLength: 10 },
+      limits: { maxTopics: 1 },
+    });
+    gateway.topic('room.*');
+    const a = await openRaw(res, `${url}?user=ann`);
+    expect((await a.request('subscribe', ['room.1'])).error).toBeUndefined();
+    expect((await a.request('subscribe', ['room.2'])).error).toEqual(busy('room.2', 1));
+    open = true;
+    const reply = await a.request('subscribe', ['$inbox']);
+    expect(reply.error).toBeUndefined();
+    expect(typeof reply.result).toBe('string');
+    expect(gateway.pubsub.topicsHeld()).toBe(2);
   });
 
   it('the server’s own gateway.presence(topic) reads hold no topic', async () => {
