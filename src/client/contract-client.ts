@@ -18,6 +18,7 @@ import { andThen, paramsValidator, validateMessage } from '../contract/validate.
 import type { HandlerContext } from '../peer/handler-context.js';
 import { silentLogger } from '../peer/logger.js';
 import type { Logger } from '../peer/logger.js';
+import { isRecord, refuse } from '../peer/option-rules.js';
 import { InternalError, JsonRpcError } from '../protocol/errors.js';
 import type { Params } from '../protocol/types.js';
 import type { RpcClient } from './client.js';
@@ -180,6 +181,9 @@ export function useContract<K extends Contract>(
 ): ContractClient<K> {
   const logger = options.logger ?? silentLogger;
   const specs = contract.clientMethods ?? {};
+  if (clientMethods !== undefined && !isRecord(clientMethods)) {
+    refuse('clientMethods', 'an object of handlers', clientMethods);
+  }
   const handlers = clientMethods ?? {};
   const [stray] = strayHandlers(handlers, Object.keys(specs));
   if (stray !== undefined) throw new Error(`"${stray}" is not a client method of the contract`);
@@ -192,6 +196,16 @@ export function useContract<K extends Contract>(
         ((params: unknown, ctx: HandlerContext<RpcClient>) => unknown) | undefined,
       ],
   );
+  for (const [name, , handler] of found) {
+    if (handler) continue;
+    const given = Object.hasOwn(handlers, name)
+      ? (handlers as Record<string, unknown>)[name]
+      : undefined;
+    // Given, but as something that cannot be called: the server's calls to it would each be
+    // answered -32601 while the code reads as if it were registered.
+    if (given !== undefined && !isRecord(given))
+      refuse(`clientMethods["${name}"]`, 'a function', given);
+  }
   for (const [name, spec, handler] of found) {
     if (!handler) continue;
     const validate = paramsValidator(spec);

@@ -401,6 +401,19 @@ describe("the client's methods (useContract)", () => {
       '"client.nope" is not a client method of the contract',
     );
   });
+
+  it('must be functions: one given as anything else is refused, and none is registered', async () => {
+    const { url } = await calcGateway();
+    const client = res.client(url);
+    expect(() => useContract(client, calc, { 'client.confirm': 'yes' } as never)).toThrow(
+      new TypeError('clientMethods["client.confirm"] must be a function, not "yes"'),
+    );
+    expect(() => useContract(client, calc, 'handlers' as never)).toThrow(
+      new TypeError('clientMethods must be an object of handlers, not "handlers"'),
+    );
+    // Nothing was registered by the refused calls: the handler can still be given.
+    expect(() => useContract(client, calc, { 'client.confirm': () => true })).not.toThrow();
+  });
 });
 
 describe('paramOrder', () => {
