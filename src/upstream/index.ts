@@ -21,5 +21,7 @@ export type {
   UpstreamOutcome,
 } from './upstream-endpoint.js';
 export { UpstreamError } from './upstream-error.js';
+export { DEFAULT_REPLY_LIMITS } from './read-reply.js';
+export type { ReplyLimits } from './read-reply.js';
 export type { UpstreamFailure } from './upstream-error.js';
 export { IdentityHeaders, MAX_CONTEXT_HEADER_BYTES } from './identity-headers.js';

@@ -12,6 +12,7 @@ import type { TraceSpan, Tracing } from '../tracing/tracing.js';
 import { IdentityHeaders } from './identity-headers.js';
 import { JsonRpcHttpClient } from './json-rpc-http-client.js';
 import { NatsUpstreamClient } from './nats-upstream-client.js';
+import type { ReplyLimits } from './read-reply.js';
 import type { UpstreamEndpoint } from './upstream-endpoint.js';
 import { UpstreamError } from './upstream-error.js';
 import { upstreamMetrics } from './upstream-metrics.js';
@@ -59,10 +60,15 @@ export function installUpstreamRoutes(
   deps: UpstreamRouteDeps,
 ): UpstreamRoutes {
   const observer = upstreamMetrics(gateway.metrics.registry);
-  const maxReplyBytes = gateway.config.limits.maxMessageBytes;
+  const { limits } = gateway.config;
+  // A reply is held to what a client's message is: it becomes the reply a client reads.
+  const replyBounds: ReplyBounds = {
+    maxReplyBytes: limits.maxMessageBytes,
+    replyLimits: { maxDepth: limits.maxDepth, maxJsonValues: limits.maxJsonValues },
+  };
   const upstreams = new Map<string, UpstreamEndpoint>();
   for (const upstream of config.upstreams.values()) {
-    upstreams.set(upstream.name, endpointFor(upstream, maxReplyBytes, observer));
+    upstreams.set(upstream.name, endpointFor(upstream, replyBounds, observer));
   }
   const identity = new IdentityHeaders(gateway.config.auth.userOf, deps.logger);
   const exposeDetails = gateway.config.protocol.exposeErrorDetails;
@@ -99,9 +105,15 @@ export function installUpstreamRoutes(
   };
 }
 
+/** What an upstream's reply may hold: its bytes, its nesting and its JSON values. */
+interface ReplyBounds {
+  readonly maxReplyBytes: number;
+  readonly replyLimits: ReplyLimits;
+}
+
 function endpointFor(
   upstream: UpstreamConfig,
-  maxReplyBytes: number,
+  { maxReplyBytes, replyLimits }: ReplyBounds,
   observer: ReturnType<typeof upstreamMetrics>,
 ): UpstreamEndpoint {
   const common = {
@@ -114,6 +126,7 @@ function endpointFor(
     retries: upstream.retries,
     observer,
     maxReplyBytes,
+    replyLimits,
   };
   return upstream.kind === 'http'
     ? new JsonRpcHttpClient({

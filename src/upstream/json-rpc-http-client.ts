@@ -108,7 +108,14 @@ export class JsonRpcHttpClient extends UpstreamEndpoint {
       if (!ok) throw new UpstreamError('unavailable', this.name, `status ${status}`);
       return undefined;
     }
-    return readReply(body, request.id, this.name, ok ? undefined : status, request.onResultText);
+    return readReply(
+      body,
+      request.id,
+      this.name,
+      ok ? undefined : status,
+      request.onResultText,
+      this.replyLimits,
+    );
   }
 
   async close(): Promise<void> {

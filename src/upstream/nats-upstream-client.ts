@@ -143,7 +143,14 @@ export class NatsUpstreamClient extends UpstreamEndpoint {
       if (reply.data.length > maxReplyBytes) {
         throw new UpstreamError('unavailable', this.name, 'reply too large');
       }
-      return readReply(reply.data, request.id, this.name, undefined, request.onResultText);
+      return readReply(
+        reply.data,
+        request.id,
+        this.name,
+        undefined,
+        request.onResultText,
+        this.replyLimits,
+      );
     } catch (err) {
       if (request.aborted || err instanceof UpstreamError || err instanceof JsonRpcError) throw err;
       const detail = err instanceof Error ? err.message : String(err);

@@ -2,25 +2,45 @@ import { JsonRpcError } from '../protocol/errors.js';
 import { strictUtf8 } from '../protocol/invalid-utf8.js';
 import { memberValueSpans } from '../protocol/json-members.js';
 import { mayNotRoundTrip } from '../protocol/params-text.js';
-import { safeJsonParse } from '../protocol/safe-json.js';
+import { JsonRefusal, parseJson } from '../protocol/safe-json.js';
+import { mayHoldStrippedKeys, withoutStrippedMembers } from '../encoding/proto-keys.js';
 import { isRecord } from '../peer/option-rules.js';
 import { UpstreamError } from './upstream-error.js';
 
-/** Deeper replies are refused: the client would refuse them too (maxDepth's default). */
-const MAX_REPLY_DEPTH = 64;
+/**
+ * What an upstream's reply may hold as JSON, besides its bytes: the bounds a client's message is
+ * held to (the gateway's `limits`), each counted on the reply's text as a client's message's are,
+ * its envelope included, before it is parsed. A reply of a million tiny values is refused after
+ * a scan, never parsed; one the gateway would refuse from a client is never passed on to one.
+ */
+export interface ReplyLimits {
+  /** Deepest nesting, the reply's own object level 1 (`limits.maxDepth`). */
+  readonly maxDepth: number;
+  /** Most JSON values (`limits.maxJsonValues`): each object, array, string, number, literal. */
+  readonly maxJsonValues: number;
+}
+
+/**
+ * For an endpoint given no limits (a hook's): the gateway's defaults (server/options.ts,
+ * defaultLimits), not imported from there to keep the upstream clients apart from the server.
+ */
+export const DEFAULT_REPLY_LIMITS: ReplyLimits = { maxDepth: 64, maxJsonValues: 10_000 };
 
 /**
  * The result of an upstream's JSON-RPC reply (its body's bytes) to request `id`, or its error
  * unchanged as a JsonRpcError; anything that is not that response is -32011. `status` is the
  * HTTP status when it was not 2xx: an error response still passes through, anything else names
  * the status. Bytes that are not UTF-8 are no JSON text (RFC 8259, section 8.1): -32011 too,
- * never a result with U+FFFD where the upstream's bytes were. It throws nothing else: a
- * JsonRpcError it throws goes to the client as it is.
+ * never a result with U+FFFD where the upstream's bytes were. A reply past `limits` is -32011
+ * naming the bound it passed (`data: { upstream, reason, bound, limit }`), whatever its status.
+ * It throws nothing else: a JsonRpcError it throws goes to the client as it is.
  *
  * Parsing reads every number as a double, so the result written back for the client could say
  * something else than the upstream did (12345678901234567890 as 12345678901234567000, 1e400 as
  * null): when the reply may hold such a number, `onResultText` is given the result's text as
- * the upstream wrote it, for the reply to carry that text instead (see keepResultText).
+ * the upstream wrote it, for the reply to carry that text instead (see keepResultText). That
+ * text is without the members the parse strips (`__proto__`, a `constructor` holding a
+ * `prototype`), as the parsed result is: it reads as that result, and carries no more than it.
  */
 export function readReply(
   body: Uint8Array,
@@ -28,14 +48,17 @@ export function readReply(
   upstream: string,
   status?: number,
   onResultText?: (text: string) => void,
+  limits: ReplyLimits = DEFAULT_REPLY_LIMITS,
 ): unknown {
   const notResponse = (reason: string) =>
     new UpstreamError('unavailable', upstream, status === undefined ? reason : `status ${status}`);
   const text = strictUtf8(body);
   if (text === undefined) throw notResponse('invalid UTF-8 in the reply');
-  const parsed = safeJsonParse(text, MAX_REPLY_DEPTH);
-  if (!parsed.ok) throw notResponse('invalid JSON in the reply');
-  const reply = parsed.value;
+  const reply = parseJson(text, limits.maxDepth, limits.maxJsonValues);
+  if (reply instanceof JsonRefusal) {
+    if (reply.reason === 'syntax') throw notResponse('invalid JSON in the reply');
+    throw overLimit(reply, upstream, limits);
+  }
   if (!isRecord(reply) || reply['jsonrpc'] !== '2.0') throw notResponse('not a JSON-RPC response');
   if (reply['id'] !== id) throw notResponse('a reply to another id');
   const error = reply['error'];
@@ -59,7 +82,22 @@ export function readReply(
   if (!('result' in reply)) throw notResponse('a response with neither result nor error');
   if (onResultText && mayNotRoundTrip(text)) {
     const span = memberValueSpans(text, false, 'result')[0];
-    if (span) onResultText(text.slice(span[0], span[1]));
+    if (span) {
+      const written = text.slice(span[0], span[1]);
+      onResultText(mayHoldStrippedKeys(written) ? withoutStrippedMembers(written) : written);
+    }
   }
   return reply['result'];
+}
+
+/** -32011 for a reply past `limits`: the bound it passed (the option's name) and its value. */
+function overLimit(refusal: JsonRefusal, upstream: string, limits: ReplyLimits): UpstreamError {
+  const [reason, bound, limit] =
+    refusal.reason === 'depth'
+      ? ['reply nests too deep', 'maxDepth', limits.maxDepth]
+      : ['reply holds too many JSON values', 'maxJsonValues', limits.maxJsonValues];
+  return new UpstreamError('unavailable', upstream, reason, refusal.message, false, {
+    bound,
+    limit,
+  });
 }

@@ -3,6 +3,8 @@ import type { Params } from '../protocol/types.js';
 import { JsonRpcError } from '../protocol/errors.js';
 import { addressGroup } from '../server/address-group.js';
 import { KeyedShares } from './keyed-shares.js';
+import { DEFAULT_REPLY_LIMITS } from './read-reply.js';
+import type { ReplyLimits } from './read-reply.js';
 import { UpstreamError } from './upstream-error.js';
 import {
   defaultMaxConcurrentPerAddress,
@@ -124,6 +126,12 @@ export interface UpstreamEndpointOptions {
    * the transport has let go of the attempt before it, so a call holds one request at a time.
    */
   retries: number;
+  /**
+   * The nesting and the JSON values a reply may hold (the gateway's `limits.maxDepth` and
+   * `maxJsonValues`); past either the call fails -32011 naming the bound. Default 64 levels,
+   * 10 000 values (DEFAULT_REPLY_LIMITS).
+   */
+  replyLimits?: ReplyLimits;
   observer?: UpstreamObserver;
 }
 
@@ -162,7 +170,11 @@ export abstract class UpstreamEndpoint {
    */
   protected readonly keepsAbortedRequests: boolean = false;
 
+  /** What the transport reads each reply with (readReply), besides its bytes. */
+  protected readonly replyLimits: ReplyLimits;
+
   constructor(protected readonly options: UpstreamEndpointOptions) {
+    this.replyLimits = options.replyLimits ?? DEFAULT_REPLY_LIMITS;
     this.maxPerSession =
       options.maxConcurrentPerSession ?? defaultMaxConcurrentPerSession(options.maxConcurrent);
     this.byAddress = new KeyedShares(
