@@ -43,3 +43,85 @@ export class HeldOutput implements BudgetMember {
     this.ledger?.leave(this);
   }
 }
+
+/** One thing an OutputHold keeps: a frame, a notification or a call, in the order they came. */
+interface HeldEntry {
+  /** Characters it holds (a frame's text, a message's params as JSON). */
+  readonly chars: number;
+  /** Send it: the hold is released. */
+  send(): void;
+  /** It will never be sent (the hold is given up): a call is rejected with `error`. */
+  drop(error: Error): void;
+}
+
+/**
+ * A session's output held back while its expired identity waits for a renewal being checked
+ * (docs/identity.md, Refresh and expiry): what its subscriptions, `notify` and `call` would send,
+ * in order. Released whole once a new token is accepted; given up when the connection closes or
+ * past `maxChars` (then `overflow`). Made only for such a wait, so sessions hold none otherwise.
+ */
+export class OutputHold {
+  private entries: HeldEntry[] = [];
+  private total = 0;
+  /** Waits for the session's socket to drain, which start only once the output is released. */
+  private drains: { start: () => () => void; cancel: (() => void) | undefined }[] = [];
+  private ended = false;
+
+  constructor(
+    /** Characters it may hold; one more entry past them gives it up (`overflow`). */
+    private readonly maxChars: number,
+    /** Past `maxChars`: the hold has given up what it held; the owner closes the connection. */
+    private readonly overflow: () => void,
+  ) {}
+
+  /** Characters held now: counted as the session's output not yet sent (its bufferedAmount). */
+  get chars(): number {
+    return this.total;
+  }
+
+  /** Keep `entry` until the release; past the bound, give up everything held. */
+  keep(entry: HeldEntry): void {
+    if (this.ended) return;
+    this.entries.push(entry);
+    this.total += entry.chars;
+    if (this.total > this.maxChars) this.overflow();
+  }
+
+  /**
+   * Wait for the socket to drain from the release on (`start` begins the wait); returns the
+   * cancel. A drain before the release means nothing: what is held has not been written.
+   */
+  onRelease(start: () => () => void): () => void {
+    const drain = { start, cancel: undefined as (() => void) | undefined };
+    this.drains.push(drain);
+    return () => {
+      const at = this.drains.indexOf(drain);
+      if (at >= 0) this.drains.splice(at, 1);
+      drain.cancel?.();
+    };
+  }
+
+  /** Send everything held, in order, then start the drain waits. */
+  release(): void {
+    if (this.ended) return;
+    this.ended = true;
+    const entries = this.entries;
+    this.entries = [];
+    this.total = 0;
+    for (const entry of entries) entry.send();
+    const drains = this.drains;
+    this.drains = [];
+    for (const drain of drains) drain.cancel = drain.start();
+  }
+
+  /** Send nothing of it: calls held are rejected with `error`, drain waits never start. */
+  giveUp(error: Error): void {
+    if (this.ended) return;
+    this.ended = true;
+    const entries = this.entries;
+    this.entries = [];
+    this.total = 0;
+    this.drains = [];
+    for (const entry of entries) entry.drop(error);
+  }
+}

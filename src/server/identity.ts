@@ -11,6 +11,7 @@ import type { AuthenticateOutcome } from './run-authenticate.js';
 import { revocationMark, revokedSince } from './revocation.js';
 import { AUTH_TIMED_OUT, runAuthenticate } from './run-authenticate.js';
 import type { GatewayConfig } from './gateway-config.js';
+import { defaultLimits } from './options.js';
 import type { GatewayLimits, GatewayOptions, IdentityOptions, UpgradeRequest } from './options.js';
 import type { Session } from './session.js';
 import { closeWhenIdle } from './shutdown.js';
@@ -108,7 +109,10 @@ interface IdentityState {
    * them while new calls are refused.
    */
   earlyTokens: number;
-  /** Expired while early tokens were being checked: closed (4419) once none of them renewed it. */
+  /**
+   * Expired while early tokens were being checked: the session's output is held meanwhile, and
+   * it is closed (4419) once none of them renewed it, or `authenticateTimeoutMs` after the expiry.
+   */
   closeOnceChecked: boolean;
   /**
    * A run of the hook given up on (it did not settle within authenticateTimeoutMs) has not
@@ -284,7 +288,9 @@ export class IdentityService<C> {
     token: string,
     early: boolean,
   ): Promise<CheckOutcome> {
-    if (state.expired && !early) return refusal('Credentials expired', 'expired');
+    // Closing: the wait for early tokens is over (renewalDeadline), and they are refused too.
+    if (state.expired && (!early || state.closing))
+      return refusal('Credentials expired', 'expired');
     if (session.isClosed || state.closing) {
       return refusal('Authentication refused: the connection is closing', 'invalid');
     }
@@ -376,7 +382,7 @@ export class IdentityService<C> {
     if (expiresAt !== undefined && expiresAt <= Date.now()) {
       return refusal(EXPIRED_MESSAGE, 'expired');
     }
-    if (session.isClosed || (state.expired && !early)) {
+    if (session.isClosed || (state.expired && (!early || state.closing))) {
       return refusal('Credentials expired', 'expired');
     }
     if (state.pending) {
@@ -390,8 +396,11 @@ export class IdentityService<C> {
       state.expired = false;
       session.setIdentity({ context, expiresAt });
       // The new identity's timers at once: the old one's expiry must not end the session while
-      // its subscriptions are weighed again.
+      // its subscriptions are weighed again. Its deadline for the renewal goes with them.
       this.schedule(session, state);
+      // What was held since the expiry goes out, in order, before the subscriptions are weighed
+      // again: as in any refresh, those the new identity no longer allows end after it.
+      session.releaseOutput();
       session.logger.debug({ expiresAt }, 'identity refreshed');
       await this.deps.reauthorize(session);
     }
@@ -493,9 +502,11 @@ export class IdentityService<C> {
   }
 
   /**
-   * Expired without a refresh: new calls refused (-32010), those in flight answered, then 4419.
-   * With tokens sent before now still being checked, the close waits for them: one that renews
-   * the identity keeps the connection.
+   * Expired without a refresh: new calls refused (-32010), those in flight answered, then 4419;
+   * nothing else is sent to the client from the expiry on. With tokens sent before now still
+   * being checked, the close waits for them, for at most `authenticateTimeoutMs` (the time one
+   * check may take), and what the session would send meanwhile is held (Session.holdOutput):
+   * one that renews the identity keeps the connection and releases it, in order.
    */
   private expire(session: Session<C>, state: IdentityState): void {
     if (session.isClosed || state.expired) return;
@@ -503,6 +514,13 @@ export class IdentityService<C> {
     clearTimers(state);
     if (state.earlyTokens > 0) {
       state.closeOnceChecked = true;
+      session.holdOutput(holdBound(this.deps.config.limits));
+      this.arm(
+        session,
+        state,
+        () => this.renewalDeadline(session, state),
+        this.deps.config.limits.authenticateTimeoutMs,
+      );
       session.logger.info(
         'credentials expired with a refresh being checked: closing unless it renews them',
       );
@@ -511,9 +529,28 @@ export class IdentityService<C> {
     this.closeExpired(session);
   }
 
-  /** Close an expired session once the calls in flight are answered (4419). */
+  /**
+   * `authenticateTimeoutMs` after the expiry, early tokens still being checked (a slow hook for
+   * each of several): no more waiting for them. The one being checked is refused when its check
+   * ends, those behind it at their turn, and the session is closed as expired.
+   */
+  private renewalDeadline(session: Session<C>, state: IdentityState): void {
+    if (session.isClosed || !state.expired || !state.closeOnceChecked) return;
+    state.closeOnceChecked = false;
+    state.closing = true;
+    session.logger.info('credentials expired and not renewed in time: closing');
+    this.closeExpired(session);
+  }
+
+  /**
+   * Close an expired session once the calls in flight are answered (4419); nothing but their
+   * answers is sent meanwhile, and what was held for a renewal is given up.
+   */
   private closeExpired(session: Session<C>): void {
     if (session.isClosed) return;
+    session.dropOutput(
+      new JsonRpcError(ErrorCode.Unauthenticated, 'Credentials expired', { reason: 'expired' }),
+    );
     session.logger.info('credentials expired: closing once the calls in flight are answered');
     void closeWhenIdle(
       session,
@@ -538,6 +575,14 @@ function expiryOf<C>(
     logger.error({ err }, 'identity.expiresAtOf failed: the identity does not expire');
     return undefined;
   }
+}
+
+/**
+ * Characters an expired session may hold while its renewal is checked: the output a connection
+ * may leave unread (`maxBufferedBytes`), or its default when that check is off.
+ */
+function holdBound(limits: Pick<Required<GatewayLimits>, 'maxBufferedBytes'>): number {
+  return limits.maxBufferedBytes > 0 ? limits.maxBufferedBytes : defaultLimits.maxBufferedBytes;
 }
 
 /** What refuses an identity that has expired by the time the hook accepts it. */

@@ -12,7 +12,10 @@ import type { Sink } from '../pubsub/sink.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { JsonRpcError } from '../protocol/errors.js';
 import { assertEncodable } from '../encoding/encoded-depth.js';
+import { closedError } from '../peer/peer-options.js';
+import { SLOW_CONSUMER_CLOSE_CODE } from '../pubsub/delivery.js';
 import type { EncodedFrame, ServerTransport } from '../transport/transport.js';
+import { OutputHold } from './held-output.js';
 import type { JoinOptions, SessionMembership, SharedMembership } from './membership.js';
 import type { SessionInbox } from './session-router.js';
 import { drainSession } from './shutdown.js';
@@ -45,6 +48,13 @@ export function assertEncodableParams(params: Params | undefined): void {
 
 /** Session.expiry of a connection that has not authenticated yet. */
 const PENDING = null;
+
+/** Session.output once what was held has been given up: nothing more is sent until the close. */
+const DROPPED = 'dropped';
+
+/** What a server call is refused with once the session's output is dropped (expired identity). */
+const EXPIRED_OUTPUT = (): JsonRpcError =>
+  new JsonRpcError(ErrorCode.Unauthenticated, 'Credentials expired', { reason: 'expired' });
 
 /** The time sessions count their opening from (see Session.openedAt). */
 const CLOCK_ORIGIN = Date.now();
@@ -85,6 +95,12 @@ export class Session<C = unknown> implements Sink {
    * holds no bucket.
    */
   private rate: RateLimit | TokenBucket | undefined = undefined;
+  /**
+   * What becomes of what the session sends the client: undefined, it goes out; an OutputHold,
+   * it waits for a renewal of the expired identity (holdOutput); DROPPED, it never goes (the
+   * renewal was refused, the connection is closing).
+   */
+  private output: OutputHold | typeof DROPPED | undefined = undefined;
 
   constructor(
     readonly id: string,
@@ -177,17 +193,83 @@ export class Session<C = unknown> implements Sink {
 
   /** Sink: write a pre-built frame (fan-out), unless the session has closed. */
   send(frame: string | EncodedFrame): void {
-    if (!this.peer.isClosed) this.transport.send(frame);
+    if (this.peer.isClosed) return;
+    const output = this.output;
+    if (output === undefined) {
+      this.transport.send(frame);
+      return;
+    }
+    if (output === DROPPED) return;
+    output.keep({
+      chars: typeof frame === 'string' ? frame.length : frame.bytes.length,
+      send: () => {
+        if (!this.peer.isClosed) this.transport.send(frame);
+      },
+      drop: () => undefined,
+    });
   }
 
-  /** Sink: bytes written to this session's socket but not yet sent. */
+  /**
+   * Sink: bytes written to this session's socket but not yet sent, and what is held back for it
+   * (holdOutput): a subscription's slow-consumer policy weighs the two together.
+   */
   get bufferedAmount(): number {
-    return this.transport.bufferedAmount;
+    const output = this.output;
+    const buffered = this.transport.bufferedAmount;
+    return output === undefined || output === DROPPED ? buffered : buffered + output.chars;
   }
 
-  /** Sink: call `listener` once the socket's write buffer has emptied. */
+  /**
+   * Sink: call `listener` once the socket's write buffer has emptied; while output is held, once
+   * it has been released and written.
+   */
   onDrain(listener: () => void): () => void {
-    return this.transport.onDrain(listener);
+    const output = this.output;
+    if (output === undefined || output === DROPPED) return this.transport.onDrain(listener);
+    return output.onRelease(() => this.transport.onDrain(listener));
+  }
+
+  /**
+   * Hold back what the session would send the client (its subscriptions' frames, `notify`,
+   * `call`; not the replies to its calls) until `releaseOutput`, in order. Past `maxChars` held,
+   * the connection is closed as a slow consumer (1013) and none of it is sent. Nothing, when
+   * output is held or dropped already.
+   * @internal
+   */
+  holdOutput(maxChars: number): void {
+    if (this.output !== undefined || this.peer.isClosed) return;
+    const hold = new OutputHold(maxChars, () => {
+      const info = { code: SLOW_CONSUMER_CLOSE_CODE, reason: 'slow consumer' };
+      this.dropOutput(closedError(info));
+      this.close(info.code, info.reason);
+    });
+    this.output = hold;
+    // The connection closed while held: none of it goes, and its calls fail as the close's.
+    void this.peer.closed.then((info) => {
+      if (this.output === hold) this.dropOutput(closedError(info));
+    });
+  }
+
+  /**
+   * Send what `holdOutput` held, in order, and what comes after it directly again.
+   * @internal
+   */
+  releaseOutput(): void {
+    const output = this.output;
+    if (output === undefined || output === DROPPED) return;
+    this.output = undefined;
+    output.release();
+  }
+
+  /**
+   * Send nothing more to the client until the close: what is held is given up (its calls
+   * rejected with `error`), and what comes after it too.
+   * @internal
+   */
+  dropOutput(error: Error): void {
+    const output = this.output;
+    this.output = DROPPED;
+    if (output !== undefined && output !== DROPPED) output.giveUp(error);
   }
 
   /** Call a method the client registered, and await its answer. */
@@ -207,9 +289,19 @@ export class Session<C = unknown> implements Sink {
         new JsonRpcError(ErrorCode.Unauthenticated, 'The connection has not authenticated yet'),
       );
     }
-    return typeof target === 'string'
-      ? this.peer.call(target, params, options)
-      : this.peer.call(target, params, options);
+    const method = typeof target === 'string' ? target : target.name;
+    const output = this.output;
+    if (output === undefined || this.peer.isClosed) return this.peer.call(method, params, options);
+    if (output === DROPPED) return Promise.reject(EXPIRED_OUTPUT());
+    return new Promise((resolve, reject) => {
+      output.keep({
+        chars: method.length + (JSON.stringify(params)?.length ?? 0),
+        send: () => {
+          this.peer.call(method, params, options).then(resolve, reject);
+        },
+        drop: reject,
+      });
+    });
   }
 
   /**
@@ -239,6 +331,17 @@ export class Session<C = unknown> implements Sink {
     // more: false, not sent. Once closed, notify throws (ConnectionClosedError).
     if (!this.transport.canPush || this.unauthenticated) return false;
     if (this.peer.isClosing && !this.peer.isClosed) return false;
+    const output = this.output;
+    if (output !== undefined && !this.peer.isClosed) {
+      if (output === DROPPED) return false;
+      // Taken for sending, as a notification written to a socket is: it goes at the release.
+      output.keep({
+        chars: method.length + (JSON.stringify(params)?.length ?? 0),
+        send: () => void this.notifyChecked(method, params),
+        drop: () => undefined,
+      });
+      return true;
+    }
     this.peer.notify(method, params);
     return true;
   }
