@@ -1,7 +1,8 @@
 // The client's connection lifecycle: dialing its URLs in turn (with the URL, subprotocols,
 // headers and token of each dial, see dial.ts), the connect timeout, in-band authentication,
-// reconnecting with backoff or stopping on refused credentials, the rpc.ping heartbeat and the
-// server's drain notice (rpc.reconnect), and the connection state they move through. Apart from
+// reconnecting with backoff or stopping (on refused credentials, or once `maxAttempts`
+// reconnects in a row failed), the rpc.ping heartbeat and the server's drain notice
+// (rpc.reconnect), and the connection state they move through. Apart from
 // RpcClient, which is the call API on top: it builds each connection's Peer and hears of each
 // open and loss through ConnectionHost.
 import type { Observable } from 'rxjs';
@@ -11,7 +12,7 @@ import type { PeerCore as Peer } from '../peer/peer-core.js';
 import { MAX_TIMER_MS } from '../peer/pending-calls.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { JsonRpcError } from '../protocol/errors.js';
-import { NotConnectedError, TimeoutError } from '../protocol/local-errors.js';
+import { NotConnectedError, ReconnectFailedError, TimeoutError } from '../protocol/local-errors.js';
 import { ReservedMethod } from '../protocol/reserved.js';
 import type { Params } from '../protocol/types.js';
 import type { Transport } from '../transport/transport.js';
@@ -48,7 +49,8 @@ export interface ConnectionHost<S> {
   lost(): void;
   /**
    * Closing for good, the state already 'closed': fail what is queued or subscribed with `why`
-   * (the AuthenticationError when the server refused the credentials).
+   * (the AuthenticationError when the server refused the credentials, ReconnectFailedError
+   * when `maxAttempts` reconnects in a row failed).
    */
   closing(why: Error): void;
   /** Closed for good, state$ completed: complete what else lives across connections. */
@@ -68,13 +70,20 @@ export class ClientConnection<S> {
   /** The last ending of a connection or attempt. */
   lastDisconnect: DisconnectEvent | undefined;
   /**
+   * That ending in a few words, telling a dial that failed ("HTTP 404", "connect ECONNREFUSED
+   * ...") from a connection that opened and was lost ('connection closed with 1012 "..."'):
+   * the `lastFailure` of a TimeoutError of a call never sent, and of ReconnectFailedError.
+   */
+  lastFailure: string | undefined;
+  /**
    * The attempt being made: aborted when it is given up (timed out, failed, the client closed),
    * with why. It is getToken's signal, and what its providers give once it aborted is ignored.
    */
   #dialWanted: AbortController | undefined;
   /**
-   * Aborted by close(), with why calls fail from then on: the refusal of the credentials, or
-   * NotConnectedError. What waits on the client's life (authenticate()'s getToken) stops there.
+   * Aborted by close(), with why calls fail from then on: the refusal of the credentials,
+   * ReconnectFailedError, or NotConnectedError. What waits on the client's life
+   * (authenticate()'s getToken) stops there.
    */
   readonly stopped = new AbortController();
   /** A 4419 was retried with a fresh token; reset once a connection stays up (resetAfterMs). */
@@ -151,8 +160,8 @@ export class ClientConnection<S> {
 
   /**
    * Close for good: no timer fires any more, the state is 'closed' (so nothing reconnects),
-   * the host fails what waits with `why` (the refusal of the credentials, or NotConnectedError),
-   * then the socket goes.
+   * the host fails what waits with `why` (the refusal of the credentials, ReconnectFailedError,
+   * or NotConnectedError), then the socket goes.
    */
   async close(why: Error = new NotConnectedError('Client closed')): Promise<void> {
     if (this.state === 'closed') return;
@@ -294,7 +303,7 @@ export class ClientConnection<S> {
       }
       this.logger.info({ code, reason }, 'connection lost');
       this.host.lost();
-      this.#ended({ code, reason: reason || undefined, error: failure });
+      this.#ended({ code, reason: reason || undefined, error: failure }, true);
     });
     if (token === undefined) return this.#ready(peer);
     // In-band: the token goes first; calls and resubscribes wait for its answer.
@@ -410,21 +419,28 @@ export class ClientConnection<S> {
   }
 
   /**
-   * A connection or attempt ended: tell `disconnects$`, then dial again or, when reconnecting
-   * is off or the credentials were refused (and `onAuthFailure` is 'stop'), close for good.
+   * A connection (`wasOpen`) or attempt ended: tell `disconnects$`, then dial again or, when
+   * reconnecting is off, the credentials were refused (and `onAuthFailure` is 'stop') or
+   * `maxAttempts` reconnects in a row have failed, close for good.
    */
-  #ended(event: Omit<DisconnectEvent, 'willRetry'>): void {
+  #ended(event: Omit<DisconnectEvent, 'willRetry'>, wasOpen = false): void {
     if (this.state === 'closed') return;
     const refused = authFailureOf(event);
     const backoff = this.backoff;
     // An expired session is retried once: the provider can mint a fresh token.
     const freshToken =
       refused?.code === EXPIRED_CLOSE_CODE && !!this.config.getToken && !this.#expiredRetried;
-    const willRetry =
+    const mayRetry =
       backoff !== false && (!refused || backoff.onAuthFailure === 'retry' || freshToken);
+    // #attempt counts the reconnects made since a connection last stayed open resetAfterMs,
+    // each of which has now failed: this ending is the last one allowed when it reaches the bound.
+    const maxAttempts = backoff === false ? Infinity : backoff.maxAttempts;
+    const exhausted = mayRetry && this.#attempt >= maxAttempts;
+    const willRetry = mayRetry && !exhausted;
     if (freshToken) this.#expiredRetried = true;
     const told: DisconnectEvent = { ...event, error: refused ?? event.error, willRetry };
     this.lastDisconnect = told;
+    this.lastFailure = describeEnding(told, wasOpen);
     this.#disconnectSubject.next(told);
     if (refused) {
       const { code, status: httpStatus, reason } = refused;
@@ -434,7 +450,13 @@ export class ClientConnection<S> {
       );
     }
     if (willRetry) return this.#scheduleReconnect();
-    void this.close(refused);
+    if (!exhausted) return void this.close(refused);
+    const gaveUp = new ReconnectFailedError(maxAttempts, this.lastFailure);
+    this.logger.warn(
+      { attempts: maxAttempts, lastFailure: this.lastFailure },
+      'reconnect attempts exhausted: client closed',
+    );
+    void this.close(gaveUp);
   }
 
   #scheduleReconnect(): void {
@@ -458,4 +480,20 @@ export class ClientConnection<S> {
   #setState(state: ConnectionState): void {
     if (this.stateHub.value! !== state) this.stateHub.next(state);
   }
+}
+
+/**
+ * A connection's or attempt's end in a few words, for `lastFailure`: a dial's refusal (its HTTP
+ * status), its error, or its close; a connection that was open, "connection closed with" its
+ * close (the words ReconnectFailedError and TimeoutError read it by), and the error it closed on.
+ */
+function describeEnding(event: DisconnectEvent, wasOpen: boolean): string | undefined {
+  const reason = event.reason ? ` ${JSON.stringify(event.reason.slice(0, 100))}` : '';
+  const error = event.error?.message.slice(0, 200);
+  if (wasOpen) {
+    return `connection closed with ${event.code ?? 1006}${reason}${error ? `: ${error}` : ''}`;
+  }
+  if (event.httpStatus !== undefined) return `HTTP ${event.httpStatus}${reason}`;
+  if (error) return error;
+  return event.code === undefined ? undefined : `closed ${event.code}${reason} before opening`;
 }

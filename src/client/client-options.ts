@@ -51,6 +51,14 @@ export interface ReconnectOptions extends BackoffOptions {
    * even when stopping, since the provider can mint a fresh token. Default 'stop'.
    */
   onAuthFailure: 'stop' | 'retry';
+  /**
+   * Reconnect attempts in a row that may fail before the client stops: closes, as a refusal of
+   * the credentials stops it, with calls rejecting with ReconnectFailedError. A dial that fails
+   * and a connection lost before it stayed open `resetAfterMs` are failed attempts; a connection
+   * that stayed open that long starts the count again. 0: no reconnect after a failure. An
+   * integer, or Infinity (default: never stop).
+   */
+  maxAttempts: number;
 }
 
 export interface ClientOptions {
@@ -95,7 +103,8 @@ export interface ClientOptions {
    * backoff starts again from `initialDelayMs` only once a connection has stayed open for
    * `resetAfterMs` (default 5 s). The same backoff paces resubscribing after a transient
    * subscribe error (-32009 Broker unavailable, a timeout). `onAuthFailure` says whether a
-   * refusal of the credentials stops the client.
+   * refusal of the credentials stops the client, `maxAttempts` after how many failed reconnects
+   * in a row it stops.
    */
   reconnect?: Partial<ReconnectOptions> | false;
   /** Give up on a connection attempt after this many ms. Default 10 000. */
@@ -177,7 +186,11 @@ const MAX_DELAY_MS = 2 ** 31 - 1;
 
 /** Every default of `createClient`'s options, in one place. */
 export const clientDefaults = Object.freeze({
-  reconnect: Object.freeze({ ...defaultBackoff, onAuthFailure: 'stop' as 'stop' | 'retry' }),
+  reconnect: Object.freeze({
+    ...defaultBackoff,
+    onAuthFailure: 'stop' as 'stop' | 'retry',
+    maxAttempts: Infinity,
+  }),
   tokenTransport: 'in-band' as 'in-band' | 'header',
   connectTimeoutMs: 10_000,
   callTimeoutMs: 30_000,
@@ -285,7 +298,7 @@ export const clientOptionRules: Readonly<Record<keyof ClientOptions, Rule | null
   getToken: fn,
   tokenTransport: oneOf('in-band', 'header'),
   reconnect: orFalse(
-    'an object { initialDelayMs, maxDelayMs, factor, jitter, resetAfterMs, onAuthFailure }',
+    'an object { initialDelayMs, maxDelayMs, factor, jitter, resetAfterMs, onAuthFailure, maxAttempts }',
   ),
   connectTimeoutMs: numberIn(1, Infinity),
   callTimeoutMs: callMs,
@@ -312,6 +325,9 @@ export const reconnectRules: Readonly<Record<keyof ReconnectOptions, Rule>> = {
   jitter: numberIn(0, 1),
   resetAfterMs: ms(0, Infinity),
   onAuthFailure: oneOf('stop', 'retry'),
+  maxAttempts: (value, key) => {
+    if (value !== Infinity) numberIn(0, Infinity, true, ' or Infinity')(value, key);
+  },
 };
 
 export const heartbeatRules: Readonly<Record<'intervalMs' | 'timeoutMs', Rule>> = {

@@ -218,7 +218,7 @@ export class RpcClient {
     // eslint-disable-next-line @typescript-eslint/no-this-alias -- read by the getter below
     const client = this;
     const backoff = this.#connection.backoff;
-    this.#queue = new OfflineQueue(config.maxQueued, () => describeDisconnect(this.lastDisconnect));
+    this.#queue = new OfflineQueue(config.maxQueued, () => this.#connection.lastFailure);
     offlineQueues.set(this, this.#queue);
     this.#subscriptions = new ClientSubscriptions(
       {
@@ -275,7 +275,8 @@ export class RpcClient {
 
   /**
    * Resolves when the client is connected; rejects if it is closed first (with
-   * AuthenticationError when it stopped because the server refused its credentials). Calls
+   * AuthenticationError when it stopped because the server refused its credentials, with
+   * ReconnectFailedError when `reconnect.maxAttempts` reconnects in a row failed). Calls
    * made while it is not connected share one promise: an app that asks again and again through
    * a long outage (each with a timeout of its own) adds nothing per call.
    */
@@ -466,7 +467,10 @@ export class RpcClient {
     return peer;
   }
 
-  /** Why calls fail once closed: the refusal of the credentials, or close(). */
+  /**
+   * Why calls fail once closed: the refusal of the credentials, the reconnects exhausted
+   * (ReconnectFailedError), or close().
+   */
   #closedError(): Error {
     return this.#connection.stopped.signal.reason as Error;
   }
@@ -586,13 +590,4 @@ export class RpcClient {
 /** Create a client; it starts connecting at once. */
 export function createClient(options: ClientOptions): RpcClient {
   return new RpcClient(options);
-}
-
-/** A disconnect in a few words: the refusal's HTTP status, the close, or the socket's error. */
-function describeDisconnect(event: DisconnectEvent | undefined): string | undefined {
-  if (!event) return undefined;
-  const reason = event.reason ? ` ${JSON.stringify(event.reason.slice(0, 100))}` : '';
-  if (event.httpStatus !== undefined) return `HTTP ${event.httpStatus}${reason}`;
-  if (event.error) return event.error.message.slice(0, 200);
-  return event.code === undefined ? undefined : `closed ${event.code}${reason}`;
 }

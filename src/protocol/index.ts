@@ -24,6 +24,7 @@ export {
   CancelledError,
   TooManyPendingCallsError,
   NotConnectedError,
+  ReconnectFailedError,
 } from './local-errors.js';
 export { parseFrame, classifyValue, classifyMessage, isRequestId } from './classify.js';
 export type { Incoming, Frame, ClassifyOptions } from './classify.js';

@@ -19,10 +19,23 @@ export class ConnectionClosedError extends RpcLocalError {
 }
 
 /**
+ * How `lastFailure` reads in a message: "last attempt: HTTP 404" when a dial failed, "last
+ * connection closed with 1012 ..." when a connection had opened and was then lost (the client
+ * writes that case's text starting "connection closed with").
+ */
+function lastFailureText(lastFailure: string): string {
+  return lastFailure.startsWith('connection closed with ')
+    ? `last ${lastFailure}`
+    : `last attempt: ${lastFailure}`;
+}
+
+/**
  * No response arrived within the call's timeout. `sent` false: the call never left the client
  * (it waited for a connection the whole time), which the message says, as a slow server and an
- * unreachable one are told apart by it, with why the last attempt to connect failed
- * (`lastFailure`: "HTTP 404", "connect ECONNREFUSED ...") when the client knows.
+ * unreachable one are told apart by it, with what ended the client's last connection or attempt
+ * at one when the client knows (`lastFailure`): why the last dial failed ("HTTP 404", "connect
+ * ECONNREFUSED ...") or how the last open connection closed ('connection closed with 1012
+ * "server restarting"').
  */
 export class TimeoutError extends RpcLocalError {
   override name = 'TimeoutError';
@@ -33,7 +46,7 @@ export class TimeoutError extends RpcLocalError {
     readonly lastFailure?: string,
   ) {
     super(
-      `Call to "${method}" timed out after ${timeoutMs} ms${sent ? '' : `, never sent: no connection was open${lastFailure ? ` (last attempt: ${lastFailure})` : ''}`}`,
+      `Call to "${method}" timed out after ${timeoutMs} ms${sent ? '' : `, never sent: no connection was open${lastFailure ? ` (${lastFailureText(lastFailure)})` : ''}`}`,
     );
   }
 }
@@ -60,4 +73,22 @@ export class TooManyPendingCallsError extends RpcLocalError {
 /** A call was made while disconnected and the client is set to reject, or its queue is full. */
 export class NotConnectedError extends RpcLocalError {
   override name = 'NotConnectedError';
+}
+
+/**
+ * The client stopped reconnecting: `attempts` reconnect attempts in a row failed
+ * (`reconnect.maxAttempts`), and it closed. What waits on it (queued calls, `opened()`, calls
+ * made later) rejects with this error; `lastFailure` is what ended the last attempt, as on
+ * TimeoutError.
+ */
+export class ReconnectFailedError extends NotConnectedError {
+  override name = 'ReconnectFailedError';
+  constructor(
+    readonly attempts: number,
+    readonly lastFailure?: string,
+  ) {
+    super(
+      `Reconnect attempts exhausted (reconnect.maxAttempts ${attempts}${lastFailure ? `; ${lastFailureText(lastFailure)}` : ''})`,
+    );
+  }
 }

@@ -85,7 +85,7 @@ const refused: [
     'reconnect type',
     { reconnect: true },
     TypeError,
-    'reconnect must be an object { initialDelayMs, maxDelayMs, factor, jitter, resetAfterMs, onAuthFailure } or false, not true',
+    'reconnect must be an object { initialDelayMs, maxDelayMs, factor, jitter, resetAfterMs, onAuthFailure, maxAttempts } or false, not true',
   ],
   [
     'reconnect key',
@@ -128,6 +128,12 @@ const refused: [
     { reconnect: { onAuthFailure: 'ignore' } },
     RangeError,
     'reconnect.onAuthFailure must be "stop" or "retry", not "ignore"',
+  ],
+  [
+    'reconnect.maxAttempts',
+    { reconnect: { maxAttempts: -1 } },
+    RangeError,
+    'reconnect.maxAttempts must be an integer at least 0 or Infinity, not -1',
   ],
   [
     'connectTimeoutMs',
