@@ -313,10 +313,12 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
    * told nothing; its next message shows no hole. Seqs passed while something is held or
    * replayed wait, as numbers, for the next write (at most MAX_WAITING: beyond, the oldest count
    * as missed, never as lost silently), which tells a position-tracking subscriber its position
-   * first.
+   * first. During a replay, one at or below the floor is kept too: the floor is the client's
+   * `since`, which the replay may find the numbering never reached (it then starts from 0).
    */
   pass(seq: number): void {
-    if (this.stopped || seq <= this.floorSeq) return;
+    if (this.stopped) return;
+    if (seq <= this.floorSeq && this.replay?.waiting === undefined) return;
     if (
       this.replay?.waiting === undefined &&
       this.held === undefined &&
@@ -489,7 +491,19 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
     // (account, writeHeldBefore): the held ones go in their place, the rest told around them.
     const firstHeld = replay.waiting?.peek()?.seq;
     const heldInGap = gap !== null && firstHeld !== undefined && firstHeld <= floorSeq + gap;
-    if (gap !== 0 && !heldInGap) this.sendGap(gap, epoch);
+    // Seqs passed by (`except`) among those history no longer held are not lost: the gap
+    // counts the rest, and the position after it (the gap counts from the subscriber's own)
+    // says where the numbering stands.
+    const from = this.lastSeq;
+    const counted = gap !== null && gap > 0 && !heldInGap && !Number.isNaN(from) ? gap : 0;
+    const passedBy =
+      counted > 0 && this.passed !== undefined
+        ? this.takePassed(this.passed, from + counted + 1)
+        : 0;
+    if (passedBy > 0) {
+      if (counted > passedBy) this.sendGap(counted - passedBy, epoch);
+      this.sendPosition(from + counted, epoch);
+    } else if (gap !== 0 && !heldInGap) this.sendGap(gap, epoch);
     // A subscriber that did not know the epoch (or the topic had none yet) learns it now.
     this.tellEpoch(epoch ?? replay.learnedEpoch);
     return 'more';
@@ -612,10 +626,15 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
   ): ReplayStep {
     this.floorSeq = 0;
     const replay = this.replay;
-    if (dropHeld && replay?.waiting !== undefined) {
-      replay.waiting = new Fifo();
-      this.setWaitingChars(replay, 0);
-      replay.firstHeldSeq = undefined;
+    if (dropHeld) {
+      // Seqs passed by (`except`) came with those held: the old numbering's too. Counted
+      // against the new one, they would hide as many of its losses.
+      this.passed = undefined;
+      if (replay?.waiting !== undefined) {
+        replay.waiting = new Fifo();
+        this.setWaitingChars(replay, 0);
+        replay.firstHeldSeq = undefined;
+      }
     }
     this.sendGap(null, epoch);
     if (
