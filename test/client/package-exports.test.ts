@@ -24,14 +24,19 @@ describe('package.json exports', () => {
     expect(entry.default).toBe('./dist/browser/client.js');
   });
 
-  it('every entry has types, and only types and default: import and require load the same file', () => {
+  it('every entry has types, and only types and default (the root a browser condition before them): import and require load the same file', () => {
     for (const [name, entry] of modules) {
       expect({ name, types: typeof entry.types }).toEqual({ name, types: 'string' });
-      expect({ name, conditions: Object.keys(entry) }).toEqual({
-        name,
-        conditions: ['types', 'default'],
-      });
+      // The root has a browser condition first: the client's entry, for browser bundlers.
+      const conditions = name === '.' ? ['browser', 'types', 'default'] : ['types', 'default'];
+      expect({ name, conditions: Object.keys(entry) }).toEqual({ name, conditions });
     }
+  });
+
+  it('the root under the browser condition is "./client", its types and module', () => {
+    expect((pkg.exports['.'] as Record<string, unknown>)['browser']).toEqual(
+      pkg.exports['./client'],
+    );
   });
 
   it('exports the shared worker’s script and package.json as files, which the build makes and ships', () => {

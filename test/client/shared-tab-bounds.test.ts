@@ -34,6 +34,7 @@ import { freePort } from '../support/network.js';
 import { Resources } from '../support/resources.js';
 import { SharedTabs } from '../support/shared-tabs.js';
 import { waitFor, waitUntil, within } from '../support/waiting.js';
+import { SHARED_PROTOCOL_VERSION } from '../../src/client/shared/messages.js';
 
 const res = new Resources();
 const shared = new SharedTabs();
@@ -90,7 +91,7 @@ function rawTab(host: ClientHost, url: string, token = false) {
     send({ t: 'jsub', id, jid: -1 });
     await next((m) => m.t === 'end' && m.id === id);
   };
-  send({ t: 'hello', options: { url: [url] }, token });
+  send({ t: 'hello', v: SHARED_PROTOCOL_VERSION, options: { url: [url] }, token });
   return { got, send, next, barrier };
 }
 
@@ -178,7 +179,7 @@ describe("a tab's hello, checked again in the worker", () => {
     const got: HostMessage[] = [];
     channel.port1.onmessage = (event) => got.push(event.data as HostMessage);
     host.connect(channel.port2);
-    channel.port1.postMessage({ t: 'hello', options, token: false });
+    channel.port1.postMessage({ t: 'hello', v: SHARED_PROTOCOL_VERSION, options, token: false });
     await waitFor(() => got.length > 0, 'an answer to the hello');
     expect(got[0]).toMatchObject({
       t: 'fail',

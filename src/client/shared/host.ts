@@ -34,6 +34,7 @@ import { subscriptionStatus$ } from '../subscription-status.js';
 import { SharedRun } from '../wanted.js';
 import { INBOX_SUBSCRIPTION } from '../inbox.js';
 import type { SubscriptionEvent } from '../subscriptions.js';
+import { otherVersionError, SHARED_PROTOCOL_VERSION } from './messages.js';
 import type { HostMessage, TabMessage, WireDisconnect, WireSettled } from './messages.js';
 import { sharedOnlyRules } from './options.js';
 import type { ForwardedOptions } from './options.js';
@@ -202,6 +203,8 @@ class HostedTab {
    * by the worker's observer of the user's inbox, which comes next when it was an inbox message.
    */
   unposted: Params | undefined;
+  /** Told `welcome`: the worker's first message to a tab it took, whatever comes next. */
+  #welcomed = false;
 
   constructor(
     readonly port: MessagePort,
@@ -215,6 +218,12 @@ class HostedTab {
    * a custom worker's middleware made uncloneable), for the caller to pass on in its place.
    */
   post(message: HostMessage): InternalError | undefined {
+    // Ahead of the state, or of a token run the new client asks for before its state is posted:
+    // the tab reads the worker's version in the first message it gets.
+    if (!this.#welcomed) {
+      this.#welcomed = true;
+      this.port.postMessage({ t: 'welcome', v: SHARED_PROTOCOL_VERSION } satisfies HostMessage);
+    }
     try {
       this.port.postMessage(message);
       return undefined;
@@ -285,12 +294,23 @@ class Host implements ClientHost {
 
   connect(port: MessagePort): void {
     let tab: HostedTab | undefined;
+    /** Refused for its version: what else the tab posts is in words this worker may misread. */
+    let refused = false;
     port.onmessage = (event: MessageEvent) => {
       const message = event.data as TabMessage | null;
       // Not a tab's message (a stray postMessage): reading it would throw in the worker.
-      if (typeof message !== 'object' || message === null) return;
+      if (typeof message !== 'object' || message === null || refused) return;
       if (message.t === 'hello') {
         if (tab) this.#drop(tab);
+        tab = undefined;
+        const version = (message as { v?: unknown }).v;
+        if (version !== SHARED_PROTOCOL_VERSION) {
+          refused = true;
+          // A `fail` is what a tab of every version reads as "closed, with this error".
+          const error = toWire(otherVersionError(version, SHARED_PROTOCOL_VERSION));
+          const fail = { t: 'fail', error, v: SHARED_PROTOCOL_VERSION } satisfies HostMessage;
+          return port.postMessage(fail);
+        }
         tab = this.#admit(port, message);
       } else if (tab && this.#tabs.has(tab)) {
         tab.missed = 0;
@@ -323,7 +343,8 @@ class Host implements ClientHost {
         this.#start(hello.options, hello.token);
       } catch (err) {
         this.#tabs.delete(tab);
-        tab.post({ t: 'fail', error: toWire(err) });
+        const fail = { t: 'fail', error: toWire(err), v: SHARED_PROTOCOL_VERSION } as const;
+        port.postMessage(fail satisfies HostMessage);
         return undefined;
       }
     }

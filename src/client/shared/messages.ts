@@ -3,6 +3,7 @@
 // and the ids of the worker's runs (a server-to-client call handed to a tab) are the worker's.
 // Everything in them is structured-cloneable: errors travel as WireError.
 import type { BatchEntry } from '../../peer/peer-core.js';
+import { ConnectionClosedError } from '../../protocol/local-errors.js';
 import type { RequestId, Params } from '../../protocol/types.js';
 import type { ConnectionState } from '../connection-state.js';
 import type { HistoryOptions } from '../history.js';
@@ -12,10 +13,43 @@ import type { SubscriptionStatusState } from '../subscription-status.js';
 import type { ForwardedOptions } from './options.js';
 import type { WireError } from './wire-errors.js';
 
+/**
+ * The version of the messages below. A tab states it in its `hello`, the worker in its first
+ * answer (`welcome`, or `fail`); the messages before the version was stated are version 1. A
+ * tab and a worker of different versions do not talk at all: one copy of the page's code can
+ * attach to a SharedWorker another copy started (same script URL and name), and each would
+ * misread what the other posts. Raise it with any change to these messages that a tab or a
+ * worker of the other version would misread or leave unanswered.
+ */
+export const SHARED_PROTOCOL_VERSION = 2;
+
+/**
+ * Why a tab speaking `tab` and a worker speaking `worker` cannot share the connection, and what
+ * fixes it: reloading the tab with the older code, or a worker `name` per version. Worded the
+ * same by the worker refusing a tab and by a tab hearing another version, whichever is older;
+ * `undefined` is a side from before the version was stated.
+ */
+export function otherVersionError(tab: unknown, worker: unknown): ConnectionClosedError {
+  const number = (v: unknown): number => (typeof v === 'number' ? v : 1);
+  const said = (v: unknown): string =>
+    typeof v === 'number' ? `version ${v}` : 'version 1 (from before the version was stated)';
+  const fix =
+    number(tab) < number(worker)
+      ? 'this tab runs older code than the worker: reload this tab'
+      : 'the worker is older, kept alive by another tab of this site that runs older code (same script URL and name): reload or close the other tabs';
+  return new ConnectionClosedError(
+    `The shared worker speaks the tab/worker protocol ${said(worker)} and this tab ${said(tab)}; ` +
+      `${fix}. A createSharedClient \`name\` that changes with each version of the code gives each version a worker of its own.`,
+  );
+}
+
 /** From a tab to the worker. */
 export type TabMessage =
-  /** First on every port (and again after `gone`): the options, if the worker has no client yet. */
-  | { t: 'hello'; options: ForwardedOptions; token: boolean }
+  /**
+   * First on every port (and again after `gone`): the tab's SHARED_PROTOCOL_VERSION, and the
+   * options, if the worker has no client yet.
+   */
+  | { t: 'hello'; v: number; options: ForwardedOptions; token: boolean }
   | { t: 'call'; id: number; method: string; params: Params | undefined; timeoutMs?: number }
   /** Answered with a `result` whose result is one WireSettled per entry. */
   | { t: 'batch'; id: number; entries: BatchEntry[]; timeoutMs?: number }
@@ -66,10 +100,19 @@ export interface WireDisconnect {
 
 /** From the worker to a tab. */
 export type HostMessage =
+  /**
+   * First on a port whose hello the worker took, before anything else it posts there: its
+   * SHARED_PROTOCOL_VERSION, the tab's.
+   */
+  | { t: 'welcome'; v: number }
   | { t: 'state'; state: ConnectionState }
   | { t: 'disconnect'; event: WireDisconnect }
-  /** The worker could not make a client of the options: the tab closes with this error. */
-  | { t: 'fail'; error: WireError }
+  /**
+   * The worker did not take the hello: it could not make a client of the options, or the tab
+   * speaks another version. `v` is the worker's version. The tab closes with this error (a tab
+   * of version 1, which reads no `v`, too: so it is told why).
+   */
+  | { t: 'fail'; error: WireError; v: number }
   | { t: 'result'; id: number; result?: unknown; error?: WireError }
   | { t: 'msg'; id: number; event: SubscriptionEvent<unknown> }
   | { t: 'status'; id: number; status: WireStatus }

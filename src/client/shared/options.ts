@@ -13,6 +13,7 @@ import {
 import type { Rule } from '../../peer/option-rules.js';
 import { checkUrl, clientOptionRules, heartbeatRules, reconnectRules } from '../client-options.js';
 import type { ClientOptions, GetToken } from '../client-options.js';
+import { SHARED_PROTOCOL_VERSION } from './messages.js';
 
 /** createClient's options that the worker's client is made with: data, posted to it. */
 export type ForwardedOptions = Pick<
@@ -59,7 +60,11 @@ export interface SharedClientOptions extends ForwardedOptions {
   worker?: () => SharedWorkerLike;
   /**
    * The SharedWorker's name: tabs with the same script and name share one worker, and so one
-   * connection, made with the options of the tab that came first. Default `wsrpc <urls>`.
+   * connection, made with the options of the tab that came first. Default
+   * `wsrpc v<version> <urls>` (the version of the messages a tab and the worker exchange, 2 in
+   * this release: tabs whose code speaks another version get a worker of their own). A name of
+   * your own is best made to change with each version of your code: a tab and a worker of
+   * other versions refuse each other.
    */
   name?: string;
   /**
@@ -183,7 +188,8 @@ export function resolveSharedClientOptions(options: unknown): SharedClientConfig
     forwarded: { ...rest, url: urls },
     workerUrl: workerUrl === undefined ? undefined : new URL(workerUrl, base).href,
     worker,
-    name: name ?? `wsrpc ${urls.join(' ')}`,
+    // With the version: tabs of another version of this package get a worker of their own.
+    name: name ?? `wsrpc v${SHARED_PROTOCOL_VERSION} ${urls.join(' ')}`,
     fallback: fallback ?? 'per-tab',
     getToken,
     logger,

@@ -40,6 +40,7 @@ import type { PresenceState } from '../presence.js';
 import { messagesOf } from '../subscription-messages.js';
 import type { SubscriptionStatus } from '../subscription-status.js';
 import type { JoinedSubscription, SubscriptionEvent } from '../subscriptions.js';
+import { otherVersionError, SHARED_PROTOCOL_VERSION } from './messages.js';
 import type { HostMessage, TabMessage, WireSettled } from './messages.js';
 import { resolveSharedClientOptions } from './options.js';
 import type { SharedClientConfig, SharedClientOptions } from './options.js';
@@ -383,11 +384,16 @@ export class SharedRpcClient {
     this.#port = port;
     this.#ready = false;
     port.onmessage = (event: MessageEvent) => this.#receive(event.data as HostMessage);
-    this.#post({
+    this.#post(this.#hello());
+  }
+
+  #hello(): TabMessage {
+    return {
       t: 'hello',
+      v: SHARED_PROTOCOL_VERSION,
       options: this.#config.forwarded,
       token: this.#config.getToken !== undefined,
-    });
+    };
   }
 
   /** A connection of this tab's own: the worker's side, loaded now, over a MessageChannel. */
@@ -429,6 +435,27 @@ export class SharedRpcClient {
     this.#fallBack();
   }
 
+  /**
+   * The worker speaks another version of the messages (`version`; undefined from a worker of
+   * version 1): nothing the tab holds is posted to it, and the client closes saying which
+   * versions met and what fixes it. Not a fallback: a connection per tab would hide a
+   * deployment that hands tabs a worker of other code, which only a reload or a `name` per
+   * version ends.
+   */
+  #otherVersion(version: unknown): void {
+    clearTimeout(this.#deadline);
+    // A worker of version 1 took the hello as any other: this lets the tab go there.
+    this.#port.postMessage({ t: 'bye' } satisfies TabMessage);
+    const error = otherVersionError(SHARED_PROTOCOL_VERSION, version);
+    const logger = this.#config.logger;
+    if (logger) logger.error({ workerUrl: this.#config.workerUrl, err: error }, error.message);
+    else console.error(`wsrpc-gateway: ${error.message}`);
+    const event: DisconnectEvent = { reason: error.message, error, willRetry: false };
+    this.#lastDisconnect = event;
+    this.#disconnects.next(event);
+    this.#shut(error);
+  }
+
   #post(message: TabMessage): void {
     if (this.#closedError && message.t !== 'bye') return;
     if (this.#ready || message.t === 'hello' || message.t === 'bye')
@@ -453,6 +480,9 @@ export class SharedRpcClient {
 
   #receive(m: HostMessage): void {
     if (!this.#ready) {
+      // The first answer states the worker's version (a worker from before versions states none).
+      const version = (m as { v?: unknown } | null)?.v;
+      if (version !== SHARED_PROTOCOL_VERSION) return this.#otherVersion(version);
       this.#ready = true;
       clearTimeout(this.#deadline);
       for (const message of this.#outbox.splice(0)) this.#port.postMessage(message);
@@ -463,6 +493,8 @@ export class SharedRpcClient {
     }
     this.#greeting = false;
     switch (m.t) {
+      case 'welcome':
+        return;
       case 'state':
         return this.#moveTo(m.state);
       case 'disconnect': {
@@ -599,11 +631,7 @@ export class SharedRpcClient {
   #reattach(): void {
     if (this.#closedError) return;
     this.#away = false;
-    const hello: TabMessage = {
-      t: 'hello',
-      options: this.#config.forwarded,
-      token: this.#config.getToken !== undefined,
-    };
+    const hello = this.#hello();
     // Nothing left the tab but hello and bye: what it holds goes after this hello once answered.
     if (!this.#ready) return this.#port.postMessage(hello);
     this.#greeting = true;

@@ -8,6 +8,7 @@ import {
   CancelledError,
   ConnectionClosedError,
   NotConnectedError,
+  ReconnectFailedError,
   TimeoutError,
   TooManyPendingCallsError,
 } from '../../protocol/local-errors.js';
@@ -26,6 +27,7 @@ const fieldNames = [
   'timeoutMs',
   'sent',
   'lastFailure',
+  'attempts',
   'limit',
   'code',
   'status',
@@ -45,6 +47,8 @@ const revivers: Record<string, (message: string, f: Fields) => Error> = {
   CancelledError: (_m, f) => new CancelledError(f.method as string),
   TooManyPendingCallsError: (_m, f) => new TooManyPendingCallsError(f.limit as number),
   NotConnectedError: (m) => new NotConnectedError(m),
+  ReconnectFailedError: (_m, f) =>
+    new ReconnectFailedError(f.attempts as number, f.lastFailure as string | undefined),
   // A refused argument (authenticate() with neither a token nor a getToken, a bad option).
   TypeError: (m) => new TypeError(m),
   RangeError: (m) => new RangeError(m),
