@@ -6,7 +6,12 @@
 import { expect, it } from 'vitest';
 import { fromWire, toWire } from '../../src/client/shared/wire-errors.js';
 import { closedError } from '../../src/peer/peer-options.js';
-import { ConnectionClosedError, TimeoutError } from '../../src/protocol/local-errors.js';
+import {
+  ConnectionClosedError,
+  NotConnectedError,
+  ReconnectFailedError,
+  TimeoutError,
+} from '../../src/protocol/local-errors.js';
 import { JsonRpcError, MethodNotFoundError } from '../../src/protocol/errors.js';
 
 it('ConnectionClosedError says the code and reason the connection closed with', () => {
@@ -45,4 +50,16 @@ it('the last attempt’s failure and an answer’s method cross the worker too',
   const crossed = fromWire(toWire(answer));
   expect(crossed).toBeInstanceOf(MethodNotFoundError);
   expect(crossed).toMatchObject({ code: -32601, message: 'Method not found', method: 'sum2' });
+});
+
+it('ReconnectFailedError crosses the worker as itself, a NotConnectedError with its fields', () => {
+  const gaveUp = new ReconnectFailedError(3, 'connection closed with 1013 "try again later"');
+  const crossed = fromWire(toWire(gaveUp));
+  expect(crossed).toBeInstanceOf(ReconnectFailedError);
+  expect(crossed).toBeInstanceOf(NotConnectedError);
+  expect(crossed).toMatchObject({
+    attempts: 3,
+    lastFailure: 'connection closed with 1013 "try again later"',
+    message: gaveUp.message,
+  });
 });
