@@ -102,19 +102,28 @@ const resenders = new WeakMap<
 export const CLIENT_MAX_IN_FLIGHT = 256;
 
 /**
- * Each client's offline queue, for `queuedIn`. A map filled by the constructor rather than a
+ * Each client's offline queue and stop signal, for `queuedIn` and `stoppedWith`. A map filled by the constructor rather than a
  * static block reading the private field: a static block runs when the module loads, so a
  * bundler keeps the whole client wherever this module is imported (the shared client's tab,
  * whose fallback is loaded on demand, would ship it).
  */
-const offlineQueues = new WeakMap<RpcClient, OfflineQueue>();
+const internals = new WeakMap<RpcClient, { queue: OfflineQueue; stopped: AbortSignal }>();
 
 /**
  * How many calls and notifications wait in `client`'s offline queue. For the shared worker's
  * host, which bounds each tab's share of it; not part of the client's API.
  */
 export function queuedIn(client: RpcClient): number {
-  return offlineQueues.get(client)?.size ?? 0;
+  return internals.get(client)?.queue.size ?? 0;
+}
+
+/**
+ * Why `client` stopped for good (credentials refused, reconnects exhausted, close()), once it
+ * has: for the shared worker's host, which tells its tabs. Not part of the client's API.
+ */
+export function stoppedWith(client: RpcClient): unknown {
+  const stopped = internals.get(client)?.stopped;
+  return stopped?.aborted ? stopped.reason : undefined;
 }
 
 /**
@@ -219,7 +228,7 @@ export class RpcClient {
     const client = this;
     const backoff = this.#connection.backoff;
     this.#queue = new OfflineQueue(config.maxQueued, () => this.#connection.lastFailure);
-    offlineQueues.set(this, this.#queue);
+    internals.set(this, { queue: this.#queue, stopped: this.#connection.stopped.signal });
     this.#subscriptions = new ClientSubscriptions(
       {
         call: (method, params) => this.call(method, params),

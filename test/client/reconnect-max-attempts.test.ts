@@ -17,12 +17,15 @@ import { observeEvents, recordStates, sumGateway } from '../support/client.js';
 import { freePort } from '../support/network.js';
 import { rejectionOf } from '../support/promises.js';
 import { Resources } from '../support/resources.js';
+import { SharedTabs } from '../support/shared-tabs.js';
 import { waitUntil, within } from '../support/waiting.js';
 
 const res = new Resources();
+const tabs = new SharedTabs();
 const subscriptions: Subscription[] = [];
 afterEach(async () => {
   for (const s of subscriptions.splice(0)) s.unsubscribe();
+  await tabs.cleanup();
   await res.cleanup();
 });
 
@@ -179,5 +182,22 @@ describe('reconnect.maxAttempts: a gateway that accepts and closes at once', () 
     // Each connection lasts past resetAfterMs: every loss is followed by a first reconnect.
     await waitUntil(() => sessions.length >= 5, 'five connections');
     expect(client.state).not.toBe('closed');
+  });
+});
+
+describe('reconnect.maxAttempts: the shared connection', () => {
+  it("a tab's calls and opened() reject with the worker client's ReconnectFailedError", async () => {
+    const url = `ws://127.0.0.1:${await freePort()}/rpc`;
+    const host = tabs.host({ reconnect: { ...fast, maxAttempts: 1 } });
+    const { tab } = tabs.tab(host, url);
+    const queued = tab.call('sum', [1, 2]);
+    const stopped = await rejectionOf(tab.opened());
+    expect(stopped).toBeInstanceOf(ReconnectFailedError);
+    expect(stopped).toMatchObject({
+      attempts: 1,
+      lastFailure: expect.stringContaining('ECONNREFUSED'),
+    });
+    expect(await rejectionOf(queued)).toBeInstanceOf(ReconnectFailedError);
+    expect(await rejectionOf(tab.call('sum', [3, 4]))).toBeInstanceOf(ReconnectFailedError);
   });
 });

@@ -26,7 +26,7 @@ import {
 import { ReservedMethod } from '../../protocol/reserved.js';
 import type { Params, RequestId } from '../../protocol/types.js';
 import type { DisconnectEvent } from '../authentication.js';
-import { CLIENT_MAX_IN_FLIGHT, createClient, queuedIn } from '../client.js';
+import { CLIENT_MAX_IN_FLIGHT, createClient, queuedIn, stoppedWith } from '../client.js';
 import type { RpcClient } from '../client.js';
 import { clientDefaults, clientOptionRules } from '../client-options.js';
 import type { ClientOptions } from '../client-options.js';
@@ -399,7 +399,12 @@ class Host implements ClientHost {
         // Open: the client has just sent everything queued (or failed it); nothing waits.
         if (state === 'open') for (const tab of this.#tabs) tab.queued.clear();
         // Closed for good: no dial will want the token being asked for.
-        if (state === 'closed') this.#stopAskingForToken();
+        if (state === 'closed') {
+          this.#stopAskingForToken();
+          // Why it stopped, for the tabs' calls and opened() to reject with as a client's own do.
+          const why = stoppedWith(client);
+          if (why !== undefined) return broadcast({ t: 'state', state, error: toWire(why) });
+        }
         broadcast({ t: 'state', state });
       }),
       client.disconnects$.subscribe((event) =>

@@ -105,7 +105,8 @@ export type HostMessage =
    * SHARED_PROTOCOL_VERSION, the tab's.
    */
   | { t: 'welcome'; v: number }
-  | { t: 'state'; state: ConnectionState }
+  /** `error` with `closed`: why the worker's client stopped for good. */
+  | { t: 'state'; state: ConnectionState; error?: WireError }
   | { t: 'disconnect'; event: WireDisconnect }
   /**
    * The worker did not take the hello: it could not make a client of the options, or the tab

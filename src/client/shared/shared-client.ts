@@ -45,6 +45,7 @@ import type { HostMessage, TabMessage, WireSettled } from './messages.js';
 import { resolveSharedClientOptions } from './options.js';
 import type { SharedClientConfig, SharedClientOptions } from './options.js';
 import { fromWire, toWire } from './wire-errors.js';
+import type { WireError } from './wire-errors.js';
 
 /** A call this tab made, waiting for its result. */
 interface PendingCall {
@@ -496,7 +497,7 @@ export class SharedRpcClient {
       case 'welcome':
         return;
       case 'state':
-        return this.#moveTo(m.state);
+        return this.#moveTo(m.state, m.error);
       case 'disconnect': {
         const { error, ...rest } = m.event;
         const event: DisconnectEvent = error ? { ...rest, error: fromWire(error) } : rest;
@@ -565,14 +566,19 @@ export class SharedRpcClient {
     }
   }
 
-  #moveTo(state: ConnectionState): void {
+  #moveTo(state: ConnectionState, why?: WireError): void {
     if (state === this.#state.value) return;
     if (state !== 'closed') return this.#state.next(state);
-    // The worker's client stopped for good (credentials refused, or no reconnecting).
+    // The worker's client stopped for good (credentials refused, reconnects exhausted, or no
+    // reconnecting): this tab's calls reject with what its own client's would.
     const refused = this.#lastDisconnect?.error;
     this.#post({ t: 'bye' });
     this.#shut(
-      refused instanceof AuthenticationError ? refused : new NotConnectedError('Client closed'),
+      refused instanceof AuthenticationError
+        ? refused
+        : why !== undefined
+          ? fromWire(why)
+          : new NotConnectedError('Client closed'),
     );
   }
 
