@@ -120,10 +120,21 @@ export type {
 } from './transport/transport.js';
 export { RpcClient, createClient } from './client/client.js';
 export type { ClientConfig, ClientOptions } from './client/client.js';
-export type { GetToken, TokenRequest } from './client/client-options.js';
+export type { GetToken, PerDial, ReconnectOptions, TokenRequest } from './client/client-options.js';
+export type { BackoffOptions } from './client/backoff.js';
 export { AuthenticationError } from './client/authentication.js';
 export type { DisconnectEvent } from './client/authentication.js';
 export type { ConnectionState } from './client/connection-state.js';
-export type { SubscriptionEvent, ClientSubscriptionMethods } from './client/subscriptions.js';
+export type {
+  SubscriptionEvent,
+  ClientSubscriptionMethods,
+  JoinedSubscription,
+} from './client/subscriptions.js';
+export { subscriptionStatus$ } from './client/subscription-status.js';
+export type { SubscriptionStatus, SubscriptionStatusState } from './client/subscription-status.js';
+export { iterate, BufferOverflowError, DEFAULT_ITERATE_BUFFER } from './client/async-iterate.js';
+export type { IterateOptions, SubscriptionIterator } from './client/async-iterate.js';
+export type { HistoryOptions, HistoryResult } from './client/history.js';
+export type { PresenceMember } from './client/presence.js';
 export type { InboxGap } from './client/inbox.js';
 export * from './protocol/index.js';

@@ -22,6 +22,7 @@ export type { PresenceMember, PresenceState } from './presence.js';
 export type {
   MethodDescriptor,
   NotificationDescriptor,
+  SubscriptionDescriptor,
   ParamsOf,
   ResultOf,
 } from '../peer/method-descriptor.js';
@@ -29,9 +30,11 @@ export type { CallState, HandlerContext } from '../peer/handler-context.js';
 export type { Middleware, MiddlewareContext, MiddlewareKind } from '../peer/middleware.js';
 export type { CallOptions } from '../peer/pending-calls.js';
 export type { BatchEntry, IncomingNotification } from '../peer/peer.js';
-export type { Logger } from '../peer/logger.js';
+export { silentLogger } from '../peer/logger.js';
+export type { Logger, LogFn } from '../peer/logger.js';
 export type { Handler, HandlerTable } from '../peer/method-registry.js';
-export type { WebSocketConstructor } from '../transport/websocket-transport.js';
+export type { WebSocketConstructor, WebSocketLike } from '../transport/websocket-transport.js';
+export { CloseCode } from '../transport/transport.js';
 export { fallbackSocket, sseSocket } from './sse-transport.js';
 export type { FallbackSocketOptions, SseSocketOptions, TransportName } from './sse-transport.js';
 export * from '../protocol/index.js';
@@ -41,6 +44,7 @@ export type {
   MethodSpec,
   NotificationSpec,
   SubscriptionSpec,
+  Schema,
   CallParams,
   CallResult,
   HandlerParams,
