@@ -1,4 +1,14 @@
-import { isWhitespace, stringEnd } from '../protocol/json-members.js';
+import {
+  CLOSE_BRACE,
+  CLOSE_BRACKET,
+  COLON,
+  COMMA,
+  isWhitespace,
+  OPEN_BRACE,
+  OPEN_BRACKET,
+  QUOTE,
+  stringEnd,
+} from '../protocol/json-members.js';
 import type { WireCodec } from './codec.js';
 
 /** `__proto__` in UTF-8. */
@@ -80,14 +90,6 @@ function withProtoKeys(value: unknown, marker: string): unknown {
   }
   return value;
 }
-
-const QUOTE = 34;
-const COMMA = 44;
-const COLON = 58;
-const OPEN_BRACE = 123;
-const OPEN_BRACKET = 91;
-const CLOSE_BRACE = 125;
-const CLOSE_BRACKET = 93;
 
 /**
  * Whether the JSON text may hold a key parseJson strips (safe-json.ts): the test it makes itself,

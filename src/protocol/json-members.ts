@@ -5,14 +5,15 @@
  * value cannot tell: the text a number was written as (id-text.ts, params-text.ts).
  */
 
-const QUOTE = 34;
+/** Character codes of JSON's structure, for the walks over JSON text (here, proto-keys.ts). */
+export const QUOTE = 34;
 const BACKSLASH = 92;
-const COMMA = 44;
-const COLON = 58;
-const OPEN_BRACE = 123;
-const OPEN_BRACKET = 91;
-const CLOSE_BRACE = 125;
-const CLOSE_BRACKET = 93;
+export const COMMA = 44;
+export const COLON = 58;
+export const OPEN_BRACE = 123;
+export const OPEN_BRACKET = 91;
+export const CLOSE_BRACE = 125;
+export const CLOSE_BRACKET = 93;
 const MINUS = 45;
 const PLUS = 43;
 const DOT = 46;
