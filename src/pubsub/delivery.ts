@@ -74,6 +74,14 @@ export const FIRST_SUBCLASS_FLAG = 4;
  */
 const MAX_RENUMBERS = 3;
 
+/** A message of history as a replay writes it: its frame's tail, its seq, whom it was not for. */
+export interface ReplayedMessage {
+  readonly tail: string;
+  readonly seq: number;
+  /** Session ids it was published `except`. */
+  readonly except?: readonly string[];
+}
+
 /**
  * Where a replay stands after one of its steps (`replayBegin`, `replayPage`, `replayEnd`):
  *   - `more`: go on (the next page, or the end);
@@ -452,7 +460,7 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
   resume(
     /** Messages history no longer held (0: none; null: unknown). */
     gap: number | null,
-    history: readonly { tail: string; seq: number }[],
+    history: readonly ReplayedMessage[],
     /** Where numbering restarts from, when the broker's numbering was reset. */
     floorSeq = this.floorSeq,
     /** The topic's epoch, sent with a gap signal. */
@@ -518,7 +526,7 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
    * in `replayBegin`).
    */
   replayPage(
-    history: readonly { tail: string; seq: number }[],
+    history: readonly ReplayedMessage[],
     epoch: string | undefined = this.replay?.epoch,
   ): ReplayStep {
     const step = this.replayStep(epoch);
@@ -531,10 +539,15 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
       // then); otherwise they are the old one's, which the gap signal covers.
       return this.restartReplay(epoch, false, replay?.learnedEpoch !== epoch);
     }
+    const owner = this.ownerId;
     for (const message of history) {
       if (message.seq <= this.floorSeq) continue;
       if (replay?.waiting !== undefined) this.writeHeldBefore(replay, replay.waiting, message.seq);
-      this.write(message.tail, message.seq);
+      // Published except this very session (named by the id it has now, as its live copy was
+      // passed by): passed by here too. One published except an earlier session of the same
+      // client is replayed: that id means nothing on this connection.
+      if (owner !== undefined && message.except?.includes(owner)) this.pass(message.seq);
+      else this.write(message.tail, message.seq);
     }
     const last = history.at(-1)?.seq;
     if (last !== undefined) this.floorSeq = Math.max(this.floorSeq, last);

@@ -195,16 +195,19 @@ export class MemoryBroker implements Broker {
     }
     log.retention = retention;
     log.touched = now;
-    const message: BrokerMessage = { topic, seq: ++log.lastSeq, payload, epoch: log.epoch };
+    const plain: BrokerMessage = { topic, seq: ++log.lastSeq, payload, epoch: log.epoch };
+    // History keeps whom it leaves out, as Redis and NATS do: a session named in it that resumes
+    // (its replay under way) passes it by there too.
+    const message = except ? { ...plain, except } : plain;
     if (retention.maxLength > 0) {
+      const chars = storedChars(message);
       log.messages.push({ message, at: now });
-      log.chars += payload.length;
-      this.historyChars += payload.length;
+      log.chars += chars;
+      this.historyChars += chars;
     }
     this.trim(log, retention, now);
     if (this.historyChars > this.maxHistoryChars) this.evict(log);
-    // The live copy alone names who is left out: history replays it to everyone.
-    this.listeners.get(topic)?.(except ? { ...message, except } : message);
+    this.listeners.get(topic)?.(message);
     this.maybeSweep(now);
     return message.seq;
   }
@@ -365,10 +368,17 @@ export class MemoryBroker implements Broker {
   private dropOldest(log: TopicLog, count: number): void {
     if (count <= 0) return;
     let chars = 0;
-    for (const { message } of log.messages.splice(0, count)) chars += message.payload.length;
+    for (const { message } of log.messages.splice(0, count)) chars += storedChars(message);
     log.chars -= chars;
     this.historyChars -= chars;
   }
+}
+
+/** Characters a kept message counts toward the history bounds: its payload and its except ids. */
+function storedChars(message: BrokerMessage): number {
+  let chars = message.payload.length;
+  if (message.except) for (const id of message.except) chars += id.length;
+  return chars;
 }
 
 /**
@@ -379,6 +389,6 @@ function countOver(log: TopicLog, chars: number, keep: number): number {
   const most = log.messages.length - keep;
   let count = 0;
   let freed = 0;
-  while (count < most && freed < chars) freed += log.messages[count++]!.message.payload.length;
+  while (count < most && freed < chars) freed += storedChars(log.messages[count++]!.message);
   return count;
 }

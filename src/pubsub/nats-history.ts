@@ -5,6 +5,7 @@
 import { DeliverPolicy } from '@nats-io/jetstream';
 import type { StreamInfo } from '@nats-io/jetstream';
 import type { BrokerMessage, History } from './broker.js';
+import { exceptOf } from './nats-except.js';
 import { noop } from './nats-link.js';
 import type { Link } from './nats-link.js';
 import { isStreamNotFound } from './nats-streams.js';
@@ -61,7 +62,14 @@ export async function readHistory(
       for await (const m of batch) {
         received++;
         if (m.seq > upTo) continue;
-        messages.push({ topic, seq: m.seq, payload: m.string(), epoch });
+        // Whom it leaves out, as the live copy says it: a resuming session named there passes
+        // it by. A malformed list leaves out nobody (the live copy's consumer reports it).
+        const except = exceptOf(m.headers);
+        messages.push(
+          except === undefined || except === 'malformed'
+            ? { topic, seq: m.seq, payload: m.string(), epoch }
+            : { topic, seq: m.seq, payload: m.string(), epoch, except },
+        );
         next = m.seq + 1;
       }
       if (received > 0) {

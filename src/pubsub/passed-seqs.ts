@@ -30,7 +30,8 @@ export class PassedSeqs {
   take(seq: number, lastSeq: number): number {
     // Every seq held is later than this message's: none to count, none to forget.
     if (seq < this.min) return 0;
-    let count = 0;
+    // A seq can be passed by twice (its live copy, and its copy in a replay's history): counted once.
+    const counted = new Set<number>();
     let min = Number.POSITIVE_INFINITY;
     this.seqs.retain((passed) => {
       if (passed > seq) {
@@ -38,10 +39,10 @@ export class PassedSeqs {
         return true;
       }
       // NaN (an unknown position) compares false: every seq below the message's counts then.
-      if (passed < seq && !(passed <= lastSeq)) count++;
+      if (passed < seq && !(passed <= lastSeq)) counted.add(passed);
       return false;
     });
     this.min = min;
-    return count;
+    return counted.size;
   }
 }

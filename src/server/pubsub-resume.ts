@@ -192,7 +192,7 @@ async function runReplay(
     // message lost (the next one's gap signal or `missed`).
     const tails = history.messages
       .filter((m) => isSendableFrom(broker, m.payload))
-      .map((m) => ({ tail: messageTail(m.payload, m.seq), seq: m.seq }));
+      .map((m) => ({ tail: messageTail(m.payload, m.seq), seq: m.seq, except: m.except }));
     if (tails.length < history.messages.length) {
       logger.warn({ topic }, 'history holds messages that are not one JSON value: left out');
     }

@@ -90,19 +90,22 @@ class ArrayPassedSeqs {
   }
 
   take(seq: number, lastSeq: number): number {
-    let count = 0;
+    // A seq passed by twice (live, and again from a replay's history) is one seq.
+    const counted: number[] = [];
     const later: number[] = [];
     for (const passed of this.seqs ?? []) {
       if (passed > seq) later.push(passed);
-      else if (passed < seq && !(passed <= lastSeq)) count++;
+      else if (passed < seq && !(passed <= lastSeq) && !counted.includes(passed)) {
+        counted.push(passed);
+      }
     }
     this.seqs = later.length > 0 ? later : undefined;
-    return count;
+    return counted.length;
   }
 }
 
 describe('PassedSeqs', () => {
-  it('counts and forgets as the array bookkeeping does, seqs in any order, positions unknown too', () => {
+  it('counts and forgets as the array bookkeeping does, seqs in any order and twice, positions unknown too', () => {
     const op = fc.oneof(
       { arbitrary: fc.record({ push: fc.integer({ min: 0, max: 40 }) }), weight: 3 },
       fc.record({

@@ -91,6 +91,21 @@ describe('publish except', () => {
     expect(messages(again, id)).toEqual(['first']);
   });
 
+  it('a resume on the excepted session itself passes it by in the replay too (memory broker)', async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.topic('news');
+    const a = await member(gateway, url, 'news');
+    await gateway.publish('news', 'not for a', { except: a.sessionId });
+    await gateway.publish('news', 'for all');
+    // The same session subscribes again from the start: history holds both, the first naming it.
+    const id = (await a.raw.request('subscribe', ['news', null, { since: 0 }])).result as string;
+    await a.raw.until(() => messages(a.raw, id).length >= 1, 'the replay');
+    expect(messages(a.raw, id)).toEqual(['for all']);
+    const frames = a.raw.notifications(id);
+    expect(frames.filter((n) => 'gap' in n)).toEqual([]);
+    expect(frames.at(-1)).toMatchObject({ seq: 2, result: 'for all' });
+  });
+
   it(`refuses more than ${MAX_EXCEPT} session ids with a RangeError, publishing nothing`, async () => {
     const { gateway } = await res.gateway();
     gateway.topic('big');
