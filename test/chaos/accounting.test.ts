@@ -237,4 +237,45 @@ describe('chaos accounting', () => {
     expect(table).toHaveLength(5);
     expect(table[0]).toContain('SILENTLY LOST');
   });
+  it('a message published except the subscriber is passed by: never lost, never inside a gap or missed count', () => {
+    const log = new PublishLog([T]);
+    const [r1, r2, r3, r4, r5, r6] = publish(log, 6);
+    const except = new Set([r2!, r4!]);
+    const excepted = (record: PublishRecord): boolean => except.has(record);
+    const account = (events: ReceivedEvent[]) =>
+      accountSubscription('S', T, events, log, undefined, excepted);
+    const outcomesOf = (events: ReceivedEvent[]): Record<number, Outcome> => {
+      const out: Record<number, Outcome> = {};
+      for (const [record, outcome] of account(events).outcomes) out[record.seq!] = outcome;
+      return out;
+    };
+    // Passed by without a word: nothing lost, no problem.
+    const quiet = [message(r1!), message(r3!), message(r5!), message(r6!)];
+    expect(outcomesOf(quiet)).toEqual({
+      1: 'delivered',
+      2: 'passed',
+      3: 'delivered',
+      4: 'passed',
+      5: 'delivered',
+      6: 'delivered',
+    });
+    expect(account(quiet).problems).toEqual([]);
+    // A gap of 1 beside a passed seq covers the other skipped seq, exactly.
+    const counted = [message(r1!), gap(1), message(r4!), message(r6!, { missed: 1 })];
+    expect(outcomesOf(counted)).toMatchObject({ 2: 'passed', 3: 'gap', 5: 'missed' });
+    expect(account(counted).problems).toEqual([]);
+    // Told as lost: a gap or a `missed` counting a passed seq is a problem.
+    expect(account([message(r1!), gap(1), message(r3!)]).problems).toEqual([
+      'S/topic: told 1 lost by gap signals and 0 missed before seq 3, but only 0 seqs were skipped besides 1 published except it',
+    ]);
+    expect(account([message(r3!), message(r5!, { missed: 1 })]).problems).toHaveLength(1);
+    // Received anyway (a resume on another session replays it): delivered.
+    expect(outcomesOf([message(r1!), message(r2!), message(r3!)])[2]).toBe('delivered');
+    // After the last message the gap counts only what it is owed: 5 and 6 past the passed 4.
+    expect(outcomesOf([message(r1!), message(r3!), gap(2)])).toMatchObject({
+      4: 'passed',
+      5: 'gap',
+      6: 'gap',
+    });
+  });
 });

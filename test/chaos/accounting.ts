@@ -12,6 +12,8 @@
  *   unknown    - inside an unknown gap (`gap: null`; with a new epoch the numbering restarts,
  *                so it covers the rest of the old numbering too);
  *   reordered  - received after a later seq (or after a signal that said it was lost);
+ *   passed     - not received, and published `except` this subscriber (`excepted`): not owed,
+ *                so never told as lost either; a gap or `missed` counts only the other seqs;
  *   lost       - none of these: SILENTLY LOST.
  * Copies received again are counted apart as duplicates. Publishes that were rejected are owed
  * to nobody; if the broker stored one anyway (its reply was lost), receiving it is fine and
@@ -79,13 +81,14 @@ export function inWindow(record: PublishRecord, window: AccountWindow | undefine
   );
 }
 
-export type Outcome = 'delivered' | 'gap' | 'missed' | 'unknown' | 'reordered' | 'lost';
+export type Outcome = 'delivered' | 'gap' | 'missed' | 'unknown' | 'reordered' | 'passed' | 'lost';
 export const OUTCOMES: readonly Outcome[] = [
   'delivered',
   'gap',
   'missed',
   'unknown',
   'reordered',
+  'passed',
   'lost',
 ];
 
@@ -199,6 +202,11 @@ export interface SubscriptionAccount {
  * its numbering); the seqs skipped must be covered by the gap signals since and its `missed`.
  * With a `window`, the walk starts at its `after` point, ignores messages before it and stops
  * at the first message past `upTo`.
+ * `excepted`: the publishes made `except` this subscriber (one of its sessions). Not received,
+ * they are passed by: never counted in a gap signal or `missed`, which must then cover exactly
+ * the other seqs skipped. Received, they count as delivered (a resume on a later session
+ * replays them, as history keeps them for everyone); that the excepted session itself never
+ * got one is for the caller to check, on what each connection received.
  */
 export function accountSubscription(
   label: string,
@@ -206,6 +214,7 @@ export function accountSubscription(
   events: readonly ReceivedEvent[],
   log: PublishLog,
   window?: AccountWindow,
+  excepted?: (record: PublishRecord) => boolean,
 ): SubscriptionAccount {
   const account: SubscriptionAccount = {
     label,
@@ -227,33 +236,53 @@ export function accountSubscription(
   /** An unknown gap was announced since the last message. */
   let unknown = false;
   const received = new Set<PublishRecord>();
-  /** Classify an accepted publish it is owed (once; the others are owed to nobody). */
+  const isExcepted = (record: PublishRecord | undefined): boolean =>
+    record !== undefined && excepted !== undefined && excepted(record);
+  /**
+   * Classify an accepted publish it is owed (once; the others are owed to nobody). One published
+   * `except` it and not received is passed by, whatever covers its seq.
+   */
   const classify = (record: PublishRecord | undefined, outcome: Outcome): void => {
     if (record !== undefined && inWindow(record, window) && !account.outcomes.has(record)) {
-      account.outcomes.set(record, outcome);
+      const passed = outcome !== 'delivered' && outcome !== 'reordered' && isExcepted(record);
+      account.outcomes.set(record, passed ? 'passed' : outcome);
     }
   };
   /** Classify the seqs after `from` up to `to` (inclusive) of numbering `g` as `outcome`. */
   const classifyRange = (g: number, from: number, to: number, outcome: Outcome): void => {
     for (let seq = from + 1; seq <= to; seq++) classify(log.accepted(topic, g, seq), outcome);
   };
-  /** The seqs between `prev` and `seq` (exclusive), in numbering `gen`: covered or lost. */
+  /**
+   * The seqs between `prev` and `seq` (exclusive), in numbering `gen`: covered or lost. Those
+   * published `except` it are passed by; the counted signals cover the others, in order: the
+   * gap signals the first ones, `missed` the last ones.
+   */
   const skip = (seq: number, missed: number): void => {
-    const skipped = seq - prev - 1;
     if (unknown) {
       classifyRange(gen, prev, seq - 1, 'unknown');
       return;
     }
-    if (pendingGap + missed > skipped) {
+    const owed: number[] = [];
+    for (let s = prev + 1; s < seq; s++) {
+      if (!isExcepted(log.accepted(topic, gen, s))) owed.push(s);
+    }
+    const passed = seq - prev - 1 - owed.length;
+    if (pendingGap + missed > owed.length) {
       account.problems.push(
-        `${label}/${topic}: told ${pendingGap} lost by gap signals and ${missed} missed before seq ${seq}, but only ${skipped} seqs were skipped`,
+        `${label}/${topic}: told ${pendingGap} lost by gap signals and ${missed} missed before seq ${seq}, but only ${owed.length} seqs were skipped` +
+          (passed > 0 ? ` besides ${passed} published except it` : ''),
       );
     }
-    const gapEnd = Math.min(seq - 1, prev + pendingGap);
-    const missedStart = Math.max(gapEnd, seq - 1 - missed);
-    classifyRange(gen, prev, gapEnd, 'gap');
-    classifyRange(gen, missedStart, seq - 1, 'missed');
-    classifyRange(gen, gapEnd, missedStart, 'lost');
+    const gapEnd = Math.min(owed.length, pendingGap);
+    const missedStart = Math.max(gapEnd, owed.length - missed);
+    owed.forEach((s, k) => {
+      const outcome = k < gapEnd ? 'gap' : k >= missedStart ? 'missed' : 'lost';
+      classify(log.accepted(topic, gen, s), outcome);
+    });
+    for (let s = prev + 1; s < seq; s++) {
+      const record = log.accepted(topic, gen, s);
+      if (isExcepted(record)) classify(record, 'passed');
+    }
   };
 
   for (const event of events) {
@@ -337,9 +366,14 @@ export function accountSubscription(
     const last = log.lastSeq(topic, g);
     if (unknown) classifyRange(g, from, last, 'unknown');
     else {
-      const gapEnd = g === gen ? Math.min(last, from + pendingGap) : from;
-      classifyRange(g, from, gapEnd, 'gap');
-      classifyRange(g, gapEnd, last, 'lost');
+      // The gap signals cover the first seqs it is owed; those published except it are passed.
+      let told = g === gen ? pendingGap : 0;
+      for (let seq = from + 1; seq <= last; seq++) {
+        const record = log.accepted(topic, g, seq);
+        if (isExcepted(record)) classify(record, 'passed');
+        else if (record !== undefined) classify(record, told-- > 0 ? 'gap' : 'lost');
+        else told--;
+      }
     }
   }
   // Anything left (an older numbering the walk jumped over) was never accounted for.
@@ -367,6 +401,8 @@ export interface Row {
   lost: number;
   duplicates: number;
   reordered: number;
+  /** Not received, published `except` the subscriber (owed to it by nobody). */
+  passed: number;
   /** Rejected publishes (owed to nobody). */
   rejected: number;
   /** Resume times (ms) after the fault ended, one per affected subscription. */
@@ -388,6 +424,7 @@ export function emptyRow(scenario: string, broker: string): Row {
     lost: 0,
     duplicates: 0,
     reordered: 0,
+    passed: 0,
     rejected: 0,
     resumeMs: [],
     faults: 0,
@@ -444,6 +481,7 @@ export function totalRow(scenario: string, broker: string, rows: Iterable<Row>):
       'lost',
       'duplicates',
       'reordered',
+      'passed',
       'rejected',
       'faults',
     ] as const) {
@@ -496,6 +534,7 @@ const COLUMNS: readonly { head: string; cell: (r: Row, cap: number) => string }[
   { head: 'SILENTLY LOST', cell: (r) => String(r.lost) },
   { head: 'duplicates', cell: (r) => String(r.duplicates) },
   { head: 'reordered', cell: (r) => String(r.reordered) },
+  { head: 'passed (except)', cell: (r) => String(r.passed) },
   {
     head: 'resume med/max ms',
     cell: (r) =>
