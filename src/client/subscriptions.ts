@@ -122,7 +122,8 @@ type StartOptions = { position: true } | { since: number; epoch: string | undefi
  * reply (this gateway never does): at most ORPHANS_PER_ID for each of ORPHAN_IDS ids, and at
  * most ORPHAN_TEXT_CHARS of the frames they came in together (the CLI's bound on the same, MAX_EARLY_BYTES), so that a
  * server cannot make the client hold its messages however large they are. A message dropped
- * here is a hole in the sequence that the continuity check finds and fills by resubscribing; one
+ * here is a hole in the sequence, filled by resubscribing once the reply names its id (#fill): a
+ * position after it could pass it by unseen by the continuity check; one
  * without a sequence number is counted (for at most DROP_COUNT_IDS ids) and told as a gap signal
  * of that count once the reply names its id, after the messages kept.
  */
@@ -254,7 +255,12 @@ export class ClientSubscriptions {
   readonly #orphans = new Map<SubscriptionId, Orphans>();
   /** The characters charged for every notification `#orphans` holds. */
   #orphanChars = 0;
-  /** For an id not known yet, how many of its messages without a sequence number were dropped. */
+  /**
+   * For an id not known yet, how many of its messages without a sequence number were dropped;
+   * NaN once a notification that moves the count (a numbered message, a gap signal) was: a hole
+   * the continuity check may never see, since a position after it (messages published `except`
+   * this session) would pass it by.
+   */
   readonly #orphanDrops = new Map<SubscriptionId, number>();
   readonly #retired = new Set<SubscriptionId>();
   readonly #joinedHub = new Hub<JoinedSubscription>();
@@ -583,11 +589,14 @@ export class ClientSubscriptions {
       this.onStatus?.();
       const early = this.#takeOrphans(id);
       if (early) for (const update of early) this.#route(id, update, 0);
-      // Dropped after those kept, with no number for the continuity check to find them by.
+      // Dropped after those kept, with no number for the continuity check to find them by, or
+      // (NaN) a hole it may not find: filled as one it finds is.
       const dropped = this.#orphanDrops.get(id);
-      if (dropped && this.#byServerId.get(id) === shared)
-        shared.hub.next({ data: undefined, gap: dropped });
       this.#orphanDrops.delete(id);
+      if (dropped !== undefined && this.#byServerId.get(id) === shared) {
+        if (dropped >= 0) shared.hub.next({ data: undefined, gap: dropped });
+        else this.#fill(shared, null);
+      }
     };
     // Counted against the window only when it goes on this connection (not queued offline).
     const line = this.caller.isOpen ? this.#line : -1;
@@ -812,7 +821,16 @@ export class ClientSubscriptions {
       return true;
     }
     const hole = seq - shared.lastSeq - 1 - missed;
-    if (hole <= 0) return true;
+    return hole <= 0 || this.#fill(shared, hole, seq);
+  }
+
+  /**
+   * A hole of `hole` messages before `seq` (null: of unknown size, with no message yet to show
+   * it): filled by resubscribing from the last message seen, within RESYNC_BUDGET; else told as
+   * a gap signal of its size. False when resubscribing (the message that showed it, if any, is
+   * not to be emitted: the resubscribe brings it).
+   */
+  #fill(shared: Shared, hole: number | null, seq?: number): boolean {
     const now = Date.now();
     shared.resyncs = shared.resyncs.filter((at) => now - at < RESYNC_WINDOW_MS);
     const id = shared.serverId;
@@ -861,11 +879,15 @@ export class ClientSubscriptions {
     return kept.updates;
   }
 
-  /** Count those of `updates`, dropped for `id`, that no sequence number tells of. */
+  /**
+   * Count those of `updates`, dropped for `id`, that no sequence number tells of: NaN when one
+   * of them moved the count (see #orphanDrops).
+   */
   #orphanDropped(id: SubscriptionId, updates: SubscriptionUpdate[]): void {
     let count = 0;
     for (const update of updates)
-      if (update.kind === 'message' && update.seq === undefined) count++;
+      if (update.kind === 'message' || update.kind === 'gap')
+        count += update.kind === 'message' && update.seq === undefined ? 1 : NaN;
     if (count === 0) return;
     const drops = this.#orphanDrops;
     drops.set(id, (drops.get(id) ?? 0) + count);
