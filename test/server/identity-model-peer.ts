@@ -1,7 +1,8 @@
 // A raw JSON-RPC peer for the identity model test: its requests settle with the reply or with
 // `undefined` once the socket has closed (never hang), and the server's calls to it wait until
 // the test answers them (a result or an error), so when and how the client answers `rpc.token`
-// is a step of the generated sequence. Waits are bounded in real time, whatever the fake clock.
+// is a step of the generated sequence. The notifications it is sent are kept in order: what the
+// server pushed is compared with what the model says reaches the client. Waits are bounded in real time, whatever the fake clock.
 import { WebSocket } from 'ws';
 import type { RawReply } from './raw-rpc.js';
 
@@ -21,6 +22,8 @@ export interface ModelPeer {
   request(method: string, params?: unknown): Promise<RawReply | undefined>;
   /** The server's calls, in the order they arrived (answered or not). */
   serverCalls: ServerCall[];
+  /** The server's notifications but its protocol's `rpc.cancel`, in the order they arrived. */
+  notifications: { method: string; params: unknown }[];
   answer(call: ServerCall, reply: { result: unknown } | { error: RawReply['error'] }): void;
   /** The close as seen by this peer, once it happened. */
   readonly closeFrame: { code: number; reason: string } | undefined;
@@ -36,6 +39,7 @@ export async function openModelPeer(
   let nextId = 1;
   const pending = new Map<number, (reply: RawReply | undefined) => void>();
   const serverCalls: ServerCall[] = [];
+  const notifications: { method: string; params: unknown }[] = [];
   let closeFrame: { code: number; reason: string } | undefined;
   const closed = new Promise<{ code: number; reason: string }>((resolve) =>
     socket.on('close', (code, reason) => {
@@ -48,8 +52,13 @@ export async function openModelPeer(
   socket.on('message', (data) => {
     const message = JSON.parse((data as Buffer).toString('utf8')) as Record<string, unknown>;
     if (typeof message['method'] === 'string') {
-      // Notifications (rpc.cancel of a call that timed out) are not part of the model.
-      if (message['id'] === undefined) return;
+      if (message['id'] === undefined) {
+        // The cancel of an rpc.token call that timed out carries nothing the model pushes.
+        if (message['method'] !== 'rpc.cancel') {
+          notifications.push({ method: message['method'], params: message['params'] });
+        }
+        return;
+      }
       serverCalls.push({
         id: message['id'] as number | string,
         method: message['method'],
@@ -74,6 +83,7 @@ export async function openModelPeer(
       return bounded(reply, `the reply to ${method}`);
     },
     serverCalls,
+    notifications,
     answer(call, reply) {
       if (closeFrame) return;
       socket.send(JSON.stringify({ jsonrpc: '2.0', id: call.id, ...reply }));
