@@ -49,12 +49,9 @@ export function assertEncodableParams(params: Params | undefined): void {
 /** Session.expiry of a connection that has not authenticated yet. */
 const PENDING = null;
 
-/** Session.output once what was held has been given up: nothing more is sent until the close. */
-const DROPPED = 'dropped';
-
-/** What a server call is refused with once the session's output is dropped (expired identity). */
-const EXPIRED_OUTPUT = (): JsonRpcError =>
-  new JsonRpcError(ErrorCode.Unauthenticated, 'Credentials expired', { reason: 'expired' });
+/** The characters a held notification or server call counts: its method and params as JSON. */
+const heldChars = (method: string, params: Params | undefined): number =>
+  method.length + (JSON.stringify(params)?.length ?? 0);
 
 /** The time sessions count their opening from (see Session.openedAt). */
 const CLOCK_ORIGIN = Date.now();
@@ -97,10 +94,10 @@ export class Session<C = unknown> implements Sink {
   private rate: RateLimit | TokenBucket | undefined = undefined;
   /**
    * What becomes of what the session sends the client: undefined, it goes out; an OutputHold,
-   * it waits for a renewal of the expired identity (holdOutput); DROPPED, it never goes (the
-   * renewal was refused, the connection is closing).
+   * it waits for a renewal of the expired identity (holdOutput); an Error, it never goes (the
+   * renewal was refused, the connection is closing), and a server call is refused with it.
    */
-  private output: OutputHold | typeof DROPPED | undefined = undefined;
+  private output: OutputHold | Error | undefined = undefined;
 
   constructor(
     readonly id: string,
@@ -199,7 +196,7 @@ export class Session<C = unknown> implements Sink {
       this.transport.send(frame);
       return;
     }
-    if (output === DROPPED) return;
+    if (output instanceof Error) return;
     output.keep({
       chars: typeof frame === 'string' ? frame.length : frame.bytes.length,
       send: () => {
@@ -216,7 +213,7 @@ export class Session<C = unknown> implements Sink {
   get bufferedAmount(): number {
     const output = this.output;
     const buffered = this.transport.bufferedAmount;
-    return output === undefined || output === DROPPED ? buffered : buffered + output.chars;
+    return output instanceof OutputHold ? buffered + output.chars : buffered;
   }
 
   /**
@@ -225,7 +222,7 @@ export class Session<C = unknown> implements Sink {
    */
   onDrain(listener: () => void): () => void {
     const output = this.output;
-    if (output === undefined || output === DROPPED) return this.transport.onDrain(listener);
+    if (!(output instanceof OutputHold)) return this.transport.onDrain(listener);
     return output.onRelease(() => this.transport.onDrain(listener));
   }
 
@@ -256,20 +253,20 @@ export class Session<C = unknown> implements Sink {
    */
   releaseOutput(): void {
     const output = this.output;
-    if (output === undefined || output === DROPPED) return;
+    if (!(output instanceof OutputHold)) return;
     this.output = undefined;
     output.release();
   }
 
   /**
    * Send nothing more to the client until the close: what is held is given up (its calls
-   * rejected with `error`), and what comes after it too.
+   * rejected with `error`), and what comes after it too (a server call rejected with `error`).
    * @internal
    */
   dropOutput(error: Error): void {
     const output = this.output;
-    this.output = DROPPED;
-    if (output !== undefined && output !== DROPPED) output.giveUp(error);
+    this.output = error;
+    if (output instanceof OutputHold) output.giveUp(error);
   }
 
   /** Call a method the client registered, and await its answer. */
@@ -292,10 +289,10 @@ export class Session<C = unknown> implements Sink {
     const method = typeof target === 'string' ? target : target.name;
     const output = this.output;
     if (output === undefined || this.peer.isClosed) return this.peer.call(method, params, options);
-    if (output === DROPPED) return Promise.reject(EXPIRED_OUTPUT());
+    if (output instanceof Error) return Promise.reject(output);
     return new Promise((resolve, reject) => {
       output.keep({
-        chars: method.length + (JSON.stringify(params)?.length ?? 0),
+        chars: heldChars(method, params),
         send: () => {
           this.peer.call(method, params, options).then(resolve, reject);
         },
@@ -333,10 +330,10 @@ export class Session<C = unknown> implements Sink {
     if (this.peer.isClosing && !this.peer.isClosed) return false;
     const output = this.output;
     if (output !== undefined && !this.peer.isClosed) {
-      if (output === DROPPED) return false;
+      if (output instanceof Error) return false;
       // Taken for sending, as a notification written to a socket is: it goes at the release.
       output.keep({
-        chars: method.length + (JSON.stringify(params)?.length ?? 0),
+        chars: heldChars(method, params),
         send: () => void this.notifyChecked(method, params),
         drop: () => undefined,
       });

@@ -5,6 +5,7 @@ import { mayNotRoundTrip } from '../protocol/params-text.js';
 import { JsonRefusal, parseJson } from '../protocol/safe-json.js';
 import { mayHoldStrippedKeys, withoutStrippedMembers } from '../encoding/proto-keys.js';
 import { isRecord } from '../peer/option-rules.js';
+import { defaultLimits } from '../server/options.js';
 import { UpstreamError } from './upstream-error.js';
 
 /**
@@ -20,11 +21,11 @@ export interface ReplyLimits {
   readonly maxJsonValues: number;
 }
 
-/**
- * For an endpoint given no limits (a hook's): the gateway's defaults (server/options.ts,
- * defaultLimits), not imported from there to keep the upstream clients apart from the server.
- */
-export const DEFAULT_REPLY_LIMITS: ReplyLimits = { maxDepth: 64, maxJsonValues: 10_000 };
+/** For an endpoint given no limits (a hook's): the gateway's defaults. */
+export const DEFAULT_REPLY_LIMITS: ReplyLimits = {
+  maxDepth: defaultLimits.maxDepth,
+  maxJsonValues: defaultLimits.maxJsonValues,
+};
 
 /**
  * The result of an upstream's JSON-RPC reply (its body's bytes) to request `id`, or its error
