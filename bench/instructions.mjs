@@ -3,13 +3,18 @@
 // few percent in what a call or a message costs can be seen. User-space instructions only: the
 // kernel's work (the system calls, the loopback) is not in them.
 //
-//   node bench/instructions.mjs [--only server|client] [--calls N] [--messages N] [--top N]
+//   node bench/instructions.mjs [--only server|connect|client] [--calls N] [--connects N]
+//     [--messages N] [--top N]
 //
 // server: one connection, one call in flight (as rr-1x1). The server process of a contestant
 //   (raw `ws` echo and this gateway, as bench/contestants make them) runs under callgrind; this
 //   process is the load, the bench's raw client on `ws`. After 60,000 calls (every function on
 //   the path optimized by then) the counters are zeroed, --calls calls are made on the same
 //   connection (default 5,000) and the counters read: the server's instructions per call.
+// connect: connections opened to the same two servers, 20 handshakes at a time from this
+//   process (after 2,000 opened and closed), --connects of them counted (default 3,000): the
+//   server's instructions per connection opened, its handshake and what it sets up for the
+//   connection.
 // client: fan-out messages handed to one client on a stand-in socket (bench/stand-in-socket.mjs,
 //   no socket at all): createClient's subscription against a raw client that JSON.parses each
 //   message: 300,000 messages, then --messages counted (default 50,000: enough that the
@@ -30,6 +35,7 @@ import { parseArgs } from 'node:util';
 const here = fileURLToPath(import.meta.url);
 const WARM_CALLS = 60_000;
 const WARM_MESSAGES = 300_000;
+const WARM_CONNECTS = 2_000;
 const OUTER_FRAMES =
   /below main|node::Start\(|NodeMainInstance::Run|SpinEventLoopInternal|start_thread|clone\.S/;
 const CHILD_ENV = { ...process.env, WS_NO_BUFFER_UTIL: '1', WS_NO_UTF_8_VALIDATE: '1' };
@@ -39,6 +45,7 @@ const { values: opts } = parseArgs({
     only: { type: 'string' },
     calls: { type: 'string', default: '5000' },
     messages: { type: 'string', default: '50000' },
+    connects: { type: 'string', default: '3000' },
     // The children's: how many units before counting, how many counted.
     warm: { type: 'string' },
     count: { type: 'string' },
@@ -267,6 +274,49 @@ async function measureServer(id, dir, warm, count, top) {
   }
 }
 
+/** `n` connections opened, `inFlight` handshakes at a time; resolves with the open sockets. */
+async function openConnections(WebSocket, url, n, inFlight = 20) {
+  const sockets = [];
+  let started = 0;
+  await new Promise((resolve, reject) => {
+    const next = () => {
+      if (started === n) {
+        if (sockets.length === n) resolve();
+        return;
+      }
+      started++;
+      const ws = new WebSocket(url, { perMessageDeflate: false });
+      ws.onopen = () => {
+        sockets.push(ws);
+        next();
+      };
+      ws.onerror = (event) => reject(event.error ?? new Error('connection refused'));
+    };
+    for (let i = 0; i < inFlight; i++) next();
+  });
+  return sockets;
+}
+
+async function measureConnects(id, dir, warm, count, top) {
+  const { default: WebSocket } = await import('ws');
+  const child = underCallgrind(['--child', 'server', '--variant', id], dir);
+  try {
+    const [, port, path] = (await child.line()).split(' ');
+    const url = `ws://127.0.0.1:${port}${path}`;
+    for (const ws of await openConnections(WebSocket, url, warm)) ws.terminate();
+    // Their closes are served before the count starts (under callgrind, tens of times slower).
+    await new Promise((resolve) => setTimeout(resolve, 20_000));
+    child.control('-z');
+    const sockets = await openConnections(WebSocket, url, count);
+    child.control('-d');
+    for (const ws of sockets) ws.terminate();
+    const { path: dump, total } = readDump(dir, child.pid);
+    return { perUnit: total / count, top: top ? topFunctions(dump, child.pid, count, top) : [] };
+  } finally {
+    await child.end();
+  }
+}
+
 async function measureClient(variant, dir, warm, count, top) {
   const child = underCallgrind(
     ['--child', 'client', '--variant', variant, '--warm', String(warm), '--count', String(count)],
@@ -288,7 +338,7 @@ async function measureClient(variant, dir, warm, count, top) {
 async function main() {
   if (opts.help) {
     console.log(
-      'node bench/instructions.mjs [--only server|client] [--calls N] [--messages N] [--top N]',
+      'node bench/instructions.mjs [--only server|connect|client] [--calls N] [--connects N] [--messages N] [--top N]',
     );
     return;
   }
@@ -314,13 +364,19 @@ async function main() {
     }
   };
   try {
-    if (opts.only !== 'client') {
+    if (opts.only === undefined || opts.only === 'server') {
       const calls = Number(opts.calls);
       const base = await measureServer('ws-echo', dir, WARM_CALLS, calls, top);
       const ours = await measureServer('gateway', dir, WARM_CALLS, calls, top);
       print('server, one call in flight (raw `ws` echo · the gateway)', 'call', base, ours);
     }
-    if (opts.only !== 'server') {
+    if (opts.only === undefined || opts.only === 'connect') {
+      const connects = Number(opts.connects);
+      const base = await measureConnects('ws-echo', dir, WARM_CONNECTS, connects, top);
+      const ours = await measureConnects('gateway', dir, WARM_CONNECTS, connects, top);
+      print('server, connection opened (raw `ws` · the gateway)', 'connection', base, ours);
+    }
+    if (opts.only === undefined || opts.only === 'client') {
       const messages = Number(opts.messages);
       const base = await measureClient('raw', dir, WARM_MESSAGES, messages, top);
       const ours = await measureClient('own', dir, WARM_MESSAGES, messages, top);
