@@ -120,6 +120,8 @@ export class PresenceService<C> {
    * with how many of its watches listen (a handle's `events$` may outlive its map entry).
    */
   private readonly listening = new Map<string, number>();
+  /** Per watched topic: settles once the broker's subscribe to its joins and leaves has. */
+  private readonly listened = new Map<string, Promise<void>>();
   /**
    * `$presence` subscriptions accepted for a topic whose channel is not listened to yet, by topic:
    * each counts toward limits.maxTopics from its acceptance until its watch starts or it ends, so
@@ -317,18 +319,26 @@ export class PresenceService<C> {
       });
       // Listened to from here (or refused, and ended): counted as listening, no more as reserved.
       unreserve();
-      // Read from after the watch began (shared with the topic's other subscribers, bounded on
-      // the node); not at all when the subscription ends before its read starts.
-      const leave = this.firstPages.want(topic, {
-        done: (page) => {
-          subscriber.next(page);
-          for (const event of held ?? []) subscriber.next(event);
-          held = undefined;
-        },
-        fail: (err: unknown) => subscriber.error(err),
+      // Read once the node listens for the topic's joins and leaves (its broker subscribe takes
+      // a round trip): a page read before would miss a member who joined meanwhile, in neither
+      // the page nor an event. Shared with the topic's other subscribers, bounded on the node;
+      // not read at all when the subscription ends before its read starts.
+      let leave: (() => void) | undefined;
+      let ended = false;
+      void (this.listened.get(topic) ?? Promise.resolve()).then(() => {
+        if (ended) return;
+        leave = this.firstPages.want(topic, {
+          done: (page) => {
+            subscriber.next(page);
+            for (const event of held ?? []) subscriber.next(event);
+            held = undefined;
+          },
+          fail: (err: unknown) => subscriber.error(err),
+        });
       });
       return () => {
-        leave();
+        ended = true;
+        leave?.();
         watching.unsubscribe();
       };
     });
@@ -412,13 +422,20 @@ export class PresenceService<C> {
         due ??= setTimeout(() => void emit(), this.settings.coalesceMs);
       };
       this.listening.set(topic, (this.listening.get(topic) ?? 0) + 1);
-      this.broker.subscribe(channel, deliver).catch((err: unknown) => {
+      const subscribed = this.broker.subscribe(channel, deliver);
+      const listened = subscribed.then(
+        () => undefined,
+        () => undefined,
+      );
+      this.listened.set(topic, listened);
+      subscribed.catch((err: unknown) => {
         this.logger.warn({ err, topic }, 'presence: could not listen for joins and leaves');
         subscriber.error(err);
       });
       return () => {
         clearTimeout(due);
         if (this.watches.get(topic) === watch) this.watches.delete(topic);
+        if (this.listened.get(topic) === listened) this.listened.delete(topic);
         const listeners = this.listening.get(topic)! - 1;
         if (listeners === 0) this.listening.delete(topic);
         else this.listening.set(topic, listeners);

@@ -170,11 +170,15 @@ for (const kind of ['redis', 'nats'] as const) {
       });
       cleanups.push(() => watching.unsubscribe());
       const started = Date.now();
+      // The watch hears joins once the broker has its subscription (a round trip after
+      // `subscribe`): the burst starts once it has heard the first one.
+      const first = await join(nodes[0]!.url, 'b0');
+      await waitFor(() => events.some((e) => e.joined.length > 0), 'the watch hears a join');
       // 300 joins spread over two nodes, as fast as they come (well over 1 000 a second): 20
       // connections, each subscribed 15 times (each subscription is a member).
       await Promise.all(
         Array.from({ length: 20 }, async (_, i) => {
-          const raw = await join(nodes[i % 2]!.url, `b${i}`);
+          const raw = i === 0 ? first : await join(nodes[i % 2]!.url, `b${i}`);
           await Promise.all(Array.from({ length: 14 }, () => raw.request('subscribe', ['room.1'])));
         }),
       );
