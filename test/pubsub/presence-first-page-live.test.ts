@@ -10,6 +10,7 @@ import { MemoryBroker } from '../../src/pubsub/memory-broker.js';
 import { PRESENCE_EVENTS_PREFIX } from '../../src/pubsub/presence.js';
 import { RawRpc } from '../support/raw-rpc.js';
 import { Resources } from '../support/resources.js';
+import { waitFor } from '../support/waiting.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
@@ -32,6 +33,14 @@ it('a member who joins while the node starts listening is in the first page or i
     if (channel.startsWith(PRESENCE_EVENTS_PREFIX)) await listening;
     return subscribe(channel, handler);
   };
+  // The join's announcement, published once its write is done.
+  const publish = broker.publish.bind(broker);
+  let announced = 0;
+  broker.publish = async (...args: Parameters<typeof broker.publish>) => {
+    const published = await publish(...args);
+    if (args[0] === `${PRESENCE_EVENTS_PREFIX}room.1`) announced++;
+    return published;
+  };
   const { gateway, url } = await res.gateway({ broker });
   gateway.topic('room.*', { presence: true });
   const watcher = await RawRpc.open(url);
@@ -43,7 +52,7 @@ it('a member who joins while the node starts listening is in the first page or i
   const first = await RawRpc.open(url);
   res.track(first.socket);
   await first.request('subscribe', ['room.1']);
-  await watcher.until(() => false, 'the join written', 200).catch(() => undefined);
+  await waitFor(() => announced === 1, 'the first join announced');
   expect(await gateway.presence('room.1').count()).toBe(1);
   letGo();
 
