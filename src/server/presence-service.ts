@@ -422,16 +422,15 @@ export class PresenceService<C> {
         due ??= setTimeout(() => void emit(), this.settings.coalesceMs);
       };
       this.listening.set(topic, (this.listening.get(topic) ?? 0) + 1);
-      const subscribed = this.broker.subscribe(channel, deliver);
-      const listened = subscribed.then(
+      // Settles either way: a refusal ends the watch (and the subscriptions on it) first.
+      const listened = this.broker.subscribe(channel, deliver).then(
         () => undefined,
-        () => undefined,
+        (err: unknown) => {
+          this.logger.warn({ err, topic }, 'presence: could not listen for joins and leaves');
+          subscriber.error(err);
+        },
       );
       this.listened.set(topic, listened);
-      subscribed.catch((err: unknown) => {
-        this.logger.warn({ err, topic }, 'presence: could not listen for joins and leaves');
-        subscriber.error(err);
-      });
       return () => {
         clearTimeout(due);
         if (this.watches.get(topic) === watch) this.watches.delete(topic);
