@@ -92,7 +92,13 @@ export class ClientConnection<S> {
   #dialedUrl = '';
   /** The current socket. Set only here. */
   socket: WebSocketLike | undefined;
+  /** Reconnects made since a connection last stayed open resetAfterMs: what the backoff grows by. */
   #attempt = 0;
+  /**
+   * Of those, the ones that followed a failure (a dial that failed, a connection lost), not a
+   * server's request to move: what `maxAttempts` bounds.
+   */
+  #failures = 0;
   /** A connection has been open (authenticated, if in-band): the client reconnects from here on. */
   #everOpened = false;
   #urlIndex = 0;
@@ -299,6 +305,7 @@ export class ClientConnection<S> {
       this.socket = undefined;
       if (this.backoff !== false && Date.now() - openedAt >= this.backoff.resetAfterMs) {
         this.#attempt = 0;
+        this.#failures = 0;
         this.#expiredRetried = false;
       }
       this.logger.info({ code, reason }, 'connection lost');
@@ -432,10 +439,12 @@ export class ClientConnection<S> {
       refused?.code === EXPIRED_CLOSE_CODE && !!this.config.getToken && !this.#expiredRetried;
     const mayRetry =
       backoff !== false && (!refused || backoff.onAuthFailure === 'retry' || freshToken);
-    // #attempt counts the reconnects made since a connection last stayed open resetAfterMs,
-    // each of which has now failed: this ending is the last one allowed when it reaches the bound.
+    // #failures counts the reconnects made after a failure since a connection last stayed open
+    // resetAfterMs, each of which has now failed: this ending is the last one allowed when it
+    // reaches the bound. A move the server asked for (rpc.reconnect) is not a failure: it never
+    // exhausts the attempts, and the reconnect it makes is not counted.
     const maxAttempts = backoff === false ? Infinity : backoff.maxAttempts;
-    const exhausted = mayRetry && this.#attempt >= maxAttempts;
+    const exhausted = mayRetry && !this.#reconnectNow && this.#failures >= maxAttempts;
     const willRetry = mayRetry && !exhausted;
     if (freshToken) this.#expiredRetried = true;
     const told: DisconnectEvent = { ...event, error: refused ?? event.error, willRetry };
@@ -463,10 +472,12 @@ export class ClientConnection<S> {
     if (this.state === 'closed' || this.backoff === false) return;
     this.#setState(this.#everOpened ? 'reconnecting' : 'connecting');
     // Asked by the server to move while the backoff stands at its start: it is draining, not
-    // failing, so no delay. The move still counts as an attempt, and the count is reset only by
+    // failing, so no delay. The move still grows the backoff, and the count is reset only by
     // a connection that stays up resetAfterMs: a server that asks every connection to leave at
-    // once is redialled ever more slowly, like one that closes them.
+    // once is redialled ever more slowly, like one that closes them. It is not a failed
+    // attempt, though: maxAttempts counts only those.
     const attempt = this.#attempt++;
+    if (!this.#reconnectNow) this.#failures++;
     const delayMs = this.#reconnectNow && attempt === 0 ? 0 : backoffDelay(attempt, this.backoff);
     this.#reconnectNow = false;
     this.logger.debug({ attempt, delayMs, url: redactUrl(this.url) }, 'reconnect scheduled');

@@ -366,7 +366,7 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
         shared.quotedId === this.quotedId
       ) {
         this.seqSeen = seq;
-        this.sink.send(shared);
+        this.sink.send(shared, this);
         return;
       }
       this.write(tail, seq, shared);
@@ -867,7 +867,7 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
 
   /** Send a frame for this subscription made of the head, its id and `tail`, regardless of policy. */
   sendRaw(tail: string): void {
-    if (!this.stopped) this.sink.send(this.route.head + this.quotedId + tail);
+    if (!this.stopped) this.sink.send(this.route.head + this.quotedId + tail, this);
   }
 
   /**
@@ -977,10 +977,10 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
   private write(tail: string, seq: number | undefined, shared?: SharedFrame): void {
     if (seq !== undefined && !this.account(seq)) return;
     if (shared !== undefined && this.missed === 0 && shared.quotedId === this.quotedId) {
-      this.sink.send(shared);
+      this.sink.send(shared, this);
       return;
     }
-    this.sink.send(this.route.head + this.quotedId + missedPart(this.missed) + tail);
+    this.sink.send(this.route.head + this.quotedId + missedPart(this.missed) + tail, this);
     this.missed = 0;
   }
 

@@ -2,8 +2,12 @@ import type { EncodedFrame } from '../transport/transport.js';
 
 /** Where a subscription's frames go: one connection, seen only as much as fan-out needs. */
 export interface Sink {
-  /** An EncodedFrame is one message encoded once for many sinks; send it as a text frame. */
-  send(frame: string | EncodedFrame): void;
+  /**
+   * An EncodedFrame is one message encoded once for many sinks; send it as a text frame. `from`:
+   * the subscription's delivery that wrote it, so that what a sink holds back for one that ends
+   * before it is sent can be given up (see Session.discardHeld).
+   */
+  send(frame: string | EncodedFrame, from?: object): void;
   /** Bytes written but not yet on the network. */
   readonly bufferedAmount: number;
   close(code: number, reason: string): void;

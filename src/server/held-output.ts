@@ -48,6 +48,8 @@ export class HeldOutput implements BudgetMember {
 interface HeldEntry {
   /** Characters it holds (a frame's text, a message's params as JSON). */
   readonly chars: number;
+  /** What wrote it, when it may be given up on its own (`OutputHold.discard`). */
+  readonly owner?: object;
   /** Send it: the hold is released. */
   send(): void;
   /** It will never be sent (the hold is given up): a call is rejected with `error`. */
@@ -99,6 +101,17 @@ export class OutputHold {
       if (at >= 0) this.drains.splice(at, 1);
       drain.cancel?.();
     };
+  }
+
+  /** Give up what `owner` wrote, the rest kept in order (those entries have nothing to reject). */
+  discard(owner: object): void {
+    if (this.ended) return;
+    const kept: HeldEntry[] = [];
+    for (const entry of this.entries) {
+      if (entry.owner === owner) this.total -= entry.chars;
+      else kept.push(entry);
+    }
+    this.entries = kept;
   }
 
   /** Send everything held, in order, then start the drain waits. */

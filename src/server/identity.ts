@@ -398,11 +398,16 @@ export class IdentityService<C> {
       // The new identity's timers at once: the old one's expiry must not end the session while
       // its subscriptions are weighed again. Its deadline for the renewal goes with them.
       this.schedule(session, state);
-      // What was held since the expiry goes out, in order, before the subscriptions are weighed
-      // again: as in any refresh, those the new identity no longer allows end after it.
-      session.releaseOutput();
       session.logger.debug({ expiresAt }, 'identity refreshed');
-      await this.deps.reauthorize(session);
+      // What was held since the expiry goes out once the subscriptions are weighed again under
+      // the new identity: the held messages of one it no longer allows are given up, and that
+      // subscription's end goes out in their place, in order with the rest. (Without an expiry
+      // nothing is held: the old identity allowed what went out until the new one was weighed.)
+      try {
+        await this.deps.reauthorize(session);
+      } finally {
+        session.releaseOutput();
+      }
     }
     const result: AuthenticateResult = { sessionId: session.id };
     if (user !== undefined) result.user = user;

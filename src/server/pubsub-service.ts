@@ -718,6 +718,9 @@ export class PubSubService<C> {
       const error = new ServerError(ErrorCode.Unauthorized, 'No longer authorized for this topic', {
         topic,
       });
+      // Held since an expiry (Session.holdOutput): published while no identity allowed it, and
+      // the new one does not either, so none of it goes; the end frame does.
+      session.discardHeld(subscription.delivery);
       subscription.delivery.finish(finalTail(error.toErrorObject()));
       subscription.teardown();
       session.logger.info({ topic, subscription: id }, 'subscription ended: no longer authorized');

@@ -189,7 +189,7 @@ export class Session<C = unknown> implements Sink {
   }
 
   /** Sink: write a pre-built frame (fan-out), unless the session has closed. */
-  send(frame: string | EncodedFrame): void {
+  send(frame: string | EncodedFrame, from?: object): void {
     if (this.peer.isClosed) return;
     const output = this.output;
     if (output === undefined) {
@@ -199,6 +199,7 @@ export class Session<C = unknown> implements Sink {
     if (output instanceof Error) return;
     output.keep({
       chars: typeof frame === 'string' ? frame.length : frame.bytes.length,
+      owner: from,
       send: () => {
         if (!this.peer.isClosed) this.transport.send(frame);
       },
@@ -256,6 +257,17 @@ export class Session<C = unknown> implements Sink {
     if (!(output instanceof OutputHold)) return;
     this.output = undefined;
     output.release();
+  }
+
+  /**
+   * Give up the frames `holdOutput` holds from `owner` (a subscription's delivery, Sink.send's
+   * `from`): its subscription ended before the release, under an identity that does not allow
+   * what it held.
+   * @internal
+   */
+  discardHeld(owner: object): void {
+    const output = this.output;
+    if (output instanceof OutputHold) output.discard(owner);
   }
 
   /**

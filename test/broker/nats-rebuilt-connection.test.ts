@@ -80,6 +80,11 @@ async function rebuildConnectionOf(a: NatsBroker, errors: unknown[]): Promise<vo
 
 const newTopic = (name: string): string => `${name}.${++topicCounter}`;
 
+/** What a wait is for, with what node A's broker reported meanwhile: a timeout then says why. */
+function withErrors(what: string, errors: unknown[]): () => string {
+  return () => `${what} (node A reported: ${errors.map(String).join('; ') || 'nothing'})`;
+}
+
 describe.skipIf(!hasNatsServer && !mustRun)('NatsBroker after a new connection', () => {
   it('delivers $-topics subscribed to before the connection was made again', async () => {
     const errorsA: unknown[] = [];
@@ -104,7 +109,11 @@ describe.skipIf(!hasNatsServer && !mustRun)('NatsBroker after a new connection',
     await b.publish(revoke, '"after"');
     await b.publish(addressed, '"hello"');
     await b.publish(probe, '"probe"');
-    await waitFor(() => seenProbe.messages.length === 1, 'the probe on the new connection', 10_000);
+    await waitFor(
+      () => seenProbe.messages.length === 1,
+      withErrors('the probe on the new connection', errorsA),
+      10_000,
+    );
 
     expect(seenRevoke.messages.map((m) => m.payload)).toEqual(['"before"', '"after"']);
     expect(seenAddressed.messages.map((m) => m.payload)).toEqual(['"hello"']);
@@ -126,7 +135,11 @@ describe.skipIf(!hasNatsServer && !mustRun)('NatsBroker after a new connection',
 
     await b.publish(left, '"gone"');
     await b.publish(kept, '"kept"');
-    await waitFor(() => seenKept.messages.length === 1, 'the message on the kept topic', 10_000);
+    await waitFor(
+      () => seenKept.messages.length === 1,
+      withErrors('the message on the kept topic', errorsA),
+      10_000,
+    );
     expect(seenLeft.messages).toEqual([]);
   });
 
@@ -142,7 +155,11 @@ describe.skipIf(!hasNatsServer && !mustRun)('NatsBroker after a new connection',
     await rebuildConnectionOf(a, errorsA);
 
     expect(await b.publish(topic, '"first"')).toBe(1);
-    await waitFor(() => seen.messages.length === 1, 'the first message of the new stream', 10_000);
+    await waitFor(
+      () => seen.messages.length === 1,
+      withErrors('the first message of the new stream', errorsA),
+      10_000,
+    );
     expect(seen.messages.map((m) => [m.seq, m.payload])).toEqual([[1, '"first"']]);
   });
 
@@ -160,7 +177,11 @@ describe.skipIf(!hasNatsServer && !mustRun)('NatsBroker after a new connection',
     await rebuildConnectionOf(a, errorsA);
 
     expect(await b.publish(topic, '"three"')).toBe(3);
-    await waitFor(() => seen.messages.length === 2, 'the message after', 10_000);
+    await waitFor(
+      () => seen.messages.length === 2,
+      withErrors('the message after', errorsA),
+      10_000,
+    );
     expect(seen.messages.map((m) => m.seq)).toEqual([2, 3]);
     const user = `revoked-${topicCounter}`;
     await b.deny(user, 1_000, 60_000);

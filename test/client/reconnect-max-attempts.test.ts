@@ -13,6 +13,7 @@ import { resolveClientOptions } from '../../src/client/client-options.js';
 import type { Session } from '../../src/index.js';
 import type { WebSocketConstructor } from '../../src/transport/websocket-transport.js';
 import { NotConnectedError, ReconnectFailedError } from '../../src/protocol/local-errors.js';
+import { ReservedMethod } from '../../src/protocol/reserved.js';
 import { observeEvents, recordStates, sumGateway } from '../support/client.js';
 import { freePort } from '../support/network.js';
 import { rejectionOf } from '../support/promises.js';
@@ -182,6 +183,81 @@ describe('reconnect.maxAttempts: a gateway that accepts and closes at once', () 
     // Each connection lasts past resetAfterMs: every loss is followed by a first reconnect.
     await waitUntil(() => sessions.length >= 5, 'five connections');
     expect(client.state).not.toBe('closed');
+  });
+});
+
+describe('reconnect.maxAttempts: a server that asks its connections to move', () => {
+  const move = (session: Session) => session.notify(ReservedMethod.Reconnect, {});
+
+  it('a move (rpc.reconnect) is not a failed attempt: with maxAttempts 1, three moves of young connections leave the client open', async () => {
+    const { gateway, url } = await sumGateway(res);
+    const sessions: Session[] = [];
+    subscriptions.push(
+      gateway.connected$.subscribe((session: Session) => {
+        if (sessions.push(session) <= 3) move(session);
+      }),
+    );
+    const client = res.client(url, {
+      reconnect: { ...fast, resetAfterMs: 60_000, maxAttempts: 1 },
+    });
+    await waitUntil(() => sessions.length === 4, 'the fourth connection');
+    expect(await client.call('sum', [1, 2])).toBe(3);
+    expect(client.state).toBe('open');
+  });
+
+  it('model: moves and losses of young connections in any order; the client stops at the loss past maxAttempts losses in a row, never at a move', async () => {
+    const { gateway, url } = await sumGateway(res);
+    type Fate = 'move' | 'lose';
+    let script: Fate[] = [];
+    let sessions = 0;
+    subscriptions.push(
+      gateway.connected$.subscribe((session: Session) => {
+        const fate = script[sessions++];
+        if (fate === 'move') move(session);
+        else if (fate === 'lose') session.close(1013, 'try again later');
+      }),
+    );
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 0, max: 3 }),
+        fc.array(fc.constantFrom<Fate>('move', 'lose'), { maxLength: 7 }),
+        async (maxAttempts, fates) => {
+          script = fates;
+          sessions = 0;
+          // The model: losses since the connection began, moves not counted.
+          let losses = 0;
+          let stopsAt: number | undefined;
+          for (const [i, fate] of fates.entries()) {
+            if (fate === 'move') continue;
+            if (losses >= maxAttempts) {
+              stopsAt = i;
+              break;
+            }
+            losses++;
+          }
+          const client = res.client(url, {
+            reconnect: { ...fast, resetAfterMs: 60_000, maxAttempts },
+          });
+          try {
+            if (stopsAt === undefined) {
+              await waitUntil(() => sessions === fates.length + 1, 'the last connection');
+              expect(await client.call('sum', [1, 2])).toBe(3);
+              expect(client.state).toBe('open');
+              expect(sessions).toBe(fates.length + 1);
+            } else {
+              await waitUntil(() => client.state === 'closed', 'the client to stop');
+              expect(await rejectionOf(client.call('sum', [1, 2]))).toBeInstanceOf(
+                ReconnectFailedError,
+              );
+              expect(sessions).toBe(stopsAt + 1);
+            }
+          } finally {
+            await client.close();
+          }
+        },
+      ),
+      { numRuns: 25 },
+    );
   });
 });
 

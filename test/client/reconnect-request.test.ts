@@ -1,9 +1,9 @@
 /*
  * The server's request to reconnect (rpc.reconnect) as the client answers it: at once while the
- * backoff stands at its start, the move counted as an attempt, so that a server asking every
- * connection to leave is redialled ever more slowly until one lasts `reconnect.resetAfterMs`;
- * and the connection left is
- * closed once its calls are done, or after `connectTimeoutMs` with those calls rejected.
+ * backoff stands at its start, the move growing the backoff (though not counted against
+ * `reconnect.maxAttempts`), so that a server asking every connection to leave is redialled ever
+ * more slowly until one lasts `reconnect.resetAfterMs`; and the connection left is closed once
+ * its calls are done, or after `connectTimeoutMs` with those calls rejected.
  */
 import type { Subscription } from 'rxjs';
 import { afterEach, describe, expect, it } from 'vitest';

@@ -139,6 +139,45 @@ describe('output of an expired session whose refresh is being checked', () => {
     expect(session.isClosed).toBe(false);
   });
 
+  it("never sends a held message of a topic the accepted token no longer allows: that topic's subscription ends -32004, the rest go out in order", async () => {
+    const { gate } = await startSlowRefresh();
+    const { gateway } = running!;
+    gateway.topic('sports.*');
+    const socket = await open(
+      running!.url,
+      token({ user: 'ann', ttl: TTL_MS, topics: ['news.*', 'sports.*'] }),
+    );
+    const news = await socket.request('subscribe', ['news.a']);
+    const sports = await socket.request('subscribe', ['sports.a']);
+    expect([news.error, sports.error]).toEqual([undefined, undefined]);
+    const began = gate.began;
+    // Accepted once checked: the same user, allowed news.* only.
+    const reply = socket.request('rpc.authenticate', {
+      token: token({ user: 'ann', ttl: 120_000, topics: ['news.*'] }),
+    });
+    await waitUntil(() => gate.began > began, 'the check');
+    await untilExpired(socket);
+
+    await gateway.publish('sports.a', 'sports-held-1');
+    await gateway.publish('news.a', 'news-held');
+    await gateway.publish('sports.a', 'sports-held-2');
+    gate.release.resolve();
+    expect((await reply).error).toBeUndefined();
+    await gateway.publish('news.a', 'news-live');
+    await waitUntil(() => seen(socket).includes('m:news-live'), 'the live message');
+    // Only news.a's messages, and sports.a's end: no message published to it after the expiry.
+    const frames = appNotifications(socket).map(({ params }) => params as Record<string, unknown>);
+    const ofSports = frames.filter((p) => p.subscription === sports.result);
+    expect(ofSports).toEqual([
+      expect.objectContaining({ error: expect.objectContaining({ code: -32004 }) }),
+    ]);
+    expect(seen(socket).filter((s) => s.startsWith('m:news') || s.startsWith('m:sports'))).toEqual([
+      'm:news-held',
+      'm:news-live',
+    ]);
+    expect(sessionOf(gateway).isClosed).toBe(false);
+  });
+
   it('is never sent when the token is refused: 4419, and the held server call rejects', async () => {
     const { gate } = await startSlowRefresh();
     const { gateway } = running!;
@@ -312,16 +351,24 @@ describe('model: publishes and pushes around an expiry, the refresh accepted or 
     await shared?.running.gateway.close();
   });
 
-  type Op = { kind: 'publish' } | { kind: 'notify' };
-  const op = fc.constantFrom<Op>({ kind: 'publish' }, { kind: 'notify' });
+  type Op = { kind: 'publish'; topic: 'news.m' | 'sports.m' } | { kind: 'notify' };
+  const op = fc.oneof(
+    fc.constantFrom<Op>(
+      { kind: 'publish', topic: 'news.m' },
+      { kind: 'publish', topic: 'sports.m' },
+    ),
+    fc.constant<Op>({ kind: 'notify' }),
+  );
+  /** How the refresh ends: accepted allowing both topics, accepted allowing news.* only, refused. */
+  const outcome = fc.constantFrom('both' as const, 'news-only' as const, 'refused' as const);
 
-  it('accepted: everything, in order; refused: nothing after the expiry', async () => {
+  it('accepted: everything the new token allows, in order, and an end for what it does not; refused: nothing after the expiry', async () => {
     await fc.assert(
       fc.asyncProperty(
         fc.array(op, { maxLength: 4 }),
         fc.array(op, { minLength: 1, maxLength: 6 }),
-        fc.boolean(),
-        async (before, after, accepted) => {
+        outcome,
+        async (before, after, ending) => {
           if (!shared) {
             const base = tokenIdentity({ refreshAheadMs: 0 });
             const gate = { release: deferred<void>(), began: 0 };
@@ -335,17 +382,21 @@ describe('model: publishes and pushes around an expiry, the refresh accepted or 
               },
             });
             started.gateway.topic('news.*');
+            started.gateway.topic('sports.*');
             started.gateway.method('whoami', (_params, ctx) => ctx.session.context.user);
             shared = { running: started, gate };
           }
           const { gateway, url } = shared.running;
           const gate = shared.gate;
           gate.release = deferred<void>();
+          const both = ['news.*', 'sports.*'];
           const socket = await openRawRpc(url, {
-            authorization: `Bearer ${token({ user: 'ann', ttl: TTL_MS })}`,
+            authorization: `Bearer ${token({ user: 'ann', ttl: TTL_MS, topics: both })}`,
           });
           try {
             expect((await socket.request('subscribe', ['news.m'])).error).toBeUndefined();
+            const sports = await socket.request('subscribe', ['sports.m']);
+            expect(sports.error).toBeUndefined();
             const session = [...gateway.sessions.values()].find((s) => !s.isClosed)!;
             let n = 0;
             const run = async (ops: Op[]): Promise<string[]> => {
@@ -353,8 +404,8 @@ describe('model: publishes and pushes around an expiry, the refresh accepted or 
               for (const o of ops) {
                 const label = String(++n);
                 if (o.kind === 'publish') {
-                  await gateway.publish('news.m', label);
-                  sent.push(`m:${label}`);
+                  await gateway.publish(o.topic, `${o.topic}:${label}`);
+                  sent.push(`m:${o.topic}:${label}`);
                 } else {
                   session.notify('note', { label });
                   sent.push(`n:note:${JSON.stringify({ label })}`);
@@ -366,7 +417,11 @@ describe('model: publishes and pushes around an expiry, the refresh accepted or 
             await waitUntil(() => seen(socket).length === sentBefore.length, 'before expiry');
             const began = gate.began;
             const reply = socket.request('rpc.authenticate', {
-              token: token({ user: accepted ? 'ann' : 'bob', ttl: 120_000 }),
+              token: token({
+                user: ending === 'refused' ? 'bob' : 'ann',
+                ttl: 120_000,
+                topics: ending === 'news-only' ? ['news.*'] : both,
+              }),
             });
             await waitUntil(() => gate.began > began, 'the check');
             await untilExpired(socket);
@@ -375,17 +430,28 @@ describe('model: publishes and pushes around an expiry, the refresh accepted or 
             expect(seen(socket)).toEqual(sentBefore);
             gate.release.resolve();
             const answer = await reply;
-            if (accepted) {
-              expect(answer.error).toBeUndefined();
-              await waitUntil(
-                () => seen(socket).length === sentBefore.length + sentAfter.length,
-                'the held output',
-              );
-              expect(seen(socket)).toEqual([...sentBefore, ...sentAfter]);
-            } else {
+            if (ending === 'refused') {
               expect(answer.error).toBeDefined();
               expect((await socket.closed).code).toBe(4419);
               expect(seen(socket)).toEqual(sentBefore);
+              return;
+            }
+            expect(answer.error).toBeUndefined();
+            // A marker after the held output: once it is here, all of that is.
+            session.notify('marker', {});
+            await waitUntil(() => seen(socket).at(-1) === 'n:marker:{}', 'the held output');
+            const expected =
+              ending === 'both' ? sentAfter : sentAfter.filter((s) => !s.startsWith('m:sports.m:'));
+            const got = seen(socket).slice(sentBefore.length, -1);
+            // sports.m's end (-32004) goes out in the place of its held messages, among the rest.
+            const ended = got.indexOf('m:undefined');
+            expect(ended >= 0).toBe(ending === 'news-only');
+            expect(got.filter((s) => s !== 'm:undefined')).toEqual(expected);
+            const ends = appNotifications(socket).filter(
+              (x) => (x.params as { subscription?: unknown }).subscription === sports.result,
+            );
+            if (ending === 'news-only') {
+              expect(ends.at(-1)?.params).toMatchObject({ error: { code: -32004 } });
             }
           } finally {
             socket.close();
@@ -393,7 +459,7 @@ describe('model: publishes and pushes around an expiry, the refresh accepted or 
           }
         },
       ),
-      { numRuns: 8, endOnFailure: true },
+      { numRuns: 12, endOnFailure: true },
     );
-  }, 60_000);
+  }, 90_000);
 });
