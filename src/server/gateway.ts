@@ -314,7 +314,9 @@ export class Gateway<C = unknown> {
             ? 'terminating a connection that missed its pong'
             : 'closing a connection that does not read what it is sent',
         ),
-      (session) => this.pubsub.heldOutputOf(session)?.chars ?? 0,
+      // Output held back: its subscriptions' replay backlogs, and what waits for a renewal.
+      (session) =>
+        (this.pubsub.heldOutputOf(session)?.chars ?? 0) + (session.heldOutput?.chars ?? 0),
     );
     const { maxBufferedBytesTotal } = this.limits;
     this.outputBudget =
@@ -345,8 +347,12 @@ export class Gateway<C = unknown> {
               );
               entry.close(CloseCode.TryAgainLater, 'output over budget');
             },
-            // What its subscriptions hold back during replays is the connection's output too.
-            (entry) => (entry instanceof BodyReading ? undefined : this.pubsub.heldOutputOf(entry)),
+            // What its subscriptions hold back during replays, and what is held for a renewal
+            // of its identity, are the connection's output too.
+            (entry) =>
+              entry instanceof BodyReading
+                ? undefined
+                : [this.pubsub.heldOutputOf(entry), entry.heldOutput],
           )
         : undefined;
     this.pubsub.outputBudget = this.outputBudget;
@@ -385,6 +391,7 @@ export class Gateway<C = unknown> {
       holdUser: (user) => this.router.holdUser(user),
       releaseUser: (user) => this.router.userDisconnected(user),
       reauthorize: (session) => this.pubsub.reauthorize(session),
+      outputBudget: () => this.outputBudget,
     });
     this.reservedMethods.set(ReservedMethod.Authenticate, this.identity.authenticateCall);
     this.peerConfig = peerConfig({

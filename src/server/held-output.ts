@@ -61,8 +61,12 @@ interface HeldEntry {
  * (docs/identity.md, Refresh and expiry): what its subscriptions, `notify` and `call` would send,
  * in order. Released whole once a new token is accepted; given up when the connection closes or
  * past `maxChars` (then `overflow`). Made only for such a wait, so sessions hold none otherwise.
+ * It is its connection's output as much as what the socket has queued: a member of the node's
+ * output budget (limits.maxBufferedBytesTotal), reported at each change and left once ended.
  */
-export class OutputHold {
+export class OutputHold implements BudgetMember {
+  /** BudgetMember: what was last reported (the budget's bookkeeping). */
+  budgeted = 0;
   private entries: HeldEntry[] = [];
   private total = 0;
   /** Waits for the session's socket to drain, which start only once the output is released. */
@@ -74,10 +78,17 @@ export class OutputHold {
     private readonly maxChars: number,
     /** Past `maxChars`: the hold has given up what it held; the owner closes the connection. */
     private readonly overflow: () => void,
+    /** The node's output budget; undefined: none. */
+    private readonly ledger?: BudgetLedger,
   ) {}
 
   /** Characters held now: counted as the session's output not yet sent (its bufferedAmount). */
   get chars(): number {
+    return this.total;
+  }
+
+  /** BudgetMember: what the budget's exact count sees. */
+  get budgetBytes(): number {
     return this.total;
   }
 
@@ -86,6 +97,7 @@ export class OutputHold {
     if (this.ended) return;
     this.entries.push(entry);
     this.total += entry.chars;
+    this.ledger?.report(this, this.total);
     if (this.total > this.maxChars) this.overflow();
   }
 
@@ -112,6 +124,7 @@ export class OutputHold {
       else kept.push(entry);
     }
     this.entries = kept;
+    this.ledger?.report(this, this.total);
   }
 
   /** Send everything held, in order, then start the drain waits. */
@@ -121,6 +134,7 @@ export class OutputHold {
     const entries = this.entries;
     this.entries = [];
     this.total = 0;
+    this.ledger?.leave(this);
     for (const entry of entries) entry.send();
     const drains = this.drains;
     this.drains = [];
@@ -134,6 +148,7 @@ export class OutputHold {
     const entries = this.entries;
     this.entries = [];
     this.total = 0;
+    this.ledger?.leave(this);
     this.drains = [];
     for (const entry of entries) entry.drop(error);
   }

@@ -7,6 +7,7 @@ import type { Logger } from '../peer/logger.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { InvalidParamsError, JsonRpcError } from '../protocol/errors.js';
 import { ReservedMethod } from '../protocol/reserved.js';
+import type { BudgetLedger } from '../transport/output-budget.js';
 import type { AuthenticateOutcome } from './run-authenticate.js';
 import { revocationMark, revokedSince } from './revocation.js';
 import { AUTH_TIMED_OUT, runAuthenticate } from './run-authenticate.js';
@@ -80,6 +81,8 @@ export interface IdentityDeps<C> {
   releaseUser(user: string): void;
   /** After a refresh: end the subscriptions the new context no longer allows. */
   reauthorize(session: Session<C>): Promise<void>;
+  /** The node's output budget (limits.maxBufferedBytesTotal), which output held counts toward. */
+  outputBudget(): BudgetLedger | undefined;
 }
 
 /**
@@ -519,7 +522,7 @@ export class IdentityService<C> {
     clearTimers(state);
     if (state.earlyTokens > 0) {
       state.closeOnceChecked = true;
-      session.holdOutput(holdBound(this.deps.config.limits));
+      session.holdOutput(holdBound(this.deps.config.limits), this.deps.outputBudget());
       this.arm(
         session,
         state,

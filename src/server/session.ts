@@ -14,6 +14,7 @@ import { JsonRpcError } from '../protocol/errors.js';
 import { assertEncodable } from '../encoding/encoded-depth.js';
 import { closedError } from '../peer/peer-options.js';
 import { SLOW_CONSUMER_CLOSE_CODE } from '../pubsub/delivery.js';
+import type { BudgetLedger } from '../transport/output-budget.js';
 import type { EncodedFrame, ServerTransport } from '../transport/transport.js';
 import { OutputHold } from './held-output.js';
 import type { JoinOptions, SessionMembership, SharedMembership } from './membership.js';
@@ -218,6 +219,16 @@ export class Session<C = unknown> implements Sink {
   }
 
   /**
+   * What `holdOutput` holds now, as a member of the node's output budget; undefined when nothing
+   * is held.
+   * @internal
+   */
+  get heldOutput(): OutputHold | undefined {
+    const output = this.output;
+    return output instanceof OutputHold ? output : undefined;
+  }
+
+  /**
    * Sink: call `listener` once the socket's write buffer has emptied; while output is held, once
    * it has been released and written.
    */
@@ -230,17 +241,22 @@ export class Session<C = unknown> implements Sink {
   /**
    * Hold back what the session would send the client (its subscriptions' frames, `notify`,
    * `call`; not the replies to its calls) until `releaseOutput`, in order. Past `maxChars` held,
-   * the connection is closed as a slow consumer (1013) and none of it is sent. Nothing, when
-   * output is held or dropped already.
+   * the connection is closed as a slow consumer (1013) and none of it is sent. What is held
+   * counts toward `budget` (the node's output budget) while it is held. Nothing, when output is
+   * held or dropped already.
    * @internal
    */
-  holdOutput(maxChars: number): void {
+  holdOutput(maxChars: number, budget?: BudgetLedger): void {
     if (this.output !== undefined || this.peer.isClosed) return;
-    const hold = new OutputHold(maxChars, () => {
-      const info = { code: SLOW_CONSUMER_CLOSE_CODE, reason: 'slow consumer' };
-      this.dropOutput(closedError(info));
-      this.close(info.code, info.reason);
-    });
+    const hold = new OutputHold(
+      maxChars,
+      () => {
+        const info = { code: SLOW_CONSUMER_CLOSE_CODE, reason: 'slow consumer' };
+        this.dropOutput(closedError(info));
+        this.close(info.code, info.reason);
+      },
+      budget,
+    );
     this.output = hold;
     // The connection closed while held: none of it goes, and its calls fail as the close's.
     void this.peer.closed.then((info) => {

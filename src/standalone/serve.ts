@@ -17,7 +17,9 @@ import type { ServerApi } from '../server-api/server-api.js';
 import { loadTracing } from '../tracing/load-tracing.js';
 import { installUpstreamRoutes } from '../upstream/install-routes.js';
 import { upstreamHooks } from '../upstream-hooks/upstream-hooks.js';
+import { resolveLimits } from '../server/options.js';
 import type { GatewayOptions, TlsOptions } from '../server/options.js';
+import type { ReplyLimits } from '../upstream/read-reply.js';
 import type { BrokerConfig, TlsFilesConfig } from './sections.js';
 import type { StandaloneConfig } from './standalone-config.js';
 import { staticFilesHandler } from './static-files.js';
@@ -92,7 +94,9 @@ export async function serve(
     const tracing = await loadTracing(config.tracing);
     const broker = await openBroker(config.broker, logger);
     if (broker) closers.push(() => broker.close());
-    const hooks = config.hooks && upstreamHooks(config.hooks, { logger, tracing });
+    const hooks =
+      config.hooks &&
+      upstreamHooks(config.hooks, { logger, tracing, replyLimits: hookReplyLimits(config) });
     if (hooks) closers.push(() => hooks.close());
     // Who may connect: jwtAuth, or the connect hook (never both: the config refuses it).
     const identity = hooks?.authenticate
@@ -190,6 +194,12 @@ export async function serve(
 }
 
 /** The broker of `broker:`, built by brokerFromEnv (undefined for memory: the gateway's own). */
+/** A hook's reply is held to the depth and count of values a client's message is. */
+function hookReplyLimits(config: StandaloneConfig): ReplyLimits {
+  const { maxDepth, maxJsonValues } = resolveLimits(config.gateway.limits);
+  return { maxDepth, maxJsonValues };
+}
+
 function openBroker(config: BrokerConfig, logger: Logger): Promise<Broker | undefined> {
   if (config.kind === 'memory') return Promise.resolve(undefined);
   const urlKey = config.kind === 'redis' ? 'REDIS_URL' : 'NATS_URL';

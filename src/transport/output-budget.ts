@@ -39,8 +39,9 @@ export function isBudgetMember(transport: object): transport is BudgetMember {
  * peer that does not read holds its queue however long reading from it is paused.
  *
  * An entry may hold output besides its transport's (`extraOf`: a connection's subscriptions'
- * replay backlogs, HeldOutput), a member of its own that reports to the same ledger: the exact
- * count weighs the entry by the two together, and shedding it takes both.
+ * replay backlogs, HeldOutput; what it holds while its identity waits for a renewal,
+ * OutputHold), members of their own that report to the same ledger: the exact count weighs the
+ * entry by them all together, and shedding it takes them all.
  */
 export class OutputBudget<E> implements BudgetLedger {
   private total = 0;
@@ -56,7 +57,7 @@ export class OutputBudget<E> implements BudgetLedger {
     /** Close an entry to bring the total down (the caller closes with 1013 and logs). */
     private readonly shed: (entry: E, queuedBytes: number) => void,
     /** What else an entry holds as its own output, when anything. */
-    private readonly extraOf?: (entry: E) => BudgetMember | undefined,
+    private readonly extraOf?: (entry: E) => readonly (BudgetMember | undefined)[] | undefined,
   ) {}
 
   /** The running total: at least what is queued now (it learns of drained bytes late). */
@@ -86,14 +87,15 @@ export class OutputBudget<E> implements BudgetLedger {
     const queued: {
       entry: E;
       member: BudgetMember | undefined;
-      extra: BudgetMember | undefined;
+      extra: readonly (BudgetMember | undefined)[] | undefined;
       bytes: number;
     }[] = [];
     let total = 0;
     for (const entry of this.entries()) {
       const member = this.memberOf(entry);
       const extra = this.extraOf?.(entry);
-      const bytes = recount(member) + recount(extra);
+      let bytes = recount(member);
+      if (extra) for (const other of extra) bytes += recount(other);
       total += bytes;
       if (bytes > 0) queued.push({ entry, member, extra, bytes });
     }
@@ -104,7 +106,7 @@ export class OutputBudget<E> implements BudgetLedger {
       if (this.total <= this.limit) break;
       this.shed(entry, bytes);
       if (member) this.leave(member);
-      if (extra) this.leave(extra);
+      if (extra) for (const other of extra) if (other) this.leave(other);
     }
   };
 }

@@ -1,6 +1,7 @@
 import type { Params } from '../protocol/types.js';
 import type { Tracing } from '../tracing/tracing.js';
 import { JsonRpcHttpClient } from '../upstream/json-rpc-http-client.js';
+import type { ReplyLimits } from '../upstream/read-reply.js';
 import type { UpstreamObserver } from '../upstream/upstream-endpoint.js';
 import type { HttpUpstreamConfig } from '../upstream/upstreams-config.js';
 
@@ -11,6 +12,7 @@ export const MAX_HOOK_REPLY_BYTES = 1024 * 1024;
 export function hookClient(
   upstream: HttpUpstreamConfig,
   observer: UpstreamObserver,
+  replyLimits?: ReplyLimits,
 ): JsonRpcHttpClient {
   return new JsonRpcHttpClient({
     name: upstream.name,
@@ -21,6 +23,7 @@ export function hookClient(
     reservedForNewCallers: upstream.reservedForNewCallers,
     retries: upstream.retries,
     maxReplyBytes: MAX_HOOK_REPLY_BYTES,
+    replyLimits,
     observer,
   });
 }

@@ -4,6 +4,7 @@ import type { GatewayOptions, IdentityOptions } from '../server/options.js';
 import type { Session } from '../server/session.js';
 import type { Tracing } from '../tracing/tracing.js';
 import type { JsonRpcHttpClient } from '../upstream/json-rpc-http-client.js';
+import type { ReplyLimits } from '../upstream/read-reply.js';
 import type { HttpUpstreamConfig } from '../upstream/upstreams-config.js';
 import { connectHook } from './connect-hook.js';
 import { EventQueue } from './event-queue.js';
@@ -42,14 +43,23 @@ const hookIdentities = new WeakSet<object>();
  */
 export function upstreamHooks(
   config: HooksConfig,
-  deps: { logger: Logger; tracing: Tracing },
+  deps: {
+    logger: Logger;
+    tracing: Tracing;
+    /**
+     * How deep and how many values a hook's reply may hold: the gateway's `limits.maxDepth` and
+     * `limits.maxJsonValues`, as for what a client sends; their defaults when not given.
+     */
+    replyLimits?: ReplyLimits;
+  },
 ): UpstreamHooks {
   const metrics = new HookMetrics();
   const logger = deps.logger.child({ component: 'hooks' });
   const clients = new Map<string, JsonRpcHttpClient>();
   const clientOf = (upstream: HttpUpstreamConfig): JsonRpcHttpClient => {
     let client = clients.get(upstream.name);
-    if (!client) clients.set(upstream.name, (client = hookClient(upstream, metrics)));
+    if (!client)
+      clients.set(upstream.name, (client = hookClient(upstream, metrics, deps.replyLimits)));
     return client;
   };
   const hookDeps = { logger, tracing: deps.tracing, metrics };

@@ -237,6 +237,27 @@ describe('output of an expired session whose refresh is being checked', () => {
     gate.release.resolve();
   });
 
+  it('counts toward limits.maxBufferedBytesTotal: past it, the connection holding the most is closed 1013 with none of it sent', async () => {
+    const { gate } = await startSlowRefresh({
+      limits: { maxBufferedBytes: 4 * 1024 * 1024, maxBufferedBytesTotal: 256 * 1024 },
+    });
+    const { gateway } = running!;
+    const { socket, refresh, began } = await expiredWhileChecking(gate);
+    void refresh('ann');
+    await waitUntil(() => gate.began > began, 'the check');
+    await untilExpired(socket);
+    const session = sessionOf(gateway);
+    const chunk = 'x'.repeat(16 * 1024);
+    // 32 × 16 KiB held: twice the node's total, an eighth of the connection's own bound.
+    for (let i = 0; i < 32 && !session.isClosed; i++) {
+      session.notify('bulk', { i, chunk });
+      await sleep(0);
+    }
+    expect(await socket.closed).toEqual({ code: 1013, reason: 'output over budget' });
+    expect(seen(socket)).toEqual([]);
+    gate.release.resolve();
+  });
+
   it("past a topic's highWaterMark, its slow-consumer policy applies: dropped messages are told as missed", async () => {
     const { gate } = await startSlowRefresh();
     const { gateway } = running!;

@@ -182,6 +182,32 @@ describe('wsrpc-gateway serve', () => {
     expect(refused.lastDisconnect?.httpStatus).toBe(401);
   });
 
+  it("a hook's reply is held to the gateway's limits.maxDepth, as a client's message is", async () => {
+    upstream = await startPythonUpstream();
+    cleanups.push(() => upstream.stop());
+    // The connect hook answers {result: {context: {user, via}, user}}: three levels deep.
+    const served = await serveFile(
+      [
+        'listen: { host: 127.0.0.1, port: 0 }',
+        'limits: { maxDepth: 2 }',
+        `upstreams: { auth: { url: "${upstream.url}" } }`,
+        'hooks:',
+        '  connect: { upstream: auth, timeoutMs: 2000 }',
+        '',
+      ].join('\n'),
+    );
+    const refused = createClient({
+      url: served.url,
+      WebSocket,
+      headers: { authorization: 'Bearer good-alice' },
+      reconnect: false,
+    });
+    cleanups.push(() => refused.close());
+    await expect(refused.opened()).rejects.toThrow();
+    // Not the credentials: the upstream's reply was refused, as an unavailable hook is.
+    expect(refused.lastDisconnect?.httpStatus).toBe(503);
+  });
+
   it('a configuration with problems: exit 1 before listening, each problem printed', async () => {
     const path = join(dir, 'bad.yaml');
     writeFileSync(path, 'listen: { port: -1 }\nbroker: { kind: kafka }\n');
