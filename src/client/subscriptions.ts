@@ -676,6 +676,10 @@ export class ClientSubscriptions {
     stopRetry(shared);
     if (shared.serverId !== undefined) this.#sendUnsubscribe(shared.serverId);
     shared.serverId = undefined;
+    // Those waiting for the window go if it has room. A subscribe refused for a full table sends
+    // none of them when it settles (they would be refused too): they wait for its retry to get
+    // through. The one stopped may have been that retry, and nothing else would send them.
+    this.#pump();
     this.onStatus?.();
   }
 

@@ -355,6 +355,19 @@ describe('client subscriptions against a bounded call table (model)', () => {
               { t: 'join', topic: 'a' },
             ],
           ],
+          // A one-slot table: subscribes waiting their turn, one given up before it was sent.
+          [
+            1,
+            0,
+            [
+              { t: 'subscribe', topic: 'e' },
+              { t: 'subscribe', topic: 'a' },
+              { t: 'unsubscribe', index: 0 },
+              { t: 'subscribe', topic: 'c' },
+              { t: 'serve', count: 1, at: 0 },
+              { t: 'unsubscribe', index: 0 },
+            ],
+          ],
         ],
       },
     );
