@@ -35,14 +35,17 @@ export class AddressBuckets {
 
 /**
  * limits.bytesPerSecondPerIp for HTTP bodies (POST /rpc and an event stream's POSTs), burst two
- * messages of the largest size; undefined when off.
+ * messages of the largest cost: `maxMessageBytes`, or `messageCostBytes` when that is more (a
+ * body costs at least it), so that two POSTs one after the other are never refused for a burst
+ * too small for them, however soon the second comes; undefined when off.
  */
 export function postByteBuckets(limits: {
   bytesPerSecondPerIp: number;
   maxMessageBytes: number;
+  messageCostBytes: number;
 }): AddressBuckets | undefined {
-  const { bytesPerSecondPerIp, maxMessageBytes } = limits;
+  const { bytesPerSecondPerIp, maxMessageBytes, messageCostBytes } = limits;
   return bytesPerSecondPerIp > 0
-    ? new AddressBuckets(bytesPerSecondPerIp, 2 * maxMessageBytes)
+    ? new AddressBuckets(bytesPerSecondPerIp, 2 * Math.max(maxMessageBytes, messageCostBytes))
     : undefined;
 }

@@ -1,6 +1,6 @@
 /**
  * POST bodies are charged to their address's limits.bytesPerSecondPerIp bucket (burst twice
- * maxMessageBytes), as its WebSocket messages are: a body the bucket does not hold is refused
+ * the larger of maxMessageBytes and messageCostBytes), as its WebSocket messages are: a body the bucket does not hold is refused
  * 429 with Retry-After before it is parsed, and counted as an `ip-bytes` refusal. Without it an
  * address could ask the event loop to parse some 1 GiB/s through POSTs (1,000 requests of 1 MiB),
  * while its WebSocket connections were held to the budget.
@@ -81,4 +81,23 @@ it('with bytesPerSecondPerIp 0, POST bodies are not charged', async () => {
     );
     expect(answer.status).toBe(200);
   }
+});
+
+it('the burst holds two bodies of the least cost when maxMessageBytes is below messageCostBytes', async () => {
+  // Almost no refill: what goes is the burst, 2 × max(maxMessageBytes, messageCostBytes) = 512.
+  const { gateway, httpUrl } = await res.gateway({
+    limits: {
+      maxMessageBytes: 100,
+      messageCostBytes: 256,
+      bytesPerSecondPerIp: 1,
+      ratePerSecond: 0,
+    },
+  });
+  gateway.method('echo', (params) => params);
+  const body = (n: number) =>
+    JSON.stringify({ jsonrpc: '2.0', id: n, method: 'echo', params: [n] });
+  expect((await post(httpUrl, body(1))).status).toBe(200);
+  expect((await post(httpUrl, body(2))).status).toBe(200);
+  // Each cost 256 however short: the third is past the burst.
+  expect((await post(httpUrl, body(3))).status).toBe(429);
 });
