@@ -188,9 +188,12 @@ describe('reconnect.maxAttempts: a gateway that accepts and closes at once', () 
 
 describe('reconnect.maxAttempts: a server that asks its connections to move', () => {
   const move = (session: Session) => session.notify(ReservedMethod.Reconnect, {});
+  // Hundreds of connections from one address in a few seconds: no connection rate to refuse one
+  // of them (a refused dial is a failure, and would stop a client the model expects open).
+  const unlimitedConnects = { limits: { connectionsPerSecondPerIp: 0 } };
 
   it('a move (rpc.reconnect) is not a failed attempt: with maxAttempts 1, three moves of young connections leave the client open', async () => {
-    const { gateway, url } = await sumGateway(res);
+    const { gateway, url } = await sumGateway(res, unlimitedConnects);
     const sessions: Session[] = [];
     subscriptions.push(
       gateway.connected$.subscribe((session: Session) => {
@@ -206,7 +209,7 @@ describe('reconnect.maxAttempts: a server that asks its connections to move', ()
   });
 
   it('model: moves and losses of young connections in any order; the client stops at the loss past maxAttempts losses in a row, never at a move', async () => {
-    const { gateway, url } = await sumGateway(res);
+    const { gateway, url } = await sumGateway(res, unlimitedConnects);
     type Fate = 'move' | 'lose';
     let script: Fate[] = [];
     let sessions = 0;
