@@ -26,8 +26,14 @@ async function sseGateway(options: GatewayOptions<unknown> = {}) {
   const running = await startGateway({
     routes: { events: '/rpc/events' },
     ...options,
-    // Every scrape renders: the counts are read before and after the requests.
-    limits: { metricsCacheMs: 0, ...options.limits },
+    // Every scrape renders: the counts are read before and after the requests. The property
+    // opens streams and scrapes from one address many times a second: no rate refuses them.
+    limits: {
+      metricsCacheMs: 0,
+      connectionsPerSecondPerIp: 0,
+      probeRequestsPerSecondPerIp: 0,
+      ...options.limits,
+    },
   });
   cleanups.push(() => running.gateway.close({ timeoutMs: 1_000 }));
   const events = `${running.httpUrl}/rpc/events`;

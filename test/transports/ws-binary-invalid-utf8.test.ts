@@ -21,7 +21,8 @@ const bytes = (...parts: (string | number[])[]): Buffer =>
 async function echoGateway(resources: Resources): Promise<RunningGateway> {
   const running = await resources.gateway({
     binaryJsonFrames: 'text',
-    limits: { ratePerSecond: 0 },
+    // A connection per run of the property, from one address: no connection rate to refuse one.
+    limits: { ratePerSecond: 0, connectionsPerSecondPerIp: 0 },
   });
   running.gateway.method('echo', (params) => params);
   return running;

@@ -49,7 +49,8 @@ beforeAll(async () => {
       upstreams: { held: { url: held.url, maxConcurrent: 1 }, down: { url: down.url } },
       methods: { 'held.*': 'held', 'down.*': 'down' },
     },
-    { logger },
+    // Connections per run of the model, from few addresses: no connection rate to refuse one.
+    { logger, limits: { connectionsPerSecondPerIp: 0 } },
   );
   holder = await clientFrom(new Resources(), running.url, '127.0.0.1');
   holding = holder.request('held.hold');
