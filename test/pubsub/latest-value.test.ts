@@ -125,7 +125,9 @@ describe('latest-value topics', () => {
             await pause(kind);
             await gateway.publish(topic, ++published);
           }
-          const id = (await reply).result as string;
+          const answer = await reply;
+          expect(answer.error).toBeUndefined();
+          const id = answer.result as string;
           const last = published;
           if (last > 0) {
             await raw.until(() => received(raw, id).at(-1)?.seq === last, `seq ${last}`);
@@ -136,6 +138,7 @@ describe('latest-value topics', () => {
           for (const m of received(raw, id)) expect(m.data).toBe(m.seq);
           if (last === 0) {
             expect(seqs).toEqual([]);
+            await raw.request('unsubscribe', [id]);
             return;
           }
           // It starts at the latest value when it subscribed (at least what was published
