@@ -222,14 +222,18 @@ describe('output of an expired session whose refresh is being checked', () => {
     expect(seen(socket)).toEqual([]);
   });
 
-  it('past limits.maxBufferedBytes held, closes the connection 1013 with none of it sent', async () => {
-    const { gate } = await startSlowRefresh({ limits: { maxBufferedBytes: 64 * 1024 } });
-    const { gateway } = running!;
+  /** A session expired while its refresh (to be accepted) is checked: its output is held. */
+  async function holding(limits: GatewayOptions<TestContext>['limits']) {
+    const { gate } = await startSlowRefresh({ limits });
     const { socket, refresh, began } = await expiredWhileChecking(gate);
     void refresh('ann');
     await waitUntil(() => gate.began > began, 'the check');
     await untilExpired(socket);
-    const session = sessionOf(gateway);
+    return { gate, socket, session: sessionOf(running!.gateway) };
+  }
+
+  it('past limits.maxBufferedBytes held, closes the connection 1013 with none of it sent', async () => {
+    const { gate, socket, session } = await holding({ maxBufferedBytes: 64 * 1024 });
     const chunk = 'x'.repeat(8 * 1024);
     for (let i = 0; i < 16 && !session.isClosed; i++) session.notify('bulk', { i, chunk });
     expect(await socket.closed).toMatchObject({ code: 1013 });
@@ -238,15 +242,10 @@ describe('output of an expired session whose refresh is being checked', () => {
   });
 
   it('counts toward limits.maxBufferedBytesTotal: past it, the connection holding the most is closed 1013 with none of it sent', async () => {
-    const { gate } = await startSlowRefresh({
-      limits: { maxBufferedBytes: 4 * 1024 * 1024, maxBufferedBytesTotal: 256 * 1024 },
+    const { gate, socket, session } = await holding({
+      maxBufferedBytes: 4 * 1024 * 1024,
+      maxBufferedBytesTotal: 256 * 1024,
     });
-    const { gateway } = running!;
-    const { socket, refresh, began } = await expiredWhileChecking(gate);
-    void refresh('ann');
-    await waitUntil(() => gate.began > began, 'the check');
-    await untilExpired(socket);
-    const session = sessionOf(gateway);
     const chunk = 'x'.repeat(16 * 1024);
     // 32 × 16 KiB held: twice the node's total, an eighth of the connection's own bound.
     for (let i = 0; i < 32 && !session.isClosed; i++) {

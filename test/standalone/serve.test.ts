@@ -143,21 +143,28 @@ describe('wsrpc-gateway serve', () => {
     expect(await within(served.exited, 'serve to exit after SIGTERM')).toBe(0);
   });
 
-  it('the connect and subscribe hooks decide through the Python upstream', async () => {
+  /** `serve` with the Python upstream as `auth` and the configuration's other `lines`. */
+  async function servedWithPythonAuth(lines: string[]): Promise<Served> {
     upstream = await startPythonUpstream();
     cleanups.push(() => upstream.stop());
-    const served = await serveFile(
+    return serveFile(
       [
         'listen: { host: 127.0.0.1, port: 0 }',
-        'topics: { "private.*": {} }',
         `upstreams: { auth: { url: "${upstream.url}" } }`,
-        'methods: { "orders.*": auth }',
-        'hooks:',
-        '  connect: { upstream: auth, timeoutMs: 2000 }',
-        '  subscribe: { upstream: auth, topics: ["private.*"] }',
+        ...lines,
         '',
       ].join('\n'),
     );
+  }
+
+  it('the connect and subscribe hooks decide through the Python upstream', async () => {
+    const served = await servedWithPythonAuth([
+      'topics: { "private.*": {} }',
+      'methods: { "orders.*": auth }',
+      'hooks:',
+      '  connect: { upstream: auth, timeoutMs: 2000 }',
+      '  subscribe: { upstream: auth, topics: ["private.*"] }',
+    ]);
     const alice = createClient({
       url: served.url,
       WebSocket,
@@ -183,19 +190,12 @@ describe('wsrpc-gateway serve', () => {
   });
 
   it("a hook's reply is held to the gateway's limits.maxDepth, as a client's message is", async () => {
-    upstream = await startPythonUpstream();
-    cleanups.push(() => upstream.stop());
     // The connect hook answers {result: {context: {user, via}, user}}: three levels deep.
-    const served = await serveFile(
-      [
-        'listen: { host: 127.0.0.1, port: 0 }',
-        'limits: { maxDepth: 2 }',
-        `upstreams: { auth: { url: "${upstream.url}" } }`,
-        'hooks:',
-        '  connect: { upstream: auth, timeoutMs: 2000 }',
-        '',
-      ].join('\n'),
-    );
+    const served = await servedWithPythonAuth([
+      'limits: { maxDepth: 2 }',
+      'hooks:',
+      '  connect: { upstream: auth, timeoutMs: 2000 }',
+    ]);
     const refused = createClient({
       url: served.url,
       WebSocket,
