@@ -157,6 +157,18 @@ describe('wsrpc-gateway serve', () => {
     );
   }
 
+  /** A client of `served` sending `token` as its bearer, closed after the test. */
+  function bearerClient(served: Served, token: string, options: { reconnect?: false } = {}) {
+    const client = createClient({
+      url: served.url,
+      WebSocket,
+      headers: { authorization: `Bearer ${token}` },
+      ...options,
+    });
+    cleanups.push(() => client.close());
+    return client;
+  }
+
   it('the connect and subscribe hooks decide through the Python upstream', async () => {
     const served = await servedWithPythonAuth([
       'topics: { "private.*": {} }',
@@ -165,12 +177,7 @@ describe('wsrpc-gateway serve', () => {
       '  connect: { upstream: auth, timeoutMs: 2000 }',
       '  subscribe: { upstream: auth, topics: ["private.*"] }',
     ]);
-    const alice = createClient({
-      url: served.url,
-      WebSocket,
-      headers: { authorization: 'Bearer good-alice' },
-    });
-    cleanups.push(() => alice.close());
+    const alice = bearerClient(served, 'good-alice');
     const reply = (await alice.call('orders.get', {})) as { headers: { user: string | null } };
     expect(reply.headers.user).toBe('alice');
     const own = firstValueFrom(alice.subscribe('private.alice.inbox').pipe(take(1), toArray()));
@@ -178,12 +185,7 @@ describe('wsrpc-gateway serve', () => {
     await expect(within(other, "bob's topic refused")).rejects.toMatchObject({ code: -32004 });
     void own.catch(() => undefined);
 
-    const refused = createClient({
-      url: served.url,
-      WebSocket,
-      headers: { authorization: 'Bearer bad' },
-    });
-    cleanups.push(() => refused.close());
+    const refused = bearerClient(served, 'bad');
     await expect(refused.call('orders.get', {})).rejects.toThrow();
     // A refusal of the credentials stops the retries (reconnect.onAuthFailure: 'stop').
     expect(refused.lastDisconnect?.httpStatus).toBe(401);
@@ -196,13 +198,7 @@ describe('wsrpc-gateway serve', () => {
       'hooks:',
       '  connect: { upstream: auth, timeoutMs: 2000 }',
     ]);
-    const refused = createClient({
-      url: served.url,
-      WebSocket,
-      headers: { authorization: 'Bearer good-alice' },
-      reconnect: false,
-    });
-    cleanups.push(() => refused.close());
+    const refused = bearerClient(served, 'good-alice', { reconnect: false });
     await expect(refused.opened()).rejects.toThrow();
     // Not the credentials: the upstream's reply was refused, as an unavailable hook is.
     expect(refused.lastDisconnect?.httpStatus).toBe(503);
