@@ -511,13 +511,15 @@ export class ClientSubscriptions {
 
   /** The client closed for good: every subscription completes. */
   closeAll(): void {
+    // First: a subscription stopped as its hub completes below sends those waiting (#stop), and
+    // none is to go now.
+    this.#waiting.clear();
     for (const shared of [...this.shared.values()]) {
       stopRetry(shared);
       shared.hub.complete();
     }
     this.shared.clear();
     this.#joinedHeld = 0;
-    this.#waiting.clear();
     this.#byServerId.clear();
     this.#dropOrphans();
     this.#retired.clear();

@@ -282,8 +282,7 @@ export class Session<C = unknown> implements Sink {
    * @internal
    */
   discardHeld(owner: object): void {
-    const output = this.output;
-    if (output instanceof OutputHold) output.discard(owner);
+    this.heldOutput?.discard(owner);
   }
 
   /**

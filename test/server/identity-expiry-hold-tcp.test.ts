@@ -52,14 +52,6 @@ it('held output and the socket queue together past maxBufferedBytes: closed 1008
   const opened = firstValueFrom(gateway.connected$);
   const socket = netConnect(port, '127.0.0.1');
   socket.on('error', () => undefined);
-  const lines: string[] = [];
-  let text = '';
-  socket.setEncoding('utf8').on('data', (chunk: string) => {
-    text += chunk;
-    const parts = text.split('\n');
-    text = parts.pop()!;
-    lines.push(...parts);
-  });
   const send = (id: number, method: string, params: unknown) =>
     socket.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`);
   try {
