@@ -179,13 +179,13 @@ export class IncomingCalls<S> {
     if (this.closeInfo) call.abort(closedError(this.closeInfo)); // the handler closed the connection itself
     return Promise.resolve(result).then(
       (value) => {
-        this.#finish(call);
+        this.#ended(call);
         settled('ok');
         if (this.closeInfo) return undefined;
         return this.successReply(call, value, version);
       },
       (err: unknown) => {
-        this.#finish(call);
+        this.#ended(call);
         settled('error');
         if (this.closeInfo) return undefined;
         return errorReply(call, err, version, this.config.exposeErrorDetails);
@@ -199,6 +199,8 @@ export class IncomingCalls<S> {
   }
 
   #track(call: RunningCall<S>): void {
+    // Started once closed (its handler closed the connection): it outlives the close too.
+    if (this.closeInfo) this.afterClose(1);
     const newest = this.#newest;
     if (newest) newest.newer = call;
     else this.#oldest = call;
@@ -206,6 +208,18 @@ export class IncomingCalls<S> {
     this.#newest = call;
     this.#runningCount++;
   }
+
+  /** A tracked call has settled: off the list, and told if it outlived the close. */
+  #ended(call: RunningCall<S>): void {
+    this.#finish(call);
+    if (this.closeInfo) this.afterClose(-1);
+  }
+
+  /**
+   * `runs` more (1) or fewer (-1) of the runs that outlive the connection's close: what a server
+   * counts (IncomingDispatch); the client has nothing to do with them.
+   */
+  protected afterClose(_runs: number): void {}
 
   /** Take an ended call off the list; once only (after close, the list has let go of it). */
   #finish(call: RunningCall<S>): void {
@@ -241,15 +255,15 @@ export class IncomingCalls<S> {
     const call = new RunningCall(this.session, this.logger, undefined, method);
     this.#track(call);
     const report = (err: unknown): void => {
-      this.#finish(call);
+      this.#ended(call);
       if (call.aborted) return;
       this.#noise({ err, method }, 'notification handler failed');
     };
     try {
       const chain = this.config.middleware;
       const result = chain ? chain(call, true, params, handler) : handler(params, call);
-      if (isPromiseLike(result)) Promise.resolve(result).then(() => this.#finish(call), report);
-      else this.#finish(call);
+      if (isPromiseLike(result)) Promise.resolve(result).then(() => this.#ended(call), report);
+      else this.#ended(call);
     } catch (err) {
       report(err);
     }

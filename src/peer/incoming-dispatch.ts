@@ -24,6 +24,12 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
   private acceptingCalls = true;
   /** Calls waiting for an async authorize hook (counted in flight). */
   private authorizing = 0;
+  /**
+   * Runs the close left going (handlers told by their signal, which they may not heed; authorize
+   * hooks waited on) and not settled yet; and what to call once none is left (afterRuns).
+   */
+  private outliving = 0;
+  private whenSettled: (() => void) | undefined;
 
   constructor(
     session: S,
@@ -44,6 +50,35 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
   private rejected(id: RequestId, method: string, version: ProtocolVersion, code: number): string {
     this.config.onCallSettled?.(method, 'rejected', 0);
     return failure(id, code, version);
+  }
+
+  /** What is in flight at the close outlives it until it settles. */
+  override close(info: CloseInfo): void {
+    this.outliving = this.inFlightCount;
+    super.close(info);
+  }
+
+  /**
+   * `done` once every run the connection's close left going has settled (at once when none
+   * is): until then what they hold (their params, the session) is still the connection's.
+   */
+  afterRuns(done: () => void): void {
+    if (this.outliving === 0) done();
+    else this.whenSettled = done;
+  }
+
+  protected override afterClose(runs: number): void {
+    this.outliving += runs;
+    if (this.outliving > 0) return;
+    const done = this.whenSettled;
+    this.whenSettled = undefined;
+    done?.();
+  }
+
+  /** An authorize hook has decided (or failed): one fewer waited on. */
+  private hookSettled(): void {
+    this.authorizing--;
+    if (this.closeInfo) this.afterClose(-1);
   }
 
   /** See Peer.stopAcceptingCalls. */
@@ -134,7 +169,7 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
     this.authorizing++;
     return Promise.resolve(verdict).then(
       (allowed) => {
-        this.authorizing--;
+        this.hookSettled();
         // Closed while the hook decided: no answer can be sent, and no handler runs for it.
         if (this.closeInfo) return undefined;
         return allowed
@@ -142,7 +177,7 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
           : this.rejected(id, method, version, ErrorCode.Unauthorized);
       },
       (err: unknown) => {
-        this.authorizing--;
+        this.hookSettled();
         this.logger.error({ err, method }, 'authorize hook failed');
         this.config.onCallSettled?.(method, 'error', 0);
         return failure(id, ErrorCode.InternalError, version);
@@ -174,11 +209,11 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
     this.authorizing++;
     Promise.resolve(verdict).then(
       (allowed) => {
-        this.authorizing--;
+        this.hookSettled();
         if (allowed && !this.closeInfo) this.deliverNotification(method, params);
       },
       (err: unknown) => {
-        this.authorizing--;
+        this.hookSettled();
         this.logger.error({ err, method }, 'authorize hook failed');
       },
     );

@@ -73,6 +73,16 @@ export class Peer<S = unknown> extends PeerCore<S> {
   }
 
   /**
+   * `done` once the runs this connection's close left going (handlers that have not heeded
+   * their signal yet, authorize hooks deciding) have settled; at once when there are none.
+   */
+  afterRuns(done: () => void): void {
+    const dispatch = this.dispatch as IncomingDispatch<S> | undefined;
+    if (dispatch) dispatch.afterRuns(done);
+    else done();
+  }
+
+  /**
    * Every id echoed as sent, found the fastest way (idTextsOf). A batch's members after the
    * first cost the transport's input budget too (Transport.chargeMessages): it counted the
    * frame as one message. Params holding a number JSON.stringify would write otherwise keep

@@ -171,11 +171,18 @@ export class SessionTable<C> implements LocalSessions {
   readonly onClosed = (peer: Peer<Session<C>>, info: CloseInfo): void => {
     const session = peer.session;
     this.live.delete(session.id);
-    this.deps.admission.release(session.transport.kind, session.remoteAddress);
+    // Its connection slots (total, its address's, its user's) are held until the handlers it
+    // left running have settled: what they hold counts toward the bounds, closed or not, or a
+    // client could close and open again to run any number of them.
+    const { user, remoteAddress } = session;
+    const kind = session.transport.kind;
+    peer.afterRuns(() => {
+      this.deps.admission.release(kind, remoteAddress);
+      if (user !== undefined) this.deps.admission.users?.closed(user);
+    });
     this.deps.pubsub.detach(session);
     session.inbox?.close();
     if (session.user !== undefined) {
-      this.deps.admission.users?.closed(session.user);
       const sessions = this.byUser.get(session.user);
       sessions?.delete(session);
       if (sessions?.size === 0) this.byUser.delete(session.user);
