@@ -94,7 +94,7 @@ export function iterate<T = unknown>(
         failure = { error: new BufferOverflowError(bufferSize) };
         return stop();
       }
-      head++;
+      held[head++] = undefined as T; // let it go now, not when the buffer is next cut
       dropped++;
     }
     held.push(value);

@@ -371,6 +371,8 @@ export class SseSocket implements WebSocketLike {
   /** Sent a POST since the keepalive ticker last looked. */
   private posted = false;
   private keepalive: ReturnType<typeof setInterval> | undefined;
+  /** A keepalive POST not answered yet: the next waits for it (a hung one is not piled on). */
+  private keepaliveOut = false;
   private queuedBytes = 0;
 
   constructor(
@@ -654,10 +656,11 @@ export class SseSocket implements WebSocketLike {
     this.keepalive = setInterval(
       () => {
         const session = this.session;
-        if (this.posted || this.readyState !== OPEN || !session) {
+        if (this.posted || this.readyState !== OPEN || !session || this.keepaliveOut) {
           this.posted = false;
           return;
         }
+        this.keepaliveOut = true;
         this.fetch(this.url, {
           method: 'POST',
           headers: {
@@ -667,12 +670,14 @@ export class SseSocket implements WebSocketLike {
           },
           credentials: 'include',
           signal: this.abort.signal,
-        }).then(
-          // Nothing to read: the body let go; neither it nor a connection lost is the
-          // application's (the stream tells of a lost connection, and is resumed).
-          (res) => res.body?.cancel().catch(() => undefined),
-          () => undefined,
-        );
+        })
+          .then(
+            // Nothing to read: the body let go; neither it nor a connection lost is the
+            // application's (the stream tells of a lost connection, and is resumed).
+            (res) => res.body?.cancel().catch(() => undefined),
+            () => undefined,
+          )
+          .finally(() => (this.keepaliveOut = false));
       },
       Math.max(MIN_KEEPALIVE_MS, everyMs / 2),
     );

@@ -589,8 +589,12 @@ export class ClientSubscriptions {
       this.#byServerId.set(id, shared);
       this.#retired.delete(id);
       this.onStatus?.();
-      const early = this.#takeOrphans(id);
-      if (early) for (const update of early) this.#route(id, update, 0);
+      // Those kept after the stream's end (or a resubscribe that gave the id up) are given up:
+      // kept again, they would be charged nothing, and go to the next subscribe naming the id.
+      for (const update of this.#takeOrphans(id) ?? []) {
+        if (this.#byServerId.get(id) !== shared) break;
+        this.#route(id, update, 0);
+      }
       // Dropped after those kept, with no number for the continuity check to find them by, or
       // (NaN) a hole it may not find: filled as one it finds is.
       const dropped = this.#orphanDrops.get(id);

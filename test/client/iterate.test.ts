@@ -3,6 +3,8 @@
  * server, a slow loop losing exactly what overflows its buffer (drop-oldest) or ending with
  * BufferOverflowError, a refused subscribe thrown from next(), a stream's end ending the loop.
  */
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { Observable } from 'rxjs';
 import type { Subscription } from 'rxjs';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -74,6 +76,39 @@ describe('iterate over a real gateway', () => {
     // 1 taken at once; 2..20 came while it worked: 5 held (16..20), 14 dropped.
     expect(got).toEqual([1, 16, 17, 18, 19, 20]);
     expect(messages.dropped).toBe(14);
+  });
+
+  it('messages dropped for a full buffer are let go at once, not held until the buffer is cut', async () => {
+    setFlagsFromString('--expose_gc');
+    const gc = runInNewContext('gc') as () => void;
+    const { gateway, client } = await newsGateway();
+    // A second Observer of the same subscription sees the same objects, and keeps only weakly.
+    const seen: WeakRef<object>[] = [];
+    subscriptions.push(
+      client.subscribe<object>('news').subscribe((m) => seen.push(new WeakRef(m))),
+    );
+    const allArrived = deferred();
+    const messages = iterate<{ n: number }>(client, 'news', undefined, { bufferSize: 5 });
+    const got: number[] = [];
+    const loop = (async () => {
+      for await (const { n } of messages) {
+        got.push(n);
+        if (got.length === 1) await allArrived.promise;
+        if (got.length === 6) break;
+      }
+    })();
+    await waitUntil(() => held(gateway, 'news') === 1, 'the subscription');
+    for (let n = 1; n <= 20; n++) await gateway.publish('news', { n, pad: 'x'.repeat(1_000) });
+    await waitUntil(() => seen.length === 20, 'the 20 messages at the client');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    gc();
+    // 1 taken; 2..15 dropped (none may be held); 16..20 in the buffer.
+    const alive = seen.map((ref, i) => (ref.deref() ? i + 1 : 0)).filter((n) => n > 0);
+    expect(alive.filter((n) => n >= 2 && n <= 15)).toEqual([]);
+    expect(alive.filter((n) => n >= 16)).toEqual([16, 17, 18, 19, 20]);
+    allArrived.resolve();
+    await loop;
+    expect(got).toEqual([1, 16, 17, 18, 19, 20]);
   });
 
   it("overflow 'error': the messages held are taken, then next() rejects with BufferOverflowError; the subscription is gone", async () => {

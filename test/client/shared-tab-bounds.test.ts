@@ -899,6 +899,33 @@ describe('the offline queue a shared worker’s tabs share', () => {
     expect(dropped()).toHaveLength(1);
   });
 
+  it('notifications queued while connected, behind calls waiting for room, do not count against the tab’s share the next time it is disconnected', async () => {
+    const port = await freePort();
+    const url = `ws://127.0.0.1:${port}/rpc`;
+    const host = makeHost({ maxQueuedPerTab: 2, maxPendingCalls: 1, maxCallsPerTab: 2 });
+    const tab = openTab(host, url);
+    // Disconnected: two calls take the tab's share.
+    const held = [tab.call('hold', [1]), tab.call('hold', [2])];
+    const { gateway, read } = await recordingGateway(port);
+    const hold = holding(gateway);
+    // Connected, one slot: the first call runs, the second waits in the queue for room, and the
+    // notifications made now wait behind it, in order.
+    await waitFor(() => hold.holds(1), 'the first call running');
+    for (const key of ['n1', 'n2', 'n3']) tab.notify('note', [key]);
+    hold.release(1);
+    await waitFor(() => hold.holds(2), 'the second call running');
+    hold.release(2);
+    expect(await Promise.all(held)).toEqual([1, 2]);
+    await waitFor(() => read.length === 3, 'the notifications');
+    expect(read).toEqual(['n1', 'n2', 'n3']);
+    await gateway.close();
+    await waitFor(() => host.client?.state !== 'open', 'the client disconnected');
+    // Nothing of the tab's waits now: its share is whole.
+    const queued = [tab.call('echo', ['a']), tab.call('echo', ['b'])];
+    await recordingGateway(port);
+    expect(await Promise.all(queued)).toEqual(['a', 'b']);
+  });
+
   it('maxQueuedPerTab is half the client’s maxQueued unless given', async () => {
     const port = await freePort();
     const url = `ws://127.0.0.1:${port}/rpc`;

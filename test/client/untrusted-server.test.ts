@@ -279,6 +279,35 @@ describe('subscription frames no server should send', () => {
     );
     expect(seen.error).toBeUndefined();
   });
+
+  it("messages kept past their stream's end are given up, not kept again for the next subscribe naming that id", async () => {
+    const { client, socket, frames } = await connect();
+    const first = observe(client.subscribeWithMeta<string>('t'));
+    let completed = false;
+    const ended = client.subscribeWithMeta<string>('t').subscribe({
+      complete: () => (completed = true),
+    });
+    const { id } = await nextSubscribe(frames, 0);
+    const message = (seq: number): string =>
+      subscriptionFrame({ subscription: '0x1', seq, result: `old ${seq}` });
+    // Before the reply: a message, the stream's end, then more no stream is left to take.
+    socket.send(message(1));
+    socket.send(subscriptionFrame({ subscription: '0x1', complete: true }));
+    for (let seq = 2; seq <= 4; seq++) socket.send(message(seq));
+    socket.send(JSON.stringify({ jsonrpc: '2.0', result: '0x1', id }));
+    await waitFor(() => completed, 'the end of the first stream');
+    ended.unsubscribe();
+    expect(first.values).toMatchObject([{ data: 'old 1', seq: 1 }]);
+
+    // A server may hand the same id out again: the new stream starts with what is sent now.
+    const second = observe(client.subscribeWithMeta<string>('u'));
+    const again = await nextSubscribe(frames, 1);
+    socket.send(JSON.stringify({ jsonrpc: '2.0', result: '0x1', id: again.id }));
+    socket.send(subscriptionFrame({ subscription: '0x1', seq: 1, result: 'new 1' }));
+    await waitFor(() => second.values.length > 0, 'the message of the new stream');
+    expect(second.values).toEqual([{ data: 'new 1', seq: 1 }]);
+    expect(second.error).toBeUndefined();
+  });
 });
 
 describe('notifications without sequence numbers before their subscribe reply', () => {

@@ -78,4 +78,37 @@ describe('HTTP streaming fallback: keepalives', () => {
     expect(rpc.lastDisconnect).toBeUndefined();
     expect(keepalives).toBeGreaterThan(0);
   });
+
+  it("this project's client has one keepalive POST out at a time: one that hangs is not piled on", async () => {
+    const { url } = await gateway();
+    const out = { now: 0, most: 0, sent: 0 };
+    // Keepalive POSTs never answered (a proxy that holds them), until the client lets them go.
+    const holding = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const headers = (init?.headers ?? {}) as Record<string, string>;
+      if (init?.method !== 'POST' || !headers['x-wsrpc-keepalive']) return fetch(input, init);
+      out.sent++;
+      out.most = Math.max(out.most, ++out.now);
+      try {
+        return await new Promise<Response>((_, reject) =>
+          init.signal?.addEventListener('abort', () => reject(new Error('aborted'))),
+        );
+      } finally {
+        out.now--;
+      }
+    }) as typeof fetch;
+    const rpc = new RpcClient({
+      url,
+      WebSocket: sseSocket({ fetch: holding }),
+      reconnect: false,
+      heartbeat: false,
+    });
+    cleanups.push(() => rpc.close());
+    await rpc.opened();
+    await waitFor(() => out.sent > 0, 'a keepalive');
+    // Ticks of the keepalive's timer (every half of keepaliveMs) go by; the session is given up
+    // meanwhile (the held keepalives never reach the gateway).
+    await sleep(INTERVAL_MS * 6);
+    expect(out.most).toBe(1);
+    expect(out.sent).toBe(1);
+  });
 });

@@ -615,7 +615,10 @@ class Host implements ClientHost {
       client.config.logger.warn({ err, method }, 'queued notification dropped');
       return;
     }
-    if (queuedIn(client) > before) tab.queued.add({});
+    // Counted only while disconnected: one queued while connected (behind calls waiting for room
+    // in the call table) goes with them, and nothing would take its count back before the next
+    // time the client is connected; the client's own maxQueued bounds it meanwhile.
+    if (queues && queuedIn(client) > before) tab.queued.add({});
   }
 
   /**

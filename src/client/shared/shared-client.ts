@@ -182,11 +182,21 @@ export class SharedRpcClient {
     return this.#lastDisconnect;
   }
 
-  /** Resolves when the connection is open; rejects if this client is closed first. */
-  async opened(): Promise<void> {
-    const state = await this.#state.first((s) => s === 'open' || s === 'closed');
-    if (state !== 'open') throw this.#closedError ?? new NotConnectedError('Client closed');
+  /**
+   * Resolves when the connection is open; rejects if this client is closed first. Calls made
+   * while it is not open share one promise, as RpcClient's do: asked again and again through a
+   * long outage, it adds nothing per call.
+   */
+  opened(): Promise<void> {
+    return (this.#opened ??= this.#state
+      .first((s) => s === 'open' || s === 'closed')
+      .then((state) => {
+        this.#opened = undefined;
+        if (state !== 'open') throw this.#closedError ?? new NotConnectedError('Client closed');
+      }));
   }
+
+  #opened: Promise<void> | undefined;
 
   call<P extends Params | undefined, R>(
     descriptor: MethodDescriptor<P, R>,
