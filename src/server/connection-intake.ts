@@ -29,7 +29,7 @@ import { PREFERRED_SUBPROTOCOL } from './options.js';
 import type { GatewayConfig } from './gateway-config.js';
 import type { GatewayLimits, UpgradeRequest } from './options.js';
 import { revocationMark, revokedSince } from './revocation.js';
-import { runAuthenticate } from './run-authenticate.js';
+import { releaseAdmission, runAuthenticate } from './run-authenticate.js';
 import type { AuthenticateOutcome } from './run-authenticate.js';
 import type { Session } from './session.js';
 import type { SessionRouter } from './session-router.js';
@@ -326,7 +326,7 @@ export class ConnectionIntake<C> {
     try {
       kept = await this.completeUpgrade(request, socket, head, upgrade);
     } finally {
-      if (!kept) admitted();
+      if (!kept) this.release(admitted, upgrade);
     }
   }
 
@@ -536,7 +536,7 @@ export class ConnectionIntake<C> {
         this.releaseUser(user);
       }
     } finally {
-      if (!kept) admitted();
+      if (!kept) this.release(admitted, upgrade);
     }
   }
 
@@ -551,6 +551,11 @@ export class ConnectionIntake<C> {
   holdEventStream(res: ServerResponse): void {
     res.shouldKeepAlive = false;
     this.deps.sockets?.handedOver(res.socket ?? res.req.socket);
+  }
+
+  /** Let go of an admission slot no session took (releaseAdmission: a hung hook holds it). */
+  private release(admitted: () => void, request: UpgradeRequest): void {
+    releaseAdmission(request, this.deps.limits.authenticateTimeoutMs, admitted);
   }
 
   /** A TCP socket or a pair of stdio streams: newline-delimited JSON once admitted. */
@@ -596,7 +601,7 @@ export class ConnectionIntake<C> {
       deps.logger.error({ err, transport: kind, remoteAddress }, 'connection failed');
       return refuse(500, 'Internal server error', 'error');
     } finally {
-      if (!kept) admitted();
+      if (!kept) this.release(admitted, request);
     }
   }
 

@@ -9,7 +9,7 @@ import type { GatewayLimits, UpgradeRequest } from './options.js';
 import type { Session } from './session.js';
 import type { TokenBucket } from './token-bucket.js';
 import { AddressBuckets } from './address-buckets.js';
-import { runAuthenticate } from './run-authenticate.js';
+import { releaseAdmission, runAuthenticate } from './run-authenticate.js';
 import { describeUpgrade } from './upgrade-request.js';
 import type { TrustedProxies } from './client-address.js';
 import { INVALID_UTF8_REPLY, strictUtf8 } from '../protocol/invalid-utf8.js';
@@ -196,8 +196,9 @@ export class HttpRpc<C> {
       await this.answer(req, res, upgrade);
     } finally {
       // Held until the work is done, not until the response is: a notification's handler runs
-      // on after its 204, and counts against the limits until it ends.
-      admitted();
+      // on after its 204, and counts against the limits until it ends (an authenticate hook
+      // given up on, until it settles: releaseAdmission).
+      releaseAdmission(upgrade, deps.limits.authenticateTimeoutMs, admitted);
     }
   }
 

@@ -10,7 +10,7 @@ import { ReservedMethod } from '../protocol/reserved.js';
 import type { BudgetLedger } from '../transport/output-budget.js';
 import type { AuthenticateOutcome } from './run-authenticate.js';
 import { revocationMark, revokedSince } from './revocation.js';
-import { AUTH_TIMED_OUT, runAuthenticate } from './run-authenticate.js';
+import { AUTH_TIMED_OUT, HOOK_HANG_RETRY_FACTOR, runAuthenticate } from './run-authenticate.js';
 import type { GatewayConfig } from './gateway-config.js';
 import { defaultLimits } from './options.js';
 import type { GatewayLimits, GatewayOptions, IdentityOptions, UpgradeRequest } from './options.js';
@@ -43,12 +43,8 @@ export const MAX_AUTHENTICATE_REFUSALS = 3;
  */
 export const MAX_WAITING_AUTHENTICATIONS = 2;
 
-/**
- * After a run of the hook that did not settle in time, a connection's tokens are refused without
- * running the hook until that run settles, or for at most this many `authenticateTimeoutMs`: at
- * most one hung run per connection per such period.
- */
-export const HOOK_HANG_RETRY_FACTOR = 10;
+// Where the time a hung run of the hook holds its place is set (connections opening use it too).
+export { HOOK_HANG_RETRY_FACTOR } from './run-authenticate.js';
 /** How long an expired session's calls in flight have to finish before the close (4419). */
 export const EXPIRY_CLOSE_DEADLINE_MS = 10_000;
 /** The longest delay a Node timer takes; longer ones are waited for in steps. */

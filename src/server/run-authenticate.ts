@@ -43,6 +43,7 @@ export async function runAuthenticate<C>(
     const context = await Promise.race([run, timedOut]);
     if (context === TIMED_OUT) {
       logger.warn({ timeoutMs }, 'authenticate hook did not settle in time: refused');
+      hungRuns.set(request, run);
       return AUTH_TIMED_OUT;
     }
     return { ok: true, context };
@@ -59,6 +60,42 @@ export async function runAuthenticate<C>(
 }
 
 const TIMED_OUT = Symbol('timed out');
+
+/**
+ * A run of the hook that did not settle in time holds its place for at most this many
+ * `authenticateTimeoutMs`, or until it settles: a connection's tokens are refused meanwhile
+ * without running the hook again (identity.ts), and a connection being opened keeps its
+ * admission slot (connection-intake.ts). At most one hung run per slot per such period.
+ */
+export const HOOK_HANG_RETRY_FACTOR = 10;
+
+/** Requests whose run of the hook was given up on and may still be going (see releaseAdmission). */
+const hungRuns = new WeakMap<UpgradeRequest, Promise<unknown>>();
+
+/**
+ * Let go of `request`'s admission slot (`release`) when no session took it. One whose run of the
+ * hook was given up on (503) is held until that run settles, or for HOOK_HANG_RETRY_FACTOR ×
+ * `timeoutMs` at most: what the hook holds counts in the connection limits, or an address could
+ * start a hung run each time it may connect.
+ */
+export function releaseAdmission(
+  request: UpgradeRequest,
+  timeoutMs: number,
+  release: () => void,
+): void {
+  const run = hungRuns.get(request);
+  if (!run) return release();
+  hungRuns.delete(request);
+  let released = false;
+  const once = (): void => {
+    if (released) return;
+    released = true;
+    clearTimeout(giveUp);
+    release();
+  };
+  const giveUp = setTimeout(once, HOOK_HANG_RETRY_FACTOR * timeoutMs).unref();
+  run.then(once, once);
+}
 
 /** The outcome of a hook that did not settle within its time: 503, try again in a second. */
 export const AUTH_TIMED_OUT = {

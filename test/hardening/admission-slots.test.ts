@@ -7,6 +7,7 @@
 import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Gateway } from '../../src/index.js';
+import { HOOK_HANG_RETRY_FACTOR } from '../../src/server/run-authenticate.js';
 import { Resources } from '../support/resources.js';
 import { deferred } from '../support/promises.js';
 import { waitUntil, within } from '../support/waiting.js';
@@ -166,45 +167,82 @@ describe.each([
   },
 );
 
-describe('an authenticate hook that never settles', () => {
+/** One attempt on `transport`: the HTTP status (or, over TCP, the refusal line's data.status). */
+async function attempt(
+  transport: 'http' | 'websocket' | 'tcp',
+  port: number,
+  tcpPort: number,
+  httpUrl: string,
+): Promise<number> {
+  if (transport === 'http') {
+    const response = await fetch(`${httpUrl}/rpc`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: CALL,
+    });
+    await response.text();
+    return response.status;
+  }
+  if (transport === 'websocket') {
+    const answer = await new Promise<string>((resolve) => {
+      const socket = connect(port, '127.0.0.1', () => socket.write(UPGRADE));
+      let text = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (chunk: string) => (text += chunk));
+      socket.on('error', () => undefined);
+      socket.on('close', () => resolve(text));
+    });
+    return Number(/^HTTP\/1\.1 (\d+) /.exec(answer)?.[1]);
+  }
+  const reply = await tcpCall(tcpPort);
+  return (reply.error as { data?: { status?: number } } | undefined)?.data?.status ?? 200;
+}
+
+describe('an authenticate hook given up on', () => {
   it.each(['http', 'websocket', 'tcp'] as const)(
-    '%s: refused with 503 after authenticateTimeoutMs, and the slot is freed',
+    '%s: refused with 503 after authenticateTimeoutMs; its slot is held until the run settles, the next attempt refused 429 without running the hook',
     async (transport) => {
       let calls = 0;
+      const runs: (() => void)[] = [];
       const { gateway, port, httpUrl } = await res.gateway<string>({
-        limits: { maxConnections: 1, maxConnectionsPerIp: 1, authenticateTimeoutMs: 50 },
+        limits: { maxConnections: 10, maxConnectionsPerIp: 1, authenticateTimeoutMs: 50 },
         authenticate: () => {
           calls++;
-          return new Promise<string>(() => undefined); // an identity provider that never answers
+          // An identity provider that answers only when the test says so.
+          return new Promise<string>((resolve) => runs.push(() => resolve('user')));
         },
       });
       const tcpPort = transport === 'tcp' ? (await gateway.listenTcp(0, '127.0.0.1')).port : port;
-      for (let round = 1; round <= 3; round++) {
-        if (transport === 'http') {
-          const response = await fetch(`${httpUrl}/rpc`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json' },
-            body: CALL,
-          });
-          expect(response.status).toBe(503);
-          expect(await response.text()).toBe('Authentication timed out\n');
-        } else if (transport === 'websocket') {
-          const answer = await new Promise<string>((resolve) => {
-            const socket = connect(port, '127.0.0.1', () => socket.write(UPGRADE));
-            let text = '';
-            socket.setEncoding('utf8');
-            socket.on('data', (chunk: string) => (text += chunk));
-            socket.on('error', () => undefined);
-            socket.on('close', () => resolve(text));
-          });
-          expect(answer).toMatch(/^HTTP\/1\.1 503 /);
-        } else {
-          const reply = await tcpCall(tcpPort);
-          expect(reply.error).toMatchObject({ code: expect.any(Number) as number });
-        }
-        expect(calls).toBe(round);
-        await waitUntil(() => slotsHeld(gateway) === 0, `the slot of attempt ${round}`);
-      }
+      expect(await attempt(transport, port, tcpPort, httpUrl)).toBe(503);
+      expect(calls).toBe(1);
+      expect(slotsHeld(gateway)).toBe(1);
+      // The address's one slot is the hung run's: refused before the hook is asked again.
+      expect(await attempt(transport, port, tcpPort, httpUrl)).toBe(429);
+      expect(calls).toBe(1);
+      runs.shift()!();
+      await waitUntil(() => slotsHeld(gateway) === 0, 'the slot once the run settled');
+      // Asked again, and given up on again.
+      expect(await attempt(transport, port, tcpPort, httpUrl)).toBe(503);
+      expect(calls).toBe(2);
+      for (const run of runs.splice(0)) run();
     },
   );
+
+  it('one that never settles holds its slot for HOOK_HANG_RETRY_FACTOR × authenticateTimeoutMs at most', async () => {
+    let calls = 0;
+    const { gateway, httpUrl } = await res.gateway<string>({
+      limits: { maxConnections: 1, maxConnectionsPerIp: 1, authenticateTimeoutMs: 50 },
+      authenticate: () => {
+        calls++;
+        return new Promise<string>(() => undefined); // never answers
+      },
+    });
+    for (let round = 1; round <= 2; round++) {
+      expect(await attempt('http', 0, 0, httpUrl)).toBe(503);
+      expect(calls).toBe(round);
+      // Freed by the time bound alone (500 ms here), not by the run.
+      await waitUntil(() => slotsHeld(gateway) === 0, `the slot of attempt ${round}`);
+    }
+    expect(HOOK_HANG_RETRY_FACTOR).toBe(10);
+  });
 });
