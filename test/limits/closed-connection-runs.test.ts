@@ -9,7 +9,7 @@
  */
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
-import { WebSocket } from 'ws';
+import type { WebSocket } from 'ws';
 import type { Gateway } from '../../src/server/gateway.js';
 import { Resources } from '../support/resources.js';
 import { attemptUpgrade, closeOf, openSocket } from '../support/sockets.js';
@@ -107,17 +107,10 @@ describe('runs that outlive their connection', () => {
           for (const step of ops) {
             if (step.k === 'open') {
               const expected = held() < PER_IP ? 'open' : 429;
-              const socket = res.track(new WebSocket(url));
-              const outcome = await new Promise<number | 'open'>((resolve) => {
-                socket.on('error', () => undefined);
-                socket.once('open', () => resolve('open'));
-                socket.once('unexpected-response', (_req, response) => {
-                  response.resume();
-                  resolve(response.statusCode ?? 0);
-                  socket.terminate();
-                });
-              });
+              const outcome = await attemptUpgrade(res, url);
               expect(outcome).toBe(expected);
+              // attemptUpgrade tracks the socket it made: the last one.
+              const socket = res.sockets.at(-1)!;
               if (outcome === 'open') conns.push({ socket, open: true, runs: new Set() });
             } else if (step.k === 'run') {
               const live = open();
