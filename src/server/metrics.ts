@@ -62,6 +62,8 @@ export interface MetricsSources {
   subscriptionsByPattern?(): Record<string, number>;
   /** Topics the node holds on the broker for its clients (what limits.maxTopics bounds). */
   topicsHeld?(): number;
+  /** Closed connections whose slots wait for the handlers they left running to settle. */
+  closedHoldingSlots?(): number;
   dropped(): number;
   slowConsumerDisconnects(): number;
   /**
@@ -189,6 +191,17 @@ export class GatewayMetrics {
         registers,
         collect() {
           this.set(topicsHeld());
+        },
+      });
+    }
+    const closedHolding = sources.closedHoldingSlots?.bind(sources);
+    if (closedHolding) {
+      new Gauge({
+        name: 'rpc_closed_connections_holding_slots',
+        help: 'Closed connections still counted in the connection limits: their handlers (or authorize hooks) have not settled.',
+        registers,
+        collect() {
+          this.set(closedHolding());
         },
       });
     }

@@ -11,6 +11,7 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { WebSocket } from 'ws';
 import type { Gateway } from '../../src/server/gateway.js';
+import { sampleValue, scrape } from '../support/metrics.js';
 import { Resources } from '../support/resources.js';
 import { attemptUpgrade, closeOf, openSocket } from '../support/sockets.js';
 import { waitFor } from '../support/waiting.js';
@@ -25,9 +26,14 @@ async function holdingGateway(maxConnectionsPerIp: number) {
   const waiting = new Map<string, () => void>();
   const hold = (key: string): Promise<void> =>
     new Promise((resolve) => waiting.set(key, () => resolve()));
-  const { url, gateway } = await res.gateway({
+  const { url, httpUrl, gateway } = await res.gateway({
     heartbeatIntervalMs: 0,
-    limits: { maxConnectionsPerIp, connectionsPerSecondPerIp: 0, ratePerSecond: 0 },
+    limits: {
+      maxConnectionsPerIp,
+      connectionsPerSecondPerIp: 0,
+      ratePerSecond: 0,
+      metricsCacheMs: 0,
+    },
     authorize: ({ method, params }) =>
       method === 'guarded' ? hold((params as [string])[0]).then(() => true) : true,
   });
@@ -41,7 +47,10 @@ async function holdingGateway(maxConnectionsPerIp: number) {
     waiting.delete(key);
     for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve));
   };
-  return { url, gateway, waiting, settle };
+  /** The gauge of closed connections whose slots are held. */
+  const holding = async (): Promise<number | undefined> =>
+    sampleValue(await scrape(httpUrl), 'rpc_closed_connections_holding_slots');
+  return { url, gateway, waiting, settle, holding };
 }
 
 type Kind = 'hold' | 'note' | 'guarded';
@@ -71,12 +80,15 @@ async function closeClient(socket: WebSocket, gateway: Gateway, open: number): P
 describe('runs that outlive their connection', () => {
   for (const kind of ['hold', 'note', 'guarded'] as const) {
     it(`a ${kind === 'hold' ? 'call' : kind === 'note' ? 'notification' : 'call waiting on authorize'} left running holds the closed connection's slot until it settles`, async () => {
-      const { url, gateway, waiting, settle } = await holdingGateway(1);
+      const { url, gateway, waiting, settle, holding } = await holdingGateway(1);
       const socket = await openSocket(res, url);
       await startRun(socket, waiting, kind, 'k1');
+      expect(await holding()).toBe(0);
       await closeClient(socket, gateway, 0);
+      expect(await holding()).toBe(1);
       expect(await attemptUpgrade(res, url)).toBe(429);
       await settle('k1');
+      expect(await holding()).toBe(0);
       expect(await attemptUpgrade(res, url)).toBe('open');
     });
   }
