@@ -43,8 +43,6 @@ export const MAX_AUTHENTICATE_REFUSALS = 3;
  */
 export const MAX_WAITING_AUTHENTICATIONS = 2;
 
-// Where the time a hung run of the hook holds its place is set (connections opening use it too).
-export { HOOK_HANG_RETRY_FACTOR } from './run-authenticate.js';
 /** How long an expired session's calls in flight have to finish before the close (4419). */
 export const EXPIRY_CLOSE_DEADLINE_MS = 10_000;
 /** The longest delay a Node timer takes; longer ones are waited for in steps. */

@@ -167,12 +167,12 @@ export class SessionTable<C> implements LocalSessions {
     this.connectedSubject.next(session);
   }
 
-  /** Closed sessions whose slots are held until the runs they left going settle (onClosed). */
-  #holding = 0;
+  /** Closed sessions' peers whose slots are held until the runs they left going settle. */
+  readonly #holding = new Set<Peer<Session<C>>>();
 
   /** How many closed sessions hold their slots for the runs they left going (a metric). */
   get closedHoldingSlots(): number {
-    return this.#holding;
+    return this.#holding.size;
   }
 
   /** The peers' close hook (PeerConfig.onClosed) of every session `open` keeps. */
@@ -184,18 +184,12 @@ export class SessionTable<C> implements LocalSessions {
     // client could close and open again to run any number of them.
     const { user, remoteAddress } = session;
     const kind = session.transport.kind;
-    let released = false;
-    let counted = false;
+    this.#holding.add(peer);
     peer.afterRuns(() => {
-      released = true;
-      if (counted) this.#holding--;
+      this.#holding.delete(peer);
       this.deps.admission.release(kind, remoteAddress);
       if (user !== undefined) this.deps.admission.users?.closed(user);
     });
-    if (!released) {
-      counted = true;
-      this.#holding++;
-    }
     this.deps.pubsub.detach(session);
     session.inbox?.close();
     if (session.user !== undefined) {

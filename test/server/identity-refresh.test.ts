@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../src/protocol/error-codes.js';
 import { startGateway } from '../support/gateway.js';
 import type { RunningGateway } from '../support/gateway.js';
-import { HOOK_HANG_RETRY_FACTOR } from '../../src/server/identity.js';
+import { HOOK_HANG_RETRY_FACTOR } from '../../src/server/run-authenticate.js';
 import { deferred } from '../support/promises.js';
 import { token, tokenIdentity } from './identity-tokens.js';
 import type { TestContext } from './identity-tokens.js';
