@@ -238,7 +238,13 @@ describe('an authenticate hook given up on', () => {
       },
     });
     for (let round = 1; round <= 2; round++) {
-      expect(await attempt('http', 0, 0, httpUrl)).toBe(503);
+      const response = await fetch(`${httpUrl}/rpc`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: CALL,
+      });
+      expect(response.status).toBe(503);
+      expect(await response.text()).toBe('Authentication timed out\n');
       expect(calls).toBe(round);
       // Freed by the time bound alone (500 ms here), not by the run.
       await waitUntil(() => slotsHeld(gateway) === 0, `the slot of attempt ${round}`);
