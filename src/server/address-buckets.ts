@@ -37,7 +37,9 @@ export class AddressBuckets {
  * limits.bytesPerSecondPerIp for HTTP bodies (POST /rpc and an event stream's POSTs), burst two
  * messages of the largest cost: `maxMessageBytes`, or `messageCostBytes` when that is more (a
  * body costs at least it), so that two POSTs one after the other are never refused for a burst
- * too small for them, however soon the second comes; undefined when off.
+ * too small for them, however soon the second comes; and at least two milliseconds of the rate:
+ * the bucket refills by whole milliseconds, so with less, POSTs well within the rate that came
+ * in one millisecond would be refused (three small ones, at 8 MiB/s). Undefined when off.
  */
 export function postByteBuckets(limits: {
   bytesPerSecondPerIp: number;
@@ -46,6 +48,9 @@ export function postByteBuckets(limits: {
 }): AddressBuckets | undefined {
   const { bytesPerSecondPerIp, maxMessageBytes, messageCostBytes } = limits;
   return bytesPerSecondPerIp > 0
-    ? new AddressBuckets(bytesPerSecondPerIp, 2 * Math.max(maxMessageBytes, messageCostBytes))
+    ? new AddressBuckets(
+        bytesPerSecondPerIp,
+        Math.max(2 * Math.max(maxMessageBytes, messageCostBytes), bytesPerSecondPerIp / 500),
+      )
     : undefined;
 }

@@ -1,11 +1,13 @@
 /**
  * POST bodies are charged to their address's limits.bytesPerSecondPerIp bucket (burst twice
- * the larger of maxMessageBytes and messageCostBytes), as its WebSocket messages are: a body the bucket does not hold is refused
+ * the larger of maxMessageBytes and messageCostBytes, and at least 2 ms of the rate), as its WebSocket messages are: a body the bucket does not hold is refused
  * 429 with Retry-After before it is parsed, and counted as an `ip-bytes` refusal. Without it an
  * address could ask the event loop to parse some 1 GiB/s through POSTs (1,000 requests of 1 MiB),
  * while its WebSocket connections were held to the budget.
  */
 import { afterEach, expect, it } from 'vitest';
+import { postByteBuckets } from '../../src/server/address-buckets.js';
+import { resolveLimits } from '../../src/server/options.js';
 import { scrape, sampleValue } from '../support/metrics.js';
 import { Resources } from '../support/resources.js';
 
@@ -80,6 +82,18 @@ it('with bytesPerSecondPerIp 0, POST bodies are not charged', async () => {
       JSON.stringify({ jsonrpc: '2.0', id: i, method: 'echo', params: ['x'.repeat(3000)] }),
     );
     expect(answer.status).toBe(200);
+  }
+});
+
+it('the burst holds two milliseconds of the rate: small bodies within it that come in one millisecond are all taken', () => {
+  // The bucket refills by whole milliseconds: at the default 8 MiB/s, 16 KiB at once.
+  const limits = resolveLimits({ maxMessageBytes: 200 });
+  const bucket = postByteBuckets(limits)!.of('127.0.0.1');
+  const cost = limits.messageCostBytes;
+  for (let i = 0; i < 10; i++) {
+    // Ten bodies in a tight loop (a millisecond or less): far below the rate, none refused.
+    expect(bucket.available()).toBeGreaterThanOrEqual(cost);
+    bucket.spend(cost);
   }
 });
 
