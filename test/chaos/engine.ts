@@ -848,7 +848,8 @@ class Engine {
               `${sub.label} owed the seqs after ${point(w.after)} up to ${until}: ` +
               `${told.countedGaps} counted and ${told.unknownGaps} unknown gap signals, ` +
               `${sub.events.reduce((n, e) => n + (e.missed ?? 0), 0)} missed, ` +
-              `${sub.epochNotices} epoch notices, ${sub.reconnectRequests} rpc.reconnect` +
+              `${sub.epochNotices} epoch notices, ${sub.reconnectRequests} rpc.reconnect, ` +
+              `${sub.pingsAnswered} rpc.ping answered` +
               (sub.closeCode === undefined ? '' : `, closed ${sub.closeCode}`)
             );
           })

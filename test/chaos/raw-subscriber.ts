@@ -17,6 +17,9 @@ import type { ReceivedEvent, SeqPoint } from './accounting.js';
 
 export type RawKind = 'position' | 'plain';
 
+const isRequestId = (id: unknown): id is string | number =>
+  typeof id === 'string' || typeof id === 'number';
+
 interface Params {
   subscription?: unknown;
   seq?: unknown;
@@ -41,6 +44,8 @@ export class RawSubscriber {
   epochNotices = 0;
   /** `rpc.reconnect` requests received (ignored: it never reconnects). */
   reconnectRequests = 0;
+  /** `rpc.ping` requests answered (a drain sends one after its `rpc.reconnect`). */
+  pingsAnswered = 0;
   /** When the subscribe reply arrived, and the broker numbering publishes went to then. */
   subscribedAt = 0;
   gen = 0;
@@ -120,6 +125,10 @@ export class RawSubscriber {
           if (this.position !== undefined) resolve();
         } else if (frame.method === 'rpc.reconnect') {
           this.reconnectRequests++;
+        } else if (frame.method === 'rpc.ping' && isRequestId(frame.id)) {
+          // A drain's barrier after its notice: answered as the wire protocol asks of a client.
+          this.pingsAnswered++;
+          socket.send(JSON.stringify({ jsonrpc: '2.0', result: 'pong', id: frame.id }));
         } else this.problems.push(`${this.label}: unexpected frame ${JSON.stringify(frame)}`);
       });
     });
