@@ -30,6 +30,8 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
    */
   private outliving = 0;
   private whenSettled: (() => void) | undefined;
+  /** Runs started for the connection that nothing waits for any more (holdWhile). */
+  private detached = 0;
 
   constructor(
     session: S,
@@ -54,8 +56,28 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
 
   /** What is in flight at the close outlives it until it settles. */
   override close(info: CloseInfo): void {
-    this.outliving = this.inFlightCount;
+    this.outliving = this.inFlightCount + this.detached;
     super.close(info);
+  }
+
+  /**
+   * A run started for this connection that nothing waits for any more (an identity hook given
+   * up on): once the connection has closed it holds what a handler left running holds, until it
+   * settles or `maxMs` has passed (a run that never settles must not hold it for good).
+   */
+  holdWhile(run: PromiseLike<unknown>, maxMs: number): void {
+    this.detached++;
+    let held = true;
+    const settled = (): void => {
+      if (!held) return;
+      held = false;
+      clearTimeout(giveUp);
+      this.detached--;
+      if (this.closeInfo) this.afterClose(-1);
+    };
+    const giveUp = setTimeout(settled, maxMs);
+    giveUp.unref?.();
+    run.then(settled, settled);
   }
 
   /**
@@ -63,8 +85,12 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
    * is): until then what they hold (their params, the session) is still the connection's.
    */
   afterRuns(done: () => void): void {
-    if (this.outliving === 0) done();
-    else this.whenSettled = done;
+    // Looked at once the turn's synchronous work is done: a handler that closed its own
+    // connection is counted only when it returns its promise, after the close hook that asks.
+    queueMicrotask(() => {
+      if (this.outliving === 0) done();
+      else this.whenSettled = done;
+    });
   }
 
   protected override afterClose(runs: number): void {
@@ -73,6 +99,12 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
     const done = this.whenSettled;
     this.whenSettled = undefined;
     done?.();
+  }
+
+  /** An authorize hook is asked and waited on: in flight, and outliving the close if after it. */
+  private hookStarted(): void {
+    this.authorizing++;
+    if (this.closeInfo) this.afterClose(1);
   }
 
   /** An authorize hook has decided (or failed): one fewer waited on. */
@@ -93,6 +125,9 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
     version: ProtocolVersion,
     traceparent?: string,
   ): Reply | Promise<Reply> {
+    // Closed by a member of the same frame (a handler that closes its own connection): the
+    // members after it are not run, as a frame read after the close is not.
+    if (this.closeInfo) return undefined;
     // A liveness probe is answered even while draining (the session is there until it closes),
     // but takes a rate token like any request: a flood of them is a flood.
     const ping = method === ReservedMethod.Ping;
@@ -138,6 +173,7 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
   }
 
   override notification(method: string, params: Params | undefined): void {
+    if (this.closeInfo) return;
     // A reserved one (rpc.cancel, an unknown rpc.*) takes a token as every message does; the
     // application's take theirs in accept, after the gate.
     if (isReservedMethod(method) && this.admit && !this.admit.take()) {
@@ -166,7 +202,7 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
         ? super.run(handler, id, method, params, version, traceparent)
         : this.rejected(id, method, version, ErrorCode.Unauthorized);
     }
-    this.authorizing++;
+    this.hookStarted();
     return Promise.resolve(verdict).then(
       (allowed) => {
         this.hookSettled();
@@ -206,7 +242,7 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
       if (verdict) this.deliverNotification(method, params);
       return;
     }
-    this.authorizing++;
+    this.hookStarted();
     Promise.resolve(verdict).then(
       (allowed) => {
         this.hookSettled();

@@ -364,7 +364,8 @@ export class Gateway<C = unknown> {
         // Labelled by declared topic (`room.*`), not by the names clients choose under it.
         subscriptionsByPattern: () => this.pubsub.subscriptionsByPattern(),
         topicsHeld: () => this.pubsub.topicsHeld(),
-        closedHoldingSlots: () => this.sessionTable.closedHoldingSlots,
+        closedHoldingSlots: () =>
+          this.sessionTable.closedHoldingSlots + this.httpRpc.closedHoldingSlots,
         dropped: () => this.pubsub.stats.dropped,
         slowConsumerDisconnects: () => this.pubsub.stats.slowConsumerDisconnects,
         methodLabel: (method) => this.registry.patternOf(method),

@@ -34,6 +34,19 @@ async function untilIdle(session: {
   }
 }
 
+/**
+ * Exchanges closed with runs left going (their caller gone, a revocation, the shutdown), by
+ * request: the runs' settling, which their admission slot and user count wait for (see run).
+ */
+const outlivingRuns = new WeakMap<UpgradeRequest, Promise<void>>();
+
+/** `release` now, or once the runs `upgrade`'s exchange left going have settled. */
+function afterOutliving(upgrade: UpgradeRequest, release: () => void): void {
+  const runs = outlivingRuns.get(upgrade);
+  if (runs) void runs.then(release);
+  else release();
+}
+
 export interface HttpRpcDeps<C> {
   admission: Admission;
   authenticate: ((request: UpgradeRequest) => C | Promise<C>) | undefined;
@@ -144,6 +157,13 @@ export class HttpRpc<C> {
 
   /** Requests being handled now; a drain waits for them. */
   private inFlight = 0;
+  /** Exchanges closed with runs left going, still counted in the connection limits (holdWhileRunning). */
+  private closedHolding = 0;
+
+  /** Exchanges closed with runs left going that still hold their slots (a gauge). */
+  get closedHoldingSlots(): number {
+    return this.closedHolding;
+  }
   /**
    * The exchanges in progress by their session's id, so a shutdown can end them and
    * revokeSession find one.
@@ -197,8 +217,11 @@ export class HttpRpc<C> {
     } finally {
       // Held until the work is done, not until the response is: a notification's handler runs
       // on after its 204, and counts against the limits until it ends (an authenticate hook
-      // given up on, until it settles: releaseAdmission).
-      releaseAdmission(upgrade, deps.limits.authenticateTimeoutMs, admitted);
+      // given up on, until it settles: releaseAdmission; runs a close left going, until they
+      // settle: run).
+      afterOutliving(upgrade, () =>
+        releaseAdmission(upgrade, deps.limits.authenticateTimeoutMs, admitted),
+      );
     }
   }
 
@@ -248,7 +271,7 @@ export class HttpRpc<C> {
     try {
       await this.run(req, res, upgrade, context, user, mark);
     } finally {
-      deps.admission.users.closed(user);
+      afterOutliving(upgrade, () => deps.admission.users.closed(user));
     }
   }
 
@@ -358,7 +381,26 @@ export class HttpRpc<C> {
       res.off('close', abandon);
       this.untrack(exchange, user);
       deps.ended(session);
+      if (session.isClosed) this.holdWhileRunning(upgrade, session);
     }
+  }
+
+  /**
+   * A closed exchange's runs still going (handlers that do not heed ctx.signal, authorize hooks
+   * deciding) keep what they hold counted as this address's and this user's until they settle,
+   * as a closed connection's do: else a caller could leave and POST again to have the node run,
+   * and hold the params of, any number of them. Not awaited by the exchange: a drain waits for
+   * exchanges, not for what their close left behind.
+   */
+  private holdWhileRunning(upgrade: UpgradeRequest, session: Session<C>): void {
+    this.closedHolding++;
+    const settled = new Promise<void>((resolve) =>
+      session.peer.afterRuns(() => {
+        this.closedHolding--;
+        resolve();
+      }),
+    );
+    outlivingRuns.set(upgrade, settled);
   }
 
   /** End every exchange still running (their handlers are aborted): the last step of a shutdown. */
