@@ -83,6 +83,15 @@ export class Peer<S = unknown> extends PeerCore<S> {
   }
 
   /**
+   * Hold what this connection's close releases (afterRuns) while `run` goes on, for `maxMs` at
+   * most: a run started for the connection that nothing waits for any more (an identity hook
+   * given up on).
+   */
+  holdWhile(run: PromiseLike<unknown>, maxMs: number): void {
+    (this.incoming as IncomingDispatch<S>).holdWhile(run, maxMs);
+  }
+
+  /**
    * Every id echoed as sent, found the fastest way (idTextsOf). A batch's members after the
    * first cost the transport's input budget too (Transport.chargeMessages): it counted the
    * frame as one message. Params holding a number JSON.stringify would write otherwise keep

@@ -362,6 +362,9 @@ export class IdentityService<C> {
         HOOK_HANG_RETRY_FACTOR * config.limits.authenticateTimeoutMs,
       ).unref();
       run.then(settled, settled);
+      // And the connection's slots, should it close meanwhile: else an address could close and
+      // open again to start more runs of a hung provider than it has connections.
+      session.peer.holdWhile(run, HOOK_HANG_RETRY_FACTOR * config.limits.authenticateTimeoutMs);
     }
     if (!outcome.ok) return refusalOf(outcome);
     const context = outcome.context;

@@ -9,11 +9,16 @@ import type { TestContext } from './identity-tokens.js';
 import { openRawRpc } from './raw-rpc.js';
 import type { RawRpc } from './raw-rpc.js';
 import { waitUntil } from '../support/waiting.js';
+import { Resources } from '../support/resources.js';
+import { attemptUpgrade } from '../support/sockets.js';
 
 let running: RunningGateway<TestContext> | undefined;
 const sockets: RawRpc[] = [];
+/** Upgrades tried by hand (attemptUpgrade). */
+const upgrades = new Resources();
 afterEach(async () => {
   for (const s of sockets.splice(0)) s.close();
+  await upgrades.cleanup();
   await running?.gateway.close();
   running = undefined;
 });
@@ -284,6 +289,34 @@ describe('refresh and expiry', () => {
 });
 
 describe('a hook that hangs', () => {
+  it("holds a closed connection's slot until its run settles: closing and opening again starts no more runs than the limit", async () => {
+    const base = tokenIdentity();
+    const hanging = deferred<TestContext>();
+    running = await startGateway<TestContext>({
+      ...base,
+      heartbeatIntervalMs: 0,
+      limits: { authenticateTimeoutMs: 200, maxConnectionsPerIp: 1, connectionsPerSecondPerIp: 0 },
+      authenticate: (request) =>
+        request.phase === 'upgrade' ? base.authenticate!(request) : hanging.promise,
+    });
+    const socket = await open(running.url, token({ user: 'ann', ttl: 60_000 }));
+    const reply = await socket.request('rpc.authenticate', {
+      token: token({ user: 'ann', ttl: 120_000 }),
+    });
+    expect(reply.error).toMatchObject({ data: { reason: 'unavailable', status: 503 } });
+    socket.close();
+    await socket.closed;
+    await waitUntil(() => running!.gateway.sessions.size === 0, 'the session gone');
+    // The run the connection left going keeps its place: refused before the hook is asked.
+    expect(await attemptUpgrade(upgrades, running.url)).toBe(429);
+    hanging.resolve({ user: 'ann', expiresAt: Date.now() + 120_000 } as TestContext);
+    // Then the address is admitted again (and refused 401 here: this attempt has no token).
+    await waitUntil(
+      async () => (await attemptUpgrade(upgrades, running!.url)) === 401,
+      'the slot released',
+    );
+  });
+
   it('leaves one run behind per connection per HOOK_HANG_RETRY_FACTOR timeouts: the tokens after it are refused without running it again', async () => {
     const base = tokenIdentity();
     const hanging = deferred<TestContext>();
