@@ -661,6 +661,13 @@ export class SseSocket implements WebSocketLike {
           return;
         }
         this.keepaliveOut = true;
+        // One out at a time, and given up once the gateway's window (everyMs) has passed without
+        // an answer: a keepalive held somewhere (a dead pooled connection, a proxy) must not keep
+        // the next ones from going.
+        const given = new AbortController();
+        const giveUp = (): void => given.abort();
+        const timer = setTimeout(giveUp, everyMs);
+        this.abort.signal.addEventListener('abort', giveUp);
         this.fetch(this.url, {
           method: 'POST',
           headers: {
@@ -669,7 +676,7 @@ export class SseSocket implements WebSocketLike {
             'x-wsrpc-keepalive': '1',
           },
           credentials: 'include',
-          signal: this.abort.signal,
+          signal: given.signal,
         })
           .then(
             // Nothing to read: the body let go; neither it nor a connection lost is the
@@ -677,7 +684,11 @@ export class SseSocket implements WebSocketLike {
             (res) => res.body?.cancel().catch(() => undefined),
             () => undefined,
           )
-          .finally(() => (this.keepaliveOut = false));
+          .finally(() => {
+            clearTimeout(timer);
+            this.abort.signal.removeEventListener('abort', giveUp);
+            this.keepaliveOut = false;
+          });
       },
       Math.max(MIN_KEEPALIVE_MS, everyMs / 2),
     );
