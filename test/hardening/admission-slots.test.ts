@@ -231,7 +231,7 @@ describe('an authenticate hook given up on', () => {
   it('one that never settles holds its slot for HOOK_HANG_RETRY_FACTOR × authenticateTimeoutMs at most', async () => {
     let calls = 0;
     const { gateway, httpUrl } = await res.gateway<string>({
-      limits: { maxConnections: 1, maxConnectionsPerIp: 1, authenticateTimeoutMs: 50 },
+      limits: { maxConnections: 1, maxConnectionsPerIp: 1, authenticateTimeoutMs: 100 },
       authenticate: () => {
         calls++;
         return new Promise<string>(() => undefined); // never answers
@@ -246,7 +246,11 @@ describe('an authenticate hook given up on', () => {
       expect(response.status).toBe(503);
       expect(await response.text()).toBe('Authentication timed out\n');
       expect(calls).toBe(round);
-      // Freed by the time bound alone (500 ms here), not by the run.
+      // Held past the 503 (a tenth of the bound later, still held)...
+      expect(slotsHeld(gateway)).toBe(1);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(slotsHeld(gateway)).toBe(1);
+      // ...and freed by the time bound alone (1 s here), not by the run.
       await waitUntil(() => slotsHeld(gateway) === 0, `the slot of attempt ${round}`);
     }
     expect(HOOK_HANG_RETRY_FACTOR).toBe(10);
