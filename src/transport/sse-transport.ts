@@ -62,6 +62,13 @@ interface SentEvent {
 }
 
 /** One SSE event: its `id:` line, then the text's lines each as a `data:` line. */
+const STREAM_HEADERS = {
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-store',
+  // nginx passes the stream on as it comes with this, whatever its proxy_buffering.
+  'x-accel-buffering': 'no',
+} as const;
+
 function eventText(id: number | undefined, text: string, event?: string): string {
   const head = (event ? `event: ${event}\n` : '') + (id === undefined ? '' : `id: ${id}\n`);
   return `${head}data: ${text.split('\n').join('\ndata: ')}\n\n`;
@@ -147,6 +154,7 @@ export class SseTransport implements ServerTransport, BudgetMember {
   private bodyBytes = 0;
   /** The code the session closed with. */
   private closedWith: number | undefined;
+  private closedBecause = '';
   /**
    * The session's rate limit (limits.ratePerSecond), set by its owner once the session is open:
    * what `refuse` takes a token of. Undefined: no limit.
@@ -251,7 +259,14 @@ export class SseTransport implements ServerTransport, BudgetMember {
    * what it missed on the other comes again from the replay buffer.
    */
   attach(res: ServerResponse, lastEventId: number | undefined): boolean {
-    if (this.closed) return false;
+    if (this.closed) {
+      // Closed before its stream came (by an observer of `connected$`, on the session's opening
+      // GET): the stream is just the close event, as it would have ended with one.
+      res.writeHead(200, STREAM_HEADERS);
+      const close = JSON.stringify({ code: this.closedWith, reason: this.closedBecause });
+      res.end(eventText(undefined, close, 'close'));
+      return false;
+    }
     const previous = this.stream;
     this.stream = undefined;
     if (previous) {
@@ -260,12 +275,7 @@ export class SseTransport implements ServerTransport, BudgetMember {
     }
     clearTimeout(this.graceTimer);
     this.graceTimer = undefined;
-    res.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-store',
-      // nginx passes the stream on as it comes with this, whatever its proxy_buffering.
-      'x-accel-buffering': 'no',
-    });
+    res.writeHead(200, STREAM_HEADERS);
     // A response queued behind another on a pipelined connection has no socket yet, and gets
     // no 'close' if the connection dies first: its socket's close is heard too.
     const socket = res.req.socket;
@@ -377,6 +387,7 @@ export class SseTransport implements ServerTransport, BudgetMember {
     if (this.closed) return;
     this.closed = true;
     this.closedWith = code;
+    this.closedBecause = reason;
     this.bodyBytes = 0;
     this.budget?.leave(this);
     clearTimeout(this.graceTimer);
