@@ -38,7 +38,7 @@ import { CompactMap } from './compact-map.js';
 import type { HeldOutput } from './held-output.js';
 import type { BudgetLedger } from '../transport/output-budget.js';
 import { StreamContext } from './stream-context.js';
-import { pulledSource } from './pulled-stream.js';
+import { pullGateOf, pulledSource } from './pulled-stream.js';
 import type {
   PubSubLimits,
   PubSubStats,
@@ -502,7 +502,7 @@ export class PubSubService<C> {
         if (isObservable(returned)) {
           return this.startStream(session, table, returned, stream.flow, ctx, streamCtx);
         }
-        const source = pulledSource(await returned, session.transport, stream.flow.highWaterMark);
+        const source = pulledSource(await returned, pullGateOf(session), stream.flow.highWaterMark);
         const standsFor = streamCtx.standsFor;
         const weighed: Weighed | undefined = standsFor && {
           seen,

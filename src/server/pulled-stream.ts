@@ -1,10 +1,34 @@
 import { Observable, from } from 'rxjs';
+import { SseTransport } from '../transport/sse-transport.js';
+import type { Session } from './session.js';
 
 /** What a pulled stream waits on: the subscriber's socket. */
 export interface PullGate {
   readonly bufferedAmount: number;
   /** Call `listener` once the write buffer has emptied; returns a function that cancels it. */
   onDrain(listener: () => void): () => void;
+}
+
+/**
+ * What a session's pulled streams wait on: what it holds back for the client (held output while
+ * its identity is refreshed) and what its socket has not sent. An event stream between a drop
+ * and its resume has no socket: what it sent meanwhile waits in its replay buffer, which counts
+ * instead, and a generator past the mark waits for the resume; else it would run on unpaced (a
+ * generator that awaits nothing real, without end, in microtasks that hold the event loop) and
+ * what it made past the replay buffer's bound would be lost.
+ */
+export function pullGateOf<C>(session: Session<C>): PullGate {
+  const { transport } = session;
+  if (!(transport instanceof SseTransport)) return session;
+  return {
+    get bufferedAmount(): number {
+      return transport.streaming
+        ? session.bufferedAmount
+        : session.bufferedAmount + transport.replayKeptBytes;
+    },
+    onDrain: (listener) =>
+      transport.streaming ? session.onDrain(listener) : transport.onStreamBack(listener),
+  };
 }
 
 /**

@@ -132,6 +132,8 @@ export class SseTransport implements ServerTransport, BudgetMember {
   readonly canPush = true;
   private listener: TransportListener | undefined;
   private stream: ServerResponse | undefined;
+  /** Told once a stream is attached again, or the session closes (onStreamBack). */
+  private readonly streamWaiters = new Set<() => void>();
   /** Kept events from `sentFrom` on; the slots before it are emptied, waiting to be compacted. */
   private readonly sent: (SentEvent | undefined)[] = [];
   private sentFrom = 0;
@@ -319,7 +321,33 @@ export class SseTransport implements ServerTransport, BudgetMember {
     // and its stall look, so a reader that never reads cannot have comments queued without end.
     this.heartbeatTimer = setInterval(() => this.write(': heartbeat\n\n'), this.limits.heartbeatMs);
     this.heartbeatTimer.unref();
+    this.tellStreamBack();
     return true;
+  }
+
+  /** Whether the session has a stream now (between a drop and its resume, it has none). */
+  get streaming(): boolean {
+    return this.stream !== undefined;
+  }
+
+  /**
+   * Call `listener` once a stream is attached again (a resume), or once the session closes;
+   * returns a function that cancels it. What waits for the client's next stream waits here,
+   * not on `onDrain`, which has nothing to wait for without one.
+   */
+  onStreamBack(listener: () => void): () => void {
+    if (this.closed || this.stream) {
+      const timer = setTimeout(listener, 0);
+      return () => clearTimeout(timer);
+    }
+    this.streamWaiters.add(listener);
+    return () => this.streamWaiters.delete(listener);
+  }
+
+  private tellStreamBack(): void {
+    const waiters = [...this.streamWaiters];
+    this.streamWaiters.clear();
+    for (const waiter of waiters) waiter();
   }
 
   /** One message (or batch) the client POSTed. */
@@ -399,6 +427,7 @@ export class SseTransport implements ServerTransport, BudgetMember {
     this.sent.length = 0;
     this.sentBytes = 0;
     this.onClosed(this);
+    this.tellStreamBack();
     // As a socket's close event would: after the caller's turn.
     setImmediate(() => this.listener?.transportClosed(code, reason));
   }

@@ -257,6 +257,45 @@ describe('output of an expired session whose refresh is being checked', () => {
     gate.release.resolve();
   });
 
+  it('a generator stream is paused while its output is held, and goes on after the release: no value skipped', async () => {
+    const { gate } = await startSlowRefresh();
+    const { gateway } = running!;
+    const go = deferred<void>();
+    const VALUES = 40;
+    gateway.stream(
+      'gen',
+      async function* () {
+        await go.promise;
+        for (let i = 1; i <= VALUES; i++) yield `${i}:${'z'.repeat(300)}`;
+      },
+      { highWaterMark: 1024 },
+    );
+    const socket = await open(running!.url, token({ user: 'ann', ttl: TTL_MS }));
+    expect((await socket.request('subscribe', ['gen'])).error).toBeUndefined();
+    const began = gate.began;
+    const reply = socket.request('rpc.authenticate', {
+      token: token({ user: 'ann', ttl: 120_000 }),
+    });
+    await waitUntil(() => gate.began > began, 'the check');
+    await untilExpired(socket);
+    go.resolve();
+    await sleep(50);
+    expect(appNotifications(socket)).toEqual([]);
+    gate.release.resolve();
+    expect((await reply).error).toBeUndefined();
+    await waitUntil(
+      () => appNotifications(socket).some((n) => (n.params as { complete?: boolean }).complete),
+      'the stream complete',
+    );
+    const got = appNotifications(socket)
+      .map((n) => n.params as { result?: string; missed?: number })
+      .filter((p) => p.result !== undefined || p.missed !== undefined);
+    expect(got.map((p) => p.missed ?? 0).reduce((a, b) => a + b, 0)).toBe(0);
+    expect(got.map((p) => Number(p.result!.split(':')[0]))).toEqual(
+      Array.from({ length: VALUES }, (_, i) => i + 1),
+    );
+  });
+
   it("past a topic's highWaterMark, its slow-consumer policy applies: dropped messages are told as missed", async () => {
     const { gate } = await startSlowRefresh();
     const { gateway } = running!;
