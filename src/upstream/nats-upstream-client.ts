@@ -128,6 +128,9 @@ export class NatsUpstreamClient extends UpstreamEndpoint {
     if (this.down) {
       throw new UpstreamError('unavailable', this.name, 'not connected', 'reconnecting', true);
     }
+    // Given up while the connection was made (its timeout, its caller gone): reported as failed
+    // already, so not sent (a call's exchange checks the same).
+    if (request.aborted) throw request.abortReason as Error;
     const headers = link.nats.headers();
     for (const [name, value] of Object.entries(request.headers)) headers.set(name, value);
     const payload = requestText(request);
