@@ -53,7 +53,9 @@ export function matchesTopic(patterns: readonly string[], topic: string): boolea
  * subscriptions, which maxSubscriptions bounds), and when the address's share is full and the
  * session has no call of its own, the session waits in line for the next slot another session
  * of the address gives back (each session at most once, so the line is at most the address's
- * connections, which maxConnectionsPerIp bounds).
+ * connections, which maxConnectionsPerIp bounds). A slot given back goes to the line before the
+ * giving session's own queue, so a session in line waits for at most one slot per session ahead
+ * of it, not for as long as other sessions keep their queues full.
  */
 export function subscribeHook(
   config: SubscribeHookConfig,
@@ -78,15 +80,31 @@ export function subscribeHook(
   const perAddress = new KeyedShares(config.maxConcurrentPerAddress);
   // Per address group: sessions whose refresh waits for one of the address's slots, in order.
   const addressLines = new Map<string, Lane[]>();
-  /** The ending call's slots: to its session's next call, else to the address's line, else free. */
+  /** A lane into its address's line, to be admitted when a slot of the address comes back. */
+  const joinLine = (lane: Lane, group: string): void => {
+    const line = addressLines.get(group);
+    if (line) line.push(lane);
+    else addressLines.set(group, [lane]);
+  };
+  /**
+   * The ending call's slots: to the first session waiting in the address's line, else to its own
+   * session's next call, else free. The line goes first: were a session's own queue served
+   * first, other sessions of the address that keep theirs full would hold every slot, and a
+   * refresh waiting in line would wait for as long as they like. A session left with waiting
+   * calls and none running takes its place in the line in turn.
+   */
   const release = (lane: Lane): void => {
     const group = lane.group;
-    if (!lane.next() || group === undefined) return;
-    const line = addressLines.get(group);
-    const heir = line?.shift();
-    if (line?.length === 0) addressLines.delete(group);
-    if (heir) heir.admit();
-    else perAddress.give(group);
+    const line = group === undefined ? undefined : addressLines.get(group);
+    if (group === undefined || line === undefined) {
+      if (lane.next() && group !== undefined) perAddress.give(group);
+      return;
+    }
+    const heir = line.shift()!;
+    if (line.length === 0) addressLines.delete(group);
+    lane.running--;
+    heir.admit();
+    if (lane.running === 0 && lane.waiting.length > 0) joinLine(lane, group);
   };
   const lanes = new WeakMap<object, Lane>();
   const laneOf = (session: TopicRequest['session']): Lane => {
@@ -163,9 +181,7 @@ export function subscribeHook(
       // The session's other checks queue behind this one (its `waiting` is no longer empty).
       await new Promise<void>((resolve) => {
         lane.waiting.push(resolve);
-        const line = addressLines.get(group);
-        if (line) line.push(lane);
-        else addressLines.set(group, [lane]);
+        joinLine(lane, group);
       });
     } else if (addressFull) {
       // No call of its own to wait for: waiting would be on other sessions, unbounded in time.

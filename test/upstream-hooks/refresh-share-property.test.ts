@@ -11,7 +11,71 @@ import type { JsonRpcHttpClient } from '../../src/upstream/json-rpc-http-client.
 
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
+/** The hook under test, its upstream a list of the calls it was asked, answered by the test. */
+function hookWith(shares: { perSession: number; perAddress: number; queued: number }) {
+  const open: { session: string; topic: string; answer: () => void }[] = [];
+  const client = {
+    name: 'auth',
+    call: (_method: string, params: { sessionId: string; topic: string }) =>
+      new Promise((resolve) => {
+        open.push({
+          session: params.sessionId,
+          topic: params.topic,
+          answer: () => resolve({ allow: true }),
+        });
+      }),
+  } as unknown as JsonRpcHttpClient;
+  const authorize = subscribeHook(
+    {
+      upstream: undefined as never,
+      timeoutMs: 60_000,
+      onFailure: 'refuse',
+      topics: ['*'],
+      maxConcurrentPerSession: shares.perSession,
+      maxConcurrentPerAddress: shares.perAddress,
+      maxQueuedPerSession: shares.queued,
+    },
+    client,
+    {
+      logger: silentLogger,
+      tracing: noTracing,
+      metrics: new HookMetrics(),
+      userOf: () => undefined,
+      contextOf: () => null,
+    },
+  );
+  return { open, authorize };
+}
+
 describe('refresh checks and the subscribe hook shares', () => {
+  it("a refresh waiting in its address's line gets the next slot given back, ahead of other sessions' queues", async () => {
+    const { open, authorize } = hookWith({ perSession: 2, perAddress: 2, queued: 10 });
+    const session = (id: string) => ({ id, context: null, remoteAddress: '203.0.113.7' });
+    const [a, b] = [session('a'), session('b')];
+    // a holds the address's two slots, and keeps five more subscribes waiting behind them.
+    for (let i = 0; i < 7; i++) {
+      void Promise.resolve(authorize({ session: a, topic: `a${i}`, params: undefined })).catch(
+        () => undefined,
+      );
+    }
+    const refreshed = Promise.resolve(
+      authorize({ session: b, topic: 'b0', params: undefined, refresh: true }),
+    );
+    await flush();
+    expect(open.map((o) => o.topic)).toEqual(['a0', 'a1']);
+    open.shift()!.answer();
+    await flush();
+    // The slot a gave back is the waiting refresh's, not a's next subscribe's.
+    expect(open.map((o) => o.topic)).toEqual(['a1', 'b0']);
+    open.splice(1, 1)[0]!.answer();
+    expect(await refreshed).toBe(true);
+    // a's subscribes are asked in order as slots come back, none lost.
+    while (open.length > 0) {
+      open.shift()!.answer();
+      await flush();
+    }
+  });
+
   it('are never refused, never exceed a share, and all end up asked', async () => {
     const step = fc.oneof(
       fc.record({
