@@ -130,6 +130,8 @@ function addressInputsOf(limits: Required<GatewayLimits>): AddressInputLimits | 
   return new AddressInputLimits(own, new RateLimit(bytesPerSecondPerIp, burst), maxConnections);
 }
 
+
+const ignoreError = (): void => undefined;
 export class ConnectionIntake<C> {
   private readonly wss: WebSocketServer;
   private readonly tcpServers = new Set<TcpServer>();
@@ -239,6 +241,8 @@ export class ConnectionIntake<C> {
       server.once('error', reject);
       server.listen(port, host, () => {
         server.off('error', reject);
+        // As the HTTP server's (Gateway.listen): a listening server's error is logged, not fatal.
+        server.on('error', (err: Error) => this.deps.logger.error({ err }, 'tcp server error'));
         const address = server.address() as AddressInfo;
         this.deps.logger.info(
           { host: address.address, port: address.port, tls: !!tls },
@@ -566,6 +570,11 @@ export class ConnectionIntake<C> {
     remoteAddress: string | undefined,
   ): Promise<Session<C> | undefined> {
     const { deps } = this;
+    // An error event nobody listens to ends the process: a pipe whose reader is gone fails the
+    // refusal's write (EPIPE), an input may fail while the hooks decide. Ignored here; once a
+    // transport serves the streams it listens to them itself.
+    input.on('error', ignoreError);
+    output.on('error', ignoreError);
     const refuse = (status: number, message: string, reason: string): undefined => {
       // A client can cause these at will: the first of an interval at info, the rest counted.
       deps.refusals.refused(

@@ -886,6 +886,9 @@ export class Gateway<C = unknown> {
       this.httpServer.once('error', onError);
       this.httpServer.listen(port, host, () => {
         this.httpServer.off('error', onError);
+        // A listening server's error (an accept that failed: out of file descriptors, memory)
+        // is logged: with nobody listening, the event would end the process.
+        this.httpServer.on('error', (err) => this.logger.error({ err }, 'http server error'));
         const address = this.httpServer.address() as AddressInfo;
         this.logger.info(
           { host: address.address, port: address.port, path: this.path },

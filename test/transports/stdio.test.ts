@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { PassThrough } from 'node:stream';
+import { PassThrough, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { firstValueFrom, lastValueFrom, take, toArray } from 'rxjs';
@@ -356,6 +356,33 @@ describe('serveStream in-process', () => {
       error: { code: -32004, message: 'A token is required', data: { status: 401 } },
       id: null,
     });
+    expect(gateway.sessions.size).toBe(0);
+  });
+
+  it('a refusal written to an output whose reader is gone (EPIPE) and an input that errors do not crash the process', async () => {
+    const gateway = streamGateway({
+      authenticate: async () => {
+        // The input fails while the hook decides.
+        input.destroy(new Error('read ECONNRESET'));
+        await new Promise((resolve) => setImmediate(resolve));
+        throw new UpgradeRejection(401, 'A token is required');
+      },
+    });
+    const input = new PassThrough();
+    let failedOnce!: () => void;
+    const failed = new Promise<void>((resolve) => (failedOnce = resolve));
+    // The other end is gone: every write fails, as a pipe's does once its reader has exited.
+    const output = new Writable({
+      write(_chunk, _encoding, callback) {
+        failedOnce();
+        callback(Object.assign(new Error('write EPIPE'), { code: 'EPIPE' }));
+      },
+    });
+    await expect(gateway.serveStream(input, output)).rejects.toThrow(/refused/);
+    await failed;
+    // The errors' events have been emitted by now (they follow the failed write in a tick).
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(output.destroyed).toBe(true);
     expect(gateway.sessions.size).toBe(0);
   });
 });
