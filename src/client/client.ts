@@ -232,6 +232,13 @@ export class RpcClient {
     this.#subscriptions = new ClientSubscriptions(
       {
         call: (method, params) => this.call(method, params),
+        get connection() {
+          return client.#livePeer();
+        },
+        callOn: (connection, method, params) =>
+          connection === this.#livePeer()
+            ? (connection as Peer<RpcClient>).call(method, params)
+            : Promise.reject(new NotConnectedError('Not connected')),
         subscribe: (method, params, onAccepted, withdrawn) =>
           this.#callUntimedWhileQueued(method, params, onAccepted, withdrawn),
         retryDelay: (attempt) =>
@@ -531,6 +538,9 @@ export class RpcClient {
    */
   #resend(peer: Peer<RpcClient>, id: RequestId | null): boolean {
     if (id === null || !this.#connection.isRetiring(peer) || this.#queue.full) return false;
+    // An unsubscribe names a subscription of this connection, which ends with it: sent on the
+    // next, its id could name another.
+    if (peer.pendingMethod(id) === this.#subscriptions.methods.unsubscribe) return false;
     const call = peer.withdrawCall(id);
     if (!call) return false;
     const { method, params, signal, onResult } = call;

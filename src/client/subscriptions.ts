@@ -45,6 +45,16 @@ export type ClientSubscriptionMethods = SubscriptionMethodNames;
 export interface SubscriptionCaller {
   call(method: string, params?: Params): Promise<unknown>;
   /**
+   * The connection open now, as a token (undefined while there is none): what an unsubscribe
+   * means something on, the server's ids being its own.
+   */
+  readonly connection: object | undefined;
+  /**
+   * A call sent on `connection` at once, never queued for a later one (rejected when it is no
+   * longer the one open, or its call table is full).
+   */
+  callOn(connection: object, method: string, params?: Params): Promise<unknown>;
+  /**
    * A subscribe call: queued while disconnected without a timeout. `onAccepted` is called with
    * the result as soon as the reply is read, before any notification read after it.
    */
@@ -221,6 +231,18 @@ function active(shared: Shared): boolean {
  * back), no answer came in time, or the client's own call table was full (its slots come back as
  * calls are answered). Any other error is the server's final word.
  */
+/** Sends of one unsubscribe at most (#sendUnsubscribe). */
+const UNSUBSCRIBE_ATTEMPTS = 5;
+
+/** A refusal that may not hold a moment later, on the same connection. */
+function momentary(err: unknown): boolean {
+  return (
+    err instanceof TimeoutError ||
+    err instanceof TooManyPendingCallsError ||
+    (err instanceof JsonRpcError && err.code === ErrorCode.RateLimited)
+  );
+}
+
 function transient(err: unknown): boolean {
   return (
     err instanceof ConnectionClosedError ||
@@ -481,6 +503,7 @@ export class ClientSubscriptions {
 
   /** The connection dropped: server ids are void; active subscriptions resubscribe on the next open. */
   connectionLost(): void {
+    this.#dropUnsubscribeRetries();
     for (const shared of this.#byServerId.values()) {
       shared.serverId = undefined;
       shared.resubscribe = true;
@@ -514,6 +537,7 @@ export class ClientSubscriptions {
     // First: a subscription stopped as its hub completes below sends those waiting (#stop), and
     // none is to go now.
     this.#waiting.clear();
+    this.#dropUnsubscribeRetries();
     for (const shared of [...this.shared.values()]) {
       stopRetry(shared);
       shared.hub.complete();
@@ -698,9 +722,17 @@ export class ClientSubscriptions {
     this.#waiting.delete(shared);
   }
 
-  /** End `id` on the server; `settled` is called once the unsubscribe is answered or fails. */
+  /**
+   * End `id` on the server; `settled` is called once the unsubscribe is answered or given up.
+   * Sent on the connection the id is of, never on a later one (where the id may name another
+   * subscription). Refused for a moment (the server's rate limit, the call table full, no answer
+   * in time), it is sent again with the client's backoff while that connection lasts, at most
+   * UNSUBSCRIBE_ATTEMPTS times: a subscription left on the server would go on taking the
+   * connection's bytes and a place in its `maxSubscriptions`.
+   */
   #sendUnsubscribe(id: SubscriptionId, settled?: () => void): void {
-    if (!this.caller.isOpen) return; // the server dropped it with the connection
+    const connection = this.caller.connection;
+    if (!connection) return; // the server dropped it with the connection
     // Messages still on their way to this id are the old subscription's, even if the server
     // hands the id out again (a topic's shared id): until a subscribe reply names it again,
     // they are dropped.
@@ -709,10 +741,38 @@ export class ClientSubscriptions {
     this.#retired.delete(id);
     this.#retired.add(id);
     trim(this.#retired, RETIRED_IDS);
-    this.caller.call(this.methods.unsubscribe, [id]).then(settled, (err: unknown) => {
-      this.logger.debug({ err, id }, 'unsubscribe failed');
-      settled?.();
-    });
+    const attempt = (made: number): void => {
+      this.caller
+        .callOn(connection, this.methods.unsubscribe, [id])
+        .then(settled, (err: unknown) => {
+          if (
+            made < UNSUBSCRIBE_ATTEMPTS &&
+            momentary(err) &&
+            this.caller.connection === connection
+          ) {
+            const timer = setTimeout(
+              () => {
+                this.#unsubscribeTimers.delete(timer);
+                attempt(made + 1);
+              },
+              this.caller.retryDelay(made - 1),
+            );
+            this.#unsubscribeTimers.add(timer);
+            return;
+          }
+          this.logger.debug({ err, id }, 'unsubscribe failed');
+          settled?.();
+        });
+    };
+    attempt(1);
+  }
+
+  /** Unsubscribes waiting to be sent again (#sendUnsubscribe): let go with their connection. */
+  readonly #unsubscribeTimers = new Set<ReturnType<typeof setTimeout>>();
+
+  #dropUnsubscribeRetries(): void {
+    for (const timer of this.#unsubscribeTimers) clearTimeout(timer);
+    this.#unsubscribeTimers.clear();
   }
 
   /** A notification for `id`: to its subscription, or kept until the subscribe reply names it. */

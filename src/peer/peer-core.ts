@@ -116,6 +116,11 @@ export class PeerCore<S = unknown> implements TransportListener {
     return this.#pendingTable?.withdraw(id);
   }
 
+  /** The method of the outgoing call waiting for `id`; undefined when none does. */
+  pendingMethod(id: RequestId): string | undefined {
+    return this.#pendingTable?.methodOf(id);
+  }
+
   /** Tell `listener` after each outgoing call settles, until replaced (undefined: no one). */
   onCallSettled(listener: (() => void) | undefined): void {
     this.pending.onSettled = listener;

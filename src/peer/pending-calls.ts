@@ -211,6 +211,11 @@ export class PendingCalls {
     return { method, params: sent, timeoutMs, signal, onResult, resolve, reject };
   }
 
+  /** The method of the call waiting for `id`; undefined when none does. */
+  methodOf(id: RequestId): string | undefined {
+    return this.#entries?.get(id as number)?.method;
+  }
+
   /** Settle with an error response. Returns false when no call is waiting for this id. */
   reject(id: RequestId, error: ErrorObject): boolean {
     const entry = this.#settle(id);

@@ -65,6 +65,10 @@ class Model {
       get isOpen() {
         return model.connected;
       },
+      get connection() {
+        return model.connected ? model : undefined;
+      },
+      callOn: (_connection, method, params) => this.enqueue(method, params),
       isClosed: false,
     };
     this.subs = new ClientSubscriptions(caller, DEFAULT_SUBSCRIPTION_METHODS, silentLogger);

@@ -86,6 +86,10 @@ function harness() {
   const next = { entry: 0, attempt: 0 };
   const caller: SubscriptionCaller = {
     call: () => Promise.resolve(true),
+    get connection() {
+      return state.open ? state : undefined;
+    },
+    callOn: () => Promise.resolve(true),
     subscribe: (_method, _params, onAccepted) =>
       state.closed
         ? Promise.reject(new NotConnectedError('Client closed'))

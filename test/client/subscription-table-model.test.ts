@@ -73,6 +73,10 @@ class Model {
       get isOpen() {
         return model.connected;
       },
+      get connection() {
+        return model.connected ? model : undefined;
+      },
+      callOn: (_connection, method, params) => this.request(method, params, undefined),
       isClosed: false,
     };
     this.subs = new ClientSubscriptions(caller, DEFAULT_SUBSCRIPTION_METHODS, silentLogger, {

@@ -16,7 +16,7 @@ import type { Gateway } from '../../src/server/gateway.js';
 import { sampleValue, scrape } from '../support/metrics.js';
 import { Resources } from '../support/resources.js';
 import { attemptUpgrade, closeOf, openSocket } from '../support/sockets.js';
-import { waitFor } from '../support/waiting.js';
+import { waitFor, waitUntil } from '../support/waiting.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
@@ -154,7 +154,13 @@ describe('runs that outlive their connection', () => {
     );
     await waitFor(() => waiting.has('k1') && waiting.has('k2'), 'both running');
     socket.destroy();
-    await waitFor(async () => (await holding()) === 1, 'the exchange holding its slot');
+    // Polled slowly: /metrics answers an address at most 20 times a second.
+    await waitUntil(
+      async () => (await holding()) === 1,
+      'the exchange holding its slot',
+      15_000,
+      100,
+    );
     expect(await attemptUpgrade(res, url)).toBe(429);
     await settle('k2');
     expect(await holding()).toBe(0);
