@@ -191,7 +191,9 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
    * and every connection of the node may.
    */
   get budgetBytes(): number {
-    if (this.closing || this.closed) return 0;
+    if (this.closed) return 0;
+    // Closing: what is held of the peer's input is dropped, its queue waits for it to read.
+    if (this.closing) return this.bufferedAmount;
     return this.bufferedAmount + this.lines.heldBytes + this.heldChars;
   }
 
@@ -247,7 +249,6 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
     if (this.closed || this.closing) return;
     this.closing = true;
     this.closingWith = [code, reason];
-    this.budget?.leave(this);
     if (this.cancelResume) this.readable.resume(); // what still arrives is read and dropped
     this.stopReadPause();
     this.flushWrites();
@@ -261,15 +262,17 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
     // the grace, or what is left until the end-of-input deadline when that is later.
     const grace = this.options.closeGraceMs ?? 2_000;
     const untilDeadline = (this.endOfInputDeadline ?? 0) - Date.now();
-    this.closeTimer = setTimeout(
-      () => {
-        this.readable.destroy();
-        this.writable.destroy();
-        this.finish(code, reason);
-      },
-      Math.max(grace, untilDeadline),
-    );
+    const stop = (): void => {
+      this.readable.destroy();
+      this.writable.destroy();
+      this.finish(code, reason);
+    };
+    this.closeTimer = setTimeout(stop, Math.max(grace, untilDeadline));
     this.closeTimer.unref();
+    // What it queued stays counted in the node's output budget until it is read (a half-closed
+    // peer has until the end-of-input deadline): over the budget, it is stopped at once.
+    if (this.budget?.closing) this.budget.closing(this, stop);
+    else this.budget?.leave(this);
     if (this.sameStream) return; // TCP: complete once the socket has closed both ways
     // stdio: nothing more is read from the pipe; complete once the output has been flushed.
     this.readable.off('data', this.onChunk);

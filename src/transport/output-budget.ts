@@ -18,6 +18,13 @@ export interface BudgetLedger {
   report(member: BudgetMember, bytes: number): void;
   /** `member` is closing or closed: what it queued no longer counts. */
   leave(member: BudgetMember): void;
+  /**
+   * `member` is closing but holds what it queued until it ends (`leave`) or `stop` is called:
+   * it still counts, and while the total is over the limit it is stopped, as an open
+   * connection is shed. For a close that may wait long for its peer to read (a half-closed
+   * TCP peer: until endOfInputDeadlineMs), where one that ends soon just leaves.
+   */
+  closing?(member: BudgetMember, stop: () => void): void;
 }
 
 /** Is `transport` one that reports to an OutputBudget? */
@@ -46,6 +53,8 @@ export function isBudgetMember(transport: object): transport is BudgetMember {
 export class OutputBudget<E> implements BudgetLedger {
   private total = 0;
   private checkScheduled = false;
+  /** Members closing that still hold their queues, and how to stop each (see `closing`). */
+  private readonly closingMembers = new Map<BudgetMember, () => void>();
 
   constructor(
     /** Bytes all connections together may queue; 0 turns the budget off. */
@@ -77,18 +86,25 @@ export class OutputBudget<E> implements BudgetLedger {
 
   /** `member` is closing or closed: what it queued no longer counts. */
   leave(member: BudgetMember): void {
+    this.closingMembers.delete(member);
     this.total -= member.budgeted;
     member.budgeted = 0;
+  }
+
+  closing(member: BudgetMember, stop: () => void): void {
+    this.closingMembers.set(member, stop);
+    this.report(member, member.budgetBytes);
   }
 
   /** Count every connection exactly and, while over the limit, shed the largest queues. */
   private readonly check = (): void => {
     this.checkScheduled = false;
     const queued: {
-      entry: E;
+      entry: E | undefined;
       member: BudgetMember | undefined;
       extra: readonly (BudgetMember | undefined)[] | undefined;
       bytes: number;
+      stop?: () => void;
     }[] = [];
     let total = 0;
     for (const entry of this.entries()) {
@@ -99,12 +115,22 @@ export class OutputBudget<E> implements BudgetLedger {
       total += bytes;
       if (bytes > 0) queued.push({ entry, member, extra, bytes });
     }
+    for (const [member, stop] of this.closingMembers) {
+      const bytes = recount(member);
+      total += bytes;
+      if (bytes > 0) queued.push({ entry: undefined, member, extra: undefined, bytes, stop });
+    }
     this.total = total;
     if (total <= this.limit) return;
     queued.sort((a, b) => b.bytes - a.bytes);
-    for (const { entry, member, extra, bytes } of queued) {
+    for (const { entry, member, extra, bytes, stop } of queued) {
       if (this.total <= this.limit) break;
-      this.shed(entry, bytes);
+      if (stop) stop();
+      else {
+        this.shed(entry!, bytes);
+        // Shed into a close that would hold its queue a while yet: over the budget, cut now.
+        if (member) this.closingMembers.get(member)?.();
+      }
       if (member) this.leave(member);
       if (extra) for (const other of extra) if (other) this.leave(other);
     }
