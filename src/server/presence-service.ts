@@ -394,11 +394,19 @@ export class PresenceService<C> {
 
   /** The topic's coalesced events, one broker subscription per node shared by every watcher. */
   private events(topic: string): Observable<PresenceEvent> {
-    let watch = this.watches.get(topic);
-    if (watch) return watch;
+    const current = this.watches.get(topic);
+    if (current) return current;
     const maxListed = this.presenceOf(topic)?.maxListed ?? 1;
     const channel = PRESENCE_EVENTS_PREFIX + topic;
-    watch = new Observable<PresenceEvent>((subscriber) => {
+    const watch: Observable<PresenceEvent> = new Observable<PresenceEvent>((subscriber) => {
+      // One watch a topic is listened to through at a time (the broker keeps one handler a
+      // channel): one subscribed again after its last observer left (a handle the application
+      // kept) joins the watch there is now, rather than take the channel from it and end it
+      // for all when done. Held in `watches` only while watched: a handle made and never
+      // watched holds nothing.
+      const live = this.watches.get(topic);
+      if (live && live !== watch) return live.subscribe(subscriber);
+      this.watches.set(topic, watch);
       const window = new PresenceWindow(maxListed);
       let due: ReturnType<typeof setTimeout> | undefined;
       const emit = async (): Promise<void> => {
@@ -443,7 +451,6 @@ export class PresenceService<C> {
         });
       };
     }).pipe(share());
-    this.watches.set(topic, watch);
     return watch;
   }
 
