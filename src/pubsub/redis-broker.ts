@@ -23,6 +23,10 @@ import { DEFAULT_IDLE_TOPIC_TTL_MS, publishToTopic, readTopic } from './redis-sc
 import type { OnceKey, Published, SeenSeq } from './redis-scripts.js';
 import { RedisTopicSubscriptions } from './redis-topic-subscriptions.js';
 
+/** The first wait before a failed resubscribe is tried again; it doubles each time, to the max. */
+const RESUBSCRIBE_RETRY_MS = 100;
+const RESUBSCRIBE_RETRY_MAX_MS = 5_000;
+
 export { redisTopicKeys } from './redis-keys.js';
 export type { RedisTopicKeys } from './redis-keys.js';
 
@@ -155,6 +159,8 @@ export class RedisBroker implements Broker {
   /** Topics' members (presence): see presence-redis.ts. */
   readonly presence: RedisPresenceStore;
   private closed = false;
+  /** The next try of a resubscribe that failed (resubscribeUntilDone). */
+  private resubscribeTimer: ReturnType<typeof setTimeout> | undefined;
   private closing: Promise<void> | undefined;
   private lastError: Error | undefined;
   /** Told when both connections are up again with the subscriptions in place (onRelinked). */
@@ -232,9 +238,7 @@ export class RedisBroker implements Broker {
       // A read after an outage may have failed on this connection alone: it is tried again.
       this.relinked();
     });
-    this.subscriber.on('ready', () => {
-      this.resubscribe().catch((error: unknown) => this.onError(toError(error)));
-    });
+    this.subscriber.on('ready', () => this.resubscribeUntilDone(0));
     this.subscriber.on('message', (channel: string, message: string) => {
       try {
         if (!this.direct.onLive(channel, message)) this.topics.onLive(channel, message);
@@ -381,6 +385,7 @@ export class RedisBroker implements Broker {
 
   private async shutdown(): Promise<void> {
     this.closed = true;
+    clearTimeout(this.resubscribeTimer);
     this.health.stop();
     this.topics.clear();
     const quit = async (client: Redis): Promise<void> => {
@@ -487,11 +492,36 @@ export class RedisBroker implements Broker {
     });
   }
 
+  /**
+   * Subscribe again to what this node listens to, once its subscriber connection is back; tried
+   * again with a backoff (RESUBSCRIBE_RETRY_MS, doubling to RESUBSCRIBE_RETRY_MAX_MS) until it
+   * is done: a SUBSCRIBE that timed out or was refused (a slow or busy Redis) would otherwise
+   * leave every topic of the node unheard, with no gap told, until the connection drops again.
+   */
+  private resubscribeUntilDone(attempt: number): void {
+    clearTimeout(this.resubscribeTimer);
+    this.resubscribeTimer = undefined;
+    this.resubscribe().catch((error: unknown) => {
+      this.onError(toError(error));
+      // Closed, or the connection went again: its next 'ready' starts over.
+      if (this.closed || this.subscriber.status !== 'ready') return;
+      const delay = Math.min(RESUBSCRIBE_RETRY_MAX_MS, RESUBSCRIBE_RETRY_MS * 2 ** attempt);
+      this.resubscribeTimer = setTimeout(() => this.resubscribeUntilDone(attempt + 1), delay);
+      this.resubscribeTimer.unref();
+    });
+  }
+
+  /** Both steps each time, the second whether the first failed or not; rejects if either did. */
   private async resubscribe(): Promise<void> {
-    await this.direct.resubscribe();
-    // The `$`-topics are heard again: what they said meanwhile is read again (onRelinked).
-    this.relinked();
-    await this.topics.resubscribe();
+    const [direct, topics] = await Promise.allSettled([
+      this.direct.resubscribe().then(() => {
+        // The `$`-topics are heard again: what they said meanwhile is read again (onRelinked).
+        this.relinked();
+      }),
+      this.topics.resubscribe(),
+    ]);
+    if (direct.status === 'rejected') throw direct.reason;
+    if (topics.status === 'rejected') throw topics.reason;
   }
 
   private relinked(): void {

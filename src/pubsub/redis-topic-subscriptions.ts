@@ -210,6 +210,13 @@ export class RedisTopicSubscriptions {
     try {
       await this.subscriber.subscribe(state.keys.channel);
     } catch (error) {
+      // The SUBSCRIBE may have run all the same (one timed out is not cancelled): undone unless
+      // a newer subscription of the topic owns the channel, or the topic's messages would go on
+      // coming to this node for nobody, until the connection drops.
+      const owner = this.topics.get(state.topic);
+      if ((owner === undefined || owner === state) && this.subscriber.status === 'ready') {
+        this.subscriber.unsubscribe(state.keys.channel).catch(() => undefined);
+      }
       throw this.unavailable(error);
     }
     if (this.topics.get(state.topic) !== state) {

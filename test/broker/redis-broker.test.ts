@@ -333,6 +333,53 @@ describe.skipIf(!reachable && !mustRun)(
       ]);
     });
 
+    it('a resubscribe that fails once the subscriber connection is back is tried again: its topics are heard', async () => {
+      const topic = topicName();
+      const [a, b] = await Promise.all([connected(), connected()]);
+      const atB = await collect(b, topic);
+      // The first SUBSCRIBE after the reconnect fails, as one that timed out on a slow Redis does.
+      const inside = b as unknown as {
+        direct: { resubscribe: () => Promise<void> };
+        subscriber: { status: string; disconnect(reconnect: boolean): void };
+      };
+      const resubscribe = inside.direct.resubscribe.bind(inside.direct);
+      let failures = 1;
+      inside.direct.resubscribe = () =>
+        failures-- > 0 ? Promise.reject(new Error('Command timed out')) : resubscribe();
+      inside.subscriber.disconnect(true);
+      await waitFor(() => failures < 0, 'the resubscribe tried again');
+      await a.publish(topic, '"after the reconnect"');
+      await waitFor(() => atB.length === 1, 'the message after the reconnect');
+      expect(atB.map((m) => m.payload)).toEqual(['"after the reconnect"']);
+    });
+
+    it('a subscribe whose SUBSCRIBE timed out leaves no channel subscribed on Redis', async () => {
+      const topic = topicName();
+      const b = await connected();
+      // It reaches Redis, but its answer is not waited for: a SUBSCRIBE that timed out.
+      const subscriber = (b as unknown as { subscriber: Redis }).subscriber;
+      const subscribe = subscriber.subscribe.bind(subscriber);
+      subscriber.subscribe = ((channel: string) => {
+        void subscribe(channel).catch(() => undefined);
+        return Promise.reject(new Error('Command timed out'));
+      }) as typeof subscriber.subscribe;
+      await expect(b.subscribe(topic, () => undefined)).rejects.toThrow();
+      const admin = new Redis(REDIS_URL);
+      try {
+        const channel = redisTopicKeys(runPrefix, topic).channel;
+        const subscribers = async (): Promise<number> => {
+          const [, count] = (await admin.pubsub('NUMSUB', channel)) as [string, number];
+          return Number(count);
+        };
+        // Its SUBSCRIBE ran, and was undone after it.
+        await waitFor(async () => (await subscribers()) === 0, 'the channel unsubscribed');
+        await sleep(100);
+        expect(await subscribers()).toBe(0);
+      } finally {
+        admin.disconnect();
+      }
+    });
+
     it('delivers what was published after subscribe was called, and stops after unsubscribe', async () => {
       const topic = topicName();
       const [a, b] = await Promise.all([connected(), connected()]);
