@@ -130,7 +130,6 @@ function addressInputsOf(limits: Required<GatewayLimits>): AddressInputLimits | 
   return new AddressInputLimits(own, new RateLimit(bytesPerSecondPerIp, burst), maxConnections);
 }
 
-
 const ignoreError = (): void => undefined;
 export class ConnectionIntake<C> {
   private readonly wss: WebSocketServer;
