@@ -168,6 +168,12 @@ export class PresenceService<C> {
   private leased = false;
   private timer: ReturnType<typeof setInterval> | undefined;
   private ticking = false;
+  /** The tick under way, which a close waits for (its writes would land after the release). */
+  private ticked: Promise<void> | undefined;
+  /** Owners of this node's that lapsed and are still to be released (tick). */
+  private readonly releaseDue: string[] = [];
+  /** Topics whose members are still to be written again under the owner after a lapse (tick). */
+  private rewriteDue = new Set<string>();
   private closed = false;
 
   constructor(
@@ -355,6 +361,8 @@ export class PresenceService<C> {
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
+    // A tick rewriting after a lapse stops at its next topic; its write under way lands first.
+    await this.ticked;
     // Nothing written, being written or waiting to be: no member of this node anywhere.
     const written = this.leased || this.flushes.size > 0 || this.pending.size > 0;
     if (!written || !this.broker.presence) return;
@@ -382,7 +390,9 @@ export class PresenceService<C> {
     // A write that failed meanwhile put its changes back: its leaves were not announced either.
     takePending();
     try {
-      await this.store.release(this.owner);
+      // The lapsed owners not released yet too: their members would wait for a reaper.
+      for (const owner of [...this.releaseDue, this.owner]) await this.store.release(owner);
+      this.releaseDue.length = 0;
       for (const [topic, members] of leaving) await this.announce(topic, [], [...members.values()]);
     } catch (err) {
       this.logger.warn(
@@ -575,8 +585,13 @@ export class PresenceService<C> {
   }
 
   /** Renew the lease (or write everything again under a new one), retry failed writes, reap. */
-  private async tick(): Promise<void> {
-    if (this.ticking || this.closed) return;
+  private tick(): Promise<void> {
+    if (this.ticking || this.closed) return Promise.resolve();
+    this.ticked = this.runTick();
+    return this.ticked;
+  }
+
+  private async runTick(): Promise<void> {
     this.ticking = true;
     try {
       const store = this.store;
@@ -588,13 +603,24 @@ export class PresenceService<C> {
         const old = this.owner;
         this.owner = this.newOwner();
         await Promise.allSettled([...this.flushes]);
-        await store.release(old);
+        this.releaseDue.push(old);
+        this.rewriteDue = new Set(this.local.keys());
         this.logger.warn('presence: this node’s lease had lapsed; its members are written again');
-        for (const [topic, members] of this.local) {
-          const entries = [...members.values()];
+      }
+      // Until done: a release or a write that fails (the outage is often still on) is tried
+      // again at the next tick, or members would stay out of the store until each leaves.
+      while (this.releaseDue.length > 0) {
+        await store.release(this.releaseDue[0]!);
+        this.releaseDue.shift();
+      }
+      for (const topic of this.rewriteDue) {
+        if (this.closed) break;
+        const entries = [...(this.local.get(topic)?.values() ?? [])];
+        if (entries.length > 0) {
           await store.write(topic, this.owner, entries, [], this.settings.leaseMs);
           await this.announce(topic, entries, []);
         }
+        this.rewriteDue.delete(topic);
       }
       for (const topic of this.pending.keys()) if (!this.writing.has(topic)) this.startFlush(topic);
       for (const { topic, members } of await store.reap()) await this.announce(topic, [], members);
