@@ -87,34 +87,7 @@ describe('refresh checks and the subscribe hook shares', () => {
     );
     await fc.assert(
       fc.asyncProperty(fc.array(step, { maxLength: 40 }), async (steps) => {
-        const open: { session: string; answer: () => void }[] = [];
-        const client = {
-          name: 'auth',
-          call: (_method: string, params: { sessionId: string }) =>
-            new Promise((resolve) => {
-              const entry = { session: params.sessionId, answer: () => resolve({ allow: true }) };
-              open.push(entry);
-            }),
-        } as unknown as JsonRpcHttpClient;
-        const authorize = subscribeHook(
-          {
-            upstream: undefined as never,
-            timeoutMs: 60_000,
-            onFailure: 'refuse',
-            topics: ['*'],
-            maxConcurrentPerSession: 2,
-            maxConcurrentPerAddress: 3,
-            maxQueuedPerSession: 2,
-          },
-          client,
-          {
-            logger: silentLogger,
-            tracing: noTracing,
-            metrics: new HookMetrics(),
-            userOf: () => undefined,
-            contextOf: () => null,
-          },
-        );
+        const { open, authorize } = hookWith({ perSession: 2, perAddress: 3, queued: 2 });
         const sessions = [0, 1, 2].map((i) => ({
           id: `s${i}`,
           context: null,
