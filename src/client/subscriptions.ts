@@ -224,13 +224,6 @@ function active(shared: Shared): boolean {
   return shared.observers > 0 || shared.joined;
 }
 
-/**
- * Worth retrying: lost with the connection (the next open resubscribes), the broker behind the
- * gateway is down (-32009), the server is draining (-32006: it closes this connection next, and
- * the retry then waits for the next one), the connection is over a rate (-32003: its tokens come
- * back), no answer came in time, or the client's own call table was full (its slots come back as
- * calls are answered). Any other error is the server's final word.
- */
 /** Sends of one unsubscribe at most (#sendUnsubscribe). */
 const UNSUBSCRIBE_ATTEMPTS = 5;
 
@@ -243,6 +236,13 @@ function momentary(err: unknown): boolean {
   );
 }
 
+/**
+ * Worth retrying: lost with the connection (the next open resubscribes), the broker behind the
+ * gateway is down (-32009), the server is draining (-32006: it closes this connection next, and
+ * the retry then waits for the next one), the connection is over a rate (-32003: its tokens come
+ * back), no answer came in time, or the client's own call table was full (its slots come back as
+ * calls are answered). Any other error is the server's final word.
+ */
 function transient(err: unknown): boolean {
   return (
     err instanceof ConnectionClosedError ||
@@ -752,12 +752,12 @@ export class ClientSubscriptions {
           ) {
             const timer = setTimeout(
               () => {
-                this.#unsubscribeTimers.delete(timer);
+                this.#unsubscribeRetries.delete(timer);
                 attempt(made + 1);
               },
               this.caller.retryDelay(made - 1),
             );
-            this.#unsubscribeTimers.add(timer);
+            this.#unsubscribeRetries.set(timer, settled);
             return;
           }
           this.logger.debug({ err, id }, 'unsubscribe failed');
@@ -767,12 +767,19 @@ export class ClientSubscriptions {
     attempt(1);
   }
 
-  /** Unsubscribes waiting to be sent again (#sendUnsubscribe): let go with their connection. */
-  readonly #unsubscribeTimers = new Set<ReturnType<typeof setTimeout>>();
+  /**
+   * Unsubscribes waiting to be sent again (#sendUnsubscribe), with what to call once each is
+   * done: let go with their connection, which ends their subscriptions, and told as settled.
+   */
+  readonly #unsubscribeRetries = new Map<ReturnType<typeof setTimeout>, (() => void) | undefined>();
 
   #dropUnsubscribeRetries(): void {
-    for (const timer of this.#unsubscribeTimers) clearTimeout(timer);
-    this.#unsubscribeTimers.clear();
+    const retries = [...this.#unsubscribeRetries];
+    this.#unsubscribeRetries.clear();
+    for (const [timer, settled] of retries) {
+      clearTimeout(timer);
+      settled?.();
+    }
   }
 
   /** A notification for `id`: to its subscription, or kept until the subscribe reply names it. */
