@@ -208,7 +208,10 @@ export class NatsStreams {
       }
     }
     let info = found.info;
-    if (!found.added) {
+    // An update writes back every setting it read, the subjects included: one racing a settler
+    // that parks the stream to delete it as idle would take it out of the parking, and a publish
+    // then stored would go with the stream. Made only when a limit differs.
+    if (!found.added && !sameLimits(info, config)) {
       info = await link.jsm.streams.update(config.name, {
         max_msgs: config.max_msgs,
         max_age: config.max_age,
@@ -405,4 +408,16 @@ function isParked(info: StreamInfo, subject: string): boolean {
 
 function isIdle(info: StreamInfo): boolean {
   return info.state.messages === 0 && info.state.consumer_count === 0;
+}
+
+/** Whether the stream found (`info`) already has the limits `config` asks for. */
+function sameLimits(info: StreamInfo | undefined, config: TopicStreamConfig): boolean {
+  if (!info) return false;
+  const now = info.config;
+  return (
+    now.max_msgs === config.max_msgs &&
+    now.max_age === config.max_age &&
+    now.duplicate_window === config.duplicate_window &&
+    now.discard === config.discard
+  );
 }

@@ -240,6 +240,25 @@ describe.skipIf(skip)('NATS: what a client can make the broker hold', () => {
     for (const i of range(1, 3)) expect(await other.publish(`t.${i}`, '3')).toBe(3);
   });
 
+  it('a node past its budget of new streams sets up an existing one with its limits without updating it', async () => {
+    const prefix = newPrefix();
+    const first = await open(prefix);
+    expect(await first.publish('t.1', '1')).toBe(1);
+    const other = await open(prefix, { newTopicsPerSecond: 0.001, newTopicsBurst: 1 });
+    expect(await other.publish('t.2', '1')).toBe(1); // its one new stream
+    // An update writes back every setting it read: racing the parking of an idle stream, it
+    // would take the stream out of it. None when the limits are those asked for.
+    const streams = (other as unknown as { link: { jsm: JetStreamManager } }).link.jsm.streams;
+    const update = streams.update.bind(streams);
+    let updates = 0;
+    streams.update = (...args: Parameters<typeof update>) => {
+      updates++;
+      return update(...args);
+    };
+    expect(await other.publish('t.1', '2')).toBe(2);
+    expect(updates).toBe(0);
+  });
+
   describe('through a gateway', () => {
     it('a client subscribing to many names leaves no stream; the per-connection rate of new topics applies', async () => {
       const prefix = newPrefix();
