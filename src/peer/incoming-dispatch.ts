@@ -9,6 +9,7 @@ import type { RunningCall } from './handler-context.js';
 import type { CloseInfo, PeerConfig, PeerOptions } from './peer-options.js';
 import { keptResultText } from './result-text.js';
 import { failure, isPromiseLike } from './replies.js';
+import { settledOrAfter } from './settled-or-after.js';
 import type { Reply } from './replies.js';
 
 /*
@@ -67,17 +68,10 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
    */
   holdWhile(run: PromiseLike<unknown>, maxMs: number): void {
     this.detached++;
-    let held = true;
-    const settled = (): void => {
-      if (!held) return;
-      held = false;
-      clearTimeout(giveUp);
+    settledOrAfter(run, maxMs, () => {
       this.detached--;
       if (this.closeInfo) this.afterClose(-1);
-    };
-    const giveUp = setTimeout(settled, maxMs);
-    giveUp.unref?.();
-    run.then(settled, settled);
+    });
   }
 
   /**

@@ -210,23 +210,25 @@ export class RedisTopicSubscriptions {
     try {
       await this.subscriber.subscribe(state.keys.channel);
     } catch (error) {
-      // The SUBSCRIBE may have run all the same (one timed out is not cancelled): undone unless
-      // a newer subscription of the topic owns the channel, or the topic's messages would go on
-      // coming to this node for nobody, until the connection drops.
-      const owner = this.topics.get(state.topic);
-      if ((owner === undefined || owner === state) && this.subscriber.status === 'ready') {
-        this.subscriber.unsubscribe(state.keys.channel).catch(() => undefined);
-      }
+      // The SUBSCRIBE may have run all the same (one timed out is not cancelled): undone, or the
+      // topic's messages would go on coming to this node for nobody, until the connection drops.
+      this.dropChannel(state);
       throw this.unavailable(error);
     }
     if (this.topics.get(state.topic) !== state) {
-      // Unsubscribed while subscribing: drop the channel unless a newer subscription owns it.
-      if (!this.topics.has(state.topic)) {
-        this.subscriber.unsubscribe(state.keys.channel).catch(() => undefined);
-      }
+      // Unsubscribed while subscribing.
+      this.dropChannel(state);
       return;
     }
     this.catchUp(state);
+  }
+
+  /** UNSUBSCRIBE `state`'s channel, unless a newer subscription of its topic owns it now. */
+  private dropChannel(state: TopicState): void {
+    const owner = this.topics.get(state.topic);
+    if (owner !== undefined && owner !== state) return;
+    if (this.subscriber.status !== 'ready') return; // gone with the connection anyway
+    this.subscriber.unsubscribe(state.keys.channel).catch(() => undefined);
   }
 
   /** The topic's stream after `afterSeq` up to `toId`, with its epoch and latest seq. */

@@ -130,7 +130,9 @@ function addressInputsOf(limits: Required<GatewayLimits>): AddressInputLimits | 
   return new AddressInputLimits(own, new RateLimit(bytesPerSecondPerIp, burst), maxConnections);
 }
 
+/** A stream's error listener where nothing is to be done but not crash (acceptStream). */
 const ignoreError = (): void => undefined;
+
 export class ConnectionIntake<C> {
   private readonly wss: WebSocketServer;
   private readonly tcpServers = new Set<TcpServer>();

@@ -10,6 +10,7 @@ import { ReservedMethod } from '../protocol/reserved.js';
 import type { BudgetLedger } from '../transport/output-budget.js';
 import type { AuthenticateOutcome } from './run-authenticate.js';
 import { revocationMark, revokedSince } from './revocation.js';
+import { settledOrAfter } from '../peer/settled-or-after.js';
 import { AUTH_TIMED_OUT, HOOK_HANG_RETRY_FACTOR, runAuthenticate } from './run-authenticate.js';
 import type { GatewayConfig } from './gateway-config.js';
 import { defaultLimits } from './options.js';
@@ -352,19 +353,12 @@ export class IdentityService<C> {
     if (!outcome.ok && outcome.reason === 'auth-timeout' && run) {
       // Until that run settles, or at the latest HOOK_HANG_RETRY_FACTOR timeouts later (a run
       // that never settles must not keep the connection from ever refreshing again).
+      const maxMs = HOOK_HANG_RETRY_FACTOR * config.limits.authenticateTimeoutMs;
       state.hookHanging = true;
-      const settled = (): void => {
-        clearTimeout(giveUp);
-        state.hookHanging = false;
-      };
-      const giveUp = setTimeout(
-        settled,
-        HOOK_HANG_RETRY_FACTOR * config.limits.authenticateTimeoutMs,
-      ).unref();
-      run.then(settled, settled);
+      settledOrAfter(run, maxMs, () => (state.hookHanging = false));
       // And the connection's slots, should it close meanwhile: else an address could close and
       // open again to start more runs of a hung provider than it has connections.
-      session.peer.holdWhile(run, HOOK_HANG_RETRY_FACTOR * config.limits.authenticateTimeoutMs);
+      session.peer.holdWhile(run, maxMs);
     }
     if (!outcome.ok) return refusalOf(outcome);
     const context = outcome.context;

@@ -62,7 +62,7 @@ export interface MetricsSources {
   subscriptionsByPattern?(): Record<string, number>;
   /** Topics the node holds on the broker for its clients (what limits.maxTopics bounds). */
   topicsHeld?(): number;
-  /** Closed connections whose slots wait for the handlers they left running to settle. */
+  /** Closed connections (and ended POST exchanges) whose slots wait for the runs they left going. */
   closedHoldingSlots?(): number;
   dropped(): number;
   slowConsumerDisconnects(): number;
@@ -198,7 +198,7 @@ export class GatewayMetrics {
     if (closedHolding) {
       new Gauge({
         name: 'rpc_closed_connections_holding_slots',
-        help: 'Closed connections still counted in the connection limits: their handlers (or authorize hooks) have not settled.',
+        help: 'Closed connections and ended POST /rpc exchanges still counted in the connection limits: handlers or hooks they left running have not settled.',
         registers,
         collect() {
           this.set(closedHolding());

@@ -167,9 +167,8 @@ export class PresenceService<C> {
   private owner: string;
   private leased = false;
   private timer: ReturnType<typeof setInterval> | undefined;
-  private ticking = false;
-  /** The tick under way, which a close waits for (its writes would land after the release). */
-  private ticked: Promise<void> | undefined;
+  /** The tick under way, one at a time; a close waits for it (its writes would land after the release). */
+  private ticking: Promise<void> | undefined;
   /** Owners of this node's that lapsed and are still to be released (tick). */
   private readonly releaseDue: string[] = [];
   /** Topics whose members are still to be written again under the owner after a lapse (tick). */
@@ -362,7 +361,7 @@ export class PresenceService<C> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     // A tick rewriting after a lapse stops at its next topic; its write under way lands first.
-    await this.ticked;
+    await this.ticking;
     // Nothing written, being written or waiting to be: no member of this node anywhere.
     const written = this.leased || this.flushes.size > 0 || this.pending.size > 0;
     if (!written || !this.broker.presence) return;
@@ -586,13 +585,12 @@ export class PresenceService<C> {
 
   /** Renew the lease (or write everything again under a new one), retry failed writes, reap. */
   private tick(): Promise<void> {
-    if (this.ticking || this.closed) return Promise.resolve();
-    this.ticked = this.runTick();
-    return this.ticked;
+    if (this.closed) return Promise.resolve();
+    this.ticking ??= this.runTick().finally(() => (this.ticking = undefined));
+    return this.ticking;
   }
 
   private async runTick(): Promise<void> {
-    this.ticking = true;
     try {
       const store = this.store;
       if (this.leased && !(await store.renew(this.owner, this.settings.leaseMs))) {
@@ -626,8 +624,6 @@ export class PresenceService<C> {
       for (const { topic, members } of await store.reap()) await this.announce(topic, [], members);
     } catch (err) {
       this.logger.warn({ err }, 'presence: lease renewal or reaping failed');
-    } finally {
-      this.ticking = false;
     }
   }
 

@@ -1,4 +1,5 @@
 import type { Logger } from '../peer/logger.js';
+import { settledOrAfter } from '../peer/settled-or-after.js';
 import type { UpgradeRequest } from './options.js';
 import { UpgradeRejection } from './upgrade-rejection.js';
 
@@ -86,15 +87,7 @@ export function releaseAdmission(
   const run = hungRuns.get(request);
   if (!run) return release();
   hungRuns.delete(request);
-  let released = false;
-  const once = (): void => {
-    if (released) return;
-    released = true;
-    clearTimeout(giveUp);
-    release();
-  };
-  const giveUp = setTimeout(once, HOOK_HANG_RETRY_FACTOR * timeoutMs).unref();
-  run.then(once, once);
+  settledOrAfter(run, HOOK_HANG_RETRY_FACTOR * timeoutMs, release);
 }
 
 /** The outcome of a hook that did not settle within its time: 503, try again in a second. */

@@ -35,7 +35,7 @@ export class ByteLineSplitter {
   /** Where small pieces are copied together, and how much of it holds them (see GATHER_BYTES). */
   private gather: Buffer | undefined;
   private gathered = 0;
-  /** Bytes held in `pieces`. */
+  /** Bytes held in `pieces` and `gather`. */
   private held = 0;
   /** Bytes searched for a newline so far; exposed so tests can say it is linear without a clock. */
   scanned = 0;

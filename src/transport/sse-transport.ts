@@ -61,7 +61,7 @@ interface SentEvent {
   readonly bytes: number;
 }
 
-/** One SSE event: its `id:` line, then the text's lines each as a `data:` line. */
+/** The head of every stream a session is sent on. */
 const STREAM_HEADERS = {
   'content-type': 'text/event-stream; charset=utf-8',
   'cache-control': 'no-store',
@@ -69,6 +69,7 @@ const STREAM_HEADERS = {
   'x-accel-buffering': 'no',
 } as const;
 
+/** One SSE event: its `id:` line, then the text's lines each as a `data:` line. */
 function eventText(id: number | undefined, text: string, event?: string): string {
   const head = (event ? `event: ${event}\n` : '') + (id === undefined ? '' : `id: ${id}\n`);
   return `${head}data: ${text.split('\n').join('\ndata: ')}\n\n`;
