@@ -11,8 +11,8 @@ import { afterEach, expect, it } from 'vitest';
 import type { WebSocket } from 'ws';
 import { Resources } from '../support/resources.js';
 import { rawWsServer } from '../support/raw-ws-server.js';
-import { sampleValue, scrape } from '../support/metrics.js';
-import { waitFor, waitUntil } from '../support/waiting.js';
+import { untilSample } from '../support/metrics.js';
+import { waitFor } from '../support/waiting.js';
 
 const res = new Resources();
 const cleanups: (() => unknown)[] = [];
@@ -79,24 +79,11 @@ it('an unsubscribe refused by the rate limit is sent again until the subscriptio
     reconnect: { initialDelayMs: 100, maxDelayMs: 400 },
   });
   await client.opened();
-  const subscriptions = async () =>
-    sampleValue(await scrape(httpUrl), 'rpc_subscriptions', { topic: 't' }) ?? 0;
   const observer = client.subscribe('t').subscribe();
-  // Polled slowly: /metrics answers an address at most 20 times a second.
-  await waitUntil(
-    async () => (await subscriptions()) === 1,
-    'subscribed on the server',
-    15_000,
-    100,
-  );
+  await untilSample(httpUrl, 'rpc_subscriptions', { topic: 't' }, 1);
   // The rest of the burst: the unsubscribe right after is refused -32003.
   await Promise.allSettled([client.call('echo'), client.call('echo'), client.call('echo')]);
   observer.unsubscribe();
-  await waitUntil(
-    async () => (await subscriptions()) === 0,
-    'the subscription gone on the server',
-    15_000,
-    100,
-  );
+  await untilSample(httpUrl, 'rpc_subscriptions', { topic: 't' }, 0);
   expect(client.state).toBe('open');
 });

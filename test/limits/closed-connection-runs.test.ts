@@ -13,10 +13,10 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { WebSocket } from 'ws';
 import type { Gateway } from '../../src/server/gateway.js';
-import { sampleValue, scrape } from '../support/metrics.js';
+import { sampleValue, scrape, untilSample } from '../support/metrics.js';
 import { Resources } from '../support/resources.js';
 import { attemptUpgrade, closeOf, openSocket } from '../support/sockets.js';
-import { waitFor, waitUntil } from '../support/waiting.js';
+import { waitFor } from '../support/waiting.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
@@ -154,13 +154,7 @@ describe('runs that outlive their connection', () => {
     );
     await waitFor(() => waiting.has('k1') && waiting.has('k2'), 'both running');
     socket.destroy();
-    // Polled slowly: /metrics answers an address at most 20 times a second.
-    await waitUntil(
-      async () => (await holding()) === 1,
-      'the exchange holding its slot',
-      15_000,
-      100,
-    );
+    await untilSample(httpUrl, 'rpc_closed_connections_holding_slots', {}, 1);
     expect(await attemptUpgrade(res, url)).toBe(429);
     await settle('k2');
     expect(await holding()).toBe(0);

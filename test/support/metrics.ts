@@ -40,3 +40,28 @@ export function sampleValue(
   if (found.length > 1) throw new Error(`${found.length} samples ${name} ${wanted}`);
   return found[0]?.value;
 }
+
+/**
+ * Wait until the sample `name` with `labels` reads `value` (absent reads 0). Polled every 100 ms:
+ * /metrics answers an address at most probeRequestsPerSecondPerIp (20) times a second.
+ */
+export async function untilSample(
+  httpUrl: string,
+  name: string,
+  labels: Record<string, string>,
+  value: number,
+  timeoutMs = 15_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last: number | undefined;
+  for (;;) {
+    last = sampleValue(await scrape(httpUrl), name, labels) ?? 0;
+    if (last === value) return;
+    if (Date.now() > deadline) {
+      throw new Error(
+        `timed out waiting for ${name} ${JSON.stringify(labels)} = ${value} (${last})`,
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
