@@ -37,7 +37,8 @@ export function bindMethods<M extends Record<string, MethodSpec>>(
   caller: Caller,
   methods: M,
 ): MethodsApi<M> {
-  const functions: Record<string, object> = {};
+  // No prototype: a method named "__proto__" is a key like any other.
+  const functions = Object.create(null) as Record<string, object>;
   for (const [name, spec] of Object.entries(methods)) {
     functions[name] = (params: Params | undefined, options?: CallOptions) =>
       caller.call(name, params, options).then((result) => validateResult(spec, name, result));

@@ -1,6 +1,6 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { JsonOnlyContract } from './json-only.js';
-import { memberNames } from './json-schema.js';
+import { objectMembers } from './json-schema.js';
 
 /** Any Standard Schema (zod 4, valibot, arktype...). */
 export type Schema = StandardSchemaV1;
@@ -53,7 +53,12 @@ type MemberNames<T> = T extends readonly unknown[]
   : T extends object
     ? keyof T & string
     : never;
-type ParamNames<S> = [MemberNames<InputOf<S>>] extends [never] ? string : MemberNames<InputOf<S>>;
+// A tuple or array schema is positional already: no name fits it.
+type ParamNames<S> = [InputOf<S>] extends [readonly unknown[]]
+  ? never
+  : [MemberNames<InputOf<S>>] extends [never]
+    ? string
+    : MemberNames<InputOf<S>>;
 type CheckedOrder<M> = M extends { params: infer S; paramOrder: readonly unknown[] }
   ? { paramOrder: readonly ParamNames<S>[] }
   : unknown;
@@ -63,7 +68,7 @@ type CheckedGroup<C, G extends string> = C extends { [K in G]: infer T }
   : unknown;
 /**
  * A contract whose `paramOrder` lists name members of their params schemas (`['minuendd']` is
- * an error), and whose schemas' input types, what goes over the wire, are JSON (see
+ * an error, as is any list on a tuple schema), and whose schemas' input types, what goes over the wire, are JSON (see
  * `JsonOnlyContract`).
  */
 export type CheckedContract<C> = CheckedGroup<C, 'methods'> &
@@ -72,8 +77,12 @@ export type CheckedContract<C> = CheckedGroup<C, 'methods'> &
   JsonOnlyContract<C>;
 
 /**
- * Throws when a `paramOrder` names a member its params schema does not have (checked where
- * the schema's JSON Schema lists the members; a schema without one is taken on trust).
+ * Throws when a `paramOrder` cannot be what positional calls go by: it names a member twice, or
+ * one its params schema does not have; it leaves a member out (a positional call could not give
+ * it, and the OpenRPC document lists every member by position); it puts an optional member
+ * before a required one (a position can only be left out at the end: a `null` in its place is a
+ * value, and the member's schema refuses it); or the params schema is not an object. Checked
+ * where the schema's JSON Schema says what it is; a schema without one is taken on trust.
  */
 export function assertContract(contract: Contract): void {
   const groups = {
@@ -83,24 +92,52 @@ export function assertContract(contract: Contract): void {
   };
   for (const [kind, specs] of Object.entries(groups)) {
     for (const [name, spec] of Object.entries(specs ?? {})) {
-      if (!spec.paramOrder) continue;
-      const members = memberNames(spec.params);
-      if (!members) continue;
-      const unknown = spec.paramOrder.filter((member) => !members.includes(member));
-      if (unknown.length > 0) {
-        throw new Error(
-          `The paramOrder of ${kind} "${name}" names ${unknown.map((m) => `"${m}"`).join(', ')}, ` +
-            `not a member of its params (${members.map((m) => `"${m}"`).join(', ')})`,
-        );
-      }
+      const problem = spec.paramOrder && paramOrderProblem(spec.paramOrder, spec.params);
+      if (problem) throw new Error(`The paramOrder of ${kind} "${name}" ${problem}`);
     }
   }
+}
+
+const quoted = (names: readonly string[]): string => names.map((m) => `"${m}"`).join(', ');
+
+/** What is wrong with `order` as the positions of `params`' members, or undefined. */
+function paramOrderProblem(
+  order: readonly string[],
+  params: Schema | undefined,
+): string | undefined {
+  if (!params) return 'has no params schema to map positions onto';
+  const twice = order.filter((member, i) => order.indexOf(member) !== i);
+  if (twice.length > 0) return `lists ${quoted([...new Set(twice)])} more than once`;
+  const members = objectMembers(params);
+  if (members === undefined) return undefined;
+  if (members === 'not an object') {
+    return 'needs an object params schema: a tuple or array schema is positional already';
+  }
+  const unknown = order.filter((member) => !members.names.includes(member));
+  if (unknown.length > 0) {
+    return `names ${quoted(unknown)}, not a member of its params (${quoted(members.names)})`;
+  }
+  const missing = members.names.filter((member) => !order.includes(member));
+  if (missing.length > 0) return `leaves out ${quoted(missing)}: every member needs a position`;
+  const required = new Set(members.required);
+  let lastRequired = -1;
+  order.forEach((member, i) => {
+    if (required.has(member)) lastRequired = i;
+  });
+  const early = order.slice(0, lastRequired).filter((member) => !required.has(member));
+  if (early.length > 0) {
+    return (
+      `puts optional ${quoted(early)} before required "${order[lastRequired]}": ` +
+      'only the last positions may be left out'
+    );
+  }
+  return undefined;
 }
 
 /**
  * Declare a contract; returns it as is, with its literal types kept for inference.
  * A `paramOrder` naming a member its params schema does not have is a compile error
- * and throws here.
+ * and throws here, as does one positional calls could not go by (see `assertContract`).
  */
 export function defineContract<const C extends Contract>(contract: C & CheckedContract<C>): C {
   assertContract(contract);
@@ -109,9 +146,15 @@ export function defineContract<const C extends Contract>(contract: C & CheckedCo
 
 type InputOf<S> = S extends StandardSchemaV1 ? StandardSchemaV1.InferInput<S> : undefined;
 type OutputOf<S> = S extends StandardSchemaV1 ? StandardSchemaV1.InferOutput<S> : undefined;
-type Get<T, K> = K extends keyof T ? T[K] : undefined;
-type Values<T, O extends readonly unknown[]> = { -readonly [I in keyof O]: Get<T, O[I]> };
 type IsOptional<T, K> = K extends keyof T ? (object extends Pick<T, K> ? true : false) : true;
+// An optional member given by position is given: `undefined` would go as `null`, which its
+// schema refuses (leaving it out is done by ending the array before it).
+type Get<T, K> = K extends keyof T
+  ? IsOptional<T, K> extends true
+    ? Exclude<T[K], undefined>
+    : T[K]
+  : undefined;
+type Values<T, O extends readonly unknown[]> = { -readonly [I in keyof O]: Get<T, O[I]> };
 /** The members of `T` as a tuple in `paramOrder` order; trailing optional members may be left out. */
 type ByPosition<T, O extends readonly unknown[]> = O extends readonly [...infer Init, infer Last]
   ? IsOptional<T, Last> extends true

@@ -54,9 +54,26 @@ export function paramsShape(schema: Schema | undefined): ParamsShape {
   return schema ? shapeOf(jsonSchemaOf(schema)) : 'none';
 }
 
-/** The member names of an object params schema, when its JSON Schema says what they are. */
-export function memberNames(schema: Schema | undefined): string[] | undefined {
+/** An object params schema's members, as its JSON Schema lists them. */
+export interface ObjectMembers {
+  names: string[];
+  required: string[];
+}
+
+/**
+ * The members of an object params schema; 'not an object' when its JSON Schema is known and
+ * says it is something else (a tuple, an array, a union); undefined when the library gives none.
+ */
+export function objectMembers(
+  schema: Schema | undefined,
+): ObjectMembers | 'not an object' | undefined {
   const json = jsonSchemaOf(schema);
-  if (!json || shapeOf(json) !== 'object') return undefined;
-  return Object.keys(resolveRoot(json)['properties'] as JsonSchema);
+  if (!json) return undefined;
+  if (shapeOf(json) !== 'object') return 'not an object';
+  const root = resolveRoot(json);
+  const required = root['required'];
+  return {
+    names: Object.keys(root['properties'] as JsonSchema),
+    required: Array.isArray(required) ? required.filter((n) => typeof n === 'string') : [],
+  };
 }

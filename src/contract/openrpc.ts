@@ -7,6 +7,7 @@ import type {
 } from './contract.js';
 import { jsonSchemaOf, shapeOf } from './json-schema.js';
 import type { JsonSchema } from './json-schema.js';
+import type { SubscriptionMethodNames } from '../protocol/subscription-frames.js';
 
 interface ContentDescriptor {
   name: string;
@@ -34,9 +35,9 @@ export interface OpenRpcDocument {
   'x-notifications': NotificationObject[];
   /** Extension: methods the client implements and the server calls. */
   'x-client-methods': MethodObject[];
-  /** Extension: subscriptions, with the three method names clients use for them. */
+  /** Extension: subscriptions, with the method names clients use for them. */
   'x-subscriptions': {
-    methods: { subscribe: string; notification: string; unsubscribe: string };
+    methods: SubscriptionMethodNames;
     subscriptions: {
       name: string;
       description?: string;
@@ -220,7 +221,7 @@ function subscriptionObject(name: string, spec: SubscriptionSpec, components: Co
 /** The OpenRPC 1.3.2 document of a contract (served by `rpc.discover` and `GET /openrpc.json`). */
 export function toOpenRpc(
   contract: Contract,
-  subscriptionMethods: { subscribe: string; notification: string; unsubscribe: string },
+  subscriptionMethods: SubscriptionMethodNames,
 ): OpenRpcDocument {
   const info: OpenRpcDocument['info'] = { title: contract.name, version: contract.version };
   if (contract.description) info.description = contract.description;

@@ -117,7 +117,8 @@ export function createHooks<K extends Contract>(contract: K): ContractHooks<K> {
   };
   const call = hooks.useCall as (name: string, ...args: unknown[]) => unknown;
   const mutation = hooks.useMutation as (name: string, options?: unknown) => unknown;
-  const byName: Record<string, object> = {};
+  // No prototype: a method named "__proto__" is a key like any other.
+  const byName = Object.create(null) as Record<string, object>;
   for (const name of Object.keys(contract.methods)) {
     byName[name] = {
       useCall: (...args: unknown[]) => call(name, ...args),

@@ -238,6 +238,23 @@ describe('the nested API over a socket', () => {
     ]);
   });
 
+  it('offers a method named "__proto__" as its own member, as the server serves it', async () => {
+    const odd = defineContract({
+      name: 'odd',
+      version: '1.0.0',
+      // A computed key: `__proto__:` in a literal would set the prototype instead.
+      methods: { ['__proto__']: { result: z.string() }, constructor: { result: z.string() } },
+    });
+    const { gateway, url } = await res.gateway();
+    implementContract(gateway, odd, {
+      methods: { ['__proto__']: () => 'proto', constructor: () => 'made' },
+    });
+    const { api } = useContract(res.client(url), odd);
+    expect(Object.keys(api).sort()).toEqual(['__proto__', 'constructor']);
+    expect(await api['__proto__']()).toBe('proto');
+    expect(await api.constructor()).toBe('made');
+  });
+
   it('runs nested handlers on the server, a name that is also a prefix included', async () => {
     const { gateway, url } = await res.gateway();
     implementContract(gateway, chatted, {

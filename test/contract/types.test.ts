@@ -150,7 +150,7 @@ describe('the contract type helpers', () => {
     expectTypeOf<HandlerParams<M['get_data']>>().toEqualTypeOf<undefined>();
     expectTypeOf<CallResult<M['get_data']>>().toEqualTypeOf<[string, number]>();
     expectTypeOf<CallParams<M['chat.send']>>().toEqualTypeOf<
-      { text: string; from?: string | undefined } | [string] | [string, string | undefined]
+      { text: string; from?: string | undefined } | [string] | [string, string]
     >();
     type S = NonNullable<typeof demoContract.subscriptions>;
     expectTypeOf<SubscriptionData<S['ticker']>>().toEqualTypeOf<{

@@ -451,6 +451,75 @@ describe('paramOrder', () => {
   });
 });
 
+describe('paramOrder that positional calls could not go by', () => {
+  const contractWith = (spec: object) => ({
+    name: 'order',
+    version: '1.0.0',
+    methods: { f: spec },
+  });
+
+  it('throws on a name listed twice, a member left out, or no params schema', () => {
+    const params = z.object({ a: z.number(), b: z.number() });
+    expect(() => defineContract(contractWith({ params, paramOrder: ['a', 'a', 'b'] }))).toThrow(
+      'The paramOrder of method "f" lists "a" more than once',
+    );
+    expect(() => defineContract(contractWith({ params, paramOrder: ['a'] }))).toThrow(
+      'The paramOrder of method "f" leaves out "b": every member needs a position',
+    );
+    expect(() => defineContract(contractWith({ paramOrder: ['a'] }))).toThrow(
+      'The paramOrder of method "f" has no params schema to map positions onto',
+    );
+  });
+
+  it('throws on an optional member before a required one; trailing ones may be left out', async () => {
+    const middle = z.object({ a: z.number(), b: z.number().optional(), c: z.number() });
+    expect(() =>
+      defineContract(contractWith({ params: middle, paramOrder: ['a', 'b', 'c'] })),
+    ).toThrow(
+      'The paramOrder of method "f" puts optional "b" before required "c": only the last positions may be left out',
+    );
+    // The same members with the required ones first is a contract, and works both ways.
+    const trailing = defineContract({
+      name: 'order',
+      version: '1.0.0',
+      methods: {
+        f: {
+          params: z.object({ a: z.number(), b: z.number().optional(), c: z.number().default(7) }),
+          paramOrder: ['a', 'b', 'c'],
+          result: z.array(z.unknown()),
+        },
+      },
+    });
+    const { gateway, url } = await res.gateway();
+    implementContract(gateway, trailing, { methods: { f: ({ a, b, c }) => [a, b ?? null, c] } });
+    const { api } = useContract(res.client(url), trailing);
+    expect(await api.f([1])).toEqual([1, null, 7]);
+    expect(await api.f([1, 2])).toEqual([1, 2, 7]);
+    expect(await api.f([1, 2, 3])).toEqual([1, 2, 3]);
+    expect(await api.f({ a: 1, c: 3 })).toEqual([1, null, 3]);
+    // @ts-expect-error a position given is a value: undefined would go as null, which b refuses
+    await expect(api.f([1, undefined, 3])).rejects.toMatchObject({ code: -32602 });
+  });
+
+  it('on a tuple schema is a compile error and throws', () => {
+    expect(() =>
+      defineContract({
+        name: 'order',
+        version: '1.0.0',
+        methods: {
+          f: {
+            params: z.tuple([z.number(), z.number()]),
+            // @ts-expect-error a tuple is positional already: no member names
+            paramOrder: ['x', 'y'],
+          },
+        },
+      }),
+    ).toThrow(
+      'The paramOrder of method "f" needs an object params schema: a tuple or array schema is positional already',
+    );
+  });
+});
+
 describe('implementContract', () => {
   it('refuses a contract method without a handler', async () => {
     const { gateway } = await res.gateway();

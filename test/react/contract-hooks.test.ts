@@ -209,6 +209,18 @@ describe('createHooks with a composed contract and nested names', () => {
     expect(shopHooks.api['shop.cart.add']).toBe(shopHooks.api.shop.cart.add);
   });
 
+  it('offers a method named "__proto__" as its own member of api', () => {
+    const odd = defineContract({
+      name: 'odd',
+      version: '1.0.0',
+      // A computed key: `__proto__:` in a literal would set the prototype instead.
+      methods: { ['__proto__']: { result: z.string() }, constructor: { result: z.string() } },
+    });
+    const { api } = createHooks(odd);
+    expect(Object.keys(api).sort()).toEqual(['__proto__', 'constructor']);
+    expect(typeof api['__proto__'].useCall).toBe('function');
+  });
+
   it('refuses what the composed contract does not have, by name and by path, at compile time', () => {
     // Never rendered: the lines below are for `tsc`, which fails if an error goes away.
     const uses = () => {
