@@ -3,7 +3,7 @@ import tseslint from 'typescript-eslint';
 import globals from 'globals';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', 'test-results/**', 'docs/api/**'] },
+  { ignores: ['dist/**', '**/node_modules/**', 'coverage/**', 'test-results/**', 'docs/api/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

@@ -21,6 +21,12 @@ export class CallStore<R> extends SharedStore<CallSnapshot<R>> {
     super({ data: undefined, error: undefined, loading: true });
   }
 
+  // A component mounting (or turning `enabled`) beside holders shares what they have: the call
+  // under way (StrictMode's remount makes none of its own) or its settled result. Calling again
+  // there instead would set `loading` for every holder, and a parent that shows a spinner while
+  // loading and, once loaded, a child asking the same would unmount and remount that child
+  // without end. A fresh call comes with `refetch`, or with the next mount once none holds it.
+
   /** Call again (the call under way, if any, is aborted). Only while a component holds it. */
   readonly refetch = (): void => {
     if (this.held) this.#call();
@@ -28,15 +34,6 @@ export class CallStore<R> extends SharedStore<CallSnapshot<R>> {
 
   protected start(): void {
     this.#call();
-  }
-
-  /**
-   * A component mounting (or turning `enabled`) joins a settled call: it calls again for every
-   * holder, as a fresh mount expects (and a failed result is retried). One that joins a call
-   * under way shares it, which keeps StrictMode's remount to one call.
-   */
-  protected override joined(): void {
-    if (!this.#running) this.#call();
   }
 
   protected stop(): void {

@@ -70,8 +70,12 @@ export function ClientProvider(props: ClientProviderProps): ReactNode {
   const [options] = useState(props.client ? undefined : props.options);
   const made = useOwnedClient(options);
   const early = useServerRender();
+  // Children rendered while hydrating stay rendered until the client exists: React 18 renders
+  // the end of hydration (no longer early) before the effect's client lands, and returning null
+  // there would unmount what the server sent and mount it again from scratch.
+  const [renderedEarly] = useState(early);
   const client = props.client ?? made;
-  if (!client && !early) return null;
+  if (!client && !early && !renderedEarly) return null;
   return createElement(ClientContext.Provider, { value: client ?? null }, props.children);
 }
 

@@ -31,8 +31,6 @@ export abstract class SharedStore<S> {
     if (!this.#held) {
       this.#held = true;
       this.start();
-    } else {
-      this.joined();
     }
     return () => {
       this.#listeners.delete(listener);
@@ -56,8 +54,6 @@ export abstract class SharedStore<S> {
   protected abstract start(): void;
   /** The last holder left: abort the call, or unsubscribe. */
   protected abstract stop(): void;
-  /** Another holder came to a store already running (or not stopped yet). */
-  protected joined(): void {}
 }
 
 const registries = new WeakMap<RpcClient, Map<string, SharedStore<unknown>>>();

@@ -3,8 +3,8 @@
  * useCall and useMutation against a real gateway on loopback (a Node client over `ws` inside
  * happy-dom): loading then data, errors, params JSON cannot carry, the call cancelled on the
  * server when the component unmounts or its params change, one call for StrictMode's double
- * mount and for two components asking the same, a call again for a component mounting beside a
- * settled one, `enabled` and `refetch`, and mutations (one started before the effects ran).
+ * mount and for two components asking the same, a settled result shared with a component mounting
+ * beside it (no remount loop under a parent that shows loading), `enabled` and `refetch`, and mutations (one started before the effects ran).
  */
 import { act, cleanup, screen } from '@testing-library/react';
 import { createElement, useEffect, useState } from 'react';
@@ -165,13 +165,16 @@ describe('useCall', () => {
     expect(log.count('sum')).toBe(0);
   });
 
-  it('calls again when a component mounts beside one whose call has settled', async () => {
+  it('shares a settled result with a component that mounts beside it; refetch calls again', async () => {
     const { client, log, gateway } = await setup();
     let count = 0;
     gateway.method('cart.count', () => ++count);
     let showPage!: () => void;
+    let refetch!: () => void;
     function Count({ name }: { name: string }) {
-      return createElement('p', null, `${name} ${show(useCall('cart.count'))}`);
+      const call = useCall('cart.count');
+      if (name === 'page') refetch = call.refetch;
+      return createElement('p', null, `${name} ${show(call)}`);
     }
     function App() {
       const [page, setPage] = useState(false);
@@ -186,12 +189,39 @@ describe('useCall', () => {
     renderWith(client, createElement(App), true);
     await screen.findByText('header data 1');
     act(() => showPage());
+    await screen.findByText('page data 1');
+    act(() => refetch());
     await screen.findByText('page data 2');
     expect(screen.getByText(/^header /).textContent).toBe('header data 2');
     expect(log.count('cart.count')).toBe(2);
   });
 
-  it('retries a failed shared call when a component mounts beside it', async () => {
+  it('a parent showing loading, then a child asking the same call: one call, no remount loop', async () => {
+    const { client, log, gateway } = await setup();
+    gateway.method('rates.get', () => 1.08);
+    let childMounts = 0;
+    function Rate() {
+      const rate = useCall('rates.get', { pair: 'EUR/USD' });
+      useEffect(() => {
+        childMounts++;
+      }, []);
+      return createElement('p', null, `child ${show(rate)}`);
+    }
+    function Prices() {
+      const rate = useCall('rates.get', { pair: 'EUR/USD' });
+      if (rate.loading) return createElement('p', null, 'loading…');
+      return createElement(Rate);
+    }
+    renderWith(client, createElement(Prices));
+    await screen.findByText('child data 1.08');
+    // One more round trip: a call the child's mount made would have reached the server by then.
+    expect(await client.call('sum', [1, 1])).toBe(2);
+    expect(screen.getByText(/^child /).textContent).toBe('child data 1.08');
+    expect(log.count('rates.get')).toBe(1);
+    expect(childMounts).toBe(1);
+  });
+
+  it('shares a failed result too; refetch retries it', async () => {
     const { client, log, gateway } = await setup();
     let calls = 0;
     gateway.method('flaky', () => {
@@ -199,8 +229,11 @@ describe('useCall', () => {
       return 'ok';
     });
     let showSecond!: () => void;
+    let refetch!: () => void;
     function Flaky({ name }: { name: string }) {
-      return createElement('p', null, `${name} ${show(useCall('flaky'))}`);
+      const call = useCall('flaky');
+      refetch = call.refetch;
+      return createElement('p', null, `${name} ${show(call)}`);
     }
     function App() {
       const [second, setSecond] = useState(false);
@@ -215,6 +248,9 @@ describe('useCall', () => {
     renderWith(client, createElement(App));
     await screen.findByText('first error -32050 Not yet');
     act(() => showSecond());
+    await screen.findByText('second error -32050 Not yet');
+    expect(log.count('flaky')).toBe(1);
+    act(() => refetch());
     await screen.findByText('second data "ok"');
     expect(screen.getByText(/^first /).textContent).toBe('first data "ok"');
     expect(log.count('flaky')).toBe(2);

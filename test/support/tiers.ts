@@ -52,6 +52,8 @@ export const tierRules: readonly (readonly [Tier, readonly string[]])[] = [
       'test/client/bundle-size.test.ts',
       // Needs dist/ (the build).
       'test/client/package-exports.test.ts',
+      // The build under React 18 in a child process (and npm ci of React 18 the first time).
+      'test/react/react18-hydration.test.ts',
       'test/deploy/nginx-metrics.test.ts',
       'test/hardening/{broker-down,drain-process,fuzz}.test.ts',
       'test/integration/{demo-process,recipe*}.test.ts',
