@@ -563,7 +563,9 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
     for (let next = waiting.peek(); next?.seq !== undefined && next.seq < seq;) {
       waiting.shift();
       this.setWaitingChars(replay, replay.waitingChars - next.tail.length);
-      if (next.seq > this.floorSeq) {
+      // Written already from this page (the floor moves at its end): neither it nor the ones
+      // dropped before it (the page had them too) is owed.
+      if (next.seq > this.floorSeq && !(next.seq <= this.lastSeq)) {
         this.missed += next.missedBefore;
         this.write(next.tail, next.seq, next.shared);
         this.floorSeq = next.seq;
@@ -678,7 +680,9 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
     for (const message of waiting) {
       if (this.stopped) return;
       const seq = message.seq;
-      if (seq !== undefined && seq <= this.floorSeq) continue; // the history had it
+      // The history had it (the floor), or it was written already: nor is what was dropped
+      // before it owed (the history had that too).
+      if (seq !== undefined && (seq <= this.floorSeq || seq <= this.lastSeq)) continue;
       // Messages dropped from the backlog before one the history already had were had too.
       // (Of those before a later one, any the history had are discounted when it is written.)
       this.missed += message.missedBefore;
@@ -993,11 +997,12 @@ export class Delivery<R extends DeliveryRoute = DeliveryRoute> {
   private account(seq: number): boolean {
     const between = seq - 1 - this.lastSeq; // NaN while the position is unknown
     if (between < 0) return false;
-    // Skips the subscriber already has (a backlog dropped where the replayed history overlapped).
-    if (this.missed > between) this.missed = between;
-    let hole = between - this.missed;
     const passedBy = this.passed === undefined ? 0 : this.takePassed(this.passed, seq);
-    hole -= passedBy;
+    // Skips the subscriber already has (a backlog dropped where the replayed history overlapped):
+    // what was skipped lies among the seqs between, and none of them is one passed by.
+    const skippable = between - passedBy;
+    if (this.missed > skippable) this.missed = skippable;
+    const hole = skippable - this.missed;
     if (passedBy > 0 && this.resumable) {
       // Seqs passed by (`except`) among those before: a position-tracking subscriber is told
       // where its numbering now stands, so this message follows on from it. The skipped ones

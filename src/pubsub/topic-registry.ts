@@ -50,6 +50,10 @@ interface TopicState {
   deliveries: Set<Delivery>;
   /** Set while a fan-out goes on over several turns: later messages wait behind it. */
   fanning: FanOutInTurns | undefined;
+  /** True while subscribers are being offered a message (see `fanOut`). */
+  offering: boolean;
+  /** Messages the broker handed over while `offering`, in order: they go once it is done. */
+  reentered: BrokerMessage[] | undefined;
   /** Holders (deliveries plus accepted-but-not-started subscriptions) keeping the broker subscription. */
   holds: number;
   lastSeq: number;
@@ -122,6 +126,8 @@ export class TopicRegistry {
       const created: TopicState = {
         deliveries: new Set(),
         fanning: undefined,
+        offering: false,
+        reentered: undefined,
         holds: 0,
         lastSeq: 0,
         epoch: undefined,
@@ -194,6 +200,34 @@ export class TopicRegistry {
   private fanOut(message: BrokerMessage): void {
     const state = this.topics.get(message.topic);
     if (!state) return;
+    // Offering a message can publish to the same topic before it returns (a slow consumer closed
+    // mid-loop tells `events$` its unsubscribe, whose observer announces the leave), and a broker
+    // that fans out at once (the memory broker) hands that message over here: it waits for the
+    // loop, or the subscribers after the closed one would get it before the message they are
+    // still owed (which they then drop as already seen).
+    if (state.offering) {
+      (state.reentered ??= []).push(message);
+      return;
+    }
+    state.offering = true;
+    try {
+      this.route(state, message);
+      this.routeReentered(state);
+    } finally {
+      state.offering = false;
+    }
+  }
+
+  /** What was handed over while offering, in order (and what that hands over in turn). */
+  private routeReentered(state: TopicState): void {
+    for (let waiting = state.reentered; waiting; waiting = state.reentered) {
+      state.reentered = undefined;
+      for (const message of waiting) this.route(state, message);
+    }
+  }
+
+  /** A message to the topic's subscribers: at once, or behind (or as) a fan-out in turns. */
+  private route(state: TopicState, message: BrokerMessage): void {
     const prepared = this.prepare(state, message);
     const fanning = state.fanning;
     if (fanning) {
@@ -252,6 +286,18 @@ export class TopicRegistry {
   private fanOutInTurns(state: TopicState, fanning: FanOutInTurns, limit: number): void {
     // Finished (at once, past the backlog bound) since this turn was planned.
     if (state.fanning !== fanning) return;
+    // Past the backlog bound, from `route`: already offering, and what it hands over waits.
+    if (state.offering) return this.continueFanning(state, fanning, limit);
+    state.offering = true;
+    try {
+      this.continueFanning(state, fanning, limit);
+      this.routeReentered(state);
+    } finally {
+      state.offering = false;
+    }
+  }
+
+  private continueFanning(state: TopicState, fanning: FanOutInTurns, limit: number): void {
     for (let written = 0; ;) {
       if (fanning.iterator === undefined) {
         if (fanning.pending.length === 0) {

@@ -13,7 +13,15 @@ import type { SubscriberRead, SubscriberReadLimits } from './subscriber-reads.js
  * undefined when nothing was ever published, 'stopped' when the subscription ended first.
  */
 export type LatestValue =
-  { seq: number; payload: string | undefined; epoch: string | undefined } | undefined | 'stopped';
+  | {
+      seq: number;
+      payload: string | undefined;
+      epoch: string | undefined;
+      /** The sessions it was published except: one of them passes it by, as its live copy. */
+      except?: readonly string[] | undefined;
+    }
+  | undefined
+  | 'stopped';
 
 /**
  * Hold the subscriber's live messages and read the topic's last seq, then its last message.
@@ -48,11 +56,12 @@ export function sendLatestValue(broker: Broker, delivery: Delivery, latest: Late
     delivery.resume(0, [], 0);
     return;
   }
-  const { seq, payload, epoch } = latest;
+  const { seq, payload, epoch, except } = latest;
   // One that cannot go into a frame is not sent: the next message tells of it as missed.
   const sendable = payload !== undefined && isSendableFrom(broker, payload);
   if (!sendable) delivery.countFrom(seq - 1);
-  delivery.resume(0, sendable ? [{ tail: messageTail(payload, seq), seq }] : [], seq - 1, epoch);
+  const entries = sendable ? [{ tail: messageTail(payload, seq), seq, except }] : [];
+  delivery.resume(0, entries, seq - 1, epoch);
 }
 
 async function readLatest(read: SubscriberRead): Promise<LatestValue> {
@@ -68,5 +77,5 @@ async function readLatest(read: SubscriberRead): Promise<LatestValue> {
   // Published to again between the two reads: the one read is still the last this subscriber
   // is owed before the live ones, which the delivery holds back from the first read on.
   if (message === undefined) return { seq: lastSeq, payload: undefined, epoch: page.epoch };
-  return { seq: message.seq, payload: message.payload, epoch: page.epoch };
+  return { seq: message.seq, payload: message.payload, epoch: page.epoch, except: message.except };
 }

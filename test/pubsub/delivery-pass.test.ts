@@ -9,6 +9,8 @@ import { sendLatestValue } from '../../src/server/pubsub-latest.js';
 
 /** A socket whose buffered bytes the test sets, recording the params of each frame. */
 class Socket implements Sink {
+  /** The session it is: a message published except "me" passes its subscriptions by. */
+  readonly id = 'me';
   readonly frames: Record<string, unknown>[] = [];
   bufferedAmount = 0;
   private drained: (() => void) | undefined;
@@ -135,6 +137,35 @@ describe('a message passed by (published except the subscriber)', () => {
     offer(3);
     expect(summary(socket)).toEqual([{ position: 0 }, { seq: 1 }, { position: 2 }, { seq: 3 }]);
     expect(holesSeen(socket)).toBe(0);
+  });
+
+  it('a held backlog trimmed where the history overlapped, then a passed seq: no false gap', () => {
+    for (const policy of ['drop', 'keep-latest'] as const) {
+      const { socket, delivery, offer } = subscriber(policy);
+      // A replay from the start; live 3..6 and 8 are held meanwhile (past the mark the oldest
+      // are dropped, the history has them), 7 was published except this subscriber.
+      delivery.pauseForReplay(0);
+      for (const seq of [3, 4, 5, 6]) offer(seq);
+      delivery.pass(7);
+      offer(8);
+      expect(delivery.replayBegin(0, undefined, undefined, true)).toBe('more');
+      const page = [1, 2, 3, 4, 5, 6, 7].map((seq) => ({
+        tail: messageTail(String(seq), seq),
+        seq,
+        except: seq === 7 ? ['me'] : undefined,
+      }));
+      expect(delivery.replayPage(page)).toBe('more');
+      // The page reached the oldest message held: the rest is the held backlog.
+      expect(delivery.replayEnd()).toBe('over');
+      offer(9);
+      expect(summary(socket)).toEqual([
+        ...[1, 2, 3, 4, 5, 6].map((seq) => ({ seq })),
+        { position: 7 },
+        { seq: 8 },
+        { seq: 9 },
+      ]);
+      expect(holesSeen(socket)).toBe(0);
+    }
   });
 
   it("passed seqs of a numbering the broker lost are forgotten: they hide none of the new one's losses", () => {

@@ -106,6 +106,29 @@ describe('publish except', () => {
     expect(frames.at(-1)).toMatchObject({ seq: 2, result: 'for all' });
   });
 
+  it('a latest-value subscriber on the excepted session passes the last message by, as live', async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.topic('doc', { latestValue: true });
+    const before = sessionIds(gateway);
+    const a = await RawRpc.open(url);
+    res.track(a.socket);
+    const session = newSession(gateway, before);
+    await gateway.publish('doc', 'for all');
+    await gateway.publish('doc', 'not for a', { except: session.id });
+    const id = (await a.request('subscribe', ['doc'])).result as string;
+    // Another session gets it first, as any subscriber does.
+    const other = await RawRpc.open(url);
+    res.track(other.socket);
+    const otherId = (await other.request('subscribe', ['doc'])).result as string;
+    await other.until(() => messages(other, otherId).length >= 1, 'the latest value');
+    await gateway.publish('doc', 'next');
+    await a.until(() => messages(a, id).length >= 1, 'the live message');
+    await a.barrier();
+    expect(messages(a, id)).toEqual(['next']);
+    expect(a.notifications(id).filter((n) => 'missed' in n || 'gap' in n)).toEqual([]);
+    expect(messages(other, otherId)[0]).toBe('not for a');
+  });
+
   it(`refuses more than ${MAX_EXCEPT} session ids with a RangeError, publishing nothing`, async () => {
     const { gateway } = await res.gateway();
     gateway.topic('big');
