@@ -27,7 +27,7 @@ import type { Gateway } from '../../src/server/gateway.js';
 import type { Session } from '../../src/server/session.js';
 import { deferred, rejectionOf, untilAborted } from '../support/promises.js';
 import { Resources } from '../support/resources.js';
-import { SharedTabs } from '../support/shared-tabs.js';
+import { FreezablePort, SharedTabs } from '../support/shared-tabs.js';
 import { waitFor } from '../support/waiting.js';
 
 const res = new Resources();
@@ -36,36 +36,6 @@ afterEach(async () => {
   await shared.cleanup();
   await res.cleanup();
 });
-
-/** A port whose messages wait while it is frozen, as a frozen page's do. */
-class FreezablePort {
-  frozen = false;
-  readonly #held: MessageEvent[] = [];
-  #listener: ((event: MessageEvent) => void) | null = null;
-  constructor(readonly inner: MessagePort) {}
-  set onmessage(listener: ((event: MessageEvent) => void) | null) {
-    this.#listener = listener;
-    this.inner.onmessage = listener && ((event) => this.#take(event));
-  }
-  get onmessage(): ((event: MessageEvent) => void) | null {
-    return this.#listener;
-  }
-  postMessage(message: unknown): void {
-    if (!this.frozen) this.inner.postMessage(message);
-  }
-  close(): void {
-    this.inner.close();
-  }
-  addEventListener(): void {}
-  thaw(): void {
-    this.frozen = false;
-    for (const event of this.#held.splice(0)) this.#listener?.(event);
-  }
-  #take(event: MessageEvent): void {
-    if (this.frozen) this.#held.push(event);
-    else this.#listener?.(event);
-  }
-}
 
 /** One host (the worker) on a gateway, and a way to open tabs on it. */
 function sharedConnection(url: string, options: ClientHostOptions = {}) {

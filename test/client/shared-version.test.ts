@@ -156,7 +156,8 @@ describe('the tab/worker version handshake', () => {
     expect(await within(tab.call('count'), 'the call')).toBe(1);
     expect(ran.count).toBe(1);
     expect(posted[0]).toMatchObject({ t: 'hello', v: SHARED_PROTOCOL_VERSION });
-    expect(got[0]).toEqual({ t: 'welcome', v: SHARED_PROTOCOL_VERSION });
+    // With the worker client's whenDisconnected, which the tab's notify acts on.
+    expect(got[0]).toEqual({ t: 'welcome', v: SHARED_PROTOCOL_VERSION, whenDisconnected: 'queue' });
   });
 
   it('a worker of version 1, which states no version, is given nothing: the tab closes at its first answer, saying to reload the other tabs', async () => {

@@ -63,3 +63,33 @@ export class SharedTabs {
     await Promise.all(this.#hosts.splice(0).map((host) => host.close()));
   }
 }
+
+/** A port whose messages wait while it is frozen, as a frozen page's do. */
+export class FreezablePort {
+  frozen = false;
+  readonly #held: MessageEvent[] = [];
+  #listener: ((event: MessageEvent) => void) | null = null;
+  constructor(readonly inner: MessagePort) {}
+  set onmessage(listener: ((event: MessageEvent) => void) | null) {
+    this.#listener = listener;
+    this.inner.onmessage = listener && ((event) => this.#take(event));
+  }
+  get onmessage(): ((event: MessageEvent) => void) | null {
+    return this.#listener;
+  }
+  postMessage(message: unknown): void {
+    if (!this.frozen) this.inner.postMessage(message);
+  }
+  close(): void {
+    this.inner.close();
+  }
+  addEventListener(): void {}
+  thaw(): void {
+    this.frozen = false;
+    for (const event of this.#held.splice(0)) this.#listener?.(event);
+  }
+  #take(event: MessageEvent): void {
+    if (this.frozen) this.#held.push(event);
+    else this.#listener?.(event);
+  }
+}

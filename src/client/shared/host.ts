@@ -203,6 +203,11 @@ class HostedTab {
    * by the worker's observer of the user's inbox, which comes next when it was an inbox message.
    */
   unposted: Params | undefined;
+  /**
+   * It said bye: what it posts after that (its page's own pagehide listeners) is sent, and
+   * nothing is posted to it any more.
+   */
+  left = false;
   /** Told `welcome`: the worker's first message to a tab it took, whatever comes next. */
   #welcomed = false;
 
@@ -210,6 +215,8 @@ class HostedTab {
     readonly port: MessagePort,
     /** Whether the tab has a getToken to ask. */
     readonly token: boolean,
+    /** The worker client's whenDisconnected, told in the welcome. */
+    readonly whenDisconnected: () => 'queue' | 'reject',
   ) {}
 
   /**
@@ -218,11 +225,15 @@ class HostedTab {
    * a custom worker's middleware made uncloneable), for the caller to pass on in its place.
    */
   post(message: HostMessage): InternalError | undefined {
+    // The page has gone (or went into the cache, to say hello again): no one reads it.
+    if (this.left) return undefined;
     // Ahead of the state, or of a token run the new client asks for before its state is posted:
     // the tab reads the worker's version in the first message it gets.
     if (!this.#welcomed) {
       this.#welcomed = true;
-      this.port.postMessage({ t: 'welcome', v: SHARED_PROTOCOL_VERSION } satisfies HostMessage);
+      const whenDisconnected = this.whenDisconnected();
+      const welcome = { t: 'welcome', v: SHARED_PROTOCOL_VERSION, whenDisconnected } as const;
+      this.port.postMessage(welcome satisfies HostMessage);
     }
     try {
       this.port.postMessage(message);
@@ -253,6 +264,8 @@ class Host implements ClientHost {
   /** maxRunsPerTab, or its default. */
   readonly #maxRuns: number;
   #client: RpcClient | undefined;
+  /** The client's whenDisconnected, known before createClient returns (its token run's welcome). */
+  #whenDisconnected: 'queue' | 'reject' = clientDefaults.whenDisconnected;
   #watching: Subscription[] = [];
   readonly #tabs = new Set<HostedTab>();
   /** Per method, the tabs that registered it, in order, and how to unregister it. */
@@ -315,6 +328,11 @@ class Host implements ClientHost {
       } else if (tab && this.#tabs.has(tab)) {
         tab.missed = 0;
         this.#receive(tab, message);
+      } else if (tab?.left && this.#client && sentAfterBye.has(message.t)) {
+        // The page's own pagehide listeners run after the tab's, which said bye: a last
+        // notification or "save" call goes out as a client of its own would send it. Answers
+        // are dropped (no one reads them), and the tab's bounds on calls and the queue hold.
+        this.#receive(tab, message);
       } else if (message.t !== 'bye' && !tab?.toldGone) {
         // Once per letting go: the tab says hello again when it reads it. A 'gone' for each of
         // the messages it posted before that (the pongs of a frozen tab waking up) would each
@@ -335,7 +353,11 @@ class Host implements ClientHost {
   }
 
   #admit(port: MessagePort, hello: Extract<TabMessage, { t: 'hello' }>): HostedTab | undefined {
-    const tab = new HostedTab(port, hello.token);
+    // The client stopped for good (credentials refused, reconnects exhausted, no reconnecting)
+    // while a tab that has not read it yet (frozen, hung) holds it: that tab stays told it
+    // closed, and why; this one gets a new client, as the first tab after the last one went does.
+    if (this.#client?.state === 'closed') for (const old of [...this.#tabs]) this.#drop(old);
+    const tab = new HostedTab(port, hello.token, () => this.#whenDisconnected);
     // In the set first: the new client may ask this tab for a token at once.
     this.#tabs.add(tab);
     if (!this.#client) {
@@ -368,6 +390,7 @@ class Host implements ClientHost {
       MAX_TIMER_MS,
     );
     if (!options.getToken && token) options.getToken = ({ signal }) => this.#token(tokenMs, signal);
+    this.#whenDisconnected = options.whenDisconnected ?? clientDefaults.whenDisconnected;
     const client = createClient(options);
     this.#client = client;
     const slots = client.config.maxPendingCalls;
@@ -518,7 +541,9 @@ class Host implements ClientHost {
         return settle?.(m.missing ? undefined : m);
       }
       case 'bye':
-        return this.#drop(tab);
+        this.#drop(tab);
+        tab.left = true;
+        return;
       case 'pong':
         return;
     }
@@ -882,6 +907,9 @@ class Host implements ClientHost {
     void client?.close();
   }
 }
+
+/** What a tab that said bye still has sent: what a page's pagehide listener would send. */
+const sentAfterBye = new Set<TabMessage['t']>(['call', 'batch', 'notify', 'cancel']);
 
 /**
  * The gap signal a tab gets for a subscription's message it cannot be posted: that message, and

@@ -75,6 +75,10 @@ export type TabMessage =
   | { t: 'answer'; id: number; result?: unknown; error?: WireError; missing?: true }
   /** The answer to `ping`, and a tab's "still here" after it was frozen or cached. */
   | { t: 'pong' }
+  /**
+   * The tab is leaving (closed, or its page hidden). Its `call`, `batch`, `notify` and `cancel`
+   * after it (posted by the page's own pagehide listeners) are still sent, and not answered.
+   */
   | { t: 'bye' };
 
 /** A subscription status as it crosses: its error as a WireError. */
@@ -102,9 +106,10 @@ export interface WireDisconnect {
 export type HostMessage =
   /**
    * First on a port whose hello the worker took, before anything else it posts there: its
-   * SHARED_PROTOCOL_VERSION, the tab's.
+   * SHARED_PROTOCOL_VERSION, the tab's, and the worker client's `whenDisconnected` (fixed in
+   * the worker script, or an earlier tab's), which the tab's notify acts on.
    */
-  | { t: 'welcome'; v: number }
+  | { t: 'welcome'; v: number; whenDisconnected?: 'queue' | 'reject' }
   /** `error` with `closed`: why the worker's client stopped for good. */
   | { t: 'state'; state: ConnectionState; error?: WireError }
   | { t: 'disconnect'; event: WireDisconnect }

@@ -27,11 +27,13 @@ import {
   NotConnectedError,
 } from '../../protocol/local-errors.js';
 import { encodeNotification } from '../../protocol/encode.js';
+import { InternalError } from '../../protocol/errors.js';
 import { ReservedMethod } from '../../protocol/reserved.js';
 import type { Params } from '../../protocol/types.js';
 import { AuthenticationError } from '../authentication.js';
 import type { AuthenticateResult, DisconnectEvent } from '../authentication.js';
 import { clientDefaults } from '../client-options.js';
+import type { ClientOptions } from '../client-options.js';
 import type { ConnectionState } from '../connection-state.js';
 import type { HistoryOptions, HistoryResult } from '../history.js';
 import type { InboxGap } from '../inbox.js';
@@ -94,6 +96,12 @@ export class SharedRpcClient {
   readonly #notifications = new Hub<IncomingNotification>();
   #lastDisconnect: DisconnectEvent | undefined;
   #closedError: Error | undefined;
+  /**
+   * What the worker's client does with a notification while not connected: the worker's
+   * setting (told in its welcome), which may be its script's or an earlier tab's; this tab's own
+   * until then.
+   */
+  #whenDisconnected: ClientOptions['whenDisconnected'];
   /** Said bye on pagehide: say hello again if the page comes back from the cache. */
   #away = false;
   /**
@@ -135,6 +143,7 @@ export class SharedRpcClient {
   constructor(options: SharedClientOptions) {
     const config = resolveSharedClientOptions(options);
     this.#config = config;
+    this.#whenDisconnected = config.forwarded.whenDisconnected;
     const make =
       config.worker ??
       (typeof SharedWorker === 'function'
@@ -211,7 +220,7 @@ export class SharedRpcClient {
     const method = nameOf(target);
     const timeoutMs = options.timeoutMs ?? options.timeout;
     return this.#request(method, options.signal, (id) => {
-      const call: TabMessage = { t: 'call', id, method, params };
+      const call: TabMessage = { t: 'call', id, method, params: asSent(params) };
       if (timeoutMs !== undefined) call.timeoutMs = timeoutMs;
       return call;
     });
@@ -230,9 +239,10 @@ export class SharedRpcClient {
       const batch: TabMessage = {
         t: 'batch',
         id,
-        entries: entries.map(({ method, params, notification }) =>
-          notification ? { method, params, notification } : { method, params },
-        ),
+        entries: entries.map(({ method, params: given, notification }) => {
+          const params = asSent(given);
+          return notification ? { method, params, notification } : { method, params };
+        }),
       };
       if (timeoutMs !== undefined) batch.timeoutMs = timeoutMs;
       return batch;
@@ -287,7 +297,7 @@ export class SharedRpcClient {
       try {
         this.#post(message(id));
       } catch (err) {
-        return reject(err as Error); // params that cannot be cloned
+        return reject(err as Error); // params JSON cannot carry (a BigInt, a cycle)
       }
       const abort = (): void => {
         if (!this.#calls.delete(id)) return;
@@ -317,14 +327,14 @@ export class SharedRpcClient {
   notify(method: string, params?: Params): void;
   notify(target: NotificationDescriptor<Params | undefined> | string, params?: Params): void {
     if (this.#closedError) throw this.#closedError;
-    if (this.#config.forwarded.whenDisconnected === 'reject' && this.state !== 'open') {
+    if (this.#whenDisconnected === 'reject' && this.state !== 'open') {
       throw new NotConnectedError('Not connected');
     }
     const method = nameOf(target);
-    // Params JSON cannot carry (a BigInt, a cycle) pass the copy to the worker: they throw here,
+    // Params JSON cannot carry (a BigInt, a cycle), or that are no array or object, throw here,
     // as RpcClient.notify throws, not in the worker where no one would hear of it.
     encodeNotification(method, params);
-    this.#post({ t: 'notify', method, params });
+    this.#post({ t: 'notify', method, params: asSent(params) });
   }
 
   /**
@@ -343,7 +353,8 @@ export class SharedRpcClient {
     topic: string,
     params?: unknown,
   ): Observable<SubscriptionEvent<T>> {
-    return this.#stream((id) => ({ t: 'sub', id, topic, params }));
+    // Made as the stream is subscribed: params JSON cannot carry error it, as a client's do.
+    return this.#stream((id) => ({ t: 'sub', id, topic, params: asSent(params) }));
   }
 
   /**
@@ -351,7 +362,7 @@ export class SharedRpcClient {
    * worker's client): observing it never subscribes.
    */
   subscriptionStatus$(topic: string, params?: unknown): Observable<SubscriptionStatus> {
-    return this.#stream((id) => ({ t: 'status', id, topic, params }));
+    return this.#stream((id) => ({ t: 'status', id, topic, params: asSent(params) }));
   }
 
   /**
@@ -471,8 +482,8 @@ export class SharedRpcClient {
     if (this.#closedError && message.t !== 'bye') return;
     if (this.#ready || message.t === 'hello' || message.t === 'bye')
       this.#port.postMessage(message);
-    // Cloned as postMessage would: params that cannot be cloned throw here, to the caller, and
-    // what the caller changes later is not what is sent.
+    // Cloned as postMessage would: what cannot be cloned (nested deeper than cloning goes)
+    // throws here, to the caller, and what the caller changes later is not what is sent.
     else this.#outbox.push(structuredClone(message));
   }
 
@@ -505,6 +516,8 @@ export class SharedRpcClient {
     this.#greeting = false;
     switch (m.t) {
       case 'welcome':
+        // A worker of a release that does not tell it: this tab's own setting stands.
+        if (m.whenDisconnected !== undefined) this.#whenDisconnected = m.whenDisconnected;
         return;
       case 'state':
         return this.#moveTo(m.state, m.error);
@@ -604,7 +617,8 @@ export class SharedRpcClient {
       try {
         this.#post({ t: 'answer', id: m.id, ...reply });
       } catch (err) {
-        this.#post({ t: 'answer', id: m.id, error: toWire(err) }); // a result that cannot be cloned
+        // A result nested deeper than structured cloning goes.
+        this.#post({ t: 'answer', id: m.id, error: toWire(err) });
       }
     };
     const getToken = this.#config.getToken;
@@ -631,8 +645,7 @@ export class SharedRpcClient {
       controller.abort(reason ?? new CancelledError(m.method));
     });
     try {
-      const result: unknown = await handler(m.params, ctx);
-      answer({ result });
+      answer(resultReply(await handler(m.params, ctx)));
       for (const hook of hooks) hook();
     } catch (error) {
       if (m.notification)
@@ -690,6 +703,28 @@ export class SharedRpcClient {
     this.#notifications.complete();
     this.#port.onmessage = null;
     this.#port.close();
+  }
+}
+
+/**
+ * `value` as the JSON a client of its own sends of it: toJSON applied (a URL, a Date, a money or
+ * decimal class), what JSON leaves out left out, as a member of an array (so undefined and
+ * functions as null). Structured cloning, which carries it to the worker, would keep neither
+ * toJSON nor any prototype, and refuses a URL. Throws JSON.stringify's TypeError for what JSON
+ * cannot carry (a BigInt, a cycle), as a client's own call, notify and subscribe do.
+ */
+function asSent<T>(value: T): T {
+  return value === undefined ? value : (JSON.parse(JSON.stringify([value])) as [T])[0];
+}
+
+/** A handler's result as a client of its own answers it: its JSON, or -32603 if it has none. */
+function resultReply(result: unknown): { result?: unknown; error?: WireError } {
+  try {
+    return { result: asSent(result) };
+  } catch {
+    // encodeSuccess's answer to a result JSON.stringify throws on.
+    const error = new InternalError('Internal error', 'result is not serializable as JSON');
+    return { error: toWire(error) };
   }
 }
 
