@@ -232,7 +232,11 @@ export class IncomingCalls<S> {
     else this.#newest = older;
     call.older = call.newer = undefined;
     this.#runningCount--;
+    this.callEnded();
   }
+
+  /** A run has ended (settled, or let go by the close): a server waits on these (whenIdle). */
+  protected callEnded(): void {}
 
   protected deliverNotification(method: string, params: Params | undefined): void {
     // A notification is a call whose caller wants no answer: run its handler if there is one,

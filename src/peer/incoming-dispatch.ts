@@ -31,6 +31,8 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
    */
   private outliving = 0;
   private whenSettled: (() => void) | undefined;
+  /** What to call once no call or authorize hook is running (whenIdle). */
+  private whenNoneRunning: (() => void) | undefined;
   /** Runs started for the connection that nothing waits for any more (holdWhile). */
   private detached = 0;
 
@@ -59,6 +61,7 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
   override close(info: CloseInfo): void {
     this.outliving = this.inFlightCount + this.detached;
     super.close(info);
+    this.idleCheck();
   }
 
   /**
@@ -87,6 +90,30 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
     });
   }
 
+  /**
+   * `done` once no call or notification handler, nor authorize hook, is running, or the
+   * connection has closed (at once when either is so); one waiter at a time. What a close left
+   * going is afterRuns' to wait for.
+   */
+  whenIdle(done: () => void): void {
+    // Looked at once the turn's synchronous work is done, as afterRuns does.
+    queueMicrotask(() => {
+      if (this.inFlightCount === 0 || this.closeInfo) done();
+      else this.whenNoneRunning = done;
+    });
+  }
+
+  protected override callEnded(): void {
+    this.idleCheck();
+  }
+
+  private idleCheck(): void {
+    if (this.inFlightCount > 0 && !this.closeInfo) return;
+    const done = this.whenNoneRunning;
+    this.whenNoneRunning = undefined;
+    done?.();
+  }
+
   protected override afterClose(runs: number): void {
     this.outliving += runs;
     if (this.outliving > 0) return;
@@ -105,6 +132,7 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
   private hookSettled(): void {
     this.authorizing--;
     if (this.closeInfo) this.afterClose(-1);
+    this.idleCheck();
   }
 
   /** See Peer.stopAcceptingCalls. */

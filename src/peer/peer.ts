@@ -82,6 +82,13 @@ export class Peer<S = unknown> extends PeerCore<S> {
     else done();
   }
 
+  /** `done` once no call, notification handler or authorize hook is running (IncomingDispatch.whenIdle). */
+  whenIdle(done: () => void): void {
+    const dispatch = this.dispatch as IncomingDispatch<S> | undefined;
+    if (dispatch) dispatch.whenIdle(done);
+    else done();
+  }
+
   /**
    * Hold what this connection's close releases (afterRuns) while `run` goes on, for `maxMs` at
    * most: a run started for the connection that nothing waits for any more (an identity hook

@@ -2,6 +2,8 @@ import type { IncomingMessage } from 'node:http';
 import type { Server as NetServer, Socket } from 'node:net';
 import { Server as TlsServer } from 'node:tls';
 import type { Duplex } from 'node:stream';
+import type { Logger } from '../peer/logger.js';
+import { isPromiseLike } from '../peer/replies.js';
 import type { TransportKind } from '../transport/transport.js';
 import { AddressBudget, AddressBudgets } from './address-budgets.js';
 import { addressGroup, addressGroupOf } from './address-group.js';
@@ -36,6 +38,37 @@ export type OriginPolicy = readonly string[] | ((origin: string) => boolean);
 
 /** The one entry of an `allowedOrigins` list that admits every origin. */
 export const ANY_ORIGIN = '*';
+
+/** What is logged, once, when an `allowedOrigins` predicate answers anything but a boolean. */
+export const NOT_BOOLEAN_ORIGIN_ANSWER =
+  'allowedOrigins predicate must return a boolean synchronously: it returned no boolean (an async predicate returns a Promise), and only true allows an Origin, so it was refused';
+
+/**
+ * `predicate` as admission asks it: an Origin is allowed only when it returns `true`. Anything
+ * else refuses, a promise above all: admission decides in the turn the request came in, and an
+ * async predicate's promise, truthy whatever it will hold, would let every page in. The first
+ * such answer is logged (error), once, since every request would repeat it; a rejected promise
+ * is caught, so that it does not end the process as an unhandled rejection.
+ */
+export function booleanOriginPredicate(
+  predicate: (origin: string) => unknown,
+  logger: Logger,
+): (origin: string) => boolean {
+  let told = false;
+  return (origin) => {
+    const answer = predicate(origin);
+    if (typeof answer === 'boolean') return answer;
+    if (isPromiseLike(answer)) Promise.resolve(answer).catch(() => undefined);
+    if (!told) {
+      told = true;
+      logger.error(
+        { returned: isPromiseLike(answer) ? 'promise' : typeof answer },
+        NOT_BOOLEAN_ORIGIN_ANSWER,
+      );
+    }
+    return false;
+  };
+}
 
 /** The last Origin, Host and scheme compared by sameHost, and the answer: a page's connections repeat them. */
 let lastOrigin: string | undefined;
@@ -239,9 +272,21 @@ export class Admission {
     return sameHost(origin, request?.headers.host, request !== undefined && this.overTls(request));
   }
 
+  /**
+   * Whether the CORS answers to a page granted (grantsCors) let it send credentials: not under
+   * `["*"]`, which grants every page, a hostile one included, so that none reads an answer its
+   * user's cookies bought. A list of origins, a predicate, and the same-host default name the
+   * pages they trust, and grant them.
+   */
+  get grantsCredentials(): boolean {
+    const policy = this.origins;
+    return typeof policy === 'function' || policy?.[0] !== ANY_ORIGIN;
+  }
+
   private originAllowed(origin: string): boolean {
     const policy = this.origins!;
-    if (typeof policy === 'function') return policy(origin);
+    // Only `true`: a truthy answer that is no boolean (a promise from an async predicate) refuses.
+    if (typeof policy === 'function') return policy(origin) === true;
     return policy[0] === ANY_ORIGIN || policy.includes(origin);
   }
 }

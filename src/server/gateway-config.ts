@@ -21,7 +21,7 @@ import type { Rule } from '../peer/option-rules.js';
 import type { Broker } from '../pubsub/broker.js';
 import type { EncodingName } from '../encoding/codec.js';
 import { encodingsRule, resolveEncodings } from '../encoding/encodings-option.js';
-import { ANY_ORIGIN } from './admission.js';
+import { ANY_ORIGIN, booleanOriginPredicate } from './admission.js';
 import { TrustedProxies } from './client-address.js';
 import { defaultClusterEvents, resolveClusterEvents } from './lifecycle-options.js';
 import type { ResolvedClusterEvents } from './lifecycle-options.js';
@@ -337,6 +337,7 @@ export function resolveGatewayOptions<C = unknown>(
   const limits = o.limits ?? {};
   // Each entry parsed now, so a bad one is refused here; the gateway parses them again.
   if (o.trustedProxies) new TrustedProxies(o.trustedProxies);
+  const logger = o.logger ?? createLogger();
   return deepFreeze<GatewayConfig<C>>({
     http: {
       path,
@@ -344,9 +345,11 @@ export function resolveGatewayOptions<C = unknown>(
       server: o.server,
       tls: o.tls,
       httpHandler: o.httpHandler,
+      // A predicate's answers are checked as it is asked: only `true` allows (an async one's
+      // promise refuses every Origin, logged once), which no check here could see beforehand.
       allowedOrigins:
         typeof o.allowedOrigins === 'function'
-          ? o.allowedOrigins
+          ? booleanOriginPredicate(o.allowedOrigins, logger)
           : o.allowedOrigins && [...o.allowedOrigins],
       trustedProxies: [...(o.trustedProxies ?? gatewayDefaults.trustedProxies)],
       selectProtocol: o.selectProtocol,
@@ -389,6 +392,6 @@ export function resolveGatewayOptions<C = unknown>(
       issuedAtOf: identity.issuedAtOf,
     },
     middleware: o.middleware && [...o.middleware],
-    observability: { logger: o.logger ?? createLogger(), metrics },
+    observability: { logger, metrics },
   });
 }

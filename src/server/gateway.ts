@@ -543,7 +543,10 @@ export class Gateway<C = unknown> {
       events: new SseEndpoint<C>({
         postBytes,
         intake: this.intake,
-        origins: { grantsCors: (origin, req) => this.admission.grantsCors(origin, req) },
+        origins: {
+          grantsCors: (origin, req) => this.admission.grantsCors(origin, req),
+          grantsCredentials: this.admission.grantsCredentials,
+        },
         limits: this.limits,
         keepaliveMs: config.timing.heartbeatIntervalMs,
         logger: this.logger,

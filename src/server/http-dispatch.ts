@@ -199,12 +199,12 @@ export async function serveRoute<C>(
       }
       case 'rpc':
         if (req.method === 'POST') return await deps.httpRpc.handle(req, res);
-        if (req.method === 'OPTIONS') return deps.httpRpc.preflight(req, res);
+        if (req.method === 'OPTIONS') return deps.httpRpc.preflight(req, res, rpcMethods(deps));
         if (deps.routes.rpc !== deps.path) {
-          res.setHeader('allow', 'POST, OPTIONS');
+          res.setHeader('allow', rpcMethods(deps));
           return sendText(res, 405, 'Use POST for JSON-RPC over HTTP.\n');
         }
-        return upgradeHint(req, res, 'GET, POST, OPTIONS');
+        return upgradeHint(req, res, rpcMethods(deps));
       case 'events':
         return await deps.events.handle(req, res);
       case 'websocket':
@@ -216,6 +216,11 @@ export async function serveRoute<C>(
     if (!res.headersSent) sendText(res, 500, 'Internal server error\n');
     else res.destroy();
   }
+}
+
+/** The methods the RPC route takes (its Allow header): GET too where it is the WebSocket's path. */
+function rpcMethods<C>(deps: HttpDispatchDeps<C>): string {
+  return deps.routes.rpc === deps.path ? 'GET, POST, OPTIONS' : 'POST, OPTIONS';
 }
 
 /** A plain request to the WebSocket path: 426 for a GET, 405 for other methods. */

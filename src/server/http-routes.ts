@@ -89,14 +89,16 @@ export function closeRefused(res: ServerResponse): void {
 
 /**
  * CORS for a page on an allowed origin (listed, or without a list on the request's host), the
- * same on every HTTP route (POST `/rpc`, the event stream's): it may read the answers, with
- * credentials (cookies go with its requests as they go with a WebSocket upgrade, and
- * `authenticate` may read them), and the Retry-After of a refusal (CORS hides it otherwise, and
- * the client would wait its own guess instead).
+ * same on every HTTP route (POST `/rpc`, the event stream's): it may read the answers, and the
+ * Retry-After of a refusal (CORS hides it otherwise, and the client would wait its own guess
+ * instead). With `credentials` (Admission.grantsCredentials: an origin the gateway names or a
+ * predicate decides, not `["*"]`) it may read them with its cookies sent (they go with its
+ * requests as they go with a WebSocket upgrade, and `authenticate` may read them); without,
+ * the browser refuses the page an answer to a request that carried them.
  */
-export function grantOrigin(res: ServerResponse, origin: string): void {
+export function grantOrigin(res: ServerResponse, origin: string, credentials = true): void {
   res.setHeader('access-control-allow-origin', origin);
-  res.setHeader('access-control-allow-credentials', 'true');
+  if (credentials) res.setHeader('access-control-allow-credentials', 'true');
   res.setHeader('access-control-expose-headers', 'retry-after');
   res.setHeader('vary', 'Origin');
 }

@@ -15,6 +15,7 @@ import type { TrustedProxies } from './client-address.js';
 import { INVALID_UTF8_REPLY, strictUtf8 } from '../protocol/invalid-utf8.js';
 import { readBodyBytes, refuseUnread } from './read-body.js';
 import type { BodyReadings } from './body-readings.js';
+import { codingRefusal } from './body-codings.js';
 import { HttpExchangeTransport } from './http-exchange-transport.js';
 import { closeRefused, grantOrigin } from './http-routes.js';
 import { sendableRefusal } from './upgrade-rejection.js';
@@ -24,14 +25,10 @@ import { REVOKED_CLOSE_CODE, revocationMark, revokedSince } from './revocation.j
 const JSON_TYPES = new Set(['application/json', 'application/json-rpc', 'application/jsonrequest']);
 
 /** Resolves once the session's peer has no call or notification handler running (or it closed). */
-async function untilIdle(session: {
-  readonly isClosed: boolean;
-  readonly peer: { readonly inFlightCount: number };
+function untilIdle(session: {
+  readonly peer: { whenIdle(done: () => void): void };
 }): Promise<void> {
-  // Polling: only exchanges whose notification handlers outlive the response get here.
-  while (!session.isClosed && session.peer.inFlightCount > 0) {
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
+  return new Promise((resolve) => session.peer.whenIdle(resolve));
 }
 
 /**
@@ -200,10 +197,13 @@ export class HttpRpc<C> {
       deps.refused?.('draining', 503, upgrade.remoteAddress);
       return refuse(res, 503, 'Server shutting down\n', { 'retry-after': '1' });
     }
-    const type = (req.headers['content-type'] ?? '').split(';', 1)[0]!.trim().toLowerCase();
+    const contentType = req.headers['content-type'] ?? '';
+    const type = contentType.split(';', 1)[0]!.trim().toLowerCase();
     if (!JSON_TYPES.has(type)) {
       return refuse(res, 415, 'POST a JSON-RPC request with Content-Type: application/json\n');
     }
+    const misread = codingRefusal(req, contentType);
+    if (misread) return refuse(res, misread.status, `${misread.message}\n`, misread.headers);
     const declared = Number(req.headers['content-length'] ?? 0);
     if (declared > deps.limits.maxMessageBytes) return this.tooLarge(req, res);
 
@@ -456,17 +456,21 @@ export class HttpRpc<C> {
   }
 
   /**
-   * CORS preflight (OPTIONS) for browsers on other origins: granted to the origins an upgrade is
-   * let in from (on the gateway's `allowedOrigins` list; without one, on the request's host at
-   * any port), refused (403) otherwise.
+   * OPTIONS on the route. With an Origin, a CORS preflight for browsers on other origins: granted
+   * to the origins an upgrade is let in from (on the gateway's `allowedOrigins` list; without
+   * one, on the request's host at any port), refused (403) otherwise. Without one it is no
+   * preflight (a browser always sends Origin with one) but a plain OPTIONS: 204 with the
+   * methods the route takes (`allow`), as RFC 9110 9.3.7 has a server answer it.
    */
-  preflight(req: IncomingMessage, res: ServerResponse): void {
+  preflight(req: IncomingMessage, res: ServerResponse, allow = 'POST, OPTIONS'): void {
     const origin = req.headers.origin;
-    if (origin === undefined || !this.deps.admission.grantsCors(origin, req)) {
+    if (origin === undefined) return send(res, 204, undefined, { allow });
+    if (!this.deps.admission.grantsCors(origin, req)) {
       return refuse(res, 403, 'Origin not allowed\n');
     }
     this.allowOrigin(req, res);
     send(res, 204, undefined, {
+      allow,
       'access-control-allow-methods': 'POST',
       'access-control-allow-headers':
         req.headers['access-control-request-headers'] ?? 'content-type, authorization',
@@ -474,11 +478,15 @@ export class HttpRpc<C> {
     });
   }
 
-  /** The CORS headers the event stream's route sends too (grantOrigin), credentials included. */
+  /**
+   * The CORS headers the event stream's route sends too (grantOrigin), credentials included
+   * unless every origin is granted (Admission.grantsCredentials).
+   */
   private allowOrigin(req: IncomingMessage, res: ServerResponse): void {
     const origin = req.headers.origin;
-    if (origin === undefined || !this.deps.admission.grantsCors(origin, req)) return;
-    grantOrigin(res, origin);
+    const { admission } = this.deps;
+    if (origin === undefined || !admission.grantsCors(origin, req)) return;
+    grantOrigin(res, origin, admission.grantsCredentials);
   }
 
   private tooLarge(req: IncomingMessage, res: ServerResponse): void {

@@ -9,6 +9,7 @@ import { closeRefused, closeUnread, grantOrigin, sendText } from './http-routes.
 import type { GatewayLimits } from './options.js';
 import { INVALID_UTF8_REPLY, strictUtf8 } from '../protocol/invalid-utf8.js';
 import { readBodyBytes, refuseUnread } from './read-body.js';
+import { codingRefusal } from './body-codings.js';
 import { RateLimit, TokenBucket } from './token-bucket.js';
 import type { AddressBuckets } from './address-buckets.js';
 
@@ -55,6 +56,8 @@ const CLIENT_HEADERS = [
  */
 export interface SseOrigins {
   grantsCors(origin: string, request: IncomingMessage): boolean;
+  /** Whether a page granted may read with its cookies sent (Admission.grantsCredentials). */
+  readonly grantsCredentials: boolean;
 }
 
 export interface SseEndpointDeps<C> {
@@ -174,7 +177,7 @@ export class SseEndpoint<C> {
     }
     const origin = header(req, 'origin');
     if (origin !== undefined && this.deps.origins.grantsCors(origin, req)) {
-      grantOrigin(res, origin);
+      grantOrigin(res, origin, this.deps.origins.grantsCredentials);
     } else if (origin !== undefined && !opening) {
       // The opening GET is refused by admission, as an upgrade is (and counted there), before
       // any session is made, by the rule grantsCors follows: every session it opens is one its
@@ -299,6 +302,11 @@ export class SseEndpoint<C> {
     if (transport.isClosed) {
       closeUnread(req, res);
       return noSession(res);
+    }
+    // Compressed, or not UTF-8: read as UTF-8 text it would be other text, or a parse error.
+    const misread = codingRefusal(req, req.headers['content-type'] ?? '');
+    if (misread) {
+      return refuseUnread(req, res, misread.status, `${misread.message}\n`, misread.headers);
     }
     // A session closed while its body comes (the node's total over budget, a DELETE, a drain)
     // stops the reading: what was read goes at once, not once the client has sent the rest.
