@@ -4,9 +4,10 @@ import { DEFAULT_SUBSCRIPTION_METHODS } from '../protocol/subscription-frames.js
 import type { SubscriptionMethodNames } from '../protocol/subscription-frames.js';
 import type { Params } from '../protocol/types.js';
 import type { ConnectOptions } from './connection.js';
-import { endpointOf } from './endpoint.js';
+import { endpointOf, schemeOf } from './endpoint.js';
 import type { Endpoint } from './endpoint.js';
 import { UsageError } from './errors.js';
+import { keepNumberTexts } from './kept-numbers.js';
 import { METHODS_EXAMPLE } from './subscribe.js';
 
 export const commandNames = ['call', 'notify', 'subscribe', 'discover'] as const;
@@ -58,7 +59,11 @@ export function usageLine(command: CommandName): string {
   return `wsrpc ${command} ${required.join(' ')}${optional ? ` [${optional}]` : ''} [OPTIONS]`;
 }
 
-/** Read PARAMS: JSON text holding an array (positional) or an object (named). */
+/**
+ * Read PARAMS: JSON text holding an array (positional) or an object (named). Each number whose
+ * text JSON.stringify would change (`12345678901234567891`, `1e400`, `-0`, `1.0`) is kept as a
+ * marked string (keepNumberTexts), written back as typed when the request is sent.
+ */
 export function parseParams(text: string, command: CommandName): Params {
   const example = `e.g. '[42, 23]' or '{"minuend": 42, "subtrahend": 23}' (quote it for the shell)`;
   let value: unknown;
@@ -78,16 +83,36 @@ export function parseParams(text: string, command: CommandName): Params {
       command,
     );
   }
-  return value as Params;
+  // Parsed again with the numbers kept: the checks above read the text as typed, so their
+  // messages never quote a marked string.
+  return JSON.parse(keepNumberTexts(text)) as Params;
 }
 
-/** `-H "Name: value"` into a header name (lower case) and value. */
-export function parseHeader(text: string, command: CommandName): [string, string] {
+/** `1st`, `2nd`, `3rd`, `4th`... for naming one of a repeated option's arguments. */
+function ordinal(n: number): string {
+  const tens = n % 100;
+  const suffix = tens >= 11 && tens <= 13 ? 'th' : (['th', 'st', 'nd', 'rd'][n % 10] ?? 'th');
+  return `${n}${suffix}`;
+}
+
+/**
+ * Which of a repeated option's arguments is meant, without quoting it: a header value or a
+ * subprotocol may be a token, which stderr (a terminal, a CI log) must not show.
+ */
+function which(option: string, index: number, text: string): string {
+  return `the ${ordinal(index + 1)} ${option} (${text.length} characters, not shown: it may hold a secret)`;
+}
+
+/**
+ * `-H "Name: value"` (the `index`th -H, from 0) into a header name (lower case) and value. A
+ * mistyped one is named by its position and length only; a valid name is shown, never a value.
+ */
+export function parseHeader(text: string, command: CommandName, index = 0): [string, string] {
   const colon = text.indexOf(':');
   const name = colon > 0 ? text.slice(0, colon).trim() : '';
   if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) {
     throw new UsageError(
-      `-H takes "Name: value", got "${text}"; e.g. -H 'Authorization: Bearer TOKEN'`,
+      `-H takes "Name: value"; ${which('-H', index, text)} has no header name (letters, digits and !#$%&'*+.^_\`|~-) before a colon; e.g. -H 'Authorization: Bearer TOKEN'`,
       command,
     );
   }
@@ -104,8 +129,8 @@ export function parseHeader(text: string, command: CommandName): [string, string
 
 function parseHeaders(list: readonly string[], command: CommandName): Record<string, string> {
   const headers: Record<string, string> = {};
-  for (const text of list) {
-    const [name, value] = parseHeader(text, command);
+  for (const [index, text] of list.entries()) {
+    const [name, value] = parseHeader(text, command, index);
     const before = headers[name];
     // A repeated header is one header with the values joined (cookies with "; ").
     headers[name] =
@@ -119,13 +144,14 @@ const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 
 function parseTimeout(text: string | undefined, command: CommandName): number {
   if (text === undefined) return DEFAULT_TIMEOUT_MS;
-  const value = Number(text);
-  if (text.trim() === '' || !Number.isSafeInteger(value) || value < 0) {
+  // Decimal digits only: Number() would also take `0x10`, `1e3`, `0b11` and ` 5 `.
+  if (!/^[0-9]+$/.test(text)) {
     throw new UsageError(
       `--timeout takes a whole number of milliseconds (0: no limit), got "${text}"; e.g. --timeout 30000`,
       command,
     );
   }
+  const value = Number(text);
   // The longest a timer waits (about 24.8 days); a longer one would fire at once.
   if (value > MAX_TIMEOUT_MS) {
     throw new UsageError(
@@ -181,7 +207,23 @@ function parseEndpoint(text: string, command: CommandName): Endpoint {
       command,
     );
   }
-  if (endpoint.kind === 'tcp' && (endpoint.port === undefined || endpoint.host === '')) {
+  // A server never sees a fragment (it is not sent); ws would refuse one, HTTP and TCP drop it.
+  if (url.href.includes('#')) {
+    throw new UsageError(
+      `the URL has a fragment (a "#" and what follows it), which is never sent to the server; remove it, ${example}`,
+      command,
+    );
+  }
+  if (endpoint.kind !== 'tcp') return endpoint;
+  if (url.username !== '' || url.password !== '') {
+    // The URL is not quoted: it holds a password. As -H on tcp://, credentials are refused
+    // rather than dropped without a word.
+    throw new UsageError(
+      `${url.protocol}// URLs cannot carry credentials (user:password@): TCP carries no headers, so there is nothing to send them in; the server decides by address. To send credentials, use the server's ${schemeOf('ws', endpoint.secure)} or ${schemeOf('http', endpoint.secure)} endpoint`,
+      command,
+    );
+  }
+  if (endpoint.port === undefined || endpoint.host === '') {
     throw new UsageError(
       `${url.protocol}// URLs need a host and a port, e.g. ${url.protocol}//localhost:9000 (got "${text}")`,
       command,
@@ -273,11 +315,11 @@ export function parseCommandLine(argv: readonly string[]): Invocation {
   }
   checkNoHeaders(endpoint, values, command);
   const protocols = values.protocol ?? [];
-  for (const protocol of protocols) {
+  for (const [index, protocol] of protocols.entries()) {
     // A subprotocol is an HTTP token (RFC 6455 4.1), and each is sent once.
     if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(protocol)) {
       throw new UsageError(
-        `--protocol takes a subprotocol name (letters, digits and !#$%&'*+.^_\`|~-), got "${protocol}"`,
+        `--protocol takes a subprotocol name (letters, digits and !#$%&'*+.^_\`|~-); ${which('--protocol', index, protocol)} holds another character`,
         command,
       );
     }

@@ -22,5 +22,9 @@ export interface RpcConnection {
   call(method: string, params: Params | undefined, deadline: Deadline): Promise<unknown>;
   /** Resolves once the notification has left (WebSocket), was accepted (HTTP), or the server closed after it (TCP). */
   notify(method: string, params: Params | undefined, deadline: Deadline): Promise<void>;
-  close(): Promise<void>;
+  /**
+   * Close, waiting for the server's side of the close at most within `deadline` (what is left of
+   * the --timeout budget), then cutting the connection.
+   */
+  close(deadline?: Deadline): Promise<void>;
 }

@@ -2,6 +2,7 @@ import { exceedsDepth } from '../protocol/safe-json.js';
 import type { Transport, TransportListener } from '../transport/transport.js';
 import { keepNumbers, writeKeptNumbers } from './kept-numbers.js';
 import { MAX_DEPTH } from './limits.js';
+import { malformedFrame, parsedOrNot } from './response-shape.js';
 
 /** The frame being handled: how many came so far, and its text (empty between frames). */
 export interface FrameMeter {
@@ -9,10 +10,19 @@ export interface FrameMeter {
   readonly text: string;
 }
 
+/** What the guarded transport tells of a frame it refused (and after which it hands on nothing). */
+export interface Refusals {
+  /** Nested deeper than MAX_DEPTH. */
+  tooDeep(): void;
+  /** Not a JSON-RPC 2.0 response, call or notification (malformedFrame): `reason`, and its text. */
+  malformed(reason: string, text: string): void;
+}
+
 /**
  * The CLI's transport, between the socket's and its Peer: a message nested deeper than
  * MAX_DEPTH never reaches the Peer (whose parse, and the printing after it, would recurse that
- * deep), `refuse` is told instead, and nothing more is handed on. A number a double cannot hold
+ * deep), nor does one that is no JSON-RPC message (malformedFrame); `refuse` is told instead,
+ * and nothing more is handed on. A number a double cannot hold
  * reaches the Peer as a marked string (keepNumbers), and goes back to the server as the number it
  * stands for (a numeric subscription id in an unsubscribe). It also meters the frame being
  * handled (as the server sent it), so `subscribe` can count the text of what it keeps.
@@ -24,7 +34,7 @@ export class GuardedTransport implements Transport, FrameMeter {
 
   constructor(
     private readonly inner: Transport,
-    private readonly refuse: () => void,
+    private readonly refuse: Refusals,
   ) {}
 
   get bufferedAmount(): number {
@@ -45,14 +55,22 @@ export class GuardedTransport implements Transport, FrameMeter {
         if (this.refused) return;
         if (exceedsDepth(text, MAX_DEPTH)) {
           this.refused = true;
-          this.refuse();
+          this.refuse.tooDeep();
+          return;
+        }
+        const kept = keepNumbers(text);
+        // Parsed here and again by the Peer (which takes text): the price of looking first.
+        const malformed = malformedFrame(parsedOrNot(kept));
+        if (malformed !== undefined) {
+          this.refused = true;
+          this.refuse.malformed(malformed, text);
           return;
         }
         this.frames++;
         // Held only while the frame is handled: a large one is not kept alive after.
         this.text = text;
         try {
-          listener.receive(keepNumbers(text));
+          listener.receive(kept);
         } finally {
           this.text = '';
         }

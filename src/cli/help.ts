@@ -2,6 +2,7 @@ import { DEFAULT_SUBSCRIPTION_METHODS } from '../protocol/subscription-frames.js
 import { DEFAULT_TIMEOUT_MS, usageLine } from './args.js';
 import type { CommandName } from './args.js';
 import { gatewayCommandsHelp } from './gateway-commands.js';
+import { MAX_EARLY_MESSAGES } from './limits.js';
 import { METHODS_EXAMPLE } from './subscribe.js';
 
 const { subscribe, notification, unsubscribe } = DEFAULT_SUBSCRIPTION_METHODS;
@@ -21,8 +22,9 @@ function options(withMethods: boolean): string {
       --protocol NAME         Offer this WebSocket subprotocol, e.g. a token (repeatable;
                               offered after jsonrpc-2.0, so the server answers with that);
                               ws:// and wss:// only
-      --timeout MS            Give up when connecting and getting the answer take longer
-                              (default ${DEFAULT_TIMEOUT_MS}; 0: no limit)
+      --timeout MS            Give up when the command takes longer, in milliseconds (decimal
+                              digits): connecting, the answer and the close (subscribe: until
+                              the subscribe answer) (default ${DEFAULT_TIMEOUT_MS}; 0: no limit)
   -k, --insecure              Accept any TLS certificate (no verification)
       --cacert FILE           Trust the PEM certificate(s) in FILE, e.g. a self-signed server's
 ${withMethods ? `${methodsOption}\n` : ''}  -h, --help                  Show help (also per command: wsrpc call --help)
@@ -35,15 +37,17 @@ const exitCodes = `Exit codes:
   2  usage error: wrong arguments
   3  could not reach or talk to the server: refused, unknown host, timeout, TLS,
      authentication rejected, unexpected HTTP status, the server refused the connection
-     (tcp://, tls://), connection closed`;
+     (tcp://, tls://), connection closed, an answer that is not a JSON-RPC response`;
 
 const urlLine = `URL     The full endpoint: ws://, wss://, http://, https://, or tcp:// and tls://
         (newline-delimited JSON over TCP, e.g. a gateway's listenTcp),
-        e.g. ws://localhost:8080/rpc or tcp://localhost:9000`;
+        e.g. ws://localhost:8080/rpc or tcp://localhost:9000; without a #fragment,
+        and tcp:// and tls:// without user:password@ (TCP has nowhere to send them)`;
 
 const urlAndParams = `${urlLine}
 PARAMS  JSON text, one argument: an array (positional) or an object (named),
-        e.g. '[42, 23]' or '{"minuend": 42, "subtrahend": 23}'`;
+        e.g. '[42, 23]' or '{"minuend": 42, "subtrahend": 23}'; sent as typed,
+        each number's text kept (12345678901234567891, 1e400, -0)`;
 
 const commandHelp: Readonly<
   Record<CommandName, { summary: string; details: string; examples: string[] }>
@@ -72,7 +76,8 @@ const commandHelp: Readonly<
   subscribe: {
     summary: `Subscribe to a topic or per-subscriber stream and print each message's data as one
 line of compact JSON, until Ctrl+C (unsubscribes, exit 0) or the server ends the stream
-(exit 0; ended with an error: exit 1). Gaps and skipped messages are told on stderr.`,
+(exit 0; ended with an error: exit 1). Gaps and skipped messages are told on stderr, and
+so are messages dropped before the subscribe answer (past ${MAX_EARLY_MESSAGES}; the stream's end is kept).`,
     details: `URL     ws://, wss://, tcp:// or tls:// (subscriptions need a two-way connection, not
         HTTP), e.g. ws://localhost:8080/rpc or tcp://localhost:9000
 TOPIC   A topic or stream name, e.g. prices.BTC

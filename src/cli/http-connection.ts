@@ -1,7 +1,7 @@
 import { request as httpRequest } from 'node:http';
 import type { IncomingMessage, RequestOptions } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { JsonRpcError, isErrorObject } from '../protocol/errors.js';
+import { JsonRpcError } from '../protocol/errors.js';
 import { strictUtf8 } from '../protocol/invalid-utf8.js';
 import { exceedsDepth } from '../protocol/safe-json.js';
 import type { ErrorObject, Params } from '../protocol/types.js';
@@ -9,35 +9,21 @@ import type { ConnectOptions, RpcConnection } from './connection.js';
 import type { Deadline } from './deadline.js';
 import type { Endpoint } from './endpoint.js';
 import { ConnectionError } from './errors.js';
-import { keepNumbers } from './kept-numbers.js';
+import { keepNumbers, writeKeptNumbers } from './kept-numbers.js';
 import { MAX_DEPTH, MAX_MESSAGE_BYTES, mebibytes, nestedTooDeep, notUtf8 } from './limits.js';
 import type { HttpAnswer } from './network-messages.js';
 import {
-  bodySnippet,
   describeHttpStatus,
   describeNetworkError,
+  notAResponse,
   timeoutMessage,
 } from './network-messages.js';
 import { MAX_REFUSAL_BODY, REFUSAL_BODY_MS, readBody } from './read-body.js';
+import { malformedAnswer, parsedOrNot } from './response-shape.js';
 
 /** An answer with its body's bytes as they came (`body` has U+FFFD for those that are not UTF-8). */
 interface PostAnswer extends HttpAnswer {
   bytes: Buffer;
-}
-
-interface JsonRpcResponse {
-  result?: unknown;
-  error?: ErrorObject;
-}
-
-function asResponse(value: unknown): JsonRpcResponse | undefined {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
-  const response = value as Record<string, unknown>;
-  if ('error' in response && isErrorObject(response['error'])) {
-    return { error: response['error'] };
-  }
-  if ('result' in response) return { result: response['result'] };
-  return undefined;
 }
 
 /** JSON-RPC over HTTP: each call or notification is one POST to the endpoint URL. */
@@ -60,21 +46,15 @@ export class HttpConnection implements RpcConnection {
     if (exceedsDepth(body, MAX_DEPTH)) {
       throw new ConnectionError(nestedTooDeep(this.endpoint.hostPort));
     }
-    let parsed: unknown;
-    try {
-      // A number a double cannot hold is kept as the server wrote it (keepNumbers).
-      parsed = JSON.parse(keepNumbers(body));
-    } catch {
-      parsed = undefined;
+    // A number a double cannot hold is kept as the server wrote it (keepNumbers).
+    const parsed = parsedOrNot(keepNumbers(body));
+    // As over ws:// and tcp:// (GuardedTransport): what is not a response is no answer at all.
+    const malformed = malformedAnswer(parsed);
+    if (malformed !== undefined) {
+      throw new ConnectionError(notAResponse(this.endpoint, body, malformed, answer.status));
     }
-    const response = asResponse(parsed);
-    if (!response) {
-      const snippet = bodySnippet(body, 200);
-      throw new ConnectionError(
-        `${this.endpoint.hostPort} answered 200 but not with a JSON-RPC response${snippet ? `: ${snippet}` : ' (empty body)'}; is ${this.endpoint.url.pathname} a JSON-RPC endpoint?`,
-      );
-    }
-    if (response.error) throw JsonRpcError.fromErrorObject(response.error);
+    const response = parsed as { result?: unknown; error?: ErrorObject };
+    if (response.error !== undefined) throw JsonRpcError.fromErrorObject(response.error);
     return response.result;
   }
 
@@ -96,7 +76,8 @@ export class HttpConnection implements RpcConnection {
     deadline: Deadline,
     statusOnly = false,
   ): Promise<PostAnswer> {
-    const body = JSON.stringify(message);
+    // PARAMS' numbers as the user typed them (kept as marked strings: keepNumberTexts).
+    const body = writeKeptNumbers(JSON.stringify(message));
     const { endpoint, options } = this;
     const attempt = { endpoint, timeoutMs: deadline.timeoutMs };
     const requestOptions: RequestOptions & { rejectUnauthorized?: boolean; ca?: string } = {

@@ -6,8 +6,10 @@ import { randomBytes } from 'node:crypto';
  * what the server sent, so before a message from a server is parsed, each number a double cannot
  * hold is written as a string carrying its text, after a mark; each JSON text the CLI writes (a
  * result, a message, an error's data, a message back to the server) has those strings written
- * back as the numbers they stand for. Node 20's JSON.parse gives a reviver no source text, so
- * the number's text is carried through the parse this way.
+ * back as the numbers they stand for. The user's PARAMS are read the same way, with every number
+ * whose text JSON.stringify would change marked (keepNumberTexts), so each is sent as typed.
+ * Node 20's JSON.parse gives a reviver no source text, so the number's text is carried through
+ * the parse this way.
  */
 
 /**
@@ -51,6 +53,24 @@ const NINE = 57;
  */
 export function keepNumbers(text: string): string {
   if (!MAY_HOLD.test(text)) return text;
+  return markNumbers(text, (run) => !heldByDouble(run));
+}
+
+/**
+ * `text` (the user's own JSON, PARAMS) with each number that JSON.stringify would not write
+ * back as typed as a marked string: besides those a double cannot hold, `-0` (written `0`),
+ * `1.0`, `1e2` and the like, so that what goes to the server is the text typed, number for
+ * number. Text that is not JSON stays as it was, as in keepNumbers.
+ */
+export function keepNumberTexts(text: string): string {
+  return markNumbers(text, (run) => {
+    const value = Number(run);
+    return !Number.isFinite(value) || String(value) !== run;
+  });
+}
+
+/** `text` with each whole number in a value's place for which `keep` holds as a marked string. */
+function markNumbers(text: string, keep: (run: string) => boolean): string {
   let kept = '';
   let from = 0;
   let at = 0;
@@ -68,7 +88,7 @@ export function keepNumbers(text: string): string {
     const run = RUN.exec(text)![0];
     const end = at + run.length;
     COLON_AFTER.lastIndex = end;
-    if (NUMBER.test(run) && !heldByDouble(run) && !COLON_AFTER.test(text)) {
+    if (NUMBER.test(run) && keep(run) && !COLON_AFTER.test(text)) {
       kept += `${text.slice(from, at)}${MARK_JSON}${run}"`;
       from = end;
     }

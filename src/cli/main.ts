@@ -70,7 +70,8 @@ async function execute(run: Run): Promise<void> {
       await runNotify(connection, run.target, run.params, deadline);
     else await runDiscover(connection, deadline, stdout);
   } finally {
-    await connection?.close();
+    // Within what is left of --timeout: a server that stopped answering never closes either.
+    await connection?.close(deadline);
   }
 }
 

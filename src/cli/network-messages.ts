@@ -110,6 +110,28 @@ export function bodySnippet(body: string, max = MAX_SNIPPET): string {
   return terminalText(body.replace(/\s+/g, ' ').trim(), max);
 }
 
+/**
+ * An answer that is not a JSON-RPC response (response-shape.ts), for a person, alike over every
+ * transport: `text` quoted in one line, safe for a terminal (bodySnippet), and `reason`;
+ * `status` is the HTTP status it came with.
+ */
+export function notAResponse(
+  endpoint: Endpoint,
+  text: string,
+  reason: string,
+  status?: number,
+): string {
+  const snippet = bodySnippet(text, 200);
+  const empty = status === undefined ? ' (an empty message)' : ' (an empty body)';
+  const quote = snippet ? `: ${snippet} (${reason})` : empty;
+  const answered = status === undefined ? 'answered' : `answered ${status}`;
+  const hint =
+    endpoint.kind === 'tcp'
+      ? `does ${endpoint.hostPort} serve JSON-RPC (newline-delimited JSON)?`
+      : `is ${endpoint.url.pathname} a JSON-RPC endpoint?`;
+  return `${endpoint.hostPort} ${answered} but not with a JSON-RPC response${quote}; ${hint}`;
+}
+
 export interface HttpAnswer {
   status: number;
   body: string;

@@ -14,7 +14,7 @@ import { GuardedTransport } from './guarded-transport.js';
 import type { FrameMeter } from './guarded-transport.js';
 import { nestedTooDeep } from './limits.js';
 import type { Attempt } from './network-messages.js';
-import { describeClose, timeoutMessage } from './network-messages.js';
+import { describeClose, notAResponse, timeoutMessage } from './network-messages.js';
 
 /** How long a close (handshake or TCP half-close) may take before the socket is cut. */
 export const CLOSE_GRACE_MS = 2_000;
@@ -94,9 +94,11 @@ export abstract class PeerConnection implements RpcConnection {
     /** The open socket, WebSocket-shaped (`readyState`, `bufferedAmount`). */
     protected readonly socket: WebSocketLike,
   ) {
-    this.transport = new GuardedTransport(new WebSocketTransport(socket), () =>
-      this.fail(new ConnectionError(nestedTooDeep(endpoint.hostPort))),
-    );
+    this.transport = new GuardedTransport(new WebSocketTransport(socket), {
+      tooDeep: () => this.fail(new ConnectionError(nestedTooDeep(endpoint.hostPort))),
+      malformed: (reason, text) =>
+        this.fail(new ConnectionError(notAResponse(endpoint, text, reason))),
+    });
     // No handlers: the peer answers the server's own calls with -32601 by itself.
     this.peer = new Peer<undefined>(this.transport, { session: undefined });
   }
@@ -154,7 +156,12 @@ export abstract class PeerConnection implements RpcConnection {
     await this.flushed(deadline);
   }
 
-  abstract close(): Promise<void>;
+  abstract close(deadline?: Deadline): Promise<void>;
+
+  /** How long a close waits for the server: CLOSE_GRACE_MS, within what is left of `deadline`. */
+  protected closeGrace(deadline: Deadline | undefined): number {
+    return deadline?.within(CLOSE_GRACE_MS) ?? CLOSE_GRACE_MS;
+  }
 
   /** Resolves once every queued message has been handed to the network (the transport uncorks at the end of the turn). */
   protected async flushed(deadline: Deadline): Promise<void> {

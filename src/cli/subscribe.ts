@@ -53,6 +53,8 @@ export async function runSubscribe(connection: PeerConnection, run: SubscribeRun
   const { methods } = run;
   let id: SubscriptionId | undefined;
   const early: SubscriptionNotification[] = [];
+  /** By subscription id, the notifications dropped past MAX_EARLY_MESSAGES (told on stderr). */
+  const droppedEarly = new Map<SubscriptionId, number>();
   const earlyText = new Utf8Budget(MAX_EARLY_BYTES);
   let lastEarlyFrame = 0;
   let settled = false;
@@ -112,7 +114,8 @@ export async function runSubscribe(connection: PeerConnection, run: SubscribeRun
 
   /**
    * Keep a notification until the subscribe answer names ours, within MAX_EARLY_BYTES of text
-   * (in UTF-8 bytes).
+   * (in UTF-8 bytes). Past MAX_EARLY_MESSAGES a message is dropped and counted, but the end of a
+   * stream (complete, error) is always kept: without it the command would wait for ever.
    */
   function keepEarly(decoded: SubscriptionNotification): void {
     // A batch's notifications share one frame: its text is counted once.
@@ -128,7 +131,37 @@ export async function runSubscribe(connection: PeerConnection, run: SubscribeRun
       );
       return;
     }
-    if (early.length < MAX_EARLY_MESSAGES) early.push(decoded);
+    const { kind } = decoded.update;
+    if (early.length < MAX_EARLY_MESSAGES || kind === 'complete' || kind === 'error') {
+      early.push(decoded);
+      return;
+    }
+    const { subscription } = decoded;
+    droppedEarly.set(subscription, (droppedEarly.get(subscription) ?? 0) + 1);
+  }
+
+  /** Say how many of ours were dropped before the answer, if any (once). */
+  function tellDropped(ours: SubscriptionId): void {
+    const count = droppedEarly.get(ours);
+    droppedEarly.clear();
+    if (count === undefined) return;
+    run.stderr.write(
+      `wsrpc: ${count} messages were dropped: they came before the server answered "${methods.subscribe}", past the ${MAX_EARLY_MESSAGES} the CLI keeps until then\n`,
+    );
+  }
+
+  /**
+   * Handle what came before the answer, in order. What was dropped came after the first
+   * MAX_EARLY_MESSAGES kept, and before the ends of streams kept past them.
+   */
+  function handleEarly(ours: SubscriptionId): void {
+    const pending = early.splice(0);
+    for (const [index, notification] of pending.entries()) {
+      if (settled) return;
+      if (index === MAX_EARLY_MESSAGES) tellDropped(ours);
+      if (notification.subscription === ours) handle(notification.update);
+    }
+    if (!settled) tellDropped(ours);
   }
 
   const notifications = connection.notifications$.subscribe((notification) => {
@@ -153,10 +186,9 @@ export async function runSubscribe(connection: PeerConnection, run: SubscribeRun
         return;
       }
       id = result;
-      for (const pending of early.splice(0)) {
-        if (settled) return;
-        if (pending.subscription === id) handle(pending.update);
-      }
+      // The --timeout covers connecting and this answer; the stream runs until stopped or ended.
+      run.deadline.lift();
+      handleEarly(id);
     },
     (error: unknown) => finish({ kind: 'failed', error: explainRefusal(error, methods) }),
   );

@@ -16,7 +16,7 @@ import {
   describeStreamRefusal,
   streamRefusalOf,
 } from './network-messages.js';
-import { CLOSE_GRACE_MS, PeerConnection, connectWithin } from './peer-connection.js';
+import { PeerConnection, connectWithin } from './peer-connection.js';
 
 /** Longest first line looked at for a refusal (a refusal is a short line). */
 const MAX_REFUSAL_LINE = 64 * 1024;
@@ -217,7 +217,7 @@ export class TcpConnection extends PeerConnection {
     deadline: Deadline,
   ): Promise<void> {
     await super.notify(method, params, deadline);
-    await this.close();
+    await this.close(deadline);
     if (this.refusal.error) throw this.refusal.error;
   }
 
@@ -225,12 +225,15 @@ export class TcpConnection extends PeerConnection {
     this.raw.destroy();
   }
 
-  /** End our side (TCP half-close) and wait for the server to close (cut the socket if it takes too long). */
-  async close(): Promise<void> {
+  /**
+   * End our side (TCP half-close) and wait for the server to close; cut the socket if it takes
+   * longer than CLOSE_GRACE_MS or what is left of `deadline`.
+   */
+  async close(deadline?: Deadline): Promise<void> {
     if (this.raw.closed) return;
     const closed = new Promise<void>((resolve) => this.raw.once('close', () => resolve()));
     this.peer.close(1000, '');
-    const timer = setTimeout(() => this.raw.destroy(), CLOSE_GRACE_MS);
+    const timer = setTimeout(() => this.raw.destroy(), this.closeGrace(deadline));
     await closed;
     clearTimeout(timer);
   }

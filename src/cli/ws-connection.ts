@@ -9,7 +9,7 @@ import { ConnectionError } from './errors.js';
 import { MAX_MESSAGE_BYTES, mebibytes, notUtf8 } from './limits.js';
 import { MAX_REFUSAL_BODY, REFUSAL_BODY_MS, readBody } from './read-body.js';
 import { describeHttpStatus, describeNetworkError } from './network-messages.js';
-import { CLOSE_GRACE_MS, PeerConnection, connectWithin } from './peer-connection.js';
+import { PeerConnection, connectWithin } from './peer-connection.js';
 
 /** Offered first when the user offers subprotocols, so the gateway answers with it and never echoes a token. */
 const PREFERRED_SUBPROTOCOL = 'jsonrpc-2.0';
@@ -102,12 +102,15 @@ export class WsConnection extends PeerConnection {
     this.ws.terminate();
   }
 
-  /** Close with 1000 and wait for the close handshake (cut the socket if it takes too long). */
-  async close(): Promise<void> {
+  /**
+   * Close with 1000 and wait for the close handshake; cut the socket if it takes longer than
+   * CLOSE_GRACE_MS or what is left of `deadline`.
+   */
+  async close(deadline?: Deadline): Promise<void> {
     if (this.ws.readyState === WebSocket.CLOSED) return;
     const closed = new Promise<void>((resolve) => this.ws.once('close', () => resolve()));
     this.peer.close(1000, '');
-    const timer = setTimeout(() => this.ws.terminate(), CLOSE_GRACE_MS);
+    const timer = setTimeout(() => this.ws.terminate(), this.closeGrace(deadline));
     await closed;
     clearTimeout(timer);
   }
