@@ -301,9 +301,11 @@ export function parseCommandLine(argv: readonly string[]): Invocation {
   }
   const most = required.length + (optional ? 1 : 0);
   if (rest.length > most) {
-    const extra = rest.slice(most).join(' ');
+    // Not echoed: an unquoted `-H Authorization: Bearer TOKEN` leaves the token among them.
+    const extra = rest.length - most;
+    const what = `${extra} more than ${command} takes, not shown: one may hold a secret`;
     const hint = optional ? ` (PARAMS is one argument: quote the JSON, e.g. '[42, 23]')` : '';
-    throw new UsageError(`too many arguments: ${extra}${hint}`, command);
+    throw new UsageError(`too many arguments (${what})${hint}`, command);
   }
 
   const endpoint = parseEndpoint(rest[0]!, command);

@@ -95,6 +95,21 @@ describe('what may hold a secret is not echoed', () => {
     expect(stderr).toContain(`the 1st --protocol (${protocol.length} characters`);
   });
 
+  it('an unquoted -H whose token became arguments of their own: counted, not shown', async () => {
+    const port = await freePort();
+    const stderr = await usageError([
+      'call',
+      `ws://127.0.0.1:${port}/rpc`,
+      'x',
+      '-H',
+      'X-Trace: 1',
+      'Bearer',
+      SECRET,
+    ]);
+    expect(stderr).not.toContain(SECRET);
+    expect(stderr).toContain('too many arguments (1 more than call takes');
+  });
+
   it.each(['tcp', 'tls'])('credentials in a %s:// URL: refused, not shown', async (scheme) => {
     const port = await freePort();
     for (const userinfo of [`user:${SECRET}`, SECRET]) {
