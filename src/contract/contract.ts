@@ -78,11 +78,10 @@ export type CheckedContract<C> = CheckedGroup<C, 'methods'> &
 
 /**
  * Throws when a `paramOrder` cannot be what positional calls go by: it names a member twice, or
- * one its params schema does not have; it leaves a member out (a positional call could not give
- * it, and the OpenRPC document lists every member by position); it puts an optional member
- * before a required one (a position can only be left out at the end: a `null` in its place is a
- * value, and the member's schema refuses it); or the params schema is not an object. Checked
- * where the schema's JSON Schema says what it is; a schema without one is taken on trust.
+ * one its params schema does not have; it leaves out a required member (no positional call could
+ * give it); or the params schema is a tuple (positional already: its positions would be mapped
+ * onto names it does not take). Checked where the schema's JSON Schema says what it is; a schema
+ * without one, or one that is neither an object nor a tuple (a union, a record), is taken on trust.
  */
 export function assertContract(contract: Contract): void {
   const groups = {
@@ -109,27 +108,15 @@ function paramOrderProblem(
   const twice = order.filter((member, i) => order.indexOf(member) !== i);
   if (twice.length > 0) return `lists ${quoted([...new Set(twice)])} more than once`;
   const members = objectMembers(params);
+  if (members === 'tuple') return 'is on a tuple params schema, which is positional already';
   if (members === undefined) return undefined;
-  if (members === 'not an object') {
-    return 'needs an object params schema: a tuple or array schema is positional already';
-  }
   const unknown = order.filter((member) => !members.names.includes(member));
   if (unknown.length > 0) {
     return `names ${quoted(unknown)}, not a member of its params (${quoted(members.names)})`;
   }
-  const missing = members.names.filter((member) => !order.includes(member));
-  if (missing.length > 0) return `leaves out ${quoted(missing)}: every member needs a position`;
-  const required = new Set(members.required);
-  let lastRequired = -1;
-  order.forEach((member, i) => {
-    if (required.has(member)) lastRequired = i;
-  });
-  const early = order.slice(0, lastRequired).filter((member) => !required.has(member));
-  if (early.length > 0) {
-    return (
-      `puts optional ${quoted(early)} before required "${order[lastRequired]}": ` +
-      'only the last positions may be left out'
-    );
+  const missing = members.required.filter((member) => !order.includes(member));
+  if (missing.length > 0) {
+    return `leaves out required ${quoted(missing)}: no call by position could give it`;
   }
   return undefined;
 }

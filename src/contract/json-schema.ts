@@ -61,16 +61,15 @@ export interface ObjectMembers {
 }
 
 /**
- * The members of an object params schema; 'not an object' when its JSON Schema is known and
- * says it is something else (a tuple, an array, a union); undefined when the library gives none.
+ * The members of an object params schema; 'tuple' for a tuple's; undefined when the library gives
+ * no JSON Schema, or it is another shape (a union, a record), whose members it does not list.
  */
-export function objectMembers(
-  schema: Schema | undefined,
-): ObjectMembers | 'not an object' | undefined {
+export function objectMembers(schema: Schema | undefined): ObjectMembers | 'tuple' | undefined {
   const json = jsonSchemaOf(schema);
-  if (!json) return undefined;
-  if (shapeOf(json) !== 'object') return 'not an object';
-  const root = resolveRoot(json);
+  const shape = shapeOf(json);
+  if (shape === 'tuple') return 'tuple';
+  if (shape !== 'object') return undefined;
+  const root = resolveRoot(json!);
   const required = root['required'];
   return {
     names: Object.keys(root['properties'] as JsonSchema),

@@ -31,8 +31,8 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
    */
   private outliving = 0;
   private whenSettled: (() => void) | undefined;
-  /** What to call once no call or authorize hook is running (whenIdle). */
-  private whenNoneRunning: (() => void) | undefined;
+  /** What to call once no call or authorize hook is running, or the close (whenIdle). */
+  private whenNoneRunning: (() => void)[] | undefined;
   /** Runs started for the connection that nothing waits for any more (holdWhile). */
   private detached = 0;
 
@@ -92,14 +92,14 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
 
   /**
    * `done` once no call or notification handler, nor authorize hook, is running, or the
-   * connection has closed (at once when either is so); one waiter at a time. What a close left
-   * going is afterRuns' to wait for.
+   * connection has closed (at once when either is so). What a close left going is afterRuns'
+   * to wait for.
    */
   whenIdle(done: () => void): void {
     // Looked at once the turn's synchronous work is done, as afterRuns does.
     queueMicrotask(() => {
       if (this.inFlightCount === 0 || this.closeInfo) done();
-      else this.whenNoneRunning = done;
+      else (this.whenNoneRunning ??= []).push(done);
     });
   }
 
@@ -109,9 +109,9 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
 
   private idleCheck(): void {
     if (this.inFlightCount > 0 && !this.closeInfo) return;
-    const done = this.whenNoneRunning;
+    const waiting = this.whenNoneRunning;
     this.whenNoneRunning = undefined;
-    done?.();
+    for (const done of waiting ?? []) done();
   }
 
   protected override afterClose(runs: number): void {

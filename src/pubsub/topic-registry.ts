@@ -212,6 +212,17 @@ export class TopicRegistry {
     state.offering = true;
     try {
       this.route(state, message);
+    } finally {
+      this.endOffering(state);
+    }
+  }
+
+  /**
+   * Route what was handed over while offering, then take the flag down: in a `finally`, so that
+   * an offer that threw leaves no message behind to go after later ones (or never).
+   */
+  private endOffering(state: TopicState): void {
+    try {
       this.routeReentered(state);
     } finally {
       state.offering = false;
@@ -291,9 +302,8 @@ export class TopicRegistry {
     state.offering = true;
     try {
       this.continueFanning(state, fanning, limit);
-      this.routeReentered(state);
     } finally {
-      state.offering = false;
+      this.endOffering(state);
     }
   }
 

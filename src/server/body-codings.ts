@@ -18,6 +18,20 @@ function tokensOf(header: string | undefined): string[] {
     .filter((token) => token !== '');
 }
 
+/**
+ * Charset labels of text a UTF-8 reading reads as sent: UTF-8's (the WHATWG Encoding standard's
+ * labels for it) and US-ASCII, a subset of it.
+ */
+const UTF8_LABELS = new Set([
+  'utf-8',
+  'utf8',
+  'unicode-1-1-utf-8',
+  'unicode11utf8',
+  'unicode20utf8',
+  'x-unicode20utf8',
+  'us-ascii',
+]);
+
 /** The `charset` parameters of a Content-Type (`charset="UTF-8"` read as `utf-8`). */
 function charsetsOf(contentType: string): string[] {
   const charsets: string[] = [];
@@ -56,7 +70,7 @@ export function codingRefusal(
       headers: { 'accept-encoding': 'identity' },
     };
   }
-  const charset = charsetsOf(contentType).find((c) => c !== 'utf-8');
+  const charset = charsetsOf(contentType).find((c) => !UTF8_LABELS.has(c));
   if (charset !== undefined) {
     return {
       status: 415,

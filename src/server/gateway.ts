@@ -543,10 +543,7 @@ export class Gateway<C = unknown> {
       events: new SseEndpoint<C>({
         postBytes,
         intake: this.intake,
-        origins: {
-          grantsCors: (origin, req) => this.admission.grantsCors(origin, req),
-          grantsCredentials: this.admission.grantsCredentials,
-        },
+        origins: { grantsCors: (origin, req) => this.admission.grantsCors(origin, req) },
         limits: this.limits,
         keepaliveMs: config.timing.heartbeatIntervalMs,
         logger: this.logger,

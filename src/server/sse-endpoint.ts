@@ -56,8 +56,6 @@ const CLIENT_HEADERS = [
  */
 export interface SseOrigins {
   grantsCors(origin: string, request: IncomingMessage): boolean;
-  /** Whether a page granted may read with its cookies sent (Admission.grantsCredentials). */
-  readonly grantsCredentials: boolean;
 }
 
 export interface SseEndpointDeps<C> {
@@ -177,7 +175,10 @@ export class SseEndpoint<C> {
     }
     const origin = header(req, 'origin');
     if (origin !== undefined && this.deps.origins.grantsCors(origin, req)) {
-      grantOrigin(res, origin, this.deps.origins.grantsCredentials);
+      // With credentials even under ["*"]: the route stands in for the WebSocket, whose upgrade
+      // carries any page's cookies there, and the client's requests all carry them (a CORS
+      // answer without Allow-Credentials would fail every one of them, cookies sent or not).
+      grantOrigin(res, origin);
     } else if (origin !== undefined && !opening) {
       // The opening GET is refused by admission, as an upgrade is (and counted there), before
       // any session is made, by the rule grantsCors follows: every session it opens is one its

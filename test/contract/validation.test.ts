@@ -458,27 +458,34 @@ describe('paramOrder that positional calls could not go by', () => {
     methods: { f: spec },
   });
 
-  it('throws on a name listed twice, a member left out, or no params schema', () => {
-    const params = z.object({ a: z.number(), b: z.number() });
-    expect(() => defineContract(contractWith({ params, paramOrder: ['a', 'a', 'b'] }))).toThrow(
-      'The paramOrder of method "f" lists "a" more than once',
-    );
-    expect(() => defineContract(contractWith({ params, paramOrder: ['a'] }))).toThrow(
-      'The paramOrder of method "f" leaves out "b": every member needs a position',
+  it('throws on a name listed twice, a required member left out, or no params schema', () => {
+    const params = z.object({ a: z.number(), b: z.number(), c: z.number().optional() });
+    expect(() =>
+      defineContract(contractWith({ params, paramOrder: ['a', 'a', 'b', 'c'] })),
+    ).toThrow('The paramOrder of method "f" lists "a" more than once');
+    expect(() => defineContract(contractWith({ params, paramOrder: ['a', 'c'] }))).toThrow(
+      'The paramOrder of method "f" leaves out required "b": no call by position could give it',
     );
     expect(() => defineContract(contractWith({ paramOrder: ['a'] }))).toThrow(
       'The paramOrder of method "f" has no params schema to map positions onto',
     );
+    // An optional member left out is given by name only.
+    expect(() => defineContract(contractWith({ params, paramOrder: ['a', 'b'] }))).not.toThrow();
   });
 
-  it('throws on an optional member before a required one; trailing ones may be left out', async () => {
-    const middle = z.object({ a: z.number(), b: z.number().optional(), c: z.number() });
-    expect(() =>
-      defineContract(contractWith({ params: middle, paramOrder: ['a', 'b', 'c'] })),
-    ).toThrow(
-      'The paramOrder of method "f" puts optional "b" before required "c": only the last positions may be left out',
-    );
-    // The same members with the required ones first is a contract, and works both ways.
+  it('takes optional members anywhere, and schemas it cannot list the members of on trust', () => {
+    for (const params of [
+      z.object({ a: z.number().default(1), b: z.number() }),
+      z.object({ a: z.number().nullable().optional(), b: z.number() }),
+      z.union([z.object({ a: z.number(), b: z.number() }), z.object({ a: z.string() })]),
+      z.object({ a: z.number(), b: z.number() }).nullable(),
+      z.record(z.string(), z.number()),
+    ]) {
+      expect(() => defineContract(contractWith({ params, paramOrder: ['a', 'b'] }))).not.toThrow();
+    }
+  });
+
+  it('positional calls: trailing optional members may be left out; a position given is a value', async () => {
     const trailing = defineContract({
       name: 'order',
       version: '1.0.0',
@@ -515,7 +522,7 @@ describe('paramOrder that positional calls could not go by', () => {
         },
       }),
     ).toThrow(
-      'The paramOrder of method "f" needs an object params schema: a tuple or array schema is positional already',
+      'The paramOrder of method "f" is on a tuple params schema, which is positional already',
     );
   });
 });

@@ -196,3 +196,33 @@ describe('close', () => {
     expect(lateOfCompleted).toBe(true);
   });
 });
+
+describe('whenIdle', () => {
+  it('calls every waiter once no handler runs, or at the close, and each once', async () => {
+    const { a, b } = pair();
+    const run = deferred<string>();
+    b.registry.method('work', () => run.promise);
+    const answer = a.call('work');
+    await settle();
+    const called: string[] = [];
+    b.whenIdle(() => called.push('first'));
+    b.whenIdle(() => called.push('second'));
+    await settle();
+    expect(called).toEqual([]);
+    run.resolve('done');
+    expect(await answer).toBe('done');
+    await settle();
+    expect(called).toEqual(['first', 'second']);
+
+    // A handler still running at the close: the waiters are let go by the close.
+    b.registry.method('hang', never);
+    void a.call('hang').catch(() => undefined);
+    await settle();
+    b.whenIdle(() => called.push('third'));
+    b.whenIdle(() => called.push('fourth'));
+    await settle();
+    b.close();
+    await settle();
+    expect(called).toEqual(['first', 'second', 'third', 'fourth']);
+  });
+});

@@ -30,6 +30,7 @@ describe('ClientProvider under React 18', () => {
     expect(JSON.parse(out.trim().split('\n').at(-1)!)).toEqual({
       react: expect.stringMatching(/^18\./),
       shown: 'open 42',
+      clientUser: true,
       inputKept: true,
       typed: 'typed before hydration ended',
       removed: [],

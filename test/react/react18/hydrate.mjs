@@ -16,13 +16,13 @@ for (const name of ['window', 'document', 'navigator', 'Node', 'Element', 'HTMLE
 }
 globalThis.IS_REACT_ACT_ENVIRONMENT = false;
 
-const { createElement, useEffect, version } = await import('react');
+const { createElement, useEffect, useState, version } = await import('react');
 const { hydrateRoot } = await import('react-dom/client');
 const { renderToString } = await import('react-dom/server');
 const { WebSocket } = await import('ws');
 const { createGateway } = await import('../../../dist/src/index.js');
 const { silentLogger } = await import('../../../dist/src/peer/logger.js');
-const { ClientProvider, useCall, useConnectionState } =
+const { ClientProvider, useCall, useClient, useConnectionState } =
   await import('../../../dist/src/react/index.js');
 
 const gateway = createGateway({ logger: silentLogger, heartbeatIntervalMs: 0 });
@@ -30,6 +30,16 @@ gateway.method('answer', () => 42);
 const { port } = await gateway.listen(0, '127.0.0.1');
 
 const effects = { mounted: 0, unmounted: 0 };
+/** Needs the client itself: rendered once a useEffect has run, as docs/react.md says. */
+function ClientUser() {
+  const client = useClient();
+  return createElement('span', { id: 'client' }, client.state);
+}
+function WhenMounted() {
+  const [mounted, setMounted] = useState(false);
+  useEffect(() => setMounted(true), []);
+  return mounted ? createElement(ClientUser) : null;
+}
 function App() {
   const { state } = useConnectionState();
   const answer = useCall('answer');
@@ -41,6 +51,7 @@ function App() {
     'div',
     null,
     createElement('input', { id: 'name', defaultValue: '' }),
+    createElement(WhenMounted),
     createElement('p', { id: 'state' }, `${state} ${answer.loading ? 'loading' : answer.data}`),
   );
 }
@@ -74,6 +85,7 @@ console.log(
   JSON.stringify({
     react: version,
     shown: text(),
+    clientUser: container.querySelector('#client') !== null,
     inputKept: input === serverInput,
     typed: input?.value,
     removed,
