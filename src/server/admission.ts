@@ -43,20 +43,32 @@ export const ANY_ORIGIN = '*';
 export const NOT_BOOLEAN_ORIGIN_ANSWER =
   'allowedOrigins predicate must return a boolean synchronously: it returned no boolean (an async predicate returns a Promise), and only true allows an Origin, so it was refused';
 
+/** What is logged, once, when an `allowedOrigins` predicate throws. */
+export const THROWING_ORIGIN_PREDICATE = 'allowedOrigins predicate threw: the Origin was refused';
+
 /**
  * `predicate` as admission asks it: an Origin is allowed only when it returns `true`. Anything
  * else refuses, a promise above all: admission decides in the turn the request came in, and an
  * async predicate's promise, truthy whatever it will hold, would let every page in. The first
  * such answer is logged (error), once, since every request would repeat it; a rejected promise
- * is caught, so that it does not end the process as an unhandled rejection.
+ * is caught, so that it does not end the process as an unhandled rejection. One that throws
+ * refuses too (a 403, where a 500 would say nothing of why), logged once as well.
  */
 export function booleanOriginPredicate(
   predicate: (origin: string) => unknown,
   logger: Logger,
 ): (origin: string) => boolean {
   let told = false;
+  let toldThrow = false;
   return (origin) => {
-    const answer = predicate(origin);
+    let answer: unknown;
+    try {
+      answer = predicate(origin);
+    } catch (err) {
+      if (!toldThrow) logger.error({ err }, THROWING_ORIGIN_PREDICATE);
+      toldThrow = true;
+      return false;
+    }
     if (typeof answer === 'boolean') return answer;
     if (isPromiseLike(answer)) Promise.resolve(answer).catch(() => undefined);
     if (!told) {

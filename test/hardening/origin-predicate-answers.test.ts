@@ -7,7 +7,10 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type { GatewayOptions } from '../../src/server/options.js';
-import { NOT_BOOLEAN_ORIGIN_ANSWER } from '../../src/server/admission.js';
+import {
+  NOT_BOOLEAN_ORIGIN_ANSWER,
+  THROWING_ORIGIN_PREDICATE,
+} from '../../src/server/admission.js';
 import { CaptureLogger } from '../support/logging.js';
 import { Resources } from '../support/resources.js';
 import { attemptUpgrade } from '../support/sockets.js';
@@ -105,6 +108,15 @@ describe('an allowedOrigins predicate that answers no boolean', () => {
       ).status,
     ).toBe(403);
     expect(logger.withMessage(NOT_BOOLEAN_ORIGIN_ANSWER)).toHaveLength(1);
+  });
+
+  it('one that throws refuses (403, not 500), logged once', async () => {
+    const { url, httpUrl, logger } = await gatewayWith(() => {
+      throw new Error('lookup failed');
+    });
+    expect(await attemptUpgrade(res, url, { origin: GOOD })).toBe(403);
+    expect((await post(httpUrl, GOOD)).status).toBe(403);
+    expect(logger.withMessage(THROWING_ORIGIN_PREDICATE)).toHaveLength(1);
   });
 
   it('true allows, false refuses, as before', async () => {
