@@ -5,18 +5,11 @@
  * once rather than at the timeout. Against servers that answer so, over real sockets, through
  * the built CLI; the --timeout is long, so an answer waited out fails the test by its own limit.
  */
-import { afterEach, beforeAll, expect, it } from 'vitest';
-import { CliResources, ensureCliBuilt } from './cli-harness.js';
-import { answeringHttp, answeringTcp, answeringWs, idOf } from './raw-servers.js';
+import { expect, it } from 'vitest';
+import { answeringHttp, answeringTcp, answeringWs, cliWithServers, idOf } from './raw-servers.js';
 import type { Answer, Cleanups } from './raw-servers.js';
 
-const resources = new CliResources();
-const cleanups: Cleanups = [];
-beforeAll(ensureCliBuilt, 180_000);
-afterEach(async () => {
-  await resources.cleanup();
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const { resources, cleanups } = cliWithServers();
 
 const servers: Record<string, (cleanups: Cleanups, answer: Answer) => Promise<string>> = {
   ws: answeringWs,

@@ -5,18 +5,11 @@
  * double JSON.parse reads (12345678901234567000, null, 0, 0, 1, 100). Against servers that keep
  * the request's text, over real sockets, through the built CLI.
  */
-import { afterEach, beforeAll, expect, it } from 'vitest';
-import { CliResources, ensureCliBuilt } from './cli-harness.js';
-import { answeringHttp, answeringTcp, answeringWs, idOf } from './raw-servers.js';
+import { expect, it } from 'vitest';
+import { answeringHttp, answeringTcp, answeringWs, cliWithServers, idOf } from './raw-servers.js';
 import type { Answer, Cleanups } from './raw-servers.js';
 
-const resources = new CliResources();
-const cleanups: Cleanups = [];
-beforeAll(ensureCliBuilt, 180_000);
-afterEach(async () => {
-  await resources.cleanup();
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const { resources, cleanups } = cliWithServers();
 
 const TYPED = '[12345678901234567891, -0, 1e400, 0.1, 1.0, 1e2, {"tiny": -1.5e-400, "n": 7}]';
 const SENT = '[12345678901234567891,-0,1e400,0.1,1.0,1e2,{"tiny":-1.5e-400,"n":7}]';

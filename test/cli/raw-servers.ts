@@ -7,8 +7,10 @@ import { createHash } from 'node:crypto';
 import { createServer as createHttpServer } from 'node:http';
 import { createServer as createNetServer } from 'node:net';
 import type { Socket } from 'node:net';
+import { afterEach, beforeAll } from 'vitest';
 import { listenOnLoopback } from '../support/network.js';
 import { rawWsServer } from '../support/raw-ws-server.js';
+import { CliResources, ensureCliBuilt } from './cli-harness.js';
 
 export type Cleanups = (() => unknown)[];
 
@@ -117,4 +119,19 @@ export async function silentWs(cleanups: Cleanups, connected: () => void): Promi
     return close();
   });
   return `ws://127.0.0.1:${port}/rpc`;
+}
+
+/**
+ * A test file's CLI runs and raw servers, each test's cleaned up after it (the servers in the
+ * reverse order they were made), with the CLI built before the file's first test.
+ */
+export function cliWithServers(): { resources: CliResources; cleanups: Cleanups } {
+  const resources = new CliResources();
+  const cleanups: Cleanups = [];
+  beforeAll(ensureCliBuilt, 180_000);
+  afterEach(async () => {
+    await resources.cleanup();
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+  return { resources, cleanups };
 }

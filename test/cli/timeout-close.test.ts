@@ -7,18 +7,10 @@
  * 2-core machine) and only prove the command ends within the limit: waiting out the grace
  * after it takes 2 s or more from the connection.
  */
-import { afterEach, beforeAll, expect, it } from 'vitest';
-import { CliResources, ensureCliBuilt } from './cli-harness.js';
-import { answeringTcp, silentWs } from './raw-servers.js';
-import type { Cleanups } from './raw-servers.js';
+import { expect, it } from 'vitest';
+import { answeringTcp, cliWithServers, silentWs } from './raw-servers.js';
 
-const resources = new CliResources();
-const cleanups: Cleanups = [];
-beforeAll(ensureCliBuilt, 180_000);
-afterEach(async () => {
-  await resources.cleanup();
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const { resources, cleanups } = cliWithServers();
 
 /** The limit plus room for a loaded machine, well under the 2 s grace the close would wait. */
 const SLACK_MS = 1_300;
