@@ -108,10 +108,11 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
   }
 
   private idleCheck(): void {
-    if (this.inFlightCount > 0 && !this.closeInfo) return;
+    // Checked at the end of every call: nothing to look at unless someone waits.
     const waiting = this.whenNoneRunning;
+    if (waiting === undefined || (this.inFlightCount > 0 && !this.closeInfo)) return;
     this.whenNoneRunning = undefined;
-    for (const done of waiting ?? []) done();
+    for (const done of waiting) done();
   }
 
   protected override afterClose(runs: number): void {

@@ -82,7 +82,10 @@ export class Peer<S = unknown> extends PeerCore<S> {
     else done();
   }
 
-  /** `done` once no call, notification handler or authorize hook is running (IncomingDispatch.whenIdle). */
+  /**
+   * `done` once no call, notification handler or authorize hook is running, or the connection has
+   * closed (IncomingDispatch.whenIdle).
+   */
   whenIdle(done: () => void): void {
     const dispatch = this.dispatch as IncomingDispatch<S> | undefined;
     if (dispatch) dispatch.whenIdle(done);
