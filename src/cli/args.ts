@@ -198,12 +198,15 @@ function parseEndpoint(text: string, command: CommandName): Endpoint {
   try {
     url = new URL(text);
   } catch {
-    throw new UsageError(`"${text}" is not a URL; give the full endpoint, ${example}`, command);
+    throw new UsageError(
+      `"${maskedUrlText(text)}" is not a URL; give the full endpoint, ${example}`,
+      command,
+    );
   }
   const endpoint = endpointOf(url);
   if (!endpoint) {
     throw new UsageError(
-      `the URL must start with ws://, wss://, http://, https://, tcp:// or tls:// (got "${text}"); ${example}`,
+      `the URL must start with ws://, wss://, http://, https://, tcp:// or tls:// (got "${maskedUrlText(text)}"); ${example}`,
       command,
     );
   }
@@ -225,11 +228,24 @@ function parseEndpoint(text: string, command: CommandName): Endpoint {
   }
   if (endpoint.port === undefined || endpoint.host === '') {
     throw new UsageError(
-      `${url.protocol}// URLs need a host and a port, e.g. ${url.protocol}//localhost:9000 (got "${text}")`,
+      `${url.protocol}// URLs need a host and a port, e.g. ${url.protocol}//localhost:9000 (got "${maskedUrlText(text)}")`,
       command,
     );
   }
   return endpoint;
+}
+
+/**
+ * The URL as typed, fit to quote in a usage error: its userinfo and query string, where
+ * passwords and tokens travel, are shown as `***`. By hand, as a text that is not a URL cannot
+ * be parsed into its parts: everything up to the last `@` counts as userinfo (a password typed
+ * with a raw `/` or `#` in it is what makes such a text unparseable). The rest is kept, to show
+ * the mistake.
+ */
+export function maskedUrlText(text: string): string {
+  return text
+    .replace(/^([a-z][a-z\d+.-]*:\/\/)?.*@/is, '$1***@')
+    .replace(/\?[^#]*/, (query) => (query === '?' ? query : '?***'));
 }
 
 /** -H and --protocol ride on the HTTP upgrade or POST: a tcp:// or tls:// connection has neither. */

@@ -20,7 +20,10 @@ export interface ConnectOptions {
  */
 export interface RpcConnection {
   call(method: string, params: Params | undefined, deadline: Deadline): Promise<unknown>;
-  /** Resolves once the notification has left (WebSocket), was accepted (HTTP), or the server closed after it (TCP). */
+  /**
+   * Resolves once the notification was accepted (HTTP), or has left and the server's side of the
+   * close came, or was waited for (WebSocket, TCP).
+   */
   notify(method: string, params: Params | undefined, deadline: Deadline): Promise<void>;
   /**
    * Close, waiting for the server's side of the close at most within `deadline` (what is left of

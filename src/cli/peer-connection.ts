@@ -147,6 +147,12 @@ export abstract class PeerConnection implements RpcConnection {
     }
   }
 
+  /**
+   * Send, make sure it left, then close and wait for the server's side of the close. A
+   * notification has no answer, so what the server sends meanwhile is all a notify hears of it:
+   * a frame no JSON-RPC peer sends (the CLI cut the connection for it) is told as a call's
+   * answer would be.
+   */
   async notify(method: string, params: Params | undefined, deadline: Deadline): Promise<void> {
     try {
       this.peer.notify(method, params);
@@ -154,6 +160,14 @@ export abstract class PeerConnection implements RpcConnection {
       throw this.translate(err, deadline);
     }
     await this.flushed(deadline);
+    await this.close(deadline);
+    const failure = this.failureAfterClose();
+    if (failure) throw failure;
+  }
+
+  /** What a notify reports once the connection has closed: why the CLI cut it, if it did. */
+  protected failureAfterClose(): ConnectionError | undefined {
+    return this.failure;
   }
 
   abstract close(deadline?: Deadline): Promise<void>;

@@ -2,7 +2,6 @@ import { connect as connectTcp, isIP } from 'node:net';
 import type { Socket } from 'node:net';
 import { Transform } from 'node:stream';
 import { connect as connectTls } from 'node:tls';
-import type { Params } from '../protocol/types.js';
 import { streamSocket } from '../transport/ndjson-socket.js';
 import { CloseCode } from '../transport/transport.js';
 import type { WebSocketLike } from '../transport/websocket-transport.js';
@@ -14,9 +13,11 @@ import { MAX_MESSAGE_BYTES, mebibytes, notUtf8 } from './limits.js';
 import {
   describeNetworkError,
   describeStreamRefusal,
+  notAResponse,
   streamRefusalOf,
 } from './network-messages.js';
 import { PeerConnection, connectWithin } from './peer-connection.js';
+import { malformedFrame, parsedOrNot } from './response-shape.js';
 
 /** Longest first line looked at for a refusal (a refusal is a short line). */
 const MAX_REFUSAL_LINE = 64 * 1024;
@@ -66,6 +67,11 @@ interface Refusal {
   error?: ConnectionError;
   /** Whether the server sent anything at all. */
   answered?: boolean;
+  /**
+   * The first line, whole, when it is no JSON-RPC message (malformedFrame): a `notify` hears
+   * nothing else from the server (lines after our own close are not delivered to the Peer).
+   */
+  malformed?: ConnectionError;
 }
 
 /**
@@ -88,8 +94,15 @@ function watchForRefusal(raw: Socket, endpoint: Endpoint): Refusal {
     const bytes = Buffer.concat(chunks);
     const line = bytes.subarray(0, newline < 0 ? MAX_REFUSAL_LINE : size - chunk.length + newline);
     // Only quoted (escaped for the terminal): a line that is not UTF-8 fails the connection anyway.
-    const found = streamRefusalOf(line.toString('utf8'));
+    const text = line.toString('utf8');
+    const found = streamRefusalOf(text);
     if (found) refusal.error = new ConnectionError(describeStreamRefusal(found, endpoint));
+    else if (newline >= 0) {
+      const malformed = malformedFrame(parsedOrNot(text));
+      if (malformed !== undefined) {
+        refusal.malformed = new ConnectionError(notAResponse(endpoint, text, malformed));
+      }
+    }
   };
   raw.on('data', onData);
   return refusal;
@@ -208,17 +221,12 @@ export class TcpConnection extends PeerConnection {
   }
 
   /**
-   * Send, then end our side and wait for the server to close: it handles what it was sent
-   * before closing, and a server that refused the connection has said so by then.
+   * A notify ends our side and waits for the server to close (PeerConnection.notify): it
+   * handles what it was sent before closing, and a server that refused the connection has said
+   * so by then.
    */
-  override async notify(
-    method: string,
-    params: Params | undefined,
-    deadline: Deadline,
-  ): Promise<void> {
-    await super.notify(method, params, deadline);
-    await this.close(deadline);
-    if (this.refusal.error) throw this.refusal.error;
+  protected override failureAfterClose(): ConnectionError | undefined {
+    return this.refusal.error ?? super.failureAfterClose() ?? this.refusal.malformed;
   }
 
   protected cut(): void {

@@ -3,7 +3,8 @@
  * message never shows what may be a secret: a URL fragment (never sent to a server) on ws://,
  * http:// and tcp:// alike; a --timeout that is not decimal digits (Number() would read `0x10`,
  * `1e3`, `0b11`); a mistyped -H or --protocol, named by position and length, not echoed (it may
- * hold a token); credentials in a tcp:// or tls:// URL, which TCP has nowhere to send. No server
+ * hold a token); credentials in a tcp:// or tls:// URL, which TCP has nowhere to send; a URL
+ * refused as written, quoted with its userinfo and query string masked. No server
  * listens at these URLs: a usage error never connects. Through the built CLI.
  */
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -108,6 +109,21 @@ describe('what may hold a secret is not echoed', () => {
     ]);
     expect(stderr).not.toContain(SECRET);
     expect(stderr).toContain('too many arguments (1 more than call takes');
+  });
+
+  it.each([
+    `ws://user:${SECRET}@[bad/rpc`,
+    `ws://user:pa/${SECRET}@127.0.0.1/rpc`,
+    `ws://user:pa#${SECRET}@127.0.0.1:99999/rpc`,
+    `ftp://user:${SECRET}@127.0.0.1/rpc`,
+    `user:${SECRET}@127.0.0.1/rpc`,
+    `ftp://127.0.0.1/rpc?token=${SECRET}`,
+    `ws://127.0.0.1:99999/rpc?token=${SECRET}`,
+  ])('a URL refused as written (%s) is quoted without its credentials', async (url) => {
+    const stderr = await usageError(['call', url, 'x']);
+    expect(stderr).not.toContain(SECRET);
+    expect(stderr).toMatch(/is not a URL|must start with ws:\/\//);
+    expect(stderr).toContain('***');
   });
 
   it.each(['tcp', 'tls'])('credentials in a %s:// URL: refused, not shown', async (scheme) => {

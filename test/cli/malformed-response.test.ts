@@ -52,3 +52,21 @@ it.each(cases)('%s, an answer with %s: exit 3, quoted', async (scheme, _what, an
   expect(result.stderr).not.toContain('\u001b');
   expect(result.code).toBe(3);
 });
+
+/*
+ * A notification has no answer, but a server that sends one that is no JSON-RPC message before
+ * it closes has said it does not speak the protocol: `notify` is told so as `call` is, over the
+ * sockets that wait for the server's close (ws:// and tcp://).
+ */
+it.each(['ws', 'tcp'])(
+  '%s, notify answered with text that is not JSON-RPC: exit 3, quoted',
+  async (scheme) => {
+    const url = await servers[scheme]!(cleanups, () => 'hello \u001b[2Jworld');
+    const result = await resources.run(['notify', url, 'foo', '--timeout', '60000']);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toContain(
+      'but not with a JSON-RPC response: hello \\u001b[2Jworld (not JSON)',
+    );
+    expect(result.code).toBe(3);
+  },
+);
