@@ -46,7 +46,19 @@ export class AuthenticationError extends RpcLocalError {
 /** Close codes that end a session for its credentials: refused, revoked, expired. */
 const authCloseCodes: readonly number[] = [4401, 4403, 4419];
 /** The close code of a session whose credentials expired unrefreshed. */
-export const EXPIRED_CLOSE_CODE = 4419;
+const EXPIRED_CLOSE_CODE = 4419;
+
+/**
+ * Whether `refused` is of credentials that expired, which a fresh token from the provider may
+ * replace: a 4419 close, an in-band refusal for `expired`, or an upgrade's 401 whose body names
+ * an expiry (`token expired`, `The token has expired`: the gateway gives an in-band refusal of
+ * such a message the reason `expired`).
+ */
+export function isExpiry(refused: AuthenticationError): boolean {
+  if (refused.code === EXPIRED_CLOSE_CODE) return true;
+  if (refused.code === ErrorCode.Unauthenticated) return refused.reason === 'expired';
+  return refused.status === 401 && /expired/i.test(refused.reason ?? '');
+}
 
 /** The AuthenticationError a connection's end amounts to, if it was a refusal of credentials. */
 export function authFailureOf(

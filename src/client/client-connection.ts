@@ -18,7 +18,7 @@ import type { Params } from '../protocol/types.js';
 import type { Transport } from '../transport/transport.js';
 import { WebSocketTransport } from '../transport/websocket-transport.js';
 import type { WebSocketLike } from '../transport/websocket-transport.js';
-import { EXPIRED_CLOSE_CODE, authFailureOf, refusalOf } from './authentication.js';
+import { authFailureOf, isExpiry, refusalOf } from './authentication.js';
 import type { DisconnectEvent } from './authentication.js';
 import { backoffDelay } from './backoff.js';
 import { checkUrl, isNativeSocket } from './client-options.js';
@@ -86,7 +86,10 @@ export class ClientConnection<S> {
    * (authenticate()'s getToken) stops there.
    */
   readonly stopped = new AbortController();
-  /** A 4419 was retried with a fresh token; reset once a connection stays up (resetAfterMs). */
+  /**
+   * Expired credentials (isExpiry) were retried with a fresh token; reset once a connection stays
+   * up (resetAfterMs).
+   */
   #expiredRetried = false;
   /** The URL of the last dial (the only one known when `url` is a function). */
   #dialedUrl = '';
@@ -312,6 +315,7 @@ export class ClientConnection<S> {
       this.host.lost();
       this.#ended({ code, reason: reason || undefined, error: failure }, true);
     });
+    // No token without getToken (or with the header transport): nothing to authenticate here.
     if (token === undefined) return this.#ready(peer);
     // In-band: the token goes first; calls and resubscribes wait for its answer.
     this.#authenticating = peer;
@@ -434,9 +438,10 @@ export class ClientConnection<S> {
     if (this.state === 'closed') return;
     const refused = authFailureOf(event);
     const backoff = this.backoff;
-    // An expired session is retried once: the provider can mint a fresh token.
+    // Expired credentials (a 4419 close, or a token refused as expired when connecting) are
+    // retried once: the provider can mint a fresh token.
     const freshToken =
-      refused?.code === EXPIRED_CLOSE_CODE && !!this.config.getToken && !this.#expiredRetried;
+      !!refused && isExpiry(refused) && !!this.config.getToken && !this.#expiredRetried;
     const mayRetry =
       backoff !== false && (!refused || backoff.onAuthFailure === 'retry' || freshToken);
     // #failures counts the reconnects made after a failure since a connection last stayed open

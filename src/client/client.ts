@@ -30,6 +30,7 @@ import { authFailureOf, refusalOf } from './authentication.js';
 import type { AuthenticateResult, DisconnectEvent } from './authentication.js';
 import { backoffDelay, defaultBackoff } from './backoff.js';
 import { ClientConnection } from './client-connection.js';
+import { usableToken } from './dial.js';
 import { resolveClientOptions } from './client-options.js';
 import type { ClientConfig, ClientOptions } from './client-options.js';
 import type { ConnectionState } from './connection-state.js';
@@ -185,7 +186,7 @@ export class RpcClient {
     // next request calls getToken again.
     const fetching = new SharedRun<string>();
     const freshToken: Handler<RpcClient> = async (_params, { signal }) => ({
-      token: await fetching.want(signal, getToken!),
+      token: usableToken(await fetching.want(signal, getToken!)),
     });
     const reservedMethods = getToken ? new Map([[ReservedMethod.Token, freshToken]]) : undefined;
     // One config for every connection's peer.
@@ -320,7 +321,7 @@ export class RpcClient {
     }
     // Over at close(): a getToken that hangs does not hold authenticate() beyond the client.
     const signal = this.#connection.stopped.signal;
-    const params = { token: token ?? (await whileWanted(signal, getToken!)) };
+    const params = { token: usableToken(token ?? (await whileWanted(signal, getToken!))) };
     try {
       return (await this.call(ReservedMethod.Authenticate, params)) as AuthenticateResult;
     } catch (err) {

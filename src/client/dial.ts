@@ -22,13 +22,26 @@ export interface HttpRefusal {
 const isPromise = (value: unknown): value is Promise<unknown> =>
   typeof (value as { then?: unknown } | null)?.then === 'function';
 
-/** The codec's subprotocol, then JSON's (what a gateway without the codec answers), then the rest. */
+/**
+ * The codec's subprotocol, then JSON's (what a gateway without the codec answers), then the rest.
+ * An encoding's subprotocol (`jsonrpc-2.0+NAME`) among the rest other than the codec's is a
+ * TypeError: a gateway that picked it would speak what this client cannot read (closed 1003,
+ * again at every dial); the encoding is chosen by the `encoding` option.
+ */
 function withEncoding(config: ClientConfig, protocols: Dial['protocols']): Dial['protocols'] {
   const codec = config.encoding;
-  if (!codec) return protocols;
   const rest =
     protocols === undefined ? [] : typeof protocols === 'string' ? [protocols] : protocols;
-  return [codec.subprotocol, 'jsonrpc-2.0', ...rest.filter((p) => p !== 'jsonrpc-2.0')];
+  const foreign = rest.find((p) => p.startsWith('jsonrpc-2.0+') && p !== codec?.subprotocol);
+  if (foreign !== undefined) {
+    throw new TypeError(
+      `protocols offers ${foreign}, an encoding this client has no codec for: choose it with the encoding option`,
+    );
+  }
+  if (!codec) return protocols;
+  // Each offered once: a name twice makes the WebSocket constructor throw, at every dial.
+  const offered = [codec.subprotocol, 'jsonrpc-2.0'];
+  return [...offered, ...rest.filter((p) => !offered.includes(p))];
 }
 
 const valueOf = <T>(value: PerDial<T> | undefined): T | Promise<T> | undefined =>
@@ -52,10 +65,8 @@ export function prepareDial(
     valueOf(config.headers),
     getToken?.({ signal }),
   ] as const;
-  const build = ([url, protocols, headers, token]: readonly [unknown, ...unknown[]]): Dial => {
-    if (token !== undefined && typeof token !== 'string') {
-      throw new TypeError(`getToken must give a string, not ${typeof token}`);
-    }
+  const build = ([url, protocols, headers, given]: readonly [unknown, ...unknown[]]): Dial => {
+    const token = getToken ? usableToken(given) : undefined;
     const inBand = config.tokenTransport === 'in-band';
     return {
       url: checkUrl(url, 'url()', isNativeSocket(config.WebSocket)),
@@ -70,6 +81,21 @@ export function prepareDial(
   return parts.some(isPromise)
     ? Promise.all(parts.map(async (part) => part)).then((values) => build(values as [unknown]))
     : build(parts);
+}
+
+/**
+ * What getToken gave, as a token to send (a dial's, `authenticate()`'s, the answer to
+ * `rpc.token`). Anything but a non-empty string is a TypeError: a provider failure, retried
+ * with the backoff as a provider that throws is. Sent, undefined or an empty string would only
+ * be refused without the provider being told (in-band: 4408 with no `rpc.authenticate`, or
+ * -32602 for an empty token, again and again).
+ */
+export function usableToken(given: unknown): string {
+  if (typeof given !== 'string') {
+    throw new TypeError(`getToken must give a string, not ${typeof given}`);
+  }
+  if (given === '') throw new TypeError('getToken must give a string, not an empty one');
+  return given;
 }
 
 /**

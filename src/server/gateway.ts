@@ -377,7 +377,12 @@ export class Gateway<C = unknown> {
     const appAuthorize = withMethodClaims<C>(
       authorize && ((method, params, session) => authorize({ session, method, params })),
       config.identity.methodsOf,
-      [subscribeMethod, this.pubsub.methods.unsubscribe],
+      // The history method under the name PubSubService registers it by.
+      [
+        subscribeMethod,
+        this.pubsub.methods.unsubscribe,
+        this.pubsub.methods.history ?? 'topic.history',
+      ],
     );
     // The hook every phase runs: the upgrade, POST, in-band and refresh. An expired identity is
     // refused before the deny check, which would read the broker for it.
@@ -996,8 +1001,9 @@ export class Gateway<C = unknown> {
 
 /**
  * The per-call authorization: the session's method claims (`identity.methodsOf`), then the
- * application's `authorize`; both must allow. The subscription methods are left to `topicsOf`.
- * Without `methodsOf`, the application's hook as it is (nothing added per call).
+ * application's `authorize`; both must allow. The subscription methods (subscribe, unsubscribe,
+ * history) are left to `topicsOf`, which authorizes a subscribe and a history read by their
+ * topic. Without `methodsOf`, the application's hook as it is (nothing added per call).
  */
 function withMethodClaims<C>(
   appAuthorize: PeerConfig<Session<C>>['authorize'],

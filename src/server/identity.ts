@@ -288,9 +288,9 @@ export class IdentityService<C> {
   ): Promise<CheckOutcome> {
     // Closing: the wait for early tokens is over (renewalDeadline), and they are refused too.
     if (state.expired && (!early || state.closing))
-      return refusal('Credentials expired', 'expired');
+      return refusal('Credentials expired', 'expired', 401);
     if (session.isClosed || state.closing) {
-      return refusal('Authentication refused: the connection is closing', 'invalid');
+      return refusal('Authentication refused: the connection is closing', 'invalid', 401);
     }
     const outcome = await this.check(session, state, token, early);
     // A refusal that closes the connection already (revoked, too many of the user's) is not counted.
@@ -367,21 +367,21 @@ export class IdentityService<C> {
       user = config.auth.userOf?.(context);
     } catch (err) {
       session.logger.error({ err }, 'userOf failed');
-      return refusal('Authentication failed', 'unavailable');
+      return refusal('Authentication failed', 'unavailable', 500);
     }
     if (!state.pending && user !== session.user) {
-      return refusal('The token is for another user than the session', 'user-changed');
+      return refusal('The token is for another user than the session', 'user-changed', 401);
     }
     const expiresAt = this.expiresAtOf(context, session.logger);
     if (expiresAt !== undefined && expiresAt <= Date.now()) {
-      return refusal(EXPIRED_MESSAGE, 'expired');
+      return refusal(EXPIRED_MESSAGE, 'expired', 401);
     }
     if (session.isClosed || (state.expired && (!early || state.closing))) {
-      return refusal('Credentials expired', 'expired');
+      return refusal('Credentials expired', 'expired', 401);
     }
     if (state.pending) {
       const announced = await this.announce(session, state, context, expiresAt, user, mark);
-      if (announced === 'revoked') return refusal('revoked', 'revoked');
+      if (announced === 'revoked') return refusal('revoked', 'revoked', 401);
       if (announced === 'user-limit') return tooManyUserConnections(config.limits);
       this.schedule(session, state);
     } else {
@@ -641,8 +641,15 @@ function tooManyUserConnections(limits: Required<GatewayLimits>): CheckOutcome {
   };
 }
 
-function refusal(message: string, reason: UnauthenticatedReason): CheckOutcome {
-  return { ok: false, error: new JsonRpcError(ErrorCode.Unauthenticated, message, { reason }) };
+/**
+ * A refusal of the gateway's own: `status` is the HTTP status the same refusal has at the
+ * upgrade (401 for credentials refused, expired or revoked; 500 for a userOf that throws).
+ */
+function refusal(message: string, reason: UnauthenticatedReason, status: number): CheckOutcome {
+  return {
+    ok: false,
+    error: new JsonRpcError(ErrorCode.Unauthenticated, message, { reason, status }),
+  };
 }
 
 /**

@@ -246,7 +246,7 @@ describe.skipIf(!redisUp && !mustRun)(
         {
           jsonrpc: '2.0',
           id: 1,
-          error: { code: -32010, message: 'revoked', data: { reason: 'revoked' } },
+          error: { code: -32010, message: 'revoked', data: { reason: 'revoked', status: 401 } },
         },
       ]);
       expect([...b.gateway.sessions.values()].map((session) => session.user)).toEqual(['sam']);

@@ -1,11 +1,18 @@
 // Where the verifying key comes from, and which `alg` values fit it: a shared secret (HS*), one
 // public key (the algorithms of its type), or a key set in memory or at a URL (jose picks the
 // key by `kid`; a URL's set is cached and fetched again on an unknown `kid`, at most once per
-// cooldown, a failed fetch's included). Problems of the key set itself become KeySetUnavailable (503), never a 401.
+// cooldown, a failed fetch's included, and never used past its max age). Problems of the key set
+// itself become KeySetUnavailable (503), never a 401.
 import { KeyObject, createPublicKey } from 'node:crypto';
 import type { JsonWebKeyInput } from 'node:crypto';
-import { createLocalJWKSet, createRemoteJWKSet, customFetch, errors } from 'jose';
-import type { JWTVerifyGetKey, KeyInput, RemoteJWKSet } from 'jose';
+import { createLocalJWKSet, createRemoteJWKSet, customFetch, errors, jwksCache } from 'jose';
+import type {
+  ExportedJWKSCache,
+  JWKSCacheInput,
+  JWTVerifyGetKey,
+  KeyInput,
+  RemoteJWKSet,
+} from 'jose';
 import { jwtDefaults } from './jwt-options.js';
 import type { ResolvedJwtOptions } from './jwt-options.js';
 import type { JwtContext } from './claims-context.js';
@@ -33,20 +40,24 @@ export function keySourceOf(options: ResolvedJwtOptions<JwtContext>): KeySource 
       };
     case 'jwksUrl':
       return {
-        key: resolverOf(
-          coolingDownOnFailure(
-            createRemoteJWKSet(key.url, {
-              timeoutDuration: options.jwksTimeoutMs,
-              cooldownDuration: options.jwksCooldownMs,
-              cacheMaxAge: options.jwksCacheMaxAgeMs,
-              [customFetch]: checkedFetch,
-            }),
-            options.jwksCooldownMs,
-          ),
-        ),
+        key: resolverOf(remoteSet(key.url, options)),
         algorithms: options.algorithms ?? jwtDefaults.keyAlgorithms,
       };
   }
+}
+
+/** The set at `url`, fetched as the options say, its failures cooled down. */
+function remoteSet(url: URL, options: ResolvedJwtOptions<JwtContext>): JWTVerifyGetKey {
+  // jose writes the set of each successful fetch here, with when it was fetched.
+  const lastFetched: Partial<ExportedJWKSCache> = {};
+  const remote = createRemoteJWKSet(url, {
+    timeoutDuration: options.jwksTimeoutMs,
+    cooldownDuration: options.jwksCooldownMs,
+    cacheMaxAge: options.jwksCacheMaxAgeMs,
+    [jwksCache]: lastFetched as JWKSCacheInput,
+    [customFetch]: checkedFetch,
+  });
+  return coolingDownOnFailure(remote, lastFetched, options);
 }
 
 function localSet(jwks: Parameters<typeof createLocalJWKSet>[0]): JWTVerifyGetKey {
@@ -62,19 +73,26 @@ function localSet(jwks: Parameters<typeof createLocalJWKSet>[0]): JWTVerifyGetKe
 /**
  * A remote set whose failed fetch starts a cooldown as a successful one does. jose waits out its
  * cooldown only after a fetch that succeeded, so while the key set's server fails, every token
- * with a `kid` the cached set lacks (anyone can make one) would fetch again. For `cooldownMs`
- * after a failure, a token is checked against the set last fetched, if any, and otherwise (or
- * when its key is not there) given that failure again, without a fetch.
+ * with a `kid` the cached set lacks (anyone can make one) would fetch again. For
+ * `jwksCooldownMs` after a failure, a token is checked against the set last fetched while that
+ * set is younger than `jwksCacheMaxAgeMs` (a key removed from the set, or leaked, is not trusted
+ * past it because its server is down), and otherwise (or when its key is not there) given that
+ * failure again, without a fetch.
  */
-function coolingDownOnFailure(remote: RemoteJWKSet, cooldownMs: number): JWTVerifyGetKey {
-  let failed: { at: number; error: unknown; cached: JWTVerifyGetKey | undefined } | undefined;
+function coolingDownOnFailure(
+  remote: RemoteJWKSet,
+  lastFetched: Partial<ExportedJWKSCache>,
+  options: Pick<ResolvedJwtOptions<JwtContext>, 'jwksCooldownMs' | 'jwksCacheMaxAgeMs'>,
+): JWTVerifyGetKey {
+  let failed: { at: number; error: unknown; cached: CachedSet | undefined } | undefined;
   return async (header, token) => {
-    if (failed !== undefined && performance.now() - failed.at < cooldownMs) {
-      if (failed.cached === undefined) throw failed.error;
+    if (failed !== undefined && performance.now() - failed.at < options.jwksCooldownMs) {
+      const { cached, error } = failed;
+      if (cached === undefined || Date.now() >= cached.staleAt) throw error;
       try {
-        return await failed.cached(header, token);
+        return await cached.verify(header, token);
       } catch (err) {
-        if (err instanceof errors.JWKSNoMatchingKey) throw failed.error;
+        if (err instanceof errors.JWKSNoMatchingKey) throw error;
         throw err;
       }
     }
@@ -86,16 +104,25 @@ function coolingDownOnFailure(remote: RemoteJWKSet, cooldownMs: number): JWTVeri
       if (!(
         err instanceof errors.JWKSNoMatchingKey || err instanceof errors.JWKSMultipleMatchingKeys
       )) {
-        const jwks = remote.jwks();
-        failed = {
-          at: performance.now(),
-          error: err,
-          cached: jwks === undefined ? undefined : createLocalJWKSet(jwks),
-        };
+        failed = { at: performance.now(), error: err, cached: cachedSet(lastFetched, options) };
       }
       throw err;
     }
   };
+}
+
+/** The set last fetched, and when (ms since the epoch, as jose dates it) it grows too old. */
+interface CachedSet {
+  readonly verify: JWTVerifyGetKey;
+  readonly staleAt: number;
+}
+
+function cachedSet(
+  { jwks, uat }: Partial<ExportedJWKSCache>,
+  { jwksCacheMaxAgeMs }: Pick<ResolvedJwtOptions<JwtContext>, 'jwksCacheMaxAgeMs'>,
+): CachedSet | undefined {
+  if (jwks === undefined || uat === undefined) return undefined;
+  return { verify: createLocalJWKSet(jwks), staleAt: uat + jwksCacheMaxAgeMs };
 }
 
 /**

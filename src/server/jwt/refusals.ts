@@ -22,8 +22,27 @@ export class KeySetUnavailable extends Error {
 export function refusalHeaders(message?: string): Record<string, string> {
   if (message === undefined) return { 'WWW-Authenticate': 'Bearer' };
   return {
-    'WWW-Authenticate': `Bearer error="invalid_token", error_description="${message.replace(/["\\]/g, '')}"`,
+    'WWW-Authenticate': `Bearer error="invalid_token", error_description="${headerText(message)}"`,
   };
+}
+
+const utf8 = new TextEncoder();
+
+/**
+ * `message` as RFC 6750 lets an error_description spell it (printable ASCII but `"` and `\`):
+ * its quotes left out, and every other character it does not allow, and `%` (which spells
+ * them), as the percent-encoded bytes of its UTF-8. A configured claim name may be any text
+ * (`用户`), which a header value could not carry as it is.
+ */
+function headerText(message: string): string {
+  return message
+    .replace(/"/g, '')
+    .replace(/[^\x20\x21\x23\x24\x26-\x5b\x5d-\x7e]+/g, (run) =>
+      Array.from(
+        utf8.encode(run),
+        (byte) => `%${byte.toString(16).toUpperCase().padStart(2, '0')}`,
+      ).join(''),
+    );
 }
 
 /** A 401 refusal of the token, saying why. */
