@@ -8,6 +8,11 @@ import {
   loneSurrogateReason,
   mayHoldLoneSurrogate,
 } from './lone-surrogates.js';
+import {
+  holdsNonFiniteNumber,
+  jsonHoldsOverflowingNumber,
+  overflowingNumberReason,
+} from './non-finite.js';
 
 /**
  * What a codec's structure walk found: well-formed, or why it refuses the bytes ('utf8': a
@@ -165,11 +170,13 @@ export function binaryToText(
 }
 
 /**
- * One outgoing JSON text (always valid: the engine wrote it) as the codec's bytes; an id
- * beyond 2^53 goes as the 64-bit integer its digits write, as it came. Never throws an
- * encoder's error: a response the codec cannot encode (nested deeper than MAX_MESSAGE_DEPTH,
- * which would overflow the stack of msgpackr's or cbor-x's recursive encoder, or holding a string
- * with a lone surrogate, which no UTF-8 string can carry) goes as a -32603 Internal error with
+ * One outgoing JSON text (always valid: the engine wrote it) as the codec's bytes; an integer id
+ * beyond 32 bits goes as a 64-bit integer (beyond 2^53, the one its digits write), as it came.
+ * Never throws an encoder's error: a response the codec cannot encode (nested deeper than
+ * MAX_MESSAGE_DEPTH, which would overflow the stack of msgpackr's or cbor-x's recursive encoder,
+ * holding a string with a lone surrogate, which no UTF-8 string can carry, or a number beyond a
+ * double's range, passed on as written, which the encoder would write as an infinite float no
+ * check reads) goes as a -32603 Internal error with
  * `data: { reason }` for its id; a text with a request or notification it cannot encode is not
  * sent at all: an UnencodableMessageError says why, and what answers the text's calls.
  */
@@ -211,17 +218,23 @@ export interface RefusedMessage {
  * codec cannot encode is replaced by a -32603 Internal error for its id, `data: { reason }`;
  * a request or notification it cannot encode is left out and listed in `refused` (`bytes` is
  * undefined when nothing is left to send). Never throws: the encoder is not asked to encode
- * anything nested deeper than MAX_MESSAGE_DEPTH or holding a lone surrogate, and any error of
- * its is caught. The messages are walked one by one only when the text is that deep or may hold
- * one (lone-surrogates.ts mayHoldLoneSurrogate): an ordinary message costs scans of its text.
+ * anything nested deeper than MAX_MESSAGE_DEPTH, holding a lone surrogate or a number that is
+ * not finite, and any error of its is caught. The messages are walked one by one only when the
+ * text is that deep or may hold one of those (lone-surrogates.ts mayHoldLoneSurrogate;
+ * non-finite.ts mayHoldOverflowingNumber, whose match alone costs a walk of the value): an
+ * ordinary message costs scans of its text.
  */
 export function encodeOutgoing(
   codec: WireCodec,
   text: string,
 ): { bytes: Uint8Array | undefined; refused: RefusedMessage[] } {
   const parsed: unknown = JSON.parse(text);
-  const value = hasWideId(parsed) ? withExactIds(codec, text, parsed) : parsed;
-  if (!mayHoldLoneSurrogate(text) && !exceedsDepth(text, MAX_MESSAGE_DEPTH)) {
+  const value = hasWideId(codec, parsed) ? withExactIds(codec, text, parsed) : parsed;
+  if (
+    !mayHoldLoneSurrogate(text) &&
+    !exceedsDepth(text, MAX_MESSAGE_DEPTH) &&
+    !jsonHoldsOverflowingNumber(text, parsed)
+  ) {
     const bytes = tryEncode(codec, value, false);
     if (bytes instanceof Uint8Array) return { bytes, refused: [] };
   }
@@ -256,9 +269,10 @@ export class UnencodableMessageError extends Error {
 }
 
 /**
- * `value` encoded, or why not; `walk`: whether its depth and its strings are yet to be checked.
- * A lone surrogate is refused before the encoder, which would write what no decoder reads as
- * sent (U+FFFD, or bytes that are not UTF-8).
+ * `value` encoded, or why not; `walk`: whether its depth, its strings and its numbers are yet to
+ * be checked. A lone surrogate is refused before the encoder, which would write what no decoder
+ * reads as sent (U+FFFD, or bytes that are not UTF-8); so is an infinite number (JSON text
+ * passed on as written can hold `1e400`), which it would write as a float every check refuses.
  */
 function tryEncode(codec: WireCodec, value: unknown, walk = true): Uint8Array | RefusedMessage {
   if (walk && nestsDeeperThan(value, MAX_MESSAGE_DEPTH)) {
@@ -266,6 +280,9 @@ function tryEncode(codec: WireCodec, value: unknown, walk = true): Uint8Array | 
   }
   if (walk && holdsLoneSurrogate(value)) {
     return { message: value, reason: loneSurrogateReason(codec.name) };
+  }
+  if (walk && holdsNonFiniteNumber(value)) {
+    return { message: value, reason: overflowingNumberReason(codec.name) };
   }
   try {
     return codec.encode(value);

@@ -11,3 +11,48 @@ export function isNonFiniteFloat(bytes: Uint8Array, at: number, size: number): b
   if (size === 4) return (high & 0x7f) === 0x7f && (next & 0x80) === 0x80;
   return (high & 0x7f) === 0x7f && (next & 0xf0) === 0xf0;
 }
+
+/**
+ * Text that may hold a number beyond a double's range, which JSON.parse reads as Infinity or
+ * -Infinity (`1e400`, a Python `10**400`). Such a number, digits D before its point and exponent
+ * E, is at least 10^308, so D + E > 308: with an exponent of at most two digits, D is 210 or
+ * more. So its text has a run of 210 digits or a positive exponent of three digits or more; a
+ * text without either holds none. Strings can match too: a false alarm, which costs a walk of
+ * the parsed value (holdsNonFiniteNumber).
+ */
+const MAY_OVERFLOW = /\d{210}|\d[eE]\+?0*[1-9]\d\d/;
+
+/** Whether JSON text `text` may hold a number JSON.parse reads as an infinity: false proves none. */
+export function mayHoldOverflowingNumber(text: string): boolean {
+  return MAY_OVERFLOW.test(text);
+}
+
+/** Whether a parsed JSON value holds a number that is not finite, walked without recursion. */
+export function holdsNonFiniteNumber(value: unknown): boolean {
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const item = stack.pop();
+    if (typeof item === 'number') {
+      if (!Number.isFinite(item)) return true;
+    } else if (Array.isArray(item)) {
+      for (const child of item) stack.push(child);
+    } else if (typeof item === 'object' && item !== null) {
+      for (const child of Object.values(item)) stack.push(child);
+    }
+  }
+  return false;
+}
+
+/** Whether the value of JSON text `text` holds a number beyond a double's range. */
+export function jsonHoldsOverflowingNumber(text: string, value: unknown): boolean {
+  return mayHoldOverflowingNumber(text) && holdsNonFiniteNumber(value);
+}
+
+/**
+ * Why a message holding a number beyond a double's range is not sent in `encoding` (short: a
+ * close reason): its encoder would write an infinite float, which no JSON text holds and every
+ * check here refuses.
+ */
+export function overflowingNumberReason(encoding: string): string {
+  return `holds a number beyond a double's range, which ${encoding} would carry as Infinity`;
+}

@@ -278,7 +278,9 @@ export class TopicRegistry {
     const unsendable = !isSendableFrom(this.broker, message.payload);
     if (unsendable) {
       this.onBrokerError(
-        new Error(`message ${message.seq} of the broker is not one JSON value on one line`),
+        new Error(
+          `message ${message.seq} of the broker cannot be sent (see isSendablePayload): not one JSON value on one line, nested too deep, or holding a lone surrogate or a number beyond a double's range`,
+        ),
         message.topic,
       );
     }

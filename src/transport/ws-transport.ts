@@ -535,9 +535,10 @@ function encoded<A, T>(encode: (arg: A) => T, arg: A): Encoded<T> {
 /**
  * Per codec, the builders of a fan-out frame's binary forms (payload; whole WebSocket frame):
  * the same functions for every socket, so EncodedFrame.wire encodes a broadcast once per
- * encoding, not once per subscriber.
+ * encoding, not once per subscriber. Weak: a gateway's codecs are its own (withValueCap), and
+ * go with it once it is closed.
  */
-const binaryBuilders = new Map<WireCodec, BinaryBuilders>();
+const binaryBuilders = new WeakMap<WireCodec, BinaryBuilders>();
 
 function buildersOf(codec: WireCodec): BinaryBuilders {
   let builders = binaryBuilders.get(codec);

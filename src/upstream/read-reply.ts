@@ -4,6 +4,7 @@ import { memberValueSpans } from '../protocol/json-members.js';
 import { mayNotRoundTrip } from '../protocol/params-text.js';
 import { JsonRefusal, parseJson } from '../protocol/safe-json.js';
 import { mayHoldStrippedKeys, withoutStrippedMembers } from '../encoding/proto-keys.js';
+import { jsonHoldsOverflowingNumber } from '../encoding/non-finite.js';
 import { isRecord } from '../peer/option-rules.js';
 import { defaultLimits } from '../server/options.js';
 import { UpstreamError } from './upstream-error.js';
@@ -42,6 +43,9 @@ export const DEFAULT_REPLY_LIMITS: ReplyLimits = {
  * the upstream wrote it, for the reply to carry that text instead (see keepResultText). That
  * text is without the members the parse strips (`__proto__`, a `constructor` holding a
  * `prototype`), as the parsed result is: it reads as that result, and carries no more than it.
+ * Such a result holding a number beyond a double's range (1e400) is -32011 instead: MessagePack
+ * and CBOR could carry it only as Infinity, which no JSON text holds and their clients refuse,
+ * and the gateway passes on what every encoding carries alike.
  */
 export function readReply(
   body: Uint8Array,
@@ -82,6 +86,9 @@ export function readReply(
   if (status !== undefined) throw notResponse('');
   if (!('result' in reply)) throw notResponse('a response with neither result nor error');
   if (onResultText && mayNotRoundTrip(text)) {
+    if (jsonHoldsOverflowingNumber(text, reply['result'])) {
+      throw notResponse("a number beyond a double's range in the result");
+    }
     const span = memberValueSpans(text, false, 'result')[0];
     if (span) {
       const written = text.slice(span[0], span[1]);
