@@ -415,11 +415,14 @@ export class ClientConnection<S> {
     this.#setState('reconnecting');
     const until = Date.now() + this.config.connectTimeoutMs;
     // Closing at the deadline rejects the calls still out with ConnectionClosedError, as on any
-    // lost connection. Once closed, the peer has no pending call, so the polling stops there.
+    // lost connection. Closed otherwise meanwhile (client.close(), the server), the polling
+    // stops at once: no timer outlives the connection.
+    let poll: ReturnType<typeof setTimeout> | undefined;
+    void peer.closed.then(() => clearTimeout(poll));
     const closeWhenSettled = (): void => {
       // The server's calls to this client too: their answers have only this connection to go by.
       const busy = peer.pendingCount || peer.inFlightCount;
-      if (busy && Date.now() < until) setTimeout(closeWhenSettled, RETIRING_POLL_MS);
+      if (busy && Date.now() < until) poll = setTimeout(closeWhenSettled, RETIRING_POLL_MS);
       else
         peer.close(
           1000,
