@@ -47,8 +47,9 @@ export interface ReconnectOptions extends BackoffOptions {
   /**
    * After an upgrade refused with 401/403, an in-band refusal (-32010) or a close with
    * 4401/4403/4419: `'stop'` closes the client (calls reject with AuthenticationError),
-   * `'retry'` dials again with the backoff. A 4419 (expired) is retried once with `getToken`
-   * even when stopping, since the provider can mint a fresh token. Default 'stop'.
+   * `'retry'` dials again with the backoff. A 4419 (expired), or a token refused as expired
+   * when connecting, is retried once with a fresh token from `getToken` even when stopping,
+   * since the provider can mint one. Default 'stop'.
    */
   onAuthFailure: 'stop' | 'retry';
   /**
@@ -89,7 +90,8 @@ export interface ClientOptions {
   /**
    * The token provider, called before each dial, by `authenticate()` without a token, and when
    * the server asks for a fresh token (`rpc.token`). Its token goes as `tokenTransport` says.
-   * `signal` aborts when the token is no longer wanted (see TokenRequest).
+   * `signal` aborts when the token is no longer wanted (see TokenRequest). Anything but a
+   * non-empty string is a TypeError: a provider failure, retried with the backoff.
    */
   getToken?: GetToken;
   /**

@@ -22,7 +22,9 @@ export class CreationBudget {
 
   constructor(
     options: TopicCreationBudget = {},
-    private readonly now: () => number = Date.now,
+    // Monotonic: a wall clock stepped back (NTP, a VM restored) would put the budget in debt
+    // for as long as the step.
+    private readonly now: () => number = () => performance.now(),
   ) {
     this.perSecond = options.newTopicsPerSecond ?? defaultTopicCreation.newTopicsPerSecond;
     this.burst = options.newTopicsBurst ?? defaultTopicCreation.newTopicsBurst;
@@ -62,7 +64,11 @@ export class CreationBudget {
 
   private refill(): void {
     const now = this.now();
-    if (now === this.last) return;
+    // A clock read earlier than the last (an injected one going back): no time passed.
+    if (now <= this.last) {
+      this.last = now;
+      return;
+    }
     this.tokens = Math.min(this.burst, this.tokens + ((now - this.last) * this.perSecond) / 1000);
     this.last = now;
   }

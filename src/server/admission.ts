@@ -6,14 +6,16 @@ import type { Logger } from '../peer/logger.js';
 import { isPromiseLike } from '../peer/replies.js';
 import type { TransportKind } from '../transport/transport.js';
 import { AddressBudget, AddressBudgets } from './address-budgets.js';
-import { addressGroup, addressGroupOf } from './address-group.js';
+import { addressGroup, addressGroupOf, ipv6SiteOf } from './address-group.js';
 import type { UpgradeRequest } from './options.js';
-import { RateLimit } from './token-bucket.js';
+import { RateLimit, monotonicMs } from './token-bucket.js';
 import { UserConnections } from './user-connections.js';
 
 export interface AdmissionLimits {
   maxConnections: number;
   maxConnectionsPerIp: number;
+  /** Connections from one IPv6 /48 together (ipv6SiteOf); absent: not bounded. */
+  maxConnectionsPerIpv6Site?: number;
   /** Absent or 0: new connections per address are not rate limited. */
   connectionsPerSecondPerIp?: number;
   /** Absent: as many as maxConnectionsPerIp. */
@@ -120,6 +122,13 @@ export function sameHost(origin: string, host: string | undefined, tls = false):
   return same;
 }
 
+/** One fewer under `key` in `counts`, the entry dropped at none. */
+function countDown(counts: Map<string, number>, key: string): void {
+  const left = (counts.get(key) ?? 1) - 1;
+  if (left > 0) counts.set(key, left);
+  else counts.delete(key);
+}
+
 /**
  * Whether a connection counts in the connection rate: every kept connection (WebSocket, event
  * stream, TCP) does, an HTTP POST exchange (a request, not a connection) does not.
@@ -147,7 +156,7 @@ function connectionRatesOf(limits: AdmissionLimits, now: () => number) {
 
 /**
  * Who gets past the door before authentication runs: origin allow-list, connection counts
- * (total and per IP) and the rate of new connections per IP. A slot is held from admission
+ * (total, per IP and per IPv6 /48) and the rate of new connections per IP. A slot is held from admission
  * until the returned release function (socket closed or upgrade failed) or `release` (session
  * closed) is called. After authentication, `admitUser` bounds the sessions per user, which the
  * session table counts in `users` (from a session's identity to its close).
@@ -157,6 +166,8 @@ export class Admission {
   readonly users: UserConnections;
   private total = 0;
   private readonly perIp = new Map<string, number>();
+  /** Connections per IPv6 /48 (maxConnectionsPerIpv6Site); IPv4 addresses have no entry. */
+  private readonly perSite = new Map<string, number>();
   /**
    * The connection-rate bucket of each address group with kept connections (or refilling).
    * Every admitted kept connection holds its group's entry until released. `acquire` always
@@ -171,8 +182,8 @@ export class Admission {
     private readonly origins: OriginPolicy | undefined,
     /** Whether a request came over TLS (sentOverTls): sameHost then wants an https page. */
     private readonly overTls: (request: IncomingMessage) => boolean = () => false,
-    /** The clock of the connection-rate buckets. */
-    now: () => number = Date.now,
+    /** The clock of the connection-rate buckets (a monotonic one: a wall clock's steps back would be debt). */
+    now: () => number = monotonicMs,
   ) {
     this.rates = connectionRatesOf(limits, now);
     this.users = new UserConnections(limits.maxConnectionsPerUser ?? Infinity);
@@ -211,11 +222,22 @@ export class Admission {
         headers: { 'Retry-After': '5' },
       };
     }
+    const site = ip === undefined ? undefined : ipv6SiteOf(ip);
+    const fromSite = site === undefined ? 0 : (this.perSite.get(site) ?? 0);
+    if (fromSite >= (this.limits.maxConnectionsPerIpv6Site ?? Infinity)) {
+      return {
+        status: 429,
+        message: 'Too many connections from this IPv6 /48',
+        reason: 'ip-limit',
+        headers: { 'Retry-After': '5' },
+      };
+    }
     const tooFast =
       ip !== undefined && keptConnection(upgrade.transport) ? this.takeToken(ip) : undefined;
     if (tooFast) return tooFast;
     this.total++;
     if (ip !== undefined) this.perIp.set(ip, fromIp + 1);
+    if (site !== undefined) this.perSite.set(site, fromSite + 1);
     let released = false;
     return () => {
       if (released) return;
@@ -248,9 +270,9 @@ export class Admission {
     this.total--;
     const ip = addressGroupOf(transport, remoteAddress);
     if (ip === undefined) return;
-    const left = (this.perIp.get(ip) ?? 1) - 1;
-    if (left > 0) this.perIp.set(ip, left);
-    else this.perIp.delete(ip);
+    countDown(this.perIp, ip);
+    const site = ipv6SiteOf(ip);
+    if (site !== undefined) countDown(this.perSite, site);
     const entry = keptConnection(transport) ? this.rates?.peek(ip) : undefined;
     if (entry) this.rates!.release(entry);
   }
@@ -315,20 +337,86 @@ export interface SocketLimits {
 /** Why the socket gate closed a socket (the metric's reason label, the log's). */
 export type SocketCut = 'capacity' | 'ip-limit' | 'headers-timeout';
 
+/** The sockets of one address group in a SocketGate. */
+interface SocketGroup {
+  readonly name: string;
+  /** Its sockets counted (maxHttpSocketsPerIp). */
+  count: number;
+  /** Of them, those still half-sent: their first request's headers (or TLS handshake) not in. */
+  halfSent: number;
+  /** The oldest and the newest half-sent one, the others linked between them in arrival order. */
+  oldest: SocketSlot | undefined;
+  newest: SocketSlot | undefined;
+}
+
 interface SocketSlot {
   readonly socket: Socket;
   /** The address group it counts under; undefined: the total only (a pipe, a trusted proxy). */
-  readonly group: string | undefined;
+  readonly group: SocketGroup | undefined;
   /** Peer and local address and port: how a TLS socket over this one finds it. */
   readonly tuple: string | undefined;
   timer: ReturnType<typeof setTimeout> | undefined;
   held: boolean;
+  /** In its group's list of half-sent sockets (only a socket with a group is). */
+  halfSent: boolean;
+  /** Its neighbours in that list: the one that came before it, and after. */
+  older: SocketSlot | undefined;
+  newer: SocketSlot | undefined;
 }
 
 function tupleOf(socket: Socket): string | undefined {
   const { remoteAddress, remotePort, localAddress, localPort } = socket;
   if (remoteAddress === undefined) return undefined;
   return `${remoteAddress}|${remotePort}|${localAddress}|${localPort}`;
+}
+
+/**
+ * The address groups of a SocketGate that hold half-sent sockets, in tiers by how many: one
+ * holding the most is found at once, however many groups there are. Within a tier, the group
+ * that got there first comes first.
+ */
+class HalfSentTiers {
+  private readonly tiers = new Map<number, Set<SocketGroup>>();
+  private top = 0;
+
+  /** The most half-sent sockets one group holds (0: none holds any). */
+  get most(): number {
+    return this.top;
+  }
+
+  /** A group holding `most` half-sent sockets; undefined when none holds any. */
+  get holdingMost(): SocketGroup | undefined {
+    return this.tiers.get(this.top)?.values().next().value;
+  }
+
+  /** `group.halfSent` went up by one. */
+  grew(group: SocketGroup): void {
+    const now = group.halfSent;
+    if (now > 1) this.leave(group, now - 1);
+    this.enter(group, now);
+    if (now > this.top) this.top = now;
+  }
+
+  /** `group.halfSent` went down by one. */
+  shrank(group: SocketGroup): void {
+    const before = group.halfSent + 1;
+    this.leave(group, before);
+    if (group.halfSent > 0) this.enter(group, group.halfSent);
+    // The top tier emptied: `group`, one below it now, holds the most.
+    if (before === this.top && !this.tiers.has(before)) this.top = group.halfSent;
+  }
+
+  private enter(group: SocketGroup, halfSent: number): void {
+    let tier = this.tiers.get(halfSent);
+    if (tier === undefined) this.tiers.set(halfSent, (tier = new Set()));
+    tier.add(group);
+  }
+
+  private leave(group: SocketGroup, halfSent: number): void {
+    const tier = this.tiers.get(halfSent)!;
+    tier.delete(group);
+    if (tier.size === 0) this.tiers.delete(halfSent);
+  }
 }
 
 /**
@@ -340,10 +428,17 @@ function tupleOf(socket: Socket): string | undefined {
  * descriptor of the process with half-sent requests. A socket leaves the count when it closes,
  * or when it becomes a WebSocket session or carries a session's event stream (`handedOver`):
  * admission counts it from then on.
+ *
+ * With the total reached, a socket from an address (or a trusted proxy, which holds none of its
+ * own) holding fewer sockets than another address holds half-sent ones takes the place of the
+ * oldest half-sent socket of the address holding the most, which is destroyed: so addresses that
+ * each stay within `maxHttpSocketsPerIp` cannot together keep every other address out (or
+ * `/livez`) with half-sent requests. Otherwise it is destroyed itself.
  */
 export class SocketGate {
   private total = 0;
-  private readonly perGroup = new Map<string, number>();
+  private readonly groups = new Map<string, SocketGroup>();
+  private readonly halfSentTiers = new HalfSentTiers();
   private readonly bySocket = new WeakMap<object, SocketSlot>();
   /** Slots of TLS servers' raw sockets, by tuple: requests and upgrades see the TLS socket. */
   private readonly byTuple = new Map<string, SocketSlot>();
@@ -406,14 +501,15 @@ export class SocketGate {
 
   private connection(socket: Socket, tls: boolean): void {
     const address = socket.remoteAddress;
-    const group =
+    const name =
       address === undefined || this.proxies?.trusts(address) ? undefined : addressGroup(address);
-    const fromGroup = group === undefined ? 0 : (this.perGroup.get(group) ?? 0);
+    const group = name === undefined ? undefined : this.groups.get(name);
+    const fromGroup = group?.count ?? 0;
     const refusal: SocketCut | undefined =
-      this.total >= this.limits.maxHttpSockets
-        ? 'capacity'
-        : fromGroup >= this.limits.maxHttpSocketsPerIp
-          ? 'ip-limit'
+      fromGroup >= this.limits.maxHttpSocketsPerIp
+        ? 'ip-limit'
+        : this.total >= this.limits.maxHttpSockets && !this.displaceFor(fromGroup)
+          ? 'capacity'
           : undefined;
     if (refusal) {
       this.cut(refusal, address);
@@ -421,16 +517,79 @@ export class SocketGate {
       return;
     }
     this.total++;
-    if (group !== undefined) this.perGroup.set(group, fromGroup + 1);
-    const tuple = tls ? tupleOf(socket) : undefined;
-    const slot: SocketSlot = { socket, group, tuple, timer: undefined, held: true };
+    const slot: SocketSlot = {
+      socket,
+      group: name === undefined ? undefined : (group ?? this.newGroup(name)),
+      tuple: tls ? tupleOf(socket) : undefined,
+      timer: undefined,
+      held: true,
+      halfSent: false,
+      older: undefined,
+      newer: undefined,
+    };
+    if (slot.group) {
+      slot.group.count++;
+      this.addHalfSent(slot, slot.group);
+    }
     if (this.limits.headersTimeoutMs > 0) {
       slot.timer = setTimeout(this.expired, this.limits.headersTimeoutMs, slot);
       slot.timer.unref();
     }
     this.bySocket.set(socket, slot);
-    if (tuple !== undefined) this.byTuple.set(tuple, slot);
+    if (slot.tuple !== undefined) this.byTuple.set(slot.tuple, slot);
     socket.once('close', this.closed);
+  }
+
+  private newGroup(name: string): SocketGroup {
+    const group: SocketGroup = {
+      name,
+      count: 0,
+      halfSent: 0,
+      oldest: undefined,
+      newest: undefined,
+    };
+    this.groups.set(name, group);
+    return group;
+  }
+
+  /**
+   * The total is reached and a socket comes from an address holding `held` sockets: make room
+   * for it by destroying the oldest half-sent socket of the address holding the most, when that
+   * address holds more half-sent ones than `held`. Whether room was made.
+   */
+  private displaceFor(held: number): boolean {
+    const tiers = this.halfSentTiers;
+    if (tiers.most <= held) return false;
+    const oldest = tiers.holdingMost!.oldest!;
+    this.cut('capacity', oldest.socket.remoteAddress);
+    // Counted out now, so that the newcomer counts within the total; its 'close' comes later.
+    this.release(oldest);
+    oldest.socket.destroy();
+    return true;
+  }
+
+  private addHalfSent(slot: SocketSlot, group: SocketGroup): void {
+    slot.halfSent = true;
+    slot.older = group.newest;
+    if (group.newest) group.newest.newer = slot;
+    else group.oldest = slot;
+    group.newest = slot;
+    group.halfSent++;
+    this.halfSentTiers.grew(group);
+  }
+
+  /** `slot` is no longer half-sent: its headers are in, or it left the count. */
+  private removeHalfSent(slot: SocketSlot): void {
+    const group = slot.group;
+    if (!slot.halfSent || group === undefined) return;
+    slot.halfSent = false;
+    if (slot.older) slot.older.newer = slot.newer;
+    else group.oldest = slot.newer;
+    if (slot.newer) slot.newer.older = slot.older;
+    else group.newest = slot.older;
+    slot.older = slot.newer = undefined;
+    group.halfSent--;
+    this.halfSentTiers.shrank(group);
   }
 
   private slotOf(socket: Duplex): SocketSlot | undefined {
@@ -440,10 +599,12 @@ export class SocketGate {
     return tuple === undefined ? undefined : this.byTuple.get(tuple);
   }
 
-  /** The socket's current request has all its headers: no headers timer any more. */
+  /** The socket's current request has all its headers: no headers timer, no longer half-sent. */
   headersRead(socket: Duplex): void {
     const slot = this.slotOf(socket);
-    if (slot?.timer === undefined) return;
+    if (slot === undefined) return;
+    this.removeHalfSent(slot);
+    if (slot.timer === undefined) return;
     clearTimeout(slot.timer);
     slot.timer = undefined;
   }
@@ -462,15 +623,13 @@ export class SocketGate {
     slot.held = false;
     clearTimeout(slot.timer);
     slot.timer = undefined;
+    this.removeHalfSent(slot);
     // Nothing of the gate stays with a socket that became a session (held as long as it is open).
     this.bySocket.delete(slot.socket);
     slot.socket.removeListener('close', this.closed);
     this.total--;
-    if (slot.group !== undefined) {
-      const left = (this.perGroup.get(slot.group) ?? 1) - 1;
-      if (left > 0) this.perGroup.set(slot.group, left);
-      else this.perGroup.delete(slot.group);
-    }
+    const group = slot.group;
+    if (group !== undefined && --group.count === 0) this.groups.delete(group.name);
     if (slot.tuple !== undefined && this.byTuple.get(slot.tuple) === slot) {
       this.byTuple.delete(slot.tuple);
     }

@@ -130,6 +130,15 @@ function addressInputsOf(limits: Required<GatewayLimits>): AddressInputLimits | 
   return new AddressInputLimits(own, new RateLimit(bytesPerSecondPerIp, burst), maxConnections);
 }
 
+/**
+ * Retry-After of a refusal while the gateway drains or closes, as POST /rpc's: a load balancer
+ * or client tries another node soon.
+ */
+const DRAINING_RETRY_AFTER: Readonly<Record<string, string>> = { 'Retry-After': '1' };
+
+/** Retry-After of a refusal while the broker is down (refuseWhileBrokerDown). */
+const BROKER_DOWN_RETRY_AFTER: Readonly<Record<string, string>> = { 'Retry-After': '5' };
+
 /** A stream's error listener where nothing is to be done but not crash (acceptStream). */
 const ignoreError = (): void => undefined;
 
@@ -299,8 +308,9 @@ export class ConnectionIntake<C> {
       const upgrade = describeUpgrade(request, 'websocket', deps.proxies);
       return this.refuse(socket, 'bad-handshake', status, message, headers, upgrade);
     }
-    if (deps.isClosing())
-      return this.refuse(socket, 'draining', 503, 'Server shutting down', { 'Retry-After': '1' });
+    if (deps.isClosing()) {
+      return this.refuse(socket, 'draining', 503, 'Server shutting down', DRAINING_RETRY_AFTER);
+    }
     const upgrade = describeUpgrade(request, 'websocket', deps.proxies);
     if (this.refusingForBroker) {
       // Sessions already open stay; new ones go to a node whose broker works.
@@ -309,7 +319,7 @@ export class ConnectionIntake<C> {
         'broker-unavailable',
         503,
         'Broker unavailable',
-        { 'Retry-After': '5' },
+        BROKER_DOWN_RETRY_AFTER,
         upgrade,
       );
     }
@@ -359,7 +369,7 @@ export class ConnectionIntake<C> {
     const { context, user, pending } = identified;
     try {
       if (deps.isClosing()) {
-        this.refuse(socket, 'draining', 503, 'Server shutting down');
+        this.refuse(socket, 'draining', 503, 'Server shutting down', DRAINING_RETRY_AFTER);
         return false;
       }
       // The client left while the hooks ran.
@@ -498,8 +508,12 @@ export class ConnectionIntake<C> {
       res.end(`${sent.message ?? STATUS_CODES[sent.status] ?? 'Error'}\n`);
       return undefined;
     };
-    if (deps.isClosing()) return refuse(503, 'draining', 'Server shutting down');
-    if (this.refusingForBroker) return refuse(503, 'broker-unavailable', 'Broker unavailable');
+    if (deps.isClosing()) {
+      return refuse(503, 'draining', 'Server shutting down', DRAINING_RETRY_AFTER);
+    }
+    if (this.refusingForBroker) {
+      return refuse(503, 'broker-unavailable', 'Broker unavailable', BROKER_DOWN_RETRY_AFTER);
+    }
     const admitted = deps.admission.admit(upgrade);
     if (typeof admitted !== 'function') {
       return refuse(admitted.status, admitted.reason, admitted.message, admitted.headers);
@@ -514,7 +528,9 @@ export class ConnectionIntake<C> {
       }
       const { context, user, pending } = identified;
       try {
-        if (deps.isClosing()) return refuse(503, 'draining', 'Server shutting down');
+        if (deps.isClosing()) {
+          return refuse(503, 'draining', 'Server shutting down', DRAINING_RETRY_AFTER);
+        }
         if (res.destroyed) return undefined; // the client left while the hooks ran
         const tooMany = deps.admission.admitUser(user);
         if (tooMany) {

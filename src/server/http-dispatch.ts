@@ -11,7 +11,7 @@ import type { HttpRpc } from './http-rpc.js';
 import type { GatewayMetrics } from './metrics.js';
 import type { ResolvedRoutes } from './options.js';
 import type { SseEndpoint } from './sse-endpoint.js';
-import { RateLimit } from './token-bucket.js';
+import { RateLimit, monotonicMs } from './token-bucket.js';
 
 /**
  * What the gateway answers on its port besides WebSocket upgrades: its `routes`, and plain
@@ -65,7 +65,8 @@ export class ProbeBudget {
     /** The client's address of a request (trusted proxies looked through). */
     private readonly clientAddress: (req: IncomingMessage) => string | undefined = (req) =>
       req.socket.remoteAddress,
-    now: () => number = Date.now,
+    /** The clock of the buckets (monotonicMs, as every bucket's). */
+    now: () => number = monotonicMs,
   ) {
     const perSecond = limits.probeRequestsPerSecondPerIp;
     if (perSecond <= 0) return;

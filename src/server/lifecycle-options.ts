@@ -1,4 +1,4 @@
-import { isRecord } from '../peer/option-rules.js';
+import { checkOptions, isRecord } from '../peer/option-rules.js';
 
 /** `GatewayOptions.clusterEvents` as an object: how lifecycle events travel between nodes. */
 export interface ClusterEventsOptions {
@@ -43,9 +43,7 @@ export function resolveClusterEvents(value: unknown): ResolvedClusterEvents | un
   const given = (value === true ? {} : value) as Record<string, unknown>;
   const resolved = { ...defaultClusterEvents };
   for (const key of Object.keys(given)) {
-    if (!Object.hasOwn(BOUNDS, key)) {
-      throw new TypeError(`clusterEvents.${key} is not an option of clusterEvents`);
-    }
+    if (!Object.hasOwn(BOUNDS, key)) refuseUnknownKey('clusterEvents', key, BOUNDS);
     const option = given[key];
     if (option === undefined) continue;
     const [min, max, range] = BOUNDS[key as keyof ClusterEventsOptions];
@@ -63,4 +61,15 @@ export function resolveClusterEvents(value: unknown): ResolvedClusterEvents | un
     );
   }
   return Object.freeze(resolved);
+}
+
+/**
+ * Refuse `key` of the object option `owner`, not a key of `known`, as checkOptions refuses an
+ * unknown option: a TypeError naming `owner.key` and the nearest known key, if one is near.
+ */
+export function refuseUnknownKey(owner: string, key: string, known: object): never {
+  const rules = Object.fromEntries(Object.keys(known).map((name) => [name, null]));
+  checkOptions({ [key]: undefined }, rules, `${owner}.`, owner);
+  // Not reached: checkOptions refuses a key its rules do not have.
+  throw new TypeError(`${owner}.${key} is not an option of ${owner}`);
 }

@@ -8,6 +8,7 @@ import type { Params } from '../protocol/types.js';
 import type { SubscriptionMethods } from './pubsub-service.js';
 import type { Session } from './session.js';
 import type { ClusterEventsOptions } from './lifecycle-options.js';
+import { refuseUnknownKey } from './lifecycle-options.js';
 import type { PerMessageDeflateOptions } from './deflate-options.js';
 import { DEFAULT_MESSAGE_COST_BYTES } from '../transport/ws-transport.js';
 import { MAX_ENCODED_DEPTH } from '../encoding/encoded-depth.js';
@@ -175,6 +176,13 @@ export interface GatewayLimits {
   maxConnections?: number;
   /** Open connections from one IP address; beyond it upgrades get 429. Default 100. */
   maxConnectionsPerIp?: number;
+  /**
+   * Open connections from one IPv6 /48 together (an end site's prefix: a subscriber is often
+   * delegated a /56 or a whole /48, so its 256 or 65 536 /64s, each counted alone by
+   * `maxConnectionsPerIp`, could otherwise hold every slot of `maxConnections`); beyond it
+   * upgrades get 429. Default 1 000.
+   */
+  maxConnectionsPerIpv6Site?: number;
   /**
    * Sessions of one user (as `userOf` names it) on this node, wherever they connect from, so one
    * account cannot hold every slot of `maxConnections`; a cluster bounds it per node. Counted
@@ -585,9 +593,8 @@ export function resolveUserInbox(
   const given = (value === true ? {} : value) as Record<string, unknown>;
   const resolved = { ...defaultUserInbox };
   for (const key of Object.keys(given)) {
-    if (!Object.hasOwn(USER_INBOX_BOUNDS, key)) {
-      throw new TypeError(`userInbox.${key} is not an option of userInbox`);
-    }
+    if (!Object.hasOwn(USER_INBOX_BOUNDS, key))
+      refuseUnknownKey('userInbox', key, USER_INBOX_BOUNDS);
     const option = given[key];
     if (option === undefined) continue;
     const [min, max, range] = USER_INBOX_BOUNDS[key as keyof UserInboxOptions];
@@ -624,6 +631,7 @@ export const defaultLimits: Required<GatewayLimits> = {
   maxTopics: 100_000,
   maxConnections: 10_000,
   maxConnectionsPerIp: 100,
+  maxConnectionsPerIpv6Site: 1_000,
   maxConnectionsPerUser: 1_000,
   connectionsPerSecondPerIp: 20,
   connectionsBurstPerIp: 100,
@@ -681,6 +689,7 @@ export const limitRules: Record<keyof GatewayLimits, LimitRule> = {
   maxTopics: count(),
   maxConnections: count(),
   maxConnectionsPerIp: count(),
+  maxConnectionsPerIpv6Site: count(),
   maxConnectionsPerUser: count(),
   connectionsPerSecondPerIp: { min: 0, max: MAX_INT, integer: false },
   connectionsBurstPerIp: { min: 1, max: MAX_INT, integer: false },
@@ -714,7 +723,7 @@ export function resolveLimits(limits: GatewayLimits = {}): Required<GatewayLimit
   const resolved: Required<GatewayLimits> = { ...defaultLimits };
   for (const [key, value] of Object.entries(limits) as [keyof GatewayLimits, unknown][]) {
     const rule = limitRules[key] as LimitRule | undefined;
-    if (!rule) throw new TypeError(`limits.${String(key)} is not a limit of the gateway`);
+    if (!rule) refuseUnknownKey('limits', key, limitRules);
     if (value === undefined) continue;
     if (typeof value !== 'number' || Number.isNaN(value)) {
       throw new TypeError(`limits.${key} must be a number, not ${describe(value)}`);

@@ -1,7 +1,18 @@
 /**
+ * The buckets' clock unless one is given: whole milliseconds of performance.now(), which only
+ * goes forward. The wall clock (Date.now) steps back when NTP corrects it or a VM is restored,
+ * and a bucket refilled from it would count the step as debt: every bucket of the process
+ * refusing, or pausing its reads, for as long as the step. Whole milliseconds keep a bucket's
+ * times small integers (smallMs).
+ */
+export function monotonicMs(): number {
+  return Math.floor(performance.now());
+}
+
+/**
  * `ms` as a small integer (a Smi, stored in the object itself) when it is an int32: an integral
- * result of arithmetic on Date.now() is a heap number until `| 0` makes it one, and a field that
- * once held a heap number boxes every value stored in it after.
+ * result of arithmetic on a clock's reading is a heap number until `| 0` makes it one, and a
+ * field that once held a heap number boxes every value stored in it after.
  */
 export function smallMs(ms: number): number {
   const small = ms | 0;
@@ -19,7 +30,7 @@ export class RateLimit {
   constructor(
     readonly perSecond: number,
     readonly burst: number,
-    readonly now: () => number = Date.now,
+    readonly now: () => number = monotonicMs,
   ) {
     this.origin = now();
   }
@@ -50,7 +61,7 @@ export class TokenBucket {
   });
   /** A bucket with a limit of its own. */
   constructor(perSecond: number, burst: number, now?: () => number);
-  constructor(perSecond: number | RateLimit, burst = 0, now: () => number = Date.now) {
+  constructor(perSecond: number | RateLimit, burst = 0, now: () => number = monotonicMs) {
     const limit = typeof perSecond === 'number' ? new RateLimit(perSecond, burst, now) : perSecond;
     this.limit = limit;
     this.tokens = limit.burst;
@@ -117,11 +128,19 @@ export class TokenBucket {
     return Math.floor(((burst - this.tokens) * 1000) / perSecond);
   }
 
+  /**
+   * Add what the time since the last refill gives. A clock that went back (a given one: the
+   * default never does) counts as no time passed, and the refill goes on from its new reading:
+   * a step back must not put the bucket in debt for its length.
+   */
   private refill(clock: number): void {
     const limit = this.limit;
     const now = smallMs(clock - limit.origin);
-    if (now === this.last) return;
-    this.tokens = Math.min(limit.burst, this.tokens + ((now - this.last) * limit.perSecond) / 1000);
+    const elapsed = now - this.last;
+    if (elapsed === 0) return;
+    if (elapsed > 0) {
+      this.tokens = Math.min(limit.burst, this.tokens + (elapsed * limit.perSecond) / 1000);
+    }
     this.last = now;
   }
 }

@@ -392,6 +392,9 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
   /** A line over the limit: say why on the wire (there is no close code to carry it), then close. */
   private tooLarge(): void {
     if (this.closing) return;
+    // Read all the same: charged (at least the limit and a byte, what it took to know), so
+    // lines too large, one per connection, cost the address's budget as lines that fit do.
+    this.spendBytes(Math.max(this.lines.heldBytes, this.options.maxLineBytes + 1));
     this.lines.clear();
     this.send(
       `{"jsonrpc":"2.0","error":{"code":-32600,"message":"Message too large","data":{"maxMessageBytes":${this.options.maxLineBytes}}},"id":null}`,

@@ -105,7 +105,7 @@ const refused: [
     'limits key',
     { limits: { maxBatchs: 1 } },
     TypeError,
-    'limits.maxBatchs is not a limit of the gateway',
+    'limits.maxBatchs is not an option of limits (did you mean limits.maxBatch?)',
   ],
   [
     'limits value',

@@ -19,7 +19,7 @@ describe('resolveLimits: the one step that checks the gateway limits', () => {
 
   it('names the limit that is unknown, not a number, or out of range', () => {
     expect(() => resolveLimits({ maxBatchs: 3 } as GatewayLimits)).toThrow(
-      new TypeError('limits.maxBatchs is not a limit of the gateway'),
+      new TypeError('limits.maxBatchs is not an option of limits (did you mean limits.maxBatch?)'),
     );
     expect(() => resolveLimits({ maxBatch: '3' as unknown as number })).toThrow(
       new TypeError('limits.maxBatch must be a number, not "3"'),

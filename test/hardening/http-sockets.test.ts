@@ -64,6 +64,26 @@ async function rawSocket(port: number, localAddress: string, text = ''): Promise
   return { socket, closed, isClosed: () => isClosed, received: () => received };
 }
 
+/** The sockets `gateway`'s socket gate counts (a private field), read when called. */
+function countedBy(gateway: unknown): () => number {
+  return () => (gateway as { socketGate: { open: number } }).socketGate.open;
+}
+
+/**
+ * A half-sent upgrade from `localAddress`, resolved once the gateway counts it: the gate sees
+ * the sockets in the order they were opened (which of an address's is the oldest).
+ */
+async function countedSocket(
+  port: number,
+  localAddress: string,
+  counted: () => number,
+): Promise<RawSocket> {
+  const before = counted();
+  const socket = await rawSocket(port, localAddress, HALF_UPGRADE);
+  await waitUntil(() => counted() === before + 1, `the socket from ${localAddress} to be counted`);
+  return socket;
+}
+
 /** GET `path` from `localAddress` on a fresh connection: the status, or the error's code. */
 function get(port: number, path: string, localAddress = '127.0.0.1'): Promise<number | string> {
   return new Promise((resolve) => {
@@ -114,40 +134,54 @@ describe('sockets per address before the upgrade (maxHttpSocketsPerIp)', () => {
   });
 
   it("a trusted proxy's sockets count only in the total: its clients are told apart by the headers", async () => {
-    const { port } = await res.gateway({
+    const { gateway, port } = await res.gateway({
       trustedProxies: ['127.0.0.4'],
       limits: { maxHttpSocketsPerIp: 2, maxHttpSockets: 6, headersTimeoutMs: 600_000 },
     });
+    const counted = countedBy(gateway);
     // A trusted proxy carries many clients: its sockets are not bounded per address.
     const viaProxy: RawSocket[] = [];
-    for (let i = 0; i < 4; i++) viaProxy.push(await rawSocket(port, '127.0.0.4', HALF_UPGRADE));
+    for (let i = 0; i < 4; i++) viaProxy.push(await countedSocket(port, '127.0.0.4', counted));
     expect(await get(port, '/livez', '127.0.0.4')).toBe(200);
-    // But they count in the total: 4 held + 2 more fill it, and the next is refused.
-    await rawSocket(port, '127.0.0.5', HALF_UPGRADE);
-    await rawSocket(port, '127.0.0.5', HALF_UPGRADE);
-    const over = await rawSocket(port, '127.0.0.6', HALF_UPGRADE);
+    await waitUntil(() => counted() === 4, "the probe's socket to leave the count");
+    // But they count in the total: 4 held + 2 more fill it. The next takes the place of the
+    // oldest half-sent socket of the address holding the most, never of the proxy's.
+    const fromFive = [
+      await countedSocket(port, '127.0.0.5', counted),
+      await countedSocket(port, '127.0.0.5', counted),
+    ];
+    const next = await rawSocket(port, '127.0.0.6', HALF_UPGRADE);
+    await within(fromFive[0]!.closed, "127.0.0.5's oldest socket to be cut for the next");
+    // 127.0.0.5 holds as many as any address holds half-sent now: its next is refused.
+    const over = await rawSocket(port, '127.0.0.5', HALF_UPGRADE);
     await within(over.closed, 'a socket over maxHttpSockets to be closed');
     expect(viaProxy.filter((s) => s.isClosed())).toEqual([]);
+    expect([fromFive[1]!.isClosed(), next.isClosed()]).toEqual([false, false]);
   });
 });
 
 describe('sockets in total before the upgrade (maxHttpSockets)', () => {
-  it('a half-sent socket beyond the total is refused whatever its address; WebSocket sessions do not count', async () => {
-    const { port, url, httpUrl } = await res.gateway({
+  it('a half-sent socket beyond the total takes the place of the oldest half-sent one of an address holding more, else is refused; WebSocket sessions do not count', async () => {
+    const { gateway, port, url, httpUrl } = await res.gateway({
       limits: { maxHttpSockets: 3, headersTimeoutMs: 600_000 },
     });
+    const counted = countedBy(gateway);
     // Sessions leave the count once upgraded: five of them leave room for three sockets.
     for (let i = 0; i < 5; i++) await openRaw(res, url);
     const held: RawSocket[] = [];
     for (const address of ['127.0.0.2', '127.0.0.3', '127.0.0.4']) {
-      held.push(await rawSocket(port, address, HALF_UPGRADE));
+      held.push(await countedSocket(port, address, counted));
     }
-    const refused = await rawSocket(port, '127.0.0.5', HALF_UPGRADE);
+    // 127.0.0.5 holds none, fewer than 127.0.0.2 (the first to hold one): it takes that place.
+    const newcomer = await rawSocket(port, '127.0.0.5', HALF_UPGRADE);
+    await within(held[0]!.closed, "127.0.0.2's socket to be cut for 127.0.0.5's");
+    // 127.0.0.3 holds as many as any address: its next socket is refused.
+    const refused = await rawSocket(port, '127.0.0.3', HALF_UPGRADE);
     await within(refused.closed, 'a socket over maxHttpSockets to be closed');
-    expect(held.filter((s) => s.isClosed())).toEqual([]);
-    // Counted (a scrape made while the port is full is refused, and counted, too).
-    held[0]!.socket.destroy();
-    await waitUntil(async () => (await closedSockets(httpUrl, 'capacity')) >= 1, 'the count');
+    expect([...held.slice(1), newcomer].filter((s) => s.isClosed())).toEqual([]);
+    // Both counted: the socket cut and the one refused.
+    newcomer.socket.destroy();
+    await waitUntil(async () => (await closedSockets(httpUrl, 'capacity')) >= 2, 'the count');
   });
 });
 

@@ -80,7 +80,11 @@ describe('user inbox: options', () => {
     ).toThrow(new TypeError('userInbox.maxLength must be a number, not string'));
     expect(() =>
       createGateway<Ctx>({ userOf, userInbox: { maxLenght: 5 } as unknown as boolean }),
-    ).toThrow(new TypeError('userInbox.maxLenght is not an option of userInbox'));
+    ).toThrow(
+      new TypeError(
+        'userInbox.maxLenght is not an option of userInbox (did you mean userInbox.maxLength?)',
+      ),
+    );
     expect(() => createGateway<Ctx>({ userOf, userInbox: 'on' as unknown as boolean })).toThrow(
       TypeError,
     );
