@@ -67,32 +67,50 @@ export class IncomingCalls<S> {
     return this.#hub;
   }
 
-  /** Answer one request: the reply text, or a promise of it. */
+  /**
+   * Answer one request: the reply text, or a promise of it. `arrived` is when the call arrived
+   * (performance.now()), when the layer above read the clock before this (IncomingDispatch, for
+   * onCallSettled's duration); else the clock is read as the handler starts, and only when
+   * onCallSettled is set.
+   */
   request(
     id: RequestId,
     method: string,
     params: Params | undefined,
     version: ProtocolVersion,
     traceparent?: string,
+    arrived?: number,
   ): Reply | Promise<Reply> {
     if (method === ReservedMethod.Ping) return encodeSuccess(id, 'pong', version);
     if (isReservedMethod(method)) {
       const internal = this.config.reservedMethods?.get(method);
-      if (!internal) return failure(id, ErrorCode.MethodNotFound, version);
+      if (!internal) return this.#notFound(id, method, version);
       // Within maxInFlight like any handler: the other side can send them as fast as it likes
       // (a flood of rpc.token reaches the client's token provider, of rpc.authenticate the
       // server's authenticate hook). They are the gateway's own methods, not the application's
       // calls: no middleware around them.
       if (this.inFlightCount >= this.config.maxInFlight) return this.#busy(id, method, version);
-      return this.#runHandler(internal, id, method, params, version, undefined, traceparent);
+      return this.#runHandler(
+        internal,
+        id,
+        method,
+        params,
+        version,
+        undefined,
+        traceparent,
+        arrived,
+      );
     }
     const handler = this.config.registry.get(method);
-    if (!handler) {
-      this.config.onCallSettled?.(method, 'not_found', 0);
-      return failure(id, ErrorCode.MethodNotFound, version);
-    }
+    if (!handler) return this.#notFound(id, method, version);
     if (this.inFlightCount >= this.config.maxInFlight) return this.#busy(id, method, version);
-    return this.run(handler, id, method, params, version, traceparent);
+    return this.run(handler, id, method, params, version, traceparent, arrived);
+  }
+
+  /** -32601, counted as a call not found. */
+  #notFound(id: RequestId, method: string, version: ProtocolVersion): string {
+    this.config.onCallSettled?.(method, 'not_found', 0);
+    return failure(id, ErrorCode.MethodNotFound, version);
   }
 
   /** -32000 with `data: { maxInFlight }`: as many calls as allowed are running. */
@@ -133,6 +151,7 @@ export class IncomingCalls<S> {
     params: Params | undefined,
     version: ProtocolVersion,
     traceparent: string | undefined,
+    arrived: number | undefined,
   ): Reply | Promise<Reply> {
     return this.#runHandler(
       handler,
@@ -142,6 +161,7 @@ export class IncomingCalls<S> {
       version,
       this.config.middleware,
       traceparent,
+      arrived,
     );
   }
 
@@ -158,8 +178,9 @@ export class IncomingCalls<S> {
     version: ProtocolVersion,
     chain: MiddlewareChain<S> | undefined,
     traceparent: string | undefined,
+    arrived: number | undefined,
   ): Reply | Promise<Reply> {
-    const started = this.config.onCallSettled ? performance.now() : 0;
+    const started = arrived ?? (this.config.onCallSettled ? performance.now() : 0);
     const settled = (outcome: CallOutcome): void =>
       this.config.onCallSettled?.(method, outcome, performance.now() - started);
     const call = new RunningCall(this.session, this.logger, id, method, traceparent);

@@ -57,6 +57,18 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
     return failure(id, code, version);
   }
 
+  /**
+   * A call answered here, not by a handler (a reserved result, an authorize hook that failed),
+   * counted with the time since it `arrived`.
+   */
+  private answered(method: string, outcome: 'ok' | 'error', arrived: number | undefined): void {
+    this.config.onCallSettled?.(
+      method,
+      outcome,
+      arrived === undefined ? 0 : performance.now() - arrived,
+    );
+  }
+
   /** What is in flight at the close outlives it until it settles. */
   override close(info: CloseInfo): void {
     this.outliving = this.inFlightCount + this.detached;
@@ -151,6 +163,9 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
     // Closed by a member of the same frame (a handler that closes its own connection): the
     // members after it are not run, as a frame read after the close is not.
     if (this.closeInfo) return undefined;
+    // A call's duration runs from here, authorize included; the clock is read only for a peer
+    // that records durations.
+    const arrived = this.config.onCallSettled ? performance.now() : undefined;
     // A liveness probe is answered even while draining (the session is there until it closes),
     // but takes a rate token like any request: a flood of them is a flood.
     const ping = method === ReservedMethod.Ping;
@@ -177,10 +192,11 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
         this.config.onCallSettled?.(method, 'rejected', 0);
         return failure(id, ErrorCode.ServerBusy, version, { maxInFlight });
       }
-      this.config.onCallSettled?.(method, 'ok', 0);
-      return encodeSuccessText(id, result, version);
+      const reply = encodeSuccessText(id, result, version);
+      this.answered(method, 'ok', arrived);
+      return reply;
     }
-    return super.request(id, method, params, version, traceparent);
+    return super.request(id, method, params, version, traceparent, arrived);
   }
 
   /** A result kept as its upstream wrote it goes as that text (result-text.ts). */
@@ -217,12 +233,15 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
     params: Params | undefined,
     version: ProtocolVersion,
     traceparent: string | undefined,
+    arrived: number | undefined,
   ): Reply | Promise<Reply> {
-    if (!this.config.authorize) return super.run(handler, id, method, params, version, traceparent);
+    if (!this.config.authorize) {
+      return super.run(handler, id, method, params, version, traceparent, arrived);
+    }
     const verdict = this.askAuthorize(method, params);
     if (!isPromiseLike(verdict)) {
       return verdict
-        ? super.run(handler, id, method, params, version, traceparent)
+        ? super.run(handler, id, method, params, version, traceparent, arrived)
         : this.rejected(id, method, version, ErrorCode.Unauthorized);
     }
     this.hookStarted();
@@ -232,13 +251,13 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
         // Closed while the hook decided: no answer can be sent, and no handler runs for it.
         if (this.closeInfo) return undefined;
         return allowed
-          ? super.run(handler, id, method, params, version, traceparent)
+          ? super.run(handler, id, method, params, version, traceparent, arrived)
           : this.rejected(id, method, version, ErrorCode.Unauthorized);
       },
       (err: unknown) => {
         this.hookSettled();
         this.logger.error({ err, method }, 'authorize hook failed');
-        this.config.onCallSettled?.(method, 'error', 0);
+        this.answered(method, 'error', arrived);
         return failure(id, ErrorCode.InternalError, version);
       },
     );

@@ -25,3 +25,35 @@ export function logNoise(
   else if (count === NOISE_WARN_LIMIT) logger.warn({ ...fields, count, moreAtDebug: true }, msg);
   else logger.debug({ ...fields, count }, msg);
 }
+
+/**
+ * The most characters of a value the other side chose (a response's id, its error) a line of
+ * noise carries: that side makes it as long as its message may be.
+ */
+export const MAX_SHOWN_NOISE_CHARS = 256;
+
+/** `text` whole up to `maxChars`, else cut there (never inside a surrogate pair). */
+export function cutText(text: string, maxChars: number): string {
+  if (text.length <= maxChars) return text;
+  const last = text.charCodeAt(maxChars - 1);
+  return text.slice(0, last >= 0xd800 && last <= 0xdbff ? maxChars - 1 : maxChars);
+}
+
+/**
+ * `fields` (values the other side sent) as a line of noise shows them: one whose text (a
+ * string's own, an object's JSON) is longer than MAX_SHOWN_NOISE_CHARS is cut there, its length
+ * beside it under `<key>Chars`; anything shorter is shown as it is.
+ */
+export function shownNoise(fields: Record<string, unknown>): Record<string, unknown> {
+  const shown = { ...fields };
+  for (const key in fields) {
+    const value = fields[key];
+    const text =
+      typeof value === 'string' ? value : typeof value === 'object' ? JSON.stringify(value) : '';
+    if (text.length > MAX_SHOWN_NOISE_CHARS) {
+      shown[key] = cutText(text, MAX_SHOWN_NOISE_CHARS);
+      shown[`${key}Chars`] = text.length;
+    }
+  }
+  return shown;
+}

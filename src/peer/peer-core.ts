@@ -18,7 +18,7 @@ import type { Logger } from './logger.js';
 import { nameOf } from './method-descriptor.js';
 import type { MethodDescriptor, NotificationDescriptor, ParamsArgs } from './method-descriptor.js';
 import type { IncomingNotification } from './notifications.js';
-import { logNoise } from './noise-log.js';
+import { logNoise, shownNoise } from './noise-log.js';
 import { closedError } from './peer-options.js';
 import type { CloseInfo, PeerConfig } from './peer-options.js';
 import type { Peer } from './peer.js';
@@ -445,9 +445,9 @@ export class PeerCore<S = unknown> implements TransportListener {
     }
   }
 
-  /** Log protocol noise, counted per connection (see noise-log.ts). */
+  /** Log protocol noise, counted per connection, its values cut (see noise-log.ts). */
   private noisy(fields: Record<string, unknown>, msg: string): void {
-    logNoise(this.logger, ++this.#noise, fields, msg);
+    logNoise(this.logger, ++this.#noise, shownNoise(fields), msg);
   }
 
   /** What the calls out still pending when the connection closed reject with. */

@@ -95,7 +95,8 @@ function register(registry: Registry, kinds: ReadonlyMap<ConsumerKind, ConsumerF
   });
   new Counter({
     name: 'wsrpc_server_api_consumed_total',
-    help: 'Requests the server API consumer took, by kind and outcome (handled, busy, too_large, invalid, delivered_too_often).',
+    // The values listed from the label's own list: a value added there is named here too.
+    help: `Requests the server API consumer took, by kind and outcome (${OUTCOMES.join(', ')}).`,
     labelNames: ['kind', 'outcome'],
     registers,
     collect() {
@@ -107,7 +108,7 @@ function register(registry: Registry, kinds: ReadonlyMap<ConsumerKind, ConsumerF
   });
   new Counter({
     name: 'wsrpc_server_api_consumer_failures_total',
-    help: 'Times the server API consumer could not read, by kind and reason (read, group_lost, disconnected, subscription).',
+    help: `Times the server API consumer could not read, by kind and reason (${FAILURES.join(', ')}).`,
     labelNames: ['kind', 'reason'],
     registers,
     collect() {

@@ -1,7 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AnsweringPeer } from '../peer/answering-peer.js';
 import type { Logger } from '../peer/logger.js';
-import { isTraceparent } from '../protocol/traceparent.js';
+import { isTraceparent, tracestateOf } from '../protocol/traceparent.js';
+import { keepExchangeTracestate } from '../tracing/exchange-tracestate.js';
 import { CloseCode } from '../transport/transport.js';
 import type { ServerTransport } from '../transport/transport.js';
 import type { Admission } from './admission.js';
@@ -365,11 +366,13 @@ export class HttpRpc<C> {
     res.once('close', abandon);
     try {
       // newSession makes an AnsweringPeer for a transport that cannot push.
-      const traceparent = req.headers.traceparent;
-      const reply = await (session.peer as AnsweringPeer<Session<C>>).answer(
-        body,
-        isTraceparent(traceparent) ? traceparent : undefined,
-      );
+      const traceparent = isTraceparent(req.headers.traceparent)
+        ? req.headers.traceparent
+        : undefined;
+      // Only with a valid traceparent: the spec drops a tracestate whose traceparent it drops.
+      const tracestate = traceparent && tracestateOf(req.headers.tracestate);
+      if (traceparent && tracestate) keepExchangeTracestate(session, traceparent, tracestate);
+      const reply = await (session.peer as AnsweringPeer<Session<C>>).answer(body, traceparent);
       if (reply === undefined) send(res, 204);
       else {
         send(res, 200, reply, {}, 'application/json; charset=utf-8');

@@ -52,9 +52,10 @@ const CENSOR = '[redacted]';
  * there: a URL's throws on a copy), so before them this replaces the values of SECRET_KEYS at any
  * depth, a URL or URLSearchParams (a hook's `url` and `query`, which would otherwise be written
  * whole, or as `{}`) by its text with secret parameters and any password blanked, and a secret
- * parameter in a string under a key naming a URL. Objects are copied where something changes,
- * never changed in place (they are the caller's); class instances other than those are left to
- * pino.
+ * parameter in a string under a key naming a URL. An Error is looked into as well (its
+ * message, stack, cause and enumerable properties: scrubError). Objects are copied where
+ * something changes, never changed in place (they are the caller's); class instances other than
+ * those are left to pino.
  */
 export function scrubLogged(value: unknown): unknown {
   return scrub(value, 0, '');
@@ -62,7 +63,7 @@ export function scrubLogged(value: unknown): unknown {
 
 function scrub(value: unknown, depth: number, key: string): unknown {
   if (typeof value === 'string') {
-    return /url|href|path/i.test(key) ? value.replace(SECRET_QUERY, `$1${CENSOR}`) : value;
+    return /url|href|path/i.test(key) ? scrubQuery(value) : value;
   }
   if (value === null || typeof value !== 'object') return value;
   if (value instanceof URL) return scrubUrl(value);
@@ -82,13 +83,63 @@ function scrub(value: unknown, depth: number, key: string): unknown {
     return copy ?? items;
   }
   const proto: unknown = Object.getPrototypeOf(value);
-  if (proto !== Object.prototype && proto !== null) return value;
+  if (proto !== Object.prototype && proto !== null) {
+    return value instanceof Error ? scrubError(value, depth) : value;
+  }
   let copy: Record<string, unknown> | undefined;
   for (const [k, v] of Object.entries(value)) {
-    const scrubbed = SECRET_KEYS.has(k.toLowerCase()) ? CENSOR : scrub(v, depth + 1, k);
+    const scrubbed = scrubEntry(k, v, depth);
     if (scrubbed !== v) (copy ??= { ...(value as Record<string, unknown>) })[k] = scrubbed;
   }
   return copy ?? value;
+}
+
+/** The value of an object's `key`: blanked when the key names a secret, else scrubbed. */
+function scrubEntry(key: string, value: unknown, depth: number): unknown {
+  return SECRET_KEYS.has(key.toLowerCase()) ? CENSOR : scrub(value, depth + 1, key);
+}
+
+/** `text` with its secret query parameters (`?token=...`) blanked. */
+function scrubQuery(text: string): string {
+  return text.replace(SECRET_QUERY, `$1${CENSOR}`);
+}
+
+/**
+ * An Error scrubbed: pino's `err` serializer writes its message, stack, cause and every
+ * enumerable property (an HTTP client's error carries the request's headers and URL), and
+ * JSON.stringify its enumerable properties wherever else it is. When anything in them changes,
+ * a copy of the same class (pino names the type from it) with the message and stack (a URL in
+ * them included), the cause, an AggregateError's `errors` and the enumerable properties
+ * scrubbed; else the error itself. Only errors pay for this, and only when logged.
+ */
+function scrubError(error: Error, depth: number): Error {
+  const message = scrubQuery(error.message);
+  const stack = error.stack === undefined ? undefined : scrubQuery(error.stack);
+  let changed = message !== error.message || stack !== error.stack;
+  const hidden: [string, unknown][] = [];
+  for (const key of ['cause', 'errors']) {
+    const own = Object.getOwnPropertyDescriptor(error, key);
+    if (own === undefined || own.enumerable || !('value' in own)) continue;
+    const scrubbed = scrub(own.value, depth + 1, key);
+    changed ||= scrubbed !== own.value;
+    hidden.push([key, scrubbed]);
+  }
+  const entries = Object.entries(error).map(([key, value]): [string, unknown] => {
+    const scrubbed = scrubEntry(key, value, depth);
+    changed ||= scrubbed !== value;
+    return [key, scrubbed];
+  });
+  if (!changed) return error;
+  const copy = Object.create(Object.getPrototypeOf(error) as object) as Error;
+  const define = (key: string, value: unknown): void => {
+    Object.defineProperty(copy, key, { value, writable: true, configurable: true });
+  };
+  define('message', message);
+  define('stack', stack);
+  if (Object.hasOwn(error, 'name')) define('name', error.name);
+  for (const [key, value] of hidden) define(key, value);
+  Object.assign(copy, Object.fromEntries(entries));
+  return copy;
 }
 
 /** A URL's text with its secret query parameters and password blanked. */

@@ -1,5 +1,6 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { CallOutcome } from '../peer/peer.js';
+import { ReservedMethod } from '../protocol/reserved.js';
 import type { TransportKind } from '../transport/transport.js';
 
 /** Upper bounds (seconds) of the call latency histogram's buckets. */
@@ -19,6 +20,39 @@ export const EVENT_LOOP_SAMPLE_MS = 100;
 
 /** Method label for calls to methods that are not registered: names from the wire are unbounded. */
 const UNKNOWN_METHOD = '(unknown)';
+
+/**
+ * The gateway's own methods (`rpc.authenticate`, `rpc.discover`, ...), labelled by their names:
+ * a fixed set, unlike the `rpc.*` names a client may make up, which are `(unknown)`.
+ */
+const RESERVED_LABELS: ReadonlySet<string> = new Set(Object.values(ReservedMethod));
+
+/** The `method` label of a call to `method`, given the registrations' label (`methodLabel`). */
+function methodLabelOf(method: string, registered: string | undefined): string {
+  if (registered !== undefined) return registered;
+  return RESERVED_LABELS.has(method) ? method : UNKNOWN_METHOD;
+}
+
+/**
+ * prom-client's default metrics (`process_*`, `nodejs_*`), in a registry of their own made once
+ * per process, on the first GatewayMetrics that asks for them, and rendered into every gateway's
+ * text. They describe the process, whatever number of gateways it runs; and what they start (a
+ * GC observer, an event-loop delay monitor) prom-client never stops, and it holds the registry it
+ * was given: one per gateway would keep every gateway that was ever made, closed or not, and
+ * sample the event loop once more for each.
+ */
+let processRegistry: Registry | undefined;
+
+function processMetrics(): Registry {
+  if (processRegistry === undefined) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({
+      register: processRegistry,
+      eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS,
+    });
+  }
+  return processRegistry;
+}
 
 /**
  * The transports whose sessions are counted apart (the `transport` label of rpc_connections and
@@ -85,7 +119,13 @@ function escapeLabel(value: string): string {
  * per-method latency histogram is rendered here directly.
  */
 export class GatewayMetrics {
+  /**
+   * The gateway's own metrics (and those registered on it: upstreams, deflate, the server API's
+   * consumer, an application's). The process's default metrics are not in it: `render` adds them.
+   */
   readonly registry = new Registry();
+  /** The process's default metrics (processMetrics), unless `defaultMetrics: false`. */
+  private readonly processRegistry: Registry | undefined;
   /** Each counted transport's message counters, handed to its transports by `countersFor`. */
   private readonly messages = Object.fromEntries(
     COUNTED_TRANSPORTS.map((kind) => [kind, { messagesIn: 0, messagesOut: 0 }]),
@@ -115,12 +155,7 @@ export class GatewayMetrics {
     this.cacheMs = options.cacheMs ?? 0;
     this.now = options.now ?? Date.now;
     const registers = [this.registry];
-    if (options.defaultMetrics ?? true) {
-      collectDefaultMetrics({
-        register: this.registry,
-        eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS,
-      });
-    }
+    this.processRegistry = (options.defaultMetrics ?? true) ? processMetrics() : undefined;
     // eslint-disable-next-line @typescript-eslint/no-this-alias -- prom-client binds `this` in collect() to the metric
     const stats = this;
     new Gauge({
@@ -254,7 +289,7 @@ export class GatewayMetrics {
 
   /** Called by every session's peer once an incoming call is answered. */
   callSettled(method: string, outcome: CallOutcome, durationMs: number): void {
-    const name = this.sources.methodLabel(method) ?? UNKNOWN_METHOD;
+    const name = methodLabelOf(method, this.sources.methodLabel(method));
     let entry = this.methods.get(name);
     if (!entry) {
       entry = {
@@ -285,11 +320,11 @@ export class GatewayMetrics {
   }
 
   /**
-   * The Prometheus text exposition: prom-client's metrics plus the latency histogram. A render
-   * walks every local topic and reads the process's file descriptors, so it is done once at a
-   * time, its promise shared by every call that comes while it runs, and its text returned
-   * again for `cacheMs` after it finished: however many scrapes come, at most one render per
-   * cacheMs (one at a time when 0).
+   * The Prometheus text exposition: the process's default metrics, the gateway's registry and
+   * the latency histogram. A render walks every local topic and reads the process's file
+   * descriptors, so it is done once at a time, its promise shared by every call that comes
+   * while it runs, and its text returned again for `cacheMs` after it finished: however many
+   * scrapes come, at most one render per cacheMs (one at a time when 0).
    */
   render(): Promise<string> {
     const rendered = this.rendered;
@@ -313,7 +348,11 @@ export class GatewayMetrics {
   }
 
   private async renderNow(): Promise<string> {
-    return (await this.registry.metrics()) + this.renderLatency();
+    const [processText, ownText] = await Promise.all([
+      this.processRegistry?.metrics() ?? '',
+      this.registry.metrics(),
+    ]);
+    return processText + ownText + this.renderLatency();
   }
 
   get contentType(): string {

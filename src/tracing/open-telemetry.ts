@@ -14,14 +14,35 @@ function kindOf(api: OpenTelemetryApi, name: string): OpenTelemetry.SpanKind {
   return api.SpanKind.INTERNAL;
 }
 
-/** A valid traceparent (see src/protocol/traceparent.ts) as a remote span context. */
-export function spanContextOf(traceparent: string): SpanContext {
+/**
+ * A valid traceparent (see src/protocol/traceparent.ts) as a remote span context, with the
+ * tracestate that came with it, when `api` is given one.
+ */
+export function spanContextOf(
+  traceparent: string,
+  tracestate?: string,
+  api?: Pick<OpenTelemetryApi, 'createTraceState'>,
+): SpanContext {
   return {
     traceId: traceparent.slice(3, 35),
     spanId: traceparent.slice(36, 52),
     traceFlags: Number.parseInt(traceparent.slice(53, 55), 16),
     isRemote: true,
+    ...(tracestate !== undefined && api && { traceState: api.createTraceState(tracestate) }),
   };
+}
+
+/**
+ * The tracestate a span sends on: its own, when the tracer gave it one (the parent's, or the
+ * tracer's change of it), else the parent's as it came.
+ */
+function tracestateOfSpan(
+  own: SpanContext,
+  parentTracestate: string | undefined,
+): string | undefined {
+  if (own.traceState === undefined) return parentTracestate;
+  const text = own.traceState.serialize();
+  return text === '' ? undefined : text;
 }
 
 export function traceparentOf(context: SpanContext): string {
@@ -53,16 +74,21 @@ export function openTelemetryTracing(api: OpenTelemetryApi, tracerName: string):
       attributes: SpanAttributes,
       parent: string | undefined,
       run: (span: TraceSpan) => Promise<T>,
+      parentTracestate?: string,
     ): Promise<T> {
-      const parentContext: Context =
-        parent !== undefined && isTraceparent(parent)
-          ? api.trace.setSpanContext(api.ROOT_CONTEXT, spanContextOf(parent))
-          : api.ROOT_CONTEXT;
+      const traced = parent !== undefined && isTraceparent(parent);
+      // A tracestate goes with the traceparent it came with, and only with it.
+      const tracestate = traced ? parentTracestate : undefined;
+      const parentContext: Context = traced
+        ? api.trace.setSpanContext(api.ROOT_CONTEXT, spanContextOf(parent, tracestate, api))
+        : api.ROOT_CONTEXT;
       const span = tracer.startSpan(name, { kind: kindOf(api, name), attributes }, parentContext);
       const own = span.spanContext();
+      const valid = api.isSpanContextValid(own);
       let failed = false;
       const handle: TraceSpan = {
-        traceparent: api.isSpanContextValid(own) ? traceparentOf(own) : parent,
+        traceparent: valid ? traceparentOf(own) : parent,
+        tracestate: valid ? tracestateOfSpan(own, tracestate) : tracestate,
         setError(err: unknown): void {
           if (failed) return;
           failed = true;

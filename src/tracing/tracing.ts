@@ -8,6 +8,11 @@ export interface TraceSpan {
    * are this span's. Without a tracer it is the parent given, passed through unchanged.
    */
   readonly traceparent: string | undefined;
+  /**
+   * The W3C `tracestate` to send on with `traceparent`: the span's, which is its parent's
+   * unless the tracer changed it. Undefined when there is none.
+   */
+  readonly tracestate?: string | undefined;
   /** Mark the span failed (a JSON-RPC error answered, an upstream refusing) without throwing. */
   setError(err: unknown): void;
 }
@@ -15,8 +20,9 @@ export interface TraceSpan {
 /**
  * Spans around the gateway's work (`rpc.call <method>`, `upstream.request <upstream>`,
  * `pubsub.publish <topic>`). `parent` is a W3C traceparent (the client's, or the enclosing
- * span's); none, or an invalid one, starts a new trace. A rejection of `run` marks the span
- * failed and is passed on unchanged; the span ends when `run` settles.
+ * span's); none, or an invalid one, starts a new trace; `parentTracestate` is the `tracestate`
+ * that came with it (valid: see tracestateOf). A rejection of `run` marks the span failed and is
+ * passed on unchanged; the span ends when `run` settles.
  */
 export interface Tracing {
   span<T>(
@@ -24,6 +30,7 @@ export interface Tracing {
     attributes: SpanAttributes,
     parent: string | undefined,
     run: (span: TraceSpan) => Promise<T>,
+    parentTracestate?: string,
   ): Promise<T>;
 }
 
@@ -31,8 +38,9 @@ const noop = (): void => {};
 const untraced: TraceSpan = Object.freeze({ traceparent: undefined, setError: noop });
 
 /**
- * Tracing off: `run` is called at once and its own promise returned, with the parent passed
- * through as the span's traceparent. Nothing is recorded; without a parent nothing is allocated.
+ * Tracing off: `run` is called at once and its own promise returned, with the parent (and its
+ * tracestate) passed through as the span's. Nothing is recorded; without a parent nothing is
+ * allocated.
  */
 export const noTracing: Tracing = Object.freeze({
   span<T>(
@@ -40,7 +48,9 @@ export const noTracing: Tracing = Object.freeze({
     _attributes: SpanAttributes,
     parent: string | undefined,
     run: (span: TraceSpan) => Promise<T>,
+    parentTracestate?: string,
   ): Promise<T> {
-    return run(parent === undefined ? untraced : { traceparent: parent, setError: noop });
+    if (parent === undefined) return run(untraced);
+    return run({ traceparent: parent, tracestate: parentTracestate, setError: noop });
   },
 });

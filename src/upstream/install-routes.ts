@@ -1,12 +1,13 @@
 import { nanoid } from 'nanoid';
 import type { Logger } from '../peer/logger.js';
-import { logNoise } from '../peer/noise-log.js';
+import { cutText, logNoise } from '../peer/noise-log.js';
 import { keepResultText } from '../peer/result-text.js';
 import type { HandlerContext } from '../peer/handler-context.js';
 import type { Handler } from '../peer/method-registry.js';
 import type { Params } from '../protocol/types.js';
 import type { Gateway } from '../server/gateway.js';
 import type { Session } from '../server/session.js';
+import { tracestateOfCall } from '../tracing/exchange-tracestate.js';
 import { noTracing } from '../tracing/tracing.js';
 import type { TraceSpan, Tracing } from '../tracing/tracing.js';
 import { IdentityHeaders } from './identity-headers.js';
@@ -174,9 +175,7 @@ class FailureLog {
 
   /** `method` whole up to `maxChars`, else cut there (never inside a surrogate pair). */
   shown(method: string): string {
-    if (method.length <= this.maxChars) return method;
-    const last = method.charCodeAt(this.maxChars - 1);
-    return method.slice(0, last >= 0xd800 && last <= 0xdbff ? this.maxChars - 1 : this.maxChars);
+    return cutText(method, this.maxChars);
   }
 }
 
@@ -189,11 +188,15 @@ function routeHandler(
   tracing: Tracing,
 ): Handler<Session<unknown>> {
   const { timeoutMs, idempotent } = route;
-  /** The call itself; `traceparent` is the one the upstream gets, `span` the client span's. */
+  /**
+   * The call itself; `traceparent` is the one the upstream gets, with `tracestate` (what came
+   * with it), `span` the client span's.
+   */
   const forward = async (
     params: unknown,
     ctx: HandlerContext<Session<unknown>>,
     traceparent: string | undefined,
+    tracestate: string | undefined,
     span: TraceSpan | undefined,
   ): Promise<unknown> => {
     // Set here rather than left to the endpoint: the failure log below names it.
@@ -203,7 +206,10 @@ function routeHandler(
       // it. In the try: a session whose user cannot go out as a header is refused (-32011).
       const headers = identity.of(ctx.session, endpoint.name);
       headers['x-request-id'] = requestId;
-      if (traceparent !== undefined) headers['traceparent'] = traceparent;
+      if (traceparent !== undefined) {
+        headers['traceparent'] = traceparent;
+        if (tracestate !== undefined) headers['tracestate'] = tracestate;
+      }
       // The upstream's result as it wrote it, when it may hold a number JavaScript does not
       // hold exactly: the client is sent that text (keepResultText), not a rewrite of it.
       let resultText: string | undefined;
@@ -234,10 +240,10 @@ function routeHandler(
       throw exposeDetails ? err.withDetail() : err;
     }
   };
-  // Tracing off: no spans to open, and the client's traceparent, if any, goes on as it came
+  // Tracing off: no spans to open, and the client's trace context, if any, goes on as it came
   // (what noTracing's spans would pass through), without the spans' closures per call.
   if (tracing === noTracing) {
-    return (params, ctx) => forward(params, ctx, ctx.traceparent, undefined);
+    return (params, ctx) => forward(params, ctx, ctx.traceparent, tracestateOfCall(ctx), undefined);
   }
   // Named after the route, not the client's method name: a prefix route serves any number of
   // names, and span names should be few (OpenTelemetry's RPC conventions). The name itself is
@@ -251,10 +257,19 @@ function routeHandler(
     };
     // The call as the gateway serves it (server span), and inside it the request to the upstream
     // (client span), whose traceparent the upstream gets.
-    return tracing.span(callName, attributes, ctx.traceparent, (call) =>
-      tracing.span(requestName, attributes, call.traceparent, (span) =>
-        forward(params, ctx, span.traceparent, span),
-      ),
+    return tracing.span(
+      callName,
+      attributes,
+      ctx.traceparent,
+      (call) =>
+        tracing.span(
+          requestName,
+          attributes,
+          call.traceparent,
+          (span) => forward(params, ctx, span.traceparent, span.tracestate, span),
+          call.tracestate,
+        ),
+      tracestateOfCall(ctx),
     );
   };
 }

@@ -99,7 +99,10 @@ class RecordingTracer implements Tracer {
       ended: false,
     };
     this.spans.push(record);
-    return new RecordingSpan({ traceId, spanId, traceFlags: TraceFlags.SAMPLED }, record);
+    // A child's trace state is its parent's, as OpenTelemetry's SDK makes it.
+    const own: SpanContext = { traceId, spanId, traceFlags: TraceFlags.SAMPLED };
+    if (parentContext?.traceState) own.traceState = parentContext.traceState;
+    return new RecordingSpan(own, record);
   }
 
   startActiveSpan<F extends (span: Span) => unknown>(
