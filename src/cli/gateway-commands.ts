@@ -23,7 +23,8 @@ export const GatewayExitCode = {
 
 export const gatewayCommandsHelp = `Usage:
   wsrpc-gateway serve --config FILE   Run the gateway from a configuration file (YAML or JSON;
-                                      also WSRPC_CONFIG=FILE); SIGTERM or SIGINT drains and exits 0
+                                      also WSRPC_CONFIG=FILE); SIGTERM, SIGINT or SIGHUP drains
+                                      and exits 0
   wsrpc-gateway check-config FILE     Check a configuration file: print every problem with its
                                       path in the file (exit 1), or "ok" and a summary (exit 0)
 

@@ -23,7 +23,7 @@ export function isRecord(value: unknown): value is Record<string, unknown> {
  * - under a secret-bearing path (a segment such as `keys`, `secret`, `password`, `passphrase`,
  *   `token`, `credentials`, `authorization`, `cookie`, or a name ending in one, like `apiKey`),
  *   a string, array or object is told by its type and length only ("a string of 34
- *   characters"); numbers and booleans are shown;
+ *   characters"), a number by its type ("a number"); booleans and null are shown;
  * - a URL under a path ending in `url`, `urls` or `servers` is shown with its userinfo and its
  *   query and fragment replaced by `***`; any other string holding `//` with its userinfo masked.
  */
@@ -60,9 +60,12 @@ function isUrlPath(name: string): boolean {
   return /(?:urls?|servers)(?:\[\d+\])?$/i.test(name);
 }
 
-/** Whether a value under a secret-bearing path is hidden: text and containers, not numbers. */
+/**
+ * Whether a value under a secret-bearing path is hidden: all but booleans, null and undefined (an
+ * unquoted `${KEY}` of digits is a number, and the secret all the same).
+ */
 function hidden(value: unknown): boolean {
-  return typeof value === 'string' || (typeof value === 'object' && value !== null);
+  return value != null && typeof value !== 'boolean';
 }
 
 /** A secret told by its type and length, never its value. */
@@ -71,7 +74,7 @@ function describeSecret(value: unknown): string {
   if (Array.isArray(value))
     return `an array of ${value.length} item${value.length === 1 ? '' : 's'}`;
   if (value instanceof Uint8Array) return `a Uint8Array of ${value.length} bytes`;
-  return 'an object';
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }
 
 function maskIfUrl(text: string, urlPath: boolean): string {

@@ -5,10 +5,11 @@ import { constants } from 'node:fs';
 import type { Stats } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { extname } from 'node:path';
-import { isMap, isScalar, isSeq, parse as parseYaml } from 'yaml';
+import { isMap, isScalar, isSeq, Schema } from 'yaml';
+import type { ScalarTag } from 'yaml';
 import { describe } from '../peer/option-rules.js';
 import { jsonNestingOffset, MAX_CONFIG_NESTING, valueNestsDeeper } from './config-nesting.js';
-import { duplicateKeyOffsets, jsonDuplicateKey } from './duplicate-keys.js';
+import { duplicateKeyOffsets, firstKeyNotAName, jsonDuplicateKey } from './duplicate-keys.js';
 import { jsonErrorOffset } from './json-error-offset.js';
 import { parseYamlBounded } from './parse-yaml-bounded.js';
 import { describeSubstitutionProblems, substitute } from './env-substitution.js';
@@ -17,8 +18,8 @@ import type { SubstitutionProblems } from './env-substitution.js';
 /**
  * Why a configuration file could not be loaded: `read` (no such file, no permission, not a
  * regular file (a folder, a FIFO, a device), an extension that is neither YAML nor JSON, over
- * 1 MiB), `parse` (a syntax error or a duplicate
- * key, YAML or JSON, with its line and column; nesting deeper than 64 levels), or `env` (variables the file
+ * 1 MiB), `parse` (a syntax error, a duplicate key, or a YAML key that is an alias, a list or a
+ * map, with its line and column; nesting deeper than 64 levels), or `env` (variables the file
  * names that are not set; one line each).
  */
 export class ConfigFileError extends Error {
@@ -150,6 +151,13 @@ function parseYamlText(
       'parse',
     );
   }
+  const notAName = firstKeyNotAName(document);
+  if (notAName !== undefined) {
+    throw new ConfigFileError(
+      `${path}${lineColumn(text, notAName.offset)}: a key is ${notAName.what}: a key of a configuration file is a name, never an alias, a list or a map`,
+      'parse',
+    );
+  }
   // At the offset and in the words of the yaml package's own check, which is quadratic.
   const duplicate = duplicateKeyOffsets(document)[0];
   if (duplicate !== undefined) {
@@ -176,7 +184,10 @@ function parseYamlText(
   return value;
 }
 
-/** Substitute in every string scalar under `node`; an unquoted whole reference is read as YAML. */
+/**
+ * Substitute in every string scalar under `node`; an unquoted whole reference that yields a
+ * YAML core schema null, boolean or number is that value (coreScalar).
+ */
 function substituteNode(
   node: unknown,
   path: string,
@@ -194,18 +205,26 @@ function substituteNode(
     );
   } else if (isScalar(node) && typeof node.value === 'string') {
     const { text, whole } = substitute(node.value, env, path, problems);
-    node.value = whole && node.type === 'PLAIN' ? plainScalar(text) : text;
+    node.value = whole && node.type === 'PLAIN' ? coreScalar(text) : text;
   }
 }
 
-/** What YAML makes of `text` as an unquoted scalar: a number, a boolean, null, or the string. */
-function plainScalar(text: string): unknown {
-  try {
-    const value: unknown = parseYaml(text, { logLevel: 'error' });
-    return typeof value === 'object' && value !== null ? text : value;
-  } catch {
-    return text;
-  }
+/** The YAML 1.2 core schema's null, boolean, integer and float forms, each with its resolver. */
+const CORE_SCALAR_TAGS = new Schema({ schema: 'core' }).tags.filter(
+  (tag): tag is ScalarTag => tag.default === true && tag.test !== undefined,
+);
+
+/**
+ * `text` as the value its whole matches in the YAML core schema (`8080`, `0x1f`, `1e3`, `.inf`,
+ * `true`, `null`, `~`, or nothing: null); any other text is kept exactly, a string. A variable's
+ * value is never parsed as YAML: ` #` in it starts no comment, quotes stay, a leading `!` or `&`
+ * is no tag or anchor, and its newlines stay newlines (a PEM key).
+ */
+function coreScalar(text: string): unknown {
+  const tag = CORE_SCALAR_TAGS.find((candidate) => candidate.test!.test(text));
+  if (!tag) return text;
+  const value = tag.resolve(text, () => undefined, {});
+  return isScalar(value) ? value.value : value;
 }
 
 function parseJson(

@@ -1,15 +1,49 @@
-// Duplicate keys of a parsed YAML document, found with one set per mapping. The yaml package's
-// own check (`uniqueKeys`) compares each key with every earlier key of its mapping: a mapping of
-// 40 000 keys take 20 s. This finds the same keys, and more, in one pass.
-import { isScalar, Pair, visit, YAMLMap } from 'yaml';
+// The keys of a parsed YAML document: a key that is not a scalar (an alias, a list, a map), and
+// duplicate keys, found with one set per mapping. The yaml package's own check (`uniqueKeys`)
+// compares each key with every earlier key of its mapping: a mapping of 40 000 keys take 20 s.
+// This finds the same keys, and more, in one pass.
+import { isAlias, isMap, isScalar, isSeq, visit } from 'yaml';
 import type { Document } from 'yaml';
 
+/** A mapping key that is no name: its offset and what it is, for the refusal. */
+export interface KeyNotAName {
+  readonly offset: number;
+  /** "an alias (*name)", "a list", "a map". */
+  readonly what: string;
+}
+
 /**
- * The offset of every key that repeats an earlier key of its mapping, in file order. Keys are
- * compared as the object the file becomes has them, not as YAML values (the yaml package's own
- * check compares values, and its toJS then keeps the last of the keys it took for two): a
- * scalar by its String (null: ""), so `1`, `01`, `0x1` and `"1"` are one key, and so are `null`,
- * `~` and `""`, or two `.nan`; an alias as its anchor's key; a list or a map as toJS writes it.
+ * The first mapping key in the file that is an alias, a list or a map. No key of a
+ * configuration is one, and such a key would be turned into the object's key by expanding it
+ * (an alias key its anchor's value, once per alias key, beyond the bound on aliases).
+ */
+export function firstKeyNotAName(document: Document.Parsed): KeyNotAName | undefined {
+  let found: KeyNotAName | undefined;
+  visit(document, {
+    Pair(_, pair) {
+      const { key } = pair;
+      const what = isAlias(key)
+        ? `an alias (*${key.source})`
+        : isSeq(key)
+          ? 'a list'
+          : isMap(key)
+            ? 'a map'
+            : undefined;
+      const offset = (key as { range?: readonly number[] } | null)?.range?.[0];
+      if (what === undefined || offset === undefined) return undefined;
+      if (found === undefined || offset < found.offset) found = { offset, what };
+      return undefined;
+    },
+  });
+  return found;
+}
+
+/**
+ * The offset of every scalar key that repeats an earlier key of its mapping, in file order
+ * (keys that are no scalar are refused first: firstKeyNotAName). Keys are compared as the object
+ * the file becomes has them, not as YAML values (the yaml package's own check compares values,
+ * and its toJS then keeps the last of the keys it took for two): a scalar by its String (null:
+ * ""), so `1`, `01`, `0x1` and `"1"` are one key, and so are `null`, `~` and `""`, or two `.nan`.
  */
 export function duplicateKeyOffsets(document: Document.Parsed): number[] {
   const offsets: number[] = [];
@@ -17,7 +51,7 @@ export function duplicateKeyOffsets(document: Document.Parsed): number[] {
     Map(_, map) {
       const seen = new Set<string>();
       for (const { key } of map.items) {
-        const name = objectKey(document, key);
+        const name = objectKey(key);
         if (name === undefined) continue;
         const range = (key as { range?: readonly number[] }).range;
         if (seen.has(name) && range) offsets.push(range[0]!);
@@ -28,22 +62,14 @@ export function duplicateKeyOffsets(document: Document.Parsed): number[] {
   return offsets.sort((a, b) => a - b);
 }
 
-/** The key of the object toJS makes of a mapping with `key`; undefined if toJS refuses it. */
-function objectKey(document: Document.Parsed, key: unknown): string | undefined {
-  if (isScalar(key)) {
-    const { value } = key;
-    if (value === null) return '';
-    if (typeof value !== 'object') return String(value as string | number | boolean | bigint);
-  }
-  // An alias, a list or a map (rare): as toJS makes it, of a mapping of this key alone.
-  const alone = new YAMLMap(document.schema);
-  alone.items.push(new Pair(key, null));
-  try {
-    return Object.keys(alone.toJS(document) as object)[0];
-  } catch {
-    // Too many aliases, or one to nothing: the document's own toJS refuses it.
-    return undefined;
-  }
+/** The key of the object toJS makes of a mapping with scalar `key`; undefined for another key. */
+function objectKey(key: unknown): string | undefined {
+  if (key === null) return '';
+  if (!isScalar(key)) return undefined;
+  const { value } = key;
+  if (value === null) return '';
+  if (typeof value !== 'object') return String(value as string | number | boolean | bigint);
+  return undefined;
 }
 
 const OPEN_BRACE = 0x7b;

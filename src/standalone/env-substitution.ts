@@ -13,6 +13,8 @@ export interface MissingVariable {
 export interface MalformedReference {
   readonly text: string;
   readonly path: string;
+  /** A default holding a reference of its own (`${A:-${B}}`): a default is taken as written. */
+  readonly nested?: boolean;
 }
 
 export interface SubstitutionProblems {
@@ -20,8 +22,16 @@ export interface SubstitutionProblems {
   readonly malformed: MalformedReference[];
 }
 
-// `$${` is a literal `${`; `${NAME}` or `${NAME:-default}`; any other `${...` is malformed.
-const REFERENCE = /\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$\{[^}]*\}?/g;
+// `$${` is a literal `${`; a default holding a reference (`${A:-${B}}`, `${A:-x${B}y}`), refused
+// whole; `${NAME}` or `${NAME:-default}`; any other `${...` is malformed.
+const REFERENCE =
+  /\$\$\{|(?<nested>\$\{[A-Za-z_][A-Za-z0-9_]*:-[^}]*?\$\{[^}]*\}[^}]*\})|\$\{(?<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?<fallback>[^}]*))?\}|\$\{[^}]*\}?/g;
+
+interface ReferenceGroups {
+  readonly nested: string | undefined;
+  readonly name: string | undefined;
+  readonly fallback: string | undefined;
+}
 
 /**
  * `text` with its references replaced from `env`. `${NAME:-default}` takes the default when NAME
@@ -38,12 +48,17 @@ export function substitute(
   if (!text.includes('${')) return { text, whole: false };
   let references = 0;
   let literal = false;
-  const result = text.replace(REFERENCE, (match, name: string | undefined, fallback?: string) => {
+  const result = text.replace(REFERENCE, (match: string, ...rest: unknown[]) => {
     if (match === '$${') {
       literal = true;
       return '${';
     }
     references++;
+    const { nested, name, fallback } = rest[rest.length - 1] as ReferenceGroups;
+    if (nested !== undefined) {
+      problems.malformed.push({ text: match, path, nested: true });
+      return '';
+    }
     if (name === undefined) {
       problems.malformed.push({ text: match, path });
       return '';
@@ -69,9 +84,10 @@ export function describeSubstitutionProblems(problems: SubstitutionProblems): st
       ({ variable, path }) =>
         `${path}: environment variable ${variable} is not set (set it, or give a default: \${${variable}:-value})`,
     ),
-    ...problems.malformed.map(
-      ({ text, path }) =>
-        `${path}: ${describe(text)} is not a variable reference: use \${NAME} or \${NAME:-default}, or $\${ for a literal \${`,
+    ...problems.malformed.map(({ text, path, nested }) =>
+      nested
+        ? `${path}: ${describe(text)} holds a reference in its default, which is taken as written: give the default as plain text`
+        : `${path}: ${describe(text)} is not a variable reference: use \${NAME} or \${NAME:-default}, or $\${ for a literal \${`,
     ),
   ];
 }

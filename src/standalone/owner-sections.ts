@@ -7,6 +7,7 @@ import type { HooksConfig } from '../upstream-hooks/hooks-config.js';
 import { resolveTracingConfig } from '../tracing/tracing-config.js';
 import type { TracingConfig } from '../tracing/tracing-config.js';
 import { resolveUpstreamsConfig } from '../upstream/upstreams-config.js';
+import { resolveJwtSection } from './sections.js';
 import type { UpstreamsConfig } from '../upstream/upstreams-config.js';
 
 /** What those sections resolve to (undefined when the file does not have them). */
@@ -37,11 +38,13 @@ export const ownerSections = {
           : resolveUpstreamsConfig(file),
       ),
       hooks: attempt(() => (file['hooks'] === undefined ? undefined : resolveHooksConfig(file))),
-      serverApi: attempt(() =>
-        file['serverApi'] === undefined
-          ? undefined
-          : resolveServerApiConfig(file['serverApi'], 'serverApi.', file['jwt']),
-      ),
+      serverApi: attempt(() => {
+        if (file['serverApi'] === undefined) return undefined;
+        const serverApi = resolveServerApiConfig(file['serverApi'], 'serverApi.', file['jwt']);
+        // Its jwtAuth options as the top-level jwt's: the rules and the key serve imports.
+        resolveJwtSection(serverApi.jwt, 'serverApi.jwt');
+        return serverApi;
+      }),
       tracing: attempt(() => resolveTracingConfig(file['tracing'])) as TracingConfig,
     };
   },

@@ -14,8 +14,10 @@ import {
 import type { Rule } from '../peer/option-rules.js';
 import type { SlowConsumerPolicy } from '../pubsub/delivery.js';
 import { MAX_PRESENCE_PAGE } from '../pubsub/presence.js';
+import { checkBrokerUrl } from '../server/broker-from-env.js';
 import { resolveJwtOptions } from '../server/jwt/jwt-options.js';
 import type { JwtAuthOptions } from '../server/jwt/jwt-options.js';
+import { checkJwtKey } from './jwt-key-check.js';
 
 /** The longest delay a Node timer takes (2^31 - 1 ms, about 24.8 days). */
 const MAX_DELAY_MS = 2 ** 31 - 1;
@@ -46,11 +48,14 @@ export function resolveListen(value: unknown): ListenConfig {
 }
 
 export interface TlsFilesConfig {
-  /** PEM certificate (chain) file. */
+  /** PEM certificate (chain) file: the server's certificate, then any intermediate ones. */
   readonly certFile: string;
   /** PEM private key file. */
   readonly keyFile: string;
-  /** PEM file of the CAs whose client certificates are trusted. */
+  /**
+   * PEM file of the CAs whose client certificates are trusted: with it, mutual TLS, where every
+   * connection must present a certificate one of them signed (refused in the handshake if not).
+   */
   readonly caFile: string | undefined;
   readonly passphrase: string | undefined;
 }
@@ -96,11 +101,8 @@ export function resolveBroker(value: unknown): BrokerConfig {
     return Object.freeze({ kind });
   }
   const url = given['url'] as string | undefined;
-  const scheme = kind === 'redis' ? /^rediss?:\/\//i : /^(nats|tls|wss?):\/\//i;
-  if (url !== undefined && !scheme.test(url)) {
-    const what = kind === 'redis' ? 'a redis:// or rediss:// URL' : 'a nats:// or tls:// URL';
-    refuse('broker.url', what, url, true);
-  }
+  // As brokerFromEnv checks REDIS_URL and NATS_URL when serve builds the broker from it.
+  if (url !== undefined) checkBrokerUrl(kind, url, 'broker.url');
   const historyStorage = given['historyStorage'] as 'file' | 'memory' | undefined;
   return Object.freeze({
     kind,
@@ -200,18 +202,29 @@ export function resolveShutdown(value: unknown): ShutdownConfig {
 
 /** jwtAuth's data options (no `context` function in a file), checked by jwtAuth's own rules. */
 export function resolveJwt(value: unknown): JwtAuthOptions | undefined {
+  return resolveJwtSection(value, 'jwt');
+}
+
+/**
+ * jwtAuth's options at `section` of a file (`jwt`, `serverApi.jwt`): checked by jwtAuth's rules,
+ * and their key imported as jwtAuth imports it when serve starts (a PEM or JWK that is no key,
+ * a key set's unusable key, algorithms the key does not verify), each message naming the path.
+ */
+export function resolveJwtSection(value: unknown, section: string): JwtAuthOptions | undefined {
   if (value === undefined) return undefined;
   ofType('object', 'an object of jwtAuth options such as { secret, issuer, audience }')(
     value,
-    'jwt',
+    section,
   );
   if (Object.hasOwn(value as object, 'context')) {
-    throw new TypeError('jwt.context is a function: give it in code (jwtAuth), not in a file');
+    throw new TypeError(
+      `${section}.context is a function: give it in code (jwtAuth), not in a file`,
+    );
   }
   try {
-    resolveJwtOptions(value);
+    checkJwtKey(resolveJwtOptions(value));
   } catch (err) {
-    throw prefixed(err, 'jwt');
+    throw prefixed(err, section);
   }
   return Object.freeze({ ...(value as JwtAuthOptions) });
 }

@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { createSecureContext } from 'node:tls';
-import type { SecureContextOptions } from 'node:tls';
+import type { SecureContextOptions, TlsOptions as TlsConnectionOptions } from 'node:tls';
 import { resolve } from 'node:path';
 import type { Logger } from '../peer/logger.js';
 import { cut } from '../peer/option-rules.js';
@@ -283,7 +283,21 @@ function readTls(files: TlsFilesConfig, fileOf: (name: string) => string): TlsOp
     },
   );
   usable(`tls.keyFile: cannot use ${cut(keyFile)} with tls.certFile ${cut(certFile)}`, tls);
-  return tls;
+  return tls.ca === undefined ? tls : mutualTls(tls);
+}
+
+/**
+ * `tls` asking every client for a certificate and refusing, in the handshake, one that presents
+ * none or one no CA of `tls.ca` signed: what `tls.caFile` means. The gateway hands its `tls`
+ * option to the https and TLS servers as it is.
+ */
+function mutualTls(tls: TlsOptions): TlsOptions {
+  const mutual: TlsOptions & Pick<TlsConnectionOptions, 'requestCert' | 'rejectUnauthorized'> = {
+    ...tls,
+    requestCert: true,
+    rejectUnauthorized: true,
+  };
+  return mutual;
 }
 
 function hostForUrl(address: AddressInfo): string {

@@ -1,6 +1,8 @@
-// A process's stop on SIGTERM and SIGINT: the first signal runs the shutdown (a gateway's drain,
-// then whatever else the process holds) and exits 0, or 1 if it failed; a second signal exits 1
-// at once. Shared by the standalone server (wsrpc-gateway serve) and the demo.
+// A process's stop on SIGTERM, SIGINT and SIGHUP: the first signal runs the shutdown (a gateway's
+// drain, then whatever else the process holds) and exits 0, or 1 if it failed; a second signal
+// exits 1 at once. Shared by the standalone server (wsrpc-gateway serve) and the demo. SIGHUP
+// (its terminal closed, its session ended) would otherwise kill the process at once, its clients
+// cut off without the drain's reconnect advice.
 import type { Logger } from '../peer/logger.js';
 
 export interface ShutdownOnSignals {
@@ -18,7 +20,7 @@ export interface ShutdownOnSignals {
 export function shutdownOnSignals(
   logger: Logger,
   shutdown: (reason: string) => Promise<void>,
-  signals: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM'],
+  signals: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'],
 ): ShutdownOnSignals {
   let running: Promise<void> | undefined;
   const exit = (code: number): never => {

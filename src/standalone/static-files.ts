@@ -12,7 +12,7 @@ import { contentTypeOf, serveAssets } from '../server/static-assets.js';
 import type { StaticAsset } from '../server/static-assets.js';
 import type { StandaloneConfig } from './standalone-config.js';
 
-/** The most files a static folder may hold (subfolders included). */
+/** The most files and folder paths a static folder may serve (its subfolders and links to them included). */
 export const MAX_STATIC_FILES = 1_000;
 /** The most bytes a static folder's files may hold together (64 MiB). */
 export const MAX_STATIC_BYTES = 64 * 1024 * 1024;
@@ -108,7 +108,9 @@ function withCauses(err: Error): string {
 /**
  * The files under `dir` to serve, subfolders included, with their sizes; nothing is read. Hidden
  * entries are skipped, and so is a symlink whose target is not inside the folder (its real
- * path), does not exist, or is a folder it is already in.
+ * path), does not exist, or is a folder it is already in. A folder symlinks lead to is served at
+ * each of their paths, but read once; every folder path served counts against MAX_STATIC_FILES
+ * as a file does, so folders linked to each other cannot make the listing grow without bound.
  */
 function listStaticFiles(dir: string, name: string): ListedFile[] {
   let root: string;
@@ -123,36 +125,71 @@ function listStaticFiles(dir: string, name: string): ListedFile[] {
   }
   const inside = (path: string): boolean =>
     path === root || path.startsWith(root.endsWith(sep) ? root : root + sep);
-  const files: ListedFile[] = [];
-  let bytes = 0;
-  const walk = (folder: string, urlPath: string, within: ReadonlySet<string>): void => {
-    let names: string[];
-    try {
-      names = readdirSync(folder);
-    } catch (err) {
-      throw cannotRead(join(name, relative(root, folder)), err);
+  // Each real folder's entries, read once however many paths lead to it.
+  const listings = new Map<string, readonly ListedEntry[]>();
+  const listing = (folder: string): readonly ListedEntry[] => {
+    let entries = listings.get(folder);
+    if (!entries) {
+      entries = readFolder(folder, inside, () => join(name, relative(root, folder)));
+      listings.set(folder, entries);
     }
-    for (const entry of names) {
-      if (entry.startsWith('.')) continue;
-      const target = resolvedEntry(join(folder, entry), inside);
-      if (!target) continue;
-      const path = `${urlPath}/${encodeURIComponent(entry)}`;
-      if (target.stat.isDirectory()) {
-        if (!within.has(target.path)) walk(target.path, path, new Set([...within, target.path]));
-      } else if (target.stat.isFile()) {
-        files.push({ urlPath: path, file: target.path, size: target.stat.size });
-        bytes += target.stat.size;
-        if (files.length > MAX_STATIC_FILES) {
-          throw new RangeError(
-            `static.dir: ${cut(name)} holds more than ${MAX_STATIC_FILES} files, the most it may hold`,
-          );
-        }
+    return entries;
+  };
+  const files: ListedFile[] = [];
+  let folders = 0;
+  let bytes = 0;
+  const count = (): void => {
+    if (files.length + folders > MAX_STATIC_FILES) {
+      throw new RangeError(
+        `static.dir: ${cut(name)} holds more than ${MAX_STATIC_FILES} files and folders, the most it may hold`,
+      );
+    }
+  };
+  const walk = (folder: string, urlPath: string, within: ReadonlySet<string>): void => {
+    folders++;
+    count();
+    for (const { entry, path, stat } of listing(folder)) {
+      const url = `${urlPath}/${encodeURIComponent(entry)}`;
+      if (stat.isDirectory()) {
+        if (!within.has(path)) walk(path, url, new Set([...within, path]));
+      } else if (stat.isFile()) {
+        files.push({ urlPath: url, file: path, size: stat.size });
+        bytes += stat.size;
+        count();
         if (bytes > MAX_STATIC_BYTES) throw overBudget(name);
       }
     }
   };
   walk(root, '', new Set([root]));
   return files;
+}
+
+/** An entry of a folder to serve: its name, its real path, and what it is. */
+interface ListedEntry {
+  readonly entry: string;
+  readonly path: string;
+  readonly stat: Stats;
+}
+
+/** The entries of `folder` to serve: not hidden, and (a symlink) leading inside the folder. */
+function readFolder(
+  folder: string,
+  inside: (path: string) => boolean,
+  shownAs: () => string,
+): ListedEntry[] {
+  let names: string[];
+  try {
+    names = readdirSync(folder);
+  } catch (err) {
+    throw cannotRead(shownAs(), err);
+  }
+  const entries: ListedEntry[] = [];
+  for (const entry of names) {
+    if (entry.startsWith('.')) continue;
+    const target = resolvedEntry(join(folder, entry), inside);
+    if (target) entries.push({ entry, ...target });
+  }
+  return entries;
 }
 
 /**

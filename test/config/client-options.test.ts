@@ -66,7 +66,7 @@ const refused: [
     'headers',
     { headers: { authorization: 1 } },
     TypeError,
-    'headers must be an object of header strings or a function, not {"authorization":1}',
+    'headers must be an object of header strings or a function, not {"authorization":"a number"}',
   ],
   // A token given as text where a function is expected is told by its length, not echoed.
   [

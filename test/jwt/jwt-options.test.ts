@@ -46,7 +46,7 @@ describe('jwtAuth options', () => {
       ],
       [
         { secret: 42 },
-        new TypeError('secret must be a string or a Uint8Array of at least 32 bytes, not 42'),
+        new TypeError('secret must be a string or a Uint8Array of at least 32 bytes, not a number'),
       ],
       [
         { jwks: { keys: 'x' } },

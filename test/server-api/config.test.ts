@@ -136,7 +136,7 @@ describe('resolveServerApiConfig', () => {
     [
       'a key not a string',
       { ...base, keys: [5] },
-      /^serverApi\.keys\[0\] must be a string of at least 16 characters, not 5$/,
+      /^serverApi\.keys\[0\] must be a string of at least 16 characters, not a number$/,
     ],
     [
       'a short key',

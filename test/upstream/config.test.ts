@@ -77,7 +77,7 @@ describe('resolveUpstreamsConfig', () => {
     ],
     [
       { url, headers: { 'x-key': 7 } },
-      'upstreams.orders.headers.x-key must be a string of visible ASCII, not 7',
+      'upstreams.orders.headers.x-key must be a string of visible ASCII, not a number',
     ],
     [
       { url, timeout: 5 },
