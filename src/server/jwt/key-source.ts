@@ -3,8 +3,6 @@
 // key by `kid`; a URL's set is cached and fetched again on an unknown `kid`, at most once per
 // cooldown, a failed fetch's included, and never used past its max age). Problems of the key set
 // itself become KeySetUnavailable (503), never a 401.
-import { KeyObject, createPublicKey } from 'node:crypto';
-import type { JsonWebKeyInput } from 'node:crypto';
 import { createLocalJWKSet, createRemoteJWKSet, customFetch, errors, jwksCache } from 'jose';
 import type {
   ExportedJWKSCache,
@@ -14,6 +12,7 @@ import type {
   RemoteJWKSet,
 } from 'jose';
 import { jwtDefaults } from './jwt-options.js';
+import { importPublicKey } from './public-key.js';
 import type { ResolvedJwtOptions } from './jwt-options.js';
 import type { JwtContext } from './claims-context.js';
 import { KeySetUnavailable } from './refusals.js';
@@ -32,7 +31,7 @@ export function keySourceOf(options: ResolvedJwtOptions<JwtContext>): KeySource 
     case 'secret':
       return { key: key.secret, algorithms: options.algorithms ?? jwtDefaults.secretAlgorithms };
     case 'publicKey':
-      return publicKeySource(key.publicKey, options.algorithms);
+      return importPublicKey(key.publicKey, options.algorithms);
     case 'jwks':
       return {
         key: resolverOf(localSet(key.jwks)),
@@ -221,65 +220,4 @@ async function boundedBody(
     throw new KeySetUnavailable('unreachable', { cause: err });
   }
   return new TextDecoder().decode(Buffer.concat(chunks));
-}
-
-/** Algorithms each public key type can verify. */
-function algorithmsOfKey(key: KeyObject): readonly string[] {
-  switch (key.asymmetricKeyType) {
-    case 'rsa':
-      return ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512'];
-    case 'rsa-pss':
-      return ['PS256', 'PS384', 'PS512'];
-    case 'ec': {
-      const curve = key.asymmetricKeyDetails?.namedCurve;
-      const alg = { prime256v1: 'ES256', secp384r1: 'ES384', secp521r1: 'ES512' }[curve ?? ''];
-      return alg ? [alg] : [];
-    }
-    case 'ed25519':
-      return ['EdDSA', 'Ed25519'];
-    default:
-      return [];
-  }
-}
-
-/**
- * One public key: imported once (a private key given by mistake is reduced to its public
- * half), and the algorithms checked against its type, so that a token's `alg` can never make
- * the key be used another way (an HS256 token "signed" with an RSA public key as its secret).
- */
-function publicKeySource(
-  given: NonNullable<ResolvedJwtOptions<JwtContext>['key'] & { kind: 'publicKey' }>['publicKey'],
-  algorithms: readonly string[] | undefined,
-): KeySource {
-  let key: KeyObject;
-  try {
-    const object =
-      typeof CryptoKey !== 'undefined' && given instanceof CryptoKey
-        ? KeyObject.from(given)
-        : given;
-    if (object instanceof KeyObject) {
-      key = object.type === 'public' ? object : createPublicKey(object);
-    } else if (typeof object === 'string') key = createPublicKey(object);
-    else key = createPublicKey({ key: object, format: 'jwk' } as JsonWebKeyInput);
-  } catch (err) {
-    throw new TypeError(
-      `publicKey must be a PEM public key, a JWK, a KeyObject or a CryptoKey: ${(err as Error).message}`,
-      { cause: err },
-    );
-  }
-  const fitting = algorithmsOfKey(key);
-  const type = key.asymmetricKeyType ?? 'unknown';
-  if (fitting.length === 0) {
-    throw new RangeError(`publicKey is a key of type ${type}, which jwtAuth cannot verify with`);
-  }
-  const chosen = algorithms ?? jwtDefaults.keyAlgorithms.filter((alg) => fitting.includes(alg));
-  const misfit = chosen.filter((alg) => !fitting.includes(alg));
-  if (chosen.length === 0 || misfit.length > 0) {
-    throw new RangeError(
-      `algorithms for this publicKey (${type}) may be ${fitting.join(', ')}, not ${JSON.stringify(
-        chosen.length === 0 ? [] : misfit,
-      )}`,
-    );
-  }
-  return { key, algorithms: chosen };
 }
