@@ -236,8 +236,8 @@ function parseEndpoint(text: string, command: CommandName): Endpoint {
 }
 
 /**
- * The URL as typed, fit to quote in a usage error: its userinfo and query string, where
- * passwords and tokens travel, are shown as `***`. By hand, as a text that is not a URL cannot
+ * The URL as typed, fit to quote in a usage error: its userinfo, query string and fragment, where
+ * passwords and tokens travel (an OAuth token in `#access_token=`), are shown as `***`. By hand, as a text that is not a URL cannot
  * be parsed into its parts: everything up to the last `@` counts as userinfo (a password typed
  * with a raw `/` or `#` in it is what makes such a text unparseable). The rest is kept, to show
  * the mistake.
@@ -245,7 +245,8 @@ function parseEndpoint(text: string, command: CommandName): Endpoint {
 export function maskedUrlText(text: string): string {
   return text
     .replace(/^([a-z][a-z\d+.-]*:\/\/)?.*@/is, '$1***@')
-    .replace(/\?[^#]*/, (query) => (query === '?' ? query : '?***'));
+    .replace(/\?[^#]*/, (query) => (query === '?' ? query : '?***'))
+    .replace(/#.+$/s, '#***');
 }
 
 /** -H and --protocol ride on the HTTP upgrade or POST: a tcp:// or tls:// connection has neither. */

@@ -229,7 +229,7 @@ export function encodeOutgoing(
   text: string,
 ): { bytes: Uint8Array | undefined; refused: RefusedMessage[] } {
   const parsed: unknown = JSON.parse(text);
-  const value = hasWideId(codec, parsed) ? withExactIds(codec, text, parsed) : parsed;
+  const value = hasWideId(parsed) ? withExactIds(codec, text, parsed) : parsed;
   if (
     !mayHoldLoneSurrogate(text) &&
     !exceedsDepth(text, MAX_MESSAGE_DEPTH) &&

@@ -6,11 +6,9 @@
  * the JSON text, which is then the text a JSON client would have sent: an id is echoed byte for
  * byte (src/protocol/id-text.ts), any other such number reaches a handler as the nearest double.
  * Going out, a reply whose id is an integer beyond 2^53 has that id encoded from its digits as a
- * 64-bit integer again; one beyond 32 bits but within 2^53 is encoded as a 64-bit integer too
- * (msgpackr and cbor-x write a number past 32 bits as a float, where the client sent an
- * integer). Neither path runs unless such an integer is there: decoding looks at the ids' types
- * and otherwise tries plain JSON.stringify (which throws on a BigInt elsewhere), and encoding
- * looks at the parsed ids' numbers.
+ * 64-bit integer again. Neither path runs unless such an integer is there: decoding looks at the
+ * ids' types and otherwise tries plain JSON.stringify (which throws on a BigInt elsewhere), and
+ * encoding looks at the parsed ids' numbers.
  */
 import { scanIdTexts } from '../protocol/id-text.js';
 import type { WireCodec } from './codec.js';
@@ -54,43 +52,18 @@ export function hasBigIntId(value: unknown): boolean {
   );
 }
 
-/** The most integer both codecs write as an integer when given a number (uint32's). */
-const MAX_UINT32 = 2 ** 32 - 1;
-/**
- * The least integer each codec writes as an integer when given a number: int32's for msgpackr,
- * -2^32 for cbor-x (a negative integer with a 4-byte argument).
- */
-const MIN_NUMBER_INTEGER: Readonly<Record<WireCodec['name'], number>> = {
-  msgpack: -(2 ** 31),
-  cbor: -(2 ** 32),
-};
-
-/**
- * An integer the codec would write as a float when given it as a number: the id goes as a
- * BigInt, which it writes as a 64-bit integer.
- */
-function wideInteger(codec: WireCodec, id: unknown): id is number {
-  return (
-    typeof id === 'number' &&
-    (id > MAX_UINT32 || id < MIN_NUMBER_INTEGER[codec.name]) &&
-    Number.isInteger(id)
-  );
+/** A number a double holds only approximately when it is an integer: the id needs its digits. */
+function wideInteger(id: unknown): boolean {
+  return typeof id === 'number' && !Number.isSafeInteger(id) && Number.isInteger(id);
 }
 
-/**
- * Whether a parsed message, or a member of a parsed batch, has an integer id the codec would
- * write as a float (beyond 32 bits).
- */
-export function hasWideId(codec: WireCodec, value: unknown): boolean {
+/** Whether a parsed message, or a member of a parsed batch, has an id beyond 2^53. */
+export function hasWideId(value: unknown): boolean {
   if (Array.isArray(value)) {
-    for (const member of value) if (hasWideId(codec, member)) return true;
+    for (const member of value) if (hasWideId(member)) return true;
     return false;
   }
-  return (
-    value !== null &&
-    typeof value === 'object' &&
-    wideInteger(codec, (value as { id?: unknown }).id)
-  );
+  return value !== null && typeof value === 'object' && wideInteger((value as { id?: unknown }).id);
 }
 
 const MAX_UINT64 = (1n << 64n) - 1n;
@@ -111,19 +84,15 @@ function exactInteger(codec: WireCodec, text: string | undefined): bigint | unde
 }
 
 /**
- * `value` (parsed from `text`) with each integer id beyond 32 bits replaced by a BigInt: the
- * double's own value within 2^53; beyond, the integer its digits in `text` write, when the codec
- * holds it as a 64-bit integer (otherwise it stays the double). The text is scanned for ids'
- * digits only when an id is beyond 2^53.
+ * `value` (parsed from `text`) with each id beyond 2^53 replaced by the BigInt its digits in
+ * `text` write, when the codec holds it as a 64-bit integer; otherwise it stays the double.
  */
 export function withExactIds(codec: WireCodec, text: string, value: unknown): unknown {
   const batch = Array.isArray(value);
-  let texts: (string | undefined)[] | undefined;
+  const texts = scanIdTexts(text, batch);
   const exact = (message: unknown, index: number): unknown => {
     const id = (message as { id?: unknown } | null)?.id;
-    if (!wideInteger(codec, id)) return message;
-    if (Number.isSafeInteger(id)) return { ...(message as object), id: BigInt(id) };
-    texts ??= scanIdTexts(text, batch);
+    if (!wideInteger(id)) return message;
     const integer = exactInteger(codec, texts[index]);
     return integer === undefined ? message : { ...(message as object), id: integer };
   };

@@ -13,7 +13,7 @@ export interface MissingVariable {
 export interface MalformedReference {
   readonly text: string;
   readonly path: string;
-  /** A default holding a reference of its own (`${A:-${B}}`): a default is taken as written. */
+  /** A default holding `${` (`${A:-${B}}`, `${A:-${B}`): a default is taken as written. */
   readonly nested?: boolean;
 }
 
@@ -55,7 +55,9 @@ export function substitute(
     }
     references++;
     const { nested, name, fallback } = rest[rest.length - 1] as ReferenceGroups;
-    if (nested !== undefined) {
+    // An unclosed one (`${A:-${B}`) or an escaped one (`${A:-$${B}}`) as well: a default is
+    // taken as written, so `${` in it is never what was meant.
+    if (nested !== undefined || fallback?.includes('${')) {
       problems.malformed.push({ text: match, path, nested: true });
       return '';
     }

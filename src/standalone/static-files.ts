@@ -12,8 +12,13 @@ import { contentTypeOf, serveAssets } from '../server/static-assets.js';
 import type { StaticAsset } from '../server/static-assets.js';
 import type { StandaloneConfig } from './standalone-config.js';
 
-/** The most files and folder paths a static folder may serve (its subfolders and links to them included). */
+/** The most files a static folder may serve. */
 export const MAX_STATIC_FILES = 1_000;
+/**
+ * The most folder paths under it a static folder may serve (subfolders, and every path links to
+ * them make): folders linked to one another are refused here rather than walked without end.
+ */
+export const MAX_STATIC_FOLDERS = 1_000;
 /** The most bytes a static folder's files may hold together (64 MiB). */
 export const MAX_STATIC_BYTES = 64 * 1024 * 1024;
 /** Where the browser client bundle is served. */
@@ -109,8 +114,8 @@ function withCauses(err: Error): string {
  * The files under `dir` to serve, subfolders included, with their sizes; nothing is read. Hidden
  * entries are skipped, and so is a symlink whose target is not inside the folder (its real
  * path), does not exist, or is a folder it is already in. A folder symlinks lead to is served at
- * each of their paths, but read once; every folder path served counts against MAX_STATIC_FILES
- * as a file does, so folders linked to each other cannot make the listing grow without bound.
+ * each of their paths, but read once; every folder path under the root counts against
+ * MAX_STATIC_FOLDERS, so folders linked to each other cannot make the listing grow without bound.
  */
 function listStaticFiles(dir: string, name: string): ListedFile[] {
   let root: string;
@@ -138,16 +143,15 @@ function listStaticFiles(dir: string, name: string): ListedFile[] {
   const files: ListedFile[] = [];
   let folders = 0;
   let bytes = 0;
-  const count = (): void => {
-    if (files.length + folders > MAX_STATIC_FILES) {
-      throw new RangeError(
-        `static.dir: ${cut(name)} holds more than ${MAX_STATIC_FILES} files and folders, the most it may hold`,
-      );
-    }
-  };
+  const tooMany = (what: string, most: number): RangeError =>
+    new RangeError(
+      `static.dir: ${cut(name)} holds more than ${most} ${what}, the most it may hold`,
+    );
   const walk = (folder: string, urlPath: string, within: ReadonlySet<string>): void => {
-    folders++;
-    count();
+    // The root is not one of the folders under it.
+    if (urlPath !== '' && ++folders > MAX_STATIC_FOLDERS) {
+      throw tooMany('folder paths (symlinks to folders included)', MAX_STATIC_FOLDERS);
+    }
     for (const { entry, path, stat } of listing(folder)) {
       const url = `${urlPath}/${encodeURIComponent(entry)}`;
       if (stat.isDirectory()) {
@@ -155,7 +159,7 @@ function listStaticFiles(dir: string, name: string): ListedFile[] {
       } else if (stat.isFile()) {
         files.push({ urlPath: url, file: path, size: stat.size });
         bytes += stat.size;
-        count();
+        if (files.length > MAX_STATIC_FILES) throw tooMany('files', MAX_STATIC_FILES);
         if (bytes > MAX_STATIC_BYTES) throw overBudget(name);
       }
     }

@@ -119,6 +119,7 @@ describe('what may hold a secret is not echoed', () => {
     `user:${SECRET}@127.0.0.1/rpc`,
     `ftp://127.0.0.1/rpc?token=${SECRET}`,
     `ws://127.0.0.1:99999/rpc?token=${SECRET}`,
+    `ws://[bad/rpc#access_token=${SECRET}`,
   ])('a URL refused as written (%s) is quoted without its credentials', async (url) => {
     const stderr = await usageError(['call', url, 'x']);
     expect(stderr).not.toContain(SECRET);

@@ -82,6 +82,7 @@ describe('a default holding a reference', () => {
     ['${A:-${B}}', '"${A:-${B}}"'],
     ['/x${A:-a${B}c}/y', '"${A:-a${B}c}"'],
     ['${A:-$${B}}', '"${A:-$${B}}"'],
+    ['${A:-${B}', '"${A:-${B}"'],
   ])('%s is refused, naming it and its path', async (reference, shown) => {
     const err = await load(`path: '${reference}'\n`, { B: '/b' }).then(
       () => undefined,

@@ -1,5 +1,5 @@
-// static.dir with folders symlinked to one another: each folder path served counts against the
-// bound of 1 000 files and folders, so folders that link twice to the next (2^N paths to the
+// static.dir with folders symlinked to one another: each folder path under the root counts against
+// the bound of 1 000 folder paths, so folders that link twice to the next (2^N paths to the
 // last) are refused at the bound, in bounded time, instead of being walked path by path; a
 // folder linked once is still served at both paths; and content types for the usual web files.
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -9,7 +9,11 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/peer/logger.js';
 import { serve } from '../../src/standalone/serve.js';
 import { resolveStandaloneConfig } from '../../src/standalone/standalone-config.js';
-import { MAX_STATIC_FILES, staticDirProblem } from '../../src/standalone/static-files.js';
+import {
+  MAX_STATIC_FILES,
+  MAX_STATIC_FOLDERS,
+  staticDirProblem,
+} from '../../src/standalone/static-files.js';
 
 const root = mkdtempSync(join(tmpdir(), 'static-linked-folders-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -30,7 +34,7 @@ function linkedFolders(name: string, depth: number): string {
 }
 
 const tooMany = (dir: string): string =>
-  `static.dir: ${dir} holds more than ${MAX_STATIC_FILES} files and folders, the most it may hold`;
+  `static.dir: ${dir} holds more than ${MAX_STATIC_FOLDERS} folder paths (symlinks to folders included), the most it may hold`;
 
 /** Serve `dir` on a free port for `run`, then close. */
 async function serving(dir: string, run: (base: string) => Promise<void>): Promise<void> {
@@ -54,8 +58,17 @@ describe('static.dir: folders linked to one another', () => {
 
   it('more folders than the bound, with no file in them, are refused as files would be', () => {
     const dir = join(root, 'empty-folders');
-    for (let i = 0; i < MAX_STATIC_FILES; i++) mkdirSync(join(dir, `f${i}`), { recursive: true });
+    for (let i = 0; i <= MAX_STATIC_FOLDERS; i++)
+      mkdirSync(join(dir, `f${i}`), { recursive: true });
     expect(staticDirProblem({ static: { dir } }, root)).toBe(tooMany(dir));
+  });
+
+  it('as many files as the bound at the root, and as many folders: served', () => {
+    const dir = join(root, 'at-the-bounds');
+    mkdirSync(dir);
+    for (let i = 0; i < MAX_STATIC_FILES; i++) writeFileSync(join(dir, `p${i}.txt`), 'x');
+    for (let i = 0; i < MAX_STATIC_FOLDERS; i++) mkdirSync(join(dir, `f${i}`));
+    expect(staticDirProblem({ static: { dir } }, root)).toBeUndefined();
   });
 
   it('below the bound: served at every path the links make', async () => {
