@@ -1,3 +1,4 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import type { IncomingMessage } from 'node:http';
 import type { Server as NetServer, Socket } from 'node:net';
 import { Server as TlsServer } from 'node:tls';
@@ -342,9 +343,9 @@ interface SocketGroup {
   readonly name: string;
   /** Its sockets counted (maxHttpSocketsPerIp). */
   count: number;
-  /** Of them, those still half-sent: their first request's headers (or TLS handshake) not in. */
-  halfSent: number;
-  /** The oldest and the newest half-sent one, the others linked between them in arrival order. */
+  /** Of them, those idle: no request under way on them (SocketSlot.idle). */
+  idle: number;
+  /** The one idle longest and the one idle since last, the others linked between them in order. */
   oldest: SocketSlot | undefined;
   newest: SocketSlot | undefined;
 }
@@ -357,9 +358,16 @@ interface SocketSlot {
   readonly tuple: string | undefined;
   timer: ReturnType<typeof setTimeout> | undefined;
   held: boolean;
-  /** In its group's list of half-sent sockets (only a socket with a group is). */
-  halfSent: boolean;
-  /** Its neighbours in that list: the one that came before it, and after. */
+  /** Its requests whose headers are in and whose responses are not sent yet (pipelined: more than one). */
+  underWay: number;
+  /**
+   * Idle: no request under way on it, so it may be cut to make room. A socket is idle from when
+   * it opens until its first request's headers are in (or its TLS handshake is done), and again
+   * on a kept-alive connection once its last response is sent, until the next request's headers
+   * are in. In its group's list of idle sockets (only a socket with a group is).
+   */
+  idle: boolean;
+  /** Its neighbours in that list: the one idle since before it, and since after. */
   older: SocketSlot | undefined;
   newer: SocketSlot | undefined;
 }
@@ -371,53 +379,107 @@ function tupleOf(socket: Socket): string | undefined {
 }
 
 /**
- * The address groups of a SocketGate that hold half-sent sockets, in tiers by how many: one
- * holding the most is found at once, however many groups there are. Within a tier, the group
- * that got there first comes first.
+ * The address groups of a SocketGate that hold idle sockets, in tiers by how many: one holding
+ * the most is found at once, however many groups there are. Within a tier, the group that got
+ * there first comes first.
  */
-class HalfSentTiers {
+class IdleTiers {
   private readonly tiers = new Map<number, Set<SocketGroup>>();
   private top = 0;
 
-  /** The most half-sent sockets one group holds (0: none holds any). */
+  /** The most idle sockets one group holds (0: none holds any). */
   get most(): number {
     return this.top;
   }
 
-  /** A group holding `most` half-sent sockets; undefined when none holds any. */
+  /** A group holding `most` idle sockets; undefined when none holds any. */
   get holdingMost(): SocketGroup | undefined {
     return this.tiers.get(this.top)?.values().next().value;
   }
 
-  /** `group.halfSent` went up by one. */
+  /** `group.idle` went up by one. */
   grew(group: SocketGroup): void {
-    const now = group.halfSent;
+    const now = group.idle;
     if (now > 1) this.leave(group, now - 1);
     this.enter(group, now);
     if (now > this.top) this.top = now;
   }
 
-  /** `group.halfSent` went down by one. */
+  /** `group.idle` went down by one. */
   shrank(group: SocketGroup): void {
-    const before = group.halfSent + 1;
+    const before = group.idle + 1;
     this.leave(group, before);
-    if (group.halfSent > 0) this.enter(group, group.halfSent);
+    if (group.idle > 0) this.enter(group, group.idle);
     // The top tier emptied: `group`, one below it now, holds the most.
-    if (before === this.top && !this.tiers.has(before)) this.top = group.halfSent;
+    if (before === this.top && !this.tiers.has(before)) this.top = group.idle;
   }
 
-  private enter(group: SocketGroup, halfSent: number): void {
-    let tier = this.tiers.get(halfSent);
-    if (tier === undefined) this.tiers.set(halfSent, (tier = new Set()));
+  private enter(group: SocketGroup, idle: number): void {
+    let tier = this.tiers.get(idle);
+    if (tier === undefined) this.tiers.set(idle, (tier = new Set()));
     tier.add(group);
   }
 
-  private leave(group: SocketGroup, halfSent: number): void {
-    const tier = this.tiers.get(halfSent)!;
+  private leave(group: SocketGroup, idle: number): void {
+    const tier = this.tiers.get(idle)!;
     tier.delete(group);
-    if (tier.size === 0) this.tiers.delete(halfSent);
+    if (tier.size === 0) this.tiers.delete(idle);
   }
 }
+
+/** Node's channels of its HTTP servers' requests: one's headers are in; its response is sent. */
+const REQUEST_START = 'http.server.request.start';
+const RESPONSE_FINISH = 'http.server.response.finish';
+
+/** What a SocketGate is told of each request of a server it watches. */
+interface RequestWatcher {
+  started(socket: Duplex): void;
+  finished(socket: Duplex): void;
+}
+
+/**
+ * The watchers of each HTTP server's requests. Node publishes every request of every HTTP server
+ * of the process on two diagnostics channels, with its socket and server (a response Node sends
+ * itself, a 400 or a 417, included): one subscription to each, while any server is watched,
+ * hands them to that server's watchers. The server gets no 'request' listener, which would
+ * change what its own listeners (the application's, the hub's wrapper) see.
+ */
+class ServerRequests {
+  private readonly watchers = new WeakMap<object, Set<RequestWatcher>>();
+  private servers = 0;
+  private readonly started = (message: unknown): void => {
+    const { socket, server } = message as { socket: Duplex; server: object };
+    const watchers = this.watchers.get(server);
+    if (watchers) for (const watcher of watchers) watcher.started(socket);
+  };
+  private readonly finished = (message: unknown): void => {
+    const { socket, server } = message as { socket: Duplex; server: object };
+    const watchers = this.watchers.get(server);
+    if (watchers) for (const watcher of watchers) watcher.finished(socket);
+  };
+
+  /** Tell `watcher` of `server`'s requests until the returned function is called. */
+  watch(server: object, watcher: RequestWatcher): () => void {
+    let watchers = this.watchers.get(server);
+    if (watchers === undefined) {
+      this.watchers.set(server, (watchers = new Set()));
+      if (this.servers++ === 0) {
+        subscribe(REQUEST_START, this.started);
+        subscribe(RESPONSE_FINISH, this.finished);
+      }
+    }
+    watchers.add(watcher);
+    return () => {
+      if (!watchers.delete(watcher) || watchers.size > 0) return;
+      this.watchers.delete(server);
+      if (--this.servers > 0) return;
+      unsubscribe(REQUEST_START, this.started);
+      unsubscribe(RESPONSE_FINISH, this.finished);
+    };
+  }
+}
+
+const serverRequests = new ServerRequests();
 
 /**
  * The first door of the HTTP port, before a byte is read: sockets that are not WebSocket
@@ -430,21 +492,27 @@ class HalfSentTiers {
  * admission counts it from then on.
  *
  * With the total reached, a socket from an address (or a trusted proxy, which holds none of its
- * own) holding fewer sockets than another address holds half-sent ones takes the place of the
- * oldest half-sent socket of the address holding the most, which is destroyed: so addresses that
+ * own) holding fewer sockets than another address holds idle ones takes the place of the socket
+ * idle longest of the address holding the most idle ones, which is destroyed: so addresses that
  * each stay within `maxHttpSocketsPerIp` cannot together keep every other address out (or
- * `/livez`) with half-sent requests. Otherwise it is destroyed itself.
+ * `/livez`), neither with half-sent requests nor with kept-alive connections left idle, or
+ * trickling their next request, after one quick request. Otherwise it is destroyed itself. A
+ * socket with a request under way (its headers in, its response not sent) is never cut for it.
  */
 export class SocketGate {
   private total = 0;
   private readonly groups = new Map<string, SocketGroup>();
-  private readonly halfSentTiers = new HalfSentTiers();
+  private readonly idleTiers = new IdleTiers();
   private readonly bySocket = new WeakMap<object, SocketSlot>();
   /** Slots of TLS servers' raw sockets, by tuple: requests and upgrades see the TLS socket. */
   private readonly byTuple = new Map<string, SocketSlot>();
   /** Shared by every socket (`this` is the socket): no closure per connection. */
   private readonly closed: (this: Socket) => void;
   private readonly expired: (slot: SocketSlot) => void;
+  private readonly requests: RequestWatcher = {
+    started: (socket) => this.requestStarted(socket),
+    finished: (socket) => this.responseSent(socket),
+  };
   /** Watching stopped (`watch`'s returned function): a timer still running destroys nothing. */
   private stopped = false;
 
@@ -474,17 +542,20 @@ export class SocketGate {
   }
 
   /**
-   * Count `server`'s sockets from its 'connection' event. Works on an http or https server (the
-   * gateway's own or the application's). Whoever reads the server's requests and upgrades calls
-   * `headersRead` (the gateway, for all of them, taken by it or not) and `handedOver`. Returns
-   * what stops watching; the gate is then done with (a timer still running destroys nothing).
+   * Count `server`'s sockets from its 'connection' event, and follow their requests (Node's
+   * request channels, ServerRequests). Works on an http or https server (the gateway's own or
+   * the application's). Whoever reads the server's requests and upgrades calls `headersRead`
+   * (the gateway, for all of them, taken by it or not) and `handedOver`. Returns what stops
+   * watching; the gate is then done with (a timer still running destroys nothing).
    */
   watch(server: NetServer): () => void {
     const tls = server instanceof TlsServer;
     const onConnection = (socket: Socket): void => this.connection(socket, tls);
     server.on('connection', onConnection);
+    const unwatchRequests = serverRequests.watch(server, this.requests);
     return () => {
       server.off('connection', onConnection);
+      unwatchRequests();
       this.stopped = true;
     };
   }
@@ -523,13 +594,14 @@ export class SocketGate {
       tuple: tls ? tupleOf(socket) : undefined,
       timer: undefined,
       held: true,
-      halfSent: false,
+      underWay: 0,
+      idle: false,
       older: undefined,
       newer: undefined,
     };
     if (slot.group) {
       slot.group.count++;
-      this.addHalfSent(slot, slot.group);
+      this.addIdle(slot, slot.group);
     }
     if (this.limits.headersTimeoutMs > 0) {
       slot.timer = setTimeout(this.expired, this.limits.headersTimeoutMs, slot);
@@ -544,7 +616,7 @@ export class SocketGate {
     const group: SocketGroup = {
       name,
       count: 0,
-      halfSent: 0,
+      idle: 0,
       oldest: undefined,
       newest: undefined,
     };
@@ -554,11 +626,11 @@ export class SocketGate {
 
   /**
    * The total is reached and a socket comes from an address holding `held` sockets: make room
-   * for it by destroying the oldest half-sent socket of the address holding the most, when that
-   * address holds more half-sent ones than `held`. Whether room was made.
+   * for it by destroying the socket idle longest of the address holding the most idle ones, when
+   * that address holds more idle ones than `held`. Whether room was made.
    */
   private displaceFor(held: number): boolean {
-    const tiers = this.halfSentTiers;
+    const tiers = this.idleTiers;
     if (tiers.most <= held) return false;
     const oldest = tiers.holdingMost!.oldest!;
     this.cut('capacity', oldest.socket.remoteAddress);
@@ -568,28 +640,29 @@ export class SocketGate {
     return true;
   }
 
-  private addHalfSent(slot: SocketSlot, group: SocketGroup): void {
-    slot.halfSent = true;
+  /** `slot` became idle: last in its group's list, the first to go after those idle longer. */
+  private addIdle(slot: SocketSlot, group: SocketGroup): void {
+    slot.idle = true;
     slot.older = group.newest;
     if (group.newest) group.newest.newer = slot;
     else group.oldest = slot;
     group.newest = slot;
-    group.halfSent++;
-    this.halfSentTiers.grew(group);
+    group.idle++;
+    this.idleTiers.grew(group);
   }
 
-  /** `slot` is no longer half-sent: its headers are in, or it left the count. */
-  private removeHalfSent(slot: SocketSlot): void {
+  /** `slot` is no longer idle: a request's headers are in, or it left the count. */
+  private removeIdle(slot: SocketSlot): void {
     const group = slot.group;
-    if (!slot.halfSent || group === undefined) return;
-    slot.halfSent = false;
+    if (!slot.idle || group === undefined) return;
+    slot.idle = false;
     if (slot.older) slot.older.newer = slot.newer;
     else group.oldest = slot.newer;
     if (slot.newer) slot.newer.older = slot.older;
     else group.newest = slot.older;
     slot.older = slot.newer = undefined;
-    group.halfSent--;
-    this.halfSentTiers.shrank(group);
+    group.idle--;
+    this.idleTiers.shrank(group);
   }
 
   private slotOf(socket: Duplex): SocketSlot | undefined {
@@ -599,14 +672,35 @@ export class SocketGate {
     return tuple === undefined ? undefined : this.byTuple.get(tuple);
   }
 
-  /** The socket's current request has all its headers: no headers timer, no longer half-sent. */
+  /** A request's or an upgrade's headers are in on `socket`: no headers timer, not idle. */
   headersRead(socket: Duplex): void {
     const slot = this.slotOf(socket);
-    if (slot === undefined) return;
-    this.removeHalfSent(slot);
+    if (slot) this.headersIn(slot);
+  }
+
+  private headersIn(slot: SocketSlot): void {
+    this.removeIdle(slot);
     if (slot.timer === undefined) return;
     clearTimeout(slot.timer);
     slot.timer = undefined;
+  }
+
+  /** A request's headers are in on `socket` (Node's channel): under way until its response is sent. */
+  private requestStarted(socket: Duplex): void {
+    const slot = this.slotOf(socket);
+    if (slot === undefined) return;
+    slot.underWay++;
+    this.headersIn(slot);
+  }
+
+  /**
+   * A response on `socket` is sent (Node's channel): with no other request under way the socket,
+   * kept alive, waits for its next request, idle. (One about to close is idle until its 'close'.)
+   */
+  private responseSent(socket: Duplex): void {
+    const slot = this.slotOf(socket);
+    if (slot === undefined || slot.underWay === 0) return;
+    if (--slot.underWay === 0 && slot.group) this.addIdle(slot, slot.group);
   }
 
   /**
@@ -623,7 +717,7 @@ export class SocketGate {
     slot.held = false;
     clearTimeout(slot.timer);
     slot.timer = undefined;
-    this.removeHalfSent(slot);
+    this.removeIdle(slot);
     // Nothing of the gate stays with a socket that became a session (held as long as it is open).
     this.bySocket.delete(slot.socket);
     slot.socket.removeListener('close', this.closed);

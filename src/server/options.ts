@@ -180,7 +180,8 @@ export interface GatewayLimits {
    * Open connections from one IPv6 /48 together (an end site's prefix: a subscriber is often
    * delegated a /56 or a whole /48, so its 256 or 65 536 /64s, each counted alone by
    * `maxConnectionsPerIp`, could otherwise hold every slot of `maxConnections`); beyond it
-   * upgrades get 429. Default 1 000.
+   * upgrades get 429. Default 10 × `maxConnectionsPerIp` (1 000 with its default), so that a
+   * raised `maxConnectionsPerIp` is never capped by it unawares.
    */
   maxConnectionsPerIpv6Site?: number;
   /**
@@ -631,6 +632,7 @@ export const defaultLimits: Required<GatewayLimits> = {
   maxTopics: 100_000,
   maxConnections: 10_000,
   maxConnectionsPerIp: 100,
+  // 10 × maxConnectionsPerIp's default: resolveLimits derives it from a given maxConnectionsPerIp.
   maxConnectionsPerIpv6Site: 1_000,
   maxConnectionsPerUser: 1_000,
   connectionsPerSecondPerIp: 20,
@@ -667,6 +669,12 @@ const MAX_INT = Number.MAX_SAFE_INTEGER;
 const count = (min = 1): LimitRule => ({ min, max: MAX_INT, integer: true });
 /** A timer's delay: Node's timers take at most 2^31 - 1 ms. */
 const delay: LimitRule = { min: 1, max: 2 ** 31 - 1, integer: true };
+
+/**
+ * maxConnectionsPerIpv6Site's default, in `maxConnectionsPerIp`s: a /48 holds many /64s, so it
+ * stays above whatever one address may hold.
+ */
+const IPV6_SITE_PER_IP = 10;
 
 /** The one place each limit's range is stated; `resolveLimits` checks every option against it. */
 export const limitRules: Record<keyof GatewayLimits, LimitRule> = {
@@ -735,6 +743,12 @@ export function resolveLimits(limits: GatewayLimits = {}): Required<GatewayLimit
       throw new RangeError(`limits.${key} must be ${what} ${range}, not ${value}`);
     }
     resolved[key] = value;
+  }
+  if (limits.maxConnectionsPerIpv6Site === undefined) {
+    resolved.maxConnectionsPerIpv6Site = Math.min(
+      MAX_INT,
+      IPV6_SITE_PER_IP * resolved.maxConnectionsPerIp,
+    );
   }
   return resolved;
 }

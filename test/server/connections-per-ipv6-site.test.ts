@@ -5,6 +5,7 @@
  * X-Forwarded-For (the test is the loopback proxy).
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { resolveGatewayOptions } from '../../src/index.js';
 import { resolveLimits } from '../../src/server/options.js';
 import { sampleValue, scrape } from '../support/metrics.js';
 import { Resources } from '../support/resources.js';
@@ -63,8 +64,28 @@ describe('limits.maxConnectionsPerIpv6Site', () => {
     );
   });
 
-  it('is an integer at least 1, 1 000 by default', () => {
+  it('unless set, is 10 × maxConnectionsPerIp: 10 /64s of a /48 at maxConnectionsPerIp 1 fill it', async () => {
+    const { url } = await res.gateway({
+      trustedProxies: ['127.0.0.1'],
+      limits: { maxConnectionsPerIp: 1 },
+    });
+    for (let net = 1; net <= 10; net++) {
+      expect(await attemptUpgrade(res, url, from(`2001:db8:0:${net}::1`))).toBe('open');
+    }
+    expect(await attemptUpgrade(res, url, from('2001:db8:0:11::1'))).toBe(429);
+    expect(await attemptUpgrade(res, url, from('2001:db8:1:1::1'))).toBe('open');
+  });
+
+  it('is an integer at least 1, 1 000 with the defaults, following a raised maxConnectionsPerIp unless set', () => {
     expect(resolveLimits().maxConnectionsPerIpv6Site).toBe(1_000);
+    expect(resolveLimits({ maxConnectionsPerIp: 2_000 }).maxConnectionsPerIpv6Site).toBe(20_000);
+    expect(
+      resolveLimits({ maxConnectionsPerIp: 2_000, maxConnectionsPerIpv6Site: 1_500 })
+        .maxConnectionsPerIpv6Site,
+    ).toBe(1_500);
+    expect(resolveLimits({ maxConnectionsPerIp: 3 }).maxConnectionsPerIpv6Site).toBe(30);
+    const config = resolveGatewayOptions({ limits: { maxConnectionsPerIp: 2_000 } });
+    expect(config.limits.maxConnectionsPerIpv6Site).toBe(20_000);
     expect(() => resolveLimits({ maxConnectionsPerIpv6Site: 0 })).toThrow(RangeError);
     expect(() => resolveLimits({ maxConnectionsPerIpv6Site: 2.5 })).toThrow(RangeError);
   });

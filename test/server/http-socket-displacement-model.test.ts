@@ -1,12 +1,16 @@
 /**
  * SocketGate's choice of the socket to cut when maxHttpSockets is reached, checked against a
- * model over random openings, headers read and closes from a few addresses and a trusted proxy:
- * a newcomer from an address holding fewer sockets than another holds half-sent ones takes the
- * place of the oldest half-sent socket of an address holding the most half-sent; otherwise it is
- * refused; past maxHttpSocketsPerIp it is refused whatever the total. The sockets are stand-ins
- * (what the gate reads of a socket: its address, 'close', destroy): the gate's bookkeeping is
- * what is checked, for sequences real sockets could not be driven through quickly enough.
+ * model over random openings, requests begun and answered (pipelined ones too), upgrades read,
+ * hand-overs and closes from a few addresses and a trusted proxy: a newcomer from an address
+ * holding fewer sockets than another holds idle ones (no request under way: not yet sent, or
+ * every response sent) takes the place of the socket idle longest (since it opened or since its
+ * last response) of an address holding the most idle; otherwise it is refused; past
+ * maxHttpSocketsPerIp it is refused whatever the total. The sockets are stand-ins (what the gate
+ * reads of a socket: its address, 'close', destroy), and requests are told of as Node's HTTP
+ * server tells of them, on its diagnostics channels: the gate's bookkeeping is what is checked,
+ * for sequences real sockets could not be driven through quickly enough.
  */
+import { channel } from 'node:diagnostics_channel';
 import { EventEmitter } from 'node:events';
 import type { Server as NetServer } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -36,7 +40,12 @@ interface Held {
   socket: StandInSocket;
   /** Its address group ('2001:db8::1' and '2001:db8::2' share their /64); undefined: the proxy. */
   group: string | undefined;
-  halfSent: boolean;
+  /** Requests begun (headers in) whose responses are not sent. */
+  underWay: number;
+  /** No request under way and no upgrade read: it may be cut to make room. */
+  idle: boolean;
+  /** When it last became idle (a step number): the one idle longest goes first. */
+  idleSince: number;
 }
 
 const groupOf = (address: string) =>
@@ -44,8 +53,10 @@ const groupOf = (address: string) =>
 
 type Op =
   | { kind: 'open'; address: string }
-  | { kind: 'headers'; pick: number }
-  | { kind: 'close'; pick: number };
+  | { kind: 'request' | 'answer' | 'upgrade' | 'handover' | 'close'; pick: number };
+
+const picking = (kind: Exclude<Op['kind'], 'open'>) =>
+  fc.record({ kind: fc.constant(kind), pick: fc.nat() });
 
 const op: fc.Arbitrary<Op> = fc.oneof(
   {
@@ -55,11 +66,17 @@ const op: fc.Arbitrary<Op> = fc.oneof(
       address: fc.constantFrom(...ADDRESSES),
     }),
   },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('headers' as const), pick: fc.nat() }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('close' as const), pick: fc.nat() }) },
+  { weight: 3, arbitrary: picking('request') },
+  { weight: 3, arbitrary: picking('answer') },
+  { weight: 1, arbitrary: picking('upgrade') },
+  { weight: 1, arbitrary: picking('handover') },
+  { weight: 1, arbitrary: picking('close') },
 );
 
-it('cuts the oldest half-sent socket of an address holding the most, only for an address holding fewer', () => {
+const requestStart = channel('http.server.request.start');
+const responseFinish = channel('http.server.response.finish');
+
+it('cuts the socket idle longest of an address holding the most idle ones, only for an address holding fewer', () => {
   fc.assert(
     fc.property(
       fc.integer({ min: 1, max: 8 }),
@@ -72,56 +89,91 @@ it('cuts the oldest half-sent socket of an address holding the most, only for an
           { trusts: (address) => address === PROXY },
           () => undefined,
         );
-        gate.watch(server as unknown as NetServer);
+        const unwatch = gate.watch(server as unknown as NetServer);
+        // What Node publishes for a request of `server` on `socket`, as the gateway then reads it.
+        const tell = (on: typeof requestStart, socket: StandInSocket) =>
+          on.publish({ request: {}, response: {}, socket, server });
         let held: Held[] = [];
+        let step = 0;
         const count = (group: string) => held.filter((h) => h.group === group).length;
-        const halfSentOf = (group: string) =>
-          held.filter((h) => h.group === group && h.halfSent).length;
+        const idleOf = (group: string) => held.filter((h) => h.group === group && h.idle).length;
 
-        for (const step of ops) {
-          if (step.kind !== 'open') {
-            if (held.length === 0) continue;
-            const target = held[step.pick % held.length]!;
-            if (step.kind === 'headers') {
-              gate.headersRead(target.socket as unknown as Duplex);
-              target.halfSent = false;
+        try {
+          for (const next of ops) {
+            step++;
+            if (next.kind !== 'open') {
+              if (held.length === 0) continue;
+              const target = held[next.pick % held.length]!;
+              const socket = target.socket;
+              switch (next.kind) {
+                case 'request':
+                  tell(requestStart, socket);
+                  gate.headersRead(socket as unknown as Duplex);
+                  target.underWay++;
+                  target.idle = false;
+                  break;
+                case 'answer':
+                  // Node tells of a response only for a request it told of.
+                  if (target.underWay === 0) continue;
+                  tell(responseFinish, socket);
+                  if (--target.underWay === 0) {
+                    target.idle = true;
+                    target.idleSince = step;
+                  }
+                  break;
+                case 'upgrade':
+                  gate.headersRead(socket as unknown as Duplex);
+                  target.idle = false;
+                  break;
+                case 'handover':
+                  gate.handedOver(socket as unknown as Duplex);
+                  held = held.filter((h) => h !== target);
+                  // Its response (an event stream's) ends later: the gate counts it no more.
+                  if (target.underWay > 0) tell(responseFinish, socket);
+                  break;
+                case 'close':
+                  socket.destroy();
+                  held = held.filter((h) => h !== target);
+                  break;
+              }
+              expect(gate.open).toBe(held.length);
+              continue;
+            }
+            const group = groupOf(next.address);
+            const mine = group === undefined ? 0 : count(group);
+            const groups = [
+              ...new Set(held.flatMap((h) => (h.group === undefined ? [] : [h.group]))),
+            ];
+            const most = Math.max(0, ...groups.map(idleOf));
+            const before = [...held];
+            const socket = new StandInSocket(next.address);
+            server.emit('connection', socket);
+
+            const cut = before.filter((h) => h.socket.destroyed);
+            if (mine >= maxHttpSocketsPerIp || (held.length >= maxHttpSockets && most <= mine)) {
+              expect(socket.destroyed).toBe(true);
+              expect(cut).toEqual([]);
             } else {
-              target.socket.destroy();
-              held = held.filter((h) => h !== target);
+              expect(socket.destroyed).toBe(false);
+              if (held.length >= maxHttpSockets) {
+                expect(cut).toHaveLength(1);
+                const victim = cut[0]!;
+                expect(victim.idle).toBe(true);
+                expect(idleOf(victim.group!)).toBe(most);
+                const idleLongest = Math.min(
+                  ...held.filter((h) => h.group === victim.group && h.idle).map((h) => h.idleSince),
+                );
+                expect(victim.idleSince).toBe(idleLongest);
+              } else {
+                expect(cut).toEqual([]);
+              }
+              held = held.filter((h) => !h.socket.destroyed);
+              held.push({ socket, group, underWay: 0, idle: true, idleSince: step });
             }
             expect(gate.open).toBe(held.length);
-            continue;
           }
-          const group = groupOf(step.address);
-          const mine = group === undefined ? 0 : count(group);
-          const groups = [
-            ...new Set(held.flatMap((h) => (h.group === undefined ? [] : [h.group]))),
-          ];
-          const most = Math.max(0, ...groups.map(halfSentOf));
-          const before = [...held];
-          const socket = new StandInSocket(step.address);
-          server.emit('connection', socket);
-
-          const cut = before.filter((h) => h.socket.destroyed);
-          if (mine >= maxHttpSocketsPerIp || (held.length >= maxHttpSockets && most <= mine)) {
-            expect(socket.destroyed).toBe(true);
-            expect(cut).toEqual([]);
-          } else {
-            expect(socket.destroyed).toBe(false);
-            if (held.length >= maxHttpSockets) {
-              expect(cut).toHaveLength(1);
-              const victim = cut[0]!;
-              expect(victim.halfSent).toBe(true);
-              expect(halfSentOf(victim.group!)).toBe(most);
-              const oldest = held.find((h) => h.group === victim.group && h.halfSent);
-              expect(oldest).toBe(victim);
-            } else {
-              expect(cut).toEqual([]);
-            }
-            held = held.filter((h) => !h.socket.destroyed);
-            held.push({ socket, group, halfSent: true });
-          }
-          expect(gate.open).toBe(held.length);
+        } finally {
+          unwatch();
         }
       },
     ),

@@ -1,15 +1,17 @@
 /**
- * limits.maxHttpSockets reached by half-sent requests from several addresses, each within
- * maxHttpSocketsPerIp: a socket from an address holding fewer sockets than another holds
- * half-sent ones takes the place of the oldest half-sent socket of the address holding the
- * most, so no set of addresses keeps the others (and /livez) out. A socket whose headers are in
- * is never cut for it. Every address in 127/8 is loopback on Linux: `localAddress` gives a test
+ * limits.maxHttpSockets reached by sockets from several addresses, each within
+ * maxHttpSocketsPerIp: a socket from an address holding fewer sockets than another holds idle
+ * ones (no request under way: half-sent, or kept alive after an answer, idle or trickling the
+ * next request) takes the place of the socket idle longest of the address holding the most, so
+ * no set of addresses keeps the others (and /livez) out. A socket whose request is under way is
+ * never cut for it. Every address in 127/8 is loopback on Linux: `localAddress` gives a test
  * many source addresses.
  */
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import type { Socket } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../../src/server/gateway.js';
 import { Resources } from '../support/resources.js';
 import { sampleValue, scrape } from '../support/metrics.js';
@@ -20,6 +22,23 @@ const sockets: Socket[] = [];
 afterEach(async () => {
   for (const socket of sockets.splice(0)) socket.destroy();
   await res.cleanup();
+});
+
+/**
+ * The requests of this process's HTTP servers whose headers are in, and whose responses are sent,
+ * as Node tells of them (its diagnostics channels): what a test awaits before the next step, the
+ * server's side of an exchange the client has seen.
+ */
+const requests = { started: 0, answered: 0 };
+const onStarted = (): void => void requests.started++;
+const onAnswered = (): void => void requests.answered++;
+beforeAll(() => {
+  subscribe('http.server.request.start', onStarted);
+  subscribe('http.server.response.finish', onAnswered);
+});
+afterAll(() => {
+  unsubscribe('http.server.request.start', onStarted);
+  unsubscribe('http.server.response.finish', onAnswered);
 });
 
 /** The first lines of a request, without the blank line that ends the headers. */
@@ -83,6 +102,18 @@ function gateSockets(gateway: Gateway): number {
 /** Which of `held` the gateway has closed, by address, in the order they were opened. */
 const closedOnes = (held: readonly RawSocket[]) =>
   held.filter((s) => s.isClosed()).map((s) => s.from);
+
+/**
+ * A socket from `from` whose one quick request (GET /livez) has been answered, the server done
+ * with its response: kept alive, it waits for its next request.
+ */
+async function answeredOnce(port: number, from: string): Promise<RawSocket> {
+  const answeredBefore = requests.answered;
+  const socket = await rawSocket(port, from, 'GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+  await waitUntil(() => requests.answered >= answeredBefore + 1, `the answer to ${from}`);
+  await waitUntil(() => socket.received().includes('\r\n\r\n'), `${from} to read its answer`);
+  return socket;
+}
 
 /** `count` half-sent sockets from `from`, each counted by the gateway before the next is opened. */
 async function halfSent(
@@ -161,21 +192,75 @@ describe('maxHttpSockets filled by half-sent requests from several addresses', (
     expect(counted()).toBe(4);
   });
 
-  it('sockets whose headers are in are never cut to make room', async () => {
+  it('kept-alive sockets left idle after one quick request, or trickling their next one, fill it from ten addresses: a newcomer from another address is served, in place of the socket idle longest', async () => {
+    const ADDRESSES = Array.from({ length: 10 }, (_, i) => `127.0.0.${i + 2}`);
+    const PER_ADDRESS = 2;
     const { gateway, port } = await res.gateway({
-      limits: { maxHttpSockets: 3, maxHttpSocketsPerIp: 10, headersTimeoutMs: 600_000 },
+      limits: {
+        maxHttpSocketsPerIp: PER_ADDRESS,
+        maxHttpSockets: PER_ADDRESS * ADDRESSES.length,
+        headersTimeoutMs: 600_000,
+      },
     });
+    // Node closes a kept-alive connection idle for keepAliveTimeout: not within this test.
+    gateway.httpServer.keepAliveTimeout = 600_000;
     const counted = () => gateSockets(gateway);
-    // Keep-alive connections whose request was answered: they stay open, idle, headers in.
+    // Per address: one socket that trickles its next request after its answer, one left idle.
+    const trickling: RawSocket[] = [];
     const idle: RawSocket[] = [];
-    for (let i = 0; i < 3; i++) {
-      const socket = await rawSocket(port, '127.0.0.2', 'GET /livez HTTP/1.1\r\nHost: x\r\n\r\n');
-      await waitUntil(() => socket.received().includes('\r\n\r\n'), 'the answer');
-      idle.push(socket);
+    for (const from of ADDRESSES) {
+      const first = await answeredOnce(port, from);
+      first.socket.write('GET /livez HTTP/1.1\r\n');
+      trickling.push(first);
+      idle.push(await answeredOnce(port, from));
     }
-    expect(counted()).toBe(3);
+    expect(counted()).toBe(PER_ADDRESS * ADDRESSES.length);
+
+    expect(await get(port, '/livez', '127.0.0.99')).toBe(200);
+    // 127.0.0.2 got to two idle sockets first; its trickling one has been idle longest.
+    await within(trickling[0]!.closed, "127.0.0.2's socket idle longest to be cut");
+    expect(closedOnes([...trickling, ...idle])).toEqual(['127.0.0.2']);
+    expect(trickling[0]!.received().match(/HTTP\/1\.1 200/g)).toHaveLength(1);
+  });
+
+  it('a socket whose request is under way is never cut to make room; once answered and idle again, it is', async () => {
+    const { gateway, port } = await res.gateway({
+      limits: {
+        maxHttpSockets: 2,
+        maxHttpSocketsPerIp: 10,
+        headersTimeoutMs: 600_000,
+        bodyTimeoutMs: 600_000,
+      },
+    });
+    gateway.httpServer.keepAliveTimeout = 600_000;
+    gateway.method('echo', (params) => params);
+    const counted = () => gateSockets(gateway);
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'echo', params: [1] });
+    const head =
+      'POST /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n' +
+      `Content-Length: ${body.length}\r\n\r\n`;
+    // Two POSTs whose headers are in and whose bodies are not: requests under way.
+    const startedBefore = requests.started;
+    const posting = [
+      await rawSocket(port, '127.0.0.2', head),
+      await rawSocket(port, '127.0.0.2', head),
+    ];
+    await waitUntil(() => requests.started >= startedBefore + 2, 'both requests to begin');
+    expect(counted()).toBe(2);
+
     const refused = await rawSocket(port, '127.0.0.3');
     await within(refused.closed, 'the socket over the total to be refused');
-    expect(closedOnes(idle)).toEqual([]);
+    expect(closedOnes(posting)).toEqual([]);
+
+    // The first one's call is answered: kept alive, it waits for its next request, idle.
+    const answeredBefore = requests.answered;
+    posting[0]!.socket.write(body);
+    await waitUntil(() => requests.answered >= answeredBefore + 1, 'the call to be answered');
+    await waitUntil(() => posting[0]!.received().includes('"result":[1]'), 'the answer to be read');
+    const newcomer = await rawSocket(port, '127.0.0.3');
+    await within(posting[0]!.closed, 'the answered, idle socket to be cut');
+    expect(closedOnes(posting)).toEqual(['127.0.0.2']);
+    expect(newcomer.isClosed()).toBe(false);
+    expect(counted()).toBe(2);
   });
 });
