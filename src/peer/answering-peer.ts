@@ -14,9 +14,15 @@ export class AnsweringPeer<S = unknown> extends Peer<S> {
   /**
    * Answer one frame: resolves with the reply text, or undefined when none is due (a
    * notification, a batch of notifications only). `afterReply` hooks run once the reply is known.
-   * `traceparent` (the HTTP request's header) goes to each request that carries none of its own.
+   * `traceparent` (the HTTP request's header) goes to each request that carries none of its own,
+   * and `tracestate` (the header, as sent: checked as a request's member is) with it; a request
+   * with a traceparent of its own keeps its own tracestate, or none.
    */
-  async answer(text: string, traceparent?: string): Promise<string | undefined> {
+  async answer(
+    text: string,
+    traceparent?: string,
+    tracestate?: unknown,
+  ): Promise<string | undefined> {
     if (this.closeInfo) return undefined;
     const frame = parseFrame(text, this.config.parse);
     if (keepsParamsTexts(this.config.registry)) keepParamsTexts(text, frame);
@@ -24,7 +30,10 @@ export class AnsweringPeer<S = unknown> extends Peer<S> {
     if (frame.messages.length > 1) this.transport.chargeMessages?.(frame.messages.length - 1);
     if (traceparent !== undefined) {
       for (const message of frame.messages) {
-        if (message.kind === 'request') message.traceparent ??= traceparent;
+        if (message.kind === 'request' && message.traceparent === undefined) {
+          message.traceparent = traceparent;
+          message.tracestate = tracestate;
+        }
       }
     }
     const replies = await Promise.all(frame.messages.map((m) => Promise.resolve(this.handle(m))));

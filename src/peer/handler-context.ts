@@ -26,6 +26,13 @@ export interface HandlerContext<S> {
    * `traceparent` header of an HTTP POST); undefined when none, or not a valid one.
    */
   readonly traceparent: string | undefined;
+  /**
+   * The W3C `tracestate` that came with `traceparent` (the request's `tracestate` member, or the
+   * `tracestate` header of an HTTP POST whose `traceparent` it took), its list-members as they go
+   * on; undefined when none, not a valid one, or without a valid traceparent. The server's only:
+   * the client does not read it (and a context made elsewhere may leave it out).
+   */
+  readonly tracestate?: string | undefined;
   /** Set by middleware for this call (see Middleware); an empty object otherwise. */
   readonly state: CallState;
   /**
@@ -59,6 +66,7 @@ export class RunningCall<S> implements HandlerContext<S> {
     readonly id: RequestId | undefined,
     readonly method: string,
     readonly traceparent: string | undefined = undefined,
+    readonly tracestate: string | undefined = undefined,
   ) {}
 
   get signal(): AbortSignal {

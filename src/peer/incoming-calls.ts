@@ -68,10 +68,11 @@ export class IncomingCalls<S> {
   }
 
   /**
-   * Answer one request: the reply text, or a promise of it. `arrived` is when the call arrived
-   * (performance.now()), when the layer above read the clock before this (IncomingDispatch, for
-   * onCallSettled's duration); else the clock is read as the handler starts, and only when
-   * onCallSettled is set.
+   * Answer one request: the reply text, or a promise of it. `tracestate` is the one that came
+   * with `traceparent`, as sent (checkedTracestate takes it for the handler). `arrived` is when
+   * the call arrived (performance.now()), when the layer above read the clock before this
+   * (IncomingDispatch, for onCallSettled's duration); else the clock is read as the handler
+   * starts, and only when onCallSettled is set.
    */
   request(
     id: RequestId,
@@ -79,6 +80,7 @@ export class IncomingCalls<S> {
     params: Params | undefined,
     version: ProtocolVersion,
     traceparent?: string,
+    tracestate?: unknown,
     arrived?: number,
   ): Reply | Promise<Reply> {
     if (method === ReservedMethod.Ping) return encodeSuccess(id, 'pong', version);
@@ -98,13 +100,14 @@ export class IncomingCalls<S> {
         version,
         undefined,
         traceparent,
+        tracestate,
         arrived,
       );
     }
     const handler = this.config.registry.get(method);
     if (!handler) return this.#notFound(id, method, version);
     if (this.inFlightCount >= this.config.maxInFlight) return this.#busy(id, method, version);
-    return this.run(handler, id, method, params, version, traceparent, arrived);
+    return this.run(handler, id, method, params, version, traceparent, tracestate, arrived);
   }
 
   /** -32601, counted as a call not found. */
@@ -151,6 +154,7 @@ export class IncomingCalls<S> {
     params: Params | undefined,
     version: ProtocolVersion,
     traceparent: string | undefined,
+    tracestate: unknown,
     arrived: number | undefined,
   ): Reply | Promise<Reply> {
     return this.#runHandler(
@@ -161,6 +165,7 @@ export class IncomingCalls<S> {
       version,
       this.config.middleware,
       traceparent,
+      tracestate,
       arrived,
     );
   }
@@ -178,12 +183,20 @@ export class IncomingCalls<S> {
     version: ProtocolVersion,
     chain: MiddlewareChain<S> | undefined,
     traceparent: string | undefined,
+    tracestate: unknown,
     arrived: number | undefined,
   ): Reply | Promise<Reply> {
     const started = arrived ?? (this.config.onCallSettled ? performance.now() : 0);
     const settled = (outcome: CallOutcome): void =>
       this.config.onCallSettled?.(method, outcome, performance.now() - started);
-    const call = new RunningCall(this.session, this.logger, id, method, traceparent);
+    const call = new RunningCall(
+      this.session,
+      this.logger,
+      id,
+      method,
+      traceparent,
+      tracestate === undefined ? undefined : this.checkedTracestate(tracestate),
+    );
     let result: unknown;
     try {
       result = chain ? chain(call, false, params, handler) : handler(params, call);
@@ -212,6 +225,15 @@ export class IncomingCalls<S> {
         return errorReply(call, err, version, this.config.exposeErrorDetails);
       },
     );
+  }
+
+  /**
+   * A request's `tracestate` (read only beside a valid traceparent) as its handler gets it: none
+   * here. The browser client, which runs this class, takes none, and so does not carry the
+   * check of one; the server's (IncomingDispatch) takes a valid one.
+   */
+  protected checkedTracestate(_tracestate: unknown): string | undefined {
+    return undefined;
   }
 
   /** The reply to a call whose handler returned `result` (the server's writes a kept text). */

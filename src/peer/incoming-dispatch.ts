@@ -1,6 +1,7 @@
 import { encodeSuccessText } from '../protocol/encode.js';
 import { ErrorCode } from '../protocol/error-codes.js';
 import { ReservedMethod, isReservedMethod } from '../protocol/reserved.js';
+import { tracestateOf } from '../protocol/traceparent.js';
 import type { Params, ProtocolVersion, RequestId } from '../protocol/types.js';
 import { IncomingCalls } from './incoming-calls.js';
 import type { Logger } from './logger.js';
@@ -159,6 +160,7 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
     params: Params | undefined,
     version: ProtocolVersion,
     traceparent?: string,
+    tracestate?: unknown,
   ): Reply | Promise<Reply> {
     // Closed by a member of the same frame (a handler that closes its own connection): the
     // members after it are not run, as a frame read after the close is not.
@@ -196,7 +198,15 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
       this.answered(method, 'ok', arrived);
       return reply;
     }
-    return super.request(id, method, params, version, traceparent, arrived);
+    return super.request(id, method, params, version, traceparent, tracestate, arrived);
+  }
+
+  /**
+   * A request's `tracestate` as its handler gets it: valid per the W3C grammar and bounds, its
+   * members as they go on (tracestateOf); else none, and the call goes on with its traceparent.
+   */
+  protected override checkedTracestate(tracestate: unknown): string | undefined {
+    return tracestateOf(tracestate);
   }
 
   /** A result kept as its upstream wrote it goes as that text (result-text.ts). */
@@ -233,15 +243,16 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
     params: Params | undefined,
     version: ProtocolVersion,
     traceparent: string | undefined,
+    tracestate: unknown,
     arrived: number | undefined,
   ): Reply | Promise<Reply> {
     if (!this.config.authorize) {
-      return super.run(handler, id, method, params, version, traceparent, arrived);
+      return super.run(handler, id, method, params, version, traceparent, tracestate, arrived);
     }
     const verdict = this.askAuthorize(method, params);
     if (!isPromiseLike(verdict)) {
       return verdict
-        ? super.run(handler, id, method, params, version, traceparent, arrived)
+        ? super.run(handler, id, method, params, version, traceparent, tracestate, arrived)
         : this.rejected(id, method, version, ErrorCode.Unauthorized);
     }
     this.hookStarted();
@@ -251,7 +262,7 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
         // Closed while the hook decided: no answer can be sent, and no handler runs for it.
         if (this.closeInfo) return undefined;
         return allowed
-          ? super.run(handler, id, method, params, version, traceparent, arrived)
+          ? super.run(handler, id, method, params, version, traceparent, tracestate, arrived)
           : this.rejected(id, method, version, ErrorCode.Unauthorized);
       },
       (err: unknown) => {

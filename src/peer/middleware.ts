@@ -138,6 +138,9 @@ class ChainContext<S> implements MiddlewareContext<S> {
   get traceparent(): string | undefined {
     return this.call.traceparent;
   }
+  get tracestate(): string | undefined {
+    return this.call.tracestate;
+  }
   get state(): HandlerContext<S>['state'] {
     return this.call.state;
   }

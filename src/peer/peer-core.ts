@@ -355,6 +355,7 @@ export class PeerCore<S = unknown> implements TransportListener {
           message.params,
           message.version,
           message.traceparent,
+          message.tracestate,
         );
         // A numeric id the number would not write back as sent (rare): echo its text.
         return message.idText === undefined ? reply : echoIdText(reply, message.id, message.idText);

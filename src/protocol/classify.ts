@@ -20,6 +20,12 @@ export type Incoming =
       params: Params | undefined;
       /** A valid W3C `traceparent` member of the request (see traceparent.ts); else absent. */
       traceparent?: string;
+      /**
+       * The request's `tracestate` member as sent, read only beside a valid `traceparent`; not
+       * checked here (the browser client does not carry the check): the server takes it through
+       * tracestateOf (IncomingDispatch), the client not at all.
+       */
+      tracestate?: unknown;
     }
   | { kind: 'notification'; version: ProtocolVersion; method: string; params: Params | undefined }
   | { kind: 'success'; version: ProtocolVersion; id: RequestId; result: unknown }
@@ -257,9 +263,14 @@ function classifyCall(
     idText === undefined
       ? { kind: 'request', version, id, method, params: checkedParams }
       : { kind: 'request', version, id, idText, method, params: checkedParams };
-  // One property read; the member is added only when a client sent a valid one.
+  // One property read; the member is added only when a client sent a valid one, and only then is
+  // its tracestate read (the spec drops a tracestate whose traceparent it drops).
   const traceparent = msg['traceparent'];
-  if (traceparent !== undefined && isTraceparent(traceparent)) request.traceparent = traceparent;
+  if (traceparent !== undefined && isTraceparent(traceparent)) {
+    request.traceparent = traceparent;
+    const tracestate = msg['tracestate'];
+    if (tracestate !== undefined) request.tracestate = tracestate;
+  }
   return request;
 }
 

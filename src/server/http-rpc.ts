@@ -1,8 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AnsweringPeer } from '../peer/answering-peer.js';
 import type { Logger } from '../peer/logger.js';
-import { isTraceparent, tracestateOf } from '../protocol/traceparent.js';
-import { keepExchangeTracestate } from '../tracing/exchange-tracestate.js';
+import { isTraceparent } from '../protocol/traceparent.js';
 import { CloseCode } from '../transport/transport.js';
 import type { ServerTransport } from '../transport/transport.js';
 import type { Admission } from './admission.js';
@@ -370,9 +369,13 @@ export class HttpRpc<C> {
         ? req.headers.traceparent
         : undefined;
       // Only with a valid traceparent: the spec drops a tracestate whose traceparent it drops.
-      const tracestate = traceparent && tracestateOf(req.headers.tracestate);
-      if (traceparent && tracestate) keepExchangeTracestate(session, traceparent, tracestate);
-      const reply = await (session.peer as AnsweringPeer<Session<C>>).answer(body, traceparent);
+      // Checked with the requests' own (IncomingDispatch): an invalid one is dropped there.
+      const tracestate = traceparent && req.headers.tracestate;
+      const reply = await (session.peer as AnsweringPeer<Session<C>>).answer(
+        body,
+        traceparent,
+        tracestate,
+      );
       if (reply === undefined) send(res, 204);
       else {
         send(res, 200, reply, {}, 'application/json; charset=utf-8');

@@ -38,6 +38,9 @@ export class StreamContext<S> implements HandlerContext<S> {
   get traceparent(): string | undefined {
     return this.call.traceparent;
   }
+  get tracestate(): string | undefined {
+    return this.call.tracestate;
+  }
   get state(): CallState {
     return this.call.state;
   }

@@ -7,6 +7,7 @@ import { KeyedShares } from '../upstream/keyed-shares.js';
 import type { JsonRpcHttpClient } from '../upstream/json-rpc-http-client.js';
 import { failureOf, isRefusal, readConnectResult, refusalStatus } from './hook-answers.js';
 import type { HookIdentity } from './hook-answers.js';
+import { traceHeaders } from './hook-call.js';
 import type { HookMetrics } from './hook-metrics.js';
 import type { ConnectHookConfig } from './hooks-config.js';
 
@@ -109,7 +110,7 @@ export function connectHook(
       (span) =>
         client.call('wsrpc.connect', params, {
           timeoutMs: config.timeoutMs,
-          headers: span.traceparent === undefined ? {} : { traceparent: span.traceparent },
+          headers: traceHeaders(span),
         }),
     );
   }

@@ -1,5 +1,5 @@
 import type { Params } from '../protocol/types.js';
-import type { Tracing } from '../tracing/tracing.js';
+import type { TraceSpan, Tracing } from '../tracing/tracing.js';
 import { JsonRpcHttpClient } from '../upstream/json-rpc-http-client.js';
 import type { ReplyLimits } from '../upstream/read-reply.js';
 import type { UpstreamObserver } from '../upstream/upstream-endpoint.js';
@@ -28,7 +28,18 @@ export function hookClient(
   });
 }
 
-/** One hook request in an `upstream.request <name>` span, its traceparent sent along. */
+/**
+ * The W3C trace context headers a hook request sends: its span's `traceparent`, and the
+ * `tracestate` that goes with it when there is one; none without a traceparent.
+ */
+export function traceHeaders(span: TraceSpan): Record<string, string> {
+  if (span.traceparent === undefined) return {};
+  return span.tracestate === undefined
+    ? { traceparent: span.traceparent }
+    : { traceparent: span.traceparent, tracestate: span.tracestate };
+}
+
+/** One hook request in an `upstream.request <name>` span, its trace context sent along. */
 export function tracedHookRequest(
   tracing: Tracing,
   client: JsonRpcHttpClient,
@@ -41,8 +52,7 @@ export function tracedHookRequest(
     { 'wsrpc.upstream': client.name, 'rpc.method': method },
     undefined,
     (span) => {
-      const headers = { ...options.headers };
-      if (span.traceparent !== undefined) headers['traceparent'] = span.traceparent;
+      const headers = { ...options.headers, ...traceHeaders(span) };
       const call = { timeoutMs: options.timeoutMs, headers };
       return options.notify
         ? client.notify(method, params, call)

@@ -7,7 +7,6 @@ import type { Handler } from '../peer/method-registry.js';
 import type { Params } from '../protocol/types.js';
 import type { Gateway } from '../server/gateway.js';
 import type { Session } from '../server/session.js';
-import { tracestateOfCall } from '../tracing/exchange-tracestate.js';
 import { noTracing } from '../tracing/tracing.js';
 import type { TraceSpan, Tracing } from '../tracing/tracing.js';
 import { IdentityHeaders } from './identity-headers.js';
@@ -243,7 +242,7 @@ function routeHandler(
   // Tracing off: no spans to open, and the client's trace context, if any, goes on as it came
   // (what noTracing's spans would pass through), without the spans' closures per call.
   if (tracing === noTracing) {
-    return (params, ctx) => forward(params, ctx, ctx.traceparent, tracestateOfCall(ctx), undefined);
+    return (params, ctx) => forward(params, ctx, ctx.traceparent, ctx.tracestate, undefined);
   }
   // Named after the route, not the client's method name: a prefix route serves any number of
   // names, and span names should be few (OpenTelemetry's RPC conventions). The name itself is
@@ -269,7 +268,7 @@ function routeHandler(
           (span) => forward(params, ctx, span.traceparent, span.tracestate, span),
           call.tracestate,
         ),
-      tracestateOfCall(ctx),
+      ctx.tracestate,
     );
   };
 }

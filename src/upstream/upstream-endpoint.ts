@@ -52,9 +52,9 @@ export interface UpstreamCallOptions {
   /** Per attempt: after it, the request is aborted and the call fails -32012. */
   timeoutMs: number;
   /**
-   * Sent with the request (identity headers, traceparent). The call takes the object as its
-   * own: `x-request-id` (when missing) and `x-wsrpc-deadline` are set on it, and an HTTP
-   * upstream's fixed headers added, so a call copies no headers.
+   * Sent with the request (identity headers, traceparent and tracestate). The call takes the
+   * object as its own: `x-request-id` (when missing) and `x-wsrpc-deadline` are set on it, and an
+   * HTTP upstream's fixed headers added, so a call copies no headers.
    */
   headers?: Record<string, string>;
   /** Safe to send again after -32011 or -32012 (at most `retries` times). Default false. */

@@ -85,6 +85,20 @@ describe('a NATS request-reply upstream', () => {
     expect(Number(headers['x-wsrpc-deadline'])).toBeLessThanOrEqual(after + 300);
   });
 
+  it("gets the request's traceparent and tracestate members as NATS headers", async () => {
+    const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const reply = await call({
+      id: 'c-trace',
+      method: 'orders.get',
+      traceparent,
+      tracestate: ' congo=t61rcWkgMzE , rojo=00f067aa0ba902b7',
+    });
+    expect(reply.result!.headers).toMatchObject({
+      traceparent,
+      tracestate: 'congo=t61rcWkgMzE,rojo=00f067aa0ba902b7',
+    });
+  });
+
   it("passes the responder's JSON-RPC error unchanged", async () => {
     const reply = await call({ id: 2, method: 'orders.fail' });
     expect(reply.error).toEqual({ code: 77, message: 'out of stock', data: [1] });
