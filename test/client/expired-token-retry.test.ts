@@ -5,33 +5,21 @@
 // does. Against a real gateway with jwtAuth, whose provider first gives a token it had cached.
 import { afterEach, describe, expect, it } from 'vitest';
 import { AuthenticationError } from '../../src/client/index.js';
-import type { DisconnectEvent, RpcClient } from '../../src/client/index.js';
-import { jwtAuth } from '../../src/jwt.js';
-import type { JwtContext } from '../../src/jwt.js';
+import type { DisconnectEvent } from '../../src/client/index.js';
 import { Resources } from '../support/resources.js';
 import { rejectionOf } from '../support/promises.js';
-import { AUDIENCE, ISSUER, SECRET, now, signHs256, validClaims } from '../jwt/jwt-fixtures.js';
+import {
+  disconnectsOf,
+  now,
+  signHs256,
+  validClaims,
+  whoamiJwtGateway,
+} from '../jwt/jwt-fixtures.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
 
-async function jwtGateway(inBand: boolean) {
-  const auth = jwtAuth({ secret: SECRET, issuer: ISSUER, audience: AUDIENCE });
-  const running = await res.gateway<JwtContext>({
-    ...auth,
-    identity: { ...auth.identity, inBand },
-  });
-  running.gateway.method('whoami', (_params, ctx) => ctx.session.context.user);
-  return running;
-}
-
 const expiredToken = () => signHs256(validClaims({ iat: now() - 1_200, exp: now() - 600 }));
-
-function collect(client: RpcClient): DisconnectEvent[] {
-  const events: DisconnectEvent[] = [];
-  client.disconnects$.subscribe((event) => events.push(event));
-  return events;
-}
 
 /** What a refusal event says, without the error's stack. */
 const summary = (event: DisconnectEvent) => ({
@@ -44,11 +32,11 @@ const summary = (event: DisconnectEvent) => ({
 
 describe('a token refused as expired when connecting', () => {
   it('in-band: retried once with a fresh token from getToken', async () => {
-    const { url } = await jwtGateway(true);
+    const { url } = await whoamiJwtGateway(res, true);
     let asked = 0;
     const getToken = () => (++asked === 1 ? expiredToken() : signHs256());
     const client = res.client(url, { getToken });
-    const events = collect(client);
+    const events = disconnectsOf(client);
     await client.opened();
     expect(await client.call('whoami')).toBe('alice');
     expect(events.map(summary)).toEqual([
@@ -64,11 +52,11 @@ describe('a token refused as expired when connecting', () => {
   });
 
   it('with the header transport: an upgrade refused 401 "token expired" is retried once too', async () => {
-    const { url } = await jwtGateway(false);
+    const { url } = await whoamiJwtGateway(res, false);
     let asked = 0;
     const getToken = () => (++asked === 1 ? expiredToken() : signHs256());
     const client = res.client(url, { getToken, tokenTransport: 'header' });
-    const events = collect(client);
+    const events = disconnectsOf(client);
     await client.opened();
     expect(await client.call('whoami')).toBe('alice');
     expect(events.map(summary)).toEqual([
@@ -83,7 +71,7 @@ describe('a token refused as expired when connecting', () => {
   });
 
   it('expired again on the retry: the client stops, calls reject with AuthenticationError', async () => {
-    const { url } = await jwtGateway(true);
+    const { url } = await whoamiJwtGateway(res, true);
     let asked = 0;
     const client = res.client(url, {
       getToken: () => {
@@ -91,7 +79,7 @@ describe('a token refused as expired when connecting', () => {
         return expiredToken();
       },
     });
-    const events = collect(client);
+    const events = disconnectsOf(client);
     // Rejected once the client has stopped for good, not at the first refusal.
     expect(await rejectionOf(client.call('whoami'))).toBeInstanceOf(AuthenticationError);
     expect(client.state).toBe('closed');

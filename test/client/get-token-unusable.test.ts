@@ -3,30 +3,11 @@
 // made, disconnects$ tells the TypeError, and the client dials again with the backoff, asking
 // getToken anew. Against a real gateway with jwtAuth, in-band and with the header transport.
 import { afterEach, describe, expect, it } from 'vitest';
-import type { DisconnectEvent, RpcClient } from '../../src/client/index.js';
-import { jwtAuth } from '../../src/jwt.js';
-import type { JwtContext } from '../../src/jwt.js';
 import { Resources } from '../support/resources.js';
-import { AUDIENCE, ISSUER, SECRET, signHs256 } from '../jwt/jwt-fixtures.js';
+import { disconnectsOf, signHs256, whoamiJwtGateway } from '../jwt/jwt-fixtures.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
-
-async function jwtGateway(inBand: boolean) {
-  const auth = jwtAuth({ secret: SECRET, issuer: ISSUER, audience: AUDIENCE });
-  const running = await res.gateway<JwtContext>({
-    ...auth,
-    identity: { ...auth.identity, inBand },
-  });
-  running.gateway.method('whoami', (_params, ctx) => ctx.session.context.user);
-  return running;
-}
-
-function collect(client: RpcClient): DisconnectEvent[] {
-  const events: DisconnectEvent[] = [];
-  client.disconnects$.subscribe((event) => events.push(event));
-  return events;
-}
 
 /** A getToken that gives `first` on its first call, then good tokens; and how often it was asked. */
 function tokensAfter(first: unknown) {
@@ -42,10 +23,10 @@ describe('a getToken that gives no usable token', () => {
     ['an empty string', '', 'getToken must give a string, not an empty one'],
   ] as const) {
     it(`in-band, ${what}: a provider failure, retried with a fresh call`, async () => {
-      const { url } = await jwtGateway(true);
+      const { url } = await whoamiJwtGateway(res, true);
       const { asked, getToken } = tokensAfter(first);
       const client = res.client(url, { getToken });
-      const events = collect(client);
+      const events = disconnectsOf(client);
       await client.opened();
       expect(await client.call('whoami')).toBe('alice');
       expect(events).toEqual([{ error: new TypeError(message), willRetry: true }]);
@@ -54,10 +35,10 @@ describe('a getToken that gives no usable token', () => {
   }
 
   it('with the header transport, undefined: a provider failure, not a dial refused 401', async () => {
-    const { url } = await jwtGateway(false);
+    const { url } = await whoamiJwtGateway(res, false);
     const { asked, getToken } = tokensAfter(undefined);
     const client = res.client(url, { getToken, tokenTransport: 'header' });
-    const events = collect(client);
+    const events = disconnectsOf(client);
     await client.opened();
     expect(await client.call('whoami')).toBe('alice');
     expect(events).toEqual([
@@ -69,7 +50,7 @@ describe('a getToken that gives no usable token', () => {
 
 describe('authenticate() with no usable token', () => {
   it('rejects with the TypeError, sending nothing, for one given or one getToken gives', async () => {
-    const { url } = await jwtGateway(true);
+    const { url } = await whoamiJwtGateway(res, true);
     let next: unknown = signHs256();
     const client = res.client(url, { getToken: () => Promise.resolve(next as string) });
     await client.opened();

@@ -11,22 +11,13 @@ import { createServer, request } from 'node:http';
 import type { ClientRequest, IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createLogger, scrubLogged } from '../../src/index.js';
+import { scrubLogged } from '../../src/index.js';
+import { capturedPino } from '../support/logging.js';
 import { Resources } from '../support/resources.js';
 import { openRaw } from '../support/sockets.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
-
-/** createLogger (pino, redaction and scrubbing) writing its lines into an array. */
-function capturedPino() {
-  const lines: string[] = [];
-  const logger = createLogger(
-    { level: 'info' },
-    { write: (line: string) => void lines.push(line) },
-  );
-  return { logger, lines };
-}
 
 function linesNamed(lines: readonly string[], msg: string): Record<string, unknown>[] {
   return lines

@@ -5,22 +5,13 @@
  * cause's.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { createLogger, scrubLogged } from '../../src/index.js';
+import { scrubLogged } from '../../src/index.js';
+import { capturedPino } from '../support/logging.js';
 import { Resources } from '../support/resources.js';
 import { openRaw } from '../support/sockets.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
-
-/** createLogger (pino, redaction and scrubbing) writing its lines into an array. */
-function capturedPino() {
-  const lines: string[] = [];
-  const logger = createLogger(
-    { level: 'info' },
-    { write: (line: string) => void lines.push(line) },
-  );
-  return { logger, lines };
-}
 
 /** An error as an HTTP client throws it: the request's URL and headers among its properties. */
 class RequestFailed extends Error {

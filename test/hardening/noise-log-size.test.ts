@@ -4,29 +4,19 @@
  * cut to MAX_SHOWN_NOISE_CHARS with their length beside them.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/index.js';
 import { MAX_SHOWN_NOISE_CHARS } from '../../src/peer/noise-log.js';
+import { capturedPino } from '../support/logging.js';
 import { Resources } from '../support/resources.js';
 import { openRaw } from '../support/sockets.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
 
-/** pino (the gateway's createLogger) writing every line, debug included, into an array. */
-function capturedPino() {
-  const lines: string[] = [];
-  const logger = createLogger(
-    { level: 'debug' },
-    { write: (line: string) => void lines.push(line) },
-  );
-  return { logger, lines };
-}
-
 const BIG = 200_000;
 
 describe('the size of protocol noise lines', () => {
   it('a long id and a long error of unmatched responses are cut, their lengths logged', async () => {
-    const { logger, lines } = capturedPino();
+    const { logger, lines } = capturedPino('debug');
     const { url } = await res.gateway({ logger });
     const raw = await openRaw(res, url);
     const longId = `i${'d'.repeat(BIG)}`;

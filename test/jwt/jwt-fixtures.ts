@@ -2,7 +2,11 @@
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
 import type { CryptoKey, JWK, JWTPayload } from 'jose';
 import { expect } from 'vitest';
+import type { DisconnectEvent, RpcClient } from '../../src/client/index.js';
+import { jwtAuth } from '../../src/jwt.js';
+import type { JwtContext } from '../../src/jwt.js';
 import { UpgradeRejection } from '../../src/server/upgrade-rejection.js';
+import type { Resources } from '../support/resources.js';
 import type { JwtAuthRequest } from '../../src/server/jwt/token-source.js';
 
 export const ISSUER = 'https://login.example.com';
@@ -80,4 +84,25 @@ export async function refusal(
     return { status, message };
   }
   throw new Error('expected a refusal, the token was accepted');
+}
+
+/**
+ * A gateway on `res` with jwtAuth over SECRET (in-band authentication or not) and a `whoami`
+ * method answering the session's user: what the client's token-handling tests talk to.
+ */
+export async function whoamiJwtGateway(res: Resources, inBand: boolean) {
+  const auth = jwtAuth({ secret: SECRET, issuer: ISSUER, audience: AUDIENCE });
+  const running = await res.gateway<JwtContext>({
+    ...auth,
+    identity: { ...auth.identity, inBand },
+  });
+  running.gateway.method('whoami', (_params, ctx) => ctx.session.context.user);
+  return running;
+}
+
+/** Every disconnect event of `client` from now on, in order. */
+export function disconnectsOf(client: RpcClient): DisconnectEvent[] {
+  const events: DisconnectEvent[] = [];
+  client.disconnects$.subscribe((event) => events.push(event));
+  return events;
 }

@@ -1,4 +1,18 @@
 import type { LogFn, Logger } from '../../src/peer/logger.js';
+import { createLogger } from '../../src/server/logger.js';
+
+/**
+ * The gateway's own createLogger (pino, with its redaction paths and its scrub) writing each line
+ * it would print, at `level` and above, into `lines` instead of stdout.
+ */
+export function capturedPino(level: 'debug' | 'info' = 'info'): {
+  logger: ReturnType<typeof createLogger>;
+  lines: string[];
+} {
+  const lines: string[] = [];
+  const logger = createLogger({ level }, { write: (line: string) => void lines.push(line) });
+  return { logger, lines };
+}
 
 export interface LogRecord {
   level: 'trace' | 'debug' | 'info' | 'warn' | 'error';

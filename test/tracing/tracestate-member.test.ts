@@ -6,10 +6,7 @@
  * spec's grammar or bounds is dropped, not the call. A POST /rpc's `tracestate` header reaches
  * the same `ctx.tracestate`, for the requests that take the POST's traceparent.
  */
-import { createServer } from 'node:http';
-import type { IncomingHttpHeaders } from 'node:http';
 import { connect } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { NEVER } from 'rxjs';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { HandlerContext } from '../../src/peer/handler-context.js';
@@ -20,6 +17,7 @@ import { loadTracing, noTracing } from '../../src/tracing/index.js';
 import type { Tracing } from '../../src/tracing/index.js';
 import { installUpstreamRoutes, resolveUpstreamsConfig } from '../../src/upstream/index.js';
 import { openRawSocket, startGateway } from '../support/gateway.js';
+import { headerRecordingUpstream } from './header-recording-upstream.js';
 import { installRecordingTracer } from './in-memory-tracer.js';
 
 const TRACE = '0af7651916cd43dd8448eb211c80319c';
@@ -32,25 +30,6 @@ const closers: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   for (const close of closers.splice(0).reverse()) await close();
 });
-
-/** An upstream answering every request with its id, keeping the headers by method called. */
-async function startUpstream() {
-  const seen = new Map<string, IncomingHttpHeaders>();
-  const server = createServer((req, res) => {
-    let body = '';
-    req.setEncoding('utf8');
-    req.on('data', (chunk: string) => (body += chunk));
-    req.on('end', () => {
-      const { id, method } = JSON.parse(body) as { id: number; method: string };
-      seen.set(method, req.headers);
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ jsonrpc: '2.0', id, result: 'ok' }));
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  closers.push(() => new Promise((resolve) => server.close(resolve)));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`, seen };
-}
 
 /** What a handler, a middleware or a stream was given, by the method called. */
 interface Seen {
@@ -67,7 +46,7 @@ const seenOf = (ctx: HandlerContext<unknown>): Seen => ({
  * `feed` of its own, and a middleware: each keeps the trace context it was given.
  */
 async function startTracedGateway(tracing: Tracing = noTracing) {
-  const upstream = await startUpstream();
+  const upstream = await headerRecordingUpstream(closers);
   const byMiddleware = new Map<string, Seen>();
   const byHandler = new Map<string, Seen>();
   const running = await startGateway({

@@ -3,9 +3,7 @@
  * came with (its list-members as they go on: no spaces around them, no empty ones), tracing on
  * or off; one that breaks the spec's grammar or bounds is dropped, not the request.
  */
-import { createServer } from 'node:http';
 import type { IncomingHttpHeaders } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/peer/logger.js';
 import {
@@ -17,6 +15,7 @@ import { loadTracing, noTracing } from '../../src/tracing/index.js';
 import type { Tracing } from '../../src/tracing/index.js';
 import { installUpstreamRoutes, resolveUpstreamsConfig } from '../../src/upstream/index.js';
 import { startGateway } from '../support/gateway.js';
+import { headerRecordingUpstream } from './header-recording-upstream.js';
 import { installRecordingTracer } from './in-memory-tracer.js';
 
 const TRACE = '0af7651916cd43dd8448eb211c80319c';
@@ -27,32 +26,13 @@ afterEach(async () => {
   for (const close of closers.splice(0).reverse()) await close();
 });
 
-/** An upstream answering every request with its id, keeping the headers by method called. */
-async function startUpstream() {
-  const seen = new Map<string, IncomingHttpHeaders>();
-  const server = createServer((req, res) => {
-    let body = '';
-    req.setEncoding('utf8');
-    req.on('data', (chunk: string) => (body += chunk));
-    req.on('end', () => {
-      const { id, method } = JSON.parse(body) as { id: number; method: string };
-      seen.set(method, req.headers);
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ jsonrpc: '2.0', id, result: 'ok' }));
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  closers.push(() => new Promise((resolve) => server.close(resolve)));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`, seen };
-}
-
 /** A gateway routing `orders.*` to an upstream; POST `body` with `headers` to it. */
 async function postThrough(
   tracing: Tracing,
   headers: Record<string, string>,
   body: unknown,
 ): Promise<Map<string, IncomingHttpHeaders>> {
-  const upstream = await startUpstream();
+  const upstream = await headerRecordingUpstream(closers);
   const { gateway, httpUrl } = await startGateway({});
   const routes = installUpstreamRoutes(
     gateway,
