@@ -12,6 +12,7 @@ import { afterEach, expect, it } from 'vitest';
 import { createGateway } from '../../src/server/gateway.js';
 import { silentLogger } from '../../src/peer/logger.js';
 import { waitUntil } from '../support/waiting.js';
+import { watchTcpPauses } from './tcp-pauses.js';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
@@ -54,16 +55,8 @@ it('a line too large costs the address its bytes: the next connection is paused'
   }
 
   const { socket, text } = await open(port);
-  await waitUntil(() => gateway.sessions.size === 1, 'the session');
-  const session = [...gateway.sessions.values()][0]!;
-  const readable = (session.transport as unknown as { readable: Socket }).readable;
-  let pauses = 0;
-  const pause = readable.pause.bind(readable);
-  readable.pause = () => {
-    pauses++;
-    return pause();
-  };
+  const pauses = await watchTcpPauses(gateway);
   socket.write(`${JSON.stringify({ jsonrpc: '2.0', id: 'after', method: 'echo', params: [7] })}\n`);
   await waitUntil(() => text().includes('"id":"after"'), 'the line answered', 60_000);
-  expect(pauses).toBeGreaterThan(0);
+  expect(pauses.count()).toBeGreaterThan(0);
 }, 90_000);

@@ -17,6 +17,7 @@ import { createGateway } from '../../src/server/gateway.js';
 import { silentLogger } from '../../src/peer/logger.js';
 import { ByteLineSplitter, NOT_UTF8 } from '../../src/transport/ndjson-byte-lines.js';
 import { waitUntil } from '../support/waiting.js';
+import { watchTcpPauses } from './tcp-pauses.js';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
@@ -97,15 +98,7 @@ describe('a TCP connection sending bytes no line text stands for', () => {
     const socket: Socket = connect(port, '127.0.0.1');
     cleanups.push(() => socket.destroy());
     await new Promise((resolve) => socket.once('connect', resolve));
-    await waitUntil(() => gateway.sessions.size === 1, 'the session');
-    const session = [...gateway.sessions.values()][0]!;
-    const readable = (session.transport as unknown as { readable: Socket }).readable;
-    let pauses = 0;
-    const pause = readable.pause.bind(readable);
-    readable.pause = () => {
-      pauses++;
-      return pause();
-    };
+    const pauses = await watchTcpPauses(gateway);
     let text = '';
     socket.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
     for (let i = 0; i < LINES; i++) socket.write(Buffer.concat([line(), Buffer.from('\n')]));
@@ -113,6 +106,6 @@ describe('a TCP connection sending bytes no line text stands for', () => {
       `${JSON.stringify({ jsonrpc: '2.0', id: 'last', method: 'echo', params: [7] })}\n`,
     );
     await waitUntil(() => text.includes('"id":"last"'), 'the last line answered', 30_000);
-    expect(pauses).toBeGreaterThan(0);
+    expect(pauses.count()).toBeGreaterThan(0);
   });
 });

@@ -11,6 +11,7 @@ import { afterEach, expect, it } from 'vitest';
 import { createGateway } from '../../src/server/gateway.js';
 import { silentLogger } from '../../src/peer/logger.js';
 import { waitUntil } from '../support/waiting.js';
+import { watchTcpPauses } from './tcp-pauses.js';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
@@ -39,16 +40,7 @@ it.each([
     const socket: Socket = connect(port, '127.0.0.1');
     cleanups.push(() => socket.destroy());
     await new Promise((resolve) => socket.once('connect', resolve));
-    await waitUntil(() => gateway.sessions.size === 1, 'the session');
-    const session = [...gateway.sessions.values()][0]!;
-    // The transport's input, watched for pauses.
-    const readable = (session.transport as unknown as { readable: Socket }).readable;
-    let pauses = 0;
-    const pause = readable.pause.bind(readable);
-    readable.pause = () => {
-      pauses++;
-      return pause();
-    };
+    const pauses = await watchTcpPauses(gateway);
 
     let text = '';
     socket.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
@@ -64,7 +56,7 @@ it.each([
       .split('\n')
       .map((line) => (JSON.parse(line) as { result: number }).result);
     expect(ids).toEqual(Array.from({ length: LINES }, (_, i) => i + 1));
-    expect(pauses).toBeGreaterThan(0);
+    expect(pauses.count()).toBeGreaterThan(0);
   },
   60_000,
 );
