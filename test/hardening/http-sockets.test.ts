@@ -5,8 +5,7 @@
  * one the application brings. Every address in 127/8 is loopback on Linux: `localAddress` gives
  * a test many source addresses.
  */
-import { createServer, request as httpRequest } from 'node:http';
-import { connect } from 'node:net';
+import { createServer } from 'node:http';
 import type { Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -15,12 +14,18 @@ import { Resources } from '../support/resources.js';
 import { deferred } from '../support/promises.js';
 import { makeSelfSignedCertificate } from '../support/tls.js';
 import type { TestCertificate } from '../support/tls.js';
+import { getStatusFrom, rawTcpSocket } from '../support/raw-tcp.js';
+import type { RawTcpSocket } from '../support/raw-tcp.js';
 import { waitUntil, within } from '../support/waiting.js';
 import { attemptUpgrade, openRaw } from '../support/sockets.js';
 import { sampleValue, scrape } from '../support/metrics.js';
 
 const res = new Resources();
 const sockets: Socket[] = [];
+type RawSocket = RawTcpSocket;
+const rawSocket = (port: number, from: string, text = ''): Promise<RawSocket> =>
+  rawTcpSocket(sockets, port, from, text);
+const get = getStatusFrom;
 afterEach(async () => {
   for (const socket of sockets.splice(0)) socket.destroy();
   await res.cleanup();
@@ -29,40 +34,6 @@ afterEach(async () => {
 /** The first lines of a WebSocket upgrade, without the blank line that ends the headers. */
 const HALF_UPGRADE =
   'GET /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n';
-
-interface RawSocket {
-  socket: Socket;
-  /** Resolves once the socket has closed (refused, timed out or answered and closed). */
-  closed: Promise<void>;
-  isClosed(): boolean;
-  /** Everything the server wrote. */
-  received(): string;
-}
-
-/** A TCP connection from `localAddress` that writes `text` once connected and then waits. */
-async function rawSocket(port: number, localAddress: string, text = ''): Promise<RawSocket> {
-  const socket = connect({ port, host: '127.0.0.1', localAddress });
-  sockets.push(socket);
-  let isClosed = false;
-  let received = '';
-  socket.setEncoding('utf8');
-  socket.on('data', (chunk: string) => (received += chunk));
-  socket.on('error', () => undefined);
-  const closed = new Promise<void>((resolve) =>
-    socket.once('close', () => {
-      isClosed = true;
-      resolve();
-    }),
-  );
-  await new Promise<void>((resolve, reject) => {
-    socket.once('connect', () => {
-      if (text) socket.write(text);
-      resolve();
-    });
-    socket.once('close', () => reject(new Error(`${localAddress} closed before connecting`)));
-  });
-  return { socket, closed, isClosed: () => isClosed, received: () => received };
-}
 
 /** The sockets `gateway`'s socket gate counts (a private field), read when called. */
 function countedBy(gateway: unknown): () => number {
@@ -82,21 +53,6 @@ async function countedSocket(
   const socket = await rawSocket(port, localAddress, HALF_UPGRADE);
   await waitUntil(() => counted() === before + 1, `the socket from ${localAddress} to be counted`);
   return socket;
-}
-
-/** GET `path` from `localAddress` on a fresh connection: the status, or the error's code. */
-function get(port: number, path: string, localAddress = '127.0.0.1'): Promise<number | string> {
-  return new Promise((resolve) => {
-    const req = httpRequest(
-      { host: '127.0.0.1', port, path, localAddress, agent: false },
-      (response) => {
-        response.resume();
-        response.on('end', () => resolve(response.statusCode ?? 0));
-      },
-    );
-    req.on('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
-    req.end();
-  });
 }
 
 /** rpc_http_sockets_closed_total{reason}; -1 while /metrics cannot be reached (a full port). */

@@ -8,17 +8,21 @@
  * many source addresses.
  */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import { request as httpRequest } from 'node:http';
-import { connect } from 'node:net';
 import type { Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../../src/server/gateway.js';
 import { Resources } from '../support/resources.js';
 import { sampleValue, scrape } from '../support/metrics.js';
+import { getStatusFrom, rawTcpSocket } from '../support/raw-tcp.js';
+import type { RawTcpSocket } from '../support/raw-tcp.js';
 import { waitUntil, within } from '../support/waiting.js';
 
 const res = new Resources();
 const sockets: Socket[] = [];
+type RawSocket = RawTcpSocket;
+const rawSocket = (port: number, from: string, text = HALF_REQUEST): Promise<RawSocket> =>
+  rawTcpSocket(sockets, port, from, text);
+const get = getStatusFrom;
 afterEach(async () => {
   for (const socket of sockets.splice(0)) socket.destroy();
   await res.cleanup();
@@ -43,56 +47,6 @@ afterAll(() => {
 
 /** The first lines of a request, without the blank line that ends the headers. */
 const HALF_REQUEST = 'GET /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\n';
-
-interface RawSocket {
-  readonly from: string;
-  /** Resolves once the socket has closed (cut, or answered and closed). */
-  closed: Promise<void>;
-  isClosed(): boolean;
-  /** Everything the server wrote. */
-  received(): string;
-  socket: Socket;
-}
-
-/** A TCP connection from `from` that writes `text` once connected and then waits. */
-async function rawSocket(port: number, from: string, text = HALF_REQUEST): Promise<RawSocket> {
-  const socket = connect({ port, host: '127.0.0.1', localAddress: from });
-  sockets.push(socket);
-  let isClosed = false;
-  let received = '';
-  socket.setEncoding('utf8');
-  socket.on('data', (chunk: string) => (received += chunk));
-  socket.on('error', () => undefined);
-  const closed = new Promise<void>((resolve) =>
-    socket.once('close', () => {
-      isClosed = true;
-      resolve();
-    }),
-  );
-  await new Promise<void>((resolve, reject) => {
-    socket.once('connect', () => {
-      socket.write(text);
-      resolve();
-    });
-    socket.once('close', () => reject(new Error(`${from} closed before connecting`)));
-  });
-  return { from, socket, closed, isClosed: () => isClosed, received: () => received };
-}
-
-/** GET `path` from `from` on a fresh connection: the status, or the error's code. */
-function get(port: number, path: string, from: string): Promise<number | string> {
-  return new Promise((resolve) => {
-    const req = httpRequest(
-      { host: '127.0.0.1', port, path, localAddress: from, agent: false },
-      (response) => {
-        response.resume();
-        response.on('end', () => resolve(response.statusCode ?? 0));
-      },
-    );
-    req.on('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
-    req.end();
-  });
-}
 
 /** The sockets the gateway's socket gate counts (a private field). */
 function gateSockets(gateway: Gateway): number {
