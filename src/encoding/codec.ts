@@ -170,8 +170,8 @@ export function binaryToText(
 }
 
 /**
- * One outgoing JSON text (always valid: the engine wrote it) as the codec's bytes; an integer id
- * beyond 32 bits goes as a 64-bit integer (beyond 2^53, the one its digits write), as it came.
+ * One outgoing JSON text (always valid: the engine wrote it) as the codec's bytes; an id
+ * beyond 2^53 goes as the 64-bit integer its digits write, as it came.
  * Never throws an encoder's error: a response the codec cannot encode (nested deeper than
  * MAX_MESSAGE_DEPTH, which would overflow the stack of msgpackr's or cbor-x's recursive encoder,
  * holding a string with a lone surrogate, which no UTF-8 string can carry, or a number beyond a
