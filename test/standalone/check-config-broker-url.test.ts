@@ -2,15 +2,13 @@
 // the parser takes, each server of a NATS list; NATS only over nats:// or tls:// (its Node client
 // has no WebSocket). check-config and serve refuse it naming broker.url (never REDIS_URL or
 // NATS_URL, which the user did not set), its password masked. The built CLI (`npm run build`).
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, expect, it } from 'vitest';
+import { runGatewayCommand } from './gateway-command.js';
 import { brokerFromEnv } from '../../src/server/broker-from-env.js';
 
-const cli = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'check-config-broker-url-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -21,13 +19,7 @@ function run(command: 'check-config' | 'serve', kind: string, url: string) {
     path,
     `listen: { host: 127.0.0.1, port: 0 }\nbroker: { kind: ${kind}, url: ${JSON.stringify(url)} }\n`,
   );
-  const args = command === 'serve' ? ['serve', '--config', path] : ['check-config', path];
-  const result = spawnSync(process.execPath, [cli, ...args], {
-    encoding: 'utf8',
-    timeout: 15_000,
-    env: { ...process.env, LOG_LEVEL: 'info' },
-  });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr, path };
+  return runGatewayCommand(command, path);
 }
 
 it.each([

@@ -2,15 +2,13 @@
 // when serve starts: check-config refuses what serve would (a PEM or JWK that is no key, a key
 // set's unusable key, algorithms the key does not verify), naming its path in the file, and serve
 // refuses it in the same words before starting anything. The built CLI (`npm run build` first).
-import { spawnSync } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, expect, it } from 'vitest';
+import { runGatewayCommand } from './gateway-command.js';
 
-const cli = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'check-config-jwt-key-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -22,13 +20,7 @@ let files = 0;
 function run(command: 'check-config' | 'serve', config: object) {
   const path = join(dir, `${files++}.json`);
   writeFileSync(path, JSON.stringify({ listen: { host: '127.0.0.1', port: 0 }, ...config }));
-  const args = command === 'serve' ? ['serve', '--config', path] : ['check-config', path];
-  const result = spawnSync(process.execPath, [cli, ...args], {
-    encoding: 'utf8',
-    timeout: 15_000,
-    env: { ...process.env, LOG_LEVEL: 'info' },
-  });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr, path };
+  return runGatewayCommand(command, path);
 }
 
 const badEcJwk = { kty: 'EC', crv: 'P-256', x: 'bad', y: 'bad' };
