@@ -9,7 +9,7 @@ import { InvalidParamsError, JsonRpcError } from '../protocol/errors.js';
 import { ReservedMethod } from '../protocol/reserved.js';
 import type { BudgetLedger } from '../transport/output-budget.js';
 import type { AuthenticateOutcome } from './run-authenticate.js';
-import { revocationMark, revokedSince } from './revocation.js';
+import { deniedNow, revocationMark, revokedSince } from './revocation.js';
 import { settledOrAfter } from '../peer/settled-or-after.js';
 import { AUTH_TIMED_OUT, HOOK_HANG_RETRY_FACTOR, runAuthenticate } from './run-authenticate.js';
 import type { GatewayConfig } from './gateway-config.js';
@@ -360,7 +360,16 @@ export class IdentityService<C> {
       // open again to start more runs of a hung provider than it has connections.
       session.peer.holdWhile(run, maxMs);
     }
-    if (!outcome.ok) return refusalOf(outcome);
+    if (!outcome.ok) {
+      // A refresh the deny list refuses: the session's own credentials, older than the refused
+      // ones, are revoked too, and this node missed the revocation (its broker link was down
+      // when it went out). The session ends as the revocation would have ended it.
+      if (!state.pending && deniedNow(this.deps.authenticate, session.user, session.context)) {
+        session.logger.info({ user: session.user }, 'refresh refused as revoked: closing');
+        this.closeAfterReply(session, state, IdentityCloseCode.Revoked, 'revoked');
+      }
+      return refusalOf(outcome);
+    }
     const context = outcome.context;
     let user: string | undefined;
     try {

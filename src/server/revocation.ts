@@ -77,6 +77,22 @@ export function revokedSince<C>(
   return revocations?.revokedSince(user, context, mark) ?? false;
 }
 
+/**
+ * Whether the deny list, as this node last read it, refuses `user` with credentials `context`:
+ * the check a session needs when a refresh was refused as revoked, since its own credentials,
+ * issued before the refused ones, are then revoked too and its node missed the revocation.
+ * False when `authenticate` is not a hook `Revocations.guard` made.
+ */
+export function deniedNow<C>(
+  authenticate: Authenticate<C> | undefined,
+  user: string | undefined,
+  context: C,
+): boolean {
+  if (user === undefined) return false;
+  const revocations = (authenticate as Guarded<C> | undefined)?.[REVOCATIONS];
+  return revocations?.deniedNow(user, context) ?? false;
+}
+
 export interface RevokeUserOptions {
   /** Told to the client as the close reason (truncated to 123 bytes). Default `revoked`. */
   reason?: string;
@@ -431,6 +447,12 @@ export class Revocations<C> {
     };
     guarded[REVOCATIONS] = this;
     return guarded;
+  }
+
+  /** See the function deniedNow. */
+  deniedNow(user: string, context: C): boolean {
+    const seen = this.seen.get(user);
+    return !!seen && seen.until > Date.now() && !this.issuedAfter(context, seen.revokedAt);
   }
 
   /** See the function revokedSince. */

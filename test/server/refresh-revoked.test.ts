@@ -1,0 +1,91 @@
+/**
+ * A refresh the deny list refuses (docs/identity.md, Revocation): the session's own credentials,
+ * issued before the refused ones, are revoked too, so a node that missed the revocation's message
+ * (written to the deny list, its broadcast lost) closes the session with 4403 once the refusal is
+ * answered. A session whose credentials were issued after the revocation refuses the older token
+ * and stays open.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { ErrorCode } from '../../src/protocol/error-codes.js';
+import { MemoryBroker } from '../../src/pubsub/memory-broker.js';
+import { UpgradeRejection } from '../../src/server/upgrade-rejection.js';
+import { startGateway } from '../support/gateway.js';
+import type { RunningGateway } from '../support/gateway.js';
+import { openRawRpc } from './raw-rpc.js';
+import type { RawRpc } from './raw-rpc.js';
+
+interface Issued {
+  user: string;
+  issuedAt: number;
+}
+
+let running: RunningGateway<Issued> | undefined;
+const sockets: RawRpc[] = [];
+afterEach(async () => {
+  for (const socket of sockets.splice(0)) socket.close();
+  await running?.gateway.close();
+  running = undefined;
+});
+
+/** Tokens `user@issuedAt` (`recalled`: the hook's own refusal); the deny list is written straight to the broker (no broadcast). */
+async function start() {
+  const broker = new MemoryBroker();
+  running = await startGateway<Issued>({
+    broker,
+    authenticate: ({ token }) => {
+      if (token === 'recalled') throw new UpgradeRejection(401, 'token revoked by its issuer');
+      const [user, issuedAt] = (token ?? '').split('@');
+      if (!user || !issuedAt) throw new UpgradeRejection(401, 'invalid token');
+      return { user, issuedAt: Number(issuedAt) };
+    },
+    userOf: (context) => context.user,
+    identity: { issuedAtOf: (context) => context.issuedAt },
+  });
+  running.gateway.method('whoami', (_params, ctx) => ctx.session.context.user);
+  return { broker, url: running.url };
+}
+
+async function open(url: string, token: string): Promise<RawRpc> {
+  const socket = await openRawRpc(url, { authorization: `Bearer ${token}` });
+  sockets.push(socket);
+  return socket;
+}
+
+describe('a refresh refused as revoked', () => {
+  it('closes a session whose node missed the revocation (4403 revoked)', async () => {
+    const { broker, url } = await start();
+    const socket = await open(url, 'ann@1000');
+    expect((await socket.request('whoami')).result).toBe('ann');
+    // Revoked at 2000 on another node whose message never reached this one.
+    await broker.deny('ann', 2_000, 60_000);
+    expect((await socket.request('whoami')).result).toBe('ann');
+    const refused = await socket.request('rpc.authenticate', { token: 'ann@1500' });
+    expect(refused.error).toMatchObject({
+      code: ErrorCode.Unauthenticated,
+      data: { reason: 'revoked', status: 401 },
+    });
+    expect(await socket.closed).toEqual({ code: 4403, reason: 'revoked' });
+  });
+
+  it('leaves open a session whose credentials were issued after the revocation', async () => {
+    const { broker, url } = await start();
+    await broker.deny('bob', 2_000, 60_000);
+    const socket = await open(url, 'bob@3000');
+    // An older token, from before the revocation: refused, and nothing else changes.
+    const refused = await socket.request('rpc.authenticate', { token: 'bob@1500' });
+    expect(refused.error).toMatchObject({ data: { reason: 'revoked', status: 401 } });
+    expect((await socket.request('whoami')).result).toBe('bob');
+    const renewed = await socket.request('rpc.authenticate', { token: 'bob@4000' });
+    expect(renewed.result).toMatchObject({ user: 'bob' });
+    expect((await socket.request('whoami')).result).toBe('bob');
+  });
+
+  it("leaves the session open when the hook's own refusal says revoked", async () => {
+    const { url } = await start();
+    const socket = await open(url, 'cat@1000');
+    // Not the deny list's refusal: the application's hook may mean only the token presented.
+    const refused = await socket.request('rpc.authenticate', { token: 'recalled' });
+    expect(refused.error).toMatchObject({ data: { reason: 'revoked', status: 401 } });
+    expect((await socket.request('whoami')).result).toBe('cat');
+  });
+});
