@@ -6,30 +6,47 @@ import type { TransportKind } from '../transport/transport.js';
  * subscriber (a home, a VM) is given at least a whole /64 and can pick a new address in it for
  * each connection; counting single IPv6 addresses would let it step around the limit. Many are
  * given more (a /56 or a /48: ipv6SiteOf). IPv4-mapped IPv6 addresses (`::ffff:1.2.3.4`) count as
- * their IPv4 address.
+ * their IPv4 address, and so do addresses in NAT64's well-known prefix (`64:ff9b::1.2.3.4`,
+ * RFC 6052): behind a translator (SIIT-DC, RFC 7755) every IPv4 client of an IPv6-only gateway
+ * comes from that one /64, and counted by it they would all share one slot.
  */
 export function addressGroup(address: string): string {
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
   if (mapped) return mapped[1]!;
   if (isIP(address) !== 6) return address;
-  const bare = address.split('%', 1)[0]!; // zone index (fe80::1%eth0)
-  const [head = '', tail] = bare.split('::');
-  const headParts = head === '' ? [] : head.split(':');
-  const tailParts = tail === undefined || tail === '' ? [] : tail.split(':');
-  // An embedded IPv4 tail (::1.2.3.4) takes two groups; only the first four groups matter here.
-  const groups =
-    tail === undefined
-      ? headParts
-      : [
-          ...headParts,
-          ...Array<string>(8 - headParts.length - tailParts.length).fill('0'),
-          ...tailParts,
-        ];
-  const prefix = groups
+  const groups = ipv6Groups(address.split('%', 1)[0]!); // without the zone index (fe80::1%eth0)
+  if (NAT64_WELL_KNOWN.every((group, i) => groups[i] === group)) {
+    const [high = 0, low = 0] = groups.slice(6);
+    return `${high >> 8}.${high & 0xff}.${low >> 8}.${low & 0xff}`;
+  }
+  return `${groups
     .slice(0, 4)
-    .map((group) => (Number.parseInt(group, 16) || 0).toString(16))
-    .join(':');
-  return `${prefix}::/64`;
+    .map((group) => group.toString(16))
+    .join(':')}::/64`;
+}
+
+/** The first six groups of NAT64's well-known prefix, 64:ff9b::/96 (RFC 6052). */
+const NAT64_WELL_KNOWN = [0x64, 0xff9b, 0, 0, 0, 0];
+
+/** The eight 16-bit groups of a valid IPv6 address (an embedded IPv4 tail as its two). */
+function ipv6Groups(address: string): number[] {
+  const [head = '', tail] = address.split('::');
+  const partsOf = (text: string): number[] =>
+    text === ''
+      ? []
+      : text.split(':').flatMap((part) => {
+          if (!part.includes('.')) return [Number.parseInt(part, 16)];
+          const [a = 0, b = 0, c = 0, d = 0] = part.split('.').map(Number);
+          return [(a << 8) | b, (c << 8) | d];
+        });
+  const headParts = partsOf(head);
+  if (tail === undefined) return headParts;
+  const tailParts = partsOf(tail);
+  return [
+    ...headParts,
+    ...Array<number>(8 - headParts.length - tailParts.length).fill(0),
+    ...tailParts,
+  ];
 }
 
 /**

@@ -14,6 +14,14 @@ describe('addressGroup (what per-address limits count under)', () => {
     ['::1', '0:0:0:0::/64'],
     ['fe80::1%eth0', 'fe80:0:0:0::/64'],
     ['::ffff:0:1.2.3.4', '0:0:0:0::/64'],
+    // NAT64's well-known prefix: the IPv4 client behind the translator, however it is written.
+    ['64:ff9b::203.0.113.7', '203.0.113.7'],
+    ['64:ff9b::cb00:7107', '203.0.113.7'],
+    ['64:FF9B:0:0:0:0:CB00:7107', '203.0.113.7'],
+    ['0064:ff9b:0000::0:203.0.113.7', '203.0.113.7'],
+    // Not the well-known /96: a network-specific or local-use prefix counts by its /64.
+    ['64:ff9b:1::203.0.113.7', '64:ff9b:1:0::/64'],
+    ['64:ff9b::1:203.0.113.7', '64:ff9b:0:0::/64'],
   ])('%s counts as %s', (address, group) => {
     expect(addressGroup(address)).toBe(group);
   });
@@ -39,5 +47,11 @@ describe('addressGroup (what per-address limits count under)', () => {
     expect(typeof admission.admit(upgrade('2001:db8:1:3::1'))).toBe('function');
     admission.release('websocket', '2001:db8:1:2::2');
     expect(typeof admission.admit(upgrade('2001:db8:1:2::9'))).toBe('function');
+    // IPv4 clients behind a NAT64 translator each count alone, not as one /64.
+    for (const client of ['198.51.100.1', '198.51.100.2', '198.51.100.3']) {
+      expect(typeof admission.admit(upgrade(`64:ff9b::${client}`))).toBe('function');
+      expect(typeof admission.admit(upgrade(`64:ff9b::${client}`))).toBe('function');
+    }
+    expect(admission.admit(upgrade('64:ff9b::c633:6401'))).toMatchObject({ status: 429 });
   });
 });
