@@ -61,7 +61,13 @@ export async function readHistory(
       let received = 0;
       for await (const m of batch) {
         received++;
-        if (m.seq > upTo) continue;
+        // Past the page's end: the messages it still asked for aged out (a short history,
+        // published past meanwhile). The page ends here, as it would at an empty batch;
+        // waiting for seqs up to upTo would wait for what the stream no longer has.
+        if (m.seq > upTo) {
+          next = upTo + 1;
+          continue;
+        }
         // Whom it leaves out, as the live copy says it: a resuming session named there passes
         // it by. A malformed list leaves out nobody (the live copy's consumer reports it).
         const except = exceptOf(m.headers);
