@@ -593,9 +593,8 @@ export class Gateway<C = unknown> {
     // from other nodes once it listens (gateway.listen() does it itself).
     const started = (): void => {
       this.lifecycle.start();
-      this.router.start().catch((err: unknown) => {
-        this.logger.error({ err }, 'could not subscribe to messages for this node');
-      });
+      // Never rejects: a broker that cannot take the node's subscriptions yet is tried again.
+      void this.router.start();
     };
     if (!this.ownsServer) {
       server.on('listening', started);
@@ -850,7 +849,7 @@ export class Gateway<C = unknown> {
     if (this.closing) return 'draining';
     if (!this.httpServer.listening) return 'not-listening';
     // A gateway whose broker is down cannot publish: the load balancer should send clients elsewhere.
-    if (!this.pubsub.broker.ready) return 'broker-unavailable';
+    if (!this.pubsub.broker.ready || !this.router.listening) return 'broker-unavailable';
     return this.readinessConditions.notReady() ?? 'ready';
   }
 

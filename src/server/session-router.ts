@@ -238,6 +238,11 @@ export class SessionRouter {
   private relinkAgain = false;
   private relinkTimer: NodeJS.Timeout | undefined;
   private relinkDelay = RETRY_MIN_MS;
+  /** This node's own topics the broker has the subscription of (`$node.<id>`, `$revoke`). */
+  private readonly nodeTopics = new Set<string>();
+  /** The next try at this node's own topics, after one failed (listenForNode). */
+  private nodeTimer: NodeJS.Timeout | undefined;
+  private nodeDelay = RETRY_MIN_MS;
 
   constructor(
     private readonly broker: Broker,
@@ -247,24 +252,60 @@ export class SessionRouter {
     private readonly options: SessionRouterOptions = {},
   ) {}
 
-  /** Start listening for messages addressed to this node's sessions. */
+  /**
+   * Start listening for messages addressed to this node's sessions. Resolves once tried: when
+   * the broker cannot take the subscriptions (its link is down as the node starts), they are
+   * tried again with backoff until it can (`listening` says when), and what was said to the
+   * node meanwhile is read then as after an outage (the `relinked` option).
+   */
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
     this.stopped = false;
-    try {
-      await this.broker.subscribe(`$node.${this.nodeId}`, (message) =>
-        this.receive(message.payload),
-      );
-      if (this.options.revoked) {
-        await this.broker.subscribe(REVOKE_TOPIC, (message) => this.receive(message.payload));
-      }
-    } catch (err) {
-      this.started = false; // a later start() tries again
-      throw err;
-    }
     if (this.options.relinked && this.broker.onRelinked) {
       this.unlisten = this.broker.onRelinked(() => this.relinked());
+    }
+    await this.listenForNode(false);
+  }
+
+  /** True once the broker has this node's own subscriptions (start), until stop. */
+  get listening(): boolean {
+    return this.nodeTopics.size === (this.options.revoked ? 2 : 1);
+  }
+
+  /** Subscribe this node's own topics not subscribed yet; on failure, again after a delay. */
+  private async listenForNode(retried: boolean): Promise<void> {
+    const topics = [`$node.${this.nodeId}`];
+    if (this.options.revoked) topics.push(REVOKE_TOPIC);
+    try {
+      for (const topic of topics) {
+        if (this.nodeTopics.has(topic)) continue;
+        await this.broker.subscribe(topic, (message) => this.receive(message.payload));
+        if (this.stopped) {
+          await this.broker.unsubscribe(topic).catch(() => undefined);
+          return;
+        }
+        this.nodeTopics.add(topic);
+      }
+    } catch (err) {
+      if (this.stopped) return;
+      this.logger.warn(
+        { err, retryInMs: this.nodeDelay },
+        'could not subscribe to messages for this node: retrying',
+      );
+      this.nodeTimer = setTimeout(() => {
+        this.nodeTimer = undefined;
+        void this.listenForNode(true);
+      }, this.nodeDelay);
+      this.nodeTimer.unref();
+      this.nodeDelay = Math.min(this.nodeDelay * 2, RETRY_MAX_MS);
+      return;
+    }
+    this.nodeDelay = RETRY_MIN_MS;
+    if (retried) {
+      this.logger.info('subscribed to messages for this node');
+      // Revocations said while the node could not hear them: read as after an outage.
+      if (this.options.relinked) this.relinked();
     }
   }
 
@@ -272,6 +313,9 @@ export class SessionRouter {
     this.stopped = true;
     clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
+    clearTimeout(this.nodeTimer);
+    this.nodeTimer = undefined;
+    this.nodeDelay = RETRY_MIN_MS;
     this.retrying.clear();
     this.unlisten?.();
     this.unlisten = undefined;
@@ -280,8 +324,9 @@ export class SessionRouter {
     this.relinkAgain = false;
     if (!this.started) return;
     this.started = false;
-    await this.broker.unsubscribe(`$node.${this.nodeId}`).catch(() => undefined);
-    if (this.options.revoked) await this.broker.unsubscribe(REVOKE_TOPIC).catch(() => undefined);
+    const topics = [...this.nodeTopics];
+    this.nodeTopics.clear();
+    for (const topic of topics) await this.broker.unsubscribe(topic).catch(() => undefined);
   }
 
   /**

@@ -69,6 +69,25 @@ export class CutLinkNodes<C> {
 
   /** Node A on the broker, node B through a relay the test cuts. */
   async twoNodes(kind: BrokerKind) {
+    const { a, brokerB, relay } = await this.nodeAndLink(kind);
+    const b = await this.res.gateway(this.options(brokerB));
+    return { a, b, brokerB, relay };
+  }
+
+  /**
+   * As twoNodes, but node B starts listening with its link already cut (a node started during
+   * a broker outage); the test restores the relay.
+   */
+  async twoNodesBStartedCut(kind: BrokerKind) {
+    const { a, brokerB, relay } = await this.nodeAndLink(kind);
+    await relay.cut();
+    await waitUntil(() => !brokerB.ready, "node B's broker to see its link cut");
+    const b = await this.res.gateway(this.options(brokerB));
+    return { a, b, brokerB, relay };
+  }
+
+  /** Node A listening on the broker, and node B's broker through a relay (B not made yet). */
+  private async nodeAndLink(kind: BrokerKind) {
     const port = this.ports[kind]!;
     const prefix = `${this.prefixStem}${randomBytes(5).toString('hex')}`;
     const relay = new TcpRelay(port);
@@ -76,8 +95,7 @@ export class CutLinkNodes<C> {
     const relayed = await relay.start();
     const brokerB = await this.newBroker(kind, prefix, relayed);
     const a = await this.res.gateway(this.options(await this.newBroker(kind, prefix, port)));
-    const b = await this.res.gateway(this.options(brokerB));
-    return { a, b, brokerB, relay };
+    return { a, brokerB, relay };
   }
 
   /** For afterEach: the test's gateways, brokers and relays. */

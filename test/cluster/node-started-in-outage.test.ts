@@ -1,0 +1,44 @@
+/**
+ * A node that starts listening while its broker link is down (a restart during a broker outage):
+ * `gateway.listen()` resolves, `/readyz` answers 503 `broker-unavailable` while the node cannot
+ * hear what other nodes send it, and once the link is back the node subscribes its own topic:
+ * a `notifySession` from another node reaches a session of it. Node B
+ * reaches a private redis-server or nats-server through a TCP relay cut before it listens.
+ */
+import { afterAll, afterEach, expect, it } from 'vitest';
+import type { Broker } from '../../src/pubsub/broker.js';
+import type { GatewayOptions } from '../../src/server/options.js';
+import { CutLinkNodes } from '../support/cut-broker-link.js';
+import { openSocket } from '../support/sockets.js';
+import { waitUntil } from '../support/waiting.js';
+
+const options = (broker: Broker): GatewayOptions => ({ broker });
+const nodes = new CutLinkNodes('wsrpcstartcut', options);
+const res = nodes.res;
+
+afterEach(() => nodes.cleanup());
+afterAll(() => nodes.stop());
+
+nodes.describeEachBroker('a node started with its broker link down', (kind) => {
+  it('listens, is not ready until it hears its own topic, then gets what other nodes send it', async () => {
+    const { a, b, brokerB, relay } = await nodes.twoNodesBStartedCut(kind);
+    const readyz = await fetch(`${b.httpUrl}/readyz`);
+    expect({ status: readyz.status, body: await readyz.text() }).toMatchObject({
+      status: 503,
+      body: expect.stringContaining('broker-unavailable') as unknown,
+    });
+
+    await relay.restore();
+    await waitUntil(() => brokerB.ready && b.gateway.isReady, 'node B ready once its link is back');
+    expect((await fetch(`${b.httpUrl}/readyz`)).status).toBe(200);
+
+    const socket = await openSocket(res, b.url);
+    const frames: unknown[] = [];
+    socket.on('message', (data) => frames.push(JSON.parse((data as Buffer).toString('utf8'))));
+    const [sessionId] = [...b.gateway.sessions.keys()];
+
+    expect(await a.gateway.notifySession(sessionId!, 'hello', ['from A'])).toBe(true);
+    await waitUntil(() => frames.length > 0, "A's notification on B's session");
+    expect(frames).toEqual([{ jsonrpc: '2.0', method: 'hello', params: ['from A'] }]);
+  });
+});
