@@ -2,7 +2,6 @@ import { isObservable } from 'rxjs';
 import type { Observable, Subscription } from 'rxjs';
 import type { HandlerContext } from '../peer/handler-context.js';
 import type { Logger } from '../peer/logger.js';
-import { isRecord, refuse } from '../peer/option-rules.js';
 import type { MethodRegistry } from '../peer/method-registry.js';
 import { assertEncodable } from '../encoding/encoded-depth.js';
 import { ErrorCode } from '../protocol/error-codes.js';
@@ -34,6 +33,7 @@ import type { LatestValue } from './pubsub-latest.js';
 import { readPosition, replay, tellPosition } from './pubsub-resume.js';
 import type { Placement } from './pubsub-resume.js';
 import { attachStream } from './pubsub-stream.js';
+import { checkStreamDeclaration } from './topic-declaration.js';
 import { CompactMap } from './compact-map.js';
 import type { HeldOutput } from './held-output.js';
 import type { BudgetLedger } from '../transport/output-budget.js';
@@ -1342,41 +1342,6 @@ function keptParams<C>(definition: TopicDefinition<C>, params: unknown): KeptPar
  */
 function throwIfCancelled(ctx: TopicContext): void {
   if (ctx.signal.aborted) throw new ServerError(ErrorCode.RequestCancelled, 'Request cancelled');
-}
-
-/**
- * What `topic(pattern, options)` is given, checked before anything is declared: `pattern` a
- * string (else a TypeError), an exact name or a prefix ending in `*`, so not empty and with no
- * `*` before its last character (else a RangeError: `resolveTopic` reads a `*` only at the
- * end, so `a*b` would be the literal name); `options` an object or undefined, and its
- * `authorize`, if given, a function (else a TypeError).
- */
-export function checkTopicDeclaration(pattern: unknown, options: unknown): void {
-  const what = 'an exact name or a prefix ending in "*" (no "*" elsewhere)';
-  if (typeof pattern !== 'string') refuse('topic pattern', `a string, ${what}`, pattern);
-  if (pattern === '' || pattern.slice(0, -1).includes('*')) {
-    refuse('topic pattern', what, pattern, true);
-  }
-  if (options === undefined) return;
-  if (!isRecord(options)) refuse(`topic "${pattern}": options`, 'an object', options);
-  const authorize = options['authorize'];
-  if (authorize !== undefined && typeof authorize !== 'function') {
-    refuse(`topic "${pattern}": authorize`, 'a function', authorize);
-  }
-}
-
-/**
- * What `stream(name, handler, flow)` is given, checked before anything is declared: `name` a
- * string (else a TypeError), not empty and without `*` (else a RangeError: a stream has one
- * exact name, a prefix pattern can only be a topic); `handler` a function and `flow` an object
- * or undefined (else a TypeError).
- */
-export function checkStreamDeclaration(name: unknown, handler: unknown, flow: unknown): void {
-  const what = 'an exact name, not empty and without "*" (a prefix pattern can only be a topic)';
-  if (typeof name !== 'string') refuse('stream name', `a string, ${what}`, name);
-  if (name === '' || name.includes('*')) refuse('stream name', what, name, true);
-  if (typeof handler !== 'function') refuse(`stream "${name}": handler`, 'a function', handler);
-  if (flow !== undefined && !isRecord(flow)) refuse(`stream "${name}": flow`, 'an object', flow);
 }
 
 /** Options of `gateway.publishFrom`. */

@@ -12,7 +12,7 @@ import { CutLinkNodes } from '../support/cut-broker-link.js';
 import { openSocket } from '../support/sockets.js';
 import { waitUntil } from '../support/waiting.js';
 
-const options = (broker: Broker): GatewayOptions => ({ broker });
+const options = (broker: Broker): GatewayOptions<unknown> => ({ broker });
 const nodes = new CutLinkNodes('wsrpcstartcut', options);
 const res = nodes.res;
 

@@ -79,7 +79,7 @@ describe('latest-value topics', () => {
   it('refuses a latestValue that is not a boolean, naming the topic and the option', async () => {
     const { gateway } = await res.gateway();
     expect(() => gateway.topic('bad', { latestValue: 'yes' as unknown as boolean })).toThrow(
-      'Topic "bad": latestValue must be true or false',
+      'topic "bad": latestValue must be true or false',
     );
     // Nothing was declared: the name is still free.
     expect(() => gateway.topic('bad', { latestValue: false })).not.toThrow();
