@@ -7,7 +7,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { CreationBudget } from '../../src/pubsub/creation-budget.js';
 import { AddressBudget, AddressBudgets } from '../../src/server/address-budgets.js';
-import { RateLimit, TokenBucket } from '../../src/server/token-bucket.js';
+import { RateLimit, TokenBucket, monotonicMs } from '../../src/server/token-bucket.js';
 import { Resources } from '../support/resources.js';
 import { attemptUpgrade, openRaw } from '../support/sockets.js';
 import { postRpc } from './http-post.js';
@@ -38,6 +38,23 @@ function steppableWallClock(): { stepBack(ms: number): void } {
 }
 
 describe('a clock that goes back', () => {
+  it("the buckets' default clock never goes back, and goes on by the wall clock's steps forward", () => {
+    let wall = 1_764_633_600_000;
+    vi.spyOn(Date, 'now').mockImplementation(() => wall);
+    const start = monotonicMs();
+    wall += 250;
+    expect(monotonicMs() - start).toBe(250);
+    wall -= 3_600_000;
+    expect(monotonicMs() - start).toBe(250);
+    wall += 40;
+    expect(monotonicMs() - start).toBe(290);
+    wall -= 1;
+    wall -= 5;
+    expect(monotonicMs() - start).toBe(290);
+    wall += 10;
+    expect(monotonicMs() - start).toBe(300);
+  });
+
   it('counts as no time passed: the bucket keeps its tokens, and refills from the new reading', () => {
     const clock = handClock();
     const bucket = new TokenBucket(20, 100, clock.now);
