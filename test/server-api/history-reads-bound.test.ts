@@ -30,7 +30,7 @@ class CountingBroker extends MemoryBroker {
 it('server API history reads stay within limits.maxHistoryReads', async () => {
   const broker = new CountingBroker();
   const { gateway } = await res.gateway({ broker, limits: { maxHistoryReads: 2 } });
-  gateway.topic('t.*', { history: { maxMessages: 10 } } as never);
+  gateway.topic('t.*', { history: { maxLength: 10 } });
   const api = await res.api(gateway);
   const batch = Array.from({ length: 20 }, (_, i) => ({
     jsonrpc: '2.0',

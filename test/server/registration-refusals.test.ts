@@ -282,7 +282,7 @@ describe('implementContract', () => {
         contract,
         bad({ methods, topics: { 'room.*': { latestValue: 'yes' } } }),
       ),
-    ).toThrow(new TypeError('Topic "room.*": latestValue must be true or false'));
+    ).toThrow(new TypeError('topic "room.*": latestValue must be true or false, not "yes"'));
     expect(k.registry.has('ping')).toBe(false);
     implementContract(k, contract, { methods, topics: { 'room.*': { latestValue: true } } });
     expect(k.registry.has('ping')).toBe(true);
