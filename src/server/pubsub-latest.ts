@@ -1,5 +1,5 @@
-// A latest-value topic's first message: a new subscriber (no `since`, no `position`) gets the
-// topic's last message before the live ones. Apart from the service, beside the resume, because
+// A latest-value topic's first message: a new subscriber (no `since`) gets the topic's last
+// message before the live ones, told its position first when it asked for it. Apart from the service, beside the resume, because
 // it reasons the same way about what the subscriber holds back while history is read.
 import type { Broker } from '../pubsub/broker.js';
 import type { Delivery } from '../pubsub/delivery.js';
@@ -47,16 +47,25 @@ export function readLatestValue(
 /**
  * Send what `readLatestValue` found, then release the live messages held since. Each seq once:
  * a live message the read already had is dropped, and one that came after it is sent after it,
- * so a publish racing the read is neither doubled nor lost.
+ * so a publish racing the read is neither doubled nor lost. A subscriber that asked for its
+ * position (`withPosition`) is told it first: the seq before the latest value, which is then its
+ * first message (0, and no epoch, when the topic has none).
  */
-export function sendLatestValue(broker: Broker, delivery: Delivery, latest: LatestValue): void {
+export function sendLatestValue(
+  broker: Broker,
+  delivery: Delivery,
+  latest: LatestValue,
+  withPosition = false,
+): void {
   // The subscription ended while it waited: nothing to send.
   if (latest === 'stopped') return;
   if (latest === undefined) {
+    if (withPosition) delivery.sendPosition(0, undefined);
     delivery.resume(0, [], 0);
     return;
   }
   const { seq, payload, epoch, except } = latest;
+  if (withPosition) delivery.sendPosition(seq - 1, epoch);
   // One that cannot go into a frame is not sent: the next message tells of it as missed.
   const sendable = payload !== undefined && isSendableFrom(broker, payload);
   if (!sendable) delivery.countFrom(seq - 1);

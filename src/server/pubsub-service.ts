@@ -965,10 +965,9 @@ export class PubSubService<C> {
     subscription.resumable = since !== undefined || position;
     subscription.clientEpoch = epoch;
     // A new subscriber of a latest-value topic gets its last message first, read before the
-    // reply.
+    // reply; one that asked for its position is told the seq before that message.
     const latestFirst =
       since === undefined &&
-      !position &&
       starting === undefined &&
       this.resolveTopic(topic)?.options.latestValue === true;
     // Where it starts is settled in the turn it joins the topic: no message falls between.
@@ -977,7 +976,7 @@ export class PubSubService<C> {
     let latest: LatestValue;
     let placed: Promise<unknown> | undefined;
     const reads = { reads: this.historyReads, slots: this.historySlotsOf(table) };
-    if (since === undefined && position) {
+    if (since === undefined && position && !latestFirst) {
       placed = readPosition(this.broker, topic, subscription, reads).then(
         (read) => (placement = read),
       );
@@ -995,7 +994,7 @@ export class PubSubService<C> {
           slots: this.historySlotsOf(table),
           drains: (table.drains ??= new DrainWaiters(session)),
         });
-      } else if (latestFirst) sendLatestValue(this.broker, subscription, latest);
+      } else if (latestFirst) sendLatestValue(this.broker, subscription, latest, position);
       else if (placed) tellPosition(subscription, placement);
       else if (joinsNow) subscription.resume(0, [], 0);
       else this.registry.attach(topic, subscription);

@@ -4,6 +4,7 @@ import { MemoryBroker } from '../../src/pubsub/memory-broker.js';
 import type { History } from '../../src/pubsub/broker.js';
 import { RawRpc } from '../support/raw-rpc.js';
 import { Resources } from '../support/resources.js';
+import { waitUntil } from '../support/waiting.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
@@ -85,7 +86,7 @@ describe('latest-value topics', () => {
     expect(() => gateway.topic('bad', { latestValue: false })).not.toThrow();
   });
 
-  it('leaves a subscriber with a position or since as it asked', async () => {
+  it('tells a subscriber that asked for its position the seq before the latest value, then sends it; one with since resumes as it asked', async () => {
     const { gateway, url } = await res.gateway();
     gateway.topic('score', { latestValue: true });
     await gateway.publish('score', 1);
@@ -99,8 +100,32 @@ describe('latest-value topics', () => {
     await gateway.publish('score', 3);
     await raw.until(() => received(raw, positioned).length >= 1, 'the live message');
     await raw.barrier();
-    expect(received(raw, positioned).map((m) => m.seq)).toEqual([3]);
+    const position = raw.notifications(positioned).find((n) => !('result' in n));
+    expect(position?.seq).toBe(1);
+    expect(received(raw, positioned).map((m) => m.seq)).toEqual([2, 3]);
     expect(received(raw, resumed).map((m) => m.seq)).toEqual([1, 2, 3]);
+    // A latest-value topic nobody published to: position 0, then the live messages.
+    gateway.topic('fresh', { latestValue: true });
+    const fresh = (await raw.request('subscribe', ['fresh', null, { position: true }]))
+      .result as string;
+    await gateway.publish('fresh', 'first');
+    await raw.until(() => received(raw, fresh).length >= 1, 'the first message');
+    expect(raw.notifications(fresh).find((n) => !('result' in n))?.seq).toBe(0);
+    expect(received(raw, fresh)).toEqual([{ seq: 1, data: 'first' }]);
+  });
+
+  it("reaches the project's client, which asks every subscription's position", async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.topic('quote.*', { latestValue: true });
+    await gateway.publish('quote.eur', 1.08);
+    await gateway.publish('quote.eur', 1.09);
+    const client = res.client(url);
+    const seen: unknown[] = [];
+    client.subscribe<number>('quote.eur').subscribe((value) => seen.push(value));
+    await waitUntil(() => seen.length >= 1, 'the latest value');
+    await gateway.publish('quote.eur', 1.1);
+    await waitUntil(() => seen.length >= 2, 'the live message');
+    expect(seen).toEqual([1.09, 1.1]);
   });
 
   it('neither doubles nor loses a message published while the latest value is read', async () => {
