@@ -1,4 +1,4 @@
-import type { InputBudget, InputLimit } from '../transport/ws-transport.js';
+import type { InputBudget, InputLimit, InputReader } from '../transport/ws-transport.js';
 import { RateLimit, TokenBucket } from './token-bucket.js';
 
 /**
@@ -31,6 +31,9 @@ export class AddressBudget extends TokenBucket {
   ) {
     super(limit);
   }
+
+  /** Told when a spend through `by` has just put this bucket in debt (PairedBucket.spend). */
+  wentIntoDebt?(by: PairedBucket): void;
 }
 
 /**
@@ -175,6 +178,8 @@ export class PairedBucket extends TokenBucket {
   constructor(
     limit: RateLimit,
     readonly address: AddressBudget,
+    /** Told when another connection's spend puts the address in debt (AddressInput). */
+    readonly reader?: InputReader,
   ) {
     super(limit);
   }
@@ -196,7 +201,10 @@ export class PairedBucket extends TokenBucket {
   override spend(amount: number): number {
     const clock = this.limit.now();
     const own = this.spendAt(amount, clock);
-    const shared = this.address.spendAt(amount, clock);
+    const address = this.address;
+    const shared = address.spendAt(amount, clock);
+    // In debt, and not before this spend (its refill is done: no second one at the same clock).
+    if (shared > 0 && address.availableAt(clock) + amount >= 0) address.wentIntoDebt?.(this);
     return own > shared ? own : shared;
   }
 }
@@ -207,6 +215,12 @@ export class PairedBucket extends TokenBucket {
  * and each connection lets go of it as it closes.
  */
 class AddressInput extends AddressBudget implements InputLimit {
+  /**
+   * The budgets of the group's connections that stop reading when another puts the group's
+   * budget in debt (InputReader), until each closes. Made with the first of them.
+   */
+  private readers: Set<PairedBucket> | undefined = undefined;
+
   constructor(
     limit: RateLimit,
     group: string,
@@ -215,12 +229,42 @@ class AddressInput extends AddressBudget implements InputLimit {
     super(limit, group);
   }
 
-  budget(): InputBudget {
-    return new PairedBucket(this.table.own, this);
+  budget(reader?: InputReader): InputBudget {
+    if (reader === undefined) return new PairedBucket(this.table.own, this);
+    const budget = new ReaderBudget(this.table.own, this, reader);
+    (this.readers ??= new Set()).add(budget);
+    return budget;
+  }
+
+  /** Every other reader of the group stops reading until the group's budget has refilled. */
+  override wentIntoDebt(by: PairedBucket): void {
+    const readers = this.readers;
+    if (readers === undefined) return;
+    for (const budget of readers) if (budget !== by) budget.reader!.sharedBudgetInDebt();
+  }
+
+  /** `budget`'s connection has closed. */
+  forget(budget: PairedBucket): void {
+    this.readers?.delete(budget);
   }
 
   release(): void {
     this.table.release(this);
+  }
+}
+
+/** A PairedBucket of AddressInput's with a reader: forgotten by the group once closed. */
+class ReaderBudget extends PairedBucket {
+  constructor(
+    limit: RateLimit,
+    override readonly address: AddressInput,
+    reader: InputReader,
+  ) {
+    super(limit, address, reader);
+  }
+
+  close(): void {
+    this.address.forget(this);
   }
 }
 

@@ -6,7 +6,7 @@ import { INVALID_UTF8_REPLY } from '../protocol/invalid-utf8.js';
 import { ByteLineSplitter, NOT_UTF8, TOO_LARGE } from './ndjson-byte-lines.js';
 import type { ByteLine } from './ndjson-byte-lines.js';
 import type { BudgetLedger, BudgetMember } from './output-budget.js';
-import type { InputBudget, InputLimit } from './ws-transport.js';
+import type { InputBudget, InputLimit, InputReader } from './ws-transport.js';
 import { flushAfterTask, MAX_GATHERED_FRAMES } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
 import { CLOSE_NOTICE_PREFIX } from './ndjson-socket.js';
@@ -90,7 +90,7 @@ export interface NdjsonTransportOptions {
  * when the grace (or, after the input ended, the end-of-input deadline) runs out and the
  * streams are destroyed.
  */
-export class NdjsonTransport implements ServerTransport, BudgetMember {
+export class NdjsonTransport implements ServerTransport, BudgetMember, InputReader {
   private listener: TransportListener | undefined;
   /** Lines not handled yet: before `listen`, or while reading is paused. */
   private held: ByteLine[] | undefined;
@@ -437,10 +437,18 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
   private spendBytes(bytes: number): void {
     const limit = this.options.inputLimit;
     if (!limit || this.closing || this.closed) return;
-    const budget = (this.inputBudget ??= limit.budget());
+    const budget = (this.inputBudget ??= limit.budget(this));
     const wait = budget.spend(bytes);
     // Paused already (the output): the debt is looked at again before reading goes on.
     if (wait > 0 && !this.cancelResume) this.pauseFor(wait);
+  }
+
+  /**
+   * @internal InputReader: another connection put the budget this one shares (its address
+   * group's) in debt. Stop reading until it has refilled (a pause under way goes on).
+   */
+  sharedBudgetInDebt(): void {
+    this.spendBytes(0);
   }
 
   /** Stop reading for `ms`, then read on as after the output drained (resumeReading). */
@@ -457,6 +465,7 @@ export class NdjsonTransport implements ServerTransport, BudgetMember {
     // A close this transport was asked for completes with the code it was given.
     if (this.closingWith) [code, reason] = this.closingWith;
     this.budget?.leave(this);
+    this.inputBudget?.close?.();
     this.options.inputLimit?.release?.();
     clearTimeout(this.closeTimer);
     this.stopReadPause();

@@ -61,7 +61,11 @@ export function binaryMessageCost(frameBytes: number, text: string, floor: numbe
  * connection given a budget of its own at its first message.
  */
 export interface InputLimit {
-  budget(): InputBudget;
+  /**
+   * A connection's budget. Where the limit is shared (an address group's), `reader` is told
+   * whenever another connection's bytes put the shared budget in debt.
+   */
+  budget(reader?: InputReader): InputBudget;
   /**
    * Told once for each connection made with this limit, when it has closed: a limit of an
    * address group's connections counts them.
@@ -90,6 +94,20 @@ export const DEFLATE_MESSAGE_COST_FACTOR = 16;
 export interface InputBudget {
   /** Count `bytes` read: the ms to stop reading for before it has refilled, 0 for none. */
   spend(bytes: number): number;
+  /** Its connection has closed: its reader is told nothing more. */
+  close?(): void;
+}
+
+/**
+ * A connection reading against a budget it shares with others (its address group's): told when
+ * another connection's bytes put that budget in debt, it stops reading until the budget has
+ * refilled, as after bytes of its own. Left reading, each connection would notice the debt only
+ * at its own next message, after parsing all of a read more (64 KiB, a thousand small
+ * requests): a hundred connections of one address read a hundred of those at once, however
+ * deep in debt the address already was.
+ */
+export interface InputReader {
+  sharedBudgetInDebt(): void;
 }
 
 /**
@@ -629,11 +647,70 @@ const DEFLATE = 8; // the socket negotiated permessage-deflate
 const SHARED_DEFLATE = 16; // it can take the broadcasts compressed once for all (SharedDeflate.accepts)
 const BUDGETED = 32; // it reports to the node-wide output budget (shared.budget)
 const INPUT_HELD = 64; // reading was paused for the input budget since the latest ping (see pongMayBeUnread)
+const HELD_QUEUED = 128; // its held messages wait for a turn (queueHeld); reading waits for them
 // The bits above these count the frames sent since the last flush (MAX_GATHERED_FRAMES): a
 // counter in the flags rather than a field, which every idle connection would carry. The flags
 // above all stay below GATHERED_ONE.
 const GATHERED_ONE = 256;
 const GATHERED_MASK = ~(GATHERED_ONE - 1);
+
+/**
+ * The most held messages (read while reading was paused, or before the session listened) handed
+ * to sessions in one event-loop turn, all connections together; the rest go on in the next
+ * turns (setImmediate), so that the sockets' I/O is served in between, as the heartbeat and the
+ * fan-out do. Held messages are paid for already, so nothing else bounds them: the connections
+ * of one address, paused for its shared budget, all read on at the moment it has refilled, each
+ * holding the rest of a 64 KiB read (a thousand small requests), and handed over in the turn
+ * that resumes them they held the loop for seconds.
+ */
+export const HELD_MESSAGES_PER_TURN = 256;
+/**
+ * Of a turn's held messages, the most one connection is handed before the next connection
+ * waiting is: connections resumed together share the turns, in the order they asked.
+ */
+export const HELD_MESSAGES_PER_VISIT = 32;
+
+/** The connections whose held messages wait for a turn, in order (each at most once: HELD_QUEUED). */
+let heldQueue: WsTransport[] = [];
+let heldTurnDue = false;
+
+/** Give `transport` a share of the next turn's held messages. */
+function queueHeld(transport: WsTransport): void {
+  heldQueue.push(transport);
+  if (heldTurnDue) return;
+  heldTurnDue = true;
+  setImmediate(handHeldTurn);
+}
+
+/**
+ * One turn of held messages: up to HELD_MESSAGES_PER_TURN, HELD_MESSAGES_PER_VISIT a connection,
+ * in the order they were queued; a connection with more queues itself again, behind those this
+ * turn did not reach.
+ */
+function handHeldTurn(): void {
+  heldTurnDue = false;
+  const queue = heldQueue;
+  heldQueue = [];
+  let left = HELD_MESSAGES_PER_TURN;
+  let at = 0;
+  try {
+    while (at < queue.length && left > 0) {
+      const share = left < HELD_MESSAGES_PER_VISIT ? left : HELD_MESSAGES_PER_VISIT;
+      left -= queue[at++]!.handHeld(share);
+    }
+  } finally {
+    // Also when a session threw: the connections not reached keep their place.
+    if (at < queue.length) {
+      const requeued = heldQueue;
+      heldQueue = queue.slice(at);
+      for (const transport of requeued) heldQueue.push(transport);
+    }
+    if (heldQueue.length > 0 && !heldTurnDue) {
+      heldTurnDue = true;
+      setImmediate(handHeldTurn);
+    }
+  }
+}
 
 /** Incoming texts not handled yet, the index of the next, and the characters of those left. */
 interface Held {
@@ -669,7 +746,7 @@ const MAX_CORKED_BYTES = 64 * 1024;
  * (chargeMessages, told by the peer once it has parsed the batch). A message in a binary
  * encoding costs the larger of its bytes and its JSON text's (binaryMessageCost).
  */
-export class WsTransport implements ServerTransport, BudgetMember {
+export class WsTransport implements ServerTransport, BudgetMember, InputReader {
   // Getters, not fields: nothing more to store per connection.
   get kind(): 'websocket' {
     return 'websocket';
@@ -678,7 +755,10 @@ export class WsTransport implements ServerTransport, BudgetMember {
     return true;
   }
   private listener: TransportListener | undefined;
-  /** CORKED, FLUSH_DUE, PING_UNANSWERED, DEFLATE, SHARED_DEFLATE, BUDGETED, INPUT_HELD. */
+  /**
+   * CORKED, FLUSH_DUE, PING_UNANSWERED, DEFLATE, SHARED_DEFLATE, BUDGETED, INPUT_HELD,
+   * HELD_QUEUED.
+   */
   private flags = 0;
   private readonly shared: WsShared;
   /**
@@ -872,8 +952,9 @@ export class WsTransport implements ServerTransport, BudgetMember {
   /** Heartbeat: ping the peer with `payload`; only a pong carrying it counts as an answer. */
   ping(payload: Buffer): void {
     this.alive = false;
-    // Still paused: the pong to this ping cannot be read before reading resumes.
-    this.setFlag(INPUT_HELD, this.inputPaused);
+    // Still paused (or reading on only once what it held is handed over, in turns): the pong
+    // to this ping cannot be read before reading resumes.
+    this.setFlag(INPUT_HELD, this.inputPaused || (this.flags & HELD_QUEUED) !== 0);
     this.pingPayload = payload;
     this.socket.ping(payload);
   }
@@ -1072,7 +1153,7 @@ export class WsTransport implements ServerTransport, BudgetMember {
     const input =
       limit instanceof InputReading
         ? limit
-        : (this.socket.inputLimit = new InputReading(limit, limit.budget()));
+        : (this.socket.inputLimit = new InputReading(limit, limit.budget(this)));
     const wait = input.budget.spend(bytes);
     // Already paused: the timer looks at the budget again when it fires.
     if (input.timer !== undefined) return true;
@@ -1083,6 +1164,15 @@ export class WsTransport implements ServerTransport, BudgetMember {
     input.timer = setTimeout(() => this.resumeInput(), wait);
     input.timer.unref();
     return true;
+  }
+
+  /**
+   * @internal InputReader: another connection put the budget this one shares in debt. Stop
+   * reading until it has refilled (a wait already under way goes on).
+   */
+  sharedBudgetInDebt(): void {
+    const input = this.socket.inputLimit;
+    if (input instanceof InputReading) this.spendInput(input, 0);
   }
 
   /** The input budget's timer: read on if it has refilled, else wait for what is still owed. */
@@ -1097,7 +1187,21 @@ export class WsTransport implements ServerTransport, BudgetMember {
     }
     input.timer = undefined;
     this.deliverHeld();
-    if (!this.cancelResume && !this.inputPaused) this.socket.resume();
+    this.readOn();
+  }
+
+  /**
+   * Resume reading unless something still holds it: held messages waiting for their turns
+   * (handHeld reads on once they are handed over), the output's pause, the input budget's.
+   * The budget is looked at again: while held messages were handed over in turns, the other
+   * connections of its address may have put the address's budget in debt, and a read more now
+   * would only deepen it (a 64 KiB read is handled whatever it costs).
+   */
+  private readOn(): void {
+    if (this.flags & HELD_QUEUED || this.cancelResume || this.inputPaused) return;
+    const input = this.socket.inputLimit;
+    if (input instanceof InputReading && this.spendInput(input, 0)) return;
+    this.socket.resume();
   }
 
   /** True while reading is paused because the connection sent more than its input budget. */
@@ -1122,6 +1226,7 @@ export class WsTransport implements ServerTransport, BudgetMember {
     // Once: the limit of an address group counts its open connections.
     const input = this.socket.inputLimit;
     this.socket.inputLimit = undefined;
+    if (input instanceof InputReading) input.budget.close?.();
     (input instanceof InputReading ? input.limit : input)?.release?.();
     this.dropHeld();
     this.listener?.transportClosed(code, reason.toString('utf8'));
@@ -1157,7 +1262,7 @@ export class WsTransport implements ServerTransport, BudgetMember {
     this.budget?.report(this, this.budgetBytes);
     this.deliverHeld();
     // The input budget's pause, if any, resumes reading itself once it has refilled.
-    if (!this.cancelResume && !this.inputPaused) this.socket.resume();
+    this.readOn();
   }
 
   private stopWaitingToResume(): void {
@@ -1166,25 +1271,56 @@ export class WsTransport implements ServerTransport, BudgetMember {
   }
 
   /**
-   * Handle held messages in order until none is left or reading pauses again; then, if nothing
-   * waits any more, let ws inflate the frame it waits on.
+   * Have held messages handed over, in order, in the next turns (queueHeld, handHeld), when the
+   * session can take them; with none held, let ws inflate the frame it waits on if nothing
+   * waits any more.
    */
   private deliverHeld(): void {
-    const held = this.held;
-    if (held) {
-      const texts = held.texts;
-      while (held.from < texts.length && !this.cancelResume && !this.inputPaused && this.listener) {
-        const text = texts[held.from]!;
-        texts[held.from++] = '';
-        held.chars -= text.length;
-        this.listener.receive(text);
-        if (this.held !== held) return; // closed meanwhile (close lets ws inflate on)
-        this.checkBackPressure();
-      }
-      if (held.from >= texts.length) this.dropHeld();
-      this.budget?.report(this, this.budgetBytes);
+    if (this.flags & HELD_QUEUED) return; // its turn comes
+    if (this.held !== undefined && this.mayHandHeld) {
+      // Nothing more is read before they are handed over (readOn): what arrives meanwhile
+      // would be held behind them, without a bound on a connection with no input budget.
+      this.socket.pause();
+      this.flags |= HELD_QUEUED;
+      queueHeld(this);
+      return;
     }
     if (!this.waitsToInflate) this.inflateWaiting();
+  }
+
+  /** Held messages may go to the session: it listens, and reading is not paused. */
+  private get mayHandHeld(): boolean {
+    return this.listener !== undefined && !this.cancelResume && !this.inputPaused;
+  }
+
+  /**
+   * @internal This connection's turn (handHeldTurn): hand the session up to `most` held
+   * messages in order, stopping early if reading pauses again; queue for the next turn if more
+   * are left, else read on. Returns how many it handed over.
+   */
+  handHeld(most: number): number {
+    this.flags &= ~HELD_QUEUED;
+    const held = this.held;
+    if (held === undefined) return 0;
+    // The answers to the previous turn's messages are queued by now (a handler's result is
+    // sent once its promise settles): a peer that does not read them stops this turn.
+    this.checkBackPressure();
+    const texts = held.texts;
+    let handed = 0;
+    while (handed < most && held.from < texts.length && this.mayHandHeld) {
+      const text = texts[held.from]!;
+      texts[held.from++] = '';
+      held.chars -= text.length;
+      handed++;
+      this.listener!.receive(text);
+      if (this.held !== held) return handed; // closed meanwhile (close lets ws inflate on)
+      this.checkBackPressure();
+    }
+    if (held.from >= texts.length) this.dropHeld();
+    this.budget?.report(this, this.budgetBytes);
+    this.deliverHeld();
+    this.readOn();
+    return handed;
   }
 
   /**
