@@ -22,7 +22,7 @@ function orInfinity(rule: Rule, what: string): Rule {
 /** A slow-consumer policy and its high-water mark: a topic's options, a stream's `flow`. */
 const flowRules: Record<string, Rule> = {
   slowConsumer: oneOf('drop', 'keep-latest', 'disconnect'),
-  highWaterMark: numberIn(1, Number.MAX_SAFE_INTEGER, true),
+  highWaterMark: numberIn(0, Number.MAX_SAFE_INTEGER, true),
 };
 
 const historyRules: Record<string, Rule> = {

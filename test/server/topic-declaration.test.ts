@@ -39,7 +39,7 @@ describe('gateway.topic options', () => {
       /slowConsumer must be "drop" or "keep-latest" or "disconnect", not "keep_latest"/,
     ],
     [{ slowConsumer: 7 }, TypeError, /slowConsumer must be/],
-    [{ highWaterMark: -1 }, RangeError, /highWaterMark must be an integer from 1/],
+    [{ highWaterMark: -1 }, RangeError, /highWaterMark must be an integer from 0/],
     [{ highWaterMark: '1mb' }, TypeError, /highWaterMark must be an integer/],
     [
       { history: { maxLength: -5 } },
@@ -95,8 +95,8 @@ describe('gateway.stream flow', () => {
     expect(() => gw.stream('s', () => EMPTY, { slowConsumer: 'later' } as never)).toThrow(
       RangeError,
     );
-    expect(() => gw.stream('s', () => EMPTY, { highWaterMark: 0 })).toThrow(
-      /flow\.highWaterMark must be an integer from 1/,
+    expect(() => gw.stream('s', () => EMPTY, { highWaterMark: -1 })).toThrow(
+      /flow\.highWaterMark must be an integer from 0/,
     );
     gw.stream('s', () => EMPTY, { slowConsumer: 'drop', highWaterMark: 4_096 });
   });
