@@ -2,7 +2,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import type { IncomingMessage } from 'node:http';
 import type { Server as NetServer, Socket } from 'node:net';
 import { Server as TlsServer } from 'node:tls';
-import type { Duplex } from 'node:stream';
+import type { Duplex, Writable } from 'node:stream';
 import type { Logger } from '../peer/logger.js';
 import { isPromiseLike } from '../peer/replies.js';
 import type { TransportKind } from '../transport/transport.js';
@@ -343,9 +343,9 @@ interface SocketGroup {
   readonly name: string;
   /** Its sockets counted (maxHttpSocketsPerIp). */
   count: number;
-  /** Of them, those idle: no request under way on them (SocketSlot.idle). */
-  idle: number;
-  /** The one idle longest and the one idle since last, the others linked between them in order. */
+  /** Of them, those waiting on their client (SocketSlot.waiting). */
+  waiting: number;
+  /** The one waiting longest and the one waiting since last, the others linked between them in order. */
   oldest: SocketSlot | undefined;
   newest: SocketSlot | undefined;
 }
@@ -360,14 +360,21 @@ interface SocketSlot {
   held: boolean;
   /** Its requests whose headers are in and whose responses are not sent yet (pipelined: more than one). */
   underWay: number;
+  /** Of them, those with a body not yet read to its end (the client's still to come, or unread). */
+  unread: number;
+  /** An upgrade's headers are in: the socket is handed over, or answered and closed; never waiting again. */
+  upgraded: boolean;
   /**
-   * Idle: no request under way on it, so it may be cut to make room. A socket is idle from when
-   * it opens until its first request's headers are in (or its TLS handshake is done), and again
-   * on a kept-alive connection once its last response is sent, until the next request's headers
-   * are in. In its group's list of idle sockets (only a socket with a group is).
+   * Waiting on its client, so it may be cut to make room: no request under way on it, or only
+   * requests whose bodies have not been read to their end. A socket waits from when it opens
+   * until its first request's headers are in (or its TLS handshake is done), while its
+   * requests' bodies are still to come, and again on a kept-alive connection once its last
+   * response is sent, until the next request's headers are in. A request whose body has been
+   * read (or that has none) is the server's to answer: its socket does not wait until it is
+   * answered. In its group's list of waiting sockets (only a socket with a group is).
    */
-  idle: boolean;
-  /** Its neighbours in that list: the one idle since before it, and since after. */
+  waiting: boolean;
+  /** Its neighbours in that list: the one waiting since before it, and since after. */
   older: SocketSlot | undefined;
   newer: SocketSlot | undefined;
 }
@@ -378,52 +385,58 @@ function tupleOf(socket: Socket): string | undefined {
   return `${remoteAddress}|${remotePort}|${localAddress}|${localPort}`;
 }
 
+/** Whether a request has a body to read: a Content-Length above 0, or a chunked one. */
+function hasBody(request: IncomingMessage): boolean {
+  const { headers } = request;
+  return headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > 0;
+}
+
 /**
- * The address groups of a SocketGate that hold idle sockets, in tiers by how many: one holding
- * the most is found at once, however many groups there are. Within a tier, the group that got
- * there first comes first.
+ * The address groups of a SocketGate that hold sockets waiting on their clients, in tiers by
+ * how many: one holding the most is found at once, however many groups there are. Within a
+ * tier, the group that got there first comes first.
  */
-class IdleTiers {
+class WaitingTiers {
   private readonly tiers = new Map<number, Set<SocketGroup>>();
   private top = 0;
 
-  /** The most idle sockets one group holds (0: none holds any). */
+  /** The most waiting sockets one group holds (0: none holds any). */
   get most(): number {
     return this.top;
   }
 
-  /** A group holding `most` idle sockets; undefined when none holds any. */
+  /** A group holding `most` waiting sockets; undefined when none holds any. */
   get holdingMost(): SocketGroup | undefined {
     return this.tiers.get(this.top)?.values().next().value;
   }
 
-  /** `group.idle` went up by one. */
+  /** `group.waiting` went up by one. */
   grew(group: SocketGroup): void {
-    const now = group.idle;
+    const now = group.waiting;
     if (now > 1) this.leave(group, now - 1);
     this.enter(group, now);
     if (now > this.top) this.top = now;
   }
 
-  /** `group.idle` went down by one. */
+  /** `group.waiting` went down by one. */
   shrank(group: SocketGroup): void {
-    const before = group.idle + 1;
+    const before = group.waiting + 1;
     this.leave(group, before);
-    if (group.idle > 0) this.enter(group, group.idle);
+    if (group.waiting > 0) this.enter(group, group.waiting);
     // The top tier emptied: `group`, one below it now, holds the most.
-    if (before === this.top && !this.tiers.has(before)) this.top = group.idle;
+    if (before === this.top && !this.tiers.has(before)) this.top = group.waiting;
   }
 
-  private enter(group: SocketGroup, idle: number): void {
-    let tier = this.tiers.get(idle);
-    if (tier === undefined) this.tiers.set(idle, (tier = new Set()));
+  private enter(group: SocketGroup, waiting: number): void {
+    let tier = this.tiers.get(waiting);
+    if (tier === undefined) this.tiers.set(waiting, (tier = new Set()));
     tier.add(group);
   }
 
-  private leave(group: SocketGroup, idle: number): void {
-    const tier = this.tiers.get(idle)!;
+  private leave(group: SocketGroup, waiting: number): void {
+    const tier = this.tiers.get(waiting)!;
     tier.delete(group);
-    if (tier.size === 0) this.tiers.delete(idle);
+    if (tier.size === 0) this.tiers.delete(waiting);
   }
 }
 
@@ -433,8 +446,15 @@ const RESPONSE_FINISH = 'http.server.response.finish';
 
 /** What a SocketGate is told of each request of a server it watches. */
 interface RequestWatcher {
-  started(socket: Duplex): void;
-  finished(socket: Duplex): void;
+  started(socket: Duplex, request: IncomingMessage): void;
+  finished(socket: Duplex, request: IncomingMessage): void;
+}
+
+/** What Node publishes on both channels (a response it sends itself, a 400, with a request too). */
+interface RequestMessage {
+  request: IncomingMessage;
+  socket: Duplex;
+  server: object;
 }
 
 /**
@@ -442,20 +462,21 @@ interface RequestWatcher {
  * of the process on two diagnostics channels, with its socket and server (a response Node sends
  * itself, a 400 or a 417, included): one subscription to each, while any server is watched,
  * hands them to that server's watchers. The server gets no 'request' listener, which would
- * change what its own listeners (the application's, the hub's wrapper) see.
+ * change what its own listeners (the application's, the hub's wrapper) see. A request the
+ * gateway serves itself, beside Node's parser (servedAside), is handed to them the same way.
  */
 class ServerRequests {
   private readonly watchers = new WeakMap<object, Set<RequestWatcher>>();
   private servers = 0;
-  private readonly started = (message: unknown): void => {
-    const { socket, server } = message as { socket: Duplex; server: object };
+  readonly started = (message: unknown): void => {
+    const { request, socket, server } = message as RequestMessage;
     const watchers = this.watchers.get(server);
-    if (watchers) for (const watcher of watchers) watcher.started(socket);
+    if (watchers) for (const watcher of watchers) watcher.started(socket, request);
   };
-  private readonly finished = (message: unknown): void => {
-    const { socket, server } = message as { socket: Duplex; server: object };
+  readonly finished = (message: unknown): void => {
+    const { request, socket, server } = message as RequestMessage;
     const watchers = this.watchers.get(server);
-    if (watchers) for (const watcher of watchers) watcher.finished(socket);
+    if (watchers) for (const watcher of watchers) watcher.finished(socket, request);
   };
 
   /** Tell `watcher` of `server`'s requests until the returned function is called. */
@@ -482,6 +503,18 @@ class ServerRequests {
 const serverRequests = new ServerRequests();
 
 /**
+ * A request of `server` that the gateway serves itself rather than through Node's parser (an
+ * upgrade to another protocol answered as HTTP/1.1): the socket gates watching `server` are told
+ * of it as of Node's own, its headers in now and its response sent at `response`'s 'finish', so
+ * that its socket waits on its client while its body is still to come, as any request's does.
+ */
+export function servedAside(server: object, request: IncomingMessage, response: Writable): void {
+  const message: RequestMessage = { request, socket: request.socket, server };
+  serverRequests.started(message);
+  response.once('finish', () => serverRequests.finished(message));
+}
+
+/**
  * The first door of the HTTP port, before a byte is read: sockets that are not WebSocket
  * sessions are bounded per address (by the same grouping as the per-IP limit; a trusted proxy's
  * sockets only in the total, since its clients are told apart by X-Forwarded-For, which comes
@@ -492,26 +525,32 @@ const serverRequests = new ServerRequests();
  * admission counts it from then on.
  *
  * With the total reached, a socket from an address (or a trusted proxy, which holds none of its
- * own) holding fewer sockets than another address holds idle ones takes the place of the socket
- * idle longest of the address holding the most idle ones, which is destroyed: so addresses that
- * each stay within `maxHttpSocketsPerIp` cannot together keep every other address out (or
- * `/livez`), neither with half-sent requests nor with kept-alive connections left idle, or
- * trickling their next request, after one quick request. Otherwise it is destroyed itself. A
- * socket with a request under way (its headers in, its response not sent) is never cut for it.
+ * own) holding fewer sockets than another address holds waiting on their clients takes the
+ * place of the socket waiting longest of the address holding the most waiting ones, which is
+ * destroyed: so addresses that each stay within `maxHttpSocketsPerIp` cannot together keep
+ * every other address out (or `/livez`), neither with half-sent requests, nor with requests
+ * whose bodies never come (or wait unread behind a session's earlier POSTs), nor with
+ * kept-alive connections left idle, or trickling their next request, after one quick request.
+ * Otherwise it is destroyed itself. A socket whose request the server is answering (its body
+ * read to its end, or none; its response not sent) is never cut for it.
  */
 export class SocketGate {
   private total = 0;
   private readonly groups = new Map<string, SocketGroup>();
-  private readonly idleTiers = new IdleTiers();
+  private readonly waitingTiers = new WaitingTiers();
   private readonly bySocket = new WeakMap<object, SocketSlot>();
   /** Slots of TLS servers' raw sockets, by tuple: requests and upgrades see the TLS socket. */
   private readonly byTuple = new Map<string, SocketSlot>();
+  /** The requests under way whose bodies are not read to their end yet, with their sockets' slots. */
+  private readonly unreadBodies = new WeakMap<object, SocketSlot>();
   /** Shared by every socket (`this` is the socket): no closure per connection. */
   private readonly closed: (this: Socket) => void;
+  /** Shared by every request with a body (`this` is the request): its body was read to its end. */
+  private readonly bodyEnded: (this: IncomingMessage) => void;
   private readonly expired: (slot: SocketSlot) => void;
   private readonly requests: RequestWatcher = {
-    started: (socket) => this.requestStarted(socket),
-    finished: (socket) => this.responseSent(socket),
+    started: (socket, request) => this.requestStarted(socket, request),
+    finished: (socket, request) => this.responseSent(socket, request),
   };
   /** Watching stopped (`watch`'s returned function): a timer still running destroys nothing. */
   private stopped = false;
@@ -522,11 +561,14 @@ export class SocketGate {
     /** Told of each socket the gate destroys, and why. */
     private readonly cut: (reason: SocketCut, remoteAddress: string | undefined) => void,
   ) {
-    // eslint-disable-next-line @typescript-eslint/no-this-alias -- `this` of the listener is the socket
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- `this` of the listeners is the socket, the request
     const gate = this;
     this.closed = function (this: Socket) {
       const slot = gate.bySocket.get(this);
       if (slot) gate.release(slot);
+    };
+    this.bodyEnded = function (this: IncomingMessage) {
+      gate.bodyRead(this);
     };
     this.expired = (slot) => {
       slot.timer = undefined;
@@ -595,13 +637,15 @@ export class SocketGate {
       timer: undefined,
       held: true,
       underWay: 0,
-      idle: false,
+      unread: 0,
+      upgraded: false,
+      waiting: false,
       older: undefined,
       newer: undefined,
     };
     if (slot.group) {
       slot.group.count++;
-      this.addIdle(slot, slot.group);
+      this.addWaiting(slot, slot.group);
     }
     if (this.limits.headersTimeoutMs > 0) {
       slot.timer = setTimeout(this.expired, this.limits.headersTimeoutMs, slot);
@@ -616,7 +660,7 @@ export class SocketGate {
     const group: SocketGroup = {
       name,
       count: 0,
-      idle: 0,
+      waiting: 0,
       oldest: undefined,
       newest: undefined,
     };
@@ -626,11 +670,11 @@ export class SocketGate {
 
   /**
    * The total is reached and a socket comes from an address holding `held` sockets: make room
-   * for it by destroying the socket idle longest of the address holding the most idle ones, when
-   * that address holds more idle ones than `held`. Whether room was made.
+   * for it by destroying the socket waiting longest of the address holding the most waiting on
+   * their clients, when that address holds more waiting ones than `held`. Whether room was made.
    */
   private displaceFor(held: number): boolean {
-    const tiers = this.idleTiers;
+    const tiers = this.waitingTiers;
     if (tiers.most <= held) return false;
     const oldest = tiers.holdingMost!.oldest!;
     this.cut('capacity', oldest.socket.remoteAddress);
@@ -640,29 +684,42 @@ export class SocketGate {
     return true;
   }
 
-  /** `slot` became idle: last in its group's list, the first to go after those idle longer. */
-  private addIdle(slot: SocketSlot, group: SocketGroup): void {
-    slot.idle = true;
+  /** `slot` began to wait on its client: last in its group's list, the first to go after those waiting longer. */
+  private addWaiting(slot: SocketSlot, group: SocketGroup): void {
+    slot.waiting = true;
     slot.older = group.newest;
     if (group.newest) group.newest.newer = slot;
     else group.oldest = slot;
     group.newest = slot;
-    group.idle++;
-    this.idleTiers.grew(group);
+    group.waiting++;
+    this.waitingTiers.grew(group);
   }
 
-  /** `slot` is no longer idle: a request's headers are in, or it left the count. */
-  private removeIdle(slot: SocketSlot): void {
+  /** `slot` no longer waits on its client: the server answers a request of it, or it left the count. */
+  private removeWaiting(slot: SocketSlot): void {
     const group = slot.group;
-    if (!slot.idle || group === undefined) return;
-    slot.idle = false;
+    if (!slot.waiting || group === undefined) return;
+    slot.waiting = false;
     if (slot.older) slot.older.newer = slot.newer;
     else group.oldest = slot.newer;
     if (slot.newer) slot.newer.older = slot.older;
     else group.newest = slot.older;
     slot.older = slot.newer = undefined;
-    group.idle--;
-    this.idleTiers.shrank(group);
+    group.waiting--;
+    this.waitingTiers.shrank(group);
+  }
+
+  /**
+   * Put `slot` in its group's list, or take it out, as it now waits on its client or not. One
+   * that goes on waiting keeps its place (a request whose body is to come, on a socket waiting
+   * since its last response, waits on since then).
+   */
+  private reconsider(slot: SocketSlot): void {
+    const group = slot.group;
+    if (group === undefined || !slot.held) return;
+    const waits = !slot.upgraded && slot.underWay === slot.unread;
+    if (waits && !slot.waiting) this.addWaiting(slot, group);
+    else if (!waits) this.removeWaiting(slot);
   }
 
   private slotOf(socket: Duplex): SocketSlot | undefined {
@@ -672,35 +729,66 @@ export class SocketGate {
     return tuple === undefined ? undefined : this.byTuple.get(tuple);
   }
 
-  /** A request's or an upgrade's headers are in on `socket`: no headers timer, not idle. */
+  /**
+   * A request's or an upgrade's headers are in on `socket`: no headers timer. With no request
+   * under way on it (Node's channel tells of requests first), they are an upgrade's.
+   */
   headersRead(socket: Duplex): void {
     const slot = this.slotOf(socket);
-    if (slot) this.headersIn(slot);
+    if (slot === undefined) return;
+    this.stopHeadersTimer(slot);
+    if (slot.underWay > 0) return;
+    slot.upgraded = true;
+    this.reconsider(slot);
   }
 
-  private headersIn(slot: SocketSlot): void {
-    this.removeIdle(slot);
+  private stopHeadersTimer(slot: SocketSlot): void {
     if (slot.timer === undefined) return;
     clearTimeout(slot.timer);
     slot.timer = undefined;
   }
 
-  /** A request's headers are in on `socket` (Node's channel): under way until its response is sent. */
-  private requestStarted(socket: Duplex): void {
+  /**
+   * A request's headers are in on `socket` (Node's channel): under way until its response is
+   * sent. Its socket waits on its client on while the request's body is to be read.
+   */
+  private requestStarted(socket: Duplex, request: IncomingMessage): void {
     const slot = this.slotOf(socket);
-    if (slot === undefined) return;
+    if (slot === undefined || !slot.held) return;
     slot.underWay++;
-    this.headersIn(slot);
+    this.stopHeadersTimer(slot);
+    if (hasBody(request)) {
+      slot.unread++;
+      this.unreadBodies.set(request, slot);
+      request.once('end', this.bodyEnded);
+    }
+    this.reconsider(slot);
+  }
+
+  /** `request`'s body was read to its end: the server has all of it, and answers it. */
+  private bodyRead(request: IncomingMessage): void {
+    const slot = this.unreadBodies.get(request);
+    if (slot === undefined) return;
+    this.unreadBodies.delete(request);
+    slot.unread--;
+    this.reconsider(slot);
   }
 
   /**
-   * A response on `socket` is sent (Node's channel): with no other request under way the socket,
-   * kept alive, waits for its next request, idle. (One about to close is idle until its 'close'.)
+   * `request`'s response on `socket` is sent (Node's channel): with no other request under way
+   * the socket, kept alive, waits for its next request. (One about to close waits until its
+   * 'close'.) A body left unread is Node's to discard.
    */
-  private responseSent(socket: Duplex): void {
+  private responseSent(socket: Duplex, request: IncomingMessage): void {
     const slot = this.slotOf(socket);
     if (slot === undefined || slot.underWay === 0) return;
-    if (--slot.underWay === 0 && slot.group) this.addIdle(slot, slot.group);
+    slot.underWay--;
+    if (this.unreadBodies.get(request) === slot) {
+      this.unreadBodies.delete(request);
+      request.off('end', this.bodyEnded);
+      slot.unread--;
+    }
+    this.reconsider(slot);
   }
 
   /**
@@ -717,7 +805,7 @@ export class SocketGate {
     slot.held = false;
     clearTimeout(slot.timer);
     slot.timer = undefined;
-    this.removeIdle(slot);
+    this.removeWaiting(slot);
     // Nothing of the gate stays with a socket that became a session (held as long as it is open).
     this.bySocket.delete(slot.socket);
     slot.socket.removeListener('close', this.closed);

@@ -5,6 +5,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from '../peer/logger.js';
 import { AddressBudget, AddressBudgets } from './address-budgets.js';
 import { addressGroupOf } from './address-group.js';
+import { servedAside } from './admission.js';
 import { closeUnread, sendText, serveLivez, serveReadyz } from './http-routes.js';
 import type { Readiness } from './http-routes.js';
 import type { HttpRpc } from './http-rpc.js';
@@ -513,6 +514,9 @@ class ServerHub {
       socket.once('finish', () => socket.destroy());
       socket.end();
     });
+    // The socket bounds follow it as a request of Node's: its socket waits on its client while
+    // its body is to come, and may be cut for room then.
+    servedAside(this.server, req, res);
     const length = Number(req.headers['content-length'] ?? 0);
     if (req.headers['transfer-encoding'] !== undefined || !Number.isSafeInteger(length)) {
       for (const tenant of this.tenants) tenant.headersRead(socket, false);

@@ -3,9 +3,10 @@
  * maxHttpSocketsPerIp: a socket from an address holding fewer sockets than another holds idle
  * ones (no request under way: half-sent, or kept alive after an answer, idle or trickling the
  * next request) takes the place of the socket idle longest of the address holding the most, so
- * no set of addresses keeps the others (and /livez) out. A socket whose request is under way is
- * never cut for it. Every address in 127/8 is loopback on Linux: `localAddress` gives a test
- * many source addresses.
+ * no set of addresses keeps the others (and /livez) out. A socket whose request the server is
+ * answering (its body read) is never cut for it; one whose body is still to come may be
+ * (http-socket-displacement-bodies.test.ts). Every address in 127/8 is loopback on Linux:
+ * `localAddress` gives a test many source addresses.
  */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import type { Socket } from 'node:net';
@@ -177,7 +178,7 @@ describe('maxHttpSockets filled by half-sent requests from several addresses', (
     expect(trickling[0]!.received().match(/HTTP\/1\.1 200/g)).toHaveLength(1);
   });
 
-  it('a socket whose request is under way is never cut to make room; once answered and idle again, it is', async () => {
+  it('a socket whose request the server is answering (its body read) is never cut to make room; once answered and idle again, it is', async () => {
     const { gateway, port } = await res.gateway({
       limits: {
         maxHttpSockets: 2,
@@ -187,19 +188,26 @@ describe('maxHttpSockets filled by half-sent requests from several addresses', (
       },
     });
     gateway.httpServer.keepAliveTimeout = 600_000;
-    gateway.method('echo', (params) => params);
+    // Each call waits until the test lets it return: the server is answering it meanwhile.
+    const answer = new Map<number, () => void>();
+    gateway.method('wait', (params) => {
+      const [n] = params as [number];
+      return new Promise<number>((resolve) => answer.set(n, () => resolve(n)));
+    });
     const counted = () => gateSockets(gateway);
-    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'echo', params: [1] });
-    const head =
-      'POST /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n' +
-      `Content-Length: ${body.length}\r\n\r\n`;
-    // Two POSTs whose headers are in and whose bodies are not: requests under way.
-    const startedBefore = requests.started;
+    const post = (n: number) => {
+      const body = JSON.stringify({ jsonrpc: '2.0', id: n, method: 'wait', params: [n] });
+      return (
+        'POST /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n' +
+        `Content-Length: ${body.length}\r\n\r\n${body}`
+      );
+    };
+    // Two POSTs whose bodies are all in and read: their calls under way.
     const posting = [
-      await rawSocket(port, '127.0.0.2', head),
-      await rawSocket(port, '127.0.0.2', head),
+      await rawSocket(port, '127.0.0.2', post(0)),
+      await rawSocket(port, '127.0.0.2', post(1)),
     ];
-    await waitUntil(() => requests.started >= startedBefore + 2, 'both requests to begin');
+    await waitUntil(() => answer.size === 2, 'both calls to begin');
     expect(counted()).toBe(2);
 
     const refused = await rawSocket(port, '127.0.0.3');
@@ -208,13 +216,17 @@ describe('maxHttpSockets filled by half-sent requests from several addresses', (
 
     // The first one's call is answered: kept alive, it waits for its next request, idle.
     const answeredBefore = requests.answered;
-    posting[0]!.socket.write(body);
+    answer.get(0)!();
     await waitUntil(() => requests.answered >= answeredBefore + 1, 'the call to be answered');
-    await waitUntil(() => posting[0]!.received().includes('"result":[1]'), 'the answer to be read');
+    await waitUntil(() => posting[0]!.received().includes('"result":0'), 'the answer to be read');
     const newcomer = await rawSocket(port, '127.0.0.3');
     await within(posting[0]!.closed, 'the answered, idle socket to be cut');
     expect(closedOnes(posting)).toEqual(['127.0.0.2']);
     expect(newcomer.isClosed()).toBe(false);
     expect(counted()).toBe(2);
+
+    // The other call, untouched, is answered.
+    answer.get(1)!();
+    await waitUntil(() => posting[1]!.received().includes('"result":1'), 'the other answer');
   });
 });
