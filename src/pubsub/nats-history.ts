@@ -42,7 +42,7 @@ export async function readHistory(
   }
   // The last seq this read goes to: the stream's last one, or `limit` messages on (fewer when
   // some of them expire meanwhile: the read then ends short, at a batch's expiry).
-  const upTo = limit === undefined ? lastSeq : Math.min(lastSeq, next + limit - 1);
+  let upTo = limit === undefined ? lastSeq : Math.min(lastSeq, next + limit - 1);
   const consumer = await link.js.consumers.get(stream, {
     deliver_policy: DeliverPolicy.StartSequence,
     opt_start_seq: next,
@@ -61,12 +61,17 @@ export async function readHistory(
       let received = 0;
       for await (const m of batch) {
         received++;
-        // Past the page's end: the messages it still asked for aged out (a short history,
-        // published past meanwhile). The page ends here, as it would at an empty batch;
-        // waiting for seqs up to upTo would wait for what the stream no longer has.
         if (m.seq > upTo) {
-          next = upTo + 1;
-          continue;
+          // The messages the page still asked for aged out (a short history, published past
+          // meanwhile): it goes on from the oldest one held, as a read begun now would, up to
+          // the last seq the read began with and within its limit; past those it ends here.
+          // Waiting for seqs up to upTo would wait for what the stream no longer has.
+          const room = limit === undefined ? Infinity : limit - messages.length;
+          if (m.seq > lastSeq || room <= 0) {
+            next = upTo + 1;
+            continue;
+          }
+          upTo = Math.min(lastSeq, m.seq + room - 1);
         }
         // Whom it leaves out, as the live copy says it: a resuming session named there passes
         // it by. A malformed list leaves out nobody (the live copy's consumer reports it).

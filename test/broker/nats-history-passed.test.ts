@@ -19,7 +19,9 @@ import { canConnect } from '../support/network.js';
 const NATS_URL = 'nats://127.0.0.1:4222';
 const skip = !(await canConnect(4222)) && process.env.CI !== 'true';
 const stream = `wsrpcpassed${randomBytes(4).toString('hex')}`;
-const subject = `${stream}.t`;
+const busySubject = `${stream}.t`;
+/** A stream keeping 150 messages, for a page that ages out in part. */
+const longer = `${stream}long`;
 /** Fetches after which the read is taken to be fetching without end. */
 const FETCH_BOUND = 20;
 
@@ -31,15 +33,21 @@ let link: Link;
  * read's consumer, and before its consumer is made, as a publisher at a steady rate would. The
  * count of fetches made is read from `fetches`.
  */
-function busyTopic(): { link: Link; fetches: () => number } {
+function busyTopic(
+  subject = busySubject,
+  beforeConsumer = 1,
+  perFetch = 1,
+): { link: Link; fetches: () => number } {
   let fetches = 0;
-  const publish = () => link.js.publish(subject, 'newer');
+  const publish = async (count: number) => {
+    for (let i = 0; i < count; i++) await link.js.publish(subject, 'newer');
+  };
   const consumers = new Proxy(link.js.consumers, {
     get(target, key, receiver) {
       const value: unknown = Reflect.get(target, key, receiver);
       if (key !== 'get' || typeof value !== 'function') return value;
       return async (...args: unknown[]) => {
-        await publish();
+        await publish(beforeConsumer);
         const consumer = (await (value as (...a: unknown[]) => Promise<Consumer>).apply(
           target,
           args,
@@ -50,7 +58,7 @@ function busyTopic(): { link: Link; fetches: () => number } {
             if (k !== 'fetch' || typeof member !== 'function') return member;
             return async (...a: unknown[]) => {
               if (++fetches > FETCH_BOUND) throw new Error(`more than ${FETCH_BOUND} fetches`);
-              await publish();
+              await publish(perFetch);
               return (member as (...x: unknown[]) => Promise<ConsumerMessages>).apply(c, a);
             };
           },
@@ -70,12 +78,15 @@ describe.skipIf(skip)('NATS history: a page whose messages aged out while it was
     nc = await connect({ servers: NATS_URL });
     link = { nc, js: jetstream(nc), jsm: await jetstreamManager(nc, { checkAPI: false }) };
     // One message kept, as for history.maxLength 0 or 1.
-    await link.jsm.streams.add({ name: stream, subjects: [subject], max_msgs: 1 });
-    for (let i = 1; i <= 5; i++) await link.js.publish(subject, String(i));
+    await link.jsm.streams.add({ name: stream, subjects: [busySubject], max_msgs: 1 });
+    for (let i = 1; i <= 5; i++) await link.js.publish(busySubject, String(i));
+    await link.jsm.streams.add({ name: longer, subjects: [`${longer}.t`], max_msgs: 150 });
+    for (let i = 1; i <= 300; i++) await link.js.publish(`${longer}.t`, String(i));
   });
 
   afterAll(async () => {
     await link.jsm.streams.delete(stream).catch(() => false);
+    await link.jsm.streams.delete(longer).catch(() => false);
     await nc.close();
   });
 
@@ -88,5 +99,16 @@ describe.skipIf(skip)('NATS history: a page whose messages aged out while it was
       seqs: [],
     });
     expect(busy.fetches()).toBe(1);
+  });
+
+  it('goes on from the oldest message still held, up to the last seq it began with', async () => {
+    // Seqs 151 to 300 held when the read looks; 110 more stored before its consumer reads, so
+    // 151 to 260 are gone and 261 to 300 still held: the page holds them, as Redis's would.
+    const busy = busyTopic(`${longer}.t`, 110, 0);
+    const history = await readHistory(busy.link, longer, 't', 150, 100);
+    expect(history.lastSeq).toBe(300);
+    expect(history.messages.map((m) => m.seq)).toEqual(
+      Array.from({ length: 40 }, (_, i) => 261 + i),
+    );
   });
 });
