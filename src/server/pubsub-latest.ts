@@ -65,9 +65,16 @@ export function sendLatestValue(
     return;
   }
   const { seq, payload, epoch, except } = latest;
+  if (payload === undefined) {
+    // Gone from history (its retention dropped it): nothing is owed before the live messages,
+    // which start after it.
+    if (withPosition) delivery.sendPosition(seq, epoch);
+    delivery.resume(0, [], seq, epoch);
+    return;
+  }
   if (withPosition) delivery.sendPosition(seq - 1, epoch);
   // One that cannot go into a frame is not sent: the next message tells of it as missed.
-  const sendable = payload !== undefined && isSendableFrom(broker, payload);
+  const sendable = isSendableFrom(broker, payload);
   if (!sendable) delivery.countFrom(seq - 1);
   const entries = sendable ? [{ tail: messageTail(payload, seq), seq, except }] : [];
   delivery.resume(0, entries, seq - 1, epoch);

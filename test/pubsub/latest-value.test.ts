@@ -114,6 +114,29 @@ describe('latest-value topics', () => {
     expect(received(raw, fresh)).toEqual([{ seq: 1, data: 'first' }]);
   });
 
+  it('starts after a last message its retention dropped, telling no gap and no missed', async () => {
+    const { gateway, url } = await res.gateway();
+    gateway.topic('quiet', { latestValue: true, history: { maxAgeMs: 20 } });
+    await gateway.publish('quiet', 1);
+    await gateway.publish('quiet', 2);
+    await waitUntil(
+      async () => (await gateway.pubsub.broker.history('quiet', 0)).messages.length === 0,
+      'the messages to age out',
+    );
+    const raw = await open(url);
+    const positioned = (await raw.request('subscribe', ['quiet', null, { position: true }]))
+      .result as string;
+    const plain = (await raw.request('subscribe', ['quiet'])).result as string;
+    await gateway.publish('quiet', 3);
+    await raw.until(() => received(raw, plain).length >= 1, 'the live message');
+    await raw.until(() => received(raw, positioned).length >= 1, 'the live message');
+    await raw.barrier();
+    const frames = (id: string) =>
+      raw.notifications(id).map(({ subscription: _, epoch: __, ...rest }) => rest);
+    expect(frames(positioned)).toEqual([{ seq: 2 }, { seq: 3, result: 3 }]);
+    expect(frames(plain)).toEqual([{ seq: 3, result: 3 }]);
+  });
+
   it("reaches the project's client, which asks every subscription's position", async () => {
     const { gateway, url } = await res.gateway();
     gateway.topic('quote.*', { latestValue: true });
