@@ -9,7 +9,7 @@ import { InvalidParamsError, JsonRpcError } from '../protocol/errors.js';
 import { ReservedMethod } from '../protocol/reserved.js';
 import type { BudgetLedger } from '../transport/output-budget.js';
 import type { AuthenticateOutcome } from './run-authenticate.js';
-import { deniedNow, revocationMark, revokedSince } from './revocation.js';
+import { DENIED_MESSAGE, deniedNow, revocationMark, revokedSince } from './revocation.js';
 import { settledOrAfter } from '../peer/settled-or-after.js';
 import { AUTH_TIMED_OUT, HOOK_HANG_RETRY_FACTOR, runAuthenticate } from './run-authenticate.js';
 import type { GatewayConfig } from './gateway-config.js';
@@ -364,7 +364,12 @@ export class IdentityService<C> {
       // A refresh the deny list refuses: the session's own credentials, older than the refused
       // ones, are revoked too, and this node missed the revocation (its broker link was down
       // when it went out). The session ends as the revocation would have ended it.
-      if (!state.pending && deniedNow(this.deps.authenticate, session.user, session.context)) {
+      if (
+        !state.pending &&
+        outcome.status === 401 &&
+        outcome.message === DENIED_MESSAGE &&
+        deniedNow(this.deps.authenticate, session.user, session.context)
+      ) {
         session.logger.info({ user: session.user }, 'refresh refused as revoked: closing');
         this.closeAfterReply(session, state, IdentityCloseCode.Revoked, 'revoked');
       }

@@ -22,6 +22,9 @@ import { UpgradeRejection } from './upgrade-rejection.js';
 /** The close code of a revoked session (see docs/wire-protocol.md, close codes). */
 export const REVOKED_CLOSE_CODE = 4403;
 
+/** The deny list's refusal: HTTP 401 with this body, -32010 with this message in-band. */
+export const DENIED_MESSAGE = 'revoked';
+
 /** The close reason when the application gives none. */
 const DEFAULT_REASON = 'revoked';
 
@@ -496,5 +499,5 @@ export class Revocations<C> {
 }
 
 function revoked(): UpgradeRejection {
-  return new UpgradeRejection(401, 'revoked');
+  return new UpgradeRejection(401, DENIED_MESSAGE);
 }

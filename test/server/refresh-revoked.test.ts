@@ -80,6 +80,20 @@ describe('a refresh refused as revoked', () => {
     expect((await socket.request('whoami')).result).toBe('bob');
   });
 
+  it('leaves the session open when the hook refuses a token, whatever the deny list holds', async () => {
+    const { broker, url } = await start();
+    const socket = await open(url, 'dan@1000');
+    await broker.deny('dan', 2_000, 60_000);
+    // The node reads the denial (and keeps it) when another connection of the user is refused.
+    await expect(open(url, 'dan@1500')).rejects.toThrow(/401/);
+    const refused = await socket.request('rpc.authenticate', { token: 'garbage' });
+    expect(refused.error).toMatchObject({ data: { reason: 'invalid', status: 401 } });
+    expect((await socket.request('whoami')).result).toBe('dan');
+    // The deny list's own refusal of a refresh still ends it.
+    await socket.request('rpc.authenticate', { token: 'dan@1500' });
+    expect(await socket.closed).toEqual({ code: 4403, reason: 'revoked' });
+  });
+
   it("leaves the session open when the hook's own refusal says revoked", async () => {
     const { url } = await start();
     const socket = await open(url, 'cat@1000');
