@@ -68,7 +68,7 @@ export interface IntakeDeps<C> {
   refusals: Pick<RefusalLog, 'refused' | 'flush'>;
   proxies: TrustedProxies | undefined;
   broker: Broker;
-  router: Pick<SessionRouter, 'holdUser' | 'userDisconnected'>;
+  router: Pick<SessionRouter, 'holdUser' | 'userDisconnected' | 'pending'>;
   isClosing(): boolean;
   /** The authenticate hook as the gateway composed it (the one every phase runs). */
   authenticate: GatewayConfig<C>['auth']['authenticate'];
@@ -274,9 +274,14 @@ export class ConnectionIntake<C> {
     this.deps.refusals.flush();
   }
 
-  /** New long-lived connections are refused while the broker is down (refuseWhileBrokerDown). */
+  /**
+   * New long-lived connections are refused while the broker is down (refuseWhileBrokerDown), or
+   * has not yet taken the node's own subscriptions (what other nodes send its sessions), as
+   * /readyz says `broker-unavailable` then.
+   */
   private get refusingForBroker(): boolean {
-    return this.deps.config.pubsub.refuseWhileBrokerDown && !this.deps.broker.ready;
+    const { config, broker, router } = this.deps;
+    return config.pubsub.refuseWhileBrokerDown && (!broker.ready || router.pending);
   }
 
   private pickProtocol(offered: Set<string>, request: IncomingMessage): string | false {

@@ -850,7 +850,7 @@ export class Gateway<C = unknown> {
     if (this.closing) return 'draining';
     if (!this.httpServer.listening) return 'not-listening';
     // A gateway whose broker is down cannot publish: the load balancer should send clients elsewhere.
-    if (!this.pubsub.broker.ready || !this.router.listening) return 'broker-unavailable';
+    if (!this.pubsub.broker.ready || this.router.pending) return 'broker-unavailable';
     return this.readinessConditions.notReady() ?? 'ready';
   }
 
@@ -911,6 +911,8 @@ export class Gateway<C = unknown> {
    * `transport: 'tcp'` and no headers. Resolves once listening.
    */
   async listenTcp(port = 0, host = '127.0.0.1'): Promise<AddressInfo> {
+    // What other nodes send this node's sessions, TCP ones included (started once, never rejects).
+    if (!this.closing) await this.router.start();
     return this.intake.listenTcp(port, host);
   }
 

@@ -415,7 +415,8 @@ export interface GatewayDataOptions {
   trustedProxies?: readonly string[];
   /**
    * Refuse new WebSocket upgrades and TCP connections with 503 + Retry-After while the broker
-   * is not ready (`broker.ready`, what /readyz reports), so a load balancer that does not poll
+   * is not ready (`broker.ready`) or has not yet taken the node's own subscriptions (what
+   * /readyz reports as `broker-unavailable`), so a load balancer that does not poll
    * /readyz retries them on another node. Sessions already open stay; HTTP POSTs are served
    * as usual (a publish among them fails with -32009). Default true.
    */

@@ -262,8 +262,16 @@ export class SessionRouter {
     if (this.started) return;
     this.started = true;
     this.stopped = false;
-    if (this.options.relinked && this.broker.onRelinked) {
-      this.unlisten = this.broker.onRelinked(() => this.relinked());
+    if (this.broker.onRelinked) {
+      this.unlisten = this.broker.onRelinked(() => {
+        if (this.options.relinked) this.relinked();
+        // The link is back: the node's own subscriptions are tried now, not at the next retry.
+        if (this.nodeTimer !== undefined) {
+          clearTimeout(this.nodeTimer);
+          this.nodeTimer = undefined;
+          void this.listenForNode(true);
+        }
+      });
     }
     await this.listenForNode(false);
   }
@@ -271,6 +279,11 @@ export class SessionRouter {
   /** True once the broker has this node's own subscriptions (start), until stop. */
   get listening(): boolean {
     return this.nodeTopics.size === (this.options.revoked ? 2 : 1);
+  }
+
+  /** Started, and the broker has not taken this node's own subscriptions yet (tried again). */
+  get pending(): boolean {
+    return this.started && !this.listening;
   }
 
   /** Subscribe this node's own topics not subscribed yet; on failure, again after a delay. */

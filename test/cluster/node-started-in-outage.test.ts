@@ -5,11 +5,12 @@
  * a `notifySession` from another node reaches a session of it. Node B
  * reaches a private redis-server or nats-server through a TCP relay cut before it listens.
  */
-import { afterAll, afterEach, expect, it } from 'vitest';
-import type { Broker } from '../../src/pubsub/broker.js';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import type { Broker, BrokerMessage } from '../../src/pubsub/broker.js';
+import { MemoryBroker } from '../../src/pubsub/memory-broker.js';
 import type { GatewayOptions } from '../../src/server/options.js';
 import { CutLinkNodes } from '../support/cut-broker-link.js';
-import { openSocket } from '../support/sockets.js';
+import { attemptUpgrade, openSocket } from '../support/sockets.js';
 import { waitUntil } from '../support/waiting.js';
 
 const options = (broker: Broker): GatewayOptions<unknown> => ({ broker });
@@ -40,5 +41,34 @@ nodes.describeEachBroker('a node started with its broker link down', (kind) => {
     expect(await a.gateway.notifySession(sessionId!, 'hello', ['from A'])).toBe(true);
     await waitUntil(() => frames.length > 0, "A's notification on B's session");
     expect(frames).toEqual([{ jsonrpc: '2.0', method: 'hello', params: ['from A'] }]);
+  });
+});
+
+/** A broker that is up but refuses this node's own topic until told to take it. */
+class RefusingNodeTopic extends MemoryBroker {
+  refuse = true;
+  override subscribe(topic: string, deliver: (message: BrokerMessage) => void): Promise<void> {
+    if (this.refuse && topic.startsWith('$node.')) {
+      return Promise.reject(new Error('refused for the test'));
+    }
+    return super.subscribe(topic, deliver);
+  }
+}
+
+describe("a node whose broker is up but has not taken the node's own topic", () => {
+  it('is not ready and refuses upgrades, then takes them once the broker has it', async () => {
+    const broker = new RefusingNodeTopic();
+    const { gateway, url, httpUrl } = await res.gateway({ broker });
+    expect(broker.ready).toBe(true);
+    const readyz = await fetch(`${httpUrl}/readyz`);
+    expect({ status: readyz.status, body: await readyz.text() }).toMatchObject({
+      status: 503,
+      body: expect.stringContaining('broker-unavailable') as unknown,
+    });
+    expect(await attemptUpgrade(res, url)).toBe(503);
+
+    broker.refuse = false;
+    await waitUntil(() => gateway.isReady, 'the node ready once its topic is taken');
+    expect(await attemptUpgrade(res, url)).toBe('open');
   });
 });
