@@ -5,8 +5,8 @@ import type { TransportKind } from '../transport/transport.js';
  * What per-address limits count under. IPv4: the address. IPv6: its /64 prefix, since one
  * subscriber (a home, a VM) is given at least a whole /64 and can pick a new address in it for
  * each connection; counting single IPv6 addresses would let it step around the limit. Many are
- * given more (a /56 or a /48: ipv6SiteOf). IPv4-mapped IPv6 addresses (`::ffff:1.2.3.4`) count as
- * their IPv4 address, and so do addresses in NAT64's well-known prefix (`64:ff9b::1.2.3.4`,
+ * given more (a /56 or a /48: ipv6SiteOf). IPv4-mapped IPv6 addresses (`::ffff:1.2.3.4`, however
+ * written) count as their IPv4 address, and so do addresses in NAT64's well-known prefix (`64:ff9b::1.2.3.4`,
  * RFC 6052): behind a translator (SIIT-DC, RFC 7755) every IPv4 client of an IPv6-only gateway
  * comes from that one /64, and counted by it they would all share one slot.
  */
@@ -15,7 +15,10 @@ export function addressGroup(address: string): string {
   if (mapped) return mapped[1]!;
   if (isIP(address) !== 6) return address;
   const groups = ipv6Groups(address.split('%', 1)[0]!); // without the zone index (fe80::1%eth0)
-  if (NAT64_WELL_KNOWN.every((group, i) => groups[i] === group)) {
+  if (
+    NAT64_WELL_KNOWN.every((group, i) => groups[i] === group) ||
+    IPV4_MAPPED.every((group, i) => groups[i] === group)
+  ) {
     const [high = 0, low = 0] = groups.slice(6);
     return `${high >> 8}.${high & 0xff}.${low >> 8}.${low & 0xff}`;
   }
@@ -27,6 +30,8 @@ export function addressGroup(address: string): string {
 
 /** The first six groups of NAT64's well-known prefix, 64:ff9b::/96 (RFC 6052). */
 const NAT64_WELL_KNOWN = [0x64, 0xff9b, 0, 0, 0, 0];
+/** The same of IPv4-mapped addresses, ::ffff:0:0/96, however written (`::ffff:102:304`). */
+const IPV4_MAPPED = [0, 0, 0, 0, 0, 0xffff];
 
 /** The eight 16-bit groups of a valid IPv6 address (an embedded IPv4 tail as its two). */
 function ipv6Groups(address: string): number[] {

@@ -14,6 +14,10 @@ describe('addressGroup (what per-address limits count under)', () => {
     ['::1', '0:0:0:0::/64'],
     ['fe80::1%eth0', 'fe80:0:0:0::/64'],
     ['::ffff:0:1.2.3.4', '0:0:0:0::/64'],
+    // IPv4-mapped however written (a forwarded header may spell it so).
+    ['::ffff:102:304', '1.2.3.4'],
+    ['0:0:0:0:0:ffff:1.2.3.4', '1.2.3.4'],
+    ['::FFFF:CB00:7107', '203.0.113.7'],
     // NAT64's well-known prefix: the IPv4 client behind the translator, however it is written.
     ['64:ff9b::203.0.113.7', '203.0.113.7'],
     ['64:ff9b::cb00:7107', '203.0.113.7'],
