@@ -49,7 +49,11 @@ import { resolveGatewayOptions } from './gateway-config.js';
 import type { GatewayConfig } from './gateway-config.js';
 import type { GatewayLimits, GatewayOptions, ResolvedRoutes } from './options.js';
 import { PubSubService } from './pubsub-service.js';
-import { checkStreamDeclaration, checkTopicDeclaration } from './topic-declaration.js';
+import {
+  checkStreamDeclaration,
+  checkTopicDeclaration,
+  definedOptions,
+} from './topic-declaration.js';
 import { PRESENCE_SUBSCRIPTION, PresenceService } from './presence-service.js';
 import type { PresenceHandle } from './presence-service.js';
 import type { PublishFromOptions, StreamHandler, TopicOptions } from './pubsub-service.js';
@@ -636,7 +640,7 @@ export class Gateway<C = unknown> {
   topic(pattern: string, options?: TopicOptions<C>): void {
     this.checkDeclaration(pattern, options, undefined);
     this.checkHighWaterMark(pattern, options?.highWaterMark);
-    this.pubsub.topic(pattern, options);
+    this.pubsub.topic(pattern, definedOptions(options));
     // Checked above: resolves, or is off.
     const presence = this.presenceService.check(pattern, options?.presence);
     if (presence) this.presenceService.declare(pattern, presence);
@@ -652,7 +656,7 @@ export class Gateway<C = unknown> {
   stream<P, T>(name: string, handler: StreamHandler<C, P, T>, flow?: Partial<FlowControl>): void {
     checkStreamDeclaration(name, handler, flow);
     this.checkHighWaterMark(name, flow?.highWaterMark);
-    this.pubsub.stream(name, handler, flow);
+    this.pubsub.stream(name, handler, definedOptions(flow));
   }
 
   /**

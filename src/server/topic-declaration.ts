@@ -97,3 +97,18 @@ export function checkStreamDeclaration(name: unknown, handler: unknown, flow: un
   if (!isRecord(flow)) refuse(`stream "${name}": flow`, 'an object', flow);
   naming(`stream "${name}"`, () => checkOptions(flow, flowRules, 'flow.', `stream "${name}"`));
 }
+
+/**
+ * `options` without the keys whose value is undefined (its `history`'s too): a topic's defaults
+ * are spread under its options, and `{ highWaterMark: undefined }` (an unset setting passed on)
+ * would replace the default with nothing rather than leave it.
+ */
+export function definedOptions<T extends object>(options: T | undefined): T | undefined {
+  if (options === undefined) return undefined;
+  const defined: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(options)) {
+    if (value === undefined) continue;
+    defined[key] = key === 'history' && isRecord(value) ? definedOptions(value) : value;
+  }
+  return defined as T;
+}

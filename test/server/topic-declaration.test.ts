@@ -4,7 +4,8 @@
  * range (RangeError) naming the option, and nothing is declared.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { EMPTY } from 'rxjs';
+import { EMPTY, of } from 'rxjs';
+import { RawRpc } from '../support/raw-rpc.js';
 import { createGateway } from '../../src/server/gateway.js';
 import type { Gateway } from '../../src/server/gateway.js';
 import { silentLogger } from '../../src/peer/logger.js';
@@ -76,6 +77,33 @@ describe('gateway.topic options', () => {
     });
     gw.topic('b.*', { history: { maxLength: Infinity, maxAgeMs: Infinity } });
     gw.topic('c', { slowConsumer: 'disconnect', history: {} });
+  });
+
+  it('leaves a default in place for an option given as undefined', async () => {
+    const gw = fresh();
+    const unset: { hwm?: number; policy?: 'drop'; keep?: number } = {};
+    gw.topic('t', {
+      highWaterMark: unset.hwm,
+      slowConsumer: unset.policy,
+      history: { maxLength: unset.keep },
+    });
+    gw.stream('s', () => of('streamed'), { highWaterMark: unset.hwm, slowConsumer: unset.policy });
+    const { port } = await gw.listen(0, '127.0.0.1');
+    const raw = await RawRpc.open(`ws://127.0.0.1:${port}/rpc`);
+    try {
+      const id = (await raw.request('subscribe', ['t'])).result as string;
+      const streamId = (await raw.request('subscribe', ['s'])).result as string;
+      await gw.publish('t', 1);
+      await raw.until(() => raw.notifications(id).some((n) => n.result === 1), 'the message');
+      await raw.until(
+        () => raw.notifications(streamId).some((n) => n.result === 'streamed'),
+        "the stream's value",
+      );
+      // History kept as by default.
+      expect((await gw.pubsub.broker.history('t', 0)).messages.map((m) => m.seq)).toEqual([1]);
+    } finally {
+      raw.socket.close();
+    }
   });
 
   it('names the topic in a refused value', () => {
