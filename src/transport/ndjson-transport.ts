@@ -6,7 +6,8 @@ import { INVALID_UTF8_REPLY } from '../protocol/invalid-utf8.js';
 import { ByteLineSplitter, NOT_UTF8, TOO_LARGE } from './ndjson-byte-lines.js';
 import type { ByteLine } from './ndjson-byte-lines.js';
 import type { BudgetLedger, BudgetMember } from './output-budget.js';
-import type { InputBudget, InputLimit, InputReader } from './ws-transport.js';
+import { directDeliveryAllowed, queueHeld } from './ws-transport.js';
+import type { HeldTurnTaker, InputBudget, InputLimit, InputReader } from './ws-transport.js';
 import { flushAfterTask, MAX_GATHERED_FRAMES } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
 import { CLOSE_NOTICE_PREFIX } from './ndjson-socket.js';
@@ -85,18 +86,25 @@ export interface NdjsonTransportOptions {
  * WebSocket.
  * With `maxBufferedBytes`, reading pauses while the peer leaves too much of its output unread.
  *
+ * Lines are handed to the session as they are read up to DIRECT_MESSAGES_PER_TURN a turn, all
+ * connections together (WebSocket ones too); past it, and after reading was paused, they are
+ * held and handed over in turns with the WebSocket connections' held messages (queueHeld,
+ * HELD_MESSAGES_PER_TURN), in order, reading resumed once they are.
+ *
  * A close ends the output and is complete (`transportClosed`) once what was written has been
  * handed to the operating system (stdio: the writable's 'finish'; TCP: the socket closed), or
  * when the grace (or, after the input ended, the end-of-input deadline) runs out and the
  * streams are destroyed.
  */
-export class NdjsonTransport implements ServerTransport, BudgetMember, InputReader {
+export class NdjsonTransport implements ServerTransport, BudgetMember, InputReader, HeldTurnTaker {
   private listener: TransportListener | undefined;
   /** Lines not handled yet: before `listen`, or while reading is paused. */
   private held: ByteLine[] | undefined;
   private heldFrom = 0;
   /** Characters of the lines in `held` not handled yet (their share of budgetBytes). */
   private heldChars = 0;
+  /** Its held lines wait for a turn (queueHeld): reading waits for them. */
+  private heldQueued = false;
   /** Set while reading is paused: stops the wait for the output to drain. */
   private cancelResume: (() => void) | undefined;
   /** The input ended while lines were still held: handled once they are. */
@@ -249,7 +257,8 @@ export class NdjsonTransport implements ServerTransport, BudgetMember, InputRead
     if (this.closed || this.closing) return;
     this.closing = true;
     this.closingWith = [code, reason];
-    if (this.cancelResume) this.readable.resume(); // what still arrives is read and dropped
+    // What still arrives is read and dropped.
+    if (this.cancelResume || this.heldQueued) this.readable.resume();
     this.stopReadPause();
     this.flushWrites();
     // NDJSON has no close frame: the code and reason go as a last line (closeNotice), so the
@@ -306,7 +315,12 @@ export class NdjsonTransport implements ServerTransport, BudgetMember, InputRead
       if (this.closing || this.closed) return; // a line closed it (too large): drop the rest
       // Paused by an earlier line: the rest of this chunk waits, in order.
       if (this.held !== undefined || this.cancelResume) this.hold(line);
-      else this.deliver(line);
+      else if (!this.listener || directDeliveryAllowed()) this.deliver(line);
+      else {
+        // Past this turn's allowance, all connections together: it waits for a held turn.
+        this.hold(line);
+        this.deliverHeld();
+      }
     }
     if (this.lines.heldBytes > this.options.maxLineBytes) return this.tooLarge();
     // Bytes no line's text stands for (not UTF-8, whitespace) cost the input budget as well.
@@ -346,8 +360,14 @@ export class NdjsonTransport implements ServerTransport, BudgetMember, InputRead
     if (owed > 0) return this.pauseFor(owed);
     this.budget?.report(this, this.budgetBytes);
     this.deliverHeld();
-    if (!this.cancelResume && !this.endPending && !this.closing && !this.closed)
-      this.readable.resume();
+    this.readOn();
+  }
+
+  /** Resume reading unless something still holds it: held lines waiting for their turns, a pause. */
+  private readOn(): void {
+    if (this.heldQueued || this.cancelResume || this.endPending || this.closing || this.closed)
+      return;
+    this.readable.resume();
   }
 
   /** Closing: held lines are dropped and nothing waits for the output any more. */
@@ -361,19 +381,40 @@ export class NdjsonTransport implements ServerTransport, BudgetMember, InputRead
     this.lines.clear();
   }
 
-  /** Handle held lines in order until none is left or reading pauses again. */
+  /**
+   * Have held lines handed over, in order, in the next turns (queueHeld, handHeld), when the
+   * session can take them; with none held, end the input if its end waits.
+   */
   private deliverHeld(): void {
-    const held = this.held;
-    if (!this.listener) return;
-    if (!held) {
+    if (!this.listener || this.heldQueued || this.closing || this.closed) return;
+    if (!this.held) {
       if (!this.cancelResume && this.endPending) this.endOfInput();
       return;
     }
-    while (this.heldFrom < held.length && !this.cancelResume) {
-      if (this.closing || this.closed) return;
+    if (this.cancelResume) return; // reading on hands them over
+    // Nothing more is read before they are handed over (readOn): what arrives meanwhile would
+    // be held behind them.
+    this.readable.pause();
+    this.heldQueued = true;
+    queueHeld(this);
+  }
+
+  /**
+   * @internal This connection's turn (queueHeld): hand the session up to `most` held lines in
+   * order, stopping early if reading pauses again; queue for the next turn if more are left,
+   * else read on. Returns how many it handed over.
+   */
+  handHeld(most: number): number {
+    this.heldQueued = false;
+    const held = this.held;
+    if (!held || !this.listener) return 0;
+    let handed = 0;
+    while (handed < most && this.heldFrom < held.length && !this.cancelResume) {
+      if (this.closing || this.closed) return handed;
       const line = held[this.heldFrom]!;
       held[this.heldFrom++] = '';
       if (typeof line === 'string') this.heldChars -= line.length;
+      handed++;
       this.deliver(line);
     }
     if (this.held === held && this.heldFrom >= held.length) {
@@ -381,7 +422,10 @@ export class NdjsonTransport implements ServerTransport, BudgetMember, InputRead
       this.heldFrom = 0;
       this.heldChars = 0;
     }
-    if (!this.held && !this.cancelResume && this.endPending) this.endOfInput();
+    this.budget?.report(this, this.budgetBytes);
+    this.deliverHeld();
+    this.readOn();
+    return handed;
   }
 
   private flushPartial(): void {

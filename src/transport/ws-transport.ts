@@ -646,7 +646,7 @@ const PING_UNANSWERED = 4; // the heartbeat's latest ping has not been answered 
 const DEFLATE = 8; // the socket negotiated permessage-deflate
 const SHARED_DEFLATE = 16; // it can take the broadcasts compressed once for all (SharedDeflate.accepts)
 const BUDGETED = 32; // it reports to the node-wide output budget (shared.budget)
-const INPUT_HELD = 64; // reading was paused for the input budget since the latest ping (see pongMayBeUnread)
+const INPUT_HELD = 64; // reading was paused for the input budget, or held turns, since the latest ping (see pongMayBeUnread)
 const HELD_QUEUED = 128; // its held messages wait for a turn (queueHeld); reading waits for them
 // The bits above these count the frames sent since the last flush (MAX_GATHERED_FRAMES): a
 // counter in the flags rather than a field, which every idle connection would carry. The flags
@@ -655,7 +655,8 @@ const GATHERED_ONE = 256;
 const GATHERED_MASK = ~(GATHERED_ONE - 1);
 
 /**
- * The most held messages (read while reading was paused, or before the session listened) handed
+ * The most held messages (read while reading was paused, before the session listened, or past
+ * DIRECT_MESSAGES_PER_TURN) handed
  * to sessions in one event-loop turn, all connections together; the rest go on in the next
  * turns (setImmediate), so that the sockets' I/O is served in between, as the heartbeat and the
  * fan-out do. Held messages are paid for already, so nothing else bounds them: the connections
@@ -670,12 +671,60 @@ export const HELD_MESSAGES_PER_TURN = 256;
  */
 export const HELD_MESSAGES_PER_VISIT = 32;
 
-/** The connections whose held messages wait for a turn, in order (each at most once: HELD_QUEUED). */
-let heldQueue: WsTransport[] = [];
+/**
+ * The most messages handed to sessions as they are read (not held first) in one event-loop
+ * turn, all WebSocket and TCP connections together; past it, a connection's message is held
+ * and goes in the held turns (queueHeld), and so is every later one of it, in order. In one
+ * poll phase ws parses a 64 KiB read from every readable socket and hands over every message
+ * in it: a hundred connections pipelining small requests handed a hundred thousand messages
+ * to their sessions in one turn, and the loop stalled for seconds. Above what ordinary load
+ * reaches (32 connections with 16 calls in flight each hand over 512 a turn at most).
+ */
+export const DIRECT_MESSAGES_PER_TURN = 1024;
+/**
+ * The count of direct deliveries is reset (setImmediate) only once it reaches this: a turn that
+ * hands over fewer schedules nothing, and what it counted stays for the turns after (the
+ * allowance is met no sooner than DIRECT_MESSAGES_PER_TURN - DIRECT_COUNT_RESET_MARK in a turn).
+ */
+const DIRECT_COUNT_RESET_MARK = 64;
+/** Messages handed over as they were read since the count was last reset. */
+let directCount = 0;
+let directResetDue = false;
+
+/**
+ * @internal A message read may go to its session now: true, and counted, within this turn's
+ * DIRECT_MESSAGES_PER_TURN; false past it (the message is to be held, in order).
+ */
+export function directDeliveryAllowed(): boolean {
+  return ++directCount < DIRECT_COUNT_RESET_MARK || directDeliveryCounted();
+}
+
+/** Past the mark: have the count reset at the end of this turn; true within the allowance. */
+function directDeliveryCounted(): boolean {
+  if (!directResetDue) {
+    directResetDue = true;
+    setImmediate(resetDirectCount);
+  }
+  return directCount <= DIRECT_MESSAGES_PER_TURN;
+}
+
+function resetDirectCount(): void {
+  directResetDue = false;
+  directCount = 0;
+}
+
+/** A connection whose held messages are handed over in turns (handHeldTurn). */
+export interface HeldTurnTaker {
+  /** Hand the session up to `most` held messages; returns how many it handed over. */
+  handHeld(most: number): number;
+}
+
+/** The connections whose held messages wait for a turn, in order (each at most once). */
+let heldQueue: HeldTurnTaker[] = [];
 let heldTurnDue = false;
 
-/** Give `transport` a share of the next turn's held messages. */
-function queueHeld(transport: WsTransport): void {
+/** @internal Give `transport` a share of the next turn's held messages. */
+export function queueHeld(transport: HeldTurnTaker): void {
   heldQueue.push(transport);
   if (heldTurnDue) return;
   heldTurnDue = true;
@@ -746,7 +795,7 @@ const MAX_CORKED_BYTES = 64 * 1024;
  * (chargeMessages, told by the peer once it has parsed the batch). A message in a binary
  * encoding costs the larger of its bytes and its JSON text's (binaryMessageCost).
  */
-export class WsTransport implements ServerTransport, BudgetMember, InputReader {
+export class WsTransport implements ServerTransport, BudgetMember, InputReader, HeldTurnTaker {
   // Getters, not fields: nothing more to store per connection.
   get kind(): 'websocket' {
     return 'websocket';
@@ -1114,14 +1163,25 @@ export class WsTransport implements ServerTransport, BudgetMember, InputReader {
     // `ws` hands over every message of a chunk it has read, paused or not: keep them in order.
     // The message that takes the budget past its end waits too: it is what would cost.
     if (this.held !== undefined || !this.listener || this.cancelResume || throttled) {
-      const held = (this.held ??= { texts: [], from: 0, chars: 0 });
-      held.texts.push(text);
-      held.chars += text.length;
-      this.budget?.report(this, this.budgetBytes);
-      return;
+      return this.hold(text);
+    }
+    // Past this turn's allowance, all connections together: it waits for a held turn.
+    if (!directDeliveryAllowed()) {
+      this.hold(text);
+      // Its pong, if any, is read only once what it holds is handed over (see ping).
+      this.flags |= INPUT_HELD;
+      return this.deliverHeld();
     }
     this.listener.receive(text);
     this.checkBackPressure();
+  }
+
+  /** Keep `text` to hand over once the session can take it, behind what is held already. */
+  private hold(text: string): void {
+    const held = (this.held ??= { texts: [], from: 0, chars: 0 });
+    held.texts.push(text);
+    held.chars += text.length;
+    this.budget?.report(this, this.budgetBytes);
   }
 
   /** The JSON text of an incoming message; undefined when its frame type closed the connection. */
