@@ -1,6 +1,8 @@
 // The `history` method: a topic's retained messages on demand, read through the broker with the
 // same authorization as a subscribe, a page at a time. Apart from the service, which only
 // checks the topic and hands over the connection's read slots.
+import { MAX_BATCH_REPLY_CHARS } from '../peer/replies.js';
+import { InternalError } from '../protocol/errors.js';
 import type { History } from '../pubsub/broker.js';
 import { isSendablePayload } from '../pubsub/sendable-payload.js';
 import type { HistoryReads } from '../pubsub/history-reads.js';
@@ -24,13 +26,16 @@ export interface HistoryPage {
  * (`maxHistoryReadsPerConnection`) for the whole read: `last` takes two reads (the latest seq,
  * then the page before it), `since` one. Each read goes through the node's reads (`reads`: at
  * most `maxHistoryReads` at the broker at once, identical ones shared), as resume replays do,
- * so many connections together cannot take the broker past that.
+ * so many connections together cannot take the broker past that. The page is counted in `hold`
+ * (its connection's HeldHistory) before it is parsed: refused there, the call reads nothing
+ * more and parses nothing.
  */
 export function readTopicHistory(
   reads: HistoryReads,
   slots: Slots,
   request: HistoryRequest,
   signal: AbortSignal,
+  hold: PageHold,
 ): Promise<HistoryPage> {
   return new Promise<HistoryPage>((resolve, reject) => {
     let giveUp: (() => void) | undefined;
@@ -48,7 +53,7 @@ export function readTopicHistory(
       granted = true;
       const reading = new NodeReading(reads);
       giveUp = () => reading.stop();
-      read(reading, request)
+      read(reading, request, hold)
         .then(resolve, reject)
         .finally(() => {
           release();
@@ -87,6 +92,11 @@ export class NodeReading {
     });
   }
 
+  /** Stopped: what is left of the call is not worth doing. */
+  get stopped(): boolean {
+    return this.#stopped;
+  }
+
   stop(): void {
     this.#stopped = true;
     const waiting = this.#waiting;
@@ -96,7 +106,13 @@ export class NodeReading {
   }
 }
 
-async function read(reading: NodeReading, request: HistoryRequest): Promise<HistoryPage> {
+async function read(
+  reading: NodeReading,
+  request: HistoryRequest,
+  hold: PageHold,
+): Promise<HistoryPage> {
+  // Before the broker is read: a call that could not hold its page reads nothing.
+  hold.checkRoom();
   const { topic, limit } = request;
   let since = request.since;
   let wanted: number | undefined;
@@ -110,8 +126,49 @@ async function read(reading: NodeReading, request: HistoryRequest): Promise<Hist
   const history = await pastUnsendable(await reading.history(topic, since, limit), (after) =>
     reading.history(topic, after, limit),
   );
-  return page(history, since, limit, wanted);
+  await pageTurns.next();
+  // Cancelled, its call has given back what it held: it takes nothing more.
+  if (reading.stopped) throw new Error('history call cancelled');
+  const kept = pageMessages(history.messages.slice(0, limit), MAX_HISTORY_PAGE_BYTES);
+  hold.take(kept.bytes);
+  return page(history, kept.messages, since, wanted);
 }
+
+/**
+ * Turns of the event loop, one at a time: each `next` resolves in a turn of its own, after the
+ * ones asked for before it. A page's check and parse (up to 4 MiB of JSON, a safe parse of each
+ * message then a plain one: a tenth of a second or more) wait for one, so the pages of a
+ * hundred calls, or of many connections, read together from a broker that answers at once, are
+ * not all parsed in one task while every other connection waits.
+ */
+export class EventLoopTurns {
+  /** In the order asked (a Set keeps insertion order, and lets go of the first in O(1)). */
+  readonly #waiting = new Set<() => void>();
+  #scheduled = false;
+
+  next(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.#waiting.add(resolve);
+      this.#schedule();
+    });
+  }
+
+  #schedule(): void {
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    // An immediate set while immediates run waits for the loop's next turn.
+    setImmediate(() => {
+      this.#scheduled = false;
+      const [first] = this.#waiting;
+      this.#waiting.delete(first!);
+      if (this.#waiting.size > 0) this.#schedule();
+      first!();
+    });
+  }
+}
+
+/** The process's history pages' turns (EventLoopTurns): one page parsed a turn. */
+const pageTurns = new EventLoopTurns();
 
 /**
  * `history`, or, when it is a page of nothing but messages that cannot be sent (which would
@@ -149,35 +206,37 @@ function unsendablePageEnd(history: History): number | undefined {
 export const MAX_HISTORY_PAGE_BYTES = 4 * 1024 * 1024;
 
 /**
- * A page's messages as a history answer gives them, in one pass: those that cannot be sent left
- * out (their seqs not there), ending before the one that would take the page's payloads past
- * `maxBytes` (UTF-8; the first whatever its size).
+ * The messages a page answers, in one pass, none parsed yet: those that cannot be sent left out
+ * (their seqs not there), ending before the one that would take the page's payloads past
+ * `maxBytes` (UTF-8; the first whatever its size); `bytes`, their payloads' in all.
  */
 function pageMessages(
   messages: History['messages'],
   maxBytes: number,
-): { seq: number; data: unknown }[] {
-  const kept: { seq: number; data: unknown }[] = [];
+): { messages: History['messages']; bytes: number } {
+  const kept: History['messages'] = [];
   let bytes = 0;
   for (const message of messages) {
     if (!isSendablePayload(message.payload)) continue;
     const size = Buffer.byteLength(message.payload, 'utf8');
     if (kept.length > 0 && bytes + size > maxBytes) break;
     bytes += size;
-    kept.push({ seq: message.seq, data: JSON.parse(message.payload) as unknown });
+    kept.push(message);
   }
-  return kept;
+  return { messages: kept, bytes };
 }
 
-/** The answer: `truncated` when the first message held is past the one asked for. */
+/**
+ * The answer, `kept` (pageMessages) parsed: `truncated` when the first message held is past the
+ * one asked for.
+ */
 function page(
   history: History,
+  kept: History['messages'],
   since: number,
-  limit: number,
   wanted: number | undefined,
 ): HistoryPage {
-  // A message that cannot go into a frame is left out of the page (its seq is not there).
-  const messages = pageMessages(history.messages.slice(0, limit), MAX_HISTORY_PAGE_BYTES);
+  const messages = kept.map((m) => ({ seq: m.seq, data: JSON.parse(m.payload) as unknown }));
   const answer: HistoryPage = { messages, lastSeq: history.lastSeq };
   if (history.epoch !== undefined) answer.epoch = history.epoch;
   const first = history.messages[0]?.seq ?? history.lastSeq + 1;
@@ -185,4 +244,128 @@ function page(
   const expected = wanted === undefined ? history.lastSeq >= asked : wanted > 0;
   if (expected && first > asked) answer.truncated = true;
   return answer;
+}
+
+/**
+ * The most bytes of history pages (their messages' payloads, UTF-8) that one connection's
+ * answered `history` calls hold while their replies wait to go out, and as many for all the
+ * connections of one address group together. A lone call's reply goes out as soon as it is
+ * made; a batch's waits for all its members, and MAX_BATCH_REPLY_CHARS (the same size) bounds
+ * it only once every member has been answered: without this, a batch of a hundred calls of a
+ * few bytes each has the gateway read, parse and hold a hundred pages of 4 MiB, most of them to
+ * be thrown away.
+ */
+export const MAX_HISTORY_HELD_BYTES = MAX_BATCH_REPLY_CHARS;
+
+/** Where one `history` call counts its page while its reply waits (readTopicHistory). */
+export interface PageHold {
+  /**
+   * Throws (-32603 Reply too large) unless a whole page more (MAX_HISTORY_PAGE_BYTES) fits, or
+   * nothing is held: asked before the broker is read, so a call refused reads nothing.
+   */
+  checkRoom(): void;
+  /** Count the page's `bytes` before it is parsed; throws as checkRoom when they do not fit. */
+  take(bytes: number): void;
+}
+
+/** One call's PageHold, and `release`, which gives back what it took: once, nothing after a clear. */
+export interface CallHold extends PageHold {
+  readonly release: () => void;
+}
+
+/** The history pages held (HeldHistory) by each address group's connections together. */
+export class HistoryHeldByAddress {
+  /** Only groups holding some: a connection's entry goes with its last page. */
+  readonly #bytes = new Map<string, number>();
+
+  bytesOf(group: string): number {
+    return this.#bytes.get(group) ?? 0;
+  }
+
+  /** Count `bytes` more (fewer when negative) for `group`. */
+  add(group: string, bytes: number): void {
+    const total = this.bytesOf(group) + bytes;
+    if (total > 0) this.#bytes.set(group, total);
+    else this.#bytes.delete(group);
+  }
+}
+
+/**
+ * What one connection's answered history pages hold until their replies go out, within
+ * MAX_HISTORY_HELD_BYTES for the connection and for its address group (`group`; none for a
+ * pipe). A page is let go when its reply has been handed to the transport (`release`); one whose
+ * reply never was (a batch member answered "Reply too large" for the batch's own bound, a call
+ * cancelled once answered) stays counted until `clear`, which the service calls as a history
+ * call starts while no call of the connection runs (every reply a page waited in has then gone
+ * or been dropped) and when the connection closes.
+ */
+export class HeldHistory {
+  #bytes = 0;
+  /** Counts since the last `clear`: a release from before it has nothing to give back. */
+  #generation = 0;
+
+  constructor(
+    private readonly addresses: HistoryHeldByAddress,
+    private readonly group: string | undefined,
+  ) {}
+
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  /** One call's hold (CallHold). */
+  forCall(): CallHold {
+    let taken = 0;
+    let generation = this.#generation;
+    return {
+      checkRoom: () => this.#refuseBeyond(MAX_HISTORY_PAGE_BYTES),
+      take: (bytes) => {
+        // A page is taken whatever its size when nothing is held: a call can always be answered.
+        this.#refuseBeyond(bytes);
+        this.#add(bytes);
+        taken += bytes;
+        generation = this.#generation;
+      },
+      release: () => {
+        if (generation === this.#generation) this.#add(-taken);
+        taken = 0;
+      },
+    };
+  }
+
+  /** Forget every page counted: none of their replies can be waiting any more. */
+  clear(): void {
+    this.#add(-this.#bytes);
+    this.#generation++;
+  }
+
+  #add(bytes: number): void {
+    this.#bytes += bytes;
+    if (this.group !== undefined) this.addresses.add(this.group, bytes);
+  }
+
+  /** Throws when `bytes` more would take the connection, or its address, past the bound. */
+  #refuseBeyond(bytes: number): void {
+    if (this.#bytes > 0 && this.#bytes + bytes > MAX_HISTORY_HELD_BYTES) {
+      // What a batch's reply of the same size would answer them: the same error.
+      throw new HeldHistoryRefusal({
+        reason: 'batch reply too large',
+        maxBatchReplyChars: MAX_BATCH_REPLY_CHARS,
+      });
+    }
+    const address = this.group === undefined ? 0 : this.addresses.bytesOf(this.group);
+    if (address > 0 && address + bytes > MAX_HISTORY_HELD_BYTES) {
+      throw new HeldHistoryRefusal({
+        reason: 'history held for this address',
+        maxHistoryHeldBytes: MAX_HISTORY_HELD_BYTES,
+      });
+    }
+  }
+}
+
+/** -32603 Reply too large: a page past what its connection, or its address, may hold. */
+export class HeldHistoryRefusal extends InternalError {
+  constructor(data: Record<string, unknown>) {
+    super('Reply too large', data);
+  }
 }

@@ -26,7 +26,12 @@ import { readSubscribeParams, readUnsubscribeParams } from '../pubsub/subscribe-
 import type { SubscribeRequest } from '../pubsub/subscribe-params.js';
 import { TopicRegistry } from '../pubsub/topic-registry.js';
 import { readHistoryParams } from '../pubsub/history-params.js';
-import { readTopicHistory } from './pubsub-history.js';
+import {
+  HeldHistory,
+  HeldHistoryRefusal,
+  HistoryHeldByAddress,
+  readTopicHistory,
+} from './pubsub-history.js';
 import type { HistoryPage } from './pubsub-history.js';
 import { readLatestValue, sendLatestValue } from './pubsub-latest.js';
 import type { LatestValue } from './pubsub-latest.js';
@@ -152,6 +157,10 @@ export class PubSubService<C> {
   private readonly newTopicAddresses: AddressBudgets | undefined;
   /** The node's history reads (resume replays): bounded, identical ones shared. */
   readonly historyReads: HistoryReads;
+  /** What each connection's answered `history` calls hold while their replies wait. */
+  private readonly heldHistory = new WeakMap<SessionTable, HeldHistory>();
+  /** The same, for each address group's connections together. */
+  private readonly heldHistoryByAddress = new HistoryHeldByAddress();
   readonly stats: PubSubStats = { dropped: 0, slowConsumerDisconnects: 0 };
   /**
    * Topic patterns a session's claims allow (`identity.topicsOf`), checked before a topic's
@@ -469,6 +478,7 @@ export class PubSubService<C> {
     const table = this.tables.get(session);
     if (!table) return;
     this.tables.delete(session);
+    this.heldHistory.get(table)?.clear();
     if (table.newTopics instanceof PairedBucket) {
       this.newTopicAddresses?.release(table.newTopics.address);
     }
@@ -538,11 +548,16 @@ export class PubSubService<C> {
 
   /**
    * The `history` method (pubsub-history.ts): the topic checked and authorized as a subscribe
-   * is (-32602 unknown, -32004 refused), then read holding one of the connection's read slots.
+   * is (-32602 unknown, -32004 refused), then read holding one of the connection's read slots,
+   * its page counted in what the connection holds (HeldHistory) until its reply has gone.
    */
   private async history(params: unknown, ctx: HandlerContext<Session<C>>): Promise<HistoryPage> {
-    const request = readHistoryParams(params);
     const session = ctx.session;
+    // No call of the connection runs (this one counts from its first await): a batch's reply
+    // waits for a running member, so no reply is left for a page still counted to wait in.
+    // Asked now, before this call awaits and others may start.
+    if (session.peer.inFlightCount === 0) this.forgetHeldHistory(session);
+    const request = readHistoryParams(params);
     this.checkTopicName(request.topic);
     const definition = this.resolveTopic(request.topic);
     if (!definition) throw new InvalidParamsError('Unknown topic', { topic: request.topic });
@@ -552,15 +567,45 @@ export class PubSubService<C> {
     const allowed = await this.mayUseTopic(session, request.topic, definition, undefined);
     throwIfCancelled(ctx);
     if (!allowed) throw notAuthorized(request.topic);
-    const slots = this.historySlotsOf(this.requireTable(session));
-    const page = await readTopicHistory(this.historyReads, slots, request, ctx.signal).catch(
-      (err: unknown) => {
+    const table = this.requireTable(session);
+    const hold = this.heldHistoryOf(session, table).forCall();
+    try {
+      const page = await readTopicHistory(
+        this.historyReads,
+        this.historySlotsOf(table),
+        request,
+        ctx.signal,
+        hold,
+      ).catch((err: unknown) => {
         throwIfCancelled(ctx);
+        if (err instanceof HeldHistoryRefusal) throw err;
         throw this.brokerUnavailable(err, request.topic, 'history was not read');
-      },
-    );
-    // The page is the call's effect: a refresh since the check weighs it as it would a subscribe.
-    return this.takeEffect(session, weighed, () => page);
+      });
+      // The page is the call's effect: a refresh since the check weighs it as it would a subscribe.
+      const answer = await this.takeEffect(session, weighed, () => page);
+      ctx.afterReply(hold.release);
+      return answer;
+    } catch (err) {
+      hold.release();
+      throw err;
+    }
+  }
+
+  /** What `table`'s connection holds of history pages, made on its first read. */
+  private heldHistoryOf(session: Session<C>, table: SessionTable): HeldHistory {
+    let held = this.heldHistory.get(table);
+    if (!held) {
+      const group = addressGroupOf(session.transport.kind, session.remoteAddress);
+      held = new HeldHistory(this.heldHistoryByAddress, group);
+      this.heldHistory.set(table, held);
+    }
+    return held;
+  }
+
+  /** Forget the history pages `session` holds: no reply they waited in is left. */
+  private forgetHeldHistory(session: Session<C>): void {
+    const table = this.tables.get(session);
+    if (table) this.heldHistory.get(table)?.clear();
   }
 
   /** The session's claims (`topicsOf`), then the topic's own `authorize`: both must allow. */
