@@ -263,8 +263,8 @@ export class PubSubService<C> {
 
   /**
    * Throw as `topic(name, options)` (or, `asStream`, `stream(name, ...)`) would for a name already
-   * declared, a reserved one or a `latestValue` that is no boolean, declaring nothing: so that
-   * implementContract can check every name before it registers any.
+   * declared or a reserved one, declaring nothing: so that implementContract can check every name
+   * before it registers any (the options themselves: checkTopicDeclaration).
    */
   checkDeclarable(name: string, options: TopicOptions<C> | undefined, asStream: boolean): void {
     if (asStream) {
@@ -283,10 +283,6 @@ export class PubSubService<C> {
       throw new Error(
         `Topic "${name}" is already declared as a stream: a name is a topic or a stream, not both`,
       );
-    }
-    const latestValue: unknown = options?.latestValue;
-    if (latestValue !== undefined && typeof latestValue !== 'boolean') {
-      throw new TypeError(`Topic "${name}": latestValue must be true or false`);
     }
     if (name.startsWith('$') || name.startsWith(INBOX_TOPIC_PREFIX))
       throw new Error(
