@@ -10,10 +10,10 @@ import { randomBytes } from 'node:crypto';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import type { Consumer, ConsumerMessages } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readHistory } from '../../src/pubsub/nats-history.js';
 import type { Link } from '../../src/pubsub/nats-link.js';
+import { withConsumerHooks } from '../support/nats-consumer-hooks.js';
 import { canConnect } from '../support/network.js';
 
 const NATS_URL = 'nats://127.0.0.1:4222';
@@ -42,35 +42,15 @@ function busyTopic(
   const publish = async (count: number) => {
     for (let i = 0; i < count; i++) await link.js.publish(subject, 'newer');
   };
-  const consumers = new Proxy(link.js.consumers, {
-    get(target, key, receiver) {
-      const value: unknown = Reflect.get(target, key, receiver);
-      if (key !== 'get' || typeof value !== 'function') return value;
-      return async (...args: unknown[]) => {
-        await publish(beforeConsumer);
-        const consumer = (await (value as (...a: unknown[]) => Promise<Consumer>).apply(
-          target,
-          args,
-        )) as Consumer;
-        return new Proxy(consumer, {
-          get(c, k, r) {
-            const member: unknown = Reflect.get(c, k, r);
-            if (k !== 'fetch' || typeof member !== 'function') return member;
-            return async (...a: unknown[]) => {
-              if (++fetches > FETCH_BOUND) throw new Error(`more than ${FETCH_BOUND} fetches`);
-              await publish(perFetch);
-              return (member as (...x: unknown[]) => Promise<ConsumerMessages>).apply(c, a);
-            };
-          },
-        });
-      };
+  const busy = withConsumerHooks(link, {
+    beforeConsumer: () => publish(beforeConsumer),
+    fetch: async (fetch) => {
+      if (++fetches > FETCH_BOUND) throw new Error(`more than ${FETCH_BOUND} fetches`);
+      await publish(perFetch);
+      return fetch();
     },
   });
-  const js = new Proxy(link.js, {
-    get: (target, key, receiver): unknown =>
-      key === 'consumers' ? consumers : (Reflect.get(target, key, receiver) as unknown),
-  });
-  return { link: { ...link, js }, fetches: () => fetches };
+  return { link: busy, fetches: () => fetches };
 }
 
 describe.skipIf(skip)('NATS history: a page whose messages aged out while it was read', () => {

@@ -9,10 +9,11 @@ import { randomBytes } from 'node:crypto';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import type { Consumer, ConsumerMessages } from '@nats-io/jetstream';
+import type { ConsumerMessages } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readHistory } from '../../src/pubsub/nats-history.js';
 import type { Link } from '../../src/pubsub/nats-link.js';
+import { withConsumerHooks } from '../support/nats-consumer-hooks.js';
 import { canConnect } from '../support/network.js';
 
 const NATS_URL = 'nats://127.0.0.1:4222';
@@ -35,33 +36,9 @@ function slowFetches(empty: number): Link {
       stop: () => undefined,
     }) as unknown as ConsumerMessages;
   };
-  const consumers = new Proxy(link.js.consumers, {
-    get(target, key, receiver) {
-      const value: unknown = Reflect.get(target, key, receiver);
-      if (key !== 'get' || typeof value !== 'function') return value;
-      return async (...args: unknown[]) => {
-        const consumer = (await (value as (...a: unknown[]) => Promise<Consumer>).apply(
-          target,
-          args,
-        )) as Consumer;
-        return new Proxy(consumer, {
-          get(c, k, r) {
-            const member: unknown = Reflect.get(c, k, r);
-            if (k !== 'fetch' || typeof member !== 'function') return member;
-            return (...a: unknown[]) =>
-              left-- > 0
-                ? Promise.resolve(emptyBatch())
-                : (member as (...x: unknown[]) => Promise<ConsumerMessages>).apply(c, a);
-          },
-        });
-      };
-    },
+  return withConsumerHooks(link, {
+    fetch: (fetch) => (left-- > 0 ? Promise.resolve(emptyBatch()) : fetch()),
   });
-  const js = new Proxy(link.js, {
-    get: (target, key, receiver): unknown =>
-      key === 'consumers' ? consumers : (Reflect.get(target, key, receiver) as unknown),
-  });
-  return { ...link, js };
 }
 
 describe.skipIf(skip)('NATS history: a fetch that comes back empty', () => {
