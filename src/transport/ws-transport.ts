@@ -13,6 +13,8 @@ import { CloseCode } from './transport.js';
 import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
 import type { BudgetLedger, BudgetMember } from './output-budget.js';
 import type { SharedDeflate } from './deflate-frames.js';
+import { directDeliveryAllowed, queueHeld } from './input-turns.js';
+import type { HeldTurnTaker } from './input-turns.js';
 import { flushAfterTask, MAX_GATHERED_FRAMES } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
 import type { Upstream } from './when-drained.js';
@@ -653,113 +655,6 @@ const HELD_QUEUED = 128; // its held messages wait for a turn (queueHeld); readi
 // above all stay below GATHERED_ONE.
 const GATHERED_ONE = 256;
 const GATHERED_MASK = ~(GATHERED_ONE - 1);
-
-/**
- * The most held messages (read while reading was paused, before the session listened, or past
- * DIRECT_MESSAGES_PER_TURN) handed
- * to sessions in one event-loop turn, all connections together; the rest go on in the next
- * turns (setImmediate), so that the sockets' I/O is served in between, as the heartbeat and the
- * fan-out do. Held messages are paid for already, so nothing else bounds them: the connections
- * of one address, paused for its shared budget, all read on at the moment it has refilled, each
- * holding the rest of a 64 KiB read (a thousand small requests), and handed over in the turn
- * that resumes them they held the loop for seconds.
- */
-export const HELD_MESSAGES_PER_TURN = 256;
-/**
- * Of a turn's held messages, the most one connection is handed before the next connection
- * waiting is: connections resumed together share the turns, in the order they asked.
- */
-export const HELD_MESSAGES_PER_VISIT = 32;
-
-/**
- * The most messages handed to sessions as they are read (not held first) in one event-loop
- * turn, all WebSocket and TCP connections together; past it, a connection's message is held
- * and goes in the held turns (queueHeld), and so is every later one of it, in order. In one
- * poll phase ws parses a 64 KiB read from every readable socket and hands over every message
- * in it: a hundred connections pipelining small requests handed a hundred thousand messages
- * to their sessions in one turn, and the loop stalled for seconds. Above what ordinary load
- * reaches (32 connections with 16 calls in flight each hand over 512 a turn at most).
- */
-export const DIRECT_MESSAGES_PER_TURN = 1024;
-/**
- * The count of direct deliveries is reset (setImmediate) only once it reaches this: a turn that
- * hands over fewer schedules nothing, and what it counted stays for the turns after (the
- * allowance is met no sooner than DIRECT_MESSAGES_PER_TURN - DIRECT_COUNT_RESET_MARK in a turn).
- */
-const DIRECT_COUNT_RESET_MARK = 64;
-/** Messages handed over as they were read since the count was last reset. */
-let directCount = 0;
-let directResetDue = false;
-
-/**
- * @internal A message read may go to its session now: true, and counted, within this turn's
- * DIRECT_MESSAGES_PER_TURN; false past it (the message is to be held, in order).
- */
-export function directDeliveryAllowed(): boolean {
-  return ++directCount < DIRECT_COUNT_RESET_MARK || directDeliveryCounted();
-}
-
-/** Past the mark: have the count reset at the end of this turn; true within the allowance. */
-function directDeliveryCounted(): boolean {
-  if (!directResetDue) {
-    directResetDue = true;
-    setImmediate(resetDirectCount);
-  }
-  return directCount <= DIRECT_MESSAGES_PER_TURN;
-}
-
-function resetDirectCount(): void {
-  directResetDue = false;
-  directCount = 0;
-}
-
-/** A connection whose held messages are handed over in turns (handHeldTurn). */
-export interface HeldTurnTaker {
-  /** Hand the session up to `most` held messages; returns how many it handed over. */
-  handHeld(most: number): number;
-}
-
-/** The connections whose held messages wait for a turn, in order (each at most once). */
-let heldQueue: HeldTurnTaker[] = [];
-let heldTurnDue = false;
-
-/** @internal Give `transport` a share of the next turn's held messages. */
-export function queueHeld(transport: HeldTurnTaker): void {
-  heldQueue.push(transport);
-  if (heldTurnDue) return;
-  heldTurnDue = true;
-  setImmediate(handHeldTurn);
-}
-
-/**
- * One turn of held messages: up to HELD_MESSAGES_PER_TURN, HELD_MESSAGES_PER_VISIT a connection,
- * in the order they were queued; a connection with more queues itself again, behind those this
- * turn did not reach.
- */
-function handHeldTurn(): void {
-  heldTurnDue = false;
-  const queue = heldQueue;
-  heldQueue = [];
-  let left = HELD_MESSAGES_PER_TURN;
-  let at = 0;
-  try {
-    while (at < queue.length && left > 0) {
-      const share = left < HELD_MESSAGES_PER_VISIT ? left : HELD_MESSAGES_PER_VISIT;
-      left -= queue[at++]!.handHeld(share);
-    }
-  } finally {
-    // Also when a session threw: the connections not reached keep their place.
-    if (at < queue.length) {
-      const requeued = heldQueue;
-      heldQueue = queue.slice(at);
-      for (const transport of requeued) heldQueue.push(transport);
-    }
-    if (heldQueue.length > 0 && !heldTurnDue) {
-      heldTurnDue = true;
-      setImmediate(handHeldTurn);
-    }
-  }
-}
 
 /** Incoming texts not handled yet, the index of the next, and the characters of those left. */
 interface Held {

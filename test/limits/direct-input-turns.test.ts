@@ -21,7 +21,7 @@ import type { WsTransport } from '../../src/transport/ws-transport.js';
 import {
   DIRECT_MESSAGES_PER_TURN,
   HELD_MESSAGES_PER_TURN,
-} from '../../src/transport/ws-transport.js';
+} from '../../src/transport/input-turns.js';
 import { newSession, sessionIds } from '../support/gateway.js';
 import { Resources } from '../support/resources.js';
 import { openSocket } from '../support/sockets.js';

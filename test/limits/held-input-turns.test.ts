@@ -12,7 +12,7 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { WebSocket } from 'ws';
 import type { WsTransport } from '../../src/transport/ws-transport.js';
-import { HELD_MESSAGES_PER_TURN } from '../../src/transport/ws-transport.js';
+import { HELD_MESSAGES_PER_TURN } from '../../src/transport/input-turns.js';
 import { newSession, sessionIds } from '../support/gateway.js';
 import { Resources } from '../support/resources.js';
 import { openSocket } from '../support/sockets.js';
