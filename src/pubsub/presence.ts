@@ -16,7 +16,11 @@ export interface PresenceMember {
   info?: Record<string, unknown>;
 }
 
-/** A member as the store keeps it: `key` names the subscription (`<sessionId>/<subscription id>`). */
+/**
+ * A member as the store keeps it: `key` names one membership (`<sessionId>/<n>`, `n` never used
+ * twice on a node), not the subscription id, which a session is given again for a later
+ * subscription to the same topic (the topic's shared id, once free).
+ */
 export interface PresenceEntry extends PresenceMember {
   key: string;
 }
@@ -54,7 +58,7 @@ export const PRESENCE_EVENTS_PREFIX = '$presence.';
 export interface PresenceStore {
   /**
    * Add `joined` and remove the members keyed `left`, all owned by `owner`, and renew the
-   * owner's lease to now + `leaseMs`.
+   * owner's lease to now + `leaseMs`. No key is in both (a key names one membership).
    */
   write(
     topic: string,

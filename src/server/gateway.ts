@@ -226,8 +226,8 @@ export class Gateway<C = unknown> {
           this.pubsub.reserveStreamTopic(session, topic, fresh, kept),
       },
     );
-    this.pubsub.onTopicSubscribed = (session, topic, id) =>
-      this.presenceService.subscribed(session, topic, id);
+    this.pubsub.onTopicSubscribed = (session, topic) =>
+      this.presenceService.subscribed(session, topic);
     this.pubsub.watchedPresenceTopics = () => this.presenceService.watchedTopics;
     this.pubsub.stream(PRESENCE_SUBSCRIPTION, (params, ctx) =>
       this.presenceService.subscription(params, ctx),

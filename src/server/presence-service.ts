@@ -111,6 +111,8 @@ export class PresenceService<C> {
   private readonly local = new Map<string, Map<string, PresenceEntry>>();
   /** Changes not written yet, by topic; at most one write per topic is under way. */
   private readonly pending = new Map<string, Pending>();
+  /** Memberships made on this node: the last one's number (each member's key holds its own). */
+  private memberships = 0;
   private readonly writing = new Set<string>();
   /** The writes under way (at most one per topic). */
   private readonly flushes = new Set<Promise<void>>();
@@ -227,10 +229,14 @@ export class PresenceService<C> {
    * A subscription of `session` to `topic` started: on a presence topic it becomes a member,
    * and the function returned removes it (when the subscription ends).
    */
-  subscribed(session: Session<C>, topic: string, subscriptionId: string): (() => void) | undefined {
+  subscribed(session: Session<C>, topic: string): (() => void) | undefined {
     const presence = this.presenceOf(topic);
     if (!presence || this.closed) return undefined;
-    const entry: PresenceEntry = { key: `${session.id}/${subscriptionId}`, sessionId: session.id };
+    // Keyed by membership, not by subscription id: a session unsubscribed from the topic's shared
+    // id gets it again at its next subscribe, and that join and the earlier leave, written
+    // together, would name one key (each store applies them in its own order).
+    const key = `${session.id}/${(++this.memberships).toString(36)}`;
+    const entry: PresenceEntry = { key, sessionId: session.id };
     if (session.user !== undefined) entry.user = session.user;
     const info = this.infoOf(presence, session, topic);
     if (info) entry.info = info;
