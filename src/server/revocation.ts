@@ -444,7 +444,25 @@ export class Revocations<C> {
         throw new UpgradeRejection(503, 'Revocation check unavailable', { 'Retry-After': '1' });
       }
       if (!denial) return context;
+      // A revocation newer than any this node knew of: its message did not reach this node
+      // (lost with the link up, or sent before it listened), so the user's sessions here that
+      // it names are still open. They close as the message would have closed them, once this
+      // turn's refusal has gone out (a refresh refused here is answered before its session
+      // closes, as identity's closeAfterReply does).
+      const missed = (this.seen.get(user)?.revokedAt ?? -Infinity) < denial.revokedAt;
       this.remember(user, denial);
+      if (missed) {
+        const revocation = {
+          user,
+          reason: DEFAULT_REASON,
+          revokedAt: denial.revokedAt,
+          origin: this.deps.nodeId,
+        };
+        setImmediate(() => {
+          const closed = this.closeNamed([revocation]);
+          if (closed > 0) logger.info({ user, closed }, 'revocation read from the deny list');
+        });
+      }
       if (this.issuedAfter(context, denial.revokedAt)) return context;
       throw revoked();
     };

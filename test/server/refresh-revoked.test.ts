@@ -1,9 +1,10 @@
 /**
- * A refresh the deny list refuses (docs/identity.md, Revocation): the session's own credentials,
- * issued before the refused ones, are revoked too, so a node that missed the revocation's message
- * (written to the deny list, its broadcast lost) closes the session with 4403 once the refusal is
- * answered. A session whose credentials were issued after the revocation refuses the older token
- * and stays open.
+ * A node that missed a revocation's message (written to the deny list, its broadcast lost) and
+ * then reads the denial (docs/identity.md, Revocation). A refresh the deny list refuses: the
+ * session's own credentials, issued before the refused ones, are revoked too, so the session
+ * closes with 4403 once the refusal is answered. Another connection of the user refused by the
+ * deny list: the user's sessions on the node close as the message would have closed them. A
+ * session whose credentials were issued after the revocation stays open either way.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../src/protocol/error-codes.js';
@@ -84,8 +85,7 @@ describe('a refresh refused as revoked', () => {
     const { broker, url } = await start();
     const socket = await open(url, 'dan@1000');
     await broker.deny('dan', 2_000, 60_000);
-    // The node reads the denial (and keeps it) when another connection of the user is refused.
-    await expect(open(url, 'dan@1500')).rejects.toThrow(/401/);
+    // The hook refuses first: the deny list is not read.
     const refused = await socket.request('rpc.authenticate', { token: 'garbage' });
     expect(refused.error).toMatchObject({ data: { reason: 'invalid', status: 401 } });
     expect((await socket.request('whoami')).result).toBe('dan');
@@ -101,5 +101,30 @@ describe('a refresh refused as revoked', () => {
     const refused = await socket.request('rpc.authenticate', { token: 'recalled' });
     expect(refused.error).toMatchObject({ data: { reason: 'revoked', status: 401 } });
     expect((await socket.request('whoami')).result).toBe('cat');
+  });
+});
+
+describe('another connection of the user refused by the deny list', () => {
+  it('closes the sessions on the node the missed revocation names, and only those', async () => {
+    const { broker, url } = await start();
+    const before = await open(url, 'eve@1000');
+    const after = await open(url, 'eve@3000');
+    const other = await open(url, 'fay@1000');
+    // Revoked at 2000 on another node whose message never reached this one.
+    await broker.deny('eve', 2_000, 60_000);
+    expect((await before.request('whoami')).result).toBe('eve');
+    await expect(open(url, 'eve@1500')).rejects.toThrow(/401/);
+    expect(await before.closed).toEqual({ code: 4403, reason: 'revoked' });
+    expect((await after.request('whoami')).result).toBe('eve');
+    expect((await other.request('whoami')).result).toBe('fay');
+  });
+
+  it('closes them too when the refused connection was let in (credentials issued after)', async () => {
+    const { broker, url } = await start();
+    const before = await open(url, 'gus@1000');
+    await broker.deny('gus', 2_000, 60_000);
+    const renewed = await open(url, 'gus@2500');
+    expect((await renewed.request('whoami')).result).toBe('gus');
+    expect(await before.closed).toEqual({ code: 4403, reason: 'revoked' });
   });
 });
