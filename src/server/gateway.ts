@@ -915,9 +915,19 @@ export class Gateway<C = unknown> {
    * `transport: 'tcp'` and no headers. Resolves once listening.
    */
   async listenTcp(port = 0, host = '127.0.0.1'): Promise<AddressInfo> {
-    // What other nodes send this node's sessions, TCP ones included (started once, never rejects).
-    if (!this.closing) await this.router.start();
+    await this.startNode();
     return this.intake.listenTcp(port, host);
+  }
+
+  /**
+   * What every way of taking connections starts first, as listen() does: taking what other
+   * nodes send this node's sessions (the router: started once, never rejects) and the lifecycle
+   * lease of its users. Nothing once closing.
+   */
+  private async startNode(): Promise<void> {
+    if (this.closing) return;
+    await this.router.start();
+    if (!this.closing) this.lifecycle.start();
   }
 
   /**
@@ -931,6 +941,7 @@ export class Gateway<C = unknown> {
     output: Writable,
     kind: 'stdio' | 'tcp' = 'stdio',
   ): Promise<Session<C>> {
+    await this.startNode();
     const session = await this.intake.acceptStream(input, output, kind, undefined);
     if (!session) throw new Error('the stream connection was refused (see the log)');
     return session;
