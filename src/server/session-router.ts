@@ -264,13 +264,16 @@ export class SessionRouter {
     this.stopped = false;
     if (this.broker.onRelinked) {
       this.unlisten = this.broker.onRelinked(() => {
-        if (this.options.relinked) this.relinked();
-        // The link is back: the node's own subscriptions are tried now, not at the next retry.
+        // The link is back: the node's own subscriptions, still missing, are tried now, not at
+        // the next retry; once in place, that try reads what was said meanwhile (relinked), so
+        // it is not read twice.
         if (this.nodeTimer !== undefined) {
           clearTimeout(this.nodeTimer);
           this.nodeTimer = undefined;
           void this.listenForNode(true);
+          return;
         }
+        if (this.options.relinked) this.relinked();
       });
     }
     await this.listenForNode(false);

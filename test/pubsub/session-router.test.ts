@@ -1,8 +1,9 @@
 /**
  * SessionRouter's retries while the broker is down: they stop once nobody needs them, and a
  * user who leaves is unsubscribed even when the subscribe seemed to fail (it may have reached
- * the broker all the same). The broker is a stand-in that is down throughout: what is under
- * test is the router's own bookkeeping (the real outage is in redis-gateway.test.ts).
+ * the broker all the same); once the link is back, what was said meanwhile is read once. The
+ * broker is a stand-in (down throughout, or until it comes back): what is under test is the
+ * router's own bookkeeping (the real outage is in redis-gateway.test.ts).
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Broker, History } from '../../src/pubsub/broker.js';
@@ -60,5 +61,46 @@ describe('SessionRouter while the broker is down', () => {
     expect(await router.listeningFor('bob')).toBe(false);
     await vi.advanceTimersByTimeAsync(30_000);
     expect(vi.getTimerCount()).toBe(0);
+  });
+});
+
+/** Down until `up()`, which tells the router its link is back (Broker.onRelinked). */
+class ReturningBroker extends DownBroker {
+  private linkUp = false;
+  private readonly listeners: (() => void)[] = [];
+  override get ready(): boolean {
+    return this.linkUp;
+  }
+  override subscribe(): Promise<void> {
+    return this.linkUp ? Promise.resolve() : Promise.reject(new Error('down'));
+  }
+  onRelinked(listener: () => void): () => void {
+    this.listeners.push(listener);
+    return () => undefined;
+  }
+  up(): void {
+    this.linkUp = true;
+    for (const listener of this.listeners) listener();
+  }
+}
+
+describe('SessionRouter when the broker comes back', () => {
+  it('reads what was said meanwhile once, as its own subscriptions are in place', async () => {
+    const broker = new ReturningBroker();
+    let runs = 0;
+    const router = new SessionRouter(broker, 'n1', local, silentLogger, {
+      relinked: () => {
+        runs++;
+        return Promise.resolve(true);
+      },
+    });
+    await router.start();
+    expect(router.pending).toBe(true);
+    broker.up();
+    await vi.waitFor(() => expect(router.listening).toBe(true));
+    // Every run under way, or queued behind one, has had its turn.
+    for (let i = 0; i < 10; i++) await new Promise((resolve) => setImmediate(resolve));
+    expect(runs).toBe(1);
+    await router.stop();
   });
 });
