@@ -6,7 +6,7 @@ import { INVALID_UTF8_REPLY } from '../protocol/invalid-utf8.js';
 import { ByteLineSplitter, NOT_UTF8, TOO_LARGE } from './ndjson-byte-lines.js';
 import type { ByteLine } from './ndjson-byte-lines.js';
 import type { BudgetLedger, BudgetMember } from './output-budget.js';
-import { directDeliveryAllowed, queueHeld } from './input-turns.js';
+import { countOutput, directDeliveryAllowed, heldOutputSpent, queueHeld } from './input-turns.js';
 import type { HeldTurnTaker } from './input-turns.js';
 import type { InputBudget, InputLimit, InputReader } from './ws-transport.js';
 import { flushAfterTask, MAX_GATHERED_FRAMES } from './turn-coalescer.js';
@@ -237,6 +237,7 @@ export class NdjsonTransport implements ServerTransport, BudgetMember, InputRead
       flushAfterTask(this);
     }
     if (this.options.counters) this.options.counters.messagesOut++;
+    if (typeof frame === 'string') countOutput(frame.length);
     // JSON text never contains a raw newline (JSON.stringify escapes them), so a line is a message.
     this.writable.write(
       typeof frame === 'string' ? byteCounted(`${frame}\n`) : frame.wire(ndjsonLine),
@@ -410,7 +411,12 @@ export class NdjsonTransport implements ServerTransport, BudgetMember, InputRead
     const held = this.held;
     if (!held || !this.listener) return 0;
     let handed = 0;
-    while (handed < most && this.heldFrom < held.length && !this.cancelResume) {
+    while (
+      handed < most &&
+      this.heldFrom < held.length &&
+      !this.cancelResume &&
+      !heldOutputSpent()
+    ) {
       if (this.closing || this.closed) return handed;
       const line = held[this.heldFrom]!;
       held[this.heldFrom++] = '';

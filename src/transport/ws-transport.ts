@@ -13,7 +13,7 @@ import { CloseCode } from './transport.js';
 import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
 import type { BudgetLedger, BudgetMember } from './output-budget.js';
 import type { SharedDeflate } from './deflate-frames.js';
-import { directDeliveryAllowed, queueHeld } from './input-turns.js';
+import { countOutput, directDeliveryAllowed, heldOutputSpent, queueHeld } from './input-turns.js';
 import type { HeldTurnTaker } from './input-turns.js';
 import { flushAfterTask, MAX_GATHERED_FRAMES } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
@@ -1262,7 +1262,7 @@ export class WsTransport implements ServerTransport, BudgetMember, InputReader, 
     this.checkBackPressure();
     const texts = held.texts;
     let handed = 0;
-    while (handed < most && held.from < texts.length && this.mayHandHeld) {
+    while (handed < most && held.from < texts.length && this.mayHandHeld && !heldOutputSpent()) {
       const text = texts[held.from]!;
       texts[held.from++] = '';
       held.chars -= text.length;
@@ -1356,6 +1356,7 @@ export class WsTransport implements ServerTransport, BudgetMember, InputReader, 
     const raw = this.raw;
     this.shared.counters.messagesOut++;
     const direct = raw !== undefined && senderIdle(this.socket);
+    if (typeof frame === 'string') countOutput(frame.length);
     if (raw) {
       this.scheduleFlush();
       // Gathered text is written at the flush in one buffer: the socket need not be corked
