@@ -11,7 +11,9 @@ import { silentLogger } from '../../src/peer/logger.js';
 import { SessionRouter } from '../../src/server/session-router.js';
 
 class DownBroker implements Broker {
-  readonly ready = false;
+  get ready(): boolean {
+    return false;
+  }
   readonly unsubscribed: string[] = [];
   publish(): Promise<number> {
     return Promise.reject(new Error('down'));
