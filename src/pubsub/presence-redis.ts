@@ -24,21 +24,26 @@ const NOW_MS = `local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 +
 // KEYS: leases, the owner's topics, reaping. ARGV: owner, leaseMs, topic, '1' when the write
 // joins members (a write that only removes needs no listing: a topic the owner has members in
 // is listed already), '1' when this is the owner's first write (the one that makes its lease).
-// An owner being reaped, or whose lease is gone (lapsed and reaped), gets no lease back and
-// writes nothing: 0, and its node learns it lapsed at its next renewal.
+// Answers when the lease now lapses (Redis time, ms). An owner being reaped, or whose lease is
+// gone (lapsed and reaped), gets no lease back and writes nothing: 0, and its node learns it
+// lapsed at its next renewal.
 const LEASE_LUA = `${NOW_MS}
 if redis.call('ZSCORE', KEYS[3], ARGV[1]) then return 0 end
 if ARGV[5] ~= '1' and not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+local lapses = now + tonumber(ARGV[2])
+redis.call('ZADD', KEYS[1], lapses, ARGV[1])
 if ARGV[4] == '1' then redis.call('SADD', KEYS[2], ARGV[3]) end
-return 1`;
+return lapses`;
 
-// KEYS: hash, keys index, the owner's set. ARGV: owner, count joined, then key/value pairs of
-// the joined, then the keys that left. A leave removes a member only if this owner holds it.
-// Answers how many members the owner has left in the topic (its set goes with the last one).
-const WRITE_LUA = `
-local owner, joined = ARGV[1], tonumber(ARGV[2])
-local i = 3
+// KEYS: hash, keys index, the owner's set. ARGV: owner, the time (Redis's, ms) from which the
+// write is refused (-1: the lease it was given may have lapsed since, and been reaped), count
+// joined, then key/value pairs of the joined, then the keys that left. A leave removes a member
+// only if this owner holds it. Answers how many members the owner has left in the topic (its
+// set goes with the last one).
+const WRITE_LUA = `${NOW_MS}
+if now >= tonumber(ARGV[2]) then return -1 end
+local owner, joined = ARGV[1], tonumber(ARGV[3])
+local i = 4
 for _ = 1, joined do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
   redis.call('ZADD', KEYS[2], 0, ARGV[i])
@@ -208,19 +213,30 @@ export class RedisPresenceStore implements PresenceStore {
     // give a reaped owner its lease back, and its node would never learn its members went).
     const first = !this.leasing.has(owner);
     this.leasing.add(owner);
-    const leased = await this.runner.run(
-      leaseScript,
-      [this.keys.leases, ownerTopics, this.keys.reaping],
-      [owner, String(leaseMs), topic, joined.length > 0 ? '1' : '0', first ? '1' : '0'],
+    const lapses = Number(
+      await this.runner.run(
+        leaseScript,
+        [this.keys.leases, ownerTopics, this.keys.reaping],
+        [owner, String(leaseMs), topic, joined.length > 0 ? '1' : '0', first ? '1' : '0'],
+      ),
     );
-    if (Number(leased) !== 1) throw new Error(`presence owner ${owner} lapsed: nothing written`);
-    const args = [owner, String(joined.length)];
+    if (!(lapses > 0)) throw lapsed(owner);
+    // The write is a second script (another slot): a node that pauses in between (a long GC, a
+    // busy loop) may find its lease lapsed and reaped by then, and a member written under the
+    // reaped owner would be in no list a release or a reaper walks: in the store for good. So
+    // the write is refused from the time the lease lapses, less a third of it for the clocks
+    // of a cluster's nodes, and the node's next renewal learns of the lapse.
+    const refusedFrom = lapses - Math.ceil(leaseMs / 3);
+    const args = [owner, String(refusedFrom), String(joined.length)];
     for (const entry of joined) args.push(entry.key, encodeEntry(owner, entry));
     args.push(...left);
-    const remaining = await this.runner.run(writeScript, this.keys.topic(topic, owner), args);
+    const remaining = Number(
+      await this.runner.run(writeScript, this.keys.topic(topic, owner), args),
+    );
+    if (remaining < 0) throw lapsed(owner);
     // The owner's last member here left: the topic leaves its list, so the list names only
     // topics it has members in (what release and reaping walk).
-    if (Number(remaining) === 0) await this.runner.run(unlistScript, [ownerTopics], [topic]);
+    if (remaining === 0) await this.runner.run(unlistScript, [ownerTopics], [topic]);
   }
 
   async renew(owner: string, leaseMs: number): Promise<boolean> {
@@ -289,4 +305,8 @@ export class RedisPresenceStore implements PresenceStore {
     await this.runner.run(reapedScript, [this.keys.reaping, ownerTopics], [owner]);
     return reaped;
   }
+}
+
+function lapsed(owner: string): Error {
+  return new Error(`presence owner ${owner} lapsed: nothing written`);
 }

@@ -4,7 +4,10 @@
  * twice, then reaped as leaving), and on Redis so is one under an owner another node reaped
  * (the write would give it its lease back, and the node would never learn its members went).
  * Reaping or releasing an owner removes only the members it still holds: a key written since by
- * the node's next owner stays. On the real brokers, each store as the gateway uses it.
+ * the node's next owner stays. On Redis a write whose lease lapses, and is reaped, while the node
+ * pauses between the lease and the write (two scripts) writes nothing: a member written then
+ * would be in no list a release or a reaper walks. On the real brokers, each store as the
+ * gateway uses it.
  */
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect as connectNats } from '@nats-io/transport-node';
@@ -14,6 +17,8 @@ import { NatsBroker } from '../../src/pubsub/nats-broker.js';
 import { natsPresenceBucket } from '../../src/pubsub/presence-nats.js';
 import type { PresenceEntry, PresenceStore } from '../../src/pubsub/presence.js';
 import { RedisBroker } from '../../src/pubsub/redis-broker.js';
+import { RedisPresenceStore } from '../../src/pubsub/presence-redis.js';
+import type { RedisScriptRunner } from '../../src/pubsub/redis-script-runner.js';
 import { NATS_URL, REDIS_URL, deleteNatsStreams, deleteRedisKeys } from '../support/brokers.js';
 import { sleep } from '../support/promises.js';
 
@@ -82,5 +87,42 @@ describe.each(['redis', 'nats'] as const)('%s', (kind) => {
     }
     const page = await a.members('room.1', undefined, 10);
     expect(page.members.map((m) => m.key).sort()).toEqual(['late/0x2', 'stay/0x1']);
+  });
+});
+
+describe('redis', () => {
+  it('a write whose lease lapses and is reaped while the node pauses before writing writes nothing', async () => {
+    const prefix = `lapse-${nanoid(6)}`;
+    cleanups.push(() => deleteRedisKeys(REDIS_URL, prefix));
+    const open = async (): Promise<RedisBroker> => {
+      const broker = await RedisBroker.create({ url: REDIS_URL, prefix: `${prefix}:` });
+      cleanups.push(() => broker.close().catch(() => undefined));
+      return broker;
+    };
+    const [brokerA, brokerB] = [await open(), await open()];
+    const b = brokerB.presence;
+    // Node A's store, on its broker's own scripts, with a pause after a lease is taken: as long
+    // as it takes the lease to lapse and node B to reap the owner.
+    const runner = (brokerA as unknown as { runner: RedisScriptRunner }).runner;
+    let pauses = 1;
+    const pausing = {
+      run: async (...call: Parameters<RedisScriptRunner['run']>) => {
+        const answer = await runner.run(...call);
+        const keys = call[1];
+        if (keys.length === 3 && keys[0]!.endsWith('{presence}:leases') && pauses-- > 0) {
+          await sleep(LEASE_MS + 100);
+          expect(await b.reap()).toEqual([]); // the owner's topic listed, no member in it yet
+        }
+        return answer;
+      },
+    } as RedisScriptRunner;
+    const a = new RedisPresenceStore(pausing, `${prefix}:`);
+    await expect(a.write('room.1', 'O1', [member('ghost/1')], [], LEASE_MS)).rejects.toThrow(
+      /lapsed/,
+    );
+    expect(await a.renew('O1', LEASE_MS)).toBe(false);
+    await a.release('O1');
+    expect(await a.count('room.1')).toBe(0);
+    expect(await b.count('room.1')).toBe(0);
   });
 });
