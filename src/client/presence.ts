@@ -7,6 +7,12 @@ import { through } from '../peer/hub.js';
 
 /** One member of a topic: one subscription of a session to it. */
 export interface PresenceMember {
+  /**
+   * The membership, unique among the topic's members (a session subscribed twice is two
+   * members); absent from a gateway that does not send it, whose members are told apart by
+   * session only.
+   */
+  id?: string;
   sessionId: string;
   user?: string;
   info?: Record<string, unknown>;
@@ -43,19 +49,24 @@ export const PRESENCE_SUBSCRIPTION = '$presence';
 
 /**
  * The member list folded from the `$presence` frames of `topic`, one entry per session (in the
- * order first seen), for each observer: the first page can already list a member whose join
- * event comes after it (the event was coalesced while the page was read), so a join of a listed
- * session replaces its entry and a leave removes it.
+ * order first seen), for each observer. The frames name memberships (`id`): a session is listed
+ * while one of its memberships is, so one of two subscriptions ending leaves it listed. The
+ * first page can already list a membership whose join event comes after it (the event was
+ * coalesced while the page was read), so a join of a listed membership replaces its entry and a
+ * leave removes it.
  */
 export function presenceState(
   subscribe: (name: string, params: unknown) => Observable<unknown>,
   topic: string,
 ): Observable<PresenceState> {
   return through(subscribe(PRESENCE_SUBSCRIPTION, { topic }), (to) => {
+    // By membership id (by session id from a gateway that sends none).
     const listed = new Map<string, PresenceMember>();
+    const idOf = (member: PresenceMember): string =>
+      typeof member.id === 'string' ? member.id : member.sessionId;
     // Past MAX_LISTED only those already listed are updated.
     const list = (member: PresenceMember): void => {
-      const id = member.sessionId;
+      const id = idOf(member);
       if (listed.size < MAX_LISTED || listed.has(id)) listed.set(id, member);
     };
     return (value) => {
@@ -67,9 +78,12 @@ export function presenceState(
       // The first frame (again after a reconnect) starts the list over.
       if (Array.isArray(frame.members)) listed.clear();
       for (const member of members(frame.members)) list(member);
-      for (const gone of members(frame.left)) listed.delete(gone.sessionId);
+      for (const gone of members(frame.left)) listed.delete(idOf(gone));
       for (const member of members(frame.joined)) list(member);
-      to.next({ count: frame.count, members: [...listed.values()] });
+      // One entry per session: its latest membership's, where its first one listed stands.
+      const sessions = new Map<string, PresenceMember>();
+      for (const member of listed.values()) sessions.set(member.sessionId, member);
+      to.next({ count: frame.count, members: [...sessions.values()] });
     };
   });
 }

@@ -9,6 +9,11 @@
 
 /** One member of a topic, as the server and clients see it. */
 export interface PresenceMember {
+  /**
+   * This membership (one subscription of the session), unique among the topic's members: two
+   * subscriptions of one session are two members, and a leave names the one that ended.
+   */
+  id: string;
   sessionId: string;
   /** The session's user (GatewayOptions.userOf), when it has one. */
   user?: string;
@@ -21,7 +26,7 @@ export interface PresenceMember {
  * twice on a node), not the subscription id, which a session is given again for a later
  * subscription to the same topic (the topic's shared id, once free).
  */
-export interface PresenceEntry extends PresenceMember {
+export interface PresenceEntry extends Omit<PresenceMember, 'id'> {
   key: string;
 }
 
@@ -127,9 +132,9 @@ export function entryOf(
   return { owner: value[0], entry };
 }
 
-/** The member as clients see it (no store key). */
+/** The member as clients see it: its store key is its id. */
 export function publicMember(entry: PresenceEntry): PresenceMember {
-  const member: PresenceMember = { sessionId: entry.sessionId };
+  const member: PresenceMember = { id: entry.key, sessionId: entry.sessionId };
   if (entry.user !== undefined) member.user = entry.user;
   if (entry.info !== undefined) member.info = entry.info;
   return member;

@@ -146,13 +146,27 @@ describe('presence on one node', () => {
     await watcher.until(() => watcher.notifications(id).length >= 1, 'the first page');
     expect(watcher.notifications(id)[0]!.result).toEqual({
       count: 1,
-      members: [{ sessionId: expect.any(String) as string, user: 'ann', info: { name: 'ANN' } }],
+      members: [
+        {
+          id: expect.any(String) as string,
+          sessionId: expect.any(String) as string,
+          user: 'ann',
+          info: { name: 'ANN' },
+        },
+      ],
     });
     const bob = await member(running, 'bob');
     await bob.request('subscribe', ['room.1']);
     await watcher.until(() => watcher.notifications(id).length >= 2, 'a join event');
     expect(watcher.notifications(id)[1]!.result).toEqual({
-      joined: [{ sessionId: expect.any(String) as string, user: 'bob', info: { name: 'BOB' } }],
+      joined: [
+        {
+          id: expect.any(String) as string,
+          sessionId: expect.any(String) as string,
+          user: 'bob',
+          info: { name: 'BOB' },
+        },
+      ],
       left: [],
       count: 2,
     });
@@ -185,6 +199,31 @@ describe('presence on one node', () => {
     await ann.request('unsubscribe', [annSub]);
     await waitFor(() => seen.at(-1)?.count === 0, 'ann out');
     expect(seen.at(-1)!.members).toEqual([]);
+  });
+
+  it('lists a session in client.presence(topic) while one of its subscriptions lasts', async () => {
+    const running = await roomGateway();
+    const client = connectClient(`${running.url}?user=watcher&rooms=room.1`);
+    clients.push(client);
+    const seen: { count: number; members: { user?: string }[] }[] = [];
+    const watching = client.presence('room.1').subscribe((state) => seen.push(state));
+    cleanups.push(() => watching.unsubscribe());
+    await waitFor(() => seen.length > 0, 'the first state');
+    // Two members, one session: told apart by their ids.
+    const ann = await member(running, 'ann');
+    const first = (await ann.request('subscribe', ['room.1'])).result as string;
+    await ann.request('subscribe', ['room.1']);
+    await waitFor(() => seen.at(-1)?.count === 2, 'both of ann’s subscriptions in');
+    expect(seen.at(-1)!.members.map((m) => m.user)).toEqual(['ann']);
+    const before = (await running.gateway.presence('room.1').members()).members;
+    // One ends: ann is still a member, and still listed.
+    await ann.request('unsubscribe', [first]);
+    await waitFor(() => seen.at(-1)?.count === 1, 'one of them out');
+    expect(seen.at(-1)!.members.map((m) => m.user)).toEqual(['ann']);
+    const after = (await running.gateway.presence('room.1').members()).members;
+    expect(new Set(before.map((m) => m.id)).size).toBe(2);
+    expect(after.map((m) => m.id)).toHaveLength(1);
+    expect(before.map((m) => m.id)).toContain(after[0]!.id);
   });
 
   it('refuses a bad presence option when the topic is declared', async () => {
