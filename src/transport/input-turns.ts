@@ -48,7 +48,8 @@ let directResetDue = false;
  * handed over, all connections together, and again in one held turn; past it the messages read
  * wait for a later turn, in order. A handler's reply is made and written in the turn its message
  * is handed over: seventy pipelined calls to a method answering a MiB each held the loop for
- * 0.6 to 0.8 s in one turn, every other connection waiting (21 to 28 ms at most with this bound).
+ * 0.9 s in one turn, every other connection waiting (31 to 42 ms at most with this bound:
+ * bench/turn-stall.mjs).
  * The held turns count their own, so
  * reads that spend a turn's allowance do not keep held messages waiting.
  */
