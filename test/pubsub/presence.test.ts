@@ -51,6 +51,17 @@ async function member(running: RunningGateway<Ctx>, user: string, rooms = 'room.
   return raw;
 }
 
+/** The states `client.presence('room.1')` of a watcher's client has seen, from its first one on. */
+async function watchedByClient(running: RunningGateway<Ctx>) {
+  const client = connectClient(`${running.url}?user=watcher&rooms=room.1`);
+  clients.push(client);
+  const seen: { count: number; members: { user?: string }[] }[] = [];
+  const watching = client.presence('room.1').subscribe((state) => seen.push(state));
+  cleanups.push(() => watching.unsubscribe());
+  await waitFor(() => seen.length > 0, 'the first state');
+  return seen;
+}
+
 describe('presence on one node', () => {
   it('counts each subscription as a member, with its user and info, until it ends', async () => {
     const running = await roomGateway();
@@ -185,12 +196,7 @@ describe('presence on one node', () => {
 
   it('gives client.presence(topic) the member list, kept up to date', async () => {
     const running = await roomGateway();
-    const client = connectClient(`${running.url}?user=watcher&rooms=room.1`);
-    clients.push(client);
-    const seen: { count: number; members: { user?: string }[] }[] = [];
-    const watching = client.presence('room.1').subscribe((state) => seen.push(state));
-    cleanups.push(() => watching.unsubscribe());
-    await waitFor(() => seen.length > 0, 'the first state');
+    const seen = await watchedByClient(running);
     expect(seen.at(-1)).toEqual({ count: 0, members: [] });
     const ann = await member(running, 'ann');
     const annSub = (await ann.request('subscribe', ['room.1'])).result as string;
@@ -203,12 +209,7 @@ describe('presence on one node', () => {
 
   it('lists a session in client.presence(topic) while one of its subscriptions lasts', async () => {
     const running = await roomGateway();
-    const client = connectClient(`${running.url}?user=watcher&rooms=room.1`);
-    clients.push(client);
-    const seen: { count: number; members: { user?: string }[] }[] = [];
-    const watching = client.presence('room.1').subscribe((state) => seen.push(state));
-    cleanups.push(() => watching.unsubscribe());
-    await waitFor(() => seen.length > 0, 'the first state');
+    const seen = await watchedByClient(running);
     // Two members, one session: told apart by their ids.
     const ann = await member(running, 'ann');
     const first = (await ann.request('subscribe', ['room.1'])).result as string;
