@@ -941,7 +941,10 @@ export class Gateway<C = unknown> {
     output: Writable,
     kind: 'stdio' | 'tcp' = 'stdio',
   ): Promise<Session<C>> {
-    await this.startNode();
+    // Not waited for: the streams are taken (their error listeners on) at once, whatever the
+    // broker takes to answer, as a pipe is served broker or not (an error on an unlistened
+    // stream would end the process).
+    void this.startNode();
     const session = await this.intake.acceptStream(input, output, kind, undefined);
     if (!session) throw new Error('the stream connection was refused (see the log)');
     return session;

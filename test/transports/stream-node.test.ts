@@ -1,7 +1,8 @@
 /**
  * A gateway that takes connections only through serveStream is a node like any other: what
  * other nodes send its sessions (notifySession, revokeSession) reaches them, without it ever
- * calling listen() or listenTcp().
+ * calling listen() or listenTcp(). And its streams are taken at once, whatever the broker takes
+ * to answer the node's own subscriptions: an error on them meanwhile is handled, not thrown.
  */
 import { PassThrough } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -60,5 +61,34 @@ describe('a gateway serving streams only', () => {
     expect(await other.revokeSession(session.id, { reason: 'bye' })).toBe(true);
     await waitFor(() => session.isClosed, 'the session closed');
     await waitFor(ended, 'its output ended');
+  });
+});
+
+/** A MemoryBroker whose subscribes answer only after `delayMs`. */
+class SlowBroker extends MemoryBroker {
+  constructor(private readonly delayMs: number) {
+    super();
+  }
+  override async subscribe(...args: Parameters<MemoryBroker['subscribe']>): Promise<void> {
+    await new Promise((resolve) => setTimeout(resolve, this.delayMs));
+    return super.subscribe(...args);
+  }
+}
+
+describe('a stream served while the broker is slow to answer', () => {
+  it('is taken at once: an error on it meanwhile ends the session, not the process', async () => {
+    const served = gatewayOn(new SlowBroker(200));
+    const input = new PassThrough();
+    const output = new PassThrough();
+    const serving = served.serveStream(input, output).then(
+      (session) => session,
+      () => undefined,
+    );
+    // Before the broker has answered: an unlistened error here would be uncaught.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    input.destroy(Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }));
+    output.destroy(Object.assign(new Error('write EPIPE'), { code: 'EPIPE' }));
+    const session = await serving;
+    if (session) await waitFor(() => session.isClosed, 'the session closed');
   });
 });
