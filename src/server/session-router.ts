@@ -243,6 +243,8 @@ export class SessionRouter {
   /** The next try at this node's own topics, after one failed (listenForNode). */
   private nodeTimer: NodeJS.Timeout | undefined;
   private nodeDelay = RETRY_MIN_MS;
+  /** A retried try at this node's own topics is under way (listenForNode(true)). */
+  private nodeRetrying = false;
 
   constructor(
     private readonly broker: Broker,
@@ -273,7 +275,8 @@ export class SessionRouter {
           void this.listenForNode(true);
           return;
         }
-        if (this.options.relinked) this.relinked();
+        // A retried try under way reads it once it succeeds, likewise.
+        if (this.options.relinked && !this.nodeRetrying) this.relinked();
       });
     }
     await this.listenForNode(false);
@@ -293,6 +296,7 @@ export class SessionRouter {
   private async listenForNode(retried: boolean): Promise<void> {
     const topics = [`$node.${this.nodeId}`];
     if (this.options.revoked) topics.push(REVOKE_TOPIC);
+    this.nodeRetrying = retried;
     try {
       for (const topic of topics) {
         if (this.nodeTopics.has(topic)) continue;
@@ -304,6 +308,7 @@ export class SessionRouter {
         this.nodeTopics.add(topic);
       }
     } catch (err) {
+      this.nodeRetrying = false;
       if (this.stopped) return;
       this.logger.warn(
         { err, retryInMs: this.nodeDelay },
@@ -318,6 +323,7 @@ export class SessionRouter {
       return;
     }
     this.nodeDelay = RETRY_MIN_MS;
+    this.nodeRetrying = false;
     if (retried) {
       this.logger.info('subscribed to messages for this node');
       // Revocations said while the node could not hear them: read as after an outage.
@@ -332,6 +338,7 @@ export class SessionRouter {
     clearTimeout(this.nodeTimer);
     this.nodeTimer = undefined;
     this.nodeDelay = RETRY_MIN_MS;
+    this.nodeRetrying = false;
     this.retrying.clear();
     this.unlisten?.();
     this.unlisten = undefined;

@@ -66,15 +66,25 @@ describe('SessionRouter while the broker is down', () => {
   });
 });
 
-/** Down until `up()`, which tells the router its link is back (Broker.onRelinked). */
+/**
+ * Down until `up()`, which tells the router its link is back (Broker.onRelinked); once
+ * `hanging`, a subscribe waits for `up()` instead of failing (a try under way as the link comes
+ * back). `subscribes`: how many were asked.
+ */
 class ReturningBroker extends DownBroker {
   private linkUp = false;
+  hanging = false;
+  subscribes = 0;
   private readonly listeners: (() => void)[] = [];
+  private readonly waiting: (() => void)[] = [];
   override get ready(): boolean {
     return this.linkUp;
   }
   override subscribe(): Promise<void> {
-    return this.linkUp ? Promise.resolve() : Promise.reject(new Error('down'));
+    this.subscribes++;
+    if (this.linkUp) return Promise.resolve();
+    if (this.hanging) return new Promise((resolve) => this.waiting.push(resolve));
+    return Promise.reject(new Error('down'));
   }
   onRelinked(listener: () => void): () => void {
     this.listeners.push(listener);
@@ -82,27 +92,52 @@ class ReturningBroker extends DownBroker {
   }
   up(): void {
     this.linkUp = true;
+    for (const resolve of this.waiting.splice(0)) resolve();
     for (const listener of this.listeners) listener();
   }
+}
+
+/** A router on `broker` counting the runs of its relinked hook. */
+function countingRelinks(broker: Broker) {
+  const counted = { runs: 0 };
+  const router = new SessionRouter(broker, 'n1', local, silentLogger, {
+    relinked: () => {
+      counted.runs++;
+      return Promise.resolve(true);
+    },
+  });
+  return { router, counted };
+}
+
+/** Let every relinked run under way, or queued behind one, have its turn. */
+async function settleRuns(): Promise<void> {
+  for (let i = 0; i < 10; i++) await new Promise((resolve) => setImmediate(resolve));
 }
 
 describe('SessionRouter when the broker comes back', () => {
   it('reads what was said meanwhile once, as its own subscriptions are in place', async () => {
     const broker = new ReturningBroker();
-    let runs = 0;
-    const router = new SessionRouter(broker, 'n1', local, silentLogger, {
-      relinked: () => {
-        runs++;
-        return Promise.resolve(true);
-      },
-    });
+    const { router, counted } = countingRelinks(broker);
     await router.start();
     expect(router.pending).toBe(true);
     broker.up();
     await vi.waitFor(() => expect(router.listening).toBe(true));
-    // Every run under way, or queued behind one, has had its turn.
-    for (let i = 0; i < 10; i++) await new Promise((resolve) => setImmediate(resolve));
-    expect(runs).toBe(1);
+    await settleRuns();
+    expect(counted.runs).toBe(1);
+    await router.stop();
+  });
+
+  it('reads it once too when the link is back during a retried try', async () => {
+    const broker = new ReturningBroker();
+    const { router, counted } = countingRelinks(broker);
+    await router.start();
+    broker.hanging = true;
+    // The retry (after 250 ms) is under way, waiting on the broker.
+    await vi.waitFor(() => expect(broker.subscribes).toBe(2), { timeout: 5_000 });
+    broker.up();
+    await vi.waitFor(() => expect(router.listening).toBe(true));
+    await settleRuns();
+    expect(counted.runs).toBe(1);
     await router.stop();
   });
 });
