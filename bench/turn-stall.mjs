@@ -1,5 +1,5 @@
 // The longest event-loop stall one client causes on the gateway: pipelined calls answering
-// 1 MiB each, and the same calls in one batch. The gateway runs in a child process with a 5 ms
+// 1 MiB each (from a plain handler, then from an async one), and the same calls in one batch. The gateway runs in a child process with a 5 ms
 // interval timer; the longest gap between two of its ticks while the client's calls are served
 // is the stall every other connection waits through. Three rounds each.
 //
@@ -16,6 +16,8 @@ if (process.argv[2] === '--server') {
   const gateway = createGateway({ heartbeatIntervalMs: 0, logger: pino({ level: 'silent' }) });
   const answer = 'x'.repeat(1 << 20);
   gateway.method('big', () => answer);
+  // The same answer from an async handler: its reply is sent as its promise settles.
+  gateway.method('bigAsync', async () => answer);
   const { port } = await gateway.listen(0, '127.0.0.1');
   let last = performance.now();
   let longest = 0;
@@ -43,7 +45,7 @@ if (process.argv[2] === '--server') {
   const socket = new WebSocket(`ws://127.0.0.1:${port}/rpc`, { maxPayload: 1 << 30 });
   await new Promise((resolve) => socket.once('open', resolve));
   const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-  const request = (id) => ({ jsonrpc: '2.0', id, method: 'big' });
+  const request = (id, method = 'big') => ({ jsonrpc: '2.0', id, method });
 
   async function round(send, replies) {
     server.send('reset');
@@ -70,6 +72,14 @@ if (process.argv[2] === '--server') {
       () => {
         socket._socket.cork();
         for (let id = 1; id <= CALLS; id++) socket.send(JSON.stringify(request(id)));
+        socket._socket.uncork();
+      },
+      CALLS,
+    ],
+    [`${CALLS} pipelined calls, 1 MiB answers, async handler`]: [
+      () => {
+        socket._socket.cork();
+        for (let id = 1; id <= CALLS; id++) socket.send(JSON.stringify(request(id, 'bigAsync')));
         socket._socket.uncork();
       },
       CALLS,

@@ -46,11 +46,11 @@ let directResetDue = false;
  * The most characters of text frames (a reply, a notification: what one session sends, not a
  * publish's frame shared by its subscribers) sent in one event-loop turn as messages read are
  * handed over, all connections together, and again in one held turn; past it the messages read
- * wait for a later turn, in order. A handler's reply is made and written in the turn its message
- * is handed over: seventy pipelined calls to a method answering a MiB each held the loop for
- * 0.9 s in one turn, every other connection waiting (31 to 42 ms at most with this bound:
- * bench/turn-stall.mjs).
- * The held turns count their own, so
+ * wait for a later turn, in order. A plain handler's reply is made and written in the turn its
+ * message is handed over (an async handler's is sent as its promise settles, after the read's
+ * messages were all handed over, and is not bounded here): seventy pipelined calls to a method
+ * answering a MiB each held the loop for 0.9 s in one turn, every other connection waiting (31
+ * to 42 ms at most with this bound: bench/turn-stall.mjs). The held turns count their own, so
  * reads that spend a turn's allowance do not keep held messages waiting.
  */
 export const OUTPUT_CHARS_PER_TURN = 1024 * 1024;

@@ -81,7 +81,7 @@ describe('a refresh refused as revoked', () => {
     expect((await socket.request('whoami')).result).toBe('bob');
   });
 
-  it('leaves the session open when the hook refuses a token, whatever the deny list holds', async () => {
+  it('leaves the session open when the hook refuses a token while the deny list lists its user', async () => {
     const { broker, url } = await start();
     const socket = await open(url, 'dan@1000');
     await broker.deny('dan', 2_000, 60_000);
