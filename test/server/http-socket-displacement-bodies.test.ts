@@ -15,6 +15,7 @@ import { sampleValue, scrape } from '../support/metrics.js';
 import { getStatusFrom, rawTcpSocket } from '../support/raw-tcp.js';
 import type { RawTcpSocket } from '../support/raw-tcp.js';
 import { Resources } from '../support/resources.js';
+import { filledHttpSocketLimits } from '../support/sockets.js';
 import { waitUntil, within } from '../support/waiting.js';
 
 const res = new Resources();
@@ -89,13 +90,7 @@ describe('maxHttpSockets filled by requests whose bodies are still to come', () 
     const PER_ADDRESS = 5;
     const ADDRESSES = ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'];
     const { gateway, port, httpUrl } = await res.gateway({
-      // Long enough that only the bounds, never a timeout, close a socket in this test.
-      limits: {
-        maxHttpSocketsPerIp: PER_ADDRESS,
-        maxHttpSockets: PER_ADDRESS * ADDRESSES.length,
-        headersTimeoutMs: 600_000,
-        bodyTimeoutMs: 600_000,
-      },
+      limits: filledHttpSocketLimits(PER_ADDRESS, ADDRESSES.length, true),
     });
     const head = postHead('/rpc');
     // Every other one sends the first half of its body, then nothing more.
@@ -132,12 +127,7 @@ describe('maxHttpSockets filled by requests whose bodies are still to come', () 
     const ADDRESSES = ['127.0.0.2', '127.0.0.3'];
     const { gateway, port } = await res.gateway({
       routes: { events: '/rpc/events' },
-      limits: {
-        maxHttpSocketsPerIp: PER_ADDRESS,
-        maxHttpSockets: PER_ADDRESS * ADDRESSES.length,
-        headersTimeoutMs: 600_000,
-        bodyTimeoutMs: 600_000,
-      },
+      limits: filledHttpSocketLimits(PER_ADDRESS, ADDRESSES.length, true),
     });
     const held: RawTcpSocket[] = [];
     for (const from of ADDRESSES) {
@@ -178,12 +168,7 @@ describe('maxHttpSockets filled by requests whose bodies are still to come', () 
         authenticated++;
         return {};
       },
-      limits: {
-        maxHttpSocketsPerIp: PER_ADDRESS,
-        maxHttpSockets: PER_ADDRESS * ADDRESSES.length,
-        headersTimeoutMs: 600_000,
-        bodyTimeoutMs: 600_000,
-      },
+      limits: filledHttpSocketLimits(PER_ADDRESS, ADDRESSES.length, true),
     });
     const head = postHead(
       '/rpc',

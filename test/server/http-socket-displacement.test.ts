@@ -13,6 +13,7 @@ import type { Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../../src/server/gateway.js';
 import { Resources } from '../support/resources.js';
+import { filledHttpSocketLimits } from '../support/sockets.js';
 import { sampleValue, scrape } from '../support/metrics.js';
 import { getStatusFrom, rawTcpSocket } from '../support/raw-tcp.js';
 import type { RawTcpSocket } from '../support/raw-tcp.js';
@@ -91,12 +92,7 @@ describe('maxHttpSockets filled by half-sent requests from several addresses', (
     const PER_ADDRESS = 5;
     const ADDRESSES = ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'];
     const { gateway, port, httpUrl } = await res.gateway({
-      // Long enough that only the bounds, never the timeout, close a socket in this test.
-      limits: {
-        maxHttpSocketsPerIp: PER_ADDRESS,
-        maxHttpSockets: PER_ADDRESS * ADDRESSES.length,
-        headersTimeoutMs: 600_000,
-      },
+      limits: filledHttpSocketLimits(PER_ADDRESS, ADDRESSES.length),
     });
     const counted = () => gateSockets(gateway);
     const held: RawSocket[] = [];
@@ -151,11 +147,7 @@ describe('maxHttpSockets filled by half-sent requests from several addresses', (
     const ADDRESSES = Array.from({ length: 10 }, (_, i) => `127.0.0.${i + 2}`);
     const PER_ADDRESS = 2;
     const { gateway, port } = await res.gateway({
-      limits: {
-        maxHttpSocketsPerIp: PER_ADDRESS,
-        maxHttpSockets: PER_ADDRESS * ADDRESSES.length,
-        headersTimeoutMs: 600_000,
-      },
+      limits: filledHttpSocketLimits(PER_ADDRESS, ADDRESSES.length),
     });
     // Node closes a kept-alive connection idle for keepAliveTimeout: not within this test.
     gateway.httpServer.keepAliveTimeout = 600_000;

@@ -195,3 +195,17 @@ export function rawHttpExchange(
     socket.write(`${head}\r\n\r\n`);
   });
 }
+
+/**
+ * Limits under which only maxHttpSockets and its share per address close an HTTP socket within
+ * a test (its timeouts are ten minutes): `perAddress` sockets for each of `addresses` addresses
+ * fill the whole. `bodies`: a body still to come is waited for as long.
+ */
+export function filledHttpSocketLimits(perAddress: number, addresses: number, bodies = false) {
+  return {
+    maxHttpSocketsPerIp: perAddress,
+    maxHttpSockets: perAddress * addresses,
+    headersTimeoutMs: 600_000,
+    ...(bodies ? { bodyTimeoutMs: 600_000 } : {}),
+  };
+}
