@@ -171,8 +171,7 @@ export class PubSubService<C> {
    * Called as each topic subscription starts (presence, src/server/presence-service.ts); the
    * function it returns runs when the subscription ends. Set by the gateway.
    */
-  onTopicSubscribed:
-    ((session: Session<C>, topic: string, id: string) => (() => void) | undefined) | undefined;
+  onTopicSubscribed: ((session: Session<C>, topic: string) => (() => void) | undefined) | undefined;
   /**
    * The node's output budget (limits.maxBufferedBytesTotal), which what a connection's
    * subscriptions hold back during replays counts toward; set by the gateway when it has one.
@@ -630,7 +629,7 @@ export class PubSubService<C> {
   ): void {
     const subscription = table.subscriptions.get(id);
     if (!(subscription instanceof TopicSubscription)) return;
-    subscription.ended = this.onTopicSubscribed?.(session, topic, id);
+    subscription.ended = this.onTopicSubscribed?.(session, topic);
   }
 
   /**

@@ -73,10 +73,7 @@ export function directDeliveryAllowed(): boolean {
 /** @internal A session sent a text frame of `chars` characters: counted toward this turn's output. */
 export function countOutput(chars: number): void {
   if (inHeldTurn) heldOutput += chars;
-  else if ((directOutput += chars) >= OUTPUT_CHARS_PER_TURN && !directResetDue) {
-    directResetDue = true;
-    setImmediate(resetDirectCount);
-  }
+  else if ((directOutput += chars) >= OUTPUT_CHARS_PER_TURN) resetDirectCountsLater();
 }
 
 /** @internal The held turn under way has sent its OUTPUT_CHARS_PER_TURN: it hands over no more. */
@@ -86,11 +83,15 @@ export function heldOutputSpent(): boolean {
 
 /** Past the mark: have the count reset at the end of this turn; true within the allowance. */
 function directDeliveryCounted(): boolean {
-  if (!directResetDue) {
-    directResetDue = true;
-    setImmediate(resetDirectCount);
-  }
+  resetDirectCountsLater();
   return directCount <= DIRECT_MESSAGES_PER_TURN;
+}
+
+/** Have the direct counts (messages, output) reset at the end of this turn, once. */
+function resetDirectCountsLater(): void {
+  if (directResetDue) return;
+  directResetDue = true;
+  setImmediate(resetDirectCount);
 }
 
 function resetDirectCount(): void {
