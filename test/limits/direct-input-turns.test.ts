@@ -24,6 +24,7 @@ import {
 } from '../../src/transport/input-turns.js';
 import { newSession, sessionIds } from '../support/gateway.js';
 import { Resources } from '../support/resources.js';
+import { Peak, tapReceive } from '../support/turn-peaks.js';
 import { openSocket } from '../support/sockets.js';
 import { waitUntil } from '../support/waiting.js';
 
@@ -47,44 +48,34 @@ type Transport = WsTransport | NdjsonTransport;
  * how many of each, and each connection's ids in the order handed.
  */
 class HandOver {
-  mostDirect = 0;
-  mostHeld = 0;
+  private readonly directPeak = new Peak('turn');
+  private readonly heldPeak = new Peak('task');
   direct = 0;
   fromHeld = 0;
-  private directInTurn = 0;
-  private heldInTask = 0;
   readonly ids = new Map<Transport, number[]>();
 
+  get mostDirect(): number {
+    return this.directPeak.most;
+  }
+
+  get mostHeld(): number {
+    return this.heldPeak.most;
+  }
+
   watch(transport: Transport): void {
-    const open = transport as unknown as {
-      listener: { receive(text: string): void };
-      held: unknown;
-    };
-    const listener = open.listener;
-    const receive = listener.receive.bind(listener);
+    const open = transport as unknown as { held: unknown };
     const ids: number[] = [];
     this.ids.set(transport, ids);
-    listener.receive = (text) => {
+    tapReceive(transport, (text) => {
       if (open.held === undefined) {
         this.direct++;
-        if (this.directInTurn++ === 0) setImmediate(() => this.endTurn());
+        this.directPeak.add();
       } else {
         this.fromHeld++;
-        if (this.heldInTask++ === 0) process.nextTick(() => this.endTask());
+        this.heldPeak.add();
       }
       ids.push((JSON.parse(text) as { id: number }).id);
-      receive(text);
-    };
-  }
-
-  private endTurn(): void {
-    this.mostDirect = Math.max(this.mostDirect, this.directInTurn);
-    this.directInTurn = 0;
-  }
-
-  private endTask(): void {
-    this.mostHeld = Math.max(this.mostHeld, this.heldInTask);
-    this.heldInTask = 0;
+    });
   }
 }
 

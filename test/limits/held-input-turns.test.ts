@@ -15,6 +15,7 @@ import type { WsTransport } from '../../src/transport/ws-transport.js';
 import { HELD_MESSAGES_PER_TURN } from '../../src/transport/input-turns.js';
 import { newSession, sessionIds } from '../support/gateway.js';
 import { Resources } from '../support/resources.js';
+import { Peak, tapReceive } from '../support/turn-peaks.js';
 import { openSocket } from '../support/sockets.js';
 import { waitUntil } from '../support/waiting.js';
 
@@ -30,26 +31,20 @@ const MESSAGE_COST_BYTES = 4 * MAX_MESSAGE_BYTES;
 
 /** The most messages handed to sessions in one task, and each connection's ids in order handed. */
 class HandOver {
-  most = 0;
-  private inTask = 0;
+  private readonly peak = new Peak();
   readonly ids = new Map<WsTransport, number[]>();
 
-  watch(transport: WsTransport): void {
-    const listener = (transport as unknown as { listener: { receive(text: string): void } })
-      .listener;
-    const receive = listener.receive.bind(listener);
-    const ids: number[] = [];
-    this.ids.set(transport, ids);
-    listener.receive = (text) => {
-      if (this.inTask++ === 0) process.nextTick(() => this.endTask());
-      ids.push((JSON.parse(text) as { id: number }).id);
-      receive(text);
-    };
+  get most(): number {
+    return this.peak.most;
   }
 
-  private endTask(): void {
-    this.most = Math.max(this.most, this.inTask);
-    this.inTask = 0;
+  watch(transport: WsTransport): void {
+    const ids: number[] = [];
+    this.ids.set(transport, ids);
+    tapReceive(transport, (text) => {
+      this.peak.add();
+      ids.push((JSON.parse(text) as { id: number }).id);
+    });
   }
 }
 

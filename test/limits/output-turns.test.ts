@@ -16,6 +16,7 @@ import type { WebSocket } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
 import { OUTPUT_CHARS_PER_TURN } from '../../src/transport/input-turns.js';
 import { Resources } from '../support/resources.js';
+import { Peak } from '../support/turn-peaks.js';
 import { openSocket } from '../support/sockets.js';
 import { waitUntil } from '../support/waiting.js';
 
@@ -31,15 +32,10 @@ const MOST_PER_TURN = Math.floor(OUTPUT_CHARS_PER_TURN / ANSWER_CHARS) + 1;
 /** A gateway whose `big` answers ANSWER_CHARS characters; the most calls it made in one task. */
 async function bigGateway() {
   const running = await res.gateway({ heartbeatIntervalMs: 0 });
-  const calls = { most: 0, inTask: 0 };
+  const calls = new Peak();
   const answer = 'x'.repeat(ANSWER_CHARS);
   running.gateway.method('big', () => {
-    if (calls.inTask++ === 0) {
-      process.nextTick(() => {
-        calls.most = Math.max(calls.most, calls.inTask);
-        calls.inTask = 0;
-      });
-    }
+    calls.add();
     return answer;
   });
   return { ...running, calls };
@@ -97,16 +93,10 @@ describe('a turn’s output', () => {
 describe('a turn’s output (model)', () => {
   it('answers every call in order, no task more than the allowance and one answer', async () => {
     const running = await res.gateway({ heartbeatIntervalMs: 0 });
-    const task = { chars: 0, most: 0 };
+    const task = new Peak();
     running.gateway.method('sized', (params) => {
       const [chars] = params as [number];
-      if (task.chars === 0) {
-        process.nextTick(() => {
-          task.most = Math.max(task.most, task.chars);
-          task.chars = 0;
-        });
-      }
-      task.chars += chars;
+      task.add(chars);
       return 'x'.repeat(chars);
     });
     const size = fc.integer({ min: 1, max: 600_000 });
