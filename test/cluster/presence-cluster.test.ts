@@ -7,13 +7,10 @@
  * within twice the lease (the documented bound, used as the wait's limit).
  */
 import { rmSync } from 'node:fs';
-import { jetstreamManager } from '@nats-io/jetstream';
-import { connect as connectNats } from '@nats-io/transport-node';
 import { nanoid } from 'nanoid';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Broker } from '../../src/pubsub/broker.js';
 import { NatsBroker } from '../../src/pubsub/nats-broker.js';
-import { natsPresenceBucket } from '../../src/pubsub/presence-nats.js';
 import type { PresenceMember } from '../../src/pubsub/presence.js';
 import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import type { Gateway } from '../../src/server/gateway.js';
@@ -52,22 +49,10 @@ interface Node {
   broker: Broker;
 }
 
-/** Everything presence leaves on NATS under `prefix`: the bucket and the topic streams. */
-async function deleteNatsPresence(prefix: string): Promise<void> {
-  const nc = await connectNats({ servers: NATS_URL, timeout: 2_000 });
-  try {
-    const jsm = await jetstreamManager(nc);
-    await jsm.streams.delete(natsPresenceBucket(prefix).stream).catch(() => false);
-  } finally {
-    await nc.close();
-  }
-  await deleteNatsStreams(prefix);
-}
-
 /** `size` gateways in this process on `kind` under `prefix` (as brokerFromEnv names its keys). */
 async function cluster(kind: BrokerKind, size: number, prefix = `presence-${nanoid(6)}`) {
   cleanups.push(() =>
-    kind === 'redis' ? deleteRedisKeys(REDIS_URL, prefix) : deleteNatsPresence(prefix),
+    kind === 'redis' ? deleteRedisKeys(REDIS_URL, prefix) : deleteNatsStreams(prefix),
   );
   const nodes: Node[] = [];
   for (let i = 0; i < size; i++) {

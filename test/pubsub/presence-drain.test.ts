@@ -6,15 +6,12 @@
  * drains, node C watches (`gateway.presence(topic).events$` and a client's `presence(topic)`),
  * and C's view must end as the store: every join it heard matched by a leave.
  */
-import { jetstreamManager } from '@nats-io/jetstream';
-import { connect as connectNats } from '@nats-io/transport-node';
 import fc from 'fast-check';
 import { nanoid } from 'nanoid';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { PresenceState } from '../../src/client/index.js';
 import type { Broker } from '../../src/pubsub/broker.js';
 import { NatsBroker } from '../../src/pubsub/nats-broker.js';
-import { natsPresenceBucket } from '../../src/pubsub/presence-nats.js';
 import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import type { Gateway } from '../../src/server/gateway.js';
 import { NATS_URL, REDIS_URL, deleteNatsStreams, deleteRedisKeys } from '../support/brokers.js';
@@ -40,21 +37,9 @@ afterEach(async () => {
 afterAll(async () => {
   for (const { kind, prefix } of prefixes) {
     if (kind === 'redis') await deleteRedisKeys(REDIS_URL, prefix);
-    else await deleteNatsPresence(prefix);
+    else await deleteNatsStreams(prefix);
   }
 });
-
-/** Everything presence leaves on NATS under `prefix`: the bucket and the topic streams. */
-async function deleteNatsPresence(prefix: string): Promise<void> {
-  const nc = await connectNats({ servers: NATS_URL, timeout: 2_000 });
-  try {
-    const jsm = await jetstreamManager(nc);
-    await jsm.streams.delete(natsPresenceBucket(prefix).stream).catch(() => false);
-  } finally {
-    await nc.close();
-  }
-  await deleteNatsStreams(prefix);
-}
 
 interface Node {
   gateway: Gateway;

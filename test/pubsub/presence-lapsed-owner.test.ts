@@ -9,12 +9,9 @@
  * would be in no list a release or a reaper walks. On the real brokers, each store as the
  * gateway uses it.
  */
-import { jetstreamManager } from '@nats-io/jetstream';
-import { connect as connectNats } from '@nats-io/transport-node';
 import { nanoid } from 'nanoid';
 import { afterEach, describe, expect, it } from 'vitest';
 import { NatsBroker } from '../../src/pubsub/nats-broker.js';
-import { natsPresenceBucket } from '../../src/pubsub/presence-nats.js';
 import type { PresenceEntry, PresenceStore } from '../../src/pubsub/presence.js';
 import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import { RedisPresenceStore } from '../../src/pubsub/presence-redis.js';
@@ -35,10 +32,7 @@ async function twoStores(kind: 'redis' | 'nats'): Promise<readonly [PresenceStor
   const prefix = `lapse-${nanoid(6)}`;
   cleanups.push(async () => {
     if (kind === 'redis') return deleteRedisKeys(REDIS_URL, prefix);
-    const nc = await connectNats({ servers: NATS_URL, timeout: 2_000 });
-    const jsm = await jetstreamManager(nc);
-    await jsm.streams.delete(natsPresenceBucket(prefix).stream).catch(() => false);
-    await nc.close();
+    // The topic streams and the presence bucket's.
     await deleteNatsStreams(prefix);
   });
   const open = async (): Promise<PresenceStore> => {

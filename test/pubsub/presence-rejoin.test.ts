@@ -7,12 +7,9 @@
  * next changes queue; the store must end holding exactly the session's live subscriptions, on
  * MemoryBroker, real Redis and real NATS.
  */
-import { jetstreamManager } from '@nats-io/jetstream';
-import { connect as connectNats } from '@nats-io/transport-node';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { natsPresenceBucket } from '../../src/pubsub/presence-nats.js';
 import type { Broker } from '../../src/pubsub/broker.js';
-import { NATS_URL, TestBrokers } from '../support/brokers.js';
+import { TestBrokers } from '../support/brokers.js';
 import { startGateway } from '../support/gateway.js';
 import { canConnect } from '../support/network.js';
 import { RawRpc } from '../support/raw-rpc.js';
@@ -22,25 +19,13 @@ import { waitFor } from '../support/waiting.js';
 const mustRun = process.env['CI'] === 'true';
 const up = { redis: await canConnect(6379), nats: await canConnect(4222) };
 const brokers = new TestBrokers();
-const natsPrefixes: string[] = [];
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   await brokers.closeAll();
 });
-afterAll(async () => {
-  await brokers.deleteAll();
-  if (natsPrefixes.length === 0) return;
-  const nc = await connectNats({ servers: NATS_URL, timeout: 2_000 });
-  try {
-    const jsm = await jetstreamManager(nc);
-    for (const prefix of natsPrefixes) {
-      await jsm.streams.delete(natsPresenceBucket(prefix).stream).catch(() => false);
-    }
-  } finally {
-    await nc.close();
-  }
-});
+// The prefixes' keys and streams, the NATS presence bucket's among them.
+afterAll(() => brokers.deleteAll());
 
 const ROUNDS = 12;
 
@@ -118,9 +103,7 @@ describe('a subscription to a presence topic made again after one ended', () => 
   it.skipIf(!up.nats && !mustRun)(
     'is a member (NATS)',
     async () => {
-      const prefix = brokers.prefix('nats', 'presence-rejoin-');
-      natsPrefixes.push(prefix);
-      await rejoinRounds(await brokers.open('nats', prefix));
+      await rejoinRounds(await brokers.open('nats', brokers.prefix('nats', 'presence-rejoin-')));
     },
     30_000,
   );
