@@ -216,7 +216,7 @@ export class IncomingCalls<S> {
         this.#ended(call);
         settled('ok');
         if (this.closeInfo) return undefined;
-        return this.successReply(call, value, version);
+        return this.settledReply(call, value, version);
       },
       (err: unknown) => {
         this.#ended(call);
@@ -234,6 +234,11 @@ export class IncomingCalls<S> {
    */
   protected checkedTracestate(_tracestate: unknown): string | undefined {
     return undefined;
+  }
+
+  /** The reply to a call whose async handler resolved `result`: made now (the server's, later). */
+  protected settledReply(call: RunningCall<S>, result: unknown, version: ProtocolVersion): Reply {
+    return this.successReply(call, result, version);
   }
 
   /** The reply to a call whose handler returned `result` (the server's writes a kept text). */

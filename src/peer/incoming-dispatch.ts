@@ -9,7 +9,7 @@ import type { Handler } from './method-registry.js';
 import type { RunningCall } from './handler-context.js';
 import type { CloseInfo, PeerConfig, PeerOptions } from './peer-options.js';
 import { keptResultText } from './result-text.js';
-import { failure, isPromiseLike } from './replies.js';
+import { MadeLater, failure, isPromiseLike } from './replies.js';
 import { settledOrAfter } from './settled-or-after.js';
 import type { Reply } from './replies.js';
 
@@ -210,6 +210,18 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
   }
 
   /** A result kept as its upstream wrote it goes as that text (result-text.ts). */
+  /**
+   * Made as it is written (MadeLater, Transport.sendMade): many async handlers settling together
+   * have their replies made a turn's worth at a time, as the transport writes them.
+   */
+  protected override settledReply(
+    call: RunningCall<S>,
+    result: unknown,
+    version: ProtocolVersion,
+  ): Reply {
+    return new MadeLater(() => this.successReply(call, result, version));
+  }
+
   protected override successReply(
     call: RunningCall<S>,
     result: unknown,

@@ -322,12 +322,12 @@ export class PeerCore<S = unknown> implements TransportListener {
    * it was asked, so it closes (1011) rather than leave its calls unanswered, and the error is
    * logged; nothing is thrown into a promise no one awaits.
    */
-  private replyFailed(err: unknown): void {
+  protected replyFailed(err: unknown): void {
     this.logger.error({ err }, 'a reply could not be sent: closing the connection');
     if (!this.closeInfo) this.close(1011, 'reply could not be sent');
   }
 
-  private sendReply(reply: string | HookedReply): void {
+  protected sendReply(reply: string | HookedReply): void {
     if (this.closeInfo) return;
     if (typeof reply === 'string') {
       this.transport.send(reply);

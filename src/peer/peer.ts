@@ -7,6 +7,7 @@ import type { Frame, Incoming } from '../protocol/classify.js';
 import type { Params } from '../protocol/types.js';
 import type { Transport } from '../transport/transport.js';
 import type { IncomingCalls } from './incoming-calls.js';
+import type { HookedReply } from './replies.js';
 import { IncomingDispatch } from './incoming-dispatch.js';
 import type { NotificationDescriptor } from './method-descriptor.js';
 import type { HandlerTable } from './method-registry.js';
@@ -118,5 +119,29 @@ export class Peer<S = unknown> extends PeerCore<S> {
 
   protected override answering(): IncomingCalls<S> {
     return new IncomingDispatch(this.session, this.logger, this.config, this.admit, this.closeInfo);
+  }
+
+  /**
+   * An async handler's reply (MadeLater) is made as the transport writes it (Transport.sendMade):
+   * in the turn its output allows, not all in the turn the handlers settled in.
+   */
+  protected override sendReply(reply: string | HookedReply): void {
+    if (typeof reply === 'string' || !reply.later || !this.transport.sendMade || this.closeInfo) {
+      return super.sendReply(reply);
+    }
+    this.transport.sendMade(
+      () => this.madeText(reply),
+      () => this.runAfterSend(reply.afterSend),
+    );
+  }
+
+  /** A MadeLater reply's text, made now; one that cannot be made closes as a reply not sent. */
+  private madeText(reply: HookedReply): string | undefined {
+    try {
+      return reply.text || undefined;
+    } catch (err) {
+      this.replyFailed(err);
+      return undefined;
+    }
   }
 }

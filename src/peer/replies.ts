@@ -13,8 +13,41 @@ import type { Incoming } from '../protocol/classify.js';
 
 /** A reply, plus work to run once its text is on the wire (ctx.afterReply). */
 export interface HookedReply {
-  text: string;
-  afterSend: () => void;
+  readonly text: string;
+  readonly afterSend: () => void;
+  /** Its text is made when first read (MadeLater): a transport may make it as it writes it. */
+  readonly later?: true;
+}
+
+/**
+ * An async handler's reply, its text (JSON.stringify's work, a few milliseconds a MiB) made
+ * when first read: by a transport that makes it as it writes it (Transport.sendMade), in the
+ * turn its output allows, so that many such replies settling together are not all made in one
+ * turn.
+ */
+export class MadeLater implements HookedReply {
+  readonly later = true;
+  #make: (() => Reply) | undefined;
+  #text = '';
+  #afterSend: (() => void) | undefined;
+
+  constructor(make: () => Reply) {
+    this.#make = make;
+  }
+
+  /** The reply's text; empty when there is none to send. */
+  get text(): string {
+    const make = this.#make;
+    if (make !== undefined) {
+      this.#make = undefined;
+      const made = make();
+      if (typeof made === 'string') this.#text = made;
+      else if (made !== undefined) [this.#text, this.#afterSend] = [made.text, made.afterSend];
+    }
+    return this.#text;
+  }
+
+  readonly afterSend = (): void => this.#afterSend?.();
 }
 export type Reply = string | HookedReply | undefined;
 

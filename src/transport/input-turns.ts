@@ -54,11 +54,14 @@ let directResetDue = false;
  * reads that spend a turn's allowance do not keep held messages waiting.
  */
 export const OUTPUT_CHARS_PER_TURN = 1024 * 1024;
-/** Characters sent outside held turns since the count was last reset. */
+/** Characters sent outside held and output turns since the count was last reset. */
 let directOutput = 0;
 /** Characters sent in the held turn under way. */
 let heldOutput = 0;
 let inHeldTurn = false;
+/** Characters sent in the output turn under way. */
+let turnOutput = 0;
+let inOutputTurn = false;
 
 /**
  * @internal A message read may go to its session now: true, and counted, within this turn's
@@ -73,7 +76,19 @@ export function directDeliveryAllowed(): boolean {
 /** @internal A session sent a text frame of `chars` characters: counted toward this turn's output. */
 export function countOutput(chars: number): void {
   if (inHeldTurn) heldOutput += chars;
+  else if (inOutputTurn) turnOutput += chars;
   else if ((directOutput += chars) >= OUTPUT_CHARS_PER_TURN) resetDirectCountsLater();
+}
+
+/**
+ * @internal What sessions sent in this turn (the held turn's, the output turn's, or the rest's)
+ * has reached OUTPUT_CHARS_PER_TURN: a text frame sent now waits for an output turn
+ * (queueOutput), and so does everything its connection sends after it, in order.
+ */
+export function outputSpent(): boolean {
+  if (inHeldTurn) return heldOutput >= OUTPUT_CHARS_PER_TURN;
+  if (inOutputTurn) return turnOutput >= OUTPUT_CHARS_PER_TURN;
+  return directOutput >= OUTPUT_CHARS_PER_TURN;
 }
 
 /** @internal The held turn under way has sent its OUTPUT_CHARS_PER_TURN: it hands over no more. */
@@ -148,6 +163,62 @@ function handHeldTurn(): void {
     if (heldQueue.length > 0 && !heldTurnDue) {
       heldTurnDue = true;
       setImmediate(handHeldTurn);
+    }
+  }
+}
+
+/** A connection whose sent frames wait for an output turn (queueOutput, writeOutputTurn). */
+export interface WaitingOutputWriter {
+  /**
+   * Write waiting frames, in order, while the turn's output allows (outputSpent); returns whether
+   * none is left.
+   */
+  writeWaiting(): boolean;
+}
+
+/** The connections whose frames wait to be written, in order (each at most once). */
+let outputQueue: WaitingOutputWriter[] = [];
+let outputTurnDue = false;
+
+/** @internal Have `writer`'s waiting frames written in the next output turns. */
+export function queueOutput(writer: WaitingOutputWriter): void {
+  outputQueue.push(writer);
+  if (outputTurnDue) return;
+  outputTurnDue = true;
+  setImmediate(writeOutputTurn);
+}
+
+/**
+ * One turn of waiting output: the connections in the order they were queued, each writing what
+ * waits until the turn has sent OUTPUT_CHARS_PER_TURN (its first frame goes whatever its
+ * size); the one it stopped in goes behind those not reached, so that connections with much
+ * waiting share the turns.
+ */
+function writeOutputTurn(): void {
+  outputTurnDue = false;
+  const queue = outputQueue;
+  outputQueue = [];
+  let at = 0;
+  let stopped: WaitingOutputWriter | undefined;
+  inOutputTurn = true;
+  turnOutput = 0;
+  try {
+    while (at < queue.length && turnOutput < OUTPUT_CHARS_PER_TURN) {
+      const writer = queue[at++]!;
+      if (!writer.writeWaiting()) {
+        stopped = writer;
+        break;
+      }
+    }
+  } finally {
+    inOutputTurn = false;
+    const requeued = outputQueue;
+    outputQueue = queue.slice(at);
+    if (stopped) outputQueue.push(stopped);
+    for (const writer of requeued) outputQueue.push(writer);
+    if (outputQueue.length > 0 && !outputTurnDue) {
+      outputTurnDue = true;
+      setImmediate(writeOutputTurn);
     }
   }
 }

@@ -6,8 +6,15 @@ import { INVALID_UTF8_REPLY } from '../protocol/invalid-utf8.js';
 import { ByteLineSplitter, NOT_UTF8, TOO_LARGE } from './ndjson-byte-lines.js';
 import type { ByteLine } from './ndjson-byte-lines.js';
 import type { BudgetLedger, BudgetMember } from './output-budget.js';
-import { countOutput, directDeliveryAllowed, heldOutputSpent, queueHeld } from './input-turns.js';
-import type { HeldTurnTaker } from './input-turns.js';
+import {
+  countOutput,
+  directDeliveryAllowed,
+  heldOutputSpent,
+  outputSpent,
+  queueHeld,
+  queueOutput,
+} from './input-turns.js';
+import type { HeldTurnTaker, WaitingOutputWriter } from './input-turns.js';
 import type { InputBudget, InputLimit, InputReader } from './ws-transport.js';
 import { flushAfterTask, MAX_GATHERED_FRAMES } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
@@ -97,7 +104,14 @@ export interface NdjsonTransportOptions {
  * when the grace (or, after the input ended, the end-of-input deadline) runs out and the
  * streams are destroyed.
  */
-export class NdjsonTransport implements ServerTransport, BudgetMember, InputReader, HeldTurnTaker {
+function waitingSize(frame: string | EncodedFrame | (() => void)): number {
+  if (typeof frame === 'string') return frame.length;
+  return typeof frame === 'function' ? 0 : frame.bytes.length;
+}
+
+export class NdjsonTransport
+  implements ServerTransport, BudgetMember, InputReader, HeldTurnTaker, WaitingOutputWriter
+{
   private listener: TransportListener | undefined;
   /** Lines not handled yet: before `listen`, or while reading is paused. */
   private held: ByteLine[] | undefined;
@@ -123,6 +137,16 @@ export class NdjsonTransport implements ServerTransport, BudgetMember, InputRead
   /** The close code and reason, kept for when the close completes. */
   private closingWith: [number, string] | undefined;
   private closeTimer: ReturnType<typeof setTimeout> | undefined;
+  /**
+   * Lines sent once the turn's output was spent (outputSpent), and every line sent after them,
+   * in order, waiting for output turns (queueOutput), with the characters (bytes, for a shared
+   * frame) of those left; a function is called in its place (a frame made as it is written, an
+   * onWritten wait). A close waits for them (closeWaits).
+   */
+  private waitingOutput:
+    { frames: (string | EncodedFrame | (() => void))[]; from: number; chars: number } | undefined;
+  /** Closing: the output ends once what waits for an output turn has been written. */
+  private closeWaits = false;
   /** The input budget, made at the first line (see NdjsonTransportOptions.inputLimit). */
   private inputBudget: InputBudget | undefined;
   /** The node-wide output budget this transport reports to, once it has joined one. */
@@ -215,7 +239,8 @@ export class NdjsonTransport implements ServerTransport, BudgetMember, InputRead
   }
 
   get bufferedAmount(): number {
-    return this.writable.writableLength;
+    const waiting = this.waitingOutput;
+    return this.writable.writableLength + (waiting === undefined ? 0 : waiting.chars);
   }
 
   listen(listener: TransportListener): void {
@@ -228,9 +253,83 @@ export class NdjsonTransport implements ServerTransport, BudgetMember, InputRead
     return this.cancelResume !== undefined;
   }
 
+  /**
+   * Send one line: written now (gathered to the end of the task), or, once the text the sessions
+   * sent in this turn has reached OUTPUT_CHARS_PER_TURN, in a later turn (queueOutput), this
+   * connection's lines after it behind it, in order.
+   */
   send(frame: string | EncodedFrame): void {
     if (this.closed || this.closing || this.writable.writableEnded || this.writable.destroyed)
       return;
+    if (this.waitingOutput !== undefined || (typeof frame === 'string' && outputSpent()))
+      return this.waitOutput(frame);
+    this.write(frame);
+  }
+
+  /** Transport.sendMade: `make`'s text is made as it is written, in its output turn if it waits. */
+  sendMade(make: () => string | undefined, written?: () => void): void {
+    if (this.closed || this.closing || this.writable.writableEnded || this.writable.destroyed)
+      return;
+    if (this.waitingOutput !== undefined || outputSpent())
+      this.waitOutput(() => this.writeMade(make, written));
+    else this.writeMade(make, written);
+  }
+
+  private writeMade(make: () => string | undefined, written: (() => void) | undefined): void {
+    const text = make();
+    if (text !== undefined && !this.writable.writableEnded && !this.writable.destroyed) {
+      this.write(text);
+    }
+    written?.();
+  }
+
+  /**
+   * Keep `frame` for an output turn, behind what waits already; a function is called in its
+   * place (a frame made as it is written, an onWritten wait).
+   */
+  private waitOutput(frame: string | EncodedFrame | (() => void)): void {
+    let waiting = this.waitingOutput;
+    if (waiting === undefined) {
+      this.waitingOutput = waiting = { frames: [], from: 0, chars: 0 };
+      // Nothing more is read before it is written (readOn): a peer whose answers wait asks
+      // for no more meanwhile.
+      this.readable.pause();
+      queueOutput(this);
+    }
+    waiting.frames.push(frame);
+    waiting.chars += waitingSize(frame);
+    this.budget?.report(this, this.budgetBytes);
+  }
+
+  /**
+   * @internal This connection's part of an output turn (writeOutputTurn): write what waits, in
+   * order, while the turn's output allows; then end the output if a close waits for it. Returns
+   * whether nothing is left.
+   */
+  writeWaiting(): boolean {
+    const waiting = this.waitingOutput;
+    if (waiting === undefined) return true;
+    const frames = waiting.frames;
+    while (waiting.from < frames.length && !this.closed) {
+      if (outputSpent()) return false;
+      const frame = frames[waiting.from]!;
+      frames[waiting.from++] = '';
+      waiting.chars -= waitingSize(frame);
+      if (typeof frame === 'function') frame();
+      else if (!this.writable.writableEnded && !this.writable.destroyed) this.write(frame);
+    }
+    this.waitingOutput = undefined;
+    if (this.closeWaits) {
+      if (!this.closed) this.endOutput();
+      return true;
+    }
+    this.budget?.report(this, this.budgetBytes);
+    this.deliverHeld();
+    this.readOn();
+    return true;
+  }
+
+  private write(frame: string | EncodedFrame): void {
     if (!this.corked) {
       this.corked = true;
       this.writable.cork();
@@ -262,6 +361,14 @@ export class NdjsonTransport implements ServerTransport, BudgetMember, InputRead
     // What still arrives is read and dropped.
     if (this.cancelResume || this.heldQueued) this.readable.resume();
     this.stopReadPause();
+    // What was sent before the close goes before its notice, in its output turns.
+    if (this.waitingOutput !== undefined) this.closeWaits = true;
+    else this.endOutput();
+  }
+
+  /** The close's second half, once nothing waits for an output turn: end the output, then the streams. */
+  private endOutput(): void {
+    const [code, reason] = this.closingWith!;
     this.flushWrites();
     // NDJSON has no close frame: the code and reason go as a last line (closeNotice), so the
     // peer tells a revocation, an expiry or a deadline from a dropped connection. Not once the
@@ -292,8 +399,16 @@ export class NdjsonTransport implements ServerTransport, BudgetMember, InputRead
     else this.writable.once('finish', () => this.finish(code, reason));
   }
 
-  /** Call `listener` once everything queued so far has been written (an empty write's callback). */
+  /**
+   * Call `listener` once everything queued so far has been written (an empty write's callback),
+   * what waits for an output turn included.
+   */
   onWritten(listener: () => void): void {
+    if (this.waitingOutput !== undefined) this.waitOutput(() => this.onWrittenNow(listener));
+    else this.onWrittenNow(listener);
+  }
+
+  private onWrittenNow(listener: () => void): void {
     const out = this.writable;
     if (out.writableEnded || out.destroyed) return listener();
     out.write(EMPTY, () => listener());
@@ -316,7 +431,7 @@ export class NdjsonTransport implements ServerTransport, BudgetMember, InputRead
     for (const line of lines) {
       if (this.closing || this.closed) return; // a line closed it (too large): drop the rest
       // Paused by an earlier line: the rest of this chunk waits, in order.
-      if (this.held !== undefined || this.cancelResume) this.hold(line);
+      if (this.held !== undefined || this.cancelResume || this.waitingOutput) this.hold(line);
       else if (!this.listener || directDeliveryAllowed()) this.deliver(line);
       else {
         // Past this turn's allowance, all connections together: it waits for a held turn.
@@ -367,7 +482,14 @@ export class NdjsonTransport implements ServerTransport, BudgetMember, InputRead
 
   /** Resume reading unless something still holds it: held lines waiting for their turns, a pause. */
   private readOn(): void {
-    if (this.heldQueued || this.cancelResume || this.endPending || this.closing || this.closed)
+    if (
+      this.heldQueued ||
+      this.cancelResume ||
+      this.waitingOutput ||
+      this.endPending ||
+      this.closing ||
+      this.closed
+    )
       return;
     this.readable.resume();
   }
@@ -393,7 +515,7 @@ export class NdjsonTransport implements ServerTransport, BudgetMember, InputRead
       if (!this.cancelResume && this.endPending) this.endOfInput();
       return;
     }
-    if (this.cancelResume) return; // reading on hands them over
+    if (this.cancelResume || this.waitingOutput) return; // reading on hands them over
     // Nothing more is read before they are handed over (readOn): what arrives meanwhile would
     // be held behind them.
     this.readable.pause();
@@ -415,6 +537,7 @@ export class NdjsonTransport implements ServerTransport, BudgetMember, InputRead
       handed < most &&
       this.heldFrom < held.length &&
       !this.cancelResume &&
+      !this.waitingOutput &&
       !heldOutputSpent()
     ) {
       if (this.closing || this.closed) return handed;
@@ -513,6 +636,7 @@ export class NdjsonTransport implements ServerTransport, BudgetMember, InputRead
   private finish(code: number, reason: string): void {
     if (this.closed) return;
     this.closed = true;
+    this.waitingOutput = undefined; // dropped, as the stream's buffer
     // A close this transport was asked for completes with the code it was given.
     if (this.closingWith) [code, reason] = this.closingWith;
     this.budget?.leave(this);

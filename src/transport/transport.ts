@@ -13,6 +13,14 @@ export interface Transport {
    * is then not sent, so that its sender is told.
    */
   send(frame: string): void;
+  /**
+   * Send a frame whose text `make` makes when it is written (undefined: nothing to send), then
+   * call `written`: at once, or, when the turn's output is spent or this connection's earlier
+   * frames wait, in a later turn, in order with them. What many replies settling together make
+   * (their JSON text) is then made a turn's worth at a time, as it is written. Dropped, neither
+   * called, if the transport closes first. Absent: the caller makes the text and sends it.
+   */
+  sendMade?(make: () => string | undefined, written?: () => void): void;
   /** Start closing; `listener.transportClosed` fires once the close is complete. */
   close(code?: number, reason?: string): void;
   /**

@@ -13,8 +13,15 @@ import { CloseCode } from './transport.js';
 import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
 import type { BudgetLedger, BudgetMember } from './output-budget.js';
 import type { SharedDeflate } from './deflate-frames.js';
-import { countOutput, directDeliveryAllowed, heldOutputSpent, queueHeld } from './input-turns.js';
-import type { HeldTurnTaker } from './input-turns.js';
+import {
+  countOutput,
+  directDeliveryAllowed,
+  heldOutputSpent,
+  outputSpent,
+  queueHeld,
+  queueOutput,
+} from './input-turns.js';
+import type { HeldTurnTaker, WaitingOutputWriter } from './input-turns.js';
 import { flushAfterTask, MAX_GATHERED_FRAMES } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
 import type { Upstream } from './when-drained.js';
@@ -650,10 +657,11 @@ const SHARED_DEFLATE = 16; // it can take the broadcasts compressed once for all
 const BUDGETED = 32; // it reports to the node-wide output budget (shared.budget)
 const INPUT_HELD = 64; // reading was paused for the input budget, or held turns, since the latest ping (see pongMayBeUnread)
 const HELD_QUEUED = 128; // its held messages wait for a turn (queueHeld); reading waits for them
+const OUTPUT_WAITING = 256; // frames it sent wait for an output turn (waitingOutputs, queueOutput); reading waits for them
 // The bits above these count the frames sent since the last flush (MAX_GATHERED_FRAMES): a
 // counter in the flags rather than a field, which every idle connection would carry. The flags
 // above all stay below GATHERED_ONE.
-const GATHERED_ONE = 256;
+const GATHERED_ONE = 512;
 const GATHERED_MASK = ~(GATHERED_ONE - 1);
 
 /** Incoming texts not handled yet, the index of the next, and the characters of those left. */
@@ -665,6 +673,28 @@ interface Held {
 
 /** Bytes gathered under one cork before they are written anyway. */
 const MAX_CORKED_BYTES = 64 * 1024;
+
+/**
+ * Frames a connection sent once the turn's output was spent (outputSpent), and every frame it
+ * sent after them, in order, waiting for output turns (queueOutput): the next to write, the
+ * characters (bytes, for a shared frame) of those left, and the close asked for meanwhile,
+ * which goes after them. A function is called in its place: a frame made as it is written
+ * (sendMade), an onWritten wait.
+ */
+interface WaitingOutput {
+  frames: (string | EncodedFrame | (() => void))[];
+  from: number;
+  chars: number;
+  close?: [code: number, reason: string];
+}
+
+/** Kept apart from the connections: few ever have output waiting (OUTPUT_WAITING). */
+const waitingOutputs = new WeakMap<WsTransport, WaitingOutput>();
+
+function waitingSize(frame: string | EncodedFrame | (() => void)): number {
+  if (typeof frame === 'string') return frame.length;
+  return typeof frame === 'function' ? 0 : frame.bytes.length;
+}
 
 /**
  * Server-side adapter over a `ws` WebSocket, carrying JSON text frames or, with a codec,
@@ -690,7 +720,9 @@ const MAX_CORKED_BYTES = 64 * 1024;
  * (chargeMessages, told by the peer once it has parsed the batch). A message in a binary
  * encoding costs the larger of its bytes and its JSON text's (binaryMessageCost).
  */
-export class WsTransport implements ServerTransport, BudgetMember, InputReader, HeldTurnTaker {
+export class WsTransport
+  implements ServerTransport, BudgetMember, InputReader, HeldTurnTaker, WaitingOutputWriter
+{
   // Getters, not fields: nothing more to store per connection.
   get kind(): 'websocket' {
     return 'websocket';
@@ -701,7 +733,7 @@ export class WsTransport implements ServerTransport, BudgetMember, InputReader, 
   private listener: TransportListener | undefined;
   /**
    * CORKED, FLUSH_DUE, PING_UNANSWERED, DEFLATE, SHARED_DEFLATE, BUDGETED, INPUT_HELD,
-   * HELD_QUEUED.
+   * HELD_QUEUED, OUTPUT_WAITING.
    */
   private flags = 0;
   private readonly shared: WsShared;
@@ -898,7 +930,10 @@ export class WsTransport implements ServerTransport, BudgetMember, InputReader, 
     this.alive = false;
     // Still paused (or reading on only once what it held is handed over, in turns): the pong
     // to this ping cannot be read before reading resumes.
-    this.setFlag(INPUT_HELD, this.inputPaused || (this.flags & HELD_QUEUED) !== 0);
+    this.setFlag(
+      INPUT_HELD,
+      this.inputPaused || (this.flags & (HELD_QUEUED | OUTPUT_WAITING)) !== 0,
+    );
     this.pingPayload = payload;
     this.socket.ping(payload);
   }
@@ -1044,7 +1079,7 @@ export class WsTransport implements ServerTransport, BudgetMember, InputReader, 
     // Closing (the gateway closed it, or the peer did): nothing more it sends is handled, nor
     // decoded. Its answers could not be sent, and its input budget no longer pauses reading
     // (the peer's close frame must be read), so handling it would be parsing without a bound.
-    if (this.socket.readyState !== this.socket.OPEN) return;
+    if (this.closeStarted) return;
     this.shared.counters.messagesIn++;
     const input = this.socket.inputLimit;
     const bytes = byteLengthOf(data);
@@ -1057,7 +1092,13 @@ export class WsTransport implements ServerTransport, BudgetMember, InputReader, 
     }
     // `ws` hands over every message of a chunk it has read, paused or not: keep them in order.
     // The message that takes the budget past its end waits too: it is what would cost.
-    if (this.held !== undefined || !this.listener || this.cancelResume || throttled) {
+    if (
+      this.held !== undefined ||
+      !this.listener ||
+      this.cancelResume ||
+      throttled ||
+      this.flags & OUTPUT_WAITING
+    ) {
       return this.hold(text);
     }
     // Past this turn's allowance, all connections together: it waits for a held turn.
@@ -1153,7 +1194,8 @@ export class WsTransport implements ServerTransport, BudgetMember, InputReader, 
    * would only deepen it (a 64 KiB read is handled whatever it costs).
    */
   private readOn(): void {
-    if (this.flags & HELD_QUEUED || this.cancelResume || this.inputPaused) return;
+    if (this.flags & (HELD_QUEUED | OUTPUT_WAITING) || this.cancelResume || this.inputPaused)
+      return;
     const input = this.socket.inputLimit;
     if (input instanceof InputReading && this.spendInput(input, 0)) return;
     this.socket.resume();
@@ -1175,6 +1217,7 @@ export class WsTransport implements ServerTransport, BudgetMember, InputReader, 
   /** @internal */
   onSocketClose(code: number, reason: Buffer): void {
     clearTimeout(this.closeTimer);
+    if (this.flags & OUTPUT_WAITING) this.endWaitingOutput(); // dropped, as the socket's buffer
     this.budget?.leave(this);
     this.stopWaitingToResume();
     this.stopInputPause();
@@ -1245,7 +1288,12 @@ export class WsTransport implements ServerTransport, BudgetMember, InputReader, 
 
   /** Held messages may go to the session: it listens, and reading is not paused. */
   private get mayHandHeld(): boolean {
-    return this.listener !== undefined && !this.cancelResume && !this.inputPaused;
+    return (
+      this.listener !== undefined &&
+      !this.cancelResume &&
+      !this.inputPaused &&
+      (this.flags & OUTPUT_WAITING) === 0
+    );
   }
 
   /**
@@ -1290,7 +1338,8 @@ export class WsTransport implements ServerTransport, BudgetMember, InputReader, 
       (this.held !== undefined ||
         this.cancelResume !== undefined ||
         this.inputPaused ||
-        this.listener === undefined)
+        this.listener === undefined ||
+        (this.flags & OUTPUT_WAITING) !== 0)
     );
   }
 
@@ -1338,7 +1387,8 @@ export class WsTransport implements ServerTransport, BudgetMember, InputReader, 
   }
 
   get bufferedAmount(): number {
-    return this.socket.bufferedAmount + this.textQueueLength;
+    const buffered = this.socket.bufferedAmount + this.textQueueLength;
+    return this.flags & OUTPUT_WAITING ? buffered + waitingOutputs.get(this)!.chars : buffered;
   }
 
   listen(listener: TransportListener): void {
@@ -1346,13 +1396,103 @@ export class WsTransport implements ServerTransport, BudgetMember, InputReader, 
     this.deliverHeld();
   }
 
-  /** The close handshake has begun (CLOSING or CLOSED): `send` drops what it is given. */
+  /**
+   * The close has begun (CLOSING or CLOSED, or asked for while output waits to go before it):
+   * `send` drops what it is given.
+   */
   get closeStarted(): boolean {
-    return this.socket.readyState > this.socket.OPEN;
+    return this.socket.readyState > this.socket.OPEN || this.closeWaits;
   }
 
+  /** A close was asked for while output waits: it goes once that has been written. */
+  private get closeWaits(): boolean {
+    return (this.flags & OUTPUT_WAITING) !== 0 && waitingOutputs.get(this)!.close !== undefined;
+  }
+
+  /**
+   * Send one frame: written now (gathered to the end of the task), or, once the text the
+   * sessions sent in this turn has reached OUTPUT_CHARS_PER_TURN, in a later turn (queueOutput),
+   * this connection's frames after it behind it, in order: what one connection's handlers answer
+   * at once (async handlers settling together) does not hold the event loop for the others.
+   */
   send(frame: string | EncodedFrame): void {
+    if (this.flags & OUTPUT_WAITING) {
+      if (this.socket.readyState === this.socket.OPEN) this.waitOutput(frame);
+      return;
+    }
     if (this.socket.readyState !== this.socket.OPEN) return;
+    if (typeof frame === 'string' && outputSpent()) return this.waitOutput(frame);
+    this.write(frame);
+  }
+
+  /** Transport.sendMade: `make`'s text is made as it is written, in its output turn if it waits. */
+  sendMade(make: () => string | undefined, written?: () => void): void {
+    if (this.socket.readyState !== this.socket.OPEN) return;
+    if (this.flags & OUTPUT_WAITING || outputSpent()) {
+      this.waitOutput(() => this.writeMade(make, written));
+    } else this.writeMade(make, written);
+  }
+
+  private writeMade(make: () => string | undefined, written: (() => void) | undefined): void {
+    const text = make();
+    if (text !== undefined) this.write(text);
+    written?.();
+  }
+
+  /**
+   * Keep `frame` for an output turn, behind what waits already; a function is called in its
+   * place (a frame made as it is written, an onWritten wait).
+   */
+  private waitOutput(frame: string | EncodedFrame | (() => void)): void {
+    let waiting = waitingOutputs.get(this);
+    if (waiting === undefined) {
+      waitingOutputs.set(this, (waiting = { frames: [], from: 0, chars: 0 }));
+      // Nothing more is read before it is written (readOn): a peer whose answers wait asks
+      // for no more meanwhile, and its pong, if any, waits behind what it sent (see ping).
+      this.flags |= OUTPUT_WAITING | INPUT_HELD;
+      this.socket.pause();
+      queueOutput(this);
+    } else if (waiting.close !== undefined) return; // closing: dropped, as after a close
+    waiting.frames.push(frame);
+    waiting.chars += waitingSize(frame);
+    this.budget?.report(this, this.budgetBytes);
+  }
+
+  /**
+   * @internal This connection's part of an output turn (writeOutputTurn): write what waits, in
+   * order, while the turn's output allows; then the close asked for meanwhile, if any. Returns
+   * whether nothing is left.
+   */
+  writeWaiting(): boolean {
+    const waiting = waitingOutputs.get(this);
+    if (waiting === undefined) return true;
+    const frames = waiting.frames;
+    while (waiting.from < frames.length && this.socket.readyState === this.socket.OPEN) {
+      if (outputSpent()) return false;
+      const frame = frames[waiting.from]!;
+      frames[waiting.from++] = '';
+      waiting.chars -= waitingSize(frame);
+      if (typeof frame === 'function') frame();
+      else this.write(frame);
+    }
+    if (waiting.close) {
+      this.close(...waiting.close); // ends the wait, then closes
+      if (waitingOutputs.get(this) === waiting) this.endWaitingOutput(); // closed meanwhile
+      return true;
+    }
+    this.endWaitingOutput();
+    this.budget?.report(this, this.budgetBytes);
+    this.deliverHeld();
+    this.readOn();
+    return true;
+  }
+
+  private endWaitingOutput(): void {
+    waitingOutputs.delete(this);
+    this.flags &= ~OUTPUT_WAITING;
+  }
+
+  private write(frame: string | EncodedFrame): void {
     const raw = this.raw;
     this.shared.counters.messagesOut++;
     const direct = raw !== undefined && senderIdle(this.socket);
@@ -1494,9 +1634,26 @@ export class WsTransport implements ServerTransport, BudgetMember, InputReader, 
   close(code: number = CloseCode.Normal, reason = ''): void {
     const state = this.socket.readyState;
     if (state === this.socket.CLOSING || state === this.socket.CLOSED) return;
+    let waited = false;
+    if (this.flags & OUTPUT_WAITING) {
+      const waiting = waitingOutputs.get(this)!;
+      if (waiting.from < waiting.frames.length) {
+        // What was sent before the close goes before the close frame, in its output turns;
+        // nothing is read meanwhile (nor handled: closeStarted), what was held is dropped.
+        if (waiting.close !== undefined) return;
+        waiting.close = [code, reason];
+        this.stopWaitingToResume();
+        this.stopInputPause();
+        this.dropHeld();
+        this.socket.pause();
+        return;
+      }
+      waited = waiting.close !== undefined;
+      this.endWaitingOutput();
+    }
     this.budget?.leave(this); // what it queued goes within the grace, with the socket
     this.flushText(); // what was sent before the close goes before the close frame
-    if (this.cancelResume || this.inputPaused) {
+    if (waited || this.cancelResume || this.inputPaused) {
       // Closing: what was held will not be handled, and the peer's close frame must be read.
       this.stopWaitingToResume();
       this.stopInputPause();
@@ -1516,8 +1673,16 @@ export class WsTransport implements ServerTransport, BudgetMember, InputReader, 
     this.waiting = timer;
   }
 
-  /** Call `listener` once everything queued so far has been written (an empty write's callback). */
+  /**
+   * Call `listener` once everything queued so far has been written (an empty write's callback),
+   * what waits for an output turn included.
+   */
   onWritten(listener: () => void): void {
+    if (this.flags & OUTPUT_WAITING) this.waitOutput(() => this.onWrittenNow(listener));
+    else this.onWrittenNow(listener);
+  }
+
+  private onWrittenNow(listener: () => void): void {
     this.flushText(); // the gathered frames are queued too
     const raw = this.raw;
     if (!raw || raw.writableEnded || raw.destroyed) return listener();
