@@ -219,14 +219,25 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
     result: unknown,
     version: ProtocolVersion,
   ): Reply {
-    return new MadeLater(() => this.successReply(call, result, version));
+    return new MadeLater(() => this.madeReply(call, result, version));
   }
+
+  /**
+   * Set while a batch's members are handled (Peer.handleBatch): their replies, joined into one
+   * message, are made as its pieces are written (batchPieces), MadeLater as async ones.
+   */
+  batching = false;
 
   protected override successReply(
     call: RunningCall<S>,
     result: unknown,
     version: ProtocolVersion,
   ): Reply {
+    if (this.batching) return new MadeLater(() => this.madeReply(call, result, version));
+    return this.madeReply(call, result, version);
+  }
+
+  private madeReply(call: RunningCall<S>, result: unknown, version: ProtocolVersion): Reply {
     const text = call.aborted ? undefined : keptResultText(call, result);
     if (text === undefined) return super.successReply(call, result, version);
     const reply = encodeSuccessText(call.id ?? null, text, version);

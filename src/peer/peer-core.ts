@@ -293,7 +293,7 @@ export class PeerCore<S = unknown> implements TransportListener {
     return parseIncomingWith(text, this.config.parse, this.config.idTexts);
   }
 
-  private handleBatch(messages: Incoming[]): void {
+  protected handleBatch(messages: Incoming[]): void {
     const replies = messages.map((m) => this.handle(m));
     const sync: Reply[] = [];
     for (const reply of replies) {
@@ -309,7 +309,7 @@ export class PeerCore<S = unknown> implements TransportListener {
     this.sendBatchReply(sync, messages);
   }
 
-  private sendBatchReply(replies: Reply[], messages: Incoming[]): void {
+  protected sendBatchReply(replies: Reply[], messages: Incoming[]): void {
     const { parts, hooks } = batchReply(replies, messages);
     // Spec 6: nothing at all is returned for a batch of notifications only.
     if (parts.length === 0 || this.closeInfo) return;

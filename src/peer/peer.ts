@@ -7,7 +7,8 @@ import type { Frame, Incoming } from '../protocol/classify.js';
 import type { Params } from '../protocol/types.js';
 import type { Transport } from '../transport/transport.js';
 import type { IncomingCalls } from './incoming-calls.js';
-import type { HookedReply } from './replies.js';
+import { batchPieces } from './replies.js';
+import type { HookedReply, Reply } from './replies.js';
 import { IncomingDispatch } from './incoming-dispatch.js';
 import type { NotificationDescriptor } from './method-descriptor.js';
 import type { HandlerTable } from './method-registry.js';
@@ -119,6 +120,45 @@ export class Peer<S = unknown> extends PeerCore<S> {
 
   protected override answering(): IncomingCalls<S> {
     return new IncomingDispatch(this.session, this.logger, this.config, this.admit, this.closeInfo);
+  }
+
+  /** A batch's members' replies are made as their pieces are written (sendBatchReply). */
+  protected override handleBatch(messages: Incoming[]): void {
+    const incoming = this.incoming as IncomingDispatch<S>;
+    incoming.batching = true;
+    try {
+      super.handleBatch(messages);
+    } finally {
+      incoming.batching = false;
+    }
+  }
+
+  /**
+   * A batch's reply goes in pieces (Transport.sendPieces), each member's reply made as its piece
+   * is written: a batch of large replies is made and written a turn's worth at a time, the
+   * message in fragments.
+   */
+  protected override sendBatchReply(replies: Reply[], messages: Incoming[]): void {
+    if (!this.transport.sendPieces || this.closeInfo)
+      return super.sendBatchReply(replies, messages);
+    const pieces = batchPieces(replies, messages);
+    if (pieces === undefined) return; // spec 6: nothing for a batch of notifications only
+    this.transport.sendPieces(
+      () => this.madePiece(pieces.next),
+      () => {
+        for (const hook of pieces.hooks) this.runAfterSend(hook);
+      },
+    );
+  }
+
+  /** The next piece of a batch's reply; one that cannot be made closes as a reply not sent. */
+  private madePiece(next: () => string | undefined): string | undefined {
+    try {
+      return next();
+    } catch (err) {
+      this.replyFailed(err);
+      return undefined;
+    }
   }
 
   /**

@@ -147,24 +147,70 @@ export function batchReply(
   for (let i = 0; i < replies.length; i++) {
     const reply = replies[i];
     if (reply === undefined) continue;
-    let text = typeof reply === 'string' ? reply : reply.text;
-    if (chars + text.length + 1 > maxChars) {
-      // Only a request (or an invalid one, answered under its id) has a reply to replace.
-      const message = messages[i] as Extract<Incoming, { kind: 'request' | 'invalid' }>;
-      const { id, idText, version } = message;
-      text = encodeFailure(
-        id,
-        {
-          code: ErrorCode.InternalError,
-          message: 'Reply too large',
-          data: { reason: 'batch reply too large', maxBatchReplyChars: maxChars },
-        },
-        version,
-      );
-      if (idText !== undefined) text = withIdText(text, id, idText);
-    } else if (typeof reply !== 'string') hooks.push(reply.afterSend);
+    const text = memberText(reply, messages[i]!, chars, maxChars, hooks);
     chars += text.length + 1;
     parts.push(text);
   }
   return { parts, hooks };
+}
+
+/**
+ * batchReply's text in pieces, for a transport that writes one message over several turns
+ * (Transport.sendPieces): `next` gives the opening bracket with the first member's reply, then
+ * each further member's with its comma, the last with the closing bracket, then undefined. A
+ * member's reply is made as its piece is asked for (a MadeLater reply's text is made then), so
+ * a batch of large replies is made a turn's worth at a time. Same bound, same replacements as
+ * batchReply; `hooks` are those of the members sent, complete once `next` has given undefined.
+ * Undefined when no member has a reply (a batch of notifications only).
+ */
+export function batchPieces(
+  replies: readonly Reply[],
+  messages: readonly Incoming[],
+  maxChars = MAX_BATCH_REPLY_CHARS,
+): { next: () => string | undefined; hooks: (() => void)[] } | undefined {
+  const answered: number[] = [];
+  for (let i = 0; i < replies.length; i++) if (replies[i] !== undefined) answered.push(i);
+  if (answered.length === 0) return undefined;
+  const hooks: (() => void)[] = [];
+  let chars = 1;
+  let at = 0;
+  const next = (): string | undefined => {
+    if (at >= answered.length) return undefined;
+    const i = answered[at++]!;
+    const text = memberText(replies[i]!, messages[i]!, chars, maxChars, hooks);
+    chars += text.length + 1;
+    const piece = at === 1 ? `[${text}` : `,${text}`;
+    return at === answered.length ? `${piece}]` : piece;
+  };
+  return { next, hooks };
+}
+
+/**
+ * One member's reply in a batch whose reply holds `chars` characters so far: its own (its hook
+ * added to `hooks`), or -32603 under its id when it would take the batch past `maxChars`.
+ */
+function memberText(
+  reply: string | HookedReply,
+  message: Incoming,
+  chars: number,
+  maxChars: number,
+  hooks: (() => void)[],
+): string {
+  const text = typeof reply === 'string' ? reply : reply.text;
+  if (chars + text.length + 1 <= maxChars) {
+    if (typeof reply !== 'string') hooks.push(reply.afterSend);
+    return text;
+  }
+  // Only a request (or an invalid one, answered under its id) has a reply to replace.
+  const { id, idText, version } = message as Extract<Incoming, { kind: 'request' | 'invalid' }>;
+  const failed = encodeFailure(
+    id,
+    {
+      code: ErrorCode.InternalError,
+      message: 'Reply too large',
+      data: { reason: 'batch reply too large', maxBatchReplyChars: maxChars },
+    },
+    version,
+  );
+  return idText === undefined ? failed : withIdText(failed, id, idText);
 }

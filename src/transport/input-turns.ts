@@ -167,6 +167,28 @@ function handHeldTurn(): void {
   }
 }
 
+/** @internal A message sent in pieces (Transport.sendPieces): whether its first part is written. */
+export interface Pieces {
+  next: () => string | undefined;
+  written: (() => void) | undefined;
+  started: boolean;
+}
+
+/**
+ * @internal The pieces of a message this turn's output allows, made now and counted toward it:
+ * their text and whether the message is complete; undefined when the turn allows none.
+ */
+export function takePieces(pieces: Pieces): { text: string; done: boolean } | undefined {
+  const made: string[] = [];
+  while (!outputSpent()) {
+    const piece = pieces.next();
+    if (piece === undefined) return { text: made.join(''), done: true };
+    countOutput(piece.length);
+    made.push(piece);
+  }
+  return made.length === 0 ? undefined : { text: made.join(''), done: false };
+}
+
 /** A connection whose sent frames wait for an output turn (queueOutput, writeOutputTurn). */
 export interface WaitingOutputWriter {
   /**

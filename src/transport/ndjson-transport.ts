@@ -13,8 +13,9 @@ import {
   outputSpent,
   queueHeld,
   queueOutput,
+  takePieces,
 } from './input-turns.js';
-import type { HeldTurnTaker, WaitingOutputWriter } from './input-turns.js';
+import type { HeldTurnTaker, Pieces, WaitingOutputWriter } from './input-turns.js';
 import type { InputBudget, InputLimit, InputReader } from './ws-transport.js';
 import { flushAfterTask, MAX_GATHERED_FRAMES } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
@@ -104,7 +105,13 @@ export interface NdjsonTransportOptions {
  * when the grace (or, after the input ended, the end-of-input deadline) runs out and the
  * streams are destroyed.
  */
-function waitingSize(frame: string | EncodedFrame | (() => void)): number {
+/**
+ * A line waiting for an output turn; a function writes what it stands for and returns whether
+ * it is done (false: it goes on first in the next output turn).
+ */
+type WaitingFrame = string | EncodedFrame | (() => boolean);
+
+function waitingSize(frame: WaitingFrame): number {
   if (typeof frame === 'string') return frame.length;
   return typeof frame === 'function' ? 0 : frame.bytes.length;
 }
@@ -143,8 +150,7 @@ export class NdjsonTransport
    * frame) of those left; a function is called in its place (a frame made as it is written, an
    * onWritten wait). A close waits for them (closeWaits).
    */
-  private waitingOutput:
-    { frames: (string | EncodedFrame | (() => void))[]; from: number; chars: number } | undefined;
+  private waitingOutput: { frames: WaitingFrame[]; from: number; chars: number } | undefined;
   /** Closing: the output ends once what waits for an output turn has been written. */
   private closeWaits = false;
   /** The input budget, made at the first line (see NdjsonTransportOptions.inputLimit). */
@@ -275,19 +281,57 @@ export class NdjsonTransport
     else this.writeMade(make, written);
   }
 
-  private writeMade(make: () => string | undefined, written: (() => void) | undefined): void {
+  private writeMade(make: () => string | undefined, written: (() => void) | undefined): true {
     const text = make();
-    if (text !== undefined && !this.writable.writableEnded && !this.writable.destroyed) {
-      this.write(text);
-    }
+    if (text !== undefined && this.writes) this.write(text);
     written?.();
+    return true;
+  }
+
+  /** The output takes writes: not ended (a close's second half) nor destroyed. */
+  private get writes(): boolean {
+    return !this.writable.writableEnded && !this.writable.destroyed;
+  }
+
+  /** Transport.sendPieces: pieces made and written as the turn allows, the line in parts past it. */
+  sendPieces(next: () => string | undefined, written?: () => void): void {
+    if (this.closed || this.closing || !this.writes) return;
+    const pieces: Pieces = { next, written, started: false };
+    if (this.waitingOutput !== undefined || !this.writePieces(pieces)) {
+      this.waitOutput(() => this.writePieces(pieces));
+    }
+  }
+
+  /**
+   * Make and write the line's pieces while the turn's output allows: all of them, unless it
+   * began already, as one line; else what this turn made as the line's next part (the newline
+   * with the last). Returns whether the line is complete.
+   */
+  private writePieces(pieces: Pieces): boolean {
+    const taken = takePieces(pieces);
+    if (taken === undefined) return false;
+    if (!this.writes) {
+      // Ended meanwhile: nothing more goes; the pieces are not made.
+    } else if (taken.done && !pieces.started) this.write(taken.text, true);
+    else this.writePart(taken.text, !pieces.started, taken.done);
+    pieces.started = true;
+    if (taken.done) pieces.written?.();
+    return taken.done;
+  }
+
+  /** Part of a line sent in pieces; the last ends it. */
+  private writePart(text: string, first: boolean, last: boolean): void {
+    this.cork();
+    if (first && this.options.counters) this.options.counters.messagesOut++;
+    this.writable.write(byteCounted(last ? `${text}\n` : text));
+    this.afterWrite();
   }
 
   /**
    * Keep `frame` for an output turn, behind what waits already; a function is called in its
    * place (a frame made as it is written, an onWritten wait).
    */
-  private waitOutput(frame: string | EncodedFrame | (() => void)): void {
+  private waitOutput(frame: WaitingFrame): void {
     let waiting = this.waitingOutput;
     if (waiting === undefined) {
       this.waitingOutput = waiting = { frames: [], from: 0, chars: 0 };
@@ -313,10 +357,10 @@ export class NdjsonTransport
     while (waiting.from < frames.length && !this.closed) {
       if (outputSpent()) return false;
       const frame = frames[waiting.from]!;
+      if (typeof frame === 'function' && !frame()) return false; // goes on in the next turn
       frames[waiting.from++] = '';
       waiting.chars -= waitingSize(frame);
-      if (typeof frame === 'function') frame();
-      else if (!this.writable.writableEnded && !this.writable.destroyed) this.write(frame);
+      if (typeof frame !== 'function' && this.writes) this.write(frame);
     }
     this.waitingOutput = undefined;
     if (this.closeWaits) {
@@ -329,18 +373,27 @@ export class NdjsonTransport
     return true;
   }
 
-  private write(frame: string | EncodedFrame): void {
-    if (!this.corked) {
-      this.corked = true;
-      this.writable.cork();
-      flushAfterTask(this);
-    }
+  /** Write one line (gathered to the end of the task); `counted`: its text is counted already. */
+  private write(frame: string | EncodedFrame, counted = false): void {
+    this.cork();
     if (this.options.counters) this.options.counters.messagesOut++;
-    if (typeof frame === 'string') countOutput(frame.length);
+    if (typeof frame === 'string' && !counted) countOutput(frame.length);
     // JSON text never contains a raw newline (JSON.stringify escapes them), so a line is a message.
     this.writable.write(
       typeof frame === 'string' ? byteCounted(`${frame}\n`) : frame.wire(ndjsonLine),
     );
+    this.afterWrite();
+  }
+
+  /** Cork the output for the rest of the task (turn-coalescer), if it is not corked yet. */
+  private cork(): void {
+    if (this.corked) return;
+    this.corked = true;
+    this.writable.cork();
+    flushAfterTask(this);
+  }
+
+  private afterWrite(): void {
     // Large output goes to the kernel at once: bufferedAmount keeps meaning what the peer has
     // not read, for the slow-consumer check, instead of what is being gathered.
     // Many small lines go every MAX_GATHERED_FRAMES, for the peer to start on them.
@@ -404,8 +457,11 @@ export class NdjsonTransport
    * what waits for an output turn included.
    */
   onWritten(listener: () => void): void {
-    if (this.waitingOutput !== undefined) this.waitOutput(() => this.onWrittenNow(listener));
-    else this.onWrittenNow(listener);
+    if (this.waitingOutput === undefined) return this.onWrittenNow(listener);
+    this.waitOutput(() => {
+      this.onWrittenNow(listener);
+      return true;
+    });
   }
 
   private onWrittenNow(listener: () => void): void {

@@ -21,6 +21,14 @@ export interface Transport {
    * called, if the transport closes first. Absent: the caller makes the text and sends it.
    */
   sendMade?(make: () => string | undefined, written?: () => void): void;
+  /**
+   * Send one message made of pieces (`next` gives each, then undefined), then call `written`:
+   * made and written as the turn's output allows; past it, the message goes on in later turns
+   * (a WebSocket message in fragments, an NDJSON line in parts), nothing else of this connection
+   * in between. A message whose pieces all fit the turn goes as one frame. Dropped, `written`
+   * not called, if the transport closes first. Absent: the caller joins the pieces and sends them.
+   */
+  sendPieces?(next: () => string | undefined, written?: () => void): void;
   /** Start closing; `listener.transportClosed` fires once the close is complete. */
   close(code?: number, reason?: string): void;
   /**

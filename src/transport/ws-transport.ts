@@ -20,8 +20,9 @@ import {
   outputSpent,
   queueHeld,
   queueOutput,
+  takePieces,
 } from './input-turns.js';
-import type { HeldTurnTaker, WaitingOutputWriter } from './input-turns.js';
+import type { HeldTurnTaker, Pieces, WaitingOutputWriter } from './input-turns.js';
 import { flushAfterTask, MAX_GATHERED_FRAMES } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
 import type { Upstream } from './when-drained.js';
@@ -682,16 +683,22 @@ const MAX_CORKED_BYTES = 64 * 1024;
  * (sendMade), an onWritten wait.
  */
 interface WaitingOutput {
-  frames: (string | EncodedFrame | (() => void))[];
+  frames: WaitingFrame[];
   from: number;
   chars: number;
   close?: [code: number, reason: string];
 }
 
+/**
+ * A frame waiting for an output turn; a function writes what it stands for and returns whether
+ * it is done (false: it goes on first in the next output turn).
+ */
+type WaitingFrame = string | EncodedFrame | (() => boolean);
+
 /** Kept apart from the connections: few ever have output waiting (OUTPUT_WAITING). */
 const waitingOutputs = new WeakMap<WsTransport, WaitingOutput>();
 
-function waitingSize(frame: string | EncodedFrame | (() => void)): number {
+function waitingSize(frame: WaitingFrame): number {
   if (typeof frame === 'string') return frame.length;
   return typeof frame === 'function' ? 0 : frame.bytes.length;
 }
@@ -1433,17 +1440,66 @@ export class WsTransport
     } else this.writeMade(make, written);
   }
 
-  private writeMade(make: () => string | undefined, written: (() => void) | undefined): void {
+  private writeMade(make: () => string | undefined, written: (() => void) | undefined): true {
     const text = make();
     if (text !== undefined) this.write(text);
     written?.();
+    return true;
+  }
+
+  /** Transport.sendPieces: pieces made and written as the turn allows, in fragments past it. */
+  sendPieces(next: () => string | undefined, written?: () => void): void {
+    if (this.socket.readyState !== this.socket.OPEN) return;
+    if ('codec' in this.encoding) {
+      // A binary encoding converts the whole message's text: it goes as one frame.
+      let text = '';
+      for (let piece = next(); piece !== undefined; piece = next()) text += piece;
+      this.send(text);
+      written?.();
+      return;
+    }
+    const pieces: Pieces = { next, written, started: false };
+    if (this.flags & OUTPUT_WAITING || !this.writePieces(pieces)) {
+      this.waitOutput(() => this.writePieces(pieces));
+    }
+  }
+
+  /**
+   * Make and write the message's pieces while the turn's output allows: all of them, unless
+   * it began already, as one frame; else what this turn made as the next fragment. Returns
+   * whether the message is complete.
+   */
+  private writePieces(pieces: Pieces): boolean {
+    const taken = takePieces(pieces);
+    if (taken === undefined) return false;
+    if (taken.done && !pieces.started) this.write(taken.text, true);
+    else this.writeFragment(taken.text, !pieces.started, taken.done);
+    pieces.started = true;
+    if (taken.done) pieces.written?.();
+    return taken.done;
+  }
+
+  /**
+   * One fragment of a text message (RFC 6455, 5.4), through ws's sender, which numbers them
+   * (text opcode first, continuations after, FIN on the last) and compresses them as one
+   * message; only control frames (a ping) go between them.
+   */
+  private writeFragment(text: string, first: boolean, fin: boolean): void {
+    const raw = this.raw;
+    if (first) this.shared.counters.messagesOut++;
+    if (raw) {
+      this.scheduleFlush();
+      this.cork(raw);
+    }
+    this.flushText(); // keep the order of frames
+    this.socket.send(text, { binary: false, fin }, this.senderWritten());
   }
 
   /**
    * Keep `frame` for an output turn, behind what waits already; a function is called in its
    * place (a frame made as it is written, an onWritten wait).
    */
-  private waitOutput(frame: string | EncodedFrame | (() => void)): void {
+  private waitOutput(frame: WaitingFrame): void {
     let waiting = waitingOutputs.get(this);
     if (waiting === undefined) {
       waitingOutputs.set(this, (waiting = { frames: [], from: 0, chars: 0 }));
@@ -1470,10 +1526,10 @@ export class WsTransport
     while (waiting.from < frames.length && this.socket.readyState === this.socket.OPEN) {
       if (outputSpent()) return false;
       const frame = frames[waiting.from]!;
+      if (typeof frame === 'function' && !frame()) return false; // goes on in the next turn
       frames[waiting.from++] = '';
       waiting.chars -= waitingSize(frame);
-      if (typeof frame === 'function') frame();
-      else this.write(frame);
+      if (typeof frame !== 'function') this.write(frame);
     }
     if (waiting.close) {
       this.close(...waiting.close); // ends the wait, then closes
@@ -1492,11 +1548,12 @@ export class WsTransport
     this.flags &= ~OUTPUT_WAITING;
   }
 
-  private write(frame: string | EncodedFrame): void {
+  /** Write one frame (gathered to the end of the task); `counted`: its text is counted already. */
+  private write(frame: string | EncodedFrame, counted = false): void {
     const raw = this.raw;
     this.shared.counters.messagesOut++;
     const direct = raw !== undefined && senderIdle(this.socket);
-    if (typeof frame === 'string') countOutput(frame.length);
+    if (typeof frame === 'string' && !counted) countOutput(frame.length);
     if (raw) {
       this.scheduleFlush();
       // Gathered text is written at the flush in one buffer: the socket need not be corked
@@ -1678,8 +1735,11 @@ export class WsTransport
    * what waits for an output turn included.
    */
   onWritten(listener: () => void): void {
-    if (this.flags & OUTPUT_WAITING) this.waitOutput(() => this.onWrittenNow(listener));
-    else this.onWrittenNow(listener);
+    if (!(this.flags & OUTPUT_WAITING)) return this.onWrittenNow(listener);
+    this.waitOutput(() => {
+      this.onWrittenNow(listener);
+      return true;
+    });
   }
 
   private onWrittenNow(listener: () => void): void {

@@ -35,7 +35,10 @@ function batch(k: number): string {
   return `[{"id":${k}}${',1'.repeat(MEMBERS - 1)}]`;
 }
 
-/** Watch what the gateway writes to `session`: how many frames, the largest, and the most bytes queued. */
+/**
+ * Watch what the gateway writes to `session` (frames sent, and batch replies sent in pieces): how
+ * many frames, the largest, and the most bytes queued.
+ */
 function watchSends(session: Session) {
   const transport = session.transport;
   const seen = { frames: 0, largestFrame: 0, maxBuffered: 0 };
@@ -46,6 +49,24 @@ function watchSends(session: Session) {
     if (typeof frame === 'string')
       seen.largestFrame = Math.max(seen.largestFrame, Buffer.byteLength(frame));
     seen.maxBuffered = Math.max(seen.maxBuffered, transport.bufferedAmount);
+  };
+  // A batch's reply goes in pieces: one frame, counted once written.
+  const sendPieces = transport.sendPieces?.bind(transport);
+  transport.sendPieces = (next, written) => {
+    let bytes = 0;
+    sendPieces!(
+      () => {
+        const piece = next();
+        if (piece !== undefined) bytes += Buffer.byteLength(piece);
+        return piece;
+      },
+      () => {
+        written?.();
+        seen.frames++;
+        seen.largestFrame = Math.max(seen.largestFrame, bytes);
+        seen.maxBuffered = Math.max(seen.maxBuffered, transport.bufferedAmount);
+      },
+    );
   };
   return seen;
 }

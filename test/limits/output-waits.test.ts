@@ -7,6 +7,9 @@
  * answered a few per turn; a close asked for meanwhile goes after what was sent before it; a
  * connection whose output waits is not read until it has been written.
  *
+ * A batch's reply is one message: its members' replies are made as its pieces are written, a
+ * turn's worth at a time, the message in WebSocket fragments (an NDJSON line in parts) past it.
+ *
  * A reply is counted as it is made: its result's toJSON runs as JSON.stringify makes its text.
  * A turn is one task (between two runs of the process's nextTick queue).
  */
@@ -14,6 +17,7 @@ import { Socket } from 'node:net';
 import fc from 'fast-check';
 import type { WebSocket } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
+import { msgpack } from '../../src/msgpack.js';
 import { OUTPUT_CHARS_PER_TURN } from '../../src/transport/input-turns.js';
 import { Resources } from '../support/resources.js';
 import { Peak } from '../support/turn-peaks.js';
@@ -194,47 +198,142 @@ describe('output past a turn’s allowance', () => {
   });
 });
 
+/** A gateway whose `big` (and async `bigAsync`) answers `chars` characters, counted as made. */
+async function sizedGateway(options: Parameters<Resources['gateway']>[0] = {}) {
+  const running = await res.gateway({ heartbeatIntervalMs: 0, ...options });
+  const made = new Peak();
+  running.gateway.method('big', (params) => counted(made, (params as [number])[0]));
+  running.gateway.method('bigAsync', async (params) =>
+    Promise.resolve(counted(made, (params as [number])[0])),
+  );
+  return { ...running, made };
+}
+
+const batchOf = (calls: { async: boolean; chars: number }[]) =>
+  JSON.stringify(
+    calls.map((c, id) => ({
+      jsonrpc: '2.0',
+      id,
+      method: c.async ? 'bigAsync' : 'big',
+      params: [c.chars],
+    })),
+  );
+
+/** The ids of a batch reply's members, and each member's result length. */
+function members(text: string): { id: number; chars: number }[] {
+  return (JSON.parse(text) as { id: number; result: string }[]).map((m) => ({
+    id: m.id,
+    chars: m.result.length,
+  }));
+}
+
+describe('a batch’s reply past a turn’s allowance', () => {
+  const calls = (async: boolean) =>
+    Array.from({ length: CALLS }, () => ({ async, chars: ANSWER_CHARS }));
+  const expected = Array.from({ length: CALLS }, (_, id) => ({ id, chars: ANSWER_CHARS }));
+
+  for (const async of [false, true]) {
+    it(`is made a turn’s worth at a time and arrives whole on the WebSocket (${async ? 'async' : 'plain'} handlers)`, async () => {
+      const running = await sizedGateway();
+      const socket = await openSocket(res, running.url);
+      const replies: string[] = [];
+      socket.on('message', (data) => replies.push((data as Buffer).toString('utf8')));
+      socket.send(batchOf(calls(async)));
+      await waitUntil(() => replies.length === 1, 'the batch reply');
+      expect(members(replies[0]!)).toEqual(expected);
+      expect(running.made.most).toBeGreaterThan(0);
+      expect(running.made.most).toBeLessThanOrEqual(MOST_PER_TURN * ANSWER_CHARS);
+    });
+  }
+
+  it('is made a turn’s worth at a time and arrives as one line on TCP', async () => {
+    const running = await sizedGateway();
+    const address = await running.gateway.listenTcp(0, '127.0.0.1');
+    const { socket, lines } = await tcpLines(address.port);
+    socket.write(`${batchOf(calls(false))}\n${request(99, 'big', [3])}\n`);
+    await waitUntil(() => lines.length === 2, 'both replies');
+    expect(members(lines[0]!)).toEqual(expected);
+    expect(JSON.parse(lines[1]!)).toEqual({ jsonrpc: '2.0', id: 99, result: 'xxx' });
+    expect(running.made.most).toBeLessThanOrEqual(MOST_PER_TURN * ANSWER_CHARS);
+  });
+
+  it('arrives whole with permessage-deflate, and in a binary encoding', async () => {
+    const running = await sizedGateway({
+      perMessageDeflate: { threshold: 0 },
+      encodings: ['json', 'msgpack'],
+    });
+    const deflated = await openSocket(res, running.url, undefined, {
+      perMessageDeflate: { threshold: 0 },
+    });
+    expect(deflated.extensions.includes('permessage-deflate')).toBe(true);
+    const texts: string[] = [];
+    deflated.on('message', (data) => texts.push((data as Buffer).toString('utf8')));
+    deflated.send(batchOf(calls(false)));
+    await waitUntil(() => texts.length === 1, 'the compressed batch reply');
+    expect(members(texts[0]!)).toEqual(expected);
+
+    const binary = await openSocket(res, running.url, [msgpack.subprotocol]);
+    const decoded: unknown[] = [];
+    binary.on('message', (data) => decoded.push(msgpack.decode(data as Buffer)));
+    binary.send(msgpack.encode(JSON.parse(batchOf(calls(true)))));
+    await waitUntil(() => decoded.length === 1, 'the msgpack batch reply');
+    expect(members(JSON.stringify(decoded[0]))).toEqual(expected);
+  });
+});
+
 describe('output past a turn’s allowance (model)', () => {
   it('answers every call, each connection’s in order, no task making more than the allowance and one reply', async () => {
-    const running = await res.gateway({ heartbeatIntervalMs: 0 });
-    const made = new Peak();
-    running.gateway.method('sized', (params) => {
-      const [chars] = params as [number];
-      return counted(made, chars);
-    });
-    running.gateway.method('sizedAsync', async (params) => {
-      const [chars] = params as [number];
-      return Promise.resolve(counted(made, chars));
-    });
+    const running = await sizedGateway();
     const call = fc.record({ chars: fc.integer({ min: 1, max: 600_000 }), async: fc.boolean() });
-    const connection = fc.array(call, { minLength: 1, maxLength: 12 });
+    // A connection sends its calls pipelined, or as one batch.
+    const connection = fc.record({
+      batch: fc.boolean(),
+      calls: fc.array(call, { minLength: 1, maxLength: 12 }),
+    });
     await fc.assert(
       fc.asyncProperty(fc.array(connection, { minLength: 1, maxLength: 3 }), async (plans) => {
-        made.most = 0;
+        running.made.most = 0;
         const sockets: WebSocket[] = [];
         for (let i = 0; i < plans.length; i++) sockets.push(await openSocket(res, running.url));
-        const answered = sockets.map(idsOf);
-        plans.forEach((calls, i) =>
+        const received = sockets.map((socket) => {
+          const texts: string[] = [];
+          socket.on('message', (data) => texts.push((data as Buffer).toString('utf8')));
+          return texts;
+        });
+        plans.forEach(({ batch, calls }, i) => {
+          if (batch) return sockets[i]!.send(batchOf(calls));
           sendAtOnce(
             sockets[i]!,
-            calls.map((c, id) => request(id, c.async ? 'sizedAsync' : 'sized', [c.chars])),
-          ),
-        );
+            calls.map((c, id) => request(id, c.async ? 'bigAsync' : 'big', [c.chars])),
+          );
+        });
         await waitUntil(
-          () => plans.every((calls, i) => answered[i]!.length === calls.length),
+          () =>
+            plans.every(
+              ({ batch, calls }, i) => received[i]!.length === (batch ? 1 : calls.length),
+            ),
           'every answer',
         );
-        // Every call answered once; those of one kind in the order they were sent (a sync
-        // reply may pass an async one still settling).
-        plans.forEach((calls, i) => {
-          expect([...answered[i]!].sort((a, b) => a - b)).toEqual(calls.map((_, id) => id));
+        plans.forEach(({ batch, calls }, i) => {
+          const answered = batch
+            ? members(received[i]![0]!)
+            : received[i]!.map((text) => {
+                const m = JSON.parse(text) as { id: number; result: string };
+                return { id: m.id, chars: m.result.length };
+              });
+          // Every call answered once, with its result; a batch's members in order, and
+          // pipelined calls of one kind in the order they were sent (a plain handler's reply
+          // may pass an async one still settling).
+          const sent = calls.map((c, id) => ({ id, chars: c.chars }));
+          expect([...answered].sort((a, b) => a.id - b.id)).toEqual(sent);
+          if (batch) expect(answered).toEqual(sent);
           for (const async of [false, true]) {
-            const sent = calls.flatMap((c, id) => (c.async === async ? [id] : []));
-            expect(answered[i]!.filter((id) => sent.includes(id))).toEqual(sent);
+            const ids = calls.flatMap((c, id) => (c.async === async ? [id] : []));
+            expect(answered.map((a) => a.id).filter((id) => ids.includes(id))).toEqual(ids);
           }
         });
-        const largest = Math.max(...plans.flat().map((c) => c.chars));
-        expect(made.most).toBeLessThanOrEqual(OUTPUT_CHARS_PER_TURN + largest);
+        const largest = Math.max(...plans.flatMap((p) => p.calls.map((c) => c.chars)));
+        expect(running.made.most).toBeLessThanOrEqual(OUTPUT_CHARS_PER_TURN + largest);
         for (const socket of sockets) socket.close();
       }),
       { numRuns: 12 },
