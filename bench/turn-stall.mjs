@@ -1,7 +1,8 @@
 // The longest event-loop stall one client causes on the gateway: pipelined calls answering
-// 1 MiB each (from a plain handler, then from an async one), and the same calls in one batch. The gateway runs in a child process with a 5 ms
-// interval timer; the longest gap between two of its ticks while the client's calls are served
-// is the stall every other connection waits through. Three rounds each.
+// 1 MiB each (from a plain handler, then from an async one), and the same calls in one batch.
+// The gateway runs in a child process with a 5 ms interval timer; the longest gap between two of
+// its ticks while the client's calls are served is the stall every other connection waits
+// through. Three rounds each.
 //
 //   npm run build && node bench/turn-stall.mjs [calls=70]
 import { fork } from 'node:child_process';

@@ -9,7 +9,13 @@ import type { Handler } from './method-registry.js';
 import type { RunningCall } from './handler-context.js';
 import type { CloseInfo, PeerConfig, PeerOptions } from './peer-options.js';
 import { keptResultText } from './result-text.js';
-import { MadeLater, failure, isPromiseLike } from './replies.js';
+import {
+  BATCH_MADE_AT_ONCE_CHARS,
+  MadeLater,
+  failure,
+  isPromiseLike,
+  replyChars,
+} from './replies.js';
 import { settledOrAfter } from './settled-or-after.js';
 import type { Reply } from './replies.js';
 
@@ -219,22 +225,40 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
     result: unknown,
     version: ProtocolVersion,
   ): Reply {
-    return new MadeLater(() => this.madeReply(call, result, version));
+    return new MadeLater(() => this.madeReply(call, result, version), call.id ?? null, version);
   }
 
   /**
-   * Set while a batch's members are handled (Peer.handleBatch): their replies, joined into one
-   * message, are made as its pieces are written (batchPieces), MadeLater as async ones.
+   * While a batch's members are handled (Peer.handleBatch): the characters of their replies made
+   * so far. Undefined outside a batch.
    */
-  batching = false;
+  batchMade: number | undefined = undefined;
 
+  /**
+   * Whether a frame sent now would wait for an output turn (Transport.outputWaits): set by the
+   * peer. A reply made now would be made ahead of its write.
+   */
+  outputWaits: () => boolean = () => false;
+
+  /**
+   * A batch's member is answered as its handler returned, its text made now, until the batch's
+   * replies made reach BATCH_MADE_AT_ONCE_CHARS or the turn's output is spent; past that its
+   * text is made as the batch's reply is written (MadeLater, batchPieces), a turn's worth at a
+   * time.
+   */
   protected override successReply(
     call: RunningCall<S>,
     result: unknown,
     version: ProtocolVersion,
   ): Reply {
-    if (this.batching) return new MadeLater(() => this.madeReply(call, result, version));
-    return this.madeReply(call, result, version);
+    const made = this.batchMade;
+    if (made === undefined) return this.madeReply(call, result, version);
+    if (made >= BATCH_MADE_AT_ONCE_CHARS || this.outputWaits()) {
+      return new MadeLater(() => this.madeReply(call, result, version), call.id ?? null, version);
+    }
+    const reply = this.madeReply(call, result, version);
+    this.batchMade = made + replyChars(reply);
+    return reply;
   }
 
   private madeReply(call: RunningCall<S>, result: unknown, version: ProtocolVersion): Reply {

@@ -119,17 +119,25 @@ export class Peer<S = unknown> extends PeerCore<S> {
   }
 
   protected override answering(): IncomingCalls<S> {
-    return new IncomingDispatch(this.session, this.logger, this.config, this.admit, this.closeInfo);
+    const incoming = new IncomingDispatch(
+      this.session,
+      this.logger,
+      this.config,
+      this.admit,
+      this.closeInfo,
+    );
+    incoming.outputWaits = () => this.transport.outputWaits?.() === true;
+    return incoming;
   }
 
-  /** A batch's members' replies are made as their pieces are written (sendBatchReply). */
+  /** Past the turn's output, a batch's members' replies are made as they are written (sendBatchReply). */
   protected override handleBatch(messages: Incoming[]): void {
     const incoming = this.incoming as IncomingDispatch<S>;
-    incoming.batching = true;
+    incoming.batchMade = 0;
     try {
       super.handleBatch(messages);
     } finally {
-      incoming.batching = false;
+      incoming.batchMade = undefined;
     }
   }
 
@@ -143,22 +151,9 @@ export class Peer<S = unknown> extends PeerCore<S> {
       return super.sendBatchReply(replies, messages);
     const pieces = batchPieces(replies, messages);
     if (pieces === undefined) return; // spec 6: nothing for a batch of notifications only
-    this.transport.sendPieces(
-      () => this.madePiece(pieces.next),
-      () => {
-        for (const hook of pieces.hooks) this.runAfterSend(hook);
-      },
-    );
-  }
-
-  /** The next piece of a batch's reply; one that cannot be made closes as a reply not sent. */
-  private madePiece(next: () => string | undefined): string | undefined {
-    try {
-      return next();
-    } catch (err) {
-      this.replyFailed(err);
-      return undefined;
-    }
+    this.transport.sendPieces(pieces.next, () => {
+      for (const hook of pieces.hooks) this.runAfterSend(hook);
+    });
   }
 
   /**
@@ -175,13 +170,8 @@ export class Peer<S = unknown> extends PeerCore<S> {
     );
   }
 
-  /** A MadeLater reply's text, made now; one that cannot be made closes as a reply not sent. */
+  /** A MadeLater reply's text, made now (undefined: none to send). */
   private madeText(reply: HookedReply): string | undefined {
-    try {
-      return reply.text || undefined;
-    } catch (err) {
-      this.replyFailed(err);
-      return undefined;
-    }
+    return reply.text || undefined;
   }
 }

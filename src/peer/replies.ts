@@ -20,10 +20,12 @@ export interface HookedReply {
 }
 
 /**
- * An async handler's reply, its text (JSON.stringify's work, a few milliseconds a MiB) made
- * when first read: by a transport that makes it as it writes it (Transport.sendMade), in the
- * turn its output allows, so that many such replies settling together are not all made in one
- * turn.
+ * An async handler's reply (or a batch member's past the turn's output), its text
+ * (JSON.stringify's work, a few milliseconds a MiB) made when first read: by a transport that
+ * makes it as it writes it (Transport.sendMade, sendPieces), at once if the turn's output allows,
+ * else in its output turn, so that many such replies settling together are not all made in one
+ * turn. The result is encoded as it is then: one the application changes after its handler
+ * returned it may be sent changed.
  */
 export class MadeLater implements HookedReply {
   readonly later = true;
@@ -31,7 +33,12 @@ export class MadeLater implements HookedReply {
   #text = '';
   #afterSend: (() => void) | undefined;
 
-  constructor(make: () => Reply) {
+  /** `make`, or -32603 for `id` should it throw (the encoders do not: a transport's turn must not). */
+  constructor(
+    make: () => Reply,
+    private readonly id: RequestId,
+    private readonly version: ProtocolVersion,
+  ) {
     this.#make = make;
   }
 
@@ -40,7 +47,12 @@ export class MadeLater implements HookedReply {
     const make = this.#make;
     if (make !== undefined) {
       this.#make = undefined;
-      const made = make();
+      let made: Reply;
+      try {
+        made = make();
+      } catch {
+        made = failure(this.id, ErrorCode.InternalError, this.version);
+      }
       if (typeof made === 'string') this.#text = made;
       else if (made !== undefined) [this.#text, this.#afterSend] = [made.text, made.afterSend];
     }
@@ -121,6 +133,19 @@ export function errorReply<S>(
  * V8's string limit and throw, or hold hundreds of MiB for one frame.
  */
 export const MAX_BATCH_REPLY_CHARS = 64 * 1024 * 1024;
+
+/**
+ * The characters of a batch's members' replies made as their handlers return, before the rest are
+ * made as the batch's reply is written (MadeLater): as many as the transports write in one turn
+ * of the event loop (OUTPUT_CHARS_PER_TURN).
+ */
+export const BATCH_MADE_AT_ONCE_CHARS = 1024 * 1024;
+
+/** The characters of a reply's text (0 for none). */
+export function replyChars(reply: Reply): number {
+  if (reply === undefined) return 0;
+  return typeof reply === 'string' ? reply.length : reply.text.length;
+}
 
 /** What a batch's replies come to: the members' texts to join, and the hooks of those sent. */
 export interface BatchReply {

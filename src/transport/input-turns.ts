@@ -2,8 +2,12 @@
 // and TCP): at most DIRECT_MESSAGES_PER_TURN messages a turn straight from what was read, and
 // held ones (read while reading was paused, or past that allowance) at most
 // HELD_MESSAGES_PER_TURN a turn, in the order their connections asked, each kind of turn
-// stopping once what its messages answered reaches OUTPUT_CHARS_PER_TURN, so that no
-// connections' reads, nor what they ask for, hold the event loop for the others.
+// stopping once what its messages answered reaches OUTPUT_CHARS_PER_TURN; and what sessions send
+// past a turn's OUTPUT_CHARS_PER_TURN written (and made: MadeLater replies, a batch's pieces) in
+// output turns, each connection's in order, so that no connections' reads, nor what they ask
+// for, hold the event loop for the others.
+
+import { CloseCode } from './transport.js';
 
 /**
  * The most held messages (read while reading was paused, before the session listened, or past
@@ -165,6 +169,14 @@ function handHeldTurn(): void {
       setImmediate(handHeldTurn);
     }
   }
+}
+
+/**
+ * @internal Whether a close with `code` drops what waits for an output turn rather than send it first: a
+ * shed (the node's output over its budget) and a failure, which close to free what they hold.
+ */
+export function dropsWaitingOutput(code: number): boolean {
+  return code === CloseCode.TryAgainLater || code === CloseCode.InternalError;
 }
 
 /** @internal A message sent in pieces (Transport.sendPieces): whether its first part is written. */

@@ -14,6 +14,7 @@ import {
   queueHeld,
   queueOutput,
   takePieces,
+  dropsWaitingOutput,
 } from './input-turns.js';
 import type { HeldTurnTaker, Pieces, WaitingOutputWriter } from './input-turns.js';
 import type { InputBudget, InputLimit, InputReader } from './ws-transport.js';
@@ -153,6 +154,8 @@ export class NdjsonTransport
   private waitingOutput: { frames: WaitingFrame[]; from: number; chars: number } | undefined;
   /** Closing: the output ends once what waits for an output turn has been written. */
   private closeWaits = false;
+  /** A line sent in parts (sendPieces) is begun and not ended. */
+  private lineOpen = false;
   /** The input budget, made at the first line (see NdjsonTransportOptions.inputLimit). */
   private inputBudget: InputBudget | undefined;
   /** The node-wide output budget this transport reports to, once it has joined one. */
@@ -272,6 +275,10 @@ export class NdjsonTransport
     this.write(frame);
   }
 
+  outputWaits(): boolean {
+    return this.waitingOutput !== undefined || outputSpent();
+  }
+
   /** Transport.sendMade: `make`'s text is made as it is written, in its output turn if it waits. */
   sendMade(make: () => string | undefined, written?: () => void): void {
     if (this.closed || this.closing || this.writable.writableEnded || this.writable.destroyed)
@@ -321,6 +328,7 @@ export class NdjsonTransport
 
   /** Part of a line sent in pieces; the last ends it. */
   private writePart(text: string, first: boolean, last: boolean): void {
+    this.lineOpen = !last;
     this.cork();
     if (first && this.options.counters) this.options.counters.messagesOut++;
     this.writable.write(byteCounted(last ? `${text}\n` : text));
@@ -354,13 +362,22 @@ export class NdjsonTransport
     const waiting = this.waitingOutput;
     if (waiting === undefined) return true;
     const frames = waiting.frames;
-    while (waiting.from < frames.length && !this.closed) {
-      if (outputSpent()) return false;
-      const frame = frames[waiting.from]!;
-      if (typeof frame === 'function' && !frame()) return false; // goes on in the next turn
-      frames[waiting.from++] = '';
-      waiting.chars -= waitingSize(frame);
-      if (typeof frame !== 'function' && this.writes) this.write(frame);
+    try {
+      while (waiting.from < frames.length && !this.closed) {
+        if (outputSpent()) return false;
+        const frame = frames[waiting.from]!;
+        if (typeof frame === 'function' && !frame()) return false; // goes on in the next turn
+        frames[waiting.from++] = '';
+        waiting.chars -= waitingSize(frame);
+        if (typeof frame !== 'function' && this.writes) this.write(frame);
+      }
+    } catch {
+      // Nothing here throws (the frames are made by code that does not): should it, the
+      // connection closes rather than wait for ever, and the turn goes on with the others.
+      this.waitingOutput = undefined;
+      if (this.closeWaits) this.endOutput();
+      else this.close(CloseCode.InternalError, 'output failed');
+      return true;
     }
     this.waitingOutput = undefined;
     if (this.closeWaits) {
@@ -414,14 +431,20 @@ export class NdjsonTransport
     // What still arrives is read and dropped.
     if (this.cancelResume || this.heldQueued) this.readable.resume();
     this.stopReadPause();
-    // What was sent before the close goes before its notice, in its output turns.
-    if (this.waitingOutput !== undefined) this.closeWaits = true;
-    else this.endOutput();
+    // What was sent before the close goes before its notice, in its output turns; a shed or a
+    // failure drops it.
+    if (this.waitingOutput !== undefined && !dropsWaitingOutput(code)) this.closeWaits = true;
+    else {
+      this.waitingOutput = undefined;
+      this.endOutput();
+    }
   }
 
   /** The close's second half, once nothing waits for an output turn: end the output, then the streams. */
   private endOutput(): void {
     const [code, reason] = this.closingWith!;
+    // A line left in parts (its output dropped) ends here: the close notice is a line of its own.
+    if (this.lineOpen && this.writes) this.writable.write(byteCounted('\n'));
     this.flushWrites();
     // NDJSON has no close frame: the code and reason go as a last line (closeNotice), so the
     // peer tells a revocation, an expiry or a deadline from a dropped connection. Not once the

@@ -29,6 +29,12 @@ export interface Transport {
    * not called, if the transport closes first. Absent: the caller joins the pieces and sends them.
    */
   sendPieces?(next: () => string | undefined, written?: () => void): void;
+  /**
+   * Whether a frame sent now would wait for an output turn: the turn's output is spent, or this
+   * connection's frames wait already. A reply made now would be made ahead of its write.
+   * Absent: frames never wait.
+   */
+  outputWaits?(): boolean;
   /** Start closing; `listener.transportClosed` fires once the close is complete. */
   close(code?: number, reason?: string): void;
   /**

@@ -21,6 +21,7 @@ import {
   queueHeld,
   queueOutput,
   takePieces,
+  dropsWaitingOutput,
 } from './input-turns.js';
 import type { HeldTurnTaker, Pieces, WaitingOutputWriter } from './input-turns.js';
 import { flushAfterTask, MAX_GATHERED_FRAMES } from './turn-coalescer.js';
@@ -1432,6 +1433,10 @@ export class WsTransport
     this.write(frame);
   }
 
+  outputWaits(): boolean {
+    return (this.flags & OUTPUT_WAITING) !== 0 || outputSpent();
+  }
+
   /** Transport.sendMade: `make`'s text is made as it is written, in its output turn if it waits. */
   sendMade(make: () => string | undefined, written?: () => void): void {
     if (this.socket.readyState !== this.socket.OPEN) return;
@@ -1454,9 +1459,7 @@ export class WsTransport
       // A binary encoding converts the whole message's text: it goes as one frame.
       let text = '';
       for (let piece = next(); piece !== undefined; piece = next()) text += piece;
-      this.send(text);
-      written?.();
-      return;
+      return this.sendMade(() => text, written);
     }
     const pieces: Pieces = { next, written, started: false };
     if (this.flags & OUTPUT_WAITING || !this.writePieces(pieces)) {
@@ -1493,6 +1496,7 @@ export class WsTransport
     }
     this.flushText(); // keep the order of frames
     this.socket.send(text, { binary: false, fin }, this.senderWritten());
+    this.budget?.report(this, this.budgetBytes);
   }
 
   /**
@@ -1523,13 +1527,21 @@ export class WsTransport
     const waiting = waitingOutputs.get(this);
     if (waiting === undefined) return true;
     const frames = waiting.frames;
-    while (waiting.from < frames.length && this.socket.readyState === this.socket.OPEN) {
-      if (outputSpent()) return false;
-      const frame = frames[waiting.from]!;
-      if (typeof frame === 'function' && !frame()) return false; // goes on in the next turn
-      frames[waiting.from++] = '';
-      waiting.chars -= waitingSize(frame);
-      if (typeof frame !== 'function') this.write(frame);
+    try {
+      while (waiting.from < frames.length && this.socket.readyState === this.socket.OPEN) {
+        if (outputSpent()) return false;
+        const frame = frames[waiting.from]!;
+        if (typeof frame === 'function' && !frame()) return false; // goes on in the next turn
+        frames[waiting.from++] = '';
+        waiting.chars -= waitingSize(frame);
+        if (typeof frame !== 'function') this.write(frame);
+      }
+    } catch {
+      // Nothing here throws (the frames are made by code that does not): should it, the
+      // connection closes rather than wait for ever, and the turn goes on with the others.
+      this.endWaitingOutput();
+      this.close(CloseCode.InternalError, 'output failed');
+      return true;
     }
     if (waiting.close) {
       this.close(...waiting.close); // ends the wait, then closes
@@ -1694,7 +1706,7 @@ export class WsTransport
     let waited = false;
     if (this.flags & OUTPUT_WAITING) {
       const waiting = waitingOutputs.get(this)!;
-      if (waiting.from < waiting.frames.length) {
+      if (waiting.from < waiting.frames.length && !dropsWaitingOutput(code)) {
         // What was sent before the close goes before the close frame, in its output turns;
         // nothing is read meanwhile (nor handled: closeStarted), what was held is dropped.
         if (waiting.close !== undefined) return;
@@ -1705,7 +1717,7 @@ export class WsTransport
         this.socket.pause();
         return;
       }
-      waited = waiting.close !== undefined;
+      waited = true; // reading was paused for it
       this.endWaitingOutput();
     }
     this.budget?.leave(this); // what it queued goes within the grace, with the socket

@@ -19,6 +19,7 @@ import type { WebSocket } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
 import { msgpack } from '../../src/msgpack.js';
 import { OUTPUT_CHARS_PER_TURN } from '../../src/transport/input-turns.js';
+import { WsTransport } from '../../src/transport/ws-transport.js';
 import { Resources } from '../support/resources.js';
 import { Peak } from '../support/turn-peaks.js';
 import { closeOf, openSocket } from '../support/sockets.js';
@@ -279,6 +280,104 @@ describe('a batch’s reply past a turn’s allowance', () => {
     await waitUntil(() => decoded.length === 1, 'the msgpack batch reply');
     expect(members(JSON.stringify(decoded[0]))).toEqual(expected);
   });
+});
+
+describe('what waits, held to its promises', () => {
+  it('answers a batch’s members as their handlers returned them while the batch fits a turn', async () => {
+    const running = await res.gateway({ heartbeatIntervalMs: 0 });
+    const state = { n: 0 };
+    running.gateway.method('get', () => state);
+    running.gateway.method('inc', () => ++state.n);
+    const socket = await openSocket(res, running.url);
+    const replies: string[] = [];
+    socket.on('message', (data) => replies.push((data as Buffer).toString('utf8')));
+    socket.send(
+      JSON.stringify([
+        { jsonrpc: '2.0', id: 1, method: 'get' },
+        { jsonrpc: '2.0', id: 2, method: 'inc' },
+      ]),
+    );
+    await waitUntil(() => replies.length === 1, 'the batch reply');
+    expect(JSON.parse(replies[0]!)).toEqual([
+      { jsonrpc: '2.0', id: 1, result: { n: 0 } },
+      { jsonrpc: '2.0', id: 2, result: 1 },
+    ]);
+  });
+
+  it('keeps the node’s output budget told of a batch reply written in fragments', async () => {
+    const running = await res.gateway({
+      heartbeatIntervalMs: 0,
+      limits: { maxBufferedBytesTotal: 2 ** 31, maxBufferedBytes: 2 ** 30 },
+    });
+    running.gateway.method('big', () => 'x'.repeat(ANSWER_CHARS));
+    // After each output turn's part: what the ledger holds for the connection, and what it has.
+    const samples: { budgeted: number; actual: number }[] = [];
+    let written = false;
+    const prototype = WsTransport.prototype as unknown as {
+      writeWaiting: (this: WsTransport) => boolean;
+    };
+    const writeWaiting = prototype.writeWaiting;
+    prototype.writeWaiting = function (this: WsTransport) {
+      const done = writeWaiting.call(this);
+      samples.push({ budgeted: this.budgeted, actual: this.budgetBytes });
+      written ||= done;
+      return done;
+    };
+    try {
+      const socket = await openSocket(res, running.url);
+      (socket as unknown as { _socket: Socket })._socket.pause(); // never reads
+      socket.send(
+        JSON.stringify(
+          Array.from({ length: CALLS }, (_, id) => ({ jsonrpc: '2.0', id, method: 'big' })),
+        ),
+      );
+      await waitUntil(() => written, 'the whole reply written');
+    } finally {
+      prototype.writeWaiting = writeWaiting;
+    }
+    // The ledger may count more than a connection holds, never less.
+    expect(samples.length).toBeGreaterThan(1);
+    for (const { budgeted, actual } of samples) expect(budgeted).toBeGreaterThanOrEqual(actual);
+  });
+
+  for (const transport of ['WebSocket', 'TCP'] as const) {
+    it(`drops what waits when shedding (1013) on ${transport}, rather than send it first`, async () => {
+      const running = await res.gateway({ heartbeatIntervalMs: 0 });
+      const answer = 'x'.repeat(ANSWER_CHARS);
+      running.gateway.method('burst', (_params, ctx) => {
+        for (let n = 1; n <= CALLS; n++) ctx.session.notify('part', [n, answer]);
+        ctx.session.close(1013, 'output over budget');
+        return null;
+      });
+      const parts: number[] = [];
+      let code: number | undefined;
+      if (transport === 'WebSocket') {
+        const socket = await openSocket(res, running.url);
+        socket.on('message', (data) => {
+          const message = JSON.parse((data as Buffer).toString('utf8')) as { params?: [number] };
+          if (message.params) parts.push(message.params[0]);
+        });
+        const closed = closeOf(socket);
+        socket.send(request(1, 'burst'));
+        code = (await closed).code;
+      } else {
+        const address = await running.gateway.listenTcp(0, '127.0.0.1');
+        const { socket, lines } = await tcpLines(address.port);
+        const ended = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+        socket.write(`${request(1, 'burst')}\n`);
+        await ended;
+        for (const line of lines) {
+          const message = JSON.parse(line) as { method?: string; params?: [number] };
+          if (message.method === 'part') parts.push(message.params![0]);
+        }
+        if (lines.at(-1)!.includes('1013')) code = 1013;
+      }
+      expect(code).toBe(1013);
+      // What the turn allowed went; what waited did not.
+      expect(parts).toEqual(Array.from({ length: parts.length }, (_, i) => i + 1));
+      expect(parts.length).toBeLessThan(CALLS);
+    });
+  }
 });
 
 describe('output past a turn’s allowance (model)', () => {
