@@ -18,6 +18,7 @@ import {
 } from './replies.js';
 import { settledOrAfter } from './settled-or-after.js';
 import type { Reply } from './replies.js';
+import type { Transport } from '../transport/transport.js';
 
 /*
  * The answering side of a server's peer: IncomingCalls (incoming-calls.ts) plus what a server
@@ -235,10 +236,11 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
   batchMade: number | undefined = undefined;
 
   /**
-   * Whether a frame sent now would wait for an output turn (Transport.outputWaits): set by the
-   * peer. A reply made now would be made ahead of its write.
+   * The connection's transport, set by the peer: whether a frame sent now would wait for an
+   * output turn (a reply made now would be made ahead of its write), and where a batch member's
+   * reply made ahead of its write is counted toward the turn's output.
    */
-  outputWaits: () => boolean = () => false;
+  output: Pick<Transport, 'outputWaits' | 'chargeOutput'> | undefined = undefined;
 
   /**
    * A batch's member is answered as its handler returned, its text made now, until the batch's
@@ -253,11 +255,13 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
   ): Reply {
     const made = this.batchMade;
     if (made === undefined) return this.madeReply(call, result, version);
-    if (made >= BATCH_MADE_AT_ONCE_CHARS || this.outputWaits()) {
+    if (made >= BATCH_MADE_AT_ONCE_CHARS || this.output?.outputWaits?.()) {
       return new MadeLater(() => this.madeReply(call, result, version), call.id ?? null, version);
     }
     const reply = this.madeReply(call, result, version);
-    this.batchMade = made + replyChars(reply);
+    const chars = replyChars(reply);
+    this.batchMade = made + chars;
+    this.output?.chargeOutput?.(chars);
     return reply;
   }
 

@@ -126,7 +126,7 @@ export class Peer<S = unknown> extends PeerCore<S> {
       this.admit,
       this.closeInfo,
     );
-    incoming.outputWaits = () => this.transport.outputWaits?.() === true;
+    incoming.output = this.transport;
     return incoming;
   }
 
@@ -151,7 +151,7 @@ export class Peer<S = unknown> extends PeerCore<S> {
       return super.sendBatchReply(replies, messages);
     const pieces = batchPieces(replies, messages);
     if (pieces === undefined) return; // spec 6: nothing for a batch of notifications only
-    this.transport.sendPieces(pieces.next, () => {
+    this.transport.sendPieces(pieces, () => {
       for (const hook of pieces.hooks) this.runAfterSend(hook);
     });
   }

@@ -4,6 +4,7 @@ import { isWireError, toWireError } from '../protocol/errors.js';
 import type { ProtocolVersion, RequestId } from '../protocol/types.js';
 import type { RunningCall } from './handler-context.js';
 import type { Incoming } from '../protocol/classify.js';
+import type { PieceSource } from '../transport/transport.js';
 
 /*
  * What answering an incoming message produces, and the pure functions that encode it. Apart
@@ -59,8 +60,16 @@ export class MadeLater implements HookedReply {
     return this.#text;
   }
 
-  readonly afterSend = (): void => this.#afterSend?.();
+  /**
+   * The reply's afterReply hook, known once its text is made: read after `text` (a reference to
+   * the hook, not to this reply, so that a reply's text goes once it is written).
+   */
+  get afterSend(): () => void {
+    return this.#afterSend ?? noHook;
+  }
 }
+
+function noHook(): void {}
 export type Reply = string | HookedReply | undefined;
 
 export function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
@@ -192,22 +201,33 @@ export function batchPieces(
   replies: readonly Reply[],
   messages: readonly Incoming[],
   maxChars = MAX_BATCH_REPLY_CHARS,
-): { next: () => string | undefined; hooks: (() => void)[] } | undefined {
+): (PieceSource & { hooks: (() => void)[] }) | undefined {
   const answered: number[] = [];
   for (let i = 0; i < replies.length; i++) if (replies[i] !== undefined) answered.push(i);
   if (answered.length === 0) return undefined;
-  const hooks: (() => void)[] = [];
+  // Each member's reply let go once its piece is made: a large batch's replies are not all held
+  // until its last piece.
+  const left: Reply[] = replies.slice();
   let chars = 1;
   let at = 0;
-  const next = (): string | undefined => {
-    if (at >= answered.length) return undefined;
-    const i = answered[at++]!;
-    const text = memberText(replies[i]!, messages[i]!, chars, maxChars, hooks);
-    chars += text.length + 1;
-    const piece = at === 1 ? `[${text}` : `,${text}`;
-    return at === answered.length ? `${piece}]` : piece;
+  const source = {
+    hooks: [] as (() => void)[],
+    made: 0,
+    next(): string | undefined {
+      if (at >= answered.length) return undefined;
+      const i = answered[at++]!;
+      const reply = left[i]!;
+      left[i] = undefined;
+      // Made now (a MadeLater's text), and counted as made even if it is replaced.
+      const madeChars = replyChars(reply);
+      const text = memberText(reply, messages[i]!, chars, maxChars, source.hooks);
+      chars += text.length + 1;
+      source.made += Math.max(madeChars, text.length) + 1;
+      const piece = at === 1 ? `[${text}` : `,${text}`;
+      return at === answered.length ? `${piece}]` : piece;
+    },
   };
-  return { next, hooks };
+  return source;
 }
 
 /**

@@ -8,6 +8,7 @@
 // for, hold the event loop for the others.
 
 import { CloseCode } from './transport.js';
+import type { PieceSource } from './transport.js';
 
 /**
  * The most held messages (read while reading was paused, before the session listened, or past
@@ -181,7 +182,7 @@ export function dropsWaitingOutput(code: number): boolean {
 
 /** @internal A message sent in pieces (Transport.sendPieces): whether its first part is written. */
 export interface Pieces {
-  next: () => string | undefined;
+  source: PieceSource;
   written: (() => void) | undefined;
   started: boolean;
 }
@@ -192,10 +193,12 @@ export interface Pieces {
  */
 export function takePieces(pieces: Pieces): { text: string; done: boolean } | undefined {
   const made: string[] = [];
+  const source = pieces.source;
   while (!outputSpent()) {
-    const piece = pieces.next();
+    const before = source.made;
+    const piece = source.next();
     if (piece === undefined) return { text: made.join(''), done: true };
-    countOutput(piece.length);
+    countOutput(source.made - before);
     made.push(piece);
   }
   return made.length === 0 ? undefined : { text: made.join(''), done: false };

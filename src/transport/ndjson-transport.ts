@@ -1,7 +1,7 @@
 import type { Readable, Writable } from 'node:stream';
 import { CloseCode } from './transport.js';
 import { byteCounted } from './byte-counted.js';
-import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
+import type { EncodedFrame, PieceSource, ServerTransport, TransportListener } from './transport.js';
 import { INVALID_UTF8_REPLY } from '../protocol/invalid-utf8.js';
 import { ByteLineSplitter, NOT_UTF8, TOO_LARGE } from './ndjson-byte-lines.js';
 import type { ByteLine } from './ndjson-byte-lines.js';
@@ -279,6 +279,10 @@ export class NdjsonTransport
     return this.waitingOutput !== undefined || outputSpent();
   }
 
+  chargeOutput(chars: number): void {
+    countOutput(chars);
+  }
+
   /** Transport.sendMade: `make`'s text is made as it is written, in its output turn if it waits. */
   sendMade(make: () => string | undefined, written?: () => void): void {
     if (this.closed || this.closing || this.writable.writableEnded || this.writable.destroyed)
@@ -301,9 +305,9 @@ export class NdjsonTransport
   }
 
   /** Transport.sendPieces: pieces made and written as the turn allows, the line in parts past it. */
-  sendPieces(next: () => string | undefined, written?: () => void): void {
+  sendPieces(source: PieceSource, written?: () => void): void {
     if (this.closed || this.closing || !this.writes) return;
-    const pieces: Pieces = { next, written, started: false };
+    const pieces: Pieces = { source, written, started: false };
     if (this.waitingOutput !== undefined || !this.writePieces(pieces)) {
       this.waitOutput(() => this.writePieces(pieces));
     }

@@ -22,19 +22,24 @@ export interface Transport {
    */
   sendMade?(make: () => string | undefined, written?: () => void): void;
   /**
-   * Send one message made of pieces (`next` gives each, then undefined), then call `written`:
+   * Send one message made of pieces (`source.next` gives each, then undefined), then call `written`:
    * made and written as the turn's output allows; past it, the message goes on in later turns
    * (a WebSocket message in fragments, an NDJSON line in parts), nothing else of this connection
    * in between. A message whose pieces all fit the turn goes as one frame. Dropped, `written`
    * not called, if the transport closes first. Absent: the caller joins the pieces and sends them.
    */
-  sendPieces?(next: () => string | undefined, written?: () => void): void;
+  sendPieces?(source: PieceSource, written?: () => void): void;
   /**
    * Whether a frame sent now would wait for an output turn: the turn's output is spent, or this
    * connection's frames wait already. A reply made now would be made ahead of its write.
    * Absent: frames never wait.
    */
   outputWaits?(): boolean;
+  /**
+   * Count `chars` toward the turn's output: text made for this connection ahead of its write (a
+   * batch member's reply, counted again when it is written). Absent: output is not counted.
+   */
+  chargeOutput?(chars: number): void;
   /** Start closing; `listener.transportClosed` fires once the close is complete. */
   close(code?: number, reason?: string): void;
   /**
@@ -58,6 +63,17 @@ export interface Transport {
    * transport has no such budget.
    */
   chargeBytes?(bytes: number): void;
+}
+
+/** A message made piece by piece (Transport.sendPieces). */
+export interface PieceSource {
+  /** The next piece, made now; undefined after the last. */
+  next(): string | undefined;
+  /**
+   * The characters made so far: the pieces', and any made and not sent (a batch member's reply
+   * replaced for being too large). What the transport counts toward the turn's output.
+   */
+  readonly made: number;
 }
 
 /**

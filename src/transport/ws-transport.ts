@@ -10,7 +10,7 @@ import {
 import { strictUtf8 } from '../protocol/invalid-utf8.js';
 import type { WireCodec } from '../encoding/codec.js';
 import { CloseCode } from './transport.js';
-import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
+import type { EncodedFrame, PieceSource, ServerTransport, TransportListener } from './transport.js';
 import type { BudgetLedger, BudgetMember } from './output-budget.js';
 import type { SharedDeflate } from './deflate-frames.js';
 import {
@@ -1437,6 +1437,10 @@ export class WsTransport
     return (this.flags & OUTPUT_WAITING) !== 0 || outputSpent();
   }
 
+  chargeOutput(chars: number): void {
+    countOutput(chars);
+  }
+
   /** Transport.sendMade: `make`'s text is made as it is written, in its output turn if it waits. */
   sendMade(make: () => string | undefined, written?: () => void): void {
     if (this.socket.readyState !== this.socket.OPEN) return;
@@ -1453,15 +1457,15 @@ export class WsTransport
   }
 
   /** Transport.sendPieces: pieces made and written as the turn allows, in fragments past it. */
-  sendPieces(next: () => string | undefined, written?: () => void): void {
+  sendPieces(source: PieceSource, written?: () => void): void {
     if (this.socket.readyState !== this.socket.OPEN) return;
     if ('codec' in this.encoding) {
       // A binary encoding converts the whole message's text: it goes as one frame.
       let text = '';
-      for (let piece = next(); piece !== undefined; piece = next()) text += piece;
+      for (let piece = source.next(); piece !== undefined; piece = source.next()) text += piece;
       return this.sendMade(() => text, written);
     }
-    const pieces: Pieces = { next, written, started: false };
+    const pieces: Pieces = { source, written, started: false };
     if (this.flags & OUTPUT_WAITING || !this.writePieces(pieces)) {
       this.waitOutput(() => this.writePieces(pieces));
     }

@@ -52,13 +52,18 @@ function watchSends(session: Session) {
   };
   // A batch's reply goes in pieces: one frame, counted once written.
   const sendPieces = transport.sendPieces?.bind(transport);
-  transport.sendPieces = (next, written) => {
+  transport.sendPieces = (source, written) => {
     let bytes = 0;
     sendPieces!(
-      () => {
-        const piece = next();
-        if (piece !== undefined) bytes += Buffer.byteLength(piece);
-        return piece;
+      {
+        next() {
+          const piece = source.next();
+          if (piece !== undefined) bytes += Buffer.byteLength(piece);
+          return piece;
+        },
+        get made() {
+          return source.made;
+        },
       },
       () => {
         written?.();
