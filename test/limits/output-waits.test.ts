@@ -113,49 +113,6 @@ describe('output past a turn’s allowance', () => {
     expect(made.most).toBeLessThanOrEqual(MOST_PER_TURN * ANSWER_CHARS);
   });
 
-  it('sends a close asked for while notifications wait after them, on the WebSocket', async () => {
-    const running = await res.gateway({ heartbeatIntervalMs: 0 });
-    const answer = 'x'.repeat(ANSWER_CHARS);
-    running.gateway.method('burst', (_params, ctx) => {
-      for (let n = 1; n <= CALLS; n++) ctx.session.notify('part', [n, answer]);
-      ctx.session.close(4000, 'done');
-      return null;
-    });
-    const socket = await openSocket(res, running.url);
-    const parts: number[] = [];
-    socket.on('message', (data) => {
-      const message = JSON.parse((data as Buffer).toString('utf8')) as { params: [number] };
-      parts.push(message.params[0]);
-    });
-    const closed = closeOf(socket);
-    socket.send(request(1, 'burst'));
-    const { code } = await closed;
-    expect(code).toBe(4000);
-    expect(parts).toEqual(Array.from({ length: CALLS }, (_, i) => i + 1));
-  });
-
-  it('sends a close asked for while notifications wait after them, on TCP', async () => {
-    const running = await res.gateway({ heartbeatIntervalMs: 0 });
-    const answer = 'x'.repeat(ANSWER_CHARS);
-    running.gateway.method('burst', (_params, ctx) => {
-      for (let n = 1; n <= CALLS; n++) ctx.session.notify('part', [n, answer]);
-      ctx.session.close(4000, 'done');
-      return null;
-    });
-    const address = await running.gateway.listenTcp(0, '127.0.0.1');
-    const { socket, lines } = await tcpLines(address.port);
-    const ended = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-    socket.write(`${request(1, 'burst')}\n`);
-    await ended;
-    const parts = lines
-      .map((line) => JSON.parse(line) as { method?: string; params?: [number] })
-      .filter((message) => message.method === 'part')
-      .map((message) => message.params![0]);
-    expect(parts).toEqual(Array.from({ length: CALLS }, (_, i) => i + 1));
-    // The close notice is the last line.
-    expect(lines.at(-1)).toContain('4000');
-  });
-
   it('reads no more of a connection whose output waits until it is written', async () => {
     const running = await res.gateway({ heartbeatIntervalMs: 0 });
     const answer = 'x'.repeat(ANSWER_CHARS);
@@ -341,37 +298,14 @@ describe('what waits, held to its promises', () => {
   });
 
   for (const transport of ['WebSocket', 'TCP'] as const) {
+    it(`sends a close asked for while notifications wait after them, on ${transport}`, async () => {
+      const { parts, code } = await burstThenClose(transport, 4000);
+      expect(code).toBe(4000);
+      expect(parts).toEqual(Array.from({ length: CALLS }, (_, i) => i + 1));
+    });
+
     it(`drops what waits when shedding (1013) on ${transport}, rather than send it first`, async () => {
-      const running = await res.gateway({ heartbeatIntervalMs: 0 });
-      const answer = 'x'.repeat(ANSWER_CHARS);
-      running.gateway.method('burst', (_params, ctx) => {
-        for (let n = 1; n <= CALLS; n++) ctx.session.notify('part', [n, answer]);
-        ctx.session.close(1013, 'output over budget');
-        return null;
-      });
-      const parts: number[] = [];
-      let code: number | undefined;
-      if (transport === 'WebSocket') {
-        const socket = await openSocket(res, running.url);
-        socket.on('message', (data) => {
-          const message = JSON.parse((data as Buffer).toString('utf8')) as { params?: [number] };
-          if (message.params) parts.push(message.params[0]);
-        });
-        const closed = closeOf(socket);
-        socket.send(request(1, 'burst'));
-        code = (await closed).code;
-      } else {
-        const address = await running.gateway.listenTcp(0, '127.0.0.1');
-        const { socket, lines } = await tcpLines(address.port);
-        const ended = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-        socket.write(`${request(1, 'burst')}\n`);
-        await ended;
-        for (const line of lines) {
-          const message = JSON.parse(line) as { method?: string; params?: [number] };
-          if (message.method === 'part') parts.push(message.params![0]);
-        }
-        if (lines.at(-1)!.includes('1013')) code = 1013;
-      }
+      const { parts, code } = await burstThenClose(transport, 1013);
       expect(code).toBe(1013);
       // What the turn allowed went; what waited did not.
       expect(parts).toEqual(Array.from({ length: parts.length }, (_, i) => i + 1));
@@ -379,6 +313,46 @@ describe('what waits, held to its promises', () => {
     });
   }
 });
+
+/**
+ * A call whose handler sends CALLS notifications of ANSWER_CHARS each (more than a turn's
+ * output), then closes its session with `closeCode`: the notifications' numbers the client got,
+ * in order, and the close code it got (on TCP, the close notice's, the last line).
+ */
+async function burstThenClose(
+  transport: 'WebSocket' | 'TCP',
+  closeCode: number,
+): Promise<{ parts: number[]; code: number | undefined }> {
+  const running = await res.gateway({ heartbeatIntervalMs: 0 });
+  const answer = 'x'.repeat(ANSWER_CHARS);
+  running.gateway.method('burst', (_params, ctx) => {
+    for (let n = 1; n <= CALLS; n++) ctx.session.notify('part', [n, answer]);
+    ctx.session.close(closeCode, 'closing');
+    return null;
+  });
+  const parts: number[] = [];
+  const seen = (message: { method?: string; params?: unknown }): void => {
+    if (message.method === 'part') parts.push((message.params as [number])[0]);
+  };
+  if (transport === 'WebSocket') {
+    const socket = await openSocket(res, running.url);
+    socket.on('message', (data) => seen(JSON.parse((data as Buffer).toString('utf8')) as never));
+    const closed = closeOf(socket);
+    socket.send(request(1, 'burst'));
+    return { parts, code: (await closed).code };
+  }
+  const address = await running.gateway.listenTcp(0, '127.0.0.1');
+  const { socket, lines } = await tcpLines(address.port);
+  const ended = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  socket.write(`${request(1, 'burst')}\n`);
+  await ended;
+  const messages = lines.map((line) => JSON.parse(line) as { method?: string; params?: unknown });
+  messages.forEach(seen);
+  const notice = messages.at(-1);
+  const code =
+    notice?.method === 'rpc.close' ? (notice.params as { code: number }).code : undefined;
+  return { parts, code };
+}
 
 describe('output past a turn’s allowance (model)', () => {
   it('answers every call, each connection’s in order, no task making more than the allowance and one reply', async () => {
