@@ -10,14 +10,14 @@
  * are of random sizes; every call is answered, each connection's in order, and no task answers
  * more than the allowance and the one answer that passes it.
  */
-import { Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import fc from 'fast-check';
 import type { WebSocket } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
 import { OUTPUT_CHARS_PER_TURN } from '../../src/transport/input-turns.js';
 import { Resources } from '../support/resources.js';
 import { Peak } from '../support/turn-peaks.js';
-import { openSocket } from '../support/sockets.js';
+import { openSocket, tcpLines } from '../support/sockets.js';
 import { waitUntil } from '../support/waiting.js';
 
 const res = new Resources();
@@ -65,25 +65,11 @@ describe('a turn’s output', () => {
   it('bounds the calls a turn answers on TCP; every call answered in order', async () => {
     const running = await bigGateway();
     const address = await running.gateway.listenTcp(0, '127.0.0.1');
-    const socket = new Socket();
-    res.netSockets.push(socket);
-    await new Promise<void>((resolve, reject) => {
-      socket.once('error', reject);
-      socket.connect(address.port, '127.0.0.1', resolve);
-    });
-    let text = '';
-    const ids: number[] = [];
-    socket.on('data', (chunk: Buffer) => {
-      text += chunk.toString('utf8');
-      let end: number;
-      while ((end = text.indexOf('\n')) >= 0) {
-        ids.push((JSON.parse(text.slice(0, end)) as { id: number }).id);
-        text = text.slice(end + 1);
-      }
-    });
+    const { socket, lines: answers } = await tcpLines(res, address.port);
     const lines = Array.from({ length: CALLS }, (_, i) => `${request(i + 1)}\n`).join('');
     socket.write(lines);
-    await waitUntil(() => ids.length === CALLS, 'every answer');
+    await waitUntil(() => answers.length === CALLS, 'every answer');
+    const ids = answers.map((line) => (JSON.parse(line) as { id: number }).id);
     expect(ids).toEqual(Array.from({ length: CALLS }, (_, i) => i + 1));
     expect(running.calls.most).toBeGreaterThan(0);
     expect(running.calls.most).toBeLessThanOrEqual(MOST_PER_TURN);

@@ -13,7 +13,7 @@
  * A reply is counted as it is made: its result's toJSON runs as JSON.stringify makes its text.
  * A turn is one task (between two runs of the process's nextTick queue).
  */
-import { Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import fc from 'fast-check';
 import type { WebSocket } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -22,7 +22,7 @@ import { OUTPUT_CHARS_PER_TURN } from '../../src/transport/input-turns.js';
 import { WsTransport } from '../../src/transport/ws-transport.js';
 import { Resources } from '../support/resources.js';
 import { Peak } from '../support/turn-peaks.js';
-import { closeOf, openSocket } from '../support/sockets.js';
+import { closeOf, openSocket, tcpLines } from '../support/sockets.js';
 import { waitUntil } from '../support/waiting.js';
 
 const res = new Resources();
@@ -62,26 +62,6 @@ function idsOf(socket: WebSocket): number[] {
   return ids;
 }
 
-async function tcpLines(port: number): Promise<{ socket: Socket; lines: string[] }> {
-  const socket = new Socket();
-  res.netSockets.push(socket);
-  await new Promise<void>((resolve, reject) => {
-    socket.once('error', reject);
-    socket.connect(port, '127.0.0.1', resolve);
-  });
-  let text = '';
-  const lines: string[] = [];
-  socket.on('data', (chunk: Buffer) => {
-    text += chunk.toString('utf8');
-    let end: number;
-    while ((end = text.indexOf('\n')) >= 0) {
-      lines.push(text.slice(0, end));
-      text = text.slice(end + 1);
-    }
-  });
-  return { socket, lines };
-}
-
 describe('output past a turn’s allowance', () => {
   it('makes and writes async handlers’ replies a turn’s worth at a time on the WebSocket', async () => {
     const running = await res.gateway({ heartbeatIntervalMs: 0 });
@@ -104,7 +84,7 @@ describe('output past a turn’s allowance', () => {
     const made = new Peak();
     running.gateway.method('big', async () => Promise.resolve(counted(made, ANSWER_CHARS)));
     const address = await running.gateway.listenTcp(0, '127.0.0.1');
-    const { socket, lines } = await tcpLines(address.port);
+    const { socket, lines } = await tcpLines(res, address.port);
     socket.write(Array.from({ length: CALLS }, (_, i) => `${request(i + 1)}\n`).join(''));
     await waitUntil(() => lines.length === CALLS, 'every answer');
     const ids = lines.map((line) => (JSON.parse(line) as { id: number }).id);
@@ -207,7 +187,7 @@ describe('a batch’s reply past a turn’s allowance', () => {
   it('is made a turn’s worth at a time and arrives as one line on TCP', async () => {
     const running = await sizedGateway();
     const address = await running.gateway.listenTcp(0, '127.0.0.1');
-    const { socket, lines } = await tcpLines(address.port);
+    const { socket, lines } = await tcpLines(res, address.port);
     socket.write(`${batchOf(calls(false))}\n${request(99, 'big', [3])}\n`);
     await waitUntil(() => lines.length === 2, 'both replies');
     expect(members(lines[0]!)).toEqual(expected);
@@ -342,7 +322,7 @@ async function burstThenClose(
     return { parts, code: (await closed).code };
   }
   const address = await running.gateway.listenTcp(0, '127.0.0.1');
-  const { socket, lines } = await tcpLines(address.port);
+  const { socket, lines } = await tcpLines(res, address.port);
   const ended = new Promise<void>((resolve) => socket.once('close', () => resolve()));
   socket.write(`${request(1, 'burst')}\n`);
   await ended;

@@ -1,5 +1,4 @@
-import { connect } from 'node:net';
-import type { Socket } from 'node:net';
+import { Socket, connect } from 'node:net';
 import { WebSocket } from 'ws';
 import type { ClientOptions } from 'ws';
 import { RawRpc } from './raw-rpc.js';
@@ -208,4 +207,31 @@ export function filledHttpSocketLimits(perAddress: number, addresses: number, bo
     headersTimeoutMs: 600_000,
     ...(bodies ? { bodyTimeoutMs: 600_000 } : {}),
   };
+}
+
+/**
+ * A TCP connection to the gateway's NDJSON port on loopback (`res` destroys it in cleanup), and
+ * the lines it has read so far, without their newlines.
+ */
+export async function tcpLines(
+  res: Resources,
+  port: number,
+): Promise<{ socket: Socket; lines: string[] }> {
+  const socket = new Socket();
+  res.netSockets.push(socket);
+  await new Promise<void>((resolve, reject) => {
+    socket.once('error', reject);
+    socket.connect(port, '127.0.0.1', resolve);
+  });
+  let text = '';
+  const lines: string[] = [];
+  socket.on('data', (chunk: Buffer) => {
+    text += chunk.toString('utf8');
+    let end: number;
+    while ((end = text.indexOf('\n')) >= 0) {
+      lines.push(text.slice(0, end));
+      text = text.slice(end + 1);
+    }
+  });
+  return { socket, lines };
 }
