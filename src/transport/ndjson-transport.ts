@@ -432,8 +432,8 @@ export class NdjsonTransport
     if (this.closed || this.closing) return;
     this.closing = true;
     this.closingWith = [code, reason];
-    // What still arrives is read and dropped.
-    if (this.cancelResume || this.heldQueued) this.readable.resume();
+    // What still arrives is read and dropped (reading was paused while output waited, too).
+    if (this.cancelResume || this.heldQueued || this.waitingOutput) this.readable.resume();
     this.stopReadPause();
     // What was sent before the close goes before its notice, in its output turns; a shed or a
     // failure drops it.

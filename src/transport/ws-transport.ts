@@ -1543,8 +1543,8 @@ export class WsTransport
     } catch {
       // Nothing here throws (the frames are made by code that does not): should it, the
       // connection closes rather than wait for ever, and the turn goes on with the others.
-      this.endWaitingOutput();
-      this.close(CloseCode.InternalError, 'output failed');
+      this.close(CloseCode.InternalError, 'output failed'); // drops what waits
+      if (waitingOutputs.get(this) === waiting) this.endWaitingOutput(); // closed meanwhile
       return true;
     }
     if (waiting.close) {
