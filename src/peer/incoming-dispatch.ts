@@ -226,7 +226,7 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
     result: unknown,
     version: ProtocolVersion,
   ): Reply {
-    return new MadeLater(() => this.madeReply(call, result, version), call.id ?? null, version);
+    return this.madeLater(call, result, version);
   }
 
   /**
@@ -256,13 +256,17 @@ export class IncomingDispatch<S> extends IncomingCalls<S> {
     const made = this.batchMade;
     if (made === undefined) return this.madeReply(call, result, version);
     if (made >= BATCH_MADE_AT_ONCE_CHARS || this.output?.outputWaits?.()) {
-      return new MadeLater(() => this.madeReply(call, result, version), call.id ?? null, version);
+      return this.madeLater(call, result, version);
     }
     const reply = this.madeReply(call, result, version);
     const chars = replyChars(reply);
     this.batchMade = made + chars;
     this.output?.chargeOutput?.(chars);
     return reply;
+  }
+
+  private madeLater(call: RunningCall<S>, result: unknown, version: ProtocolVersion): MadeLater {
+    return new MadeLater(() => this.madeReply(call, result, version), call.id ?? null, version);
   }
 
   private madeReply(call: RunningCall<S>, result: unknown, version: ProtocolVersion): Reply {

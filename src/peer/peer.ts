@@ -165,13 +165,8 @@ export class Peer<S = unknown> extends PeerCore<S> {
       return super.sendReply(reply);
     }
     this.transport.sendMade(
-      () => this.madeText(reply),
+      () => reply.text || undefined, // made now; empty: none to send
       () => this.runAfterSend(reply.afterSend),
     );
-  }
-
-  /** A MadeLater reply's text, made now (undefined: none to send). */
-  private madeText(reply: HookedReply): string | undefined {
-    return reply.text || undefined;
   }
 }

@@ -8,7 +8,7 @@
 // for, hold the event loop for the others.
 
 import { CloseCode } from './transport.js';
-import type { PieceSource } from './transport.js';
+import type { EncodedFrame, PieceSource } from './transport.js';
 
 /**
  * The most held messages (read while reading was paused, before the session listened, or past
@@ -202,6 +202,18 @@ export function takePieces(pieces: Pieces): { text: string; done: boolean } | un
     made.push(piece);
   }
   return made.length === 0 ? undefined : { text: made.join(''), done: false };
+}
+
+/**
+ * @internal A frame waiting for an output turn; a function writes what it stands for and returns
+ * whether it is done (false: it goes on first in the next output turn).
+ */
+export type WaitingFrame = string | EncodedFrame | (() => boolean);
+
+/** @internal What a waiting frame counts in its connection's queued output: its characters (bytes, for a shared frame). */
+export function waitingSize(frame: WaitingFrame): number {
+  if (typeof frame === 'string') return frame.length;
+  return typeof frame === 'function' ? 0 : frame.bytes.length;
 }
 
 /** A connection whose sent frames wait for an output turn (queueOutput, writeOutputTurn). */

@@ -15,8 +15,9 @@ import {
   queueOutput,
   takePieces,
   dropsWaitingOutput,
+  waitingSize,
 } from './input-turns.js';
-import type { HeldTurnTaker, Pieces, WaitingOutputWriter } from './input-turns.js';
+import type { HeldTurnTaker, Pieces, WaitingFrame, WaitingOutputWriter } from './input-turns.js';
 import type { InputBudget, InputLimit, InputReader } from './ws-transport.js';
 import { flushAfterTask, MAX_GATHERED_FRAMES } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
@@ -106,17 +107,6 @@ export interface NdjsonTransportOptions {
  * when the grace (or, after the input ended, the end-of-input deadline) runs out and the
  * streams are destroyed.
  */
-/**
- * A line waiting for an output turn; a function writes what it stands for and returns whether
- * it is done (false: it goes on first in the next output turn).
- */
-type WaitingFrame = string | EncodedFrame | (() => boolean);
-
-function waitingSize(frame: WaitingFrame): number {
-  if (typeof frame === 'string') return frame.length;
-  return typeof frame === 'function' ? 0 : frame.bytes.length;
-}
-
 export class NdjsonTransport
   implements ServerTransport, BudgetMember, InputReader, HeldTurnTaker, WaitingOutputWriter
 {

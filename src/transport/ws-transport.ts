@@ -22,8 +22,9 @@ import {
   queueOutput,
   takePieces,
   dropsWaitingOutput,
+  waitingSize,
 } from './input-turns.js';
-import type { HeldTurnTaker, Pieces, WaitingOutputWriter } from './input-turns.js';
+import type { HeldTurnTaker, Pieces, WaitingFrame, WaitingOutputWriter } from './input-turns.js';
 import { flushAfterTask, MAX_GATHERED_FRAMES } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
 import type { Upstream } from './when-drained.js';
@@ -690,19 +691,8 @@ interface WaitingOutput {
   close?: [code: number, reason: string];
 }
 
-/**
- * A frame waiting for an output turn; a function writes what it stands for and returns whether
- * it is done (false: it goes on first in the next output turn).
- */
-type WaitingFrame = string | EncodedFrame | (() => boolean);
-
 /** Kept apart from the connections: few ever have output waiting (OUTPUT_WAITING). */
 const waitingOutputs = new WeakMap<WsTransport, WaitingOutput>();
-
-function waitingSize(frame: WaitingFrame): number {
-  if (typeof frame === 'string') return frame.length;
-  return typeof frame === 'function' ? 0 : frame.bytes.length;
-}
 
 /**
  * Server-side adapter over a `ws` WebSocket, carrying JSON text frames or, with a codec,
