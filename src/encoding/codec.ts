@@ -190,6 +190,45 @@ export function textToBinary(codec: WireCodec, text: string): Uint8Array {
 }
 
 /**
+ * Part of a JSON array given a member a piece (Transport.sendPieces with `members`: the first
+ * piece `[` and a member, each further one `,` and a member, the last also `]`) as the codec's
+ * bytes: the array's head first (`first`), then each member's bytes, so that a batch's reply
+ * is converted a turn's worth at a time, not joined and converted whole. The members are
+ * responses (JSON objects), which textToBinary never refuses.
+ */
+export function arrayPartToBinary(
+  codec: WireCodec,
+  parts: readonly string[],
+  first: boolean,
+  members: number,
+): Uint8Array {
+  const chunks: Uint8Array[] = first ? [arrayHead(codec, members)] : [];
+  let length = chunks[0]?.length ?? 0;
+  for (const part of parts) {
+    // A member is an object: a part that ends with `]` is the last, closing the array.
+    const bytes = textToBinary(codec, part.slice(1, part.endsWith(']') ? -1 : undefined));
+    chunks.push(bytes);
+    length += bytes.length;
+  }
+  const joined = new Uint8Array(length);
+  let at = 0;
+  for (const chunk of chunks) {
+    joined.set(chunk, at);
+    at += chunk.length;
+  }
+  return joined;
+}
+
+/**
+ * The codec's head of an array of `count` values, what precedes their bytes: read off its
+ * encoding of `count` nulls, one byte each in MessagePack (0xc0) and CBOR (0xf6).
+ */
+function arrayHead(codec: WireCodec, count: number): Uint8Array {
+  const nulls = codec.encode(new Array<null>(count).fill(null));
+  return nulls.subarray(0, nulls.length - count);
+}
+
+/**
  * When every message of `text` is a call (a request with an id): the text of the -32603
  * answers, `data: { reason }`, its sender reads as the peer's (a batch's answers in a batch).
  * Undefined otherwise: a notification or response unsent has no one to answer, and its loss is

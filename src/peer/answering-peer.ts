@@ -1,9 +1,20 @@
 import { parseFrame } from '../protocol/classify.js';
-import { encodeBatch } from '../protocol/encode.js';
+import type { Incoming } from '../protocol/classify.js';
 import { keepParamsTexts } from '../protocol/params-text.js';
 import { keepsParamsTexts } from './method-registry.js';
 import { Peer } from './peer.js';
-import { MAX_BATCH_REPLY_CHARS, batchReply } from './replies.js';
+import type { PieceSource } from '../transport/transport.js';
+import type { IncomingDispatch } from './incoming-dispatch.js';
+import { MAX_BATCH_REPLY_CHARS, batchPieces, replyPieces, type Reply } from './replies.js';
+
+/**
+ * A reply to one HTTP exchange, made piece by piece as it is written (input-turns.ts'
+ * takePieces): a lone message's reply is one piece, a batch's one per member. `written` runs
+ * the replies' afterReply hooks: call it once the last piece is written.
+ */
+export interface AnsweredReply extends PieceSource {
+  written(): void;
+}
 
 /**
  * A peer for hosts where each request carries its own response (HTTP POST): `answer` returns
@@ -12,17 +23,18 @@ import { MAX_BATCH_REPLY_CHARS, batchReply } from './replies.js';
  */
 export class AnsweringPeer<S = unknown> extends Peer<S> {
   /**
-   * Answer one frame: resolves with the reply text, or undefined when none is due (a
-   * notification, a batch of notifications only). `afterReply` hooks run once the reply is known.
-   * `traceparent` (the HTTP request's header) goes to each request that carries none of its own,
-   * and `tracestate` (the header, as sent: checked as a request's member is) with it; a request
-   * with a traceparent of its own keeps its own tracestate, or none.
+   * Answer one frame: resolves with its reply, to be made as it is written (a handler's result
+   * is encoded when its piece is taken, so that many replies settling together are not all
+   * made in one turn), or undefined when none is due (a notification, a batch of notifications
+   * only). `traceparent` (the HTTP request's header) goes to each request that carries none of
+   * its own, and `tracestate` (the header, as sent: checked as a request's member is) with it; a
+   * request with a traceparent of its own keeps its own tracestate, or none.
    */
   async answer(
     text: string,
     traceparent?: string,
     tracestate?: unknown,
-  ): Promise<string | undefined> {
+  ): Promise<AnsweredReply | undefined> {
     if (this.closeInfo) return undefined;
     const frame = parseFrame(text, this.config.parse);
     if (keepsParamsTexts(this.config.registry)) keepParamsTexts(text, frame);
@@ -36,15 +48,53 @@ export class AnsweringPeer<S = unknown> extends Peer<S> {
         }
       }
     }
-    const replies = await Promise.all(frame.messages.map((m) => Promise.resolve(this.handle(m))));
-    // A lone message's reply is its own; a batch's is bounded as a whole.
-    const { parts, hooks } = batchReply(
-      replies,
-      frame.messages,
-      frame.batch ? MAX_BATCH_REPLY_CHARS : Infinity,
-    );
-    for (const hook of hooks) this.runAfterSend(hook);
-    if (parts.length === 0) return undefined;
-    return frame.batch ? encodeBatch(parts) : parts[0];
+    const replies = await Promise.all(this.handleAll(frame.messages, frame.batch));
+    if (!frame.batch) {
+      const reply = replies[0];
+      return reply === undefined ? undefined : this.answered(replyPieces(reply));
+    }
+    // A batch's reply is bounded as a whole; none for a batch of notifications only (spec 6).
+    const pieces = batchPieces(replies, frame.messages, MAX_BATCH_REPLY_CHARS);
+    return pieces && this.answered(pieces);
+  }
+
+  /**
+   * `answer`'s reply made whole at once, for hosts that need its text (a broker's consumer) or
+   * whose callers are trusted services (the server API); its afterReply hooks run.
+   */
+  async answerText(text: string): Promise<string | undefined> {
+    const reply = await this.answer(text);
+    if (reply === undefined) return undefined;
+    let whole = '';
+    for (let piece = reply.next(); piece !== undefined; piece = reply.next()) whole += piece;
+    reply.written();
+    return whole === '' ? undefined : whole;
+  }
+
+  /**
+   * Each message handled: a batch's plain members' replies are made as their handlers return
+   * until they reach BATCH_MADE_AT_ONCE_CHARS or the turn's output is spent, then made as
+   * written (IncomingDispatch.batchMade), as on a connection (Peer.handleBatch).
+   */
+  private handleAll(messages: Incoming[], batch: boolean): Promise<Reply>[] {
+    const incoming = this.incoming as IncomingDispatch<S>;
+    if (batch) incoming.batchMade = 0;
+    try {
+      return messages.map((m) => Promise.resolve(this.handle(m)));
+    } finally {
+      incoming.batchMade = undefined;
+    }
+  }
+
+  private answered(pieces: PieceSource & { hooks: (() => void)[] }): AnsweredReply {
+    return {
+      next: () => pieces.next(),
+      get made() {
+        return pieces.made;
+      },
+      written: () => {
+        for (const hook of pieces.hooks) this.runAfterSend(hook);
+      },
+    };
   }
 }

@@ -213,6 +213,7 @@ export function batchPieces(
   const source = {
     hooks: [] as (() => void)[],
     made: 0,
+    members: answered.length,
     next(): string | undefined {
       if (at >= answered.length) return undefined;
       const i = answered[at++]!;
@@ -225,6 +226,28 @@ export function batchPieces(
       source.made += Math.max(madeChars, text.length) + 1;
       const piece = at === 1 ? `[${text}` : `,${text}`;
       return at === answered.length ? `${piece}]` : piece;
+    },
+  };
+  return source;
+}
+
+/**
+ * A lone message's reply as a PieceSource of one piece, made when it is asked for (a MadeLater
+ * reply's text is made then), for a transport that writes as the turn's output allows. Its piece
+ * is empty when there is no reply to send; `hooks` hold the reply's afterReply hook once made.
+ */
+export function replyPieces(reply: string | HookedReply): PieceSource & { hooks: (() => void)[] } {
+  let given = false;
+  const source = {
+    hooks: [] as (() => void)[],
+    made: 0,
+    next(): string | undefined {
+      if (given) return undefined;
+      given = true;
+      const text = typeof reply === 'string' ? reply : reply.text;
+      if (typeof reply !== 'string') source.hooks.push(reply.afterSend);
+      source.made = text.length;
+      return text;
     },
   };
   return source;

@@ -259,7 +259,7 @@ async function openServerApi(
       new HttpExchangeTransport(),
       { session: caller, logger },
       peers,
-    ).answer(text);
+    ).answerText(text);
 
   const busy = (text: string): string => busyReply(text, peers.parse);
   const failure = (text: string, error: ErrorObject): string =>

@@ -1,3 +1,4 @@
+import { countOutput, outputSpent } from '../transport/input-turns.js';
 import type { ServerTransport, TransportListener } from '../transport/transport.js';
 
 /** Where an exchange's extra costs go: its address's byte bucket (limits.bytesPerSecondPerIp). */
@@ -41,5 +42,18 @@ export class HttpExchangeTransport implements ServerTransport {
   /** Transport.chargeBytes: work done for the exchange (params validation) as bytes read. */
   chargeBytes(bytes: number): void {
     this.charged?.spend(bytes);
+  }
+
+  /**
+   * Transport.outputWaits: whether the turn's output is spent, so that a batch's members are
+   * made as its reply is written (writeReply) rather than now.
+   */
+  outputWaits(): boolean {
+    return outputSpent();
+  }
+
+  /** Transport.chargeOutput: a batch member's reply made ahead of its write. */
+  chargeOutput(chars: number): void {
+    countOutput(chars);
   }
 }

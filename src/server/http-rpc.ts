@@ -17,6 +17,7 @@ import { readBodyBytes, refuseUnread } from './read-body.js';
 import type { BodyReadings } from './body-readings.js';
 import { codingRefusal } from './body-codings.js';
 import { HttpExchangeTransport } from './http-exchange-transport.js';
+import { writeReply } from './http-reply.js';
 import { closeRefused, grantOrigin } from './http-routes.js';
 import { sendableRefusal } from './upgrade-rejection.js';
 import { REVOKED_CLOSE_CODE, revocationMark, revokedSince } from './revocation.js';
@@ -378,9 +379,8 @@ export class HttpRpc<C> {
       );
       if (reply === undefined) send(res, 204);
       else {
-        send(res, 200, reply, {}, 'application/json; charset=utf-8');
         // Counted on the node until its client has taken it (limits.maxBufferedBytesTotal).
-        deps.bodyReadings?.replied(res, upgrade.remoteAddress);
+        await writeReply(res, reply, () => deps.bodyReadings?.replied(res, upgrade.remoteAddress));
       }
       await untilIdle(session);
     } finally {

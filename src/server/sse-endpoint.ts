@@ -299,6 +299,9 @@ export class SseEndpoint<C> {
     for (let wait = bucket?.spend(0) ?? 0; wait > 0; wait = bucket!.spend(0)) {
       await delay(wait);
     }
+    // Read once the session's output waits no more (an output turn writes it): what waits is
+    // then bounded by its running calls, as a connection whose output waits is not read.
+    await transport.outputWritten();
     // The session may have ended meanwhile: its message would go nowhere.
     if (transport.isClosed) {
       closeUnread(req, res);

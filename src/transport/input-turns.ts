@@ -187,21 +187,41 @@ export interface Pieces {
   started: boolean;
 }
 
+/** The pieces of a message one turn made (takePieces). */
+export interface TakenPieces {
+  /** Their text, joined. */
+  readonly text: string;
+  /** Each piece, as the source gave it. */
+  readonly parts: readonly string[];
+  /** Whether the message is complete (the source has given its last piece). */
+  readonly done: boolean;
+}
+
 /**
- * @internal The pieces of a message this turn's output allows, made now and counted toward it:
- * their text and whether the message is complete; undefined when the turn allows none.
+ * @internal The pieces of a message this turn's output allows, made now and counted toward it;
+ * undefined when the turn allows none.
  */
-export function takePieces(pieces: Pieces): { text: string; done: boolean } | undefined {
-  const made: string[] = [];
+export function takePieces(pieces: Pieces): TakenPieces | undefined {
+  const parts: string[] = [];
   const source = pieces.source;
   while (!outputSpent()) {
     const before = source.made;
     const piece = source.next();
-    if (piece === undefined) return { text: made.join(''), done: true };
+    if (piece === undefined) return taken(parts, true);
     countOutput(source.made - before);
-    made.push(piece);
+    parts.push(piece);
   }
-  return made.length === 0 ? undefined : { text: made.join(''), done: false };
+  return parts.length === 0 ? undefined : taken(parts, false);
+}
+
+function taken(parts: string[], done: boolean): TakenPieces {
+  return {
+    parts,
+    done,
+    get text() {
+      return parts.join('');
+    },
+  };
 }
 
 /**

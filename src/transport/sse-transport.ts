@@ -2,7 +2,17 @@ import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { CloseCode } from './transport.js';
 import { byteCounted } from './byte-counted.js';
-import type { EncodedFrame, ServerTransport, TransportListener } from './transport.js';
+import {
+  countOutput,
+  dropsWaitingOutput,
+  outputSpent,
+  queueOutput,
+  takePieces,
+  waitingSize,
+  type Pieces,
+  type WaitingFrame,
+} from './input-turns.js';
+import type { EncodedFrame, PieceSource, ServerTransport, TransportListener } from './transport.js';
 import type { BudgetLedger, BudgetMember } from './output-budget.js';
 import { whenDrained } from './when-drained.js';
 
@@ -72,7 +82,19 @@ const STREAM_HEADERS = {
 /** One SSE event: its `id:` line, then the text's lines each as a `data:` line. */
 function eventText(id: number | undefined, text: string, event?: string): string {
   const head = (event ? `event: ${event}\n` : '') + (id === undefined ? '' : `id: ${id}\n`);
-  return `${head}data: ${text.split('\n').join('\ndata: ')}\n\n`;
+  return `${head}data: ${dataLines(text)}\n\n`;
+}
+
+/** Text as the lines of an event's data: each line after the first a `data:` line of its own. */
+function dataLines(text: string): string {
+  return text.split('\n').join('\ndata: ');
+}
+
+/** An event sent in parts (sendPieces): its id, and the stream its first part went to. */
+interface EventInParts {
+  id: number;
+  parts: string[];
+  stream: ServerResponse | undefined;
 }
 
 /**
@@ -155,6 +177,20 @@ export class SseTransport implements ServerTransport, BudgetMember {
   budgeted = 0;
   /** Bytes read so far of the POST body being read (bodyReading). */
   private bodyBytes = 0;
+  /**
+   * Events sent once the turn's output was spent (outputSpent), and every event sent after them,
+   * in order, for output turns (queueOutput); a function stands for an event made as it is
+   * written. Undefined while none waits.
+   */
+  private waitingOutput: { frames: WaitingFrame[]; from: number; chars: number } | undefined;
+  /** A close asked for while output waited: made once that output is written. */
+  private closeAfterOutput: { code: number; reason: string } | undefined;
+  /** The stream an event sent in parts is open on (its last part not written yet). */
+  private openOn: ServerResponse | undefined;
+  /** Whether an event is being sent in parts (it has its id, and is not kept yet). */
+  private inParts = false;
+  /** Told once no output waits, or the session closes (outputWritten). */
+  private outputWaiters: (() => void)[] = [];
   /** The code the session closed with. */
   private closedWith: number | undefined;
   private closedBecause = '';
@@ -244,14 +280,36 @@ export class SseTransport implements ServerTransport, BudgetMember {
     return this.sentBytes;
   }
 
-  /** Whether the session has closed: a stream or POST for it gets 404. */
+  /**
+   * Whether the session has closed, or is closing once its waiting output is written: a stream
+   * or POST for it gets 404.
+   */
   get isClosed(): boolean {
-    return this.closed;
+    return this.closed || this.closeAfterOutput !== undefined;
   }
 
-  /** The id of the last event sent (0: none yet). */
+  /**
+   * Resolves once none of the session's output waits for an output turn, or it closed: the
+   * endpoint reads no POST for it before, as a connection whose output waits is not read, so
+   * that what waits is bounded by the calls running and what they are sent.
+   */
+  outputWritten(): Promise<void> {
+    if (this.waitingOutput === undefined || this.closed) return Promise.resolve();
+    return new Promise((resolve) => this.outputWaiters.push(resolve));
+  }
+
+  private tellOutputWritten(): void {
+    const waiters = this.outputWaiters;
+    this.outputWaiters = [];
+    for (const waiter of waiters) waiter();
+  }
+
+  /**
+   * The id of the last event sent (0: none yet). An event being written in parts is not sent
+   * yet: it is the last to have an id, and a client has it only once it is whole.
+   */
   get lastEventId(): number {
-    return this.nextId - 1;
+    return this.nextId - 1 - (this.inParts ? 1 : 0);
   }
 
   /**
@@ -307,7 +365,7 @@ export class SseTransport implements ServerTransport, BudgetMember {
       this.pruneOld();
       const first = this.sent[this.sentFrom];
       if (seen < 0 || first === undefined || first.id > seen + 1) {
-        this.close(CloseCode.PolicyViolation, 'events after Last-Event-ID are no longer held');
+        this.closeNow(CloseCode.PolicyViolation, 'events after Last-Event-ID are no longer held');
         return false;
       }
       for (let i = this.sentFrom; i < this.sent.length; i++) {
@@ -320,7 +378,10 @@ export class SseTransport implements ServerTransport, BudgetMember {
     clearInterval(this.heartbeatTimer);
     // Written as events are (`write`): held to the stream's bound, counted in its output budget
     // and its stall look, so a reader that never reads cannot have comments queued without end.
-    this.heartbeatTimer = setInterval(() => this.write(': heartbeat\n\n'), this.limits.heartbeatMs);
+    this.heartbeatTimer = setInterval(() => {
+      // Not inside an event written in parts: the comment would end up in its data.
+      if (this.openOn !== this.stream) this.write(': heartbeat\n\n');
+    }, this.limits.heartbeatMs);
     this.heartbeatTimer.unref();
     this.tellStreamBack();
     return true;
@@ -353,7 +414,7 @@ export class SseTransport implements ServerTransport, BudgetMember {
 
   /** One message (or batch) the client POSTed. */
   receive(text: string): void {
-    if (this.closed || !this.listener) return;
+    if (this.isClosed || !this.listener) return;
     this.counters.messagesIn++;
     this.listener.receive(text);
   }
@@ -371,17 +432,160 @@ export class SseTransport implements ServerTransport, BudgetMember {
     this.send(reply);
   }
 
+  /**
+   * Send one event: written now, or, once the text the sessions sent in this turn has reached
+   * OUTPUT_CHARS_PER_TURN, in a later turn (queueOutput), the session's events after it behind
+   * it, in order.
+   */
   send(frame: string | EncodedFrame): void {
-    if (this.closed) return;
+    if (this.isClosed) return;
+    if (this.waitingOutput !== undefined || (typeof frame === 'string' && outputSpent()))
+      return this.waitOutput(frame);
+    this.sendEvent(frame);
+  }
+
+  /** One event, kept for a resume and written; `counted`: its text is counted already. */
+  private sendEvent(frame: string | EncodedFrame, counted = false): void {
     this.counters.messagesOut++;
     const text = frameText(frame);
+    // A publish's frame, shared by its subscribers, is not the session's output.
+    if (typeof frame === 'string' && !counted) countOutput(text.length);
     const id = this.nextId++;
     this.remember({ id, text, at: this.now(), bytes: keptTextBytes(text) + KEPT_EVENT_BYTES });
     this.write(eventText(id, text));
   }
 
+  outputWaits(): boolean {
+    return this.waitingOutput !== undefined || outputSpent();
+  }
+
+  chargeOutput(chars: number): void {
+    countOutput(chars);
+  }
+
+  /** Transport.sendMade: `make`'s text is made as it is written, in its output turn if it waits. */
+  sendMade(make: () => string | undefined, written?: () => void): void {
+    if (this.isClosed) return;
+    if (this.waitingOutput !== undefined || outputSpent())
+      this.waitOutput(() => this.writeMade(make, written));
+    else this.writeMade(make, written);
+  }
+
+  private writeMade(make: () => string | undefined, written: (() => void) | undefined): true {
+    const text = make();
+    if (text !== undefined && !this.closed) this.sendEvent(text);
+    written?.();
+    return true;
+  }
+
+  /**
+   * Transport.sendPieces: pieces made as the turn allows, the event written in parts past it
+   * (its `data:` line left open until its last part, no heartbeat in between).
+   */
+  sendPieces(source: PieceSource, written?: () => void): void {
+    if (this.isClosed) return;
+    const pieces: Pieces = { source, written, started: false };
+    const event: EventInParts = { id: 0, parts: [], stream: undefined };
+    if (this.waitingOutput !== undefined || !this.writePieces(pieces, event)) {
+      this.waitOutput(() => this.writePieces(pieces, event));
+    }
+  }
+
+  /**
+   * Make and write the event's pieces while the turn's output allows: all of them, unless it
+   * began already, as one event; else what this turn made as the event's next part. A part goes
+   * only to the stream the event began on: when the stream changed meanwhile, the whole event
+   * goes to the new one with its last part (a client never dispatches an event it did not get
+   * to its end, and the replay is of whole events). Returns whether the event is complete.
+   */
+  private writePieces(pieces: Pieces, event: EventInParts): boolean {
+    const taken = takePieces(pieces);
+    if (taken === undefined) return false;
+    if (this.closed) return true; // nothing more is made
+    if (!pieces.started && taken.done) {
+      this.sendEvent(taken.text, true);
+      pieces.written?.();
+      return true;
+    }
+    const stream = this.stream;
+    if (!pieces.started) {
+      pieces.started = true;
+      this.inParts = true;
+      this.counters.messagesOut++;
+      event.id = this.nextId++;
+      event.stream = stream;
+      if (stream) this.write(`id: ${event.id}\ndata: ${dataLines(taken.text)}`);
+    } else if (stream && stream === event.stream) this.write(dataLines(taken.text));
+    event.parts.push(taken.text);
+    this.openOn = event.stream === stream ? stream : undefined;
+    if (!taken.done) return false;
+    this.openOn = undefined;
+    this.inParts = false;
+    const text = event.parts.join('');
+    event.parts = [];
+    this.remember({
+      id: event.id,
+      text,
+      at: this.now(),
+      bytes: keptTextBytes(text) + KEPT_EVENT_BYTES,
+    });
+    if (stream && stream === event.stream) this.write('\n\n');
+    else if (stream) this.write(eventText(event.id, text));
+    pieces.written?.();
+    return true;
+  }
+
+  /**
+   * Keep `frame` for an output turn, behind what waits already; a function is called in its
+   * place (an event made as it is written, an onWritten wait).
+   */
+  private waitOutput(frame: WaitingFrame): void {
+    let waiting = this.waitingOutput;
+    if (waiting === undefined) {
+      this.waitingOutput = waiting = { frames: [], from: 0, chars: 0 };
+      queueOutput(this);
+    }
+    waiting.frames.push(frame);
+    waiting.chars += waitingSize(frame);
+    this.budget?.report(this, this.budgetBytes);
+  }
+
+  /**
+   * @internal This session's part of an output turn (writeOutputTurn): write what waits, in
+   * order, while the turn's output allows; then close if a close waits for it. Returns whether
+   * nothing is left.
+   */
+  writeWaiting(): boolean {
+    const waiting = this.waitingOutput;
+    if (waiting === undefined) return true;
+    const frames = waiting.frames;
+    try {
+      while (waiting.from < frames.length && !this.closed) {
+        if (outputSpent()) return false;
+        const frame = frames[waiting.from]!;
+        if (typeof frame === 'function' && !frame()) return false; // goes on in the next turn
+        frames[waiting.from++] = '';
+        waiting.chars -= waitingSize(frame);
+        if (typeof frame !== 'function' && !this.closed) this.sendEvent(frame);
+      }
+    } catch {
+      // Nothing here throws (the events are made by code that does not): should it, the session
+      // closes rather than wait for ever, and the turn goes on with the others.
+      this.waitingOutput = undefined;
+      this.closeNow(CloseCode.InternalError, 'output failed');
+      return true;
+    }
+    this.waitingOutput = undefined;
+    const close = this.closeAfterOutput;
+    if (close !== undefined) this.closeNow(close.code, close.reason);
+    else this.budget?.report(this, this.budgetBytes);
+    this.tellOutputWritten();
+    return true;
+  }
+
+  /** Bytes queued on the stream, and the characters of the events waiting for an output turn. */
   get bufferedAmount(): number {
-    return this.stream?.writableLength ?? 0;
+    return (this.stream?.writableLength ?? 0) + (this.waitingOutput?.chars ?? 0);
   }
 
   /**
@@ -400,6 +604,17 @@ export class SseTransport implements ServerTransport, BudgetMember {
    * go out at once (see `endStream`).
    */
   close(code: number = CloseCode.Normal, reason = ''): void {
+    if (this.closed || this.closeAfterOutput !== undefined) return;
+    // After what waits, as a connection's close goes; a shed or a failure drops it.
+    if (this.waitingOutput !== undefined && !dropsWaitingOutput(code)) {
+      this.closeAfterOutput = { code, reason };
+      return;
+    }
+    this.closeNow(code, reason);
+  }
+
+  /** Close at once, dropping what waits for an output turn. */
+  private closeNow(code: number, reason: string): void {
     this.closeWith(code, reason, (stream) => this.endStream(stream, code, reason));
   }
 
@@ -418,6 +633,9 @@ export class SseTransport implements ServerTransport, BudgetMember {
     this.closedWith = code;
     this.closedBecause = reason;
     this.bodyBytes = 0;
+    this.waitingOutput = undefined;
+    this.inParts = false;
+    this.tellOutputWritten();
     this.budget?.leave(this);
     clearTimeout(this.graceTimer);
     clearInterval(this.heartbeatTimer);
@@ -443,6 +661,17 @@ export class SseTransport implements ServerTransport, BudgetMember {
   }
 
   onWritten(listener: () => void): void {
+    // Once what waits for an output turn is written, and then what the stream holds.
+    if (this.waitingOutput !== undefined) {
+      return this.waitOutput(() => {
+        this.onStreamWritten(listener);
+        return true;
+      });
+    }
+    this.onStreamWritten(listener);
+  }
+
+  private onStreamWritten(listener: () => void): void {
     const stream = this.stream;
     if (!stream || stream.writableEnded || stream.destroyed) return listener();
     stream.write('', () => listener());
@@ -458,7 +687,8 @@ export class SseTransport implements ServerTransport, BudgetMember {
    * 404, the session is gone.
    */
   private endStream(stream: ServerResponse, code: number, reason: string): void {
-    if (this.overBuffer(stream)) return cut(stream);
+    // An event left open (its last part unwritten) would take the close event into its data.
+    if (this.overBuffer(stream) || this.openOn === stream) return cut(stream);
     const socket = stream.socket;
     stream.end(eventText(undefined, JSON.stringify({ code, reason }), 'close'));
     if (!socket) return;
@@ -478,7 +708,7 @@ export class SseTransport implements ServerTransport, BudgetMember {
     this.streamBytes += bytes;
     const limit = this.limits.maxBufferedBytes;
     if (limit > 0 && stream.writableLength > limit * STALL_FACTOR) {
-      this.close(CloseCode.PolicyViolation, 'not reading');
+      this.closeNow(CloseCode.PolicyViolation, 'not reading');
       return;
     }
     this.budget?.report(this, this.budgetBytes);
@@ -499,7 +729,7 @@ export class SseTransport implements ServerTransport, BudgetMember {
       // What a write adds beyond its text (the chunk's framing) is not counted in streamBytes,
       // so writes alone make this go down: only a rise is something leaving.
       if (this.streamBytes - stream.writableLength <= left) {
-        this.close(CloseCode.PolicyViolation, 'not reading');
+        this.closeNow(CloseCode.PolicyViolation, 'not reading');
       } else this.lookAgain(stream);
     }, STALL_LOOK_MS);
     this.stallTimer.unref();
@@ -547,7 +777,7 @@ export class SseTransport implements ServerTransport, BudgetMember {
   private waitForStream(): void {
     this.awaySince = this.now();
     this.graceTimer = setTimeout(
-      () => this.close(CloseCode.GoingAway, 'event stream gone'),
+      () => this.closeNow(CloseCode.GoingAway, 'event stream gone'),
       this.limits.graceMs,
     );
     this.graceTimer.unref();

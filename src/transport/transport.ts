@@ -74,6 +74,13 @@ export interface PieceSource {
    * replaced for being too large). What the transport counts toward the turn's output.
    */
   readonly made: number;
+  /**
+   * When the message is a JSON array given a member a piece (a batch's reply: the first piece
+   * opens the array with its first member, each further piece is a comma and a member, the last
+   * closes the array), how many members it has: a transport with a binary encoding converts
+   * it member by member. Undefined: the message is converted whole.
+   */
+  readonly members?: number;
 }
 
 /**

@@ -3,6 +3,7 @@ import { WebSocket } from 'ws';
 import type { RawData } from 'ws';
 import {
   UnencodableMessageError,
+  arrayPartToBinary,
   binaryToText,
   jsonBytesToBinary,
   textToBinary,
@@ -1449,7 +1450,7 @@ export class WsTransport
   /** Transport.sendPieces: pieces made and written as the turn allows, in fragments past it. */
   sendPieces(source: PieceSource, written?: () => void): void {
     if (this.socket.readyState !== this.socket.OPEN) return;
-    if ('codec' in this.encoding) {
+    if ('codec' in this.encoding && source.members === undefined) {
       // A binary encoding converts the whole message's text: it goes as one frame.
       let text = '';
       for (let piece = source.next(); piece !== undefined; piece = source.next()) text += piece;
@@ -1469,19 +1470,26 @@ export class WsTransport
   private writePieces(pieces: Pieces): boolean {
     const taken = takePieces(pieces);
     if (taken === undefined) return false;
-    if (taken.done && !pieces.started) this.write(taken.text, true);
-    else this.writeFragment(taken.text, !pieces.started, taken.done);
+    const first = !pieces.started;
+    const encoding = this.encoding;
+    if (taken.done && first) this.write(taken.text, true);
+    else if ('codec' in encoding) {
+      // A batch's reply converted member by member (its members given: see sendPieces).
+      const members = pieces.source.members!;
+      const bytes = arrayPartToBinary(encoding.codec, taken.parts, first, members);
+      this.writeFragment(bytes, first, taken.done);
+    } else this.writeFragment(taken.text, first, taken.done);
     pieces.started = true;
     if (taken.done) pieces.written?.();
     return taken.done;
   }
 
   /**
-   * One fragment of a text message (RFC 6455, 5.4), through ws's sender, which numbers them
-   * (text opcode first, continuations after, FIN on the last) and compresses them as one
-   * message; only control frames (a ping) go between them.
+   * One fragment of a message (RFC 6455, 5.4), text or, with a binary encoding, binary, through
+   * ws's sender, which numbers them (the message's opcode first, continuations after, FIN on the
+   * last) and compresses them as one message; only control frames (a ping) go between them.
    */
-  private writeFragment(text: string, first: boolean, fin: boolean): void {
+  private writeFragment(data: string | Uint8Array, first: boolean, fin: boolean): void {
     const raw = this.raw;
     if (first) this.shared.counters.messagesOut++;
     if (raw) {
@@ -1489,7 +1497,7 @@ export class WsTransport
       this.cork(raw);
     }
     this.flushText(); // keep the order of frames
-    this.socket.send(text, { binary: false, fin }, this.senderWritten());
+    this.socket.send(data, { binary: typeof data !== 'string', fin }, this.senderWritten());
     this.budget?.report(this, this.budgetBytes);
   }
 

@@ -17,6 +17,7 @@ import type { Socket } from 'node:net';
 import fc from 'fast-check';
 import type { WebSocket } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
+import { cbor } from '../../src/cbor.js';
 import { msgpack } from '../../src/msgpack.js';
 import { OUTPUT_CHARS_PER_TURN } from '../../src/transport/input-turns.js';
 import { WsTransport } from '../../src/transport/ws-transport.js';
@@ -165,11 +166,11 @@ function members(text: string): { id: number; chars: number }[] {
   }));
 }
 
-describe('a batch’s reply past a turn’s allowance', () => {
-  const calls = (async: boolean) =>
-    Array.from({ length: CALLS }, () => ({ async, chars: ANSWER_CHARS }));
-  const expected = Array.from({ length: CALLS }, (_, id) => ({ id, chars: ANSWER_CHARS }));
+const calls = (async: boolean) =>
+  Array.from({ length: CALLS }, () => ({ async, chars: ANSWER_CHARS }));
+const expected = Array.from({ length: CALLS }, (_, id) => ({ id, chars: ANSWER_CHARS }));
 
+describe('a batch’s reply past a turn’s allowance', () => {
   for (const async of [false, true]) {
     it(`is made a turn’s worth at a time and arrives whole on the WebSocket (${async ? 'async' : 'plain'} handlers)`, async () => {
       const running = await sizedGateway();
@@ -217,6 +218,42 @@ describe('a batch’s reply past a turn’s allowance', () => {
     await waitUntil(() => decoded.length === 1, 'the msgpack batch reply');
     expect(members(JSON.stringify(decoded[0]))).toEqual(expected);
   });
+});
+
+describe('a batch’s reply in a binary encoding', () => {
+  for (const [codec, deflate] of [
+    [msgpack, false],
+    [cbor, false],
+    [msgpack, true],
+    [cbor, true],
+  ] as const) {
+    it(`is converted a turn’s worth at a time, member by member, and arrives whole (${codec.name}${deflate ? ', deflate' : ''})`, async () => {
+      const running = await sizedGateway({
+        encodings: ['json', codec.name],
+        ...(deflate ? { perMessageDeflate: { threshold: 0 } } : {}),
+      });
+      // One member the codec cannot carry (a lone surrogate): answered -32603 in its place.
+      running.gateway.method('lone', () => 'a\ud800');
+      const socket = await openSocket(
+        res,
+        running.url,
+        [codec.subprotocol],
+        deflate ? { perMessageDeflate: { threshold: 0 } } : {},
+      );
+      const decoded: unknown[] = [];
+      socket.on('message', (data) => decoded.push(codec.decode(data as Buffer)));
+      const batch = JSON.parse(batchOf(calls(true))) as { id: number }[];
+      batch.splice(5, 0, { jsonrpc: '2.0', id: 500, method: 'lone' } as never);
+      socket.send(codec.encode(batch));
+      await waitUntil(() => decoded.length === 1, 'the batch reply');
+      const reply = decoded[0] as { id: number; result?: string; error?: { code: number } }[];
+      expect(reply[5]).toMatchObject({ id: 500, error: { code: -32603 } });
+      reply.splice(5, 1);
+      expect(reply.map((m) => ({ id: m.id, chars: m.result!.length }))).toEqual(expected);
+      expect(running.made.most).toBeGreaterThan(0);
+      expect(running.made.most).toBeLessThanOrEqual(MOST_PER_TURN * ANSWER_CHARS);
+    });
+  }
 });
 
 describe('what waits, held to its promises', () => {

@@ -1,0 +1,174 @@
+/**
+ * A POST's reply is made and written as the turn's output allows, as a connection's is
+ * (output-waits.test.ts): a batch of large replies, or many exchanges whose async handlers
+ * settle together, are made a turn's worth at a time (at most the allowance and the reply that
+ * passes it in one task), the reply past it in a chunked response; a reply the turn holds goes
+ * whole with its length. A client gone mid-reply has no more of it made.
+ *
+ * A reply is counted as it is made: its result's toJSON runs as JSON.stringify makes its text.
+ */
+import { request, type IncomingHttpHeaders } from 'node:http';
+import { afterEach, describe, expect, it } from 'vitest';
+import { OUTPUT_CHARS_PER_TURN } from '../../src/transport/input-turns.js';
+import { deferred } from '../support/promises.js';
+import { Resources } from '../support/resources.js';
+import { Peak } from '../support/turn-peaks.js';
+import { waitUntil } from '../support/waiting.js';
+
+const res = new Resources();
+afterEach(() => res.cleanup());
+
+const ANSWER_CHARS = 300_000;
+const CALLS = 24;
+/** The replies one turn may make: those within the allowance, and the one that passes it. */
+const MOST_PER_TURN = Math.floor(OUTPUT_CHARS_PER_TURN / ANSWER_CHARS) + 1;
+
+interface Posted {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+/**
+ * POST `body` to `url` on a connection of its own; with `leave`, the response is destroyed on
+ * its first chunk (the client gone mid-reply) and the promise resolves then.
+ */
+function post(url: string, body: string, leave = false): Promise<Posted> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      url,
+      {
+        method: 'POST',
+        agent: false,
+        headers: {
+          'content-type': 'application/json',
+          'content-length': String(Buffer.byteLength(body)),
+        },
+      },
+      (response) => {
+        let text = '';
+        response.setEncoding('utf8');
+        const done = () =>
+          resolve({ status: response.statusCode ?? 0, headers: response.headers, body: text });
+        response.on('data', (chunk: string) => {
+          text += chunk;
+          if (leave) {
+            response.destroy();
+            done();
+          }
+        });
+        response.on('end', done);
+        response.on('error', leave ? () => {} : reject);
+      },
+    );
+    req.on('error', leave ? () => {} : reject);
+    req.end(body);
+  });
+}
+
+/** A gateway whose `big` (and async `bigAsync`) answers `chars` characters, counted as made. */
+async function sizedGateway() {
+  const running = await res.gateway({ heartbeatIntervalMs: 0 });
+  const made = new Peak();
+  let total = 0;
+  const counted = (chars: number) => ({
+    toJSON() {
+      made.add(chars);
+      total += chars;
+      return 'x'.repeat(chars);
+    },
+  });
+  running.gateway.method('big', (params) => counted((params as [number])[0]));
+  running.gateway.method('bigAsync', async (params) =>
+    Promise.resolve(counted((params as [number])[0])),
+  );
+  return { ...running, made, total: () => total };
+}
+
+const batchOf = (async: boolean, count = CALLS, chars = ANSWER_CHARS) =>
+  JSON.stringify(
+    Array.from({ length: count }, (_, id) => ({
+      jsonrpc: '2.0',
+      id,
+      method: async ? 'bigAsync' : 'big',
+      params: [chars],
+    })),
+  );
+
+/** The ids of a batch reply's members, and each member's result length. */
+function members(text: string): { id: number; chars: number }[] {
+  return (JSON.parse(text) as { id: number; result: string }[]).map((m) => ({
+    id: m.id,
+    chars: m.result.length,
+  }));
+}
+
+describe('a POST’s reply past a turn’s allowance', () => {
+  const expected = Array.from({ length: CALLS }, (_, id) => ({ id, chars: ANSWER_CHARS }));
+
+  for (const async of [false, true]) {
+    it(`is made a turn’s worth at a time and arrives whole, chunked (a batch, ${async ? 'async' : 'plain'} handlers)`, async () => {
+      const running = await sizedGateway();
+      const answer = await post(`${running.httpUrl}/rpc`, batchOf(async));
+      expect(answer.status).toBe(200);
+      expect(answer.headers['transfer-encoding']).toBe('chunked');
+      expect(answer.headers['content-length']).toBeUndefined();
+      expect(members(answer.body)).toEqual(expected);
+      expect(running.made.most).toBeGreaterThan(0);
+      expect(running.made.most).toBeLessThanOrEqual(MOST_PER_TURN * ANSWER_CHARS);
+    });
+  }
+
+  it('is made a turn’s worth at a time when many exchanges’ handlers settle together', async () => {
+    const running = await sizedGateway();
+    const all = deferred();
+    let arrived = 0;
+    const made = new Peak();
+    running.gateway.method('gated', async () => {
+      if (++arrived === CALLS) all.resolve();
+      await all.promise;
+      return {
+        toJSON() {
+          made.add(ANSWER_CHARS);
+          return 'x'.repeat(ANSWER_CHARS);
+        },
+      };
+    });
+    const body = (id: number) => JSON.stringify({ jsonrpc: '2.0', id, method: 'gated' });
+    const answers = await Promise.all(
+      Array.from({ length: CALLS }, (_, id) => post(`${running.httpUrl}/rpc`, body(id))),
+    );
+    answers.forEach((answer, id) => {
+      expect(answer.status).toBe(200);
+      const reply = JSON.parse(answer.body) as { id: number; result: string };
+      expect([reply.id, reply.result.length]).toEqual([id, ANSWER_CHARS]);
+    });
+    expect(made.most).toBeGreaterThan(0);
+    expect(made.most).toBeLessThanOrEqual(MOST_PER_TURN * ANSWER_CHARS);
+  });
+
+  it('goes whole, with its length, when the turn holds it', async () => {
+    const running = await sizedGateway();
+    const answer = await post(`${running.httpUrl}/rpc`, batchOf(true, 3, 1000));
+    expect(answer.status).toBe(200);
+    expect(answer.headers['content-length']).toBe(String(Buffer.byteLength(answer.body)));
+    expect(members(answer.body).map((m) => m.chars)).toEqual([1000, 1000, 1000]);
+  });
+
+  it('has no more made once its client is gone, and the gateway answers on', async () => {
+    const running = await sizedGateway();
+    const calls = 80;
+    const left = await post(`${running.httpUrl}/rpc`, batchOf(true, calls), true);
+    expect(left.status).toBe(200);
+    const madeWhenLeft = running.total();
+    // The exchange ends (its session counted no more) once the gateway sees the client gone.
+    await waitUntil(() => running.gateway.sessions.size === 0, 'the exchange ended');
+    expect(running.total()).toBeLessThan(calls * ANSWER_CHARS);
+    expect(running.total()).toBeLessThanOrEqual(madeWhenLeft + 2 * MOST_PER_TURN * ANSWER_CHARS);
+    const next = await post(`${running.httpUrl}/rpc`, batchOf(true, 2, 10));
+    expect(members(next.body)).toEqual([
+      { id: 0, chars: 10 },
+      { id: 1, chars: 10 },
+    ]);
+  });
+});
