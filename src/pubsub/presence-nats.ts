@@ -23,7 +23,7 @@ import { bounded } from './nats-link.js';
 import type { Link } from './nats-link.js';
 import { encodeTopic } from './nats-names.js';
 import { isNoResponders, isStreamNotFound } from './nats-streams.js';
-import { entryOf } from './presence.js';
+import { entryOf, keepRetired } from './presence.js';
 import type { PresenceEntry, PresencePage, PresenceStore, ReapedMembers } from './presence.js';
 
 /** The bucket of presence under `prefix`. */
@@ -48,7 +48,8 @@ export class NatsPresenceStore implements PresenceStore {
   private readonly leasing = new Map<string, Promise<void>>();
   /**
    * Owners found lapsed or released: a late write under one is refused rather than make it a
-   * lease again (its members would be listed twice, then reaped as leaving). One per lapse.
+   * lease again (its members would be listed twice, then reaped as leaving). One per lapse, the
+   * latest RETIRED_OWNERS_KEPT kept.
    */
   private readonly retired = new Set<string>();
 
@@ -117,7 +118,7 @@ export class NatsPresenceStore implements PresenceStore {
         if (!isWrongLastSequence(err) && !isStreamNotFound(err) && !isNoResponders(err)) throw err;
         if (!isWrongLastSequence(err)) this.bucket.forget();
         this.forgetOwner(owner);
-        this.retired.add(owner);
+        keepRetired(this.retired, owner);
         return false;
       }
     });
@@ -143,7 +144,7 @@ export class NatsPresenceStore implements PresenceStore {
 
   async release(owner: string): Promise<void> {
     this.forgetOwner(owner);
-    this.retired.add(owner);
+    keepRetired(this.retired, owner);
     await this.removeOwner(encodeTopic(owner));
   }
 

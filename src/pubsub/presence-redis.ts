@@ -14,7 +14,7 @@
  * each touches one cluster slot, which is why one owner's writes to one topic go one at a time
  * (see `write`).
  */
-import { decodeEntry, encodeEntry } from './presence.js';
+import { decodeEntry, encodeEntry, keepRetired } from './presence.js';
 import type { PresenceEntry, PresencePage, PresenceStore, ReapedMembers } from './presence.js';
 import { script } from './redis-script-runner.js';
 import type { RedisScriptRunner } from './redis-script-runner.js';
@@ -158,7 +158,9 @@ export class RedisPresenceStore implements PresenceStore {
   private readonly writes = new Map<string, Promise<void>>();
   /**
    * Owners whose lease a write of this store made (or that it released): a later write only
-   * extends a lease that is still there. One per owner this node used, a new one per lapse.
+   * extends a lease that is still there. One per owner this node used, a new one per lapse: the
+   * latest RETIRED_OWNERS_KEPT are kept, trimmed at each release (an owner's first write after
+   * the releases before it: the owner in use is never the oldest).
    */
   private readonly leasing = new Set<string>();
 
@@ -256,7 +258,7 @@ export class RedisPresenceStore implements PresenceStore {
 
   async release(owner: string): Promise<void> {
     // Kept in `leasing`: a late write under the released owner finds no lease and writes nothing.
-    this.leasing.add(owner);
+    keepRetired(this.leasing, owner);
     await this.removeOwner(owner);
   }
 

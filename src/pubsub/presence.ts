@@ -56,6 +56,24 @@ export const MAX_PRESENCE_INFO_BYTES = 1_024;
 export const PRESENCE_EVENTS_PREFIX = '$presence.';
 
 /**
+ * How many of the owners it found lapsed or released a store remembers (the latest), refusing a
+ * late write under one. A node takes a new owner at each lapse and releases the old one once
+ * the writes under it have settled (PresenceService), so a write under an owner older than the
+ * last few cannot come; remembering every one would keep one entry per lapse for the life of
+ * the process.
+ */
+export const RETIRED_OWNERS_KEPT = 64;
+
+/** Add `owner` to `owners` (insertion-ordered), dropping the oldest past RETIRED_OWNERS_KEPT. */
+export function keepRetired(owners: Set<string>, owner: string): void {
+  owners.add(owner);
+  for (const oldest of owners) {
+    if (owners.size <= RETIRED_OWNERS_KEPT) break;
+    owners.delete(oldest);
+  }
+}
+
+/**
  * Where a broker keeps presence. Every method may reject when the broker is unavailable.
  * An `owner` is a node's lease id: its members are written under it, and removed by any node
  * once its lease has lapsed.

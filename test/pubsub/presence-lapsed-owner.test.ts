@@ -12,6 +12,7 @@
 import { nanoid } from 'nanoid';
 import { afterEach, describe, expect, it } from 'vitest';
 import { NatsBroker } from '../../src/pubsub/nats-broker.js';
+import { RETIRED_OWNERS_KEPT } from '../../src/pubsub/presence.js';
 import type { PresenceEntry, PresenceStore } from '../../src/pubsub/presence.js';
 import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import { RedisPresenceStore } from '../../src/pubsub/presence-redis.js';
@@ -81,6 +82,26 @@ describe.each(['redis', 'nats'] as const)('%s', (kind) => {
     }
     const page = await a.members('room.1', undefined, 10);
     expect(page.members.map((m) => m.key).sort()).toEqual(['late/0x2', 'stay/0x1']);
+  });
+
+  it('remembers the latest RETIRED_OWNERS_KEPT owners it released, not one per lapse for ever', async () => {
+    const [a] = await twoStores(kind);
+    const owners = Array.from({ length: RETIRED_OWNERS_KEPT + 20 }, (_, i) => `R${i}`);
+    for (const owner of owners) {
+      await a.write('room.1', owner, [member(`${owner}/0x1`)], [], LEASE_MS);
+      await a.release(owner);
+    }
+    // What the store keeps of them: on Redis the owners it leased, on NATS those it retired.
+    const kept = (a as unknown as { leasing: Set<string>; retired: Set<string> })[
+      kind === 'redis' ? 'leasing' : 'retired'
+    ];
+    expect([...kept]).toEqual(owners.slice(-RETIRED_OWNERS_KEPT));
+    for (const owner of [owners.at(-1)!, owners.at(-RETIRED_OWNERS_KEPT)!]) {
+      await expect(a.write('room.1', owner, [member('late/0x2')], [], LEASE_MS)).rejects.toThrow(
+        /lapsed/,
+      );
+    }
+    expect(await a.count('room.1')).toBe(0);
   });
 });
 
