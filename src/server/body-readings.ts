@@ -68,6 +68,8 @@ export class ReplyWriting extends BodyReading {
 /** The POST /rpc bodies being read on the node, each counted toward its budget while it is. */
 export class BodyReadings {
   readonly #reading = new Set<BodyReading>();
+  /** The replies counted, by response: a reply written in chunks is told again after each. */
+  readonly #replies = new WeakMap<ServerResponse, ReplyWriting>();
 
   constructor(private readonly ledger: BudgetLedger) {}
 
@@ -79,12 +81,18 @@ export class BodyReadings {
   }
 
   /**
-   * `res` has been written (its reply whole): what of it its socket has not taken counts until
-   * it has (`finish`) or the socket closes.
+   * `res` has been written to (its reply whole, or its next chunk): what of it its socket has not
+   * taken counts until it has (`finish`) or the socket closes, told again at each call.
    */
   replied(res: ServerResponse, remoteAddress: string | undefined): void {
     if (res.writableFinished || res.destroyed) return;
+    const counted = this.#replies.get(res);
+    if (counted !== undefined) {
+      if (this.#reading.has(counted)) this.ledger.report(counted, counted.budgetBytes);
+      return;
+    }
     const writing = new ReplyWriting(this.ledger, remoteAddress, res);
+    this.#replies.set(res, writing);
     this.#reading.add(writing);
     const end = (): void => {
       res.off('finish', end);

@@ -9,48 +9,63 @@ const JSON_TYPE = 'application/json; charset=utf-8';
  * replies made as they are written, as a connection's are (input-turns.ts): whole, with its
  * length, when the turn holds it; else its first part now or in an output turn and the rest in
  * output turns, in a chunked response, so that one POST of a large batch, or many exchanges whose
- * handlers settle together, do not hold the event loop for every other client. An empty reply
- * (none to send after all) is answered 204. `begun` runs once the response is under way and not
- * finished (what its client has not taken yet then counts on the node). Resolves once the reply
- * is written, or when the response ended or closed before it was (a revocation's 403, a client
- * gone: nothing more is made).
+ * handlers settle together, do not hold the event loop for every other client. A client that
+ * takes less than is made (the response's buffer past its high-water mark) has the rest made once
+ * it has taken that. An empty reply (none to send after all) is answered 204. `wrote` runs after
+ * each write (what the client has not taken yet counts on the node). Resolves once the reply is
+ * written, or once the response ended or closed before it was (a revocation, a client gone):
+ * nothing more is made then.
  */
 export function writeReply(
   res: ServerResponse,
   reply: AnsweredReply,
-  begun: () => void,
+  wrote: () => void,
 ): Promise<void> {
   return new Promise((resolve) => {
     const pieces: Pieces = { source: reply, written: undefined, started: false };
-    const writeSome = (): boolean => {
-      if (res.writableEnded || res.destroyed) {
+    let settled = false;
+    const settle = (): true => {
+      if (!settled) {
+        settled = true;
+        res.off('close', settle);
+        res.off('drain', again);
         resolve();
-        return true;
       }
+      return true;
+    };
+    const finish = (): true => {
+      reply.written();
+      return settle();
+    };
+    const writeSome = (): boolean => {
+      if (settled || res.writableEnded || res.destroyed) return settle();
       const taken = takePieces(pieces);
       if (taken === undefined) return false;
       if (!pieces.started) {
         pieces.started = true;
         if (taken.done) {
           writeWhole(res, taken.text);
-          begun();
+          wrote();
           return finish();
         }
         // No content-length: the reply goes in chunks.
         res.writeHead(200, { 'content-type': JSON_TYPE, 'cache-control': 'no-store' });
-        res.write(taken.text);
-        begun();
-      } else res.write(taken.text);
-      if (!taken.done) return false;
-      res.end();
-      return finish();
-    };
-    const finish = (): true => {
-      reply.written();
-      resolve();
+      }
+      res.write(taken.text);
+      wrote();
+      if (taken.done) {
+        res.end();
+        return finish();
+      }
+      if (!res.writableNeedDrain) return false;
+      // Out of the output turns until the client has taken what is written.
+      res.once('drain', again);
       return true;
     };
-    if (!writeSome()) queueOutput({ writeWaiting: writeSome });
+    const writer = { writeWaiting: writeSome };
+    const again = (): void => queueOutput(writer);
+    res.once('close', settle);
+    if (!writeSome()) queueOutput(writer);
   });
 }
 

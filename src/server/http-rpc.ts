@@ -124,6 +124,15 @@ function send(
 }
 
 /**
+ * A reply under way (chunked, its headers out) when its exchange is revoked or cut by the
+ * shutdown: the response is cut, so that the caller has none of its results (a chunked response
+ * cut before its last chunk is an error to every HTTP client), and none of the rest is made.
+ */
+function cutReply(res: ServerResponse): void {
+  if (res.headersSent && !res.writableEnded) res.destroy();
+}
+
+/**
  * A refusal sent before the body was read: the connection closes after it, so a body that
  * trickles in holds nothing open (bodyTimeoutMs only runs while a body is read), and a client
  * refused goes on with nothing it was refused on, body or not.
@@ -350,11 +359,13 @@ export class HttpRpc<C> {
       revoke: (reason) => {
         session.close(REVOKED_CLOSE_CODE, reason);
         send(res, 403, `${reason}\n`);
+        cutReply(res);
       },
       // A call cut by the shutdown was not answered: 503, as a POST arriving while it drains,
       // never the 204 of a notification accepted.
       shutDown: () => {
         send(res, 503, 'Server shutting down\n', { 'retry-after': '1' });
+        cutReply(res);
         session.close(CloseCode.GoingAway, 'server closed');
       },
     };

@@ -236,6 +236,41 @@ export function waitingSize(frame: WaitingFrame): number {
   return typeof frame === 'function' ? 0 : frame.bytes.length;
 }
 
+/**
+ * @internal Frames a connection sent once the turn's output was spent, and every frame it sent
+ * after them, in order, waiting for output turns: the next to write (`from`), and the characters
+ * (bytes, for a shared frame) of those left. A function stands for a frame made as it is
+ * written (sendMade, sendPieces) or an onWritten wait.
+ */
+export interface WaitingOutput {
+  frames: WaitingFrame[];
+  from: number;
+  chars: number;
+}
+
+/**
+ * @internal Write `waiting`'s frames in order while the turn's output allows and `open()` holds
+ * (a transport's part of an output turn): a function is called in its frame's place (false: it
+ * goes on first in the next output turn), any other frame goes to `write`. Returns whether the
+ * loop ended for want of frames or of `open` (false: what is left waits for the next turn).
+ */
+export function writeWaitingFrames(
+  waiting: WaitingOutput,
+  open: () => boolean,
+  write: (frame: string | EncodedFrame) => void,
+): boolean {
+  const frames = waiting.frames;
+  while (waiting.from < frames.length && open()) {
+    if (outputSpent()) return false;
+    const frame = frames[waiting.from]!;
+    if (typeof frame === 'function' && !frame()) return false;
+    frames[waiting.from++] = '';
+    waiting.chars -= waitingSize(frame);
+    if (typeof frame !== 'function') write(frame);
+  }
+  return true;
+}
+
 /** A connection whose sent frames wait for an output turn (queueOutput, writeOutputTurn). */
 export interface WaitingOutputWriter {
   /**

@@ -16,8 +16,15 @@ import {
   takePieces,
   dropsWaitingOutput,
   waitingSize,
+  writeWaitingFrames,
 } from './input-turns.js';
-import type { HeldTurnTaker, Pieces, WaitingFrame, WaitingOutputWriter } from './input-turns.js';
+import type {
+  HeldTurnTaker,
+  Pieces,
+  WaitingFrame,
+  WaitingOutput,
+  WaitingOutputWriter,
+} from './input-turns.js';
 import type { InputBudget, InputLimit, InputReader } from './ws-transport.js';
 import { flushAfterTask, MAX_GATHERED_FRAMES } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
@@ -141,7 +148,7 @@ export class NdjsonTransport
    * frame) of those left; a function is called in its place (a frame made as it is written, an
    * onWritten wait). A close waits for them (closeWaits).
    */
-  private waitingOutput: { frames: WaitingFrame[]; from: number; chars: number } | undefined;
+  private waitingOutput: WaitingOutput | undefined;
   /** Closing: the output ends once what waits for an output turn has been written. */
   private closeWaits = false;
   /** A line sent in parts (sendPieces) is begun and not ended. */
@@ -355,16 +362,11 @@ export class NdjsonTransport
   writeWaiting(): boolean {
     const waiting = this.waitingOutput;
     if (waiting === undefined) return true;
-    const frames = waiting.frames;
     try {
-      while (waiting.from < frames.length && !this.closed) {
-        if (outputSpent()) return false;
-        const frame = frames[waiting.from]!;
-        if (typeof frame === 'function' && !frame()) return false; // goes on in the next turn
-        frames[waiting.from++] = '';
-        waiting.chars -= waitingSize(frame);
-        if (typeof frame !== 'function' && this.writes) this.write(frame);
-      }
+      const write = (frame: string | EncodedFrame): void => {
+        if (this.writes) this.write(frame);
+      };
+      if (!writeWaitingFrames(waiting, () => !this.closed, write)) return false;
     } catch {
       // Nothing here throws (the frames are made by code that does not): should it, the
       // connection closes rather than wait for ever, and the turn goes on with the others.

@@ -9,8 +9,10 @@ import {
   queueOutput,
   takePieces,
   waitingSize,
+  writeWaitingFrames,
   type Pieces,
   type WaitingFrame,
+  type WaitingOutput,
 } from './input-turns.js';
 import type { EncodedFrame, PieceSource, ServerTransport, TransportListener } from './transport.js';
 import type { BudgetLedger, BudgetMember } from './output-budget.js';
@@ -182,13 +184,15 @@ export class SseTransport implements ServerTransport, BudgetMember {
    * in order, for output turns (queueOutput); a function stands for an event made as it is
    * written. Undefined while none waits.
    */
-  private waitingOutput: { frames: WaitingFrame[]; from: number; chars: number } | undefined;
+  private waitingOutput: WaitingOutput | undefined;
   /** A close asked for while output waited: made once that output is written. */
   private closeAfterOutput: { code: number; reason: string } | undefined;
   /** The stream an event sent in parts is open on (its last part not written yet). */
   private openOn: ServerResponse | undefined;
   /** Whether an event is being sent in parts (it has its id, and is not kept yet). */
   private inParts = false;
+  /** The characters of the parts made so far of the event sent in parts, held until it is whole. */
+  private partsChars = 0;
   /** Told once no output waits, or the session closes (outputWritten). */
   private outputWaiters: (() => void)[] = [];
   /** The code the session closed with. */
@@ -517,10 +521,15 @@ export class SseTransport implements ServerTransport, BudgetMember {
       if (stream) this.write(`id: ${event.id}\ndata: ${dataLines(taken.text)}`);
     } else if (stream && stream === event.stream) this.write(dataLines(taken.text));
     event.parts.push(taken.text);
+    this.partsChars += taken.text.length;
     this.openOn = event.stream === stream ? stream : undefined;
-    if (!taken.done) return false;
+    if (!taken.done) {
+      this.budget?.report(this, this.budgetBytes);
+      return false;
+    }
     this.openOn = undefined;
     this.inParts = false;
+    this.partsChars = 0;
     const text = event.parts.join('');
     event.parts = [];
     this.remember({
@@ -558,16 +567,12 @@ export class SseTransport implements ServerTransport, BudgetMember {
   writeWaiting(): boolean {
     const waiting = this.waitingOutput;
     if (waiting === undefined) return true;
-    const frames = waiting.frames;
     try {
-      while (waiting.from < frames.length && !this.closed) {
-        if (outputSpent()) return false;
-        const frame = frames[waiting.from]!;
-        if (typeof frame === 'function' && !frame()) return false; // goes on in the next turn
-        frames[waiting.from++] = '';
-        waiting.chars -= waitingSize(frame);
-        if (typeof frame !== 'function' && !this.closed) this.sendEvent(frame);
-      }
+      const open = () => !this.closed;
+      const write = (frame: string | EncodedFrame): void => {
+        if (!this.closed) this.sendEvent(frame);
+      };
+      if (!writeWaitingFrames(waiting, open, write)) return false;
     } catch {
       // Nothing here throws (the events are made by code that does not): should it, the session
       // closes rather than wait for ever, and the turn goes on with the others.
@@ -583,9 +588,12 @@ export class SseTransport implements ServerTransport, BudgetMember {
     return true;
   }
 
-  /** Bytes queued on the stream, and the characters of the events waiting for an output turn. */
+  /**
+   * Bytes queued on the stream, and the characters of the events waiting for an output turn and
+   * of the parts made of an event sent in parts.
+   */
   get bufferedAmount(): number {
-    return (this.stream?.writableLength ?? 0) + (this.waitingOutput?.chars ?? 0);
+    return (this.stream?.writableLength ?? 0) + (this.waitingOutput?.chars ?? 0) + this.partsChars;
   }
 
   /**
@@ -604,10 +612,11 @@ export class SseTransport implements ServerTransport, BudgetMember {
    * go out at once (see `endStream`).
    */
   close(code: number = CloseCode.Normal, reason = ''): void {
-    if (this.closed || this.closeAfterOutput !== undefined) return;
-    // After what waits, as a connection's close goes; a shed or a failure drops it.
+    if (this.closed) return;
+    // After what waits, as a connection's close goes (the first asked for); a shed or a failure,
+    // even while another close waits, drops it.
     if (this.waitingOutput !== undefined && !dropsWaitingOutput(code)) {
-      this.closeAfterOutput = { code, reason };
+      this.closeAfterOutput ??= { code, reason };
       return;
     }
     this.closeNow(code, reason);
@@ -635,6 +644,7 @@ export class SseTransport implements ServerTransport, BudgetMember {
     this.bodyBytes = 0;
     this.waitingOutput = undefined;
     this.inParts = false;
+    this.partsChars = 0;
     this.tellOutputWritten();
     this.budget?.leave(this);
     clearTimeout(this.graceTimer);

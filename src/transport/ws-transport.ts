@@ -24,8 +24,15 @@ import {
   takePieces,
   dropsWaitingOutput,
   waitingSize,
+  writeWaitingFrames,
 } from './input-turns.js';
-import type { HeldTurnTaker, Pieces, WaitingFrame, WaitingOutputWriter } from './input-turns.js';
+import type {
+  HeldTurnTaker,
+  Pieces,
+  WaitingFrame,
+  WaitingOutput,
+  WaitingOutputWriter,
+} from './input-turns.js';
 import { flushAfterTask, MAX_GATHERED_FRAMES } from './turn-coalescer.js';
 import { whenDrained } from './when-drained.js';
 import type { Upstream } from './when-drained.js';
@@ -679,21 +686,15 @@ interface Held {
 const MAX_CORKED_BYTES = 64 * 1024;
 
 /**
- * Frames a connection sent once the turn's output was spent (outputSpent), and every frame it
- * sent after them, in order, waiting for output turns (queueOutput): the next to write, the
- * characters (bytes, for a shared frame) of those left, and the close asked for meanwhile,
- * which goes after them. A function is called in its place: a frame made as it is written
- * (sendMade), an onWritten wait.
+ * What a connection's output waits with (WaitingOutput), and the close asked for meanwhile,
+ * which goes after it.
  */
-interface WaitingOutput {
-  frames: WaitingFrame[];
-  from: number;
-  chars: number;
+interface WaitingWithClose extends WaitingOutput {
   close?: [code: number, reason: string];
 }
 
 /** Kept apart from the connections: few ever have output waiting (OUTPUT_WAITING). */
-const waitingOutputs = new WeakMap<WsTransport, WaitingOutput>();
+const waitingOutputs = new WeakMap<WsTransport, WaitingWithClose>();
 
 /**
  * Server-side adapter over a `ws` WebSocket, carrying JSON text frames or, with a codec,
@@ -1528,16 +1529,9 @@ export class WsTransport
   writeWaiting(): boolean {
     const waiting = waitingOutputs.get(this);
     if (waiting === undefined) return true;
-    const frames = waiting.frames;
     try {
-      while (waiting.from < frames.length && this.socket.readyState === this.socket.OPEN) {
-        if (outputSpent()) return false;
-        const frame = frames[waiting.from]!;
-        if (typeof frame === 'function' && !frame()) return false; // goes on in the next turn
-        frames[waiting.from++] = '';
-        waiting.chars -= waitingSize(frame);
-        if (typeof frame !== 'function') this.write(frame);
-      }
+      const open = () => this.socket.readyState === this.socket.OPEN;
+      if (!writeWaitingFrames(waiting, open, (frame) => this.write(frame))) return false;
     } catch {
       // Nothing here throws (the frames are made by code that does not): should it, the
       // connection closes rather than wait for ever, and the turn goes on with the others.

@@ -8,20 +8,21 @@
  * A reply is counted as it is made: its result's toJSON runs as JSON.stringify makes its text.
  */
 import { request, type IncomingHttpHeaders } from 'node:http';
+import { UpgradeRejection } from '../../src/server/upgrade-rejection.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { OUTPUT_CHARS_PER_TURN } from '../../src/transport/input-turns.js';
-import { deferred } from '../support/promises.js';
 import { Resources } from '../support/resources.js';
+import {
+  ANSWER_CHARS,
+  CALLS,
+  MOST_PER_TURN,
+  counted,
+  gatedMethod,
+} from '../support/output-turns.js';
 import { Peak } from '../support/turn-peaks.js';
 import { waitUntil } from '../support/waiting.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
-
-const ANSWER_CHARS = 300_000;
-const CALLS = 24;
-/** The replies one turn may make: those within the allowance, and the one that passes it. */
-const MOST_PER_TURN = Math.floor(OUTPUT_CHARS_PER_TURN / ANSWER_CHARS) + 1;
 
 interface Posted {
   status: number;
@@ -71,17 +72,16 @@ async function sizedGateway() {
   const running = await res.gateway({ heartbeatIntervalMs: 0 });
   const made = new Peak();
   let total = 0;
-  const counted = (chars: number) => ({
-    toJSON() {
+  // Counted as made: in the turn's peak, and in all.
+  const counter = {
+    add(chars: number) {
       made.add(chars);
       total += chars;
-      return 'x'.repeat(chars);
     },
-  });
-  running.gateway.method('big', (params) => counted((params as [number])[0]));
-  running.gateway.method('bigAsync', async (params) =>
-    Promise.resolve(counted((params as [number])[0])),
-  );
+  };
+  const result = (params: unknown) => counted(counter, (params as [number])[0]);
+  running.gateway.method('big', result);
+  running.gateway.method('bigAsync', async (params) => Promise.resolve(result(params)));
   return { ...running, made, total: () => total };
 }
 
@@ -121,19 +121,8 @@ describe('a POST’s reply past a turn’s allowance', () => {
 
   it('is made a turn’s worth at a time when many exchanges’ handlers settle together', async () => {
     const running = await sizedGateway();
-    const all = deferred();
-    let arrived = 0;
     const made = new Peak();
-    running.gateway.method('gated', async () => {
-      if (++arrived === CALLS) all.resolve();
-      await all.promise;
-      return {
-        toJSON() {
-          made.add(ANSWER_CHARS);
-          return 'x'.repeat(ANSWER_CHARS);
-        },
-      };
-    });
+    gatedMethod(running.gateway, CALLS, made);
     const body = (id: number) => JSON.stringify({ jsonrpc: '2.0', id, method: 'gated' });
     const answers = await Promise.all(
       Array.from({ length: CALLS }, (_, id) => post(`${running.httpUrl}/rpc`, body(id))),
@@ -170,5 +159,63 @@ describe('a POST’s reply past a turn’s allowance', () => {
       { id: 0, chars: 10 },
       { id: 1, chars: 10 },
     ]);
+  });
+
+  it('is cut, nothing more made, when its user is revoked while it is written', async () => {
+    const { gateway, httpUrl } = await res.gateway<{ user: string }>({
+      heartbeatIntervalMs: 0,
+      authenticate: ({ headers }) => {
+        const token = /^Bearer (.+)$/.exec(headers.authorization ?? '')?.[1];
+        if (!token) throw new UpgradeRejection(401);
+        return { user: token };
+      },
+      userOf: (context) => context.user,
+    });
+    let made = 0;
+    gateway.method('bigAsync', async () =>
+      Promise.resolve({
+        toJSON() {
+          made++;
+          return 'x'.repeat(ANSWER_CHARS);
+        },
+      }),
+    );
+    const calls = 80;
+    const body = JSON.stringify(
+      Array.from({ length: calls }, (_, id) => ({ jsonrpc: '2.0', id, method: 'bigAsync' })),
+    );
+    let revoked: Promise<number> | undefined;
+    const outcome = await new Promise<{ status: number; complete: boolean }>((resolve) => {
+      const req = request(
+        `${httpUrl}/rpc`,
+        {
+          method: 'POST',
+          agent: false,
+          headers: {
+            authorization: 'Bearer carol',
+            'content-type': 'application/json',
+            'content-length': String(Buffer.byteLength(body)),
+          },
+        },
+        (response) => {
+          // Revoked once its first chunk is here: the rest is under way.
+          response.on('data', () => {
+            revoked ??= gateway.revokeUser('carol');
+          });
+          const done = () =>
+            resolve({ status: response.statusCode ?? 0, complete: response.complete });
+          response.on('end', done);
+          response.on('error', done);
+          response.on('aborted', done);
+        },
+      );
+      req.on('error', () => resolve({ status: 0, complete: false }));
+      req.end(body);
+    });
+    expect(await revoked).toBe(1);
+    // Its headers were out: the reply is cut short (an error to the client), not completed.
+    expect(outcome).toEqual({ status: 200, complete: false });
+    await waitUntil(() => gateway.sessions.size === 0, 'the exchange ended');
+    expect(made).toBeLessThan(calls);
   });
 });

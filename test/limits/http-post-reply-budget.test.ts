@@ -74,3 +74,50 @@ it('POST /rpc replies not read count toward maxBufferedBytesTotal: past it their
   });
   expect(await response.json()).toEqual({ jsonrpc: '2.0', id: 2, result: 'ok' });
 }, 60_000);
+
+it('a batch’s chunked reply not read: no more of it is made than its client takes, and the node holds it within the budget', async () => {
+  const gateway = await startGateway({
+    limits: { maxBufferedBytesTotal: BUDGET, bytesPerSecondPerIp: 0, ratePerSecond: 0 },
+  });
+  running.push(gateway);
+  const CALLS = 24;
+  let asked = 0;
+  let made = 0;
+  gateway.gateway.method('big', () => {
+    asked++;
+    return {
+      toJSON() {
+        made++;
+        return 'y'.repeat(MiB);
+      },
+    };
+  });
+  const serverSockets: Socket[] = [];
+  gateway.gateway.httpServer.on('connection', (socket: Socket) => serverSockets.push(socket));
+  const { port } = new URL(gateway.httpUrl);
+  const body = JSON.stringify(
+    Array.from({ length: CALLS }, (_, id) => ({ jsonrpc: '2.0', id, method: 'big' })),
+  );
+  for (let i = 0; i < POSTS; i++) {
+    const socket = connect(Number(port), '127.0.0.1');
+    socket.on('error', () => undefined);
+    sockets.push(socket);
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    socket.pause();
+    socket.write(
+      `POST /rpc HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
+    );
+  }
+  await waitUntil(() => asked === POSTS * CALLS, 'every call to run');
+  // Until nothing more is made for a while (a hundred turns of the event loop).
+  for (let still = 0; still < 100; ) {
+    const before = made;
+    await new Promise((resolve) => setImmediate(resolve));
+    still = made === before ? still + 1 : 0;
+  }
+  expect(made).toBeLessThan(POSTS * CALLS);
+  const held = serverSockets
+    .filter((s) => !s.destroyed)
+    .reduce((total, s) => total + s.writableLength, 0);
+  expect(held).toBeLessThanOrEqual(BUDGET);
+}, 60_000);

@@ -22,27 +22,13 @@ import { msgpack } from '../../src/msgpack.js';
 import { OUTPUT_CHARS_PER_TURN } from '../../src/transport/input-turns.js';
 import { WsTransport } from '../../src/transport/ws-transport.js';
 import { Resources } from '../support/resources.js';
+import { ANSWER_CHARS, CALLS, MOST_PER_TURN, counted } from '../support/output-turns.js';
 import { Peak } from '../support/turn-peaks.js';
 import { closeOf, openSocket, tcpLines } from '../support/sockets.js';
 import { waitUntil } from '../support/waiting.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
-
-const ANSWER_CHARS = 300_000;
-const CALLS = 24;
-/** The replies one turn may make: those within the allowance, and the one that passes it. */
-const MOST_PER_TURN = Math.floor(OUTPUT_CHARS_PER_TURN / ANSWER_CHARS) + 1;
-
-/** A result whose text is `chars` characters, counted in `made` as its reply is made. */
-function counted(made: Peak, chars: number): unknown {
-  return {
-    toJSON() {
-      made.add(chars);
-      return 'x'.repeat(chars);
-    },
-  };
-}
 
 const request = (id: number, method = 'big', params?: unknown) =>
   JSON.stringify({ jsonrpc: '2.0', id, method, ...(params === undefined ? {} : { params }) });

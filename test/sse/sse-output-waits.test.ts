@@ -12,12 +12,17 @@
 import { createServer, type ServerResponse } from 'node:http';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
-import { OUTPUT_CHARS_PER_TURN } from '../../src/transport/input-turns.js';
 import { SseTransport } from '../../src/transport/sse-transport.js';
 import type { PieceSource } from '../../src/transport/transport.js';
 import { listenOnLoopback } from '../support/network.js';
-import { deferred } from '../support/promises.js';
 import { Resources } from '../support/resources.js';
+import {
+  ANSWER_CHARS,
+  CALLS,
+  MOST_PER_TURN,
+  counted,
+  gatedMethod,
+} from '../support/output-turns.js';
 import { Peak } from '../support/turn-peaks.js';
 import { openStream, post, resumeHeaders, type RawStream } from './sse-raw.js';
 
@@ -28,25 +33,13 @@ afterEach(async () => {
   await res.cleanup();
 });
 
-const ANSWER_CHARS = 300_000;
-const CALLS = 24;
-/** The replies one turn may make: those within the allowance, and the one that passes it. */
-const MOST_PER_TURN = Math.floor(OUTPUT_CHARS_PER_TURN / ANSWER_CHARS) + 1;
-
 /** A gateway with an event stream route whose `bigAsync` answers `chars` characters, counted. */
 async function sizedGateway() {
   const running = await res.gateway({ routes: { events: '/rpc/events' } });
   const made = new Peak();
-  running.gateway.method('bigAsync', async (params) => {
-    const chars = (params as [number])[0];
-    await Promise.resolve();
-    return {
-      toJSON() {
-        made.add(chars);
-        return 'x'.repeat(chars);
-      },
-    };
-  });
+  running.gateway.method('bigAsync', async (params) =>
+    Promise.resolve(counted(made, (params as [number])[0])),
+  );
   const events = `${running.httpUrl}/rpc/events`;
   const stream = await openStream(events);
   cleanups.push(() => stream.destroy());
@@ -86,19 +79,8 @@ describe('an event stream’s output past a turn’s allowance', () => {
 
   it('makes async replies settling together a turn’s worth at a time', async () => {
     const running = await sizedGateway();
-    const all = deferred();
-    let arrived = 0;
     const made = new Peak();
-    running.gateway.method('gated', async () => {
-      if (++arrived === CALLS) all.resolve();
-      await all.promise;
-      return {
-        toJSON() {
-          made.add(ANSWER_CHARS);
-          return 'x'.repeat(ANSWER_CHARS);
-        },
-      };
-    });
+    gatedMethod(running.gateway, CALLS, made);
     const call = (id: number) => JSON.stringify({ jsonrpc: '2.0', id, method: 'gated' });
     await Promise.all(
       Array.from({ length: CALLS }, (_, id) =>
@@ -236,6 +218,24 @@ describe('an event in parts', () => {
   });
 });
 
+describe('a close while output waits', () => {
+  it('goes after what waits; a shed asked for meanwhile drops it and closes at once', async () => {
+    const { transport, url } = await transportServer(60_000);
+    const stream = await openStream(url);
+    cleanups.push(() => stream.destroy());
+    // More than a turn's allowance: the last of them wait for output turns.
+    for (let n = 1; n <= 5; n++) transport.send(JSON.stringify({ n, pad: 'z'.repeat(450_000) }));
+    expect(transport.outputWaits()).toBe(true);
+    transport.close(4000, 'done');
+    expect(transport.isClosed).toBe(true); // closing: a POST or resume for it gets 404
+    transport.close(1013, 'shed');
+    await stream.ended;
+    const messages = stream.events.filter((e) => e.event === 'message');
+    expect(messages.length).toBeLessThan(5);
+    expect(JSON.parse(stream.events.at(-1)!.data)).toEqual({ code: 1013, reason: 'shed' });
+  });
+});
+
 type Op =
   | { kind: 'send'; chars: number }
   | { kind: 'made'; chars: number }
@@ -315,11 +315,11 @@ describe('an event stream’s events, sent whole, made, in parts, past the allow
             }
           }
           await transport.outputWritten();
+          // Until the client has read as many events as were sent (on this stream or before).
           await current.until(() => {
-            const ids = current.events.filter((e) => e.event === 'message').map((e) => e.id);
-            return sent === 0 || ids.includes(String(sent));
+            take();
+            return read.length >= sent;
           });
-          take();
           expect(read.map((event) => event.n)).toEqual(
             Array.from({ length: sent }, (_, i) => i + 1),
           );
