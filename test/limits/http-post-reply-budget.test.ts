@@ -26,6 +26,21 @@ const BUDGET = 8 * MiB;
 const RESULT = 24 * MiB;
 const POSTS = 5;
 
+/** POST `body` to /rpc on POSTS sockets of their own, each sent and never read. */
+async function postUnread(port: number, body: string): Promise<void> {
+  for (let i = 0; i < POSTS; i++) {
+    const socket = connect(port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    sockets.push(socket);
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    // The reply waits in the gateway's socket.
+    socket.pause();
+    socket.write(
+      `POST /rpc HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
+    );
+  }
+}
+
 it('POST /rpc replies not read count toward maxBufferedBytesTotal: past it their sockets are destroyed, largest first', async () => {
   const { logger, records } = captureLogger();
   const gateway = await startGateway({
@@ -43,17 +58,7 @@ it('POST /rpc replies not read count toward maxBufferedBytesTotal: past it their
   gateway.gateway.httpServer.on('connection', (socket: Socket) => serverSockets.push(socket));
   const { port } = new URL(gateway.httpUrl);
   const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'big' });
-  for (let i = 0; i < POSTS; i++) {
-    const socket = connect(Number(port), '127.0.0.1');
-    socket.on('error', () => undefined);
-    sockets.push(socket);
-    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
-    // Sent, and never read: the reply waits in the gateway's socket.
-    socket.pause();
-    socket.write(
-      `POST /rpc HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
-    );
-  }
+  await postUnread(Number(port), body);
   await waitUntil(() => asked === POSTS, 'every call to run');
   // What the node holds of the replies (Node's buffers of the sockets still open) comes back
   // within the budget, the sockets holding the most destroyed: a reply left would hold 24 MiB.
@@ -98,19 +103,10 @@ it('a batch’s chunked reply not read: no more of it is made than its client ta
   const body = JSON.stringify(
     Array.from({ length: CALLS }, (_, id) => ({ jsonrpc: '2.0', id, method: 'big' })),
   );
-  for (let i = 0; i < POSTS; i++) {
-    const socket = connect(Number(port), '127.0.0.1');
-    socket.on('error', () => undefined);
-    sockets.push(socket);
-    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
-    socket.pause();
-    socket.write(
-      `POST /rpc HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
-    );
-  }
+  await postUnread(Number(port), body);
   await waitUntil(() => asked === POSTS * CALLS, 'every call to run');
   // Until nothing more is made for a while (a hundred turns of the event loop).
-  for (let still = 0; still < 100; ) {
+  for (let still = 0; still < 100;) {
     const before = made;
     await new Promise((resolve) => setImmediate(resolve));
     still = made === before ? still + 1 : 0;
