@@ -13,14 +13,17 @@ const JSON_TYPE = 'application/json; charset=utf-8';
  * takes less than is made (the response's buffer past its high-water mark) has the rest made once
  * it has taken that. An empty reply (none to send after all) is answered 204. `wrote` runs after
  * each write (what the client has not taken yet counts on the node). Resolves once the reply is
- * written, or once the response ended or closed before it was (a revocation, a client gone):
- * nothing more is made then.
+ * written, or once the response ended or closed before it was, its connection closed (a
+ * response queued behind another on a pipelined connection hears of neither), or `stop` aborted
+ * (a revocation, the shutdown): nothing more is made then.
  */
 export function writeReply(
   res: ServerResponse,
   reply: AnsweredReply,
   wrote: () => void,
+  stop?: AbortSignal,
 ): Promise<void> {
+  const connection = res.req.socket;
   return new Promise((resolve) => {
     const pieces: Pieces = { source: reply, written: undefined, started: false };
     let settled = false;
@@ -29,6 +32,8 @@ export function writeReply(
         settled = true;
         res.off('close', settle);
         res.off('drain', again);
+        connection.off('close', settle);
+        stop?.removeEventListener('abort', settle);
         resolve();
       }
       return true;
@@ -38,7 +43,9 @@ export function writeReply(
       return settle();
     };
     const writeSome = (): boolean => {
-      if (settled || res.writableEnded || res.destroyed) return settle();
+      if (settled || res.writableEnded || res.destroyed || connection.destroyed || stop?.aborted) {
+        return settle();
+      }
       const taken = takePieces(pieces);
       if (taken === undefined) return false;
       if (!pieces.started) {
@@ -65,6 +72,8 @@ export function writeReply(
     const writer = { writeWaiting: writeSome };
     const again = (): void => queueOutput(writer);
     res.once('close', settle);
+    connection.once('close', settle);
+    stop?.addEventListener('abort', settle, { once: true });
     if (!writeSome()) queueOutput(writer);
   });
 }

@@ -125,10 +125,12 @@ function send(
 
 /**
  * A reply under way (chunked, its headers out) when its exchange is revoked or cut by the
- * shutdown: the response is cut, so that the caller has none of its results (a chunked response
- * cut before its last chunk is an error to every HTTP client), and none of the rest is made.
+ * shutdown: none of the rest is made (`ended`), and the response is cut, so that the caller has
+ * none of its results (a chunked response cut before its last chunk is an error to every HTTP
+ * client; one queued behind another on a pipelined connection is cut once it has its socket).
  */
-function cutReply(res: ServerResponse): void {
+function cutReply(res: ServerResponse, ended: AbortController): void {
+  ended.abort();
   if (res.headersSent && !res.writableEnded) res.destroy();
 }
 
@@ -353,19 +355,21 @@ export class HttpRpc<C> {
       this.bucketFor(upgrade.remoteAddress),
       user,
     );
+    // Aborted when the exchange is revoked or cut by the shutdown: its reply is made no more.
+    const ended = new AbortController();
     const exchange: Exchange<C> = {
       session,
       // Its handlers are aborted and their results dropped; the caller is answered at once.
       revoke: (reason) => {
         session.close(REVOKED_CLOSE_CODE, reason);
         send(res, 403, `${reason}\n`);
-        cutReply(res);
+        cutReply(res, ended);
       },
       // A call cut by the shutdown was not answered: 503, as a POST arriving while it drains,
       // never the 204 of a notification accepted.
       shutDown: () => {
         send(res, 503, 'Server shutting down\n', { 'retry-after': '1' });
-        cutReply(res);
+        cutReply(res, ended);
         session.close(CloseCode.GoingAway, 'server closed');
       },
     };
@@ -391,7 +395,12 @@ export class HttpRpc<C> {
       if (reply === undefined) send(res, 204);
       else {
         // Counted on the node until its client has taken it (limits.maxBufferedBytesTotal).
-        await writeReply(res, reply, () => deps.bodyReadings?.replied(res, upgrade.remoteAddress));
+        await writeReply(
+          res,
+          reply,
+          () => deps.bodyReadings?.replied(res, upgrade.remoteAddress),
+          ended.signal,
+        );
       }
       await untilIdle(session);
     } finally {

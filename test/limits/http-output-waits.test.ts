@@ -8,6 +8,7 @@
  * A reply is counted as it is made: its result's toJSON runs as JSON.stringify makes its text.
  */
 import { request, type IncomingHttpHeaders } from 'node:http';
+import { connect } from 'node:net';
 import { UpgradeRejection } from '../../src/server/upgrade-rejection.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Resources } from '../support/resources.js';
@@ -217,5 +218,29 @@ describe('a POST’s reply past a turn’s allowance', () => {
     expect(outcome).toEqual({ status: 200, complete: false });
     await waitUntil(() => gateway.sessions.size === 0, 'the exchange ended');
     expect(made).toBeLessThan(calls);
+  });
+
+  it('ends, its exchange let go, when a pipelined POST’s connection goes before its reply has it', async () => {
+    const running = await sizedGateway();
+    const rpc = (running.gateway as unknown as { httpRpc: { inFlight: number } }).httpRpc;
+    const { port } = new URL(running.httpUrl);
+    const body = batchOf(false);
+    const socket = connect(Number(port), '127.0.0.1');
+    socket.on('error', () => undefined);
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    // Two POSTs on one connection, never read: the second's response waits for the first's to
+    // end before it has the socket, its chunks held by Node meanwhile.
+    socket.pause();
+    const one = `POST /rpc HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`;
+    socket.write(one + one);
+    await waitUntil(() => rpc.inFlight === 2, 'both exchanges running');
+    // Until nothing more is made for a while (a hundred turns of the event loop).
+    for (let still = 0; still < 100;) {
+      const before = running.total();
+      await new Promise((resolve) => setImmediate(resolve));
+      still = running.total() === before ? still + 1 : 0;
+    }
+    socket.destroy();
+    await waitUntil(() => rpc.inFlight === 0, 'both exchanges ended');
   });
 });
