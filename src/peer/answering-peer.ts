@@ -1,11 +1,9 @@
 import { parseFrame } from '../protocol/classify.js';
-import type { Incoming } from '../protocol/classify.js';
 import { keepParamsTexts } from '../protocol/params-text.js';
 import { keepsParamsTexts } from './method-registry.js';
 import { Peer } from './peer.js';
 import type { PieceSource } from '../transport/transport.js';
-import type { IncomingDispatch } from './incoming-dispatch.js';
-import { MAX_BATCH_REPLY_CHARS, batchPieces, replyPieces, type Reply } from './replies.js';
+import { MAX_BATCH_REPLY_CHARS, batchPieces, replyPieces } from './replies.js';
 
 /**
  * A reply to one HTTP exchange, made piece by piece as it is written (input-turns.ts'
@@ -48,7 +46,9 @@ export class AnsweringPeer<S = unknown> extends Peer<S> {
         }
       }
     }
-    const replies = await Promise.all(this.handleAll(frame.messages, frame.batch));
+    const handleAll = () => frame.messages.map((m) => Promise.resolve(this.handle(m)));
+    // A batch's members as on a connection (Peer.handleBatch).
+    const replies = await Promise.all(frame.batch ? this.asBatch(handleAll) : handleAll());
     if (!frame.batch) {
       const reply = replies[0];
       return reply === undefined ? undefined : this.answered(replyPieces(reply));
@@ -71,30 +71,12 @@ export class AnsweringPeer<S = unknown> extends Peer<S> {
     return whole === '' ? undefined : whole;
   }
 
-  /**
-   * Each message handled: a batch's plain members' replies are made as their handlers return
-   * until they reach BATCH_MADE_AT_ONCE_CHARS or the turn's output is spent, then made as
-   * written (IncomingDispatch.batchMade), as on a connection (Peer.handleBatch).
-   */
-  private handleAll(messages: Incoming[], batch: boolean): Promise<Reply>[] {
-    const incoming = this.incoming as IncomingDispatch<S>;
-    if (batch) incoming.batchMade = 0;
-    try {
-      return messages.map((m) => Promise.resolve(this.handle(m)));
-    } finally {
-      incoming.batchMade = undefined;
-    }
-  }
-
+  /** `pieces` with `written`, which runs the hooks of the replies they gave. */
   private answered(pieces: PieceSource & { hooks: (() => void)[] }): AnsweredReply {
-    return {
-      next: () => pieces.next(),
-      get made() {
-        return pieces.made;
-      },
+    return Object.assign(pieces, {
       written: () => {
         for (const hook of pieces.hooks) this.runAfterSend(hook);
       },
-    };
+    });
   }
 }

@@ -132,10 +132,19 @@ export class Peer<S = unknown> extends PeerCore<S> {
 
   /** Past the turn's output, a batch's members' replies are made as they are written (sendBatchReply). */
   protected override handleBatch(messages: Incoming[]): void {
+    this.asBatch(() => super.handleBatch(messages));
+  }
+
+  /**
+   * @internal Run `handle` (a batch's members handled) with the batch's plain members' replies made as
+   * their handlers return until they reach BATCH_MADE_AT_ONCE_CHARS or the turn's output is
+   * spent, and made as they are written past that (IncomingDispatch.batchMade).
+   */
+  protected asBatch<T>(handle: () => T): T {
     const incoming = this.incoming as IncomingDispatch<S>;
     incoming.batchMade = 0;
     try {
-      super.handleBatch(messages);
+      return handle();
     } finally {
       incoming.batchMade = undefined;
     }

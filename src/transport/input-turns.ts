@@ -249,6 +249,24 @@ export interface WaitingOutput {
 }
 
 /**
+ * @internal `frame` kept for output turns behind what waits in `waiting`, which is made (and
+ * `writer` queued for the next output turn) when nothing waited; returns what waits now.
+ */
+export function keepWaiting(
+  waiting: WaitingOutput | undefined,
+  frame: WaitingFrame,
+  writer: WaitingOutputWriter,
+): WaitingOutput {
+  if (waiting === undefined) {
+    waiting = { frames: [], from: 0, chars: 0 };
+    queueOutput(writer);
+  }
+  waiting.frames.push(frame);
+  waiting.chars += waitingSize(frame);
+  return waiting;
+}
+
+/**
  * @internal Write `waiting`'s frames in order while the turn's output allows and `open()` holds
  * (a transport's part of an output turn): a function is called in its frame's place (false: it
  * goes on first in the next output turn), any other frame goes to `write`. Returns whether the

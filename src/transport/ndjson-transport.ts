@@ -12,10 +12,9 @@ import {
   heldOutputSpent,
   outputSpent,
   queueHeld,
-  queueOutput,
+  keepWaiting,
   takePieces,
   dropsWaitingOutput,
-  waitingSize,
   writeWaitingFrames,
 } from './input-turns.js';
 import type {
@@ -341,16 +340,10 @@ export class NdjsonTransport
    * place (a frame made as it is written, an onWritten wait).
    */
   private waitOutput(frame: WaitingFrame): void {
-    let waiting = this.waitingOutput;
-    if (waiting === undefined) {
-      this.waitingOutput = waiting = { frames: [], from: 0, chars: 0 };
-      // Nothing more is read before it is written (readOn): a peer whose answers wait asks
-      // for no more meanwhile.
-      this.readable.pause();
-      queueOutput(this);
-    }
-    waiting.frames.push(frame);
-    waiting.chars += waitingSize(frame);
+    // Nothing more is read before it is written (readOn): a peer whose answers wait asks for no
+    // more meanwhile.
+    if (this.waitingOutput === undefined) this.readable.pause();
+    this.waitingOutput = keepWaiting(this.waitingOutput, frame, this);
     this.budget?.report(this, this.budgetBytes);
   }
 

@@ -6,9 +6,8 @@ import {
   countOutput,
   dropsWaitingOutput,
   outputSpent,
-  queueOutput,
+  keepWaiting,
   takePieces,
-  waitingSize,
   writeWaitingFrames,
   type Pieces,
   type WaitingFrame,
@@ -92,11 +91,16 @@ function dataLines(text: string): string {
   return text.split('\n').join('\ndata: ');
 }
 
-/** An event sent in parts (sendPieces): its id, and the stream its first part went to. */
+/**
+ * An event being sent in parts (sendPieces): its id, its parts made so far and their characters
+ * (held until it is whole, and kept for a resume then), and the stream its first part went to
+ * (undefined: none was attached), where its `data:` line stays open until its last part.
+ */
 interface EventInParts {
-  id: number;
-  parts: string[];
-  stream: ServerResponse | undefined;
+  readonly id: number;
+  readonly parts: string[];
+  chars: number;
+  readonly stream: ServerResponse | undefined;
 }
 
 /**
@@ -187,12 +191,11 @@ export class SseTransport implements ServerTransport, BudgetMember {
   private waitingOutput: WaitingOutput | undefined;
   /** A close asked for while output waited: made once that output is written. */
   private closeAfterOutput: { code: number; reason: string } | undefined;
-  /** The stream an event sent in parts is open on (its last part not written yet). */
-  private openOn: ServerResponse | undefined;
-  /** Whether an event is being sent in parts (it has its id, and is not kept yet). */
-  private inParts = false;
-  /** The characters of the parts made so far of the event sent in parts, held until it is whole. */
-  private partsChars = 0;
+  /**
+   * The event being sent in parts, if one is: at most one, since everything sent after it waits
+   * behind it. It has its id, and is not kept yet.
+   */
+  private inParts: EventInParts | undefined;
   /** Told once no output waits, or the session closes (outputWritten). */
   private outputWaiters: (() => void)[] = [];
   /** The code the session closed with. */
@@ -384,7 +387,7 @@ export class SseTransport implements ServerTransport, BudgetMember {
     // and its stall look, so a reader that never reads cannot have comments queued without end.
     this.heartbeatTimer = setInterval(() => {
       // Not inside an event written in parts: the comment would end up in its data.
-      if (this.openOn !== this.stream) this.write(': heartbeat\n\n');
+      if (this.inParts?.stream !== this.stream) this.write(': heartbeat\n\n');
     }, this.limits.heartbeatMs);
     this.heartbeatTimer.unref();
     this.tellStreamBack();
@@ -489,9 +492,8 @@ export class SseTransport implements ServerTransport, BudgetMember {
   sendPieces(source: PieceSource, written?: () => void): void {
     if (this.isClosed) return;
     const pieces: Pieces = { source, written, started: false };
-    const event: EventInParts = { id: 0, parts: [], stream: undefined };
-    if (this.waitingOutput !== undefined || !this.writePieces(pieces, event)) {
-      this.waitOutput(() => this.writePieces(pieces, event));
+    if (this.waitingOutput !== undefined || !this.writePieces(pieces)) {
+      this.waitOutput(() => this.writePieces(pieces));
     }
   }
 
@@ -502,36 +504,31 @@ export class SseTransport implements ServerTransport, BudgetMember {
    * goes to the new one with its last part (a client never dispatches an event it did not get
    * to its end, and the replay is of whole events). Returns whether the event is complete.
    */
-  private writePieces(pieces: Pieces, event: EventInParts): boolean {
+  private writePieces(pieces: Pieces): boolean {
     const taken = takePieces(pieces);
     if (taken === undefined) return false;
     if (this.closed) return true; // nothing more is made
-    if (!pieces.started && taken.done) {
-      this.sendEvent(taken.text, true);
-      pieces.written?.();
-      return true;
-    }
     const stream = this.stream;
-    if (!pieces.started) {
+    let event = this.inParts;
+    if (event === undefined) {
+      if (taken.done) {
+        this.sendEvent(taken.text, true);
+        pieces.written?.();
+        return true;
+      }
       pieces.started = true;
-      this.inParts = true;
       this.counters.messagesOut++;
-      event.id = this.nextId++;
-      event.stream = stream;
+      event = this.inParts = { id: this.nextId++, parts: [], chars: 0, stream };
       if (stream) this.write(`id: ${event.id}\ndata: ${dataLines(taken.text)}`);
     } else if (stream && stream === event.stream) this.write(dataLines(taken.text));
     event.parts.push(taken.text);
-    this.partsChars += taken.text.length;
-    this.openOn = event.stream === stream ? stream : undefined;
+    event.chars += taken.text.length;
     if (!taken.done) {
       this.budget?.report(this, this.budgetBytes);
       return false;
     }
-    this.openOn = undefined;
-    this.inParts = false;
-    this.partsChars = 0;
+    this.inParts = undefined;
     const text = event.parts.join('');
-    event.parts = [];
     this.remember({
       id: event.id,
       text,
@@ -549,13 +546,7 @@ export class SseTransport implements ServerTransport, BudgetMember {
    * place (an event made as it is written, an onWritten wait).
    */
   private waitOutput(frame: WaitingFrame): void {
-    let waiting = this.waitingOutput;
-    if (waiting === undefined) {
-      this.waitingOutput = waiting = { frames: [], from: 0, chars: 0 };
-      queueOutput(this);
-    }
-    waiting.frames.push(frame);
-    waiting.chars += waitingSize(frame);
+    this.waitingOutput = keepWaiting(this.waitingOutput, frame, this);
     this.budget?.report(this, this.budgetBytes);
   }
 
@@ -593,7 +584,8 @@ export class SseTransport implements ServerTransport, BudgetMember {
    * of the parts made of an event sent in parts.
    */
   get bufferedAmount(): number {
-    return (this.stream?.writableLength ?? 0) + (this.waitingOutput?.chars ?? 0) + this.partsChars;
+    const waiting = (this.waitingOutput?.chars ?? 0) + (this.inParts?.chars ?? 0);
+    return (this.stream?.writableLength ?? 0) + waiting;
   }
 
   /**
@@ -643,8 +635,6 @@ export class SseTransport implements ServerTransport, BudgetMember {
     this.closedBecause = reason;
     this.bodyBytes = 0;
     this.waitingOutput = undefined;
-    this.inParts = false;
-    this.partsChars = 0;
     this.tellOutputWritten();
     this.budget?.leave(this);
     clearTimeout(this.graceTimer);
@@ -653,6 +643,8 @@ export class SseTransport implements ServerTransport, BudgetMember {
     const stream = this.stream;
     this.stream = undefined;
     if (stream && !stream.destroyed) stop(stream);
+    // After the stop: an event left open on the stream has it cut rather than ended (endStream).
+    this.inParts = undefined;
     this.sent.length = 0;
     this.sentBytes = 0;
     this.onClosed(this);
@@ -698,7 +690,7 @@ export class SseTransport implements ServerTransport, BudgetMember {
    */
   private endStream(stream: ServerResponse, code: number, reason: string): void {
     // An event left open (its last part unwritten) would take the close event into its data.
-    if (this.overBuffer(stream) || this.openOn === stream) return cut(stream);
+    if (this.overBuffer(stream) || this.inParts?.stream === stream) return cut(stream);
     const socket = stream.socket;
     stream.end(eventText(undefined, JSON.stringify({ code, reason }), 'close'));
     if (!socket) return;

@@ -20,10 +20,9 @@ import {
   heldOutputSpent,
   outputSpent,
   queueHeld,
-  queueOutput,
+  keepWaiting,
   takePieces,
   dropsWaitingOutput,
-  waitingSize,
   writeWaitingFrames,
 } from './input-turns.js';
 import type {
@@ -1507,17 +1506,16 @@ export class WsTransport
    * place (a frame made as it is written, an onWritten wait).
    */
   private waitOutput(frame: WaitingFrame): void {
-    let waiting = waitingOutputs.get(this);
+    const waiting = waitingOutputs.get(this);
     if (waiting === undefined) {
-      waitingOutputs.set(this, (waiting = { frames: [], from: 0, chars: 0 }));
       // Nothing more is read before it is written (readOn): a peer whose answers wait asks
       // for no more meanwhile, and its pong, if any, waits behind what it sent (see ping).
       this.flags |= OUTPUT_WAITING | INPUT_HELD;
       this.socket.pause();
-      queueOutput(this);
-    } else if (waiting.close !== undefined) return; // closing: dropped, as after a close
-    waiting.frames.push(frame);
-    waiting.chars += waitingSize(frame);
+      waitingOutputs.set(this, keepWaiting(undefined, frame, this));
+    } else if (waiting.close !== undefined) {
+      return; // closing: dropped, as after a close
+    } else keepWaiting(waiting, frame, this);
     this.budget?.report(this, this.budgetBytes);
   }
 
