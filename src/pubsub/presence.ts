@@ -11,7 +11,8 @@
 export interface PresenceMember {
   /**
    * This membership (one subscription of the session), unique among the topic's members: two
-   * subscriptions of one session are two members, and a leave names the one that ended.
+   * subscriptions of one session are two members, and a leave names the one that ended. A node
+   * whose lease lapsed writes its members again under new ids, announcing the old ones as left.
    */
   id: string;
   sessionId: string;

@@ -99,6 +99,14 @@ interface Pending {
   left: Map<string, PresenceEntry>;
 }
 
+/**
+ * One subscription's membership: its entry as last written. A membership written under an owner
+ * that lapsed is written again under a new key (rekey), so `entry` changes then.
+ */
+interface Membership {
+  entry: PresenceEntry;
+}
+
 /** The changes as they travel on `$presence.<topic>`: `{"j": [...], "l": [...]}`. */
 interface Changes {
   j?: PresenceEntry[];
@@ -108,7 +116,7 @@ interface Changes {
 export class PresenceService<C> {
   private readonly declared = new Map<string, ResolvedPresence<C>>();
   /** The members this node owns, by topic (written again under a new owner if its lease lapsed). */
-  private readonly local = new Map<string, Map<string, PresenceEntry>>();
+  private readonly local = new Map<string, Set<Membership>>();
   /** Changes not written yet, by topic; at most one write per topic is under way. */
   private readonly pending = new Map<string, Pending>();
   /** Memberships made on this node: the last one's number (each member's key holds its own). */
@@ -173,8 +181,6 @@ export class PresenceService<C> {
   private ticking: Promise<void> | undefined;
   /** Owners of this node's that lapsed and are still to be released (tick). */
   private readonly releaseDue: string[] = [];
-  /** Topics whose members are still to be written again under the owner after a lapse (tick). */
-  private rewriteDue = new Set<string>();
   private closed = false;
 
   constructor(
@@ -232,23 +238,20 @@ export class PresenceService<C> {
   subscribed(session: Session<C>, topic: string): (() => void) | undefined {
     const presence = this.presenceOf(topic);
     if (!presence || this.closed) return undefined;
-    // Keyed by membership, not by subscription id: a session unsubscribed from the topic's shared
-    // id gets it again at its next subscribe, and that join and the earlier leave, written
-    // together, would name one key (each store applies them in its own order).
-    const key = `${session.id}/${(++this.memberships).toString(36)}`;
-    const entry: PresenceEntry = { key, sessionId: session.id };
+    const entry: PresenceEntry = { key: this.newKey(session.id), sessionId: session.id };
     if (session.user !== undefined) entry.user = session.user;
     const info = this.infoOf(presence, session, topic);
     if (info) entry.info = info;
+    const membership: Membership = { entry };
     let members = this.local.get(topic);
-    if (!members) this.local.set(topic, (members = new Map<string, PresenceEntry>()));
-    members.set(entry.key, entry);
+    if (!members) this.local.set(topic, (members = new Set<Membership>()));
+    members.add(membership);
     this.queue(topic, entry, 'joined');
     return () => {
       const held = this.local.get(topic);
-      if (!held?.delete(entry.key)) return;
+      if (!held?.delete(membership)) return;
       if (held.size === 0) this.local.delete(topic);
-      this.queue(topic, entry, 'left');
+      this.queue(topic, membership.entry, 'left');
     };
   }
 
@@ -366,15 +369,15 @@ export class PresenceService<C> {
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
-    // A tick rewriting after a lapse stops at its next topic; its write under way lands first.
+    // A tick under way (a renewal, a lapsed owner's release, a reap) ends first.
     await this.ticking;
     // Nothing written, being written or waiting to be: no member of this node anywhere.
     const written = this.leased || this.flushes.size > 0 || this.pending.size > 0;
     if (!written || !this.broker.presence) return;
     // Every member any node may have been told of: those still here, and those whose leave is
-    // not written yet. One whose join is not written yet goes too: a lease found lapsed writes
-    // and announces every member here again, written or not, and a leave of a member a watcher
-    // never heard of changes nothing in its list.
+    // not written yet. One whose join is not written yet goes too (the writes under way are
+    // settled below, after this list is taken): a leave of a member a watcher never heard of
+    // changes nothing in its list.
     const leaving = new Map<string, Map<string, PresenceEntry>>();
     const gone = (topic: string, entries: Iterable<PresenceEntry>): void => {
       let members = leaving.get(topic);
@@ -385,7 +388,11 @@ export class PresenceService<C> {
       for (const [topic, pending] of this.pending) gone(topic, pending.left.values());
       this.pending.clear();
     };
-    for (const [topic, members] of this.local) gone(topic, members.values());
+    for (const [topic, members] of this.local)
+      gone(
+        topic,
+        [...members].map((m) => m.entry),
+      );
     this.local.clear();
     takePending();
     // A write under way would land after the release, under an owner that no longer exists:
@@ -602,35 +609,56 @@ export class PresenceService<C> {
       if (this.leased && !(await store.renew(this.owner, this.settings.leaseMs))) {
         // Lapsed (a long pause, a broker outage): other nodes removed, or are removing, our
         // members. Writes from now on go under a new owner; those under way under the old one
-        // are let finish, then what the old owner still holds goes, and everything is written
-        // anew (a write racing the release would leave members under an owner nobody reaps).
+        // are let finish (a write racing the release would leave members under an owner nobody
+        // reaps), then every member is written anew and what the old owner still holds goes.
         const old = this.owner;
         this.owner = this.newOwner();
         await Promise.allSettled([...this.flushes]);
         this.releaseDue.push(old);
-        this.rewriteDue = new Set(this.local.keys());
+        this.rekeyWritten();
         this.logger.warn('presence: this node’s lease had lapsed; its members are written again');
       }
-      // Until done: a release or a write that fails (the outage is often still on) is tried
-      // again at the next tick, or members would stay out of the store until each leaves.
+      // Until done: a release that fails (the outage is often still on) is tried again at the
+      // next tick, as a write is below, or members would stay out of the store until each leaves.
       while (this.releaseDue.length > 0) {
         await store.release(this.releaseDue[0]!);
         this.releaseDue.shift();
-      }
-      for (const topic of this.rewriteDue) {
-        if (this.closed) break;
-        const entries = [...(this.local.get(topic)?.values() ?? [])];
-        if (entries.length > 0) {
-          await store.write(topic, this.owner, entries, [], this.settings.leaseMs);
-          await this.announce(topic, entries, []);
-        }
-        this.rewriteDue.delete(topic);
       }
       for (const topic of this.pending.keys()) if (!this.writing.has(topic)) this.startFlush(topic);
       for (const { topic, members } of await store.reap()) await this.announce(topic, [], members);
     } catch (err) {
       this.logger.warn({ err }, 'presence: lease renewal or reaping failed');
     }
+  }
+
+  /**
+   * After a lapse: each membership that may have been written gets a new key, written (joined)
+   * and announced through its topic's next write, with the old key as a leave. Its leave and
+   * join cannot then cancel out at a watcher: the node that reaped the lapsed owner announces
+   * the same members' leaves, which can reach a watcher before or after this node's joins; under
+   * the old keys a late leave would take from the watcher's list a member that is there. A join
+   * still waiting for its write was never written nor announced: it keeps its key.
+   */
+  private rekeyWritten(): void {
+    for (const [topic, members] of this.local) {
+      for (const membership of members) {
+        const old = membership.entry;
+        if (this.pending.get(topic)?.joined.has(old.key)) continue;
+        membership.entry = { ...old, key: this.newKey(old.sessionId) };
+        this.queue(topic, old, 'left');
+        this.queue(topic, membership.entry, 'joined');
+      }
+    }
+  }
+
+  /**
+   * A membership's key (`<session id>/<n>`, `n` new on this node each time): by membership, not
+   * by subscription id, because a session unsubscribed from the topic's shared id gets it again
+   * at its next subscribe, and that join and the earlier leave, written together, would name one
+   * key (each store applies them in its own order).
+   */
+  private newKey(sessionId: string): string {
+    return `${sessionId}/${(++this.memberships).toString(36)}`;
   }
 
   private newOwner(): string {

@@ -4,7 +4,9 @@
  * the others' events, coalesced and bounded under a burst. A node whose members must go without
  * a goodbye: one that stops renewing its lease (its broker link cut), and a gateway child
  * process (test/cluster/node.ts) SIGKILLed; either way the other nodes have removed its members
- * within twice the lease (the documented bound, used as the wait's limit).
+ * within twice the lease (the documented bound, used as the wait's limit). A node that pauses
+ * past its lease is reaped by another and writes its members again: a watcher's list holds them
+ * whichever of the reaper's leaves and the node's joins reaches it first.
  */
 import { rmSync } from 'node:fs';
 import { nanoid } from 'nanoid';
@@ -18,7 +20,7 @@ import type { PresenceEvent } from '../../src/server/presence-window.js';
 import { NATS_URL, REDIS_URL, deleteNatsStreams, deleteRedisKeys } from '../support/brokers.js';
 import type { BrokerKind } from '../support/brokers.js';
 import { Cluster, buildNodeScript } from '../support/cluster.js';
-import { startGateway } from '../support/gateway.js';
+import { connectClient, startGateway } from '../support/gateway.js';
 import { canConnect } from '../support/network.js';
 import { killChild } from '../support/processes.js';
 import { RawRpc } from '../support/raw-rpc.js';
@@ -196,6 +198,53 @@ for (const kind of ['redis', 'nats'] as const) {
       expect(await usersSeenFrom(nodes[1]!.gateway)).toEqual(['stays']);
       await waitFor(() => left.length === 2, 'their leave events');
       expect(left.map((m) => m.user).sort()).toEqual(['dies-1', 'dies-2']);
+    });
+
+    it('keeps a paused node’s members in a watcher’s list when the reaper’s leaves come after its joins', async () => {
+      const [paused, reaper] = await cluster(kind, 2);
+      await join(paused!.url, 'paused');
+      const room = reaper!.gateway.presence('room.1');
+      await waitFor(async () => (await room.count()) === 1, 'the member written');
+      const events: PresenceEvent[] = [];
+      const watching = room.events$.subscribe((e) => events.push(e));
+      cleanups.push(() => watching.unsubscribe());
+      const client = connectClient(`${reaper!.url}?user=watcher`);
+      cleanups.push(() => client.close());
+      const seen: { count: number; members: { user?: string }[] }[] = [];
+      const folding = client.presence('room.1').subscribe((state) => seen.push(state));
+      cleanups.push(() => folding.unsubscribe());
+      await waitFor(() => seen.at(-1)?.members.length === 1, 'the watcher lists the member');
+
+      // The reaper's announcements of the leaves it reaped are held: they cross the paused
+      // node's joins and reach the watcher after them.
+      const held: (() => void)[] = [];
+      const publish = reaper!.broker.publish.bind(reaper!.broker);
+      reaper!.broker.publish = (topic, payload, ...rest) =>
+        topic === '$presence.room.1' && payload.includes('"l"')
+          ? new Promise<void>((resolve) => held.push(resolve)).then(() =>
+              publish(topic, payload, ...rest),
+            )
+          : publish(topic, payload, ...rest);
+      // Paused: neither its renewal nor its reaping reaches the broker, so its lease lapses and
+      // the other node removes its member.
+      const store = paused!.broker.presence!;
+      const renew = store.renew.bind(store);
+      const reap = store.reap.bind(store);
+      let pausing = true;
+      store.renew = (owner, leaseMs) => (pausing ? Promise.resolve(true) : renew(owner, leaseMs));
+      store.reap = () => (pausing ? Promise.resolve([]) : reap());
+      await waitFor(() => held.length > 0, 'the reaper removed the paused node’s member');
+      const heard = seen.length;
+      pausing = false;
+      await waitFor(
+        () => events.some((e) => e.joined.length > 0) && seen.length > heard,
+        'the watcher heard the member written again',
+      );
+      const before = seen.length;
+      for (const release of held) release();
+      await waitFor(() => seen.length > before, 'the watcher heard the reaper’s leaves');
+      expect(await usersSeenFrom(reaper!.gateway)).toEqual(['paused']);
+      expect(seen.at(-1)).toMatchObject({ count: 1, members: [{ user: 'paused' }] });
     });
 
     it('removes the members of a SIGKILLed gateway process within twice the lease', async () => {

@@ -10,15 +10,18 @@ import fc from 'fast-check';
 import { nanoid } from 'nanoid';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { PresenceState } from '../../src/client/index.js';
-import type { Broker } from '../../src/pubsub/broker.js';
-import { NatsBroker } from '../../src/pubsub/nats-broker.js';
-import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import type { Gateway } from '../../src/server/gateway.js';
-import { NATS_URL, REDIS_URL, deleteNatsStreams, deleteRedisKeys } from '../support/brokers.js';
+import { REDIS_URL, deleteNatsStreams, deleteRedisKeys } from '../support/brokers.js';
 import type { BrokerKind } from '../support/brokers.js';
-import { connectClient, startGateway } from '../support/gateway.js';
+import { connectClient } from '../support/gateway.js';
 import { canConnect } from '../support/network.js';
-import { RawRpc } from '../support/raw-rpc.js';
+import type { RawRpc } from '../support/raw-rpc.js';
+import {
+  presenceMember,
+  presenceNode,
+  storedMembers,
+  subscribeTo,
+} from '../support/presence-nodes.js';
 import { settle, waitFor } from '../support/waiting.js';
 
 const mustRun = process.env['CI'] === 'true';
@@ -40,27 +43,6 @@ afterAll(async () => {
     else await deleteNatsStreams(prefix);
   }
 });
-
-interface Node {
-  gateway: Gateway;
-  url: string;
-  broker: Broker;
-}
-
-/** A gateway on `kind` under `prefix`, with `room.*` declared with presence. */
-async function node(kind: BrokerKind, prefix: string): Promise<Node> {
-  const broker =
-    kind === 'redis'
-      ? await RedisBroker.create({ url: REDIS_URL, prefix: `${prefix}:` })
-      : await NatsBroker.connect({ servers: NATS_URL, prefix });
-  const { gateway, url } = await startGateway({ broker, presenceCoalesceMs: 50 });
-  gateway.topic('room.*', { presence: true });
-  cleanups.push(async () => {
-    await gateway.close();
-    await broker.close().catch(() => undefined);
-  });
-  return { gateway, url, broker };
-}
 
 /**
  * What `gateway`'s events of `topic` tell, from this call on: each session's members, joins counted
@@ -84,30 +66,17 @@ function heardBy(gateway: Gateway, topic: string): Map<string, number> {
 /** The store's members of `topic`, as `heardBy` counts them. */
 async function stored(gateway: Gateway, topic: string): Promise<Map<string, number>> {
   const members = new Map<string, number>();
-  let cursor: string | undefined;
-  do {
-    const page = await gateway.presence(topic).members({ cursor, limit: 7 });
-    for (const m of page.members) members.set(m.sessionId, (members.get(m.sessionId) ?? 0) + 1);
-    cursor = page.cursor;
-  } while (cursor !== undefined);
+  for (const m of await storedMembers(gateway, topic)) {
+    members.set(m.sessionId, (members.get(m.sessionId) ?? 0) + 1);
+  }
   return members;
 }
 
 const sorted = (counts: Map<string, number>): [string, number][] =>
   [...counts].sort(([a], [b]) => a.localeCompare(b));
 
-/** A raw session on `url` subscribed to `topic`; its subscription id. */
-async function member(url: string, topic: string): Promise<{ raw: RawRpc; id: string }> {
-  const raw = await RawRpc.open(url);
-  cleanups.push(() => raw.close());
-  return { raw, id: await subscribe(raw, topic) };
-}
-
-async function subscribe(raw: RawRpc, topic: string): Promise<string> {
-  const reply = await raw.request('subscribe', [topic]);
-  expect(typeof reply.result).toBe('string');
-  return reply.result as string;
-}
+const node = (kind: BrokerKind, prefix: string) => presenceNode(kind, prefix, cleanups);
+const member = (url: string, topic: string) => presenceMember(url, topic, cleanups);
 
 /** A session's id as the store names it: the one member of `topic` not in `known`. */
 async function sessionOf(gateway: Gateway, topic: string, known: ReadonlySet<string>) {
@@ -143,8 +112,8 @@ for (const kind of ['redis', 'nats'] as const) {
       // Six on A: four sessions, one of them subscribed three times.
       const raws: RawRpc[] = [];
       for (let i = 0; i < 4; i++) raws.push((await member(a.url, topic)).raw);
-      await subscribe(raws[0]!, topic);
-      await subscribe(raws[0]!, topic);
+      await subscribeTo(raws[0]!, topic);
+      await subscribeTo(raws[0]!, topic);
       await waitFor(async () => (await c.gateway.presence(topic).count()) === 7, 'seven members');
       await waitFor(
         () => [...heard.values()].reduce((n, k) => n + k, 0) === 7,
@@ -206,7 +175,7 @@ for (const kind of ['redis', 'nats'] as const) {
               continue;
             }
             sessions.push(session!);
-            if (s.op === 'subscribe') session!.ids.push(await subscribe(session!.raw, topic));
+            if (s.op === 'subscribe') session!.ids.push(await subscribeTo(session!.raw, topic));
             else if (session!.ids.length > 0) {
               const id = session!.ids.splice(s.pick % session!.ids.length, 1)[0]!;
               const reply = await session!.raw.request('unsubscribe', [id]);
