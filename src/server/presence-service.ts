@@ -525,6 +525,10 @@ export class PresenceService<C> {
         this.pending.delete(topic);
         const joined = [...pending.joined.values()];
         const left = [...pending.left.values()];
+        // Renewed from the first write tried on: one that failed may have made the lease all the
+        // same (a lost reply), and a lease never renewed lapses and is reaped while every later
+        // write under it is refused.
+        this.leased = true;
         try {
           await this.store.write(
             topic,
@@ -533,7 +537,6 @@ export class PresenceService<C> {
             left.map((entry) => entry.key),
             this.settings.leaseMs,
           );
-          this.leased = true;
         } catch (err) {
           this.requeue(topic, pending);
           this.logger.warn({ err, topic }, 'presence: write failed; tried again with the lease');
@@ -632,22 +635,28 @@ export class PresenceService<C> {
   }
 
   /**
-   * After a lapse: each membership that may have been written gets a new key, written (joined)
-   * and announced through its topic's next write, with the old key as a leave. Its leave and
-   * join cannot then cancel out at a watcher: the node that reaped the lapsed owner announces
-   * the same members' leaves, which can reach a watcher before or after this node's joins; under
-   * the old keys a late leave would take from the watcher's list a member that is there. A join
-   * still waiting for its write was never written nor announced: it keeps its key.
+   * After a lapse: every membership gets a new key, written (joined) and announced in its
+   * topic's next write, all of the topic's in one. Its leave and join cannot then cancel out at
+   * a watcher: the node that reaped the lapsed owner announces the old keys' leaves, which can
+   * reach a watcher before or after this node's joins; under the old keys a late leave would
+   * take from the watcher's list a member that is there. The old key is announced as left when
+   * its join was written (a watcher may list it); a join still waiting to be written is dropped
+   * instead, even one whose failed write may have landed all the same (a lost reply): it was
+   * never announced, and the store loses it with the owner it went under, released or reaped.
+   * So a membership leaves at most one old key waiting, however many lapses come before a write
+   * goes through.
    */
   private rekeyWritten(): void {
     for (const [topic, members] of this.local) {
+      let pending = this.pending.get(topic);
+      if (!pending) this.pending.set(topic, (pending = { joined: new Map(), left: new Map() }));
       for (const membership of members) {
         const old = membership.entry;
-        if (this.pending.get(topic)?.joined.has(old.key)) continue;
+        if (!pending.joined.delete(old.key)) pending.left.set(old.key, old);
         membership.entry = { ...old, key: this.newKey(old.sessionId) };
-        this.queue(topic, old, 'left');
-        this.queue(topic, membership.entry, 'joined');
+        pending.joined.set(membership.entry.key, membership.entry);
       }
+      if (!this.writing.has(topic)) this.startFlush(topic);
     }
   }
 

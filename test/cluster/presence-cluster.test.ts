@@ -225,6 +225,11 @@ for (const kind of ['redis', 'nats'] as const) {
               publish(topic, payload, ...rest),
             )
           : publish(topic, payload, ...rest);
+      const release = (): void => {
+        reaper!.broker.publish = publish;
+        for (const resolve of held.splice(0)) resolve();
+      };
+      cleanups.push(release);
       // Paused: neither its renewal nor its reaping reaches the broker, so its lease lapses and
       // the other node removes its member.
       const store = paused!.broker.presence!;
@@ -241,7 +246,7 @@ for (const kind of ['redis', 'nats'] as const) {
         'the watcher heard the member written again',
       );
       const before = seen.length;
-      for (const release of held) release();
+      release();
       await waitFor(() => seen.length > before, 'the watcher heard the reaper’s leaves');
       expect(await usersSeenFrom(reaper!.gateway)).toEqual(['paused']);
       expect(seen.at(-1)).toMatchObject({ count: 1, members: [{ user: 'paused' }] });

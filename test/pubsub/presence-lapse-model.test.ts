@@ -4,9 +4,10 @@
  * writes its members again. The reaper's leaves and the paused node's joins travel from two
  * nodes and can reach a watcher in either order. The promise: a watcher that folds the events by
  * member id as a set (a join adds, a leave removes) ends with exactly the store's members,
- * whatever joins and leaves happen around the pause and wherever the reaper's leaves arrive.
- * Two gateways in this process share real Redis, then real NATS: A holds the members and
- * pauses (neither its renewals nor its reaping reach the broker), B reaps and watches, its
+ * whatever joins and leaves happen before, during and after the pause, and wherever the
+ * reaper's leaves arrive. Two gateways in this process share real Redis, then real NATS: A holds
+ * the members and pauses (neither its renewals nor its reaping reach the broker, its writes wait
+ * for it to resume, and one may land with its reply lost), B reaps and watches, its
  * announcements of reaped leaves held back until a point the model picks.
  */
 import fc from 'fast-check';
@@ -97,15 +98,36 @@ function holdLeaves(
   };
 }
 
-/** Stop `node`'s renewals and reaping reaching the broker until the returned function is called. */
-function pause(node: PresenceNode): () => void {
+/**
+ * Pause `node` as a process stopped for a while seems to the broker: its renewals and its
+ * reaping do not reach it, and a write it makes waits until it runs again. With `lostReply`, the
+ * first write made while paused lands but is reported failed (its reply lost on the way back).
+ * Returns the resume.
+ */
+function pause(node: PresenceNode, lostReply: boolean): () => void {
   const store = node.broker.presence!;
   const renew = store.renew.bind(store);
   const reap = store.reap.bind(store);
+  const write = store.write.bind(store);
   let paused = true;
+  let lose = lostReply;
+  const waiting: (() => void)[] = [];
   store.renew = (owner, leaseMs) => (paused ? Promise.resolve(true) : renew(owner, leaseMs));
   store.reap = () => (paused ? Promise.resolve([]) : reap());
-  return () => (paused = false);
+  store.write = (...args) => {
+    if (!paused) return write(...args);
+    if (lose) {
+      lose = false;
+      return write(...args).then(() => Promise.reject(new Error('the reply was lost')));
+    }
+    return new Promise<void>((resolve) => waiting.push(resolve)).then(() => write(...args));
+  };
+  const resume = (): void => {
+    paused = false;
+    for (const resolve of waiting.splice(0)) resolve();
+  };
+  cleanups.push(resume);
+  return resume;
 }
 
 /** A session on A opens and subscribes, subscribes again, unsubscribes once, or closes. */
@@ -126,37 +148,48 @@ for (const kind of ['redis', 'nats'] as const) {
       let run = 0;
       await fc.assert(
         fc.asyncProperty(
-          fc.array(step, { maxLength: 8 }),
-          fc.array(step, { maxLength: 6 }),
-          fc.nat(6),
-          fc.boolean(),
-          async (before, after, releaseAt, afterRewrite) => {
+          fc.record({
+            before: fc.array(step, { maxLength: 8 }),
+            during: fc.array(step, { maxLength: 3 }),
+            after: fc.array(step, { maxLength: 6 }),
+            releaseAt: fc.nat(6),
+            afterRewrite: fc.boolean(),
+            lostReply: fc.boolean(),
+          }),
+          async (model) => {
             try {
-              await lapseRun(kind, prefix, `room.${++run}`, before, after, releaseAt, afterRewrite);
+              await lapseRun(kind, prefix, `room.${++run}`, model);
             } finally {
               await closeAll();
             }
           },
         ),
-        { numRuns: 6, endOnFailure: true },
+        { numRuns: 8, endOnFailure: true },
       );
     }, 180_000);
   });
 }
 
+interface LapseModel {
+  before: Step[];
+  /** Made while A is paused: their writes wait for it to resume (with `lostReply`, one lands). */
+  during: Step[];
+  after: Step[];
+  releaseAt: number;
+  afterRewrite: boolean;
+  lostReply: boolean;
+}
+
 /**
- * One run: `before` on A, A paused until B reaped it (B's leaves held), A resumed, `after` on A
- * with B's leaves released before step `releaseAt` (or at the end), and first, when
- * `afterRewrite`, once B heard A's members written again.
+ * One run: `before` on A, A paused (`during` made meanwhile) until B reaped it (B's leaves
+ * held), A resumed, `after` on A with B's leaves released before step `releaseAt` (or at the
+ * end), and first, when `afterRewrite`, once B heard A's members written again.
  */
 async function lapseRun(
   kind: BrokerKind,
   prefix: string,
   topic: string,
-  before: Step[],
-  after: Step[],
-  releaseAt: number,
-  afterRewrite: boolean,
+  { before, during, after, releaseAt, afterRewrite, lostReply }: LapseModel,
 ): Promise<void> {
   const options = { presenceLeaseMs: LEASE_MS };
   const a = await presenceNode(kind, prefix, cleanups, options);
@@ -191,7 +224,8 @@ async function lapseRun(
   await waitFor(agree, 'B agreeing with the store before the pause');
 
   const leaves = holdLeaves(b, topic);
-  const resume = pause(a);
+  const resume = pause(a, lostReply);
+  for (const s of during) await apply(s);
   await waitFor(() => leaves.held() > 0, 'B reaped the paused node’s members');
   const heard = listed.events.length;
   resume();

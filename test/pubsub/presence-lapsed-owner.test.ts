@@ -7,7 +7,8 @@
  * the node's next owner stays. On Redis a write whose lease lapses, and is reaped, while the node
  * pauses between the lease and the write (two scripts) writes nothing: a member written then
  * would be in no list a release or a reaper walks. On the real brokers, each store as the
- * gateway uses it.
+ * gateway uses it. And a gateway whose first write made its lease though its reply was lost
+ * renews it: reaped during an outage, it finds the lapse and writes its members anew.
  */
 import { nanoid } from 'nanoid';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -18,7 +19,10 @@ import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import { RedisPresenceStore } from '../../src/pubsub/presence-redis.js';
 import type { RedisScriptRunner } from '../../src/pubsub/redis-script-runner.js';
 import { NATS_URL, REDIS_URL, deleteNatsStreams, deleteRedisKeys } from '../support/brokers.js';
+import { startGateway } from '../support/gateway.js';
 import { sleep } from '../support/promises.js';
+import { RawRpc } from '../support/raw-rpc.js';
+import { waitFor } from '../support/waiting.js';
 
 const LEASE_MS = 300;
 const cleanups: (() => unknown)[] = [];
@@ -42,10 +46,14 @@ async function twoStores(kind: 'redis' | 'nats'): Promise<readonly [PresenceStor
         ? await RedisBroker.create({ url: REDIS_URL, prefix: `${prefix}:` })
         : await NatsBroker.connect({ servers: NATS_URL, prefix });
     cleanups.push(() => broker.close().catch(() => undefined));
+    brokerOf.set(broker.presence!, broker);
     return broker.presence!;
   };
   return [await open(), await open()];
 }
+
+/** The broker each store of `twoStores` belongs to. */
+const brokerOf = new WeakMap<PresenceStore, RedisBroker | NatsBroker>();
 
 describe.each(['redis', 'nats'] as const)('%s', (kind) => {
   it('a write under an owner another node reaped is refused, and its renewal says it lapsed', async () => {
@@ -102,6 +110,39 @@ describe.each(['redis', 'nats'] as const)('%s', (kind) => {
       );
     }
     expect(await a.count('room.1')).toBe(0);
+  });
+});
+
+describe.each(['redis', 'nats'] as const)('%s, a gateway', (kind) => {
+  it('whose first write lands with its reply lost renews the lease it made; reaped, it writes its members anew', async () => {
+    const [a, b] = await twoStores(kind);
+    // The first write lands and is reported failed; then the broker is out for this node
+    // (writes and renewals fail) until the other node has reaped the lease that write made.
+    const write = a.write.bind(a);
+    const renew = a.renew.bind(a);
+    let writes = 0;
+    let down = false;
+    a.write = async (topic, owner, joined, left, leaseMs) => {
+      if (down) throw new Error('broker unavailable');
+      await write(topic, owner, joined, left, leaseMs);
+      if (++writes === 1) {
+        down = true;
+        throw new Error('the reply was lost');
+      }
+    };
+    a.renew = (owner, leaseMs) =>
+      down ? Promise.reject(new Error('broker unavailable')) : renew(owner, leaseMs);
+    const broker = brokerOf.get(a)!;
+    const { gateway, url } = await startGateway({ broker, presenceLeaseMs: LEASE_MS });
+    cleanups.push(() => gateway.close());
+    gateway.topic('room.*', { presence: true });
+    const raw = await RawRpc.open(url);
+    cleanups.push(() => raw.close());
+    await raw.request('subscribe', ['room.1']);
+    await waitFor(() => down, 'the first write made');
+    await waitFor(async () => (await b.reap()).length > 0, 'the other node reaped it');
+    down = false;
+    await waitFor(async () => (await b.count('room.1')) === 1, 'its member written anew');
   });
 });
 
