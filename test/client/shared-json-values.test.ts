@@ -8,6 +8,7 @@ import { firstValueFrom, Observable } from 'rxjs';
 import { filter } from 'rxjs/operators';
 import { afterEach, describe, expect, it } from 'vitest';
 import { JsonRpcError } from '../../src/client/index.js';
+import type { TabMessage } from '../../src/client/shared/messages.js';
 import type { Params } from '../../src/protocol/types.js';
 import type { Gateway } from '../../src/server/gateway.js';
 import type { Session } from '../../src/server/session.js';
@@ -54,7 +55,17 @@ describe('values a tab sends through the worker', () => {
     gateway.method('echo', (p) => p);
     gateway.method('note', (p) => void noted.push(p));
     const direct = res.client(url);
-    const tab = shared.tab(shared.host(), url).tab;
+    // What the tab posts to the worker: the params as JSON text, a string to copy rather than
+    // an object graph to clone (made again from that text on the page's main thread).
+    const posted: TabMessage[] = [];
+    const tab = shared.tab(shared.host(), url, {}, (port) => {
+      const post = port.postMessage.bind(port);
+      port.postMessage = (message: TabMessage) => {
+        posted.push(message);
+        post(message);
+      };
+      return port;
+    }).tab;
     await Promise.all([direct.opened(), tab.opened()]);
 
     expect(await direct.call('echo', params())).toEqual(sent);
@@ -70,6 +81,15 @@ describe('values a tab sends through the worker', () => {
     tab.notify('note', params());
     await waitFor(() => noted.length === 2, 'the notifications');
     expect(noted).toEqual([sent, sent]);
+    const text = JSON.stringify([sent]);
+    const paramsPosted = posted.flatMap((m) =>
+      m.t === 'call' || m.t === 'notify'
+        ? [m.params]
+        : m.t === 'batch'
+          ? m.entries.map((e) => e.params)
+          : [],
+    );
+    expect(paramsPosted).toEqual([text, text, text, text]);
   });
 
   it('subscription params: one shared subscription for the value and its JSON, the JSON on the wire', async () => {

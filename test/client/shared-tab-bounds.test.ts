@@ -11,7 +11,6 @@
 import fc from 'fast-check';
 import { WebSocket } from 'ws';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { BatchEntry } from '../../src/client/index.js';
 import {
   CancelledError,
   JsonRpcError,
@@ -25,7 +24,7 @@ import type {
   ClientHostOptions,
   SharedClientOptions,
 } from '../../src/client/shared/index.js';
-import type { HostMessage, TabMessage } from '../../src/client/shared/messages.js';
+import type { HostMessage, SentBatchEntry, TabMessage } from '../../src/client/shared/messages.js';
 import type { Gateway } from '../../src/server/gateway.js';
 import type { Logger } from '../../src/peer/logger.js';
 import { silentLogger } from '../../src/peer/logger.js';
@@ -34,7 +33,7 @@ import { freePort } from '../support/network.js';
 import { Resources } from '../support/resources.js';
 import { SharedTabs } from '../support/shared-tabs.js';
 import { waitFor, waitUntil, within } from '../support/waiting.js';
-import { SHARED_PROTOCOL_VERSION } from '../../src/client/shared/messages.js';
+import { SHARED_PROTOCOL_VERSION, sentParams } from '../../src/client/shared/messages.js';
 
 const res = new Resources();
 const shared = new SharedTabs();
@@ -363,9 +362,9 @@ describe('per-tab bounds of the shared worker', () => {
     expect(tab.got.filter((m) => m.t === 'end' && m.error)).toEqual([]);
 
     // A call id used again, at the bound: the first call is cancelled, the second runs.
-    tab.send({ t: 'call', id: 7, method: 'hold', params: [1] });
+    tab.send({ t: 'call', id: 7, method: 'hold', params: sentParams([1]) });
     await waitFor(() => state.running === 1, 'the first call');
-    tab.send({ t: 'call', id: 7, method: 'hold', params: [2] });
+    tab.send({ t: 'call', id: 7, method: 'hold', params: sentParams([2]) });
     await tab.barrier();
     await waitFor(
       () => state.running === 1 && holds(2),
@@ -599,11 +598,11 @@ describe('per-tab bounds of the shared worker', () => {
               calls.delete(callId(n));
               refused = slots() + keys.length > bounds.maxCallsPerTab;
               if (o.k === 'call') {
-                tab.send({ t: 'call', id: callId(n), method: 'hold', params: keys });
+                tab.send({ t: 'call', id: callId(n), method: 'hold', params: sentParams(keys) });
               } else {
-                const entries: BatchEntry[] = keys.map((key) => ({
+                const entries: SentBatchEntry[] = keys.map((key) => ({
                   method: 'hold',
-                  params: [key],
+                  params: sentParams([key]),
                 }));
                 entries.push({ method: 'nothing', notification: true });
                 tab.send({ t: 'batch', id: callId(n), entries });
@@ -983,7 +982,7 @@ describe('the offline queue a shared worker’s tabs share', () => {
             await waitFor(() => read.length >= queue.length, `${queue.length} queued sent`);
             // A barrier call after the flush: anything sent past the model would be read by now.
             const barrier = ++n;
-            tabs[0]!.send({ t: 'call', id: barrier, method: 'echo', params: ['last'] });
+            tabs[0]!.send({ t: 'call', id: barrier, method: 'echo', params: sentParams(['last']) });
             await tabs[0]!.next((m) => m.t === 'result' && m.id === barrier);
             expect(read).toEqual([...queue.map((q) => q.key), 'last']);
             queue.length = 0;
@@ -1023,7 +1022,7 @@ describe('the offline queue a shared worker’s tabs share', () => {
             if (refusal?.includes('this tab')) seen.perTab++;
             else if (refusal) seen.whole++;
             if (k === 'call') {
-              tab.send({ t: 'call', id: n, method: 'echo', params: [key] });
+              tab.send({ t: 'call', id: n, method: 'echo', params: sentParams([key]) });
               if (refusal) {
                 const result = await tab.next((m) => m.t === 'result' && m.id === n, from);
                 expect(result).toMatchObject({
@@ -1031,7 +1030,7 @@ describe('the offline queue a shared worker’s tabs share', () => {
                 });
               } else queue.push({ tab: t, key, call: n });
             } else {
-              tab.send({ t: 'notify', method: 'note', params: [key] });
+              tab.send({ t: 'notify', method: 'note', params: sentParams([key]) });
               if (refusal) refusedMessage.push(refusal);
               else queue.push({ tab: t, key });
             }

@@ -34,8 +34,14 @@ import { subscriptionStatus$ } from '../subscription-status.js';
 import { SharedRun } from '../wanted.js';
 import { INBOX_SUBSCRIPTION } from '../inbox.js';
 import type { SubscriptionEvent } from '../subscriptions.js';
-import { otherVersionError, SHARED_PROTOCOL_VERSION } from './messages.js';
-import type { HostMessage, TabMessage, WireDisconnect, WireSettled } from './messages.js';
+import { otherVersionError, readSent, SHARED_PROTOCOL_VERSION } from './messages.js';
+import type {
+  HostMessage,
+  SentBatchEntry,
+  TabMessage,
+  WireDisconnect,
+  WireSettled,
+} from './messages.js';
 import { sharedOnlyRules } from './options.js';
 import type { ForwardedOptions } from './options.js';
 import { fromWire, toWire } from './wire-errors.js';
@@ -470,11 +476,11 @@ class Host implements ClientHost {
     switch (m.t) {
       case 'call':
         return this.#answer(tab, m.id, m.timeoutMs, 1, (options) =>
-          client.call(m.method, m.params, options),
+          client.call(m.method, readSent<Params>(m.params), options),
         );
       case 'batch':
         return this.#answer(tab, m.id, m.timeoutMs, requestsIn(m.entries), async (options) =>
-          (await client.batch(m.entries, options)).map(wireSettled),
+          (await client.batch(readEntries(m.entries), options)).map(wireSettled),
         );
       case 'history':
         return this.#answer(tab, m.id, undefined, 1, () => client.history(m.topic, m.options));
@@ -483,24 +489,29 @@ class Host implements ClientHost {
       case 'cancel':
         return tab.calls.get(m.id)?.controller.abort();
       case 'notify':
-        return this.#notify(tab, client, m.method, m.params);
+        return this.#notify(tab, client, m.method, readSent<Params>(m.params));
       case 'sub':
         return this.#follow(
           tab,
           m.id,
-          client.subscribeWithMeta(m.topic, m.params),
+          client.subscribeWithMeta(m.topic, readSent(m.params)),
           (event) => ({ t: 'msg', id: m.id, event }),
           (event) => ({ t: 'msg', id: m.id, event: lostEvent(event) }),
         );
       case 'status':
-        return this.#follow(tab, m.id, subscriptionStatus$(client, m.topic, m.params), (s) => {
-          const { error, ...status } = s;
-          return {
-            t: 'status',
-            id: m.id,
-            status: error === undefined ? status : { ...status, error: toWire(error) },
-          };
-        });
+        return this.#follow(
+          tab,
+          m.id,
+          subscriptionStatus$(client, m.topic, readSent(m.params)),
+          (s) => {
+            const { error, ...status } = s;
+            return {
+              t: 'status',
+              id: m.id,
+              status: error === undefined ? status : { ...status, error: toWire(error) },
+            };
+          },
+        );
       case 'joins':
         return this.#follow(tab, m.id, this.#joins.observable, ({ topic, jid }) => ({
           t: 'join',
@@ -920,12 +931,23 @@ function lostEvent(event: SubscriptionEvent<unknown>): SubscriptionEvent<unknown
 }
 
 /** The client's call slots a batch takes: one per entry that is not a notification. */
-function requestsIn(entries: readonly BatchEntry[]): number {
+function requestsIn(entries: readonly SentBatchEntry[]): number {
   // Not a list: the client refuses it without sending anything; it counts as the one request.
   if (!Array.isArray(entries)) return 1;
   let requests = 0;
-  for (const entry of entries) if (!(entry as BatchEntry | null)?.notification) requests++;
+  for (const entry of entries) if (!(entry as SentBatchEntry | null)?.notification) requests++;
   return requests;
+}
+
+/** A tab's batch entries with their params read (readSent); anything else as it came. */
+function readEntries(entries: readonly SentBatchEntry[]): BatchEntry[] {
+  // Not a list, or an entry that is no object: the client refuses it without sending anything.
+  if (!Array.isArray(entries)) return entries as unknown as BatchEntry[];
+  return entries.map((entry: SentBatchEntry | null) =>
+    entry !== null && typeof entry === 'object'
+      ? { ...entry, params: readSent<Params>(entry.params) }
+      : (entry as unknown as BatchEntry),
+  );
 }
 
 function wireSettled(result: PromiseSettledResult<unknown>): WireSettled {

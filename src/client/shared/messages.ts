@@ -1,8 +1,8 @@
 // The messages a tab and the worker holding the connection exchange over a MessagePort. Each
 // port is one tab; the ids a tab picks (calls, subscriptions, status observers) are its own,
 // and the ids of the worker's runs (a server-to-client call handed to a tab) are the worker's.
-// Everything in them is structured-cloneable: errors travel as WireError.
-import type { BatchEntry } from '../../peer/peer-core.js';
+// Everything in them is structured-cloneable: errors travel as WireError, and the params of a
+// tab's requests as JSON text (SentParams).
 import { ConnectionClosedError } from '../../protocol/local-errors.js';
 import type { RequestId, Params } from '../../protocol/types.js';
 import type { ConnectionState } from '../connection-state.js';
@@ -21,7 +21,50 @@ import type { WireError } from './wire-errors.js';
  * misread what the other posts. Raise it with any change to these messages that a tab or a
  * worker of the other version would misread or leave unanswered.
  */
-export const SHARED_PROTOCOL_VERSION = 2;
+export const SHARED_PROTOCOL_VERSION = 3;
+
+/**
+ * The params of a tab's call, notification or subscription as they cross to the worker: the JSON
+ * text of `[params]` (undefined: none). The tab makes it as a client of its own sends them:
+ * toJSON applied (a URL, a Date, a money or decimal class), what JSON leaves out left out, as a
+ * member of an array (undefined and functions as null); structured cloning keeps neither toJSON
+ * nor any prototype, and refuses a URL. Text is cloned by copying it, where the object graph
+ * made again from it would cost the page's main thread a parse and a deep clone more (for a few
+ * thousand rows of params, several times the stringify alone). The worker reads it back with
+ * readSent.
+ */
+export type SentParams = string | undefined;
+
+/**
+ * `params` as SentParams. Throws JSON.stringify's TypeError for what JSON cannot carry (a
+ * BigInt, a cycle), as a client's own call, notify and subscribe do.
+ */
+export function sentParams(params: unknown): SentParams {
+  return params === undefined ? undefined : JSON.stringify([params]);
+}
+
+/**
+ * The value a SentParams holds. Anything else (a tab that posts what this version's tabs do
+ * not) is taken as it came, for the client's own checks of params to refuse or send, rather
+ * than throw in the worker's message handler.
+ */
+export function readSent<T = unknown>(sent: SentParams): T | undefined {
+  if (typeof sent !== 'string') return sent as T | undefined;
+  try {
+    const value: unknown = JSON.parse(sent);
+    if (Array.isArray(value) && value.length === 1) return value[0] as T;
+  } catch {
+    // Not JSON: as it came.
+  }
+  return sent as T;
+}
+
+/** A batch entry as it crosses to the worker: its params as SentParams. */
+export interface SentBatchEntry {
+  method: string;
+  params?: SentParams;
+  notification?: boolean;
+}
 
 /**
  * Why a tab speaking `tab` and a worker speaking `worker` cannot share the connection, and what
@@ -50,17 +93,17 @@ export type TabMessage =
    * options, if the worker has no client yet.
    */
   | { t: 'hello'; v: number; options: ForwardedOptions; token: boolean }
-  | { t: 'call'; id: number; method: string; params: Params | undefined; timeoutMs?: number }
+  | { t: 'call'; id: number; method: string; params: SentParams; timeoutMs?: number }
   /** Answered with a `result` whose result is one WireSettled per entry. */
-  | { t: 'batch'; id: number; entries: BatchEntry[]; timeoutMs?: number }
+  | { t: 'batch'; id: number; entries: SentBatchEntry[]; timeoutMs?: number }
   | { t: 'history'; id: number; topic: string; options: HistoryOptions }
   /** `authenticate(token)` of the worker's client: without a token, its getToken is asked. */
   | { t: 'auth'; id: number; token?: string }
   /** Ends a `call`, `batch`, `history` or `auth` before its result. */
   | { t: 'cancel'; id: number }
-  | { t: 'notify'; method: string; params: Params | undefined }
-  | { t: 'sub'; id: number; topic: string; params: unknown }
-  | { t: 'status'; id: number; topic: string; params: unknown }
+  | { t: 'notify'; method: string; params: SentParams }
+  | { t: 'sub'; id: number; topic: string; params: SentParams }
+  | { t: 'status'; id: number; topic: string; params: SentParams }
   /** The joined subscriptions announced from now on (`joined$`), each as a `join`. */
   | { t: 'joins'; id: number }
   /** The messages of the joined subscription the worker announced as `jid`. */

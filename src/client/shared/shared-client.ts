@@ -42,7 +42,7 @@ import type { PresenceState } from '../presence.js';
 import { messagesOf } from '../subscription-messages.js';
 import type { SubscriptionStatus } from '../subscription-status.js';
 import type { JoinedSubscription, SubscriptionEvent } from '../subscriptions.js';
-import { otherVersionError, SHARED_PROTOCOL_VERSION } from './messages.js';
+import { otherVersionError, readSent, sentParams, SHARED_PROTOCOL_VERSION } from './messages.js';
 import type { HostMessage, TabMessage, WireSettled } from './messages.js';
 import { resolveSharedClientOptions } from './options.js';
 import type { SharedClientConfig, SharedClientOptions } from './options.js';
@@ -220,7 +220,7 @@ export class SharedRpcClient {
     const method = nameOf(target);
     const timeoutMs = options.timeoutMs ?? options.timeout;
     return this.#request(method, options.signal, (id) => {
-      const call: TabMessage = { t: 'call', id, method, params: asSent(params) };
+      const call: TabMessage = { t: 'call', id, method, params: sentParams(params) };
       if (timeoutMs !== undefined) call.timeoutMs = timeoutMs;
       return call;
     });
@@ -240,7 +240,7 @@ export class SharedRpcClient {
         t: 'batch',
         id,
         entries: entries.map(({ method, params: given, notification }) => {
-          const params = asSent(given);
+          const params = sentParams(given);
           return notification ? { method, params, notification } : { method, params };
         }),
       };
@@ -334,7 +334,7 @@ export class SharedRpcClient {
     // Params JSON cannot carry (a BigInt, a cycle), or that are no array or object, throw here,
     // as RpcClient.notify throws, not in the worker where no one would hear of it.
     encodeNotification(method, params);
-    this.#post({ t: 'notify', method, params: asSent(params) });
+    this.#post({ t: 'notify', method, params: sentParams(params) });
   }
 
   /**
@@ -354,7 +354,7 @@ export class SharedRpcClient {
     params?: unknown,
   ): Observable<SubscriptionEvent<T>> {
     // Made as the stream is subscribed: params JSON cannot carry error it, as a client's do.
-    return this.#stream((id) => ({ t: 'sub', id, topic, params: asSent(params) }));
+    return this.#stream((id) => ({ t: 'sub', id, topic, params: sentParams(params) }));
   }
 
   /**
@@ -362,7 +362,7 @@ export class SharedRpcClient {
    * worker's client): observing it never subscribes.
    */
   subscriptionStatus$(topic: string, params?: unknown): Observable<SubscriptionStatus> {
-    return this.#stream((id) => ({ t: 'status', id, topic, params: asSent(params) }));
+    return this.#stream((id) => ({ t: 'status', id, topic, params: sentParams(params) }));
   }
 
   /**
@@ -706,15 +706,9 @@ export class SharedRpcClient {
   }
 }
 
-/**
- * `value` as the JSON a client of its own sends of it: toJSON applied (a URL, a Date, a money or
- * decimal class), what JSON leaves out left out, as a member of an array (so undefined and
- * functions as null). Structured cloning, which carries it to the worker, would keep neither
- * toJSON nor any prototype, and refuses a URL. Throws JSON.stringify's TypeError for what JSON
- * cannot carry (a BigInt, a cycle), as a client's own call, notify and subscribe do.
- */
+/** `value` as the JSON a client of its own sends of it (sentParams), read back. */
 function asSent<T>(value: T): T {
-  return value === undefined ? value : (JSON.parse(JSON.stringify([value])) as [T])[0];
+  return readSent<T>(sentParams(value)) as T;
 }
 
 /** A handler's result as a client of its own answers it: its JSON, or -32603 if it has none. */
