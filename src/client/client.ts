@@ -588,7 +588,9 @@ export class RpcClient {
    * A subscribe: while disconnected it waits in the queue without a timeout (it is the
    * resubscription the next connection needs, however long that takes), until `withdrawn`
    * takes it out (no one wants it any more); once sent, the default callTimeoutMs applies and
-   * `withdrawn` does nothing (its reply is unsubscribed when it comes).
+   * `withdrawn` does nothing (its reply is unsubscribed when it comes). Connected, it goes at
+   * once, ahead of calls still queued: a reconnect's resubscribes go first (the subscriptions'
+   * window bounds them, and one the call table has no room for waits there for a slot).
    */
   #callUntimedWhileQueued(
     method: string,
@@ -596,7 +598,7 @@ export class RpcClient {
     onResult: (result: unknown) => void,
     withdrawn: AbortSignal,
   ): Promise<unknown> {
-    const peer = this.#sendingPeer();
+    const peer = this.#livePeer();
     if (peer) return peer.call(method, params, { onResult });
     return this.#throughQueue(
       method,

@@ -159,8 +159,17 @@ interface Orphans {
  */
 const RESYNC_BUDGET = 5;
 const RESYNC_WINDOW_MS = 60_000;
-/** Ids unsubscribed on this connection that the server may hand out again (a topic's shared id). */
-const RETIRED_IDS = 256;
+/**
+ * Ids whose unsubscribe was given up on this connection (the server may still hold them, and
+ * send for them) kept at most: the latest, FIFO.
+ */
+const ABANDONED_IDS = 256;
+/**
+ * Subscribes in flight at once at most, whatever the call table's size: under the gateway's
+ * default `maxInFlight` (128) with room for the application's calls beside them. A subscribe
+ * the server still refuses as busy waits for one of these to settle (serverBusy).
+ */
+export const MAX_SUBSCRIBE_WINDOW = 64;
 /** A server's joins refused past `maxJoined` are logged at warn at most once per this interval. */
 const JOINED_WARN_INTERVAL_MS = 60_000;
 
@@ -227,11 +236,23 @@ function active(shared: Shared): boolean {
 /** Sends of one unsubscribe at most (#sendUnsubscribe). */
 const UNSUBSCRIBE_ATTEMPTS = 5;
 
+/**
+ * The gateway's -32000 for a connection with `maxInFlight` calls running (`data.maxInFlight`):
+ * gone as its calls finish. Not its other -32000s (a node holding its most topics, a user at
+ * its most connections), which last.
+ */
+function serverBusy(err: unknown): boolean {
+  if (!(err instanceof JsonRpcError) || err.code !== ErrorCode.ServerBusy) return false;
+  const data = err.data as { maxInFlight?: unknown } | null | undefined;
+  return typeof data === 'object' && data !== null && 'maxInFlight' in data;
+}
+
 /** A refusal that may not hold a moment later, on the same connection. */
 function momentary(err: unknown): boolean {
   return (
     err instanceof TimeoutError ||
     err instanceof TooManyPendingCallsError ||
+    serverBusy(err) ||
     (err instanceof JsonRpcError && err.code === ErrorCode.RateLimited)
   );
 }
@@ -240,8 +261,9 @@ function momentary(err: unknown): boolean {
  * Worth retrying: lost with the connection (the next open resubscribes), the broker behind the
  * gateway is down (-32009), the server is draining (-32006: it closes this connection next, and
  * the retry then waits for the next one), the connection is over a rate (-32003: its tokens come
- * back), no answer came in time, or the client's own call table was full (its slots come back as
- * calls are answered). Any other error is the server's final word.
+ * back), no answer came in time, or a call table was full: the client's own, or the server's
+ * for the connection (-32000 with `maxInFlight`); their slots come back as calls are answered.
+ * Any other error is the server's final word.
  */
 function transient(err: unknown): boolean {
   return (
@@ -251,6 +273,7 @@ function transient(err: unknown): boolean {
     err instanceof NotConnectedError ||
     err instanceof TimeoutError ||
     err instanceof TooManyPendingCallsError ||
+    serverBusy(err) ||
     (err instanceof JsonRpcError &&
       (
         [ErrorCode.BrokerUnavailable, ErrorCode.ShuttingDown, ErrorCode.RateLimited] as number[]
@@ -284,7 +307,19 @@ export class ClientSubscriptions {
    * this session) would pass it by.
    */
   readonly #orphanDrops = new Map<SubscriptionId, number>();
-  readonly #retired = new Set<SubscriptionId>();
+  /**
+   * Ids unsubscribed on this connection whose unsubscribe is not answered yet, with how many of
+   * them are in flight: a message for one is its old subscription's, dropped, never kept for a
+   * later subscription the server hands the id to (a topic's shared id). Once the unsubscribe is
+   * answered, no message of the old subscription can follow (the server answers after the
+   * last), so the id is let go. Bounded by the unsubscribes in flight or waiting to be sent again.
+   */
+  readonly #retired = new Map<SubscriptionId, number>();
+  /**
+   * Ids whose unsubscribe was given up: the server may still send for them until the
+   * connection ends. The latest ABANDONED_IDS.
+   */
+  readonly #abandoned = new Set<SubscriptionId>();
   readonly #joinedHub = new Hub<JoinedSubscription>();
   /** Each subscription the server makes for this client, as it is announced. */
   readonly joined$: Observable<JoinedSubscription> = this.#joinedHub.observable;
@@ -319,7 +354,10 @@ export class ClientSubscriptions {
     this.#maxJoined = limits.maxJoined ?? clientDefaults.maxJoined;
     this.#window = Math.max(
       1,
-      Math.ceil((limits.maxPendingCalls ?? clientDefaults.maxPendingCalls) / 2),
+      Math.min(
+        MAX_SUBSCRIBE_WINDOW,
+        Math.ceil((limits.maxPendingCalls ?? clientDefaults.maxPendingCalls) / 2),
+      ),
     );
   }
 
@@ -443,7 +481,7 @@ export class ClientSubscriptions {
     if (!existing) this.#joinedHeld++;
     this.shared.set(key, shared);
     this.#byServerId.set(id, shared);
-    this.#retired.delete(id);
+    this.#letGo(id);
     if (!existing) this.#joinedHub.next({ topic, subscription: this.#observeJoined(shared) });
   }
 
@@ -523,6 +561,7 @@ export class ClientSubscriptions {
     this.#byServerId.clear();
     this.#dropOrphans();
     this.#retired.clear();
+    this.#abandoned.clear();
   }
 
   /** A connection opened: re-establish what was active before. */
@@ -547,6 +586,7 @@ export class ClientSubscriptions {
     this.#byServerId.clear();
     this.#dropOrphans();
     this.#retired.clear();
+    this.#abandoned.clear();
     this.#joinedHub.complete();
   }
 
@@ -611,7 +651,7 @@ export class ClientSubscriptions {
       shared.retries = 0;
       shared.serverId = id;
       this.#byServerId.set(id, shared);
-      this.#retired.delete(id);
+      this.#letGo(id);
       this.onStatus?.();
       // Those kept after the stream's end (or a resubscribe that gave the id up) are given up:
       // kept again, they would be charged nothing, and go to the next subscribe naming the id.
@@ -659,7 +699,9 @@ export class ClientSubscriptions {
         );
       },
       (err: unknown) => {
-        const full = err instanceof TooManyPendingCallsError;
+        // The client's call table full, or the server's for the connection: it goes when one of
+        // the subscribes in flight settles (one sent at once would only be refused again).
+        const full = err instanceof TooManyPendingCallsError || serverBusy(err);
         settled(full);
         if (generation !== shared.generation || !active(shared)) return;
         // A reply that still comes (the call timed out as the server took it) is stale: its
@@ -713,6 +755,12 @@ export class ClientSubscriptions {
     this.onStatus?.();
   }
 
+  /** `id` names a subscription of this connection again: its messages are that one's. */
+  #letGo(id: SubscriptionId): void {
+    this.#retired.delete(id);
+    this.#abandoned.delete(id);
+  }
+
   #forget(shared: Shared): void {
     if (this.shared.get(shared.key) === shared) {
       this.shared.delete(shared.key);
@@ -738,13 +786,25 @@ export class ClientSubscriptions {
     // they are dropped.
     this.#takeOrphans(id);
     this.#orphanDrops.delete(id);
-    this.#retired.delete(id);
-    this.#retired.add(id);
-    trim(this.#retired, RETIRED_IDS);
+    this.#retired.set(id, (this.#retired.get(id) ?? 0) + 1);
+    /** Its unsubscribe is over: answered (`answered`), or given up. */
+    const done = (answered: boolean): void => {
+      // The connection went meanwhile: it cleared what it held.
+      if (this.caller.connection === connection) {
+        const left = (this.#retired.get(id) ?? 0) - 1;
+        if (left > 0) this.#retired.set(id, left);
+        else if (this.#retired.delete(id) && !answered) {
+          this.#abandoned.delete(id);
+          this.#abandoned.add(id);
+          trim(this.#abandoned, ABANDONED_IDS);
+        }
+      }
+      settled?.();
+    };
     const attempt = (made: number): void => {
-      this.caller
-        .callOn(connection, this.methods.unsubscribe, [id])
-        .then(settled, (err: unknown) => {
+      this.caller.callOn(connection, this.methods.unsubscribe, [id]).then(
+        () => done(true),
+        (err: unknown) => {
           if (
             made < UNSUBSCRIBE_ATTEMPTS &&
             momentary(err) &&
@@ -761,8 +821,9 @@ export class ClientSubscriptions {
             return;
           }
           this.logger.debug({ err, id }, 'unsubscribe failed');
-          settled?.();
-        });
+          done(false);
+        },
+      );
     };
     attempt(1);
   }
@@ -786,7 +847,9 @@ export class ClientSubscriptions {
   #route(id: SubscriptionId, update: SubscriptionUpdate, frameChars: number): void {
     const shared = this.#byServerId.get(id);
     if (shared) this.#deliver(shared, update);
-    else if (!this.#retired.has(id)) this.#keepOrphan(id, update, frameChars);
+    else if (!this.#retired.has(id) && !this.#abandoned.has(id)) {
+      this.#keepOrphan(id, update, frameChars);
+    }
   }
 
   #deliver(shared: Shared, update: SubscriptionUpdate): void {

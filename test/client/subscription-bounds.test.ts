@@ -4,15 +4,23 @@
  * - subscriptions the server makes (`rpc.joined`) are held up to `maxJoined`; one more is
  *   unsubscribed, never announced, and logged at warn once an interval;
  * - a reconnect resubscribes any number of live subscriptions, in waves that fit the call table
- *   (`maxPendingCalls`), and none of them errors for a full table, joined ones included;
+ *   (`maxPendingCalls`) and the server's `maxInFlight`, ahead of the calls queued meanwhile, and
+ *   none of them errors for a full table (the client's, or the server's: -32000 Server busy),
+ *   joined ones included;
+ * - a message of a subscription ended, read before its unsubscribe is answered, never reaches a
+ *   later subscription the server gives the same id;
  * - a `gap`, `seq` or `missed` that is not a non-negative safe integer never moves the position
  *   a subscription resumes from, so later messages are not taken for duplicates.
  */
 import fc from 'fast-check';
+import { firstValueFrom } from 'rxjs';
+import { filter } from 'rxjs/operators';
 import { WebSocket } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RpcClient } from '../../src/client/client.js';
 import { resolveClientOptions } from '../../src/client/client-options.js';
+import { subscriptionStatus$ } from '../../src/client/subscription-status.js';
+import { MAX_SUBSCRIBE_WINDOW } from '../../src/client/subscriptions.js';
 import type { SubscriptionEvent } from '../../src/client/subscriptions.js';
 import {
   decodeSubscriptionNotification,
@@ -20,7 +28,7 @@ import {
 } from '../../src/protocol/subscription-frames.js';
 import { gapTail, messageTail, missedPart, positionTail } from '../../src/pubsub/frames.js';
 import type { ClientFrame } from '../support/fake-gateway.js';
-import { FakeGateways, framesOf, note, reply } from '../support/fake-gateway.js';
+import { FakeGateways, framesOf, note, reply, send } from '../support/fake-gateway.js';
 import { CaptureLogger, logged } from '../support/logging.js';
 import { waitFor } from '../support/waiting.js';
 
@@ -118,7 +126,7 @@ describe('maxJoined: subscriptions the server makes', () => {
     await waitFor(() => announced.length === 1001, 'the join after one ended');
     expect(announced.at(-1)).toBe('again');
   });
-  it('unsubscribes of refused joins in flight are bounded by half the call table', async () => {
+  it('unsubscribes of refused joins in flight are bounded by the subscribes’ window', async () => {
     const unsubscribed: unknown[] = [];
     const gateway = await gateways.listen((socket) => {
       socket.on('message', (data) => {
@@ -140,10 +148,10 @@ describe('maxJoined: subscriptions the server makes', () => {
     gateway.sockets[0]!.send(JSON.stringify({ jsonrpc: '2.0', method: 'done' }));
     await done;
     await waitFor(
-      () => unsubscribed.length >= 512,
+      () => unsubscribed.length >= MAX_SUBSCRIBE_WINDOW,
       () => `${unsubscribed.length} unsubscribed`,
     );
-    expect(unsubscribed).toHaveLength(512);
+    expect(unsubscribed).toHaveLength(MAX_SUBSCRIBE_WINDOW);
   });
 });
 
@@ -201,8 +209,83 @@ describe('resubscribing more subscriptions than the call table holds', () => {
     );
     expect(errors).toEqual([]);
     expect(new Set(server.subscribed[1]).size).toBe(total);
-    // In waves: never more than half the table (1 024) unanswered at once.
-    expect(server.mostWaiting).toBeLessThanOrEqual(512);
+    // In waves: never more than the window (half the table, at most 64) unanswered at once.
+    expect(server.mostWaiting).toBeLessThanOrEqual(MAX_SUBSCRIBE_WINDOW);
+  });
+
+  it('subscribes a server refuses as busy for the connection (-32000, maxInFlight) go again; none errors', async () => {
+    // The gateway's answer past its maxInFlight: its calls running finish, and its slots free.
+    let refusals = 30;
+    let unsubscribesRefused = 0;
+    const subscribed: string[] = [];
+    const unsubscribed: unknown[] = [];
+    const gateway = await gateways.listen((socket) => {
+      socket.on('message', (data) => {
+        for (const request of framesOf(data)) {
+          const busy =
+            request.method === 'unsubscribe' ? unsubscribesRefused-- > 0 : refusals-- > 0;
+          if (busy) {
+            send(socket, {
+              id: request.id,
+              error: { code: -32000, message: 'Server busy', data: { maxInFlight: 128 } },
+            });
+          } else if (request.method === 'subscribe') {
+            const topic = (request.params as string[])[0]!;
+            subscribed.push(topic);
+            reply(socket, request.id, `id-${topic}`);
+          } else if (request.method === 'unsubscribe') {
+            unsubscribed.push((request.params as unknown[])[0]);
+            reply(socket, request.id, true);
+          }
+        }
+      });
+    });
+    const c = client(gateway.url);
+    await c.opened();
+    const errors: unknown[] = [];
+    const held = Array.from({ length: 20 }, (_, i) =>
+      c.subscribe(`t${i}`).subscribe({ error: (e) => errors.push(e) }),
+    );
+    await waitFor(
+      () => errors.length > 0 || new Set(subscribed).size === 20,
+      () => `${new Set(subscribed).size} subscribed, errors: ${String(errors[0])}`,
+    );
+    expect(errors).toEqual([]);
+    // An unsubscribe refused as busy goes again too: the server would keep the subscription.
+    unsubscribesRefused = 2;
+    held[0]!.unsubscribe();
+    await waitFor(() => unsubscribed.length === 1, 'the unsubscribe, sent again');
+    expect(unsubscribed).toEqual(['id-t0']);
+    subscriptions.push(...held.slice(1));
+  });
+
+  it('a reconnect sends the resubscribes ahead of the calls queued while disconnected', async () => {
+    const methods: string[][] = [];
+    const gateway = await gateways.listen((socket, n) => {
+      const seen: string[] = [];
+      methods[n - 1] = seen;
+      socket.on('message', (data) => {
+        for (const request of framesOf(data)) {
+          seen.push(request.method!);
+          reply(socket, request.id, request.method === 'subscribe' ? `id-${n}-${seen.length}` : 1);
+        }
+      });
+    });
+    const c = client(gateway.url);
+    await c.opened();
+    for (let i = 0; i < 3; i++) subscriptions.push(c.subscribe(`t${i}`).subscribe());
+    await waitFor(() => methods[0]?.length === 3, 'three subscribes');
+    // Made as the connection is lost, before the next one opens: queued.
+    const calls = new Promise<Promise<unknown>[]>((resolve) => {
+      const watching = c.state$.subscribe((state) => {
+        if (state === 'open') return;
+        watching.unsubscribe();
+        resolve([c.call('a'), c.call('b')]);
+      });
+    });
+    gateway.sockets[0]!.close(1012, 'restart');
+    await Promise.all(await calls);
+    expect(methods[1]).toEqual(['subscribe', 'subscribe', 'subscribe', 'a', 'b']);
   });
 
   it('a table full of calls the server leaves unanswered: the subscribes wait, then go', async () => {
@@ -274,6 +357,60 @@ describe('resubscribing more subscriptions than the call table holds', () => {
       () => `${server.subscribed[1]?.length} resubscribed, ended: ${String(ended[0])}`,
     );
     expect(ended).toEqual([]);
+  });
+});
+
+describe('ids the server hands out again', () => {
+  it('a message of an ended subscription, read while its unsubscribe is in flight, never reaches a later one given its id', async () => {
+    const topics = 300; // more unsubscribes in flight than the client keeps given-up ids
+    let unsubscribesAnswered = false;
+    const gateway = await gateways.listen((socket) => {
+      const held: ClientFrame[] = [];
+      let subscribes = 0;
+      socket.on('message', (data) => {
+        for (const request of framesOf(data)) {
+          if (request.method === 'subscribe') {
+            // The topic's shared id: the same for every subscription to it.
+            const id = `id-${(request.params as string[])[0]!}`;
+            reply(socket, request.id, id);
+            if (++subscribes > topics) {
+              note(socket, { subscription: id, seq: 10 });
+              note(socket, { subscription: id, seq: 11, result: 'new' });
+            }
+          } else if (request.method === 'unsubscribe') held.push(request);
+        }
+        if (held.length === topics) {
+          // Written before the server took the unsubscribes: the old subscription's.
+          note(socket, { subscription: 'id-t0', seq: 5, result: 'old' });
+          for (const request of held.splice(0)) reply(socket, request.id, true);
+          unsubscribesAnswered = true;
+        }
+      });
+    });
+    const c = client(gateway.url);
+    await c.opened();
+    const first = Array.from({ length: topics }, (_, i) => c.subscribe(`t${i}`).subscribe());
+    const states = () =>
+      Promise.all(
+        Array.from({ length: topics }, (_, i) =>
+          firstValueFrom(
+            subscriptionStatus$(c, `t${i}`).pipe(filter((st) => st.state === 'subscribed')),
+          ),
+        ),
+      );
+    await states();
+    // A view unmounts: every subscription ends in one turn.
+    for (const subscription of first) subscription.unsubscribe();
+    await waitFor(() => unsubscribesAnswered, 'the unsubscribes answered');
+    // A message read after the answers: the unsubscribes' replies are handled by then.
+    const got: string[] = [];
+    subscriptions.push(
+      c
+        .subscribeWithMeta('t0')
+        .subscribe((e: SubscriptionEvent<unknown>) => got.push(`${String(e.data)}@${e.seq}`)),
+    );
+    await waitFor(() => got.length > 0, 'a message');
+    expect(got).toEqual(['new@11']);
   });
 });
 
