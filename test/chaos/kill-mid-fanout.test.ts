@@ -18,18 +18,14 @@ import { WebSocket } from 'ws';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { FAN_OUT_PER_TURN } from '../../src/pubsub/topic-registry.js';
 import { Cluster, Subscriber, buildNodeScript } from '../support/cluster.js';
-import type { BrokerKind } from '../support/brokers.js';
-import { canConnect } from '../support/network.js';
+import { brokersUp } from '../support/brokers.js';
 import { sleep } from '../support/promises.js';
 import { waitFor } from '../support/waiting.js';
 import { PublishLog } from './accounting.js';
 import { violations, subscriberAccount } from './fault-accounts.js';
 
 const mustRun = process.env['CI'] === 'true';
-const up: Record<BrokerKind, boolean> = {
-  redis: await canConnect(6379),
-  nats: await canConnect(4222),
-};
+const up = await brokersUp();
 const SUBSCRIBERS = FAN_OUT_PER_TURN + 50;
 /** Publishes before the kill and after it, one every PACE_MS. */
 const BEFORE = 40;

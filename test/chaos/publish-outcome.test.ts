@@ -17,19 +17,15 @@ import type { Broker } from '../../src/pubsub/broker.js';
 import { NatsBroker } from '../../src/pubsub/nats-broker.js';
 import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import { Subscriber } from '../support/cluster.js';
-import { deleteNatsStreams, deleteRedisKeys } from '../support/brokers.js';
+import { deleteNatsStreams, deleteRedisKeys, brokersUp } from '../support/brokers.js';
 import type { BrokerKind } from '../support/brokers.js';
-import { canConnect } from '../support/network.js';
 import { Resources } from '../support/resources.js';
 import { TcpRelay } from '../support/tcp-relay.js';
 import { waitFor } from '../support/waiting.js';
 import { PublishLog, accountSubscription } from './accounting.js';
 
 const mustRun = process.env['CI'] === 'true';
-const up: Record<BrokerKind, boolean> = {
-  redis: await canConnect(6379),
-  nats: await canConnect(4222),
-};
+const up = await brokersUp();
 const ports: Record<BrokerKind, number> = { redis: 6379, nats: 4222 };
 const prefix = `wsrpcoutcome${randomBytes(5).toString('hex')}`;
 

@@ -7,21 +7,17 @@ import { LIFECYCLE_TOPIC } from '../../src/server/lifecycle.js';
 import type { Broker } from '../../src/pubsub/broker.js';
 import { NatsBroker } from '../../src/pubsub/nats-broker.js';
 import { RedisBroker } from '../../src/pubsub/redis-broker.js';
-import { NATS_URL, REDIS_URL } from '../support/brokers.js';
+import { NATS_URL, REDIS_URL, brokersUp } from '../support/brokers.js';
 import type { BrokerKind } from '../support/brokers.js';
 import { bundleForNode } from '../support/bundle.js';
 import { Cluster } from '../support/cluster.js';
 import { killChild } from '../support/processes.js';
-import { canConnect } from '../support/network.js';
 import { sleep } from '../support/promises.js';
 import { waitUntil } from '../support/waiting.js';
 import { Resources } from '../support/resources.js';
 
 const mustRun = process.env['CI'] === 'true';
-const up: Record<BrokerKind, boolean> = {
-  redis: await canConnect(6379),
-  nats: await canConnect(4222),
-};
+const up = await brokersUp();
 /** The killed node's lease (lifecycle-node.ts's LEASE_MS); the in-process nodes use the same. */
 const LEASE_MS = 1_500;
 

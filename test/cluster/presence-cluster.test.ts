@@ -17,21 +17,23 @@ import type { PresenceMember } from '../../src/pubsub/presence.js';
 import { RedisBroker } from '../../src/pubsub/redis-broker.js';
 import type { Gateway } from '../../src/server/gateway.js';
 import type { PresenceEvent } from '../../src/server/presence-window.js';
-import { NATS_URL, REDIS_URL, deleteNatsStreams, deleteRedisKeys } from '../support/brokers.js';
+import {
+  NATS_URL,
+  REDIS_URL,
+  deleteNatsStreams,
+  deleteRedisKeys,
+  brokersUp,
+} from '../support/brokers.js';
 import type { BrokerKind } from '../support/brokers.js';
 import { Cluster, buildNodeScript } from '../support/cluster.js';
 import { connectClient, startGateway } from '../support/gateway.js';
-import { canConnect } from '../support/network.js';
 import { killChild } from '../support/processes.js';
 import { RawRpc } from '../support/raw-rpc.js';
 import { waitFor } from '../support/waiting.js';
 
 const LEASE_MS = 600;
 const mustRun = process.env['CI'] === 'true';
-const up: Record<BrokerKind, boolean> = {
-  redis: await canConnect(6379),
-  nats: await canConnect(4222),
-};
+const up = await brokersUp();
 const cleanups: (() => unknown)[] = [];
 
 let built: { script: string; dir: string } | undefined;

@@ -11,10 +11,9 @@ import { nanoid } from 'nanoid';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { PresenceState } from '../../src/client/index.js';
 import type { Gateway } from '../../src/server/gateway.js';
-import { REDIS_URL, deleteNatsStreams, deleteRedisKeys } from '../support/brokers.js';
+import { REDIS_URL, deleteNatsStreams, deleteRedisKeys, brokersUp } from '../support/brokers.js';
 import type { BrokerKind } from '../support/brokers.js';
 import { connectClient } from '../support/gateway.js';
-import { canConnect } from '../support/network.js';
 import type { RawRpc } from '../support/raw-rpc.js';
 import {
   presenceMember,
@@ -25,10 +24,7 @@ import {
 import { settle, waitFor } from '../support/waiting.js';
 
 const mustRun = process.env['CI'] === 'true';
-const up: Record<BrokerKind, boolean> = {
-  redis: await canConnect(6379),
-  nats: await canConnect(4222),
-};
+const up = await brokersUp();
 /** How long C's view is given to catch up with the store (events come every 50 ms). */
 const CATCH_UP_MS = 3_000;
 

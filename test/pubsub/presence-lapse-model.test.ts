@@ -15,9 +15,8 @@ import { nanoid } from 'nanoid';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Gateway } from '../../src/server/gateway.js';
 import type { PresenceEvent } from '../../src/server/presence-window.js';
-import { REDIS_URL, deleteNatsStreams, deleteRedisKeys } from '../support/brokers.js';
+import { REDIS_URL, deleteNatsStreams, deleteRedisKeys, brokersUp } from '../support/brokers.js';
 import type { BrokerKind } from '../support/brokers.js';
-import { canConnect } from '../support/network.js';
 import type { Cleanups, PresenceNode } from '../support/presence-nodes.js';
 import {
   presenceMember,
@@ -29,10 +28,7 @@ import type { RawRpc } from '../support/raw-rpc.js';
 import { settle, waitFor } from '../support/waiting.js';
 
 const mustRun = process.env['CI'] === 'true';
-const up: Record<BrokerKind, boolean> = {
-  redis: await canConnect(6379),
-  nats: await canConnect(4222),
-};
+const up = await brokersUp();
 const LEASE_MS = 600;
 /** How long B's view is given to catch up with the store once every change is made. */
 const CATCH_UP_MS = 3_000;

@@ -9,15 +9,14 @@
  */
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Broker } from '../../src/pubsub/broker.js';
-import { TestBrokers } from '../support/brokers.js';
+import { TestBrokers, brokersUp } from '../support/brokers.js';
 import { startGateway } from '../support/gateway.js';
-import { canConnect } from '../support/network.js';
 import { RawRpc } from '../support/raw-rpc.js';
 import type { WireFrame } from '../support/raw-rpc.js';
 import { waitFor } from '../support/waiting.js';
 
 const mustRun = process.env['CI'] === 'true';
-const up = { redis: await canConnect(6379), nats: await canConnect(4222) };
+const up = await brokersUp();
 const brokers = new TestBrokers();
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {

@@ -4,12 +4,18 @@ import { Redis } from 'ioredis';
 import type { Broker } from '../../src/pubsub/broker.js';
 import { NatsBroker } from '../../src/pubsub/nats-broker.js';
 import { RedisBroker } from '../../src/pubsub/redis-broker.js';
+import { canConnect } from './network.js';
 
 export const REDIS_URL = 'redis://127.0.0.1:6379';
 
 export const NATS_URL = 'nats://127.0.0.1:4222';
 
 export type BrokerKind = 'redis' | 'nats';
+
+/** Which of the session's brokers answer on their standard ports (CI runs them both). */
+export async function brokersUp(): Promise<Record<BrokerKind, boolean>> {
+  return { redis: await canConnect(6379), nats: await canConnect(4222) };
+}
 
 /**
  * Delete every key under `prefix:` (as brokerFromEnv prefixes Redis keys). Returns how many.
