@@ -508,6 +508,7 @@ export class RpcClient {
     check: () => void,
     send: (timeoutMs: number) => Promise<T>,
     slots?: number,
+    ahead?: boolean,
   ): Promise<T> {
     try {
       if (!this.#livePeer()) this.#assertMayQueue();
@@ -515,7 +516,14 @@ export class RpcClient {
     } catch (err) {
       return Promise.reject(err as Error);
     }
-    const queued = this.#queue.enqueue(method, options, this.config.callTimeoutMs, send, slots);
+    const queued = this.#queue.enqueue(
+      method,
+      options,
+      this.config.callTimeoutMs,
+      send,
+      slots,
+      ahead,
+    );
     this.#flushQueue();
     return queued;
   }
@@ -588,9 +596,10 @@ export class RpcClient {
    * A subscribe: while disconnected it waits in the queue without a timeout (it is the
    * resubscription the next connection needs, however long that takes), until `withdrawn`
    * takes it out (no one wants it any more); once sent, the default callTimeoutMs applies and
-   * `withdrawn` does nothing (its reply is unsubscribed when it comes). Connected, it goes at
-   * once, ahead of calls still queued: a reconnect's resubscribes go first (the subscriptions'
-   * window bounds them, and one the call table has no room for waits there for a slot).
+   * `withdrawn` does nothing (its reply is unsubscribed when it comes). Connected, it goes ahead
+   * of the calls still queued (a reconnect's resubscribes go first): at once while the call table
+   * has room, else first in the queue, for the next slot that frees (sent at once, it would be
+   * refused, and its retries would find every freed slot taken by the queue's next call).
    */
   #callUntimedWhileQueued(
     method: string,
@@ -599,12 +608,16 @@ export class RpcClient {
     withdrawn: AbortSignal,
   ): Promise<unknown> {
     const peer = this.#livePeer();
-    if (peer) return peer.call(method, params, { onResult });
+    if (peer && (this.#queue.size === 0 || peer.callRoom > 0)) {
+      return peer.call(method, params, { onResult });
+    }
     return this.#throughQueue(
       method,
       { timeoutMs: 0, signal: withdrawn },
       () => encodeRequest(0, method, params),
       () => this.#requirePeer().call(method, params, { onResult }),
+      1,
+      peer !== undefined,
     );
   }
 }

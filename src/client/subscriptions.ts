@@ -703,7 +703,11 @@ export class ClientSubscriptions {
         // the subscribes in flight settles (one sent at once would only be refused again).
         const full = err instanceof TooManyPendingCallsError || serverBusy(err);
         settled(full);
-        if (generation !== shared.generation || !active(shared)) return;
+        if (generation !== shared.generation || !active(shared)) {
+          // Its settling sent none of those waiting; nor will a retry of its own.
+          if (full && line === this.#line) this.#unstall();
+          return;
+        }
         // A reply that still comes (the call timed out as the server took it) is stale: its
         // subscription is ended on the server, not left to pile up with each retry.
         shared.generation++;
@@ -721,6 +725,19 @@ export class ClientSubscriptions {
       },
     );
     this.onStatus?.();
+  }
+
+  /**
+   * With none of the manager's subscribes in flight, none of those waiting would be sent (they
+   * go as one settles): the first is retried with the backoff, and the rest follow it.
+   */
+  #unstall(): void {
+    if (this.#inFlight > 0) return;
+    for (const shared of this.#waiting) {
+      this.#waiting.delete(shared);
+      this.#retry(shared);
+      return;
+    }
   }
 
   /**

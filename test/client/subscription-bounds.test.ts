@@ -259,6 +259,85 @@ describe('resubscribing more subscriptions than the call table holds', () => {
     subscriptions.push(...held.slice(1));
   });
 
+  it('a subscribe waiting for the window goes when the one in flight, stopped, is refused busy', async () => {
+    const subscribed: string[] = [];
+    let refuse: (() => void) | undefined;
+    const gateway = await gateways.listen((socket) => {
+      socket.on('message', (data) => {
+        for (const request of framesOf(data)) {
+          if (request.method !== 'subscribe') {
+            reply(socket, request.id, true);
+            continue;
+          }
+          const topic = (request.params as string[])[0]!;
+          subscribed.push(topic);
+          if (topic !== 'a') reply(socket, request.id, `id-${topic}`);
+          else {
+            refuse = () =>
+              send(socket, {
+                id: request.id,
+                error: { code: -32000, message: 'Server busy', data: { maxInFlight: 128 } },
+              });
+          }
+        }
+      });
+    });
+    const c = client(gateway.url, { maxPendingCalls: 2 }); // a window of one subscribe
+    await c.opened();
+    const a = c.subscribe('a').subscribe();
+    await waitFor(() => subscribed.includes('a'), 'a sent');
+    const errors: unknown[] = [];
+    subscriptions.push(c.subscribe('b').subscribe({ error: (e) => errors.push(e) }));
+    // Stopped while its subscribe is in flight, which is then refused as busy.
+    a.unsubscribe();
+    refuse!();
+    await waitFor(() => subscribed.includes('b'), 'b sent', 5_000);
+    expect(errors).toEqual([]);
+  });
+
+  it('a subscribe made while calls wait for room in the call table goes ahead of them', async () => {
+    const seen: string[] = [];
+    const gateway = await gateways.listen((socket) => {
+      socket.on('message', (data) => {
+        for (const request of framesOf(data)) {
+          seen.push(request.method!);
+          if (request.method === 'subscribe') reply(socket, request.id, 'id-x');
+          else setTimeout(() => reply(socket, request.id, 1), 5);
+        }
+      });
+    });
+    const c = client(gateway.url, { maxPendingCalls: 2 });
+    // A steady load: ten calls kept made, two in the table, the rest in the queue for room (made
+    // before the connection opened, and topped up while some wait: all go through the queue).
+    let made = 0;
+    let outstanding = 0;
+    const load: Promise<unknown>[] = [];
+    const top = (): void => {
+      while (outstanding < 10 && made < 200) {
+        made++;
+        outstanding++;
+        load.push(
+          c.call('work').then(() => {
+            outstanding--;
+            top();
+          }),
+        );
+      }
+    };
+    top();
+    await c.opened();
+    await waitFor(() => seen.length >= 4, 'the load under way');
+    const before = seen.length;
+    const errors: unknown[] = [];
+    subscriptions.push(c.subscribe('x').subscribe({ error: (e) => errors.push(e) }));
+    await waitFor(() => seen.includes('subscribe'), 'the subscribe sent');
+    // At most the two calls the table held were on their way before it.
+    expect(seen.indexOf('subscribe') - before).toBeLessThanOrEqual(2);
+    expect(errors).toEqual([]);
+    made = 200;
+    await Promise.all(load);
+  });
+
   it('a reconnect sends the resubscribes ahead of the calls queued while disconnected', async () => {
     const methods: string[][] = [];
     const gateway = await gateways.listen((socket, n) => {
