@@ -18,7 +18,9 @@ export type Upstream = (wake: () => void) => (() => void) | undefined;
  * `writableHighWaterMark`, 16 KiB for a socket, queued), so waiting for 'drain' alone would
  * never end for a smaller backlog. The first check runs after the corked writes have been
  * flushed (setImmediate: the turn coalescer flushes in a microtask); then, while bytes remain,
- * it waits for 'drain' when the stream owes one, and otherwise, while the stream holds bytes,
+ * it waits for 'drain' when the stream owes one (or for its 'close': a stream destroyed never
+ * drains, and a session that outlives it, as an event-stream session outlives each of its
+ * streams, would wait for ever), and otherwise, while the stream holds bytes,
  * writes an empty chunk whose callback runs once everything queued before it has gone to the
  * kernel. Every re-check is thus driven by the peer reading: nothing polls, nothing spins.
  *
@@ -45,6 +47,7 @@ export function whenDrained(
     if (waitingForDrain) {
       waitingForDrain = false;
       stream.off('drain', check);
+      stream.off('close', check);
     }
     if (done) return;
     // A stream that can no longer write will not drain: let the listener see that for itself.
@@ -56,6 +59,7 @@ export function whenDrained(
     if (stream.writableNeedDrain) {
       waitingForDrain = true;
       stream.once('drain', check);
+      stream.once('close', check);
     } else if (stream.writableLength > 0) {
       stream.write(EMPTY, afterWrite);
     } else {
@@ -75,6 +79,7 @@ export function whenDrained(
     if (waitingForDrain) {
       waitingForDrain = false;
       stream.off('drain', check);
+      stream.off('close', check);
     }
   };
 }
