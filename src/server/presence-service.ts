@@ -175,7 +175,13 @@ export class PresenceService<C> {
   );
   /** This node's lease id in the store: new when its lease was found lapsed. */
   private owner: string;
-  private leased = false;
+  /**
+   * The owner a write has settled under, succeeded or failed (a failed one may have made the
+   * lease all the same: a lost reply): the lease renewed is this one's, and only once it is the
+   * current owner's. Renewing an owner whose first write is still on its way would find no lease
+   * and take it for a lapse; never renewing one whose write made a lease would let it lapse.
+   */
+  private settledOwner: string | undefined;
   private timer: ReturnType<typeof setInterval> | undefined;
   /** The tick under way, one at a time; a close waits for it (its writes would land after the release). */
   private ticking: Promise<void> | undefined;
@@ -372,7 +378,8 @@ export class PresenceService<C> {
     // A tick under way (a renewal, a lapsed owner's release, a reap) ends first.
     await this.ticking;
     // Nothing written, being written or waiting to be: no member of this node anywhere.
-    const written = this.leased || this.flushes.size > 0 || this.pending.size > 0;
+    const written =
+      this.settledOwner !== undefined || this.flushes.size > 0 || this.pending.size > 0;
     if (!written || !this.broker.presence) return;
     // Every member any node may have been told of: those still here, and those whose leave is
     // not written yet. One whose join is not written yet goes too (the writes under way are
@@ -525,23 +532,22 @@ export class PresenceService<C> {
         this.pending.delete(topic);
         const joined = [...pending.joined.values()];
         const left = [...pending.left.values()];
-        // Renewed from the first write tried on: one that failed may have made the lease all the
-        // same (a lost reply), and a lease never renewed lapses and is reaped while every later
-        // write under it is refused.
-        this.leased = true;
+        const owner = this.owner;
         try {
           await this.store.write(
             topic,
-            this.owner,
+            owner,
             joined,
             left.map((entry) => entry.key),
             this.settings.leaseMs,
           );
         } catch (err) {
+          this.settledOwner = owner;
           this.requeue(topic, pending);
           this.logger.warn({ err, topic }, 'presence: write failed; tried again with the lease');
           return;
         }
+        this.settledOwner = owner;
         await this.announce(topic, joined, left);
       }
     } finally {
@@ -609,7 +615,10 @@ export class PresenceService<C> {
   private async runTick(): Promise<void> {
     try {
       const store = this.store;
-      if (this.leased && !(await store.renew(this.owner, this.settings.leaseMs))) {
+      if (
+        this.settledOwner === this.owner &&
+        !(await store.renew(this.owner, this.settings.leaseMs))
+      ) {
         // Lapsed (a long pause, a broker outage): other nodes removed, or are removing, our
         // members. Writes from now on go under a new owner; those under way under the old one
         // are let finish (a write racing the release would leave members under an owner nobody
