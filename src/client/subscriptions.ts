@@ -267,17 +267,13 @@ function momentary(err: unknown): boolean {
  */
 function transient(err: unknown): boolean {
   return (
+    momentary(err) ||
     err instanceof ConnectionClosedError ||
     // Lost with a connection closed for its credentials: the client dials again, or closes.
     err instanceof AuthenticationError ||
     err instanceof NotConnectedError ||
-    err instanceof TimeoutError ||
-    err instanceof TooManyPendingCallsError ||
-    serverBusy(err) ||
     (err instanceof JsonRpcError &&
-      (
-        [ErrorCode.BrokerUnavailable, ErrorCode.ShuttingDown, ErrorCode.RateLimited] as number[]
-      ).includes(err.code))
+      (err.code === ErrorCode.BrokerUnavailable || err.code === ErrorCode.ShuttingDown))
   );
 }
 
@@ -558,10 +554,7 @@ export class ClientSubscriptions {
     // The subscribes in flight fail with the connection: the next one starts with a free table.
     this.#inFlight = 0;
     this.#line++;
-    this.#byServerId.clear();
-    this.#dropOrphans();
-    this.#retired.clear();
-    this.#abandoned.clear();
+    this.#forgetIds();
   }
 
   /** A connection opened: re-establish what was active before. */
@@ -583,10 +576,7 @@ export class ClientSubscriptions {
     }
     this.shared.clear();
     this.#joinedHeld = 0;
-    this.#byServerId.clear();
-    this.#dropOrphans();
-    this.#retired.clear();
-    this.#abandoned.clear();
+    this.#forgetIds();
     this.#joinedHub.complete();
   }
 
@@ -732,12 +722,10 @@ export class ClientSubscriptions {
    * go as one settles): the first is retried with the backoff, and the rest follow it.
    */
   #unstall(): void {
-    if (this.#inFlight > 0) return;
-    for (const shared of this.#waiting) {
-      this.#waiting.delete(shared);
-      this.#retry(shared);
-      return;
-    }
+    const first = this.#waiting.values().next();
+    if (this.#inFlight > 0 || first.done) return;
+    this.#waiting.delete(first.value);
+    this.#retry(first.value);
   }
 
   /**
@@ -770,6 +758,14 @@ export class ClientSubscriptions {
     // through. The one stopped may have been that retry, and nothing else would send them.
     this.#pump();
     this.onStatus?.();
+  }
+
+  /** The connection's ids are over (it was lost, or the client closed): what they named goes. */
+  #forgetIds(): void {
+    this.#byServerId.clear();
+    this.#dropOrphans();
+    this.#retired.clear();
+    this.#abandoned.clear();
   }
 
   /** `id` names a subscription of this connection again: its messages are that one's. */

@@ -395,11 +395,12 @@ export class PresenceService<C> {
       for (const [topic, pending] of this.pending) gone(topic, pending.left.values());
       this.pending.clear();
     };
-    for (const [topic, members] of this.local)
+    for (const [topic, members] of this.local) {
       gone(
         topic,
-        [...members].map((m) => m.entry),
+        [...members].map((membership) => membership.entry),
       );
+    }
     this.local.clear();
     takePending();
     // A write under way would land after the release, under an owner that no longer exists:
@@ -503,9 +504,15 @@ export class PresenceService<C> {
     return undefined;
   }
 
-  private queue(topic: string, entry: PresenceEntry, change: 'joined' | 'left'): void {
+  /** The topic's changes not written yet, made empty when it has none. */
+  private pendingOf(topic: string): Pending {
     let pending = this.pending.get(topic);
     if (!pending) this.pending.set(topic, (pending = { joined: new Map(), left: new Map() }));
+    return pending;
+  }
+
+  private queue(topic: string, entry: PresenceEntry, change: 'joined' | 'left'): void {
+    const pending = this.pendingOf(topic);
     if (change === 'joined') pending.joined.set(entry.key, entry);
     // A member that leaves before its join was written was never there.
     else if (!pending.joined.delete(entry.key)) pending.left.set(entry.key, entry);
@@ -657,8 +664,7 @@ export class PresenceService<C> {
    */
   private rekeyWritten(): void {
     for (const [topic, members] of this.local) {
-      let pending = this.pending.get(topic);
-      if (!pending) this.pending.set(topic, (pending = { joined: new Map(), left: new Map() }));
+      const pending = this.pendingOf(topic);
       for (const membership of members) {
         const old = membership.entry;
         if (!pending.joined.delete(old.key)) pending.left.set(old.key, old);

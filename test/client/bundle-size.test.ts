@@ -13,7 +13,7 @@ import { describe, expect, it } from 'vitest';
 import { fallbackOnDemand } from '../../scripts/fallback-on-demand.mjs';
 
 /** The bound, in bytes gzipped; docs/performance.md gives the figure it was set from. */
-const CREATE_CLIENT_GZIP_BYTES = 24_619;
+const CREATE_CLIENT_GZIP_BYTES = 24_626;
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
