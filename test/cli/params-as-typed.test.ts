@@ -49,7 +49,8 @@ it('notify over http and subscribe over ws send PARAMS as typed', async () => {
     return `{"jsonrpc":"2.0","id":${idOf(text)},"result":"sub1"}`;
   });
   const started = resources.start(['subscribe', wsUrl, 'ticker', '{"from": 1e400}']);
-  await expect.poll(() => received.length).toBe(1);
+  // A child process starting and connecting: seconds on a loaded machine, not poll's default 1 s.
+  await expect.poll(() => received.length, { timeout: 20_000 }).toBe(1);
   expect(received[0]).toContain('"params":["ticker",{"from":1e400}]');
   started.child.kill('SIGINT');
   const ended = await started.exited;
